@@ -1,0 +1,79 @@
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TG_MSG_CAP = 2048 };
+static _Thread_local char tg_message[TG_MSG_CAP];
+
+tg_status tg_fail(tg_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tg_message, sizeof tg_message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+tg_status tg_fail_context(tg_status status, const char *fmt, ...) {
+    char prefix[TG_MSG_CAP], old[TG_MSG_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, tg_message, sizeof old);
+    size_t n = strlen(prefix);
+    if (n > TG_MSG_CAP - 3) n = TG_MSG_CAP - 3;
+    memcpy(tg_message, prefix, n);
+    memcpy(tg_message + n, ": ", 2);
+    size_t rest = TG_MSG_CAP - n - 3, len = strlen(old);
+    if (len > rest) len = rest;
+    memcpy(tg_message + n + 2, old, len);
+    tg_message[n + 2 + len] = '\0';
+    return status;
+}
+
+const char *tg_error_message(void) { return tg_message; }
+void tg_error_clear(void) { tg_message[0] = '\0'; }
+
+const char *tg_status_name(tg_status status) {
+    switch (status) {
+    case TG_OK: return "ok";
+    case TG_ERR_ARG: return "invalid argument";
+    case TG_ERR_IO: return "I/O error";
+    case TG_ERR_FORMAT: return "malformed file";
+    case TG_ERR_MISMATCH: return "mismatch";
+    case TG_ERR_NUMERIC: return "non-finite value";
+    case TG_ERR_NOMEM: return "out of memory";
+    case TG_ERR_INTERRUPTED: return "interrupted";
+    }
+    return "unknown error";
+}
+
+void tg_abort_at(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "tapegrad: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *tg_malloc_at(size_t size, const char *file, int line) {
+    void *p = malloc(size ? size : 1);
+    if (!p) tg_abort_at(file, line, "out of memory allocating %zu bytes", size);
+    return p;
+}
+
+void *tg_calloc_at(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) tg_abort_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *tg_realloc_at(void *p, size_t size, const char *file, int line) {
+    void *q = realloc(p, size ? size : 1);
+    if (!q) tg_abort_at(file, line, "out of memory reallocating to %zu bytes", size);
+    return q;
+}

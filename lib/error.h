@@ -1,0 +1,57 @@
+/* Errors with context.
+ *
+ * Two kinds of failure, two mechanisms:
+ *  - Anything user input can cause (a flag, a file, a config) returns a tg_status and leaves a
+ *    message with context in a thread-local buffer; the CLI prints it once and exits non-zero.
+ *  - Broken internal invariants (shape mismatch inside the engine) abort with file:line.
+ */
+#ifndef TAPEGRAD_ERROR_H
+#define TAPEGRAD_ERROR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+typedef enum {
+    TG_OK = 0,
+    TG_ERR_ARG,      /* bad flag, value or config */
+    TG_ERR_IO,       /* open/read/write/rename failed */
+    TG_ERR_FORMAT,   /* file exists but its contents are malformed */
+    TG_ERR_MISMATCH, /* well-formed but does not match what was expected */
+    TG_ERR_NUMERIC,  /* NaN/Inf */
+    TG_ERR_NOMEM,
+    TG_ERR_INTERRUPTED,
+} tg_status;
+
+/* Sets the thread's message (printf-style) and returns `status`, so callers can write
+ * `return tg_fail(TG_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
+tg_status tg_fail(tg_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prepends context to the current message: "loading ckpt.tgz: " + old message. */
+tg_status tg_fail_context(tg_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *tg_error_message(void);
+const char *tg_status_name(tg_status status);
+void tg_error_clear(void);
+
+_Noreturn void tg_abort_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Internal invariant: aborts with file:line and the formatted message when false. */
+#define TG_CHECK(cond, ...)                                                  \
+    do {                                                                     \
+        if (!(cond)) tg_abort_at(__FILE__, __LINE__, "check failed: " #cond " -- " __VA_ARGS__); \
+    } while (0)
+
+#define TG_TRY(expr)                         \
+    do {                                     \
+        tg_status tg_try_status_ = (expr);   \
+        if (tg_try_status_ != TG_OK) return tg_try_status_; \
+    } while (0)
+
+/* malloc/calloc that abort on failure with file:line (out of memory is not recoverable here). */
+void *tg_malloc_at(size_t size, const char *file, int line);
+void *tg_calloc_at(size_t n, size_t size, const char *file, int line);
+void *tg_realloc_at(void *p, size_t size, const char *file, int line);
+#define tg_malloc(size) tg_malloc_at((size), __FILE__, __LINE__)
+#define tg_calloc(n, size) tg_calloc_at((n), (size), __FILE__, __LINE__)
+#define tg_realloc(p, size) tg_realloc_at((p), (size), __FILE__, __LINE__)
+
+#endif

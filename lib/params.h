@@ -1,0 +1,42 @@
+/* Flat parameter store.
+ *
+ * Parameters, their gradients and the two AdamW moments each live in ONE allocation; every
+ * parameter tensor is a named view at an offset into them. Zeroing gradients, clipping, the
+ * optimizer update and checkpoint writes are single loops over `total` floats.
+ *
+ * Use: params_add() for every tensor (shapes only), then params_finalize() allocates the
+ * buffers and points the views into them.
+ */
+#ifndef TAPEGRAD_PARAMS_H
+#define TAPEGRAD_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+typedef struct ParamStore {
+    float *data, *grad, *m, *v; /* each `total` floats, 64-byte aligned */
+    size_t total;
+    Tensor **tensors;           /* the views, in the order they were added */
+    size_t *offsets;            /* offset of tensors[i] in the flat buffers */
+    bool *decay;                /* weight decay applies to tensors[i] */
+    int count, cap;
+    bool finalized;
+} ParamStore;
+
+void params_init(ParamStore *ps);
+void params_free(ParamStore *ps);
+/* Declares a parameter; returns its view (data valid after params_finalize). Names are unique. */
+Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay);
+/* Allocates data (zeroed), grad (zeroed), m and v (zeroed). */
+void params_finalize(ParamStore *ps);
+void params_zero_grad(ParamStore *ps);
+/* NULL when absent. */
+Tensor *params_find(const ParamStore *ps, const char *name);
+int params_index(const ParamStore *ps, const char *name);
+/* L2 norm of all gradients (double accumulation). */
+double params_grad_norm(const ParamStore *ps);
+
+#endif

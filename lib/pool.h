@@ -1,0 +1,29 @@
+/* A pthread pool with a deterministic parallel-for.
+ *
+ * pool_parallel_for(pool, n, fn, ctx) splits [0, n) into `threads` contiguous ranges,
+ * range t = [n*t/T, n*(t+1)/T), and calls fn(ctx, begin, end, t) once per non-empty range.
+ * The partition depends only on n and the thread count, so an op that reduces per range and
+ * then combines the partials in range order gives bitwise the same result on every run.
+ *
+ * Workers sleep on a condition variable between jobs: they never spin, so they do not steal
+ * cycles from OpenBLAS's threads when a GEMM follows. The calling thread runs range 0.
+ */
+#ifndef TAPEGRAD_POOL_H
+#define TAPEGRAD_POOL_H
+
+#include <stdint.h>
+
+typedef struct Pool Pool;
+typedef void (*tg_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
+
+/* threads >= 1 (1 runs everything on the caller). */
+Pool *pool_create(int threads);
+void pool_destroy(Pool *pool);
+/* 1 for a NULL pool. */
+int pool_threads(const Pool *pool);
+/* A NULL pool runs fn(ctx, 0, n, 0) on the caller. Not reentrant: fn must not call the pool. */
+void pool_parallel_for(Pool *pool, int64_t n, tg_range_fn fn, void *ctx);
+/* The range of `thread` in a split of n over `threads`. */
+void pool_range(int64_t n, int threads, int thread, int64_t *begin, int64_t *end);
+
+#endif

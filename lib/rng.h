@@ -1,0 +1,29 @@
+/* Seeded RNG: xoshiro256** seeded through splitmix64; normals by Box-Muller.
+ * The whole state is a plain struct, so saving and restoring it (checkpoints) is a memcpy and
+ * the stream continues bit-exactly. */
+#ifndef TAPEGRAD_RNG_H
+#define TAPEGRAD_RNG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+typedef struct Rng {
+    uint64_t s[4];
+    double spare;   /* second Box-Muller normal, valid when has_spare */
+    uint32_t has_spare;
+    uint32_t pad_;
+} Rng;
+
+void rng_seed(Rng *rng, uint64_t seed);
+uint64_t rng_u64(Rng *rng);
+/* Uniform in [0, 1) with 24 random bits (exactly representable in float). */
+float rng_uniform(Rng *rng);
+/* Uniform integer in [0, n), unbiased. n > 0. */
+uint64_t rng_below(Rng *rng, uint64_t n);
+/* Standard normal. */
+double rng_normal(Rng *rng);
+void rng_fill_normal(Rng *rng, float *out, size_t n, float mean, float std);
+void rng_fill_uniform(Rng *rng, float *out, size_t n, float lo, float hi);
+
+#endif

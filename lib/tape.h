@@ -1,0 +1,68 @@
+/* The tape: an append-only record of the ops of one forward pass, replayed backwards.
+ *
+ * A forward op computes its output, then calls tape_record(); when the tape is recording and
+ * some input requires a gradient, a node {op, inputs, output, backward, saved} is appended.
+ * tape_backward(loss) seeds dloss = 1 and walks the nodes in reverse; every backward *adds*
+ * into its inputs' gradients (a tensor used twice receives both contributions).
+ *
+ * The tape also carries what every op needs: the step arena (outputs, saved values, gradients
+ * of activations) and the thread pool. tape_reset() empties the tape and resets the arena.
+ */
+#ifndef TAPEGRAD_TAPE_H
+#define TAPEGRAD_TAPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "pool.h"
+#include "tensor.h"
+
+typedef struct Tape Tape;
+typedef struct TapeNode TapeNode;
+typedef void (*tg_backward_fn)(Tape *tape, TapeNode *node);
+
+enum { TAPE_MAX_INPUTS = 6 };
+
+struct TapeNode {
+    const char *op;            /* "linear", "rmsnorm", ... for inspection and error messages */
+    tg_backward_fn backward;
+    Tensor *out;
+    Tensor *in[TAPE_MAX_INPUTS];
+    int n_in;
+    void *saved;               /* op-specific values kept for the backward (arena memory) */
+    double fparam[4];          /* op scalars (eps, scale, ...) */
+    int64_t iparam[6];         /* op integers (heads, positions, ...) */
+};
+
+struct Tape {
+    TapeNode *nodes;
+    size_t n_nodes, cap_nodes;
+    Arena *arena;
+    Pool *pool;
+    bool grad_enabled;
+};
+
+void tape_init(Tape *tape, Arena *arena, Pool *pool);
+void tape_free(Tape *tape);
+/* Appends a node if the tape records and any input requires grad; marks `out` as requiring
+ * grad in that case. Returns the node (to fill saved/params) or NULL when nothing was recorded. */
+TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tensor *out,
+                      int n_in, Tensor *const *in);
+/* No-grad mode: returns the previous setting. */
+bool tape_set_grad_enabled(Tape *tape, bool enabled);
+/* Backward from a scalar: seeds d(loss) = 1. */
+void tape_backward(Tape *tape, Tensor *loss);
+/* Backward from any output whose grad the caller has already seeded. */
+void tape_backward_from_seeded(Tape *tape);
+/* Empties the tape and resets the arena (all activations and their gradients go). */
+void tape_reset(Tape *tape);
+
+/* The gradient buffer of t, allocated zeroed from the arena the first time it is asked for.
+ * Parameters carry theirs from the ParamStore. */
+float *tensor_grad(Tape *tape, Tensor *t);
+/* An op's backward asks for an input's gradient only if the input wants one. */
+static inline bool tensor_wants_grad(const Tensor *t) { return t->requires_grad; }
+
+#endif

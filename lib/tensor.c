@@ -1,0 +1,72 @@
+#include "tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+void tensor_set_shape(Tensor *t, int ndim, const int64_t *shape) {
+    TG_CHECK(ndim >= 0 && ndim <= TG_MAX_DIMS, "ndim %d", ndim);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < TG_MAX_DIMS; i++) {
+        t->shape[i] = i < ndim ? shape[i] : 1;
+        if (i < ndim) {
+            TG_CHECK(shape[i] >= 0, "negative dim %lld", (long long)shape[i]);
+            t->numel *= shape[i];
+        }
+    }
+}
+
+void tensor_set_name(Tensor *t, const char *name) {
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+}
+
+Tensor *tensor_view(Arena *arena, const char *name, float *data, int ndim, const int64_t *shape) {
+    Tensor *t = arena_alloc(arena, sizeof *t);
+    memset(t, 0, sizeof *t);
+    tensor_set_shape(t, ndim, shape);
+    tensor_set_name(t, name);
+    t->data = data;
+    return t;
+}
+
+Tensor *tensor_new(Arena *arena, const char *name, int ndim, const int64_t *shape) {
+    Tensor *t = tensor_view(arena, name, NULL, ndim, shape);
+    t->data = arena_alloc(arena, (size_t)t->numel * sizeof(float));
+    return t;
+}
+
+Tensor *tensor_zeros(Arena *arena, const char *name, int ndim, const int64_t *shape) {
+    Tensor *t = tensor_new(arena, name, ndim, shape);
+    memset(t->data, 0, (size_t)t->numel * sizeof(float));
+    return t;
+}
+
+int64_t tensor_dim(const Tensor *t, int i) {
+    if (i < 0) i += t->ndim;
+    TG_CHECK(i >= 0 && i < t->ndim, "dim %d of a %d-d tensor '%s'", i, t->ndim, t->name);
+    return t->shape[i];
+}
+
+int64_t tensor_rows(const Tensor *t) {
+    if (t->ndim == 0) return 1;
+    int64_t last = t->shape[t->ndim - 1];
+    return last ? t->numel / last : 0;
+}
+
+bool tensor_same_shape(const Tensor *a, const Tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t cap) {
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap - n, "[");
+    for (int i = 0; i < t->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+    return buf;
+}

@@ -1,0 +1,49 @@
+/* Tensor: float32, contiguous, row-major, up to 4 dims.
+ *
+ * A tensor does not own its memory. Activations point into the step arena; parameters point
+ * into the flat buffers of a ParamStore. `grad` is NULL until something writes a gradient.
+ */
+#ifndef TAPEGRAD_TENSOR_H
+#define TAPEGRAD_TENSOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "arena.h"
+
+enum { TG_MAX_DIMS = 4, TG_NAME_CAP = 64 };
+
+typedef struct Tensor {
+    float *data;
+    float *grad;
+    int64_t shape[TG_MAX_DIMS];
+    int ndim;             /* 0 means a scalar (numel 1) */
+    int64_t numel;
+    bool requires_grad;
+    char name[TG_NAME_CAP];
+} Tensor;
+
+/* Fills the shape fields of `t` (no allocation). Aborts on a negative dim or ndim > 4. */
+void tensor_set_shape(Tensor *t, int ndim, const int64_t *shape);
+/* A tensor whose header and data come from `arena` (data uninitialised). */
+Tensor *tensor_new(Arena *arena, const char *name, int ndim, const int64_t *shape);
+Tensor *tensor_zeros(Arena *arena, const char *name, int ndim, const int64_t *shape);
+/* A header from the arena viewing `data` owned by someone else. */
+Tensor *tensor_view(Arena *arena, const char *name, float *data, int ndim, const int64_t *shape);
+void tensor_set_name(Tensor *t, const char *name);
+
+/* dim(i) with negative i counting from the end, as in Python. */
+int64_t tensor_dim(const Tensor *t, int i);
+/* Product of all dims but the last: the number of rows of a [rows, last] view. */
+int64_t tensor_rows(const Tensor *t);
+bool tensor_same_shape(const Tensor *a, const Tensor *b);
+/* "[3, 5, 7]" into buf; returns buf. */
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t cap);
+
+#define TG_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define TG_NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+/* TENSOR(arena, "name", 4, 8) : a 2-d tensor [4, 8] from the arena. */
+#define TENSOR(arena, name, ...) tensor_new((arena), (name), TG_NDIM(__VA_ARGS__), TG_SHAPE(__VA_ARGS__))
+
+#endif

@@ -1,0 +1,90 @@
+/* The pthread pool: every index exactly once, a deterministic partition. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdlib.h>
+
+#include "lib/pool.h"
+
+typedef struct {
+    unsigned char *visits;
+    int64_t *first_of_thread;
+    int threads;
+} VisitCtx;
+
+static void visit(void *ctx_, int64_t begin, int64_t end, int thread) {
+    VisitCtx *ctx = ctx_;
+    cr_assert(thread >= 0 && thread < ctx->threads);
+    ctx->first_of_thread[thread] = begin;
+    for (int64_t i = begin; i < end; i++) ctx->visits[i]++;
+}
+
+static void check_visits(int threads, int64_t n) {
+    Pool *pool = pool_create(threads);
+    VisitCtx ctx = {calloc((size_t)n + 1, 1), calloc((size_t)threads, sizeof(int64_t)), threads};
+    for (int t = 0; t < threads; t++) ctx.first_of_thread[t] = -1;
+    pool_parallel_for(pool, n, visit, &ctx);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; i++) wrong += ctx.visits[i] != 1;
+    cr_expect_eq(wrong, 0, "n=%lld threads=%d: %lld indices not visited exactly once", (long long)n,
+                 threads, (long long)wrong);
+    for (int t = 0; t < threads; t++) {
+        int64_t begin, end;
+        pool_range(n, threads, t, &begin, &end);
+        if (end > begin) cr_expect_eq(ctx.first_of_thread[t], begin, "thread %d started elsewhere", t);
+        else cr_expect_eq(ctx.first_of_thread[t], -1, "thread %d ran an empty range", t);
+    }
+    free(ctx.visits);
+    free(ctx.first_of_thread);
+    pool_destroy(pool);
+}
+
+Test(pool, every_index_once_1_thread) {
+    int64_t ns[] = {0, 1, 7, 1000003};
+    for (int i = 0; i < 4; i++) check_visits(1, ns[i]);
+}
+
+Test(pool, every_index_once_2_threads) {
+    int64_t ns[] = {0, 1, 7, 1000003};
+    for (int i = 0; i < 4; i++) check_visits(2, ns[i]);
+}
+
+Test(pool, every_index_once_5_threads) {
+    int64_t ns[] = {0, 1, 7, 1000003};
+    for (int i = 0; i < 4; i++) check_visits(5, ns[i]);
+}
+
+Test(pool, ranges_tile_without_gaps) {
+    for (int threads = 1; threads <= 8; threads++)
+        for (int64_t n = 0; n < 50; n++) {
+            int64_t expect = 0;
+            for (int t = 0; t < threads; t++) {
+                int64_t b, e;
+                pool_range(n, threads, t, &b, &e);
+                cr_assert_eq(b, expect);
+                cr_assert_geq(e, b);
+                expect = e;
+            }
+            cr_assert_eq(expect, n);
+        }
+}
+
+static void add_range(void *ctx, int64_t begin, int64_t end, int thread) {
+    int64_t *partial = ctx;
+    for (int64_t i = begin; i < end; i++) partial[thread] += i;
+}
+
+Test(pool, many_small_jobs_complete) {
+    /* thousands of back-to-back jobs: a lost wake-up or a worker running a job twice shows here */
+    Pool *pool = pool_create(2);
+    int64_t partial[2] = {0, 0};
+    for (int j = 0; j < 20000; j++) pool_parallel_for(pool, 10, add_range, partial);
+    cr_expect_eq(partial[0] + partial[1], 20000LL * 45);
+    pool_destroy(pool);
+}
+
+Test(pool, null_pool_runs_serially) {
+    int64_t partial[1] = {0};
+    pool_parallel_for(NULL, 100, add_range, partial);
+    cr_expect_eq(partial[0], 4950);
+    cr_expect_eq(pool_threads(NULL), 1);
+}

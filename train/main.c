@@ -1,0 +1,45 @@
+/* tapegrad: the command-line program. Each subcommand parses its own flags. */
+#include <stdio.h>
+#include <string.h>
+
+#include "train/cli.h"
+
+static const Subcommand *const subcommands[] = {
+    &cmd_gradcheck,
+    &cmd_selftest,
+};
+enum { N_SUBCOMMANDS = sizeof subcommands / sizeof subcommands[0] };
+
+static void print_help(FILE *f) {
+    fprintf(f,
+            "tapegrad %s: train small language models from scratch on a CPU, with a tape-based\n"
+            "autograd engine whose every backward is checked by finite differences.\n\n"
+            "usage: tapegrad <subcommand> [flags]     (tapegrad <subcommand> --help for its flags)\n\n"
+            "subcommands:\n",
+            TAPEGRAD_VERSION);
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        fprintf(f, "  %-12s %s\n", subcommands[i]->name, subcommands[i]->summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_help(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        print_help(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("tapegrad %s\n", TAPEGRAD_VERSION);
+        return 0;
+    }
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        if (strcmp(name, subcommands[i]->name) == 0) return subcommands[i]->run(argc - 1, argv + 1);
+    if (name[0] == '-')
+        fprintf(stderr, "tapegrad: unknown flag '%s'; `tapegrad --help` lists the subcommands\n", name);
+    else
+        fprintf(stderr, "tapegrad: unknown subcommand '%s'; `tapegrad --help` lists the subcommands\n", name);
+    return 2;
+}
