@@ -17,4 +17,61 @@ Tensor *op_scale(Tape *tape, Tensor *a, float s);     /* s * a */
 Tensor *op_sum(Tape *tape, Tensor *a);                /* scalar: sum of all elements */
 Tensor *op_mean(Tape *tape, Tensor *a);               /* scalar: mean of all elements */
 
+/* ---- activation.c ---- (elementwise, any shape) */
+Tensor *op_relu(Tape *tape, Tensor *x);
+Tensor *op_silu(Tape *tape, Tensor *x);     /* x * sigmoid(x) */
+Tensor *op_gelu(Tape *tape, Tensor *x);     /* 0.5 x (1 + erf(x / sqrt 2)) */
+Tensor *op_sigmoid(Tape *tape, Tensor *x);
+float act_silu(float x);
+float act_gelu(float x);
+float act_sigmoid(float x);
+
+/* ---- rmsnorm.c ---- */
+/* y = x / sqrt(mean(x^2) + eps) * g over the last dim.  x (..., d), g (d). */
+Tensor *op_rmsnorm(Tape *tape, Tensor *x, Tensor *g, float eps);
+
+/* ---- rope.c ---- */
+/* cos/sin of angle = position * theta^(-2i/head_dim), i < head_dim/2; computed once per run. */
+typedef struct RopeTable {
+    float *cos, *sin;    /* [max_pos, head_dim/2] each */
+    int64_t max_pos, head_dim;
+    double theta;
+} RopeTable;
+void rope_table_init(RopeTable *rope, int64_t max_pos, int64_t head_dim, double theta);
+void rope_table_free(RopeTable *rope);
+/* rotate_half([a, b, c, d]) = [-c, -d, a, b] on one vector of even length d. */
+void rope_rotate_half(const float *x, float *out, int64_t d);
+/* x' = x*cos + rotate_half(x)*sin per head; pairs (i, i + hd/2).
+ * x (B, T, heads*head_dim); token t sits at position pos_offset + t. */
+Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset);
+
+/* ---- attention.c ---- */
+/* Causal softmax(Q K^T / sqrt(hd)) V with grouped-query heads: query head h reads KV head
+ * h / (heads / kv_heads).  q (B, Tq, heads*hd), k and v (B, Tk, kv_heads*hd), Tk >= Tq;
+ * query t sits at position Tk - Tq + t and sees keys 0 ..= Tk - Tq + t (KV-cache decoding
+ * passes Tq = 1). Output (B, Tq, heads*hd). Parallel over (batch, head). */
+Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads);
+
+/* ---- ffn.c ---- */
+/* silu(a) * b, fused. a, b same shape. */
+Tensor *op_swiglu(Tape *tape, Tensor *a, Tensor *b);
+/* w2(silu(w1 x) * w3 x); w1, w3 (hidden, dim), w2 (dim, hidden). *hidden_out (may be NULL)
+ * receives the input of w2, (..., hidden), for inspection. */
+Tensor *ffn_swiglu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w3, Tensor *w2, Tensor **hidden_out);
+/* w2(relu(w1 x)); w1 (hidden, dim), w2 (dim, hidden). */
+Tensor *ffn_relu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w2, Tensor **hidden_out);
+
+/* ---- embedding.c ---- */
+/* out[..., :] = table[ids[...], :].  table (V, D); ids has ndim dims `shape`; out (shape..., D).
+ * Backward: a deterministic scatter-add into the table's gradient. Aborts on an id outside
+ * [0, V) (callers validate user input first). */
+Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, const int64_t *shape);
+
+/* ---- cross_entropy.c ---- */
+/* Mean over counted targets of -log softmax(logits)[target]; logits (..., V), one target per
+ * row; rows whose target == ignore_index are skipped (TG_IGNORE_INDEX = -1). Scalar output.
+ * The softmax is fused into the backward: dlogits = (softmax - onehot) / count. */
+enum { TG_IGNORE_INDEX = -1 };
+Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
+
 #endif
