@@ -1,0 +1,782 @@
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.c copies tensor bytes as they are: it needs a little-endian host"
+#endif
+
+/* ---- dtypes and shapes ---- */
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_table[] = {
+    [ST_F32] = {"F32", 4}, [ST_F16] = {"F16", 2}, [ST_BF16] = {"BF16", 2}, [ST_F64] = {"F64", 8},
+    [ST_I32] = {"I32", 4}, [ST_I64] = {"I64", 8}, [ST_U8] = {"U8", 1},     [ST_I8] = {"I8", 1},
+};
+enum { DTYPE_COUNT = sizeof dtype_table / sizeof dtype_table[0] };
+
+const char *st_dtype_name(StDtype dtype) {
+    return (unsigned)dtype < DTYPE_COUNT ? dtype_table[dtype].name : "?";
+}
+
+size_t st_dtype_size(StDtype dtype) { return (unsigned)dtype < DTYPE_COUNT ? dtype_table[dtype].size : 0; }
+
+static bool dtype_from_name(const char *name, StDtype *out) {
+    for (unsigned i = 0; i < DTYPE_COUNT; i++)
+        if (strcmp(name, dtype_table[i].name) == 0) {
+            *out = (StDtype)i;
+            return true;
+        }
+    return false;
+}
+
+const char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
+    size_t used = 0;
+    if (cap == 0) return buf;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+    return buf;
+}
+
+/* numel and byte size of a shape, or false when either overflows. A zero dim anywhere makes the
+ * tensor empty, however large the other dims are. */
+static bool shape_sizes(int ndim, const int64_t *shape, size_t dtype_size, int64_t *numel, size_t *nbytes) {
+    uint64_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) count = 0;
+    for (int i = 0; i < ndim && count; i++)
+        if (__builtin_mul_overflow(count, (uint64_t)shape[i], &count) || count > (uint64_t)INT64_MAX) return false;
+    uint64_t bytes;
+    if (__builtin_mul_overflow(count, (uint64_t)dtype_size, &bytes) || bytes > SIZE_MAX) return false;
+    *numel = (int64_t)count;
+    *nbytes = (size_t)bytes;
+    return true;
+}
+
+/* RFC 3629 UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. The format requires a
+ * UTF-8 header, and the Rust reader refuses anything else, so the writer must not produce it. */
+static bool valid_utf8(const uint8_t *s, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        uint8_t c = s[i];
+        size_t extra;
+        uint32_t min, code;
+        if (c < 0x80) { i++; continue; }
+        if ((c & 0xE0) == 0xC0) extra = 1, min = 0x80, code = c & 0x1F;
+        else if ((c & 0xF0) == 0xE0) extra = 2, min = 0x800, code = c & 0x0F;
+        else if ((c & 0xF8) == 0xF0) extra = 3, min = 0x10000, code = c & 0x07;
+        else return false;
+        if (len - i <= extra) return false;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            code = (code << 6) | (s[i + k] & 0x3F);
+        }
+        if (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return false;
+        i += extra + 1;
+    }
+    return true;
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+    const char *name;
+    size_t index;
+} NameIndex;
+
+struct StFile {
+    char *path;
+    uint8_t *contents; /* the whole file; entries point into it */
+    size_t size;
+    StEntry *entries;  /* header order */
+    size_t count;
+    NameIndex *by_name; /* sorted by name, for st_find */
+    char **meta_keys, **meta_values;
+    size_t meta_count;
+};
+
+static int compare_name_index(const void *a, const void *b) {
+    return strcmp(((const NameIndex *)a)->name, ((const NameIndex *)b)->name);
+}
+
+void st_close(StFile *file) {
+    if (!file) return;
+    for (size_t i = 0; i < file->count; i++) free((char *)file->entries[i].name);
+    for (size_t i = 0; i < file->meta_count; i++) {
+        free(file->meta_keys[i]);
+        free(file->meta_values[i]);
+    }
+    free(file->meta_keys);
+    free(file->meta_values);
+    free(file->entries);
+    free(file->by_name);
+    free(file->contents);
+    free(file->path);
+    free(file);
+}
+
+static tg_status read_whole_file(const char *path, uint8_t **contents, size_t *size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tg_fail(TG_ERR_IO, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return tg_fail(TG_ERR_IO, "cannot stat: %s", strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return tg_fail(TG_ERR_IO, "not a regular file%s", S_ISDIR(st.st_mode) ? " (a directory)" : "");
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX - 1) {
+        close(fd);
+        return tg_fail(TG_ERR_NOMEM, "file of %jd bytes is too large to read", (intmax_t)st.st_size);
+    }
+    size_t expected = (size_t)st.st_size;
+    /* plain malloc: a huge file is the user's problem to hear about, not a reason to abort */
+    uint8_t *buf = malloc(expected ? expected : 1);
+    if (!buf) {
+        close(fd);
+        return tg_fail(TG_ERR_NOMEM, "cannot allocate %zu bytes to read the file", expected);
+    }
+    size_t got = 0;
+    while (got < expected) {
+        ssize_t n = read(fd, buf + got, expected - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int err = errno;
+            free(buf);
+            close(fd);
+            return n < 0 ? tg_fail(TG_ERR_IO, "read failed: %s", strerror(err))
+                         : tg_fail(TG_ERR_IO, "file shrank while being read (%zu of %zu bytes)", got, expected);
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    *contents = buf;
+    *size = expected;
+    return TG_OK;
+}
+
+/* A member of `object` that must appear exactly once (JSON allows repeats; we refuse them, since
+ * two readers could then disagree on which one counts). */
+static tg_status unique_member(const cJSON *object, const char *key, const cJSON **out) {
+    const cJSON *found = NULL, *child;
+    cJSON_ArrayForEach(child, object) {
+        if (child->string && strcmp(child->string, key) == 0) {
+            if (found) return tg_fail(TG_ERR_FORMAT, "\"%s\" appears twice", key);
+            found = child;
+        }
+    }
+    if (!found) return tg_fail(TG_ERR_FORMAT, "missing \"%s\"", key);
+    *out = found;
+    return TG_OK;
+}
+
+/* JSON numbers arrive as doubles; accept only integers in [0, 2^53], where doubles are exact. */
+static bool json_count(const cJSON *item, uint64_t *out) {
+    if (!cJSON_IsNumber(item)) return false;
+    double v = item->valuedouble;
+    if (!(v >= 0 && v <= 9007199254740992.0) || v != (double)(uint64_t)v) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static tg_status parse_shape(const cJSON *shape, StEntry *entry) {
+    if (!cJSON_IsArray(shape)) return tg_fail(TG_ERR_FORMAT, "\"shape\" is not an array");
+    int ndim = cJSON_GetArraySize(shape);
+    if (ndim > ST_MAX_DIMS)
+        return tg_fail(TG_ERR_FORMAT, "shape has %d dims, more than the %d supported", ndim, ST_MAX_DIMS);
+    int i = 0;
+    const cJSON *dim;
+    cJSON_ArrayForEach(dim, shape) {
+        uint64_t value;
+        if (!json_count(dim, &value) || value > (uint64_t)INT64_MAX) {
+            if (cJSON_IsNumber(dim) && dim->valuedouble < 0)
+                return tg_fail(TG_ERR_FORMAT, "shape has a negative dimension %g (entry %d)", dim->valuedouble, i);
+            return tg_fail(TG_ERR_FORMAT, "shape entry %d is not a non-negative integer", i);
+        }
+        entry->shape[i++] = (int64_t)value;
+    }
+    entry->ndim = ndim;
+    char buf[160];
+    if (!shape_sizes(ndim, entry->shape, st_dtype_size(entry->dtype), &entry->numel, &entry->nbytes))
+        return tg_fail(TG_ERR_FORMAT, "shape %s of %s is too large to address",
+                       st_shape_str(ndim, entry->shape, buf, sizeof buf), st_dtype_name(entry->dtype));
+    return TG_OK;
+}
+
+static tg_status parse_entry(const cJSON *json, StEntry *entry, const uint8_t *data, size_t data_size) {
+    if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "entry is not a JSON object");
+    const cJSON *dtype, *shape, *offsets;
+    TG_TRY(unique_member(json, "dtype", &dtype));
+    TG_TRY(unique_member(json, "shape", &shape));
+    TG_TRY(unique_member(json, "data_offsets", &offsets));
+    if (!cJSON_IsString(dtype)) return tg_fail(TG_ERR_FORMAT, "\"dtype\" is not a string");
+    if (!dtype_from_name(dtype->valuestring, &entry->dtype))
+        return tg_fail(TG_ERR_FORMAT,
+                       "unknown dtype '%s' (supported: F32, F16, BF16, F64, I32, I64, U8, I8)",
+                       dtype->valuestring);
+    TG_TRY(parse_shape(shape, entry));
+
+    uint64_t begin, end;
+    if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
+        !json_count(cJSON_GetArrayItem(offsets, 0), &begin) || !json_count(cJSON_GetArrayItem(offsets, 1), &end))
+        return tg_fail(TG_ERR_FORMAT, "\"data_offsets\" is not a pair [begin, end] of non-negative integers");
+    if (begin > end)
+        return tg_fail(TG_ERR_FORMAT, "data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin", begin, end);
+    if (end > data_size)
+        return tg_fail(TG_ERR_FORMAT,
+                       "data_offsets [%" PRIu64 ", %" PRIu64 "] reach past the end of the %zu-byte data buffer"
+                       " (file truncated?)",
+                       begin, end, data_size);
+    if (end - begin != entry->nbytes) {
+        char buf[160];
+        return tg_fail(TG_ERR_FORMAT, "data_offsets [%" PRIu64 ", %" PRIu64 "] but shape %s of %s needs %zu bytes",
+                       begin, end, st_shape_str(entry->ndim, entry->shape, buf, sizeof buf),
+                       st_dtype_name(entry->dtype), entry->nbytes);
+    }
+    entry->data_begin = (size_t)begin;
+    entry->bytes = data + begin;
+    return TG_OK;
+}
+
+static tg_status parse_metadata(StFile *file, const cJSON *json) {
+    if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "__metadata__ is not a JSON object");
+    size_t n = (size_t)cJSON_GetArraySize(json);
+    file->meta_keys = tg_calloc(n, sizeof *file->meta_keys);
+    file->meta_values = tg_calloc(n, sizeof *file->meta_values);
+    const cJSON *item;
+    cJSON_ArrayForEach(item, json) {
+        if (!cJSON_IsString(item))
+            return tg_fail(TG_ERR_FORMAT, "__metadata__ value of '%s' is not a string", item->string);
+        for (size_t i = 0; i < file->meta_count; i++)
+            if (strcmp(file->meta_keys[i], item->string) == 0)
+                return tg_fail(TG_ERR_FORMAT, "__metadata__ key '%s' appears twice", item->string);
+        file->meta_keys[file->meta_count] = strdup(item->string);
+        file->meta_values[file->meta_count] = strdup(item->valuestring);
+        if (!file->meta_keys[file->meta_count] || !file->meta_values[file->meta_count])
+            tg_abort_at(__FILE__, __LINE__, "out of memory copying metadata");
+        file->meta_count++;
+    }
+    return TG_OK;
+}
+
+typedef struct {
+    size_t begin, end, index;
+} ByteRange;
+
+static int compare_range(const void *a, const void *b) {
+    const ByteRange *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
+}
+
+static tg_status check_no_overlap(const StFile *file) {
+    ByteRange *ranges = tg_malloc(file->count * sizeof *ranges);
+    size_t n = 0;
+    for (size_t i = 0; i < file->count; i++) {
+        const StEntry *e = &file->entries[i];
+        /* an empty tensor owns no bytes, so it can sit anywhere */
+        if (e->nbytes) ranges[n++] = (ByteRange){e->data_begin, e->data_begin + e->nbytes, i};
+    }
+    qsort(ranges, n, sizeof *ranges, compare_range);
+    tg_status status = TG_OK;
+    for (size_t i = 1; i < n; i++) {
+        /* sorted by begin and the earlier ones disjoint: only the previous range can reach here */
+        if (ranges[i].begin < ranges[i - 1].end) {
+            const ByteRange *a = &ranges[i - 1], *b = &ranges[i];
+            status = tg_fail(TG_ERR_FORMAT,
+                             "tensors '%s' (data_offsets [%zu, %zu]) and '%s' (data_offsets [%zu, %zu]) overlap",
+                             file->entries[a->index].name, a->begin, a->end, file->entries[b->index].name,
+                             b->begin, b->end);
+            break;
+        }
+    }
+    free(ranges);
+    return status;
+}
+
+static tg_status parse_tensors(StFile *file, const cJSON *root, const uint8_t *data, size_t data_size) {
+    size_t members = (size_t)cJSON_GetArraySize(root);
+    file->entries = tg_calloc(members, sizeof *file->entries);
+    const cJSON *metadata = NULL, *item;
+    cJSON_ArrayForEach(item, root) {
+        if (strcmp(item->string, "__metadata__") == 0) {
+            if (metadata) return tg_fail(TG_ERR_FORMAT, "__metadata__ appears twice");
+            metadata = item;
+            continue;
+        }
+        StEntry *entry = &file->entries[file->count];
+        entry->name = strdup(item->string);
+        if (!entry->name) tg_abort_at(__FILE__, __LINE__, "out of memory copying a tensor name");
+        file->count++;
+        tg_status status = parse_entry(item, entry, data, data_size);
+        if (status != TG_OK) return tg_fail_context(status, "tensor '%s'", item->string);
+    }
+    if (metadata) TG_TRY(parse_metadata(file, metadata));
+
+    file->by_name = tg_malloc((file->count ? file->count : 1) * sizeof *file->by_name);
+    for (size_t i = 0; i < file->count; i++) file->by_name[i] = (NameIndex){file->entries[i].name, i};
+    qsort(file->by_name, file->count, sizeof *file->by_name, compare_name_index);
+    for (size_t i = 1; i < file->count; i++)
+        if (strcmp(file->by_name[i - 1].name, file->by_name[i].name) == 0)
+            return tg_fail(TG_ERR_FORMAT, "tensor '%s' appears twice", file->by_name[i].name);
+    return check_no_overlap(file);
+}
+
+static bool json_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static tg_status parse_file(StFile *file) {
+    const uint8_t *bytes = file->contents;
+    size_t size = file->size;
+    if (size == 0)
+        return tg_fail(TG_ERR_FORMAT, "file is empty (a safetensors file starts with an 8-byte header length)");
+    if (size < 8)
+        return tg_fail(TG_ERR_FORMAT, "file is only %zu bytes, too short for the 8-byte header length", size);
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; i--) header_len = (header_len << 8) | bytes[i];
+    if (header_len < 2)
+        return tg_fail(TG_ERR_FORMAT, "header length %" PRIu64 " is too small (\"{}\" alone takes 2 bytes)",
+                       header_len);
+    if (header_len > ST_MAX_HEADER_BYTES)
+        return tg_fail(TG_ERR_FORMAT, "header length %" PRIu64 " exceeds the limit of %" PRIu64 " bytes",
+                       header_len, ST_MAX_HEADER_BYTES);
+    if (header_len > size - 8)
+        return tg_fail(TG_ERR_FORMAT,
+                       "header length %" PRIu64 " is larger than the %zu bytes that follow it (truncated, or "
+                       "not a safetensors file?)",
+                       header_len, size - 8);
+    const uint8_t *header = bytes + 8;
+    size_t n = (size_t)header_len;
+    if (header[0] != '{') {
+        if (header[0] >= 0x20 && header[0] < 0x7f)
+            return tg_fail(TG_ERR_FORMAT, "header is not a JSON object (it starts with '%c', not '{')", header[0]);
+        return tg_fail(TG_ERR_FORMAT, "header is not a JSON object (it starts with byte 0x%02x, not '{')",
+                       header[0]);
+    }
+    if (memchr(header, 0, n)) return tg_fail(TG_ERR_FORMAT, "header is not valid JSON (it holds a NUL byte)");
+    if (!valid_utf8(header, n)) return tg_fail(TG_ERR_FORMAT, "header is not valid UTF-8");
+
+    /* cJSON gets a NUL-terminated copy, so no parser path can read past the header */
+    char *text = malloc(n + 1);
+    if (!text) return tg_fail(TG_ERR_NOMEM, "cannot allocate %zu bytes for the header", n + 1);
+    memcpy(text, header, n);
+    text[n] = '\0';
+    const char *parse_end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &parse_end, 0);
+    tg_status status = TG_OK;
+    if (!root) {
+        size_t at = parse_end ? (size_t)(parse_end - text) : 0;
+        status = tg_fail(TG_ERR_FORMAT, "header is not valid JSON (parse error near header byte %zu)", at);
+    } else {
+        for (size_t at = (size_t)(parse_end - text); at < n && status == TG_OK; at++)
+            if (!json_space((uint8_t)text[at]))
+                status = tg_fail(TG_ERR_FORMAT,
+                                 "header is not valid JSON (unexpected bytes after the object, at header "
+                                 "byte %zu)",
+                                 at);
+        if (status == TG_OK && !cJSON_IsObject(root))
+            status = tg_fail(TG_ERR_FORMAT, "header is not a JSON object");
+        if (status == TG_OK) status = parse_tensors(file, root, header + n, size - 8 - n);
+    }
+    cJSON_Delete(root);
+    free(text);
+    return status;
+}
+
+tg_status st_open(const char *path, StFile **out) {
+    *out = NULL;
+    StFile *file = tg_calloc(1, sizeof *file);
+    file->path = strdup(path);
+    if (!file->path) tg_abort_at(__FILE__, __LINE__, "out of memory copying a path");
+    tg_status status = read_whole_file(path, &file->contents, &file->size);
+    if (status == TG_OK) status = parse_file(file);
+    if (status != TG_OK) {
+        st_close(file);
+        return tg_fail_context(status, "%s", path);
+    }
+    *out = file;
+    return TG_OK;
+}
+
+const char *st_path(const StFile *file) { return file->path; }
+size_t st_count(const StFile *file) { return file->count; }
+
+const StEntry *st_entry_at(const StFile *file, size_t index) {
+    TG_CHECK(index < file->count, "entry %zu of %zu", index, file->count);
+    return &file->entries[index];
+}
+
+const StEntry *st_find(const StFile *file, const char *name) {
+    NameIndex key = {name, 0};
+    const NameIndex *hit = bsearch(&key, file->by_name, file->count, sizeof key, compare_name_index);
+    return hit ? &file->entries[hit->index] : NULL;
+}
+
+static tg_status require_entry(const StFile *file, const char *name, const StEntry **out) {
+    *out = st_find(file, name);
+    if (!*out) return tg_fail(TG_ERR_MISMATCH, "%s: no tensor named '%s'", file->path, name);
+    return TG_OK;
+}
+
+tg_status st_expect_shape(const StFile *file, const char *name, int ndim, const int64_t *shape) {
+    const StEntry *e;
+    TG_TRY(require_entry(file, name, &e));
+    bool same = e->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = e->shape[i] == shape[i];
+    if (same) return TG_OK;
+    char found[160], wanted[160];
+    return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' has shape %s, expected %s", file->path, name,
+                   st_shape_str(e->ndim, e->shape, found, sizeof found),
+                   st_shape_str(ndim, shape, wanted, sizeof wanted));
+}
+
+static tg_status check_numel(const StFile *file, const StEntry *e, int64_t expected_numel) {
+    if (e->numel == expected_numel) return TG_OK;
+    char buf[160];
+    return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' has shape %s (%" PRId64 " elements), expected %" PRId64,
+                   file->path, e->name, st_shape_str(e->ndim, e->shape, buf, sizeof buf), e->numel,
+                   expected_numel);
+}
+
+/* IEEE half to float; every half is exactly representable as a float. */
+static float half_to_float(uint16_t half) {
+    uint32_t sign = (uint32_t)(half >> 15) << 31, exponent = (half >> 10) & 0x1F, mantissa = half & 0x3FF;
+    uint32_t bits;
+    if (exponent == 0x1F) {
+        bits = sign | 0x7F800000u | (mantissa << 13); /* inf, or NaN keeping its payload */
+    } else if (exponent != 0) {
+        bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+    } else {
+        float subnormal = (float)mantissa * 0x1p-24f; /* also covers +-0 */
+        return sign ? -subnormal : subnormal;
+    }
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+tg_status st_read_f32(const StFile *file, const char *name, float *out, int64_t expected_numel) {
+    const StEntry *e;
+    TG_TRY(require_entry(file, name, &e));
+    TG_TRY(check_numel(file, e, expected_numel));
+    const uint8_t *src = e->bytes;
+    size_t n = (size_t)e->numel;
+    switch (e->dtype) {
+    case ST_F32:
+        if (n) memcpy(out, src, n * sizeof(float));
+        return TG_OK;
+    case ST_F16:
+    case ST_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t half;
+            memcpy(&half, src + 2 * i, 2);
+            if (e->dtype == ST_F16) {
+                out[i] = half_to_float(half);
+            } else {
+                uint32_t bits = (uint32_t)half << 16; /* bfloat16 is the top half of a float */
+                memcpy(&out[i], &bits, sizeof bits);
+            }
+        }
+        return TG_OK;
+    case ST_F64:
+        for (size_t i = 0; i < n; i++) {
+            double value;
+            memcpy(&value, src + 8 * i, 8);
+            out[i] = (float)value; /* rounds to nearest; out of range becomes +-inf (IEEE, Annex F) */
+        }
+        return TG_OK;
+    default:
+        return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is %s, expected a float dtype (F32, F16, BF16 or F64)",
+                       file->path, name, st_dtype_name(e->dtype));
+    }
+}
+
+tg_status st_read_i32(const StFile *file, const char *name, int32_t *out, int64_t expected_numel) {
+    const StEntry *e;
+    TG_TRY(require_entry(file, name, &e));
+    TG_TRY(check_numel(file, e, expected_numel));
+    size_t n = (size_t)e->numel;
+    if (e->dtype == ST_I32) {
+        if (n) memcpy(out, e->bytes, n * sizeof(int32_t));
+        return TG_OK;
+    }
+    if (e->dtype != ST_I64)
+        return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is %s, expected I32 or I64", file->path, name,
+                       st_dtype_name(e->dtype));
+    for (size_t i = 0; i < n; i++) {
+        int64_t value;
+        memcpy(&value, e->bytes + 8 * i, 8);
+        if (value < INT32_MIN || value > INT32_MAX)
+            return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' element %zu is %" PRId64 ", outside the int32 range",
+                           file->path, name, i, value);
+        out[i] = (int32_t)value;
+    }
+    return TG_OK;
+}
+
+const char *st_metadata(const StFile *file, const char *key) {
+    for (size_t i = 0; i < file->meta_count; i++)
+        if (strcmp(file->meta_keys[i], key) == 0) return file->meta_values[i];
+    return NULL;
+}
+
+size_t st_metadata_count(const StFile *file) { return file->meta_count; }
+
+void st_metadata_at(const StFile *file, size_t index, const char **key, const char **value) {
+    TG_CHECK(index < file->meta_count, "metadata %zu of %zu", index, file->meta_count);
+    *key = file->meta_keys[index];
+    *value = file->meta_values[index];
+}
+
+/* ---- writing ---- */
+
+typedef struct {
+    char *name;
+    StDtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    uint8_t *bytes;
+    size_t nbytes;
+} PendingTensor;
+
+struct StWriter {
+    PendingTensor *tensors;
+    size_t count, cap;
+    char **meta_keys, **meta_values;
+    size_t meta_count, meta_cap;
+};
+
+static char *copy_string(const char *s) {
+    char *copy = strdup(s);
+    if (!copy) tg_abort_at(__FILE__, __LINE__, "out of memory copying a string");
+    return copy;
+}
+
+StWriter *st_writer_begin(void) { return tg_calloc(1, sizeof(StWriter)); }
+
+void st_writer_free(StWriter *w) {
+    if (!w) return;
+    for (size_t i = 0; i < w->count; i++) {
+        free(w->tensors[i].name);
+        free(w->tensors[i].bytes);
+    }
+    for (size_t i = 0; i < w->meta_count; i++) {
+        free(w->meta_keys[i]);
+        free(w->meta_values[i]);
+    }
+    free(w->tensors);
+    free(w->meta_keys);
+    free(w->meta_values);
+    free(w);
+}
+
+tg_status st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
+                        const void *data) {
+    if (!name || !*name) return tg_fail(TG_ERR_ARG, "safetensors writer: empty tensor name");
+    if (strcmp(name, "__metadata__") == 0)
+        return tg_fail(TG_ERR_ARG, "safetensors writer: '__metadata__' is reserved, not a tensor name");
+    if (!valid_utf8((const uint8_t *)name, strlen(name)))
+        return tg_fail(TG_ERR_ARG, "safetensors writer: tensor name '%s' is not valid UTF-8", name);
+    if ((unsigned)dtype >= DTYPE_COUNT)
+        return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': unknown dtype %d", name, (int)dtype);
+    if (ndim < 0 || ndim > ST_MAX_DIMS)
+        return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': %d dims (0 to %d supported)", name, ndim,
+                       ST_MAX_DIMS);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': negative dimension %" PRId64, name,
+                           shape[i]);
+    for (size_t i = 0; i < w->count; i++)
+        if (strcmp(w->tensors[i].name, name) == 0)
+            return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s' added twice", name);
+    int64_t numel;
+    size_t nbytes;
+    if (!shape_sizes(ndim, shape, st_dtype_size(dtype), &numel, &nbytes))
+        return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': shape too large", name);
+    if (nbytes && !data) return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': no data", name);
+
+    if (w->count == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 16;
+        w->tensors = tg_realloc(w->tensors, w->cap * sizeof *w->tensors);
+    }
+    PendingTensor *t = &w->tensors[w->count++];
+    *t = (PendingTensor){.name = copy_string(name), .dtype = dtype, .ndim = ndim, .nbytes = nbytes};
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->bytes = tg_malloc(nbytes);
+    if (nbytes) memcpy(t->bytes, data, nbytes);
+    return TG_OK;
+}
+
+tg_status st_writer_add_f32(StWriter *w, const char *name, int ndim, const int64_t *shape, const float *data) {
+    return st_writer_add(w, name, ST_F32, ndim, shape, data);
+}
+
+tg_status st_writer_add_i32(StWriter *w, const char *name, int ndim, const int64_t *shape, const int32_t *data) {
+    return st_writer_add(w, name, ST_I32, ndim, shape, data);
+}
+
+tg_status st_writer_set_metadata(StWriter *w, const char *key, const char *value) {
+    if (!key || !*key || !value) return tg_fail(TG_ERR_ARG, "safetensors writer: empty metadata key or no value");
+    if (!valid_utf8((const uint8_t *)key, strlen(key)) || !valid_utf8((const uint8_t *)value, strlen(value)))
+        return tg_fail(TG_ERR_ARG, "safetensors writer: metadata '%s' is not valid UTF-8", key);
+    for (size_t i = 0; i < w->meta_count; i++)
+        if (strcmp(w->meta_keys[i], key) == 0) {
+            free(w->meta_values[i]);
+            w->meta_values[i] = copy_string(value);
+            return TG_OK;
+        }
+    if (w->meta_count == w->meta_cap) {
+        w->meta_cap = w->meta_cap ? 2 * w->meta_cap : 8;
+        w->meta_keys = tg_realloc(w->meta_keys, w->meta_cap * sizeof *w->meta_keys);
+        w->meta_values = tg_realloc(w->meta_values, w->meta_cap * sizeof *w->meta_values);
+    }
+    w->meta_keys[w->meta_count] = copy_string(key);
+    w->meta_values[w->meta_count] = copy_string(value);
+    w->meta_count++;
+    return TG_OK;
+}
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} TextBuffer;
+
+static void text_append(TextBuffer *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        while (b->len + n + 1 > b->cap) b->cap = b->cap ? 2 * b->cap : 1024;
+        b->data = tg_realloc(b->data, b->cap);
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void text_printf(TextBuffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(TextBuffer *b, const char *fmt, ...) {
+    char small[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    TG_CHECK(n >= 0 && (size_t)n < sizeof small, "text_printf is for short fragments");
+    text_append(b, small, (size_t)n);
+}
+
+/* A JSON string literal; names were checked to be UTF-8, so only quotes, backslashes and control
+ * characters need escaping. */
+static void text_json_string(TextBuffer *b, const char *s) {
+    text_append(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char escaped[2] = {'\\', (char)c};
+            text_append(b, escaped, 2);
+        } else if (c < 0x20) {
+            text_printf(b, "\\u%04x", c);
+        } else {
+            text_append(b, (const char *)&c, 1);
+        }
+    }
+    text_append(b, "\"", 1);
+}
+
+static void build_header(const StWriter *w, TextBuffer *header) {
+    text_append(header, "{", 1);
+    bool first = true;
+    if (w->meta_count) {
+        text_append(header, "\"__metadata__\":{", 16);
+        for (size_t i = 0; i < w->meta_count; i++) {
+            if (i) text_append(header, ",", 1);
+            text_json_string(header, w->meta_keys[i]);
+            text_append(header, ":", 1);
+            text_json_string(header, w->meta_values[i]);
+        }
+        text_append(header, "}", 1);
+        first = false;
+    }
+    size_t offset = 0;
+    for (size_t i = 0; i < w->count; i++) {
+        const PendingTensor *t = &w->tensors[i];
+        if (!first) text_append(header, ",", 1);
+        first = false;
+        text_json_string(header, t->name);
+        text_printf(header, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim; d++) text_printf(header, "%s%" PRId64, d ? "," : "", t->shape[d]);
+        text_printf(header, "],\"data_offsets\":[%zu,%zu]}", offset, offset + t->nbytes);
+        offset += t->nbytes;
+    }
+    text_append(header, "}", 1);
+    /* spaces after the JSON are allowed, and make the data buffer start 8-byte aligned */
+    while ((8 + header->len) % 8) text_append(header, " ", 1);
+}
+
+static bool write_fully(FILE *f, const void *data, size_t n) { return n == 0 || fwrite(data, 1, n, f) == n; }
+
+/* Makes the rename itself durable; some file systems cannot fsync a directory, which is fine. */
+static void sync_parent_directory(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : copy_string(".");
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+tg_status st_writer_finish(StWriter *w, const char *path) {
+    size_t total = 0;
+    for (size_t i = 0; i < w->count; i++)
+        if (__builtin_add_overflow(total, w->tensors[i].nbytes, &total)) {
+            st_writer_free(w);
+            return tg_fail(TG_ERR_ARG, "%s: tensors too large to write", path);
+        }
+    TextBuffer header = {0};
+    build_header(w, &header);
+
+    size_t tmp_len = strlen(path) + sizeof ".tmp";
+    char *tmp_path = tg_malloc(tmp_len);
+    snprintf(tmp_path, tmp_len, "%s.tmp", path);
+    tg_status status = TG_OK;
+    FILE *f = fopen(tmp_path, "wb");
+    if (!f) {
+        status = tg_fail(TG_ERR_IO, "cannot create %s: %s", tmp_path, strerror(errno));
+    } else {
+        uint8_t length[8];
+        for (int i = 0; i < 8; i++) length[i] = (uint8_t)((uint64_t)header.len >> (8 * i));
+        bool ok = write_fully(f, length, 8) && write_fully(f, header.data, header.len);
+        for (size_t i = 0; ok && i < w->count; i++) ok = write_fully(f, w->tensors[i].bytes, w->tensors[i].nbytes);
+        ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+        int err = errno;
+        if (fclose(f) != 0 && ok) {
+            ok = false;
+            err = errno;
+        }
+        if (!ok) status = tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp_path, strerror(err));
+        else if (rename(tmp_path, path) != 0)
+            status = tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", tmp_path, path, strerror(errno));
+        if (status != TG_OK) unlink(tmp_path);
+        else sync_parent_directory(path);
+    }
+    free(tmp_path);
+    free(header.data);
+    st_writer_free(w);
+    return status;
+}
