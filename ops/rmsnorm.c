@@ -1,0 +1,109 @@
+/* RMSNorm over the last dim:  y = x / sqrt(mean(x^2) + eps) * g.   x (..., d), g (d) -> y (..., d).
+ *
+ * Per row, rstd = (mean(x^2) + eps)^(-1/2) and xhat = x * rstd, so y = xhat * g. The forward
+ * keeps rstd (rows floats, in the arena) for the backward; xhat is recomputed from x. */
+#include <math.h>
+
+#include "../lib/error.h"
+#include "ops.h"
+
+/* Below this many elements a pool wake-up costs more than the loop. */
+enum { RMSNORM_MIN_PARALLEL = 1 << 14 };
+
+typedef struct {
+    int64_t rows, d;
+    float eps;
+    const float *x, *g;  /* (rows, d), (d) */
+    float *rstd;         /* (rows) */
+    float *y;            /* (rows, d), forward */
+    const float *dy;     /* (rows, d), backward */
+    float *dx;           /* (rows, d), NULL when x wants no gradient */
+    float *dg;           /* (d), NULL when g wants no gradient */
+    double *dg_sum;      /* (d) scratch for dg */
+} RmsnormJob;
+
+static Pool *pool_if_worth_it(Tape *tape, int64_t numel) {
+    return numel >= RMSNORM_MIN_PARALLEL ? tape->pool : NULL;
+}
+
+static void rmsnorm_forward_rows(void *ctx, int64_t begin, int64_t end, int thread) {
+    const RmsnormJob *job = ctx;
+    const int64_t d = job->d;
+    for (int64_t row = begin; row < end; row++) {
+        const float *x = job->x + row * d;  /* (d) */
+        float *y = job->y + row * d;        /* (d) */
+        double sum_sq = 0.0;
+        for (int64_t j = 0; j < d; j++) sum_sq += (double)x[j] * x[j];
+        float rstd = (float)(1.0 / sqrt(sum_sq / (double)d + (double)job->eps));
+        job->rstd[row] = rstd;
+        for (int64_t j = 0; j < d; j++) y[j] = x[j] * rstd * job->g[j];
+    }
+}
+
+/* Differentiating y = xhat * g, xhat = x * rstd, rstd = (mean(x^2) + eps)^(-1/2):
+ *   dxhat_j = dy_j * g_j,   d rstd / dx_k = -rstd^3 x_k / d, hence
+ *   dx_k += rstd * (dxhat_k - xhat_k * mean_j(dxhat_j * xhat_j))                        */
+static void rmsnorm_backward_dx_rows(void *ctx, int64_t begin, int64_t end, int thread) {
+    const RmsnormJob *job = ctx;
+    const int64_t d = job->d;
+    for (int64_t row = begin; row < end; row++) {
+        const float *x = job->x + row * d, *dy = job->dy + row * d;  /* (d) each */
+        float *dx = job->dx + row * d;                               /* (d) */
+        const float rstd = job->rstd[row];
+        double dot = 0.0;  /* sum_j dxhat_j * xhat_j */
+        for (int64_t j = 0; j < d; j++) dot += (double)(dy[j] * job->g[j]) * (x[j] * rstd);
+        const float mean_dot = (float)(dot / (double)d);
+        for (int64_t j = 0; j < d; j++)
+            dx[j] += rstd * (dy[j] * job->g[j] - x[j] * rstd * mean_dot);
+    }
+}
+
+/*   dg_j += sum_rows dy_j * xhat_j
+ * A thread owns the columns [begin, end) and walks every row in order: each sum is taken in
+ * the same order whatever the thread count, so dg is bitwise the same for 1 or N threads. */
+static void rmsnorm_backward_dg_columns(void *ctx, int64_t begin, int64_t end, int thread) {
+    const RmsnormJob *job = ctx;
+    const int64_t d = job->d;
+    for (int64_t j = begin; j < end; j++) job->dg_sum[j] = 0.0;
+    for (int64_t row = 0; row < job->rows; row++) {
+        const float *x = job->x + row * d, *dy = job->dy + row * d;  /* (d) each */
+        const float rstd = job->rstd[row];
+        for (int64_t j = begin; j < end; j++) job->dg_sum[j] += (double)dy[j] * (x[j] * rstd);
+    }
+    for (int64_t j = begin; j < end; j++) job->dg[j] += (float)job->dg_sum[j];
+}
+
+static void rmsnorm_backward(Tape *tape, TapeNode *node) {
+    Tensor *x = node->in[0], *g = node->in[1], *y = node->out;
+    RmsnormJob job = {.rows = tensor_rows(x), .d = tensor_dim(x, -1), .x = x->data,
+                      .g = g->data, .rstd = node->saved, .dy = y->grad};
+    Pool *pool = pool_if_worth_it(tape, x->numel);
+    if (tensor_wants_grad(x)) {
+        job.dx = tensor_grad(tape, x);
+        pool_parallel_for(pool, job.rows, rmsnorm_backward_dx_rows, &job);
+    }
+    if (tensor_wants_grad(g)) {
+        job.dg = tensor_grad(tape, g);
+        job.dg_sum = arena_alloc(tape->arena, (size_t)job.d * sizeof(double));
+        pool_parallel_for(pool, job.d, rmsnorm_backward_dg_columns, &job);
+    }
+}
+
+Tensor *op_rmsnorm(Tape *tape, Tensor *x, Tensor *g, float eps) {
+    TG_CHECK(g->ndim == 1, "rmsnorm weight '%s' must be 1-d", g->name);
+    TG_CHECK(x->ndim >= 1 && tensor_dim(x, -1) == g->shape[0],
+             "rmsnorm: x '%s' last dim %lld != weight '%s' dim %lld", x->name,
+             (long long)(x->ndim ? tensor_dim(x, -1) : 0), g->name, (long long)g->shape[0]);
+    TG_CHECK(eps >= 0.0f, "rmsnorm: eps %g < 0", (double)eps);
+    Tensor *y = tensor_new(tape->arena, "rmsnorm", x->ndim, x->shape);  /* (..., d) */
+    RmsnormJob job = {.rows = tensor_rows(x), .d = tensor_dim(x, -1), .eps = eps, .x = x->data,
+                      .g = g->data, .y = y->data};
+    job.rstd = arena_alloc(tape->arena, (size_t)job.rows * sizeof(float));  /* (rows) */
+    pool_parallel_for(pool_if_worth_it(tape, x->numel), job.rows, rmsnorm_forward_rows, &job);
+    TapeNode *node = tape_record(tape, "rmsnorm", rmsnorm_backward, y, 2, (Tensor *[]){x, g});
+    if (node) {
+        node->saved = job.rstd;
+        node->fparam[0] = eps;
+    }
+    return y;
+}

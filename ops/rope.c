@@ -1,0 +1,130 @@
+/* Rotary position embedding, half-split pairing (Llama / MiniMind):
+ *   x' = x * cos + rotate_half(x) * sin,   rotate_half([a, b, c, d]) = [-c, -d, a, b]
+ * i.e. per head, for i < h = hd/2 and angle = pos * theta^(-2i/hd):
+ *   x'[i]     = x[i]     * cos - x[i + h] * sin
+ *   x'[i + h] = x[i + h] * cos + x[i]     * sin
+ * Each pair (x[i], x[i+h]) is rotated by its angle, so q.k depends on positions only through
+ * their difference. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../lib/error.h"
+#include "ops.h"
+
+/* Below this many elements a pool wake-up costs more than the loop. */
+enum { ROPE_MIN_PARALLEL = 1 << 14 };
+
+/* (TG_CHECK pastes its condition into a printf format, where a '%' would be a conversion) */
+static bool is_even(int64_t n) { return (n & 1) == 0; }
+
+void rope_table_init(RopeTable *rope, int64_t max_pos, int64_t head_dim, double theta) {
+    TG_CHECK(head_dim > 0 && is_even(head_dim), "rope: head_dim %lld must be even and > 0",
+             (long long)head_dim);
+    TG_CHECK(max_pos > 0 && theta > 0.0, "rope: max_pos %lld, theta %g", (long long)max_pos, theta);
+    const int64_t half = head_dim / 2;
+    rope->max_pos = max_pos;
+    rope->head_dim = head_dim;
+    rope->theta = theta;
+    rope->cos = tg_malloc((size_t)(max_pos * half) * sizeof(float));  /* (max_pos, hd/2) */
+    rope->sin = tg_malloc((size_t)(max_pos * half) * sizeof(float));  /* (max_pos, hd/2) */
+    /* in double: at position 10^4 a float angle would already be off by ~1e-3 rad */
+    for (int64_t i = 0; i < half; i++) {
+        double inv_freq = pow(theta, -2.0 * (double)i / (double)head_dim);
+        for (int64_t pos = 0; pos < max_pos; pos++) {
+            double angle = (double)pos * inv_freq;
+            rope->cos[pos * half + i] = (float)cos(angle);
+            rope->sin[pos * half + i] = (float)sin(angle);
+        }
+    }
+}
+
+void rope_table_free(RopeTable *rope) {
+    free(rope->cos);
+    free(rope->sin);
+    rope->cos = rope->sin = NULL;
+}
+
+void rope_rotate_half(const float *x, float *out, int64_t d) {
+    TG_CHECK(is_even(d), "rotate_half of odd length %lld", (long long)d);
+    TG_CHECK(x != out, "rotate_half cannot work in place");
+    const int64_t half = d / 2;
+    for (int64_t i = 0; i < half; i++) {
+        out[i] = -x[i + half];
+        out[i + half] = x[i];
+    }
+}
+
+typedef struct {
+    const RopeTable *rope;
+    int64_t seq_len, heads, pos_offset;
+    const float *in;  /* (B*T, heads*hd): x in the forward, dy in the backward */
+    float *out;       /* (B*T, heads*hd): y in the forward, dx (accumulated) in the backward */
+} RopeJob;
+
+/* forward:   [x'_i, x'_{i+h}] = [[cos, -sin], [sin, cos]] [x_i, x_{i+h}]
+ * backward:  the matrix is orthogonal, so [dx_i, dx_{i+h}] += its transpose times
+ *            [dy_i, dy_{i+h}]: dx_i += dy_i cos + dy_{i+h} sin, dx_{i+h} += dy_{i+h} cos - dy_i sin */
+static void rope_rows(const RopeJob *job, int64_t begin, int64_t end, bool backward) {
+    const int64_t hd = job->rope->head_dim, half = hd / 2, width = job->heads * hd;
+    for (int64_t row = begin; row < end; row++) {
+        int64_t pos = job->pos_offset + row % job->seq_len;
+        const float *cos_row = job->rope->cos + pos * half, *sin_row = job->rope->sin + pos * half;
+        for (int64_t head = 0; head < job->heads; head++) {
+            const float *in = job->in + row * width + head * hd;  /* (hd) */
+            float *out = job->out + row * width + head * hd;      /* (hd) */
+            for (int64_t i = 0; i < half; i++) {
+                const float c = cos_row[i], s = sin_row[i];
+                const float first = in[i], second = in[i + half];
+                if (backward) {
+                    out[i] += first * c + second * s;
+                    out[i + half] += second * c - first * s;
+                } else {
+                    out[i] = first * c - second * s;
+                    out[i + half] = second * c + first * s;
+                }
+            }
+        }
+    }
+}
+
+static void rope_forward_rows(void *ctx, int64_t begin, int64_t end, int thread) {
+    rope_rows(ctx, begin, end, false);
+}
+static void rope_backward_rows(void *ctx, int64_t begin, int64_t end, int thread) {
+    rope_rows(ctx, begin, end, true);
+}
+
+static Pool *pool_if_worth_it(Tape *tape, int64_t numel) {
+    return numel >= ROPE_MIN_PARALLEL ? tape->pool : NULL;
+}
+
+static void rope_backward(Tape *tape, TapeNode *node) {
+    Tensor *x = node->in[0], *y = node->out;
+    if (!tensor_wants_grad(x)) return;
+    RopeJob job = {node->saved, x->shape[1], node->iparam[0], node->iparam[1], y->grad,
+                   tensor_grad(tape, x)};
+    pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_backward_rows, &job);
+}
+
+Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+    char shape_str[64];
+    TG_CHECK(x->ndim == 3, "rope: x '%s' is %s; expected (B, T, heads*head_dim)", x->name,
+             tensor_shape_str(x, shape_str, sizeof shape_str));
+    const int64_t seq_len = x->shape[1], hd = rope->head_dim;
+    TG_CHECK(hd > 0 && is_even(hd), "rope: head_dim %lld must be even", (long long)hd);
+    TG_CHECK(heads > 0 && x->shape[2] == heads * hd, "rope: x '%s' last dim %lld != %lld heads x %lld",
+             x->name, (long long)x->shape[2], (long long)heads, (long long)hd);
+    TG_CHECK(pos_offset >= 0 && pos_offset + seq_len <= rope->max_pos,
+             "rope: positions %lld..%lld past the table's %lld (raise max_pos)",
+             (long long)pos_offset, (long long)(pos_offset + seq_len - 1), (long long)rope->max_pos);
+    Tensor *y = tensor_new(tape->arena, "rope", 3, x->shape);  /* (B, T, heads*hd) */
+    RopeJob job = {rope, seq_len, heads, pos_offset, x->data, y->data};
+    pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_forward_rows, &job);
+    TapeNode *node = tape_record(tape, "rope", rope_backward, y, 1, &x);
+    if (node) {
+        node->saved = (void *)rope;  /* read only; the table outlives the step */
+        node->iparam[0] = heads;
+        node->iparam[1] = pos_offset;
+    }
+    return y;
+}
