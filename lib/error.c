@@ -60,6 +60,16 @@ void tg_abort_at(const char *file, int line, const char *fmt, ...) {
     abort();
 }
 
+void tg_abort_check(const char *file, int line, const char *cond, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "tapegrad: internal error at %s:%d: check failed: %s -- ", file, line, cond);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
 void *tg_malloc_at(size_t size, const char *file, int line) {
     void *p = malloc(size ? size : 1);
     if (!p) tg_abort_at(file, line, "out of memory allocating %zu bytes", size);

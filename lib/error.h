@@ -34,10 +34,13 @@ void tg_error_clear(void);
 _Noreturn void tg_abort_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Internal invariant: aborts with file:line and the formatted message when false. */
+_Noreturn void tg_abort_check(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Internal invariant: aborts with file:line, the condition and the formatted message when false. */
 #define TG_CHECK(cond, ...)                                                  \
     do {                                                                     \
-        if (!(cond)) tg_abort_at(__FILE__, __LINE__, "check failed: " #cond " -- " __VA_ARGS__); \
+        if (!(cond)) tg_abort_check(__FILE__, __LINE__, #cond, __VA_ARGS__); \
     } while (0)
 
 #define TG_TRY(expr)                         \

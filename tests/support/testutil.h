@@ -24,7 +24,7 @@ void test_tape_free(TestTape *t);
 Tensor *test_tensor(const char *name, int ndim, const int64_t *shape, Rng *rng, float lo, float hi);
 void test_tensor_free(Tensor *t);
 
-/* Runs a shell command; returns its exit status (or -1). Output goes to `log_path` if non-NULL. */
+/* Runs a shell command; returns its exit status (or -1; 128+N when killed by signal N). */
 int test_run(const char *cmd);
 
 #endif
