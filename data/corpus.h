@@ -1,0 +1,44 @@
+/* Reading a training corpus: one text file, or a folder of text files.
+ *
+ * A folder is walked depth-first with the entries of each folder in byte-wise (strcmp) name
+ * order. Skipped: hidden entries (names starting with '.'), names ending in ".dat" or ".u8"
+ * (the index files and UTF-8 symlinks of fortune databases), symlinks to folders (no cycles),
+ * anything that is neither a regular file nor a folder, empty files, and binary files (see
+ * corpus_is_binary; they are counted in CorpusInfo so the caller can warn). Files are joined in
+ * that order, with a '\n' added after a file that does not end in one. Fortune files' '%'
+ * record separator lines are kept as they are.
+ *
+ * Failures (each with a message naming the path and what to do): a missing path, a file that
+ * cannot be read, a corpus with no bytes, and a corpus whose files are all binary.
+ */
+#ifndef TAPEGRAD_DATA_CORPUS_H
+#define TAPEGRAD_DATA_CORPUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lib/error.h"
+
+/* Debian package `fortunes` (and `fortunes-min`) installs its plain-text files here. */
+#define CORPUS_DEFAULT_PATH "/usr/share/games/fortunes"
+
+typedef struct CorpusInfo {
+    size_t files_read;           /* text files that went into the corpus */
+    size_t files_empty;          /* skipped: no bytes */
+    size_t files_binary;         /* skipped: binary */
+    char first_binary[1024];     /* path of the first binary file skipped ("" if none) */
+} CorpusInfo;
+
+/* Reads the corpus at `path` into a malloc'ed buffer (*buf, caller frees; NUL-terminated for
+ * convenience, the terminator not counted in *len). On failure *buf is NULL. */
+tg_status corpus_read(const char *path, char **buf, size_t *len);
+/* Same, and fills *info (which may be NULL). */
+tg_status corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo *info);
+
+/* The binary rule: a NUL byte within the first 8192 bytes (as git and grep decide), or more
+ * than 30% of all bytes being control bytes that text does not use: 0x00-0x06, 0x0E-0x1A,
+ * 0x1C-0x1F and 0x7F (so TAB, LF, CR, VT, FF, BEL, backspace and ESC, which fortune files and
+ * ANSI art use, count as text, as do all bytes >= 0x80). An empty buffer is not binary. */
+bool corpus_is_binary(const char *bytes, size_t len);
+
+#endif

@@ -1,0 +1,132 @@
+#include "data/prepare.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/fileutil.h"
+#include "data/tokfile.h"
+
+void prepare_options_default(PrepareOptions *opt) {
+    *opt = (PrepareOptions){
+        .corpus_path = CORPUS_DEFAULT_PATH,
+        .out_dir = "data",
+        .kind = TOKENIZER_BPE,
+        .vocab_size = 2048,
+        .val_fraction = PREPARE_DEFAULT_VAL_FRACTION,
+        .seq_len = 256,
+    };
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+tg_status corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val) {
+    if (!(val_fraction > 0.0 && val_fraction < 1.0))
+        return tg_fail(TG_ERR_ARG, "val_fraction %g is not in (0, 1): give e.g. 0.1 for the last 10%%",
+                       val_fraction);
+    if (seq_len < 1) return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " must be at least 1", seq_len);
+    size_t val = (size_t)llround((double)n * val_fraction);
+    if (val > n) val = n;
+    size_t train = n - val, need = (size_t)seq_len + 1;
+    if (train < need || val < need) {
+        /* smallest total for which both splits reach `need`, give or take rounding */
+        double frac = val_fraction < 0.5 ? val_fraction : 1.0 - val_fraction;
+        size_t total = (size_t)ceil((double)need / frac);
+        return tg_fail(TG_ERR_ARG,
+                       "corpus too short: %zu tokens split into %zu train + %zu val (val_fraction "
+                       "%g), but each split needs at least %zu tokens (one window of seq_len %" PRId64
+                       " + 1), so about %zu tokens in all; use a larger corpus, a smaller "
+                       "seq_len, or a val_fraction nearer 0.5",
+                       n, train, val, val_fraction, need, seq_len, total);
+    }
+    *n_train = train;
+    *n_val = val;
+    return TG_OK;
+}
+
+static tg_status join_path(char *buf, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) return tg_fail(TG_ERR_ARG, "path too long: %s/%s", dir, name);
+    return TG_OK;
+}
+
+tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, const char *out_dir,
+                         double val_fraction, int64_t seq_len, PrepareResult *result) {
+    PrepareResult local;
+    PrepareResult *res = result ? result : &local;
+    res->corpus_bytes = len;
+    res->vocab_size = tok->vocab_size;
+    res->tokenizer_fingerprint = tokenizer_fingerprint(tok);
+    /* Validate the arguments before the (possibly long) encode. */
+    if (!(val_fraction > 0.0 && val_fraction < 1.0) || seq_len < 1) {
+        size_t a, b;
+        return corpus_split(0, val_fraction, seq_len, &a, &b);
+    }
+    double t0 = now_seconds();
+    int32_t *ids = tg_malloc((len ? len : 1) * sizeof *ids);
+    size_t n;
+    tg_status st = tokenizer_encode(tok, text, len, ids, len, &n);
+    res->encode_seconds = now_seconds() - t0;
+    res->n_tokens = n;
+    size_t n_train = 0, n_val = 0;
+    if (st == TG_OK) st = corpus_split(n, val_fraction, seq_len, &n_train, &n_val);
+    res->n_train = n_train;
+    res->n_val = n_val;
+    char path[4096];
+    if (st == TG_OK) st = data_mkdirs(out_dir);
+    if (st == TG_OK) st = join_path(path, sizeof path, out_dir, PREPARE_TRAIN_FILE);
+    if (st == TG_OK)
+        st = tokfile_write_tagged(path, ids, n_train, (uint32_t)tok->vocab_size, res->tokenizer_fingerprint);
+    if (st == TG_OK) st = join_path(path, sizeof path, out_dir, PREPARE_VAL_FILE);
+    if (st == TG_OK)
+        st = tokfile_write_tagged(path, ids + n_train, n_val, (uint32_t)tok->vocab_size,
+                                  res->tokenizer_fingerprint);
+    free(ids);
+    return st;
+}
+
+tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok_out, PrepareResult *result) {
+    PrepareResult local;
+    PrepareResult *res = result ? result : &local;
+    memset(res, 0, sizeof *res);
+    if (tok_out) memset(tok_out, 0, sizeof *tok_out);
+    if (opt->kind != TOKENIZER_CHAR && opt->kind != TOKENIZER_BPE)
+        return tg_fail(TG_ERR_ARG, "unknown tokenizer kind %d: use char or bpe", (int)opt->kind);
+    if (!opt->out_dir || !*opt->out_dir) return tg_fail(TG_ERR_ARG, "no output folder given for the prepared data");
+    if (!(opt->val_fraction > 0.0 && opt->val_fraction < 1.0) || opt->seq_len < 1) {
+        size_t a, b; /* refuse bad split settings before the slow part */
+        return corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
+    }
+    const char *corpus_path = opt->corpus_path ? opt->corpus_path : CORPUS_DEFAULT_PATH;
+    char *text;
+    size_t len;
+    TG_TRY(corpus_read_info(corpus_path, &text, &len, &res->corpus));
+    Tokenizer tok;
+    double t0 = now_seconds();
+    tg_status st = opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &tok)
+                                               : tokenizer_bpe_train(text, len, opt->vocab_size, &tok);
+    res->tokenizer_seconds = now_seconds() - t0;
+    char path[4096];
+    if (st == TG_OK) st = data_mkdirs(opt->out_dir);
+    if (st == TG_OK) st = join_path(path, sizeof path, opt->out_dir, PREPARE_TOKENIZER_FILE);
+    if (st == TG_OK) st = tokenizer_save(&tok, path);
+    if (st == TG_OK) {
+        double tok_seconds = res->tokenizer_seconds;
+        CorpusInfo info = res->corpus;
+        st = corpus_prepare(&tok, text, len, opt->out_dir, opt->val_fraction, opt->seq_len, res);
+        res->tokenizer_seconds = tok_seconds;
+        res->corpus = info;
+    }
+    free(text);
+    if (st == TG_OK && tok_out) *tok_out = tok;
+    else tokenizer_free(&tok);
+    if (st != TG_OK) return tg_fail_context(st, "preparing %s", corpus_path);
+    return TG_OK;
+}

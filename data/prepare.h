@@ -1,0 +1,59 @@
+/* Corpus preparation: text -> tokens -> out_dir/{train.tok, val.tok} (+ tokenizer.txt).
+ *
+ * The whole text is encoded as one token stream; the LAST `val_fraction` of the stream
+ * (rounded to the nearest token) is the validation split, the rest is the training split. Each
+ * split must hold at least one training window, seq_len + 1 tokens, or preparation is refused
+ * with a message giving the counts. The tokenizer is trained on the whole text (both splits),
+ * as is usual for small corpora.
+ */
+#ifndef TAPEGRAD_DATA_PREPARE_H
+#define TAPEGRAD_DATA_PREPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/corpus.h"
+#include "data/tokenizer.h"
+#include "lib/error.h"
+
+#define PREPARE_TOKENIZER_FILE "tokenizer.txt"
+#define PREPARE_TRAIN_FILE "train.tok"
+#define PREPARE_VAL_FILE "val.tok"
+#define PREPARE_DEFAULT_VAL_FRACTION 0.1
+
+typedef struct PrepareOptions {
+    const char *corpus_path; /* text file or folder; NULL means CORPUS_DEFAULT_PATH */
+    const char *out_dir;     /* created when missing */
+    TokenizerKind kind;      /* TOKENIZER_CHAR or TOKENIZER_BPE */
+    int32_t vocab_size;      /* BPE only (>= 257) */
+    double val_fraction;     /* in (0, 1) */
+    int64_t seq_len;         /* each split needs seq_len + 1 tokens */
+} PrepareOptions;
+
+/* BPE, vocab 2048, val_fraction 0.1, seq_len 256, the default corpus; out_dir "data". */
+void prepare_options_default(PrepareOptions *opt);
+
+typedef struct PrepareResult {
+    size_t corpus_bytes;
+    size_t n_tokens, n_train, n_val;
+    int32_t vocab_size;
+    uint64_t tokenizer_fingerprint;
+    CorpusInfo corpus;          /* filled by prepare_run only */
+    double tokenizer_seconds;   /* training the tokenizer (prepare_run only) */
+    double encode_seconds;
+} PrepareResult;
+
+/* How many of n tokens go to each split; refuses when either is shorter than seq_len + 1 or
+ * val_fraction is not in (0, 1). */
+tg_status corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
+
+/* Encodes text with tok, splits it and writes out_dir/train.tok and out_dir/val.tok (tagged
+ * with the tokenizer's fingerprint). `result` may be NULL. */
+tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, const char *out_dir,
+                         double val_fraction, int64_t seq_len, PrepareResult *result);
+
+/* The whole pipeline: reads the corpus, trains the tokenizer, saves out_dir/tokenizer.txt, and
+ * calls corpus_prepare. `tok` (may be NULL) receives the tokenizer (caller frees). */
+tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok, PrepareResult *result);
+
+#endif

@@ -1,0 +1,414 @@
+/* The tokenizer interface common to both kinds: validation, the token table, encode/decode
+ * dispatch, the fingerprint, and the text file format (see tokenizer.h). */
+#include "data/tokenizer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/fileutil.h"
+#include "data/tokenizer_internal.h"
+
+static const char MAGIC[] = "tapegrad-tokenizer";
+
+const char *tokenizer_kind_name(TokenizerKind kind) {
+    switch (kind) {
+    case TOKENIZER_CHAR: return "char";
+    case TOKENIZER_BPE: return "bpe";
+    case TOKENIZER_NONE: break;
+    }
+    return "none";
+}
+
+void tokenizer_free(Tokenizer *tok) {
+    if (!tok) return;
+    free(tok->merges);
+    free(tok->token_offsets);
+    free(tok->token_bytes);
+    bpe_rank_map_free(tok->ranks);
+    memset(tok, 0, sizeof *tok);
+}
+
+/* FNV-1a over a canonical little-endian serialisation of what decides the encoding. */
+static uint64_t fnv_u32(uint64_t h, uint32_t v) {
+    for (int i = 0; i < 4; i++) {
+        h ^= (v >> (8 * i)) & 0xffu;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t compute_fingerprint(const Tokenizer *tok) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *p = MAGIC; *p; p++) {
+        h ^= (unsigned char)*p;
+        h *= 0x100000001b3ULL;
+    }
+    h = fnv_u32(h, (uint32_t)tok->kind);
+    h = fnv_u32(h, (uint32_t)tok->vocab_size);
+    h = fnv_u32(h, (uint32_t)tok->eot_id);
+    if (tok->kind == TOKENIZER_CHAR) {
+        h = fnv_u32(h, (uint32_t)tok->n_chars);
+        for (int32_t i = 0; i < tok->n_chars; i++) h = fnv_u32(h, tok->chars[i]);
+    } else {
+        h = fnv_u32(h, (uint32_t)tok->n_merges);
+        for (int32_t i = 0; i < tok->n_merges; i++) {
+            h = fnv_u32(h, (uint32_t)tok->merges[i].left);
+            h = fnv_u32(h, (uint32_t)tok->merges[i].right);
+        }
+    }
+    return h ? h : 1;
+}
+
+uint64_t tokenizer_fingerprint(const Tokenizer *tok) { return tok->fingerprint; }
+
+static tg_status validate_char(Tokenizer *tok, const char *origin) {
+    if (tok->n_chars < 1 || tok->n_chars > 256)
+        return tg_fail(TG_ERR_FORMAT, "%s: a char tokenizer has 1 to 256 chars, not %" PRId32,
+                       origin, tok->n_chars);
+    if (tok->vocab_size != tok->n_chars + 1 || tok->eot_id != tok->n_chars)
+        return tg_fail(TG_ERR_FORMAT,
+                       "%s: a char tokenizer with %" PRId32 " chars has vocab_size %" PRId32
+                       " and eot_id %" PRId32 ", not %" PRId32 " and %" PRId32,
+                       origin, tok->n_chars, tok->n_chars + 1, tok->n_chars, tok->vocab_size,
+                       tok->eot_id);
+    for (int i = 0; i < 256; i++) tok->id_of_byte[i] = -1;
+    for (int32_t i = 0; i < tok->n_chars; i++) {
+        if (i > 0 && tok->chars[i] <= tok->chars[i - 1])
+            return tg_fail(TG_ERR_FORMAT,
+                           "%s: char bytes must be strictly ascending, but char %" PRId32
+                           " (%u) follows %u",
+                           origin, i, tok->chars[i], tok->chars[i - 1]);
+        tok->id_of_byte[tok->chars[i]] = i;
+    }
+    return TG_OK;
+}
+
+static int64_t token_len(const Tokenizer *tok, int32_t id) {
+    return tok->token_offsets[id + 1] - tok->token_offsets[id];
+}
+
+/* Builds token_offsets/token_bytes; for BPE also checks each merge against the ids before it. */
+static tg_status build_token_table(Tokenizer *tok, const char *origin) {
+    int32_t v = tok->vocab_size;
+    tok->token_offsets = tg_malloc(((size_t)v + 1) * sizeof *tok->token_offsets);
+    if (tok->kind == TOKENIZER_CHAR) {
+        tok->token_bytes = tg_malloc((size_t)tok->n_chars);
+        for (int32_t i = 0; i <= tok->n_chars; i++) tok->token_offsets[i] = i;
+        memcpy(tok->token_bytes, tok->chars, (size_t)tok->n_chars);
+        tok->token_offsets[v] = tok->n_chars; /* <eot> is empty */
+        return TG_OK;
+    }
+    /* BPE: lengths first (validating), then the bytes. */
+    tok->token_offsets[0] = 0;
+    for (int32_t id = 0; id < TOKENIZER_BPE_BASE; id++) tok->token_offsets[id + 1] = id + 1;
+    tok->token_offsets[TOKENIZER_BPE_EOT + 1] = TOKENIZER_BPE_BASE; /* <eot> is empty */
+    for (int32_t i = 0; i < tok->n_merges; i++) {
+        int32_t id = TOKENIZER_BPE_FIRST_MERGE + i;
+        TokenPair p = tok->merges[i];
+        if (p.left < 0 || p.left >= id || p.right < 0 || p.right >= id ||
+            p.left == TOKENIZER_BPE_EOT || p.right == TOKENIZER_BPE_EOT)
+            return tg_fail(TG_ERR_FORMAT,
+                           "%s: merge %" PRId32 " (%" PRId32 " %" PRId32 ") must join two ids "
+                           "below its own id %" PRId32 ", neither of them <eot> (256)",
+                           origin, i, p.left, p.right, id);
+        int64_t len = token_len(tok, p.left) + token_len(tok, p.right);
+        if (len > TOKENIZER_MAX_CHUNK)
+            return tg_fail(TG_ERR_FORMAT,
+                           "%s: merge %" PRId32 " makes a %" PRId64 "-byte token, longer than "
+                           "any chunk (%d bytes): the file is corrupt",
+                           origin, i, len, TOKENIZER_MAX_CHUNK);
+        tok->token_offsets[id + 1] = tok->token_offsets[id] + len;
+    }
+    tok->token_bytes = tg_malloc((size_t)tok->token_offsets[v]);
+    for (int32_t id = 0; id < TOKENIZER_BPE_BASE; id++) tok->token_bytes[id] = (uint8_t)id;
+    for (int32_t i = 0; i < tok->n_merges; i++) {
+        int32_t id = TOKENIZER_BPE_FIRST_MERGE + i;
+        TokenPair p = tok->merges[i];
+        uint8_t *dst = tok->token_bytes + tok->token_offsets[id];
+        size_t ll = (size_t)token_len(tok, p.left), rl = (size_t)token_len(tok, p.right);
+        memcpy(dst, tok->token_bytes + tok->token_offsets[p.left], ll);
+        memcpy(dst + ll, tok->token_bytes + tok->token_offsets[p.right], rl);
+    }
+    return TG_OK;
+}
+
+tg_status tokenizer_finish(Tokenizer *tok, const char *origin) {
+    if (tok->kind == TOKENIZER_CHAR) {
+        TG_TRY(validate_char(tok, origin));
+    } else if (tok->kind == TOKENIZER_BPE) {
+        if (tok->n_merges < 0 || tok->vocab_size != TOKENIZER_BPE_FIRST_MERGE + tok->n_merges ||
+            tok->eot_id != TOKENIZER_BPE_EOT)
+            return tg_fail(TG_ERR_FORMAT,
+                           "%s: a BPE tokenizer with %" PRId32 " merges has vocab_size %" PRId64
+                           " and eot_id %d, not %" PRId32 " and %" PRId32,
+                           origin, tok->n_merges,
+                           (int64_t)TOKENIZER_BPE_FIRST_MERGE + tok->n_merges, TOKENIZER_BPE_EOT,
+                           tok->vocab_size, tok->eot_id);
+    } else {
+        return tg_fail(TG_ERR_FORMAT, "%s: unknown tokenizer kind %d", origin, (int)tok->kind);
+    }
+    TG_TRY(build_token_table(tok, origin));
+    if (tok->kind == TOKENIZER_BPE) {
+        int32_t dup = -1;
+        tok->ranks = bpe_rank_map_build(tok->merges, tok->n_merges, &dup);
+        if (!tok->ranks)
+            return tg_fail(TG_ERR_FORMAT,
+                           "%s: merge %" PRId32 " (%" PRId32 " %" PRId32 ") repeats an earlier "
+                           "merge: the file is corrupt",
+                           origin, dup, tok->merges[dup].left, tok->merges[dup].right);
+    }
+    tok->fingerprint = compute_fingerprint(tok);
+    return TG_OK;
+}
+
+tg_status tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, int32_t *out,
+                           size_t out_cap, size_t *n_out) {
+    TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "encode with an empty tokenizer");
+    TG_CHECK(out_cap >= len, "encode needs room for one id per byte: %zu < %zu", out_cap, len);
+    *n_out = 0;
+    if (len == 0) return TG_OK;
+    const unsigned char *bytes = (const unsigned char *)text;
+    if (tok->kind == TOKENIZER_CHAR) return tokenizer_char_encode(tok, bytes, len, out, n_out);
+    tokenizer_bpe_encode(tok, bytes, len, out, n_out);
+    return TG_OK;
+}
+
+const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int32_t id, size_t *len) {
+    TG_CHECK(id >= 0 && id < tok->vocab_size, "token id %d outside [0, %d)", (int)id, (int)tok->vocab_size);
+    *len = (size_t)token_len(tok, id);
+    return tok->token_bytes + tok->token_offsets[id];
+}
+
+tg_status tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, char **text,
+                           size_t *len) {
+    *text = NULL;
+    *len = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= tok->vocab_size)
+            return tg_fail(TG_ERR_ARG,
+                           "cannot decode token id %" PRId32 " at position %zu: the %s tokenizer's "
+                           "ids are 0..%" PRId32 " (were the tokens made by another tokenizer?)",
+                           ids[i], i, tokenizer_kind_name(tok->kind), tok->vocab_size - 1);
+        total += (size_t)token_len(tok, ids[i]);
+    }
+    char *out = tg_malloc(total + 1);
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = (size_t)token_len(tok, ids[i]);
+        memcpy(out + pos, tok->token_bytes + tok->token_offsets[ids[i]], l);
+        pos += l;
+    }
+    out[pos] = '\0';
+    *text = out;
+    *len = pos;
+    return TG_OK;
+}
+
+/* ---- saving ---------------------------------------------------------------------------- */
+
+static void write_escaped(FILE *f, const uint8_t *b, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = b[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c >= 0x20 && c < 0x7f) fputc(c, f);
+        else fprintf(f, "\\x%02x", c);
+    }
+    fputc('"', f);
+}
+
+tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
+    TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "saving an empty tokenizer");
+    char tmp[4096];
+    FILE *f;
+    TG_TRY(data_open_tmp(path, tmp, sizeof tmp, &f));
+    fprintf(f, "%s %d\nkind %s\nvocab_size %" PRId32 "\neot_id %" PRId32 "\n", MAGIC,
+            TOKENIZER_FILE_VERSION, tokenizer_kind_name(tok->kind), tok->vocab_size, tok->eot_id);
+    if (tok->kind == TOKENIZER_CHAR) {
+        fprintf(f, "chars %" PRId32 "\n", tok->n_chars);
+        for (int32_t i = 0; i < tok->n_chars; i++) {
+            fprintf(f, "%u\t# ", tok->chars[i]);
+            write_escaped(f, &tok->chars[i], 1);
+            fputc('\n', f);
+        }
+    } else {
+        fprintf(f, "merges %" PRId32 "\n", tok->n_merges);
+        for (int32_t i = 0; i < tok->n_merges; i++) {
+            size_t l;
+            const uint8_t *b = tokenizer_token_bytes(tok, TOKENIZER_BPE_FIRST_MERGE + i, &l);
+            fprintf(f, "%" PRId32 " %" PRId32 "\t# ", tok->merges[i].left, tok->merges[i].right);
+            write_escaped(f, b, l);
+            fputc('\n', f);
+        }
+    }
+    fprintf(f, "fingerprint %016" PRIx64 "\n", tok->fingerprint);
+    tg_status st = data_commit_tmp(f, tmp, path);
+    if (st != TG_OK) return tg_fail_context(st, "saving tokenizer");
+    return TG_OK;
+}
+
+/* ---- loading --------------------------------------------------------------------------- */
+
+typedef struct {
+    FILE *f;
+    const char *path;
+    char *line;
+    size_t cap;
+    int64_t lineno;
+} LineReader;
+
+/* Reads the next line without its newline; false at end of file. */
+static bool next_line(LineReader *r) {
+    ssize_t n = getline(&r->line, &r->cap, r->f);
+    if (n < 0) return false;
+    r->lineno++;
+    while (n > 0 && (r->line[n - 1] == '\n' || r->line[n - 1] == '\r')) r->line[--n] = '\0';
+    return true;
+}
+
+static tg_status need_line(LineReader *r, const char *what) {
+    if (next_line(r)) return TG_OK;
+    return tg_fail(TG_ERR_FORMAT,
+                   "tokenizer file %s is truncated: it ends after line %" PRId64 " where %s "
+                   "should follow; save the tokenizer again (tapegrad prepare)",
+                   r->path, r->lineno, what);
+}
+
+/* Parses up to `count` integers from s, then allows only blanks or a '#' comment. */
+static bool parse_ints(const char *s, int64_t *vals, int count) {
+    for (int i = 0; i < count; i++) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || errno) return false;
+        vals[i] = v;
+        s = end;
+    }
+    while (*s == ' ' || *s == '\t') s++;
+    return *s == '\0' || *s == '#';
+}
+
+/* "key N" with lo <= N <= hi. */
+static tg_status parse_field(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    TG_TRY(need_line(r, key));
+    size_t kl = strlen(key);
+    if (strncmp(r->line, key, kl) != 0 || (r->line[kl] != ' ' && r->line[kl] != '\t') ||
+        !parse_ints(r->line + kl, out, 1))
+        return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"%s N\", found \"%.80s\"",
+                       r->path, r->lineno, key, r->line);
+    if (*out < lo || *out > hi)
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s, line %" PRId64 ": %s %" PRId64 " is outside [%" PRId64
+                       ", %" PRId64 "]",
+                       r->path, r->lineno, key, *out, lo, hi);
+    return TG_OK;
+}
+
+static tg_status load_body(LineReader *r, Tokenizer *tok) {
+    TG_TRY(need_line(r, "the magic line"));
+    size_t ml = strlen(MAGIC);
+    int64_t version;
+    if (strncmp(r->line, MAGIC, ml) != 0 || r->line[ml] != ' ' || !parse_ints(r->line + ml, &version, 1))
+        return tg_fail(TG_ERR_FORMAT,
+                       "%s is not a tapegrad tokenizer file: its first line is \"%.60s\", expected "
+                       "\"%s %d\"",
+                       r->path, r->line, MAGIC, TOKENIZER_FILE_VERSION);
+    if (version != TOKENIZER_FILE_VERSION)
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s has format version %" PRId64 ", this build reads "
+                       "version %d: use a matching tapegrad or prepare the data again",
+                       r->path, version, TOKENIZER_FILE_VERSION);
+    TG_TRY(need_line(r, "\"kind char|bpe\""));
+    if (strcmp(r->line, "kind char") == 0) tok->kind = TOKENIZER_CHAR;
+    else if (strcmp(r->line, "kind bpe") == 0) tok->kind = TOKENIZER_BPE;
+    else
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s, line %" PRId64 ": expected \"kind char\" or \"kind bpe\", "
+                       "found \"%.60s\"",
+                       r->path, r->lineno, r->line);
+    int64_t vocab, eot, count;
+    TG_TRY(parse_field(r, "vocab_size", 2, INT32_MAX, &vocab));
+    TG_TRY(parse_field(r, "eot_id", 0, vocab - 1, &eot));
+    tok->vocab_size = (int32_t)vocab;
+    tok->eot_id = (int32_t)eot;
+    if (tok->kind == TOKENIZER_CHAR) {
+        TG_TRY(parse_field(r, "chars", 1, 256, &count));
+        tok->n_chars = (int32_t)count;
+        for (int64_t i = 0; i < count; i++) {
+            int64_t b;
+            TG_TRY(need_line(r, "a char byte"));
+            if (!parse_ints(r->line, &b, 1) || b < 0 || b > 255)
+                return tg_fail(TG_ERR_FORMAT,
+                               "tokenizer file %s, line %" PRId64 ": expected a byte value 0..255, "
+                               "found \"%.60s\"",
+                               r->path, r->lineno, r->line);
+            tok->chars[i] = (uint8_t)b;
+        }
+    } else {
+        if (vocab < TOKENIZER_BPE_FIRST_MERGE)
+            return tg_fail(TG_ERR_FORMAT,
+                           "tokenizer file %s: a BPE vocab_size is at least %d, not %" PRId64,
+                           r->path, TOKENIZER_BPE_FIRST_MERGE, vocab);
+        TG_TRY(parse_field(r, "merges", vocab - TOKENIZER_BPE_FIRST_MERGE,
+                           vocab - TOKENIZER_BPE_FIRST_MERGE, &count));
+        /* grown as lines arrive, so a corrupt count cannot ask for a huge block up front */
+        int64_t cap = 0;
+        for (int64_t i = 0; i < count; i++) {
+            if (i == cap) {
+                cap = cap ? 2 * cap : 1024;
+                tok->merges = tg_realloc(tok->merges, (size_t)cap * sizeof *tok->merges);
+            }
+            int64_t lr[2];
+            TG_TRY(need_line(r, "a merge line"));
+            if (!parse_ints(r->line, lr, 2) || lr[0] < 0 || lr[1] < 0 || lr[0] > INT32_MAX ||
+                lr[1] > INT32_MAX)
+                return tg_fail(TG_ERR_FORMAT,
+                               "tokenizer file %s, line %" PRId64 ": expected a merge \"left right\", "
+                               "found \"%.60s\"",
+                               r->path, r->lineno, r->line);
+            tok->merges[i] = (TokenPair){(int32_t)lr[0], (int32_t)lr[1]};
+            tok->n_merges = (int32_t)(i + 1);
+        }
+    }
+    TG_TRY(need_line(r, "the fingerprint line"));
+    uint64_t stored;
+    char extra;
+    if (sscanf(r->line, "fingerprint %16" SCNx64 " %c", &stored, &extra) != 1)
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s, line %" PRId64 ": expected \"fingerprint HEX\", found "
+                       "\"%.60s\" (more entries than the header announced?)",
+                       r->path, r->lineno, r->line);
+    while (next_line(r))
+        if (r->line[strspn(r->line, " \t")] != '\0')
+            return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": unexpected text after the fingerprint: \"%.60s\"",
+                           r->path, r->lineno, r->line);
+    char origin[4200];
+    snprintf(origin, sizeof origin, "tokenizer file %s", r->path);
+    TG_TRY(tokenizer_finish(tok, origin));
+    if (tok->fingerprint != stored)
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s is corrupt or was edited: its contents hash to "
+                       "%016" PRIx64 " but it records fingerprint %016" PRIx64
+                       "; prepare the data again to get a consistent tokenizer",
+                       r->path, tok->fingerprint, stored);
+    return TG_OK;
+}
+
+tg_status tokenizer_load(const char *path, Tokenizer *tok) {
+    memset(tok, 0, sizeof *tok);
+    LineReader r = {.path = path};
+    r.f = fopen(path, "rb");
+    if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, strerror(errno));
+    tg_status st = load_body(&r, tok);
+    free(r.line);
+    fclose(r.f);
+    if (st != TG_OK) tokenizer_free(tok);
+    return st;
+}

@@ -1,0 +1,552 @@
+/* Byte-level BPE: training and encoding.
+ *
+ * Training (the classic algorithm, made incremental):
+ *   1. cut the text into chunks (tokenizer_bpe_chunk_len) and count the distinct ones in a hash
+ *      map: a 1 MB English text has ~200k chunks but only ~30k distinct ones ("words");
+ *   2. count every adjacent pair over the words, weighted by word frequency, and remember for
+ *      each pair the words it occurs in;
+ *   3. repeat: take the pair with the highest count (ties: smallest left id, then smallest
+ *      right id) from a max-heap, and rewrite only the words that contain it, updating the
+ *      counts of the pairs in those words and pushing the changed counts onto the heap.
+ *      Heap entries whose count no longer matches the pair's are stale and skipped when popped.
+ *   The cost of a merge is proportional to the words it touches, not to the corpus.
+ *
+ * Encoding applies the merges within each chunk in rank order: repeatedly find the adjacent
+ * pair with the lowest merge rank and join all its occurrences left to right. This gives
+ * exactly the segmentation training produced for the same chunk.
+ */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tokenizer_internal.h"
+
+/* ---- pre-split ------------------------------------------------------------------------- */
+
+enum { CLASS_LETTER, CLASS_DIGIT, CLASS_SPACE, CLASS_NEWLINE, CLASS_OTHER };
+
+static int byte_class(unsigned char c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) return CLASS_LETTER;
+    if (c >= '0' && c <= '9') return CLASS_DIGIT;
+    if (c == ' ') return CLASS_SPACE;
+    if (c == '\n' || c == '\r') return CLASS_NEWLINE;
+    return CLASS_OTHER;
+}
+
+/* A space may lead a run of these. */
+static bool joins_space(int cls) { return cls == CLASS_LETTER || cls == CLASS_DIGIT || cls == CLASS_OTHER; }
+
+size_t tokenizer_bpe_chunk_len(const char *text, size_t len) {
+    if (len == 0) return 0;
+    const unsigned char *b = (const unsigned char *)text;
+    const size_t max = TOKENIZER_MAX_CHUNK;
+    size_t limit = len < max ? len : max;
+    int cls = byte_class(b[0]);
+    size_t i = 1;
+    if (cls == CLASS_SPACE) {
+        /* Scan at most max+1 bytes: a longer run is cut at max whatever follows it. */
+        while (i < len && i <= max && b[i] == ' ') i++;
+        if (i > max) return max;
+        if (i < len && joins_space(byte_class(b[i]))) {
+            if (i > 1) return i - 1; /* the last space goes with the word */
+            int next = byte_class(b[1]);
+            i = 2;
+            while (i < limit && byte_class(b[i]) == next) i++;
+            return i;
+        }
+        return i;
+    }
+    while (i < limit && byte_class(b[i]) == cls) i++;
+    return i;
+}
+
+/* ---- pair -> int32 hash map (open addressing, linear probing) ------------------------- */
+
+#define EMPTY_KEY UINT64_MAX
+
+typedef struct {
+    uint64_t *keys;
+    int32_t *vals;
+    size_t cap; /* power of two */
+    size_t count;
+} PairMap;
+
+static uint64_t pair_key(int32_t left, int32_t right) {
+    return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+}
+
+static size_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+static void pairmap_init(PairMap *m, size_t expected) {
+    size_t cap = 64;
+    while (cap < 2 * expected) cap *= 2;
+    m->cap = cap;
+    m->count = 0;
+    m->keys = tg_malloc(cap * sizeof *m->keys);
+    m->vals = tg_malloc(cap * sizeof *m->vals);
+    for (size_t i = 0; i < cap; i++) m->keys[i] = EMPTY_KEY;
+}
+
+static void pairmap_free(PairMap *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* Index of key's slot: the one holding it, or the empty slot where it would go. */
+static size_t pairmap_slot(const PairMap *m, uint64_t key) {
+    size_t mask = m->cap - 1, i = mix64(key) & mask;
+    while (m->keys[i] != EMPTY_KEY && m->keys[i] != key) i = (i + 1) & mask;
+    return i;
+}
+
+static int32_t pairmap_get(const PairMap *m, uint64_t key) {
+    size_t i = pairmap_slot(m, key);
+    return m->keys[i] == key ? m->vals[i] : -1;
+}
+
+static void pairmap_grow(PairMap *m) {
+    PairMap bigger;
+    pairmap_init(&bigger, m->cap);
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->keys[i] == EMPTY_KEY) continue;
+        size_t j = pairmap_slot(&bigger, m->keys[i]);
+        bigger.keys[j] = m->keys[i];
+        bigger.vals[j] = m->vals[i];
+    }
+    bigger.count = m->count;
+    pairmap_free(m);
+    *m = bigger;
+}
+
+/* Returns the value stored for key, inserting `val` first when key is absent (*added true). */
+static int32_t pairmap_get_or_add(PairMap *m, uint64_t key, int32_t val, bool *added) {
+    size_t i = pairmap_slot(m, key);
+    if (m->keys[i] == key) {
+        *added = false;
+        return m->vals[i];
+    }
+    if (2 * (m->count + 1) > m->cap) {
+        pairmap_grow(m);
+        i = pairmap_slot(m, key);
+    }
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->count++;
+    *added = true;
+    return val;
+}
+
+/* ---- the rank map used by encoding ------------------------------------------------------ */
+
+struct BpeRankMap {
+    PairMap map;
+};
+
+BpeRankMap *bpe_rank_map_build(const TokenPair *merges, int32_t n_merges, int32_t *duplicate) {
+    BpeRankMap *rm = tg_calloc(1, sizeof *rm);
+    pairmap_init(&rm->map, (size_t)n_merges);
+    for (int32_t i = 0; i < n_merges; i++) {
+        bool added;
+        pairmap_get_or_add(&rm->map, pair_key(merges[i].left, merges[i].right), i, &added);
+        if (!added) {
+            *duplicate = i;
+            bpe_rank_map_free(rm);
+            return NULL;
+        }
+    }
+    return rm;
+}
+
+void bpe_rank_map_free(BpeRankMap *rm) {
+    if (!rm) return;
+    pairmap_free(&rm->map);
+    free(rm);
+}
+
+/* ---- encoding ----------------------------------------------------------------------- */
+
+/* Encodes one chunk (len <= TOKENIZER_MAX_CHUNK) into out; returns the number of ids. */
+static size_t encode_chunk(const Tokenizer *tok, const unsigned char *b, size_t len, int32_t *out) {
+    int32_t s[TOKENIZER_MAX_CHUNK];
+    size_t n = len;
+    for (size_t i = 0; i < n; i++) s[i] = b[i];
+    const PairMap *ranks = &tok->ranks->map;
+    while (n >= 2) {
+        int32_t best = INT32_MAX;
+        for (size_t i = 0; i + 1 < n; i++) {
+            int32_t r = pairmap_get(ranks, pair_key(s[i], s[i + 1]));
+            if (r >= 0 && r < best) best = r;
+        }
+        if (best == INT32_MAX) break;
+        int32_t a = tok->merges[best].left, c = tok->merges[best].right;
+        int32_t id = TOKENIZER_BPE_FIRST_MERGE + best;
+        size_t j = 0;
+        for (size_t i = 0; i < n;) {
+            if (i + 1 < n && s[i] == a && s[i + 1] == c) {
+                s[j++] = id;
+                i += 2;
+            } else {
+                s[j++] = s[i++];
+            }
+        }
+        n = j;
+    }
+    memcpy(out, s, n * sizeof *s);
+    return n;
+}
+
+void tokenizer_bpe_encode(const Tokenizer *tok, const unsigned char *text, size_t len,
+                          int32_t *out, size_t *n_out) {
+    size_t pos = 0, n = 0;
+    while (pos < len) {
+        size_t cl = tokenizer_bpe_chunk_len((const char *)text + pos, len - pos);
+        n += encode_chunk(tok, text + pos, cl, out + n);
+        pos += cl;
+    }
+    *n_out = n;
+}
+
+/* ---- training: distinct chunks ------------------------------------------------------- */
+
+typedef struct {
+    uint64_t hash; /* 0 marks an empty slot */
+    size_t offset; /* first occurrence in the text */
+    uint32_t len;
+    int64_t count;
+} ChunkSlot;
+
+typedef struct {
+    ChunkSlot *slots;
+    size_t cap, count;
+} ChunkMap;
+
+static uint64_t hash_bytes(const unsigned char *b, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    h = (uint64_t)mix64(h ^ n);
+    return h ? h : 1;
+}
+
+static void chunkmap_grow(ChunkMap *m) {
+    ChunkMap bigger = {tg_calloc(m->cap * 2, sizeof(ChunkSlot)), m->cap * 2, 0};
+    for (size_t i = 0; i < m->cap; i++) {
+        ChunkSlot *s = &m->slots[i];
+        if (!s->hash) continue;
+        size_t mask = bigger.cap - 1, j = s->hash & mask;
+        while (bigger.slots[j].hash) j = (j + 1) & mask;
+        bigger.slots[j] = *s;
+        bigger.count++;
+    }
+    free(m->slots);
+    *m = bigger;
+}
+
+static void chunkmap_insert(ChunkMap *m, const unsigned char *text, size_t offset, size_t len) {
+    if (2 * (m->count + 1) > m->cap) chunkmap_grow(m);
+    uint64_t h = hash_bytes(text + offset, len);
+    size_t mask = m->cap - 1, i = h & mask;
+    for (;; i = (i + 1) & mask) {
+        ChunkSlot *s = &m->slots[i];
+        if (!s->hash) {
+            *s = (ChunkSlot){h, offset, (uint32_t)len, 1};
+            m->count++;
+            return;
+        }
+        if (s->hash == h && s->len == len && memcmp(text + s->offset, text + offset, len) == 0) {
+            s->count++;
+            return;
+        }
+    }
+}
+
+static int chunk_by_offset(const void *a, const void *b) {
+    size_t x = ((const ChunkSlot *)a)->offset, y = ((const ChunkSlot *)b)->offset;
+    return (x > y) - (x < y);
+}
+
+/* ---- training: words, pairs, heap ------------------------------------------------------- */
+
+typedef struct {
+    int32_t left, right;
+    int64_t count;      /* occurrences over all words, weighted by word frequency */
+    int64_t heap_count; /* count of the newest heap entry for this pair */
+    int32_t *words;     /* words it occurs (or occurred) in; may hold stale entries */
+    int32_t n_words, cap_words;
+    int32_t touched;    /* 1 + the merge step that last changed count */
+} PairStat;
+
+typedef struct {
+    int64_t count;
+    int32_t pair;
+} HeapEntry;
+
+typedef struct {
+    /* words: the distinct chunks of >= 2 bytes, as symbol ids rewritten in place */
+    int32_t *syms;
+    int64_t *word_start;
+    int32_t *word_len;
+    int64_t *word_freq;
+    int32_t *word_stamp; /* 1 + the merge step that last visited the word */
+    int32_t n_words;
+
+    PairMap pair_index; /* (left, right) -> index into pairs */
+    PairStat *pairs;
+    int32_t n_pairs, cap_pairs;
+
+    HeapEntry *heap;
+    size_t heap_len, heap_cap;
+
+    int32_t *touched;
+    int32_t n_touched, cap_touched;
+} Trainer;
+
+/* Max-heap order: higher count first, then smaller left id, then smaller right id. */
+static bool heap_before(const Trainer *t, HeapEntry a, HeapEntry b) {
+    if (a.count != b.count) return a.count > b.count;
+    const PairStat *pa = &t->pairs[a.pair], *pb = &t->pairs[b.pair];
+    if (pa->left != pb->left) return pa->left < pb->left;
+    return pa->right < pb->right;
+}
+
+static void heap_sift_down(Trainer *t, size_t i) {
+    HeapEntry *h = t->heap;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, best = i;
+        if (l < t->heap_len && heap_before(t, h[l], h[best])) best = l;
+        if (r < t->heap_len && heap_before(t, h[r], h[best])) best = r;
+        if (best == i) return;
+        HeapEntry tmp = h[i];
+        h[i] = h[best];
+        h[best] = tmp;
+        i = best;
+    }
+}
+
+static void heap_push(Trainer *t, int32_t pair) {
+    if (t->heap_len == t->heap_cap) {
+        t->heap_cap = t->heap_cap ? 2 * t->heap_cap : 1024;
+        t->heap = tg_realloc(t->heap, t->heap_cap * sizeof *t->heap);
+    }
+    t->pairs[pair].heap_count = t->pairs[pair].count;
+    size_t i = t->heap_len++;
+    t->heap[i] = (HeapEntry){t->pairs[pair].count, pair};
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_before(t, t->heap[i], t->heap[parent])) break;
+        HeapEntry tmp = t->heap[i];
+        t->heap[i] = t->heap[parent];
+        t->heap[parent] = tmp;
+        i = parent;
+    }
+}
+
+static HeapEntry heap_pop(Trainer *t) {
+    HeapEntry top = t->heap[0];
+    t->heap[0] = t->heap[--t->heap_len];
+    heap_sift_down(t, 0);
+    return top;
+}
+
+/* The index of pair (left, right), created with count 0 when new. */
+static int32_t pair_lookup(Trainer *t, int32_t left, int32_t right) {
+    bool added;
+    int32_t idx = pairmap_get_or_add(&t->pair_index, pair_key(left, right), t->n_pairs, &added);
+    if (added) {
+        TG_CHECK(t->n_pairs < INT32_MAX, "too many distinct pairs");
+        if (t->n_pairs == t->cap_pairs) {
+            t->cap_pairs = t->cap_pairs ? 2 * t->cap_pairs : 4096;
+            t->pairs = tg_realloc(t->pairs, (size_t)t->cap_pairs * sizeof *t->pairs);
+        }
+        t->pairs[t->n_pairs++] = (PairStat){.left = left, .right = right};
+    }
+    return idx;
+}
+
+static void pair_add_word(PairStat *p, int32_t word) {
+    if (p->n_words > 0 && p->words[p->n_words - 1] == word) return;
+    if (p->n_words == p->cap_words) {
+        p->cap_words = p->cap_words ? 2 * p->cap_words : 4;
+        p->words = tg_realloc(p->words, (size_t)p->cap_words * sizeof *p->words);
+    }
+    p->words[p->n_words++] = word;
+}
+
+/* count += delta for (left, right) and remember it changed in this step. */
+static int32_t pair_change(Trainer *t, int32_t left, int32_t right, int64_t delta, int32_t step) {
+    int32_t idx = pair_lookup(t, left, right);
+    PairStat *p = &t->pairs[idx];
+    p->count += delta;
+    TG_CHECK(p->count >= 0, "pair count went negative");
+    if (p->touched != step) {
+        p->touched = step;
+        if (t->n_touched == t->cap_touched) {
+            t->cap_touched = t->cap_touched ? 2 * t->cap_touched : 1024;
+            t->touched = tg_realloc(t->touched, (size_t)t->cap_touched * sizeof *t->touched);
+        }
+        t->touched[t->n_touched++] = idx;
+    }
+    return idx;
+}
+
+static void trainer_free(Trainer *t) {
+    free(t->syms);
+    free(t->word_start);
+    free(t->word_len);
+    free(t->word_freq);
+    free(t->word_stamp);
+    for (int32_t i = 0; i < t->n_pairs; i++) free(t->pairs[i].words);
+    free(t->pairs);
+    pairmap_free(&t->pair_index);
+    free(t->heap);
+    free(t->touched);
+}
+
+static void trainer_build_words(Trainer *t, const unsigned char *text, size_t len) {
+    ChunkMap chunks = {tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
+    for (size_t pos = 0; pos < len;) {
+        size_t cl = tokenizer_bpe_chunk_len((const char *)text + pos, len - pos);
+        if (cl >= 2) chunkmap_insert(&chunks, text, pos, cl); /* 1-byte chunks never merge */
+        pos += cl;
+    }
+    TG_CHECK(chunks.count < INT32_MAX, "too many distinct chunks: %zu", chunks.count);
+    size_t total = 0;
+    for (size_t i = 0; i < chunks.cap; i++) total += chunks.slots[i].hash ? chunks.slots[i].len : 0;
+    t->syms = tg_malloc((total ? total : 1) * sizeof *t->syms);
+    size_t nw = chunks.count ? chunks.count : 1;
+    t->word_start = tg_malloc(nw * sizeof *t->word_start);
+    t->word_len = tg_malloc(nw * sizeof *t->word_len);
+    t->word_freq = tg_malloc(nw * sizeof *t->word_freq);
+    t->word_stamp = tg_calloc(nw, sizeof *t->word_stamp);
+    /* Words in order of first occurrence: the result does not depend on it, but this keeps
+     * every run identical down to memory layout. */
+    size_t n = 0;
+    for (size_t i = 0; i < chunks.cap; i++)
+        if (chunks.slots[i].hash) chunks.slots[n++] = chunks.slots[i];
+    qsort(chunks.slots, n, sizeof *chunks.slots, chunk_by_offset);
+    size_t pos = 0;
+    for (size_t k = 0; k < n; k++) {
+        const ChunkSlot *s = &chunks.slots[k];
+        t->word_start[k] = (int64_t)pos;
+        t->word_len[k] = (int32_t)s->len;
+        t->word_freq[k] = s->count;
+        for (uint32_t j = 0; j < s->len; j++) t->syms[pos + j] = text[s->offset + j];
+        pos += s->len;
+    }
+    t->n_words = (int32_t)n;
+    free(chunks.slots);
+}
+
+static void trainer_count_pairs(Trainer *t) {
+    pairmap_init(&t->pair_index, 1 << 14);
+    for (int32_t w = 0; w < t->n_words; w++) {
+        const int32_t *s = t->syms + t->word_start[w];
+        for (int32_t i = 0; i + 1 < t->word_len[w]; i++) {
+            int32_t idx = pair_lookup(t, s[i], s[i + 1]);
+            t->pairs[idx].count += t->word_freq[w];
+            pair_add_word(&t->pairs[idx], w);
+        }
+    }
+    for (int32_t i = 0; i < t->n_pairs; i++) heap_push(t, i);
+}
+
+/* Joins every (a, b) into `id` in the words that hold it, updating pair counts. */
+static void trainer_merge(Trainer *t, int32_t pair, int32_t id, int32_t step) {
+    int32_t a = t->pairs[pair].left, b = t->pairs[pair].right;
+    /* Take the word list: (a, b) never reappears once merged (new adjacencies always involve
+     * the new id), and pair_change may move t->pairs. */
+    int32_t *words = t->pairs[pair].words, n_words = t->pairs[pair].n_words;
+    t->pairs[pair].words = NULL;
+    t->pairs[pair].n_words = t->pairs[pair].cap_words = 0;
+    t->n_touched = 0;
+    for (int32_t k = 0; k < n_words; k++) {
+        int32_t w = words[k];
+        if (t->word_stamp[w] == step) continue;
+        t->word_stamp[w] = step;
+        int32_t *s = t->syms + t->word_start[w];
+        int32_t len = t->word_len[w];
+        bool has = false;
+        for (int32_t i = 0; i + 1 < len && !has; i++) has = s[i] == a && s[i + 1] == b;
+        if (!has) continue; /* stale entry */
+        int64_t f = t->word_freq[w];
+        for (int32_t i = 0; i + 1 < len; i++) pair_change(t, s[i], s[i + 1], -f, step);
+        int32_t j = 0;
+        for (int32_t i = 0; i < len;) {
+            if (i + 1 < len && s[i] == a && s[i + 1] == b) {
+                s[j++] = id;
+                i += 2;
+            } else {
+                s[j++] = s[i++];
+            }
+        }
+        t->word_len[w] = len = j;
+        for (int32_t i = 0; i + 1 < len; i++) {
+            int32_t idx = pair_change(t, s[i], s[i + 1], f, step);
+            if (s[i] == id || s[i + 1] == id) pair_add_word(&t->pairs[idx], w);
+        }
+    }
+    free(words);
+    TG_CHECK(t->pairs[pair].count == 0, "merged pair still counted %" PRId64, t->pairs[pair].count);
+    for (int32_t k = 0; k < t->n_touched; k++) {
+        PairStat *p = &t->pairs[t->touched[k]];
+        if (p->count > 0 && p->count != p->heap_count) heap_push(t, t->touched[k]);
+    }
+}
+
+tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, Tokenizer *tok) {
+    memset(tok, 0, sizeof *tok);
+    if (vocab_size < TOKENIZER_BPE_FIRST_MERGE)
+        return tg_fail(TG_ERR_ARG,
+                       "vocab_size %" PRId32 " is too small for a byte-level BPE tokenizer: it "
+                       "needs at least %d (256 bytes + <eot>); use a char tokenizer for a smaller "
+                       "vocabulary",
+                       vocab_size, TOKENIZER_BPE_FIRST_MERGE);
+    int32_t target = vocab_size - TOKENIZER_BPE_FIRST_MERGE;
+    Trainer t = {0};
+    trainer_build_words(&t, (const unsigned char *)text, len);
+    trainer_count_pairs(&t);
+    /* grown as merges are made: an absurd vocab_size must fail with a message, not abort */
+    TokenPair *merges = NULL;
+    int32_t n = 0, cap = 0;
+    while (n < target) {
+        if (t.heap_len == 0) break;
+        HeapEntry e = heap_pop(&t);
+        const PairStat *p = &t.pairs[e.pair];
+        if (e.count != p->count || p->count == 0) continue; /* stale */
+        if (n == cap) {
+            cap = cap < target / 2 ? (cap ? 2 * cap : 1024) : target;
+            merges = tg_realloc(merges, (size_t)cap * sizeof *merges);
+        }
+        merges[n] = (TokenPair){p->left, p->right};
+        trainer_merge(&t, e.pair, TOKENIZER_BPE_FIRST_MERGE + n, n + 1);
+        n++;
+    }
+    trainer_free(&t);
+    if (n < target) {
+        free(merges);
+        return tg_fail(TG_ERR_ARG,
+                       "vocab_size %" PRId32 " is more than this corpus can reach: after %" PRId32
+                       " merges no adjacent pair is left to merge, so the largest reachable "
+                       "vocab_size is %" PRId32 "; ask for at most that, or give more text",
+                       vocab_size, n, TOKENIZER_BPE_FIRST_MERGE + n);
+    }
+    tok->kind = TOKENIZER_BPE;
+    tok->vocab_size = vocab_size;
+    tok->eot_id = TOKENIZER_BPE_EOT;
+    tok->merges = merges;
+    tok->n_merges = target;
+    tg_status st = tokenizer_finish(tok, "BPE training");
+    TG_CHECK(st == TG_OK, "a freshly trained BPE tokenizer is invalid: %s", tg_error_message());
+    return TG_OK;
+}

@@ -1,0 +1,50 @@
+/* Token files: a tokenized corpus (train.tok, val.tok), read whole into memory for training.
+ *
+ * Layout (all integers little-endian), a 64-byte header then the tokens:
+ *
+ *   offset  size  field
+ *        0     8  magic "TGTOK\0\0\0"
+ *        8     4  u32 version (1)
+ *       12     4  u32 vocab_size: every token is < vocab_size
+ *       16     4  u32 token width in bytes: 2 if vocab_size <= 65536, else 4
+ *       20     4  u32 reserved, 0
+ *       24     8  u64 token count n
+ *       32     8  u64 tokenizer fingerprint (tokenizer_fingerprint; 0 = not recorded)
+ *       40    24  reserved, 0
+ *       64   n*w  the tokens, unsigned, `w` bytes each
+ *
+ * Writers go through "<path>.tmp", fsync and rename, so a file is either whole or absent.
+ * Readers refuse a wrong magic, an unknown version, a bad width, a size that does not match the
+ * header (truncated or trailing bytes) and any token >= vocab_size, saying which.
+ */
+#ifndef TAPEGRAD_DATA_TOKFILE_H
+#define TAPEGRAD_DATA_TOKFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/error.h"
+
+enum { TOKFILE_VERSION = 1, TOKFILE_HEADER_BYTES = 64 };
+
+typedef struct TokfileHeader {
+    uint32_t version;
+    uint32_t vocab_size;
+    uint32_t token_bytes; /* 2 or 4 */
+    uint64_t n_tokens;
+    uint64_t tokenizer_fingerprint;
+} TokfileHeader;
+
+/* Writes ids[0..n) (each in [0, vocab_size), checked: TG_ERR_ARG otherwise). */
+tg_status tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size);
+/* Same, recording which tokenizer made the tokens. */
+tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
+                               uint64_t tokenizer_fingerprint);
+
+/* Reads a whole token file: *ids is malloc'ed (caller frees; NULL on failure). `header` may be
+ * NULL; when given it receives the header (e.g. to check the tokenizer fingerprint). */
+tg_status tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size);
+tg_status tokfile_read_header(const char *path, TokfileHeader *header);
+tg_status tokfile_read_full(const char *path, int32_t **ids, size_t *n, TokfileHeader *header);
+
+#endif

@@ -1,0 +1,87 @@
+#include "datagen.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/error.h"
+#include "lib/rng.h"
+
+static const char *const WORDS[] = {
+    "the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on",
+    "are", "as", "with", "his", "they", "I", "at", "be", "this", "have", "from", "or", "one",
+    "had", "by", "word", "but", "not", "what", "all", "were", "we", "when", "your", "can",
+    "said", "there", "use", "an", "each", "which", "she", "do", "how", "their", "if", "will",
+    "up", "other", "about", "out", "many", "then", "them", "these", "so", "some", "her",
+    "would", "make", "like", "him", "into", "time", "has", "look", "two", "more", "write",
+    "go", "see", "number", "no", "way", "could", "people", "my", "than", "first", "water",
+    "been", "call", "who", "oil", "its", "now", "find", "long", "down", "day", "did", "get",
+    "come", "made", "may", "part", "computer", "fortune", "program", "wisdom", "never",
+    "always", "nothing", "everything", "because", "something", "morning", "question",
+};
+
+char *datagen_english(uint64_t seed, size_t len) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    size_t n_words = sizeof WORDS / sizeof WORDS[0];
+    char *out = tg_malloc(len + 1);
+    size_t pos = 0, line = 0;
+    int capital = 1;
+    while (pos < len) {
+        char piece[48];
+        const char *w = WORDS[rng_below(&rng, n_words)];
+        uint64_t r = rng_below(&rng, 100);
+        const char *punct = r < 8 ? "," : r < 18 ? "." : "";
+        const char *sep = pos == 0 ? "" : line > 60 ? "\n" : " ";
+        if (line > 60) line = 0;
+        int np = snprintf(piece, sizeof piece, "%s%s%s", sep, w, punct);
+        if (capital && w[0] >= 'a' && w[0] <= 'z') piece[strlen(sep)] = (char)(w[0] - 'a' + 'A');
+        capital = punct[0] == '.';
+        for (int i = 0; i < np && pos < len; i++) out[pos++] = piece[i];
+        line += (size_t)np;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+char *datagen_tempdir(void) {
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    char *tmpl = datagen_path(base, "tapegrad-data-XXXXXX");
+    if (!mkdtemp(tmpl)) tg_abort_at(__FILE__, __LINE__, "mkdtemp %s failed", tmpl);
+    return tmpl;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void datagen_remove_tree(const char *path) {
+    if (path) nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *datagen_path(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = tg_malloc(n);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+void datagen_write(const char *dir, const char *name, const void *data, size_t len) {
+    char *path = datagen_path(dir, name);
+    for (char *s = path + strlen(dir) + 1; (s = strchr(s, '/')) != NULL; s++) {
+        *s = '\0';
+        mkdir(path, 0777);
+        *s = '/';
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
+        tg_abort_at(__FILE__, __LINE__, "cannot write test file %s", path);
+    free(path);
+}
