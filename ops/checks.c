@@ -10,10 +10,12 @@
 /* every family's list; each checks_<family>.c defines one */
 extern const OpCheckList checks_basic;
 extern const OpCheckList checks_act_norm;
+extern const OpCheckList checks_attn;
 
 static const OpCheckList *const families[] = {
     &checks_basic,
     &checks_act_norm,
+    &checks_attn,
 };
 
 int op_checks_count(void) {

@@ -1,0 +1,464 @@
+/* Causal grouped-query attention: out = softmax(Q K^T / sqrt(hd) + causal mask) V per head.
+ *
+ * Shapes: q (B, Tq, H*hd), k and v (B, Tk, KVH*hd), out (B, Tq, H*hd). Query head h reads KV
+ * head g = h / (H / KVH). Query t sits at absolute position pos(t) = Tk - Tq + t and sees keys
+ * 0 ..= pos(t). The masked keys cost no work and hold no -inf: only the queries' blocking
+ * computes up to 3 scores past a row's diagonal, which are then replaced by zeros.
+ *
+ * What the backward keeps: the softmax probabilities P, (B, H, Tq, Tk), of which only the causal
+ * part j <= pos(t) (and the zeros just past it) is written. The alternative, keeping the row
+ * logsumexp and recomputing Q K^T in the backward, saves that memory (16 MB per layer at B=8,
+ * H=8, T=256: 128 MB for 8 layers, against the ~2 GB PyTorch needs for the same model) but
+ * costs a fifth matrix product and the exps again, about a quarter more backward work; at these
+ * sizes memory is the cheaper of the two.
+ *
+ * The products are small register-blocked loops (matrix_product), not BLAS: the blocks are
+ * small, causally ragged and run inside the pool's threads, where a threaded OpenBLAS call
+ * would oversubscribe the cores.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../lib/error.h"
+#include "ops.h"
+
+/* ---- eight floats at a time ----
+ * GCC -O2 vectorises none of the loops below on its own (its cheap cost model refuses loops
+ * that need a scalar remainder, and the float acc[64] of a matrix row stays on the stack), so
+ * they are written with GNU C vectors: lane-wise + - * that lower to one AVX register, two SSE
+ * registers or scalars, whatever the target has. Lane-wise operations round exactly like the
+ * scalar ones, and every reduction below runs in an order fixed by its length alone, so the
+ * results are bitwise the same on any thread count. No function takes or returns a vector by
+ * value (a non-AVX build would warn that the ABI differs), hence the in-place helpers. */
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+/* eight floats in memory at any float boundary (like immintrin's __m256_u) */
+typedef float f32x8_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
+#define VEC8(ptr) (*(f32x8_unaligned *)(ptr))
+enum { LANES = 8 };
+
+/* the first `count` < 8 floats of p, the other lanes 0 */
+static inline void load8_partial(f32x8 *v, const float *p, int64_t count) {
+    *v = (f32x8){0};
+    memcpy(v, p, (size_t)count * sizeof(float));
+}
+
+/* sum of the lanes, lane 0 first */
+static inline float lane_sum(const f32x8 *v) {
+    float sum = (*v)[0];
+    for (int l = 1; l < LANES; l++) sum += (*v)[l];
+    return sum;
+}
+
+/* x = exp(x) for x <= 0, the argument of a softmax after its max is subtracted.
+ * Cephes' expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n written
+ * into the exponent bits. Over every float in [-87, 0] the largest relative error is 8.3e-8
+ * (glibc's expf: 6.0e-8); below -87 it returns exp(-87) = 1.6e-38 instead of a subnormal,
+ * nothing next to the row's largest term, 1. Unlike a call to expf it vectorises. */
+static inline __attribute__((always_inline)) void exp8_nonpositive(f32x8 *x_inout) {
+    const f32x8 lowest = (f32x8){0} - 87.0f;
+    f32x8 x = *x_inout;
+    i32x8 below = x < lowest;
+    x = (f32x8)((below & (i32x8)lowest) | (~below & (i32x8)x));
+    const float round_magic = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
+    f32x8 n = (x * 1.44269504088896341f + round_magic) - round_magic;   /* round(x / ln2) */
+    f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;               /* x - n ln2, in two parts */
+    f32x8 poly = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    poly = poly * r + 8.3334519073e-3f;
+    poly = poly * r + 4.1665795894e-2f;
+    poly = poly * r + 1.6666665459e-1f;
+    poly = poly * r + 5.0000001201e-1f;
+    poly = poly * r * r + r + 1.0f;
+    i32x8 two_to_n = (__builtin_convertvector(n, i32x8) + 127) << 23;
+    *x_inout = poly * (f32x8)two_to_n;
+}
+
+/* p[0..n) = softmax(scale * p[0..n)) in place, n >= 1, scale > 0:
+ * P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */
+static void softmax_scaled_inplace(float *p, int64_t n, float scale) {
+    /* max s: exact in any order, so eight lanes and then the tail */
+    float max_score = p[0];
+    int64_t j = 0;
+    if (n >= LANES) {
+        f32x8 maxes = VEC8(p);
+        for (j = LANES; j + LANES <= n; j += LANES) {
+            f32x8 next = VEC8(p + j);
+            i32x8 greater = next > maxes;
+            maxes = (f32x8)((greater & (i32x8)next) | (~greater & (i32x8)maxes));
+        }
+        for (int l = 0; l < LANES; l++) max_score = maxes[l] > max_score ? maxes[l] : max_score;
+    }
+    for (; j < n; j++) max_score = p[j] > max_score ? p[j] : max_score;
+    f32x8 sums = {0};
+    j = 0;
+    for (; j + LANES <= n; j += LANES) {
+        f32x8 e = (VEC8(p + j) - max_score) * scale;
+        exp8_nonpositive(&e);
+        VEC8(p + j) = e;
+        sums += e;
+    }
+    if (j < n) {
+        f32x8 e;
+        load8_partial(&e, p + j, n - j);
+        e = (e - max_score) * scale;
+        exp8_nonpositive(&e);
+        for (int64_t l = n - j; l < LANES; l++) e[l] = 0.0f;
+        memcpy(p + j, &e, (size_t)(n - j) * sizeof(float));
+        sums += e;
+    }
+    float inv_sum = 1.0f / lane_sum(&sums);
+    for (j = 0; j + LANES <= n; j += LANES) VEC8(p + j) *= inv_sum;
+    for (; j < n; j++) p[j] *= inv_sum;
+}
+
+/* sum_j a_j b_j over n elements, in eight lane sums */
+static float dot_lanes(const float *a, const float *b, int64_t n) {
+    f32x8 sums = {0};
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES) sums += VEC8(a + j) * VEC8(b + j);
+    if (j < n) {
+        f32x8 a_rest, b_rest;
+        load8_partial(&a_rest, a + j, n - j);
+        load8_partial(&b_rest, b + j, n - j);
+        sums += a_rest * b_rest;
+    }
+    return lane_sum(&sums);
+}
+
+/* ---- a few rows of a small matrix product ---- */
+
+/* C (rows, n) (+)= A (rows, n_k) B (n_k, n), rows <= BLOCK_ROWS, with A(r, i) = a[r a_row + i a_col]
+ * (so A may be a transposed view), B row-major with row stride ldb, C with row stride ldc.
+ * BLOCK_ROWS rows share every vector loaded from B and BLOCK_VECTORS vectors share every value
+ * of A: 8 accumulators in registers, enough independent adds to hide their latency, and a
+ * quarter of the traffic that one row at a time pulls from L2. */
+enum { BLOCK_ROWS = 4, BLOCK_VECTORS = 2, BLOCK_COLS = LANES * BLOCK_VECTORS };
+
+/* Each element of C is the same sequential sum over i whatever the block shape (full vectors or
+ * the scalar tail) and whatever n: the result of a column does not depend on its neighbours. */
+static inline __attribute__((always_inline)) void product_block(int rows, int vectors, int64_t n_k,
+                                                                const float *a, int64_t a_row,
+                                                                int64_t a_col, const float *b,
+                                                                int64_t ldb, float *c, int64_t ldc,
+                                                                bool accumulate) {
+    f32x8 acc[BLOCK_ROWS][BLOCK_VECTORS];
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) acc[r][v] = (f32x8){0};
+    for (int64_t i = 0; i < n_k; i++) {
+        f32x8 b_vec[BLOCK_VECTORS];
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) b_vec[v] = VEC8(b + i * ldb + LANES * v);
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++) {
+            float a_ri = a[r * a_row + i * a_col];
+#pragma GCC unroll 2
+            for (int v = 0; v < vectors; v++) acc[r][v] += a_ri * b_vec[v];
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) {
+            if (accumulate) VEC8(c + r * ldc + LANES * v) += acc[r][v];
+            else VEC8(c + r * ldc + LANES * v) = acc[r][v];
+        }
+}
+
+static inline __attribute__((always_inline)) void product_rows(int rows, int64_t n_k, const float *a,
+                                                               int64_t a_row, int64_t a_col,
+                                                               const float *b, int64_t ldb, int64_t n,
+                                                               float *c, int64_t ldc, bool accumulate) {
+    int64_t col = 0;
+    for (; col + BLOCK_COLS <= n; col += BLOCK_COLS)
+        product_block(rows, 2, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+    if (col + LANES <= n) {
+        product_block(rows, 1, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+        col += LANES;
+    }
+    for (; col < n; col++)
+        for (int r = 0; r < rows; r++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n_k; i++) acc += a[r * a_row + i * a_col] * b[i * ldb + col];
+            c[r * ldc + col] = accumulate ? c[r * ldc + col] + acc : acc;
+        }
+}
+
+static void matrix_product(int rows, int64_t n_k, const float *a, int64_t a_row, int64_t a_col,
+                           const float *b, int64_t ldb, int64_t n, float *c, int64_t ldc,
+                           bool accumulate) {
+    switch (rows) {
+    case 4: product_rows(4, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
+    case 3: product_rows(3, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
+    case 2: product_rows(2, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
+    case 1: product_rows(1, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
+    default: TG_CHECK(rows >= 1 && rows <= BLOCK_ROWS, "matrix_product of %d rows", rows);
+    }
+}
+
+/* dst (hd, ld_dst) = src^T, src (rows, hd) with row stride ld_src: a head's keys or values
+ * transposed, so that "queries against every key" becomes rows times a row-major matrix. */
+static void transpose_head(const float *src, int64_t rows, int64_t ld_src, int64_t hd,
+                           float *dst, int64_t ld_dst) {
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t d = 0; d < hd; d++) dst[d * ld_dst + j] = src[j * ld_src + d];
+}
+
+/* Everything the forward and backward loops share. */
+typedef struct {
+    int64_t batch, q_len, kv_len, heads, kv_heads, head_dim;
+    int64_t group;      /* query heads per KV head: heads / kv_heads */
+    int64_t offset;     /* absolute position of query 0: kv_len - q_len */
+    int64_t q_stride;   /* floats between two tokens of q, out: heads * head_dim */
+    int64_t kv_stride;  /* floats between two tokens of k, v: kv_heads * head_dim */
+    int64_t key_pad;    /* kv_len rounded up to 16: row stride of the transposed scratch */
+    float scale;        /* 1 / sqrt(head_dim) */
+} AttentionDims;
+
+static AttentionDims attention_dims(const Tensor *q, const Tensor *k, int64_t heads,
+                                    int64_t kv_heads) {
+    AttentionDims dims;
+    dims.batch = q->shape[0];
+    dims.q_len = q->shape[1];
+    dims.kv_len = k->shape[1];
+    dims.heads = heads;
+    dims.kv_heads = kv_heads;
+    dims.head_dim = q->shape[2] / heads;
+    dims.group = heads / kv_heads;
+    dims.offset = dims.kv_len - dims.q_len;
+    dims.q_stride = heads * dims.head_dim;
+    dims.kv_stride = kv_heads * dims.head_dim;
+    dims.key_pad = (dims.kv_len + 15) / 16 * 16;
+    dims.scale = (float)(1.0 / sqrt((double)dims.head_dim));
+    return dims;
+}
+
+/* Queries are taken BLOCK_ROWS at a time and a block runs to the keys of its last query, so the
+ * first rows of a block compute up to BLOCK_ROWS - 1 scores past their diagonal. Those are
+ * overwritten with zeros, here in a row of P and in the backward in a row of dS: the block's
+ * products with V (and K) then add exact zeros for them, and the backward's products over
+ * columns, which also run in blocks of BLOCK_ROWS keys, read zeros there too. Zeros are written
+ * at [n_keys, n_keys + BLOCK_ROWS - 1), cut at kv_len; beyond that nothing is read. (A zero
+ * times a later position's value adds nothing, so rows stay bitwise independent of later
+ * positions, as long as those are finite: 0 * inf would be NaN.) */
+static void zero_past_diagonal(float *row, int64_t n_keys, int64_t kv_len) {
+    int64_t end = n_keys + BLOCK_ROWS - 1 < kv_len ? n_keys + BLOCK_ROWS - 1 : kv_len;
+    for (int64_t j = n_keys; j < end; j++) row[j] = 0.0f;
+}
+
+/* ---- forward ---- */
+
+typedef struct {
+    AttentionDims dims;
+    const float *q, *k, *v;   /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
+    float *out;               /* (B,Tq,H*hd) */
+    float *probs;             /* (B,H,Tq,Tk) when the tape records, else NULL */
+    float *scratch;           /* per thread: keys transposed (hd, key_pad) + P rows (BLOCK_ROWS, key_pad) */
+    size_t scratch_floats;    /* per thread */
+} AttentionForward;
+
+/* One (batch, head) per unit: the units write disjoint parts of out and probs. */
+static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
+    const AttentionForward *ctx = ctx_;
+    const AttentionDims *dims = &ctx->dims;
+    int64_t hd = dims->head_dim, tq = dims->q_len, tk = dims->kv_len;
+    float *keys_t = ctx->scratch + (size_t)thread * ctx->scratch_floats;   // (hd, key_pad)
+    float *prob_rows = keys_t + (size_t)(hd * dims->key_pad);             // (BLOCK_ROWS, key_pad)
+    int64_t last_kv_unit = -1;
+    for (int64_t unit = begin; unit < end; unit++) {
+        int64_t b = unit / dims->heads, h = unit % dims->heads, g = h / dims->group;
+        const float *q_bh = ctx->q + b * tq * dims->q_stride + h * hd;     // (Tq, hd)
+        const float *k_bg = ctx->k + b * tk * dims->kv_stride + g * hd;    // (Tk, hd)
+        const float *v_bg = ctx->v + b * tk * dims->kv_stride + g * hd;    // (Tk, hd)
+        float *out_bh = ctx->out + b * tq * dims->q_stride + h * hd;       // (Tq, hd)
+        /* consecutive heads of a group share their KV head: transpose its keys once */
+        int64_t kv_unit = b * dims->kv_heads + g;
+        if (kv_unit != last_kv_unit) transpose_head(k_bg, tk, dims->kv_stride, hd, keys_t, dims->key_pad);
+        last_kv_unit = kv_unit;
+        for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS) {
+            int rows = tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS;
+            int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
+            int64_t ld_p = ctx->probs ? tk : dims->key_pad;
+            float *p_block = ctx->probs ? ctx->probs + (unit * tq + t0) * tk : prob_rows;   // (rows, ld_p)
+            /* S = Q K^T over the block's keys (the 1/sqrt(hd) goes into the softmax) */
+            matrix_product(rows, hd, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t,
+                           dims->key_pad, block_keys, p_block, ld_p, false);
+            for (int r = 0; r < rows; r++) {
+                int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
+                /* P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */
+                softmax_scaled_inplace(p_block + r * ld_p, n_keys, dims->scale);
+                zero_past_diagonal(p_block + r * ld_p, n_keys, tk);
+            }
+            /* O = P V */
+            matrix_product(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
+                           out_bh + t0 * dims->q_stride, dims->q_stride, false);
+        }
+    }
+}
+
+/* ---- backward ---- */
+
+typedef struct {
+    AttentionDims dims;
+    const float *q, *k, *v;     /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
+    const float *probs;         /* (B,H,Tq,Tk): the causal part, zeros just past the diagonal */
+    const float *dout;          /* (B,Tq,H*hd) */
+    float *dq, *dk, *dv;        /* like q, k, v; NULL when that input wants no gradient */
+    float *scratch;             /* per thread: values transposed (hd, key_pad) + dS (Tq, key_pad) */
+    size_t scratch_floats;
+} AttentionBackward;
+
+/* Forward, per (b, h), with P the softmax of S = scale Q K^T over the causal keys:
+ *     O = P V
+ * Backward, quoting it:
+ *     dV += P^T dO
+ *     dP  = dO V^T
+ *     dS  = P * (dP - rowsum(dP * P))             (softmax: dS_j = P_j (dP_j - sum_i P_i dP_i))
+ *     dQ += scale dS K
+ *     dK += scale dS^T Q
+ * One unit is one (batch, KV head) with the query heads of its group looped inside, in order:
+ * those heads all add into the same dK and dV rows, and nothing else does, so the sums are
+ * race-free and in the same order on any thread count. */
+static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
+    const AttentionBackward *ctx = ctx_;
+    const AttentionDims *dims = &ctx->dims;
+    int64_t hd = dims->head_dim, tq = dims->q_len, tk = dims->kv_len, pad = dims->key_pad;
+    float *values_t = ctx->scratch + (size_t)thread * ctx->scratch_floats;   // (hd, key_pad)
+    float *dscores = values_t + (size_t)(hd * pad);                            // (Tq, key_pad)
+    for (int64_t unit = begin; unit < end; unit++) {
+        int64_t b = unit / dims->kv_heads, g = unit % dims->kv_heads;
+        size_t kv_base = (size_t)(b * tk * dims->kv_stride + g * hd);
+        const float *k_bg = ctx->k + kv_base;                     // (Tk, hd)
+        float *dk_bg = ctx->dk ? ctx->dk + kv_base : NULL;        // (Tk, hd)
+        float *dv_bg = ctx->dv ? ctx->dv + kv_base : NULL;        // (Tk, hd)
+        bool need_dscores = ctx->dq || ctx->dk;
+        if (need_dscores) transpose_head(ctx->v + kv_base, tk, dims->kv_stride, hd, values_t, pad);
+        for (int64_t h = g * dims->group; h < (g + 1) * dims->group; h++) {
+            size_t q_base = (size_t)(b * tq * dims->q_stride + h * hd);
+            const float *q_bh = ctx->q + q_base;                   // (Tq, hd)
+            const float *dout_bh = ctx->dout + q_base;             // (Tq, hd)
+            float *dq_bh = ctx->dq ? ctx->dq + q_base : NULL;      // (Tq, hd)
+            const float *p_bh = ctx->probs + (size_t)((b * dims->heads + h) * tq * tk);   // (Tq, Tk)
+
+            /* dV_j += sum_{t : pos(t) >= j} P_tj dO_t, keys in blocks: A = P^T from the first
+             * query that sees the block's first key */
+            if (dv_bg) {
+                for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
+                    int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
+                    int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
+                    matrix_product(rows, tq - t_first, p_bh + t_first * tk + j0, 1, tk,
+                                   dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
+                                   dv_bg + j0 * dims->kv_stride, dims->kv_stride, true);
+                }
+            }
+            if (!need_dscores) continue;
+            for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS) {
+                int rows = tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS;
+                int64_t block_keys = dims->offset + t0 + rows;
+                float *ds_block = dscores + t0 * pad;             // (rows, key_pad)
+                /* dP = dO V^T */
+                matrix_product(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t,
+                               pad, block_keys, ds_block, pad, false);
+                for (int r = 0; r < rows; r++) {
+                    int64_t n_keys = dims->offset + t0 + r + 1;
+                    const float *p_t = p_bh + (t0 + r) * tk;      // (n_keys)
+                    float *ds_t = ds_block + r * pad;             // (n_keys)
+                    /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti) */
+                    float rowsum = dot_lanes(p_t, ds_t, n_keys);
+                    int64_t j = 0;
+                    for (; j + LANES <= n_keys; j += LANES)
+                        VEC8(ds_t + j) = dims->scale * VEC8(p_t + j) * (VEC8(ds_t + j) - rowsum);
+                    for (; j < n_keys; j++) ds_t[j] = dims->scale * p_t[j] * (ds_t[j] - rowsum);
+                    zero_past_diagonal(ds_t, n_keys, tk);
+                }
+                /* dQ += scale dS K */
+                if (dq_bh)
+                    matrix_product(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
+                                   dq_bh + t0 * dims->q_stride, dims->q_stride, true);
+            }
+            /* dK_j += sum_{t : pos(t) >= j} scale dS_tj q_t, keys in blocks as for dV */
+            if (dk_bg) {
+                for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
+                    int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
+                    int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
+                    matrix_product(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
+                                   q_bh + t_first * dims->q_stride, dims->q_stride, hd,
+                                   dk_bg + j0 * dims->kv_stride, dims->kv_stride, true);
+                }
+            }
+        }
+    }
+}
+
+static void attention_backward(Tape *tape, TapeNode *node) {
+    Tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
+    AttentionBackward ctx = {
+        .dims = attention_dims(q, k, node->iparam[0], node->iparam[1]),
+        .q = q->data, .k = k->data, .v = v->data,
+        .probs = node->saved,
+        .dout = node->out->grad,
+        /* gradients are taken here, not in the threads: tensor_grad allocates from the arena */
+        .dq = tensor_wants_grad(q) ? tensor_grad(tape, q) : NULL,
+        .dk = tensor_wants_grad(k) ? tensor_grad(tape, k) : NULL,
+        .dv = tensor_wants_grad(v) ? tensor_grad(tape, v) : NULL,
+    };
+    const AttentionDims *dims = &ctx.dims;
+    /* per-thread scratch, taken before the parallel loop and given back after it */
+    int threads = pool_threads(tape->pool);
+    ArenaMark scratch_mark = arena_mark(tape->arena);
+    ctx.scratch_floats = (size_t)((dims->head_dim + dims->q_len) * dims->key_pad);
+    ctx.scratch = arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
+    pool_parallel_for(tape->pool, dims->batch * dims->kv_heads, attention_backward_range, &ctx);
+    arena_rewind(tape->arena, scratch_mark);
+}
+
+Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads) {
+    char sq[64], sk[64], sv[64];
+    tensor_shape_str(q, sq, sizeof sq);
+    tensor_shape_str(k, sk, sizeof sk);
+    tensor_shape_str(v, sv, sizeof sv);
+    TG_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3,
+             "attention: q %s, k %s, v %s must be (B, T, heads*head_dim)", sq, sk, sv);
+    /* (TG_CHECK pastes its condition into a printf format, so no '%' may appear inside it) */
+    bool groups_even = heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0;
+    TG_CHECK(groups_even,
+             "attention: heads %lld must be a multiple of kv_heads %lld", (long long)heads,
+             (long long)kv_heads);
+    bool heads_even = q->shape[2] > 0 && q->shape[2] % heads == 0;
+    TG_CHECK(heads_even,
+             "attention: q '%s' %s: last dim not divisible into %lld heads", q->name, sq, (long long)heads);
+    int64_t hd = q->shape[2] / heads;
+    TG_CHECK(tensor_same_shape(k, v) && k->shape[0] == q->shape[0] && k->shape[2] == kv_heads * hd,
+             "attention: q %s, k %s, v %s do not fit heads %lld, kv_heads %lld", sq, sk, sv,
+             (long long)heads, (long long)kv_heads);
+    TG_CHECK(q->shape[1] >= 1 && k->shape[1] >= q->shape[1],
+             "attention: q '%s' has %lld tokens but k '%s' only %lld", q->name,
+             (long long)q->shape[1], k->name, (long long)k->shape[1]);
+
+    AttentionForward ctx = {.dims = attention_dims(q, k, heads, kv_heads),
+                            .q = q->data, .k = k->data, .v = v->data};
+    const AttentionDims *dims = &ctx.dims;
+    Tensor *out = tensor_new(tape->arena, "attention", 3, q->shape);   // (B,Tq,H*hd)
+    ctx.out = out->data;
+    /* the same condition under which tape_record will append a node */
+    bool recording = tape->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
+    if (recording)
+        ctx.probs = arena_alloc(tape->arena, (size_t)(dims->batch * heads * dims->q_len * dims->kv_len) *
+                                                 sizeof(float));   // (B,H,Tq,Tk)
+    int threads = pool_threads(tape->pool);
+    ArenaMark scratch_mark = arena_mark(tape->arena);
+    ctx.scratch_floats = (size_t)((hd + BLOCK_ROWS) * dims->key_pad);
+    ctx.scratch = arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
+    pool_parallel_for(tape->pool, dims->batch * heads, attention_forward_range, &ctx);
+    arena_rewind(tape->arena, scratch_mark);
+
+    TapeNode *node = tape_record(tape, "attention", attention_backward, out, 3, (Tensor *[]){q, k, v});
+    TG_CHECK((node != NULL) == recording, "attention: tape recorded %d, expected %d", node != NULL, recording);
+    if (node) {
+        node->saved = ctx.probs;
+        node->iparam[0] = heads;
+        node->iparam[1] = kv_heads;
+    }
+    return out;
+}

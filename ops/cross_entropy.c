@@ -1,0 +1,126 @@
+/* Cross-entropy of logits against integer targets, mean over the counted rows:
+ *
+ *     loss = (1 / count) sum_{r : target_r != ignore} (logsumexp(z_r) - z_r[target_r])
+ *
+ * logits (..., V) seen as (R, V); targets (R). A row whose target is ignore_index adds nothing
+ * to the loss, to the count or to the gradient; when every row is ignored the loss is 0.
+ * The softmax is never stored: the backward recomputes it from the saved row logsumexp.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../lib/error.h"
+#include "ops.h"
+
+typedef struct {
+    float *lse;          /* (R): logsumexp of each counted row */
+    int32_t *targets;    /* (R): a copy of the caller's targets */
+} CrossEntropySaved;
+
+typedef struct {
+    const float *logits;      /* (R, V) */
+    const int32_t *targets;   /* (R) */
+    int32_t ignore_index;
+    int64_t vocab;
+    float *lse;               /* (R) */
+    double *row_loss;         /* (R): forward only */
+    float *dlogits;           /* (R, V): backward only */
+    float dloss_per_row;      /* backward only: dloss / count */
+} CrossEntropyJob;
+
+/* lse_r = m + log(sum_i exp(z_ri - m)), m = max_i z_ri: subtracting the max keeps every exp
+ * in (0, 1], and the sum runs in double so 6400 terms lose nothing that matters. */
+static void cross_entropy_forward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
+    const CrossEntropyJob *job = ctx_;
+    for (int64_t r = begin; r < end; r++) {
+        job->row_loss[r] = 0.0;
+        int32_t target = job->targets[r];
+        if (target == job->ignore_index) continue;
+        const float *z = job->logits + r * job->vocab;   // (V)
+        float max_logit = z[0];
+        for (int64_t i = 1; i < job->vocab; i++) max_logit = z[i] > max_logit ? z[i] : max_logit;
+        double sum_exp = 0.0;
+        for (int64_t i = 0; i < job->vocab; i++) sum_exp += expf(z[i] - max_logit);
+        double lse = (double)max_logit + log(sum_exp);
+        job->lse[r] = (float)lse;
+        job->row_loss[r] = lse - (double)z[target];
+    }
+}
+
+/* Forward: loss = (1/count) sum_r (lse_r - z_r[t_r])
+ * Backward: dz_ri += dloss / count * (softmax(z_r)_i - [i == t_r]), softmax(z_r)_i = exp(z_ri - lse_r),
+ * for counted rows only. */
+static void cross_entropy_backward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
+    const CrossEntropyJob *job = ctx_;
+    for (int64_t r = begin; r < end; r++) {
+        int32_t target = job->targets[r];
+        if (target == job->ignore_index) continue;
+        const float *z = job->logits + r * job->vocab;   // (V)
+        float *dz = job->dlogits + r * job->vocab;       // (V)
+        float lse = job->lse[r];
+        for (int64_t i = 0; i < job->vocab; i++) dz[i] += job->dloss_per_row * expf(z[i] - lse);
+        dz[target] -= job->dloss_per_row;
+    }
+}
+
+static void cross_entropy_backward(Tape *tape, TapeNode *node) {
+    int64_t count = node->iparam[0];
+    if (count == 0) return;   /* every row ignored: the loss is the constant 0 */
+    Tensor *logits = node->in[0];
+    const CrossEntropySaved *saved = node->saved;
+    CrossEntropyJob job = {
+        .logits = logits->data,
+        .targets = saved->targets,
+        .ignore_index = (int32_t)node->iparam[1],
+        .vocab = tensor_dim(logits, -1),
+        .lse = saved->lse,
+        .dlogits = tensor_grad(tape, logits),
+        .dloss_per_row = (float)((double)node->out->grad[0] / (double)count),
+    };
+    pool_parallel_for(tape->pool, tensor_rows(logits), cross_entropy_backward_range, &job);
+}
+
+Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index) {
+    TG_CHECK(logits->ndim >= 1 && tensor_dim(logits, -1) >= 1,
+             "cross_entropy: logits '%s' must be (..., V) with V >= 1", logits->name);
+    int64_t rows = tensor_rows(logits), vocab = tensor_dim(logits, -1);
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore_index) continue;
+        TG_CHECK(targets[r] >= 0 && targets[r] < vocab,
+                 "cross_entropy '%s': target %d at row %lld outside [0, %lld) and not ignore_index %d",
+                 logits->name, (int)targets[r], (long long)r, (long long)vocab, (int)ignore_index);
+        count++;
+    }
+
+    Tensor *loss = tensor_new(tape->arena, "cross_entropy", 0, NULL);   // scalar
+    bool recording = tape->grad_enabled && logits->requires_grad;
+    CrossEntropySaved *saved = NULL;
+    CrossEntropyJob job = {.logits = logits->data, .targets = targets, .ignore_index = ignore_index,
+                           .vocab = vocab};
+    if (recording) {
+        saved = arena_alloc(tape->arena, sizeof *saved);
+        saved->lse = arena_alloc(tape->arena, (size_t)rows * sizeof(float));            // (R)
+        saved->targets = arena_alloc(tape->arena, (size_t)rows * sizeof(int32_t));      // (R)
+        if (rows > 0) memcpy(saved->targets, targets, (size_t)rows * sizeof(int32_t));
+    }
+    ArenaMark scratch_mark = arena_mark(tape->arena);
+    job.lse = recording ? saved->lse : arena_alloc(tape->arena, (size_t)rows * sizeof(float));
+    job.row_loss = arena_alloc(tape->arena, (size_t)rows * sizeof(double));              // (R)
+    pool_parallel_for(tape->pool, rows, cross_entropy_forward_range, &job);
+    /* summed in row order on the caller: the same bits on any thread count */
+    double total = 0.0;
+    for (int64_t r = 0; r < rows; r++) total += job.row_loss[r];
+    loss->data[0] = count > 0 ? (float)(total / (double)count) : 0.0f;
+    arena_rewind(tape->arena, scratch_mark);
+
+    TapeNode *node = tape_record(tape, "cross_entropy", cross_entropy_backward, loss, 1, &logits);
+    TG_CHECK((node != NULL) == recording, "cross_entropy: tape recorded %d, expected %d", node != NULL,
+             recording);
+    if (node) {
+        node->saved = saved;
+        node->iparam[0] = count;
+        node->iparam[1] = ignore_index;
+    }
+    return loss;
+}

@@ -1,0 +1,492 @@
+/* attention, embedding and cross-entropy: their finite-difference checks, plus what a
+ * gradient check cannot see: the forward values against naive double-precision references,
+ * causality, KV-cache decoding against the full computation, bitwise equality across thread
+ * counts, and exact sums in the embedding's scatter-add. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/checks.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+/* ---- the registered gradient checks ---- */
+
+static void run_family(const char *op) {
+    int n = 0;
+    for (int i = 0; i < op_checks_count(); i++) n += strcmp(op_check_get(i)->op, op) == 0;
+    cr_assert_gt(n, 0, "no gradcheck case registered for %s", op);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    int failures = op_checks_run_family(op, &tt.tape, 2024);
+    test_tape_free(&tt);
+    cr_assert_eq(failures, 0, "%s: %d gradcheck case(s) failed", op, failures);
+}
+
+Test(gradcheck_attn, attention) { run_family("attention"); }
+Test(gradcheck_attn, embedding) { run_family("embedding"); }
+Test(gradcheck_attn, cross_entropy) { run_family("cross_entropy"); }
+
+/* ---- attention helpers ---- */
+
+typedef struct {
+    int64_t batch, q_len, kv_len, heads, kv_heads, head_dim;
+} AttnShape;
+
+typedef struct {
+    Tensor *q, *k, *v;   /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
+} Qkv;
+
+static Qkv qkv_new(AttnShape s, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    Qkv t;
+    t.q = test_tensor("q", 3, (int64_t[]){s.batch, s.q_len, s.heads * s.head_dim}, &rng, -1, 1);
+    t.k = test_tensor("k", 3, (int64_t[]){s.batch, s.kv_len, s.kv_heads * s.head_dim}, &rng, -1, 1);
+    t.v = test_tensor("v", 3, (int64_t[]){s.batch, s.kv_len, s.kv_heads * s.head_dim}, &rng, -1, 1);
+    return t;
+}
+
+static void qkv_free(Qkv t) {
+    test_tensor_free(t.q);
+    test_tensor_free(t.k);
+    test_tensor_free(t.v);
+}
+
+/* tokens [from, from + count) of x (B, T, C) as a new heap tensor (B, count, C) */
+static Tensor *slice_tokens(const Tensor *x, int64_t from, int64_t count) {
+    int64_t batch = x->shape[0], len = x->shape[1], width = x->shape[2];
+    Tensor *y = test_tensor(x->name, 3, (int64_t[]){batch, count, width}, NULL, 0, 0);
+    for (int64_t b = 0; b < batch; b++)
+        memcpy(y->data + b * count * width, x->data + (b * len + from) * width,
+               (size_t)(count * width) * sizeof(float));
+    return y;
+}
+
+/* The definition, in double, written independently of ops/attention.c: explicit scores over
+ * all keys, -inf above the causal diagonal, softmax, weighted sum. With dout given, also the
+ * gradients (dq, dk, dv zeroed here), from the same explicit P. */
+static void naive_attention(AttnShape s, const Tensor *q, const Tensor *k, const Tensor *v,
+                            double *out, const float *dout, double *dq, double *dk, double *dv) {
+    int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
+    int64_t qw = s.heads * hd, kw = s.kv_heads * hd;
+    double scale = 1.0 / sqrt((double)hd);
+    double *scores = malloc((size_t)s.kv_len * sizeof(double));
+    double *dp = malloc((size_t)s.kv_len * sizeof(double));
+    if (dq) memset(dq, 0, (size_t)q->numel * sizeof(double));
+    if (dk) memset(dk, 0, (size_t)k->numel * sizeof(double));
+    if (dv) memset(dv, 0, (size_t)v->numel * sizeof(double));
+    for (int64_t b = 0; b < s.batch; b++)
+        for (int64_t h = 0; h < s.heads; h++) {
+            int64_t g = h / group;
+            for (int64_t t = 0; t < s.q_len; t++) {
+                int64_t pos = s.kv_len - s.q_len + t;
+                const float *qt = q->data + (b * s.q_len + t) * qw + h * hd;
+                double max_score = -INFINITY;
+                for (int64_t j = 0; j < s.kv_len; j++) {
+                    const float *kj = k->data + (b * s.kv_len + j) * kw + g * hd;
+                    double dot = 0;
+                    for (int64_t d = 0; d < hd; d++) dot += (double)qt[d] * kj[d];
+                    scores[j] = j <= pos ? dot * scale : -INFINITY;
+                    max_score = fmax(max_score, scores[j]);
+                }
+                double denom = 0;
+                for (int64_t j = 0; j < s.kv_len; j++) denom += exp(scores[j] - max_score);
+                for (int64_t j = 0; j < s.kv_len; j++) scores[j] = exp(scores[j] - max_score) / denom;
+                double *ot = out + (b * s.q_len + t) * qw + h * hd;
+                for (int64_t d = 0; d < hd; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < s.kv_len; j++)
+                        acc += scores[j] * v->data[(b * s.kv_len + j) * kw + g * hd + d];
+                    ot[d] = acc;
+                }
+                if (!dout) continue;
+                const float *dout_t = dout + (b * s.q_len + t) * qw + h * hd;
+                double p_dot_dp = 0;
+                for (int64_t j = 0; j < s.kv_len; j++) {
+                    const float *vj = v->data + (b * s.kv_len + j) * kw + g * hd;
+                    dp[j] = 0;
+                    for (int64_t d = 0; d < hd; d++) dp[j] += (double)dout_t[d] * vj[d];
+                    p_dot_dp += scores[j] * dp[j];
+                }
+                for (int64_t j = 0; j < s.kv_len; j++) {
+                    double ds = scores[j] * (dp[j] - p_dot_dp) * scale;
+                    int64_t kv_at = (b * s.kv_len + j) * kw + g * hd;
+                    for (int64_t d = 0; d < hd; d++) {
+                        dv[kv_at + d] += scores[j] * dout_t[d];
+                        dq[(b * s.q_len + t) * qw + h * hd + d] += ds * k->data[kv_at + d];
+                        dk[kv_at + d] += ds * qt[d];
+                    }
+                }
+            }
+        }
+    free(scores);
+    free(dp);
+}
+
+/* max |a - b| over n elements, against max(max |b|, 1) */
+static double rel_diff(const float *a, const double *b, int64_t n) {
+    double worst = 0, scale = 1;
+    for (int64_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs(a[i] - b[i]));
+        scale = fmax(scale, fabs(b[i]));
+    }
+    return worst / scale;
+}
+
+static void check_against_reference(AttnShape s, uint64_t seed, bool with_backward) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Qkv in = qkv_new(s, seed);
+    in.q->requires_grad = in.k->requires_grad = in.v->requires_grad = with_backward;
+    Tensor *out = op_attention(&tt.tape, in.q, in.k, in.v, s.heads, s.kv_heads);
+    cr_assert_eq(out->ndim, 3);
+    cr_assert(out->shape[0] == s.batch && out->shape[1] == s.q_len && out->shape[2] == s.heads * s.head_dim);
+
+    double *ref = malloc((size_t)out->numel * sizeof(double));
+    double *dq = malloc((size_t)in.q->numel * sizeof(double));
+    double *dk = malloc((size_t)in.k->numel * sizeof(double));
+    double *dv = malloc((size_t)in.v->numel * sizeof(double));
+    Rng rng;
+    rng_seed(&rng, seed + 1);
+    Tensor *dout = test_tensor("dout", 3, out->shape, &rng, -1, 1);
+    naive_attention(s, in.q, in.k, in.v, ref, with_backward ? dout->data : NULL, dq, dk, dv);
+    double err = rel_diff(out->data, ref, out->numel);
+    cr_expect_lt(err, 1e-5, "forward off by %g (T=%lld hd=%lld)", err, (long long)s.q_len,
+                 (long long)s.head_dim);
+    if (with_backward) {
+        memcpy(tensor_grad(&tt.tape, out), dout->data, (size_t)out->numel * sizeof(float));
+        tape_backward_from_seeded(&tt.tape);
+        double eq = rel_diff(in.q->grad, dq, in.q->numel), ek = rel_diff(in.k->grad, dk, in.k->numel),
+               ev = rel_diff(in.v->grad, dv, in.v->numel);
+        cr_expect_lt(eq, 1e-5, "dq off by %g", eq);
+        cr_expect_lt(ek, 1e-5, "dk off by %g", ek);
+        cr_expect_lt(ev, 1e-5, "dv off by %g", ev);
+    }
+    free(ref);
+    free(dq);
+    free(dk);
+    free(dv);
+    test_tensor_free(dout);
+    qkv_free(in);
+    test_tape_free(&tt);
+}
+
+/* ---- attention ---- */
+
+Test(attention, forward_matches_naive_double_reference) {
+    check_against_reference((AttnShape){2, 9, 9, 4, 2, 8}, 11, false);
+}
+
+/* 83 keys and hd 72 take the 64- and 16-wide blocks and the scalar tails of every product,
+ * forward and backward; Tq < Tk as in chunked decoding. */
+Test(attention, forward_and_backward_match_reference_on_wide_heads) {
+    check_against_reference((AttnShape){1, 83, 83, 4, 2, 72}, 12, true);
+    check_against_reference((AttnShape){2, 21, 83, 2, 1, 72}, 13, true);
+}
+
+/* Output rows <= t must not depend on q, k or v at positions > t: perturb those, the early rows
+ * stay bitwise equal (and the late rows do change, so the perturbation is real). */
+Test(attention, causal_rows_ignore_later_positions) {
+    AttnShape s = {2, 9, 9, 4, 2, 8};
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Qkv base = qkv_new(s, 21);
+    Tensor *out = op_attention(&tt.tape, base.q, base.k, base.v, s.heads, s.kv_heads);
+    int64_t width = out->shape[2];
+    float *expected = malloc((size_t)out->numel * sizeof(float));
+    memcpy(expected, out->data, (size_t)out->numel * sizeof(float));
+    tape_reset(&tt.tape);
+
+    Rng rng;
+    rng_seed(&rng, 22);
+    for (int64_t t = 0; t + 1 < s.q_len; t++) {
+        Qkv changed = qkv_new(s, 21);
+        Tensor *all[3] = {changed.q, changed.k, changed.v};
+        for (int m = 0; m < 3; m++) {
+            int64_t w = all[m]->shape[2];
+            for (int64_t b = 0; b < s.batch; b++)
+                for (int64_t later = t + 1; later < s.q_len; later++)
+                    for (int64_t c = 0; c < w; c++) all[m]->data[(b * s.q_len + later) * w + c] += rng_uniform(&rng) + 0.5f;
+        }
+        Tensor *got = op_attention(&tt.tape, changed.q, changed.k, changed.v, s.heads, s.kv_heads);
+        for (int64_t b = 0; b < s.batch; b++) {
+            const float *row0 = got->data + b * s.q_len * width, *exp0 = expected + b * s.q_len * width;
+            cr_expect(memcmp(row0, exp0, (size_t)((t + 1) * width) * sizeof(float)) == 0,
+                      "batch %lld: rows <= %lld changed when later positions did", (long long)b, (long long)t);
+            cr_expect(memcmp(row0 + (t + 1) * width, exp0 + (t + 1) * width,
+                             (size_t)((s.q_len - t - 1) * width) * sizeof(float)) != 0,
+                      "batch %lld: rows > %lld did not change", (long long)b, (long long)t);
+        }
+        tape_reset(&tt.tape);
+        qkv_free(changed);
+    }
+    free(expected);
+    qkv_free(base);
+    test_tape_free(&tt);
+}
+
+/* KV-cache decoding: query s alone against keys 0..=s gives row s of the full computation;
+ * and a chunk of the last 4 queries against all keys gives the last 4 rows. */
+static void check_decoding(AttnShape s, uint64_t seed) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Qkv full = qkv_new(s, seed);
+    Tensor *out = op_attention(&tt.tape, full.q, full.k, full.v, s.heads, s.kv_heads);
+    int64_t width = out->shape[2];
+    double worst = 0;
+    for (int64_t pos = 0; pos < s.q_len; pos++) {
+        Tensor *q1 = slice_tokens(full.q, pos, 1), *k1 = slice_tokens(full.k, 0, pos + 1),
+               *v1 = slice_tokens(full.v, 0, pos + 1);
+        Tensor *step = op_attention(&tt.tape, q1, k1, v1, s.heads, s.kv_heads);   // (B,1,H*hd)
+        cr_assert_eq(step->shape[1], 1);
+        for (int64_t b = 0; b < s.batch; b++)
+            for (int64_t c = 0; c < width; c++)
+                worst = fmax(worst, fabs(step->data[b * width + c] - out->data[(b * s.q_len + pos) * width + c]));
+        test_tensor_free(q1);
+        test_tensor_free(k1);
+        test_tensor_free(v1);
+    }
+    cr_expect_leq(worst, 1e-6, "decoding step differs from the full row by %g", worst);
+
+    int64_t chunk = 4;
+    Tensor *q_last = slice_tokens(full.q, s.q_len - chunk, chunk);
+    Tensor *last = op_attention(&tt.tape, q_last, full.k, full.v, s.heads, s.kv_heads);   // (B,4,H*hd)
+    worst = 0;
+    for (int64_t b = 0; b < s.batch; b++)
+        for (int64_t t = 0; t < chunk; t++)
+            for (int64_t c = 0; c < width; c++)
+                worst = fmax(worst, fabs(last->data[(b * chunk + t) * width + c] -
+                                         out->data[(b * s.q_len + s.q_len - chunk + t) * width + c]));
+    cr_expect_leq(worst, 1e-6, "a chunk of %lld queries differs from the full rows by %g", (long long)chunk, worst);
+    test_tensor_free(q_last);
+    qkv_free(full);
+    test_tape_free(&tt);
+}
+
+Test(attention, decode_step_matches_full_row) {
+    check_decoding((AttnShape){2, 9, 9, 4, 2, 8}, 31);
+    check_decoding((AttnShape){1, 40, 40, 4, 1, 72}, 32);
+}
+
+/* Forward output and q/k/v gradients of one run, copied out of the arena. */
+typedef struct {
+    float *out, *dq, *dk, *dv;
+} AttnRun;
+
+static AttnRun run_attention(int threads, AttnShape s, uint64_t seed) {
+    TestTape tt;
+    test_tape_init(&tt, threads);
+    cr_assert_eq(pool_threads(tt.pool), threads);
+    Qkv in = qkv_new(s, seed);
+    in.q->requires_grad = in.k->requires_grad = in.v->requires_grad = true;
+    Tensor *out = op_attention(&tt.tape, in.q, in.k, in.v, s.heads, s.kv_heads);
+    Rng rng;
+    rng_seed(&rng, seed + 7);
+    rng_fill_uniform(&rng, tensor_grad(&tt.tape, out), (size_t)out->numel, -1, 1);
+    tape_backward_from_seeded(&tt.tape);
+    AttnRun run;
+    Tensor *src[4] = {out, in.q, in.k, in.v};
+    float **dst[4] = {&run.out, &run.dq, &run.dk, &run.dv};
+    for (int m = 0; m < 4; m++) {
+        *dst[m] = malloc((size_t)src[m]->numel * sizeof(float));
+        memcpy(*dst[m], m == 0 ? src[m]->data : src[m]->grad, (size_t)src[m]->numel * sizeof(float));
+    }
+    qkv_free(in);
+    test_tape_free(&tt);
+    return run;
+}
+
+Test(attention, two_threads_bitwise_equal_one_thread) {
+    AttnShape shapes[] = {{2, 9, 9, 4, 2, 8}, {3, 37, 37, 4, 2, 72}, {3, 5, 37, 4, 1, 16}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        AttnShape s = shapes[i];
+        AttnRun one = run_attention(1, s, 41 + i), two = run_attention(2, s, 41 + i);
+        size_t q_bytes = (size_t)(s.batch * s.q_len * s.heads * s.head_dim) * sizeof(float);
+        size_t kv_bytes = (size_t)(s.batch * s.kv_len * s.kv_heads * s.head_dim) * sizeof(float);
+        cr_expect(memcmp(one.out, two.out, q_bytes) == 0, "shape %zu: forward differs", i);
+        cr_expect(memcmp(one.dq, two.dq, q_bytes) == 0, "shape %zu: dq differs", i);
+        cr_expect(memcmp(one.dk, two.dk, kv_bytes) == 0, "shape %zu: dk differs", i);
+        cr_expect(memcmp(one.dv, two.dv, kv_bytes) == 0, "shape %zu: dv differs", i);
+        AttnRun runs[2] = {one, two};
+        for (int r = 0; r < 2; r++) {
+            free(runs[r].out);
+            free(runs[r].dq);
+            free(runs[r].dk);
+            free(runs[r].dv);
+        }
+    }
+}
+
+/* The forward leaves most of P's upper triangle unwritten and the blocked products read a few
+ * entries past the diagonal, which must be the zeros written there. With the arena filled with
+ * NaN first, any read of memory that was not written would make an output or a gradient NaN. */
+Test(attention, reads_only_what_it_wrote) {
+    AttnShape shapes[] = {{1, 30, 30, 2, 2, 5}, {2, 21, 83, 2, 1, 72}, {2, 1, 5, 4, 2, 4}, {1, 17, 17, 3, 3, 17}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        AttnShape s = shapes[i];
+        enum { ARENA_BYTES = 8 << 20 };
+        Arena arena;
+        arena_init(&arena, ARENA_BYTES);
+        float *poison = arena_alloc(&arena, ARENA_BYTES);   /* the whole chunk, reused after reset */
+        for (size_t f = 0; f < ARENA_BYTES / sizeof(float); f++) poison[f] = NAN;
+        arena_reset(&arena);
+        Pool *pool = i % 2 ? pool_create(2) : NULL;
+        Tape tape;
+        tape_init(&tape, &arena, pool);
+        Qkv in = qkv_new(s, 71 + i);
+        in.q->requires_grad = in.k->requires_grad = in.v->requires_grad = true;
+        Tensor *out = op_attention(&tape, in.q, in.k, in.v, s.heads, s.kv_heads);
+        Rng rng;
+        rng_seed(&rng, 81 + i);
+        rng_fill_uniform(&rng, tensor_grad(&tape, out), (size_t)out->numel, -1, 1);
+        tape_backward_from_seeded(&tape);
+        cr_assert_eq(arena.system_allocs, 1, "the arena grew: part of it was never poisoned");
+        int64_t bad = 0;
+        for (int64_t e = 0; e < out->numel; e++) bad += !isfinite(out->data[e]) || !isfinite(in.q->grad[e]);
+        for (int64_t e = 0; e < in.k->numel; e++) bad += !isfinite(in.k->grad[e]) || !isfinite(in.v->grad[e]);
+        cr_expect_eq(bad, 0, "shape %zu: %lld outputs or gradients are not finite", i, (long long)bad);
+        qkv_free(in);
+        tape_free(&tape);
+        pool_destroy(pool);
+        arena_free(&arena);
+    }
+}
+
+/* ---- cross-entropy ---- */
+
+Test(cross_entropy, uniform_logits_give_ln_vocab) {
+    TestTape tt;
+    test_tape_init(&tt, 2);
+    int64_t rows = 5, vocab = 6400;
+    Tensor *logits = test_tensor("logits", 2, (int64_t[]){rows, vocab}, NULL, 0, 0);
+    for (int64_t i = 0; i < logits->numel; i++) logits->data[i] = 0.37f;
+    int32_t targets[] = {0, 6399, 17, -1, 3200};
+    Tensor *loss = op_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+    cr_assert_eq(loss->numel, 1);
+    cr_expect_leq(fabs(loss->data[0] - log(6400.0)), 1e-5, "loss %.7f, ln(6400) = %.7f", loss->data[0], log(6400.0));
+    test_tensor_free(logits);
+    test_tape_free(&tt);
+}
+
+Test(cross_entropy, all_ignored_gives_zero_loss_and_no_gradient) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Rng rng;
+    rng_seed(&rng, 51);
+    Tensor *logits = test_tensor("logits", 3, (int64_t[]){2, 2, 11}, &rng, -3, 3);
+    logits->requires_grad = true;
+    int32_t targets[] = {-1, -1, -1, -1};
+    Tensor *loss = op_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+    cr_expect_eq(loss->data[0], 0.0f, "loss %g", loss->data[0]);
+    tape_backward(&tt.tape, loss);
+    const float *g = tensor_grad(&tt.tape, logits);
+    for (int64_t i = 0; i < logits->numel; i++) cr_expect_eq(g[i], 0.0f, "grad[%lld] = %g", (long long)i, g[i]);
+    test_tensor_free(logits);
+    test_tape_free(&tt);
+}
+
+/* loss and gradient against the definition in double, with an ignored row and a custom index */
+static void check_cross_entropy(int threads, int32_t ignore_index) {
+    TestTape tt;
+    test_tape_init(&tt, threads);
+    Rng rng;
+    rng_seed(&rng, 61);
+    int64_t rows = 7, vocab = 37;
+    Tensor *logits = test_tensor("logits", 2, (int64_t[]){rows, vocab}, &rng, -4, 4);
+    logits->requires_grad = true;
+    int32_t targets[] = {0, 36, ignore_index, 5, 5, 20, 11};
+    Tensor *loss = op_cross_entropy(&tt.tape, logits, targets, ignore_index);
+    tape_backward(&tt.tape, loss);
+
+    double total = 0, count = 0;
+    double *softmax = malloc((size_t)logits->numel * sizeof(double));
+    for (int64_t r = 0; r < rows; r++) {
+        const float *z = logits->data + r * vocab;
+        double denom = 0;
+        for (int64_t i = 0; i < vocab; i++) denom += exp((double)z[i]);
+        for (int64_t i = 0; i < vocab; i++) softmax[r * vocab + i] = exp((double)z[i]) / denom;
+        if (targets[r] == ignore_index) continue;
+        total += -log(softmax[r * vocab + targets[r]]);
+        count++;
+    }
+    double expected = total / count;
+    cr_expect_leq(fabs(loss->data[0] - expected), 1e-6 * fabs(expected), "loss %.8f, expected %.8f", loss->data[0], expected);
+    double worst = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < vocab; i++) {
+            double want = targets[r] == ignore_index ? 0.0 : (softmax[r * vocab + i] - (i == targets[r])) / count;
+            worst = fmax(worst, fabs(logits->grad[r * vocab + i] - want));
+        }
+    cr_expect_lt(worst, 1e-7, "dlogits off by %g", worst);
+    for (int64_t i = 0; i < vocab; i++)
+        cr_expect_eq(logits->grad[2 * vocab + i], 0.0f, "ignored row got a gradient");
+    free(softmax);
+    test_tensor_free(logits);
+    test_tape_free(&tt);
+}
+
+Test(cross_entropy, matches_naive_reference) {
+    check_cross_entropy(1, TG_IGNORE_INDEX);
+    check_cross_entropy(2, -100);
+}
+
+Test(cross_entropy, aborts_on_target_outside_vocab, .signal = SIGABRT) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Tensor *logits = test_tensor("logits", 2, (int64_t[]){2, 5}, NULL, 0, 0);
+    int32_t targets[] = {1, 5};
+    op_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+}
+
+/* ---- embedding ---- */
+
+/* out rows are the table's rows; dtable[v] = sum of dout over the tokens whose id is v, with
+ * small integers so every sum is exact. Run on 1 and 2 threads (the backward splits columns). */
+static void check_embedding_scatter(int threads) {
+    TestTape tt;
+    test_tape_init(&tt, threads);
+    int64_t vocab = 5, dim = 3;
+    Tensor *table = test_tensor("table", 2, (int64_t[]){vocab, dim}, NULL, 0, 0);
+    for (int64_t i = 0; i < table->numel; i++) table->data[i] = (float)(100 + i);
+    table->requires_grad = true;
+    const int32_t ids[] = {1, 3, 1, 1, 0, 3};   /* (2, 3): 1 three times, 3 twice, 2 and 4 never */
+    Tensor *out = op_embedding(&tt.tape, table, ids, 2, (int64_t[]){2, 3});
+    cr_assert(out->ndim == 3 && out->shape[0] == 2 && out->shape[1] == 3 && out->shape[2] == dim);
+    for (int64_t n = 0; n < 6; n++)
+        for (int64_t d = 0; d < dim; d++)
+            cr_expect_eq(out->data[n * dim + d], table->data[ids[n] * dim + d]);
+
+    float *dout = tensor_grad(&tt.tape, out);   /* dout[n][d] = 10 (n + 1) + d */
+    for (int64_t n = 0; n < 6; n++)
+        for (int64_t d = 0; d < dim; d++) dout[n * dim + d] = (float)(10 * (n + 1) + d);
+    tape_backward_from_seeded(&tt.tape);
+    const float expected[5][3] = {
+        {50, 51, 52},                   /* id 0: token 4 */
+        {10 + 30 + 40, 83, 86},         /* id 1: tokens 0, 2, 3 */
+        {0, 0, 0},                      /* id 2: unused */
+        {20 + 60, 82, 84},              /* id 3: tokens 1, 5 */
+        {0, 0, 0},                      /* id 4: unused */
+    };
+    for (int64_t v = 0; v < vocab; v++)
+        for (int64_t d = 0; d < dim; d++)
+            cr_expect_eq(table->grad[v * dim + d], expected[v][d], "threads %d: dtable[%lld][%lld] = %g, expected %g",
+                         threads, (long long)v, (long long)d, table->grad[v * dim + d], expected[v][d]);
+    test_tensor_free(table);
+    test_tape_free(&tt);
+}
+
+Test(embedding, backward_sums_rows_of_repeated_ids) {
+    check_embedding_scatter(1);
+    check_embedding_scatter(2);
+}
+
+Test(embedding, aborts_on_id_outside_table, .signal = SIGABRT) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Tensor *table = test_tensor("table", 2, (int64_t[]){4, 2}, NULL, 0, 0);
+    const int32_t ids[] = {0, 4};
+    op_embedding(&tt.tape, table, ids, 1, (int64_t[]){2});
+}
