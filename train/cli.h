@@ -15,6 +15,9 @@ typedef struct {
 
 extern const Subcommand cmd_gradcheck;
 extern const Subcommand cmd_selftest;
+extern const Subcommand cmd_train;
+extern const Subcommand cmd_sample;
+extern const Subcommand cmd_eval;
 
 /* ---- flags ---- */
 typedef enum { FLAG_BOOL, FLAG_INT, FLAG_INT64, FLAG_DOUBLE, FLAG_STRING } FlagType;

@@ -5,6 +5,9 @@
 #include "train/cli.h"
 
 static const Subcommand *const subcommands[] = {
+    &cmd_train,
+    &cmd_sample,
+    &cmd_eval,
     &cmd_gradcheck,
     &cmd_selftest,
 };

@@ -1,0 +1,191 @@
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/rng.h"
+
+int64_t model_swiglu_hidden(int64_t dim) { return 64 * ((8 * dim / 3 + 63) / 64); }
+
+tg_status model_preset(const char *name, ModelConfig *cfg) {
+    ModelConfig c = {.ffn = FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
+    if (strcmp(name, "tiny") == 0) {
+        c.dim = 64, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = 2, c.hidden = 176, c.seq_len = 32;
+        c.vocab = 0; /* from the tokenizer */
+    } else if (strcmp(name, "small") == 0) {
+        c.dim = 128, c.n_layers = 8, c.n_heads = 4, c.n_kv_heads = 4, c.hidden = 352, c.seq_len = 128;
+        c.vocab = 0;
+    } else if (strcmp(name, "minimind-26m") == 0) {
+        c.dim = 512, c.n_layers = 8, c.n_heads = 8, c.n_kv_heads = 2, c.hidden = 1408, c.seq_len = 256;
+        c.vocab = 6400;
+    } else {
+        return tg_fail(TG_ERR_ARG, "unknown preset '%s'; the presets are tiny, small, minimind-26m", name);
+    }
+    *cfg = c;
+    return TG_OK;
+}
+
+tg_status model_config_validate(const ModelConfig *c) {
+    struct { const char *flag; int64_t value; } positive[] = {
+        {"--dim", c->dim}, {"--layers", c->n_layers}, {"--heads", c->n_heads},
+        {"--kv-heads", c->n_kv_heads}, {"--hidden", c->hidden}, {"--vocab", c->vocab},
+        {"--seq", c->seq_len},
+    };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (positive[i].value <= 0)
+            return tg_fail(TG_ERR_ARG, "%s must be positive, got %lld", positive[i].flag,
+                           (long long)positive[i].value);
+    if (c->dim % c->n_heads != 0)
+        return tg_fail(TG_ERR_ARG, "--heads %lld does not divide --dim %lld; pick heads so dim/heads is a whole even number",
+                       (long long)c->n_heads, (long long)c->dim);
+    if ((c->dim / c->n_heads) % 2 != 0)
+        return tg_fail(TG_ERR_ARG, "head size dim/heads = %lld is odd; RoPE needs an even head size",
+                       (long long)(c->dim / c->n_heads));
+    if (c->n_heads % c->n_kv_heads != 0)
+        return tg_fail(TG_ERR_ARG, "--kv-heads %lld does not divide --heads %lld", (long long)c->n_kv_heads,
+                       (long long)c->n_heads);
+    if (c->vocab > INT32_MAX)
+        return tg_fail(TG_ERR_ARG, "--vocab %lld exceeds the int32 token range", (long long)c->vocab);
+    if (!(c->rope_theta > 1.0) || !isfinite(c->rope_theta))
+        return tg_fail(TG_ERR_ARG, "--rope-theta must be a finite number above 1, got %g", c->rope_theta);
+    if (!(c->norm_eps > 0.0)) return tg_fail(TG_ERR_ARG, "norm eps must be positive, got %g", c->norm_eps);
+    if (c->ffn != FFN_SWIGLU && c->ffn != FFN_RELU) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
+    return TG_OK;
+}
+
+static Tensor *add_param(Model *m, const char *name, int64_t rows, int64_t cols, bool decay) {
+    if (cols == 0) return params_add(&m->params, name, 1, (int64_t[]){rows}, decay);
+    return params_add(&m->params, name, 2, (int64_t[]){rows, cols}, decay);
+}
+
+void model_build(Model *m, const ModelConfig *cfg) {
+    TG_CHECK(model_config_validate(cfg) == TG_OK, "%s", tg_error_message());
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    const ModelConfig *c = &m->cfg;
+    int64_t hd = c->dim / c->n_heads, kv_dim = c->n_kv_heads * hd;
+    params_init(&m->params);
+    /* norm weights are excluded from weight decay (the `decay` flag), as is usual for gains */
+    m->embed = add_param(m, "model.embed_tokens.weight", c->vocab, c->dim, true);
+    m->layers = tg_calloc((size_t)c->n_layers, sizeof *m->layers);
+    m->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *m->ffn_hidden);
+    char name[128]; /* layer names stay far below TG_NAME_CAP; the slack quiets -Wformat-truncation */
+#define LAYER_PARAM(field, suffix, rows, cols, decay)                                \
+    snprintf(name, sizeof name, "model.layers.%lld." suffix, (long long)i);          \
+    L->field = add_param(m, name, rows, cols, decay)
+    for (int64_t i = 0; i < c->n_layers; i++) {
+        LayerParams *L = &m->layers[i];
+        LAYER_PARAM(attn_norm, "input_layernorm.weight", c->dim, 0, false);
+        LAYER_PARAM(wq, "self_attn.q_proj.weight", c->dim, c->dim, true);
+        LAYER_PARAM(wk, "self_attn.k_proj.weight", kv_dim, c->dim, true);
+        LAYER_PARAM(wv, "self_attn.v_proj.weight", kv_dim, c->dim, true);
+        LAYER_PARAM(wo, "self_attn.o_proj.weight", c->dim, c->dim, true);
+        LAYER_PARAM(ffn_norm, "post_attention_layernorm.weight", c->dim, 0, false);
+        LAYER_PARAM(w1, "mlp.gate_proj.weight", c->hidden, c->dim, true);
+        if (c->ffn == FFN_SWIGLU) {
+            LAYER_PARAM(w3, "mlp.up_proj.weight", c->hidden, c->dim, true);
+        }
+        LAYER_PARAM(w2, "mlp.down_proj.weight", c->dim, c->hidden, true);
+    }
+#undef LAYER_PARAM
+    m->final_norm = add_param(m, "model.norm.weight", c->dim, 0, false);
+    params_finalize(&m->params);
+    rope_table_init(&m->rope, c->seq_len, hd, c->rope_theta);
+}
+
+void model_free(Model *m) {
+    params_free(&m->params);
+    rope_table_free(&m->rope);
+    free(m->layers);
+    free(m->ffn_hidden);
+    memset(m, 0, sizeof *m);
+}
+
+void model_init_weights(Model *m, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    ParamStore *ps = &m->params;
+    for (int i = 0; i < ps->count; i++) {
+        Tensor *t = ps->tensors[i];
+        if (t->ndim == 1) {
+            for (int64_t j = 0; j < t->numel; j++) t->data[j] = 1.0f;
+        } else {
+            rng_fill_normal(&rng, t->data, (size_t)t->numel, 0.0f, 0.02f);
+        }
+    }
+}
+
+int64_t model_param_count(const Model *m) {
+    int64_t n = 0;
+    for (int i = 0; i < m->params.count; i++) n += m->params.tensors[i]->numel;
+    return n;
+}
+
+void kv_cache_init(KVCache *cache, const ModelConfig *cfg, int64_t max_pos) {
+    int64_t kv_dim = cfg->n_kv_heads * (cfg->dim / cfg->n_heads);
+    size_t n = (size_t)cfg->n_layers * (size_t)max_pos * (size_t)kv_dim;
+    cache->k = tg_calloc(n, sizeof(float));
+    cache->v = tg_calloc(n, sizeof(float));
+    cache->max_pos = max_pos;
+    cache->len = 0;
+}
+
+void kv_cache_free(KVCache *cache) {
+    free(cache->k);
+    free(cache->v);
+    memset(cache, 0, sizeof *cache);
+}
+
+/* Appends the new keys/values (1,T,KVH*hd) of `layer` to the cache and returns views of all
+ * cached positions (1, len+T, KVH*hd). */
+static void cache_append(Tape *tape, KVCache *cache, const ModelConfig *c, int64_t layer, Tensor **k,
+                         Tensor **v) {
+    int64_t kv_dim = (*k)->shape[2], T = (*k)->shape[1];
+    TG_CHECK(cache->len + T <= cache->max_pos, "KV cache full: %lld + %lld > %lld", (long long)cache->len,
+             (long long)T, (long long)cache->max_pos);
+    size_t base = (size_t)layer * (size_t)cache->max_pos * (size_t)kv_dim;
+    float *kdst = cache->k + base, *vdst = cache->v + base;
+    memcpy(kdst + (size_t)cache->len * kv_dim, (*k)->data, (size_t)(T * kv_dim) * sizeof(float));
+    memcpy(vdst + (size_t)cache->len * kv_dim, (*v)->data, (size_t)(T * kv_dim) * sizeof(float));
+    int64_t shape[3] = {1, cache->len + T, kv_dim};
+    *k = tensor_view(tape->arena, "k_cache", kdst, 3, shape);
+    *v = tensor_view(tape->arena, "v_cache", vdst, 3, shape);
+}
+
+Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, int64_t T, KVCache *cache) {
+    const ModelConfig *c = &m->cfg;
+    float eps = (float)c->norm_eps;
+    int64_t pos = cache ? cache->len : 0;
+    TG_CHECK(!cache || B == 1, "KV-cache decoding runs batch 1");
+    TG_CHECK(pos + T <= c->seq_len, "positions %lld..%lld exceed the context %lld", (long long)pos,
+             (long long)(pos + T - 1), (long long)c->seq_len);
+    Tensor *x = op_embedding(tape, m->embed, tokens, 2, (int64_t[]){B, T}); /* (B,T,D) */
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        LayerParams *L = &m->layers[l];
+        /* attention sub-block: x = x + Wo attn(rope(q), rope(k), v) */
+        Tensor *n1 = op_rmsnorm(tape, x, L->attn_norm, eps);                   /* (B,T,D) */
+        Tensor *q = op_rope(tape, op_linear(tape, n1, L->wq), c->n_heads, &m->rope, pos);    /* (B,T,H*hd) */
+        Tensor *k = op_rope(tape, op_linear(tape, n1, L->wk), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
+        Tensor *v = op_linear(tape, n1, L->wv);                                /* (B,T,KVH*hd) */
+        if (cache) cache_append(tape, cache, c, l, &k, &v);                   /* (1,pos+T,KVH*hd) */
+        Tensor *a = op_attention(tape, q, k, v, c->n_heads, c->n_kv_heads);   /* (B,T,D) */
+        x = op_add(tape, x, op_linear(tape, a, L->wo));
+        /* feed-forward sub-block: x = x + ffn(rmsnorm(x)) */
+        Tensor *n2 = op_rmsnorm(tape, x, L->ffn_norm, eps);
+        Tensor *f = c->ffn == FFN_SWIGLU ? ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, &m->ffn_hidden[l])
+                                         : ffn_relu(tape, n2, L->w1, L->w2, &m->ffn_hidden[l]);
+        x = op_add(tape, x, f);
+    }
+    if (cache) cache->len += T;
+    Tensor *xn = op_rmsnorm(tape, x, m->final_norm, eps);
+    return op_linear(tape, xn, m->embed); /* (B,T,V): the head is the embedding, tied */
+}
+
+Tensor *model_loss(Model *m, Tape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
+                   int64_t T, Tensor **logits_out) {
+    Tensor *logits = model_forward(m, tape, tokens, B, T, NULL);
+    if (logits_out) *logits_out = logits;
+    return op_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
+}

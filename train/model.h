@@ -1,0 +1,76 @@
+/* The MiniMind-style decoder-only transformer, built from ops.
+ *
+ *   x = embed[tokens]                                     (B,T,D)
+ *   per layer:  h   = x + Wo attn(rope(Wq n1), rope(Wk n1), Wv n1),  n1 = rmsnorm(x)
+ *               x   = h + ffn(rmsnorm(h))
+ *   logits = rmsnorm(x) embed^T                           (B,T,V)   (head tied to the embedding)
+ *
+ * Parameter names follow the Llama/MiniMind safetensors convention, so a checkpoint exports
+ * to and imports from PyTorch without a renaming table.
+ */
+#ifndef TAPEGRAD_MODEL_H
+#define TAPEGRAD_MODEL_H
+
+#include <stdint.h>
+
+#include "../lib/error.h"
+#include "../lib/params.h"
+#include "../ops/ops.h"
+
+typedef enum { FFN_SWIGLU = 0, FFN_RELU = 1 } FfnKind;
+
+typedef struct ModelConfig {
+    int64_t dim, n_layers, n_heads, n_kv_heads, hidden, vocab, seq_len;
+    FfnKind ffn;
+    double rope_theta;
+    double norm_eps;
+} ModelConfig;
+
+typedef struct LayerParams {
+    Tensor *attn_norm, *wq, *wk, *wv, *wo; /* wq (D,D), wk/wv (KVH*hd, D), wo (D,D) */
+    Tensor *ffn_norm, *w1, *w2, *w3;       /* w1/w3 (H,D) gate/up, w2 (D,H) down; w3 NULL for ReLU */
+} LayerParams;
+
+/* Keys and values of earlier positions, for decoding one token at a time (batch 1). */
+typedef struct KVCache {
+    float *k, *v;        /* [layers][max_pos][kv_heads*hd] */
+    int64_t max_pos;
+    int64_t len;         /* positions filled */
+} KVCache;
+
+typedef struct Model {
+    ModelConfig cfg;
+    ParamStore params;
+    Tensor *embed, *final_norm;
+    LayerParams *layers;
+    RopeTable rope;
+    Tensor **ffn_hidden; /* per layer: the w2 input of the last forward (inspection) */
+} Model;
+
+/* SwiGLU hidden size of the presets: 64 * ceil((8*dim/3) / 64); 1408 at dim 512. */
+int64_t model_swiglu_hidden(int64_t dim);
+/* Fills a config from a preset name ("tiny", "small", "minimind-26m"); TG_ERR_ARG if unknown. */
+tg_status model_preset(const char *name, ModelConfig *cfg);
+/* Checks a config, with a message naming the bad field and how to fix it. */
+tg_status model_config_validate(const ModelConfig *cfg);
+/* Builds the parameter store (zeroed) and the RoPE table; cfg must be valid. */
+void model_build(Model *model, const ModelConfig *cfg);
+void model_free(Model *model);
+/* Linear and embedding weights ~ N(0, 0.02), norm weights 1. */
+void model_init_weights(Model *model, uint64_t seed);
+/* Parameters counted once (the tied head adds none). */
+int64_t model_param_count(const Model *model);
+
+/* logits (B,T,V) for tokens (B,T). With a cache (B must be 1), the T tokens sit at positions
+ * cache->len .. cache->len+T-1, their keys/values are appended, and attention sees all cached
+ * positions: the prefix is never recomputed. */
+Tensor *model_forward(Model *model, Tape *tape, const int32_t *tokens, int64_t batch, int64_t seq,
+                      KVCache *cache);
+/* Mean next-token cross-entropy; *logits_out (may be NULL) receives the logits. */
+Tensor *model_loss(Model *model, Tape *tape, const int32_t *tokens, const int32_t *targets,
+                   int64_t batch, int64_t seq, Tensor **logits_out);
+
+void kv_cache_init(KVCache *cache, const ModelConfig *cfg, int64_t max_pos);
+void kv_cache_free(KVCache *cache);
+
+#endif

@@ -1,0 +1,63 @@
+#include "optim.h"
+
+#include <math.h>
+
+#include "../lib/error.h"
+
+AdamWConfig adamw_defaults(void) {
+    AdamWConfig c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    return c;
+}
+
+typedef struct {
+    float *p, *g, *m, *v;
+    float beta1, beta2, step_size, bias2_sqrt, eps, decay; /* decay = lr * wd (0 if excluded) */
+} AdamWJob;
+
+static void adamw_range(void *ctx, int64_t begin, int64_t end, int thread) {
+    const AdamWJob *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        float g = j->g[i];
+        float p = j->p[i] * (1.0f - j->decay);
+        float m = j->beta1 * j->m[i] + (1.0f - j->beta1) * g;
+        float v = j->beta2 * j->v[i] + (1.0f - j->beta2) * g * g;
+        j->m[i] = m;
+        j->v[i] = v;
+        j->p[i] = p - j->step_size * m / (sqrtf(v) / j->bias2_sqrt + j->eps);
+    }
+}
+
+void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr, Pool *pool) {
+    TG_CHECK(step >= 1, "AdamW step numbers start at 1, got %lld", (long long)step);
+    double bias1 = 1.0 - pow(cfg->beta1, (double)step);
+    double bias2 = 1.0 - pow(cfg->beta2, (double)step);
+    for (int i = 0; i < ps->count; i++) {
+        size_t off = ps->offsets[i];
+        AdamWJob job = {
+            .p = ps->data + off, .g = ps->grad + off, .m = ps->m + off, .v = ps->v + off,
+            .beta1 = (float)cfg->beta1, .beta2 = (float)cfg->beta2,
+            .step_size = (float)(lr / bias1), .bias2_sqrt = (float)sqrt(bias2), .eps = (float)cfg->eps,
+            .decay = ps->decay[i] ? (float)(lr * cfg->weight_decay) : 0.0f,
+        };
+        int64_t n = ps->tensors[i]->numel;
+        /* small tensors (norm gains) are not worth waking the pool for */
+        pool_parallel_for(n >= 65536 ? pool : NULL, n, adamw_range, &job);
+    }
+}
+
+double clip_grad_norm(ParamStore *ps, double max_norm) {
+    double norm = params_grad_norm(ps);
+    if (max_norm > 0 && norm > max_norm) {
+        float scale = (float)(max_norm / (norm + 1e-6));
+        for (size_t i = 0; i < ps->total; i++) ps->grad[i] *= scale;
+    }
+    return norm;
+}
+
+double lr_at(const LrSchedule *s, int64_t step) {
+    if (step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
+    if (step >= s->total) return s->min_lr;
+    double span = (double)(s->total - s->warmup);
+    double progress = span > 0 ? (double)(step - s->warmup) / span : 1.0;
+    return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1.0 + cos(M_PI * progress));
+}

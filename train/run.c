@@ -1,0 +1,370 @@
+/* Run folders: creating one (data preparation, model init), continuing one, reading one. */
+#include "run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../data/prepare.h"
+#include "../data/tokfile.h"
+#include "sample.h"
+
+#define RUN_INFO_FILE "run.txt"
+
+/* ---------------------------------------------------------------- identity of a run */
+
+/* What must not change when a run continues, as written to DIR/run.txt. */
+typedef struct RunIdentity {
+    char preset[64], data[2048], tokenizer[16];
+    double val_fraction;
+    int64_t seed;
+} RunIdentity;
+
+static tg_status identity_write(const char *dir, const RunIdentity *id) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, RUN_INFO_FILE);
+    FILE *f = fopen(path, "w");
+    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
+    fprintf(f, "preset %s\ndata %s\ntokenizer %s\nval_fraction %.17g\nseed %lld\n", id->preset, id->data,
+            id->tokenizer, id->val_fraction, (long long)id->seed);
+    if (fclose(f) != 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return TG_OK;
+}
+
+static tg_status identity_read(const char *dir, RunIdentity *id) {
+    char path[4200], line[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, RUN_INFO_FILE);
+    memset(id, 0, sizeof *id);
+    id->seed = -1;
+    FILE *f = fopen(path, "r");
+    if (!f) return tg_fail(TG_ERR_IO, "%s: cannot read the run description: %s", path, strerror(errno));
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *value = strchr(line, ' ');
+        if (!value) continue;
+        *value++ = '\0';
+        if (strcmp(line, "preset") == 0) snprintf(id->preset, sizeof id->preset, "%s", value);
+        else if (strcmp(line, "data") == 0) snprintf(id->data, sizeof id->data, "%s", value);
+        else if (strcmp(line, "tokenizer") == 0) snprintf(id->tokenizer, sizeof id->tokenizer, "%s", value);
+        else if (strcmp(line, "val_fraction") == 0) id->val_fraction = strtod(value, NULL);
+        else if (strcmp(line, "seed") == 0) id->seed = strtoll(value, NULL, 10);
+    }
+    fclose(f);
+    if (id->seed < 0 || !id->tokenizer[0])
+        return tg_fail(TG_ERR_FORMAT, "%s: incomplete run description (seed or tokenizer missing)", path);
+    return TG_OK;
+}
+
+/* ---------------------------------------------------------------- model config from flags */
+
+static tg_status resolve_config(const TrainOptions *o, const Tokenizer *tok, ModelConfig *out) {
+    ModelConfig c;
+    TG_TRY(model_preset(o->preset, &c));
+    const ModelConfig *m = &o->model;
+    bool dim_changed = m->dim > 0 && m->dim != c.dim;
+    if (m->dim > 0) c.dim = m->dim;
+    if (m->n_layers > 0) c.n_layers = m->n_layers;
+    if (m->n_heads > 0) c.n_heads = m->n_heads;
+    if (m->n_kv_heads > 0) c.n_kv_heads = m->n_kv_heads;
+    else if (m->n_heads > 0 && c.n_heads % c.n_kv_heads != 0) c.n_kv_heads = c.n_heads;
+    if (m->seq_len > 0) c.seq_len = m->seq_len;
+    if (m->rope_theta > 0) c.rope_theta = m->rope_theta;
+    c.ffn = o->ffn >= 0 ? (FfnKind)o->ffn : FFN_SWIGLU;
+    if (m->hidden > 0) c.hidden = m->hidden;
+    else if (c.ffn == FFN_RELU) c.hidden = 4 * c.dim; /* equal parameters to SwiGLU at 8/3 */
+    else if (dim_changed) c.hidden = model_swiglu_hidden(c.dim);
+    c.vocab = tok->vocab_size;
+    *out = c;
+    return model_config_validate(&c);
+}
+
+/* ---------------------------------------------------------------- opening */
+
+static tg_status load_tokens(Run *run) {
+    char path[4200];
+    TokfileHeader h;
+    size_t n;
+    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_TRAIN_FILE);
+    TG_TRY(tokfile_read_full(path, &run->train_tokens, &n, &h));
+    run->n_train = (int64_t)n;
+    if (h.tokenizer_fingerprint && h.tokenizer_fingerprint != run->tok.fingerprint)
+        return tg_fail(TG_ERR_MISMATCH, "%s was made by another tokenizer than %s/%s", path, run->dir,
+                       PREPARE_TOKENIZER_FILE);
+    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_VAL_FILE);
+    TG_TRY(tokfile_read_full(path, &run->val_tokens, &n, &h));
+    run->n_val = (int64_t)n;
+    return TG_OK;
+}
+
+static tg_status open_metrics(Run *run) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
+    run->metrics = fopen(path, "a");
+    if (!run->metrics) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
+    return TG_OK;
+}
+
+static void dirname_of(const char *path, char *out, size_t cap) {
+    snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash == out) out[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(out, cap, ".");
+}
+
+/* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
+static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
+    TG_TRY(checkpoint_resolve(dir_or_file, ckpt_path, cap));
+    dirname_of(ckpt_path, run->dir, sizeof run->dir);
+    char tok_path[4200];
+    snprintf(tok_path, sizeof tok_path, "%s/%s", run->dir, PREPARE_TOKENIZER_FILE);
+    TG_TRY(tokenizer_load(tok_path, &run->tok));
+    ModelConfig cfg;
+    uint64_t fingerprint = 0;
+    TG_TRY(checkpoint_read_config(ckpt_path, &cfg, &fingerprint));
+    if (fingerprint != run->tok.fingerprint)
+        return tg_fail(TG_ERR_MISMATCH, "%s was trained with another tokenizer than %s", ckpt_path, tok_path);
+    model_build(&run->model, &cfg);
+    run->model_built = true;
+    CheckpointInfo info;
+    TG_TRY(checkpoint_load(ckpt_path, &run->model, &info));
+    run->state = info.state;
+    snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", ckpt_path);
+    return TG_OK;
+}
+
+tg_status run_open_existing(const char *dir_or_file, Run *run) {
+    memset(run, 0, sizeof *run);
+    char ckpt[4200];
+    return open_checkpointed(dir_or_file, run, ckpt, sizeof ckpt);
+}
+
+static tg_status refuse_change(Run *run, const char *flag, const char *given, const char *stored) {
+    run->usage_error = true;
+    return tg_fail(TG_ERR_ARG, "%s %s differs from the resumed run's %s; drop the flag or start a new run with another --out",
+                   flag, given, stored);
+}
+
+static tg_status check_resume_flags(Run *run, const TrainOptions *o, const RunIdentity *id) {
+    const ModelConfig *c = &run->model.cfg, *m = &o->model;
+    char a[64], b[64];
+    struct { const char *flag; int64_t given, stored; } shape[] = {
+        {"--dim", m->dim, c->dim}, {"--layers", m->n_layers, c->n_layers}, {"--heads", m->n_heads, c->n_heads},
+        {"--kv-heads", m->n_kv_heads, c->n_kv_heads}, {"--hidden", m->hidden, c->hidden},
+        {"--seq", m->seq_len, c->seq_len}, {"--vocab", m->vocab, c->vocab},
+    };
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++)
+        if (shape[i].given > 0 && shape[i].given != shape[i].stored) {
+            snprintf(a, sizeof a, "%lld", (long long)shape[i].given);
+            snprintf(b, sizeof b, "%lld", (long long)shape[i].stored);
+            return refuse_change(run, shape[i].flag, a, b);
+        }
+    if (o->ffn >= 0 && (FfnKind)o->ffn != c->ffn)
+        return refuse_change(run, "--ffn", o->ffn == FFN_RELU ? "relu" : "swiglu", c->ffn == FFN_RELU ? "relu" : "swiglu");
+    if (m->rope_theta > 0 && m->rope_theta != c->rope_theta) {
+        snprintf(a, sizeof a, "%g", m->rope_theta);
+        snprintf(b, sizeof b, "%g", c->rope_theta);
+        return refuse_change(run, "--rope-theta", a, b);
+    }
+    if (o->preset && strcmp(o->preset, id->preset) != 0) return refuse_change(run, "--preset", o->preset, id->preset);
+    if (o->tokenizer && strcmp(o->tokenizer, id->tokenizer) != 0)
+        return refuse_change(run, "--tokenizer", o->tokenizer, id->tokenizer);
+    if (o->data_path && strcmp(o->data_path, id->data) != 0) return refuse_change(run, "--data", o->data_path, id->data);
+    if (o->val_fraction > 0 && o->val_fraction != id->val_fraction) {
+        snprintf(a, sizeof a, "%g", o->val_fraction);
+        snprintf(b, sizeof b, "%g", id->val_fraction);
+        return refuse_change(run, "--val-fraction", a, b);
+    }
+    if (o->seed >= 0 && o->seed != id->seed) {
+        snprintf(a, sizeof a, "%lld", (long long)o->seed);
+        snprintf(b, sizeof b, "%lld", (long long)id->seed);
+        return refuse_change(run, "--seed", a, b);
+    }
+    return TG_OK;
+}
+
+static tg_status validate_training_flags(Run *run, const TrainOptions *o) {
+    run->usage_error = true;
+    if (o->steps <= 0) return tg_fail(TG_ERR_ARG, "--steps must be positive, got %lld", (long long)o->steps);
+    if (o->batch <= 0) return tg_fail(TG_ERR_ARG, "--batch must be positive, got %lld", (long long)o->batch);
+    if (o->accum <= 0) return tg_fail(TG_ERR_ARG, "--accum must be positive, got %lld", (long long)o->accum);
+    if (!(o->lr > 0)) return tg_fail(TG_ERR_ARG, "--lr must be positive, got %g", o->lr);
+    if (o->threads <= 0 || o->threads > 256) return tg_fail(TG_ERR_ARG, "--threads must be in 1..256, got %d", o->threads);
+    if (o->eval_batches <= 0) return tg_fail(TG_ERR_ARG, "--eval-batches must be positive");
+    if (o->time_budget_min < 0) return tg_fail(TG_ERR_ARG, "--time-budget must not be negative");
+    if (o->log_every <= 0) return tg_fail(TG_ERR_ARG, "--log-every must be positive");
+    if (o->val_fraction < 0 || o->val_fraction >= 1)
+        return tg_fail(TG_ERR_ARG, "--val-fraction must be in (0, 1), got %g", o->val_fraction);
+    if (o->tokenizer && strcmp(o->tokenizer, "char") != 0 && strcmp(o->tokenizer, "bpe") != 0)
+        return tg_fail(TG_ERR_ARG, "--tokenizer must be char or bpe, got '%s'", o->tokenizer);
+    if (o->resume && o->out_dir)
+        return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
+    run->usage_error = false;
+    return TG_OK;
+}
+
+tg_status run_open_for_training(TrainOptions *o, Run *run) {
+    memset(run, 0, sizeof *run);
+    TG_TRY(validate_training_flags(run, o));
+    if (o->warmup < 0) o->warmup = o->steps / 20;
+    if (o->min_lr < 0) o->min_lr = o->lr / 10;
+
+    if (o->resume) {
+        char ckpt[4200];
+        TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
+        RunIdentity id;
+        TG_TRY(identity_read(run->dir, &id));
+        TG_TRY(check_resume_flags(run, o, &id));
+        TG_TRY(load_tokens(run));
+        TG_TRY(open_metrics(run));
+        if (run->state.step >= o->steps)
+            printf("note: the run already did %lld steps; raise --steps to train further\n", (long long)run->state.step);
+        run->resumed = true;
+        return TG_OK;
+    }
+
+    RunIdentity id = {.val_fraction = o->val_fraction > 0 ? o->val_fraction : PREPARE_DEFAULT_VAL_FRACTION,
+                      .seed = o->seed >= 0 ? o->seed : 1337};
+    if (!o->preset) o->preset = "small";
+    ModelConfig preset_cfg;
+    if (model_preset(o->preset, &preset_cfg) != TG_OK) {
+        run->usage_error = true;
+        return TG_ERR_ARG;
+    }
+    const char *tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
+    snprintf(id.preset, sizeof id.preset, "%s", o->preset);
+    snprintf(id.tokenizer, sizeof id.tokenizer, "%s", tokenizer);
+    snprintf(id.data, sizeof id.data, "%s", o->data_path ? o->data_path : CORPUS_DEFAULT_PATH);
+    bool bpe = strcmp(tokenizer, "bpe") == 0;
+    if (!bpe && o->model.vocab > 0) {
+        run->usage_error = true;
+        return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
+                                   "distinct bytes. Add --tokenizer bpe or drop --vocab");
+    }
+
+    /* the folder: --out, or checkpoints/<preset>-<tokenizer>-<time> */
+    if (o->out_dir) {
+        snprintf(run->dir, sizeof run->dir, "%s", o->out_dir);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(run->dir, sizeof run->dir, "checkpoints/%s-%s-%s", o->preset, tokenizer, stamp);
+    }
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/latest", run->dir);
+    if (access(probe, F_OK) == 0) {
+        run->usage_error = true;
+        return tg_fail(TG_ERR_ARG, "%s already holds a run; continue it with --resume %s, or pass another --out",
+                       run->dir, run->dir);
+    }
+
+    PrepareOptions prep;
+    prepare_options_default(&prep);
+    prep.corpus_path = id.data;
+    prep.out_dir = run->dir;
+    prep.kind = bpe ? TOKENIZER_BPE : TOKENIZER_CHAR;
+    prep.vocab_size = (int32_t)(o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : 2048);
+    prep.val_fraction = id.val_fraction;
+    prep.seq_len = o->model.seq_len > 0 ? o->model.seq_len : preset_cfg.seq_len;
+    PrepareResult prepared;
+    printf("preparing %s with a %s tokenizer into %s ...\n", id.data, tokenizer, run->dir);
+    fflush(stdout);
+    TG_TRY(prepare_run(&prep, &run->tok, &prepared));
+    printf("corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)\n", prepared.corpus_bytes,
+           prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size, prepared.tokenizer_seconds);
+    TG_TRY(identity_write(run->dir, &id));
+    TG_TRY(load_tokens(run));
+
+    ModelConfig cfg;
+    if (resolve_config(o, &run->tok, &cfg) != TG_OK) {
+        run->usage_error = true;
+        return TG_ERR_ARG;
+    }
+    model_build(&run->model, &cfg);
+    run->model_built = true;
+    model_init_weights(&run->model, (uint64_t)id.seed);
+    run->state.seed = (uint64_t)id.seed;
+    run->state.best_val_loss = INFINITY;
+    TG_TRY(open_metrics(run));
+    return TG_OK;
+}
+
+void run_close(Run *run) {
+    if (run->metrics) fclose(run->metrics);
+    if (run->model_built) model_free(&run->model);
+    tokenizer_free(&run->tok);
+    free(run->train_tokens);
+    free(run->val_tokens);
+    memset(run, 0, sizeof *run);
+}
+
+/* ---------------------------------------------------------------- during training */
+
+static void json_number(FILE *f, const char *key, double v) {
+    if (isfinite(v)) fprintf(f, ",\"%s\":%.6g", key, v);
+}
+
+void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
+                     double tokens_per_s, double elapsed_s) {
+    if (!run->metrics) return;
+    fprintf(run->metrics, "{\"step\":%lld", (long long)step);
+    json_number(run->metrics, "loss", loss);
+    json_number(run->metrics, "val_loss", val_loss);
+    json_number(run->metrics, "lr", lr);
+    json_number(run->metrics, "grad_norm", grad_norm);
+    json_number(run->metrics, "tokens_per_s", tokens_per_s);
+    json_number(run->metrics, "elapsed_s", elapsed_s);
+    fputs("}\n", run->metrics);
+    fflush(run->metrics);
+}
+
+tg_status run_save_checkpoint(Run *run, int keep) {
+    fflush(run->metrics);
+    return checkpoint_save_in_run(run->dir, &run->model, run->tok.fingerprint, &run->state, keep,
+                                  run->last_checkpoint, sizeof run->last_checkpoint);
+}
+
+tg_status run_print_sample(Run *run, Tape *tape, const char *prompt, int64_t n, double temperature, int top_k,
+                           uint64_t seed) {
+    const ModelConfig *c = &run->model.cfg;
+    size_t len = strlen(prompt), n_prompt = 0;
+    int32_t *ids = tg_malloc((len + (size_t)n + 2) * sizeof(int32_t));
+    if (len > 0) {
+        tg_status s = tokenizer_encode(&run->tok, prompt, len, ids, len, &n_prompt);
+        if (s != TG_OK) {
+            free(ids);
+            return tg_fail_context(s, "encoding the prompt");
+        }
+    }
+    if (n_prompt == 0) ids[n_prompt++] = run->tok.eot_id;
+    if ((int64_t)n_prompt > c->seq_len) {
+        /* keep the end of a long prompt: it is what the next token depends on */
+        memmove(ids, ids + n_prompt - (size_t)c->seq_len, (size_t)c->seq_len * sizeof *ids);
+        n_prompt = (size_t)c->seq_len;
+    }
+    int32_t *out = tg_malloc((n_prompt + (size_t)n + 1) * sizeof(int32_t));
+    Rng rng;
+    rng_seed(&rng, seed);
+    SampleOptions so = {temperature, top_k};
+    int64_t total = sample_generate(&run->model, tape, ids, (int64_t)n_prompt, n, &so, run->tok.eot_id, &rng, out);
+    char *text = NULL;
+    size_t text_len = 0;
+    /* print the prompt as given, then the continuation */
+    tg_status s = tokenizer_decode(&run->tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), &text, &text_len);
+    if (s == TG_OK) {
+        fwrite(prompt, 1, len, stdout);
+        fwrite(text, 1, text_len, stdout);
+        fflush(stdout);
+    }
+    free(text);
+    free(out);
+    free(ids);
+    return s;
+}

@@ -1,0 +1,27 @@
+/* Sampling from a trained model, one token at a time with a KV cache. */
+#ifndef TAPEGRAD_SAMPLE_H
+#define TAPEGRAD_SAMPLE_H
+
+#include <stdint.h>
+
+#include "../lib/rng.h"
+#include "../lib/tape.h"
+#include "model.h"
+
+typedef struct SampleOptions {
+    double temperature; /* 0 picks the most likely token (greedy, deterministic) */
+    int top_k;          /* 0 means the whole vocabulary */
+} SampleOptions;
+
+/* Picks a token from one row of logits (vocab floats). `scratch` holds vocab floats and ints. */
+int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *opts, Rng *rng,
+                     float *scratch_probs, int32_t *scratch_ids);
+
+/* Feeds the prompt, then generates up to n_new tokens (stopping early at stop_id if >= 0).
+ * out (prompt_len + n_new ints) receives prompt + generated tokens; returns how many in total.
+ * The prompt must be non-empty and at most the context length; past the context the cache
+ * restarts from the last half of the text. */
+int64_t sample_generate(Model *model, Tape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
+                        const SampleOptions *opts, int32_t stop_id, Rng *rng, int32_t *out);
+
+#endif

@@ -1,0 +1,263 @@
+/* The training loop: data -> forward -> backward -> clip -> AdamW, with evaluation, metrics,
+ * checkpoints and a progress line. */
+#include "trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../data/corpus.h"
+#include "../data/loader.h"
+#include "../data/tokenizer.h"
+#include "../data/tokfile.h"
+#include "../lib/blas.h"
+#include "../lib/error.h"
+#include "checkpoint.h"
+#include "run.h"
+#include "sample.h"
+
+void train_options_defaults(TrainOptions *o) {
+    memset(o, 0, sizeof *o);
+    o->ffn = -1;
+    o->seed = -1;
+    o->steps = 600;
+    o->batch = 16;
+    o->accum = 1;
+    o->warmup = -1; /* 5% of the steps */
+    o->lr = 3e-3;
+    o->min_lr = -1; /* lr / 10 */
+    o->clip = 1.0;
+    o->adamw = adamw_defaults();
+    o->eval_every = 100;
+    o->eval_batches = 8;
+    o->log_every = 10;
+    o->ckpt_every = 200;
+    o->keep = 3;
+    o->sample_tokens = 300;
+    o->threads = 2;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static volatile sig_atomic_t stop_requested = 0;
+static void on_stop_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
+                     int64_t batch, int64_t seq) {
+    bool old = tape_set_grad_enabled(tape, false);
+    double total = 0.0;
+    for (int64_t b = 0; b < n_batches; b++) {
+        size_t off = (size_t)(b * batch * seq);
+        Tensor *loss = model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
+        total += loss->data[0];
+        tape_reset(tape);
+    }
+    tape_set_grad_enabled(tape, old);
+    return n_batches ? total / (double)n_batches : NAN;
+}
+
+/* Names the first parameter whose gradient is not finite (NULL if none). */
+static const char *first_nonfinite_grad(const ParamStore *ps) {
+    for (int i = 0; i < ps->count; i++) {
+        const Tensor *t = ps->tensors[i];
+        for (int64_t j = 0; j < t->numel; j++)
+            if (!isfinite(t->grad[j])) return t->name;
+    }
+    return NULL;
+}
+
+static void format_duration(double s, char *buf, size_t cap) {
+    if (s < 0 || !isfinite(s)) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+}
+
+int train_run(TrainOptions *o) {
+    int exit_code = 1;
+    Run run;
+    if (run_open_for_training(o, &run) != TG_OK) {
+        fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
+        return run.usage_error ? 2 : 1;
+    }
+    const ModelConfig *c = &run.model.cfg;
+    Model *model = &run.model;
+    int64_t B = o->batch, T = c->seq_len;
+
+    Pool *pool = pool_create(o->threads);
+    tg_blas_set_threads(o->threads);
+    Arena arena;
+    arena_init(&arena, 64u << 20);
+    Tape tape;
+    tape_init(&tape, &arena, pool);
+
+    Loader loader;
+    int64_t n_eval = o->eval_batches;
+    int32_t *eval_in = tg_malloc((size_t)(n_eval * B * T) * sizeof(int32_t));
+    int32_t *eval_tg = tg_malloc((size_t)(n_eval * B * T) * sizeof(int32_t));
+    int32_t *inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
+    int32_t *targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
+    struct sigaction sa = {0}, old_int, old_term;
+    sigaction(SIGINT, NULL, &old_int);
+    sigaction(SIGTERM, NULL, &old_term);
+    if (loader_init(&loader, run.train_tokens, (size_t)run.n_train, B, T, run.state.seed) != TG_OK ||
+        loader_fixed_batches(run.val_tokens, (size_t)run.n_val, B, T, n_eval, eval_in, eval_tg) != TG_OK) {
+        fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
+        goto out;
+    }
+    if (run.resumed) loader_set_state(&loader, &run.state.loader);
+
+    LrSchedule sched = {o->lr, o->min_lr, o->warmup, o->steps};
+    TrainerState *st = &run.state;
+    double budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
+    bool tty = isatty(fileno(stderr));
+    double t_start = now_s(), elapsed_before = st->elapsed_s;
+    double last_val = NAN;
+    int64_t tokens_per_step = B * T * o->accum;
+    stop_requested = 0;
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    printf("model: %lld parameters (dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld)\n",
+           (long long)model_param_count(model), (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads,
+           (long long)c->n_kv_heads, c->ffn == FFN_SWIGLU ? "SwiGLU" : "ReLU", (long long)c->hidden,
+           (long long)c->vocab, (long long)c->seq_len);
+    printf("data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld = %lld tokens/step; run folder %s\n",
+           (long long)run.n_train, (long long)run.n_val, (long long)B, (long long)T, (long long)o->accum,
+           (long long)tokens_per_step, run.dir);
+    if (run.resumed) printf("resuming at step %lld of %lld\n", (long long)st->step, (long long)o->steps);
+    else printf("initial loss should be near ln(vocab) = %.3f\n", log((double)c->vocab));
+    fflush(stdout);
+
+    double window_t = now_s();
+    int64_t window_tokens = 0;
+    const char *stop_reason = "done";
+    while (st->step < o->steps) {
+        if (stop_requested) {
+            stop_reason = "interrupted";
+            break;
+        }
+        if (now_s() - t_start >= budget_s) {
+            stop_reason = "time budget reached";
+            break;
+        }
+        int64_t step = st->step;
+        double lr = lr_at(&sched, step);
+        params_zero_grad(&model->params);
+        double loss_sum = 0.0;
+        for (int64_t micro = 0; micro < o->accum; micro++) {
+            loader_next(&loader, inputs, targets);
+            Tensor *loss = model_loss(model, &tape, inputs, targets, B, T, NULL);
+            loss_sum += loss->data[0];
+            if (!isfinite(loss->data[0])) {
+                fprintf(stderr, "\ntapegrad train: step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup\n",
+                        (long long)step, isnan(loss->data[0]) ? "NaN" : "Inf", lr);
+                goto out;
+            }
+            /* each micro-batch contributes 1/accum of the mean gradient */
+            tape_backward(&tape, o->accum > 1 ? op_scale(&tape, loss, 1.0f / (float)o->accum) : loss);
+            tape_reset(&tape);
+        }
+        double loss = loss_sum / (double)o->accum;
+        double grad_norm = clip_grad_norm(&model->params, o->clip);
+        if (!isfinite(grad_norm)) {
+            const char *bad = first_nonfinite_grad(&model->params);
+            fprintf(stderr, "\ntapegrad train: step %lld: the gradient of '%s' holds NaN or Inf (loss %.4f, lr %.3g); lower --lr or --clip\n",
+                    (long long)step, bad ? bad : "?", loss, lr);
+            goto out;
+        }
+        adamw_step(&model->params, &o->adamw, step + 1, lr, pool);
+        st->step = step + 1;
+        st->tokens_seen += tokens_per_step;
+        window_tokens += tokens_per_step;
+
+        bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
+        double val = NAN;
+        if (eval_now) {
+            val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
+            last_val = val;
+            if (!(val >= st->best_val_loss)) st->best_val_loss = val;
+        }
+        double elapsed = elapsed_before + (now_s() - t_start);
+        double dt = now_s() - window_t;
+        double tok_s = dt > 0 ? (double)window_tokens / dt : 0;
+        run_log_metrics(&run, st->step, loss, val, lr, grad_norm, tok_s, elapsed);
+        bool log_now = st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1;
+        if (log_now) {
+            double remaining_steps = (double)(o->steps - st->step);
+            double eta = tok_s > 0 ? remaining_steps * (double)tokens_per_step / tok_s : 0;
+            if (isfinite(budget_s)) eta = fmin(eta, budget_s - (now_s() - t_start));
+            char eta_s[32], val_s[32];
+            format_duration(eta, eta_s, sizeof eta_s);
+            if (isnan(last_val)) snprintf(val_s, sizeof val_s, "-");
+            else snprintf(val_s, sizeof val_s, "%.4f", last_val);
+            int width = 30, filled = (int)((double)width * (double)st->step / (double)o->steps);
+            char bar[64];
+            for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+            bar[width] = '\0';
+            if (tty)
+                fprintf(stderr, "\r[%s] step %lld/%lld | loss %.4f | val %s | %.0f tok/s | ETA %s   ", bar,
+                        (long long)st->step, (long long)o->steps, loss, val_s, tok_s, eta_s);
+            else
+                printf("step %lld/%lld loss %.4f val %s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n",
+                       (long long)st->step, (long long)o->steps, loss, val_s, lr, grad_norm, tok_s, eta_s);
+            fflush(stdout);
+            window_t = now_s();
+            window_tokens = 0;
+        }
+        if (o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps) {
+            st->elapsed_s = elapsed;
+            st->loader = loader_get_state(&loader);
+            if (run_save_checkpoint(&run, o->keep) != TG_OK) {
+                fprintf(stderr, "\ntapegrad train: %s\n", tg_error_message());
+                goto out;
+            }
+        }
+    }
+    if (tty) fputc('\n', stderr);
+    st->elapsed_s = elapsed_before + (now_s() - t_start);
+    st->loader = loader_get_state(&loader);
+    if (run_save_checkpoint(&run, o->keep) != TG_OK) {
+        fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
+        goto out;
+    }
+    if (isnan(last_val) && st->step > 0) {
+        last_val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
+        run_log_metrics(&run, st->step, NAN, last_val, NAN, NAN, NAN, st->elapsed_s);
+    }
+    printf("%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s\n", stop_reason,
+           (long long)st->step, last_val, log((double)c->vocab), st->elapsed_s, run.last_checkpoint);
+    if (o->sample_tokens > 0 && !stop_requested) {
+        printf("\n--- sample (%lld tokens, temperature 0.8, top-k 40) ---\n", (long long)o->sample_tokens);
+        fflush(stdout);
+        run_print_sample(&run, &tape, "\n", o->sample_tokens, 0.8, 40, run.state.seed);
+        printf("\n---\n");
+    }
+    exit_code = 0;
+out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    free(inputs);
+    free(targets);
+    free(eval_in);
+    free(eval_tg);
+    tape_free(&tape);
+    arena_free(&arena);
+    pool_destroy(pool);
+    run_close(&run);
+    return exit_code;
+}
