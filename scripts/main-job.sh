@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# From a clone to a working tapegrad: installs missing packages, builds, checks the build.
-# usage: scripts/main-job.sh
+# From a clone to a trained model and a printed sample: installs missing packages (including
+# Debian's `fortunes`, the default corpus), builds, trains the `small` preset on the fortunes
+# corpus for a few minutes on 2 cores, and prints a sample. The run folder lands in checkpoints/.
+# usage: scripts/main-job.sh [extra flags for `tapegrad train`]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh fortunes
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
-./build/tapegrad --help
-./build/tapegrad selftest
+./build/tapegrad train "$@"

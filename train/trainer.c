@@ -91,7 +91,9 @@ int train_run(TrainOptions *o) {
     Run run;
     if (run_open_for_training(o, &run) != TG_OK) {
         fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
-        return run.usage_error ? 2 : 1;
+        int code = run.usage_error ? 2 : 1;
+        run_close(&run);
+        return code;
     }
     const ModelConfig *c = &run.model.cfg;
     Model *model = &run.model;
