@@ -9,6 +9,7 @@ static const Subcommand *const subcommands[] = {
     &cmd_sample,
     &cmd_eval,
     &cmd_inspect,
+    &cmd_report,
     &cmd_gradcheck,
     &cmd_selftest,
 };
