@@ -1,44 +1,12 @@
 /* `tapegrad report DIR`: an offline HTML report of one run folder (loss, val loss, lr, gradient
  * norms, FFN dead/zero fractions), with its series as JSON lines beside it. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "checkpoint.h"
 #include "cli.h"
-#include "inspect.h"
 #include "report.h"
 #include "run_history.h"
-
-/* The facts of a run as a two-column table; the model config comes from its latest checkpoint. */
-static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
-    static const char *const header[] = {"", "value"};
-    ReportTable *t = report_table(r, "Run", 2, header);
-    report_cell(t, "folder");
-    report_cell(t, "%s", dir);
-    char ckpt[4200];
-    ModelConfig c;
-    uint64_t fingerprint;
-    if (checkpoint_resolve(dir, ckpt, sizeof ckpt) == TG_OK && checkpoint_read_config(ckpt, &c, &fingerprint) == TG_OK) {
-        report_cell(t, "model");
-        report_cell(t, "dim %lld, %lld layers, %lld heads (%lld kv), vocab %lld, context %lld", (long long)c.dim,
-                    (long long)c.n_layers, (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.vocab,
-                    (long long)c.seq_len);
-        report_cell(t, "FFN");
-        report_cell(t, "%s, hidden %lld", ffn_kind_name(c.ffn), (long long)c.hidden);
-        report_cell(t, "parameters");
-        report_cell(t, "%lld (FFN %lld)", (long long)model_config_param_count(&c),
-                    (long long)model_config_ffn_param_count(&c));
-    }
-    tg_error_clear();
-    report_cell(t, "steps logged");
-    report_cell(t, "%lld", (long long)(h->n_metrics ? h->metrics[h->n_metrics - 1].step : 0));
-    report_cell(t, "final val loss");
-    report_cell(t, "%.4f", run_history_final_val_loss(h));
-    report_cell(t, "train loss, mean of the last 10 steps");
-    report_cell(t, "%.4f", run_history_final_train_loss(h, 10));
-}
 
 static int run_report(int argc, char **argv) {
     const char *out = NULL;
@@ -74,14 +42,7 @@ static int run_report(int argc, char **argv) {
     if (dot && (!slash || dot > slash)) *dot = '\0';
     strncat(jsonl, ".jsonl", sizeof jsonl - strlen(jsonl) - 1);
 
-    char title[4200];
-    snprintf(title, sizeof title, "tapegrad run %s", dir);
-    Report *r = report_new(title);
-    add_run_facts(r, dir, &h);
-    report_add_run(r, &h);
-    tg_status s = report_write_html(r, html);
-    if (s == TG_OK) s = report_write_series_jsonl(r, jsonl);
-    report_free(r);
+    tg_status s = run_report_write(dir, &h, html, jsonl);
     run_history_free(&h);
     if (s != TG_OK) {
         fprintf(stderr, "tapegrad report: %s\n", tg_error_message());

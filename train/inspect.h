@@ -102,8 +102,11 @@ typedef struct GradLogger {
 /* every <= 0 leaves the logger disabled; else opens DIR/grads.jsonl for appending. */
 tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *model, int64_t every);
 void grad_logger_close(GradLogger *g);
-/* Whether the step that ends with optimizer step number `step` (1-based) is logged. */
-static inline bool grad_logger_due(const GradLogger *g, int64_t step) { return g->every > 0 && step % g->every == 0; }
+/* Whether the step that ends with optimizer step number `step` (1-based) is logged: every
+ * `every` steps, and step 1, whose activations are those of the initial weights. */
+static inline bool grad_logger_due(const GradLogger *g, int64_t step) {
+    return g->every > 0 && (step == 1 || step % g->every == 0);
+}
 /* The trainer calls these on a logged step only, so other steps cost one branch:
  *   after each micro-batch's forward (before tape_reset)   grad_logger_add_activations
  *   after the backward of all micro-batches, before clip   grad_logger_before_update

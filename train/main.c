@@ -10,6 +10,7 @@ static const Subcommand *const subcommands[] = {
     &cmd_eval,
     &cmd_inspect,
     &cmd_report,
+    &cmd_compare_ffn,
     &cmd_gradcheck,
     &cmd_selftest,
 };

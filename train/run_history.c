@@ -1,5 +1,8 @@
 #include "run_history.h"
 
+#include "checkpoint.h"
+#include "inspect.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -291,4 +294,45 @@ void report_add_run(Report *r, const RunHistory *h) {
         report_cell(t, "%.4g", last->act_std[l]);
         report_cell(t, "%.4f", last->w1_zero_grad_rows[l]);
     }
+}
+
+/* The facts of a run as a two-column table; the model config comes from its latest checkpoint. */
+static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
+    static const char *const header[] = {"", "value"};
+    ReportTable *t = report_table(r, "Run", 2, header);
+    report_cell(t, "folder");
+    report_cell(t, "%s", dir);
+    char ckpt[4200];
+    ModelConfig c;
+    uint64_t fingerprint;
+    if (checkpoint_resolve(dir, ckpt, sizeof ckpt) == TG_OK && checkpoint_read_config(ckpt, &c, &fingerprint) == TG_OK) {
+        report_cell(t, "model");
+        report_cell(t, "dim %lld, %lld layers, %lld heads (%lld kv), vocab %lld, context %lld", (long long)c.dim,
+                    (long long)c.n_layers, (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.vocab,
+                    (long long)c.seq_len);
+        report_cell(t, "FFN");
+        report_cell(t, "%s, hidden %lld", ffn_kind_name(c.ffn), (long long)c.hidden);
+        report_cell(t, "parameters");
+        report_cell(t, "%lld (FFN %lld)", (long long)model_config_param_count(&c),
+                    (long long)model_config_ffn_param_count(&c));
+    }
+    tg_error_clear();
+    report_cell(t, "steps logged");
+    report_cell(t, "%lld", (long long)(h->n_metrics ? h->metrics[h->n_metrics - 1].step : 0));
+    report_cell(t, "final val loss");
+    report_cell(t, "%.4f", run_history_final_val_loss(h));
+    report_cell(t, "train loss, mean of the last 10 steps");
+    report_cell(t, "%.4f", run_history_final_train_loss(h, 10));
+}
+
+tg_status run_report_write(const char *dir, const RunHistory *h, const char *html_path, const char *jsonl_path) {
+    char title[4200];
+    snprintf(title, sizeof title, "tapegrad run %s", dir);
+    Report *r = report_new(title);
+    add_run_facts(r, dir, h);
+    report_add_run(r, h);
+    tg_status s = report_write_html(r, html_path);
+    if (s == TG_OK) s = report_write_series_jsonl(r, jsonl_path);
+    report_free(r);
+    return s;
 }

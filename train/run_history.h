@@ -52,4 +52,8 @@ double run_history_layer_mean(const RunHistory *h, const double *per_layer);
  * dead/zero fractions, activation std) to a report. */
 void report_add_run(Report *r, const RunHistory *h);
 
+/* The whole report of one run folder: a table of its facts (model config from its latest
+ * checkpoint), then report_add_run; the HTML to html_path, the series to jsonl_path. */
+tg_status run_report_write(const char *dir, const RunHistory *h, const char *html_path, const char *jsonl_path);
+
 #endif
