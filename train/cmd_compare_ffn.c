@@ -296,10 +296,20 @@ static int run_compare_ffn(int argc, char **argv) {
         fprintf(stderr, "tapegrad compare-ffn: %s\n", tg_error_message());
         return 2;
     }
-    if (steps <= 0 || batch <= 0 || eval_batches <= 0 || threads <= 0 || seed < 0 || log_grads < 0 || eval_every < 0 ||
-        relu_hidden < 0) {
-        fprintf(stderr, "tapegrad compare-ffn: --steps, --batch, --eval-batches and --threads must be positive; "
-                        "--seed, --log-grads, --eval-every and --relu-hidden not negative\n");
+    struct { const char *flag; int64_t value; bool zero_ok; } counts[] = {
+        {"--steps", steps, false}, {"--batch", batch, false}, {"--eval-batches", eval_batches, false},
+        {"--threads", threads, false}, {"--seed", seed, true}, {"--log-grads", log_grads, true},
+        {"--eval-every", eval_every, true}, {"--relu-hidden", relu_hidden, true},
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (counts[i].value < 0 || (counts[i].value == 0 && !counts[i].zero_ok)) {
+            fprintf(stderr, "tapegrad compare-ffn: %s must be %s, got %lld\n", counts[i].flag,
+                    counts[i].zero_ok ? "0 or more" : "positive", (long long)counts[i].value);
+            return 2;
+        }
+    /* a missing corpus would otherwise surface inside the first training run */
+    if (data && access(data, R_OK) != 0) {
+        fprintf(stderr, "tapegrad compare-ffn: --data %s: %s\n", data, strerror(errno));
         return 2;
     }
     if (log_grads == 0) log_grads = steps / 30 > 0 ? steps / 30 : 1;
