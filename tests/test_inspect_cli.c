@@ -290,7 +290,9 @@ Test(inspect_cli, bad_input_gets_one_line_and_a_nonzero_exit) {
         cr_assert(strncmp(err, "tapegrad", 8) == 0, "`tapegrad %s`: %s", args, err);
         free(err);
     }
-    cr_assert_neq(access(datagen_path(dir, "x/latest"), F_OK), 0, "nothing may have been trained");
+    char *trained = datagen_path(dir, "x/latest");
+    cr_assert_neq(access(trained, F_OK), 0, "nothing may have been trained");
+    free(trained);
 }
 
 /* ---- a browser opens the report ------------------------------------------------------------ */
