@@ -43,6 +43,7 @@ static int run_train(int argc, char **argv) {
         {"--eval-every", FLAG_INT64, &o.eval_every, "val loss every N steps (100), 0 for only at the end", false},
         {"--eval-batches", FLAG_INT64, &o.eval_batches, "fixed val batches per evaluation (8)", false},
         {"--log-every", FLAG_INT64, &o.log_every, "log line every N steps (10)", false},
+        {"--log-grads", FLAG_INT64, &o.log_grads, "every N steps, per-tensor gradient and FFN activation statistics to grads.jsonl (off)", false},
         {"--ckpt-every", FLAG_INT64, &o.ckpt_every, "checkpoint every N steps (200), 0 for only at the end", false},
         {"--keep", FLAG_INT, &o.keep, "checkpoints kept, newest first (3)", false},
         {"--sample-tokens", FLAG_INT64, &o.sample_tokens, "tokens sampled at the end (300), 0 for none", false},

@@ -8,6 +8,9 @@ static const Subcommand *const subcommands[] = {
     &cmd_train,
     &cmd_sample,
     &cmd_eval,
+    &cmd_inspect,
+    &cmd_report,
+    &cmd_compare_ffn,
     &cmd_gradcheck,
     &cmd_selftest,
 };

@@ -19,6 +19,7 @@
 #include "../lib/blas.h"
 #include "../lib/error.h"
 #include "checkpoint.h"
+#include "inspect.h"
 #include "run.h"
 #include "sample.h"
 
@@ -112,6 +113,7 @@ int train_run(TrainOptions *o) {
     int32_t *eval_tg = tg_malloc((size_t)(n_eval * B * T) * sizeof(int32_t));
     int32_t *inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     int32_t *targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
+    GradLogger grad_log = {0};
     struct sigaction sa = {0}, old_int, old_term;
     sigaction(SIGINT, NULL, &old_int);
     sigaction(SIGTERM, NULL, &old_term);
@@ -121,6 +123,10 @@ int train_run(TrainOptions *o) {
         goto out;
     }
     if (run.resumed) loader_set_state(&loader, &run.state.loader);
+    if (grad_logger_open(&grad_log, run.dir, model, o->log_grads) != TG_OK) {
+        fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
+        goto out;
+    }
 
     LrSchedule sched = {o->lr, o->min_lr, o->warmup, o->steps};
     TrainerState *st = &run.state;
@@ -159,6 +165,7 @@ int train_run(TrainOptions *o) {
         }
         int64_t step = st->step;
         double lr = lr_at(&sched, step);
+        bool log_grads_now = grad_logger_due(&grad_log, step + 1);
         params_zero_grad(&model->params);
         double loss_sum = 0.0;
         for (int64_t micro = 0; micro < o->accum; micro++) {
@@ -170,11 +177,13 @@ int train_run(TrainOptions *o) {
                         (long long)step, isnan(loss->data[0]) ? "NaN" : "Inf", lr);
                 goto out;
             }
+            if (log_grads_now) grad_logger_add_activations(&grad_log, model);
             /* each micro-batch contributes 1/accum of the mean gradient */
             tape_backward(&tape, o->accum > 1 ? op_scale(&tape, loss, 1.0f / (float)o->accum) : loss);
             tape_reset(&tape);
         }
         double loss = loss_sum / (double)o->accum;
+        if (log_grads_now) grad_logger_before_update(&grad_log, model);
         double grad_norm = clip_grad_norm(&model->params, o->clip);
         if (!isfinite(grad_norm)) {
             const char *bad = first_nonfinite_grad(&model->params);
@@ -183,6 +192,10 @@ int train_run(TrainOptions *o) {
             goto out;
         }
         adamw_step(&model->params, &o->adamw, step + 1, lr, pool);
+        if (log_grads_now && grad_logger_write(&grad_log, model, step + 1, lr, loss) != TG_OK) {
+            fprintf(stderr, "\ntapegrad train: %s\n", tg_error_message());
+            goto out;
+        }
         st->step = step + 1;
         st->tokens_seen += tokens_per_step;
         window_tokens += tokens_per_step;
@@ -253,6 +266,7 @@ int train_run(TrainOptions *o) {
 out:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    grad_logger_close(&grad_log);
     free(inputs);
     free(targets);
     free(eval_in);

@@ -28,6 +28,7 @@ typedef struct TrainOptions {
     double lr, min_lr, clip;
     AdamWConfig adamw;
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
+    int64_t log_grads;         /* 0: off; else gradient/activation statistics to grads.jsonl every N steps */
     int keep;
     int threads;
     const char *out_dir;

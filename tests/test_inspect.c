@@ -1,0 +1,251 @@
+/* Gradient and activation statistics (train/inspect.c) and the HTML report (train/report.c),
+ * through the library. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datagen.h"
+#include "lib/rng.h"
+#include "report_check.h"
+#include "testutil.h"
+#include "train/inspect.h"
+#include "train/model.h"
+#include "train/report.h"
+
+/* ---- dead units and zeros on constructed activations ---------------------------------------- */
+
+Test(ffn_stats, dead_units_of_a_constructed_matrix) {
+    /* 4 tokens x 6 units; units 1 and 4 are zero for every token, unit 2 only for some */
+    const float a[4][6] = {
+        {0.5f, 0.0f, 0.0f, -1.0f, 0.0f, 2.0f},
+        {0.1f, 0.0f, 3.0f, 0.0f, 0.0f, 1.0f},
+        {0.0f, 0.0f, 0.0f, 0.2f, 0.0f, 1.0f},
+        {0.7f, 0.0f, 0.0f, 0.4f, 0.0f, 1e-30f}, /* a tiny value is alive, not dead */
+    };
+    FfnActStats s;
+    ffn_stats_init(&s, 6);
+    ffn_stats_add_rows(&s, &a[0][0], 4);
+    cr_assert_eq(ffn_stats_dead_units(&s), 2);
+    cr_assert_float_eq(ffn_stats_dead_fraction(&s), 2.0 / 6.0, 1e-12);
+    int zeros = 0;
+    double sum = 0, sum_sq = 0;
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 6; j++) zeros += a[t][j] == 0.0f, sum += a[t][j], sum_sq += (double)a[t][j] * a[t][j];
+    cr_assert_eq(zeros, 13);
+    cr_assert_float_eq(ffn_stats_zero_fraction(&s), 13.0 / 24.0, 1e-12);
+    double mean = sum / 24.0;
+    cr_assert_float_eq(ffn_stats_mean(&s), mean, 1e-9);
+    cr_assert_float_eq(ffn_stats_std(&s), sqrt(sum_sq / 24.0 - mean * mean), 1e-9);
+    ffn_stats_free(&s);
+}
+
+Test(ffn_stats, a_unit_alive_in_any_batch_is_not_dead) {
+    const float first[2][3] = {{0, 0, 1}, {0, 0, 2}};  /* units 0, 1 zero here */
+    const float second[1][3] = {{0, 5, 0}};            /* unit 1 fires here */
+    FfnActStats s;
+    ffn_stats_init(&s, 3);
+    cr_assert_eq(ffn_stats_dead_units(&s), 0, "no token seen: nothing can be called dead");
+    ffn_stats_add_rows(&s, &first[0][0], 2);
+    cr_assert_eq(ffn_stats_dead_units(&s), 2);
+    ffn_stats_add_rows(&s, &second[0][0], 1);
+    cr_assert_eq(ffn_stats_dead_units(&s), 1);
+    cr_assert_eq(s.tokens, 3);
+    ffn_stats_reset(&s);
+    cr_assert_eq(s.tokens, 0);
+    cr_assert_eq(ffn_stats_dead_units(&s), 0);
+    ffn_stats_free(&s);
+}
+
+Test(ffn_stats, zero_gradient_rows_of_a_constructed_gradient) {
+    float data[4 * 3] = {0}, grad[4 * 3] = {1, 2, 3, 0, 0, 0, 0, -1e-20f, 0, 0, 0, 0};
+    Tensor w = {.data = data, .grad = grad};
+    tensor_set_shape(&w, 2, (int64_t[]){4, 3});
+    cr_assert_float_eq(zero_grad_row_fraction(&w), 0.5, 1e-12); /* rows 1 and 3 */
+    ParamStats p = param_stats(&w);
+    cr_assert_float_eq(p.grad_norm, sqrt(14.0), 1e-6);
+    cr_assert_float_eq(p.grad_max_abs, 3.0, 1e-12);
+    cr_assert_float_eq(p.weight_norm, 0.0, 1e-12);
+}
+
+/* ---- a whole model at initialisation ------------------------------------------------------- */
+
+static void tiny_config(ModelConfig *c, FfnKind ffn) {
+    cr_assert_eq(model_preset("tiny", c), TG_OK);
+    c->vocab = 61;
+    c->seq_len = 16;
+    c->ffn = ffn;
+    c->hidden = ffn == FFN_RELU ? 4 * c->dim : model_swiglu_hidden(c->dim);
+}
+
+/* Forward + backward of the initial model on random tokens through model_inspect_batches. */
+static void inspect_at_init(FfnKind ffn, ModelInspection *mi, Model *m, float **weights_before) {
+    ModelConfig c;
+    tiny_config(&c, ffn);
+    model_build(m, &c);
+    model_init_weights(m, 7);
+    *weights_before = malloc(m->params.total * sizeof(float));
+    memcpy(*weights_before, m->params.data, m->params.total * sizeof(float));
+    int64_t k = 2, B = 4, T = c.seq_len;
+    int32_t *in = malloc((size_t)(k * B * T) * sizeof(int32_t)), *tg = malloc((size_t)(k * B * T) * sizeof(int32_t));
+    Rng rng;
+    rng_seed(&rng, 99);
+    for (int64_t i = 0; i < k * B * T; i++) {
+        in[i] = (int32_t)rng_below(&rng, (uint64_t)c.vocab);
+        tg[i] = (int32_t)rng_below(&rng, (uint64_t)c.vocab);
+    }
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    model_inspection_init(mi, m);
+    double loss = model_inspect_batches(m, &tt.tape, in, tg, k, B, T, mi);
+    cr_assert(fabs(loss - log((double)c.vocab)) < 0.3, "initial loss %.3f, ln(vocab) %.3f", loss, log((double)c.vocab));
+    test_tape_free(&tt);
+    free(in);
+    free(tg);
+}
+
+Test(model_inspection, relu_hidden_is_about_half_zero_at_init) {
+    Model m;
+    ModelInspection mi;
+    float *before;
+    inspect_at_init(FFN_RELU, &mi, &m, &before);
+    for (int64_t l = 0; l < mi.n_layers; l++) {
+        double z = ffn_stats_zero_fraction(&mi.ffn[l]);
+        cr_assert(z >= 0.4 && z <= 0.6, "layer %lld: ReLU zero fraction %.4f outside [0.4, 0.6]", (long long)l, z);
+        cr_assert_eq(mi.ffn[l].tokens, 2 * 4 * 16);
+        /* with 128 tokens a unit of a random init is almost surely positive somewhere */
+        cr_assert(ffn_stats_dead_fraction(&mi.ffn[l]) < 0.05);
+    }
+    model_inspection_free(&mi);
+    free(before);
+    model_free(&m);
+}
+
+Test(model_inspection, swiglu_hidden_has_no_exact_zeros_at_init) {
+    Model m;
+    ModelInspection mi;
+    float *before;
+    inspect_at_init(FFN_SWIGLU, &mi, &m, &before);
+    for (int64_t l = 0; l < mi.n_layers; l++) {
+        double z = ffn_stats_zero_fraction(&mi.ffn[l]);
+        cr_assert(z < 0.01, "layer %lld: SwiGLU exact-zero fraction %.4f", (long long)l, z);
+        cr_assert_eq(ffn_stats_dead_units(&mi.ffn[l]), 0);
+        cr_assert_float_eq(mi.w1_zero_grad_rows[l], 0.0, 1e-12);
+    }
+    model_inspection_free(&mi);
+    free(before);
+    model_free(&m);
+}
+
+Test(model_inspection, inspecting_changes_no_weight_and_fills_every_gradient) {
+    Model m;
+    ModelInspection mi;
+    float *before;
+    inspect_at_init(FFN_RELU, &mi, &m, &before);
+    cr_assert(memcmp(before, m.params.data, m.params.total * sizeof(float)) == 0, "a weight changed");
+    cr_assert_eq(mi.n_params, m.params.count);
+    for (int i = 0; i < mi.n_params; i++) {
+        cr_assert(mi.params[i].grad_norm > 0, "%s has a zero gradient", m.params.tensors[i]->name);
+        cr_assert(mi.params[i].grad_max_abs <= mi.params[i].grad_norm + 1e-12);
+    }
+    model_inspection_free(&mi);
+    free(before);
+    model_free(&m);
+}
+
+Test(model_inspection, parameter_count_from_the_config_matches_the_model) {
+    for (int kind = 0; kind < 2; kind++) {
+        ModelConfig c;
+        tiny_config(&c, (FfnKind)kind);
+        c.n_kv_heads = 1; /* GQA: k and v smaller than q */
+        Model m;
+        model_build(&m, &c);
+        cr_assert_eq(model_config_param_count(&c), model_param_count(&m), "%s", ffn_kind_name(c.ffn));
+        int64_t ffn = 0;
+        for (int64_t l = 0; l < c.n_layers; l++)
+            ffn += m.layers[l].w1->numel + m.layers[l].w2->numel + (m.layers[l].w3 ? m.layers[l].w3->numel : 0);
+        cr_assert_eq(model_config_ffn_param_count(&c), ffn);
+        model_free(&m);
+    }
+}
+
+/* ---- the HTML report ------------------------------------------------------------------------ */
+
+static char *dir;
+static void make_dir(void) { dir = datagen_tempdir(); }
+static void remove_dir(void) {
+    datagen_remove_tree(dir);
+    free(dir);
+}
+TestSuite(report, .init = make_dir, .fini = remove_dir);
+
+Test(report, html_is_balanced_offline_and_holds_every_series) {
+    Report *r = report_new("a <test> & \"report\"");
+    report_heading(r, "section </script> one");
+    report_text(r, "text with < and > and & and a %d", 42);
+    static const char *const header[] = {"name", "value"};
+    ReportTable *t = report_table(r, "a table", 2, header);
+    report_cell(t, "x<y");
+    report_cell(t, "%.2f", 1.5);
+    ReportChart *c = report_chart(r, "linear", "step", "loss", false);
+    ReportSeries *a = report_series(c, "alpha <a&b>", 0, false), *b = report_series(c, "beta", 1, true);
+    for (int i = 0; i < 50; i++) {
+        report_point(a, i, 3.0 - 0.01 * i);
+        report_point(b, i, i % 7 == 0 ? NAN : 2.0); /* NaN points are skipped */
+    }
+    ReportChart *lg = report_chart(r, "log", "step", "norm", true);
+    ReportSeries *g = report_series(lg, "gamma", 2, false);
+    report_point(g, 1, 1e-3);
+    report_point(g, 2, 0.0); /* not on a log axis: a gap */
+    report_point(g, 3, 10.0);
+    report_series(lg, "empty", 3, false);
+    char *html_path = datagen_path(dir, "r.html"), *jsonl_path = datagen_path(dir, "r.jsonl");
+    cr_assert_eq(report_write_html(r, html_path), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(report_write_series_jsonl(r, jsonl_path), TG_OK, "%s", tg_error_message());
+    report_free(r);
+
+    char *html = check_read_file(html_path, NULL);
+    cr_assert_not_null(html);
+    char why[256];
+    cr_assert(html_tags_balanced(html, why, sizeof why), "%s", why);
+    cr_assert_null(strstr(html, "http://"));
+    cr_assert_null(strstr(html, "https://"));
+    cr_assert_null(strstr(html, "<test>"), "the title must be escaped");
+    cJSON *data = html_report_data(html);
+    cr_assert_not_null(data, "no parsable JSON data block");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(data, "title")), "a <test> & \"report\"");
+    cr_assert_eq(html_series_drawn(html, data, why, sizeof why), 4, "%s", why);
+    cr_assert(report_has_series(data, "alpha <a&b>", 50));
+    cr_assert(report_has_series(data, "beta", 42) && !report_has_series(data, "beta", 43));
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(data, "tables")), 1);
+    cJSON_Delete(data);
+
+    /* the series file: one parsable line per series */
+    FILE *f = fopen(jsonl_path, "r");
+    cr_assert_not_null(f);
+    char line[8192];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *o = cJSON_Parse(line);
+        cr_assert_not_null(o, "line %d does not parse", lines + 1);
+        cr_assert(cJSON_IsString(cJSON_GetObjectItem(o, "chart")) && cJSON_IsString(cJSON_GetObjectItem(o, "name")));
+        cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, "x")), cJSON_GetArraySize(cJSON_GetObjectItem(o, "y")));
+        cJSON_Delete(o);
+        lines++;
+    }
+    fclose(f);
+    cr_assert_eq(lines, 4);
+    free(html);
+    free(html_path);
+    free(jsonl_path);
+}
+
+Test(report, the_tag_checker_rejects_broken_markup) {
+    char why[128];
+    cr_assert(html_tags_balanced("<p>a<br><b>b</b></p><svg><path d=\"M 1 > 2\"/></svg>", why, sizeof why), "%s", why);
+    cr_assert_not(html_tags_balanced("<p><b>a</p></b>", why, sizeof why));
+    cr_assert_not(html_tags_balanced("<div>", why, sizeof why));
+    cr_assert_not(html_tags_balanced("<p>1 < 2</p>", why, sizeof why));
+    cr_assert_not(html_tags_balanced("<script>x", why, sizeof why));
+}

@@ -1,0 +1,55 @@
+/* `tapegrad report DIR`: an offline HTML report of one run folder (loss, val loss, lr, gradient
+ * norms, FFN dead/zero fractions), with its series as JSON lines beside it. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "report.h"
+#include "run_history.h"
+
+static int run_report(int argc, char **argv) {
+    const char *out = NULL;
+    const char *positional[1];
+    int n_positional = 0;
+    Flag flags[] = {
+        {"--out", FLAG_STRING, &out, "HTML file to write (default DIR/report.html; the series go beside it as .jsonl)", false},
+    };
+    bool help;
+    int rc = flags_parse("report", "DIR [--out FILE.html]", flags, 1, argc, argv, positional, 1, &n_positional, &help);
+    if (rc || help) return rc;
+    if (n_positional != 1) {
+        fprintf(stderr, "tapegrad report: give one run folder, e.g. `tapegrad report checkpoints/small-char-...`\n");
+        return 2;
+    }
+    const char *dir = positional[0];
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "tapegrad report: %s is not a folder; give a run folder written by `tapegrad train`\n", dir);
+        return 1;
+    }
+    RunHistory h;
+    if (run_history_load(dir, &h) != TG_OK) {
+        fprintf(stderr, "tapegrad report: %s\n", tg_error_message());
+        return 1;
+    }
+    char html[4200], jsonl[4200];
+    if (out) snprintf(html, sizeof html, "%s", out);
+    else snprintf(html, sizeof html, "%s/report.html", dir);
+    /* the series file sits beside the HTML: NAME.html -> NAME.jsonl */
+    snprintf(jsonl, sizeof jsonl, "%s", html);
+    char *dot = strrchr(jsonl, '.'), *slash = strrchr(jsonl, '/');
+    if (dot && (!slash || dot > slash)) *dot = '\0';
+    strncat(jsonl, ".jsonl", sizeof jsonl - strlen(jsonl) - 1);
+
+    tg_status s = run_report_write(dir, &h, html, jsonl);
+    run_history_free(&h);
+    if (s != TG_OK) {
+        fprintf(stderr, "tapegrad report: %s\n", tg_error_message());
+        return 1;
+    }
+    printf("report: %s (open it in a browser; works offline)\nseries: %s\n", html, jsonl);
+    return 0;
+}
+
+const Subcommand cmd_report = {"report", "an offline HTML report (inline SVG charts) of a run folder", run_report};

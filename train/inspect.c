@@ -1,0 +1,282 @@
+#include "inspect.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- FFN activation statistics */
+
+void ffn_stats_init(FfnActStats *s, int64_t hidden) {
+    memset(s, 0, sizeof *s);
+    s->hidden = hidden;
+    s->alive = tg_calloc((size_t)hidden, sizeof *s->alive);
+}
+
+void ffn_stats_free(FfnActStats *s) {
+    free(s->alive);
+    memset(s, 0, sizeof *s);
+}
+
+void ffn_stats_reset(FfnActStats *s) {
+    s->tokens = s->zeros = 0;
+    s->sum = s->sum_sq = 0.0;
+    memset(s->alive, 0, (size_t)s->hidden * sizeof *s->alive);
+}
+
+void ffn_stats_add_rows(FfnActStats *s, const float *data, int64_t rows) {
+    int64_t H = s->hidden, zeros = 0;
+    double sum = 0.0, sum_sq = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = data + r * H;
+        for (int64_t j = 0; j < H; j++) {
+            float v = row[j];
+            /* exact zero on purpose: ReLU writes 0.0f, and a tiny SwiGLU value is still alive */
+            if (v == 0.0f) zeros++;
+            else s->alive[j] = true;
+            sum += v;
+            sum_sq += (double)v * v;
+        }
+    }
+    s->tokens += rows;
+    s->zeros += zeros;
+    s->sum += sum;
+    s->sum_sq += sum_sq;
+}
+
+void ffn_stats_add(FfnActStats *s, const Tensor *a) {
+    char shape[64];
+    TG_CHECK(a->ndim >= 1 && tensor_dim(a, -1) == s->hidden, "ffn stats: activation '%s' %s has not %lld units",
+             a->name, tensor_shape_str(a, shape, sizeof shape), (long long)s->hidden);
+    ffn_stats_add_rows(s, a->data, tensor_rows(a));
+}
+
+int64_t ffn_stats_dead_units(const FfnActStats *s) {
+    if (s->tokens == 0) return 0;
+    int64_t dead = 0;
+    for (int64_t j = 0; j < s->hidden; j++) dead += !s->alive[j];
+    return dead;
+}
+
+double ffn_stats_dead_fraction(const FfnActStats *s) {
+    return s->tokens && s->hidden ? (double)ffn_stats_dead_units(s) / (double)s->hidden : NAN;
+}
+
+static double element_count(const FfnActStats *s) { return (double)s->tokens * (double)s->hidden; }
+
+double ffn_stats_zero_fraction(const FfnActStats *s) {
+    return s->tokens ? (double)s->zeros / element_count(s) : NAN;
+}
+
+double ffn_stats_mean(const FfnActStats *s) { return s->tokens ? s->sum / element_count(s) : NAN; }
+
+double ffn_stats_std(const FfnActStats *s) {
+    if (!s->tokens) return NAN;
+    double mean = ffn_stats_mean(s), var = s->sum_sq / element_count(s) - mean * mean;
+    return sqrt(var > 0 ? var : 0);
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+ParamStats param_stats(const Tensor *p) {
+    double w2 = 0, g2 = 0, gmax = 0;
+    for (int64_t i = 0; i < p->numel; i++) {
+        double w = p->data[i], g = p->grad ? p->grad[i] : 0.0;
+        w2 += w * w;
+        g2 += g * g;
+        if (fabs(g) > gmax) gmax = fabs(g);
+    }
+    return (ParamStats){sqrt(w2), sqrt(g2), gmax};
+}
+
+double zero_grad_row_fraction(const Tensor *p) {
+    if (p->ndim != 2 || p->shape[0] == 0 || !p->grad) return NAN;
+    int64_t rows = p->shape[0], cols = p->shape[1], zero_rows = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *g = p->grad + r * cols;
+        int64_t j = 0;
+        while (j < cols && g[j] == 0.0f) j++;
+        zero_rows += j == cols;
+    }
+    return (double)zero_rows / (double)rows;
+}
+
+int64_t model_config_ffn_param_count(const ModelConfig *c) {
+    return c->n_layers * (c->ffn == FFN_SWIGLU ? 3 : 2) * c->dim * c->hidden;
+}
+
+int64_t model_config_param_count(const ModelConfig *c) {
+    int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);
+    int64_t per_layer = 2 * c->dim            /* the two norm gains */
+                        + 2 * c->dim * c->dim /* q, o */
+                        + 2 * kv_dim * c->dim; /* k, v */
+    /* the head is tied to the embedding: counted once */
+    return c->vocab * c->dim + c->n_layers * per_layer + model_config_ffn_param_count(c) + c->dim;
+}
+
+const char *ffn_kind_name(FfnKind kind) { return kind == FFN_RELU ? "relu" : "swiglu"; }
+
+/* ---------------------------------------------------------------- a whole model */
+
+void model_inspection_init(ModelInspection *mi, const Model *m) {
+    memset(mi, 0, sizeof *mi);
+    mi->n_params = m->params.count;
+    mi->params = tg_calloc((size_t)mi->n_params, sizeof *mi->params);
+    mi->n_layers = m->cfg.n_layers;
+    mi->ffn = tg_calloc((size_t)mi->n_layers, sizeof *mi->ffn);
+    mi->w1_zero_grad_rows = tg_calloc((size_t)mi->n_layers, sizeof *mi->w1_zero_grad_rows);
+    for (int64_t l = 0; l < mi->n_layers; l++) {
+        ffn_stats_init(&mi->ffn[l], m->cfg.hidden);
+        mi->w1_zero_grad_rows[l] = NAN;
+    }
+}
+
+void model_inspection_free(ModelInspection *mi) {
+    for (int64_t l = 0; l < mi->n_layers; l++) ffn_stats_free(&mi->ffn[l]);
+    free(mi->ffn);
+    free(mi->params);
+    free(mi->w1_zero_grad_rows);
+    memset(mi, 0, sizeof *mi);
+}
+
+void model_inspection_reset_activations(ModelInspection *mi) {
+    for (int64_t l = 0; l < mi->n_layers; l++) ffn_stats_reset(&mi->ffn[l]);
+}
+
+void model_inspection_add_activations(ModelInspection *mi, const Model *m) {
+    for (int64_t l = 0; l < mi->n_layers; l++) {
+        TG_CHECK(m->ffn_hidden[l] != NULL, "layer %lld has no FFN activation: inspect after a forward",
+                 (long long)l);
+        ffn_stats_add(&mi->ffn[l], m->ffn_hidden[l]);
+    }
+}
+
+void model_inspection_read_gradients(ModelInspection *mi, const Model *m) {
+    for (int i = 0; i < mi->n_params; i++) mi->params[i] = param_stats(m->params.tensors[i]);
+    for (int64_t l = 0; l < mi->n_layers; l++) mi->w1_zero_grad_rows[l] = zero_grad_row_fraction(m->layers[l].w1);
+}
+
+double model_inspect_batches(Model *m, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
+                             int64_t batch, int64_t seq, ModelInspection *mi) {
+    bool old = tape_set_grad_enabled(tape, true);
+    params_zero_grad(&m->params);
+    model_inspection_reset_activations(mi);
+    double total = 0.0;
+    for (int64_t b = 0; b < k; b++) {
+        size_t off = (size_t)(b * batch * seq);
+        Tensor *loss = model_loss(m, tape, inputs + off, targets + off, batch, seq, NULL);
+        total += loss->data[0];
+        model_inspection_add_activations(mi, m);
+        /* each batch adds 1/k: the gradient of the mean loss over the k batches */
+        tape_backward(tape, k > 1 ? op_scale(tape, loss, 1.0f / (float)k) : loss);
+        tape_reset(tape);
+    }
+    tape_set_grad_enabled(tape, old);
+    model_inspection_read_gradients(mi, m);
+    return k ? total / (double)k : NAN;
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+void json_write_number(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+static void json_field(FILE *f, const char *key, double v) {
+    fprintf(f, ",\"%s\":", key);
+    json_write_number(f, v);
+}
+
+void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *m, const double *update_ratio) {
+    fputs("\"params\":[", f);
+    for (int i = 0; i < mi->n_params; i++) {
+        const Tensor *t = m->params.tensors[i];
+        const ParamStats *p = &mi->params[i];
+        /* parameter names are [a-z0-9_.] by construction (model.c): no escaping needed */
+        fprintf(f, "%s{\"name\":\"%s\",\"shape\":[", i ? "," : "", t->name);
+        for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        fputc(']', f);
+        json_field(f, "weight_norm", p->weight_norm);
+        json_field(f, "grad_norm", p->grad_norm);
+        json_field(f, "grad_max", p->grad_max_abs);
+        json_field(f, "grad_to_weight", p->weight_norm > 0 ? p->grad_norm / p->weight_norm : NAN);
+        if (update_ratio) json_field(f, "update_ratio", update_ratio[i]);
+        fputc('}', f);
+    }
+    fputs("],\"ffn\":[", f);
+    for (int64_t l = 0; l < mi->n_layers; l++) {
+        const FfnActStats *s = &mi->ffn[l];
+        fprintf(f, "%s{\"layer\":%lld,\"kind\":\"%s\",\"hidden\":%lld,\"tokens\":%lld,\"dead_units\":%lld",
+                l ? "," : "", (long long)l, ffn_kind_name(m->cfg.ffn), (long long)s->hidden, (long long)s->tokens,
+                (long long)ffn_stats_dead_units(s));
+        json_field(f, "dead_frac", ffn_stats_dead_fraction(s));
+        json_field(f, "zero_frac", ffn_stats_zero_fraction(s));
+        json_field(f, "mean", ffn_stats_mean(s));
+        json_field(f, "std", ffn_stats_std(s));
+        json_field(f, "w1_zero_grad_rows", mi->w1_zero_grad_rows[l]);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+/* ---------------------------------------------------------------- grads.jsonl */
+
+tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, int64_t every) {
+    memset(g, 0, sizeof *g);
+    if (every <= 0) return TG_OK;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/grads.jsonl", run_dir);
+    g->out = fopen(path, "a");
+    if (!g->out) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
+    g->every = every;
+    model_inspection_init(&g->mi, m);
+    g->weights_before = tg_malloc(m->params.total * sizeof(float) + 1);
+    g->update_ratio = tg_calloc((size_t)m->params.count, sizeof *g->update_ratio);
+    return TG_OK;
+}
+
+void grad_logger_close(GradLogger *g) {
+    if (g->out) fclose(g->out);
+    if (g->every > 0) model_inspection_free(&g->mi);
+    free(g->weights_before);
+    free(g->update_ratio);
+    memset(g, 0, sizeof *g);
+}
+
+void grad_logger_add_activations(GradLogger *g, const Model *m) {
+    if (g->every > 0) model_inspection_add_activations(&g->mi, m);
+}
+
+void grad_logger_before_update(GradLogger *g, const Model *m) {
+    if (g->every <= 0) return;
+    /* before clipping: the raw gradient is what the model produced; the clip scale is the global
+     * grad_norm of metrics.jsonl */
+    model_inspection_read_gradients(&g->mi, m);
+    memcpy(g->weights_before, m->params.data, m->params.total * sizeof(float));
+}
+
+tg_status grad_logger_write(GradLogger *g, const Model *m, int64_t step, double lr, double loss) {
+    if (g->every <= 0) return TG_OK;
+    const ParamStore *ps = &m->params;
+    for (int i = 0; i < ps->count; i++) {
+        const float *before = g->weights_before + ps->offsets[i], *after = ps->data + ps->offsets[i];
+        double d2 = 0.0, w2 = 0.0;
+        for (int64_t j = 0; j < ps->tensors[i]->numel; j++) {
+            double d = (double)after[j] - before[j];
+            d2 += d * d;
+            w2 += (double)before[j] * before[j];
+        }
+        g->update_ratio[i] = w2 > 0 ? sqrt(d2 / w2) : NAN;
+    }
+    fprintf(g->out, "{\"step\":%lld", (long long)step);
+    json_field(g->out, "lr", lr);
+    json_field(g->out, "loss", loss);
+    fputc(',', g->out);
+    model_inspection_write_json(g->out, &g->mi, m, g->update_ratio);
+    fputs("}\n", g->out);
+    model_inspection_reset_activations(&g->mi);
+    if (fflush(g->out) != 0 || ferror(g->out))
+        return tg_fail(TG_ERR_IO, "writing grads.jsonl failed: %s", strerror(errno));
+    return TG_OK;
+}

@@ -1,0 +1,118 @@
+/* Looking inside a model: gradient statistics per parameter tensor, activation statistics of
+ * every layer's FFN hidden activation (the input of w2), and the grads.jsonl log that
+ * `tapegrad train --log-grads N` writes.
+ *
+ * Why the FFN hidden activation: a ReLU unit whose pre-activation is negative for every token
+ * outputs exact zeros, so its w1 row gets an all-zero gradient and it can stay "dead" for good.
+ * SwiGLU's silu(gate) * up is exactly zero almost never. Counting exact zeros, and units that are
+ * zero for every token seen, tells the two apart.
+ */
+#ifndef TAPEGRAD_INSPECT_H
+#define TAPEGRAD_INSPECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../lib/error.h"
+#include "../lib/tape.h"
+#include "model.h"
+
+/* ---- FFN hidden activation statistics, accumulated over tokens ---- */
+typedef struct FfnActStats {
+    int64_t hidden;       /* units (the activation's last dim) */
+    int64_t tokens;       /* rows added so far */
+    int64_t zeros;        /* elements exactly 0.0 */
+    double sum, sum_sq;   /* of all elements, for mean and std */
+    bool *alive;          /* [hidden]: the unit was non-zero for at least one token */
+} FfnActStats;
+
+void ffn_stats_init(FfnActStats *s, int64_t hidden);
+void ffn_stats_free(FfnActStats *s);
+void ffn_stats_reset(FfnActStats *s);
+/* Adds `rows` tokens of `s->hidden` floats each (row-major). */
+void ffn_stats_add_rows(FfnActStats *s, const float *data, int64_t rows);
+/* Adds an activation tensor (..., hidden). */
+void ffn_stats_add(FfnActStats *s, const Tensor *activation);
+/* Units that were exactly zero for every token added (0 when no token was added). */
+int64_t ffn_stats_dead_units(const FfnActStats *s);
+double ffn_stats_dead_fraction(const FfnActStats *s);
+double ffn_stats_zero_fraction(const FfnActStats *s);
+double ffn_stats_mean(const FfnActStats *s);
+double ffn_stats_std(const FfnActStats *s); /* population std over all elements */
+
+/* ---- per parameter tensor ---- */
+typedef struct ParamStats {
+    double weight_norm;   /* ||w||, L2 */
+    double grad_norm;     /* ||g||, L2 */
+    double grad_max_abs;  /* max |g| */
+} ParamStats;
+
+ParamStats param_stats(const Tensor *param);
+/* Share of the rows of a 2-d parameter whose gradient is exactly zero. For w1 (hidden, dim) a
+ * row belongs to one hidden unit: the row is all-zero when no token passed gradient through
+ * that unit, which for ReLU means it was dead on the whole batch. */
+double zero_grad_row_fraction(const Tensor *param);
+
+/* Parameters of a model of this config, counted from the shapes alone (no allocation). */
+int64_t model_config_param_count(const ModelConfig *cfg);
+/* The FFN part of that count: 2 or 3 matrices of dim x hidden per layer. */
+int64_t model_config_ffn_param_count(const ModelConfig *cfg);
+const char *ffn_kind_name(FfnKind kind); /* "swiglu" | "relu" */
+
+/* ---- a whole model ---- */
+typedef struct ModelInspection {
+    int n_params;
+    ParamStats *params;         /* [n_params], in parameter-store order */
+    int64_t n_layers;
+    FfnActStats *ffn;           /* [n_layers] */
+    double *w1_zero_grad_rows;  /* [n_layers]: zero_grad_row_fraction of each layer's w1 */
+} ModelInspection;
+
+void model_inspection_init(ModelInspection *mi, const Model *model);
+void model_inspection_free(ModelInspection *mi);
+/* Forgets the activations added so far. */
+void model_inspection_reset_activations(ModelInspection *mi);
+/* Adds model->ffn_hidden[l] of every layer: call after a forward, before the tape is reset. */
+void model_inspection_add_activations(ModelInspection *mi, const Model *model);
+/* Reads the parameters and their gradients as they are now. */
+void model_inspection_read_gradients(ModelInspection *mi, const Model *model);
+
+/* Forward + backward over k batches of (batch, seq) tokens, gradients averaged (the model's
+ * weights are not changed; its gradients hold the mean gradient afterwards), activations of all
+ * batches accumulated into `mi`. Returns the mean loss. */
+double model_inspect_batches(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
+                             int64_t batch, int64_t seq, ModelInspection *mi);
+
+/* Writes `"params":[...],"ffn":[...]` (no braces) for the JSON object of a log line or of
+ * `tapegrad inspect --json`. update_ratio (may be NULL): ||dw|| / ||w|| per parameter. */
+void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *model, const double *update_ratio);
+/* A JSON number, or null when not finite (JSON has no NaN). */
+void json_write_number(FILE *f, double v);
+
+/* ---- grads.jsonl during training ---- */
+typedef struct GradLogger {
+    int64_t every;              /* 0: disabled, every call is a no-op */
+    FILE *out;
+    ModelInspection mi;
+    float *weights_before;      /* flat copy of the weights before the logged step's update */
+    double *update_ratio;       /* [n_params] */
+} GradLogger;
+
+/* every <= 0 leaves the logger disabled; else opens DIR/grads.jsonl for appending. */
+tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *model, int64_t every);
+void grad_logger_close(GradLogger *g);
+/* Whether the step that ends with optimizer step number `step` (1-based) is logged: every
+ * `every` steps, and step 1, whose activations are those of the initial weights. */
+static inline bool grad_logger_due(const GradLogger *g, int64_t step) {
+    return g->every > 0 && (step == 1 || step % g->every == 0);
+}
+/* The trainer calls these on a logged step only, so other steps cost one branch:
+ *   after each micro-batch's forward (before tape_reset)   grad_logger_add_activations
+ *   after the backward of all micro-batches, before clip   grad_logger_before_update
+ *   after the optimizer update                              grad_logger_write */
+void grad_logger_add_activations(GradLogger *g, const Model *model);
+void grad_logger_before_update(GradLogger *g, const Model *model);
+tg_status grad_logger_write(GradLogger *g, const Model *model, int64_t step, double lr, double loss);
+
+#endif

@@ -1,0 +1,493 @@
+#include "report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ReportSeries {
+    char *name;
+    int color;
+    bool dashed;
+    int64_t n, cap;
+    double *x, *y;
+};
+
+struct ReportChart {
+    char *title, *x_label, *y_label;
+    bool log_y;
+    int n_series, cap_series;
+    ReportSeries **series; /* pointers, so a series handed out stays valid as more are added */
+};
+
+struct ReportTable {
+    char *caption;
+    int n_cols;
+    char **header;
+    int64_t n_cells, cap_cells;
+    char **cells;
+};
+
+typedef enum { ITEM_HEADING, ITEM_TEXT, ITEM_TABLE, ITEM_CHART } ItemKind;
+typedef struct {
+    ItemKind kind;
+    char *text;
+    ReportTable *table;
+    ReportChart *chart;
+} ReportItem;
+
+struct Report {
+    char *title;
+    int n_items, cap_items;
+    ReportItem *items;
+};
+
+/* A tab10-like palette: distinguishable, and readable on white. */
+static const char *const palette[REPORT_PALETTE_SIZE] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+static char *dup_string(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = tg_malloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+static char *vformat(const char *fmt, va_list ap) {
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    char *s = tg_malloc((size_t)(n > 0 ? n : 0) + 1);
+    vsnprintf(s, (size_t)(n > 0 ? n : 0) + 1, fmt, ap);
+    return s;
+}
+
+/* ---------------------------------------------------------------- building */
+
+Report *report_new(const char *title) {
+    Report *r = tg_calloc(1, sizeof *r);
+    r->title = dup_string(title);
+    return r;
+}
+
+static ReportItem *add_item(Report *r, ItemKind kind) {
+    if (r->n_items == r->cap_items) {
+        r->cap_items = r->cap_items ? 2 * r->cap_items : 16;
+        r->items = tg_realloc(r->items, (size_t)r->cap_items * sizeof *r->items);
+    }
+    ReportItem *it = &r->items[r->n_items++];
+    memset(it, 0, sizeof *it);
+    it->kind = kind;
+    return it;
+}
+
+void report_heading(Report *r, const char *text) { add_item(r, ITEM_HEADING)->text = dup_string(text); }
+
+void report_text(Report *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_item(r, ITEM_TEXT)->text = vformat(fmt, ap);
+    va_end(ap);
+}
+
+ReportTable *report_table(Report *r, const char *caption, int n_cols, const char *const *header) {
+    ReportTable *t = tg_calloc(1, sizeof *t);
+    t->caption = dup_string(caption ? caption : "");
+    t->n_cols = n_cols;
+    t->header = tg_calloc((size_t)n_cols, sizeof *t->header);
+    for (int i = 0; i < n_cols; i++) t->header[i] = dup_string(header[i]);
+    add_item(r, ITEM_TABLE)->table = t;
+    return t;
+}
+
+void report_cell(ReportTable *t, const char *fmt, ...) {
+    if (t->n_cells == t->cap_cells) {
+        t->cap_cells = t->cap_cells ? 2 * t->cap_cells : 64;
+        t->cells = tg_realloc(t->cells, (size_t)t->cap_cells * sizeof *t->cells);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    t->cells[t->n_cells++] = vformat(fmt, ap);
+    va_end(ap);
+}
+
+ReportChart *report_chart(Report *r, const char *title, const char *x_label, const char *y_label, bool log_y) {
+    ReportChart *c = tg_calloc(1, sizeof *c);
+    c->title = dup_string(title);
+    c->x_label = dup_string(x_label);
+    c->y_label = dup_string(y_label);
+    c->log_y = log_y;
+    add_item(r, ITEM_CHART)->chart = c;
+    return c;
+}
+
+ReportSeries *report_series(ReportChart *c, const char *name, int color, bool dashed) {
+    if (c->n_series == c->cap_series) {
+        c->cap_series = c->cap_series ? 2 * c->cap_series : 8;
+        c->series = tg_realloc(c->series, (size_t)c->cap_series * sizeof *c->series);
+    }
+    ReportSeries *s = tg_calloc(1, sizeof *s);
+    s->name = dup_string(name);
+    s->color = ((color % REPORT_PALETTE_SIZE) + REPORT_PALETTE_SIZE) % REPORT_PALETTE_SIZE;
+    s->dashed = dashed;
+    c->series[c->n_series++] = s;
+    return s;
+}
+
+void report_point(ReportSeries *s, double x, double y) {
+    if (!isfinite(x) || !isfinite(y)) return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->x = tg_realloc(s->x, (size_t)s->cap * sizeof *s->x);
+        s->y = tg_realloc(s->y, (size_t)s->cap * sizeof *s->y);
+    }
+    s->x[s->n] = x;
+    s->y[s->n] = y;
+    s->n++;
+}
+
+int64_t report_series_length(const ReportSeries *s) { return s->n; }
+
+void report_free(Report *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_items; i++) {
+        ReportItem *it = &r->items[i];
+        free(it->text);
+        if (it->table) {
+            for (int j = 0; j < it->table->n_cols; j++) free(it->table->header[j]);
+            for (int64_t j = 0; j < it->table->n_cells; j++) free(it->table->cells[j]);
+            free(it->table->header);
+            free(it->table->cells);
+            free(it->table->caption);
+            free(it->table);
+        }
+        if (it->chart) {
+            for (int j = 0; j < it->chart->n_series; j++) {
+                ReportSeries *s = it->chart->series[j];
+                free(s->name);
+                free(s->x);
+                free(s->y);
+                free(s);
+            }
+            free(it->chart->series);
+            free(it->chart->title);
+            free(it->chart->x_label);
+            free(it->chart->y_label);
+            free(it->chart);
+        }
+    }
+    free(r->items);
+    free(r->title);
+    free(r);
+}
+
+/* ---------------------------------------------------------------- SVG charts
+ * Inline <svg> in HTML needs no xmlns attribute, and leaving it out keeps the file free of any
+ * URL at all. */
+
+static void write_escaped(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* Geometry of a chart, in SVG pixels. */
+enum { CHART_W = 560, PLOT_LEFT = 66, PLOT_RIGHT = 548, PLOT_TOP = 30, PLOT_BOTTOM = 250, LEGEND_TOP = 296,
+       LEGEND_ROW = 16, LEGEND_COLS = 3 };
+
+/* A step of 1, 2 or 5 times a power of ten giving about `target` intervals over `range`. */
+static double nice_step(double range, int target) {
+    double raw = range / target, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
+    return (f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0) * mag;
+}
+
+typedef struct {
+    double lo, hi;
+} Range;
+
+static double chart_y(const ReportChart *c, double y) { return c->log_y ? log10(y) : y; }
+static bool chart_point_ok(const ReportChart *c, double y) { return !c->log_y || y > 0; }
+
+static bool data_ranges(const ReportChart *c, Range *x, Range *y) {
+    bool any = false;
+    for (int i = 0; i < c->n_series; i++) {
+        const ReportSeries *s = c->series[i];
+        for (int64_t j = 0; j < s->n; j++) {
+            if (!chart_point_ok(c, s->y[j])) continue;
+            double yv = chart_y(c, s->y[j]);
+            if (!any) *x = (Range){s->x[j], s->x[j]}, *y = (Range){yv, yv};
+            x->lo = fmin(x->lo, s->x[j]), x->hi = fmax(x->hi, s->x[j]);
+            y->lo = fmin(y->lo, yv), y->hi = fmax(y->hi, yv);
+            any = true;
+        }
+    }
+    return any;
+}
+
+static void format_tick(char *buf, size_t cap, double v, double step) {
+    if (fabs(v) < step * 1e-9) v = 0; /* no "-1.4e-17" for zero */
+    snprintf(buf, cap, "%.4g", v);
+}
+
+static void write_chart_svg(FILE *f, const ReportChart *c) {
+    int legend_rows = (c->n_series + LEGEND_COLS - 1) / LEGEND_COLS;
+    int height = LEGEND_TOP + legend_rows * LEGEND_ROW + 6;
+    fprintf(f, "<figure><svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n",
+            CHART_W, height, CHART_W, height);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", CHART_W, height);
+    fputs("<text x=\"8\" y=\"18\" font-size=\"13\" font-weight=\"bold\">", f);
+    write_escaped(f, c->title);
+    fputs("</text>\n", f);
+    Range xr = {0, 1}, yr = {0, 1};
+    bool any = data_ranges(c, &xr, &yr);
+    if (xr.hi - xr.lo <= 0) xr.lo -= 0.5, xr.hi += 0.5;
+    double ystep;
+    if (c->log_y) {
+        yr.lo = floor(yr.lo), yr.hi = ceil(yr.hi);
+        if (yr.hi <= yr.lo) yr.hi = yr.lo + 1;
+        ystep = yr.hi - yr.lo > 8 ? 2 : 1;
+    } else {
+        if (yr.hi - yr.lo <= 0) {
+            double pad = fabs(yr.lo) > 0 ? fabs(yr.lo) * 0.1 : 0.5;
+            yr.lo -= pad, yr.hi += pad;
+        }
+        ystep = nice_step(yr.hi - yr.lo, 5);
+        yr.lo = floor(yr.lo / ystep) * ystep, yr.hi = ceil(yr.hi / ystep) * ystep;
+    }
+    double xstep = nice_step(xr.hi - xr.lo, 6);
+    double sx = (PLOT_RIGHT - PLOT_LEFT) / (xr.hi - xr.lo), sy = (PLOT_BOTTOM - PLOT_TOP) / (yr.hi - yr.lo);
+#define PX(v) (PLOT_LEFT + ((v) - xr.lo) * sx)
+#define PY(v) (PLOT_BOTTOM - ((v) - yr.lo) * sy)
+    /* grid and tick labels */
+    char label[32];
+    for (double v = yr.lo; v <= yr.hi + ystep * 1e-6; v += ystep) {
+        if (c->log_y) snprintf(label, sizeof label, "%g", pow(10.0, v));
+        else format_tick(label, sizeof label, v, ystep);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                PLOT_LEFT, PY(v), PLOT_RIGHT, PY(v), PLOT_LEFT - 4, PY(v) + 4, label);
+    }
+    for (double v = ceil(xr.lo / xstep) * xstep; v <= xr.hi + xstep * 1e-6; v += xstep) {
+        format_tick(label, sizeof label, v, xstep);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                PX(v), PLOT_TOP, PX(v), PLOT_BOTTOM, PX(v), PLOT_BOTTOM + 15, label);
+    }
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888888\"/>\n", PLOT_LEFT,
+            PLOT_TOP, PLOT_RIGHT - PLOT_LEFT, PLOT_BOTTOM - PLOT_TOP);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (PLOT_LEFT + PLOT_RIGHT) / 2, PLOT_BOTTOM + 32);
+    write_escaped(f, c->x_label);
+    fprintf(f, "</text><text x=\"14\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">",
+            (PLOT_TOP + PLOT_BOTTOM) / 2, (PLOT_TOP + PLOT_BOTTOM) / 2);
+    write_escaped(f, c->y_label);
+    fputs(c->log_y ? " (log)</text>\n" : "</text>\n", f);
+    if (!any)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n",
+                (PLOT_LEFT + PLOT_RIGHT) / 2, (PLOT_TOP + PLOT_BOTTOM) / 2);
+    /* the series, then the legend */
+    for (int i = 0; i < c->n_series; i++) {
+        const ReportSeries *s = c->series[i];
+        fputs("<path data-series=\"", f);
+        write_escaped(f, s->name);
+        fputs("\" d=\"", f);
+        bool pen_down = false;
+        for (int64_t j = 0; j < s->n; j++) {
+            if (!chart_point_ok(c, s->y[j])) {
+                pen_down = false; /* a gap where a log axis cannot show the value */
+                continue;
+            }
+            fprintf(f, "%s%.1f,%.1f ", pen_down ? "L" : "M", PX(s->x[j]), PY(chart_y(c, s->y[j])));
+            pen_down = true;
+        }
+        fprintf(f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s/>\n", palette[s->color],
+                s->dashed ? " stroke-dasharray=\"6 3\"" : "");
+        if (s->n <= 30) /* sparse series (val loss, a sweep) also get markers, so one point shows */
+            for (int64_t j = 0; j < s->n; j++)
+                if (chart_point_ok(c, s->y[j]))
+                    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", PX(s->x[j]),
+                            PY(chart_y(c, s->y[j])), palette[s->color]);
+    }
+#undef PX
+#undef PY
+    int col_w = (CHART_W - 16) / LEGEND_COLS;
+    for (int i = 0; i < c->n_series; i++) {
+        const ReportSeries *s = c->series[i];
+        int x = 8 + (i % LEGEND_COLS) * col_w, y = LEGEND_TOP + (i / LEGEND_COLS) * LEGEND_ROW;
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>", x, y - 4, x + 22,
+                y - 4, palette[s->color], s->dashed ? " stroke-dasharray=\"6 3\"" : "");
+        fprintf(f, "<text x=\"%d\" y=\"%d\">", x + 27, y);
+        write_escaped(f, s->name);
+        fputs(s->n ? "</text>\n" : " (no data)</text>\n", f);
+    }
+    fputs("</svg></figure>\n", f);
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+static cJSON *series_json(const ReportSeries *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", s->name);
+    cJSON *x = cJSON_AddArrayToObject(o, "x"), *y = cJSON_AddArrayToObject(o, "y");
+    for (int64_t j = 0; j < s->n; j++) {
+        cJSON_AddItemToArray(x, cJSON_CreateNumber(s->x[j]));
+        cJSON_AddItemToArray(y, cJSON_CreateNumber(s->y[j]));
+    }
+    return o;
+}
+
+static cJSON *report_json(const Report *r) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "title", r->title);
+    cJSON *charts = cJSON_AddArrayToObject(root, "charts"), *tables = cJSON_AddArrayToObject(root, "tables");
+    for (int i = 0; i < r->n_items; i++) {
+        const ReportItem *it = &r->items[i];
+        if (it->chart) {
+            const ReportChart *c = it->chart;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "title", c->title);
+            cJSON_AddStringToObject(o, "x_label", c->x_label);
+            cJSON_AddStringToObject(o, "y_label", c->y_label);
+            cJSON_AddBoolToObject(o, "log_y", c->log_y);
+            cJSON *series = cJSON_AddArrayToObject(o, "series");
+            for (int j = 0; j < c->n_series; j++) cJSON_AddItemToArray(series, series_json(c->series[j]));
+            cJSON_AddItemToArray(charts, o);
+        } else if (it->table) {
+            const ReportTable *t = it->table;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "caption", t->caption);
+            cJSON *header = cJSON_AddArrayToObject(o, "header"), *rows = cJSON_AddArrayToObject(o, "rows");
+            for (int j = 0; j < t->n_cols; j++) cJSON_AddItemToArray(header, cJSON_CreateString(t->header[j]));
+            cJSON *row = NULL;
+            for (int64_t j = 0; j < t->n_cells; j++) {
+                if (j % t->n_cols == 0) cJSON_AddItemToArray(rows, row = cJSON_CreateArray());
+                cJSON_AddItemToArray(row, cJSON_CreateString(t->cells[j]));
+            }
+            cJSON_AddItemToArray(tables, o);
+        }
+    }
+    return root;
+}
+
+/* ---------------------------------------------------------------- files */
+
+static void write_table(FILE *f, const ReportTable *t) {
+    fputs("<table>", f);
+    if (t->caption[0]) {
+        fputs("<caption>", f);
+        write_escaped(f, t->caption);
+        fputs("</caption>", f);
+    }
+    fputs("\n<tr>", f);
+    for (int j = 0; j < t->n_cols; j++) {
+        fputs("<th>", f);
+        write_escaped(f, t->header[j]);
+        fputs("</th>", f);
+    }
+    fputs("</tr>\n", f);
+    for (int64_t j = 0; j < t->n_cells; j += t->n_cols) {
+        fputs("<tr>", f);
+        for (int k = 0; k < t->n_cols; k++) {
+            fputs("<td>", f);
+            if (j + k < t->n_cells) write_escaped(f, t->cells[j + k]);
+            fputs("</td>", f);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static const char *const style =
+    "body{font-family:sans-serif;margin:18px;color:#222222;background:#ffffff;max-width:1220px}"
+    "h1{font-size:21px}h2{font-size:17px;margin-top:26px}p{font-size:14px;max-width:1100px}"
+    ".charts{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;border:1px solid #dddddd}"
+    "table{border-collapse:collapse;font-size:13px;margin:8px 0}caption{text-align:left;font-weight:bold;padding:4px 0}"
+    "td,th{border:1px solid #cccccc;padding:2px 7px;text-align:right}th{background:#f2f2f2}"
+    "td:first-child,th:first-child{text-align:left}svg{display:block}";
+
+static tg_status finish_file(FILE *f, const char *tmp, const char *path) {
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0) bad = true;
+    if (bad || rename(tmp, path) != 0) {
+        int err = errno;
+        remove(tmp);
+        return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(err));
+    }
+    return TG_OK;
+}
+
+tg_status report_write_html(const Report *r, const char *path) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/><title>", f);
+    write_escaped(f, r->title);
+    fprintf(f, "</title><style>%s</style></head>\n<body>\n<h1>", style);
+    write_escaped(f, r->title);
+    fputs("</h1>\n", f);
+    bool in_charts = false;
+    for (int i = 0; i < r->n_items; i++) {
+        const ReportItem *it = &r->items[i];
+        if (it->kind == ITEM_CHART && !in_charts) fputs("<div class=\"charts\">\n", f);
+        if (it->kind != ITEM_CHART && in_charts) fputs("</div>\n", f);
+        in_charts = it->kind == ITEM_CHART;
+        switch (it->kind) {
+        case ITEM_HEADING:
+            fputs("<h2>", f);
+            write_escaped(f, it->text);
+            fputs("</h2>\n", f);
+            break;
+        case ITEM_TEXT:
+            fputs("<p>", f);
+            write_escaped(f, it->text);
+            fputs("</p>\n", f);
+            break;
+        case ITEM_TABLE: write_table(f, it->table); break;
+        case ITEM_CHART: write_chart_svg(f, it->chart); break;
+        }
+    }
+    if (in_charts) fputs("</div>\n", f);
+    /* the numbers, for programs: '<' is written as \u003c so no "</script>" can end the block early */
+    cJSON *root = report_json(r);
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    fputs("<script type=\"application/json\" id=\"tapegrad-report-data\">", f);
+    for (const char *p = json; p && *p; p++) {
+        if (*p == '<') fputs("\\u003c", f);
+        else fputc(*p, f);
+    }
+    cJSON_free(json);
+    fputs("</script>\n</body></html>\n", f);
+    return finish_file(f, tmp, path);
+}
+
+tg_status report_write_series_jsonl(const Report *r, const char *path) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    for (int i = 0; i < r->n_items; i++) {
+        const ReportChart *c = r->items[i].chart;
+        if (!c) continue;
+        for (int j = 0; j < c->n_series; j++) {
+            cJSON *o = series_json(c->series[j]);
+            cJSON_AddStringToObject(o, "chart", c->title);
+            char *line = cJSON_PrintUnformatted(o);
+            fprintf(f, "%s\n", line);
+            cJSON_free(line);
+            cJSON_Delete(o);
+        }
+    }
+    return finish_file(f, tmp, path);
+}

@@ -1,0 +1,51 @@
+/* Self-contained HTML reports: headings, text, tables and line charts drawn as inline SVG.
+ *
+ * The file needs nothing but a browser: no scripts run, no fonts or styles are fetched, nothing
+ * refers to the network. Every chart's data is also embedded, once, as JSON in
+ *   <script type="application/json" id="tapegrad-report-data">{"title":..,"charts":[..],"tables":[..]}</script>
+ * (a data block, never executed), so a program can read the numbers back without scraping the
+ * SVG; each series is drawn as a <path data-series="NAME">. The markup is XHTML-style: every
+ * element is closed or self-closed.
+ *
+ * Use: report_new, then add items in reading order, then report_write_html (and
+ * report_write_series_jsonl for the numbers as JSON lines), then report_free.
+ */
+#ifndef TAPEGRAD_REPORT_H
+#define TAPEGRAD_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../lib/error.h"
+
+typedef struct Report Report;
+typedef struct ReportTable ReportTable;
+typedef struct ReportChart ReportChart;
+typedef struct ReportSeries ReportSeries;
+
+enum { REPORT_PALETTE_SIZE = 10 };
+
+Report *report_new(const char *title);
+void report_free(Report *r);
+
+void report_heading(Report *r, const char *text);
+void report_text(Report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A table of n_cols columns; cells fill it row by row. */
+ReportTable *report_table(Report *r, const char *caption, int n_cols, const char *const *header);
+void report_cell(ReportTable *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Consecutive charts are laid out side by side. log_y: a log10 y axis (points y <= 0 dropped). */
+ReportChart *report_chart(Report *r, const char *title, const char *x_label, const char *y_label, bool log_y);
+/* color: an index into a fixed 10-colour palette (taken modulo its size); dashed: a dashed line. */
+ReportSeries *report_series(ReportChart *c, const char *name, int color, bool dashed);
+/* Non-finite points are skipped: a series holds only what was measured. */
+void report_point(ReportSeries *s, double x, double y);
+int64_t report_series_length(const ReportSeries *s);
+
+/* Writes the HTML file (through PATH.tmp and a rename, so it is whole or absent). */
+tg_status report_write_html(const Report *r, const char *path);
+/* One JSON object per series and line: {"chart":..,"series":..,"x":[..],"y":[..]}. */
+tg_status report_write_series_jsonl(const Report *r, const char *path);
+
+#endif
