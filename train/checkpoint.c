@@ -74,6 +74,11 @@ static bool pump(Reader *r, const char *what) {
                                       "%s: truncated checkpoint: the file ends after %lld bytes, inside %s (an interrupted "
                                       "copy or write?)",
                                       r->path, (long long)r->file_bytes, what));
+    else if ((rc == Z_DATA_ERROR || rc == Z_NEED_DICT) && r->zs.msg && strstr(r->zs.msg, "incorrect"))
+        return stream_fail(r, tg_fail(TG_ERR_FORMAT,
+                                      "%s: corrupt checkpoint: the gzip %s check failed, so its bytes changed after it was "
+                                      "written",
+                                      r->path, strstr(r->zs.msg, "length") ? "length" : "CRC32"));
     else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT)
         return stream_fail(r, tg_fail(TG_ERR_FORMAT, "%s: corrupt checkpoint: the gzip data is damaged inside %s (%s)",
                                       r->path, what, r->zs.msg ? r->zs.msg : "invalid data"));
@@ -92,8 +97,8 @@ static bool get(Reader *r, void *p, size_t n, const char *what) {
         while (r->zs.avail_out > 0) {
             if (r->stream_end)
                 return stream_fail(r, tg_fail(TG_ERR_FORMAT,
-                                              "%s: the gzip stream is complete but ends inside %s: not a whole tapegrad "
-                                              "checkpoint",
+                                              "%s: the gzip stream ends inside %s: the file is corrupt or not a whole "
+                                              "tapegrad checkpoint",
                                               r->path, what));
             if (!pump(r, what)) return false;
         }

@@ -159,7 +159,8 @@ tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, c
     memset(&w, 0, sizeof w);
     w.shuffle = opts->shuffle;
     w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w.fd < 0) return tg_fail(TG_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    if (w.fd < 0)
+        return tg_fail(TG_ERR_IO, "cannot write checkpoint %s: %s; the previous checkpoint is untouched", tmp, strerror(errno));
     if (deflateInit2(&w.zs, opts->level, Z_DEFLATED, CHECKPOINT_GZIP_WINDOW_BITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
         close(w.fd);
         unlink(tmp);

@@ -126,7 +126,7 @@ static tg_status with_alternatives(tg_status s, const char *dir, const char *ckp
     checkpoint_folder_others(dir, slash ? slash + 1 : ckpt_path, others, sizeof others);
     if (!others[0]) return s;
     snprintf(msg, sizeof msg, "%s", tg_error_message());
-    return tg_fail(s, "%s\n  the folder's other checkpoints (pass one as the path to use it): %s", msg, others);
+    return tg_fail(s, "%s; the folder's other checkpoints (pass one's path to use it): %s", msg, others);
 }
 
 /* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
@@ -141,10 +141,13 @@ static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt
     tg_status s = checkpoint_read_config(ckpt_path, &cfg, &fingerprint);
     if (s != TG_OK) return with_alternatives(s, run->dir, ckpt_path);
     if (fingerprint != run->tok.fingerprint)
-        return tg_fail(TG_ERR_MISMATCH, "%s was trained with another tokenizer than %s", ckpt_path, tok_path);
+        return with_alternatives(tg_fail(TG_ERR_MISMATCH, "%s was trained with another tokenizer than %s", ckpt_path, tok_path),
+                                 run->dir, ckpt_path);
     if (cfg.vocab != run->tok.vocab_size)
-        return tg_fail(TG_ERR_MISMATCH, "%s: its model has a vocabulary of %lld tokens, the run's tokenizer %s has %lld",
-                       ckpt_path, (long long)cfg.vocab, tok_path, (long long)run->tok.vocab_size);
+        return with_alternatives(tg_fail(TG_ERR_MISMATCH, "%s: its model has a vocabulary of %lld tokens, the run's tokenizer "
+                                                          "%s has %lld",
+                                         ckpt_path, (long long)cfg.vocab, tok_path, (long long)run->tok.vocab_size),
+                                 run->dir, ckpt_path);
     model_build(&run->model, &cfg);
     run->model_built = true;
     CheckpointInfo info;
