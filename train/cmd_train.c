@@ -273,7 +273,7 @@ static int run_eval(int argc, char **argv) {
     tape_init(&tape, &arena, pool);
     int64_t windows = 0;
     double loss = loss_over_windows(&run.model, &tape, tokens, (int64_t)n, &windows);
-    printf("{\"val_loss\":%.6f,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
+    printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
            (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step,
            run.last_checkpoint);
     tape_free(&tape);
