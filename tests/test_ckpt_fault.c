@@ -139,6 +139,19 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, last_step + 3);
     cr_expect_eq(count_tmp_files(run), 0, "stray .tmp files after a clean run");
+    /* steps logged after the last checkpoint of a killed run are dropped on resume: each step once */
+    char *metrics = datagen_path(run, "metrics.jsonl");
+    char *text = slurp(metrics);
+    int64_t expect_step = 1;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, "\"loss\":")) continue;
+        int64_t step = strtoll(strstr(line, "\"step\":") + 7, NULL, 10);
+        cr_expect_eq(step, expect_step, "metrics.jsonl: step %lld where %lld was due", (long long)step, (long long)expect_step);
+        expect_step = step + 1;
+    }
+    cr_expect_eq(expect_step, last_step + 4);
+    free(text);
+    free(metrics);
     model_free(&model);
     free(run);
     free(log);

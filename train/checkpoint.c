@@ -46,12 +46,10 @@ typedef struct {
     size_t scratch_cap;
     uint32_t version, flags;
     tg_status status;
-    bool stream_failed; /* the status comes from the gzip layer, not from the contents */
 } Reader;
 
 static bool stream_fail(Reader *r, tg_status s) {
     r->status = s;
-    r->stream_failed = true;
     return false;
 }
 
@@ -401,10 +399,14 @@ tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointT
                                  path, count, (long long)r.file_bytes));
         goto done;
     }
-    list = tg_calloc(count ? count : 1, sizeof *list);
+    size_t list_cap = 0;
     for (uint32_t n = 0; n < count; n++) {
         RecordHeader h;
         if (!get_record_header(&r, n, &h)) goto done;
+        if (n == list_cap) { /* grown as records arrive: a damaged count allocates nothing */
+            list_cap = list_cap ? 2 * list_cap : 64;
+            list = tg_realloc(list, list_cap * sizeof *list);
+        }
         if ((size_t)h.numel > buf_cap) {
             free(buf);
             buf_cap = (size_t)h.numel;

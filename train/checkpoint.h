@@ -57,7 +57,7 @@ typedef struct CheckpointWriteOptions {
     bool shuffle; /* byte-plane shuffle the floats */
 } CheckpointWriteOptions;
 
-/* The options checkpoint_write uses: level 6, shuffled. */
+/* The options checkpoint_write uses: level 1, shuffled. */
 CheckpointWriteOptions checkpoint_default_options(void);
 
 typedef struct CheckpointInfo {

@@ -164,6 +164,9 @@ void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, Model 
     s->keep = keep;
     s->layout = &model->params;
     s->snapshot = tg_malloc(3 * s->layout->total * sizeof(float) + 64);
+    /* touch every page now: a first-touch copy of a fresh buffer costs page faults, measured
+     * ~60x a warm copy on this machine (2 s vs 35 ms at 310 MB), and that would be the pause */
+    memset(s->snapshot, 0, 3 * s->layout->total * sizeof(float) + 64);
 }
 
 static void *saver_thread(void *arg) {
@@ -187,8 +190,11 @@ tg_status checkpoint_saver_wait(CheckpointSaver *s) {
 
 tg_status checkpoint_saver_start(CheckpointSaver *s, const Model *model, uint64_t tokenizer_fingerprint,
                                  const TrainerState *state) {
-    TG_TRY(checkpoint_saver_wait(s));
     double t0 = now_s();
+    tg_status previous = checkpoint_saver_wait(s);
+    s->blocked_s += now_s() - t0;
+    if (previous != TG_OK) return previous;
+    t0 = now_s();
     const ParamStore *ps = &model->params;
     size_t n = ps->total;
     float *data = s->snapshot, *m = s->snapshot + n, *v = s->snapshot + 2 * n;

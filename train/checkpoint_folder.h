@@ -46,6 +46,7 @@ typedef struct CheckpointSaver {
     char last_saved[4200];     /* the newest checkpoint known to be complete */
     int64_t saves;
     double pause_s;            /* training time spent copying into the snapshot, summed */
+    double blocked_s;          /* training time spent waiting for the previous save to finish */
     double write_s;            /* background time compressing and writing, summed */
 } CheckpointSaver;
 

@@ -103,9 +103,40 @@ static tg_status load_tokens(Run *run) {
     return TG_OK;
 }
 
+/* A run killed after its last checkpoint logged steps the resume will train again: drop them,
+ * so metrics.jsonl holds every step once. */
+static tg_status drop_metrics_after(const char *path, int64_t step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return TG_OK;
+    char tmp[4300], line[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    int64_t dropped = 0;
+    while (fgets(line, sizeof line, in)) {
+        const char *p = strstr(line, "\"step\":");
+        if (p && strtoll(p + 7, NULL, 10) > step) dropped++;
+        else fputs(line, out);
+    }
+    fclose(in);
+    bool ok = fclose(out) == 0;
+    if (dropped == 0 || !ok) {
+        unlink(tmp);
+        return ok ? TG_OK : tg_fail(TG_ERR_IO, "cannot write %s", tmp);
+    }
+    if (rename(tmp, path) != 0) return tg_fail(TG_ERR_IO, "cannot replace %s: %s", path, strerror(errno));
+    printf("note: dropped %lld lines of %s logged after step %lld, the checkpoint resumed from\n", (long long)dropped, path,
+           (long long)step);
+    return TG_OK;
+}
+
 static tg_status open_metrics(Run *run) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
+    if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step));
     run->metrics = fopen(path, "a");
     if (!run->metrics) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
     return TG_OK;
@@ -246,10 +277,10 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
         TG_TRY(identity_read(run->dir, &id));
         TG_TRY(check_resume_flags(run, o, &id));
         TG_TRY(load_tokens(run));
+        run->resumed = true;
         TG_TRY(open_metrics(run));
         if (run->state.step >= o->steps)
             printf("note: the run already did %lld steps; raise --steps to train further\n", (long long)run->state.step);
-        run->resumed = true;
         return TG_OK;
     }
 

@@ -293,8 +293,10 @@ int train_run(TrainOptions *o) {
     }
     printf("%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s\n", stop_reason,
            (long long)st->step, last_val, log((double)c->vocab), st->elapsed_s, run.last_checkpoint);
-    printf("checkpoints: %lld saved; training paused %.1f ms in all to snapshot them, %.2f s of writing in the background\n",
-           (long long)saver.saves, 1e3 * saver.pause_s, saver.write_s);
+    printf("checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them and "
+           "%.2f s waiting for a save still writing%s\n",
+           (long long)saver.saves, saver.write_s, 1e3 * saver.pause_s, saver.blocked_s,
+           saver.blocked_s > 1 ? " (raise --ckpt-every)" : "");
     bool stopped_early = st->step < o->steps;
     if (o->sample_tokens > 0 && !stopped_early) {
         printf("\n--- sample (%lld tokens, temperature 0.8, top-k 40) ---\n", (long long)o->sample_tokens);
