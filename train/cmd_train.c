@@ -35,7 +35,22 @@ static int apply_saved_options(const char *resume, Flag *flags, int n_flags) {
         if (!value) continue;
         *value++ = '\0';
         const Flag *flag = flags_find(flags, n_flags, line);
-        if (!flag || flag->seen) continue;
+        if (!flag) continue;
+        if (flag->seen) {
+            /* given again: it wins, and a changed value is said, so nobody is surprised */
+            bool differs = flag->type == FLAG_DOUBLE ? strtod(value, NULL) != *(double *)flag->target
+                         : flag->type == FLAG_INT64  ? strtoll(value, NULL, 10) != *(int64_t *)flag->target
+                         : flag->type == FLAG_INT    ? strtol(value, NULL, 10) != *(int *)flag->target
+                                                     : false;
+            char shown[64];
+            if (flag->type == FLAG_DOUBLE) snprintf(shown, sizeof shown, "%g", strtod(value, NULL));
+            else snprintf(shown, sizeof shown, "%s", value);
+            if (differs)
+                printf("note: %s applies from the resumed step on, instead of the run's %s%s\n", line, shown,
+                       strcmp(line, "--batch") == 0 || strcmp(line, "--threads") == 0 || strcmp(line, "--accum") == 0
+                           ? " (the run is no longer bitwise the one it would have been)" : "");
+            continue;
+        }
         args[n_args++] = line;
         args[n_args++] = value;
     }
@@ -132,11 +147,6 @@ static int run_train(int argc, char **argv) {
         return 2;
     }
     if (o.resume) {
-        /* what may change on resume is said, so nobody is surprised */
-        const char *changeable[] = {"--steps", "--eval-every", "--ckpt-every", "--keep", "--time-budget", "--lr"};
-        for (size_t i = 0; i < sizeof changeable / sizeof changeable[0]; i++)
-            if (flags_find(flags, n_flags, changeable[i])->seen)
-                printf("note: %s applies from the resumed step on\n", changeable[i]);
         rc = apply_saved_options(o.resume, flags, n_flags);
         if (rc) return rc;
     }
