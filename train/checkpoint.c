@@ -105,6 +105,21 @@ static bool get(Reader *r, void *p, size_t n, const char *what) {
     return true;
 }
 
+/* A content check failed (unknown tensor, odd shape, ...). Damage to the compressed body makes
+ * such nonsense too, so decompress the rest: if the gzip layer then fails, that is the message. */
+static void content_fail(Reader *r, tg_status s) {
+    char original[1024];
+    snprintf(original, sizeof original, "%s", tg_error_message());
+    unsigned char *sink = tg_malloc(CHECKPOINT_IO_CHUNK);
+    while (!r->stream_end && r->status == TG_OK) {
+        r->zs.next_out = sink;
+        r->zs.avail_out = CHECKPOINT_IO_CHUNK;
+        pump(r, "the rest of the file");
+    }
+    free(sink);
+    if (r->status == TG_OK) r->status = tg_fail(s, "%s", original);
+}
+
 /* After the end marker: the stream must end (which checks CRC32 and length) with nothing after it. */
 static bool expect_end(Reader *r) {
     unsigned char extra;
@@ -113,7 +128,7 @@ static bool expect_end(Reader *r) {
         r->zs.avail_out = 1;
         if (!pump(r, "the gzip trailer")) return false;
         if (r->zs.avail_out == 0) {
-            r->status = tg_fail(TG_ERR_FORMAT, "%s: unexpected data after the end marker", r->path);
+            content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unexpected data after the end marker", r->path));
             return false;
         }
     }
@@ -128,23 +143,6 @@ static bool expect_end(Reader *r) {
     if (trailing)
         return stream_fail(r, tg_fail(TG_ERR_FORMAT, "%s: extra bytes after the end of the gzip stream", r->path));
     return true;
-}
-
-/* A content check failed (unknown tensor, odd shape, ...). Damage to the compressed body makes
- * such nonsense too, so decompress the rest: if the gzip layer then fails, that is the message. */
-static void content_fail(Reader *r, tg_status s) {
-    r->status = s;
-    char original[1024];
-    snprintf(original, sizeof original, "%s", tg_error_message());
-    r->status = TG_OK;
-    unsigned char *sink = tg_malloc(CHECKPOINT_IO_CHUNK);
-    while (!r->stream_end && r->status == TG_OK) {
-        r->zs.next_out = sink;
-        r->zs.avail_out = CHECKPOINT_IO_CHUNK;
-        pump(r, "the rest of the file");
-    }
-    free(sink);
-    if (r->status == TG_OK) r->status = tg_fail(s, "%s", original);
 }
 
 static tg_status reader_open(Reader *r, const char *path) {

@@ -195,6 +195,7 @@ int train_run(TrainOptions *o) {
     } else if (run.initialized_from_file) {
         /* where the imported weights start, on the same fixed val batches every evaluation uses */
         last_val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
+        st->best_val_loss = last_val;
         run_log_metrics(&run, 0, NAN, last_val, NAN, NAN, NAN, 0);
         printf("weights from %s: val loss %.4f before training\n", o->init_from, last_val);
     } else {
