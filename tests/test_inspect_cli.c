@@ -13,6 +13,7 @@
 #include "report_check.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_folder.h"
 #include "train/model.h"
 
 static char *dir;

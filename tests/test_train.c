@@ -11,6 +11,7 @@
 #include "datagen.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_folder.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/sample.h"

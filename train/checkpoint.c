@@ -1,8 +1,11 @@
+/* Checkpoint files: reading the gzip stream described in checkpoint.h. It goes through zlib's
+ * inflate directly (not gzFile) so that every way a file can be wrong (cut short, damaged,
+ * padded, another gzip) is told apart in the message. */
 #include "checkpoint.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,186 +14,182 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static const char MAGIC[8] = {'T', 'G', 'C', 'K', 'P', 'T', '\r', '\n'};
-static const char END_MARK[8] = {'T', 'G', 'E', 'N', 'D', '\r', '\n', '\0'};
-enum { KIND_WEIGHT = 0, KIND_ADAM_M = 1, KIND_ADAM_V = 2 };
+#include "checkpoint_internal.h"
 
-/* ---------------------------------------------------------------- writing */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint files are little-endian; this host is not"
+#endif
 
-typedef struct {
-    gzFile gz;
-    int failed;
-} Writer;
+/* deflate never compresses by more than 1032:1, so a record claiming more raw bytes than that
+ * per file byte is corrupt */
+enum { MAX_DEFLATE_RATIO = 1032 };
 
-static void put(Writer *w, const void *p, size_t n) {
-    const unsigned char *b = p;
-    while (!w->failed && n > 0) {
-        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
-        int wrote = gzwrite(w->gz, b, chunk);
-        if (wrote <= 0) w->failed = 1;
-        b += chunk;
-        n -= chunk;
+/* Inverse of the writer's shuffle: byte b of out[i] = in[b*n + i]. */
+static void unshuffle_planes(const uint8_t *in, size_t n, float *out) {
+    const uint8_t *p0 = in, *p1 = in + n, *p2 = in + 2 * n, *p3 = in + 3 * n;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = (uint32_t)p0[i] | (uint32_t)p1[i] << 8 | (uint32_t)p2[i] << 16 | (uint32_t)p3[i] << 24;
+        memcpy(out + i, &x, 4);
     }
-}
-static void put_u8(Writer *w, uint8_t x) { put(w, &x, 1); }
-static void put_u16(Writer *w, uint16_t x) { put(w, &x, 2); }
-static void put_u32(Writer *w, uint32_t x) { put(w, &x, 4); }
-static void put_i64(Writer *w, int64_t x) { put(w, &x, 8); }
-static void put_f64(Writer *w, double x) { put(w, &x, 8); }
-
-static void put_config(Writer *w, const ModelConfig *c) {
-    int64_t ints[7] = {c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->hidden, c->vocab, c->seq_len};
-    for (int i = 0; i < 7; i++) put_i64(w, ints[i]);
-    put_u32(w, (uint32_t)c->ffn);
-    put_f64(w, c->rope_theta);
-    put_f64(w, c->norm_eps);
-}
-
-static void put_state(Writer *w, const TrainerState *s) {
-    put_i64(w, s->step);
-    put_i64(w, s->tokens_seen);
-    uint8_t loader[LOADER_STATE_BYTES];
-    loader_state_pack(&s->loader, loader);
-    put(w, loader, sizeof loader);
-    put_f64(w, s->best_val_loss);
-    put_f64(w, s->elapsed_s);
-    put(w, &s->seed, 8);
-}
-
-static void put_tensor(Writer *w, const Tensor *t, uint8_t kind, const float *data) {
-    uint16_t len = (uint16_t)strlen(t->name);
-    put_u16(w, len);
-    put(w, t->name, len);
-    put_u8(w, kind);
-    put_u32(w, (uint32_t)t->ndim);
-    for (int d = 0; d < t->ndim; d++) put_i64(w, t->shape[d]);
-    put(w, data, (size_t)t->numel * sizeof(float));
-}
-
-static tg_status fsync_dir_of(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return tg_fail(TG_ERR_IO, "%s: cannot open folder to sync: %s", dir, strerror(errno));
-    fsync(fd);
-    close(fd);
-    return TG_OK;
-}
-
-tg_status checkpoint_write(const char *path, const Model *model, uint64_t tokenizer_fingerprint,
-                           const TrainerState *state) {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return tg_fail(TG_ERR_ARG, "checkpoint path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return tg_fail(TG_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
-    int gzfd = dup(fd);
-    Writer w = {gzdopen(gzfd, "wb6"), 0};
-    if (!w.gz) {
-        close(gzfd);
-        close(fd);
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "cannot start gzip stream in %s", tmp);
-    }
-    gzbuffer(w.gz, 1 << 20);
-    const ParamStore *ps = &model->params;
-    put(&w, MAGIC, sizeof MAGIC);
-    put_u32(&w, CHECKPOINT_VERSION);
-    put_config(&w, &model->cfg);
-    put(&w, &tokenizer_fingerprint, 8);
-    put_u32(&w, (uint32_t)(3 * ps->count));
-    const float *bufs[3] = {ps->data, ps->m, ps->v};
-    for (int kind = 0; kind < 3; kind++)
-        for (int i = 0; i < ps->count; i++)
-            put_tensor(&w, ps->tensors[i], (uint8_t)kind, bufs[kind] + ps->offsets[i]);
-    put_state(&w, state);
-    put(&w, END_MARK, sizeof END_MARK);
-    int close_rc = gzclose(w.gz);
-    int sync_rc = fsync(fd);
-    int err = errno;
-    close(fd);
-    if (w.failed || close_rc != Z_OK || sync_rc != 0) {
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "writing checkpoint %s failed (%s); the previous checkpoint is untouched", tmp,
-                       sync_rc ? strerror(err) : "disk full or I/O error");
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(err));
-    }
-    return fsync_dir_of(path);
 }
 
 /* ---------------------------------------------------------------- reading */
 
 typedef struct {
-    gzFile gz;
+    int fd;
     const char *path;
+    int64_t file_bytes;
+    z_stream zs;
+    bool zs_ready, stream_end, file_eof;
+    unsigned char *in;
+    uint8_t *scratch;
+    size_t scratch_cap;
+    uint32_t version, flags;
     tg_status status;
 } Reader;
 
-static tg_status read_fail(Reader *r, const char *what) {
-    if (r->status != TG_OK) return r->status;
-    int zerr = 0;
-    const char *msg = gzerror(r->gz, &zerr);
-    if (zerr == Z_DATA_ERROR || zerr == Z_BUF_ERROR || zerr == Z_ERRNO || (msg && *msg))
-        r->status = tg_fail(TG_ERR_FORMAT, "%s: corrupt or truncated checkpoint while reading %s (%s)", r->path,
-                            what, msg && *msg ? msg : "unexpected end of file");
-    else
-        r->status = tg_fail(TG_ERR_FORMAT, "%s: truncated checkpoint: the file ends inside %s", r->path, what);
-    return r->status;
+static bool stream_fail(Reader *r, tg_status s) {
+    r->status = s;
+    return false;
+}
+
+/* One inflate call into zs.next_out, reading more of the file first when needed. */
+static bool pump(Reader *r, const char *what) {
+    if (r->zs.avail_in == 0 && !r->file_eof) {
+        ssize_t k;
+        do k = read(r->fd, r->in, CHECKPOINT_IO_CHUNK);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+            return stream_fail(r, tg_fail(TG_ERR_IO, "%s: read error inside %s: %s", r->path, what, strerror(errno)));
+        if (k == 0) r->file_eof = true;
+        r->zs.next_in = r->in;
+        r->zs.avail_in = (uInt)k;
+    }
+    int rc = inflate(&r->zs, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) r->stream_end = true;
+    else if (rc == Z_BUF_ERROR && r->file_eof && r->zs.avail_in == 0)
+        return stream_fail(r, tg_fail(TG_ERR_FORMAT,
+                                      "%s: truncated checkpoint: the file ends after %lld bytes, inside %s (an interrupted "
+                                      "copy or write?)",
+                                      r->path, (long long)r->file_bytes, what));
+    else if ((rc == Z_DATA_ERROR || rc == Z_NEED_DICT) && r->zs.msg && strstr(r->zs.msg, "incorrect"))
+        return stream_fail(r, tg_fail(TG_ERR_FORMAT,
+                                      "%s: corrupt checkpoint: the gzip %s check failed, so its bytes changed after it was "
+                                      "written",
+                                      r->path, strstr(r->zs.msg, "length") ? "length" : "CRC32"));
+    else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT)
+        return stream_fail(r, tg_fail(TG_ERR_FORMAT, "%s: corrupt checkpoint: the gzip data is damaged inside %s (%s)",
+                                      r->path, what, r->zs.msg ? r->zs.msg : "invalid data"));
+    else if (rc == Z_MEM_ERROR)
+        return stream_fail(r, tg_fail(TG_ERR_NOMEM, "%s: out of memory while decompressing", r->path));
+    return true;
 }
 
 static bool get(Reader *r, void *p, size_t n, const char *what) {
     if (r->status != TG_OK) return false;
     unsigned char *b = p;
     while (n > 0) {
-        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
-        int got = gzread(r->gz, b, chunk);
-        if (got != (int)chunk) {
-            read_fail(r, what);
+        size_t chunk = n > UINT_MAX ? UINT_MAX : n;
+        r->zs.next_out = b;
+        r->zs.avail_out = (uInt)chunk;
+        while (r->zs.avail_out > 0) {
+            if (r->stream_end)
+                return stream_fail(r, tg_fail(TG_ERR_FORMAT,
+                                              "%s: the gzip stream ends inside %s: the file is corrupt or not a whole "
+                                              "tapegrad checkpoint",
+                                              r->path, what));
+            if (!pump(r, what)) return false;
+        }
+        b += chunk, n -= chunk;
+    }
+    return true;
+}
+
+/* A content check failed (unknown tensor, odd shape, ...). Damage to the compressed body makes
+ * such nonsense too, so decompress the rest: if the gzip layer then fails, that is the message. */
+static void content_fail(Reader *r, tg_status s) {
+    char original[1024];
+    snprintf(original, sizeof original, "%s", tg_error_message());
+    unsigned char *sink = tg_malloc(CHECKPOINT_IO_CHUNK);
+    while (!r->stream_end && r->status == TG_OK) {
+        r->zs.next_out = sink;
+        r->zs.avail_out = CHECKPOINT_IO_CHUNK;
+        pump(r, "the rest of the file");
+    }
+    free(sink);
+    if (r->status == TG_OK) r->status = tg_fail(s, "%s", original);
+}
+
+/* After the end marker: the stream must end (which checks CRC32 and length) with nothing after it. */
+static bool expect_end(Reader *r) {
+    unsigned char extra;
+    while (r->status == TG_OK && !r->stream_end) {
+        r->zs.next_out = &extra;
+        r->zs.avail_out = 1;
+        if (!pump(r, "the gzip trailer")) return false;
+        if (r->zs.avail_out == 0) {
+            content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unexpected data after the end marker", r->path));
             return false;
         }
-        b += chunk;
-        n -= chunk;
     }
+    if (r->status != TG_OK) return false;
+    bool trailing = r->zs.avail_in > 0;
+    if (!trailing && !r->file_eof) {
+        ssize_t k;
+        do k = read(r->fd, r->in, 1);
+        while (k < 0 && errno == EINTR);
+        trailing = k > 0;
+    }
+    if (trailing)
+        return stream_fail(r, tg_fail(TG_ERR_FORMAT, "%s: extra bytes after the end of the gzip stream", r->path));
     return true;
 }
 
 static tg_status reader_open(Reader *r, const char *path) {
     memset(r, 0, sizeof *r);
+    r->fd = -1;
     r->path = path;
     struct stat st;
-    if (stat(path, &st) != 0)
-        return tg_fail(TG_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    if (stat(path, &st) != 0) return r->status = tg_fail(TG_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
-        return tg_fail(TG_ERR_ARG, "%s is a folder; pass a checkpoint file, or a run folder to --resume/--run", path);
-    if (st.st_size == 0) return tg_fail(TG_ERR_FORMAT, "%s: empty file, not a checkpoint", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return tg_fail(TG_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+        return r->status = tg_fail(TG_ERR_ARG, "%s is a folder; pass a checkpoint file, or a run folder to --resume/--run", path);
+    if (st.st_size == 0) return r->status = tg_fail(TG_ERR_FORMAT, "%s: empty file, not a checkpoint", path);
+    r->file_bytes = (int64_t)st.st_size;
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0) return r->status = tg_fail(TG_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     unsigned char head[2] = {0, 0};
-    size_t got = fread(head, 1, 2, f);
-    fclose(f);
+    ssize_t got = pread(r->fd, head, 2, 0);
     if (got < 2 || head[0] != 0x1f || head[1] != 0x8b)
-        return tg_fail(TG_ERR_FORMAT, "%s: not a gzip file, so not a tapegrad checkpoint", path);
-    r->gz = gzopen(path, "rb");
-    if (!r->gz) return tg_fail(TG_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
-    gzbuffer(r->gz, 1 << 20);
+        return r->status = tg_fail(TG_ERR_FORMAT, "%s: not a gzip file, so not a tapegrad checkpoint", path);
+    if (inflateInit2(&r->zs, CHECKPOINT_GZIP_WINDOW_BITS) != Z_OK)
+        return r->status = tg_fail(TG_ERR_NOMEM, "%s: cannot start gzip decompression", path);
+    r->zs_ready = true;
+    r->in = tg_malloc(CHECKPOINT_IO_CHUNK);
     char magic[8];
     if (!get(r, magic, 8, "the header")) return r->status;
-    if (memcmp(magic, MAGIC, 8) != 0)
-        return r->status = tg_fail(TG_ERR_FORMAT, "%s: gzip file without the tapegrad checkpoint magic", path);
-    uint32_t version = 0;
-    if (!get(r, &version, 4, "the header")) return r->status;
-    if (version != CHECKPOINT_VERSION)
-        return r->status = tg_fail(TG_ERR_FORMAT,
-                                   "%s: checkpoint format version %u, this tapegrad reads version %d%s", path,
-                                   version, CHECKPOINT_VERSION, version > CHECKPOINT_VERSION ? " (a newer tapegrad wrote it)" : "");
+    if (memcmp(magic, CHECKPOINT_MAGIC, 8) != 0)
+        return r->status = tg_fail(TG_ERR_FORMAT, "%s: a gzip file without the tapegrad checkpoint magic: not a checkpoint", path);
+    if (!get(r, &r->version, 4, "the header")) return r->status;
+    if (r->version == 0 || r->version > CHECKPOINT_VERSION) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: checkpoint format version %u; this tapegrad reads versions 1 to %d%s", path,
+                                r->version, CHECKPOINT_VERSION,
+                                r->version > CHECKPOINT_VERSION ? " (a newer tapegrad wrote it: upgrade to read it)" : ""));
+        return r->status;
+    }
+    if (r->version >= 2 && !get(r, &r->flags, 4, "the header")) return r->status;
+    if (r->flags & ~(uint32_t)CHECKPOINT_FLAG_SHUFFLED) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unknown checkpoint flags 0x%x (a newer tapegrad wrote it?)", path,
+                                r->flags));
+        return r->status;
+    }
     return TG_OK;
+}
+
+static void reader_close(Reader *r) {
+    if (r->zs_ready) inflateEnd(&r->zs);
+    if (r->fd >= 0) close(r->fd);
+    free(r->in);
+    free(r->scratch);
 }
 
 static bool get_config(Reader *r, ModelConfig *c) {
@@ -202,8 +201,9 @@ static bool get_config(Reader *r, ModelConfig *c) {
     c->dim = ints[0], c->n_layers = ints[1], c->n_heads = ints[2], c->n_kv_heads = ints[3];
     c->hidden = ints[4], c->vocab = ints[5], c->seq_len = ints[6];
     c->ffn = (FfnKind)ffn;
-    if (model_config_validate(c) != TG_OK) {
-        r->status = tg_fail_context(TG_ERR_FORMAT, "%s: invalid model config in checkpoint", r->path);
+    if (ffn > FFN_RELU || model_config_validate(c) != TG_OK) {
+        content_fail(r, ffn > FFN_RELU ? tg_fail(TG_ERR_FORMAT, "%s: unknown FFN kind %u in the checkpoint's config", r->path, ffn)
+                                       : tg_fail_context(TG_ERR_FORMAT, "%s: invalid model config in the checkpoint", r->path));
         return false;
     }
     return true;
@@ -219,13 +219,24 @@ static bool get_state(Reader *r, TrainerState *s) {
     return ok;
 }
 
+/* Reads n floats into out, undoing the byte shuffle if the file has it. */
+static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
+    if (!(r->flags & CHECKPOINT_FLAG_SHUFFLED)) return get(r, out, n * sizeof(float), what);
+    if (r->scratch_cap < n * sizeof(float)) {
+        free(r->scratch);
+        r->scratch_cap = n * sizeof(float);
+        r->scratch = tg_malloc(r->scratch_cap);
+    }
+    if (!get(r, r->scratch, n * sizeof(float), what)) return false;
+    unshuffle_planes(r->scratch, n, out);
+    return true;
+}
+
 tg_status checkpoint_read_config(const char *path, ModelConfig *cfg, uint64_t *tokenizer_fingerprint) {
     Reader r;
-    tg_status s = reader_open(&r, path);
-    if (s == TG_OK && get_config(&r, cfg)) get(&r, tokenizer_fingerprint, 8, "the header");
-    s = r.status;
-    if (r.gz) gzclose(r.gz);
-    return s;
+    if (reader_open(&r, path) == TG_OK && get_config(&r, cfg)) get(&r, tokenizer_fingerprint, 8, "the header");
+    reader_close(&r);
+    return r.status;
 }
 
 static bool same_config(const ModelConfig *a, const ModelConfig *b) {
@@ -235,201 +246,199 @@ static bool same_config(const ModelConfig *a, const ModelConfig *b) {
            a->norm_eps == b->norm_eps;
 }
 
+static void config_str(const ModelConfig *c, char *buf, size_t cap) {
+    snprintf(buf, cap, "dim %lld, layers %lld, heads %lld/%lld, %s hidden %lld, vocab %lld, seq %lld, theta %g",
+             (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
+             c->ffn == FFN_RELU ? "ReLU" : "SwiGLU", (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
+             c->rope_theta);
+}
+
+static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && n < cap; d++) n += (size_t)snprintf(buf + n, cap - n, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+    return buf;
+}
+
+/* One tensor record's header. */
+typedef struct {
+    char name[TG_NAME_CAP];
+    uint8_t kind;
+    uint32_t ndim;
+    int64_t shape[TG_MAX_DIMS];
+    int64_t numel;
+} RecordHeader;
+
+static bool get_record_header(Reader *r, uint32_t index, RecordHeader *h) {
+    uint16_t len;
+    if (!get(r, &len, 2, "a tensor header")) return false;
+    if (len == 0 || len >= TG_NAME_CAP) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: tensor record %u has a %u-byte name; the file is corrupt", r->path, index, len));
+        return false;
+    }
+    if (!get(r, h->name, len, "a tensor name") || !get(r, &h->kind, 1, "a tensor header") ||
+        !get(r, &h->ndim, 4, "a tensor header"))
+        return false;
+    h->name[len] = '\0';
+    if (h->kind > CHECKPOINT_KIND_ADAM_V || h->ndim > TG_MAX_DIMS) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' has kind %u and %u dims; the file is corrupt", r->path,
+                                h->name, h->kind, h->ndim));
+        return false;
+    }
+    if (!get(r, h->shape, 8 * (size_t)h->ndim, "a tensor shape")) return false;
+    h->numel = 1;
+    for (uint32_t d = 0; d < h->ndim; d++) {
+        if (h->shape[d] < 0 || (h->shape[d] > 0 && h->numel > r->file_bytes * MAX_DEFLATE_RATIO / h->shape[d])) {
+            char s[128];
+            content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' claims shape %s, impossible in a file of %lld bytes; the "
+                                                   "file is corrupt",
+                                    r->path, h->name, shape_str((int)h->ndim, h->shape, s, sizeof s), (long long)r->file_bytes));
+            return false;
+        }
+        h->numel *= h->shape[d];
+    }
+    return true;
+}
+
 tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info) {
     Reader r;
-    tg_status s = reader_open(&r, path);
-    if (s != TG_OK) {
-        if (r.gz) gzclose(r.gz);
-        return s;
-    }
     CheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
     const ParamStore *ps = &model->params;
     float *staged[3] = {NULL, NULL, NULL};
     bool *seen = NULL;
     uint32_t count = 0;
+    if (reader_open(&r, path) != TG_OK) goto done;
     if (!get_config(&r, &ci.cfg) || !get(&r, &ci.tokenizer_fingerprint, 8, "the header")) goto done;
     if (!same_config(&ci.cfg, &model->cfg)) {
-        r.status = tg_fail(TG_ERR_MISMATCH,
-                           "%s: the checkpoint's model (dim %lld, layers %lld, heads %lld/%lld, hidden %lld, vocab %lld, "
-                           "seq %lld) differs from the one asked for (dim %lld, layers %lld, heads %lld/%lld, hidden %lld, "
-                           "vocab %lld, seq %lld)",
-                           path, (long long)ci.cfg.dim, (long long)ci.cfg.n_layers, (long long)ci.cfg.n_heads,
-                           (long long)ci.cfg.n_kv_heads, (long long)ci.cfg.hidden, (long long)ci.cfg.vocab,
-                           (long long)ci.cfg.seq_len, (long long)model->cfg.dim, (long long)model->cfg.n_layers,
-                           (long long)model->cfg.n_heads, (long long)model->cfg.n_kv_heads, (long long)model->cfg.hidden,
-                           (long long)model->cfg.vocab, (long long)model->cfg.seq_len);
+        char a[256], b[256];
+        config_str(&ci.cfg, a, sizeof a);
+        config_str(&model->cfg, b, sizeof b);
+        content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: the checkpoint's model (%s) differs from the one asked for (%s)", path, a, b));
         goto done;
     }
     if (!get(&r, &count, 4, "the tensor count")) goto done;
-    if (count != (uint32_t)(3 * ps->count)) {
-        r.status = tg_fail(TG_ERR_FORMAT, "%s: holds %u tensors, the model needs %d (weights and two AdamW moments)",
-                           path, count, 3 * ps->count);
-        goto done;
-    }
     for (int k = 0; k < 3; k++) staged[k] = tg_malloc(ps->total * sizeof(float) + 4);
     seen = tg_calloc((size_t)(3 * ps->count), sizeof *seen);
     for (uint32_t n = 0; n < count; n++) {
-        uint16_t len;
-        char name[TG_NAME_CAP + 1];
-        uint8_t kind;
-        uint32_t ndim;
-        if (!get(&r, &len, 2, "a tensor header")) goto done;
-        if (len > TG_NAME_CAP) {
-            r.status = tg_fail(TG_ERR_FORMAT, "%s: tensor %u has a %u-byte name; the file is corrupt", path, n, len);
-            goto done;
-        }
-        if (!get(&r, name, len, "a tensor name") || !get(&r, &kind, 1, "a tensor header") ||
-            !get(&r, &ndim, 4, "a tensor header"))
-            goto done;
-        name[len] = '\0';
-        int idx = params_index(ps, name);
-        if (idx < 0 || kind > KIND_ADAM_V) {
-            r.status = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (kind %u) is not part of this model", path, name, kind);
+        RecordHeader h;
+        if (!get_record_header(&r, n, &h)) goto done;
+        int idx = params_index(ps, h.name);
+        if (idx < 0) {
+            content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) is not part of this model", path, h.name,
+                                     checkpoint_kind_name(h.kind)));
             goto done;
         }
         const Tensor *t = ps->tensors[idx];
-        int64_t shape[TG_MAX_DIMS] = {0};
-        if (ndim > TG_MAX_DIMS || !get(&r, shape, 8 * (size_t)(ndim > TG_MAX_DIMS ? 0 : ndim), "a tensor shape"))
-            goto shape_error;
-        bool same = (int)ndim == t->ndim;
-        for (int d = 0; same && d < t->ndim; d++) same = shape[d] == t->shape[d];
+        bool same = (int)h.ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = h.shape[d] == t->shape[d];
         if (!same) {
-        shape_error:
-            if (r.status == TG_OK) {
-                char want[64];
-                r.status = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' has a different shape than the model's %s", path,
-                                   name, tensor_shape_str(t, want, sizeof want));
-            }
+            char want[64], got[128];
+            content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) has shape %s, the model's is %s", path, h.name,
+                                     checkpoint_kind_name(h.kind), shape_str((int)h.ndim, h.shape, got, sizeof got),
+                                     tensor_shape_str(t, want, sizeof want)));
             goto done;
         }
-        if (seen[kind * ps->count + idx]) {
-            r.status = tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' appears twice", path, name);
+        if (seen[h.kind * ps->count + idx]) {
+            content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' (%s) appears twice", path, h.name, checkpoint_kind_name(h.kind)));
             goto done;
         }
-        seen[kind * ps->count + idx] = true;
-        if (!get(&r, staged[kind] + ps->offsets[idx], (size_t)t->numel * sizeof(float), name)) goto done;
+        seen[h.kind * ps->count + idx] = true;
+        if (!get_floats(&r, staged[h.kind] + ps->offsets[idx], (size_t)t->numel, h.name)) goto done;
     }
     if (!get_state(&r, &ci.state)) goto done;
     char end[8];
     if (!get(&r, end, 8, "the end marker")) goto done;
-    if (memcmp(end, END_MARK, 8) != 0) {
-        r.status = tg_fail(TG_ERR_FORMAT, "%s: end marker missing; the file is corrupt", path);
+    if (memcmp(end, CHECKPOINT_END_MARK, 8) != 0) {
+        content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: the end marker is missing after the trainer state; the file is corrupt", path));
         goto done;
     }
-    /* reading past the end makes zlib check the CRC32 and length trailer */
-    char extra;
-    int more = gzread(r.gz, &extra, 1);
-    if (more != 0) {
-        if (more < 0) read_fail(&r, "the gzip trailer");
-        else r.status = tg_fail(TG_ERR_FORMAT, "%s: unexpected data after the end marker", path);
-        goto done;
-    }
-    for (int i = 0; i < ps->count; i++) {
-        const Tensor *t = ps->tensors[i];
-        for (int k = 0; k < 3; k++)
+    if (!expect_end(&r)) goto done;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < ps->count; i++)
             if (!seen[k * ps->count + i]) {
-                r.status = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s'%s is missing", path, t->name,
+                r.status = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s'%s is missing", path, ps->tensors[i]->name,
                                    k == 0 ? "" : k == 1 ? " (AdamW m)" : " (AdamW v)");
                 goto done;
             }
-    }
     /* everything checked: only now touch the model */
     memcpy(ps->data, staged[0], ps->total * sizeof(float));
     memcpy(ps->m, staged[1], ps->total * sizeof(float));
     memcpy(ps->v, staged[2], ps->total * sizeof(float));
     ci.n_tensors = (int)count;
-    ci.raw_bytes = (int64_t)gztell(r.gz);
+    ci.version = r.version, ci.flags = r.flags;
+    ci.raw_bytes = (int64_t)r.zs.total_out;
+    ci.file_bytes = r.file_bytes;
     if (info) *info = ci;
 done:
     for (int k = 0; k < 3; k++) free(staged[k]);
     free(seen);
-    gzclose(r.gz);
+    reader_close(&r);
     return r.status;
 }
 
-/* ---------------------------------------------------------------- run folders */
-
-static int ckpt_step_of(const char *name, int64_t *step) {
-    long long s;
-    int end = 0;
-    if (sscanf(name, "ckpt-%lld.tgck%n", &s, &end) == 1 && name[end] == '\0') {
-        *step = s;
-        return 1;
+tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors) {
+    Reader r;
+    CheckpointInfo ci;
+    memset(&ci, 0, sizeof ci);
+    CheckpointTensorInfo *list = NULL;
+    float *buf = NULL;
+    size_t buf_cap = 0;
+    uint32_t count = 0;
+    *tensors = NULL;
+    *n_tensors = 0;
+    if (reader_open(&r, path) != TG_OK) goto done;
+    if (!get_config(&r, &ci.cfg) || !get(&r, &ci.tokenizer_fingerprint, 8, "the header") ||
+        !get(&r, &count, 4, "the tensor count"))
+        goto done;
+    /* every record takes at least 8 bytes of the stream */
+    if ((int64_t)count > r.file_bytes * MAX_DEFLATE_RATIO / 8) {
+        content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: claims %u tensors, impossible in a file of %lld bytes; the file is corrupt",
+                                 path, count, (long long)r.file_bytes));
+        goto done;
     }
-    return 0;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static tg_status write_latest(const char *dir, const char *name) {
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/latest", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    fprintf(f, "%s\n", name);
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "cannot update %s: %s", path, strerror(errno));
+    size_t list_cap = 0;
+    for (uint32_t n = 0; n < count; n++) {
+        RecordHeader h;
+        if (!get_record_header(&r, n, &h)) goto done;
+        if (n == list_cap) { /* grown as records arrive: a damaged count allocates nothing */
+            list_cap = list_cap ? 2 * list_cap : 64;
+            list = tg_realloc(list, list_cap * sizeof *list);
+        }
+        if ((size_t)h.numel > buf_cap) {
+            free(buf);
+            buf_cap = (size_t)h.numel;
+            buf = tg_malloc(buf_cap * sizeof(float));
+        }
+        if (!get_floats(&r, buf, (size_t)h.numel, h.name)) goto done;
+        CheckpointTensorInfo *e = &list[n];
+        snprintf(e->name, sizeof e->name, "%s", h.name);
+        e->kind = h.kind;
+        e->ndim = (int)h.ndim;
+        memcpy(e->shape, h.shape, sizeof e->shape);
+        double sum = 0.0;
+        for (int64_t i = 0; i < h.numel; i++) sum += (double)buf[i] * buf[i];
+        e->l2_norm = sqrt(sum);
     }
-    return fsync_dir_of(path);
-}
-
-tg_status checkpoint_save_in_run(const char *dir, const Model *model, uint64_t tokenizer_fingerprint,
-                                 const TrainerState *state, int keep, char *path_out, size_t path_cap) {
-    char name[64], path[4096];
-    snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)state->step);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    TG_TRY(checkpoint_write(path, model, tokenizer_fingerprint, state));
-    TG_TRY(write_latest(dir, name));
-    if (path_out) snprintf(path_out, path_cap, "%s", path);
-    if (keep <= 0) return TG_OK;
-    /* keep the newest `keep`; the one just written is the newest, so it always stays */
-    DIR *d = opendir(dir);
-    if (!d) return TG_OK;
-    int64_t steps[4096];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 4096) {
-        int64_t s;
-        if (ckpt_step_of(e->d_name, &s)) steps[n++] = s;
+    if (!get_state(&r, &ci.state)) goto done;
+    char end[8];
+    if (!get(&r, end, 8, "the end marker")) goto done;
+    if (memcmp(end, CHECKPOINT_END_MARK, 8) != 0) {
+        content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: the end marker is missing after the trainer state; the file is corrupt", path));
+        goto done;
     }
-    closedir(d);
-    qsort(steps, (size_t)n, sizeof steps[0], cmp_i64);
-    for (int i = 0; i + keep < n; i++) {
-        if (steps[i] == state->step) continue;
-        snprintf(path, sizeof path, "%s/ckpt-%08lld.tgck", dir, (long long)steps[i]);
-        unlink(path);
-    }
-    return TG_OK;
-}
-
-tg_status checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap) {
-    struct stat st;
-    if (stat(dir_or_file, &st) != 0)
-        return tg_fail(TG_ERR_IO, "%s: no such checkpoint file or run folder", dir_or_file);
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(path_out, path_cap, "%s", dir_or_file);
-        return TG_OK;
-    }
-    char latest[4096], name[256] = "";
-    snprintf(latest, sizeof latest, "%s/latest", dir_or_file);
-    FILE *f = fopen(latest, "r");
-    if (!f)
-        return tg_fail(TG_ERR_IO, "%s: folder holds no checkpoint (no 'latest' file); train into it first or pass a .tgck file",
-                       dir_or_file);
-    if (!fgets(name, sizeof name, f)) name[0] = '\0';
-    fclose(f);
-    name[strcspn(name, "\r\n")] = '\0';
-    int64_t step;
-    if (!ckpt_step_of(name, &step))
-        return tg_fail(TG_ERR_FORMAT, "%s: does not name a checkpoint ('%s')", latest, name);
-    snprintf(path_out, path_cap, "%s/%s", dir_or_file, name);
-    return TG_OK;
+    if (!expect_end(&r)) goto done;
+    ci.n_tensors = (int)count;
+    ci.version = r.version, ci.flags = r.flags;
+    ci.raw_bytes = (int64_t)r.zs.total_out;
+    ci.file_bytes = r.file_bytes;
+    *info = ci;
+    *tensors = list;
+    *n_tensors = (int)count;
+    list = NULL;
+done:
+    free(list);
+    free(buf);
+    reader_close(&r);
+    return r.status;
 }

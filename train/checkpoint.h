@@ -1,28 +1,37 @@
-/* Checkpoints: one gzip stream (zlib) per file.
+/* Checkpoint files: one gzip stream (zlib), little-endian fields.
  *
- *   "TGCKPT\r\n" magic, u32 format version
- *   model config (i64 dim, layers, heads, kv_heads, hidden, vocab, seq; i32 ffn; f64 theta, eps)
+ *   "TGCKPT\r\n" magic, u32 format version (2), u32 flags (bit 0: float data byte-shuffled)
+ *   model config (i64 dim, layers, heads, kv_heads, hidden, vocab, seq; u32 ffn; f64 theta, eps)
  *   u64 tokenizer fingerprint
  *   u32 tensor count, then per tensor: u16 name length, name, u8 kind (0 weight, 1 AdamW m,
- *       2 AdamW v), u32 ndim, i64 shape[ndim], f32 data[numel] (little-endian)
- *   trainer state (TrainerState, field by field)
+ *       2 AdamW v), u32 ndim, i64 shape[ndim], then numel float32s
+ *   trainer state: i64 step, i64 tokens seen, 56-byte loader state, f64 best val loss,
+ *       f64 elapsed seconds, u64 seed
  *   "TGEND\r\n\0" end marker
- * gzip's own CRC32 and length trailer cover the whole stream, so `gzip -t` verifies a file
- * and a flipped or missing byte is refused on load.
  *
- * A write goes to NAME.tmp, is fsynced, then renamed over NAME, and the folder is fsynced: a
- * crash at any moment leaves either the old file or the new one, never a torn one.
+ * Byte shuffling (flag bit 0) stores a tensor's n floats as four planes of n bytes: every
+ * float's byte 0, then every byte 1, 2, 3. The sign/exponent bytes of nearby weights are alike,
+ * so deflate finds runs it cannot see when they are interleaved with random mantissa bytes
+ * (bench/README.md has the figures). Version 1 files (no flags field, never shuffled) still load.
+ *
+ * gzip's own CRC32 and length trailer cover the whole stream, so `gzip -t` verifies a file, and
+ * a flipped, missing or extra byte is refused on load with the file's name and what is wrong.
+ * A write goes to NAME.tmp, is fsynced, renamed over NAME, and the folder is fsynced: a crash at
+ * any moment leaves the old file or the new one, never a torn one under NAME.
  */
 #ifndef TAPEGRAD_CHECKPOINT_H
 #define TAPEGRAD_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "../lib/error.h"
 #include "../data/loader.h"
+#include "../lib/error.h"
 #include "model.h"
 
-enum { CHECKPOINT_VERSION = 1 };
+enum { CHECKPOINT_VERSION = 2 };
+enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0 };
+enum { CHECKPOINT_KIND_WEIGHT = 0, CHECKPOINT_KIND_ADAM_M = 1, CHECKPOINT_KIND_ADAM_V = 2 };
 
 typedef struct TrainerState {
     int64_t step;          /* optimizer steps done */
@@ -33,27 +42,59 @@ typedef struct TrainerState {
     uint64_t seed;
 } TrainerState;
 
+/* What a checkpoint holds. The float buffers are the model's own (a synchronous save) or a
+ * snapshot of them (a background save); `layout` gives the tensors' names, shapes and offsets. */
+typedef struct CheckpointSource {
+    ModelConfig cfg;
+    uint64_t tokenizer_fingerprint;
+    const ParamStore *layout;
+    const float *data, *m, *v; /* each layout->total floats */
+    TrainerState state;
+} CheckpointSource;
+
+typedef struct CheckpointWriteOptions {
+    int level;    /* deflate level 1..9 */
+    bool shuffle; /* byte-plane shuffle the floats */
+} CheckpointWriteOptions;
+
+/* The options checkpoint_write uses: level 1, shuffled. */
+CheckpointWriteOptions checkpoint_default_options(void);
+
 typedef struct CheckpointInfo {
     ModelConfig cfg;
     uint64_t tokenizer_fingerprint;
     TrainerState state;
+    uint32_t version, flags;
     int n_tensors;
-    int64_t raw_bytes;     /* uncompressed payload */
+    int64_t raw_bytes;     /* the uncompressed stream */
+    int64_t file_bytes;    /* the gzip file */
 } CheckpointInfo;
 
-/* Writes weights, AdamW moments and state atomically to `path`. */
-tg_status checkpoint_write(const char *path, const Model *model, uint64_t tokenizer_fingerprint,
-                           const TrainerState *state);
+/* One tensor record, as `checkpoint_inspect` lists them. */
+typedef struct CheckpointTensorInfo {
+    char name[TG_NAME_CAP];
+    int kind;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    double l2_norm;
+} CheckpointTensorInfo;
+
+CheckpointSource checkpoint_source_of(const Model *model, uint64_t tokenizer_fingerprint, const TrainerState *state);
+
+/* Writes `src` atomically to `path` with the default options. */
+tg_status checkpoint_write(const char *path, const CheckpointSource *src);
+/* The same with explicit options; *file_bytes (may be NULL) receives the compressed size. */
+tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
+                                int64_t *file_bytes);
 /* Reads only the header (config, tokenizer): to build the model before loading it. */
 tg_status checkpoint_read_config(const char *path, ModelConfig *cfg, uint64_t *tokenizer_fingerprint);
 /* Loads into a model built with the checkpoint's config; checks every tensor's name and shape,
  * the end marker and the gzip CRC. The model is left unchanged on failure. */
 tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info);
+/* Reads and verifies a whole checkpoint without a model: its header, state and every tensor
+ * record with its L2 norm. *tensors (malloc'ed, free it) holds *n_tensors entries. */
+tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors);
 
-/* Run folders: checkpoints are DIR/ckpt-<step>.tgck and DIR/latest names the newest good one. */
-tg_status checkpoint_save_in_run(const char *dir, const Model *model, uint64_t tokenizer_fingerprint,
-                                 const TrainerState *state, int keep, char *path_out, size_t path_cap);
-/* A checkpoint file path from DIR (via DIR/latest) or a file path as given. */
-tg_status checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
+const char *checkpoint_kind_name(int kind);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "../data/fileutil.h"
 #include "checkpoint.h"
+#include "checkpoint_folder.h"
 #include "cli.h"
 #include "inspect.h"
 #include "report.h"

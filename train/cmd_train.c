@@ -3,11 +3,63 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../lib/blas.h"
 #include "cli.h"
 #include "run.h"
 #include "trainer.h"
+
+/* On --resume, the flags saved by the run (TRAIN_OPTIONS_FILE) fill in every flag not given now. */
+static int apply_saved_options(const char *resume, Flag *flags, int n_flags) {
+    char dir[4096], path[4200];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s", resume);
+    if (stat(resume, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        else snprintf(dir, sizeof dir, ".");
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0; /* a run from before the file existed, or not a run: the resume says which */
+    enum { MAX_SAVED = 64 };
+    char lines[MAX_SAVED][256];
+    char *args[2 * MAX_SAVED + 1];
+    int n_args = 0, n_lines = 0;
+    args[n_args++] = "train";
+    while (n_lines < MAX_SAVED && fgets(lines[n_lines], sizeof lines[n_lines], f)) {
+        char *line = lines[n_lines++];
+        line[strcspn(line, "\r\n")] = '\0';
+        char *value = strchr(line, ' ');
+        if (!value) continue;
+        *value++ = '\0';
+        const Flag *flag = flags_find(flags, n_flags, line);
+        if (!flag) continue;
+        if (flag->seen) {
+            /* given again: it wins, and a changed value is said, so nobody is surprised */
+            bool differs = flag->type == FLAG_DOUBLE ? strtod(value, NULL) != *(double *)flag->target
+                         : flag->type == FLAG_INT64  ? strtoll(value, NULL, 10) != *(int64_t *)flag->target
+                         : flag->type == FLAG_INT    ? strtol(value, NULL, 10) != *(int *)flag->target
+                                                     : false;
+            char shown[64];
+            if (flag->type == FLAG_DOUBLE) snprintf(shown, sizeof shown, "%g", strtod(value, NULL));
+            else snprintf(shown, sizeof shown, "%s", value);
+            if (differs)
+                printf("note: %s applies from the resumed step on, instead of the run's %s%s\n", line, shown,
+                       strcmp(line, "--batch") == 0 || strcmp(line, "--threads") == 0 || strcmp(line, "--accum") == 0
+                           ? " (the run is no longer bitwise the one it would have been)" : "");
+            continue;
+        }
+        args[n_args++] = line;
+        args[n_args++] = value;
+    }
+    fclose(f);
+    bool help;
+    int rc = flags_parse("train", NULL, flags, n_flags, n_args, args, NULL, 0, NULL, &help);
+    if (rc) fprintf(stderr, "tapegrad train: %s holds a bad value (above); fix or delete it and give the flags\n", path);
+    return rc;
+}
 
 static int run_train(int argc, char **argv) {
     TrainOptions o;
@@ -50,7 +102,9 @@ static int run_train(int argc, char **argv) {
         {"--seed", FLAG_INT64, &o.seed, "seed of init and data order (1337)", false},
         {"--threads", FLAG_INT, &o.threads, "threads for the ops and OpenBLAS (2)", false},
         {"--out", FLAG_STRING, &o.out_dir, "run folder (default checkpoints/<preset>-<tokenizer>-<time>)", false},
-        {"--resume", FLAG_STRING, &o.resume, "continue the run in this folder (or from this checkpoint file)", false},
+        {"--resume", FLAG_STRING, &o.resume, "continue the run in this folder (or from this checkpoint file), bitwise as if it never stopped", false},
+        {"--stop-after", FLAG_INT64, &o.stop_after, "stop after step N, save and exit 0; the LR schedule still spans --steps, so --resume continues exactly", false},
+        {"--init-from", FLAG_STRING, &o.init_from, "start a new run from these safetensors weights (from `tapegrad ckpt export`)", false},
     };
     int n_flags = (int)(sizeof flags / sizeof flags[0]);
     bool help;
@@ -63,10 +117,15 @@ static int run_train(int argc, char **argv) {
         const Flag *f = &flags[i];
         if (f->seen && f->type == FLAG_INT64 && *(int64_t *)f->target <= 0 && strcmp(f->name, "--seed") != 0 &&
             strcmp(f->name, "--eval-every") != 0 && strcmp(f->name, "--ckpt-every") != 0 &&
-            strcmp(f->name, "--sample-tokens") != 0 && strcmp(f->name, "--warmup") != 0) {
+            strcmp(f->name, "--sample-tokens") != 0 && strcmp(f->name, "--warmup") != 0 &&
+            strcmp(f->name, "--stop-after") != 0) {
             fprintf(stderr, "tapegrad train: %s must be positive, got %lld\n", f->name, (long long)*(int64_t *)f->target);
             return 2;
         }
+    }
+    if (flags_find(flags, n_flags, "--stop-after")->seen && o.stop_after < 0) {
+        fprintf(stderr, "tapegrad train: --stop-after must not be negative, got %lld\n", (long long)o.stop_after);
+        return 2;
     }
     if (flags_find(flags, n_flags, "--seed")->seen && o.seed < 0) {
         fprintf(stderr, "tapegrad train: --seed must not be negative\n");
@@ -89,11 +148,8 @@ static int run_train(int argc, char **argv) {
         return 2;
     }
     if (o.resume) {
-        /* what may change on resume is said, so nobody is surprised */
-        const char *changeable[] = {"--steps", "--eval-every", "--ckpt-every", "--keep", "--time-budget", "--lr"};
-        for (size_t i = 0; i < sizeof changeable / sizeof changeable[0]; i++)
-            if (flags_find(flags, n_flags, changeable[i])->seen)
-                printf("note: %s applies from the resumed step on\n", changeable[i]);
+        rc = apply_saved_options(o.resume, flags, n_flags);
+        if (rc) return rc;
     }
     return train_run(&o);
 }
@@ -228,7 +284,7 @@ static int run_eval(int argc, char **argv) {
     tape_init(&tape, &arena, pool);
     int64_t windows = 0;
     double loss = loss_over_windows(&run.model, &tape, tokens, (int64_t)n, &windows);
-    printf("{\"val_loss\":%.6f,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
+    printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
            (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step,
            run.last_checkpoint);
     tape_free(&tape);

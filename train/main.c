@@ -11,6 +11,7 @@ static const Subcommand *const subcommands[] = {
     &cmd_inspect,
     &cmd_report,
     &cmd_compare_ffn,
+    &cmd_ckpt,
     &cmd_gradcheck,
     &cmd_selftest,
 };

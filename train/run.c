@@ -11,6 +11,7 @@
 
 #include "../data/prepare.h"
 #include "../data/tokfile.h"
+#include "convert.h"
 #include "sample.h"
 
 #define RUN_INFO_FILE "run.txt"
@@ -19,7 +20,7 @@
 
 /* What must not change when a run continues, as written to DIR/run.txt. */
 typedef struct RunIdentity {
-    char preset[64], data[2048], tokenizer[16];
+    char preset[64], data[2048], tokenizer[16], init_from[2048];
     double val_fraction;
     int64_t seed;
 } RunIdentity;
@@ -31,6 +32,7 @@ static tg_status identity_write(const char *dir, const RunIdentity *id) {
     if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
     fprintf(f, "preset %s\ndata %s\ntokenizer %s\nval_fraction %.17g\nseed %lld\n", id->preset, id->data,
             id->tokenizer, id->val_fraction, (long long)id->seed);
+    if (id->init_from[0]) fprintf(f, "init_from %s\n", id->init_from);
     if (fclose(f) != 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     return TG_OK;
 }
@@ -52,6 +54,7 @@ static tg_status identity_read(const char *dir, RunIdentity *id) {
         else if (strcmp(line, "tokenizer") == 0) snprintf(id->tokenizer, sizeof id->tokenizer, "%s", value);
         else if (strcmp(line, "val_fraction") == 0) id->val_fraction = strtod(value, NULL);
         else if (strcmp(line, "seed") == 0) id->seed = strtoll(value, NULL, 10);
+        else if (strcmp(line, "init_from") == 0) snprintf(id->init_from, sizeof id->init_from, "%s", value);
     }
     fclose(f);
     if (id->seed < 0 || !id->tokenizer[0])
@@ -100,9 +103,40 @@ static tg_status load_tokens(Run *run) {
     return TG_OK;
 }
 
+/* A run killed after its last checkpoint logged steps the resume will train again: drop them,
+ * so metrics.jsonl holds every step once. */
+static tg_status drop_metrics_after(const char *path, int64_t step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return TG_OK;
+    char tmp[4300], line[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    int64_t dropped = 0;
+    while (fgets(line, sizeof line, in)) {
+        const char *p = strstr(line, "\"step\":");
+        if (p && strtoll(p + 7, NULL, 10) > step) dropped++;
+        else fputs(line, out);
+    }
+    fclose(in);
+    bool ok = fclose(out) == 0;
+    if (dropped == 0 || !ok) {
+        unlink(tmp);
+        return ok ? TG_OK : tg_fail(TG_ERR_IO, "cannot write %s", tmp);
+    }
+    if (rename(tmp, path) != 0) return tg_fail(TG_ERR_IO, "cannot replace %s: %s", path, strerror(errno));
+    printf("note: dropped %lld lines of %s logged after step %lld, the checkpoint resumed from\n", (long long)dropped, path,
+           (long long)step);
+    return TG_OK;
+}
+
 static tg_status open_metrics(Run *run) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
+    if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step));
     run->metrics = fopen(path, "a");
     if (!run->metrics) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
     return TG_OK;
@@ -116,6 +150,16 @@ static void dirname_of(const char *path, char *out, size_t cap) {
     else snprintf(out, cap, ".");
 }
 
+/* A failed load of DIR's latest checkpoint: say which older ones could be used instead. */
+static tg_status with_alternatives(tg_status s, const char *dir, const char *ckpt_path) {
+    char others[512], msg[2048];
+    const char *slash = strrchr(ckpt_path, '/');
+    checkpoint_folder_others(dir, slash ? slash + 1 : ckpt_path, others, sizeof others);
+    if (!others[0]) return s;
+    snprintf(msg, sizeof msg, "%s", tg_error_message());
+    return tg_fail(s, "%s; the folder's other checkpoints (pass one's path to use it): %s", msg, others);
+}
+
 /* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
 static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
     TG_TRY(checkpoint_resolve(dir_or_file, ckpt_path, cap));
@@ -125,13 +169,21 @@ static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt
     TG_TRY(tokenizer_load(tok_path, &run->tok));
     ModelConfig cfg;
     uint64_t fingerprint = 0;
-    TG_TRY(checkpoint_read_config(ckpt_path, &cfg, &fingerprint));
+    tg_status s = checkpoint_read_config(ckpt_path, &cfg, &fingerprint);
+    if (s != TG_OK) return with_alternatives(s, run->dir, ckpt_path);
     if (fingerprint != run->tok.fingerprint)
-        return tg_fail(TG_ERR_MISMATCH, "%s was trained with another tokenizer than %s", ckpt_path, tok_path);
+        return with_alternatives(tg_fail(TG_ERR_MISMATCH, "%s was trained with another tokenizer than %s", ckpt_path, tok_path),
+                                 run->dir, ckpt_path);
+    if (cfg.vocab != run->tok.vocab_size)
+        return with_alternatives(tg_fail(TG_ERR_MISMATCH, "%s: its model has a vocabulary of %lld tokens, the run's tokenizer "
+                                                          "%s has %lld",
+                                         ckpt_path, (long long)cfg.vocab, tok_path, (long long)run->tok.vocab_size),
+                                 run->dir, ckpt_path);
     model_build(&run->model, &cfg);
     run->model_built = true;
     CheckpointInfo info;
-    TG_TRY(checkpoint_load(ckpt_path, &run->model, &info));
+    s = checkpoint_load(ckpt_path, &run->model, &info);
+    if (s != TG_OK) return with_alternatives(s, run->dir, ckpt_path);
     run->state = info.state;
     snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", ckpt_path);
     return TG_OK;
@@ -203,6 +255,10 @@ static tg_status validate_training_flags(Run *run, const TrainOptions *o) {
         return tg_fail(TG_ERR_ARG, "--tokenizer must be char or bpe, got '%s'", o->tokenizer);
     if (o->resume && o->out_dir)
         return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
+    if (o->resume && o->init_from)
+        return tg_fail(TG_ERR_ARG, "--init-from starts a new run from a safetensors file; --resume continues one: give one of them");
+    if (o->stop_after >= 0 && o->stop_after > o->steps)
+        return tg_fail(TG_ERR_ARG, "--stop-after %lld is past --steps %lld", (long long)o->stop_after, (long long)o->steps);
     run->usage_error = false;
     return TG_OK;
 }
@@ -216,14 +272,15 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
     if (o->resume) {
         char ckpt[4200];
         TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
+        checkpoint_folder_remove_stale(run->dir);
         RunIdentity id;
         TG_TRY(identity_read(run->dir, &id));
         TG_TRY(check_resume_flags(run, o, &id));
         TG_TRY(load_tokens(run));
+        run->resumed = true;
         TG_TRY(open_metrics(run));
         if (run->state.step >= o->steps)
             printf("note: the run already did %lld steps; raise --steps to train further\n", (long long)run->state.step);
-        run->resumed = true;
         return TG_OK;
     }
 
@@ -239,6 +296,7 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
     snprintf(id.preset, sizeof id.preset, "%s", o->preset);
     snprintf(id.tokenizer, sizeof id.tokenizer, "%s", tokenizer);
     snprintf(id.data, sizeof id.data, "%s", o->data_path ? o->data_path : CORPUS_DEFAULT_PATH);
+    if (o->init_from) snprintf(id.init_from, sizeof id.init_from, "%s", o->init_from);
     bool bpe = strcmp(tokenizer, "bpe") == 0;
     if (!bpe && o->model.vocab > 0) {
         run->usage_error = true;
@@ -265,6 +323,9 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
                        run->dir, run->dir);
     }
 
+    if (o->init_from && access(o->init_from, R_OK) != 0)
+        return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
+
     PrepareOptions prep;
     prepare_options_default(&prep);
     prep.corpus_path = id.data;
@@ -279,6 +340,7 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
     TG_TRY(prepare_run(&prep, &run->tok, &prepared));
     printf("corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)\n", prepared.corpus_bytes,
            prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size, prepared.tokenizer_seconds);
+    checkpoint_folder_remove_stale(run->dir);
     TG_TRY(identity_write(run->dir, &id));
     TG_TRY(load_tokens(run));
 
@@ -289,7 +351,12 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
     }
     model_build(&run->model, &cfg);
     run->model_built = true;
-    model_init_weights(&run->model, (uint64_t)id.seed);
+    if (o->init_from) {
+        TG_TRY(model_import_safetensors(&run->model, o->init_from));
+        run->initialized_from_file = true;
+    } else {
+        model_init_weights(&run->model, (uint64_t)id.seed);
+    }
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     TG_TRY(open_metrics(run));
@@ -307,28 +374,24 @@ void run_close(Run *run) {
 
 /* ---------------------------------------------------------------- during training */
 
-static void json_number(FILE *f, const char *key, double v) {
-    if (isfinite(v)) fprintf(f, ",\"%s\":%.6g", key, v);
+/* Losses, lr and gradient norm with 9 significant digits, enough to tell any two floats apart,
+ * so that comparing the metrics of a resumed run with an uninterrupted one is meaningful. */
+static void json_number(FILE *f, const char *key, double v, int digits) {
+    if (isfinite(v)) fprintf(f, ",\"%s\":%.*g", key, digits, v);
 }
 
 void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s) {
     if (!run->metrics) return;
     fprintf(run->metrics, "{\"step\":%lld", (long long)step);
-    json_number(run->metrics, "loss", loss);
-    json_number(run->metrics, "val_loss", val_loss);
-    json_number(run->metrics, "lr", lr);
-    json_number(run->metrics, "grad_norm", grad_norm);
-    json_number(run->metrics, "tokens_per_s", tokens_per_s);
-    json_number(run->metrics, "elapsed_s", elapsed_s);
+    json_number(run->metrics, "loss", loss, 9);
+    json_number(run->metrics, "val_loss", val_loss, 9);
+    json_number(run->metrics, "lr", lr, 9);
+    json_number(run->metrics, "grad_norm", grad_norm, 9);
+    json_number(run->metrics, "tokens_per_s", tokens_per_s, 6);
+    json_number(run->metrics, "elapsed_s", elapsed_s, 6);
     fputs("}\n", run->metrics);
     fflush(run->metrics);
-}
-
-tg_status run_save_checkpoint(Run *run, int keep) {
-    fflush(run->metrics);
-    return checkpoint_save_in_run(run->dir, &run->model, run->tok.fingerprint, &run->state, keep,
-                                  run->last_checkpoint, sizeof run->last_checkpoint);
 }
 
 tg_status run_print_sample(Run *run, Tape *tape, const char *prompt, int64_t n, double temperature, int top_k,

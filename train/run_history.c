@@ -1,6 +1,7 @@
 #include "run_history.h"
 
 #include "checkpoint.h"
+#include "checkpoint_folder.h"
 #include "inspect.h"
 
 #include <cjson/cJSON.h>

@@ -20,6 +20,7 @@
 #include "../lib/error.h"
 #include "checkpoint.h"
 #include "inspect.h"
+#include "checkpoint_folder.h"
 #include "run.h"
 #include "sample.h"
 
@@ -42,6 +43,30 @@ void train_options_defaults(TrainOptions *o) {
     o->keep = 3;
     o->sample_tokens = 300;
     o->threads = 2;
+    o->stop_after = -1;
+}
+
+tg_status train_options_save(const char *dir, const TrainOptions *o) {
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, "--steps %lld\n--batch %lld\n--accum %lld\n--warmup %lld\n", (long long)o->steps, (long long)o->batch,
+            (long long)o->accum, (long long)o->warmup);
+    fprintf(f, "--lr %.17g\n--min-lr %.17g\n--clip %.17g\n", o->lr, o->min_lr, o->clip);
+    fprintf(f, "--weight-decay %.17g\n--beta1 %.17g\n--beta2 %.17g\n", o->adamw.weight_decay, o->adamw.beta1,
+            o->adamw.beta2);
+    fprintf(f, "--eval-every %lld\n--eval-batches %lld\n--log-every %lld\n--ckpt-every %lld\n--keep %d\n",
+            (long long)o->eval_every, (long long)o->eval_batches, (long long)o->log_every, (long long)o->ckpt_every,
+            o->keep);
+    fprintf(f, "--sample-tokens %lld\n--threads %d\n", (long long)o->sample_tokens, o->threads);
+    bool ok = fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    }
+    return TG_OK;
 }
 
 static double now_s(void) {
@@ -50,11 +75,11 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The first SIGINT/SIGTERM asks the loop to stop after the current step and save; the handler
+ * is then reset (SA_RESETHAND), so a second one ends the process at once. That is safe too: a
+ * checkpoint write never leaves `latest` naming a torn file. */
 static volatile sig_atomic_t stop_requested = 0;
-static void on_stop_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
+static void on_stop_signal(int sig) { stop_requested = sig; }
 
 double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq) {
@@ -87,6 +112,26 @@ static void format_duration(double s, char *buf, size_t cap) {
     else snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
 }
 
+/* The progress line: a bar on a terminal, a log line otherwise. */
+static void print_progress(bool tty, const TrainOptions *o, int64_t step, double loss, double last_val, double lr,
+                           double grad_norm, double tok_s, double eta) {
+    char eta_s[32], val_s[32];
+    format_duration(eta, eta_s, sizeof eta_s);
+    if (isnan(last_val)) snprintf(val_s, sizeof val_s, "-");
+    else snprintf(val_s, sizeof val_s, "%.4f", last_val);
+    int width = 30, filled = (int)((double)width * (double)step / (double)o->steps);
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = '\0';
+    if (tty)
+        fprintf(stderr, "\r[%s] step %lld/%lld | loss %.4f | val %s | %.0f tok/s | ETA %s   ", bar, (long long)step,
+                (long long)o->steps, loss, val_s, tok_s, eta_s);
+    else
+        printf("step %lld/%lld loss %.4f val %s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n", (long long)step,
+               (long long)o->steps, loss, val_s, lr, grad_norm, tok_s, eta_s);
+    fflush(stdout);
+}
+
 int train_run(TrainOptions *o) {
     int exit_code = 1;
     Run run;
@@ -106,6 +151,9 @@ int train_run(TrainOptions *o) {
     arena_init(&arena, 64u << 20);
     Tape tape;
     tape_init(&tape, &arena, pool);
+    CheckpointSaver saver;
+    checkpoint_saver_init(&saver, run.dir, o->keep, model);
+    if (train_options_save(run.dir, o) != TG_OK) fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
 
     Loader loader;
     int64_t n_eval = o->eval_batches;
@@ -137,6 +185,7 @@ int train_run(TrainOptions *o) {
     int64_t tokens_per_step = B * T * o->accum;
     stop_requested = 0;
     sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
 
@@ -147,8 +196,17 @@ int train_run(TrainOptions *o) {
     printf("data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld = %lld tokens/step; run folder %s\n",
            (long long)run.n_train, (long long)run.n_val, (long long)B, (long long)T, (long long)o->accum,
            (long long)tokens_per_step, run.dir);
-    if (run.resumed) printf("resuming at step %lld of %lld\n", (long long)st->step, (long long)o->steps);
-    else printf("initial loss should be near ln(vocab) = %.3f\n", log((double)c->vocab));
+    if (run.resumed) {
+        printf("resuming at step %lld of %lld from %s\n", (long long)st->step, (long long)o->steps, run.last_checkpoint);
+    } else if (run.initialized_from_file) {
+        /* where the imported weights start, on the same fixed val batches every evaluation uses */
+        last_val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
+        st->best_val_loss = last_val;
+        run_log_metrics(&run, 0, NAN, last_val, NAN, NAN, NAN, 0);
+        printf("weights from %s: val loss %.4f before training\n", o->init_from, last_val);
+    } else {
+        printf("initial loss should be near ln(vocab) = %.3f\n", log((double)c->vocab));
+    }
     fflush(stdout);
 
     double window_t = now_s();
@@ -156,7 +214,11 @@ int train_run(TrainOptions *o) {
     const char *stop_reason = "done";
     while (st->step < o->steps) {
         if (stop_requested) {
-            stop_reason = "interrupted";
+            stop_reason = stop_requested == SIGTERM ? "stopped by SIGTERM" : "interrupted";
+            break;
+        }
+        if (o->stop_after >= 0 && st->step >= o->stop_after) {
+            stop_reason = "stopped as asked (--stop-after)";
             break;
         }
         if (now_s() - t_start >= budget_s) {
@@ -211,52 +273,46 @@ int train_run(TrainOptions *o) {
         double dt = now_s() - window_t;
         double tok_s = dt > 0 ? (double)window_tokens / dt : 0;
         run_log_metrics(&run, st->step, loss, val, lr, grad_norm, tok_s, elapsed);
-        bool log_now = st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1;
-        if (log_now) {
-            double remaining_steps = (double)(o->steps - st->step);
-            double eta = tok_s > 0 ? remaining_steps * (double)tokens_per_step / tok_s : 0;
+        if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
+            double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tokens_per_step / tok_s : 0;
             if (isfinite(budget_s)) eta = fmin(eta, budget_s - (now_s() - t_start));
-            char eta_s[32], val_s[32];
-            format_duration(eta, eta_s, sizeof eta_s);
-            if (isnan(last_val)) snprintf(val_s, sizeof val_s, "-");
-            else snprintf(val_s, sizeof val_s, "%.4f", last_val);
-            int width = 30, filled = (int)((double)width * (double)st->step / (double)o->steps);
-            char bar[64];
-            for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-            bar[width] = '\0';
-            if (tty)
-                fprintf(stderr, "\r[%s] step %lld/%lld | loss %.4f | val %s | %.0f tok/s | ETA %s   ", bar,
-                        (long long)st->step, (long long)o->steps, loss, val_s, tok_s, eta_s);
-            else
-                printf("step %lld/%lld loss %.4f val %s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n",
-                       (long long)st->step, (long long)o->steps, loss, val_s, lr, grad_norm, tok_s, eta_s);
-            fflush(stdout);
+            print_progress(tty, o, st->step, loss, last_val, lr, grad_norm, tok_s, eta);
             window_t = now_s();
             window_tokens = 0;
         }
-        if (o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps) {
+        if (o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after) {
             st->elapsed_s = elapsed;
             st->loader = loader_get_state(&loader);
-            if (run_save_checkpoint(&run, o->keep) != TG_OK) {
+            /* returns the previous background save's error, if it failed */
+            if (checkpoint_saver_start(&saver, model, run.tok.fingerprint, st) != TG_OK) {
                 fprintf(stderr, "\ntapegrad train: %s\n", tg_error_message());
                 goto out;
             }
         }
     }
     if (tty) fputc('\n', stderr);
+    if (stop_requested) printf("%s at step %lld: saving a checkpoint (interrupt again to quit at once)\n", stop_reason,
+                               (long long)st->step);
     st->elapsed_s = elapsed_before + (now_s() - t_start);
     st->loader = loader_get_state(&loader);
-    if (run_save_checkpoint(&run, o->keep) != TG_OK) {
+    if (checkpoint_saver_start(&saver, model, run.tok.fingerprint, st) != TG_OK ||
+        checkpoint_saver_wait(&saver) != TG_OK) {
         fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
         goto out;
     }
+    snprintf(run.last_checkpoint, sizeof run.last_checkpoint, "%s", saver.last_saved);
     if (isnan(last_val) && st->step > 0) {
         last_val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
         run_log_metrics(&run, st->step, NAN, last_val, NAN, NAN, NAN, st->elapsed_s);
     }
     printf("%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s\n", stop_reason,
            (long long)st->step, last_val, log((double)c->vocab), st->elapsed_s, run.last_checkpoint);
-    if (o->sample_tokens > 0 && !stop_requested) {
+    printf("checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them and "
+           "%.2f s waiting for a save still writing%s\n",
+           (long long)saver.saves, saver.write_s, 1e3 * saver.pause_s, saver.blocked_s,
+           saver.blocked_s > 1 ? " (raise --ckpt-every)" : "");
+    bool stopped_early = st->step < o->steps;
+    if (o->sample_tokens > 0 && !stopped_early) {
         printf("\n--- sample (%lld tokens, temperature 0.8, top-k 40) ---\n", (long long)o->sample_tokens);
         fflush(stdout);
         run_print_sample(&run, &tape, "\n", o->sample_tokens, 0.8, 40, run.state.seed);
@@ -264,6 +320,12 @@ int train_run(TrainOptions *o) {
     }
     exit_code = 0;
 out:
+    /* a background save still running finishes before the process ends; its failure fails the run */
+    if (checkpoint_saver_wait(&saver) != TG_OK) {
+        fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
+        exit_code = 1;
+    }
+    checkpoint_saver_free(&saver);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     grad_logger_close(&grad_log);

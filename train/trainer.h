@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../lib/error.h"
 #include "model.h"
 #include "optim.h"
 
@@ -33,9 +34,17 @@ typedef struct TrainOptions {
     int threads;
     const char *out_dir;
     const char *resume;        /* run folder or checkpoint file to continue, or NULL */
+    const char *init_from;     /* safetensors weights to start a new run from, or NULL */
+    int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
 } TrainOptions;
 
 void train_options_defaults(TrainOptions *o);
+
+/* How a run trains (--steps, --batch, --lr, ... as "--flag value" lines) is written to this file
+ * of the run folder at every start, so that `train --resume DIR` alone continues with the same
+ * settings; a flag given with --resume overrides its saved value. */
+#define TRAIN_OPTIONS_FILE "train_options.txt"
+tg_status train_options_save(const char *dir, const TrainOptions *o);
 /* Runs a whole training run; prints progress and errors; returns the process exit code. */
 int train_run(TrainOptions *o);
 

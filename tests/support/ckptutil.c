@@ -1,0 +1,148 @@
+#include "ckptutil.h"
+
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "datagen.h"
+#include "testutil.h"
+
+#ifndef TAPEGRAD_BIN
+#error "TAPEGRAD_BIN must name the tapegrad binary"
+#endif
+
+char *ckpt_test_setup(char **corpus_out) {
+    char *dir = datagen_tempdir();
+    char *text = datagen_english(7, 20000);
+    datagen_write(dir, "corpus.txt", text, strlen(text));
+    free(text);
+    *corpus_out = datagen_path(dir, "corpus.txt");
+    return dir;
+}
+
+int ckpt_cli(char **output, const char *fmt, ...) {
+    char args[8192], log_path[] = "/tmp/tapegrad-cli-XXXXXX";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    int fd = mkstemp(log_path);
+    cr_assert(fd >= 0, "mkstemp failed");
+    close(fd);
+    char *cmd = malloc(strlen(args) + 2 * sizeof log_path + 64 + sizeof TAPEGRAD_BIN);
+    sprintf(cmd, "%s %s >%s 2>&1 </dev/null", TAPEGRAD_BIN, args, log_path);
+    int rc = test_run(cmd);
+    free(cmd);
+    size_t len = 0;
+    uint8_t *text = ckpt_read_file(log_path, &len);
+    unlink(log_path);
+    text = realloc(text, len + 1);
+    text[len] = '\0';
+    if (output) *output = (char *)text;
+    else free(text);
+    return rc;
+}
+
+tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info) {
+    ModelConfig cfg;
+    uint64_t fingerprint;
+    memset(model, 0, sizeof *model);
+    TG_TRY(checkpoint_read_config(path, &cfg, &fingerprint));
+    model_build(model, &cfg);
+    tg_status s = checkpoint_load(path, model, info);
+    if (s != TG_OK) model_free(model);
+    return s;
+}
+
+bool ckpt_models_equal(const Model *a, const Model *b) {
+    const ParamStore *x = &a->params, *y = &b->params;
+    size_t bytes = x->total * sizeof(float);
+    return x->total == y->total && memcmp(x->data, y->data, bytes) == 0 && memcmp(x->m, y->m, bytes) == 0 &&
+           memcmp(x->v, y->v, bytes) == 0;
+}
+
+uint8_t *ckpt_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    size_t k;
+    while ((k = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+void ckpt_write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "cannot write %s", path);
+    cr_assert_eq(fwrite(data, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+}
+
+uint8_t *ckpt_raw_read(const char *path, size_t *len) {
+    gzFile gz = gzopen(path, "rb");
+    cr_assert_not_null(gz, "cannot open %s", path);
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    int k;
+    while ((k = gzread(gz, buf + n, (unsigned)(cap - n))) > 0) {
+        n += (size_t)k;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+    }
+    cr_assert_eq(k, 0, "%s: gzread failed", path);
+    gzclose(gz);
+    *len = n;
+    return buf;
+}
+
+void ckpt_raw_write(const char *path, const void *raw, size_t len) {
+    gzFile gz = gzopen(path, "wb6");
+    cr_assert_not_null(gz, "cannot write %s", path);
+    cr_assert_eq(gzwrite(gz, raw, (unsigned)len), (int)len);
+    cr_assert_eq(gzclose(gz), Z_OK);
+}
+
+bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, CkptRecord *rec) {
+    uint32_t version, flags = 0, count;
+    memcpy(&version, raw + CKPT_OFF_VERSION, 4);
+    cr_assert_eq(version, 2u, "ckpt_raw_find reads version 2 streams");
+    memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
+    memcpy(&count, raw + CKPT_OFF_COUNT, 4);
+    size_t p = CKPT_OFF_COUNT + 4;
+    for (uint32_t i = 0; i < count; i++) {
+        size_t begin = p;
+        uint16_t name_len;
+        memcpy(&name_len, raw + p, 2);
+        char rec_name[256];
+        memcpy(rec_name, raw + p + 2, name_len);
+        rec_name[name_len] = '\0';
+        p += 2 + name_len;
+        uint8_t rec_kind = raw[p++];
+        uint32_t ndim;
+        memcpy(&ndim, raw + p, 4);
+        p += 4;
+        size_t shape = p;
+        int64_t numel = 1;
+        for (uint32_t d = 0; d < ndim; d++) {
+            int64_t dim;
+            memcpy(&dim, raw + p, 8);
+            p += 8;
+            numel *= dim;
+        }
+        p += (size_t)numel * 4;
+        cr_assert(p <= len, "record %u runs past the stream", i);
+        if (strcmp(rec_name, name) == 0 && rec_kind == kind) {
+            *rec = (CkptRecord){begin, p, shape, ndim};
+            return true;
+        }
+    }
+    return false;
+}

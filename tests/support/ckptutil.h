@@ -1,0 +1,54 @@
+/* Helpers for the checkpoint suites: running the CLI, loading checkpoints into models, and
+ * taking a checkpoint's decompressed stream apart to craft damaged or odd files. */
+#ifndef TAPEGRAD_TEST_CKPTUTIL_H
+#define TAPEGRAD_TEST_CKPTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/checkpoint.h"
+#include "train/model.h"
+
+/* The flags every suite trains with: the tiny preset, small batches, one thread (bitwise
+ * comparisons need a fixed thread count; one is also the fastest on a busy machine). */
+#define CKPT_TEST_FLAGS "--preset tiny --batch 4 --threads 1 --eval-batches 2 --sample-tokens 0"
+
+/* A fresh scratch folder holding corpus.txt (about 20 kB of English-like text). */
+char *ckpt_test_setup(char **corpus_out);
+
+/* Runs `tapegrad <args>` (printf-style) with stdout and stderr into *output (malloc'ed, may be
+ * NULL); returns the exit code (128+N when killed by signal N). */
+int ckpt_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Builds a model from the checkpoint's config and loads it. */
+tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);
+
+/* Bitwise equality of weights and both AdamW moments. */
+bool ckpt_models_equal(const Model *a, const Model *b);
+
+/* The whole file / the decompressed stream of a checkpoint (malloc'ed). */
+uint8_t *ckpt_read_file(const char *path, size_t *len);
+void ckpt_write_file(const char *path, const void *data, size_t len);
+uint8_t *ckpt_raw_read(const char *path, size_t *len);
+/* Compresses `len` bytes into a gzip file at path. */
+void ckpt_raw_write(const char *path, const void *raw, size_t len);
+
+/* Byte offsets of the fields of a version-2 stream. */
+enum {
+    CKPT_OFF_VERSION = 8,
+    CKPT_OFF_FLAGS = 12,
+    CKPT_OFF_CONFIG = 16, /* i64 dim, layers, heads, kv_heads, hidden, vocab, seq; u32 ffn; f64 x2 */
+    CKPT_OFF_COUNT = 16 + 7 * 8 + 4 + 16 + 8,
+};
+
+/* One tensor record inside a decompressed stream. */
+typedef struct {
+    size_t begin, end;  /* the whole record */
+    size_t shape;       /* offset of shape[0] */
+    uint32_t ndim;
+} CkptRecord;
+/* Finds the record of `name` with `kind` (CHECKPOINT_KIND_*); false when absent. */
+bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, CkptRecord *rec);
+
+#endif

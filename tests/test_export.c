@@ -1,0 +1,241 @@
+/* Safetensors export and import: `tapegrad ckpt export` writes the weights under their
+ * Llama/MiniMind names plus config.json; `tapegrad train --init-from` starts a new run from them
+ * exactly where the checkpoint was; PyTorch reads the file and computes the same loss. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckptutil.h"
+#include "datagen.h"
+#include "lib/safetensors.h"
+#include "testutil.h"
+#include "train/checkpoint_folder.h"
+
+static char *dir, *corpus, *trained, *exported;
+
+/* A run of 20 steps (val loss logged at step 20) and its export. */
+static void setup(void) {
+    dir = ckpt_test_setup(&corpus);
+    trained = datagen_path(dir, "trained");
+    exported = datagen_path(dir, "export/model.safetensors");
+    char *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 20 --eval-every 20 --out %s", corpus, trained);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *folder = datagen_path(dir, "export");
+    cr_assert_eq(mkdir(folder, 0755), 0);
+    free(folder);
+    rc = ckpt_cli(&out, "ckpt export %s --safetensors %s", trained, exported);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}
+
+static void teardown(void) {
+    datagen_remove_tree(dir);
+    free(dir), free(corpus), free(trained), free(exported);
+}
+
+/* The raw "val_loss" text of the first metrics line of a run that has one (NULL if none). */
+static char *first_val_loss(const char *run, int64_t *step) {
+    char *path = datagen_path(run, "metrics.jsonl");
+    size_t len;
+    char *text = (char *)ckpt_read_file(path, &len);
+    text = realloc(text, len + 1);
+    text[len] = '\0';
+    free(path);
+    char *found = NULL;
+    for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
+        char *v = strstr(line, "\"val_loss\":");
+        if (!v) continue;
+        *step = strtoll(strstr(line, "\"step\":") + 7, NULL, 10);
+        v += strlen("\"val_loss\":");
+        found = strndup(v, strcspn(v, ",}"));
+    }
+    free(text);
+    return found;
+}
+
+static char *eval_loss_text(const char *run) {
+    char *out = NULL;
+    int rc = ckpt_cli(&out, "eval --run %s --threads 1", run);
+    cr_assert_eq(rc, 0, "%s", out);
+    char *v = strstr(out, "\"val_loss\":");
+    cr_assert_not_null(v, "%s", out);
+    v += strlen("\"val_loss\":");
+    char *text = strndup(v, strcspn(v, ","));
+    free(out);
+    return text;
+}
+
+Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init = setup, .fini = teardown, .timeout = 120) {
+    /* config.json beside the weights */
+    char *config = datagen_path(dir, "export/config.json");
+    size_t len;
+    char *json = (char *)ckpt_read_file(config, &len);
+    json = realloc(json, len + 1);
+    json[len] = '\0';
+    const char *keys[] = {"\"dim\": 64", "\"n_layers\": 2", "\"n_heads\": 2", "\"n_kv_heads\": 2", "\"hidden_dim\": 176",
+                          "\"vocab_size\": ", "\"max_seq_len\": 32", "\"rope_theta\": 1000000", "\"norm_eps\": ",
+                          "\"ffn\": \"swiglu\"", "\"tie_word_embeddings\": true"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) cr_expect(strstr(json, keys[i]), "config.json lacks %s:\n%s", keys[i], json);
+    free(json);
+    free(config);
+
+    /* the export holds exactly the weights, bitwise */
+    char ckpt[4200];
+    Model original;
+    CheckpointInfo info;
+    cr_assert_eq(checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
+    cr_assert_eq(ckpt_load_model(ckpt, &original, &info), TG_OK, "%s", tg_error_message());
+    StFile *st;
+    cr_assert_eq(st_open(exported, &st), TG_OK, "%s", tg_error_message());
+    cr_expect_eq(st_count(st), (size_t)original.params.count);
+    for (int i = 0; i < original.params.count; i++) {
+        const Tensor *t = original.params.tensors[i];
+        const StEntry *e = st_find(st, t->name);
+        cr_assert_not_null(e, "the export lacks %s", t->name);
+        cr_expect(e->dtype == ST_F32 && e->nbytes == (size_t)t->numel * 4 && memcmp(e->bytes, t->data, e->nbytes) == 0,
+                  "%s differs in the export", t->name);
+    }
+    st_close(st);
+
+    /* a new run from the export: its first logged val loss (step 0, before training) is the
+     * original run's val loss at step 20, on the same fixed val batches */
+    char *fresh = datagen_path(dir, "fresh"), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 20 --eval-every 20 --init-from %s --stop-after 0 --out %s",
+                      corpus, exported, fresh);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "before training"), "%s", out);
+    free(out);
+    int64_t step_a = -1, step_b = -1;
+    char *val_a = first_val_loss(trained, &step_a), *val_b = first_val_loss(fresh, &step_b);
+    cr_assert(val_a && val_b);
+    cr_expect_eq(step_a, 20);
+    cr_expect_eq(step_b, 0);
+    cr_expect_str_eq(val_b, val_a, "val loss from the export %s, the original's at step 20 %s", val_b, val_a);
+    free(val_a), free(val_b);
+
+    /* `tapegrad eval` of both checkpoints agrees to the last digit */
+    char *eval_a = eval_loss_text(trained), *eval_b = eval_loss_text(fresh);
+    cr_expect_str_eq(eval_b, eval_a, "eval: %s from the export, %s from the original", eval_b, eval_a);
+    free(eval_a), free(eval_b);
+
+    /* and the new run's checkpoint holds the same weights, with fresh AdamW moments */
+    Model imported;
+    cr_assert_eq(checkpoint_resolve(fresh, ckpt, sizeof ckpt), TG_OK);
+    cr_assert_eq(ckpt_load_model(ckpt, &imported, &info), TG_OK, "%s", tg_error_message());
+    cr_expect_eq(info.state.step, 0);
+    size_t bytes = original.params.total * sizeof(float);
+    cr_expect_eq(memcmp(imported.params.data, original.params.data, bytes), 0, "weights differ after import");
+    for (size_t i = 0; i < imported.params.total; i++)
+        if (imported.params.m[i] != 0 || imported.params.v[i] != 0) cr_assert_fail("AdamW moments not fresh at %zu", i);
+    model_free(&imported);
+    model_free(&original);
+    free(fresh);
+}
+
+Test(export, init_from_refuses_weights_that_do_not_fit, .init = setup, .fini = teardown, .timeout = 120) {
+    char *out = NULL, *target = datagen_path(dir, "wide");
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 5 --dim 32 --init-from %s --out %s", corpus, exported,
+                      target);
+    cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, exported) && strstr(out, "tensor 'model.embed_tokens.weight' has shape [") && strstr(out, ", 64], but the model") &&
+                  strstr(out, ", 32]"),
+              "%s", out);
+    free(out);
+
+    /* a file with a tensor the model lacks (an untied head) */
+    char *extra = datagen_path(dir, "export/extra.safetensors");
+    StFile *st;
+    cr_assert_eq(st_open(exported, &st), TG_OK);
+    StWriter *w = st_writer_begin();
+    for (size_t i = 0; i < st_count(st); i++) {
+        const StEntry *e = st_entry_at(st, i);
+        cr_assert_eq(st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, e->bytes), TG_OK);
+        if (strcmp(e->name, "model.embed_tokens.weight") == 0)
+            cr_assert_eq(st_writer_add(w, "lm_head.weight", e->dtype, e->ndim, e->shape, e->bytes), TG_OK);
+    }
+    cr_assert_eq(st_writer_finish(w, extra), TG_OK, "%s", tg_error_message());
+    st_close(st);
+    char *other = datagen_path(dir, "other");
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 5 --init-from %s --out %s", corpus, extra, other);
+    cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, extra) && strstr(out, "tensor 'lm_head.weight' is not part of this model"), "%s", out);
+    free(out);
+
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 5 --init-from %s/nothing.safetensors --out %s/x", corpus,
+                  dir, dir);
+    cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "nothing.safetensors: cannot read it"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train --resume %s --init-from %s", trained, exported);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt export %s", trained);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    free(out);
+    free(target), free(extra), free(other);
+}
+
+Test(export, pytorch_reads_the_export_and_computes_the_same_loss, .init = setup, .fini = teardown, .timeout = 120) {
+    if (test_run("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        const char *require = getenv("TAPEGRAD_REQUIRE_PARITY");
+        if (require && strcmp(require, "1") == 0)
+            cr_assert_fail("TAPEGRAD_REQUIRE_PARITY=1 but /usr/bin/python3 cannot import torch (apt-get install python3-torch)");
+        fprintf(stderr, "\n*** SKIPPED: reading the safetensors export in PyTorch: /usr/bin/python3 has no torch ***\n\n");
+        cr_skip_test("needs /usr/bin/python3 with torch (Debian python3-torch)");
+    }
+    char *log = datagen_path(dir, "python.log"), cmd[8192];
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 /usr/bin/python3 %s/tests/parity/load_export.py %s >%s 2>&1", TAPEGRAD_SOURCE_DIR,
+             exported, log);
+    int rc = test_run(cmd);
+    size_t len;
+    char *text = (char *)ckpt_read_file(log, &len);
+    text = realloc(text, len + 1);
+    text[len] = '\0';
+    cr_assert_eq(rc, 0, "load_export.py failed:\n%s", text);
+
+    char ckpt[4200];
+    Model m;
+    CheckpointInfo info;
+    cr_assert_eq(checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
+    cr_assert_eq(ckpt_load_model(ckpt, &m, &info), TG_OK, "%s", tg_error_message());
+    int norms = 0;
+    double py_loss = NAN;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[128];
+        double value;
+        if (sscanf(line, "norm %127s %lf", name, &value) == 2) {
+            const Tensor *t = params_find(&m.params, name);
+            cr_assert_not_null(t, "python reports a tensor '%s' the model lacks", name);
+            double sum = 0;
+            for (int64_t i = 0; i < t->numel; i++) sum += (double)t->data[i] * t->data[i];
+            cr_expect_leq(fabs(sqrt(sum) - value), 1e-9 * value, "%s: norm %.12g in C, %.12g in PyTorch", name, sqrt(sum), value);
+            norms++;
+        } else if (sscanf(line, "loss %lf", &value) == 1) {
+            py_loss = value;
+        }
+    }
+    cr_expect_eq(norms, m.params.count);
+
+    /* the same fixed batch through tapegrad's model */
+    int64_t B = 2, T = m.cfg.seq_len;
+    int32_t *tokens = malloc((size_t)(B * T) * sizeof(int32_t)), *targets = malloc((size_t)(B * T) * sizeof(int32_t));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            tokens[b * T + t] = (int32_t)((b * (T + 1) + t) * 7 % m.cfg.vocab);
+            targets[b * T + t] = (int32_t)((b * (T + 1) + t + 1) * 7 % m.cfg.vocab);
+        }
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    tape_set_grad_enabled(&tt.tape, false);
+    double loss = model_loss(&m, &tt.tape, tokens, targets, B, T, NULL)->data[0];
+    fprintf(stderr, "export: loss on the fixed batch %.7f in tapegrad, %.7f in PyTorch\n", loss, py_loss);
+    cr_expect_leq(fabs(loss - py_loss), 1e-5 * fabs(py_loss), "loss %.9g in tapegrad, %.9g in PyTorch", loss, py_loss);
+    test_tape_free(&tt);
+    free(tokens), free(targets), free(text), free(log);
+    model_free(&m);
+}

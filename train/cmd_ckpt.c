@@ -1,0 +1,139 @@
+/* `tapegrad ckpt info FILE|DIR` and `tapegrad ckpt export FILE|DIR --safetensors OUT`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "checkpoint_folder.h"
+#include "cli.h"
+#include "convert.h"
+
+static void print_ckpt_usage(FILE *f) {
+    fprintf(f, "usage: tapegrad ckpt info FILE|DIR                      what a checkpoint holds (and verify it)\n"
+               "       tapegrad ckpt export FILE|DIR --safetensors OUT  its weights as safetensors, config.json beside\n");
+}
+
+static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && n < cap; d++) n += (size_t)snprintf(buf + n, cap - n, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+    return buf;
+}
+
+static int run_info(int argc, char **argv) {
+    const char *positional[1];
+    int n_positional = 0;
+    bool help;
+    int rc = flags_parse("ckpt info", "FILE|DIR", NULL, 0, argc, argv, positional, 1, &n_positional, &help);
+    if (rc || help) return rc;
+    if (n_positional != 1) {
+        fprintf(stderr, "tapegrad ckpt info: give one checkpoint file or run folder\n");
+        return 2;
+    }
+    char path[4200];
+    CheckpointInfo info;
+    CheckpointTensorInfo *tensors = NULL;
+    int n = 0;
+    if (checkpoint_resolve(positional[0], path, sizeof path) != TG_OK ||
+        checkpoint_inspect(path, &info, &tensors, &n) != TG_OK) {
+        fprintf(stderr, "tapegrad ckpt info: %s\n", tg_error_message());
+        return 1;
+    }
+    const ModelConfig *c = &info.cfg;
+    const TrainerState *s = &info.state;
+    printf("checkpoint   %s\n", path);
+    printf("format       version %u%s; gzip stream verified (CRC32 and length)\n", info.version,
+           info.flags & CHECKPOINT_FLAG_SHUFFLED ? ", floats byte-shuffled into 4 planes" : "");
+    printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
+           "rope theta %g, norm eps %g\n",
+           (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
+           c->ffn == FFN_RELU ? "ReLU" : "SwiGLU", (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
+           c->rope_theta, c->norm_eps);
+    printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info.tokenizer_fingerprint);
+    printf("step         %lld\n", (long long)s->step);
+    printf("tokens seen  %lld\n", (long long)s->tokens_seen);
+    if (isfinite(s->best_val_loss)) printf("best val     %.6f\n", s->best_val_loss);
+    else printf("best val     - (never evaluated)\n");
+    printf("trained for  %.1f s; seed %llu; loader at batch %llu\n", s->elapsed_s, (unsigned long long)s->seed,
+           (unsigned long long)s->loader.batches_drawn);
+    printf("size         %lld bytes raw, %lld bytes compressed: ratio %.3f\n", (long long)info.raw_bytes,
+           (long long)info.file_bytes, info.file_bytes > 0 ? (double)info.raw_bytes / (double)info.file_bytes : 0.0);
+    int64_t params = 0;
+    for (int i = 0; i < n; i++)
+        if (tensors[i].kind == CHECKPOINT_KIND_WEIGHT) {
+            int64_t numel = 1;
+            for (int d = 0; d < tensors[i].ndim; d++) numel *= tensors[i].shape[d];
+            params += numel;
+        }
+    printf("tensors      %d records: %lld weights, each with AdamW m and v\n\n", n, (long long)params);
+    printf("%-46s %-14s %12s %12s %12s\n", "name", "shape", "|weight|", "|AdamW m|", "|AdamW v|");
+    for (int i = 0; i < n; i++) {
+        if (tensors[i].kind != CHECKPOINT_KIND_WEIGHT) continue;
+        double norms[3] = {tensors[i].l2_norm, NAN, NAN};
+        for (int j = 0; j < n; j++)
+            if (tensors[j].kind != CHECKPOINT_KIND_WEIGHT && strcmp(tensors[j].name, tensors[i].name) == 0)
+                norms[tensors[j].kind] = tensors[j].l2_norm;
+        char shape[64];
+        printf("%-46s %-14s %12.6g %12.6g %12.6g\n", tensors[i].name, shape_text(tensors[i].ndim, tensors[i].shape, shape, sizeof shape),
+               norms[0], norms[1], norms[2]);
+    }
+    free(tensors);
+    return 0;
+}
+
+static int run_export(int argc, char **argv) {
+    const char *out = NULL;
+    Flag flags[] = {
+        {"--safetensors", FLAG_STRING, &out, "the .safetensors file to write (config.json goes beside it)", false},
+    };
+    const char *positional[1];
+    int n_positional = 0;
+    bool help;
+    int rc = flags_parse("ckpt export", "FILE|DIR --safetensors OUT", flags, 1, argc, argv, positional, 1, &n_positional, &help);
+    if (rc || help) return rc;
+    if (n_positional != 1 || !out) {
+        fprintf(stderr, "tapegrad ckpt export: give one checkpoint file or run folder and --safetensors OUT\n");
+        return 2;
+    }
+    char path[4200], config[4200];
+    ModelConfig cfg;
+    uint64_t fingerprint;
+    if (checkpoint_resolve(positional[0], path, sizeof path) != TG_OK ||
+        checkpoint_read_config(path, &cfg, &fingerprint) != TG_OK) {
+        fprintf(stderr, "tapegrad ckpt export: %s\n", tg_error_message());
+        return 1;
+    }
+    Model model;
+    model_build(&model, &cfg);
+    CheckpointInfo info;
+    char note[4400];
+    tg_status s = checkpoint_load(path, &model, &info);
+    if (s == TG_OK) {
+        snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", path, (long long)info.state.step);
+        s = model_export_safetensors(&model, out, note, config, sizeof config);
+    }
+    if (s != TG_OK) fprintf(stderr, "tapegrad ckpt export: %s\n", tg_error_message());
+    else printf("wrote %s (%d tensors, %lld parameters, step %lld) and %s\n", out, model.params.count,
+                (long long)model_param_count(&model), (long long)info.state.step, config);
+    model_free(&model);
+    return s == TG_OK ? 0 : 1;
+}
+
+static int run_ckpt(int argc, char **argv) {
+    if (argc < 2) {
+        print_ckpt_usage(stderr);
+        return 2;
+    }
+    const char *what = argv[1];
+    if (strcmp(what, "--help") == 0 || strcmp(what, "-h") == 0) {
+        print_ckpt_usage(stdout);
+        return 0;
+    }
+    if (strcmp(what, "info") == 0) return run_info(argc - 1, argv + 1);
+    if (strcmp(what, "export") == 0) return run_export(argc - 1, argv + 1);
+    fprintf(stderr, "tapegrad ckpt: unknown action '%s'; the actions are info and export\n", what);
+    return 2;
+}
+
+const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info) or export its weights to safetensors (export)", run_ckpt};

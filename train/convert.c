@@ -1,0 +1,116 @@
+/* Safetensors export (weights + config.json) and import (--init-from). */
+#include "convert.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/safetensors.h"
+
+static void folder_of(const char *path, char *out, size_t cap) {
+    snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash == out) out[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(out, cap, ".");
+}
+
+static tg_status write_config_json(const ModelConfig *c, const char *path) {
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f,
+            "{\n"
+            "  \"dim\": %lld,\n  \"n_layers\": %lld,\n  \"n_heads\": %lld,\n  \"n_kv_heads\": %lld,\n"
+            "  \"hidden_dim\": %lld,\n  \"vocab_size\": %lld,\n  \"max_seq_len\": %lld,\n"
+            "  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"ffn\": \"%s\",\n"
+            "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n"
+            "}\n",
+            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
+            (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
+            c->ffn == FFN_RELU ? "relu" : "swiglu");
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    if (fclose(f) != 0 && ok) ok = false, err = errno;
+    if (!ok || rename(tmp, path) != 0) {
+        if (ok) err = errno;
+        unlink(tmp);
+        return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(err));
+    }
+    return TG_OK;
+}
+
+tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,
+                                   char *config_path_out, size_t cap) {
+    const ParamStore *ps = &model->params;
+    StWriter *w = st_writer_begin();
+    for (int i = 0; i < ps->count; i++) {
+        const Tensor *t = ps->tensors[i];
+        tg_status s = st_writer_add_f32(w, t->name, t->ndim, t->shape, t->data);
+        if (s != TG_OK) {
+            st_writer_free(w);
+            return s;
+        }
+    }
+    st_writer_set_metadata(w, "format", "pt");
+    if (source_note) st_writer_set_metadata(w, "source", source_note);
+    TG_TRY(st_writer_finish(w, path));
+    char config[4200], folder[4096];
+    folder_of(path, folder, sizeof folder);
+    snprintf(config, sizeof config, "%s/config.json", folder);
+    TG_TRY(write_config_json(&model->cfg, config));
+    if (config_path_out) snprintf(config_path_out, cap, "%s", config);
+    return TG_OK;
+}
+
+tg_status model_import_safetensors(Model *model, const char *path) {
+    StFile *f = NULL;
+    TG_TRY(st_open(path, &f));
+    const ParamStore *ps = &model->params;
+    const ModelConfig *c = &model->cfg;
+    tg_status s = TG_OK;
+    /* the file may hold nothing the model lacks: an ignored tensor is a silent mistake */
+    for (size_t i = 0; i < st_count(f) && s == TG_OK; i++) {
+        const StEntry *e = st_entry_at(f, i);
+        if (params_index(ps, e->name) < 0)
+            s = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is not part of this model (tapegrad names its weights the Llama/MiniMind "
+                                         "way and ties the output head to model.embed_tokens.weight)",
+                        path, e->name);
+    }
+    float *staged = s == TG_OK ? tg_malloc(ps->total * sizeof(float) + 4) : NULL;
+    for (int i = 0; i < ps->count && s == TG_OK; i++) {
+        const Tensor *t = ps->tensors[i];
+        const StEntry *e = st_find(f, t->name);
+        if (!e) {
+            s = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is missing; the model (dim %lld, %lld layers) needs it", path, t->name,
+                        (long long)c->dim, (long long)c->n_layers);
+            break;
+        }
+        bool same = e->ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = e->shape[d] == t->shape[d];
+        if (!same) {
+            char found[160], want[160];
+            s = tg_fail(TG_ERR_MISMATCH,
+                        "%s: tensor '%s' has shape %s, but the model built from the flags and the data's tokenizer "
+                        "(dim %lld, layers %lld, heads %lld/%lld, hidden %lld, vocab %lld) needs %s; give the flags "
+                        "of the file's config.json",
+                        path, t->name, st_shape_str(e->ndim, e->shape, found, sizeof found), (long long)c->dim,
+                        (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->hidden,
+                        (long long)c->vocab, tensor_shape_str(t, want, sizeof want));
+            break;
+        }
+        s = st_read_f32(f, t->name, staged + ps->offsets[i], t->numel);
+        for (int64_t j = 0; s == TG_OK && j < t->numel; j++)
+            if (!isfinite(staged[ps->offsets[i] + (size_t)j]))
+                s = tg_fail(TG_ERR_NUMERIC, "%s: tensor '%s' holds NaN or Inf (element %lld)", path, t->name, (long long)j);
+    }
+    if (s == TG_OK) memcpy(ps->data, staged, ps->total * sizeof(float));
+    free(staged);
+    st_close(f);
+    return s;
+}

@@ -1,0 +1,22 @@
+/* Weights to and from safetensors, under the Llama/MiniMind names the parameters already carry
+ * (model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ...; the output head is
+ * tied to the embedding, so there is no lm_head.weight). */
+#ifndef TAPEGRAD_CONVERT_H
+#define TAPEGRAD_CONVERT_H
+
+#include <stddef.h>
+
+#include "../lib/error.h"
+#include "model.h"
+
+/* Writes the weights (F32) to `path` and the model config to config.json in the same folder:
+ * dim, n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, max_seq_len, rope_theta, norm_eps,
+ * ffn, tie_word_embeddings. Both files are written atomically. config_path_out may be NULL. */
+tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,
+                                   char *config_path_out, size_t cap);
+/* Loads every weight of `model` from a safetensors file: each must be present with the model's
+ * shape (F32, F16, BF16 or F64), and the file may hold nothing else. The model is unchanged on
+ * failure; the AdamW moments are not touched. */
+tg_status model_import_safetensors(Model *model, const char *path);
+
+#endif
