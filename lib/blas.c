@@ -5,6 +5,8 @@
 
 #include "error.h"
 
+static tg_gemm_mode gemm_mode = TG_GEMM_POOL;
+
 void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc) {
@@ -18,4 +20,48 @@ void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
                 (int)ldb, beta, c, (int)ldc);
 }
 
-void tg_blas_set_threads(int threads) { openblas_set_num_threads(threads); }
+typedef struct {
+    bool trans_a, trans_b;
+    int64_t m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int threads;
+} GemmJob;
+
+/* Rows of C are handed out in multiples of 16 (OpenBLAS's micro-kernels take 8 or 16 at a
+ * time), so no thread gets a ragged edge block that a coarser split would avoid. */
+enum { GEMM_ROW_QUANTUM = 16 };
+
+static void gemm_rows(void *ctx, int64_t begin, int64_t end, int thread) {
+    const GemmJob *j = ctx;
+    int64_t row0 = begin * GEMM_ROW_QUANTUM, row1 = end * GEMM_ROW_QUANTUM;
+    if (row1 > j->m) row1 = j->m;
+    if (row1 <= row0) return;
+    /* rows [row0, row1) of op(A): A's rows, or A's columns when A is transposed */
+    const float *a = j->trans_a ? j->a + row0 : j->a + row0 * j->lda;
+    tg_sgemm(j->trans_a, j->trans_b, row1 - row0, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
+             j->beta, j->c + row0 * j->ldc, j->ldc);
+}
+
+/* Below ~2 MFLOP a pool wake-up costs a sizeable part of the product. */
+static const double GEMM_MIN_PARALLEL_MNK = 1 << 20;
+
+void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                   float beta, float *c, int64_t ldc) {
+    int threads = pool_threads(pool);
+    if (gemm_mode != TG_GEMM_POOL || threads == 1 || m < 2 * GEMM_ROW_QUANTUM ||
+        (double)m * (double)n * (double)k < GEMM_MIN_PARALLEL_MNK) {
+        tg_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    GemmJob job = {trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, threads};
+    pool_parallel_for(pool, (m + GEMM_ROW_QUANTUM - 1) / GEMM_ROW_QUANTUM, gemm_rows, &job);
+}
+
+void tg_blas_set_gemm_mode(tg_gemm_mode mode) { gemm_mode = mode; }
+
+void tg_blas_set_threads(int threads) {
+    openblas_set_num_threads(gemm_mode == TG_GEMM_POOL ? 1 : threads);
+}

@@ -11,10 +11,10 @@ static void linear_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *w = node->in[1], *y = node->out;
     int64_t rows = tensor_rows(x), in = tensor_dim(w, 1), out = tensor_dim(w, 0);
     if (tensor_wants_grad(x))
-        tg_sgemm(false, false, rows, in, out, 1.0f, y->grad, out, w->data, in, 1.0f,
+        tg_sgemm_pool(tape->pool, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in, 1.0f,
                  tensor_grad(tape, x), in);
     if (tensor_wants_grad(w))
-        tg_sgemm(true, false, out, in, rows, 1.0f, y->grad, out, x->data, in, 1.0f,
+        tg_sgemm_pool(tape->pool, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in, 1.0f,
                  tensor_grad(tape, w), in);
 }
 
@@ -28,7 +28,7 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w) {
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out;
     Tensor *y = tensor_new(tape->arena, "linear", x->ndim, shape);   /* (..., out) */
-    tg_sgemm(false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
+    tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
     tape_record(tape, "linear", linear_backward, y, 2, (Tensor *[]){x, w});
     return y;
 }

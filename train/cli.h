@@ -18,6 +18,7 @@ extern const Subcommand cmd_selftest;
 extern const Subcommand cmd_train;
 extern const Subcommand cmd_sample;
 extern const Subcommand cmd_eval;
+extern const Subcommand cmd_bench;
 
 /* ---- flags ---- */
 typedef enum { FLAG_BOOL, FLAG_INT, FLAG_INT64, FLAG_DOUBLE, FLAG_STRING } FlagType;

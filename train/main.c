@@ -8,6 +8,7 @@ static const Subcommand *const subcommands[] = {
     &cmd_train,
     &cmd_sample,
     &cmd_eval,
+    &cmd_bench,
     &cmd_gradcheck,
     &cmd_selftest,
 };
