@@ -27,6 +27,16 @@ void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc);
 
+/* tapegrad's own blocked sgemm (gemm.c), same contract as tg_sgemm, single-threaded. tg_sgemm
+ * uses it when the build targets AVX-512, else OpenBLAS. Exposed for tests and benchmarks. */
+void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc);
+/* OpenBLAS's cblas_sgemm behind the same contract. */
+void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                       int64_t ldc);
+
 typedef enum { TG_GEMM_POOL = 0, TG_GEMM_OPENBLAS = 1 } tg_gemm_mode;
 /* Chooses who threads GEMMs; call before tg_blas_set_threads. Default TG_GEMM_POOL. */
 void tg_blas_set_gemm_mode(tg_gemm_mode mode);

@@ -28,6 +28,14 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* user + system CPU seconds of the whole process so far */
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -135,7 +143,9 @@ static int run_bench(int argc, char **argv) {
     int n_total = o.warmup + o.steps;
     StepTimes *times = tg_calloc((size_t)n_total, sizeof *times);
     double first_loss = 0, last_loss = 0;
+    double cpu_at_timed_start = 0;
     for (int s = 0; s < n_total; s++) {
+        if (s == o.warmup) cpu_at_timed_start = cpu_seconds();
         double t0 = now_s();
         for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)rng_below(&rng, (uint64_t)cfg.vocab);
         for (int64_t b = 0; b < B; b++) {
@@ -157,6 +167,9 @@ static int run_bench(int argc, char **argv) {
         times[s] = (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t3) + (t1 - t0)};
     }
 
+    /* CPU time per step over all threads: unlike wall time, other processes taking the cores
+     * barely change it, so it is the steadier figure for comparing two builds on a busy machine */
+    double cpu_per_step = (cpu_seconds() - cpu_at_timed_start) / o.steps;
     double *v = tg_malloc((size_t)o.steps * sizeof(double));
     StepTimes med;
     double *fields[4] = {&med.step, &med.forward, &med.backward, &med.optimizer};
@@ -186,12 +199,12 @@ static int run_bench(int argc, char **argv) {
                "\"flops_per_token\": %.0f, \"tokens_per_s\": %.1f, \"tokens_per_s_mean\": %.1f, "
                "\"ms_per_step\": %.3f, \"ms_fwd\": %.3f, \"ms_bwd\": %.3f, \"ms_opt\": %.3f, "
                "\"achieved_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"arena_peak_mb\": %.1f, "
-               "\"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
                o.preset, (long long)cfg.dim, (long long)cfg.n_layers, (long long)cfg.n_heads,
                (long long)cfg.n_kv_heads, (long long)cfg.hidden, (long long)cfg.vocab, (long long)T, (long long)B,
                ffn_name, o.threads, gemm_name, o.steps, o.warmup, (long long)n_params, flops_per_token,
                tokens_per_s, (double)(B * T) / mean_step, 1e3 * med.step, 1e3 * med.forward,
-               1e3 * med.backward, 1e3 * med.optimizer, gflops, mfu, rss, arena_mb, first_loss, last_loss);
+               1e3 * med.backward, 1e3 * med.optimizer, gflops, mfu, rss, arena_mb, 1e3 * cpu_per_step, first_loss, last_loss);
     } else {
         printf("model: %s, %lld parameters (dim %lld, %lld layers, %lld/%lld heads, %s hidden %lld, vocab %lld)\n",
                o.preset, (long long)n_params, (long long)cfg.dim, (long long)cfg.n_layers, (long long)cfg.n_heads,
@@ -202,6 +215,7 @@ static int run_bench(int argc, char **argv) {
                (double)(B * T) / mean_step);
         printf("ms per step   %10.2f   forward %.2f, backward %.2f, optimizer %.2f (medians)\n", 1e3 * med.step,
                1e3 * med.forward, 1e3 * med.backward, 1e3 * med.optimizer);
+        printf("CPU ms/step   %10.2f   (all threads, mean)\n", 1e3 * cpu_per_step);
         printf("GFLOP/s       %10.1f   (%.0f FLOPs/token = 6N + 12 L T dim)\n", gflops, flops_per_token);
         printf("MFU           %10.1f %% of %.0f GFLOP/s\n", 100.0 * mfu, PEAK_GFLOPS);
         printf("peak RSS      %10.1f MB (step arena peak %.1f MB)\n", rss, arena_mb);
