@@ -21,57 +21,7 @@
 
 #include "../lib/error.h"
 #include "ops.h"
-
-/* ---- eight floats at a time ----
- * GCC -O2 vectorises none of the loops below on its own (its cheap cost model refuses loops
- * that need a scalar remainder, and the float acc[64] of a matrix row stays on the stack), so
- * they are written with GNU C vectors: lane-wise + - * that lower to one AVX register, two SSE
- * registers or scalars, whatever the target has. Lane-wise operations round exactly like the
- * scalar ones, and every reduction below runs in an order fixed by its length alone, so the
- * results are bitwise the same on any thread count. No function takes or returns a vector by
- * value (a non-AVX build would warn that the ABI differs), hence the in-place helpers. */
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef int32_t i32x8 __attribute__((vector_size(32)));
-/* eight floats in memory at any float boundary (like immintrin's __m256_u) */
-typedef float f32x8_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
-#define VEC8(ptr) (*(f32x8_unaligned *)(ptr))
-enum { LANES = 8 };
-
-/* the first `count` < 8 floats of p, the other lanes 0 */
-static inline void load8_partial(f32x8 *v, const float *p, int64_t count) {
-    *v = (f32x8){0};
-    memcpy(v, p, (size_t)count * sizeof(float));
-}
-
-/* sum of the lanes, lane 0 first */
-static inline float lane_sum(const f32x8 *v) {
-    float sum = (*v)[0];
-    for (int l = 1; l < LANES; l++) sum += (*v)[l];
-    return sum;
-}
-
-/* x = exp(x) for x <= 0, the argument of a softmax after its max is subtracted.
- * Cephes' expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n written
- * into the exponent bits. Over every float in [-87, 0] the largest relative error is 8.3e-8
- * (glibc's expf: 6.0e-8); below -87 it returns exp(-87) = 1.6e-38 instead of a subnormal,
- * nothing next to the row's largest term, 1. Unlike a call to expf it vectorises. */
-static inline __attribute__((always_inline)) void exp8_nonpositive(f32x8 *x_inout) {
-    const f32x8 lowest = (f32x8){0} - 87.0f;
-    f32x8 x = *x_inout;
-    i32x8 below = x < lowest;
-    x = (f32x8)((below & (i32x8)lowest) | (~below & (i32x8)x));
-    const float round_magic = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
-    f32x8 n = (x * 1.44269504088896341f + round_magic) - round_magic;   /* round(x / ln2) */
-    f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;               /* x - n ln2, in two parts */
-    f32x8 poly = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    poly = poly * r + 8.3334519073e-3f;
-    poly = poly * r + 4.1665795894e-2f;
-    poly = poly * r + 1.6666665459e-1f;
-    poly = poly * r + 5.0000001201e-1f;
-    poly = poly * r * r + r + 1.0f;
-    i32x8 two_to_n = (__builtin_convertvector(n, i32x8) + 127) << 23;
-    *x_inout = poly * (f32x8)two_to_n;
-}
+#include "vecmath.h"
 
 /* p[0..n) = softmax(scale * p[0..n)) in place, n >= 1, scale > 0:
  * P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */

@@ -6,16 +6,22 @@
 #include "ops.h"
 
 /* dx += dy W          (rows, in)  = (rows, out) (out, in)
- * dW += dy^T x        (out, in)   = (out, rows) (rows, in)   */
+ * dW += dy^T x        (out, in)   = (out, rows) (rows, in)
+ * A gradient written for the first time is stored (beta 0), not added to zeros. */
 static void linear_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *w = node->in[1], *y = node->out;
     int64_t rows = tensor_rows(x), in = tensor_dim(w, 1), out = tensor_dim(w, 0);
-    if (tensor_wants_grad(x))
-        tg_sgemm_pool(tape->pool, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in, 1.0f,
-                 tensor_grad(tape, x), in);
-    if (tensor_wants_grad(w))
-        tg_sgemm_pool(tape->pool, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in, 1.0f,
-                 tensor_grad(tape, w), in);
+    bool accumulate;
+    if (tensor_wants_grad(x)) {
+        float *dx = tensor_grad_for_write(tape, x, &accumulate);
+        tg_sgemm_pool(tape->pool, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in,
+                      accumulate ? 1.0f : 0.0f, dx, in);
+    }
+    if (tensor_wants_grad(w)) {
+        float *dw = tensor_grad_for_write(tape, w, &accumulate);
+        tg_sgemm_pool(tape->pool, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in,
+                      accumulate ? 1.0f : 0.0f, dw, in);
+    }
 }
 
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w) {
