@@ -9,6 +9,9 @@
 /* ---- linear.c ---- */
 /* y = x W^T.  x (..., in), w (out, in) -> y (..., out). No bias. */
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w);
+/* y = residual + x W^T (residual (..., out), same rows as x): op_add(residual, op_linear(x, w))
+ * in one op, without keeping the product. */
+Tensor *op_linear_residual(Tape *tape, Tensor *x, Tensor *w, Tensor *residual);
 
 /* ---- elementwise.c ---- */
 Tensor *op_add(Tape *tape, Tensor *a, Tensor *b);     /* a + b, same shape */
@@ -44,6 +47,9 @@ void rope_rotate_half(const float *x, float *out, int64_t d);
 /* x' = x*cos + rotate_half(x)*sin per head; pairs (i, i + hd/2).
  * x (B, T, heads*head_dim); token t sits at position pos_offset + t. */
 Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset);
+/* The same, written over x's values (the output views x's data; x's gradient stays separate).
+ * For an x that no backward reads, such as the output of a linear: saves one tensor. */
+Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset);
 
 /* ---- attention.c ---- */
 /* Causal softmax(Q K^T / sqrt(hd)) V with grouped-query heads: query head h reads KV head

@@ -110,7 +110,8 @@ static void rope_backward(Tape *tape, TapeNode *node) {
     pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_backward_rows, &job);
 }
 
-Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset,
+                            bool in_place) {
     char shape_str[64];
     TG_CHECK(x->ndim == 3, "rope: x '%s' is %s; expected (B, T, heads*head_dim)", x->name,
              tensor_shape_str(x, shape_str, sizeof shape_str));
@@ -121,7 +122,9 @@ Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int
     TG_CHECK(pos_offset >= 0 && pos_offset + seq_len <= rope->max_pos,
              "rope: positions %lld..%lld past the table's %lld (raise max_pos)",
              (long long)pos_offset, (long long)(pos_offset + seq_len - 1), (long long)rope->max_pos);
-    Tensor *y = tensor_new(tape->arena, "rope", 3, x->shape);  /* (B, T, heads*hd) */
+    /* (B, T, heads*hd); in place is safe: each pair is read before it is written */
+    Tensor *y = in_place ? tensor_view(tape->arena, "rope", x->data, 3, x->shape)
+                         : tensor_new(tape->arena, "rope", 3, x->shape);
     RopeJob job = {rope, seq_len, heads, pos_offset, x->data, y->data, false};
     pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_forward_rows, &job);
     TapeNode *node = tape_record(tape, "rope", rope_backward, y, 1, &x);
@@ -131,4 +134,12 @@ Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int
         node->iparam[1] = pos_offset;
     }
     return y;
+}
+
+Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+    return rope_forward(tape, x, heads, rope, pos_offset, false);
+}
+
+Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+    return rope_forward(tape, x, heads, rope, pos_offset, true);
 }
