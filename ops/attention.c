@@ -6,11 +6,12 @@
  * computes up to 3 scores past a row's diagonal, which are then replaced by zeros.
  *
  * What the backward keeps: the softmax probabilities P, (B, H, Tq, Tk), of which only the causal
- * part j <= pos(t) (and the zeros just past it) is written. The alternative, keeping the row
- * logsumexp and recomputing Q K^T in the backward, saves that memory (16 MB per layer at B=8,
- * H=8, T=256: 128 MB for 8 layers, against the ~2 GB PyTorch needs for the same model) but
- * costs a fifth matrix product and the exps again, about a quarter more backward work; at these
- * sizes memory is the cheaper of the two.
+ * part j <= pos(t) (and the zeros just past it) is written -- while they are small. Past a limit
+ * (8 MB per call by default: B=16, H=4, T=128 keeps them; B=8, H=8, T=256 would keep 16 MB per
+ * layer, 128 MB for 8 layers) the backward recomputes each head's P from Q and K instead, with
+ * the same code as the forward, so the gradients come out bitwise the same either way. That
+ * costs one more product (Q K^T) and the exps again, a few per cent of a training step at
+ * these sizes, and makes the attention's memory linear in T instead of quadratic.
  *
  * The products are small register-blocked loops (matrix_product), not BLAS: the blocks are
  * small, causally ragged and run inside the pool's threads, where a threaded OpenBLAS call
@@ -199,6 +200,22 @@ static void zero_past_diagonal(float *row, int64_t n_keys, int64_t kv_len) {
 
 /* ---- forward ---- */
 
+/* Rows [t0, t0 + rows) of one head's P, (rows, ld_p): S = Q K^T over the block's keys (keys_t
+ * is K transposed, (hd, key_pad)), then P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i -
+ * max s)) over each row's keys 0 ..= pos(t), zeros just past the diagonal. The forward and the
+ * backward's recomputation both come here, so they get the same bits. */
+static void probs_block(const AttentionDims *dims, const float *q_bh, const float *keys_t, int64_t t0, int rows,
+                        float *p_block, int64_t ld_p) {
+    int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
+    matrix_product(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t, dims->key_pad,
+                   block_keys, p_block, ld_p, false);
+    for (int r = 0; r < rows; r++) {
+        int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
+        softmax_scaled_inplace(p_block + r * ld_p, n_keys, dims->scale);
+        zero_past_diagonal(p_block + r * ld_p, n_keys, dims->kv_len);
+    }
+}
+
 typedef struct {
     AttentionDims dims;
     const float *q, *k, *v;   /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
@@ -231,15 +248,7 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
             int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
             int64_t ld_p = ctx->probs ? tk : dims->key_pad;
             float *p_block = ctx->probs ? ctx->probs + (unit * tq + t0) * tk : prob_rows;   // (rows, ld_p)
-            /* S = Q K^T over the block's keys (the 1/sqrt(hd) goes into the softmax) */
-            matrix_product(rows, hd, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t,
-                           dims->key_pad, block_keys, p_block, ld_p, false);
-            for (int r = 0; r < rows; r++) {
-                int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
-                /* P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */
-                softmax_scaled_inplace(p_block + r * ld_p, n_keys, dims->scale);
-                zero_past_diagonal(p_block + r * ld_p, n_keys, tk);
-            }
+            probs_block(dims, q_bh, keys_t, t0, rows, p_block, ld_p);
             /* O = P V */
             matrix_product(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
                            out_bh + t0 * dims->q_stride, dims->q_stride, false);
@@ -252,10 +261,12 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
 typedef struct {
     AttentionDims dims;
     const float *q, *k, *v;     /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
-    const float *probs;         /* (B,H,Tq,Tk): the causal part, zeros just past the diagonal */
+    const float *probs;         /* (B,H,Tq,Tk) as the forward kept them, or NULL: recompute */
     const float *dout;          /* (B,Tq,H*hd) */
     float *dq, *dk, *dv;        /* like q, k, v; NULL when that input wants no gradient */
-    float *scratch;             /* per thread: values transposed (hd, key_pad) + dS (Tq, key_pad) */
+    bool accumulate;            /* add into dq, dk, dv (else the first write stores) */
+    float *scratch;             /* per thread: values transposed (hd, key_pad), dS (Tq, key_pad),
+                                 * and to recompute P: keys transposed (hd, key_pad), P (Tq, key_pad) */
     size_t scratch_floats;
 } AttentionBackward;
 
@@ -269,13 +280,17 @@ typedef struct {
  *     dK += scale dS^T Q
  * One unit is one (batch, KV head) with the query heads of its group looped inside, in order:
  * those heads all add into the same dK and dV rows, and nothing else does, so the sums are
- * race-free and in the same order on any thread count. */
+ * race-free and in the same order on any thread count. When the gradients are new, the group's
+ * first head stores into dK and dV and every head stores its dQ (each product covers its whole
+ * block), so nothing needs zeroing first. */
 static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
     const AttentionBackward *ctx = ctx_;
     const AttentionDims *dims = &ctx->dims;
     int64_t hd = dims->head_dim, tq = dims->q_len, tk = dims->kv_len, pad = dims->key_pad;
     float *values_t = ctx->scratch + (size_t)thread * ctx->scratch_floats;   // (hd, key_pad)
     float *dscores = values_t + (size_t)(hd * pad);                            // (Tq, key_pad)
+    float *keys_t = dscores + (size_t)(tq * pad);                              // (hd, key_pad), recompute only
+    float *probs = keys_t + (size_t)(hd * pad);                                // (Tq, key_pad), recompute only
     for (int64_t unit = begin; unit < end; unit++) {
         int64_t b = unit / dims->kv_heads, g = unit % dims->kv_heads;
         size_t kv_base = (size_t)(b * tk * dims->kv_stride + g * hd);
@@ -284,12 +299,25 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
         float *dv_bg = ctx->dv ? ctx->dv + kv_base : NULL;        // (Tk, hd)
         bool need_dscores = ctx->dq || ctx->dk;
         if (need_dscores) transpose_head(ctx->v + kv_base, tk, dims->kv_stride, hd, values_t, pad);
+        if (!ctx->probs) transpose_head(k_bg, tk, dims->kv_stride, hd, keys_t, pad);
         for (int64_t h = g * dims->group; h < (g + 1) * dims->group; h++) {
             size_t q_base = (size_t)(b * tq * dims->q_stride + h * hd);
             const float *q_bh = ctx->q + q_base;                   // (Tq, hd)
             const float *dout_bh = ctx->dout + q_base;             // (Tq, hd)
             float *dq_bh = ctx->dq ? ctx->dq + q_base : NULL;      // (Tq, hd)
-            const float *p_bh = ctx->probs + (size_t)((b * dims->heads + h) * tq * tk);   // (Tq, Tk)
+            bool add_kv = ctx->accumulate || h > g * dims->group;  /* a later head of the group adds */
+            const float *p_bh;                                     // (Tq, ld_p)
+            int64_t ld_p;
+            if (ctx->probs) {
+                p_bh = ctx->probs + (size_t)((b * dims->heads + h) * tq * tk);
+                ld_p = tk;
+            } else {
+                for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS)
+                    probs_block(dims, q_bh, keys_t, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS,
+                                probs + t0 * pad, pad);
+                p_bh = probs;
+                ld_p = pad;
+            }
 
             /* dV_j += sum_{t : pos(t) >= j} P_tj dO_t, keys in blocks: A = P^T from the first
              * query that sees the block's first key */
@@ -297,9 +325,9 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    matrix_product(rows, tq - t_first, p_bh + t_first * tk + j0, 1, tk,
+                    matrix_product(rows, tq - t_first, p_bh + t_first * ld_p + j0, 1, ld_p,
                                    dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                   dv_bg + j0 * dims->kv_stride, dims->kv_stride, true);
+                                   dv_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
             }
             if (!need_dscores) continue;
@@ -312,7 +340,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                                pad, block_keys, ds_block, pad, false);
                 for (int r = 0; r < rows; r++) {
                     int64_t n_keys = dims->offset + t0 + r + 1;
-                    const float *p_t = p_bh + (t0 + r) * tk;      // (n_keys)
+                    const float *p_t = p_bh + (t0 + r) * ld_p;    // (n_keys)
                     float *ds_t = ds_block + r * pad;             // (n_keys)
                     /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti) */
                     float rowsum = dot_lanes(p_t, ds_t, n_keys);
@@ -325,7 +353,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 /* dQ += scale dS K */
                 if (dq_bh)
                     matrix_product(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
-                                   dq_bh + t0 * dims->q_stride, dims->q_stride, true);
+                                   dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
             }
             /* dK_j += sum_{t : pos(t) >= j} scale dS_tj q_t, keys in blocks as for dV */
             if (dk_bg) {
@@ -334,7 +362,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
                     matrix_product(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
                                    q_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                   dk_bg + j0 * dims->kv_stride, dims->kv_stride, true);
+                                   dk_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
             }
         }
@@ -348,19 +376,38 @@ static void attention_backward(Tape *tape, TapeNode *node) {
         .q = q->data, .k = k->data, .v = v->data,
         .probs = node->saved,
         .dout = node->out->grad,
-        /* gradients are taken here, not in the threads: tensor_grad allocates from the arena */
-        .dq = tensor_wants_grad(q) ? tensor_grad(tape, q) : NULL,
-        .dk = tensor_wants_grad(k) ? tensor_grad(tape, k) : NULL,
-        .dv = tensor_wants_grad(v) ? tensor_grad(tape, v) : NULL,
     };
+    /* Gradients are taken here, not in the threads (they come from the arena). All three new:
+     * the products store. Any one already there (or an input passed twice): all zeroed, all add. */
+    bool new_q = !tensor_wants_grad(q) || !q->grad, new_k = !tensor_wants_grad(k) || !k->grad;
+    bool new_v = !tensor_wants_grad(v) || !v->grad;
+    ctx.accumulate = !(new_q && new_k && new_v && q != k && k != v && q != v);
+    bool accumulate_unused;
+    if (tensor_wants_grad(q))
+        ctx.dq = ctx.accumulate ? tensor_grad(tape, q) : tensor_grad_for_write(tape, q, &accumulate_unused);
+    if (tensor_wants_grad(k))
+        ctx.dk = ctx.accumulate ? tensor_grad(tape, k) : tensor_grad_for_write(tape, k, &accumulate_unused);
+    if (tensor_wants_grad(v))
+        ctx.dv = ctx.accumulate ? tensor_grad(tape, v) : tensor_grad_for_write(tape, v, &accumulate_unused);
     const AttentionDims *dims = &ctx.dims;
     /* per-thread scratch, taken before the parallel loop and given back after it */
     int threads = pool_threads(tape->pool);
     ArenaMark scratch_mark = arena_mark(tape->arena);
-    ctx.scratch_floats = (size_t)((dims->head_dim + dims->q_len) * dims->key_pad);
+    int64_t per_thread = dims->head_dim + dims->q_len;
+    if (!ctx.probs) per_thread *= 2;
+    ctx.scratch_floats = (size_t)(per_thread * dims->key_pad);
     ctx.scratch = arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
     pool_parallel_for(tape->pool, dims->batch * dims->kv_heads, attention_backward_range, &ctx);
     arena_rewind(tape->arena, scratch_mark);
+}
+
+/* Bytes of P the forward may keep for the backward; larger ones are recomputed. */
+static size_t saved_probs_limit = (size_t)8 << 20;
+
+size_t attention_set_saved_probs_limit(size_t bytes) {
+    size_t old = saved_probs_limit;
+    saved_probs_limit = bytes;
+    return old;
 }
 
 Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads) {
@@ -393,9 +440,9 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     ctx.out = out->data;
     /* the same condition under which tape_record will append a node */
     bool recording = tape->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
-    if (recording)
-        ctx.probs = arena_alloc(tape->arena, (size_t)(dims->batch * heads * dims->q_len * dims->kv_len) *
-                                                 sizeof(float));   // (B,H,Tq,Tk)
+    size_t probs_bytes = (size_t)(dims->batch * heads * dims->q_len * dims->kv_len) * sizeof(float);
+    if (recording && probs_bytes <= saved_probs_limit)
+        ctx.probs = arena_alloc(tape->arena, probs_bytes);   // (B,H,Tq,Tk)
     int threads = pool_threads(tape->pool);
     ArenaMark scratch_mark = arena_mark(tape->arena);
     ctx.scratch_floats = (size_t)((hd + BLOCK_ROWS) * dims->key_pad);
@@ -406,7 +453,7 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     TapeNode *node = tape_record(tape, "attention", attention_backward, out, 3, (Tensor *[]){q, k, v});
     TG_CHECK((node != NULL) == recording, "attention: tape recorded %d, expected %d", node != NULL, recording);
     if (node) {
-        node->saved = ctx.probs;
+        node->saved = ctx.probs;   /* NULL: the backward recomputes P */
         node->iparam[0] = heads;
         node->iparam[1] = kv_heads;
     }

@@ -57,6 +57,10 @@ Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *r
  * query t sits at position Tk - Tq + t and sees keys 0 ..= Tk - Tq + t (KV-cache decoding
  * passes Tq = 1). Output (B, Tq, heads*hd). Parallel over (batch, head). */
 Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads);
+/* The backward needs the softmax probabilities (B, H, Tq, Tk): the forward keeps them when they
+ * take at most this many bytes (default 8 MB), else the backward recomputes them (same bits,
+ * a few per cent more work, memory linear in T). Returns the previous limit (tests set 0). */
+size_t attention_set_saved_probs_limit(size_t bytes);
 
 /* ---- ffn.c ---- */
 /* silu(a) * b, fused. a, b same shape. */
