@@ -83,5 +83,8 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, co
  * The softmax is fused into the backward: dlogits = (softmax - onehot) / count. */
 enum { TG_IGNORE_INDEX = -1 };
 Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
+/* The same, but the backward may write dlogits over the logits' values (saving an (R, V)
+ * buffer): for logits that nobody reads after the backward. */
+Tensor *op_cross_entropy_consuming(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
 
 #endif

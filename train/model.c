@@ -193,6 +193,10 @@ Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, in
 Tensor *model_loss(Model *m, Tape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
                    int64_t T, Tensor **logits_out) {
     Tensor *logits = model_forward(m, tape, tokens, B, T, NULL);
-    if (logits_out) *logits_out = logits;
-    return op_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
+    if (logits_out) {
+        *logits_out = logits;
+        return op_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
+    }
+    /* no one else sees the logits: the backward may overwrite them with their gradient */
+    return op_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
 }
