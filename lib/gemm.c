@@ -6,21 +6,26 @@
  *
  *   for each block of NC columns of C
  *     for each slice of KC along k:   pack op(B)[slice, block] into NR-column panels
- *       for each block of MC rows:    pack op(A)[rows, slice] into MR-row panels
- *         for each NR panel, each MR panel:   C tile (MR x NR) += A panel * B panel
+ *       for each block of MC rows:
+ *         for each NR panel, each MR panel:   C tile (MR x NR) += A rows * B panel
+ *
+ * Unlike BLIS, A is read where it lies (a row of A, or of A^T, per broadcast) rather than packed:
+ * with k = 128 or n = 128, as in the small model, packing A cost as much as the product itself,
+ * and the A rows of a tile stay in L1/L2 across the NR panels anyway. Only a last partial panel
+ * of fewer than MR rows is packed (with zero rows), so the kernel never reads past A.
  *
  * The micro-kernel keeps a 12 x 32 tile of C in 24 vector registers of 16 floats; per step of
  * k it loads two vectors of the B panel (32 consecutive floats) and, for each of the 12 rows,
  * broadcasts one float of the A panel and does two fused multiply-adds: 24 FMAs per 2 loads
  * and 12 broadcasts, so the FMA units, not the loads, set the pace. The packed B panel
- * (KC x 32 floats, 32 KB) stays in L1 across the MR panels; the packed A block (MC x KC,
- * 96 KB) stays in L2.
+ * (KC x 32 floats, 32 KB) stays in L1 across the MR panels of a block of MC rows, whose A
+ * (MC x KC, 96 KB) stays in L2.
  *
  * Written with GNU C vectors (16 floats = one zmm register); this file is compiled with
  * -O3 -ffp-contract=fast, so that `acc += a * b` becomes one FMA (ISO C mode turns contraction
  * off) and the 24 accumulators stay in registers (at -O2 GCC spills the B vectors to the stack
- * and runs at half the speed). Measured on one core: 150-185 GFLOP/s on this model's shapes,
- * OpenBLAS's Haswell kernels 85-100. Each element of C is the sum over
+ * and runs at half the speed). Measured on one core: 155-210 GFLOP/s on this model's shapes (the
+ * peak is ~217), OpenBLAS's Haswell kernels 85-100. Each element of C is the sum over
  * k in a fixed order (a chain of FMAs per KC slice, slices added in order), whatever the shape
  * of the call or the tile the element falls in: splitting C over threads changes no bit.
  * Without AVX-512 the same code compiles to narrower vectors (correct, slower): blas.c then
@@ -101,12 +106,15 @@ static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t 
     }
 }
 
-/* acc (MR x NR) = A panel (kc x MR) * B panel (kc x NR), then written into the tile of C:
+/* acc (MR x NR) = A (MR x kc) * B panel (kc x NR), then written into the tile of C:
  * first slice: C = alpha acc + beta C (beta 0 never reads C); later slices: C += alpha acc.
- * A full tile is written in place; a partial one (rows x cols) goes through `edge`. */
-static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const float *ap, const float *bp,
-                                                               float *c, int64_t ldc, int rows, int cols,
-                                                               float alpha, float beta, bool first) {
+ * A(r, p) = a[r a_rs + p a_cs]: a packed panel (1, MR), or A read where it lies, (lda, 1) or
+ * (1, lda) when transposed. A full tile is written in place; a partial one (rows x cols) goes
+ * through `edge`. */
+static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const float *a, int64_t a_rs,
+                                                               int64_t a_cs, const float *bp, float *c,
+                                                               int64_t ldc, int rows, int cols, float alpha,
+                                                               float beta, bool first) {
     f32x16 acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = (f32x16){0};
@@ -114,9 +122,9 @@ static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const
         const f32x16 b0 = VEC16_ALIGNED(bp + p * NR), b1 = VEC16_ALIGNED(bp + p * NR + 16);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
-            const float a = ap[p * MR + r];
-            acc[r][0] += a * b0;
-            acc[r][1] += a * b1;
+            const float a_rp = a[r * a_rs + p * a_cs];
+            acc[r][0] += a_rp * b0;
+            acc[r][1] += a_rp * b1;
         }
     }
     if (rows == MR && cols == NR) {
@@ -150,6 +158,20 @@ static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const
         }
 }
 
+/* The three ways of reading A, each with its strides known to the compiler where it can. */
+static void kernel_packed_a(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int rows,
+                            int cols, float alpha, float beta, bool first) {
+    micro_kernel(kc, ap, 1, MR, bp, c, ldc, rows, cols, alpha, beta, first);
+}
+static void kernel_rows_a(int64_t kc, const float *a, int64_t lda, const float *bp, float *c, int64_t ldc,
+                          int cols, float alpha, float beta, bool first) {
+    micro_kernel(kc, a, lda, 1, bp, c, ldc, MR, cols, alpha, beta, first);
+}
+static void kernel_columns_a(int64_t kc, const float *a, int64_t lda, const float *bp, float *c, int64_t ldc,
+                             int cols, float alpha, float beta, bool first) {
+    micro_kernel(kc, a, 1, lda, bp, c, ldc, MR, cols, alpha, beta, first);
+}
+
 /* Packing buffers of the calling thread, grown once to the largest block and then reused. */
 static _Thread_local float *pack_buffer;
 
@@ -180,15 +202,24 @@ void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
             pack_b(b_slice, ldb, trans_b, kc, nc, b_pack);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 int64_t mc = m - i0 < MC ? m - i0 : MC;
-                const float *a_slice = trans_a ? a + p0 * lda + i0 : a + i0 * lda + p0;
-                pack_a(a_slice, lda, trans_a, mc, kc, a_pack);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     int cols = nc - jr < NR ? (int)(nc - jr) : NR;
                     const float *bp = b_pack + jr * kc;
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         int rows = mc - ir < MR ? (int)(mc - ir) : MR;
-                        micro_kernel(kc, a_pack + ir * kc, bp, c + (i0 + ir) * ldc + j0 + jr, ldc, rows,
-                                     cols, alpha, beta, p0 == 0);
+                        float *c_tile = c + (i0 + ir) * ldc + j0 + jr;
+                        /* full panels read A in place: packing would cost as much as the
+                         * product when k or n is small (k = 128 here); a last partial panel is
+                         * packed with zero rows */
+                        const float *a_tile = trans_a ? a + p0 * lda + i0 + ir : a + (i0 + ir) * lda + p0;
+                        if (rows < MR) {
+                            pack_a(a_tile, lda, trans_a, rows, kc, a_pack);
+                            kernel_packed_a(kc, a_pack, bp, c_tile, ldc, rows, cols, alpha, beta, p0 == 0);
+                        } else if (trans_a) {
+                            kernel_columns_a(kc, a_tile, lda, bp, c_tile, ldc, cols, alpha, beta, p0 == 0);
+                        } else {
+                            kernel_rows_a(kc, a_tile, lda, bp, c_tile, ldc, cols, alpha, beta, p0 == 0);
+                        }
                     }
                 }
             }
