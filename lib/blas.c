@@ -39,14 +39,24 @@ typedef struct {
     const float *a, *b;
     float *c;
     int threads;
+    bool by_columns;
 } GemmJob;
 
-/* Rows of C are handed out in multiples of 16 (OpenBLAS's micro-kernels take 8 or 16 at a
- * time), so no thread gets a ragged edge block that a coarser split would avoid. */
-enum { GEMM_ROW_QUANTUM = 16 };
+/* C is handed out in blocks of 16 rows or 32 columns (multiples of the kernels' tiles), so no
+ * thread gets a ragged edge block that a coarser split would avoid. */
+enum { GEMM_ROW_QUANTUM = 16, GEMM_COLUMN_QUANTUM = 32 };
 
-static void gemm_rows(void *ctx, int64_t begin, int64_t end, int thread) {
+static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
     const GemmJob *j = ctx;
+    if (j->by_columns) {   /* columns [col0, col1) of op(B) and C */
+        int64_t col0 = begin * GEMM_COLUMN_QUANTUM, col1 = end * GEMM_COLUMN_QUANTUM;
+        if (col1 > j->n) col1 = j->n;
+        if (col1 <= col0) return;
+        const float *b = j->trans_b ? j->b + col0 * j->ldb : j->b + col0;
+        tg_sgemm(j->trans_a, j->trans_b, j->m, col1 - col0, j->k, j->alpha, j->a, j->lda, b, j->ldb,
+                 j->beta, j->c + col0, j->ldc);
+        return;
+    }
     int64_t row0 = begin * GEMM_ROW_QUANTUM, row1 = end * GEMM_ROW_QUANTUM;
     if (row1 > j->m) row1 = j->m;
     if (row1 <= row0) return;
@@ -63,13 +73,18 @@ void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc) {
     int threads = pool_threads(pool);
-    if (gemm_mode != TG_GEMM_POOL || threads == 1 || m < 2 * GEMM_ROW_QUANTUM ||
+    /* by rows, unless C is wider than tall (a weight gradient dW = dY^T X with few outputs): then
+     * by columns, so that each thread packs only its part of B rather than all of it */
+    bool by_columns = n > m;
+    int64_t units = by_columns ? (n + GEMM_COLUMN_QUANTUM - 1) / GEMM_COLUMN_QUANTUM
+                               : (m + GEMM_ROW_QUANTUM - 1) / GEMM_ROW_QUANTUM;
+    if (gemm_mode != TG_GEMM_POOL || threads == 1 || units < 2 ||
         (double)m * (double)n * (double)k < GEMM_MIN_PARALLEL_MNK) {
         tg_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    GemmJob job = {trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, threads};
-    pool_parallel_for(pool, (m + GEMM_ROW_QUANTUM - 1) / GEMM_ROW_QUANTUM, gemm_rows, &job);
+    GemmJob job = {trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, threads, by_columns};
+    pool_parallel_for(pool, units, gemm_block, &job);
 }
 
 void tg_blas_set_gemm_mode(tg_gemm_mode mode) { gemm_mode = mode; }

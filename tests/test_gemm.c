@@ -1,5 +1,5 @@
 /* The GEMMs: tapegrad's blocked kernel against a double-precision triple loop on shapes that
- * cross every block edge (MR 12, NR 32, KC 256, MC 96, NC 512), all four transpositions, and
+ * cross every block edge (MR 12, NR 32, KC 384, MC 96, NC 512), all four transpositions, and
  * beta 0 / 1 / other; and the pool split giving the same bits as one thread. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -45,7 +45,7 @@ static void check_gemm(GemmFn gemm, bool ta, bool tb, int64_t m, int64_t n, int6
 }
 
 Test(gemm, tiled_kernel_matches_a_triple_loop_across_block_edges) {
-    const int64_t shapes[][3] = {{1, 1, 1}, {12, 32, 7}, {13, 33, 257}, {11, 31, 256}, {97, 65, 300},
+    const int64_t shapes[][3] = {{1, 1, 1}, {12, 32, 7}, {13, 33, 385}, {11, 31, 384}, {97, 65, 300}, {40, 70, 800},
                                  {25, 513, 40}, {200, 17, 520}, {5, 3, 0}};
     const float betas[] = {0.0f, 1.0f, 0.5f};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -70,6 +70,8 @@ Test(gemm, pool_split_is_correct_and_bitwise_equal_to_one_thread) {
     test_pool = pool_create(2);
     check_gemm(pooled, false, true, 300, 200, 100, 1.0f, 0.0f);
     check_gemm(pooled, true, false, 130, 96, 400, 1.0f, 1.0f);
+    check_gemm(pooled, true, false, 40, 300, 500, 1.0f, 1.0f);   /* wider than tall: split by columns */
+    check_gemm(pooled, false, true, 50, 301, 90, 1.0f, 0.0f);
     Rng rng;
     rng_seed(&rng, 5);
     int64_t m = 301, n = 150, k = 260;
