@@ -199,7 +199,7 @@ static int run_bench(int argc, char **argv) {
                "\"flops_per_token\": %.0f, \"tokens_per_s\": %.1f, \"tokens_per_s_mean\": %.1f, "
                "\"ms_per_step\": %.3f, \"ms_fwd\": %.3f, \"ms_bwd\": %.3f, \"ms_opt\": %.3f, "
                "\"achieved_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"arena_peak_mb\": %.1f, "
-               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.9g, \"loss_last\": %.9g}\n",
                o.preset, (long long)cfg.dim, (long long)cfg.n_layers, (long long)cfg.n_heads,
                (long long)cfg.n_kv_heads, (long long)cfg.hidden, (long long)cfg.vocab, (long long)T, (long long)B,
                ffn_name, o.threads, gemm_name, o.steps, o.warmup, (long long)n_params, flops_per_token,
