@@ -84,6 +84,13 @@ static float dot_lanes(const float *a, const float *b, int64_t n) {
  * of A: 8 accumulators in registers, enough independent adds to hide their latency, and a
  * quarter of the traffic that one row at a time pulls from L2. */
 enum { BLOCK_ROWS = 4, BLOCK_VECTORS = 2, BLOCK_COLS = LANES * BLOCK_VECTORS };
+/* Full blocks use vectors of 16 floats: 32 columns at a time (8 accumulators of 16), then 16,
+ * then 8 with the 8-float block, then single columns. Lane-wise FMAs round alike at any width,
+ * so an element's value does not depend on which block computed it. */
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+#define VEC16(ptr) (*(f32x16_unaligned *)(ptr))
+enum { LANES16 = 16, BLOCK_COLS16 = LANES16 * BLOCK_VECTORS };
 
 /* Each element of C is the same sequential sum over i whatever the block shape (full vectors or
  * the scalar tail) and whatever n: the result of a column does not depend on its neighbours. */
@@ -117,13 +124,48 @@ static inline __attribute__((always_inline)) void product_block(int rows, int ve
         }
 }
 
+/* The same with sixteen-float vectors (one AVX-512 register), for the full blocks. */
+static inline __attribute__((always_inline)) void product_block16(int rows, int vectors, int64_t n_k,
+                                                                const float *a, int64_t a_row,
+                                                                int64_t a_col, const float *b,
+                                                                int64_t ldb, float *c, int64_t ldc,
+                                                                bool accumulate) {
+    f32x16 acc[BLOCK_ROWS][BLOCK_VECTORS];
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) acc[r][v] = (f32x16){0};
+    for (int64_t i = 0; i < n_k; i++) {
+        f32x16 b_vec[BLOCK_VECTORS];
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) b_vec[v] = VEC16(b + i * ldb + LANES16 * v);
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++) {
+            float a_ri = a[r * a_row + i * a_col];
+#pragma GCC unroll 2
+            for (int v = 0; v < vectors; v++) acc[r][v] += a_ri * b_vec[v];
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) {
+            if (accumulate) VEC16(c + r * ldc + LANES16 * v) += acc[r][v];
+            else VEC16(c + r * ldc + LANES16 * v) = acc[r][v];
+        }
+}
+
 static inline __attribute__((always_inline)) void product_rows(int rows, int64_t n_k, const float *a,
                                                                int64_t a_row, int64_t a_col,
                                                                const float *b, int64_t ldb, int64_t n,
                                                                float *c, int64_t ldc, bool accumulate) {
     int64_t col = 0;
-    for (; col + BLOCK_COLS <= n; col += BLOCK_COLS)
-        product_block(rows, 2, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+    for (; col + BLOCK_COLS16 <= n; col += BLOCK_COLS16)
+        product_block16(rows, 2, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+    if (col + LANES16 <= n) {
+        product_block16(rows, 1, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+        col += LANES16;
+    }
     if (col + LANES <= n) {
         product_block(rows, 1, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
         col += LANES;
