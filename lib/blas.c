@@ -78,7 +78,7 @@ void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
     bool by_columns = n > m;
     int64_t units = by_columns ? (n + GEMM_COLUMN_QUANTUM - 1) / GEMM_COLUMN_QUANTUM
                                : (m + GEMM_ROW_QUANTUM - 1) / GEMM_ROW_QUANTUM;
-    if (gemm_mode != TG_GEMM_POOL || threads == 1 || units < 2 ||
+    if (gemm_mode == TG_GEMM_OPENBLAS || threads == 1 || units < 2 ||
         (double)m * (double)n * (double)k < GEMM_MIN_PARALLEL_MNK) {
         tg_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
@@ -90,5 +90,5 @@ void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
 void tg_blas_set_gemm_mode(tg_gemm_mode mode) { gemm_mode = mode; }
 
 void tg_blas_set_threads(int threads) {
-    openblas_set_num_threads(gemm_mode == TG_GEMM_POOL ? 1 : threads);
+    openblas_set_num_threads(gemm_mode == TG_GEMM_OPENBLAS ? threads : 1);
 }

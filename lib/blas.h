@@ -38,7 +38,11 @@ void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                        int64_t ldc);
 
-typedef enum { TG_GEMM_POOL = 0, TG_GEMM_OPENBLAS = 1 } tg_gemm_mode;
+/* Who computes and who threads a GEMM:
+ *   TG_GEMM_POOL           tapegrad's kernel (AVX-512 builds; else OpenBLAS's), split over the pool
+ *   TG_GEMM_POOL_OPENBLAS  OpenBLAS's kernel single-threaded, split over the pool
+ *   TG_GEMM_OPENBLAS       OpenBLAS's kernel, threaded by OpenBLAS (the first design) */
+typedef enum { TG_GEMM_POOL = 0, TG_GEMM_OPENBLAS = 1, TG_GEMM_POOL_OPENBLAS = 2 } tg_gemm_mode;
 /* Chooses who threads GEMMs; call before tg_blas_set_threads. Default TG_GEMM_POOL. */
 void tg_blas_set_gemm_mode(tg_gemm_mode mode);
 /* The run's thread count. TG_GEMM_POOL keeps OpenBLAS at one thread whatever `threads` is

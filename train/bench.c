@@ -97,7 +97,7 @@ static int run_bench(int argc, char **argv) {
         {"--threads", FLAG_INT, &o.threads, "threads (2)", false},
         {"--steps", FLAG_INT, &o.steps, "timed steps, at least 5 (7)", false},
         {"--warmup", FLAG_INT, &o.warmup, "untimed steps first (2)", false},
-        {"--gemm", FLAG_STRING, &o.gemm, "pool (default): GEMMs split over tapegrad's threads, OpenBLAS single-threaded | openblas: OpenBLAS threads them", false},
+        {"--gemm", FLAG_STRING, &o.gemm, "pool (default): tapegrad's GEMM kernel on tapegrad's threads | pool-openblas: OpenBLAS's kernel, single-threaded, on tapegrad's threads | openblas: OpenBLAS's kernel and threads", false},
         {"--seed", FLAG_INT64, &o.seed, "seed of weights and tokens (1234)", false},
         {"--json", FLAG_BOOL, &o.json, "print one JSON object", false},
     };
@@ -110,8 +110,12 @@ static int run_bench(int argc, char **argv) {
         fprintf(stderr, "tapegrad bench: --threads must be >= 1, --steps >= 5, --warmup >= 0\n");
         return 2;
     }
-    if (o.gemm && strcmp(o.gemm, "pool") != 0 && strcmp(o.gemm, "openblas") != 0) {
-        fprintf(stderr, "tapegrad bench: --gemm must be pool or openblas, got '%s'\n", o.gemm);
+    tg_gemm_mode gemm_mode = TG_GEMM_POOL;
+    const char *gemm_name = o.gemm ? o.gemm : "pool";
+    if (strcmp(gemm_name, "openblas") == 0) gemm_mode = TG_GEMM_OPENBLAS;
+    else if (strcmp(gemm_name, "pool-openblas") == 0) gemm_mode = TG_GEMM_POOL_OPENBLAS;
+    else if (strcmp(gemm_name, "pool") != 0) {
+        fprintf(stderr, "tapegrad bench: --gemm must be pool, pool-openblas or openblas, got '%s'\n", gemm_name);
         return 2;
     }
     ModelConfig cfg;
@@ -122,8 +126,7 @@ static int run_bench(int argc, char **argv) {
     }
     int64_t T = cfg.seq_len;
 
-    bool gemm_in_pool = !o.gemm || strcmp(o.gemm, "pool") == 0;
-    tg_blas_set_gemm_mode(gemm_in_pool ? TG_GEMM_POOL : TG_GEMM_OPENBLAS);
+    tg_blas_set_gemm_mode(gemm_mode);
     tg_blas_set_threads(o.threads);
     Model model;
     model_build(&model, &cfg);
@@ -190,7 +193,6 @@ static int run_bench(int argc, char **argv) {
     double rss = peak_rss_mb();
     double arena_mb = (double)arena.peak / (1024.0 * 1024.0);
     const char *ffn_name = cfg.ffn == FFN_SWIGLU ? "swiglu" : "relu";
-    const char *gemm_name = gemm_in_pool ? "pool" : "openblas";
 
     if (o.json) {
         printf("{\"preset\": \"%s\", \"dim\": %lld, \"layers\": %lld, \"heads\": %lld, \"kv_heads\": %lld, "
