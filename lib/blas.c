@@ -73,9 +73,10 @@ void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc) {
     int threads = pool_threads(pool);
-    /* by rows, unless C is wider than tall (a weight gradient dW = dY^T X with few outputs): then
-     * by columns, so that each thread packs only its part of B rather than all of it */
-    bool by_columns = n > m;
+    /* By rows (each thread packs all of B, which is the small weight in Y = X W^T and dX = dY W),
+     * unless C is wider than tall or k is the longest side, as in a weight gradient
+     * dW = dY^T X (k = tokens): then by columns, so each thread packs only its half of B. */
+    bool by_columns = n > m || k > m;
     int64_t units = by_columns ? (n + GEMM_COLUMN_QUANTUM - 1) / GEMM_COLUMN_QUANTUM
                                : (m + GEMM_ROW_QUANTUM - 1) / GEMM_ROW_QUANTUM;
     if (gemm_mode == TG_GEMM_OPENBLAS || threads == 1 || units < 2 ||

@@ -21,7 +21,7 @@ void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc);
 /* The same product, split over the pool's threads by rows of C (by columns when C is wider
- * than tall) when it is large enough (in
+ * than tall or k is the longest side) when it is large enough (in
  * TG_GEMM_POOL mode). Each element of C is computed by one thread, so the result depends only
  * on the thread count. Not to be called from inside a pool job. */
 void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
