@@ -9,10 +9,11 @@
  *       for each block of MC rows:
  *         for each NR panel, each MR panel:   C tile (MR x NR) += A rows * B panel
  *
- * Unlike BLIS, A is read where it lies (a row of A, or of A^T, per broadcast) rather than packed:
- * with k = 128 or n = 128, as in the small model, packing A cost as much as the product itself,
- * and the A rows of a tile stay in L1/L2 across the NR panels anyway. Only a last partial panel
- * of fewer than MR rows is packed (with zero rows), so the kernel never reads past A.
+ * Unlike BLIS, a non-transposed A is read where it lies (12 rows, one float of each per step of
+ * k) rather than packed: with k = 128 or n = 128, as in the small model, packing A cost as much
+ * as the product itself, and the rows of a tile stay in L1/L2 across the NR panels anyway. Only
+ * a last partial panel of fewer than MR rows is packed (with zero rows), so the kernel never
+ * reads past A. A transposed A (dY^T in a weight gradient, k = tokens) is packed per block.
  *
  * The micro-kernel keeps a 12 x 32 tile of C in 24 vector registers of 16 floats; per step of
  * k it loads two vectors of the B panel (32 consecutive floats) and, for each of the 12 rows,
@@ -158,7 +159,7 @@ static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const
         }
 }
 
-/* The three ways of reading A, each with its strides known to the compiler where it can. */
+/* The two ways of reading A, each with its strides known to the compiler. */
 static void kernel_packed_a(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int rows,
                             int cols, float alpha, float beta, bool first) {
     micro_kernel(kc, ap, 1, MR, bp, c, ldc, rows, cols, alpha, beta, first);
@@ -166,10 +167,6 @@ static void kernel_packed_a(int64_t kc, const float *ap, const float *bp, float 
 static void kernel_rows_a(int64_t kc, const float *a, int64_t lda, const float *bp, float *c, int64_t ldc,
                           int cols, float alpha, float beta, bool first) {
     micro_kernel(kc, a, lda, 1, bp, c, ldc, MR, cols, alpha, beta, first);
-}
-static void kernel_columns_a(int64_t kc, const float *a, int64_t lda, const float *bp, float *c, int64_t ldc,
-                             int cols, float alpha, float beta, bool first) {
-    micro_kernel(kc, a, 1, lda, bp, c, ldc, MR, cols, alpha, beta, first);
 }
 
 /* Packing buffers of the calling thread, grown once to the largest block and then reused. */
@@ -202,23 +199,27 @@ void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
             pack_b(b_slice, ldb, trans_b, kc, nc, b_pack);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 int64_t mc = m - i0 < MC ? m - i0 : MC;
+                /* A^T (a weight gradient's dY^T) is packed, once per block: read in place, each
+                 * step of k would touch another cache line, and the A tile would not stay in L1
+                 * next to the B panel. */
+                if (trans_a) pack_a(a + p0 * lda + i0, lda, true, mc, kc, a_pack);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     int cols = nc - jr < NR ? (int)(nc - jr) : NR;
                     const float *bp = b_pack + jr * kc;
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         int rows = mc - ir < MR ? (int)(mc - ir) : MR;
                         float *c_tile = c + (i0 + ir) * ldc + j0 + jr;
-                        /* full panels read A in place: packing would cost as much as the
+                        /* rows of A are read in place: packing them would cost as much as the
                          * product when k or n is small (k = 128 here); a last partial panel is
                          * packed with zero rows */
-                        const float *a_tile = trans_a ? a + p0 * lda + i0 + ir : a + (i0 + ir) * lda + p0;
-                        if (rows < MR) {
-                            pack_a(a_tile, lda, trans_a, rows, kc, a_pack);
+                        const float *a_rows = a + (i0 + ir) * lda + p0;
+                        if (trans_a) {
+                            kernel_packed_a(kc, a_pack + ir * kc, bp, c_tile, ldc, rows, cols, alpha, beta, p0 == 0);
+                        } else if (rows < MR) {
+                            pack_a(a_rows, lda, false, rows, kc, a_pack);
                             kernel_packed_a(kc, a_pack, bp, c_tile, ldc, rows, cols, alpha, beta, p0 == 0);
-                        } else if (trans_a) {
-                            kernel_columns_a(kc, a_tile, lda, bp, c_tile, ldc, cols, alpha, beta, p0 == 0);
                         } else {
-                            kernel_rows_a(kc, a_tile, lda, bp, c_tile, ldc, cols, alpha, beta, p0 == 0);
+                            kernel_rows_a(kc, a_rows, lda, bp, c_tile, ldc, cols, alpha, beta, p0 == 0);
                         }
                     }
                 }
