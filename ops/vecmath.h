@@ -1,11 +1,12 @@
 /* Eight floats at a time, for the ops' loops (attention, SwiGLU). Header-only, static inline.
  *
- * GCC -O2 vectorises none of the loops below on its own (its cheap cost model refuses loops
- * that need a scalar remainder, and the float acc[64] of a matrix row stays on the stack), so
- * they are written with GNU C vectors: lane-wise + - * that lower to one AVX register, two SSE
- * registers or scalars, whatever the target has. Lane-wise operations round exactly like the
- * scalar ones, and every reduction below runs in an order fixed by its length alone, so the
- * results are bitwise the same on any thread count. No function takes or returns a vector by
+ * GCC -O2 vectorises none of the ops' loops on its own (its cheap cost model refuses loops
+ * that need a scalar remainder, and the float acc[64] of a matrix row stays on the stack), and
+ * no compiler vectorises a call to expf, so they are written with GNU C vectors: lane-wise
+ * + - * / that lower to one AVX register, two SSE registers or scalars, whatever the target
+ * has. Lane-wise operations round exactly like the scalar ones, and every reduction runs in an
+ * order fixed by its length alone, so the results are bitwise the same on any thread count.
+ * (Moved here from attention.c so SwiGLU can share the exp.) No function takes or returns a vector by
  * value (a non-AVX build would warn that the ABI differs), hence the in-place helpers. */
 #ifndef TAPEGRAD_VECMATH_H
 #define TAPEGRAD_VECMATH_H
