@@ -5,9 +5,11 @@
 
 #include "error.h"
 
-void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-              int64_t ldc) {
+static tg_gemm_mode gemm_mode = TG_GEMM_POOL;
+
+void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                       int64_t ldc) {
     TG_CHECK(m >= 0 && n >= 0 && k >= 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX &&
                  lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX,
              "sgemm dims m=%lld n=%lld k=%lld exceed BLAS int", (long long)m, (long long)n,
@@ -18,4 +20,76 @@ void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
                 (int)ldb, beta, c, (int)ldc);
 }
 
-void tg_blas_set_threads(int threads) { openblas_set_num_threads(threads); }
+void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc) {
+#ifdef __AVX512F__
+    if (gemm_mode == TG_GEMM_POOL) {
+        tg_sgemm_tiled(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+#endif
+    tg_sgemm_openblas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+typedef struct {
+    bool trans_a, trans_b;
+    int64_t m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int threads;
+    bool by_columns;
+} GemmJob;
+
+/* C is handed out in blocks of 16 rows or 32 columns (multiples of the kernels' tiles), so no
+ * thread gets a ragged edge block that a coarser split would avoid. */
+enum { GEMM_ROW_QUANTUM = 16, GEMM_COLUMN_QUANTUM = 32 };
+
+static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
+    const GemmJob *j = ctx;
+    if (j->by_columns) {   /* columns [col0, col1) of op(B) and C */
+        int64_t col0 = begin * GEMM_COLUMN_QUANTUM, col1 = end * GEMM_COLUMN_QUANTUM;
+        if (col1 > j->n) col1 = j->n;
+        if (col1 <= col0) return;
+        const float *b = j->trans_b ? j->b + col0 * j->ldb : j->b + col0;
+        tg_sgemm(j->trans_a, j->trans_b, j->m, col1 - col0, j->k, j->alpha, j->a, j->lda, b, j->ldb,
+                 j->beta, j->c + col0, j->ldc);
+        return;
+    }
+    int64_t row0 = begin * GEMM_ROW_QUANTUM, row1 = end * GEMM_ROW_QUANTUM;
+    if (row1 > j->m) row1 = j->m;
+    if (row1 <= row0) return;
+    /* rows [row0, row1) of op(A): A's rows, or A's columns when A is transposed */
+    const float *a = j->trans_a ? j->a + row0 : j->a + row0 * j->lda;
+    tg_sgemm(j->trans_a, j->trans_b, row1 - row0, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
+             j->beta, j->c + row0 * j->ldc, j->ldc);
+}
+
+/* Below ~2 MFLOP a pool wake-up costs a sizeable part of the product. */
+static const double GEMM_MIN_PARALLEL_MNK = 1 << 20;
+
+void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                   float beta, float *c, int64_t ldc) {
+    int threads = pool_threads(pool);
+    /* By rows (each thread packs all of B, which is the small weight in Y = X W^T and dX = dY W),
+     * unless C is wider than tall or k is the longest side, as in a weight gradient
+     * dW = dY^T X (k = tokens): then by columns, so each thread packs only its half of B. */
+    bool by_columns = n > m || k > m;
+    int64_t units = by_columns ? (n + GEMM_COLUMN_QUANTUM - 1) / GEMM_COLUMN_QUANTUM
+                               : (m + GEMM_ROW_QUANTUM - 1) / GEMM_ROW_QUANTUM;
+    if (gemm_mode == TG_GEMM_OPENBLAS || threads == 1 || units < 2 ||
+        (double)m * (double)n * (double)k < GEMM_MIN_PARALLEL_MNK) {
+        tg_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    GemmJob job = {trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, threads, by_columns};
+    pool_parallel_for(pool, units, gemm_block, &job);
+}
+
+void tg_blas_set_gemm_mode(tg_gemm_mode mode) { gemm_mode = mode; }
+
+void tg_blas_set_threads(int threads) {
+    openblas_set_num_threads(gemm_mode == TG_GEMM_OPENBLAS ? threads : 1);
+}

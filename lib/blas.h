@@ -1,16 +1,52 @@
 /* Row-major sgemm with 64-bit sizes: C = alpha * op(A) op(B) + beta * C.
- * The one place tapegrad calls OpenBLAS, so the dims are checked against BLAS's int once. */
+ * The one place tapegrad calls OpenBLAS, so the dims are checked against BLAS's int once.
+ *
+ * Threads: by default (TG_GEMM_POOL) OpenBLAS runs single-threaded and tg_sgemm_pool splits a
+ * large product into one block of C's rows per thread of tapegrad's pool. There is then one
+ * set of threads in the process, which sleeps on a condition variable between jobs; OpenBLAS's
+ * own threads, which spin (sched_yield) for a while after each call, would otherwise steal the
+ * cores from the pool's ops that follow a GEMM. TG_GEMM_OPENBLAS restores the other policy
+ * (OpenBLAS threads each GEMM) for comparison: `tapegrad bench --gemm openblas`. */
 #ifndef TAPEGRAD_BLAS_H
 #define TAPEGRAD_BLAS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* op(A) is [m, k], op(B) is [k, n], C is [m, n]; lda/ldb/ldc are the row strides as stored. */
+#include "pool.h"
+
+/* op(A) is [m, k], op(B) is [k, n], C is [m, n]; lda/ldb/ldc are the row strides as stored.
+ * Runs on the calling thread (with OpenBLAS's threads in TG_GEMM_OPENBLAS mode). */
 void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc);
-/* Threads OpenBLAS may use for one GEMM. */
+/* The same product, split over the pool's threads by rows of C (by columns when C is wider
+ * than tall or k is the longest side) when it is large enough (in
+ * TG_GEMM_POOL mode). Each element of C is computed by one thread, so the result depends only
+ * on the thread count. Not to be called from inside a pool job. */
+void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                   float beta, float *c, int64_t ldc);
+
+/* tapegrad's own blocked sgemm (gemm.c), same contract as tg_sgemm, single-threaded. tg_sgemm
+ * uses it when the build targets AVX-512, else OpenBLAS. Exposed for tests and benchmarks. */
+void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc);
+/* OpenBLAS's cblas_sgemm behind the same contract. */
+void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                       int64_t ldc);
+
+/* Who computes and who threads a GEMM:
+ *   TG_GEMM_POOL           tapegrad's kernel (AVX-512 builds; else OpenBLAS's), split over the pool
+ *   TG_GEMM_POOL_OPENBLAS  OpenBLAS's kernel single-threaded, split over the pool
+ *   TG_GEMM_OPENBLAS       OpenBLAS's kernel, threaded by OpenBLAS (the first design) */
+typedef enum { TG_GEMM_POOL = 0, TG_GEMM_OPENBLAS = 1, TG_GEMM_POOL_OPENBLAS = 2 } tg_gemm_mode;
+/* Chooses who threads GEMMs; call before tg_blas_set_threads. Default TG_GEMM_POOL. */
+void tg_blas_set_gemm_mode(tg_gemm_mode mode);
+/* The run's thread count. TG_GEMM_POOL keeps OpenBLAS at one thread whatever `threads` is
+ * (the pool supplies the others); TG_GEMM_OPENBLAS lets OpenBLAS use `threads`. */
 void tg_blas_set_threads(int threads);
 
 #endif

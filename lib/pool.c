@@ -1,7 +1,9 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "error.h"
 
@@ -12,7 +14,7 @@ struct Pool {
     pthread_cond_t job_ready;
     pthread_cond_t job_done;
     uint64_t generation; /* bumped for every job; workers run a job once per generation */
-    int pending;         /* workers still running the current job */
+    uint64_t pending;    /* workers still running the current job */
     int shutting_down;
     /* the current job */
     tg_range_fn fn;
@@ -24,6 +26,39 @@ typedef struct {
     Pool *pool;
     int index;
 } WorkerArg;
+
+/* Before sleeping on the condition variable, a worker waiting for the next job and the caller
+ * waiting for the workers spin this long, reading one word: ops come back to back during a
+ * step (a GEMM, a norm, a GEMM...), and waking a sleeping thread through the kernel costs tens
+ * of microseconds in this VM. Between steps and when idle, everyone sleeps. */
+static const double SPIN_SECONDS = 50e-6;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Spins until (*word == value) == until_equal, or the spin time is up; the caller then checks
+ * under the lock and sleeps if it must. */
+static void spin_on(const uint64_t *word, uint64_t value, bool until_equal) {
+    double deadline = 0;
+    for (unsigned i = 1;; i++) {
+        if ((__atomic_load_n(word, __ATOMIC_ACQUIRE) == value) == until_equal) return;
+        cpu_relax();
+        if ((i & 255) == 0) {   /* the clock only every 256 rounds */
+            double t = now_seconds();
+            if (deadline == 0) deadline = t + SPIN_SECONDS;
+            else if (t > deadline) return;
+        }
+    }
+}
 
 void pool_range(int64_t n, int threads, int thread, int64_t *begin, int64_t *end) {
     /* n*t/T without overflow for any n < 2^62 and T < 2^31 */
@@ -38,6 +73,7 @@ static void *worker_main(void *arg_) {
     free(arg);
     uint64_t seen = 0;
     for (;;) {
+        spin_on(&pool->generation, seen, false);   /* until a new job is posted */
         pthread_mutex_lock(&pool->lock);
         while (!pool->shutting_down && pool->generation == seen)
             pthread_cond_wait(&pool->job_ready, &pool->lock);
@@ -56,7 +92,7 @@ static void *worker_main(void *arg_) {
         if (end > begin) fn(ctx, begin, end, index);
 
         pthread_mutex_lock(&pool->lock);
-        if (--pool->pending == 0) pthread_cond_signal(&pool->job_done);
+        if (__atomic_sub_fetch(&pool->pending, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&pool->job_done);
         pthread_mutex_unlock(&pool->lock);
     }
 }
@@ -105,8 +141,8 @@ void pool_parallel_for(Pool *pool, int64_t n, tg_range_fn fn, void *ctx) {
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n = n;
-    pool->pending = pool->threads - 1;
-    pool->generation++;
+    __atomic_store_n(&pool->pending, (uint64_t)(pool->threads - 1), __ATOMIC_RELAXED);
+    __atomic_store_n(&pool->generation, pool->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool->job_ready);
     pthread_mutex_unlock(&pool->lock);
 
@@ -114,7 +150,11 @@ void pool_parallel_for(Pool *pool, int64_t n, tg_range_fn fn, void *ctx) {
     pool_range(n, pool->threads, 0, &begin, &end);
     if (end > begin) fn(ctx, begin, end, 0);
 
-    pthread_mutex_lock(&pool->lock);
-    while (pool->pending > 0) pthread_cond_wait(&pool->job_done, &pool->lock);
-    pthread_mutex_unlock(&pool->lock);
+    spin_on(&pool->pending, 0, true);   /* until every worker is done */
+    if (__atomic_load_n(&pool->pending, __ATOMIC_ACQUIRE) != 0) {
+        pthread_mutex_lock(&pool->lock);
+        while (__atomic_load_n(&pool->pending, __ATOMIC_ACQUIRE) > 0)
+            pthread_cond_wait(&pool->job_done, &pool->lock);
+        pthread_mutex_unlock(&pool->lock);
+    }
 }

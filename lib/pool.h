@@ -5,8 +5,10 @@
  * The partition depends only on n and the thread count, so an op that reduces per range and
  * then combines the partials in range order gives bitwise the same result on every run.
  *
- * Workers sleep on a condition variable between jobs: they never spin, so they do not steal
- * cycles from OpenBLAS's threads when a GEMM follows. The calling thread runs range 0.
+ * Between jobs a worker spins for at most 50 microseconds (jobs come back to back within a
+ * step), then sleeps on a condition variable. GEMMs run on this pool too (lib/blas.h), with
+ * OpenBLAS single-threaded, so no other set of threads competes for the cores. The calling
+ * thread runs range 0.
  */
 #ifndef TAPEGRAD_POOL_H
 #define TAPEGRAD_POOL_H

@@ -14,9 +14,49 @@ void tape_init(Tape *tape, Arena *arena, Pool *pool) {
 
 void tape_free(Tape *tape) {
     free(tape->nodes);
+    free(tape->free_lists);
     tape->nodes = NULL;
+    tape->free_lists = NULL;
     tape->n_nodes = tape->cap_nodes = 0;
+    tape->n_free_lists = tape->cap_free_lists = 0;
 }
+
+/* ---- activation gradients: arena memory recycled through per-size free lists ---- */
+
+static GradFreeList *free_list_of(Tape *tape, size_t bytes, bool create) {
+    for (int i = 0; i < tape->n_free_lists; i++)
+        if (tape->free_lists[i].bytes == bytes) return &tape->free_lists[i];
+    if (!create) return NULL;
+    if (tape->n_free_lists == tape->cap_free_lists) {
+        tape->cap_free_lists = tape->cap_free_lists ? 2 * tape->cap_free_lists : 16;
+        tape->free_lists = tg_realloc(tape->free_lists, (size_t)tape->cap_free_lists * sizeof *tape->free_lists);
+    }
+    GradFreeList *list = &tape->free_lists[tape->n_free_lists++];
+    list->bytes = bytes;
+    list->head = NULL;
+    return list;
+}
+
+static float *grad_alloc(Tape *tape, size_t bytes) {
+    GradFreeList *list = free_list_of(tape, bytes, false);
+    if (list && list->head) {
+        void *block = list->head;
+        list->head = *(void **)block;
+        return block;
+    }
+    return arena_alloc(tape->arena, bytes);
+}
+
+static void grad_release(Tape *tape, Tensor *t) {
+    size_t bytes = (size_t)t->numel * sizeof(float);
+    if (bytes < sizeof(void *)) return;   /* too small to link; the arena reset reclaims it */
+    GradFreeList *list = free_list_of(tape, bytes, true);
+    *(void **)t->grad = list->head;
+    list->head = t->grad;
+    t->grad = NULL;
+}
+
+void tensor_retain_grad(Tensor *t) { t->retain_grad = true; }
 
 TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tensor *out,
                       int n_in, Tensor *const *in) {
@@ -48,7 +88,17 @@ bool tape_set_grad_enabled(Tape *tape, bool enabled) {
 }
 
 float *tensor_grad(Tape *tape, Tensor *t) {
-    if (!t->grad) t->grad = arena_calloc(tape->arena, (size_t)t->numel * sizeof(float));
+    if (!t->grad) {
+        size_t bytes = (size_t)t->numel * sizeof(float);
+        t->grad = grad_alloc(tape, bytes);
+        memset(t->grad, 0, bytes);
+    }
+    return t->grad;
+}
+
+float *tensor_grad_for_write(Tape *tape, Tensor *t, bool *accumulate) {
+    *accumulate = t->grad != NULL;
+    if (!t->grad) t->grad = grad_alloc(tape, (size_t)t->numel * sizeof(float));
     return t->grad;
 }
 
@@ -58,6 +108,8 @@ void tape_backward_from_seeded(Tape *tape) {
         /* an output nothing depended on has no gradient: nothing flows back from it */
         if (!node->out->grad) continue;
         node->backward(tape, node);
+        /* every consumer of out came later on the tape and has run: its gradient is spent */
+        if (node->out->grad && !node->out->retain_grad) grad_release(tape, node->out);
     }
 }
 
@@ -72,5 +124,6 @@ void tape_backward(Tape *tape, Tensor *loss) {
 
 void tape_reset(Tape *tape) {
     tape->n_nodes = 0;
+    for (int i = 0; i < tape->n_free_lists; i++) tape->free_lists[i].head = NULL;
     arena_reset(tape->arena);
 }

@@ -7,6 +7,14 @@
  *
  * The tape also carries what every op needs: the step arena (outputs, saved values, gradients
  * of activations) and the thread pool. tape_reset() empties the tape and resets the arena.
+ *
+ * Gradients of activations are short-lived: the gradient of a node's output is complete once
+ * every later node has run its backward, and is read by that node's backward alone. So after a
+ * node's backward its output's gradient goes back to the tape (out->grad = NULL), onto a free
+ * list by size, and the next gradient of that size reuses the memory: the step needs about one
+ * layer's worth of activation gradients instead of all of them, and the reused pages are
+ * already resident. As in PyTorch, tensor_retain_grad() keeps the gradient of a tensor one
+ * wants to read after the backward (leaves, such as parameters, always keep theirs).
  */
 #ifndef TAPEGRAD_TAPE_H
 #define TAPEGRAD_TAPE_H
@@ -36,12 +44,19 @@ struct TapeNode {
     int64_t iparam[6];         /* op integers (heads, positions, ...) */
 };
 
+typedef struct GradFreeList {
+    size_t bytes;
+    void *head;   /* singly linked through the first pointer of each free block */
+} GradFreeList;
+
 struct Tape {
     TapeNode *nodes;
     size_t n_nodes, cap_nodes;
     Arena *arena;
     Pool *pool;
     bool grad_enabled;
+    GradFreeList *free_lists;   /* released activation gradients, one list per size */
+    int n_free_lists, cap_free_lists;
 };
 
 void tape_init(Tape *tape, Arena *arena, Pool *pool);
@@ -62,6 +77,13 @@ void tape_reset(Tape *tape);
 /* The gradient buffer of t, allocated zeroed from the arena the first time it is asked for.
  * Parameters carry theirs from the ParamStore. */
 float *tensor_grad(Tape *tape, Tensor *t);
+/* For a backward that writes EVERY element of t's gradient: when t has no gradient yet the
+ * buffer comes back uninitialised and *accumulate is false, so the op stores ('=', beta 0 in a
+ * GEMM) instead of zeroing and then adding; otherwise *accumulate is true ('+='). This saves a
+ * memset and a read of every activation gradient. */
+float *tensor_grad_for_write(Tape *tape, Tensor *t, bool *accumulate);
+/* Keep t's gradient after the backward of the node that produced t (see the top). */
+void tensor_retain_grad(Tensor *t);
 /* An op's backward asks for an input's gradient only if the input wants one. */
 static inline bool tensor_wants_grad(const Tensor *t) { return t->requires_grad; }
 

@@ -21,6 +21,7 @@ typedef struct Tensor {
     int ndim;             /* 0 means a scalar (numel 1) */
     int64_t numel;
     bool requires_grad;
+    bool retain_grad;     /* keep `grad` after the backward of the op that produced this tensor */
     char name[TG_NAME_CAP];
 } Tensor;
 

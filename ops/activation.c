@@ -67,6 +67,7 @@ typedef struct {
     const float *x, *y;  /* (n) */
     const float *dy;     /* (n), backward only */
     float *out;          /* (n): y in the forward, dx in the backward */
+    bool accumulate;     /* backward: add into dx (else store) */
 } ActivationJob;
 
 static void activation_forward_range(void *ctx, int64_t begin, int64_t end, int thread) {
@@ -77,7 +78,8 @@ static void activation_forward_range(void *ctx, int64_t begin, int64_t end, int 
 static void activation_backward_range(void *ctx, int64_t begin, int64_t end, int thread) {
     const ActivationJob *job = ctx;
     for (int64_t i = begin; i < end; i++)
-        job->out[i] += job->dy[i] * activation_slope(job->kind, job->x[i], job->y[i]);
+        job->out[i] = (job->accumulate ? job->out[i] : 0.0f) +
+                      job->dy[i] * activation_slope(job->kind, job->x[i], job->y[i]);
 }
 
 static Pool *pool_if_worth_it(Tape *tape, int64_t n) {
@@ -88,15 +90,15 @@ static Pool *pool_if_worth_it(Tape *tape, int64_t n) {
 static void activation_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *y = node->out;
     if (!tensor_wants_grad(x)) return;
-    ActivationJob job = {(ActivationKind)node->iparam[0], x->data, y->data, y->grad,
-                         tensor_grad(tape, x)};
+    ActivationJob job = {(ActivationKind)node->iparam[0], x->data, y->data, y->grad, NULL, false};
+    job.out = tensor_grad_for_write(tape, x, &job.accumulate);
     pool_parallel_for(pool_if_worth_it(tape, x->numel), x->numel, activation_backward_range, &job);
 }
 
 static Tensor *activation_forward(Tape *tape, Tensor *x, ActivationKind kind) {
     const char *name = activation_names[kind];
     Tensor *y = tensor_new(tape->arena, name, x->ndim, x->shape);  /* same shape as x */
-    ActivationJob job = {kind, x->data, NULL, NULL, y->data};
+    ActivationJob job = {kind, x->data, NULL, NULL, y->data, false};
     pool_parallel_for(pool_if_worth_it(tape, x->numel), x->numel, activation_forward_range, &job);
     TapeNode *node = tape_record(tape, name, activation_backward, y, 1, &x);
     if (node) node->iparam[0] = kind;

@@ -6,11 +6,12 @@
  * computes up to 3 scores past a row's diagonal, which are then replaced by zeros.
  *
  * What the backward keeps: the softmax probabilities P, (B, H, Tq, Tk), of which only the causal
- * part j <= pos(t) (and the zeros just past it) is written. The alternative, keeping the row
- * logsumexp and recomputing Q K^T in the backward, saves that memory (16 MB per layer at B=8,
- * H=8, T=256: 128 MB for 8 layers, against the ~2 GB PyTorch needs for the same model) but
- * costs a fifth matrix product and the exps again, about a quarter more backward work; at these
- * sizes memory is the cheaper of the two.
+ * part j <= pos(t) (and the zeros just past it) is written -- while they are small. Past a limit
+ * (8 MB per call by default: B=16, H=4, T=128 keeps them; B=8, H=8, T=256 would keep 16 MB per
+ * layer, 128 MB for 8 layers) the backward recomputes each head's P from Q and K instead, with
+ * the same code as the forward, so the gradients come out bitwise the same either way. That
+ * costs one more product (Q K^T) and the exps again, a few per cent of a training step at
+ * these sizes, and makes the attention's memory linear in T instead of quadratic.
  *
  * The products are small register-blocked loops (matrix_product), not BLAS: the blocks are
  * small, causally ragged and run inside the pool's threads, where a threaded OpenBLAS call
@@ -21,57 +22,7 @@
 
 #include "../lib/error.h"
 #include "ops.h"
-
-/* ---- eight floats at a time ----
- * GCC -O2 vectorises none of the loops below on its own (its cheap cost model refuses loops
- * that need a scalar remainder, and the float acc[64] of a matrix row stays on the stack), so
- * they are written with GNU C vectors: lane-wise + - * that lower to one AVX register, two SSE
- * registers or scalars, whatever the target has. Lane-wise operations round exactly like the
- * scalar ones, and every reduction below runs in an order fixed by its length alone, so the
- * results are bitwise the same on any thread count. No function takes or returns a vector by
- * value (a non-AVX build would warn that the ABI differs), hence the in-place helpers. */
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef int32_t i32x8 __attribute__((vector_size(32)));
-/* eight floats in memory at any float boundary (like immintrin's __m256_u) */
-typedef float f32x8_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
-#define VEC8(ptr) (*(f32x8_unaligned *)(ptr))
-enum { LANES = 8 };
-
-/* the first `count` < 8 floats of p, the other lanes 0 */
-static inline void load8_partial(f32x8 *v, const float *p, int64_t count) {
-    *v = (f32x8){0};
-    memcpy(v, p, (size_t)count * sizeof(float));
-}
-
-/* sum of the lanes, lane 0 first */
-static inline float lane_sum(const f32x8 *v) {
-    float sum = (*v)[0];
-    for (int l = 1; l < LANES; l++) sum += (*v)[l];
-    return sum;
-}
-
-/* x = exp(x) for x <= 0, the argument of a softmax after its max is subtracted.
- * Cephes' expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n written
- * into the exponent bits. Over every float in [-87, 0] the largest relative error is 8.3e-8
- * (glibc's expf: 6.0e-8); below -87 it returns exp(-87) = 1.6e-38 instead of a subnormal,
- * nothing next to the row's largest term, 1. Unlike a call to expf it vectorises. */
-static inline __attribute__((always_inline)) void exp8_nonpositive(f32x8 *x_inout) {
-    const f32x8 lowest = (f32x8){0} - 87.0f;
-    f32x8 x = *x_inout;
-    i32x8 below = x < lowest;
-    x = (f32x8)((below & (i32x8)lowest) | (~below & (i32x8)x));
-    const float round_magic = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
-    f32x8 n = (x * 1.44269504088896341f + round_magic) - round_magic;   /* round(x / ln2) */
-    f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;               /* x - n ln2, in two parts */
-    f32x8 poly = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    poly = poly * r + 8.3334519073e-3f;
-    poly = poly * r + 4.1665795894e-2f;
-    poly = poly * r + 1.6666665459e-1f;
-    poly = poly * r + 5.0000001201e-1f;
-    poly = poly * r * r + r + 1.0f;
-    i32x8 two_to_n = (__builtin_convertvector(n, i32x8) + 127) << 23;
-    *x_inout = poly * (f32x8)two_to_n;
-}
+#include "vecmath.h"
 
 /* p[0..n) = softmax(scale * p[0..n)) in place, n >= 1, scale > 0:
  * P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */
@@ -133,6 +84,13 @@ static float dot_lanes(const float *a, const float *b, int64_t n) {
  * of A: 8 accumulators in registers, enough independent adds to hide their latency, and a
  * quarter of the traffic that one row at a time pulls from L2. */
 enum { BLOCK_ROWS = 4, BLOCK_VECTORS = 2, BLOCK_COLS = LANES * BLOCK_VECTORS };
+/* Full blocks use vectors of 16 floats: 32 columns at a time (8 accumulators of 16), then 16,
+ * then 8 with the 8-float block, then single columns. Lane-wise FMAs round alike at any width,
+ * so an element's value does not depend on which block computed it. */
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+#define VEC16(ptr) (*(f32x16_unaligned *)(ptr))
+enum { LANES16 = 16, BLOCK_COLS16 = LANES16 * BLOCK_VECTORS };
 
 /* Each element of C is the same sequential sum over i whatever the block shape (full vectors or
  * the scalar tail) and whatever n: the result of a column does not depend on its neighbours. */
@@ -166,13 +124,48 @@ static inline __attribute__((always_inline)) void product_block(int rows, int ve
         }
 }
 
+/* The same with sixteen-float vectors (one AVX-512 register), for the full blocks. */
+static inline __attribute__((always_inline)) void product_block16(int rows, int vectors, int64_t n_k,
+                                                                const float *a, int64_t a_row,
+                                                                int64_t a_col, const float *b,
+                                                                int64_t ldb, float *c, int64_t ldc,
+                                                                bool accumulate) {
+    f32x16 acc[BLOCK_ROWS][BLOCK_VECTORS];
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) acc[r][v] = (f32x16){0};
+    for (int64_t i = 0; i < n_k; i++) {
+        f32x16 b_vec[BLOCK_VECTORS];
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) b_vec[v] = VEC16(b + i * ldb + LANES16 * v);
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++) {
+            float a_ri = a[r * a_row + i * a_col];
+#pragma GCC unroll 2
+            for (int v = 0; v < vectors; v++) acc[r][v] += a_ri * b_vec[v];
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) {
+            if (accumulate) VEC16(c + r * ldc + LANES16 * v) += acc[r][v];
+            else VEC16(c + r * ldc + LANES16 * v) = acc[r][v];
+        }
+}
+
 static inline __attribute__((always_inline)) void product_rows(int rows, int64_t n_k, const float *a,
                                                                int64_t a_row, int64_t a_col,
                                                                const float *b, int64_t ldb, int64_t n,
                                                                float *c, int64_t ldc, bool accumulate) {
     int64_t col = 0;
-    for (; col + BLOCK_COLS <= n; col += BLOCK_COLS)
-        product_block(rows, 2, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+    for (; col + BLOCK_COLS16 <= n; col += BLOCK_COLS16)
+        product_block16(rows, 2, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+    if (col + LANES16 <= n) {
+        product_block16(rows, 1, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
+        col += LANES16;
+    }
     if (col + LANES <= n) {
         product_block(rows, 1, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
         col += LANES;
@@ -249,6 +242,22 @@ static void zero_past_diagonal(float *row, int64_t n_keys, int64_t kv_len) {
 
 /* ---- forward ---- */
 
+/* Rows [t0, t0 + rows) of one head's P, (rows, ld_p): S = Q K^T over the block's keys (keys_t
+ * is K transposed, (hd, key_pad)), then P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i -
+ * max s)) over each row's keys 0 ..= pos(t), zeros just past the diagonal. The forward and the
+ * backward's recomputation both come here, so they get the same bits. */
+static void probs_block(const AttentionDims *dims, const float *q_bh, const float *keys_t, int64_t t0, int rows,
+                        float *p_block, int64_t ld_p) {
+    int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
+    matrix_product(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t, dims->key_pad,
+                   block_keys, p_block, ld_p, false);
+    for (int r = 0; r < rows; r++) {
+        int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
+        softmax_scaled_inplace(p_block + r * ld_p, n_keys, dims->scale);
+        zero_past_diagonal(p_block + r * ld_p, n_keys, dims->kv_len);
+    }
+}
+
 typedef struct {
     AttentionDims dims;
     const float *q, *k, *v;   /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
@@ -281,15 +290,7 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
             int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
             int64_t ld_p = ctx->probs ? tk : dims->key_pad;
             float *p_block = ctx->probs ? ctx->probs + (unit * tq + t0) * tk : prob_rows;   // (rows, ld_p)
-            /* S = Q K^T over the block's keys (the 1/sqrt(hd) goes into the softmax) */
-            matrix_product(rows, hd, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t,
-                           dims->key_pad, block_keys, p_block, ld_p, false);
-            for (int r = 0; r < rows; r++) {
-                int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
-                /* P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */
-                softmax_scaled_inplace(p_block + r * ld_p, n_keys, dims->scale);
-                zero_past_diagonal(p_block + r * ld_p, n_keys, tk);
-            }
+            probs_block(dims, q_bh, keys_t, t0, rows, p_block, ld_p);
             /* O = P V */
             matrix_product(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
                            out_bh + t0 * dims->q_stride, dims->q_stride, false);
@@ -302,10 +303,12 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
 typedef struct {
     AttentionDims dims;
     const float *q, *k, *v;     /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
-    const float *probs;         /* (B,H,Tq,Tk): the causal part, zeros just past the diagonal */
+    const float *probs;         /* (B,H,Tq,Tk) as the forward kept them, or NULL: recompute */
     const float *dout;          /* (B,Tq,H*hd) */
     float *dq, *dk, *dv;        /* like q, k, v; NULL when that input wants no gradient */
-    float *scratch;             /* per thread: values transposed (hd, key_pad) + dS (Tq, key_pad) */
+    bool accumulate;            /* add into dq, dk, dv (else the first write stores) */
+    float *scratch;             /* per thread: values transposed (hd, key_pad), dS (Tq, key_pad),
+                                 * and to recompute P: keys transposed (hd, key_pad), P (Tq, key_pad) */
     size_t scratch_floats;
 } AttentionBackward;
 
@@ -319,13 +322,17 @@ typedef struct {
  *     dK += scale dS^T Q
  * One unit is one (batch, KV head) with the query heads of its group looped inside, in order:
  * those heads all add into the same dK and dV rows, and nothing else does, so the sums are
- * race-free and in the same order on any thread count. */
+ * race-free and in the same order on any thread count. When the gradients are new, the group's
+ * first head stores into dK and dV and every head stores its dQ (each product covers its whole
+ * block), so nothing needs zeroing first. */
 static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
     const AttentionBackward *ctx = ctx_;
     const AttentionDims *dims = &ctx->dims;
     int64_t hd = dims->head_dim, tq = dims->q_len, tk = dims->kv_len, pad = dims->key_pad;
     float *values_t = ctx->scratch + (size_t)thread * ctx->scratch_floats;   // (hd, key_pad)
     float *dscores = values_t + (size_t)(hd * pad);                            // (Tq, key_pad)
+    float *keys_t = dscores + (size_t)(tq * pad);                              // (hd, key_pad), recompute only
+    float *probs = keys_t + (size_t)(hd * pad);                                // (Tq, key_pad), recompute only
     for (int64_t unit = begin; unit < end; unit++) {
         int64_t b = unit / dims->kv_heads, g = unit % dims->kv_heads;
         size_t kv_base = (size_t)(b * tk * dims->kv_stride + g * hd);
@@ -334,12 +341,25 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
         float *dv_bg = ctx->dv ? ctx->dv + kv_base : NULL;        // (Tk, hd)
         bool need_dscores = ctx->dq || ctx->dk;
         if (need_dscores) transpose_head(ctx->v + kv_base, tk, dims->kv_stride, hd, values_t, pad);
+        if (!ctx->probs) transpose_head(k_bg, tk, dims->kv_stride, hd, keys_t, pad);
         for (int64_t h = g * dims->group; h < (g + 1) * dims->group; h++) {
             size_t q_base = (size_t)(b * tq * dims->q_stride + h * hd);
             const float *q_bh = ctx->q + q_base;                   // (Tq, hd)
             const float *dout_bh = ctx->dout + q_base;             // (Tq, hd)
             float *dq_bh = ctx->dq ? ctx->dq + q_base : NULL;      // (Tq, hd)
-            const float *p_bh = ctx->probs + (size_t)((b * dims->heads + h) * tq * tk);   // (Tq, Tk)
+            bool add_kv = ctx->accumulate || h > g * dims->group;  /* a later head of the group adds */
+            const float *p_bh;                                     // (Tq, ld_p)
+            int64_t ld_p;
+            if (ctx->probs) {
+                p_bh = ctx->probs + (size_t)((b * dims->heads + h) * tq * tk);
+                ld_p = tk;
+            } else {
+                for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS)
+                    probs_block(dims, q_bh, keys_t, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS,
+                                probs + t0 * pad, pad);
+                p_bh = probs;
+                ld_p = pad;
+            }
 
             /* dV_j += sum_{t : pos(t) >= j} P_tj dO_t, keys in blocks: A = P^T from the first
              * query that sees the block's first key */
@@ -347,9 +367,9 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    matrix_product(rows, tq - t_first, p_bh + t_first * tk + j0, 1, tk,
+                    matrix_product(rows, tq - t_first, p_bh + t_first * ld_p + j0, 1, ld_p,
                                    dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                   dv_bg + j0 * dims->kv_stride, dims->kv_stride, true);
+                                   dv_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
             }
             if (!need_dscores) continue;
@@ -362,7 +382,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                                pad, block_keys, ds_block, pad, false);
                 for (int r = 0; r < rows; r++) {
                     int64_t n_keys = dims->offset + t0 + r + 1;
-                    const float *p_t = p_bh + (t0 + r) * tk;      // (n_keys)
+                    const float *p_t = p_bh + (t0 + r) * ld_p;    // (n_keys)
                     float *ds_t = ds_block + r * pad;             // (n_keys)
                     /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti) */
                     float rowsum = dot_lanes(p_t, ds_t, n_keys);
@@ -375,7 +395,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 /* dQ += scale dS K */
                 if (dq_bh)
                     matrix_product(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
-                                   dq_bh + t0 * dims->q_stride, dims->q_stride, true);
+                                   dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
             }
             /* dK_j += sum_{t : pos(t) >= j} scale dS_tj q_t, keys in blocks as for dV */
             if (dk_bg) {
@@ -384,7 +404,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
                     matrix_product(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
                                    q_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                   dk_bg + j0 * dims->kv_stride, dims->kv_stride, true);
+                                   dk_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
             }
         }
@@ -398,19 +418,38 @@ static void attention_backward(Tape *tape, TapeNode *node) {
         .q = q->data, .k = k->data, .v = v->data,
         .probs = node->saved,
         .dout = node->out->grad,
-        /* gradients are taken here, not in the threads: tensor_grad allocates from the arena */
-        .dq = tensor_wants_grad(q) ? tensor_grad(tape, q) : NULL,
-        .dk = tensor_wants_grad(k) ? tensor_grad(tape, k) : NULL,
-        .dv = tensor_wants_grad(v) ? tensor_grad(tape, v) : NULL,
     };
+    /* Gradients are taken here, not in the threads (they come from the arena). All three new:
+     * the products store. Any one already there (or an input passed twice): all zeroed, all add. */
+    bool new_q = !tensor_wants_grad(q) || !q->grad, new_k = !tensor_wants_grad(k) || !k->grad;
+    bool new_v = !tensor_wants_grad(v) || !v->grad;
+    ctx.accumulate = !(new_q && new_k && new_v && q != k && k != v && q != v);
+    bool accumulate_unused;
+    if (tensor_wants_grad(q))
+        ctx.dq = ctx.accumulate ? tensor_grad(tape, q) : tensor_grad_for_write(tape, q, &accumulate_unused);
+    if (tensor_wants_grad(k))
+        ctx.dk = ctx.accumulate ? tensor_grad(tape, k) : tensor_grad_for_write(tape, k, &accumulate_unused);
+    if (tensor_wants_grad(v))
+        ctx.dv = ctx.accumulate ? tensor_grad(tape, v) : tensor_grad_for_write(tape, v, &accumulate_unused);
     const AttentionDims *dims = &ctx.dims;
     /* per-thread scratch, taken before the parallel loop and given back after it */
     int threads = pool_threads(tape->pool);
     ArenaMark scratch_mark = arena_mark(tape->arena);
-    ctx.scratch_floats = (size_t)((dims->head_dim + dims->q_len) * dims->key_pad);
+    int64_t per_thread = dims->head_dim + dims->q_len;
+    if (!ctx.probs) per_thread *= 2;
+    ctx.scratch_floats = (size_t)(per_thread * dims->key_pad);
     ctx.scratch = arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
     pool_parallel_for(tape->pool, dims->batch * dims->kv_heads, attention_backward_range, &ctx);
     arena_rewind(tape->arena, scratch_mark);
+}
+
+/* Bytes of P the forward may keep for the backward; larger ones are recomputed. */
+static size_t saved_probs_limit = (size_t)8 << 20;
+
+size_t attention_set_saved_probs_limit(size_t bytes) {
+    size_t old = saved_probs_limit;
+    saved_probs_limit = bytes;
+    return old;
 }
 
 Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads) {
@@ -443,9 +482,9 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     ctx.out = out->data;
     /* the same condition under which tape_record will append a node */
     bool recording = tape->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
-    if (recording)
-        ctx.probs = arena_alloc(tape->arena, (size_t)(dims->batch * heads * dims->q_len * dims->kv_len) *
-                                                 sizeof(float));   // (B,H,Tq,Tk)
+    size_t probs_bytes = (size_t)(dims->batch * heads * dims->q_len * dims->kv_len) * sizeof(float);
+    if (recording && probs_bytes <= saved_probs_limit)
+        ctx.probs = arena_alloc(tape->arena, probs_bytes);   // (B,H,Tq,Tk)
     int threads = pool_threads(tape->pool);
     ArenaMark scratch_mark = arena_mark(tape->arena);
     ctx.scratch_floats = (size_t)((hd + BLOCK_ROWS) * dims->key_pad);
@@ -456,7 +495,7 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     TapeNode *node = tape_record(tape, "attention", attention_backward, out, 3, (Tensor *[]){q, k, v});
     TG_CHECK((node != NULL) == recording, "attention: tape recorded %d, expected %d", node != NULL, recording);
     if (node) {
-        node->saved = ctx.probs;
+        node->saved = ctx.probs;   /* NULL: the backward recomputes P */
         node->iparam[0] = heads;
         node->iparam[1] = kv_heads;
     }

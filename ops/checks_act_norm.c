@@ -62,6 +62,12 @@ static Tensor *fwd_rope(Tape *t, Tensor *const *in, void *ctx) {
     }
     return op_rope(t, in[0], c->heads, &c->table, c->pos_offset);
 }
+/* in place over a copy: the checker perturbs its inputs and must find them unchanged */
+static Tensor *fwd_rope_inplace(Tape *t, Tensor *const *in, void *ctx) {
+    RopeCase *c = ctx;
+    fwd_rope(t, in, ctx);   /* builds the table */
+    return op_rope_inplace(t, op_scale(t, in[0], 1.0f), c->heads, &c->table, c->pos_offset);
+}
 
 /* theta 1e6 (the model's) turns only the first pairs visibly at positions < 16; theta 10 turns
  * every pair by a non-trivial angle. */
@@ -91,6 +97,7 @@ static const OpCheck cases[] = {
     {"rope", "B2 T7 H2 hd8 pos5 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta1e6, 0},
     {"rope", "B2 T7 H2 hd8 pos5 th10", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta10, 0},
     {"rope", "B2 T1 H2 hd8 pos9 th10", 1, {"x"}, {3}, {{2, 1, 16}}, 0, 0, fwd_rope, &rope_pos9_theta10, 0},
+    {"rope", "in place B2 T7 H2 hd8 pos5", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope_inplace, &rope_pos5_theta1e6, 0},
     {"rope", "B1 T3 H3 hd2 pos2 th10", 1, {"x"}, {3}, {{1, 3, 6}}, 0, 0, fwd_rope, &rope_hd2_theta10, 0},
     {"swiglu", "4x5", 2, {"a", "b"}, {2, 2}, {{4, 5}, {4, 5}}, 0, 0, fwd_swiglu, NULL, 0},
     {"swiglu", "2x3x4 on [-4, 4)", 2, {"a", "b"}, {3, 3}, {{2, 3, 4}, {2, 3, 4}}, -4.0f, 4.0f,

@@ -53,6 +53,11 @@ static Tensor *fwd_cross_entropy(Tape *t, Tensor *const *in, void *ctx) {
     const CrossEntropyCheckParams *p = ctx;
     return op_cross_entropy(t, in[0], p->targets, p->ignore_index);
 }
+/* dlogits written over the logits: over a copy, as the checker reuses its inputs */
+static Tensor *fwd_cross_entropy_consuming(Tape *t, Tensor *const *in, void *ctx) {
+    const CrossEntropyCheckParams *p = ctx;
+    return op_cross_entropy_consuming(t, op_scale(t, in[0], 1.0f), p->targets, p->ignore_index);
+}
 
 #define QKV {"q", "k", "v"}, {3, 3, 3}
 
@@ -78,6 +83,8 @@ static const OpCheck cases[] = {
      &emb_same, 0},
     {"cross_entropy", "6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy,
      &ce_6, 0},
+    {"cross_entropy", "consuming 6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2,
+     fwd_cross_entropy_consuming, &ce_6, 0},
     {"cross_entropy", "2x3x5, 1 ignored", 1, {"logits"}, {3}, {{2, 3, 5}}, -2, 2,
      fwd_cross_entropy, &ce_2x3, 0},
     {"cross_entropy", "3x11, all ignored", 1, {"logits"}, {2}, {{3, 11}}, -2, 2,

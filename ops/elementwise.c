@@ -1,4 +1,6 @@
 /* Elementwise add, mul, scale and the reductions sum and mean (to a scalar). */
+#include <string.h>
+
 #include "../lib/error.h"
 #include "ops.h"
 
@@ -8,15 +10,27 @@ static void check_same(const char *op, const Tensor *a, const Tensor *b) {
              tensor_shape_str(a, sa, sizeof sa), b->name, tensor_shape_str(b, sb, sizeof sb));
 }
 
-/* ---- add: c = a + b;  da += dc, db += dc ---- */
+/* ---- add: c = a + b;  da += dc, db += dc ----
+ * When a has no gradient yet, dc itself becomes a's gradient: the buffer is handed over rather
+ * than copied (dc is spent after this backward anyway). In the residual stream x + f(x) this
+ * passes the gradient down a layer at no cost. */
 static void add_backward(Tape *tape, TapeNode *node) {
-    const float *dc = node->out->grad;
-    for (int k = 0; k < 2; k++) {
-        Tensor *t = node->in[k];
-        if (!tensor_wants_grad(t)) continue;
-        float *g = tensor_grad(tape, t);
-        for (int64_t i = 0; i < t->numel; i++) g[i] += dc[i];
+    Tensor *a = node->in[0], *b = node->in[1], *c = node->out;
+    const float *dc = c->grad;
+    if (tensor_wants_grad(b)) {
+        bool accumulate;
+        float *gb = tensor_grad_for_write(tape, b, &accumulate);
+        if (accumulate) for (int64_t i = 0; i < b->numel; i++) gb[i] += dc[i];
+        else memcpy(gb, dc, (size_t)b->numel * sizeof(float));
     }
+    if (!tensor_wants_grad(a)) return;
+    if (!a->grad && !c->retain_grad) {   /* a != b here: b's gradient would exist by now */
+        a->grad = c->grad;
+        c->grad = NULL;
+        return;
+    }
+    float *ga = tensor_grad(tape, a);
+    for (int64_t i = 0; i < a->numel; i++) ga[i] += dc[i];
 }
 
 Tensor *op_add(Tape *tape, Tensor *a, Tensor *b) {
@@ -31,13 +45,14 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b) {
 static void mul_backward(Tape *tape, TapeNode *node) {
     Tensor *a = node->in[0], *b = node->in[1];
     const float *dc = node->out->grad;
+    bool accumulate;
     if (tensor_wants_grad(a)) {
-        float *ga = tensor_grad(tape, a);
-        for (int64_t i = 0; i < a->numel; i++) ga[i] += dc[i] * b->data[i];
+        float *ga = tensor_grad_for_write(tape, a, &accumulate);
+        for (int64_t i = 0; i < a->numel; i++) ga[i] = (accumulate ? ga[i] : 0.0f) + dc[i] * b->data[i];
     }
-    if (tensor_wants_grad(b)) {
-        float *gb = tensor_grad(tape, b);
-        for (int64_t i = 0; i < b->numel; i++) gb[i] += dc[i] * a->data[i];
+    if (tensor_wants_grad(b)) {   /* after a's: when b is a, this adds to what was just written */
+        float *gb = tensor_grad_for_write(tape, b, &accumulate);
+        for (int64_t i = 0; i < b->numel; i++) gb[i] = (accumulate ? gb[i] : 0.0f) + dc[i] * a->data[i];
     }
 }
 
@@ -54,8 +69,9 @@ static void scale_backward(Tape *tape, TapeNode *node) {
     Tensor *a = node->in[0];
     float s = (float)node->fparam[0];
     const float *dc = node->out->grad;
-    float *ga = tensor_grad(tape, a);
-    for (int64_t i = 0; i < a->numel; i++) ga[i] += s * dc[i];
+    bool accumulate;
+    float *ga = tensor_grad_for_write(tape, a, &accumulate);
+    for (int64_t i = 0; i < a->numel; i++) ga[i] = (accumulate ? ga[i] : 0.0f) + s * dc[i];
 }
 
 Tensor *op_scale(Tape *tape, Tensor *a, float s) {
@@ -70,8 +86,9 @@ Tensor *op_scale(Tape *tape, Tensor *a, float s) {
 static void sum_backward(Tape *tape, TapeNode *node) {
     Tensor *a = node->in[0];
     float d = (float)node->fparam[0] * node->out->grad[0];
-    float *ga = tensor_grad(tape, a);
-    for (int64_t i = 0; i < a->numel; i++) ga[i] += d;
+    bool accumulate;
+    float *ga = tensor_grad_for_write(tape, a, &accumulate);
+    for (int64_t i = 0; i < a->numel; i++) ga[i] = (accumulate ? ga[i] : 0.0f) + d;
 }
 
 static Tensor *scaled_sum(Tape *tape, Tensor *a, const char *op, double k) {

@@ -6,16 +6,22 @@
 #include "ops.h"
 
 /* dx += dy W          (rows, in)  = (rows, out) (out, in)
- * dW += dy^T x        (out, in)   = (out, rows) (rows, in)   */
+ * dW += dy^T x        (out, in)   = (out, rows) (rows, in)
+ * A gradient written for the first time is stored (beta 0), not added to zeros. */
 static void linear_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *w = node->in[1], *y = node->out;
     int64_t rows = tensor_rows(x), in = tensor_dim(w, 1), out = tensor_dim(w, 0);
-    if (tensor_wants_grad(x))
-        tg_sgemm(false, false, rows, in, out, 1.0f, y->grad, out, w->data, in, 1.0f,
-                 tensor_grad(tape, x), in);
-    if (tensor_wants_grad(w))
-        tg_sgemm(true, false, out, in, rows, 1.0f, y->grad, out, x->data, in, 1.0f,
-                 tensor_grad(tape, w), in);
+    bool accumulate;
+    if (tensor_wants_grad(x)) {
+        float *dx = tensor_grad_for_write(tape, x, &accumulate);
+        tg_sgemm_pool(tape->pool, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in,
+                      accumulate ? 1.0f : 0.0f, dx, in);
+    }
+    if (tensor_wants_grad(w)) {
+        float *dw = tensor_grad_for_write(tape, w, &accumulate);
+        tg_sgemm_pool(tape->pool, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in,
+                      accumulate ? 1.0f : 0.0f, dw, in);
+    }
 }
 
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w) {
@@ -28,7 +34,42 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w) {
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out;
     Tensor *y = tensor_new(tape->arena, "linear", x->ndim, shape);   /* (..., out) */
-    tg_sgemm(false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
+    tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
     tape_record(tape, "linear", linear_backward, y, 2, (Tensor *[]){x, w});
+    return y;
+}
+
+/* ---- linear with a residual: y = r + x W^T, the sub-block output of a pre-norm transformer ----
+ * The same as op_add(r, op_linear(x, w)) without the intermediate x W^T tensor (which nothing
+ * needs in the backward): r is copied into y and the GEMM adds onto it (beta 1).
+ *   dr += dy;  dx += dy W;  dW += dy^T x
+ * dr is dy itself when r has no gradient yet (the buffer is handed over, as op_add does). */
+static void linear_residual_backward(Tape *tape, TapeNode *node) {
+    Tensor *r = node->in[2], *y = node->out;
+    linear_backward(tape, node);   /* in[0], in[1] are x and w, as for op_linear */
+    if (!tensor_wants_grad(r)) return;
+    if (!r->grad && !y->retain_grad) {
+        r->grad = y->grad;
+        y->grad = NULL;
+        return;
+    }
+    float *dr = tensor_grad(tape, r);
+    for (int64_t i = 0; i < r->numel; i++) dr[i] += y->grad[i];
+}
+
+Tensor *op_linear_residual(Tape *tape, Tensor *x, Tensor *w, Tensor *residual) {
+    TG_CHECK(w->ndim == 2, "linear weight '%s' must be 2-d [out, in]", w->name);
+    TG_CHECK(x->ndim >= 1 && tensor_dim(x, -1) == tensor_dim(w, 1),
+             "linear: x '%s' last dim %lld != weight '%s' in-dim %lld", x->name,
+             (long long)tensor_dim(x, -1), w->name, (long long)tensor_dim(w, 1));
+    int64_t rows = tensor_rows(x), in = tensor_dim(w, 1), out = tensor_dim(w, 0);
+    TG_CHECK(residual->ndim >= 1 && tensor_dim(residual, -1) == out && tensor_rows(residual) == rows,
+             "linear_residual: residual '%s' is not (%lld rows, %lld)", residual->name, (long long)rows,
+             (long long)out);
+    TG_CHECK(residual != x, "linear_residual: the residual cannot be the input");
+    Tensor *y = tensor_new(tape->arena, "linear_residual", residual->ndim, residual->shape);   /* (..., out) */
+    memcpy(y->data, residual->data, (size_t)y->numel * sizeof(float));
+    tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
+    tape_record(tape, "linear_residual", linear_residual_backward, y, 3, (Tensor *[]){x, w, residual});
     return y;
 }

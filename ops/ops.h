@@ -9,6 +9,9 @@
 /* ---- linear.c ---- */
 /* y = x W^T.  x (..., in), w (out, in) -> y (..., out). No bias. */
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w);
+/* y = residual + x W^T (residual (..., out), same rows as x): op_add(residual, op_linear(x, w))
+ * in one op, without keeping the product. */
+Tensor *op_linear_residual(Tape *tape, Tensor *x, Tensor *w, Tensor *residual);
 
 /* ---- elementwise.c ---- */
 Tensor *op_add(Tape *tape, Tensor *a, Tensor *b);     /* a + b, same shape */
@@ -44,6 +47,9 @@ void rope_rotate_half(const float *x, float *out, int64_t d);
 /* x' = x*cos + rotate_half(x)*sin per head; pairs (i, i + hd/2).
  * x (B, T, heads*head_dim); token t sits at position pos_offset + t. */
 Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset);
+/* The same, written over x's values (the output views x's data; x's gradient stays separate).
+ * For an x that no backward reads, such as the output of a linear: saves one tensor. */
+Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset);
 
 /* ---- attention.c ---- */
 /* Causal softmax(Q K^T / sqrt(hd)) V with grouped-query heads: query head h reads KV head
@@ -51,6 +57,10 @@ Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int
  * query t sits at position Tk - Tq + t and sees keys 0 ..= Tk - Tq + t (KV-cache decoding
  * passes Tq = 1). Output (B, Tq, heads*hd). Parallel over (batch, head). */
 Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads);
+/* The backward needs the softmax probabilities (B, H, Tq, Tk): the forward keeps them when they
+ * take at most this many bytes (default 8 MB), else the backward recomputes them (same bits,
+ * a few per cent more work, memory linear in T). Returns the previous limit (tests set 0). */
+size_t attention_set_saved_probs_limit(size_t bytes);
 
 /* ---- ffn.c ---- */
 /* silu(a) * b, fused. a, b same shape. */
@@ -73,5 +83,8 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, co
  * The softmax is fused into the backward: dlogits = (softmax - onehot) / count. */
 enum { TG_IGNORE_INDEX = -1 };
 Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
+/* The same, but the backward may write dlogits over the logits' values (saving an (R, V)
+ * buffer): for logits that nobody reads after the backward. */
+Tensor *op_cross_entropy_consuming(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
 
 #endif

@@ -18,6 +18,7 @@ typedef struct {
     float *y;            /* (rows, d), forward */
     const float *dy;     /* (rows, d), backward */
     float *dx;           /* (rows, d), NULL when x wants no gradient */
+    bool dx_accumulate;  /* add into dx (else store) */
     float *dg;           /* (d), NULL when g wants no gradient */
     double *dg_sum;      /* (d) scratch for dg */
 } RmsnormJob;
@@ -53,8 +54,10 @@ static void rmsnorm_backward_dx_rows(void *ctx, int64_t begin, int64_t end, int 
         double dot = 0.0;  /* sum_j dxhat_j * xhat_j */
         for (int64_t j = 0; j < d; j++) dot += (double)(dy[j] * job->g[j]) * (x[j] * rstd);
         const float mean_dot = (float)(dot / (double)d);
-        for (int64_t j = 0; j < d; j++)
-            dx[j] += rstd * (dy[j] * job->g[j] - x[j] * rstd * mean_dot);
+        if (job->dx_accumulate)
+            for (int64_t j = 0; j < d; j++) dx[j] += rstd * (dy[j] * job->g[j] - x[j] * rstd * mean_dot);
+        else
+            for (int64_t j = 0; j < d; j++) dx[j] = rstd * (dy[j] * job->g[j] - x[j] * rstd * mean_dot);
     }
 }
 
@@ -79,7 +82,7 @@ static void rmsnorm_backward(Tape *tape, TapeNode *node) {
                       .g = g->data, .rstd = node->saved, .dy = y->grad};
     Pool *pool = pool_if_worth_it(tape, x->numel);
     if (tensor_wants_grad(x)) {
-        job.dx = tensor_grad(tape, x);
+        job.dx = tensor_grad_for_write(tape, x, &job.dx_accumulate);
         pool_parallel_for(pool, job.rows, rmsnorm_backward_dx_rows, &job);
     }
     if (tensor_wants_grad(g)) {

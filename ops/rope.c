@@ -58,7 +58,8 @@ typedef struct {
     const RopeTable *rope;
     int64_t seq_len, heads, pos_offset;
     const float *in;  /* (B*T, heads*hd): x in the forward, dy in the backward */
-    float *out;       /* (B*T, heads*hd): y in the forward, dx (accumulated) in the backward */
+    float *out;       /* (B*T, heads*hd): y in the forward, dx in the backward */
+    bool accumulate;  /* backward: add into dx (else store) */
 } RopeJob;
 
 /* forward:   [x'_i, x'_{i+h}] = [[cos, -sin], [sin, cos]] [x_i, x_{i+h}]
@@ -75,9 +76,12 @@ static void rope_rows(const RopeJob *job, int64_t begin, int64_t end, bool backw
             for (int64_t i = 0; i < half; i++) {
                 const float c = cos_row[i], s = sin_row[i];
                 const float first = in[i], second = in[i + half];
-                if (backward) {
+                if (backward && job->accumulate) {
                     out[i] += first * c + second * s;
                     out[i + half] += second * c - first * s;
+                } else if (backward) {
+                    out[i] = first * c + second * s;
+                    out[i + half] = second * c - first * s;
                 } else {
                     out[i] = first * c - second * s;
                     out[i + half] = second * c + first * s;
@@ -101,12 +105,13 @@ static Pool *pool_if_worth_it(Tape *tape, int64_t numel) {
 static void rope_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *y = node->out;
     if (!tensor_wants_grad(x)) return;
-    RopeJob job = {node->saved, x->shape[1], node->iparam[0], node->iparam[1], y->grad,
-                   tensor_grad(tape, x)};
+    RopeJob job = {node->saved, x->shape[1], node->iparam[0], node->iparam[1], y->grad, NULL, false};
+    job.out = tensor_grad_for_write(tape, x, &job.accumulate);
     pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_backward_rows, &job);
 }
 
-Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset,
+                            bool in_place) {
     char shape_str[64];
     TG_CHECK(x->ndim == 3, "rope: x '%s' is %s; expected (B, T, heads*head_dim)", x->name,
              tensor_shape_str(x, shape_str, sizeof shape_str));
@@ -117,8 +122,10 @@ Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int
     TG_CHECK(pos_offset >= 0 && pos_offset + seq_len <= rope->max_pos,
              "rope: positions %lld..%lld past the table's %lld (raise max_pos)",
              (long long)pos_offset, (long long)(pos_offset + seq_len - 1), (long long)rope->max_pos);
-    Tensor *y = tensor_new(tape->arena, "rope", 3, x->shape);  /* (B, T, heads*hd) */
-    RopeJob job = {rope, seq_len, heads, pos_offset, x->data, y->data};
+    /* (B, T, heads*hd); in place is safe: each pair is read before it is written */
+    Tensor *y = in_place ? tensor_view(tape->arena, "rope", x->data, 3, x->shape)
+                         : tensor_new(tape->arena, "rope", 3, x->shape);
+    RopeJob job = {rope, seq_len, heads, pos_offset, x->data, y->data, false};
     pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_forward_rows, &job);
     TapeNode *node = tape_record(tape, "rope", rope_backward, y, 1, &x);
     if (node) {
@@ -127,4 +134,12 @@ Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int
         node->iparam[1] = pos_offset;
     }
     return y;
+}
+
+Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+    return rope_forward(tape, x, heads, rope, pos_offset, false);
+}
+
+Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+    return rope_forward(tape, x, heads, rope, pos_offset, true);
 }

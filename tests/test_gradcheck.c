@@ -21,6 +21,7 @@ static void run_family(const char *op) {
 }
 
 Test(gradcheck, linear) { run_family("linear"); }
+Test(gradcheck, linear_residual) { run_family("linear_residual"); }
 Test(gradcheck, add) { run_family("add"); }
 Test(gradcheck, mul) { run_family("mul"); }
 Test(gradcheck, scale) { run_family("scale"); }

@@ -26,6 +26,12 @@ static void run_family(const char *op) {
 }
 
 Test(gradcheck_attn, attention) { run_family("attention"); }
+/* the same cases with P recomputed in the backward instead of kept */
+Test(gradcheck_attn, attention_recomputing_probs) {
+    size_t old = attention_set_saved_probs_limit(0);
+    run_family("attention");
+    attention_set_saved_probs_limit(old);
+}
 Test(gradcheck_attn, embedding) { run_family("embedding"); }
 Test(gradcheck_attn, cross_entropy) { run_family("cross_entropy"); }
 
@@ -318,6 +324,32 @@ Test(attention, two_threads_bitwise_equal_one_thread) {
             free(runs[r].dv);
         }
     }
+}
+
+/* Keeping P or recomputing it in the backward gives the same bits, on 1 and 2 threads. */
+Test(attention, recomputed_probs_give_the_same_bits_as_kept_ones) {
+    AttnShape shapes[] = {{2, 9, 9, 4, 2, 8}, {3, 37, 37, 4, 2, 72}, {3, 5, 37, 4, 1, 16}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int threads = 1; threads <= 2; threads++) {
+            AttnShape s = shapes[i];
+            AttnRun kept = run_attention(threads, s, 61 + i);
+            size_t old = attention_set_saved_probs_limit(0);
+            AttnRun recomputed = run_attention(threads, s, 61 + i);
+            attention_set_saved_probs_limit(old);
+            size_t q_bytes = (size_t)(s.batch * s.q_len * s.heads * s.head_dim) * sizeof(float);
+            size_t kv_bytes = (size_t)(s.batch * s.kv_len * s.kv_heads * s.head_dim) * sizeof(float);
+            cr_expect(memcmp(kept.out, recomputed.out, q_bytes) == 0, "shape %zu: forward differs", i);
+            cr_expect(memcmp(kept.dq, recomputed.dq, q_bytes) == 0, "shape %zu, %d threads: dq differs", i, threads);
+            cr_expect(memcmp(kept.dk, recomputed.dk, kv_bytes) == 0, "shape %zu, %d threads: dk differs", i, threads);
+            cr_expect(memcmp(kept.dv, recomputed.dv, kv_bytes) == 0, "shape %zu, %d threads: dv differs", i, threads);
+            AttnRun runs[2] = {kept, recomputed};
+            for (int r = 0; r < 2; r++) {
+                free(runs[r].out);
+                free(runs[r].dq);
+                free(runs[r].dk);
+                free(runs[r].dv);
+            }
+        }
 }
 
 /* The forward leaves most of P's upper triangle unwritten and the blocked products read a few

@@ -22,6 +22,7 @@ extern const Subcommand cmd_inspect;
 extern const Subcommand cmd_report;
 extern const Subcommand cmd_compare_ffn;
 extern const Subcommand cmd_ckpt;
+extern const Subcommand cmd_bench;
 
 /* ---- flags ---- */
 typedef enum { FLAG_BOOL, FLAG_INT, FLAG_INT64, FLAG_DOUBLE, FLAG_STRING } FlagType;

@@ -12,6 +12,7 @@ static const Subcommand *const subcommands[] = {
     &cmd_report,
     &cmd_compare_ffn,
     &cmd_ckpt,
+    &cmd_bench,
     &cmd_gradcheck,
     &cmd_selftest,
 };

@@ -164,19 +164,26 @@ Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, in
     Tensor *x = op_embedding(tape, m->embed, tokens, 2, (int64_t[]){B, T}); /* (B,T,D) */
     for (int64_t l = 0; l < c->n_layers; l++) {
         LayerParams *L = &m->layers[l];
-        /* attention sub-block: x = x + Wo attn(rope(q), rope(k), v) */
+        /* attention sub-block: x = x + Wo attn(rope(q), rope(k), v). RoPE overwrites the
+         * projections (their backward does not read them) and the residual add is fused into
+         * Wo's product: neither keeps a tensor of its own for the backward. */
         Tensor *n1 = op_rmsnorm(tape, x, L->attn_norm, eps);                   /* (B,T,D) */
-        Tensor *q = op_rope(tape, op_linear(tape, n1, L->wq), c->n_heads, &m->rope, pos);    /* (B,T,H*hd) */
-        Tensor *k = op_rope(tape, op_linear(tape, n1, L->wk), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
+        Tensor *q = op_rope_inplace(tape, op_linear(tape, n1, L->wq), c->n_heads, &m->rope, pos);    /* (B,T,H*hd) */
+        Tensor *k = op_rope_inplace(tape, op_linear(tape, n1, L->wk), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
         Tensor *v = op_linear(tape, n1, L->wv);                                /* (B,T,KVH*hd) */
         if (cache) cache_append(tape, cache, c, l, &k, &v);                   /* (1,pos+T,KVH*hd) */
         Tensor *a = op_attention(tape, q, k, v, c->n_heads, c->n_kv_heads);   /* (B,T,D) */
-        x = op_add(tape, x, op_linear(tape, a, L->wo));
-        /* feed-forward sub-block: x = x + ffn(rmsnorm(x)) */
-        Tensor *n2 = op_rmsnorm(tape, x, L->ffn_norm, eps);
-        Tensor *f = c->ffn == FFN_SWIGLU ? ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, &m->ffn_hidden[l])
-                                         : ffn_relu(tape, n2, L->w1, L->w2, &m->ffn_hidden[l]);
-        x = op_add(tape, x, f);
+        x = op_linear_residual(tape, a, L->wo, x);
+        /* feed-forward sub-block: x = x + w2(ffn hidden(rmsnorm(x))), w2 fused with the add */
+        Tensor *n2 = op_rmsnorm(tape, x, L->ffn_norm, eps);                   /* (B,T,D) */
+        Tensor *hidden;                                                        /* (B,T,hidden) */
+        if (c->ffn == FFN_SWIGLU)
+            hidden = op_swiglu(tape, op_linear(tape, n2, L->w1), op_linear(tape, n2, L->w3));
+        else
+            hidden = op_relu(tape, op_linear(tape, n2, L->w1));
+        tensor_set_name(hidden, "ffn_hidden");
+        m->ffn_hidden[l] = hidden;
+        x = op_linear_residual(tape, hidden, L->w2, x);
     }
     if (cache) cache->len += T;
     Tensor *xn = op_rmsnorm(tape, x, m->final_norm, eps);
@@ -186,6 +193,10 @@ Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, in
 Tensor *model_loss(Model *m, Tape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
                    int64_t T, Tensor **logits_out) {
     Tensor *logits = model_forward(m, tape, tokens, B, T, NULL);
-    if (logits_out) *logits_out = logits;
-    return op_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
+    if (logits_out) {
+        *logits_out = logits;
+        return op_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
+    }
+    /* no one else sees the logits: the backward may overwrite them with their gradient */
+    return op_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
 }

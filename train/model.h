@@ -66,7 +66,9 @@ int64_t model_param_count(const Model *model);
  * positions: the prefix is never recomputed. */
 Tensor *model_forward(Model *model, Tape *tape, const int32_t *tokens, int64_t batch, int64_t seq,
                       KVCache *cache);
-/* Mean next-token cross-entropy; *logits_out (may be NULL) receives the logits. */
+/* Mean next-token cross-entropy; *logits_out (may be NULL) receives the logits. Without
+ * logits_out the backward writes the logits' gradient over their values (one (B,T,V) buffer
+ * less). */
 Tensor *model_loss(Model *model, Tape *tape, const int32_t *tokens, const int32_t *targets,
                    int64_t batch, int64_t seq, Tensor **logits_out);
 

@@ -45,11 +45,38 @@ void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr,
     }
 }
 
-double clip_grad_norm(ParamStore *ps, double max_norm) {
-    double norm = params_grad_norm(ps);
+double clip_grad_norm(ParamStore *ps, double max_norm) { return clip_grad_norm_pool(ps, max_norm, NULL); }
+
+enum { CLIP_MAX_THREADS = 64 };
+
+typedef struct {
+    float *g;
+    float scale;
+    double partial[CLIP_MAX_THREADS];
+} ClipJob;
+
+static void sum_squares_range(void *ctx, int64_t begin, int64_t end, int thread) {
+    ClipJob *j = ctx;
+    double sum = 0.0;
+    for (int64_t i = begin; i < end; i++) sum += (double)j->g[i] * j->g[i];
+    j->partial[thread] = sum;
+}
+
+static void scale_range(void *ctx, int64_t begin, int64_t end, int thread) {
+    ClipJob *j = ctx;
+    for (int64_t i = begin; i < end; i++) j->g[i] *= j->scale;
+}
+
+double clip_grad_norm_pool(ParamStore *ps, double max_norm, Pool *pool) {
+    if (pool_threads(pool) > CLIP_MAX_THREADS) pool = NULL;
+    ClipJob job = {.g = ps->grad};
+    pool_parallel_for(pool, (int64_t)ps->total, sum_squares_range, &job);
+    double sum = 0.0;
+    for (int t = 0; t < pool_threads(pool); t++) sum += job.partial[t];
+    double norm = sqrt(sum);
     if (max_norm > 0 && norm > max_norm) {
-        float scale = (float)(max_norm / (norm + 1e-6));
-        for (size_t i = 0; i < ps->total; i++) ps->grad[i] *= scale;
+        job.scale = (float)(max_norm / (norm + 1e-6));
+        pool_parallel_for(pool, (int64_t)ps->total, scale_range, &job);
     }
     return norm;
 }

@@ -23,6 +23,10 @@ void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr,
 /* Global L2 norm of the gradients (double accumulation, fixed order). When max_norm > 0 and the
  * norm exceeds it, scales every gradient by max_norm / (norm + 1e-6). Returns the norm before. */
 double clip_grad_norm(ParamStore *ps, double max_norm);
+/* The same over the pool's threads: each sums its contiguous range of the flat gradient in
+ * double, the partial sums are added in thread order, so the norm depends only on the thread
+ * count (and equals clip_grad_norm's up to double rounding). */
+double clip_grad_norm_pool(ParamStore *ps, double max_norm, Pool *pool);
 
 /* Linear warmup from 0 over `warmup` steps, then cosine from lr to min_lr at step `total`. */
 typedef struct LrSchedule {

@@ -246,7 +246,7 @@ int train_run(TrainOptions *o) {
         }
         double loss = loss_sum / (double)o->accum;
         if (log_grads_now) grad_logger_before_update(&grad_log, model);
-        double grad_norm = clip_grad_norm(&model->params, o->clip);
+        double grad_norm = clip_grad_norm_pool(&model->params, o->clip, pool);
         if (!isfinite(grad_norm)) {
             const char *bad = first_nonfinite_grad(&model->params);
             fprintf(stderr, "\ntapegrad train: step %lld: the gradient of '%s' holds NaN or Inf (loss %.4f, lr %.3g); lower --lr or --clip\n",

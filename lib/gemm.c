@@ -1,0 +1,229 @@
+/* tapegrad's own single-threaded sgemm, for machines with AVX-512.
+ *
+ * Why: OpenBLAS 0.3.21 does not know this machine's CPU (family 26) and, told to use its
+ * Haswell kernels (OPENBLAS_CORETYPE), computes with 8-float AVX2 vectors: at most half of the
+ * FMA rate the 16-float AVX-512 units have. This is the textbook blocked GEMM (Goto/BLIS):
+ *
+ *   for each block of NC columns of C
+ *     for each slice of KC along k:   pack op(B)[slice, block] into NR-column panels
+ *       for each block of MC rows:
+ *         for each NR panel, each MR panel:   C tile (MR x NR) += A rows * B panel
+ *
+ * Unlike BLIS, a non-transposed A is read where it lies (12 rows, one float of each per step of
+ * k) rather than packed: with k = 128 or n = 128, as in the small model, packing A cost as much
+ * as the product itself, and the rows of a tile stay in L1/L2 across the NR panels anyway. Only
+ * a last partial panel of fewer than MR rows is packed (with zero rows), so the kernel never
+ * reads past A. A transposed A (dY^T in a weight gradient, k = tokens) is packed per block.
+ *
+ * The micro-kernel keeps a 12 x 32 tile of C in 24 vector registers of 16 floats; per step of
+ * k it loads two vectors of the B panel (32 consecutive floats) and, for each of the 12 rows,
+ * broadcasts one float of the A panel and does two fused multiply-adds: 24 FMAs per 2 loads
+ * and 12 broadcasts, so the FMA units, not the loads, set the pace. The packed B panel
+ * (KC x 32 floats, 48 KB) stays in L1/L2 across the MR panels of a block of MC rows, whose A
+ * (MC x KC, 144 KB) stays in L2.
+ *
+ * Written with GNU C vectors (16 floats = one zmm register); this file is compiled with
+ * -O3 -ffp-contract=fast, so that `acc += a * b` becomes one FMA (ISO C mode turns contraction
+ * off) and the 24 accumulators stay in registers (at -O2 GCC spills the B vectors to the stack
+ * and runs at half the speed). Measured on one core: 155-210 GFLOP/s on this model's shapes (the
+ * peak is ~217), OpenBLAS's Haswell kernels 85-100. Each element of C is the sum over
+ * k in a fixed order (a chain of FMAs per KC slice, slices added in order), whatever the shape
+ * of the call or the tile the element falls in: splitting C over threads changes no bit.
+ * Without AVX-512 the same code compiles to narrower vectors (correct, slower): blas.c then
+ * keeps OpenBLAS.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "error.h"
+
+typedef float f32x16 __attribute__((vector_size(64)));
+/* sixteen floats at any float boundary */
+typedef float f32x16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+#define VEC16(ptr) (*(f32x16_unaligned *)(ptr))
+#define VEC16_ALIGNED(ptr) (*(f32x16 *)(ptr))
+
+enum {
+    MR = 12,          /* rows of the C tile */
+    NR = 32,          /* columns of the C tile: two vectors */
+    KC = 384,         /* k slice: a B panel is KC x NR floats = 48 KB (256 measured 10-15% slower) */
+    MC = 8 * MR,      /* rows per block: 96 x 384 floats of A = 144 KB */
+    NC = 16 * NR,     /* columns per packed B block: 384 x 512 floats = 768 KB */
+};
+
+/* A rows [0, rows) x k [0, kc) -> panels of MR rows: panel[p * MR + r] = A(r, p); rows past
+ * `rows` are zero. */
+static void pack_a(const float *a, int64_t lda, bool trans, int64_t rows, int64_t kc, float *dst) {
+    for (int64_t r0 = 0; r0 < rows; r0 += MR, dst += MR * kc) {
+        int64_t n_r = rows - r0 < MR ? rows - r0 : MR;
+        if (trans) {   /* A(i, p) = a[p lda + i]: a panel row is MR consecutive floats */
+            for (int64_t p = 0; p < kc; p++) {
+                const float *src = a + p * lda + r0;
+                float *d = dst + p * MR;
+                int64_t r = 0;
+                for (; r < n_r; r++) d[r] = src[r];
+                for (; r < MR; r++) d[r] = 0.0f;
+            }
+        } else {
+            for (int64_t r = 0; r < MR; r++) {
+                if (r < n_r) {
+                    const float *src = a + (r0 + r) * lda;
+                    for (int64_t p = 0; p < kc; p++) dst[p * MR + r] = src[p];
+                } else {
+                    for (int64_t p = 0; p < kc; p++) dst[p * MR + r] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* B k [0, kc) x columns [0, cols) -> panels of NR columns: panel[p * NR + c] = B(p, c); columns
+ * past `cols` are zero. */
+static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t cols, float *dst) {
+    for (int64_t c0 = 0; c0 < cols; c0 += NR, dst += NR * kc) {
+        int64_t n_c = cols - c0 < NR ? cols - c0 : NR;
+        if (!trans && n_c == NR) {   /* B(p, c) = b[p ldb + c]: rows of 32 consecutive floats */
+            for (int64_t p = 0; p < kc; p++) {
+                VEC16_ALIGNED(dst + p * NR) = VEC16(b + p * ldb + c0);
+                VEC16_ALIGNED(dst + p * NR + 16) = VEC16(b + p * ldb + c0 + 16);
+            }
+        } else if (!trans) {
+            for (int64_t p = 0; p < kc; p++) {
+                int64_t c = 0;
+                for (; c < n_c; c++) dst[p * NR + c] = b[p * ldb + c0 + c];
+                for (; c < NR; c++) dst[p * NR + c] = 0.0f;
+            }
+        } else {   /* B(p, c) = b[c ldb + p]: walk each column's k run, write strided */
+            for (int64_t c = 0; c < NR; c++) {
+                if (c < n_c) {
+                    const float *src = b + (c0 + c) * ldb;
+                    for (int64_t p = 0; p < kc; p++) dst[p * NR + c] = src[p];
+                } else {
+                    for (int64_t p = 0; p < kc; p++) dst[p * NR + c] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* acc (MR x NR) = A (MR x kc) * B panel (kc x NR), then written into the tile of C:
+ * first slice: C = alpha acc + beta C (beta 0 never reads C); later slices: C += alpha acc.
+ * A(r, p) = a[r a_rs + p a_cs]: a packed panel (1, MR), or A read where it lies, (lda, 1) or
+ * (1, lda) when transposed. A full tile is written in place; a partial one (rows x cols) goes
+ * through `edge`. */
+static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const float *a, int64_t a_rs,
+                                                               int64_t a_cs, const float *bp, float *c,
+                                                               int64_t ldc, int rows, int cols, float alpha,
+                                                               float beta, bool first) {
+    f32x16 acc[MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = (f32x16){0};
+    for (int64_t p = 0; p < kc; p++) {
+        const f32x16 b0 = VEC16_ALIGNED(bp + p * NR), b1 = VEC16_ALIGNED(bp + p * NR + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            const float a_rp = a[r * a_rs + p * a_cs];
+            acc[r][0] += a_rp * b0;
+            acc[r][1] += a_rp * b1;
+        }
+    }
+    if (rows == MR && cols == NR) {
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            float *cr = c + r * ldc;
+            if (!first) {
+                VEC16(cr) += alpha * acc[r][0];
+                VEC16(cr + 16) += alpha * acc[r][1];
+            } else if (beta == 0.0f) {
+                VEC16(cr) = alpha * acc[r][0];
+                VEC16(cr + 16) = alpha * acc[r][1];
+            } else {
+                VEC16(cr) = alpha * acc[r][0] + beta * VEC16(cr);
+                VEC16(cr + 16) = alpha * acc[r][1] + beta * VEC16(cr + 16);
+            }
+        }
+        return;
+    }
+    float edge[MR][NR] __attribute__((aligned(64)));
+    for (int r = 0; r < MR; r++) {
+        VEC16_ALIGNED(&edge[r][0]) = acc[r][0];
+        VEC16_ALIGNED(&edge[r][16]) = acc[r][1];
+    }
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            float *cij = c + r * ldc + j;
+            if (!first) *cij += alpha * edge[r][j];
+            else if (beta == 0.0f) *cij = alpha * edge[r][j];
+            else *cij = alpha * edge[r][j] + beta * *cij;
+        }
+}
+
+/* The two ways of reading A, each with its strides known to the compiler. */
+static void kernel_packed_a(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int rows,
+                            int cols, float alpha, float beta, bool first) {
+    micro_kernel(kc, ap, 1, MR, bp, c, ldc, rows, cols, alpha, beta, first);
+}
+static void kernel_rows_a(int64_t kc, const float *a, int64_t lda, const float *bp, float *c, int64_t ldc,
+                          int cols, float alpha, float beta, bool first) {
+    micro_kernel(kc, a, lda, 1, bp, c, ldc, MR, cols, alpha, beta, first);
+}
+
+/* Packing buffers of the calling thread, grown once to the largest block and then reused. */
+static _Thread_local float *pack_buffer;
+
+static float *thread_pack_buffer(void) {
+    if (!pack_buffer) {
+        size_t floats = (size_t)MC * KC + (size_t)KC * NC;
+        pack_buffer = aligned_alloc(64, floats * sizeof(float));
+        if (!pack_buffer) tg_abort_at(__FILE__, __LINE__, "out of memory: GEMM packing buffer");
+    }
+    return pack_buffer;
+}
+
+void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {   /* C = beta C */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+        return;
+    }
+    float *a_pack = thread_pack_buffer(), *b_pack = a_pack + (size_t)MC * KC;
+    for (int64_t j0 = 0; j0 < n; j0 += NC) {
+        int64_t nc = n - j0 < NC ? n - j0 : NC;
+        for (int64_t p0 = 0; p0 < k; p0 += KC) {
+            int64_t kc = k - p0 < KC ? k - p0 : KC;
+            const float *b_slice = trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0;
+            pack_b(b_slice, ldb, trans_b, kc, nc, b_pack);
+            for (int64_t i0 = 0; i0 < m; i0 += MC) {
+                int64_t mc = m - i0 < MC ? m - i0 : MC;
+                /* A^T (a weight gradient's dY^T) is packed, once per block: read in place, each
+                 * step of k would touch another cache line, and the A tile would not stay in L1
+                 * next to the B panel. */
+                if (trans_a) pack_a(a + p0 * lda + i0, lda, true, mc, kc, a_pack);
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    int cols = nc - jr < NR ? (int)(nc - jr) : NR;
+                    const float *bp = b_pack + jr * kc;
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        int rows = mc - ir < MR ? (int)(mc - ir) : MR;
+                        float *c_tile = c + (i0 + ir) * ldc + j0 + jr;
+                        /* rows of A are read in place: packing them would cost as much as the
+                         * product when k or n is small (k = 128 here); a last partial panel is
+                         * packed with zero rows */
+                        const float *a_rows = a + (i0 + ir) * lda + p0;
+                        if (trans_a) {
+                            kernel_packed_a(kc, a_pack + ir * kc, bp, c_tile, ldc, rows, cols, alpha, beta, p0 == 0);
+                        } else if (rows < MR) {
+                            pack_a(a_rows, lda, false, rows, kc, a_pack);
+                            kernel_packed_a(kc, a_pack, bp, c_tile, ldc, rows, cols, alpha, beta, p0 == 0);
+                        } else {
+                            kernel_rows_a(kc, a_rows, lda, bp, c_tile, ldc, cols, alpha, beta, p0 == 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
