@@ -81,7 +81,7 @@ static int run_train(int argc, char **argv) {
         {"--data", FLAG_STRING, &o.data_path, "text file or folder of text files (default " TAPEGRAD_DEFAULT_CORPUS ")", false},
         {"--tokenizer", FLAG_STRING, &o.tokenizer, "char (default) | bpe (default for minimind-26m)", false},
         {"--val-fraction", FLAG_DOUBLE, &o.val_fraction, "last fraction of the tokens kept for validation (0.1)", false},
-        {"--steps", FLAG_INT64, &o.steps, "optimizer steps (600); the LR schedule spans them", false},
+        {"--steps", FLAG_INT64, &o.steps, "optimizer steps (1500); the LR schedule spans them", false},
         {"--time-budget", FLAG_DOUBLE, &o.time_budget_min, "stop after this many minutes even if steps remain", false},
         {"--batch", FLAG_INT64, &o.batch, "sequences per micro-batch (16)", false},
         {"--accum", FLAG_INT64, &o.accum, "micro-batches per step: gradient accumulation (1)", false},

@@ -28,7 +28,7 @@ void train_options_defaults(TrainOptions *o) {
     memset(o, 0, sizeof *o);
     o->ffn = -1;
     o->seed = -1;
-    o->steps = 600;
+    o->steps = 1500;
     o->batch = 16;
     o->accum = 1;
     o->warmup = -1; /* 5% of the steps */
