@@ -9,7 +9,7 @@
 #include "../data/prepare.h"
 #include "../data/loader.h"
 #include "../data/tokfile.h"
-#include "../lib/blas.h"
+#include "../lib/engine.h"
 #include "../lib/safetensors.h"
 #include "cli.h"
 #include "inspect.h"
@@ -124,15 +124,11 @@ static int run_inspect(int argc, char **argv) {
         run_close(&run);
         return 1;
     }
-    tg_blas_set_threads(threads);
-    Pool *pool = pool_create(threads);
-    Arena arena;
-    arena_init(&arena, 16u << 20);
-    Tape tape;
-    tape_init(&tape, &arena, pool);
+    Engine engine;
+    engine_open(&engine, threads, 16u << 20);
     ModelInspection mi;
     model_inspection_init(&mi, &run.model);
-    double loss = model_inspect_batches(&run.model, &tape, inputs, targets, k, batch, T, &mi);
+    double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, k, batch, T, &mi);
     int exit_code = 0;
     if (json) {
         print_json(&run, &mi, k, batch, loss);
@@ -150,9 +146,7 @@ static int run_inspect(int argc, char **argv) {
         }
     }
     model_inspection_free(&mi);
-    tape_free(&tape);
-    arena_free(&arena);
-    pool_destroy(pool);
+    engine_close(&engine);
     free(val);
     free(inputs);
     free(targets);

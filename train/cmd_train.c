@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../lib/blas.h"
+#include "../lib/engine.h"
 #include "cli.h"
 #include "run.h"
 #include "trainer.h"
@@ -187,18 +187,12 @@ static int run_sample(int argc, char **argv) {
         run_close(&run);
         return 1;
     }
-    tg_blas_set_threads(threads);
-    Pool *pool = pool_create(threads);
-    Arena arena;
-    arena_init(&arena, 16u << 20);
-    Tape tape;
-    tape_init(&tape, &arena, pool);
-    tg_status s = run_print_sample(&run, &tape, prompt, n, temperature, top_k, (uint64_t)seed);
+    Engine engine;
+    engine_open(&engine, threads, 16u << 20);
+    tg_status s = run_print_sample(&run, &engine.tape, prompt, n, temperature, top_k, (uint64_t)seed);
     if (s == TG_OK) putchar('\n');
     else fprintf(stderr, "tapegrad sample: %s\n", tg_error_message());
-    tape_free(&tape);
-    arena_free(&arena);
-    pool_destroy(pool);
+    engine_close(&engine);
     run_close(&run);
     return s == TG_OK ? 0 : 1;
 }
@@ -276,20 +270,14 @@ static int run_eval(int argc, char **argv) {
         run_close(&run);
         return 1;
     }
-    tg_blas_set_threads(threads);
-    Pool *pool = pool_create(threads);
-    Arena arena;
-    arena_init(&arena, 16u << 20);
-    Tape tape;
-    tape_init(&tape, &arena, pool);
+    Engine engine;
+    engine_open(&engine, threads, 16u << 20);
     int64_t windows = 0;
-    double loss = loss_over_windows(&run.model, &tape, tokens, (int64_t)n, &windows);
+    double loss = loss_over_windows(&run.model, &engine.tape, tokens, (int64_t)n, &windows);
     printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
            (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step,
            run.last_checkpoint);
-    tape_free(&tape);
-    arena_free(&arena);
-    pool_destroy(pool);
+    engine_close(&engine);
     free(tokens);
     run_close(&run);
     return 0;

@@ -16,7 +16,7 @@
 #include "../data/loader.h"
 #include "../data/tokenizer.h"
 #include "../data/tokfile.h"
-#include "../lib/blas.h"
+#include "../lib/engine.h"
 #include "../lib/error.h"
 #include "checkpoint.h"
 #include "inspect.h"
@@ -145,12 +145,10 @@ int train_run(TrainOptions *o) {
     Model *model = &run.model;
     int64_t B = o->batch, T = c->seq_len;
 
-    Pool *pool = pool_create(o->threads);
-    tg_blas_set_threads(o->threads);
-    Arena arena;
-    arena_init(&arena, 64u << 20);
-    Tape tape;
-    tape_init(&tape, &arena, pool);
+    Engine engine;
+    engine_open(&engine, o->threads, 64u << 20);
+    Tape *tape = &engine.tape;
+    Pool *pool = engine.pool;
     CheckpointSaver saver;
     checkpoint_saver_init(&saver, run.dir, o->keep, model);
     if (train_options_save(run.dir, o) != TG_OK) fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
@@ -200,7 +198,7 @@ int train_run(TrainOptions *o) {
         printf("resuming at step %lld of %lld from %s\n", (long long)st->step, (long long)o->steps, run.last_checkpoint);
     } else if (run.initialized_from_file) {
         /* where the imported weights start, on the same fixed val batches every evaluation uses */
-        last_val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
+        last_val = evaluate_loss(model, tape, eval_in, eval_tg, n_eval, B, T);
         st->best_val_loss = last_val;
         run_log_metrics(&run, 0, NAN, last_val, NAN, NAN, NAN, 0);
         printf("weights from %s: val loss %.4f before training\n", o->init_from, last_val);
@@ -232,7 +230,7 @@ int train_run(TrainOptions *o) {
         double loss_sum = 0.0;
         for (int64_t micro = 0; micro < o->accum; micro++) {
             loader_next(&loader, inputs, targets);
-            Tensor *loss = model_loss(model, &tape, inputs, targets, B, T, NULL);
+            Tensor *loss = model_loss(model, tape, inputs, targets, B, T, NULL);
             loss_sum += loss->data[0];
             if (!isfinite(loss->data[0])) {
                 fprintf(stderr, "\ntapegrad train: step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup\n",
@@ -241,8 +239,8 @@ int train_run(TrainOptions *o) {
             }
             if (log_grads_now) grad_logger_add_activations(&grad_log, model);
             /* each micro-batch contributes 1/accum of the mean gradient */
-            tape_backward(&tape, o->accum > 1 ? op_scale(&tape, loss, 1.0f / (float)o->accum) : loss);
-            tape_reset(&tape);
+            tape_backward(tape, o->accum > 1 ? op_scale(tape, loss, 1.0f / (float)o->accum) : loss);
+            tape_reset(tape);
         }
         double loss = loss_sum / (double)o->accum;
         if (log_grads_now) grad_logger_before_update(&grad_log, model);
@@ -265,7 +263,7 @@ int train_run(TrainOptions *o) {
         bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
         double val = NAN;
         if (eval_now) {
-            val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
+            val = evaluate_loss(model, tape, eval_in, eval_tg, n_eval, B, T);
             last_val = val;
             if (!(val >= st->best_val_loss)) st->best_val_loss = val;
         }
@@ -302,7 +300,7 @@ int train_run(TrainOptions *o) {
     }
     snprintf(run.last_checkpoint, sizeof run.last_checkpoint, "%s", saver.last_saved);
     if (isnan(last_val) && st->step > 0) {
-        last_val = evaluate_loss(model, &tape, eval_in, eval_tg, n_eval, B, T);
+        last_val = evaluate_loss(model, tape, eval_in, eval_tg, n_eval, B, T);
         run_log_metrics(&run, st->step, NAN, last_val, NAN, NAN, NAN, st->elapsed_s);
     }
     printf("%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s\n", stop_reason,
@@ -315,7 +313,7 @@ int train_run(TrainOptions *o) {
     if (o->sample_tokens > 0 && !stopped_early) {
         printf("\n--- sample (%lld tokens, temperature 0.8, top-k 40) ---\n", (long long)o->sample_tokens);
         fflush(stdout);
-        run_print_sample(&run, &tape, "\n", o->sample_tokens, 0.8, 40, run.state.seed);
+        run_print_sample(&run, tape, "\n", o->sample_tokens, 0.8, 40, run.state.seed);
         printf("\n---\n");
     }
     exit_code = 0;
@@ -333,9 +331,7 @@ out:
     free(targets);
     free(eval_in);
     free(eval_tg);
-    tape_free(&tape);
-    arena_free(&arena);
-    pool_destroy(pool);
+    engine_close(&engine);
     run_close(&run);
     return exit_code;
 }

@@ -1,0 +1,23 @@
+/* What a forward and backward need to run: the thread pool (ops and GEMMs), the step arena and
+ * the tape over them, set up and torn down together. The tape points into the struct, so an
+ * Engine stays where engine_open put it. */
+#ifndef TAPEGRAD_ENGINE_H
+#define TAPEGRAD_ENGINE_H
+
+#include <stddef.h>
+
+#include "arena.h"
+#include "pool.h"
+#include "tape.h"
+
+typedef struct Engine {
+    Pool *pool;
+    Arena arena;
+    Tape tape;
+} Engine;
+
+/* `threads` for the pool and the GEMMs; the arena starts at `arena_bytes` and grows as needed. */
+void engine_open(Engine *engine, int threads, size_t arena_bytes);
+void engine_close(Engine *engine);
+
+#endif
