@@ -594,17 +594,17 @@ Test(tokenizer_file, corrupt_char_file_is_refused, .init = make_dir, .fini = rem
     free(path);
 }
 
-/* ---- speed --------------------------------------------------------------------------------- */
+/* ---- a megabyte ------------------------------------------------------------------------------ */
 
 /* Training a 2048-token BPE on 1 MiB of the fortunes corpus (generated English when the Debian
- * package is missing). The sanitizer build does a quarter of the work with looser limits. */
-Test(bpe_tokenizer, trains_and_encodes_a_megabyte_in_seconds) {
+ * package is missing): it reaches the vocabulary, round-trips and compresses. The time is
+ * printed for information, never asserted (timing belongs in benchmarks). The sanitizer build
+ * does a quarter of the work. */
+Test(bpe_tokenizer, trains_and_encodes_a_megabyte) {
 #ifdef NDEBUG
     size_t want = 1 << 20;
-    double train_limit = 10.0, encode_limit = 2.0;
 #else
     size_t want = 1 << 18;
-    double train_limit = 30.0, encode_limit = 10.0;
 #endif
     char *text = NULL;
     size_t len = 0;
@@ -627,8 +627,14 @@ Test(bpe_tokenizer, trains_and_encodes_a_megabyte_in_seconds) {
     double t_encode = now_seconds() - t0;
     fprintf(stderr, "BPE 2048 on %zu bytes of %s: train %.2f s, encode %.2f s, %.2f bytes/token\n", len, source,
             t_train, t_encode, (double)len / (double)n);
-    cr_expect_lt(t_train, train_limit);
-    cr_expect_lt(t_encode, encode_limit);
+    cr_expect_eq(tok.vocab_size, 2048);
+    cr_expect_lt(n, len / 2, "2048-token BPE left %zu tokens for %zu bytes", n, len);
+    char *back = NULL;
+    size_t back_len = 0;
+    assert_ok(tokenizer_decode(&tok, ids, n, &back, &back_len));
+    cr_expect_eq(back_len, len);
+    cr_expect_eq(memcmp(back, text, len), 0, "a megabyte does not round-trip");
+    free(back);
     tokenizer_free(&tok);
     free(ids);
     free(text);
