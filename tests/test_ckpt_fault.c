@@ -20,7 +20,6 @@
 #include "testutil.h"
 #include "train/checkpoint_folder.h"
 
-extern char **environ;
 
 enum { TRIALS = 20, MAX_DELAY_MS = 250 };
 
@@ -30,18 +29,6 @@ static void teardown(void) {
     datagen_remove_tree(dir);
     free(dir);
     free(corpus);
-}
-
-static pid_t spawn_cli(const char *log, char *const args[]) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid;
-    cr_assert_eq(posix_spawn(&pid, TAPEGRAD_BIN, &fa, NULL, args, environ), 0, "cannot start %s", TAPEGRAD_BIN);
-    posix_spawn_file_actions_destroy(&fa);
-    return pid;
 }
 
 static char *slurp(const char *path) {
@@ -86,7 +73,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
                          "--sample-tokens", "0", "--data", corpus, "--steps", "100000", "--eval-every", "0",
                          "--ckpt-every", "1", "--keep", "2", "--out", run, NULL};
         char *resume[] = {"tapegrad", "train", "--resume", run, NULL};
-        pid_t pid = spawn_cli(log, trial == 0 ? fresh : resume);
+        pid_t pid = ckpt_spawn_cli(log, trial == 0 ? fresh : resume);
         /* until it trains (and, the first time, until a checkpoint exists), then a random delay */
         for (int i = 0; i < 6000 && !(log_has(log, "model:") && (trial > 0 || access(latest, F_OK) == 0)); i++) usleep(5000);
         int delay_ms = (int)rng_below(&rng, MAX_DELAY_MS + 1);

@@ -12,23 +12,8 @@
 #include "data/tokenizer.h"
 #include "data/tokfile.h"
 #include "datagen.h"
+#include "testutil.h"
 #include "lib/error.h"
-
-#define assert_ok(expr)                                                                      \
-    do {                                                                                     \
-        tg_status st_ = (expr);                                                              \
-        cr_assert_eq(st_, TG_OK, "%s failed: %s", #expr, tg_error_message());                \
-    } while (0)
-
-#define assert_fails(expr, status, needle)                                                   \
-    do {                                                                                     \
-        tg_error_clear();                                                                    \
-        tg_status st_ = (expr);                                                              \
-        cr_assert_eq(st_, (status), "%s returned %d, expected %d (message: %s)", #expr,      \
-                     (int)st_, (int)(status), tg_error_message());                           \
-        cr_assert(strstr(tg_error_message(), (needle)) != NULL,                              \
-                  "message \"%s\" does not mention \"%s\"", tg_error_message(), (needle));   \
-    } while (0)
 
 static char *dir;
 static void make_dir(void) { dir = datagen_tempdir(); }

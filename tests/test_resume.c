@@ -16,7 +16,6 @@
 #include "datagen.h"
 #include "train/checkpoint_folder.h"
 
-extern char **environ;
 
 static char *dir, *corpus;
 static void setup(void) { dir = ckpt_test_setup(&corpus); }
@@ -128,19 +127,6 @@ Test(resume, stop_at_20_and_resume_to_40_is_bitwise_the_straight_run, .init = se
     free(split);
 }
 
-/* Starts `tapegrad args...` with its output in log; returns its pid. */
-static pid_t spawn_cli(const char *log, char *const args[]) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid;
-    cr_assert_eq(posix_spawn(&pid, TAPEGRAD_BIN, &fa, NULL, args, environ), 0, "cannot start %s", TAPEGRAD_BIN);
-    posix_spawn_file_actions_destroy(&fa);
-    return pid;
-}
-
 static int count_lines(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
@@ -155,7 +141,7 @@ Test(resume, sigterm_saves_at_the_step_reached_and_resumes_exactly, .init = setu
     char *args[] = {"tapegrad", "train", "--preset", "tiny", "--batch", "4", "--threads", "1", "--eval-batches", "2",
                     "--sample-tokens", "0", "--data", corpus, "--steps", "100000", "--eval-every", "0",
                     "--ckpt-every", "0", "--out", run, NULL};
-    pid_t pid = spawn_cli(log, args);
+    pid_t pid = ckpt_spawn_cli(log, args);
     /* let it train a while: at least 12 logged steps */
     for (int i = 0; i < 6000 && count_lines(metrics) < 12; i++) usleep(5000);
     cr_assert_geq(count_lines(metrics), 12, "the run logged no steps in 30 s");

@@ -10,25 +10,9 @@
 #include "data/corpus.h"
 #include "data/tokenizer.h"
 #include "datagen.h"
+#include "testutil.h"
 #include "lib/error.h"
 #include "lib/rng.h"
-
-#define assert_ok(expr)                                                                      \
-    do {                                                                                     \
-        tg_status st_ = (expr);                                                              \
-        cr_assert_eq(st_, TG_OK, "%s failed: %s", #expr, tg_error_message());                \
-    } while (0)
-
-/* The call fails with `status` and a message containing `needle`. */
-#define assert_fails(expr, status, needle)                                                   \
-    do {                                                                                     \
-        tg_error_clear();                                                                    \
-        tg_status st_ = (expr);                                                              \
-        cr_assert_eq(st_, (status), "%s returned %d, expected %d (message: %s)", #expr,      \
-                     (int)st_, (int)(status), tg_error_message());                           \
-        cr_assert(strstr(tg_error_message(), (needle)) != NULL,                              \
-                  "message \"%s\" does not mention \"%s\"", tg_error_message(), (needle));   \
-    } while (0)
 
 static double now_seconds(void) {
     struct timespec ts;

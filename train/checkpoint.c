@@ -300,6 +300,18 @@ static bool get_record_header(Reader *r, uint32_t index, RecordHeader *h) {
     return true;
 }
 
+/* The end of every stream: the trainer state, the end marker, then nothing but gzip's trailer. */
+static bool get_trailer(Reader *r, TrainerState *state, const char *path) {
+    if (!get_state(r, state)) return false;
+    char end[8];
+    if (!get(r, end, 8, "the end marker")) return false;
+    if (memcmp(end, CHECKPOINT_END_MARK, 8) != 0) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: the end marker is missing after the trainer state; the file is corrupt", path));
+        return false;
+    }
+    return expect_end(r);
+}
+
 tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info) {
     Reader r;
     CheckpointInfo ci;
@@ -346,14 +358,7 @@ tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info) 
         seen[h.kind * ps->count + idx] = true;
         if (!get_floats(&r, staged[h.kind] + ps->offsets[idx], (size_t)t->numel, h.name)) goto done;
     }
-    if (!get_state(&r, &ci.state)) goto done;
-    char end[8];
-    if (!get(&r, end, 8, "the end marker")) goto done;
-    if (memcmp(end, CHECKPOINT_END_MARK, 8) != 0) {
-        content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: the end marker is missing after the trainer state; the file is corrupt", path));
-        goto done;
-    }
-    if (!expect_end(&r)) goto done;
+    if (!get_trailer(&r, &ci.state, path)) goto done;
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < ps->count; i++)
             if (!seen[k * ps->count + i]) {
@@ -420,14 +425,7 @@ tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointT
         for (int64_t i = 0; i < h.numel; i++) sum += (double)buf[i] * buf[i];
         e->l2_norm = sqrt(sum);
     }
-    if (!get_state(&r, &ci.state)) goto done;
-    char end[8];
-    if (!get(&r, end, 8, "the end marker")) goto done;
-    if (memcmp(end, CHECKPOINT_END_MARK, 8) != 0) {
-        content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: the end marker is missing after the trainer state; the file is corrupt", path));
-        goto done;
-    }
-    if (!expect_end(&r)) goto done;
+    if (!get_trailer(&r, &ci.state, path)) goto done;
     ci.n_tensors = (int)count;
     ci.version = r.version, ci.flags = r.flags;
     ci.raw_bytes = (int64_t)r.zs.total_out;

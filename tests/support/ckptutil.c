@@ -1,12 +1,16 @@
 #include "ckptutil.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+
+extern char **environ;
 
 #include "datagen.h"
 #include "testutil.h"
@@ -145,4 +149,16 @@ bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, C
         }
     }
     return false;
+}
+
+pid_t ckpt_spawn_cli(const char *log, char *const args[]) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    cr_assert_eq(posix_spawn(&pid, TAPEGRAD_BIN, &fa, NULL, args, environ), 0, "cannot start %s", TAPEGRAD_BIN);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
 }

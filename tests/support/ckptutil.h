@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "train/checkpoint.h"
 #include "train/model.h"
@@ -20,6 +21,10 @@ char *ckpt_test_setup(char **corpus_out);
 /* Runs `tapegrad <args>` (printf-style) with stdout and stderr into *output (malloc'ed, may be
  * NULL); returns the exit code (128+N when killed by signal N). */
 int ckpt_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Starts `tapegrad` with argv `args` (args[0] is the program name), stdin from /dev/null and
+ * stdout+stderr into the file `log`; returns its pid without waiting. */
+pid_t ckpt_spawn_cli(const char *log, char *const args[]);
 
 /* Builds a model from the checkpoint's config and loads it. */
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);

@@ -5,10 +5,29 @@
 #include <stdint.h>
 
 #include "lib/arena.h"
+#include "lib/error.h"
 #include "lib/pool.h"
 #include "lib/rng.h"
 #include "lib/tape.h"
 #include "lib/tensor.h"
+
+/* For Criterion tests (include <criterion/criterion.h> and <string.h> first): the call returns
+ * TG_OK / fails with `status` and a message containing `needle`. */
+#define assert_ok(expr)                                                                      \
+    do {                                                                                     \
+        tg_status st_ = (expr);                                                              \
+        cr_assert_eq(st_, TG_OK, "%s failed: %s", #expr, tg_error_message());                \
+    } while (0)
+
+#define assert_fails(expr, status, needle)                                                   \
+    do {                                                                                     \
+        tg_error_clear();                                                                    \
+        tg_status st_ = (expr);                                                              \
+        cr_assert_eq(st_, (status), "%s returned %d, expected %d (message: %s)", #expr,      \
+                     (int)st_, (int)(status), tg_error_message());                           \
+        cr_assert(strstr(tg_error_message(), (needle)) != NULL,                              \
+                  "message \"%s\" does not mention \"%s\"", tg_error_message(), (needle));   \
+    } while (0)
 
 /* A tape with its own arena and no pool (or a pool of `threads` if > 1). */
 typedef struct {
