@@ -20,7 +20,7 @@ typedef struct OpCheck {
     float lo, hi;         /* inputs drawn uniform in [lo, hi) (0, 0 means [-1, 1)) */
     gradcheck_forward_fn forward;
     void *ctx;            /* op parameters the forward needs (token ids, heads, ...) */
-    double tol;           /* 0 means the checker's default */
+    double rtol;          /* 0 means the checker's default */
 } OpCheck;
 
 /* A family's cases, each defined beside nothing else in ops/checks_<family>.c */

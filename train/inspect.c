@@ -231,7 +231,7 @@ tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, i
     if (!g->out) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
     g->every = every;
     model_inspection_init(&g->mi, m);
-    g->weights_before = tg_malloc(m->params.total * sizeof(float) + 1);
+    g->weights_before = tg_malloc(m->params.total * sizeof(float));
     g->update_ratio = tg_calloc((size_t)m->params.count, sizeof *g->update_ratio);
     return TG_OK;
 }

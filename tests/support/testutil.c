@@ -2,7 +2,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdio.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/error.h"
 
@@ -22,7 +25,7 @@ Tensor *test_tensor(const char *name, int ndim, const int64_t *shape, Rng *rng, 
     Tensor *t = tg_calloc(1, sizeof *t);
     tensor_set_shape(t, ndim, shape);
     tensor_set_name(t, name);
-    t->data = tg_malloc((size_t)t->numel * sizeof(float) + 1);
+    t->data = tg_malloc((size_t)t->numel * sizeof(float));
     if (rng) rng_fill_uniform(rng, t->data, (size_t)t->numel, lo, hi);
     else memset(t->data, 0, (size_t)t->numel * sizeof(float));
     return t;
@@ -32,6 +35,32 @@ void test_tensor_free(Tensor *t) {
     if (!t) return;
     free(t->data);
     free(t);
+}
+
+int test_run_expecting_abort(void (*fn)(void *ctx), void *ctx, char *msg, size_t cap) {
+    int fds[2];
+    if (pipe(fds) != 0) tg_abort_at(__FILE__, __LINE__, "pipe failed");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) tg_abort_at(__FILE__, __LINE__, "fork failed");
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        signal(SIGABRT, SIG_DFL);
+        fn(ctx);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < cap && (n = read(fds[0], msg + got, cap - 1 - got)) > 0) got += (size_t)n;
+    char sink[256];
+    while (read(fds[0], sink, sizeof sink) > 0) {}
+    msg[got] = '\0';
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
 int test_run(const char *cmd) {

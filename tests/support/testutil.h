@@ -2,6 +2,7 @@
 #ifndef TAPEGRAD_TESTUTIL_H
 #define TAPEGRAD_TESTUTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/arena.h"
@@ -42,6 +43,11 @@ void test_tape_free(TestTape *t);
 /* A heap tensor (freed by test_tensor_free) filled with uniform values in [lo, hi). */
 Tensor *test_tensor(const char *name, int ndim, const int64_t *shape, Rng *rng, float lo, float hi);
 void test_tensor_free(Tensor *t);
+
+/* Runs fn(ctx) in a child process and collects what it writes to stderr into msg (NUL-terminated,
+ * at most cap - 1 bytes). Returns the signal that ended the child, or 0 when it returned. For
+ * testing that an internal check aborts, and with which message. */
+int test_run_expecting_abort(void (*fn)(void *ctx), void *ctx, char *msg, size_t cap);
 
 /* Runs a shell command; returns its exit status (or -1; 128+N when killed by signal N). */
 int test_run(const char *cmd);
