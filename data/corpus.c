@@ -148,6 +148,11 @@ static tg_status read_folder(Reader *r, const char *dir) {
     return st;
 }
 
+const char *corpus_default_path(void) {
+    const char *env = getenv("TAPEGRAD_DEFAULT_CORPUS");
+    return env && *env ? env : CORPUS_DEFAULT_PATH;
+}
+
 tg_status corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo *info_out) {
     *buf = NULL;
     *len = 0;
@@ -159,7 +164,7 @@ tg_status corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo
         return tg_fail(TG_ERR_IO,
                        "corpus path %s: %s; give a text file or a folder of text files (the "
                        "default, %s, comes with the Debian package fortunes)",
-                       path, strerror(errno), CORPUS_DEFAULT_PATH);
+                       path, strerror(errno), corpus_default_path());
     Reader r = {.info = info};
     tg_status st;
     if (S_ISDIR(sb.st_mode)) {

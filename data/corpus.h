@@ -21,6 +21,10 @@
 
 /* Debian package `fortunes` (and `fortunes-min`) installs its plain-text files here. */
 #define CORPUS_DEFAULT_PATH "/usr/share/games/fortunes"
+/* The corpus used when none is given: $TAPEGRAD_DEFAULT_CORPUS when it is set and not empty,
+ * else CORPUS_DEFAULT_PATH. CI points the variable at a missing path while the test suite runs,
+ * so a test that silently reads the installed corpus fails there. */
+const char *corpus_default_path(void);
 
 typedef struct CorpusInfo {
     size_t files_read;           /* text files that went into the corpus */

@@ -12,7 +12,7 @@
 
 void prepare_options_default(PrepareOptions *opt) {
     *opt = (PrepareOptions){
-        .corpus_path = CORPUS_DEFAULT_PATH,
+        .corpus_path = NULL,
         .out_dir = "data",
         .kind = TOKENIZER_BPE,
         .vocab_size = 2048,
@@ -104,7 +104,7 @@ tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok_out, PrepareResu
         size_t a, b; /* refuse bad split settings before the slow part */
         return corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
     }
-    const char *corpus_path = opt->corpus_path ? opt->corpus_path : CORPUS_DEFAULT_PATH;
+    const char *corpus_path = opt->corpus_path ? opt->corpus_path : corpus_default_path();
     char *text;
     size_t len;
     TG_TRY(corpus_read_info(corpus_path, &text, &len, &res->corpus));

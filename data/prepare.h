@@ -22,7 +22,7 @@
 #define PREPARE_DEFAULT_VAL_FRACTION 0.1
 
 typedef struct PrepareOptions {
-    const char *corpus_path; /* text file or folder; NULL means CORPUS_DEFAULT_PATH */
+    const char *corpus_path; /* text file or folder; NULL means corpus_default_path() */
     const char *out_dir;     /* created when missing */
     TokenizerKind kind;      /* TOKENIZER_CHAR or TOKENIZER_BPE */
     int32_t vocab_size;      /* BPE only (>= 257) */

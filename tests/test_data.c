@@ -89,6 +89,23 @@ Test(corpus, missing_path_is_refused) {
     free(path);
 }
 
+/* TAPEGRAD_DEFAULT_CORPUS replaces the installed default: what CI uses to prove no test reads it */
+Test(corpus, default_path_follows_the_environment) {
+    const char *saved = getenv("TAPEGRAD_DEFAULT_CORPUS");
+    char *saved_copy = saved ? strdup(saved) : NULL;
+    unsetenv("TAPEGRAD_DEFAULT_CORPUS");
+    cr_expect_str_eq(corpus_default_path(), CORPUS_DEFAULT_PATH);
+    setenv("TAPEGRAD_DEFAULT_CORPUS", "", 1);
+    cr_expect_str_eq(corpus_default_path(), CORPUS_DEFAULT_PATH, "an empty value means unset");
+    char *path = datagen_path(dir, "elsewhere.txt");
+    setenv("TAPEGRAD_DEFAULT_CORPUS", path, 1);
+    cr_expect_str_eq(corpus_default_path(), path);
+    if (saved_copy) setenv("TAPEGRAD_DEFAULT_CORPUS", saved_copy, 1);
+    else unsetenv("TAPEGRAD_DEFAULT_CORPUS");
+    free(saved_copy);
+    free(path);
+}
+
 Test(corpus, empty_file_and_empty_folder_are_refused) {
     write_str("empty.txt", "");
     char *path = datagen_path(dir, "empty.txt"), *text;
@@ -377,6 +394,19 @@ Test(prepare, whole_pipeline_from_a_folder) {
     cr_expect_eq(h.n_tokens, res.n_val);
     tokenizer_free(&loaded);
     tokenizer_free(&tok);
+
+    /* no corpus given: the default one, which TAPEGRAD_DEFAULT_CORPUS names */
+    const char *saved = getenv("TAPEGRAD_DEFAULT_CORPUS");
+    char *saved_copy = saved ? strdup(saved) : NULL;
+    setenv("TAPEGRAD_DEFAULT_CORPUS", corpus, 1);
+    opt.corpus_path = NULL;
+    assert_ok(prepare_run(&opt, &tok, &res));
+    cr_expect_eq(res.corpus.files_read, 3);
+    tokenizer_free(&tok);
+    if (saved_copy) setenv("TAPEGRAD_DEFAULT_CORPUS", saved_copy, 1);
+    else unsetenv("TAPEGRAD_DEFAULT_CORPUS");
+    free(saved_copy);
+    opt.corpus_path = corpus;
 
     /* settings are checked before the corpus is read */
     opt.val_fraction = 0;

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../data/corpus.h"
 #include "../data/fileutil.h"
 #include "checkpoint.h"
 #include "checkpoint_folder.h"
@@ -274,7 +275,7 @@ static int run_compare_ffn(int argc, char **argv) {
         {"--preset", FLAG_STRING, &preset, "tiny | small | minimind-26m (small)", false},
         {"--steps", FLAG_INT64, &steps, "optimizer steps of every run (300)", false},
         {"--lrs", FLAG_STRING, &lrs_text, "comma-separated peak learning rates; each trains both FFNs (3e-3)", false},
-        {"--data", FLAG_STRING, &data, "text file or folder (default " TAPEGRAD_DEFAULT_CORPUS ")", false},
+        {"--data", FLAG_STRING, &data, "text file or folder (default " CORPUS_DEFAULT_PATH ")", false},
         {"--out", FLAG_STRING, &out, "folder for the runs and the report (default checkpoints/compare-ffn-<time>)", false},
         {"--log-grads", FLAG_INT64, &log_grads, "statistics every N steps (steps/30, at least 1)", false},
         {"--eval-every", FLAG_INT64, &eval_every, "val loss every N steps (steps/10, at least 1)", false},

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../data/corpus.h"
 #include "../lib/engine.h"
 #include "cli.h"
 #include "run.h"
@@ -78,7 +79,7 @@ static int run_train(int argc, char **argv) {
         {"--vocab", FLAG_INT64, &vocab, "BPE vocabulary size (256 < V; default 2048, minimind-26m 6400)", false},
         {"--ffn", FLAG_STRING, &ffn, "swiglu (default) | relu", false},
         {"--rope-theta", FLAG_DOUBLE, &theta, "RoPE base (default 1e6)", false},
-        {"--data", FLAG_STRING, &o.data_path, "text file or folder of text files (default " TAPEGRAD_DEFAULT_CORPUS ")", false},
+        {"--data", FLAG_STRING, &o.data_path, "text file or folder of text files (default " CORPUS_DEFAULT_PATH ")", false},
         {"--tokenizer", FLAG_STRING, &o.tokenizer, "char (default) | bpe (default for minimind-26m)", false},
         {"--val-fraction", FLAG_DOUBLE, &o.val_fraction, "last fraction of the tokens kept for validation (0.1)", false},
         {"--steps", FLAG_INT64, &o.steps, "optimizer steps (1500); the LR schedule spans them", false},

@@ -295,7 +295,7 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
     const char *tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
     snprintf(id.preset, sizeof id.preset, "%s", o->preset);
     snprintf(id.tokenizer, sizeof id.tokenizer, "%s", tokenizer);
-    snprintf(id.data, sizeof id.data, "%s", o->data_path ? o->data_path : CORPUS_DEFAULT_PATH);
+    snprintf(id.data, sizeof id.data, "%s", o->data_path ? o->data_path : corpus_default_path());
     if (o->init_from) snprintf(id.init_from, sizeof id.init_from, "%s", o->init_from);
     bool bpe = strcmp(tokenizer, "bpe") == 0;
     if (!bpe && o->model.vocab > 0) {

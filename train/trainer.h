@@ -9,8 +9,6 @@
 #include "model.h"
 #include "optim.h"
 
-#define TAPEGRAD_DEFAULT_CORPUS "/usr/share/games/fortunes"
-
 /* Fields that define what the run is (model shape, tokenizer, data, seed) start "unset" (0,
  * NULL, -1) so that a resumed run can tell a flag the user gave from a default: a given value
  * that differs from the checkpoint's is refused. */

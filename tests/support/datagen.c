@@ -1,6 +1,7 @@
 #include "datagen.h"
 
 #include <ftw.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,68 @@ char *datagen_english(uint64_t seed, size_t len) {
         line += (size_t)np;
     }
     out[len] = '\0';
+    return out;
+}
+
+enum { PROSE_LEXICON = 6000 };
+
+/* One pseudo-word of 1-4 syllables (onset, vowel, coda) into out[0..47]. */
+static void prose_word(Rng *rng, char *out) {
+    static const char *const onsets[] = {"", "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p",
+                                         "r", "s", "t", "v", "w", "z", "br", "cl", "st", "tr", "sh",
+                                         "ch", "th", "pl", "gr", "qu", "sp"};
+    static const char *const vowels[] = {"a", "e", "i", "o", "u", "ai", "ea", "ou", "oo", "ie", "y"};
+    static const char *const codas[] = {"", "", "", "n", "r", "s", "t", "l", "m", "nd", "st", "ng", "ck", "x"};
+    size_t syllables = 1 + rng_below(rng, 4), pos = 0;
+    for (size_t s = 0; s < syllables; s++) {
+        const char *parts[3] = {onsets[rng_below(rng, sizeof onsets / sizeof onsets[0])],
+                                vowels[rng_below(rng, sizeof vowels / sizeof vowels[0])],
+                                codas[rng_below(rng, sizeof codas / sizeof codas[0])]};
+        for (int p = 0; p < 3; p++)
+            for (const char *c = parts[p]; *c && pos < 47; c++) out[pos++] = *c;
+    }
+    out[pos] = '\0';
+}
+
+char *datagen_prose(uint64_t seed, size_t len) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    char(*lexicon)[48] = tg_malloc(PROSE_LEXICON * sizeof *lexicon);
+    double *cumulative = tg_malloc(PROSE_LEXICON * sizeof *cumulative);
+    double total = 0;
+    for (size_t r = 0; r < PROSE_LEXICON; r++) {
+        prose_word(&rng, lexicon[r]);
+        total += 1.0 / (double)(r + 1);
+        cumulative[r] = total;
+    }
+    char *out = tg_malloc(len + 1);
+    size_t pos = 0, line = 0;
+    bool capital = true;
+    while (pos < len) {
+        double u = (double)rng_below(&rng, 1u << 30) / (double)(1u << 30) * total;
+        size_t lo = 0, hi = PROSE_LEXICON - 1;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (cumulative[mid] < u) lo = mid + 1;
+            else hi = mid;
+        }
+        char word[48];
+        uint64_t r = rng_below(&rng, 100);
+        if (r < 3) snprintf(word, sizeof word, "%llu", (unsigned long long)rng_below(&rng, 10000));
+        else snprintf(word, sizeof word, "%s", lexicon[lo]);
+        if (capital) word[0] = (char)(word[0] >= 'a' && word[0] <= 'z' ? word[0] - 'a' + 'A' : word[0]);
+        const char *punct = r >= 90 ? "." : r >= 84 ? "," : r == 83 ? "?" : r == 82 ? ";" : "";
+        const char *sep = pos == 0 ? "" : line > 64 ? "\n" : " ";
+        if (line > 64) line = 0;
+        char piece[64];
+        int np = snprintf(piece, sizeof piece, "%s%s%s", sep, word, punct);
+        capital = punct[0] == '.' || punct[0] == '?';
+        for (int i = 0; i < np && pos < len; i++) out[pos++] = piece[i];
+        line += (size_t)np;
+    }
+    out[len] = '\0';
+    free(lexicon);
+    free(cumulative);
     return out;
 }
 

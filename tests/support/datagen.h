@@ -9,6 +9,13 @@
  * commas, full stops and line breaks, reproducible from `seed`. malloc'ed, NUL-terminated. */
 char *datagen_english(uint64_t seed, size_t len);
 
+/* A text of exactly `len` bytes with a large vocabulary, as a real corpus has: words of 1-4
+ * syllables from a generated lexicon of 6,000, drawn with Zipf frequencies (the word of rank r
+ * has weight 1/r), with capitals, punctuation, numbers and line breaks. A byte-level BPE can
+ * learn thousands of merges from it (datagen_english's 120 words allow only a few hundred).
+ * Reproducible from `seed`; malloc'ed, NUL-terminated. */
+char *datagen_prose(uint64_t seed, size_t len);
+
 /* A fresh folder under $TMPDIR (or /tmp); the returned path is malloc'ed. */
 char *datagen_tempdir(void);
 /* Removes a folder and everything in it. */
