@@ -81,6 +81,22 @@ TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tenso
     return node;
 }
 
+const TapeNode *tape_find_reader(const Tape *tape, const float *data) {
+    for (size_t i = 0; i < tape->n_nodes; i++) {
+        const TapeNode *node = &tape->nodes[i];
+        if (node->reads_out && node->out->data == data) return node;
+        for (int k = 0; k < node->n_in; k++)
+            if (node->in[k] && node->in[k]->data == data) return node;
+    }
+    return NULL;
+}
+
+const TapeNode *tape_find_producer(const Tape *tape, const Tensor *t) {
+    for (size_t i = tape->n_nodes; i-- > 0;)
+        if (tape->nodes[i].out == t) return &tape->nodes[i];
+    return NULL;
+}
+
 bool tape_set_grad_enabled(Tape *tape, bool enabled) {
     bool old = tape->grad_enabled;
     tape->grad_enabled = enabled;

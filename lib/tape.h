@@ -40,6 +40,7 @@ struct TapeNode {
     Tensor *in[TAPE_MAX_INPUTS];
     int n_in;
     void *saved;               /* op-specific values kept for the backward (arena memory) */
+    bool reads_out;            /* the backward reads out->data, not only out->grad */
     double fparam[4];          /* op scalars (eps, scale, ...) */
     int64_t iparam[6];         /* op integers (heads, positions, ...) */
 };
@@ -65,6 +66,12 @@ void tape_free(Tape *tape);
  * grad in that case. Returns the node (to fill saved/params) or NULL when nothing was recorded. */
 TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tensor *out,
                       int n_in, Tensor *const *in);
+/* The recorded node whose backward may read the values at `data`: one that takes a tensor with
+ * that data as an input, or whose output has that data and reads it (reads_out). NULL if none.
+ * An op that overwrites a tensor's values in its backward asks this first. */
+const TapeNode *tape_find_reader(const Tape *tape, const float *data);
+/* The recorded node whose output is t, or NULL (t is a leaf: a parameter or the caller's). */
+const TapeNode *tape_find_producer(const Tape *tape, const Tensor *t);
 /* No-grad mode: returns the previous setting. */
 bool tape_set_grad_enabled(Tape *tape, bool enabled);
 /* Backward from a scalar: seeds d(loss) = 1. */

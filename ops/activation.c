@@ -101,7 +101,10 @@ static Tensor *activation_forward(Tape *tape, Tensor *x, ActivationKind kind) {
     ActivationJob job = {kind, x->data, NULL, NULL, y->data, false};
     pool_parallel_for(pool_if_worth_it(tape, x->numel), x->numel, activation_forward_range, &job);
     TapeNode *node = tape_record(tape, name, activation_backward, y, 1, &x);
-    if (node) node->iparam[0] = kind;
+    if (node) {
+        node->iparam[0] = kind;
+        node->reads_out = true;   /* the slopes use y (sigmoid(x) for silu and sigmoid) */
+    }
     return y;
 }
 

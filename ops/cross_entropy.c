@@ -149,5 +149,17 @@ Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int
 }
 
 Tensor *op_cross_entropy_consuming(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index) {
+    /* the backward writes over the logits' values: refuse when anything still needs them */
+    if (tape->grad_enabled && logits->requires_grad) {
+        TG_CHECK(tape_find_producer(tape, logits) != NULL,
+                 "cross_entropy_consuming: logits '%s' were not computed on this tape (a parameter or "
+                 "the caller's tensor) and would be overwritten; use op_cross_entropy",
+                 logits->name);
+        const TapeNode *reader = tape_find_reader(tape, logits->data);
+        TG_CHECK(reader == NULL,
+                 "cross_entropy_consuming: the backward of '%s' reads the values of logits '%s', which "
+                 "this loss overwrites; use op_cross_entropy",
+                 reader ? reader->op : "", logits->name);
+    }
     return cross_entropy_forward(tape, logits, targets, ignore_index, true);
 }

@@ -465,6 +465,44 @@ Test(cross_entropy, matches_naive_reference) {
     check_cross_entropy(2, -100);
 }
 
+/* The consuming loss writes dlogits over the logits' values: it refuses logits that a recorded
+ * backward still reads, or that belong to the caller. */
+typedef enum { READ_BY_SIGMOID, READ_BY_MUL, LEAF_LOGITS, NOT_READ } ConsumingCase;
+
+static void record_consuming_loss(void *ctx) {
+    ConsumingCase c = *(ConsumingCase *)ctx;
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Rng rng;
+    rng_seed(&rng, 7);
+    Tensor *x = test_tensor("x", 2, (int64_t[]){3, 5}, &rng, -1, 1);
+    x->requires_grad = true;
+    int32_t targets[] = {1, 4, 0};
+    Tensor *logits = x;
+    if (c == READ_BY_SIGMOID) logits = op_sigmoid(&tt.tape, x);   /* sigmoid's backward reads its output */
+    if (c == READ_BY_MUL || c == NOT_READ) logits = op_scale(&tt.tape, x, 2.0f);
+    if (c == READ_BY_MUL) op_mul(&tt.tape, logits, x);            /* mul's backward reads logits */
+    Tensor *loss = op_cross_entropy_consuming(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+    tape_backward(&tt.tape, loss);
+    test_tensor_free(x);
+    test_tape_free(&tt);
+}
+
+Test(cross_entropy, consuming_refuses_logits_still_needed) {
+    char msg[1024];
+    ConsumingCase c = READ_BY_SIGMOID;
+    cr_expect_eq(test_run_expecting_abort(record_consuming_loss, &c, msg, sizeof msg), SIGABRT);
+    cr_expect(strstr(msg, "the backward of 'sigmoid' reads the values of logits"), "%s", msg);
+    c = READ_BY_MUL;
+    cr_expect_eq(test_run_expecting_abort(record_consuming_loss, &c, msg, sizeof msg), SIGABRT);
+    cr_expect(strstr(msg, "the backward of 'mul' reads the values of logits"), "%s", msg);
+    c = LEAF_LOGITS;
+    cr_expect_eq(test_run_expecting_abort(record_consuming_loss, &c, msg, sizeof msg), SIGABRT);
+    cr_expect(strstr(msg, "were not computed on this tape"), "%s", msg);
+    c = NOT_READ;
+    cr_expect_eq(test_run_expecting_abort(record_consuming_loss, &c, msg, sizeof msg), 0, "%s", msg);
+}
+
 Test(cross_entropy, aborts_on_target_outside_vocab, .signal = SIGABRT) {
     TestTape tt;
     test_tape_init(&tt, 1);
