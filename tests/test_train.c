@@ -122,7 +122,7 @@ Test(train, sampling_is_deterministic) {
     TestTape tt;
     test_tape_init(&tt, 1);
     int32_t prompt[3] = {1, 2, 3}, a[64], b[64], d[64];
-    SampleOptions greedy = {0.0, 0}, warm = {1.0, 10};
+    SampleOptions greedy = {.temperature = 0.0}, warm = {.temperature = 1.0, .top_k = 10};
     Rng r1, r2;
     rng_seed(&r1, 1);
     rng_seed(&r2, 2);
