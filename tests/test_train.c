@@ -131,7 +131,8 @@ Test(train, sampling_is_deterministic) {
     cr_assert_eq(na, 63);
     cr_assert_eq(nb, 63);
     cr_expect_eq(memcmp(a, b, sizeof(int32_t) * 63), 0, "greedy decoding depends on the seed");
-    /* greedy = argmax of the full recomputation at every position (through the context wrap) */
+    /* greedy = argmax of the full recomputation at every position inside the context (the wrap
+     * is tested in test_sample.c) */
     Tensor *logits = model_forward(&m, &tt.tape, a, 1, c.seq_len, NULL);
     for (int64_t t = 2; t + 1 < c.seq_len; t++) {
         const float *row = logits->data + t * c.vocab;
