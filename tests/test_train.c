@@ -122,7 +122,7 @@ Test(train, sampling_is_deterministic) {
     TestTape tt;
     test_tape_init(&tt, 1);
     int32_t prompt[3] = {1, 2, 3}, a[64], b[64], d[64];
-    SampleOptions greedy = {0.0, 0}, warm = {1.0, 10};
+    SampleOptions greedy = {.temperature = 0.0}, warm = {.temperature = 1.0, .top_k = 10};
     Rng r1, r2;
     rng_seed(&r1, 1);
     rng_seed(&r2, 2);
@@ -131,7 +131,8 @@ Test(train, sampling_is_deterministic) {
     cr_assert_eq(na, 63);
     cr_assert_eq(nb, 63);
     cr_expect_eq(memcmp(a, b, sizeof(int32_t) * 63), 0, "greedy decoding depends on the seed");
-    /* greedy = argmax of the full recomputation at every position (through the context wrap) */
+    /* greedy = argmax of the full recomputation at every position inside the context (the wrap
+     * is tested in test_sample.c) */
     Tensor *logits = model_forward(&m, &tt.tape, a, 1, c.seq_len, NULL);
     for (int64_t t = 2; t + 1 < c.seq_len; t++) {
         const float *row = logits->data + t * c.vocab;

@@ -415,7 +415,7 @@ tg_status run_print_sample(Run *run, Tape *tape, const char *prompt, int64_t n, 
     int32_t *out = tg_malloc((n_prompt + (size_t)n + 1) * sizeof(int32_t));
     Rng rng;
     rng_seed(&rng, seed);
-    SampleOptions so = {temperature, top_k};
+    SampleOptions so = {.temperature = temperature, .top_k = top_k};
     int64_t total = sample_generate(&run->model, tape, ids, (int64_t)n_prompt, n, &so, run->tok.eot_id, &rng, out);
     char *text = NULL;
     size_t text_len = 0;

@@ -58,6 +58,7 @@ int64_t sample_generate(Model *model, Tape *tape, const int32_t *prompt, int64_t
     Tensor *logits = model_forward(model, tape, prompt, 1, prompt_len, &cache);
     const float *last = logits->data + (size_t)(prompt_len - 1) * (size_t)c->vocab;
     for (int64_t i = 0; i < n_new; i++) {
+        if (opts->observer) opts->observer(opts->observer_ctx, out, len, last, c->vocab);
         int32_t next = sample_token(last, c->vocab, opts, rng, probs, ids);
         out[len++] = next;
         tape_reset(tape);

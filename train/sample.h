@@ -8,12 +8,21 @@
 #include "../lib/tape.h"
 #include "model.h"
 
+/* Called by sample_generate before each draw with the text so far (text[0..len-1]) and the logits
+ * (vocab floats) the next token is drawn from; those logits are valid only during the call. */
+typedef void (*SampleObserver)(void *ctx, const int32_t *text, int64_t len, const float *logits, int64_t vocab);
+
 typedef struct SampleOptions {
-    double temperature; /* 0 picks the most likely token (greedy, deterministic) */
-    int top_k;          /* 0 means the whole vocabulary */
+    double temperature;      /* 0 picks the most likely token (greedy, deterministic) */
+    int top_k;               /* 0 means the whole vocabulary */
+    SampleObserver observer; /* optional (NULL): sees every step's logits (tests, inspection) */
+    void *observer_ctx;
 } SampleOptions;
 
-/* Picks a token from one row of logits (vocab floats). `scratch` holds vocab floats and ints. */
+/* Picks a token from one row of logits (vocab floats): the argmax (lowest id on ties) at temperature
+ * 0, otherwise a draw from softmax(logits / temperature) restricted to the top_k largest logits
+ * (ties ranked by lower id) and renormalised, using one rng_uniform. scratch_probs and scratch_ids
+ * hold vocab floats and ints. */
 int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *opts, Rng *rng,
                      float *scratch_probs, int32_t *scratch_ids);
 

@@ -1,0 +1,420 @@
+/* Sampling: generation with the KV cache equals, at every step and through the context wrap, a
+ * full recomputation of the window the wrap rule keeps; and the draw keeps its contract: top-k 1
+ * is the argmax, no token outside the top k is drawn, the draws follow softmax(logits / T) over
+ * the top k renormalised, and a temperature near 0 is the argmax.
+ *
+ * sample_generate draws every token with sample_token from the logits its observer sees (the
+ * first test replays those draws exactly), so the statistical checks on sample_token hold for the
+ * generator too. Every random stream has a fixed seed: the chi-square checks are deterministic,
+ * and their bound, the 0.1% quantile, would reject a correct sampler for 1 seed in 1000. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "train/model.h"
+#include "train/sample.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+/* The tiny preset with a short context and one KV head (GQA); weights 10x their init so the
+ * logits differ clearly from one context to the next. */
+static void build_model(Model *m, int64_t vocab, int64_t seq_len, uint64_t seed) {
+    ModelConfig c;
+    cr_assert_eq(model_preset("tiny", &c), TG_OK);
+    c.vocab = vocab;
+    c.seq_len = seq_len;
+    c.n_kv_heads = 1;
+    model_build(m, &c);
+    model_init_weights(m, seed);
+    for (size_t i = 0; i < m->params.total; i++) m->params.data[i] *= 10.0f;
+}
+
+/* What the observer saw: the text length and a copy of the logits, step by step. */
+typedef struct StepLog {
+    int64_t vocab, steps, capacity;
+    int64_t *len;  /* (capacity) */
+    float *logits; /* (capacity, vocab) */
+} StepLog;
+
+static void step_log_init(StepLog *log, int64_t vocab, int64_t capacity) {
+    log->vocab = vocab;
+    log->steps = 0;
+    log->capacity = capacity;
+    log->len = malloc((size_t)capacity * sizeof *log->len);
+    log->logits = malloc((size_t)(capacity * vocab) * sizeof *log->logits);
+}
+
+static void step_log_free(StepLog *log) {
+    free(log->len);
+    free(log->logits);
+}
+
+static void record_step(void *ctx, const int32_t *text, int64_t len, const float *logits, int64_t vocab) {
+    StepLog *log = ctx;
+    (void)text;
+    cr_assert_lt(log->steps, log->capacity, "observer called more often than tokens were asked for");
+    cr_assert_eq(vocab, log->vocab);
+    log->len[log->steps] = len;
+    memcpy(log->logits + log->steps * vocab, logits, (size_t)vocab * sizeof(float));
+    log->steps++;
+}
+
+/* sample_generate with the observer on, seeded; out holds prompt_len + n_new tokens. */
+static int64_t generate_logged(Model *m, Tape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
+                               double temperature, int top_k, uint64_t seed, int32_t *out, StepLog *log) {
+    SampleOptions opts = {.temperature = temperature, .top_k = top_k, .observer = record_step, .observer_ctx = log};
+    Rng rng;
+    rng_seed(&rng, seed);
+    return sample_generate(m, tape, prompt, prompt_len, n_new, &opts, -1, &rng, out);
+}
+
+/* The most likely token, the lowest id on ties. */
+static int32_t argmax(const float *logits, int64_t vocab) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < vocab; i++)
+        if (logits[i] > logits[best]) best = i;
+    return (int32_t)best;
+}
+
+/* How many tokens rank above `token`: a larger logit, or the same logit and a lower id. */
+static int64_t rank_of(const float *logits, int64_t vocab, int32_t token) {
+    int64_t above = 0;
+    for (int64_t i = 0; i < vocab; i++)
+        if (logits[i] > logits[token] || (logits[i] == logits[token] && i < token)) above++;
+    return above;
+}
+
+/* softmax(logits / temperature) in double. */
+static void softmax_at(const float *logits, int64_t vocab, double temperature, double *p) {
+    double max = -INFINITY, total = 0.0;
+    for (int64_t i = 0; i < vocab; i++) max = fmax(max, logits[i]);
+    for (int64_t i = 0; i < vocab; i++) total += p[i] = exp((logits[i] - max) / temperature);
+    for (int64_t i = 0; i < vocab; i++) p[i] /= total;
+}
+
+/* Pearson's statistic of counts (n draws) against probabilities p over the cells with p > 0;
+ * a count in a cell of probability 0 makes it infinite. */
+static double chi_square(const int64_t *counts, const double *p, int64_t cells, int64_t n) {
+    double stat = 0.0;
+    for (int64_t i = 0; i < cells; i++) {
+        if (p[i] == 0.0) {
+            if (counts[i] > 0) return INFINITY;
+            continue;
+        }
+        double expect = p[i] * (double)n, d = (double)counts[i] - expect;
+        stat += d * d / expect;
+    }
+    return stat;
+}
+
+/* 0.999 quantiles of chi-square with 3 and 9 degrees of freedom */
+#define CHI2_999_DF3 16.266
+#define CHI2_999_DF9 27.877
+
+/* Counts of n draws of sample_token from one row of logits. */
+static void draw_counts(const float *logits, int64_t vocab, double temperature, int top_k, uint64_t seed, int64_t n,
+                        int64_t *counts) {
+    SampleOptions opts = {.temperature = temperature, .top_k = top_k};
+    float *probs = malloc((size_t)vocab * sizeof *probs);
+    int32_t *ids = malloc((size_t)vocab * sizeof *ids);
+    Rng rng;
+    rng_seed(&rng, seed);
+    memset(counts, 0, (size_t)vocab * sizeof *counts);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t t = sample_token(logits, vocab, &opts, &rng, probs, ids);
+        cr_assert(t >= 0 && t < vocab, "token %d outside the vocabulary", t);
+        counts[t]++;
+    }
+    free(probs);
+    free(ids);
+}
+
+/* ------------------------------------------------------------------ the context wrap */
+
+/* sample.h's wrap rule: the context is the whole text until the text outgrows seq_len tokens;
+ * then the cache restarts from the last max(seq_len/2, 1) tokens and grows from there. Given the
+ * window's start for the text so far, returns its start once the text has len tokens. */
+static int64_t window_start(int64_t start, int64_t len, int64_t seq_len) {
+    int64_t keep = seq_len / 2 > 0 ? seq_len / 2 : 1;
+    return len - start > seq_len ? len - keep : start;
+}
+
+Test(sample, kv_cache_generation_through_the_context_wrap_equals_full_recomputation) {
+    const int64_t vocab = 37, seq_lens[] = {1, 2, 7, 12};
+    const double temperatures[] = {0.0, 1.0};
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    tape_set_grad_enabled(&tt.tape, false);
+    float *probs = malloc((size_t)vocab * sizeof *probs);
+    int32_t *ids = malloc((size_t)vocab * sizeof *ids);
+    for (size_t si = 0; si < sizeof seq_lens / sizeof seq_lens[0]; si++) {
+        int64_t seq = seq_lens[si], n_new = 6 * seq + 5;
+        Model m;
+        build_model(&m, vocab, seq, 3 + (uint64_t)seq);
+        int32_t prompt[12];
+        for (int64_t i = 0; i < seq; i++) prompt[i] = (int32_t)((i * 7 + 3) % vocab);
+        const int64_t prompt_lens[] = {1, (seq + 1) / 2, seq};
+        for (size_t pi = 0; pi < 3; pi++)
+            for (size_t ti = 0; ti < 2; ti++) {
+                int64_t plen = prompt_lens[pi];
+                if (pi > 0 && plen == prompt_lens[pi - 1]) continue;
+                double temperature = temperatures[ti];
+                uint64_t seed = 100 + pi * 10 + ti;
+                int32_t *out = malloc((size_t)(plen + n_new) * sizeof *out);
+                StepLog log;
+                step_log_init(&log, vocab, n_new);
+                int64_t total = generate_logged(&m, &tt.tape, prompt, plen, n_new, temperature, 0, seed, out, &log);
+                cr_assert_eq(total, plen + n_new);
+                cr_assert_eq(log.steps, n_new, "observer called %lld times for %lld tokens", (long long)log.steps,
+                             (long long)n_new);
+                SampleOptions opts = {.temperature = temperature};
+                Rng replay;
+                rng_seed(&replay, seed);
+                int64_t start = 0, restarts = 0, bad_step = -1, bad_start = 0;
+                double bad_diff = 0.0, bad_scale = 0.0;
+                for (int64_t s = 0; s < n_new; s++) {
+                    int64_t len = plen + s;
+                    cr_assert_eq(log.len[s], len, "step %lld sees %lld tokens", (long long)s, (long long)log.len[s]);
+                    int64_t next = window_start(start, len, seq);
+                    restarts += next != start;
+                    start = next;
+                    Tensor *full = model_forward(&m, &tt.tape, out + start, 1, len - start, NULL);
+                    const float *want = full->data + (len - start - 1) * vocab;
+                    const float *got = log.logits + s * vocab;
+                    double diff = 0.0, scale = 0.0;
+                    for (int64_t v = 0; v < vocab; v++) {
+                        diff = fmax(diff, fabs((double)got[v] - want[v]));
+                        scale = fmax(scale, fabs(want[v]));
+                    }
+                    if (bad_step < 0 && !(diff <= 1e-4 * scale)) {
+                        bad_step = s, bad_start = start, bad_diff = diff, bad_scale = scale;
+                    }
+                    if (temperature == 0.0)
+                        cr_expect_eq(out[len], argmax(want, vocab), "seq %lld prompt %lld step %lld: greedy %d, argmax %d",
+                                     (long long)seq, (long long)plen, (long long)s, out[len], argmax(want, vocab));
+                    tape_reset(&tt.tape);
+                    /* the token is sample_token's draw from exactly these logits */
+                    int32_t drawn = sample_token(got, vocab, &opts, &replay, probs, ids);
+                    cr_expect_eq(out[len], drawn, "seq %lld prompt %lld T %g step %lld: generated %d, replayed draw %d",
+                                 (long long)seq, (long long)plen, temperature, (long long)s, out[len], drawn);
+                }
+                cr_expect_eq(bad_step, -1,
+                             "seq %lld prompt %lld T %g: step %lld (window %lld..%lld): cached logits differ from "
+                             "the recomputation by %g (scale %g)",
+                             (long long)seq, (long long)plen, temperature, (long long)bad_step, (long long)bad_start,
+                             (long long)(plen + bad_step - 1), bad_diff, bad_scale);
+                cr_expect_geq(restarts, 5, "seq %lld prompt %lld: the window restarted only %lld times",
+                              (long long)seq, (long long)plen, (long long)restarts);
+                step_log_free(&log);
+                free(out);
+            }
+        model_free(&m);
+    }
+    free(probs);
+    free(ids);
+    test_tape_free(&tt);
+}
+
+/* ------------------------------------------------------------------ top-k */
+
+Test(sample, top_k_1_is_the_argmax_at_any_temperature) {
+    const int64_t vocab = 50;
+    const double temperatures[] = {1e-3, 0.5, 1.0, 10.0, 1e4};
+    float logits[50], probs[50];
+    int32_t ids[50];
+    Rng data, rng;
+    rng_seed(&data, 21);
+    rng_seed(&rng, 22);
+    for (size_t ti = 0; ti < sizeof temperatures / sizeof temperatures[0]; ti++) {
+        SampleOptions top1 = {.temperature = temperatures[ti], .top_k = 1};
+        int64_t wrong = 0;
+        for (int64_t row = 0; row < 1000; row++) {
+            rng_fill_uniform(&data, logits, (size_t)vocab, -4.0f, 4.0f);
+            wrong += sample_token(logits, vocab, &top1, &rng, probs, ids) != argmax(logits, vocab);
+        }
+        cr_expect_eq(wrong, 0, "T %g: top-k 1 missed the argmax in %lld of 1000 rows", temperatures[ti], (long long)wrong);
+    }
+    /* a tie at the top: top-k 1 and greedy both take the lowest id */
+    const float tied[5] = {0.5f, 2.0f, -1.0f, 2.0f, 2.0f};
+    SampleOptions greedy = {.temperature = 0.0}, top1 = {.temperature = 1e4, .top_k = 1};
+    cr_expect_eq(sample_token(tied, 5, &greedy, &rng, probs, ids), 1);
+    for (int i = 0; i < 100; i++) cr_expect_eq(sample_token(tied, 5, &top1, &rng, probs, ids), 1);
+}
+
+Test(sample, generation_with_top_k_1_is_greedy_through_the_wrap) {
+    const int64_t vocab = 29, seq = 8, n_new = 40;
+    Model m;
+    build_model(&m, vocab, seq, 5);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    int32_t prompt[3] = {1, 2, 3}, greedy[43], out[43];
+    StepLog log;
+    step_log_init(&log, vocab, n_new);
+    generate_logged(&m, &tt.tape, prompt, 3, n_new, 0.0, 0, 1, greedy, &log);
+    const double temperatures[] = {0.5, 1.0, 1e4};
+    for (size_t ti = 0; ti < 3; ti++) {
+        log.steps = 0;
+        generate_logged(&m, &tt.tape, prompt, 3, n_new, temperatures[ti], 1, 7 + ti, out, &log);
+        cr_assert_eq(log.steps, n_new);
+        for (int64_t s = 0; s < n_new; s++)
+            cr_expect_eq(out[3 + s], argmax(log.logits + s * vocab, vocab), "T %g step %lld: top-k 1 drew %d, argmax %d",
+                         temperatures[ti], (long long)s, out[3 + s], argmax(log.logits + s * vocab, vocab));
+        cr_expect_eq(memcmp(out, greedy, sizeof out), 0, "T %g: top-k 1 generation differs from greedy", temperatures[ti]);
+    }
+    step_log_free(&log);
+    test_tape_free(&tt);
+    model_free(&m);
+}
+
+Test(sample, no_token_outside_the_top_k_is_drawn) {
+    /* fresh logits every draw; at T 100 the whole vocabulary would be nearly uniform, so a draw
+     * that leaked past the top k would be almost certain */
+    const int64_t vocab = 64;
+    const int top_ks[] = {1, 2, 3, 5};
+    const double temperatures[] = {1.0, 100.0};
+    float logits[64], probs[64];
+    int32_t ids[64];
+    Rng data, rng;
+    rng_seed(&data, 31);
+    rng_seed(&rng, 32);
+    for (size_t ki = 0; ki < 4; ki++)
+        for (size_t ti = 0; ti < 2; ti++) {
+            SampleOptions opts = {.temperature = temperatures[ti], .top_k = top_ks[ki]};
+            int64_t outside = 0, worst = 0;
+            for (int64_t draw = 0; draw < 3000; draw++) {
+                rng_fill_uniform(&data, logits, (size_t)vocab, -3.0f, 3.0f);
+                int64_t rank = rank_of(logits, vocab, sample_token(logits, vocab, &opts, &rng, probs, ids));
+                outside += rank >= top_ks[ki];
+                if (rank > worst) worst = rank;
+            }
+            cr_expect_eq(outside, 0, "top-k %d T %g: %lld of 3000 draws outside the top k (worst rank %lld)",
+                         top_ks[ki], temperatures[ti], (long long)outside, (long long)worst);
+            cr_expect_eq(worst, top_ks[ki] - 1, "top-k %d T %g: the k-th token was never drawn", top_ks[ki],
+                         temperatures[ti]);
+        }
+    /* a tie at the k-th place goes to the lower id: ids 1 and 0 are the top 2, id 3 never drawn */
+    const float tied[5] = {2.0f, 3.0f, 1.0f, 2.0f, -1.0f};
+    int64_t counts[5];
+    draw_counts(tied, 5, 1e3, 2, 33, 2000, counts);
+    cr_expect(counts[0] > 0 && counts[1] > 0 && counts[0] + counts[1] == 2000,
+              "top-2 of {2,3,1,2,-1} drew %lld x id0, %lld x id1, %lld x id3", (long long)counts[0], (long long)counts[1],
+              (long long)counts[3]);
+}
+
+Test(sample, top_k_draws_follow_the_renormalised_softmax) {
+    /* top 4 at T 1.5: ids 1, 6, 3, 4 with probabilities 0.388, 0.278, 0.199, 0.134 */
+    const float logits[12] = {0.1f, 2.0f, -0.5f, 1.0f, 0.4f, -1.2f, 1.5f, 0.0f, 0.2f, -0.3f, 0.15f, -2.0f};
+    const int64_t vocab = 12, n = 20000, k = 4;
+    const double temperature = 1.5;
+    int64_t counts[12];
+    draw_counts(logits, vocab, temperature, (int)k, 41, n, counts);
+    double p[12], unnormalised[12];
+    softmax_at(logits, vocab, temperature, p);
+    /* the top k renormalised; everything else has probability 0 */
+    double top_mass = 0.0;
+    for (int64_t i = 0; i < vocab; i++)
+        if (rank_of(logits, vocab, (int32_t)i) < k) top_mass += p[i];
+    int32_t kth = 0;
+    for (int64_t i = 0; i < vocab; i++) {
+        int64_t rank = rank_of(logits, vocab, (int32_t)i);
+        unnormalised[i] = rank < k ? p[i] : 0.0;
+        if (rank == k - 1) kth = (int32_t)i;
+        if (rank < k) cr_expect_gt(counts[i], 0, "top-k token %lld never drawn", (long long)i);
+        else cr_expect_eq(counts[i], 0, "token %lld (rank %lld) drawn %lld times", (long long)i, (long long)rank,
+                          (long long)counts[i]);
+        p[i] = rank < k ? p[i] / top_mass : 0.0;
+    }
+    double stat = chi_square(counts, p, vocab, n);
+    cr_expect_lt(stat, CHI2_999_DF3, "chi-square %.2f against the renormalised top-%lld softmax", stat, (long long)k);
+    /* the bound has power: the same draws reject the top k's unrenormalised probabilities with the
+     * missing mass on the k-th token (what a draw scaled by the whole vocabulary's total gives) */
+    unnormalised[kth] += 1.0 - top_mass;
+    double wrong = chi_square(counts, unnormalised, vocab, n);
+    cr_expect_gt(wrong, CHI2_999_DF3, "chi-square %.2f: the check cannot tell an unrenormalised top k", wrong);
+}
+
+Test(sample, generation_draws_only_from_each_steps_top_k) {
+    const int64_t vocab = 29, seq = 8, n_new = 80, k = 3;
+    Model m;
+    build_model(&m, vocab, seq, 6);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    int32_t prompt[3] = {4, 5, 6}, out[83];
+    StepLog log;
+    step_log_init(&log, vocab, n_new);
+    generate_logged(&m, &tt.tape, prompt, 3, n_new, 2.0, (int)k, 11, out, &log);
+    cr_assert_eq(log.steps, n_new);
+    int64_t by_rank[3] = {0};
+    for (int64_t s = 0; s < n_new; s++) {
+        int64_t rank = rank_of(log.logits + s * vocab, vocab, out[3 + s]);
+        cr_expect_lt(rank, k, "step %lld: drew token %d of rank %lld", (long long)s, out[3 + s], (long long)rank);
+        if (rank < k) by_rank[rank]++;
+    }
+    /* a sampler, not greedy: the second and third most likely tokens were drawn too */
+    cr_expect(by_rank[1] > 0 && by_rank[2] > 0, "draws by rank: %lld, %lld, %lld", (long long)by_rank[0],
+              (long long)by_rank[1], (long long)by_rank[2]);
+    step_log_free(&log);
+    test_tape_free(&tt);
+    model_free(&m);
+}
+
+/* ------------------------------------------------------------------ temperature */
+
+Test(sample, a_temperature_near_0_is_the_argmax) {
+    /* the best logit at least 0.1 above the rest: at T 1e-3 the others weigh below e^-100 */
+    const int64_t vocab = 50;
+    float logits[50], probs[50];
+    int32_t ids[50];
+    Rng data, rng;
+    rng_seed(&data, 51);
+    rng_seed(&rng, 52);
+    const int top_ks[] = {0, 5};
+    for (size_t ki = 0; ki < 2; ki++) {
+        SampleOptions cold = {.temperature = 1e-3, .top_k = top_ks[ki]};
+        int64_t wrong = 0;
+        for (int64_t row = 0; row < 2000; row++) {
+            rng_fill_uniform(&data, logits, (size_t)vocab, -2.0f, 2.0f);
+            int32_t best = argmax(logits, vocab);
+            logits[best] += 0.1f;
+            wrong += sample_token(logits, vocab, &cold, &rng, probs, ids) != best;
+        }
+        cr_expect_eq(wrong, 0, "T 1e-3 top-k %d: %lld of 2000 draws not the argmax", top_ks[ki], (long long)wrong);
+    }
+    /* the generator at T 1e-6 gives the greedy text */
+    Model m;
+    build_model(&m, 29, 8, 7);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    int32_t prompt[3] = {1, 2, 3}, greedy[43], cold[43];
+    StepLog log;
+    step_log_init(&log, 29, 40);
+    generate_logged(&m, &tt.tape, prompt, 3, 40, 0.0, 0, 1, greedy, &log);
+    log.steps = 0;
+    generate_logged(&m, &tt.tape, prompt, 3, 40, 1e-6, 0, 2, cold, &log);
+    cr_expect_eq(memcmp(greedy, cold, sizeof cold), 0, "T 1e-6 generation differs from greedy");
+    step_log_free(&log);
+    test_tape_free(&tt);
+    model_free(&m);
+}
+
+Test(sample, draws_at_temperature_t_follow_softmax_of_logits_over_t) {
+    const float logits[10] = {0.3f, -0.7f, 1.1f, 0.0f, -0.2f, 0.8f, -1.0f, 0.5f, 0.9f, -0.4f};
+    const int64_t vocab = 10, n = 20000;
+    const double temperatures[] = {0.5, 1.0, 2.5};
+    for (size_t ti = 0; ti < 3; ti++) {
+        double t = temperatures[ti], p[10], off[10];
+        int64_t counts[10];
+        draw_counts(logits, vocab, t, 0, 61 + ti, n, counts);
+        softmax_at(logits, vocab, t, p);
+        double stat = chi_square(counts, p, vocab, n);
+        cr_expect_lt(stat, CHI2_999_DF9, "T %g: chi-square %.2f against softmax(logits / T)", t, stat);
+        for (int64_t i = 0; i < vocab; i++) cr_expect_gt(counts[i], 0, "T %g: token %lld never drawn", t, (long long)i);
+        /* the bound has power: the same draws reject a temperature 25% off */
+        softmax_at(logits, vocab, 1.25 * t, off);
+        double wrong = chi_square(counts, off, vocab, n);
+        cr_expect_gt(wrong, CHI2_999_DF9, "T %g: chi-square %.2f, the check cannot tell T from 1.25 T", t, wrong);
+    }
+}
