@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/fileutil.h"
+#include "lib/atomic_file.h"
 #include "data/tokfile.h"
 
 void prepare_options_default(PrepareOptions *opt) {
@@ -80,7 +80,7 @@ tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, con
     res->n_train = n_train;
     res->n_val = n_val;
     char path[4096];
-    if (st == TG_OK) st = data_mkdirs(out_dir);
+    if (st == TG_OK) st = make_folders(out_dir);
     if (st == TG_OK) st = join_path(path, sizeof path, out_dir, PREPARE_TRAIN_FILE);
     if (st == TG_OK)
         st = tokfile_write_tagged(path, ids, n_train, (uint32_t)tok->vocab_size, res->tokenizer_fingerprint);
@@ -114,7 +114,7 @@ tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok_out, PrepareResu
                                                : tokenizer_bpe_train(text, len, opt->vocab_size, &tok);
     res->tokenizer_seconds = now_seconds() - t0;
     char path[4096];
-    if (st == TG_OK) st = data_mkdirs(opt->out_dir);
+    if (st == TG_OK) st = make_folders(opt->out_dir);
     if (st == TG_OK) st = join_path(path, sizeof path, opt->out_dir, PREPARE_TOKENIZER_FILE);
     if (st == TG_OK) st = tokenizer_save(&tok, path);
     if (st == TG_OK) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/fileutil.h"
+#include "lib/atomic_file.h"
 #include "data/tokenizer_internal.h"
 
 static const char MAGIC[] = "tapegrad-tokenizer";
@@ -226,9 +226,9 @@ static void write_escaped(FILE *f, const uint8_t *b, size_t n) {
 
 tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
     TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "saving an empty tokenizer");
-    char tmp[4096];
-    FILE *f;
-    TG_TRY(data_open_tmp(path, tmp, sizeof tmp, &f));
+    AtomicFile af;
+    TG_TRY(atomic_file_open(&af, path));
+    FILE *f = atomic_file_stream(&af);
     fprintf(f, "%s %d\nkind %s\nvocab_size %" PRId32 "\neot_id %" PRId32 "\n", MAGIC,
             TOKENIZER_FILE_VERSION, tokenizer_kind_name(tok->kind), tok->vocab_size, tok->eot_id);
     if (tok->kind == TOKENIZER_CHAR) {
@@ -249,7 +249,7 @@ tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
         }
     }
     fprintf(f, "fingerprint %016" PRIx64 "\n", tok->fingerprint);
-    tg_status st = data_commit_tmp(f, tmp, path);
+    tg_status st = atomic_file_commit(&af);
     if (st != TG_OK) return tg_fail_context(st, "saving tokenizer");
     return TG_OK;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/fileutil.h"
+#include "lib/atomic_file.h"
 
 static const unsigned char MAGIC[8] = {'T', 'G', 'T', 'O', 'K', 0, 0, 0};
 
@@ -45,13 +45,13 @@ tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, u
     put_u32(header + 16, w);
     put_u64(header + 24, (uint64_t)n);
     put_u64(header + 32, fingerprint);
-    char tmp[4096];
-    FILE *f;
-    TG_TRY(data_open_tmp(path, tmp, sizeof tmp, &f));
+    AtomicFile af;
+    TG_TRY(atomic_file_open(&af, path));
+    FILE *f = atomic_file_stream(&af);
     if (fwrite(header, 1, sizeof header, f) != sizeof header) {
-        int err = errno;
-        data_abandon_tmp(f, tmp);
-        return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(err));
+        tg_status s = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        atomic_file_abandon(&af);
+        return s;
     }
     enum { BLOCK = 1 << 14 };
     unsigned char buf[BLOCK * 4];
@@ -67,12 +67,12 @@ tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, u
             }
         }
         if (fwrite(buf, w, m, f) != m) {
-            int err = errno;
-            data_abandon_tmp(f, tmp);
-            return tg_fail(TG_ERR_IO, "cannot write %s: %s (disk full?)", tmp, strerror(err));
+            tg_status s = tg_fail(TG_ERR_IO, "cannot write %s: %s (disk full?)", path, strerror(errno));
+            atomic_file_abandon(&af);
+            return s;
         }
     }
-    return data_commit_tmp(f, tmp, path);
+    return atomic_file_commit(&af);
 }
 
 tg_status tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size) {

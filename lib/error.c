@@ -8,10 +8,13 @@ enum { TG_MSG_CAP = 2048 };
 static _Thread_local char tg_message[TG_MSG_CAP];
 
 tg_status tg_fail(tg_status status, const char *fmt, ...) {
+    /* formatted aside first: the arguments may include tg_error_message() itself */
+    char message[TG_MSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tg_message, sizeof tg_message, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    memcpy(tg_message, message, sizeof message);
     return status;
 }
 

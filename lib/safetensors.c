@@ -1,5 +1,7 @@
 #include "safetensors.h"
 
+#include "atomic_file.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -729,17 +731,6 @@ static void build_header(const StWriter *w, TextBuffer *header) {
 static bool write_fully(FILE *f, const void *data, size_t n) { return n == 0 || fwrite(data, 1, n, f) == n; }
 
 /* Makes the rename itself durable; some file systems cannot fsync a directory, which is fine. */
-static void sync_parent_directory(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : copy_string(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
 
 tg_status st_writer_finish(StWriter *w, const char *path) {
     size_t total = 0;
@@ -751,31 +742,21 @@ tg_status st_writer_finish(StWriter *w, const char *path) {
     TextBuffer header = {0};
     build_header(w, &header);
 
-    size_t tmp_len = strlen(path) + sizeof ".tmp";
-    char *tmp_path = tg_malloc(tmp_len);
-    snprintf(tmp_path, tmp_len, "%s.tmp", path);
-    tg_status status = TG_OK;
-    FILE *f = fopen(tmp_path, "wb");
-    if (!f) {
-        status = tg_fail(TG_ERR_IO, "cannot create %s: %s", tmp_path, strerror(errno));
-    } else {
+    AtomicFile af;
+    tg_status status = atomic_file_open(&af, path);
+    if (status == TG_OK) {
+        FILE *f = atomic_file_stream(&af);
         uint8_t length[8];
         for (int i = 0; i < 8; i++) length[i] = (uint8_t)((uint64_t)header.len >> (8 * i));
         bool ok = write_fully(f, length, 8) && write_fully(f, header.data, header.len);
         for (size_t i = 0; ok && i < w->count; i++) ok = write_fully(f, w->tensors[i].bytes, w->tensors[i].nbytes);
-        ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-        int err = errno;
-        if (fclose(f) != 0 && ok) {
-            ok = false;
-            err = errno;
+        if (ok) {
+            status = atomic_file_commit(&af);
+        } else {
+            status = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+            atomic_file_abandon(&af);
         }
-        if (!ok) status = tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp_path, strerror(err));
-        else if (rename(tmp_path, path) != 0)
-            status = tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", tmp_path, path, strerror(errno));
-        if (status != TG_OK) unlink(tmp_path);
-        else sync_parent_directory(path);
     }
-    free(tmp_path);
     free(header.data);
     st_writer_free(w);
     return status;

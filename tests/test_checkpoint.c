@@ -285,13 +285,12 @@ Test(refusal, every_checkpoint_passes_gzip_t_and_ckpt_info_describes_it) {
 
 /* ---------------------------------------------------------------- saving */
 
-/* A directory where the writer wants ckpt-<step>.tgck.tmp makes that one save fail. */
+/* A non-empty folder where the writer wants ckpt-<step>.tgck makes that one save fail at the
+ * rename, after the whole file was written. */
 static void block_save(const char *folder, int step) {
     char name[64];
-    snprintf(name, sizeof name, "ckpt-%08d.tgck.tmp", step);
-    char *path = datagen_path(folder, name);
-    cr_assert_eq(mkdir(path, 0755), 0);
-    free(path);
+    snprintf(name, sizeof name, "ckpt-%08d.tgck/keep", step);
+    datagen_write(folder, name, "x", 1);
 }
 
 Test(saving, a_failed_background_save_fails_the_run_and_keeps_the_last_good_one, .timeout = 120) {
@@ -302,7 +301,7 @@ Test(saving, a_failed_background_save_fails_the_run_and_keeps_the_last_good_one,
     char *out = NULL;
     int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 20 --ckpt-every 5 --keep 0 --out %s", corpus, r);
     cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
-    cr_expect(strstr(out, "ckpt-00000010.tgck.tmp") && strstr(out, "the previous checkpoint is untouched"), "%s", out);
+    cr_expect(strstr(out, "ckpt-00000010.tgck") && strstr(out, "the previous checkpoint is untouched"), "%s", out);
     free(out);
     char path[4200];
     Model m;
@@ -318,7 +317,7 @@ Test(saving, a_failed_background_save_fails_the_run_and_keeps_the_last_good_one,
     block_save(r2, 8);
     rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 8 --ckpt-every 4 --out %s", corpus, r2);
     cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
-    cr_expect(strstr(out, "ckpt-00000008.tgck.tmp"), "%s", out);
+    cr_expect(strstr(out, "ckpt-00000008.tgck"), "%s", out);
     free(out);
     cr_assert_eq(checkpoint_resolve(r2, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &m, &info), TG_OK, "%s", tg_error_message());

@@ -47,19 +47,6 @@ static bool log_has(const char *log, const char *needle) {
     return found;
 }
 
-static int count_tmp_files(const char *folder) {
-    DIR *d = opendir(folder);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        n += len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
-    }
-    closedir(d);
-    return n;
-}
-
 Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .fini = teardown, .timeout = 240) {
     char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "train.log"), *latest = datagen_path(run, "latest");
     bool have_gzip = test_run("gzip --version >/dev/null 2>&1") == 0;
@@ -85,7 +72,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
             char *text = slurp(log);
             cr_assert_fail("trial %d: train ended by itself (status %d) before the kill:\n%s", trial, status, text);
         }
-        killed_mid_write += count_tmp_files(run) > 0; /* a .tmp left behind: the kill hit a write */
+        killed_mid_write += test_count_tmp_files(run) > 0; /* a .tmp left behind: the kill hit a write */
         if (trial > 0) {
             char expect[64];
             snprintf(expect, sizeof expect, "resuming at step %lld ", (long long)last_step);
@@ -125,7 +112,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
     cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, last_step + 3);
-    cr_expect_eq(count_tmp_files(run), 0, "stray .tmp files after a clean run");
+    cr_expect_eq(test_count_tmp_files(run), 0, "stray .tmp files after a clean run");
     /* steps logged after the last checkpoint of a killed run are dropped on resume: each step once */
     char *metrics = datagen_path(run, "metrics.jsonl");
     char *text = slurp(metrics);

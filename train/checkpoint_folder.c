@@ -1,6 +1,8 @@
 /* Run folders of checkpoints (latest pointer, keep-N) and the background saver. */
 #include "checkpoint_folder.h"
 
+#include "../lib/atomic_file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,27 +45,10 @@ static int list_steps(const char *dir, int64_t *steps, int cap) {
 }
 
 static tg_status write_latest(const char *dir, const char *name) {
-    char path[4200], tmp[4300];
+    char path[4200], line[256];
     snprintf(path, sizeof path, "%s/latest", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    char line[256];
     int len = snprintf(line, sizeof line, "%s\n", name);
-    bool ok = write(fd, line, (size_t)len) == len && fsync(fd) == 0;
-    int err = errno;
-    ok &= close(fd) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) err = errno;
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "cannot update %s: %s; it still names the previous checkpoint", path, strerror(err));
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return TG_OK;
+    return atomic_write(path, line, (size_t)len);
 }
 
 tg_status checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
@@ -107,7 +92,7 @@ void checkpoint_folder_remove_stale(const char *dir) {
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
         bool tmp = len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
-        if (tmp && (strncmp(e->d_name, "ckpt-", 5) == 0 || strcmp(e->d_name, "latest.tmp") == 0)) {
+        if (tmp && (strncmp(e->d_name, "ckpt-", 5) == 0 || strncmp(e->d_name, "latest.", 7) == 0)) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);
         }

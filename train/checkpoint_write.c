@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../lib/atomic_file.h"
 #include "checkpoint_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -139,34 +140,17 @@ static void put_tensor(Writer *w, const Tensor *t, uint8_t kind, const float *da
     put_floats(w, data, (size_t)t->numel);
 }
 
-static void fsync_dir_of(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir) dir[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return; /* the rename happened; a folder we cannot open only loses durability */
-    fsync(fd);
-    close(fd);
-}
-
 tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
                                 int64_t *file_bytes) {
-    char tmp[4200];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return tg_fail(TG_ERR_ARG, "checkpoint path too long: %s", path);
+    AtomicFile af;
+    TG_TRY(atomic_file_open(&af, path));
     Writer w;
     memset(&w, 0, sizeof w);
     w.shuffle = opts->shuffle;
-    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w.fd < 0)
-        return tg_fail(TG_ERR_IO, "cannot write checkpoint %s: %s; the previous checkpoint is untouched", tmp, strerror(errno));
+    w.fd = af.fd;
     if (deflateInit2(&w.zs, opts->level, Z_DEFLATED, CHECKPOINT_GZIP_WINDOW_BITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        close(w.fd);
-        unlink(tmp);
-        return tg_fail(TG_ERR_NOMEM, "cannot start a gzip stream for %s", tmp);
+        atomic_file_abandon(&af);
+        return tg_fail(TG_ERR_NOMEM, "cannot start a gzip stream for %s", path);
     }
     w.out = tg_malloc(CHECKPOINT_IO_CHUNK);
 
@@ -187,21 +171,14 @@ tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, c
     free(w.out);
     free(w.scratch);
 
-    int err = w.err;
-    if (!err && fsync(w.fd) != 0) err = errno;
-    if (close(w.fd) != 0 && !err) err = errno;
-    if (err) {
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "writing checkpoint %s failed (%s); the previous checkpoint is untouched", tmp,
-                       err < 0 ? "compression error" : strerror(err));
+    if (w.err) {
+        atomic_file_abandon(&af);
+        return tg_fail(TG_ERR_IO, "writing checkpoint %s failed (%s); the previous checkpoint is untouched", path,
+                       w.err < 0 ? "compression error" : strerror(w.err));
     }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s; the previous checkpoint is untouched", tmp, path,
-                       strerror(err));
-    }
-    fsync_dir_of(path);
+    if (atomic_file_commit(&af) != TG_OK)
+        return tg_fail(TG_ERR_IO, "saving checkpoint %s failed; the previous checkpoint is untouched (%s)", path,
+                       tg_error_message());
     if (file_bytes) *file_bytes = w.written;
     return TG_OK;
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "../data/corpus.h"
-#include "../data/fileutil.h"
+#include "../lib/atomic_file.h"
 #include "checkpoint.h"
 #include "checkpoint_folder.h"
 #include "cli.h"
@@ -344,7 +344,7 @@ static int run_compare_ffn(int argc, char **argv) {
             return 2;
         }
     }
-    if (data_mkdirs(root) != TG_OK) {
+    if (make_folders(root) != TG_OK) {
         fprintf(stderr, "tapegrad compare-ffn: %s\n", tg_error_message());
         return 1;
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/atomic_file.h"
 #include "../lib/safetensors.h"
 
 static void folder_of(const char *path, char *out, size_t cap) {
@@ -20,10 +21,9 @@ static void folder_of(const char *path, char *out, size_t cap) {
 }
 
 static tg_status write_config_json(const ModelConfig *c, const char *path) {
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    AtomicFile af;
+    TG_TRY(atomic_file_open(&af, path));
+    FILE *f = atomic_file_stream(&af);
     fprintf(f,
             "{\n"
             "  \"dim\": %lld,\n  \"n_layers\": %lld,\n  \"n_heads\": %lld,\n  \"n_kv_heads\": %lld,\n"
@@ -34,15 +34,7 @@ static tg_status write_config_json(const ModelConfig *c, const char *path) {
             (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
             (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
             c->ffn == FFN_RELU ? "relu" : "swiglu");
-    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0 && ok) ok = false, err = errno;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) err = errno;
-        unlink(tmp);
-        return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(err));
-    }
-    return TG_OK;
+    return atomic_file_commit(&af);
 }
 
 tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,

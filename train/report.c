@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "../lib/atomic_file.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -415,22 +417,10 @@ static const char *const style =
     "td,th{border:1px solid #cccccc;padding:2px 7px;text-align:right}th{background:#f2f2f2}"
     "td:first-child,th:first-child{text-align:left}svg{display:block}";
 
-static tg_status finish_file(FILE *f, const char *tmp, const char *path) {
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0) bad = true;
-    if (bad || rename(tmp, path) != 0) {
-        int err = errno;
-        remove(tmp);
-        return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(err));
-    }
-    return TG_OK;
-}
-
 tg_status report_write_html(const Report *r, const char *path) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    AtomicFile af;
+    TG_TRY(atomic_file_open(&af, path));
+    FILE *f = atomic_file_stream(&af);
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/><title>", f);
     write_escaped(f, r->title);
     fprintf(f, "</title><style>%s</style></head>\n<body>\n<h1>", style);
@@ -469,14 +459,13 @@ tg_status report_write_html(const Report *r, const char *path) {
     }
     cJSON_free(json);
     fputs("</script>\n</body></html>\n", f);
-    return finish_file(f, tmp, path);
+    return atomic_file_commit(&af);
 }
 
 tg_status report_write_series_jsonl(const Report *r, const char *path) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    AtomicFile af;
+    TG_TRY(atomic_file_open(&af, path));
+    FILE *f = atomic_file_stream(&af);
     for (int i = 0; i < r->n_items; i++) {
         const ReportChart *c = r->items[i].chart;
         if (!c) continue;
@@ -489,5 +478,5 @@ tg_status report_write_series_jsonl(const Report *r, const char *path) {
             cJSON_Delete(o);
         }
     }
-    return finish_file(f, tmp, path);
+    return atomic_file_commit(&af);
 }

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -61,6 +62,19 @@ int test_run_expecting_abort(void (*fn)(void *ctx), void *ctx, char *msg, size_t
     int status;
     waitpid(pid, &status, 0);
     return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+int test_count_tmp_files(const char *folder) {
+    DIR *d = opendir(folder);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        n += len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
+    }
+    closedir(d);
+    return n;
 }
 
 int test_run(const char *cmd) {

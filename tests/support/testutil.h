@@ -49,6 +49,9 @@ void test_tensor_free(Tensor *t);
  * testing that an internal check aborts, and with which message. */
 int test_run_expecting_abort(void (*fn)(void *ctx), void *ctx, char *msg, size_t cap);
 
+/* Files in `folder` whose names end in ".tmp" (leftovers of an interrupted atomic write). */
+int test_count_tmp_files(const char *folder);
+
 /* Runs a shell command; returns its exit status (or -1; 128+N when killed by signal N). */
 int test_run(const char *cmd);
 

@@ -1,0 +1,44 @@
+/* Replacing a file so that a crash at any moment leaves either the old file or the whole new
+ * one, never a torn one: every file tapegrad writes (checkpoints, `latest`, tokenizers, token
+ * files, safetensors, reports, run descriptions) goes through here.
+ *
+ *   1. the new contents go to a temporary file beside the target, "<path>.<pid>.tmp", created
+ *      exclusively (O_CREAT | O_EXCL: never an existing file, never through a symlink);
+ *   2. commit: flush, fsync the file, close, rename over <path>, fsync the folder so that the
+ *      rename itself survives a power cut;
+ *   3. any failure removes the temporary file and leaves <path> as it was.
+ * Names ending in ".tmp" are therefore only ever leftovers of a writer that died: the run folder
+ * (locked by its trainer) sweeps them.
+ */
+#ifndef TAPEGRAD_ATOMIC_FILE_H
+#define TAPEGRAD_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "error.h"
+
+typedef struct AtomicFile {
+    int fd;       /* the temporary file: write with write(2) ... */
+    FILE *f;      /* ... or through this stream (atomic_file_stream) */
+    char *path;   /* the target */
+    char *tmp;    /* the temporary file */
+} AtomicFile;
+
+/* Creates the temporary file for `path`. On failure nothing exists and *af needs no cleanup. */
+tg_status atomic_file_open(AtomicFile *af, const char *path);
+/* A stdio stream over the temporary file (created once; fprintf into it). */
+FILE *atomic_file_stream(AtomicFile *af);
+/* Makes the new contents the file at `path` (steps 2 above). Whatever the result, af is spent. */
+tg_status atomic_file_commit(AtomicFile *af);
+/* Gives up: the temporary file goes, `path` stays as it was. */
+void atomic_file_abandon(AtomicFile *af);
+
+/* The whole file at once: atomic_file_open, write `len` bytes, atomic_file_commit. */
+tg_status atomic_write(const char *path, const void *data, size_t len);
+/* Creates a folder and its missing parents (as mkdir -p). */
+tg_status make_folders(const char *path);
+/* fsync of the folder holding `path` (after a rename or an unlink that must survive a crash). */
+void sync_parent_folder(const char *path);
+
+#endif
