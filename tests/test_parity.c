@@ -1,8 +1,8 @@
 /* Whole-model parity with PyTorch: tests/parity/make_reference.py builds the same MiniMind-style
  * model in PyTorch and writes its weights, a batch, the logits, the loss, every gradient and the
  * losses of 5 AdamW steps; tapegrad loads the weights through its own safetensors reader and
- * must reproduce all of it. Without torch the test is skipped, loudly; with
- * TAPEGRAD_REQUIRE_PARITY=1 (CI) a missing torch is a failure. */
+ * must reproduce all of it. Without torch the test fails, unless TAPEGRAD_SKIP_TORCH=1 asks to
+ * skip it. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,13 +32,7 @@ static double meta_double(const char *key) {
 }
 
 static void make_reference(void) {
-    if (test_run("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-        const char *require = getenv("TAPEGRAD_REQUIRE_PARITY");
-        if (require && strcmp(require, "1") == 0)
-            cr_assert_fail("TAPEGRAD_REQUIRE_PARITY=1 but /usr/bin/python3 cannot import torch (apt-get install python3-torch)");
-        fprintf(stderr, "\n*** SKIPPED: PyTorch parity: /usr/bin/python3 has no torch (apt-get install python3-torch) ***\n\n");
-        cr_skip_test("PyTorch parity needs /usr/bin/python3 with torch (Debian python3-torch)");
-    }
+    require_torch("PyTorch parity", NULL);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tapegrad-parity-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
     snprintf(ref_path, sizeof ref_path, "%s/ref.safetensors", tmpdir);

@@ -637,11 +637,6 @@ Test(safetensors, survives_corrupted_header_bytes) {
 
 /* ---- the PyTorch parity reference ---- */
 
-static bool torch_available(void) {
-    return access("/usr/bin/python3", X_OK) == 0 &&
-           test_run("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-}
-
 static const char *parameter_suffixes[] = {
     "input_layernorm.weight",        "self_attn.q_proj.weight", "self_attn.k_proj.weight",
     "self_attn.v_proj.weight",       "self_attn.o_proj.weight", "post_attention_layernorm.weight",
@@ -669,13 +664,7 @@ static float *read_all_f32(const StFile *f, const char *name) {
 }
 
 Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
-    if (!torch_available()) {
-        fprintf(stderr, "SKIPPED safetensors::reads_the_pytorch_parity_reference: "
-                        "/usr/bin/python3 with torch is not available (apt install python3-torch)\n");
-        remove_temp_dir(); /* Criterion does not run .fini after a skip */
-        cr_skip_test("/usr/bin/python3 with torch is not available (apt install python3-torch): "
-                     "the PyTorch reference was NOT checked");
-    }
+    require_torch("reading the PyTorch parity reference", remove_temp_dir);
     const char *path = temp_path("reference.safetensors");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/parity/make_reference.py %s >%s 2>&1",
