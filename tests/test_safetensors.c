@@ -673,11 +673,12 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
     cr_assert_eq(rc, 0, "make_reference.py failed with status %d; see %s", rc, temp_path("make_reference.log"));
     StFile *f = open_ok(path);
 
-    /* every weight and its gradient */
+    /* every weight: initial, its first gradient, after the last step, and its AdamW m and v */
+    static const char *const prefixes[] = {"", "grad.", "final.", "adamw_m.", "adamw_v."};
     char name[128];
     size_t expected_count = 0;
-    for (int with_grad = 0; with_grad < 2; with_grad++) {
-        const char *prefix = with_grad ? "grad." : "";
+    for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++) {
+        const char *prefix = prefixes[p];
         snprintf(name, sizeof name, "%smodel.embed_tokens.weight", prefix);
         expect_f32_entry(f, name, 2, (int64_t[]){67, 64});
         snprintf(name, sizeof name, "%smodel.norm.weight", prefix);
@@ -693,6 +694,7 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
     }
     expect_f32_entry(f, "logits", 3, (int64_t[]){3, 16, 67});
     expect_f32_entry(f, "adamw_losses", 1, (int64_t[]){5});
+    expect_f32_entry(f, "grad_norms", 1, (int64_t[]){5});
     const StEntry *loss_entry = st_find(f, "loss");
     cr_assert_not_null(loss_entry);
     cr_expect(loss_entry->dtype == ST_F32 && loss_entry->numel == 1, "loss must be one F32");
@@ -702,7 +704,7 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
         cr_expect_eq(e->dtype, ST_I32);
         expect_shape(e, 2, (int64_t[]){3, 16});
     }
-    expected_count += 5;
+    expected_count += 6;
     cr_expect_eq(st_count(f), expected_count, "reference holds %zu entries, expected %zu", st_count(f),
                  expected_count);
 
@@ -713,7 +715,8 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
         cr_expect(value && strcmp(value, config[i][1]) == 0, "metadata %s = %s, expected %s", config[i][0],
                   value ? value : "(absent)", config[i][1]);
     }
-    const char *keys[] = {"rope_theta", "norm_eps", "lr", "betas", "eps", "weight_decay", "clip"};
+    const char *keys[] = {"rope_theta", "norm_eps", "lr", "min_lr", "warmup", "lrs", "betas", "eps",
+                          "weight_decay", "clip", "accum", "ignored", "steps"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         cr_expect_not_null(st_metadata(f, keys[i]), "metadata lacks %s", keys[i]);
     cr_expect_float_eq(strtod(st_metadata(f, "rope_theta"), NULL), 1e6, 1e-9);
