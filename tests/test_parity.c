@@ -5,9 +5,9 @@
  * logits, every step's loss and gradient norm, the first step's gradients, and the parameters
  * and AdamW moments after the last step, tensor by tensor.
  *
- * Two shapes: the reference's defaults (small, every size a multiple of the kernels' blocks) and
- * a ragged one whose sizes are multiples of nothing and whose GEMMs are split over a pool of 2
- * threads. Without torch the test fails, unless TAPEGRAD_SKIP_TORCH=1 asks to skip it. */
+ * Two shapes: the reference's defaults (small, sizes mostly multiples of the kernels' blocks)
+ * and a ragged one whose sizes are multiples of nothing and whose GEMMs are split over a pool of
+ * 2 threads. Without torch the test fails, unless TAPEGRAD_SKIP_TORCH=1 asks to skip it. */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -162,7 +162,8 @@ static void run_case(const ParityCase *pc) {
     Tape *tape = &engine.tape;
 
     /* logits at the initial weights, without a tape, one micro-batch at a time as evaluation */
-    float *logits = malloc((size_t)(rows * V) * sizeof(float)), *ref_logits = malloc((size_t)(rows * V) * sizeof(float));
+    float *logits = malloc((size_t)(rows * V) * sizeof(float));
+    float *ref_logits = malloc((size_t)(rows * V) * sizeof(float));
     cr_assert_eq(st_read_f32(ref, "logits", ref_logits, rows * V), TG_OK, "%s", tg_error_message());
     bool grad_was = tape_set_grad_enabled(tape, false);
     for (int64_t micro = 0; micro < accum; micro++) {
@@ -206,7 +207,8 @@ static void run_case(const ParityCase *pc) {
         cr_expect_leq(loss_err, LOSS_TOL, "[%s] step %lld: loss %.8f, PyTorch %.8f", pc->name, (long long)s, loss,
                       ref_losses[s]);
         if (s == 0)
-            for (int i = 0; i < ps->count; i++) errs[i].grad = rel_err_entry("grad.", ps->tensors[i], ps->tensors[i]->grad);
+            for (int i = 0; i < ps->count; i++)
+                errs[i].grad = rel_err_entry("grad.", ps->tensors[i], ps->tensors[i]->grad);
         double norm = clip_grad_norm_pool(ps, clip, engine.pool), norm_err = fabs(norm - ref_norms[s]) / ref_norms[s];
         worst_norm = fmax(worst_norm, norm_err);
         cr_expect_leq(norm_err, LOSS_TOL, "[%s] step %lld: gradient norm %.8f, PyTorch %.8f", pc->name, (long long)s,
@@ -254,7 +256,8 @@ static void run_case(const ParityCase *pc) {
 }
 
 /* dim 64, 4 heads / 2 KV heads of 16, hidden 192, vocab 67, seq 16, batch 3: multiples of the
- * blocks, GEMMs below the threaded split (at most 48 x 192 x 64 = 0.6M multiply-adds). */
+ * blocks but for the vocabulary, GEMMs below the threaded split (at most 48 x 192 x 64 = 0.6M
+ * multiply-adds). */
 Test(parity, default_shape_matches_pytorch, .fini = cleanup, .timeout = 300) {
     run_case(&(ParityCase){"default", PARITY_COMMON_ARGS, 2});
 }
@@ -264,11 +267,11 @@ Test(parity, default_shape_matches_pytorch, .fini = cleanup, .timeout = 300) {
  * m n k >= 2^20 and C has at least two 16-row / 32-column units: with 115 tokens per
  * micro-batch, the q and o projections (115 x 96 x 96 = 1.06M), gate/up/down (2.8M), the head
  * (115 x 131 x 96 = 1.45M), their input gradients and their weight gradients are all split;
- * only k and v (115 x 32 x 96) stay on one thread. 23, 115 and 131 leave ragged tails in every
- * tile, row block and attention block. */
+ * only k and v (115 x 32 x 96) and their gradients stay on one thread. 23, 115 and 131 leave
+ * ragged tails in the attention blocks, the GEMM tiles and the threads' shares of C. */
 Test(parity, ragged_threaded_shape_matches_pytorch, .fini = cleanup, .timeout = 300) {
     run_case(&(ParityCase){"ragged",
-                           PARITY_COMMON_ARGS " --dim 96 --heads 6 --kv-heads 2 --hidden 256 --vocab 131 --seq 23 --batch 5 "
-                           "--accum 2 --ignore 7 --clip 0.5",
+                           PARITY_COMMON_ARGS " --dim 96 --heads 6 --kv-heads 2 --hidden 256 --vocab 131 "
+                           "--seq 23 --batch 5 --accum 2 --ignore 7 --clip 0.5",
                            2});
 }
