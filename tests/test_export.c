@@ -33,9 +33,11 @@ static void setup(void) {
     free(out);
 }
 
+/* safe to run twice: require_torch runs it before a skip */
 static void teardown(void) {
     datagen_remove_tree(dir);
     free(dir), free(corpus), free(trained), free(exported);
+    dir = corpus = trained = exported = NULL;
 }
 
 /* The raw "val_loss" text of the first metrics line of a run that has one (NULL if none). */
@@ -181,13 +183,7 @@ Test(export, init_from_refuses_weights_that_do_not_fit, .init = setup, .fini = t
 }
 
 Test(export, pytorch_reads_the_export_and_computes_the_same_loss, .init = setup, .fini = teardown, .timeout = 120) {
-    if (test_run("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-        const char *require = getenv("TAPEGRAD_REQUIRE_PARITY");
-        if (require && strcmp(require, "1") == 0)
-            cr_assert_fail("TAPEGRAD_REQUIRE_PARITY=1 but /usr/bin/python3 cannot import torch (apt-get install python3-torch)");
-        fprintf(stderr, "\n*** SKIPPED: reading the safetensors export in PyTorch: /usr/bin/python3 has no torch ***\n\n");
-        cr_skip_test("needs /usr/bin/python3 with torch (Debian python3-torch)");
-    }
+    require_torch("reading the safetensors export in PyTorch", teardown);
     char *log = datagen_path(dir, "python.log"), cmd[8192];
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 /usr/bin/python3 %s/tests/parity/load_export.py %s >%s 2>&1", TAPEGRAD_SOURCE_DIR,
              exported, log);

@@ -637,11 +637,6 @@ Test(safetensors, survives_corrupted_header_bytes) {
 
 /* ---- the PyTorch parity reference ---- */
 
-static bool torch_available(void) {
-    return access("/usr/bin/python3", X_OK) == 0 &&
-           test_run("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-}
-
 static const char *parameter_suffixes[] = {
     "input_layernorm.weight",        "self_attn.q_proj.weight", "self_attn.k_proj.weight",
     "self_attn.v_proj.weight",       "self_attn.o_proj.weight", "post_attention_layernorm.weight",
@@ -669,13 +664,7 @@ static float *read_all_f32(const StFile *f, const char *name) {
 }
 
 Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
-    if (!torch_available()) {
-        fprintf(stderr, "SKIPPED safetensors::reads_the_pytorch_parity_reference: "
-                        "/usr/bin/python3 with torch is not available (apt install python3-torch)\n");
-        remove_temp_dir(); /* Criterion does not run .fini after a skip */
-        cr_skip_test("/usr/bin/python3 with torch is not available (apt install python3-torch): "
-                     "the PyTorch reference was NOT checked");
-    }
+    require_torch("reading the PyTorch parity reference", remove_temp_dir);
     const char *path = temp_path("reference.safetensors");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/parity/make_reference.py %s >%s 2>&1",
@@ -684,11 +673,12 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
     cr_assert_eq(rc, 0, "make_reference.py failed with status %d; see %s", rc, temp_path("make_reference.log"));
     StFile *f = open_ok(path);
 
-    /* every weight and its gradient */
+    /* every weight: initial, its first gradient, after the last step, and its AdamW m and v */
+    static const char *const prefixes[] = {"", "grad.", "final.", "adamw_m.", "adamw_v."};
     char name[128];
     size_t expected_count = 0;
-    for (int with_grad = 0; with_grad < 2; with_grad++) {
-        const char *prefix = with_grad ? "grad." : "";
+    for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++) {
+        const char *prefix = prefixes[p];
         snprintf(name, sizeof name, "%smodel.embed_tokens.weight", prefix);
         expect_f32_entry(f, name, 2, (int64_t[]){67, 64});
         snprintf(name, sizeof name, "%smodel.norm.weight", prefix);
@@ -704,6 +694,7 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
     }
     expect_f32_entry(f, "logits", 3, (int64_t[]){3, 16, 67});
     expect_f32_entry(f, "adamw_losses", 1, (int64_t[]){5});
+    expect_f32_entry(f, "grad_norms", 1, (int64_t[]){5});
     const StEntry *loss_entry = st_find(f, "loss");
     cr_assert_not_null(loss_entry);
     cr_expect(loss_entry->dtype == ST_F32 && loss_entry->numel == 1, "loss must be one F32");
@@ -713,7 +704,7 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
         cr_expect_eq(e->dtype, ST_I32);
         expect_shape(e, 2, (int64_t[]){3, 16});
     }
-    expected_count += 5;
+    expected_count += 6;
     cr_expect_eq(st_count(f), expected_count, "reference holds %zu entries, expected %zu", st_count(f),
                  expected_count);
 
@@ -724,7 +715,8 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
         cr_expect(value && strcmp(value, config[i][1]) == 0, "metadata %s = %s, expected %s", config[i][0],
                   value ? value : "(absent)", config[i][1]);
     }
-    const char *keys[] = {"rope_theta", "norm_eps", "lr", "betas", "eps", "weight_decay", "clip"};
+    const char *keys[] = {"rope_theta", "norm_eps", "lr", "min_lr", "warmup", "lrs", "betas", "eps",
+                          "weight_decay", "clip", "accum", "ignored", "steps"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         cr_expect_not_null(st_metadata(f, keys[i]), "metadata lacks %s", keys[i]);
     cr_expect_float_eq(strtod(st_metadata(f, "rope_theta"), NULL), 1e6, 1e-9);

@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """Whole-model PyTorch reference for tapegrad's parity test (tests/test_parity.c).
 
-Builds the MiniMind-style transformer of DESIGN.md section 3 in plain PyTorch, runs one
-forward/backward and five AdamW steps on a fixed batch, and writes everything the C side must
-reproduce into ONE safetensors file (see tests/parity/README.md for the entries).
+Builds the MiniMind-style transformer of DESIGN.md section 3 in plain PyTorch, runs the
+forward on a fixed batch and five training steps the way tapegrad's trainer runs them (micro-
+batches of gradient accumulation, global-norm clipping, AdamW with the warmup + cosine learning
+rate), and writes everything the C side must reproduce into ONE safetensors file: the initial
+weights, the batch, the logits, the gradient of the first step, every step's loss and gradient
+norm, and the weights and AdamW moments after the last step (tests/parity/README.md lists them).
 
 usage: /usr/bin/python3 tests/parity/make_reference.py OUT.safetensors [--dim 64] [--layers 2] ...
 
@@ -32,12 +35,18 @@ def parse_args(argv):
     p.add_argument("--hidden", type=int, default=0,
                    help="SwiGLU hidden size; 0 means 64*ceil((8*dim/3)/64), as MiniMind")
     p.add_argument("--seq", type=int, default=16)
-    p.add_argument("--batch", type=int, default=3)
-    p.add_argument("--steps", type=int, default=5, help="AdamW steps recorded in adamw_losses")
+    p.add_argument("--batch", type=int, default=3, help="rows of one micro-batch")
+    p.add_argument("--accum", type=int, default=1,
+                   help="micro-batches per step, as tapegrad train --accum (each backward of loss/accum)")
+    p.add_argument("--ignore", type=int, default=0,
+                   help="this many targets (drawn at random) set to the ignore index -1")
+    p.add_argument("--steps", type=int, default=5, help="training steps (clip + AdamW)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rope-theta", type=float, default=1e6)
     p.add_argument("--norm-eps", type=float, default=1e-5)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    p.add_argument("--min-lr", type=float, default=1e-4, help="learning rate at the end of the cosine")
+    p.add_argument("--warmup", type=int, default=2, help="linear warmup steps")
     p.add_argument("--beta1", type=float, default=0.9)
     p.add_argument("--beta2", type=float, default=0.95)
     p.add_argument("--eps", type=float, default=1e-8)
@@ -48,6 +57,8 @@ def parse_args(argv):
         a.hidden = 64 * math.ceil((8 * a.dim / 3) / 64)
     if a.dim % a.heads or a.heads % a.kv_heads or (a.dim // a.heads) % 2:
         p.error("need dim divisible by heads, heads by kv-heads, and an even head_dim")
+    if a.accum < 1 or not 0 <= a.ignore < a.batch * a.seq:
+        p.error("need accum >= 1 and fewer ignored targets than one micro-batch holds")
     return a
 
 
@@ -148,8 +159,24 @@ def forward(params, tokens, cfg, cos, sin):
     return h @ embed.T  # tied output head: (B, T, vocab)
 
 
+IGNORE_INDEX = -1  # tapegrad's TG_IGNORE_INDEX
+
+
 def loss_of(logits, targets):
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))  # mean
+    # mean over the targets that are not ignored
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=IGNORE_INDEX)
+
+
+def lr_at(cfg, step):
+    """train/optim.c lr_at with total = cfg.steps: linear warmup, then cosine to min_lr."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    if step >= cfg.steps:
+        return cfg.min_lr
+    span = cfg.steps - cfg.warmup
+    progress = (step - cfg.warmup) / span if span > 0 else 1.0
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
 # ---- safetensors, by hand ----
@@ -183,6 +210,25 @@ def write_safetensors(path, tensors, metadata):
     os.replace(tmp, path)
 
 
+def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
+    """One step as train/trainer.c runs it: zero the gradients; per micro-batch the loss and the
+    backward of loss/accum; clip the global norm; AdamW at lr_at(step). Returns the mean loss
+    of the micro-batches, and the gradient norm and the gradients before clipping."""
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = 0.0
+    for micro in range(cfg.accum):
+        rows = slice(micro * cfg.batch, (micro + 1) * cfg.batch)
+        loss = loss_of(forward(params, tokens[rows], cfg, cos, sin), targets[rows])
+        loss_sum += loss.item()
+        (loss / cfg.accum if cfg.accum > 1 else loss).backward()
+    grads = [("grad." + name, p.grad.detach().clone()) for name, p in params.items()]
+    norm = torch.nn.utils.clip_grad_norm_(list(params.values()), cfg.clip)
+    for group in optimizer.param_groups:
+        group["lr"] = lr_at(cfg, step)
+    optimizer.step()
+    return loss_sum / cfg.accum, norm.item(), grads
+
+
 def main(argv):
     cfg = parse_args(argv)
     torch.manual_seed(cfg.seed)
@@ -190,55 +236,61 @@ def main(argv):
     torch.set_default_dtype(torch.float32)
 
     params = init_parameters(cfg)
-    # inputs and targets: one random (B, T+1) stream, targets = the next token of each input
-    stream = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq + 1), dtype=torch.int64)
+    # inputs and targets: one random (accum*B, T+1) stream, targets = the next token of each
+    # input; micro-batch i is rows [i*B, (i+1)*B)
+    stream = torch.randint(0, cfg.vocab, (cfg.accum * cfg.batch, cfg.seq + 1), dtype=torch.int64)
     tokens, targets = stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
+    if cfg.ignore:
+        targets.view(-1)[torch.randperm(targets.numel())[:cfg.ignore]] = IGNORE_INDEX
     cos, sin = rope_tables(cfg.seq, cfg.dim // cfg.heads, cfg.rope_theta)
 
-    # the initial weights, saved before any update
+    # the initial weights, saved before any update, and the logits they give
     initial = [(name, p.detach().clone()) for name, p in params.items()]
+    with torch.no_grad():
+        logits = forward(params, tokens, cfg, cos, sin)
 
-    logits = forward(params, tokens, cfg, cos, sin)
-    loss = loss_of(logits, targets)
-    loss.backward()
-    grads = [("grad." + name, p.grad.detach().clone()) for name, p in params.items()]
-
-    # AdamW from the same initial weights on the same batch; each loss recorded before its update
-    for p in params.values():
-        p.grad = None
     decay = [p for p in params.values() if p.dim() == 2]     # embedding and linear weights
     no_decay = [p for p in params.values() if p.dim() != 2]  # RMSNorm gains
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
-    step_losses = []
-    for _ in range(cfg.steps):
-        optimizer.zero_grad(set_to_none=True)
-        step_loss = loss_of(forward(params, tokens, cfg, cos, sin), targets)
-        step_losses.append(step_loss.item())
-        step_loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), cfg.clip)
-        optimizer.step()
+    step_losses, grad_norms = [], []
+    for step in range(cfg.steps):
+        loss, norm, step_grads = train_step(params, optimizer, tokens, targets, cfg, cos, sin, step)
+        step_losses.append(loss)
+        grad_norms.append(norm)
+        if step == 0:
+            grads = step_grads  # the first step's gradients, before clipping
+    final = [("final." + name, p.detach().clone()) for name, p in params.items()]
+    moments = [("adamw_m." + name, optimizer.state[p]["exp_avg"]) for name, p in params.items()]
+    moments += [("adamw_v." + name, optimizer.state[p]["exp_avg_sq"]) for name, p in params.items()]
 
     metadata = {
         "format": "tapegrad-parity-reference",
         "dim": str(cfg.dim), "layers": str(cfg.layers), "heads": str(cfg.heads),
         "kv_heads": str(cfg.kv_heads), "head_dim": str(cfg.dim // cfg.heads), "hidden": str(cfg.hidden),
-        "vocab": str(cfg.vocab), "seq": str(cfg.seq), "batch": str(cfg.batch),
+        "vocab": str(cfg.vocab), "seq": str(cfg.seq), "batch": str(cfg.batch), "accum": str(cfg.accum),
+        "ignored": str(cfg.ignore),
         "rope_theta": repr(cfg.rope_theta), "norm_eps": repr(cfg.norm_eps),
-        "lr": repr(cfg.lr), "betas": f"{cfg.beta1!r},{cfg.beta2!r}", "eps": repr(cfg.eps),
+        "lr": repr(cfg.lr), "min_lr": repr(cfg.min_lr), "warmup": str(cfg.warmup),
+        "lrs": ",".join(repr(lr_at(cfg, s)) for s in range(cfg.steps)),
+        "betas": f"{cfg.beta1!r},{cfg.beta2!r}", "eps": repr(cfg.eps),
         "weight_decay": repr(cfg.weight_decay), "clip": repr(cfg.clip), "steps": str(cfg.steps),
         "seed": str(cfg.seed), "torch_version": torch.__version__,
     }
     entries = initial + [
         ("tokens", tokens.to(torch.int32)),
         ("targets", targets.to(torch.int32)),
-        ("logits", logits.detach()),
-        ("loss", loss.detach().reshape(())),
-    ] + grads + [("adamw_losses", torch.tensor(step_losses, dtype=torch.float32))]
+        ("logits", logits),
+        ("loss", torch.tensor(step_losses[0], dtype=torch.float32)),
+    ] + grads + [
+        ("adamw_losses", torch.tensor(step_losses, dtype=torch.float32)),
+        ("grad_norms", torch.tensor(grad_norms, dtype=torch.float32)),
+    ] + final + moments
     write_safetensors(cfg.output, entries, metadata)
-    print(f"wrote {cfg.output}: loss {loss.item():.6f} (ln vocab {math.log(cfg.vocab):.6f}), "
-          f"adamw losses {' '.join(f'{x:.6f}' for x in step_losses)}")
+    print(f"wrote {cfg.output}: loss {step_losses[0]:.6f} (ln vocab {math.log(cfg.vocab):.6f}), "
+          f"step losses {' '.join(f'{x:.6f}' for x in step_losses)}, "
+          f"gradient norms {' '.join(f'{x:.4f}' for x in grad_norms)} (clip {cfg.clip})")
 
 
 if __name__ == "__main__":

@@ -82,3 +82,14 @@ int test_run(const char *cmd) {
     if (rc == -1) return -1;
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
 }
+
+bool test_torch_available(void) {
+    return access("/usr/bin/python3", X_OK) == 0 &&
+           test_run("/usr/bin/python3 -c 'import importlib.util, sys; "
+                    "sys.exit(importlib.util.find_spec(\"torch\") is None)' >/dev/null 2>&1") == 0;
+}
+
+bool test_torch_skip_requested(void) {
+    const char *skip = getenv(TEST_SKIP_TORCH_ENV);
+    return skip && strcmp(skip, "1") == 0;
+}

@@ -2,8 +2,10 @@
 #ifndef TAPEGRAD_TESTUTIL_H
 #define TAPEGRAD_TESTUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "lib/arena.h"
 #include "lib/error.h"
@@ -28,6 +30,32 @@
                      (int)st_, (int)(status), tg_error_message());                           \
         cr_assert(strstr(tg_error_message(), (needle)) != NULL,                              \
                   "message \"%s\" does not mention \"%s\"", tg_error_message(), (needle));   \
+    } while (0)
+
+/* Tests that need /usr/bin/python3 with torch (the PyTorch parity checks) fail when it is
+ * missing, unless this variable is set to 1: then they are skipped, loudly. */
+#define TEST_SKIP_TORCH_ENV "TAPEGRAD_SKIP_TORCH"
+
+/* /usr/bin/python3 finds the torch package (looked up, not imported: fast). */
+bool test_torch_available(void);
+/* TAPEGRAD_SKIP_TORCH=1 is set. */
+bool test_torch_skip_requested(void);
+
+/* For Criterion tests that need PyTorch; `what` says what the test checks. A missing torch fails
+ * the test, or skips it when TAPEGRAD_SKIP_TORCH=1 asks for that. Criterion runs no .fini after
+ * a skip, so `cleanup` (a void (*)(void), or NULL) runs first. */
+#define require_torch(what, cleanup)                                                          \
+    do {                                                                                      \
+        if (test_torch_available()) break;                                                    \
+        if (test_torch_skip_requested()) {                                                    \
+            void (*cleanup_)(void) = (cleanup);                                               \
+            fprintf(stderr, "\n*** SKIPPED (" TEST_SKIP_TORCH_ENV "=1): %s: /usr/bin/python3 " \
+                            "has no torch; this PyTorch check was NOT run ***\n\n", (what));    \
+            if (cleanup_) cleanup_();                                                         \
+            cr_skip_test("%s: no torch, skipped as " TEST_SKIP_TORCH_ENV "=1 asks", (what));   \
+        }                                                                                     \
+        cr_assert_fail("%s needs /usr/bin/python3 with torch (apt-get install python3-torch); " \
+                       "set " TEST_SKIP_TORCH_ENV "=1 to skip it explicitly", (what));        \
     } while (0)
 
 /* A tape with its own arena and no pool (or a pool of `threads` if > 1). */
