@@ -7,6 +7,7 @@
  * Elements are independent, so splitting them over the pool cannot change any result. */
 #include <math.h>
 
+#include "checks.h"
 #include "ops.h"
 
 /* Below this many elements a pool wake-up costs more than the loop. */
@@ -40,7 +41,7 @@ static float gelu_slope(float x, float y) {
 }
 
 typedef enum { ACT_RELU, ACT_SILU, ACT_GELU, ACT_SIGMOID } ActivationKind;
-static const char *const activation_names[] = {"relu", "silu", "gelu", "sigmoid"};
+static const TgOp activation_ops[] = {TG_OP_RELU, TG_OP_SILU, TG_OP_GELU, TG_OP_SIGMOID};
 
 static inline float activation_value(ActivationKind kind, float x) {
     switch (kind) {
@@ -96,7 +97,7 @@ static void activation_backward(Tape *tape, TapeNode *node) {
 }
 
 static Tensor *activation_forward(Tape *tape, Tensor *x, ActivationKind kind) {
-    const char *name = activation_names[kind];
+    const char *name = tg_op_name(activation_ops[kind]);
     Tensor *y = tensor_new(tape->arena, name, x->ndim, x->shape);  /* same shape as x */
     ActivationJob job = {kind, x->data, NULL, NULL, y->data, false};
     pool_parallel_for(pool_if_worth_it(tape, x->numel), x->numel, activation_forward_range, &job);
@@ -112,3 +113,42 @@ Tensor *op_relu(Tape *tape, Tensor *x) { return activation_forward(tape, x, ACT_
 Tensor *op_silu(Tape *tape, Tensor *x) { return activation_forward(tape, x, ACT_SILU); }
 Tensor *op_gelu(Tape *tape, Tensor *x) { return activation_forward(tape, x, ACT_GELU); }
 Tensor *op_sigmoid(Tape *tape, Tensor *x) { return activation_forward(tape, x, ACT_SIGMOID); }
+
+/* ---- gradient checks (ops/op_list.h) ----
+ * Inputs are uniform in [lo, hi) from the run's seed, so every case must pass for any seed: the
+ * ReLU cases keep every pre-activation at least 0.1 away from the kink by construction. */
+
+static Tensor *fwd_relu(Tape *t, Tensor *const *in, void *ctx) { return op_relu(t, in[0]); }
+static Tensor *fwd_silu(Tape *t, Tensor *const *in, void *ctx) { return op_silu(t, in[0]); }
+static Tensor *fwd_gelu(Tape *t, Tensor *const *in, void *ctx) { return op_gelu(t, in[0]); }
+static Tensor *fwd_sigmoid(Tape *t, Tensor *const *in, void *ctx) { return op_sigmoid(t, in[0]); }
+
+/* relu on both sides of 0: x in [0.1, 1) times a fixed +-1 pattern (every third element +1), so
+ * |pre-activation| >= 0.1 while the checker's perturbation is 1e-2. */
+static Tensor *fwd_relu_mixed_signs(Tape *t, Tensor *const *in, void *ctx) {
+    Tensor *signs = tensor_new(t->arena, "signs", in[0]->ndim, in[0]->shape);
+    for (int64_t i = 0; i < signs->numel; i++) signs->data[i] = i % 3 == 0 ? 1.0f : -1.0f;
+    return op_relu(t, op_mul(t, in[0], signs));
+}
+
+static const OpCheck relu_cases[] = {
+    {"4x5 on [0.1, 1)", 1, {"x"}, {2}, {{4, 5}}, 0.1f, 1.0f, fwd_relu, NULL, 0},
+    {"4x5 on [-1, -0.1)", 1, {"x"}, {2}, {{4, 5}}, -1.0f, -0.1f, fwd_relu, NULL, 0},
+    {"3x7 mixed signs, |x|>=0.1", 1, {"x"}, {2}, {{3, 7}}, 0.1f, 1.0f, fwd_relu_mixed_signs, NULL, 0},
+};
+static const OpCheck silu_cases[] = {
+    {"4x5", 1, {"x"}, {2}, {{4, 5}}, 0, 0, fwd_silu, NULL, 0},
+    {"2x3x4 on [-4, 4)", 1, {"x"}, {3}, {{2, 3, 4}}, -4.0f, 4.0f, fwd_silu, NULL, 0},
+};
+static const OpCheck gelu_cases[] = {
+    {"4x5", 1, {"x"}, {2}, {{4, 5}}, 0, 0, fwd_gelu, NULL, 0},
+    {"2x3x4 on [-4, 4)", 1, {"x"}, {3}, {{2, 3, 4}}, -4.0f, 4.0f, fwd_gelu, NULL, 0},
+};
+static const OpCheck sigmoid_cases[] = {
+    {"4x5", 1, {"x"}, {2}, {{4, 5}}, 0, 0, fwd_sigmoid, NULL, 0},
+    {"2x3x4 on [-4, 4)", 1, {"x"}, {3}, {{2, 3, 4}}, -4.0f, 4.0f, fwd_sigmoid, NULL, 0},
+};
+const OpCheckList relu_checks = OP_CHECK_LIST(relu_cases);
+const OpCheckList silu_checks = OP_CHECK_LIST(silu_cases);
+const OpCheckList gelu_checks = OP_CHECK_LIST(gelu_cases);
+const OpCheckList sigmoid_checks = OP_CHECK_LIST(sigmoid_cases);

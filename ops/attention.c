@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../lib/error.h"
+#include "checks.h"
 #include "ops.h"
 #include "vecmath.h"
 
@@ -492,7 +493,7 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     pool_parallel_for(tape->pool, dims->batch * heads, attention_forward_range, &ctx);
     arena_rewind(tape->arena, scratch_mark);
 
-    TapeNode *node = tape_record(tape, "attention", attention_backward, out, 3, (Tensor *[]){q, k, v});
+    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_ATTENTION), attention_backward, out, 3, (Tensor *[]){q, k, v});
     TG_CHECK((node != NULL) == recording, "attention: tape recorded %d, expected %d", node != NULL, recording);
     if (node) {
         node->saved = ctx.probs;   /* NULL: the backward recomputes P */
@@ -501,3 +502,34 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     }
     return out;
 }
+
+/* ---- gradient checks (ops/op_list.h): q (B,Tq,H*hd), k and v (B,Tk,KVH*hd), all three ---- */
+
+typedef struct {
+    int64_t heads, kv_heads;
+} AttentionCheckParams;
+
+static AttentionCheckParams attn_h2_kv2 = {2, 2};
+static AttentionCheckParams attn_h4_kv2 = {4, 2};
+static AttentionCheckParams attn_h4_kv1 = {4, 1};
+static AttentionCheckParams attn_h2_kv1 = {2, 1};
+
+static Tensor *fwd_attention(Tape *t, Tensor *const *in, void *ctx) {
+    const AttentionCheckParams *p = ctx;
+    return op_attention(t, in[0], in[1], in[2], p->heads, p->kv_heads);
+}
+
+#define QKV {"q", "k", "v"}, {3, 3, 3}
+
+static const OpCheck attention_cases[] = {
+    {"B2 T7 H2 KV2 hd4", 3, QKV, {{2, 7, 8}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h2_kv2, 0},
+    {"GQA B2 T7 H4 KV2 hd4", 3, QKV, {{2, 7, 16}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h4_kv2, 0},
+    {"T1 H2 KV2 hd4", 3, QKV, {{2, 1, 8}, {2, 1, 8}, {2, 1, 8}}, 0, 0, fwd_attention, &attn_h2_kv2, 0},
+    {"MQA B2 T7 H4 KV1 hd4", 3, QKV, {{2, 7, 16}, {2, 7, 4}, {2, 7, 4}}, 0, 0, fwd_attention, &attn_h4_kv1, 0},
+    {"decode Tq1 Tk5 H4 KV2", 3, QKV, {{2, 1, 16}, {2, 5, 8}, {2, 5, 8}}, 0, 0, fwd_attention, &attn_h4_kv2, 0},
+    {"Tq3 Tk7 H4 KV2", 3, QKV, {{2, 3, 16}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h4_kv2, 0},
+    /* hd 20 and 18 keys: the 16-wide vector blocks of the row products, not only the tail */
+    {"GQA B1 T18 H2 KV1 hd20", 3, QKV, {{1, 18, 40}, {1, 18, 20}, {1, 18, 20}}, 0, 0, fwd_attention,
+     &attn_h2_kv1, 0},
+};
+const OpCheckList attention_checks = OP_CHECK_LIST(attention_cases);

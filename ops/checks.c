@@ -1,36 +1,72 @@
-#include "checks.h"
+#include "ops/checks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/error.h"
-#include "../lib/rng.h"
+#include "lib/error.h"
+#include "lib/rng.h"
+#include "ops/ops.h"
 
-/* every family's list; each checks_<family>.c defines one */
-extern const OpCheckList checks_basic;
-extern const OpCheckList checks_act_norm;
-extern const OpCheckList checks_attn;
+/* ---- the op names ---- */
 
-static const OpCheckList *const families[] = {
-    &checks_basic,
-    &checks_act_norm,
-    &checks_attn,
+static const char *const op_names[] = {
+#define TG_OP_NAME(id, name, checks) name,
+    TG_OP_LIST(TG_OP_NAME)
+#undef TG_OP_NAME
 };
+_Static_assert(sizeof op_names / sizeof op_names[0] == TG_OP_COUNT, "one name per op");
+
+const char *tg_op_name(TgOp op) {
+    TG_CHECK(op >= 0 && op < TG_OP_COUNT, "op %d is not in ops/op_list.h", (int)op);
+    return op_names[op];
+}
+
+TgOp tg_op_from_name(const char *name) {
+    for (int i = 0; i < TG_OP_COUNT; i++)
+        if (strcmp(op_names[i], name) == 0) return (TgOp)i;
+    return TG_OP_COUNT;
+}
+
+/* ---- the registry: each op's list, then each composite's ---- */
+
+typedef struct {
+    const char *name;
+    const OpCheckList *list;
+} Family;
+
+static const Family families[] = {
+#define TG_OP_FAMILY(id, name, checks) {name, &checks},
+    TG_OP_LIST(TG_OP_FAMILY)
+    TG_COMPOSITE_LIST(TG_OP_FAMILY)
+#undef TG_OP_FAMILY
+};
+enum { N_FAMILIES = sizeof families / sizeof families[0] };
+
+int op_check_name_count(void) { return N_FAMILIES; }
+const char *op_check_name(int i) { return i >= 0 && i < N_FAMILIES ? families[i].name : NULL; }
+
+int op_check_cases_of(const char *name) {
+    for (int f = 0; f < N_FAMILIES; f++)
+        if (strcmp(families[f].name, name) == 0) return families[f].list->count;
+    return 0;
+}
 
 int op_checks_count(void) {
     int n = 0;
-    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) n += families[f]->count;
+    for (int f = 0; f < N_FAMILIES; f++) n += families[f].list->count;
     return n;
 }
 
-const OpCheck *op_check_get(int i) {
-    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
-        if (i < families[f]->count) return &families[f]->cases[i];
-        i -= families[f]->count;
+OpCheckRef op_check_get(int i) {
+    for (int f = 0; f < N_FAMILIES; f++) {
+        if (i < families[f].list->count) return (OpCheckRef){families[f].name, &families[f].list->cases[i]};
+        i -= families[f].list->count;
     }
-    return NULL;
+    return (OpCheckRef){NULL, NULL};
 }
+
+/* ---- running ---- */
 
 bool op_check_run(const OpCheck *check, Tape *tape, uint64_t seed, GradcheckResult *results) {
     Rng rng;
@@ -57,23 +93,46 @@ bool op_check_run(const OpCheck *check, Tape *tape, uint64_t seed, GradcheckResu
     return ok;
 }
 
-int op_checks_run_family(const char *op, Tape *tape, uint64_t seed) {
+int op_checks_run(const char *op, Tape *tape, uint64_t seed, int64_t n_seeds, op_check_report_fn report, void *ctx) {
     int failures = 0;
     for (int i = 0; i < op_checks_count(); i++) {
-        const OpCheck *c = op_check_get(i);
-        if (op && strcmp(c->op, op) != 0) continue;
-        GradcheckResult res[OP_CHECK_MAX_INPUTS];
-        if (!op_check_run(c, tape, seed, res)) {
-            failures++;
-            for (int k = 0; k < c->n_inputs; k++)
-                if (!res[k].pass)
-                    fprintf(stderr,
-                            "gradcheck FAILED: %s [%s] input %s: %lld elements over the bound; worst at %lld: "
-                            "analytic %.6g, numeric %.6g (%.3g x the bound)\n",
-                            c->op, c->variant, res[k].input, (long long)res[k].n_failing,
-                            (long long)res[k].worst_index, res[k].worst_analytic, res[k].worst_numeric,
-                            res[k].worst_ratio);
+        OpCheckRef ref = op_check_get(i);
+        if (op && strcmp(ref.op, op) != 0) continue;
+        GradcheckResult res[OP_CHECK_MAX_INPUTS], worst[OP_CHECK_MAX_INPUTS];
+        for (int64_t s = 0; s < n_seeds; s++) {
+            op_check_run(ref.check, tape, seed + (uint64_t)s, res);
+            for (int k = 0; k < ref.check->n_inputs; k++)
+                if (s == 0 || res[k].worst_ratio > worst[k].worst_ratio) worst[k] = res[k];
         }
+        bool pass = true;
+        for (int k = 0; k < ref.check->n_inputs; k++) pass &= worst[k].pass;
+        failures += !pass;
+        if (report) report(ctx, ref.op, ref.check, worst);
     }
     return failures;
 }
+
+void op_check_print_failures(void *ctx, const char *op, const OpCheck *check, const GradcheckResult *worst) {
+    (void)ctx;
+    for (int k = 0; k < check->n_inputs; k++)
+        if (!worst[k].pass)
+            fprintf(stderr,
+                    "gradcheck FAILED: %s [%s] input %s: %lld elements over the bound; worst at %lld: "
+                    "analytic %.6g, numeric %.6g (%.3g x the bound)\n",
+                    op, check->variant, worst[k].input, (long long)worst[k].n_failing, (long long)worst[k].worst_index,
+                    worst[k].worst_analytic, worst[k].worst_numeric, worst[k].worst_ratio);
+}
+
+/* ---- the graph itself: a tensor used twice and a diamond, through several ops ---- */
+
+/* y = x W1^T, z = x W2^T; out = y * z + 0.5 y: x reaches out along four paths, y along two */
+static Tensor *fwd_graph_diamond(Tape *t, Tensor *const *in, void *ctx) {
+    Tensor *y = op_linear(t, in[0], in[1]);
+    Tensor *z = op_linear(t, in[0], in[2]);
+    return op_add(t, op_mul(t, y, z), op_scale(t, y, 0.5f));
+}
+
+static const OpCheck graph_cases[] = {
+    {"x twice, diamond", 3, {"x", "w1", "w2"}, {2, 2, 2}, {{3, 4}, {5, 4}, {5, 4}}, 0, 0, fwd_graph_diamond, NULL, 0},
+};
+const OpCheckList graph_checks = OP_CHECK_LIST(graph_cases);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../lib/error.h"
+#include "checks.h"
 #include "ops.h"
 
 typedef struct {
@@ -132,7 +133,7 @@ static Tensor *cross_entropy_forward(Tape *tape, Tensor *logits, const int32_t *
     loss->data[0] = count > 0 ? (float)(total / (double)count) : 0.0f;
     arena_rewind(tape->arena, scratch_mark);
 
-    TapeNode *node = tape_record(tape, "cross_entropy", cross_entropy_backward, loss, 1, &logits);
+    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_CROSS_ENTROPY), cross_entropy_backward, loss, 1, &logits);
     TG_CHECK((node != NULL) == recording, "cross_entropy: tape recorded %d, expected %d", node != NULL,
              recording);
     if (node) {
@@ -163,3 +164,38 @@ Tensor *op_cross_entropy_consuming(Tape *tape, Tensor *logits, const int32_t *ta
     }
     return cross_entropy_forward(tape, logits, targets, ignore_index, true);
 }
+
+/* ---- gradient checks (ops/op_list.h): the logits; some targets ignored ---- */
+
+typedef struct {
+    const int32_t *targets;
+    int32_t ignore_index;
+} CrossEntropyCheckParams;
+
+static const int32_t ce_targets_6[] = {3, -1, 10, 0, -1, 7};
+static const int32_t ce_targets_2x3[] = {4, 0, -1, 2, 2, 1};
+static const int32_t ce_targets_none[] = {-1, -1, -1};
+static const int32_t ce_targets_100[] = {6, -100, 0, 6};
+static CrossEntropyCheckParams ce_6 = {ce_targets_6, TG_IGNORE_INDEX};
+static CrossEntropyCheckParams ce_2x3 = {ce_targets_2x3, TG_IGNORE_INDEX};
+static CrossEntropyCheckParams ce_none = {ce_targets_none, TG_IGNORE_INDEX};
+static CrossEntropyCheckParams ce_100 = {ce_targets_100, -100};
+
+static Tensor *fwd_cross_entropy(Tape *t, Tensor *const *in, void *ctx) {
+    const CrossEntropyCheckParams *p = ctx;
+    return op_cross_entropy(t, in[0], p->targets, p->ignore_index);
+}
+/* dlogits written over the logits: over a copy, as the checker reuses its inputs */
+static Tensor *fwd_cross_entropy_consuming(Tape *t, Tensor *const *in, void *ctx) {
+    const CrossEntropyCheckParams *p = ctx;
+    return op_cross_entropy_consuming(t, op_scale(t, in[0], 1.0f), p->targets, p->ignore_index);
+}
+
+static const OpCheck cross_entropy_cases[] = {
+    {"6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy, &ce_6, 0},
+    {"consuming 6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy_consuming, &ce_6, 0},
+    {"2x3x5, 1 ignored", 1, {"logits"}, {3}, {{2, 3, 5}}, -2, 2, fwd_cross_entropy, &ce_2x3, 0},
+    {"3x11, all ignored", 1, {"logits"}, {2}, {{3, 11}}, -2, 2, fwd_cross_entropy, &ce_none, 0},
+    {"4x7, ignore -100", 1, {"logits"}, {2}, {{4, 7}}, -2, 2, fwd_cross_entropy, &ce_100, 0},
+};
+const OpCheckList cross_entropy_checks = OP_CHECK_LIST(cross_entropy_cases);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../lib/error.h"
+#include "checks.h"
 #include "ops.h"
 
 typedef struct {
@@ -74,7 +75,7 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, co
     EmbeddingJob job = {.table = table->data, .ids = ids, .out = out->data, .n_tokens = n_tokens, .dim = dim};
     pool_parallel_for(tape->pool, n_tokens, embedding_forward_range, &job);
 
-    TapeNode *node = tape_record(tape, "embedding", embedding_backward, out, 1, &table);
+    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_EMBEDDING), embedding_backward, out, 1, &table);
     if (node) {
         int32_t *saved_ids = arena_alloc(tape->arena, (size_t)n_tokens * sizeof(int32_t));   // (N)
         if (n_tokens > 0) memcpy(saved_ids, ids, (size_t)n_tokens * sizeof(int32_t));
@@ -83,3 +84,27 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, co
     }
     return out;
 }
+
+/* ---- gradient checks (ops/op_list.h): the table; the ids repeat so the scatter-add accumulates ---- */
+
+typedef struct {
+    const int32_t *ids;
+    int ndim;
+    int64_t shape[3];
+} EmbeddingCheckParams;
+
+static const int32_t emb_ids_2x5[] = {3, 1, 3, 7, 0, 9, 3, 1, 1, 5};
+static const int32_t emb_ids_same[] = {2, 2, 2, 2};
+static EmbeddingCheckParams emb_2x5 = {emb_ids_2x5, 2, {2, 5}};
+static EmbeddingCheckParams emb_same = {emb_ids_same, 1, {4}};
+
+static Tensor *fwd_embedding(Tape *t, Tensor *const *in, void *ctx) {
+    const EmbeddingCheckParams *p = ctx;
+    return op_embedding(t, in[0], p->ids, p->ndim, p->shape);
+}
+
+static const OpCheck embedding_cases[] = {
+    {"V10 D6 ids 2x5 repeats", 1, {"table"}, {2}, {{10, 6}}, 0, 0, fwd_embedding, &emb_2x5, 0},
+    {"V3 D5 one id 4 times", 1, {"table"}, {2}, {{3, 5}}, 0, 0, fwd_embedding, &emb_same, 0},
+};
+const OpCheckList embedding_checks = OP_CHECK_LIST(embedding_cases);

@@ -5,6 +5,7 @@
  * The gate product silu(a) * b is one fused op: one pass over the hidden activations each way
  * and no silu(a) tensor kept for the backward. */
 #include "../lib/error.h"
+#include "checks.h"
 #include "ops.h"
 #include "vecmath.h"
 
@@ -78,7 +79,7 @@ Tensor *op_swiglu(Tape *tape, Tensor *a, Tensor *b) {
     Tensor *y = tensor_new(tape->arena, "swiglu", a->ndim, a->shape);  /* (..., hidden) */
     SwigluJob job = {.a = a->data, .b = b->data, .y = y->data};
     pool_parallel_for(pool_if_worth_it(tape, y->numel), y->numel, swiglu_forward_range, &job);
-    tape_record(tape, "swiglu", swiglu_backward, y, 2, (Tensor *[]){a, b});
+    tape_record(tape, tg_op_name(TG_OP_SWIGLU), swiglu_backward, y, 2, (Tensor *[]){a, b});
     return y;
 }
 
@@ -90,7 +91,12 @@ static void check_ffn_weights(const Tensor *w_in, const Tensor *w2) {
              tensor_shape_str(w_in, sw, sizeof sw), w2->name, tensor_shape_str(w2, s2, sizeof s2));
 }
 
-Tensor *ffn_swiglu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w3, Tensor *w2, Tensor **hidden_out) {
+/* w2 h, or residual + w2 h in one op (no separate product tensor) */
+static Tensor *ffn_down(Tape *tape, Tensor *hidden, Tensor *w2, Tensor *residual) {
+    return residual ? op_linear_residual(tape, hidden, w2, residual) : op_linear(tape, hidden, w2);
+}
+
+Tensor *ffn_swiglu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w3, Tensor *w2, Tensor *residual, Tensor **hidden_out) {
     check_ffn_weights(w1, w2);
     char s1[64], s3[64];
     TG_CHECK(tensor_same_shape(w1, w3), "ffn_swiglu: gate '%s' %s vs up '%s' %s", w1->name,
@@ -98,23 +104,64 @@ Tensor *ffn_swiglu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w3, Tensor *w2, Te
     Tensor *gate = op_linear(tape, x, w1);        /* (..., hidden) */
     Tensor *up = op_linear(tape, x, w3);          /* (..., hidden) */
     Tensor *hidden = op_swiglu(tape, gate, up);   /* (..., hidden) */
-    Tensor *out = op_linear(tape, hidden, w2);    /* (..., dim) */
-    tensor_set_name(gate, "ffn_gate");
-    tensor_set_name(up, "ffn_up");
     tensor_set_name(hidden, "ffn_hidden");
-    tensor_set_name(out, "ffn_out");
     if (hidden_out) *hidden_out = hidden;
-    return out;
+    return ffn_down(tape, hidden, w2, residual);  /* (..., dim) */
 }
 
-Tensor *ffn_relu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w2, Tensor **hidden_out) {
+Tensor *ffn_relu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w2, Tensor *residual, Tensor **hidden_out) {
     check_ffn_weights(w1, w2);
-    Tensor *pre = op_linear(tape, x, w1);         /* (..., hidden) */
-    Tensor *hidden = op_relu(tape, pre);          /* (..., hidden) */
-    Tensor *out = op_linear(tape, hidden, w2);    /* (..., dim) */
-    tensor_set_name(pre, "ffn_pre");
+    Tensor *hidden = op_relu(tape, op_linear(tape, x, w1));   /* (..., hidden) */
     tensor_set_name(hidden, "ffn_hidden");
-    tensor_set_name(out, "ffn_out");
     if (hidden_out) *hidden_out = hidden;
-    return out;
+    return ffn_down(tape, hidden, w2, residual);              /* (..., dim) */
 }
+
+/* ---- gradient checks (ops/op_list.h) ---- */
+
+static Tensor *fwd_swiglu(Tape *t, Tensor *const *in, void *ctx) { return op_swiglu(t, in[0], in[1]); }
+static Tensor *fwd_ffn_swiglu(Tape *t, Tensor *const *in, void *ctx) {
+    return ffn_swiglu(t, in[0], in[1], in[2], in[3], NULL, NULL);
+}
+/* as the model uses it: x + w2(silu(w1 x) * w3 x) */
+static Tensor *fwd_ffn_swiglu_residual(Tape *t, Tensor *const *in, void *ctx) {
+    return ffn_swiglu(t, in[0], in[1], in[2], in[3], in[0], NULL);
+}
+
+/* ReLU FFN away from the kink for any seed: inputs in [0.2, 1) and row j of w1 multiplied by a
+ * fixed sign (+ for even j), so hidden unit j's pre-activation is +-(x . |w1_j|), of magnitude
+ * >= dim * 0.04 = 0.2 at dim 5, while a 1e-2 perturbation of x or w1 moves it by at most 1e-2.
+ * Alternate hidden units are active; w1's gradient passes through the FFN and then the mul. */
+static Tensor *signed_rows(Tape *t, Tensor *w1) {
+    Tensor *signs = tensor_new(t->arena, "signs", w1->ndim, w1->shape);
+    for (int64_t i = 0; i < signs->numel; i++) signs->data[i] = (i / w1->shape[1]) % 2 == 0 ? 1.0f : -1.0f;
+    return op_mul(t, w1, signs);
+}
+static Tensor *fwd_ffn_relu(Tape *t, Tensor *const *in, void *ctx) {
+    return ffn_relu(t, in[0], signed_rows(t, in[1]), in[2], NULL, NULL);
+}
+static Tensor *fwd_ffn_relu_residual(Tape *t, Tensor *const *in, void *ctx) {
+    return ffn_relu(t, in[0], signed_rows(t, in[1]), in[2], in[0], NULL);
+}
+
+static const OpCheck swiglu_cases[] = {
+    {"4x5", 2, {"a", "b"}, {2, 2}, {{4, 5}, {4, 5}}, 0, 0, fwd_swiglu, NULL, 0},
+    {"2x3x4 on [-4, 4)", 2, {"a", "b"}, {3, 3}, {{2, 3, 4}, {2, 3, 4}}, -4.0f, 4.0f, fwd_swiglu, NULL, 0},
+};
+const OpCheckList swiglu_checks = OP_CHECK_LIST(swiglu_cases);
+
+static const OpCheck ffn_swiglu_cases[] = {
+    {"3 rows dim5 hidden7", 4, {"x", "w1", "w3", "w2"}, {2, 2, 2, 2}, {{3, 5}, {7, 5}, {7, 5}, {5, 7}}, 0, 0,
+     fwd_ffn_swiglu, NULL, 0},
+    {"2x3 rows dim5 hidden7 + residual", 4, {"x", "w1", "w3", "w2"}, {3, 2, 2, 2},
+     {{2, 3, 5}, {7, 5}, {7, 5}, {5, 7}}, 0, 0, fwd_ffn_swiglu_residual, NULL, 0},
+};
+const OpCheckList ffn_swiglu_checks = OP_CHECK_LIST(ffn_swiglu_cases);
+
+static const OpCheck ffn_relu_cases[] = {
+    {"3 rows dim5 hidden7", 3, {"x", "w1", "w2"}, {2, 2, 2}, {{3, 5}, {7, 5}, {5, 7}}, 0.2f, 1.0f, fwd_ffn_relu,
+     NULL, 0},
+    {"2x3 rows dim5 hidden6 + residual", 3, {"x", "w1", "w2"}, {3, 2, 2}, {{2, 3, 5}, {6, 5}, {5, 6}}, 0.2f, 1.0f,
+     fwd_ffn_relu_residual, NULL, 0},
+};
+const OpCheckList ffn_relu_checks = OP_CHECK_LIST(ffn_relu_cases);

@@ -3,6 +3,7 @@
 
 #include "../lib/blas.h"
 #include "../lib/error.h"
+#include "checks.h"
 #include "ops.h"
 
 /* dx += dy W          (rows, in)  = (rows, out) (out, in)
@@ -35,7 +36,7 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w) {
     shape[x->ndim - 1] = out;
     Tensor *y = tensor_new(tape->arena, "linear", x->ndim, shape);   /* (..., out) */
     tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
-    tape_record(tape, "linear", linear_backward, y, 2, (Tensor *[]){x, w});
+    tape_record(tape, tg_op_name(TG_OP_LINEAR), linear_backward, y, 2, (Tensor *[]){x, w});
     return y;
 }
 
@@ -70,6 +71,27 @@ Tensor *op_linear_residual(Tape *tape, Tensor *x, Tensor *w, Tensor *residual) {
     Tensor *y = tensor_new(tape->arena, "linear_residual", residual->ndim, residual->shape);   /* (..., out) */
     memcpy(y->data, residual->data, (size_t)y->numel * sizeof(float));
     tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
-    tape_record(tape, "linear_residual", linear_residual_backward, y, 3, (Tensor *[]){x, w, residual});
+    tape_record(tape, tg_op_name(TG_OP_LINEAR_RESIDUAL), linear_residual_backward, y, 3, (Tensor *[]){x, w, residual});
     return y;
 }
+
+/* ---- gradient checks (ops/op_list.h) ---- */
+
+static Tensor *fwd_linear(Tape *t, Tensor *const *in, void *ctx) { return op_linear(t, in[0], in[1]); }
+static Tensor *fwd_linear_residual(Tape *t, Tensor *const *in, void *ctx) {
+    return op_linear_residual(t, in[0], in[1], in[2]);
+}
+
+static const OpCheck linear_cases[] = {
+    {"3x5x7", 2, {"x", "w"}, {2, 2}, {{3, 5}, {7, 5}}, 0, 0, fwd_linear, NULL, 0},
+    {"1x1x1", 2, {"x", "w"}, {2, 2}, {{1, 1}, {1, 1}}, 0, 0, fwd_linear, NULL, 0},
+    {"2x3x4x6 (3-d x)", 2, {"x", "w"}, {3, 2}, {{2, 3, 4}, {6, 4}}, 0, 0, fwd_linear, NULL, 0},
+};
+const OpCheckList linear_checks = OP_CHECK_LIST(linear_cases);
+
+static const OpCheck linear_residual_cases[] = {
+    {"3x5x7", 3, {"x", "w", "r"}, {2, 2, 2}, {{3, 5}, {7, 5}, {3, 7}}, 0, 0, fwd_linear_residual, NULL, 0},
+    {"2x3x4x6 (3-d x)", 3, {"x", "w", "r"}, {3, 2, 3}, {{2, 3, 4}, {6, 4}, {2, 3, 6}}, 0, 0,
+     fwd_linear_residual, NULL, 0},
+};
+const OpCheckList linear_residual_checks = OP_CHECK_LIST(linear_residual_cases);

@@ -4,7 +4,8 @@
 #ifndef TAPEGRAD_OPS_H
 #define TAPEGRAD_OPS_H
 
-#include "../lib/tape.h"
+#include "lib/tape.h"
+#include "ops/op_list.h"
 
 /* ---- linear.c ---- */
 /* y = x W^T.  x (..., in), w (out, in) -> y (..., out). No bias. */
@@ -65,11 +66,12 @@ size_t attention_set_saved_probs_limit(size_t bytes);
 /* ---- ffn.c ---- */
 /* silu(a) * b, fused. a, b same shape. */
 Tensor *op_swiglu(Tape *tape, Tensor *a, Tensor *b);
-/* w2(silu(w1 x) * w3 x); w1, w3 (hidden, dim), w2 (dim, hidden). *hidden_out (may be NULL)
- * receives the input of w2, (..., hidden), for inspection. */
-Tensor *ffn_swiglu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w3, Tensor *w2, Tensor **hidden_out);
-/* w2(relu(w1 x)); w1 (hidden, dim), w2 (dim, hidden). */
-Tensor *ffn_relu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w2, Tensor **hidden_out);
+/* residual + w2(silu(w1 x) * w3 x); w1, w3 (hidden, dim), w2 (dim, hidden); residual (..., dim)
+ * or NULL (then no add). *hidden_out (may be NULL) receives the input of w2, (..., hidden), for
+ * inspection; like every activation it lives until the tape is reset. */
+Tensor *ffn_swiglu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w3, Tensor *w2, Tensor *residual, Tensor **hidden_out);
+/* residual + w2(relu(w1 x)); w1 (hidden, dim), w2 (dim, hidden). */
+Tensor *ffn_relu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w2, Tensor *residual, Tensor **hidden_out);
 
 /* ---- embedding.c ---- */
 /* out[..., :] = table[ids[...], :].  table (V, D); ids has ndim dims `shape`; out (shape..., D).

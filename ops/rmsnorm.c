@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "../lib/error.h"
+#include "checks.h"
 #include "ops.h"
 
 /* Below this many elements a pool wake-up costs more than the loop. */
@@ -103,10 +104,27 @@ Tensor *op_rmsnorm(Tape *tape, Tensor *x, Tensor *g, float eps) {
                       .g = g->data, .y = y->data};
     job.rstd = arena_alloc(tape->arena, (size_t)job.rows * sizeof(float));  /* (rows) */
     pool_parallel_for(pool_if_worth_it(tape, x->numel), job.rows, rmsnorm_forward_rows, &job);
-    TapeNode *node = tape_record(tape, "rmsnorm", rmsnorm_backward, y, 2, (Tensor *[]){x, g});
+    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_RMSNORM), rmsnorm_backward, y, 2, (Tensor *[]){x, g});
     if (node) {
         node->saved = job.rstd;
         node->fparam[0] = eps;
     }
     return y;
 }
+
+/* ---- gradient checks (ops/op_list.h) ---- */
+
+static Tensor *fwd_rmsnorm(Tape *t, Tensor *const *in, void *ctx) { return op_rmsnorm(t, in[0], in[1], 1e-5f); }
+/* eps large enough to shape y at d = 1, where y = x / sqrt(x^2 + eps) * g */
+static Tensor *fwd_rmsnorm_eps_0_1(Tape *t, Tensor *const *in, void *ctx) {
+    return op_rmsnorm(t, in[0], in[1], 0.1f);
+}
+
+static const OpCheck rmsnorm_cases[] = {
+    {"3x7", 2, {"x", "g"}, {2, 1}, {{3, 7}, {7}}, 0, 0, fwd_rmsnorm, NULL, 0},
+    /* d = 1 with eps 0.1: y = x / sqrt(x^2 + eps) * g has a real slope in x. (At eps 1e-5,
+     * y ~ sign(x) g and dy/dx ~ eps / |x|^3 drowns in float noise.) */
+    {"3x1 eps 0.1", 2, {"x", "g"}, {2, 1}, {{3, 1}, {1}}, 0, 0, fwd_rmsnorm_eps_0_1, NULL, 0},
+    {"2x3x8 (3-d x)", 2, {"x", "g"}, {3, 1}, {{2, 3, 8}, {8}}, 0, 0, fwd_rmsnorm, NULL, 0},
+};
+const OpCheckList rmsnorm_checks = OP_CHECK_LIST(rmsnorm_cases);

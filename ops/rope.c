@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "../lib/error.h"
+#include "checks.h"
 #include "ops.h"
 
 /* Below this many elements a pool wake-up costs more than the loop. */
@@ -127,7 +128,7 @@ static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTabl
                          : tensor_new(tape->arena, "rope", 3, x->shape);
     RopeJob job = {rope, seq_len, heads, pos_offset, x->data, y->data, false};
     pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_forward_rows, &job);
-    TapeNode *node = tape_record(tape, "rope", rope_backward, y, 1, &x);
+    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_ROPE), rope_backward, y, 1, &x);
     if (node) {
         node->saved = (void *)rope;  /* read only; the table outlives the step */
         node->iparam[0] = heads;
@@ -143,3 +144,46 @@ Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int
 Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
     return rope_forward(tape, x, heads, rope, pos_offset, true);
 }
+
+/* ---- gradient checks (ops/op_list.h) ---- */
+
+/* The table is built on first use and kept for the process (a few hundred bytes). */
+typedef struct {
+    int64_t heads, head_dim, pos_offset;
+    double theta;
+    RopeTable table;
+    bool ready;
+} RopeCase;
+
+static Tensor *fwd_rope(Tape *t, Tensor *const *in, void *ctx) {
+    RopeCase *c = ctx;
+    if (!c->ready) {
+        rope_table_init(&c->table, 16, c->head_dim, c->theta);
+        c->ready = true;
+    }
+    return op_rope(t, in[0], c->heads, &c->table, c->pos_offset);
+}
+/* in place over a copy: the checker perturbs its inputs and must find them unchanged */
+static Tensor *fwd_rope_inplace(Tape *t, Tensor *const *in, void *ctx) {
+    RopeCase *c = ctx;
+    fwd_rope(t, in, ctx);   /* builds the table */
+    return op_rope_inplace(t, op_scale(t, in[0], 1.0f), c->heads, &c->table, c->pos_offset);
+}
+
+/* theta 1e6 (the model's) turns only the first pairs visibly at positions < 16; theta 10 turns
+ * every pair by a non-trivial angle. */
+static RopeCase rope_pos0_theta1e6 = {.heads = 2, .head_dim = 8, .pos_offset = 0, .theta = 1e6};
+static RopeCase rope_pos5_theta1e6 = {.heads = 2, .head_dim = 8, .pos_offset = 5, .theta = 1e6};
+static RopeCase rope_pos5_theta10 = {.heads = 2, .head_dim = 8, .pos_offset = 5, .theta = 10};
+static RopeCase rope_pos9_theta10 = {.heads = 2, .head_dim = 8, .pos_offset = 9, .theta = 10};
+static RopeCase rope_hd2_theta10 = {.heads = 3, .head_dim = 2, .pos_offset = 2, .theta = 10};
+
+static const OpCheck rope_cases[] = {
+    {"B2 T7 H2 hd8 pos0 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos0_theta1e6, 0},
+    {"B2 T7 H2 hd8 pos5 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta1e6, 0},
+    {"B2 T7 H2 hd8 pos5 th10", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta10, 0},
+    {"B2 T1 H2 hd8 pos9 th10", 1, {"x"}, {3}, {{2, 1, 16}}, 0, 0, fwd_rope, &rope_pos9_theta10, 0},
+    {"in place B2 T7 H2 hd8 pos5", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope_inplace, &rope_pos5_theta1e6, 0},
+    {"B1 T3 H3 hd2 pos2 th10", 1, {"x"}, {3}, {{1, 3, 6}}, 0, 0, fwd_rope, &rope_hd2_theta10, 0},
+};
+const OpCheckList rope_checks = OP_CHECK_LIST(rope_cases);

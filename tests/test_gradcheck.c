@@ -3,6 +3,7 @@
  * group, one position or one vocabulary column of a real op), which is what makes the other
  * checks mean anything. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 
 #include "lib/gradcheck.h"
@@ -15,21 +16,29 @@ static void setup(void) { test_tape_init(&tt, 1); }
 static void teardown(void) { test_tape_free(&tt); }
 TestSuite(gradcheck, .init = setup, .fini = teardown);
 
-static void run_family(const char *op) {
-    int n = 0;
-    for (int i = 0; i < op_checks_count(); i++) n += strcmp(op_check_get(i)->op, op) == 0;
-    cr_assert_gt(n, 0, "no gradcheck case registered for %s", op);
-    cr_expect_eq(op_checks_run_family(op, &tt.tape, 2024), 0, "%s: a gradcheck case failed", op);
+/* Every op and composite of ops/op_list.h, one test each: it has cases, and they all pass. */
+ParameterizedTestParameters(gradcheck, every_listed_op) {
+    static int indices[64];
+    int n = op_check_name_count();
+    for (int i = 0; i < n && i < 64; i++) indices[i] = i;
+    return cr_make_param_array(int, indices, (size_t)(n < 64 ? n : 64));
 }
 
-Test(gradcheck, linear) { run_family("linear"); }
-Test(gradcheck, linear_residual) { run_family("linear_residual"); }
-Test(gradcheck, add) { run_family("add"); }
-Test(gradcheck, mul) { run_family("mul"); }
-Test(gradcheck, scale) { run_family("scale"); }
-Test(gradcheck, sum) { run_family("sum"); }
-Test(gradcheck, mean) { run_family("mean"); }
-Test(gradcheck, composite) { run_family("composite"); }
+ParameterizedTest(int *index, gradcheck, every_listed_op) {
+    const char *op = op_check_name(*index);
+    cr_assert_gt(op_check_cases_of(op), 0, "%s has no gradcheck case", op);
+    int failures = op_checks_run(op, &tt.tape, 2024, 1, op_check_print_failures, NULL);
+    cr_expect_eq(failures, 0, "%s: %d gradcheck case(s) failed", op, failures);
+}
+
+Test(gradcheck, op_list_names_round_trip) {
+    cr_expect_eq(op_check_name_count(), TG_OP_COUNT + 3, "ops and the three composites");
+    for (int i = 0; i < TG_OP_COUNT; i++) {
+        cr_expect_str_eq(op_check_name(i), tg_op_name((TgOp)i));
+        cr_expect_eq(tg_op_from_name(tg_op_name((TgOp)i)), (TgOp)i);
+    }
+    cr_expect_eq(tg_op_from_name("no_such_op"), TG_OP_COUNT);
+}
 
 /* c = a * b + a, with a backward that can be made wrong on purpose */
 typedef enum { BACKWARD_RIGHT, BACKWARD_SCALED, BACKWARD_DROPPED_TERM } BackwardKind;
@@ -92,9 +101,9 @@ Test(gradcheck, rejects_backward_with_dropped_term) {
 Test(gradcheck, registry_names_every_input) {
     cr_assert_gt(op_checks_count(), 0);
     for (int i = 0; i < op_checks_count(); i++) {
-        const OpCheck *c = op_check_get(i);
-        cr_expect(c->n_inputs > 0 && c->n_inputs <= OP_CHECK_MAX_INPUTS, "%s", c->op);
-        for (int k = 0; k < c->n_inputs; k++) cr_expect_not_null(c->names[k], "%s input %d", c->op, k);
+        OpCheckRef r = op_check_get(i);
+        cr_expect(r.check->n_inputs > 0 && r.check->n_inputs <= OP_CHECK_MAX_INPUTS, "%s", r.op);
+        for (int k = 0; k < r.check->n_inputs; k++) cr_expect_not_null(r.check->names[k], "%s input %d", r.op, k);
     }
 }
 
@@ -173,8 +182,8 @@ static Tensor *fwd_planted(Tape *tape, Tensor *const *in, void *ctx) {
 
 static const OpCheck *find_case(const char *op, const char *variant) {
     for (int i = 0; i < op_checks_count(); i++) {
-        const OpCheck *c = op_check_get(i);
-        if (strcmp(c->op, op) == 0 && strcmp(c->variant, variant) == 0) return c;
+        OpCheckRef r = op_check_get(i);
+        if (strcmp(r.op, op) == 0 && strcmp(r.check->variant, variant) == 0) return r.check;
     }
     cr_assert_fail("no gradcheck case %s [%s]", op, variant);
     return NULL;
@@ -193,15 +202,15 @@ static void expect_planted_error_caught(Plant *p) {
     GradcheckResult res[OP_CHECK_MAX_INPUTS];
     real_backward = NULL;
     bool ok = gradcheck(&tt.tape, fwd_planted, p, inputs, c->n_inputs, NULL, res);
-    cr_assert_not_null(real_backward, "%s: no node read input %s", c->op, c->names[p->input]);
-    cr_expect_gt(p->planted, 0, "%s: nothing was planted", c->op);
-    cr_expect_not(ok, "%s [%s]: an error in %lld elements of d%s was accepted", c->op, c->variant,
+    cr_assert_not_null(real_backward, "%s: no node read input %s", c->variant, c->names[p->input]);
+    cr_expect_gt(p->planted, 0, "%s: nothing was planted", c->variant);
+    cr_expect_not(ok, "[%s]: an error in %lld elements of d%s was accepted", c->variant,
                   (long long)p->planted, c->names[p->input]);
     cr_expect_not(res[p->input].pass);
     /* the tensor-wide figure alone would have let it through */
-    cr_expect_lt(res[p->input].rel_err, 1e-2, "%s: tensor-wide error %g", c->op, res[p->input].rel_err);
+    cr_expect_lt(res[p->input].rel_err, 1e-2, "%s: tensor-wide error %g", c->variant, res[p->input].rel_err);
     for (int k = 0; k < c->n_inputs; k++)
-        if (k != p->input) cr_expect(res[k].pass, "%s: input %s is right and must pass", c->op, c->names[k]);
+        if (k != p->input) cr_expect(res[k].pass, "%s: input %s is right and must pass", c->variant, c->names[k]);
     for (int k = 0; k < c->n_inputs; k++) test_tensor_free(inputs[k]);
 }
 

@@ -6,6 +6,14 @@
 #include "../ops/checks.h"
 #include "cli.h"
 
+static void print_row(void *ctx, const char *op, const OpCheck *c, const GradcheckResult *worst) {
+    double rtol = c->rtol > 0 ? c->rtol : gradcheck_defaults().rtol;
+    for (int k = 0; k < c->n_inputs; k++)
+        printf("%-16s %-32s %-6s %6.0e %7lld %14.6e %14.6e %9.2e %11.2e  %s\n", op, c->variant, worst[k].input, rtol,
+               (long long)worst[k].worst_index, worst[k].worst_analytic, worst[k].worst_numeric, worst[k].worst_ratio,
+               worst[k].rel_err, worst[k].pass ? "ok" : "FAIL");
+}
+
 static int run_gradcheck(int argc, char **argv) {
     const char *op = NULL;
     int64_t seed = 2024, seeds = 1;
@@ -23,6 +31,11 @@ static int run_gradcheck(int argc, char **argv) {
         return 2;
     }
 
+    int ran = op ? op_check_cases_of(op) : op_checks_count();
+    if (ran == 0) {
+        fprintf(stderr, "tapegrad gradcheck: no op named '%s'; run without --op to see them all\n", op);
+        return 2;
+    }
     Arena arena;
     arena_init(&arena, 1 << 20);
     Tape tape;
@@ -31,34 +44,11 @@ static int run_gradcheck(int argc, char **argv) {
     printf("every element: |analytic - numeric| <= %g * max|numeric| + %g * noise + rtol * |numeric|; "
            "'x bound' is the worst element's error over its bound (pass <= 1)\n",
            defaults.atol_scale, defaults.atol_noise);
-    printf("%-15s %-28s %-6s %6s %7s %14s %14s %9s %11s  %s\n", "op", "case", "input", "rtol", "worst",
+    printf("%-16s %-32s %-6s %6s %7s %14s %14s %9s %11s  %s\n", "op", "case", "input", "rtol", "worst",
            "analytic", "numeric", "x bound", "tensor err", "result");
-    int failures = 0, ran = 0;
-    for (int i = 0; i < op_checks_count(); i++) {
-        const OpCheck *c = op_check_get(i);
-        if (op && strcmp(op, c->op) != 0) continue;
-        GradcheckResult res[OP_CHECK_MAX_INPUTS], worst[OP_CHECK_MAX_INPUTS];
-        for (int64_t s = 0; s < seeds; s++) {
-            op_check_run(c, &tape, (uint64_t)(seed + s), res);
-            for (int k = 0; k < c->n_inputs; k++)
-                if (s == 0 || res[k].worst_ratio > worst[k].worst_ratio) worst[k] = res[k];
-        }
-        memcpy(res, worst, sizeof res);
-        ran++;
-        double rtol = c->rtol > 0 ? c->rtol : defaults.rtol;
-        for (int k = 0; k < c->n_inputs; k++) {
-            printf("%-15s %-28s %-6s %6.0e %7lld %14.6e %14.6e %9.2e %11.2e  %s\n", c->op, c->variant,
-                   res[k].input, rtol, (long long)res[k].worst_index, res[k].worst_analytic,
-                   res[k].worst_numeric, res[k].worst_ratio, res[k].rel_err, res[k].pass ? "ok" : "FAIL");
-            failures += !res[k].pass;
-        }
-    }
+    int failures = op_checks_run(op, &tape, (uint64_t)seed, seeds, print_row, NULL);
     tape_free(&tape);
     arena_free(&arena);
-    if (ran == 0) {
-        fprintf(stderr, "tapegrad gradcheck: no op named '%s'; run without --op to see them all\n", op);
-        return 2;
-    }
     printf("%d checks, %d failed\n", ran, failures);
     return failures ? 1 : 0;
 }
@@ -74,7 +64,7 @@ static int run_selftest(int argc, char **argv) {
     arena_init(&arena, 1 << 20);
     Tape tape;
     tape_init(&tape, &arena, NULL);
-    int failures = op_checks_run_family(NULL, &tape, 7);
+    int failures = op_checks_run(NULL, &tape, 7, 1, op_check_print_failures, NULL);
     tape_free(&tape);
     arena_free(&arena);
     printf("selftest: %d op checks, %s\n", op_checks_count(), failures ? "FAILED" : "all passed");

@@ -143,11 +143,11 @@ void model_inspection_reset_activations(ModelInspection *mi) {
     for (int64_t l = 0; l < mi->n_layers; l++) ffn_stats_reset(&mi->ffn[l]);
 }
 
-void model_inspection_add_activations(ModelInspection *mi, const Model *m) {
+void model_inspection_add_activations(ModelInspection *mi, Tensor *const *ffn_hidden) {
     for (int64_t l = 0; l < mi->n_layers; l++) {
-        TG_CHECK(m->ffn_hidden[l] != NULL, "layer %lld has no FFN activation: inspect after a forward",
+        TG_CHECK(ffn_hidden[l] != NULL, "layer %lld has no FFN activation: inspect after a forward",
                  (long long)l);
-        ffn_stats_add(&mi->ffn[l], m->ffn_hidden[l]);
+        ffn_stats_add(&mi->ffn[l], ffn_hidden[l]);
     }
 }
 
@@ -161,16 +161,18 @@ double model_inspect_batches(Model *m, Tape *tape, const int32_t *inputs, const 
     bool old = tape_set_grad_enabled(tape, true);
     params_zero_grad(&m->params);
     model_inspection_reset_activations(mi);
+    Tensor **hidden = tg_calloc((size_t)m->cfg.n_layers, sizeof *hidden);
     double total = 0.0;
     for (int64_t b = 0; b < k; b++) {
         size_t off = (size_t)(b * batch * seq);
-        Tensor *loss = model_loss(m, tape, inputs + off, targets + off, batch, seq, NULL);
+        Tensor *loss = model_loss_inspected(m, tape, inputs + off, targets + off, batch, seq, hidden);
         total += loss->data[0];
-        model_inspection_add_activations(mi, m);
+        model_inspection_add_activations(mi, hidden);
         /* each batch adds 1/k: the gradient of the mean loss over the k batches */
         tape_backward(tape, k > 1 ? op_scale(tape, loss, 1.0f / (float)k) : loss);
         tape_reset(tape);
     }
+    free(hidden);
     tape_set_grad_enabled(tape, old);
     model_inspection_read_gradients(mi, m);
     return k ? total / (double)k : NAN;
@@ -244,8 +246,8 @@ void grad_logger_close(GradLogger *g) {
     memset(g, 0, sizeof *g);
 }
 
-void grad_logger_add_activations(GradLogger *g, const Model *m) {
-    if (g->every > 0) model_inspection_add_activations(&g->mi, m);
+void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden) {
+    if (g->every > 0) model_inspection_add_activations(&g->mi, ffn_hidden);
 }
 
 void grad_logger_before_update(GradLogger *g, const Model *m) {

@@ -73,8 +73,8 @@ void model_inspection_init(ModelInspection *mi, const Model *model);
 void model_inspection_free(ModelInspection *mi);
 /* Forgets the activations added so far. */
 void model_inspection_reset_activations(ModelInspection *mi);
-/* Adds model->ffn_hidden[l] of every layer: call after a forward, before the tape is reset. */
-void model_inspection_add_activations(ModelInspection *mi, const Model *model);
+/* Adds ffn_hidden[l] of every layer (from model_loss_inspected), before the tape is reset. */
+void model_inspection_add_activations(ModelInspection *mi, Tensor *const *ffn_hidden);
 /* Reads the parameters and their gradients as they are now. */
 void model_inspection_read_gradients(ModelInspection *mi, const Model *model);
 
@@ -108,10 +108,10 @@ static inline bool grad_logger_due(const GradLogger *g, int64_t step) {
     return g->every > 0 && (step == 1 || step % g->every == 0);
 }
 /* The trainer calls these on a logged step only, so other steps cost one branch:
- *   after each micro-batch's forward (before tape_reset)   grad_logger_add_activations
+ *   after each micro-batch's forward (model_loss_inspected) grad_logger_add_activations
  *   after the backward of all micro-batches, before clip   grad_logger_before_update
  *   after the optimizer update                              grad_logger_write */
-void grad_logger_add_activations(GradLogger *g, const Model *model);
+void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden);
 void grad_logger_before_update(GradLogger *g, const Model *model);
 tg_status grad_logger_write(GradLogger *g, const Model *model, int64_t step, double lr, double loss);
 

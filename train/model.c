@@ -70,7 +70,6 @@ void model_build(Model *m, const ModelConfig *cfg) {
     /* norm weights are excluded from weight decay (the `decay` flag), as is usual for gains */
     m->embed = add_param(m, "model.embed_tokens.weight", c->vocab, c->dim, true);
     m->layers = tg_calloc((size_t)c->n_layers, sizeof *m->layers);
-    m->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *m->ffn_hidden);
     char name[128]; /* layer names stay far below TG_NAME_CAP; the slack quiets -Wformat-truncation */
 #define LAYER_PARAM(field, suffix, rows, cols, decay)                                \
     snprintf(name, sizeof name, "model.layers.%lld." suffix, (long long)i);          \
@@ -99,7 +98,6 @@ void model_free(Model *m) {
     params_free(&m->params);
     rope_table_free(&m->rope);
     free(m->layers);
-    free(m->ffn_hidden);
     memset(m, 0, sizeof *m);
 }
 
@@ -154,7 +152,8 @@ static void cache_append(Tape *tape, KVCache *cache, const ModelConfig *c, int64
     *v = tensor_view(tape->arena, "v_cache", vdst, 3, shape);
 }
 
-Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, int64_t T, KVCache *cache) {
+static Tensor *forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, int64_t T, KVCache *cache,
+                       Tensor **ffn_hidden_out) {
     const ModelConfig *c = &m->cfg;
     float eps = (float)c->norm_eps;
     int64_t pos = cache ? cache->len : 0;
@@ -176,23 +175,28 @@ Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, in
         x = op_linear_residual(tape, a, L->wo, x);
         /* feed-forward sub-block: x = x + w2(ffn hidden(rmsnorm(x))), w2 fused with the add */
         Tensor *n2 = op_rmsnorm(tape, x, L->ffn_norm, eps);                   /* (B,T,D) */
-        Tensor *hidden;                                                        /* (B,T,hidden) */
-        if (c->ffn == FFN_SWIGLU)
-            hidden = op_swiglu(tape, op_linear(tape, n2, L->w1), op_linear(tape, n2, L->w3));
-        else
-            hidden = op_relu(tape, op_linear(tape, n2, L->w1));
-        tensor_set_name(hidden, "ffn_hidden");
-        m->ffn_hidden[l] = hidden;
-        x = op_linear_residual(tape, hidden, L->w2, x);
+        Tensor **hidden = ffn_hidden_out ? &ffn_hidden_out[l] : NULL;          /* (B,T,hidden) */
+        if (c->ffn == FFN_SWIGLU) x = ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, x, hidden);
+        else x = ffn_relu(tape, n2, L->w1, L->w2, x, hidden);
     }
     if (cache) cache->len += T;
     Tensor *xn = op_rmsnorm(tape, x, m->final_norm, eps);
     return op_linear(tape, xn, m->embed); /* (B,T,V): the head is the embedding, tied */
 }
 
+Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, int64_t T, KVCache *cache) {
+    return forward(m, tape, tokens, B, T, cache, NULL);
+}
+
+Tensor *model_loss_inspected(Model *m, Tape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
+                             int64_t T, Tensor **ffn_hidden_out) {
+    Tensor *logits = forward(m, tape, tokens, B, T, NULL, ffn_hidden_out);
+    return op_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
+}
+
 Tensor *model_loss(Model *m, Tape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
                    int64_t T, Tensor **logits_out) {
-    Tensor *logits = model_forward(m, tape, tokens, B, T, NULL);
+    Tensor *logits = forward(m, tape, tokens, B, T, NULL, NULL);
     if (logits_out) {
         *logits_out = logits;
         return op_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);

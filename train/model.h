@@ -44,7 +44,6 @@ typedef struct Model {
     Tensor *embed, *final_norm;
     LayerParams *layers;
     RopeTable rope;
-    Tensor **ffn_hidden; /* per layer: the w2 input of the last forward (inspection) */
 } Model;
 
 /* SwiGLU hidden size of the presets: 64 * ceil((8*dim/3) / 64); 1408 at dim 512. */
@@ -71,6 +70,11 @@ Tensor *model_forward(Model *model, Tape *tape, const int32_t *tokens, int64_t b
  * less). */
 Tensor *model_loss(Model *model, Tape *tape, const int32_t *tokens, const int32_t *targets,
                    int64_t batch, int64_t seq, Tensor **logits_out);
+
+/* model_loss for inspection: ffn_hidden_out[l] (an array of n_layers) receives layer l's FFN
+ * hidden activation, the input of w2 (B,T,hidden); valid until the tape is reset. */
+Tensor *model_loss_inspected(Model *model, Tape *tape, const int32_t *tokens, const int32_t *targets,
+                             int64_t batch, int64_t seq, Tensor **ffn_hidden_out);
 
 void kv_cache_init(KVCache *cache, const ModelConfig *cfg, int64_t max_pos);
 void kv_cache_free(KVCache *cache);

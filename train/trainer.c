@@ -159,6 +159,7 @@ int train_run(TrainOptions *o) {
     int32_t *eval_tg = tg_malloc((size_t)(n_eval * B * T) * sizeof(int32_t));
     int32_t *inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     int32_t *targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
+    Tensor **ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *ffn_hidden);
     GradLogger grad_log = {0};
     struct sigaction sa = {0}, old_int, old_term;
     sigaction(SIGINT, NULL, &old_int);
@@ -230,14 +231,15 @@ int train_run(TrainOptions *o) {
         double loss_sum = 0.0;
         for (int64_t micro = 0; micro < o->accum; micro++) {
             loader_next(&loader, inputs, targets);
-            Tensor *loss = model_loss(model, tape, inputs, targets, B, T, NULL);
+            Tensor *loss = log_grads_now ? model_loss_inspected(model, tape, inputs, targets, B, T, ffn_hidden)
+                                         : model_loss(model, tape, inputs, targets, B, T, NULL);
             loss_sum += loss->data[0];
             if (!isfinite(loss->data[0])) {
                 fprintf(stderr, "\ntapegrad train: step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup\n",
                         (long long)step, isnan(loss->data[0]) ? "NaN" : "Inf", lr);
                 goto out;
             }
-            if (log_grads_now) grad_logger_add_activations(&grad_log, model);
+            if (log_grads_now) grad_logger_add_activations(&grad_log, ffn_hidden);
             /* each micro-batch contributes 1/accum of the mean gradient */
             tape_backward(tape, o->accum > 1 ? op_scale(tape, loss, 1.0f / (float)o->accum) : loss);
             tape_reset(tape);
@@ -327,6 +329,7 @@ out:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     grad_logger_close(&grad_log);
+    free(ffn_hidden);
     free(inputs);
     free(targets);
     free(eval_in);

@@ -1,0 +1,54 @@
+/* Every op the tape can record, each tied to the finite-difference cases that prove its
+ * backward:
+ *
+ *   X(ID, "name", checks)
+ *
+ * ID gives TG_OP_<ID>; "name" is what the op records on the tape (tg_op_name(TG_OP_<ID>)) and
+ * what `tapegrad gradcheck --op` and `tapegrad graph` show; `checks` is the OpCheckList defined
+ * at the end of the op's own file. A new op is one line here: the list names its checks, so an
+ * op without them does not link, and tests/test_op_coverage.c fails when a training step records
+ * a name that is not listed.
+ *
+ * TG_COMPOSITE_LIST: functions built from several ops (recording those ops, not a name of their
+ * own), checked as a whole all the same because the model trains through them.
+ */
+#ifndef TAPEGRAD_OPS_OP_LIST_H
+#define TAPEGRAD_OPS_OP_LIST_H
+
+#define TG_OP_LIST(X)                                         \
+    X(LINEAR, "linear", linear_checks)                        \
+    X(LINEAR_RESIDUAL, "linear_residual", linear_residual_checks) \
+    X(ADD, "add", add_checks)                                 \
+    X(MUL, "mul", mul_checks)                                 \
+    X(SCALE, "scale", scale_checks)                           \
+    X(SUM, "sum", sum_checks)                                 \
+    X(MEAN, "mean", mean_checks)                              \
+    X(RELU, "relu", relu_checks)                              \
+    X(SILU, "silu", silu_checks)                              \
+    X(GELU, "gelu", gelu_checks)                              \
+    X(SIGMOID, "sigmoid", sigmoid_checks)                     \
+    X(RMSNORM, "rmsnorm", rmsnorm_checks)                     \
+    X(ROPE, "rope", rope_checks)                              \
+    X(ATTENTION, "attention", attention_checks)               \
+    X(SWIGLU, "swiglu", swiglu_checks)                        \
+    X(EMBEDDING, "embedding", embedding_checks)               \
+    X(CROSS_ENTROPY, "cross_entropy", cross_entropy_checks)
+
+#define TG_COMPOSITE_LIST(X)                                  \
+    X(FFN_SWIGLU, "ffn_swiglu", ffn_swiglu_checks)            \
+    X(FFN_RELU, "ffn_relu", ffn_relu_checks)                  \
+    X(GRAPH, "graph", graph_checks)
+
+typedef enum {
+#define TG_OP_ENUM(id, name, checks) TG_OP_##id,
+    TG_OP_LIST(TG_OP_ENUM)
+#undef TG_OP_ENUM
+    TG_OP_COUNT
+} TgOp;
+
+/* The name an op records on the tape. */
+const char *tg_op_name(TgOp op);
+/* The op recording `name`, or TG_OP_COUNT when no listed op does. */
+TgOp tg_op_from_name(const char *name);
+
+#endif
