@@ -13,6 +13,7 @@
 #ifndef TAPEGRAD_POOL_H
 #define TAPEGRAD_POOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct Pool Pool;
@@ -25,6 +26,11 @@ void pool_destroy(Pool *pool);
 int pool_threads(const Pool *pool);
 /* A NULL pool runs fn(ctx, 0, n, 0) on the caller. Not reentrant: fn must not call the pool. */
 void pool_parallel_for(Pool *pool, int64_t n, tg_range_fn fn, void *ctx);
+/* The pool for a loop of `work` units, or NULL (run on the caller) when waking the threads would
+ * cost more than the loop: a unit is one elementwise float operation, and a wake-up costs about
+ * POOL_MIN_WORK of them. An op whose element costs about two units passes 2 * n. */
+enum { POOL_MIN_WORK = 1 << 15 };
+static inline Pool *pool_if_worth(Pool *pool, int64_t work) { return work >= POOL_MIN_WORK ? pool : NULL; }
 /* The range of `thread` in a split of n over `threads`. */
 void pool_range(int64_t n, int threads, int thread, int64_t *begin, int64_t *end);
 

@@ -10,9 +10,6 @@
 #include "checks.h"
 #include "ops.h"
 
-/* Below this many elements a pool wake-up costs more than the loop. */
-enum { ACTIVATION_MIN_PARALLEL = 1 << 15 };
-
 static const float INV_SQRT_2 = 0.70710678118654752f;    /* 1 / sqrt(2) */
 static const float INV_SQRT_2PI = 0.39894228040143268f;  /* 1 / sqrt(2 pi) */
 
@@ -83,24 +80,20 @@ static void activation_backward_range(void *ctx, int64_t begin, int64_t end, int
                       job->dy[i] * activation_slope(job->kind, job->x[i], job->y[i]);
 }
 
-static Pool *pool_if_worth_it(Tape *tape, int64_t n) {
-    return n >= ACTIVATION_MIN_PARALLEL ? tape->pool : NULL;
-}
-
 /* dx += dy * f'(x), differentiating y = f(x) */
 static void activation_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *y = node->out;
     if (!tensor_wants_grad(x)) return;
     ActivationJob job = {(ActivationKind)node->iparam[0], x->data, y->data, y->grad, NULL, false};
     job.out = tensor_grad_for_write(tape, x, &job.accumulate);
-    pool_parallel_for(pool_if_worth_it(tape, x->numel), x->numel, activation_backward_range, &job);
+    pool_parallel_for(pool_if_worth(tape->pool, x->numel), x->numel, activation_backward_range, &job);
 }
 
 static Tensor *activation_forward(Tape *tape, Tensor *x, ActivationKind kind) {
     const char *name = tg_op_name(activation_ops[kind]);
     Tensor *y = tensor_new(tape->arena, name, x->ndim, x->shape);  /* same shape as x */
     ActivationJob job = {kind, x->data, NULL, NULL, y->data, false};
-    pool_parallel_for(pool_if_worth_it(tape, x->numel), x->numel, activation_forward_range, &job);
+    pool_parallel_for(pool_if_worth(tape->pool, x->numel), x->numel, activation_forward_range, &job);
     TapeNode *node = tape_record(tape, name, activation_backward, y, 1, &x);
     if (node) {
         node->iparam[0] = kind;

@@ -13,17 +13,18 @@
  * costs one more product (Q K^T) and the exps again, a few per cent of a training step at
  * these sizes, and makes the attention's memory linear in T instead of quadratic.
  *
- * The products are small register-blocked loops (matrix_product), not BLAS: the blocks are
- * small, causally ragged and run inside the pool's threads, where a threaded OpenBLAS call
- * would oversubscribe the cores.
+ * The products go through tg_gemm_rows (lib/blas.h), a product of a few rows, not a full GEMM:
+ * the blocks are small, causally ragged and run inside the pool's threads, where a threaded
+ * OpenBLAS call would oversubscribe the cores.
  */
 #include <math.h>
 #include <string.h>
 
+#include "../lib/blas.h"
 #include "../lib/error.h"
 #include "checks.h"
 #include "ops.h"
-#include "vecmath.h"
+#include "lib/vecmath.h"
 
 /* p[0..n) = softmax(scale * p[0..n)) in place, n >= 1, scale > 0:
  * P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */
@@ -77,119 +78,9 @@ static float dot_lanes(const float *a, const float *b, int64_t n) {
     return lane_sum(&sums);
 }
 
-/* ---- a few rows of a small matrix product ---- */
-
-/* C (rows, n) (+)= A (rows, n_k) B (n_k, n), rows <= BLOCK_ROWS, with A(r, i) = a[r a_row + i a_col]
- * (so A may be a transposed view), B row-major with row stride ldb, C with row stride ldc.
- * BLOCK_ROWS rows share every vector loaded from B and BLOCK_VECTORS vectors share every value
- * of A: 8 accumulators in registers, enough independent adds to hide their latency, and a
- * quarter of the traffic that one row at a time pulls from L2. */
-enum { BLOCK_ROWS = 4, BLOCK_VECTORS = 2, BLOCK_COLS = LANES * BLOCK_VECTORS };
-/* Full blocks use vectors of 16 floats: 32 columns at a time (8 accumulators of 16), then 16,
- * then 8 with the 8-float block, then single columns. Lane-wise FMAs round alike at any width,
- * so an element's value does not depend on which block computed it. */
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef float f32x16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
-#define VEC16(ptr) (*(f32x16_unaligned *)(ptr))
-enum { LANES16 = 16, BLOCK_COLS16 = LANES16 * BLOCK_VECTORS };
-
-/* Each element of C is the same sequential sum over i whatever the block shape (full vectors or
- * the scalar tail) and whatever n: the result of a column does not depend on its neighbours. */
-static inline __attribute__((always_inline)) void product_block(int rows, int vectors, int64_t n_k,
-                                                                const float *a, int64_t a_row,
-                                                                int64_t a_col, const float *b,
-                                                                int64_t ldb, float *c, int64_t ldc,
-                                                                bool accumulate) {
-    f32x8 acc[BLOCK_ROWS][BLOCK_VECTORS];
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-        for (int v = 0; v < vectors; v++) acc[r][v] = (f32x8){0};
-    for (int64_t i = 0; i < n_k; i++) {
-        f32x8 b_vec[BLOCK_VECTORS];
-#pragma GCC unroll 2
-        for (int v = 0; v < vectors; v++) b_vec[v] = VEC8(b + i * ldb + LANES * v);
-#pragma GCC unroll 4
-        for (int r = 0; r < rows; r++) {
-            float a_ri = a[r * a_row + i * a_col];
-#pragma GCC unroll 2
-            for (int v = 0; v < vectors; v++) acc[r][v] += a_ri * b_vec[v];
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-        for (int v = 0; v < vectors; v++) {
-            if (accumulate) VEC8(c + r * ldc + LANES * v) += acc[r][v];
-            else VEC8(c + r * ldc + LANES * v) = acc[r][v];
-        }
-}
-
-/* The same with sixteen-float vectors (one AVX-512 register), for the full blocks. */
-static inline __attribute__((always_inline)) void product_block16(int rows, int vectors, int64_t n_k,
-                                                                const float *a, int64_t a_row,
-                                                                int64_t a_col, const float *b,
-                                                                int64_t ldb, float *c, int64_t ldc,
-                                                                bool accumulate) {
-    f32x16 acc[BLOCK_ROWS][BLOCK_VECTORS];
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-        for (int v = 0; v < vectors; v++) acc[r][v] = (f32x16){0};
-    for (int64_t i = 0; i < n_k; i++) {
-        f32x16 b_vec[BLOCK_VECTORS];
-#pragma GCC unroll 2
-        for (int v = 0; v < vectors; v++) b_vec[v] = VEC16(b + i * ldb + LANES16 * v);
-#pragma GCC unroll 4
-        for (int r = 0; r < rows; r++) {
-            float a_ri = a[r * a_row + i * a_col];
-#pragma GCC unroll 2
-            for (int v = 0; v < vectors; v++) acc[r][v] += a_ri * b_vec[v];
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 2
-        for (int v = 0; v < vectors; v++) {
-            if (accumulate) VEC16(c + r * ldc + LANES16 * v) += acc[r][v];
-            else VEC16(c + r * ldc + LANES16 * v) = acc[r][v];
-        }
-}
-
-static inline __attribute__((always_inline)) void product_rows(int rows, int64_t n_k, const float *a,
-                                                               int64_t a_row, int64_t a_col,
-                                                               const float *b, int64_t ldb, int64_t n,
-                                                               float *c, int64_t ldc, bool accumulate) {
-    int64_t col = 0;
-    for (; col + BLOCK_COLS16 <= n; col += BLOCK_COLS16)
-        product_block16(rows, 2, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
-    if (col + LANES16 <= n) {
-        product_block16(rows, 1, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
-        col += LANES16;
-    }
-    if (col + LANES <= n) {
-        product_block(rows, 1, n_k, a, a_row, a_col, b + col, ldb, c + col, ldc, accumulate);
-        col += LANES;
-    }
-    for (; col < n; col++)
-        for (int r = 0; r < rows; r++) {
-            float acc = 0.0f;
-            for (int64_t i = 0; i < n_k; i++) acc += a[r * a_row + i * a_col] * b[i * ldb + col];
-            c[r * ldc + col] = accumulate ? c[r * ldc + col] + acc : acc;
-        }
-}
-
-static void matrix_product(int rows, int64_t n_k, const float *a, int64_t a_row, int64_t a_col,
-                           const float *b, int64_t ldb, int64_t n, float *c, int64_t ldc,
-                           bool accumulate) {
-    switch (rows) {
-    case 4: product_rows(4, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
-    case 3: product_rows(3, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
-    case 2: product_rows(2, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
-    case 1: product_rows(1, n_k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate); break;
-    default: TG_CHECK(rows >= 1 && rows <= BLOCK_ROWS, "matrix_product of %d rows", rows);
-    }
-}
+/* Queries (and, in the backward, keys) are taken BLOCK_ROWS at a time through the shared
+ * few-rows product of lib/blas.h. */
+enum { BLOCK_ROWS = TG_GEMM_ROWS_MAX };
 
 /* dst (hd, ld_dst) = src^T, src (rows, hd) with row stride ld_src: a head's keys or values
  * transposed, so that "queries against every key" becomes rows times a row-major matrix. */
@@ -250,7 +141,7 @@ static void zero_past_diagonal(float *row, int64_t n_keys, int64_t kv_len) {
 static void probs_block(const AttentionDims *dims, const float *q_bh, const float *keys_t, int64_t t0, int rows,
                         float *p_block, int64_t ld_p) {
     int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
-    matrix_product(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t, dims->key_pad,
+    tg_gemm_rows(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t, dims->key_pad,
                    block_keys, p_block, ld_p, false);
     for (int r = 0; r < rows; r++) {
         int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
@@ -293,7 +184,7 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
             float *p_block = ctx->probs ? ctx->probs + (unit * tq + t0) * tk : prob_rows;   // (rows, ld_p)
             probs_block(dims, q_bh, keys_t, t0, rows, p_block, ld_p);
             /* O = P V */
-            matrix_product(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
+            tg_gemm_rows(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
                            out_bh + t0 * dims->q_stride, dims->q_stride, false);
         }
     }
@@ -368,7 +259,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    matrix_product(rows, tq - t_first, p_bh + t_first * ld_p + j0, 1, ld_p,
+                    tg_gemm_rows(rows, tq - t_first, p_bh + t_first * ld_p + j0, 1, ld_p,
                                    dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
                                    dv_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
@@ -379,7 +270,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 int64_t block_keys = dims->offset + t0 + rows;
                 float *ds_block = dscores + t0 * pad;             // (rows, key_pad)
                 /* dP = dO V^T */
-                matrix_product(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t,
+                tg_gemm_rows(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t,
                                pad, block_keys, ds_block, pad, false);
                 for (int r = 0; r < rows; r++) {
                     int64_t n_keys = dims->offset + t0 + r + 1;
@@ -395,7 +286,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 }
                 /* dQ += scale dS K */
                 if (dq_bh)
-                    matrix_product(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
+                    tg_gemm_rows(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
                                    dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
             }
             /* dK_j += sum_{t : pos(t) >= j} scale dS_tj q_t, keys in blocks as for dV */
@@ -403,7 +294,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    matrix_product(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
+                    tg_gemm_rows(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
                                    q_bh + t_first * dims->q_stride, dims->q_stride, hd,
                                    dk_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }

@@ -7,10 +7,7 @@
 #include "../lib/error.h"
 #include "checks.h"
 #include "ops.h"
-#include "vecmath.h"
-
-/* Below this many elements a pool wake-up costs more than the loop. */
-enum { SWIGLU_MIN_PARALLEL = 1 << 15 };
+#include "lib/vecmath.h"
 
 typedef struct {
     const float *a, *b;   /* (n) each */
@@ -60,16 +57,12 @@ static void swiglu_backward_range(void *ctx, int64_t begin, int64_t end, int thr
     }
 }
 
-static Pool *pool_if_worth_it(Tape *tape, int64_t numel) {
-    return numel >= SWIGLU_MIN_PARALLEL ? tape->pool : NULL;
-}
-
 static void swiglu_backward(Tape *tape, TapeNode *node) {
     Tensor *a = node->in[0], *b = node->in[1], *y = node->out;
     SwigluJob job = {.a = a->data, .b = b->data, .dy = y->grad};
     if (tensor_wants_grad(a)) job.da = tensor_grad_for_write(tape, a, &job.da_accumulate);
     if (tensor_wants_grad(b)) job.db = tensor_grad_for_write(tape, b, &job.db_accumulate);
-    pool_parallel_for(pool_if_worth_it(tape, y->numel), y->numel, swiglu_backward_range, &job);
+    pool_parallel_for(pool_if_worth(tape->pool, y->numel), y->numel, swiglu_backward_range, &job);
 }
 
 Tensor *op_swiglu(Tape *tape, Tensor *a, Tensor *b) {
@@ -78,7 +71,7 @@ Tensor *op_swiglu(Tape *tape, Tensor *a, Tensor *b) {
              tensor_shape_str(a, sa, sizeof sa), b->name, tensor_shape_str(b, sb, sizeof sb));
     Tensor *y = tensor_new(tape->arena, "swiglu", a->ndim, a->shape);  /* (..., hidden) */
     SwigluJob job = {.a = a->data, .b = b->data, .y = y->data};
-    pool_parallel_for(pool_if_worth_it(tape, y->numel), y->numel, swiglu_forward_range, &job);
+    pool_parallel_for(pool_if_worth(tape->pool, y->numel), y->numel, swiglu_forward_range, &job);
     tape_record(tape, tg_op_name(TG_OP_SWIGLU), swiglu_backward, y, 2, (Tensor *[]){a, b});
     return y;
 }

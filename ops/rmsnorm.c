@@ -8,9 +8,6 @@
 #include "checks.h"
 #include "ops.h"
 
-/* Below this many elements a pool wake-up costs more than the loop. */
-enum { RMSNORM_MIN_PARALLEL = 1 << 14 };
-
 typedef struct {
     int64_t rows, d;
     float eps;
@@ -23,10 +20,6 @@ typedef struct {
     float *dg;           /* (d), NULL when g wants no gradient */
     double *dg_sum;      /* (d) scratch for dg */
 } RmsnormJob;
-
-static Pool *pool_if_worth_it(Tape *tape, int64_t numel) {
-    return numel >= RMSNORM_MIN_PARALLEL ? tape->pool : NULL;
-}
 
 static void rmsnorm_forward_rows(void *ctx, int64_t begin, int64_t end, int thread) {
     const RmsnormJob *job = ctx;
@@ -81,7 +74,7 @@ static void rmsnorm_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *g = node->in[1], *y = node->out;
     RmsnormJob job = {.rows = tensor_rows(x), .d = tensor_dim(x, -1), .x = x->data,
                       .g = g->data, .rstd = node->saved, .dy = y->grad};
-    Pool *pool = pool_if_worth_it(tape, x->numel);
+    Pool *pool = pool_if_worth(tape->pool, 2 * x->numel);
     if (tensor_wants_grad(x)) {
         job.dx = tensor_grad_for_write(tape, x, &job.dx_accumulate);
         pool_parallel_for(pool, job.rows, rmsnorm_backward_dx_rows, &job);
@@ -103,7 +96,7 @@ Tensor *op_rmsnorm(Tape *tape, Tensor *x, Tensor *g, float eps) {
     RmsnormJob job = {.rows = tensor_rows(x), .d = tensor_dim(x, -1), .eps = eps, .x = x->data,
                       .g = g->data, .y = y->data};
     job.rstd = arena_alloc(tape->arena, (size_t)job.rows * sizeof(float));  /* (rows) */
-    pool_parallel_for(pool_if_worth_it(tape, x->numel), job.rows, rmsnorm_forward_rows, &job);
+    pool_parallel_for(pool_if_worth(tape->pool, 2 * x->numel), job.rows, rmsnorm_forward_rows, &job);
     TapeNode *node = tape_record(tape, tg_op_name(TG_OP_RMSNORM), rmsnorm_backward, y, 2, (Tensor *[]){x, g});
     if (node) {
         node->saved = job.rstd;

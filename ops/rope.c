@@ -12,9 +12,6 @@
 #include "checks.h"
 #include "ops.h"
 
-/* Below this many elements a pool wake-up costs more than the loop. */
-enum { ROPE_MIN_PARALLEL = 1 << 14 };
-
 /* (TG_CHECK pastes its condition into a printf format, where a '%' would be a conversion) */
 static bool is_even(int64_t n) { return (n & 1) == 0; }
 
@@ -99,16 +96,12 @@ static void rope_backward_rows(void *ctx, int64_t begin, int64_t end, int thread
     rope_rows(ctx, begin, end, true);
 }
 
-static Pool *pool_if_worth_it(Tape *tape, int64_t numel) {
-    return numel >= ROPE_MIN_PARALLEL ? tape->pool : NULL;
-}
-
 static void rope_backward(Tape *tape, TapeNode *node) {
     Tensor *x = node->in[0], *y = node->out;
     if (!tensor_wants_grad(x)) return;
     RopeJob job = {node->saved, x->shape[1], node->iparam[0], node->iparam[1], y->grad, NULL, false};
     job.out = tensor_grad_for_write(tape, x, &job.accumulate);
-    pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_backward_rows, &job);
+    pool_parallel_for(pool_if_worth(tape->pool, 2 * x->numel), tensor_rows(x), rope_backward_rows, &job);
 }
 
 static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset,
@@ -127,7 +120,7 @@ static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTabl
     Tensor *y = in_place ? tensor_view(tape->arena, "rope", x->data, 3, x->shape)
                          : tensor_new(tape->arena, "rope", 3, x->shape);
     RopeJob job = {rope, seq_len, heads, pos_offset, x->data, y->data, false};
-    pool_parallel_for(pool_if_worth_it(tape, x->numel), tensor_rows(x), rope_forward_rows, &job);
+    pool_parallel_for(pool_if_worth(tape->pool, 2 * x->numel), tensor_rows(x), rope_forward_rows, &job);
     TapeNode *node = tape_record(tape, tg_op_name(TG_OP_ROPE), rope_backward, y, 1, &x);
     if (node) {
         node->saved = (void *)rope;  /* read only; the table outlives the step */
