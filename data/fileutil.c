@@ -24,7 +24,7 @@ void data_abandon_tmp(FILE *f, const char *tmp) {
 
 /* fsync of the folder makes the rename itself durable; failure here is not fatal for
  * correctness of the contents, so it is ignored. */
-static void sync_parent_dir(const char *path) {
+void data_sync_parent_dir(const char *path) {
     char copy[4096];
     size_t n = strlen(path);
     if (n >= sizeof copy) return;
@@ -51,7 +51,7 @@ tg_status data_commit_tmp(FILE *f, const char *tmp, const char *path) {
         remove(tmp);
         return tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(err));
     }
-    sync_parent_dir(path);
+    data_sync_parent_dir(path);
     return TG_OK;
 }
 

@@ -16,6 +16,9 @@ tg_status data_commit_tmp(FILE *f, const char *tmp, const char *path);
 /* Closes f and removes tmp (the error path of a writer). */
 void data_abandon_tmp(FILE *f, const char *tmp);
 
+/* Makes a rename into path's folder durable (fsync of the folder; failures ignored). */
+void data_sync_parent_dir(const char *path);
+
 /* Creates a folder and its missing parents (like mkdir -p). */
 tg_status data_mkdirs(const char *path);
 
