@@ -168,9 +168,14 @@ static tg_status move_files_into(const char *from, const char *to) {
     DIR *d = opendir(from);
     if (!d) return tg_fail(TG_ERR_IO, "cannot read folder %s: %s", from, strerror(errno));
     struct dirent *e;
-    while ((e = readdir(d)) && n < MAX_FILES)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (n == MAX_FILES) { /* a run writes a handful */
+            closedir(d);
+            return tg_fail(TG_ERR_IO, "%s holds more than %d files; it is not a run being prepared", from, MAX_FILES);
+        }
+        snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    }
     closedir(d);
     for (int i = 0; i < n; i++) {
         snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[i]);
@@ -238,8 +243,10 @@ void run_folder_discard(RunFolder *f) {
     if (f->made_parent[0]) { /* from the run folder's parent up to the outermost one made */
         char dir[4096];
         size_t outermost = strlen(f->made_parent);
-        parent_of(f->path, dir, sizeof dir);
-        while (strlen(dir) >= outermost && rmdir(dir) == 0 && strlen(dir) > outermost) parent_of(dir, dir, sizeof dir);
+        for (parent_of(f->path, dir, sizeof dir); strlen(dir) >= outermost; parent_of(dir, dir, sizeof dir)) {
+            if (rmdir(dir) != 0 && errno != ENOENT) break; /* not empty: no longer only this run's */
+            if (strlen(dir) == outermost) break;
+        }
         f->made_parent[0] = '\0';
     }
 }
