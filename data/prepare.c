@@ -57,49 +57,63 @@ static tg_status join_path(char *buf, size_t cap, const char *dir, const char *n
     return TG_OK;
 }
 
-tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, const char *out_dir,
-                         double val_fraction, int64_t seq_len, PrepareResult *result) {
-    PrepareResult local;
-    PrepareResult *res = result ? result : &local;
+/* Encodes text and splits the stream: fills res's counts; *ids (caller frees) holds the stream. */
+static tg_status encode_and_split(const Tokenizer *tok, const char *text, size_t len, double val_fraction,
+                                  int64_t seq_len, int32_t **ids, PrepareResult *res) {
     res->corpus_bytes = len;
     res->vocab_size = tok->vocab_size;
     res->tokenizer_fingerprint = tokenizer_fingerprint(tok);
+    *ids = NULL;
     /* Validate the arguments before the (possibly long) encode. */
     if (!(val_fraction > 0.0 && val_fraction < 1.0) || seq_len < 1) {
         size_t a, b;
         return corpus_split(0, val_fraction, seq_len, &a, &b);
     }
     double t0 = now_seconds();
-    int32_t *ids = tg_malloc((len ? len : 1) * sizeof *ids);
-    size_t n;
-    tg_status st = tokenizer_encode(tok, text, len, ids, len, &n);
+    *ids = tg_malloc((len ? len : 1) * sizeof **ids);
+    size_t n = 0;
+    tg_status st = tokenizer_encode(tok, text, len, *ids, len, &n);
     res->encode_seconds = now_seconds() - t0;
     res->n_tokens = n;
-    size_t n_train = 0, n_val = 0;
-    if (st == TG_OK) st = corpus_split(n, val_fraction, seq_len, &n_train, &n_val);
-    res->n_train = n_train;
-    res->n_val = n_val;
+    res->n_train = res->n_val = 0;
+    if (st == TG_OK) st = corpus_split(n, val_fraction, seq_len, &res->n_train, &res->n_val);
+    if (st != TG_OK) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return st;
+}
+
+/* Writes out_dir/train.tok and out_dir/val.tok (out_dir created when missing). */
+static tg_status write_splits(const char *out_dir, const Tokenizer *tok, const int32_t *ids, size_t n_train,
+                              size_t n_val) {
     char path[4096];
-    if (st == TG_OK) st = make_folders(out_dir);
-    if (st == TG_OK) st = join_path(path, sizeof path, out_dir, PREPARE_TRAIN_FILE);
-    if (st == TG_OK)
-        st = tokfile_write_tagged(path, ids, n_train, (uint32_t)tok->vocab_size, res->tokenizer_fingerprint);
-    if (st == TG_OK) st = join_path(path, sizeof path, out_dir, PREPARE_VAL_FILE);
-    if (st == TG_OK)
-        st = tokfile_write_tagged(path, ids + n_train, n_val, (uint32_t)tok->vocab_size,
-                                  res->tokenizer_fingerprint);
+    uint64_t fingerprint = tokenizer_fingerprint(tok);
+    TG_TRY(make_folders(out_dir));
+    TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_TRAIN_FILE));
+    TG_TRY(tokfile_write_tagged(path, ids, n_train, (uint32_t)tok->vocab_size, fingerprint));
+    TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_VAL_FILE));
+    return tokfile_write_tagged(path, ids + n_train, n_val, (uint32_t)tok->vocab_size, fingerprint);
+}
+
+tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, const char *out_dir,
+                         double val_fraction, int64_t seq_len, PrepareResult *result) {
+    PrepareResult local;
+    PrepareResult *res = result ? result : &local;
+    int32_t *ids;
+    TG_TRY(encode_and_split(tok, text, len, val_fraction, seq_len, &ids, res));
+    tg_status st = write_splits(out_dir, tok, ids, res->n_train, res->n_val);
     free(ids);
     return st;
 }
 
-tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok_out, PrepareResult *result) {
+tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareResult *result) {
     PrepareResult local;
     PrepareResult *res = result ? result : &local;
     memset(res, 0, sizeof *res);
-    if (tok_out) memset(tok_out, 0, sizeof *tok_out);
+    memset(out, 0, sizeof *out);
     if (opt->kind != TOKENIZER_CHAR && opt->kind != TOKENIZER_BPE)
         return tg_fail(TG_ERR_ARG, "unknown tokenizer kind %d: use char or bpe", (int)opt->kind);
-    if (!opt->out_dir || !*opt->out_dir) return tg_fail(TG_ERR_ARG, "no output folder given for the prepared data");
     if (!(opt->val_fraction > 0.0 && opt->val_fraction < 1.0) || opt->seq_len < 1) {
         size_t a, b; /* refuse bad split settings before the slow part */
         return corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
@@ -108,25 +122,46 @@ tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok_out, PrepareResu
     char *text;
     size_t len;
     TG_TRY(corpus_read_info(corpus_path, &text, &len, &res->corpus));
-    Tokenizer tok;
     double t0 = now_seconds();
-    tg_status st = opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &tok)
-                                               : tokenizer_bpe_train(text, len, opt->vocab_size, &tok);
+    tg_status st = opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &out->tok)
+                                               : tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
     res->tokenizer_seconds = now_seconds() - t0;
-    char path[4096];
-    if (st == TG_OK) st = make_folders(opt->out_dir);
-    if (st == TG_OK) st = join_path(path, sizeof path, opt->out_dir, PREPARE_TOKENIZER_FILE);
-    if (st == TG_OK) st = tokenizer_save(&tok, path);
-    if (st == TG_OK) {
-        double tok_seconds = res->tokenizer_seconds;
-        CorpusInfo info = res->corpus;
-        st = corpus_prepare(&tok, text, len, opt->out_dir, opt->val_fraction, opt->seq_len, res);
-        res->tokenizer_seconds = tok_seconds;
-        res->corpus = info;
-    }
+    if (st == TG_OK) st = encode_and_split(&out->tok, text, len, opt->val_fraction, opt->seq_len, &out->ids, res);
     free(text);
-    if (st == TG_OK && tok_out) *tok_out = tok;
-    else tokenizer_free(&tok);
-    if (st != TG_OK) return tg_fail_context(st, "preparing %s", corpus_path);
+    if (st != TG_OK) {
+        prepared_corpus_free(out);
+        return tg_fail_context(st, "preparing %s", corpus_path);
+    }
+    out->n_train = res->n_train;
+    out->n_val = res->n_val;
+    return TG_OK;
+}
+
+tg_status prepare_write(const PreparedCorpus *p, const char *out_dir) {
+    char path[4096];
+    TG_TRY(make_folders(out_dir));
+    TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_TOKENIZER_FILE));
+    TG_TRY(tokenizer_save(&p->tok, path));
+    return write_splits(out_dir, &p->tok, p->ids, p->n_train, p->n_val);
+}
+
+void prepared_corpus_free(PreparedCorpus *p) {
+    tokenizer_free(&p->tok);
+    free(p->ids);
+    memset(p, 0, sizeof *p);
+}
+
+tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok_out, PrepareResult *result) {
+    if (tok_out) memset(tok_out, 0, sizeof *tok_out);
+    if (!opt->out_dir || !*opt->out_dir) return tg_fail(TG_ERR_ARG, "no output folder given for the prepared data");
+    PreparedCorpus p;
+    TG_TRY(prepare_corpus(opt, &p, result));
+    tg_status st = prepare_write(&p, opt->out_dir);
+    if (st == TG_OK && tok_out) {
+        *tok_out = p.tok;
+        memset(&p.tok, 0, sizeof p.tok);
+    }
+    prepared_corpus_free(&p);
+    if (st != TG_OK) return tg_fail_context(st, "preparing %s", opt->corpus_path ? opt->corpus_path : CORPUS_DEFAULT_PATH);
     return TG_OK;
 }

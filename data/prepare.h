@@ -52,8 +52,22 @@ tg_status corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n
 tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, const char *out_dir,
                          double val_fraction, int64_t seq_len, PrepareResult *result);
 
-/* The whole pipeline: reads the corpus, trains the tokenizer, saves out_dir/tokenizer.txt, and
- * calls corpus_prepare. `tok` (may be NULL) receives the tokenizer (caller frees). */
+/* A corpus read, tokenized and split in memory: every check passed, nothing written yet. */
+typedef struct PreparedCorpus {
+    Tokenizer tok;
+    int32_t *ids;          /* the whole stream, train split first */
+    size_t n_train, n_val;
+} PreparedCorpus;
+
+/* Reads the corpus, trains the tokenizer, encodes and splits: every check preparation makes,
+ * and no file written, so a caller can refuse a corpus before it creates anything. */
+tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareResult *result);
+/* Writes out_dir/{tokenizer.txt, train.tok, val.tok}, creating out_dir when missing. */
+tg_status prepare_write(const PreparedCorpus *p, const char *out_dir);
+void prepared_corpus_free(PreparedCorpus *p);
+
+/* The whole pipeline: prepare_corpus, then prepare_write into opt->out_dir. `tok` (may be NULL)
+ * receives the tokenizer (caller frees). */
 tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok, PrepareResult *result);
 
 #endif

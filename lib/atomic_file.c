@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,8 +68,14 @@ void sync_parent_folder(const char *path) {
     free(dir);
 }
 
+/* TAPEGRAD_FAIL_WRITE (see atomic_file.h) */
+static bool injected_failure(const char *path) {
+    const char *pattern = getenv("TAPEGRAD_FAIL_WRITE");
+    return pattern && *pattern && strstr(path, pattern) != NULL;
+}
+
 tg_status atomic_file_commit(AtomicFile *af) {
-    int err = 0;
+    int err = injected_failure(af->path) ? ENOSPC : 0;
     if (af->f) {
         if (ferror(af->f) || fflush(af->f) != 0) err = errno ? errno : EIO;
     }

@@ -414,6 +414,15 @@ Test(prepare, whole_pipeline_from_a_folder) {
     assert_fails(prepare_run(&opt, NULL, NULL), TG_ERR_ARG, "at least 257");
     opt.corpus_path = tok_path + strlen(tok_path); /* "" */
     assert_fails(prepare_run(&opt, NULL, NULL), TG_ERR_IO, "corpus path");
+    /* a corpus refused after the tokenizer was trained: still nothing written */
+    char *unwritten = datagen_path(dir, "unwritten");
+    opt.corpus_path = corpus;
+    opt.out_dir = unwritten;
+    opt.vocab_size = 400;
+    opt.seq_len = 100000;
+    assert_fails(prepare_run(&opt, NULL, NULL), TG_ERR_ARG, "corpus too short");
+    cr_expect_neq(access(unwritten, F_OK), 0, "%s was created", unwritten);
+    free(unwritten);
     free(tok_path);
     free(val_path);
     free(corpus);

@@ -14,8 +14,6 @@
 #include "convert.h"
 #include "sample.h"
 
-#define RUN_INFO_FILE "run.txt"
-
 /* ---------------------------------------------------------------- identity of a run */
 
 /* What must not change when a run continues, as written to DIR/run.txt. */
@@ -64,7 +62,7 @@ static tg_status identity_read(const char *dir, RunIdentity *id) {
 
 /* ---------------------------------------------------------------- model config from flags */
 
-static tg_status resolve_config(const TrainOptions *o, const Tokenizer *tok, ModelConfig *out) {
+static tg_status resolve_config(const TrainOptions *o, int64_t vocab, ModelConfig *out) {
     ModelConfig c;
     TG_TRY(model_preset(o->preset, &c));
     const ModelConfig *m = &o->model;
@@ -80,7 +78,7 @@ static tg_status resolve_config(const TrainOptions *o, const Tokenizer *tok, Mod
     if (m->hidden > 0) c.hidden = m->hidden;
     else if (c.ffn == FFN_RELU) c.hidden = 4 * c.dim; /* equal parameters to SwiGLU at 8/3 */
     else if (dim_changed) c.hidden = model_swiglu_hidden(c.dim);
-    c.vocab = tok->vocab_size;
+    c.vocab = vocab;
     *out = c;
     return model_config_validate(&c);
 }
@@ -135,7 +133,7 @@ static tg_status drop_metrics_after(const char *path, int64_t step) {
 
 static tg_status open_metrics(Run *run) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
+    snprintf(path, sizeof path, "%s/%s", run->dir, RUN_METRICS_FILE);
     if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step));
     run->metrics = fopen(path, "a");
     if (!run->metrics) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
@@ -263,92 +261,84 @@ static tg_status validate_training_flags(Run *run, const TrainOptions *o) {
     return TG_OK;
 }
 
-tg_status run_open_for_training(TrainOptions *o, Run *run) {
-    memset(run, 0, sizeof *run);
-    TG_TRY(validate_training_flags(run, o));
-    if (o->warmup < 0) o->warmup = o->steps / 20;
-    if (o->min_lr < 0) o->min_lr = o->lr / 10;
+/* A resumed run is only read here: its folder changes in run_start, once every check passed. */
+static tg_status open_resumed(const TrainOptions *o, Run *run) {
+    char ckpt[4200];
+    TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
+    RunIdentity id;
+    TG_TRY(identity_read(run->dir, &id));
+    TG_TRY(check_resume_flags(run, o, &id));
+    TG_TRY(load_tokens(run));
+    run->resumed = true;
+    if (run->state.step >= o->steps)
+        printf("note: the run already did %lld steps; raise --steps to train further\n", (long long)run->state.step);
+    return TG_OK;
+}
 
-    if (o->resume) {
-        char ckpt[4200];
-        TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
-        checkpoint_folder_remove_stale(run->dir);
-        RunIdentity id;
-        TG_TRY(identity_read(run->dir, &id));
-        TG_TRY(check_resume_flags(run, o, &id));
-        TG_TRY(load_tokens(run));
-        run->resumed = true;
-        TG_TRY(open_metrics(run));
-        if (run->state.step >= o->steps)
-            printf("note: the run already did %lld steps; raise --steps to train further\n", (long long)run->state.step);
-        return TG_OK;
+/* The corpus is read, tokenized and split in memory; only when that succeeded is the run's
+ * temporary folder made and the tokenizer and token files written into it. */
+static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer) {
+    PrepareResult prepared;
+    PreparedCorpus corpus;
+    printf("preparing %s with a %s tokenizer into %s ...\n", prep->corpus_path, tokenizer, run->folder.path);
+    fflush(stdout);
+    TG_TRY(prepare_corpus(prep, &corpus, &prepared));
+    printf("corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)\n", prepared.corpus_bytes,
+           prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size, prepared.tokenizer_seconds);
+    tg_status s = run_folder_begin(&run->folder);
+    if (s == TG_OK) {
+        snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
+        s = prepare_write(&corpus, run->dir);
     }
+    run->tok = corpus.tok; /* run_close frees it */
+    memset(&corpus.tok, 0, sizeof corpus.tok);
+    prepared_corpus_free(&corpus);
+    return s;
+}
 
+/* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
+static tg_status open_new(TrainOptions *o, Run *run) {
     RunIdentity id = {.val_fraction = o->val_fraction > 0 ? o->val_fraction : PREPARE_DEFAULT_VAL_FRACTION,
                       .seed = o->seed >= 0 ? o->seed : 1337};
     if (!o->preset) o->preset = "small";
     ModelConfig preset_cfg;
-    if (model_preset(o->preset, &preset_cfg) != TG_OK) {
-        run->usage_error = true;
-        return TG_ERR_ARG;
-    }
+    run->usage_error = true;
+    TG_TRY(model_preset(o->preset, &preset_cfg));
     const char *tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
     snprintf(id.preset, sizeof id.preset, "%s", o->preset);
     snprintf(id.tokenizer, sizeof id.tokenizer, "%s", tokenizer);
     snprintf(id.data, sizeof id.data, "%s", o->data_path ? o->data_path : corpus_default_path());
     if (o->init_from) snprintf(id.init_from, sizeof id.init_from, "%s", o->init_from);
     bool bpe = strcmp(tokenizer, "bpe") == 0;
-    if (!bpe && o->model.vocab > 0) {
-        run->usage_error = true;
+    if (!bpe && o->model.vocab > 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
-    }
-
-    /* the folder: --out, or checkpoints/<preset>-<tokenizer>-<time> */
-    if (o->out_dir) {
-        snprintf(run->dir, sizeof run->dir, "%s", o->out_dir);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(run->dir, sizeof run->dir, "checkpoints/%s-%s-%s", o->preset, tokenizer, stamp);
-    }
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/latest", run->dir);
-    if (access(probe, F_OK) == 0) {
-        run->usage_error = true;
-        return tg_fail(TG_ERR_ARG, "%s already holds a run; continue it with --resume %s, or pass another --out",
-                       run->dir, run->dir);
-    }
-
+    int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : 2048;
+    ModelConfig cfg;
+    /* the char tokenizer's vocabulary is known after reading the corpus; 256 stands in for it */
+    TG_TRY(resolve_config(o, bpe ? vocab : 256, &cfg));
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32], generated[256];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, tokenizer, stamp);
+    TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
+    run->usage_error = false;
     if (o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
 
     PrepareOptions prep;
     prepare_options_default(&prep);
     prep.corpus_path = id.data;
-    prep.out_dir = run->dir;
     prep.kind = bpe ? TOKENIZER_BPE : TOKENIZER_CHAR;
-    prep.vocab_size = (int32_t)(o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : 2048);
+    prep.vocab_size = (int32_t)vocab;
     prep.val_fraction = id.val_fraction;
-    prep.seq_len = o->model.seq_len > 0 ? o->model.seq_len : preset_cfg.seq_len;
-    PrepareResult prepared;
-    printf("preparing %s with a %s tokenizer into %s ...\n", id.data, tokenizer, run->dir);
-    fflush(stdout);
-    TG_TRY(prepare_run(&prep, &run->tok, &prepared));
-    printf("corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)\n", prepared.corpus_bytes,
-           prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size, prepared.tokenizer_seconds);
-    checkpoint_folder_remove_stale(run->dir);
+    prep.seq_len = cfg.seq_len;
+    TG_TRY(prepare_in_new_folder(run, &prep, tokenizer));
     TG_TRY(identity_write(run->dir, &id));
     TG_TRY(load_tokens(run));
-
-    ModelConfig cfg;
-    if (resolve_config(o, &run->tok, &cfg) != TG_OK) {
-        run->usage_error = true;
-        return TG_ERR_ARG;
-    }
+    TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
     model_build(&run->model, &cfg);
     run->model_built = true;
     if (o->init_from) {
@@ -359,8 +349,37 @@ tg_status run_open_for_training(TrainOptions *o, Run *run) {
     }
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
-    TG_TRY(open_metrics(run));
     return TG_OK;
+}
+
+tg_status run_open_for_training(TrainOptions *o, Run *run) {
+    memset(run, 0, sizeof *run);
+    TG_TRY(validate_training_flags(run, o));
+    if (o->warmup < 0) o->warmup = o->steps / 20;
+    if (o->min_lr < 0) o->min_lr = o->lr / 10;
+    return o->resume ? open_resumed(o, run) : open_new(o, run);
+}
+
+tg_status run_start(Run *run) {
+    if (run->resumed) checkpoint_folder_remove_stale(run->dir);
+    return open_metrics(run);
+}
+
+tg_status run_commit(Run *run) {
+    if (!run->folder.temp[0]) return TG_OK;
+    char asked[4096];
+    snprintf(asked, sizeof asked, "%s", run->folder.path);
+    TG_TRY(run_folder_commit(&run->folder));
+    if (strcmp(asked, run->folder.path) != 0)
+        printf("note: %s was taken by another run meanwhile; this run is in %s\n", asked, run->folder.path);
+    snprintf(run->dir, sizeof run->dir, "%s", run->folder.path);
+    return TG_OK;
+}
+
+void run_discard(Run *run) {
+    if (run->metrics) fclose(run->metrics);
+    run->metrics = NULL;
+    run_folder_discard(&run->folder);
 }
 
 void run_close(Run *run) {

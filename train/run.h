@@ -1,6 +1,12 @@
-/* A run folder: tokenizer.txt, train.tok, val.tok, metrics.jsonl, ckpt-*.tgck, latest.
- * Opening one for training prepares the data and builds (or restores) the model; opening one
- * for sampling or evaluation loads the tokenizer and the newest checkpoint. */
+/* A run folder: tokenizer.txt, train.tok, val.tok, run.txt, train_options.txt, metrics.jsonl,
+ * ckpt-*.tgck, latest. Opening one for training prepares the data and builds (or restores) the
+ * model; opening one for sampling or evaluation loads the tokenizer and the newest checkpoint.
+ *
+ * Training one goes in four stages, so that a run that fails before its first step leaves no
+ * trace: run_open_for_training checks everything and, for a new run, builds it in a temporary
+ * folder (run_folder.h) while a resumed run's folder is only read; run_start readies the folder
+ * once the trainer's own checks passed too; run_commit moves a new run's folder into place after
+ * the first step; run_discard, on a failure before that, removes what the new run created. */
 #ifndef TAPEGRAD_RUN_H
 #define TAPEGRAD_RUN_H
 
@@ -11,10 +17,12 @@
 #include "checkpoint.h"
 #include "checkpoint_folder.h"
 #include "model.h"
+#include "run_folder.h"
 #include "trainer.h"
 
 typedef struct Run {
-    char dir[4096];
+    char dir[4096]; /* where its files are now: a new run's temporary folder until run_commit */
+    RunFolder folder; /* a new run's; zeroed for a resumed or read-only run */
     Tokenizer tok;
     Model model;
     bool model_built;
@@ -28,9 +36,18 @@ typedef struct Run {
     char last_checkpoint[4200];
 } Run;
 
-/* Prepares a new run (or continues o->resume), filling o's derived defaults (warmup, min_lr).
- * A resume refuses identity flags (TrainOptions) that differ from the run's. */
+/* Prepares a new run in its temporary folder (or reads o->resume's, changing nothing in it),
+ * filling o's derived defaults (warmup, min_lr). A resume refuses identity flags (TrainOptions)
+ * that differ from the run's. On failure, run_discard removes what the new run created. */
 tg_status run_open_for_training(TrainOptions *o, Run *run);
+/* Readies the folder for training: a resumed run's stale temporary files are removed and the
+ * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
+tg_status run_start(Run *run);
+/* Moves a new run's folder into place (run->dir is then its path); nothing for a resumed run. */
+tg_status run_commit(Run *run);
+/* A new run not yet committed removes its temporary folder and the parents it made; a resumed
+ * run's folder, or a committed one, is never touched. */
+void run_discard(Run *run);
 /* For sample/eval/inspect: DIR (its latest checkpoint) or a checkpoint file inside a run folder.
  * The run's tokenizer must match the checkpoint's. */
 tg_status run_open_existing(const char *dir_or_file, Run *run);

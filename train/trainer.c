@@ -132,12 +132,23 @@ static void print_progress(bool tty, const TrainOptions *o, int64_t step, double
     fflush(stdout);
 }
 
+/* Once the first step is done, or the run stops before one, the run folder moves into place
+ * (run.h) and checkpoints can go into it. Only the first call does anything. */
+static tg_status commit_run(Run *run, CheckpointSaver *saver, int keep, bool *committed) {
+    if (*committed) return TG_OK;
+    TG_TRY(run_commit(run));
+    checkpoint_saver_init(saver, run->dir, keep, &run->model);
+    *committed = true;
+    return TG_OK;
+}
+
 int train_run(TrainOptions *o) {
     int exit_code = 1;
     Run run;
     if (run_open_for_training(o, &run) != TG_OK) {
         fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
         int code = run.usage_error ? 2 : 1;
+        run_discard(&run);
         run_close(&run);
         return code;
     }
@@ -149,9 +160,9 @@ int train_run(TrainOptions *o) {
     engine_open(&engine, o->threads, 64u << 20);
     Tape *tape = &engine.tape;
     Pool *pool = engine.pool;
-    CheckpointSaver saver;
-    checkpoint_saver_init(&saver, run.dir, o->keep, model);
-    if (train_options_save(run.dir, o) != TG_OK) fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
+    CheckpointSaver saver; /* set up by commit_run */
+    memset(&saver, 0, sizeof saver);
+    bool committed = false;
 
     Loader loader;
     int64_t n_eval = o->eval_batches;
@@ -169,6 +180,12 @@ int train_run(TrainOptions *o) {
         fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
         goto out;
     }
+    /* every check passed: from here on the run writes into its folder */
+    if (run_start(&run) != TG_OK) {
+        fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
+        goto out;
+    }
+    if (train_options_save(run.dir, o) != TG_OK) fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
     if (run.resumed) loader_set_state(&loader, &run.state.loader);
     if (grad_logger_open(&grad_log, run.dir, model, o->log_grads) != TG_OK) {
         fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
@@ -194,7 +211,7 @@ int train_run(TrainOptions *o) {
            (long long)c->vocab, (long long)c->seq_len);
     printf("data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld = %lld tokens/step; run folder %s\n",
            (long long)run.n_train, (long long)run.n_val, (long long)B, (long long)T, (long long)o->accum,
-           (long long)tokens_per_step, run.dir);
+           (long long)tokens_per_step, run.folder.path[0] ? run.folder.path : run.dir);
     if (run.resumed) {
         printf("resuming at step %lld of %lld from %s\n", (long long)st->step, (long long)o->steps, run.last_checkpoint);
     } else if (run.initialized_from_file) {
@@ -280,6 +297,13 @@ int train_run(TrainOptions *o) {
             window_t = now_s();
             window_tokens = 0;
         }
+        if (!committed) {
+            if (commit_run(&run, &saver, o->keep, &committed) != TG_OK) {
+                fprintf(stderr, "\ntapegrad train: %s\n", tg_error_message());
+                goto out;
+            }
+            window_t = now_s(); /* the saver's set-up is no training time */
+        }
         if (o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after) {
             st->elapsed_s = elapsed;
             st->loader = loader_get_state(&loader);
@@ -295,7 +319,8 @@ int train_run(TrainOptions *o) {
                                (long long)st->step);
     st->elapsed_s = elapsed_before + (now_s() - t_start);
     st->loader = loader_get_state(&loader);
-    if (checkpoint_saver_start(&saver, model, run.tok.fingerprint, st) != TG_OK ||
+    if (commit_run(&run, &saver, o->keep, &committed) != TG_OK || /* stopped before a first step */
+        checkpoint_saver_start(&saver, model, run.tok.fingerprint, st) != TG_OK ||
         checkpoint_saver_wait(&saver) != TG_OK) {
         fprintf(stderr, "tapegrad train: %s\n", tg_error_message());
         goto out;
@@ -330,6 +355,8 @@ out:
     sigaction(SIGTERM, &old_term, NULL);
     grad_logger_close(&grad_log);
     free(ffn_hidden);
+    /* a new run that failed before its first step leaves nothing behind */
+    if (exit_code != 0 && !committed) run_discard(&run);
     free(inputs);
     free(targets);
     free(eval_in);

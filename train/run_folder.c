@@ -1,0 +1,252 @@
+/* A new run's temporary folder: choosing the run folder, building under a temporary name,
+ * moving it into place, and removing it when the run fails first. */
+#include "run_folder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/atomic_file.h"
+#include "../data/prepare.h"
+#include "trainer.h"
+
+/* The files a run writes into its folder, besides ckpt-*.tgck: a folder holding one belongs to
+ * a run. (A *.tmp file a killed save left is no run's: the next save overwrites it.) */
+static const char *const RUN_FILES[] = {
+    PREPARE_TOKENIZER_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, RUN_INFO_FILE,
+    TRAIN_OPTIONS_FILE,     RUN_METRICS_FILE,   "grads.jsonl",    "latest",
+};
+
+static bool is_run_file(const char *name) {
+    size_t len = strlen(name);
+    if (strncmp(name, "ckpt-", 5) == 0 && len > 5 && strcmp(name + len - 5, ".tgck") == 0) return true;
+    for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++)
+        if (strcmp(name, RUN_FILES[i]) == 0) return true;
+    return false;
+}
+
+/* "metrics.jsonl, train.tok": the run files in dir (empty when none). */
+static void list_run_files(const char *dir, char *buf, size_t cap) {
+    buf[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (is_run_file(e->d_name)) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", e->d_name);
+        }
+    closedir(d);
+}
+
+/* "a/b" -> "a", "b" -> ".", "/b" -> "/"; out may be path. */
+static void parent_of(const char *path, char *out, size_t cap) {
+    if (out != path) snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash == out) out[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(out, cap, ".");
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static tg_status set_path(char *dst, const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--; /* "runs/x/" is the folder runs/x */
+    if (n == 0) return tg_fail(TG_ERR_ARG, "--out is empty; pass a folder");
+    if (n + sizeof ".tmp-XXXXXX" >= 4096) return tg_fail(TG_ERR_ARG, "--out %s: the path is too long", path);
+    memcpy(dst, path, n);
+    dst[n] = '\0';
+    return TG_OK;
+}
+
+/* An existing folder can take a new run when it holds no run's files and can be written into. */
+static tg_status check_existing(const char *path) {
+    char latest[4200], found[512];
+    snprintf(latest, sizeof latest, "%s/latest", path);
+    if (exists(latest))
+        return tg_fail(TG_ERR_ARG, "%s already holds a run; continue it with --resume %s, or pass another --out", path, path);
+    list_run_files(path, found, sizeof found);
+    if (found[0])
+        return tg_fail(TG_ERR_ARG, "%s holds files of another run (%s) but no checkpoint to resume; delete them or pass "
+                                   "another --out",
+                       path, found);
+    if (access(path, W_OK | X_OK) != 0)
+        return tg_fail(TG_ERR_ARG, "cannot write into %s: %s; pass a writable --out", path, strerror(errno));
+    return TG_OK;
+}
+
+tg_status run_folder_choose(RunFolder *f, const char *out_dir, const char *generated) {
+    memset(f, 0, sizeof *f);
+    if (out_dir) {
+        TG_TRY(set_path(f->path, out_dir));
+    } else {
+        TG_TRY(set_path(f->generated, generated));
+        snprintf(f->path, sizeof f->path, "%s", f->generated);
+        for (int k = 2; exists(f->path); k++) /* runs started in the same second */
+            snprintf(f->path, sizeof f->path, "%.4000s-%d", f->generated, k);
+    }
+    struct stat st;
+    if (stat(f->path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return tg_fail(TG_ERR_ARG, "%s is a file, not a folder; pass another --out", f->path);
+        TG_TRY(check_existing(f->path));
+        f->existed = true;
+        return TG_OK;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) return tg_fail(TG_ERR_ARG, "%s: %s; pass another --out", f->path, strerror(errno));
+    /* the nearest existing parent must be a folder that a folder can be made in */
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", f->path);
+    do parent_of(parent, parent, sizeof parent);
+    while (stat(parent, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(parent, ".") != 0 &&
+           strcmp(parent, "/") != 0);
+    if (stat(parent, &st) != 0) return tg_fail(TG_ERR_ARG, "%s: %s: %s; pass another --out", f->path, parent, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return tg_fail(TG_ERR_ARG, "%s: %s is a file, not a folder; pass another --out", f->path, parent);
+    if (access(parent, W_OK | X_OK) != 0)
+        return tg_fail(TG_ERR_ARG, "%s: cannot create it in %s: %s; pass a writable --out", f->path, parent, strerror(errno));
+    return TG_OK;
+}
+
+/* mkdir -p dir, remembering the outermost folder it made, so that a discard can remove it. */
+static tg_status make_parents(RunFolder *f, const char *dir) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    size_t n = strlen(buf);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) == 0) {
+            if (!f->made_parent[0]) snprintf(f->made_parent, sizeof f->made_parent, "%s", buf);
+        } else if (errno != EEXIST) {
+            return tg_fail(TG_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+        }
+        buf[i] = saved;
+    }
+    return TG_OK;
+}
+
+tg_status run_folder_begin(RunFolder *f) {
+    char home[4096], base[4096];
+    if (f->existed) {
+        snprintf(home, sizeof home, "%s", f->path);
+        snprintf(base, sizeof base, "run");
+    } else {
+        parent_of(f->path, home, sizeof home);
+        const char *slash = strrchr(f->path, '/');
+        snprintf(base, sizeof base, "%s", slash ? slash + 1 : f->path);
+        tg_status s = make_parents(f, home);
+        if (s != TG_OK) {
+            run_folder_discard(f);
+            return s;
+        }
+    }
+    if (strcmp(home, ".") == 0) snprintf(f->temp, sizeof f->temp, "%.4080s.tmp-XXXXXX", base);
+    else snprintf(f->temp, sizeof f->temp, "%.2000s/%.2000s.tmp-XXXXXX", home, base);
+    if (!mkdtemp(f->temp)) {
+        int err = errno;
+        f->temp[0] = '\0';
+        run_folder_discard(f);
+        return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s; pass a writable --out", home, strerror(err));
+    }
+    return TG_OK;
+}
+
+/* Moves every file of `from` into `to`, all or none: a name `to` holds already is refused. */
+static tg_status move_files_into(const char *from, const char *to) {
+    enum { MAX_FILES = 64 };
+    char names[MAX_FILES][256], src[4400], dst[4400];
+    int n = 0;
+    DIR *d = opendir(from);
+    if (!d) return tg_fail(TG_ERR_IO, "cannot read folder %s: %s", from, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (n == MAX_FILES) { /* a run writes a handful */
+            closedir(d);
+            return tg_fail(TG_ERR_IO, "%s holds more than %d files; it is not a run being prepared", from, MAX_FILES);
+        }
+        snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[i]);
+        if (exists(dst))
+            return tg_fail(TG_ERR_IO, "%s appeared while the run was prepared; pass another --out", dst);
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(src, sizeof src, "%.4095s/%.255s", from, names[i]);
+        snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[i]);
+        if (rename(src, dst) != 0) {
+            tg_status s = tg_fail(TG_ERR_IO, "cannot move %s to %s: %s", src, dst, strerror(errno));
+            for (int j = 0; j < i; j++) { /* back where they were, for the discard */
+                snprintf(src, sizeof src, "%.4095s/%.255s", from, names[j]);
+                snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[j]);
+                (void)rename(dst, src);
+            }
+            return s;
+        }
+    }
+    return TG_OK;
+}
+
+tg_status run_folder_commit(RunFolder *f) {
+    if (!f->temp[0] || f->committed) return TG_OK;
+    for (int k = 2; !f->existed && k < 1000; k++) {
+        if (rename(f->temp, f->path) == 0) {
+            f->committed = true;
+            break;
+        }
+        if (errno != EEXIST && errno != ENOTEMPTY)
+            return tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", f->temp, f->path, strerror(errno));
+        if (f->generated[0]) { /* another run took the name while this one was prepared */
+            snprintf(f->path, sizeof f->path, "%.4000s-%d", f->generated, k);
+            continue;
+        }
+        f->existed = true; /* --out was made meanwhile: move the files into it */
+    }
+    if (!f->committed && !f->existed)
+        return tg_fail(TG_ERR_IO, "cannot rename %s to %s or a free name beside it; pass --out", f->temp, f->generated);
+    if (!f->committed) {
+        TG_TRY(move_files_into(f->temp, f->path));
+        (void)rmdir(f->temp);
+        f->committed = true;
+    }
+    sync_parent_folder(f->path);
+    f->temp[0] = '\0';
+    return TG_OK;
+}
+
+void run_folder_discard(RunFolder *f) {
+    if (f->committed) return;
+    if (f->temp[0]) {
+        DIR *d = opendir(f->temp);
+        struct dirent *e;
+        char path[8200];
+        while (d && (e = readdir(d)))
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+                snprintf(path, sizeof path, "%s/%s", f->temp, e->d_name);
+                (void)unlink(path);
+            }
+        if (d) closedir(d);
+        (void)rmdir(f->temp);
+        f->temp[0] = '\0';
+    }
+    if (f->made_parent[0]) { /* from the run folder's parent up to the outermost one made */
+        char dir[4096];
+        size_t outermost = strlen(f->made_parent);
+        for (parent_of(f->path, dir, sizeof dir); strlen(dir) >= outermost; parent_of(dir, dir, sizeof dir)) {
+            if (rmdir(dir) != 0 && errno != ENOENT) break; /* not empty: no longer only this run's */
+            if (strlen(dir) == outermost) break;
+        }
+        f->made_parent[0] = '\0';
+    }
+}

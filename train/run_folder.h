@@ -1,0 +1,49 @@
+/* Where a new run is built before it becomes its run folder.
+ *
+ * A new run writes its files (tokenizer, token splits, run.txt, train_options.txt, metrics)
+ * into a temporary folder, <name>.tmp-XXXXXX beside the run folder, and moves it into place in
+ * one rename once the run has taken its first step (or stops before one and saves). A run that
+ * fails before that removes the temporary folder and the parent folders it created, so a failed
+ * start leaves nothing behind; a process killed before it leaves only the temporary folder,
+ * named as such. A resumed run never uses one: its folder is in place and nothing removes it.
+ *
+ * --out may name a folder that already exists (made by the user, perhaps holding other files,
+ * such as a job's log). The temporary folder is then made inside it, and its files are moved up
+ * one by one at the commit: the folder and its other files stay as they were, on failure too.
+ * A folder that already holds files of a run is refused, since two runs' files would mix.
+ */
+#ifndef TAPEGRAD_RUN_FOLDER_H
+#define TAPEGRAD_RUN_FOLDER_H
+
+#include <stdbool.h>
+
+#include "../lib/error.h"
+
+/* Two files of a run folder besides the tokenizer, token and checkpoint files: what the run is
+ * (checked on --resume) and the per-step metrics. */
+#define RUN_INFO_FILE "run.txt"
+#define RUN_METRICS_FILE "metrics.jsonl"
+
+typedef struct RunFolder {
+    char path[4096];        /* the run folder, as it will be named */
+    char temp[4096];        /* where the run is built until the commit; "" when none */
+    char made_parent[4096]; /* the outermost missing parent folder created for it; "" when none */
+    char generated[4096];   /* without --out, the generated name: if taken, -2, -3, ... is appended */
+    bool existed;           /* path was a folder before the run: files are moved into it */
+    bool committed;
+} RunFolder;
+
+/* Picks the folder of a new run, writing nothing: out_dir, or else the first free one of
+ * `generated`, `generated`-2, -3, ... Refuses a path that is a file, a folder holding a run's
+ * files, and a path whose nearest existing parent is not a writable folder. */
+tg_status run_folder_choose(RunFolder *f, const char *out_dir, const char *generated);
+/* Creates the missing parent folders and the temporary folder (f->temp). */
+tg_status run_folder_begin(RunFolder *f);
+/* Moves the temporary folder's contents to f->path (the path may change if a generated name
+ * was taken meanwhile). Without a temporary folder (a resumed run) it does nothing. */
+tg_status run_folder_commit(RunFolder *f);
+/* Before the commit: removes the temporary folder and the parent folders begin made, if they are
+ * empty. After it, or without a temporary folder: nothing. */
+void run_folder_discard(RunFolder *f);
+
+#endif
