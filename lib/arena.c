@@ -1,9 +1,9 @@
-#include "arena.h"
+#include "lib/arena.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 struct ArenaChunk {
     ArenaChunk *prev;

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 typedef struct AtomicFile {
     int fd;       /* the temporary file: write with write(2) ... */

@@ -1,9 +1,9 @@
-#include "blas.h"
+#include "lib/blas.h"
 
 #include <cblas.h>
 #include <limits.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 static tg_gemm_mode gemm_mode = TG_GEMM_POOL;
 

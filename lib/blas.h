@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "pool.h"
+#include "lib/pool.h"
 
 /* op(A) is [m, k], op(B) is [k, n], C is [m, n]; lda/ldb/ldc are the row strides as stored.
  * Runs on the calling thread (with OpenBLAS's threads in TG_GEMM_OPENBLAS mode). */

@@ -1,6 +1,6 @@
-#include "engine.h"
+#include "lib/engine.h"
 
-#include "blas.h"
+#include "lib/blas.h"
 
 void engine_open(Engine *engine, int threads, size_t arena_bytes) {
     tg_blas_set_threads(threads);

@@ -6,9 +6,9 @@
 
 #include <stddef.h>
 
-#include "arena.h"
-#include "pool.h"
-#include "tape.h"
+#include "lib/arena.h"
+#include "lib/pool.h"
+#include "lib/tape.h"
 
 typedef struct Engine {
     Pool *pool;

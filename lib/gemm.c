@@ -35,8 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
-#include "error.h"
+#include "lib/blas.h"
+#include "lib/error.h"
 
 typedef float f32x16 __attribute__((vector_size(64)));
 /* sixteen floats at any float boundary */

@@ -1,11 +1,11 @@
-#include "gradcheck.h"
+#include "lib/gradcheck.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "rng.h"
+#include "lib/error.h"
+#include "lib/rng.h"
 
 GradcheckOptions gradcheck_defaults(void) {
     GradcheckOptions o = {.eps = 1e-2, .rtol = 1e-2, .atol_scale = 1e-4, .atol_noise = 4, .seed = 1234};

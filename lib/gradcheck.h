@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tape.h"
+#include "lib/tape.h"
 
 typedef Tensor *(*gradcheck_forward_fn)(Tape *tape, Tensor *const *inputs, void *ctx);
 

@@ -1,10 +1,10 @@
-#include "params.h"
+#include "lib/params.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 void params_init(ParamStore *ps) { memset(ps, 0, sizeof *ps); }
 

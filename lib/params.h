@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tensor.h"
+#include "lib/tensor.h"
 
 typedef struct ParamStore {
     float *data, *grad, *m, *v; /* each `total` floats, 64-byte aligned */

@@ -1,11 +1,11 @@
-#include "pool.h"
+#include "lib/pool.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 struct Pool {
     int threads;

@@ -1,4 +1,4 @@
-#include "rng.h"
+#include "lib/rng.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-#include "safetensors.h"
+#include "lib/safetensors.h"
 
-#include "atomic_file.h"
+#include "lib/atomic_file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

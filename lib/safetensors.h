@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 enum { ST_MAX_DIMS = 8 };
 /* Same cap as the reference Rust implementation: a larger header is surely not a real one. */

@@ -1,9 +1,9 @@
-#include "tape.h"
+#include "lib/tape.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 void tape_init(Tape *tape, Arena *arena, Pool *pool) {
     memset(tape, 0, sizeof *tape);
@@ -77,6 +77,7 @@ TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tenso
     node->out = out;
     node->n_in = n_in;
     for (int i = 0; i < n_in; i++) node->in[i] = in[i];
+    node->arena_used = tape->arena ? tape->arena->used : 0;
     out->requires_grad = true;
     return node;
 }

@@ -23,9 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
-#include "pool.h"
-#include "tensor.h"
+#include "lib/arena.h"
+#include "lib/pool.h"
+#include "lib/tensor.h"
 
 typedef struct Tape Tape;
 typedef struct TapeNode TapeNode;
@@ -41,6 +41,7 @@ struct TapeNode {
     int n_in;
     void *saved;               /* op-specific values kept for the backward (arena memory) */
     bool reads_out;            /* the backward reads out->data, not only out->grad */
+    size_t arena_used;         /* the step arena's bytes in use when the node was recorded */
     double fparam[4];          /* op scalars (eps, scale, ...) */
     int64_t iparam[6];         /* op integers (heads, positions, ...) */
 };

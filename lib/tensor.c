@@ -1,9 +1,9 @@
-#include "tensor.h"
+#include "lib/tensor.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 void tensor_set_shape(Tensor *t, int ndim, const int64_t *shape) {
     TG_CHECK(ndim >= 0 && ndim <= TG_MAX_DIMS, "ndim %d", ndim);

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#include "arena.h"
+#include "lib/arena.h"
 
 enum { TG_MAX_DIMS = 4, TG_NAME_CAP = 64 };
 

@@ -7,8 +7,8 @@
  * Elements are independent, so splitting them over the pool cannot change any result. */
 #include <math.h>
 
-#include "checks.h"
-#include "ops.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 
 static const float INV_SQRT_2 = 0.70710678118654752f;    /* 1 / sqrt(2) */
 static const float INV_SQRT_2PI = 0.39894228040143268f;  /* 1 / sqrt(2 pi) */

@@ -20,10 +20,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "../lib/blas.h"
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/blas.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 #include "lib/vecmath.h"
 
 /* p[0..n) = softmax(scale * p[0..n)) in place, n >= 1, scale > 0:

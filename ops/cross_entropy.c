@@ -9,9 +9,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 
 typedef struct {
     float *lse;          /* (R): logsumexp of each counted row */

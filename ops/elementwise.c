@@ -1,9 +1,9 @@
 /* Elementwise add, mul, scale and the reductions sum and mean (to a scalar). */
 #include <string.h>
 
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 
 static void check_same(const char *op, const Tensor *a, const Tensor *b) {
     char sa[64], sb[64];

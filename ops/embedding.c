@@ -6,9 +6,9 @@
  */
 #include <string.h>
 
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 
 typedef struct {
     const float *table;     /* (V, D) */

@@ -4,9 +4,9 @@
  * w1, w3 (hidden, dim), w2 (dim, hidden); x (..., dim) -> out (..., dim).
  * The gate product silu(a) * b is one fused op: one pass over the hidden activations each way
  * and no silu(a) tensor kept for the backward. */
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 #include "lib/vecmath.h"
 
 typedef struct {

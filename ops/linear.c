@@ -1,10 +1,10 @@
 /* linear: y = x W^T, no bias. W is stored [out, in] as in PyTorch. */
 #include <string.h>
 
-#include "../lib/blas.h"
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/blas.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 
 /* dx += dy W          (rows, in)  = (rows, out) (out, in)
  * dW += dy^T x        (out, in)   = (out, rows) (rows, in)

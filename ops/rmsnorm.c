@@ -4,9 +4,9 @@
  * keeps rstd (rows floats, in the arena) for the backward; xhat is recomputed from x. */
 #include <math.h>
 
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 
 typedef struct {
     int64_t rows, d;

@@ -8,9 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../lib/error.h"
-#include "checks.h"
-#include "ops.h"
+#include "lib/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
 
 /* (TG_CHECK pastes its condition into a printf format, where a '%' would be a conversion) */
 static bool is_even(int64_t n) { return (n & 1) == 0; }

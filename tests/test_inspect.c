@@ -10,9 +10,9 @@
 #include "lib/rng.h"
 #include "report_check.h"
 #include "testutil.h"
-#include "train/inspect.h"
+#include "inspect/inspect.h"
 #include "train/model.h"
-#include "train/report.h"
+#include "inspect/report.h"
 
 /* ---- dead units and zeros on constructed activations ---------------------------------------- */
 

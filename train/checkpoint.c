@@ -1,7 +1,7 @@
 /* Checkpoint files: reading the gzip stream described in checkpoint.h. It goes through zlib's
  * inflate directly (not gzFile) so that every way a file can be wrong (cut short, damaged,
  * padded, another gzip) is told apart in the message. */
-#include "checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "checkpoint_internal.h"
+#include "train/checkpoint_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint files are little-endian; this host is not"
@@ -201,8 +201,8 @@ static bool get_config(Reader *r, ModelConfig *c) {
     c->dim = ints[0], c->n_layers = ints[1], c->n_heads = ints[2], c->n_kv_heads = ints[3];
     c->hidden = ints[4], c->vocab = ints[5], c->seq_len = ints[6];
     c->ffn = (FfnKind)ffn;
-    if (ffn > FFN_RELU || model_config_validate(c) != TG_OK) {
-        content_fail(r, ffn > FFN_RELU ? tg_fail(TG_ERR_FORMAT, "%s: unknown FFN kind %u in the checkpoint's config", r->path, ffn)
+    if (!ffn_kind_valid(ffn) || model_config_validate(c) != TG_OK) {
+        content_fail(r, !ffn_kind_valid(ffn) ? tg_fail(TG_ERR_FORMAT, "%s: unknown FFN kind %u in the checkpoint's config", r->path, ffn)
                                        : tg_fail_context(TG_ERR_FORMAT, "%s: invalid model config in the checkpoint", r->path));
         return false;
     }
@@ -249,7 +249,7 @@ static bool same_config(const ModelConfig *a, const ModelConfig *b) {
 static void config_str(const ModelConfig *c, char *buf, size_t cap) {
     snprintf(buf, cap, "dim %lld, layers %lld, heads %lld/%lld, %s hidden %lld, vocab %lld, seq %lld, theta %g",
              (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-             c->ffn == FFN_RELU ? "ReLU" : "SwiGLU", (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
+             ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
              c->rope_theta);
 }
 

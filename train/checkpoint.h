@@ -25,9 +25,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../data/loader.h"
-#include "../lib/error.h"
-#include "model.h"
+#include "data/loader.h"
+#include "lib/error.h"
+#include "train/model.h"
 
 enum { CHECKPOINT_VERSION = 2 };
 enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0 };

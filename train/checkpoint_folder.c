@@ -1,7 +1,7 @@
 /* Run folders of checkpoints (latest pointer, keep-N) and the background saver. */
-#include "checkpoint_folder.h"
+#include "train/checkpoint_folder.h"
 
-#include "../lib/atomic_file.h"
+#include "lib/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>

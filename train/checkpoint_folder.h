@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "checkpoint.h"
+#include "train/checkpoint.h"
 
 /* Writes DIR/ckpt-<step>.tgck, points DIR/latest at it, keeps the newest `keep` (0: all).
  * path_out (may be NULL) receives the checkpoint's path. */

@@ -1,6 +1,6 @@
 /* Checkpoint files: writing the gzip stream described in checkpoint.h, through zlib's deflate
  * directly, to NAME.tmp, then fsync and rename. */
-#include "checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../lib/atomic_file.h"
-#include "checkpoint_internal.h"
+#include "lib/atomic_file.h"
+#include "train/checkpoint_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint files are little-endian; this host is not"

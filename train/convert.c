@@ -1,5 +1,5 @@
 /* Safetensors export (weights + config.json) and import (--init-from). */
-#include "convert.h"
+#include "train/convert.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/atomic_file.h"
-#include "../lib/safetensors.h"
+#include "lib/atomic_file.h"
+#include "lib/safetensors.h"
 
 static void folder_of(const char *path, char *out, size_t cap) {
     snprintf(out, cap, "%s", path);
@@ -33,7 +33,7 @@ static tg_status write_config_json(const ModelConfig *c, const char *path) {
             "}\n",
             (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
             (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
-            c->ffn == FFN_RELU ? "relu" : "swiglu");
+            ffn_kind_name(c->ffn));
     return atomic_file_commit(&af);
 }
 

@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "../lib/error.h"
-#include "model.h"
+#include "lib/error.h"
+#include "train/model.h"
 
 /* Writes the weights (F32) to `path` and the model config to config.json in the same folder:
  * dim, n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, max_seq_len, rope_theta, norm_eps,

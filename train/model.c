@@ -1,11 +1,27 @@
-#include "model.h"
+#include "train/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/rng.h"
+#include "lib/rng.h"
+
+static const char *const ffn_kind_names[] = {[FFN_SWIGLU] = "swiglu", [FFN_RELU] = "relu"};
+enum { FFN_KIND_COUNT = sizeof ffn_kind_names / sizeof ffn_kind_names[0] };
+
+bool ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < FFN_KIND_COUNT; }
+
+const char *ffn_kind_name(FfnKind kind) { return ffn_kind_valid(kind) ? ffn_kind_names[kind] : "?"; }
+
+tg_status ffn_kind_parse(const char *name, FfnKind *kind) {
+    for (int k = 0; k < FFN_KIND_COUNT; k++)
+        if (strcmp(name, ffn_kind_names[k]) == 0) {
+            *kind = (FfnKind)k;
+            return TG_OK;
+        }
+    return tg_fail(TG_ERR_ARG, "unknown FFN kind '%s'; the kinds are swiglu and relu", name);
+}
 
 int64_t model_swiglu_hidden(int64_t dim) { return 64 * ((8 * dim / 3 + 63) / 64); }
 
@@ -51,7 +67,7 @@ tg_status model_config_validate(const ModelConfig *c) {
     if (!(c->rope_theta > 1.0) || !isfinite(c->rope_theta))
         return tg_fail(TG_ERR_ARG, "--rope-theta must be a finite number above 1, got %g", c->rope_theta);
     if (!(c->norm_eps > 0.0)) return tg_fail(TG_ERR_ARG, "norm eps must be positive, got %g", c->norm_eps);
-    if (c->ffn != FFN_SWIGLU && c->ffn != FFN_RELU) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
+    if (!ffn_kind_valid(c->ffn)) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
     return TG_OK;
 }
 

@@ -11,13 +11,21 @@
 #ifndef TAPEGRAD_MODEL_H
 #define TAPEGRAD_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "../lib/error.h"
-#include "../lib/params.h"
-#include "../ops/ops.h"
+#include "lib/error.h"
+#include "lib/params.h"
+#include "ops/ops.h"
 
+/* The feed-forward block (the numbers are stored in checkpoints). */
 typedef enum { FFN_SWIGLU = 0, FFN_RELU = 1 } FfnKind;
+/* "swiglu" | "relu" */
+const char *ffn_kind_name(FfnKind kind);
+/* The kind named `name`; TG_ERR_ARG naming the choices otherwise. */
+tg_status ffn_kind_parse(const char *name, FfnKind *kind);
+/* Whether `kind` is one of the kinds above (a number read from a file may not be). */
+bool ffn_kind_valid(int64_t kind);
 
 typedef struct ModelConfig {
     int64_t dim, n_layers, n_heads, n_kv_heads, hidden, vocab, seq_len;

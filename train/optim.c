@@ -1,8 +1,8 @@
-#include "optim.h"
+#include "train/optim.h"
 
 #include <math.h>
 
-#include "../lib/error.h"
+#include "lib/error.h"
 
 AdamWConfig adamw_defaults(void) {
     AdamWConfig c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};

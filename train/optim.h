@@ -4,8 +4,8 @@
 
 #include <stdint.h>
 
-#include "../lib/params.h"
-#include "../lib/pool.h"
+#include "lib/params.h"
+#include "lib/pool.h"
 
 typedef struct AdamWConfig {
     double beta1, beta2, eps, weight_decay;

@@ -1,5 +1,5 @@
 /* Run folders: creating one (data preparation, model init), continuing one, reading one. */
-#include "run.h"
+#include "train/run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,53 +9,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../data/prepare.h"
-#include "../data/tokfile.h"
-#include "convert.h"
-#include "sample.h"
+#include "data/prepare.h"
+#include "data/tokfile.h"
+#include "train/convert.h"
+#include "train/sample.h"
 
 /* ---------------------------------------------------------------- identity of a run */
 
-/* What must not change when a run continues, as written to DIR/run.txt. */
-typedef struct RunIdentity {
-    char preset[64], data[2048], tokenizer[16], init_from[2048];
-    double val_fraction;
-    int64_t seed;
-} RunIdentity;
-
-static tg_status identity_write(const char *dir, const RunIdentity *id) {
+/* What must not change when a run continues: the TRAIN_OPT_IDENTITY options, in DIR/run.txt. */
+static tg_status identity_write(const char *dir, const TrainOptions *id) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, RUN_INFO_FILE);
-    FILE *f = fopen(path, "w");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
-    fprintf(f, "preset %s\ndata %s\ntokenizer %s\nval_fraction %.17g\nseed %lld\n", id->preset, id->data,
-            id->tokenizer, id->val_fraction, (long long)id->seed);
-    if (id->init_from[0]) fprintf(f, "init_from %s\n", id->init_from);
-    if (fclose(f) != 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    return TG_OK;
+    snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
+    return opt_write(train_option_table(), id, TRAIN_OPT_IDENTITY, path);
 }
 
-static tg_status identity_read(const char *dir, RunIdentity *id) {
-    char path[4200], line[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, RUN_INFO_FILE);
-    memset(id, 0, sizeof *id);
-    id->seed = -1;
-    FILE *f = fopen(path, "r");
-    if (!f) return tg_fail(TG_ERR_IO, "%s: cannot read the run description: %s", path, strerror(errno));
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *value = strchr(line, ' ');
-        if (!value) continue;
-        *value++ = '\0';
-        if (strcmp(line, "preset") == 0) snprintf(id->preset, sizeof id->preset, "%s", value);
-        else if (strcmp(line, "data") == 0) snprintf(id->data, sizeof id->data, "%s", value);
-        else if (strcmp(line, "tokenizer") == 0) snprintf(id->tokenizer, sizeof id->tokenizer, "%s", value);
-        else if (strcmp(line, "val_fraction") == 0) id->val_fraction = strtod(value, NULL);
-        else if (strcmp(line, "seed") == 0) id->seed = strtoll(value, NULL, 10);
-        else if (strcmp(line, "init_from") == 0) snprintf(id->init_from, sizeof id->init_from, "%s", value);
-    }
-    fclose(f);
-    if (id->seed < 0 || !id->tokenizer[0])
+static tg_status identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
+    train_options_defaults(id);
+    OptSet read = 0;
+    TG_TRY(opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings));
+    if (id->seed < 0 || !id->tokenizer)
         return tg_fail(TG_ERR_FORMAT, "%s: incomplete run description (seed or tokenizer missing)", path);
     return TG_OK;
 }
@@ -74,7 +48,8 @@ static tg_status resolve_config(const TrainOptions *o, int64_t vocab, ModelConfi
     else if (m->n_heads > 0 && c.n_heads % c.n_kv_heads != 0) c.n_kv_heads = c.n_heads;
     if (m->seq_len > 0) c.seq_len = m->seq_len;
     if (m->rope_theta > 0) c.rope_theta = m->rope_theta;
-    c.ffn = o->ffn >= 0 ? (FfnKind)o->ffn : FFN_SWIGLU;
+    c.ffn = FFN_SWIGLU;
+    if (o->ffn) TG_TRY(ffn_kind_parse(o->ffn, &c.ffn));
     if (m->hidden > 0) c.hidden = m->hidden;
     else if (c.ffn == FFN_RELU) c.hidden = 4 * c.dim; /* equal parameters to SwiGLU at 8/3 */
     else if (dim_changed) c.hidden = model_swiglu_hidden(c.dim);
@@ -193,71 +168,20 @@ tg_status run_open_existing(const char *dir_or_file, Run *run) {
     return open_checkpointed(dir_or_file, run, ckpt, sizeof ckpt);
 }
 
-static tg_status refuse_change(Run *run, const char *flag, const char *given, const char *stored) {
-    run->usage_error = true;
-    return tg_fail(TG_ERR_ARG, "%s %s differs from the resumed run's %s; drop the flag or start a new run with another --out",
-                   flag, given, stored);
-}
-
-static tg_status check_resume_flags(Run *run, const TrainOptions *o, const RunIdentity *id) {
-    const ModelConfig *c = &run->model.cfg, *m = &o->model;
-    char a[64], b[64];
-    struct { const char *flag; int64_t given, stored; } shape[] = {
-        {"--dim", m->dim, c->dim}, {"--layers", m->n_layers, c->n_layers}, {"--heads", m->n_heads, c->n_heads},
-        {"--kv-heads", m->n_kv_heads, c->n_kv_heads}, {"--hidden", m->hidden, c->hidden},
-        {"--seq", m->seq_len, c->seq_len}, {"--vocab", m->vocab, c->vocab},
-    };
-    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++)
-        if (shape[i].given > 0 && shape[i].given != shape[i].stored) {
-            snprintf(a, sizeof a, "%lld", (long long)shape[i].given);
-            snprintf(b, sizeof b, "%lld", (long long)shape[i].stored);
-            return refuse_change(run, shape[i].flag, a, b);
-        }
-    if (o->ffn >= 0 && (FfnKind)o->ffn != c->ffn)
-        return refuse_change(run, "--ffn", o->ffn == FFN_RELU ? "relu" : "swiglu", c->ffn == FFN_RELU ? "relu" : "swiglu");
-    if (m->rope_theta > 0 && m->rope_theta != c->rope_theta) {
-        snprintf(a, sizeof a, "%g", m->rope_theta);
-        snprintf(b, sizeof b, "%g", c->rope_theta);
-        return refuse_change(run, "--rope-theta", a, b);
+/* Every identity or shape option given now must equal the run's: `stored` holds run.txt's
+ * values and the checkpoint's model shape. */
+static tg_status check_resume_flags(const TrainOptions *o, const TrainOptions *stored) {
+    const OptTable *t = train_option_table();
+    for (int i = 0; i < t->count; i++) {
+        if (!(o->given & OPT_BIT(i)) || !(t->specs[i].group & (TRAIN_OPT_IDENTITY | TRAIN_OPT_SHAPE))) continue;
+        if (opt_equal(t, i, o, stored)) continue;
+        char given[2048], was[2048];
+        opt_format(t, i, o, given, sizeof given);
+        opt_format(t, i, stored, was, sizeof was);
+        return tg_fail(TG_ERR_ARG,
+                       "%s %s differs from the resumed run's %s; drop the flag or start a new run with another --out",
+                       t->specs[i].flag, given, was);
     }
-    if (o->preset && strcmp(o->preset, id->preset) != 0) return refuse_change(run, "--preset", o->preset, id->preset);
-    if (o->tokenizer && strcmp(o->tokenizer, id->tokenizer) != 0)
-        return refuse_change(run, "--tokenizer", o->tokenizer, id->tokenizer);
-    if (o->data_path && strcmp(o->data_path, id->data) != 0) return refuse_change(run, "--data", o->data_path, id->data);
-    if (o->val_fraction > 0 && o->val_fraction != id->val_fraction) {
-        snprintf(a, sizeof a, "%g", o->val_fraction);
-        snprintf(b, sizeof b, "%g", id->val_fraction);
-        return refuse_change(run, "--val-fraction", a, b);
-    }
-    if (o->seed >= 0 && o->seed != id->seed) {
-        snprintf(a, sizeof a, "%lld", (long long)o->seed);
-        snprintf(b, sizeof b, "%lld", (long long)id->seed);
-        return refuse_change(run, "--seed", a, b);
-    }
-    return TG_OK;
-}
-
-static tg_status validate_training_flags(Run *run, const TrainOptions *o) {
-    run->usage_error = true;
-    if (o->steps <= 0) return tg_fail(TG_ERR_ARG, "--steps must be positive, got %lld", (long long)o->steps);
-    if (o->batch <= 0) return tg_fail(TG_ERR_ARG, "--batch must be positive, got %lld", (long long)o->batch);
-    if (o->accum <= 0) return tg_fail(TG_ERR_ARG, "--accum must be positive, got %lld", (long long)o->accum);
-    if (!(o->lr > 0)) return tg_fail(TG_ERR_ARG, "--lr must be positive, got %g", o->lr);
-    if (o->threads <= 0 || o->threads > 256) return tg_fail(TG_ERR_ARG, "--threads must be in 1..256, got %d", o->threads);
-    if (o->eval_batches <= 0) return tg_fail(TG_ERR_ARG, "--eval-batches must be positive");
-    if (o->time_budget_min < 0) return tg_fail(TG_ERR_ARG, "--time-budget must not be negative");
-    if (o->log_every <= 0) return tg_fail(TG_ERR_ARG, "--log-every must be positive");
-    if (o->val_fraction < 0 || o->val_fraction >= 1)
-        return tg_fail(TG_ERR_ARG, "--val-fraction must be in (0, 1), got %g", o->val_fraction);
-    if (o->tokenizer && strcmp(o->tokenizer, "char") != 0 && strcmp(o->tokenizer, "bpe") != 0)
-        return tg_fail(TG_ERR_ARG, "--tokenizer must be char or bpe, got '%s'", o->tokenizer);
-    if (o->resume && o->out_dir)
-        return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
-    if (o->resume && o->init_from)
-        return tg_fail(TG_ERR_ARG, "--init-from starts a new run from a safetensors file; --resume continues one: give one of them");
-    if (o->stop_after >= 0 && o->stop_after > o->steps)
-        return tg_fail(TG_ERR_ARG, "--stop-after %lld is past --steps %lld", (long long)o->stop_after, (long long)o->steps);
-    run->usage_error = false;
     return TG_OK;
 }
 
@@ -265,9 +189,17 @@ static tg_status validate_training_flags(Run *run, const TrainOptions *o) {
 static tg_status open_resumed(const TrainOptions *o, Run *run) {
     char ckpt[4200];
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
-    RunIdentity id;
-    TG_TRY(identity_read(run->dir, &id));
-    TG_TRY(check_resume_flags(run, o, &id));
+    TrainOptions stored;
+    OptStrings strings = {0};
+    tg_status s = identity_read(run->dir, &stored, &strings);
+    if (s == TG_OK) {
+        const ModelConfig *c = &run->model.cfg;
+        stored.model = *c;
+        stored.ffn = ffn_kind_name(c->ffn);
+        s = check_resume_flags(o, &stored);
+    }
+    opt_strings_free(&strings);
+    TG_TRY(s);
     TG_TRY(load_tokens(run));
     run->resumed = true;
     if (run->state.step >= o->steps)
@@ -298,17 +230,16 @@ static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, con
 
 /* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
 static tg_status open_new(TrainOptions *o, Run *run) {
-    RunIdentity id = {.val_fraction = o->val_fraction > 0 ? o->val_fraction : PREPARE_DEFAULT_VAL_FRACTION,
-                      .seed = o->seed >= 0 ? o->seed : 1337};
     if (!o->preset) o->preset = "small";
     ModelConfig preset_cfg;
-    run->usage_error = true;
     TG_TRY(model_preset(o->preset, &preset_cfg));
-    const char *tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
-    snprintf(id.preset, sizeof id.preset, "%s", o->preset);
-    snprintf(id.tokenizer, sizeof id.tokenizer, "%s", tokenizer);
-    snprintf(id.data, sizeof id.data, "%s", o->data_path ? o->data_path : corpus_default_path());
-    if (o->init_from) snprintf(id.init_from, sizeof id.init_from, "%s", o->init_from);
+    /* the identity with every default filled in, as run.txt records it */
+    TrainOptions id = *o;
+    id.tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
+    id.data_path = o->data_path ? o->data_path : corpus_default_path();
+    id.val_fraction = o->val_fraction > 0 ? o->val_fraction : PREPARE_DEFAULT_VAL_FRACTION;
+    id.seed = o->seed >= 0 ? o->seed : 1337;
+    const char *tokenizer = id.tokenizer;
     bool bpe = strcmp(tokenizer, "bpe") == 0;
     if (!bpe && o->model.vocab > 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
@@ -324,13 +255,12 @@ static tg_status open_new(TrainOptions *o, Run *run) {
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, tokenizer, stamp);
     TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
-    run->usage_error = false;
     if (o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
 
     PrepareOptions prep;
     prepare_options_default(&prep);
-    prep.corpus_path = id.data;
+    prep.corpus_path = id.data_path;
     prep.kind = bpe ? TOKENIZER_BPE : TOKENIZER_CHAR;
     prep.vocab_size = (int32_t)vocab;
     prep.val_fraction = id.val_fraction;
@@ -354,9 +284,8 @@ static tg_status open_new(TrainOptions *o, Run *run) {
 
 tg_status run_open_for_training(TrainOptions *o, Run *run) {
     memset(run, 0, sizeof *run);
-    TG_TRY(validate_training_flags(run, o));
-    if (o->warmup < 0) o->warmup = o->steps / 20;
-    if (o->min_lr < 0) o->min_lr = o->lr / 10;
+    TG_TRY(train_options_validate(o));
+    train_options_derive(o);
     return o->resume ? open_resumed(o, run) : open_new(o, run);
 }
 

@@ -13,12 +13,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "../data/tokenizer.h"
-#include "checkpoint.h"
-#include "checkpoint_folder.h"
-#include "model.h"
-#include "run_folder.h"
-#include "trainer.h"
+#include "data/tokenizer.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_folder.h"
+#include "train/model.h"
+#include "train/run_folder.h"
+#include "train/trainer.h"
 
 typedef struct Run {
     char dir[4096]; /* where its files are now: a new run's temporary folder until run_commit */
@@ -31,7 +31,6 @@ typedef struct Run {
     TrainerState state;
     bool resumed;
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
-    bool usage_error; /* the failure was a bad flag (exit 2) rather than a bad file (exit 1) */
     FILE *metrics;
     char last_checkpoint[4200];
 } Run;

@@ -1,6 +1,6 @@
 /* A new run's temporary folder: choosing the run folder, building under a temporary name,
  * moving it into place, and removing it when the run fails first. */
-#include "run_folder.h"
+#include "train/run_folder.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,14 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../lib/atomic_file.h"
-#include "../data/prepare.h"
-#include "trainer.h"
+#include "lib/atomic_file.h"
+#include "data/prepare.h"
+#include "train/train_options.h"
+#include "train/trainer.h"
 
 /* The files a run writes into its folder, besides ckpt-*.tgck: a folder holding one belongs to
  * a run. (A *.tmp file a killed save left is no run's: the next save overwrites it.) */
 static const char *const RUN_FILES[] = {
-    PREPARE_TOKENIZER_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, RUN_INFO_FILE,
+    PREPARE_TOKENIZER_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, RUN_IDENTITY_FILE,
     TRAIN_OPTIONS_FILE,     RUN_METRICS_FILE,   "grads.jsonl",    "latest",
 };
 

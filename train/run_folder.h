@@ -17,11 +17,9 @@
 
 #include <stdbool.h>
 
-#include "../lib/error.h"
+#include "lib/error.h"
 
-/* Two files of a run folder besides the tokenizer, token and checkpoint files: what the run is
- * (checked on --resume) and the per-step metrics. */
-#define RUN_INFO_FILE "run.txt"
+/* The per-step metrics of a run folder (run.txt and train_options.txt: train/train_options.h). */
 #define RUN_METRICS_FILE "metrics.jsonl"
 
 typedef struct RunFolder {

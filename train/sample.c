@@ -1,10 +1,10 @@
-#include "sample.h"
+#include "train/sample.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/error.h"
+#include "lib/error.h"
 
 /* descending by value, ties by id, so the order is total and the result deterministic */
 static const float *sort_values;

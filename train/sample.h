@@ -4,9 +4,9 @@
 
 #include <stdint.h>
 
-#include "../lib/rng.h"
-#include "../lib/tape.h"
-#include "model.h"
+#include "lib/rng.h"
+#include "lib/tape.h"
+#include "train/model.h"
 
 /* Called by sample_generate before each draw with the text so far (text[0..len-1]) and the logits
  * (vocab floats) the next token is drawn from; those logits are valid only during the call. */

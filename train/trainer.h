@@ -1,50 +1,39 @@
-/* The training loop and the run folder it writes. */
+/* The training loop: data -> forward -> backward -> clip -> AdamW, with evaluation, metrics,
+ * checkpoints, a progress line and a sample at the end. */
 #ifndef TAPEGRAD_TRAINER_H
 #define TAPEGRAD_TRAINER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../lib/error.h"
-#include "model.h"
-#include "optim.h"
+#include "lib/error.h"
+#include "train/model.h"
+#include "train/optim.h"
+#include "train/train_options.h"
 
-/* Fields that define what the run is (model shape, tokenizer, data, seed) start "unset" (0,
- * NULL, -1) so that a resumed run can tell a flag the user gave from a default: a given value
- * that differs from the checkpoint's is refused. */
-typedef struct TrainOptions {
-    /* what the run is */
-    const char *preset;        /* NULL: "small" */
-    ModelConfig model;         /* 0 fields: from the preset; vocab: from the tokenizer */
-    int ffn;                   /* -1: SwiGLU; else an FfnKind */
-    const char *data_path;     /* NULL: the default corpus */
-    const char *tokenizer;     /* NULL: "char" ("bpe" for the minimind-26m preset) */
-    double val_fraction;       /* 0: 0.1 */
-    int64_t seed;              /* -1: 1337 */
-    /* how it trains (may change on resume) */
-    int64_t steps, batch, accum, warmup;
-    double time_budget_min;    /* 0: none */
-    double lr, min_lr, clip;
-    AdamWConfig adamw;
-    int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
-    int64_t log_grads;         /* 0: off; else gradient/activation statistics to grads.jsonl every N steps */
-    int keep;
-    int threads;
-    const char *out_dir;
-    const char *resume;        /* run folder or checkpoint file to continue, or NULL */
-    const char *init_from;     /* safetensors weights to start a new run from, or NULL */
-    int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
-} TrainOptions;
+/* What a caller can watch a run do (all members may be NULL). Inspection (--log-grads) comes in
+ * this way: the trainer knows nothing of it. On a step for which watch_step(step) is true (step
+ * counted from 1), after_forward sees each micro-batch's FFN hidden activations (layers of
+ * them, valid until the tape is reset), before_update the summed gradients before clipping, and
+ * after_update the model after AdamW. */
+typedef struct TrainHooks {
+    void *ctx;
+    tg_status (*start)(void *ctx, const char *run_dir, const Model *model);
+    bool (*watch_step)(void *ctx, int64_t step);
+    void (*after_forward)(void *ctx, Tensor *const *ffn_hidden);
+    void (*before_update)(void *ctx, const Model *model);
+    tg_status (*after_update)(void *ctx, const Model *model, int64_t step, double lr, double loss);
+} TrainHooks;
 
-void train_options_defaults(TrainOptions *o);
-
-/* How a run trains (--steps, --batch, --lr, ... as "--flag value" lines) is written to this file
- * of the run folder at every start, so that `train --resume DIR` alone continues with the same
- * settings; a flag given with --resume overrides its saved value. */
-#define TRAIN_OPTIONS_FILE "train_options.txt"
-tg_status train_options_save(const char *dir, const TrainOptions *o);
-/* Runs a whole training run; prints progress and errors; returns the process exit code. */
-int train_run(TrainOptions *o);
+/* Runs a whole training run (a new one, or o->resume), printing progress to stdout (a bar on
+ * stderr when it is a terminal). When *stop becomes non-zero (a signal handler's flag: the
+ * signal's number; stop may be NULL) the loop ends after the current step and saves, as
+ * --stop-after does. Returns TG_OK when the run ended normally or was stopped and saved;
+ * otherwise a status and message (TG_ERR_ARG: the options; TG_ERR_NUMERIC: the loss or a
+ * gradient became NaN/Inf; I/O and format errors: files). A new run that fails before its first
+ * step leaves nothing behind. */
+tg_status train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks);
 
 /* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */
 double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "checkpoint_folder.h"
-#include "cli.h"
-#include "convert.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_folder.h"
+#include "cli/cli.h"
+#include "train/convert.h"
 
 static void print_ckpt_usage(FILE *f) {
     fprintf(f, "usage: tapegrad ckpt info FILE|DIR                      what a checkpoint holds (and verify it)\n"
@@ -21,25 +21,21 @@ static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t 
     return buf;
 }
 
+static const OptTable info_table = {"ckpt info", "FILE|DIR", NULL, 0, 1};
+
 static int run_info(int argc, char **argv) {
     const char *positional[1];
     int n_positional = 0;
-    bool help;
-    int rc = flags_parse("ckpt info", "FILE|DIR", NULL, 0, argc, argv, positional, 1, &n_positional, &help);
-    if (rc || help) return rc;
-    if (n_positional != 1) {
-        fprintf(stderr, "tapegrad ckpt info: give one checkpoint file or run folder\n");
-        return 2;
-    }
+    int rc = cli_parse(&info_table, NULL, NULL, NULL, argc, argv, positional, &n_positional);
+    if (rc >= 0) return rc;
+    if (n_positional != 1) return cli_usage_error("ckpt info", "give one checkpoint file or run folder");
     char path[4200];
     CheckpointInfo info;
     CheckpointTensorInfo *tensors = NULL;
     int n = 0;
-    if (checkpoint_resolve(positional[0], path, sizeof path) != TG_OK ||
-        checkpoint_inspect(path, &info, &tensors, &n) != TG_OK) {
-        fprintf(stderr, "tapegrad ckpt info: %s\n", tg_error_message());
-        return 1;
-    }
+    tg_status status = checkpoint_resolve(positional[0], path, sizeof path);
+    if (status == TG_OK) status = checkpoint_inspect(path, &info, &tensors, &n);
+    if (status != TG_OK) return cli_exit("ckpt info", status);
     const ModelConfig *c = &info.cfg;
     const TrainerState *s = &info.state;
     printf("checkpoint   %s\n", path);
@@ -48,7 +44,7 @@ static int run_info(int argc, char **argv) {
     printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
            "rope theta %g, norm eps %g\n",
            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-           c->ffn == FFN_RELU ? "ReLU" : "SwiGLU", (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
+           ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
            c->rope_theta, c->norm_eps);
     printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info.tokenizer_fingerprint);
     printf("step         %lld\n", (long long)s->step);
@@ -82,28 +78,31 @@ static int run_info(int argc, char **argv) {
     return 0;
 }
 
+typedef struct {
+    const char *safetensors;
+} ExportFlags;
+
+static const OptSpec export_specs[] = {
+    OPT(ExportFlags, safetensors, "--safetensors", OPT_STRING,
+        "the .safetensors file to write (config.json goes beside it)", OPT_ANY, NULL, 0, "required"),
+};
+static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT", export_specs, 1, 1};
+
 static int run_export(int argc, char **argv) {
-    const char *out = NULL;
-    Flag flags[] = {
-        {"--safetensors", FLAG_STRING, &out, "the .safetensors file to write (config.json goes beside it)", false},
-    };
+    ExportFlags o = {0};
     const char *positional[1];
     int n_positional = 0;
-    bool help;
-    int rc = flags_parse("ckpt export", "FILE|DIR --safetensors OUT", flags, 1, argc, argv, positional, 1, &n_positional, &help);
-    if (rc || help) return rc;
-    if (n_positional != 1 || !out) {
-        fprintf(stderr, "tapegrad ckpt export: give one checkpoint file or run folder and --safetensors OUT\n");
-        return 2;
-    }
+    int rc = cli_parse(&export_table, &o, &o, NULL, argc, argv, positional, &n_positional);
+    if (rc >= 0) return rc;
+    const char *out = o.safetensors;
+    if (n_positional != 1 || !out)
+        return cli_usage_error("ckpt export", "give one checkpoint file or run folder and --safetensors OUT");
     char path[4200], config[4200];
     ModelConfig cfg;
     uint64_t fingerprint;
-    if (checkpoint_resolve(positional[0], path, sizeof path) != TG_OK ||
-        checkpoint_read_config(path, &cfg, &fingerprint) != TG_OK) {
-        fprintf(stderr, "tapegrad ckpt export: %s\n", tg_error_message());
-        return 1;
-    }
+    tg_status rs = checkpoint_resolve(positional[0], path, sizeof path);
+    if (rs == TG_OK) rs = checkpoint_read_config(path, &cfg, &fingerprint);
+    if (rs != TG_OK) return cli_exit("ckpt export", rs);
     Model model;
     model_build(&model, &cfg);
     CheckpointInfo info;
@@ -113,11 +112,10 @@ static int run_export(int argc, char **argv) {
         snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", path, (long long)info.state.step);
         s = model_export_safetensors(&model, out, note, config, sizeof config);
     }
-    if (s != TG_OK) fprintf(stderr, "tapegrad ckpt export: %s\n", tg_error_message());
-    else printf("wrote %s (%d tensors, %lld parameters, step %lld) and %s\n", out, model.params.count,
+    if (s == TG_OK) printf("wrote %s (%d tensors, %lld parameters, step %lld) and %s\n", out, model.params.count,
                 (long long)model_param_count(&model), (long long)info.state.step, config);
     model_free(&model);
-    return s == TG_OK ? 0 : 1;
+    return cli_exit("ckpt export", s);
 }
 
 static int run_ckpt(int argc, char **argv) {
@@ -132,8 +130,7 @@ static int run_ckpt(int argc, char **argv) {
     }
     if (strcmp(what, "info") == 0) return run_info(argc - 1, argv + 1);
     if (strcmp(what, "export") == 0) return run_export(argc - 1, argv + 1);
-    fprintf(stderr, "tapegrad ckpt: unknown action '%s'; the actions are info and export\n", what);
-    return 2;
+    return cli_usage_error("ckpt", "unknown action '%s'; the actions are info and export", what);
 }
 
 const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info) or export its weights to safetensors (export)", run_ckpt};

@@ -14,9 +14,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../lib/error.h"
-#include "../lib/tape.h"
-#include "model.h"
+#include "lib/error.h"
+#include "lib/tape.h"
+#include "train/model.h"
+#include "train/trainer.h"
 
 /* ---- FFN hidden activation statistics, accumulated over tokens ---- */
 typedef struct FfnActStats {
@@ -58,7 +59,6 @@ double zero_grad_row_fraction(const Tensor *param);
 int64_t model_config_param_count(const ModelConfig *cfg);
 /* The FFN part of that count: 2 or 3 matrices of dim x hidden per layer. */
 int64_t model_config_ffn_param_count(const ModelConfig *cfg);
-const char *ffn_kind_name(FfnKind kind); /* "swiglu" | "relu" */
 
 /* ---- a whole model ---- */
 typedef struct ModelInspection {
@@ -93,6 +93,7 @@ void json_write_number(FILE *f, double v);
 /* ---- grads.jsonl during training ---- */
 typedef struct GradLogger {
     int64_t every;              /* 0: disabled, every call is a no-op */
+    int64_t requested_every;    /* what grad_logger_hooks was asked for, until the run folder is known */
     FILE *out;
     ModelInspection mi;
     float *weights_before;      /* flat copy of the weights before the logged step's update */
@@ -112,6 +113,9 @@ static inline bool grad_logger_due(const GradLogger *g, int64_t step) {
  *   after the backward of all micro-batches, before clip   grad_logger_before_update
  *   after the optimizer update                              grad_logger_write */
 void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden);
+/* The trainer's hooks (train/trainer.h) that open DIR/grads.jsonl when the run starts and log
+ * every `every` steps (0: nothing). grad_logger_close after train_run. */
+TrainHooks grad_logger_hooks(GradLogger *g, int64_t every);
 void grad_logger_before_update(GradLogger *g, const Model *model);
 tg_status grad_logger_write(GradLogger *g, const Model *model, int64_t step, double lr, double loss);
 

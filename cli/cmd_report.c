@@ -4,24 +4,29 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
-#include "report.h"
-#include "run_history.h"
+#include "cli/cli.h"
+#include "inspect/report.h"
+#include "inspect/run_history.h"
+
+typedef struct {
+    const char *out;
+} ReportFlags;
+
+static const OptSpec specs[] = {
+    OPT(ReportFlags, out, "--out", OPT_STRING, "HTML file to write; the series go beside it as .jsonl", OPT_ANY, NULL,
+        0, "DIR/report.html"),
+};
+static const OptTable table = {"report", "DIR [--out FILE.html]", specs, 1, 1};
 
 static int run_report(int argc, char **argv) {
-    const char *out = NULL;
+    ReportFlags o = {0};
     const char *positional[1];
     int n_positional = 0;
-    Flag flags[] = {
-        {"--out", FLAG_STRING, &out, "HTML file to write (default DIR/report.html; the series go beside it as .jsonl)", false},
-    };
-    bool help;
-    int rc = flags_parse("report", "DIR [--out FILE.html]", flags, 1, argc, argv, positional, 1, &n_positional, &help);
-    if (rc || help) return rc;
-    if (n_positional != 1) {
-        fprintf(stderr, "tapegrad report: give one run folder, e.g. `tapegrad report checkpoints/small-char-...`\n");
-        return 2;
-    }
+    int rc = cli_parse(&table, &o, &o, NULL, argc, argv, positional, &n_positional);
+    if (rc >= 0) return rc;
+    const char *out = o.out;
+    if (n_positional != 1)
+        return cli_usage_error("report", "give one run folder, e.g. `tapegrad report checkpoints/small-char-...`");
     const char *dir = positional[0];
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

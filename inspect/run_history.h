@@ -7,8 +7,8 @@
 
 #include <stdint.h>
 
-#include "../lib/error.h"
-#include "report.h"
+#include "lib/error.h"
+#include "inspect/report.h"
 
 typedef struct MetricRow {
     int64_t step;

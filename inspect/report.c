@@ -1,6 +1,6 @@
-#include "report.h"
+#include "inspect/report.h"
 
-#include "../lib/atomic_file.h"
+#include "lib/atomic_file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

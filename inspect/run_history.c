@@ -1,8 +1,8 @@
-#include "run_history.h"
+#include "inspect/run_history.h"
 
-#include "checkpoint.h"
-#include "checkpoint_folder.h"
-#include "inspect.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_folder.h"
+#include "inspect/inspect.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "inspect.h"
+#include "inspect/inspect.h"
 
 #include <errno.h>
 #include <math.h>
@@ -114,7 +114,6 @@ int64_t model_config_param_count(const ModelConfig *c) {
     return c->vocab * c->dim + c->n_layers * per_layer + model_config_ffn_param_count(c) + c->dim;
 }
 
-const char *ffn_kind_name(FfnKind kind) { return kind == FFN_RELU ? "relu" : "swiglu"; }
 
 /* ---------------------------------------------------------------- a whole model */
 
@@ -226,6 +225,7 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model
 
 tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, int64_t every) {
     memset(g, 0, sizeof *g);
+    g->requested_every = every;
     if (every <= 0) return TG_OK;
     char path[4200];
     snprintf(path, sizeof path, "%s/grads.jsonl", run_dir);
@@ -281,4 +281,22 @@ tg_status grad_logger_write(GradLogger *g, const Model *m, int64_t step, double 
     if (fflush(g->out) != 0 || ferror(g->out))
         return tg_fail(TG_ERR_IO, "writing grads.jsonl failed: %s", strerror(errno));
     return TG_OK;
+}
+
+/* ---------------------------------------------------------------- as the trainer's hooks */
+
+static tg_status hook_start(void *ctx, const char *run_dir, const Model *m) {
+    return grad_logger_open(((GradLogger *)ctx), run_dir, m, ((GradLogger *)ctx)->requested_every);
+}
+static bool hook_watch(void *ctx, int64_t step) { return grad_logger_due(ctx, step); }
+static void hook_after_forward(void *ctx, Tensor *const *ffn_hidden) { grad_logger_add_activations(ctx, ffn_hidden); }
+static void hook_before_update(void *ctx, const Model *m) { grad_logger_before_update(ctx, m); }
+static tg_status hook_after_update(void *ctx, const Model *m, int64_t step, double lr, double loss) {
+    return grad_logger_write(ctx, m, step, lr, loss);
+}
+
+TrainHooks grad_logger_hooks(GradLogger *g, int64_t every) {
+    memset(g, 0, sizeof *g);
+    g->requested_every = every;
+    return (TrainHooks){g, hook_start, hook_watch, hook_after_forward, hook_before_update, hook_after_update};
 }

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../lib/error.h"
+#include "lib/error.h"
 
 typedef struct Report Report;
 typedef struct ReportTable ReportTable;

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "train/cli.h"
+#include "cli/cli.h"
 
 static const Subcommand *const subcommands[] = {
     &cmd_train,
@@ -12,6 +12,7 @@ static const Subcommand *const subcommands[] = {
     &cmd_report,
     &cmd_compare_ffn,
     &cmd_ckpt,
+    &cmd_graph,
     &cmd_bench,
     &cmd_gradcheck,
     &cmd_selftest,

@@ -6,14 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../data/prepare.h"
-#include "../data/loader.h"
-#include "../data/tokfile.h"
-#include "../lib/engine.h"
-#include "../lib/safetensors.h"
-#include "cli.h"
-#include "inspect.h"
-#include "run.h"
+#include "data/prepare.h"
+#include "data/loader.h"
+#include "data/tokfile.h"
+#include "lib/engine.h"
+#include "lib/safetensors.h"
+#include "cli/cli.h"
+#include "inspect/inspect.h"
+#include "train/run.h"
 
 static tg_status dump_gradients(const Model *m, const char *path, const char *checkpoint, int64_t batches) {
     StWriter *w = st_writer_begin();
@@ -75,83 +75,81 @@ static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int
     printf("}\n");
 }
 
-static int run_inspect(int argc, char **argv) {
-    const char *dir = NULL, *ckpt = NULL, *dump = NULL;
-    int64_t k = 4, batch = 8;
-    int threads = 2;
-    bool json = false;
-    Flag flags[] = {
-        {"--run", FLAG_STRING, &dir, "run folder (its latest checkpoint)", false},
-        {"--ckpt", FLAG_STRING, &ckpt, "a checkpoint file inside a run folder", false},
-        {"--batches", FLAG_INT64, &k, "validation batches to average the gradient over (4)", false},
-        {"--batch", FLAG_INT64, &batch, "sequences per batch (8)", false},
-        {"--json", FLAG_BOOL, &json, "print one JSON object instead of tables", false},
-        {"--dump-grads", FLAG_STRING, &dump, "also write every gradient, named grad.<weight>, to this .safetensors file", false},
-        {"--threads", FLAG_INT, &threads, "threads (2)", false},
-    };
-    bool help;
-    int rc = flags_parse("inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors]",
-                         flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, 0, NULL, &help);
-    if (rc || help) return rc;
-    if (!dir == !ckpt) {
-        fprintf(stderr, "tapegrad inspect: give exactly one of --run DIR or --ckpt FILE\n");
-        return 2;
-    }
-    if (k <= 0 || batch <= 0 || threads <= 0) {
-        fprintf(stderr, "tapegrad inspect: --batches, --batch and --threads must be positive\n");
-        return 2;
-    }
-    Run run;
-    int32_t *val = NULL, *inputs = NULL, *targets = NULL;
+typedef struct {
+    const char *run, *ckpt, *dump;
+    int64_t batches, batch;
+    int threads;
+    bool json;
+} InspectFlags;
+
+#define I InspectFlags
+static const OptSpec specs[] = {
+    OPT(I, run, "--run", OPT_STRING, "run folder (its latest checkpoint)", OPT_ANY, NULL, 0, NULL),
+    OPT(I, ckpt, "--ckpt", OPT_STRING, "a checkpoint file inside a run folder", OPT_ANY, NULL, 0, NULL),
+    OPT(I, batches, "--batches", OPT_INT64, "validation batches to average the gradient over", OPT_POSITIVE, NULL, 0,
+        NULL),
+    OPT(I, batch, "--batch", OPT_INT64, "sequences per batch", OPT_POSITIVE, NULL, 0, NULL),
+    OPT(I, json, "--json", OPT_BOOL, "print one JSON object instead of tables", OPT_ANY, NULL, 0, NULL),
+    OPT(I, dump, "--dump-grads", OPT_STRING, "also write every gradient, named grad.<weight>, to this .safetensors file",
+        OPT_ANY, NULL, 0, NULL),
+    OPT(I, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+};
+#undef I
+static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors]",
+                               specs, (int)(sizeof specs / sizeof specs[0]), 0};
+
+/* The k fixed val batches the gradients are averaged over. */
+static tg_status inspect_batches(const Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
+    char path[4200];
+    int32_t *val = NULL;
     size_t n_val = 0;
-    tg_status s = run_open_existing(dir ? dir : ckpt, &run);
-    if (s == TG_OK) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", run.dir, PREPARE_VAL_FILE);
-        s = tokfile_read(path, &val, &n_val, &(uint32_t){0});
-    }
-    int64_t T = run.model_built ? run.model.cfg.seq_len : 0;
-    if (s == TG_OK) {
-        inputs = tg_malloc((size_t)(k * batch * T) * sizeof(int32_t));
-        targets = tg_malloc((size_t)(k * batch * T) * sizeof(int32_t));
-        s = loader_fixed_batches(val, n_val, batch, T, k, inputs, targets);
-    }
-    if (s != TG_OK) {
-        fprintf(stderr, "tapegrad inspect: %s\n", tg_error_message());
-        free(val);
-        free(inputs);
-        free(targets);
-        run_close(&run);
-        return 1;
-    }
-    Engine engine;
-    engine_open(&engine, threads, 16u << 20);
-    ModelInspection mi;
-    model_inspection_init(&mi, &run.model);
-    double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, k, batch, T, &mi);
-    int exit_code = 0;
-    if (json) {
-        print_json(&run, &mi, k, batch, loss);
-    } else {
-        printf("%s (step %lld): %lld val batches of %lld x %lld tokens, mean loss %.4f, no update applied\n\n",
-               run.last_checkpoint, (long long)run.state.step, (long long)k, (long long)batch, (long long)T, loss);
-        print_table(&run.model, &mi);
-    }
-    if (dump) {
-        if (dump_gradients(&run.model, dump, run.last_checkpoint, k) != TG_OK) {
-            fprintf(stderr, "tapegrad inspect: %s\n", tg_error_message());
-            exit_code = 1;
-        } else if (!json) {
-            printf("\ngradients written to %s (%d tensors named grad.<weight>)\n", dump, run.model.params.count);
-        }
-    }
-    model_inspection_free(&mi);
-    engine_close(&engine);
+    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_VAL_FILE);
+    TG_TRY(tokfile_read(path, &val, &n_val, &(uint32_t){0}));
+    int64_t T = run->model.cfg.seq_len;
+    *inputs = tg_malloc((size_t)(k * batch * T) * sizeof(int32_t));
+    *targets = tg_malloc((size_t)(k * batch * T) * sizeof(int32_t));
+    tg_status s = loader_fixed_batches(val, n_val, batch, T, k, *inputs, *targets);
     free(val);
+    return s;
+}
+
+static int run_inspect(int argc, char **argv) {
+    const InspectFlags defaults = {.batches = 4, .batch = 8, .threads = 2};
+    InspectFlags o = defaults;
+    int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (!o.run == !o.ckpt) return cli_usage_error("inspect", "give exactly one of --run DIR or --ckpt FILE");
+    Run run;
+    int32_t *inputs = NULL, *targets = NULL;
+    tg_status s = run_open_existing(o.run ? o.run : o.ckpt, &run);
+    if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets);
+    if (s == TG_OK) {
+        int64_t k = o.batches, T = run.model.cfg.seq_len;
+        Engine engine;
+        engine_open(&engine, o.threads, 16u << 20);
+        ModelInspection mi;
+        model_inspection_init(&mi, &run.model);
+        double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, k, o.batch, T, &mi);
+        if (o.json) {
+            print_json(&run, &mi, k, o.batch, loss);
+        } else {
+            printf("%s (step %lld): %lld val batches of %lld x %lld tokens, mean loss %.4f, no update applied\n\n",
+                   run.last_checkpoint, (long long)run.state.step, (long long)k, (long long)o.batch, (long long)T,
+                   loss);
+            print_table(&run.model, &mi);
+        }
+        if (o.dump) {
+            s = dump_gradients(&run.model, o.dump, run.last_checkpoint, k);
+            if (s == TG_OK && !o.json)
+                printf("\ngradients written to %s (%d tensors named grad.<weight>)\n", o.dump, run.model.params.count);
+        }
+        model_inspection_free(&mi);
+        engine_close(&engine);
+    }
     free(inputs);
     free(targets);
     run_close(&run);
-    return exit_code;
+    return cli_exit("inspect", s);
 }
 
 const Subcommand cmd_inspect = {"inspect", "gradients and FFN activations of a trained run on val batches (no update)",

@@ -6,6 +6,8 @@
  * Every run folder stays under DIR (DIR/lr<lr>-<ffn>), so inspect, sample, eval and report work
  * on each. DIR/report.html holds the combined report, DIR/compare.jsonl every series it charts,
  * DIR/summary.json the final figures. */
+#include "inspect/compare_ffn.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -15,44 +17,35 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../data/corpus.h"
-#include "../lib/atomic_file.h"
-#include "checkpoint.h"
-#include "checkpoint_folder.h"
-#include "cli.h"
-#include "inspect.h"
-#include "report.h"
-#include "run_history.h"
-#include "trainer.h"
+#include "data/corpus.h"
+#include "lib/atomic_file.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_folder.h"
+#include "inspect/inspect.h"
+#include "inspect/report.h"
+#include "inspect/run_history.h"
+#include "train/trainer.h"
 
 enum { MAX_LRS = 8, N_KINDS = 2 };
 static const FfnKind kinds[N_KINDS] = {FFN_RELU, FFN_SWIGLU};
 
-/* "1e-3,3e-3" -> lrs; one line naming the bad item otherwise. */
-static int parse_lrs(const char *text, double *lrs, int *n) {
+/* "1e-3,3e-3" -> lrs; TG_ERR_ARG naming the bad item otherwise. */
+static tg_status parse_lrs(const char *text, double *lrs, int *n) {
     *n = 0;
     const char *p = text;
     while (1) {
         char *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (end == p || errno || !isfinite(v) || !(v > 0) || (*end != ',' && *end != '\0')) {
-            int len = (int)strcspn(p, ",");
-            fprintf(stderr, "tapegrad compare-ffn: --lrs: '%.*s' is not a positive number; give a comma-separated list like 1e-3,3e-3,1e-2\n",
-                    len, p);
-            return 2;
-        }
+        if (end == p || errno || !isfinite(v) || !(v > 0) || (*end != ',' && *end != '\0'))
+            return tg_fail(TG_ERR_ARG,
+                           "--lrs: '%.*s' is not a positive number; give a comma-separated list like 1e-3,3e-3,1e-2",
+                           (int)strcspn(p, ","), p);
         for (int i = 0; i < *n; i++)
-            if (lrs[i] == v) {
-                fprintf(stderr, "tapegrad compare-ffn: --lrs: %g appears twice\n", v);
-                return 2;
-            }
-        if (*n == MAX_LRS) {
-            fprintf(stderr, "tapegrad compare-ffn: --lrs: at most %d learning rates\n", MAX_LRS);
-            return 2;
-        }
+            if (lrs[i] == v) return tg_fail(TG_ERR_ARG, "--lrs: %g appears twice", v);
+        if (*n == MAX_LRS) return tg_fail(TG_ERR_ARG, "--lrs: at most %d learning rates", MAX_LRS);
         lrs[(*n)++] = v;
-        if (*end == '\0') return 0;
+        if (*end == '\0') return TG_OK;
         p = end + 1;
     }
 }
@@ -264,153 +257,165 @@ static void print_summary(const CompareRun *runs, int n_lrs) {
     printf("(dead units and zeros: mean over layers; step 1 = the initial weights)\n");
 }
 
-/* ---------------------------------------------------------------- the command */
+/* ---------------------------------------------------------------- the options */
 
-static int run_compare_ffn(int argc, char **argv) {
-    const char *preset = "small", *lrs_text = "3e-3", *data = NULL, *out = NULL;
-    int64_t steps = 300, log_grads = 0, eval_every = 0, eval_batches = 8, batch = 16, seed = 1337, relu_hidden = 0;
-    int threads = 2;
-    bool reuse = false;
-    Flag flags[] = {
-        {"--preset", FLAG_STRING, &preset, "tiny | small | minimind-26m (small)", false},
-        {"--steps", FLAG_INT64, &steps, "optimizer steps of every run (300)", false},
-        {"--lrs", FLAG_STRING, &lrs_text, "comma-separated peak learning rates; each trains both FFNs (3e-3)", false},
-        {"--data", FLAG_STRING, &data, "text file or folder (default " CORPUS_DEFAULT_PATH ")", false},
-        {"--out", FLAG_STRING, &out, "folder for the runs and the report (default checkpoints/compare-ffn-<time>)", false},
-        {"--log-grads", FLAG_INT64, &log_grads, "statistics every N steps (steps/30, at least 1)", false},
-        {"--eval-every", FLAG_INT64, &eval_every, "val loss every N steps (steps/10, at least 1)", false},
-        {"--eval-batches", FLAG_INT64, &eval_batches, "fixed val batches per evaluation (8)", false},
-        {"--batch", FLAG_INT64, &batch, "sequences per step (16)", false},
-        {"--seed", FLAG_INT64, &seed, "seed of init and data order, the same for every run (1337)", false},
-        {"--relu-hidden", FLAG_INT64, &relu_hidden, "ReLU hidden size (4*dim; 3/2 of the SwiGLU hidden matches the counts exactly)", false},
-        {"--threads", FLAG_INT, &threads, "threads (2)", false},
-        {"--reuse", FLAG_BOOL, &reuse, "keep runs already finished in --out instead of refusing", false},
-    };
-    bool help;
-    int rc = flags_parse("compare-ffn", "[--preset small] [--steps N] [--lrs 1e-3,3e-3,1e-2] [--data PATH] [--out DIR]",
-                         flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, 0, NULL, &help);
-    if (rc || help) return rc;
-    double lrs[MAX_LRS];
-    int n_lrs;
-    if ((rc = parse_lrs(lrs_text, lrs, &n_lrs))) return rc;
+#define C CompareFfnOptions
+static const OptSpec specs[] = {
+    OPT(C, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, "tiny|small|minimind-26m", 0, NULL),
+    OPT(C, steps, "--steps", OPT_INT64, "optimizer steps of every run", OPT_POSITIVE, NULL, 0, NULL),
+    OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
+        NULL),
+    OPT(C, data, "--data", OPT_STRING, "text file or folder", OPT_ANY, NULL, 0, CORPUS_DEFAULT_PATH),
+    OPT(C, out, "--out", OPT_STRING, "folder for the runs and the report", OPT_ANY, NULL, 0,
+        "checkpoints/compare-ffn-<time>"),
+    OPT(C, log_grads, "--log-grads", OPT_INT64, "statistics every N steps", OPT_NON_NEGATIVE, NULL, 0,
+        "steps/30, at least 1"),
+    OPT(C, eval_every, "--eval-every", OPT_INT64, "val loss every N steps", OPT_NON_NEGATIVE, NULL, 0,
+        "steps/10, at least 1"),
+    OPT(C, eval_batches, "--eval-batches", OPT_INT64, "fixed val batches per evaluation", OPT_POSITIVE, NULL, 0, NULL),
+    OPT(C, batch, "--batch", OPT_INT64, "sequences per step", OPT_POSITIVE, NULL, 0, NULL),
+    OPT(C, seed, "--seed", OPT_INT64, "seed of init and data order, the same for every run", OPT_NON_NEGATIVE, NULL, 0,
+        NULL),
+    OPT(C, relu_hidden, "--relu-hidden", OPT_INT64,
+        "ReLU hidden size (3/2 of the SwiGLU hidden matches the counts exactly)", OPT_NON_NEGATIVE, NULL, 0, "4*dim"),
+    OPT(C, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+    OPT(C, reuse, "--reuse", OPT_BOOL, "keep runs already finished in --out instead of refusing", OPT_ANY, NULL, 0,
+        NULL),
+};
+#undef C
+static const OptTable table = {"compare-ffn", "[--preset small] [--steps N] [--lrs 1e-3,3e-3,1e-2] [--data PATH] [--out DIR]",
+                               specs, (int)(sizeof specs / sizeof specs[0]), 0};
+
+const OptTable *compare_ffn_option_table(void) { return &table; }
+
+void compare_ffn_defaults(CompareFfnOptions *o) {
+    *o = (CompareFfnOptions){.preset = "small", .lrs = "3e-3", .steps = 300, .eval_batches = 8, .batch = 16,
+                             .seed = 1337, .threads = 2};
+}
+
+/* ---------------------------------------------------------------- the experiment */
+
+typedef struct {
+    const CompareFfnOptions *o;
     ModelConfig preset_cfg;
-    if (model_preset(preset, &preset_cfg) != TG_OK) {
-        fprintf(stderr, "tapegrad compare-ffn: %s\n", tg_error_message());
-        return 2;
-    }
-    struct { const char *flag; int64_t value; bool zero_ok; } counts[] = {
-        {"--steps", steps, false}, {"--batch", batch, false}, {"--eval-batches", eval_batches, false},
-        {"--threads", threads, false}, {"--seed", seed, true}, {"--log-grads", log_grads, true},
-        {"--eval-every", eval_every, true}, {"--relu-hidden", relu_hidden, true},
-    };
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
-        if (counts[i].value < 0 || (counts[i].value == 0 && !counts[i].zero_ok)) {
-            fprintf(stderr, "tapegrad compare-ffn: %s must be %s, got %lld\n", counts[i].flag,
-                    counts[i].zero_ok ? "0 or more" : "positive", (long long)counts[i].value);
-            return 2;
-        }
-    /* a missing corpus would otherwise surface inside the first training run */
-    if (data && access(data, R_OK) != 0) {
-        fprintf(stderr, "tapegrad compare-ffn: --data %s: %s\n", data, strerror(errno));
-        return 2;
-    }
-    if (log_grads == 0) log_grads = steps / 30 > 0 ? steps / 30 : 1;
-    if (eval_every == 0) eval_every = steps / 10 > 0 ? steps / 10 : 1;
+    double lrs[MAX_LRS];
+    int n_lrs, n_runs;
+    int64_t log_grads, eval_every;
     char root[4096];
-    if (out) {
-        snprintf(root, sizeof root, "%s", out);
+    CompareRun runs[MAX_LRS * N_KINDS];
+    bool done[MAX_LRS * N_KINDS];
+} Experiment;
+
+/* Every check before anything is written: the learning rates, the preset, the corpus, the run
+ * folders (a finished run is refused unless --reuse). */
+static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
+    memset(e, 0, sizeof *e);
+    e->o = o;
+    TG_TRY(parse_lrs(o->lrs, e->lrs, &e->n_lrs));
+    TG_TRY(model_preset(o->preset, &e->preset_cfg));
+    /* a missing corpus would otherwise surface inside the first training run */
+    if (o->data && access(o->data, R_OK) != 0) return tg_fail(TG_ERR_ARG, "--data %s: %s", o->data, strerror(errno));
+    e->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
+    e->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
+    if (o->out) {
+        snprintf(e->root, sizeof e->root, "%s", o->out);
     } else {
         time_t now = time(NULL);
         struct tm tm;
         localtime_r(&now, &tm);
         char stamp[32];
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(root, sizeof root, "checkpoints/compare-ffn-%s", stamp);
+        snprintf(e->root, sizeof e->root, "checkpoints/compare-ffn-%s", stamp);
     }
-    int n_runs = n_lrs * N_KINDS;
-    CompareRun runs[MAX_LRS * N_KINDS];
-    memset(runs, 0, sizeof runs);
-    bool done[MAX_LRS * N_KINDS] = {false};
-    for (int i = 0; i < n_runs; i++) {
-        runs[i].lr = lrs[i / N_KINDS];
-        runs[i].kind = kinds[i % N_KINDS];
-        run_folder(runs[i].dir, sizeof runs[i].dir, root, runs[i].lr, runs[i].kind);
+    e->n_runs = e->n_lrs * N_KINDS;
+    for (int i = 0; i < e->n_runs; i++) {
+        CompareRun *run = &e->runs[i];
+        run->lr = e->lrs[i / N_KINDS];
+        run->kind = kinds[i % N_KINDS];
+        run_folder(run->dir, sizeof run->dir, e->root, run->lr, run->kind);
         char latest[4300];
-        snprintf(latest, sizeof latest, "%s/latest", runs[i].dir);
-        done[i] = access(latest, F_OK) == 0;
-        if (done[i] && !reuse) {
-            fprintf(stderr, "tapegrad compare-ffn: %s already holds a run; add --reuse to keep it, or pass another --out\n",
-                    runs[i].dir);
-            return 2;
-        }
+        snprintf(latest, sizeof latest, "%s/latest", run->dir);
+        e->done[i] = access(latest, F_OK) == 0;
+        if (e->done[i] && !o->reuse)
+            return tg_fail(TG_ERR_ARG, "%s already holds a run; add --reuse to keep it, or pass another --out", run->dir);
     }
-    if (make_folders(root) != TG_OK) {
-        fprintf(stderr, "tapegrad compare-ffn: %s\n", tg_error_message());
-        return 1;
-    }
-    int exit_code = 1;
-    for (int i = 0; i < n_runs; i++) {
-        CompareRun *run = &runs[i];
-        if (done[i]) {
+    return TG_OK;
+}
+
+/* Trains every (learning rate, FFN) pair not already done, with the ordinary trainer. */
+static tg_status experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
+    const CompareFfnOptions *o = e->o;
+    for (int i = 0; i < e->n_runs; i++) {
+        CompareRun *run = &e->runs[i];
+        if (e->done[i]) {
             printf("== %s: already trained, reused (--reuse)\n", run->dir);
             continue;
         }
-        TrainOptions o;
-        train_options_defaults(&o);
-        o.preset = preset;
-        o.data_path = data;
-        o.seed = seed;
-        o.steps = steps;
-        o.lr = run->lr;
-        o.batch = batch;
-        o.eval_every = eval_every;
-        o.eval_batches = eval_batches;
-        o.log_grads = log_grads;
-        o.sample_tokens = 0;
-        o.threads = threads;
-        o.out_dir = run->dir;
-        o.ffn = (int)run->kind;
+        TrainOptions t;
+        train_options_defaults(&t);
+        t.preset = o->preset;
+        t.data_path = o->data;
+        t.seed = o->seed;
+        t.steps = o->steps;
+        t.lr = run->lr;
+        t.batch = o->batch;
+        t.eval_every = e->eval_every;
+        t.eval_batches = o->eval_batches;
+        t.log_grads = e->log_grads;
+        t.sample_tokens = 0;
+        t.threads = o->threads;
+        t.out_dir = run->dir;
+        t.ffn = ffn_kind_name(run->kind);
         /* ReLU: 4*dim unless told; SwiGLU: the preset's own hidden */
-        o.model.hidden = run->kind == FFN_RELU ? (relu_hidden > 0 ? relu_hidden : 4 * preset_cfg.dim) : preset_cfg.hidden;
-        printf("\n== run %d/%d: %s FFN (hidden %lld), lr %g -> %s\n", i + 1, n_runs, ffn_kind_name(run->kind),
-               (long long)o.model.hidden, run->lr, run->dir);
+        t.model.hidden = run->kind == FFN_RELU ? (o->relu_hidden > 0 ? o->relu_hidden : 4 * e->preset_cfg.dim)
+                                               : e->preset_cfg.hidden;
+        printf("\n== run %d/%d: %s FFN (hidden %lld), lr %g -> %s\n", i + 1, e->n_runs, ffn_kind_name(run->kind),
+               (long long)t.model.hidden, run->lr, run->dir);
         fflush(stdout);
-        if (train_run(&o) != 0) {
-            fprintf(stderr, "tapegrad compare-ffn: training %s failed (see above)\n", run->dir);
-            goto out;
-        }
+        GradLogger grads;
+        TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads);
+        tg_status s = train_run(&t, stop, &hooks);
+        grad_logger_close(&grads);
+        if (s != TG_OK) return tg_fail(s, "training %s failed: %s", run->dir, tg_error_message());
+        if (stop && *stop) return tg_fail(TG_ERR_INTERRUPTED, "stopped during %s; run again with --reuse to go on", run->dir);
     }
-    for (int i = 0; i < n_runs; i++) {
-        char html[4300], jsonl[4300];
-        snprintf(html, sizeof html, "%s/report.html", runs[i].dir);
-        snprintf(jsonl, sizeof jsonl, "%s/report.jsonl", runs[i].dir);
-        if (load_run(&runs[i]) != TG_OK || run_report_write(runs[i].dir, &runs[i].h, html, jsonl) != TG_OK) {
-            fprintf(stderr, "tapegrad compare-ffn: %s\n", tg_error_message());
-            goto out;
-        }
-    }
-    char html[4200], jsonl[4200], summary[4200];
-    snprintf(html, sizeof html, "%s/report.html", root);
-    snprintf(jsonl, sizeof jsonl, "%s/compare.jsonl", root);
-    snprintf(summary, sizeof summary, "%s/summary.json", root);
-    Report *r = build_report(runs, n_lrs, preset, steps);
-    tg_status s = report_write_html(r, html);
-    if (s == TG_OK) s = report_write_series_jsonl(r, jsonl);
-    if (s == TG_OK) s = write_summary(summary, runs, n_runs, preset, steps);
-    report_free(r);
-    if (s != TG_OK) {
-        fprintf(stderr, "tapegrad compare-ffn: %s\n", tg_error_message());
-        goto out;
-    }
-    print_summary(runs, n_lrs);
-    printf("\nreport: %s\nseries: %s\nsummary: %s\nruns: %s/lr*-{relu,swiglu} (tapegrad inspect/sample/report work on each)\n",
-           html, jsonl, summary, root);
-    exit_code = 0;
-out:
-    for (int i = 0; i < n_runs; i++)
-        if (runs[i].loaded) run_history_free(&runs[i].h);
-    return exit_code;
+    return TG_OK;
 }
 
-const Subcommand cmd_compare_ffn = {"compare-ffn", "train ReLU-FFN and SwiGLU-FFN models side by side; dying-ReLU report",
-                                    run_compare_ffn};
+/* Each run's own report, then the combined report, series and summary. */
+static tg_status experiment_report(Experiment *e) {
+    for (int i = 0; i < e->n_runs; i++) {
+        char html[4300], jsonl[4300];
+        snprintf(html, sizeof html, "%s/report.html", e->runs[i].dir);
+        snprintf(jsonl, sizeof jsonl, "%s/report.jsonl", e->runs[i].dir);
+        TG_TRY(load_run(&e->runs[i]));
+        TG_TRY(run_report_write(e->runs[i].dir, &e->runs[i].h, html, jsonl));
+    }
+    char html[4200], jsonl[4200], summary[4200];
+    snprintf(html, sizeof html, "%s/report.html", e->root);
+    snprintf(jsonl, sizeof jsonl, "%s/compare.jsonl", e->root);
+    snprintf(summary, sizeof summary, "%s/summary.json", e->root);
+    Report *r = build_report(e->runs, e->n_lrs, e->o->preset, e->o->steps);
+    tg_status s = report_write_html(r, html);
+    if (s == TG_OK) s = report_write_series_jsonl(r, jsonl);
+    if (s == TG_OK) s = write_summary(summary, e->runs, e->n_runs, e->o->preset, e->o->steps);
+    report_free(r);
+    TG_TRY(s);
+    print_summary(e->runs, e->n_lrs);
+    printf("\nreport: %s\nseries: %s\nsummary: %s\nruns: %s/lr*-{relu,swiglu} (tapegrad inspect/sample/report work on each)\n",
+           html, jsonl, summary, e->root);
+    return TG_OK;
+}
+
+tg_status compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop) {
+    TG_TRY(opt_check(&table, o, ~(OptSet)0));
+    Experiment *e = tg_calloc(1, sizeof *e);
+    tg_status s = experiment_plan(e, o);
+    if (s == TG_OK) s = make_folders(e->root);
+    if (s == TG_OK) s = experiment_train(e, stop);
+    if (s == TG_OK) s = experiment_report(e);
+    for (int i = 0; i < e->n_runs; i++)
+        if (e->runs[i].loaded) run_history_free(&e->runs[i].h);
+    free(e);
+    return s;
+}

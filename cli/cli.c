@@ -1,0 +1,34 @@
+#include "cli/cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given, int argc, char **argv,
+              const char **positional, int *n_positional) {
+    bool help = false;
+    tg_status s = opt_parse(t, opts, given, argc, argv, positional, n_positional, &help);
+    if (s != TG_OK) return cli_exit(t->command, s);
+    if (help) {
+        opt_print_help(stdout, t, defaults);
+        return 0;
+    }
+    return -1;
+}
+
+int cli_exit(const char *command, tg_status status) {
+    if (status == TG_OK) return 0;
+    fflush(stdout);
+    fprintf(stderr, "tapegrad %s: %s\n", command, tg_error_message());
+    return status == TG_ERR_ARG ? 2 : 1;
+}
+
+int cli_usage_error(const char *command, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "tapegrad %s: ", command);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}

@@ -1,0 +1,37 @@
+/* The `tapegrad` program: its subcommands (one file each, cli/cmd_*.c) and what they share.
+ *
+ * Each subcommand describes its flags once, as an OptTable (lib/options.h), and parses them with
+ * cli_parse. Library calls return a tg_status; cli_exit maps it to the exit code: 0 for TG_OK,
+ * 2 for a bad flag or value (TG_ERR_ARG), 1 for everything about files and data. */
+#ifndef TAPEGRAD_CLI_H
+#define TAPEGRAD_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/error.h"
+#include "lib/options.h"
+
+#define TAPEGRAD_VERSION "0.1.0"
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+} Subcommand;
+
+extern const Subcommand cmd_train, cmd_sample, cmd_eval, cmd_graph, cmd_inspect, cmd_report, cmd_compare_ffn,
+    cmd_ckpt, cmd_bench, cmd_gradcheck, cmd_selftest;
+
+/* Parses argv with table t into opts (and *given, which may be NULL). Returns -1 when the
+ * subcommand should go on; otherwise the exit code to return at once: 0 after printing --help
+ * (defaults from `defaults`), 2 after printing the parse error. */
+int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given, int argc, char **argv,
+              const char **positional, int *n_positional);
+/* 0 for TG_OK; otherwise prints "tapegrad <command>: <message>" and returns 2 for TG_ERR_ARG,
+ * 1 for anything else. */
+int cli_exit(const char *command, tg_status status);
+/* A usage error: prints "tapegrad <command>: <message>" and returns 2. */
+int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

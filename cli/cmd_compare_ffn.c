@@ -1,0 +1,28 @@
+/* `tapegrad compare-ffn`: the dying-ReLU experiment (inspect/compare_ffn.h). */
+#include <signal.h>
+
+#include "cli/cli.h"
+#include "inspect/compare_ffn.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_stop_signal(int sig) { stop_requested = sig; }
+
+static int run_compare_ffn(int argc, char **argv) {
+    CompareFfnOptions o, defaults;
+    compare_ffn_defaults(&defaults);
+    o = defaults;
+    int rc = cli_parse(compare_ffn_option_table(), &o, &defaults, NULL, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    tg_status s = compare_ffn_run(&o, &stop_requested);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return cli_exit("compare-ffn", s);
+}
+
+const Subcommand cmd_compare_ffn = {"compare-ffn", "train ReLU-FFN and SwiGLU-FFN models side by side; dying-ReLU report",
+                                    run_compare_ffn};

@@ -1,0 +1,97 @@
+/* `tapegrad eval`: the val loss of a trained run (or its loss on any text), as JSON. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "data/corpus.h"
+#include "data/prepare.h"
+#include "data/tokfile.h"
+#include "lib/engine.h"
+#include "train/run.h"
+#include "train/trainer.h"
+
+typedef struct {
+    const char *run, *data;
+    int threads;
+} EvalFlags;
+
+#define E EvalFlags
+static const OptSpec specs[] = {
+    OPT(E, run, "--run", OPT_STRING, "run folder (its latest checkpoint) or a checkpoint file", OPT_ANY, NULL, 0,
+        "required"),
+    OPT(E, data, "--data", OPT_STRING, "text file or folder to evaluate on", OPT_ANY, NULL, 0, "the run's val split"),
+    OPT(E, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+};
+#undef E
+static const OptTable table = {"eval", "--run DIR [--data PATH]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
+
+/* Mean loss over every non-overlapping window of `tokens`, in batches of up to 8 windows. */
+static double loss_over_windows(Model *model, Tape *tape, const int32_t *tokens, int64_t n, int64_t *n_windows) {
+    int64_t T = model->cfg.seq_len, windows = (n - 1) / T, max_batch = 8;
+    int32_t *in = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
+    int32_t *tg = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
+    double total = 0.0;
+    for (int64_t w = 0; w < windows; w += max_batch) {
+        int64_t b = windows - w < max_batch ? windows - w : max_batch;
+        for (int64_t i = 0; i < b; i++) {
+            memcpy(in + i * T, tokens + (w + i) * T, (size_t)T * sizeof(int32_t));
+            memcpy(tg + i * T, tokens + (w + i) * T + 1, (size_t)T * sizeof(int32_t));
+        }
+        total += evaluate_loss(model, tape, in, tg, 1, b, T) * (double)b;
+    }
+    free(in);
+    free(tg);
+    *n_windows = windows;
+    return windows ? total / (double)windows : NAN;
+}
+
+/* The tokens to evaluate on: `data` encoded with the run's tokenizer, or the run's val split. */
+static tg_status eval_tokens(Run *run, const char *data, int32_t **tokens, size_t *n) {
+    if (!data) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_VAL_FILE);
+        TG_TRY(tokfile_read(path, tokens, n, &(uint32_t){0}));
+    } else {
+        char *text = NULL;
+        size_t len = 0;
+        TG_TRY(corpus_read(data, &text, &len));
+        *tokens = tg_malloc((len + 1) * sizeof(int32_t));
+        tg_status s = tokenizer_encode(&run->tok, text, len, *tokens, len, n);
+        free(text);
+        if (s != TG_OK) return tg_fail_context(s, "%s cannot be encoded with the run's tokenizer", data);
+    }
+    if ((int64_t)*n < run->model.cfg.seq_len + 1)
+        return tg_fail(TG_ERR_FORMAT, "%s holds %zu tokens, fewer than one window of %lld; give more text",
+                       data ? data : "the val split", *n, (long long)run->model.cfg.seq_len + 1);
+    return TG_OK;
+}
+
+static int run_eval(int argc, char **argv) {
+    const EvalFlags defaults = {.threads = 2};
+    EvalFlags o = defaults;
+    int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (!o.run) return cli_usage_error("eval", "--run DIR is required (a folder written by `tapegrad train`)");
+    Run run;
+    int32_t *tokens = NULL;
+    size_t n = 0;
+    tg_status s = run_open_existing(o.run, &run);
+    if (s == TG_OK) s = eval_tokens(&run, o.data, &tokens, &n);
+    if (s == TG_OK) {
+        Engine engine;
+        engine_open(&engine, o.threads, 16u << 20);
+        int64_t windows = 0;
+        double loss = loss_over_windows(&run.model, &engine.tape, tokens, (int64_t)n, &windows);
+        printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
+               (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step,
+               run.last_checkpoint);
+        engine_close(&engine);
+    }
+    free(tokens);
+    run_close(&run);
+    return cli_exit("eval", s);
+}
+
+const Subcommand cmd_eval = {"eval", "val loss of a trained run, as JSON", run_eval};

@@ -1,0 +1,99 @@
+/* `tapegrad graph`: the tape of one training step, printed for a person: every node the forward
+ * recorded, in order, with its inputs, its output's shape and the memory it took; then the
+ * backward walks these nodes from the bottom up. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "lib/engine.h"
+#include "lib/rng.h"
+#include "train/model.h"
+
+typedef struct {
+    const char *preset, *ffn;
+    int64_t batch, seq, vocab;
+} GraphFlags;
+
+#define G GraphFlags
+static const OptSpec specs[] = {
+    OPT(G, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, "tiny|small|minimind-26m", 0, NULL),
+    OPT(G, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, "swiglu|relu", 0, "swiglu"),
+    OPT(G, batch, "--batch", OPT_INT64, "sequences", OPT_POSITIVE, NULL, 0, NULL),
+    OPT(G, seq, "--seq", OPT_INT64, "tokens per sequence", OPT_POSITIVE, NULL, 0, "the preset's context"),
+    OPT(G, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0, "the preset's, or 96"),
+};
+#undef G
+static const OptTable table = {"graph", "[--preset tiny] [--ffn relu] [--batch B] [--seq T]", specs,
+                               (int)(sizeof specs / sizeof specs[0]), 0};
+
+/* An input as the graph sees it: "#k" for the output of node k, a parameter by its name. */
+static void describe_input(const Tape *tape, size_t before, const Model *m, const Tensor *t, char *buf, size_t cap) {
+    for (size_t k = before; k-- > 0;)
+        if (tape->nodes[k].out == t) {
+            snprintf(buf, cap, "#%zu", k);
+            return;
+        }
+    for (int i = 0; i < m->params.count; i++)
+        if (m->params.tensors[i] == t) {
+            snprintf(buf, cap, "%s", t->name);
+            return;
+        }
+    char shape[64];
+    snprintf(buf, cap, "%s%s", t->name, tensor_shape_str(t, shape, sizeof shape));
+}
+
+static int run_graph(int argc, char **argv) {
+    const GraphFlags defaults = {.preset = "tiny", .batch = 2};
+    GraphFlags o = defaults;
+    int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    ModelConfig cfg;
+    tg_status s = model_preset(o.preset, &cfg);
+    if (s == TG_OK && o.ffn) s = ffn_kind_parse(o.ffn, &cfg.ffn);
+    if (s != TG_OK) return cli_exit("graph", s);
+    if (cfg.ffn == FFN_RELU) cfg.hidden = 4 * cfg.dim;
+    if (!cfg.vocab) cfg.vocab = 96;
+    if (o.vocab > 0) cfg.vocab = o.vocab;
+    if (o.seq > 0) cfg.seq_len = o.seq;
+    if ((s = model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);
+    Model model;
+    model_build(&model, &cfg);
+    model_init_weights(&model, 1);
+    int64_t n = o.batch * cfg.seq_len;
+    int32_t *tokens = tg_malloc((size_t)n * sizeof(int32_t)), *targets = tg_malloc((size_t)n * sizeof(int32_t));
+    Rng rng;
+    rng_seed(&rng, 2);
+    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)rng_below(&rng, (uint64_t)cfg.vocab);
+    for (int64_t i = 0; i < n; i++) targets[i] = (int32_t)rng_below(&rng, (uint64_t)cfg.vocab);
+    Engine engine;
+    engine_open(&engine, 1, 16u << 20);
+    Tape *tape = &engine.tape;
+
+    Tensor *loss = model_loss(&model, tape, tokens, targets, o.batch, cfg.seq_len, NULL);
+    printf("one training step of the %s preset (%s FFN), batch %lld x seq %lld: %zu nodes on the tape\n", o.preset,
+           ffn_kind_name(cfg.ffn), (long long)o.batch, (long long)cfg.seq_len, tape->n_nodes);
+    printf("%5s  %-16s %-16s %10s  %s\n", "node", "op", "output", "arena", "inputs (#k: the output of node k)");
+    for (size_t i = 0; i < tape->n_nodes; i++) {
+        const TapeNode *node = &tape->nodes[i];
+        char inputs[512] = "", one[160], shape[64];
+        for (int k = 0; k < node->n_in; k++) {
+            describe_input(tape, i, &model, node->in[k], one, sizeof one);
+            snprintf(inputs + strlen(inputs), sizeof inputs - strlen(inputs), "%s%s", k ? ", " : "", one);
+        }
+        printf("#%-4zu  %-16s %-16s %7.2f MB  %s\n", i, node->op, tensor_shape_str(node->out, shape, sizeof shape),
+               (double)node->arena_used / (1024.0 * 1024.0), inputs);
+    }
+    printf("loss %.4f (ln V = %.4f). 'arena': the step's activation memory in use after the node; the backward\n"
+           "runs the nodes from #%zu up to #0, each adding into the gradients of its inputs\n",
+           loss->data[0], log((double)cfg.vocab), tape->n_nodes ? tape->n_nodes - 1 : 0);
+    tape_reset(tape);
+    engine_close(&engine);
+    free(tokens);
+    free(targets);
+    model_free(&model);
+    return 0;
+}
+
+const Subcommand cmd_graph = {"graph", "print the tape of one training step: ops, inputs, shapes, memory", run_graph};

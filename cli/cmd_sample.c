@@ -1,0 +1,50 @@
+/* `tapegrad sample`: text from a trained run, with the KV cache. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "lib/engine.h"
+#include "train/run.h"
+
+typedef struct {
+    const char *run, *prompt;
+    int64_t tokens, seed;
+    double temperature;
+    int top_k, threads;
+} SampleFlags;
+
+#define S SampleFlags
+static const OptSpec specs[] = {
+    OPT(S, run, "--run", OPT_STRING, "run folder (its latest checkpoint) or a checkpoint file", OPT_ANY, NULL, 0,
+        "required"),
+    OPT(S, prompt, "--prompt", OPT_STRING, "text to continue", OPT_ANY, NULL, 0, "a newline"),
+    OPT(S, tokens, "--tokens", OPT_INT64, "tokens to generate", OPT_POSITIVE, NULL, 0, NULL),
+    OPT(S, temperature, "--temperature", OPT_DOUBLE, "0 = always the most likely token", OPT_NON_NEGATIVE, NULL, 0,
+        NULL),
+    OPT(S, top_k, "--top-k", OPT_INT, "sample among the k most likely, 0 = all", OPT_NON_NEGATIVE, NULL, 0, NULL),
+    OPT(S, seed, "--seed", OPT_INT64, "sampling seed", OPT_NON_NEGATIVE, NULL, 0, NULL),
+    OPT(S, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+};
+#undef S
+static const OptTable table = {"sample", "--run DIR [flags]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
+
+static int run_sample(int argc, char **argv) {
+    const SampleFlags defaults = {.prompt = "\n", .tokens = 300, .seed = 1, .temperature = 0.8, .top_k = 40,
+                                     .threads = 2};
+    SampleFlags o = defaults;
+    int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (!o.run) return cli_usage_error("sample", "--run DIR is required (a folder written by `tapegrad train`)");
+    Run run;
+    tg_status s = run_open_existing(o.run, &run);
+    if (s == TG_OK) {
+        Engine engine;
+        engine_open(&engine, o.threads, 16u << 20);
+        s = run_print_sample(&run, &engine.tape, o.prompt, o.tokens, o.temperature, o.top_k, (uint64_t)o.seed);
+        if (s == TG_OK) putchar('\n');
+        engine_close(&engine);
+    }
+    run_close(&run);
+    return cli_exit("sample", s);
+}
+
+const Subcommand cmd_sample = {"sample", "generate text from a trained run (KV-cache decoding)", run_sample};

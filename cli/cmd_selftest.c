@@ -1,0 +1,24 @@
+/* `tapegrad selftest`: a quick end-to-end check of the installation: every op's gradient checks. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "lib/arena.h"
+#include "ops/checks.h"
+
+static const OptTable table = {"selftest", "", NULL, 0, 0};
+
+static int run_selftest(int argc, char **argv) {
+    int rc = cli_parse(&table, NULL, NULL, NULL, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    Arena arena;
+    arena_init(&arena, 1 << 20);
+    Tape tape;
+    tape_init(&tape, &arena, NULL);
+    int failures = op_checks_run(NULL, &tape, 7, 1, op_check_print_failures, NULL);
+    tape_free(&tape);
+    arena_free(&arena);
+    printf("selftest: %d op checks, %s\n", op_checks_count(), failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
+
+const Subcommand cmd_selftest = {"selftest", "check that this build computes right (gradients, BLAS)", run_selftest};

@@ -1,0 +1,63 @@
+/* `tapegrad train`: its flags are the table of train/train_options.c. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "inspect/inspect.h"
+#include "train/trainer.h"
+
+/* The first SIGINT/SIGTERM asks the trainer to stop after the current step and save; the handler
+ * is then reset (SA_RESETHAND), so a second one ends the process at once. That is safe too: a
+ * checkpoint write never leaves `latest` naming a torn file. */
+static volatile sig_atomic_t stop_requested;
+static void on_stop_signal(int sig) { stop_requested = sig; }
+
+/* On --resume, says which of the flags given now change the run's saved settings. */
+static void note_changes(const TrainOptions *o, const TrainOptions *saved, OptSet given_on_command_line) {
+    const OptTable *t = train_option_table();
+    for (int i = 0; i < t->count; i++) {
+        const OptSpec *s = &t->specs[i];
+        if (!(given_on_command_line & OPT_BIT(i)) || !(s->group & TRAIN_OPT_SAVED) || opt_equal(t, i, o, saved))
+            continue;
+        char was[256];
+        opt_format(t, i, saved, was, sizeof was);
+        printf("note: %s applies from the resumed step on, instead of the run's %s%s\n", s->flag, was,
+               s->group & TRAIN_OPT_NUMERIC ? " (the run is no longer bitwise the one it would have been)" : "");
+    }
+}
+
+static int run_train(int argc, char **argv) {
+    TrainOptions o, defaults;
+    train_options_defaults(&defaults);
+    o = defaults;
+    int rc = cli_parse(train_option_table(), &o, &defaults, &o.given, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    OptStrings strings = {0};
+    if (o.resume) {
+        OptSet given_now = o.given;
+        TrainOptions saved;
+        tg_status s = train_options_restore(o.resume, &o, &saved, &strings);
+        if (s != TG_OK) {
+            opt_strings_free(&strings);
+            return cli_exit("train", s);
+        }
+        note_changes(&o, &saved, given_now);
+    }
+    GradLogger grads;
+    TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads);
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    stop_requested = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    tg_status s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    grad_logger_close(&grads);
+    opt_strings_free(&strings);
+    return cli_exit("train", s);
+}
+
+const Subcommand cmd_train = {"train", "train a model (no flags: the small preset on the default corpus)", run_train};

@@ -1,0 +1,76 @@
+/* The options of a training run, described once (train_options.c): that table gives the flags
+ * of `tapegrad train` and their help, the range of every value, the run's identity file run.txt,
+ * its train_options.txt, and what a resume may and may not change.
+ *
+ * Groups of options:
+ *   TRAIN_OPT_IDENTITY  what the run is (preset, data, tokenizer, split, seed, weights it started
+ *                       from): written to run.txt; a resume refuses a different value
+ *   TRAIN_OPT_SHAPE     the model's shape: compared with the checkpoint's on resume, refused if
+ *                       different
+ *   TRAIN_OPT_SAVED     how it trains (steps, batch, lr, ...): written to train_options.txt at
+ *                       every start, so `train --resume DIR` alone continues with the same
+ *                       settings; a flag given again overrides its saved value
+ *   TRAIN_OPT_NUMERIC   (with SAVED) changes the weights a step computes: changing one on resume
+ *                       makes the run another than the one that would have run on
+ * Fields that are derived when left alone (the model shape from the preset, vocab from the
+ * tokenizer, warmup and min_lr from steps and lr) start at a sentinel (0, NULL or -1).
+ */
+#ifndef TAPEGRAD_TRAIN_OPTIONS_H
+#define TAPEGRAD_TRAIN_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/error.h"
+#include "lib/options.h"
+#include "train/model.h"
+#include "train/optim.h"
+
+enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_OPT_NUMERIC = 8 };
+
+#define TRAIN_OPTIONS_FILE "train_options.txt"
+#define RUN_IDENTITY_FILE "run.txt"
+
+typedef struct TrainOptions {
+    /* what the run is */
+    const char *preset;        /* NULL: "small" */
+    ModelConfig model;         /* 0 fields: from the preset; vocab: from the tokenizer */
+    const char *ffn;           /* NULL: swiglu */
+    const char *data_path;     /* NULL: the default corpus */
+    const char *tokenizer;     /* NULL: "char" ("bpe" for the minimind-26m preset) */
+    double val_fraction;       /* 0: 0.1 */
+    int64_t seed;              /* -1: 1337 */
+    const char *init_from;     /* safetensors weights to start a new run from, or NULL */
+    /* how it trains (may change on resume) */
+    int64_t steps, batch, accum;
+    int64_t warmup;            /* -1: 5% of steps */
+    double lr, min_lr, clip;   /* min_lr -1: lr / 10 */
+    AdamWConfig adamw;
+    int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
+    int64_t log_grads;         /* 0: off; else gradient/activation statistics to grads.jsonl every N steps */
+    int keep;
+    int threads;
+    /* this invocation only */
+    double time_budget_min;    /* 0: none */
+    const char *out_dir;
+    const char *resume;        /* run folder or checkpoint file to continue, or NULL */
+    int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
+    OptSet given;              /* options set by the caller (the CLI: the flags given); see train_run */
+} TrainOptions;
+
+const OptTable *train_option_table(void);
+void train_options_defaults(TrainOptions *o);
+/* Checks every given value's range and the options against each other; the one validation,
+ * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */
+tg_status train_options_validate(const TrainOptions *o);
+/* Fills warmup and min_lr when they were left to their defaults. */
+void train_options_derive(TrainOptions *o);
+
+/* Writes the TRAIN_OPT_SAVED options to DIR/train_options.txt. */
+tg_status train_options_save(const char *dir, const TrainOptions *o);
+/* For `train --resume RUN`: reads RUN's train_options.txt into every saved option not given now
+ * (each value range-checked). *saved (may be NULL) receives the file's values, so the caller can
+ * say which given flags change them. A run without the file keeps o as it is. */
+tg_status train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings);
+
+#endif
