@@ -311,6 +311,9 @@ static tg_status parse_field(LineReader *r, const char *key, int64_t lo, int64_t
     return TG_OK;
 }
 
+/* The body of a tokenizer file, read top to bottom in the file's own order (kind, sizes, the
+ * char table or the merges, the fingerprint): one function, so that each line's check sits
+ * beside the line it reads. */
 static tg_status load_body(LineReader *r, Tokenizer *tok) {
     TG_TRY(need_line(r, "the magic line"));
     size_t ml = strlen(MAGIC);

@@ -241,6 +241,8 @@ static void format_tick(char *buf, size_t cap, double v, double step) {
     snprintf(buf, cap, "%.4g", v);
 }
 
+/* One chart as inline SVG: frame, axes with their ticks, each series' polyline and the legend, in
+ * drawing order; one function because every part shares the same scale and layout values. */
 static void write_chart_svg(FILE *f, const ReportChart *c) {
     int legend_rows = (c->n_series + LEGEND_COLS - 1) / LEGEND_COLS;
     int height = LEGEND_TOP + legend_rows * LEGEND_ROW + 6;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/error.h"
+#include "lib/rng.h"
 
 void params_init(ParamStore *ps) { memset(ps, 0, sizeof *ps); }
 
@@ -13,6 +14,7 @@ void params_free(ParamStore *ps) {
     free(ps->tensors);
     free(ps->offsets);
     free(ps->decay);
+    free(ps->init);
     free(ps->data);
     free(ps->grad);
     free(ps->m);
@@ -20,7 +22,7 @@ void params_free(ParamStore *ps) {
     memset(ps, 0, sizeof *ps);
 }
 
-Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay) {
+Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, ParamInit init) {
     TG_CHECK(!ps->finalized, "params_add('%s') after params_finalize", name);
     TG_CHECK(params_index(ps, name) < 0, "parameter '%s' added twice", name);
     if (ps->count == ps->cap) {
@@ -28,6 +30,7 @@ Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *sh
         ps->tensors = tg_realloc(ps->tensors, (size_t)ps->cap * sizeof *ps->tensors);
         ps->offsets = tg_realloc(ps->offsets, (size_t)ps->cap * sizeof *ps->offsets);
         ps->decay = tg_realloc(ps->decay, (size_t)ps->cap * sizeof *ps->decay);
+        ps->init = tg_realloc(ps->init, (size_t)ps->cap * sizeof *ps->init);
     }
     Tensor *t = tg_calloc(1, sizeof *t);
     tensor_set_shape(t, ndim, shape);
@@ -38,6 +41,7 @@ Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *sh
     ps->tensors[ps->count] = t;
     ps->offsets[ps->count] = offset;
     ps->decay[ps->count] = decay;
+    ps->init[ps->count] = init;
     ps->count++;
     ps->total = offset + (size_t)t->numel;
     return t;
@@ -81,4 +85,20 @@ double params_grad_norm(const ParamStore *ps) {
     double sum = 0.0;
     for (size_t i = 0; i < ps->total; i++) sum += (double)ps->grad[i] * ps->grad[i];
     return sqrt(sum);
+}
+
+void params_init_values(ParamStore *ps, uint64_t seed) {
+    TG_CHECK(ps->finalized, "params_init_values before params_finalize");
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (int i = 0; i < ps->count; i++) {
+        Tensor *t = ps->tensors[i];
+        switch (ps->init[i].kind) {
+        case PARAM_ZEROS: memset(t->data, 0, (size_t)t->numel * sizeof(float)); break;
+        case PARAM_ONES:
+            for (int64_t j = 0; j < t->numel; j++) t->data[j] = 1.0f;
+            break;
+        case PARAM_NORMAL: rng_fill_normal(&rng, t->data, (size_t)t->numel, 0.0f, ps->init[i].std); break;
+        }
+    }
 }

@@ -16,12 +16,23 @@
 
 #include "lib/tensor.h"
 
+/* How a parameter's values start (params_init_values). */
+typedef enum { PARAM_ZEROS, PARAM_ONES, PARAM_NORMAL } ParamInitKind;
+typedef struct {
+    ParamInitKind kind;
+    float std;   /* PARAM_NORMAL: N(0, std^2) */
+} ParamInit;
+#define PARAM_INIT_ZEROS ((ParamInit){PARAM_ZEROS, 0.0f})
+#define PARAM_INIT_ONES ((ParamInit){PARAM_ONES, 0.0f})
+#define PARAM_INIT_NORMAL(std) ((ParamInit){PARAM_NORMAL, (std)})
+
 typedef struct ParamStore {
     float *data, *grad, *m, *v; /* each `total` floats, 64-byte aligned */
     size_t total;
     Tensor **tensors;           /* the views, in the order they were added */
     size_t *offsets;            /* offset of tensors[i] in the flat buffers */
     bool *decay;                /* weight decay applies to tensors[i] */
+    ParamInit *init;            /* how tensors[i] starts */
     int count, cap;
     bool finalized;
 } ParamStore;
@@ -29,10 +40,13 @@ typedef struct ParamStore {
 void params_init(ParamStore *ps);
 void params_free(ParamStore *ps);
 /* Declares a parameter; returns its view (data valid after params_finalize). Names are unique. */
-Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay);
+Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, ParamInit init);
 /* Allocates data (zeroed), grad (zeroed), m and v (zeroed). */
 void params_finalize(ParamStore *ps);
 void params_zero_grad(ParamStore *ps);
+/* Sets every parameter as its ParamInit says, in the order they were added, drawing the normal
+ * ones one after another from a single generator seeded with `seed`. */
+void params_init_values(ParamStore *ps, uint64_t seed);
 /* NULL when absent. */
 Tensor *params_find(const ParamStore *ps, const char *name);
 int params_index(const ParamStore *ps, const char *name);

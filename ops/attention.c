@@ -216,7 +216,8 @@ typedef struct {
  * those heads all add into the same dK and dV rows, and nothing else does, so the sums are
  * race-free and in the same order on any thread count. When the gradients are new, the group's
  * first head stores into dK and dV and every head stores its dQ (each product covers its whole
- * block), so nothing needs zeroing first. */
+ * block), so nothing needs zeroing first. One function on purpose: the steps above follow each
+ * other on the same scratch rows, and read best in order. */
 static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
     const AttentionBackward *ctx = ctx_;
     const AttentionDims *dims = &ctx->dims;

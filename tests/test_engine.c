@@ -96,8 +96,8 @@ static void one_step(ParamStore *ps, Rng *rng) {
 Test(engine, arena_does_not_grow_over_1000_steps) {
     ParamStore ps;
     params_init(&ps);
-    params_add(&ps, "w1", 2, (int64_t[]){64, 32}, true);
-    params_add(&ps, "w2", 2, (int64_t[]){8, 64}, true);
+    params_add(&ps, "w1", 2, (int64_t[]){64, 32}, true, PARAM_INIT_NORMAL(0.02f));
+    params_add(&ps, "w2", 2, (int64_t[]){8, 64}, true, PARAM_INIT_NORMAL(0.02f));
     params_finalize(&ps);
     Rng rng;
     rng_seed(&rng, 7);
@@ -134,8 +134,8 @@ Test(engine, arena_alignment_and_rewind) {
 Test(engine, params_are_views_into_flat_buffers) {
     ParamStore ps;
     params_init(&ps);
-    Tensor *a = params_add(&ps, "a", 2, (int64_t[]){3, 5}, true);
-    Tensor *b = params_add(&ps, "b", 1, (int64_t[]){7}, false);
+    Tensor *a = params_add(&ps, "a", 2, (int64_t[]){3, 5}, true, PARAM_INIT_NORMAL(0.02f));
+    Tensor *b = params_add(&ps, "b", 1, (int64_t[]){7}, false, PARAM_INIT_ONES);
     params_finalize(&ps);
     cr_expect_eq(ps.count, 2);
     cr_expect_geq(ps.total, 15 + 7);
@@ -150,6 +150,34 @@ Test(engine, params_are_views_into_flat_buffers) {
     params_zero_grad(&ps);
     cr_expect_float_eq(params_grad_norm(&ps), 0.0, 1e-12);
     cr_expect(ps.decay[0] && !ps.decay[1]);
+    params_free(&ps);
+}
+
+/* Each parameter starts as its init kind says (not by its shape), and the normal ones come from
+ * one seeded stream in the order they were added. */
+Test(engine, params_start_as_their_init_kind_says) {
+    ParamStore ps;
+    params_init(&ps);
+    Tensor *w = params_add(&ps, "w", 2, (int64_t[]){200, 50}, true, PARAM_INIT_NORMAL(0.5f));
+    Tensor *bias = params_add(&ps, "bias", 1, (int64_t[]){9}, false, PARAM_INIT_ZEROS);
+    Tensor *gain = params_add(&ps, "gain", 1, (int64_t[]){9}, false, PARAM_INIT_ONES);
+    params_finalize(&ps);
+    for (int64_t i = 0; i < bias->numel; i++) bias->data[i] = 7.0f; /* must be overwritten */
+    params_init_values(&ps, 42);
+    for (int64_t i = 0; i < 9; i++) {
+        cr_expect_eq(bias->data[i], 0.0f);
+        cr_expect_eq(gain->data[i], 1.0f);
+    }
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < w->numel; i++) sum += w->data[i], sum_sq += (double)w->data[i] * w->data[i];
+    double mean = sum / (double)w->numel, std = sqrt(sum_sq / (double)w->numel - mean * mean);
+    cr_expect_lt(fabs(mean), 0.02, "mean %g", mean);         /* 10,000 draws: sd of the mean 0.005 */
+    cr_expect_lt(fabs(std - 0.5), 0.02, "std %g", std);
+    float first = w->data[0];
+    params_init_values(&ps, 42);
+    cr_expect_eq(w->data[0], first, "the same seed draws the same values");
+    params_init_values(&ps, 43);
+    cr_expect_neq(w->data[0], first);
     params_free(&ps);
 }
 

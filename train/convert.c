@@ -12,14 +12,6 @@
 #include "lib/atomic_file.h"
 #include "lib/safetensors.h"
 
-static void folder_of(const char *path, char *out, size_t cap) {
-    snprintf(out, cap, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (slash == out) out[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(out, cap, ".");
-}
-
 static tg_status write_config_json(const ModelConfig *c, const char *path) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));

@@ -71,9 +71,13 @@ tg_status model_config_validate(const ModelConfig *c) {
     return TG_OK;
 }
 
-static Tensor *add_param(Model *m, const char *name, int64_t rows, int64_t cols, bool decay) {
-    if (cols == 0) return params_add(&m->params, name, 1, (int64_t[]){rows}, decay);
-    return params_add(&m->params, name, 2, (int64_t[]){rows, cols}, decay);
+/* A weight matrix (rows, cols): N(0, 0.02), with weight decay. */
+static Tensor *add_matrix(Model *m, const char *name, int64_t rows, int64_t cols) {
+    return params_add(&m->params, name, 2, (int64_t[]){rows, cols}, true, PARAM_INIT_NORMAL(0.02f));
+}
+/* An RMSNorm gain (dim): 1, without weight decay, as is usual for gains. */
+static Tensor *add_gain(Model *m, const char *name, int64_t dim) {
+    return params_add(&m->params, name, 1, (int64_t[]){dim}, false, PARAM_INIT_ONES);
 }
 
 void model_build(Model *m, const ModelConfig *cfg) {
@@ -83,29 +87,26 @@ void model_build(Model *m, const ModelConfig *cfg) {
     const ModelConfig *c = &m->cfg;
     int64_t hd = c->dim / c->n_heads, kv_dim = c->n_kv_heads * hd;
     params_init(&m->params);
-    /* norm weights are excluded from weight decay (the `decay` flag), as is usual for gains */
-    m->embed = add_param(m, "model.embed_tokens.weight", c->vocab, c->dim, true);
+    m->embed = add_matrix(m, "model.embed_tokens.weight", c->vocab, c->dim);
     m->layers = tg_calloc((size_t)c->n_layers, sizeof *m->layers);
     char name[128]; /* layer names stay far below TG_NAME_CAP; the slack quiets -Wformat-truncation */
-#define LAYER_PARAM(field, suffix, rows, cols, decay)                                \
-    snprintf(name, sizeof name, "model.layers.%lld." suffix, (long long)i);          \
-    L->field = add_param(m, name, rows, cols, decay)
+#define LAYER_NAME(suffix) (snprintf(name, sizeof name, "model.layers.%lld." suffix, (long long)i), name)
     for (int64_t i = 0; i < c->n_layers; i++) {
         LayerParams *L = &m->layers[i];
-        LAYER_PARAM(attn_norm, "input_layernorm.weight", c->dim, 0, false);
-        LAYER_PARAM(wq, "self_attn.q_proj.weight", c->dim, c->dim, true);
-        LAYER_PARAM(wk, "self_attn.k_proj.weight", kv_dim, c->dim, true);
-        LAYER_PARAM(wv, "self_attn.v_proj.weight", kv_dim, c->dim, true);
-        LAYER_PARAM(wo, "self_attn.o_proj.weight", c->dim, c->dim, true);
-        LAYER_PARAM(ffn_norm, "post_attention_layernorm.weight", c->dim, 0, false);
-        LAYER_PARAM(w1, "mlp.gate_proj.weight", c->hidden, c->dim, true);
+        L->attn_norm = add_gain(m, LAYER_NAME("input_layernorm.weight"), c->dim);
+        L->wq = add_matrix(m, LAYER_NAME("self_attn.q_proj.weight"), c->dim, c->dim);
+        L->wk = add_matrix(m, LAYER_NAME("self_attn.k_proj.weight"), kv_dim, c->dim);
+        L->wv = add_matrix(m, LAYER_NAME("self_attn.v_proj.weight"), kv_dim, c->dim);
+        L->wo = add_matrix(m, LAYER_NAME("self_attn.o_proj.weight"), c->dim, c->dim);
+        L->ffn_norm = add_gain(m, LAYER_NAME("post_attention_layernorm.weight"), c->dim);
+        L->w1 = add_matrix(m, LAYER_NAME("mlp.gate_proj.weight"), c->hidden, c->dim);
         if (c->ffn == FFN_SWIGLU) {
-            LAYER_PARAM(w3, "mlp.up_proj.weight", c->hidden, c->dim, true);
+            L->w3 = add_matrix(m, LAYER_NAME("mlp.up_proj.weight"), c->hidden, c->dim);
         }
-        LAYER_PARAM(w2, "mlp.down_proj.weight", c->dim, c->hidden, true);
+        L->w2 = add_matrix(m, LAYER_NAME("mlp.down_proj.weight"), c->dim, c->hidden);
     }
-#undef LAYER_PARAM
-    m->final_norm = add_param(m, "model.norm.weight", c->dim, 0, false);
+#undef LAYER_NAME
+    m->final_norm = add_gain(m, "model.norm.weight", c->dim);
     params_finalize(&m->params);
     rope_table_init(&m->rope, c->seq_len, hd, c->rope_theta);
 }
@@ -117,19 +118,7 @@ void model_free(Model *m) {
     memset(m, 0, sizeof *m);
 }
 
-void model_init_weights(Model *m, uint64_t seed) {
-    Rng rng;
-    rng_seed(&rng, seed);
-    ParamStore *ps = &m->params;
-    for (int i = 0; i < ps->count; i++) {
-        Tensor *t = ps->tensors[i];
-        if (t->ndim == 1) {
-            for (int64_t j = 0; j < t->numel; j++) t->data[j] = 1.0f;
-        } else {
-            rng_fill_normal(&rng, t->data, (size_t)t->numel, 0.0f, 0.02f);
-        }
-    }
-}
+void model_init_weights(Model *m, uint64_t seed) { params_init_values(&m->params, seed); }
 
 int64_t model_param_count(const Model *m) {
     int64_t n = 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "data/prepare.h"
+#include "lib/atomic_file.h"
 #include "data/tokfile.h"
 #include "train/convert.h"
 #include "train/sample.h"
@@ -81,26 +82,28 @@ static tg_status load_tokens(Run *run) {
 static tg_status drop_metrics_after(const char *path, int64_t step) {
     FILE *in = fopen(path, "r");
     if (!in) return TG_OK;
-    char tmp[4300], line[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
+    AtomicFile af;
+    tg_status s = atomic_file_open(&af, path);
+    if (s != TG_OK) {
         fclose(in);
-        return tg_fail(TG_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        return s;
     }
+    FILE *out = atomic_file_stream(&af);
     int64_t dropped = 0;
-    while (fgets(line, sizeof line, in)) {
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, in) >= 0) {
         const char *p = strstr(line, "\"step\":");
         if (p && strtoll(p + 7, NULL, 10) > step) dropped++;
         else fputs(line, out);
     }
+    free(line);
     fclose(in);
-    bool ok = fclose(out) == 0;
-    if (dropped == 0 || !ok) {
-        unlink(tmp);
-        return ok ? TG_OK : tg_fail(TG_ERR_IO, "cannot write %s", tmp);
+    if (dropped == 0) {
+        atomic_file_abandon(&af);
+        return TG_OK;
     }
-    if (rename(tmp, path) != 0) return tg_fail(TG_ERR_IO, "cannot replace %s: %s", path, strerror(errno));
+    TG_TRY(atomic_file_commit(&af));
     printf("note: dropped %lld lines of %s logged after step %lld, the checkpoint resumed from\n", (long long)dropped, path,
            (long long)step);
     return TG_OK;
@@ -113,14 +116,6 @@ static tg_status open_metrics(Run *run) {
     run->metrics = fopen(path, "a");
     if (!run->metrics) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
     return TG_OK;
-}
-
-static void dirname_of(const char *path, char *out, size_t cap) {
-    snprintf(out, cap, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (slash == out) out[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(out, cap, ".");
 }
 
 /* A failed load of DIR's latest checkpoint: say which older ones could be used instead. */
@@ -136,7 +131,7 @@ static tg_status with_alternatives(tg_status s, const char *dir, const char *ckp
 /* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
 static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
     TG_TRY(checkpoint_resolve(dir_or_file, ckpt_path, cap));
-    dirname_of(ckpt_path, run->dir, sizeof run->dir);
+    folder_of(ckpt_path, run->dir, sizeof run->dir);
     char tok_path[4200];
     snprintf(tok_path, sizeof tok_path, "%s/%s", run->dir, PREPARE_TOKENIZER_FILE);
     TG_TRY(tokenizer_load(tok_path, &run->tok));

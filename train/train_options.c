@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "lib/atomic_file.h"
 
 #define ID TRAIN_OPT_IDENTITY
 #define SHAPE TRAIN_OPT_SHAPE
@@ -145,12 +146,8 @@ tg_status train_options_restore(const char *resume, TrainOptions *o, TrainOption
     /* the run folder: RESUME itself, or the folder of a checkpoint file */
     char dir[4096], path[4200];
     struct stat st;
-    snprintf(dir, sizeof dir, "%s", resume);
-    if (stat(resume, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = '\0';
-        else snprintf(dir, sizeof dir, ".");
-    }
+    if (stat(resume, &st) == 0 && !S_ISDIR(st.st_mode)) folder_of(resume, dir, sizeof dir);
+    else snprintf(dir, sizeof dir, "%s", resume);
     snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
     if (saved) *saved = *o;
     if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed, or not a run: the resume says */

@@ -1,0 +1,103 @@
+/* Every op a training step records has finite-difference cases (ops/op_list.h): one step of each
+ * model variant and each loss path is run, the op names its tape recorded are collected, and a
+ * name without cases fails the test. So a new op that the model uses cannot train unchecked. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "lib/rng.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
+#include "testutil.h"
+#include "train/model.h"
+
+typedef struct {
+    const char *names[64];
+    int count;
+} OpNames;
+
+static void collect(const Tape *tape, OpNames *seen) {
+    for (size_t i = 0; i < tape->n_nodes; i++) {
+        const char *op = tape->nodes[i].op;
+        bool known = false;
+        for (int k = 0; k < seen->count; k++) known |= strcmp(seen->names[k], op) == 0;
+        if (!known && seen->count < 64) seen->names[seen->count++] = op;
+    }
+}
+
+/* The recorded names with no check cases, as "a, b" (empty when all are covered). */
+static void uncovered(const OpNames *seen, char *out, size_t cap) {
+    out[0] = '\0';
+    for (int k = 0; k < seen->count; k++)
+        if (op_check_cases_of(seen->names[k]) == 0)
+            snprintf(out + strlen(out), cap - strlen(out), "%s%s", out[0] ? ", " : "", seen->names[k]);
+}
+
+typedef enum { LOSS_TRAINING, LOSS_WITH_LOGITS, LOSS_INSPECTED, LOSS_ACCUMULATED } LossPath;
+
+static void one_step(FfnKind ffn, LossPath path, OpNames *seen) {
+    ModelConfig c = {.dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .hidden = 96, .vocab = 40,
+                     .seq_len = 8, .ffn = ffn, .rope_theta = 1e6, .norm_eps = 1e-5};
+    if (ffn == FFN_RELU) c.hidden = 128;
+    Model m;
+    model_build(&m, &c);
+    model_init_weights(&m, 3);
+    Rng rng;
+    rng_seed(&rng, 4);
+    int32_t tokens[2 * 8], targets[2 * 8];
+    for (int i = 0; i < 16; i++) tokens[i] = (int32_t)rng_below(&rng, 40), targets[i] = (int32_t)rng_below(&rng, 40);
+    targets[5] = TG_IGNORE_INDEX;
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Tensor *logits, *hidden[2];
+    Tensor *loss = path == LOSS_WITH_LOGITS ? model_loss(&m, &tt.tape, tokens, targets, 2, 8, &logits)
+                   : path == LOSS_INSPECTED ? model_loss_inspected(&m, &tt.tape, tokens, targets, 2, 8, hidden)
+                                            : model_loss(&m, &tt.tape, tokens, targets, 2, 8, NULL);
+    if (path == LOSS_ACCUMULATED) loss = op_scale(&tt.tape, loss, 0.5f); /* the trainer's --accum 2 */
+    collect(&tt.tape, seen);
+    params_zero_grad(&m.params);
+    tape_backward(&tt.tape, loss);
+    test_tape_free(&tt);
+    model_free(&m);
+}
+
+Test(op_coverage, every_op_a_training_step_records_has_check_cases) {
+    OpNames seen = {0};
+    for (int ffn = 0; ffn < 2; ffn++)
+        for (int path = LOSS_TRAINING; path <= LOSS_ACCUMULATED; path++) one_step((FfnKind)ffn, (LossPath)path, &seen);
+    char missing[512];
+    uncovered(&seen, missing, sizeof missing);
+    cr_expect_str_eq(missing, "", "recorded by a training step but without gradient-check cases: %s", missing);
+    /* and the step did record the ops both FFNs are made of */
+    const char *expected[] = {"embedding", "rmsnorm", "linear", "rope", "attention", "linear_residual", "swiglu",
+                              "relu", "cross_entropy", "scale"};
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+        bool found = false;
+        for (int k = 0; k < seen.count; k++) found |= strcmp(seen.names[k], expected[i]) == 0;
+        cr_expect(found, "no training step recorded %s", expected[i]);
+    }
+}
+
+/* The check above can fail: an op recorded under a name the list does not know is reported. */
+static void no_backward(Tape *tape, TapeNode *node) {
+    (void)tape;
+    (void)node;
+}
+
+Test(op_coverage, an_unlisted_op_is_reported) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Rng rng;
+    rng_seed(&rng, 1);
+    Tensor *x = test_tensor("x", 1, (int64_t[]){4}, &rng, -1, 1);
+    x->requires_grad = true;
+    Tensor *y = tensor_new(tt.tape.arena, "y", 1, x->shape);
+    tape_record(&tt.tape, "layernorm_without_checks", no_backward, y, 1, &x);
+    op_relu(&tt.tape, y);
+    OpNames seen = {0};
+    collect(&tt.tape, &seen);
+    char missing[512];
+    uncovered(&seen, missing, sizeof missing);
+    cr_expect_str_eq(missing, "layernorm_without_checks");
+    test_tensor_free(x);
+    test_tape_free(&tt);
+}
