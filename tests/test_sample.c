@@ -9,6 +9,7 @@
  * and their bound, the 0.1% quantile, would reject a correct sampler for 1 seed in 1000. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,5 +417,79 @@ Test(sample, draws_at_temperature_t_follow_softmax_of_logits_over_t) {
         softmax_at(logits, vocab, 1.25 * t, off);
         double wrong = chi_square(counts, off, vocab, n);
         cr_expect_gt(wrong, CHI2_999_DF9, "T %g: chi-square %.2f, the check cannot tell T from 1.25 T", t, wrong);
+    }
+}
+
+/* ------------------------------------------------------------------ pinned draws, threads */
+
+/* Fresh logits per draw, rounded to quarters so that ties occur and their order (lower id
+ * first) decides which token a top-k keeps; the top k cycles through 1, 7, 40 and the whole
+ * vocabulary. */
+enum { PIN_VOCAB = 300, PIN_DRAWS = 48 };
+static void pinned_draws(uint64_t seed, int32_t *tokens, int n) {
+    const int top_ks[] = {1, 7, 40, 0};
+    float logits[PIN_VOCAB], probs[PIN_VOCAB];
+    int32_t ids[PIN_VOCAB];
+    Rng data, rng;
+    rng_seed(&data, seed);
+    rng_seed(&rng, seed + 1);
+    for (int i = 0; i < n; i++) {
+        rng_fill_uniform(&data, logits, PIN_VOCAB, -4.0f, 4.0f);
+        for (int v = 0; v < PIN_VOCAB; v++) logits[v] = roundf(logits[v] * 4.0f) / 4.0f;
+        SampleOptions opts = {.temperature = 0.8, .top_k = top_ks[i % 4]};
+        tokens[i] = sample_token(logits, PIN_VOCAB, &opts, &rng, probs, ids);
+    }
+}
+
+Test(sample, a_seed_draws_the_pinned_tokens) {
+    /* drawn by the implementation that sorted through a file-level pointer: a rewrite of the
+     * top-k selection must keep every token */
+    static const int32_t pinned[PIN_DRAWS] = {
+        84, 146, 47, 285, 136, 179, 115, 51, 166, 17, 176, 53, 36, 72, 132, 73, 27, 192, 34, 195, 0, 266, 106, 130,
+        90, 98, 267, 209, 68, 105, 27, 88, 8, 53, 60, 296, 57, 228, 197, 157, 21, 51, 56, 133, 64, 141, 136, 2,
+    };
+    int32_t got[PIN_DRAWS];
+    pinned_draws(77, got, PIN_DRAWS);
+    for (int i = 0; i < PIN_DRAWS; i++) cr_expect_eq(got[i], pinned[i], "draw %d: token %d, pinned %d", i, got[i], pinned[i]);
+}
+
+/* Two threads drawing at once each get exactly the tokens they draw alone: sample_token keeps no
+ * state outside its arguments. */
+enum { THREAD_VOCAB = 4096, THREAD_DRAWS = 200 };
+typedef struct {
+    uint64_t seed;
+    int32_t tokens[THREAD_DRAWS];
+} DrawJob;
+
+static void *draw_many(void *arg) {
+    DrawJob *job = arg;
+    float *logits = malloc(THREAD_VOCAB * sizeof *logits), *probs = malloc(THREAD_VOCAB * sizeof *probs);
+    int32_t *ids = malloc(THREAD_VOCAB * sizeof *ids);
+    Rng data, rng;
+    rng_seed(&data, job->seed);
+    rng_seed(&rng, job->seed + 1);
+    SampleOptions opts = {.temperature = 1.0, .top_k = 50};
+    for (int i = 0; i < THREAD_DRAWS; i++) {
+        rng_fill_uniform(&data, logits, THREAD_VOCAB, -5.0f, 5.0f);
+        job->tokens[i] = sample_token(logits, THREAD_VOCAB, &opts, &rng, probs, ids);
+    }
+    free(logits);
+    free(probs);
+    free(ids);
+    return NULL;
+}
+
+Test(sample, two_threads_drawing_at_once_draw_what_each_draws_alone) {
+    DrawJob alone[2] = {{.seed = 5}, {.seed = 6}}, together[2] = {{.seed = 5}, {.seed = 6}};
+    draw_many(&alone[0]);
+    draw_many(&alone[1]);
+    pthread_t threads[2];
+    for (int t = 0; t < 2; t++) cr_assert_eq(pthread_create(&threads[t], NULL, draw_many, &together[t]), 0);
+    for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
+    for (int t = 0; t < 2; t++) {
+        int differ = 0;
+        for (int i = 0; i < THREAD_DRAWS; i++) differ += together[t].tokens[i] != alone[t].tokens[i];
+        cr_expect_eq(differ, 0, "thread %d: %d of %d draws differ from the same draws made alone", t, differ,
+                     THREAD_DRAWS);
     }
 }

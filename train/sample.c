@@ -1,17 +1,47 @@
 #include "train/sample.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/error.h"
 
-/* descending by value, ties by id, so the order is total and the result deterministic */
-static const float *sort_values;
-static int by_value_desc(const void *a, const void *b) {
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    if (sort_values[i] != sort_values[j]) return sort_values[i] > sort_values[j] ? -1 : 1;
-    return (i > j) - (i < j);
+/* The rank order: a larger logit first, ties by the lower id. It is total, so whichever way the
+ * top k are found they come out in one order, and so do the draws. */
+static bool ranks_above(const float *logits, int32_t a, int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+}
+
+/* heap[0..n) with the lowest-ranked id at the root: restores that below `at` */
+static void sift_down(const float *logits, int32_t *heap, int64_t n, int64_t at) {
+    for (;;) {
+        int64_t low = at, l = 2 * at + 1, r = l + 1;
+        if (l < n && ranks_above(logits, heap[low], heap[l])) low = l;
+        if (r < n && ranks_above(logits, heap[low], heap[r])) low = r;
+        if (low == at) return;
+        int32_t t = heap[at];
+        heap[at] = heap[low], heap[low] = t;
+        at = low;
+    }
+}
+
+/* ids[0..k) = the k highest-ranked ids of logits, best first: a heap of the best k seen so far
+ * (O(vocab log k)), then sorted in place. Reentrant: everything it touches is its arguments. */
+static void top_k_ids(const float *logits, int64_t vocab, int64_t k, int32_t *ids) {
+    for (int64_t i = 0; i < k; i++) ids[i] = (int32_t)i;
+    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(logits, ids, k, i);
+    for (int64_t i = k; i < vocab; i++)
+        if (ranks_above(logits, (int32_t)i, ids[0])) {
+            ids[0] = (int32_t)i;
+            sift_down(logits, ids, k, 0);
+        }
+    /* heap sort: the lowest-ranked goes to the end each time, leaving the best first */
+    for (int64_t n = k - 1; n > 0; n--) {
+        int32_t t = ids[0];
+        ids[0] = ids[n], ids[n] = t;
+        sift_down(logits, ids, n, 0);
+    }
 }
 
 int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *opts, Rng *rng,
@@ -23,11 +53,9 @@ int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *op
         return (int32_t)best;
     }
     int64_t k = opts->top_k > 0 && opts->top_k < vocab ? opts->top_k : vocab;
-    for (int64_t i = 0; i < vocab; i++) ids[i] = (int32_t)i;
-    if (k < vocab) {
-        sort_values = logits;
-        qsort(ids, (size_t)vocab, sizeof *ids, by_value_desc);
-    }
+    if (k < vocab) top_k_ids(logits, vocab, k, ids);
+    else
+        for (int64_t i = 0; i < vocab; i++) ids[i] = (int32_t)i;
     float max = -INFINITY;
     for (int64_t i = 0; i < k; i++) max = fmaxf(max, logits[ids[i]]);
     double total = 0.0;

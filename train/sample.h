@@ -22,7 +22,8 @@ typedef struct SampleOptions {
 /* Picks a token from one row of logits (vocab floats): the argmax (lowest id on ties) at temperature
  * 0, otherwise a draw from softmax(logits / temperature) restricted to the top_k largest logits
  * (ties ranked by lower id) and renormalised, using one rng_uniform. scratch_probs and scratch_ids
- * hold vocab floats and ints. */
+ * hold vocab floats and ints. Reentrant: threads may sample at once, each with its own rng and
+ * scratch. */
 int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *opts, Rng *rng,
                      float *scratch_probs, int32_t *scratch_ids);
 
