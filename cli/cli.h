@@ -11,8 +11,7 @@
 
 #include "lib/error.h"
 #include "lib/options.h"
-
-#define TAPEGRAD_VERSION "0.1.0"
+#include "lib/version.h"
 
 typedef struct {
     const char *name;

@@ -25,7 +25,7 @@ static void print_help(FILE *f) {
             "autograd engine whose every backward is checked by finite differences.\n\n"
             "usage: tapegrad <subcommand> [flags]     (tapegrad <subcommand> --help for its flags)\n\n"
             "subcommands:\n",
-            TAPEGRAD_VERSION);
+            tapegrad_version());
     for (int i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(f, "  %-12s %s\n", subcommands[i]->name, subcommands[i]->summary);
 }
@@ -41,7 +41,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(name, "--version") == 0) {
-        printf("tapegrad %s\n", TAPEGRAD_VERSION);
+        printf("tapegrad %s\nfile formats: checkpoint %d, tokenizer %d, token file %d\n", tapegrad_version(),
+               TAPEGRAD_CHECKPOINT_FORMAT, TAPEGRAD_TOKENIZER_FORMAT, TAPEGRAD_TOKFILE_FORMAT);
         return 0;
     }
     for (int i = 0; i < N_SUBCOMMANDS; i++)

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "lib/error.h"
+#include "lib/version.h"
 
 typedef enum { TOKENIZER_NONE = 0, TOKENIZER_CHAR = 1, TOKENIZER_BPE = 2 } TokenizerKind;
 
@@ -34,7 +35,7 @@ enum {
     TOKENIZER_BPE_EOT = 256,    /* the <eot> id of every BPE tokenizer */
     TOKENIZER_BPE_FIRST_MERGE = 257,
     TOKENIZER_MAX_CHUNK = 64,   /* BPE chunks (hence tokens) are at most this many bytes */
-    TOKENIZER_FILE_VERSION = 1,
+    TOKENIZER_FILE_VERSION = TAPEGRAD_TOKENIZER_FORMAT,
 };
 
 typedef struct TokenPair {

@@ -24,8 +24,9 @@
 #include <stdint.h>
 
 #include "lib/error.h"
+#include "lib/version.h"
 
-enum { TOKFILE_VERSION = 1, TOKFILE_HEADER_BYTES = 64 };
+enum { TOKFILE_VERSION = TAPEGRAD_TOKFILE_FORMAT, TOKFILE_HEADER_BYTES = 64 };
 
 typedef struct TokfileHeader {
     uint32_t version;

@@ -93,22 +93,31 @@ bool op_check_run(const OpCheck *check, Tape *tape, uint64_t seed, GradcheckResu
     return ok;
 }
 
-int op_checks_run(const char *op, Tape *tape, uint64_t seed, int64_t n_seeds, op_check_report_fn report, void *ctx) {
+int op_check_list_run(const char *op, const OpCheckList *list, Tape *tape, uint64_t seed, int64_t n_seeds,
+                      op_check_report_fn report, void *ctx) {
+    TG_CHECK(n_seeds >= 1, "%s: checking with %lld seeds", op, (long long)n_seeds);
     int failures = 0;
-    for (int i = 0; i < op_checks_count(); i++) {
-        OpCheckRef ref = op_check_get(i);
-        if (op && strcmp(ref.op, op) != 0) continue;
+    for (int i = 0; i < list->count; i++) {
+        const OpCheck *check = &list->cases[i];
         GradcheckResult res[OP_CHECK_MAX_INPUTS], worst[OP_CHECK_MAX_INPUTS];
         for (int64_t s = 0; s < n_seeds; s++) {
-            op_check_run(ref.check, tape, seed + (uint64_t)s, res);
-            for (int k = 0; k < ref.check->n_inputs; k++)
+            op_check_run(check, tape, seed + (uint64_t)s, res);
+            for (int k = 0; k < check->n_inputs; k++)
                 if (s == 0 || res[k].worst_ratio > worst[k].worst_ratio) worst[k] = res[k];
         }
         bool pass = true;
-        for (int k = 0; k < ref.check->n_inputs; k++) pass &= worst[k].pass;
+        for (int k = 0; k < check->n_inputs; k++) pass &= worst[k].pass;
         failures += !pass;
-        if (report) report(ctx, ref.op, ref.check, worst);
+        if (report) report(ctx, op, check, worst);
     }
+    return failures;
+}
+
+int op_checks_run(const char *op, Tape *tape, uint64_t seed, int64_t n_seeds, op_check_report_fn report, void *ctx) {
+    int failures = 0;
+    for (int f = 0; f < N_FAMILIES; f++)
+        if (!op || strcmp(families[f].name, op) == 0)
+            failures += op_check_list_run(families[f].name, families[f].list, tape, seed, n_seeds, report, ctx);
     return failures;
 }
 

@@ -27,9 +27,10 @@
 
 #include "data/loader.h"
 #include "lib/error.h"
+#include "lib/version.h"
 #include "train/model.h"
 
-enum { CHECKPOINT_VERSION = 2 };
+enum { CHECKPOINT_VERSION = TAPEGRAD_CHECKPOINT_FORMAT };
 enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0 };
 enum { CHECKPOINT_KIND_WEIGHT = 0, CHECKPOINT_KIND_ADAM_M = 1, CHECKPOINT_KIND_ADAM_V = 2 };
 

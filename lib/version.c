@@ -1,0 +1,3 @@
+#include "lib/version.h"
+
+const char *tapegrad_version(void) { return TAPEGRAD_VERSION; }

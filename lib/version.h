@@ -1,0 +1,39 @@
+/* The version of tapegrad and of every file format it writes, in one place.
+ *
+ * TAPEGRAD_VERSION_* are the headers' version (CMake reads them from here for the library's
+ * version, its SONAME and the pkg-config and CMake package files); tapegrad_version() is the
+ * version of the library a program runs with. The API follows semantic versioning from 1.0 on;
+ * during 0.x a minor release may change it, and the SONAME (libtapegrad.so.0) stays 0.
+ *
+ * A format version changes when a file written by the new code cannot be read correctly by the
+ * old; a reader refuses versions newer than its own with a message saying so, and reads every
+ * older one it lists in its header.
+ */
+#ifndef TAPEGRAD_VERSION_H
+#define TAPEGRAD_VERSION_H
+
+#define TAPEGRAD_VERSION_MAJOR 0
+#define TAPEGRAD_VERSION_MINOR 2
+#define TAPEGRAD_VERSION_PATCH 0
+#define TAPEGRAD_VERSION "0.2.0"
+/* 10000 major + 100 minor + patch: for `#if TAPEGRAD_VERSION_NUMBER >= 200` */
+#define TAPEGRAD_VERSION_NUMBER \
+    (TAPEGRAD_VERSION_MAJOR * 10000 + TAPEGRAD_VERSION_MINOR * 100 + TAPEGRAD_VERSION_PATCH)
+
+/* Checkpoints (*.tgck, train/checkpoint.h): a model's, and a parameter set's
+ * (train/param_checkpoint.h), which is the same stream with flag bit 1 set. Versions 1 and 2 load. */
+#define TAPEGRAD_CHECKPOINT_FORMAT 2
+/* tokenizer.txt (data/tokenizer.h). */
+#define TAPEGRAD_TOKENIZER_FORMAT 1
+/* train.tok / val.tok (data/tokfile.h). */
+#define TAPEGRAD_TOKFILE_FORMAT 1
+
+#pragma GCC visibility push(default)
+
+/* "0.2.0": the version of the library linked, which may differ from TAPEGRAD_VERSION (the
+ * headers compiled against) when a program runs with another libtapegrad.so.0. */
+const char *tapegrad_version(void);
+
+#pragma GCC visibility pop
+
+#endif
