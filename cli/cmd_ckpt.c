@@ -41,18 +41,24 @@ static int run_info(int argc, char **argv) {
     printf("checkpoint   %s\n", path);
     printf("format       version %u%s; gzip stream verified (CRC32 and length)\n", info.version,
            info.flags & CHECKPOINT_FLAG_SHUFFLED ? ", floats byte-shuffled into 4 planes" : "");
-    printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
-           "rope theta %g, norm eps %g\n",
-           (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-           ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
-           c->rope_theta, c->norm_eps);
-    printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info.tokenizer_fingerprint);
-    printf("step         %lld\n", (long long)s->step);
-    printf("tokens seen  %lld\n", (long long)s->tokens_seen);
-    if (isfinite(s->best_val_loss)) printf("best val     %.6f\n", s->best_val_loss);
-    else printf("best val     - (never evaluated)\n");
-    printf("trained for  %.1f s; seed %llu; loader at batch %llu\n", s->elapsed_s, (unsigned long long)s->seed,
-           (unsigned long long)s->loader.batches_drawn);
+    if (info.tag[0]) {
+        /* a program's own parameter set (train/param_checkpoint.h): a tag and a step, no model */
+        printf("parameters   a program's own set, tagged '%s'\n", info.tag);
+        printf("step         %lld\n", (long long)s->step);
+    } else {
+        printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
+               "rope theta %g, norm eps %g\n",
+               (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
+               ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
+               c->rope_theta, c->norm_eps);
+        printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info.tokenizer_fingerprint);
+        printf("step         %lld\n", (long long)s->step);
+        printf("tokens seen  %lld\n", (long long)s->tokens_seen);
+        if (isfinite(s->best_val_loss)) printf("best val     %.6f\n", s->best_val_loss);
+        else printf("best val     - (never evaluated)\n");
+        printf("trained for  %.1f s; seed %llu; loader at batch %llu\n", s->elapsed_s, (unsigned long long)s->seed,
+               (unsigned long long)s->loader.batches_drawn);
+    }
     printf("size         %lld bytes raw, %lld bytes compressed: ratio %.3f\n", (long long)info.raw_bytes,
            (long long)info.file_bytes, info.file_bytes > 0 ? (double)info.raw_bytes / (double)info.file_bytes : 0.0);
     int64_t params = 0;

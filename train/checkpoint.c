@@ -177,7 +177,7 @@ static tg_status reader_open(Reader *r, const char *path) {
         return r->status;
     }
     if (r->version >= 2 && !get(r, &r->flags, 4, "the header")) return r->status;
-    if (r->flags & ~(uint32_t)CHECKPOINT_FLAG_SHUFFLED) {
+    if (r->flags & ~(uint32_t)(CHECKPOINT_FLAG_SHUFFLED | CHECKPOINT_FLAG_PARAM_SET)) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unknown checkpoint flags 0x%x (a newer tapegrad wrote it?)", path,
                                 r->flags));
         return r->status;
@@ -232,11 +232,19 @@ static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
     return true;
 }
 
-tg_status checkpoint_read_config(const char *path, ModelConfig *cfg, uint64_t *tokenizer_fingerprint) {
-    Reader r;
-    if (reader_open(&r, path) == TG_OK && get_config(&r, cfg)) get(&r, tokenizer_fingerprint, 8, "the header");
-    reader_close(&r);
-    return r.status;
+/* The header after the flags: a model's config and tokenizer fingerprint, or a parameter set's tag. */
+static bool get_header(Reader *r, CheckpointInfo *ci) {
+    if (!(r->flags & CHECKPOINT_FLAG_PARAM_SET))
+        return get_config(r, &ci->cfg) && get(r, &ci->tokenizer_fingerprint, 8, "the header");
+    uint16_t len;
+    if (!get(r, &len, 2, "the tag")) return false;
+    if (len == 0 || len >= CHECKPOINT_TAG_CAP) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: a %u-byte parameter set tag; the file is corrupt", r->path, len));
+        return false;
+    }
+    if (!get(r, ci->tag, len, "the tag")) return false;
+    ci->tag[len] = '\0';
+    return true;
 }
 
 static bool same_config(const ModelConfig *a, const ModelConfig *b) {
@@ -258,6 +266,37 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t c
     for (int d = 0; d < ndim && n < cap; d++) n += (size_t)snprintf(buf + n, cap - n, d ? ", %lld" : "%lld", (long long)shape[d]);
     if (n < cap) snprintf(buf + n, cap - n, "]");
     return buf;
+}
+
+/* The header is what the caller asked for: a model's of config `cfg`, or (cfg NULL) a parameter
+ * set's tagged `tag` (NULL: any). */
+static bool header_matches(Reader *r, const CheckpointInfo *ci, const ModelConfig *cfg, const char *tag) {
+    const char *path = r->path;
+    if (cfg && ci->tag[0])
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a parameter set's checkpoint (tag '%s'), not a model's", path, ci->tag));
+    else if (!cfg && !ci->tag[0])
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a model's checkpoint, not a parameter set's", path));
+    else if (cfg && !same_config(&ci->cfg, cfg)) {
+        char a[256], b[256];
+        config_str(&ci->cfg, a, sizeof a);
+        config_str(cfg, b, sizeof b);
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: the checkpoint's model (%s) differs from the one asked for (%s)", path, a, b));
+    } else if (!cfg && tag && strcmp(tag, ci->tag) != 0)
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a parameter set tagged '%s', not '%s'", path, ci->tag, tag));
+    return r->status == TG_OK;
+}
+
+tg_status checkpoint_read_config(const char *path, ModelConfig *cfg, uint64_t *tokenizer_fingerprint) {
+    Reader r;
+    CheckpointInfo ci;
+    memset(&ci, 0, sizeof ci);
+    /* any config matches itself: only a parameter set's header is refused */
+    if (reader_open(&r, path) == TG_OK && get_header(&r, &ci) && header_matches(&r, &ci, &ci.cfg, NULL)) {
+        *cfg = ci.cfg;
+        *tokenizer_fingerprint = ci.tokenizer_fingerprint;
+    }
+    reader_close(&r);
+    return r.status;
 }
 
 /* One tensor record's header. */
@@ -313,22 +352,19 @@ static bool get_trailer(Reader *r, TrainerState *state, const char *path) {
 }
 
 tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info) {
+    return checkpoint_load_store(path, &model->params, &model->cfg, NULL, info);
+}
+
+tg_status checkpoint_load_store(const char *path, const ParamStore *ps, const ModelConfig *cfg, const char *tag,
+                                CheckpointInfo *info) {
     Reader r;
     CheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
-    const ParamStore *ps = &model->params;
     float *staged[3] = {NULL, NULL, NULL};
     bool *seen = NULL;
     uint32_t count = 0;
     if (reader_open(&r, path) != TG_OK) goto done;
-    if (!get_config(&r, &ci.cfg) || !get(&r, &ci.tokenizer_fingerprint, 8, "the header")) goto done;
-    if (!same_config(&ci.cfg, &model->cfg)) {
-        char a[256], b[256];
-        config_str(&ci.cfg, a, sizeof a);
-        config_str(&model->cfg, b, sizeof b);
-        content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: the checkpoint's model (%s) differs from the one asked for (%s)", path, a, b));
-        goto done;
-    }
+    if (!get_header(&r, &ci) || !header_matches(&r, &ci, cfg, tag)) goto done;
     if (!get(&r, &count, 4, "the tensor count")) goto done;
     for (int k = 0; k < 3; k++) staged[k] = tg_malloc(ps->total * sizeof(float) + 4);
     seen = tg_calloc((size_t)(3 * ps->count), sizeof *seen);
@@ -393,9 +429,7 @@ tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointT
     *tensors = NULL;
     *n_tensors = 0;
     if (reader_open(&r, path) != TG_OK) goto done;
-    if (!get_config(&r, &ci.cfg) || !get(&r, &ci.tokenizer_fingerprint, 8, "the header") ||
-        !get(&r, &count, 4, "the tensor count"))
-        goto done;
+    if (!get_header(&r, &ci) || !get(&r, &count, 4, "the tensor count")) goto done;
     /* every record takes at least 8 bytes of the stream */
     if ((int64_t)count > r.file_bytes * MAX_DEFLATE_RATIO / 8) {
         content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: claims %u tensors, impossible in a file of %lld bytes; the file is corrupt",

@@ -1,8 +1,10 @@
 /* Checkpoint files: one gzip stream (zlib), little-endian fields.
  *
- *   "TGCKPT\r\n" magic, u32 format version (2), u32 flags (bit 0: float data byte-shuffled)
- *   model config (i64 dim, layers, heads, kv_heads, hidden, vocab, seq; u32 ffn; f64 theta, eps)
- *   u64 tokenizer fingerprint
+ *   "TGCKPT\r\n" magic, u32 format version (2), u32 flags (bit 0: float data byte-shuffled;
+ *       bit 1: a parameter set's checkpoint, train/param_checkpoint.h)
+ *   a model's: model config (i64 dim, layers, heads, kv_heads, hidden, vocab, seq; u32 ffn;
+ *       f64 theta, eps), u64 tokenizer fingerprint
+ *   a parameter set's, instead: u16 tag length, the tag (1 to 63 bytes)
  *   u32 tensor count, then per tensor: u16 name length, name, u8 kind (0 weight, 1 AdamW m,
  *       2 AdamW v), u32 ndim, i64 shape[ndim], then numel float32s
  *   trainer state: i64 step, i64 tokens seen, 56-byte loader state, f64 best val loss,
@@ -31,7 +33,8 @@
 #include "train/model.h"
 
 enum { CHECKPOINT_VERSION = TAPEGRAD_CHECKPOINT_FORMAT };
-enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0 };
+enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0, CHECKPOINT_FLAG_PARAM_SET = 1u << 1 };
+enum { CHECKPOINT_TAG_CAP = 64 };
 enum { CHECKPOINT_KIND_WEIGHT = 0, CHECKPOINT_KIND_ADAM_M = 1, CHECKPOINT_KIND_ADAM_V = 2 };
 
 typedef struct TrainerState {
@@ -51,6 +54,7 @@ typedef struct CheckpointSource {
     const ParamStore *layout;
     const float *data, *m, *v; /* each layout->total floats */
     TrainerState state;
+    const char *tag;           /* non-NULL: a parameter set's checkpoint (cfg and fingerprint unused) */
 } CheckpointSource;
 
 typedef struct CheckpointWriteOptions {
@@ -64,6 +68,7 @@ CheckpointWriteOptions checkpoint_default_options(void);
 typedef struct CheckpointInfo {
     ModelConfig cfg;
     uint64_t tokenizer_fingerprint;
+    char tag[CHECKPOINT_TAG_CAP]; /* a parameter set's tag; "" for a model's checkpoint */
     TrainerState state;
     uint32_t version, flags;
     int n_tensors;
@@ -87,13 +92,15 @@ tg_status checkpoint_write(const char *path, const CheckpointSource *src);
 /* The same with explicit options; *file_bytes (may be NULL) receives the compressed size. */
 tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
                                 int64_t *file_bytes);
-/* Reads only the header (config, tokenizer): to build the model before loading it. */
+/* Reads only the header (config, tokenizer): to build the model before loading it. A parameter
+ * set's checkpoint is refused here and by checkpoint_load (TG_ERR_MISMATCH). */
 tg_status checkpoint_read_config(const char *path, ModelConfig *cfg, uint64_t *tokenizer_fingerprint);
 /* Loads into a model built with the checkpoint's config; checks every tensor's name and shape,
  * the end marker and the gzip CRC. The model is left unchanged on failure. */
 tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info);
-/* Reads and verifies a whole checkpoint without a model: its header, state and every tensor
- * record with its L2 norm. *tensors (malloc'ed, free it) holds *n_tensors entries. */
+/* Reads and verifies a whole checkpoint without a model (a model's or a parameter set's): its
+ * header, state and every tensor record with its L2 norm. *tensors (malloc'ed, free it) holds
+ * *n_tensors entries. */
 tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors);
 
 const char *checkpoint_kind_name(int kind);

@@ -186,7 +186,7 @@ tg_status checkpoint_saver_start(CheckpointSaver *s, const Model *model, uint64_
     memcpy(data, ps->data, n * sizeof(float));
     memcpy(m, ps->m, n * sizeof(float));
     memcpy(v, ps->v, n * sizeof(float));
-    s->src = (CheckpointSource){model->cfg, tokenizer_fingerprint, s->layout, data, m, v, *state};
+    s->src = (CheckpointSource){model->cfg, tokenizer_fingerprint, s->layout, data, m, v, *state, NULL};
     s->pause_s += now_s() - t0;
     s->result = TG_OK;
     s->error[0] = '\0';

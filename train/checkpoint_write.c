@@ -29,7 +29,7 @@ const char *checkpoint_kind_name(int kind) {
 
 CheckpointSource checkpoint_source_of(const Model *model, uint64_t tokenizer_fingerprint, const TrainerState *state) {
     const ParamStore *ps = &model->params;
-    return (CheckpointSource){model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state};
+    return (CheckpointSource){model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL};
 }
 
 /* The four byte planes of n floats: out[b*n + i] = byte b of in[i]. */
@@ -157,9 +157,16 @@ tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, c
     const ParamStore *ps = src->layout;
     put(&w, CHECKPOINT_MAGIC, sizeof CHECKPOINT_MAGIC);
     put_u32(&w, CHECKPOINT_VERSION);
-    put_u32(&w, opts->shuffle ? CHECKPOINT_FLAG_SHUFFLED : 0);
-    put_config(&w, &src->cfg);
-    put(&w, &src->tokenizer_fingerprint, 8);
+    put_u32(&w, (opts->shuffle ? CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? CHECKPOINT_FLAG_PARAM_SET : 0));
+    if (src->tag) {
+        size_t len = strlen(src->tag);
+        TG_CHECK(len > 0 && len < CHECKPOINT_TAG_CAP, "a parameter set tag of %zu bytes", len);
+        put_u16(&w, (uint16_t)len);
+        put(&w, src->tag, len);
+    } else {
+        put_config(&w, &src->cfg);
+        put(&w, &src->tokenizer_fingerprint, 8);
+    }
     put_u32(&w, (uint32_t)(3 * ps->count));
     const float *bufs[3] = {src->data, src->m, src->v};
     for (int kind = 0; kind < 3; kind++)
