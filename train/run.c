@@ -339,38 +339,18 @@ void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, doubl
 
 tg_status run_print_sample(Run *run, Tape *tape, const char *prompt, int64_t n, double temperature, int top_k,
                            uint64_t seed) {
-    const ModelConfig *c = &run->model.cfg;
-    size_t len = strlen(prompt), n_prompt = 0;
-    int32_t *ids = tg_malloc((len + (size_t)n + 2) * sizeof(int32_t));
-    if (len > 0) {
-        tg_status s = tokenizer_encode(&run->tok, prompt, len, ids, len, &n_prompt);
-        if (s != TG_OK) {
-            free(ids);
-            return tg_fail_context(s, "encoding the prompt");
-        }
-    }
-    if (n_prompt == 0) ids[n_prompt++] = run->tok.eot_id;
-    if ((int64_t)n_prompt > c->seq_len) {
-        /* keep the end of a long prompt: it is what the next token depends on */
-        memmove(ids, ids + n_prompt - (size_t)c->seq_len, (size_t)c->seq_len * sizeof *ids);
-        n_prompt = (size_t)c->seq_len;
-    }
-    int32_t *out = tg_malloc((n_prompt + (size_t)n + 1) * sizeof(int32_t));
     Rng rng;
     rng_seed(&rng, seed);
     SampleOptions so = {.temperature = temperature, .top_k = top_k};
-    int64_t total = sample_generate(&run->model, tape, ids, (int64_t)n_prompt, n, &so, run->tok.eot_id, &rng, out);
+    size_t len = strlen(prompt), text_len = 0;
     char *text = NULL;
-    size_t text_len = 0;
-    /* print the prompt as given, then the continuation */
-    tg_status s = tokenizer_decode(&run->tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), &text, &text_len);
+    tg_status s = sample_text(&run->model, &run->tok, tape, prompt, len, n, &so, &rng, &text, &text_len);
     if (s == TG_OK) {
+        /* the prompt as given, then the continuation */
         fwrite(prompt, 1, len, stdout);
         fwrite(text, 1, text_len, stdout);
         fflush(stdout);
     }
     free(text);
-    free(out);
-    free(ids);
     return s;
 }

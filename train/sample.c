@@ -110,3 +110,32 @@ int64_t sample_generate(Model *model, Tape *tape, const int32_t *prompt, int64_t
     tape_set_grad_enabled(tape, old);
     return len;
 }
+
+tg_status sample_text(Model *model, const Tokenizer *tok, Tape *tape, const char *prompt, size_t prompt_len,
+                      int64_t n_new, const SampleOptions *opts, Rng *rng, char **text, size_t *text_len) {
+    const int64_t seq_len = model->cfg.seq_len;
+    *text = NULL;
+    *text_len = 0;
+    size_t n_prompt = 0;
+    int32_t *ids = tg_malloc((prompt_len + 1) * sizeof(int32_t));
+    if (prompt_len > 0) {
+        tg_status s = tokenizer_encode(tok, prompt, prompt_len, ids, prompt_len, &n_prompt);
+        if (s != TG_OK) {
+            free(ids);
+            return tg_fail_context(s, "encoding the prompt");
+        }
+    }
+    if (n_prompt == 0) ids[n_prompt++] = tok->eot_id;
+    const int32_t *kept = ids;
+    if ((int64_t)n_prompt > seq_len) {
+        /* the end of a long prompt: it is what the next token depends on */
+        kept = ids + n_prompt - (size_t)seq_len;
+        n_prompt = (size_t)seq_len;
+    }
+    int32_t *out = tg_malloc((n_prompt + (size_t)n_new + 1) * sizeof(int32_t));
+    int64_t total = sample_generate(model, tape, kept, (int64_t)n_prompt, n_new, opts, tok->eot_id, rng, out);
+    tg_status s = tokenizer_decode(tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), text, text_len);
+    free(out);
+    free(ids);
+    return s;
+}

@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "data/tokenizer.h"
+#include "lib/error.h"
 #include "lib/rng.h"
 #include "lib/tape.h"
 #include "train/model.h"
@@ -33,5 +35,13 @@ int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *op
  * restarts from the last half of the text. */
 int64_t sample_generate(Model *model, Tape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
                         const SampleOptions *opts, int32_t stop_id, Rng *rng, int32_t *out);
+
+/* Text in, text out: encodes prompt[0..prompt_len) with `tok` (an empty prompt becomes <eot>; of
+ * a prompt longer than the context, its last seq_len tokens are kept), generates up to n_new
+ * tokens with sample_generate, stopping at <eot>, and decodes them. *text (malloc'ed,
+ * NUL-terminated; the caller frees it) receives the continuation alone, *text_len its bytes.
+ * Fails (TG_ERR_ARG) on a prompt byte a char tokenizer does not know. */
+tg_status sample_text(Model *model, const Tokenizer *tok, Tape *tape, const char *prompt, size_t prompt_len,
+                      int64_t n_new, const SampleOptions *opts, Rng *rng, char **text, size_t *text_len);
 
 #endif
