@@ -28,6 +28,8 @@
 #include "lib/error.h"
 #include "lib/version.h"
 
+#pragma GCC visibility push(default)
+
 typedef enum { TOKENIZER_NONE = 0, TOKENIZER_CHAR = 1, TOKENIZER_BPE = 2 } TokenizerKind;
 
 enum {
@@ -124,5 +126,7 @@ tg_status tokenizer_load(const char *path, Tokenizer *tok);
 void tokenizer_free(Tokenizer *tok);
 
 const char *tokenizer_kind_name(TokenizerKind kind);
+
+#pragma GCC visibility pop
 
 #endif

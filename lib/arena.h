@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#pragma GCC visibility push(default)
+
 typedef struct ArenaChunk ArenaChunk;
 
 typedef struct Arena {
@@ -36,5 +38,7 @@ void arena_reset(Arena *arena);
 /* Everything allocated after arena_mark() is released by arena_rewind(). */
 ArenaMark arena_mark(const Arena *arena);
 void arena_rewind(Arena *arena, ArenaMark mark);
+
+#pragma GCC visibility pop
 
 #endif

@@ -10,6 +10,8 @@
 #include "lib/pool.h"
 #include "lib/tape.h"
 
+#pragma GCC visibility push(default)
+
 typedef struct Engine {
     Pool *pool;
     Arena arena;
@@ -19,5 +21,7 @@ typedef struct Engine {
 /* `threads` for the pool and the GEMMs; the arena starts at `arena_bytes` and grows as needed. */
 void engine_open(Engine *engine, int threads, size_t arena_bytes);
 void engine_close(Engine *engine);
+
+#pragma GCC visibility pop
 
 #endif

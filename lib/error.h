@@ -11,6 +11,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#pragma GCC visibility push(default)
+
 typedef enum {
     TG_OK = 0,
     TG_ERR_ARG,      /* bad flag, value or config */
@@ -56,5 +58,7 @@ void *tg_realloc_at(void *p, size_t size, const char *file, int line);
 #define tg_malloc(size) tg_malloc_at((size), __FILE__, __LINE__)
 #define tg_calloc(n, size) tg_calloc_at((n), (size), __FILE__, __LINE__)
 #define tg_realloc(p, size) tg_realloc_at((p), (size), __FILE__, __LINE__)
+
+#pragma GCC visibility pop
 
 #endif

@@ -29,6 +29,8 @@
 
 #include "lib/tape.h"
 
+#pragma GCC visibility push(default)
+
 typedef Tensor *(*gradcheck_forward_fn)(Tape *tape, Tensor *const *inputs, void *ctx);
 
 typedef struct {
@@ -59,5 +61,7 @@ GradcheckOptions gradcheck_defaults(void);
  * Fills results[0..n_inputs) and returns true when all pass. The tape is left reset. */
 bool gradcheck(Tape *tape, gradcheck_forward_fn forward, void *ctx, Tensor *const *inputs,
                int n_inputs, const GradcheckOptions *opts, GradcheckResult *results);
+
+#pragma GCC visibility pop
 
 #endif

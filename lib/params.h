@@ -16,6 +16,8 @@
 
 #include "lib/tensor.h"
 
+#pragma GCC visibility push(default)
+
 /* How a parameter's values start (params_init_values). */
 typedef enum { PARAM_ZEROS, PARAM_ONES, PARAM_NORMAL } ParamInitKind;
 typedef struct {
@@ -52,5 +54,7 @@ Tensor *params_find(const ParamStore *ps, const char *name);
 int params_index(const ParamStore *ps, const char *name);
 /* L2 norm of all gradients (double accumulation). */
 double params_grad_norm(const ParamStore *ps);
+
+#pragma GCC visibility pop
 
 #endif

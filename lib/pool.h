@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#pragma GCC visibility push(default)
+
 typedef struct Pool Pool;
 typedef void (*tg_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 
@@ -33,5 +35,7 @@ enum { POOL_MIN_WORK = 1 << 15 };
 static inline Pool *pool_if_worth(Pool *pool, int64_t work) { return work >= POOL_MIN_WORK ? pool : NULL; }
 /* The range of `thread` in a split of n over `threads`. */
 void pool_range(int64_t n, int threads, int thread, int64_t *begin, int64_t *end);
+
+#pragma GCC visibility pop
 
 #endif

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#pragma GCC visibility push(default)
+
 typedef struct Rng {
     uint64_t s[4];
     double spare;   /* second Box-Muller normal, valid when has_spare */
@@ -25,5 +27,7 @@ uint64_t rng_below(Rng *rng, uint64_t n);
 double rng_normal(Rng *rng);
 void rng_fill_normal(Rng *rng, float *out, size_t n, float mean, float std);
 void rng_fill_uniform(Rng *rng, float *out, size_t n, float lo, float hi);
+
+#pragma GCC visibility pop
 
 #endif

@@ -27,6 +27,8 @@
 #include "lib/pool.h"
 #include "lib/tensor.h"
 
+#pragma GCC visibility push(default)
+
 typedef struct Tape Tape;
 typedef struct TapeNode TapeNode;
 typedef void (*tg_backward_fn)(Tape *tape, TapeNode *node);
@@ -94,5 +96,7 @@ float *tensor_grad_for_write(Tape *tape, Tensor *t, bool *accumulate);
 void tensor_retain_grad(Tensor *t);
 /* An op's backward asks for an input's gradient only if the input wants one. */
 static inline bool tensor_wants_grad(const Tensor *t) { return t->requires_grad; }
+
+#pragma GCC visibility pop
 
 #endif

@@ -12,6 +12,8 @@
 
 #include "lib/arena.h"
 
+#pragma GCC visibility push(default)
+
 enum { TG_MAX_DIMS = 4, TG_NAME_CAP = 64 };
 
 typedef struct Tensor {
@@ -46,5 +48,7 @@ const char *tensor_shape_str(const Tensor *t, char *buf, size_t cap);
 #define TG_NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 /* TENSOR(arena, "name", 4, 8) : a 2-d tensor [4, 8] from the arena. */
 #define TENSOR(arena, name, ...) tensor_new((arena), (name), TG_NDIM(__VA_ARGS__), TG_SHAPE(__VA_ARGS__))
+
+#pragma GCC visibility pop
 
 #endif

@@ -15,6 +15,8 @@
 #ifndef TAPEGRAD_OPS_OP_LIST_H
 #define TAPEGRAD_OPS_OP_LIST_H
 
+#pragma GCC visibility push(default)
+
 #define TG_OP_LIST(X)                                         \
     X(LINEAR, "linear", linear_checks)                        \
     X(LINEAR_RESIDUAL, "linear_residual", linear_residual_checks) \
@@ -50,5 +52,7 @@ typedef enum {
 const char *tg_op_name(TgOp op);
 /* The op recording `name`, or TG_OP_COUNT when no listed op does. */
 TgOp tg_op_from_name(const char *name);
+
+#pragma GCC visibility pop
 
 #endif

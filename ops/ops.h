@@ -7,6 +7,8 @@
 #include "lib/tape.h"
 #include "ops/op_list.h"
 
+#pragma GCC visibility push(default)
+
 /* ---- linear.c ---- */
 /* y = x W^T.  x (..., in), w (out, in) -> y (..., out). No bias. */
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w);
@@ -88,5 +90,7 @@ Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int
 /* The same, but the backward may write dlogits over the logits' values (saving an (R, V)
  * buffer): for logits that nobody reads after the backward. */
 Tensor *op_cross_entropy_consuming(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
+
+#pragma GCC visibility pop
 
 #endif

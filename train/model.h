@@ -18,6 +18,8 @@
 #include "lib/params.h"
 #include "ops/ops.h"
 
+#pragma GCC visibility push(default)
+
 /* The feed-forward block (the numbers are stored in checkpoints). */
 typedef enum { FFN_SWIGLU = 0, FFN_RELU = 1 } FfnKind;
 /* "swiglu" | "relu" */
@@ -86,5 +88,7 @@ Tensor *model_loss_inspected(Model *model, Tape *tape, const int32_t *tokens, co
 
 void kv_cache_init(KVCache *cache, const ModelConfig *cfg, int64_t max_pos);
 void kv_cache_free(KVCache *cache);
+
+#pragma GCC visibility pop
 
 #endif

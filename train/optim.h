@@ -7,6 +7,8 @@
 #include "lib/params.h"
 #include "lib/pool.h"
 
+#pragma GCC visibility push(default)
+
 typedef struct AdamWConfig {
     double beta1, beta2, eps, weight_decay;
 } AdamWConfig;
@@ -34,5 +36,7 @@ typedef struct LrSchedule {
     int64_t warmup, total;
 } LrSchedule;
 double lr_at(const LrSchedule *s, int64_t step); /* step counts from 0 */
+
+#pragma GCC visibility pop
 
 #endif

@@ -10,6 +10,8 @@
 #include "lib/tape.h"
 #include "train/model.h"
 
+#pragma GCC visibility push(default)
+
 /* Called by sample_generate before each draw with the text so far (text[0..len-1]) and the logits
  * (vocab floats) the next token is drawn from; those logits are valid only during the call. */
 typedef void (*SampleObserver)(void *ctx, const int32_t *text, int64_t len, const float *logits, int64_t vocab);
@@ -43,5 +45,7 @@ int64_t sample_generate(Model *model, Tape *tape, const int32_t *prompt, int64_t
  * Fails (TG_ERR_ARG) on a prompt byte a char tokenizer does not know. */
 tg_status sample_text(Model *model, const Tokenizer *tok, Tape *tape, const char *prompt, size_t prompt_len,
                       int64_t n_new, const SampleOptions *opts, Rng *rng, char **text, size_t *text_len);
+
+#pragma GCC visibility pop
 
 #endif
