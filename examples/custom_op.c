@@ -54,7 +54,10 @@ static Tensor *op_swish(Tape *tape, Tensor *x, Tensor *beta) {
 
 /* ---- the finite-difference cases: a forward per case and the shapes of its inputs ---- */
 
-static Tensor *fwd_swish(Tape *tape, Tensor *const *in, void *ctx) { return op_swish(tape, in[0], in[1]); }
+static Tensor *fwd_swish(Tape *tape, Tensor *const *in, void *ctx) {
+    (void)ctx; /* a case's parameters; swish has none */
+    return op_swish(tape, in[0], in[1]);
+}
 
 static const OpCheck swish_cases[] = {
     {"4x9", 2, {"x", "beta"}, {2, 1}, {{4, 9}, {9}}, -2.0f, 2.0f, fwd_swish, NULL, 0},
