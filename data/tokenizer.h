@@ -123,8 +123,10 @@ uint64_t tokenizer_fingerprint(const Tokenizer *tok);
 tg_status tokenizer_save(const Tokenizer *tok, const char *path);
 tg_status tokenizer_load(const char *path, Tokenizer *tok);
 
+/* Frees what the tokenizer holds and leaves it empty. */
 void tokenizer_free(Tokenizer *tok);
 
+/* "char", "bpe" (or "none"): a static string. */
 const char *tokenizer_kind_name(TokenizerKind kind);
 
 #pragma GCC visibility pop

@@ -29,11 +29,17 @@ typedef struct ArenaMark {
 
 enum { TG_ARENA_ALIGN = 64 };
 
+/* An empty arena holding one chunk of initial_bytes (0: none until the first allocation). The
+ * Arena struct is the caller's; the chunks are the arena's, until arena_free. */
 void arena_init(Arena *arena, size_t initial_bytes);
+/* Frees every chunk; every pointer the arena handed out dies with it. */
 void arena_free(Arena *arena);
-/* 64-byte aligned, contents undefined. Never returns NULL (aborts when memory is exhausted). */
+/* 64-byte aligned, contents undefined, valid until the next arena_reset, arena_rewind past it or
+ * arena_free; never freed one by one. Never returns NULL (aborts when memory is exhausted). */
 void *arena_alloc(Arena *arena, size_t bytes);
+/* arena_alloc, zeroed. */
 void *arena_calloc(Arena *arena, size_t bytes);
+/* Takes back everything handed out (see the top): the memory stays with the arena. */
 void arena_reset(Arena *arena);
 /* Everything allocated after arena_mark() is released by arena_rewind(). */
 ArenaMark arena_mark(const Arena *arena);

@@ -18,8 +18,10 @@ typedef struct Engine {
     Tape tape;
 } Engine;
 
-/* `threads` for the pool and the GEMMs; the arena starts at `arena_bytes` and grows as needed. */
+/* `threads` (>= 1) for the pool and the GEMMs; the arena starts at `arena_bytes` and grows as
+ * needed; the tape records. The Engine struct is the caller's, what it points to the engine's. */
 void engine_open(Engine *engine, int threads, size_t arena_bytes);
+/* Frees the tape, the arena (every activation with it) and the pool. */
 void engine_close(Engine *engine);
 
 #pragma GCC visibility pop

@@ -29,10 +29,16 @@ typedef enum {
 tg_status tg_fail(tg_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prepends context to the current message: "loading ckpt.tgz: " + old message. */
 tg_status tg_fail_context(tg_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The calling thread's message of its last failure ("" when none): valid until that thread's
+ * next failure or tg_error_clear. Each thread has its own. */
 const char *tg_error_message(void);
+/* "I/O error", "malformed file", ...: a static string. */
 const char *tg_status_name(tg_status status);
+/* Empties the calling thread's message. */
 void tg_error_clear(void);
 
+/* Print "tapegrad: internal error at FILE:LINE: ..." to stderr and abort(): what TG_CHECK and
+ * the tg_malloc family call on a broken invariant or an exhausted memory. */
 _Noreturn void tg_abort_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -56,9 +56,13 @@ typedef struct {
     bool pass;
 } GradcheckResult;
 
+/* The defaults above; seed 1234. */
 GradcheckOptions gradcheck_defaults(void);
 /* Checks every input (all must be float tensors the caller owns, outside the tape's arena).
- * Fills results[0..n_inputs) and returns true when all pass. The tape is left reset. */
+ * Fills results[0..n_inputs) and returns true when all pass (opts may be NULL: the defaults).
+ * forward(tape, inputs, ctx) must compute the op's output from the inputs alone, the same way
+ * each call; it runs 1 + 2 x (elements of all inputs) times. The tape is left reset. Aborts when
+ * the forward records nothing. */
 bool gradcheck(Tape *tape, gradcheck_forward_fn forward, void *ctx, Tensor *const *inputs,
                int n_inputs, const GradcheckOptions *opts, GradcheckResult *results);
 

@@ -39,18 +39,24 @@ typedef struct ParamStore {
     bool finalized;
 } ParamStore;
 
+/* An empty store. */
 void params_init(ParamStore *ps);
+/* Frees the buffers and the views: every Tensor * params_add returned dies with them. */
 void params_free(ParamStore *ps);
-/* Declares a parameter; returns its view (data valid after params_finalize). Names are unique. */
+/* Declares a parameter; returns its view, owned by the store (data valid after params_finalize).
+ * Names are unique (TG_NAME_CAP - 1 bytes at most); `decay`: AdamW's weight decay applies to it.
+ * Aborts on a repeated name or after params_finalize. */
 Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, ParamInit init);
 /* Allocates data (zeroed), grad (zeroed), m and v (zeroed). */
 void params_finalize(ParamStore *ps);
+/* Sets every gradient to 0 (one loop over the flat buffer). */
 void params_zero_grad(ParamStore *ps);
 /* Sets every parameter as its ParamInit says, in the order they were added, drawing the normal
  * ones one after another from a single generator seeded with `seed`. */
 void params_init_values(ParamStore *ps, uint64_t seed);
-/* NULL when absent. */
+/* The parameter named `name`; NULL when absent. */
 Tensor *params_find(const ParamStore *ps, const char *name);
+/* Its index in tensors[] (and offsets[], decay[]); -1 when absent. */
 int params_index(const ParamStore *ps, const char *name);
 /* L2 norm of all gradients (double accumulation). */
 double params_grad_norm(const ParamStore *ps);

@@ -21,8 +21,10 @@
 typedef struct Pool Pool;
 typedef void (*tg_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 
-/* threads >= 1 (1 runs everything on the caller). */
+/* Starts threads - 1 workers (threads >= 1; 1 runs everything on the caller). Aborts if the
+ * system cannot start a thread. Free it with pool_destroy. */
 Pool *pool_create(int threads);
+/* Stops and joins the workers and frees the pool; NULL is allowed. No job may be running. */
 void pool_destroy(Pool *pool);
 /* 1 for a NULL pool. */
 int pool_threads(const Pool *pool);

@@ -17,7 +17,9 @@ typedef struct Rng {
     uint32_t pad_;
 } Rng;
 
+/* The same seed gives the same stream on every machine. */
 void rng_seed(Rng *rng, uint64_t seed);
+/* 64 random bits. */
 uint64_t rng_u64(Rng *rng);
 /* Uniform in [0, 1) with 24 random bits (exactly representable in float). */
 float rng_uniform(Rng *rng);
@@ -25,7 +27,9 @@ float rng_uniform(Rng *rng);
 uint64_t rng_below(Rng *rng, uint64_t n);
 /* Standard normal. */
 double rng_normal(Rng *rng);
+/* out[0..n) ~ N(mean, std^2), drawn in order. */
 void rng_fill_normal(Rng *rng, float *out, size_t n, float mean, float std);
+/* out[0..n) uniform in [lo, hi), drawn in order. */
 void rng_fill_uniform(Rng *rng, float *out, size_t n, float lo, float hi);
 
 #pragma GCC visibility pop

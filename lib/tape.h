@@ -63,10 +63,15 @@ struct Tape {
     int n_free_lists, cap_free_lists;
 };
 
+/* An empty, recording tape over `arena` (outputs, saved values and activation gradients come from
+ * it) and `pool` (may be NULL: everything on the caller). Both stay the caller's. */
 void tape_init(Tape *tape, Arena *arena, Pool *pool);
+/* Frees the node list; the arena and the pool are left to their owner. */
 void tape_free(Tape *tape);
 /* Appends a node if the tape records and any input requires grad; marks `out` as requiring
- * grad in that case. Returns the node (to fill saved/params) or NULL when nothing was recorded. */
+ * grad in that case. Returns the node (to fill saved/params) or NULL when nothing was recorded.
+ * `op` is kept as given (a string that outlives the tape: a literal); at most TAPE_MAX_INPUTS
+ * inputs. The backward receives the node; it reads out->grad and adds into the inputs' grads. */
 TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tensor *out,
                       int n_in, Tensor *const *in);
 /* The recorded node whose backward may read the values at `data`: one that takes a tensor with
@@ -77,7 +82,8 @@ const TapeNode *tape_find_reader(const Tape *tape, const float *data);
 const TapeNode *tape_find_producer(const Tape *tape, const Tensor *t);
 /* No-grad mode: returns the previous setting. */
 bool tape_set_grad_enabled(Tape *tape, bool enabled);
-/* Backward from a scalar: seeds d(loss) = 1. */
+/* Backward from a scalar: seeds d(loss) = 1. Aborts when loss is not a scalar or depends on no
+ * input that requires a gradient. Parameters' gradients add up over calls until zeroed. */
 void tape_backward(Tape *tape, Tensor *loss);
 /* Backward from any output whose grad the caller has already seeded. */
 void tape_backward_from_seeded(Tape *tape);

@@ -29,17 +29,22 @@ typedef struct Tensor {
 
 /* Fills the shape fields of `t` (no allocation). Aborts on a negative dim or ndim > 4. */
 void tensor_set_shape(Tensor *t, int ndim, const int64_t *shape);
-/* A tensor whose header and data come from `arena` (data uninitialised). */
+/* A tensor whose header and data come from `arena` (data uninitialised), living until the arena
+ * is reset; requires no gradient. Aborts as tensor_set_shape does. */
 Tensor *tensor_new(Arena *arena, const char *name, int ndim, const int64_t *shape);
+/* tensor_new, zeroed. */
 Tensor *tensor_zeros(Arena *arena, const char *name, int ndim, const int64_t *shape);
-/* A header from the arena viewing `data` owned by someone else. */
+/* A header from the arena viewing `data` owned by someone else (a batch of inputs, say), who
+ * keeps it alive and unchanged while the tape may read it. */
 Tensor *tensor_view(Arena *arena, const char *name, float *data, int ndim, const int64_t *shape);
+/* Copies name into t->name, cut to TG_NAME_CAP - 1 bytes. */
 void tensor_set_name(Tensor *t, const char *name);
 
 /* dim(i) with negative i counting from the end, as in Python. */
 int64_t tensor_dim(const Tensor *t, int i);
 /* Product of all dims but the last: the number of rows of a [rows, last] view. */
 int64_t tensor_rows(const Tensor *t);
+/* Same ndim and the same size in every dim. */
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
 /* "[3, 5, 7]" into buf; returns buf. */
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t cap);

@@ -1,6 +1,10 @@
 /* Every op of tapegrad. Each forward records itself on the tape (when the tape records and an
  * input requires grad); its backward sits beside it in the op's file and adds into the inputs'
- * gradients. Shapes: leading dims are flattened into rows unless an op says otherwise. */
+ * gradients. Shapes: leading dims are flattened into rows unless an op says otherwise.
+ *
+ * An op's output comes from the tape's arena and lives until tape_reset; the inputs are read,
+ * never changed (the _inplace and _consuming variants say what they overwrite). Shapes that do
+ * not fit are programming errors: the op aborts naming the tensors (TG_CHECK). */
 #ifndef TAPEGRAD_OPS_H
 #define TAPEGRAD_OPS_H
 

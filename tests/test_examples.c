@@ -81,3 +81,32 @@ Test(examples, generate_continues_a_prompt_from_a_trained_run, .timeout = 120) {
     datagen_remove_tree(dir);
     free(dir), free(corpus), free(run);
 }
+
+/* docs/api.md quotes the examples: every ```c block after a line "From `examples/NAME.c`:" is
+ * found, verbatim, in that file, so the page cannot drift from the code CI runs. */
+Test(examples, the_api_page_quotes_the_examples_verbatim) {
+    size_t len;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/api.md", TAPEGRAD_SOURCE_DIR);
+    char *page = (char *)ckpt_read_file(path, &len);
+    page = realloc(page, len + 1);
+    page[len] = '\0';
+    int quotes = 0;
+    for (const char *at = strstr(page, "From `examples/"); at; at = strstr(at + 1, "From `examples/")) {
+        const char *name = at + strlen("From `"), *name_end = strchr(name, '`');
+        const char *open = strstr(at, "```c\n"), *close = open ? strstr(open + 5, "\n```") : NULL;
+        cr_assert(name_end && open && close, "a quote in docs/api.md without its code block");
+        snprintf(path, sizeof path, "%s/%.*s", TAPEGRAD_SOURCE_DIR, (int)(name_end - name), name);
+        char *source = (char *)ckpt_read_file(path, &len);
+        source = realloc(source, len + 1);
+        source[len] = '\0';
+        char *block = strndup(open + 5, (size_t)(close + 1 - (open + 5)));
+        cr_expect(strstr(source, block), "docs/api.md quotes %.*s, which no longer holds:\n%s", (int)(name_end - name), name,
+                  block);
+        free(block);
+        free(source);
+        quotes++;
+    }
+    cr_expect_geq(quotes, 8, "only %d quotes of the examples in docs/api.md", quotes);
+    free(page);
+}

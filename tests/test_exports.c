@@ -38,12 +38,6 @@ static bool name_has(const NameSet *set, const char *name) {
     return false;
 }
 
-/* Symbols the sanitizers' instrumentation defines in an instrumented library (not tapegrad's) */
-static bool instrumentation_symbol(const char *name) {
-    return strncmp(name, "__asan", 6) == 0 || strncmp(name, "__odr_asan", 10) == 0 || strncmp(name, "__ubsan", 7) == 0 ||
-           strncmp(name, "__sanitizer", 11) == 0;
-}
-
 /* The functions declared in the public headers (their non-static prototypes in gcc's aux-info of
  * a file including the umbrella alone); *per_header[i] counts those of header i of the list. */
 static void declared_functions(const char *dir, NameSet *declared, char headers[][NAME_CAP], int n_headers,
@@ -91,7 +85,7 @@ static void exported_symbols(NameSet *exported) {
     while (fgets(line, sizeof line, p)) {
         unsigned long long address;
         if (sscanf(line, "%llx %7s %127s", &address, type, name) != 3) continue;
-        if (!instrumentation_symbol(name)) name_add(exported, name);
+        name_add(exported, name);
     }
     cr_assert_eq(pclose(p), 0, "nm -D failed on %s", TAPEGRAD_SHARED_LIB);
 }

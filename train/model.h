@@ -64,6 +64,7 @@ tg_status model_preset(const char *name, ModelConfig *cfg);
 tg_status model_config_validate(const ModelConfig *cfg);
 /* Builds the parameter store (zeroed) and the RoPE table; cfg must be valid. */
 void model_build(Model *model, const ModelConfig *cfg);
+/* Frees what model_build allocated. */
 void model_free(Model *model);
 /* Linear and embedding weights ~ N(0, 0.02), norm weights 1. */
 void model_init_weights(Model *model, uint64_t seed);
@@ -86,6 +87,7 @@ Tensor *model_loss(Model *model, Tape *tape, const int32_t *tokens, const int32_
 Tensor *model_loss_inspected(Model *model, Tape *tape, const int32_t *tokens, const int32_t *targets,
                              int64_t batch, int64_t seq, Tensor **ffn_hidden_out);
 
+/* An empty cache for up to max_pos positions of a model of config cfg (heap memory). */
 void kv_cache_init(KVCache *cache, const ModelConfig *cfg, int64_t max_pos);
 void kv_cache_free(KVCache *cache);
 

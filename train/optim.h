@@ -13,13 +13,16 @@ typedef struct AdamWConfig {
     double beta1, beta2, eps, weight_decay;
 } AdamWConfig;
 
-AdamWConfig adamw_defaults(void); /* betas (0.9, 0.95), eps 1e-8, weight decay 0.1 */
+/* betas (0.9, 0.95), eps 1e-8, weight decay 0.1 */
+AdamWConfig adamw_defaults(void);
 
 /* One AdamW update with step number `step` (1-based, for the bias corrections):
  *   p -= lr * wd * p                       (decoupled decay, tensors with decay set only)
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
- * Elementwise, so a split over threads changes nothing: bitwise the same for any pool. */
+ * Elementwise, so a split over threads changes nothing: bitwise the same for any pool (NULL: the
+ * caller's thread). Reads ps->grad and leaves it as it was (params_zero_grad clears it); aborts
+ * on step < 1. */
 void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr, Pool *pool);
 
 /* Global L2 norm of the gradients (double accumulation, fixed order). When max_norm > 0 and the
@@ -35,7 +38,8 @@ typedef struct LrSchedule {
     double lr, min_lr;
     int64_t warmup, total;
 } LrSchedule;
-double lr_at(const LrSchedule *s, int64_t step); /* step counts from 0 */
+/* The rate of step `step`, counted from 0 (so the update numbered step + 1 for adamw_step). */
+double lr_at(const LrSchedule *s, int64_t step);
 
 #pragma GCC visibility pop
 
