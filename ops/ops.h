@@ -32,6 +32,7 @@ Tensor *op_relu(Tape *tape, Tensor *x);
 Tensor *op_silu(Tape *tape, Tensor *x);     /* x * sigmoid(x) */
 Tensor *op_gelu(Tape *tape, Tensor *x);     /* 0.5 x (1 + erf(x / sqrt 2)) */
 Tensor *op_sigmoid(Tape *tape, Tensor *x);
+/* The same functions on one float, for code of one's own (no tape). */
 float act_silu(float x);
 float act_gelu(float x);
 float act_sigmoid(float x);
@@ -47,6 +48,7 @@ typedef struct RopeTable {
     int64_t max_pos, head_dim;
     double theta;
 } RopeTable;
+/* Fills the table (heap memory; head_dim even); rope_table_free releases it. */
 void rope_table_init(RopeTable *rope, int64_t max_pos, int64_t head_dim, double theta);
 void rope_table_free(RopeTable *rope);
 /* rotate_half([a, b, c, d]) = [-c, -d, a, b] on one vector of even length d. */
