@@ -373,7 +373,7 @@ static tg_status experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
                (long long)t.model.hidden, run->lr, run->dir);
         fflush(stdout);
         GradLogger grads;
-        TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads);
+        TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads, 0);
         tg_status s = train_run(&t, stop, &hooks);
         grad_logger_close(&grads);
         if (s != TG_OK) return tg_fail(s, "training %s failed: %s", run->dir, tg_error_message());

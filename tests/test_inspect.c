@@ -1,5 +1,5 @@
-/* Gradient and activation statistics (train/inspect.c) and the HTML report (train/report.c),
- * through the library. */
+/* Gradient and activation statistics (inspect/inspect.c), the probe set through the trainer's
+ * hooks, and the HTML report (inspect/report.c), through the library. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,8 +11,10 @@
 #include "report_check.h"
 #include "testutil.h"
 #include "inspect/inspect.h"
-#include "train/model.h"
 #include "inspect/report.h"
+#include "inspect/run_history.h"
+#include "train/model.h"
+#include "train/trainer.h"
 
 /* ---- dead units and zeros on constructed activations ---------------------------------------- */
 
@@ -248,4 +250,72 @@ Test(report, the_tag_checker_rejects_broken_markup) {
     cr_assert_not(html_tags_balanced("<div>", why, sizeof why));
     cr_assert_not(html_tags_balanced("<p>1 < 2</p>", why, sizeof why));
     cr_assert_not(html_tags_balanced("<script>x", why, sizeof why));
+}
+
+/* ---- the probe set: dead units on fixed held-out batches, through the trainer's hooks -------- */
+
+static char *probe_dir;
+static void make_probe_dir(void) {
+    probe_dir = datagen_tempdir();
+    char *text = datagen_english(5, 30000);
+    datagen_write(probe_dir, "text.txt", text, strlen(text));
+    free(text);
+}
+static void remove_probe_dir(void) {
+    datagen_remove_tree(probe_dir);
+    free(probe_dir);
+}
+TestSuite(probe, .init = make_probe_dir, .fini = remove_probe_dir, .timeout = 60);
+
+/* A 4-step tiny ReLU run into probe_dir/NAME, statistics at steps 1, 2, 4 with a probe of
+ * probe_batches fixed val batches (0: none). */
+static void train_logged(const char *name, int64_t probe_batches, RunHistory *h) {
+    char *data = datagen_path(probe_dir, "text.txt"), *out = datagen_path(probe_dir, name);
+    TrainOptions t;
+    train_options_defaults(&t);
+    t.preset = "tiny", t.ffn = "relu", t.data_path = data, t.out_dir = out;
+    t.steps = 4, t.batch = 2, t.eval_every = 2, t.eval_batches = 1, t.log_grads = 2, t.sample_tokens = 0;
+    t.ckpt_every = 0, t.threads = 1;
+    GradLogger g;
+    TrainHooks hooks = grad_logger_hooks(&g, t.log_grads, probe_batches);
+    assert_ok(train_run(&t, NULL, &hooks));
+    grad_logger_close(&g);
+    assert_ok(run_history_load(out, h));
+    free(data);
+    free(out);
+}
+
+Test(probe, logged_on_fixed_val_batches_without_changing_training) {
+    RunHistory plain, probed;
+    train_logged("plain", 0, &plain);
+    train_logged("probed", 3, &probed);
+    cr_assert_not(plain.has_probe);
+    cr_assert(probed.has_probe);
+    cr_assert_eq(probed.n_logs, 3);
+    /* the probe runs nothing the update sees: the same losses, bit for bit */
+    cr_assert_eq(probed.n_metrics, plain.n_metrics);
+    for (int64_t i = 0; i < plain.n_metrics; i++)
+        cr_assert_eq(probed.metrics[i].loss, plain.metrics[i].loss, "step %lld", (long long)plain.metrics[i].step);
+    char *path = datagen_path(probe_dir, "probed/grads.jsonl");
+    char *text = check_read_file(path, NULL);
+    cr_assert_not_null(text);
+    int lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *ffn = cJSON_GetObjectItem(o, "ffn");
+        for (int l = 0; l < cJSON_GetArraySize(ffn); l++) {
+            const cJSON *f = cJSON_GetArrayItem(ffn, l);
+            /* 3 batches of 2 sequences of the tiny preset's 32 tokens */
+            cr_assert_eq(cJSON_GetObjectItem(f, "probe_tokens")->valueint, 3 * 2 * 32);
+            double z = cJSON_GetObjectItem(f, "probe_zero_frac")->valuedouble;
+            cr_assert(z > 0.2 && z < 0.8, "ReLU zeros on the probe set, layer %d: %.3f", l, z);
+            cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(f, "probe_dead_frac")));
+        }
+        cJSON_Delete(o);
+    }
+    cr_assert_eq(lines, 3);
+    free(text);
+    free(path);
+    run_history_free(&plain);
+    run_history_free(&probed);
 }
