@@ -319,3 +319,60 @@ Test(probe, logged_on_fixed_val_batches_without_changing_training) {
     run_history_free(&plain);
     run_history_free(&probed);
 }
+
+Test(report, bands_are_drawn_under_their_series_and_carried_in_the_data) {
+    Report *r = report_new("bands");
+    ReportChart *c = report_chart(r, "spread over seeds", "step", "loss", false);
+    ReportSeries *mean = report_series(c, "mean", 0, false), *plain = report_series(c, "plain", 1, true);
+    for (int i = 0; i < 6; i++) {
+        /* point 2 has no range: the band is drawn as two pieces around it */
+        report_point_range(mean, i, 2.0 + i, i == 2 ? NAN : 1.5 + i, 2.5 + i);
+        report_point(plain, i, 1.0);
+    }
+    char *path = datagen_path(dir, "bands.html");
+    cr_assert_eq(report_write_html(r, path), TG_OK, "%s", tg_error_message());
+    report_free(r);
+    char *html = check_read_file(path, NULL);
+    char why[256];
+    cr_assert(html_tags_balanced(html, why, sizeof why), "%s", why);
+    cJSON *data = html_report_data(html);
+    cr_assert_eq(html_series_drawn(html, data, why, sizeof why), 2, "%s", why);
+    cr_assert_null(strstr(html, "data-band=\"plain\""), "a series without ranges has no band");
+    const char *band = strstr(html, "data-band=\"mean\"");
+    cr_assert_not_null(band);
+    const char *end = strchr(band + strlen("data-band=\"mean\" d=\""), '"');
+    int pieces = 0;
+    for (const char *p = band; p < end; p++) pieces += *p == 'Z';
+    cr_assert_eq(pieces, 2, "the band has %d pieces", pieces);
+    /* the band is under the line: drawn first */
+    cr_assert_lt(band, strstr(html, "data-series=\"mean\""));
+    const cJSON *s = report_find_series(data, "mean", 6);
+    const cJSON *lo = cJSON_GetObjectItem(s, "lo"), *hi = cJSON_GetObjectItem(s, "hi");
+    cr_assert_eq(cJSON_GetArraySize(lo), 6);
+    cr_assert(cJSON_IsNull(cJSON_GetArrayItem(lo, 2)) && cJSON_IsNull(cJSON_GetArrayItem(hi, 2)));
+    cr_assert_float_eq(cJSON_GetArrayItem(lo, 5)->valuedouble, 6.5, 1e-12);
+    cr_assert_float_eq(cJSON_GetArrayItem(hi, 0)->valuedouble, 2.5, 1e-12);
+    cr_assert_null(cJSON_GetObjectItem(report_find_series(data, "plain", 6), "lo"));
+    cJSON_Delete(data);
+    free(html);
+    free(path);
+}
+
+Test(report, axes_of_huge_values_have_a_bounded_number_of_ticks, .timeout = 20) {
+    /* 1e17 and the next double up are 16 apart; the tick step (5) is under half of that, so a
+     * tick loop that adds the step to a value would never leave 1e17 */
+    double a = 1e17, b = nextafter(1e17, INFINITY);
+    Report *r = report_new("huge");
+    ReportSeries *s = report_series(report_chart(r, "adjacent doubles", "x", "y", false), "s", 0, false);
+    report_point(s, a, a);
+    report_point(s, b, b);
+    char *path = datagen_path(dir, "huge.html");
+    cr_assert_eq(report_write_html(r, path), TG_OK, "%s", tg_error_message());
+    report_free(r);
+    char *html = check_read_file(path, NULL);
+    int lines = 0;
+    for (const char *p = html; (p = strstr(p, "<line")) != NULL; p++) lines++;
+    cr_assert(lines >= 2 && lines <= 2 * 40 + 1, "%d grid lines", lines);
+    free(html);
+    free(path);
+}

@@ -124,23 +124,30 @@ int html_series_drawn(const char *html, const cJSON *data, char *why, size_t cap
             escape_html(name, escaped, sizeof escaped);
             snprintf(needle, sizeof needle, "data-series=\"%s\"", escaped);
             if (!strstr(html, needle)) return snprintf(why, cap, "series '%s' is not drawn", name), -1;
+            snprintf(needle, sizeof needle, "data-band=\"%s\"", escaped);
+            if (cJSON_GetObjectItemCaseSensitive(series, "lo") && !strstr(html, needle))
+                return snprintf(why, cap, "series '%s' has a range but no band drawn", name), -1;
             checked++;
         }
     }
     return checked;
 }
 
-bool report_has_series(const cJSON *data, const char *name, int min_points) {
+const cJSON *report_find_series(const cJSON *data, const char *name, int min_points) {
     const cJSON *chart, *series;
     cJSON_ArrayForEach(chart, cJSON_GetObjectItemCaseSensitive(data, "charts")) {
         cJSON_ArrayForEach(series, cJSON_GetObjectItemCaseSensitive(chart, "series")) {
             const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(series, "name"));
             if (n && strcmp(n, name) == 0 &&
                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(series, "y")) >= min_points)
-                return true;
+                return series;
         }
     }
-    return false;
+    return NULL;
+}
+
+bool report_has_series(const cJSON *data, const char *name, int min_points) {
+    return report_find_series(data, name, min_points) != NULL;
 }
 
 /* ---------------------------------------------------------------- PNG */

@@ -21,9 +21,12 @@ bool html_tags_balanced(const char *html, char *why, size_t cap);
 cJSON *html_report_data(const char *html);
 
 /* For every series of every chart in the data block, a <path data-series="NAME"> must be in the
- * HTML. Returns how many series were checked, or -1 with the missing one named in why. */
+ * HTML, and a <path data-band="NAME"> for a series with a range ("lo"/"hi"). Returns how many
+ * series were checked, or -1 with the missing one named in why. */
 int html_series_drawn(const char *html, const cJSON *data, char *why, size_t cap);
 
+/* The first series of this name with at least min_points, in any chart of the data block (NULL if none). */
+const cJSON *report_find_series(const cJSON *data, const char *name, int min_points);
 /* Whether some chart of the data block has a series of this name with at least min_points. */
 bool report_has_series(const cJSON *data, const char *name, int min_points);
 
