@@ -156,6 +156,18 @@ Test(model_inspection, inspecting_changes_no_weight_and_fills_every_gradient) {
     model_free(&m);
 }
 
+Test(model_inspection, zero_share_at_init_on_random_inputs_is_a_half_for_relu_and_none_for_swiglu) {
+    ModelConfig c;
+    tiny_config(&c, FFN_RELU);
+    /* 512 rows x 256 units x 2 layers: the share of a fair coin's heads within +-0.03 */
+    double relu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
+    cr_assert(relu > 0.47 && relu < 0.53, "ReLU zeros at init %.4f", relu);
+    tiny_config(&c, FFN_SWIGLU);
+    double swiglu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
+    cr_assert(swiglu < 1e-4, "SwiGLU zeros at init %.6f", swiglu);
+    cr_assert_eq(ffn_zero_fraction_at_init(&c, 3, 512, 1), swiglu, "the same seed gives the same figure");
+}
+
 Test(model_inspection, parameter_count_from_the_config_matches_the_model) {
     for (int kind = 0; kind < 2; kind++) {
         ModelConfig c;
