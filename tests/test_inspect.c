@@ -13,6 +13,7 @@
 #include "inspect/inspect.h"
 #include "inspect/report.h"
 #include "inspect/run_history.h"
+#include "inspect/seed_stats.h"
 #include "train/model.h"
 #include "train/trainer.h"
 
@@ -387,4 +388,57 @@ Test(report, axes_of_huge_values_have_a_bounded_number_of_ticks, .timeout = 20) 
     cr_assert(lines >= 2 && lines <= 2 * 40 + 1, "%d grid lines", lines);
     free(html);
     free(path);
+}
+
+/* ---- spreads over seeds ------------------------------------------------------------------- */
+
+Test(seed_stats, spread_leaves_out_and_counts_runs_without_a_value) {
+    const double v[] = {2.0, NAN, 1.0, 3.0, INFINITY};
+    SeedSpread s = seed_spread(v, 5);
+    cr_assert_eq(s.n, 3);
+    cr_assert_eq(s.missing, 2);
+    cr_assert_float_eq(s.mean, 2.0, 1e-12);
+    cr_assert_float_eq(s.std, 1.0, 1e-12); /* sample std of 1, 2, 3 */
+    cr_assert_float_eq(s.min, 1.0, 1e-12);
+    cr_assert_float_eq(s.max, 3.0, 1e-12);
+    s = seed_spread(v, 1);
+    cr_assert(s.n == 1 && s.std == 0 && s.mean == 2.0);
+    s = seed_spread(v + 1, 1);
+    cr_assert(s.n == 0 && s.missing == 1 && isnan(s.mean));
+}
+
+Test(seed_stats, separated_ranges_and_their_chance) {
+    const double relu[] = {1.0, 2.0, 3.0}, swiglu[] = {4.0, 5.0, 6.0}, mixed[] = {2.5, 5.0, 6.0};
+    SeedComparison c = seed_compare(relu, 3, swiglu, 3);
+    cr_assert(c.testable);
+    cr_assert_eq(c.separated, -1);
+    cr_assert_float_eq(c.diff, -3.0, 1e-12);
+    cr_assert_float_eq(c.pooled_std, 1.0, 1e-12);
+    cr_assert_float_eq(c.effect, 3.0, 1e-12);
+    cr_assert_float_eq(c.chance, 2.0 / 20.0, 1e-12); /* 2 of the C(6,3) = 20 splits */
+    cr_assert_eq(seed_compare(swiglu, 3, relu, 3).separated, 1);
+    cr_assert_eq(seed_compare(relu, 3, mixed, 3).separated, 0, "2.5 lies inside the other range");
+    cr_assert_float_eq(seed_compare(relu, 2, swiglu, 2).chance, 2.0 / 6.0, 1e-12);
+    const double four_a[] = {1, 2, 3, 4}, four_b[] = {5, 6, 7, 8};
+    cr_assert_float_eq(seed_compare(four_a, 4, four_b, 4).chance, 2.0 / 70.0, 1e-12);
+    char verdict[160];
+    seed_comparison_verdict(&c, "relu", "swiglu", verdict, sizeof verdict);
+    cr_assert(strstr(verdict, "yes: every relu seed ended below every swiglu seed (chance 10%"), "%s", verdict);
+    SeedComparison overlap = seed_compare(relu, 3, mixed, 3);
+    seed_comparison_verdict(&overlap, "relu", "swiglu", verdict, sizeof verdict);
+    cr_assert_str_eq(verdict, "no: the seed ranges overlap");
+}
+
+Test(seed_stats, a_diverged_run_counts_as_worst_and_one_seed_decides_nothing) {
+    const double finished[] = {1.0, 2.0, 3.0}, with_nan[] = {4.0, NAN, 5.0}, nan_low[] = {0.5, NAN};
+    SeedComparison c = seed_compare(finished, 3, with_nan, 3);
+    cr_assert_eq(c.separated, -1, "a diverged run is worse than every finished one");
+    cr_assert_float_eq(c.diff, 2.0 - 4.5, 1e-12);
+    cr_assert_eq(seed_compare(nan_low, 2, finished, 3).separated, 0, "its NaN is above 3, its 0.5 below 1");
+    SeedComparison one = seed_compare(finished, 1, with_nan, 1);
+    cr_assert_not(one.testable);
+    cr_assert_eq(one.separated, 0);
+    char verdict[160];
+    seed_comparison_verdict(&one, "relu", "swiglu", verdict, sizeof verdict);
+    cr_assert(strstr(verdict, "cannot say"), "%s", verdict);
 }
