@@ -242,3 +242,14 @@ uint64_t png_pixels_unlike_corner(const PngImage *img) {
         n += memcmp(img->pixels + i * (uint64_t)img->channels, img->pixels, (size_t)img->channels) != 0;
     return n;
 }
+
+uint64_t png_pixels_near(const PngImage *img, uint8_t red, uint8_t green, uint8_t blue, int tolerance) {
+    if (img->channels < 3) return 0;
+    uint64_t n = 0, count = (uint64_t)img->width * img->height;
+    const int want[3] = {red, green, blue};
+    for (uint64_t i = 0; i < count; i++) {
+        const uint8_t *p = img->pixels + i * (uint64_t)img->channels;
+        n += abs(p[0] - want[0]) <= tolerance && abs(p[1] - want[1]) <= tolerance && abs(p[2] - want[2]) <= tolerance;
+    }
+    return n;
+}

@@ -42,5 +42,8 @@ bool png_decode(const char *path, PngImage *img, char *why, size_t cap);
 void png_free(PngImage *img);
 /* Pixels that differ from the top-left one. */
 uint64_t png_pixels_unlike_corner(const PngImage *img);
+/* Pixels of an RGB or RGBA image whose red, green and blue each lie within `tolerance` of the
+ * colour given (0 for a grey image). */
+uint64_t png_pixels_near(const PngImage *img, uint8_t red, uint8_t green, uint8_t blue, int tolerance);
 
 #endif
