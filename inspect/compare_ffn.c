@@ -32,7 +32,7 @@ static const OptSpec specs[] = {
     OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
         NULL),
     OPT(C, seeds, "--seeds", OPT_STRING,
-        "N: seeds --seed .. --seed+N-1; or a comma-separated list of seeds. Each trains every (lr, FFN) pair",
+        "a count N (seeds --seed .. --seed+N-1) or a comma-separated list; each trains every (lr, FFN) pair",
         OPT_ANY, NULL, 0, NULL),
     OPT(C, seed, "--seed", OPT_INT64, "the first seed when --seeds is a count", OPT_NON_NEGATIVE, NULL, 0, NULL),
     OPT(C, relu_hidden, "--relu-hidden", OPT_INT64, "ReLU hidden size (e.g. 4*dim: the classic pairing)",
@@ -55,14 +55,14 @@ static const OptSpec specs[] = {
 };
 #undef C
 static const OptTable table = {"compare-ffn",
-                               "[--preset small] [--steps N] [--lrs 1e-3,3e-3,1e-2,3e-2] [--seeds 3] [--data PATH] "
+                               "[--preset small] [--steps N] [--lrs 1e-3,3e-3,1e-2,3e-2] [--seeds 5] [--data PATH] "
                                "[--out DIR]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 const OptTable *compare_ffn_option_table(void) { return &table; }
 
 void compare_ffn_defaults(CompareFfnOptions *o) {
-    *o = (CompareFfnOptions){.preset = "small", .lrs = "1e-3,3e-3,1e-2,3e-2", .seeds = "3", .steps = 300,
+    *o = (CompareFfnOptions){.preset = "small", .lrs = "1e-3,3e-3,1e-2,3e-2", .seeds = "5", .steps = 300,
                              .eval_batches = 8, .probe_batches = 4, .batch = 16, .seed = 1337, .threads = 2};
 }
 
@@ -214,7 +214,7 @@ static tg_status train_one(const Experiment *e, CompareRun *run, volatile sig_at
     t.eval_batches = o->eval_batches;
     t.log_grads = e->r.log_grads;
     t.sample_tokens = 0;
-    t.ckpt_every = 0; /* the end only: one checkpoint per run */
+    t.keep = 1; /* the newest checkpoint only: what --reuse continues a killed run from */
     t.threads = o->threads;
     /* a stopped run continues in its own folder */
     t.resume = run->state == RUN_PARTIAL ? run->dir : NULL;

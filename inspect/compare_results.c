@@ -19,10 +19,10 @@ typedef enum { FROM_VAL_LOSS, FROM_TRAIN_LOSS, AT_FIRST_LOG, AT_LAST_LOG, PEAK_O
 static const struct {
     const char *key, *label;
     FigureSource source;
-    LayerStat stat;
+    LayerStat stat; /* for the figures of grads.jsonl */
 } figure_specs[N_FIGURES] = {
-    [FIG_VAL_LOSS] = {"final_val_loss", "final val loss", FROM_VAL_LOSS, LAYER_DEAD_FRAC},
-    [FIG_TRAIN_LOSS] = {"train_loss_last10", "train loss, last 10 steps", FROM_TRAIN_LOSS, LAYER_DEAD_FRAC},
+    [FIG_VAL_LOSS] = {"final_val_loss", "final val loss", FROM_VAL_LOSS},
+    [FIG_TRAIN_LOSS] = {"train_loss_last10", "train loss, last 10 steps", FROM_TRAIN_LOSS},
     [FIG_PROBE_DEAD_FIRST] = {"probe_dead_first", "dead units at step 1, probe set", AT_FIRST_LOG,
                               LAYER_PROBE_DEAD_FRAC},
     [FIG_PROBE_DEAD_PEAK] = {"probe_dead_peak", "dead units at their peak, probe set", PEAK_OVER_LOGS,

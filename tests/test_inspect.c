@@ -267,23 +267,15 @@ Test(report, the_tag_checker_rejects_broken_markup) {
 
 /* ---- the probe set: dead units on fixed held-out batches, through the trainer's hooks -------- */
 
-static char *probe_dir;
-static void make_probe_dir(void) {
-    probe_dir = datagen_tempdir();
-    char *text = datagen_english(5, 30000);
-    datagen_write(probe_dir, "text.txt", text, strlen(text));
-    free(text);
-}
-static void remove_probe_dir(void) {
-    datagen_remove_tree(probe_dir);
-    free(probe_dir);
-}
-TestSuite(probe, .init = make_probe_dir, .fini = remove_probe_dir, .timeout = 60);
+TestSuite(probe, .init = make_dir, .fini = remove_dir, .timeout = 60);
 
-/* A 4-step tiny ReLU run into probe_dir/NAME, statistics at steps 1, 2, 4 with a probe of
+/* A 4-step tiny ReLU run into dir/NAME, statistics at steps 1, 2, 4 with a probe of
  * probe_batches fixed val batches (0: none). */
 static void train_logged(const char *name, int64_t probe_batches, RunHistory *h) {
-    char *data = datagen_path(probe_dir, "text.txt"), *out = datagen_path(probe_dir, name);
+    char *text = datagen_english(5, 30000);
+    datagen_write(dir, "text.txt", text, strlen(text));
+    free(text);
+    char *data = datagen_path(dir, "text.txt"), *out = datagen_path(dir, name);
     TrainOptions t;
     train_options_defaults(&t);
     t.preset = "tiny", t.ffn = "relu", t.data_path = data, t.out_dir = out;
@@ -309,7 +301,7 @@ Test(probe, logged_on_fixed_val_batches_without_changing_training) {
     cr_assert_eq(probed.n_metrics, plain.n_metrics);
     for (int64_t i = 0; i < plain.n_metrics; i++)
         cr_assert_eq(probed.metrics[i].loss, plain.metrics[i].loss, "step %lld", (long long)plain.metrics[i].step);
-    char *path = datagen_path(probe_dir, "probed/grads.jsonl");
+    char *path = datagen_path(dir, "probed/grads.jsonl");
     char *text = check_read_file(path, NULL);
     cr_assert_not_null(text);
     int lines = 0;
