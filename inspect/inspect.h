@@ -123,11 +123,12 @@ static inline bool grad_logger_due(const GradLogger *g, int64_t step) {
     return g->every > 0 && (step == 1 || step % g->every == 0);
 }
 /* The trainer calls these on a logged step only, so other steps cost one branch:
+ *   after each probe batch's forward, before the step's own  grad_logger_add_probe_activations
  *   after each micro-batch's forward (model_loss_inspected) grad_logger_add_activations
  *   after the backward of all micro-batches, before clip   grad_logger_before_update
  *   after the optimizer update                              grad_logger_write */
 void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden);
-/* Adds one probe batch's activations (the trainer's probe, before the logged step's forward). */
+/* Adds one probe batch's activations (the probe of TrainHooks). */
 void grad_logger_add_probe_activations(GradLogger *g, Tensor *const *ffn_hidden);
 /* The trainer's hooks (train/trainer.h) that open DIR/grads.jsonl when the run starts and log
  * every `every` steps (0: nothing), with dead units and zeros also on `probe_batches` fixed val
