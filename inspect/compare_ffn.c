@@ -100,6 +100,8 @@ static tg_status parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
         if (values[0] < 1 || values[0] > COMPARE_MAX_SEEDS)
             return tg_fail(TG_ERR_ARG, "--seeds %s: a count of seeds is 1 to %d (or give a list: --seeds 7,8)", o->seeds,
                            COMPARE_MAX_SEEDS);
+        if (o->seed > INT64_MAX - COMPARE_MAX_SEEDS)
+            return tg_fail(TG_ERR_ARG, "--seed %lld: too large to count seeds from", (long long)o->seed);
         r->n_seeds = (int)values[0];
         for (int s = 0; s < r->n_seeds; s++) r->seeds[s] = o->seed + s;
         return TG_OK;
@@ -146,9 +148,16 @@ typedef struct {
 /* Every check before anything is written: the lists, the preset, the corpus, the run folders. */
 static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     CompareResults *r = &e->r;
-    double lrs[COMPARE_MAX_LRS];
-    TG_TRY(parse_list("--lrs", o->lrs, false, lrs, COMPARE_MAX_LRS, &r->n_lrs));
-    memcpy(r->lrs, lrs, sizeof lrs);
+    TG_TRY(parse_list("--lrs", o->lrs, false, r->lrs, COMPARE_MAX_LRS, &r->n_lrs));
+    for (int i = 0; i < r->n_lrs; i++)
+        for (int j = 0; j < i; j++) {
+            char a[32], b[32]; /* as the run folders name them */
+            snprintf(a, sizeof a, "%g", r->lrs[i]);
+            snprintf(b, sizeof b, "%g", r->lrs[j]);
+            if (!strcmp(a, b))
+                return tg_fail(TG_ERR_ARG, "--lrs: %.17g and %.17g would share the run folders lr%s; make them differ "
+                               "within 6 significant digits", r->lrs[j], r->lrs[i], a);
+        }
     TG_TRY(parse_seeds(o, r));
     TG_TRY(model_preset(o->preset, &e->preset_cfg));
     /* a missing corpus would otherwise surface inside the first training run */

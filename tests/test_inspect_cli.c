@@ -432,6 +432,7 @@ Test(inspect_cli, bad_input_gets_one_line_and_a_nonzero_exit) {
         "compare-ffn --seeds 1,-2 --out '%s/x'",
         "compare-ffn --seeds 1.5,2 --out '%s/x'",
         "compare-ffn --probe-batches 0 --out '%s/x'",
+        "compare-ffn --lrs 1e-3,1.0000001e-3 --out '%s/x'",
         "train --log-grads 0 --out '%s/x'",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
