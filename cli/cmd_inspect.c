@@ -71,7 +71,7 @@ static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int
            "\"ffn\":\"%s\",\"params\":%lld},",
            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
            (long long)c->hidden, (long long)c->vocab, ffn_kind_name(c->ffn), (long long)model_param_count(m));
-    model_inspection_write_json(stdout, mi, m, NULL);
+    model_inspection_write_json(stdout, mi, m, NULL, NULL);
     printf("}\n");
 }
 

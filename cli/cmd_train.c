@@ -45,7 +45,7 @@ static int run_train(int argc, char **argv) {
         note_changes(&o, &saved, given_now);
     }
     GradLogger grads;
-    TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads);
+    TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads, 0);
     struct sigaction sa = {0}, old_int, old_term;
     sa.sa_handler = on_stop_signal;
     sa.sa_flags = SA_RESETHAND | SA_RESTART;

@@ -1,14 +1,9 @@
-/* `tapegrad compare-ffn`: the dying-ReLU experiment. For each learning rate, trains a ReLU FFN
- * model (hidden 4*dim) and a SwiGLU FFN model (the preset's hidden, about 8/3*dim) of about the
- * same parameter count, from the same seed and data, with the ordinary trainer and --log-grads;
- * then reads their metrics.jsonl and grads.jsonl back and reports them side by side.
- *
- * Every run folder stays under DIR (DIR/lr<lr>-<ffn>), so inspect, sample, eval and report work
- * on each. DIR/report.html holds the combined report, DIR/compare.jsonl every series it charts,
- * DIR/summary.json the final figures. */
+/* `tapegrad compare-ffn`: the dying-ReLU experiment. Plans the runs (seed x learning rate x FFN),
+ * trains those not yet done with the ordinary trainer (gradient logging with a probe set), then
+ * has compare_results.c read them back and compare_report.c / compare_summary.c write the report
+ * and the summaries. */
 #include "inspect/compare_ffn.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,244 +13,15 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "inspect/compare_results.h"
+#include "inspect/inspect.h"
 #include "lib/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
-#include "inspect/inspect.h"
-#include "inspect/report.h"
-#include "inspect/run_history.h"
 #include "train/trainer.h"
 
-enum { MAX_LRS = 8, N_KINDS = 2 };
-static const FfnKind kinds[N_KINDS] = {FFN_RELU, FFN_SWIGLU};
-
-/* "1e-3,3e-3" -> lrs; TG_ERR_ARG naming the bad item otherwise. */
-static tg_status parse_lrs(const char *text, double *lrs, int *n) {
-    *n = 0;
-    const char *p = text;
-    while (1) {
-        char *end;
-        errno = 0;
-        double v = strtod(p, &end);
-        if (end == p || errno || !isfinite(v) || !(v > 0) || (*end != ',' && *end != '\0'))
-            return tg_fail(TG_ERR_ARG,
-                           "--lrs: '%.*s' is not a positive number; give a comma-separated list like 1e-3,3e-3,1e-2",
-                           (int)strcspn(p, ","), p);
-        for (int i = 0; i < *n; i++)
-            if (lrs[i] == v) return tg_fail(TG_ERR_ARG, "--lrs: %g appears twice", v);
-        if (*n == MAX_LRS) return tg_fail(TG_ERR_ARG, "--lrs: at most %d learning rates", MAX_LRS);
-        lrs[(*n)++] = v;
-        if (*end == '\0') return TG_OK;
-        p = end + 1;
-    }
-}
-
-typedef struct {
-    double lr;
-    FfnKind kind;
-    char dir[4200];
-    ModelConfig cfg;
-    RunHistory h;
-    bool loaded;
-} CompareRun;
-
-static void run_folder(char *out, size_t cap, const char *root, double lr, FfnKind kind) {
-    snprintf(out, cap, "%s/lr%g-%s", root, lr, ffn_kind_name(kind));
-}
-
-/* Loads the history and the model config (for exact parameter counts) of a finished run. */
-static tg_status load_run(CompareRun *run) {
-    char ckpt[4200];
-    uint64_t fingerprint;
-    TG_TRY(checkpoint_resolve(run->dir, ckpt, sizeof ckpt));
-    TG_TRY(checkpoint_read_config(ckpt, &run->cfg, &fingerprint));
-    TG_TRY(run_history_load(run->dir, &run->h));
-    run->loaded = true;
-    if (run->h.n_logs == 0)
-        return tg_fail(TG_ERR_FORMAT, "%s has no grads.jsonl; it was not trained with --log-grads", run->dir);
-    return TG_OK;
-}
-
-static const GradLogRow *last_log(const CompareRun *run) { return &run->h.logs[run->h.n_logs - 1]; }
-
-/* ---------------------------------------------------------------- the combined report */
-
-static void add_layer_comparison(Report *r, const CompareRun *pair, const char *title, const char *y_label,
-                                 LayerStat stat) {
-    ReportChart *c = report_chart(r, title, "step", y_label, false);
-    for (int k = 0; k < N_KINDS; k++) {
-        const CompareRun *run = &pair[k];
-        for (int l = 0; l < run->h.n_layers; l++) {
-            char name[48];
-            snprintf(name, sizeof name, "%s layer %d", ffn_kind_name(run->kind), l);
-            /* one colour per layer; dashed for SwiGLU */
-            ReportSeries *s = report_series(c, name, l, run->kind == FFN_SWIGLU);
-            for (int64_t i = 0; i < run->h.n_logs; i++)
-                report_point(s, (double)run->h.logs[i].step, grad_log_layer_values(&run->h.logs[i], stat)[l]);
-        }
-    }
-}
-
-static void add_summary_table(Report *r, const CompareRun *runs, int n_runs) {
-    static const char *const header[] = {"lr", "FFN", "hidden", "parameters", "FFN parameters", "final val loss",
-                                         "train loss (last 10 steps)", "dead units at step 1", "dead units, end",
-                                         "exact zeros at step 1", "exact zeros, end", "w1 zero-grad rows, end"};
-    ReportTable *t = report_table(r, "Summary (dead units, zeros, w1 rows: mean over layers)", 12, header);
-    for (int i = 0; i < n_runs; i++) {
-        const CompareRun *run = &runs[i];
-        const RunHistory *h = &run->h;
-        report_cell(t, "%g", run->lr);
-        report_cell(t, "%s", ffn_kind_name(run->kind));
-        report_cell(t, "%lld", (long long)run->cfg.hidden);
-        report_cell(t, "%lld", (long long)model_config_param_count(&run->cfg));
-        report_cell(t, "%lld", (long long)model_config_ffn_param_count(&run->cfg));
-        report_cell(t, "%.4f", run_history_final_val_loss(h));
-        report_cell(t, "%.4f", run_history_final_train_loss(h, 10));
-        report_cell(t, "%.4f", run_history_layer_mean(h, h->logs[0].dead_frac));
-        report_cell(t, "%.4f", run_history_layer_mean(h, last_log(run)->dead_frac));
-        report_cell(t, "%.4f", run_history_layer_mean(h, h->logs[0].zero_frac));
-        report_cell(t, "%.4f", run_history_layer_mean(h, last_log(run)->zero_frac));
-        report_cell(t, "%.4f", run_history_layer_mean(h, last_log(run)->w1_zero_grad_rows));
-    }
-}
-
-static void add_layer_table(Report *r, const CompareRun *pair) {
-    char caption[128];
-    snprintf(caption, sizeof caption, "Per layer at the last logged step, lr %g", pair[0].lr);
-    static const char *const header[] = {"layer", "relu dead units", "relu exact zeros", "relu w1 zero-grad rows",
-                                         "swiglu dead units", "swiglu exact zeros", "swiglu w1 zero-grad rows"};
-    ReportTable *t = report_table(r, caption, 7, header);
-    for (int l = 0; l < pair[0].h.n_layers; l++) {
-        report_cell(t, "%d", l);
-        for (int k = 0; k < N_KINDS; k++) {
-            const GradLogRow *row = last_log(&pair[k]);
-            report_cell(t, "%.4f", row->dead_frac[l]);
-            report_cell(t, "%.4f", row->zero_frac[l]);
-            report_cell(t, "%.4f", row->w1_zero_grad_rows[l]);
-        }
-    }
-}
-
-static Report *build_report(const CompareRun *runs, int n_lrs, const char *preset, int64_t steps) {
-    char title[256];
-    snprintf(title, sizeof title, "Dying ReLU: ReLU FFN vs SwiGLU FFN (preset %s, %lld steps)", preset, (long long)steps);
-    Report *r = report_new(title);
-    const CompareRun *relu = &runs[0], *swiglu = &runs[1];
-    int64_t pr = model_config_param_count(&relu->cfg), ps = model_config_param_count(&swiglu->cfg);
-    report_text(r,
-                "Same seed, data and schedule for both. ReLU FFN: w2(relu(w1 x)), hidden %lld, 2 matrices per layer: "
-                "%lld FFN parameters, %lld in all. SwiGLU FFN: w2(silu(w1 x) * w3 x), hidden %lld, 3 matrices per "
-                "layer: %lld FFN parameters, %lld in all. Difference %+lld parameters (%+.2f%%): 3 d h_swiglu = 2 d "
-                "h_relu holds exactly at h_swiglu = 8/3 d, and the preset rounds that hidden size.",
-                (long long)relu->cfg.hidden, (long long)model_config_ffn_param_count(&relu->cfg), (long long)pr,
-                (long long)swiglu->cfg.hidden, (long long)model_config_ffn_param_count(&swiglu->cfg), (long long)ps,
-                (long long)(ps - pr), 100.0 * (double)(ps - pr) / (double)pr);
-    report_text(r, "A dead unit is an FFN hidden unit (an input of w2) that is exactly zero for every token of the "
-                   "logged batch; exact zeros count every zero activation. Step 1 is measured on the initial "
-                   "weights. A w1 row whose gradient is all zero gets no learning signal at that step.");
-    add_summary_table(r, runs, n_lrs * N_KINDS);
-    if (n_lrs > 1) {
-        ReportChart *c = report_chart(r, "Final val loss by learning rate", "log10(lr)", "val loss", false);
-        ReportChart *d = report_chart(r, "Dead units at the end by learning rate", "log10(lr)",
-                                      "fraction of units (mean over layers)", false);
-        for (int k = 0; k < N_KINDS; k++) {
-            ReportSeries *sv = report_series(c, ffn_kind_name(kinds[k]), k, kinds[k] == FFN_SWIGLU);
-            ReportSeries *sd = report_series(d, ffn_kind_name(kinds[k]), k, kinds[k] == FFN_SWIGLU);
-            for (int i = 0; i < n_lrs; i++) {
-                const CompareRun *run = &runs[i * N_KINDS + k];
-                report_point(sv, log10(run->lr), run_history_final_val_loss(&run->h));
-                report_point(sd, log10(run->lr), run_history_layer_mean(&run->h, last_log(run)->dead_frac));
-            }
-        }
-    }
-    for (int i = 0; i < n_lrs; i++) {
-        const CompareRun *pair = &runs[i * N_KINDS];
-        char heading[64];
-        snprintf(heading, sizeof heading, "Learning rate %g", pair[0].lr);
-        report_heading(r, heading);
-        ReportChart *loss = report_chart(r, "Loss", "step", "cross-entropy", false);
-        for (int k = 0; k < N_KINDS; k++) {
-            char name[48];
-            snprintf(name, sizeof name, "%s train", ffn_kind_name(pair[k].kind));
-            ReportSeries *train = report_series(loss, name, 2 * k, false);
-            snprintf(name, sizeof name, "%s val", ffn_kind_name(pair[k].kind));
-            ReportSeries *val = report_series(loss, name, 2 * k + 1, true);
-            for (int64_t j = 0; j < pair[k].h.n_metrics; j++) {
-                const MetricRow *m = &pair[k].h.metrics[j];
-                report_point(train, (double)m->step, m->loss);
-                report_point(val, (double)m->step, m->val_loss);
-            }
-        }
-        add_layer_comparison(r, pair, "Dead units per layer (solid ReLU, dashed SwiGLU)", "fraction of units",
-                             LAYER_DEAD_FRAC);
-        add_layer_comparison(r, pair, "Exact zeros of the FFN hidden activation", "fraction of activations",
-                             LAYER_ZERO_FRAC);
-        add_layer_comparison(r, pair, "w1 rows whose gradient is all zero", "fraction of rows",
-                             LAYER_W1_ZERO_GRAD_ROWS);
-        add_layer_table(r, pair);
-    }
-    return r;
-}
-
-/* ---------------------------------------------------------------- summary.json and stdout */
-
-static cJSON *layer_array(const double *values, int n) {
-    cJSON *a = cJSON_CreateArray();
-    for (int l = 0; l < n; l++) cJSON_AddItemToArray(a, isfinite(values[l]) ? cJSON_CreateNumber(values[l]) : cJSON_CreateNull());
-    return a;
-}
-
-static tg_status write_summary(const char *path, const CompareRun *runs, int n_runs, const char *preset, int64_t steps) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "preset", preset);
-    cJSON_AddNumberToObject(root, "steps", (double)steps);
-    cJSON *arr = cJSON_AddArrayToObject(root, "runs");
-    for (int i = 0; i < n_runs; i++) {
-        const CompareRun *run = &runs[i];
-        const GradLogRow *first = &run->h.logs[0], *last = last_log(run);
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "folder", run->dir);
-        cJSON_AddNumberToObject(o, "lr", run->lr);
-        cJSON_AddStringToObject(o, "ffn", ffn_kind_name(run->kind));
-        cJSON_AddNumberToObject(o, "hidden", (double)run->cfg.hidden);
-        cJSON_AddNumberToObject(o, "params", (double)model_config_param_count(&run->cfg));
-        cJSON_AddNumberToObject(o, "ffn_params", (double)model_config_ffn_param_count(&run->cfg));
-        cJSON_AddNumberToObject(o, "final_val_loss", run_history_final_val_loss(&run->h));
-        cJSON_AddNumberToObject(o, "final_train_loss_last10", run_history_final_train_loss(&run->h, 10));
-        cJSON_AddNumberToObject(o, "first_logged_step", (double)first->step);
-        cJSON_AddNumberToObject(o, "last_logged_step", (double)last->step);
-        cJSON_AddItemToObject(o, "dead_frac_first", layer_array(first->dead_frac, run->h.n_layers));
-        cJSON_AddItemToObject(o, "zero_frac_first", layer_array(first->zero_frac, run->h.n_layers));
-        cJSON_AddItemToObject(o, "dead_frac_last", layer_array(last->dead_frac, run->h.n_layers));
-        cJSON_AddItemToObject(o, "zero_frac_last", layer_array(last->zero_frac, run->h.n_layers));
-        cJSON_AddItemToObject(o, "w1_zero_grad_rows_last", layer_array(last->w1_zero_grad_rows, run->h.n_layers));
-        cJSON_AddItemToArray(arr, o);
-    }
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    FILE *f = fopen(path, "w");
-    tg_status s = TG_OK;
-    if (!f || fprintf(f, "%s\n", text) < 0) s = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (f && fclose(f) != 0 && s == TG_OK) s = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    cJSON_free(text);
-    return s;
-}
-
-static void print_summary(const CompareRun *runs, int n_lrs) {
-    printf("\n%-8s %-7s %6s %10s %10s %9s %10s %11s %11s %12s %12s\n", "lr", "ffn", "hidden", "params", "ffn params",
-           "val loss", "train loss", "dead step1", "dead end", "zeros step1", "zeros end");
-    for (int i = 0; i < n_lrs * N_KINDS; i++) {
-        const CompareRun *run = &runs[i];
-        const RunHistory *h = &run->h;
-        printf("%-8g %-7s %6lld %10lld %10lld %9.4f %10.4f %11.4f %11.4f %12.4f %12.4f\n", run->lr,
-               ffn_kind_name(run->kind), (long long)run->cfg.hidden, (long long)model_config_param_count(&run->cfg),
-               (long long)model_config_ffn_param_count(&run->cfg), run_history_final_val_loss(h),
-               run_history_final_train_loss(h, 10), run_history_layer_mean(h, h->logs[0].dead_frac),
-               run_history_layer_mean(h, last_log(run)->dead_frac), run_history_layer_mean(h, h->logs[0].zero_frac),
-               run_history_layer_mean(h, last_log(run)->zero_frac));
-    }
-    printf("(dead units and zeros: mean over layers; step 1 = the initial weights)\n");
-}
+/* The file that marks a run whose loss or gradient became NaN or Inf (its message inside). */
+#define DIVERGED_FILE "diverged.txt"
 
 /* ---------------------------------------------------------------- the options */
 
@@ -265,6 +31,14 @@ static const OptSpec specs[] = {
     OPT(C, steps, "--steps", OPT_INT64, "optimizer steps of every run", OPT_POSITIVE, NULL, 0, NULL),
     OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
         NULL),
+    OPT(C, seeds, "--seeds", OPT_STRING,
+        "a count N (seeds --seed .. --seed+N-1) or a comma-separated list; each trains every (lr, FFN) pair",
+        OPT_ANY, NULL, 0, NULL),
+    OPT(C, seed, "--seed", OPT_INT64, "the first seed when --seeds is a count", OPT_NON_NEGATIVE, NULL, 0, NULL),
+    OPT(C, relu_hidden, "--relu-hidden", OPT_INT64, "ReLU hidden size (e.g. 4*dim: the classic pairing)",
+        OPT_NON_NEGATIVE, NULL, 0, "3/2 of the SwiGLU hidden: equal parameters"),
+    OPT(C, probe_batches, "--probe-batches", OPT_INT64, "fixed val batches on which dead units are also counted",
+        OPT_POSITIVE, NULL, 0, NULL),
     OPT(C, data, "--data", OPT_STRING, "text file or folder", OPT_ANY, NULL, 0, CORPUS_DEFAULT_PATH),
     OPT(C, out, "--out", OPT_STRING, "folder for the runs and the report", OPT_ANY, NULL, 0,
         "checkpoints/compare-ffn-<time>"),
@@ -274,49 +48,124 @@ static const OptSpec specs[] = {
         "steps/10, at least 1"),
     OPT(C, eval_batches, "--eval-batches", OPT_INT64, "fixed val batches per evaluation", OPT_POSITIVE, NULL, 0, NULL),
     OPT(C, batch, "--batch", OPT_INT64, "sequences per step", OPT_POSITIVE, NULL, 0, NULL),
-    OPT(C, seed, "--seed", OPT_INT64, "seed of init and data order, the same for every run", OPT_NON_NEGATIVE, NULL, 0,
-        NULL),
-    OPT(C, relu_hidden, "--relu-hidden", OPT_INT64,
-        "ReLU hidden size (3/2 of the SwiGLU hidden matches the counts exactly)", OPT_NON_NEGATIVE, NULL, 0, "4*dim"),
     OPT(C, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
-    OPT(C, reuse, "--reuse", OPT_BOOL, "keep runs already finished in --out instead of refusing", OPT_ANY, NULL, 0,
+    OPT(C, reuse, "--reuse", OPT_BOOL,
+        "keep runs already in --out (finished or diverged), continue stopped ones, train the rest", OPT_ANY, NULL, 0,
         NULL),
 };
 #undef C
-static const OptTable table = {"compare-ffn", "[--preset small] [--steps N] [--lrs 1e-3,3e-3,1e-2] [--data PATH] [--out DIR]",
+static const OptTable table = {"compare-ffn",
+                               "[--preset small] [--steps N] [--lrs 1e-3,3e-3,1e-2,3e-2] [--seeds 5] [--data PATH] "
+                               "[--out DIR]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 const OptTable *compare_ffn_option_table(void) { return &table; }
 
 void compare_ffn_defaults(CompareFfnOptions *o) {
-    *o = (CompareFfnOptions){.preset = "small", .lrs = "3e-3", .steps = 300, .eval_batches = 8, .batch = 16,
-                             .seed = 1337, .threads = 2};
+    *o = (CompareFfnOptions){.preset = "small", .lrs = "1e-3,3e-3,1e-2,3e-2", .seeds = "5", .steps = 300,
+                             .eval_batches = 8, .probe_batches = 4, .batch = 16, .seed = 1337, .threads = 2};
 }
 
-/* ---------------------------------------------------------------- the experiment */
+/* ---------------------------------------------------------------- the plan */
+
+/* A comma-separated list of numbers (non-negative integers when `integers`, else positive), none
+ * twice, at most `max`; TG_ERR_ARG naming the bad item otherwise. */
+static tg_status parse_list(const char *flag, const char *text, bool integers, double *out, int max, int *n) {
+    *n = 0;
+    for (const char *p = text;; p++) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        bool ok = end != p && !errno && isfinite(v) && (*end == ',' || *end == '\0') &&
+                  (integers ? v >= 0 && v == floor(v) && v < 9007199254740992.0 : v > 0);
+        if (!ok)
+            return tg_fail(TG_ERR_ARG, "%s: '%.*s' is not a %s; give a comma-separated list like %s", flag,
+                           (int)strcspn(p, ","), p, integers ? "non-negative integer" : "positive number",
+                           integers ? "1,2,3" : "1e-3,3e-3,1e-2");
+        for (int i = 0; i < *n; i++)
+            if (out[i] == v) return tg_fail(TG_ERR_ARG, "%s: %g appears twice", flag, v);
+        if (*n == max) return tg_fail(TG_ERR_ARG, "%s: at most %d values", flag, max);
+        out[(*n)++] = v;
+        p = end;
+        if (*p == '\0') return TG_OK;
+    }
+}
+
+/* "--seeds 3": three seeds from --seed on; "--seeds 5,9": those two. */
+static tg_status parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
+    double values[COMPARE_MAX_SEEDS];
+    int n;
+    TG_TRY(parse_list("--seeds", o->seeds, true, values, COMPARE_MAX_SEEDS, &n));
+    if (strchr(o->seeds, ',') == NULL) {
+        if (values[0] < 1 || values[0] > COMPARE_MAX_SEEDS)
+            return tg_fail(TG_ERR_ARG, "--seeds %s: a count of seeds is 1 to %d (or give a list: --seeds 7,8)", o->seeds,
+                           COMPARE_MAX_SEEDS);
+        if (o->seed > INT64_MAX - COMPARE_MAX_SEEDS)
+            return tg_fail(TG_ERR_ARG, "--seed %lld: too large to count seeds from", (long long)o->seed);
+        r->n_seeds = (int)values[0];
+        for (int s = 0; s < r->n_seeds; s++) r->seeds[s] = o->seed + s;
+        return TG_OK;
+    }
+    r->n_seeds = n;
+    for (int s = 0; s < n; s++) r->seeds[s] = (int64_t)values[s];
+    return TG_OK;
+}
+
+/* What a run's folder holds: nothing yet, a run stopped before --steps, a finished run, or a
+ * diverged one. Anything but nothing is refused without --reuse. */
+static tg_status plan_run_state(CompareRun *run, int64_t steps, bool reuse) {
+    char path[4300], ckpt[4300];
+    snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
+    run->state = RUN_NEW;
+    if (access(path, F_OK) == 0) {
+        run->state = RUN_DIVERGED;
+    } else {
+        snprintf(path, sizeof path, "%s/latest", run->dir);
+        if (access(path, F_OK) != 0) return TG_OK;
+        CheckpointInfo info;
+        CheckpointTensorInfo *tensors;
+        int n_tensors;
+        TG_TRY(checkpoint_resolve(run->dir, ckpt, sizeof ckpt));
+        TG_TRY(checkpoint_inspect(ckpt, &info, &tensors, &n_tensors));
+        free(tensors);
+        if (info.state.step > steps)
+            return tg_fail(TG_ERR_ARG, "%s holds a run of %lld steps; this one asks --steps %lld: pass another --out",
+                           run->dir, (long long)info.state.step, (long long)steps);
+        run->state = info.state.step == steps ? RUN_FINISHED : RUN_PARTIAL;
+    }
+    if (!reuse)
+        return tg_fail(TG_ERR_ARG, "%s already holds a run; add --reuse to keep it, or pass another --out", run->dir);
+    return TG_OK;
+}
 
 typedef struct {
     const CompareFfnOptions *o;
     ModelConfig preset_cfg;
-    double lrs[MAX_LRS];
-    int n_lrs, n_runs;
-    int64_t log_grads, eval_every;
     char root[4096];
-    CompareRun runs[MAX_LRS * N_KINDS];
-    bool done[MAX_LRS * N_KINDS];
+    CompareResults r;
 } Experiment;
 
-/* Every check before anything is written: the learning rates, the preset, the corpus, the run
- * folders (a finished run is refused unless --reuse). */
+/* Every check before anything is written: the lists, the preset, the corpus, the run folders. */
 static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
-    memset(e, 0, sizeof *e);
-    e->o = o;
-    TG_TRY(parse_lrs(o->lrs, e->lrs, &e->n_lrs));
+    CompareResults *r = &e->r;
+    TG_TRY(parse_list("--lrs", o->lrs, false, r->lrs, COMPARE_MAX_LRS, &r->n_lrs));
+    for (int i = 0; i < r->n_lrs; i++)
+        for (int j = 0; j < i; j++) {
+            char a[32], b[32]; /* as the run folders name them */
+            snprintf(a, sizeof a, "%g", r->lrs[i]);
+            snprintf(b, sizeof b, "%g", r->lrs[j]);
+            if (!strcmp(a, b))
+                return tg_fail(TG_ERR_ARG, "--lrs: %.17g and %.17g would share the run folders lr%s; make them differ "
+                               "within 6 significant digits", r->lrs[j], r->lrs[i], a);
+        }
+    TG_TRY(parse_seeds(o, r));
     TG_TRY(model_preset(o->preset, &e->preset_cfg));
     /* a missing corpus would otherwise surface inside the first training run */
     if (o->data && access(o->data, R_OK) != 0) return tg_fail(TG_ERR_ARG, "--data %s: %s", o->data, strerror(errno));
-    e->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
-    e->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
+    r->preset = o->preset, r->data = o->data ? o->data : CORPUS_DEFAULT_PATH;
+    r->steps = o->steps, r->batch = o->batch, r->probe_batches = o->probe_batches;
+    r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
+    r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
     if (o->out) {
         snprintf(e->root, sizeof e->root, "%s", o->out);
     } else {
@@ -327,95 +176,167 @@ static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
         snprintf(e->root, sizeof e->root, "checkpoints/compare-ffn-%s", stamp);
     }
-    e->n_runs = e->n_lrs * N_KINDS;
-    for (int i = 0; i < e->n_runs; i++) {
-        CompareRun *run = &e->runs[i];
-        run->lr = e->lrs[i / N_KINDS];
-        run->kind = kinds[i % N_KINDS];
-        run_folder(run->dir, sizeof run->dir, e->root, run->lr, run->kind);
-        char latest[4300];
-        snprintf(latest, sizeof latest, "%s/latest", run->dir);
-        e->done[i] = access(latest, F_OK) == 0;
-        if (e->done[i] && !o->reuse)
-            return tg_fail(TG_ERR_ARG, "%s already holds a run; add --reuse to keep it, or pass another --out", run->dir);
-    }
+    /* equal parameters: 2 d h_relu = 3 d h_swiglu */
+    int64_t swiglu_hidden = e->preset_cfg.hidden;
+    int64_t relu_hidden = o->relu_hidden > 0 ? o->relu_hidden : 3 * swiglu_hidden / 2;
+    r->n_runs = r->n_seeds * r->n_lrs * COMPARE_KINDS;
+    r->runs = tg_calloc((size_t)r->n_runs, sizeof *r->runs);
+    for (int s = 0; s < r->n_seeds; s++)
+        for (int l = 0; l < r->n_lrs; l++)
+            for (int k = 0; k < COMPARE_KINDS; k++) {
+                CompareRun *run = compare_run_at(r, s, l, k);
+                run->lr = r->lrs[l], run->kind = compare_kinds[k], run->seed = r->seeds[s];
+                run->hidden = run->kind == FFN_RELU ? relu_hidden : swiglu_hidden;
+                snprintf(run->dir, sizeof run->dir, "%s/lr%g-%s-s%lld", e->root, run->lr, ffn_kind_name(run->kind),
+                         (long long)run->seed);
+                TG_TRY(plan_run_state(run, o->steps, o->reuse));
+            }
     return TG_OK;
 }
 
-/* Trains every (learning rate, FFN) pair not already done, with the ordinary trainer. */
-static tg_status experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
+/* ---------------------------------------------------------------- training */
+
+/* A run whose loss or gradient became NaN or Inf is a result (this learning rate is too high for
+ * it), not a failure of the experiment: its folder gets the marker and the message. */
+static tg_status mark_diverged(CompareRun *run, const char *message) {
+    char path[4300], text[2200];
+    snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
+    int n = snprintf(text, sizeof text, "%s\n", message);
+    TG_TRY(make_folders(run->dir)); /* a run that diverged at its first step left no folder */
+    TG_TRY(atomic_write(path, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1)));
+    run->state = RUN_DIVERGED;
+    printf("== %s diverged: %s\n", run->dir, message);
+    return TG_OK;
+}
+
+static tg_status train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
     const CompareFfnOptions *o = e->o;
-    for (int i = 0; i < e->n_runs; i++) {
-        CompareRun *run = &e->runs[i];
-        if (e->done[i]) {
-            printf("== %s: already trained, reused (--reuse)\n", run->dir);
+    TrainOptions t;
+    train_options_defaults(&t);
+    t.preset = o->preset;
+    t.data_path = o->data;
+    t.seed = run->seed;
+    t.steps = o->steps;
+    t.lr = run->lr;
+    t.batch = o->batch;
+    t.eval_every = e->r.eval_every;
+    t.eval_batches = o->eval_batches;
+    t.log_grads = e->r.log_grads;
+    t.sample_tokens = 0;
+    t.keep = 1; /* the newest checkpoint only: what --reuse continues a killed run from */
+    t.threads = o->threads;
+    /* a stopped run continues in its own folder */
+    t.resume = run->state == RUN_PARTIAL ? run->dir : NULL;
+    t.out_dir = t.resume ? NULL : run->dir;
+    t.ffn = ffn_kind_name(run->kind);
+    t.model.hidden = run->hidden;
+    GradLogger grads;
+    TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
+    tg_status s = train_run(&t, stop, &hooks);
+    grad_logger_close(&grads);
+    if (s == TG_ERR_NUMERIC) {
+        char message[2048];
+        snprintf(message, sizeof message, "%s", tg_error_message());
+        return mark_diverged(run, message);
+    }
+    if (s != TG_OK) return tg_fail(s, "training %s failed: %s", run->dir, tg_error_message());
+    run->state = RUN_FINISHED;
+    return TG_OK;
+}
+
+/* Trains, seed by seed, every run not already finished or diverged; a stopped one continues. */
+static tg_status experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
+    CompareResults *r = &e->r;
+    for (int i = 0; i < r->n_runs; i++) {
+        CompareRun *run = &r->runs[i];
+        if (run->state == RUN_FINISHED || run->state == RUN_DIVERGED) {
+            printf("== %s: already %s, reused (--reuse)\n", run->dir, run->state == RUN_FINISHED ? "trained" : "diverged");
+            r->reused++;
             continue;
         }
-        TrainOptions t;
-        train_options_defaults(&t);
-        t.preset = o->preset;
-        t.data_path = o->data;
-        t.seed = o->seed;
-        t.steps = o->steps;
-        t.lr = run->lr;
-        t.batch = o->batch;
-        t.eval_every = e->eval_every;
-        t.eval_batches = o->eval_batches;
-        t.log_grads = e->log_grads;
-        t.sample_tokens = 0;
-        t.threads = o->threads;
-        t.out_dir = run->dir;
-        t.ffn = ffn_kind_name(run->kind);
-        /* ReLU: 4*dim unless told; SwiGLU: the preset's own hidden */
-        t.model.hidden = run->kind == FFN_RELU ? (o->relu_hidden > 0 ? o->relu_hidden : 4 * e->preset_cfg.dim)
-                                               : e->preset_cfg.hidden;
-        printf("\n== run %d/%d: %s FFN (hidden %lld), lr %g -> %s\n", i + 1, e->n_runs, ffn_kind_name(run->kind),
-               (long long)t.model.hidden, run->lr, run->dir);
+        printf("\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s\n", i + 1, r->n_runs,
+               ffn_kind_name(run->kind), (long long)run->hidden, run->lr, (long long)run->seed,
+               run->state == RUN_PARTIAL ? ", continuing" : "", run->dir);
         fflush(stdout);
-        GradLogger grads;
-        TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads);
-        tg_status s = train_run(&t, stop, &hooks);
-        grad_logger_close(&grads);
-        if (s != TG_OK) return tg_fail(s, "training %s failed: %s", run->dir, tg_error_message());
+        TG_TRY(train_one(e, run, stop));
+        r->trained++;
         if (stop && *stop) return tg_fail(TG_ERR_INTERRUPTED, "stopped during %s; run again with --reuse to go on", run->dir);
     }
     return TG_OK;
 }
 
-/* Each run's own report, then the combined report, series and summary. */
-static tg_status experiment_report(Experiment *e) {
-    for (int i = 0; i < e->n_runs; i++) {
-        char html[4300], jsonl[4300];
-        snprintf(html, sizeof html, "%s/report.html", e->runs[i].dir);
-        snprintf(jsonl, sizeof jsonl, "%s/report.jsonl", e->runs[i].dir);
-        TG_TRY(load_run(&e->runs[i]));
-        TG_TRY(run_report_write(e->runs[i].dir, &e->runs[i].h, html, jsonl));
+/* ---------------------------------------------------------------- the outputs */
+
+/* The options of this experiment as flags, for summary.md: enough to run it again. */
+static void format_command(const CompareFfnOptions *o, const CompareResults *r, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "tapegrad compare-ffn");
+    for (int i = 0; i < table.count && n < cap; i++) {
+        const char *flag = table.specs[i].flag;
+        if (!strcmp(flag, "--reuse") || !strcmp(flag, "--threads") || !strcmp(flag, "--out")) continue;
+        char value[1024];
+        if (!strcmp(flag, "--log-grads")) snprintf(value, sizeof value, "%lld", (long long)r->log_grads);
+        else if (!strcmp(flag, "--eval-every")) snprintf(value, sizeof value, "%lld", (long long)r->eval_every);
+        else if (!strcmp(flag, "--relu-hidden")) snprintf(value, sizeof value, "%lld", (long long)r->runs[0].hidden);
+        else if (!strcmp(flag, "--data")) snprintf(value, sizeof value, "%s", r->data);
+        else opt_format(&table, i, o, value, sizeof value);
+        n += (size_t)snprintf(buf + n, cap - n, " %s %s", flag, value);
     }
-    char html[4200], jsonl[4200], summary[4200];
+}
+
+/* Each run's own report, then the combined report, its series and the two summaries. */
+static tg_status experiment_report(Experiment *e) {
+    CompareResults *r = &e->r;
+    TG_TRY(compare_results_load(r, e->o->threads));
+    for (int i = 0; i < r->n_runs; i++) {
+        char html[4300], jsonl[4300];
+        if (!r->runs[i].loaded) continue;
+        snprintf(html, sizeof html, "%s/report.html", r->runs[i].dir);
+        snprintf(jsonl, sizeof jsonl, "%s/report.jsonl", r->runs[i].dir);
+        TG_TRY(run_report_write(r->runs[i].dir, &r->runs[i].h, html, jsonl));
+    }
+    char html[4200], jsonl[4200], summary[4200], markdown[4200], command[4096];
     snprintf(html, sizeof html, "%s/report.html", e->root);
     snprintf(jsonl, sizeof jsonl, "%s/compare.jsonl", e->root);
     snprintf(summary, sizeof summary, "%s/summary.json", e->root);
-    Report *r = build_report(e->runs, e->n_lrs, e->o->preset, e->o->steps);
-    tg_status s = report_write_html(r, html);
-    if (s == TG_OK) s = report_write_series_jsonl(r, jsonl);
-    if (s == TG_OK) s = write_summary(summary, e->runs, e->n_runs, e->o->preset, e->o->steps);
-    report_free(r);
+    snprintf(markdown, sizeof markdown, "%s/summary.md", e->root);
+    format_command(e->o, r, command, sizeof command);
+    Report *report = compare_report_build(r);
+    tg_status s = report_write_html(report, html);
+    if (s == TG_OK) s = report_write_series_jsonl(report, jsonl);
+    report_free(report);
+    if (s == TG_OK) s = compare_summary_json_write(r, summary);
+    printf("\n");
+    if (s == TG_OK) s = compare_summary_md_write(r, command, markdown, stdout);
     TG_TRY(s);
-    print_summary(e->runs, e->n_lrs);
-    printf("\nreport: %s\nseries: %s\nsummary: %s\nruns: %s/lr*-{relu,swiglu} (tapegrad inspect/sample/report work on each)\n",
-           html, jsonl, summary, e->root);
+    printf("\nreport: %s\nseries: %s\nsummary: %s and %s\nruns: %s/lr*-{relu,swiglu}-s* (tapegrad inspect, sample, "
+           "eval and report work on each)\n",
+           html, jsonl, summary, markdown, e->root);
     return TG_OK;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double load_average(void) {
+    double load;
+    return getloadavg(&load, 1) == 1 ? load : NAN;
 }
 
 tg_status compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop) {
     TG_TRY(opt_check(&table, o, ~(OptSet)0));
+    double start = now_s();
     Experiment *e = tg_calloc(1, sizeof *e);
+    e->o = o;
+    e->r.load_start = load_average();
     tg_status s = experiment_plan(e, o);
     if (s == TG_OK) s = make_folders(e->root);
     if (s == TG_OK) s = experiment_train(e, stop);
+    e->r.wall_s = now_s() - start, e->r.load_end = load_average();
     if (s == TG_OK) s = experiment_report(e);
-    for (int i = 0; i < e->n_runs; i++)
-        if (e->runs[i].loaded) run_history_free(&e->runs[i].h);
+    compare_results_free(&e->r);
     free(e);
     return s;
 }

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/engine.h"
+#include "lib/rng.h"
+
 /* ---------------------------------------------------------------- FFN activation statistics */
 
 void ffn_stats_init(FfnActStats *s, int64_t hidden) {
@@ -101,6 +104,33 @@ double zero_grad_row_fraction(const Tensor *p) {
     return (double)zero_rows / (double)rows;
 }
 
+double ffn_zero_fraction_at_init(const ModelConfig *cfg, uint64_t seed, int64_t rows, int threads) {
+    Model m;
+    model_build(&m, cfg);
+    model_init_weights(&m, seed);
+    Engine e;
+    engine_open(&e, threads, (size_t)rows * (size_t)(cfg->dim + 3 * cfg->hidden) * sizeof(float));
+    tape_set_grad_enabled(&e.tape, false);
+    Tensor *x = tensor_new(&e.arena, "random_input", 2, (int64_t[]){rows, cfg->dim});
+    Rng rng;
+    rng_seed(&rng, seed ^ 0x9e3779b97f4a7c15u); /* inputs drawn apart from the weights' stream */
+    rng_fill_normal(&rng, x->data, (size_t)x->numel, 0.0f, 1.0f);
+    FfnActStats stats;
+    ffn_stats_init(&stats, cfg->hidden);
+    for (int64_t l = 0; l < cfg->n_layers; l++) {
+        const LayerParams *p = &m.layers[l];
+        Tensor *hidden = NULL;
+        if (cfg->ffn == FFN_SWIGLU) ffn_swiglu(&e.tape, x, p->w1, p->w3, p->w2, NULL, &hidden);
+        else ffn_relu(&e.tape, x, p->w1, p->w2, NULL, &hidden);
+        ffn_stats_add(&stats, hidden);
+    }
+    double zeros = ffn_stats_zero_fraction(&stats);
+    ffn_stats_free(&stats);
+    engine_close(&e);
+    model_free(&m);
+    return zeros;
+}
+
 int64_t model_config_ffn_param_count(const ModelConfig *c) {
     return c->n_layers * (c->ffn == FFN_SWIGLU ? 3 : 2) * c->dim * c->hidden;
 }
@@ -189,7 +219,8 @@ static void json_field(FILE *f, const char *key, double v) {
     json_write_number(f, v);
 }
 
-void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *m, const double *update_ratio) {
+void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *m, const double *update_ratio,
+                                 const FfnActStats *probe) {
     fputs("\"params\":[", f);
     for (int i = 0; i < mi->n_params; i++) {
         const Tensor *t = m->params.tensors[i];
@@ -216,6 +247,13 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model
         json_field(f, "mean", ffn_stats_mean(s));
         json_field(f, "std", ffn_stats_std(s));
         json_field(f, "w1_zero_grad_rows", mi->w1_zero_grad_rows[l]);
+        if (probe) {
+            const FfnActStats *p = &probe[l];
+            fprintf(f, ",\"probe_tokens\":%lld,\"probe_dead_units\":%lld", (long long)p->tokens,
+                    (long long)ffn_stats_dead_units(p));
+            json_field(f, "probe_dead_frac", ffn_stats_dead_fraction(p));
+            json_field(f, "probe_zero_frac", ffn_stats_zero_fraction(p));
+        }
         fputc('}', f);
     }
     fputc(']', f);
@@ -223,9 +261,11 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model
 
 /* ---------------------------------------------------------------- grads.jsonl */
 
-tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, int64_t every) {
+tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, int64_t every,
+                           int64_t probe_batches) {
     memset(g, 0, sizeof *g);
     g->requested_every = every;
+    g->probe_batches = probe_batches;
     if (every <= 0) return TG_OK;
     char path[4200];
     snprintf(path, sizeof path, "%s/grads.jsonl", run_dir);
@@ -235,11 +275,18 @@ tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, i
     model_inspection_init(&g->mi, m);
     g->weights_before = tg_malloc(m->params.total * sizeof(float));
     g->update_ratio = tg_calloc((size_t)m->params.count, sizeof *g->update_ratio);
+    if (probe_batches > 0) {
+        g->probe = tg_calloc((size_t)m->cfg.n_layers, sizeof *g->probe);
+        for (int64_t l = 0; l < m->cfg.n_layers; l++) ffn_stats_init(&g->probe[l], m->cfg.hidden);
+    }
     return TG_OK;
 }
 
 void grad_logger_close(GradLogger *g) {
     if (g->out) fclose(g->out);
+    if (g->probe)
+        for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_free(&g->probe[l]);
+    free(g->probe);
     if (g->every > 0) model_inspection_free(&g->mi);
     free(g->weights_before);
     free(g->update_ratio);
@@ -248,6 +295,11 @@ void grad_logger_close(GradLogger *g) {
 
 void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden) {
     if (g->every > 0) model_inspection_add_activations(&g->mi, ffn_hidden);
+}
+
+void grad_logger_add_probe_activations(GradLogger *g, Tensor *const *ffn_hidden) {
+    if (!g->probe) return;
+    for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_add(&g->probe[l], ffn_hidden[l]);
 }
 
 void grad_logger_before_update(GradLogger *g, const Model *m) {
@@ -275,9 +327,11 @@ tg_status grad_logger_write(GradLogger *g, const Model *m, int64_t step, double 
     json_field(g->out, "lr", lr);
     json_field(g->out, "loss", loss);
     fputc(',', g->out);
-    model_inspection_write_json(g->out, &g->mi, m, g->update_ratio);
+    model_inspection_write_json(g->out, &g->mi, m, g->update_ratio, g->probe);
     fputs("}\n", g->out);
     model_inspection_reset_activations(&g->mi);
+    if (g->probe)
+        for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_reset(&g->probe[l]);
     if (fflush(g->out) != 0 || ferror(g->out))
         return tg_fail(TG_ERR_IO, "writing grads.jsonl failed: %s", strerror(errno));
     return TG_OK;
@@ -286,17 +340,29 @@ tg_status grad_logger_write(GradLogger *g, const Model *m, int64_t step, double 
 /* ---------------------------------------------------------------- as the trainer's hooks */
 
 static tg_status hook_start(void *ctx, const char *run_dir, const Model *m) {
-    return grad_logger_open(((GradLogger *)ctx), run_dir, m, ((GradLogger *)ctx)->requested_every);
+    GradLogger *g = ctx;
+    return grad_logger_open(g, run_dir, m, g->requested_every, g->probe_batches);
 }
 static bool hook_watch(void *ctx, int64_t step) { return grad_logger_due(ctx, step); }
+static void hook_after_probe_forward(void *ctx, Tensor *const *ffn_hidden) {
+    grad_logger_add_probe_activations(ctx, ffn_hidden);
+}
 static void hook_after_forward(void *ctx, Tensor *const *ffn_hidden) { grad_logger_add_activations(ctx, ffn_hidden); }
 static void hook_before_update(void *ctx, const Model *m) { grad_logger_before_update(ctx, m); }
 static tg_status hook_after_update(void *ctx, const Model *m, int64_t step, double lr, double loss) {
     return grad_logger_write(ctx, m, step, lr, loss);
 }
 
-TrainHooks grad_logger_hooks(GradLogger *g, int64_t every) {
+TrainHooks grad_logger_hooks(GradLogger *g, int64_t every, int64_t probe_batches) {
     memset(g, 0, sizeof *g);
     g->requested_every = every;
-    return (TrainHooks){g, hook_start, hook_watch, hook_after_forward, hook_before_update, hook_after_update};
+    g->probe_batches = probe_batches > 0 ? probe_batches : 0;
+    return (TrainHooks){g,
+                        hook_start,
+                        hook_watch,
+                        g->probe_batches,
+                        hook_after_probe_forward,
+                        hook_after_forward,
+                        hook_before_update,
+                        hook_after_update};
 }

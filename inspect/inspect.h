@@ -55,6 +55,13 @@ ParamStats param_stats(const Tensor *param);
  * that unit, which for ReLU means it was dead on the whole batch. */
 double zero_grad_row_fraction(const Tensor *param);
 
+/* The exact zeros of the FFN hidden activation of a freshly initialised model (the seed essay's
+ * numpy check, on tapegrad's own init and FFN ops): `rows` inputs x ~ N(0, 1) of dim floats,
+ * the scale an RMSNorm with unit gain hands the FFN, through every layer's w1 (and w3) as
+ * model_init_weights(seed) sets them. Returns the fraction of exact zeros over all layers. ReLU
+ * gives about 1/2, as w1 x is symmetric about 0; SwiGLU's silu(w1 x) * w3 x is almost never 0. */
+double ffn_zero_fraction_at_init(const ModelConfig *cfg, uint64_t seed, int64_t rows, int threads);
+
 /* Parameters of a model of this config, counted from the shapes alone (no allocation). */
 int64_t model_config_param_count(const ModelConfig *cfg);
 /* The FFN part of that count: 2 or 3 matrices of dim x hidden per layer. */
@@ -85,8 +92,11 @@ double model_inspect_batches(Model *model, Tape *tape, const int32_t *inputs, co
                              int64_t batch, int64_t seq, ModelInspection *mi);
 
 /* Writes `"params":[...],"ffn":[...]` (no braces) for the JSON object of a log line or of
- * `tapegrad inspect --json`. update_ratio (may be NULL): ||dw|| / ||w|| per parameter. */
-void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *model, const double *update_ratio);
+ * `tapegrad inspect --json`. update_ratio (may be NULL): ||dw|| / ||w|| per parameter. probe (may
+ * be NULL): per layer, the statistics of the probe set (TrainHooks), written into each layer's
+ * object as probe_tokens, probe_dead_units, probe_dead_frac, probe_zero_frac. */
+void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *model, const double *update_ratio,
+                                 const FfnActStats *probe);
 /* A JSON number, or null when not finite (JSON has no NaN). */
 void json_write_number(FILE *f, double v);
 
@@ -98,10 +108,14 @@ typedef struct GradLogger {
     ModelInspection mi;
     float *weights_before;      /* flat copy of the weights before the logged step's update */
     double *update_ratio;       /* [n_params] */
+    int64_t probe_batches;      /* fixed val batches per logged step (0: no probe) */
+    FfnActStats *probe;         /* [n_layers], on the probe batches (NULL without a probe) */
 } GradLogger;
 
-/* every <= 0 leaves the logger disabled; else opens DIR/grads.jsonl for appending. */
-tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *model, int64_t every);
+/* every <= 0 leaves the logger disabled; else opens DIR/grads.jsonl for appending. With
+ * probe_batches > 0 each logged line also holds the probe set's statistics. */
+tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *model, int64_t every,
+                           int64_t probe_batches);
 void grad_logger_close(GradLogger *g);
 /* Whether the step that ends with optimizer step number `step` (1-based) is logged: every
  * `every` steps, and step 1, whose activations are those of the initial weights. */
@@ -109,13 +123,17 @@ static inline bool grad_logger_due(const GradLogger *g, int64_t step) {
     return g->every > 0 && (step == 1 || step % g->every == 0);
 }
 /* The trainer calls these on a logged step only, so other steps cost one branch:
+ *   after each probe batch's forward, before the step's own  grad_logger_add_probe_activations
  *   after each micro-batch's forward (model_loss_inspected) grad_logger_add_activations
  *   after the backward of all micro-batches, before clip   grad_logger_before_update
  *   after the optimizer update                              grad_logger_write */
 void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden);
+/* Adds one probe batch's activations (the probe of TrainHooks). */
+void grad_logger_add_probe_activations(GradLogger *g, Tensor *const *ffn_hidden);
 /* The trainer's hooks (train/trainer.h) that open DIR/grads.jsonl when the run starts and log
- * every `every` steps (0: nothing). grad_logger_close after train_run. */
-TrainHooks grad_logger_hooks(GradLogger *g, int64_t every);
+ * every `every` steps (0: nothing), with dead units and zeros also on `probe_batches` fixed val
+ * batches (0: the training batch only). grad_logger_close after train_run. */
+TrainHooks grad_logger_hooks(GradLogger *g, int64_t every, int64_t probe_batches);
 void grad_logger_before_update(GradLogger *g, const Model *model);
 tg_status grad_logger_write(GradLogger *g, const Model *model, int64_t step, double lr, double loss);
 

@@ -16,6 +16,7 @@ struct ReportSeries {
     bool dashed;
     int64_t n, cap;
     double *x, *y;
+    double *lo, *hi; /* the band around y (NaN where a point has none); NULL until a point has one */
 };
 
 struct ReportChart {
@@ -140,17 +141,30 @@ ReportSeries *report_series(ReportChart *c, const char *name, int color, bool da
     return s;
 }
 
-void report_point(ReportSeries *s, double x, double y) {
+void report_point_range(ReportSeries *s, double x, double y, double lo, double hi) {
     if (!isfinite(x) || !isfinite(y)) return;
+    bool ranged = isfinite(lo) && isfinite(hi);
+    if (ranged && !s->lo) {
+        s->lo = tg_malloc((size_t)(s->cap ? s->cap : 1) * sizeof *s->lo);
+        s->hi = tg_malloc((size_t)(s->cap ? s->cap : 1) * sizeof *s->hi);
+        for (int64_t j = 0; j < s->n; j++) s->lo[j] = s->hi[j] = NAN;
+    }
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 64;
         s->x = tg_realloc(s->x, (size_t)s->cap * sizeof *s->x);
         s->y = tg_realloc(s->y, (size_t)s->cap * sizeof *s->y);
+        if (s->lo) {
+            s->lo = tg_realloc(s->lo, (size_t)s->cap * sizeof *s->lo);
+            s->hi = tg_realloc(s->hi, (size_t)s->cap * sizeof *s->hi);
+        }
     }
     s->x[s->n] = x;
     s->y[s->n] = y;
+    if (s->lo) s->lo[s->n] = ranged ? lo : NAN, s->hi[s->n] = ranged ? hi : NAN;
     s->n++;
 }
+
+void report_point(ReportSeries *s, double x, double y) { report_point_range(s, x, y, NAN, NAN); }
 
 int64_t report_series_length(const ReportSeries *s) { return s->n; }
 
@@ -173,6 +187,8 @@ void report_free(Report *r) {
                 free(s->name);
                 free(s->x);
                 free(s->y);
+                free(s->lo);
+                free(s->hi);
                 free(s);
             }
             free(it->chart->series);
@@ -205,7 +221,7 @@ static void write_escaped(FILE *f, const char *s) {
 
 /* Geometry of a chart, in SVG pixels. */
 enum { CHART_W = 560, PLOT_LEFT = 66, PLOT_RIGHT = 548, PLOT_TOP = 30, PLOT_BOTTOM = 250, LEGEND_TOP = 296,
-       LEGEND_ROW = 16, LEGEND_COLS = 3 };
+       LEGEND_ROW = 16, LEGEND_COLS = 3, MAX_TICKS = 40 };
 
 /* A step of 1, 2 or 5 times a power of ten giving about `target` intervals over `range`. */
 static double nice_step(double range, int target) {
@@ -213,27 +229,76 @@ static double nice_step(double range, int target) {
     return (f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0) * mag;
 }
 
+/* Ticks first, first + step, ... up to last, counted rather than accumulated: for huge values
+ * v + step can equal v, and a loop adding step would never end. */
+static int tick_count(double first, double last, double step) {
+    double n = floor((last - first) / step + 1e-6) + 1;
+    return isfinite(n) && n > 0 ? (int)fmin(n, MAX_TICKS) : 0;
+}
+
 typedef struct {
     double lo, hi;
 } Range;
 
+/* Data coordinates to pixels: the plot's ranges and the scale of each axis. */
+typedef struct {
+    Range x, y;
+    double xstep, ystep, sx, sy;
+    bool log_y;
+} ChartScale;
+
 static double chart_y(const ReportChart *c, double y) { return c->log_y ? log10(y) : y; }
 static bool chart_point_ok(const ReportChart *c, double y) { return !c->log_y || y > 0; }
+static double px(const ChartScale *k, double x) { return PLOT_LEFT + (x - k->x.lo) * k->sx; }
+static double py(const ChartScale *k, double y) { return PLOT_BOTTOM - (y - k->y.lo) * k->sy; }
 
+static bool band_point_ok(const ReportChart *c, const ReportSeries *s, int64_t j) {
+    return s->lo && isfinite(s->lo[j]) && isfinite(s->hi[j]) && chart_point_ok(c, s->lo[j]) &&
+           chart_point_ok(c, s->hi[j]);
+}
+
+static void widen(Range *r, bool *any, double v) {
+    if (!*any) *r = (Range){v, v};
+    r->lo = fmin(r->lo, v), r->hi = fmax(r->hi, v);
+    *any = true;
+}
+
+/* The ranges of every point and band edge the chart can show. */
 static bool data_ranges(const ReportChart *c, Range *x, Range *y) {
-    bool any = false;
+    bool any_x = false, any_y = false;
     for (int i = 0; i < c->n_series; i++) {
         const ReportSeries *s = c->series[i];
         for (int64_t j = 0; j < s->n; j++) {
-            if (!chart_point_ok(c, s->y[j])) continue;
-            double yv = chart_y(c, s->y[j]);
-            if (!any) *x = (Range){s->x[j], s->x[j]}, *y = (Range){yv, yv};
-            x->lo = fmin(x->lo, s->x[j]), x->hi = fmax(x->hi, s->x[j]);
-            y->lo = fmin(y->lo, yv), y->hi = fmax(y->hi, yv);
-            any = true;
+            if (chart_point_ok(c, s->y[j])) widen(x, &any_x, s->x[j]), widen(y, &any_y, chart_y(c, s->y[j]));
+            if (band_point_ok(c, s, j)) {
+                widen(x, &any_x, s->x[j]);
+                widen(y, &any_y, chart_y(c, s->lo[j]));
+                widen(y, &any_y, chart_y(c, s->hi[j]));
+            }
         }
     }
-    return any;
+    return any_y;
+}
+
+static ChartScale chart_scale(const ReportChart *c, bool *any) {
+    ChartScale k = {.x = {0, 1}, .y = {0, 1}, .log_y = c->log_y};
+    *any = data_ranges(c, &k.x, &k.y);
+    if (k.x.hi - k.x.lo <= 0) k.x.lo -= 0.5, k.x.hi += 0.5;
+    if (c->log_y) {
+        k.y.lo = floor(k.y.lo), k.y.hi = ceil(k.y.hi);
+        if (k.y.hi <= k.y.lo) k.y.hi = k.y.lo + 1;
+        k.ystep = k.y.hi - k.y.lo > 8 ? 2 : 1;
+    } else {
+        if (k.y.hi - k.y.lo <= 0) {
+            double pad = fabs(k.y.lo) > 0 ? fabs(k.y.lo) * 0.1 : 0.5;
+            k.y.lo -= pad, k.y.hi += pad;
+        }
+        k.ystep = nice_step(k.y.hi - k.y.lo, 5);
+        k.y.lo = floor(k.y.lo / k.ystep) * k.ystep, k.y.hi = ceil(k.y.hi / k.ystep) * k.ystep;
+    }
+    k.xstep = nice_step(k.x.hi - k.x.lo, 6);
+    k.sx = (PLOT_RIGHT - PLOT_LEFT) / (k.x.hi - k.x.lo), k.sy = (PLOT_BOTTOM - PLOT_TOP) / (k.y.hi - k.y.lo);
+    return k;
 }
 
 static void format_tick(char *buf, size_t cap, double v, double step) {
@@ -241,8 +306,96 @@ static void format_tick(char *buf, size_t cap, double v, double step) {
     snprintf(buf, cap, "%.4g", v);
 }
 
-/* One chart as inline SVG: frame, axes with their ticks, each series' polyline and the legend, in
- * drawing order; one function because every part shares the same scale and layout values. */
+/* Grid lines, tick labels, the frame and the axis labels. */
+static void write_axes(FILE *f, const ReportChart *c, const ChartScale *k) {
+    char label[32];
+    for (int i = 0, n = tick_count(k->y.lo, k->y.hi, k->ystep); i < n; i++) {
+        double v = k->y.lo + i * k->ystep;
+        if (c->log_y) snprintf(label, sizeof label, "%g", pow(10.0, v));
+        else format_tick(label, sizeof label, v, k->ystep);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                PLOT_LEFT, py(k, v), PLOT_RIGHT, py(k, v), PLOT_LEFT - 4, py(k, v) + 4, label);
+    }
+    double first_x = ceil(k->x.lo / k->xstep) * k->xstep;
+    for (int i = 0, n = tick_count(first_x, k->x.hi, k->xstep); i < n; i++) {
+        double v = first_x + i * k->xstep;
+        format_tick(label, sizeof label, v, k->xstep);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                px(k, v), PLOT_TOP, px(k, v), PLOT_BOTTOM, px(k, v), PLOT_BOTTOM + 15, label);
+    }
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888888\"/>\n", PLOT_LEFT,
+            PLOT_TOP, PLOT_RIGHT - PLOT_LEFT, PLOT_BOTTOM - PLOT_TOP);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (PLOT_LEFT + PLOT_RIGHT) / 2, PLOT_BOTTOM + 32);
+    write_escaped(f, c->x_label);
+    fprintf(f, "</text><text x=\"14\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">",
+            (PLOT_TOP + PLOT_BOTTOM) / 2, (PLOT_TOP + PLOT_BOTTOM) / 2);
+    write_escaped(f, c->y_label);
+    fputs(c->log_y ? " (log)</text>\n" : "</text>\n", f);
+}
+
+/* A series' band: one closed outline (along hi, back along lo) per run of points that have a
+ * range the axis can show. */
+static void write_band(FILE *f, const ReportChart *c, const ChartScale *k, const ReportSeries *s) {
+    fputs("<path data-band=\"", f);
+    write_escaped(f, s->name);
+    fputs("\" d=\"", f);
+    for (int64_t start = 0; start < s->n;) {
+        if (!band_point_ok(c, s, start)) {
+            start++;
+            continue;
+        }
+        int64_t end = start;
+        while (end + 1 < s->n && band_point_ok(c, s, end + 1)) end++;
+        for (int64_t j = start; j <= end; j++)
+            fprintf(f, "%s%.1f,%.1f ", j == start ? "M" : "L", px(k, s->x[j]), py(k, chart_y(c, s->hi[j])));
+        for (int64_t j = end; j >= start; j--) fprintf(f, "L%.1f,%.1f ", px(k, s->x[j]), py(k, chart_y(c, s->lo[j])));
+        fputs("Z ", f);
+        start = end + 1;
+    }
+    fprintf(f, "\" fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\"/>\n", palette[s->color]);
+}
+
+static void write_line(FILE *f, const ReportChart *c, const ChartScale *k, const ReportSeries *s) {
+    fputs("<path data-series=\"", f);
+    write_escaped(f, s->name);
+    fputs("\" d=\"", f);
+    bool pen_down = false;
+    for (int64_t j = 0; j < s->n; j++) {
+        if (!chart_point_ok(c, s->y[j])) {
+            pen_down = false; /* a gap where a log axis cannot show the value */
+            continue;
+        }
+        fprintf(f, "%s%.1f,%.1f ", pen_down ? "L" : "M", px(k, s->x[j]), py(k, chart_y(c, s->y[j])));
+        pen_down = true;
+    }
+    fprintf(f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s/>\n", palette[s->color],
+            s->dashed ? " stroke-dasharray=\"6 3\"" : "");
+    if (s->n <= 30) /* sparse series (val loss, a sweep) also get markers, so one point shows */
+        for (int64_t j = 0; j < s->n; j++)
+            if (chart_point_ok(c, s->y[j]))
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", px(k, s->x[j]),
+                        py(k, chart_y(c, s->y[j])), palette[s->color]);
+}
+
+static void write_legend(FILE *f, const ReportChart *c) {
+    int col_w = (CHART_W - 16) / LEGEND_COLS;
+    for (int i = 0; i < c->n_series; i++) {
+        const ReportSeries *s = c->series[i];
+        int x = 8 + (i % LEGEND_COLS) * col_w, y = LEGEND_TOP + (i / LEGEND_COLS) * LEGEND_ROW;
+        if (s->lo)
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"22\" height=\"8\" fill=\"%s\" fill-opacity=\"0.18\"/>", x,
+                    y - 8, palette[s->color]);
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>", x, y - 4, x + 22,
+                y - 4, palette[s->color], s->dashed ? " stroke-dasharray=\"6 3\"" : "");
+        fprintf(f, "<text x=\"%d\" y=\"%d\">", x + 27, y);
+        write_escaped(f, s->name);
+        fputs(s->n ? "</text>\n" : " (no data)</text>\n", f);
+    }
+}
+
+/* One chart as inline SVG: frame and axes, the bands, the lines over them, the legend. */
 static void write_chart_svg(FILE *f, const ReportChart *c) {
     int legend_rows = (c->n_series + LEGEND_COLS - 1) / LEGEND_COLS;
     int height = LEGEND_TOP + legend_rows * LEGEND_ROW + 6;
@@ -253,87 +406,16 @@ static void write_chart_svg(FILE *f, const ReportChart *c) {
     fputs("<text x=\"8\" y=\"18\" font-size=\"13\" font-weight=\"bold\">", f);
     write_escaped(f, c->title);
     fputs("</text>\n", f);
-    Range xr = {0, 1}, yr = {0, 1};
-    bool any = data_ranges(c, &xr, &yr);
-    if (xr.hi - xr.lo <= 0) xr.lo -= 0.5, xr.hi += 0.5;
-    double ystep;
-    if (c->log_y) {
-        yr.lo = floor(yr.lo), yr.hi = ceil(yr.hi);
-        if (yr.hi <= yr.lo) yr.hi = yr.lo + 1;
-        ystep = yr.hi - yr.lo > 8 ? 2 : 1;
-    } else {
-        if (yr.hi - yr.lo <= 0) {
-            double pad = fabs(yr.lo) > 0 ? fabs(yr.lo) * 0.1 : 0.5;
-            yr.lo -= pad, yr.hi += pad;
-        }
-        ystep = nice_step(yr.hi - yr.lo, 5);
-        yr.lo = floor(yr.lo / ystep) * ystep, yr.hi = ceil(yr.hi / ystep) * ystep;
-    }
-    double xstep = nice_step(xr.hi - xr.lo, 6);
-    double sx = (PLOT_RIGHT - PLOT_LEFT) / (xr.hi - xr.lo), sy = (PLOT_BOTTOM - PLOT_TOP) / (yr.hi - yr.lo);
-#define PX(v) (PLOT_LEFT + ((v) - xr.lo) * sx)
-#define PY(v) (PLOT_BOTTOM - ((v) - yr.lo) * sy)
-    /* grid and tick labels */
-    char label[32];
-    for (double v = yr.lo; v <= yr.hi + ystep * 1e-6; v += ystep) {
-        if (c->log_y) snprintf(label, sizeof label, "%g", pow(10.0, v));
-        else format_tick(label, sizeof label, v, ystep);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
-                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                PLOT_LEFT, PY(v), PLOT_RIGHT, PY(v), PLOT_LEFT - 4, PY(v) + 4, label);
-    }
-    for (double v = ceil(xr.lo / xstep) * xstep; v <= xr.hi + xstep * 1e-6; v += xstep) {
-        format_tick(label, sizeof label, v, xstep);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
-                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
-                PX(v), PLOT_TOP, PX(v), PLOT_BOTTOM, PX(v), PLOT_BOTTOM + 15, label);
-    }
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888888\"/>\n", PLOT_LEFT,
-            PLOT_TOP, PLOT_RIGHT - PLOT_LEFT, PLOT_BOTTOM - PLOT_TOP);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (PLOT_LEFT + PLOT_RIGHT) / 2, PLOT_BOTTOM + 32);
-    write_escaped(f, c->x_label);
-    fprintf(f, "</text><text x=\"14\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">",
-            (PLOT_TOP + PLOT_BOTTOM) / 2, (PLOT_TOP + PLOT_BOTTOM) / 2);
-    write_escaped(f, c->y_label);
-    fputs(c->log_y ? " (log)</text>\n" : "</text>\n", f);
+    bool any;
+    ChartScale k = chart_scale(c, &any);
+    write_axes(f, c, &k);
     if (!any)
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n",
                 (PLOT_LEFT + PLOT_RIGHT) / 2, (PLOT_TOP + PLOT_BOTTOM) / 2);
-    /* the series, then the legend */
-    for (int i = 0; i < c->n_series; i++) {
-        const ReportSeries *s = c->series[i];
-        fputs("<path data-series=\"", f);
-        write_escaped(f, s->name);
-        fputs("\" d=\"", f);
-        bool pen_down = false;
-        for (int64_t j = 0; j < s->n; j++) {
-            if (!chart_point_ok(c, s->y[j])) {
-                pen_down = false; /* a gap where a log axis cannot show the value */
-                continue;
-            }
-            fprintf(f, "%s%.1f,%.1f ", pen_down ? "L" : "M", PX(s->x[j]), PY(chart_y(c, s->y[j])));
-            pen_down = true;
-        }
-        fprintf(f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s/>\n", palette[s->color],
-                s->dashed ? " stroke-dasharray=\"6 3\"" : "");
-        if (s->n <= 30) /* sparse series (val loss, a sweep) also get markers, so one point shows */
-            for (int64_t j = 0; j < s->n; j++)
-                if (chart_point_ok(c, s->y[j]))
-                    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", PX(s->x[j]),
-                            PY(chart_y(c, s->y[j])), palette[s->color]);
-    }
-#undef PX
-#undef PY
-    int col_w = (CHART_W - 16) / LEGEND_COLS;
-    for (int i = 0; i < c->n_series; i++) {
-        const ReportSeries *s = c->series[i];
-        int x = 8 + (i % LEGEND_COLS) * col_w, y = LEGEND_TOP + (i / LEGEND_COLS) * LEGEND_ROW;
-        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>", x, y - 4, x + 22,
-                y - 4, palette[s->color], s->dashed ? " stroke-dasharray=\"6 3\"" : "");
-        fprintf(f, "<text x=\"%d\" y=\"%d\">", x + 27, y);
-        write_escaped(f, s->name);
-        fputs(s->n ? "</text>\n" : " (no data)</text>\n", f);
-    }
+    for (int i = 0; i < c->n_series; i++)
+        if (c->series[i]->lo) write_band(f, c, &k, c->series[i]);
+    for (int i = 0; i < c->n_series; i++) write_line(f, c, &k, c->series[i]);
+    write_legend(f, c);
     fputs("</svg></figure>\n", f);
 }
 
@@ -346,6 +428,14 @@ static cJSON *series_json(const ReportSeries *s) {
     for (int64_t j = 0; j < s->n; j++) {
         cJSON_AddItemToArray(x, cJSON_CreateNumber(s->x[j]));
         cJSON_AddItemToArray(y, cJSON_CreateNumber(s->y[j]));
+    }
+    if (s->lo) {
+        cJSON *lo = cJSON_AddArrayToObject(o, "lo"), *hi = cJSON_AddArrayToObject(o, "hi");
+        for (int64_t j = 0; j < s->n; j++) {
+            /* null where the point has no band (JSON has no NaN) */
+            cJSON_AddItemToArray(lo, isfinite(s->lo[j]) ? cJSON_CreateNumber(s->lo[j]) : cJSON_CreateNull());
+            cJSON_AddItemToArray(hi, isfinite(s->hi[j]) ? cJSON_CreateNumber(s->hi[j]) : cJSON_CreateNull());
+        }
     }
     return o;
 }

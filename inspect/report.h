@@ -4,7 +4,8 @@
  * refers to the network. Every chart's data is also embedded, once, as JSON in
  *   <script type="application/json" id="tapegrad-report-data">{"title":..,"charts":[..],"tables":[..]}</script>
  * (a data block, never executed), so a program can read the numbers back without scraping the
- * SVG; each series is drawn as a <path data-series="NAME">. The markup is XHTML-style: every
+ * SVG; each series is drawn as a <path data-series="NAME">, its band (if any) as a
+ * <path data-band="NAME">. The markup is XHTML-style: every
  * element is closed or self-closed.
  *
  * Use: report_new, then add items in reading order, then report_write_html (and
@@ -41,6 +42,10 @@ ReportChart *report_chart(Report *r, const char *title, const char *x_label, con
 ReportSeries *report_series(ReportChart *c, const char *name, int color, bool dashed);
 /* Non-finite points are skipped: a series holds only what was measured. */
 void report_point(ReportSeries *s, double x, double y);
+/* A point with a range [lo, hi] around it (the spread over seeds, say): a series with any such
+ * point is drawn over a translucent band of its colour, <path data-band="NAME">, and its data
+ * carries "lo" and "hi" arrays (null where a point has no range, as when lo or hi is not finite). */
+void report_point_range(ReportSeries *s, double x, double y, double lo, double hi);
 int64_t report_series_length(const ReportSeries *s);
 
 /* Writes the HTML file (through PATH.tmp and a rename, so it is whole or absent). */

@@ -96,12 +96,13 @@ static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, c
         return tg_fail(TG_ERR_FORMAT, "%s line %lld: %d parameters and %d layers, earlier lines had %d and %d", path,
                        (long long)line_no, n_params, n_layers, h->n_params, h->n_layers);
     }
-    double *block = tg_malloc(((size_t)n_params * 3 + (size_t)n_layers * 5 + 1) * sizeof(double));
+    double *block = tg_malloc(((size_t)n_params * 3 + (size_t)n_layers * 7 + 1) * sizeof(double));
     row->step = (int64_t)step->valuedouble;
     row->grad_norm = block, row->weight_norm = block + n_params, row->update_ratio = block + 2 * n_params;
     double *layer = block + 3 * n_params;
     row->dead_frac = layer, row->zero_frac = layer + n_layers, row->act_mean = layer + 2 * n_layers;
     row->act_std = layer + 3 * n_layers, row->w1_zero_grad_rows = layer + 4 * n_layers;
+    row->probe_dead_frac = layer + 5 * n_layers, row->probe_zero_frac = layer + 6 * n_layers;
     int i = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, params) {
@@ -115,7 +116,9 @@ static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, c
         row->zero_frac[i] = number_or_nan(p, "zero_frac");
         row->act_mean[i] = number_or_nan(p, "mean");
         row->act_std[i] = number_or_nan(p, "std");
-        row->w1_zero_grad_rows[i++] = number_or_nan(p, "w1_zero_grad_rows");
+        row->w1_zero_grad_rows[i] = number_or_nan(p, "w1_zero_grad_rows");
+        row->probe_dead_frac[i] = number_or_nan(p, "probe_dead_frac");
+        row->probe_zero_frac[i++] = number_or_nan(p, "probe_zero_frac");
     }
     return TG_OK;
 }
@@ -145,6 +148,7 @@ static tg_status load_grad_log(const char *dir, RunHistory *h) {
         }
         h->logs[h->n_logs++] = row;
     }
+    h->has_probe = h->n_logs > 0 && h->n_layers > 0 && isfinite(h->logs[0].probe_dead_frac[0]);
     free(line);
     fclose(f);
     return s;
@@ -237,6 +241,8 @@ const double *grad_log_layer_values(const GradLogRow *row, LayerStat stat) {
     case LAYER_ACT_MEAN: return row->act_mean;
     case LAYER_ACT_STD: return row->act_std;
     case LAYER_W1_ZERO_GRAD_ROWS: return row->w1_zero_grad_rows;
+    case LAYER_PROBE_DEAD_FRAC: return row->probe_dead_frac;
+    case LAYER_PROBE_ZERO_FRAC: return row->probe_zero_frac;
     }
     return row->dead_frac;
 }
@@ -276,6 +282,9 @@ void report_add_run(Report *r, const RunHistory *h) {
     add_group_charts(r, h);
     add_layer_chart(r, h, "FFN dead units (zero for every token of the logged batch)", "fraction of units",
                     LAYER_DEAD_FRAC);
+    if (h->has_probe)
+        add_layer_chart(r, h, "FFN dead units on the probe set (fixed held-out batches)", "fraction of units",
+                        LAYER_PROBE_DEAD_FRAC);
     add_layer_chart(r, h, "FFN hidden activations that are exactly zero", "fraction of activations",
                     LAYER_ZERO_FRAC);
     add_layer_chart(r, h, "FFN hidden activation std", "std", LAYER_ACT_STD);

@@ -5,6 +5,7 @@
 #ifndef TAPEGRAD_RUN_HISTORY_H
 #define TAPEGRAD_RUN_HISTORY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "lib/error.h"
@@ -19,11 +20,20 @@ typedef struct MetricRow {
 typedef struct GradLogRow {
     int64_t step;
     double *grad_norm, *weight_norm, *update_ratio;                       /* [n_params] */
-    double *dead_frac, *zero_frac, *act_mean, *act_std, *w1_zero_grad_rows; /* [n_layers] */
+    double *dead_frac, *zero_frac, *act_mean, *act_std, *w1_zero_grad_rows; /* [n_layers], the training batch */
+    double *probe_dead_frac, *probe_zero_frac; /* [n_layers], the probe set (TrainHooks); NaN without one */
 } GradLogRow;
 
 /* The per-layer statistics of a log row, by name, for code that charts any of them. */
-typedef enum { LAYER_DEAD_FRAC, LAYER_ZERO_FRAC, LAYER_ACT_MEAN, LAYER_ACT_STD, LAYER_W1_ZERO_GRAD_ROWS } LayerStat;
+typedef enum {
+    LAYER_DEAD_FRAC,
+    LAYER_ZERO_FRAC,
+    LAYER_ACT_MEAN,
+    LAYER_ACT_STD,
+    LAYER_W1_ZERO_GRAD_ROWS,
+    LAYER_PROBE_DEAD_FRAC,
+    LAYER_PROBE_ZERO_FRAC,
+} LayerStat;
 const double *grad_log_layer_values(const GradLogRow *row, LayerStat stat);
 
 typedef struct RunHistory {
@@ -34,6 +44,7 @@ typedef struct RunHistory {
     int n_params, n_layers;
     char **param_names;      /* [n_params] */
     char ffn_kind[16];       /* "relu" | "swiglu" ("" without grads.jsonl) */
+    bool has_probe;          /* the first logged line holds probe-set statistics */
 } RunHistory;
 
 /* Reads DIR/metrics.jsonl (required) and DIR/grads.jsonl (optional). A run resumed from an

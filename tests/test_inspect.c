@@ -1,5 +1,5 @@
-/* Gradient and activation statistics (train/inspect.c) and the HTML report (train/report.c),
- * through the library. */
+/* Gradient and activation statistics (inspect/inspect.c), the probe set through the trainer's
+ * hooks, and the HTML report (inspect/report.c), through the library. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,8 +11,11 @@
 #include "report_check.h"
 #include "testutil.h"
 #include "inspect/inspect.h"
-#include "train/model.h"
 #include "inspect/report.h"
+#include "inspect/run_history.h"
+#include "inspect/seed_stats.h"
+#include "train/model.h"
+#include "train/trainer.h"
 
 /* ---- dead units and zeros on constructed activations ---------------------------------------- */
 
@@ -154,6 +157,18 @@ Test(model_inspection, inspecting_changes_no_weight_and_fills_every_gradient) {
     model_free(&m);
 }
 
+Test(model_inspection, zero_share_at_init_on_random_inputs_is_a_half_for_relu_and_none_for_swiglu) {
+    ModelConfig c;
+    tiny_config(&c, FFN_RELU);
+    /* 512 rows x 256 units x 2 layers: the share of a fair coin's heads within +-0.03 */
+    double relu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
+    cr_assert(relu > 0.47 && relu < 0.53, "ReLU zeros at init %.4f", relu);
+    tiny_config(&c, FFN_SWIGLU);
+    double swiglu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
+    cr_assert(swiglu < 1e-4, "SwiGLU zeros at init %.6f", swiglu);
+    cr_assert_eq(ffn_zero_fraction_at_init(&c, 3, 512, 1), swiglu, "the same seed gives the same figure");
+}
+
 Test(model_inspection, parameter_count_from_the_config_matches_the_model) {
     for (int kind = 0; kind < 2; kind++) {
         ModelConfig c;
@@ -248,4 +263,174 @@ Test(report, the_tag_checker_rejects_broken_markup) {
     cr_assert_not(html_tags_balanced("<div>", why, sizeof why));
     cr_assert_not(html_tags_balanced("<p>1 < 2</p>", why, sizeof why));
     cr_assert_not(html_tags_balanced("<script>x", why, sizeof why));
+}
+
+/* ---- the probe set: dead units on fixed held-out batches, through the trainer's hooks -------- */
+
+TestSuite(probe, .init = make_dir, .fini = remove_dir, .timeout = 60);
+
+/* A 4-step tiny ReLU run into dir/NAME, statistics at steps 1, 2, 4 with a probe of
+ * probe_batches fixed val batches (0: none). */
+static void train_logged(const char *name, int64_t probe_batches, RunHistory *h) {
+    char *text = datagen_english(5, 30000);
+    datagen_write(dir, "text.txt", text, strlen(text));
+    free(text);
+    char *data = datagen_path(dir, "text.txt"), *out = datagen_path(dir, name);
+    TrainOptions t;
+    train_options_defaults(&t);
+    t.preset = "tiny", t.ffn = "relu", t.data_path = data, t.out_dir = out;
+    t.steps = 4, t.batch = 2, t.eval_every = 2, t.eval_batches = 1, t.log_grads = 2, t.sample_tokens = 0;
+    t.ckpt_every = 0, t.threads = 1;
+    GradLogger g;
+    TrainHooks hooks = grad_logger_hooks(&g, t.log_grads, probe_batches);
+    assert_ok(train_run(&t, NULL, &hooks));
+    grad_logger_close(&g);
+    assert_ok(run_history_load(out, h));
+    free(data);
+    free(out);
+}
+
+Test(probe, logged_on_fixed_val_batches_without_changing_training) {
+    RunHistory plain, probed;
+    train_logged("plain", 0, &plain);
+    train_logged("probed", 3, &probed);
+    cr_assert_not(plain.has_probe);
+    cr_assert(probed.has_probe);
+    cr_assert_eq(probed.n_logs, 3);
+    /* the probe runs nothing the update sees: the same losses, bit for bit */
+    cr_assert_eq(probed.n_metrics, plain.n_metrics);
+    for (int64_t i = 0; i < plain.n_metrics; i++)
+        cr_assert_eq(probed.metrics[i].loss, plain.metrics[i].loss, "step %lld", (long long)plain.metrics[i].step);
+    char *path = datagen_path(dir, "probed/grads.jsonl");
+    char *text = check_read_file(path, NULL);
+    cr_assert_not_null(text);
+    int lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *ffn = cJSON_GetObjectItem(o, "ffn");
+        for (int l = 0; l < cJSON_GetArraySize(ffn); l++) {
+            const cJSON *f = cJSON_GetArrayItem(ffn, l);
+            /* 3 batches of 2 sequences of the tiny preset's 32 tokens */
+            cr_assert_eq(cJSON_GetObjectItem(f, "probe_tokens")->valueint, 3 * 2 * 32);
+            double z = cJSON_GetObjectItem(f, "probe_zero_frac")->valuedouble;
+            cr_assert(z > 0.2 && z < 0.8, "ReLU zeros on the probe set, layer %d: %.3f", l, z);
+            cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(f, "probe_dead_frac")));
+        }
+        cJSON_Delete(o);
+    }
+    cr_assert_eq(lines, 3);
+    free(text);
+    free(path);
+    run_history_free(&plain);
+    run_history_free(&probed);
+}
+
+Test(report, bands_are_drawn_under_their_series_and_carried_in_the_data) {
+    Report *r = report_new("bands");
+    ReportChart *c = report_chart(r, "spread over seeds", "step", "loss", false);
+    ReportSeries *mean = report_series(c, "mean", 0, false), *plain = report_series(c, "plain", 1, true);
+    for (int i = 0; i < 6; i++) {
+        /* point 2 has no range: the band is drawn as two pieces around it */
+        report_point_range(mean, i, 2.0 + i, i == 2 ? NAN : 1.5 + i, 2.5 + i);
+        report_point(plain, i, 1.0);
+    }
+    char *path = datagen_path(dir, "bands.html");
+    cr_assert_eq(report_write_html(r, path), TG_OK, "%s", tg_error_message());
+    report_free(r);
+    char *html = check_read_file(path, NULL);
+    char why[256];
+    cr_assert(html_tags_balanced(html, why, sizeof why), "%s", why);
+    cJSON *data = html_report_data(html);
+    cr_assert_eq(html_series_drawn(html, data, why, sizeof why), 2, "%s", why);
+    cr_assert_null(strstr(html, "data-band=\"plain\""), "a series without ranges has no band");
+    const char *band = strstr(html, "data-band=\"mean\"");
+    cr_assert_not_null(band);
+    const char *end = strchr(band + strlen("data-band=\"mean\" d=\""), '"');
+    int pieces = 0;
+    for (const char *p = band; p < end; p++) pieces += *p == 'Z';
+    cr_assert_eq(pieces, 2, "the band has %d pieces", pieces);
+    /* the band is under the line: drawn first */
+    cr_assert_lt(band, strstr(html, "data-series=\"mean\""));
+    const cJSON *s = report_find_series(data, "mean", 6);
+    const cJSON *lo = cJSON_GetObjectItem(s, "lo"), *hi = cJSON_GetObjectItem(s, "hi");
+    cr_assert_eq(cJSON_GetArraySize(lo), 6);
+    cr_assert(cJSON_IsNull(cJSON_GetArrayItem(lo, 2)) && cJSON_IsNull(cJSON_GetArrayItem(hi, 2)));
+    cr_assert_float_eq(cJSON_GetArrayItem(lo, 5)->valuedouble, 6.5, 1e-12);
+    cr_assert_float_eq(cJSON_GetArrayItem(hi, 0)->valuedouble, 2.5, 1e-12);
+    cr_assert_null(cJSON_GetObjectItem(report_find_series(data, "plain", 6), "lo"));
+    cJSON_Delete(data);
+    free(html);
+    free(path);
+}
+
+Test(report, axes_of_huge_values_have_a_bounded_number_of_ticks, .timeout = 20) {
+    /* 1e17 and the next double up are 16 apart; the tick step (5) is under half of that, so a
+     * tick loop that adds the step to a value would never leave 1e17 */
+    double a = 1e17, b = nextafter(1e17, INFINITY);
+    Report *r = report_new("huge");
+    ReportSeries *s = report_series(report_chart(r, "adjacent doubles", "x", "y", false), "s", 0, false);
+    report_point(s, a, a);
+    report_point(s, b, b);
+    char *path = datagen_path(dir, "huge.html");
+    cr_assert_eq(report_write_html(r, path), TG_OK, "%s", tg_error_message());
+    report_free(r);
+    char *html = check_read_file(path, NULL);
+    int lines = 0;
+    for (const char *p = html; (p = strstr(p, "<line")) != NULL; p++) lines++;
+    cr_assert(lines >= 2 && lines <= 2 * 40 + 1, "%d grid lines", lines);
+    free(html);
+    free(path);
+}
+
+/* ---- spreads over seeds ------------------------------------------------------------------- */
+
+Test(seed_stats, spread_leaves_out_and_counts_runs_without_a_value) {
+    const double v[] = {2.0, NAN, 1.0, 3.0, INFINITY};
+    SeedSpread s = seed_spread(v, 5);
+    cr_assert_eq(s.n, 3);
+    cr_assert_eq(s.missing, 2);
+    cr_assert_float_eq(s.mean, 2.0, 1e-12);
+    cr_assert_float_eq(s.std, 1.0, 1e-12); /* sample std of 1, 2, 3 */
+    cr_assert_float_eq(s.min, 1.0, 1e-12);
+    cr_assert_float_eq(s.max, 3.0, 1e-12);
+    s = seed_spread(v, 1);
+    cr_assert(s.n == 1 && s.std == 0 && s.mean == 2.0);
+    s = seed_spread(v + 1, 1);
+    cr_assert(s.n == 0 && s.missing == 1 && isnan(s.mean));
+}
+
+Test(seed_stats, separated_ranges_and_their_chance) {
+    const double relu[] = {1.0, 2.0, 3.0}, swiglu[] = {4.0, 5.0, 6.0}, mixed[] = {2.5, 5.0, 6.0};
+    SeedComparison c = seed_compare(relu, 3, swiglu, 3);
+    cr_assert(c.testable);
+    cr_assert_eq(c.separated, -1);
+    cr_assert_float_eq(c.diff, -3.0, 1e-12);
+    cr_assert_float_eq(c.pooled_std, 1.0, 1e-12);
+    cr_assert_float_eq(c.effect, 3.0, 1e-12);
+    cr_assert_float_eq(c.chance, 2.0 / 20.0, 1e-12); /* 2 of the C(6,3) = 20 splits */
+    cr_assert_eq(seed_compare(swiglu, 3, relu, 3).separated, 1);
+    cr_assert_eq(seed_compare(relu, 3, mixed, 3).separated, 0, "2.5 lies inside the other range");
+    cr_assert_float_eq(seed_compare(relu, 2, swiglu, 2).chance, 2.0 / 6.0, 1e-12);
+    const double four_a[] = {1, 2, 3, 4}, four_b[] = {5, 6, 7, 8};
+    cr_assert_float_eq(seed_compare(four_a, 4, four_b, 4).chance, 2.0 / 70.0, 1e-12);
+    char verdict[160];
+    seed_comparison_verdict(&c, "relu", "swiglu", verdict, sizeof verdict);
+    cr_assert(strstr(verdict, "yes: every relu seed ended below every swiglu seed (chance 10%"), "%s", verdict);
+    SeedComparison overlap = seed_compare(relu, 3, mixed, 3);
+    seed_comparison_verdict(&overlap, "relu", "swiglu", verdict, sizeof verdict);
+    cr_assert_str_eq(verdict, "no: the seed ranges overlap");
+}
+
+Test(seed_stats, a_diverged_run_counts_as_worst_and_one_seed_decides_nothing) {
+    const double finished[] = {1.0, 2.0, 3.0}, with_nan[] = {4.0, NAN, 5.0}, nan_low[] = {0.5, NAN};
+    SeedComparison c = seed_compare(finished, 3, with_nan, 3);
+    cr_assert_eq(c.separated, -1, "a diverged run is worse than every finished one");
+    cr_assert_float_eq(c.diff, 2.0 - 4.5, 1e-12);
+    cr_assert_eq(seed_compare(nan_low, 2, finished, 3).separated, 0, "its NaN is above 3, its 0.5 below 1");
+    SeedComparison one = seed_compare(finished, 1, with_nan, 1);
+    cr_assert_not(one.testable);
+    cr_assert_eq(one.separated, 0);
+    char verdict[160];
+    seed_comparison_verdict(&one, "relu", "swiglu", verdict, sizeof verdict);
+    cr_assert(strstr(verdict, "cannot say"), "%s", verdict);
 }

@@ -1,6 +1,7 @@
 /* The inspection commands end to end, through the tapegrad binary: train --log-grads, inspect
- * (--json, --dump-grads), report, compare-ffn, their refusals of bad input, and a headless
- * browser's screenshot of a report. Tiny models, a few steps, generated text. */
+ * (--json, --dump-grads), report, compare-ffn (spreads over seeds, equal parameters, diverged and
+ * continued runs), their refusals of bad input, and a headless browser's screenshots of a run's
+ * report and of compare-ffn's bands. Tiny models, a few steps, generated text. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -208,57 +209,204 @@ Test(inspect_cli, report_of_a_run_is_well_formed_and_holds_its_series) {
     free(jsonl);
 }
 
-Test(inspect_cli, compare_ffn_trains_both_and_reports_side_by_side) {
+/* ---- compare-ffn ---------------------------------------------------------------------------- */
+
+static void compare_ffn(const char *options, const char *out) {
     char args[4096];
     snprintf(args, sizeof args,
-             "compare-ffn --preset tiny --steps 4 --lrs 3e-3 --batch 4 --log-grads 2 --eval-batches 2 --threads 1 "
-             "--data '%s/text.txt' --out '%s/cmp'",
-             dir, dir);
+             "compare-ffn --preset tiny --batch 4 --log-grads 2 --eval-batches 2 --probe-batches 2 --threads 1 "
+             "--data '%s/text.txt' --out '%s/%s' %s",
+             dir, dir, out, options);
     int rc = tapegrad(args);
     char *err = read_in_dir("err.txt");
     cr_assert_eq(rc, 0, "compare-ffn exited %d: %s", rc, err);
     free(err);
-    char *summary = read_in_dir("cmp/summary.json");
-    cJSON *s = cJSON_Parse(summary);
-    cr_assert_not_null(s);
-    const cJSON *runs = cJSON_GetObjectItem(s, "runs");
-    cr_assert_eq(cJSON_GetArraySize(runs), 2);
-    const cJSON *relu = cJSON_GetArrayItem(runs, 0), *swiglu = cJSON_GetArrayItem(runs, 1);
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(relu, "ffn")), "relu");
-    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(swiglu, "ffn")), "swiglu");
-    /* tiny: dim 64, 2 layers; ReLU hidden 4*64 = 256 (2 matrices), SwiGLU the preset's 176 (3) */
-    cr_assert_eq(cJSON_GetObjectItem(relu, "hidden")->valueint, 256);
-    cr_assert_eq(cJSON_GetObjectItem(swiglu, "hidden")->valueint, 176);
-    cr_assert_eq(cJSON_GetObjectItem(relu, "ffn_params")->valueint, 2 * 2 * 64 * 256);
-    cr_assert_eq(cJSON_GetObjectItem(swiglu, "ffn_params")->valueint, 2 * 3 * 64 * 176);
-    cr_assert_eq(cJSON_GetObjectItem(swiglu, "params")->valueint - cJSON_GetObjectItem(relu, "params")->valueint,
-                 2 * 3 * 64 * 176 - 2 * 2 * 64 * 256, "the models differ only in their FFNs");
-    const cJSON *zr = cJSON_GetObjectItem(relu, "zero_frac_first"), *zs = cJSON_GetObjectItem(swiglu, "zero_frac_first");
-    for (int l = 0; l < 2; l++) {
-        double r = cJSON_GetArrayItem(zr, l)->valuedouble, w = cJSON_GetArrayItem(zs, l)->valuedouble;
-        cr_assert(r >= 0.4 && r <= 0.6, "ReLU zeros at step 1, layer %d: %.3f", l, r);
-        cr_assert(w < 0.01, "SwiGLU zeros at step 1, layer %d: %.3f", l, w);
+}
+
+static cJSON *read_json_in_dir(const char *name) {
+    char *text = read_in_dir(name);
+    cJSON *o = cJSON_Parse(text);
+    cr_assert_not_null(o, "%s is not JSON", name);
+    free(text);
+    return o;
+}
+
+/* What a run folder recorded, read here rather than through run_history: the last val loss of
+ * metrics.jsonl, and the mean over layers of a per-layer field of grads.jsonl's last line. */
+static double last_val_loss(const char *run) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/metrics.jsonl", run);
+    char *text = read_in_dir(name);
+    double val = NAN;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *v = cJSON_GetObjectItem(o, "val_loss");
+        if (cJSON_IsNumber(v)) val = v->valuedouble;
+        cJSON_Delete(o);
     }
-    cJSON_Delete(s);
-    free(summary);
-    cJSON *data = check_report("cmp/report.html", 10);
-    static const char *const series[] = {"relu train", "relu val", "swiglu train", "swiglu val", "relu layer 0",
-                                         "swiglu layer 1"};
-    for (size_t i = 0; i < sizeof series / sizeof series[0]; i++)
-        cr_assert(report_has_series(data, series[i], 1), "no series '%s'", series[i]);
+    free(text);
+    return val;
+}
+
+static double last_logged_layer_mean(const char *run, const char *field) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/grads.jsonl", run);
+    char *text = read_in_dir(name), *last = NULL;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) last = line;
+    cJSON *o = cJSON_Parse(last);
+    const cJSON *ffn = cJSON_GetObjectItem(o, "ffn"), *layer;
+    double sum = 0;
+    cJSON_ArrayForEach(layer, ffn) sum += cJSON_GetObjectItem(layer, field)->valuedouble;
+    double mean = sum / cJSON_GetArraySize(ffn);
+    cJSON_Delete(o);
+    free(text);
+    return mean;
+}
+
+/* Mean, sample std, min and max of two values. */
+typedef struct {
+    double mean, std, min, max;
+} Spread2;
+static Spread2 spread2(double a, double b) {
+    return (Spread2){(a + b) / 2, fabs(a - b) / sqrt(2.0), fmin(a, b), fmax(a, b)};
+}
+
+static void assert_spread(const cJSON *cell, const char *figure, Spread2 want) {
+    const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(cell, "figures"), figure);
+    cr_assert_eq(cJSON_GetObjectItem(f, "n")->valueint, 2, "%s", figure);
+    static const char *const keys[] = {"mean", "std", "min", "max"};
+    const double values[] = {want.mean, want.std, want.min, want.max};
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(cJSON_GetObjectItem(f, keys[i])->valuedouble, values[i], 1e-9, "%s %s", figure, keys[i]);
+}
+
+/* The row of the report's cell table for (lr, ffn). */
+static const cJSON *cell_row(const cJSON *data, const char *lr, const char *ffn) {
+    const cJSON *table, *row;
+    cJSON_ArrayForEach(table, cJSON_GetObjectItem(data, "tables")) {
+        if (strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(table, "caption")), "Per learning rate and FFN", 25)) continue;
+        cJSON_ArrayForEach(row, cJSON_GetObjectItem(table, "rows")) {
+            if (!strcmp(cJSON_GetArrayItem(row, 0)->valuestring, lr) && !strcmp(cJSON_GetArrayItem(row, 1)->valuestring, ffn))
+                return row;
+        }
+    }
+    cr_assert_fail("no row for lr %s, %s in the report's cell table", lr, ffn);
+    return NULL;
+}
+
+Test(inspect_cli, compare_ffn_spreads_over_seeds_at_equal_parameters) {
+    compare_ffn("--steps 4 --lrs 3e-3,1e-2 --seeds 2", "cmp");
+    cJSON *s = read_json_in_dir("cmp/summary.json");
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(s, "runs")), 2 * 2 * 2);
+    const cJSON *cells = cJSON_GetObjectItem(s, "cells");
+    cr_assert_eq(cJSON_GetArraySize(cells), 4);
+    char *md = read_in_dir("cmp/summary.md"), *html = read_in_dir("cmp/report.html");
+    cJSON *data = html_report_data(html);
+    static const char *const lrs[] = {"0.003", "0.01"}, *const ffns[] = {"relu", "swiglu"};
+    Spread2 val[2][2];
+    for (int l = 0; l < 2; l++) {
+        /* tiny: dim 64, 2 layers, SwiGLU hidden 176; equal parameters by default: ReLU hidden 3/2 x 176 */
+        const cJSON *relu = cJSON_GetArrayItem(cells, 2 * l), *swiglu = cJSON_GetArrayItem(cells, 2 * l + 1);
+        cr_assert_eq(cJSON_GetObjectItem(relu, "hidden")->valueint, 264);
+        cr_assert_eq(cJSON_GetObjectItem(swiglu, "hidden")->valueint, 176);
+        cr_assert_eq(cJSON_GetObjectItem(relu, "ffn_params")->valueint, 2 * 2 * 64 * 264);
+        cr_assert_eq(cJSON_GetObjectItem(swiglu, "ffn_params")->valueint, 2 * 3 * 64 * 176);
+        cr_assert_eq(cJSON_GetObjectItem(relu, "params")->valueint, cJSON_GetObjectItem(swiglu, "params")->valueint);
+        cr_assert_str_eq(cJSON_GetArrayItem(cell_row(data, lrs[l], "relu"), 3)->valuestring,
+                         cJSON_GetArrayItem(cell_row(data, lrs[l], "swiglu"), 3)->valuestring);
+        for (int k = 0; k < 2; k++) {
+            const cJSON *cell = k ? swiglu : relu;
+            char run[2][128];
+            for (int seed = 0; seed < 2; seed++) snprintf(run[seed], sizeof run[seed], "cmp/lr%s-%s-s%d", lrs[l], ffns[k], 1337 + seed);
+            val[l][k] = spread2(last_val_loss(run[0]), last_val_loss(run[1]));
+            assert_spread(cell, "final_val_loss", val[l][k]);
+            assert_spread(cell, "probe_dead_end", spread2(last_logged_layer_mean(run[0], "probe_dead_frac"),
+                                                          last_logged_layer_mean(run[1], "probe_dead_frac")));
+            assert_spread(cell, "dead_end", spread2(last_logged_layer_mean(run[0], "dead_frac"),
+                                                    last_logged_layer_mean(run[1], "dead_frac")));
+            /* the same figures, as the report's table and summary.md print them */
+            char mean_std[64], min_max[64];
+            snprintf(mean_std, sizeof mean_std, "%.4f ± %.4f", val[l][k].mean, val[l][k].std);
+            snprintf(min_max, sizeof min_max, "%.4f – %.4f", val[l][k].min, val[l][k].max);
+            const cJSON *row = cell_row(data, lrs[l], ffns[k]);
+            cr_assert_str_eq(cJSON_GetArrayItem(row, 5)->valuestring, mean_std);
+            cr_assert_str_eq(cJSON_GetArrayItem(row, 6)->valuestring, min_max);
+            cr_assert(strstr(md, mean_std) && strstr(md, min_max), "summary.md lacks %s | %s", mean_std, min_max);
+        }
+        /* exceeds the spread exactly when the min-max ranges do not overlap */
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(s, "comparisons"), l);
+        bool apart = val[l][0].max < val[l][1].min || val[l][1].max < val[l][0].min;
+        cr_assert_eq(cJSON_IsTrue(cJSON_GetObjectItem(c, "exceeds_seed_spread")), apart, "lr %s", lrs[l]);
+        cr_assert_float_eq(cJSON_GetObjectItem(c, "val_loss_diff_relu_minus_swiglu")->valuedouble,
+                           val[l][0].mean - val[l][1].mean, 1e-9);
+        cr_assert_float_eq(cJSON_GetObjectItem(c, "chance_if_no_difference")->valuedouble, 2.0 / 6.0, 1e-12);
+    }
+    cr_assert(strstr(md, "Equal parameter counts"), "%s", md);
+    /* the essay's check of the initial weights, and the ReLU zeros at step 1 */
+    const cJSON *init = cJSON_GetObjectItem(s, "init_zero_frac_random_inputs");
+    double zr = cJSON_GetObjectItem(init, "relu")->valuedouble, zs = cJSON_GetObjectItem(init, "swiglu")->valuedouble;
+    cr_assert(zr > 0.45 && zr < 0.55 && zs < 0.01, "zeros at init: relu %.3f, swiglu %.3f", zr, zs);
+    const cJSON *zeros = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(s, "runs"), 0), "zero_frac_first");
+    for (int l = 0; l < 2; l++)
+        cr_assert(fabs(cJSON_GetArrayItem(zeros, l)->valuedouble - 0.5) < 0.1, "ReLU zeros at step 1, layer %d", l);
+    free(md);
+    free(html);
+    /* bands on the charts */
     cJSON_Delete(data);
-    char *jsonl = read_in_dir("cmp/compare.jsonl");
-    cr_assert(strstr(jsonl, "\"relu layer 0\""));
-    free(jsonl);
+    data = check_report("cmp/report.html", 20);
+    static const char *const banded[] = {"relu train", "relu val", "swiglu val", "relu probe", "swiglu training batch"};
+    for (size_t i = 0; i < sizeof banded / sizeof banded[0]; i++) {
+        const cJSON *series = report_find_series(data, banded[i], 2);
+        cr_assert_not_null(series, "no series '%s'", banded[i]);
+        cr_assert_not_null(cJSON_GetObjectItem(series, "lo"), "'%s' has no band", banded[i]);
+    }
+    cJSON_Delete(data);
+    cJSON_Delete(s);
     /* every run folder is an ordinary one */
-    snprintf(args, sizeof args, "inspect --run '%s/cmp/lr0.003-relu' --batches 1 --batch 2 --threads 1 --json", dir);
+    char args[4096];
+    snprintf(args, sizeof args, "inspect --run '%s/cmp/lr0.003-relu-s1338' --batches 1 --batch 2 --threads 1 --json", dir);
     cr_assert_eq(tapegrad(args), 0);
-    cJSON_Delete(check_report("cmp/lr0.003-swiglu/report.html", 5));
-    /* a second run into the same folder refuses, unless told to reuse */
-    snprintf(args, sizeof args, "compare-ffn --preset tiny --steps 4 --lrs 3e-3 --data '%s/text.txt' --out '%s/cmp'", dir, dir);
+    cJSON_Delete(check_report("cmp/lr0.01-swiglu-s1337/report.html", 5));
+    /* a second run into the same folder refuses, unless told to reuse: then it trains nothing */
+    snprintf(args, sizeof args, "compare-ffn --preset tiny --steps 4 --lrs 3e-3,1e-2 --seeds 2 --data '%s/text.txt' --out '%s/cmp'",
+             dir, dir);
     cr_assert_eq(tapegrad(args), 2);
-    snprintf(args, sizeof args, "compare-ffn --preset tiny --steps 4 --lrs 3e-3 --log-grads 2 --reuse --out '%s/cmp'", dir);
-    cr_assert_eq(tapegrad(args), 0);
+    compare_ffn("--steps 4 --lrs 3e-3,1e-2 --seeds 2 --reuse", "cmp");
+    s = read_json_in_dir("cmp/summary.json");
+    cr_assert_eq(cJSON_GetObjectItem(s, "runs_reused")->valueint, 8);
+    cJSON_Delete(s);
+}
+
+Test(inspect_cli, compare_ffn_records_diverged_runs_and_continues_stopped_ones) {
+    /* lr 1e30: the first update makes the weights overflow, the second step's loss is NaN */
+    compare_ffn("--steps 4 --lrs 3e-3,1e30 --seeds 1", "div");
+    char *marker = datagen_path(dir, "div/lr1e+30-relu-s1337/diverged.txt");
+    cr_assert_eq(access(marker, F_OK), 0, "no diverged.txt");
+    free(marker);
+    cJSON *s = read_json_in_dir("div/summary.json");
+    const cJSON *cell = cJSON_GetArrayItem(cJSON_GetObjectItem(s, "cells"), 2);
+    cr_assert_eq(cJSON_GetObjectItem(cell, "lr")->valuedouble, 1e30);
+    const cJSON *val = cJSON_GetObjectItem(cJSON_GetObjectItem(cell, "figures"), "final_val_loss");
+    cr_assert_eq(cJSON_GetObjectItem(val, "missing")->valueint, 1);
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(val, "mean")));
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(s, "runs"), 2),
+                                                              "state")), "diverged");
+    cJSON_Delete(s);
+    cJSON_Delete(check_report("div/report.html", 10));
+    /* more steps with --reuse: the finished runs continue from their checkpoints, the diverged stay */
+    compare_ffn("--steps 6 --lrs 3e-3,1e30 --seeds 1 --reuse", "div");
+    cr_assert(last_val_loss("div/lr0.003-swiglu-s1337") > 0);
+    char *metrics = read_in_dir("div/lr0.003-swiglu-s1337/metrics.jsonl");
+    cr_assert(strstr(metrics, "{\"step\":6,"), "the run did not continue to step 6");
+    free(metrics);
+    s = read_json_in_dir("div/summary.json");
+    cr_assert_eq(cJSON_GetObjectItem(s, "runs_trained")->valueint, 2);
+    cr_assert_eq(cJSON_GetObjectItem(s, "runs_reused")->valueint, 2);
+    cJSON_Delete(s);
+    /* fewer steps than the runs hold: refused */
+    char args[4096];
+    snprintf(args, sizeof args, "compare-ffn --preset tiny --steps 2 --lrs 3e-3 --seeds 1 --reuse --out '%s/div'", dir);
+    cr_assert_eq(tapegrad(args), 2);
 }
 
 /* Each bad invocation: a non-zero exit and exactly one line on stderr. */
@@ -278,6 +426,13 @@ Test(inspect_cli, bad_input_gets_one_line_and_a_nonzero_exit) {
         "compare-ffn --lrs 1e-3,1e-3 --out '%s/x'",
         "compare-ffn --preset huge --out '%s/x'",
         "compare-ffn --steps 0 --out '%s/x'",
+        "compare-ffn --seeds 0 --out '%s/x'",
+        "compare-ffn --seeds 17 --out '%s/x'",
+        "compare-ffn --seeds 1,2,1 --out '%s/x'",
+        "compare-ffn --seeds 1,-2 --out '%s/x'",
+        "compare-ffn --seeds 1.5,2 --out '%s/x'",
+        "compare-ffn --probe-batches 0 --out '%s/x'",
+        "compare-ffn --lrs 1e-3,1.0000001e-3 --out '%s/x'",
         "train --log-grads 0 --out '%s/x'",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -300,36 +455,56 @@ Test(inspect_cli, bad_input_gets_one_line_and_a_nonzero_exit) {
 
 #define CHROMIUM "/usr/bin/chromium"
 
-Test(inspect_cli, report_renders_in_a_headless_browser) {
-    if (access(CHROMIUM, X_OK) != 0) {
-        fprintf(stderr, "SKIPPED inspect_cli::report_renders_in_a_headless_browser: " CHROMIUM " is not installed "
-                        "(apt-get install chromium)\n");
-        cr_skip_test("%s is not installed", CHROMIUM);
-    }
-    train_tiny("relu");
-    char args[4096], cmd[8192];
-    snprintf(args, sizeof args, "report '%s/run'", dir);
-    cr_assert_eq(tapegrad(args), 0);
+static void require_chromium(const char *test) {
+    if (access(CHROMIUM, X_OK) == 0) return;
+    fprintf(stderr, "SKIPPED inspect_cli::%s: " CHROMIUM " is not installed (apt-get install chromium)\n", test);
+    cr_skip_test("%s is not installed", CHROMIUM);
+}
+
+/* Opens dir/HTML in headless Chromium and decodes its width x height screenshot into img. */
+static void screenshot(const char *html, int width, int height, PngImage *img) {
+    char cmd[8192];
     /* a fresh profile, nothing that phones home; `timeout` so a hung browser fails the test */
     snprintf(cmd, sizeof cmd,
              "timeout 90 " CHROMIUM " --headless --no-sandbox --disable-gpu --no-first-run "
              "--disable-background-networking --disable-component-update --disable-sync --disable-quic "
-             "--user-data-dir='%s/profile' --screenshot='%s/shot.png' --window-size=1200,900 "
-             "'file://%s/run/report.html' >'%s/chromium.log' 2>&1",
-             dir, dir, dir, dir);
+             "--user-data-dir='%s/profile' --screenshot='%s/shot.png' --window-size=%d,%d "
+             "'file://%s/%s' >'%s/chromium.log' 2>&1",
+             dir, dir, width, height, dir, html, dir);
     int rc = test_run(cmd);
     char *log = read_in_dir("chromium.log");
     cr_assert_eq(rc, 0, "chromium exited %d:\n%s", rc, log);
     free(log);
-    PngImage img;
     char why[256], *png = datagen_path(dir, "shot.png");
-    cr_assert(png_decode(png, &img, why, sizeof why), "%s", why);
-    cr_assert_eq(img.width, 1200);
-    cr_assert_eq(img.height, 900);
-    uint64_t unlike = png_pixels_unlike_corner(&img), total = (uint64_t)img.width * img.height;
+    cr_assert(png_decode(png, img, why, sizeof why), "%s", why);
+    free(png);
+    cr_assert_eq(img->width, (uint32_t)width);
+    cr_assert_eq(img->height, (uint32_t)height);
+    uint64_t unlike = png_pixels_unlike_corner(img), total = (uint64_t)img->width * img->height;
     /* text, axes and lines: far more than a blank page, far less than a solid fill */
     cr_assert(unlike > total / 100, "only %llu of %llu pixels differ from the background", (unsigned long long)unlike,
               (unsigned long long)total);
+}
+
+Test(inspect_cli, report_renders_in_a_headless_browser) {
+    require_chromium("report_renders_in_a_headless_browser");
+    train_tiny("relu");
+    char args[4096];
+    snprintf(args, sizeof args, "report '%s/run'", dir);
+    cr_assert_eq(tapegrad(args), 0);
+    PngImage img;
+    screenshot("run/report.html", 1200, 900, &img);
     png_free(&img);
-    free(png);
+}
+
+Test(inspect_cli, compare_report_renders_its_bands_in_a_headless_browser) {
+    require_chromium("compare_report_renders_its_bands_in_a_headless_browser");
+    compare_ffn("--steps 4 --lrs 3e-3 --seeds 2", "cmp");
+    PngImage img;
+    screenshot("cmp/report.html", 1200, 2000, &img);
+    /* ReLU's bands: its red (#d62728) at 18% over white; the antialiased edges of red lines come
+     * near this colour too, but over far fewer pixels than the bands cover */
+    uint64_t band = png_pixels_near(&img, 247, 216, 216, 6);
+    cr_assert(band > 10000, "only %llu pixels of ReLU's band colour", (unsigned long long)band);
+    png_free(&img);
 }

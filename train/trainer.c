@@ -29,18 +29,28 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
-                     int64_t batch, int64_t seq) {
+/* Mean loss over fixed batches, nothing recorded. With a probe hook, each batch's FFN hidden
+ * activations (into ffn_hidden, one per layer) go to hooks->after_probe_forward. */
+static double forward_fixed_batches(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets,
+                                    int64_t n_batches, int64_t batch, int64_t seq, Tensor **ffn_hidden,
+                                    const TrainHooks *probe) {
     bool old = tape_set_grad_enabled(tape, false);
     double total = 0.0;
     for (int64_t b = 0; b < n_batches; b++) {
         size_t off = (size_t)(b * batch * seq);
-        Tensor *loss = model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
+        Tensor *loss = probe ? model_loss_inspected(model, tape, inputs + off, targets + off, batch, seq, ffn_hidden)
+                             : model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
         total += loss->data[0];
+        if (probe) probe->after_probe_forward(probe->ctx, ffn_hidden);
         tape_reset(tape);
     }
     tape_set_grad_enabled(tape, old);
     return n_batches ? total / (double)n_batches : NAN;
+}
+
+double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
+                     int64_t batch, int64_t seq) {
+    return forward_fixed_batches(model, tape, inputs, targets, n_batches, batch, seq, NULL, NULL);
 }
 
 /* Names the first parameter whose gradient is not finite (NULL if none). */
@@ -100,6 +110,7 @@ typedef struct Trainer {
     Loader loader;
     int64_t batch, seq, tokens_per_step;
     int32_t *eval_in, *eval_tg;   /* (eval_batches, B, T): the same val batches at every evaluation */
+    int32_t *probe_in, *probe_tg; /* (hooks.probe_batches, B, T), when the hooks ask for a probe */
     int32_t *inputs, *targets;    /* (B, T) */
     Tensor **ffn_hidden;          /* [layers], on watched steps */
     TrainHooks hooks;
@@ -117,6 +128,8 @@ static void trainer_close(Trainer *tr) {
     free(tr->targets);
     free(tr->eval_in);
     free(tr->eval_tg);
+    free(tr->probe_in);
+    free(tr->probe_tg);
     engine_close(&tr->engine);
     run_close(&tr->run);
 }
@@ -139,6 +152,12 @@ static tg_status trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *ho
     TG_TRY(loader_init(&tr->loader, tr->run.train_tokens, (size_t)tr->run.n_train, B, T, tr->run.state.seed));
     TG_TRY(loader_fixed_batches(tr->run.val_tokens, (size_t)tr->run.n_val, B, T, o->eval_batches, tr->eval_in,
                                 tr->eval_tg));
+    if (tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward) {
+        int64_t k = tr->hooks.probe_batches;
+        tr->probe_in = tg_malloc((size_t)(k * B * T) * sizeof(int32_t));
+        tr->probe_tg = tg_malloc((size_t)(k * B * T) * sizeof(int32_t));
+        TG_TRY(loader_fixed_batches(tr->run.val_tokens, (size_t)tr->run.n_val, B, T, k, tr->probe_in, tr->probe_tg));
+    }
     /* every check passed: from here on the run writes into its folder */
     TG_TRY(run_start(&tr->run));
     if (train_options_save(tr->run.dir, o) != TG_OK)
@@ -202,6 +221,9 @@ static tg_status trainer_step(Trainer *tr, double *loss_out, double *lr_out, dou
     double lr = lr_at(&tr->sched, step);
     const TrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
+    if (watched && tr->probe_in)
+        forward_fixed_batches(model, tape, tr->probe_in, tr->probe_tg, h->probe_batches, tr->batch, tr->seq,
+                              tr->ffn_hidden, h);
     params_zero_grad(&model->params);
     double loss_sum = 0.0;
     for (int64_t micro = 0; micro < o->accum; micro++) {

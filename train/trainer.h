@@ -16,11 +16,18 @@
  * this way: the trainer knows nothing of it. On a step for which watch_step(step) is true (step
  * counted from 1), after_forward sees each micro-batch's FFN hidden activations (layers of
  * them, valid until the tape is reset), before_update the summed gradients before clipping, and
- * after_update the model after AdamW. */
+ * after_update the model after AdamW.
+ *
+ * The probe: with probe_batches > 0, a watched step first runs that many fixed val batches
+ * (loader_fixed_batches: the same held-out tokens at every watched step) forward with nothing
+ * recorded, through the weights the step starts from (those its training forward then uses),
+ * and hands each batch's FFN hidden activations to after_probe_forward. */
 typedef struct TrainHooks {
     void *ctx;
     tg_status (*start)(void *ctx, const char *run_dir, const Model *model);
     bool (*watch_step)(void *ctx, int64_t step);
+    int64_t probe_batches;
+    void (*after_probe_forward)(void *ctx, Tensor *const *ffn_hidden);
     void (*after_forward)(void *ctx, Tensor *const *ffn_hidden);
     void (*before_update)(void *ctx, const Model *model);
     tg_status (*after_update)(void *ctx, const Model *model, int64_t step, double lr, double loss);

@@ -124,23 +124,30 @@ int html_series_drawn(const char *html, const cJSON *data, char *why, size_t cap
             escape_html(name, escaped, sizeof escaped);
             snprintf(needle, sizeof needle, "data-series=\"%s\"", escaped);
             if (!strstr(html, needle)) return snprintf(why, cap, "series '%s' is not drawn", name), -1;
+            snprintf(needle, sizeof needle, "data-band=\"%s\"", escaped);
+            if (cJSON_GetObjectItemCaseSensitive(series, "lo") && !strstr(html, needle))
+                return snprintf(why, cap, "series '%s' has a range but no band drawn", name), -1;
             checked++;
         }
     }
     return checked;
 }
 
-bool report_has_series(const cJSON *data, const char *name, int min_points) {
+const cJSON *report_find_series(const cJSON *data, const char *name, int min_points) {
     const cJSON *chart, *series;
     cJSON_ArrayForEach(chart, cJSON_GetObjectItemCaseSensitive(data, "charts")) {
         cJSON_ArrayForEach(series, cJSON_GetObjectItemCaseSensitive(chart, "series")) {
             const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(series, "name"));
             if (n && strcmp(n, name) == 0 &&
                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(series, "y")) >= min_points)
-                return true;
+                return series;
         }
     }
-    return false;
+    return NULL;
+}
+
+bool report_has_series(const cJSON *data, const char *name, int min_points) {
+    return report_find_series(data, name, min_points) != NULL;
 }
 
 /* ---------------------------------------------------------------- PNG */
@@ -233,5 +240,16 @@ uint64_t png_pixels_unlike_corner(const PngImage *img) {
     uint64_t n = 0, count = (uint64_t)img->width * img->height;
     for (uint64_t i = 1; i < count; i++)
         n += memcmp(img->pixels + i * (uint64_t)img->channels, img->pixels, (size_t)img->channels) != 0;
+    return n;
+}
+
+uint64_t png_pixels_near(const PngImage *img, uint8_t red, uint8_t green, uint8_t blue, int tolerance) {
+    if (img->channels < 3) return 0;
+    uint64_t n = 0, count = (uint64_t)img->width * img->height;
+    const int want[3] = {red, green, blue};
+    for (uint64_t i = 0; i < count; i++) {
+        const uint8_t *p = img->pixels + i * (uint64_t)img->channels;
+        n += abs(p[0] - want[0]) <= tolerance && abs(p[1] - want[1]) <= tolerance && abs(p[2] - want[2]) <= tolerance;
+    }
     return n;
 }

@@ -21,9 +21,12 @@ bool html_tags_balanced(const char *html, char *why, size_t cap);
 cJSON *html_report_data(const char *html);
 
 /* For every series of every chart in the data block, a <path data-series="NAME"> must be in the
- * HTML. Returns how many series were checked, or -1 with the missing one named in why. */
+ * HTML, and a <path data-band="NAME"> for a series with a range ("lo"/"hi"). Returns how many
+ * series were checked, or -1 with the missing one named in why. */
 int html_series_drawn(const char *html, const cJSON *data, char *why, size_t cap);
 
+/* The first series of this name with at least min_points, in any chart of the data block (NULL if none). */
+const cJSON *report_find_series(const cJSON *data, const char *name, int min_points);
 /* Whether some chart of the data block has a series of this name with at least min_points. */
 bool report_has_series(const cJSON *data, const char *name, int min_points);
 
@@ -39,5 +42,8 @@ bool png_decode(const char *path, PngImage *img, char *why, size_t cap);
 void png_free(PngImage *img);
 /* Pixels that differ from the top-left one. */
 uint64_t png_pixels_unlike_corner(const PngImage *img);
+/* Pixels of an RGB or RGBA image whose red, green and blue each lie within `tolerance` of the
+ * colour given (0 for a grey image). */
+uint64_t png_pixels_near(const PngImage *img, uint8_t red, uint8_t green, uint8_t blue, int tolerance);
 
 #endif
