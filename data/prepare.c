@@ -70,9 +70,10 @@ static tg_status encode_and_split(const Tokenizer *tok, const char *text, size_t
         return corpus_split(0, val_fraction, seq_len, &a, &b);
     }
     double t0 = now_seconds();
-    *ids = tg_malloc((len ? len : 1) * sizeof **ids);
+    size_t cap = tokenizer_max_ids(tok, len);
+    *ids = tg_malloc((cap ? cap : 1) * sizeof **ids);
     size_t n = 0;
-    tg_status st = tokenizer_encode(tok, text, len, *ids, len, &n);
+    tg_status st = tokenizer_encode(tok, text, len, *ids, cap, &n);
     res->encode_seconds = now_seconds() - t0;
     res->n_tokens = n;
     res->n_train = res->n_val = 0;

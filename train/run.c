@@ -340,10 +340,10 @@ void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, doubl
 tg_status run_print_sample(Run *run, Tape *tape, const char *prompt, int64_t n, double temperature, int top_k,
                            uint64_t seed) {
     const ModelConfig *c = &run->model.cfg;
-    size_t len = strlen(prompt), n_prompt = 0;
-    int32_t *ids = tg_malloc((len + (size_t)n + 2) * sizeof(int32_t));
+    size_t len = strlen(prompt), n_prompt = 0, cap = tokenizer_max_ids(&run->tok, len);
+    int32_t *ids = tg_malloc((cap + (size_t)n + 2) * sizeof(int32_t));
     if (len > 0) {
-        tg_status s = tokenizer_encode(&run->tok, prompt, len, ids, len, &n_prompt);
+        tg_status s = tokenizer_encode(&run->tok, prompt, len, ids, cap, &n_prompt);
         if (s != TG_OK) {
             free(ids);
             return tg_fail_context(s, "encoding the prompt");
