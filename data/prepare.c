@@ -7,8 +7,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/atomic_file.h"
+#include "data/tokenizer_hf.h"
 #include "data/tokfile.h"
+#include "lib/atomic_file.h"
 
 void prepare_options_default(PrepareOptions *opt) {
     *opt = (PrepareOptions){
@@ -124,8 +125,9 @@ tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, Prepare
     size_t len;
     TG_TRY(corpus_read_info(corpus_path, &text, &len, &res->corpus));
     double t0 = now_seconds();
-    tg_status st = opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &out->tok)
-                                               : tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
+    tg_status st = opt->tokenizer_json         ? tokenizer_hf_load(opt->tokenizer_json, &out->tok)
+                   : opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &out->tok)
+                                                 : tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
     res->tokenizer_seconds = now_seconds() - t0;
     if (st == TG_OK) st = encode_and_split(&out->tok, text, len, opt->val_fraction, opt->seq_len, &out->ids, res);
     free(text);

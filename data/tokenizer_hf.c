@@ -340,7 +340,7 @@ tg_status tokenizer_hf_load(const char *path, Tokenizer *tok) {
 
 tg_status tokenizer_hf_check_exportable(const Tokenizer *tok) {
     if (tok->kind == TOKENIZER_BPE && tok->split != TOKENIZER_SPLIT_GPT2)
-        return tg_fail(TG_ERR_ARG,
+        return tg_fail(TG_ERR_MISMATCH,
                        "this run's BPE tokenizer (a tokenizer file of version 1) cuts text into chunks by tapegrad's "
                        "first rule, which no Hugging Face or llama.cpp pre-tokenizer reproduces, so no tokenizer.json "
                        "or GGUF would encode text as it does; train a new run (its BPE uses the GPT-2 split), or export "
