@@ -1,4 +1,4 @@
-/* `tapegrad ckpt info FILE|DIR` and `tapegrad ckpt export FILE|DIR --safetensors OUT`. */
+/* `tapegrad ckpt info FILE|DIR` and `tapegrad ckpt export FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE`. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +8,15 @@
 #include "train/checkpoint_folder.h"
 #include "cli/cli.h"
 #include "train/convert.h"
+#include "train/export_gguf.h"
+#include "train/export_hf.h"
+#include "train/run.h"
 
 static void print_ckpt_usage(FILE *f) {
     fprintf(f, "usage: tapegrad ckpt info FILE|DIR                      what a checkpoint holds (and verify it)\n"
-               "       tapegrad ckpt export FILE|DIR --safetensors OUT  its weights as safetensors, config.json beside\n");
+               "       tapegrad ckpt export FILE|DIR --safetensors OUT  its weights as safetensors, config.json beside\n"
+               "       tapegrad ckpt export FILE|DIR --hf DIR           a Hugging Face Llama folder (weights, configs, tokenizer)\n"
+               "       tapegrad ckpt export FILE|DIR --gguf FILE        a GGUF file for llama.cpp (--gguf-type f32|f16|q8_0)\n");
 }
 
 static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
@@ -85,28 +90,30 @@ static int run_info(int argc, char **argv) {
 }
 
 typedef struct {
-    const char *safetensors;
+    const char *safetensors, *hf, *gguf, *gguf_type;
+    bool force;
 } ExportFlags;
 
 static const OptSpec export_specs[] = {
     OPT(ExportFlags, safetensors, "--safetensors", OPT_STRING,
-        "the .safetensors file to write (config.json goes beside it)", OPT_ANY, NULL, 0, "required"),
+        "the .safetensors file to write (config.json goes beside it)", OPT_ANY, NULL, 0, NULL),
+    OPT(ExportFlags, hf, "--hf", OPT_STRING,
+        "a Hugging Face model folder to write (LlamaForCausalLM: weights, config.json, tokenizer.json, ...)", OPT_ANY,
+        NULL, 0, NULL),
+    OPT(ExportFlags, gguf, "--gguf", OPT_STRING, "a GGUF file to write (llama.cpp, ollama, LM Studio), tokenizer included",
+        OPT_ANY, NULL, 0, NULL),
+    OPT(ExportFlags, gguf_type, "--gguf-type", OPT_STRING, "GGUF weight type", OPT_ANY, "f32|f16|q8_0", 0, "f32"),
+    OPT(ExportFlags, force, "--force", OPT_BOOL, "write the --hf folder even when it holds files", OPT_ANY, NULL, 0, NULL),
 };
-static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT", export_specs, 1, 1};
+static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE", export_specs,
+                                      (int)(sizeof export_specs / sizeof export_specs[0]), 1};
 
-static int run_export(int argc, char **argv) {
-    ExportFlags o = {0};
-    const char *positional[1];
-    int n_positional = 0;
-    int rc = cli_parse(&export_table, &o, &o, NULL, argc, argv, positional, &n_positional);
-    if (rc >= 0) return rc;
-    const char *out = o.safetensors;
-    if (n_positional != 1 || !out)
-        return cli_usage_error("ckpt export", "give one checkpoint file or run folder and --safetensors OUT");
+/* Weights and config.json: needs no tokenizer, so it works on a checkpoint file alone. */
+static int export_safetensors(const char *source, const char *out) {
     char path[4200], config[4200];
     ModelConfig cfg;
     uint64_t fingerprint;
-    tg_status rs = checkpoint_resolve(positional[0], path, sizeof path);
+    tg_status rs = checkpoint_resolve(source, path, sizeof path);
     if (rs == TG_OK) rs = checkpoint_read_config(path, &cfg, &fingerprint);
     if (rs != TG_OK) return cli_exit("ckpt export", rs);
     Model model;
@@ -124,6 +131,42 @@ static int run_export(int argc, char **argv) {
     return cli_exit("ckpt export", s);
 }
 
+/* A Hugging Face folder or a GGUF file: the weights with the run's tokenizer. */
+static int export_with_tokenizer(const char *source, const ExportFlags *o) {
+    GgufWeights weights = GGUF_WEIGHTS_F32;
+    if (o->gguf_type) {
+        tg_status ps = gguf_weights_parse(o->gguf_type, &weights);
+        if (ps != TG_OK) return cli_exit("ckpt export", ps);
+    }
+    Run run;
+    tg_status s = run_open_existing(source, &run);
+    char note[4400];
+    snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
+    if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, o->hf, o->force, note);
+    if (s == TG_OK && o->gguf) s = model_export_gguf(&run.model, &run.tok, o->gguf, weights);
+    if (s == TG_OK)
+        printf("wrote %s (%lld parameters, step %lld, %s tokenizer of %d ids)\n", o->hf ? o->hf : o->gguf,
+               (long long)model_param_count(&run.model), (long long)run.state.step, tokenizer_kind_name(run.tok.kind),
+               (int)run.tok.vocab_size);
+    run_close(&run);
+    return cli_exit("ckpt export", s);
+}
+
+static int run_export(int argc, char **argv) {
+    ExportFlags o = {0};
+    const char *positional[1];
+    int n_positional = 0;
+    int rc = cli_parse(&export_table, &o, &o, NULL, argc, argv, positional, &n_positional);
+    if (rc >= 0) return rc;
+    int targets = !!o.safetensors + !!o.hf + !!o.gguf;
+    if (n_positional != 1 || targets != 1)
+        return cli_usage_error("ckpt export", "give one checkpoint file or run folder and one of --safetensors OUT, --hf DIR, --gguf FILE");
+    if (o.gguf_type && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
+    if (o.force && !o.hf) return cli_usage_error("ckpt export", "--force goes with --hf");
+    if (o.safetensors) return export_safetensors(positional[0], o.safetensors);
+    return export_with_tokenizer(positional[0], &o);
+}
+
 static int run_ckpt(int argc, char **argv) {
     if (argc < 2) {
         print_ckpt_usage(stderr);
@@ -139,4 +182,4 @@ static int run_ckpt(int argc, char **argv) {
     return cli_usage_error("ckpt", "unknown action '%s'; the actions are info and export", what);
 }
 
-const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info) or export its weights to safetensors (export)", run_ckpt};
+const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info) or export it (safetensors, a Hugging Face folder, GGUF)", run_ckpt};

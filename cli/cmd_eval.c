@@ -57,8 +57,9 @@ static tg_status eval_tokens(Run *run, const char *data, int32_t **tokens, size_
         char *text = NULL;
         size_t len = 0;
         TG_TRY(corpus_read(data, &text, &len));
-        *tokens = tg_malloc((len + 1) * sizeof(int32_t));
-        tg_status s = tokenizer_encode(&run->tok, text, len, *tokens, len, n);
+        size_t cap = tokenizer_max_ids(&run->tok, len);
+        *tokens = tg_malloc((cap + 1) * sizeof(int32_t));
+        tg_status s = tokenizer_encode(&run->tok, text, len, *tokens, cap, n);
         free(text);
         if (s != TG_OK) return tg_fail_context(s, "%s cannot be encoded with the run's tokenizer", data);
     }

@@ -7,8 +7,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/atomic_file.h"
+#include "data/tokenizer_hf.h"
 #include "data/tokfile.h"
+#include "lib/atomic_file.h"
 
 void prepare_options_default(PrepareOptions *opt) {
     *opt = (PrepareOptions){
@@ -70,9 +71,10 @@ static tg_status encode_and_split(const Tokenizer *tok, const char *text, size_t
         return corpus_split(0, val_fraction, seq_len, &a, &b);
     }
     double t0 = now_seconds();
-    *ids = tg_malloc((len ? len : 1) * sizeof **ids);
+    size_t cap = tokenizer_max_ids(tok, len);
+    *ids = tg_malloc((cap ? cap : 1) * sizeof **ids);
     size_t n = 0;
-    tg_status st = tokenizer_encode(tok, text, len, *ids, len, &n);
+    tg_status st = tokenizer_encode(tok, text, len, *ids, cap, &n);
     res->encode_seconds = now_seconds() - t0;
     res->n_tokens = n;
     res->n_train = res->n_val = 0;
@@ -123,8 +125,9 @@ tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, Prepare
     size_t len;
     TG_TRY(corpus_read_info(corpus_path, &text, &len, &res->corpus));
     double t0 = now_seconds();
-    tg_status st = opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &out->tok)
-                                               : tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
+    tg_status st = opt->tokenizer_json         ? tokenizer_hf_load(opt->tokenizer_json, &out->tok)
+                   : opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &out->tok)
+                                                 : tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
     res->tokenizer_seconds = now_seconds() - t0;
     if (st == TG_OK) st = encode_and_split(&out->tok, text, len, opt->val_fraction, opt->seq_len, &out->ids, res);
     free(text);

@@ -25,6 +25,7 @@ typedef struct PrepareOptions {
     const char *corpus_path; /* text file or folder; NULL means corpus_default_path() */
     const char *out_dir;     /* created when missing */
     TokenizerKind kind;      /* TOKENIZER_CHAR or TOKENIZER_BPE */
+    const char *tokenizer_json; /* not NULL: import this Hugging Face tokenizer.json instead of training */
     int32_t vocab_size;      /* BPE only (>= 257) */
     double val_fraction;     /* in (0, 1) */
     int64_t seq_len;         /* each split needs seq_len + 1 tokens */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/atomic_file.h"
+#include "data/tokenizer_hf.h"
 #include "data/tokenizer_internal.h"
 
 static const char MAGIC[] = "tapegrad-tokenizer";
@@ -26,9 +27,12 @@ const char *tokenizer_kind_name(TokenizerKind kind) {
 void tokenizer_free(Tokenizer *tok) {
     if (!tok) return;
     free(tok->merges);
+    free(tok->merge_ids);
+    free(tok->added);
     free(tok->token_offsets);
     free(tok->token_bytes);
     bpe_rank_map_free(tok->ranks);
+    token_index_free(tok->index);
     memset(tok, 0, sizeof *tok);
 }
 
@@ -38,6 +42,19 @@ static uint64_t fnv_u32(uint64_t h, uint32_t v) {
         h ^= (v >> (8 * i)) & 0xffu;
         h *= 0x100000001b3ULL;
     }
+    return h;
+}
+
+/* What an imported tokenizer adds: every token's bytes, the merge results, the added tokens. */
+static uint64_t fingerprint_imported(const Tokenizer *tok, uint64_t h) {
+    h = fnv_u32(h, 0x68660000u | (tok->ignore_merges ? 1u : 0u)); /* "hf" */
+    for (int32_t id = 0; id < tok->vocab_size; id++) {
+        h = fnv_u32(h, (uint32_t)(tok->token_offsets[id + 1] - tok->token_offsets[id]));
+        for (int64_t i = tok->token_offsets[id]; i < tok->token_offsets[id + 1]; i++) h = fnv_u32(h, tok->token_bytes[i]);
+    }
+    for (int32_t i = 0; i < tok->n_merges; i++) h = fnv_u32(h, (uint32_t)tok->merge_ids[i]);
+    h = fnv_u32(h, (uint32_t)tok->n_added);
+    for (int32_t k = 0; k < tok->n_added; k++) h = fnv_u32(h, (uint32_t)tok->added[k].id * 2u + tok->added[k].special);
     return h;
 }
 
@@ -59,6 +76,9 @@ static uint64_t compute_fingerprint(const Tokenizer *tok) {
             h = fnv_u32(h, (uint32_t)tok->merges[i].left);
             h = fnv_u32(h, (uint32_t)tok->merges[i].right);
         }
+        /* version-1 tokenizers end here, so their recorded fingerprints stay valid */
+        if (tok->split != TOKENIZER_SPLIT_TAPEGRAD) h = fnv_u32(h, (uint32_t)tok->split);
+        if (tok->hf) h = fingerprint_imported(tok, h);
     }
     return h ? h : 1;
 }
@@ -102,10 +122,13 @@ static tg_status build_token_table(Tokenizer *tok, const char *origin) {
         tok->token_offsets[v] = tok->n_chars; /* <eot> is empty */
         return TG_OK;
     }
-    /* BPE: lengths first (validating), then the bytes. */
+    /* BPE: lengths first (validating), then the bytes. <eot> has its text with the GPT-2 split
+     * (where the text means <eot>), none otherwise. */
+    const char *eot_text = tok->split == TOKENIZER_SPLIT_GPT2 ? TOKENIZER_EOT_TEXT : "";
+    const int64_t eot_len = (int64_t)strlen(eot_text);
     tok->token_offsets[0] = 0;
     for (int32_t id = 0; id < TOKENIZER_BPE_BASE; id++) tok->token_offsets[id + 1] = id + 1;
-    tok->token_offsets[TOKENIZER_BPE_EOT + 1] = TOKENIZER_BPE_BASE; /* <eot> is empty */
+    tok->token_offsets[TOKENIZER_BPE_EOT + 1] = TOKENIZER_BPE_BASE + eot_len;
     for (int32_t i = 0; i < tok->n_merges; i++) {
         int32_t id = TOKENIZER_BPE_FIRST_MERGE + i;
         TokenPair p = tok->merges[i];
@@ -125,6 +148,7 @@ static tg_status build_token_table(Tokenizer *tok, const char *origin) {
     }
     tok->token_bytes = tg_malloc((size_t)tok->token_offsets[v]);
     for (int32_t id = 0; id < TOKENIZER_BPE_BASE; id++) tok->token_bytes[id] = (uint8_t)id;
+    memcpy(tok->token_bytes + TOKENIZER_BPE_BASE, eot_text, (size_t)eot_len);
     for (int32_t i = 0; i < tok->n_merges; i++) {
         int32_t id = TOKENIZER_BPE_FIRST_MERGE + i;
         TokenPair p = tok->merges[i];
@@ -136,22 +160,72 @@ static tg_status build_token_table(Tokenizer *tok, const char *origin) {
     return TG_OK;
 }
 
+/* An imported tokenizer's token table against its byte ids, merges and added tokens. */
+static tg_status validate_imported(const Tokenizer *tok, const char *origin) {
+    int32_t v = tok->vocab_size;
+    for (int b = 0; b < 256; b++) {
+        size_t len;
+        int32_t id = tok->byte_ids[b];
+        if (id < 0 || id >= v || *tokenizer_token_bytes(tok, id, &len) != b || len != 1)
+            return tg_fail(TG_ERR_FORMAT, "%s: byte 0x%02x has no token of its own (a byte-level BPE has all 256)", origin, b);
+    }
+    for (int32_t i = 0; i < tok->n_merges; i++) {
+        TokenPair p = tok->merges[i];
+        int32_t id = tok->merge_ids[i];
+        if (p.left < 0 || p.left >= v || p.right < 0 || p.right >= v || id < 0 || id >= v ||
+            token_len(tok, id) != token_len(tok, p.left) + token_len(tok, p.right))
+            return tg_fail(TG_ERR_FORMAT, "%s: merge %" PRId32 " does not make its token", origin, i);
+        const uint8_t *t = tok->token_bytes + tok->token_offsets[id];
+        size_t ll = (size_t)token_len(tok, p.left);
+        if (memcmp(t, tok->token_bytes + tok->token_offsets[p.left], ll) != 0 ||
+            memcmp(t + ll, tok->token_bytes + tok->token_offsets[p.right], (size_t)token_len(tok, p.right)) != 0)
+            return tg_fail(TG_ERR_FORMAT, "%s: merge %" PRId32 " does not make its token", origin, i);
+    }
+    bool eot_is_special = false;
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        int32_t id = tok->added[k].id;
+        if (id < 0 || id >= v || token_len(tok, id) == 0)
+            return tg_fail(TG_ERR_FORMAT, "%s: added token %" PRId32 " is empty or out of range", origin, k);
+        eot_is_special |= id == tok->eot_id && tok->added[k].special;
+    }
+    if (!eot_is_special)
+        return tg_fail(TG_ERR_FORMAT, "%s: the end-of-text id %" PRId32 " is not a special added token", origin, tok->eot_id);
+    return TG_OK;
+}
+
+/* tapegrad's own BPE: ids 0..255 the bytes, 256 <eot> (matched in text with the GPT-2 split). */
+static tg_status validate_own_bpe(Tokenizer *tok, const char *origin) {
+    if (tok->n_merges < 0 || tok->vocab_size != TOKENIZER_BPE_FIRST_MERGE + tok->n_merges ||
+        tok->eot_id != TOKENIZER_BPE_EOT)
+        return tg_fail(TG_ERR_FORMAT,
+                       "%s: a BPE tokenizer with %" PRId32 " merges has vocab_size %" PRId64
+                       " and eot_id %d, not %" PRId32 " and %" PRId32,
+                       origin, tok->n_merges, (int64_t)TOKENIZER_BPE_FIRST_MERGE + tok->n_merges,
+                       TOKENIZER_BPE_EOT, tok->vocab_size, tok->eot_id);
+    for (int b = 0; b < 256; b++) tok->byte_ids[b] = b;
+    if (tok->split == TOKENIZER_SPLIT_GPT2) {
+        tok->added = tg_malloc(sizeof *tok->added);
+        tok->added[0] = (TokenizerAdded){TOKENIZER_BPE_EOT, true};
+        tok->n_added = 1;
+    }
+    return build_token_table(tok, origin);
+}
+
 tg_status tokenizer_finish(Tokenizer *tok, const char *origin) {
     if (tok->kind == TOKENIZER_CHAR) {
         TG_TRY(validate_char(tok, origin));
+        TG_TRY(build_token_table(tok, origin));
+    } else if (tok->kind == TOKENIZER_BPE && tok->hf) {
+        TG_TRY(validate_imported(tok, origin));
+        int32_t a = -1, b = -1;
+        tok->index = token_index_build(tok, &a, &b);
+        if (!tok->index)
+            return tg_fail(TG_ERR_FORMAT, "%s: ids %" PRId32 " and %" PRId32 " are the same token", origin, a, b);
     } else if (tok->kind == TOKENIZER_BPE) {
-        if (tok->n_merges < 0 || tok->vocab_size != TOKENIZER_BPE_FIRST_MERGE + tok->n_merges ||
-            tok->eot_id != TOKENIZER_BPE_EOT)
-            return tg_fail(TG_ERR_FORMAT,
-                           "%s: a BPE tokenizer with %" PRId32 " merges has vocab_size %" PRId64
-                           " and eot_id %d, not %" PRId32 " and %" PRId32,
-                           origin, tok->n_merges,
-                           (int64_t)TOKENIZER_BPE_FIRST_MERGE + tok->n_merges, TOKENIZER_BPE_EOT,
-                           tok->vocab_size, tok->eot_id);
+        TG_TRY(validate_own_bpe(tok, origin));
     } else {
         return tg_fail(TG_ERR_FORMAT, "%s: unknown tokenizer kind %d", origin, (int)tok->kind);
     }
-    TG_TRY(build_token_table(tok, origin));
     if (tok->kind == TOKENIZER_BPE) {
         int32_t dup = -1;
         tok->ranks = bpe_rank_map_build(tok->merges, tok->n_merges, &dup);
@@ -165,10 +239,13 @@ tg_status tokenizer_finish(Tokenizer *tok, const char *origin) {
     return TG_OK;
 }
 
+size_t tokenizer_max_ids(const Tokenizer *tok, size_t len) { return tok->hf ? 3 * len : len; }
+
 tg_status tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out) {
     TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "encode with an empty tokenizer");
-    TG_CHECK(out_cap >= len, "encode needs room for one id per byte: %zu < %zu", out_cap, len);
+    TG_CHECK(out_cap >= tokenizer_max_ids(tok, len), "encode needs room for %zu ids, not %zu",
+             tokenizer_max_ids(tok, len), out_cap);
     *n_out = 0;
     if (len == 0) return TG_OK;
     const unsigned char *bytes = (const unsigned char *)text;
@@ -183,6 +260,11 @@ const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int32_t id, size_t *l
     return tok->token_bytes + tok->token_offsets[id];
 }
 
+/* <eot> marks where a text ends; it is not part of any text */
+static size_t decoded_len(const Tokenizer *tok, int32_t id) {
+    return id == tok->eot_id ? 0 : (size_t)token_len(tok, id);
+}
+
 tg_status tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, char **text,
                            size_t *len) {
     *text = NULL;
@@ -194,12 +276,12 @@ tg_status tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, c
                            "cannot decode token id %" PRId32 " at position %zu: the %s tokenizer's "
                            "ids are 0..%" PRId32 " (were the tokens made by another tokenizer?)",
                            ids[i], i, tokenizer_kind_name(tok->kind), tok->vocab_size - 1);
-        total += (size_t)token_len(tok, ids[i]);
+        total += decoded_len(tok, ids[i]);
     }
     char *out = tg_malloc(total + 1);
     size_t pos = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t l = (size_t)token_len(tok, ids[i]);
+        size_t l = decoded_len(tok, ids[i]);
         memcpy(out + pos, tok->token_bytes + tok->token_offsets[ids[i]], l);
         pos += l;
     }
@@ -224,13 +306,9 @@ static void write_escaped(FILE *f, const uint8_t *b, size_t n) {
     fputc('"', f);
 }
 
-tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
-    TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "saving an empty tokenizer");
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
-    fprintf(f, "%s %d\nkind %s\nvocab_size %" PRId32 "\neot_id %" PRId32 "\n", MAGIC,
-            TOKENIZER_FILE_VERSION, tokenizer_kind_name(tok->kind), tok->vocab_size, tok->eot_id);
+/* The sizes and the char table or the merges of a tokenizer file. */
+static void save_entries(FILE *f, const Tokenizer *tok) {
+    fprintf(f, "vocab_size %" PRId32 "\neot_id %" PRId32 "\n", tok->vocab_size, tok->eot_id);
     if (tok->kind == TOKENIZER_CHAR) {
         fprintf(f, "chars %" PRId32 "\n", tok->n_chars);
         for (int32_t i = 0; i < tok->n_chars; i++) {
@@ -238,16 +316,34 @@ tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
             write_escaped(f, &tok->chars[i], 1);
             fputc('\n', f);
         }
-    } else {
-        fprintf(f, "merges %" PRId32 "\n", tok->n_merges);
-        for (int32_t i = 0; i < tok->n_merges; i++) {
-            size_t l;
-            const uint8_t *b = tokenizer_token_bytes(tok, TOKENIZER_BPE_FIRST_MERGE + i, &l);
-            fprintf(f, "%" PRId32 " %" PRId32 "\t# ", tok->merges[i].left, tok->merges[i].right);
-            write_escaped(f, b, l);
-            fputc('\n', f);
-        }
+        return;
     }
+    fprintf(f, "merges %" PRId32 "\n", tok->n_merges);
+    for (int32_t i = 0; i < tok->n_merges; i++) {
+        size_t l;
+        const uint8_t *b = tokenizer_token_bytes(tok, TOKENIZER_BPE_FIRST_MERGE + i, &l);
+        fprintf(f, "%" PRId32 " %" PRId32 "\t# ", tok->merges[i].left, tok->merges[i].right);
+        write_escaped(f, b, l);
+        fputc('\n', f);
+    }
+}
+
+tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
+    TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "saving an empty tokenizer");
+    bool gpt2 = tok->kind == TOKENIZER_BPE && tok->split == TOKENIZER_SPLIT_GPT2;
+    if (tok->hf) {
+        char json[4200];
+        folder_of(path, json, sizeof json);
+        snprintf(json + strlen(json), sizeof json - strlen(json), "/%s", TOKENIZER_HF_FILE);
+        TG_TRY(tokenizer_hf_save(tok, json));
+    }
+    AtomicFile af;
+    TG_TRY(atomic_file_open(&af, path));
+    FILE *f = atomic_file_stream(&af);
+    fprintf(f, "%s %d\nkind %s\n", MAGIC, gpt2 ? TOKENIZER_FILE_VERSION : 1, tokenizer_kind_name(tok->kind));
+    if (gpt2) fputs("split gpt2\n", f);
+    if (tok->hf) fprintf(f, "file %s\n", TOKENIZER_HF_FILE);
+    else save_entries(f, tok);
     fprintf(f, "fingerprint %016" PRIx64 "\n", tok->fingerprint);
     tg_status st = atomic_file_commit(&af);
     if (st != TG_OK) return tg_fail_context(st, "saving tokenizer");
@@ -295,9 +391,8 @@ static bool parse_ints(const char *s, int64_t *vals, int count) {
     return *s == '\0' || *s == '#';
 }
 
-/* "key N" with lo <= N <= hi. */
-static tg_status parse_field(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
-    TG_TRY(need_line(r, key));
+/* "key N" with lo <= N <= hi, on the line just read. */
+static tg_status parse_field_here(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
     size_t kl = strlen(key);
     if (strncmp(r->line, key, kl) != 0 || (r->line[kl] != ' ' && r->line[kl] != '\t') ||
         !parse_ints(r->line + kl, out, 1))
@@ -311,36 +406,15 @@ static tg_status parse_field(LineReader *r, const char *key, int64_t lo, int64_t
     return TG_OK;
 }
 
-/* The body of a tokenizer file, read top to bottom in the file's own order (kind, sizes, the
- * char table or the merges, the fingerprint): one function, so that each line's check sits
- * beside the line it reads. */
-static tg_status load_body(LineReader *r, Tokenizer *tok) {
-    TG_TRY(need_line(r, "the magic line"));
-    size_t ml = strlen(MAGIC);
-    int64_t version;
-    if (strncmp(r->line, MAGIC, ml) != 0 || r->line[ml] != ' ' || !parse_ints(r->line + ml, &version, 1))
-        return tg_fail(TG_ERR_FORMAT,
-                       "%s is not a tapegrad tokenizer file: its first line is \"%.60s\", expected "
-                       "\"%s %d\"",
-                       r->path, r->line, MAGIC, TOKENIZER_FILE_VERSION);
-    if (version != TOKENIZER_FILE_VERSION)
-        return tg_fail(TG_ERR_FORMAT,
-                       "tokenizer file %s has format version %" PRId64 ", this build reads "
-                       "version %d: use a matching tapegrad or prepare the data again",
-                       r->path, version, TOKENIZER_FILE_VERSION);
-    TG_TRY(need_line(r, "\"kind char|bpe\""));
-    if (strcmp(r->line, "kind char") == 0) tok->kind = TOKENIZER_CHAR;
-    else if (strcmp(r->line, "kind bpe") == 0) tok->kind = TOKENIZER_BPE;
-    else
-        return tg_fail(TG_ERR_FORMAT,
-                       "tokenizer file %s, line %" PRId64 ": expected \"kind char\" or \"kind bpe\", "
-                       "found \"%.60s\"",
-                       r->path, r->lineno, r->line);
-    int64_t vocab, eot, count;
-    TG_TRY(parse_field(r, "vocab_size", 2, INT32_MAX, &vocab));
-    TG_TRY(parse_field(r, "eot_id", 0, vocab - 1, &eot));
-    tok->vocab_size = (int32_t)vocab;
-    tok->eot_id = (int32_t)eot;
+/* "key N" with lo <= N <= hi, on the next line. */
+static tg_status parse_field(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    TG_TRY(need_line(r, key));
+    return parse_field_here(r, key, lo, hi, out);
+}
+
+/* The char table or the merges of a tokenizer file. */
+static tg_status load_entries(LineReader *r, Tokenizer *tok, int64_t vocab) {
+    int64_t count;
     if (tok->kind == TOKENIZER_CHAR) {
         TG_TRY(parse_field(r, "chars", 1, 256, &count));
         tok->n_chars = (int32_t)count;
@@ -354,31 +428,88 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
                                r->path, r->lineno, r->line);
             tok->chars[i] = (uint8_t)b;
         }
-    } else {
-        if (vocab < TOKENIZER_BPE_FIRST_MERGE)
-            return tg_fail(TG_ERR_FORMAT,
-                           "tokenizer file %s: a BPE vocab_size is at least %d, not %" PRId64,
-                           r->path, TOKENIZER_BPE_FIRST_MERGE, vocab);
-        TG_TRY(parse_field(r, "merges", vocab - TOKENIZER_BPE_FIRST_MERGE,
-                           vocab - TOKENIZER_BPE_FIRST_MERGE, &count));
-        /* grown as lines arrive, so a corrupt count cannot ask for a huge block up front */
-        int64_t cap = 0;
-        for (int64_t i = 0; i < count; i++) {
-            if (i == cap) {
-                cap = cap ? 2 * cap : 1024;
-                tok->merges = tg_realloc(tok->merges, (size_t)cap * sizeof *tok->merges);
-            }
-            int64_t lr[2];
-            TG_TRY(need_line(r, "a merge line"));
-            if (!parse_ints(r->line, lr, 2) || lr[0] < 0 || lr[1] < 0 || lr[0] > INT32_MAX ||
-                lr[1] > INT32_MAX)
-                return tg_fail(TG_ERR_FORMAT,
-                               "tokenizer file %s, line %" PRId64 ": expected a merge \"left right\", "
-                               "found \"%.60s\"",
-                               r->path, r->lineno, r->line);
-            tok->merges[i] = (TokenPair){(int32_t)lr[0], (int32_t)lr[1]};
-            tok->n_merges = (int32_t)(i + 1);
+        return TG_OK;
+    }
+    if (vocab < TOKENIZER_BPE_FIRST_MERGE)
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s: a BPE vocab_size is at least %d, not %" PRId64,
+                       r->path, TOKENIZER_BPE_FIRST_MERGE, vocab);
+    TG_TRY(parse_field(r, "merges", vocab - TOKENIZER_BPE_FIRST_MERGE,
+                       vocab - TOKENIZER_BPE_FIRST_MERGE, &count));
+    /* grown as lines arrive, so a corrupt count cannot ask for a huge block up front */
+    int64_t cap = 0;
+    for (int64_t i = 0; i < count; i++) {
+        if (i == cap) {
+            cap = cap ? 2 * cap : 1024;
+            tok->merges = tg_realloc(tok->merges, (size_t)cap * sizeof *tok->merges);
         }
+        int64_t lr[2];
+        TG_TRY(need_line(r, "a merge line"));
+        if (!parse_ints(r->line, lr, 2) || lr[0] < 0 || lr[1] < 0 || lr[0] > INT32_MAX ||
+            lr[1] > INT32_MAX)
+            return tg_fail(TG_ERR_FORMAT,
+                           "tokenizer file %s, line %" PRId64 ": expected a merge \"left right\", "
+                           "found \"%.60s\"",
+                           r->path, r->lineno, r->line);
+        tok->merges[i] = (TokenPair){(int32_t)lr[0], (int32_t)lr[1]};
+        tok->n_merges = (int32_t)(i + 1);
+    }
+    return TG_OK;
+}
+
+/* "file NAME": an imported tokenizer's tokenizer.json, which must sit beside the file. */
+static tg_status load_imported(LineReader *r, Tokenizer *tok) {
+    const char *name = r->line + 5;
+    if (strcmp(name, TOKENIZER_HF_FILE) != 0)
+        return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"file %s\", found \"%.60s\"",
+                       r->path, r->lineno, TOKENIZER_HF_FILE, r->line);
+    char json[4200];
+    folder_of(r->path, json, sizeof json);
+    snprintf(json + strlen(json), sizeof json - strlen(json), "/%s", TOKENIZER_HF_FILE);
+    return tokenizer_hf_load(json, tok);
+}
+
+/* The body of a tokenizer file, read top to bottom in the file's own order (kind, split,
+ * sizes, the char table or the merges, the fingerprint). */
+static tg_status load_body(LineReader *r, Tokenizer *tok) {
+    TG_TRY(need_line(r, "the magic line"));
+    size_t ml = strlen(MAGIC);
+    int64_t version;
+    if (strncmp(r->line, MAGIC, ml) != 0 || r->line[ml] != ' ' || !parse_ints(r->line + ml, &version, 1))
+        return tg_fail(TG_ERR_FORMAT,
+                       "%s is not a tapegrad tokenizer file: its first line is \"%.60s\", expected "
+                       "\"%s %d\"",
+                       r->path, r->line, MAGIC, TOKENIZER_FILE_VERSION);
+    if (version < 1 || version > TOKENIZER_FILE_VERSION)
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s has format version %" PRId64 ", this build reads "
+                       "versions 1 to %d: use a matching tapegrad or prepare the data again",
+                       r->path, version, TOKENIZER_FILE_VERSION);
+    TG_TRY(need_line(r, "\"kind char|bpe\""));
+    if (strcmp(r->line, "kind char") == 0) tok->kind = TOKENIZER_CHAR;
+    else if (strcmp(r->line, "kind bpe") == 0) tok->kind = TOKENIZER_BPE;
+    else
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s, line %" PRId64 ": expected \"kind char\" or \"kind bpe\", "
+                       "found \"%.60s\"",
+                       r->path, r->lineno, r->line);
+    if (version >= 2) {
+        TG_TRY(need_line(r, "\"split gpt2\""));
+        if (tok->kind != TOKENIZER_BPE || strcmp(r->line, "split gpt2") != 0)
+            return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"split gpt2\" after \"kind bpe\", found \"%.60s\"",
+                           r->path, r->lineno, r->line);
+        tok->split = TOKENIZER_SPLIT_GPT2;
+    }
+    TG_TRY(need_line(r, "vocab_size"));
+    if (version >= 2 && strncmp(r->line, "file ", 5) == 0) {
+        TG_TRY(load_imported(r, tok));
+    } else {
+        int64_t vocab, eot;
+        TG_TRY(parse_field_here(r, "vocab_size", 2, INT32_MAX, &vocab));
+        TG_TRY(parse_field(r, "eot_id", 0, vocab - 1, &eot));
+        tok->vocab_size = (int32_t)vocab;
+        tok->eot_id = (int32_t)eot;
+        TG_TRY(load_entries(r, tok, vocab));
     }
     TG_TRY(need_line(r, "the fingerprint line"));
     uint64_t stored;
@@ -394,7 +525,7 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
                            r->path, r->lineno, r->line);
     char origin[4200];
     snprintf(origin, sizeof origin, "tokenizer file %s", r->path);
-    TG_TRY(tokenizer_finish(tok, origin));
+    if (!tok->hf) TG_TRY(tokenizer_finish(tok, origin)); /* tokenizer_hf_load finished it */
     if (tok->fingerprint != stored)
         return tg_fail(TG_ERR_FORMAT,
                        "tokenizer file %s is corrupt or was edited: its contents hash to "

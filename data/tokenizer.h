@@ -8,10 +8,25 @@
  *    without a byte has nothing sensible to say about it, and silently mapping it would make
  *    decode(encode(x)) != x).
  *
- *  - BPE (byte level): ids 0..255 are the 256 bytes, id 256 is <eot>, id 257+i is merge i
- *    (the concatenation of merges[i].left and merges[i].right). Any byte string round-trips,
- *    invalid UTF-8 included. Text is first cut into chunks (see tokenizer_bpe_chunk_len) and
- *    merges never cross a chunk boundary.
+ *  - BPE (byte level), trained by tapegrad: ids 0..255 are the 256 bytes, id 256 is <eot>, id
+ *    257+i is merge i (the concatenation of merges[i].left and merges[i].right). Any byte
+ *    string round-trips, invalid UTF-8 included. Text is first cut into chunks and merges never
+ *    cross a chunk boundary. Two pre-split rules exist (TokenizerSplit): files of version 1 use
+ *    tapegrad's first rule (tokenizer_bpe_chunk_len), and encode with it as they always did;
+ *    tokenizers trained now use the GPT-2 rule (tokenizer_gpt2_chunk_len), the one Hugging
+ *    Face's ByteLevel pre-tokenizer and llama.cpp's "gpt-2" pre-tokenizer apply, so that an
+ *    exported tokenizer encodes alike everywhere. With the GPT-2 rule the text
+ *    "<|endoftext|>" (TOKENIZER_EOT_TEXT) is the <eot> token wherever it appears, as it is for
+ *    those programs.
+ *
+ *  - BPE imported from a Hugging Face tokenizer.json (data/tokenizer_hf.h, `hf` set): the
+ *    file's ids, vocabulary, merges (in its rank order) and added tokens, the GPT-2 pre-split,
+ *    and Hugging Face's handling of bytes that are not UTF-8: those programs take text as
+ *    Unicode strings, so each invalid sequence reaches them as U+FFFD, and tapegrad encodes it
+ *    as U+FFFD too (unlike its own BPE, which keeps the bytes).
+ *
+ * Encoding a BPE chunk applies the merges by rank: the adjacent pair of lowest rank (leftmost
+ * first among equals) is joined, again and again, as Hugging Face and llama.cpp do.
  *
  * Text is passed as (const char *, size_t length) and treated as raw bytes; it may contain NUL.
  * <eot> ("end of text") decodes to no bytes; a sampler stops on tok->eot_id.
@@ -25,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
 #include "lib/error.h"
 #include "lib/version.h"
 
@@ -32,12 +49,17 @@
 
 typedef enum { TOKENIZER_NONE = 0, TOKENIZER_CHAR = 1, TOKENIZER_BPE = 2 } TokenizerKind;
 
+/* How BPE text is cut into chunks before merging (the number is part of the fingerprint). */
+typedef enum { TOKENIZER_SPLIT_TAPEGRAD = 0, TOKENIZER_SPLIT_GPT2 = 1 } TokenizerSplit;
+
+#define TOKENIZER_EOT_TEXT "<|endoftext|>"
+
 enum {
     TOKENIZER_BPE_BASE = 256,   /* byte ids 0..255 */
     TOKENIZER_BPE_EOT = 256,    /* the <eot> id of every BPE tokenizer */
     TOKENIZER_BPE_FIRST_MERGE = 257,
-    TOKENIZER_MAX_CHUNK = 64,   /* BPE chunks (hence tokens) are at most this many bytes */
-    TOKENIZER_FILE_VERSION = TAPEGRAD_TOKENIZER_FORMAT,
+    TOKENIZER_MAX_CHUNK = 64,   /* tapegrad's BPE tokens are at most this many bytes */
+    TOKENIZER_FILE_VERSION = TAPEGRAD_TOKENIZER_FORMAT, /* version 1: char, and BPE with the tapegrad split */
 };
 
 typedef struct TokenPair {
@@ -45,6 +67,14 @@ typedef struct TokenPair {
 } TokenPair;
 
 typedef struct BpeRankMap BpeRankMap; /* private: pair -> merge rank, for encoding */
+typedef struct TokenIndex TokenIndex; /* private: token bytes -> id (imported tokenizers) */
+
+/* A token matched in the text before the pre-split: Hugging Face's "added tokens". Its text is
+ * the token's bytes (tokenizer_token_bytes). */
+typedef struct TokenizerAdded {
+    int32_t id;
+    bool special; /* control tokens (<eot>, <|im_start|>, ...), as opposed to added words */
+} TokenizerAdded;
 
 typedef struct Tokenizer {
     TokenizerKind kind;
@@ -56,15 +86,24 @@ typedef struct Tokenizer {
     uint8_t chars[256];
     int32_t id_of_byte[256];
 
-    /* BPE: merge i makes id 257 + i out of merges[i]; vocab_size = 257 + n_merges. */
+    /* BPE: merge i (rank i) makes id merge_ids[i] out of merges[i]; for tapegrad's own
+     * tokenizers merge_ids is NULL, merge i makes 257 + i and vocab_size = 257 + n_merges. */
+    TokenizerSplit split;
     int32_t n_merges;
     TokenPair *merges;
+    int32_t *merge_ids;
+    int32_t byte_ids[256];   /* the id of each single byte (b for tapegrad's own) */
+    int32_t n_added;         /* matched in text, longest first at the leftmost position */
+    TokenizerAdded *added;
+    bool hf;                 /* imported from a tokenizer.json (see above) */
+    bool ignore_merges;      /* hf: a chunk that is itself a token is that token */
 
     /* Derived (both kinds): the bytes of token `id` are
      * token_bytes[token_offsets[id] .. token_offsets[id + 1]). */
     int64_t *token_offsets; /* vocab_size + 1 entries */
     uint8_t *token_bytes;
     BpeRankMap *ranks;      /* BPE only */
+    TokenIndex *index;      /* hf only */
     uint64_t fingerprint;   /* see tokenizer_fingerprint */
 } Tokenizer;
 
@@ -77,6 +116,11 @@ tg_status tokenizer_char_train(const char *text, size_t len, Tokenizer *tok);
  * text cannot reach (no adjacent pair left), naming the largest reachable size.
  * On failure `tok` is left empty. */
 tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, Tokenizer *tok);
+/* The same with a chosen pre-split (tokenizer_bpe_train uses TOKENIZER_SPLIT_GPT2). Chunks of
+ * more than TOKENIZER_MAX_CHUNK bytes are counted in pieces of that length, so that no token
+ * is longer. */
+tg_status tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TokenizerSplit split,
+                                    Tokenizer *tok);
 
 /* The BPE pre-split rule: the length of the chunk starting at text[0] (1 <= result <= len and
  * <= TOKENIZER_MAX_CHUNK; 0 when len == 0). Byte classes: letters (A-Z, a-z and every byte
@@ -87,9 +131,20 @@ tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, 
  * than TOKENIZER_MAX_CHUNK bytes are cut every TOKENIZER_MAX_CHUNK bytes. */
 size_t tokenizer_bpe_chunk_len(const char *text, size_t len);
 
-/* Encodes len bytes into out[0 .. *n_out). Every byte yields at most one id, so `out` needs
- * room for `len` ids (out_cap >= len; out may be NULL when len == 0).
- * CHAR refuses a byte outside its vocabulary (TG_ERR_ARG, naming the byte and offset). */
+/* The GPT-2 pre-split: the length of the first match of
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * in text[0..len) (0 when len == 0), with letters, numbers and white space as Unicode defines
+ * them (data/unicode_class.h). Bytes that are not UTF-8 count as one "other" character per
+ * maximal subpart, as U+FFFD would. Chunks have no length limit. */
+size_t tokenizer_gpt2_chunk_len(const char *text, size_t len);
+
+/* The most ids encoding len bytes can give: len (every byte yields at most one id), or 3 * len
+ * for an imported tokenizer (an invalid byte becomes the three bytes of U+FFFD). */
+size_t tokenizer_max_ids(const Tokenizer *tok, size_t len);
+
+/* Encodes len bytes into out[0 .. *n_out); out_cap >= tokenizer_max_ids(tok, len) (out may be
+ * NULL when len == 0). CHAR refuses a byte outside its vocabulary (TG_ERR_ARG, naming the byte
+ * and offset). */
 tg_status tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out);
 
@@ -98,18 +153,21 @@ tg_status tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, i
 tg_status tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, char **text,
                            size_t *len);
 
-/* The bytes of one id (not NUL-terminated; <eot> has none). `id` must be in range. */
+/* The bytes of one id (not NUL-terminated): for <eot> its text when it has one (the GPT-2 split,
+ * imported tokenizers), none otherwise. `id` must be in range. */
 const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int32_t id, size_t *len);
 
 /* A 64-bit fingerprint of everything that decides the encoding (kind, vocab size, eot id, the
- * char table or the merge list): checkpoints and token files record it so a run can refuse a
+ * char table or the merge list, the pre-split; for imported tokenizers also every token's
+ * bytes, the merge results and the added tokens): checkpoints and token files record it so a run can refuse a
  * tokenizer it was not trained with. Never 0 for a built tokenizer. */
 uint64_t tokenizer_fingerprint(const Tokenizer *tok);
 
 /* Saves as a text file (written to path.tmp, fsynced, renamed):
  *
- *     tapegrad-tokenizer 1
+ *     tapegrad-tokenizer 2     (1 for char tokenizers and the tapegrad split, which lack "split")
  *     kind bpe                 ("char" or "bpe")
+ *     split gpt2
  *     vocab_size 2048
  *     eot_id 256
  *     merges 1791              (BPE: then one "left right" line per merge, in rank order)
@@ -118,6 +176,9 @@ uint64_t tokenizer_fingerprint(const Tokenizer *tok);
  *     fingerprint 0123456789abcdef
  *
  * CHAR writes "chars N" then one decimal byte value per line (ascending) instead of merges.
+ * An imported tokenizer is written as a tokenizer.json beside the file, which then holds
+ * "file tokenizer.json" in place of the sizes and merges (and the fingerprint, checked on
+ * loading the JSON).
  * Loading checks the magic line, the version, every count and id, and the fingerprint (which
  * catches edits and corruption), and says what is wrong and where. */
 tg_status tokenizer_save(const Tokenizer *tok, const char *path);

@@ -1,7 +1,7 @@
 /* Byte-level BPE: training and encoding.
  *
  * Training (the classic algorithm, made incremental):
- *   1. cut the text into chunks (tokenizer_bpe_chunk_len) and count the distinct ones in a hash
+ *   1. cut the text into chunks (the pre-split rule) and count the distinct ones in a hash
  *      map: a 1 MB English text has ~200k chunks but only ~30k distinct ones ("words");
  *   2. count every adjacent pair over the words, weighted by word frequency, and remember for
  *      each pair the words it occurs in;
@@ -11,9 +11,8 @@
  *      Heap entries whose count no longer matches the pair's are stale and skipped when popped.
  *   The cost of a merge is proportional to the words it touches, not to the corpus.
  *
- * Encoding applies the merges within each chunk in rank order: repeatedly find the adjacent
- * pair with the lowest merge rank and join all its occurrences left to right. This gives
- * exactly the segmentation training produced for the same chunk.
+ * Encoding is in tokenizer_bpe_encode.c; this file also holds the pair -> rank map it uses and
+ * the bytes -> id index of imported tokenizers.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -83,6 +82,16 @@ static size_t mix64(uint64_t x) {
     x *= 0xc4ceb9fe1a85ec53ULL;
     x ^= x >> 33;
     return (size_t)x;
+}
+
+static uint64_t hash_bytes(const unsigned char *b, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    h = (uint64_t)mix64(h ^ n);
+    return h ? h : 1;
 }
 
 static void pairmap_init(PairMap *m, size_t expected) {
@@ -166,53 +175,61 @@ BpeRankMap *bpe_rank_map_build(const TokenPair *merges, int32_t n_merges, int32_
     return rm;
 }
 
+int32_t bpe_rank_map_get(const BpeRankMap *rm, int32_t left, int32_t right) {
+    return pairmap_get(&rm->map, pair_key(left, right));
+}
+
 void bpe_rank_map_free(BpeRankMap *rm) {
     if (!rm) return;
     pairmap_free(&rm->map);
     free(rm);
 }
 
-/* ---- encoding ----------------------------------------------------------------------- */
+/* ---- bytes -> id index of imported tokenizers ------------------------------------------ */
 
-/* Encodes one chunk (len <= TOKENIZER_MAX_CHUNK) into out; returns the number of ids. */
-static size_t encode_chunk(const Tokenizer *tok, const unsigned char *b, size_t len, int32_t *out) {
-    int32_t s[TOKENIZER_MAX_CHUNK];
-    size_t n = len;
-    for (size_t i = 0; i < n; i++) s[i] = b[i];
-    const PairMap *ranks = &tok->ranks->map;
-    while (n >= 2) {
-        int32_t best = INT32_MAX;
-        for (size_t i = 0; i + 1 < n; i++) {
-            int32_t r = pairmap_get(ranks, pair_key(s[i], s[i + 1]));
-            if (r >= 0 && r < best) best = r;
-        }
-        if (best == INT32_MAX) break;
-        int32_t a = tok->merges[best].left, c = tok->merges[best].right;
-        int32_t id = TOKENIZER_BPE_FIRST_MERGE + best;
-        size_t j = 0;
-        for (size_t i = 0; i < n;) {
-            if (i + 1 < n && s[i] == a && s[i + 1] == c) {
-                s[j++] = id;
-                i += 2;
-            } else {
-                s[j++] = s[i++];
-            }
-        }
-        n = j;
+struct TokenIndex {
+    int32_t *slots; /* id + 1; 0 marks an empty slot */
+    size_t cap;     /* power of two, at least twice the ids */
+};
+
+static size_t token_index_slot(const TokenIndex *ix, const Tokenizer *tok, const uint8_t *b, size_t len) {
+    size_t mask = ix->cap - 1, i = hash_bytes(b, len) & mask;
+    for (; ix->slots[i]; i = (i + 1) & mask) {
+        size_t l;
+        const uint8_t *t = tokenizer_token_bytes(tok, ix->slots[i] - 1, &l);
+        if (l == len && memcmp(t, b, len) == 0) break;
     }
-    memcpy(out, s, n * sizeof *s);
-    return n;
+    return i;
 }
 
-void tokenizer_bpe_encode(const Tokenizer *tok, const unsigned char *text, size_t len,
-                          int32_t *out, size_t *n_out) {
-    size_t pos = 0, n = 0;
-    while (pos < len) {
-        size_t cl = tokenizer_bpe_chunk_len((const char *)text + pos, len - pos);
-        n += encode_chunk(tok, text + pos, cl, out + n);
-        pos += cl;
+TokenIndex *token_index_build(const Tokenizer *tok, int32_t *first, int32_t *second) {
+    TokenIndex *ix = tg_calloc(1, sizeof *ix);
+    ix->cap = 64;
+    while (ix->cap < 2 * (size_t)tok->vocab_size) ix->cap *= 2;
+    ix->slots = tg_calloc(ix->cap, sizeof *ix->slots);
+    for (int32_t id = 0; id < tok->vocab_size; id++) {
+        size_t len;
+        const uint8_t *b = tokenizer_token_bytes(tok, id, &len);
+        size_t i = token_index_slot(ix, tok, b, len);
+        if (ix->slots[i]) {
+            *first = ix->slots[i] - 1;
+            *second = id;
+            token_index_free(ix);
+            return NULL;
+        }
+        ix->slots[i] = id + 1;
     }
-    *n_out = n;
+    return ix;
+}
+
+int32_t token_index_find(const TokenIndex *ix, const Tokenizer *tok, const uint8_t *b, size_t len) {
+    return ix->slots[token_index_slot(ix, tok, b, len)] - 1;
+}
+
+void token_index_free(TokenIndex *ix) {
+    if (!ix) return;
+    free(ix->slots);
+    free(ix);
 }
 
 /* ---- training: distinct chunks ------------------------------------------------------- */
@@ -229,15 +246,6 @@ typedef struct {
     size_t cap, count;
 } ChunkMap;
 
-static uint64_t hash_bytes(const unsigned char *b, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    h = (uint64_t)mix64(h ^ n);
-    return h ? h : 1;
-}
 
 static void chunkmap_grow(ChunkMap *m) {
     ChunkMap bigger = {tg_calloc(m->cap * 2, sizeof(ChunkSlot)), m->cap * 2, 0};
@@ -413,12 +421,29 @@ static void trainer_free(Trainer *t) {
     free(t->touched);
 }
 
-static void trainer_build_words(Trainer *t, const unsigned char *text, size_t len) {
-    ChunkMap chunks = {tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
-    for (size_t pos = 0; pos < len;) {
-        size_t cl = tokenizer_bpe_chunk_len((const char *)text + pos, len - pos);
-        if (cl >= 2) chunkmap_insert(&chunks, text, pos, cl); /* 1-byte chunks never merge */
+/* Counts the chunks of text[begin, end) as words, a long chunk in pieces of at most
+ * TOKENIZER_MAX_CHUNK bytes (so no token is longer). */
+static void count_chunks(ChunkMap *chunks, const unsigned char *text, size_t begin, size_t end, TokenizerSplit split) {
+    for (size_t pos = begin; pos < end;) {
+        size_t cl = tokenizer_chunk_len(split, (const char *)text + pos, end - pos);
+        for (size_t piece = 0; piece < cl; piece += TOKENIZER_MAX_CHUNK) {
+            size_t pl = cl - piece < TOKENIZER_MAX_CHUNK ? cl - piece : TOKENIZER_MAX_CHUNK;
+            if (pl >= 2) chunkmap_insert(chunks, text, pos + piece, pl); /* 1-byte chunks never merge */
+        }
         pos += cl;
+    }
+}
+
+static void trainer_build_words(Trainer *t, const unsigned char *text, size_t len, TokenizerSplit split) {
+    ChunkMap chunks = {tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
+    /* with the GPT-2 split, TOKENIZER_EOT_TEXT is the <eot> token wherever it appears: no
+     * chunk spans it and no merge learns it */
+    const size_t eot_len = split == TOKENIZER_SPLIT_GPT2 ? strlen(TOKENIZER_EOT_TEXT) : 0;
+    for (size_t pos = 0; pos < len;) {
+        const unsigned char *hit = eot_len ? memmem(text + pos, len - pos, TOKENIZER_EOT_TEXT, eot_len) : NULL;
+        size_t end = hit ? (size_t)(hit - text) : len;
+        count_chunks(&chunks, text, pos, end, split);
+        pos = hit ? end + eot_len : len;
     }
     TG_CHECK(chunks.count < INT32_MAX, "too many distinct chunks: %zu", chunks.count);
     size_t total = 0;
@@ -505,6 +530,11 @@ static void trainer_merge(Trainer *t, int32_t pair, int32_t id, int32_t step) {
 }
 
 tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, Tokenizer *tok) {
+    return tokenizer_bpe_train_split(text, len, vocab_size, TOKENIZER_SPLIT_GPT2, tok);
+}
+
+tg_status tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TokenizerSplit split,
+                                    Tokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     if (vocab_size < TOKENIZER_BPE_FIRST_MERGE)
         return tg_fail(TG_ERR_ARG,
@@ -514,7 +544,7 @@ tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, 
                        vocab_size, TOKENIZER_BPE_FIRST_MERGE);
     int32_t target = vocab_size - TOKENIZER_BPE_FIRST_MERGE;
     Trainer t = {0};
-    trainer_build_words(&t, (const unsigned char *)text, len);
+    trainer_build_words(&t, (const unsigned char *)text, len, split);
     trainer_count_pairs(&t);
     /* grown as merges are made: an absurd vocab_size must fail with a message, not abort */
     TokenPair *merges = NULL;
@@ -542,6 +572,7 @@ tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, 
                        vocab_size, n, TOKENIZER_BPE_FIRST_MERGE + n);
     }
     tok->kind = TOKENIZER_BPE;
+    tok->split = split;
     tok->vocab_size = vocab_size;
     tok->eot_id = TOKENIZER_BPE_EOT;
     tok->merges = merges;

@@ -23,8 +23,9 @@
 /* Checkpoints (*.tgck, train/checkpoint.h): a model's, and a parameter set's
  * (train/param_checkpoint.h), which is the same stream with flag bit 1 set. Versions 1 and 2 load. */
 #define TAPEGRAD_CHECKPOINT_FORMAT 2
-/* tokenizer.txt (data/tokenizer.h). */
-#define TAPEGRAD_TOKENIZER_FORMAT 1
+/* tokenizer.txt (data/tokenizer.h): 2 splits BPE text as the GPT-2/ByteLevel pre-tokenizer does;
+ * version 1 files (tapegrad's earlier split) load and encode as before. */
+#define TAPEGRAD_TOKENIZER_FORMAT 2
 /* train.tok / val.tok (data/tokfile.h). */
 #define TAPEGRAD_TOKFILE_FORMAT 1
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckptutil.h"
 #include "datagen.h"
@@ -182,11 +183,12 @@ Test(export, init_from_refuses_weights_that_do_not_fit, .init = setup, .fini = t
     free(target), free(extra), free(other);
 }
 
-Test(export, pytorch_reads_the_export_and_computes_the_same_loss, .init = setup, .fini = teardown, .timeout = 120) {
-    require_torch("reading the safetensors export in PyTorch", teardown);
+/* load_export.py reads `what` (the safetensors file, or a Hugging Face folder) into its own
+ * PyTorch model: every tensor's norm and the loss on a fixed batch must be tapegrad's. */
+static void expect_pytorch_loss(const char *what) {
     char *log = datagen_path(dir, "python.log"), cmd[8192];
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 /usr/bin/python3 %s/tests/parity/load_export.py %s >%s 2>&1", TAPEGRAD_SOURCE_DIR,
-             exported, log);
+             what, log);
     int rc = test_run(cmd);
     size_t len;
     char *text = (char *)ckpt_read_file(log, &len);
@@ -234,4 +236,65 @@ Test(export, pytorch_reads_the_export_and_computes_the_same_loss, .init = setup,
     test_tape_free(&tt);
     free(tokens), free(targets), free(text), free(log);
     model_free(&m);
+}
+
+Test(export, pytorch_reads_the_export_and_computes_the_same_loss, .init = setup, .fini = teardown, .timeout = 120) {
+    require_torch("reading the safetensors export in PyTorch", teardown);
+    expect_pytorch_loss(exported);
+}
+
+Test(export, pytorch_reads_the_hf_folder_by_its_llama_config_and_computes_the_same_loss, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    require_torch("reading the Hugging Face folder in PyTorch", teardown);
+    char *folder = datagen_path(dir, "hf"), *out = NULL;
+    int rc = ckpt_cli(&out, "ckpt export %s --hf %s", trained, folder);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    const char *files[] = {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char *path = datagen_path(folder, files[i]);
+        cr_expect_eq(access(path, R_OK), 0, "the folder lacks %s", files[i]);
+        free(path);
+    }
+    expect_pytorch_loss(folder);
+    free(folder);
+}
+
+Test(export, hf_and_gguf_exports_refuse_what_they_cannot_hold, .init = setup, .fini = teardown, .timeout = 120) {
+    char *folder = datagen_path(dir, "hf"), *out = NULL;
+    /* a folder with files in it needs --force, which keeps the other files */
+    datagen_write(dir, "hf/notes.txt", "mine", 4);
+    int rc = ckpt_cli(&out, "ckpt export %s --hf %s", trained, folder);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "is not empty") && strstr(out, "--force"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt export %s --hf %s --force", trained, folder);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    char *notes = datagen_path(folder, "notes.txt"), *config = datagen_path(folder, "config.json");
+    cr_expect(access(notes, R_OK) == 0 && access(config, R_OK) == 0);
+    free(notes), free(config);
+    rc = ckpt_cli(&out, "ckpt export %s --gguf %s/m.gguf --gguf-type q4", trained, dir);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "f32|f16|q8_0"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt export %s --gguf %s/m.gguf --hf %s", trained, dir, folder);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    free(out);
+
+    /* a ReLU FFN is no Llama model */
+    char *relu = datagen_path(dir, "relu");
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 1 --ffn relu --out %s", corpus, relu);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    const char *targets[] = {"--hf", "--gguf"};
+    for (int i = 0; i < 2; i++) {
+        rc = ckpt_cli(&out, "ckpt export %s %s %s/relu-out", relu, targets[i], dir);
+        cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+        cr_expect(strstr(out, "feed-forward block is relu") && strstr(out, "SwiGLU") && strstr(out, "--safetensors"), "%s", out);
+        free(out);
+    }
+    char *nothing = datagen_path(dir, "relu-out");
+    cr_expect_neq(access(nothing, F_OK), 0, "a refused export writes nothing");
+    free(nothing), free(relu), free(folder);
 }

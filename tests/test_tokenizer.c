@@ -283,11 +283,18 @@ Test(bpe_tokenizer, small_vocab_sizes_are_refused) {
  * deduplication, no incremental counts), takes the largest count (ties: smallest left, then
  * right) and rewrites all chunks. Returns the number of merges made; *final holds the
  * resulting segmentation of the whole text. */
-static int naive_bpe(const char *text, size_t len, int vocab, TokenPair *merges, int32_t *final, size_t *n_final) {
+static size_t chunk_len_of(TokenizerSplit split, const char *text, size_t len) {
+    return split == TOKENIZER_SPLIT_GPT2 ? tokenizer_gpt2_chunk_len(text, len) : tokenizer_bpe_chunk_len(text, len);
+}
+
+static int naive_bpe(const char *text, size_t len, int vocab, TokenizerSplit split, TokenPair *merges, int32_t *final,
+                     size_t *n_final) {
     int32_t *sym = malloc(len * sizeof *sym);
     size_t *chunk_end = malloc((len + 1) * sizeof *chunk_end), n_chunks = 0;
     for (size_t pos = 0; pos < len;) {
-        pos += tokenizer_bpe_chunk_len(text + pos, len - pos);
+        size_t cl = chunk_len_of(split, text + pos, len - pos);
+        cr_assert_leq(cl, TOKENIZER_MAX_CHUNK, "the reference does not cut long chunks as training does");
+        pos += cl;
         chunk_end[n_chunks++] = pos;
     }
     for (size_t i = 0; i < len; i++) sym[i] = (unsigned char)text[i];
@@ -330,14 +337,14 @@ static int naive_bpe(const char *text, size_t len, int vocab, TokenPair *merges,
     return made;
 }
 
-static void check_against_naive(const char *text, size_t len, int vocab) {
+static void check_against_naive(const char *text, size_t len, int vocab, TokenizerSplit split) {
     TokenPair *merges = malloc((size_t)vocab * sizeof *merges);
     int32_t *naive_ids = malloc(len * sizeof *naive_ids), *ids = malloc(len * sizeof *ids);
     size_t n_naive, n;
-    int made = naive_bpe(text, len, vocab, merges, naive_ids, &n_naive);
+    int made = naive_bpe(text, len, vocab, split, merges, naive_ids, &n_naive);
     cr_assert_eq(made, vocab - 257, "the reference only reached %d merges", made);
     Tokenizer tok;
-    assert_ok(tokenizer_bpe_train(text, len, vocab, &tok));
+    assert_ok(tokenizer_bpe_train_split(text, len, vocab, split, &tok));
     for (int i = 0; i < made; i++)
         cr_assert(tok.merges[i].left == merges[i].left && tok.merges[i].right == merges[i].right,
                   "merge %d: (%d %d), reference (%d %d)", i, tok.merges[i].left, tok.merges[i].right,
@@ -358,10 +365,11 @@ Test(bpe_tokenizer, matches_a_naive_reference_implementation) {
     memcpy(text + 100, UTF8_TEXT, sizeof UTF8_TEXT - 1);
     memcpy(text + 200, BAD_UTF8, sizeof BAD_UTF8 - 1);
     memcpy(text + 300, "aaaaaaa bbbbbbbbbb aaaa", 23);
-    check_against_naive(text, len, 420);
+    check_against_naive(text, len, 420, TOKENIZER_SPLIT_TAPEGRAD);
+    check_against_naive(text, len, 420, TOKENIZER_SPLIT_GPT2);
     free(text);
-    char *bytes = random_bytes(7, 3000);
-    check_against_naive(bytes, 3000, 300);
+    char *bytes = random_bytes(7, 3000); /* runs of invalid bytes: longer than 64 with the GPT-2 split */
+    check_against_naive(bytes, 3000, 300, TOKENIZER_SPLIT_TAPEGRAD);
     free(bytes);
 }
 
@@ -521,7 +529,7 @@ static void write_text(const char *path, const char *text) {
 static void expect_load_refused(const char *from, const char *to, tg_status status, const char *needle) {
     char *path = datagen_path(dir, "tok.txt");
     Tokenizer tok;
-    assert_ok(tokenizer_bpe_train("aaabdaaabac", 11, 261, &tok));
+    assert_ok(tokenizer_bpe_train_split("aaabdaaabac", 11, 261, TOKENIZER_SPLIT_TAPEGRAD, &tok));
     assert_ok(tokenizer_save(&tok, path));
     tokenizer_free(&tok);
     char *text = read_text(path), *at = strstr(text, from);

@@ -29,8 +29,7 @@ static tg_status write_config_json(const ModelConfig *c, const char *path) {
     return atomic_file_commit(&af);
 }
 
-tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,
-                                   char *config_path_out, size_t cap) {
+tg_status model_write_weights(const Model *model, const char *path, const char *source_note) {
     const ParamStore *ps = &model->params;
     StWriter *w = st_writer_begin();
     for (int i = 0; i < ps->count; i++) {
@@ -43,7 +42,12 @@ tg_status model_export_safetensors(const Model *model, const char *path, const c
     }
     st_writer_set_metadata(w, "format", "pt");
     if (source_note) st_writer_set_metadata(w, "source", source_note);
-    TG_TRY(st_writer_finish(w, path));
+    return st_writer_finish(w, path);
+}
+
+tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,
+                                   char *config_path_out, size_t cap) {
+    TG_TRY(model_write_weights(model, path, source_note));
     char config[4200], folder[4096];
     folder_of(path, folder, sizeof folder);
     snprintf(config, sizeof config, "%s/config.json", folder);

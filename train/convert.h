@@ -9,6 +9,9 @@
 #include "lib/error.h"
 #include "train/model.h"
 
+/* Writes the weights (F32, under the parameters' names, format "pt", `source_note` as the
+ * "source" metadata when not NULL) to `path`, atomically. */
+tg_status model_write_weights(const Model *model, const char *path, const char *source_note);
 /* Writes the weights (F32) to `path` and the model config to config.json in the same folder:
  * dim, n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, max_seq_len, rope_theta, norm_eps,
  * ffn, tie_word_embeddings. Both files are written atomically. config_path_out may be NULL. */

@@ -235,20 +235,20 @@ static tg_status open_new(TrainOptions *o, Run *run) {
     id.val_fraction = o->val_fraction > 0 ? o->val_fraction : PREPARE_DEFAULT_VAL_FRACTION;
     id.seed = o->seed >= 0 ? o->seed : 1337;
     const char *tokenizer = id.tokenizer;
-    bool bpe = strcmp(tokenizer, "bpe") == 0;
+    bool bpe = strcmp(tokenizer, "bpe") == 0, hf = strncmp(tokenizer, "hf:", 3) == 0;
     if (!bpe && o->model.vocab > 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
     int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : 2048;
     ModelConfig cfg;
-    /* the char tokenizer's vocabulary is known after reading the corpus; 256 stands in for it */
+    /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
     TG_TRY(resolve_config(o, bpe ? vocab : 256, &cfg));
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
     char stamp[32], generated[256];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, tokenizer, stamp);
+    snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, hf ? "hf" : tokenizer, stamp);
     TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
     if (o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
@@ -256,7 +256,8 @@ static tg_status open_new(TrainOptions *o, Run *run) {
     PrepareOptions prep;
     prepare_options_default(&prep);
     prep.corpus_path = id.data_path;
-    prep.kind = bpe ? TOKENIZER_BPE : TOKENIZER_CHAR;
+    prep.kind = bpe || hf ? TOKENIZER_BPE : TOKENIZER_CHAR;
+    prep.tokenizer_json = hf ? tokenizer + 3 : NULL;
     prep.vocab_size = (int32_t)vocab;
     prep.val_fraction = id.val_fraction;
     prep.seq_len = cfg.seq_len;

@@ -117,9 +117,10 @@ tg_status sample_text(Model *model, const Tokenizer *tok, Tape *tape, const char
     *text = NULL;
     *text_len = 0;
     size_t n_prompt = 0;
-    int32_t *ids = tg_malloc((prompt_len + 1) * sizeof(int32_t));
+    size_t cap = tokenizer_max_ids(tok, prompt_len);
+    int32_t *ids = tg_malloc((cap + 1) * sizeof(int32_t));
     if (prompt_len > 0) {
-        tg_status s = tokenizer_encode(tok, prompt, prompt_len, ids, prompt_len, &n_prompt);
+        tg_status s = tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt);
         if (s != TG_OK) {
             free(ids);
             return tg_fail_context(s, "encoding the prompt");

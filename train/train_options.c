@@ -32,7 +32,9 @@ static const OptSpec specs[] = {
         SHAPE, "1e6"),
     OPT(T, data_path, "--data", OPT_STRING, "text file or folder of text files", OPT_ANY, NULL, ID,
         CORPUS_DEFAULT_PATH),
-    OPT(T, tokenizer, "--tokenizer", OPT_STRING, "tokenizer", OPT_ANY, "char|bpe", ID, "char; bpe for minimind-26m"),
+    OPT(T, tokenizer, "--tokenizer", OPT_STRING,
+        "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)", OPT_ANY,
+        NULL, ID, "char; bpe for minimind-26m"),
     OPT(T, val_fraction, "--val-fraction", OPT_DOUBLE, "last fraction of the tokens kept for validation",
         OPT_FRACTION, NULL, ID, "0.1"),
     OPT(T, seed, "--seed", OPT_INT64, "seed of init and data order", OPT_NON_NEGATIVE, NULL, ID, "1337"),
@@ -125,6 +127,12 @@ tg_status train_options_validate(const TrainOptions *o) {
                        (long long)o->steps);
     if (o->min_lr > o->lr)
         return tg_fail(TG_ERR_ARG, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
+    if (o->tokenizer && strcmp(o->tokenizer, "char") != 0 && strcmp(o->tokenizer, "bpe") != 0 &&
+        (strncmp(o->tokenizer, "hf:", 3) != 0 || !o->tokenizer[3]))
+        return tg_fail(TG_ERR_ARG, "--tokenizer must be char, bpe or hf:PATH/tokenizer.json, got '%s'", o->tokenizer);
+    if (!o->resume && given(o, "--vocab") && o->tokenizer && strncmp(o->tokenizer, "hf:", 3) == 0)
+        return tg_fail(TG_ERR_ARG, "--vocab sets the size of a BPE trained on the corpus; the vocabulary of --tokenizer "
+                                   "hf:FILE is the file's. Drop --vocab");
     if (!o->resume && given(o, "--vocab") && o->tokenizer && strcmp(o->tokenizer, "char") == 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """Loads a `tapegrad ckpt export` file in PyTorch (tests/test_export.c runs it).
 
-usage: /usr/bin/python3 tests/parity/load_export.py MODEL.safetensors
+usage: /usr/bin/python3 tests/parity/load_export.py MODEL.safetensors   (`--safetensors` export)
+       /usr/bin/python3 tests/parity/load_export.py DIR                 (`--hf DIR` export)
 
-Reads config.json beside the file and the safetensors file by hand (8-byte little-endian
-header length, JSON header, data buffer; this torch has no `safetensors` package), checks that
-it holds exactly the tensors of that config under the Llama/MiniMind names with their shapes,
-then runs make_reference.py's PyTorch model on a fixed batch. Prints one line per tensor,
+Reads config.json (beside the file: tapegrad's own keys; in DIR: the Hugging Face Llama keys,
+hidden_size, num_hidden_layers, ..., and nothing else) and the safetensors file by hand (8-byte
+little-endian header length, JSON header, data buffer; this torch has no `safetensors`
+package), checks that it holds exactly the tensors of that config under the Llama/MiniMind names
+with their shapes, then runs make_reference.py's PyTorch model on a fixed batch. Prints one line per tensor,
 "norm NAME L2", and "loss VALUE", for the C side to compare with its own numbers.
 """
 import json
@@ -40,15 +42,38 @@ def read_safetensors(path):
     return tensors, header.get("__metadata__", {})
 
 
-def main(path):
+def tapegrad_config(path):
     with open(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")) as f:
         config = json.load(f)
     if config["ffn"] != "swiglu" or not config["tie_word_embeddings"]:
         sys.exit("the reference model is SwiGLU with a tied head")
-    cfg = types.SimpleNamespace(
+    return types.SimpleNamespace(
         dim=config["dim"], layers=config["n_layers"], heads=config["n_heads"], kv_heads=config["n_kv_heads"],
         hidden=config["hidden_dim"], vocab=config["vocab_size"], seq=config["max_seq_len"],
         rope_theta=config["rope_theta"], norm_eps=config["norm_eps"])
+
+
+def llama_config(folder):
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    if (config["model_type"] != "llama" or config["architectures"] != ["LlamaForCausalLM"] or config["hidden_act"] != "silu"
+            or not config["tie_word_embeddings"] or config.get("attention_bias") or config.get("mlp_bias")):
+        sys.exit(f"not a plain Llama config with a tied head: {config}")
+    cfg = types.SimpleNamespace(
+        dim=config["hidden_size"], layers=config["num_hidden_layers"], heads=config["num_attention_heads"],
+        kv_heads=config["num_key_value_heads"], hidden=config["intermediate_size"], vocab=config["vocab_size"],
+        seq=config["max_position_embeddings"], rope_theta=config["rope_theta"], norm_eps=config["rms_norm_eps"])
+    if config.get("head_dim", cfg.dim // cfg.heads) != cfg.dim // cfg.heads:
+        sys.exit("head_dim is not hidden_size / num_attention_heads")
+    return cfg
+
+
+def main(path):
+    if os.path.isdir(path):
+        cfg = llama_config(path)
+        path = os.path.join(path, "model.safetensors")
+    else:
+        cfg = tapegrad_config(path)
     tensors, metadata = read_safetensors(path)
     expected = dict(make_reference.parameter_shapes(cfg))
     if set(tensors) != set(expected):

@@ -89,7 +89,13 @@ bool test_torch_available(void) {
                     "sys.exit(importlib.util.find_spec(\"torch\") is None)' >/dev/null 2>&1") == 0;
 }
 
-bool test_torch_skip_requested(void) {
-    const char *skip = getenv(TEST_SKIP_TORCH_ENV);
+bool test_skip_requested(const char *env) {
+    const char *skip = getenv(env);
     return skip && strcmp(skip, "1") == 0;
+}
+
+bool test_clients_available(void) {
+    return test_run("node --version >/dev/null 2>&1") == 0 &&
+           access(TAPEGRAD_SOURCE_DIR "/tests/clients/node_modules/@huggingface/tokenizers/package.json", R_OK) == 0 &&
+           access(TAPEGRAD_SOURCE_DIR "/tests/clients/node_modules/node-llama-cpp/package.json", R_OK) == 0;
 }

@@ -38,25 +38,39 @@
 
 /* /usr/bin/python3 finds the torch package (looked up, not imported: fast). */
 bool test_torch_available(void);
-/* TAPEGRAD_SKIP_TORCH=1 is set. */
-bool test_torch_skip_requested(void);
+/* The environment variable `env` is set to 1. */
+bool test_skip_requested(const char *env);
 
-/* For Criterion tests that need PyTorch; `what` says what the test checks. A missing torch fails
- * the test, or skips it when TAPEGRAD_SKIP_TORCH=1 asks for that. Criterion runs no .fini after
- * a skip, so `cleanup` (a void (*)(void), or NULL) runs first. */
-#define require_torch(what, cleanup)                                                          \
+/* A check that needs a program other than tapegrad: when `available` is false the test fails,
+ * saying `install` (how to get it), or is skipped, loudly, when the variable `env` is 1.
+ * Criterion runs no .fini after a skip, so `cleanup` (a void (*)(void), or NULL) runs first. */
+#define require_program(available, env, what, install, cleanup)                                \
     do {                                                                                      \
-        if (test_torch_available()) break;                                                    \
-        if (test_torch_skip_requested()) {                                                    \
+        if (available) break;                                                                 \
+        if (test_skip_requested(env)) {                                                       \
             void (*cleanup_)(void) = (cleanup);                                               \
-            fprintf(stderr, "\n*** SKIPPED (" TEST_SKIP_TORCH_ENV "=1): %s: /usr/bin/python3 " \
-                            "has no torch; this PyTorch check was NOT run ***\n\n", (what));    \
+            fprintf(stderr, "\n*** SKIPPED (%s=1): %s: this check was NOT run ***\n\n", (env),  \
+                    (what));                                                                  \
             if (cleanup_) cleanup_();                                                         \
-            cr_skip_test("%s: no torch, skipped as " TEST_SKIP_TORCH_ENV "=1 asks", (what));   \
+            cr_skip_test("%s: skipped as %s=1 asks", (what), (env));                          \
         }                                                                                     \
-        cr_assert_fail("%s needs /usr/bin/python3 with torch (apt-get install python3-torch); " \
-                       "set " TEST_SKIP_TORCH_ENV "=1 to skip it explicitly", (what));        \
+        cr_assert_fail("%s needs %s; set %s=1 to skip it explicitly", (what), (install), (env)); \
     } while (0)
+
+/* For Criterion tests that need PyTorch; `what` says what the test checks. */
+#define require_torch(what, cleanup)                                                           \
+    require_program(test_torch_available(), TEST_SKIP_TORCH_ENV, what,                         \
+                    "/usr/bin/python3 with torch (apt-get install python3-torch)", cleanup)
+
+/* The client programs of tests/clients (Node.js with the npm packages of its package-lock.json,
+ * installed by scripts/test.sh) fail their tests when missing, unless this variable is 1. */
+#define TEST_SKIP_CLIENTS_ENV "TAPEGRAD_SKIP_CLIENTS"
+/* node runs and tests/clients/node_modules holds @huggingface/tokenizers and node-llama-cpp. */
+bool test_clients_available(void);
+#define require_clients(what, cleanup)                                                         \
+    require_program(test_clients_available(), TEST_SKIP_CLIENTS_ENV, what,                     \
+                    "node and the packages of tests/clients (bash scripts/test.sh installs them; by hand: " \
+                    "cd tests/clients && npm ci --ignore-scripts --omit=optional)", cleanup)
 
 /* A tape with its own arena and no pool (or a pool of `threads` if > 1). */
 typedef struct {

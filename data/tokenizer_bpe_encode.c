@@ -1,0 +1,241 @@
+/* Byte-level BPE encoding: added tokens, the GPT-2 pre-split, merges by rank.
+ *
+ *   text -> [replace invalid UTF-8 by U+FFFD: imported tokenizers only]
+ *        -> cut at added tokens (leftmost, then longest), each one id
+ *        -> cut the rest into chunks (the pre-split rule)
+ *        -> each chunk: its bytes' ids, then merges by rank
+ *
+ * A chunk is merged as Hugging Face's BPE and llama.cpp do it: a min-heap of the adjacent pairs
+ * that have a merge, keyed by (rank, position of the left symbol); the top pair is joined, its
+ * neighbours' new pairs are pushed, and entries made stale by an earlier join are skipped when
+ * popped. For tapegrad's own merges (each joins ids older than itself) this gives the same
+ * tokens as joining every occurrence of the lowest-rank pair left to right, the way those
+ * tokenizers were trained; for an imported file whose merge order is arbitrary it is what the
+ * file's own programs do. Cost: O(n log n) for a chunk of n bytes, whatever its length.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tokenizer_internal.h"
+#include "data/unicode_class.h"
+
+/* ---- pre-split ------------------------------------------------------------------------- */
+
+static UnicodeClass class_at(const unsigned char *b, size_t len, size_t i, size_t *n) {
+    uint32_t cp;
+    *n = utf8_next(b + i, len - i, &cp);
+    return unicode_class(cp);
+}
+
+/* 's 't 'm 'd 're 've 'll: the length of the contraction at b[0], or 0. */
+static size_t contraction_len(const unsigned char *b, size_t len) {
+    if (len < 2 || b[0] != '\'') return 0;
+    if (b[1] == 's' || b[1] == 't' || b[1] == 'm' || b[1] == 'd') return 2;
+    if (len >= 3 && ((b[1] == 'r' && b[2] == 'e') || (b[1] == 'v' && b[2] == 'e') || (b[1] == 'l' && b[2] == 'l')))
+        return 3;
+    return 0;
+}
+
+size_t tokenizer_gpt2_chunk_len(const char *text, size_t len) {
+    if (len == 0) return 0;
+    const unsigned char *b = (const unsigned char *)text;
+    size_t n = contraction_len(b, len);
+    if (n) return n;
+    UnicodeClass run = class_at(b, len, 0, &n);
+    size_t start = 0;
+    if (b[0] == ' ' && len > 1) { /* " ?X+": one space joins the run of letters, numbers or others after it */
+        size_t n1;
+        UnicodeClass next = class_at(b, len, 1, &n1);
+        if (next != UNICODE_SPACE) {
+            run = next;
+            start = 1;
+        }
+    }
+    size_t i = start;
+    if (run != UNICODE_SPACE) {
+        while (i < len && class_at(b, len, i, &n) == run) i += n;
+        return i;
+    }
+    size_t last = 0; /* the start of the run's last white-space character */
+    while (i < len && class_at(b, len, i, &n) == UNICODE_SPACE) {
+        last = i;
+        i += n;
+    }
+    /* "\s+(?!\S)": before a non-space, the run gives up its last character, which then stands
+     * alone (or, if it is a space, leads the next chunk); "\s+" takes a run of one, or the end */
+    if (i < len && last > 0) return last;
+    return i;
+}
+
+size_t tokenizer_chunk_len(TokenizerSplit split, const char *text, size_t len) {
+    return split == TOKENIZER_SPLIT_GPT2 ? tokenizer_gpt2_chunk_len(text, len) : tokenizer_bpe_chunk_len(text, len);
+}
+
+/* ---- added tokens ------------------------------------------------------------------------ */
+
+/* The first added token in text[from, len), the longest of those starting there: true and
+ * *at, *id, *match_len set; false when there is none. */
+static bool find_added(const Tokenizer *tok, const unsigned char *text, size_t len, size_t from, size_t *at,
+                       int32_t *id, size_t *match_len) {
+    if (tok->n_added == 0) return false;
+    for (size_t p = from; p < len; p++) {
+        size_t best = 0;
+        for (int32_t k = 0; k < tok->n_added; k++) {
+            size_t l;
+            const uint8_t *t = tokenizer_token_bytes(tok, tok->added[k].id, &l);
+            if (l > best && l <= len - p && t[0] == text[p] && memcmp(t, text + p, l) == 0) {
+                best = l;
+                *id = tok->added[k].id;
+            }
+        }
+        if (best) {
+            *at = p;
+            *match_len = best;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- invalid UTF-8 ----------------------------------------------------------------------- */
+
+/* text with every maximal subpart of invalid UTF-8 replaced by U+FFFD (EF BF BD), malloc'ed;
+ * NULL when the text is valid UTF-8. */
+static unsigned char *replace_invalid_utf8(const unsigned char *text, size_t len, size_t *out_len) {
+    size_t i = 0;
+    uint32_t cp = 0;
+    while (i < len && (i += utf8_next(text + i, len - i, &cp), cp != UNICODE_INVALID)) {}
+    if (cp != UNICODE_INVALID) return NULL;
+    unsigned char *out = tg_malloc(3 * len);
+    size_t n = 0;
+    for (i = 0; i < len;) {
+        size_t l = utf8_next(text + i, len - i, &cp);
+        if (cp == UNICODE_INVALID) {
+            memcpy(out + n, "\xEF\xBF\xBD", 3);
+            n += 3;
+        } else {
+            memcpy(out + n, text + i, l);
+            n += l;
+        }
+        i += l;
+    }
+    *out_len = n;
+    return out;
+}
+
+/* ---- merging one chunk ------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t id;         /* -1 once joined into the symbol on its left */
+    int32_t prev, next; /* neighbours, -1 at the ends */
+} Symbol;
+
+typedef struct {
+    int32_t rank, pos; /* pos: the left symbol */
+} Candidate;
+
+typedef struct {
+    Symbol *syms;
+    Candidate *heap;
+    size_t heap_len, cap; /* cap symbols; the heap holds up to 3 * cap */
+} MergeScratch;
+
+static bool candidate_before(Candidate a, Candidate b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
+
+static void heap_push(MergeScratch *m, int32_t rank, int32_t pos) {
+    size_t i = m->heap_len++;
+    m->heap[i] = (Candidate){rank, pos};
+    while (i > 0 && candidate_before(m->heap[i], m->heap[(i - 1) / 2])) {
+        Candidate tmp = m->heap[i];
+        m->heap[i] = m->heap[(i - 1) / 2];
+        m->heap[(i - 1) / 2] = tmp;
+        i = (i - 1) / 2;
+    }
+}
+
+static Candidate heap_pop(MergeScratch *m) {
+    Candidate top = m->heap[0];
+    m->heap[0] = m->heap[--m->heap_len];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, best = i;
+        if (l < m->heap_len && candidate_before(m->heap[l], m->heap[best])) best = l;
+        if (r < m->heap_len && candidate_before(m->heap[r], m->heap[best])) best = r;
+        if (best == i) break;
+        Candidate tmp = m->heap[i];
+        m->heap[i] = m->heap[best];
+        m->heap[best] = tmp;
+        i = best;
+    }
+    return top;
+}
+
+/* Pushes the pair (left, its right neighbour) when a merge joins it. */
+static void push_pair(const Tokenizer *tok, MergeScratch *m, int32_t left) {
+    int32_t right = m->syms[left].next;
+    if (right < 0) return;
+    int32_t rank = bpe_rank_map_get(tok->ranks, m->syms[left].id, m->syms[right].id);
+    if (rank >= 0) heap_push(m, rank, left);
+}
+
+/* Encodes one chunk into out; returns the number of ids. */
+static size_t encode_chunk(const Tokenizer *tok, const unsigned char *b, size_t len, MergeScratch *m, int32_t *out) {
+    if (tok->ignore_merges) {
+        int32_t whole = token_index_find(tok->index, tok, b, len);
+        if (whole >= 0) {
+            out[0] = whole;
+            return 1;
+        }
+    }
+    if (len > m->cap) {
+        m->cap = len > 2 * m->cap ? len : 2 * m->cap;
+        m->syms = tg_realloc(m->syms, m->cap * sizeof *m->syms);
+        m->heap = tg_realloc(m->heap, 3 * m->cap * sizeof *m->heap);
+    }
+    TG_CHECK(len < INT32_MAX, "a chunk of %zu bytes", len);
+    for (size_t i = 0; i < len; i++) m->syms[i] = (Symbol){tok->byte_ids[b[i]], (int32_t)i - 1, i + 1 < len ? (int32_t)i + 1 : -1};
+    m->heap_len = 0;
+    for (size_t i = 0; i + 1 < len; i++) push_pair(tok, m, (int32_t)i);
+    while (m->heap_len > 0) {
+        Candidate c = heap_pop(m);
+        Symbol *s = &m->syms[c.pos];
+        if (s->id < 0 || s->next < 0 || bpe_rank_map_get(tok->ranks, s->id, m->syms[s->next].id) != c.rank)
+            continue; /* stale: one of the two was joined to another neighbour since */
+        Symbol *right = &m->syms[s->next];
+        s->id = tokenizer_merge_id(tok, c.rank);
+        s->next = right->next;
+        right->id = -1;
+        if (s->next >= 0) m->syms[s->next].prev = c.pos;
+        if (s->prev >= 0) push_pair(tok, m, s->prev);
+        push_pair(tok, m, c.pos);
+    }
+    size_t n = 0;
+    for (int32_t i = 0; i >= 0; i = m->syms[i].next) out[n++] = m->syms[i].id;
+    return n;
+}
+
+void tokenizer_bpe_encode(const Tokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out) {
+    size_t replaced_len = 0;
+    unsigned char *replaced = tok->hf ? replace_invalid_utf8(text, len, &replaced_len) : NULL;
+    if (replaced) {
+        text = replaced;
+        len = replaced_len;
+    }
+    MergeScratch m = {0};
+    size_t n = 0;
+    for (size_t pos = 0; pos < len;) {
+        size_t at = len, match_len = 0;
+        int32_t added = -1;
+        find_added(tok, text, len, pos, &at, &added, &match_len);
+        while (pos < at) {
+            size_t cl = tokenizer_chunk_len(tok->split, (const char *)text + pos, at - pos);
+            n += encode_chunk(tok, text + pos, cl, &m, out + n);
+            pos += cl;
+        }
+        if (added >= 0) out[n++] = added;
+        pos = at + match_len;
+    }
+    free(m.syms);
+    free(m.heap);
+    free(replaced);
+    *n_out = n;
+}

@@ -1,0 +1,374 @@
+/* Programs other than tapegrad use its exports and its imports (tests/clients):
+ *   - Hugging Face's JavaScript tokenizers encode texts with the tokenizer.json of `ckpt export
+ *     --hf` to the ids tapegrad gives them, for a BPE and for a char run;
+ *   - tapegrad encodes texts with a MiniMind-style tokenizer.json, made by an independent
+ *     JavaScript BPE trainer, to the ids Hugging Face's tokenizers give them, and trains with it;
+ *   - llama.cpp (node-llama-cpp's prebuilt binaries) runs the GGUF export: the same next-token
+ *     log-probabilities as tapegrad's model within a stated bound, the same 20 greedy tokens,
+ *     the same tokenization of the texts.
+ * They need Node.js and the packages of tests/clients/package-lock.json (scripts/test.sh
+ * installs them); without them the tests fail, unless TAPEGRAD_SKIP_CLIENTS=1. */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptutil.h"
+#include "data/tokenizer.h"
+#include "data/tokenizer_hf.h"
+#include "data/unicode_class.h"
+#include "datagen.h"
+#include "testutil.h"
+#include "train/run.h"
+
+#define TEXT(s) {s, sizeof s - 1}
+typedef struct {
+    const char *bytes;
+    size_t len;
+} Text;
+
+/* Every pre-split rule, scripts, emoji sequences, digits of other scripts, white space of
+ * several kinds, the end-of-text text, a NUL, a run longer than any trained token. (U+0085 and
+ * U+FEFF are left out: JavaScript's \s and Unicode's White_Space disagree on them.) */
+static const Text VALID[] = {
+    TEXT("Hello world, it's 42 days! We'll see: don't they'RE I'M 'tis"),
+    TEXT("two  spaces,   three, tab\there,\n\nnew paragraph \r\n crlf   \n trailing   "),
+    TEXT("numbers 12345 3.14159 1,000,000 \xd9\xa3\xd9\xa4\xd9\xa5 \xe2\x85\xab \xc2\xbd x2y"),
+    TEXT("\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6 \xe3\x81\xb2\xe3\x82\x89\xe3\x81\x8c\xe3\x81\xaa "
+         "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 caf\xc3\xa9 e\xcc\x81 na\xc3\xafve \xce\xb1\xce\xb2\xce\xb3"),
+    TEXT("emoji \xf0\x9f\x98\x80\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 "
+         "\xf0\x9f\x87\xab\xf0\x9f\x87\xb7 \xe2\x9d\xa4\xef\xb8\x8f!!"),
+    TEXT("nbsp\xc2\xa0here ideographic\xe3\x80\x80space line\xe2\x80\xa8sep \xe2\x80\x83" "em"),
+    TEXT("end<|endoftext|>start <|endoftext|> <|endoftext| x'sy ''' ' s"),
+    TEXT("nul\0byte and aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+    TEXT("   leading spaces, ending in one "),
+    TEXT("x"),
+};
+/* Not UTF-8: a stray continuation byte, 0xff, a cut sequence, an overlong form, a surrogate,
+ * a code point past U+10FFFF. */
+static const Text INVALID[] = {
+    TEXT("bad \xff\xfe utf8 \xe2\x82 x \x80 end"),
+    TEXT("overlong \xc0\xaf surrogate \xed\xa0\x80 high \xf4\x90\x80\x80 cut \xf0\x9f\x98"),
+};
+/* MiniMind's chat markup and added words. */
+static const Text CHAT[] = {
+    TEXT("<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>easy</think>4<|im_end|>"),
+    TEXT("<tool_call>{\"name\": \"f\"}</tool_call><|buffer1|><|im_end|<|endoftext|>"),
+};
+enum { N_VALID = sizeof VALID / sizeof VALID[0], N_INVALID = sizeof INVALID / sizeof INVALID[0],
+       N_CHAT = sizeof CHAT / sizeof CHAT[0] };
+
+static char *dir, *corpus_path;
+
+/* A corpus with English-like prose and lines of other scripts, so that merges join UTF-8. */
+static void setup(void) {
+    dir = datagen_tempdir();
+    size_t prose_len = 120000;
+    char *prose = datagen_prose(5, prose_len);
+    const char *lines = "\n\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6\xe6\xb5\x8b\xe8\xaf\x95 caf\xc3\xa9 na\xc3\xafve "
+                        "\xce\xb1\xce\xb2\xce\xb3 \xf0\x9f\x98\x80\xf0\x9f\x98\x80 it's we'll 2024.\n";
+    size_t ll = strlen(lines), len = prose_len + 200 * ll;
+    char *text = malloc(len);
+    memcpy(text, prose, prose_len);
+    for (int i = 0; i < 200; i++) memcpy(text + prose_len + (size_t)i * ll, lines, ll);
+    datagen_write(dir, "corpus.txt", text, len);
+    corpus_path = datagen_path(dir, "corpus.txt");
+    free(text);
+    free(prose);
+}
+
+static void teardown(void) {
+    if (dir) datagen_remove_tree(dir);
+    free(dir), free(corpus_path);
+    dir = corpus_path = NULL;
+}
+
+/* Trains a run of `steps` steps into dir/name with extra flags; returns its path. */
+static char *make_run(const char *name, const char *flags, int steps) {
+    char *run = datagen_path(dir, name), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s %s --steps %d --eval-every 0 --out %s", corpus_path, flags,
+                      steps, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    return run;
+}
+
+/* ---- JSON in and out of the clients ------------------------------------------------------ */
+
+static void write_texts(const char *path, const Text *texts, int n, const char *prompt_json, int steps) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"texts\": [", f);
+    for (int i = 0; i < n; i++) {
+        fputs(i ? ", \"" : "\"", f);
+        for (size_t j = 0; j < texts[i].len; j++) fprintf(f, "%02x", (unsigned char)texts[i].bytes[j]);
+        fputc('"', f);
+    }
+    fprintf(f, "]%s%s, \"steps\": %d}\n", prompt_json ? ", \"prompt\": " : "", prompt_json ? prompt_json : "", steps);
+    fclose(f);
+}
+
+/* Runs `node tests/clients/<script> <args>`; returns its parsed stdout. */
+static cJSON *run_client(const char *script, const char *args) {
+    char *out = datagen_path(dir, "client.out"), *err = datagen_path(dir, "client.err"), cmd[8192];
+    snprintf(cmd, sizeof cmd, "node %s/tests/clients/%s %s >%s 2>%s", TAPEGRAD_SOURCE_DIR, script, args, out, err);
+    int rc = test_run(cmd);
+    size_t len;
+    char *text = (char *)ckpt_read_file(out, &len), *log = (char *)ckpt_read_file(err, &len);
+    cr_assert_eq(rc, 0, "%s failed (exit %d):\n%s", cmd, rc, log);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json, "%s printed no JSON:\n%.2000s", script, text);
+    free(text), free(log), free(out), free(err);
+    return json;
+}
+
+static int32_t *ids_of(const cJSON *array, size_t *n) {
+    *n = (size_t)cJSON_GetArraySize(array);
+    int32_t *ids = malloc((*n + 1) * sizeof *ids);
+    size_t i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, array) ids[i++] = (int32_t)e->valuedouble;
+    return ids;
+}
+
+static void expect_same_ids(const Tokenizer *tok, const Text *t, const cJSON *theirs, const char *who, int index) {
+    size_t cap = tokenizer_max_ids(tok, t->len), n, n_theirs;
+    int32_t *ids = malloc((cap + 1) * sizeof *ids), *other = ids_of(theirs, &n_theirs);
+    cr_assert_eq(tokenizer_encode(tok, t->bytes, t->len, ids, cap, &n), TG_OK, "%s", tg_error_message());
+    bool same = n == n_theirs && memcmp(ids, other, n * sizeof *ids) == 0;
+    size_t at = 0;
+    while (at < n && at < n_theirs && ids[at] == other[at]) at++;
+    cr_expect(same, "text %d: tapegrad gives %zu ids, %s %zu; first difference at %zu (%d vs %d)", index, n, who, n_theirs,
+              at, at < n ? ids[at] : -1, at < n_theirs ? other[at] : -1);
+    free(ids), free(other);
+}
+
+/* The text with each invalid sequence replaced by U+FFFD, as a JavaScript string holds it. */
+static Text replaced(const Text *t) {
+    char *out = malloc(3 * t->len + 1);
+    size_t n = 0;
+    for (size_t i = 0; i < t->len;) {
+        uint32_t cp;
+        size_t l = utf8_next((const unsigned char *)t->bytes + i, t->len - i, &cp);
+        if (cp == UNICODE_INVALID) memcpy(out + n, "\xef\xbf\xbd", 3), n += 3;
+        else memcpy(out + n, t->bytes + i, l), n += l;
+        i += l;
+    }
+    return (Text){out, n};
+}
+
+/* ---- tokenizer.json out ----------------------------------------------------------------- */
+
+/* Exports run to dir/<name> with --hf; loads the run's tokenizer into *tok. */
+static char *export_hf(const char *run, const char *name, Tokenizer *tok) {
+    char *folder = datagen_path(dir, name), *out = NULL, path[4200];
+    int rc = ckpt_cli(&out, "ckpt export %s --hf %s", run, folder);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/tokenizer.txt", run);
+    cr_assert_eq(tokenizer_load(path, tok), TG_OK, "%s", tg_error_message());
+    return folder;
+}
+
+Test(clients, hf_tokenizers_encode_the_exported_tokenizer_json_as_tapegrad_does, .init = setup, .fini = teardown,
+     .timeout = 300) {
+    require_clients("the JavaScript tokenizers on the exported tokenizer.json", teardown);
+    char *run = make_run("bpe", "--tokenizer bpe --vocab 600", 2), *texts = datagen_path(dir, "texts.json"), args[8400];
+    Tokenizer tok;
+    char *folder = export_hf(run, "hf-bpe", &tok);
+    Text all[N_VALID + N_INVALID];
+    memcpy(all, VALID, sizeof VALID);
+    for (int i = 0; i < N_INVALID; i++) all[N_VALID + i] = replaced(&INVALID[i]);
+    write_texts(texts, all, N_VALID + N_INVALID, NULL, 0);
+    snprintf(args, sizeof args, "%s/tokenizer.json %s", folder, texts);
+    cJSON *json = run_client("hf_tokenize.mjs", args), *ids = cJSON_GetObjectItem(json, "ids");
+    cr_assert_eq(cJSON_GetArraySize(ids), N_VALID + N_INVALID);
+    for (int i = 0; i < N_VALID + N_INVALID; i++) expect_same_ids(&tok, &all[i], cJSON_GetArrayItem(ids, i), "Hugging Face", i);
+    /* invalid UTF-8: tapegrad's own BPE keeps the bytes, the JavaScript string holds U+FFFD */
+    size_t n;
+    int32_t buf[256];
+    cr_assert_eq(tokenizer_encode(&tok, INVALID[0].bytes, INVALID[0].len, buf, 256, &n), TG_OK);
+    char *back;
+    size_t back_len;
+    cr_assert_eq(tokenizer_decode(&tok, buf, n, &back, &back_len), TG_OK);
+    cr_expect(back_len == INVALID[0].len && memcmp(back, INVALID[0].bytes, back_len) == 0, "the bytes round-trip");
+    free(back);
+    for (int i = 0; i < N_INVALID; i++) free((void *)all[N_VALID + i].bytes);
+    cJSON_Delete(json);
+    tokenizer_free(&tok);
+    free(folder), free(run);
+
+    /* the char tokenizer, as a BPE without merges over the corpus's bytes */
+    run = make_run("char", "--tokenizer char", 1);
+    folder = export_hf(run, "hf-char", &tok);
+    size_t corpus_len;
+    char *corpus = (char *)ckpt_read_file(corpus_path, &corpus_len);
+    Text corpus_texts[3] = {{corpus, 200}, {corpus + 5000, 1000}, {corpus + corpus_len - 300, 300}};
+    write_texts(texts, corpus_texts, 3, NULL, 0);
+    snprintf(args, sizeof args, "%s/tokenizer.json %s", folder, texts);
+    json = run_client("hf_tokenize.mjs", args);
+    for (int i = 0; i < 3; i++)
+        expect_same_ids(&tok, &corpus_texts[i], cJSON_GetArrayItem(cJSON_GetObjectItem(json, "ids"), i), "Hugging Face", i);
+    cJSON_Delete(json);
+    tokenizer_free(&tok);
+    free(folder), free(run), free(texts), free(corpus);
+}
+
+/* ---- tokenizer.json in ------------------------------------------------------------------ */
+
+static void check_import(const char *merge_form) {
+    char *made = datagen_path(dir, "minimind.json"), *texts = datagen_path(dir, "texts.json"), args[8400];
+    snprintf(args, sizeof args, "%s 300 %s %s", corpus_path, made, merge_form);
+    cJSON_Delete(run_client("make_minimind_tokenizer.mjs", args));
+    Tokenizer tok;
+    cr_assert_eq(tokenizer_hf_load(made, &tok), TG_OK, "%s", tg_error_message());
+    cr_expect_eq(tok.vocab_size, 36 + 256 + 300);
+    cr_expect_eq(tok.eot_id, 0, "<|endoftext|> ends texts");
+    Text all[N_VALID + N_INVALID + N_CHAT];
+    memcpy(all, VALID, sizeof VALID);
+    memcpy(all + N_VALID, INVALID, sizeof INVALID);
+    memcpy(all + N_VALID + N_INVALID, CHAT, sizeof CHAT);
+    int n = N_VALID + N_INVALID + N_CHAT;
+    write_texts(texts, all, n, NULL, 0);
+    snprintf(args, sizeof args, "%s %s", made, texts);
+    cJSON *json = run_client("hf_tokenize.mjs", args), *ids = cJSON_GetObjectItem(json, "ids");
+    for (int i = 0; i < n; i++) expect_same_ids(&tok, &all[i], cJSON_GetArrayItem(ids, i), "Hugging Face", i);
+    cJSON_Delete(json);
+    tokenizer_free(&tok);
+    free(made), free(texts);
+}
+
+Test(clients, tapegrad_encodes_with_a_minimind_tokenizer_json_as_hf_tokenizers_do, .init = setup, .fini = teardown,
+     .timeout = 300) {
+    require_clients("importing a MiniMind-style tokenizer.json", teardown);
+    check_import("pairs");
+    check_import("strings");
+    /* and trains with it; its export carries the same tokenizer */
+    char flags[4400], *made = datagen_path(dir, "minimind.json");
+    snprintf(flags, sizeof flags, "--tokenizer hf:%s", made);
+    char *run = make_run("hf-run", flags, 2);
+    Tokenizer from_run, from_file;
+    char *folder = export_hf(run, "hf-out", &from_run);
+    char *exported = datagen_path(folder, "tokenizer.json");
+    cr_assert_eq(tokenizer_hf_load(made, &from_file), TG_OK);
+    cr_expect_eq(tokenizer_fingerprint(&from_run), tokenizer_fingerprint(&from_file), "the run holds the file's tokenizer");
+    tokenizer_free(&from_file);
+    cr_assert_eq(tokenizer_hf_load(exported, &from_file), TG_OK, "%s", tg_error_message());
+    cr_expect_eq(tokenizer_fingerprint(&from_run), tokenizer_fingerprint(&from_file), "the export holds the run's tokenizer");
+    tokenizer_free(&from_file);
+    tokenizer_free(&from_run);
+    free(made), free(run), free(folder), free(exported);
+}
+
+/* ---- GGUF in llama.cpp ------------------------------------------------------------------ */
+
+/* log-softmax of every position's logits for `ids` through tapegrad's model (n x vocab). */
+static double *tapegrad_logprobs(Model *m, const int32_t *ids, int64_t n) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    tape_set_grad_enabled(&tt.tape, false);
+    const Tensor *logits = model_forward(m, &tt.tape, ids, 1, n, NULL);
+    int64_t v = m->cfg.vocab;
+    double *out = malloc((size_t)(n * v) * sizeof *out);
+    for (int64_t t = 0; t < n; t++) {
+        const float *z = logits->data + t * v;
+        double max = z[0], sum = 0;
+        for (int64_t j = 1; j < v; j++) max = fmax(max, z[j]);
+        for (int64_t j = 0; j < v; j++) sum += exp(z[j] - max);
+        for (int64_t j = 0; j < v; j++) out[t * v + j] = z[j] - max - log(sum);
+    }
+    test_tape_free(&tt);
+    return out;
+}
+
+/* Greedy continuation by tapegrad: `steps` argmax tokens after ids[0..n). */
+static void tapegrad_greedy(Model *m, int32_t *ids, int64_t n, int steps) {
+    for (int s = 0; s < steps; s++) {
+        double *lp = tapegrad_logprobs(m, ids, n + s);
+        const double *last = lp + (n + s - 1) * m->cfg.vocab;
+        int32_t best = 0;
+        for (int64_t j = 1; j < m->cfg.vocab; j++)
+            if (last[j] > last[best]) best = (int32_t)j;
+        ids[n + s] = best;
+        free(lp);
+    }
+}
+
+/* Compares llama.cpp's log-probabilities with tapegrad's; returns the largest difference. */
+static double compare_logprobs(const cJSON *json, const double *ours, int64_t n, int64_t vocab) {
+    const cJSON *rows = cJSON_GetObjectItem(json, "logprobs");
+    cr_assert_eq(cJSON_GetArraySize(rows), n);
+    double worst = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const cJSON *row = cJSON_GetArrayItem(rows, (int)t);
+        cr_assert_eq(cJSON_GetArraySize(row), vocab, "position %lld: llama.cpp gave %d tokens", (long long)t,
+                     cJSON_GetArraySize(row));
+        int64_t j = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, row) {
+            cr_assert(cJSON_IsNumber(e), "position %lld, token %lld: no probability", (long long)t, (long long)j);
+            worst = fmax(worst, fabs(e->valuedouble - ours[t * vocab + j]));
+            j++;
+        }
+    }
+    return worst;
+}
+
+Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .fini = teardown, .timeout = 300) {
+    require_clients("llama.cpp on the GGUF export", teardown);
+    char *run = make_run("bpe", "--tokenizer bpe --vocab 600 --lr 1e-2 --seq 48", 300), args[8400];
+    Run r;
+    cr_assert_eq(run_open_existing(run, &r), TG_OK, "%s", tg_error_message());
+    const char *prompt = "The old man said: it's";
+    int32_t ids[64];
+    size_t n_prompt;
+    cr_assert_eq(tokenizer_encode(&r.tok, prompt, strlen(prompt), ids, 64, &n_prompt), TG_OK);
+    const int steps = 20;
+    cr_assert_leq((int64_t)n_prompt + steps, r.model.cfg.seq_len);
+    char prompt_json[1024];
+    size_t at = (size_t)snprintf(prompt_json, sizeof prompt_json, "[");
+    for (size_t i = 0; i < n_prompt; i++) at += (size_t)snprintf(prompt_json + at, sizeof prompt_json - at, i ? ", %d" : "%d", ids[i]);
+    snprintf(prompt_json + at, sizeof prompt_json - at, "]");
+    char *request = datagen_path(dir, "request.json");
+    write_texts(request, VALID, N_VALID, prompt_json, steps);
+    double *ours = tapegrad_logprobs(&r.model, ids, (int64_t)n_prompt);
+    tapegrad_greedy(&r.model, ids, (int64_t)n_prompt, steps);
+
+    /* F32: the same numbers up to float rounding in two implementations (llama_check.mjs keeps
+     * llama.cpp's attention in F32: no flash attention, an F32 key/value cache); F16 and Q8_0
+     * round the weights (a relative error of 2^-11, and up to 1/254 of each block's largest);
+     * measured 4.6e-6, 3.0e-3 and 5.3e-2, tests/clients/README.md */
+    static const struct {
+        const char *type;
+        double bound;
+        bool greedy;
+    } kinds[] = {{"f32", 2e-5, true}, {"f16", 1e-2, false}, {"q8_0", 1e-1, false}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        char *gguf = datagen_path(dir, "model.gguf"), *out = NULL;
+        int rc = ckpt_cli(&out, "ckpt export %s --gguf %s --gguf-type %s", run, gguf, kinds[k].type);
+        cr_assert_eq(rc, 0, "%s", out);
+        free(out);
+        snprintf(args, sizeof args, "%s %s", gguf, request);
+        cJSON *json = run_client("llama_check.mjs", args);
+        double worst = compare_logprobs(json, ours, (int64_t)n_prompt, r.model.cfg.vocab);
+        fprintf(stderr, "gguf %s: largest |log p llama.cpp - log p tapegrad| over %zu positions x %lld tokens: %.3g\n",
+                kinds[k].type, n_prompt, (long long)r.model.cfg.vocab, worst);
+        cr_expect_leq(worst, kinds[k].bound, "%s: log-probabilities differ by %g", kinds[k].type, worst);
+        if (kinds[k].greedy) {
+            size_t n_greedy;
+            int32_t *greedy = ids_of(cJSON_GetObjectItem(json, "greedy"), &n_greedy);
+            cr_assert_eq(n_greedy, (size_t)steps);
+            for (int s = 0; s < steps; s++)
+                cr_expect_eq(greedy[s], ids[n_prompt + s], "greedy step %d: llama.cpp %d, tapegrad %d", s, greedy[s], ids[n_prompt + s]);
+            free(greedy);
+            const cJSON *text_ids = cJSON_GetObjectItem(json, "text_ids");
+            for (int i = 0; i < N_VALID; i++) expect_same_ids(&r.tok, &VALID[i], cJSON_GetArrayItem(text_ids, i), "llama.cpp", i);
+        }
+        cJSON_Delete(json);
+        free(gguf);
+    }
+    free(ours), free(request), free(run);
+    run_close(&r);
+}

@@ -1,0 +1,37 @@
+/* GGUF (version 3) for llama.cpp and the programs built on it (ollama, LM Studio, ...):
+ * architecture "llama", the weights as F32, F16 or Q8_0, and the run's tokenizer embedded.
+ *
+ * Tensors (GGUF lists dimensions innermost first, so a PyTorch [out, in] weight is {in, out}
+ * with the same bytes): token_embd.weight, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output,
+ * ffn_norm, ffn_gate (w1), ffn_up (w3), ffn_down (w2)}.weight, output_norm.weight; no
+ * output.weight, which tells llama.cpp the head is tied to token_embd.
+ *
+ * RoPE: llama.cpp's llama architecture rotates the pairs (2i, 2i+1) of a head, tapegrad (like
+ * transformers) the pairs (i, i + hd/2), both at angle pos * theta^(-2i/hd). So the rows of
+ * attn_q and attn_k are permuted within each head, new row 2i + s = old row s * hd/2 + i
+ * (s = 0, 1): the query and key of every head then hold the same numbers in llama.cpp's order,
+ * their rotated dot products are unchanged, and v and the output projection need nothing.
+ *
+ * Norm weights stay F32 in every type; Q8_0 (blocks of 32 weights, one F16 scale max|w|/127
+ * and 32 int8) needs rows whose length is a multiple of 32, and falls back to F16 otherwise.
+ *
+ * Tokenizer: model "gpt2" (byte-level BPE) with the pre-tokenizer "gpt-2", the GPT-2 regex
+ * tapegrad's BPE splits with; tokens in Hugging Face's text form, merges as "left right",
+ * <eot> (and imported special tokens) as control tokens, bos = eos = <eot>, no BOS added. */
+#ifndef TAPEGRAD_TRAIN_EXPORT_GGUF_H
+#define TAPEGRAD_TRAIN_EXPORT_GGUF_H
+
+#include "data/tokenizer.h"
+#include "lib/error.h"
+#include "train/model.h"
+
+typedef enum { GGUF_WEIGHTS_F32, GGUF_WEIGHTS_F16, GGUF_WEIGHTS_Q8_0 } GgufWeights;
+
+/* "f32" | "f16" | "q8_0" */
+tg_status gguf_weights_parse(const char *name, GgufWeights *out);
+
+/* Writes the model and its tokenizer to `path` (atomically). Refuses a model that is not a Llama
+ * model and a tokenizer no llama.cpp pre-tokenizer reproduces, before writing anything. */
+tg_status model_export_gguf(const Model *model, const Tokenizer *tok, const char *path, GgufWeights weights);
+
+#endif

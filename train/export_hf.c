@@ -1,0 +1,137 @@
+/* The Hugging Face model folder (see export_hf.h). */
+#include "train/export_hf.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tokenizer_hf.h"
+#include "lib/atomic_file.h"
+#include "train/convert.h"
+
+tg_status export_check_llama(const ModelConfig *cfg) {
+    if (cfg->ffn != FFN_SWIGLU)
+        return tg_fail(TG_ERR_MISMATCH,
+                       "this model's feed-forward block is %s, w2(relu(w1 x)); the Llama architecture that "
+                       "transformers and llama.cpp run has SwiGLU, w2(silu(w1 x) * w3 x), so no Llama config can "
+                       "describe it; export its weights with --safetensors instead",
+                       ffn_kind_name(cfg->ffn));
+    return TG_OK;
+}
+
+/* An absent or empty folder is fine; a folder with files needs `force`. */
+static tg_status check_folder(const char *dir, bool force) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return make_folders(dir);
+        return tg_fail(TG_ERR_IO, "cannot open the folder %s: %s", dir, strerror(errno));
+    }
+    const struct dirent *e;
+    bool empty = true;
+    while (empty && (e = readdir(d)))
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    if (!empty && !force)
+        return tg_fail(TG_ERR_ARG, "%s is not empty; give an empty or new folder, or --force to replace the model files in it",
+                       dir);
+    return TG_OK;
+}
+
+static tg_status write_json(const char *dir, const char *name, cJSON *root) {
+    char path[4200], *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    TG_CHECK(text, "out of memory printing %s", name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t len = strlen(text);
+    text[len] = '\n'; /* cJSON_Print leaves no final newline; the NUL is not written */
+    tg_status s = atomic_write(path, text, len + 1);
+    free(text);
+    return s;
+}
+
+static cJSON *llama_config(const ModelConfig *c, int32_t eot) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+    cJSON_AddStringToObject(root, "model_type", "llama");
+    cJSON_AddNumberToObject(root, "hidden_size", (double)c->dim);
+    cJSON_AddNumberToObject(root, "intermediate_size", (double)c->hidden);
+    cJSON_AddNumberToObject(root, "num_hidden_layers", (double)c->n_layers);
+    cJSON_AddNumberToObject(root, "num_attention_heads", (double)c->n_heads);
+    cJSON_AddNumberToObject(root, "num_key_value_heads", (double)c->n_kv_heads);
+    cJSON_AddNumberToObject(root, "head_dim", (double)(c->dim / c->n_heads));
+    cJSON_AddStringToObject(root, "hidden_act", "silu");
+    cJSON_AddNumberToObject(root, "vocab_size", (double)c->vocab);
+    cJSON_AddNumberToObject(root, "max_position_embeddings", (double)c->seq_len);
+    cJSON_AddNumberToObject(root, "rope_theta", c->rope_theta);
+    cJSON_AddNullToObject(root, "rope_scaling");
+    cJSON_AddNumberToObject(root, "rms_norm_eps", c->norm_eps);
+    cJSON_AddBoolToObject(root, "tie_word_embeddings", true);
+    cJSON_AddBoolToObject(root, "attention_bias", false);
+    cJSON_AddBoolToObject(root, "mlp_bias", false);
+    cJSON_AddNumberToObject(root, "attention_dropout", 0.0);
+    cJSON_AddNumberToObject(root, "initializer_range", 0.02);
+    cJSON_AddNumberToObject(root, "bos_token_id", eot);
+    cJSON_AddNumberToObject(root, "eos_token_id", eot);
+    cJSON_AddBoolToObject(root, "use_cache", true);
+    cJSON_AddStringToObject(root, "torch_dtype", "float32");
+    return root;
+}
+
+static cJSON *generation_config(int32_t eot) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddBoolToObject(root, "_from_model_config", true);
+    cJSON_AddNumberToObject(root, "bos_token_id", eot);
+    cJSON_AddNumberToObject(root, "eos_token_id", eot);
+    return root;
+}
+
+static cJSON *tokenizer_config(const Tokenizer *tok, int64_t seq_len) {
+    cJSON *root = cJSON_CreateObject();
+    char *eot = tokenizer_hf_token_text(tok, tok->eot_id);
+    cJSON_AddStringToObject(root, "tokenizer_class", "PreTrainedTokenizerFast");
+    cJSON_AddStringToObject(root, "bos_token", eot);
+    cJSON_AddStringToObject(root, "eos_token", eot);
+    cJSON_AddStringToObject(root, "pad_token", eot);
+    cJSON_AddBoolToObject(root, "add_bos_token", false);
+    cJSON_AddBoolToObject(root, "add_eos_token", false);
+    cJSON_AddBoolToObject(root, "clean_up_tokenization_spaces", false);
+    cJSON_AddNumberToObject(root, "model_max_length", (double)seq_len);
+    cJSON *decoder = cJSON_AddObjectToObject(root, "added_tokens_decoder");
+    for (int32_t id = 0; id < tok->vocab_size; id++) {
+        bool special;
+        if (!tokenizer_hf_is_added(tok, id, &special)) continue;
+        char key[16], *text = tokenizer_hf_token_text(tok, id);
+        snprintf(key, sizeof key, "%d", (int)id);
+        cJSON *entry = cJSON_AddObjectToObject(decoder, key);
+        cJSON_AddStringToObject(entry, "content", text);
+        cJSON_AddBoolToObject(entry, "lstrip", false);
+        cJSON_AddBoolToObject(entry, "normalized", false);
+        cJSON_AddBoolToObject(entry, "rstrip", false);
+        cJSON_AddBoolToObject(entry, "single_word", false);
+        cJSON_AddBoolToObject(entry, "special", special);
+        free(text);
+    }
+    free(eot);
+    return root;
+}
+
+tg_status model_export_hf(const Model *model, const Tokenizer *tok, const char *dir, bool force, const char *source_note) {
+    const ModelConfig *c = &model->cfg;
+    TG_TRY(export_check_llama(c));
+    TG_TRY(tokenizer_hf_check_exportable(tok));
+    if (tok->vocab_size != c->vocab)
+        return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);
+    TG_TRY(check_folder(dir, force));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    TG_TRY(model_write_weights(model, path, source_note));
+    snprintf(path, sizeof path, "%s/%s", dir, TOKENIZER_HF_FILE);
+    TG_TRY(tokenizer_hf_save(tok, path));
+    TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id)));
+    TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id)));
+    return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, c->seq_len));
+}
