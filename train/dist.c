@@ -203,15 +203,17 @@ tg_status dist_open(double timeout_s) {
     return TG_OK;
 }
 
-void dist_close(void) {
+void dist_close(bool job_ending) {
     if (!job.initialized) return;
     watchdog_stop();
     if (job.broken) {
         /* the other ranks may wait in a collective this one will never join: end them all */
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    MPI_Comm_free(&job.comm);
-    MPI_Finalize();
+    if (!job_ending) {
+        MPI_Comm_free(&job.comm);
+        MPI_Finalize();
+    }
     free(job.part_counts);
     free(job.part_displs);
     free(job.recv_counts);
@@ -344,7 +346,7 @@ tg_status dist_open(double timeout_s) {
     return TG_OK;
 }
 
-void dist_close(void) {}
+void dist_close(bool job_ending) {}
 tg_status dist_sum_floats(float *buf, size_t n, float *scratch, Pool *pool) { return TG_OK; }
 tg_status dist_allreduce_floats(float *buf, size_t n) { return TG_OK; }
 tg_status dist_share_blocks(double *values, int64_t n) { return TG_OK; }

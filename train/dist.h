@@ -37,8 +37,11 @@
  * bounds every collective's wait (0: no bound). TG_ERR_ARG when started as one of several ranks
  * by a build without MPI; TG_ERR_IO when MPI cannot start. */
 tg_status dist_open(double timeout_s);
-/* Leaves the job: MPI_Finalize, or MPI_Abort of the whole job once it is broken. */
-void dist_close(void);
+/* Leaves the job: MPI_Finalize; MPI_Abort of the whole job once it is broken. job_ending: the
+ * launcher is ending the job (it passes SIGINT/SIGTERM on to the ranks, then kills them), so the
+ * rank leaves without MPI_Finalize, whose closing handshake the launcher no longer answers: the
+ * rank's work is done and it exits with its own status instead of being killed in it. */
+void dist_close(bool job_ending);
 /* This process's rank, 0 .. dist_ranks() - 1 (0 of 1 without a job). */
 int dist_rank(void);
 int dist_ranks(void);
