@@ -21,10 +21,32 @@ char *ckpt_test_setup(char **corpus_out);
 /* Runs `tapegrad <args>` (printf-style) with stdout and stderr into *output (malloc'ed, may be
  * NULL); returns the exit code (128+N when killed by signal N). */
 int ckpt_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same through a launcher: `<launcher> tapegrad <args>` (launcher: "mpirun -np 2 ...", the
+ * exit code is then the launcher's). */
+int ckpt_cli_launched(char **output, const char *launcher, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Starts `tapegrad` with argv `args` (args[0] is the program name), stdin from /dev/null and
  * stdout+stderr into the file `log`; returns its pid without waiting. */
 pid_t ckpt_spawn_cli(const char *log, char *const args[]);
+/* The same for any program (a path; args[0] its name). */
+pid_t ckpt_spawn(const char *program, const char *log, char *const args[]);
+
+/* The lines of a file (0 when it is missing). */
+int ckpt_count_lines(const char *path);
+
+/* A training line of metrics.jsonl, its numbers as written (bitwise comparisons compare text). */
+typedef struct {
+    int64_t step;
+    char loss[40], val_loss[40], lr[40], grad_norm[40];
+} CkptMetricLine;
+/* The training lines (those with a loss) of RUN/metrics.jsonl with step > after. */
+int ckpt_read_metrics(const char *run, int64_t after, CkptMetricLine *out, int cap);
+/* Both runs logged expected_lines training lines after step `after` (at most 256), with the same
+ * step, loss, val loss, lr and gradient norm, as text. */
+void ckpt_expect_same_metrics(const char *a, const char *b, int64_t after, int expected_lines);
+/* The newest checkpoints of two run folders are at `step` and hold bitwise the same model and
+ * trainer state. */
+void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step);
 
 /* Builds a model from the checkpoint's config and loads it. */
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);
