@@ -49,10 +49,7 @@ static int run_train(int argc, char **argv) {
         }
         note_changes(&o, &saved, given_now);
     }
-    /* under mpirun: join the job; only rank 0 prints its progress, every rank its errors */
-    tg_status s = dist_open(o.comm_timeout_s);
-    if (s == TG_OK && dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
-        s = tg_fail(TG_ERR_IO, "cannot silence the output of rank %d", dist_rank());
+    tg_status s = cli_join_job(o.comm_timeout_s);
     if (s == TG_OK) {
         GradLogger grads;
         TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads);
