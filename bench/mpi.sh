@@ -78,15 +78,26 @@ for preset in presets:
         f"{v} " + ", ".join(f"{r['tokens_per_s']:.0f}" for r in runs(preset, v)) for v, _ in variants))
 
 # Several machines: each rank sends and receives 2 (N-1)/N of the float32 gradients per step (the
-# reduce-scatter, then the all-gather); tapegrad sums after the backward, so that time adds to
-# the step. Parameter counts of the presets not measured above are those `tapegrad bench` reports.
-known = {"tiny": 104768, "small": 1622528, "minimind-26m": 25829888}
+# reduce-scatter, then the all-gather): 4P bytes at N = 2, towards 8P as N grows. tapegrad sums
+# after the backward, so that time adds to the step's compute. Parameter counts of the presets
+# not measured above are those `tapegrad bench` reports for them.
+known = {"tiny": 104768, "small": 1620096, "minimind-26m": 25829888}
 known.update(params)
-print("\nSeveral machines, one rank each: what each rank sends (and receives) per step, and how long that takes")
-print("| preset | parameters | MB per rank per step, N=2 | N -> large | at 1 Gbit/s, N=2 | at 10 Gbit/s, N=2 | compute ms/step here (1 process, 2 threads) |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+gbit = {"1 Gbit/s": 125e6, "10 Gbit/s": 1250e6}   # bytes per second, one direction
+print("\nSeveral machines, one rank each: what each rank sends (and receives) per step, and its time")
+print("| preset | parameters | MB per rank per step, N = 2 / large N | at 1 Gbit/s | at 10 Gbit/s |")
+print("|---|---:|---:|---:|---:|")
 for preset, p in known.items():
-    mb2, mbn = 4 * p / 1e6, 8 * p / 1e6
-    compute = f"{step_ms[preset][0]:.0f}" if preset in step_ms else "-"
-    print(f"| {preset} | {p:,} | {mb2:.1f} | {mbn:.1f} | {1e3 * mb2 / 125:.0f} ms | {1e3 * mb2 / 1250:.1f} ms | {compute} |")
+    b2, bn = 4 * p, 8 * p
+    times = [f"{1e3 * b2 / bw:.1f} / {1e3 * bn / bw:.1f} ms" for bw in gbit.values()]
+    print(f"| {preset} | {p:,} | {b2 / 1e6:.1f} / {bn / 1e6:.1f} | {times[0]} | {times[1]} |")
+if step_ms:
+    print("\nWhere compute stops hiding it: the tokens each rank must compute per step for the gradient sum (large N)")
+    print("to take at most 10% of the step, from this machine's compute time per token (1 process, 2 threads)")
+    print("| preset | compute, us per token | tokens per rank per step, 1 Gbit/s | 10 Gbit/s |")
+    print("|---|---:|---:|---:|")
+    for preset, (ms, tokens) in step_ms.items():
+        per_token = ms / 1e3 / tokens
+        need = [8 * known[preset] / bw / 0.1 / per_token for bw in gbit.values()]
+        print(f"| {preset} | {1e6 * per_token:.1f} | {need[0]:,.0f} | {need[1]:,.0f} |")
 PY
