@@ -5,6 +5,7 @@
  *   - a 2-rank run stopped and resumed (on 2 ranks, or on 1 with --accum 2) is bitwise the run
  *     that never stopped;
  *   - SIGTERM to mpirun: both ranks stop after the same step, rank 0 saves there, both exit 0;
+ *     SIGUSR1 to mpirun: the same, and mpirun exits 0 too;
  *   - a rank killed with SIGKILL ends the job, and `latest` names a checkpoint that loads;
  *   - a rank that hangs ends the job after --comm-timeout;
  *   - replicas whose weights drift apart are caught by the checksum compared at checkpoints.
@@ -243,6 +244,25 @@ static pid_t start_saving_job(const char *run, const char *log, const char *comm
     for (int i = 0; i < 6000 && access(latest, F_OK) != 0; i++) usleep(5000);
     cr_assert_eq(access(latest, F_OK), 0, "no checkpoint within 30 s");
     return pid;
+}
+
+/* SIGUSR1 to mpirun, which passes it on and lets the job end by itself: the ranks stop after the
+ * same step, rank 0 saves there, and mpirun itself exits 0. */
+Test(mpi, sigusr1_to_mpirun_stops_the_job_cleanly, .init = setup, .fini = teardown, .timeout = 120) {
+    char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "train.log");
+    pid_t job = start_saving_job(run, log, "300");
+    cr_assert_eq(kill(job, SIGUSR1), 0);
+    int status = wait_at_most(job, 60);
+    char *text = read_text(log);
+    cr_assert(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "mpirun: status %d\n%s", status, text);
+    cr_assert(strstr(text, "stopped by SIGUSR1"), "%s", text);
+    CkptMetricLine *m = malloc(100000 * sizeof *m);
+    int lines = ckpt_read_metrics(run, 0, m, 100000);
+    cr_assert_eq(latest_step(run), m[lines - 1].step, "the checkpoint is not at the last step trained");
+    free(m);
+    free(text);
+    free(run);
+    free(log);
 }
 
 /* Killing rank 0, the one that writes checkpoints, while it saves every 2 steps. */
