@@ -28,13 +28,7 @@
 #error "TAPEGRAD_MPIEXEC must name Open MPI's mpirun"
 #endif
 
-static char *dir, *corpus;
-static void setup(void) { dir = ckpt_test_setup(&corpus); }
-static void teardown(void) {
-    datagen_remove_tree(dir);
-    free(dir);
-    free(corpus);
-}
+CKPT_SCRATCH_FIXTURE
 
 /* mpirun for 2 ranks here: --oversubscribe (the machine may count fewer slots), no binding to
  * cores (other tests share them), --allow-run-as-root when the tests run as root (CI). */
@@ -106,14 +100,6 @@ static int wait_at_most(pid_t pid, double seconds) {
     return -1;
 }
 
-static char *read_text(const char *path) {
-    size_t len;
-    char *text = (char *)ckpt_read_file(path, &len);
-    text = realloc(text, len + 1);
-    text[len] = '\0';
-    return text;
-}
-
 /* RUN's latest checkpoint loads; returns its step. */
 static int64_t latest_step(const char *run) {
     char path[4200];
@@ -127,33 +113,32 @@ static int64_t latest_step(const char *run) {
 
 #define FLAGS CKPT_TEST_FLAGS " --data %s --steps 50 --eval-every 25"
 
-Test(mpi, two_ranks_log_bitwise_what_one_process_logs_with_accum_2, .init = setup, .fini = teardown, .timeout = 120) {
-    char *two = datagen_path(dir, "two"), *one = datagen_path(dir, "one"), *out = NULL;
-    int rc = TWO_RANKS(&out, "train " FLAGS " --ckpt-every 0 --out %s", corpus, two);
-    cr_assert_eq(rc, 0, "2 ranks failed:\n%s", out);
-    cr_assert(strstr(out, "batch 4 x 32 x accum 1 x 2 ranks = 256 tokens/step"), "%s", out);
+/* Trains 50 steps into RUN through `launcher` ("" for one process) with FLAGS and `extra`. */
+static void train_50_steps(const char *launcher, const char *extra, const char *run) {
+    char *out = NULL;
+    int rc = ckpt_cli_launched(&out, launcher, "train " FLAGS " %s --ckpt-every 0 --out %s", corpus, extra, run);
+    cr_assert_eq(rc, 0, "`%s tapegrad train ... %s` failed:\n%s", launcher, extra, out);
+    if (launcher[0]) cr_assert(strstr(out, " x 2 ranks = "), "not one job of 2 ranks:\n%s", out);
     free(out);
-    rc = ckpt_cli(&out, "train " FLAGS " --accum 2 --ckpt-every 0 --out %s", corpus, one);
-    cr_assert_eq(rc, 0, "1 process with --accum 2 failed:\n%s", out);
-    free(out);
-    ckpt_expect_same_metrics(two, one, 0, 50);
-    ckpt_expect_same_checkpoints(two, one, 50);
-    free(two);
-    free(one);
 }
 
-Test(mpi, two_ranks_are_bitwise_reproducible, .init = setup, .fini = teardown, .timeout = 120) {
-    char *a = datagen_path(dir, "a"), *b = datagen_path(dir, "b"), *out = NULL;
-    int rc = TWO_RANKS(&out, "train " FLAGS " --ckpt-every 0 --out %s", corpus, a);
-    cr_assert_eq(rc, 0, "first run failed:\n%s", out);
-    free(out);
-    rc = TWO_RANKS(&out, "train " FLAGS " --ckpt-every 0 --out %s", corpus, b);
-    cr_assert_eq(rc, 0, "second run failed:\n%s", out);
-    free(out);
+/* Two such runs into DIR/a and DIR/b are bitwise the same. */
+static void expect_same_runs(const char *launcher_a, const char *extra_a, const char *launcher_b, const char *extra_b) {
+    char *a = datagen_path(dir, "a"), *b = datagen_path(dir, "b");
+    train_50_steps(launcher_a, extra_a, a);
+    train_50_steps(launcher_b, extra_b, b);
     ckpt_expect_same_metrics(a, b, 0, 50);
     ckpt_expect_same_checkpoints(a, b, 50);
     free(a);
     free(b);
+}
+
+Test(mpi, two_ranks_log_bitwise_what_one_process_logs_with_accum_2, .init = setup, .fini = teardown, .timeout = 120) {
+    expect_same_runs(launcher(), "", "", "--accum 2");
+}
+
+Test(mpi, two_ranks_are_bitwise_reproducible, .init = setup, .fini = teardown, .timeout = 120) {
+    expect_same_runs(launcher(), "", launcher(), "");
 }
 
 /* Stopped at 20 on 2 ranks (saving in the background every 5 steps), then resumed on 2 ranks,
@@ -208,7 +193,7 @@ Test(mpi, sigterm_to_mpirun_stops_every_rank_after_the_same_step_and_saves, .ini
     cr_assert_geq(ckpt_count_lines(metrics), 12, "the run logged no steps in 30 s");
     cr_assert_eq(kill(pid, SIGTERM), 0);
     cr_assert_neq(wait_at_most(pid, 60), -1, "mpirun did not end within 60 s of SIGTERM");
-    char *text = read_text(log), *statuses = read_text(status_path);
+    char *text = ckpt_read_text(log), *statuses = ckpt_read_text(status_path);
     cr_assert(strstr(text, "stopped by SIGTERM"), "%s", text);
     cr_assert(strstr(statuses, "rank 0 exit 0") && strstr(statuses, "rank 1 exit 0"),
               "not every rank exited 0:\n%s\noutput:\n%s", statuses, text);
@@ -253,7 +238,7 @@ Test(mpi, sigusr1_to_mpirun_stops_the_job_cleanly, .init = setup, .fini = teardo
     pid_t job = start_saving_job(run, log, "300");
     cr_assert_eq(kill(job, SIGUSR1), 0);
     int status = wait_at_most(job, 60);
-    char *text = read_text(log);
+    char *text = ckpt_read_text(log);
     cr_assert(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "mpirun: status %d\n%s", status, text);
     cr_assert(strstr(text, "stopped by SIGUSR1"), "%s", text);
     CkptMetricLine *m = malloc(100000 * sizeof *m);
@@ -297,7 +282,7 @@ Test(mpi, a_hung_rank_ends_the_job_after_the_comm_timeout, .init = setup, .fini 
     kill(rank1, SIGKILL);
     cr_assert_neq(status, -1, "the job did not end within 60 s of a rank hanging");
     double waited = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    char *text = read_text(log);
+    char *text = ckpt_read_text(log);
     cr_assert(strstr(text, "rank 0 of 2: no answer from the other ranks for 2 s"), "%s", text);
     cr_assert_geq(waited, 1.9, "ended after %.1f s, before the timeout", waited);
     cr_assert_geq(latest_step(run), 2);

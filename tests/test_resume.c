@@ -17,13 +17,7 @@
 #include "train/checkpoint_folder.h"
 
 
-static char *dir, *corpus;
-static void setup(void) { dir = ckpt_test_setup(&corpus); }
-static void teardown(void) {
-    datagen_remove_tree(dir);
-    free(dir);
-    free(corpus);
-}
+CKPT_SCRATCH_FIXTURE
 
 Test(resume, stop_at_20_and_resume_to_40_is_bitwise_the_straight_run, .init = setup, .fini = teardown, .timeout = 120) {
     char *straight = datagen_path(dir, "straight"), *split = datagen_path(dir, "split"), *out = NULL;
@@ -60,10 +54,7 @@ Test(resume, sigterm_saves_at_the_step_reached_and_resumes_exactly, .init = setu
     cr_assert_eq(kill(pid, SIGTERM), 0);
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
-    size_t len;
-    char *text = (char *)ckpt_read_file(log, &len);
-    text = realloc(text, len + 1);
-    text[len] = '\0';
+    char *text = ckpt_read_text(log);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "SIGTERM: status %d, output:\n%s", status, text);
     cr_assert(strstr(text, "stopped by SIGTERM"), "%s", text);
     free(text);

@@ -39,12 +39,9 @@ static int run_cli(char **output, const char *launcher, const char *fmt, va_list
     sprintf(cmd, "%s %s %s >%s 2>&1 </dev/null", launcher, TAPEGRAD_BIN, args, log_path);
     int rc = test_run(cmd);
     free(cmd);
-    size_t len = 0;
-    uint8_t *text = ckpt_read_file(log_path, &len);
+    char *text = ckpt_read_text(log_path);
     unlink(log_path);
-    text = realloc(text, len + 1);
-    text[len] = '\0';
-    if (output) *output = (char *)text;
+    if (output) *output = text;
     else free(text);
     return rc;
 }
@@ -96,6 +93,14 @@ uint8_t *ckpt_read_file(const char *path, size_t *len) {
     fclose(f);
     *len = n;
     return buf;
+}
+
+char *ckpt_read_text(const char *path) {
+    size_t len;
+    char *text = (char *)ckpt_read_file(path, &len);
+    text = realloc(text, len + 1);
+    text[len] = '\0';
+    return text;
 }
 
 void ckpt_write_file(const char *path, const void *data, size_t len) {

@@ -17,6 +17,16 @@
 
 /* A fresh scratch folder holding corpus.txt (about 20 kB of English-like text). */
 char *ckpt_test_setup(char **corpus_out);
+/* A suite's fixture around it: `dir` and `corpus` for each test, setup and teardown for
+ * Test(..., .init = setup, .fini = teardown). Needs datagen.h and <stdlib.h>. */
+#define CKPT_SCRATCH_FIXTURE                                     \
+    static char *dir, *corpus;                                   \
+    static void setup(void) { dir = ckpt_test_setup(&corpus); }  \
+    static void teardown(void) {                                 \
+        datagen_remove_tree(dir);                                \
+        free(dir);                                               \
+        free(corpus);                                            \
+    }
 
 /* Runs `tapegrad <args>` (printf-style) with stdout and stderr into *output (malloc'ed, may be
  * NULL); returns the exit code (128+N when killed by signal N). */
@@ -56,6 +66,8 @@ bool ckpt_models_equal(const Model *a, const Model *b);
 
 /* The whole file / the decompressed stream of a checkpoint (malloc'ed). */
 uint8_t *ckpt_read_file(const char *path, size_t *len);
+/* The whole file as a NUL-terminated string (malloc'ed). */
+char *ckpt_read_text(const char *path);
 void ckpt_write_file(const char *path, const void *data, size_t len);
 uint8_t *ckpt_raw_read(const char *path, size_t *len);
 /* Compresses `len` bytes into a gzip file at path. */
