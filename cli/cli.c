@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "train/dist.h"
+
 int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given, int argc, char **argv,
               const char **positional, int *n_positional) {
     bool help = false;
@@ -20,6 +22,13 @@ int cli_exit(const char *command, tg_status status) {
     fflush(stdout);
     fprintf(stderr, "tapegrad %s: %s\n", command, tg_error_message());
     return status == TG_ERR_ARG ? 2 : 1;
+}
+
+tg_status cli_join_job(double timeout_s) {
+    TG_TRY(dist_open(timeout_s));
+    if (dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
+        return tg_fail(TG_ERR_IO, "rank %d cannot silence its output", dist_rank());
+    return TG_OK;
 }
 
 int cli_usage_error(const char *command, const char *fmt, ...) {

@@ -30,6 +30,10 @@ int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given
 /* 0 for TG_OK; otherwise prints "tapegrad <command>: <message>" and returns 2 for TG_ERR_ARG,
  * 1 for anything else. */
 int cli_exit(const char *command, tg_status status);
+/* For a subcommand that runs data-parallel under mpirun (train/dist.h): joins the job (dist_open)
+ * and silences stdout on every rank but 0, so the job prints one report; errors still go to
+ * stderr from any rank. */
+tg_status cli_join_job(double timeout_s);
 /* A usage error: prints "tapegrad <command>: <message>" and returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -5,6 +5,12 @@
  * arena to its steady size) every step is timed; the report gives the median, which one
  * preempted step cannot move. FLOPs per token follow ../shared/bench/torch_minimind.py:
  * 6 N + 12 L T dim (N counts the tied embedding once; the causal mask is not discounted).
+ *
+ * Under mpirun every rank runs the same step on its own random tokens and the gradients are
+ * summed over the ranks as training sums them (train/dist.h), so tokens/s counts every rank's
+ * tokens. The sum is timed apart ("comm"), after a barrier that measures how long the ranks wait
+ * for the slowest one ("wait"); --reduce allreduce times MPI_Allreduce instead, whose order of
+ * additions MPI leaves open, to show what the fixed order costs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +22,7 @@
 #include "lib/blas.h"
 #include "lib/rng.h"
 #include "cli/cli.h"
+#include "train/dist.h"
 #include "train/model.h"
 #include "train/optim.h"
 
@@ -57,7 +64,7 @@ typedef struct {
     const char *preset;
     int64_t batch, seq, vocab;
     int threads, steps, warmup;
-    const char *ffn, *gemm;
+    const char *ffn, *gemm, *reduce;
     int64_t seed;
     bool json;
 } BenchOptions;
@@ -77,6 +84,9 @@ static const OptSpec specs[] = {
         "pool: tapegrad's GEMM kernel on tapegrad's threads | pool-openblas: OpenBLAS's kernel, single-threaded, on "
         "tapegrad's threads | openblas: OpenBLAS's kernel and threads",
         OPT_ANY, "pool|pool-openblas|openblas", 0, "pool"),
+    OPT(B_, reduce, "--reduce", OPT_STRING,
+        "under mpirun, the gradient sum: ordered (training's: fixed rank order) | allreduce (MPI_Allreduce)", OPT_ANY,
+        "ordered|allreduce", 0, "ordered"),
     OPT(B_, seed, "--seed", OPT_INT64, "seed of weights and tokens", OPT_NON_NEGATIVE, NULL, 0, NULL),
     OPT(B_, json, "--json", OPT_BOOL, "print one JSON object", OPT_ANY, NULL, 0, NULL),
 };
@@ -102,15 +112,36 @@ static tg_status bench_config(const BenchOptions *o, ModelConfig *c, int64_t *ba
 
 typedef struct {
     double step, forward, backward, optimizer; /* seconds */
+    double wait, comm;                         /* under mpirun: waiting for the other ranks, the gradient sum */
 } StepTimes;
+enum { STEP_TIME_FIELDS = 6 };
 
 typedef struct {
     StepTimes median;
     double mean_step, cpu_per_step, first_loss, last_loss, arena_peak_mb;
 } BenchResult;
 
-/* Runs warmup + steps training steps on random tokens and times each; the medians go to *r. */
-static void bench_measure(const BenchOptions *o, const ModelConfig *cfg, int64_t B, Model *model, BenchResult *r) {
+/* The medians (and the mean step) of the timed steps, after the warm-up ones. */
+static void bench_medians(const BenchOptions *o, const StepTimes *times, BenchResult *r) {
+    double *v = tg_malloc((size_t)o->steps * sizeof(double));
+    double *fields[STEP_TIME_FIELDS] = {&r->median.step, &r->median.forward, &r->median.backward,
+                                        &r->median.optimizer, &r->median.wait, &r->median.comm};
+    r->mean_step = 0;
+    for (int f = 0; f < STEP_TIME_FIELDS; f++) {
+        for (int s = 0; s < o->steps; s++) {
+            const StepTimes *st = &times[o->warmup + s];
+            const double values[STEP_TIME_FIELDS] = {st->step, st->forward, st->backward, st->optimizer, st->wait, st->comm};
+            v[s] = values[f];
+            if (f == 0) r->mean_step += v[s] / o->steps;
+        }
+        *fields[f] = median(v, o->steps);
+    }
+    free(v);
+}
+
+/* Runs warmup + steps training steps on random tokens and times each; the medians go to *r.
+ * Fails only when a collective of a multi-rank run does. */
+static tg_status bench_measure(const BenchOptions *o, const ModelConfig *cfg, int64_t B, Model *model, BenchResult *r) {
     int64_t T = cfg->seq_len;
     Pool *pool = pool_create(o->threads);
     Arena arena;
@@ -119,13 +150,16 @@ static void bench_measure(const BenchOptions *o, const ModelConfig *cfg, int64_t
     tape_init(&tape, &arena, pool);
     AdamWConfig adamw = adamw_defaults();
     Rng rng;
-    rng_seed(&rng, (uint64_t)o->seed + 1);
+    rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)dist_rank()); /* each rank its own tokens */
+    bool allreduce = o->reduce && strcmp(o->reduce, "allreduce") == 0;
+    float *scratch = dist_ranks() > 1 ? tg_malloc(model->params.total * sizeof(float)) : NULL;
     int32_t *tokens = tg_malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
     int32_t *inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     int32_t *targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     int n_total = o->warmup + o->steps;
     StepTimes *times = tg_calloc((size_t)n_total, sizeof *times);
     double cpu_at_timed_start = 0;
+    tg_status status = TG_OK;
     for (int s = 0; s < n_total; s++) {
         if (s == o->warmup) cpu_at_timed_start = cpu_seconds();
         double t0 = now_s();
@@ -143,27 +177,23 @@ static void bench_measure(const BenchOptions *o, const ModelConfig *cfg, int64_t
         if (s == 0) r->first_loss = loss->data[0];
         r->last_loss = loss->data[0];
         tape_reset(&tape);
+        ParamStore *ps = &model->params;
+        if ((status = dist_barrier()) != TG_OK) break;
+        double t_wait = now_s();
+        status = allreduce ? dist_allreduce_floats(ps->grad, ps->total) : dist_sum_floats(ps->grad, ps->total, scratch, pool);
+        if (status != TG_OK) break;
+        double t_comm = now_s();
         clip_grad_norm_pool(&model->params, 1.0, pool);
         adamw_step(&model->params, &adamw, s + 1, 5e-4, pool);
         double t4 = now_s();
-        times[s] = (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t3) + (t1 - t0)};
+        times[s] = (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t_comm) + (t1 - t0), t_wait - t3, t_comm - t_wait};
     }
     /* CPU time per step over all threads: unlike wall time, other processes taking the cores
      * barely change it, so it is the steadier figure for comparing two builds on a busy machine */
     r->cpu_per_step = (cpu_seconds() - cpu_at_timed_start) / o->steps;
-    double *v = tg_malloc((size_t)o->steps * sizeof(double));
-    double *fields[4] = {&r->median.step, &r->median.forward, &r->median.backward, &r->median.optimizer};
-    r->mean_step = 0;
-    for (int f = 0; f < 4; f++) {
-        for (int s = 0; s < o->steps; s++) {
-            const StepTimes *st = &times[o->warmup + s];
-            v[s] = f == 0 ? st->step : f == 1 ? st->forward : f == 2 ? st->backward : st->optimizer;
-            if (f == 0) r->mean_step += v[s] / o->steps;
-        }
-        *fields[f] = median(v, o->steps);
-    }
+    if (status == TG_OK) bench_medians(o, times, r);
     r->arena_peak_mb = (double)arena.peak / (1024.0 * 1024.0);
-    free(v);
+    free(scratch);
     free(times);
     free(tokens);
     free(inputs);
@@ -171,16 +201,20 @@ static void bench_measure(const BenchOptions *o, const ModelConfig *cfg, int64_t
     tape_free(&tape);
     arena_free(&arena);
     pool_destroy(pool);
+    return status;
 }
 
 static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B, const Model *model,
                         const BenchResult *r) {
-    int64_t T = cfg->seq_len;
+    int64_t T = cfg->seq_len, tokens_per_step = dist_ranks() * B * T;
     const StepTimes *med = &r->median;
     const char *gemm_name = o->gemm ? o->gemm : "pool";
+    const char *reduce_name = dist_ranks() == 1 ? "none" : o->reduce ? o->reduce : "ordered";
     int64_t n_params = model_param_count(model);
     double flops_per_token = 6.0 * (double)n_params + 12.0 * (double)(cfg->n_layers * T * cfg->dim);
-    double tokens_per_s = (double)(B * T) / med->step;
+    double tokens_per_s = (double)tokens_per_step / med->step;
+    /* what each rank sends (and receives) in one gradient sum: 2 (N - 1) / N of the gradients */
+    double mb_sent = 2.0 * (dist_ranks() - 1) / dist_ranks() * (double)model->params.total * sizeof(float) / 1e6;
     double gflops = tokens_per_s * flops_per_token / 1e9;
     double mfu = gflops / PEAK_GFLOPS;
     double rss = peak_rss_mb();
@@ -192,23 +226,32 @@ static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B
                "\"flops_per_token\": %.0f, \"tokens_per_s\": %.1f, \"tokens_per_s_mean\": %.1f, "
                "\"ms_per_step\": %.3f, \"ms_fwd\": %.3f, \"ms_bwd\": %.3f, \"ms_opt\": %.3f, "
                "\"achieved_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"arena_peak_mb\": %.1f, "
-               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.9g, \"loss_last\": %.9g}\n",
+               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.9g, \"loss_last\": %.9g, \"ranks\": %d, "
+               "\"reduce\": \"%s\", \"ms_wait\": %.3f, \"ms_comm\": %.3f, \"comm_share\": %.4f, "
+               "\"mb_sent_per_rank\": %.2f}\n",
                o->preset, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
                (long long)cfg->n_kv_heads, (long long)cfg->hidden, (long long)cfg->vocab, (long long)T, (long long)B,
                ffn_name, o->threads, gemm_name, o->steps, o->warmup, (long long)n_params, flops_per_token,
-               tokens_per_s, (double)(B * T) / r->mean_step, 1e3 * med->step, 1e3 * med->forward,
+               tokens_per_s, (double)tokens_per_step / r->mean_step, 1e3 * med->step, 1e3 * med->forward,
                1e3 * med->backward, 1e3 * med->optimizer, gflops, mfu, rss, r->arena_peak_mb, 1e3 * r->cpu_per_step,
-               r->first_loss, r->last_loss);
+               r->first_loss, r->last_loss, dist_ranks(), reduce_name, 1e3 * med->wait, 1e3 * med->comm,
+               med->comm / med->step, mb_sent);
         return;
     }
     printf("model: %s, %lld parameters (dim %lld, %lld layers, %lld/%lld heads, %s hidden %lld, vocab %lld)\n",
            o->preset, (long long)n_params, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
            (long long)cfg->n_kv_heads, ffn_name, (long long)cfg->hidden, (long long)cfg->vocab);
-    printf("batch %lld x seq %lld = %lld tokens/step, %d threads (GEMMs: %s), %d warm-up + %d timed steps\n",
-           (long long)B, (long long)T, (long long)(B * T), o->threads, gemm_name, o->warmup, o->steps);
-    printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", tokens_per_s, (double)(B * T) / r->mean_step);
+    printf("batch %lld x seq %lld x %d ranks = %lld tokens/step, %d threads (GEMMs: %s), %d warm-up + %d timed steps\n",
+           (long long)B, (long long)T, dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name, o->warmup,
+           o->steps);
+    printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", tokens_per_s,
+           (double)tokens_per_step / r->mean_step);
     printf("ms per step   %10.2f   forward %.2f, backward %.2f, optimizer %.2f (medians)\n", 1e3 * med->step,
            1e3 * med->forward, 1e3 * med->backward, 1e3 * med->optimizer);
+    if (dist_ranks() > 1)
+        printf("gradient sum  %10.2f ms (%s, %.1f MB sent per rank, %.1f%% of the step); %.2f ms waiting for the "
+               "slowest rank\n",
+               1e3 * med->comm, reduce_name, mb_sent, 100.0 * med->comm / med->step, 1e3 * med->wait);
     printf("CPU ms/step   %10.2f   (all threads, mean)\n", 1e3 * r->cpu_per_step);
     printf("GFLOP/s       %10.1f   (%.0f FLOPs/token = 6N + 12 L T dim)\n", gflops, flops_per_token);
     printf("MFU           %10.1f %% of %.0f GFLOP/s\n", 100.0 * mfu, PEAK_GFLOPS);
@@ -229,16 +272,18 @@ static int run_bench(int argc, char **argv) {
     int64_t B = 0;
     tg_status s = bench_config(&o, &cfg, &B);
     if (s != TG_OK) return cli_exit("bench", s);
+    if ((s = cli_join_job(DIST_DEFAULT_TIMEOUT_S)) != TG_OK) return cli_exit("bench", s);
     tg_blas_set_gemm_mode(gemm_mode);
     tg_blas_set_threads(o.threads);
     Model model;
     model_build(&model, &cfg);
     model_init_weights(&model, (uint64_t)o.seed);
     BenchResult r = {0};
-    bench_measure(&o, &cfg, B, &model, &r);
-    bench_print(&o, &cfg, B, &model, &r);
+    s = bench_measure(&o, &cfg, B, &model, &r);
+    if (s == TG_OK) bench_print(&o, &cfg, B, &model, &r);
     model_free(&model);
-    return 0;
+    dist_close(false);
+    return cli_exit("bench", s);
 }
 
 const Subcommand cmd_bench = {"bench", "training throughput on random tokens: tokens/s, ms per phase, peak RSS, MFU",

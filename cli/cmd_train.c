@@ -5,13 +5,18 @@
 
 #include "cli/cli.h"
 #include "inspect/inspect.h"
+#include "train/dist.h"
 #include "train/trainer.h"
 
 /* The first SIGINT/SIGTERM asks the trainer to stop after the current step and save; the handler
  * is then reset (SA_RESETHAND), so a second one ends the process at once. That is safe too: a
- * checkpoint write never leaves `latest` naming a torn file. */
+ * checkpoint write never leaves `latest` naming a torn file. SIGUSR1 stops the same way: Open
+ * MPI's mpirun passes it on to every rank and lets the job end by itself, where SIGINT/SIGTERM
+ * make mpirun kill the ranks a moment (odls_base_sigkill_timeout) after passing SIGTERM on. */
 static volatile sig_atomic_t stop_requested;
 static void on_stop_signal(int sig) { stop_requested = sig; }
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGUSR1};
+enum { N_STOP_SIGNALS = sizeof stop_signals / sizeof stop_signals[0] };
 
 /* On --resume, says which of the flags given now change the run's saved settings. */
 static void note_changes(const TrainOptions *o, const TrainOptions *saved, OptSet given_on_command_line) {
@@ -44,18 +49,22 @@ static int run_train(int argc, char **argv) {
         }
         note_changes(&o, &saved, given_now);
     }
-    GradLogger grads;
-    TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads, 0);
-    struct sigaction sa = {0}, old_int, old_term;
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
-    stop_requested = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    tg_status s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    grad_logger_close(&grads);
+    tg_status s = cli_join_job(o.comm_timeout_s);
+    if (s == TG_OK) {
+        GradLogger grads;
+        TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads, 0);
+        struct sigaction sa = {0}, old[N_STOP_SIGNALS];
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        stop_requested = 0;
+        for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
+        s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL);
+        for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
+        grad_logger_close(&grads);
+    }
+    if (s != TG_OK && dist_ranks() > 1) s = tg_fail_context(s, "rank %d of %d", dist_rank(), dist_ranks());
+    /* a launcher passes SIGINT/SIGTERM on when it ends the job; it passes SIGUSR1 on and waits */
+    dist_close(stop_requested == SIGINT || stop_requested == SIGTERM);
     opt_strings_free(&strings);
     return cli_exit("train", s);
 }

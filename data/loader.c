@@ -31,14 +31,23 @@ static void copy_window(const int32_t *tokens, size_t start, int64_t seq, int32_
     memcpy(tg, tokens + start + 1, (size_t)seq * sizeof *tg);
 }
 
+/* The start of the next window: uniform over 0 .. n - seq - 1. */
+static size_t draw_start(Loader *ld) {
+    TG_CHECK(ld->tokens && ld->seq > 0, "drawing from an uninitialised loader");
+    return (size_t)rng_below(&ld->state.rng, (uint64_t)(ld->n_tokens - (size_t)ld->seq));
+}
+
 void loader_next(Loader *ld, int32_t *inputs, int32_t *targets) {
-    TG_CHECK(ld->tokens && ld->seq > 0, "loader_next on an uninitialised loader");
-    uint64_t n_starts = (uint64_t)(ld->n_tokens - (size_t)ld->seq); /* starts 0 .. n - seq - 1 */
-    for (int64_t b = 0; b < ld->batch; b++) {
-        size_t start = (size_t)rng_below(&ld->state.rng, n_starts);
-        copy_window(ld->tokens, start, ld->seq, inputs + b * ld->seq, targets + b * ld->seq);
-    }
+    for (int64_t b = 0; b < ld->batch; b++)
+        copy_window(ld->tokens, draw_start(ld), ld->seq, inputs + b * ld->seq, targets + b * ld->seq);
     ld->state.batches_drawn++;
+}
+
+void loader_skip(Loader *ld, int64_t n_batches) {
+    for (int64_t i = 0; i < n_batches; i++) {
+        for (int64_t b = 0; b < ld->batch; b++) draw_start(ld);
+        ld->state.batches_drawn++;
+    }
 }
 
 LoaderState loader_get_state(const Loader *ld) { return ld->state; }

@@ -37,6 +37,9 @@ tg_status loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch
 
 /* Fills inputs and targets, each (batch, seq). */
 void loader_next(Loader *ld, int32_t *inputs, int32_t *targets);
+/* Draws n batches without copying them: the state moves exactly as n loader_next calls move it.
+ * The ranks of a data-parallel run share one stream this way, each copying only its own. */
+void loader_skip(Loader *ld, int64_t n_batches);
 
 LoaderState loader_get_state(const Loader *ld);
 void loader_set_state(Loader *ld, const LoaderState *state);

@@ -61,11 +61,15 @@ void params_finalize(ParamStore *ps) {
     ps->grad = flat_alloc(ps->total);
     ps->m = flat_alloc(ps->total);
     ps->v = flat_alloc(ps->total);
-    for (int i = 0; i < ps->count; i++) {
-        ps->tensors[i]->data = ps->data + ps->offsets[i];
-        ps->tensors[i]->grad = ps->grad + ps->offsets[i];
-    }
+    for (int i = 0; i < ps->count; i++) ps->tensors[i]->data = ps->data + ps->offsets[i];
     ps->finalized = true;
+    params_point_grads(ps, NULL);
+}
+
+void params_point_grads(ParamStore *ps, float *grad) {
+    TG_CHECK(ps->finalized, "params_point_grads before params_finalize");
+    if (!grad) grad = ps->grad;
+    for (int i = 0; i < ps->count; i++) ps->tensors[i]->grad = grad + ps->offsets[i];
 }
 
 void params_zero_grad(ParamStore *ps) { memset(ps->grad, 0, ps->total * sizeof(float)); }

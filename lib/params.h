@@ -51,6 +51,10 @@ Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *sh
 void params_finalize(ParamStore *ps);
 /* Sets every gradient to 0 (one loop over the flat buffer). */
 void params_zero_grad(ParamStore *ps);
+/* Points every parameter's gradient view into `grad` (total floats, laid out as ps->grad), or
+ * back into ps->grad when grad is NULL. A backward then adds into that buffer: gradient
+ * accumulation keeps a micro-batch's gradient apart this way before adding it to the others. */
+void params_point_grads(ParamStore *ps, float *grad);
 /* Sets every parameter as its ParamInit says, in the order they were added, drawing the normal
  * ones one after another from a single generator seeded with `seed`. */
 void params_init_values(ParamStore *ps, uint64_t seed);

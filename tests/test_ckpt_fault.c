@@ -23,25 +23,11 @@
 
 enum { TRIALS = 20, MAX_DELAY_MS = 250 };
 
-static char *dir, *corpus;
-static void setup(void) { dir = ckpt_test_setup(&corpus); }
-static void teardown(void) {
-    datagen_remove_tree(dir);
-    free(dir);
-    free(corpus);
-}
-
-static char *slurp(const char *path) {
-    size_t len;
-    char *text = (char *)ckpt_read_file(path, &len);
-    text = realloc(text, len + 1);
-    text[len] = '\0';
-    return text;
-}
+CKPT_SCRATCH_FIXTURE
 
 static bool log_has(const char *log, const char *needle) {
     if (access(log, F_OK) != 0) return false;
-    char *text = slurp(log);
+    char *text = ckpt_read_text(log);
     bool found = strstr(text, needle) != NULL;
     free(text);
     return found;
@@ -69,7 +55,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
         int status;
         cr_assert_eq(waitpid(pid, &status, 0), pid);
         if (!WIFSIGNALED(status)) {
-            char *text = slurp(log);
+            char *text = ckpt_read_text(log);
             cr_assert_fail("trial %d: train ended by itself (status %d) before the kill:\n%s", trial, status, text);
         }
         killed_mid_write += test_count_tmp_files(run) > 0; /* a .tmp left behind: the kill hit a write */
@@ -115,7 +101,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
     cr_expect_eq(test_count_tmp_files(run), 0, "stray .tmp files after a clean run");
     /* steps logged after the last checkpoint of a killed run are dropped on resume: each step once */
     char *metrics = datagen_path(run, "metrics.jsonl");
-    char *text = slurp(metrics);
+    char *text = ckpt_read_text(metrics);
     int64_t expect_step = 1;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         if (!strstr(line, "\"loss\":")) continue;

@@ -463,6 +463,25 @@ Test(loader, same_seed_same_batches_different_seeds_differ) {
     free(tok);
 }
 
+/* Skipping n batches moves the stream as drawing them does: the ranks of a data-parallel run
+ * each copy only their slice of a global batch and still share one stream. */
+Test(loader, skipping_batches_moves_the_stream_as_drawing_them) {
+    int32_t *tok = identity_tokens(N_TOK);
+    Loader drawn, skipped;
+    assert_ok(loader_init(&drawn, tok, N_TOK, BATCH, SEQ, 42));
+    assert_ok(loader_init(&skipped, tok, N_TOK, BATCH, SEQ, 42));
+    int32_t ia[BATCH * SEQ], ta[BATCH * SEQ], ib[BATCH * SEQ], tb[BATCH * SEQ];
+    for (int i = 0; i < 3; i++) draw(&drawn, ia, ta);
+    loader_skip(&skipped, 3);
+    cr_expect_eq(skipped.state.batches_drawn, 3);
+    cr_expect_eq(memcmp(&drawn.state, &skipped.state, sizeof drawn.state), 0, "the loader states differ");
+    draw(&drawn, ia, ta);
+    draw(&skipped, ib, tb);
+    cr_expect_eq(memcmp(ia, ib, sizeof ia), 0, "the batch after the skipped ones differs");
+    cr_expect_eq(memcmp(ta, tb, sizeof ta), 0);
+    free(tok);
+}
+
 Test(loader, targets_are_inputs_shifted_and_windows_stay_inside) {
     size_t n = 40;
     int32_t *tok = identity_tokens(n);

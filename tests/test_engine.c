@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/error.h"
@@ -150,6 +151,32 @@ Test(engine, params_are_views_into_flat_buffers) {
     params_zero_grad(&ps);
     cr_expect_float_eq(params_grad_norm(&ps), 0.0, 1e-12);
     cr_expect(ps.decay[0] && !ps.decay[1]);
+    params_free(&ps);
+}
+
+/* A backward adds into the buffer the views point at: another one (a micro-batch's gradient kept
+ * apart), then ps->grad again. */
+Test(engine, param_gradients_go_where_the_views_point) {
+    ParamStore ps;
+    params_init(&ps);
+    Tensor *w = params_add(&ps, "w", 1, (int64_t[]){3}, false, PARAM_INIT_ONES);
+    params_finalize(&ps);
+    params_init_values(&ps, 1);
+    float *apart = calloc(ps.total, sizeof(float));
+    params_point_grads(&ps, apart);
+    Tensor *x = leaf("x", (float[]){1.0f, 2.0f, 3.0f}, 3);
+    tape_backward(&tt.tape, op_sum(&tt.tape, op_mul(&tt.tape, w, x))); /* dL/dw = x */
+    tape_reset(&tt.tape);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_float_eq(apart[i], (float)(i + 1), 0.0f);
+        cr_expect_float_eq(ps.grad[i], 0.0f, 0.0f, "ps->grad[%d] changed while the views pointed elsewhere", i);
+    }
+    params_point_grads(&ps, NULL);
+    cr_expect_eq(w->grad, ps.grad);
+    x = leaf("x", (float[]){1.0f, 2.0f, 3.0f}, 3);
+    tape_backward(&tt.tape, op_sum(&tt.tape, op_mul(&tt.tape, w, x)));
+    for (int i = 0; i < 3; i++) cr_expect_float_eq(ps.grad[i], (float)(i + 1), 0.0f);
+    free(apart);
     params_free(&ps);
 }
 

@@ -44,10 +44,7 @@ static void teardown(void) {
 /* The raw "val_loss" text of the first metrics line of a run that has one (NULL if none). */
 static char *first_val_loss(const char *run, int64_t *step) {
     char *path = datagen_path(run, "metrics.jsonl");
-    size_t len;
-    char *text = (char *)ckpt_read_file(path, &len);
-    text = realloc(text, len + 1);
-    text[len] = '\0';
+    char *text = ckpt_read_text(path);
     free(path);
     char *found = NULL;
     for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
@@ -190,10 +187,7 @@ static void expect_pytorch_loss(const char *what) {
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 /usr/bin/python3 %s/tests/parity/load_export.py %s >%s 2>&1", TAPEGRAD_SOURCE_DIR,
              what, log);
     int rc = test_run(cmd);
-    size_t len;
-    char *text = (char *)ckpt_read_file(log, &len);
-    text = realloc(text, len + 1);
-    text[len] = '\0';
+    char *text = ckpt_read_text(log);
     cr_assert_eq(rc, 0, "load_export.py failed:\n%s", text);
 
     char ckpt[4200];

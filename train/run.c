@@ -202,9 +202,19 @@ static tg_status open_resumed(const TrainOptions *o, Run *run) {
     return TG_OK;
 }
 
+/* A replica (writes == false) keeps the prepared tokens in memory instead of reading them back. */
+static void keep_tokens(Run *run, PreparedCorpus *corpus) {
+    run->n_train = (int64_t)corpus->n_train;
+    run->n_val = (int64_t)corpus->n_val;
+    run->val_tokens = tg_malloc((corpus->n_val ? corpus->n_val : 1) * sizeof(int32_t));
+    memcpy(run->val_tokens, corpus->ids + corpus->n_train, corpus->n_val * sizeof(int32_t));
+    run->train_tokens = corpus->ids; /* the train split comes first; run_close frees it */
+    corpus->ids = NULL;
+}
+
 /* The corpus is read, tokenized and split in memory; only when that succeeded is the run's
  * temporary folder made and the tokenizer and token files written into it. */
-static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer) {
+static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer, bool writes) {
     PrepareResult prepared;
     PreparedCorpus corpus;
     printf("preparing %s with a %s tokenizer into %s ...\n", prep->corpus_path, tokenizer, run->folder.path);
@@ -212,8 +222,9 @@ static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, con
     TG_TRY(prepare_corpus(prep, &corpus, &prepared));
     printf("corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)\n", prepared.corpus_bytes,
            prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size, prepared.tokenizer_seconds);
-    tg_status s = run_folder_begin(&run->folder);
-    if (s == TG_OK) {
+    tg_status s = TG_OK;
+    if (!writes) keep_tokens(run, &corpus);
+    else if ((s = run_folder_begin(&run->folder)) == TG_OK) {
         snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
         s = prepare_write(&corpus, run->dir);
     }
@@ -224,7 +235,7 @@ static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, con
 }
 
 /* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
-static tg_status open_new(TrainOptions *o, Run *run) {
+static tg_status open_new(TrainOptions *o, bool writes, Run *run) {
     if (!o->preset) o->preset = "small";
     ModelConfig preset_cfg;
     TG_TRY(model_preset(o->preset, &preset_cfg));
@@ -249,7 +260,7 @@ static tg_status open_new(TrainOptions *o, Run *run) {
     char stamp[32], generated[256];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, hf ? "hf" : tokenizer, stamp);
-    TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
+    if (writes) TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
     if (o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
 
@@ -261,9 +272,11 @@ static tg_status open_new(TrainOptions *o, Run *run) {
     prep.vocab_size = (int32_t)vocab;
     prep.val_fraction = id.val_fraction;
     prep.seq_len = cfg.seq_len;
-    TG_TRY(prepare_in_new_folder(run, &prep, tokenizer));
-    TG_TRY(identity_write(run->dir, &id));
-    TG_TRY(load_tokens(run));
+    TG_TRY(prepare_in_new_folder(run, &prep, tokenizer, writes));
+    if (writes) {
+        TG_TRY(identity_write(run->dir, &id));
+        TG_TRY(load_tokens(run));
+    }
     TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
     model_build(&run->model, &cfg);
     run->model_built = true;
@@ -278,11 +291,11 @@ static tg_status open_new(TrainOptions *o, Run *run) {
     return TG_OK;
 }
 
-tg_status run_open_for_training(TrainOptions *o, Run *run) {
+tg_status run_open_for_training(TrainOptions *o, bool writes, Run *run) {
     memset(run, 0, sizeof *run);
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
-    return o->resume ? open_resumed(o, run) : open_new(o, run);
+    return o->resume ? open_resumed(o, run) : open_new(o, writes, run);
 }
 
 tg_status run_start(Run *run) {

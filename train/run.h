@@ -37,8 +37,11 @@ typedef struct Run {
 
 /* Prepares a new run in its temporary folder (or reads o->resume's, changing nothing in it),
  * filling o's derived defaults (warmup, min_lr). A resume refuses identity flags (TrainOptions)
- * that differ from the run's. On failure, run_discard removes what the new run created. */
-tg_status run_open_for_training(TrainOptions *o, Run *run);
+ * that differ from the run's. On failure, run_discard removes what the new run created.
+ * writes == false opens a replica, for the ranks of a data-parallel run other than rank 0
+ * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen or made, a
+ * resumed run is read as always; either way nothing is written, and run_start is not called. */
+tg_status run_open_for_training(TrainOptions *o, bool writes, Run *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
  * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
 tg_status run_start(Run *run);

@@ -7,6 +7,7 @@
 
 #include "data/corpus.h"
 #include "lib/atomic_file.h"
+#include "train/dist.h"
 
 #define ID TRAIN_OPT_IDENTITY
 #define SHAPE TRAIN_OPT_SHAPE
@@ -76,6 +77,9 @@ static const OptSpec specs[] = {
     OPT(T, stop_after, "--stop-after", OPT_INT64,
         "stop after step N, save and exit 0; the LR schedule still spans --steps, so --resume continues exactly",
         OPT_NON_NEGATIVE, NULL, 0, "none"),
+    OPT(T, comm_timeout_s, "--comm-timeout", OPT_DOUBLE,
+        "under mpirun: seconds a rank waits for the others before it ends the job (a rank died or hangs)",
+        OPT_POSITIVE, NULL, 0, NULL),
 };
 
 #undef ID
@@ -108,6 +112,7 @@ void train_options_defaults(TrainOptions *o) {
     o->sample_tokens = 300;
     o->threads = 2;
     o->stop_after = -1;
+    o->comm_timeout_s = DIST_DEFAULT_TIMEOUT_S;
 }
 
 static bool given(const TrainOptions *o, const char *flag) {

@@ -55,6 +55,7 @@ typedef struct TrainOptions {
     const char *out_dir;
     const char *resume;        /* run folder or checkpoint file to continue, or NULL */
     int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
+    double comm_timeout_s;     /* data-parallel runs: the longest a rank waits for the others (train/dist.h) */
     OptSet given;              /* options set by the caller (the CLI: the flags given); see train_run */
 } TrainOptions;
 

@@ -20,6 +20,7 @@
 #include "lib/error.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
+#include "train/dist.h"
 #include "train/run.h"
 #include "train/sample.h"
 
@@ -29,28 +30,33 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Mean loss over fixed batches, nothing recorded. With a probe hook, each batch's FFN hidden
- * activations (into ffn_hidden, one per layer) go to hooks->after_probe_forward. */
-static double forward_fixed_batches(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets,
-                                    int64_t n_batches, int64_t batch, int64_t seq, Tensor **ffn_hidden,
-                                    const TrainHooks *probe) {
+/* losses[b] for the batches b in [begin, end) of (n, batch, seq) inputs and targets, no gradients. */
+static void eval_batch_losses(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t begin,
+                              int64_t end, int64_t batch, int64_t seq, double *losses) {
     bool old = tape_set_grad_enabled(tape, false);
-    double total = 0.0;
-    for (int64_t b = 0; b < n_batches; b++) {
+    for (int64_t b = begin; b < end; b++) {
         size_t off = (size_t)(b * batch * seq);
-        Tensor *loss = probe ? model_loss_inspected(model, tape, inputs + off, targets + off, batch, seq, ffn_hidden)
-                             : model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
-        total += loss->data[0];
-        if (probe) probe->after_probe_forward(probe->ctx, ffn_hidden);
+        Tensor *loss = model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
+        losses[b] = loss->data[0];
         tape_reset(tape);
     }
     tape_set_grad_enabled(tape, old);
-    return n_batches ? total / (double)n_batches : NAN;
+}
+
+/* The mean of n values, added in order (NaN for none). */
+static double mean_in_order(const double *values, int64_t n) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++) total += values[i];
+    return n ? total / (double)n : NAN;
 }
 
 double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq) {
-    return forward_fixed_batches(model, tape, inputs, targets, n_batches, batch, seq, NULL, NULL);
+    double *losses = tg_malloc((size_t)(n_batches > 0 ? n_batches : 1) * sizeof(double));
+    eval_batch_losses(model, tape, inputs, targets, 0, n_batches, batch, seq, losses);
+    double mean = mean_in_order(losses, n_batches);
+    free(losses);
+    return mean;
 }
 
 /* Names the first parameter whose gradient is not finite (NULL if none). */
@@ -108,18 +114,27 @@ typedef struct Trainer {
     CheckpointSaver saver;   /* set up by commit_run */
     bool committed;          /* the run folder is in place (commit_run) */
     Loader loader;
+    int rank, ranks;         /* this process's place in a data-parallel job (train/dist.h): 0 of 1 alone */
+    bool writer;             /* rank 0, the one that writes the run folder, metrics and checkpoints */
     int64_t batch, seq, tokens_per_step;
+    int64_t micro_batches;        /* in one step, over all ranks: ranks x accum */
+    double *micro_losses;         /* [micro_batches]: the step's losses, rank r's from r x accum on */
+    double *eval_losses;          /* [eval_batches] */
+    float *grad_scratch;          /* params.total floats when micro_batches > 1: one micro-batch's gradient, the
+                                     gradient sum's exchange buffer */
     int32_t *eval_in, *eval_tg;   /* (eval_batches, B, T): the same val batches at every evaluation */
     int32_t *probe_in, *probe_tg; /* (hooks.probe_batches, B, T), when the hooks ask for a probe */
     int32_t *inputs, *targets;    /* (B, T) */
     Tensor **ffn_hidden;          /* [layers], on watched steps */
-    TrainHooks hooks;
+    TrainHooks hooks;             /* rank 0's: the other ranks watch nothing */
     LrSchedule sched;
     bool tty;
     double t_start, elapsed_before, budget_s, last_val;
     double window_t;              /* tokens/s over the steps since the last progress line */
     int64_t window_tokens;
 } Trainer;
+
+static const char ANOTHER_RANK_FAILED[] = "stopped because another rank of the job failed (its message says why)";
 
 static void trainer_close(Trainer *tr) {
     checkpoint_saver_free(&tr->saver);
@@ -130,25 +145,45 @@ static void trainer_close(Trainer *tr) {
     free(tr->eval_tg);
     free(tr->probe_in);
     free(tr->probe_tg);
+    free(tr->micro_losses);
+    free(tr->eval_losses);
+    free(tr->grad_scratch);
     engine_close(&tr->engine);
     run_close(&tr->run);
 }
 
-/* Opens the run (every check first), the engine, the data and the logs. */
+/* Every rank learns whether every rank got here without failing. A rank that failed returns
+ * its own error; the others TG_ERR_INTERRUPTED. */
+static tg_status agree_on_status(tg_status s) {
+    int any_failed = 0;
+    tg_status agreed = dist_max_int(s != TG_OK, &any_failed);
+    if (s != TG_OK) return s;
+    if (agreed != TG_OK) return agreed;
+    return any_failed ? tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED) : TG_OK;
+}
+
+/* Opens this rank's run (every check first), the engine and the data; nothing is written. */
 static tg_status trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
     memset(tr, 0, sizeof *tr);
     tr->o = o;
-    if (hooks) tr->hooks = *hooks;
-    TG_TRY(run_open_for_training(o, &tr->run));
+    tr->rank = dist_rank(), tr->ranks = dist_ranks();
+    tr->writer = tr->rank == 0;
+    if (hooks && tr->writer) tr->hooks = *hooks;
+    TG_TRY(run_open_for_training(o, tr->writer, &tr->run));
     const ModelConfig *c = &tr->run.model.cfg;
     int64_t B = o->batch, T = c->seq_len;
-    tr->batch = B, tr->seq = T, tr->tokens_per_step = B * T * o->accum;
+    tr->batch = B, tr->seq = T;
+    tr->micro_batches = o->accum * tr->ranks;
+    tr->tokens_per_step = B * T * tr->micro_batches;
     engine_open(&tr->engine, o->threads, 64u << 20);
     tr->eval_in = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
     tr->eval_tg = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
     tr->inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     tr->targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     tr->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *tr->ffn_hidden);
+    tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
+    tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
+    if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tr->run.model.params.total * sizeof(float));
     TG_TRY(loader_init(&tr->loader, tr->run.train_tokens, (size_t)tr->run.n_train, B, T, tr->run.state.seed));
     TG_TRY(loader_fixed_batches(tr->run.val_tokens, (size_t)tr->run.n_val, B, T, o->eval_batches, tr->eval_in,
                                 tr->eval_tg));
@@ -158,43 +193,106 @@ static tg_status trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *ho
         tr->probe_tg = tg_malloc((size_t)(k * B * T) * sizeof(int32_t));
         TG_TRY(loader_fixed_batches(tr->run.val_tokens, (size_t)tr->run.n_val, B, T, k, tr->probe_in, tr->probe_tg));
     }
-    /* every check passed: from here on the run writes into its folder */
-    TG_TRY(run_start(&tr->run));
-    if (train_options_save(tr->run.dir, o) != TG_OK)
-        fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
     if (tr->run.resumed) loader_set_state(&tr->loader, &tr->run.state.loader);
-    if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
     tr->sched = (LrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
-    tr->tty = isatty(fileno(stderr));
+    tr->tty = tr->writer && isatty(fileno(stderr));
     tr->t_start = now_s();
     tr->elapsed_before = tr->run.state.elapsed_s;
     tr->last_val = NAN;
     return TG_OK;
 }
 
-static double evaluate(Trainer *tr) {
-    return evaluate_loss(&tr->run.model, &tr->engine.tape, tr->eval_in, tr->eval_tg, tr->o->eval_batches, tr->batch,
-                         tr->seq);
+/* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
+static tg_status trainer_open_files(Trainer *tr) {
+    TG_TRY(run_start(&tr->run));
+    if (train_options_save(tr->run.dir, tr->o) != TG_OK)
+        fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
+    if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
+    return TG_OK;
+}
+
+/* The ranks must hold the same weights, and at the start also the same moments, tokens and
+ * trainer state: a checksum of them is compared across the ranks. Replicas that differ are a
+ * fault (ranks that read different data or folders, a bad machine), and the run stops. */
+static tg_status check_replicas(Trainer *tr, bool at_start) {
+    if (tr->ranks == 1) return TG_OK;
+    const Run *run = &tr->run;
+    const ParamStore *ps = &run->model.params;
+    size_t bytes = ps->total * sizeof(float);
+    uint64_t h = dist_checksum(0, ps->data, bytes);
+    if (at_start) {
+        uint8_t loader[LOADER_STATE_BYTES];
+        LoaderState state = loader_get_state(&tr->loader);
+        loader_state_pack(&state, loader);
+        int64_t counters[2] = {run->state.step, run->state.tokens_seen};
+        h = dist_checksum(dist_checksum(h, ps->m, bytes), ps->v, bytes);
+        h = dist_checksum(h, run->train_tokens, (size_t)run->n_train * sizeof(int32_t));
+        h = dist_checksum(h, run->val_tokens, (size_t)run->n_val * sizeof(int32_t));
+        h = dist_checksum(dist_checksum(h, loader, sizeof loader), counters, sizeof counters);
+    }
+    int differing;
+    TG_TRY(dist_compare_u64(h, &differing));
+    if (differing < 0) return TG_OK;
+    if (at_start)
+        return tg_fail(TG_ERR_MISMATCH,
+                       "rank %d does not hold what rank 0 holds (its tokens, weights or trainer state differ): every "
+                       "rank must read the same --data, or the same run folder on --resume",
+                       differing);
+    return tg_fail(TG_ERR_MISMATCH,
+                   "after step %lld the weights of rank %d differ from rank 0's: the ranks no longer train one model "
+                   "(a fault on that rank's machine?). Stopped without saving this step; resume from the run's latest "
+                   "checkpoint",
+                   (long long)run->state.step, differing);
+}
+
+/* Every rank opens its run; once all did, they check that they hold the same data and model,
+ * then rank 0 readies the folder. A failure anywhere stops every rank before anything is written
+ * (or, for rank 0's own files, before the first step). */
+static tg_status trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
+    TG_TRY(agree_on_status(trainer_open(tr, o, hooks)));
+    TG_TRY(check_replicas(tr, true));
+    return agree_on_status(tr->writer ? trainer_open_files(tr) : TG_OK);
+}
+
+/* The mean loss over the fixed val batches, split over the ranks (rank r evaluates its block of
+ * them); every rank sums all the losses in batch order, so the mean is bitwise what one process
+ * computes. */
+static tg_status evaluate(Trainer *tr, double *val_out) {
+    int64_t n = tr->o->eval_batches, begin, end;
+    dist_block(n, tr->rank, &begin, &end);
+    eval_batch_losses(&tr->run.model, &tr->engine.tape, tr->eval_in, tr->eval_tg, begin, end, tr->batch, tr->seq,
+                      tr->eval_losses);
+    TG_TRY(dist_share_blocks(tr->eval_losses, n));
+    *val_out = mean_in_order(tr->eval_losses, n);
+    return TG_OK;
 }
 
 /* The first lines of the log: the model, the data, where the run starts. */
-static void trainer_announce(Trainer *tr) {
+static tg_status trainer_announce(Trainer *tr) {
     const ModelConfig *c = &tr->run.model.cfg;
     Run *run = &tr->run;
     printf("model: %lld parameters (dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld)\n",
            (long long)model_param_count(&run->model), (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads,
            (long long)c->n_kv_heads, ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab,
            (long long)c->seq_len);
-    printf("data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld = %lld tokens/step; run folder %s\n",
+    char ranks[32] = "";
+    if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
+    printf("data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s\n",
            (long long)run->n_train, (long long)run->n_val, (long long)tr->batch, (long long)tr->seq,
-           (long long)tr->o->accum, (long long)tr->tokens_per_step, run->folder.path[0] ? run->folder.path : run->dir);
+           (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
+           run->folder.path[0] ? run->folder.path : run->dir);
     if (run->resumed) {
         printf("resuming at step %lld of %lld from %s\n", (long long)run->state.step, (long long)tr->o->steps,
                run->last_checkpoint);
+        int64_t before = run->state.step > 0 ? run->state.tokens_seen / run->state.step : tr->tokens_per_step;
+        if (before != tr->tokens_per_step)
+            printf("note: %lld tokens per step from here on, %lld before: the data order continues, grouped into "
+                   "other steps\n",
+                   (long long)tr->tokens_per_step, (long long)before);
     } else if (run->initialized_from_file) {
         /* where the imported weights start, on the same fixed val batches every evaluation uses */
-        tr->last_val = evaluate(tr);
+        TG_TRY(evaluate(tr, &tr->last_val));
         run->state.best_val_loss = tr->last_val;
         run_log_metrics(run, 0, NAN, tr->last_val, NAN, NAN, NAN, 0);
         printf("weights from %s: val loss %.4f before training\n", tr->o->init_from, tr->last_val);
@@ -202,47 +300,119 @@ static void trainer_announce(Trainer *tr) {
         printf("initial loss should be near ln(vocab) = %.3f\n", log((double)c->vocab));
     }
     fflush(stdout);
+    return TG_OK;
 }
 
-/* Why the loop should end before the next step, or NULL to go on. */
-static const char *stop_reason(const Trainer *tr, volatile sig_atomic_t *stop) {
-    if (stop && *stop) return *stop == SIGTERM ? "stopped by SIGTERM" : "interrupted";
-    if (tr->o->stop_after >= 0 && tr->run.state.step >= tr->o->stop_after) return "stopped as asked (--stop-after)";
-    if (now_s() - tr->t_start >= tr->budget_s) return "time budget reached";
-    return NULL;
+/* Why the run stops before its next step, as a number the ranks agree on by taking the largest:
+ * a failure on any rank stops them all, then a signal that reached any rank, then --stop-after,
+ * then the time budget (whose clock each rank reads for itself). */
+enum { GO_ON = 0, STOP_TIME_BUDGET = 1, STOP_AFTER = 2, STOP_SIGNAL = 3 /* + the signal's number */, STOP_FAILED = 1000 };
+
+static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, tg_status s) {
+    if (s != TG_OK) return STOP_FAILED;
+    if (stop && *stop) return STOP_SIGNAL + (int)*stop;
+    if (tr->o->stop_after >= 0 && tr->run.state.step >= tr->o->stop_after) return STOP_AFTER;
+    if (now_s() - tr->t_start >= tr->budget_s) return STOP_TIME_BUDGET;
+    return GO_ON;
 }
 
-/* One optimizer step: accum micro-batches of forward and backward, clip, AdamW. */
+static const char *stop_text(int code) {
+    switch (code) {
+    case STOP_TIME_BUDGET: return "time budget reached";
+    case STOP_AFTER: return "stopped as asked (--stop-after)";
+    case STOP_SIGNAL + SIGTERM: return "stopped by SIGTERM";
+    case STOP_SIGNAL + SIGUSR1: return "stopped by SIGUSR1";
+    default: return "interrupted";
+    }
+}
+
+/* This rank's share of a step's gradient, into params.grad, and its micro-batches' losses.
+ * The loader draws the global batch, ranks x accum micro-batches, from its one stream; rank r
+ * takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data
+ * order does not depend on the number of ranks. Each micro-batch's gradient is computed alone
+ * (into zeroed buffers, its loss scaled by 1 / micro_batches) and added to the sum of those before
+ * it, g = g0 + g1 + ...: so with accum 1 on N ranks, dist_sum_floats makes the very additions one
+ * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows). */
+/* The probe (TrainHooks): the fixed val batches forward with nothing recorded, through the weights
+ * the step starts from; each batch's FFN hidden activations go to the hook. */
+static void run_probe(Trainer *tr) {
+    const TrainHooks *h = &tr->hooks;
+    Tape *tape = &tr->engine.tape;
+    bool old = tape_set_grad_enabled(tape, false);
+    for (int64_t b = 0; b < h->probe_batches; b++) {
+        size_t off = (size_t)(b * tr->batch * tr->seq);
+        model_loss_inspected(&tr->run.model, tape, tr->probe_in + off, tr->probe_tg + off, tr->batch, tr->seq,
+                             tr->ffn_hidden);
+        h->after_probe_forward(h->ctx, tr->ffn_hidden);
+        tape_reset(tape);
+    }
+    tape_set_grad_enabled(tape, old);
+}
+
+static void local_gradients(Trainer *tr, bool watched) {
+    TrainOptions *o = tr->o;
+    Model *model = &tr->run.model;
+    ParamStore *ps = &model->params;
+    Tape *tape = &tr->engine.tape;
+    const TrainHooks *h = &tr->hooks;
+    int64_t first = tr->rank * o->accum, drawn = first;
+    params_zero_grad(ps);
+    loader_skip(&tr->loader, first);
+    for (int64_t k = 0; k < o->accum; k++) {
+        if (k > 0) {
+            memset(tr->grad_scratch, 0, ps->total * sizeof(float));
+            params_point_grads(ps, tr->grad_scratch);
+        }
+        loader_next(&tr->loader, tr->inputs, tr->targets);
+        drawn++;
+        Tensor *loss = watched
+                           ? model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
+                           : model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
+        tr->micro_losses[first + k] = loss->data[0];
+        if (!isfinite(loss->data[0])) {
+            tape_reset(tape);
+            params_point_grads(ps, NULL);
+            break;
+        }
+        if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
+        tape_backward(tape, tr->micro_batches > 1 ? op_scale(tape, loss, 1.0f / (float)tr->micro_batches) : loss);
+        tape_reset(tape);
+        if (k > 0) {
+            params_point_grads(ps, NULL);
+            dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
+        }
+    }
+    loader_skip(&tr->loader, tr->micro_batches - drawn);
+}
+
+/* For the test of the replica check: TAPEGRAD_FAIL_REPLICA=STEP moves one weight of the last
+ * rank by 1e-3 after that step, as a faulty machine might (a change of one ulp can be rounded
+ * away by the next update). */
+static void inject_replica_fault(Trainer *tr, int64_t step) {
+    const char *at = getenv("TAPEGRAD_FAIL_REPLICA");
+    if (at && tr->ranks > 1 && tr->rank == tr->ranks - 1 && strtoll(at, NULL, 10) == step)
+        tr->run.model.params.data[0] += 1e-3f;
+}
+
+/* One optimizer step: every rank's micro-batches, the gradients summed over the ranks, clip,
+ * AdamW (the same update on every rank). */
 static tg_status trainer_step(Trainer *tr, double *loss_out, double *lr_out, double *grad_norm_out) {
     TrainOptions *o = tr->o;
     Model *model = &tr->run.model;
-    Tape *tape = &tr->engine.tape;
     int64_t step = tr->run.state.step;
     double lr = lr_at(&tr->sched, step);
     const TrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
-    if (watched && tr->probe_in)
-        forward_fixed_batches(model, tape, tr->probe_in, tr->probe_tg, h->probe_batches, tr->batch, tr->seq,
-                              tr->ffn_hidden, h);
-    params_zero_grad(&model->params);
-    double loss_sum = 0.0;
-    for (int64_t micro = 0; micro < o->accum; micro++) {
-        loader_next(&tr->loader, tr->inputs, tr->targets);
-        Tensor *loss = watched
-                           ? model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
-                           : model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
-        loss_sum += loss->data[0];
-        if (!isfinite(loss->data[0])) {
-            tape_reset(tape);
+    if (watched && tr->probe_in) run_probe(tr);
+    local_gradients(tr, watched);
+    /* every rank gets every micro-batch's loss and adds them in the micro-batches' order */
+    TG_TRY(dist_share_blocks(tr->micro_losses, tr->micro_batches));
+    for (int64_t i = 0; i < tr->micro_batches; i++)
+        if (!isfinite(tr->micro_losses[i]))
             return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup",
-                           (long long)step, isnan(loss->data[0]) ? "NaN" : "Inf", lr);
-        }
-        if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
-        /* each micro-batch contributes 1/accum of the mean gradient */
-        tape_backward(tape, o->accum > 1 ? op_scale(tape, loss, 1.0f / (float)o->accum) : loss);
-        tape_reset(tape);
-    }
-    double loss = loss_sum / (double)o->accum;
+                           (long long)step, isnan(tr->micro_losses[i]) ? "NaN" : "Inf", lr);
+    double loss = mean_in_order(tr->micro_losses, tr->micro_batches);
+    TG_TRY(dist_sum_floats(model->params.grad, model->params.total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
     double grad_norm = clip_grad_norm_pool(&model->params, o->clip, tr->engine.pool);
     if (!isfinite(grad_norm)) {
@@ -252,6 +422,7 @@ static tg_status trainer_step(Trainer *tr, double *loss_out, double *lr_out, dou
                        (long long)step, bad ? bad : "?", loss, lr);
     }
     adamw_step(&model->params, &o->adamw, step + 1, lr, tr->engine.pool);
+    inject_replica_fault(tr, step + 1);
     if (watched && h->after_update) TG_TRY(h->after_update(h->ctx, model, step + 1, lr, loss));
     tr->run.state.step = step + 1;
     tr->run.state.tokens_seen += tr->tokens_per_step;
@@ -260,16 +431,21 @@ static tg_status trainer_step(Trainer *tr, double *loss_out, double *lr_out, dou
     return TG_OK;
 }
 
-/* After a step: evaluation, metrics, the progress line, the folder's commit, checkpoints. */
+/* After a step: evaluation, metrics, the progress line, the folder's commit, checkpoints. What
+ * the ranks do together comes first: a rank's own failure must not make it skip a collective. */
 static tg_status trainer_after_step(Trainer *tr, double loss, double lr, double grad_norm) {
     TrainOptions *o = tr->o;
     TrainerState *st = &tr->run.state;
     bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
     double val = NAN;
     if (eval_now) {
-        val = tr->last_val = evaluate(tr);
+        TG_TRY(evaluate(tr, &val));
+        tr->last_val = val;
         if (!(val >= st->best_val_loss)) st->best_val_loss = val;
     }
+    bool ckpt_now = o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after;
+    if (ckpt_now) TG_TRY(check_replicas(tr, false));
+    if (!tr->writer) return TG_OK;
     double elapsed = tr->elapsed_before + (now_s() - tr->t_start);
     double dt = now_s() - tr->window_t;
     double tok_s = dt > 0 ? (double)tr->window_tokens / dt : 0;
@@ -285,7 +461,7 @@ static tg_status trainer_after_step(Trainer *tr, double loss, double lr, double 
         TG_TRY(commit_run(&tr->run, &tr->saver, o->keep, &tr->committed));
         tr->window_t = now_s(); /* the saver's set-up is no training time */
     }
-    if (o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after) {
+    if (ckpt_now) {
         st->elapsed_s = elapsed;
         st->loader = loader_get_state(&tr->loader);
         /* returns the previous background save's error, if it failed */
@@ -294,7 +470,51 @@ static tg_status trainer_after_step(Trainer *tr, double loss, double lr, double 
     return TG_OK;
 }
 
-/* The last checkpoint, the final val loss, the summary and the sample. */
+/* Steps until --steps, a stop or a failure. Before every step the ranks agree whether to take
+ * it (local_stop_code), so they all stop after the same one. *reason is left alone when the run
+ * did all its steps. */
+static tg_status trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const char **reason, bool *by_signal) {
+    tg_status s = TG_OK;
+    for (;;) {
+        int code = GO_ON;
+        tg_status agreed = dist_max_int(local_stop_code(tr, stop, s), &code);
+        if (s != TG_OK) return s;
+        if (agreed != TG_OK) return agreed;
+        if (code == STOP_FAILED) return tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED);
+        *by_signal = code >= STOP_SIGNAL;
+        if (*by_signal && stop) *stop = (sig_atomic_t)(code - STOP_SIGNAL);
+        if (tr->run.state.step >= tr->o->steps) return TG_OK;
+        if (code != GO_ON) {
+            *reason = stop_text(code);
+            return TG_OK;
+        }
+        double loss = NAN, lr = NAN, grad_norm = NAN;
+        s = trainer_step(tr, &loss, &lr, &grad_norm);
+        if (s == TG_OK) s = trainer_after_step(tr, loss, lr, grad_norm);
+    }
+}
+
+/* Rank 0 at the end: the last checkpoint and the summary. */
+static tg_status trainer_save_last(Trainer *tr, const char *reason, bool evaluated_now) {
+    TrainOptions *o = tr->o;
+    Run *run = &tr->run;
+    TrainerState *st = &run->state;
+    TG_TRY(commit_run(run, &tr->saver, o->keep, &tr->committed)); /* stopped before a first step */
+    TG_TRY(checkpoint_saver_start(&tr->saver, &run->model, run->tok.fingerprint, st));
+    TG_TRY(checkpoint_saver_wait(&tr->saver));
+    snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", tr->saver.last_saved);
+    if (evaluated_now) run_log_metrics(run, st->step, NAN, tr->last_val, NAN, NAN, NAN, st->elapsed_s);
+    printf("%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s\n", reason, (long long)st->step,
+           tr->last_val, log((double)run->model.cfg.vocab), st->elapsed_s, run->last_checkpoint);
+    const CheckpointSaver *sv = &tr->saver;
+    printf("checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them and "
+           "%.2f s waiting for a save still writing%s\n",
+           (long long)sv->saves, sv->write_s, 1e3 * sv->pause_s, sv->blocked_s,
+           sv->blocked_s > 1 ? " (raise --ckpt-every)" : "");
+    return TG_OK;
+}
+
+/* The final val loss, the last checkpoint (rank 0), the summary and the sample. */
 static tg_status trainer_finish(Trainer *tr, const char *reason, bool stopped_by_signal) {
     TrainOptions *o = tr->o;
     Run *run = &tr->run;
@@ -303,22 +523,13 @@ static tg_status trainer_finish(Trainer *tr, const char *reason, bool stopped_by
         printf("%s at step %lld: saving a checkpoint (interrupt again to quit at once)\n", reason, (long long)st->step);
     st->elapsed_s = tr->elapsed_before + (now_s() - tr->t_start);
     st->loader = loader_get_state(&tr->loader);
-    TG_TRY(commit_run(run, &tr->saver, o->keep, &tr->committed)); /* stopped before a first step */
-    TG_TRY(checkpoint_saver_start(&tr->saver, &run->model, run->tok.fingerprint, st));
-    TG_TRY(checkpoint_saver_wait(&tr->saver));
-    snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", tr->saver.last_saved);
-    if (isnan(tr->last_val) && st->step > 0) {
-        tr->last_val = evaluate(tr);
-        run_log_metrics(run, st->step, NAN, tr->last_val, NAN, NAN, NAN, st->elapsed_s);
-    }
-    printf("%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s\n", reason, (long long)st->step,
-           tr->last_val, log((double)run->model.cfg.vocab), st->elapsed_s, run->last_checkpoint);
-    const CheckpointSaver *sv = &tr->saver;
-    printf("checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them and "
-           "%.2f s waiting for a save still writing%s\n",
-           (long long)sv->saves, sv->write_s, 1e3 * sv->pause_s, sv->blocked_s,
-           sv->blocked_s > 1 ? " (raise --ckpt-every)" : "");
-    if (o->sample_tokens > 0 && st->step >= o->steps) {
+    /* together first: the val loss, if the last step had none, and the replica check */
+    bool evaluate_now = isnan(tr->last_val) && st->step > 0;
+    if (evaluate_now) TG_TRY(evaluate(tr, &tr->last_val));
+    TG_TRY(check_replicas(tr, false));
+    /* a failed last save fails every rank */
+    TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
+    if (tr->writer && o->sample_tokens > 0 && st->step >= o->steps) {
         printf("\n--- sample (%lld tokens, temperature 0.8, top-k 40) ---\n", (long long)o->sample_tokens);
         fflush(stdout);
         run_print_sample(run, &tr->engine.tape, "\n", o->sample_tokens, 0.8, 40, st->seed);
@@ -329,18 +540,15 @@ static tg_status trainer_finish(Trainer *tr, const char *reason, bool stopped_by
 
 tg_status train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks) {
     Trainer tr;
-    tg_status s = trainer_open(&tr, o, hooks);
+    tg_status s = trainer_start(&tr, o, hooks);
+    if (s == TG_OK) s = trainer_announce(&tr);
     if (s == TG_OK) {
-        trainer_announce(&tr);
         tr.window_t = now_s();
-        const char *reason = NULL;
-        while (s == TG_OK && tr.run.state.step < o->steps && !(reason = stop_reason(&tr, stop))) {
-            double loss = NAN, lr = NAN, grad_norm = NAN;
-            s = trainer_step(&tr, &loss, &lr, &grad_norm);
-            if (s == TG_OK) s = trainer_after_step(&tr, loss, lr, grad_norm);
-        }
+        const char *reason = "done";
+        bool by_signal = false;
+        s = trainer_loop(&tr, stop, &reason, &by_signal);
         if (tr.tty) fputc('\n', stderr);
-        if (s == TG_OK) s = trainer_finish(&tr, reason ? reason : "done", stop && *stop);
+        if (s == TG_OK) s = trainer_finish(&tr, reason, by_signal);
     }
     /* a background save still running finishes before the process ends; its failure fails the run */
     if (checkpoint_saver_wait(&tr.saver) != TG_OK && s == TG_OK) s = TG_ERR_IO;

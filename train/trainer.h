@@ -16,7 +16,8 @@
  * this way: the trainer knows nothing of it. On a step for which watch_step(step) is true (step
  * counted from 1), after_forward sees each micro-batch's FFN hidden activations (layers of
  * them, valid until the tape is reset), before_update the summed gradients before clipping, and
- * after_update the model after AdamW.
+ * after_update the model after AdamW. In a data-parallel run only rank 0 calls them: after_forward
+ * then sees rank 0's micro-batches, before_update the gradients summed over every rank.
  *
  * The probe: with probe_batches > 0, a watched step first runs that many fixed val batches
  * (loader_fixed_batches: the same held-out tokens at every watched step) forward with nothing
@@ -36,7 +37,9 @@ typedef struct TrainHooks {
 /* Runs a whole training run (a new one, or o->resume), printing progress to stdout (a bar on
  * stderr when it is a terminal). When *stop becomes non-zero (a signal handler's flag: the
  * signal's number; stop may be NULL) the loop ends after the current step and saves, as
- * --stop-after does. Returns TG_OK when the run ended normally or was stopped and saved;
+ * --stop-after does. In a data-parallel run (train/dist.h) every rank calls it: the ranks stop
+ * after the same step when a signal reached any of them, and *stop then receives the signal they
+ * agreed on, on every rank. Returns TG_OK when the run ended normally or was stopped and saved;
  * otherwise a status and message (TG_ERR_ARG: the options; TG_ERR_NUMERIC: the loss or a
  * gradient became NaN/Inf; I/O and format errors: files). A new run that fails before its first
  * step leaves nothing behind. */

@@ -14,6 +14,7 @@ extern char **environ;
 
 #include "datagen.h"
 #include "testutil.h"
+#include "train/checkpoint_folder.h"
 
 #ifndef TAPEGRAD_BIN
 #error "TAPEGRAD_BIN must name the tapegrad binary"
@@ -28,26 +29,36 @@ char *ckpt_test_setup(char **corpus_out) {
     return dir;
 }
 
-int ckpt_cli(char **output, const char *fmt, ...) {
+static int run_cli(char **output, const char *launcher, const char *fmt, va_list ap) {
     char args[8192], log_path[] = "/tmp/tapegrad-cli-XXXXXX";
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
     int fd = mkstemp(log_path);
     cr_assert(fd >= 0, "mkstemp failed");
     close(fd);
-    char *cmd = malloc(strlen(args) + 2 * sizeof log_path + 64 + sizeof TAPEGRAD_BIN);
-    sprintf(cmd, "%s %s >%s 2>&1 </dev/null", TAPEGRAD_BIN, args, log_path);
+    char *cmd = malloc(strlen(launcher) + strlen(args) + 2 * sizeof log_path + 64 + sizeof TAPEGRAD_BIN);
+    sprintf(cmd, "%s %s %s >%s 2>&1 </dev/null", launcher, TAPEGRAD_BIN, args, log_path);
     int rc = test_run(cmd);
     free(cmd);
-    size_t len = 0;
-    uint8_t *text = ckpt_read_file(log_path, &len);
+    char *text = ckpt_read_text(log_path);
     unlink(log_path);
-    text = realloc(text, len + 1);
-    text[len] = '\0';
-    if (output) *output = (char *)text;
+    if (output) *output = text;
     else free(text);
+    return rc;
+}
+
+int ckpt_cli(char **output, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = run_cli(output, "", fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int ckpt_cli_launched(char **output, const char *launcher, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = run_cli(output, launcher, fmt, ap);
+    va_end(ap);
     return rc;
 }
 
@@ -82,6 +93,14 @@ uint8_t *ckpt_read_file(const char *path, size_t *len) {
     fclose(f);
     *len = n;
     return buf;
+}
+
+char *ckpt_read_text(const char *path) {
+    size_t len;
+    char *text = (char *)ckpt_read_file(path, &len);
+    text = realloc(text, len + 1);
+    text[len] = '\0';
+    return text;
 }
 
 void ckpt_write_file(const char *path, const void *data, size_t len) {
@@ -151,14 +170,99 @@ bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, C
     return false;
 }
 
-pid_t ckpt_spawn_cli(const char *log, char *const args[]) {
+pid_t ckpt_spawn(const char *program, const char *log, char *const args[]) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     pid_t pid;
-    cr_assert_eq(posix_spawn(&pid, TAPEGRAD_BIN, &fa, NULL, args, environ), 0, "cannot start %s", TAPEGRAD_BIN);
+    cr_assert_eq(posix_spawn(&pid, program, &fa, NULL, args, environ), 0, "cannot start %s", program);
     posix_spawn_file_actions_destroy(&fa);
     return pid;
+}
+
+pid_t ckpt_spawn_cli(const char *log, char *const args[]) { return ckpt_spawn(TAPEGRAD_BIN, log, args); }
+
+int ckpt_count_lines(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* ---------------------------------------------------------------- comparing runs */
+
+/* The raw text of "key":value in a metrics line ("" when absent). */
+static void field(const char *line, const char *key, char *out, size_t cap) {
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *p = strstr(line, pattern);
+    out[0] = '\0';
+    if (!p) return;
+    p += strlen(pattern);
+    size_t n = strcspn(p, ",}");
+    if (n >= cap) n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+int ckpt_read_metrics(const char *run, int64_t after, CkptMetricLine *out, int cap) {
+    char path[512], line[1024];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s missing", path);
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        CkptMetricLine m;
+        char step[32];
+        field(line, "step", step, sizeof step);
+        m.step = strtoll(step, NULL, 10);
+        field(line, "loss", m.loss, sizeof m.loss);
+        if (m.step <= after || !m.loss[0]) continue;
+        field(line, "val_loss", m.val_loss, sizeof m.val_loss);
+        field(line, "lr", m.lr, sizeof m.lr);
+        field(line, "grad_norm", m.grad_norm, sizeof m.grad_norm);
+        cr_assert_lt(n, cap);
+        out[n++] = m;
+    }
+    fclose(f);
+    return n;
+}
+
+void ckpt_expect_same_metrics(const char *a, const char *b, int64_t after, int expected_lines) {
+    CkptMetricLine ma[256], mb[256];
+    int na = ckpt_read_metrics(a, after, ma, 256), nb = ckpt_read_metrics(b, after, mb, 256);
+    cr_assert_eq(na, expected_lines, "%s: %d training lines after step %lld, expected %d", a, na, (long long)after,
+                 expected_lines);
+    cr_assert_eq(nb, expected_lines, "%s: %d training lines after step %lld, expected %d", b, nb, (long long)after,
+                 expected_lines);
+    for (int i = 0; i < na; i++) {
+        cr_assert_eq(ma[i].step, mb[i].step);
+        cr_expect_str_eq(ma[i].loss, mb[i].loss, "step %lld: loss %s in %s, %s in %s", (long long)ma[i].step, ma[i].loss,
+                         a, mb[i].loss, b);
+        cr_expect_str_eq(ma[i].val_loss, mb[i].val_loss, "step %lld: val loss", (long long)ma[i].step);
+        cr_expect_str_eq(ma[i].lr, mb[i].lr, "step %lld: lr", (long long)ma[i].step);
+        cr_expect_str_eq(ma[i].grad_norm, mb[i].grad_norm, "step %lld: grad norm", (long long)ma[i].step);
+    }
+}
+
+void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step) {
+    char pa[4200], pb[4200];
+    cr_assert_eq(checkpoint_resolve(a, pa, sizeof pa), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(checkpoint_resolve(b, pb, sizeof pb), TG_OK, "%s", tg_error_message());
+    Model ma, mb;
+    CheckpointInfo ia, ib;
+    cr_assert_eq(ckpt_load_model(pa, &ma, &ia), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(ckpt_load_model(pb, &mb, &ib), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(ia.state.step, step, "%s is at step %lld", pa, (long long)ia.state.step);
+    cr_assert_eq(ib.state.step, step, "%s is at step %lld", pb, (long long)ib.state.step);
+    cr_expect(ckpt_models_equal(&ma, &mb), "%s and %s hold different weights or moments", pa, pb);
+    cr_expect_eq(ia.state.tokens_seen, ib.state.tokens_seen);
+    cr_expect_eq(memcmp(&ia.state.loader, &ib.state.loader, sizeof ia.state.loader), 0, "loader states differ");
+    cr_expect_eq(memcmp(&ia.state.best_val_loss, &ib.state.best_val_loss, sizeof(double)), 0, "best val losses differ");
+    model_free(&ma);
+    model_free(&mb);
 }

@@ -17,14 +17,46 @@
 
 /* A fresh scratch folder holding corpus.txt (about 20 kB of English-like text). */
 char *ckpt_test_setup(char **corpus_out);
+/* A suite's fixture around it: `dir` and `corpus` for each test, setup and teardown for
+ * Test(..., .init = setup, .fini = teardown). Needs datagen.h and <stdlib.h>. */
+#define CKPT_SCRATCH_FIXTURE                                     \
+    static char *dir, *corpus;                                   \
+    static void setup(void) { dir = ckpt_test_setup(&corpus); }  \
+    static void teardown(void) {                                 \
+        datagen_remove_tree(dir);                                \
+        free(dir);                                               \
+        free(corpus);                                            \
+    }
 
 /* Runs `tapegrad <args>` (printf-style) with stdout and stderr into *output (malloc'ed, may be
  * NULL); returns the exit code (128+N when killed by signal N). */
 int ckpt_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same through a launcher: `<launcher> tapegrad <args>` (launcher: "mpirun -np 2 ...", the
+ * exit code is then the launcher's). */
+int ckpt_cli_launched(char **output, const char *launcher, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Starts `tapegrad` with argv `args` (args[0] is the program name), stdin from /dev/null and
  * stdout+stderr into the file `log`; returns its pid without waiting. */
 pid_t ckpt_spawn_cli(const char *log, char *const args[]);
+/* The same for any program (a path; args[0] its name). */
+pid_t ckpt_spawn(const char *program, const char *log, char *const args[]);
+
+/* The lines of a file (0 when it is missing). */
+int ckpt_count_lines(const char *path);
+
+/* A training line of metrics.jsonl, its numbers as written (bitwise comparisons compare text). */
+typedef struct {
+    int64_t step;
+    char loss[40], val_loss[40], lr[40], grad_norm[40];
+} CkptMetricLine;
+/* The training lines (those with a loss) of RUN/metrics.jsonl with step > after. */
+int ckpt_read_metrics(const char *run, int64_t after, CkptMetricLine *out, int cap);
+/* Both runs logged expected_lines training lines after step `after` (at most 256), with the same
+ * step, loss, val loss, lr and gradient norm, as text. */
+void ckpt_expect_same_metrics(const char *a, const char *b, int64_t after, int expected_lines);
+/* The newest checkpoints of two run folders are at `step` and hold bitwise the same model and
+ * trainer state. */
+void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step);
 
 /* Builds a model from the checkpoint's config and loads it. */
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);
@@ -34,6 +66,8 @@ bool ckpt_models_equal(const Model *a, const Model *b);
 
 /* The whole file / the decompressed stream of a checkpoint (malloc'ed). */
 uint8_t *ckpt_read_file(const char *path, size_t *len);
+/* The whole file as a NUL-terminated string (malloc'ed). */
+char *ckpt_read_text(const char *path);
 void ckpt_write_file(const char *path, const void *data, size_t len);
 uint8_t *ckpt_raw_read(const char *path, size_t *len);
 /* Compresses `len` bytes into a gzip file at path. */
