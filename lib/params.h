@@ -26,6 +26,11 @@ typedef struct {
 #define PARAM_INIT_ONES ((ParamInit){PARAM_ONES, 0.0f})
 #define PARAM_INIT_NORMAL(std) ((ParamInit){PARAM_NORMAL, (std)})
 
+typedef struct ParamName {
+    const char *name;
+    int index;
+} ParamName;
+
 typedef struct ParamStore {
     float *data, *grad, *m, *v; /* each `total` floats, 64-byte aligned */
     size_t total;
@@ -33,21 +38,25 @@ typedef struct ParamStore {
     size_t *offsets;            /* offset of tensors[i] in the flat buffers */
     bool *decay;                /* weight decay applies to tensors[i] */
     ParamInit *init;            /* how tensors[i] starts */
+    ParamName *by_name;         /* sorted by name (params_finalize), for params_index */
     int count, cap;
     bool finalized;
 } ParamStore;
 
 void params_init(ParamStore *ps);
 void params_free(ParamStore *ps);
-/* Declares a parameter; returns its view (data valid after params_finalize). Names are unique. */
+/* Declares a parameter; returns its view (data valid after params_finalize). Names must be
+ * unique (params_finalize aborts on a repeat); at most TG_MAX_TENSORS parameters of at most
+ * TG_MAX_ELEMENTS floats in all (lib/limits.h; a model checks its config against them first). */
 Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, ParamInit init);
-/* Allocates data (zeroed), grad (zeroed), m and v (zeroed). */
+/* Allocates data (zeroed), grad (zeroed), m and v (zeroed), and sorts the names. */
 void params_finalize(ParamStore *ps);
 void params_zero_grad(ParamStore *ps);
 /* Sets every parameter as its ParamInit says, in the order they were added, drawing the normal
  * ones one after another from a single generator seeded with `seed`. */
 void params_init_values(ParamStore *ps, uint64_t seed);
-/* NULL when absent. */
+/* NULL when absent. O(log n) once finalized: a checkpoint of thousands of tensors looks up each
+ * of its records. */
 Tensor *params_find(const ParamStore *ps, const char *name);
 int params_index(const ParamStore *ps, const char *name);
 /* L2 norm of all gradients (double accumulation). */
