@@ -105,15 +105,6 @@ int64_t model_config_ffn_param_count(const ModelConfig *c) {
     return c->n_layers * (c->ffn == FFN_SWIGLU ? 3 : 2) * c->dim * c->hidden;
 }
 
-int64_t model_config_param_count(const ModelConfig *c) {
-    int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);
-    int64_t per_layer = 2 * c->dim            /* the two norm gains */
-                        + 2 * c->dim * c->dim /* q, o */
-                        + 2 * kv_dim * c->dim; /* k, v */
-    /* the head is tied to the embedding: counted once */
-    return c->vocab * c->dim + c->n_layers * per_layer + model_config_ffn_param_count(c) + c->dim;
-}
-
 
 /* ---------------------------------------------------------------- a whole model */
 

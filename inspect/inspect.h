@@ -55,9 +55,7 @@ ParamStats param_stats(const Tensor *param);
  * that unit, which for ReLU means it was dead on the whole batch. */
 double zero_grad_row_fraction(const Tensor *param);
 
-/* Parameters of a model of this config, counted from the shapes alone (no allocation). */
-int64_t model_config_param_count(const ModelConfig *cfg);
-/* The FFN part of that count: 2 or 3 matrices of dim x hidden per layer. */
+/* The FFN part of model_config_param_count (train/model.h): 2 or 3 matrices of dim x hidden per layer. */
 int64_t model_config_ffn_param_count(const ModelConfig *cfg);
 
 /* ---- a whole model ---- */
