@@ -389,6 +389,11 @@ static tg_status experiment_report(Experiment *e) {
         snprintf(html, sizeof html, "%s/report.html", e->runs[i].dir);
         snprintf(jsonl, sizeof jsonl, "%s/report.jsonl", e->runs[i].dir);
         TG_TRY(load_run(&e->runs[i]));
+        /* the report sets the runs' layers side by side: they must have the same number */
+        if (e->runs[i].h.n_layers != e->runs[0].h.n_layers)
+            return tg_fail(TG_ERR_FORMAT, "%s logs %d layers but %s logs %d: not runs of one experiment (--reuse of "
+                                          "another preset's runs?); pass another --out",
+                           e->runs[i].dir, e->runs[i].h.n_layers, e->runs[0].dir, e->runs[0].h.n_layers);
         TG_TRY(run_report_write(e->runs[i].dir, &e->runs[i].h, html, jsonl));
     }
     char html[4200], jsonl[4200], summary[4200];

@@ -236,6 +236,15 @@ static bool data_ranges(const ReportChart *c, Range *x, Range *y) {
     return any;
 }
 
+/* How many ticks lo, lo + step, ... fit up to hi, at most MAX_TICKS. The ticks are counted, not
+ * stepped: `v += step` stops moving once step is below the rounding gap at v (steps 1e17 and
+ * 1e17 + 32 give a tick step of 5 where doubles are 16 apart), and that loop never ends. */
+enum { MAX_TICKS = 64 };
+static int tick_count(double lo, double hi, double step) {
+    double n = floor((hi - lo) / step + 1e-6) + 1;
+    return isfinite(n) && n > 0 ? (int)fmin(n, MAX_TICKS) : 0;
+}
+
 static void format_tick(char *buf, size_t cap, double v, double step) {
     if (fabs(v) < step * 1e-9) v = 0; /* no "-1.4e-17" for zero */
     snprintf(buf, cap, "%.4g", v);
@@ -275,14 +284,17 @@ static void write_chart_svg(FILE *f, const ReportChart *c) {
 #define PY(v) (PLOT_BOTTOM - ((v) - yr.lo) * sy)
     /* grid and tick labels */
     char label[32];
-    for (double v = yr.lo; v <= yr.hi + ystep * 1e-6; v += ystep) {
+    for (int k = 0, n = tick_count(yr.lo, yr.hi, ystep); k < n; k++) {
+        double v = yr.lo + k * ystep;
         if (c->log_y) snprintf(label, sizeof label, "%g", pow(10.0, v));
         else format_tick(label, sizeof label, v, ystep);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
                 PLOT_LEFT, PY(v), PLOT_RIGHT, PY(v), PLOT_LEFT - 4, PY(v) + 4, label);
     }
-    for (double v = ceil(xr.lo / xstep) * xstep; v <= xr.hi + xstep * 1e-6; v += xstep) {
+    double x_first = ceil(xr.lo / xstep) * xstep;
+    for (int k = 0, n = tick_count(x_first, xr.hi, xstep); k < n; k++) {
+        double v = x_first + k * xstep;
         format_tick(label, sizeof label, v, xstep);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
                    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
