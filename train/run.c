@@ -61,18 +61,17 @@ static tg_status resolve_config(const TrainOptions *o, int64_t vocab, ModelConfi
 
 /* ---------------------------------------------------------------- opening */
 
-static tg_status load_tokens(Run *run) {
+tg_status run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n) {
     char path[4200];
-    TokfileHeader h;
+    snprintf(path, sizeof path, "%s/%s", run->dir, file);
+    return tokfile_read_for(path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint, ids, n);
+}
+
+static tg_status load_tokens(Run *run) {
     size_t n;
-    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_TRAIN_FILE);
-    TG_TRY(tokfile_read_full(path, &run->train_tokens, &n, &h));
+    TG_TRY(run_read_tokens(run, PREPARE_TRAIN_FILE, &run->train_tokens, &n));
     run->n_train = (int64_t)n;
-    if (h.tokenizer_fingerprint && h.tokenizer_fingerprint != run->tok.fingerprint)
-        return tg_fail(TG_ERR_MISMATCH, "%s was made by another tokenizer than %s/%s", path, run->dir,
-                       PREPARE_TOKENIZER_FILE);
-    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_VAL_FILE);
-    TG_TRY(tokfile_read_full(path, &run->val_tokens, &n, &h));
+    TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, &run->val_tokens, &n));
     run->n_val = (int64_t)n;
     return TG_OK;
 }

@@ -51,6 +51,9 @@ void run_discard(Run *run);
  * The run's tokenizer must match the checkpoint's. */
 tg_status run_open_existing(const char *dir_or_file, Run *run);
 void run_close(Run *run);
+/* A token file of the run folder (train.tok, val.tok), refused unless every id is one the run's
+ * tokenizer, and so its model, knows (tokfile_read_for). */
+tg_status run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n);
 
 void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s);
