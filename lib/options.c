@@ -24,13 +24,24 @@ static double numeric_value(const OptSpec *s, const void *opts) {
     }
 }
 
-/* "must be positive", "must be in (0, 1)", ... */
-static void describe_range(OptRange r, char *buf, size_t cap) {
-    if (r.lo == 0 && r.lo_open && isinf(r.hi)) snprintf(buf, cap, "must be positive");
-    else if (r.lo == 0 && !r.lo_open && isinf(r.hi)) snprintf(buf, cap, "must not be negative");
-    else if (isinf(r.hi)) snprintf(buf, cap, "must be %s %g", r.lo_open ? "above" : "at least", r.lo);
-    else if (isinf(r.lo)) snprintf(buf, cap, "must be %s %g", r.hi_open ? "below" : "at most", r.hi);
-    else snprintf(buf, cap, "must be in %c%g, %g%c", r.lo_open ? '(' : '[', r.lo, r.hi, r.hi_open ? ')' : ']');
+/* A bound as text: whole numbers in full (2^53 is 9007199254740992, not 9.0072e+15). */
+static void format_bound(double v, char *buf, size_t cap) {
+    if (v == floor(v) && fabs(v) < 1e17) snprintf(buf, cap, "%.0f", v);
+    else snprintf(buf, cap, "%g", v);
+}
+
+/* "must be positive", "must be in (0, 1)", ... for a value `v` outside r: below a range that
+ * starts at 0, only that end is named. */
+static void describe_range(OptRange r, double v, char *buf, size_t cap) {
+    char lo[32], hi[32];
+    format_bound(r.lo, lo, sizeof lo);
+    format_bound(r.hi, hi, sizeof hi);
+    bool low_end = isinf(r.hi) || (r.lo_open ? v <= r.lo : v < r.lo);
+    if (r.lo == 0 && r.lo_open && low_end) snprintf(buf, cap, "must be positive");
+    else if (r.lo == 0 && !r.lo_open && low_end) snprintf(buf, cap, "must not be negative");
+    else if (isinf(r.hi)) snprintf(buf, cap, "must be %s %s", r.lo_open ? "above" : "at least", lo);
+    else if (isinf(r.lo)) snprintf(buf, cap, "must be %s %s", r.hi_open ? "below" : "at most", hi);
+    else snprintf(buf, cap, "must be in %c%s, %s%c", r.lo_open ? '(' : '[', lo, hi, r.hi_open ? ')' : ']');
 }
 
 static bool in_range(OptRange r, double v) {
@@ -64,7 +75,7 @@ static tg_status check_one(const OptTable *t, int i, const void *opts) {
     double v = numeric_value(s, opts);
     if (!in_range(s->range, v)) {
         char want[96], got[64];
-        describe_range(s->range, want, sizeof want);
+        describe_range(s->range, v, want, sizeof want);
         opt_format(t, i, opts, got, sizeof got);
         return tg_fail(TG_ERR_ARG, "%s %s, got %s", s->flag, want, got);
     }
