@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/atomic_file.h"
+#include "lib/limits.h"
 #include "data/tokenizer_internal.h"
 
 static const char MAGIC[] = "tapegrad-tokenizer";
@@ -337,7 +338,7 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
                        "found \"%.60s\"",
                        r->path, r->lineno, r->line);
     int64_t vocab, eot, count;
-    TG_TRY(parse_field(r, "vocab_size", 2, INT32_MAX, &vocab));
+    TG_TRY(parse_field(r, "vocab_size", 2, TG_MAX_VOCAB, &vocab));
     TG_TRY(parse_field(r, "eot_id", 0, vocab - 1, &eot));
     tok->vocab_size = (int32_t)vocab;
     tok->eot_id = (int32_t)eot;

@@ -115,8 +115,9 @@ uint64_t tokenizer_fingerprint(const Tokenizer *tok);
  *     fingerprint 0123456789abcdef
  *
  * CHAR writes "chars N" then one decimal byte value per line (ascending) instead of merges.
- * Loading checks the magic line, the version, every count and id, and the fingerprint (which
- * catches edits and corruption), and says what is wrong and where. */
+ * Loading checks the magic line, the version, every count and id (vocab_size at most
+ * TG_MAX_VOCAB, lib/limits.h), and the fingerprint (which catches edits and corruption), and
+ * says what is wrong and where. */
 tg_status tokenizer_save(const Tokenizer *tok, const char *path);
 tg_status tokenizer_load(const char *path, Tokenizer *tok);
 

@@ -28,7 +28,7 @@ static const OptSpec specs[] = {
     OPT(T, model.hidden, "--hidden", OPT_INT64, "FFN hidden size", OPT_POSITIVE, NULL, SHAPE,
         "SwiGLU 64*ceil(8*dim/3/64), ReLU 4*dim"),
     OPT(T, model.seq_len, "--seq", OPT_INT64, "context length in tokens", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
-    OPT(T, model.vocab, "--vocab", OPT_INT64, "BPE vocabulary size", OPT_BETWEEN(257, 2147483647), NULL, SHAPE,
+    OPT(T, model.vocab, "--vocab", OPT_INT64, "BPE vocabulary size", OPT_BETWEEN(257, TG_MAX_VOCAB), NULL, SHAPE,
         "2048, minimind-26m 6400"),
     OPT(T, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, "swiglu|relu", SHAPE, "swiglu"),
     OPT(T, model.rope_theta, "--rope-theta", OPT_DOUBLE, "RoPE base", ((OptRange){1, INFINITY, true, false}), NULL,
