@@ -181,7 +181,12 @@ static tg_status check_resume_flags(const TrainOptions *o, const TrainOptions *s
 
 /* A resumed run is only read here: its folder changes in run_start, once every check passed. */
 static tg_status open_resumed(const TrainOptions *o, Run *run) {
-    char ckpt[4200];
+    char ckpt[4200], dir[4096];
+    struct stat st;
+    /* locked before anything is read: another trainer may be saving into it (a missing folder is
+     * left for open_checkpointed to explain) */
+    run_folder_of(o->resume, dir, sizeof dir);
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) TG_TRY(folder_lock_acquire(&run->lock, dir, RUN_LOCK_FILE));
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
     TrainOptions stored;
     OptStrings strings = {0};
@@ -214,8 +219,9 @@ static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, con
     tg_status s = run_folder_begin(&run->folder);
     if (s == TG_OK) {
         snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
-        s = prepare_write(&corpus, run->dir);
+        s = folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE);
     }
+    if (s == TG_OK) s = prepare_write(&corpus, run->dir);
     run->tok = corpus.tok; /* run_close frees it */
     memset(&corpus.tok, 0, sizeof corpus.tok);
     prepared_corpus_free(&corpus);
@@ -307,6 +313,7 @@ void run_discard(Run *run) {
 
 void run_close(Run *run) {
     if (run->metrics) fclose(run->metrics);
+    folder_lock_release(&run->lock);
     if (run->model_built) model_free(&run->model);
     tokenizer_free(&run->tok);
     free(run->train_tokens);

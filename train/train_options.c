@@ -8,6 +8,7 @@
 #include "data/corpus.h"
 #include "lib/atomic_file.h"
 #include "train/checkpoint.h"
+#include "train/run_folder.h"
 
 #define ID TRAIN_OPT_IDENTITY
 #define SHAPE TRAIN_OPT_SHAPE
@@ -150,9 +151,7 @@ tg_status train_options_save(const char *dir, const TrainOptions *o) {
 tg_status train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings) {
     /* the run folder: RESUME itself, or the folder of a checkpoint file */
     char dir[4096], path[4200];
-    struct stat st;
-    if (stat(resume, &st) == 0 && !S_ISDIR(st.st_mode)) folder_of(resume, dir, sizeof dir);
-    else snprintf(dir, sizeof dir, "%s", resume);
+    run_folder_of(resume, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
     if (saved) *saved = *o;
     if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed, or not a run: the resume says */
