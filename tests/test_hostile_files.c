@@ -21,18 +21,12 @@
 #include "testutil.h"
 #include "train/checkpoint.h"
 
-/* A small run: 1 layer, dim 8, so its checkpoint is a few kB and quick to rewrite. */
-#define SMALL_RUN CKPT_TEST_FLAGS " --layers 1 --dim 8 --heads 2 --kv-heads 1 --hidden 16 --seq 8"
-
 static char *dir, *corpus, *run, *ckpt;
 
 static void setup(void) {
     dir = ckpt_test_setup(&corpus);
     run = datagen_path(dir, "run");
-    char *out = NULL;
-    int rc = ckpt_cli(&out, "train " SMALL_RUN " --data %s --steps 2 --eval-every 0 --out %s", corpus, run);
-    cr_assert_eq(rc, 0, "training the fixture failed:\n%s", out);
-    free(out);
+    ckpt_train_small(corpus, run, 2, "");
     ckpt = datagen_path(run, "ckpt-00000002.tgck");
 }
 

@@ -29,7 +29,9 @@ static tg_status identity_read(const char *dir, TrainOptions *id, OptStrings *st
     snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
     train_options_defaults(id);
     OptSet read = 0;
-    TG_TRY(opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings));
+    tg_status s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings);
+    /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
+    if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
     if (id->seed < 0 || !id->tokenizer)
         return tg_fail(TG_ERR_FORMAT, "%s: incomplete run description (seed or tokenizer missing)", path);
     return TG_OK;

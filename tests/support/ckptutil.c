@@ -51,6 +51,14 @@ int ckpt_cli(char **output, const char *fmt, ...) {
     return rc;
 }
 
+void ckpt_train_small(const char *corpus, const char *out, int steps, const char *extra) {
+    char *text = NULL;
+    int rc = ckpt_cli(&text, "train " CKPT_SMALL_FLAGS " --data %s --steps %d --eval-every 0 --out %s %s", corpus, steps,
+                      out, extra);
+    cr_assert_eq(rc, 0, "training %s failed:\n%s", out, text);
+    free(text);
+}
+
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info) {
     ModelConfig cfg;
     uint64_t fingerprint;

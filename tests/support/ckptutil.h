@@ -15,6 +15,9 @@
  * comparisons need a fixed thread count; one is also the fastest on a busy machine). */
 #define CKPT_TEST_FLAGS "--preset tiny --batch 4 --threads 1 --eval-batches 2 --sample-tokens 0"
 
+/* A model small enough that its checkpoint is a few kB and quick to take apart: 1 layer, dim 8. */
+#define CKPT_SMALL_FLAGS CKPT_TEST_FLAGS " --layers 1 --dim 8 --heads 2 --kv-heads 1 --hidden 16 --seq 8"
+
 /* A fresh scratch folder holding corpus.txt (about 20 kB of English-like text). */
 char *ckpt_test_setup(char **corpus_out);
 
@@ -25,6 +28,10 @@ int ckpt_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 
 /* Starts `tapegrad` with argv `args` (args[0] is the program name), stdin from /dev/null and
  * stdout+stderr into the file `log`; returns its pid without waiting. */
 pid_t ckpt_spawn_cli(const char *log, char *const args[]);
+
+/* Trains `steps` steps of CKPT_SMALL_FLAGS on `corpus` into `out` (plus `extra` flags, may be
+ * ""); a failure fails the test with the output. */
+void ckpt_train_small(const char *corpus, const char *out, int steps, const char *extra);
 
 /* Builds a model from the checkpoint's config and loads it. */
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);
