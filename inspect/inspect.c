@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/atomic_file.h"
+
 /* ---------------------------------------------------------------- FFN activation statistics */
 
 void ffn_stats_init(FfnActStats *s, int64_t hidden) {
@@ -220,8 +222,7 @@ tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, i
     if (every <= 0) return TG_OK;
     char path[4200];
     snprintf(path, sizeof path, "%s/grads.jsonl", run_dir);
-    g->out = fopen(path, "a");
-    if (!g->out) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
+    TG_TRY(append_file_open(path, &g->out));
     g->every = every;
     model_inspection_init(&g->mi, m);
     g->weights_before = tg_malloc(m->params.total * sizeof(float));

@@ -203,3 +203,35 @@ Test(hostile_run, ckpt_export_makes_its_folder_and_keeps_another_model_s_config)
     cr_expect(len == 14 && memcmp(kept, "{\"dim\": 4096}\n", 14) == 0, "the other config.json changed");
     free(out), free(weights), free(other), free(config), free(kept);
 }
+
+/* ---- files of the run folder that are symlinks ---- */
+
+/* A run folder from elsewhere may hold symlinks where its files should be. A resume replaces
+ * train_options.txt by a file of its own (it was rewritten in place once) and refuses to append
+ * to a linked metrics.jsonl; neither link's target changes. */
+Test(hostile_run, a_resume_never_writes_through_a_symlinked_run_file) {
+    char *victim = datagen_path(dir, "victim.txt"), *options = datagen_path(run, TRAIN_OPTIONS_FILE);
+    datagen_write(dir, "victim.txt", "--steps 3\n", 10);
+    cr_assert_eq(unlink(options), 0);
+    cr_assert_eq(symlink(victim, options), 0);
+    char *out = NULL;
+    cr_assert_eq(ckpt_cli(&out, "train --resume %s --eval-batches 1", run), 0, "%s", out);
+    free(out);
+    struct stat st;
+    cr_assert_eq(lstat(options, &st), 0);
+    cr_expect(S_ISREG(st.st_mode), "train_options.txt is still the symlink");
+    size_t len;
+    uint8_t *text = ckpt_read_file(victim, &len);
+    cr_expect(len == 10 && memcmp(text, "--steps 3\n", 10) == 0, "the symlink's target was written");
+    free(text);
+
+    char *metrics = datagen_path(run, "metrics.jsonl");
+    datagen_write(dir, "victim.txt", "{\"step\":1}\n", 11);
+    cr_assert_eq(unlink(metrics), 0);
+    cr_assert_eq(symlink(victim, metrics), 0);
+    put(TRAIN_OPTIONS_FILE, "--steps 4\n");
+    free(expect_refused("train --resume %s", 1, "metrics.jsonl is a symbolic link"));
+    text = ckpt_read_file(victim, &len);
+    cr_expect(len == 11 && memcmp(text, "{\"step\":1}\n", 11) == 0, "metrics were appended to the symlink's target");
+    free(text), free(victim), free(options), free(metrics);
+}

@@ -114,9 +114,7 @@ static tg_status open_metrics(Run *run) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", run->dir, RUN_METRICS_FILE);
     if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step));
-    run->metrics = fopen(path, "a");
-    if (!run->metrics) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
-    return TG_OK;
+    return append_file_open(path, &run->metrics);
 }
 
 /* A failed load of DIR's latest checkpoint: say which older ones could be used instead. */
