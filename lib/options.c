@@ -66,7 +66,7 @@ static bool is_choice(const char *choices, const char *value) {
 static tg_status check_one(const OptTable *t, int i, const void *opts) {
     const OptSpec *s = &t->specs[i];
     if (s->type == OPT_STRING) {
-        const char *v = *CFIELD(opts, s, const char *);
+        const char *v = *CFIELD(opts, s, char *);
         if (v && s->choices && !is_choice(s->choices, v))
             return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, v);
         return TG_OK;
@@ -177,7 +177,7 @@ void opt_format(const OptTable *t, int i, const void *opts, char *buf, size_t ca
     case OPT_INT64: snprintf(buf, cap, "%lld", (long long)*CFIELD(opts, s, int64_t)); break;
     case OPT_DOUBLE: snprintf(buf, cap, "%.17g", *CFIELD(opts, s, double)); break;
     case OPT_STRING: {
-        const char *v = *CFIELD(opts, s, const char *);
+        const char *v = *CFIELD(opts, s, char *);
         snprintf(buf, cap, "%s", v ? v : "");
         break;
     }
@@ -192,7 +192,7 @@ bool opt_equal(const OptTable *t, int i, const void *a, const void *b) {
     case OPT_INT64: return *CFIELD(a, s, int64_t) == *CFIELD(b, s, int64_t);
     case OPT_DOUBLE: return *CFIELD(a, s, double) == *CFIELD(b, s, double);
     case OPT_STRING: {
-        const char *x = *CFIELD(a, s, const char *), *y = *CFIELD(b, s, const char *);
+        const char *x = *CFIELD(a, s, char *), *y = *CFIELD(b, s, char *);
         return (!x && !y) || (x && y && strcmp(x, y) == 0);
     }
     }
@@ -225,7 +225,7 @@ tg_status opt_write(const OptTable *t, const void *opts, unsigned group, const c
     FILE *f = atomic_file_stream(&af);
     for (int i = 0; i < t->count; i++) {
         if ((t->specs[i].group & group) != group) continue;
-        if (t->specs[i].type == OPT_STRING && !*CFIELD(opts, &t->specs[i], const char *)) continue;
+        if (t->specs[i].type == OPT_STRING && !*CFIELD(opts, &t->specs[i], char *)) continue;
         char value[4096];
         opt_format(t, i, opts, value, sizeof value);
         fprintf(f, "%s %s\n", t->specs[i].flag, value);

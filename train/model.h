@@ -38,8 +38,9 @@ enum {
     MODEL_MAX_HIDDEN = 1 << 18,
     MODEL_MAX_SEQ = 1 << 20,
 };
-/* positions x head size in the RoPE cos and sin tables: 2^26 floats for both, 256 MiB */
-#define MODEL_MAX_ROPE_ENTRIES ((int64_t)1 << 26)
+/* positions x head size in the RoPE cos and sin tables: 2^24 floats for both, 64 MiB (a
+ * 131,072-token context at head size 128); no file can make a model build a larger one */
+#define MODEL_MAX_ROPE_ENTRIES ((int64_t)1 << 24)
 
 typedef struct ModelConfig {
     int64_t dim, n_layers, n_heads, n_kv_heads, hidden, vocab, seq_len;

@@ -24,7 +24,7 @@ static tg_status identity_write(const char *dir, const TrainOptions *id) {
     return opt_write(train_option_table(), id, TRAIN_OPT_IDENTITY, path);
 }
 
-static tg_status identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
+tg_status run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
     train_options_defaults(id);
@@ -190,7 +190,7 @@ static tg_status open_resumed(const TrainOptions *o, Run *run) {
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
     TrainOptions stored;
     OptStrings strings = {0};
-    tg_status s = identity_read(run->dir, &stored, &strings);
+    tg_status s = run_identity_read(run->dir, &stored, &strings);
     if (s == TG_OK) {
         const ModelConfig *c = &run->model.cfg;
         stored.model = *c;

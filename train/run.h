@@ -54,6 +54,9 @@ void run_discard(Run *run);
 /* For sample/eval/inspect: DIR (its latest checkpoint) or a checkpoint file inside a run folder.
  * The run's tokenizer must match the checkpoint's. */
 tg_status run_open_existing(const char *dir_or_file, Run *run);
+/* What the run in DIR is (DIR/run.txt: its TRAIN_OPT_IDENTITY options), every value range-checked;
+ * TG_ERR_FORMAT for a bad or incomplete file. String values live in `strings`. */
+tg_status run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings);
 /* Frees everything and releases the folder's lock. */
 void run_close(Run *run);
 /* A token file of the run folder (train.tok, val.tok), refused unless every id is one the run's
