@@ -252,6 +252,7 @@ static bool get_state(Reader *r, TrainerState *s) {
 
 /* Reads n floats into out, undoing the byte shuffle if the file has it. */
 static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
+    if (n == 0) return r->status == TG_OK; /* an empty record: `out` may be NULL, and NULL + 0 is undefined */
     if (!(r->flags & CHECKPOINT_FLAG_SHUFFLED)) return get(r, out, n * sizeof(float), what);
     if (r->scratch_cap < n * sizeof(float)) {
         free(r->scratch);
