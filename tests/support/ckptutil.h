@@ -33,6 +33,10 @@ pid_t ckpt_spawn_cli(const char *log, char *const args[]);
  * ""); a failure fails the test with the output. */
 void ckpt_train_small(const char *corpus, const char *out, int steps, const char *extra);
 
+/* `tapegrad train --resume RUN EXTRA` exits 0 and leaves RUN/ckpt-<step>.tgck (`why` says what
+ * that shows when it does not). */
+void ckpt_expect_resume_reaches(const char *run, const char *extra, int step, const char *why);
+
 /* Builds a model from the checkpoint's config and loads it. */
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);
 
