@@ -163,16 +163,16 @@ Test(hostile, an_invalid_trainer_state_is_refused_and_the_run_stays_resumable) {
         void (*edit)(TrainerState *);
         const char *says;
     } states[] = {
-        {negative_step, "invalid (step; step -1"},
-        {nan_best_val, "invalid (best val loss"},
-        {negative_elapsed, "invalid (elapsed time"},
-        {step_past_the_limit, "invalid (step; step 9223372036854775807"},
+        {negative_step, "an invalid step (step -1,"},
+        {nan_best_val, "an invalid best val loss (step 2,"},
+        {negative_elapsed, "an invalid elapsed time (step 2,"},
+        {step_past_the_limit, "an invalid step (step 9223372036854775807,"},
     };
     size_t len;
     uint8_t *good = ckpt_read_file(ckpt, &len);
     for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
         write_state(states[i].edit);
-        const char *says[] = {ckpt, "the trainer state is", states[i].says, NULL};
+        const char *says[] = {ckpt, "the trainer state has", states[i].says, NULL};
         expect_refused("ckpt info %s", 1, says);
         expect_refused("train --resume %s", 1, says);
         ckpt_write_file(ckpt, good, len);

@@ -230,7 +230,7 @@ tg_status trainer_state_check(const TrainerState *s, const char *path) {
                                                                                         : NULL;
     if (!bad) return TG_OK;
     return tg_fail(TG_ERR_FORMAT,
-                   "%s: the trainer state is invalid (%s; step %lld, tokens seen %lld, best val loss %g, elapsed %g s); "
+                   "%s: the trainer state has an invalid %s (step %lld, tokens seen %lld, best val loss %g, elapsed %g s); "
                    "the file is corrupt",
                    path, bad, (long long)s->step, (long long)s->tokens_seen, s->best_val_loss, s->elapsed_s);
 }
