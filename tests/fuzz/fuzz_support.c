@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,7 +29,12 @@ static void remove_scratch(void) { remove_tree(scratch); }
 
 const char *fuzz_scratch(void) {
     if (scratch[0]) return scratch;
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    /* a reader that writes without end (an endless loop around a write) dies of SIGXFSZ at
+     * 256 MB, a failure like any other, before it fills a memory-backed folder */
+    struct rlimit limit = {256u << 20, 256u << 20};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    const char *base = getenv("TAPEGRAD_FUZZ_TMP");
+    if (!base || !*base) base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(scratch, sizeof scratch, "%s/tapegrad-fuzz-XXXXXX", base);
     if (!mkdtemp(scratch)) {
         perror("fuzz_scratch: mkdtemp");

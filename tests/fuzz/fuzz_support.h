@@ -17,8 +17,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A folder of this process's own (in /dev/shm when it can, so that writing a file per input
- * costs no disk), created on first use and removed at exit. */
+/* A folder of this process's own (in $TAPEGRAD_FUZZ_TMP, else /dev/shm when it can, so that
+ * writing a file per input costs no disk), created on first use and removed at exit (a crash
+ * skips that: run.sh gives each run a TAPEGRAD_FUZZ_TMP it removes). The first call also limits
+ * the process's files to 256 MB. */
 const char *fuzz_scratch(void);
 /* Writes `size` bytes to fuzz_scratch()/name, replacing it; returns its path (static storage,
  * valid until the next call). Aborts when the write fails: that is the harness's fault. */

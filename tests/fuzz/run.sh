@@ -22,6 +22,10 @@ results=$build/fuzz-results
 CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_FUZZ=ON -DTAPEGRAD_WERROR=ON >/dev/null
 cmake --build "$build" -j2 >/dev/null
 mkdir -p "$results"
+# the harnesses' scratch files, in memory when it can; a crashed harness leaves its own behind
+export TAPEGRAD_FUZZ_TMP
+TAPEGRAD_FUZZ_TMP=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/tapegrad-fuzz-run.XXXXXX")
+trap 'rm -rf "$TAPEGRAD_FUZZ_TMP"' EXIT
 summary=$results/summary.tsv
 printf 'harness\tseconds\texecutions\texec_per_s\tcov\tft\tcorpus\tfailures\n' >"$summary"
 echo "load before: $(uptime)"
