@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 #include "lib/limits.h"
 #include "data/tokenizer_internal.h"
 
@@ -408,8 +409,8 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
 tg_status tokenizer_load(const char *path, Tokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     LineReader r = {.path = path};
-    r.f = fopen(path, "rb");
-    if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, strerror(errno));
+    r.f = file_open_read(path);
+    if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, file_open_error(errno));
     tg_status st = load_body(&r, tok);
     free(r.line);
     fclose(r.f);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 #include "lib/limits.h"
 
 static const unsigned char MAGIC[8] = {'T', 'G', 'T', 'O', 'K', 0, 0, 0};
@@ -134,8 +135,8 @@ static tg_status read_header(FILE *f, const char *path, TokfileHeader *h) {
 }
 
 static FILE *open_tokfile(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) tg_fail(TG_ERR_IO, "cannot open token file %s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path);
+    if (!f) tg_fail(TG_ERR_IO, "cannot open token file %s: %s", path, file_open_error(errno));
     return f;
 }
 

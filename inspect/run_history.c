@@ -4,6 +4,7 @@
 #include "train/checkpoint_folder.h"
 #include "inspect/inspect.h"
 #include "lib/checked.h"
+#include "lib/file_read.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -40,9 +41,10 @@ static void merge_metric(MetricRow *into, const MetricRow *from) {
 static tg_status load_metrics(const char *dir, RunHistory *h) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = file_open_read(path);
     if (!f)
-        return tg_fail(TG_ERR_IO, "%s: %s; is %s a run folder written by `tapegrad train`?", path, strerror(errno), dir);
+        return tg_fail(TG_ERR_IO, "%s: %s; is %s a run folder written by `tapegrad train`?", path, file_open_error(errno),
+                       dir);
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;
@@ -130,8 +132,8 @@ static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, c
 static tg_status load_grad_log(const char *dir, RunHistory *h) {
     char path[4200];
     snprintf(path, sizeof path, "%s/grads.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path);
+    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, file_open_error(errno));
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;

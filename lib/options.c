@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 
 #define FIELD(opts, spec, T) ((T *)((char *)(opts) + (spec)->offset))
 #define CFIELD(opts, spec, T) ((const T *)((const char *)(opts) + (spec)->offset))
@@ -254,8 +255,8 @@ void opt_strings_free(OptStrings *strings) {
 tg_status opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
                    OptStrings *strings) {
     if (read) *read = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path);
+    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

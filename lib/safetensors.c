@@ -134,7 +134,8 @@ void st_close(StFile *file) {
 }
 
 static tg_status read_whole_file(const char *path, uint8_t **contents, size_t *size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO must not block the open; it is refused as not a regular file below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return tg_fail(TG_ERR_IO, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

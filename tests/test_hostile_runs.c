@@ -6,6 +6,7 @@
  * writes. */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,4 +230,49 @@ Test(hostile_run, a_resume_never_writes_through_a_symlinked_run_file) {
     text = ckpt_read_file(victim, &len);
     cr_expect(len == 11 && memcmp(text, "{\"step\":1}\n", 11) == 0, "metrics were appended to the symlink's target");
     free(text), free(victim), free(options), free(metrics);
+}
+
+/* ---- files of the run folder that are no files ---- */
+
+/* Replaces the run's `name` by a FIFO (no one writes it: opening it to read would wait for good)
+ * or by a symlink to /dev/zero (a line reader would never find the end of its first line). */
+static void plant(const char *name, bool fifo) {
+    char *path = datagen_path(run, name);
+    char moved[4300];
+    snprintf(moved, sizeof moved, "%s.real", path);
+    cr_assert_eq(rename(path, moved), 0, "cannot move %s aside", path);
+    cr_assert_eq(fifo ? mkfifo(path, 0644) : symlink("/dev/zero", path), 0, "cannot plant %s", path);
+    free(path);
+}
+
+static void restore(const char *name) {
+    char *path = datagen_path(run, name);
+    char moved[4300];
+    snprintf(moved, sizeof moved, "%s.real", path);
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(rename(moved, path), 0);
+    free(path);
+}
+
+Test(hostile_run, a_fifo_or_a_device_in_place_of_a_run_file_is_refused_not_waited_on, .timeout = 60) {
+    static const struct {
+        const char *file, *command, *says;
+    } cases[] = {
+        {"tokenizer.txt", "sample --run %s --tokens 2", "not a regular file"},
+        {"val.tok", "eval --run %s", "not a regular file"},
+        {"latest", "ckpt info %s", "not a regular file"},
+        {"metrics.jsonl", "report %s", "not a regular file"},
+        {TRAIN_OPTIONS_FILE, "train --resume %s", "not a regular file"},
+        {RUN_IDENTITY_FILE, "train --resume %s", "not a regular file"},
+    };
+    for (int fifo = 0; fifo <= 1; fifo++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            plant(cases[i].file, fifo);
+            free(expect_refused(cases[i].command, 1, cases[i].says));
+            restore(cases[i].file);
+        }
+    /* a FIFO where the metrics are appended to */
+    put(TRAIN_OPTIONS_FILE, "--steps 4\n");
+    plant("metrics.jsonl", true);
+    free(expect_refused("train --resume %s", 1, "metrics.jsonl: not a regular file"));
 }

@@ -3,6 +3,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/checked.h"
+#include "lib/file_read.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -114,7 +115,8 @@ tg_status checkpoint_resolve(const char *dir_or_file, char *path_out, size_t pat
     }
     char latest[4200], name[256] = "", others[512];
     snprintf(latest, sizeof latest, "%s/latest", dir_or_file);
-    FILE *f = fopen(latest, "r");
+    FILE *f = file_open_read(latest);
+    if (!f && errno != ENOENT) return tg_fail(TG_ERR_FORMAT, "%s: %s", latest, file_open_error(errno));
     if (!f) {
         checkpoint_folder_others(dir_or_file, NULL, others, sizeof others);
         if (others[0])

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 #include "lib/safetensors.h"
 
 static void config_json_text(const ModelConfig *c, char *buf, size_t cap) {
@@ -28,8 +29,8 @@ static void config_json_text(const ModelConfig *c, char *buf, size_t cap) {
 /* A config.json already beside the export may stay only if it says what this one says: it
  * describes other weights in that folder otherwise, and replacing it would orphan them. */
 static tg_status check_existing_config(const char *path, const char *text) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path);
+    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     char old[4096];
     size_t n = fread(old, 1, sizeof old, f);
     fclose(f);

@@ -11,6 +11,7 @@
 
 #include "data/prepare.h"
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 #include "data/tokfile.h"
 #include "train/convert.h"
 #include "train/sample.h"
@@ -81,8 +82,8 @@ static tg_status load_tokens(Run *run) {
 /* A run killed after its last checkpoint logged steps the resume will train again: drop them,
  * so metrics.jsonl holds every step once. */
 static tg_status drop_metrics_after(const char *path, int64_t step) {
-    FILE *in = fopen(path, "r");
-    if (!in) return TG_OK;
+    FILE *in = file_open_read(path);
+    if (!in) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     AtomicFile af;
     tg_status s = atomic_file_open(&af, path);
     if (s != TG_OK) {
