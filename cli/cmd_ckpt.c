@@ -26,6 +26,35 @@ static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t 
     return buf;
 }
 
+static int by_name_and_kind(const void *a, const void *b) {
+    const CheckpointTensorInfo *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+/* One line per weight: its shape and the L2 norms of it and of its AdamW moments. */
+static void print_tensor_norms(const CheckpointTensorInfo *tensors, int n) {
+    printf("%-46s %-14s %12s %12s %12s\n", "name", "shape", "|weight|", "|AdamW m|", "|AdamW v|");
+    /* the moments of each weight are looked up in a sorted copy: n can be ~10^5 records */
+    CheckpointTensorInfo *sorted = tg_malloc((size_t)(n + 1) * sizeof *sorted);
+    memcpy(sorted, tensors, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_name_and_kind);
+    for (int i = 0; i < n; i++) {
+        if (tensors[i].kind != CHECKPOINT_KIND_WEIGHT) continue;
+        double norms[3] = {tensors[i].l2_norm, NAN, NAN};
+        for (int kind = CHECKPOINT_KIND_ADAM_M; kind <= CHECKPOINT_KIND_ADAM_V; kind++) {
+            CheckpointTensorInfo key = {.kind = kind};
+            snprintf(key.name, sizeof key.name, "%s", tensors[i].name);
+            const CheckpointTensorInfo *hit = bsearch(&key, sorted, (size_t)n, sizeof key, by_name_and_kind);
+            if (hit) norms[kind] = hit->l2_norm;
+        }
+        char shape[64];
+        printf("%-46s %-14s %12.6g %12.6g %12.6g\n", tensors[i].name, shape_text(tensors[i].ndim, tensors[i].shape, shape, sizeof shape),
+               norms[0], norms[1], norms[2]);
+    }
+    free(sorted);
+}
+
 static const OptTable info_table = {"ckpt info", "FILE|DIR", NULL, 0, 1};
 
 static int run_info(int argc, char **argv) {
@@ -74,17 +103,7 @@ static int run_info(int argc, char **argv) {
             params += numel;
         }
     printf("tensors      %d records: %lld weights, each with AdamW m and v\n\n", n, (long long)params);
-    printf("%-46s %-14s %12s %12s %12s\n", "name", "shape", "|weight|", "|AdamW m|", "|AdamW v|");
-    for (int i = 0; i < n; i++) {
-        if (tensors[i].kind != CHECKPOINT_KIND_WEIGHT) continue;
-        double norms[3] = {tensors[i].l2_norm, NAN, NAN};
-        for (int j = 0; j < n; j++)
-            if (tensors[j].kind != CHECKPOINT_KIND_WEIGHT && strcmp(tensors[j].name, tensors[i].name) == 0)
-                norms[tensors[j].kind] = tensors[j].l2_norm;
-        char shape[64];
-        printf("%-46s %-14s %12.6g %12.6g %12.6g\n", tensors[i].name, shape_text(tensors[i].ndim, tensors[i].shape, shape, sizeof shape),
-               norms[0], norms[1], norms[2]);
-    }
+    print_tensor_norms(tensors, n);
     free(tensors);
     return 0;
 }

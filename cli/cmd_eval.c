@@ -7,7 +7,6 @@
 #include "cli/cli.h"
 #include "data/corpus.h"
 #include "data/prepare.h"
-#include "data/tokfile.h"
 #include "lib/engine.h"
 #include "train/run.h"
 #include "train/trainer.h"
@@ -50,9 +49,7 @@ static double loss_over_windows(Model *model, Tape *tape, const int32_t *tokens,
 /* The tokens to evaluate on: `data` encoded with the run's tokenizer, or the run's val split. */
 static tg_status eval_tokens(Run *run, const char *data, int32_t **tokens, size_t *n) {
     if (!data) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_VAL_FILE);
-        TG_TRY(tokfile_read(path, tokens, n, &(uint32_t){0}));
+        TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, tokens, n));
     } else {
         char *text = NULL;
         size_t len = 0;

@@ -8,7 +8,7 @@
 
 #include "data/prepare.h"
 #include "data/loader.h"
-#include "data/tokfile.h"
+#include "lib/checked.h"
 #include "lib/engine.h"
 #include "lib/safetensors.h"
 #include "cli/cli.h"
@@ -100,14 +100,15 @@ static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K]
 
 /* The k fixed val batches the gradients are averaged over. */
 static tg_status inspect_batches(const Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
-    char path[4200];
     int32_t *val = NULL;
-    size_t n_val = 0;
-    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_VAL_FILE);
-    TG_TRY(tokfile_read(path, &val, &n_val, &(uint32_t){0}));
-    int64_t T = run->model.cfg.seq_len;
-    *inputs = tg_malloc((size_t)(k * batch * T) * sizeof(int32_t));
-    *targets = tg_malloc((size_t)(k * batch * T) * sizeof(int32_t));
+    size_t n_val = 0, bytes;
+    int64_t T = run->model.cfg.seq_len, tokens;
+    if (!tg_mul_i64(k, batch, &tokens) || !tg_mul_i64(tokens, T, &tokens) || !tg_bytes_of(tokens, sizeof(int32_t), &bytes))
+        return tg_fail(TG_ERR_ARG, "--batches %lld x --batch %lld x %lld tokens is too many", (long long)k,
+                       (long long)batch, (long long)T);
+    TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, &val, &n_val));
+    *inputs = tg_malloc(bytes);
+    *targets = tg_malloc(bytes);
     tg_status s = loader_fixed_batches(val, n_val, batch, T, k, *inputs, *targets);
     free(val);
     return s;

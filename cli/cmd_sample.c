@@ -17,7 +17,7 @@ static const OptSpec specs[] = {
     OPT(S, run, "--run", OPT_STRING, "run folder (its latest checkpoint) or a checkpoint file", OPT_ANY, NULL, 0,
         "required"),
     OPT(S, prompt, "--prompt", OPT_STRING, "text to continue", OPT_ANY, NULL, 0, "a newline"),
-    OPT(S, tokens, "--tokens", OPT_INT64, "tokens to generate", OPT_POSITIVE, NULL, 0, NULL),
+    OPT(S, tokens, "--tokens", OPT_INT64, "tokens to generate", ((OptRange){0, TRAIN_MAX_COUNT, true, false}), NULL, 0, NULL),
     OPT(S, temperature, "--temperature", OPT_DOUBLE, "0 = always the most likely token", OPT_NON_NEGATIVE, NULL, 0,
         NULL),
     OPT(S, top_k, "--top-k", OPT_INT, "sample among the k most likely, 0 = all", OPT_NON_NEGATIVE, NULL, 0, NULL),

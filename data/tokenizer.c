@@ -11,6 +11,8 @@
 
 #include "lib/atomic_file.h"
 #include "data/tokenizer_hf.h"
+#include "lib/file_read.h"
+#include "lib/limits.h"
 #include "data/tokenizer_internal.h"
 
 static const char MAGIC[] = "tapegrad-tokenizer";
@@ -505,7 +507,7 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
         TG_TRY(load_imported(r, tok));
     } else {
         int64_t vocab, eot;
-        TG_TRY(parse_field_here(r, "vocab_size", 2, INT32_MAX, &vocab));
+        TG_TRY(parse_field_here(r, "vocab_size", 2, TG_MAX_VOCAB, &vocab));
         TG_TRY(parse_field(r, "eot_id", 0, vocab - 1, &eot));
         tok->vocab_size = (int32_t)vocab;
         tok->eot_id = (int32_t)eot;
@@ -538,8 +540,8 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
 tg_status tokenizer_load(const char *path, Tokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     LineReader r = {.path = path};
-    r.f = fopen(path, "rb");
-    if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, strerror(errno));
+    r.f = file_open_read(path);
+    if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, file_open_error(errno));
     tg_status st = load_body(&r, tok);
     free(r.line);
     fclose(r.f);

@@ -179,8 +179,9 @@ uint64_t tokenizer_fingerprint(const Tokenizer *tok);
  * An imported tokenizer is written as a tokenizer.json beside the file, which then holds
  * "file tokenizer.json" in place of the sizes and merges (and the fingerprint, checked on
  * loading the JSON).
- * Loading checks the magic line, the version, every count and id, and the fingerprint (which
- * catches edits and corruption), and says what is wrong and where. */
+ * Loading checks the magic line, the version, every count and id (vocab_size at most
+ * TG_MAX_VOCAB, lib/limits.h), and the fingerprint (which catches edits and corruption), and
+ * says what is wrong and where. */
 tg_status tokenizer_save(const Tokenizer *tok, const char *path);
 tg_status tokenizer_load(const char *path, Tokenizer *tok);
 

@@ -13,6 +13,7 @@
 #include "data/tokenizer_internal.h"
 #include "data/unicode_class.h"
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 
 /* ---- GPT-2's byte <-> character map ----------------------------------------------------
  * The printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68
@@ -92,8 +93,8 @@ char *tokenizer_hf_token_text(const Tokenizer *tok, int32_t id) {
 /* ---- reading ------------------------------------------------------------------------------ */
 
 static tg_status read_bounded(const char *path, char **text, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path); /* never blocks on a FIFO planted in a run folder */
+    if (!f) return tg_fail(TG_ERR_IO, "cannot open %s: %s", path, file_open_error(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > TOKENIZER_HF_MAX_BYTES) {
         fclose(f);

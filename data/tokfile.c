@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
+#include "lib/limits.h"
 
 static const unsigned char MAGIC[8] = {'T', 'G', 'T', 'O', 'K', 0, 0, 0};
 
@@ -32,7 +34,9 @@ static uint32_t width_for(uint32_t vocab_size) { return vocab_size <= 65536u ? 2
 
 tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
                                uint64_t fingerprint) {
-    if (vocab_size == 0) return tg_fail(TG_ERR_ARG, "token file %s: vocab_size must be positive", path);
+    if (vocab_size == 0 || vocab_size > (uint32_t)TG_MAX_VOCAB)
+        return tg_fail(TG_ERR_ARG, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path, vocab_size,
+                       TG_MAX_VOCAB);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= vocab_size)
             return tg_fail(TG_ERR_ARG, "token file %s: token %" PRId32 " at index %zu is outside [0, %" PRIu32 ")",
@@ -101,9 +105,9 @@ static tg_status read_header(FILE *f, const char *path, TokfileHeader *h) {
                        "token file %s has format version %" PRIu32 ", this build reads version %d: "
                        "prepare the data again with this tapegrad",
                        path, h->version, TOKFILE_VERSION);
-    if (h->vocab_size == 0 || h->vocab_size > (uint32_t)INT32_MAX)
-        return tg_fail(TG_ERR_FORMAT, "token file %s: vocab_size %" PRIu32 " is not in [1, 2^31)", path,
-                       h->vocab_size);
+    if (h->vocab_size == 0 || h->vocab_size > (uint32_t)TG_MAX_VOCAB)
+        return tg_fail(TG_ERR_FORMAT, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path,
+                       h->vocab_size, TG_MAX_VOCAB);
     if (h->token_bytes != width_for(h->vocab_size))
         return tg_fail(TG_ERR_FORMAT,
                        "token file %s: token width %" PRIu32 " bytes, but vocab_size %" PRIu32
@@ -131,8 +135,8 @@ static tg_status read_header(FILE *f, const char *path, TokfileHeader *h) {
 }
 
 static FILE *open_tokfile(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) tg_fail(TG_ERR_IO, "cannot open token file %s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path);
+    if (!f) tg_fail(TG_ERR_IO, "cannot open token file %s: %s", path, file_open_error(errno));
     return f;
 }
 
@@ -187,6 +191,25 @@ tg_status tokfile_read_full(const char *path, int32_t **ids_out, size_t *n_out, 
     *n_out = n;
     if (header) *header = h;
     return TG_OK;
+}
+
+tg_status tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n) {
+    TokfileHeader h;
+    TG_TRY(tokfile_read_full(path, ids, n, &h));
+    tg_status s = TG_OK;
+    if (h.vocab_size > vocab_size)
+        s = tg_fail(TG_ERR_MISMATCH,
+                    "token file %s holds ids below %" PRIu32 ", past the model's vocabulary of %" PRIu32
+                    " ids: it was made by another tokenizer; prepare the data again",
+                    path, h.vocab_size, vocab_size);
+    else if (h.tokenizer_fingerprint && fingerprint && h.tokenizer_fingerprint != fingerprint)
+        s = tg_fail(TG_ERR_MISMATCH, "token file %s was made by another tokenizer than the run's", path);
+    if (s != TG_OK) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return s;
 }
 
 tg_status tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size) {

@@ -15,7 +15,8 @@
  *
  * Writers go through "<path>.tmp", fsync and rename, so a file is either whole or absent.
  * Readers refuse a wrong magic, an unknown version, a bad width, a size that does not match the
- * header (truncated or trailing bytes) and any token >= vocab_size, saying which.
+ * header (truncated or trailing bytes) and any token >= vocab_size, saying which; a vocab_size
+ * above TG_MAX_VOCAB (lib/limits.h) is refused too.
  */
 #ifndef TAPEGRAD_DATA_TOKFILE_H
 #define TAPEGRAD_DATA_TOKFILE_H
@@ -47,5 +48,9 @@ tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, u
 tg_status tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size);
 tg_status tokfile_read_header(const char *path, TokfileHeader *header);
 tg_status tokfile_read_full(const char *path, int32_t **ids, size_t *n, TokfileHeader *header);
+/* tokfile_read_full for a model of `vocab_size` ids and the tokenizer `fingerprint`: also refuses
+ * (TG_ERR_MISMATCH) a file whose ids may reach past vocab_size (its header's vocab_size is larger)
+ * and one that records another tokenizer's fingerprint, so no id a model cannot embed gets in. */
+tg_status tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n);
 
 #endif

@@ -112,8 +112,9 @@ static tg_status parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
 }
 
 /* What a run's folder holds: nothing yet, a run stopped before --steps, a finished run, or a
- * diverged one. Anything but nothing is refused without --reuse. */
-static tg_status plan_run_state(CompareRun *run, int64_t steps, bool reuse) {
+ * diverged one. Anything but nothing is refused without --reuse, and a run of another model
+ * (another preset's, say) always: its layers could not be set beside the others'. */
+static tg_status plan_run_state(CompareRun *run, const ModelConfig *preset, int64_t steps, bool reuse) {
     char path[4300], ckpt[4300];
     snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
     run->state = RUN_NEW;
@@ -128,6 +129,14 @@ static tg_status plan_run_state(CompareRun *run, int64_t steps, bool reuse) {
         TG_TRY(checkpoint_resolve(run->dir, ckpt, sizeof ckpt));
         TG_TRY(checkpoint_inspect(ckpt, &info, &tensors, &n_tensors));
         free(tensors);
+        const ModelConfig *c = &info.cfg;
+        if (c->n_layers != preset->n_layers || c->dim != preset->dim || c->hidden != run->hidden || c->ffn != run->kind)
+            return tg_fail(TG_ERR_MISMATCH,
+                           "%s holds a %s model of %lld layers, dim %lld, hidden %lld; this experiment plans %s, "
+                           "%lld layers, dim %lld, hidden %lld there: pass another --out",
+                           run->dir, ffn_kind_name(c->ffn), (long long)c->n_layers, (long long)c->dim,
+                           (long long)c->hidden, ffn_kind_name(run->kind), (long long)preset->n_layers,
+                           (long long)preset->dim, (long long)run->hidden);
         if (info.state.step > steps)
             return tg_fail(TG_ERR_ARG, "%s holds a run of %lld steps; this one asks --steps %lld: pass another --out",
                            run->dir, (long long)info.state.step, (long long)steps);
@@ -189,7 +198,7 @@ static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 run->hidden = run->kind == FFN_RELU ? relu_hidden : swiglu_hidden;
                 snprintf(run->dir, sizeof run->dir, "%s/lr%g-%s-s%lld", e->root, run->lr, ffn_kind_name(run->kind),
                          (long long)run->seed);
-                TG_TRY(plan_run_state(run, o->steps, o->reuse));
+                TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->reuse));
             }
     return TG_OK;
 }

@@ -7,6 +7,7 @@
 
 #include "lib/engine.h"
 #include "lib/rng.h"
+#include "lib/atomic_file.h"
 
 /* ---------------------------------------------------------------- FFN activation statistics */
 
@@ -135,15 +136,6 @@ int64_t model_config_ffn_param_count(const ModelConfig *c) {
     return c->n_layers * (c->ffn == FFN_SWIGLU ? 3 : 2) * c->dim * c->hidden;
 }
 
-int64_t model_config_param_count(const ModelConfig *c) {
-    int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);
-    int64_t per_layer = 2 * c->dim            /* the two norm gains */
-                        + 2 * c->dim * c->dim /* q, o */
-                        + 2 * kv_dim * c->dim; /* k, v */
-    /* the head is tied to the embedding: counted once */
-    return c->vocab * c->dim + c->n_layers * per_layer + model_config_ffn_param_count(c) + c->dim;
-}
-
 
 /* ---------------------------------------------------------------- a whole model */
 
@@ -269,8 +261,7 @@ tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, i
     if (every <= 0) return TG_OK;
     char path[4200];
     snprintf(path, sizeof path, "%s/grads.jsonl", run_dir);
-    g->out = fopen(path, "a");
-    if (!g->out) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
+    TG_TRY(append_file_open(path, &g->out));
     g->every = every;
     model_inspection_init(&g->mi, m);
     g->weights_before = tg_malloc(m->params.total * sizeof(float));

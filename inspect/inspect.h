@@ -62,9 +62,7 @@ double zero_grad_row_fraction(const Tensor *param);
  * gives about 1/2, as w1 x is symmetric about 0; SwiGLU's silu(w1 x) * w3 x is almost never 0. */
 double ffn_zero_fraction_at_init(const ModelConfig *cfg, uint64_t seed, int64_t rows, int threads);
 
-/* Parameters of a model of this config, counted from the shapes alone (no allocation). */
-int64_t model_config_param_count(const ModelConfig *cfg);
-/* The FFN part of that count: 2 or 3 matrices of dim x hidden per layer. */
+/* The FFN part of model_config_param_count (train/model.h): 2 or 3 matrices of dim x hidden per layer. */
 int64_t model_config_ffn_param_count(const ModelConfig *cfg);
 
 /* ---- a whole model ---- */

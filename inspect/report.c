@@ -221,19 +221,12 @@ static void write_escaped(FILE *f, const char *s) {
 
 /* Geometry of a chart, in SVG pixels. */
 enum { CHART_W = 560, PLOT_LEFT = 66, PLOT_RIGHT = 548, PLOT_TOP = 30, PLOT_BOTTOM = 250, LEGEND_TOP = 296,
-       LEGEND_ROW = 16, LEGEND_COLS = 3, MAX_TICKS = 40 };
+       LEGEND_ROW = 16, LEGEND_COLS = 3 };
 
 /* A step of 1, 2 or 5 times a power of ten giving about `target` intervals over `range`. */
 static double nice_step(double range, int target) {
     double raw = range / target, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
     return (f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0) * mag;
-}
-
-/* Ticks first, first + step, ... up to last, counted rather than accumulated: for huge values
- * v + step can equal v, and a loop adding step would never end. */
-static int tick_count(double first, double last, double step) {
-    double n = floor((last - first) / step + 1e-6) + 1;
-    return isfinite(n) && n > 0 ? (int)fmin(n, MAX_TICKS) : 0;
 }
 
 typedef struct {
@@ -299,6 +292,15 @@ static ChartScale chart_scale(const ReportChart *c, bool *any) {
     k.xstep = nice_step(k.x.hi - k.x.lo, 6);
     k.sx = (PLOT_RIGHT - PLOT_LEFT) / (k.x.hi - k.x.lo), k.sy = (PLOT_BOTTOM - PLOT_TOP) / (k.y.hi - k.y.lo);
     return k;
+}
+
+/* How many ticks lo, lo + step, ... fit up to hi, at most MAX_TICKS. The ticks are counted, not
+ * stepped: `v += step` stops moving once step is below the rounding gap at v (steps 1e17 and
+ * 1e17 + 32 give a tick step of 5 where doubles are 16 apart), and that loop never ends. */
+enum { MAX_TICKS = 64 };
+static int tick_count(double lo, double hi, double step) {
+    double n = floor((hi - lo) / step + 1e-6) + 1;
+    return isfinite(n) && n > 0 ? (int)fmin(n, MAX_TICKS) : 0;
 }
 
 static void format_tick(char *buf, size_t cap, double v, double step) {

@@ -3,6 +3,8 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "inspect/inspect.h"
+#include "lib/checked.h"
+#include "lib/file_read.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -18,6 +20,17 @@ static double number_or_nan(const cJSON *obj, const char *key) {
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
+/* The "step" of a line: a whole number a run can reach (JSON gives a double; casting inf, NaN or
+ * 2^63 straight to int64_t would be undefined). */
+static tg_status read_step(const cJSON *obj, int64_t *step, const char *path, int64_t line_no) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "step");
+    if (cJSON_IsNumber(v) && tg_double_to_i64(v->valuedouble, 0, CHECKPOINT_MAX_STEP, step)) return TG_OK;
+    if (!cJSON_IsNumber(v))
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: not a JSON object with a step", path, (long long)line_no);
+    return tg_fail(TG_ERR_FORMAT, "%s line %lld: step %g is not a whole number in [0, 2^53]", path, (long long)line_no,
+                   v->valuedouble);
+}
+
 static void merge_metric(MetricRow *into, const MetricRow *from) {
     if (isfinite(from->loss)) into->loss = from->loss;
     if (isfinite(from->val_loss)) into->val_loss = from->val_loss;
@@ -28,9 +41,10 @@ static void merge_metric(MetricRow *into, const MetricRow *from) {
 static tg_status load_metrics(const char *dir, RunHistory *h) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = file_open_read(path);
     if (!f)
-        return tg_fail(TG_ERR_IO, "%s: %s; is %s a run folder written by `tapegrad train`?", path, strerror(errno), dir);
+        return tg_fail(TG_ERR_IO, "%s: %s; is %s a run folder written by `tapegrad train`?", path, file_open_error(errno),
+                       dir);
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;
@@ -39,15 +53,11 @@ static tg_status load_metrics(const char *dir, RunHistory *h) {
         line_no++;
         if (line[0] == '\n') continue;
         cJSON *o = cJSON_Parse(line);
-        const cJSON *step = o ? cJSON_GetObjectItemCaseSensitive(o, "step") : NULL;
-        if (!cJSON_IsNumber(step)) {
-            cJSON_Delete(o);
-            s = tg_fail(TG_ERR_FORMAT, "%s line %lld: not a JSON object with a step", path, (long long)line_no);
-            break;
-        }
-        MetricRow row = {(int64_t)step->valuedouble, number_or_nan(o, "loss"), number_or_nan(o, "val_loss"),
-                         number_or_nan(o, "lr"), number_or_nan(o, "grad_norm")};
+        MetricRow row = {0, number_or_nan(o, "loss"), number_or_nan(o, "val_loss"), number_or_nan(o, "lr"),
+                         number_or_nan(o, "grad_norm")};
+        s = read_step(o, &row.step, path, line_no);
         cJSON_Delete(o);
+        if (s != TG_OK) break;
         /* a resumed run repeats steps after its checkpoint: the newer lines win */
         while (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step > row.step) h->n_metrics--;
         if (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step == row.step) {
@@ -72,11 +82,11 @@ static void free_log_row(GradLogRow *row) {
 
 /* Fills row from one parsed line; the first line fixes the parameter names and layer count. */
 static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, const char *path, int64_t line_no) {
-    const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "params");
     const cJSON *ffn = cJSON_GetObjectItemCaseSensitive(o, "ffn");
-    if (!cJSON_IsNumber(step) || !cJSON_IsArray(params) || !cJSON_IsArray(ffn))
+    if (!cJSON_IsArray(params) || !cJSON_IsArray(ffn))
         return tg_fail(TG_ERR_FORMAT, "%s line %lld: expected step, params and ffn", path, (long long)line_no);
+    TG_TRY(read_step(o, &row->step, path, line_no));
     int n_params = cJSON_GetArraySize(params), n_layers = cJSON_GetArraySize(ffn);
     if (h->param_names == NULL) {
         h->n_params = n_params;
@@ -97,7 +107,6 @@ static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, c
                        (long long)line_no, n_params, n_layers, h->n_params, h->n_layers);
     }
     double *block = tg_malloc(((size_t)n_params * 3 + (size_t)n_layers * 7 + 1) * sizeof(double));
-    row->step = (int64_t)step->valuedouble;
     row->grad_norm = block, row->weight_norm = block + n_params, row->update_ratio = block + 2 * n_params;
     double *layer = block + 3 * n_params;
     row->dead_frac = layer, row->zero_frac = layer + n_layers, row->act_mean = layer + 2 * n_layers;
@@ -126,8 +135,8 @@ static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, c
 static tg_status load_grad_log(const char *dir, RunHistory *h) {
     char path[4200];
     snprintf(path, sizeof path, "%s/grads.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path);
+    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, file_open_error(errno));
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;

@@ -36,6 +36,11 @@ tg_status atomic_file_commit(AtomicFile *af);
 /* Gives up: the temporary file goes, `path` stays as it was. */
 void atomic_file_abandon(AtomicFile *af);
 
+/* A log that grows line by line (metrics.jsonl, grads.jsonl) is appended to in place, not
+ * replaced: opened for appending, created when missing, and never through a symlink (a run
+ * folder from elsewhere could point metrics.jsonl at any file of the user's). */
+tg_status append_file_open(const char *path, FILE **out);
+
 /* The whole file at once: atomic_file_open, write `len` bytes, atomic_file_commit. */
 tg_status atomic_write(const char *path, const void *data, size_t len);
 /* The folder holding `path` ("." for a bare name, "/" for a file at the root), into out. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 
 #define FIELD(opts, spec, T) ((T *)((char *)(opts) + (spec)->offset))
 #define CFIELD(opts, spec, T) ((const T *)((const char *)(opts) + (spec)->offset))
@@ -24,13 +25,24 @@ static double numeric_value(const OptSpec *s, const void *opts) {
     }
 }
 
-/* "must be positive", "must be in (0, 1)", ... */
-static void describe_range(OptRange r, char *buf, size_t cap) {
-    if (r.lo == 0 && r.lo_open && isinf(r.hi)) snprintf(buf, cap, "must be positive");
-    else if (r.lo == 0 && !r.lo_open && isinf(r.hi)) snprintf(buf, cap, "must not be negative");
-    else if (isinf(r.hi)) snprintf(buf, cap, "must be %s %g", r.lo_open ? "above" : "at least", r.lo);
-    else if (isinf(r.lo)) snprintf(buf, cap, "must be %s %g", r.hi_open ? "below" : "at most", r.hi);
-    else snprintf(buf, cap, "must be in %c%g, %g%c", r.lo_open ? '(' : '[', r.lo, r.hi, r.hi_open ? ')' : ']');
+/* A bound as text: whole numbers in full (2^53 is 9007199254740992, not 9.0072e+15). */
+static void format_bound(double v, char *buf, size_t cap) {
+    if (v == floor(v) && fabs(v) < 1e17) snprintf(buf, cap, "%.0f", v);
+    else snprintf(buf, cap, "%g", v);
+}
+
+/* "must be positive", "must be in (0, 1)", ... for a value `v` outside r: below a range that
+ * starts at 0, only that end is named. */
+static void describe_range(OptRange r, double v, char *buf, size_t cap) {
+    char lo[32], hi[32];
+    format_bound(r.lo, lo, sizeof lo);
+    format_bound(r.hi, hi, sizeof hi);
+    bool low_end = isinf(r.hi) || (r.lo_open ? v <= r.lo : v < r.lo);
+    if (r.lo == 0 && r.lo_open && low_end) snprintf(buf, cap, "must be positive");
+    else if (r.lo == 0 && !r.lo_open && low_end) snprintf(buf, cap, "must not be negative");
+    else if (isinf(r.hi)) snprintf(buf, cap, "must be %s %s", r.lo_open ? "above" : "at least", lo);
+    else if (isinf(r.lo)) snprintf(buf, cap, "must be %s %s", r.hi_open ? "below" : "at most", hi);
+    else snprintf(buf, cap, "must be in %c%s, %s%c", r.lo_open ? '(' : '[', lo, hi, r.hi_open ? ')' : ']');
 }
 
 static bool in_range(OptRange r, double v) {
@@ -55,7 +67,7 @@ static bool is_choice(const char *choices, const char *value) {
 static tg_status check_one(const OptTable *t, int i, const void *opts) {
     const OptSpec *s = &t->specs[i];
     if (s->type == OPT_STRING) {
-        const char *v = *CFIELD(opts, s, const char *);
+        const char *v = *CFIELD(opts, s, char *);
         if (v && s->choices && !is_choice(s->choices, v))
             return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, v);
         return TG_OK;
@@ -64,7 +76,7 @@ static tg_status check_one(const OptTable *t, int i, const void *opts) {
     double v = numeric_value(s, opts);
     if (!in_range(s->range, v)) {
         char want[96], got[64];
-        describe_range(s->range, want, sizeof want);
+        describe_range(s->range, v, want, sizeof want);
         opt_format(t, i, opts, got, sizeof got);
         return tg_fail(TG_ERR_ARG, "%s %s, got %s", s->flag, want, got);
     }
@@ -166,7 +178,7 @@ void opt_format(const OptTable *t, int i, const void *opts, char *buf, size_t ca
     case OPT_INT64: snprintf(buf, cap, "%lld", (long long)*CFIELD(opts, s, int64_t)); break;
     case OPT_DOUBLE: snprintf(buf, cap, "%.17g", *CFIELD(opts, s, double)); break;
     case OPT_STRING: {
-        const char *v = *CFIELD(opts, s, const char *);
+        const char *v = *CFIELD(opts, s, char *);
         snprintf(buf, cap, "%s", v ? v : "");
         break;
     }
@@ -181,7 +193,7 @@ bool opt_equal(const OptTable *t, int i, const void *a, const void *b) {
     case OPT_INT64: return *CFIELD(a, s, int64_t) == *CFIELD(b, s, int64_t);
     case OPT_DOUBLE: return *CFIELD(a, s, double) == *CFIELD(b, s, double);
     case OPT_STRING: {
-        const char *x = *CFIELD(a, s, const char *), *y = *CFIELD(b, s, const char *);
+        const char *x = *CFIELD(a, s, char *), *y = *CFIELD(b, s, char *);
         return (!x && !y) || (x && y && strcmp(x, y) == 0);
     }
     }
@@ -214,7 +226,7 @@ tg_status opt_write(const OptTable *t, const void *opts, unsigned group, const c
     FILE *f = atomic_file_stream(&af);
     for (int i = 0; i < t->count; i++) {
         if ((t->specs[i].group & group) != group) continue;
-        if (t->specs[i].type == OPT_STRING && !*CFIELD(opts, &t->specs[i], const char *)) continue;
+        if (t->specs[i].type == OPT_STRING && !*CFIELD(opts, &t->specs[i], char *)) continue;
         char value[4096];
         opt_format(t, i, opts, value, sizeof value);
         fprintf(f, "%s %s\n", t->specs[i].flag, value);
@@ -243,8 +255,8 @@ void opt_strings_free(OptStrings *strings) {
 tg_status opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
                    OptStrings *strings) {
     if (read) *read = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    FILE *f = file_open_read(path);
+    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/checked.h"
 #include "lib/error.h"
 #include "lib/rng.h"
 
@@ -15,6 +16,7 @@ void params_free(ParamStore *ps) {
     free(ps->offsets);
     free(ps->decay);
     free(ps->init);
+    free(ps->by_name);
     free(ps->data);
     free(ps->grad);
     free(ps->m);
@@ -24,7 +26,7 @@ void params_free(ParamStore *ps) {
 
 Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, ParamInit init) {
     TG_CHECK(!ps->finalized, "params_add('%s') after params_finalize", name);
-    TG_CHECK(params_index(ps, name) < 0, "parameter '%s' added twice", name);
+    TG_CHECK(ps->count < TG_MAX_TENSORS, "more than %d parameters", TG_MAX_TENSORS);
     if (ps->count == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 64;
         ps->tensors = tg_realloc(ps->tensors, (size_t)ps->cap * sizeof *ps->tensors);
@@ -43,16 +45,22 @@ Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *sh
     ps->decay[ps->count] = decay;
     ps->init[ps->count] = init;
     ps->count++;
-    ps->total = offset + (size_t)t->numel;
+    TG_CHECK(tg_add_size(offset, (size_t)t->numel, &ps->total) && ps->total <= (size_t)TG_MAX_ELEMENTS,
+             "parameter '%s' takes the store past %lld floats", name, (long long)TG_MAX_ELEMENTS);
     return t;
 }
 
+/* n <= TG_MAX_ELEMENTS (params_add), so the byte count cannot wrap */
 static float *flat_alloc(size_t n) {
     size_t bytes = ((n * sizeof(float)) + 63) & ~(size_t)63;
     float *p = aligned_alloc(64, bytes ? bytes : 64);
     if (!p) tg_abort_at(__FILE__, __LINE__, "out of memory: %zu parameter floats", n);
     memset(p, 0, bytes);
     return p;
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(((const ParamName *)a)->name, ((const ParamName *)b)->name);
 }
 
 void params_finalize(ParamStore *ps) {
@@ -62,6 +70,12 @@ void params_finalize(ParamStore *ps) {
     ps->m = flat_alloc(ps->total);
     ps->v = flat_alloc(ps->total);
     for (int i = 0; i < ps->count; i++) ps->tensors[i]->data = ps->data + ps->offsets[i];
+    ps->by_name = tg_malloc((size_t)(ps->count + 1) * sizeof *ps->by_name);
+    for (int i = 0; i < ps->count; i++) ps->by_name[i] = (ParamName){ps->tensors[i]->name, i};
+    qsort(ps->by_name, (size_t)ps->count, sizeof *ps->by_name, compare_names);
+    for (int i = 1; i < ps->count; i++)
+        TG_CHECK(strcmp(ps->by_name[i - 1].name, ps->by_name[i].name) != 0, "parameter '%s' added twice",
+                 ps->by_name[i].name);
     ps->finalized = true;
     params_point_grads(ps, NULL);
 }
@@ -75,6 +89,11 @@ void params_point_grads(ParamStore *ps, float *grad) {
 void params_zero_grad(ParamStore *ps) { memset(ps->grad, 0, ps->total * sizeof(float)); }
 
 int params_index(const ParamStore *ps, const char *name) {
+    if (ps->finalized) {
+        const ParamName key = {name, 0};
+        const ParamName *hit = bsearch(&key, ps->by_name, (size_t)ps->count, sizeof key, compare_names);
+        return hit ? hit->index : -1;
+    }
     for (int i = 0; i < ps->count; i++)
         if (strcmp(ps->tensors[i]->name, name) == 0) return i;
     return -1;

@@ -28,6 +28,11 @@ typedef struct {
 #define PARAM_INIT_ONES ((ParamInit){PARAM_ONES, 0.0f})
 #define PARAM_INIT_NORMAL(std) ((ParamInit){PARAM_NORMAL, (std)})
 
+typedef struct ParamName {
+    const char *name;
+    int index;
+} ParamName;
+
 typedef struct ParamStore {
     float *data, *grad, *m, *v; /* each `total` floats, 64-byte aligned */
     size_t total;
@@ -35,6 +40,7 @@ typedef struct ParamStore {
     size_t *offsets;            /* offset of tensors[i] in the flat buffers */
     bool *decay;                /* weight decay applies to tensors[i] */
     ParamInit *init;            /* how tensors[i] starts */
+    ParamName *by_name;         /* sorted by name (params_finalize), for params_index */
     int count, cap;
     bool finalized;
 } ParamStore;
@@ -44,10 +50,12 @@ void params_init(ParamStore *ps);
 /* Frees the buffers and the views: every Tensor * params_add returned dies with them. */
 void params_free(ParamStore *ps);
 /* Declares a parameter; returns its view, owned by the store (data valid after params_finalize).
- * Names are unique (TG_NAME_CAP - 1 bytes at most); `decay`: AdamW's weight decay applies to it.
- * Aborts on a repeated name or after params_finalize. */
+ * Names are unique (TG_NAME_CAP - 1 bytes at most; params_finalize aborts on a repeat); `decay`:
+ * AdamW's weight decay applies to it. At most TG_MAX_TENSORS parameters of at most
+ * TG_MAX_ELEMENTS floats in all (lib/limits.h; a model checks its config against them first).
+ * Aborts after params_finalize. */
 Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, ParamInit init);
-/* Allocates data (zeroed), grad (zeroed), m and v (zeroed). */
+/* Allocates data (zeroed), grad (zeroed), m and v (zeroed), and sorts the names. */
 void params_finalize(ParamStore *ps);
 /* Sets every gradient to 0 (one loop over the flat buffer). */
 void params_zero_grad(ParamStore *ps);
@@ -58,7 +66,8 @@ void params_point_grads(ParamStore *ps, float *grad);
 /* Sets every parameter as its ParamInit says, in the order they were added, drawing the normal
  * ones one after another from a single generator seeded with `seed`. */
 void params_init_values(ParamStore *ps, uint64_t seed);
-/* The parameter named `name`; NULL when absent. */
+/* The parameter named `name`; NULL when absent. O(log n) once finalized: a checkpoint of
+ * thousands of tensors looks up each of its records. */
 Tensor *params_find(const ParamStore *ps, const char *name);
 /* Its index in tensors[] (and offsets[], decay[]); -1 when absent. */
 int params_index(const ParamStore *ps, const char *name);

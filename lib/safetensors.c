@@ -1,6 +1,7 @@
 #include "lib/safetensors.h"
 
 #include "lib/atomic_file.h"
+#include "lib/limits.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -133,7 +134,8 @@ void st_close(StFile *file) {
 }
 
 static tg_status read_whole_file(const char *path, uint8_t **contents, size_t *size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO must not block the open; it is refused as not a regular file below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return tg_fail(TG_ERR_IO, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -315,6 +317,8 @@ static tg_status check_no_overlap(const StFile *file) {
 
 static tg_status parse_tensors(StFile *file, const cJSON *root, const uint8_t *data, size_t data_size) {
     size_t members = (size_t)cJSON_GetArraySize(root);
+    if (members > (size_t)TG_MAX_TENSORS + 1) /* + __metadata__ */
+        return tg_fail(TG_ERR_FORMAT, "header lists %zu tensors, more than the %d tapegrad reads", members, TG_MAX_TENSORS);
     file->entries = tg_calloc(members, sizeof *file->entries);
     const cJSON *metadata = NULL, *item;
     cJSON_ArrayForEach(item, root) {
@@ -401,19 +405,38 @@ static tg_status parse_file(StFile *file) {
     return status;
 }
 
-tg_status st_open(const char *path, StFile **out) {
-    *out = NULL;
+static StFile *file_named(const char *path) {
     StFile *file = tg_calloc(1, sizeof *file);
     file->path = strdup(path);
     if (!file->path) tg_abort_at(__FILE__, __LINE__, "out of memory copying a path");
-    tg_status status = read_whole_file(path, &file->contents, &file->size);
+    return file;
+}
+
+/* The contents are in place (or `status` says why not): parse them, hand the file out or free it. */
+static tg_status finish_open(StFile *file, tg_status status, StFile **out) {
     if (status == TG_OK) status = parse_file(file);
     if (status != TG_OK) {
+        tg_status s = tg_fail_context(status, "%s", file->path);
         st_close(file);
-        return tg_fail_context(status, "%s", path);
+        return s;
     }
     *out = file;
     return TG_OK;
+}
+
+tg_status st_open(const char *path, StFile **out) {
+    *out = NULL;
+    StFile *file = file_named(path);
+    return finish_open(file, read_whole_file(path, &file->contents, &file->size), out);
+}
+
+tg_status st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out) {
+    *out = NULL;
+    StFile *file = file_named(name);
+    file->contents = tg_malloc(size ? size : 1);
+    if (size) memcpy(file->contents, bytes, size);
+    file->size = size;
+    return finish_open(file, TG_OK, out);
 }
 
 const char *st_path(const StFile *file) { return file->path; }

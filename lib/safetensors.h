@@ -9,13 +9,14 @@
  * Reading validates the whole file before st_open returns, so the lookups below never see a
  * malformed entry; every refusal names the file, the tensor and the problem. Accepted: the
  * dtypes of StDtype, up to ST_MAX_DIMS dims, a header of at most ST_MAX_HEADER_BYTES, byte
- * ranges that fit the buffer, match their shape and do not overlap. Gaps between ranges are
+ * ranges that fit the buffer, match their shape and do not overlap; at most TG_MAX_TENSORS
+ * tensors (lib/limits.h). Gaps between ranges are
  * tolerated on reading (the writer never leaves any).
  *
  * Writing keeps tensors in insertion order, in the header and in the data buffer, packed with
  * no gaps; the header is padded with spaces so the data buffer starts 8-byte aligned. The file
- * is written to "<path>.tmp", fsynced and renamed over <path>, so a reader sees the old file or
- * the complete new one, never a partial one.
+ * is written through lib/atomic_file.h, so a reader sees the old file or the complete new one,
+ * never a partial one.
  *
  * Assumes a little-endian host (checked at compile time).
  */
@@ -53,6 +54,8 @@ typedef struct StFile StFile;
  * *out is NULL and tg_error_message() says what is wrong: TG_ERR_IO (cannot open/read),
  * TG_ERR_FORMAT (malformed), TG_ERR_NOMEM (file too big to hold in memory). */
 tg_status st_open(const char *path, StFile **out);
+/* The same for a file already in memory (copied; `name` stands for the path in messages). */
+tg_status st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out);
 void st_close(StFile *file);
 
 const char *st_path(const StFile *file);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/checked.h"
 #include "lib/error.h"
 
 void tensor_set_shape(Tensor *t, int ndim, const int64_t *shape) {
@@ -13,7 +14,9 @@ void tensor_set_shape(Tensor *t, int ndim, const int64_t *shape) {
         t->shape[i] = i < ndim ? shape[i] : 1;
         if (i < ndim) {
             TG_CHECK(shape[i] >= 0, "negative dim %lld", (long long)shape[i]);
-            t->numel *= shape[i];
+            TG_CHECK(tg_mul_i64(t->numel, shape[i], &t->numel) && t->numel <= TG_MAX_ELEMENTS,
+                     "dim %d (%lld) takes the tensor past %lld elements", i, (long long)shape[i],
+                     (long long)TG_MAX_ELEMENTS);
         }
     }
 }
@@ -33,7 +36,7 @@ Tensor *tensor_view(Arena *arena, const char *name, float *data, int ndim, const
 
 Tensor *tensor_new(Arena *arena, const char *name, int ndim, const int64_t *shape) {
     Tensor *t = tensor_view(arena, name, NULL, ndim, shape);
-    t->data = arena_alloc(arena, (size_t)t->numel * sizeof(float));
+    t->data = arena_alloc(arena, (size_t)t->numel * sizeof(float)); /* numel <= TG_MAX_ELEMENTS: no wrap */
     return t;
 }
 

@@ -11,10 +11,9 @@
 #include <stddef.h>
 
 #include "lib/arena.h"
+#include "lib/limits.h"
 
 #pragma GCC visibility push(default)
-
-enum { TG_MAX_DIMS = 4, TG_NAME_CAP = 64 };
 
 typedef struct Tensor {
     float *data;
@@ -27,7 +26,8 @@ typedef struct Tensor {
     char name[TG_NAME_CAP];
 } Tensor;
 
-/* Fills the shape fields of `t` (no allocation). Aborts on a negative dim or ndim > 4. */
+/* Fills the shape fields of `t` (no allocation). Aborts on a negative dim, ndim > 4 or more than
+ * TG_MAX_ELEMENTS elements: shapes from files are checked against lib/limits.h before they get here. */
 void tensor_set_shape(Tensor *t, int ndim, const int64_t *shape);
 /* A tensor whose header and data come from `arena` (data uninitialised), living until the arena
  * is reset; requires no gradient. Aborts as tensor_set_shape does. */

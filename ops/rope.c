@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "lib/checked.h"
 #include "lib/error.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
@@ -23,8 +24,12 @@ void rope_table_init(RopeTable *rope, int64_t max_pos, int64_t head_dim, double 
     rope->max_pos = max_pos;
     rope->head_dim = head_dim;
     rope->theta = theta;
-    rope->cos = tg_malloc((size_t)(max_pos * half) * sizeof(float));  /* (max_pos, hd/2) */
-    rope->sin = tg_malloc((size_t)(max_pos * half) * sizeof(float));  /* (max_pos, hd/2) */
+    int64_t entries;
+    size_t bytes;
+    TG_CHECK(tg_mul_i64(max_pos, half, &entries) && tg_bytes_of(entries, sizeof(float), &bytes),
+             "rope: a table of %lld positions x %lld pairs does not fit in memory", (long long)max_pos, (long long)half);
+    rope->cos = tg_malloc(bytes);  /* (max_pos, hd/2) */
+    rope->sin = tg_malloc(bytes);  /* (max_pos, hd/2) */
     /* in double: at position 10^4 a float angle would already be off by ~1e-3 rad */
     for (int64_t i = 0; i < half; i++) {
         double inv_freq = pow(theta, -2.0 * (double)i / (double)head_dim);

@@ -55,7 +55,8 @@ static uint64_t fnv1a(const uint8_t *p, size_t n) {
 }
 
 /* One line per entry under root/rel, in name order: folders by name, files with their size, a
- * hash of their bytes and their modification time (a rewrite with the same bytes shows too). */
+ * hash of their bytes and their modification time (a rewrite with the same bytes shows too).
+ * The run's lock file is listed by name only: every trainer that takes the lock writes its PID. */
 static void list_tree(FILE *out, const char *root, const char *rel) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s%s%s", root, rel[0] ? "/" : "", rel);
@@ -73,6 +74,8 @@ static void list_tree(FILE *out, const char *root, const char *rel) {
             if (S_ISDIR(st.st_mode)) {
                 fprintf(out, "%s/\n", child_rel);
                 list_tree(out, root, child_rel);
+            } else if (strcmp(name, RUN_LOCK_FILE) == 0) {
+                fprintf(out, "%s: the lock\n", child_rel);
             } else {
                 size_t len;
                 uint8_t *bytes = ckpt_read_file(child, &len);

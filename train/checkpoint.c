@@ -14,14 +14,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "lib/checked.h"
 #include "train/checkpoint_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint files are little-endian; this host is not"
 #endif
 
-/* deflate never compresses by more than 1032:1, so a record claiming more raw bytes than that
- * per file byte is corrupt */
+/* deflate never compresses by more than 1032:1, so a header or record claiming more raw bytes
+ * than that per file byte is corrupt, and is refused before anything is allocated for it */
 enum { MAX_DEFLATE_RATIO = 1032 };
 
 /* Inverse of the writer's shuffle: byte b of out[i] = in[b*n + i]. */
@@ -39,6 +40,7 @@ typedef struct {
     int fd;
     const char *path;
     int64_t file_bytes;
+    int64_t max_raw_bytes;   /* the most a stream of file_bytes can inflate to */
     z_stream zs;
     bool zs_ready, stream_end, file_eof;
     unsigned char *in;
@@ -155,6 +157,7 @@ static tg_status reader_open(Reader *r, const char *path) {
         return r->status = tg_fail(TG_ERR_ARG, "%s is a folder; pass a checkpoint file, or a run folder to --resume/--run", path);
     if (st.st_size == 0) return r->status = tg_fail(TG_ERR_FORMAT, "%s: empty file, not a checkpoint", path);
     r->file_bytes = (int64_t)st.st_size;
+    if (!tg_mul_i64(r->file_bytes, MAX_DEFLATE_RATIO, &r->max_raw_bytes)) r->max_raw_bytes = INT64_MAX;
     r->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) return r->status = tg_fail(TG_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     unsigned char head[2] = {0, 0};
@@ -206,7 +209,30 @@ static bool get_config(Reader *r, ModelConfig *c) {
                                        : tg_fail_context(TG_ERR_FORMAT, "%s: invalid model config in the checkpoint", r->path));
         return false;
     }
+    /* the file stores every parameter three times (weight, AdamW m and v) as float32 */
+    int64_t params = model_config_param_count(c), raw;
+    if (!tg_mul_i64(params, 3 * (int64_t)sizeof(float), &raw) || raw > r->max_raw_bytes) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT,
+                                "%s: the header declares a model of %lld parameters, more than a file of %lld bytes "
+                                "can hold; the file is corrupt",
+                                r->path, (long long)params, (long long)r->file_bytes));
+        return false;
+    }
     return true;
+}
+
+tg_status trainer_state_check(const TrainerState *s, const char *path) {
+    const char *bad = s->step < 0 || s->step > CHECKPOINT_MAX_STEP                      ? "step"
+                      : s->tokens_seen < 0 || s->tokens_seen > CHECKPOINT_MAX_TOKENS    ? "tokens seen"
+                      : isnan(s->best_val_loss) || s->best_val_loss < 0                 ? "best val loss"
+                      : !isfinite(s->elapsed_s) || s->elapsed_s < 0                     ? "elapsed time"
+                      : s->loader.rng.has_spare > 1                                     ? "data loader state"
+                                                                                        : NULL;
+    if (!bad) return TG_OK;
+    return tg_fail(TG_ERR_FORMAT,
+                   "%s: the trainer state has an invalid %s (step %lld, tokens seen %lld, best val loss %g, elapsed %g s); "
+                   "the file is corrupt",
+                   path, bad, (long long)s->step, (long long)s->tokens_seen, s->best_val_loss, s->elapsed_s);
 }
 
 static bool get_state(Reader *r, TrainerState *s) {
@@ -215,12 +241,18 @@ static bool get_state(Reader *r, TrainerState *s) {
     uint8_t loader[LOADER_STATE_BYTES];
     bool ok = get(r, &s->step, 8, w) && get(r, &s->tokens_seen, 8, w) && get(r, loader, sizeof loader, w) &&
               get(r, &s->best_val_loss, 8, w) && get(r, &s->elapsed_s, 8, w) && get(r, &s->seed, 8, w);
-    if (ok) loader_state_unpack(loader, &s->loader);
-    return ok;
+    if (!ok) return false;
+    loader_state_unpack(loader, &s->loader);
+    if (trainer_state_check(s, r->path) != TG_OK) {
+        content_fail(r, TG_ERR_FORMAT);
+        return false;
+    }
+    return true;
 }
 
 /* Reads n floats into out, undoing the byte shuffle if the file has it. */
 static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
+    if (n == 0) return r->status == TG_OK; /* an empty record: `out` may be NULL, and NULL + 0 is undefined */
     if (!(r->flags & CHECKPOINT_FLAG_SHUFFLED)) return get(r, out, n * sizeof(float), what);
     if (r->scratch_cap < n * sizeof(float)) {
         free(r->scratch);
@@ -327,14 +359,15 @@ static bool get_record_header(Reader *r, uint32_t index, RecordHeader *h) {
     if (!get(r, h->shape, 8 * (size_t)h->ndim, "a tensor shape")) return false;
     h->numel = 1;
     for (uint32_t d = 0; d < h->ndim; d++) {
-        if (h->shape[d] < 0 || (h->shape[d] > 0 && h->numel > r->file_bytes * MAX_DEFLATE_RATIO / h->shape[d])) {
+        int64_t bytes;
+        if (h->shape[d] < 0 || !tg_mul_i64(h->numel, h->shape[d], &h->numel) ||
+            !tg_mul_i64(h->numel, (int64_t)sizeof(float), &bytes) || bytes > r->max_raw_bytes) {
             char s[128];
             content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' claims shape %s, impossible in a file of %lld bytes; the "
                                                    "file is corrupt",
                                     r->path, h->name, shape_str((int)h->ndim, h->shape, s, sizeof s), (long long)r->file_bytes));
             return false;
         }
-        h->numel *= h->shape[d];
     }
     return true;
 }
@@ -430,8 +463,9 @@ tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointT
     *n_tensors = 0;
     if (reader_open(&r, path) != TG_OK) goto done;
     if (!get_header(&r, &ci) || !get(&r, &count, 4, "the tensor count")) goto done;
-    /* every record takes at least 8 bytes of the stream */
-    if ((int64_t)count > r.file_bytes * MAX_DEFLATE_RATIO / 8) {
+    /* every record takes at least 8 bytes of the stream; no model has more than TG_MAX_TENSORS
+     * parameters, each written three times */
+    if ((int64_t)count > r.max_raw_bytes / 8 || count > 3 * (uint32_t)TG_MAX_TENSORS) {
         content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: claims %u tensors, impossible in a file of %lld bytes; the file is corrupt",
                                  path, count, (long long)r.file_bytes));
         goto done;

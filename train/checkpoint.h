@@ -18,8 +18,11 @@
  *
  * gzip's own CRC32 and length trailer cover the whole stream, so `gzip -t` verifies a file, and
  * a flipped, missing or extra byte is refused on load with the file's name and what is wrong.
- * A write goes to NAME.tmp, is fsynced, renamed over NAME, and the folder is fsynced: a crash at
- * any moment leaves the old file or the new one, never a torn one under NAME.
+ * A file is read as hostile: a model config beyond train/model.h's limits, a header or a record
+ * declaring more data than deflate's 1032:1 could fit in the file, more records than any model
+ * has, or a trainer state no run could have written is refused before anything is allocated.
+ * A write goes through lib/atomic_file.h: a crash at any moment leaves the old file or the new
+ * one, never a torn one under NAME.
  */
 #ifndef TAPEGRAD_CHECKPOINT_H
 #define TAPEGRAD_CHECKPOINT_H
@@ -36,6 +39,11 @@ enum { CHECKPOINT_VERSION = TAPEGRAD_CHECKPOINT_FORMAT };
 enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0, CHECKPOINT_FLAG_PARAM_SET = 1u << 1 };
 enum { CHECKPOINT_TAG_CAP = 64 };
 enum { CHECKPOINT_KIND_WEIGHT = 0, CHECKPOINT_KIND_ADAM_M = 1, CHECKPOINT_KIND_ADAM_V = 2 };
+
+/* Steps are written to metrics.jsonl as JSON numbers, exact up to 2^53; tokens seen stay far from
+ * int64's end however long a run goes on. A checkpoint beyond either is refused. */
+#define CHECKPOINT_MAX_STEP ((int64_t)1 << 53)
+#define CHECKPOINT_MAX_TOKENS ((int64_t)1 << 62)
 
 typedef struct TrainerState {
     int64_t step;          /* optimizer steps done */
@@ -104,5 +112,9 @@ tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info);
 tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors);
 
 const char *checkpoint_kind_name(int kind);
+/* TG_ERR_FORMAT naming `path` unless the state is one a run can continue from: step and tokens
+ * seen in [0, the limits above], best val loss a loss (>= 0, or +inf before any evaluation), a
+ * finite non-negative elapsed time, a loader state the loader can have written. */
+tg_status trainer_state_check(const TrainerState *state, const char *path);
 
 #endif

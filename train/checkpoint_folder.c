@@ -2,6 +2,8 @@
 #include "train/checkpoint_folder.h"
 
 #include "lib/atomic_file.h"
+#include "lib/checked.h"
+#include "lib/file_read.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,14 +16,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* "ckpt-<decimal digits>.tgck" -> its step. Digit by digit, so that a name of 30 digits is no
+ * checkpoint rather than an overflow (sscanf's %lld is undefined there). */
 static int ckpt_step_of(const char *name, int64_t *step) {
-    long long s;
-    int end = 0;
-    if (sscanf(name, "ckpt-%lld.tgck%n", &s, &end) == 1 && name[end] == '\0' && s >= 0) {
-        *step = s;
-        return 1;
-    }
-    return 0;
+    if (strncmp(name, "ckpt-", 5) != 0) return 0;
+    const char *p = name + 5;
+    int64_t s = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if (!tg_mul_i64(s, 10, &s) || !tg_add_i64(s, *p - '0', &s)) return 0;
+    if (p == name + 5 || strcmp(p, ".tgck") != 0) return 0;
+    *step = s;
+    return 1;
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -110,7 +115,8 @@ tg_status checkpoint_resolve(const char *dir_or_file, char *path_out, size_t pat
     }
     char latest[4200], name[256] = "", others[512];
     snprintf(latest, sizeof latest, "%s/latest", dir_or_file);
-    FILE *f = fopen(latest, "r");
+    FILE *f = file_open_read(latest);
+    if (!f && errno != ENOENT) return tg_fail(TG_ERR_FORMAT, "%s: %s", latest, file_open_error(errno));
     if (!f) {
         checkpoint_folder_others(dir_or_file, NULL, others, sizeof others);
         if (others[0])

@@ -10,23 +10,33 @@
 #include <unistd.h>
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 #include "lib/safetensors.h"
 
-static tg_status write_config_json(const ModelConfig *c, const char *path) {
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
-    fprintf(f,
-            "{\n"
-            "  \"dim\": %lld,\n  \"n_layers\": %lld,\n  \"n_heads\": %lld,\n  \"n_kv_heads\": %lld,\n"
-            "  \"hidden_dim\": %lld,\n  \"vocab_size\": %lld,\n  \"max_seq_len\": %lld,\n"
-            "  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"ffn\": \"%s\",\n"
-            "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n"
-            "}\n",
-            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-            (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
-            ffn_kind_name(c->ffn));
-    return atomic_file_commit(&af);
+static void config_json_text(const ModelConfig *c, char *buf, size_t cap) {
+    snprintf(buf, cap,
+             "{\n"
+             "  \"dim\": %lld,\n  \"n_layers\": %lld,\n  \"n_heads\": %lld,\n  \"n_kv_heads\": %lld,\n"
+             "  \"hidden_dim\": %lld,\n  \"vocab_size\": %lld,\n  \"max_seq_len\": %lld,\n"
+             "  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"ffn\": \"%s\",\n"
+             "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n"
+             "}\n",
+             (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
+             (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
+             ffn_kind_name(c->ffn));
+}
+
+/* A config.json already beside the export may stay only if it says what this one says: it
+ * describes other weights in that folder otherwise, and replacing it would orphan them. */
+static tg_status check_existing_config(const char *path, const char *text) {
+    FILE *f = file_open_read(path);
+    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
+    char old[4096];
+    size_t n = fread(old, 1, sizeof old, f);
+    fclose(f);
+    if (n == strlen(text) && memcmp(old, text, n) == 0) return TG_OK;
+    return tg_fail(TG_ERR_MISMATCH,
+                   "%s already exists and describes another model; export into another folder, or delete it first", path);
 }
 
 tg_status model_write_weights(const Model *model, const char *path, const char *source_note) {
@@ -47,11 +57,14 @@ tg_status model_write_weights(const Model *model, const char *path, const char *
 
 tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,
                                    char *config_path_out, size_t cap) {
-    TG_TRY(model_write_weights(model, path, source_note));
-    char config[4200], folder[4096];
+    char config[4200], folder[4096], text[1024];
     folder_of(path, folder, sizeof folder);
     snprintf(config, sizeof config, "%s/config.json", folder);
-    TG_TRY(write_config_json(&model->cfg, config));
+    config_json_text(&model->cfg, text, sizeof text);
+    TG_TRY(check_existing_config(config, text));
+    TG_TRY(make_folders(folder));
+    TG_TRY(model_write_weights(model, path, source_note));
+    TG_TRY(atomic_write(config, text, strlen(text)));
     if (config_path_out) snprintf(config_path_out, cap, "%s", config);
     return TG_OK;
 }

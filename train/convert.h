@@ -14,7 +14,9 @@
 tg_status model_write_weights(const Model *model, const char *path, const char *source_note);
 /* Writes the weights (F32) to `path` and the model config to config.json in the same folder:
  * dim, n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, max_seq_len, rope_theta, norm_eps,
- * ffn, tie_word_embeddings. Both files are written atomically. config_path_out may be NULL. */
+ * ffn, tie_word_embeddings. Both files are written atomically; the folder is created when
+ * missing. A config.json that is there already and says something else is refused
+ * (TG_ERR_MISMATCH) before anything is written. config_path_out may be NULL. */
 tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,
                                    char *config_path_out, size_t cap);
 /* Loads every weight of `model` from a safetensors file: each must be present with the model's

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/checked.h"
 #include "lib/rng.h"
 
 static const char *const ffn_kind_names[] = {[FFN_SWIGLU] = "swiglu", [FFN_RELU] = "relu"};
@@ -44,15 +45,18 @@ tg_status model_preset(const char *name, ModelConfig *cfg) {
 }
 
 tg_status model_config_validate(const ModelConfig *c) {
-    struct { const char *flag; int64_t value; } positive[] = {
-        {"--dim", c->dim}, {"--layers", c->n_layers}, {"--heads", c->n_heads},
-        {"--kv-heads", c->n_kv_heads}, {"--hidden", c->hidden}, {"--vocab", c->vocab},
-        {"--seq", c->seq_len},
+    struct { const char *flag; int64_t value, max; } sizes[] = {
+        {"--dim", c->dim, MODEL_MAX_DIM}, {"--layers", c->n_layers, MODEL_MAX_LAYERS},
+        {"--heads", c->n_heads, MODEL_MAX_HEADS}, {"--kv-heads", c->n_kv_heads, MODEL_MAX_HEADS},
+        {"--hidden", c->hidden, MODEL_MAX_HIDDEN}, {"--vocab", c->vocab, TG_MAX_VOCAB}, {"--seq", c->seq_len, MODEL_MAX_SEQ},
     };
-    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
-        if (positive[i].value <= 0)
-            return tg_fail(TG_ERR_ARG, "%s must be positive, got %lld", positive[i].flag,
-                           (long long)positive[i].value);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (sizes[i].value <= 0)
+            return tg_fail(TG_ERR_ARG, "%s must be positive, got %lld", sizes[i].flag, (long long)sizes[i].value);
+        if (sizes[i].value > sizes[i].max)
+            return tg_fail(TG_ERR_ARG, "%s %lld is above %lld, the largest tapegrad builds", sizes[i].flag,
+                           (long long)sizes[i].value, (long long)sizes[i].max);
+    }
     if (c->dim % c->n_heads != 0)
         return tg_fail(TG_ERR_ARG, "--heads %lld does not divide --dim %lld; pick heads so dim/heads is a whole even number",
                        (long long)c->n_heads, (long long)c->dim);
@@ -62,13 +66,40 @@ tg_status model_config_validate(const ModelConfig *c) {
     if (c->n_heads % c->n_kv_heads != 0)
         return tg_fail(TG_ERR_ARG, "--kv-heads %lld does not divide --heads %lld", (long long)c->n_kv_heads,
                        (long long)c->n_heads);
-    if (c->vocab > INT32_MAX)
-        return tg_fail(TG_ERR_ARG, "--vocab %lld exceeds the int32 token range", (long long)c->vocab);
     if (!(c->rope_theta > 1.0) || !isfinite(c->rope_theta))
         return tg_fail(TG_ERR_ARG, "--rope-theta must be a finite number above 1, got %g", c->rope_theta);
-    if (!(c->norm_eps > 0.0)) return tg_fail(TG_ERR_ARG, "norm eps must be positive, got %g", c->norm_eps);
+    if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
+        return tg_fail(TG_ERR_ARG, "norm eps must be a positive number, got %g", c->norm_eps);
     if (!ffn_kind_valid(c->ffn)) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
+    int64_t rope_entries;
+    if (!tg_mul_i64(c->seq_len, c->dim / c->n_heads, &rope_entries) || rope_entries > MODEL_MAX_ROPE_ENTRIES)
+        return tg_fail(TG_ERR_ARG, "--seq %lld x head size %lld needs a RoPE table of more than %lld entries; shorten --seq",
+                       (long long)c->seq_len, (long long)(c->dim / c->n_heads), (long long)MODEL_MAX_ROPE_ENTRIES);
+    /* each of the store's tensors may start up to 15 floats later, for its 64-byte alignment */
+    int64_t params = model_config_param_count(c), max_params = TG_MAX_ELEMENTS - 16 * (int64_t)TG_MAX_TENSORS;
+    if (params < 0 || params > max_params)
+        return tg_fail(TG_ERR_ARG, "the model would have more than %lld parameters; make it smaller", (long long)max_params);
     return TG_OK;
+}
+
+/* *count += rows * cols * times, false when any step overflows */
+static bool add_matrices(int64_t *count, int64_t times, int64_t rows, int64_t cols) {
+    int64_t n;
+    return tg_mul_i64(rows, cols, &n) && tg_mul_i64(n, times, &n) && tg_add_i64(*count, n, count);
+}
+
+int64_t model_config_param_count(const ModelConfig *c) {
+    if (c->n_heads <= 0) return -1;
+    int64_t kv_dim, n = 0;
+    bool ok = tg_mul_i64(c->n_kv_heads, c->dim / c->n_heads, &kv_dim) &&
+              add_matrices(&n, 1, c->vocab, c->dim) &&       /* the embedding, also the head: once */
+              add_matrices(&n, c->n_layers, 2, c->dim) &&    /* the two norm gains of each layer */
+              add_matrices(&n, 1, 1, c->dim);                /* the final norm */
+    for (int i = 0; ok && i < 2; i++) /* q and o, k and v */
+        ok = add_matrices(&n, c->n_layers, c->dim, c->dim) && add_matrices(&n, c->n_layers, kv_dim, c->dim);
+    for (int i = 0; ok && i < (c->ffn == FFN_SWIGLU ? 3 : 2); i++) /* w1, w3 (SwiGLU only), w2 */
+        ok = add_matrices(&n, c->n_layers, c->hidden, c->dim);
+    return ok ? n : -1;
 }
 
 /* A weight matrix (rows, cols): N(0, 0.02), with weight decay. */

@@ -29,6 +29,21 @@ tg_status ffn_kind_parse(const char *name, FfnKind *kind);
 /* Whether `kind` is one of the kinds above (a number read from a file may not be). */
 bool ffn_kind_valid(int64_t kind);
 
+/* The largest model tapegrad builds. A config from flags or from a file (a checkpoint's header)
+ * is refused beyond these by model_config_validate before anything is allocated; with them, no
+ * size computed from a config can wrap (lib/limits.h has the tensor and vocabulary limits, and
+ * the parameter count must stay within TG_MAX_ELEMENTS too). */
+enum {
+    MODEL_MAX_DIM = 1 << 16,
+    MODEL_MAX_LAYERS = 1024,
+    MODEL_MAX_HEADS = 1024,   /* query heads, and key/value heads */
+    MODEL_MAX_HIDDEN = 1 << 18,
+    MODEL_MAX_SEQ = 1 << 20,
+};
+/* positions x head size in the RoPE cos and sin tables: 2^24 floats for both, 64 MiB (a
+ * 131,072-token context at head size 128); no file can make a model build a larger one */
+#define MODEL_MAX_ROPE_ENTRIES ((int64_t)1 << 24)
+
 typedef struct ModelConfig {
     int64_t dim, n_layers, n_heads, n_kv_heads, hidden, vocab, seq_len;
     FfnKind ffn;
@@ -60,8 +75,12 @@ typedef struct Model {
 int64_t model_swiglu_hidden(int64_t dim);
 /* Fills a config from a preset name ("tiny", "small", "minimind-26m"); TG_ERR_ARG if unknown. */
 tg_status model_preset(const char *name, ModelConfig *cfg);
-/* Checks a config, with a message naming the bad field and how to fix it. */
+/* Checks a config, with a message naming the bad field and how to fix it: every field positive
+ * and within the limits above, the heads dividing as attention needs. */
 tg_status model_config_validate(const ModelConfig *cfg);
+/* Parameters of a model of this config, counted from the shapes alone (no allocation); -1 when
+ * the count does not fit int64 (a config no one validated). */
+int64_t model_config_param_count(const ModelConfig *cfg);
 /* Builds the parameter store (zeroed) and the RoPE table; cfg must be valid. */
 void model_build(Model *model, const ModelConfig *cfg);
 /* Frees what model_build allocated. */

@@ -11,6 +11,7 @@
 
 #include "data/prepare.h"
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 #include "data/tokfile.h"
 #include "train/convert.h"
 #include "train/sample.h"
@@ -24,12 +25,14 @@ static tg_status identity_write(const char *dir, const TrainOptions *id) {
     return opt_write(train_option_table(), id, TRAIN_OPT_IDENTITY, path);
 }
 
-static tg_status identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
+tg_status run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
     train_options_defaults(id);
     OptSet read = 0;
-    TG_TRY(opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings));
+    tg_status s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings);
+    /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
+    if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
     if (id->seed < 0 || !id->tokenizer)
         return tg_fail(TG_ERR_FORMAT, "%s: incomplete run description (seed or tokenizer missing)", path);
     return TG_OK;
@@ -61,18 +64,17 @@ static tg_status resolve_config(const TrainOptions *o, int64_t vocab, ModelConfi
 
 /* ---------------------------------------------------------------- opening */
 
-static tg_status load_tokens(Run *run) {
+tg_status run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n) {
     char path[4200];
-    TokfileHeader h;
+    snprintf(path, sizeof path, "%s/%s", run->dir, file);
+    return tokfile_read_for(path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint, ids, n);
+}
+
+static tg_status load_tokens(Run *run) {
     size_t n;
-    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_TRAIN_FILE);
-    TG_TRY(tokfile_read_full(path, &run->train_tokens, &n, &h));
+    TG_TRY(run_read_tokens(run, PREPARE_TRAIN_FILE, &run->train_tokens, &n));
     run->n_train = (int64_t)n;
-    if (h.tokenizer_fingerprint && h.tokenizer_fingerprint != run->tok.fingerprint)
-        return tg_fail(TG_ERR_MISMATCH, "%s was made by another tokenizer than %s/%s", path, run->dir,
-                       PREPARE_TOKENIZER_FILE);
-    snprintf(path, sizeof path, "%s/%s", run->dir, PREPARE_VAL_FILE);
-    TG_TRY(tokfile_read_full(path, &run->val_tokens, &n, &h));
+    TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, &run->val_tokens, &n));
     run->n_val = (int64_t)n;
     return TG_OK;
 }
@@ -80,8 +82,8 @@ static tg_status load_tokens(Run *run) {
 /* A run killed after its last checkpoint logged steps the resume will train again: drop them,
  * so metrics.jsonl holds every step once. */
 static tg_status drop_metrics_after(const char *path, int64_t step) {
-    FILE *in = fopen(path, "r");
-    if (!in) return TG_OK;
+    FILE *in = file_open_read(path);
+    if (!in) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     AtomicFile af;
     tg_status s = atomic_file_open(&af, path);
     if (s != TG_OK) {
@@ -113,9 +115,7 @@ static tg_status open_metrics(Run *run) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", run->dir, RUN_METRICS_FILE);
     if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step));
-    run->metrics = fopen(path, "a");
-    if (!run->metrics) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
-    return TG_OK;
+    return append_file_open(path, &run->metrics);
 }
 
 /* A failed load of DIR's latest checkpoint: say which older ones could be used instead. */
@@ -181,12 +181,19 @@ static tg_status check_resume_flags(const TrainOptions *o, const TrainOptions *s
 }
 
 /* A resumed run is only read here: its folder changes in run_start, once every check passed. */
-static tg_status open_resumed(const TrainOptions *o, Run *run) {
-    char ckpt[4200];
+static tg_status open_resumed(const TrainOptions *o, bool writes, Run *run) {
+    char ckpt[4200], dir[4096];
+    struct stat st;
+    /* locked before anything is read: another trainer may be saving into it (a missing folder is
+     * left for open_checkpointed to explain). A replica writes nothing and takes no lock: rank 0
+     * holds it for the job. */
+    run_folder_of(o->resume, dir, sizeof dir);
+    if (writes && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        TG_TRY(folder_lock_acquire(&run->lock, dir, RUN_LOCK_FILE));
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
     TrainOptions stored;
     OptStrings strings = {0};
-    tg_status s = identity_read(run->dir, &stored, &strings);
+    tg_status s = run_identity_read(run->dir, &stored, &strings);
     if (s == TG_OK) {
         const ModelConfig *c = &run->model.cfg;
         stored.model = *c;
@@ -226,7 +233,8 @@ static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, con
     if (!writes) keep_tokens(run, &corpus);
     else if ((s = run_folder_begin(&run->folder)) == TG_OK) {
         snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
-        s = prepare_write(&corpus, run->dir);
+        s = folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE);
+        if (s == TG_OK) s = prepare_write(&corpus, run->dir);
     }
     run->tok = corpus.tok; /* run_close frees it */
     memset(&corpus.tok, 0, sizeof corpus.tok);
@@ -295,7 +303,7 @@ tg_status run_open_for_training(TrainOptions *o, bool writes, Run *run) {
     memset(run, 0, sizeof *run);
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
-    return o->resume ? open_resumed(o, run) : open_new(o, writes, run);
+    return o->resume ? open_resumed(o, writes, run) : open_new(o, writes, run);
 }
 
 tg_status run_start(Run *run) {
@@ -322,6 +330,7 @@ void run_discard(Run *run) {
 
 void run_close(Run *run) {
     if (run->metrics) fclose(run->metrics);
+    folder_lock_release(&run->lock);
     if (run->model_built) model_free(&run->model);
     tokenizer_free(&run->tok);
     free(run->train_tokens);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "data/tokenizer.h"
+#include "lib/folder_lock.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "train/model.h"
@@ -23,6 +24,7 @@
 typedef struct Run {
     char dir[4096]; /* where its files are now: a new run's temporary folder until run_commit */
     RunFolder folder; /* a new run's; zeroed for a resumed or read-only run */
+    FolderLock lock;  /* a run opened for training holds its folder's RUN_LOCK_FILE */
     Tokenizer tok;
     Model model;
     bool model_built;
@@ -36,11 +38,14 @@ typedef struct Run {
 } Run;
 
 /* Prepares a new run in its temporary folder (or reads o->resume's, changing nothing in it),
- * filling o's derived defaults (warmup, min_lr). A resume refuses identity flags (TrainOptions)
- * that differ from the run's. On failure, run_discard removes what the new run created.
+ * filling o's derived defaults (warmup, min_lr). The run folder is locked first (a new run's
+ * temporary one, whose lock moves with it); a folder another process trains in is refused with
+ * its PID. A resume refuses identity flags (TrainOptions) that differ from the run's. On
+ * failure, run_discard removes what the new run created.
  * writes == false opens a replica, for the ranks of a data-parallel run other than rank 0
- * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen or made, a
- * resumed run is read as always; either way nothing is written, and run_start is not called. */
+ * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
+ * locked, a resumed run is read as always; either way nothing is written, and run_start is not
+ * called. */
 tg_status run_open_for_training(TrainOptions *o, bool writes, Run *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
  * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
@@ -53,7 +58,14 @@ void run_discard(Run *run);
 /* For sample/eval/inspect: DIR (its latest checkpoint) or a checkpoint file inside a run folder.
  * The run's tokenizer must match the checkpoint's. */
 tg_status run_open_existing(const char *dir_or_file, Run *run);
+/* What the run in DIR is (DIR/run.txt: its TRAIN_OPT_IDENTITY options), every value range-checked;
+ * TG_ERR_FORMAT for a bad or incomplete file. String values live in `strings`. */
+tg_status run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings);
+/* Frees everything and releases the folder's lock. */
 void run_close(Run *run);
+/* A token file of the run folder (train.tok, val.tok), refused unless every id is one the run's
+ * tokenizer, and so its model, knows (tokfile_read_for). */
+tg_status run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n);
 
 void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s);

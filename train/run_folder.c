@@ -20,6 +20,7 @@
 static const char *const RUN_FILES[] = {
     PREPARE_TOKENIZER_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, RUN_IDENTITY_FILE,
     TRAIN_OPTIONS_FILE,     RUN_METRICS_FILE,   "grads.jsonl",    "latest",
+    RUN_LOCK_FILE,
 };
 
 static bool is_run_file(const char *name) {
@@ -51,6 +52,12 @@ static void parent_of(const char *path, char *out, size_t cap) {
     if (slash == out) out[1] = '\0';
     else if (slash) *slash = '\0';
     else snprintf(out, cap, ".");
+}
+
+void run_folder_of(const char *dir_or_file, char *out, size_t cap) {
+    struct stat st;
+    if (stat(dir_or_file, &st) == 0 && !S_ISDIR(st.st_mode)) folder_of(dir_or_file, out, cap);
+    else snprintf(out, cap, "%s", dir_or_file);
 }
 
 static bool exists(const char *path) {

@@ -21,6 +21,8 @@
 
 /* The per-step metrics of a run folder (run.txt and train_options.txt: train/train_options.h). */
 #define RUN_METRICS_FILE "metrics.jsonl"
+/* Locked (lib/folder_lock.h) by the process training in the folder, from before it reads it. */
+#define RUN_LOCK_FILE "train.lock"
 
 typedef struct RunFolder {
     char path[4096];        /* the run folder, as it will be named */
@@ -31,6 +33,8 @@ typedef struct RunFolder {
     bool committed;
 } RunFolder;
 
+/* The run folder of `dir_or_file`: the folder itself, or the folder holding a checkpoint file. */
+void run_folder_of(const char *dir_or_file, char *out, size_t cap);
 /* Picks the folder of a new run, writing nothing: out_dir, or else the first free one of
  * `generated`, `generated`-2, -3, ... Refuses a path that is a file, a folder holding a run's
  * files, and a path whose nearest existing parent is not a writable folder. */

@@ -8,12 +8,16 @@
 #include "data/corpus.h"
 #include "lib/atomic_file.h"
 #include "train/dist.h"
+#include "train/checkpoint.h"
+#include "train/run_folder.h"
 
 #define ID TRAIN_OPT_IDENTITY
 #define SHAPE TRAIN_OPT_SHAPE
 #define SAVED TRAIN_OPT_SAVED
 #define NUM TRAIN_OPT_NUMERIC
 #define T TrainOptions
+#define COUNT_RANGE ((OptRange){0, TRAIN_MAX_COUNT, true, false})
+#define STEP_RANGE ((OptRange){0, (double)CHECKPOINT_MAX_STEP, true, false})
 
 static const OptSpec specs[] = {
     OPT(T, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, "tiny|small|minimind-26m", ID, "small"),
@@ -26,7 +30,7 @@ static const OptSpec specs[] = {
     OPT(T, model.hidden, "--hidden", OPT_INT64, "FFN hidden size", OPT_POSITIVE, NULL, SHAPE,
         "SwiGLU 64*ceil(8*dim/3/64), ReLU 4*dim"),
     OPT(T, model.seq_len, "--seq", OPT_INT64, "context length in tokens", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
-    OPT(T, model.vocab, "--vocab", OPT_INT64, "BPE vocabulary size", OPT_BETWEEN(257, 2147483647), NULL, SHAPE,
+    OPT(T, model.vocab, "--vocab", OPT_INT64, "BPE vocabulary size", OPT_BETWEEN(257, TG_MAX_VOCAB), NULL, SHAPE,
         "2048, minimind-26m 6400"),
     OPT(T, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, "swiglu|relu", SHAPE, "swiglu"),
     OPT(T, model.rope_theta, "--rope-theta", OPT_DOUBLE, "RoPE base", ((OptRange){1, INFINITY, true, false}), NULL,
@@ -41,14 +45,14 @@ static const OptSpec specs[] = {
     OPT(T, seed, "--seed", OPT_INT64, "seed of init and data order", OPT_NON_NEGATIVE, NULL, ID, "1337"),
     OPT(T, init_from, "--init-from", OPT_STRING,
         "start a new run from these safetensors weights (from `tapegrad ckpt export`)", OPT_ANY, NULL, ID, NULL),
-    OPT(T, steps, "--steps", OPT_INT64, "optimizer steps; the LR schedule spans them", OPT_POSITIVE, NULL, SAVED | NUM, NULL),
-    OPT(T, batch, "--batch", OPT_INT64, "sequences per micro-batch", OPT_POSITIVE, NULL, SAVED | NUM, NULL),
-    OPT(T, accum, "--accum", OPT_INT64, "micro-batches per step: gradient accumulation", OPT_POSITIVE, NULL, SAVED | NUM,
+    OPT(T, steps, "--steps", OPT_INT64, "optimizer steps; the LR schedule spans them", STEP_RANGE, NULL, SAVED | NUM, NULL),
+    OPT(T, batch, "--batch", OPT_INT64, "sequences per micro-batch", COUNT_RANGE, NULL, SAVED | NUM, NULL),
+    OPT(T, accum, "--accum", OPT_INT64, "micro-batches per step: gradient accumulation", COUNT_RANGE, NULL, SAVED | NUM,
         NULL),
     OPT(T, lr, "--lr", OPT_DOUBLE, "peak learning rate", OPT_POSITIVE, NULL, SAVED | NUM, NULL),
     OPT(T, min_lr, "--min-lr", OPT_DOUBLE, "final learning rate of the cosine", OPT_NON_NEGATIVE, NULL, SAVED | NUM,
         "lr/10"),
-    OPT(T, warmup, "--warmup", OPT_INT64, "linear warmup steps", OPT_NON_NEGATIVE, NULL, SAVED | NUM, "5% of --steps"),
+    OPT(T, warmup, "--warmup", OPT_INT64, "linear warmup steps", OPT_BETWEEN(0, (double)CHECKPOINT_MAX_STEP), NULL, SAVED | NUM, "5% of --steps"),
     OPT(T, adamw.weight_decay, "--weight-decay", OPT_DOUBLE, "AdamW decoupled decay; never on norm weights",
         OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
     OPT(T, adamw.beta1, "--beta1", OPT_DOUBLE, "AdamW beta1", ((OptRange){0, 1, false, true}), NULL, SAVED | NUM, NULL),
@@ -56,7 +60,7 @@ static const OptSpec specs[] = {
     OPT(T, clip, "--clip", OPT_DOUBLE, "global gradient-norm clip, 0 for none", OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
     OPT(T, eval_every, "--eval-every", OPT_INT64, "val loss every N steps, 0 for only at the end", OPT_NON_NEGATIVE,
         NULL, SAVED, NULL),
-    OPT(T, eval_batches, "--eval-batches", OPT_INT64, "fixed val batches per evaluation", OPT_POSITIVE, NULL, SAVED,
+    OPT(T, eval_batches, "--eval-batches", OPT_INT64, "fixed val batches per evaluation", COUNT_RANGE, NULL, SAVED,
         NULL),
     OPT(T, log_every, "--log-every", OPT_INT64, "log line every N steps", OPT_POSITIVE, NULL, SAVED, NULL),
     OPT(T, log_grads, "--log-grads", OPT_INT64,
@@ -65,7 +69,7 @@ static const OptSpec specs[] = {
     OPT(T, ckpt_every, "--ckpt-every", OPT_INT64, "checkpoint every N steps, 0 for only at the end",
         OPT_NON_NEGATIVE, NULL, SAVED, NULL),
     OPT(T, keep, "--keep", OPT_INT, "checkpoints kept, newest first (0: all)", OPT_NON_NEGATIVE, NULL, SAVED, NULL),
-    OPT(T, sample_tokens, "--sample-tokens", OPT_INT64, "tokens sampled at the end, 0 for none", OPT_NON_NEGATIVE,
+    OPT(T, sample_tokens, "--sample-tokens", OPT_INT64, "tokens sampled at the end, 0 for none", OPT_BETWEEN(0, TRAIN_MAX_COUNT),
         NULL, SAVED, NULL),
     OPT(T, threads, "--threads", OPT_INT, "threads for the ops and OpenBLAS", OPT_BETWEEN(1, 256), NULL, SAVED | NUM, NULL),
     OPT(T, time_budget_min, "--time-budget", OPT_DOUBLE, "stop after this many minutes even if steps remain",
@@ -87,6 +91,8 @@ static const OptSpec specs[] = {
 #undef SAVED
 #undef NUM
 #undef T
+#undef COUNT_RANGE
+#undef STEP_RANGE
 
 static const OptTable table = {"train", "[flags]   (no flags: the small preset on the default corpus)", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
@@ -158,9 +164,7 @@ tg_status train_options_save(const char *dir, const TrainOptions *o) {
 tg_status train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings) {
     /* the run folder: RESUME itself, or the folder of a checkpoint file */
     char dir[4096], path[4200];
-    struct stat st;
-    if (stat(resume, &st) == 0 && !S_ISDIR(st.st_mode)) folder_of(resume, dir, sizeof dir);
-    else snprintf(dir, sizeof dir, "%s", resume);
+    run_folder_of(resume, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
     if (saved) *saved = *o;
     if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed, or not a run: the resume says */

@@ -28,6 +28,11 @@
 
 enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_OPT_NUMERIC = 8 };
 
+/* Counts a flag or train_options.txt may set: with them, batch x seq x accum and the evaluation
+ * buffers (eval batches x batch x seq tokens) stay far inside int64 and size_t, and steps stay
+ * within what a checkpoint accepts (CHECKPOINT_MAX_STEP). */
+enum { TRAIN_MAX_COUNT = 1 << 20 };
+
 #define TRAIN_OPTIONS_FILE "train_options.txt"
 #define RUN_IDENTITY_FILE "run.txt"
 

@@ -62,6 +62,25 @@ int ckpt_cli_launched(char **output, const char *launcher, const char *fmt, ...)
     return rc;
 }
 
+void ckpt_train_small(const char *corpus, const char *out, int steps, const char *extra) {
+    char *text = NULL;
+    int rc = ckpt_cli(&text, "train " CKPT_SMALL_FLAGS " --data %s --steps %d --eval-every 0 --out %s %s", corpus, steps,
+                      out, extra);
+    cr_assert_eq(rc, 0, "training %s failed:\n%s", out, text);
+    free(text);
+}
+
+void ckpt_expect_resume_reaches(const char *run, const char *extra, int step, const char *why) {
+    char *out = NULL, name[64];
+    int rc = ckpt_cli(&out, "train --resume %s %s", run, extra);
+    cr_assert_eq(rc, 0, "%s: the resume exited %d:\n%s", why, rc, out);
+    free(out);
+    snprintf(name, sizeof name, "ckpt-%08d.tgck", step);
+    char *path = datagen_path(run, name);
+    cr_expect_eq(access(path, F_OK), 0, "%s: no %s", why, name);
+    free(path);
+}
+
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info) {
     ModelConfig cfg;
     uint64_t fingerprint;

@@ -15,6 +15,9 @@
  * comparisons need a fixed thread count; one is also the fastest on a busy machine). */
 #define CKPT_TEST_FLAGS "--preset tiny --batch 4 --threads 1 --eval-batches 2 --sample-tokens 0"
 
+/* A model small enough that its checkpoint is a few kB and quick to take apart: 1 layer, dim 8. */
+#define CKPT_SMALL_FLAGS CKPT_TEST_FLAGS " --layers 1 --dim 8 --heads 2 --kv-heads 1 --hidden 16 --seq 8"
+
 /* A fresh scratch folder holding corpus.txt (about 20 kB of English-like text). */
 char *ckpt_test_setup(char **corpus_out);
 /* A suite's fixture around it: `dir` and `corpus` for each test, setup and teardown for
@@ -57,6 +60,14 @@ void ckpt_expect_same_metrics(const char *a, const char *b, int64_t after, int e
 /* The newest checkpoints of two run folders are at `step` and hold bitwise the same model and
  * trainer state. */
 void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step);
+
+/* Trains `steps` steps of CKPT_SMALL_FLAGS on `corpus` into `out` (plus `extra` flags, may be
+ * ""); a failure fails the test with the output. */
+void ckpt_train_small(const char *corpus, const char *out, int steps, const char *extra);
+
+/* `tapegrad train --resume RUN EXTRA` exits 0 and leaves RUN/ckpt-<step>.tgck (`why` says what
+ * that shows when it does not). */
+void ckpt_expect_resume_reaches(const char *run, const char *extra, int step, const char *why);
 
 /* Builds a model from the checkpoint's config and loads it. */
 tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);

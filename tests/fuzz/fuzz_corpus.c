@@ -1,0 +1,63 @@
+/* The corpus reader (a file, and a folder of up to three files: the input split at
+ * FUZZ_SEPARATOR, one of them a skipped *.dat), the binary rule, and the tokenizers trained on
+ * what it read: both must encode the text and decode it back to the same bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/corpus.h"
+#include "data/prepare.h"
+#include "data/tokenizer.h"
+#include "fuzz_support.h"
+
+/* BPE training grows with the text: a few kB of it is enough to reach every path */
+enum { BPE_TEXT_MAX = 4096, BPE_VOCAB = 300 };
+
+static void round_trip(const Tokenizer *tok, const char *text, size_t len) {
+    int32_t *ids = malloc((len + 1) * sizeof *ids);
+    size_t n;
+    if (tokenizer_encode(tok, text, len, ids, len, &n) != TG_OK) abort();
+    char *back;
+    size_t back_len;
+    if (tokenizer_decode(tok, ids, n, &back, &back_len) != TG_OK || back_len != len || memcmp(back, text, len) != 0)
+        abort();
+    free(back);
+    free(ids);
+}
+
+static void read_and_tokenize(const char *path) {
+    char *text;
+    size_t len;
+    CorpusInfo info;
+    if (corpus_read_info(path, &text, &len, &info) != TG_OK) return;
+    if (corpus_is_binary(text, len) && info.files_read == 1 && info.files_binary == 0) abort(); /* it was read as text */
+    Tokenizer tok;
+    if (tokenizer_char_train(text, len, &tok) == TG_OK) {
+        round_trip(&tok, text, len);
+        tokenizer_free(&tok);
+    }
+    size_t bpe_len = len < BPE_TEXT_MAX ? len : BPE_TEXT_MAX;
+    if (tokenizer_bpe_train(text, bpe_len, BPE_VOCAB, &tok) == TG_OK) {
+        round_trip(&tok, text, bpe_len);
+        tokenizer_free(&tok);
+    }
+    size_t n_train, n_val;
+    corpus_split(len, PREPARE_DEFAULT_VAL_FRACTION, 8, &n_train, &n_val);
+    free(text);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    read_and_tokenize(fuzz_write("corpus.txt", data, size));
+    const uint8_t *parts[3];
+    size_t lens[3];
+    fuzz_split(data, size, 3, parts, lens);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/folder", fuzz_scratch());
+    mkdir(dir, 0700);
+    fuzz_write("folder/a.txt", parts[0], lens[0]);
+    fuzz_write("folder/b.dat", parts[1], lens[1]);
+    fuzz_write("folder/c", parts[2], lens[2]);
+    read_and_tokenize(dir);
+    return 0;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Writes the seed corpus of every fuzz harness (tests/fuzz/corpus/<harness>/) from files tapegrad
+# itself writes: a 2-step run of a tiny model (dim 4, 1 layer, heads 2/1, hidden 8, context 8) on
+# a fixed text, its export, and the text files of a BPE run beside it (whose checkpoint is larger
+# than a seed should be). The seeds are committed; run this again only when a format changes.
+# The fuzz_safetensors harness builds a model of the tiny run's shape.
+# usage: tests/fuzz/make_seeds.sh [TAPEGRAD_BINARY]    (default build/tapegrad)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=$(realpath "${1:-build/tapegrad}")
+out=tests/fuzz/corpus
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sep=$'\n----8<----\n'   # FUZZ_SEPARATOR of tests/fuzz/fuzz_support.h
+
+# 16 distinct bytes: the char tokenizer's vocabulary is 17 with <eot>
+for i in $(seq 40); do printf 'the cat sat on a mat. no, a dog.\n%%\n'; done >"$work/text.txt"
+for i in $(seq 30); do printf 'Tapegrad trains small language models; its checkpoints, tokenizers and runs are shared.\n'; done >"$work/prose.txt"
+flags=(--preset tiny --dim 4 --layers 1 --heads 2 --kv-heads 1 --hidden 8 --seq 8 --batch 2 --eval-every 1
+       --eval-batches 1 --sample-tokens 0 --threads 1 --log-grads 1)
+"$bin" train "${flags[@]}" --data "$work/text.txt" --steps 2 --out "$work/run" >/dev/null
+"$bin" train "${flags[@]}" --data "$work/prose.txt" --tokenizer bpe --vocab 280 --steps 1 --out "$work/bpe" >/dev/null
+"$bin" ckpt export "$work/run" --safetensors "$work/export/w.safetensors" >/dev/null
+grep -q '"vocab_size": 17,' "$work/export/config.json" || { echo "the seed run's vocabulary is not 17" >&2; exit 1; }
+
+rm -rf "$out"
+mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokfile,run_files,report,corpus}
+cp "$work/run/ckpt-00000002.tgck" "$out/checkpoint_raw/tiny.tgck"
+gzip -dc "$work/run/ckpt-00000002.tgck" >"$out/checkpoint/tiny.raw"
+cp "$work/export/w.safetensors" "$out/safetensors/tiny.safetensors"
+cp "$work/run/tokenizer.txt" "$out/tokenizer/char.txt"
+cp "$work/bpe/tokenizer.txt" "$out/tokenizer/bpe.txt"
+cp "$work/run/val.tok" "$out/tokfile/char-val.tok"
+cp "$work/bpe/val.tok" "$out/tokfile/bpe-val.tok"
+for r in run bpe; do
+  { cat "$work/$r/run.txt"; printf '%s' "$sep"; cat "$work/$r/train_options.txt"; printf '%s' "$sep"; cat "$work/$r/latest"; } \
+    >"$out/run_files/$r.txt"
+  { cat "$work/$r/metrics.jsonl"; printf '%s' "$sep"; cat "$work/$r/grads.jsonl"; } >"$out/report/$r.jsonl"
+done
+cp "$work/text.txt" "$out/corpus/fortunes.txt"
+{ head -c 600 "$work/prose.txt"; printf '%s' "$sep"; printf 'index\0\1\2'; printf '%s' "$sep"; printf 'caf\xc3\xa9 na\xc3\xafve \xe2\x82\xac\n'; } \
+  >"$out/corpus/folder.txt"
+du -b "$out"/*/* | sort -k2

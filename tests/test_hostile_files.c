@@ -1,0 +1,309 @@
+/* Hostile checkpoints and token files: the crafted inputs that once overflowed a heap buffer
+ * (a 100-byte header asking for a 2^62-position RoPE table), asked for gigabytes (ckpt info on a
+ * declared count), aborted on an internal check (token ids past the vocabulary) or left a run
+ * that could not resume (a negative step) are each refused with one line naming the file and a
+ * non-zero exit, by every command that reads them. Also the limits and checked helpers they
+ * rest on. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckptutil.h"
+#include "data/tokfile.h"
+#include "datagen.h"
+#include "lib/checked.h"
+#include "lib/params.h"
+#include "testutil.h"
+#include "train/checkpoint.h"
+
+static char *dir, *corpus, *run, *ckpt;
+
+static void setup(void) {
+    dir = ckpt_test_setup(&corpus);
+    run = datagen_path(dir, "run");
+    ckpt_train_small(corpus, run, 2, "");
+    ckpt = datagen_path(run, "ckpt-00000002.tgck");
+}
+
+static void teardown(void) {
+    datagen_remove_tree(dir);
+    free(dir), free(corpus), free(run), free(ckpt);
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* `tapegrad ARGS` (ARGS a format with one %s, the run folder) exits `code` with one line holding
+ * every fragment (NULL-terminated list). */
+static void expect_refused(const char *args_fmt, int code, const char *const *fragments) {
+    char args[8192], *out = NULL;
+    snprintf(args, sizeof args, args_fmt, run);
+    int rc = ckpt_cli(&out, "%s", args);
+    cr_expect_eq(rc, code, "`tapegrad %s` exited %d, expected %d:\n%s", args, rc, code, out);
+    cr_expect_eq(count_lines(out), 1, "`tapegrad %s`: not one line:\n%s", args, out);
+    for (const char *const *f = fragments; *f; f++)
+        cr_expect(strstr(out, *f), "`tapegrad %s`: the message lacks '%s':\n%s", args, *f, out);
+    free(out);
+}
+
+/* The run's checkpoint rewritten with the i64 config fields [dim, layers, heads, kv_heads, hidden,
+ * vocab, seq] given (KEEP keeps a field). */
+#define KEEP INT64_MIN
+static void write_config(const int64_t fields[7]) {
+    size_t len;
+    uint8_t *raw = ckpt_raw_read(ckpt, &len);
+    for (int i = 0; i < 7; i++)
+        if (fields[i] != KEEP) memcpy(raw + CKPT_OFF_CONFIG + 8 * i, &fields[i], 8);
+    ckpt_raw_write(ckpt, raw, len);
+    free(raw);
+}
+
+/* The run's checkpoint rewritten with its trainer state changed by `edit`. The state sits just
+ * before the 8-byte end marker: step, tokens seen, 56 loader bytes, best val, elapsed, seed. */
+enum { STATE_FROM_END = 8 + 8 + 8 + 8 + LOADER_STATE_BYTES + 8 + 8 };
+static void write_state(void (*edit)(TrainerState *)) {
+    size_t len;
+    uint8_t *raw = ckpt_raw_read(ckpt, &len);
+    uint8_t *p = raw + len - STATE_FROM_END;
+    TrainerState s;
+    memcpy(&s.step, p, 8), memcpy(&s.tokens_seen, p + 8, 8);
+    memcpy(&s.best_val_loss, p + 16 + LOADER_STATE_BYTES, 8), memcpy(&s.elapsed_s, p + 24 + LOADER_STATE_BYTES, 8);
+    edit(&s);
+    memcpy(p, &s.step, 8), memcpy(p + 8, &s.tokens_seen, 8);
+    memcpy(p + 16 + LOADER_STATE_BYTES, &s.best_val_loss, 8), memcpy(p + 24 + LOADER_STATE_BYTES, &s.elapsed_s, 8);
+    ckpt_raw_write(ckpt, raw, len);
+    free(raw);
+}
+
+TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(hostile, overflowing_configs_are_refused_by_every_reader) {
+    static const struct {
+        int64_t fields[7];
+        const char *says;
+    } configs[] = {
+        /* the RoPE table (seq * hd/2 floats) wrapped to 0 bytes, then 2^62 floats were written */
+        {{2, KEEP, 1, 1, KEEP, KEEP, (int64_t)1 << 62}, "--seq 4611686018427387904 is above"},
+        /* the parameter store's offsets wrapped: tiny buffers, written far past by the load */
+        {{KEEP, KEEP, KEEP, KEEP, (int64_t)1 << 59, KEEP, KEEP}, "--hidden 576460752303423488 is above"},
+        {{KEEP, 1000000, KEEP, KEEP, KEEP, KEEP, KEEP}, "--layers 1000000 is above 1024"},
+        {{KEEP, KEEP, KEEP, KEEP, KEEP, (int64_t)1 << 40, KEEP}, "--vocab 1099511627776 is above"},
+        {{KEEP, KEEP, KEEP, KEEP, KEEP, KEEP, -2}, "--seq must be positive"},
+    };
+    size_t len;
+    uint8_t *good = ckpt_read_file(ckpt, &len);
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        ckpt_write_file(ckpt, good, len);
+        write_config(configs[i].fields);
+        const char *says[] = {ckpt, "invalid model config", configs[i].says, NULL};
+        expect_refused("ckpt info %s", 1, says);
+        expect_refused("ckpt export %1$s --safetensors %1$s/export/w.safetensors", 1, says);
+        expect_refused("sample --run %s --tokens 2", 1, says);
+        expect_refused("eval --run %s", 1, says);
+        expect_refused("train --resume %s", 1, says);
+    }
+    free(good);
+}
+
+Test(hostile, a_header_declaring_more_than_the_file_can_hold_is_refused_before_allocating) {
+    /* a valid 7B-like shape in a file of a few kB: ~6.7e9 parameters, 80 GB of floats */
+    write_config((const int64_t[7]){4096, 32, 32, 32, 11008, 32000, 2048});
+    const char *says[] = {ckpt, "declares a model of", "more than a file of", NULL};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    expect_refused("ckpt info %s", 1, says);
+    expect_refused("ckpt export %1$s --safetensors %1$s/export/w.safetensors", 1, says);
+    expect_refused("sample --run %s --tokens 2", 1, says);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_expect_lt(seconds, 20.0, "three refusals took %.1f s: something was allocated or read first", seconds);
+}
+
+Test(hostile, ckpt_info_refuses_a_declared_record_count_the_file_cannot_hold) {
+    size_t len;
+    uint8_t *raw = ckpt_raw_read(ckpt, &len);
+    static const uint32_t counts[] = {0xffffffffu, 3 * 65536 + 1};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        memcpy(raw + CKPT_OFF_COUNT, &counts[i], 4);
+        ckpt_raw_write(ckpt, raw, len);
+        char count[32];
+        snprintf(count, sizeof count, "claims %u tensors", counts[i]);
+        expect_refused("ckpt info %s", 1, (const char *[]){ckpt, count, NULL});
+    }
+    free(raw);
+}
+
+Test(hostile, a_record_larger_than_the_file_can_inflate_to_is_refused) {
+    size_t len;
+    uint8_t *raw = ckpt_raw_read(ckpt, &len);
+    CkptRecord rec;
+    cr_assert(ckpt_raw_find(raw, len, "model.embed_tokens.weight", CHECKPOINT_KIND_WEIGHT, &rec));
+    int64_t rows = (int64_t)1 << 40;
+    memcpy(raw + rec.shape, &rows, 8);
+    ckpt_raw_write(ckpt, raw, len);
+    free(raw);
+    expect_refused("ckpt info %s", 1, (const char *[]){ckpt, "impossible in a file of", NULL});
+}
+
+static void negative_step(TrainerState *s) { s->step = -1; }
+static void nan_best_val(TrainerState *s) { s->best_val_loss = NAN; }
+static void negative_elapsed(TrainerState *s) { s->elapsed_s = -5; }
+static void step_past_the_limit(TrainerState *s) { s->step = INT64_MAX; }
+
+Test(hostile, an_invalid_trainer_state_is_refused_and_the_run_stays_resumable) {
+    static const struct {
+        void (*edit)(TrainerState *);
+        const char *says;
+    } states[] = {
+        {negative_step, "an invalid step (step -1,"},
+        {nan_best_val, "an invalid best val loss (step 2,"},
+        {negative_elapsed, "an invalid elapsed time (step 2,"},
+        {step_past_the_limit, "an invalid step (step 9223372036854775807,"},
+    };
+    size_t len;
+    uint8_t *good = ckpt_read_file(ckpt, &len);
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+        write_state(states[i].edit);
+        const char *says[] = {ckpt, "the trainer state has", states[i].says, NULL};
+        expect_refused("ckpt info %s", 1, says);
+        expect_refused("train --resume %s", 1, says);
+        ckpt_write_file(ckpt, good, len);
+    }
+    free(good);
+    /* nothing was saved under a name the folder reader refuses (ckpt--0000001.tgck) */
+    ckpt_expect_resume_reaches(run, "--steps 3", 3, "the untouched run");
+}
+
+Test(hostile, token_ids_past_the_model_vocabulary_are_refused_not_aborted_on) {
+    Model m;
+    CheckpointInfo info;
+    assert_ok(ckpt_load_model(ckpt, &m, &info));
+    uint32_t vocab = (uint32_t)m.cfg.vocab;
+    model_free(&m);
+    /* a val split of another tokenizer: ids up to vocab + 99, no fingerprint recorded */
+    int32_t ids[400];
+    for (int i = 0; i < 400; i++) ids[i] = (int32_t)(vocab + (uint32_t)(i % 100));
+    char *val = datagen_path(run, "val.tok");
+    assert_ok(tokfile_write(val, ids, 400, vocab + 100));
+    char vocab_text[64];
+    snprintf(vocab_text, sizeof vocab_text, "past the model's vocabulary of %u ids", vocab);
+    const char *says[] = {val, vocab_text, NULL};
+    expect_refused("eval --run %s", 1, says);
+    expect_refused("inspect --run %s --batches 1 --batch 1", 1, says);
+    expect_refused("train --resume %s", 1, says);
+    /* the reader itself, for a tokenizer of that vocabulary */
+    int32_t *back;
+    size_t n;
+    assert_fails(tokfile_read_for(val, vocab, 0, &back, &n), TG_ERR_MISMATCH, "past the model's vocabulary");
+    cr_expect_null(back);
+    assert_ok(tokfile_read_for(val, vocab + 100, 0, &back, &n));
+    free(back);
+    free(val);
+}
+
+Test(hostile, a_checkpoint_name_too_long_for_int64_names_no_checkpoint) {
+    char *latest = datagen_path(run, "latest");
+    const char *name = "ckpt-99999999999999999999999.tgck\n";
+    ckpt_write_file(latest, name, strlen(name));
+    free(latest);
+    expect_refused("ckpt info %s", 1, (const char *[]){"does not name a checkpoint", NULL});
+    expect_refused("train --resume %s", 1, (const char *[]){"does not name a checkpoint", NULL});
+}
+
+/* ---- the limits and the checked arithmetic under them ---- */
+
+Test(limits, checked_arithmetic_reports_every_overflow) {
+    size_t s;
+    int64_t i;
+    cr_expect(tg_mul_size(SIZE_MAX / 2, 2, &s) && s == SIZE_MAX - 1);
+    cr_expect_not(tg_mul_size(SIZE_MAX / 2 + 1, 2, &s));
+    cr_expect_not(tg_add_size(SIZE_MAX, 1, &s));
+    cr_expect_not(tg_mul_i64((int64_t)1 << 62, 2, &i));
+    cr_expect(tg_mul_i64((int64_t)1 << 61, -4, &i) && i == INT64_MIN);
+    cr_expect_not(tg_add_i64(INT64_MAX, 1, &i));
+    cr_expect_not(tg_bytes_of(-1, 4, &s));
+    cr_expect_not(tg_bytes_of(INT64_MAX, 4, &s));
+    cr_expect(tg_bytes_of(3, 4, &s) && s == 12);
+    /* doubles from JSON: only whole numbers in range become integers */
+    cr_expect(tg_double_to_i64(42.0, 0, 100, &i) && i == 42);
+    const double refused[] = {NAN, INFINITY, -INFINITY, 1e300, 9223372036854775808.0, 2.5, -1.0, 101.0};
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++)
+        cr_expect_not(tg_double_to_i64(refused[k], 0, 100, &i), "%g was accepted", refused[k]);
+}
+
+Test(limits, model_configs_beyond_a_limit_are_refused_with_the_flag) {
+    ModelConfig ok;
+    assert_ok(model_preset("tiny", &ok));
+    ok.vocab = 100;
+    assert_ok(model_config_validate(&ok));
+    cr_expect_eq(model_config_param_count(&ok) > 0, true);
+    ModelConfig c = ok;
+    c.seq_len = MODEL_MAX_SEQ + 1;
+    assert_fails(model_config_validate(&c), TG_ERR_ARG, "--seq 1048577 is above 1048576");
+    c = ok, c.n_layers = MODEL_MAX_LAYERS + 1;
+    assert_fails(model_config_validate(&c), TG_ERR_ARG, "--layers 1025 is above 1024");
+    c = ok, c.dim = 2, c.n_heads = 1, c.n_kv_heads = 1, c.seq_len = MODEL_MAX_SEQ;
+    assert_ok(model_config_validate(&c)); /* 2^20 positions of head size 2 fit the RoPE table */
+    c.dim = 256, c.n_heads = 1, c.n_kv_heads = 1;
+    assert_fails(model_config_validate(&c), TG_ERR_ARG, "needs a RoPE table of more than");
+    c = ok, c.dim = MODEL_MAX_DIM, c.n_heads = 64, c.n_kv_heads = 64, c.hidden = MODEL_MAX_HIDDEN, c.n_layers = 64;
+    assert_fails(model_config_validate(&c), TG_ERR_ARG, "more than");
+    c = ok, c.hidden = INT64_MAX / 2, c.n_layers = INT64_MAX / 2;
+    cr_expect_eq(model_config_param_count(&c), -1, "an overflowing count must be -1");
+}
+
+static void overflowing_shape(void *ctx) {
+    Tensor t;
+    tensor_set_shape(&t, 3, (const int64_t[]){(int64_t)1 << 30, (int64_t)1 << 30, 1 << 10});
+}
+
+static void repeated_parameter(void *ctx) {
+    ParamStore ps;
+    params_init(&ps);
+    params_add(&ps, "w", 1, (const int64_t[]){4}, true, PARAM_INIT_ZEROS);
+    params_add(&ps, "w", 1, (const int64_t[]){4}, true, PARAM_INIT_ZEROS);
+    params_finalize(&ps);
+}
+
+Test(limits, shapes_and_parameter_stores_abort_rather_than_wrap) {
+    char msg[1024];
+    cr_expect_eq(test_run_expecting_abort(overflowing_shape, NULL, msg, sizeof msg), SIGABRT, "%s", msg);
+    cr_expect(strstr(msg, "takes the tensor past"), "%s", msg);
+    cr_expect_eq(test_run_expecting_abort(repeated_parameter, NULL, msg, sizeof msg), SIGABRT, "%s", msg);
+    cr_expect(strstr(msg, "parameter 'w' added twice"), "%s", msg);
+}
+
+/* Every parameter is looked up by name when a checkpoint loads: with a scan per lookup (and per
+ * add, for the uniqueness check) 60,000 tensors took ~2*10^9 string compares. */
+Test(limits, parameter_names_are_found_in_log_time) {
+    enum { N = 60000 };
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ParamStore ps;
+    params_init(&ps);
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "layer.%05d.w", i);
+        params_add(&ps, name, 1, (const int64_t[]){1}, true, PARAM_INIT_ZEROS);
+    }
+    params_finalize(&ps);
+    int found = 0;
+    for (int i = N - 1; i >= 0; i--) {
+        snprintf(name, sizeof name, "layer.%05d.w", i);
+        found += params_index(&ps, name) == i;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cr_expect_eq(found, N);
+    cr_expect_eq(params_index(&ps, "layer.99999.w"), -1);
+    params_free(&ps);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_expect_lt(seconds, 2.0, "adding and finding %d parameters took %.2f s", N, seconds);
+}

@@ -1,0 +1,284 @@
+/* Hostile run folders: run.txt and train_options.txt with values no run wrote (refused in one
+ * line with exit 1; lines of any length read whole), metrics.jsonl and grads.jsonl with steps no
+ * run reaches (refused by the report instead of cast to int64 undefined), report axes over
+ * values closer than a double's rounding gap (the tick loop once never ended), compare-ffn
+ * --reuse of runs with different layer counts (an out-of-bounds read), and where `ckpt export`
+ * writes. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptutil.h"
+#include "datagen.h"
+#include "inspect/report.h"
+#include "testutil.h"
+#include "train/train_options.h"
+
+static char *dir, *corpus, *run;
+
+static void setup(void) {
+    dir = ckpt_test_setup(&corpus);
+    run = datagen_path(dir, "run");
+    ckpt_train_small(corpus, run, 2, "--log-grads 1");
+}
+
+static void teardown(void) {
+    datagen_remove_tree(dir);
+    free(dir), free(corpus), free(run);
+}
+
+TestSuite(hostile_run, .init = setup, .fini = teardown, .timeout = 120);
+
+/* `tapegrad ARGS` (a format with one %s for the run folder) exits `code` with one line holding
+ * `fragment`; returns that line (malloc'ed). */
+static char *expect_refused(const char *args_fmt, int code, const char *fragment) {
+    char args[8192], *out = NULL;
+    snprintf(args, sizeof args, args_fmt, run);
+    int rc = ckpt_cli(&out, "%s", args);
+    cr_expect_eq(rc, code, "`tapegrad %s` exited %d, expected %d:\n%s", args, rc, code, out);
+    cr_expect(strchr(out, '\n') && strchr(out, '\n')[1] == '\0', "`tapegrad %s`: not one line:\n%s", args, out);
+    cr_expect(strstr(out, fragment), "`tapegrad %s`: the message lacks '%s':\n%s", args, fragment, out);
+    return out;
+}
+
+/* Replaces the run's `name` with `text`. */
+static void put(const char *name, const char *text) {
+    char *path = datagen_path(run, name);
+    ckpt_write_file(path, text, strlen(text));
+    free(path);
+}
+
+/* ---- run.txt and train_options.txt ---- */
+
+Test(hostile_run, run_txt_values_are_range_checked_on_resume) {
+    static const struct {
+        const char *seed, *says;
+    } seeds[] = {
+        {"x", "--seed expects an integer below 2^63, got 'x'"},
+        {"-5", "--seed must not be negative, got -5"},
+        {"99999999999999999999", "--seed expects an integer below 2^63"},
+        {"12abc", "--seed expects an integer"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        snprintf(text, sizeof text, "--preset tiny\n--data %s\n--tokenizer char\n--val-fraction 0.1\n--seed %s\n", corpus,
+                 seeds[i].seed);
+        put(RUN_IDENTITY_FILE, text);
+        free(expect_refused("train --resume %s", 1, seeds[i].says));
+        free(expect_refused("train --resume %s", 1, "run.txt line 5"));
+    }
+}
+
+Test(hostile_run, train_options_txt_values_are_range_checked_on_resume) {
+    put(TRAIN_OPTIONS_FILE, "--steps 4\n--batch 99999999999\n");
+    free(expect_refused("train --resume %s", 1, "train_options.txt line 2: --batch must be in (0, 1048576], got 99999999999"));
+    put(TRAIN_OPTIONS_FILE, "--steps 4\n--accum 0\n");
+    free(expect_refused("train --resume %s", 1, "--accum must be positive"));
+    put(TRAIN_OPTIONS_FILE, "--steps 1e400\n");
+    free(expect_refused("train --resume %s", 1, "--steps expects an integer"));
+}
+
+/* A line of train_options.txt longer than any fixed buffer is one line: read in 255-byte pieces,
+ * "--steps 000...0003" became "--steps 000" and a line "0...03" that is no option. */
+Test(hostile_run, lines_of_any_length_are_read_whole) {
+    char line[1024] = "--steps ";
+    memset(line + 8, '0', 700);
+    strcpy(line + 708, "3\n");
+    put(TRAIN_OPTIONS_FILE, line);
+    ckpt_expect_resume_reaches(run, "", 3, "--steps 000...0003");
+
+    /* and run.txt's string values, through the options reader itself */
+    char path_value[600], file[800];
+    memset(path_value, 'd', sizeof path_value - 1);
+    path_value[0] = '/';
+    path_value[sizeof path_value - 1] = '\0';
+    snprintf(file, sizeof file, "--data %s\n--seed 7\n", path_value);
+    put("identity.txt", file);
+    TrainOptions id;
+    train_options_defaults(&id);
+    OptStrings strings = {0};
+    char *path = datagen_path(run, "identity.txt");
+    assert_ok(opt_read(train_option_table(), &id, TRAIN_OPT_IDENTITY, 0, path, NULL, &strings));
+    cr_expect_str_eq(id.data_path, path_value);
+    cr_expect_eq(id.seed, 7);
+    opt_strings_free(&strings);
+    free(path);
+}
+
+/* ---- metrics.jsonl, grads.jsonl and the report ---- */
+
+Test(hostile_run, the_report_refuses_steps_no_run_reaches) {
+    static const struct {
+        const char *metrics, *says;
+    } cases[] = {
+        /* doubles 16 apart: the axis loop stepping by 5 once never ended */
+        {"{\"step\":1e17,\"loss\":2}\n{\"step\":100000000000000032,\"loss\":2}\n", "step 1e+17 is not a whole number"},
+        {"{\"step\":1e999,\"loss\":2}\n", "step inf is not a whole number"},
+        {"{\"step\":9.3e18,\"loss\":2}\n", "step 9.3e+18 is not a whole number"},
+        {"{\"step\":-3,\"loss\":2}\n", "step -3 is not a whole number"},
+        {"{\"step\":2.5,\"loss\":2}\n", "step 2.5 is not a whole number"},
+        {"{\"step\":\"one\",\"loss\":2}\n", "not a JSON object with a step"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        put("metrics.jsonl", cases[i].metrics);
+        free(expect_refused("report %s", 1, cases[i].says));
+        free(expect_refused("report %s", 1, "metrics.jsonl line"));
+    }
+    put("metrics.jsonl", "{\"step\":1,\"loss\":2}\n");
+    put("grads.jsonl", "{\"step\":1e300,\"params\":[],\"ffn\":[]}\n");
+    free(expect_refused("report %s", 1, "grads.jsonl line 1: step 1e+300 is not a whole number"));
+}
+
+/* A chart whose x and y values are 32 apart at 1e17, written by a child limited to 16 MB of
+ * output: the tick loops must end, and the file stay small. */
+static void write_close_values_report(void *ctx) {
+    struct rlimit limit = {16 << 20, 16 << 20};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    Report *r = report_new("close values");
+    ReportChart *c = report_chart(r, "chart", "x", "y", false);
+    ReportSeries *s = report_series(c, "s", 0, false);
+    report_point(s, 1e17, 1e17);
+    report_point(s, 1e17 + 32, 1e17 + 32);
+    ReportChart *log_chart = report_chart(r, "log chart", "x", "y", true);
+    ReportSeries *t = report_series(log_chart, "t", 0, false);
+    report_point(t, 0, 1e-300);
+    report_point(t, 1, 1e300);
+    if (report_write_html(r, ctx) != TG_OK) abort();
+    report_free(r);
+}
+
+Test(hostile_run, report_axes_end_for_values_closer_than_their_rounding_gap, .timeout = 30) {
+    char *html = datagen_path(dir, "close.html"), msg[1024];
+    cr_assert_eq(test_run_expecting_abort(write_close_values_report, html, msg, sizeof msg), 0,
+                 "the report writer was killed (an endless axis?): %s", msg);
+    struct stat st;
+    cr_assert_eq(stat(html, &st), 0);
+    cr_expect_lt(st.st_size, 200000, "a two-point report of %lld bytes", (long long)st.st_size);
+    free(html);
+}
+
+Test(hostile_run, compare_ffn_refuses_reused_runs_with_other_layer_counts) {
+    char *out_dir = datagen_path(dir, "cmp"), *relu = datagen_path(out_dir, "lr0.003-relu-s1337"),
+         *swiglu = datagen_path(out_dir, "lr0.003-swiglu-s1337");
+    /* the tiny preset has 2 layers and SwiGLU hidden 176, so its ReLU runs get 3/2 x 176 = 264: the
+     * ReLU run is what the experiment plans, the SwiGLU one has a layer less */
+    char *out = NULL;
+    const char *common = "--preset tiny --steps 2 --eval-every 0 --sample-tokens 0 --log-grads 1 --seed 1337";
+    cr_assert_eq(ckpt_cli(&out, "train %s --data %s --ffn relu --hidden 264 --out %s", common, corpus, relu), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ckpt_cli(&out, "train %s --data %s --layers 1 --out %s", common, corpus, swiglu), 0, "%s", out);
+    free(out);
+    int rc = ckpt_cli(&out, "compare-ffn --reuse --lrs 3e-3 --seeds 1 --preset tiny --steps 2 --data %s --out %s",
+                      corpus, out_dir);
+    cr_expect_eq(rc, 1, "compare-ffn exited %d:\n%s", rc, out);
+    cr_expect(strstr(out, "holds a swiglu model of 1 layers") && strstr(out, "2 layers"), "%s", out);
+    char *report = datagen_path(out_dir, "report.html");
+    cr_expect_neq(access(report, F_OK), 0, "a report was written");
+    free(out), free(report), free(out_dir), free(relu), free(swiglu);
+}
+
+/* ---- ckpt export's output folder ---- */
+
+Test(hostile_run, ckpt_export_makes_its_folder_and_keeps_another_model_s_config) {
+    char *out = NULL, *weights = datagen_path(dir, "new/sub/w.safetensors");
+    cr_assert_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, weights), 0, "%s", out);
+    free(out);
+    cr_expect_eq(access(weights, F_OK), 0);
+    /* again into the same folder: the same config.json, so it goes ahead */
+    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, weights), 0, "%s", out);
+    free(out);
+    /* beside another model's config.json: refused, nothing written */
+    datagen_write(dir, "other/config.json", "{\"dim\": 4096}\n", 14);
+    char *other = datagen_path(dir, "other/w.safetensors");
+    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, other), 1, "%s", out);
+    cr_expect(strstr(out, "config.json already exists and describes another model"), "%s", out);
+    cr_expect_neq(access(other, F_OK), 0, "the weights were written beside another model's config");
+    size_t len;
+    char *config = datagen_path(dir, "other/config.json");
+    uint8_t *kept = ckpt_read_file(config, &len);
+    cr_expect(len == 14 && memcmp(kept, "{\"dim\": 4096}\n", 14) == 0, "the other config.json changed");
+    free(out), free(weights), free(other), free(config), free(kept);
+}
+
+/* ---- files of the run folder that are symlinks ---- */
+
+/* A run folder from elsewhere may hold symlinks where its files should be. A resume replaces
+ * train_options.txt by a file of its own (it was rewritten in place once) and refuses to append
+ * to a linked metrics.jsonl; neither link's target changes. */
+Test(hostile_run, a_resume_never_writes_through_a_symlinked_run_file) {
+    char *victim = datagen_path(dir, "victim.txt"), *options = datagen_path(run, TRAIN_OPTIONS_FILE);
+    datagen_write(dir, "victim.txt", "--steps 3\n", 10);
+    cr_assert_eq(unlink(options), 0);
+    cr_assert_eq(symlink(victim, options), 0);
+    char *out = NULL;
+    cr_assert_eq(ckpt_cli(&out, "train --resume %s --eval-batches 1", run), 0, "%s", out);
+    free(out);
+    struct stat st;
+    cr_assert_eq(lstat(options, &st), 0);
+    cr_expect(S_ISREG(st.st_mode), "train_options.txt is still the symlink");
+    size_t len;
+    uint8_t *text = ckpt_read_file(victim, &len);
+    cr_expect(len == 10 && memcmp(text, "--steps 3\n", 10) == 0, "the symlink's target was written");
+    free(text);
+
+    char *metrics = datagen_path(run, "metrics.jsonl");
+    datagen_write(dir, "victim.txt", "{\"step\":1}\n", 11);
+    cr_assert_eq(unlink(metrics), 0);
+    cr_assert_eq(symlink(victim, metrics), 0);
+    put(TRAIN_OPTIONS_FILE, "--steps 4\n");
+    free(expect_refused("train --resume %s", 1, "metrics.jsonl is a symbolic link"));
+    text = ckpt_read_file(victim, &len);
+    cr_expect(len == 11 && memcmp(text, "{\"step\":1}\n", 11) == 0, "metrics were appended to the symlink's target");
+    free(text), free(victim), free(options), free(metrics);
+}
+
+/* ---- files of the run folder that are no files ---- */
+
+/* Replaces the run's `name` by a FIFO (no one writes it: opening it to read would wait for good)
+ * or by a symlink to /dev/zero (a line reader would never find the end of its first line). */
+static void plant(const char *name, bool fifo) {
+    char *path = datagen_path(run, name);
+    char moved[4300];
+    snprintf(moved, sizeof moved, "%s.real", path);
+    cr_assert_eq(rename(path, moved), 0, "cannot move %s aside", path);
+    cr_assert_eq(fifo ? mkfifo(path, 0644) : symlink("/dev/zero", path), 0, "cannot plant %s", path);
+    free(path);
+}
+
+static void restore(const char *name) {
+    char *path = datagen_path(run, name);
+    char moved[4300];
+    snprintf(moved, sizeof moved, "%s.real", path);
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(rename(moved, path), 0);
+    free(path);
+}
+
+Test(hostile_run, a_fifo_or_a_device_in_place_of_a_run_file_is_refused_not_waited_on, .timeout = 60) {
+    static const struct {
+        const char *file, *command, *says;
+    } cases[] = {
+        {"tokenizer.txt", "sample --run %s --tokens 2", "not a regular file"},
+        {"val.tok", "eval --run %s", "not a regular file"},
+        {"latest", "ckpt info %s", "not a regular file"},
+        {"metrics.jsonl", "report %s", "not a regular file"},
+        {TRAIN_OPTIONS_FILE, "train --resume %s", "not a regular file"},
+        {RUN_IDENTITY_FILE, "train --resume %s", "not a regular file"},
+    };
+    for (int fifo = 0; fifo <= 1; fifo++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            plant(cases[i].file, fifo);
+            free(expect_refused(cases[i].command, 1, cases[i].says));
+            restore(cases[i].file);
+        }
+    /* a FIFO where the metrics are appended to */
+    put(TRAIN_OPTIONS_FILE, "--steps 4\n");
+    plant("metrics.jsonl", true);
+    free(expect_refused("train --resume %s", 1, "metrics.jsonl: not a regular file"));
+}
