@@ -21,8 +21,8 @@ static const struct {
     FigureSource source;
     LayerStat stat; /* for the figures of grads.jsonl */
 } figure_specs[N_FIGURES] = {
-    [FIG_VAL_LOSS] = {"final_val_loss", "final val loss", FROM_VAL_LOSS},
-    [FIG_TRAIN_LOSS] = {"train_loss_last10", "train loss, last 10 steps", FROM_TRAIN_LOSS},
+    [FIG_VAL_LOSS] = {"final_val_loss", "final val loss", FROM_VAL_LOSS, LAYER_DEAD_FRAC /* unused */},
+    [FIG_TRAIN_LOSS] = {"train_loss_last10", "train loss, last 10 steps", FROM_TRAIN_LOSS, LAYER_DEAD_FRAC /* unused */},
     [FIG_PROBE_DEAD_FIRST] = {"probe_dead_first", "dead units at step 1, probe set", AT_FIRST_LOG,
                               LAYER_PROBE_DEAD_FRAC},
     [FIG_PROBE_DEAD_PEAK] = {"probe_dead_peak", "dead units at their peak, probe set", PEAK_OVER_LOGS,

@@ -276,6 +276,10 @@ static bool get_header(Reader *r, CheckpointInfo *ci) {
     }
     if (!get(r, ci->tag, len, "the tag")) return false;
     ci->tag[len] = '\0';
+    if (strlen(ci->tag) != len) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: the parameter set's tag holds a NUL byte; the file is corrupt", r->path));
+        return false;
+    }
     return true;
 }
 
@@ -304,9 +308,10 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t c
  * set's tagged `tag` (NULL: any). */
 static bool header_matches(Reader *r, const CheckpointInfo *ci, const ModelConfig *cfg, const char *tag) {
     const char *path = r->path;
-    if (cfg && ci->tag[0])
+    bool param_set = (r->flags & CHECKPOINT_FLAG_PARAM_SET) != 0;
+    if (cfg && param_set)
         content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a parameter set's checkpoint (tag '%s'), not a model's", path, ci->tag));
-    else if (!cfg && !ci->tag[0])
+    else if (!cfg && !param_set)
         content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a model's checkpoint, not a parameter set's", path));
     else if (cfg && !same_config(&ci->cfg, cfg)) {
         char a[256], b[256];

@@ -14,15 +14,27 @@
 /* BPE training grows with the text: a few kB of it is enough to reach every path */
 enum { BPE_TEXT_MAX = 4096, BPE_VOCAB = 300 };
 
+/* Encoding then decoding gives the text back, but for the GPT-2 split's "<|endoftext|>": that
+ * text is the <eot> token, and <eot> decodes to no bytes (data/tokenizer.h). */
 static void round_trip(const Tokenizer *tok, const char *text, size_t len) {
     int32_t *ids = malloc((len + 1) * sizeof *ids);
     size_t n;
     if (tokenizer_encode(tok, text, len, ids, len, &n) != TG_OK) abort();
-    char *back;
-    size_t back_len;
-    if (tokenizer_decode(tok, ids, n, &back, &back_len) != TG_OK || back_len != len || memcmp(back, text, len) != 0)
+    char *back, *want = malloc(len + 1);
+    size_t back_len, want_len = 0, eot_len = strlen(TOKENIZER_EOT_TEXT);
+    for (size_t i = 0; i < len;) {
+        if (tok->kind == TOKENIZER_BPE && tok->split == TOKENIZER_SPLIT_GPT2 && len - i >= eot_len &&
+            memcmp(text + i, TOKENIZER_EOT_TEXT, eot_len) == 0) {
+            i += eot_len;
+            continue;
+        }
+        want[want_len++] = text[i++];
+    }
+    if (tokenizer_decode(tok, ids, n, &back, &back_len) != TG_OK || back_len != want_len ||
+        memcmp(back, want, want_len) != 0)
         abort();
     free(back);
+    free(want);
     free(ids);
 }
 
