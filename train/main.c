@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/cpu.h"
 #include "train/cli.h"
 
 static const Subcommand *const subcommands[] = {
@@ -30,6 +31,11 @@ static void print_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* the kernel path, from TAPEGRAD_ISA or the CPU, before anything computes */
+    if (tg_isa_init() != TG_OK) {
+        fprintf(stderr, "tapegrad: %s\n", tg_error_message());
+        return 2;
+    }
     if (argc < 2) {
         print_help(stderr);
         return 2;
@@ -40,7 +46,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(name, "--version") == 0) {
-        printf("tapegrad %s\n", TAPEGRAD_VERSION);
+        printf("tapegrad %s\nkernels: %s on %s (this CPU runs:", TAPEGRAD_VERSION, tg_isa_name(tg_isa_active()),
+               tg_cpu_name());
+        for (int isa = TG_ISA_COUNT - 1; isa >= 0; isa--)
+            if (tg_isa_supported((tg_isa)isa)) printf(" %s", tg_isa_name((tg_isa)isa));
+        printf(")\n");
         return 0;
     }
     for (int i = 0; i < N_SUBCOMMANDS; i++)

@@ -1,56 +1,54 @@
-/* tapegrad's own single-threaded sgemm, for machines with AVX-512.
+/* tapegrad's own single-threaded sgemm, one copy per kernel path (lib/isa/simd.h).
  *
- * Why: OpenBLAS 0.3.21 does not know this machine's CPU (family 26) and, told to use its
- * Haswell kernels (OPENBLAS_CORETYPE), computes with 8-float AVX2 vectors: at most half of the
- * FMA rate the 16-float AVX-512 units have. This is the textbook blocked GEMM (Goto/BLIS):
+ * The textbook blocked GEMM (Goto/BLIS):
  *
  *   for each block of NC columns of C
  *     for each slice of KC along k:   pack op(B)[slice, block] into NR-column panels
  *       for each block of MC rows:
  *         for each NR panel, each MR panel:   C tile (MR x NR) += A rows * B panel
  *
- * Unlike BLIS, a non-transposed A is read where it lies (12 rows, one float of each per step of
+ * Unlike BLIS, a non-transposed A is read where it lies (MR rows, one float of each per step of
  * k) rather than packed: with k = 128 or n = 128, as in the small model, packing A cost as much
  * as the product itself, and the rows of a tile stay in L1/L2 across the NR panels anyway. Only
  * a last partial panel of fewer than MR rows is packed (with zero rows), so the kernel never
  * reads past A. A transposed A (dY^T in a weight gradient, k = tokens) is packed per block.
  *
- * The micro-kernel keeps a 12 x 32 tile of C in 24 vector registers of 16 floats; per step of
- * k it loads two vectors of the B panel (32 consecutive floats) and, for each of the 12 rows,
- * broadcasts one float of the A panel and does two fused multiply-adds: 24 FMAs per 2 loads
- * and 12 broadcasts, so the FMA units, not the loads, set the pace. The packed B panel
- * (KC x 32 floats, 48 KB) stays in L1/L2 across the MR panels of a block of MC rows, whose A
- * (MC x KC, 144 KB) stays in L2.
+ * The micro-kernel keeps an MR x NR tile of C in 2 MR vector registers (NR = two vectors);
+ * per step of k it loads the two vectors of the B panel and, for each of the MR rows,
+ * broadcasts one float of A and does two multiply-adds: 2 MR FMAs per 2 loads and MR
+ * broadcasts, so the FMA units, not the loads, set the pace. The tile per path fills the
+ * vector registers, with room for the two B vectors and a broadcast:
  *
- * Written with GNU C vectors (16 floats = one zmm register); this file is compiled with
- * -O3 -ffp-contract=fast, so that `acc += a * b` becomes one FMA (ISO C mode turns contraction
- * off) and the 24 accumulators stay in registers (at -O2 GCC spills the B vectors to the stack
- * and runs at half the speed). Measured on one core: 155-210 GFLOP/s on this model's shapes (the
- * peak is ~217), OpenBLAS's Haswell kernels 85-100. Each element of C is the sum over
- * k in a fixed order (a chain of FMAs per KC slice, slices added in order), whatever the shape
- * of the call or the tile the element falls in: splitting C over threads changes no bit.
- * Without AVX-512 the same code compiles to narrower vectors (correct, slower): blas.c then
- * keeps OpenBLAS.
+ *   avx512  16-float zmm, 32 registers: MR 12, NR 32 (24 accumulators)
+ *   avx2     8-float ymm, 16 registers: MR  6, NR 16 (12 accumulators)
+ *   generic  4-float xmm, 16 registers: MR  6, NR  8 (12 accumulators; a multiply and an add)
+ *
+ * At least 8 independent accumulators keep two FMA pipes of latency 4 busy. The packed B panel
+ * (KC x NR floats: 48 KB for avx512, 24 KB for avx2) stays in L1/L2 across the MR panels of a
+ * block of MC rows, whose A (MC x KC) stays in L2.
+ *
+ * Compiled with -O3 -ffp-contract=fast, so that `acc += a * b` becomes one FMA (ISO C mode turns
+ * contraction off) and the accumulators stay in registers (at -O2 GCC spills the B vectors to
+ * the stack and runs at half the speed). Each element of C is the sum over k in a fixed order (a
+ * chain of multiply-adds per KC slice, the slices added in order), whatever the shape of the
+ * call or the tile the element falls in (a partial tile runs the same vector code as a full
+ * one): splitting C over threads changes no bit. Measured speeds are in bench/README.md.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
-#include "error.h"
-
-typedef float f32x16 __attribute__((vector_size(64)));
-/* sixteen floats at any float boundary */
-typedef float f32x16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
-#define VEC16(ptr) (*(f32x16_unaligned *)(ptr))
-#define VEC16_ALIGNED(ptr) (*(f32x16 *)(ptr))
+#include "isa_kernels.h"
+#include "lib/error.h"
+#include "simd.h"
 
 enum {
-    MR = 12,          /* rows of the C tile */
-    NR = 32,          /* columns of the C tile: two vectors */
-    KC = 384,         /* k slice: a B panel is KC x NR floats = 48 KB (256 measured 10-15% slower) */
-    MC = 8 * MR,      /* rows per block: 96 x 384 floats of A = 144 KB */
-    NC = 16 * NR,     /* columns per packed B block: 384 x 512 floats = 768 KB */
+    MR = ISA_GEMM_MR, /* rows of the C tile */
+    NR = ISA_GEMM_NR, /* columns of the C tile: two vectors */
+    KC = 384,         /* k slice (256 measured 10-15% slower with avx512) */
+    MC = 96,          /* rows per block: 96 x 384 floats of A = 144 KB (a multiple of MR) */
+    NC = 512,         /* columns per packed B block: 384 x 512 floats = 768 KB (a multiple of NR) */
 };
+_Static_assert(MC % MR == 0 && NC % NR == 0, "blocks are whole tiles");
 
 /* A rows [0, rows) x k [0, kc) -> panels of MR rows: panel[p * MR + r] = A(r, p); rows past
  * `rows` are zero. */
@@ -83,10 +81,10 @@ static void pack_a(const float *a, int64_t lda, bool trans, int64_t rows, int64_
 static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t cols, float *dst) {
     for (int64_t c0 = 0; c0 < cols; c0 += NR, dst += NR * kc) {
         int64_t n_c = cols - c0 < NR ? cols - c0 : NR;
-        if (!trans && n_c == NR) {   /* B(p, c) = b[p ldb + c]: rows of 32 consecutive floats */
+        if (!trans && n_c == NR) {   /* B(p, c) = b[p ldb + c]: rows of NR consecutive floats */
             for (int64_t p = 0; p < kc; p++) {
-                VEC16_ALIGNED(dst + p * NR) = VEC16(b + p * ldb + c0);
-                VEC16_ALIGNED(dst + p * NR + 16) = VEC16(b + p * ldb + c0 + 16);
+                VF_ALIGNED(dst + p * NR) = VF(b + p * ldb + c0);
+                VF_ALIGNED(dst + p * NR + VLANES) = VF(b + p * ldb + c0 + VLANES);
             }
         } else if (!trans) {
             for (int64_t p = 0; p < kc; p++) {
@@ -107,20 +105,40 @@ static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t 
     }
 }
 
-/* acc (MR x NR) = A (MR x kc) * B panel (kc x NR), then written into the tile of C:
- * first slice: C = alpha acc + beta C (beta 0 never reads C); later slices: C += alpha acc.
+/* One tile of C (MR rows of NR floats, row stride ldc) from its accumulators: first slice
+ * C = alpha acc + beta C (beta 0 never reads C), later slices C += alpha acc. */
+static inline __attribute__((always_inline)) void update_tile(float *c, int64_t ldc, vf acc[MR][2], float alpha,
+                                                              float beta, bool first) {
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        float *cr = c + r * ldc;
+        if (!first) {
+            VF(cr) += alpha * acc[r][0];
+            VF(cr + VLANES) += alpha * acc[r][1];
+        } else if (beta == 0.0f) {
+            VF(cr) = alpha * acc[r][0];
+            VF(cr + VLANES) = alpha * acc[r][1];
+        } else {
+            VF(cr) = alpha * acc[r][0] + beta * VF(cr);
+            VF(cr + VLANES) = alpha * acc[r][1] + beta * VF(cr + VLANES);
+        }
+    }
+}
+
+/* acc (MR x NR) = A (MR x kc) * B panel (kc x NR), then written into the tile of C.
  * A(r, p) = a[r a_rs + p a_cs]: a packed panel (1, MR), or A read where it lies, (lda, 1) or
- * (1, lda) when transposed. A full tile is written in place; a partial one (rows x cols) goes
- * through `edge`. */
+ * (1, lda) when transposed. A full tile is updated in place; a partial one (rows x cols) is
+ * copied into `edge`, updated by the same vector code (so an element's rounding does not depend
+ * on the tile it falls in) and copied back. */
 static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const float *a, int64_t a_rs,
                                                                int64_t a_cs, const float *bp, float *c,
                                                                int64_t ldc, int rows, int cols, float alpha,
                                                                float beta, bool first) {
-    f32x16 acc[MR][2];
+    vf acc[MR][2];
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = (f32x16){0};
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = (vf){0};
     for (int64_t p = 0; p < kc; p++) {
-        const f32x16 b0 = VEC16_ALIGNED(bp + p * NR), b1 = VEC16_ALIGNED(bp + p * NR + 16);
+        const vf b0 = VF_ALIGNED(bp + p * NR), b1 = VF_ALIGNED(bp + p * NR + VLANES);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
             const float a_rp = a[r * a_rs + p * a_cs];
@@ -129,34 +147,15 @@ static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const
         }
     }
     if (rows == MR && cols == NR) {
-#pragma GCC unroll 12
-        for (int r = 0; r < MR; r++) {
-            float *cr = c + r * ldc;
-            if (!first) {
-                VEC16(cr) += alpha * acc[r][0];
-                VEC16(cr + 16) += alpha * acc[r][1];
-            } else if (beta == 0.0f) {
-                VEC16(cr) = alpha * acc[r][0];
-                VEC16(cr + 16) = alpha * acc[r][1];
-            } else {
-                VEC16(cr) = alpha * acc[r][0] + beta * VEC16(cr);
-                VEC16(cr + 16) = alpha * acc[r][1] + beta * VEC16(cr + 16);
-            }
-        }
+        update_tile(c, ldc, acc, alpha, beta, first);
         return;
     }
     float edge[MR][NR] __attribute__((aligned(64)));
-    for (int r = 0; r < MR; r++) {
-        VEC16_ALIGNED(&edge[r][0]) = acc[r][0];
-        VEC16_ALIGNED(&edge[r][16]) = acc[r][1];
-    }
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) {
-            float *cij = c + r * ldc + j;
-            if (!first) *cij += alpha * edge[r][j];
-            else if (beta == 0.0f) *cij = alpha * edge[r][j];
-            else *cij = alpha * edge[r][j] + beta * *cij;
-        }
+    bool reads_c = !first || beta != 0.0f;
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) edge[r][j] = reads_c && r < rows && j < cols ? c[r * ldc + j] : 0.0f;
+    update_tile(&edge[0][0], NR, acc, alpha, beta, first);
+    for (int r = 0; r < rows; r++) memcpy(c + r * ldc, edge[r], (size_t)cols * sizeof(float));
 }
 
 /* The two ways of reading A, each with its strides known to the compiler. */
@@ -181,7 +180,7 @@ static float *thread_pack_buffer(void) {
     return pack_buffer;
 }
 
-void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+void ISA_FN(sgemm_tiled)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                     int64_t ldc) {
     if (m <= 0 || n <= 0) return;
