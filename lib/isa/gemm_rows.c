@@ -6,7 +6,7 @@
  * k whatever the block shape (full vectors or the scalar tail) and whatever n: the result of a
  * column does not depend on its neighbours, so the forward and the backward's recomputation
  * agree bitwise. Compiled with -O3 -ffp-contract=fast: `acc += a * b` is one FMA on the paths
- * that have it, in the vectors and in the scalar tail alike.
+ * that have it, in the vectors and (scalar_fma) in the scalar tail alike.
  */
 #include "isa_kernels.h"
 #include "lib/blas.h"
@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) void product_rows(int rows, int64_t
     for (; col < n; col++)
         for (int r = 0; r < rows; r++) {
             float acc = 0.0f;
-            for (int64_t i = 0; i < n_k; i++) acc += a[r * a_row + i * a_col] * b[i * ldb + col];
+            for (int64_t i = 0; i < n_k; i++) acc = scalar_fma(a[r * a_row + i * a_col], b[i * ldb + col], acc);
             c[r * ldc + col] = accumulate ? c[r * ldc + col] + acc : acc;
         }
 }

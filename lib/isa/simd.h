@@ -94,6 +94,18 @@ ALWAYS_INLINE void store_part_d(double *p, const vd *v, int64_t count) {
     else memcpy(p, v, (size_t)count * sizeof(double));
 }
 
+/* a b + c for one float, rounded as one lane of `acc += a * b` on vectors rounds: fused where the
+ * target has FMA (there -ffp-contract=fast fuses the vector code). Written out because the
+ * vectoriser may turn a scalar loop's multiplies into a vector operation and leave the adds
+ * apart, which would round them twice. */
+ALWAYS_INLINE float scalar_fma(float a, float b, float c) {
+#ifdef __FP_FAST_FMAF
+    return __builtin_fmaf(a, b, c);
+#else
+    return a * b + c;
+#endif
+}
+
 /* sum of the lanes, lane 0 first (a fixed order) */
 ALWAYS_INLINE float lane_sum(const vf *v) {
     float sum = (*v)[0];
