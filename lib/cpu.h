@@ -43,7 +43,8 @@ const char *tg_cpu_name(void);
 
 /* The FP32 multiply-add ceiling of the active path on this machine, in GFLOP/s: every thread of
  * `pool` (NULL: the caller alone) runs independent chains of the path's widest fused
- * multiply-add (a multiply and an add on generic) on registers, for about `seconds` in all; the
+ * multiply-add (a multiply and an add on generic) on registers, for about `seconds` of the
+ * caller's CPU time; the sum over threads of each one's FLOPs per second of its own CPU time,
  * best of a few rounds. 2 FLOPs per lane per multiply-add. */
 double tg_peak_gflops(Pool *pool, double seconds);
 

@@ -4,7 +4,9 @@
  * loss, backward, gradient-norm clip (1.0), AdamW. After the warm-up steps (which also grow the
  * arena to its steady size) every step is timed; the report gives the median, which one
  * preempted step cannot move. FLOPs per token follow ../shared/bench/torch_minimind.py:
- * 6 N + 12 L T dim (N counts the tied embedding once; the causal mask is not discounted).
+ * 6 N + 12 L T dim (N counts the tied embedding once; the causal mask is not discounted). MFU is
+ * against the FP32 multiply-add ceiling of the kernel path in use, measured on this machine's
+ * threads after the timed steps (lib/cpu.h, tg_peak_gflops).
  */
 #include <math.h>
 #include <stdio.h>
@@ -14,13 +16,11 @@
 #include <time.h>
 
 #include "../lib/blas.h"
+#include "../lib/cpu.h"
 #include "../lib/rng.h"
 #include "cli.h"
 #include "model.h"
 #include "optim.h"
-
-/* FP32 FMA ceiling of this machine's 2 cores, measured (DESIGN.md section 8). */
-static const double PEAK_GFLOPS = 435.0;
 
 static double now_s(void) {
     struct timespec ts;
@@ -189,7 +189,8 @@ static int run_bench(int argc, char **argv) {
     double flops_per_token = 6.0 * (double)n_params + 12.0 * (double)(cfg.n_layers * T * cfg.dim);
     double tokens_per_s = (double)(B * T) / med.step;
     double gflops = tokens_per_s * flops_per_token / 1e9;
-    double mfu = gflops / PEAK_GFLOPS;
+    double peak_gflops = tg_peak_gflops(pool, 0.3);
+    double mfu = gflops / peak_gflops;
     double rss = peak_rss_mb();
     double arena_mb = (double)arena.peak / (1024.0 * 1024.0);
     const char *ffn_name = cfg.ffn == FFN_SWIGLU ? "swiglu" : "relu";
@@ -201,25 +202,29 @@ static int run_bench(int argc, char **argv) {
                "\"flops_per_token\": %.0f, \"tokens_per_s\": %.1f, \"tokens_per_s_mean\": %.1f, "
                "\"ms_per_step\": %.3f, \"ms_fwd\": %.3f, \"ms_bwd\": %.3f, \"ms_opt\": %.3f, "
                "\"achieved_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"arena_peak_mb\": %.1f, "
-               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.9g, \"loss_last\": %.9g}\n",
+               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.9g, \"loss_last\": %.9g, \"isa\": \"%s\", "
+               "\"cpu\": \"%s\", \"peak_gflops\": %.1f}\n",
                o.preset, (long long)cfg.dim, (long long)cfg.n_layers, (long long)cfg.n_heads,
                (long long)cfg.n_kv_heads, (long long)cfg.hidden, (long long)cfg.vocab, (long long)T, (long long)B,
                ffn_name, o.threads, gemm_name, o.steps, o.warmup, (long long)n_params, flops_per_token,
                tokens_per_s, (double)(B * T) / mean_step, 1e3 * med.step, 1e3 * med.forward,
-               1e3 * med.backward, 1e3 * med.optimizer, gflops, mfu, rss, arena_mb, 1e3 * cpu_per_step, first_loss, last_loss);
+               1e3 * med.backward, 1e3 * med.optimizer, gflops, mfu, rss, arena_mb, 1e3 * cpu_per_step, first_loss, last_loss,
+               tg_isa_name(tg_isa_active()), tg_cpu_name(), peak_gflops);
     } else {
         printf("model: %s, %lld parameters (dim %lld, %lld layers, %lld/%lld heads, %s hidden %lld, vocab %lld)\n",
                o.preset, (long long)n_params, (long long)cfg.dim, (long long)cfg.n_layers, (long long)cfg.n_heads,
                (long long)cfg.n_kv_heads, ffn_name, (long long)cfg.hidden, (long long)cfg.vocab);
         printf("batch %lld x seq %lld = %lld tokens/step, %d threads (GEMMs: %s), %d warm-up + %d timed steps\n",
                (long long)B, (long long)T, (long long)(B * T), o.threads, gemm_name, o.warmup, o.steps);
+        printf("kernels: %s on %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name());
         printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", tokens_per_s,
                (double)(B * T) / mean_step);
         printf("ms per step   %10.2f   forward %.2f, backward %.2f, optimizer %.2f (medians)\n", 1e3 * med.step,
                1e3 * med.forward, 1e3 * med.backward, 1e3 * med.optimizer);
         printf("CPU ms/step   %10.2f   (all threads, mean)\n", 1e3 * cpu_per_step);
         printf("GFLOP/s       %10.1f   (%.0f FLOPs/token = 6N + 12 L T dim)\n", gflops, flops_per_token);
-        printf("MFU           %10.1f %% of %.0f GFLOP/s\n", 100.0 * mfu, PEAK_GFLOPS);
+        printf("MFU           %10.1f %% of %.0f GFLOP/s (the %s multiply-add ceiling, measured on %d threads)\n",
+               100.0 * mfu, peak_gflops, tg_isa_name(tg_isa_active()), o.threads);
         printf("peak RSS      %10.1f MB (step arena peak %.1f MB)\n", rss, arena_mb);
         printf("loss          %10.4f -> %.4f (ln V = %.4f)\n", first_loss, last_loss, log((double)cfg.vocab));
     }

@@ -16,6 +16,7 @@
 #include "../data/loader.h"
 #include "../data/tokenizer.h"
 #include "../data/tokfile.h"
+#include "../lib/cpu.h"
 #include "../lib/engine.h"
 #include "../lib/error.h"
 #include "checkpoint.h"
@@ -212,6 +213,7 @@ int train_run(TrainOptions *o) {
     printf("data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld = %lld tokens/step; run folder %s\n",
            (long long)run.n_train, (long long)run.n_val, (long long)B, (long long)T, (long long)o->accum,
            (long long)tokens_per_step, run.folder.path[0] ? run.folder.path : run.dir);
+    printf("kernels: %s on %s; %d threads\n", tg_isa_name(tg_isa_active()), tg_cpu_name(), o->threads);
     if (run.resumed) {
         printf("resuming at step %lld of %lld from %s\n", (long long)st->step, (long long)o->steps, run.last_checkpoint);
     } else if (run.initialized_from_file) {
