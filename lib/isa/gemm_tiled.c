@@ -53,52 +53,67 @@ _Static_assert(MC % MR == 0 && NC % NR == 0, "blocks are whole tiles");
 /* A rows [0, rows) x k [0, kc) -> panels of MR rows: panel[p * MR + r] = A(r, p); rows past
  * `rows` are zero. */
 static void pack_a(const float *a, int64_t lda, bool trans, int64_t rows, int64_t kc, float *dst) {
-    for (int64_t r0 = 0; r0 < rows; r0 += MR, dst += MR * kc) {
-        int64_t n_r = rows - r0 < MR ? rows - r0 : MR;
-        if (trans) {   /* A(i, p) = a[p lda + i]: a panel row is MR consecutive floats */
-            for (int64_t p = 0; p < kc; p++) {
-                const float *src = a + p * lda + r0;
-                float *d = dst + p * MR;
-                int64_t r = 0;
-                for (; r < n_r; r++) d[r] = src[r];
+    if (trans) {   /* A(i, p) = a[p lda + i]: row p of a holds A's column p; read it once, in order */
+        for (int64_t p = 0; p < kc; p++) {
+            const float *src = a + p * lda;
+            for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+                float *d = dst + r0 * kc + p * MR;
+                int64_t n_r = rows - r0 < MR ? rows - r0 : MR, r = 0;
+                for (; r < n_r; r++) d[r] = src[r0 + r];
                 for (; r < MR; r++) d[r] = 0.0f;
             }
-        } else {
-            for (int64_t r = 0; r < MR; r++) {
-                if (r < n_r) {
-                    const float *src = a + (r0 + r) * lda;
-                    for (int64_t p = 0; p < kc; p++) dst[p * MR + r] = src[p];
-                } else {
-                    for (int64_t p = 0; p < kc; p++) dst[p * MR + r] = 0.0f;
-                }
+        }
+        return;
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += MR, dst += MR * kc) {
+        int64_t n_r = rows - r0 < MR ? rows - r0 : MR;
+        for (int64_t r = 0; r < MR; r++) {
+            if (r < n_r) {
+                const float *src = a + (r0 + r) * lda;
+                for (int64_t p = 0; p < kc; p++) dst[p * MR + r] = src[p];
+            } else {
+                for (int64_t p = 0; p < kc; p++) dst[p * MR + r] = 0.0f;
             }
         }
     }
 }
 
 /* B k [0, kc) x columns [0, cols) -> panels of NR columns: panel[p * NR + c] = B(p, c); columns
- * past `cols` are zero. */
+ * past `cols` are zero. Memory is read in its own order (a row of b at a time, or a run of
+ * PACK_RUN floats of each row when B is transposed), the panels written where they lie in L1/L2:
+ * walking b panel by panel touched a new cache line (and often a new page) per float or two. */
+enum { PACK_RUN = 16 };
 static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t cols, float *dst) {
+    int64_t full_cols = cols / NR * NR;
+    if (!trans) {   /* B(p, c) = b[p ldb + c]: row p of b is row p of every panel */
+        for (int64_t p = 0; p < kc; p++) {
+            const float *src = b + p * ldb;
+            for (int64_t c0 = 0; c0 < full_cols; c0 += NR) {
+                float *d = dst + c0 * kc + p * NR;
+                VF_ALIGNED(d) = VF(src + c0);
+                VF_ALIGNED(d + VLANES) = VF(src + c0 + VLANES);
+            }
+            if (full_cols < cols) {
+                float *d = dst + full_cols * kc + p * NR;
+                int64_t c = 0;
+                for (; c < cols - full_cols; c++) d[c] = src[full_cols + c];
+                for (; c < NR; c++) d[c] = 0.0f;
+            }
+        }
+        return;
+    }
+    /* B(p, c) = b[c ldb + p]: row c of b is column c of B; PACK_RUN steps of k at a time, so the
+     * panel lines being written stay in L1 while each row's run is read */
     for (int64_t c0 = 0; c0 < cols; c0 += NR, dst += NR * kc) {
         int64_t n_c = cols - c0 < NR ? cols - c0 : NR;
-        if (!trans && n_c == NR) {   /* B(p, c) = b[p ldb + c]: rows of NR consecutive floats */
-            for (int64_t p = 0; p < kc; p++) {
-                VF_ALIGNED(dst + p * NR) = VF(b + p * ldb + c0);
-                VF_ALIGNED(dst + p * NR + VLANES) = VF(b + p * ldb + c0 + VLANES);
-            }
-        } else if (!trans) {
-            for (int64_t p = 0; p < kc; p++) {
-                int64_t c = 0;
-                for (; c < n_c; c++) dst[p * NR + c] = b[p * ldb + c0 + c];
-                for (; c < NR; c++) dst[p * NR + c] = 0.0f;
-            }
-        } else {   /* B(p, c) = b[c ldb + p]: walk each column's k run, write strided */
+        for (int64_t p0 = 0; p0 < kc; p0 += PACK_RUN) {
+            int64_t p1 = p0 + PACK_RUN < kc ? p0 + PACK_RUN : kc;
             for (int64_t c = 0; c < NR; c++) {
                 if (c < n_c) {
                     const float *src = b + (c0 + c) * ldb;
-                    for (int64_t p = 0; p < kc; p++) dst[p * NR + c] = src[p];
+                    for (int64_t p = p0; p < p1; p++) dst[p * NR + c] = src[p];
                 } else {
-                    for (int64_t p = 0; p < kc; p++) dst[p * NR + c] = 0.0f;
+                    for (int64_t p = p0; p < p1; p++) dst[p * NR + c] = 0.0f;
                 }
             }
         }
@@ -200,7 +215,8 @@ void ISA_FN(sgemm_tiled)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                 int64_t mc = m - i0 < MC ? m - i0 : MC;
                 /* A^T (a weight gradient's dY^T) is packed, once per block: read in place, each
                  * step of k would touch another cache line, and the A tile would not stay in L1
-                 * next to the B panel. */
+                 * next to the B panel. (Packing a plain A too, for blocks of 256 columns or
+                 * more, measured 10% slower: bench/README.md.) */
                 if (trans_a) pack_a(a + p0 * lda + i0, lda, true, mc, kc, a_pack);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     int cols = nc - jr < NR ? (int)(nc - jr) : NR;
