@@ -34,6 +34,7 @@
  * call or the tile the element falls in (a partial tile runs the same vector code as a full
  * one): splitting C over threads changes no bit. Measured speeds are in bench/README.md.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,14 +184,24 @@ static void kernel_rows_a(int64_t kc, const float *a, int64_t lda, const float *
     micro_kernel(kc, a, lda, 1, bp, c, ldc, MR, cols, alpha, beta, first);
 }
 
-/* Packing buffers of the calling thread, grown once to the largest block and then reused. */
+/* Packing buffers of the calling thread, allocated on its first product and then reused; the
+ * key's destructor frees them when the thread ends (the pool's workers end with the pool). */
 static _Thread_local float *pack_buffer;
+static pthread_key_t pack_buffer_key;
+static pthread_once_t pack_buffer_key_once = PTHREAD_ONCE_INIT;
+
+static void make_pack_buffer_key(void) {
+    int rc = pthread_key_create(&pack_buffer_key, free);
+    if (rc != 0) tg_abort_at(__FILE__, __LINE__, "pthread_key_create failed (%d)", rc);
+}
 
 static float *thread_pack_buffer(void) {
     if (!pack_buffer) {
         size_t floats = (size_t)MC * KC + (size_t)KC * NC;
         pack_buffer = aligned_alloc(64, floats * sizeof(float));
         if (!pack_buffer) tg_abort_at(__FILE__, __LINE__, "out of memory: GEMM packing buffer");
+        pthread_once(&pack_buffer_key_once, make_pack_buffer_key);
+        pthread_setspecific(pack_buffer_key, pack_buffer);
     }
     return pack_buffer;
 }
