@@ -111,9 +111,11 @@ static bool check_gemm_case(const TgKernels *kern, bool ta, bool tb, Shape s, fl
     return ok;
 }
 
-/* shapes across the tiles (MR 12 or 6, NR 32, 16 or 8) and blocks (KC 384, MC 96, NC 512) */
-static const Shape gemm_shapes[] = {{1, 1, 1},    {6, 16, 7},   {12, 32, 5},   {13, 33, 385}, {11, 31, 384},
-                                    {25, 70, 40}, {97, 65, 300}, {40, 530, 20}, {200, 17, 130}, {5, 3, 0}};
+/* shapes across the tiles (MR 12 or 6, NR 32, 16 or 8), the k slices (at most 512, equal) and
+ * the blocks (MC 96, NC 512) */
+static const Shape gemm_shapes[] = {{1, 1, 1},     {6, 16, 7},    {12, 32, 5},    {13, 33, 513},  {11, 31, 512},
+                                    {9, 40, 1100}, {25, 70, 40},  {97, 65, 300},  {40, 530, 20},  {200, 17, 130},
+                                    {5, 3, 0}};
 
 static bool check_gemm(const TgKernels *kern, char *why) {
     const float betas[] = {0.0f, 1.0f, 0.5f};

@@ -3,7 +3,7 @@
  * The textbook blocked GEMM (Goto/BLIS):
  *
  *   for each block of NC columns of C
- *     for each slice of KC along k:   pack op(B)[slice, block] into NR-column panels
+ *     for each slice along k (at most KC):   pack op(B)[slice, block] into NR-column panels
  *       for each block of MC rows:
  *         for each NR panel, each MR panel:   C tile (MR x NR) += A rows * B panel
  *
@@ -24,13 +24,16 @@
  *   generic  4-float xmm, 16 registers: MR  6, NR  8 (12 accumulators; a multiply and an add)
  *
  * At least 8 independent accumulators keep two FMA pipes of latency 4 busy. The packed B panel
- * (KC x NR floats: 48 KB for avx512, 24 KB for avx2) stays in L1/L2 across the MR panels of a
- * block of MC rows, whose A (MC x KC) stays in L2.
+ * (KC x NR floats: at most 64 KB for avx512, 32 KB for avx2) stays in L1/L2 across the MR panels
+ * of a block of MC rows, whose A (MC x KC) stays in L2. A's rows, read in place, are prefetched
+ * a tile ahead: MR short streams that start in every tile are too short for the hardware's
+ * prefetcher to pick up (that and slices of 512 rather than 384 + 128 made the minimind-26m
+ * forward products 5-10% faster: bench/README.md).
  *
  * Compiled with -O3 -ffp-contract=fast, so that `acc += a * b` becomes one FMA (ISO C mode turns
  * contraction off) and the accumulators stay in registers (at -O2 GCC spills the B vectors to
  * the stack and runs at half the speed). Each element of C is the sum over k in a fixed order (a
- * chain of multiply-adds per KC slice, the slices added in order), whatever the shape of the
+ * chain of multiply-adds per k slice, the slices added in order), whatever the shape of the
  * call or the tile the element falls in (a partial tile runs the same vector code as a full
  * one): splitting C over threads changes no bit. Measured speeds are in bench/README.md.
  */
@@ -45,9 +48,9 @@
 enum {
     MR = ISA_GEMM_MR, /* rows of the C tile */
     NR = ISA_GEMM_NR, /* columns of the C tile: two vectors */
-    KC = 384,         /* k slice (256 measured 10-15% slower with avx512) */
-    MC = 96,          /* rows per block: 96 x 384 floats of A = 144 KB (a multiple of MR) */
-    NC = 512,         /* columns per packed B block: 384 x 512 floats = 768 KB (a multiple of NR) */
+    KC = 512,         /* longest k slice; k is cut into equal slices of at most this */
+    MC = 96,          /* rows per block: 96 x 512 floats of A = 192 KB (a multiple of MR) */
+    NC = 512,         /* columns per packed B block: 512 x 512 floats = 1 MB (a multiple of NR) */
 };
 _Static_assert(MC % MR == 0 && NC % NR == 0, "blocks are whole tiles");
 
@@ -154,6 +157,12 @@ static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = (vf){0};
     for (int64_t p = 0; p < kc; p++) {
+        /* A read where it lies: fetch the next tile's rows a line ahead of need (16 steps of k
+         * per 64-byte line), since MR short streams start cold in every tile */
+        if (a_cs == 1 && (p & 15) == 0) {
+#pragma GCC unroll 12
+            for (int r = 0; r < MR; r++) __builtin_prefetch(a + (MR + r) * a_rs + p, 0, 3);
+        }
         const vf b0 = VF_ALIGNED(bp + p * NR), b1 = VF_ALIGNED(bp + p * NR + VLANES);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
@@ -216,10 +225,15 @@ void ISA_FN(sgemm_tiled)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
         return;
     }
     float *a_pack = thread_pack_buffer(), *b_pack = a_pack + (size_t)MC * KC;
+    /* k in equal slices of at most KC (rounded up to 8): a short last slice (k = 512 as 384 +
+     * 128) pays a tile's fixed costs -- the accumulators, C read and written again, A's rows
+     * fetched anew -- over few steps. The slices depend on k alone, so every split of C over
+     * threads sums each element in the same order. */
+    int64_t slices = (k + KC - 1) / KC, slice = ((k + slices - 1) / slices + 7) / 8 * 8;
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         int64_t nc = n - j0 < NC ? n - j0 : NC;
-        for (int64_t p0 = 0; p0 < k; p0 += KC) {
-            int64_t kc = k - p0 < KC ? k - p0 : KC;
+        for (int64_t p0 = 0; p0 < k; p0 += slice) {
+            int64_t kc = k - p0 < slice ? k - p0 : slice;
             const float *b_slice = trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0;
             pack_b(b_slice, ldb, trans_b, kc, nc, b_pack);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
