@@ -58,12 +58,14 @@ _Static_assert(MC % MR == 0 && NC % NR == 0, "blocks are whole tiles");
  * `rows` are zero. */
 static void pack_a(const float *a, int64_t lda, bool trans, int64_t rows, int64_t kc, float *dst) {
     if (trans) {   /* A(i, p) = a[p lda + i]: row p of a holds A's column p; read it once, in order */
+        int64_t full_rows = rows / MR * MR;
         for (int64_t p = 0; p < kc; p++) {
             const float *src = a + p * lda;
-            for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-                float *d = dst + r0 * kc + p * MR;
-                int64_t n_r = rows - r0 < MR ? rows - r0 : MR, r = 0;
-                for (; r < n_r; r++) d[r] = src[r0 + r];
+            for (int64_t r0 = 0; r0 < full_rows; r0 += MR) memcpy(dst + r0 * kc + p * MR, src + r0, MR * sizeof(float));
+            if (full_rows < rows) {
+                float *d = dst + full_rows * kc + p * MR;
+                int64_t r = 0;
+                for (; r < rows - full_rows; r++) d[r] = src[full_rows + r];
                 for (; r < MR; r++) d[r] = 0.0f;
             }
         }
