@@ -41,7 +41,7 @@ typedef struct TgKernels {
      * hand out multiples of it. */
     int gemm_mr, gemm_nr;
     /* C = alpha op(A) op(B) + beta C, row-major, single-threaded (lib/blas.h, tg_sgemm). Each
-     * element of C is a fixed-order sum over k (a chain per k slice of 384, slices in order),
+     * element of C is a fixed-order sum over k (a chain per k slice, the slices cut by k alone),
      * whatever the shape of the call: splitting C changes no bit. beta 0 never reads C. */
     void (*sgemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
