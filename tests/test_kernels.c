@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "lib/blas.h"
 #include "lib/cpu.h"
@@ -620,6 +621,28 @@ Test(kernels, the_environment_chooses_the_path_and_bad_names_are_refused) {
         }
     unsetenv("TAPEGRAD_ISA");
     cr_assert_str_neq(tg_cpu_name(), "");
+}
+
+/* The program: a path named in TAPEGRAD_ISA is used and named; a bad one is one line and exit 2 */
+static int run_cli(const char *env, const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", env, TAPEGRAD_BIN, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL, "cannot run %s", cmd);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Test(kernels, the_program_names_the_path_and_refuses_a_bad_one_in_one_line) {
+    char out[4096];
+    cr_assert_eq(run_cli("TAPEGRAD_ISA=generic", "selftest", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "all passed (kernels: generic on ") != NULL, "%s", out);
+    cr_assert_eq(run_cli("TAPEGRAD_ISA=sse9", "selftest", out, sizeof out), 2, "%s", out);
+    cr_expect_str_eq(out, "tapegrad: TAPEGRAD_ISA=sse9: unknown kernel path; use generic, avx2 or avx512 (or unset it)\n");
+    cr_assert_eq(run_cli("", "--version", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "this CPU runs:") != NULL && strstr(out, " generic)") != NULL, "%s", out);
 }
 
 static void print_peak(void) {
