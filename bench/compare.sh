@@ -1,33 +1,47 @@
 #!/usr/bin/env bash
-# tapegrad vs PyTorch on the same model, shapes and threads, side by side.
+# tapegrad vs PyTorch on the same model, shapes and threads, side by side, for every kernel path
+# this CPU runs (avx512, avx2, generic: lib/cpu.h), in the same run.
 #
-#   bash bench/compare.sh                 # small and minimind-26m, 2 rounds, 2 threads
-#   ROUNDS=3 PRESETS=small bash bench/compare.sh
+#   bash bench/compare.sh                        # small and minimind-26m, 2 rounds, 2 threads, every path
+#   ROUNDS=3 PRESETS=small PATHS=avx2 bash bench/compare.sh
 #
-# Each round runs `tapegrad bench` and ../shared/bench/torch_minimind.py one after the other
-# (alternating, so a change in machine load hits both), with OMP_WAIT_POLICY=passive (PyTorch's
-# best setting here). Per preset it prints the median over the rounds of each side's tokens/s and
-# peak RSS, and the ratios. tapegrad's figure is its median step; PyTorch's is the mean of its
-# timed steps (what its script reports). OPENBLAS_CORETYPE and the rest of the environment are
-# left as they are, and are the same for both.
+# Each round runs, per preset, ../shared/bench/torch_minimind.py and `tapegrad bench` once per
+# path (TAPEGRAD_ISA=path), one after the other, so a change in machine load hits all of them.
+# PyTorch runs with OMP_WAIT_POLICY=passive (its best setting here). For the avx2 table PyTorch is
+# held to AVX2 too, as it would be on a CPU without AVX-512: OPENBLAS_CORETYPE=Haswell (OpenBLAS's
+# AVX2 kernels), ATEN_CPU_CAPABILITY=avx2, DNNL_MAX_CPU_ISA=AVX2; tapegrad's avx2 run gets the same
+# environment. The avx512 and generic tables compare with PyTorch as it runs on this machine
+# (TORCH_MATCH=0 uses that for avx2 as well). Per path and preset it prints the median over the
+# rounds of each side's tokens/s, ms per step and peak RSS, the ratios, and the MFU of both
+# against the path's FP32 multiply-add ceiling that `tapegrad bench` measures on this machine.
+# tapegrad's figure is its median step; PyTorch's is the mean of its timed steps (what its script
+# reports).
 #
-# Environment: ROUNDS (2), THREADS (2), PRESETS ("small minimind-26m"), TAPEGRAD (build/tapegrad),
+# Environment: ROUNDS (2), THREADS (2), PRESETS ("small minimind-26m"), PATHS (every path the
+# binary runs here, from `tapegrad --version`), TORCH_MATCH (1), TAPEGRAD (build/tapegrad),
+# TORCH_SCRIPT (../shared/bench/torch_minimind.py beside the checkout),
 # STEPS (7 for tapegrad, PyTorch's --steps 5), JSON_DIR (keep every raw result there).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-torch_script="$here/../../shared/bench/torch_minimind.py"
+# the shared/ folder beside the checkout (or beside the folder of worktrees)
+torch_script="${TORCH_SCRIPT:-$here/../../shared/bench/torch_minimind.py}"
+[ -f "$torch_script" ] || torch_script="$here/../../../shared/bench/torch_minimind.py"
 tapegrad="${TAPEGRAD:-$repo/build/tapegrad}"
 rounds="${ROUNDS:-2}"
 threads="${THREADS:-2}"
 presets="${PRESETS:-small minimind-26m}"
 steps="${STEPS:-7}"
+torch_match="${TORCH_MATCH:-1}"
 python="/usr/bin/python3"
 
 [ -x "$tapegrad" ] || { echo "compare.sh: $tapegrad not built (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2)" >&2; exit 1; }
 [ -f "$torch_script" ] || { echo "compare.sh: $torch_script not found" >&2; exit 1; }
 "$python" -c 'import torch' 2>/dev/null || { echo "compare.sh: $python cannot import torch (apt-get install python3-torch)" >&2; exit 1; }
+# "kernels: avx512 on ... (this CPU runs: avx512 avx2 generic)"
+paths="${PATHS:-$("$tapegrad" --version | sed -n 's/.*this CPU runs: *\([^)]*\)).*/\1/p')}"
+[ -n "$paths" ] || { echo "compare.sh: no kernel paths from '$tapegrad --version'" >&2; exit 1; }
 
 out_dir="${JSON_DIR:-$(mktemp -d /tmp/tapegrad-compare-XXXXXX)}"
 mkdir -p "$out_dir"
@@ -41,39 +55,57 @@ torch_preset() {
         *) echo "compare.sh: no PyTorch preset for '$1'" >&2; exit 1 ;;
     esac
 }
+# the PyTorch setting a path is compared with: "native" or "avx2" (held to AVX2)
+torch_kind() { if [ "$1" = avx2 ] && [ "$torch_match" = 1 ]; then echo avx2; else echo native; fi; }
+kind_env() { if [ "$1" = avx2 ]; then echo "OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2"; fi; }
+kinds="$(for p in $paths; do torch_kind "$p"; done | sort -u | tr '\n' ' ')"
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "env: OMP_WAIT_POLICY=$OMP_WAIT_POLICY OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; threads $threads; $rounds rounds; raw results in $out_dir"
+echo "machine: $(nproc) cores, $("$tapegrad" --version | sed -n 's/^kernels: [a-z0-9]* on \(.*\) (this CPU runs.*/\1/p'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "paths: $paths; PyTorch settings: $kinds; OMP_WAIT_POLICY=$OMP_WAIT_POLICY OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; threads $threads; $rounds rounds; raw results in $out_dir"
 for round in $(seq 1 "$rounds"); do
     for preset in $presets; do
-        echo "round $round: $preset: tapegrad ..." >&2
-        "$tapegrad" bench --preset "$preset" --threads "$threads" --steps "$steps" --json \
-            > "$out_dir/tapegrad-$preset-$round.json"
-        echo "round $round: $preset: pytorch ..." >&2
-        "$python" "$torch_script" --preset "$(torch_preset "$preset")" --threads "$threads" --json \
-            > "$out_dir/torch-$preset-$round.json"
+        for kind in $kinds; do
+            echo "round $round: $preset: pytorch ($kind) ..." >&2
+            env $(kind_env "$kind") "$python" "$torch_script" --preset "$(torch_preset "$preset")" --threads "$threads" --json \
+                > "$out_dir/torch-$preset-$kind-$round.json"
+            for path in $paths; do
+                [ "$(torch_kind "$path")" = "$kind" ] || continue
+                echo "round $round: $preset: tapegrad ($path) ..." >&2
+                env $(kind_env "$kind") TAPEGRAD_ISA="$path" "$tapegrad" bench --preset "$preset" --threads "$threads" \
+                    --steps "$steps" --json > "$out_dir/tapegrad-$preset-$path-$round.json"
+            done
+        done
     done
 done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"$python" - "$out_dir" $presets <<'PY'
+"$python" - "$out_dir" "$torch_match" "$paths" $presets <<'PY'
 import glob, json, statistics, sys
-out_dir, presets = sys.argv[1], sys.argv[2:]
-def load(kind, preset):
-    return [json.loads(open(p).read()) for p in sorted(glob.glob(f"{out_dir}/{kind}-{preset}-*.json"))]
-for preset in presets:
-    tg, pt = load("tapegrad", preset), load("torch", preset)
-    med = lambda rs, k: statistics.median(r[k] for r in rs)
-    tg_tps, pt_tps = med(tg, "tokens_per_s"), med(pt, "tokens_per_s")
-    tg_rss, pt_rss = med(tg, "peak_rss_mb"), med(pt, "peak_rss_mb")
-    t = tg[0]
-    print(f"\n{preset}: dim {t['dim']}, {t['layers']} layers, {t['heads']}/{t['kv_heads']} heads, hidden {t['hidden']}, "
-          f"vocab {t['vocab']}, seq {t['seq']}, batch {t['batch']}, {t['threads']} threads; medians of {len(tg)} rounds")
-    print(f"| {'':22} | {'tapegrad':>10} | {'PyTorch':>10} | {'ratio':>7} |")
-    print(f"|{'-'*24}|{'-'*12}|{'-'*12}|{'-'*9}|")
-    print(f"| {'tokens/s':22} | {tg_tps:10.0f} | {pt_tps:10.0f} | {tg_tps/pt_tps:6.2f}x |")
-    print(f"| {'ms per step':22} | {med(tg,'ms_per_step'):10.1f} | {med(pt,'ms_per_step'):10.1f} | {med(tg,'ms_per_step')/med(pt,'ms_per_step'):6.2f}x |")
-    print(f"| {'peak RSS (MB)':22} | {tg_rss:10.0f} | {pt_rss:10.0f} | {tg_rss/pt_rss:6.2f}x |")
-    print(f"| {'MFU (435 GFLOP/s)':22} | {100*med(tg,'mfu'):9.1f}% | {100*med(pt,'achieved_gflops')/435:9.1f}% | {'':7} |")
-    print("rounds (tokens/s tapegrad / PyTorch): " +
-          ", ".join(f"{a['tokens_per_s']:.0f} / {b['tokens_per_s']:.0f}" for a, b in zip(tg, pt)))
+out_dir, torch_match, paths, presets = sys.argv[1], sys.argv[2] == "1", sys.argv[3].split(), sys.argv[4:]
+def load(pattern):
+    return [json.loads(open(p).read()) for p in sorted(glob.glob(f"{out_dir}/{pattern}"))]
+med = lambda rs, k: statistics.median(r[k] for r in rs)
+for path in paths:
+    kind = "avx2" if path == "avx2" and torch_match else "native"
+    torch_note = ("PyTorch held to AVX2 (OPENBLAS_CORETYPE=Haswell, ATEN_CPU_CAPABILITY=avx2)" if kind == "avx2"
+                  else "PyTorch as it runs on this CPU")
+    for preset in presets:
+        tg, pt = load(f"tapegrad-{preset}-{path}-*.json"), load(f"torch-{preset}-{kind}-*.json")
+        if not tg or not pt:
+            continue
+        t = tg[0]
+        peak = med(tg, "peak_gflops")
+        tg_tps, pt_tps = med(tg, "tokens_per_s"), med(pt, "tokens_per_s")
+        tg_rss, pt_rss = med(tg, "peak_rss_mb"), med(pt, "peak_rss_mb")
+        print(f"\npath {path} on {t['cpu']}; {preset}: dim {t['dim']}, {t['layers']} layers, {t['heads']}/{t['kv_heads']} heads, "
+              f"hidden {t['hidden']}, vocab {t['vocab']}, seq {t['seq']}, batch {t['batch']}, {t['threads']} threads; "
+              f"medians of {len(tg)} rounds; {torch_note}")
+        print(f"| {'':30} | {'tapegrad':>10} | {'PyTorch':>10} | {'ratio':>7} |")
+        print(f"|{'-'*32}|{'-'*12}|{'-'*12}|{'-'*9}|")
+        print(f"| {'tokens/s':30} | {tg_tps:10.0f} | {pt_tps:10.0f} | {tg_tps/pt_tps:6.2f}x |")
+        print(f"| {'ms per step':30} | {med(tg,'ms_per_step'):10.1f} | {med(pt,'ms_per_step'):10.1f} | {med(tg,'ms_per_step')/med(pt,'ms_per_step'):6.2f}x |")
+        print(f"| {'peak RSS (MB)':30} | {tg_rss:10.0f} | {pt_rss:10.0f} | {tg_rss/pt_rss:6.2f}x |")
+        print(f"| {f'MFU (of {peak:.0f} GFLOP/s, {path})':30} | {100*med(tg,'mfu'):9.1f}% | {100*med(pt,'achieved_gflops')/peak:9.1f}% | {'':7} |")
+        print("rounds (tokens/s tapegrad / PyTorch): " +
+              ", ".join(f"{a['tokens_per_s']:.0f} / {b['tokens_per_s']:.0f}" for a, b in zip(tg, pt)))
 PY

@@ -4,7 +4,9 @@
  * loss, backward, gradient-norm clip (1.0), AdamW. After the warm-up steps (which also grow the
  * arena to its steady size) every step is timed; the report gives the median, which one
  * preempted step cannot move. FLOPs per token follow ../shared/bench/torch_minimind.py:
- * 6 N + 12 L T dim (N counts the tied embedding once; the causal mask is not discounted).
+ * 6 N + 12 L T dim (N counts the tied embedding once; the causal mask is not discounted). MFU is
+ * against the FP32 multiply-add ceiling of the kernel path in use, measured on this machine's
+ * threads after the timed steps (lib/cpu.h, tg_peak_gflops).
  *
  * Under mpirun every rank runs the same step on its own random tokens and the gradients are
  * summed over the ranks as training sums them (train/dist.h), so tokens/s counts every rank's
@@ -20,14 +22,12 @@
 #include <time.h>
 
 #include "lib/blas.h"
+#include "lib/cpu.h"
 #include "lib/rng.h"
 #include "cli/cli.h"
 #include "train/dist.h"
 #include "train/model.h"
 #include "train/optim.h"
-
-/* FP32 FMA ceiling of this machine's 2 cores, measured (DESIGN.md section 8). */
-static const double PEAK_GFLOPS = 435.0;
 
 static double now_s(void) {
     struct timespec ts;
@@ -119,6 +119,7 @@ enum { STEP_TIME_FIELDS = 6 };
 typedef struct {
     StepTimes median;
     double mean_step, cpu_per_step, first_loss, last_loss, arena_peak_mb;
+    double peak_gflops;   /* the FP32 multiply-add ceiling of the kernel path, on the bench's threads */
 } BenchResult;
 
 /* The medians (and the mean step) of the timed steps, after the warm-up ones. */
@@ -193,6 +194,7 @@ static tg_status bench_measure(const BenchOptions *o, const ModelConfig *cfg, in
     r->cpu_per_step = (cpu_seconds() - cpu_at_timed_start) / o->steps;
     if (status == TG_OK) bench_medians(o, times, r);
     r->arena_peak_mb = (double)arena.peak / (1024.0 * 1024.0);
+    r->peak_gflops = tg_peak_gflops(pool, 0.3);
     free(scratch);
     free(times);
     free(tokens);
@@ -216,7 +218,7 @@ static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B
     /* what each rank sends (and receives) in one gradient sum: 2 (N - 1) / N of the gradients */
     double mb_sent = 2.0 * (dist_ranks() - 1) / dist_ranks() * (double)model->params.total * sizeof(float) / 1e6;
     double gflops = tokens_per_s * flops_per_token / 1e9;
-    double mfu = gflops / PEAK_GFLOPS;
+    double mfu = gflops / r->peak_gflops;
     double rss = peak_rss_mb();
     const char *ffn_name = ffn_kind_name(cfg->ffn);
     if (o->json) {
@@ -228,14 +230,14 @@ static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B
                "\"achieved_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"arena_peak_mb\": %.1f, "
                "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.9g, \"loss_last\": %.9g, \"ranks\": %d, "
                "\"reduce\": \"%s\", \"ms_wait\": %.3f, \"ms_comm\": %.3f, \"comm_share\": %.4f, "
-               "\"mb_sent_per_rank\": %.2f}\n",
+               "\"mb_sent_per_rank\": %.2f, \"isa\": \"%s\", \"cpu\": \"%s\", \"peak_gflops\": %.1f}\n",
                o->preset, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
                (long long)cfg->n_kv_heads, (long long)cfg->hidden, (long long)cfg->vocab, (long long)T, (long long)B,
                ffn_name, o->threads, gemm_name, o->steps, o->warmup, (long long)n_params, flops_per_token,
                tokens_per_s, (double)tokens_per_step / r->mean_step, 1e3 * med->step, 1e3 * med->forward,
                1e3 * med->backward, 1e3 * med->optimizer, gflops, mfu, rss, r->arena_peak_mb, 1e3 * r->cpu_per_step,
                r->first_loss, r->last_loss, dist_ranks(), reduce_name, 1e3 * med->wait, 1e3 * med->comm,
-               med->comm / med->step, mb_sent);
+               med->comm / med->step, mb_sent, tg_isa_name(tg_isa_active()), tg_cpu_name(), r->peak_gflops);
         return;
     }
     printf("model: %s, %lld parameters (dim %lld, %lld layers, %lld/%lld heads, %s hidden %lld, vocab %lld)\n",
@@ -244,6 +246,7 @@ static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B
     printf("batch %lld x seq %lld x %d ranks = %lld tokens/step, %d threads (GEMMs: %s), %d warm-up + %d timed steps\n",
            (long long)B, (long long)T, dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name, o->warmup,
            o->steps);
+    printf("kernels: %s on %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name());
     printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", tokens_per_s,
            (double)tokens_per_step / r->mean_step);
     printf("ms per step   %10.2f   forward %.2f, backward %.2f, optimizer %.2f (medians)\n", 1e3 * med->step,
@@ -254,7 +257,8 @@ static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B
                1e3 * med->comm, reduce_name, mb_sent, 100.0 * med->comm / med->step, 1e3 * med->wait);
     printf("CPU ms/step   %10.2f   (all threads, mean)\n", 1e3 * r->cpu_per_step);
     printf("GFLOP/s       %10.1f   (%.0f FLOPs/token = 6N + 12 L T dim)\n", gflops, flops_per_token);
-    printf("MFU           %10.1f %% of %.0f GFLOP/s\n", 100.0 * mfu, PEAK_GFLOPS);
+    printf("MFU           %10.1f %% of %.0f GFLOP/s (the %s multiply-add ceiling, measured on %d threads)\n",
+           100.0 * mfu, r->peak_gflops, tg_isa_name(tg_isa_active()), o->threads);
     printf("peak RSS      %10.1f MB (step arena peak %.1f MB)\n", rss, r->arena_peak_mb);
     printf("loss          %10.4f -> %.4f (ln V = %.4f)\n", r->first_loss, r->last_loss, log((double)cfg->vocab));
 }

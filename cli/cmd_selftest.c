@@ -3,6 +3,7 @@
 
 #include "cli/cli.h"
 #include "lib/arena.h"
+#include "lib/cpu.h"
 #include "ops/checks.h"
 
 static const OptTable table = {"selftest", "", NULL, 0, 0};
@@ -17,7 +18,8 @@ static int run_selftest(int argc, char **argv) {
     int failures = op_checks_run(NULL, &tape, 7, 1, op_check_print_failures, NULL);
     tape_free(&tape);
     arena_free(&arena);
-    printf("selftest: %d op checks, %s\n", op_checks_count(), failures ? "FAILED" : "all passed");
+    printf("selftest: %d op checks, %s (kernels: %s on %s)\n", op_checks_count(), failures ? "FAILED" : "all passed",
+           tg_isa_name(tg_isa_active()), tg_cpu_name());
     return failures ? 1 : 0;
 }
 

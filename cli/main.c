@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "lib/cpu.h"
 
 static const Subcommand *const subcommands[] = {
     &cmd_train,
@@ -31,6 +32,11 @@ static void print_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* the kernel path, from TAPEGRAD_ISA or the CPU, before anything computes */
+    if (tg_isa_init() != TG_OK) {
+        fprintf(stderr, "tapegrad: %s\n", tg_error_message());
+        return 2;
+    }
     if (argc < 2) {
         print_help(stderr);
         return 2;
@@ -43,6 +49,10 @@ int main(int argc, char **argv) {
     if (strcmp(name, "--version") == 0) {
         printf("tapegrad %s\nfile formats: checkpoint %d, tokenizer %d, token file %d\n", tapegrad_version(),
                TAPEGRAD_CHECKPOINT_FORMAT, TAPEGRAD_TOKENIZER_FORMAT, TAPEGRAD_TOKFILE_FORMAT);
+        printf("kernels: %s on %s (this CPU runs:", tg_isa_name(tg_isa_active()), tg_cpu_name());
+        for (int isa = TG_ISA_COUNT - 1; isa >= 0; isa--)
+            if (tg_isa_supported((tg_isa)isa)) printf(" %s", tg_isa_name((tg_isa)isa));
+        printf(")\n");
         return 0;
     }
     for (int i = 0; i < N_SUBCOMMANDS; i++)

@@ -29,15 +29,16 @@ void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
                    float beta, float *c, int64_t ldc);
 
 /* C (rows, n) (+)= A (rows, k) B (k, n) for 1 <= rows <= TG_GEMM_ROWS_MAX, single-threaded, for
- * the small ragged products inside one pool job (attention). A(r, i) = a[r a_row + i a_col], so
+ * the small ragged products inside one pool job (attention), on the active kernel path. A(r, i) = a[r a_row + i a_col], so
  * A may be a transposed view; B is row-major with row stride ldb, C with ldc. Each element of C
  * is one sequential sum over k, whatever n and the block it falls in. */
 enum { TG_GEMM_ROWS_MAX = 4 };
 void tg_gemm_rows(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_col, const float *b, int64_t ldb,
                   int64_t n, float *c, int64_t ldc, bool accumulate);
 
-/* tapegrad's own blocked sgemm (gemm.c), same contract as tg_sgemm, single-threaded. tg_sgemm
- * uses it when the build targets AVX-512, else OpenBLAS. Exposed for tests and benchmarks. */
+/* tapegrad's own blocked sgemm of the active kernel path (lib/isa/gemm_tiled.c, lib/kernels.h),
+ * same contract as tg_sgemm, single-threaded. tg_sgemm uses it in TG_GEMM_POOL mode. Exposed for
+ * tests and benchmarks. */
 void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                     int64_t ldc);
@@ -47,7 +48,7 @@ void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        int64_t ldc);
 
 /* Who computes and who threads a GEMM:
- *   TG_GEMM_POOL           tapegrad's kernel (AVX-512 builds; else OpenBLAS's), split over the pool
+ *   TG_GEMM_POOL           tapegrad's kernel of the active path (lib/cpu.h), split over the pool
  *   TG_GEMM_POOL_OPENBLAS  OpenBLAS's kernel single-threaded, split over the pool
  *   TG_GEMM_OPENBLAS       OpenBLAS's kernel, threaded by OpenBLAS (the first design) */
 typedef enum { TG_GEMM_POOL = 0, TG_GEMM_OPENBLAS = 1, TG_GEMM_POOL_OPENBLAS = 2 } tg_gemm_mode;

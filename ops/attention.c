@@ -15,68 +15,17 @@
  *
  * The products go through tg_gemm_rows (lib/blas.h), a product of a few rows, not a full GEMM:
  * the blocks are small, causally ragged and run inside the pool's threads, where a threaded
- * OpenBLAS call would oversubscribe the cores.
+ * OpenBLAS call would oversubscribe the cores. They and the softmax rows run on the active
+ * kernel path (lib/kernels.h).
  */
 #include <math.h>
 #include <string.h>
 
 #include "lib/blas.h"
 #include "lib/error.h"
+#include "lib/kernels.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
-#include "lib/vecmath.h"
-
-/* p[0..n) = softmax(scale * p[0..n)) in place, n >= 1, scale > 0:
- * P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) */
-static void softmax_scaled_inplace(float *p, int64_t n, float scale) {
-    /* max s: exact in any order, so eight lanes and then the tail */
-    float max_score = p[0];
-    int64_t j = 0;
-    if (n >= LANES) {
-        f32x8 maxes = VEC8(p);
-        for (j = LANES; j + LANES <= n; j += LANES) {
-            f32x8 next = VEC8(p + j);
-            i32x8 greater = next > maxes;
-            maxes = (f32x8)((greater & (i32x8)next) | (~greater & (i32x8)maxes));
-        }
-        for (int l = 0; l < LANES; l++) max_score = maxes[l] > max_score ? maxes[l] : max_score;
-    }
-    for (; j < n; j++) max_score = p[j] > max_score ? p[j] : max_score;
-    f32x8 sums = {0};
-    j = 0;
-    for (; j + LANES <= n; j += LANES) {
-        f32x8 e = (VEC8(p + j) - max_score) * scale;
-        exp8_nonpositive(&e);
-        VEC8(p + j) = e;
-        sums += e;
-    }
-    if (j < n) {
-        f32x8 e;
-        load8_partial(&e, p + j, n - j);
-        e = (e - max_score) * scale;
-        exp8_nonpositive(&e);
-        for (int64_t l = n - j; l < LANES; l++) e[l] = 0.0f;
-        memcpy(p + j, &e, (size_t)(n - j) * sizeof(float));
-        sums += e;
-    }
-    float inv_sum = 1.0f / lane_sum(&sums);
-    for (j = 0; j + LANES <= n; j += LANES) VEC8(p + j) *= inv_sum;
-    for (; j < n; j++) p[j] *= inv_sum;
-}
-
-/* sum_j a_j b_j over n elements, in eight lane sums */
-static float dot_lanes(const float *a, const float *b, int64_t n) {
-    f32x8 sums = {0};
-    int64_t j = 0;
-    for (; j + LANES <= n; j += LANES) sums += VEC8(a + j) * VEC8(b + j);
-    if (j < n) {
-        f32x8 a_rest, b_rest;
-        load8_partial(&a_rest, a + j, n - j);
-        load8_partial(&b_rest, b + j, n - j);
-        sums += a_rest * b_rest;
-    }
-    return lane_sum(&sums);
-}
 
 /* Queries (and, in the backward, keys) are taken BLOCK_ROWS at a time through the shared
  * few-rows product of lib/blas.h. */
@@ -138,14 +87,14 @@ static void zero_past_diagonal(float *row, int64_t n_keys, int64_t kv_len) {
  * is K transposed, (hd, key_pad)), then P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i -
  * max s)) over each row's keys 0 ..= pos(t), zeros just past the diagonal. The forward and the
  * backward's recomputation both come here, so they get the same bits. */
-static void probs_block(const AttentionDims *dims, const float *q_bh, const float *keys_t, int64_t t0, int rows,
-                        float *p_block, int64_t ld_p) {
+static void probs_block(const TgKernels *kernels, const AttentionDims *dims, const float *q_bh, const float *keys_t,
+                        int64_t t0, int rows, float *p_block, int64_t ld_p) {
     int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
-    tg_gemm_rows(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t, dims->key_pad,
-                   block_keys, p_block, ld_p, false);
+    kernels->gemm_rows(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t, dims->key_pad,
+                       block_keys, p_block, ld_p, false);
     for (int r = 0; r < rows; r++) {
         int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
-        softmax_scaled_inplace(p_block + r * ld_p, n_keys, dims->scale);
+        kernels->softmax_scaled(p_block + r * ld_p, n_keys, dims->scale);
         zero_past_diagonal(p_block + r * ld_p, n_keys, dims->kv_len);
     }
 }
@@ -166,6 +115,7 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
     int64_t hd = dims->head_dim, tq = dims->q_len, tk = dims->kv_len;
     float *keys_t = ctx->scratch + (size_t)thread * ctx->scratch_floats;   // (hd, key_pad)
     float *prob_rows = keys_t + (size_t)(hd * dims->key_pad);             // (BLOCK_ROWS, key_pad)
+    const TgKernels *kernels = tg_kernels();
     int64_t last_kv_unit = -1;
     for (int64_t unit = begin; unit < end; unit++) {
         int64_t b = unit / dims->heads, h = unit % dims->heads, g = h / dims->group;
@@ -182,10 +132,10 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
             int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
             int64_t ld_p = ctx->probs ? tk : dims->key_pad;
             float *p_block = ctx->probs ? ctx->probs + (unit * tq + t0) * tk : prob_rows;   // (rows, ld_p)
-            probs_block(dims, q_bh, keys_t, t0, rows, p_block, ld_p);
+            probs_block(kernels, dims, q_bh, keys_t, t0, rows, p_block, ld_p);
             /* O = P V */
-            tg_gemm_rows(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
-                           out_bh + t0 * dims->q_stride, dims->q_stride, false);
+            kernels->gemm_rows(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
+                               out_bh + t0 * dims->q_stride, dims->q_stride, false);
         }
     }
 }
@@ -226,6 +176,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
     float *dscores = values_t + (size_t)(hd * pad);                            // (Tq, key_pad)
     float *keys_t = dscores + (size_t)(tq * pad);                              // (hd, key_pad), recompute only
     float *probs = keys_t + (size_t)(hd * pad);                                // (Tq, key_pad), recompute only
+    const TgKernels *kernels = tg_kernels();
     for (int64_t unit = begin; unit < end; unit++) {
         int64_t b = unit / dims->kv_heads, g = unit % dims->kv_heads;
         size_t kv_base = (size_t)(b * tk * dims->kv_stride + g * hd);
@@ -248,7 +199,7 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 ld_p = tk;
             } else {
                 for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS)
-                    probs_block(dims, q_bh, keys_t, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS,
+                    probs_block(kernels, dims, q_bh, keys_t, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS,
                                 probs + t0 * pad, pad);
                 p_bh = probs;
                 ld_p = pad;
@@ -260,9 +211,9 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    tg_gemm_rows(rows, tq - t_first, p_bh + t_first * ld_p + j0, 1, ld_p,
-                                   dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                   dv_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
+                    kernels->gemm_rows(rows, tq - t_first, p_bh + t_first * ld_p + j0, 1, ld_p,
+                                       dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
+                                       dv_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
             }
             if (!need_dscores) continue;
@@ -271,33 +222,29 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 int64_t block_keys = dims->offset + t0 + rows;
                 float *ds_block = dscores + t0 * pad;             // (rows, key_pad)
                 /* dP = dO V^T */
-                tg_gemm_rows(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t,
-                               pad, block_keys, ds_block, pad, false);
+                kernels->gemm_rows(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t, pad,
+                                   block_keys, ds_block, pad, false);
                 for (int r = 0; r < rows; r++) {
                     int64_t n_keys = dims->offset + t0 + r + 1;
                     const float *p_t = p_bh + (t0 + r) * ld_p;    // (n_keys)
                     float *ds_t = ds_block + r * pad;             // (n_keys)
                     /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti) */
-                    float rowsum = dot_lanes(p_t, ds_t, n_keys);
-                    int64_t j = 0;
-                    for (; j + LANES <= n_keys; j += LANES)
-                        VEC8(ds_t + j) = dims->scale * VEC8(p_t + j) * (VEC8(ds_t + j) - rowsum);
-                    for (; j < n_keys; j++) ds_t[j] = dims->scale * p_t[j] * (ds_t[j] - rowsum);
+                    kernels->softmax_backward(p_t, ds_t, n_keys, dims->scale);
                     zero_past_diagonal(ds_t, n_keys, tk);
                 }
                 /* dQ += scale dS K */
                 if (dq_bh)
-                    tg_gemm_rows(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
-                                   dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
+                    kernels->gemm_rows(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
+                                       dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
             }
             /* dK_j += sum_{t : pos(t) >= j} scale dS_tj q_t, keys in blocks as for dV */
             if (dk_bg) {
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    tg_gemm_rows(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
-                                   q_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                   dk_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
+                    kernels->gemm_rows(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
+                                       q_bh + t_first * dims->q_stride, dims->q_stride, hd,
+                                       dk_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
             }
         }

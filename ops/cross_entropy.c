@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/error.h"
+#include "lib/kernels.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
 
@@ -31,19 +32,17 @@ typedef struct {
 } CrossEntropyJob;
 
 /* lse_r = m + log(sum_i exp(z_ri - m)), m = max_i z_ri: subtracting the max keeps every exp
- * in (0, 1], and the sum runs in double so 6400 terms lose nothing that matters. */
+ * in (0, 1], and the sum runs in double so 6400 terms lose nothing that matters. The exps are
+ * a kernel of the active path (lib/kernels.h), vectorised. */
 static void cross_entropy_forward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
     const CrossEntropyJob *job = ctx_;
+    const TgKernels *kernels = tg_kernels();
     for (int64_t r = begin; r < end; r++) {
         job->row_loss[r] = 0.0;
         int32_t target = job->targets[r];
         if (target == job->ignore_index) continue;
         const float *z = job->logits + r * job->vocab;   // (V)
-        float max_logit = z[0];
-        for (int64_t i = 1; i < job->vocab; i++) max_logit = z[i] > max_logit ? z[i] : max_logit;
-        double sum_exp = 0.0;
-        for (int64_t i = 0; i < job->vocab; i++) sum_exp += expf(z[i] - max_logit);
-        double lse = (double)max_logit + log(sum_exp);
+        double lse = kernels->logsumexp(z, job->vocab);
         job->lse[r] = (float)lse;
         job->row_loss[r] = lse - (double)z[target];
     }
@@ -54,6 +53,7 @@ static void cross_entropy_forward_range(void *ctx_, int64_t begin, int64_t end, 
  * for counted rows only. */
 static void cross_entropy_backward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
     const CrossEntropyJob *job = ctx_;
+    const TgKernels *kernels = tg_kernels();
     for (int64_t r = begin; r < end; r++) {
         int32_t target = job->targets[r];
         const float *z = job->logits + r * job->vocab;   // (V)
@@ -62,11 +62,7 @@ static void cross_entropy_backward_range(void *ctx_, int64_t begin, int64_t end,
             if (!job->accumulate) memset(dz, 0, (size_t)job->vocab * sizeof(float));
             continue;
         }
-        float lse = job->lse[r];
-        if (job->accumulate)
-            for (int64_t i = 0; i < job->vocab; i++) dz[i] += job->dloss_per_row * expf(z[i] - lse);
-        else
-            for (int64_t i = 0; i < job->vocab; i++) dz[i] = job->dloss_per_row * expf(z[i] - lse);
+        kernels->scaled_exp(z, job->vocab, job->lse[r], job->dloss_per_row, dz, job->accumulate);
         dz[target] -= job->dloss_per_row;
     }
 }

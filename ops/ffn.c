@@ -5,9 +5,9 @@
  * The gate product silu(a) * b is one fused op: one pass over the hidden activations each way
  * and no silu(a) tensor kept for the backward. */
 #include "lib/error.h"
+#include "lib/kernels.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
-#include "lib/vecmath.h"
 
 typedef struct {
     const float *a, *b;   /* (n) each */
@@ -17,19 +17,11 @@ typedef struct {
     bool da_accumulate, db_accumulate;   /* add into da / db (else store) */
 } SwigluJob;
 
-/* Eight elements at a time (vecmath.h), the sigmoid through a vectorised exp: a call to expf
- * per element cost more than the rest of the FFN's elementwise work. */
+/* The loops are kernels of the active path (lib/kernels.h): the sigmoid through a vectorised
+ * exp, as a call to expf per element cost more than the rest of the FFN's elementwise work. */
 static void swiglu_forward_range(void *ctx, int64_t begin, int64_t end, int thread) {
     const SwigluJob *job = ctx;
-    for (int64_t i = begin; i < end; i += LANES) {
-        f32x8 a, b;
-        load8(&a, job->a + i, end - i);
-        load8(&b, job->b + i, end - i);
-        f32x8 s = a;
-        sigmoid8(&s);
-        f32x8 y = a * s * b;   /* silu(a) * b */
-        store8(job->y + i, &y, end - i);
-    }
+    tg_kernels()->swiglu_forward(job->a + begin, job->b + begin, job->y + begin, end - begin);
 }
 
 /* Differentiating y = silu(a) * b = a s(a) b:
@@ -37,24 +29,9 @@ static void swiglu_forward_range(void *ctx, int64_t begin, int64_t end, int thre
  *   db += dy * silu(a)                                      */
 static void swiglu_backward_range(void *ctx, int64_t begin, int64_t end, int thread) {
     const SwigluJob *job = ctx;
-    for (int64_t i = begin; i < end; i += LANES) {
-        f32x8 a, b, dy, g;
-        load8(&a, job->a + i, end - i);
-        load8(&b, job->b + i, end - i);
-        load8(&dy, job->dy + i, end - i);
-        f32x8 s = a;
-        sigmoid8(&s);
-        if (job->da) {
-            f32x8 da = dy * b * s * (1.0f + a * (1.0f - s));
-            if (job->da_accumulate) load8(&g, job->da + i, end - i), da = g + da;
-            store8(job->da + i, &da, end - i);
-        }
-        if (job->db) {   /* after da: when b is a, this adds to what was just stored */
-            f32x8 db = dy * a * s;
-            if (job->db_accumulate) load8(&g, job->db + i, end - i), db = g + db;
-            store8(job->db + i, &db, end - i);
-        }
-    }
+    tg_kernels()->swiglu_backward(job->a + begin, job->b + begin, job->dy + begin, job->da ? job->da + begin : NULL,
+                                  job->db ? job->db + begin : NULL, end - begin, job->da_accumulate,
+                                  job->db_accumulate);
 }
 
 static void swiglu_backward(Tape *tape, TapeNode *node) {

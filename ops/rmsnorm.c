@@ -1,10 +1,12 @@
 /* RMSNorm over the last dim:  y = x / sqrt(mean(x^2) + eps) * g.   x (..., d), g (d) -> y (..., d).
  *
  * Per row, rstd = (mean(x^2) + eps)^(-1/2) and xhat = x * rstd, so y = xhat * g. The forward
- * keeps rstd (rows floats, in the arena) for the backward; xhat is recomputed from x. */
+ * keeps rstd (rows floats, in the arena) for the backward; xhat is recomputed from x. The row
+ * loops are kernels of the active path (lib/kernels.h), their sums over d in double. */
 #include <math.h>
 
 #include "lib/error.h"
+#include "lib/kernels.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
 
@@ -24,15 +26,9 @@ typedef struct {
 static void rmsnorm_forward_rows(void *ctx, int64_t begin, int64_t end, int thread) {
     const RmsnormJob *job = ctx;
     const int64_t d = job->d;
-    for (int64_t row = begin; row < end; row++) {
-        const float *x = job->x + row * d;  /* (d) */
-        float *y = job->y + row * d;        /* (d) */
-        double sum_sq = 0.0;
-        for (int64_t j = 0; j < d; j++) sum_sq += (double)x[j] * x[j];
-        float rstd = (float)(1.0 / sqrt(sum_sq / (double)d + (double)job->eps));
-        job->rstd[row] = rstd;
-        for (int64_t j = 0; j < d; j++) y[j] = x[j] * rstd * job->g[j];
-    }
+    const TgKernels *kernels = tg_kernels();
+    for (int64_t row = begin; row < end; row++)
+        job->rstd[row] = kernels->rmsnorm_forward(job->x + row * d, job->g, job->y + row * d, d, job->eps);
 }
 
 /* Differentiating y = xhat * g, xhat = x * rstd, rstd = (mean(x^2) + eps)^(-1/2):
@@ -41,18 +37,10 @@ static void rmsnorm_forward_rows(void *ctx, int64_t begin, int64_t end, int thre
 static void rmsnorm_backward_dx_rows(void *ctx, int64_t begin, int64_t end, int thread) {
     const RmsnormJob *job = ctx;
     const int64_t d = job->d;
-    for (int64_t row = begin; row < end; row++) {
-        const float *x = job->x + row * d, *dy = job->dy + row * d;  /* (d) each */
-        float *dx = job->dx + row * d;                               /* (d) */
-        const float rstd = job->rstd[row];
-        double dot = 0.0;  /* sum_j dxhat_j * xhat_j */
-        for (int64_t j = 0; j < d; j++) dot += (double)(dy[j] * job->g[j]) * (x[j] * rstd);
-        const float mean_dot = (float)(dot / (double)d);
-        if (job->dx_accumulate)
-            for (int64_t j = 0; j < d; j++) dx[j] += rstd * (dy[j] * job->g[j] - x[j] * rstd * mean_dot);
-        else
-            for (int64_t j = 0; j < d; j++) dx[j] = rstd * (dy[j] * job->g[j] - x[j] * rstd * mean_dot);
-    }
+    const TgKernels *kernels = tg_kernels();
+    for (int64_t row = begin; row < end; row++)
+        kernels->rmsnorm_backward(job->x + row * d, job->g, job->dy + row * d, job->rstd[row], job->dx + row * d, d,
+                                  job->dx_accumulate);
 }
 
 /*   dg_j += sum_rows dy_j * xhat_j
@@ -61,12 +49,11 @@ static void rmsnorm_backward_dx_rows(void *ctx, int64_t begin, int64_t end, int 
 static void rmsnorm_backward_dg_columns(void *ctx, int64_t begin, int64_t end, int thread) {
     const RmsnormJob *job = ctx;
     const int64_t d = job->d;
+    const TgKernels *kernels = tg_kernels();
     for (int64_t j = begin; j < end; j++) job->dg_sum[j] = 0.0;
-    for (int64_t row = 0; row < job->rows; row++) {
-        const float *x = job->x + row * d, *dy = job->dy + row * d;  /* (d) each */
-        const float rstd = job->rstd[row];
-        for (int64_t j = begin; j < end; j++) job->dg_sum[j] += (double)dy[j] * (x[j] * rstd);
-    }
+    for (int64_t row = 0; row < job->rows; row++)
+        kernels->rmsnorm_gain_grad(job->x + row * d + begin, job->dy + row * d + begin, job->rstd[row],
+                                   job->dg_sum + begin, end - begin);
     for (int64_t j = begin; j < end; j++) job->dg[j] += (float)job->dg_sum[j];
 }
 

@@ -10,6 +10,7 @@
 
 #include "lib/checked.h"
 #include "lib/error.h"
+#include "lib/kernels.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
 
@@ -65,32 +66,18 @@ typedef struct {
     bool accumulate;  /* backward: add into dx (else store) */
 } RopeJob;
 
-/* forward:   [x'_i, x'_{i+h}] = [[cos, -sin], [sin, cos]] [x_i, x_{i+h}]
+/* The rotation of each row's heads is a kernel of the active path (lib/kernels.h):
+ * forward:   [x'_i, x'_{i+h}] = [[cos, -sin], [sin, cos]] [x_i, x_{i+h}]
  * backward:  the matrix is orthogonal, so [dx_i, dx_{i+h}] += its transpose times
  *            [dy_i, dy_{i+h}]: dx_i += dy_i cos + dy_{i+h} sin, dx_{i+h} += dy_{i+h} cos - dy_i sin */
 static void rope_rows(const RopeJob *job, int64_t begin, int64_t end, bool backward) {
     const int64_t hd = job->rope->head_dim, half = hd / 2, width = job->heads * hd;
+    const TgKernels *kernels = tg_kernels();
+    tg_rope_mode mode = !backward ? TG_ROPE_FORWARD : job->accumulate ? TG_ROPE_BACKWARD_ADD : TG_ROPE_BACKWARD;
     for (int64_t row = begin; row < end; row++) {
         int64_t pos = job->pos_offset + row % job->seq_len;
-        const float *cos_row = job->rope->cos + pos * half, *sin_row = job->rope->sin + pos * half;
-        for (int64_t head = 0; head < job->heads; head++) {
-            const float *in = job->in + row * width + head * hd;  /* (hd) */
-            float *out = job->out + row * width + head * hd;      /* (hd) */
-            for (int64_t i = 0; i < half; i++) {
-                const float c = cos_row[i], s = sin_row[i];
-                const float first = in[i], second = in[i + half];
-                if (backward && job->accumulate) {
-                    out[i] += first * c + second * s;
-                    out[i + half] += second * c - first * s;
-                } else if (backward) {
-                    out[i] = first * c + second * s;
-                    out[i + half] = second * c - first * s;
-                } else {
-                    out[i] = first * c - second * s;
-                    out[i + half] = second * c + first * s;
-                }
-            }
-        }
+        kernels->rope(job->in + row * width, job->out + row * width, job->rope->cos + pos * half,
+                      job->rope->sin + pos * half, job->heads, hd, mode);
     }
 }
 

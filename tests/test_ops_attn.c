@@ -8,9 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/cpu.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
 #include "testutil.h"
+
+/* The tests that compare against references, across thread counts and against recomputation run
+ * on every kernel path this CPU supports (lib/cpu.h): FOR_EACH_PATH(isa) { ... } */
+static bool select_path(tg_isa isa) {
+    cr_assert_eq(tg_isa_set(isa), TG_OK);
+    return true;
+}
+#define FOR_EACH_PATH(isa)                                                     \
+    for (tg_isa isa = TG_ISA_GENERIC; (int)isa < TG_ISA_COUNT; isa = (tg_isa)(isa + 1)) \
+        if (tg_isa_supported(isa) && select_path(isa))
 
 /* ---- the registered gradient checks run in test_gradcheck.c; here the backward's other path ---- */
 
@@ -180,8 +191,10 @@ Test(attention, forward_matches_naive_double_reference) {
 /* 83 keys and hd 72 take the 64- and 16-wide blocks and the scalar tails of every product,
  * forward and backward; Tq < Tk as in chunked decoding. */
 Test(attention, forward_and_backward_match_reference_on_wide_heads) {
-    check_against_reference((AttnShape){1, 83, 83, 4, 2, 72}, 12, true);
-    check_against_reference((AttnShape){2, 21, 83, 2, 1, 72}, 13, true);
+    FOR_EACH_PATH(isa) {
+        check_against_reference((AttnShape){1, 83, 83, 4, 2, 72}, 12, true);
+        check_against_reference((AttnShape){2, 21, 83, 2, 1, 72}, 13, true);
+    }
 }
 
 /* Output rows <= t must not depend on q, k or v at positions > t: perturb those, the early rows
@@ -298,15 +311,17 @@ static AttnRun run_attention(int threads, AttnShape s, uint64_t seed) {
 
 Test(attention, two_threads_bitwise_equal_one_thread) {
     AttnShape shapes[] = {{2, 9, 9, 4, 2, 8}, {3, 37, 37, 4, 2, 72}, {3, 5, 37, 4, 1, 16}};
+    FOR_EACH_PATH(isa)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         AttnShape s = shapes[i];
         AttnRun one = run_attention(1, s, 41 + i), two = run_attention(2, s, 41 + i);
         size_t q_bytes = (size_t)(s.batch * s.q_len * s.heads * s.head_dim) * sizeof(float);
         size_t kv_bytes = (size_t)(s.batch * s.kv_len * s.kv_heads * s.head_dim) * sizeof(float);
-        cr_expect(memcmp(one.out, two.out, q_bytes) == 0, "shape %zu: forward differs", i);
-        cr_expect(memcmp(one.dq, two.dq, q_bytes) == 0, "shape %zu: dq differs", i);
-        cr_expect(memcmp(one.dk, two.dk, kv_bytes) == 0, "shape %zu: dk differs", i);
-        cr_expect(memcmp(one.dv, two.dv, kv_bytes) == 0, "shape %zu: dv differs", i);
+        const char *path = tg_isa_name(isa);
+        cr_expect(memcmp(one.out, two.out, q_bytes) == 0, "%s, shape %zu: forward differs", path, i);
+        cr_expect(memcmp(one.dq, two.dq, q_bytes) == 0, "%s, shape %zu: dq differs", path, i);
+        cr_expect(memcmp(one.dk, two.dk, kv_bytes) == 0, "%s, shape %zu: dk differs", path, i);
+        cr_expect(memcmp(one.dv, two.dv, kv_bytes) == 0, "%s, shape %zu: dv differs", path, i);
         AttnRun runs[2] = {one, two};
         for (int r = 0; r < 2; r++) {
             free(runs[r].out);
@@ -320,6 +335,7 @@ Test(attention, two_threads_bitwise_equal_one_thread) {
 /* Keeping P or recomputing it in the backward gives the same bits, on 1 and 2 threads. */
 Test(attention, recomputed_probs_give_the_same_bits_as_kept_ones) {
     AttnShape shapes[] = {{2, 9, 9, 4, 2, 8}, {3, 37, 37, 4, 2, 72}, {3, 5, 37, 4, 1, 16}};
+    FOR_EACH_PATH(isa)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int threads = 1; threads <= 2; threads++) {
             AttnShape s = shapes[i];
@@ -329,10 +345,11 @@ Test(attention, recomputed_probs_give_the_same_bits_as_kept_ones) {
             attention_set_saved_probs_limit(old);
             size_t q_bytes = (size_t)(s.batch * s.q_len * s.heads * s.head_dim) * sizeof(float);
             size_t kv_bytes = (size_t)(s.batch * s.kv_len * s.kv_heads * s.head_dim) * sizeof(float);
-            cr_expect(memcmp(kept.out, recomputed.out, q_bytes) == 0, "shape %zu: forward differs", i);
-            cr_expect(memcmp(kept.dq, recomputed.dq, q_bytes) == 0, "shape %zu, %d threads: dq differs", i, threads);
-            cr_expect(memcmp(kept.dk, recomputed.dk, kv_bytes) == 0, "shape %zu, %d threads: dk differs", i, threads);
-            cr_expect(memcmp(kept.dv, recomputed.dv, kv_bytes) == 0, "shape %zu, %d threads: dv differs", i, threads);
+            const char *path = tg_isa_name(isa);
+            cr_expect(memcmp(kept.out, recomputed.out, q_bytes) == 0, "%s, shape %zu: forward differs", path, i);
+            cr_expect(memcmp(kept.dq, recomputed.dq, q_bytes) == 0, "%s, shape %zu, %d threads: dq differs", path, i, threads);
+            cr_expect(memcmp(kept.dk, recomputed.dk, kv_bytes) == 0, "%s, shape %zu, %d threads: dk differs", path, i, threads);
+            cr_expect(memcmp(kept.dv, recomputed.dv, kv_bytes) == 0, "%s, shape %zu, %d threads: dv differs", path, i, threads);
             AttnRun runs[2] = {kept, recomputed};
             for (int r = 0; r < 2; r++) {
                 free(runs[r].out);

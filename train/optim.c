@@ -3,28 +3,16 @@
 #include <math.h>
 
 #include "lib/error.h"
+#include "lib/kernels.h"
 
 AdamWConfig adamw_defaults(void) {
     AdamWConfig c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     return c;
 }
 
-typedef struct {
-    float *p, *g, *m, *v;
-    float beta1, beta2, step_size, bias2_sqrt, eps, decay; /* decay = lr * wd (0 if excluded) */
-} AdamWJob;
-
+/* the update of lib/kernels.h (TgAdamW), on the active kernel path */
 static void adamw_range(void *ctx, int64_t begin, int64_t end, int thread) {
-    const AdamWJob *j = ctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = j->g[i];
-        float p = j->p[i] * (1.0f - j->decay);
-        float m = j->beta1 * j->m[i] + (1.0f - j->beta1) * g;
-        float v = j->beta2 * j->v[i] + (1.0f - j->beta2) * g * g;
-        j->m[i] = m;
-        j->v[i] = v;
-        j->p[i] = p - j->step_size * m / (sqrtf(v) / j->bias2_sqrt + j->eps);
-    }
+    tg_kernels()->adamw(ctx, begin, end);
 }
 
 void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr, Pool *pool) {
@@ -33,7 +21,7 @@ void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr,
     double bias2 = 1.0 - pow(cfg->beta2, (double)step);
     for (int i = 0; i < ps->count; i++) {
         size_t off = ps->offsets[i];
-        AdamWJob job = {
+        TgAdamW job = {
             .p = ps->data + off, .g = ps->grad + off, .m = ps->m + off, .v = ps->v + off,
             .beta1 = (float)cfg->beta1, .beta2 = (float)cfg->beta2,
             .step_size = (float)(lr / bias1), .bias2_sqrt = (float)sqrt(bias2), .eps = (float)cfg->eps,

@@ -16,6 +16,7 @@
 #include "data/loader.h"
 #include "data/tokenizer.h"
 #include "data/tokfile.h"
+#include "lib/cpu.h"
 #include "lib/engine.h"
 #include "lib/error.h"
 #include "train/checkpoint.h"
@@ -282,6 +283,7 @@ static tg_status trainer_announce(Trainer *tr) {
            (long long)run->n_train, (long long)run->n_val, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
+    printf("kernels: %s on %s; %d threads\n", tg_isa_name(tg_isa_active()), tg_cpu_name(), tr->o->threads);
     if (run->resumed) {
         printf("resuming at step %lld of %lld from %s\n", (long long)run->state.step, (long long)tr->o->steps,
                run->last_checkpoint);

@@ -1,0 +1,51 @@
+/* What the CPU is, and which kernel path runs on it.
+ *
+ * tapegrad carries its hot kernels (lib/kernels.h) compiled three times into one binary:
+ *   generic  no intrinsics, the build's baseline (SSE2 on x86-64): any CPU
+ *   avx2     AVX2 + FMA, 8-float vectors (x86-64 since about 2013-2015)
+ *   avx512   AVX-512 F/VL/BW/DQ, 16-float vectors
+ * One is chosen at start-up: the highest the CPU reports (cpuid, and xgetbv for the operating
+ * system's support of the wider registers; __builtin_cpu_supports checks both), or the one the
+ * environment variable TAPEGRAD_ISA names, which may be lower but never higher than the CPU has.
+ * The choice holds for the whole process; tests switch paths with tg_isa_set between ops. */
+#ifndef TAPEGRAD_CPU_H
+#define TAPEGRAD_CPU_H
+
+#include <stdbool.h>
+
+#include "lib/error.h"
+#include "lib/pool.h"
+
+/* Ordered: a path needs everything the lower ones need. */
+typedef enum { TG_ISA_GENERIC = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2 } tg_isa;
+enum { TG_ISA_COUNT = 3 };
+
+/* "generic", "avx2", "avx512" */
+const char *tg_isa_name(tg_isa isa);
+/* The path this CPU can run (and this build carries: on other architectures only generic). */
+bool tg_isa_supported(tg_isa isa);
+/* The highest supported path. */
+tg_isa tg_isa_best(void);
+/* The path named by TAPEGRAD_ISA (generic | avx2 | avx512), or the highest supported when the
+ * variable is unset or empty. TG_ERR_ARG with a one-line message for an unknown name or a path
+ * this CPU cannot run; the active path is then unchanged. The CLI calls it first thing; a
+ * library user who does not is served the same choice on the first kernel call (an invalid
+ * TAPEGRAD_ISA then aborts with that message). */
+tg_status tg_isa_init(void);
+/* Makes `isa` the active path; TG_ERR_ARG when the CPU cannot run it. Not while ops run. */
+tg_status tg_isa_set(tg_isa isa);
+/* The active path (initialising it from the environment on first use). */
+tg_isa tg_isa_active(void);
+
+/* The CPU's name as it reports it (the cpuid brand string, e.g. "AMD EPYC 9R14 96-Core
+ * Processor") with its family and model: "AMD EPYC (family 25, model 17)". */
+const char *tg_cpu_name(void);
+
+/* The FP32 multiply-add ceiling of the active path on this machine, in GFLOP/s: every thread of
+ * `pool` (NULL: the caller alone) runs independent chains of the path's widest fused
+ * multiply-add (a multiply and an add on generic) on registers, for about `seconds` of the
+ * caller's CPU time; the sum over threads of each one's FLOPs per second of its own CPU time,
+ * best of a few rounds. 2 FLOPs per lane per multiply-add. */
+double tg_peak_gflops(Pool *pool, double seconds);
+
+#endif
