@@ -21,15 +21,17 @@ flags=(--preset tiny --dim 4 --layers 1 --heads 2 --kv-heads 1 --hidden 8 --seq 
 "$bin" train "${flags[@]}" --data "$work/text.txt" --steps 2 --out "$work/run" >/dev/null
 "$bin" train "${flags[@]}" --data "$work/prose.txt" --tokenizer bpe --vocab 280 --steps 1 --out "$work/bpe" >/dev/null
 "$bin" ckpt export "$work/run" --safetensors "$work/export/w.safetensors" >/dev/null
+"$bin" ckpt export "$work/bpe" --hf "$work/hf" >/dev/null
 grep -q '"vocab_size": 17,' "$work/export/config.json" || { echo "the seed run's vocabulary is not 17" >&2; exit 1; }
 
 rm -rf "$out"
-mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokfile,run_files,report,corpus}
+mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokenizer_json,tokfile,run_files,report,corpus}
 cp "$work/run/ckpt-00000002.tgck" "$out/checkpoint_raw/tiny.tgck"
 gzip -dc "$work/run/ckpt-00000002.tgck" >"$out/checkpoint/tiny.raw"
 cp "$work/export/w.safetensors" "$out/safetensors/tiny.safetensors"
 cp "$work/run/tokenizer.txt" "$out/tokenizer/char.txt"
 cp "$work/bpe/tokenizer.txt" "$out/tokenizer/bpe.txt"
+cp "$work/hf/tokenizer.json" "$out/tokenizer_json/bpe.json"
 cp "$work/run/val.tok" "$out/tokfile/char-val.tok"
 cp "$work/bpe/val.tok" "$out/tokfile/bpe-val.tok"
 for r in run bpe; do
