@@ -110,11 +110,12 @@ static void *watchdog_main(void *unused) {
     pthread_mutex_lock(&watch.mutex);
     while (!watch.quit) {
         double now = monotonic_now();
-        if (watch.deadline == 0) {
-            pthread_cond_wait(&watch.wake, &watch.mutex);
-        } else if (now < watch.deadline) {
-            double whole = (double)(int64_t)watch.deadline;
-            struct timespec until = {(time_t)whole, (long)((watch.deadline - whole) * 1e9)};
+        /* deadlines only move later, so arming needs no wake-up (no futex call per collective):
+         * disarmed, the watchdog looks again one timeout from now, no later than any new deadline */
+        if (watch.deadline == 0 || now < watch.deadline) {
+            double until_s = watch.deadline == 0 ? now + watch.timeout_s : watch.deadline;
+            double whole = (double)(int64_t)until_s;
+            struct timespec until = {(time_t)whole, (long)((until_s - whole) * 1e9)};
             pthread_cond_timedwait(&watch.wake, &watch.mutex, &until);
         } else {
             fprintf(stderr,
@@ -163,7 +164,6 @@ static void watchdog_arm(const char *what) {
     pthread_mutex_lock(&watch.mutex);
     watch.deadline = monotonic_now() + watch.timeout_s;
     watch.what = what;
-    pthread_cond_signal(&watch.wake);
     pthread_mutex_unlock(&watch.mutex);
 }
 
