@@ -15,11 +15,11 @@
 #include <zlib.h>
 
 #include "lib/blas.h"
-#include "lib/pool.h"
-#include "lib/rng.h"
+#include "tapegrad/pool.h"
+#include "tapegrad/rng.h"
 #include "train/checkpoint.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "tapegrad/model.h"
+#include "tapegrad/optim.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -34,45 +34,45 @@ static void die(const char *what) {
 
 /* Training on token streams with structure (a random walk over a Zipf-like vocabulary), so the
  * gradients, and with them the weights and moments, look like those of a real run. */
-static void train_steps(Model *m, int steps, int threads) {
+static void train_steps(TgModel *m, int steps, int threads) {
     int64_t B = 2, T = m->cfg.seq_len, V = m->cfg.vocab;
-    Pool *pool = pool_create(threads);
+    TgPool *pool = tg_pool_create(threads);
     tg_blas_set_threads(threads);
-    Arena arena;
-    arena_init(&arena, 64u << 20);
-    Tape tape;
-    tape_init(&tape, &arena, pool);
+    TgArena arena;
+    tg_arena_init(&arena, 64u << 20);
+    TgTape tape;
+    tg_tape_init(&tape, &arena, pool);
     int32_t *tokens = malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
-    Rng rng;
-    rng_seed(&rng, 42);
-    AdamWConfig cfg = adamw_defaults();
-    LrSchedule sched = {3e-3, 3e-4, 2, steps};
+    TgRng rng;
+    tg_rng_seed(&rng, 42);
+    TgAdamWConfig cfg = tg_adamw_defaults();
+    TgLrSchedule sched = {3e-3, 3e-4, 2, steps};
     for (int s = 0; s < steps; s++) {
         for (int64_t i = 0; i < B * (T + 1); i++) {
-            double u = rng_uniform(&rng);
+            double u = tg_rng_uniform(&rng);
             int64_t zipf = (int64_t)(pow((double)V, u * u)) - 1;
-            tokens[i] = (int32_t)(i > 0 && rng_uniform(&rng) < 0.5f ? (tokens[i - 1] * 31 + 7) % V : zipf);
+            tokens[i] = (int32_t)(i > 0 && tg_rng_uniform(&rng) < 0.5f ? (tokens[i - 1] * 31 + 7) % V : zipf);
         }
         int32_t *in = malloc((size_t)(B * T) * sizeof(int32_t)), *tg = malloc((size_t)(B * T) * sizeof(int32_t));
         for (int64_t b = 0; b < B; b++) {
             memcpy(in + b * T, tokens + b * (T + 1), (size_t)T * sizeof(int32_t));
             memcpy(tg + b * T, tokens + b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
         }
-        params_zero_grad(&m->params);
-        Tensor *loss = model_loss(m, &tape, in, tg, B, T, NULL);
+        tg_params_zero_grad(&m->params);
+        TgTensor *loss = tg_model_loss(m, &tape, in, tg, B, T, NULL);
         double value = loss->data[0];
-        tape_backward(&tape, loss);
-        tape_reset(&tape);
-        clip_grad_norm(&m->params, 1.0);
-        adamw_step(&m->params, &cfg, s + 1, lr_at(&sched, s), pool);
+        tg_tape_backward(&tape, loss);
+        tg_tape_reset(&tape);
+        tg_clip_grad_norm(&m->params, 1.0);
+        tg_adamw_step(&m->params, &cfg, s + 1, tg_lr_at(&sched, s), pool);
         fprintf(stderr, "  training step %d/%d: loss %.4f\n", s + 1, steps, value);
         free(in);
         free(tg);
     }
     free(tokens);
-    tape_free(&tape);
-    arena_free(&arena);
-    pool_destroy(pool);
+    tg_tape_free(&tape);
+    tg_arena_free(&arena);
+    tg_pool_destroy(pool);
 }
 
 /* raw / deflated size of one flat buffer, plain or shuffled into byte planes, at level 6 */
@@ -96,10 +96,10 @@ static double buffer_ratio(const float *data, size_t n, bool shuffle) {
     return (double)bytes / (double)out_len;
 }
 
-static void bench_state(const char *label, Model *m, const char *dir, int repeats) {
+static void bench_state(const char *label, TgModel *m, const char *dir, int repeats) {
     TrainerState st = {.step = 1, .seed = 1, .best_val_loss = INFINITY};
     CheckpointSource src = checkpoint_source_of(m, 1, &st);
-    const ParamStore *ps = &m->params;
+    const TgParamStore *ps = &m->params;
     size_t raw_floats = 3 * ps->total;
 
     /* what a background save costs the training loop: copying into the snapshot buffer */
@@ -135,15 +135,15 @@ static void bench_state(const char *label, Model *m, const char *dir, int repeat
                 t0 = now_s();
                 if (checkpoint_write_with(path, &src, &o, &bytes) != TG_OK) die("write");
                 best_save = fmin(best_save, now_s() - t0);
-                Model copy;
-                model_build(&copy, &m->cfg);
+                TgModel copy;
+                tg_model_build(&copy, &m->cfg);
                 CheckpointInfo info;
                 t0 = now_s();
                 if (checkpoint_load(path, &copy, &info) != TG_OK) die("load");
                 best_load = fmin(best_load, now_s() - t0);
                 raw = info.raw_bytes;
                 if (memcmp(copy.params.data, ps->data, ps->total * sizeof(float)) != 0) die("round trip differs");
-                model_free(&copy);
+                tg_model_free(&copy);
             }
             printf("| %s, level %d | %.1f | %.3f | %.2f | %.2f |\n", shuffle ? "shuffled" : "plain", o.level,
                    (double)bytes / 1e6, (double)raw / (double)bytes, best_save, best_load);
@@ -169,13 +169,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ckpt_bench: --steps must be >= 0, --threads and --repeats >= 1\n");
         return 2;
     }
-    ModelConfig cfg;
-    if (model_preset("minimind-26m", &cfg) != TG_OK) die("preset");
-    Model m;
-    model_build(&m, &cfg);
-    model_init_weights(&m, 1337);
+    TgModelConfig cfg;
+    if (tg_model_preset("minimind-26m", &cfg) != TG_OK) die("preset");
+    TgModel m;
+    tg_model_build(&m, &cfg);
+    tg_model_init_weights(&m, 1337);
     printf("## Checkpoints at the minimind-26m shape: %lld parameters, %.1f MB raw (weights + AdamW m + v)\n",
-           (long long)model_param_count(&m), 3.0 * (double)m.params.total * 4 / 1e6);
+           (long long)tg_model_param_count(&m), 3.0 * (double)m.params.total * 4 / 1e6);
     printf("\nTimes: best of %d, writing to %s.\n", repeats, dir);
     bench_state("Random init: N(0, 0.02) weights, AdamW moments all zero", &m, dir, repeats);
     if (steps > 0) {
@@ -184,6 +184,6 @@ int main(int argc, char **argv) {
         snprintf(label, sizeof label, "After %d AdamW steps (lr 3e-3)", steps);
         bench_state(label, &m, dir, repeats);
     }
-    model_free(&m);
+    tg_model_free(&m);
     return 0;
 }

@@ -14,7 +14,7 @@
 #include "lib/blas.h"
 #include "lib/cpu.h"
 #include "lib/kernels.h"
-#include "lib/rng.h"
+#include "tapegrad/rng.h"
 
 typedef struct {
     const char *model, *what;
@@ -88,15 +88,15 @@ int main(int argc, char **argv) {
     printf(" OpenBLAS |\n|---|---|---:|---:|---:|");
     for (int p = 0; p <= n_paths; p++) printf("---:|");
     printf("\n");
-    Rng rng;
-    rng_seed(&rng, 1);
+    TgRng rng;
+    tg_rng_seed(&rng, 1);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const Shape *s = &shapes[i];
         if (only && strcmp(only, s->model) != 0) continue;
         float *a = malloc((size_t)(s->m * s->k) * sizeof(float)), *b = malloc((size_t)(s->k * s->n) * sizeof(float));
         float *c = malloc((size_t)(s->m * s->n) * sizeof(float));
-        rng_fill_uniform(&rng, a, (size_t)(s->m * s->k), -1, 1);
-        rng_fill_uniform(&rng, b, (size_t)(s->k * s->n), -1, 1);
+        tg_rng_fill_uniform(&rng, a, (size_t)(s->m * s->k), -1, 1);
+        tg_rng_fill_uniform(&rng, b, (size_t)(s->k * s->n), -1, 1);
         printf("| %s | %s (%c%c) | %lld | %lld | %lld |", s->model, s->what, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
                (long long)s->m, (long long)s->n, (long long)s->k);
         for (int p = 0; p < n_paths; p++) {

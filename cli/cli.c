@@ -8,7 +8,7 @@
 int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given, int argc, char **argv,
               const char **positional, int *n_positional) {
     bool help = false;
-    tg_status s = opt_parse(t, opts, given, argc, argv, positional, n_positional, &help);
+    TgStatus s = opt_parse(t, opts, given, argc, argv, positional, n_positional, &help);
     if (s != TG_OK) return cli_exit(t->command, s);
     if (help) {
         opt_print_help(stdout, t, defaults);
@@ -17,14 +17,14 @@ int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given
     return -1;
 }
 
-int cli_exit(const char *command, tg_status status) {
+int cli_exit(const char *command, TgStatus status) {
     if (status == TG_OK) return 0;
     fflush(stdout);
     fprintf(stderr, "tapegrad %s: %s\n", command, tg_error_message());
     return status == TG_ERR_ARG ? 2 : 1;
 }
 
-tg_status cli_join_job(double timeout_s) {
+TgStatus cli_join_job(double timeout_s) {
     TG_TRY(dist_open(timeout_s));
     if (dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
         return tg_fail(TG_ERR_IO, "rank %d cannot silence its output", dist_rank());

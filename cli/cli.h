@@ -1,7 +1,7 @@
 /* The `tapegrad` program: its subcommands (one file each, cli/cmd_*.c) and what they share.
  *
  * Each subcommand describes its flags once, as an OptTable (lib/options.h), and parses them with
- * cli_parse. Library calls return a tg_status; cli_exit maps it to the exit code: 0 for TG_OK,
+ * cli_parse. Library calls return a TgStatus; cli_exit maps it to the exit code: 0 for TG_OK,
  * 2 for a bad flag or value (TG_ERR_ARG), 1 for everything about files and data. */
 #ifndef TAPEGRAD_CLI_H
 #define TAPEGRAD_CLI_H
@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/options.h"
-#include "lib/version.h"
+#include "tapegrad/version.h"
 
 typedef struct {
     const char *name;
@@ -29,11 +29,11 @@ int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given
               const char **positional, int *n_positional);
 /* 0 for TG_OK; otherwise prints "tapegrad <command>: <message>" and returns 2 for TG_ERR_ARG,
  * 1 for anything else. */
-int cli_exit(const char *command, tg_status status);
+int cli_exit(const char *command, TgStatus status);
 /* For a subcommand that runs data-parallel under mpirun (train/dist.h): joins the job (dist_open)
  * and silences stdout on every rank but 0, so the job prints one report; errors still go to
  * stderr from any rank. */
-tg_status cli_join_job(double timeout_s);
+TgStatus cli_join_job(double timeout_s);
 /* A usage error: prints "tapegrad <command>: <message>" and returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

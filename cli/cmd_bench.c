@@ -23,11 +23,11 @@
 
 #include "lib/blas.h"
 #include "lib/cpu.h"
-#include "lib/rng.h"
+#include "tapegrad/rng.h"
 #include "cli/cli.h"
 #include "train/dist.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "tapegrad/model.h"
+#include "tapegrad/optim.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -95,8 +95,8 @@ static const OptTable table = {"bench", "[--preset NAME] [--batch B] [--seq T] [
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* The shapes of the comparison with PyTorch: presets plus the batch and vocab it uses. */
-static tg_status bench_config(const BenchOptions *o, ModelConfig *c, int64_t *batch) {
-    TG_TRY(model_preset(o->preset, c));
+static TgStatus bench_config(const BenchOptions *o, TgModelConfig *c, int64_t *batch) {
+    TG_TRY(tg_model_preset(o->preset, c));
     int64_t default_vocab = 0;
     if (strcmp(o->preset, "tiny") == 0) default_vocab = 64, *batch = 4;
     else if (strcmp(o->preset, "small") == 0) default_vocab = 96, *batch = 16;
@@ -105,9 +105,9 @@ static tg_status bench_config(const BenchOptions *o, ModelConfig *c, int64_t *ba
     if (o->vocab > 0) c->vocab = o->vocab;
     if (o->seq > 0) c->seq_len = o->seq;
     if (o->batch > 0) *batch = o->batch;
-    if (o->ffn) TG_TRY(ffn_kind_parse(o->ffn, &c->ffn));
-    if (c->ffn == FFN_RELU) c->hidden = 4 * c->dim; /* the same parameter count as SwiGLU at 8/3 */
-    return model_config_validate(c);
+    if (o->ffn) TG_TRY(tg_ffn_kind_parse(o->ffn, &c->ffn));
+    if (c->ffn == TG_FFN_RELU) c->hidden = 4 * c->dim; /* the same parameter count as SwiGLU at 8/3 */
+    return tg_model_config_validate(c);
 }
 
 typedef struct {
@@ -142,16 +142,16 @@ static void bench_medians(const BenchOptions *o, const StepTimes *times, BenchRe
 
 /* Runs warmup + steps training steps on random tokens and times each; the medians go to *r.
  * Fails only when a collective of a multi-rank run does. */
-static tg_status bench_measure(const BenchOptions *o, const ModelConfig *cfg, int64_t B, Model *model, BenchResult *r) {
+static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, TgModel *model, BenchResult *r) {
     int64_t T = cfg->seq_len;
-    Pool *pool = pool_create(o->threads);
-    Arena arena;
-    arena_init(&arena, 0);
-    Tape tape;
-    tape_init(&tape, &arena, pool);
-    AdamWConfig adamw = adamw_defaults();
-    Rng rng;
-    rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)dist_rank()); /* each rank its own tokens */
+    TgPool *pool = tg_pool_create(o->threads);
+    TgArena arena;
+    tg_arena_init(&arena, 0);
+    TgTape tape;
+    tg_tape_init(&tape, &arena, pool);
+    TgAdamWConfig adamw = tg_adamw_defaults();
+    TgRng rng;
+    tg_rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)dist_rank()); /* each rank its own tokens */
     bool allreduce = o->reduce && strcmp(o->reduce, "allreduce") == 0;
     float *scratch = dist_ranks() > 1 ? tg_malloc(model->params.total * sizeof(float)) : NULL;
     int32_t *tokens = tg_malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
@@ -160,32 +160,32 @@ static tg_status bench_measure(const BenchOptions *o, const ModelConfig *cfg, in
     int n_total = o->warmup + o->steps;
     StepTimes *times = tg_calloc((size_t)n_total, sizeof *times);
     double cpu_at_timed_start = 0;
-    tg_status status = TG_OK;
+    TgStatus status = TG_OK;
     for (int s = 0; s < n_total; s++) {
         if (s == o->warmup) cpu_at_timed_start = cpu_seconds();
         double t0 = now_s();
-        for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)rng_below(&rng, (uint64_t)cfg->vocab);
+        for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg->vocab);
         for (int64_t b = 0; b < B; b++) {
             memcpy(inputs + b * T, tokens + b * (T + 1), (size_t)T * sizeof(int32_t));
             memcpy(targets + b * T, tokens + b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
         }
-        params_zero_grad(&model->params);
+        tg_params_zero_grad(&model->params);
         double t1 = now_s();
-        Tensor *loss = model_loss(model, &tape, inputs, targets, B, T, NULL);
+        TgTensor *loss = tg_model_loss(model, &tape, inputs, targets, B, T, NULL);
         double t2 = now_s();
-        tape_backward(&tape, loss);
+        tg_tape_backward(&tape, loss);
         double t3 = now_s();
         if (s == 0) r->first_loss = loss->data[0];
         r->last_loss = loss->data[0];
-        tape_reset(&tape);
-        ParamStore *ps = &model->params;
+        tg_tape_reset(&tape);
+        TgParamStore *ps = &model->params;
         if ((status = dist_barrier()) != TG_OK) break;
         double t_wait = now_s();
         status = allreduce ? dist_allreduce_floats(ps->grad, ps->total) : dist_sum_floats(ps->grad, ps->total, scratch, pool);
         if (status != TG_OK) break;
         double t_comm = now_s();
-        clip_grad_norm_pool(&model->params, 1.0, pool);
-        adamw_step(&model->params, &adamw, s + 1, 5e-4, pool);
+        tg_clip_grad_norm_pool(&model->params, 1.0, pool);
+        tg_adamw_step(&model->params, &adamw, s + 1, 5e-4, pool);
         double t4 = now_s();
         times[s] = (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t_comm) + (t1 - t0), t_wait - t3, t_comm - t_wait};
     }
@@ -200,19 +200,19 @@ static tg_status bench_measure(const BenchOptions *o, const ModelConfig *cfg, in
     free(tokens);
     free(inputs);
     free(targets);
-    tape_free(&tape);
-    arena_free(&arena);
-    pool_destroy(pool);
+    tg_tape_free(&tape);
+    tg_arena_free(&arena);
+    tg_pool_destroy(pool);
     return status;
 }
 
-static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B, const Model *model,
+static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const TgModel *model,
                         const BenchResult *r) {
     int64_t T = cfg->seq_len, tokens_per_step = dist_ranks() * B * T;
     const StepTimes *med = &r->median;
     const char *gemm_name = o->gemm ? o->gemm : "pool";
     const char *reduce_name = dist_ranks() == 1 ? "none" : o->reduce ? o->reduce : "ordered";
-    int64_t n_params = model_param_count(model);
+    int64_t n_params = tg_model_param_count(model);
     double flops_per_token = 6.0 * (double)n_params + 12.0 * (double)(cfg->n_layers * T * cfg->dim);
     double tokens_per_s = (double)tokens_per_step / med->step;
     /* what each rank sends (and receives) in one gradient sum: 2 (N - 1) / N of the gradients */
@@ -220,7 +220,7 @@ static void bench_print(const BenchOptions *o, const ModelConfig *cfg, int64_t B
     double gflops = tokens_per_s * flops_per_token / 1e9;
     double mfu = gflops / r->peak_gflops;
     double rss = peak_rss_mb();
-    const char *ffn_name = ffn_kind_name(cfg->ffn);
+    const char *ffn_name = tg_ffn_kind_name(cfg->ffn);
     if (o->json) {
         printf("{\"preset\": \"%s\", \"dim\": %lld, \"layers\": %lld, \"heads\": %lld, \"kv_heads\": %lld, "
                "\"hidden\": %lld, \"vocab\": %lld, \"seq\": %lld, \"batch\": %lld, \"ffn\": \"%s\", "
@@ -272,20 +272,20 @@ static int run_bench(int argc, char **argv) {
     tg_gemm_mode gemm_mode = strcmp(gemm_name, "openblas") == 0        ? TG_GEMM_OPENBLAS
                              : strcmp(gemm_name, "pool-openblas") == 0 ? TG_GEMM_POOL_OPENBLAS
                                                                        : TG_GEMM_POOL;
-    ModelConfig cfg;
+    TgModelConfig cfg;
     int64_t B = 0;
-    tg_status s = bench_config(&o, &cfg, &B);
+    TgStatus s = bench_config(&o, &cfg, &B);
     if (s != TG_OK) return cli_exit("bench", s);
     if ((s = cli_join_job(DIST_DEFAULT_TIMEOUT_S)) != TG_OK) return cli_exit("bench", s);
     tg_blas_set_gemm_mode(gemm_mode);
     tg_blas_set_threads(o.threads);
-    Model model;
-    model_build(&model, &cfg);
-    model_init_weights(&model, (uint64_t)o.seed);
+    TgModel model;
+    tg_model_build(&model, &cfg);
+    tg_model_init_weights(&model, (uint64_t)o.seed);
     BenchResult r = {0};
     s = bench_measure(&o, &cfg, B, &model, &r);
     if (s == TG_OK) bench_print(&o, &cfg, B, &model, &r);
-    model_free(&model);
+    tg_model_free(&model);
     dist_close(false);
     return cli_exit("bench", s);
 }

@@ -67,23 +67,23 @@ static int run_info(int argc, char **argv) {
     CheckpointInfo info;
     CheckpointTensorInfo *tensors = NULL;
     int n = 0;
-    tg_status status = checkpoint_resolve(positional[0], path, sizeof path);
+    TgStatus status = checkpoint_resolve(positional[0], path, sizeof path);
     if (status == TG_OK) status = checkpoint_inspect(path, &info, &tensors, &n);
     if (status != TG_OK) return cli_exit("ckpt info", status);
-    const ModelConfig *c = &info.cfg;
+    const TgModelConfig *c = &info.cfg;
     const TrainerState *s = &info.state;
     printf("checkpoint   %s\n", path);
     printf("format       version %u%s; gzip stream verified (CRC32 and length)\n", info.version,
            info.flags & CHECKPOINT_FLAG_SHUFFLED ? ", floats byte-shuffled into 4 planes" : "");
     if (info.tag[0]) {
-        /* a program's own parameter set (train/param_checkpoint.h): a tag and a step, no model */
+        /* a program's own parameter set (tapegrad/param_checkpoint.h): a tag and a step, no model */
         printf("parameters   a program's own set, tagged '%s'\n", info.tag);
         printf("step         %lld\n", (long long)s->step);
     } else {
         printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
                "rope theta %g, norm eps %g\n",
                (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-               ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
+               tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
                c->rope_theta, c->norm_eps);
         printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info.tokenizer_fingerprint);
         printf("step         %lld\n", (long long)s->step);
@@ -130,23 +130,23 @@ static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT
 /* Weights and config.json: needs no tokenizer, so it works on a checkpoint file alone. */
 static int export_safetensors(const char *source, const char *out) {
     char path[4200], config[4200];
-    ModelConfig cfg;
+    TgModelConfig cfg;
     uint64_t fingerprint;
-    tg_status rs = checkpoint_resolve(source, path, sizeof path);
+    TgStatus rs = checkpoint_resolve(source, path, sizeof path);
     if (rs == TG_OK) rs = checkpoint_read_config(path, &cfg, &fingerprint);
     if (rs != TG_OK) return cli_exit("ckpt export", rs);
-    Model model;
-    model_build(&model, &cfg);
+    TgModel model;
+    tg_model_build(&model, &cfg);
     CheckpointInfo info;
     char note[4400];
-    tg_status s = checkpoint_load(path, &model, &info);
+    TgStatus s = checkpoint_load(path, &model, &info);
     if (s == TG_OK) {
         snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", path, (long long)info.state.step);
         s = model_export_safetensors(&model, out, note, config, sizeof config);
     }
     if (s == TG_OK) printf("wrote %s (%d tensors, %lld parameters, step %lld) and %s\n", out, model.params.count,
-                (long long)model_param_count(&model), (long long)info.state.step, config);
-    model_free(&model);
+                (long long)tg_model_param_count(&model), (long long)info.state.step, config);
+    tg_model_free(&model);
     return cli_exit("ckpt export", s);
 }
 
@@ -154,18 +154,18 @@ static int export_safetensors(const char *source, const char *out) {
 static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     GgufWeights weights = GGUF_WEIGHTS_F32;
     if (o->gguf_type) {
-        tg_status ps = gguf_weights_parse(o->gguf_type, &weights);
+        TgStatus ps = gguf_weights_parse(o->gguf_type, &weights);
         if (ps != TG_OK) return cli_exit("ckpt export", ps);
     }
     Run run;
-    tg_status s = run_open_existing(source, &run);
+    TgStatus s = run_open_existing(source, &run);
     char note[4400];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
     if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, o->hf, o->force, note);
     if (s == TG_OK && o->gguf) s = model_export_gguf(&run.model, &run.tok, o->gguf, weights);
     if (s == TG_OK)
         printf("wrote %s (%lld parameters, step %lld, %s tokenizer of %d ids)\n", o->hf ? o->hf : o->gguf,
-               (long long)model_param_count(&run.model), (long long)run.state.step, tokenizer_kind_name(run.tok.kind),
+               (long long)tg_model_param_count(&run.model), (long long)run.state.step, tg_tokenizer_kind_name(run.tok.kind),
                (int)run.tok.vocab_size);
     run_close(&run);
     return cli_exit("ckpt export", s);

@@ -18,7 +18,7 @@ static int run_compare_ffn(int argc, char **argv) {
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    tg_status s = compare_ffn_run(&o, &stop_requested);
+    TgStatus s = compare_ffn_run(&o, &stop_requested);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     return cli_exit("compare-ffn", s);

@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "data/corpus.h"
 #include "data/prepare.h"
-#include "lib/engine.h"
+#include "tapegrad/engine.h"
 #include "train/run.h"
 #include "train/trainer.h"
 
@@ -27,7 +27,7 @@ static const OptSpec specs[] = {
 static const OptTable table = {"eval", "--run DIR [--data PATH]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* Mean loss over every non-overlapping window of `tokens`, in batches of up to 8 windows. */
-static double loss_over_windows(Model *model, Tape *tape, const int32_t *tokens, int64_t n, int64_t *n_windows) {
+static double loss_over_windows(TgModel *model, TgTape *tape, const int32_t *tokens, int64_t n, int64_t *n_windows) {
     int64_t T = model->cfg.seq_len, windows = (n - 1) / T, max_batch = 8;
     int32_t *in = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
     int32_t *tg = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
@@ -47,16 +47,16 @@ static double loss_over_windows(Model *model, Tape *tape, const int32_t *tokens,
 }
 
 /* The tokens to evaluate on: `data` encoded with the run's tokenizer, or the run's val split. */
-static tg_status eval_tokens(Run *run, const char *data, int32_t **tokens, size_t *n) {
+static TgStatus eval_tokens(Run *run, const char *data, int32_t **tokens, size_t *n) {
     if (!data) {
         TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, tokens, n));
     } else {
         char *text = NULL;
         size_t len = 0;
         TG_TRY(corpus_read(data, &text, &len));
-        size_t cap = tokenizer_max_ids(&run->tok, len);
+        size_t cap = tg_tokenizer_max_ids(&run->tok, len);
         *tokens = tg_malloc((cap + 1) * sizeof(int32_t));
-        tg_status s = tokenizer_encode(&run->tok, text, len, *tokens, cap, n);
+        TgStatus s = tg_tokenizer_encode(&run->tok, text, len, *tokens, cap, n);
         free(text);
         if (s != TG_OK) return tg_fail_context(s, "%s cannot be encoded with the run's tokenizer", data);
     }
@@ -75,17 +75,17 @@ static int run_eval(int argc, char **argv) {
     Run run;
     int32_t *tokens = NULL;
     size_t n = 0;
-    tg_status s = run_open_existing(o.run, &run);
+    TgStatus s = run_open_existing(o.run, &run);
     if (s == TG_OK) s = eval_tokens(&run, o.data, &tokens, &n);
     if (s == TG_OK) {
-        Engine engine;
-        engine_open(&engine, o.threads, 16u << 20);
+        TgEngine engine;
+        tg_engine_open(&engine, o.threads, 16u << 20);
         int64_t windows = 0;
         double loss = loss_over_windows(&run.model, &engine.tape, tokens, (int64_t)n, &windows);
         printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
                (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step,
                run.last_checkpoint);
-        engine_close(&engine);
+        tg_engine_close(&engine);
     }
     free(tokens);
     run_close(&run);

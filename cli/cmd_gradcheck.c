@@ -1,9 +1,9 @@
-/* `tapegrad gradcheck`: every registered finite-difference check (ops/op_list.h), as a table. */
+/* `tapegrad gradcheck`: every registered finite-difference check (tapegrad/op_list.h), as a table. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "lib/arena.h"
+#include "tapegrad/arena.h"
 #include "ops/checks.h"
 
 typedef struct {
@@ -22,8 +22,8 @@ static const OptSpec specs[] = {
 static const OptTable table = {"gradcheck", "[--op NAME] [--seed N] [--seeds N]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
-static void print_row(void *ctx, const char *op, const OpCheck *c, const GradcheckResult *worst) {
-    double rtol = c->rtol > 0 ? c->rtol : gradcheck_defaults().rtol;
+static void print_row(void *ctx, const char *op, const TgOpCheck *c, const TgGradcheckResult *worst) {
+    double rtol = c->rtol > 0 ? c->rtol : tg_gradcheck_defaults().rtol;
     for (int k = 0; k < c->n_inputs; k++)
         printf("%-16s %-32s %-6s %6.0e %7lld %14.6e %14.6e %9.2e %11.2e  %s\n", op, c->variant, worst[k].input, rtol,
                (long long)worst[k].worst_index, worst[k].worst_analytic, worst[k].worst_numeric, worst[k].worst_ratio,
@@ -37,19 +37,19 @@ static int run_gradcheck(int argc, char **argv) {
     if (rc >= 0) return rc;
     int cases = o.op ? op_check_cases_of(o.op) : op_checks_count();
     if (cases == 0) return cli_usage_error("gradcheck", "no op named '%s'; run without --op to see them all", o.op);
-    Arena arena;
-    arena_init(&arena, 1 << 20);
-    Tape tape;
-    tape_init(&tape, &arena, NULL);
-    GradcheckOptions d = gradcheck_defaults();
+    TgArena arena;
+    tg_arena_init(&arena, 1 << 20);
+    TgTape tape;
+    tg_tape_init(&tape, &arena, NULL);
+    TgGradcheckOptions d = tg_gradcheck_defaults();
     printf("every element: |analytic - numeric| <= %g * max|numeric| + %g * noise + rtol * |numeric|; "
            "'x bound' is the worst element's error over its bound (pass <= 1)\n",
            d.atol_scale, d.atol_noise);
     printf("%-16s %-32s %-6s %6s %7s %14s %14s %9s %11s  %s\n", "op", "case", "input", "rtol", "worst", "analytic",
            "numeric", "x bound", "tensor err", "result");
     int failures = op_checks_run(o.op, &tape, (uint64_t)o.seed, o.seeds, print_row, NULL);
-    tape_free(&tape);
-    arena_free(&arena);
+    tg_tape_free(&tape);
+    tg_arena_free(&arena);
     printf("%d checks, %d failed\n", cases, failures);
     return failures ? 1 : 0;
 }

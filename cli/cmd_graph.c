@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "lib/engine.h"
-#include "lib/rng.h"
-#include "train/model.h"
+#include "tapegrad/engine.h"
+#include "tapegrad/rng.h"
+#include "tapegrad/model.h"
 
 typedef struct {
     const char *preset, *ffn;
@@ -29,7 +29,7 @@ static const OptTable table = {"graph", "[--preset tiny] [--ffn relu] [--batch B
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* An input as the graph sees it: "#k" for the output of node k, a parameter by its name. */
-static void describe_input(const Tape *tape, size_t before, const Model *m, const Tensor *t, char *buf, size_t cap) {
+static void describe_input(const TgTape *tape, size_t before, const TgModel *m, const TgTensor *t, char *buf, size_t cap) {
     for (size_t k = before; k-- > 0;)
         if (tape->nodes[k].out == t) {
             snprintf(buf, cap, "#%zu", k);
@@ -41,7 +41,7 @@ static void describe_input(const Tape *tape, size_t before, const Model *m, cons
             return;
         }
     char shape[64];
-    snprintf(buf, cap, "%s%s", t->name, tensor_shape_str(t, shape, sizeof shape));
+    snprintf(buf, cap, "%s%s", t->name, tg_tensor_shape_str(t, shape, sizeof shape));
 }
 
 static int run_graph(int argc, char **argv) {
@@ -49,50 +49,50 @@ static int run_graph(int argc, char **argv) {
     GraphFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
-    ModelConfig cfg;
-    tg_status s = model_preset(o.preset, &cfg);
-    if (s == TG_OK && o.ffn) s = ffn_kind_parse(o.ffn, &cfg.ffn);
+    TgModelConfig cfg;
+    TgStatus s = tg_model_preset(o.preset, &cfg);
+    if (s == TG_OK && o.ffn) s = tg_ffn_kind_parse(o.ffn, &cfg.ffn);
     if (s != TG_OK) return cli_exit("graph", s);
-    if (cfg.ffn == FFN_RELU) cfg.hidden = 4 * cfg.dim;
+    if (cfg.ffn == TG_FFN_RELU) cfg.hidden = 4 * cfg.dim;
     if (!cfg.vocab) cfg.vocab = 96;
     if (o.vocab > 0) cfg.vocab = o.vocab;
     if (o.seq > 0) cfg.seq_len = o.seq;
-    if ((s = model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);
-    Model model;
-    model_build(&model, &cfg);
-    model_init_weights(&model, 1);
+    if ((s = tg_model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);
+    TgModel model;
+    tg_model_build(&model, &cfg);
+    tg_model_init_weights(&model, 1);
     int64_t n = o.batch * cfg.seq_len;
     int32_t *tokens = tg_malloc((size_t)n * sizeof(int32_t)), *targets = tg_malloc((size_t)n * sizeof(int32_t));
-    Rng rng;
-    rng_seed(&rng, 2);
-    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)rng_below(&rng, (uint64_t)cfg.vocab);
-    for (int64_t i = 0; i < n; i++) targets[i] = (int32_t)rng_below(&rng, (uint64_t)cfg.vocab);
-    Engine engine;
-    engine_open(&engine, 1, 16u << 20);
-    Tape *tape = &engine.tape;
+    TgRng rng;
+    tg_rng_seed(&rng, 2);
+    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg.vocab);
+    for (int64_t i = 0; i < n; i++) targets[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg.vocab);
+    TgEngine engine;
+    tg_engine_open(&engine, 1, 16u << 20);
+    TgTape *tape = &engine.tape;
 
-    Tensor *loss = model_loss(&model, tape, tokens, targets, o.batch, cfg.seq_len, NULL);
+    TgTensor *loss = tg_model_loss(&model, tape, tokens, targets, o.batch, cfg.seq_len, NULL);
     printf("one training step of the %s preset (%s FFN), batch %lld x seq %lld: %zu nodes on the tape\n", o.preset,
-           ffn_kind_name(cfg.ffn), (long long)o.batch, (long long)cfg.seq_len, tape->n_nodes);
+           tg_ffn_kind_name(cfg.ffn), (long long)o.batch, (long long)cfg.seq_len, tape->n_nodes);
     printf("%5s  %-16s %-16s %10s  %s\n", "node", "op", "output", "arena", "inputs (#k: the output of node k)");
     for (size_t i = 0; i < tape->n_nodes; i++) {
-        const TapeNode *node = &tape->nodes[i];
+        const TgTapeNode *node = &tape->nodes[i];
         char inputs[512] = "", one[160], shape[64];
         for (int k = 0; k < node->n_in; k++) {
             describe_input(tape, i, &model, node->in[k], one, sizeof one);
             snprintf(inputs + strlen(inputs), sizeof inputs - strlen(inputs), "%s%s", k ? ", " : "", one);
         }
-        printf("#%-4zu  %-16s %-16s %7.2f MB  %s\n", i, node->op, tensor_shape_str(node->out, shape, sizeof shape),
+        printf("#%-4zu  %-16s %-16s %7.2f MB  %s\n", i, node->op, tg_tensor_shape_str(node->out, shape, sizeof shape),
                (double)node->arena_used / (1024.0 * 1024.0), inputs);
     }
     printf("loss %.4f (ln V = %.4f). 'arena': the step's activation memory in use after the node; the backward\n"
            "runs the nodes from #%zu up to #0, each adding into the gradients of its inputs\n",
            loss->data[0], log((double)cfg.vocab), tape->n_nodes ? tape->n_nodes - 1 : 0);
-    tape_reset(tape);
-    engine_close(&engine);
+    tg_tape_reset(tape);
+    tg_engine_close(&engine);
     free(tokens);
     free(targets);
-    model_free(&model);
+    tg_model_free(&model);
     return 0;
 }
 

@@ -9,19 +9,19 @@
 #include "data/prepare.h"
 #include "data/loader.h"
 #include "lib/checked.h"
-#include "lib/engine.h"
+#include "tapegrad/engine.h"
 #include "lib/safetensors.h"
 #include "cli/cli.h"
 #include "inspect/inspect.h"
 #include "train/run.h"
 
-static tg_status dump_gradients(const Model *m, const char *path, const char *checkpoint, int64_t batches) {
+static TgStatus dump_gradients(const TgModel *m, const char *path, const char *checkpoint, int64_t batches) {
     StWriter *w = st_writer_begin();
     char name[TG_NAME_CAP + 16], value[64];
     for (int i = 0; i < m->params.count; i++) {
-        const Tensor *t = m->params.tensors[i];
+        const TgTensor *t = m->params.tensors[i];
         snprintf(name, sizeof name, "grad.%s", t->name);
-        tg_status s = st_writer_add_f32(w, name, t->ndim, t->shape, t->grad);
+        TgStatus s = st_writer_add_f32(w, name, t->ndim, t->shape, t->grad);
         if (s != TG_OK) {
             st_writer_free(w);
             return s;
@@ -34,13 +34,13 @@ static tg_status dump_gradients(const Model *m, const char *path, const char *ch
     return st_writer_finish(w, path);
 }
 
-static void print_table(const Model *m, const ModelInspection *mi) {
+static void print_table(const TgModel *m, const ModelInspection *mi) {
     printf("%-48s %-12s %10s %11s %12s %11s\n", "parameter", "shape", "norm", "grad norm", "grad/weight", "max |g|");
     for (int i = 0; i < mi->n_params; i++) {
-        const Tensor *t = m->params.tensors[i];
+        const TgTensor *t = m->params.tensors[i];
         const ParamStats *p = &mi->params[i];
         char shape[48];
-        printf("%-48s %-12s %10.4f %11.4e %12.4e %11.4e\n", t->name, tensor_shape_str(t, shape, sizeof shape),
+        printf("%-48s %-12s %10.4f %11.4e %12.4e %11.4e\n", t->name, tg_tensor_shape_str(t, shape, sizeof shape),
                p->weight_norm, p->grad_norm, p->weight_norm > 0 ? p->grad_norm / p->weight_norm : NAN, p->grad_max_abs);
     }
     printf("\n%-6s %-7s %7s %11s %10s %10s %11s %10s %18s\n", "layer", "ffn", "hidden", "dead units", "dead frac",
@@ -48,15 +48,15 @@ static void print_table(const Model *m, const ModelInspection *mi) {
     for (int64_t l = 0; l < mi->n_layers; l++) {
         const FfnActStats *s = &mi->ffn[l];
         printf("%-6lld %-7s %7lld %11lld %10.4f %10.4f %11.4e %10.4e %18.4f\n", (long long)l,
-               ffn_kind_name(m->cfg.ffn), (long long)s->hidden, (long long)ffn_stats_dead_units(s),
+               tg_ffn_kind_name(m->cfg.ffn), (long long)s->hidden, (long long)ffn_stats_dead_units(s),
                ffn_stats_dead_fraction(s), ffn_stats_zero_fraction(s), ffn_stats_mean(s), ffn_stats_std(s),
                mi->w1_zero_grad_rows[l]);
     }
 }
 
 static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int64_t batch, double loss) {
-    const Model *m = &run->model;
-    const ModelConfig *c = &m->cfg;
+    const TgModel *m = &run->model;
+    const TgModelConfig *c = &m->cfg;
     /* the checkpoint path is the only free text: escape what JSON requires */
     printf("{\"checkpoint\":\"");
     for (const char *p = run->last_checkpoint; *p; p++) {
@@ -70,7 +70,7 @@ static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int
     printf(",\"model\":{\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
            "\"ffn\":\"%s\",\"params\":%lld},",
            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-           (long long)c->hidden, (long long)c->vocab, ffn_kind_name(c->ffn), (long long)model_param_count(m));
+           (long long)c->hidden, (long long)c->vocab, tg_ffn_kind_name(c->ffn), (long long)tg_model_param_count(m));
     model_inspection_write_json(stdout, mi, m, NULL, NULL);
     printf("}\n");
 }
@@ -99,7 +99,7 @@ static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K]
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* The k fixed val batches the gradients are averaged over. */
-static tg_status inspect_batches(const Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
+static TgStatus inspect_batches(const Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
     int32_t *val = NULL;
     size_t n_val = 0, bytes;
     int64_t T = run->model.cfg.seq_len, tokens;
@@ -109,7 +109,7 @@ static tg_status inspect_batches(const Run *run, int64_t k, int64_t batch, int32
     TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, &val, &n_val));
     *inputs = tg_malloc(bytes);
     *targets = tg_malloc(bytes);
-    tg_status s = loader_fixed_batches(val, n_val, batch, T, k, *inputs, *targets);
+    TgStatus s = loader_fixed_batches(val, n_val, batch, T, k, *inputs, *targets);
     free(val);
     return s;
 }
@@ -122,12 +122,12 @@ static int run_inspect(int argc, char **argv) {
     if (!o.run == !o.ckpt) return cli_usage_error("inspect", "give exactly one of --run DIR or --ckpt FILE");
     Run run;
     int32_t *inputs = NULL, *targets = NULL;
-    tg_status s = run_open_existing(o.run ? o.run : o.ckpt, &run);
+    TgStatus s = run_open_existing(o.run ? o.run : o.ckpt, &run);
     if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets);
     if (s == TG_OK) {
         int64_t k = o.batches, T = run.model.cfg.seq_len;
-        Engine engine;
-        engine_open(&engine, o.threads, 16u << 20);
+        TgEngine engine;
+        tg_engine_open(&engine, o.threads, 16u << 20);
         ModelInspection mi;
         model_inspection_init(&mi, &run.model);
         double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, k, o.batch, T, &mi);
@@ -145,7 +145,7 @@ static int run_inspect(int argc, char **argv) {
                 printf("\ngradients written to %s (%d tensors named grad.<weight>)\n", o.dump, run.model.params.count);
         }
         model_inspection_free(&mi);
-        engine_close(&engine);
+        tg_engine_close(&engine);
     }
     free(inputs);
     free(targets);

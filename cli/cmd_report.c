@@ -47,7 +47,7 @@ static int run_report(int argc, char **argv) {
     if (dot && (!slash || dot > slash)) *dot = '\0';
     strncat(jsonl, ".jsonl", sizeof jsonl - strlen(jsonl) - 1);
 
-    tg_status s = run_report_write(dir, &h, html, jsonl);
+    TgStatus s = run_report_write(dir, &h, html, jsonl);
     run_history_free(&h);
     if (s != TG_OK) {
         fprintf(stderr, "tapegrad report: %s\n", tg_error_message());

@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "lib/engine.h"
+#include "tapegrad/engine.h"
 #include "train/run.h"
 
 typedef struct {
@@ -35,13 +35,13 @@ static int run_sample(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!o.run) return cli_usage_error("sample", "--run DIR is required (a folder written by `tapegrad train`)");
     Run run;
-    tg_status s = run_open_existing(o.run, &run);
+    TgStatus s = run_open_existing(o.run, &run);
     if (s == TG_OK) {
-        Engine engine;
-        engine_open(&engine, o.threads, 16u << 20);
+        TgEngine engine;
+        tg_engine_open(&engine, o.threads, 16u << 20);
         s = run_print_sample(&run, &engine.tape, o.prompt, o.tokens, o.temperature, o.top_k, (uint64_t)o.seed);
         if (s == TG_OK) putchar('\n');
-        engine_close(&engine);
+        tg_engine_close(&engine);
     }
     run_close(&run);
     return cli_exit("sample", s);

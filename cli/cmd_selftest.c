@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "lib/arena.h"
+#include "tapegrad/arena.h"
 #include "lib/cpu.h"
 #include "ops/checks.h"
 
@@ -11,13 +11,13 @@ static const OptTable table = {"selftest", "", NULL, 0, 0};
 static int run_selftest(int argc, char **argv) {
     int rc = cli_parse(&table, NULL, NULL, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
-    Arena arena;
-    arena_init(&arena, 1 << 20);
-    Tape tape;
-    tape_init(&tape, &arena, NULL);
-    int failures = op_checks_run(NULL, &tape, 7, 1, op_check_print_failures, NULL);
-    tape_free(&tape);
-    arena_free(&arena);
+    TgArena arena;
+    tg_arena_init(&arena, 1 << 20);
+    TgTape tape;
+    tg_tape_init(&tape, &arena, NULL);
+    int failures = op_checks_run(NULL, &tape, 7, 1, tg_op_check_print_failures, NULL);
+    tg_tape_free(&tape);
+    tg_arena_free(&arena);
     printf("selftest: %d op checks, %s (kernels: %s on %s)\n", op_checks_count(), failures ? "FAILED" : "all passed",
            tg_isa_name(tg_isa_active()), tg_cpu_name());
     return failures ? 1 : 0;

@@ -42,14 +42,14 @@ static int run_train(int argc, char **argv) {
     if (o.resume) {
         OptSet given_now = o.given;
         TrainOptions saved;
-        tg_status s = train_options_restore(o.resume, &o, &saved, &strings);
+        TgStatus s = train_options_restore(o.resume, &o, &saved, &strings);
         if (s != TG_OK) {
             opt_strings_free(&strings);
             return cli_exit("train", s);
         }
         note_changes(&o, &saved, given_now);
     }
-    tg_status s = cli_join_job(o.comm_timeout_s);
+    TgStatus s = cli_join_job(o.comm_timeout_s);
     if (s == TG_OK) {
         GradLogger grads;
         TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads, 0);

@@ -26,7 +26,7 @@ static void print_help(FILE *f) {
             "autograd engine whose every backward is checked by finite differences.\n\n"
             "usage: tapegrad <subcommand> [flags]     (tapegrad <subcommand> --help for its flags)\n\n"
             "subcommands:\n",
-            tapegrad_version());
+            tg_version());
     for (int i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(f, "  %-12s %s\n", subcommands[i]->name, subcommands[i]->summary);
 }
@@ -47,8 +47,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(name, "--version") == 0) {
-        printf("tapegrad %s\nfile formats: checkpoint %d, tokenizer %d, token file %d\n", tapegrad_version(),
-               TAPEGRAD_CHECKPOINT_FORMAT, TAPEGRAD_TOKENIZER_FORMAT, TAPEGRAD_TOKFILE_FORMAT);
+        printf("tapegrad %s\nfile formats: checkpoint %d, tokenizer %d, token file %d\n", tg_version(),
+               TG_CHECKPOINT_FORMAT, TG_TOKENIZER_FORMAT, TG_TOKFILE_FORMAT);
         printf("kernels: %s on %s (this CPU runs:", tg_isa_name(tg_isa_active()), tg_cpu_name());
         for (int isa = TG_ISA_COUNT - 1; isa >= 0; isa--)
             if (tg_isa_supported((tg_isa)isa)) printf(" %s", tg_isa_name((tg_isa)isa));

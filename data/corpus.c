@@ -52,7 +52,7 @@ static void reserve(Reader *r, size_t extra) {
 
 /* Appends the file's bytes; sets *binary or *empty instead of appending when that is the case.
  * `why` receives the binary verdict's reason. */
-static tg_status append_file(Reader *r, const char *path, bool *binary, bool *empty, char *why, size_t why_cap) {
+static TgStatus append_file(Reader *r, const char *path, bool *binary, bool *empty, char *why, size_t why_cap) {
     *binary = *empty = false;
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -95,7 +95,7 @@ static bool skipped_name(const char *name) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static tg_status read_file_entry(Reader *r, const char *path) {
+static TgStatus read_file_entry(Reader *r, const char *path) {
     bool binary, empty;
     char why[96];
     TG_TRY(append_file(r, path, &binary, &empty, why, sizeof why));
@@ -109,7 +109,7 @@ static tg_status read_file_entry(Reader *r, const char *path) {
     return TG_OK;
 }
 
-static tg_status read_folder(Reader *r, const char *dir) {
+static TgStatus read_folder(Reader *r, const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return tg_fail(TG_ERR_IO, "cannot open corpus folder %s: %s", dir, strerror(errno));
     char **names = NULL;
@@ -126,7 +126,7 @@ static tg_status read_folder(Reader *r, const char *dir) {
     }
     closedir(d);
     if (n > 1) qsort(names, n, sizeof *names, by_name);
-    tg_status st = TG_OK;
+    TgStatus st = TG_OK;
     for (size_t i = 0; i < n && st == TG_OK; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *path = tg_malloc(len);
@@ -153,7 +153,7 @@ const char *corpus_default_path(void) {
     return env && *env ? env : CORPUS_DEFAULT_PATH;
 }
 
-tg_status corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo *info_out) {
+TgStatus corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo *info_out) {
     *buf = NULL;
     *len = 0;
     CorpusInfo local;
@@ -166,7 +166,7 @@ tg_status corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo
                        "default, %s, comes with the Debian package fortunes)",
                        path, strerror(errno), corpus_default_path());
     Reader r = {.info = info};
-    tg_status st;
+    TgStatus st;
     if (S_ISDIR(sb.st_mode)) {
         st = read_folder(&r, path);
         if (st == TG_OK && r.len == 0) {
@@ -207,6 +207,6 @@ tg_status corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo
     return TG_OK;
 }
 
-tg_status corpus_read(const char *path, char **buf, size_t *len) {
+TgStatus corpus_read(const char *path, char **buf, size_t *len) {
     return corpus_read_info(path, buf, len, NULL);
 }

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 /* Debian package `fortunes` (and `fortunes-min`) installs its plain-text files here. */
 #define CORPUS_DEFAULT_PATH "/usr/share/games/fortunes"
@@ -35,9 +35,9 @@ typedef struct CorpusInfo {
 
 /* Reads the corpus at `path` into a malloc'ed buffer (*buf, caller frees; NUL-terminated for
  * convenience, the terminator not counted in *len). On failure *buf is NULL. */
-tg_status corpus_read(const char *path, char **buf, size_t *len);
+TgStatus corpus_read(const char *path, char **buf, size_t *len);
 /* Same, and fills *info (which may be NULL). */
-tg_status corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo *info);
+TgStatus corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo *info);
 
 /* The binary rule: a NUL byte within the first 8192 bytes (as git and grep decide), or more
  * than 30% of all bytes being control bytes that text does not use: 0x00-0x06, 0x0E-0x1A,

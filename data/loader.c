@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-static tg_status check_shape(size_t n, int64_t batch, int64_t seq) {
+static TgStatus check_shape(size_t n, int64_t batch, int64_t seq) {
     if (batch < 1) return tg_fail(TG_ERR_ARG, "batch size %" PRId64 " must be at least 1", batch);
     if (seq < 1) return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " must be at least 1", seq);
     if ((uint64_t)seq >= n)
@@ -14,14 +14,14 @@ static tg_status check_shape(size_t n, int64_t batch, int64_t seq) {
     return TG_OK;
 }
 
-tg_status loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed) {
+TgStatus loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed) {
     memset(ld, 0, sizeof *ld);
     TG_TRY(check_shape(n, batch, seq));
     ld->tokens = tokens;
     ld->n_tokens = n;
     ld->batch = batch;
     ld->seq = seq;
-    rng_seed(&ld->state.rng, seed);
+    tg_rng_seed(&ld->state.rng, seed);
     return TG_OK;
 }
 
@@ -34,7 +34,7 @@ static void copy_window(const int32_t *tokens, size_t start, int64_t seq, int32_
 /* The start of the next window: uniform over 0 .. n - seq - 1. */
 static size_t draw_start(Loader *ld) {
     TG_CHECK(ld->tokens && ld->seq > 0, "drawing from an uninitialised loader");
-    return (size_t)rng_below(&ld->state.rng, (uint64_t)(ld->n_tokens - (size_t)ld->seq));
+    return (size_t)tg_rng_below(&ld->state.rng, (uint64_t)(ld->n_tokens - (size_t)ld->seq));
 }
 
 void loader_next(Loader *ld, int32_t *inputs, int32_t *targets) {
@@ -81,7 +81,7 @@ void loader_state_unpack(const uint8_t in[LOADER_STATE_BYTES], LoaderState *stat
     state->batches_drawn = get_u64(in + 48);
 }
 
-tg_status loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
+TgStatus loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
                                int32_t *inputs, int32_t *targets) {
     TG_TRY(check_shape(n, batch, seq));
     if (k < 1) return tg_fail(TG_ERR_ARG, "the number of evaluation batches (%" PRId64 ") must be at least 1", k);

@@ -17,11 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"
-#include "lib/rng.h"
+#include "tapegrad/error.h"
+#include "tapegrad/rng.h"
 
 typedef struct LoaderState {
-    Rng rng;
+    TgRng rng;
     uint64_t batches_drawn;
 } LoaderState;
 
@@ -33,7 +33,7 @@ typedef struct Loader {
 } Loader;
 
 /* Refuses batch < 1, seq < 1 and n < seq + 1 (no window fits), with a message. */
-tg_status loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed);
+TgStatus loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed);
 
 /* Fills inputs and targets, each (batch, seq). */
 void loader_next(Loader *ld, int32_t *inputs, int32_t *targets);
@@ -53,7 +53,7 @@ void loader_state_unpack(const uint8_t in[LOADER_STATE_BYTES], LoaderState *stat
 /* k evaluation batches: k * batch windows with starts evenly spaced over [0, n - seq - 1]
  * (the first at 0, the last at n - seq - 1 when k * batch > 1). inputs and targets hold
  * (k, batch, seq) each. Refuses the same arguments as loader_init, and k < 1. */
-tg_status loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
+TgStatus loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
                                int32_t *inputs, int32_t *targets);
 
 #endif

@@ -15,7 +15,7 @@ void prepare_options_default(PrepareOptions *opt) {
     *opt = (PrepareOptions){
         .corpus_path = NULL,
         .out_dir = "data",
-        .kind = TOKENIZER_BPE,
+        .kind = TG_TOKENIZER_BPE,
         .vocab_size = 2048,
         .val_fraction = PREPARE_DEFAULT_VAL_FRACTION,
         .seq_len = 256,
@@ -28,7 +28,7 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-tg_status corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val) {
+TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val) {
     if (!(val_fraction > 0.0 && val_fraction < 1.0))
         return tg_fail(TG_ERR_ARG, "val_fraction %g is not in (0, 1): give e.g. 0.1 for the last 10%%",
                        val_fraction);
@@ -52,18 +52,18 @@ tg_status corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n
     return TG_OK;
 }
 
-static tg_status join_path(char *buf, size_t cap, const char *dir, const char *name) {
+static TgStatus join_path(char *buf, size_t cap, const char *dir, const char *name) {
     int n = snprintf(buf, cap, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= cap) return tg_fail(TG_ERR_ARG, "path too long: %s/%s", dir, name);
     return TG_OK;
 }
 
 /* Encodes text and splits the stream: fills res's counts; *ids (caller frees) holds the stream. */
-static tg_status encode_and_split(const Tokenizer *tok, const char *text, size_t len, double val_fraction,
+static TgStatus encode_and_split(const TgTokenizer *tok, const char *text, size_t len, double val_fraction,
                                   int64_t seq_len, int32_t **ids, PrepareResult *res) {
     res->corpus_bytes = len;
     res->vocab_size = tok->vocab_size;
-    res->tokenizer_fingerprint = tokenizer_fingerprint(tok);
+    res->tokenizer_fingerprint = tg_tokenizer_fingerprint(tok);
     *ids = NULL;
     /* Validate the arguments before the (possibly long) encode. */
     if (!(val_fraction > 0.0 && val_fraction < 1.0) || seq_len < 1) {
@@ -71,10 +71,10 @@ static tg_status encode_and_split(const Tokenizer *tok, const char *text, size_t
         return corpus_split(0, val_fraction, seq_len, &a, &b);
     }
     double t0 = now_seconds();
-    size_t cap = tokenizer_max_ids(tok, len);
+    size_t cap = tg_tokenizer_max_ids(tok, len);
     *ids = tg_malloc((cap ? cap : 1) * sizeof **ids);
     size_t n = 0;
-    tg_status st = tokenizer_encode(tok, text, len, *ids, cap, &n);
+    TgStatus st = tg_tokenizer_encode(tok, text, len, *ids, cap, &n);
     res->encode_seconds = now_seconds() - t0;
     res->n_tokens = n;
     res->n_train = res->n_val = 0;
@@ -87,10 +87,10 @@ static tg_status encode_and_split(const Tokenizer *tok, const char *text, size_t
 }
 
 /* Writes out_dir/train.tok and out_dir/val.tok (out_dir created when missing). */
-static tg_status write_splits(const char *out_dir, const Tokenizer *tok, const int32_t *ids, size_t n_train,
+static TgStatus write_splits(const char *out_dir, const TgTokenizer *tok, const int32_t *ids, size_t n_train,
                               size_t n_val) {
     char path[4096];
-    uint64_t fingerprint = tokenizer_fingerprint(tok);
+    uint64_t fingerprint = tg_tokenizer_fingerprint(tok);
     TG_TRY(make_folders(out_dir));
     TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_TRAIN_FILE));
     TG_TRY(tokfile_write_tagged(path, ids, n_train, (uint32_t)tok->vocab_size, fingerprint));
@@ -98,23 +98,23 @@ static tg_status write_splits(const char *out_dir, const Tokenizer *tok, const i
     return tokfile_write_tagged(path, ids + n_train, n_val, (uint32_t)tok->vocab_size, fingerprint);
 }
 
-tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, const char *out_dir,
+TgStatus corpus_prepare(const TgTokenizer *tok, const char *text, size_t len, const char *out_dir,
                          double val_fraction, int64_t seq_len, PrepareResult *result) {
     PrepareResult local;
     PrepareResult *res = result ? result : &local;
     int32_t *ids;
     TG_TRY(encode_and_split(tok, text, len, val_fraction, seq_len, &ids, res));
-    tg_status st = write_splits(out_dir, tok, ids, res->n_train, res->n_val);
+    TgStatus st = write_splits(out_dir, tok, ids, res->n_train, res->n_val);
     free(ids);
     return st;
 }
 
-tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareResult *result) {
+TgStatus prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareResult *result) {
     PrepareResult local;
     PrepareResult *res = result ? result : &local;
     memset(res, 0, sizeof *res);
     memset(out, 0, sizeof *out);
-    if (opt->kind != TOKENIZER_CHAR && opt->kind != TOKENIZER_BPE)
+    if (opt->kind != TG_TOKENIZER_CHAR && opt->kind != TG_TOKENIZER_BPE)
         return tg_fail(TG_ERR_ARG, "unknown tokenizer kind %d: use char or bpe", (int)opt->kind);
     if (!(opt->val_fraction > 0.0 && opt->val_fraction < 1.0) || opt->seq_len < 1) {
         size_t a, b; /* refuse bad split settings before the slow part */
@@ -125,9 +125,9 @@ tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, Prepare
     size_t len;
     TG_TRY(corpus_read_info(corpus_path, &text, &len, &res->corpus));
     double t0 = now_seconds();
-    tg_status st = opt->tokenizer_json         ? tokenizer_hf_load(opt->tokenizer_json, &out->tok)
-                   : opt->kind == TOKENIZER_CHAR ? tokenizer_char_train(text, len, &out->tok)
-                                                 : tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
+    TgStatus st = opt->tokenizer_json         ? tokenizer_hf_load(opt->tokenizer_json, &out->tok)
+                   : opt->kind == TG_TOKENIZER_CHAR ? tg_tokenizer_char_train(text, len, &out->tok)
+                                                 : tg_tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
     res->tokenizer_seconds = now_seconds() - t0;
     if (st == TG_OK) st = encode_and_split(&out->tok, text, len, opt->val_fraction, opt->seq_len, &out->ids, res);
     free(text);
@@ -140,26 +140,26 @@ tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, Prepare
     return TG_OK;
 }
 
-tg_status prepare_write(const PreparedCorpus *p, const char *out_dir) {
+TgStatus prepare_write(const PreparedCorpus *p, const char *out_dir) {
     char path[4096];
     TG_TRY(make_folders(out_dir));
     TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_TOKENIZER_FILE));
-    TG_TRY(tokenizer_save(&p->tok, path));
+    TG_TRY(tg_tokenizer_save(&p->tok, path));
     return write_splits(out_dir, &p->tok, p->ids, p->n_train, p->n_val);
 }
 
 void prepared_corpus_free(PreparedCorpus *p) {
-    tokenizer_free(&p->tok);
+    tg_tokenizer_free(&p->tok);
     free(p->ids);
     memset(p, 0, sizeof *p);
 }
 
-tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok_out, PrepareResult *result) {
+TgStatus prepare_run(const PrepareOptions *opt, TgTokenizer *tok_out, PrepareResult *result) {
     if (tok_out) memset(tok_out, 0, sizeof *tok_out);
     if (!opt->out_dir || !*opt->out_dir) return tg_fail(TG_ERR_ARG, "no output folder given for the prepared data");
     PreparedCorpus p;
     TG_TRY(prepare_corpus(opt, &p, result));
-    tg_status st = prepare_write(&p, opt->out_dir);
+    TgStatus st = prepare_write(&p, opt->out_dir);
     if (st == TG_OK && tok_out) {
         *tok_out = p.tok;
         memset(&p.tok, 0, sizeof p.tok);

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "data/corpus.h"
-#include "data/tokenizer.h"
-#include "lib/error.h"
+#include "tapegrad/tokenizer.h"
+#include "tapegrad/error.h"
 
 #define PREPARE_TOKENIZER_FILE "tokenizer.txt"
 #define PREPARE_TRAIN_FILE "train.tok"
@@ -24,7 +24,7 @@
 typedef struct PrepareOptions {
     const char *corpus_path; /* text file or folder; NULL means corpus_default_path() */
     const char *out_dir;     /* created when missing */
-    TokenizerKind kind;      /* TOKENIZER_CHAR or TOKENIZER_BPE */
+    TgTokenizerKind kind;      /* TG_TOKENIZER_CHAR or TG_TOKENIZER_BPE */
     const char *tokenizer_json; /* not NULL: import this Hugging Face tokenizer.json instead of training */
     int32_t vocab_size;      /* BPE only (>= 257) */
     double val_fraction;     /* in (0, 1) */
@@ -46,29 +46,29 @@ typedef struct PrepareResult {
 
 /* How many of n tokens go to each split; refuses when either is shorter than seq_len + 1 or
  * val_fraction is not in (0, 1). */
-tg_status corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
+TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
 
 /* Encodes text with tok, splits it and writes out_dir/train.tok and out_dir/val.tok (tagged
  * with the tokenizer's fingerprint). `result` may be NULL. */
-tg_status corpus_prepare(const Tokenizer *tok, const char *text, size_t len, const char *out_dir,
+TgStatus corpus_prepare(const TgTokenizer *tok, const char *text, size_t len, const char *out_dir,
                          double val_fraction, int64_t seq_len, PrepareResult *result);
 
 /* A corpus read, tokenized and split in memory: every check passed, nothing written yet. */
 typedef struct PreparedCorpus {
-    Tokenizer tok;
+    TgTokenizer tok;
     int32_t *ids;          /* the whole stream, train split first */
     size_t n_train, n_val;
 } PreparedCorpus;
 
 /* Reads the corpus, trains the tokenizer, encodes and splits: every check preparation makes,
  * and no file written, so a caller can refuse a corpus before it creates anything. */
-tg_status prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareResult *result);
+TgStatus prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareResult *result);
 /* Writes out_dir/{tokenizer.txt, train.tok, val.tok}, creating out_dir when missing. */
-tg_status prepare_write(const PreparedCorpus *p, const char *out_dir);
+TgStatus prepare_write(const PreparedCorpus *p, const char *out_dir);
 void prepared_corpus_free(PreparedCorpus *p);
 
 /* The whole pipeline: prepare_corpus, then prepare_write into opt->out_dir. `tok` (may be NULL)
  * receives the tokenizer (caller frees). */
-tg_status prepare_run(const PrepareOptions *opt, Tokenizer *tok, PrepareResult *result);
+TgStatus prepare_run(const PrepareOptions *opt, TgTokenizer *tok, PrepareResult *result);
 
 #endif

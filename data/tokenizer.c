@@ -1,6 +1,6 @@
 /* The tokenizer interface common to both kinds: validation, the token table, encode/decode
  * dispatch, the fingerprint, and the text file format (see tokenizer.h). */
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,21 +12,21 @@
 #include "lib/atomic_file.h"
 #include "data/tokenizer_hf.h"
 #include "lib/file_read.h"
-#include "lib/limits.h"
+#include "tapegrad/limits.h"
 #include "data/tokenizer_internal.h"
 
 static const char MAGIC[] = "tapegrad-tokenizer";
 
-const char *tokenizer_kind_name(TokenizerKind kind) {
+const char *tg_tokenizer_kind_name(TgTokenizerKind kind) {
     switch (kind) {
-    case TOKENIZER_CHAR: return "char";
-    case TOKENIZER_BPE: return "bpe";
-    case TOKENIZER_NONE: break;
+    case TG_TOKENIZER_CHAR: return "char";
+    case TG_TOKENIZER_BPE: return "bpe";
+    case TG_TOKENIZER_NONE: break;
     }
     return "none";
 }
 
-void tokenizer_free(Tokenizer *tok) {
+void tg_tokenizer_free(TgTokenizer *tok) {
     if (!tok) return;
     free(tok->merges);
     free(tok->merge_ids);
@@ -48,7 +48,7 @@ static uint64_t fnv_u32(uint64_t h, uint32_t v) {
 }
 
 /* What an imported tokenizer adds: every token's bytes, the merge results, the added tokens. */
-static uint64_t fingerprint_imported(const Tokenizer *tok, uint64_t h) {
+static uint64_t fingerprint_imported(const TgTokenizer *tok, uint64_t h) {
     h = fnv_u32(h, 0x68660000u | (tok->ignore_merges ? 1u : 0u)); /* "hf" */
     for (int32_t id = 0; id < tok->vocab_size; id++) {
         h = fnv_u32(h, (uint32_t)(tok->token_offsets[id + 1] - tok->token_offsets[id]));
@@ -60,7 +60,7 @@ static uint64_t fingerprint_imported(const Tokenizer *tok, uint64_t h) {
     return h;
 }
 
-static uint64_t compute_fingerprint(const Tokenizer *tok) {
+static uint64_t compute_fingerprint(const TgTokenizer *tok) {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (const char *p = MAGIC; *p; p++) {
         h ^= (unsigned char)*p;
@@ -69,7 +69,7 @@ static uint64_t compute_fingerprint(const Tokenizer *tok) {
     h = fnv_u32(h, (uint32_t)tok->kind);
     h = fnv_u32(h, (uint32_t)tok->vocab_size);
     h = fnv_u32(h, (uint32_t)tok->eot_id);
-    if (tok->kind == TOKENIZER_CHAR) {
+    if (tok->kind == TG_TOKENIZER_CHAR) {
         h = fnv_u32(h, (uint32_t)tok->n_chars);
         for (int32_t i = 0; i < tok->n_chars; i++) h = fnv_u32(h, tok->chars[i]);
     } else {
@@ -79,15 +79,15 @@ static uint64_t compute_fingerprint(const Tokenizer *tok) {
             h = fnv_u32(h, (uint32_t)tok->merges[i].right);
         }
         /* version-1 tokenizers end here, so their recorded fingerprints stay valid */
-        if (tok->split != TOKENIZER_SPLIT_TAPEGRAD) h = fnv_u32(h, (uint32_t)tok->split);
+        if (tok->split != TG_TOKENIZER_SPLIT_TAPEGRAD) h = fnv_u32(h, (uint32_t)tok->split);
         if (tok->hf) h = fingerprint_imported(tok, h);
     }
     return h ? h : 1;
 }
 
-uint64_t tokenizer_fingerprint(const Tokenizer *tok) { return tok->fingerprint; }
+uint64_t tg_tokenizer_fingerprint(const TgTokenizer *tok) { return tok->fingerprint; }
 
-static tg_status validate_char(Tokenizer *tok, const char *origin) {
+static TgStatus validate_char(TgTokenizer *tok, const char *origin) {
     if (tok->n_chars < 1 || tok->n_chars > 256)
         return tg_fail(TG_ERR_FORMAT, "%s: a char tokenizer has 1 to 256 chars, not %" PRId32,
                        origin, tok->n_chars);
@@ -109,15 +109,15 @@ static tg_status validate_char(Tokenizer *tok, const char *origin) {
     return TG_OK;
 }
 
-static int64_t token_len(const Tokenizer *tok, int32_t id) {
+static int64_t token_len(const TgTokenizer *tok, int32_t id) {
     return tok->token_offsets[id + 1] - tok->token_offsets[id];
 }
 
 /* Builds token_offsets/token_bytes; for BPE also checks each merge against the ids before it. */
-static tg_status build_token_table(Tokenizer *tok, const char *origin) {
+static TgStatus build_token_table(TgTokenizer *tok, const char *origin) {
     int32_t v = tok->vocab_size;
     tok->token_offsets = tg_malloc(((size_t)v + 1) * sizeof *tok->token_offsets);
-    if (tok->kind == TOKENIZER_CHAR) {
+    if (tok->kind == TG_TOKENIZER_CHAR) {
         tok->token_bytes = tg_malloc((size_t)tok->n_chars);
         for (int32_t i = 0; i <= tok->n_chars; i++) tok->token_offsets[i] = i;
         memcpy(tok->token_bytes, tok->chars, (size_t)tok->n_chars);
@@ -126,34 +126,34 @@ static tg_status build_token_table(Tokenizer *tok, const char *origin) {
     }
     /* BPE: lengths first (validating), then the bytes. <eot> has its text with the GPT-2 split
      * (where the text means <eot>), none otherwise. */
-    const char *eot_text = tok->split == TOKENIZER_SPLIT_GPT2 ? TOKENIZER_EOT_TEXT : "";
+    const char *eot_text = tok->split == TG_TOKENIZER_SPLIT_GPT2 ? TG_TOKENIZER_EOT_TEXT : "";
     const int64_t eot_len = (int64_t)strlen(eot_text);
     tok->token_offsets[0] = 0;
-    for (int32_t id = 0; id < TOKENIZER_BPE_BASE; id++) tok->token_offsets[id + 1] = id + 1;
-    tok->token_offsets[TOKENIZER_BPE_EOT + 1] = TOKENIZER_BPE_BASE + eot_len;
+    for (int32_t id = 0; id < TG_TOKENIZER_BPE_BASE; id++) tok->token_offsets[id + 1] = id + 1;
+    tok->token_offsets[TG_TOKENIZER_BPE_EOT + 1] = TG_TOKENIZER_BPE_BASE + eot_len;
     for (int32_t i = 0; i < tok->n_merges; i++) {
-        int32_t id = TOKENIZER_BPE_FIRST_MERGE + i;
-        TokenPair p = tok->merges[i];
+        int32_t id = TG_TOKENIZER_BPE_FIRST_MERGE + i;
+        TgTokenPair p = tok->merges[i];
         if (p.left < 0 || p.left >= id || p.right < 0 || p.right >= id ||
-            p.left == TOKENIZER_BPE_EOT || p.right == TOKENIZER_BPE_EOT)
+            p.left == TG_TOKENIZER_BPE_EOT || p.right == TG_TOKENIZER_BPE_EOT)
             return tg_fail(TG_ERR_FORMAT,
                            "%s: merge %" PRId32 " (%" PRId32 " %" PRId32 ") must join two ids "
                            "below its own id %" PRId32 ", neither of them <eot> (256)",
                            origin, i, p.left, p.right, id);
         int64_t len = token_len(tok, p.left) + token_len(tok, p.right);
-        if (len > TOKENIZER_MAX_CHUNK)
+        if (len > TG_TOKENIZER_MAX_CHUNK)
             return tg_fail(TG_ERR_FORMAT,
                            "%s: merge %" PRId32 " makes a %" PRId64 "-byte token, longer than "
                            "any chunk (%d bytes): the file is corrupt",
-                           origin, i, len, TOKENIZER_MAX_CHUNK);
+                           origin, i, len, TG_TOKENIZER_MAX_CHUNK);
         tok->token_offsets[id + 1] = tok->token_offsets[id] + len;
     }
     tok->token_bytes = tg_malloc((size_t)tok->token_offsets[v]);
-    for (int32_t id = 0; id < TOKENIZER_BPE_BASE; id++) tok->token_bytes[id] = (uint8_t)id;
-    memcpy(tok->token_bytes + TOKENIZER_BPE_BASE, eot_text, (size_t)eot_len);
+    for (int32_t id = 0; id < TG_TOKENIZER_BPE_BASE; id++) tok->token_bytes[id] = (uint8_t)id;
+    memcpy(tok->token_bytes + TG_TOKENIZER_BPE_BASE, eot_text, (size_t)eot_len);
     for (int32_t i = 0; i < tok->n_merges; i++) {
-        int32_t id = TOKENIZER_BPE_FIRST_MERGE + i;
-        TokenPair p = tok->merges[i];
+        int32_t id = TG_TOKENIZER_BPE_FIRST_MERGE + i;
+        TgTokenPair p = tok->merges[i];
         uint8_t *dst = tok->token_bytes + tok->token_offsets[id];
         size_t ll = (size_t)token_len(tok, p.left), rl = (size_t)token_len(tok, p.right);
         memcpy(dst, tok->token_bytes + tok->token_offsets[p.left], ll);
@@ -163,16 +163,16 @@ static tg_status build_token_table(Tokenizer *tok, const char *origin) {
 }
 
 /* An imported tokenizer's token table against its byte ids, merges and added tokens. */
-static tg_status validate_imported(const Tokenizer *tok, const char *origin) {
+static TgStatus validate_imported(const TgTokenizer *tok, const char *origin) {
     int32_t v = tok->vocab_size;
     for (int b = 0; b < 256; b++) {
         size_t len;
         int32_t id = tok->byte_ids[b];
-        if (id < 0 || id >= v || *tokenizer_token_bytes(tok, id, &len) != b || len != 1)
+        if (id < 0 || id >= v || *tg_tokenizer_token_bytes(tok, id, &len) != b || len != 1)
             return tg_fail(TG_ERR_FORMAT, "%s: byte 0x%02x has no token of its own (a byte-level BPE has all 256)", origin, b);
     }
     for (int32_t i = 0; i < tok->n_merges; i++) {
-        TokenPair p = tok->merges[i];
+        TgTokenPair p = tok->merges[i];
         int32_t id = tok->merge_ids[i];
         if (p.left < 0 || p.left >= v || p.right < 0 || p.right >= v || id < 0 || id >= v ||
             token_len(tok, id) != token_len(tok, p.left) + token_len(tok, p.right))
@@ -196,39 +196,39 @@ static tg_status validate_imported(const Tokenizer *tok, const char *origin) {
 }
 
 /* tapegrad's own BPE: ids 0..255 the bytes, 256 <eot> (matched in text with the GPT-2 split). */
-static tg_status validate_own_bpe(Tokenizer *tok, const char *origin) {
-    if (tok->n_merges < 0 || tok->vocab_size != TOKENIZER_BPE_FIRST_MERGE + tok->n_merges ||
-        tok->eot_id != TOKENIZER_BPE_EOT)
+static TgStatus validate_own_bpe(TgTokenizer *tok, const char *origin) {
+    if (tok->n_merges < 0 || tok->vocab_size != TG_TOKENIZER_BPE_FIRST_MERGE + tok->n_merges ||
+        tok->eot_id != TG_TOKENIZER_BPE_EOT)
         return tg_fail(TG_ERR_FORMAT,
                        "%s: a BPE tokenizer with %" PRId32 " merges has vocab_size %" PRId64
                        " and eot_id %d, not %" PRId32 " and %" PRId32,
-                       origin, tok->n_merges, (int64_t)TOKENIZER_BPE_FIRST_MERGE + tok->n_merges,
-                       TOKENIZER_BPE_EOT, tok->vocab_size, tok->eot_id);
+                       origin, tok->n_merges, (int64_t)TG_TOKENIZER_BPE_FIRST_MERGE + tok->n_merges,
+                       TG_TOKENIZER_BPE_EOT, tok->vocab_size, tok->eot_id);
     for (int b = 0; b < 256; b++) tok->byte_ids[b] = b;
-    if (tok->split == TOKENIZER_SPLIT_GPT2) {
+    if (tok->split == TG_TOKENIZER_SPLIT_GPT2) {
         tok->added = tg_malloc(sizeof *tok->added);
-        tok->added[0] = (TokenizerAdded){TOKENIZER_BPE_EOT, true};
+        tok->added[0] = (TgTokenizerAdded){TG_TOKENIZER_BPE_EOT, true};
         tok->n_added = 1;
     }
     return build_token_table(tok, origin);
 }
 
-tg_status tokenizer_finish(Tokenizer *tok, const char *origin) {
-    if (tok->kind == TOKENIZER_CHAR) {
+TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin) {
+    if (tok->kind == TG_TOKENIZER_CHAR) {
         TG_TRY(validate_char(tok, origin));
         TG_TRY(build_token_table(tok, origin));
-    } else if (tok->kind == TOKENIZER_BPE && tok->hf) {
+    } else if (tok->kind == TG_TOKENIZER_BPE && tok->hf) {
         TG_TRY(validate_imported(tok, origin));
         int32_t a = -1, b = -1;
         tok->index = token_index_build(tok, &a, &b);
         if (!tok->index)
             return tg_fail(TG_ERR_FORMAT, "%s: ids %" PRId32 " and %" PRId32 " are the same token", origin, a, b);
-    } else if (tok->kind == TOKENIZER_BPE) {
+    } else if (tok->kind == TG_TOKENIZER_BPE) {
         TG_TRY(validate_own_bpe(tok, origin));
     } else {
         return tg_fail(TG_ERR_FORMAT, "%s: unknown tokenizer kind %d", origin, (int)tok->kind);
     }
-    if (tok->kind == TOKENIZER_BPE) {
+    if (tok->kind == TG_TOKENIZER_BPE) {
         int32_t dup = -1;
         tok->ranks = bpe_rank_map_build(tok->merges, tok->n_merges, &dup);
         if (!tok->ranks)
@@ -241,33 +241,33 @@ tg_status tokenizer_finish(Tokenizer *tok, const char *origin) {
     return TG_OK;
 }
 
-size_t tokenizer_max_ids(const Tokenizer *tok, size_t len) { return tok->hf ? 3 * len : len; }
+size_t tg_tokenizer_max_ids(const TgTokenizer *tok, size_t len) { return tok->hf ? 3 * len : len; }
 
-tg_status tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, int32_t *out,
+TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out) {
-    TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "encode with an empty tokenizer");
-    TG_CHECK(out_cap >= tokenizer_max_ids(tok, len), "encode needs room for %zu ids, not %zu",
-             tokenizer_max_ids(tok, len), out_cap);
+    TG_CHECK(tok->kind == TG_TOKENIZER_CHAR || tok->kind == TG_TOKENIZER_BPE, "encode with an empty tokenizer");
+    TG_CHECK(out_cap >= tg_tokenizer_max_ids(tok, len), "encode needs room for %zu ids, not %zu",
+             tg_tokenizer_max_ids(tok, len), out_cap);
     *n_out = 0;
     if (len == 0) return TG_OK;
     const unsigned char *bytes = (const unsigned char *)text;
-    if (tok->kind == TOKENIZER_CHAR) return tokenizer_char_encode(tok, bytes, len, out, n_out);
+    if (tok->kind == TG_TOKENIZER_CHAR) return tokenizer_char_encode(tok, bytes, len, out, n_out);
     tokenizer_bpe_encode(tok, bytes, len, out, n_out);
     return TG_OK;
 }
 
-const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int32_t id, size_t *len) {
+const uint8_t *tg_tokenizer_token_bytes(const TgTokenizer *tok, int32_t id, size_t *len) {
     TG_CHECK(id >= 0 && id < tok->vocab_size, "token id %d outside [0, %d)", (int)id, (int)tok->vocab_size);
     *len = (size_t)token_len(tok, id);
     return tok->token_bytes + tok->token_offsets[id];
 }
 
 /* <eot> marks where a text ends; it is not part of any text */
-static size_t decoded_len(const Tokenizer *tok, int32_t id) {
+static size_t decoded_len(const TgTokenizer *tok, int32_t id) {
     return id == tok->eot_id ? 0 : (size_t)token_len(tok, id);
 }
 
-tg_status tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, char **text,
+TgStatus tg_tokenizer_decode(const TgTokenizer *tok, const int32_t *ids, size_t n, char **text,
                            size_t *len) {
     *text = NULL;
     *len = 0;
@@ -277,7 +277,7 @@ tg_status tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, c
             return tg_fail(TG_ERR_ARG,
                            "cannot decode token id %" PRId32 " at position %zu: the %s tokenizer's "
                            "ids are 0..%" PRId32 " (were the tokens made by another tokenizer?)",
-                           ids[i], i, tokenizer_kind_name(tok->kind), tok->vocab_size - 1);
+                           ids[i], i, tg_tokenizer_kind_name(tok->kind), tok->vocab_size - 1);
         total += decoded_len(tok, ids[i]);
     }
     char *out = tg_malloc(total + 1);
@@ -309,9 +309,9 @@ static void write_escaped(FILE *f, const uint8_t *b, size_t n) {
 }
 
 /* The sizes and the char table or the merges of a tokenizer file. */
-static void save_entries(FILE *f, const Tokenizer *tok) {
+static void save_entries(FILE *f, const TgTokenizer *tok) {
     fprintf(f, "vocab_size %" PRId32 "\neot_id %" PRId32 "\n", tok->vocab_size, tok->eot_id);
-    if (tok->kind == TOKENIZER_CHAR) {
+    if (tok->kind == TG_TOKENIZER_CHAR) {
         fprintf(f, "chars %" PRId32 "\n", tok->n_chars);
         for (int32_t i = 0; i < tok->n_chars; i++) {
             fprintf(f, "%u\t# ", tok->chars[i]);
@@ -323,16 +323,16 @@ static void save_entries(FILE *f, const Tokenizer *tok) {
     fprintf(f, "merges %" PRId32 "\n", tok->n_merges);
     for (int32_t i = 0; i < tok->n_merges; i++) {
         size_t l;
-        const uint8_t *b = tokenizer_token_bytes(tok, TOKENIZER_BPE_FIRST_MERGE + i, &l);
+        const uint8_t *b = tg_tokenizer_token_bytes(tok, TG_TOKENIZER_BPE_FIRST_MERGE + i, &l);
         fprintf(f, "%" PRId32 " %" PRId32 "\t# ", tok->merges[i].left, tok->merges[i].right);
         write_escaped(f, b, l);
         fputc('\n', f);
     }
 }
 
-tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
-    TG_CHECK(tok->kind == TOKENIZER_CHAR || tok->kind == TOKENIZER_BPE, "saving an empty tokenizer");
-    bool gpt2 = tok->kind == TOKENIZER_BPE && tok->split == TOKENIZER_SPLIT_GPT2;
+TgStatus tg_tokenizer_save(const TgTokenizer *tok, const char *path) {
+    TG_CHECK(tok->kind == TG_TOKENIZER_CHAR || tok->kind == TG_TOKENIZER_BPE, "saving an empty tokenizer");
+    bool gpt2 = tok->kind == TG_TOKENIZER_BPE && tok->split == TG_TOKENIZER_SPLIT_GPT2;
     if (tok->hf) {
         char json[4200];
         folder_of(path, json, sizeof json);
@@ -342,12 +342,12 @@ tg_status tokenizer_save(const Tokenizer *tok, const char *path) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     FILE *f = atomic_file_stream(&af);
-    fprintf(f, "%s %d\nkind %s\n", MAGIC, gpt2 ? TOKENIZER_FILE_VERSION : 1, tokenizer_kind_name(tok->kind));
+    fprintf(f, "%s %d\nkind %s\n", MAGIC, gpt2 ? TG_TOKENIZER_FILE_VERSION : 1, tg_tokenizer_kind_name(tok->kind));
     if (gpt2) fputs("split gpt2\n", f);
     if (tok->hf) fprintf(f, "file %s\n", TOKENIZER_HF_FILE);
     else save_entries(f, tok);
     fprintf(f, "fingerprint %016" PRIx64 "\n", tok->fingerprint);
-    tg_status st = atomic_file_commit(&af);
+    TgStatus st = atomic_file_commit(&af);
     if (st != TG_OK) return tg_fail_context(st, "saving tokenizer");
     return TG_OK;
 }
@@ -371,7 +371,7 @@ static bool next_line(LineReader *r) {
     return true;
 }
 
-static tg_status need_line(LineReader *r, const char *what) {
+static TgStatus need_line(LineReader *r, const char *what) {
     if (next_line(r)) return TG_OK;
     return tg_fail(TG_ERR_FORMAT,
                    "tokenizer file %s is truncated: it ends after line %" PRId64 " where %s "
@@ -394,7 +394,7 @@ static bool parse_ints(const char *s, int64_t *vals, int count) {
 }
 
 /* "key N" with lo <= N <= hi, on the line just read. */
-static tg_status parse_field_here(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+static TgStatus parse_field_here(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
     size_t kl = strlen(key);
     if (strncmp(r->line, key, kl) != 0 || (r->line[kl] != ' ' && r->line[kl] != '\t') ||
         !parse_ints(r->line + kl, out, 1))
@@ -409,15 +409,15 @@ static tg_status parse_field_here(LineReader *r, const char *key, int64_t lo, in
 }
 
 /* "key N" with lo <= N <= hi, on the next line. */
-static tg_status parse_field(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+static TgStatus parse_field(LineReader *r, const char *key, int64_t lo, int64_t hi, int64_t *out) {
     TG_TRY(need_line(r, key));
     return parse_field_here(r, key, lo, hi, out);
 }
 
 /* The char table or the merges of a tokenizer file. */
-static tg_status load_entries(LineReader *r, Tokenizer *tok, int64_t vocab) {
+static TgStatus load_entries(LineReader *r, TgTokenizer *tok, int64_t vocab) {
     int64_t count;
-    if (tok->kind == TOKENIZER_CHAR) {
+    if (tok->kind == TG_TOKENIZER_CHAR) {
         TG_TRY(parse_field(r, "chars", 1, 256, &count));
         tok->n_chars = (int32_t)count;
         for (int64_t i = 0; i < count; i++) {
@@ -432,12 +432,12 @@ static tg_status load_entries(LineReader *r, Tokenizer *tok, int64_t vocab) {
         }
         return TG_OK;
     }
-    if (vocab < TOKENIZER_BPE_FIRST_MERGE)
+    if (vocab < TG_TOKENIZER_BPE_FIRST_MERGE)
         return tg_fail(TG_ERR_FORMAT,
                        "tokenizer file %s: a BPE vocab_size is at least %d, not %" PRId64,
-                       r->path, TOKENIZER_BPE_FIRST_MERGE, vocab);
-    TG_TRY(parse_field(r, "merges", vocab - TOKENIZER_BPE_FIRST_MERGE,
-                       vocab - TOKENIZER_BPE_FIRST_MERGE, &count));
+                       r->path, TG_TOKENIZER_BPE_FIRST_MERGE, vocab);
+    TG_TRY(parse_field(r, "merges", vocab - TG_TOKENIZER_BPE_FIRST_MERGE,
+                       vocab - TG_TOKENIZER_BPE_FIRST_MERGE, &count));
     /* grown as lines arrive, so a corrupt count cannot ask for a huge block up front */
     int64_t cap = 0;
     for (int64_t i = 0; i < count; i++) {
@@ -453,14 +453,14 @@ static tg_status load_entries(LineReader *r, Tokenizer *tok, int64_t vocab) {
                            "tokenizer file %s, line %" PRId64 ": expected a merge \"left right\", "
                            "found \"%.60s\"",
                            r->path, r->lineno, r->line);
-        tok->merges[i] = (TokenPair){(int32_t)lr[0], (int32_t)lr[1]};
+        tok->merges[i] = (TgTokenPair){(int32_t)lr[0], (int32_t)lr[1]};
         tok->n_merges = (int32_t)(i + 1);
     }
     return TG_OK;
 }
 
 /* "file NAME": an imported tokenizer's tokenizer.json, which must sit beside the file. */
-static tg_status load_imported(LineReader *r, Tokenizer *tok) {
+static TgStatus load_imported(LineReader *r, TgTokenizer *tok) {
     const char *name = r->line + 5;
     if (strcmp(name, TOKENIZER_HF_FILE) != 0)
         return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"file %s\", found \"%.60s\"",
@@ -473,7 +473,7 @@ static tg_status load_imported(LineReader *r, Tokenizer *tok) {
 
 /* The body of a tokenizer file, read top to bottom in the file's own order (kind, split,
  * sizes, the char table or the merges, the fingerprint). */
-static tg_status load_body(LineReader *r, Tokenizer *tok) {
+static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
     TG_TRY(need_line(r, "the magic line"));
     size_t ml = strlen(MAGIC);
     int64_t version;
@@ -481,15 +481,15 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
         return tg_fail(TG_ERR_FORMAT,
                        "%s is not a tapegrad tokenizer file: its first line is \"%.60s\", expected "
                        "\"%s %d\"",
-                       r->path, r->line, MAGIC, TOKENIZER_FILE_VERSION);
-    if (version < 1 || version > TOKENIZER_FILE_VERSION)
+                       r->path, r->line, MAGIC, TG_TOKENIZER_FILE_VERSION);
+    if (version < 1 || version > TG_TOKENIZER_FILE_VERSION)
         return tg_fail(TG_ERR_FORMAT,
                        "tokenizer file %s has format version %" PRId64 ", this build reads "
                        "versions 1 to %d: use a matching tapegrad or prepare the data again",
-                       r->path, version, TOKENIZER_FILE_VERSION);
+                       r->path, version, TG_TOKENIZER_FILE_VERSION);
     TG_TRY(need_line(r, "\"kind char|bpe\""));
-    if (strcmp(r->line, "kind char") == 0) tok->kind = TOKENIZER_CHAR;
-    else if (strcmp(r->line, "kind bpe") == 0) tok->kind = TOKENIZER_BPE;
+    if (strcmp(r->line, "kind char") == 0) tok->kind = TG_TOKENIZER_CHAR;
+    else if (strcmp(r->line, "kind bpe") == 0) tok->kind = TG_TOKENIZER_BPE;
     else
         return tg_fail(TG_ERR_FORMAT,
                        "tokenizer file %s, line %" PRId64 ": expected \"kind char\" or \"kind bpe\", "
@@ -497,10 +497,10 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
                        r->path, r->lineno, r->line);
     if (version >= 2) {
         TG_TRY(need_line(r, "\"split gpt2\""));
-        if (tok->kind != TOKENIZER_BPE || strcmp(r->line, "split gpt2") != 0)
+        if (tok->kind != TG_TOKENIZER_BPE || strcmp(r->line, "split gpt2") != 0)
             return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"split gpt2\" after \"kind bpe\", found \"%.60s\"",
                            r->path, r->lineno, r->line);
-        tok->split = TOKENIZER_SPLIT_GPT2;
+        tok->split = TG_TOKENIZER_SPLIT_GPT2;
     }
     TG_TRY(need_line(r, "vocab_size"));
     if (version >= 2 && strncmp(r->line, "file ", 5) == 0) {
@@ -537,14 +537,14 @@ static tg_status load_body(LineReader *r, Tokenizer *tok) {
     return TG_OK;
 }
 
-tg_status tokenizer_load(const char *path, Tokenizer *tok) {
+TgStatus tg_tokenizer_load(const char *path, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     LineReader r = {.path = path};
     r.f = file_open_read(path);
     if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, file_open_error(errno));
-    tg_status st = load_body(&r, tok);
+    TgStatus st = load_body(&r, tok);
     free(r.line);
     fclose(r.f);
-    if (st != TG_OK) tokenizer_free(tok);
+    if (st != TG_OK) tg_tokenizer_free(tok);
     return st;
 }

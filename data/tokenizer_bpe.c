@@ -36,10 +36,10 @@ static int byte_class(unsigned char c) {
 /* A space may lead a run of these. */
 static bool joins_space(int cls) { return cls == CLASS_LETTER || cls == CLASS_DIGIT || cls == CLASS_OTHER; }
 
-size_t tokenizer_bpe_chunk_len(const char *text, size_t len) {
+size_t tg_tokenizer_bpe_chunk_len(const char *text, size_t len) {
     if (len == 0) return 0;
     const unsigned char *b = (const unsigned char *)text;
-    const size_t max = TOKENIZER_MAX_CHUNK;
+    const size_t max = TG_TOKENIZER_MAX_CHUNK;
     size_t limit = len < max ? len : max;
     int cls = byte_class(b[0]);
     size_t i = 1;
@@ -156,12 +156,12 @@ static int32_t pairmap_get_or_add(PairMap *m, uint64_t key, int32_t val, bool *a
 
 /* ---- the rank map used by encoding ------------------------------------------------------ */
 
-struct BpeRankMap {
+struct TgBpeRankMap {
     PairMap map;
 };
 
-BpeRankMap *bpe_rank_map_build(const TokenPair *merges, int32_t n_merges, int32_t *duplicate) {
-    BpeRankMap *rm = tg_calloc(1, sizeof *rm);
+TgBpeRankMap *bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, int32_t *duplicate) {
+    TgBpeRankMap *rm = tg_calloc(1, sizeof *rm);
     pairmap_init(&rm->map, (size_t)n_merges);
     for (int32_t i = 0; i < n_merges; i++) {
         bool added;
@@ -175,11 +175,11 @@ BpeRankMap *bpe_rank_map_build(const TokenPair *merges, int32_t n_merges, int32_
     return rm;
 }
 
-int32_t bpe_rank_map_get(const BpeRankMap *rm, int32_t left, int32_t right) {
+int32_t bpe_rank_map_get(const TgBpeRankMap *rm, int32_t left, int32_t right) {
     return pairmap_get(&rm->map, pair_key(left, right));
 }
 
-void bpe_rank_map_free(BpeRankMap *rm) {
+void bpe_rank_map_free(TgBpeRankMap *rm) {
     if (!rm) return;
     pairmap_free(&rm->map);
     free(rm);
@@ -187,29 +187,29 @@ void bpe_rank_map_free(BpeRankMap *rm) {
 
 /* ---- bytes -> id index of imported tokenizers ------------------------------------------ */
 
-struct TokenIndex {
+struct TgTokenIndex {
     int32_t *slots; /* id + 1; 0 marks an empty slot */
     size_t cap;     /* power of two, at least twice the ids */
 };
 
-static size_t token_index_slot(const TokenIndex *ix, const Tokenizer *tok, const uint8_t *b, size_t len) {
+static size_t token_index_slot(const TgTokenIndex *ix, const TgTokenizer *tok, const uint8_t *b, size_t len) {
     size_t mask = ix->cap - 1, i = hash_bytes(b, len) & mask;
     for (; ix->slots[i]; i = (i + 1) & mask) {
         size_t l;
-        const uint8_t *t = tokenizer_token_bytes(tok, ix->slots[i] - 1, &l);
+        const uint8_t *t = tg_tokenizer_token_bytes(tok, ix->slots[i] - 1, &l);
         if (l == len && memcmp(t, b, len) == 0) break;
     }
     return i;
 }
 
-TokenIndex *token_index_build(const Tokenizer *tok, int32_t *first, int32_t *second) {
-    TokenIndex *ix = tg_calloc(1, sizeof *ix);
+TgTokenIndex *token_index_build(const TgTokenizer *tok, int32_t *first, int32_t *second) {
+    TgTokenIndex *ix = tg_calloc(1, sizeof *ix);
     ix->cap = 64;
     while (ix->cap < 2 * (size_t)tok->vocab_size) ix->cap *= 2;
     ix->slots = tg_calloc(ix->cap, sizeof *ix->slots);
     for (int32_t id = 0; id < tok->vocab_size; id++) {
         size_t len;
-        const uint8_t *b = tokenizer_token_bytes(tok, id, &len);
+        const uint8_t *b = tg_tokenizer_token_bytes(tok, id, &len);
         size_t i = token_index_slot(ix, tok, b, len);
         if (ix->slots[i]) {
             *first = ix->slots[i] - 1;
@@ -222,11 +222,11 @@ TokenIndex *token_index_build(const Tokenizer *tok, int32_t *first, int32_t *sec
     return ix;
 }
 
-int32_t token_index_find(const TokenIndex *ix, const Tokenizer *tok, const uint8_t *b, size_t len) {
+int32_t token_index_find(const TgTokenIndex *ix, const TgTokenizer *tok, const uint8_t *b, size_t len) {
     return ix->slots[token_index_slot(ix, tok, b, len)] - 1;
 }
 
-void token_index_free(TokenIndex *ix) {
+void token_index_free(TgTokenIndex *ix) {
     if (!ix) return;
     free(ix->slots);
     free(ix);
@@ -422,25 +422,25 @@ static void trainer_free(Trainer *t) {
 }
 
 /* Counts the chunks of text[begin, end) as words, a long chunk in pieces of at most
- * TOKENIZER_MAX_CHUNK bytes (so no token is longer). */
-static void count_chunks(ChunkMap *chunks, const unsigned char *text, size_t begin, size_t end, TokenizerSplit split) {
+ * TG_TOKENIZER_MAX_CHUNK bytes (so no token is longer). */
+static void count_chunks(ChunkMap *chunks, const unsigned char *text, size_t begin, size_t end, TgTokenizerSplit split) {
     for (size_t pos = begin; pos < end;) {
         size_t cl = tokenizer_chunk_len(split, (const char *)text + pos, end - pos);
-        for (size_t piece = 0; piece < cl; piece += TOKENIZER_MAX_CHUNK) {
-            size_t pl = cl - piece < TOKENIZER_MAX_CHUNK ? cl - piece : TOKENIZER_MAX_CHUNK;
+        for (size_t piece = 0; piece < cl; piece += TG_TOKENIZER_MAX_CHUNK) {
+            size_t pl = cl - piece < TG_TOKENIZER_MAX_CHUNK ? cl - piece : TG_TOKENIZER_MAX_CHUNK;
             if (pl >= 2) chunkmap_insert(chunks, text, pos + piece, pl); /* 1-byte chunks never merge */
         }
         pos += cl;
     }
 }
 
-static void trainer_build_words(Trainer *t, const unsigned char *text, size_t len, TokenizerSplit split) {
+static void trainer_build_words(Trainer *t, const unsigned char *text, size_t len, TgTokenizerSplit split) {
     ChunkMap chunks = {tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
-    /* with the GPT-2 split, TOKENIZER_EOT_TEXT is the <eot> token wherever it appears: no
+    /* with the GPT-2 split, TG_TOKENIZER_EOT_TEXT is the <eot> token wherever it appears: no
      * chunk spans it and no merge learns it */
-    const size_t eot_len = split == TOKENIZER_SPLIT_GPT2 ? strlen(TOKENIZER_EOT_TEXT) : 0;
+    const size_t eot_len = split == TG_TOKENIZER_SPLIT_GPT2 ? strlen(TG_TOKENIZER_EOT_TEXT) : 0;
     for (size_t pos = 0; pos < len;) {
-        const unsigned char *hit = eot_len ? memmem(text + pos, len - pos, TOKENIZER_EOT_TEXT, eot_len) : NULL;
+        const unsigned char *hit = eot_len ? memmem(text + pos, len - pos, TG_TOKENIZER_EOT_TEXT, eot_len) : NULL;
         size_t end = hit ? (size_t)(hit - text) : len;
         count_chunks(&chunks, text, pos, end, split);
         pos = hit ? end + eot_len : len;
@@ -529,25 +529,25 @@ static void trainer_merge(Trainer *t, int32_t pair, int32_t id, int32_t step) {
     }
 }
 
-tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, Tokenizer *tok) {
-    return tokenizer_bpe_train_split(text, len, vocab_size, TOKENIZER_SPLIT_GPT2, tok);
+TgStatus tg_tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, TgTokenizer *tok) {
+    return tg_tokenizer_bpe_train_split(text, len, vocab_size, TG_TOKENIZER_SPLIT_GPT2, tok);
 }
 
-tg_status tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TokenizerSplit split,
-                                    Tokenizer *tok) {
+TgStatus tg_tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TgTokenizerSplit split,
+                                    TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
-    if (vocab_size < TOKENIZER_BPE_FIRST_MERGE)
+    if (vocab_size < TG_TOKENIZER_BPE_FIRST_MERGE)
         return tg_fail(TG_ERR_ARG,
                        "vocab_size %" PRId32 " is too small for a byte-level BPE tokenizer: it "
                        "needs at least %d (256 bytes + <eot>); use a char tokenizer for a smaller "
                        "vocabulary",
-                       vocab_size, TOKENIZER_BPE_FIRST_MERGE);
-    int32_t target = vocab_size - TOKENIZER_BPE_FIRST_MERGE;
+                       vocab_size, TG_TOKENIZER_BPE_FIRST_MERGE);
+    int32_t target = vocab_size - TG_TOKENIZER_BPE_FIRST_MERGE;
     Trainer t = {0};
     trainer_build_words(&t, (const unsigned char *)text, len, split);
     trainer_count_pairs(&t);
     /* grown as merges are made: an absurd vocab_size must fail with a message, not abort */
-    TokenPair *merges = NULL;
+    TgTokenPair *merges = NULL;
     int32_t n = 0, cap = 0;
     while (n < target) {
         if (t.heap_len == 0) break;
@@ -558,8 +558,8 @@ tg_status tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_
             cap = cap < target / 2 ? (cap ? 2 * cap : 1024) : target;
             merges = tg_realloc(merges, (size_t)cap * sizeof *merges);
         }
-        merges[n] = (TokenPair){p->left, p->right};
-        trainer_merge(&t, e.pair, TOKENIZER_BPE_FIRST_MERGE + n, n + 1);
+        merges[n] = (TgTokenPair){p->left, p->right};
+        trainer_merge(&t, e.pair, TG_TOKENIZER_BPE_FIRST_MERGE + n, n + 1);
         n++;
     }
     trainer_free(&t);
@@ -569,15 +569,15 @@ tg_status tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_
                        "vocab_size %" PRId32 " is more than this corpus can reach: after %" PRId32
                        " merges no adjacent pair is left to merge, so the largest reachable "
                        "vocab_size is %" PRId32 "; ask for at most that, or give more text",
-                       vocab_size, n, TOKENIZER_BPE_FIRST_MERGE + n);
+                       vocab_size, n, TG_TOKENIZER_BPE_FIRST_MERGE + n);
     }
-    tok->kind = TOKENIZER_BPE;
+    tok->kind = TG_TOKENIZER_BPE;
     tok->split = split;
     tok->vocab_size = vocab_size;
-    tok->eot_id = TOKENIZER_BPE_EOT;
+    tok->eot_id = TG_TOKENIZER_BPE_EOT;
     tok->merges = merges;
     tok->n_merges = target;
-    tg_status st = tokenizer_finish(tok, "BPE training");
+    TgStatus st = tokenizer_finish(tok, "BPE training");
     TG_CHECK(st == TG_OK, "a freshly trained BPE tokenizer is invalid: %s", tg_error_message());
     return TG_OK;
 }

@@ -36,7 +36,7 @@ static size_t contraction_len(const unsigned char *b, size_t len) {
     return 0;
 }
 
-size_t tokenizer_gpt2_chunk_len(const char *text, size_t len) {
+size_t tg_tokenizer_gpt2_chunk_len(const char *text, size_t len) {
     if (len == 0) return 0;
     const unsigned char *b = (const unsigned char *)text;
     size_t n = contraction_len(b, len);
@@ -67,22 +67,22 @@ size_t tokenizer_gpt2_chunk_len(const char *text, size_t len) {
     return i;
 }
 
-size_t tokenizer_chunk_len(TokenizerSplit split, const char *text, size_t len) {
-    return split == TOKENIZER_SPLIT_GPT2 ? tokenizer_gpt2_chunk_len(text, len) : tokenizer_bpe_chunk_len(text, len);
+size_t tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len) {
+    return split == TG_TOKENIZER_SPLIT_GPT2 ? tg_tokenizer_gpt2_chunk_len(text, len) : tg_tokenizer_bpe_chunk_len(text, len);
 }
 
 /* ---- added tokens ------------------------------------------------------------------------ */
 
 /* The first added token in text[from, len), the longest of those starting there: true and
  * *at, *id, *match_len set; false when there is none. */
-static bool find_added(const Tokenizer *tok, const unsigned char *text, size_t len, size_t from, size_t *at,
+static bool find_added(const TgTokenizer *tok, const unsigned char *text, size_t len, size_t from, size_t *at,
                        int32_t *id, size_t *match_len) {
     if (tok->n_added == 0) return false;
     for (size_t p = from; p < len; p++) {
         size_t best = 0;
         for (int32_t k = 0; k < tok->n_added; k++) {
             size_t l;
-            const uint8_t *t = tokenizer_token_bytes(tok, tok->added[k].id, &l);
+            const uint8_t *t = tg_tokenizer_token_bytes(tok, tok->added[k].id, &l);
             if (l > best && l <= len - p && t[0] == text[p] && memcmp(t, text + p, l) == 0) {
                 best = l;
                 *id = tok->added[k].id;
@@ -170,7 +170,7 @@ static Candidate heap_pop(MergeScratch *m) {
 }
 
 /* Pushes the pair (left, its right neighbour) when a merge joins it. */
-static void push_pair(const Tokenizer *tok, MergeScratch *m, int32_t left) {
+static void push_pair(const TgTokenizer *tok, MergeScratch *m, int32_t left) {
     int32_t right = m->syms[left].next;
     if (right < 0) return;
     int32_t rank = bpe_rank_map_get(tok->ranks, m->syms[left].id, m->syms[right].id);
@@ -178,7 +178,7 @@ static void push_pair(const Tokenizer *tok, MergeScratch *m, int32_t left) {
 }
 
 /* Encodes one chunk into out; returns the number of ids. */
-static size_t encode_chunk(const Tokenizer *tok, const unsigned char *b, size_t len, MergeScratch *m, int32_t *out) {
+static size_t encode_chunk(const TgTokenizer *tok, const unsigned char *b, size_t len, MergeScratch *m, int32_t *out) {
     if (tok->ignore_merges) {
         int32_t whole = token_index_find(tok->index, tok, b, len);
         if (whole >= 0) {
@@ -213,7 +213,7 @@ static size_t encode_chunk(const Tokenizer *tok, const unsigned char *b, size_t 
     return n;
 }
 
-void tokenizer_bpe_encode(const Tokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out) {
+void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out) {
     size_t replaced_len = 0;
     unsigned char *replaced = tok->hf ? replace_invalid_utf8(text, len, &replaced_len) : NULL;
     if (replaced) {

@@ -5,19 +5,19 @@
 
 #include "data/tokenizer_internal.h"
 
-tg_status tokenizer_char_train(const char *text, size_t len, Tokenizer *tok) {
+TgStatus tg_tokenizer_char_train(const char *text, size_t len, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     if (len == 0)
         return tg_fail(TG_ERR_ARG, "cannot build a char tokenizer from an empty text: give it a non-empty corpus");
     bool seen[256] = {false};
     const unsigned char *b = (const unsigned char *)text;
     for (size_t i = 0; i < len; i++) seen[b[i]] = true;
-    tok->kind = TOKENIZER_CHAR;
+    tok->kind = TG_TOKENIZER_CHAR;
     for (int c = 0; c < 256; c++)
         if (seen[c]) tok->chars[tok->n_chars++] = (uint8_t)c;
     tok->eot_id = tok->n_chars;
     tok->vocab_size = tok->n_chars + 1;
-    tg_status st = tokenizer_finish(tok, "char tokenizer");
+    TgStatus st = tokenizer_finish(tok, "char tokenizer");
     TG_CHECK(st == TG_OK, "a freshly built char tokenizer is invalid: %s", tg_error_message());
     return TG_OK;
 }
@@ -27,7 +27,7 @@ static void describe_byte(unsigned char c, char *buf, size_t cap) {
     else snprintf(buf, cap, "0x%02x", c);
 }
 
-tg_status tokenizer_char_encode(const Tokenizer *tok, const unsigned char *text, size_t len,
+TgStatus tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
                                 int32_t *out, size_t *n_out) {
     for (size_t i = 0; i < len; i++) {
         int32_t id = tok->id_of_byte[text[i]];

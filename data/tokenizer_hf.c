@@ -51,7 +51,7 @@ static bool bytes_of_text(const char *s, uint8_t *out, size_t *n) {
     return true;
 }
 
-bool tokenizer_hf_is_added(const Tokenizer *tok, int32_t id, bool *special) {
+bool tokenizer_hf_is_added(const TgTokenizer *tok, int32_t id, bool *special) {
     *special = true;
     if (id == tok->eot_id) return true;
     for (int32_t k = 0; k < tok->n_added; k++)
@@ -62,14 +62,14 @@ bool tokenizer_hf_is_added(const Tokenizer *tok, int32_t id, bool *special) {
     return false;
 }
 
-char *tokenizer_hf_token_text(const Tokenizer *tok, int32_t id) {
+char *tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id) {
     size_t len;
-    const uint8_t *b = tokenizer_token_bytes(tok, id, &len);
+    const uint8_t *b = tg_tokenizer_token_bytes(tok, id, &len);
     bool special;
     if (tokenizer_hf_is_added(tok, id, &special)) {
         if (len == 0) { /* a char tokenizer's <eot> */
-            b = (const uint8_t *)TOKENIZER_EOT_TEXT;
-            len = strlen(TOKENIZER_EOT_TEXT);
+            b = (const uint8_t *)TG_TOKENIZER_EOT_TEXT;
+            len = strlen(TG_TOKENIZER_EOT_TEXT);
         }
         char *text = tg_malloc(len + 1);
         memcpy(text, b, len);
@@ -92,7 +92,7 @@ char *tokenizer_hf_token_text(const Tokenizer *tok, int32_t id) {
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-static tg_status read_bounded(const char *path, char **text, size_t *len) {
+static TgStatus read_bounded(const char *path, char **text, size_t *len) {
     FILE *f = file_open_read(path); /* never blocks on a FIFO planted in a run folder */
     if (!f) return tg_fail(TG_ERR_IO, "cannot open %s: %s", path, file_open_error(errno));
     struct stat st;
@@ -123,7 +123,7 @@ static int32_t json_id(const cJSON *item) {
 }
 
 /* Everything around the vocabulary: what tapegrad does not implement is refused, by name. */
-static tg_status check_pipeline(const cJSON *root, const char *path) {
+static TgStatus check_pipeline(const cJSON *root, const char *path) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
     if (!cJSON_IsObject(model) || (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "BPE") == 0)))
@@ -156,7 +156,7 @@ static tg_status check_pipeline(const cJSON *root, const char *path) {
 
 /* Sets the bytes of every id: added tokens their content, vocabulary strings the bytes they
  * stand for. Fills token_offsets/token_bytes, vocab_size and byte_ids. */
-static tg_status load_tokens(const cJSON *vocab, const cJSON *added, const char *path, Tokenizer *tok) {
+static TgStatus load_tokens(const cJSON *vocab, const cJSON *added, const char *path, TgTokenizer *tok) {
     int32_t v = 0, n_vocab = cJSON_GetArraySize(vocab);
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) if (json_id(e) + 1 > v) v = json_id(e) + 1;
@@ -165,7 +165,7 @@ static tg_status load_tokens(const cJSON *vocab, const cJSON *added, const char 
         return tg_fail(TG_ERR_FORMAT, "%s: model.vocab holds %d tokens; tapegrad reads 1 to %d", path, n_vocab, TOKENIZER_HF_MAX_IDS);
     const cJSON **text_of = tg_calloc((size_t)v, sizeof *text_of); /* the JSON string naming each id */
     bool *is_added = tg_calloc((size_t)v, sizeof *is_added);
-    tg_status s = TG_OK;
+    TgStatus s = TG_OK;
     cJSON_ArrayForEach(e, vocab) {
         int32_t id = json_id(e);
         if (id < 0 || text_of[id]) {
@@ -235,13 +235,13 @@ static bool merge_operands(const cJSON *m, char *buf, size_t cap, const char **a
 }
 
 /* The id of a merge operand or result, or -1. */
-static int32_t id_of_text(const Tokenizer *tok, const char *text, uint8_t *scratch) {
+static int32_t id_of_text(const TgTokenizer *tok, const char *text, uint8_t *scratch) {
     size_t n;
     if (!bytes_of_text(text, scratch, &n)) return -1;
     return token_index_find(tok->index, tok, scratch, n);
 }
 
-static tg_status load_merges(const cJSON *merges, const char *path, Tokenizer *tok) {
+static TgStatus load_merges(const cJSON *merges, const char *path, TgTokenizer *tok) {
     int n = cJSON_GetArraySize(merges);
     if (!cJSON_IsArray(merges) || n > TOKENIZER_HF_MAX_IDS)
         return tg_fail(TG_ERR_FORMAT, "%s: model.merges is not a list of at most %d merges", path, TOKENIZER_HF_MAX_IDS);
@@ -253,7 +253,7 @@ static tg_status load_merges(const cJSON *merges, const char *path, Tokenizer *t
     size_t cap = 4096;
     char *buf = tg_malloc(cap), *joined = tg_malloc(2 * cap);
     uint8_t *scratch = tg_malloc(2 * cap);
-    tg_status s = TG_OK;
+    TgStatus s = TG_OK;
     const cJSON *m;
     cJSON_ArrayForEach(m, merges) {
         const char *a, *b;
@@ -263,7 +263,7 @@ static tg_status load_merges(const cJSON *merges, const char *path, Tokenizer *t
             break;
         }
         snprintf(joined, 2 * cap, "%s%s", a, b);
-        tok->merges[i] = (TokenPair){id_of_text(tok, a, scratch), id_of_text(tok, b, scratch)};
+        tok->merges[i] = (TgTokenPair){id_of_text(tok, a, scratch), id_of_text(tok, b, scratch)};
         tok->merge_ids[i] = id_of_text(tok, joined, scratch);
         if (tok->merges[i].left < 0 || tok->merges[i].right < 0 || tok->merge_ids[i] < 0) {
             s = tg_fail(TG_ERR_FORMAT, "%s: model.merges[%" PRId32 "] (\"%.40s\" + \"%.40s\") joins or makes a token not in the vocabulary",
@@ -279,7 +279,7 @@ static tg_status load_merges(const cJSON *merges, const char *path, Tokenizer *t
 }
 
 /* The added tokens, and <eot> among them. */
-static tg_status load_added(const cJSON *added, const char *path, Tokenizer *tok) {
+static TgStatus load_added(const cJSON *added, const char *path, TgTokenizer *tok) {
     int n = cJSON_GetArraySize(added);
     if (n > TOKENIZER_HF_MAX_ADDED)
         return tg_fail(TG_ERR_FORMAT, "%s: %d added tokens; tapegrad reads at most %d", path, n, TOKENIZER_HF_MAX_ADDED);
@@ -293,19 +293,19 @@ static tg_status load_added(const cJSON *added, const char *path, Tokenizer *tok
             if (!is_false_or_absent(cJSON_GetObjectItemCaseSensitive(e, unsupported[i])))
                 return tg_fail(TG_ERR_FORMAT, "%s: added token \"%.40s\" sets %s; tapegrad matches added tokens exactly", path,
                                content, unsupported[i]);
-        TokenizerAdded a = {json_id(cJSON_GetObjectItemCaseSensitive(e, "id")),
+        TgTokenizerAdded a = {json_id(cJSON_GetObjectItemCaseSensitive(e, "id")),
                             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special"))};
         tok->added[tok->n_added++] = a;
-        if (a.special && strcmp(content, TOKENIZER_EOT_TEXT) == 0) named_eot = a.id;
+        if (a.special && strcmp(content, TG_TOKENIZER_EOT_TEXT) == 0) named_eot = a.id;
         if (a.special && first_special < 0) first_special = a.id;
     }
     tok->eot_id = named_eot >= 0 ? named_eot : first_special;
     if (tok->eot_id < 0)
-        return tg_fail(TG_ERR_FORMAT, "%s: no special added token (such as \"%s\") to end a text with", path, TOKENIZER_EOT_TEXT);
+        return tg_fail(TG_ERR_FORMAT, "%s: no special added token (such as \"%s\") to end a text with", path, TG_TOKENIZER_EOT_TEXT);
     return TG_OK;
 }
 
-static tg_status load_json(const cJSON *root, const char *path, Tokenizer *tok) {
+static TgStatus load_json(const cJSON *root, const char *path, TgTokenizer *tok) {
     if (!cJSON_IsObject(root)) return tg_fail(TG_ERR_FORMAT, "%s is not a tokenizer.json: not a JSON object", path);
     TG_TRY(check_pipeline(root, path));
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -313,8 +313,8 @@ static tg_status load_json(const cJSON *root, const char *path, Tokenizer *tok) 
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     if (!cJSON_IsObject(vocab)) return tg_fail(TG_ERR_FORMAT, "%s: model.vocab is not an object", path);
     if (added && !cJSON_IsArray(added)) return tg_fail(TG_ERR_FORMAT, "%s: added_tokens is not a list", path);
-    tok->kind = TOKENIZER_BPE;
-    tok->split = TOKENIZER_SPLIT_GPT2;
+    tok->kind = TG_TOKENIZER_BPE;
+    tok->split = TG_TOKENIZER_SPLIT_GPT2;
     tok->hf = true;
     tok->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"));
     TG_TRY(load_tokens(vocab, added, path, tok));
@@ -323,7 +323,7 @@ static tg_status load_json(const cJSON *root, const char *path, Tokenizer *tok) 
     return tokenizer_finish(tok, path);
 }
 
-tg_status tokenizer_hf_load(const char *path, Tokenizer *tok) {
+TgStatus tokenizer_hf_load(const char *path, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     char *text = NULL;
     size_t len = 0;
@@ -331,16 +331,16 @@ tg_status tokenizer_hf_load(const char *path, Tokenizer *tok) {
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     if (!root) return tg_fail(TG_ERR_FORMAT, "%s is not valid JSON", path);
-    tg_status s = load_json(root, path, tok);
+    TgStatus s = load_json(root, path, tok);
     cJSON_Delete(root);
-    if (s != TG_OK) tokenizer_free(tok);
+    if (s != TG_OK) tg_tokenizer_free(tok);
     return s;
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-tg_status tokenizer_hf_check_exportable(const Tokenizer *tok) {
-    if (tok->kind == TOKENIZER_BPE && tok->split != TOKENIZER_SPLIT_GPT2)
+TgStatus tokenizer_hf_check_exportable(const TgTokenizer *tok) {
+    if (tok->kind == TG_TOKENIZER_BPE && tok->split != TG_TOKENIZER_SPLIT_GPT2)
         return tg_fail(TG_ERR_MISMATCH,
                        "this run's BPE tokenizer (a tokenizer file of version 1) cuts text into chunks by tapegrad's "
                        "first rule, which no Hugging Face or llama.cpp pre-tokenizer reproduces, so no tokenizer.json "
@@ -359,7 +359,7 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static void write_added(FILE *f, const Tokenizer *tok) {
+static void write_added(FILE *f, const TgTokenizer *tok) {
     fputs("  \"added_tokens\": [", f);
     int written = 0;
     for (int32_t id = 0; id < tok->vocab_size; id++) {
@@ -375,7 +375,7 @@ static void write_added(FILE *f, const Tokenizer *tok) {
     fputs("\n  ],\n", f);
 }
 
-static void write_model(FILE *f, const Tokenizer *tok) {
+static void write_model(FILE *f, const TgTokenizer *tok) {
     fprintf(f, "  \"model\": {\n    \"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null,\n"
                "    \"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": %s,\n"
                "    \"vocab\": {",
@@ -400,7 +400,7 @@ static void write_model(FILE *f, const Tokenizer *tok) {
     fputs("\n    ]\n  }\n}\n", f);
 }
 
-tg_status tokenizer_hf_save(const Tokenizer *tok, const char *path) {
+TgStatus tokenizer_hf_save(const TgTokenizer *tok, const char *path) {
     TG_TRY(tokenizer_hf_check_exportable(tok));
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));

@@ -24,7 +24,7 @@
 
 #include <stdbool.h>
 
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 
 #define TOKENIZER_HF_FILE "tokenizer.json"
 #define TOKENIZER_HF_MAX_BYTES ((size_t)256 << 20)
@@ -32,24 +32,24 @@ enum { TOKENIZER_HF_MAX_IDS = 1 << 22, TOKENIZER_HF_MAX_ADDED = 1 << 16 };
 
 /* Loads a tokenizer.json (see above) as an imported BPE tokenizer (tok->hf). On failure tok is
  * left empty. */
-tg_status tokenizer_hf_load(const char *path, Tokenizer *tok);
+TgStatus tokenizer_hf_load(const char *path, TgTokenizer *tok);
 
 /* Whether tok can be written as a tokenizer.json (and embedded in GGUF): a char tokenizer
  * (as a byte-level BPE without merges over the corpus's bytes, <eot> as "<|endoftext|>"), a
  * BPE with the GPT-2 split, an imported one. A BPE with tapegrad's first split is refused
  * with the reason: no other program cuts text that way. */
-tg_status tokenizer_hf_check_exportable(const Tokenizer *tok);
+TgStatus tokenizer_hf_check_exportable(const TgTokenizer *tok);
 
 /* Writes tok as a tokenizer.json at path (atomically). */
-tg_status tokenizer_hf_save(const Tokenizer *tok, const char *path);
+TgStatus tokenizer_hf_save(const TgTokenizer *tok, const char *path);
 
 /* The text of token `id` in tokenizer.json's vocabulary and GGUF's token list: its bytes
  * through GPT-2's byte-to-character map, or an added token's own text (for <eot> of a char
  * tokenizer "<|endoftext|>"). malloc'ed, NUL-terminated. */
-char *tokenizer_hf_token_text(const Tokenizer *tok, int32_t id);
+char *tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id);
 
 /* Whether `id` is matched as a whole in text (an added token, or <eot>); *special tells a
  * control token from an added word. */
-bool tokenizer_hf_is_added(const Tokenizer *tok, int32_t id, bool *special);
+bool tokenizer_hf_is_added(const TgTokenizer *tok, int32_t id, bool *special);
 
 #endif

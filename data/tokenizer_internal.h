@@ -2,40 +2,40 @@
 #ifndef TAPEGRAD_DATA_TOKENIZER_INTERNAL_H
 #define TAPEGRAD_DATA_TOKENIZER_INTERNAL_H
 
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 
 /* Validates the primary fields (kind, vocab_size, eot_id, the char table or the merges) and
  * builds the derived ones (token table, rank map, fingerprint). `origin` names where the
  * fields came from for messages ("tokenizer file x.txt"). An imported tokenizer (hf) arrives
  * with its token table already filled; it is checked against the merges, the byte ids and the
  * added tokens. On failure frees nothing: the caller frees the tokenizer. */
-tg_status tokenizer_finish(Tokenizer *tok, const char *origin);
+TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin);
 
-tg_status tokenizer_char_encode(const Tokenizer *tok, const unsigned char *text, size_t len,
+TgStatus tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
                                 int32_t *out, size_t *n_out);
-void tokenizer_bpe_encode(const Tokenizer *tok, const unsigned char *text, size_t len,
+void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
                           int32_t *out, size_t *n_out);
 
-/* The chunk length of `split`'s rule (tokenizer_bpe_chunk_len or tokenizer_gpt2_chunk_len). */
-size_t tokenizer_chunk_len(TokenizerSplit split, const char *text, size_t len);
+/* The chunk length of `split`'s rule (tg_tokenizer_bpe_chunk_len or tg_tokenizer_gpt2_chunk_len). */
+size_t tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len);
 
 /* The id merge `rank` makes. */
-static inline int32_t tokenizer_merge_id(const Tokenizer *tok, int32_t rank) {
-    return tok->merge_ids ? tok->merge_ids[rank] : TOKENIZER_BPE_FIRST_MERGE + rank;
+static inline int32_t tokenizer_merge_id(const TgTokenizer *tok, int32_t rank) {
+    return tok->merge_ids ? tok->merge_ids[rank] : TG_TOKENIZER_BPE_FIRST_MERGE + rank;
 }
 
 /* Pair -> rank map over the merges. Returns NULL when two merges join the same pair and then
  * sets *duplicate to the later merge's index. */
-BpeRankMap *bpe_rank_map_build(const TokenPair *merges, int32_t n_merges, int32_t *duplicate);
+TgBpeRankMap *bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, int32_t *duplicate);
 /* The rank of merge (left, right), or -1. */
-int32_t bpe_rank_map_get(const BpeRankMap *map, int32_t left, int32_t right);
-void bpe_rank_map_free(BpeRankMap *map);
+int32_t bpe_rank_map_get(const TgBpeRankMap *map, int32_t left, int32_t right);
+void bpe_rank_map_free(TgBpeRankMap *map);
 
 /* Token bytes -> id over every id of tok. Returns NULL when two ids have the same bytes and
  * then sets *first, *second to them. */
-TokenIndex *token_index_build(const Tokenizer *tok, int32_t *first, int32_t *second);
+TgTokenIndex *token_index_build(const TgTokenizer *tok, int32_t *first, int32_t *second);
 /* The id whose bytes are b[0..len), or -1. */
-int32_t token_index_find(const TokenIndex *index, const Tokenizer *tok, const uint8_t *b, size_t len);
-void token_index_free(TokenIndex *index);
+int32_t token_index_find(const TgTokenIndex *index, const TgTokenizer *tok, const uint8_t *b, size_t len);
+void token_index_free(TgTokenIndex *index);
 
 #endif

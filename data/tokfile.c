@@ -9,7 +9,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
-#include "lib/limits.h"
+#include "tapegrad/limits.h"
 
 static const unsigned char MAGIC[8] = {'T', 'G', 'T', 'O', 'K', 0, 0, 0};
 
@@ -32,7 +32,7 @@ static uint64_t get_u64(const unsigned char *p) {
 
 static uint32_t width_for(uint32_t vocab_size) { return vocab_size <= 65536u ? 2u : 4u; }
 
-tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
+TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
                                uint64_t fingerprint) {
     if (vocab_size == 0 || vocab_size > (uint32_t)TG_MAX_VOCAB)
         return tg_fail(TG_ERR_ARG, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path, vocab_size,
@@ -53,7 +53,7 @@ tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, u
     TG_TRY(atomic_file_open(&af, path));
     FILE *f = atomic_file_stream(&af);
     if (fwrite(header, 1, sizeof header, f) != sizeof header) {
-        tg_status s = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        TgStatus s = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         atomic_file_abandon(&af);
         return s;
     }
@@ -71,7 +71,7 @@ tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, u
             }
         }
         if (fwrite(buf, w, m, f) != m) {
-            tg_status s = tg_fail(TG_ERR_IO, "cannot write %s: %s (disk full?)", path, strerror(errno));
+            TgStatus s = tg_fail(TG_ERR_IO, "cannot write %s: %s (disk full?)", path, strerror(errno));
             atomic_file_abandon(&af);
             return s;
         }
@@ -79,12 +79,12 @@ tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, u
     return atomic_file_commit(&af);
 }
 
-tg_status tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size) {
+TgStatus tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size) {
     return tokfile_write_tagged(path, ids, n, vocab_size, 0);
 }
 
 /* Reads and checks the header; leaves f positioned at the first token. */
-static tg_status read_header(FILE *f, const char *path, TokfileHeader *h) {
+static TgStatus read_header(FILE *f, const char *path, TokfileHeader *h) {
     unsigned char raw[TOKFILE_HEADER_BYTES];
     size_t got = fread(raw, 1, sizeof raw, f);
     if (got < sizeof MAGIC || memcmp(raw, MAGIC, sizeof MAGIC) != 0)
@@ -140,21 +140,21 @@ static FILE *open_tokfile(const char *path) {
     return f;
 }
 
-tg_status tokfile_read_header(const char *path, TokfileHeader *header) {
+TgStatus tokfile_read_header(const char *path, TokfileHeader *header) {
     FILE *f = open_tokfile(path);
     if (!f) return TG_ERR_IO;
-    tg_status st = read_header(f, path, header);
+    TgStatus st = read_header(f, path, header);
     fclose(f);
     return st;
 }
 
-tg_status tokfile_read_full(const char *path, int32_t **ids_out, size_t *n_out, TokfileHeader *header) {
+TgStatus tokfile_read_full(const char *path, int32_t **ids_out, size_t *n_out, TokfileHeader *header) {
     *ids_out = NULL;
     *n_out = 0;
     FILE *f = open_tokfile(path);
     if (!f) return TG_ERR_IO;
     TokfileHeader h;
-    tg_status st = read_header(f, path, &h);
+    TgStatus st = read_header(f, path, &h);
     if (st != TG_OK) {
         fclose(f);
         return st;
@@ -193,10 +193,10 @@ tg_status tokfile_read_full(const char *path, int32_t **ids_out, size_t *n_out, 
     return TG_OK;
 }
 
-tg_status tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n) {
+TgStatus tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n) {
     TokfileHeader h;
     TG_TRY(tokfile_read_full(path, ids, n, &h));
-    tg_status s = TG_OK;
+    TgStatus s = TG_OK;
     if (h.vocab_size > vocab_size)
         s = tg_fail(TG_ERR_MISMATCH,
                     "token file %s holds ids below %" PRIu32 ", past the model's vocabulary of %" PRIu32
@@ -212,7 +212,7 @@ tg_status tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t finge
     return s;
 }
 
-tg_status tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size) {
+TgStatus tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size) {
     TokfileHeader h;
     TG_TRY(tokfile_read_full(path, ids, n, &h));
     *vocab_size = h.vocab_size;

@@ -9,14 +9,14 @@
  *       16     4  u32 token width in bytes: 2 if vocab_size <= 65536, else 4
  *       20     4  u32 reserved, 0
  *       24     8  u64 token count n
- *       32     8  u64 tokenizer fingerprint (tokenizer_fingerprint; 0 = not recorded)
+ *       32     8  u64 tokenizer fingerprint (tg_tokenizer_fingerprint; 0 = not recorded)
  *       40    24  reserved, 0
  *       64   n*w  the tokens, unsigned, `w` bytes each
  *
  * Writers go through "<path>.tmp", fsync and rename, so a file is either whole or absent.
  * Readers refuse a wrong magic, an unknown version, a bad width, a size that does not match the
  * header (truncated or trailing bytes) and any token >= vocab_size, saying which; a vocab_size
- * above TG_MAX_VOCAB (lib/limits.h) is refused too.
+ * above TG_MAX_VOCAB (tapegrad/limits.h) is refused too.
  */
 #ifndef TAPEGRAD_DATA_TOKFILE_H
 #define TAPEGRAD_DATA_TOKFILE_H
@@ -24,10 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"
-#include "lib/version.h"
+#include "tapegrad/error.h"
+#include "tapegrad/version.h"
 
-enum { TOKFILE_VERSION = TAPEGRAD_TOKFILE_FORMAT, TOKFILE_HEADER_BYTES = 64 };
+enum { TOKFILE_VERSION = TG_TOKFILE_FORMAT, TOKFILE_HEADER_BYTES = 64 };
 
 typedef struct TokfileHeader {
     uint32_t version;
@@ -38,19 +38,19 @@ typedef struct TokfileHeader {
 } TokfileHeader;
 
 /* Writes ids[0..n) (each in [0, vocab_size), checked: TG_ERR_ARG otherwise). */
-tg_status tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size);
+TgStatus tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size);
 /* Same, recording which tokenizer made the tokens. */
-tg_status tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
-                               uint64_t tokenizer_fingerprint);
+TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
+                               uint64_t tg_tokenizer_fingerprint);
 
 /* Reads a whole token file: *ids is malloc'ed (caller frees; NULL on failure). `header` may be
  * NULL; when given it receives the header (e.g. to check the tokenizer fingerprint). */
-tg_status tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size);
-tg_status tokfile_read_header(const char *path, TokfileHeader *header);
-tg_status tokfile_read_full(const char *path, int32_t **ids, size_t *n, TokfileHeader *header);
+TgStatus tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size);
+TgStatus tokfile_read_header(const char *path, TokfileHeader *header);
+TgStatus tokfile_read_full(const char *path, int32_t **ids, size_t *n, TokfileHeader *header);
 /* tokfile_read_full for a model of `vocab_size` ids and the tokenizer `fingerprint`: also refuses
  * (TG_ERR_MISMATCH) a file whose ids may reach past vocab_size (its header's vocab_size is larger)
  * and one that records another tokenizer's fingerprint, so no id a model cannot embed gets in. */
-tg_status tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n);
+TgStatus tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n);
 
 #endif

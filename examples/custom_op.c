@@ -4,7 +4,7 @@
  *     y = x * sigmoid(beta * x)        x (..., d), beta (d) -> y (..., d)
  *
  * with its forward (recorded on the tape under its name), its backward beside it, and its
- * finite-difference check cases run by op_check_list_run. Then it trains: beta, started at 1,
+ * finite-difference check cases run by tg_op_check_list_run. Then it trains: beta, started at 1,
  * is fitted to data made with beta = 1.7, 0.4, 2.5.
  *
  *   ./custom_op                   the check passes, beta is learnt, exit 0
@@ -26,11 +26,11 @@ static float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
  *   dy/dx    = s + beta x s'
  *   dy/dbeta = x^2 s'
  * so dx += dy (s + beta x s'), and dbeta_j += sum over rows of dy x^2 s'. */
-static void swish_backward(Tape *tape, TapeNode *node) {
-    Tensor *x = node->in[0], *beta = node->in[1], *y = node->out;
+static void swish_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *x = node->in[0], *beta = node->in[1], *y = node->out;
     const int64_t d = beta->numel, rows = x->numel / d;
-    float *dx = tensor_wants_grad(x) ? tensor_grad(tape, x) : NULL;
-    float *dbeta = tensor_wants_grad(beta) ? tensor_grad(tape, beta) : NULL;
+    float *dx = tg_tensor_wants_grad(x) ? tg_tensor_grad(tape, x) : NULL;
+    float *dbeta = tg_tensor_wants_grad(beta) ? tg_tensor_grad(tape, beta) : NULL;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < d; j++) {
             int64_t i = r * d + j;
@@ -40,66 +40,66 @@ static void swish_backward(Tape *tape, TapeNode *node) {
         }
 }
 
-/* The forward: computes y into the tape's arena, then records itself. tape_record keeps a node
+/* The forward: computes y into the tape's arena, then records itself. tg_tape_record keeps a node
  * only when the tape records and an input wants a gradient; the backward runs from it. */
-static Tensor *op_swish(Tape *tape, Tensor *x, Tensor *beta) {
-    TG_CHECK(beta->ndim == 1 && x->ndim >= 1 && tensor_dim(x, -1) == beta->shape[0],
+static TgTensor *op_swish(TgTape *tape, TgTensor *x, TgTensor *beta) {
+    TG_CHECK(beta->ndim == 1 && x->ndim >= 1 && tg_tensor_dim(x, -1) == beta->shape[0],
              "swish: x '%s' and beta '%s' disagree on the channel count", x->name, beta->name);
-    Tensor *y = tensor_new(tape->arena, "swish", x->ndim, x->shape);
+    TgTensor *y = tg_tensor_new(tape->arena, "swish", x->ndim, x->shape);
     const int64_t d = beta->numel;
     for (int64_t i = 0; i < x->numel; i++) y->data[i] = x->data[i] * sigmoid(beta->data[i % d] * x->data[i]);
-    tape_record(tape, "swish", swish_backward, y, 2, (Tensor *[]){x, beta});
+    tg_tape_record(tape, "swish", swish_backward, y, 2, (TgTensor *[]){x, beta});
     return y;
 }
 
 /* ---- the finite-difference cases: a forward per case and the shapes of its inputs ---- */
 
-static Tensor *fwd_swish(Tape *tape, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_swish(TgTape *tape, TgTensor *const *in, void *ctx) {
     (void)ctx; /* a case's parameters; swish has none */
     return op_swish(tape, in[0], in[1]);
 }
 
-static const OpCheck swish_cases[] = {
+static const TgOpCheck swish_cases[] = {
     {"4x9", 2, {"x", "beta"}, {2, 1}, {{4, 9}, {9}}, -2.0f, 2.0f, fwd_swish, NULL, 0},
     {"2x3x5 (3-d x)", 2, {"x", "beta"}, {3, 1}, {{2, 3, 5}, {5}}, -2.0f, 2.0f, fwd_swish, NULL, 0},
     {"7x1", 2, {"x", "beta"}, {2, 1}, {{7, 1}, {1}}, -2.0f, 2.0f, fwd_swish, NULL, 0},
 };
-static const OpCheckList swish_checks = OP_CHECK_LIST(swish_cases);
+static const TgOpCheckList swish_checks = TG_OP_CHECK_LIST(swish_cases);
 
 /* Fits beta to y = swish(x; true_beta) by mean squared error with AdamW; returns the worst
  * |beta - true_beta| after `steps` steps. */
-static float fit_beta(Engine *engine, int steps) {
+static float fit_beta(TgEngine *engine, int steps) {
     enum { ROWS = 256, D = 3 };
     const float true_beta[D] = {1.7f, 0.4f, 2.5f};
-    ParamStore ps;
-    params_init(&ps);
-    Tensor *beta = params_add(&ps, "beta", 1, TG_SHAPE(D), false, PARAM_INIT_ONES);
-    params_finalize(&ps);
-    params_init_values(&ps, 1);
+    TgParamStore ps;
+    tg_params_init(&ps);
+    TgTensor *beta = tg_params_add(&ps, "beta", 1, TG_SHAPE(D), false, TG_PARAM_INIT_ONES);
+    tg_params_finalize(&ps);
+    tg_params_init_values(&ps, 1);
     static float x_data[ROWS * D], target_data[ROWS * D];
-    Rng rng;
-    rng_seed(&rng, 2);
-    rng_fill_uniform(&rng, x_data, ROWS * D, -3.0f, 3.0f);
+    TgRng rng;
+    tg_rng_seed(&rng, 2);
+    tg_rng_fill_uniform(&rng, x_data, ROWS * D, -3.0f, 3.0f);
     for (int i = 0; i < ROWS * D; i++) target_data[i] = x_data[i] * sigmoid(true_beta[i % D] * x_data[i]);
-    AdamWConfig adamw = adamw_defaults();
+    TgAdamWConfig adamw = tg_adamw_defaults();
     adamw.weight_decay = 0;
-    Tape *tape = &engine->tape;
+    TgTape *tape = &engine->tape;
     for (int step = 1; step <= steps; step++) {
-        Tensor *x = tensor_view(tape->arena, "x", x_data, 2, TG_SHAPE(ROWS, D));
-        Tensor *neg_target = op_scale(tape, tensor_view(tape->arena, "target", target_data, 2, TG_SHAPE(ROWS, D)), -1.0f);
-        Tensor *err = op_add(tape, op_swish(tape, x, beta), neg_target);
-        Tensor *loss = op_mean(tape, op_mul(tape, err, err));
-        tape_backward(tape, loss);
-        adamw_step(&ps, &adamw, step, 0.05, engine->pool);
-        params_zero_grad(&ps);
-        tape_reset(tape);
+        TgTensor *x = tg_tensor_view(tape->arena, "x", x_data, 2, TG_SHAPE(ROWS, D));
+        TgTensor *neg_target = tg_scale(tape, tg_tensor_view(tape->arena, "target", target_data, 2, TG_SHAPE(ROWS, D)), -1.0f);
+        TgTensor *err = tg_add(tape, op_swish(tape, x, beta), neg_target);
+        TgTensor *loss = tg_mean(tape, tg_mul(tape, err, err));
+        tg_tape_backward(tape, loss);
+        tg_adamw_step(&ps, &adamw, step, 0.05, engine->pool);
+        tg_params_zero_grad(&ps);
+        tg_tape_reset(tape);
     }
     float worst = 0;
     for (int j = 0; j < D; j++) {
         printf("  beta[%d] = %.4f (data made with %.1f)\n", j, beta->data[j], true_beta[j]);
         worst = fmaxf(worst, fabsf(beta->data[j] - true_beta[j]));
     }
-    params_free(&ps);
+    tg_params_free(&ps);
     return worst;
 }
 
@@ -111,20 +111,20 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    printf("tapegrad %s; swish: y = x * sigmoid(beta x)%s\n", tapegrad_version(),
+    printf("tapegrad %s; swish: y = x * sigmoid(beta x)%s\n", tg_version(),
            break_backward ? ", with a term of its backward dropped on purpose" : "");
-    Engine engine;
-    engine_open(&engine, 1, 1 << 20);
+    TgEngine engine;
+    tg_engine_open(&engine, 1, 1 << 20);
     /* 3 seeds of every case; each failing input is printed with its worst element */
-    int failing = op_check_list_run("swish", &swish_checks, &engine.tape, 1, 3, op_check_print_failures, NULL);
+    int failing = tg_op_check_list_run("swish", &swish_checks, &engine.tape, 1, 3, tg_op_check_print_failures, NULL);
     if (failing > 0) {
         printf("gradient check: %d of %d cases FAIL: the backward is wrong\n", failing, swish_checks.count);
-        engine_close(&engine);
+        tg_engine_close(&engine);
         return 1;
     }
     printf("gradient check: all %d cases pass (3 seeds each)\n", swish_checks.count);
     float worst = fit_beta(&engine, 300);
-    engine_close(&engine);
+    tg_engine_close(&engine);
     printf("fit: beta within %.4f of the truth (the bar: 0.02)\n", worst);
     return worst <= 0.02f ? 0 : 1;
 }

@@ -22,23 +22,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "generate: TOKENS must be a positive number, not '%s'\n", argv[3]);
         return 2;
     }
-    Pretrained run;
-    if (pretrained_open(argv[1], &run) != TG_OK) {
+    TgPretrained run;
+    if (tg_pretrained_open(argv[1], &run) != TG_OK) {
         fprintf(stderr, "generate: %s\n", tg_error_message());
-        pretrained_close(&run);
+        tg_pretrained_close(&run);
         return 1;
     }
     fprintf(stderr, "%s: step %lld, %lld parameters, %s tokenizer of %d ids\n", run.checkpoint, (long long)run.step,
-            (long long)model_param_count(&run.model), tokenizer_kind_name(run.tok.kind), (int)run.tok.vocab_size);
+            (long long)tg_model_param_count(&run.model), tg_tokenizer_kind_name(run.tok.kind), (int)run.tok.vocab_size);
 
-    Engine engine; /* the pool and the step arena the forward passes run on */
-    engine_open(&engine, 2, 16u << 20);
-    SampleOptions options = {.temperature = 0.8, .top_k = 40};
-    Rng rng;
-    rng_seed(&rng, 1);
+    TgEngine engine; /* the pool and the step arena the forward passes run on */
+    tg_engine_open(&engine, 2, 16u << 20);
+    TgSampleOptions options = {.temperature = 0.8, .top_k = 40};
+    TgRng rng;
+    tg_rng_seed(&rng, 1);
     char *text = NULL;
     size_t len = 0;
-    tg_status status = sample_text(&run.model, &run.tok, &engine.tape, prompt, strlen(prompt), tokens, &options, &rng,
+    TgStatus status = tg_sample_text(&run.model, &run.tok, &engine.tape, prompt, strlen(prompt), tokens, &options, &rng,
                                    &text, &len);
     if (status == TG_OK) {
         fputs(prompt, stdout);
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "generate: %s\n", tg_error_message());
     }
     free(text);
-    engine_close(&engine);
-    pretrained_close(&run);
+    tg_engine_close(&engine);
+    tg_pretrained_close(&run);
     return status == TG_OK ? 0 : 1;
 }

@@ -70,7 +70,7 @@ void compare_ffn_defaults(CompareFfnOptions *o) {
 
 /* A comma-separated list of numbers (non-negative integers when `integers`, else positive), none
  * twice, at most `max`; TG_ERR_ARG naming the bad item otherwise. */
-static tg_status parse_list(const char *flag, const char *text, bool integers, double *out, int max, int *n) {
+static TgStatus parse_list(const char *flag, const char *text, bool integers, double *out, int max, int *n) {
     *n = 0;
     for (const char *p = text;; p++) {
         char *end;
@@ -92,7 +92,7 @@ static tg_status parse_list(const char *flag, const char *text, bool integers, d
 }
 
 /* "--seeds 3": three seeds from --seed on; "--seeds 5,9": those two. */
-static tg_status parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
+static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
     double values[COMPARE_MAX_SEEDS];
     int n;
     TG_TRY(parse_list("--seeds", o->seeds, true, values, COMPARE_MAX_SEEDS, &n));
@@ -114,7 +114,7 @@ static tg_status parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
 /* What a run's folder holds: nothing yet, a run stopped before --steps, a finished run, or a
  * diverged one. Anything but nothing is refused without --reuse, and a run of another model
  * (another preset's, say) always: its layers could not be set beside the others'. */
-static tg_status plan_run_state(CompareRun *run, const ModelConfig *preset, int64_t steps, bool reuse) {
+static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int64_t steps, bool reuse) {
     char path[4300], ckpt[4300];
     snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
     run->state = RUN_NEW;
@@ -129,13 +129,13 @@ static tg_status plan_run_state(CompareRun *run, const ModelConfig *preset, int6
         TG_TRY(checkpoint_resolve(run->dir, ckpt, sizeof ckpt));
         TG_TRY(checkpoint_inspect(ckpt, &info, &tensors, &n_tensors));
         free(tensors);
-        const ModelConfig *c = &info.cfg;
+        const TgModelConfig *c = &info.cfg;
         if (c->n_layers != preset->n_layers || c->dim != preset->dim || c->hidden != run->hidden || c->ffn != run->kind)
             return tg_fail(TG_ERR_MISMATCH,
                            "%s holds a %s model of %lld layers, dim %lld, hidden %lld; this experiment plans %s, "
                            "%lld layers, dim %lld, hidden %lld there: pass another --out",
-                           run->dir, ffn_kind_name(c->ffn), (long long)c->n_layers, (long long)c->dim,
-                           (long long)c->hidden, ffn_kind_name(run->kind), (long long)preset->n_layers,
+                           run->dir, tg_ffn_kind_name(c->ffn), (long long)c->n_layers, (long long)c->dim,
+                           (long long)c->hidden, tg_ffn_kind_name(run->kind), (long long)preset->n_layers,
                            (long long)preset->dim, (long long)run->hidden);
         if (info.state.step > steps)
             return tg_fail(TG_ERR_ARG, "%s holds a run of %lld steps; this one asks --steps %lld: pass another --out",
@@ -149,13 +149,13 @@ static tg_status plan_run_state(CompareRun *run, const ModelConfig *preset, int6
 
 typedef struct {
     const CompareFfnOptions *o;
-    ModelConfig preset_cfg;
+    TgModelConfig preset_cfg;
     char root[4096];
     CompareResults r;
 } Experiment;
 
 /* Every check before anything is written: the lists, the preset, the corpus, the run folders. */
-static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
+static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     CompareResults *r = &e->r;
     TG_TRY(parse_list("--lrs", o->lrs, false, r->lrs, COMPARE_MAX_LRS, &r->n_lrs));
     for (int i = 0; i < r->n_lrs; i++)
@@ -168,7 +168,7 @@ static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                                "within 6 significant digits", r->lrs[j], r->lrs[i], a);
         }
     TG_TRY(parse_seeds(o, r));
-    TG_TRY(model_preset(o->preset, &e->preset_cfg));
+    TG_TRY(tg_model_preset(o->preset, &e->preset_cfg));
     /* a missing corpus would otherwise surface inside the first training run */
     if (o->data && access(o->data, R_OK) != 0) return tg_fail(TG_ERR_ARG, "--data %s: %s", o->data, strerror(errno));
     r->preset = o->preset, r->data = o->data ? o->data : CORPUS_DEFAULT_PATH;
@@ -195,8 +195,8 @@ static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
             for (int k = 0; k < COMPARE_KINDS; k++) {
                 CompareRun *run = compare_run_at(r, s, l, k);
                 run->lr = r->lrs[l], run->kind = compare_kinds[k], run->seed = r->seeds[s];
-                run->hidden = run->kind == FFN_RELU ? relu_hidden : swiglu_hidden;
-                snprintf(run->dir, sizeof run->dir, "%s/lr%g-%s-s%lld", e->root, run->lr, ffn_kind_name(run->kind),
+                run->hidden = run->kind == TG_FFN_RELU ? relu_hidden : swiglu_hidden;
+                snprintf(run->dir, sizeof run->dir, "%s/lr%g-%s-s%lld", e->root, run->lr, tg_ffn_kind_name(run->kind),
                          (long long)run->seed);
                 TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->reuse));
             }
@@ -207,7 +207,7 @@ static tg_status experiment_plan(Experiment *e, const CompareFfnOptions *o) {
 
 /* A run whose loss or gradient became NaN or Inf is a result (this learning rate is too high for
  * it), not a failure of the experiment: its folder gets the marker and the message. */
-static tg_status mark_diverged(CompareRun *run, const char *message) {
+static TgStatus mark_diverged(CompareRun *run, const char *message) {
     char path[4300], text[2200];
     snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
     int n = snprintf(text, sizeof text, "%s\n", message);
@@ -218,7 +218,7 @@ static tg_status mark_diverged(CompareRun *run, const char *message) {
     return TG_OK;
 }
 
-static tg_status train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
+static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
     const CompareFfnOptions *o = e->o;
     TrainOptions t;
     train_options_defaults(&t);
@@ -237,11 +237,11 @@ static tg_status train_one(const Experiment *e, CompareRun *run, volatile sig_at
     /* a stopped run continues in its own folder */
     t.resume = run->state == RUN_PARTIAL ? run->dir : NULL;
     t.out_dir = t.resume ? NULL : run->dir;
-    t.ffn = ffn_kind_name(run->kind);
+    t.ffn = tg_ffn_kind_name(run->kind);
     t.model.hidden = run->hidden;
     GradLogger grads;
     TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
-    tg_status s = train_run(&t, stop, &hooks);
+    TgStatus s = train_run(&t, stop, &hooks);
     grad_logger_close(&grads);
     if (s == TG_ERR_NUMERIC) {
         char message[2048];
@@ -254,7 +254,7 @@ static tg_status train_one(const Experiment *e, CompareRun *run, volatile sig_at
 }
 
 /* Trains, seed by seed, every run not already finished or diverged; a stopped one continues. */
-static tg_status experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
+static TgStatus experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
     CompareResults *r = &e->r;
     for (int i = 0; i < r->n_runs; i++) {
         CompareRun *run = &r->runs[i];
@@ -264,7 +264,7 @@ static tg_status experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
             continue;
         }
         printf("\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s\n", i + 1, r->n_runs,
-               ffn_kind_name(run->kind), (long long)run->hidden, run->lr, (long long)run->seed,
+               tg_ffn_kind_name(run->kind), (long long)run->hidden, run->lr, (long long)run->seed,
                run->state == RUN_PARTIAL ? ", continuing" : "", run->dir);
         fflush(stdout);
         TG_TRY(train_one(e, run, stop));
@@ -293,7 +293,7 @@ static void format_command(const CompareFfnOptions *o, const CompareResults *r, 
 }
 
 /* Each run's own report, then the combined report, its series and the two summaries. */
-static tg_status experiment_report(Experiment *e) {
+static TgStatus experiment_report(Experiment *e) {
     CompareResults *r = &e->r;
     TG_TRY(compare_results_load(r, e->o->threads));
     for (int i = 0; i < r->n_runs; i++) {
@@ -310,7 +310,7 @@ static tg_status experiment_report(Experiment *e) {
     snprintf(markdown, sizeof markdown, "%s/summary.md", e->root);
     format_command(e->o, r, command, sizeof command);
     Report *report = compare_report_build(r);
-    tg_status s = report_write_html(report, html);
+    TgStatus s = report_write_html(report, html);
     if (s == TG_OK) s = report_write_series_jsonl(report, jsonl);
     report_free(report);
     if (s == TG_OK) s = compare_summary_json_write(r, summary);
@@ -334,13 +334,13 @@ static double load_average(void) {
     return getloadavg(&load, 1) == 1 ? load : NAN;
 }
 
-tg_status compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop) {
+TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop) {
     TG_TRY(opt_check(&table, o, ~(OptSet)0));
     double start = now_s();
     Experiment *e = tg_calloc(1, sizeof *e);
     e->o = o;
     e->r.load_start = load_average();
-    tg_status s = experiment_plan(e, o);
+    TgStatus s = experiment_plan(e, o);
     if (s == TG_OK) s = make_folders(e->root);
     if (s == TG_OK) s = experiment_train(e, stop);
     e->r.wall_s = now_s() - start, e->r.load_end = load_average();

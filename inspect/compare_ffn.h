@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/options.h"
 
 typedef struct CompareFfnOptions {
@@ -32,6 +32,6 @@ void compare_ffn_defaults(CompareFfnOptions *o);
  * NULL) ends it after the current run's current step (that run is saved; --reuse continues it).
  * A run whose loss turns NaN or Inf is recorded as diverged (OUT/<run>/diverged.txt) and the
  * experiment goes on. */
-tg_status compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop);
+TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop);
 
 #endif

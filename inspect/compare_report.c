@@ -9,7 +9,7 @@
 #include "inspect/inspect.h"
 
 /* ReLU red, SwiGLU blue, in every chart (report.h's palette). */
-static int kind_color(int k) { return compare_kinds[k] == FFN_RELU ? 1 : 0; }
+static int kind_color(int k) { return compare_kinds[k] == TG_FFN_RELU ? 1 : 0; }
 
 /* Where a per-step curve comes from: a loss of metrics.jsonl, or a layer statistic of
  * grads.jsonl (one layer, or the mean over layers when layer < 0). */
@@ -108,9 +108,9 @@ static void add_cell_table(Report *rep, const CompareResults *r) {
         for (int k = 0; k < COMPARE_KINDS; k++) {
             const CompareCell *c = &r->cells[l][k];
             report_cell(t, "%g", c->lr);
-            report_cell(t, "%s", ffn_kind_name(c->kind));
+            report_cell(t, "%s", tg_ffn_kind_name(c->kind));
             report_cell(t, "%lld", (long long)c->hidden);
-            if (c->has_cfg) report_cell(t, "%lld", (long long)model_config_param_count(&c->cfg));
+            if (c->has_cfg) report_cell(t, "%lld", (long long)tg_model_config_param_count(&c->cfg));
             else report_cell(t, "-");
             report_cell(t, "%d (%d)", c->n_runs, c->fig[FIG_VAL_LOSS].missing);
             format_mean_std(buf, sizeof buf, &c->fig[FIG_VAL_LOSS], 4);
@@ -159,7 +159,7 @@ static void add_sweep_charts(Report *rep, const CompareResults *r) {
     ReportChart *dead = report_chart(rep, "Dead units at the end (solid: probe set, dashed: training batch)",
                                      "log10(lr)", "fraction of units (mean over layers)", false);
     for (int k = 0; k < COMPARE_KINDS; k++) {
-        const char *kind = ffn_kind_name(compare_kinds[k]);
+        const char *kind = tg_ffn_kind_name(compare_kinds[k]);
         char name[64];
         ReportSeries *sv = report_series(val, kind, kind_color(k), false);
         snprintf(name, sizeof name, "%s probe", kind);
@@ -187,7 +187,7 @@ static void add_learning_rate_section(Report *rep, const CompareCell *pair) {
                                       "fraction of activations", false);
     ReportChart *rows = report_chart(rep, "w1 rows whose gradient is all zero", "step", "fraction of rows", false);
     for (int k = 0; k < COMPARE_KINDS; k++) {
-        const char *kind = ffn_kind_name(compare_kinds[k]);
+        const char *kind = tg_ffn_kind_name(compare_kinds[k]);
         int color = kind_color(k);
         snprintf(name, sizeof name, "%s train", kind);
         add_seed_curve(loss, name, color, false, &pair[k], (StepSource){false, false, 0, -1});

@@ -12,7 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 
-const FfnKind compare_kinds[COMPARE_KINDS] = {FFN_RELU, FFN_SWIGLU};
+const TgFfnKind compare_kinds[COMPARE_KINDS] = {TG_FFN_RELU, TG_FFN_SWIGLU};
 
 typedef enum { FROM_VAL_LOSS, FROM_TRAIN_LOSS, AT_FIRST_LOG, AT_LAST_LOG, PEAK_OVER_LOGS } FigureSource;
 
@@ -66,7 +66,7 @@ static void run_figures(CompareRun *run) {
 
 /* A diverged run may have logged nothing, or died before its folder was kept: its history is
  * read when there is one, and it has no figures either way. */
-static tg_status load_run(CompareRun *run) {
+static TgStatus load_run(CompareRun *run) {
     char path[4300];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
     if (run->state == RUN_DIVERGED && access(path, F_OK) != 0) return TG_OK;
@@ -112,7 +112,7 @@ static void cell_fill(CompareResults *r, int l, int k) {
     cell_config(c);
 }
 
-tg_status compare_results_load(CompareResults *r, int threads) {
+TgStatus compare_results_load(CompareResults *r, int threads) {
     for (int i = 0; i < r->n_runs; i++) {
         TG_TRY(load_run(&r->runs[i]));
         run_figures(&r->runs[i]);
@@ -182,7 +182,7 @@ void compare_pairing_text(const CompareResults *r, char *buf, size_t cap) {
         snprintf(buf + n, cap - (size_t)n, "(No finished run of both to count the models from.)");
         return;
     }
-    int64_t pr = model_config_param_count(&relu->cfg), ps = model_config_param_count(&swiglu->cfg);
+    int64_t pr = tg_model_config_param_count(&relu->cfg), ps = tg_model_config_param_count(&swiglu->cfg);
     if (pr == ps)
         snprintf(buf + n, cap - (size_t)n, "Equal parameter counts: ReLU hidden = 3/2 x SwiGLU hidden; FFNs %lld, models "
                  "%lld parameters each (d = %lld).", (long long)model_config_ffn_param_count(&relu->cfg), (long long)pr,

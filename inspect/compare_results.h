@@ -13,14 +13,14 @@
 #include "inspect/report.h"
 #include "inspect/run_history.h"
 #include "inspect/seed_stats.h"
-#include "lib/error.h"
-#include "train/model.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
 
 enum { COMPARE_MAX_LRS = 8, COMPARE_MAX_SEEDS = 16, COMPARE_KINDS = 2 };
 /* Random inputs per layer for the check of the initial weights (ffn_zero_fraction_at_init). */
 enum { COMPARE_INIT_CHECK_ROWS = 1024 };
 /* The FFN of cell column k: ReLU first, then SwiGLU. */
-extern const FfnKind compare_kinds[COMPARE_KINDS];
+extern const TgFfnKind compare_kinds[COMPARE_KINDS];
 
 /* The figures of one run. Dead units and zeros are means over the layers; "training batch" is
  * the batch the logged step trained on, "probe" the fixed held-out batches (TrainHooks). */
@@ -48,7 +48,7 @@ typedef enum { RUN_NEW, RUN_PARTIAL, RUN_FINISHED, RUN_DIVERGED } RunState;
 
 typedef struct CompareRun {
     double lr;
-    FfnKind kind;
+    TgFfnKind kind;
     int64_t seed;
     char dir[4200];
     RunState state;        /* what its folder held before this invocation (RUN_DIVERGED also after it) */
@@ -61,9 +61,9 @@ typedef struct CompareRun {
 /* The seeds of one (learning rate, FFN) pair. */
 typedef struct CompareCell {
     double lr;
-    FfnKind kind;
+    TgFfnKind kind;
     int64_t hidden;
-    ModelConfig cfg;            /* from a finished run's checkpoint */
+    TgModelConfig cfg;            /* from a finished run's checkpoint */
     bool has_cfg;
     int n_runs;
     CompareRun *runs[COMPARE_MAX_SEEDS];
@@ -91,7 +91,7 @@ static inline CompareRun *compare_run_at(const CompareResults *r, int seed, int 
 
 /* Loads every run's history and fills the figures, the cells, the comparisons and the check
  * of the initial weights. */
-tg_status compare_results_load(CompareResults *r, int threads);
+TgStatus compare_results_load(CompareResults *r, int threads);
 void compare_results_free(CompareResults *r);
 
 /* The mean over a cell's loaded runs of one layer's value at the last logged step (l below the
@@ -114,8 +114,8 @@ void compare_seeds_text(const CompareResults *r, char *buf, size_t cap);
 /* The combined report (report.html and compare.jsonl come from it). */
 Report *compare_report_build(const CompareResults *r);
 /* summary.json: every run's figures and layers, every cell's spreads, every comparison. */
-tg_status compare_summary_json_write(const CompareResults *r, const char *path);
+TgStatus compare_summary_json_write(const CompareResults *r, const char *path);
 /* summary.md: the tables to paste into a README, to a file and (out may be NULL) a stream. */
-tg_status compare_summary_md_write(const CompareResults *r, const char *command, const char *path, FILE *out);
+TgStatus compare_summary_md_write(const CompareResults *r, const char *command, const char *path, FILE *out);
 
 #endif

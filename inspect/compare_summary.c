@@ -30,7 +30,7 @@ static cJSON *run_json(const CompareRun *run) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "folder", run->dir);
     cJSON_AddNumberToObject(o, "lr", run->lr);
-    cJSON_AddStringToObject(o, "ffn", ffn_kind_name(run->kind));
+    cJSON_AddStringToObject(o, "ffn", tg_ffn_kind_name(run->kind));
     cJSON_AddNumberToObject(o, "seed", (double)run->seed);
     cJSON_AddNumberToObject(o, "hidden", (double)run->hidden);
     cJSON_AddStringToObject(o, "state", state_name(run->state));
@@ -59,9 +59,9 @@ static cJSON *run_json(const CompareRun *run) {
 static cJSON *cell_json(const CompareCell *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "lr", c->lr);
-    cJSON_AddStringToObject(o, "ffn", ffn_kind_name(c->kind));
+    cJSON_AddStringToObject(o, "ffn", tg_ffn_kind_name(c->kind));
     cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
-    cJSON_AddItemToObject(o, "params", c->has_cfg ? cJSON_CreateNumber((double)model_config_param_count(&c->cfg))
+    cJSON_AddItemToObject(o, "params", c->has_cfg ? cJSON_CreateNumber((double)tg_model_config_param_count(&c->cfg))
                                                   : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "ffn_params", c->has_cfg ? cJSON_CreateNumber((double)model_config_ffn_param_count(&c->cfg))
                                                       : cJSON_CreateNull());
@@ -96,7 +96,7 @@ static cJSON *comparison_json(double lr, const SeedComparison *c) {
     return o;
 }
 
-tg_status compare_summary_json_write(const CompareResults *r, const char *path) {
+TgStatus compare_summary_json_write(const CompareResults *r, const char *path) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "preset", r->preset);
     cJSON_AddStringToObject(root, "data", r->data);
@@ -109,7 +109,7 @@ tg_status compare_summary_json_write(const CompareResults *r, const char *path) 
     for (int l = 0; l < r->n_lrs; l++) cJSON_AddItemToArray(lrs, cJSON_CreateNumber(r->lrs[l]));
     cJSON *init = cJSON_AddObjectToObject(root, "init_zero_frac_random_inputs");
     for (int k = 0; k < COMPARE_KINDS; k++)
-        cJSON_AddItemToObject(init, ffn_kind_name(compare_kinds[k]), number(r->init_zero_frac[k]));
+        cJSON_AddItemToObject(init, tg_ffn_kind_name(compare_kinds[k]), number(r->init_zero_frac[k]));
     cJSON *runs = cJSON_AddArrayToObject(root, "runs"), *cells = cJSON_AddArrayToObject(root, "cells");
     cJSON *comparisons = cJSON_AddArrayToObject(root, "comparisons");
     for (int i = 0; i < r->n_runs; i++) cJSON_AddItemToArray(runs, run_json(&r->runs[i]));
@@ -125,7 +125,7 @@ tg_status compare_summary_json_write(const CompareResults *r, const char *path) 
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     AtomicFile af;
-    tg_status s = atomic_file_open(&af, path);
+    TgStatus s = atomic_file_open(&af, path);
     if (s == TG_OK) {
         fprintf(atomic_file_stream(&af), "%s\n", text);
         s = atomic_file_commit(&af);
@@ -152,7 +152,7 @@ static void md_cell_table(FILE *f, const CompareResults *r) {
             char mean_std[64], min_max[64];
             format_mean_std(mean_std, sizeof mean_std, &c->fig[FIG_VAL_LOSS], 4);
             format_min_max(min_max, sizeof min_max, &c->fig[FIG_VAL_LOSS], 4);
-            fprintf(f, "| %g | %s | %d (%d) | %s | %s |", c->lr, c->kind == FFN_RELU ? "ReLU" : "SwiGLU", c->n_runs,
+            fprintf(f, "| %g | %s | %d (%d) | %s | %s |", c->lr, c->kind == TG_FFN_RELU ? "ReLU" : "SwiGLU", c->n_runs,
                     c->fig[FIG_VAL_LOSS].missing, mean_std, min_max);
             md_mean_range(f, &c->fig[FIG_PROBE_DEAD_END]);
             md_mean_range(f, &c->fig[FIG_PROBE_DEAD_PEAK]);
@@ -221,7 +221,7 @@ static void md_write(FILE *f, const CompareResults *r, const char *command) {
     md_layer_table(f, r);
 }
 
-tg_status compare_summary_md_write(const CompareResults *r, const char *command, const char *path, FILE *out) {
+TgStatus compare_summary_md_write(const CompareResults *r, const char *command, const char *path, FILE *out) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     md_write(atomic_file_stream(&af), r, command);

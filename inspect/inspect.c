@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/engine.h"
-#include "lib/rng.h"
+#include "tapegrad/engine.h"
+#include "tapegrad/rng.h"
 #include "lib/atomic_file.h"
 
 /* ---------------------------------------------------------------- FFN activation statistics */
@@ -48,11 +48,11 @@ void ffn_stats_add_rows(FfnActStats *s, const float *data, int64_t rows) {
     s->sum_sq += sum_sq;
 }
 
-void ffn_stats_add(FfnActStats *s, const Tensor *a) {
+void ffn_stats_add(FfnActStats *s, const TgTensor *a) {
     char shape[64];
-    TG_CHECK(a->ndim >= 1 && tensor_dim(a, -1) == s->hidden, "ffn stats: activation '%s' %s has not %lld units",
-             a->name, tensor_shape_str(a, shape, sizeof shape), (long long)s->hidden);
-    ffn_stats_add_rows(s, a->data, tensor_rows(a));
+    TG_CHECK(a->ndim >= 1 && tg_tensor_dim(a, -1) == s->hidden, "ffn stats: activation '%s' %s has not %lld units",
+             a->name, tg_tensor_shape_str(a, shape, sizeof shape), (long long)s->hidden);
+    ffn_stats_add_rows(s, a->data, tg_tensor_rows(a));
 }
 
 int64_t ffn_stats_dead_units(const FfnActStats *s) {
@@ -82,7 +82,7 @@ double ffn_stats_std(const FfnActStats *s) {
 
 /* ---------------------------------------------------------------- parameters */
 
-ParamStats param_stats(const Tensor *p) {
+ParamStats param_stats(const TgTensor *p) {
     double w2 = 0, g2 = 0, gmax = 0;
     for (int64_t i = 0; i < p->numel; i++) {
         double w = p->data[i], g = p->grad ? p->grad[i] : 0.0;
@@ -93,7 +93,7 @@ ParamStats param_stats(const Tensor *p) {
     return (ParamStats){sqrt(w2), sqrt(g2), gmax};
 }
 
-double zero_grad_row_fraction(const Tensor *p) {
+double zero_grad_row_fraction(const TgTensor *p) {
     if (p->ndim != 2 || p->shape[0] == 0 || !p->grad) return NAN;
     int64_t rows = p->shape[0], cols = p->shape[1], zero_rows = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -105,41 +105,41 @@ double zero_grad_row_fraction(const Tensor *p) {
     return (double)zero_rows / (double)rows;
 }
 
-double ffn_zero_fraction_at_init(const ModelConfig *cfg, uint64_t seed, int64_t rows, int threads) {
-    Model m;
-    model_build(&m, cfg);
-    model_init_weights(&m, seed);
-    Engine e;
-    engine_open(&e, threads, (size_t)rows * (size_t)(cfg->dim + 3 * cfg->hidden) * sizeof(float));
-    tape_set_grad_enabled(&e.tape, false);
-    Tensor *x = tensor_new(&e.arena, "random_input", 2, (int64_t[]){rows, cfg->dim});
-    Rng rng;
-    rng_seed(&rng, seed ^ 0x9e3779b97f4a7c15u); /* inputs drawn apart from the weights' stream */
-    rng_fill_normal(&rng, x->data, (size_t)x->numel, 0.0f, 1.0f);
+double ffn_zero_fraction_at_init(const TgModelConfig *cfg, uint64_t seed, int64_t rows, int threads) {
+    TgModel m;
+    tg_model_build(&m, cfg);
+    tg_model_init_weights(&m, seed);
+    TgEngine e;
+    tg_engine_open(&e, threads, (size_t)rows * (size_t)(cfg->dim + 3 * cfg->hidden) * sizeof(float));
+    tg_tape_set_grad_enabled(&e.tape, false);
+    TgTensor *x = tg_tensor_new(&e.arena, "random_input", 2, (int64_t[]){rows, cfg->dim});
+    TgRng rng;
+    tg_rng_seed(&rng, seed ^ 0x9e3779b97f4a7c15u); /* inputs drawn apart from the weights' stream */
+    tg_rng_fill_normal(&rng, x->data, (size_t)x->numel, 0.0f, 1.0f);
     FfnActStats stats;
     ffn_stats_init(&stats, cfg->hidden);
     for (int64_t l = 0; l < cfg->n_layers; l++) {
-        const LayerParams *p = &m.layers[l];
-        Tensor *hidden = NULL;
-        if (cfg->ffn == FFN_SWIGLU) ffn_swiglu(&e.tape, x, p->w1, p->w3, p->w2, NULL, &hidden);
-        else ffn_relu(&e.tape, x, p->w1, p->w2, NULL, &hidden);
+        const TgLayerParams *p = &m.layers[l];
+        TgTensor *hidden = NULL;
+        if (cfg->ffn == TG_FFN_SWIGLU) tg_ffn_swiglu(&e.tape, x, p->w1, p->w3, p->w2, NULL, &hidden);
+        else tg_ffn_relu(&e.tape, x, p->w1, p->w2, NULL, &hidden);
         ffn_stats_add(&stats, hidden);
     }
     double zeros = ffn_stats_zero_fraction(&stats);
     ffn_stats_free(&stats);
-    engine_close(&e);
-    model_free(&m);
+    tg_engine_close(&e);
+    tg_model_free(&m);
     return zeros;
 }
 
-int64_t model_config_ffn_param_count(const ModelConfig *c) {
-    return c->n_layers * (c->ffn == FFN_SWIGLU ? 3 : 2) * c->dim * c->hidden;
+int64_t model_config_ffn_param_count(const TgModelConfig *c) {
+    return c->n_layers * (c->ffn == TG_FFN_SWIGLU ? 3 : 2) * c->dim * c->hidden;
 }
 
 
 /* ---------------------------------------------------------------- a whole model */
 
-void model_inspection_init(ModelInspection *mi, const Model *m) {
+void model_inspection_init(ModelInspection *mi, const TgModel *m) {
     memset(mi, 0, sizeof *mi);
     mi->n_params = m->params.count;
     mi->params = tg_calloc((size_t)mi->n_params, sizeof *mi->params);
@@ -164,7 +164,7 @@ void model_inspection_reset_activations(ModelInspection *mi) {
     for (int64_t l = 0; l < mi->n_layers; l++) ffn_stats_reset(&mi->ffn[l]);
 }
 
-void model_inspection_add_activations(ModelInspection *mi, Tensor *const *ffn_hidden) {
+void model_inspection_add_activations(ModelInspection *mi, TgTensor *const *ffn_hidden) {
     for (int64_t l = 0; l < mi->n_layers; l++) {
         TG_CHECK(ffn_hidden[l] != NULL, "layer %lld has no FFN activation: inspect after a forward",
                  (long long)l);
@@ -172,29 +172,29 @@ void model_inspection_add_activations(ModelInspection *mi, Tensor *const *ffn_hi
     }
 }
 
-void model_inspection_read_gradients(ModelInspection *mi, const Model *m) {
+void model_inspection_read_gradients(ModelInspection *mi, const TgModel *m) {
     for (int i = 0; i < mi->n_params; i++) mi->params[i] = param_stats(m->params.tensors[i]);
     for (int64_t l = 0; l < mi->n_layers; l++) mi->w1_zero_grad_rows[l] = zero_grad_row_fraction(m->layers[l].w1);
 }
 
-double model_inspect_batches(Model *m, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
+double model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
                              int64_t batch, int64_t seq, ModelInspection *mi) {
-    bool old = tape_set_grad_enabled(tape, true);
-    params_zero_grad(&m->params);
+    bool old = tg_tape_set_grad_enabled(tape, true);
+    tg_params_zero_grad(&m->params);
     model_inspection_reset_activations(mi);
-    Tensor **hidden = tg_calloc((size_t)m->cfg.n_layers, sizeof *hidden);
+    TgTensor **hidden = tg_calloc((size_t)m->cfg.n_layers, sizeof *hidden);
     double total = 0.0;
     for (int64_t b = 0; b < k; b++) {
         size_t off = (size_t)(b * batch * seq);
-        Tensor *loss = model_loss_inspected(m, tape, inputs + off, targets + off, batch, seq, hidden);
+        TgTensor *loss = tg_model_loss_inspected(m, tape, inputs + off, targets + off, batch, seq, hidden);
         total += loss->data[0];
         model_inspection_add_activations(mi, hidden);
         /* each batch adds 1/k: the gradient of the mean loss over the k batches */
-        tape_backward(tape, k > 1 ? op_scale(tape, loss, 1.0f / (float)k) : loss);
-        tape_reset(tape);
+        tg_tape_backward(tape, k > 1 ? tg_scale(tape, loss, 1.0f / (float)k) : loss);
+        tg_tape_reset(tape);
     }
     free(hidden);
-    tape_set_grad_enabled(tape, old);
+    tg_tape_set_grad_enabled(tape, old);
     model_inspection_read_gradients(mi, m);
     return k ? total / (double)k : NAN;
 }
@@ -211,11 +211,11 @@ static void json_field(FILE *f, const char *key, double v) {
     json_write_number(f, v);
 }
 
-void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *m, const double *update_ratio,
+void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgModel *m, const double *update_ratio,
                                  const FfnActStats *probe) {
     fputs("\"params\":[", f);
     for (int i = 0; i < mi->n_params; i++) {
-        const Tensor *t = m->params.tensors[i];
+        const TgTensor *t = m->params.tensors[i];
         const ParamStats *p = &mi->params[i];
         /* parameter names are [a-z0-9_.] by construction (model.c): no escaping needed */
         fprintf(f, "%s{\"name\":\"%s\",\"shape\":[", i ? "," : "", t->name);
@@ -232,7 +232,7 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model
     for (int64_t l = 0; l < mi->n_layers; l++) {
         const FfnActStats *s = &mi->ffn[l];
         fprintf(f, "%s{\"layer\":%lld,\"kind\":\"%s\",\"hidden\":%lld,\"tokens\":%lld,\"dead_units\":%lld",
-                l ? "," : "", (long long)l, ffn_kind_name(m->cfg.ffn), (long long)s->hidden, (long long)s->tokens,
+                l ? "," : "", (long long)l, tg_ffn_kind_name(m->cfg.ffn), (long long)s->hidden, (long long)s->tokens,
                 (long long)ffn_stats_dead_units(s));
         json_field(f, "dead_frac", ffn_stats_dead_fraction(s));
         json_field(f, "zero_frac", ffn_stats_zero_fraction(s));
@@ -253,7 +253,7 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model
 
 /* ---------------------------------------------------------------- grads.jsonl */
 
-tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *m, int64_t every,
+TgStatus grad_logger_open(GradLogger *g, const char *run_dir, const TgModel *m, int64_t every,
                            int64_t probe_batches) {
     memset(g, 0, sizeof *g);
     g->requested_every = every;
@@ -284,16 +284,16 @@ void grad_logger_close(GradLogger *g) {
     memset(g, 0, sizeof *g);
 }
 
-void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden) {
+void grad_logger_add_activations(GradLogger *g, TgTensor *const *ffn_hidden) {
     if (g->every > 0) model_inspection_add_activations(&g->mi, ffn_hidden);
 }
 
-void grad_logger_add_probe_activations(GradLogger *g, Tensor *const *ffn_hidden) {
+void grad_logger_add_probe_activations(GradLogger *g, TgTensor *const *ffn_hidden) {
     if (!g->probe) return;
     for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_add(&g->probe[l], ffn_hidden[l]);
 }
 
-void grad_logger_before_update(GradLogger *g, const Model *m) {
+void grad_logger_before_update(GradLogger *g, const TgModel *m) {
     if (g->every <= 0) return;
     /* before clipping: the raw gradient is what the model produced; the clip scale is the global
      * grad_norm of metrics.jsonl */
@@ -301,9 +301,9 @@ void grad_logger_before_update(GradLogger *g, const Model *m) {
     memcpy(g->weights_before, m->params.data, m->params.total * sizeof(float));
 }
 
-tg_status grad_logger_write(GradLogger *g, const Model *m, int64_t step, double lr, double loss) {
+TgStatus grad_logger_write(GradLogger *g, const TgModel *m, int64_t step, double lr, double loss) {
     if (g->every <= 0) return TG_OK;
-    const ParamStore *ps = &m->params;
+    const TgParamStore *ps = &m->params;
     for (int i = 0; i < ps->count; i++) {
         const float *before = g->weights_before + ps->offsets[i], *after = ps->data + ps->offsets[i];
         double d2 = 0.0, w2 = 0.0;
@@ -330,17 +330,17 @@ tg_status grad_logger_write(GradLogger *g, const Model *m, int64_t step, double 
 
 /* ---------------------------------------------------------------- as the trainer's hooks */
 
-static tg_status hook_start(void *ctx, const char *run_dir, const Model *m) {
+static TgStatus hook_start(void *ctx, const char *run_dir, const TgModel *m) {
     GradLogger *g = ctx;
     return grad_logger_open(g, run_dir, m, g->requested_every, g->probe_batches);
 }
 static bool hook_watch(void *ctx, int64_t step) { return grad_logger_due(ctx, step); }
-static void hook_after_probe_forward(void *ctx, Tensor *const *ffn_hidden) {
+static void hook_after_probe_forward(void *ctx, TgTensor *const *ffn_hidden) {
     grad_logger_add_probe_activations(ctx, ffn_hidden);
 }
-static void hook_after_forward(void *ctx, Tensor *const *ffn_hidden) { grad_logger_add_activations(ctx, ffn_hidden); }
-static void hook_before_update(void *ctx, const Model *m) { grad_logger_before_update(ctx, m); }
-static tg_status hook_after_update(void *ctx, const Model *m, int64_t step, double lr, double loss) {
+static void hook_after_forward(void *ctx, TgTensor *const *ffn_hidden) { grad_logger_add_activations(ctx, ffn_hidden); }
+static void hook_before_update(void *ctx, const TgModel *m) { grad_logger_before_update(ctx, m); }
+static TgStatus hook_after_update(void *ctx, const TgModel *m, int64_t step, double lr, double loss) {
     return grad_logger_write(ctx, m, step, lr, loss);
 }
 

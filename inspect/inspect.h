@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lib/error.h"
-#include "lib/tape.h"
-#include "train/model.h"
+#include "tapegrad/error.h"
+#include "tapegrad/tape.h"
+#include "tapegrad/model.h"
 #include "train/trainer.h"
 
 /* ---- FFN hidden activation statistics, accumulated over tokens ---- */
@@ -34,7 +34,7 @@ void ffn_stats_reset(FfnActStats *s);
 /* Adds `rows` tokens of `s->hidden` floats each (row-major). */
 void ffn_stats_add_rows(FfnActStats *s, const float *data, int64_t rows);
 /* Adds an activation tensor (..., hidden). */
-void ffn_stats_add(FfnActStats *s, const Tensor *activation);
+void ffn_stats_add(FfnActStats *s, const TgTensor *activation);
 /* Units that were exactly zero for every token added (0 when no token was added). */
 int64_t ffn_stats_dead_units(const FfnActStats *s);
 double ffn_stats_dead_fraction(const FfnActStats *s);
@@ -49,21 +49,21 @@ typedef struct ParamStats {
     double grad_max_abs;  /* max |g| */
 } ParamStats;
 
-ParamStats param_stats(const Tensor *param);
+ParamStats param_stats(const TgTensor *param);
 /* Share of the rows of a 2-d parameter whose gradient is exactly zero. For w1 (hidden, dim) a
  * row belongs to one hidden unit: the row is all-zero when no token passed gradient through
  * that unit, which for ReLU means it was dead on the whole batch. */
-double zero_grad_row_fraction(const Tensor *param);
+double zero_grad_row_fraction(const TgTensor *param);
 
 /* The exact zeros of the FFN hidden activation of a freshly initialised model (the seed essay's
  * numpy check, on tapegrad's own init and FFN ops): `rows` inputs x ~ N(0, 1) of dim floats,
  * the scale an RMSNorm with unit gain hands the FFN, through every layer's w1 (and w3) as
- * model_init_weights(seed) sets them. Returns the fraction of exact zeros over all layers. ReLU
+ * tg_model_init_weights(seed) sets them. Returns the fraction of exact zeros over all layers. ReLU
  * gives about 1/2, as w1 x is symmetric about 0; SwiGLU's silu(w1 x) * w3 x is almost never 0. */
-double ffn_zero_fraction_at_init(const ModelConfig *cfg, uint64_t seed, int64_t rows, int threads);
+double ffn_zero_fraction_at_init(const TgModelConfig *cfg, uint64_t seed, int64_t rows, int threads);
 
-/* The FFN part of model_config_param_count (train/model.h): 2 or 3 matrices of dim x hidden per layer. */
-int64_t model_config_ffn_param_count(const ModelConfig *cfg);
+/* The FFN part of tg_model_config_param_count (tapegrad/model.h): 2 or 3 matrices of dim x hidden per layer. */
+int64_t model_config_ffn_param_count(const TgModelConfig *cfg);
 
 /* ---- a whole model ---- */
 typedef struct ModelInspection {
@@ -74,26 +74,26 @@ typedef struct ModelInspection {
     double *w1_zero_grad_rows;  /* [n_layers]: zero_grad_row_fraction of each layer's w1 */
 } ModelInspection;
 
-void model_inspection_init(ModelInspection *mi, const Model *model);
+void model_inspection_init(ModelInspection *mi, const TgModel *model);
 void model_inspection_free(ModelInspection *mi);
 /* Forgets the activations added so far. */
 void model_inspection_reset_activations(ModelInspection *mi);
-/* Adds ffn_hidden[l] of every layer (from model_loss_inspected), before the tape is reset. */
-void model_inspection_add_activations(ModelInspection *mi, Tensor *const *ffn_hidden);
+/* Adds ffn_hidden[l] of every layer (from tg_model_loss_inspected), before the tape is reset. */
+void model_inspection_add_activations(ModelInspection *mi, TgTensor *const *ffn_hidden);
 /* Reads the parameters and their gradients as they are now. */
-void model_inspection_read_gradients(ModelInspection *mi, const Model *model);
+void model_inspection_read_gradients(ModelInspection *mi, const TgModel *model);
 
 /* Forward + backward over k batches of (batch, seq) tokens, gradients averaged (the model's
  * weights are not changed; its gradients hold the mean gradient afterwards), activations of all
  * batches accumulated into `mi`. Returns the mean loss. */
-double model_inspect_batches(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
+double model_inspect_batches(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
                              int64_t batch, int64_t seq, ModelInspection *mi);
 
 /* Writes `"params":[...],"ffn":[...]` (no braces) for the JSON object of a log line or of
  * `tapegrad inspect --json`. update_ratio (may be NULL): ||dw|| / ||w|| per parameter. probe (may
  * be NULL): per layer, the statistics of the probe set (TrainHooks), written into each layer's
  * object as probe_tokens, probe_dead_units, probe_dead_frac, probe_zero_frac. */
-void model_inspection_write_json(FILE *f, const ModelInspection *mi, const Model *model, const double *update_ratio,
+void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgModel *model, const double *update_ratio,
                                  const FfnActStats *probe);
 /* A JSON number, or null when not finite (JSON has no NaN). */
 void json_write_number(FILE *f, double v);
@@ -112,7 +112,7 @@ typedef struct GradLogger {
 
 /* every <= 0 leaves the logger disabled; else opens DIR/grads.jsonl for appending. With
  * probe_batches > 0 each logged line also holds the probe set's statistics. */
-tg_status grad_logger_open(GradLogger *g, const char *run_dir, const Model *model, int64_t every,
+TgStatus grad_logger_open(GradLogger *g, const char *run_dir, const TgModel *model, int64_t every,
                            int64_t probe_batches);
 void grad_logger_close(GradLogger *g);
 /* Whether the step that ends with optimizer step number `step` (1-based) is logged: every
@@ -122,17 +122,17 @@ static inline bool grad_logger_due(const GradLogger *g, int64_t step) {
 }
 /* The trainer calls these on a logged step only, so other steps cost one branch:
  *   after each probe batch's forward, before the step's own  grad_logger_add_probe_activations
- *   after each micro-batch's forward (model_loss_inspected) grad_logger_add_activations
+ *   after each micro-batch's forward (tg_model_loss_inspected) grad_logger_add_activations
  *   after the backward of all micro-batches, before clip   grad_logger_before_update
  *   after the optimizer update                              grad_logger_write */
-void grad_logger_add_activations(GradLogger *g, Tensor *const *ffn_hidden);
+void grad_logger_add_activations(GradLogger *g, TgTensor *const *ffn_hidden);
 /* Adds one probe batch's activations (the probe of TrainHooks). */
-void grad_logger_add_probe_activations(GradLogger *g, Tensor *const *ffn_hidden);
+void grad_logger_add_probe_activations(GradLogger *g, TgTensor *const *ffn_hidden);
 /* The trainer's hooks (train/trainer.h) that open DIR/grads.jsonl when the run starts and log
  * every `every` steps (0: nothing), with dead units and zeros also on `probe_batches` fixed val
  * batches (0: the training batch only). grad_logger_close after train_run. */
 TrainHooks grad_logger_hooks(GradLogger *g, int64_t every, int64_t probe_batches);
-void grad_logger_before_update(GradLogger *g, const Model *model);
-tg_status grad_logger_write(GradLogger *g, const Model *model, int64_t step, double lr, double loss);
+void grad_logger_before_update(GradLogger *g, const TgModel *model);
+TgStatus grad_logger_write(GradLogger *g, const TgModel *model, int64_t step, double lr, double loss);
 
 #endif

@@ -511,7 +511,7 @@ static const char *const style =
     "td,th{border:1px solid #cccccc;padding:2px 7px;text-align:right}th{background:#f2f2f2}"
     "td:first-child,th:first-child{text-align:left}svg{display:block}";
 
-tg_status report_write_html(const Report *r, const char *path) {
+TgStatus report_write_html(const Report *r, const char *path) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     FILE *f = atomic_file_stream(&af);
@@ -556,7 +556,7 @@ tg_status report_write_html(const Report *r, const char *path) {
     return atomic_file_commit(&af);
 }
 
-tg_status report_write_series_jsonl(const Report *r, const char *path) {
+TgStatus report_write_series_jsonl(const Report *r, const char *path) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     FILE *f = atomic_file_stream(&af);

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 typedef struct Report Report;
 typedef struct ReportTable ReportTable;
@@ -49,8 +49,8 @@ void report_point_range(ReportSeries *s, double x, double y, double lo, double h
 int64_t report_series_length(const ReportSeries *s);
 
 /* Writes the HTML file (through PATH.tmp and a rename, so it is whole or absent). */
-tg_status report_write_html(const Report *r, const char *path);
+TgStatus report_write_html(const Report *r, const char *path);
 /* One JSON object per series and line: {"chart":..,"series":..,"x":[..],"y":[..]}. */
-tg_status report_write_series_jsonl(const Report *r, const char *path);
+TgStatus report_write_series_jsonl(const Report *r, const char *path);
 
 #endif

@@ -22,7 +22,7 @@ static double number_or_nan(const cJSON *obj, const char *key) {
 
 /* The "step" of a line: a whole number a run can reach (JSON gives a double; casting inf, NaN or
  * 2^63 straight to int64_t would be undefined). */
-static tg_status read_step(const cJSON *obj, int64_t *step, const char *path, int64_t line_no) {
+static TgStatus read_step(const cJSON *obj, int64_t *step, const char *path, int64_t line_no) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "step");
     if (cJSON_IsNumber(v) && tg_double_to_i64(v->valuedouble, 0, CHECKPOINT_MAX_STEP, step)) return TG_OK;
     if (!cJSON_IsNumber(v))
@@ -38,7 +38,7 @@ static void merge_metric(MetricRow *into, const MetricRow *from) {
     if (isfinite(from->grad_norm)) into->grad_norm = from->grad_norm;
 }
 
-static tg_status load_metrics(const char *dir, RunHistory *h) {
+static TgStatus load_metrics(const char *dir, RunHistory *h) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     FILE *f = file_open_read(path);
@@ -48,7 +48,7 @@ static tg_status load_metrics(const char *dir, RunHistory *h) {
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;
-    tg_status s = TG_OK;
+    TgStatus s = TG_OK;
     while (getline(&line, &cap, f) > 0) {
         line_no++;
         if (line[0] == '\n') continue;
@@ -81,7 +81,7 @@ static void free_log_row(GradLogRow *row) {
 }
 
 /* Fills row from one parsed line; the first line fixes the parameter names and layer count. */
-static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, const char *path, int64_t line_no) {
+static TgStatus parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, const char *path, int64_t line_no) {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "params");
     const cJSON *ffn = cJSON_GetObjectItemCaseSensitive(o, "ffn");
     if (!cJSON_IsArray(params) || !cJSON_IsArray(ffn))
@@ -132,7 +132,7 @@ static tg_status parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, c
     return TG_OK;
 }
 
-static tg_status load_grad_log(const char *dir, RunHistory *h) {
+static TgStatus load_grad_log(const char *dir, RunHistory *h) {
     char path[4200];
     snprintf(path, sizeof path, "%s/grads.jsonl", dir);
     FILE *f = file_open_read(path);
@@ -140,7 +140,7 @@ static tg_status load_grad_log(const char *dir, RunHistory *h) {
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;
-    tg_status s = TG_OK;
+    TgStatus s = TG_OK;
     while (s == TG_OK && getline(&line, &cap, f) > 0) {
         line_no++;
         if (line[0] == '\n') continue;
@@ -163,9 +163,9 @@ static tg_status load_grad_log(const char *dir, RunHistory *h) {
     return s;
 }
 
-tg_status run_history_load(const char *dir, RunHistory *h) {
+TgStatus run_history_load(const char *dir, RunHistory *h) {
     memset(h, 0, sizeof *h);
-    tg_status s = load_metrics(dir, h);
+    TgStatus s = load_metrics(dir, h);
     if (s == TG_OK) s = load_grad_log(dir, h);
     if (s != TG_OK) run_history_free(h);
     return s;
@@ -322,7 +322,7 @@ static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
     report_cell(t, "folder");
     report_cell(t, "%s", dir);
     char ckpt[4200];
-    ModelConfig c;
+    TgModelConfig c;
     uint64_t fingerprint;
     if (checkpoint_resolve(dir, ckpt, sizeof ckpt) == TG_OK && checkpoint_read_config(ckpt, &c, &fingerprint) == TG_OK) {
         report_cell(t, "model");
@@ -330,9 +330,9 @@ static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
                     (long long)c.n_layers, (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.vocab,
                     (long long)c.seq_len);
         report_cell(t, "FFN");
-        report_cell(t, "%s, hidden %lld", ffn_kind_name(c.ffn), (long long)c.hidden);
+        report_cell(t, "%s, hidden %lld", tg_ffn_kind_name(c.ffn), (long long)c.hidden);
         report_cell(t, "parameters");
-        report_cell(t, "%lld (FFN %lld)", (long long)model_config_param_count(&c),
+        report_cell(t, "%lld (FFN %lld)", (long long)tg_model_config_param_count(&c),
                     (long long)model_config_ffn_param_count(&c));
     }
     tg_error_clear();
@@ -344,13 +344,13 @@ static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
     report_cell(t, "%.4f", run_history_final_train_loss(h, 10));
 }
 
-tg_status run_report_write(const char *dir, const RunHistory *h, const char *html_path, const char *jsonl_path) {
+TgStatus run_report_write(const char *dir, const RunHistory *h, const char *html_path, const char *jsonl_path) {
     char title[4200];
     snprintf(title, sizeof title, "tapegrad run %s", dir);
     Report *r = report_new(title);
     add_run_facts(r, dir, h);
     report_add_run(r, h);
-    tg_status s = report_write_html(r, html_path);
+    TgStatus s = report_write_html(r, html_path);
     if (s == TG_OK) s = report_write_series_jsonl(r, jsonl_path);
     report_free(r);
     return s;

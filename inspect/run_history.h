@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "inspect/report.h"
 
 typedef struct MetricRow {
@@ -49,7 +49,7 @@ typedef struct RunHistory {
 
 /* Reads DIR/metrics.jsonl (required) and DIR/grads.jsonl (optional). A run resumed from an
  * earlier checkpoint repeats steps: later lines replace earlier ones from that step on. */
-tg_status run_history_load(const char *dir, RunHistory *h);
+TgStatus run_history_load(const char *dir, RunHistory *h);
 void run_history_free(RunHistory *h);
 
 /* The last val loss recorded (NaN if none). */
@@ -65,6 +65,6 @@ void report_add_run(Report *r, const RunHistory *h);
 
 /* The whole report of one run folder: a table of its facts (model config from its latest
  * checkpoint), then report_add_run; the HTML to html_path, the series to jsonl_path. */
-tg_status run_report_write(const char *dir, const RunHistory *h, const char *html_path, const char *jsonl_path);
+TgStatus run_report_write(const char *dir, const RunHistory *h, const char *html_path, const char *jsonl_path);
 
 #endif

@@ -1,12 +1,12 @@
-#include "lib/arena.h"
+#include "tapegrad/arena.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
-struct ArenaChunk {
-    ArenaChunk *prev;
+struct TgArenaChunk {
+    TgArenaChunk *prev;
     size_t size; /* usable bytes in data[] */
     size_t used;
     unsigned char *data; /* TG_ARENA_ALIGN-aligned */
@@ -14,8 +14,8 @@ struct ArenaChunk {
 
 static size_t align_up(size_t n) { return (n + TG_ARENA_ALIGN - 1) & ~(size_t)(TG_ARENA_ALIGN - 1); }
 
-static ArenaChunk *chunk_new(Arena *arena, size_t size) {
-    ArenaChunk *c = tg_malloc(sizeof *c);
+static TgArenaChunk *chunk_new(TgArena *arena, size_t size) {
+    TgArenaChunk *c = tg_malloc(sizeof *c);
     c->data = aligned_alloc(TG_ARENA_ALIGN, align_up(size));
     if (!c->data) tg_abort_at(__FILE__, __LINE__, "out of memory: arena chunk of %zu bytes", size);
     c->size = align_up(size);
@@ -27,28 +27,28 @@ static ArenaChunk *chunk_new(Arena *arena, size_t size) {
     return c;
 }
 
-static void chunks_free(ArenaChunk *c) {
+static void chunks_free(TgArenaChunk *c) {
     while (c) {
-        ArenaChunk *prev = c->prev;
+        TgArenaChunk *prev = c->prev;
         free(c->data);
         free(c);
         c = prev;
     }
 }
 
-void arena_init(Arena *arena, size_t initial_bytes) {
+void tg_arena_init(TgArena *arena, size_t initial_bytes) {
     memset(arena, 0, sizeof *arena);
     if (initial_bytes) chunk_new(arena, initial_bytes);
 }
 
-void arena_free(Arena *arena) {
+void tg_arena_free(TgArena *arena) {
     chunks_free(arena->head);
     memset(arena, 0, sizeof *arena);
 }
 
-void *arena_alloc(Arena *arena, size_t bytes) {
+void *tg_arena_alloc(TgArena *arena, size_t bytes) {
     size_t need = align_up(bytes ? bytes : 1);
-    ArenaChunk *c = arena->head;
+    TgArenaChunk *c = arena->head;
     if (!c || c->size - c->used < need) {
         /* Grow geometrically so a cold step needs few chunks; reset coalesces them anyway. */
         size_t size = arena->capacity > need ? arena->capacity : need;
@@ -62,13 +62,13 @@ void *arena_alloc(Arena *arena, size_t bytes) {
     return p;
 }
 
-void *arena_calloc(Arena *arena, size_t bytes) {
-    void *p = arena_alloc(arena, bytes);
+void *tg_arena_calloc(TgArena *arena, size_t bytes) {
+    void *p = tg_arena_alloc(arena, bytes);
     memset(p, 0, bytes);
     return p;
 }
 
-void arena_reset(Arena *arena) {
+void tg_arena_reset(TgArena *arena) {
     if (arena->head && arena->head->prev) {
         /* More than one chunk: replace them by one that holds the whole peak. */
         size_t size = arena->peak;
@@ -81,17 +81,17 @@ void arena_reset(Arena *arena) {
     arena->used = 0;
 }
 
-ArenaMark arena_mark(const Arena *arena) {
-    ArenaMark m = {arena->head, arena->head ? arena->head->used : 0, arena->used};
+TgArenaMark tg_arena_mark(const TgArena *arena) {
+    TgArenaMark m = {arena->head, arena->head ? arena->head->used : 0, arena->used};
     return m;
 }
 
-void arena_rewind(Arena *arena, ArenaMark mark) {
+void tg_arena_rewind(TgArena *arena, TgArenaMark mark) {
     /* Chunks added after the mark stay allocated (they are reused) but become empty; the
      * simplest correct policy is to free them now and let reset coalesce later. */
     while (arena->head != mark.chunk) {
-        ArenaChunk *c = arena->head;
-        TG_CHECK(c != NULL, "arena_rewind: mark does not belong to this arena");
+        TgArenaChunk *c = arena->head;
+        TG_CHECK(c != NULL, "tg_arena_rewind: mark does not belong to this arena");
         arena->head = c->prev;
         arena->capacity -= c->size;
         free(c->data);

@@ -23,7 +23,7 @@ static void release(AtomicFile *af) {
     af->fd = -1;
 }
 
-tg_status atomic_file_open(AtomicFile *af, const char *path) {
+TgStatus atomic_file_open(AtomicFile *af, const char *path) {
     memset(af, 0, sizeof *af);
     af->fd = -1;
     size_t cap = strlen(path) + 32;
@@ -39,7 +39,7 @@ tg_status atomic_file_open(AtomicFile *af, const char *path) {
         af->fd = open(af->tmp, flags, 0644);
     }
     if (af->fd < 0) {
-        tg_status s = tg_fail(TG_ERR_IO, "cannot create %s: %s (does the folder exist and is it writable?)",
+        TgStatus s = tg_fail(TG_ERR_IO, "cannot create %s: %s (does the folder exist and is it writable?)",
                               af->tmp, strerror(errno));
         release(af);
         return s;
@@ -82,7 +82,7 @@ static bool injected_failure(const char *path) {
     return pattern && *pattern && strstr(path, pattern) != NULL;
 }
 
-tg_status atomic_file_commit(AtomicFile *af) {
+TgStatus atomic_file_commit(AtomicFile *af) {
     int err = injected_failure(af->path) ? ENOSPC : 0;
     if (af->f) {
         if (ferror(af->f) || fflush(af->f) != 0) err = errno ? errno : EIO;
@@ -93,7 +93,7 @@ tg_status atomic_file_commit(AtomicFile *af) {
     af->f = NULL;
     af->fd = -1;
     if (!err && rename(af->tmp, af->path) != 0) err = errno;
-    tg_status s = TG_OK;
+    TgStatus s = TG_OK;
     if (err) {
         unlink(af->tmp);
         s = tg_fail(TG_ERR_IO, "cannot write %s: %s; the previous %s is untouched", af->path, strerror(err),
@@ -112,7 +112,7 @@ void atomic_file_abandon(AtomicFile *af) {
     release(af);
 }
 
-tg_status atomic_write(const char *path, const void *data, size_t len) {
+TgStatus atomic_write(const char *path, const void *data, size_t len) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     const char *p = data;
@@ -120,7 +120,7 @@ tg_status atomic_write(const char *path, const void *data, size_t len) {
         ssize_t n = write(af.fd, p, len);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            tg_status s = tg_fail(TG_ERR_IO, "cannot write %s: %s; the previous %s is untouched", path,
+            TgStatus s = tg_fail(TG_ERR_IO, "cannot write %s: %s; the previous %s is untouched", path,
                                   n < 0 ? strerror(errno) : "no progress", path);
             atomic_file_abandon(&af);
             return s;
@@ -131,7 +131,7 @@ tg_status atomic_write(const char *path, const void *data, size_t len) {
     return atomic_file_commit(&af);
 }
 
-tg_status append_file_open(const char *path, FILE **out) {
+TgStatus append_file_open(const char *path, FILE **out) {
     *out = NULL;
     /* O_NONBLOCK: a FIFO in its place must not block the open (it is refused just below) */
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
@@ -149,7 +149,7 @@ tg_status append_file_open(const char *path, FILE **out) {
     return TG_OK;
 }
 
-tg_status make_folders(const char *path) {
+TgStatus make_folders(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
     if (n == 0) return tg_fail(TG_ERR_ARG, "empty folder name");

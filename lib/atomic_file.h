@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 typedef struct AtomicFile {
     int fd;       /* the temporary file: write with write(2) ... */
@@ -28,25 +28,25 @@ typedef struct AtomicFile {
 } AtomicFile;
 
 /* Creates the temporary file for `path`. On failure nothing exists and *af needs no cleanup. */
-tg_status atomic_file_open(AtomicFile *af, const char *path);
+TgStatus atomic_file_open(AtomicFile *af, const char *path);
 /* A stdio stream over the temporary file (created once; fprintf into it). */
 FILE *atomic_file_stream(AtomicFile *af);
 /* Makes the new contents the file at `path` (steps 2 above). Whatever the result, af is spent. */
-tg_status atomic_file_commit(AtomicFile *af);
+TgStatus atomic_file_commit(AtomicFile *af);
 /* Gives up: the temporary file goes, `path` stays as it was. */
 void atomic_file_abandon(AtomicFile *af);
 
 /* A log that grows line by line (metrics.jsonl, grads.jsonl) is appended to in place, not
  * replaced: opened for appending, created when missing, and never through a symlink (a run
  * folder from elsewhere could point metrics.jsonl at any file of the user's). */
-tg_status append_file_open(const char *path, FILE **out);
+TgStatus append_file_open(const char *path, FILE **out);
 
 /* The whole file at once: atomic_file_open, write `len` bytes, atomic_file_commit. */
-tg_status atomic_write(const char *path, const void *data, size_t len);
+TgStatus atomic_write(const char *path, const void *data, size_t len);
 /* The folder holding `path` ("." for a bare name, "/" for a file at the root), into out. */
 void folder_of(const char *path, char *out, size_t cap);
 /* Creates a folder and its missing parents (as mkdir -p). */
-tg_status make_folders(const char *path);
+TgStatus make_folders(const char *path);
 /* fsync of the folder holding `path` (after a rename or an unlink that must survive a crash). */
 void sync_parent_folder(const char *path);
 

@@ -3,7 +3,7 @@
 #include <cblas.h>
 #include <limits.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/kernels.h"
 
 static tg_gemm_mode gemm_mode = TG_GEMM_POOL;
@@ -73,10 +73,10 @@ static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
 /* Below ~2 MFLOP a pool wake-up costs a sizeable part of the product. */
 static const double GEMM_MIN_PARALLEL_MNK = 1 << 20;
 
-void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+void tg_sgemm_pool(TgPool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc) {
-    int threads = pool_threads(pool);
+    int threads = tg_pool_threads(pool);
     /* By rows, each thread reads and packs all of op(B) (k x n) and its share of op(A); by
      * columns, all of op(A) (m x k) and its share of op(B). So by rows when C is at least as tall
      * as wide: Y = X W^T and dX = dY W (m = tokens), and a weight gradient dW = dY^T X whose
@@ -98,7 +98,7 @@ void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
     }
     GemmJob job = {trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, threads, by_columns, row_quantum,
                    column_quantum};
-    pool_parallel_for(pool, units, gemm_block, &job);
+    tg_pool_parallel_for(pool, units, gemm_block, &job);
 }
 
 void tg_blas_set_gemm_mode(tg_gemm_mode mode) { gemm_mode = mode; }

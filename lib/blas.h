@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/pool.h"
+#include "tapegrad/pool.h"
 
 /* op(A) is [m, k], op(B) is [k, n], C is [m, n]; lda/ldb/ldc are the row strides as stored.
  * Runs on the calling thread (with OpenBLAS's threads in TG_GEMM_OPENBLAS mode). */
@@ -24,7 +24,7 @@ void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
  * than tall or k is the longest side) when it is large enough (in
  * TG_GEMM_POOL mode). Each element of C is computed by one thread, so the result depends only
  * on the thread count. Not to be called from inside a pool job. */
-void tg_sgemm_pool(Pool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+void tg_sgemm_pool(TgPool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc);
 

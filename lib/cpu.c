@@ -69,7 +69,7 @@ tg_isa tg_isa_best(void) {
  * several pool threads at once, read a whole value. */
 static _Atomic(const TgKernels *) active;
 
-tg_status tg_isa_set(tg_isa isa) {
+TgStatus tg_isa_set(tg_isa isa) {
     if (!tg_isa_supported(isa)) {
         char supported[64] = "";
         for (int i = TG_ISA_COUNT - 1; i >= 0; i--)
@@ -83,12 +83,12 @@ tg_status tg_isa_set(tg_isa isa) {
     return TG_OK;
 }
 
-tg_status tg_isa_init(void) {
+TgStatus tg_isa_init(void) {
     const char *want = getenv("TAPEGRAD_ISA");
     if (!want || !want[0]) return tg_isa_set(tg_isa_best());
     for (int i = 0; i < TG_ISA_COUNT; i++)
         if (strcmp(want, isa_names[i]) == 0) {
-            tg_status st = tg_isa_set((tg_isa)i);
+            TgStatus st = tg_isa_set((tg_isa)i);
             return st == TG_OK ? TG_OK : tg_fail_context(st, "TAPEGRAD_ISA=%s", want);
         }
     return tg_fail(TG_ERR_ARG, "TAPEGRAD_ISA=%s: unknown kernel path; use generic, avx2 or avx512 (or unset it)", want);
@@ -182,8 +182,8 @@ static void peak_range(void *ctx, int64_t begin, int64_t end, int thread) {
 /* Each thread's rate is taken over its own CPU time, not the wall clock: when another process
  * shares the cores, a thread that waits for one loses wall time but no CPU time, so the ceiling
  * stays that of the hardware (the figure a quiet machine gives) instead of halving. */
-double tg_peak_gflops(Pool *pool, double seconds) {
-    int threads = pool_threads(pool);
+double tg_peak_gflops(TgPool *pool, double seconds) {
+    int threads = tg_pool_threads(pool);
     TG_CHECK(threads <= PEAK_MAX_THREADS, "tg_peak_gflops: %d threads", threads);
     PeakJob *job = tg_calloc(1, sizeof *job);
     job->kernels = tg_kernels();
@@ -192,7 +192,7 @@ double tg_peak_gflops(Pool *pool, double seconds) {
      * first ones also bring the cores up to speed) */
     double best = 0.0, spent = 0.0, t0 = thread_cpu_seconds();
     while (spent < seconds || best == 0.0) {
-        pool_parallel_for(pool, threads, peak_range, job);
+        tg_pool_parallel_for(pool, threads, peak_range, job);
         double round = thread_cpu_seconds() - t0;
         spent += round;
         t0 += round;

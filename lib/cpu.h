@@ -13,8 +13,8 @@
 
 #include <stdbool.h>
 
-#include "lib/error.h"
-#include "lib/pool.h"
+#include "tapegrad/error.h"
+#include "tapegrad/pool.h"
 
 /* Ordered: a path needs everything the lower ones need. */
 typedef enum { TG_ISA_GENERIC = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2 } tg_isa;
@@ -31,9 +31,9 @@ tg_isa tg_isa_best(void);
  * this CPU cannot run; the active path is then unchanged. The CLI calls it first thing; a
  * library user who does not is served the same choice on the first kernel call (an invalid
  * TAPEGRAD_ISA then aborts with that message). */
-tg_status tg_isa_init(void);
+TgStatus tg_isa_init(void);
 /* Makes `isa` the active path; TG_ERR_ARG when the CPU cannot run it. Not while ops run. */
-tg_status tg_isa_set(tg_isa isa);
+TgStatus tg_isa_set(tg_isa isa);
 /* The active path (initialising it from the environment on first use). */
 tg_isa tg_isa_active(void);
 
@@ -46,6 +46,6 @@ const char *tg_cpu_name(void);
  * multiply-add (a multiply and an add on generic) on registers, for about `seconds` of the
  * caller's CPU time; the sum over threads of each one's FLOPs per second of its own CPU time,
  * best of a few rounds. 2 FLOPs per lane per multiply-add. */
-double tg_peak_gflops(Pool *pool, double seconds);
+double tg_peak_gflops(TgPool *pool, double seconds);
 
 #endif

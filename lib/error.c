@@ -1,4 +1,4 @@
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 enum { TG_MSG_CAP = 2048 };
 static _Thread_local char tg_message[TG_MSG_CAP];
 
-tg_status tg_fail(tg_status status, const char *fmt, ...) {
+TgStatus tg_fail(TgStatus status, const char *fmt, ...) {
     /* formatted aside first: the arguments may include tg_error_message() itself */
     char message[TG_MSG_CAP];
     va_list ap;
@@ -18,7 +18,7 @@ tg_status tg_fail(tg_status status, const char *fmt, ...) {
     return status;
 }
 
-tg_status tg_fail_context(tg_status status, const char *fmt, ...) {
+TgStatus tg_fail_context(TgStatus status, const char *fmt, ...) {
     char prefix[TG_MSG_CAP], old[TG_MSG_CAP];
     va_list ap;
     va_start(ap, fmt);
@@ -39,7 +39,7 @@ tg_status tg_fail_context(tg_status status, const char *fmt, ...) {
 const char *tg_error_message(void) { return tg_message; }
 void tg_error_clear(void) { tg_message[0] = '\0'; }
 
-const char *tg_status_name(tg_status status) {
+const char *tg_status_name(TgStatus status) {
     switch (status) {
     case TG_OK: return "ok";
     case TG_ERR_ARG: return "invalid argument";

@@ -17,7 +17,7 @@ static void read_holder(int fd, char *buf, size_t cap) {
     else snprintf(buf, cap, "another process");
 }
 
-tg_status folder_lock_acquire(FolderLock *lock, const char *folder, const char *name) {
+TgStatus folder_lock_acquire(FolderLock *lock, const char *folder, const char *name) {
     *lock = (FolderLock){false, -1};
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", folder, name);
@@ -36,7 +36,7 @@ tg_status folder_lock_acquire(FolderLock *lock, const char *folder, const char *
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
-        tg_status s = tg_fail(TG_ERR_IO, "cannot write the lock file %s: %s", path, strerror(errno));
+        TgStatus s = tg_fail(TG_ERR_IO, "cannot write the lock file %s: %s", path, strerror(errno));
         close(fd);
         return s;
     }

@@ -16,7 +16,7 @@
 
 #include <stdbool.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 /* A zeroed FolderLock is not held. */
 typedef struct FolderLock {
@@ -26,7 +26,7 @@ typedef struct FolderLock {
 
 /* Creates FOLDER/NAME if missing (never through a symlink) and locks it, or fails: TG_ERR_IO
  * "FOLDER is in use by process PID ..." when another process holds it. */
-tg_status folder_lock_acquire(FolderLock *lock, const char *folder, const char *name);
+TgStatus folder_lock_acquire(FolderLock *lock, const char *folder, const char *name);
 /* Releases a held lock (the file stays); nothing for an unheld one. */
 void folder_lock_release(FolderLock *lock);
 

@@ -1,18 +1,18 @@
-#include "lib/gradcheck.h"
+#include "tapegrad/gradcheck.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"
-#include "lib/rng.h"
+#include "tapegrad/error.h"
+#include "tapegrad/rng.h"
 
-GradcheckOptions gradcheck_defaults(void) {
-    GradcheckOptions o = {.eps = 1e-2, .rtol = 1e-2, .atol_scale = 1e-4, .atol_noise = 4, .seed = 1234};
+TgGradcheckOptions tg_gradcheck_defaults(void) {
+    TgGradcheckOptions o = {.eps = 1e-2, .rtol = 1e-2, .atol_scale = 1e-4, .atol_noise = 4, .seed = 1234};
     return o;
 }
 
-static double weighted_sum(const Tensor *out, const float *r) {
+static double weighted_sum(const TgTensor *out, const float *r) {
     double s = 0.0;
     for (int64_t i = 0; i < out->numel; i++) s += (double)out->data[i] * r[i];
     return s;
@@ -20,8 +20,8 @@ static double weighted_sum(const Tensor *out, const float *r) {
 
 /* Compares one input's analytic and numeric gradients element by element (see gradcheck.h);
  * nu is the rounding noise of the central difference. */
-static bool judge(const Tensor *x, const float *analytic, const double *numeric, double nu,
-                  const GradcheckOptions *opts, GradcheckResult *res) {
+static bool judge(const TgTensor *x, const float *analytic, const double *numeric, double nu,
+                  const TgGradcheckOptions *opts, TgGradcheckResult *res) {
     memset(res, 0, sizeof *res);
     memcpy(res->input, x->name, sizeof res->input);
     double scale = 0.0;
@@ -49,28 +49,28 @@ static bool judge(const Tensor *x, const float *analytic, const double *numeric,
     return res->pass;
 }
 
-bool gradcheck(Tape *tape, gradcheck_forward_fn forward, void *ctx, Tensor *const *inputs,
-               int n_inputs, const GradcheckOptions *opts_in, GradcheckResult *results) {
-    GradcheckOptions opts = opts_in ? *opts_in : gradcheck_defaults();
-    tape_reset(tape);
-    bool old_enabled = tape_set_grad_enabled(tape, true);
+bool tg_gradcheck(TgTape *tape, TgGradcheckForwardFn forward, void *ctx, TgTensor *const *inputs,
+               int n_inputs, const TgGradcheckOptions *opts_in, TgGradcheckResult *results) {
+    TgGradcheckOptions opts = opts_in ? *opts_in : tg_gradcheck_defaults();
+    tg_tape_reset(tape);
+    bool old_enabled = tg_tape_set_grad_enabled(tape, true);
 
     /* analytic: one backward from d(out) = R */
     for (int k = 0; k < n_inputs; k++) {
         inputs[k]->requires_grad = true;
         inputs[k]->grad = NULL;
     }
-    Tensor *out = forward(tape, inputs, ctx);
+    TgTensor *out = forward(tape, inputs, ctx);
     TG_CHECK(out->requires_grad, "gradcheck: the forward recorded nothing");
     float *r = tg_malloc((size_t)out->numel * sizeof(float));
-    Rng rng;
-    rng_seed(&rng, opts.seed);
-    rng_fill_uniform(&rng, r, (size_t)out->numel, -1.0f, 1.0f);
+    TgRng rng;
+    tg_rng_seed(&rng, opts.seed);
+    tg_rng_fill_uniform(&rng, r, (size_t)out->numel, -1.0f, 1.0f);
     double magnitude = 0.0;   /* sum |out * R|: one float32 rounding of each output moves L by ~2^-24 of it */
     for (int64_t i = 0; i < out->numel; i++) magnitude += fabs((double)out->data[i] * r[i]);
     double nu = 0x1p-24 * magnitude / (2 * opts.eps);
-    memcpy(tensor_grad(tape, out), r, (size_t)out->numel * sizeof(float));
-    tape_backward_from_seeded(tape);
+    memcpy(tg_tensor_grad(tape, out), r, (size_t)out->numel * sizeof(float));
+    tg_tape_backward_from_seeded(tape);
 
     float **analytic = tg_malloc((size_t)n_inputs * sizeof(float *));
     for (int k = 0; k < n_inputs; k++) {
@@ -80,22 +80,22 @@ bool gradcheck(Tape *tape, gradcheck_forward_fn forward, void *ctx, Tensor *cons
         else memset(analytic[k], 0, bytes);
         inputs[k]->grad = NULL; /* it lived in the arena */
     }
-    tape_reset(tape);
+    tg_tape_reset(tape);
 
     /* numeric: central differences, no tape */
-    tape_set_grad_enabled(tape, false);
+    tg_tape_set_grad_enabled(tape, false);
     bool all_pass = true;
     for (int k = 0; k < n_inputs; k++) {
-        Tensor *x = inputs[k];
+        TgTensor *x = inputs[k];
         double *numeric = tg_malloc((size_t)x->numel * sizeof(double));
         for (int64_t i = 0; i < x->numel; i++) {
             float saved = x->data[i];
             x->data[i] = (float)(saved + opts.eps);
             double lp = weighted_sum(forward(tape, inputs, ctx), r);
-            tape_reset(tape);
+            tg_tape_reset(tape);
             x->data[i] = (float)(saved - opts.eps);
             double lm = weighted_sum(forward(tape, inputs, ctx), r);
-            tape_reset(tape);
+            tg_tape_reset(tape);
             x->data[i] = saved;
             /* divide by the step actually taken after rounding to float */
             double h = (double)(float)(saved + opts.eps) - (double)(float)(saved - opts.eps);
@@ -104,7 +104,7 @@ bool gradcheck(Tape *tape, gradcheck_forward_fn forward, void *ctx, Tensor *cons
         all_pass &= judge(x, analytic[k], numeric, nu, &opts, &results[k]);
         free(numeric);
     }
-    tape_set_grad_enabled(tape, old_enabled);
+    tg_tape_set_grad_enabled(tape, old_enabled);
     for (int k = 0; k < n_inputs; k++) free(analytic[k]);
     free(analytic);
     free(r);

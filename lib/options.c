@@ -64,7 +64,7 @@ static bool is_choice(const char *choices, const char *value) {
     return false;
 }
 
-static tg_status check_one(const OptTable *t, int i, const void *opts) {
+static TgStatus check_one(const OptTable *t, int i, const void *opts) {
     const OptSpec *s = &t->specs[i];
     if (s->type == OPT_STRING) {
         const char *v = *CFIELD(opts, s, char *);
@@ -83,14 +83,14 @@ static tg_status check_one(const OptTable *t, int i, const void *opts) {
     return TG_OK;
 }
 
-tg_status opt_check(const OptTable *t, const void *opts, OptSet which) {
+TgStatus opt_check(const OptTable *t, const void *opts, OptSet which) {
     for (int i = 0; i < t->count; i++)
         if (which & OPT_BIT(i)) TG_TRY(check_one(t, i, opts));
     return TG_OK;
 }
 
 /* Parses `text` as spec i's type into opts. */
-static tg_status set_value(const OptTable *t, int i, void *opts, const char *text) {
+static TgStatus set_value(const OptTable *t, int i, void *opts, const char *text) {
     const OptSpec *s = &t->specs[i];
     char *end = NULL;
     errno = 0;
@@ -129,7 +129,7 @@ static tg_status set_value(const OptTable *t, int i, void *opts, const char *tex
     return tg_fail(TG_ERR_ARG, "%s expects %s, got '%s'", s->flag, kind, text);
 }
 
-tg_status opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char **argv, const char **positional,
+TgStatus opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char **argv, const char **positional,
                     int *n_positional, bool *help) {
     TG_CHECK(t->count <= 64, "option table %s has %d entries; at most 64", t->command, t->count);
     *help = false;
@@ -220,7 +220,7 @@ void opt_print_help(FILE *f, const OptTable *t, const void *defaults) {
     }
 }
 
-tg_status opt_write(const OptTable *t, const void *opts, unsigned group, const char *path) {
+TgStatus opt_write(const OptTable *t, const void *opts, unsigned group, const char *path) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     FILE *f = atomic_file_stream(&af);
@@ -252,7 +252,7 @@ void opt_strings_free(OptStrings *strings) {
     memset(strings, 0, sizeof *strings);
 }
 
-tg_status opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
+TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
                    OptStrings *strings) {
     if (read) *read = 0;
     FILE *f = file_open_read(path);
@@ -261,7 +261,7 @@ tg_status opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, c
     size_t cap = 0;
     ssize_t len;
     int line_no = 0;
-    tg_status st = TG_OK;
+    TgStatus st = TG_OK;
     while (st == TG_OK && (len = getline(&line, &cap, f)) >= 0) {
         line_no++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 typedef enum { OPT_BOOL, OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_STRING } OptType;
 
@@ -68,14 +68,14 @@ typedef struct OptTable {
  * arguments (up to t->max_positional) into positional[]. --help/-h sets *help and stops.
  * TG_ERR_ARG with a one-line message for an unknown flag, a missing or malformed value, or an
  * out-of-range one. */
-tg_status opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char **argv, const char **positional,
+TgStatus opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char **argv, const char **positional,
                     int *n_positional, bool *help);
 /* Prints "usage: ..." and one line per flag with its help and default (from `defaults`). */
 void opt_print_help(FILE *f, const OptTable *t, const void *defaults);
 /* Checks the options in `which` against their ranges and choices. */
-tg_status opt_check(const OptTable *t, const void *opts, OptSet which);
+TgStatus opt_check(const OptTable *t, const void *opts, OptSet which);
 /* Writes the options of `group` (all bits of group present in spec->group) to path, atomically. */
-tg_status opt_write(const OptTable *t, const void *opts, unsigned group, const char *path);
+TgStatus opt_write(const OptTable *t, const void *opts, unsigned group, const char *path);
 /* Reads "--flag value" lines (also "flag value", with '_' for '-') from path into opts, for the
  * options of `group` that are not in `keep` (those keep their current value); unknown flags and
  * options of other groups are skipped. Sets the bits of the options read into *read. Every value
@@ -85,7 +85,7 @@ typedef struct {
     char **items;
     int count, cap;
 } OptStrings;
-tg_status opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
+TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
                    OptStrings *strings);
 void opt_strings_free(OptStrings *strings);
 

@@ -1,16 +1,16 @@
-#include "lib/params.h"
+#include "tapegrad/params.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/checked.h"
-#include "lib/error.h"
-#include "lib/rng.h"
+#include "tapegrad/error.h"
+#include "tapegrad/rng.h"
 
-void params_init(ParamStore *ps) { memset(ps, 0, sizeof *ps); }
+void tg_params_init(TgParamStore *ps) { memset(ps, 0, sizeof *ps); }
 
-void params_free(ParamStore *ps) {
+void tg_params_free(TgParamStore *ps) {
     for (int i = 0; i < ps->count; i++) free(ps->tensors[i]);
     free(ps->tensors);
     free(ps->offsets);
@@ -24,8 +24,8 @@ void params_free(ParamStore *ps) {
     memset(ps, 0, sizeof *ps);
 }
 
-Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, ParamInit init) {
-    TG_CHECK(!ps->finalized, "params_add('%s') after params_finalize", name);
+TgTensor *tg_params_add(TgParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, TgParamInit init) {
+    TG_CHECK(!ps->finalized, "tg_params_add('%s') after tg_params_finalize", name);
     TG_CHECK(ps->count < TG_MAX_TENSORS, "more than %d parameters", TG_MAX_TENSORS);
     if (ps->count == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 64;
@@ -34,9 +34,9 @@ Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *sh
         ps->decay = tg_realloc(ps->decay, (size_t)ps->cap * sizeof *ps->decay);
         ps->init = tg_realloc(ps->init, (size_t)ps->cap * sizeof *ps->init);
     }
-    Tensor *t = tg_calloc(1, sizeof *t);
-    tensor_set_shape(t, ndim, shape);
-    tensor_set_name(t, name);
+    TgTensor *t = tg_calloc(1, sizeof *t);
+    tg_tensor_set_shape(t, ndim, shape);
+    tg_tensor_set_name(t, name);
     t->requires_grad = true;
     /* keep every view 16-float (64-byte) aligned so vector loops start on a cache line */
     size_t offset = (ps->total + 15) & ~(size_t)15;
@@ -50,7 +50,7 @@ Tensor *params_add(ParamStore *ps, const char *name, int ndim, const int64_t *sh
     return t;
 }
 
-/* n <= TG_MAX_ELEMENTS (params_add), so the byte count cannot wrap */
+/* n <= TG_MAX_ELEMENTS (tg_params_add), so the byte count cannot wrap */
 static float *flat_alloc(size_t n) {
     size_t bytes = ((n * sizeof(float)) + 63) & ~(size_t)63;
     float *p = aligned_alloc(64, bytes ? bytes : 64);
@@ -60,38 +60,38 @@ static float *flat_alloc(size_t n) {
 }
 
 static int compare_names(const void *a, const void *b) {
-    return strcmp(((const ParamName *)a)->name, ((const ParamName *)b)->name);
+    return strcmp(((const TgParamName *)a)->name, ((const TgParamName *)b)->name);
 }
 
-void params_finalize(ParamStore *ps) {
-    TG_CHECK(!ps->finalized, "params_finalize called twice");
+void tg_params_finalize(TgParamStore *ps) {
+    TG_CHECK(!ps->finalized, "tg_params_finalize called twice");
     ps->data = flat_alloc(ps->total);
     ps->grad = flat_alloc(ps->total);
     ps->m = flat_alloc(ps->total);
     ps->v = flat_alloc(ps->total);
     for (int i = 0; i < ps->count; i++) ps->tensors[i]->data = ps->data + ps->offsets[i];
     ps->by_name = tg_malloc((size_t)(ps->count + 1) * sizeof *ps->by_name);
-    for (int i = 0; i < ps->count; i++) ps->by_name[i] = (ParamName){ps->tensors[i]->name, i};
+    for (int i = 0; i < ps->count; i++) ps->by_name[i] = (TgParamName){ps->tensors[i]->name, i};
     qsort(ps->by_name, (size_t)ps->count, sizeof *ps->by_name, compare_names);
     for (int i = 1; i < ps->count; i++)
         TG_CHECK(strcmp(ps->by_name[i - 1].name, ps->by_name[i].name) != 0, "parameter '%s' added twice",
                  ps->by_name[i].name);
     ps->finalized = true;
-    params_point_grads(ps, NULL);
+    tg_params_point_grads(ps, NULL);
 }
 
-void params_point_grads(ParamStore *ps, float *grad) {
-    TG_CHECK(ps->finalized, "params_point_grads before params_finalize");
+void tg_params_point_grads(TgParamStore *ps, float *grad) {
+    TG_CHECK(ps->finalized, "tg_params_point_grads before tg_params_finalize");
     if (!grad) grad = ps->grad;
     for (int i = 0; i < ps->count; i++) ps->tensors[i]->grad = grad + ps->offsets[i];
 }
 
-void params_zero_grad(ParamStore *ps) { memset(ps->grad, 0, ps->total * sizeof(float)); }
+void tg_params_zero_grad(TgParamStore *ps) { memset(ps->grad, 0, ps->total * sizeof(float)); }
 
-int params_index(const ParamStore *ps, const char *name) {
+int tg_params_index(const TgParamStore *ps, const char *name) {
     if (ps->finalized) {
-        const ParamName key = {name, 0};
-        const ParamName *hit = bsearch(&key, ps->by_name, (size_t)ps->count, sizeof key, compare_names);
+        const TgParamName key = {name, 0};
+        const TgParamName *hit = bsearch(&key, ps->by_name, (size_t)ps->count, sizeof key, compare_names);
         return hit ? hit->index : -1;
     }
     for (int i = 0; i < ps->count; i++)
@@ -99,29 +99,29 @@ int params_index(const ParamStore *ps, const char *name) {
     return -1;
 }
 
-Tensor *params_find(const ParamStore *ps, const char *name) {
-    int i = params_index(ps, name);
+TgTensor *tg_params_find(const TgParamStore *ps, const char *name) {
+    int i = tg_params_index(ps, name);
     return i < 0 ? NULL : ps->tensors[i];
 }
 
-double params_grad_norm(const ParamStore *ps) {
+double tg_params_grad_norm(const TgParamStore *ps) {
     double sum = 0.0;
     for (size_t i = 0; i < ps->total; i++) sum += (double)ps->grad[i] * ps->grad[i];
     return sqrt(sum);
 }
 
-void params_init_values(ParamStore *ps, uint64_t seed) {
-    TG_CHECK(ps->finalized, "params_init_values before params_finalize");
-    Rng rng;
-    rng_seed(&rng, seed);
+void tg_params_init_values(TgParamStore *ps, uint64_t seed) {
+    TG_CHECK(ps->finalized, "tg_params_init_values before tg_params_finalize");
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
     for (int i = 0; i < ps->count; i++) {
-        Tensor *t = ps->tensors[i];
+        TgTensor *t = ps->tensors[i];
         switch (ps->init[i].kind) {
-        case PARAM_ZEROS: memset(t->data, 0, (size_t)t->numel * sizeof(float)); break;
-        case PARAM_ONES:
+        case TG_PARAM_ZEROS: memset(t->data, 0, (size_t)t->numel * sizeof(float)); break;
+        case TG_PARAM_ONES:
             for (int64_t j = 0; j < t->numel; j++) t->data[j] = 1.0f;
             break;
-        case PARAM_NORMAL: rng_fill_normal(&rng, t->data, (size_t)t->numel, 0.0f, ps->init[i].std); break;
+        case TG_PARAM_NORMAL: tg_rng_fill_normal(&rng, t->data, (size_t)t->numel, 0.0f, ps->init[i].std); break;
         }
     }
 }

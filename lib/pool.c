@@ -1,13 +1,13 @@
-#include "lib/pool.h"
+#include "tapegrad/pool.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
-struct Pool {
+struct TgPool {
     int threads;
     pthread_t *workers;
     pthread_mutex_t lock;
@@ -17,13 +17,13 @@ struct Pool {
     uint64_t pending;    /* workers still running the current job */
     int shutting_down;
     /* the current job */
-    tg_range_fn fn;
+    TgRangeFn fn;
     void *ctx;
     int64_t n;
 };
 
 typedef struct {
-    Pool *pool;
+    TgPool *pool;
     int index;
 } WorkerArg;
 
@@ -60,7 +60,7 @@ static void spin_on(const uint64_t *word, uint64_t value, bool until_equal) {
     }
 }
 
-void pool_range(int64_t n, int threads, int thread, int64_t *begin, int64_t *end) {
+void tg_pool_range(int64_t n, int threads, int thread, int64_t *begin, int64_t *end) {
     /* n*t/T without overflow for any n < 2^62 and T < 2^31 */
     *begin = (int64_t)(((__int128)n * thread) / threads);
     *end = (int64_t)(((__int128)n * (thread + 1)) / threads);
@@ -68,7 +68,7 @@ void pool_range(int64_t n, int threads, int thread, int64_t *begin, int64_t *end
 
 static void *worker_main(void *arg_) {
     WorkerArg *arg = arg_;
-    Pool *pool = arg->pool;
+    TgPool *pool = arg->pool;
     int index = arg->index;
     free(arg);
     uint64_t seen = 0;
@@ -82,13 +82,13 @@ static void *worker_main(void *arg_) {
             return NULL;
         }
         seen = pool->generation;
-        tg_range_fn fn = pool->fn;
+        TgRangeFn fn = pool->fn;
         void *ctx = pool->ctx;
         int64_t n = pool->n;
         pthread_mutex_unlock(&pool->lock);
 
         int64_t begin, end;
-        pool_range(n, pool->threads, index, &begin, &end);
+        tg_pool_range(n, pool->threads, index, &begin, &end);
         if (end > begin) fn(ctx, begin, end, index);
 
         pthread_mutex_lock(&pool->lock);
@@ -97,9 +97,9 @@ static void *worker_main(void *arg_) {
     }
 }
 
-Pool *pool_create(int threads) {
+TgPool *tg_pool_create(int threads) {
     TG_CHECK(threads >= 1, "pool of %d threads", threads);
-    Pool *pool = tg_calloc(1, sizeof *pool);
+    TgPool *pool = tg_calloc(1, sizeof *pool);
     pool->threads = threads;
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->job_ready, NULL);
@@ -115,7 +115,7 @@ Pool *pool_create(int threads) {
     return pool;
 }
 
-void pool_destroy(Pool *pool) {
+void tg_pool_destroy(TgPool *pool) {
     if (!pool) return;
     pthread_mutex_lock(&pool->lock);
     pool->shutting_down = 1;
@@ -129,9 +129,9 @@ void pool_destroy(Pool *pool) {
     free(pool);
 }
 
-int pool_threads(const Pool *pool) { return pool ? pool->threads : 1; }
+int tg_pool_threads(const TgPool *pool) { return pool ? pool->threads : 1; }
 
-void pool_parallel_for(Pool *pool, int64_t n, tg_range_fn fn, void *ctx) {
+void tg_pool_parallel_for(TgPool *pool, int64_t n, TgRangeFn fn, void *ctx) {
     if (n <= 0) return;
     if (!pool || pool->threads == 1) {
         fn(ctx, 0, n, 0);
@@ -147,7 +147,7 @@ void pool_parallel_for(Pool *pool, int64_t n, tg_range_fn fn, void *ctx) {
     pthread_mutex_unlock(&pool->lock);
 
     int64_t begin, end;
-    pool_range(n, pool->threads, 0, &begin, &end);
+    tg_pool_range(n, pool->threads, 0, &begin, &end);
     if (end > begin) fn(ctx, begin, end, 0);
 
     spin_on(&pool->pending, 0, true);   /* until every worker is done */

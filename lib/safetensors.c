@@ -1,7 +1,7 @@
 #include "lib/safetensors.h"
 
 #include "lib/atomic_file.h"
-#include "lib/limits.h"
+#include "tapegrad/limits.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -133,7 +133,7 @@ void st_close(StFile *file) {
     free(file);
 }
 
-static tg_status read_whole_file(const char *path, uint8_t **contents, size_t *size) {
+static TgStatus read_whole_file(const char *path, uint8_t **contents, size_t *size) {
     /* O_NONBLOCK: a FIFO must not block the open; it is refused as not a regular file below */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return tg_fail(TG_ERR_IO, "cannot open: %s", strerror(errno));
@@ -179,7 +179,7 @@ static tg_status read_whole_file(const char *path, uint8_t **contents, size_t *s
 
 /* A member of `object` that must appear exactly once (JSON allows repeats; we refuse them, since
  * two readers could then disagree on which one counts). */
-static tg_status unique_member(const cJSON *object, const char *key, const cJSON **out) {
+static TgStatus unique_member(const cJSON *object, const char *key, const cJSON **out) {
     const cJSON *found = NULL, *child;
     cJSON_ArrayForEach(child, object) {
         if (child->string && strcmp(child->string, key) == 0) {
@@ -201,7 +201,7 @@ static bool json_count(const cJSON *item, uint64_t *out) {
     return true;
 }
 
-static tg_status parse_shape(const cJSON *shape, StEntry *entry) {
+static TgStatus parse_shape(const cJSON *shape, StEntry *entry) {
     if (!cJSON_IsArray(shape)) return tg_fail(TG_ERR_FORMAT, "\"shape\" is not an array");
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > ST_MAX_DIMS)
@@ -225,7 +225,7 @@ static tg_status parse_shape(const cJSON *shape, StEntry *entry) {
     return TG_OK;
 }
 
-static tg_status parse_entry(const cJSON *json, StEntry *entry, const uint8_t *data, size_t data_size) {
+static TgStatus parse_entry(const cJSON *json, StEntry *entry, const uint8_t *data, size_t data_size) {
     if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "entry is not a JSON object");
     const cJSON *dtype, *shape, *offsets;
     TG_TRY(unique_member(json, "dtype", &dtype));
@@ -260,7 +260,7 @@ static tg_status parse_entry(const cJSON *json, StEntry *entry, const uint8_t *d
     return TG_OK;
 }
 
-static tg_status parse_metadata(StFile *file, const cJSON *json) {
+static TgStatus parse_metadata(StFile *file, const cJSON *json) {
     if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "__metadata__ is not a JSON object");
     size_t n = (size_t)cJSON_GetArraySize(json);
     file->meta_keys = tg_calloc(n, sizeof *file->meta_keys);
@@ -290,7 +290,7 @@ static int compare_range(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
 }
 
-static tg_status check_no_overlap(const StFile *file) {
+static TgStatus check_no_overlap(const StFile *file) {
     ByteRange *ranges = tg_malloc(file->count * sizeof *ranges);
     size_t n = 0;
     for (size_t i = 0; i < file->count; i++) {
@@ -299,7 +299,7 @@ static tg_status check_no_overlap(const StFile *file) {
         if (e->nbytes) ranges[n++] = (ByteRange){e->data_begin, e->data_begin + e->nbytes, i};
     }
     qsort(ranges, n, sizeof *ranges, compare_range);
-    tg_status status = TG_OK;
+    TgStatus status = TG_OK;
     for (size_t i = 1; i < n; i++) {
         /* sorted by begin and the earlier ones disjoint: only the previous range can reach here */
         if (ranges[i].begin < ranges[i - 1].end) {
@@ -315,7 +315,7 @@ static tg_status check_no_overlap(const StFile *file) {
     return status;
 }
 
-static tg_status parse_tensors(StFile *file, const cJSON *root, const uint8_t *data, size_t data_size) {
+static TgStatus parse_tensors(StFile *file, const cJSON *root, const uint8_t *data, size_t data_size) {
     size_t members = (size_t)cJSON_GetArraySize(root);
     if (members > (size_t)TG_MAX_TENSORS + 1) /* + __metadata__ */
         return tg_fail(TG_ERR_FORMAT, "header lists %zu tensors, more than the %d tapegrad reads", members, TG_MAX_TENSORS);
@@ -331,7 +331,7 @@ static tg_status parse_tensors(StFile *file, const cJSON *root, const uint8_t *d
         entry->name = strdup(item->string);
         if (!entry->name) tg_abort_at(__FILE__, __LINE__, "out of memory copying a tensor name");
         file->count++;
-        tg_status status = parse_entry(item, entry, data, data_size);
+        TgStatus status = parse_entry(item, entry, data, data_size);
         if (status != TG_OK) return tg_fail_context(status, "tensor '%s'", item->string);
     }
     if (metadata) TG_TRY(parse_metadata(file, metadata));
@@ -347,7 +347,7 @@ static tg_status parse_tensors(StFile *file, const cJSON *root, const uint8_t *d
 
 static bool json_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-static tg_status parse_file(StFile *file) {
+static TgStatus parse_file(StFile *file) {
     const uint8_t *bytes = file->contents;
     size_t size = file->size;
     if (size == 0)
@@ -385,7 +385,7 @@ static tg_status parse_file(StFile *file) {
     text[n] = '\0';
     const char *parse_end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, n, &parse_end, 0);
-    tg_status status = TG_OK;
+    TgStatus status = TG_OK;
     if (!root) {
         size_t at = parse_end ? (size_t)(parse_end - text) : 0;
         status = tg_fail(TG_ERR_FORMAT, "header is not valid JSON (parse error near header byte %zu)", at);
@@ -413,10 +413,10 @@ static StFile *file_named(const char *path) {
 }
 
 /* The contents are in place (or `status` says why not): parse them, hand the file out or free it. */
-static tg_status finish_open(StFile *file, tg_status status, StFile **out) {
+static TgStatus finish_open(StFile *file, TgStatus status, StFile **out) {
     if (status == TG_OK) status = parse_file(file);
     if (status != TG_OK) {
-        tg_status s = tg_fail_context(status, "%s", file->path);
+        TgStatus s = tg_fail_context(status, "%s", file->path);
         st_close(file);
         return s;
     }
@@ -424,13 +424,13 @@ static tg_status finish_open(StFile *file, tg_status status, StFile **out) {
     return TG_OK;
 }
 
-tg_status st_open(const char *path, StFile **out) {
+TgStatus st_open(const char *path, StFile **out) {
     *out = NULL;
     StFile *file = file_named(path);
     return finish_open(file, read_whole_file(path, &file->contents, &file->size), out);
 }
 
-tg_status st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out) {
+TgStatus st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out) {
     *out = NULL;
     StFile *file = file_named(name);
     file->contents = tg_malloc(size ? size : 1);
@@ -453,13 +453,13 @@ const StEntry *st_find(const StFile *file, const char *name) {
     return hit ? &file->entries[hit->index] : NULL;
 }
 
-static tg_status require_entry(const StFile *file, const char *name, const StEntry **out) {
+static TgStatus require_entry(const StFile *file, const char *name, const StEntry **out) {
     *out = st_find(file, name);
     if (!*out) return tg_fail(TG_ERR_MISMATCH, "%s: no tensor named '%s'", file->path, name);
     return TG_OK;
 }
 
-tg_status st_expect_shape(const StFile *file, const char *name, int ndim, const int64_t *shape) {
+TgStatus st_expect_shape(const StFile *file, const char *name, int ndim, const int64_t *shape) {
     const StEntry *e;
     TG_TRY(require_entry(file, name, &e));
     bool same = e->ndim == ndim;
@@ -471,7 +471,7 @@ tg_status st_expect_shape(const StFile *file, const char *name, int ndim, const 
                    st_shape_str(ndim, shape, wanted, sizeof wanted));
 }
 
-static tg_status check_numel(const StFile *file, const StEntry *e, int64_t expected_numel) {
+static TgStatus check_numel(const StFile *file, const StEntry *e, int64_t expected_numel) {
     if (e->numel == expected_numel) return TG_OK;
     char buf[160];
     return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' has shape %s (%" PRId64 " elements), expected %" PRId64,
@@ -496,7 +496,7 @@ static float half_to_float(uint16_t half) {
     return value;
 }
 
-tg_status st_read_f32(const StFile *file, const char *name, float *out, int64_t expected_numel) {
+TgStatus st_read_f32(const StFile *file, const char *name, float *out, int64_t expected_numel) {
     const StEntry *e;
     TG_TRY(require_entry(file, name, &e));
     TG_TRY(check_numel(file, e, expected_numel));
@@ -532,7 +532,7 @@ tg_status st_read_f32(const StFile *file, const char *name, float *out, int64_t 
     }
 }
 
-tg_status st_read_i32(const StFile *file, const char *name, int32_t *out, int64_t expected_numel) {
+TgStatus st_read_i32(const StFile *file, const char *name, int32_t *out, int64_t expected_numel) {
     const StEntry *e;
     TG_TRY(require_entry(file, name, &e));
     TG_TRY(check_numel(file, e, expected_numel));
@@ -611,7 +611,7 @@ void st_writer_free(StWriter *w) {
     free(w);
 }
 
-tg_status st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
+TgStatus st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
                         const void *data) {
     if (!name || !*name) return tg_fail(TG_ERR_ARG, "safetensors writer: empty tensor name");
     if (strcmp(name, "__metadata__") == 0)
@@ -648,15 +648,15 @@ tg_status st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, 
     return TG_OK;
 }
 
-tg_status st_writer_add_f32(StWriter *w, const char *name, int ndim, const int64_t *shape, const float *data) {
+TgStatus st_writer_add_f32(StWriter *w, const char *name, int ndim, const int64_t *shape, const float *data) {
     return st_writer_add(w, name, ST_F32, ndim, shape, data);
 }
 
-tg_status st_writer_add_i32(StWriter *w, const char *name, int ndim, const int64_t *shape, const int32_t *data) {
+TgStatus st_writer_add_i32(StWriter *w, const char *name, int ndim, const int64_t *shape, const int32_t *data) {
     return st_writer_add(w, name, ST_I32, ndim, shape, data);
 }
 
-tg_status st_writer_set_metadata(StWriter *w, const char *key, const char *value) {
+TgStatus st_writer_set_metadata(StWriter *w, const char *key, const char *value) {
     if (!key || !*key || !value) return tg_fail(TG_ERR_ARG, "safetensors writer: empty metadata key or no value");
     if (!valid_utf8((const uint8_t *)key, strlen(key)) || !valid_utf8((const uint8_t *)value, strlen(value)))
         return tg_fail(TG_ERR_ARG, "safetensors writer: metadata '%s' is not valid UTF-8", key);
@@ -755,7 +755,7 @@ static bool write_fully(FILE *f, const void *data, size_t n) { return n == 0 || 
 
 /* Makes the rename itself durable; some file systems cannot fsync a directory, which is fine. */
 
-tg_status st_writer_finish(StWriter *w, const char *path) {
+TgStatus st_writer_finish(StWriter *w, const char *path) {
     size_t total = 0;
     for (size_t i = 0; i < w->count; i++)
         if (__builtin_add_overflow(total, w->tensors[i].nbytes, &total)) {
@@ -766,7 +766,7 @@ tg_status st_writer_finish(StWriter *w, const char *path) {
     build_header(w, &header);
 
     AtomicFile af;
-    tg_status status = atomic_file_open(&af, path);
+    TgStatus status = atomic_file_open(&af, path);
     if (status == TG_OK) {
         FILE *f = atomic_file_stream(&af);
         uint8_t length[8];

@@ -10,7 +10,7 @@
  * malformed entry; every refusal names the file, the tensor and the problem. Accepted: the
  * dtypes of StDtype, up to ST_MAX_DIMS dims, a header of at most ST_MAX_HEADER_BYTES, byte
  * ranges that fit the buffer, match their shape and do not overlap; at most TG_MAX_TENSORS
- * tensors (lib/limits.h). Gaps between ranges are
+ * tensors (tapegrad/limits.h). Gaps between ranges are
  * tolerated on reading (the writer never leaves any).
  *
  * Writing keeps tensors in insertion order, in the header and in the data buffer, packed with
@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 enum { ST_MAX_DIMS = 8 };
 /* Same cap as the reference Rust implementation: a larger header is surely not a real one. */
@@ -53,9 +53,9 @@ typedef struct StFile StFile;
 /* Reads and validates the whole file. On success *out owns it (st_close frees it); on failure
  * *out is NULL and tg_error_message() says what is wrong: TG_ERR_IO (cannot open/read),
  * TG_ERR_FORMAT (malformed), TG_ERR_NOMEM (file too big to hold in memory). */
-tg_status st_open(const char *path, StFile **out);
+TgStatus st_open(const char *path, StFile **out);
 /* The same for a file already in memory (copied; `name` stands for the path in messages). */
-tg_status st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out);
+TgStatus st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out);
 void st_close(StFile *file);
 
 const char *st_path(const StFile *file);
@@ -66,12 +66,12 @@ const StEntry *st_entry_at(const StFile *file, size_t index);
 const StEntry *st_find(const StFile *file, const char *name);
 
 /* TG_ERR_MISMATCH with a message unless `name` exists with exactly this shape. */
-tg_status st_expect_shape(const StFile *file, const char *name, int ndim, const int64_t *shape);
+TgStatus st_expect_shape(const StFile *file, const char *name, int ndim, const int64_t *shape);
 /* Copies tensor `name` into out[expected_numel], converting F32, F16, BF16 or F64 to float.
  * TG_ERR_MISMATCH when it is absent, of another dtype, or holds another number of elements. */
-tg_status st_read_f32(const StFile *file, const char *name, float *out, int64_t expected_numel);
+TgStatus st_read_f32(const StFile *file, const char *name, float *out, int64_t expected_numel);
 /* The same for integer tensors (token arrays): I32 or I64, every I64 value within int32 range. */
-tg_status st_read_i32(const StFile *file, const char *name, int32_t *out, int64_t expected_numel);
+TgStatus st_read_i32(const StFile *file, const char *name, int32_t *out, int64_t expected_numel);
 
 /* The value of __metadata__[key], NULL when absent. */
 const char *st_metadata(const StFile *file, const char *key);
@@ -93,16 +93,16 @@ StWriter *st_writer_begin(void);
  * reused at once. TG_ERR_ARG, writer unchanged, for a duplicate or empty name, the reserved name
  * "__metadata__", a name that is not UTF-8, ndim outside [0, ST_MAX_DIMS] or a negative dim.
  * `data` may be NULL when the tensor has no elements. */
-tg_status st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
+TgStatus st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
                         const void *data);
-tg_status st_writer_add_f32(StWriter *w, const char *name, int ndim, const int64_t *shape,
+TgStatus st_writer_add_f32(StWriter *w, const char *name, int ndim, const int64_t *shape,
                             const float *data);
-tg_status st_writer_add_i32(StWriter *w, const char *name, int ndim, const int64_t *shape,
+TgStatus st_writer_add_i32(StWriter *w, const char *name, int ndim, const int64_t *shape,
                             const int32_t *data);
 /* Sets __metadata__[key] = value (replacing an earlier value of the same key). */
-tg_status st_writer_set_metadata(StWriter *w, const char *key, const char *value);
+TgStatus st_writer_set_metadata(StWriter *w, const char *key, const char *value);
 /* Writes the file atomically (see above), then frees the writer, whether it succeeded or not. */
-tg_status st_writer_finish(StWriter *w, const char *path);
+TgStatus st_writer_finish(StWriter *w, const char *path);
 /* Frees a writer without writing anything. */
 void st_writer_free(StWriter *w);
 

@@ -1,18 +1,18 @@
-#include "lib/tape.h"
+#include "tapegrad/tape.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
-void tape_init(Tape *tape, Arena *arena, Pool *pool) {
+void tg_tape_init(TgTape *tape, TgArena *arena, TgPool *pool) {
     memset(tape, 0, sizeof *tape);
     tape->arena = arena;
     tape->pool = pool;
     tape->grad_enabled = true;
 }
 
-void tape_free(Tape *tape) {
+void tg_tape_free(TgTape *tape) {
     free(tape->nodes);
     free(tape->free_lists);
     tape->nodes = NULL;
@@ -23,7 +23,7 @@ void tape_free(Tape *tape) {
 
 /* ---- activation gradients: arena memory recycled through per-size free lists ---- */
 
-static GradFreeList *free_list_of(Tape *tape, size_t bytes, bool create) {
+static TgGradFreeList *free_list_of(TgTape *tape, size_t bytes, bool create) {
     for (int i = 0; i < tape->n_free_lists; i++)
         if (tape->free_lists[i].bytes == bytes) return &tape->free_lists[i];
     if (!create) return NULL;
@@ -31,36 +31,36 @@ static GradFreeList *free_list_of(Tape *tape, size_t bytes, bool create) {
         tape->cap_free_lists = tape->cap_free_lists ? 2 * tape->cap_free_lists : 16;
         tape->free_lists = tg_realloc(tape->free_lists, (size_t)tape->cap_free_lists * sizeof *tape->free_lists);
     }
-    GradFreeList *list = &tape->free_lists[tape->n_free_lists++];
+    TgGradFreeList *list = &tape->free_lists[tape->n_free_lists++];
     list->bytes = bytes;
     list->head = NULL;
     return list;
 }
 
-static float *grad_alloc(Tape *tape, size_t bytes) {
-    GradFreeList *list = free_list_of(tape, bytes, false);
+static float *grad_alloc(TgTape *tape, size_t bytes) {
+    TgGradFreeList *list = free_list_of(tape, bytes, false);
     if (list && list->head) {
         void *block = list->head;
         list->head = *(void **)block;
         return block;
     }
-    return arena_alloc(tape->arena, bytes);
+    return tg_arena_alloc(tape->arena, bytes);
 }
 
-static void grad_release(Tape *tape, Tensor *t) {
+static void grad_release(TgTape *tape, TgTensor *t) {
     size_t bytes = (size_t)t->numel * sizeof(float);
     if (bytes < sizeof(void *)) return;   /* too small to link; the arena reset reclaims it */
-    GradFreeList *list = free_list_of(tape, bytes, true);
+    TgGradFreeList *list = free_list_of(tape, bytes, true);
     *(void **)t->grad = list->head;
     list->head = t->grad;
     t->grad = NULL;
 }
 
-void tensor_retain_grad(Tensor *t) { t->retain_grad = true; }
+void tg_tensor_retain_grad(TgTensor *t) { t->retain_grad = true; }
 
-TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tensor *out,
-                      int n_in, Tensor *const *in) {
-    TG_CHECK(n_in >= 0 && n_in <= TAPE_MAX_INPUTS, "op %s has %d inputs", op, n_in);
+TgTapeNode *tg_tape_record(TgTape *tape, const char *op, TgBackwardFn backward, TgTensor *out,
+                      int n_in, TgTensor *const *in) {
+    TG_CHECK(n_in >= 0 && n_in <= TG_TAPE_MAX_INPUTS, "op %s has %d inputs", op, n_in);
     if (!tape->grad_enabled) return NULL;
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
@@ -70,7 +70,7 @@ TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tenso
         tape->cap_nodes = tape->cap_nodes ? 2 * tape->cap_nodes : 256;
         tape->nodes = tg_realloc(tape->nodes, tape->cap_nodes * sizeof *tape->nodes);
     }
-    TapeNode *node = &tape->nodes[tape->n_nodes++];
+    TgTapeNode *node = &tape->nodes[tape->n_nodes++];
     memset(node, 0, sizeof *node);
     node->op = op;
     node->backward = backward;
@@ -82,9 +82,9 @@ TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tenso
     return node;
 }
 
-const TapeNode *tape_find_reader(const Tape *tape, const float *data) {
+const TgTapeNode *tg_tape_find_reader(const TgTape *tape, const float *data) {
     for (size_t i = 0; i < tape->n_nodes; i++) {
-        const TapeNode *node = &tape->nodes[i];
+        const TgTapeNode *node = &tape->nodes[i];
         if (node->reads_out && node->out->data == data) return node;
         for (int k = 0; k < node->n_in; k++)
             if (node->in[k] && node->in[k]->data == data) return node;
@@ -92,19 +92,19 @@ const TapeNode *tape_find_reader(const Tape *tape, const float *data) {
     return NULL;
 }
 
-const TapeNode *tape_find_producer(const Tape *tape, const Tensor *t) {
+const TgTapeNode *tg_tape_find_producer(const TgTape *tape, const TgTensor *t) {
     for (size_t i = tape->n_nodes; i-- > 0;)
         if (tape->nodes[i].out == t) return &tape->nodes[i];
     return NULL;
 }
 
-bool tape_set_grad_enabled(Tape *tape, bool enabled) {
+bool tg_tape_set_grad_enabled(TgTape *tape, bool enabled) {
     bool old = tape->grad_enabled;
     tape->grad_enabled = enabled;
     return old;
 }
 
-float *tensor_grad(Tape *tape, Tensor *t) {
+float *tg_tensor_grad(TgTape *tape, TgTensor *t) {
     if (!t->grad) {
         size_t bytes = (size_t)t->numel * sizeof(float);
         t->grad = grad_alloc(tape, bytes);
@@ -113,15 +113,15 @@ float *tensor_grad(Tape *tape, Tensor *t) {
     return t->grad;
 }
 
-float *tensor_grad_for_write(Tape *tape, Tensor *t, bool *accumulate) {
+float *tg_tensor_grad_for_write(TgTape *tape, TgTensor *t, bool *accumulate) {
     *accumulate = t->grad != NULL;
     if (!t->grad) t->grad = grad_alloc(tape, (size_t)t->numel * sizeof(float));
     return t->grad;
 }
 
-void tape_backward_from_seeded(Tape *tape) {
+void tg_tape_backward_from_seeded(TgTape *tape) {
     for (size_t i = tape->n_nodes; i-- > 0;) {
-        TapeNode *node = &tape->nodes[i];
+        TgTapeNode *node = &tape->nodes[i];
         /* an output nothing depended on has no gradient: nothing flows back from it */
         if (!node->out->grad) continue;
         node->backward(tape, node);
@@ -130,17 +130,17 @@ void tape_backward_from_seeded(Tape *tape) {
     }
 }
 
-void tape_backward(Tape *tape, Tensor *loss) {
+void tg_tape_backward(TgTape *tape, TgTensor *loss) {
     TG_CHECK(loss->numel == 1, "backward from '%s' with %lld elements; expected a scalar",
              loss->name, (long long)loss->numel);
     TG_CHECK(loss->requires_grad, "backward from '%s', which depends on no parameter", loss->name);
-    float *g = tensor_grad(tape, loss);
+    float *g = tg_tensor_grad(tape, loss);
     g[0] += 1.0f;
-    tape_backward_from_seeded(tape);
+    tg_tape_backward_from_seeded(tape);
 }
 
-void tape_reset(Tape *tape) {
+void tg_tape_reset(TgTape *tape) {
     tape->n_nodes = 0;
     for (int i = 0; i < tape->n_free_lists; i++) tape->free_lists[i].head = NULL;
-    arena_reset(tape->arena);
+    tg_arena_reset(tape->arena);
 }

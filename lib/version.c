@@ -1,3 +1,3 @@
-#include "lib/version.h"
+#include "tapegrad/version.h"
 
-const char *tapegrad_version(void) { return TAPEGRAD_VERSION; }
+const char *tg_version(void) { return TG_VERSION; }

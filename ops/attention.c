@@ -22,10 +22,10 @@
 #include <string.h>
 
 #include "lib/blas.h"
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/kernels.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 
 /* Queries (and, in the backward, keys) are taken BLOCK_ROWS at a time through the shared
  * few-rows product of lib/blas.h. */
@@ -50,7 +50,7 @@ typedef struct {
     float scale;        /* 1 / sqrt(head_dim) */
 } AttentionDims;
 
-static AttentionDims attention_dims(const Tensor *q, const Tensor *k, int64_t heads,
+static AttentionDims attention_dims(const TgTensor *q, const TgTensor *k, int64_t heads,
                                     int64_t kv_heads) {
     AttentionDims dims;
     dims.batch = q->shape[0];
@@ -251,8 +251,8 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
     }
 }
 
-static void attention_backward(Tape *tape, TapeNode *node) {
-    Tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
+static void attention_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
     AttentionBackward ctx = {
         .dims = attention_dims(q, k, node->iparam[0], node->iparam[1]),
         .q = q->data, .k = k->data, .v = v->data,
@@ -261,42 +261,42 @@ static void attention_backward(Tape *tape, TapeNode *node) {
     };
     /* Gradients are taken here, not in the threads (they come from the arena). All three new:
      * the products store. Any one already there (or an input passed twice): all zeroed, all add. */
-    bool new_q = !tensor_wants_grad(q) || !q->grad, new_k = !tensor_wants_grad(k) || !k->grad;
-    bool new_v = !tensor_wants_grad(v) || !v->grad;
+    bool new_q = !tg_tensor_wants_grad(q) || !q->grad, new_k = !tg_tensor_wants_grad(k) || !k->grad;
+    bool new_v = !tg_tensor_wants_grad(v) || !v->grad;
     ctx.accumulate = !(new_q && new_k && new_v && q != k && k != v && q != v);
     bool accumulate_unused;
-    if (tensor_wants_grad(q))
-        ctx.dq = ctx.accumulate ? tensor_grad(tape, q) : tensor_grad_for_write(tape, q, &accumulate_unused);
-    if (tensor_wants_grad(k))
-        ctx.dk = ctx.accumulate ? tensor_grad(tape, k) : tensor_grad_for_write(tape, k, &accumulate_unused);
-    if (tensor_wants_grad(v))
-        ctx.dv = ctx.accumulate ? tensor_grad(tape, v) : tensor_grad_for_write(tape, v, &accumulate_unused);
+    if (tg_tensor_wants_grad(q))
+        ctx.dq = ctx.accumulate ? tg_tensor_grad(tape, q) : tg_tensor_grad_for_write(tape, q, &accumulate_unused);
+    if (tg_tensor_wants_grad(k))
+        ctx.dk = ctx.accumulate ? tg_tensor_grad(tape, k) : tg_tensor_grad_for_write(tape, k, &accumulate_unused);
+    if (tg_tensor_wants_grad(v))
+        ctx.dv = ctx.accumulate ? tg_tensor_grad(tape, v) : tg_tensor_grad_for_write(tape, v, &accumulate_unused);
     const AttentionDims *dims = &ctx.dims;
     /* per-thread scratch, taken before the parallel loop and given back after it */
-    int threads = pool_threads(tape->pool);
-    ArenaMark scratch_mark = arena_mark(tape->arena);
+    int threads = tg_pool_threads(tape->pool);
+    TgArenaMark scratch_mark = tg_arena_mark(tape->arena);
     int64_t per_thread = dims->head_dim + dims->q_len;
     if (!ctx.probs) per_thread *= 2;
     ctx.scratch_floats = (size_t)(per_thread * dims->key_pad);
-    ctx.scratch = arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
-    pool_parallel_for(tape->pool, dims->batch * dims->kv_heads, attention_backward_range, &ctx);
-    arena_rewind(tape->arena, scratch_mark);
+    ctx.scratch = tg_arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
+    tg_pool_parallel_for(tape->pool, dims->batch * dims->kv_heads, attention_backward_range, &ctx);
+    tg_arena_rewind(tape->arena, scratch_mark);
 }
 
 /* Bytes of P the forward may keep for the backward; larger ones are recomputed. */
 static size_t saved_probs_limit = (size_t)8 << 20;
 
-size_t attention_set_saved_probs_limit(size_t bytes) {
+size_t tg_attention_set_saved_probs_limit(size_t bytes) {
     size_t old = saved_probs_limit;
     saved_probs_limit = bytes;
     return old;
 }
 
-Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads) {
+TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads) {
     char sq[64], sk[64], sv[64];
-    tensor_shape_str(q, sq, sizeof sq);
-    tensor_shape_str(k, sk, sizeof sk);
-    tensor_shape_str(v, sv, sizeof sv);
+    tg_tensor_shape_str(q, sq, sizeof sq);
+    tg_tensor_shape_str(k, sk, sizeof sk);
+    tg_tensor_shape_str(v, sv, sizeof sv);
     TG_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3,
              "attention: q %s, k %s, v %s must be (B, T, heads*head_dim)", sq, sk, sv);
     /* (TG_CHECK pastes its condition into a printf format, so no '%' may appear inside it) */
@@ -308,7 +308,7 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     TG_CHECK(heads_even,
              "attention: q '%s' %s: last dim not divisible into %lld heads", q->name, sq, (long long)heads);
     int64_t hd = q->shape[2] / heads;
-    TG_CHECK(tensor_same_shape(k, v) && k->shape[0] == q->shape[0] && k->shape[2] == kv_heads * hd,
+    TG_CHECK(tg_tensor_same_shape(k, v) && k->shape[0] == q->shape[0] && k->shape[2] == kv_heads * hd,
              "attention: q %s, k %s, v %s do not fit heads %lld, kv_heads %lld", sq, sk, sv,
              (long long)heads, (long long)kv_heads);
     TG_CHECK(q->shape[1] >= 1 && k->shape[1] >= q->shape[1],
@@ -318,21 +318,21 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     AttentionForward ctx = {.dims = attention_dims(q, k, heads, kv_heads),
                             .q = q->data, .k = k->data, .v = v->data};
     const AttentionDims *dims = &ctx.dims;
-    Tensor *out = tensor_new(tape->arena, "attention", 3, q->shape);   // (B,Tq,H*hd)
+    TgTensor *out = tg_tensor_new(tape->arena, "attention", 3, q->shape);   // (B,Tq,H*hd)
     ctx.out = out->data;
-    /* the same condition under which tape_record will append a node */
+    /* the same condition under which tg_tape_record will append a node */
     bool recording = tape->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
     size_t probs_bytes = (size_t)(dims->batch * heads * dims->q_len * dims->kv_len) * sizeof(float);
     if (recording && probs_bytes <= saved_probs_limit)
-        ctx.probs = arena_alloc(tape->arena, probs_bytes);   // (B,H,Tq,Tk)
-    int threads = pool_threads(tape->pool);
-    ArenaMark scratch_mark = arena_mark(tape->arena);
+        ctx.probs = tg_arena_alloc(tape->arena, probs_bytes);   // (B,H,Tq,Tk)
+    int threads = tg_pool_threads(tape->pool);
+    TgArenaMark scratch_mark = tg_arena_mark(tape->arena);
     ctx.scratch_floats = (size_t)((hd + BLOCK_ROWS) * dims->key_pad);
-    ctx.scratch = arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
-    pool_parallel_for(tape->pool, dims->batch * heads, attention_forward_range, &ctx);
-    arena_rewind(tape->arena, scratch_mark);
+    ctx.scratch = tg_arena_alloc(tape->arena, (size_t)threads * ctx.scratch_floats * sizeof(float));
+    tg_pool_parallel_for(tape->pool, dims->batch * heads, attention_forward_range, &ctx);
+    tg_arena_rewind(tape->arena, scratch_mark);
 
-    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_ATTENTION), attention_backward, out, 3, (Tensor *[]){q, k, v});
+    TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_ATTENTION), attention_backward, out, 3, (TgTensor *[]){q, k, v});
     TG_CHECK((node != NULL) == recording, "attention: tape recorded %d, expected %d", node != NULL, recording);
     if (node) {
         node->saved = ctx.probs;   /* NULL: the backward recomputes P */
@@ -342,7 +342,7 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads,
     return out;
 }
 
-/* ---- gradient checks (ops/op_list.h): q (B,Tq,H*hd), k and v (B,Tk,KVH*hd), all three ---- */
+/* ---- gradient checks (tapegrad/op_list.h): q (B,Tq,H*hd), k and v (B,Tk,KVH*hd), all three ---- */
 
 typedef struct {
     int64_t heads, kv_heads;
@@ -353,14 +353,14 @@ static AttentionCheckParams attn_h4_kv2 = {4, 2};
 static AttentionCheckParams attn_h4_kv1 = {4, 1};
 static AttentionCheckParams attn_h2_kv1 = {2, 1};
 
-static Tensor *fwd_attention(Tape *t, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_attention(TgTape *t, TgTensor *const *in, void *ctx) {
     const AttentionCheckParams *p = ctx;
-    return op_attention(t, in[0], in[1], in[2], p->heads, p->kv_heads);
+    return tg_attention(t, in[0], in[1], in[2], p->heads, p->kv_heads);
 }
 
 #define QKV {"q", "k", "v"}, {3, 3, 3}
 
-static const OpCheck attention_cases[] = {
+static const TgOpCheck attention_cases[] = {
     {"B2 T7 H2 KV2 hd4", 3, QKV, {{2, 7, 8}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h2_kv2, 0},
     {"GQA B2 T7 H4 KV2 hd4", 3, QKV, {{2, 7, 16}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h4_kv2, 0},
     {"T1 H2 KV2 hd4", 3, QKV, {{2, 1, 8}, {2, 1, 8}, {2, 1, 8}}, 0, 0, fwd_attention, &attn_h2_kv2, 0},
@@ -371,4 +371,4 @@ static const OpCheck attention_cases[] = {
     {"GQA B1 T18 H2 KV1 hd20", 3, QKV, {{1, 18, 40}, {1, 18, 20}, {1, 18, 20}}, 0, 0, fwd_attention,
      &attn_h2_kv1, 0},
 };
-const OpCheckList attention_checks = OP_CHECK_LIST(attention_cases);
+const TgOpCheckList attention_checks = TG_OP_CHECK_LIST(attention_cases);

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"
-#include "lib/rng.h"
-#include "ops/ops.h"
+#include "tapegrad/error.h"
+#include "tapegrad/rng.h"
+#include "tapegrad/ops.h"
 
 /* ---- the op names ---- */
 
@@ -18,7 +18,7 @@ static const char *const op_names[] = {
 _Static_assert(sizeof op_names / sizeof op_names[0] == TG_OP_COUNT, "one name per op");
 
 const char *tg_op_name(TgOp op) {
-    TG_CHECK(op >= 0 && op < TG_OP_COUNT, "op %d is not in ops/op_list.h", (int)op);
+    TG_CHECK(op >= 0 && op < TG_OP_COUNT, "op %d is not in tapegrad/op_list.h", (int)op);
     return op_names[op];
 }
 
@@ -32,7 +32,7 @@ TgOp tg_op_from_name(const char *name) {
 
 typedef struct {
     const char *name;
-    const OpCheckList *list;
+    const TgOpCheckList *list;
 } Family;
 
 static const Family families[] = {
@@ -68,24 +68,24 @@ OpCheckRef op_check_get(int i) {
 
 /* ---- running ---- */
 
-bool op_check_run(const OpCheck *check, Tape *tape, uint64_t seed, GradcheckResult *results) {
-    Rng rng;
-    rng_seed(&rng, seed);
-    Tensor *inputs[OP_CHECK_MAX_INPUTS];
+bool tg_op_check_run(const TgOpCheck *check, TgTape *tape, uint64_t seed, TgGradcheckResult *results) {
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
+    TgTensor *inputs[TG_OP_CHECK_MAX_INPUTS];
     float lo = check->lo, hi = check->hi;
     if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
     for (int k = 0; k < check->n_inputs; k++) {
-        Tensor *t = tg_calloc(1, sizeof *t);
-        tensor_set_shape(t, check->ndim[k], check->shape[k]);
-        tensor_set_name(t, check->names[k]);
+        TgTensor *t = tg_calloc(1, sizeof *t);
+        tg_tensor_set_shape(t, check->ndim[k], check->shape[k]);
+        tg_tensor_set_name(t, check->names[k]);
         t->data = tg_malloc((size_t)t->numel * sizeof(float));
-        rng_fill_uniform(&rng, t->data, (size_t)t->numel, lo, hi);
+        tg_rng_fill_uniform(&rng, t->data, (size_t)t->numel, lo, hi);
         inputs[k] = t;
     }
-    GradcheckOptions opts = gradcheck_defaults();
+    TgGradcheckOptions opts = tg_gradcheck_defaults();
     opts.seed = seed ^ 0x5bd1e995u;
     if (check->rtol > 0) opts.rtol = check->rtol;
-    bool ok = gradcheck(tape, check->forward, check->ctx, inputs, check->n_inputs, &opts, results);
+    bool ok = tg_gradcheck(tape, check->forward, check->ctx, inputs, check->n_inputs, &opts, results);
     for (int k = 0; k < check->n_inputs; k++) {
         free(inputs[k]->data);
         free(inputs[k]);
@@ -93,15 +93,15 @@ bool op_check_run(const OpCheck *check, Tape *tape, uint64_t seed, GradcheckResu
     return ok;
 }
 
-int op_check_list_run(const char *op, const OpCheckList *list, Tape *tape, uint64_t seed, int64_t n_seeds,
-                      op_check_report_fn report, void *ctx) {
+int tg_op_check_list_run(const char *op, const TgOpCheckList *list, TgTape *tape, uint64_t seed, int64_t n_seeds,
+                      TgOpCheckReportFn report, void *ctx) {
     TG_CHECK(n_seeds >= 1, "%s: checking with %lld seeds", op, (long long)n_seeds);
     int failures = 0;
     for (int i = 0; i < list->count; i++) {
-        const OpCheck *check = &list->cases[i];
-        GradcheckResult res[OP_CHECK_MAX_INPUTS], worst[OP_CHECK_MAX_INPUTS];
+        const TgOpCheck *check = &list->cases[i];
+        TgGradcheckResult res[TG_OP_CHECK_MAX_INPUTS], worst[TG_OP_CHECK_MAX_INPUTS];
         for (int64_t s = 0; s < n_seeds; s++) {
-            op_check_run(check, tape, seed + (uint64_t)s, res);
+            tg_op_check_run(check, tape, seed + (uint64_t)s, res);
             for (int k = 0; k < check->n_inputs; k++)
                 if (s == 0 || res[k].worst_ratio > worst[k].worst_ratio) worst[k] = res[k];
         }
@@ -113,15 +113,15 @@ int op_check_list_run(const char *op, const OpCheckList *list, Tape *tape, uint6
     return failures;
 }
 
-int op_checks_run(const char *op, Tape *tape, uint64_t seed, int64_t n_seeds, op_check_report_fn report, void *ctx) {
+int op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, TgOpCheckReportFn report, void *ctx) {
     int failures = 0;
     for (int f = 0; f < N_FAMILIES; f++)
         if (!op || strcmp(families[f].name, op) == 0)
-            failures += op_check_list_run(families[f].name, families[f].list, tape, seed, n_seeds, report, ctx);
+            failures += tg_op_check_list_run(families[f].name, families[f].list, tape, seed, n_seeds, report, ctx);
     return failures;
 }
 
-void op_check_print_failures(void *ctx, const char *op, const OpCheck *check, const GradcheckResult *worst) {
+void tg_op_check_print_failures(void *ctx, const char *op, const TgOpCheck *check, const TgGradcheckResult *worst) {
     (void)ctx;
     for (int k = 0; k < check->n_inputs; k++)
         if (!worst[k].pass)
@@ -135,13 +135,13 @@ void op_check_print_failures(void *ctx, const char *op, const OpCheck *check, co
 /* ---- the graph itself: a tensor used twice and a diamond, through several ops ---- */
 
 /* y = x W1^T, z = x W2^T; out = y * z + 0.5 y: x reaches out along four paths, y along two */
-static Tensor *fwd_graph_diamond(Tape *t, Tensor *const *in, void *ctx) {
-    Tensor *y = op_linear(t, in[0], in[1]);
-    Tensor *z = op_linear(t, in[0], in[2]);
-    return op_add(t, op_mul(t, y, z), op_scale(t, y, 0.5f));
+static TgTensor *fwd_graph_diamond(TgTape *t, TgTensor *const *in, void *ctx) {
+    TgTensor *y = tg_linear(t, in[0], in[1]);
+    TgTensor *z = tg_linear(t, in[0], in[2]);
+    return tg_add(t, tg_mul(t, y, z), tg_scale(t, y, 0.5f));
 }
 
-static const OpCheck graph_cases[] = {
+static const TgOpCheck graph_cases[] = {
     {"x twice, diamond", 3, {"x", "w1", "w2"}, {2, 2, 2}, {{3, 4}, {5, 4}, {5, 4}}, 0, 0, fwd_graph_diamond, NULL, 0},
 };
-const OpCheckList graph_checks = OP_CHECK_LIST(graph_cases);
+const TgOpCheckList graph_checks = TG_OP_CHECK_LIST(graph_cases);

@@ -1,12 +1,12 @@
-/* The registry of tapegrad's own op checks: every op and composite of ops/op_list.h with its
- * cases (ops/op_check.h says what a case is), and the one runner over them that the test suite,
+/* The registry of tapegrad's own op checks: every op and composite of tapegrad/op_list.h with its
+ * cases (tapegrad/op_check.h says what a case is), and the one runner over them that the test suite,
  * `tapegrad gradcheck` and `tapegrad selftest` share. An op's cases sit at the end of the op's
  * own file:
  *
- *   static const OpCheck rmsnorm_cases[] = {
+ *   static const TgOpCheck rmsnorm_cases[] = {
  *       {"3x7", 2, {"x", "g"}, {2, 1}, {{3, 7}, {7}}, 0, 0, fwd_rmsnorm, NULL, 0},
  *   };
- *   const OpCheckList rmsnorm_checks = OP_CHECK_LIST(rmsnorm_cases);
+ *   const TgOpCheckList rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);
  */
 #ifndef TAPEGRAD_OPS_CHECKS_H
 #define TAPEGRAD_OPS_CHECKS_H
@@ -14,11 +14,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/gradcheck.h"
-#include "ops/op_check.h"
-#include "ops/op_list.h"
+#include "tapegrad/gradcheck.h"
+#include "tapegrad/op_check.h"
+#include "tapegrad/op_list.h"
 
-#define TG_OP_CHECKS_DECLARE(id, name, checks) extern const OpCheckList checks;
+#define TG_OP_CHECKS_DECLARE(id, name, checks) extern const TgOpCheckList checks;
 TG_OP_LIST(TG_OP_CHECKS_DECLARE)
 TG_COMPOSITE_LIST(TG_OP_CHECKS_DECLARE)
 #undef TG_OP_CHECKS_DECLARE
@@ -26,7 +26,7 @@ TG_COMPOSITE_LIST(TG_OP_CHECKS_DECLARE)
 /* Every case of every op and composite, in list order. */
 typedef struct {
     const char *op;       /* the op's (or composite's) name */
-    const OpCheck *check;
+    const TgOpCheck *check;
 } OpCheckRef;
 
 int op_checks_count(void);
@@ -39,6 +39,6 @@ const char *op_check_name(int i);
 
 /* Runs every case of `op` (NULL: all) for seeds seed .. seed + n_seeds - 1 and reports each
  * (report may be NULL). Returns the number of failing cases. */
-int op_checks_run(const char *op, Tape *tape, uint64_t seed, int64_t n_seeds, op_check_report_fn report, void *ctx);
+int op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, TgOpCheckReportFn report, void *ctx);
 
 #endif

@@ -9,10 +9,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/kernels.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 
 typedef struct {
     float *lse;          /* (R): logsumexp of each counted row */
@@ -70,17 +70,17 @@ static void cross_entropy_backward_range(void *ctx_, int64_t begin, int64_t end,
 /* With `consume` (the logits' values are needed by nobody after the loss: the head's backward
  * reads its input and weight, not its output), a first gradient is written over the logits
  * themselves, which saves a (R, V) buffer: 52 MB at B=8, T=256, V=6400. */
-static void cross_entropy_backward(Tape *tape, TapeNode *node) {
+static void cross_entropy_backward(TgTape *tape, TgTapeNode *node) {
     int64_t count = node->iparam[0];
     if (count == 0) return;   /* every row ignored: the loss is the constant 0 */
-    Tensor *logits = node->in[0];
+    TgTensor *logits = node->in[0];
     const CrossEntropySaved *saved = node->saved;
     bool consume = node->iparam[2] != 0;
     CrossEntropyJob job = {
         .logits = logits->data,
         .targets = saved->targets,
         .ignore_index = (int32_t)node->iparam[1],
-        .vocab = tensor_dim(logits, -1),
+        .vocab = tg_tensor_dim(logits, -1),
         .lse = saved->lse,
         .dloss_per_row = (float)((double)node->out->grad[0] / (double)count),
     };
@@ -89,16 +89,16 @@ static void cross_entropy_backward(Tape *tape, TapeNode *node) {
         job.dlogits = logits->grad;
         job.accumulate = false;
     } else {
-        job.dlogits = tensor_grad_for_write(tape, logits, &job.accumulate);
+        job.dlogits = tg_tensor_grad_for_write(tape, logits, &job.accumulate);
     }
-    pool_parallel_for(tape->pool, tensor_rows(logits), cross_entropy_backward_range, &job);
+    tg_pool_parallel_for(tape->pool, tg_tensor_rows(logits), cross_entropy_backward_range, &job);
 }
 
-static Tensor *cross_entropy_forward(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index,
+static TgTensor *cross_entropy_forward(TgTape *tape, TgTensor *logits, const int32_t *targets, int32_t ignore_index,
                                      bool consume) {
-    TG_CHECK(logits->ndim >= 1 && tensor_dim(logits, -1) >= 1,
+    TG_CHECK(logits->ndim >= 1 && tg_tensor_dim(logits, -1) >= 1,
              "cross_entropy: logits '%s' must be (..., V) with V >= 1", logits->name);
-    int64_t rows = tensor_rows(logits), vocab = tensor_dim(logits, -1);
+    int64_t rows = tg_tensor_rows(logits), vocab = tg_tensor_dim(logits, -1);
     int64_t count = 0;
     for (int64_t r = 0; r < rows; r++) {
         if (targets[r] == ignore_index) continue;
@@ -108,28 +108,28 @@ static Tensor *cross_entropy_forward(Tape *tape, Tensor *logits, const int32_t *
         count++;
     }
 
-    Tensor *loss = tensor_new(tape->arena, "cross_entropy", 0, NULL);   // scalar
+    TgTensor *loss = tg_tensor_new(tape->arena, "cross_entropy", 0, NULL);   // scalar
     bool recording = tape->grad_enabled && logits->requires_grad;
     CrossEntropySaved *saved = NULL;
     CrossEntropyJob job = {.logits = logits->data, .targets = targets, .ignore_index = ignore_index,
                            .vocab = vocab};
     if (recording) {
-        saved = arena_alloc(tape->arena, sizeof *saved);
-        saved->lse = arena_alloc(tape->arena, (size_t)rows * sizeof(float));            // (R)
-        saved->targets = arena_alloc(tape->arena, (size_t)rows * sizeof(int32_t));      // (R)
+        saved = tg_arena_alloc(tape->arena, sizeof *saved);
+        saved->lse = tg_arena_alloc(tape->arena, (size_t)rows * sizeof(float));            // (R)
+        saved->targets = tg_arena_alloc(tape->arena, (size_t)rows * sizeof(int32_t));      // (R)
         if (rows > 0) memcpy(saved->targets, targets, (size_t)rows * sizeof(int32_t));
     }
-    ArenaMark scratch_mark = arena_mark(tape->arena);
-    job.lse = recording ? saved->lse : arena_alloc(tape->arena, (size_t)rows * sizeof(float));
-    job.row_loss = arena_alloc(tape->arena, (size_t)rows * sizeof(double));              // (R)
-    pool_parallel_for(tape->pool, rows, cross_entropy_forward_range, &job);
+    TgArenaMark scratch_mark = tg_arena_mark(tape->arena);
+    job.lse = recording ? saved->lse : tg_arena_alloc(tape->arena, (size_t)rows * sizeof(float));
+    job.row_loss = tg_arena_alloc(tape->arena, (size_t)rows * sizeof(double));              // (R)
+    tg_pool_parallel_for(tape->pool, rows, cross_entropy_forward_range, &job);
     /* summed in row order on the caller: the same bits on any thread count */
     double total = 0.0;
     for (int64_t r = 0; r < rows; r++) total += job.row_loss[r];
     loss->data[0] = count > 0 ? (float)(total / (double)count) : 0.0f;
-    arena_rewind(tape->arena, scratch_mark);
+    tg_arena_rewind(tape->arena, scratch_mark);
 
-    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_CROSS_ENTROPY), cross_entropy_backward, loss, 1, &logits);
+    TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_CROSS_ENTROPY), cross_entropy_backward, loss, 1, &logits);
     TG_CHECK((node != NULL) == recording, "cross_entropy: tape recorded %d, expected %d", node != NULL,
              recording);
     if (node) {
@@ -141,27 +141,27 @@ static Tensor *cross_entropy_forward(Tape *tape, Tensor *logits, const int32_t *
     return loss;
 }
 
-Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index) {
+TgTensor *tg_cross_entropy(TgTape *tape, TgTensor *logits, const int32_t *targets, int32_t ignore_index) {
     return cross_entropy_forward(tape, logits, targets, ignore_index, false);
 }
 
-Tensor *op_cross_entropy_consuming(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index) {
+TgTensor *tg_cross_entropy_consuming(TgTape *tape, TgTensor *logits, const int32_t *targets, int32_t ignore_index) {
     /* the backward writes over the logits' values: refuse when anything still needs them */
     if (tape->grad_enabled && logits->requires_grad) {
-        TG_CHECK(tape_find_producer(tape, logits) != NULL,
+        TG_CHECK(tg_tape_find_producer(tape, logits) != NULL,
                  "cross_entropy_consuming: logits '%s' were not computed on this tape (a parameter or "
-                 "the caller's tensor) and would be overwritten; use op_cross_entropy",
+                 "the caller's tensor) and would be overwritten; use tg_cross_entropy",
                  logits->name);
-        const TapeNode *reader = tape_find_reader(tape, logits->data);
+        const TgTapeNode *reader = tg_tape_find_reader(tape, logits->data);
         TG_CHECK(reader == NULL,
                  "cross_entropy_consuming: the backward of '%s' reads the values of logits '%s', which "
-                 "this loss overwrites; use op_cross_entropy",
+                 "this loss overwrites; use tg_cross_entropy",
                  reader ? reader->op : "", logits->name);
     }
     return cross_entropy_forward(tape, logits, targets, ignore_index, true);
 }
 
-/* ---- gradient checks (ops/op_list.h): the logits; some targets ignored ---- */
+/* ---- gradient checks (tapegrad/op_list.h): the logits; some targets ignored ---- */
 
 typedef struct {
     const int32_t *targets;
@@ -177,21 +177,21 @@ static CrossEntropyCheckParams ce_2x3 = {ce_targets_2x3, TG_IGNORE_INDEX};
 static CrossEntropyCheckParams ce_none = {ce_targets_none, TG_IGNORE_INDEX};
 static CrossEntropyCheckParams ce_100 = {ce_targets_100, -100};
 
-static Tensor *fwd_cross_entropy(Tape *t, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_cross_entropy(TgTape *t, TgTensor *const *in, void *ctx) {
     const CrossEntropyCheckParams *p = ctx;
-    return op_cross_entropy(t, in[0], p->targets, p->ignore_index);
+    return tg_cross_entropy(t, in[0], p->targets, p->ignore_index);
 }
 /* dlogits written over the logits: over a copy, as the checker reuses its inputs */
-static Tensor *fwd_cross_entropy_consuming(Tape *t, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_cross_entropy_consuming(TgTape *t, TgTensor *const *in, void *ctx) {
     const CrossEntropyCheckParams *p = ctx;
-    return op_cross_entropy_consuming(t, op_scale(t, in[0], 1.0f), p->targets, p->ignore_index);
+    return tg_cross_entropy_consuming(t, tg_scale(t, in[0], 1.0f), p->targets, p->ignore_index);
 }
 
-static const OpCheck cross_entropy_cases[] = {
+static const TgOpCheck cross_entropy_cases[] = {
     {"6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy, &ce_6, 0},
     {"consuming 6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy_consuming, &ce_6, 0},
     {"2x3x5, 1 ignored", 1, {"logits"}, {3}, {{2, 3, 5}}, -2, 2, fwd_cross_entropy, &ce_2x3, 0},
     {"3x11, all ignored", 1, {"logits"}, {2}, {{3, 11}}, -2, 2, fwd_cross_entropy, &ce_none, 0},
     {"4x7, ignore -100", 1, {"logits"}, {2}, {{4, 7}}, -2, 2, fwd_cross_entropy, &ce_100, 0},
 };
-const OpCheckList cross_entropy_checks = OP_CHECK_LIST(cross_entropy_cases);
+const TgOpCheckList cross_entropy_checks = TG_OP_CHECK_LIST(cross_entropy_cases);

@@ -6,9 +6,9 @@
  */
 #include <string.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 
 typedef struct {
     const float *table;     /* (V, D) */
@@ -42,23 +42,23 @@ static void embedding_backward_range(void *ctx_, int64_t begin, int64_t end, int
     }
 }
 
-static void embedding_backward(Tape *tape, TapeNode *node) {
-    Tensor *table = node->in[0], *out = node->out;
+static void embedding_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *table = node->in[0], *out = node->out;
     EmbeddingJob job = {
         .ids = node->saved,
-        .dtable = tensor_grad(tape, table),
+        .dtable = tg_tensor_grad(tape, table),
         .dout = out->grad,
         .n_tokens = node->iparam[0],
-        .dim = tensor_dim(table, 1),
+        .dim = tg_tensor_dim(table, 1),
     };
-    pool_parallel_for(tape->pool, job.dim, embedding_backward_range, &job);
+    tg_pool_parallel_for(tape->pool, job.dim, embedding_backward_range, &job);
 }
 
-Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, const int64_t *shape) {
+TgTensor *tg_embedding(TgTape *tape, TgTensor *table, const int32_t *ids, int ndim, const int64_t *shape) {
     TG_CHECK(table->ndim == 2, "embedding table '%s' must be 2-d (V, D)", table->name);
     TG_CHECK(ndim >= 0 && ndim < TG_MAX_DIMS, "embedding: ids have %d dims; at most %d", ndim,
              TG_MAX_DIMS - 1);
-    int64_t vocab = tensor_dim(table, 0), dim = tensor_dim(table, 1);
+    int64_t vocab = tg_tensor_dim(table, 0), dim = tg_tensor_dim(table, 1);
     int64_t out_shape[TG_MAX_DIMS];
     int64_t n_tokens = 1;
     for (int i = 0; i < ndim; i++) {
@@ -71,13 +71,13 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, co
         TG_CHECK(ids[n] >= 0 && ids[n] < vocab, "embedding '%s': id %d at token %lld outside [0, %lld)",
                  table->name, (int)ids[n], (long long)n, (long long)vocab);
 
-    Tensor *out = tensor_new(tape->arena, "embedding", ndim + 1, out_shape);   // (shape..., D)
+    TgTensor *out = tg_tensor_new(tape->arena, "embedding", ndim + 1, out_shape);   // (shape..., D)
     EmbeddingJob job = {.table = table->data, .ids = ids, .out = out->data, .n_tokens = n_tokens, .dim = dim};
-    pool_parallel_for(tape->pool, n_tokens, embedding_forward_range, &job);
+    tg_pool_parallel_for(tape->pool, n_tokens, embedding_forward_range, &job);
 
-    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_EMBEDDING), embedding_backward, out, 1, &table);
+    TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_EMBEDDING), embedding_backward, out, 1, &table);
     if (node) {
-        int32_t *saved_ids = arena_alloc(tape->arena, (size_t)n_tokens * sizeof(int32_t));   // (N)
+        int32_t *saved_ids = tg_arena_alloc(tape->arena, (size_t)n_tokens * sizeof(int32_t));   // (N)
         if (n_tokens > 0) memcpy(saved_ids, ids, (size_t)n_tokens * sizeof(int32_t));
         node->saved = saved_ids;
         node->iparam[0] = n_tokens;
@@ -85,7 +85,7 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, co
     return out;
 }
 
-/* ---- gradient checks (ops/op_list.h): the table; the ids repeat so the scatter-add accumulates ---- */
+/* ---- gradient checks (tapegrad/op_list.h): the table; the ids repeat so the scatter-add accumulates ---- */
 
 typedef struct {
     const int32_t *ids;
@@ -98,13 +98,13 @@ static const int32_t emb_ids_same[] = {2, 2, 2, 2};
 static EmbeddingCheckParams emb_2x5 = {emb_ids_2x5, 2, {2, 5}};
 static EmbeddingCheckParams emb_same = {emb_ids_same, 1, {4}};
 
-static Tensor *fwd_embedding(Tape *t, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_embedding(TgTape *t, TgTensor *const *in, void *ctx) {
     const EmbeddingCheckParams *p = ctx;
-    return op_embedding(t, in[0], p->ids, p->ndim, p->shape);
+    return tg_embedding(t, in[0], p->ids, p->ndim, p->shape);
 }
 
-static const OpCheck embedding_cases[] = {
+static const TgOpCheck embedding_cases[] = {
     {"V10 D6 ids 2x5 repeats", 1, {"table"}, {2}, {{10, 6}}, 0, 0, fwd_embedding, &emb_2x5, 0},
     {"V3 D5 one id 4 times", 1, {"table"}, {2}, {{3, 5}}, 0, 0, fwd_embedding, &emb_same, 0},
 };
-const OpCheckList embedding_checks = OP_CHECK_LIST(embedding_cases);
+const TgOpCheckList embedding_checks = TG_OP_CHECK_LIST(embedding_cases);

@@ -2,96 +2,96 @@
 #include <string.h>
 
 #include "lib/blas.h"
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 
 /* dx += dy W          (rows, in)  = (rows, out) (out, in)
  * dW += dy^T x        (out, in)   = (out, rows) (rows, in)
  * A gradient written for the first time is stored (beta 0), not added to zeros. */
-static void linear_backward(Tape *tape, TapeNode *node) {
-    Tensor *x = node->in[0], *w = node->in[1], *y = node->out;
-    int64_t rows = tensor_rows(x), in = tensor_dim(w, 1), out = tensor_dim(w, 0);
+static void linear_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *x = node->in[0], *w = node->in[1], *y = node->out;
+    int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
     bool accumulate;
-    if (tensor_wants_grad(x)) {
-        float *dx = tensor_grad_for_write(tape, x, &accumulate);
+    if (tg_tensor_wants_grad(x)) {
+        float *dx = tg_tensor_grad_for_write(tape, x, &accumulate);
         tg_sgemm_pool(tape->pool, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in,
                       accumulate ? 1.0f : 0.0f, dx, in);
     }
-    if (tensor_wants_grad(w)) {
-        float *dw = tensor_grad_for_write(tape, w, &accumulate);
+    if (tg_tensor_wants_grad(w)) {
+        float *dw = tg_tensor_grad_for_write(tape, w, &accumulate);
         tg_sgemm_pool(tape->pool, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in,
                       accumulate ? 1.0f : 0.0f, dw, in);
     }
 }
 
-Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w) {
+TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w) {
     TG_CHECK(w->ndim == 2, "linear weight '%s' must be 2-d [out, in]", w->name);
-    TG_CHECK(x->ndim >= 1 && tensor_dim(x, -1) == tensor_dim(w, 1),
+    TG_CHECK(x->ndim >= 1 && tg_tensor_dim(x, -1) == tg_tensor_dim(w, 1),
              "linear: x '%s' last dim %lld != weight '%s' in-dim %lld", x->name,
-             (long long)tensor_dim(x, -1), w->name, (long long)tensor_dim(w, 1));
-    int64_t rows = tensor_rows(x), in = tensor_dim(w, 1), out = tensor_dim(w, 0);
+             (long long)tg_tensor_dim(x, -1), w->name, (long long)tg_tensor_dim(w, 1));
+    int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out;
-    Tensor *y = tensor_new(tape->arena, "linear", x->ndim, shape);   /* (..., out) */
+    TgTensor *y = tg_tensor_new(tape->arena, "linear", x->ndim, shape);   /* (..., out) */
     tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
-    tape_record(tape, tg_op_name(TG_OP_LINEAR), linear_backward, y, 2, (Tensor *[]){x, w});
+    tg_tape_record(tape, tg_op_name(TG_OP_LINEAR), linear_backward, y, 2, (TgTensor *[]){x, w});
     return y;
 }
 
 /* ---- linear with a residual: y = r + x W^T, the sub-block output of a pre-norm transformer ----
- * The same as op_add(r, op_linear(x, w)) without the intermediate x W^T tensor (which nothing
+ * The same as tg_add(r, tg_linear(x, w)) without the intermediate x W^T tensor (which nothing
  * needs in the backward): r is copied into y and the GEMM adds onto it (beta 1).
  *   dr += dy;  dx += dy W;  dW += dy^T x
- * dr is dy itself when r has no gradient yet (the buffer is handed over, as op_add does). */
-static void linear_residual_backward(Tape *tape, TapeNode *node) {
-    Tensor *r = node->in[2], *y = node->out;
-    linear_backward(tape, node);   /* in[0], in[1] are x and w, as for op_linear */
-    if (!tensor_wants_grad(r)) return;
+ * dr is dy itself when r has no gradient yet (the buffer is handed over, as tg_add does). */
+static void linear_residual_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *r = node->in[2], *y = node->out;
+    linear_backward(tape, node);   /* in[0], in[1] are x and w, as for tg_linear */
+    if (!tg_tensor_wants_grad(r)) return;
     if (!r->grad && !y->retain_grad) {
         r->grad = y->grad;
         y->grad = NULL;
         return;
     }
-    float *dr = tensor_grad(tape, r);
+    float *dr = tg_tensor_grad(tape, r);
     for (int64_t i = 0; i < r->numel; i++) dr[i] += y->grad[i];
 }
 
-Tensor *op_linear_residual(Tape *tape, Tensor *x, Tensor *w, Tensor *residual) {
+TgTensor *tg_linear_residual(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *residual) {
     TG_CHECK(w->ndim == 2, "linear weight '%s' must be 2-d [out, in]", w->name);
-    TG_CHECK(x->ndim >= 1 && tensor_dim(x, -1) == tensor_dim(w, 1),
+    TG_CHECK(x->ndim >= 1 && tg_tensor_dim(x, -1) == tg_tensor_dim(w, 1),
              "linear: x '%s' last dim %lld != weight '%s' in-dim %lld", x->name,
-             (long long)tensor_dim(x, -1), w->name, (long long)tensor_dim(w, 1));
-    int64_t rows = tensor_rows(x), in = tensor_dim(w, 1), out = tensor_dim(w, 0);
-    TG_CHECK(residual->ndim >= 1 && tensor_dim(residual, -1) == out && tensor_rows(residual) == rows,
+             (long long)tg_tensor_dim(x, -1), w->name, (long long)tg_tensor_dim(w, 1));
+    int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
+    TG_CHECK(residual->ndim >= 1 && tg_tensor_dim(residual, -1) == out && tg_tensor_rows(residual) == rows,
              "linear_residual: residual '%s' is not (%lld rows, %lld)", residual->name, (long long)rows,
              (long long)out);
     TG_CHECK(residual != x, "linear_residual: the residual cannot be the input");
-    Tensor *y = tensor_new(tape->arena, "linear_residual", residual->ndim, residual->shape);   /* (..., out) */
+    TgTensor *y = tg_tensor_new(tape->arena, "linear_residual", residual->ndim, residual->shape);   /* (..., out) */
     memcpy(y->data, residual->data, (size_t)y->numel * sizeof(float));
     tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
-    tape_record(tape, tg_op_name(TG_OP_LINEAR_RESIDUAL), linear_residual_backward, y, 3, (Tensor *[]){x, w, residual});
+    tg_tape_record(tape, tg_op_name(TG_OP_LINEAR_RESIDUAL), linear_residual_backward, y, 3, (TgTensor *[]){x, w, residual});
     return y;
 }
 
-/* ---- gradient checks (ops/op_list.h) ---- */
+/* ---- gradient checks (tapegrad/op_list.h) ---- */
 
-static Tensor *fwd_linear(Tape *t, Tensor *const *in, void *ctx) { return op_linear(t, in[0], in[1]); }
-static Tensor *fwd_linear_residual(Tape *t, Tensor *const *in, void *ctx) {
-    return op_linear_residual(t, in[0], in[1], in[2]);
+static TgTensor *fwd_linear(TgTape *t, TgTensor *const *in, void *ctx) { return tg_linear(t, in[0], in[1]); }
+static TgTensor *fwd_linear_residual(TgTape *t, TgTensor *const *in, void *ctx) {
+    return tg_linear_residual(t, in[0], in[1], in[2]);
 }
 
-static const OpCheck linear_cases[] = {
+static const TgOpCheck linear_cases[] = {
     {"3x5x7", 2, {"x", "w"}, {2, 2}, {{3, 5}, {7, 5}}, 0, 0, fwd_linear, NULL, 0},
     {"1x1x1", 2, {"x", "w"}, {2, 2}, {{1, 1}, {1, 1}}, 0, 0, fwd_linear, NULL, 0},
     {"2x3x4x6 (3-d x)", 2, {"x", "w"}, {3, 2}, {{2, 3, 4}, {6, 4}}, 0, 0, fwd_linear, NULL, 0},
 };
-const OpCheckList linear_checks = OP_CHECK_LIST(linear_cases);
+const TgOpCheckList linear_checks = TG_OP_CHECK_LIST(linear_cases);
 
-static const OpCheck linear_residual_cases[] = {
+static const TgOpCheck linear_residual_cases[] = {
     {"3x5x7", 3, {"x", "w", "r"}, {2, 2, 2}, {{3, 5}, {7, 5}, {3, 7}}, 0, 0, fwd_linear_residual, NULL, 0},
     {"2x3x4x6 (3-d x)", 3, {"x", "w", "r"}, {3, 2, 3}, {{2, 3, 4}, {6, 4}, {2, 3, 6}}, 0, 0,
      fwd_linear_residual, NULL, 0},
 };
-const OpCheckList linear_residual_checks = OP_CHECK_LIST(linear_residual_cases);
+const TgOpCheckList linear_residual_checks = TG_OP_CHECK_LIST(linear_residual_cases);

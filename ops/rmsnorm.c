@@ -5,10 +5,10 @@
  * loops are kernels of the active path (lib/kernels.h), their sums over d in double. */
 #include <math.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/kernels.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 
 typedef struct {
     int64_t rows, d;
@@ -57,34 +57,34 @@ static void rmsnorm_backward_dg_columns(void *ctx, int64_t begin, int64_t end, i
     for (int64_t j = begin; j < end; j++) job->dg[j] += (float)job->dg_sum[j];
 }
 
-static void rmsnorm_backward(Tape *tape, TapeNode *node) {
-    Tensor *x = node->in[0], *g = node->in[1], *y = node->out;
-    RmsnormJob job = {.rows = tensor_rows(x), .d = tensor_dim(x, -1), .x = x->data,
+static void rmsnorm_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *x = node->in[0], *g = node->in[1], *y = node->out;
+    RmsnormJob job = {.rows = tg_tensor_rows(x), .d = tg_tensor_dim(x, -1), .x = x->data,
                       .g = g->data, .rstd = node->saved, .dy = y->grad};
-    Pool *pool = pool_if_worth(tape->pool, 2 * x->numel);
-    if (tensor_wants_grad(x)) {
-        job.dx = tensor_grad_for_write(tape, x, &job.dx_accumulate);
-        pool_parallel_for(pool, job.rows, rmsnorm_backward_dx_rows, &job);
+    TgPool *pool = tg_pool_if_worth(tape->pool, 2 * x->numel);
+    if (tg_tensor_wants_grad(x)) {
+        job.dx = tg_tensor_grad_for_write(tape, x, &job.dx_accumulate);
+        tg_pool_parallel_for(pool, job.rows, rmsnorm_backward_dx_rows, &job);
     }
-    if (tensor_wants_grad(g)) {
-        job.dg = tensor_grad(tape, g);
-        job.dg_sum = arena_alloc(tape->arena, (size_t)job.d * sizeof(double));
-        pool_parallel_for(pool, job.d, rmsnorm_backward_dg_columns, &job);
+    if (tg_tensor_wants_grad(g)) {
+        job.dg = tg_tensor_grad(tape, g);
+        job.dg_sum = tg_arena_alloc(tape->arena, (size_t)job.d * sizeof(double));
+        tg_pool_parallel_for(pool, job.d, rmsnorm_backward_dg_columns, &job);
     }
 }
 
-Tensor *op_rmsnorm(Tape *tape, Tensor *x, Tensor *g, float eps) {
+TgTensor *tg_rmsnorm(TgTape *tape, TgTensor *x, TgTensor *g, float eps) {
     TG_CHECK(g->ndim == 1, "rmsnorm weight '%s' must be 1-d", g->name);
-    TG_CHECK(x->ndim >= 1 && tensor_dim(x, -1) == g->shape[0],
+    TG_CHECK(x->ndim >= 1 && tg_tensor_dim(x, -1) == g->shape[0],
              "rmsnorm: x '%s' last dim %lld != weight '%s' dim %lld", x->name,
-             (long long)(x->ndim ? tensor_dim(x, -1) : 0), g->name, (long long)g->shape[0]);
+             (long long)(x->ndim ? tg_tensor_dim(x, -1) : 0), g->name, (long long)g->shape[0]);
     TG_CHECK(eps >= 0.0f, "rmsnorm: eps %g < 0", (double)eps);
-    Tensor *y = tensor_new(tape->arena, "rmsnorm", x->ndim, x->shape);  /* (..., d) */
-    RmsnormJob job = {.rows = tensor_rows(x), .d = tensor_dim(x, -1), .eps = eps, .x = x->data,
+    TgTensor *y = tg_tensor_new(tape->arena, "rmsnorm", x->ndim, x->shape);  /* (..., d) */
+    RmsnormJob job = {.rows = tg_tensor_rows(x), .d = tg_tensor_dim(x, -1), .eps = eps, .x = x->data,
                       .g = g->data, .y = y->data};
-    job.rstd = arena_alloc(tape->arena, (size_t)job.rows * sizeof(float));  /* (rows) */
-    pool_parallel_for(pool_if_worth(tape->pool, 2 * x->numel), job.rows, rmsnorm_forward_rows, &job);
-    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_RMSNORM), rmsnorm_backward, y, 2, (Tensor *[]){x, g});
+    job.rstd = tg_arena_alloc(tape->arena, (size_t)job.rows * sizeof(float));  /* (rows) */
+    tg_pool_parallel_for(tg_pool_if_worth(tape->pool, 2 * x->numel), job.rows, rmsnorm_forward_rows, &job);
+    TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_RMSNORM), rmsnorm_backward, y, 2, (TgTensor *[]){x, g});
     if (node) {
         node->saved = job.rstd;
         node->fparam[0] = eps;
@@ -92,19 +92,19 @@ Tensor *op_rmsnorm(Tape *tape, Tensor *x, Tensor *g, float eps) {
     return y;
 }
 
-/* ---- gradient checks (ops/op_list.h) ---- */
+/* ---- gradient checks (tapegrad/op_list.h) ---- */
 
-static Tensor *fwd_rmsnorm(Tape *t, Tensor *const *in, void *ctx) { return op_rmsnorm(t, in[0], in[1], 1e-5f); }
+static TgTensor *fwd_rmsnorm(TgTape *t, TgTensor *const *in, void *ctx) { return tg_rmsnorm(t, in[0], in[1], 1e-5f); }
 /* eps large enough to shape y at d = 1, where y = x / sqrt(x^2 + eps) * g */
-static Tensor *fwd_rmsnorm_eps_0_1(Tape *t, Tensor *const *in, void *ctx) {
-    return op_rmsnorm(t, in[0], in[1], 0.1f);
+static TgTensor *fwd_rmsnorm_eps_0_1(TgTape *t, TgTensor *const *in, void *ctx) {
+    return tg_rmsnorm(t, in[0], in[1], 0.1f);
 }
 
-static const OpCheck rmsnorm_cases[] = {
+static const TgOpCheck rmsnorm_cases[] = {
     {"3x7", 2, {"x", "g"}, {2, 1}, {{3, 7}, {7}}, 0, 0, fwd_rmsnorm, NULL, 0},
     /* d = 1 with eps 0.1: y = x / sqrt(x^2 + eps) * g has a real slope in x. (At eps 1e-5,
      * y ~ sign(x) g and dy/dx ~ eps / |x|^3 drowns in float noise.) */
     {"3x1 eps 0.1", 2, {"x", "g"}, {2, 1}, {{3, 1}, {1}}, 0, 0, fwd_rmsnorm_eps_0_1, NULL, 0},
     {"2x3x8 (3-d x)", 2, {"x", "g"}, {3, 1}, {{2, 3, 8}, {8}}, 0, 0, fwd_rmsnorm, NULL, 0},
 };
-const OpCheckList rmsnorm_checks = OP_CHECK_LIST(rmsnorm_cases);
+const TgOpCheckList rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);

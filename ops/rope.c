@@ -9,15 +9,15 @@
 #include <stdlib.h>
 
 #include "lib/checked.h"
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/kernels.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 
 /* (TG_CHECK pastes its condition into a printf format, where a '%' would be a conversion) */
 static bool is_even(int64_t n) { return (n & 1) == 0; }
 
-void rope_table_init(RopeTable *rope, int64_t max_pos, int64_t head_dim, double theta) {
+void tg_rope_table_init(TgRopeTable *rope, int64_t max_pos, int64_t head_dim, double theta) {
     TG_CHECK(head_dim > 0 && is_even(head_dim), "rope: head_dim %lld must be even and > 0",
              (long long)head_dim);
     TG_CHECK(max_pos > 0 && theta > 0.0, "rope: max_pos %lld, theta %g", (long long)max_pos, theta);
@@ -42,13 +42,13 @@ void rope_table_init(RopeTable *rope, int64_t max_pos, int64_t head_dim, double 
     }
 }
 
-void rope_table_free(RopeTable *rope) {
+void tg_rope_table_free(TgRopeTable *rope) {
     free(rope->cos);
     free(rope->sin);
     rope->cos = rope->sin = NULL;
 }
 
-void rope_rotate_half(const float *x, float *out, int64_t d) {
+void tg_rope_rotate_half(const float *x, float *out, int64_t d) {
     TG_CHECK(is_even(d), "rotate_half of odd length %lld", (long long)d);
     TG_CHECK(x != out, "rotate_half cannot work in place");
     const int64_t half = d / 2;
@@ -59,7 +59,7 @@ void rope_rotate_half(const float *x, float *out, int64_t d) {
 }
 
 typedef struct {
-    const RopeTable *rope;
+    const TgRopeTable *rope;
     int64_t seq_len, heads, pos_offset;
     const float *in;  /* (B*T, heads*hd): x in the forward, dy in the backward */
     float *out;       /* (B*T, heads*hd): y in the forward, dx in the backward */
@@ -88,19 +88,19 @@ static void rope_backward_rows(void *ctx, int64_t begin, int64_t end, int thread
     rope_rows(ctx, begin, end, true);
 }
 
-static void rope_backward(Tape *tape, TapeNode *node) {
-    Tensor *x = node->in[0], *y = node->out;
-    if (!tensor_wants_grad(x)) return;
+static void rope_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *x = node->in[0], *y = node->out;
+    if (!tg_tensor_wants_grad(x)) return;
     RopeJob job = {node->saved, x->shape[1], node->iparam[0], node->iparam[1], y->grad, NULL, false};
-    job.out = tensor_grad_for_write(tape, x, &job.accumulate);
-    pool_parallel_for(pool_if_worth(tape->pool, 2 * x->numel), tensor_rows(x), rope_backward_rows, &job);
+    job.out = tg_tensor_grad_for_write(tape, x, &job.accumulate);
+    tg_pool_parallel_for(tg_pool_if_worth(tape->pool, 2 * x->numel), tg_tensor_rows(x), rope_backward_rows, &job);
 }
 
-static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset,
+static TgTensor *rope_forward(TgTape *tape, TgTensor *x, int64_t heads, const TgRopeTable *rope, int64_t pos_offset,
                             bool in_place) {
     char shape_str[64];
     TG_CHECK(x->ndim == 3, "rope: x '%s' is %s; expected (B, T, heads*head_dim)", x->name,
-             tensor_shape_str(x, shape_str, sizeof shape_str));
+             tg_tensor_shape_str(x, shape_str, sizeof shape_str));
     const int64_t seq_len = x->shape[1], hd = rope->head_dim;
     TG_CHECK(hd > 0 && is_even(hd), "rope: head_dim %lld must be even", (long long)hd);
     TG_CHECK(heads > 0 && x->shape[2] == heads * hd, "rope: x '%s' last dim %lld != %lld heads x %lld",
@@ -109,11 +109,11 @@ static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTabl
              "rope: positions %lld..%lld past the table's %lld (raise max_pos)",
              (long long)pos_offset, (long long)(pos_offset + seq_len - 1), (long long)rope->max_pos);
     /* (B, T, heads*hd); in place is safe: each pair is read before it is written */
-    Tensor *y = in_place ? tensor_view(tape->arena, "rope", x->data, 3, x->shape)
-                         : tensor_new(tape->arena, "rope", 3, x->shape);
+    TgTensor *y = in_place ? tg_tensor_view(tape->arena, "rope", x->data, 3, x->shape)
+                         : tg_tensor_new(tape->arena, "rope", 3, x->shape);
     RopeJob job = {rope, seq_len, heads, pos_offset, x->data, y->data, false};
-    pool_parallel_for(pool_if_worth(tape->pool, 2 * x->numel), tensor_rows(x), rope_forward_rows, &job);
-    TapeNode *node = tape_record(tape, tg_op_name(TG_OP_ROPE), rope_backward, y, 1, &x);
+    tg_pool_parallel_for(tg_pool_if_worth(tape->pool, 2 * x->numel), tg_tensor_rows(x), rope_forward_rows, &job);
+    TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_ROPE), rope_backward, y, 1, &x);
     if (node) {
         node->saved = (void *)rope;  /* read only; the table outlives the step */
         node->iparam[0] = heads;
@@ -122,37 +122,37 @@ static Tensor *rope_forward(Tape *tape, Tensor *x, int64_t heads, const RopeTabl
     return y;
 }
 
-Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+TgTensor *tg_rope(TgTape *tape, TgTensor *x, int64_t heads, const TgRopeTable *rope, int64_t pos_offset) {
     return rope_forward(tape, x, heads, rope, pos_offset, false);
 }
 
-Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset) {
+TgTensor *tg_rope_inplace(TgTape *tape, TgTensor *x, int64_t heads, const TgRopeTable *rope, int64_t pos_offset) {
     return rope_forward(tape, x, heads, rope, pos_offset, true);
 }
 
-/* ---- gradient checks (ops/op_list.h) ---- */
+/* ---- gradient checks (tapegrad/op_list.h) ---- */
 
 /* The table is built on first use and kept for the process (a few hundred bytes). */
 typedef struct {
     int64_t heads, head_dim, pos_offset;
     double theta;
-    RopeTable table;
+    TgRopeTable table;
     bool ready;
 } RopeCase;
 
-static Tensor *fwd_rope(Tape *t, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_rope(TgTape *t, TgTensor *const *in, void *ctx) {
     RopeCase *c = ctx;
     if (!c->ready) {
-        rope_table_init(&c->table, 16, c->head_dim, c->theta);
+        tg_rope_table_init(&c->table, 16, c->head_dim, c->theta);
         c->ready = true;
     }
-    return op_rope(t, in[0], c->heads, &c->table, c->pos_offset);
+    return tg_rope(t, in[0], c->heads, &c->table, c->pos_offset);
 }
 /* in place over a copy: the checker perturbs its inputs and must find them unchanged */
-static Tensor *fwd_rope_inplace(Tape *t, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_rope_inplace(TgTape *t, TgTensor *const *in, void *ctx) {
     RopeCase *c = ctx;
     fwd_rope(t, in, ctx);   /* builds the table */
-    return op_rope_inplace(t, op_scale(t, in[0], 1.0f), c->heads, &c->table, c->pos_offset);
+    return tg_rope_inplace(t, tg_scale(t, in[0], 1.0f), c->heads, &c->table, c->pos_offset);
 }
 
 /* theta 1e6 (the model's) turns only the first pairs visibly at positions < 16; theta 10 turns
@@ -163,7 +163,7 @@ static RopeCase rope_pos5_theta10 = {.heads = 2, .head_dim = 8, .pos_offset = 5,
 static RopeCase rope_pos9_theta10 = {.heads = 2, .head_dim = 8, .pos_offset = 9, .theta = 10};
 static RopeCase rope_hd2_theta10 = {.heads = 3, .head_dim = 2, .pos_offset = 2, .theta = 10};
 
-static const OpCheck rope_cases[] = {
+static const TgOpCheck rope_cases[] = {
     {"B2 T7 H2 hd8 pos0 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos0_theta1e6, 0},
     {"B2 T7 H2 hd8 pos5 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta1e6, 0},
     {"B2 T7 H2 hd8 pos5 th10", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta10, 0},
@@ -171,4 +171,4 @@ static const OpCheck rope_cases[] = {
     {"in place B2 T7 H2 hd8 pos5", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope_inplace, &rope_pos5_theta1e6, 0},
     {"B1 T3 H3 hd2 pos2 th10", 1, {"x"}, {3}, {{1, 3, 6}}, 0, 0, fwd_rope, &rope_hd2_theta10, 0},
 };
-const OpCheckList rope_checks = OP_CHECK_LIST(rope_cases);
+const TgOpCheckList rope_checks = TG_OP_CHECK_LIST(rope_cases);

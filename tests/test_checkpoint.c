@@ -12,7 +12,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "lib/rng.h"
+#include "tapegrad/rng.h"
 #include "testutil.h"
 #include "train/checkpoint_folder.h"
 
@@ -53,11 +53,11 @@ static void expect_good_intact(const char *label) {
     uint8_t *now = ckpt_read_file(good, &len);
     cr_expect(len == good_len && memcmp(now, good_bytes, len) == 0, "%s: the good checkpoint changed", label);
     free(now);
-    Model m;
+    TgModel m;
     CheckpointInfo info;
     cr_expect_eq(ckpt_load_model(good, &m, &info), TG_OK, "%s: the good checkpoint no longer loads: %s", label,
                  tg_error_message());
-    if (info.state.step == 6) model_free(&m);
+    if (info.state.step == 6) tg_model_free(&m);
 }
 
 static int count_lines(const char *s) {
@@ -175,16 +175,16 @@ Test(refusal, config_mismatches) {
     free(raw);
 
     /* loading into a model of another shape */
-    Model m;
-    ModelConfig cfg;
+    TgModel m;
+    TgModelConfig cfg;
     uint64_t fingerprint;
     cr_assert_eq(checkpoint_read_config(good, &cfg, &fingerprint), TG_OK);
     cfg.dim = 32, cfg.hidden = 96;
-    model_build(&m, &cfg);
+    tg_model_build(&m, &cfg);
     cr_expect_eq(checkpoint_load(good, &m, NULL), TG_ERR_MISMATCH);
     cr_expect(strstr(tg_error_message(), good) && strstr(tg_error_message(), "differs from the one asked for"), "%s",
               tg_error_message());
-    model_free(&m);
+    tg_model_free(&m);
 
     /* a resume that changes what the run is */
     char *out = NULL;
@@ -296,12 +296,12 @@ Test(saving, a_failed_background_save_fails_the_run_and_keeps_the_last_good_one,
     cr_expect(strstr(out, "ckpt-00000010.tgck") && strstr(out, "the previous checkpoint is untouched"), "%s", out);
     free(out);
     char path[4200];
-    Model m;
+    TgModel m;
     CheckpointInfo info;
     cr_assert_eq(checkpoint_resolve(r, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &m, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, 5, "latest names step %lld", (long long)info.state.step);
-    model_free(&m);
+    tg_model_free(&m);
 
     /* the final save failing fails the run too */
     char *r2 = datagen_path(dir, "blocked-final");
@@ -314,31 +314,31 @@ Test(saving, a_failed_background_save_fails_the_run_and_keeps_the_last_good_one,
     cr_assert_eq(checkpoint_resolve(r2, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &m, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, 4);
-    model_free(&m);
+    tg_model_free(&m);
     datagen_remove_tree(dir);
     free(r), free(r2), free(dir), free(corpus);
 }
 
 /* ---------------------------------------------------------------- the format */
 
-static void random_model(Model *m, uint64_t seed) {
-    ModelConfig c = {.dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .hidden = 96, .vocab = 50,
-                     .seq_len = 16, .ffn = FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
-    cr_assert_eq(model_config_validate(&c), TG_OK, "%s", tg_error_message());
-    model_build(m, &c);
-    model_init_weights(m, seed);
-    Rng rng;
-    rng_seed(&rng, seed + 1);
-    rng_fill_normal(&rng, m->params.m, m->params.total, 0, 1e-3f);
-    for (size_t i = 0; i < m->params.total; i++) m->params.v[i] = 1e-6f * rng_uniform(&rng);
+static void random_model(TgModel *m, uint64_t seed) {
+    TgModelConfig c = {.dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .hidden = 96, .vocab = 50,
+                     .seq_len = 16, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
+    cr_assert_eq(tg_model_config_validate(&c), TG_OK, "%s", tg_error_message());
+    tg_model_build(m, &c);
+    tg_model_init_weights(m, seed);
+    TgRng rng;
+    tg_rng_seed(&rng, seed + 1);
+    tg_rng_fill_normal(&rng, m->params.m, m->params.total, 0, 1e-3f);
+    for (size_t i = 0; i < m->params.total; i++) m->params.v[i] = 1e-6f * tg_rng_uniform(&rng);
 }
 
 Test(format, every_variant_round_trips_bitwise_and_passes_gzip_t) {
     char *tmp = datagen_tempdir();
-    Model a;
+    TgModel a;
     random_model(&a, 5);
     TrainerState st = {.step = 123, .tokens_seen = 4567, .best_val_loss = 2.5, .elapsed_s = 8.25, .seed = 99};
-    rng_seed(&st.loader.rng, 77);
+    tg_rng_seed(&st.loader.rng, 77);
     st.loader.batches_drawn = 123;
     CheckpointSource src = checkpoint_source_of(&a, 0xfeedULL, &st);
     bool have_gzip = test_run("gzip --version >/dev/null 2>&1") == 0;
@@ -350,7 +350,7 @@ Test(format, every_variant_round_trips_bitwise_and_passes_gzip_t) {
             snprintf(name, sizeof name, "v-%d-%d.tgck", shuffle, fast);
             char *path = datagen_path(tmp, name);
             cr_assert_eq(checkpoint_write_with(path, &src, &o, &sizes[shuffle][fast]), TG_OK, "%s", tg_error_message());
-            Model b;
+            TgModel b;
             CheckpointInfo info;
             cr_assert_eq(ckpt_load_model(path, &b, &info), TG_OK, "%s", tg_error_message());
             cr_expect(ckpt_models_equal(&a, &b), "%s: not bitwise equal", name);
@@ -359,14 +359,14 @@ Test(format, every_variant_round_trips_bitwise_and_passes_gzip_t) {
             cr_expect_eq(memcmp(&info.state.loader, &st.loader, sizeof st.loader), 0);
             cr_expect(info.state.step == 123 && info.state.tokens_seen == 4567 && info.state.best_val_loss == 2.5 &&
                       info.state.elapsed_s == 8.25 && info.state.seed == 99 && info.tokenizer_fingerprint == 0xfeedULL);
-            model_free(&b);
+            tg_model_free(&b);
             CheckpointTensorInfo *t;
             int n;
             cr_assert_eq(checkpoint_inspect(path, &info, &t, &n), TG_OK, "%s", tg_error_message());
             cr_assert_eq(n, 3 * a.params.count);
             for (int i = 0; i < n; i++) {
-                const ParamStore *ps = &a.params;
-                int idx = params_index(ps, t[i].name);
+                const TgParamStore *ps = &a.params;
+                int idx = tg_params_index(ps, t[i].name);
                 cr_assert_geq(idx, 0);
                 const float *buf = (t[i].kind == 0 ? ps->data : t[i].kind == 1 ? ps->m : ps->v) + ps->offsets[idx];
                 double sum = 0;
@@ -383,14 +383,14 @@ Test(format, every_variant_round_trips_bitwise_and_passes_gzip_t) {
         }
     fprintf(stderr, "format: tiny random model, bytes plain/shuffled at level 6: %lld / %lld, level 1: %lld / %lld\n",
             (long long)sizes[0][0], (long long)sizes[1][0], (long long)sizes[0][1], (long long)sizes[1][1]);
-    model_free(&a);
+    tg_model_free(&a);
     datagen_remove_tree(tmp);
     free(tmp);
 }
 
 Test(format, version_1_files_still_load) {
     char *tmp = datagen_tempdir();
-    Model a;
+    TgModel a;
     random_model(&a, 9);
     TrainerState st = {.step = 7, .seed = 1};
     CheckpointSource src = checkpoint_source_of(&a, 1, &st);
@@ -404,13 +404,13 @@ Test(format, version_1_files_still_load) {
     memcpy(raw + CKPT_OFF_VERSION, &one, 4);
     memmove(raw + CKPT_OFF_FLAGS, raw + CKPT_OFF_FLAGS + 4, len - CKPT_OFF_FLAGS - 4);
     ckpt_raw_write(v1, raw, len - 4);
-    Model b;
+    TgModel b;
     CheckpointInfo info;
     cr_assert_eq(ckpt_load_model(v1, &b, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.version, 1u);
     cr_expect(ckpt_models_equal(&a, &b));
-    model_free(&a);
-    model_free(&b);
+    tg_model_free(&a);
+    tg_model_free(&b);
     free(raw), free(v1), free(v2);
     datagen_remove_tree(tmp);
     free(tmp);

@@ -16,7 +16,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "lib/rng.h"
+#include "tapegrad/rng.h"
 #include "testutil.h"
 #include "train/checkpoint_folder.h"
 
@@ -37,8 +37,8 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
     char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "train.log"), *latest = datagen_path(run, "latest");
     bool have_gzip = test_run("gzip --version >/dev/null 2>&1") == 0;
     if (!have_gzip) fprintf(stderr, "\n*** ckpt_fault: gzip not installed, skipping the gzip -t checks ***\n");
-    Rng rng;
-    rng_seed(&rng, 20240611);
+    TgRng rng;
+    tg_rng_seed(&rng, 20240611);
     int64_t last_step = -1;
     int killed_mid_write = 0;
     for (int trial = 0; trial < TRIALS; trial++) {
@@ -49,7 +49,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
         pid_t pid = ckpt_spawn_cli(log, trial == 0 ? fresh : resume);
         /* until it trains (and, the first time, until a checkpoint exists), then a random delay */
         for (int i = 0; i < 6000 && !(log_has(log, "model:") && (trial > 0 || access(latest, F_OK) == 0)); i++) usleep(5000);
-        int delay_ms = (int)rng_below(&rng, MAX_DELAY_MS + 1);
+        int delay_ms = (int)tg_rng_below(&rng, MAX_DELAY_MS + 1);
         usleep((useconds_t)delay_ms * 1000);
         cr_assert_eq(kill(pid, SIGKILL), 0);
         int status;
@@ -67,13 +67,13 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
         }
 
         char path[4200];
-        Model model;
+        TgModel model;
         CheckpointInfo info;
         cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "trial %d (killed %d ms in): %s", trial, delay_ms,
                      tg_error_message());
         cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "trial %d (killed %d ms in): %s", trial, delay_ms,
                      tg_error_message());
-        model_free(&model);
+        tg_model_free(&model);
         cr_assert_geq(info.state.step, last_step, "trial %d: latest went back from step %lld to %lld", trial,
                       (long long)last_step, (long long)info.state.step);
         last_step = info.state.step;
@@ -93,7 +93,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
     cr_assert_eq(rc, 0, "final resume failed:\n%s", out);
     free(out);
     char path[4200];
-    Model model;
+    TgModel model;
     CheckpointInfo info;
     cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
@@ -112,7 +112,7 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
     cr_expect_eq(expect_step, last_step + 4);
     free(text);
     free(metrics);
-    model_free(&model);
+    tg_model_free(&model);
     free(run);
     free(log);
     free(latest);

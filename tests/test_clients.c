@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "ckptutil.h"
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 #include "data/tokenizer_hf.h"
 #include "data/unicode_class.h"
 #include "datagen.h"
@@ -133,10 +133,10 @@ static int32_t *ids_of(const cJSON *array, size_t *n) {
     return ids;
 }
 
-static void expect_same_ids(const Tokenizer *tok, const Text *t, const cJSON *theirs, const char *who, int index) {
-    size_t cap = tokenizer_max_ids(tok, t->len), n, n_theirs;
+static void expect_same_ids(const TgTokenizer *tok, const Text *t, const cJSON *theirs, const char *who, int index) {
+    size_t cap = tg_tokenizer_max_ids(tok, t->len), n, n_theirs;
     int32_t *ids = malloc((cap + 1) * sizeof *ids), *other = ids_of(theirs, &n_theirs);
-    cr_assert_eq(tokenizer_encode(tok, t->bytes, t->len, ids, cap, &n), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_tokenizer_encode(tok, t->bytes, t->len, ids, cap, &n), TG_OK, "%s", tg_error_message());
     bool same = n == n_theirs && memcmp(ids, other, n * sizeof *ids) == 0;
     size_t at = 0;
     while (at < n && at < n_theirs && ids[at] == other[at]) at++;
@@ -162,13 +162,13 @@ static Text replaced(const Text *t) {
 /* ---- tokenizer.json out ----------------------------------------------------------------- */
 
 /* Exports run to dir/<name> with --hf; loads the run's tokenizer into *tok. */
-static char *export_hf(const char *run, const char *name, Tokenizer *tok) {
+static char *export_hf(const char *run, const char *name, TgTokenizer *tok) {
     char *folder = datagen_path(dir, name), *out = NULL, path[4200];
     int rc = ckpt_cli(&out, "ckpt export %s --hf %s", run, folder);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
     snprintf(path, sizeof path, "%s/tokenizer.txt", run);
-    cr_assert_eq(tokenizer_load(path, tok), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_tokenizer_load(path, tok), TG_OK, "%s", tg_error_message());
     return folder;
 }
 
@@ -176,7 +176,7 @@ Test(clients, hf_tokenizers_encode_the_exported_tokenizer_json_as_tapegrad_does,
      .timeout = 300) {
     require_clients("the JavaScript tokenizers on the exported tokenizer.json", teardown);
     char *run = make_run("bpe", "--tokenizer bpe --vocab 600", 2), *texts = datagen_path(dir, "texts.json"), args[8400];
-    Tokenizer tok;
+    TgTokenizer tok;
     char *folder = export_hf(run, "hf-bpe", &tok);
     Text all[N_VALID + N_INVALID];
     memcpy(all, VALID, sizeof VALID);
@@ -189,15 +189,15 @@ Test(clients, hf_tokenizers_encode_the_exported_tokenizer_json_as_tapegrad_does,
     /* invalid UTF-8: tapegrad's own BPE keeps the bytes, the JavaScript string holds U+FFFD */
     size_t n;
     int32_t buf[256];
-    cr_assert_eq(tokenizer_encode(&tok, INVALID[0].bytes, INVALID[0].len, buf, 256, &n), TG_OK);
+    cr_assert_eq(tg_tokenizer_encode(&tok, INVALID[0].bytes, INVALID[0].len, buf, 256, &n), TG_OK);
     char *back;
     size_t back_len;
-    cr_assert_eq(tokenizer_decode(&tok, buf, n, &back, &back_len), TG_OK);
+    cr_assert_eq(tg_tokenizer_decode(&tok, buf, n, &back, &back_len), TG_OK);
     cr_expect(back_len == INVALID[0].len && memcmp(back, INVALID[0].bytes, back_len) == 0, "the bytes round-trip");
     free(back);
     for (int i = 0; i < N_INVALID; i++) free((void *)all[N_VALID + i].bytes);
     cJSON_Delete(json);
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&tok);
     free(folder), free(run);
 
     /* the char tokenizer, as a BPE without merges over the corpus's bytes */
@@ -212,7 +212,7 @@ Test(clients, hf_tokenizers_encode_the_exported_tokenizer_json_as_tapegrad_does,
     for (int i = 0; i < 3; i++)
         expect_same_ids(&tok, &corpus_texts[i], cJSON_GetArrayItem(cJSON_GetObjectItem(json, "ids"), i), "Hugging Face", i);
     cJSON_Delete(json);
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&tok);
     free(folder), free(run), free(texts), free(corpus);
 }
 
@@ -222,7 +222,7 @@ static void check_import(const char *merge_form) {
     char *made = datagen_path(dir, "minimind.json"), *texts = datagen_path(dir, "texts.json"), args[8400];
     snprintf(args, sizeof args, "%s 300 %s %s", corpus_path, made, merge_form);
     cJSON_Delete(run_client("make_minimind_tokenizer.mjs", args));
-    Tokenizer tok;
+    TgTokenizer tok;
     cr_assert_eq(tokenizer_hf_load(made, &tok), TG_OK, "%s", tg_error_message());
     cr_expect_eq(tok.vocab_size, 36 + 256 + 300);
     cr_expect_eq(tok.eot_id, 0, "<|endoftext|> ends texts");
@@ -236,7 +236,7 @@ static void check_import(const char *merge_form) {
     cJSON *json = run_client("hf_tokenize.mjs", args), *ids = cJSON_GetObjectItem(json, "ids");
     for (int i = 0; i < n; i++) expect_same_ids(&tok, &all[i], cJSON_GetArrayItem(ids, i), "Hugging Face", i);
     cJSON_Delete(json);
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&tok);
     free(made), free(texts);
 }
 
@@ -249,27 +249,27 @@ Test(clients, tapegrad_encodes_with_a_minimind_tokenizer_json_as_hf_tokenizers_d
     char flags[4400], *made = datagen_path(dir, "minimind.json");
     snprintf(flags, sizeof flags, "--tokenizer hf:%s", made);
     char *run = make_run("hf-run", flags, 2);
-    Tokenizer from_run, from_file;
+    TgTokenizer from_run, from_file;
     char *folder = export_hf(run, "hf-out", &from_run);
     char *exported = datagen_path(folder, "tokenizer.json");
     cr_assert_eq(tokenizer_hf_load(made, &from_file), TG_OK);
-    cr_expect_eq(tokenizer_fingerprint(&from_run), tokenizer_fingerprint(&from_file), "the run holds the file's tokenizer");
-    tokenizer_free(&from_file);
+    cr_expect_eq(tg_tokenizer_fingerprint(&from_run), tg_tokenizer_fingerprint(&from_file), "the run holds the file's tokenizer");
+    tg_tokenizer_free(&from_file);
     cr_assert_eq(tokenizer_hf_load(exported, &from_file), TG_OK, "%s", tg_error_message());
-    cr_expect_eq(tokenizer_fingerprint(&from_run), tokenizer_fingerprint(&from_file), "the export holds the run's tokenizer");
-    tokenizer_free(&from_file);
-    tokenizer_free(&from_run);
+    cr_expect_eq(tg_tokenizer_fingerprint(&from_run), tg_tokenizer_fingerprint(&from_file), "the export holds the run's tokenizer");
+    tg_tokenizer_free(&from_file);
+    tg_tokenizer_free(&from_run);
     free(made), free(run), free(folder), free(exported);
 }
 
 /* ---- GGUF in llama.cpp ------------------------------------------------------------------ */
 
 /* log-softmax of every position's logits for `ids` through tapegrad's model (n x vocab). */
-static double *tapegrad_logprobs(Model *m, const int32_t *ids, int64_t n) {
+static double *tapegrad_logprobs(TgModel *m, const int32_t *ids, int64_t n) {
     TestTape tt;
     test_tape_init(&tt, 1);
-    tape_set_grad_enabled(&tt.tape, false);
-    const Tensor *logits = model_forward(m, &tt.tape, ids, 1, n, NULL);
+    tg_tape_set_grad_enabled(&tt.tape, false);
+    const TgTensor *logits = tg_model_forward(m, &tt.tape, ids, 1, n, NULL);
     int64_t v = m->cfg.vocab;
     double *out = malloc((size_t)(n * v) * sizeof *out);
     for (int64_t t = 0; t < n; t++) {
@@ -284,7 +284,7 @@ static double *tapegrad_logprobs(Model *m, const int32_t *ids, int64_t n) {
 }
 
 /* Greedy continuation by tapegrad: `steps` argmax tokens after ids[0..n). */
-static void tapegrad_greedy(Model *m, int32_t *ids, int64_t n, int steps) {
+static void tapegrad_greedy(TgModel *m, int32_t *ids, int64_t n, int steps) {
     for (int s = 0; s < steps; s++) {
         double *lp = tapegrad_logprobs(m, ids, n + s);
         const double *last = lp + (n + s - 1) * m->cfg.vocab;
@@ -324,7 +324,7 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
     const char *prompt = "The old man said: it's";
     int32_t ids[64];
     size_t n_prompt;
-    cr_assert_eq(tokenizer_encode(&r.tok, prompt, strlen(prompt), ids, 64, &n_prompt), TG_OK);
+    cr_assert_eq(tg_tokenizer_encode(&r.tok, prompt, strlen(prompt), ids, 64, &n_prompt), TG_OK);
     const int steps = 20;
     cr_assert_leq((int64_t)n_prompt + steps, r.model.cfg.seq_len);
     char prompt_json[1024];

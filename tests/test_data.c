@@ -9,11 +9,11 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/prepare.h"
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "datagen.h"
 #include "testutil.h"
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 static char *dir;
 static void make_dir(void) { dir = datagen_tempdir(); }
@@ -306,8 +306,8 @@ Test(tokfile, writer_refuses_tokens_outside_the_vocabulary) {
 
 Test(prepare, val_is_the_last_fraction) {
     char *text = datagen_english(61, 5000);
-    Tokenizer tok;
-    assert_ok(tokenizer_char_train(text, 5000, &tok));
+    TgTokenizer tok;
+    assert_ok(tg_tokenizer_char_train(text, 5000, &tok));
     char *out = datagen_path(dir, "out/nested");
     PrepareResult res;
     assert_ok(corpus_prepare(&tok, text, 5000, out, 0.1, 32, &res));
@@ -319,7 +319,7 @@ Test(prepare, val_is_the_last_fraction) {
     size_t n_train, n_val;
     TokfileHeader h;
     assert_ok(tokfile_read_full(train_path, &train, &n_train, &h));
-    cr_expect_eq(h.tokenizer_fingerprint, tokenizer_fingerprint(&tok));
+    cr_expect_eq(h.tokenizer_fingerprint, tg_tokenizer_fingerprint(&tok));
     cr_expect_eq(h.vocab_size, (uint32_t)tok.vocab_size);
     assert_ok(tokfile_read_full(val_path, &val, &n_val, NULL));
     cr_assert_eq(n_train, 4500);
@@ -327,10 +327,10 @@ Test(prepare, val_is_the_last_fraction) {
     /* train + val is the whole stream, val at the end */
     char *dec;
     size_t len;
-    assert_ok(tokenizer_decode(&tok, val, n_val, &dec, &len));
+    assert_ok(tg_tokenizer_decode(&tok, val, n_val, &dec, &len));
     cr_expect_eq(memcmp(dec, text + 4500, 500), 0);
     free(dec);
-    assert_ok(tokenizer_decode(&tok, train, n_train, &dec, &len));
+    assert_ok(tg_tokenizer_decode(&tok, train, n_train, &dec, &len));
     cr_expect_eq(memcmp(dec, text, 4500), 0);
     free(dec);
     free(train);
@@ -338,13 +338,13 @@ Test(prepare, val_is_the_last_fraction) {
     free(train_path);
     free(val_path);
     free(out);
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&tok);
     free(text);
 }
 
 Test(prepare, too_short_corpus_is_refused) {
-    Tokenizer tok;
-    assert_ok(tokenizer_char_train("abcdefgh", 8, &tok));
+    TgTokenizer tok;
+    assert_ok(tg_tokenizer_char_train("abcdefgh", 8, &tok));
     char *text = "abcdefghabcdefghabcdefghabcdefghabcdefgh"; /* 40 tokens: 36 train + 4 val */
     assert_fails(corpus_prepare(&tok, text, 40, dir, 0.1, 8, NULL), TG_ERR_ARG, "corpus too short: 40 tokens");
     cr_expect(strstr(tg_error_message(), "36 train + 4 val"));
@@ -352,7 +352,7 @@ Test(prepare, too_short_corpus_is_refused) {
     /* 40 tokens are enough for seq_len 3 (4 tokens per split) */
     assert_ok(corpus_prepare(&tok, text, 40, dir, 0.1, 3, NULL));
     assert_fails(corpus_prepare(&tok, text, 40, dir, 1.0, 3, NULL), TG_ERR_ARG, "val_fraction 1 is not in (0, 1)");
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&tok);
     size_t a, b;
     assert_fails(corpus_split(100, 0.5, 50, &a, &b), TG_ERR_ARG, "each split needs at least 51 tokens");
     assert_ok(corpus_split(102, 0.5, 50, &a, &b));
@@ -375,7 +375,7 @@ Test(prepare, whole_pipeline_from_a_folder) {
     opt.out_dir = out;
     opt.vocab_size = 400;
     opt.seq_len = 64;
-    Tokenizer tok;
+    TgTokenizer tok;
     PrepareResult res;
     assert_ok(prepare_run(&opt, &tok, &res));
     cr_expect_eq(res.corpus.files_read, 3);
@@ -383,15 +383,15 @@ Test(prepare, whole_pipeline_from_a_folder) {
     cr_expect_eq(res.n_train + res.n_val, res.n_tokens);
     cr_expect_lt(res.n_tokens, 60002 / 2);
     char *tok_path = datagen_path(out, PREPARE_TOKENIZER_FILE), *val_path = datagen_path(out, PREPARE_VAL_FILE);
-    Tokenizer loaded;
-    assert_ok(tokenizer_load(tok_path, &loaded));
-    cr_expect_eq(tokenizer_fingerprint(&loaded), tokenizer_fingerprint(&tok));
+    TgTokenizer loaded;
+    assert_ok(tg_tokenizer_load(tok_path, &loaded));
+    cr_expect_eq(tg_tokenizer_fingerprint(&loaded), tg_tokenizer_fingerprint(&tok));
     TokfileHeader h;
     assert_ok(tokfile_read_header(val_path, &h));
-    cr_expect_eq(h.tokenizer_fingerprint, tokenizer_fingerprint(&tok));
+    cr_expect_eq(h.tokenizer_fingerprint, tg_tokenizer_fingerprint(&tok));
     cr_expect_eq(h.n_tokens, res.n_val);
-    tokenizer_free(&loaded);
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&loaded);
+    tg_tokenizer_free(&tok);
 
     /* no corpus given: the default one, which TAPEGRAD_DEFAULT_CORPUS names */
     const char *saved = getenv("TAPEGRAD_DEFAULT_CORPUS");
@@ -400,7 +400,7 @@ Test(prepare, whole_pipeline_from_a_folder) {
     opt.corpus_path = NULL;
     assert_ok(prepare_run(&opt, &tok, &res));
     cr_expect_eq(res.corpus.files_read, 3);
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&tok);
     if (saved_copy) setenv("TAPEGRAD_DEFAULT_CORPUS", saved_copy, 1);
     else unsetenv("TAPEGRAD_DEFAULT_CORPUS");
     free(saved_copy);

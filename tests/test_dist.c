@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/pool.h"
+#include "tapegrad/pool.h"
 #include "testutil.h"
 #include "train/dist.h"
 
@@ -29,15 +29,15 @@ Test(dist, checksum_changes_with_any_one_bit) {
 Test(dist, add_floats_is_one_addition_per_element_on_any_split) {
     enum { N = 100003 };
     float *acc = malloc(N * sizeof(float)), *x = malloc(N * sizeof(float)), *want = malloc(N * sizeof(float));
-    Rng rng;
-    rng_seed(&rng, 5);
-    rng_fill_uniform(&rng, acc, N, -1.0f, 1.0f);
-    rng_fill_uniform(&rng, x, N, -1e-3f, 1e-3f);
+    TgRng rng;
+    tg_rng_seed(&rng, 5);
+    tg_rng_fill_uniform(&rng, acc, N, -1.0f, 1.0f);
+    tg_rng_fill_uniform(&rng, x, N, -1e-3f, 1e-3f);
     for (int i = 0; i < N; i++) want[i] = acc[i] + x[i];
-    Pool *pool = pool_create(2);
+    TgPool *pool = tg_pool_create(2);
     dist_add_floats(acc, x, N, pool);
     cr_expect_eq(memcmp(acc, want, N * sizeof(float)), 0, "the sum differs from acc[i] + x[i]");
-    pool_destroy(pool);
+    tg_pool_destroy(pool);
     free(acc);
     free(x);
     free(want);

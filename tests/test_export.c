@@ -86,7 +86,7 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
 
     /* the export holds exactly the weights, bitwise */
     char ckpt[4200];
-    Model original;
+    TgModel original;
     CheckpointInfo info;
     cr_assert_eq(checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
     cr_assert_eq(ckpt_load_model(ckpt, &original, &info), TG_OK, "%s", tg_error_message());
@@ -94,7 +94,7 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
     cr_assert_eq(st_open(exported, &st), TG_OK, "%s", tg_error_message());
     cr_expect_eq(st_count(st), (size_t)original.params.count);
     for (int i = 0; i < original.params.count; i++) {
-        const Tensor *t = original.params.tensors[i];
+        const TgTensor *t = original.params.tensors[i];
         const StEntry *e = st_find(st, t->name);
         cr_assert_not_null(e, "the export lacks %s", t->name);
         cr_expect(e->dtype == ST_F32 && e->nbytes == (size_t)t->numel * 4 && memcmp(e->bytes, t->data, e->nbytes) == 0,
@@ -124,7 +124,7 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
     free(eval_a), free(eval_b);
 
     /* and the new run's checkpoint holds the same weights, with fresh AdamW moments */
-    Model imported;
+    TgModel imported;
     cr_assert_eq(checkpoint_resolve(fresh, ckpt, sizeof ckpt), TG_OK);
     cr_assert_eq(ckpt_load_model(ckpt, &imported, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, 0);
@@ -132,8 +132,8 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
     cr_expect_eq(memcmp(imported.params.data, original.params.data, bytes), 0, "weights differ after import");
     for (size_t i = 0; i < imported.params.total; i++)
         if (imported.params.m[i] != 0 || imported.params.v[i] != 0) cr_assert_fail("AdamW moments not fresh at %zu", i);
-    model_free(&imported);
-    model_free(&original);
+    tg_model_free(&imported);
+    tg_model_free(&original);
     free(fresh);
 }
 
@@ -191,7 +191,7 @@ static void expect_pytorch_loss(const char *what) {
     cr_assert_eq(rc, 0, "load_export.py failed:\n%s", text);
 
     char ckpt[4200];
-    Model m;
+    TgModel m;
     CheckpointInfo info;
     cr_assert_eq(checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
     cr_assert_eq(ckpt_load_model(ckpt, &m, &info), TG_OK, "%s", tg_error_message());
@@ -201,7 +201,7 @@ static void expect_pytorch_loss(const char *what) {
         char name[128];
         double value;
         if (sscanf(line, "norm %127s %lf", name, &value) == 2) {
-            const Tensor *t = params_find(&m.params, name);
+            const TgTensor *t = tg_params_find(&m.params, name);
             cr_assert_not_null(t, "python reports a tensor '%s' the model lacks", name);
             double sum = 0;
             for (int64_t i = 0; i < t->numel; i++) sum += (double)t->data[i] * t->data[i];
@@ -223,13 +223,13 @@ static void expect_pytorch_loss(const char *what) {
         }
     TestTape tt;
     test_tape_init(&tt, 1);
-    tape_set_grad_enabled(&tt.tape, false);
-    double loss = model_loss(&m, &tt.tape, tokens, targets, B, T, NULL)->data[0];
+    tg_tape_set_grad_enabled(&tt.tape, false);
+    double loss = tg_model_loss(&m, &tt.tape, tokens, targets, B, T, NULL)->data[0];
     fprintf(stderr, "export: loss on the fixed batch %.7f in tapegrad, %.7f in PyTorch\n", loss, py_loss);
     cr_expect_leq(fabs(loss - py_loss), 1e-5 * fabs(py_loss), "loss %.9g in tapegrad, %.9g in PyTorch", loss, py_loss);
     test_tape_free(&tt);
     free(tokens), free(targets), free(text), free(log);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(export, pytorch_reads_the_export_and_computes_the_same_loss, .init = setup, .fini = teardown, .timeout = 120) {

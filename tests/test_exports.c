@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "datagen.h"
-#include "lib/version.h"
+#include "tapegrad/version.h"
 #include "testutil.h"
 
-#if !defined(TAPEGRAD_SHARED_LIB) || !defined(TAPEGRAD_STAGED_INCLUDE) || !defined(TAPEGRAD_PUBLIC_HEADERS) || \
+#if !defined(TAPEGRAD_SHARED_LIB) || !defined(TAPEGRAD_PUBLIC_INCLUDE) || !defined(TAPEGRAD_PUBLIC_HEADERS) || \
     !defined(TAPEGRAD_C_COMPILER)
 #error "CMake passes the shared library, the staged headers, their list and the compiler"
 #endif
@@ -44,14 +44,14 @@ static void declared_functions(const char *dir, NameSet *declared, char headers[
                                int *per_header) {
     datagen_write(dir, "all.c", "#include <tapegrad/tapegrad.h>\n", 31);
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s -std=c11 -fsyntax-only -aux-info %s/all.aux -I%s -I%s/tapegrad %s/all.c",
-             TAPEGRAD_C_COMPILER, dir, TAPEGRAD_STAGED_INCLUDE, TAPEGRAD_STAGED_INCLUDE, dir);
+    snprintf(cmd, sizeof cmd, "%s -std=c11 -fsyntax-only -aux-info %s/all.aux -I%s %s/all.c",
+             TAPEGRAD_C_COMPILER, dir, TAPEGRAD_PUBLIC_INCLUDE, dir);
     cr_assert_eq(test_run(cmd), 0, "the public headers do not compile on their own: %s", cmd);
     char path[4200], line[2048];
     snprintf(path, sizeof path, "%s/all.aux", dir);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "no aux-info from %s", cmd);
-    const char *root = TAPEGRAD_STAGED_INCLUDE "/tapegrad/";
+    const char *root = TAPEGRAD_PUBLIC_INCLUDE "/tapegrad/";
     while (fgets(line, sizeof line, f)) {
         /* "/ * FILE:LINE:NC * / extern TYPE NAME (ARGS);" */
         const char *file = line + 3;
@@ -127,7 +127,7 @@ Test(exports, the_soname_carries_the_major_version) {
     FILE *p = popen("readelf -d " TAPEGRAD_SHARED_LIB, "r");
     cr_assert_not_null(p);
     char line[1024], expected[64];
-    snprintf(expected, sizeof expected, "[libtapegrad.so.%d]", TAPEGRAD_VERSION_MAJOR);
+    snprintf(expected, sizeof expected, "[libtapegrad.so.%d]", TG_VERSION_MAJOR);
     bool found = false;
     while (fgets(line, sizeof line, p)) found |= strstr(line, "SONAME") && strstr(line, expected);
     pclose(p);

@@ -13,16 +13,16 @@
 typedef void (*GemmFn)(bool, bool, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
                        int64_t, float, float *, int64_t);
 
-static float *random_floats(Rng *rng, int64_t n) {
+static float *random_floats(TgRng *rng, int64_t n) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    rng_fill_uniform(rng, p, (size_t)n, -1.0f, 1.0f);
+    tg_rng_fill_uniform(rng, p, (size_t)n, -1.0f, 1.0f);
     return p;
 }
 
 /* C = alpha op(A) op(B) + beta C with ldc = n + 3 (a strided C), checked element by element */
 static void check_gemm(GemmFn gemm, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
-    Rng rng;
-    rng_seed(&rng, (uint64_t)(m * 7919 + n * 104729 + k * 13 + ta * 2 + tb));
+    TgRng rng;
+    tg_rng_seed(&rng, (uint64_t)(m * 7919 + n * 104729 + k * 13 + ta * 2 + tb));
     int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
     float *a = random_floats(&rng, (ta ? k : m) * lda), *b = random_floats(&rng, (tb ? n : k) * ldb);
     float *c = random_floats(&rng, m * ldc), *c0 = malloc((size_t)(m * ldc > 0 ? m * ldc : 1) * sizeof(float));
@@ -61,20 +61,20 @@ Test(gemm, sgemm_matches_a_triple_loop) {
     check_gemm(tg_sgemm, true, false, 70, 90, 130, 1.0f, 1.0f);
 }
 
-static Pool *test_pool;
+static TgPool *test_pool;
 static void pooled(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     tg_sgemm_pool(test_pool, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 Test(gemm, pool_split_is_correct_and_bitwise_equal_to_one_thread) {
-    test_pool = pool_create(2);
+    test_pool = tg_pool_create(2);
     check_gemm(pooled, false, true, 300, 200, 100, 1.0f, 0.0f);
     check_gemm(pooled, true, false, 130, 96, 400, 1.0f, 1.0f);
     check_gemm(pooled, true, false, 40, 300, 500, 1.0f, 1.0f);   /* wider than tall: split by columns */
     check_gemm(pooled, false, true, 50, 301, 90, 1.0f, 0.0f);
-    Rng rng;
-    rng_seed(&rng, 5);
+    TgRng rng;
+    tg_rng_seed(&rng, 5);
     int64_t m = 301, n = 150, k = 260;
     float *a = random_floats(&rng, m * k), *b = random_floats(&rng, n * k);
     float *c1 = calloc((size_t)(m * n), sizeof(float)), *c2 = calloc((size_t)(m * n), sizeof(float));
@@ -82,5 +82,5 @@ Test(gemm, pool_split_is_correct_and_bitwise_equal_to_one_thread) {
     tg_sgemm_pool(test_pool, false, true, m, n, k, 1.0f, a, k, b, k, 0.0f, c2, n);
     cr_expect_eq(memcmp(c1, c2, (size_t)(m * n) * sizeof(float)), 0, "2 threads differ from 1");
     free(a), free(b), free(c1), free(c2);
-    pool_destroy(test_pool);
+    tg_pool_destroy(test_pool);
 }

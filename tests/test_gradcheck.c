@@ -6,9 +6,9 @@
 #include <criterion/parameterized.h>
 #include <math.h>
 
-#include "lib/gradcheck.h"
+#include "tapegrad/gradcheck.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 #include "testutil.h"
 
 static TestTape tt;
@@ -16,7 +16,7 @@ static void setup(void) { test_tape_init(&tt, 1); }
 static void teardown(void) { test_tape_free(&tt); }
 TestSuite(gradcheck, .init = setup, .fini = teardown);
 
-/* Every op and composite of ops/op_list.h, one test each: it has cases, and they all pass. */
+/* Every op and composite of tapegrad/op_list.h, one test each: it has cases, and they all pass. */
 ParameterizedTestParameters(gradcheck, every_listed_op) {
     static int indices[64];
     int n = op_check_name_count();
@@ -27,7 +27,7 @@ ParameterizedTestParameters(gradcheck, every_listed_op) {
 ParameterizedTest(int *index, gradcheck, every_listed_op) {
     const char *op = op_check_name(*index);
     cr_assert_gt(op_check_cases_of(op), 0, "%s has no gradcheck case", op);
-    int failures = op_checks_run(op, &tt.tape, 2024, 1, op_check_print_failures, NULL);
+    int failures = op_checks_run(op, &tt.tape, 2024, 1, tg_op_check_print_failures, NULL);
     cr_expect_eq(failures, 0, "%s: %d gradcheck case(s) failed", op, failures);
 }
 
@@ -43,11 +43,11 @@ Test(gradcheck, op_list_names_round_trip) {
 /* c = a * b + a, with a backward that can be made wrong on purpose */
 typedef enum { BACKWARD_RIGHT, BACKWARD_SCALED, BACKWARD_DROPPED_TERM } BackwardKind;
 
-static void muladd_backward(Tape *tape, TapeNode *node) {
-    Tensor *a = node->in[0], *b = node->in[1];
+static void muladd_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *a = node->in[0], *b = node->in[1];
     BackwardKind kind = (BackwardKind)node->iparam[0];
     const float *dc = node->out->grad;
-    float *ga = tensor_grad(tape, a), *gb = tensor_grad(tape, b);
+    float *ga = tg_tensor_grad(tape, a), *gb = tg_tensor_grad(tape, b);
     for (int64_t i = 0; i < a->numel; i++) {
         float da = dc[i] * b->data[i] + (kind == BACKWARD_DROPPED_TERM ? 0.0f : dc[i]);
         ga[i] += kind == BACKWARD_SCALED ? 1.05f * da : da;
@@ -55,36 +55,36 @@ static void muladd_backward(Tape *tape, TapeNode *node) {
     }
 }
 
-static Tensor *fwd_muladd(Tape *tape, Tensor *const *in, void *ctx) {
-    Tensor *a = in[0], *b = in[1];
-    Tensor *c = tensor_new(tape->arena, "muladd", a->ndim, a->shape);
+static TgTensor *fwd_muladd(TgTape *tape, TgTensor *const *in, void *ctx) {
+    TgTensor *a = in[0], *b = in[1];
+    TgTensor *c = tg_tensor_new(tape->arena, "muladd", a->ndim, a->shape);
     for (int64_t i = 0; i < c->numel; i++) c->data[i] = a->data[i] * b->data[i] + a->data[i];
-    TapeNode *node = tape_record(tape, "muladd", muladd_backward, c, 2, in);
+    TgTapeNode *node = tg_tape_record(tape, "muladd", muladd_backward, c, 2, in);
     if (node) node->iparam[0] = *(BackwardKind *)ctx;
     return c;
 }
 
-static bool check_muladd(BackwardKind kind, GradcheckResult res[2]) {
-    Rng rng;
-    rng_seed(&rng, 5);
-    Tensor *a = test_tensor("a", 2, (int64_t[]){3, 4}, &rng, -1, 1);
-    Tensor *b = test_tensor("b", 2, (int64_t[]){3, 4}, &rng, -1, 1);
-    GradcheckOptions opts = gradcheck_defaults();
-    bool ok = gradcheck(&tt.tape, fwd_muladd, &kind, (Tensor *[]){a, b}, 2, &opts, res);
+static bool check_muladd(BackwardKind kind, TgGradcheckResult res[2]) {
+    TgRng rng;
+    tg_rng_seed(&rng, 5);
+    TgTensor *a = test_tensor("a", 2, (int64_t[]){3, 4}, &rng, -1, 1);
+    TgTensor *b = test_tensor("b", 2, (int64_t[]){3, 4}, &rng, -1, 1);
+    TgGradcheckOptions opts = tg_gradcheck_defaults();
+    bool ok = tg_gradcheck(&tt.tape, fwd_muladd, &kind, (TgTensor *[]){a, b}, 2, &opts, res);
     test_tensor_free(a);
     test_tensor_free(b);
     return ok;
 }
 
 Test(gradcheck, accepts_right_backward) {
-    GradcheckResult res[2];
+    TgGradcheckResult res[2];
     cr_expect(check_muladd(BACKWARD_RIGHT, res));
     cr_expect_lt(res[0].worst_ratio, 0.1, "a: %g of the bound", res[0].worst_ratio);
     cr_expect_lt(res[1].worst_ratio, 0.1, "b: %g of the bound", res[1].worst_ratio);
 }
 
 Test(gradcheck, rejects_backward_scaled_by_5_percent) {
-    GradcheckResult res[2];
+    TgGradcheckResult res[2];
     cr_expect_not(check_muladd(BACKWARD_SCALED, res), "the checker accepted a 5%% scale error");
     cr_expect_not(res[0].pass);
     cr_expect_gt(res[0].rel_err, 0.01);
@@ -92,7 +92,7 @@ Test(gradcheck, rejects_backward_scaled_by_5_percent) {
 }
 
 Test(gradcheck, rejects_backward_with_dropped_term) {
-    GradcheckResult res[2];
+    TgGradcheckResult res[2];
     cr_expect_not(check_muladd(BACKWARD_DROPPED_TERM, res), "the checker accepted a dropped term");
     cr_expect_not(res[0].pass);
     cr_expect_gt(res[0].rel_err, 0.1);
@@ -102,7 +102,7 @@ Test(gradcheck, registry_names_every_input) {
     cr_assert_gt(op_checks_count(), 0);
     for (int i = 0; i < op_checks_count(); i++) {
         OpCheckRef r = op_check_get(i);
-        cr_expect(r.check->n_inputs > 0 && r.check->n_inputs <= OP_CHECK_MAX_INPUTS, "%s", r.op);
+        cr_expect(r.check->n_inputs > 0 && r.check->n_inputs <= TG_OP_CHECK_MAX_INPUTS, "%s", r.op);
         for (int k = 0; k < r.check->n_inputs; k++) cr_expect_not_null(r.check->names[k], "%s input %d", r.op, k);
     }
 }
@@ -116,7 +116,7 @@ Test(gradcheck, registry_names_every_input) {
 typedef enum { PLANT_LAST_ROW, PLANT_LAST_KV_GROUP, PLANT_LAST_POSITION, PLANT_LAST_COLUMN, PLANT_SMALLEST } PlantWhere;
 
 typedef struct {
-    const OpCheck *check;
+    const TgOpCheck *check;
     int input;          /* which input's gradient is made wrong */
     PlantWhere where;
     int64_t kv_heads;   /* for PLANT_LAST_KV_GROUP */
@@ -124,11 +124,11 @@ typedef struct {
 } Plant;
 
 static Plant *active_plant;
-static Tensor *planted_input;
-static tg_backward_fn real_backward;
+static TgTensor *planted_input;
+static TgBackwardFn real_backward;
 
 /* Is element i of a tensor shaped like t in the planted set? */
-static bool planted_at(const Plant *p, const Tensor *t, int64_t i, int64_t smallest) {
+static bool planted_at(const Plant *p, const TgTensor *t, int64_t i, int64_t smallest) {
     int64_t last = t->shape[t->ndim - 1];
     switch (p->where) {
     case PLANT_LAST_ROW: return i / last == t->shape[0] - 1;          /* (rows, cols): the last row */
@@ -143,9 +143,9 @@ static bool planted_at(const Plant *p, const Tensor *t, int64_t i, int64_t small
     return false;
 }
 
-static void planted_backward(Tape *tape, TapeNode *node) {
+static void planted_backward(TgTape *tape, TgTapeNode *node) {
     real_backward(tape, node);
-    Tensor *t = planted_input;
+    TgTensor *t = planted_input;
     float *g = t->grad;
     float largest = 0;
     int64_t smallest = 0;
@@ -162,12 +162,12 @@ static void planted_backward(Tape *tape, TapeNode *node) {
 }
 
 /* Runs the registered forward, then wraps the backward of the first node reading the input. */
-static Tensor *fwd_planted(Tape *tape, Tensor *const *in, void *ctx) {
+static TgTensor *fwd_planted(TgTape *tape, TgTensor *const *in, void *ctx) {
     Plant *p = ctx;
     size_t first = tape->n_nodes;
-    Tensor *out = p->check->forward(tape, in, p->check->ctx);
+    TgTensor *out = p->check->forward(tape, in, p->check->ctx);
     for (size_t n = first; n < tape->n_nodes; n++) {
-        TapeNode *node = &tape->nodes[n];
+        TgTapeNode *node = &tape->nodes[n];
         for (int k = 0; k < node->n_in; k++)
             if (node->in[k] == in[p->input] && node->backward != planted_backward) {
                 real_backward = node->backward;
@@ -180,7 +180,7 @@ static Tensor *fwd_planted(Tape *tape, Tensor *const *in, void *ctx) {
     return out;
 }
 
-static const OpCheck *find_case(const char *op, const char *variant) {
+static const TgOpCheck *find_case(const char *op, const char *variant) {
     for (int i = 0; i < op_checks_count(); i++) {
         OpCheckRef r = op_check_get(i);
         if (strcmp(r.op, op) == 0 && strcmp(r.check->variant, variant) == 0) return r.check;
@@ -190,18 +190,18 @@ static const OpCheck *find_case(const char *op, const char *variant) {
 }
 
 static void expect_planted_error_caught(Plant *p) {
-    const OpCheck *c = p->check;
-    Rng rng;
-    rng_seed(&rng, 99);
-    Tensor *inputs[OP_CHECK_MAX_INPUTS];
+    const TgOpCheck *c = p->check;
+    TgRng rng;
+    tg_rng_seed(&rng, 99);
+    TgTensor *inputs[TG_OP_CHECK_MAX_INPUTS];
     for (int k = 0; k < c->n_inputs; k++) {
         float lo = c->lo, hi = c->hi;
         if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
         inputs[k] = test_tensor(c->names[k], c->ndim[k], c->shape[k], &rng, lo, hi);
     }
-    GradcheckResult res[OP_CHECK_MAX_INPUTS];
+    TgGradcheckResult res[TG_OP_CHECK_MAX_INPUTS];
     real_backward = NULL;
-    bool ok = gradcheck(&tt.tape, fwd_planted, p, inputs, c->n_inputs, NULL, res);
+    bool ok = tg_gradcheck(&tt.tape, fwd_planted, p, inputs, c->n_inputs, NULL, res);
     cr_assert_not_null(real_backward, "%s: no node read input %s", c->variant, c->names[p->input]);
     cr_expect_gt(p->planted, 0, "%s: nothing was planted", c->variant);
     cr_expect_not(ok, "[%s]: an error in %lld elements of d%s was accepted", c->variant,

@@ -17,7 +17,7 @@
 #include "data/tokfile.h"
 #include "datagen.h"
 #include "lib/checked.h"
-#include "lib/params.h"
+#include "tapegrad/params.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
 
@@ -183,11 +183,11 @@ Test(hostile, an_invalid_trainer_state_is_refused_and_the_run_stays_resumable) {
 }
 
 Test(hostile, token_ids_past_the_model_vocabulary_are_refused_not_aborted_on) {
-    Model m;
+    TgModel m;
     CheckpointInfo info;
     assert_ok(ckpt_load_model(ckpt, &m, &info));
     uint32_t vocab = (uint32_t)m.cfg.vocab;
-    model_free(&m);
+    tg_model_free(&m);
     /* a val split of another tokenizer: ids up to vocab + 99, no fingerprint recorded */
     int32_t ids[400];
     for (int i = 0; i < 400; i++) ids[i] = (int32_t)(vocab + (uint32_t)(i % 100));
@@ -240,37 +240,37 @@ Test(limits, checked_arithmetic_reports_every_overflow) {
 }
 
 Test(limits, model_configs_beyond_a_limit_are_refused_with_the_flag) {
-    ModelConfig ok;
-    assert_ok(model_preset("tiny", &ok));
+    TgModelConfig ok;
+    assert_ok(tg_model_preset("tiny", &ok));
     ok.vocab = 100;
-    assert_ok(model_config_validate(&ok));
-    cr_expect_eq(model_config_param_count(&ok) > 0, true);
-    ModelConfig c = ok;
-    c.seq_len = MODEL_MAX_SEQ + 1;
-    assert_fails(model_config_validate(&c), TG_ERR_ARG, "--seq 1048577 is above 1048576");
-    c = ok, c.n_layers = MODEL_MAX_LAYERS + 1;
-    assert_fails(model_config_validate(&c), TG_ERR_ARG, "--layers 1025 is above 1024");
-    c = ok, c.dim = 2, c.n_heads = 1, c.n_kv_heads = 1, c.seq_len = MODEL_MAX_SEQ;
-    assert_ok(model_config_validate(&c)); /* 2^20 positions of head size 2 fit the RoPE table */
+    assert_ok(tg_model_config_validate(&ok));
+    cr_expect_eq(tg_model_config_param_count(&ok) > 0, true);
+    TgModelConfig c = ok;
+    c.seq_len = TG_MODEL_MAX_SEQ + 1;
+    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "--seq 1048577 is above 1048576");
+    c = ok, c.n_layers = TG_MODEL_MAX_LAYERS + 1;
+    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "--layers 1025 is above 1024");
+    c = ok, c.dim = 2, c.n_heads = 1, c.n_kv_heads = 1, c.seq_len = TG_MODEL_MAX_SEQ;
+    assert_ok(tg_model_config_validate(&c)); /* 2^20 positions of head size 2 fit the RoPE table */
     c.dim = 256, c.n_heads = 1, c.n_kv_heads = 1;
-    assert_fails(model_config_validate(&c), TG_ERR_ARG, "needs a RoPE table of more than");
-    c = ok, c.dim = MODEL_MAX_DIM, c.n_heads = 64, c.n_kv_heads = 64, c.hidden = MODEL_MAX_HIDDEN, c.n_layers = 64;
-    assert_fails(model_config_validate(&c), TG_ERR_ARG, "more than");
+    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "needs a RoPE table of more than");
+    c = ok, c.dim = TG_MODEL_MAX_DIM, c.n_heads = 64, c.n_kv_heads = 64, c.hidden = TG_MODEL_MAX_HIDDEN, c.n_layers = 64;
+    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "more than");
     c = ok, c.hidden = INT64_MAX / 2, c.n_layers = INT64_MAX / 2;
-    cr_expect_eq(model_config_param_count(&c), -1, "an overflowing count must be -1");
+    cr_expect_eq(tg_model_config_param_count(&c), -1, "an overflowing count must be -1");
 }
 
 static void overflowing_shape(void *ctx) {
-    Tensor t;
-    tensor_set_shape(&t, 3, (const int64_t[]){(int64_t)1 << 30, (int64_t)1 << 30, 1 << 10});
+    TgTensor t;
+    tg_tensor_set_shape(&t, 3, (const int64_t[]){(int64_t)1 << 30, (int64_t)1 << 30, 1 << 10});
 }
 
 static void repeated_parameter(void *ctx) {
-    ParamStore ps;
-    params_init(&ps);
-    params_add(&ps, "w", 1, (const int64_t[]){4}, true, PARAM_INIT_ZEROS);
-    params_add(&ps, "w", 1, (const int64_t[]){4}, true, PARAM_INIT_ZEROS);
-    params_finalize(&ps);
+    TgParamStore ps;
+    tg_params_init(&ps);
+    tg_params_add(&ps, "w", 1, (const int64_t[]){4}, true, TG_PARAM_INIT_ZEROS);
+    tg_params_add(&ps, "w", 1, (const int64_t[]){4}, true, TG_PARAM_INIT_ZEROS);
+    tg_params_finalize(&ps);
 }
 
 Test(limits, shapes_and_parameter_stores_abort_rather_than_wrap) {
@@ -287,23 +287,23 @@ Test(limits, parameter_names_are_found_in_log_time) {
     enum { N = 60000 };
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ParamStore ps;
-    params_init(&ps);
+    TgParamStore ps;
+    tg_params_init(&ps);
     char name[32];
     for (int i = 0; i < N; i++) {
         snprintf(name, sizeof name, "layer.%05d.w", i);
-        params_add(&ps, name, 1, (const int64_t[]){1}, true, PARAM_INIT_ZEROS);
+        tg_params_add(&ps, name, 1, (const int64_t[]){1}, true, TG_PARAM_INIT_ZEROS);
     }
-    params_finalize(&ps);
+    tg_params_finalize(&ps);
     int found = 0;
     for (int i = N - 1; i >= 0; i--) {
         snprintf(name, sizeof name, "layer.%05d.w", i);
-        found += params_index(&ps, name) == i;
+        found += tg_params_index(&ps, name) == i;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     cr_expect_eq(found, N);
-    cr_expect_eq(params_index(&ps, "layer.99999.w"), -1);
-    params_free(&ps);
+    cr_expect_eq(tg_params_index(&ps, "layer.99999.w"), -1);
+    tg_params_free(&ps);
     double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     cr_expect_lt(seconds, 2.0, "adding and finding %d parameters took %.2f s", N, seconds);
 }

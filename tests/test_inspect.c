@@ -7,14 +7,14 @@
 #include <string.h>
 
 #include "datagen.h"
-#include "lib/rng.h"
+#include "tapegrad/rng.h"
 #include "report_check.h"
 #include "testutil.h"
 #include "inspect/inspect.h"
 #include "inspect/report.h"
 #include "inspect/run_history.h"
 #include "inspect/seed_stats.h"
-#include "train/model.h"
+#include "tapegrad/model.h"
 #include "train/trainer.h"
 
 /* ---- dead units and zeros on constructed activations ---------------------------------------- */
@@ -63,8 +63,8 @@ Test(ffn_stats, a_unit_alive_in_any_batch_is_not_dead) {
 
 Test(ffn_stats, zero_gradient_rows_of_a_constructed_gradient) {
     float data[4 * 3] = {0}, grad[4 * 3] = {1, 2, 3, 0, 0, 0, 0, -1e-20f, 0, 0, 0, 0};
-    Tensor w = {.data = data, .grad = grad};
-    tensor_set_shape(&w, 2, (int64_t[]){4, 3});
+    TgTensor w = {.data = data, .grad = grad};
+    tg_tensor_set_shape(&w, 2, (int64_t[]){4, 3});
     cr_assert_float_eq(zero_grad_row_fraction(&w), 0.5, 1e-12); /* rows 1 and 3 */
     ParamStats p = param_stats(&w);
     cr_assert_float_eq(p.grad_norm, sqrt(14.0), 1e-6);
@@ -74,29 +74,29 @@ Test(ffn_stats, zero_gradient_rows_of_a_constructed_gradient) {
 
 /* ---- a whole model at initialisation ------------------------------------------------------- */
 
-static void tiny_config(ModelConfig *c, FfnKind ffn) {
-    cr_assert_eq(model_preset("tiny", c), TG_OK);
+static void tiny_config(TgModelConfig *c, TgFfnKind ffn) {
+    cr_assert_eq(tg_model_preset("tiny", c), TG_OK);
     c->vocab = 61;
     c->seq_len = 16;
     c->ffn = ffn;
-    c->hidden = ffn == FFN_RELU ? 4 * c->dim : model_swiglu_hidden(c->dim);
+    c->hidden = ffn == TG_FFN_RELU ? 4 * c->dim : tg_model_swiglu_hidden(c->dim);
 }
 
 /* Forward + backward of the initial model on random tokens through model_inspect_batches. */
-static void inspect_at_init(FfnKind ffn, ModelInspection *mi, Model *m, float **weights_before) {
-    ModelConfig c;
+static void inspect_at_init(TgFfnKind ffn, ModelInspection *mi, TgModel *m, float **weights_before) {
+    TgModelConfig c;
     tiny_config(&c, ffn);
-    model_build(m, &c);
-    model_init_weights(m, 7);
+    tg_model_build(m, &c);
+    tg_model_init_weights(m, 7);
     *weights_before = malloc(m->params.total * sizeof(float));
     memcpy(*weights_before, m->params.data, m->params.total * sizeof(float));
     int64_t k = 2, B = 4, T = c.seq_len;
     int32_t *in = malloc((size_t)(k * B * T) * sizeof(int32_t)), *tg = malloc((size_t)(k * B * T) * sizeof(int32_t));
-    Rng rng;
-    rng_seed(&rng, 99);
+    TgRng rng;
+    tg_rng_seed(&rng, 99);
     for (int64_t i = 0; i < k * B * T; i++) {
-        in[i] = (int32_t)rng_below(&rng, (uint64_t)c.vocab);
-        tg[i] = (int32_t)rng_below(&rng, (uint64_t)c.vocab);
+        in[i] = (int32_t)tg_rng_below(&rng, (uint64_t)c.vocab);
+        tg[i] = (int32_t)tg_rng_below(&rng, (uint64_t)c.vocab);
     }
     TestTape tt;
     test_tape_init(&tt, 1);
@@ -109,10 +109,10 @@ static void inspect_at_init(FfnKind ffn, ModelInspection *mi, Model *m, float **
 }
 
 Test(model_inspection, relu_hidden_is_about_half_zero_at_init) {
-    Model m;
+    TgModel m;
     ModelInspection mi;
     float *before;
-    inspect_at_init(FFN_RELU, &mi, &m, &before);
+    inspect_at_init(TG_FFN_RELU, &mi, &m, &before);
     for (int64_t l = 0; l < mi.n_layers; l++) {
         double z = ffn_stats_zero_fraction(&mi.ffn[l]);
         cr_assert(z >= 0.4 && z <= 0.6, "layer %lld: ReLU zero fraction %.4f outside [0.4, 0.6]", (long long)l, z);
@@ -122,14 +122,14 @@ Test(model_inspection, relu_hidden_is_about_half_zero_at_init) {
     }
     model_inspection_free(&mi);
     free(before);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(model_inspection, swiglu_hidden_has_no_exact_zeros_at_init) {
-    Model m;
+    TgModel m;
     ModelInspection mi;
     float *before;
-    inspect_at_init(FFN_SWIGLU, &mi, &m, &before);
+    inspect_at_init(TG_FFN_SWIGLU, &mi, &m, &before);
     for (int64_t l = 0; l < mi.n_layers; l++) {
         double z = ffn_stats_zero_fraction(&mi.ffn[l]);
         cr_assert(z < 0.01, "layer %lld: SwiGLU exact-zero fraction %.4f", (long long)l, z);
@@ -138,14 +138,14 @@ Test(model_inspection, swiglu_hidden_has_no_exact_zeros_at_init) {
     }
     model_inspection_free(&mi);
     free(before);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(model_inspection, inspecting_changes_no_weight_and_fills_every_gradient) {
-    Model m;
+    TgModel m;
     ModelInspection mi;
     float *before;
-    inspect_at_init(FFN_RELU, &mi, &m, &before);
+    inspect_at_init(TG_FFN_RELU, &mi, &m, &before);
     cr_assert(memcmp(before, m.params.data, m.params.total * sizeof(float)) == 0, "a weight changed");
     cr_assert_eq(mi.n_params, m.params.count);
     for (int i = 0; i < mi.n_params; i++) {
@@ -154,16 +154,16 @@ Test(model_inspection, inspecting_changes_no_weight_and_fills_every_gradient) {
     }
     model_inspection_free(&mi);
     free(before);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(model_inspection, zero_share_at_init_on_random_inputs_is_a_half_for_relu_and_none_for_swiglu) {
-    ModelConfig c;
-    tiny_config(&c, FFN_RELU);
+    TgModelConfig c;
+    tiny_config(&c, TG_FFN_RELU);
     /* 512 rows x 256 units x 2 layers: the share of a fair coin's heads within +-0.03 */
     double relu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
     cr_assert(relu > 0.47 && relu < 0.53, "ReLU zeros at init %.4f", relu);
-    tiny_config(&c, FFN_SWIGLU);
+    tiny_config(&c, TG_FFN_SWIGLU);
     double swiglu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
     cr_assert(swiglu < 1e-4, "SwiGLU zeros at init %.6f", swiglu);
     cr_assert_eq(ffn_zero_fraction_at_init(&c, 3, 512, 1), swiglu, "the same seed gives the same figure");
@@ -171,17 +171,17 @@ Test(model_inspection, zero_share_at_init_on_random_inputs_is_a_half_for_relu_an
 
 Test(model_inspection, parameter_count_from_the_config_matches_the_model) {
     for (int kind = 0; kind < 2; kind++) {
-        ModelConfig c;
-        tiny_config(&c, (FfnKind)kind);
+        TgModelConfig c;
+        tiny_config(&c, (TgFfnKind)kind);
         c.n_kv_heads = 1; /* GQA: k and v smaller than q */
-        Model m;
-        model_build(&m, &c);
-        cr_assert_eq(model_config_param_count(&c), model_param_count(&m), "%s", ffn_kind_name(c.ffn));
+        TgModel m;
+        tg_model_build(&m, &c);
+        cr_assert_eq(tg_model_config_param_count(&c), tg_model_param_count(&m), "%s", tg_ffn_kind_name(c.ffn));
         int64_t ffn = 0;
         for (int64_t l = 0; l < c.n_layers; l++)
             ffn += m.layers[l].w1->numel + m.layers[l].w2->numel + (m.layers[l].w3 ? m.layers[l].w3->numel : 0);
         cr_assert_eq(model_config_ffn_param_count(&c), ffn);
-        model_free(&m);
+        tg_model_free(&m);
     }
 }
 

@@ -15,7 +15,7 @@
 #include "testutil.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
-#include "train/model.h"
+#include "tapegrad/model.h"
 
 static char *dir;
 static void make_dir(void) {
@@ -60,14 +60,14 @@ static void train_tiny(const char *ffn) {
 }
 
 /* The model of dir/run, rebuilt from its checkpoint's config, to know every parameter. */
-static void build_run_model(Model *m) {
+static void build_run_model(TgModel *m) {
     char run[4096], ckpt[4200];
     snprintf(run, sizeof run, "%s/run", dir);
-    ModelConfig c;
+    TgModelConfig c;
     uint64_t fingerprint;
     cr_assert_eq(checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK, "%s", tg_error_message());
     cr_assert_eq(checkpoint_read_config(ckpt, &c, &fingerprint), TG_OK, "%s", tg_error_message());
-    model_build(m, &c);
+    tg_model_build(m, &c);
 }
 
 static void assert_number(const cJSON *o, const char *key, const char *where) {
@@ -76,7 +76,7 @@ static void assert_number(const cJSON *o, const char *key, const char *where) {
 
 Test(inspect_cli, log_grads_writes_well_formed_lines_with_every_field) {
     train_tiny("relu");
-    Model m;
+    TgModel m;
     build_run_model(&m);
     char *text = read_in_dir("run/grads.jsonl");
     const int64_t expected_steps[] = {1, 2, 4, 6};
@@ -92,7 +92,7 @@ Test(inspect_cli, log_grads_writes_well_formed_lines_with_every_field) {
         cr_assert_eq(cJSON_GetArraySize(params), m.params.count);
         for (int i = 0; i < m.params.count; i++) {
             const cJSON *p = cJSON_GetArrayItem(params, i);
-            const Tensor *t = m.params.tensors[i];
+            const TgTensor *t = m.params.tensors[i];
             cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(p, "name")), t->name);
             const cJSON *shape = cJSON_GetObjectItem(p, "shape");
             cr_assert_eq(cJSON_GetArraySize(shape), t->ndim);
@@ -117,12 +117,12 @@ Test(inspect_cli, log_grads_writes_well_formed_lines_with_every_field) {
     }
     cr_assert_eq(n, 4);
     free(text);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(inspect_cli, inspect_json_holds_every_parameter_and_dump_reads_back) {
     train_tiny("swiglu");
-    Model m;
+    TgModel m;
     build_run_model(&m);
     char args[8192];
     snprintf(args, sizeof args, "inspect --run '%s/run' --batches 2 --batch 4 --threads 1 --json --dump-grads '%s/g.safetensors'",
@@ -151,7 +151,7 @@ Test(inspect_cli, inspect_json_holds_every_parameter_and_dump_reads_back) {
     cr_assert_eq(st_open(path, &f), TG_OK, "%s", tg_error_message());
     cr_assert_eq(st_count(f), (size_t)m.params.count);
     for (int i = 0; i < m.params.count; i++) {
-        const Tensor *t = m.params.tensors[i];
+        const TgTensor *t = m.params.tensors[i];
         char name[128];
         snprintf(name, sizeof name, "grad.%s", t->name);
         cr_assert_eq(st_expect_shape(f, name, t->ndim, t->shape), TG_OK, "%s", tg_error_message());
@@ -174,7 +174,7 @@ Test(inspect_cli, inspect_json_holds_every_parameter_and_dump_reads_back) {
     out = read_in_dir("out.txt");
     cr_assert(strstr(out, "model.layers.1.mlp.up_proj.weight") && strstr(out, "dead frac"), "%s", out);
     free(out);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 /* Checks a report file; returns its parsed data block (cJSON_Delete it). */

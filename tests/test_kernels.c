@@ -34,10 +34,10 @@
 #include "lib/cpu.h"
 #include "lib/kernels.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 #include "testutil.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "tapegrad/model.h"
+#include "tapegrad/optim.h"
 
 enum { MSG = 512 };
 
@@ -49,9 +49,9 @@ static int supported_paths(tg_isa *paths) {
     return n;
 }
 
-static float *random_floats(Rng *rng, int64_t n, float lo, float hi) {
+static float *random_floats(TgRng *rng, int64_t n, float lo, float hi) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    rng_fill_uniform(rng, p, (size_t)n, lo, hi);
+    tg_rng_fill_uniform(rng, p, (size_t)n, lo, hi);
     return p;
 }
 
@@ -85,8 +85,8 @@ typedef struct {
 
 /* C = alpha op(A) op(B) + beta C with strided A, B and C; NaN in C where beta 0 must not read */
 static bool check_gemm_case(const TgKernels *kern, bool ta, bool tb, Shape s, float alpha, float beta, char *why) {
-    Rng rng;
-    rng_seed(&rng, (uint64_t)(s.m * 7919 + s.n * 104729 + s.k * 13 + ta * 2 + tb));
+    TgRng rng;
+    tg_rng_seed(&rng, (uint64_t)(s.m * 7919 + s.n * 104729 + s.k * 13 + ta * 2 + tb));
     int64_t lda = (ta ? s.m : s.k) + 1, ldb = (tb ? s.k : s.n) + 2, ldc = s.n + 3;
     float *a = random_floats(&rng, (ta ? s.k : s.m) * lda, -1, 1), *b = random_floats(&rng, (tb ? s.n : s.k) * ldb, -1, 1);
     float *c = random_floats(&rng, s.m * ldc, -1, 1), *c0 = copy_floats(c, s.m * ldc);
@@ -130,8 +130,8 @@ static bool check_gemm(const TgKernels *kern, char *why) {
 
 /* C (rows, n) (+)= A (rows, k) B (k, n) with A read through (a_row, a_col) strides */
 static bool check_gemm_rows(const TgKernels *kern, char *why) {
-    Rng rng;
-    rng_seed(&rng, 99);
+    TgRng rng;
+    tg_rng_seed(&rng, 99);
     const int64_t ns[] = {1, 3, 4, 5, 8, 12, 16, 20, 31, 32, 33, 47, 64, 70};
     const int64_t ks[] = {1, 7, 32, 65};
     for (int rows = 1; rows <= TG_GEMM_ROWS_MAX; rows++)
@@ -169,8 +169,8 @@ static const int64_t lengths[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 15, 16, 17, 24, 31
 enum { N_LENGTHS = sizeof lengths / sizeof lengths[0] };
 
 static bool check_softmax(const TgKernels *kern, char *why) {
-    Rng rng;
-    rng_seed(&rng, 1);
+    TgRng rng;
+    tg_rng_seed(&rng, 1);
     bool ok = true;
     for (int li = 0; li < N_LENGTHS && ok; li++) {
         int64_t n = lengths[li];
@@ -194,8 +194,8 @@ static bool check_softmax(const TgKernels *kern, char *why) {
 }
 
 static bool check_cross_entropy_exps(const TgKernels *kern, char *why) {
-    Rng rng;
-    rng_seed(&rng, 2);
+    TgRng rng;
+    tg_rng_seed(&rng, 2);
     bool ok = true;
     for (int li = 0; li < N_LENGTHS && ok; li++) {
         int64_t n = lengths[li];
@@ -225,8 +225,8 @@ static bool check_cross_entropy_exps(const TgKernels *kern, char *why) {
 static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 static bool check_swiglu(const TgKernels *kern, char *why) {
-    Rng rng;
-    rng_seed(&rng, 3);
+    TgRng rng;
+    tg_rng_seed(&rng, 3);
     bool ok = true;
     for (int li = 0; li < N_LENGTHS && ok; li++) {
         int64_t n = lengths[li];
@@ -260,8 +260,8 @@ static bool check_swiglu(const TgKernels *kern, char *why) {
 }
 
 static bool check_rmsnorm(const TgKernels *kern, char *why) {
-    Rng rng;
-    rng_seed(&rng, 4);
+    TgRng rng;
+    tg_rng_seed(&rng, 4);
     bool ok = true;
     for (int li = 0; li < N_LENGTHS && ok; li++) {
         int64_t d = lengths[li];
@@ -293,8 +293,8 @@ static bool check_rmsnorm(const TgKernels *kern, char *why) {
 }
 
 static bool check_rope(const TgKernels *kern, char *why) {
-    Rng rng;
-    rng_seed(&rng, 5);
+    TgRng rng;
+    tg_rng_seed(&rng, 5);
     const int64_t head_dims[] = {2, 6, 8, 16, 32, 34, 64, 128};
     bool ok = true;
     for (size_t hi = 0; hi < sizeof head_dims / sizeof head_dims[0] && ok; hi++) {
@@ -325,8 +325,8 @@ static bool check_rope(const TgKernels *kern, char *why) {
 }
 
 static bool check_adamw(const TgKernels *kern, char *why) {
-    Rng rng;
-    rng_seed(&rng, 6);
+    TgRng rng;
+    tg_rng_seed(&rng, 6);
     int64_t n = 203;
     float *p = random_floats(&rng, n, -1, 1), *g = random_floats(&rng, n, -1, 1);
     float *m = random_floats(&rng, n, -0.1f, 0.1f), *v = random_floats(&rng, n, 0, 0.01f);
@@ -411,8 +411,8 @@ static bool same_bits(const float *a, const float *b, int64_t n) { return memcmp
 Test(kernels, each_path_gives_the_same_bits_for_the_same_input_and_any_range_split) {
     tg_isa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
-    Rng rng;
-    rng_seed(&rng, 7);
+    TgRng rng;
+    tg_rng_seed(&rng, 7);
     int64_t n = 1000, cut = 333;   /* not a multiple of any vector width */
     float *a = random_floats(&rng, n, -5, 5), *b = random_floats(&rng, n, -2, 2), *dy = random_floats(&rng, n, -1, 1);
     float *y1 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float));
@@ -463,9 +463,9 @@ Test(kernels, each_path_gives_the_same_bits_for_the_same_input_and_any_range_spl
 Test(kernels, each_path_gives_gemms_bitwise_equal_on_1_and_2_threads) {
     tg_isa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
-    Pool *pool = pool_create(2);
-    Rng rng;
-    rng_seed(&rng, 8);
+    TgPool *pool = tg_pool_create(2);
+    TgRng rng;
+    tg_rng_seed(&rng, 8);
     /* by rows (Y = X W^T), by columns (a weight gradient dW = dY^T X, k the longest side) */
     const struct {
         bool ta, tb;
@@ -485,7 +485,7 @@ Test(kernels, each_path_gives_gemms_bitwise_equal_on_1_and_2_threads) {
             free(a), free(b), free(c1), free(c2);
         }
     }
-    pool_destroy(pool);
+    tg_pool_destroy(pool);
 }
 
 /* ---- across paths ---- */
@@ -493,8 +493,8 @@ Test(kernels, each_path_gives_gemms_bitwise_equal_on_1_and_2_threads) {
 Test(kernels, paths_agree_within_the_stated_tolerances) {
     tg_isa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
-    Rng rng;
-    rng_seed(&rng, 9);
+    TgRng rng;
+    tg_rng_seed(&rng, 9);
     int64_t m = 37, n = 53, k = 300, len = 777;
     float *a = random_floats(&rng, m * k, -1, 1), *b = random_floats(&rng, k * n, -1, 1);
     float *x = random_floats(&rng, len, -4, 4), *g = random_floats(&rng, len, 0.5f, 1.5f);
@@ -537,10 +537,10 @@ Test(kernels, every_op_passes_its_gradient_checks_on_every_path) {
         cr_assert_eq(tg_isa_set(paths[p]), TG_OK);
         TestTape tt;
         test_tape_init(&tt, 1);
-        int failures = op_checks_run(NULL, &tt.tape, 2024, 1, op_check_print_failures, NULL);
-        size_t old = attention_set_saved_probs_limit(0);
-        failures += op_checks_run("attention", &tt.tape, 2025, 1, op_check_print_failures, NULL);
-        attention_set_saved_probs_limit(old);
+        int failures = op_checks_run(NULL, &tt.tape, 2024, 1, tg_op_check_print_failures, NULL);
+        size_t old = tg_attention_set_saved_probs_limit(0);
+        failures += op_checks_run("attention", &tt.tape, 2025, 1, tg_op_check_print_failures, NULL);
+        tg_attention_set_saved_probs_limit(old);
         test_tape_free(&tt);
         cr_expect_eq(failures, 0, "%s: %d op check(s) failed", tg_isa_name(paths[p]), failures);
     }
@@ -548,31 +548,31 @@ Test(kernels, every_op_passes_its_gradient_checks_on_every_path) {
 
 /* Two AdamW steps of a tiny model (GQA, vocab 37, 2 x 16 tokens): the losses */
 static void train_two_steps(int threads, float losses[2], float *first_param) {
-    ModelConfig c;
-    cr_assert_eq(model_preset("tiny", &c), TG_OK);
+    TgModelConfig c;
+    cr_assert_eq(tg_model_preset("tiny", &c), TG_OK);
     c.vocab = 37;
     c.n_kv_heads = 1;
-    Model m;
-    model_build(&m, &c);
-    model_init_weights(&m, 11);
+    TgModel m;
+    tg_model_build(&m, &c);
+    tg_model_init_weights(&m, 11);
     TestTape tt;
     test_tape_init(&tt, threads);
     int64_t B = 2, T = 16;
     int32_t in[32], tg[32];
     for (int i = 0; i < 32; i++) in[i] = (i * 7 + 3) % 37, tg[i] = (i * 5 + 1) % 37;
-    AdamWConfig opt = adamw_defaults();
+    TgAdamWConfig opt = tg_adamw_defaults();
     for (int step = 0; step < 2; step++) {
-        params_zero_grad(&m.params);
-        Tensor *loss = model_loss(&m, &tt.tape, in, tg, B, T, NULL);
+        tg_params_zero_grad(&m.params);
+        TgTensor *loss = tg_model_loss(&m, &tt.tape, in, tg, B, T, NULL);
         losses[step] = loss->data[0];
-        tape_backward(&tt.tape, loss);
-        tape_reset(&tt.tape);
-        clip_grad_norm_pool(&m.params, 1.0, tt.pool);
-        adamw_step(&m.params, &opt, step + 1, 1e-3, tt.pool);
+        tg_tape_backward(&tt.tape, loss);
+        tg_tape_reset(&tt.tape);
+        tg_clip_grad_norm_pool(&m.params, 1.0, tt.pool);
+        tg_adamw_step(&m.params, &opt, step + 1, 1e-3, tt.pool);
     }
     *first_param = m.params.data[0];
     test_tape_free(&tt);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(kernels, a_training_step_runs_on_every_path_and_threads_change_no_bit) {

@@ -2,7 +2,9 @@
  *     lib <- ops <- data, train <- inspect <- cli
  * (a room includes headers of its own and of the rooms to its left; data and train do not need
  * each other's left-right order: train reads data, data never reads train). Every project
- * include is written from the top of the tree ("lib/tape.h"), never with "../". */
+ * include is written from the top of the tree ("lib/kernels.h"), never with "../". The public
+ * headers sit together in include/tapegrad/ ("tapegrad/tape.h"), each belonging to the room that
+ * implements it (public_rooms below): they follow the same rule, among themselves too. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -22,6 +24,31 @@ static const Rule rules[] = {
     {"inspect", "lib ops data train inspect"},
     {"cli", "lib ops data train inspect cli"},
 };
+
+/* The room of each public header; a header of include/tapegrad/ missing here fails the test. */
+static const struct {
+    const char *header, *room;
+} public_rooms[] = {
+    {"version.h", "lib"}, {"error.h", "lib"},      {"limits.h", "lib"},   {"arena.h", "lib"},
+    {"pool.h", "lib"},    {"rng.h", "lib"},        {"tensor.h", "lib"},   {"tape.h", "lib"},
+    {"engine.h", "lib"},  {"params.h", "lib"},     {"gradcheck.h", "lib"}, {"op_list.h", "ops"},
+    {"ops.h", "ops"},     {"op_check.h", "ops"},   {"tokenizer.h", "data"}, {"optim.h", "train"},
+    {"param_checkpoint.h", "train"}, {"model.h", "train"}, {"pretrained.h", "train"}, {"sample.h", "train"},
+    {"tapegrad.h", "cli"}, /* the umbrella: everything, as a program sees it */
+};
+
+static const char *public_room(const char *header) {
+    for (size_t i = 0; i < sizeof public_rooms / sizeof public_rooms[0]; i++)
+        if (strcmp(public_rooms[i].header, header) == 0) return public_rooms[i].room;
+    return NULL;
+}
+
+static const Rule *rule_of(const char *room) {
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strcmp(rules[i].room, room) == 0) return &rules[i];
+    cr_assert_fail("no rule for room %s", room);
+    return NULL;
+}
 
 static bool allowed(const Rule *r, const char *target_room) {
     char list[128];
@@ -51,6 +78,17 @@ static int check_file(const Rule *r, const char *path) {
         }
         char room[64];
         snprintf(room, sizeof room, "%.*s", (int)(slash - name), name);
+        if (strcmp(room, "tapegrad") == 0) {
+            char header[128];
+            snprintf(header, sizeof header, "%.*s", quote ? (int)(quote - slash - 1) : 40, slash + 1);
+            const char *owner = public_room(header);
+            if (!owner) {
+                fprintf(stderr, "%s:%d: includes \"tapegrad/%s\", which is not a public header\n", path, lineno, header);
+                bad++;
+                continue;
+            }
+            snprintf(room, sizeof room, "%s", owner);
+        }
         if (!allowed(r, room)) {
             fprintf(stderr, "%s:%d: %s/ includes %s/ (the rooms go lib <- ops <- data, train <- inspect <- cli)\n",
                     path, lineno, r->room, room);
@@ -79,6 +117,29 @@ Test(layout, includes_follow_the_rooms) {
         }
         closedir(d);
     }
+    char dir_path[4096];
+    snprintf(dir_path, sizeof dir_path, "%s/include/tapegrad", TAPEGRAD_SOURCE_DIR);
+    DIR *d = opendir(dir_path);
+    cr_assert_not_null(d, "no folder %s", dir_path);
+    struct dirent *e;
+    int headers = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || strcmp(e->d_name + n - 2, ".h") != 0) continue;
+        const char *room = public_room(e->d_name);
+        if (!room) {
+            fprintf(stderr, "include/tapegrad/%s: a public header with no room in tests/test_layout.c\n", e->d_name);
+            bad++;
+            continue;
+        }
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir_path, e->d_name);
+        bad += check_file(rule_of(room), path);
+        headers++;
+    }
+    closedir(d);
+    cr_expect_eq(headers, (int)(sizeof public_rooms / sizeof public_rooms[0]),
+                 "%d public headers found, %d listed", headers, (int)(sizeof public_rooms / sizeof public_rooms[0]));
     cr_expect_gt(files, 50, "only %d source files found", files);
     cr_expect_eq(bad, 0, "%d includes break the layering (listed above)", bad);
 }

@@ -3,20 +3,20 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 #include "testutil.h"
 
 static void check_linear(int64_t rows, int64_t in, int64_t out) {
     TestTape tt;
     test_tape_init(&tt, 1);
-    Rng rng;
-    rng_seed(&rng, (uint64_t)(rows * 1000 + in * 10 + out));
-    Tensor *x = test_tensor("x", 2, (int64_t[]){rows, in}, &rng, -1, 1);
-    Tensor *w = test_tensor("w", 2, (int64_t[]){out, in}, &rng, -1, 1);
-    Tensor *dy = test_tensor("dy", 2, (int64_t[]){rows, out}, &rng, -1, 1);
+    TgRng rng;
+    tg_rng_seed(&rng, (uint64_t)(rows * 1000 + in * 10 + out));
+    TgTensor *x = test_tensor("x", 2, (int64_t[]){rows, in}, &rng, -1, 1);
+    TgTensor *w = test_tensor("w", 2, (int64_t[]){out, in}, &rng, -1, 1);
+    TgTensor *dy = test_tensor("dy", 2, (int64_t[]){rows, out}, &rng, -1, 1);
     x->requires_grad = w->requires_grad = true;
 
-    Tensor *y = op_linear(&tt.tape, x, w);
+    TgTensor *y = tg_linear(&tt.tape, x, w);
     cr_assert_eq(y->shape[0], rows);
     cr_assert_eq(y->shape[1], out);
     double worst = 0;
@@ -29,8 +29,8 @@ static void check_linear(int64_t rows, int64_t in, int64_t out) {
     cr_expect_lt(worst, 1e-4, "forward %lldx%lldx%lld off by %g", (long long)rows, (long long)in,
                  (long long)out, worst);
 
-    for (int64_t i = 0; i < y->numel; i++) tensor_grad(&tt.tape, y)[i] = dy->data[i];
-    tape_backward_from_seeded(&tt.tape);
+    for (int64_t i = 0; i < y->numel; i++) tg_tensor_grad(&tt.tape, y)[i] = dy->data[i];
+    tg_tape_backward_from_seeded(&tt.tape);
     double worst_dx = 0, worst_dw = 0;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < in; i++) {
@@ -61,13 +61,13 @@ Test(linear, weight_gradient_accumulates_over_calls) {
     /* the same weight in two linears (as a tied head would be): dW is the sum of both */
     TestTape tt;
     test_tape_init(&tt, 1);
-    Rng rng;
-    rng_seed(&rng, 3);
-    Tensor *x = test_tensor("x", 2, (int64_t[]){2, 3}, &rng, -1, 1);
-    Tensor *w = test_tensor("w", 2, (int64_t[]){4, 3}, &rng, -1, 1);
+    TgRng rng;
+    tg_rng_seed(&rng, 3);
+    TgTensor *x = test_tensor("x", 2, (int64_t[]){2, 3}, &rng, -1, 1);
+    TgTensor *w = test_tensor("w", 2, (int64_t[]){4, 3}, &rng, -1, 1);
     w->requires_grad = true;
-    Tensor *l1 = op_sum(&tt.tape, op_linear(&tt.tape, x, w));
-    tape_backward(&tt.tape, op_add(&tt.tape, l1, l1));
+    TgTensor *l1 = tg_sum(&tt.tape, tg_linear(&tt.tape, x, w));
+    tg_tape_backward(&tt.tape, tg_add(&tt.tape, l1, l1));
     /* d/dW sum(x W^T) = column sums of x for each output row; used twice -> doubled */
     for (int o = 0; o < 4; o++)
         for (int i = 0; i < 3; i++)

@@ -103,11 +103,11 @@ static int wait_at_most(pid_t pid, double seconds) {
 /* RUN's latest checkpoint loads; returns its step. */
 static int64_t latest_step(const char *run) {
     char path[4200];
-    Model model;
+    TgModel model;
     CheckpointInfo info;
     cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
-    model_free(&model);
+    tg_model_free(&model);
     return info.state.step;
 }
 

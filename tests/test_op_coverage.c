@@ -1,21 +1,21 @@
-/* Every op a training step records has finite-difference cases (ops/op_list.h): one step of each
+/* Every op a training step records has finite-difference cases (tapegrad/op_list.h): one step of each
  * model variant and each loss path is run, the op names its tape recorded are collected, and a
  * name without cases fails the test. So a new op that the model uses cannot train unchecked. */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "lib/rng.h"
+#include "tapegrad/rng.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 #include "testutil.h"
-#include "train/model.h"
+#include "tapegrad/model.h"
 
 typedef struct {
     const char *names[64];
     int count;
 } OpNames;
 
-static void collect(const Tape *tape, OpNames *seen) {
+static void collect(const TgTape *tape, OpNames *seen) {
     for (size_t i = 0; i < tape->n_nodes; i++) {
         const char *op = tape->nodes[i].op;
         bool known = false;
@@ -34,36 +34,36 @@ static void uncovered(const OpNames *seen, char *out, size_t cap) {
 
 typedef enum { LOSS_TRAINING, LOSS_WITH_LOGITS, LOSS_INSPECTED, LOSS_ACCUMULATED } LossPath;
 
-static void one_step(FfnKind ffn, LossPath path, OpNames *seen) {
-    ModelConfig c = {.dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .hidden = 96, .vocab = 40,
+static void one_step(TgFfnKind ffn, LossPath path, OpNames *seen) {
+    TgModelConfig c = {.dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .hidden = 96, .vocab = 40,
                      .seq_len = 8, .ffn = ffn, .rope_theta = 1e6, .norm_eps = 1e-5};
-    if (ffn == FFN_RELU) c.hidden = 128;
-    Model m;
-    model_build(&m, &c);
-    model_init_weights(&m, 3);
-    Rng rng;
-    rng_seed(&rng, 4);
+    if (ffn == TG_FFN_RELU) c.hidden = 128;
+    TgModel m;
+    tg_model_build(&m, &c);
+    tg_model_init_weights(&m, 3);
+    TgRng rng;
+    tg_rng_seed(&rng, 4);
     int32_t tokens[2 * 8], targets[2 * 8];
-    for (int i = 0; i < 16; i++) tokens[i] = (int32_t)rng_below(&rng, 40), targets[i] = (int32_t)rng_below(&rng, 40);
+    for (int i = 0; i < 16; i++) tokens[i] = (int32_t)tg_rng_below(&rng, 40), targets[i] = (int32_t)tg_rng_below(&rng, 40);
     targets[5] = TG_IGNORE_INDEX;
     TestTape tt;
     test_tape_init(&tt, 1);
-    Tensor *logits, *hidden[2];
-    Tensor *loss = path == LOSS_WITH_LOGITS ? model_loss(&m, &tt.tape, tokens, targets, 2, 8, &logits)
-                   : path == LOSS_INSPECTED ? model_loss_inspected(&m, &tt.tape, tokens, targets, 2, 8, hidden)
-                                            : model_loss(&m, &tt.tape, tokens, targets, 2, 8, NULL);
-    if (path == LOSS_ACCUMULATED) loss = op_scale(&tt.tape, loss, 0.5f); /* the trainer's --accum 2 */
+    TgTensor *logits, *hidden[2];
+    TgTensor *loss = path == LOSS_WITH_LOGITS ? tg_model_loss(&m, &tt.tape, tokens, targets, 2, 8, &logits)
+                   : path == LOSS_INSPECTED ? tg_model_loss_inspected(&m, &tt.tape, tokens, targets, 2, 8, hidden)
+                                            : tg_model_loss(&m, &tt.tape, tokens, targets, 2, 8, NULL);
+    if (path == LOSS_ACCUMULATED) loss = tg_scale(&tt.tape, loss, 0.5f); /* the trainer's --accum 2 */
     collect(&tt.tape, seen);
-    params_zero_grad(&m.params);
-    tape_backward(&tt.tape, loss);
+    tg_params_zero_grad(&m.params);
+    tg_tape_backward(&tt.tape, loss);
     test_tape_free(&tt);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(op_coverage, every_op_a_training_step_records_has_check_cases) {
     OpNames seen = {0};
     for (int ffn = 0; ffn < 2; ffn++)
-        for (int path = LOSS_TRAINING; path <= LOSS_ACCUMULATED; path++) one_step((FfnKind)ffn, (LossPath)path, &seen);
+        for (int path = LOSS_TRAINING; path <= LOSS_ACCUMULATED; path++) one_step((TgFfnKind)ffn, (LossPath)path, &seen);
     char missing[512];
     uncovered(&seen, missing, sizeof missing);
     cr_expect_str_eq(missing, "", "recorded by a training step but without gradient-check cases: %s", missing);
@@ -78,7 +78,7 @@ Test(op_coverage, every_op_a_training_step_records_has_check_cases) {
 }
 
 /* The check above can fail: an op recorded under a name the list does not know is reported. */
-static void no_backward(Tape *tape, TapeNode *node) {
+static void no_backward(TgTape *tape, TgTapeNode *node) {
     (void)tape;
     (void)node;
 }
@@ -86,13 +86,13 @@ static void no_backward(Tape *tape, TapeNode *node) {
 Test(op_coverage, an_unlisted_op_is_reported) {
     TestTape tt;
     test_tape_init(&tt, 1);
-    Rng rng;
-    rng_seed(&rng, 1);
-    Tensor *x = test_tensor("x", 1, (int64_t[]){4}, &rng, -1, 1);
+    TgRng rng;
+    tg_rng_seed(&rng, 1);
+    TgTensor *x = test_tensor("x", 1, (int64_t[]){4}, &rng, -1, 1);
     x->requires_grad = true;
-    Tensor *y = tensor_new(tt.tape.arena, "y", 1, x->shape);
-    tape_record(&tt.tape, "layernorm_without_checks", no_backward, y, 1, &x);
-    op_relu(&tt.tape, y);
+    TgTensor *y = tg_tensor_new(tt.tape.arena, "y", 1, x->shape);
+    tg_tape_record(&tt.tape, "layernorm_without_checks", no_backward, y, 1, &x);
+    tg_relu(&tt.tape, y);
     OpNames seen = {0};
     collect(&tt.tape, &seen);
     char missing[512];

@@ -10,7 +10,7 @@
 
 #include "lib/cpu.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "tapegrad/ops.h"
 #include "testutil.h"
 
 /* The tests that compare against references, across thread counts and against recomputation run
@@ -27,12 +27,12 @@ static bool select_path(tg_isa isa) {
 
 /* attention's cases with P recomputed in the backward instead of kept */
 Test(gradcheck_attn, attention_recomputing_probs) {
-    size_t old = attention_set_saved_probs_limit(0);
+    size_t old = tg_attention_set_saved_probs_limit(0);
     TestTape tt;
     test_tape_init(&tt, 1);
-    int failures = op_checks_run("attention", &tt.tape, 2024, 1, op_check_print_failures, NULL);
+    int failures = op_checks_run("attention", &tt.tape, 2024, 1, tg_op_check_print_failures, NULL);
     test_tape_free(&tt);
-    attention_set_saved_probs_limit(old);
+    tg_attention_set_saved_probs_limit(old);
     cr_assert_gt(op_check_cases_of("attention"), 0);
     cr_assert_eq(failures, 0, "%d attention case(s) failed with recomputed probabilities", failures);
 }
@@ -44,12 +44,12 @@ typedef struct {
 } AttnShape;
 
 typedef struct {
-    Tensor *q, *k, *v;   /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
+    TgTensor *q, *k, *v;   /* (B,Tq,H*hd), (B,Tk,KVH*hd), (B,Tk,KVH*hd) */
 } Qkv;
 
 static Qkv qkv_new(AttnShape s, uint64_t seed) {
-    Rng rng;
-    rng_seed(&rng, seed);
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
     Qkv t;
     t.q = test_tensor("q", 3, (int64_t[]){s.batch, s.q_len, s.heads * s.head_dim}, &rng, -1, 1);
     t.k = test_tensor("k", 3, (int64_t[]){s.batch, s.kv_len, s.kv_heads * s.head_dim}, &rng, -1, 1);
@@ -64,9 +64,9 @@ static void qkv_free(Qkv t) {
 }
 
 /* tokens [from, from + count) of x (B, T, C) as a new heap tensor (B, count, C) */
-static Tensor *slice_tokens(const Tensor *x, int64_t from, int64_t count) {
+static TgTensor *slice_tokens(const TgTensor *x, int64_t from, int64_t count) {
     int64_t batch = x->shape[0], len = x->shape[1], width = x->shape[2];
-    Tensor *y = test_tensor(x->name, 3, (int64_t[]){batch, count, width}, NULL, 0, 0);
+    TgTensor *y = test_tensor(x->name, 3, (int64_t[]){batch, count, width}, NULL, 0, 0);
     for (int64_t b = 0; b < batch; b++)
         memcpy(y->data + b * count * width, x->data + (b * len + from) * width,
                (size_t)(count * width) * sizeof(float));
@@ -76,7 +76,7 @@ static Tensor *slice_tokens(const Tensor *x, int64_t from, int64_t count) {
 /* The definition, in double, written independently of ops/attention.c: explicit scores over
  * all keys, -inf above the causal diagonal, softmax, weighted sum. With dout given, also the
  * gradients (dq, dk, dv zeroed here), from the same explicit P. */
-static void naive_attention(AttnShape s, const Tensor *q, const Tensor *k, const Tensor *v,
+static void naive_attention(AttnShape s, const TgTensor *q, const TgTensor *k, const TgTensor *v,
                             double *out, const float *dout, double *dq, double *dk, double *dv) {
     int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
     int64_t qw = s.heads * hd, kw = s.kv_heads * hd;
@@ -149,7 +149,7 @@ static void check_against_reference(AttnShape s, uint64_t seed, bool with_backwa
     test_tape_init(&tt, 1);
     Qkv in = qkv_new(s, seed);
     in.q->requires_grad = in.k->requires_grad = in.v->requires_grad = with_backward;
-    Tensor *out = op_attention(&tt.tape, in.q, in.k, in.v, s.heads, s.kv_heads);
+    TgTensor *out = tg_attention(&tt.tape, in.q, in.k, in.v, s.heads, s.kv_heads);
     cr_assert_eq(out->ndim, 3);
     cr_assert(out->shape[0] == s.batch && out->shape[1] == s.q_len && out->shape[2] == s.heads * s.head_dim);
 
@@ -157,16 +157,16 @@ static void check_against_reference(AttnShape s, uint64_t seed, bool with_backwa
     double *dq = malloc((size_t)in.q->numel * sizeof(double));
     double *dk = malloc((size_t)in.k->numel * sizeof(double));
     double *dv = malloc((size_t)in.v->numel * sizeof(double));
-    Rng rng;
-    rng_seed(&rng, seed + 1);
-    Tensor *dout = test_tensor("dout", 3, out->shape, &rng, -1, 1);
+    TgRng rng;
+    tg_rng_seed(&rng, seed + 1);
+    TgTensor *dout = test_tensor("dout", 3, out->shape, &rng, -1, 1);
     naive_attention(s, in.q, in.k, in.v, ref, with_backward ? dout->data : NULL, dq, dk, dv);
     double err = rel_diff(out->data, ref, out->numel);
     cr_expect_lt(err, 1e-5, "forward off by %g (T=%lld hd=%lld)", err, (long long)s.q_len,
                  (long long)s.head_dim);
     if (with_backward) {
-        memcpy(tensor_grad(&tt.tape, out), dout->data, (size_t)out->numel * sizeof(float));
-        tape_backward_from_seeded(&tt.tape);
+        memcpy(tg_tensor_grad(&tt.tape, out), dout->data, (size_t)out->numel * sizeof(float));
+        tg_tape_backward_from_seeded(&tt.tape);
         double eq = rel_diff(in.q->grad, dq, in.q->numel), ek = rel_diff(in.k->grad, dk, in.k->numel),
                ev = rel_diff(in.v->grad, dv, in.v->numel);
         cr_expect_lt(eq, 1e-5, "dq off by %g", eq);
@@ -204,24 +204,24 @@ Test(attention, causal_rows_ignore_later_positions) {
     TestTape tt;
     test_tape_init(&tt, 1);
     Qkv base = qkv_new(s, 21);
-    Tensor *out = op_attention(&tt.tape, base.q, base.k, base.v, s.heads, s.kv_heads);
+    TgTensor *out = tg_attention(&tt.tape, base.q, base.k, base.v, s.heads, s.kv_heads);
     int64_t width = out->shape[2];
     float *expected = malloc((size_t)out->numel * sizeof(float));
     memcpy(expected, out->data, (size_t)out->numel * sizeof(float));
-    tape_reset(&tt.tape);
+    tg_tape_reset(&tt.tape);
 
-    Rng rng;
-    rng_seed(&rng, 22);
+    TgRng rng;
+    tg_rng_seed(&rng, 22);
     for (int64_t t = 0; t + 1 < s.q_len; t++) {
         Qkv changed = qkv_new(s, 21);
-        Tensor *all[3] = {changed.q, changed.k, changed.v};
+        TgTensor *all[3] = {changed.q, changed.k, changed.v};
         for (int m = 0; m < 3; m++) {
             int64_t w = all[m]->shape[2];
             for (int64_t b = 0; b < s.batch; b++)
                 for (int64_t later = t + 1; later < s.q_len; later++)
-                    for (int64_t c = 0; c < w; c++) all[m]->data[(b * s.q_len + later) * w + c] += rng_uniform(&rng) + 0.5f;
+                    for (int64_t c = 0; c < w; c++) all[m]->data[(b * s.q_len + later) * w + c] += tg_rng_uniform(&rng) + 0.5f;
         }
-        Tensor *got = op_attention(&tt.tape, changed.q, changed.k, changed.v, s.heads, s.kv_heads);
+        TgTensor *got = tg_attention(&tt.tape, changed.q, changed.k, changed.v, s.heads, s.kv_heads);
         for (int64_t b = 0; b < s.batch; b++) {
             const float *row0 = got->data + b * s.q_len * width, *exp0 = expected + b * s.q_len * width;
             cr_expect(memcmp(row0, exp0, (size_t)((t + 1) * width) * sizeof(float)) == 0,
@@ -230,7 +230,7 @@ Test(attention, causal_rows_ignore_later_positions) {
                              (size_t)((s.q_len - t - 1) * width) * sizeof(float)) != 0,
                       "batch %lld: rows > %lld did not change", (long long)b, (long long)t);
         }
-        tape_reset(&tt.tape);
+        tg_tape_reset(&tt.tape);
         qkv_free(changed);
     }
     free(expected);
@@ -244,13 +244,13 @@ static void check_decoding(AttnShape s, uint64_t seed) {
     TestTape tt;
     test_tape_init(&tt, 1);
     Qkv full = qkv_new(s, seed);
-    Tensor *out = op_attention(&tt.tape, full.q, full.k, full.v, s.heads, s.kv_heads);
+    TgTensor *out = tg_attention(&tt.tape, full.q, full.k, full.v, s.heads, s.kv_heads);
     int64_t width = out->shape[2];
     double worst = 0;
     for (int64_t pos = 0; pos < s.q_len; pos++) {
-        Tensor *q1 = slice_tokens(full.q, pos, 1), *k1 = slice_tokens(full.k, 0, pos + 1),
+        TgTensor *q1 = slice_tokens(full.q, pos, 1), *k1 = slice_tokens(full.k, 0, pos + 1),
                *v1 = slice_tokens(full.v, 0, pos + 1);
-        Tensor *step = op_attention(&tt.tape, q1, k1, v1, s.heads, s.kv_heads);   // (B,1,H*hd)
+        TgTensor *step = tg_attention(&tt.tape, q1, k1, v1, s.heads, s.kv_heads);   // (B,1,H*hd)
         cr_assert_eq(step->shape[1], 1);
         for (int64_t b = 0; b < s.batch; b++)
             for (int64_t c = 0; c < width; c++)
@@ -262,8 +262,8 @@ static void check_decoding(AttnShape s, uint64_t seed) {
     cr_expect_leq(worst, 1e-6, "decoding step differs from the full row by %g", worst);
 
     int64_t chunk = 4;
-    Tensor *q_last = slice_tokens(full.q, s.q_len - chunk, chunk);
-    Tensor *last = op_attention(&tt.tape, q_last, full.k, full.v, s.heads, s.kv_heads);   // (B,4,H*hd)
+    TgTensor *q_last = slice_tokens(full.q, s.q_len - chunk, chunk);
+    TgTensor *last = tg_attention(&tt.tape, q_last, full.k, full.v, s.heads, s.kv_heads);   // (B,4,H*hd)
     worst = 0;
     for (int64_t b = 0; b < s.batch; b++)
         for (int64_t t = 0; t < chunk; t++)
@@ -289,16 +289,16 @@ typedef struct {
 static AttnRun run_attention(int threads, AttnShape s, uint64_t seed) {
     TestTape tt;
     test_tape_init(&tt, threads);
-    cr_assert_eq(pool_threads(tt.pool), threads);
+    cr_assert_eq(tg_pool_threads(tt.pool), threads);
     Qkv in = qkv_new(s, seed);
     in.q->requires_grad = in.k->requires_grad = in.v->requires_grad = true;
-    Tensor *out = op_attention(&tt.tape, in.q, in.k, in.v, s.heads, s.kv_heads);
-    Rng rng;
-    rng_seed(&rng, seed + 7);
-    rng_fill_uniform(&rng, tensor_grad(&tt.tape, out), (size_t)out->numel, -1, 1);
-    tape_backward_from_seeded(&tt.tape);
+    TgTensor *out = tg_attention(&tt.tape, in.q, in.k, in.v, s.heads, s.kv_heads);
+    TgRng rng;
+    tg_rng_seed(&rng, seed + 7);
+    tg_rng_fill_uniform(&rng, tg_tensor_grad(&tt.tape, out), (size_t)out->numel, -1, 1);
+    tg_tape_backward_from_seeded(&tt.tape);
     AttnRun run;
-    Tensor *src[4] = {out, in.q, in.k, in.v};
+    TgTensor *src[4] = {out, in.q, in.k, in.v};
     float **dst[4] = {&run.out, &run.dq, &run.dk, &run.dv};
     for (int m = 0; m < 4; m++) {
         *dst[m] = malloc((size_t)src[m]->numel * sizeof(float));
@@ -340,9 +340,9 @@ Test(attention, recomputed_probs_give_the_same_bits_as_kept_ones) {
         for (int threads = 1; threads <= 2; threads++) {
             AttnShape s = shapes[i];
             AttnRun kept = run_attention(threads, s, 61 + i);
-            size_t old = attention_set_saved_probs_limit(0);
+            size_t old = tg_attention_set_saved_probs_limit(0);
             AttnRun recomputed = run_attention(threads, s, 61 + i);
-            attention_set_saved_probs_limit(old);
+            tg_attention_set_saved_probs_limit(old);
             size_t q_bytes = (size_t)(s.batch * s.q_len * s.heads * s.head_dim) * sizeof(float);
             size_t kv_bytes = (size_t)(s.batch * s.kv_len * s.kv_heads * s.head_dim) * sizeof(float);
             const char *path = tg_isa_name(isa);
@@ -368,30 +368,30 @@ Test(attention, reads_only_what_it_wrote) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         AttnShape s = shapes[i];
         enum { ARENA_BYTES = 8 << 20 };
-        Arena arena;
-        arena_init(&arena, ARENA_BYTES);
-        float *poison = arena_alloc(&arena, ARENA_BYTES);   /* the whole chunk, reused after reset */
+        TgArena arena;
+        tg_arena_init(&arena, ARENA_BYTES);
+        float *poison = tg_arena_alloc(&arena, ARENA_BYTES);   /* the whole chunk, reused after reset */
         for (size_t f = 0; f < ARENA_BYTES / sizeof(float); f++) poison[f] = NAN;
-        arena_reset(&arena);
-        Pool *pool = i % 2 ? pool_create(2) : NULL;
-        Tape tape;
-        tape_init(&tape, &arena, pool);
+        tg_arena_reset(&arena);
+        TgPool *pool = i % 2 ? tg_pool_create(2) : NULL;
+        TgTape tape;
+        tg_tape_init(&tape, &arena, pool);
         Qkv in = qkv_new(s, 71 + i);
         in.q->requires_grad = in.k->requires_grad = in.v->requires_grad = true;
-        Tensor *out = op_attention(&tape, in.q, in.k, in.v, s.heads, s.kv_heads);
-        Rng rng;
-        rng_seed(&rng, 81 + i);
-        rng_fill_uniform(&rng, tensor_grad(&tape, out), (size_t)out->numel, -1, 1);
-        tape_backward_from_seeded(&tape);
+        TgTensor *out = tg_attention(&tape, in.q, in.k, in.v, s.heads, s.kv_heads);
+        TgRng rng;
+        tg_rng_seed(&rng, 81 + i);
+        tg_rng_fill_uniform(&rng, tg_tensor_grad(&tape, out), (size_t)out->numel, -1, 1);
+        tg_tape_backward_from_seeded(&tape);
         cr_assert_eq(arena.system_allocs, 1, "the arena grew: part of it was never poisoned");
         int64_t bad = 0;
         for (int64_t e = 0; e < out->numel; e++) bad += !isfinite(out->data[e]) || !isfinite(in.q->grad[e]);
         for (int64_t e = 0; e < in.k->numel; e++) bad += !isfinite(in.k->grad[e]) || !isfinite(in.v->grad[e]);
         cr_expect_eq(bad, 0, "shape %zu: %lld outputs or gradients are not finite", i, (long long)bad);
         qkv_free(in);
-        tape_free(&tape);
-        pool_destroy(pool);
-        arena_free(&arena);
+        tg_tape_free(&tape);
+        tg_pool_destroy(pool);
+        tg_arena_free(&arena);
     }
 }
 
@@ -401,10 +401,10 @@ Test(cross_entropy, uniform_logits_give_ln_vocab) {
     TestTape tt;
     test_tape_init(&tt, 2);
     int64_t rows = 5, vocab = 6400;
-    Tensor *logits = test_tensor("logits", 2, (int64_t[]){rows, vocab}, NULL, 0, 0);
+    TgTensor *logits = test_tensor("logits", 2, (int64_t[]){rows, vocab}, NULL, 0, 0);
     for (int64_t i = 0; i < logits->numel; i++) logits->data[i] = 0.37f;
     int32_t targets[] = {0, 6399, 17, -1, 3200};
-    Tensor *loss = op_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+    TgTensor *loss = tg_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
     cr_assert_eq(loss->numel, 1);
     cr_expect_leq(fabs(loss->data[0] - log(6400.0)), 1e-5, "loss %.7f, ln(6400) = %.7f", loss->data[0], log(6400.0));
     test_tensor_free(logits);
@@ -414,15 +414,15 @@ Test(cross_entropy, uniform_logits_give_ln_vocab) {
 Test(cross_entropy, all_ignored_gives_zero_loss_and_no_gradient) {
     TestTape tt;
     test_tape_init(&tt, 1);
-    Rng rng;
-    rng_seed(&rng, 51);
-    Tensor *logits = test_tensor("logits", 3, (int64_t[]){2, 2, 11}, &rng, -3, 3);
+    TgRng rng;
+    tg_rng_seed(&rng, 51);
+    TgTensor *logits = test_tensor("logits", 3, (int64_t[]){2, 2, 11}, &rng, -3, 3);
     logits->requires_grad = true;
     int32_t targets[] = {-1, -1, -1, -1};
-    Tensor *loss = op_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+    TgTensor *loss = tg_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
     cr_expect_eq(loss->data[0], 0.0f, "loss %g", loss->data[0]);
-    tape_backward(&tt.tape, loss);
-    const float *g = tensor_grad(&tt.tape, logits);
+    tg_tape_backward(&tt.tape, loss);
+    const float *g = tg_tensor_grad(&tt.tape, logits);
     for (int64_t i = 0; i < logits->numel; i++) cr_expect_eq(g[i], 0.0f, "grad[%lld] = %g", (long long)i, g[i]);
     test_tensor_free(logits);
     test_tape_free(&tt);
@@ -432,14 +432,14 @@ Test(cross_entropy, all_ignored_gives_zero_loss_and_no_gradient) {
 static void check_cross_entropy(int threads, int32_t ignore_index) {
     TestTape tt;
     test_tape_init(&tt, threads);
-    Rng rng;
-    rng_seed(&rng, 61);
+    TgRng rng;
+    tg_rng_seed(&rng, 61);
     int64_t rows = 7, vocab = 37;
-    Tensor *logits = test_tensor("logits", 2, (int64_t[]){rows, vocab}, &rng, -4, 4);
+    TgTensor *logits = test_tensor("logits", 2, (int64_t[]){rows, vocab}, &rng, -4, 4);
     logits->requires_grad = true;
     int32_t targets[] = {0, 36, ignore_index, 5, 5, 20, 11};
-    Tensor *loss = op_cross_entropy(&tt.tape, logits, targets, ignore_index);
-    tape_backward(&tt.tape, loss);
+    TgTensor *loss = tg_cross_entropy(&tt.tape, logits, targets, ignore_index);
+    tg_tape_backward(&tt.tape, loss);
 
     double total = 0, count = 0;
     double *softmax = malloc((size_t)logits->numel * sizeof(double));
@@ -481,17 +481,17 @@ static void record_consuming_loss(void *ctx) {
     ConsumingCase c = *(ConsumingCase *)ctx;
     TestTape tt;
     test_tape_init(&tt, 1);
-    Rng rng;
-    rng_seed(&rng, 7);
-    Tensor *x = test_tensor("x", 2, (int64_t[]){3, 5}, &rng, -1, 1);
+    TgRng rng;
+    tg_rng_seed(&rng, 7);
+    TgTensor *x = test_tensor("x", 2, (int64_t[]){3, 5}, &rng, -1, 1);
     x->requires_grad = true;
     int32_t targets[] = {1, 4, 0};
-    Tensor *logits = x;
-    if (c == READ_BY_SIGMOID) logits = op_sigmoid(&tt.tape, x);   /* sigmoid's backward reads its output */
-    if (c == READ_BY_MUL || c == NOT_READ) logits = op_scale(&tt.tape, x, 2.0f);
-    if (c == READ_BY_MUL) op_mul(&tt.tape, logits, x);            /* mul's backward reads logits */
-    Tensor *loss = op_cross_entropy_consuming(&tt.tape, logits, targets, TG_IGNORE_INDEX);
-    tape_backward(&tt.tape, loss);
+    TgTensor *logits = x;
+    if (c == READ_BY_SIGMOID) logits = tg_sigmoid(&tt.tape, x);   /* sigmoid's backward reads its output */
+    if (c == READ_BY_MUL || c == NOT_READ) logits = tg_scale(&tt.tape, x, 2.0f);
+    if (c == READ_BY_MUL) tg_mul(&tt.tape, logits, x);            /* mul's backward reads logits */
+    TgTensor *loss = tg_cross_entropy_consuming(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+    tg_tape_backward(&tt.tape, loss);
     test_tensor_free(x);
     test_tape_free(&tt);
 }
@@ -514,9 +514,9 @@ Test(cross_entropy, consuming_refuses_logits_still_needed) {
 Test(cross_entropy, aborts_on_target_outside_vocab, .signal = SIGABRT) {
     TestTape tt;
     test_tape_init(&tt, 1);
-    Tensor *logits = test_tensor("logits", 2, (int64_t[]){2, 5}, NULL, 0, 0);
+    TgTensor *logits = test_tensor("logits", 2, (int64_t[]){2, 5}, NULL, 0, 0);
     int32_t targets[] = {1, 5};
-    op_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
+    tg_cross_entropy(&tt.tape, logits, targets, TG_IGNORE_INDEX);
 }
 
 /* ---- embedding ---- */
@@ -527,20 +527,20 @@ static void check_embedding_scatter(int threads) {
     TestTape tt;
     test_tape_init(&tt, threads);
     int64_t vocab = 5, dim = 3;
-    Tensor *table = test_tensor("table", 2, (int64_t[]){vocab, dim}, NULL, 0, 0);
+    TgTensor *table = test_tensor("table", 2, (int64_t[]){vocab, dim}, NULL, 0, 0);
     for (int64_t i = 0; i < table->numel; i++) table->data[i] = (float)(100 + i);
     table->requires_grad = true;
     const int32_t ids[] = {1, 3, 1, 1, 0, 3};   /* (2, 3): 1 three times, 3 twice, 2 and 4 never */
-    Tensor *out = op_embedding(&tt.tape, table, ids, 2, (int64_t[]){2, 3});
+    TgTensor *out = tg_embedding(&tt.tape, table, ids, 2, (int64_t[]){2, 3});
     cr_assert(out->ndim == 3 && out->shape[0] == 2 && out->shape[1] == 3 && out->shape[2] == dim);
     for (int64_t n = 0; n < 6; n++)
         for (int64_t d = 0; d < dim; d++)
             cr_expect_eq(out->data[n * dim + d], table->data[ids[n] * dim + d]);
 
-    float *dout = tensor_grad(&tt.tape, out);   /* dout[n][d] = 10 (n + 1) + d */
+    float *dout = tg_tensor_grad(&tt.tape, out);   /* dout[n][d] = 10 (n + 1) + d */
     for (int64_t n = 0; n < 6; n++)
         for (int64_t d = 0; d < dim; d++) dout[n * dim + d] = (float)(10 * (n + 1) + d);
-    tape_backward_from_seeded(&tt.tape);
+    tg_tape_backward_from_seeded(&tt.tape);
     const float expected[5][3] = {
         {50, 51, 52},                   /* id 0: token 4 */
         {10 + 30 + 40, 83, 86},         /* id 1: tokens 0, 2, 3 */
@@ -564,7 +564,7 @@ Test(embedding, backward_sums_rows_of_repeated_ids) {
 Test(embedding, aborts_on_id_outside_table, .signal = SIGABRT) {
     TestTape tt;
     test_tape_init(&tt, 1);
-    Tensor *table = test_tensor("table", 2, (int64_t[]){4, 2}, NULL, 0, 0);
+    TgTensor *table = test_tensor("table", 2, (int64_t[]){4, 2}, NULL, 0, 0);
     const int32_t ids[] = {0, 4};
-    op_embedding(&tt.tape, table, ids, 1, (int64_t[]){2});
+    tg_embedding(&tt.tape, table, ids, 1, (int64_t[]){2});
 }

@@ -29,7 +29,7 @@ static const OptSpec toy_specs[] = {
 };
 static const OptTable toy = {"toy", NULL, toy_specs, 6, 1};
 
-static tg_status parse(Toy *t, OptSet *given, const char *const *args, int n) {
+static TgStatus parse(Toy *t, OptSet *given, const char *const *args, int n) {
     char *argv[16] = {"toy"};
     for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
     const char *positional[1];

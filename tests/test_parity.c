@@ -16,11 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/engine.h"
+#include "tapegrad/engine.h"
 #include "lib/safetensors.h"
 #include "testutil.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "tapegrad/model.h"
+#include "tapegrad/optim.h"
 
 /* Tolerances on err = max|c - ref| / max|ref| per tensor, about 10 times the worst error
  * measured on either shape (the table is in tests/parity/README.md). float32 rounds to
@@ -87,24 +87,24 @@ static void make_reference(const ParityCase *pc) {
     cr_assert_eq(st_open(ref_path, &ref), TG_OK, "%s", tg_error_message());
 }
 
-static void build_from_reference(Model *m) {
-    ModelConfig c = {
+static void build_from_reference(TgModel *m) {
+    TgModelConfig c = {
         .dim = meta_int("dim"), .n_layers = meta_int("layers"), .n_heads = meta_int("heads"),
         .n_kv_heads = meta_int("kv_heads"), .hidden = meta_int("hidden"), .vocab = meta_int("vocab"),
-        .seq_len = meta_int("seq"), .ffn = FFN_SWIGLU, .rope_theta = meta_double("rope_theta"),
+        .seq_len = meta_int("seq"), .ffn = TG_FFN_SWIGLU, .rope_theta = meta_double("rope_theta"),
         .norm_eps = meta_double("norm_eps"),
     };
-    cr_assert_eq(model_config_validate(&c), TG_OK, "%s", tg_error_message());
-    model_build(m, &c);
+    cr_assert_eq(tg_model_config_validate(&c), TG_OK, "%s", tg_error_message());
+    tg_model_build(m, &c);
     for (int i = 0; i < m->params.count; i++) {
-        Tensor *t = m->params.tensors[i];
+        TgTensor *t = m->params.tensors[i];
         cr_assert_eq(st_expect_shape(ref, t->name, t->ndim, t->shape), TG_OK, "%s", tg_error_message());
         cr_assert_eq(st_read_f32(ref, t->name, t->data, t->numel), TG_OK, "%s", tg_error_message());
     }
 }
 
 /* The reference entry `prefix` + `name` with the shape of `like` (malloc'd). */
-static float *read_like(const char *prefix, const char *name, const Tensor *like) {
+static float *read_like(const char *prefix, const char *name, const TgTensor *like) {
     char entry[160];
     snprintf(entry, sizeof entry, "%s%s", prefix, name);
     cr_assert_eq(st_expect_shape(ref, entry, like->ndim, like->shape), TG_OK, "%s", tg_error_message());
@@ -127,7 +127,7 @@ static double rel_err(const float *a, const float *b, int64_t n) {
 }
 
 /* rel_err of `a` against the reference entry prefix + t->name */
-static double rel_err_entry(const char *prefix, const Tensor *t, const float *a) {
+static double rel_err_entry(const char *prefix, const TgTensor *t, const float *a) {
     float *b = read_like(prefix, t->name, t);
     double err = rel_err(a, b, t->numel);
     free(b);
@@ -141,9 +141,9 @@ typedef struct {
 
 static void run_case(const ParityCase *pc) {
     make_reference(pc);
-    Model m;
+    TgModel m;
     build_from_reference(&m);
-    ParamStore *ps = &m.params;
+    TgParamStore *ps = &m.params;
     int64_t B = meta_int("batch"), T = meta_int("seq"), V = m.cfg.vocab, accum = meta_int("accum");
     int64_t steps = meta_int("steps"), rows = accum * B * T;
     cr_assert(steps >= 1 && steps <= PARITY_STEPS_MAX && accum >= 1, "steps %lld, accum %lld", (long long)steps,
@@ -157,21 +157,21 @@ static void run_case(const ParityCase *pc) {
                  (long long)meta_int("ignored"));
 
     /* the trainer's engine: pool, arena and tape (train_run) */
-    Engine engine;
-    engine_open(&engine, pc->threads, 16u << 20);
-    Tape *tape = &engine.tape;
+    TgEngine engine;
+    tg_engine_open(&engine, pc->threads, 16u << 20);
+    TgTape *tape = &engine.tape;
 
     /* logits at the initial weights, without a tape, one micro-batch at a time as evaluation */
     float *logits = malloc((size_t)(rows * V) * sizeof(float));
     float *ref_logits = malloc((size_t)(rows * V) * sizeof(float));
     cr_assert_eq(st_read_f32(ref, "logits", ref_logits, rows * V), TG_OK, "%s", tg_error_message());
-    bool grad_was = tape_set_grad_enabled(tape, false);
+    bool grad_was = tg_tape_set_grad_enabled(tape, false);
     for (int64_t micro = 0; micro < accum; micro++) {
-        Tensor *z = model_forward(&m, tape, tokens + micro * B * T, B, T, NULL);
+        TgTensor *z = tg_model_forward(&m, tape, tokens + micro * B * T, B, T, NULL);
         memcpy(logits + micro * B * T * V, z->data, (size_t)(B * T * V) * sizeof(float));
-        tape_reset(tape);
+        tg_tape_reset(tape);
     }
-    tape_set_grad_enabled(tape, grad_was);
+    tg_tape_set_grad_enabled(tape, grad_was);
     double logits_err = rel_err(logits, ref_logits, rows * V);
     cr_expect_leq(logits_err, LOGITS_TOL, "[%s] logits: relative error %.2e > %.0e", pc->name, logits_err, LOGITS_TOL);
 
@@ -179,28 +179,28 @@ static void run_case(const ParityCase *pc) {
     float ref_losses[PARITY_STEPS_MAX], ref_norms[PARITY_STEPS_MAX];
     cr_assert_eq(st_read_f32(ref, "adamw_losses", ref_losses, steps), TG_OK, "%s", tg_error_message());
     cr_assert_eq(st_read_f32(ref, "grad_norms", ref_norms, steps), TG_OK, "%s", tg_error_message());
-    AdamWConfig adamw = {.eps = meta_double("eps"), .weight_decay = meta_double("weight_decay")};
+    TgAdamWConfig adamw = {.eps = meta_double("eps"), .weight_decay = meta_double("weight_decay")};
     cr_assert_eq(sscanf(st_metadata(ref, "betas"), "%lf,%lf", &adamw.beta1, &adamw.beta2), 2);
-    LrSchedule sched = {meta_double("lr"), meta_double("min_lr"), meta_int("warmup"), steps};
+    TgLrSchedule sched = {meta_double("lr"), meta_double("min_lr"), meta_int("warmup"), steps};
     double clip = meta_double("clip"), worst_loss = 0, worst_norm = 0;
     const char *ref_lrs = st_metadata(ref, "lrs");
     cr_assert_not_null(ref_lrs);
     TensorErrors *errs = calloc((size_t)ps->count, sizeof *errs);
     for (int64_t s = 0; s < steps; s++) {
         char *lr_end;
-        double lr = lr_at(&sched, s), ref_lr = strtod(ref_lrs, &lr_end);
+        double lr = tg_lr_at(&sched, s), ref_lr = strtod(ref_lrs, &lr_end);
         cr_assert(lr_end != ref_lrs, "reference metadata lrs holds fewer than %lld values", (long long)steps);
         ref_lrs = lr_end + (*lr_end == ',');
         cr_expect_leq(fabs(lr - ref_lr), 1e-12 * ref_lr, "[%s] step %lld: lr %.17g, the reference's %.17g", pc->name,
                       (long long)s, lr, ref_lr);
-        params_zero_grad(ps);
+        tg_params_zero_grad(ps);
         double loss_sum = 0.0;
         for (int64_t micro = 0; micro < accum; micro++) {
             size_t off = (size_t)(micro * B * T);
-            Tensor *loss = model_loss(&m, tape, tokens + off, targets + off, B, T, NULL);
+            TgTensor *loss = tg_model_loss(&m, tape, tokens + off, targets + off, B, T, NULL);
             loss_sum += loss->data[0];
-            tape_backward(tape, accum > 1 ? op_scale(tape, loss, 1.0f / (float)accum) : loss);
-            tape_reset(tape);
+            tg_tape_backward(tape, accum > 1 ? tg_scale(tape, loss, 1.0f / (float)accum) : loss);
+            tg_tape_reset(tape);
         }
         double loss = loss_sum / (double)accum, loss_err = fabs(loss - ref_losses[s]) / fabs(ref_losses[s]);
         worst_loss = fmax(worst_loss, loss_err);
@@ -209,18 +209,18 @@ static void run_case(const ParityCase *pc) {
         if (s == 0)
             for (int i = 0; i < ps->count; i++)
                 errs[i].grad = rel_err_entry("grad.", ps->tensors[i], ps->tensors[i]->grad);
-        double norm = clip_grad_norm_pool(ps, clip, engine.pool), norm_err = fabs(norm - ref_norms[s]) / ref_norms[s];
+        double norm = tg_clip_grad_norm_pool(ps, clip, engine.pool), norm_err = fabs(norm - ref_norms[s]) / ref_norms[s];
         worst_norm = fmax(worst_norm, norm_err);
         cr_expect_leq(norm_err, LOSS_TOL, "[%s] step %lld: gradient norm %.8f, PyTorch %.8f", pc->name, (long long)s,
                       norm, ref_norms[s]);
         cr_assert_gt(norm, clip, "[%s] step %lld: gradient norm %.4f does not exceed the clip %.4f: clipping untested",
                      pc->name, (long long)s, norm, clip);
-        adamw_step(ps, &adamw, s + 1, lr, engine.pool);
+        tg_adamw_step(ps, &adamw, s + 1, lr, engine.pool);
     }
 
     TensorErrors worst = {0};
     for (int i = 0; i < ps->count; i++) {
-        const Tensor *t = ps->tensors[i];
+        const TgTensor *t = ps->tensors[i];
         size_t off = ps->offsets[i];
         errs[i].param = rel_err_entry("final.", t, t->data);
         errs[i].m = rel_err_entry("adamw_m.", t, ps->m + off);
@@ -251,8 +251,8 @@ static void run_case(const ParityCase *pc) {
     free(ref_logits);
     free(tokens);
     free(targets);
-    engine_close(&engine);
-    model_free(&m);
+    tg_engine_close(&engine);
+    tg_model_free(&m);
 }
 
 /* dim 64, 4 heads / 2 KV heads of 16, hidden 192, vocab 67, seq 16, batch 3: multiples of the

@@ -3,7 +3,7 @@
 #include <criterion/parameterized.h>
 #include <stdlib.h>
 
-#include "lib/pool.h"
+#include "tapegrad/pool.h"
 
 typedef struct {
     unsigned char *visits;
@@ -19,23 +19,23 @@ static void visit(void *ctx_, int64_t begin, int64_t end, int thread) {
 }
 
 static void check_visits(int threads, int64_t n) {
-    Pool *pool = pool_create(threads);
+    TgPool *pool = tg_pool_create(threads);
     VisitCtx ctx = {calloc((size_t)n + 1, 1), calloc((size_t)threads, sizeof(int64_t)), threads};
     for (int t = 0; t < threads; t++) ctx.first_of_thread[t] = -1;
-    pool_parallel_for(pool, n, visit, &ctx);
+    tg_pool_parallel_for(pool, n, visit, &ctx);
     int64_t wrong = 0;
     for (int64_t i = 0; i < n; i++) wrong += ctx.visits[i] != 1;
     cr_expect_eq(wrong, 0, "n=%lld threads=%d: %lld indices not visited exactly once", (long long)n,
                  threads, (long long)wrong);
     for (int t = 0; t < threads; t++) {
         int64_t begin, end;
-        pool_range(n, threads, t, &begin, &end);
+        tg_pool_range(n, threads, t, &begin, &end);
         if (end > begin) cr_expect_eq(ctx.first_of_thread[t], begin, "thread %d started elsewhere", t);
         else cr_expect_eq(ctx.first_of_thread[t], -1, "thread %d ran an empty range", t);
     }
     free(ctx.visits);
     free(ctx.first_of_thread);
-    pool_destroy(pool);
+    tg_pool_destroy(pool);
 }
 
 Test(pool, every_index_once_1_thread) {
@@ -59,7 +59,7 @@ Test(pool, ranges_tile_without_gaps) {
             int64_t expect = 0;
             for (int t = 0; t < threads; t++) {
                 int64_t b, e;
-                pool_range(n, threads, t, &b, &e);
+                tg_pool_range(n, threads, t, &b, &e);
                 cr_assert_eq(b, expect);
                 cr_assert_geq(e, b);
                 expect = e;
@@ -75,16 +75,16 @@ static void add_range(void *ctx, int64_t begin, int64_t end, int thread) {
 
 Test(pool, many_small_jobs_complete) {
     /* thousands of back-to-back jobs: a lost wake-up or a worker running a job twice shows here */
-    Pool *pool = pool_create(2);
+    TgPool *pool = tg_pool_create(2);
     int64_t partial[2] = {0, 0};
-    for (int j = 0; j < 20000; j++) pool_parallel_for(pool, 10, add_range, partial);
+    for (int j = 0; j < 20000; j++) tg_pool_parallel_for(pool, 10, add_range, partial);
     cr_expect_eq(partial[0] + partial[1], 20000LL * 45);
-    pool_destroy(pool);
+    tg_pool_destroy(pool);
 }
 
 Test(pool, null_pool_runs_serially) {
     int64_t partial[1] = {0};
-    pool_parallel_for(NULL, 100, add_range, partial);
+    tg_pool_parallel_for(NULL, 100, add_range, partial);
     cr_expect_eq(partial[0], 4950);
-    cr_expect_eq(pool_threads(NULL), 1);
+    cr_expect_eq(tg_pool_threads(NULL), 1);
 }

@@ -1,8 +1,8 @@
-/* A trained run read back through the library (train/pretrained.h) and sampled with sample_text:
+/* A trained run read back through the library (tapegrad/pretrained.h) and sampled with tg_sample_text:
  * the model and tokenizer of the run's latest checkpoint or of a named one; greedy text equal to
- * `tapegrad sample`'s and to encode + sample_generate + decode, a long prompt cut to its last
+ * `tapegrad sample`'s and to encode + tg_sample_generate + decode, a long prompt cut to its last
  * seq_len tokens, an empty one started from <eot>; a folder without a tokenizer, a tokenizer of another run and a damaged
- * checkpoint refused with the file's name, leaving the Pretrained empty. */
+ * checkpoint refused with the file's name, leaving the TgPretrained empty. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +10,10 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "lib/engine.h"
+#include "tapegrad/engine.h"
 #include "testutil.h"
-#include "train/pretrained.h"
-#include "train/sample.h"
+#include "tapegrad/pretrained.h"
+#include "tapegrad/sample.h"
 
 static char *dir, *corpus, *run;
 
@@ -48,21 +48,21 @@ static void keep_first_context(void *ctx, const int32_t *text, int64_t len, cons
 }
 
 Test(pretrained, opens_the_latest_or_a_named_checkpoint_and_samples_what_the_cli_samples) {
-    Pretrained p;
-    assert_ok(pretrained_open(run, &p));
+    TgPretrained p;
+    assert_ok(tg_pretrained_open(run, &p));
     cr_expect_eq(p.step, 4);
     cr_expect(strstr(p.checkpoint, "ckpt-00000004.tgck"), "loaded %s", p.checkpoint);
     cr_expect_eq(p.model.cfg.vocab, p.tok.vocab_size);
     cr_expect_eq(p.model.cfg.dim, 64, "not the tiny preset's model");
 
-    Engine engine;
-    engine_open(&engine, 1, 1 << 20);
-    SampleOptions greedy = {.temperature = 0};
-    Rng rng;
-    rng_seed(&rng, 1);
+    TgEngine engine;
+    tg_engine_open(&engine, 1, 1 << 20);
+    TgSampleOptions greedy = {.temperature = 0};
+    TgRng rng;
+    tg_rng_seed(&rng, 1);
     char *text = NULL;
     size_t len = 0;
-    assert_ok(sample_text(&p.model, &p.tok, &engine.tape, "The ", 4, 30, &greedy, &rng, &text, &len));
+    assert_ok(tg_sample_text(&p.model, &p.tok, &engine.tape, "The ", 4, 30, &greedy, &rng, &text, &len));
     cr_expect(len > 0 && strlen(text) == len, "%zu bytes of text", len);
     char *out = NULL;
     int rc = ckpt_cli(&out, "sample --run %s --prompt 'The ' --tokens 30 --temperature 0 --threads 1", run);
@@ -74,11 +74,11 @@ Test(pretrained, opens_the_latest_or_a_named_checkpoint_and_samples_what_the_cli
     /* the same as encoding, generating and decoding by hand */
     int32_t ids[4], gen[4 + 30];
     size_t n_ids;
-    assert_ok(tokenizer_encode(&p.tok, "The ", 4, ids, 4, &n_ids));
-    int64_t total = sample_generate(&p.model, &engine.tape, ids, (int64_t)n_ids, 30, &greedy, p.tok.eot_id, &rng, gen);
+    assert_ok(tg_tokenizer_encode(&p.tok, "The ", 4, ids, 4, &n_ids));
+    int64_t total = tg_sample_generate(&p.model, &engine.tape, ids, (int64_t)n_ids, 30, &greedy, p.tok.eot_id, &rng, gen);
     char *by_hand;
     size_t by_hand_len;
-    assert_ok(tokenizer_decode(&p.tok, gen + n_ids, (size_t)total - n_ids, &by_hand, &by_hand_len));
+    assert_ok(tg_tokenizer_decode(&p.tok, gen + n_ids, (size_t)total - n_ids, &by_hand, &by_hand_len));
     cr_expect_str_eq(text, by_hand);
     free(by_hand);
     free(text);
@@ -86,43 +86,43 @@ Test(pretrained, opens_the_latest_or_a_named_checkpoint_and_samples_what_the_cli
     const char *long_prompt = "the cat sat on the mat, and then the dog came in the house";
     size_t long_len = strlen(long_prompt);
     FirstContext seen = {0};
-    SampleOptions watched = {.temperature = 0, .observer = keep_first_context, .observer_ctx = &seen};
+    TgSampleOptions watched = {.temperature = 0, .observer = keep_first_context, .observer_ctx = &seen};
     char *from_long;
-    assert_ok(sample_text(&p.model, &p.tok, &engine.tape, long_prompt, long_len, 3, &watched, &rng, &from_long, &len));
+    assert_ok(tg_sample_text(&p.model, &p.tok, &engine.tape, long_prompt, long_len, 3, &watched, &rng, &from_long, &len));
     free(from_long);
     int32_t tail[32];
-    assert_ok(tokenizer_encode(&p.tok, long_prompt + long_len - 32, 32, tail, 32, &n_ids));
+    assert_ok(tg_tokenizer_encode(&p.tok, long_prompt + long_len - 32, 32, tail, 32, &n_ids));
     cr_expect_eq(seen.len, 32, "the first draw saw %lld tokens", (long long)seen.len);
     cr_expect_arr_eq(seen.text, tail, sizeof tail, "the first draw did not see the prompt's last 32 tokens");
     /* an empty prompt starts from <eot> */
     char *from_empty;
-    assert_ok(sample_text(&p.model, &p.tok, &engine.tape, "", 0, 20, &greedy, &rng, &from_empty, &len));
+    assert_ok(tg_sample_text(&p.model, &p.tok, &engine.tape, "", 0, 20, &greedy, &rng, &from_empty, &len));
     ids[0] = p.tok.eot_id;
-    total = sample_generate(&p.model, &engine.tape, ids, 1, 20, &greedy, p.tok.eot_id, &rng, gen);
-    assert_ok(tokenizer_decode(&p.tok, gen + 1, (size_t)total - 1, &by_hand, &by_hand_len));
+    total = tg_sample_generate(&p.model, &engine.tape, ids, 1, 20, &greedy, p.tok.eot_id, &rng, gen);
+    assert_ok(tg_tokenizer_decode(&p.tok, gen + 1, (size_t)total - 1, &by_hand, &by_hand_len));
     cr_expect_str_eq(from_empty, by_hand);
     free(from_empty), free(by_hand);
     /* a byte the char tokenizer never saw: refused, not sampled */
-    assert_fails(sample_text(&p.model, &p.tok, &engine.tape, "\x01", 1, 5, &greedy, &rng, &text, &len), TG_ERR_ARG,
+    assert_fails(tg_sample_text(&p.model, &p.tok, &engine.tape, "\x01", 1, 5, &greedy, &rng, &text, &len), TG_ERR_ARG,
                  "encoding the prompt");
     cr_expect_null(text);
-    pretrained_close(&p);
+    tg_pretrained_close(&p);
 
     char *older = datagen_path(run, "ckpt-00000002.tgck");
-    assert_ok(pretrained_open(older, &p));
+    assert_ok(tg_pretrained_open(older, &p));
     cr_expect_eq(p.step, 2);
-    pretrained_close(&p);
+    tg_pretrained_close(&p);
     free(older);
-    engine_close(&engine);
+    tg_engine_close(&engine);
 }
 
-static void expect_open_refused(const char *what, tg_status status, const char *needle) {
-    Pretrained p;
+static void expect_open_refused(const char *what, TgStatus status, const char *needle) {
+    TgPretrained p;
     memset(&p, 0x55, sizeof p);
-    assert_fails(pretrained_open(what, &p), status, needle);
+    assert_fails(tg_pretrained_open(what, &p), status, needle);
     cr_expect(p.model.params.tensors == NULL && p.tok.token_offsets == NULL && p.step == 0,
-              "a refused open left something in the Pretrained");
-    pretrained_close(&p);
+              "a refused open left something in the TgPretrained");
+    tg_pretrained_close(&p);
 }
 
 Test(pretrained, a_missing_tokenizer_another_runs_tokenizer_and_a_damaged_checkpoint_are_refused) {
@@ -130,10 +130,10 @@ Test(pretrained, a_missing_tokenizer_another_runs_tokenizer_and_a_damaged_checkp
     cr_assert_eq(rename(tok, moved), 0);
     expect_open_refused(run, TG_ERR_IO, "tokenizer.txt");
     /* a char tokenizer of another text: another fingerprint */
-    Tokenizer other;
-    assert_ok(tokenizer_char_train("abc", 3, &other));
-    assert_ok(tokenizer_save(&other, tok));
-    tokenizer_free(&other);
+    TgTokenizer other;
+    assert_ok(tg_tokenizer_char_train("abc", 3, &other));
+    assert_ok(tg_tokenizer_save(&other, tok));
+    tg_tokenizer_free(&other);
     expect_open_refused(run, TG_ERR_MISMATCH, "trained with another tokenizer");
     cr_assert_eq(rename(moved, tok), 0);
     char *latest = datagen_path(run, "ckpt-00000004.tgck");

@@ -65,13 +65,13 @@ Test(resume, sigterm_saves_at_the_step_reached_and_resumes_exactly, .init = setu
     int64_t reached = m[n - 1].step;
     cr_assert_eq(n, reached, "metrics hold %d training lines up to step %lld", n, (long long)reached);
     char path[4200];
-    Model model;
+    TgModel model;
     CheckpointInfo info;
     cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
     cr_assert_eq(info.state.step, reached, "checkpoint at step %lld, the run reached %lld", (long long)info.state.step,
                  (long long)reached);
-    model_free(&model);
+    tg_model_free(&model);
 
     /* resume 5 more steps; a run that never stopped and stops there gives the same */
     char *out = NULL;

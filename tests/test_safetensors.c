@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/safetensors.h"
 #include "testutil.h"
 
@@ -70,10 +70,10 @@ static void write_header(const char *path, const char *header, size_t data_len) 
 }
 
 /* st_open must refuse the file with a message naming it and containing `expected`. */
-static void expect_refused(const char *path, tg_status status, const char *expected) {
+static void expect_refused(const char *path, TgStatus status, const char *expected) {
     StFile *file = (StFile *)1;
     tg_error_clear();
-    tg_status got = st_open(path, &file);
+    TgStatus got = st_open(path, &file);
     const char *message = tg_error_message();
     cr_assert_eq(got, status, "expected status %s, got %s (%s)", tg_status_name(status), tg_status_name(got),
                  message);
@@ -84,7 +84,7 @@ static void expect_refused(const char *path, tg_status status, const char *expec
 
 static StFile *open_ok(const char *path) {
     StFile *file = NULL;
-    tg_status status = st_open(path, &file);
+    TgStatus status = st_open(path, &file);
     cr_assert_eq(status, TG_OK, "st_open(%s): %s", path, tg_error_message());
     cr_assert_not_null(file);
     return file;
@@ -332,7 +332,7 @@ Test(safetensors, reads_i64_tokens_as_int32_within_range) {
 }
 
 /* `status` is the result of a call made just now, so the thread's message is still its own. */
-static void expect_mismatch(tg_status status, const char *path, const char *expected) {
+static void expect_mismatch(TgStatus status, const char *path, const char *expected) {
     const char *message = tg_error_message();
     cr_expect_eq(status, TG_ERR_MISMATCH, "expected a mismatch about \"%s\", got %s", expected,
                  tg_status_name(status));
@@ -590,7 +590,7 @@ Test(safetensors, refuses_every_truncation_of_a_valid_file) {
     for (size_t len = 0; len < size; len++) {
         write_bytes(cut, bytes, len);
         StFile *f = NULL;
-        tg_status status = st_open(cut, &f);
+        TgStatus status = st_open(cut, &f);
         cr_expect_eq(status, TG_ERR_FORMAT, "a %zu-byte prefix of a %zu-byte file was %s", len, size,
                      status == TG_OK ? "accepted" : tg_status_name(status));
         st_close(f);
@@ -615,7 +615,7 @@ Test(safetensors, survives_corrupted_header_bytes) {
             bytes[at] = saved;
             StFile *f = NULL;
             tg_error_clear();
-            tg_status status = st_open(bad, &f);
+            TgStatus status = st_open(bad, &f);
             if (status != TG_OK) {
                 refused++;
                 cr_expect_null(f);

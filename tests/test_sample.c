@@ -3,8 +3,8 @@
  * is the argmax, no token outside the top k is drawn, the draws follow softmax(logits / T) over
  * the top k renormalised, and a temperature near 0 is the argmax.
  *
- * sample_generate draws every token with sample_token from the logits its observer sees (the
- * first test replays those draws exactly), so the statistical checks on sample_token hold for the
+ * tg_sample_generate draws every token with tg_sample_token from the logits its observer sees (the
+ * first test replays those draws exactly), so the statistical checks on tg_sample_token hold for the
  * generator too. Every random stream has a fixed seed: the chi-square checks are deterministic,
  * and their bound, the 0.1% quantile, would reject a correct sampler for 1 seed in 1000. */
 #include <criterion/criterion.h>
@@ -15,21 +15,21 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "train/model.h"
-#include "train/sample.h"
+#include "tapegrad/model.h"
+#include "tapegrad/sample.h"
 
 /* ------------------------------------------------------------------ helpers */
 
 /* The tiny preset with a short context and one KV head (GQA); weights 10x their init so the
  * logits differ clearly from one context to the next. */
-static void build_model(Model *m, int64_t vocab, int64_t seq_len, uint64_t seed) {
-    ModelConfig c;
-    cr_assert_eq(model_preset("tiny", &c), TG_OK);
+static void build_model(TgModel *m, int64_t vocab, int64_t seq_len, uint64_t seed) {
+    TgModelConfig c;
+    cr_assert_eq(tg_model_preset("tiny", &c), TG_OK);
     c.vocab = vocab;
     c.seq_len = seq_len;
     c.n_kv_heads = 1;
-    model_build(m, &c);
-    model_init_weights(m, seed);
+    tg_model_build(m, &c);
+    tg_model_init_weights(m, seed);
     for (size_t i = 0; i < m->params.total; i++) m->params.data[i] *= 10.0f;
 }
 
@@ -63,13 +63,13 @@ static void record_step(void *ctx, const int32_t *text, int64_t len, const float
     log->steps++;
 }
 
-/* sample_generate with the observer on, seeded; out holds prompt_len + n_new tokens. */
-static int64_t generate_logged(Model *m, Tape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
+/* tg_sample_generate with the observer on, seeded; out holds prompt_len + n_new tokens. */
+static int64_t generate_logged(TgModel *m, TgTape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
                                double temperature, int top_k, uint64_t seed, int32_t *out, StepLog *log) {
-    SampleOptions opts = {.temperature = temperature, .top_k = top_k, .observer = record_step, .observer_ctx = log};
-    Rng rng;
-    rng_seed(&rng, seed);
-    return sample_generate(m, tape, prompt, prompt_len, n_new, &opts, -1, &rng, out);
+    TgSampleOptions opts = {.temperature = temperature, .top_k = top_k, .observer = record_step, .observer_ctx = log};
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
+    return tg_sample_generate(m, tape, prompt, prompt_len, n_new, &opts, -1, &rng, out);
 }
 
 /* The most likely token, the lowest id on ties. */
@@ -115,17 +115,17 @@ static double chi_square(const int64_t *counts, const double *p, int64_t cells, 
 #define CHI2_999_DF3 16.266
 #define CHI2_999_DF9 27.877
 
-/* Counts of n draws of sample_token from one row of logits. */
+/* Counts of n draws of tg_sample_token from one row of logits. */
 static void draw_counts(const float *logits, int64_t vocab, double temperature, int top_k, uint64_t seed, int64_t n,
                         int64_t *counts) {
-    SampleOptions opts = {.temperature = temperature, .top_k = top_k};
+    TgSampleOptions opts = {.temperature = temperature, .top_k = top_k};
     float *probs = malloc((size_t)vocab * sizeof *probs);
     int32_t *ids = malloc((size_t)vocab * sizeof *ids);
-    Rng rng;
-    rng_seed(&rng, seed);
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
     memset(counts, 0, (size_t)vocab * sizeof *counts);
     for (int64_t i = 0; i < n; i++) {
-        int32_t t = sample_token(logits, vocab, &opts, &rng, probs, ids);
+        int32_t t = tg_sample_token(logits, vocab, &opts, &rng, probs, ids);
         cr_assert(t >= 0 && t < vocab, "token %d outside the vocabulary", t);
         counts[t]++;
     }
@@ -148,12 +148,12 @@ Test(sample, kv_cache_generation_through_the_context_wrap_equals_full_recomputat
     const double temperatures[] = {0.0, 1.0};
     TestTape tt;
     test_tape_init(&tt, 1);
-    tape_set_grad_enabled(&tt.tape, false);
+    tg_tape_set_grad_enabled(&tt.tape, false);
     float *probs = malloc((size_t)vocab * sizeof *probs);
     int32_t *ids = malloc((size_t)vocab * sizeof *ids);
     for (size_t si = 0; si < sizeof seq_lens / sizeof seq_lens[0]; si++) {
         int64_t seq = seq_lens[si], n_new = 6 * seq + 5;
-        Model m;
+        TgModel m;
         build_model(&m, vocab, seq, 3 + (uint64_t)seq);
         int32_t prompt[12];
         for (int64_t i = 0; i < seq; i++) prompt[i] = (int32_t)((i * 7 + 3) % vocab);
@@ -171,9 +171,9 @@ Test(sample, kv_cache_generation_through_the_context_wrap_equals_full_recomputat
                 cr_assert_eq(total, plen + n_new);
                 cr_assert_eq(log.steps, n_new, "observer called %lld times for %lld tokens", (long long)log.steps,
                              (long long)n_new);
-                SampleOptions opts = {.temperature = temperature};
-                Rng replay;
-                rng_seed(&replay, seed);
+                TgSampleOptions opts = {.temperature = temperature};
+                TgRng replay;
+                tg_rng_seed(&replay, seed);
                 int64_t start = 0, restarts = 0, bad_step = -1, bad_start = 0;
                 double bad_diff = 0.0, bad_scale = 0.0;
                 for (int64_t s = 0; s < n_new; s++) {
@@ -182,7 +182,7 @@ Test(sample, kv_cache_generation_through_the_context_wrap_equals_full_recomputat
                     int64_t next = window_start(start, len, seq);
                     restarts += next != start;
                     start = next;
-                    Tensor *full = model_forward(&m, &tt.tape, out + start, 1, len - start, NULL);
+                    TgTensor *full = tg_model_forward(&m, &tt.tape, out + start, 1, len - start, NULL);
                     const float *want = full->data + (len - start - 1) * vocab;
                     const float *got = log.logits + s * vocab;
                     double diff = 0.0, scale = 0.0;
@@ -196,9 +196,9 @@ Test(sample, kv_cache_generation_through_the_context_wrap_equals_full_recomputat
                     if (temperature == 0.0)
                         cr_expect_eq(out[len], argmax(want, vocab), "seq %lld prompt %lld step %lld: greedy %d, argmax %d",
                                      (long long)seq, (long long)plen, (long long)s, out[len], argmax(want, vocab));
-                    tape_reset(&tt.tape);
-                    /* the token is sample_token's draw from exactly these logits */
-                    int32_t drawn = sample_token(got, vocab, &opts, &replay, probs, ids);
+                    tg_tape_reset(&tt.tape);
+                    /* the token is tg_sample_token's draw from exactly these logits */
+                    int32_t drawn = tg_sample_token(got, vocab, &opts, &replay, probs, ids);
                     cr_expect_eq(out[len], drawn, "seq %lld prompt %lld T %g step %lld: generated %d, replayed draw %d",
                                  (long long)seq, (long long)plen, temperature, (long long)s, out[len], drawn);
                 }
@@ -212,7 +212,7 @@ Test(sample, kv_cache_generation_through_the_context_wrap_equals_full_recomputat
                 step_log_free(&log);
                 free(out);
             }
-        model_free(&m);
+        tg_model_free(&m);
     }
     free(probs);
     free(ids);
@@ -226,28 +226,28 @@ Test(sample, top_k_1_is_the_argmax_at_any_temperature) {
     const double temperatures[] = {1e-3, 0.5, 1.0, 10.0, 1e4};
     float logits[50], probs[50];
     int32_t ids[50];
-    Rng data, rng;
-    rng_seed(&data, 21);
-    rng_seed(&rng, 22);
+    TgRng data, rng;
+    tg_rng_seed(&data, 21);
+    tg_rng_seed(&rng, 22);
     for (size_t ti = 0; ti < sizeof temperatures / sizeof temperatures[0]; ti++) {
-        SampleOptions top1 = {.temperature = temperatures[ti], .top_k = 1};
+        TgSampleOptions top1 = {.temperature = temperatures[ti], .top_k = 1};
         int64_t wrong = 0;
         for (int64_t row = 0; row < 1000; row++) {
-            rng_fill_uniform(&data, logits, (size_t)vocab, -4.0f, 4.0f);
-            wrong += sample_token(logits, vocab, &top1, &rng, probs, ids) != argmax(logits, vocab);
+            tg_rng_fill_uniform(&data, logits, (size_t)vocab, -4.0f, 4.0f);
+            wrong += tg_sample_token(logits, vocab, &top1, &rng, probs, ids) != argmax(logits, vocab);
         }
         cr_expect_eq(wrong, 0, "T %g: top-k 1 missed the argmax in %lld of 1000 rows", temperatures[ti], (long long)wrong);
     }
     /* a tie at the top: top-k 1 and greedy both take the lowest id */
     const float tied[5] = {0.5f, 2.0f, -1.0f, 2.0f, 2.0f};
-    SampleOptions greedy = {.temperature = 0.0}, top1 = {.temperature = 1e4, .top_k = 1};
-    cr_expect_eq(sample_token(tied, 5, &greedy, &rng, probs, ids), 1);
-    for (int i = 0; i < 100; i++) cr_expect_eq(sample_token(tied, 5, &top1, &rng, probs, ids), 1);
+    TgSampleOptions greedy = {.temperature = 0.0}, top1 = {.temperature = 1e4, .top_k = 1};
+    cr_expect_eq(tg_sample_token(tied, 5, &greedy, &rng, probs, ids), 1);
+    for (int i = 0; i < 100; i++) cr_expect_eq(tg_sample_token(tied, 5, &top1, &rng, probs, ids), 1);
 }
 
 Test(sample, generation_with_top_k_1_is_greedy_through_the_wrap) {
     const int64_t vocab = 29, seq = 8, n_new = 40;
-    Model m;
+    TgModel m;
     build_model(&m, vocab, seq, 5);
     TestTape tt;
     test_tape_init(&tt, 1);
@@ -267,7 +267,7 @@ Test(sample, generation_with_top_k_1_is_greedy_through_the_wrap) {
     }
     step_log_free(&log);
     test_tape_free(&tt);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(sample, no_token_outside_the_top_k_is_drawn) {
@@ -278,16 +278,16 @@ Test(sample, no_token_outside_the_top_k_is_drawn) {
     const double temperatures[] = {1.0, 100.0};
     float logits[64], probs[64];
     int32_t ids[64];
-    Rng data, rng;
-    rng_seed(&data, 31);
-    rng_seed(&rng, 32);
+    TgRng data, rng;
+    tg_rng_seed(&data, 31);
+    tg_rng_seed(&rng, 32);
     for (size_t ki = 0; ki < 4; ki++)
         for (size_t ti = 0; ti < 2; ti++) {
-            SampleOptions opts = {.temperature = temperatures[ti], .top_k = top_ks[ki]};
+            TgSampleOptions opts = {.temperature = temperatures[ti], .top_k = top_ks[ki]};
             int64_t outside = 0, worst = 0;
             for (int64_t draw = 0; draw < 3000; draw++) {
-                rng_fill_uniform(&data, logits, (size_t)vocab, -3.0f, 3.0f);
-                int64_t rank = rank_of(logits, vocab, sample_token(logits, vocab, &opts, &rng, probs, ids));
+                tg_rng_fill_uniform(&data, logits, (size_t)vocab, -3.0f, 3.0f);
+                int64_t rank = rank_of(logits, vocab, tg_sample_token(logits, vocab, &opts, &rng, probs, ids));
                 outside += rank >= top_ks[ki];
                 if (rank > worst) worst = rank;
             }
@@ -339,7 +339,7 @@ Test(sample, top_k_draws_follow_the_renormalised_softmax) {
 
 Test(sample, generation_draws_only_from_each_steps_top_k) {
     const int64_t vocab = 29, seq = 8, n_new = 80, k = 3;
-    Model m;
+    TgModel m;
     build_model(&m, vocab, seq, 6);
     TestTape tt;
     test_tape_init(&tt, 1);
@@ -359,7 +359,7 @@ Test(sample, generation_draws_only_from_each_steps_top_k) {
               (long long)by_rank[1], (long long)by_rank[2]);
     step_log_free(&log);
     test_tape_free(&tt);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 /* ------------------------------------------------------------------ temperature */
@@ -369,23 +369,23 @@ Test(sample, a_temperature_near_0_is_the_argmax) {
     const int64_t vocab = 50;
     float logits[50], probs[50];
     int32_t ids[50];
-    Rng data, rng;
-    rng_seed(&data, 51);
-    rng_seed(&rng, 52);
+    TgRng data, rng;
+    tg_rng_seed(&data, 51);
+    tg_rng_seed(&rng, 52);
     const int top_ks[] = {0, 5};
     for (size_t ki = 0; ki < 2; ki++) {
-        SampleOptions cold = {.temperature = 1e-3, .top_k = top_ks[ki]};
+        TgSampleOptions cold = {.temperature = 1e-3, .top_k = top_ks[ki]};
         int64_t wrong = 0;
         for (int64_t row = 0; row < 2000; row++) {
-            rng_fill_uniform(&data, logits, (size_t)vocab, -2.0f, 2.0f);
+            tg_rng_fill_uniform(&data, logits, (size_t)vocab, -2.0f, 2.0f);
             int32_t best = argmax(logits, vocab);
             logits[best] += 0.1f;
-            wrong += sample_token(logits, vocab, &cold, &rng, probs, ids) != best;
+            wrong += tg_sample_token(logits, vocab, &cold, &rng, probs, ids) != best;
         }
         cr_expect_eq(wrong, 0, "T 1e-3 top-k %d: %lld of 2000 draws not the argmax", top_ks[ki], (long long)wrong);
     }
     /* the generator at T 1e-6 gives the greedy text */
-    Model m;
+    TgModel m;
     build_model(&m, 29, 8, 7);
     TestTape tt;
     test_tape_init(&tt, 1);
@@ -398,7 +398,7 @@ Test(sample, a_temperature_near_0_is_the_argmax) {
     cr_expect_eq(memcmp(greedy, cold, sizeof cold), 0, "T 1e-6 generation differs from greedy");
     step_log_free(&log);
     test_tape_free(&tt);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(sample, draws_at_temperature_t_follow_softmax_of_logits_over_t) {
@@ -430,14 +430,14 @@ static void pinned_draws(uint64_t seed, int32_t *tokens, int n) {
     const int top_ks[] = {1, 7, 40, 0};
     float logits[PIN_VOCAB], probs[PIN_VOCAB];
     int32_t ids[PIN_VOCAB];
-    Rng data, rng;
-    rng_seed(&data, seed);
-    rng_seed(&rng, seed + 1);
+    TgRng data, rng;
+    tg_rng_seed(&data, seed);
+    tg_rng_seed(&rng, seed + 1);
     for (int i = 0; i < n; i++) {
-        rng_fill_uniform(&data, logits, PIN_VOCAB, -4.0f, 4.0f);
+        tg_rng_fill_uniform(&data, logits, PIN_VOCAB, -4.0f, 4.0f);
         for (int v = 0; v < PIN_VOCAB; v++) logits[v] = roundf(logits[v] * 4.0f) / 4.0f;
-        SampleOptions opts = {.temperature = 0.8, .top_k = top_ks[i % 4]};
-        tokens[i] = sample_token(logits, PIN_VOCAB, &opts, &rng, probs, ids);
+        TgSampleOptions opts = {.temperature = 0.8, .top_k = top_ks[i % 4]};
+        tokens[i] = tg_sample_token(logits, PIN_VOCAB, &opts, &rng, probs, ids);
     }
 }
 
@@ -453,7 +453,7 @@ Test(sample, a_seed_draws_the_pinned_tokens) {
     for (int i = 0; i < PIN_DRAWS; i++) cr_expect_eq(got[i], pinned[i], "draw %d: token %d, pinned %d", i, got[i], pinned[i]);
 }
 
-/* Two threads drawing at once each get exactly the tokens they draw alone: sample_token keeps no
+/* Two threads drawing at once each get exactly the tokens they draw alone: tg_sample_token keeps no
  * state outside its arguments. */
 enum { THREAD_VOCAB = 4096, THREAD_DRAWS = 200 };
 typedef struct {
@@ -465,13 +465,13 @@ static void *draw_many(void *arg) {
     DrawJob *job = arg;
     float *logits = malloc(THREAD_VOCAB * sizeof *logits), *probs = malloc(THREAD_VOCAB * sizeof *probs);
     int32_t *ids = malloc(THREAD_VOCAB * sizeof *ids);
-    Rng data, rng;
-    rng_seed(&data, job->seed);
-    rng_seed(&rng, job->seed + 1);
-    SampleOptions opts = {.temperature = 1.0, .top_k = 50};
+    TgRng data, rng;
+    tg_rng_seed(&data, job->seed);
+    tg_rng_seed(&rng, job->seed + 1);
+    TgSampleOptions opts = {.temperature = 1.0, .top_k = 50};
     for (int i = 0; i < THREAD_DRAWS; i++) {
-        rng_fill_uniform(&data, logits, THREAD_VOCAB, -5.0f, 5.0f);
-        job->tokens[i] = sample_token(logits, THREAD_VOCAB, &opts, &rng, probs, ids);
+        tg_rng_fill_uniform(&data, logits, THREAD_VOCAB, -5.0f, 5.0f);
+        job->tokens[i] = tg_sample_token(logits, THREAD_VOCAB, &opts, &rng, probs, ids);
     }
     free(logits);
     free(probs);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ckptutil.h"
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 #include "data/tokenizer_hf.h"
 #include "data/unicode_class.h"
 #include "datagen.h"
@@ -17,7 +17,7 @@
 static char *gpt2_chunks(const char *text, size_t len) {
     char *out = malloc(2 * len + 2), *p = out;
     for (size_t pos = 0; pos < len;) {
-        size_t cl = tokenizer_gpt2_chunk_len(text + pos, len - pos);
+        size_t cl = tg_tokenizer_gpt2_chunk_len(text + pos, len - pos);
         cr_assert(cl >= 1 && cl <= len - pos);
         if (pos) *p++ = '|';
         memcpy(p, text + pos, cl);
@@ -56,8 +56,8 @@ Test(gpt2_split, follows_the_regex_alternative_by_alternative) {
     /* runs have no length limit */
     char run[300];
     memset(run, 'a', sizeof run);
-    cr_expect_eq(tokenizer_gpt2_chunk_len(run, sizeof run), sizeof run);
-    cr_expect_eq(tokenizer_gpt2_chunk_len(run, 0), 0);
+    cr_expect_eq(tg_tokenizer_gpt2_chunk_len(run, sizeof run), sizeof run);
+    cr_expect_eq(tg_tokenizer_gpt2_chunk_len(run, 0), 0);
 }
 
 Test(utf8, maximal_subparts_of_invalid_sequences) {
@@ -101,51 +101,51 @@ static void remove_dir(void) {
 
 static const char SAMPLE[] = "The cat's hat. It's 42 days, <|endoftext|> don't  stop \xe4\xb8\xad\xe6\x96\x87 \xff end";
 
-static void expect_same_encoding(const Tokenizer *a, const Tokenizer *b, const char *text, size_t len) {
-    size_t cap = tokenizer_max_ids(a, len) + tokenizer_max_ids(b, len), na, nb;
+static void expect_same_encoding(const TgTokenizer *a, const TgTokenizer *b, const char *text, size_t len) {
+    size_t cap = tg_tokenizer_max_ids(a, len) + tg_tokenizer_max_ids(b, len), na, nb;
     int32_t *x = malloc(cap * sizeof *x), *y = malloc(cap * sizeof *y);
-    assert_ok(tokenizer_encode(a, text, len, x, cap, &na));
-    assert_ok(tokenizer_encode(b, text, len, y, cap, &nb));
+    assert_ok(tg_tokenizer_encode(a, text, len, x, cap, &na));
+    assert_ok(tg_tokenizer_encode(b, text, len, y, cap, &nb));
     cr_expect(na == nb && memcmp(x, y, na * sizeof *x) == 0, "%zu and %zu ids", na, nb);
     free(x), free(y);
 }
 
 Test(tokenizer_v2, the_gpt2_split_saves_as_version_2_and_its_eot_text_is_one_token, .init = make_dir, .fini = remove_dir) {
     char *text = datagen_english(3, 20000);
-    Tokenizer tok, back;
-    assert_ok(tokenizer_bpe_train(text, 20000, 400, &tok));
-    cr_expect_eq(tok.split, TOKENIZER_SPLIT_GPT2);
+    TgTokenizer tok, back;
+    assert_ok(tg_tokenizer_bpe_train(text, 20000, 400, &tok));
+    cr_expect_eq(tok.split, TG_TOKENIZER_SPLIT_GPT2);
     int32_t ids[256];
     size_t n;
-    assert_ok(tokenizer_encode(&tok, "a<|endoftext|>b", 15, ids, 256, &n));
+    assert_ok(tg_tokenizer_encode(&tok, "a<|endoftext|>b", 15, ids, 256, &n));
     cr_expect(n == 3 && ids[1] == tok.eot_id, "<|endoftext|> is <eot>: %zu ids", n);
     char *path = datagen_path(dir, "tokenizer.txt");
-    assert_ok(tokenizer_save(&tok, path));
+    assert_ok(tg_tokenizer_save(&tok, path));
     size_t len;
     char *file = (char *)ckpt_read_file(path, &len);
     cr_expect(strncmp(file, "tapegrad-tokenizer 2\nkind bpe\nsplit gpt2\n", 41) == 0, "%.60s", file);
-    assert_ok(tokenizer_load(path, &back));
-    cr_expect_eq(tokenizer_fingerprint(&back), tokenizer_fingerprint(&tok));
+    assert_ok(tg_tokenizer_load(path, &back));
+    cr_expect_eq(tg_tokenizer_fingerprint(&back), tg_tokenizer_fingerprint(&tok));
     expect_same_encoding(&tok, &back, SAMPLE, sizeof SAMPLE - 1);
-    tokenizer_free(&back);
+    tg_tokenizer_free(&back);
     /* the tapegrad split keeps version 1, and its fingerprint differs: the encodings do */
-    Tokenizer v1;
-    assert_ok(tokenizer_bpe_train_split(text, 20000, 400, TOKENIZER_SPLIT_TAPEGRAD, &v1));
-    cr_expect_neq(tokenizer_fingerprint(&v1), tokenizer_fingerprint(&tok));
-    assert_ok(tokenizer_save(&v1, path));
+    TgTokenizer v1;
+    assert_ok(tg_tokenizer_bpe_train_split(text, 20000, 400, TG_TOKENIZER_SPLIT_TAPEGRAD, &v1));
+    cr_expect_neq(tg_tokenizer_fingerprint(&v1), tg_tokenizer_fingerprint(&tok));
+    assert_ok(tg_tokenizer_save(&v1, path));
     free(file);
     file = (char *)ckpt_read_file(path, &len);
     cr_expect(strncmp(file, "tapegrad-tokenizer 1\nkind bpe\nvocab_size", 40) == 0, "%.60s", file);
     assert_fails(tokenizer_hf_check_exportable(&v1), TG_ERR_MISMATCH, "no Hugging Face or llama.cpp pre-tokenizer");
-    tokenizer_free(&v1);
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&v1);
+    tg_tokenizer_free(&tok);
     free(file), free(path), free(text);
 }
 
 Test(tokenizer_json, written_and_read_back_encodes_the_same, .init = make_dir, .fini = remove_dir) {
     char *text = datagen_english(5, 20000), *path = datagen_path(dir, "tokenizer.json");
-    Tokenizer tok, back, again;
-    assert_ok(tokenizer_bpe_train(text, 20000, 500, &tok));
+    TgTokenizer tok, back, again;
+    assert_ok(tg_tokenizer_bpe_train(text, 20000, 500, &tok));
     assert_ok(tokenizer_hf_save(&tok, path));
     assert_ok(tokenizer_hf_load(path, &back));
     cr_expect(back.hf && back.vocab_size == 500 && back.eot_id == 256 && back.n_merges == 500 - 257);
@@ -157,21 +157,21 @@ Test(tokenizer_json, written_and_read_back_encodes_the_same, .init = make_dir, .
     /* a run folder keeps an imported tokenizer as tokenizer.txt + tokenizer.json */
     char *txt = datagen_path(dir, "run/tokenizer.txt");
     datagen_write(dir, "run/placeholder", "", 0);
-    assert_ok(tokenizer_save(&back, txt));
-    assert_ok(tokenizer_load(txt, &again));
-    cr_expect_eq(tokenizer_fingerprint(&again), tokenizer_fingerprint(&back));
+    assert_ok(tg_tokenizer_save(&back, txt));
+    assert_ok(tg_tokenizer_load(txt, &again));
+    cr_expect_eq(tg_tokenizer_fingerprint(&again), tg_tokenizer_fingerprint(&back));
     expect_same_encoding(&back, &again, SAMPLE, sizeof SAMPLE - 1);
-    tokenizer_free(&again), tokenizer_free(&back), tokenizer_free(&tok);
+    tg_tokenizer_free(&again), tg_tokenizer_free(&back), tg_tokenizer_free(&tok);
     free(txt), free(path), free(text);
 }
 
 /* Writes a small tokenizer.json, replaces `from` by `to` in it, and expects the load to fail. */
 static void expect_json_refused(const char *from, const char *to, const char *needle) {
     char *path = datagen_path(dir, "t.json");
-    Tokenizer tok;
-    assert_ok(tokenizer_bpe_train("aaabdaaabac the the the", 23, 262, &tok));
+    TgTokenizer tok;
+    assert_ok(tg_tokenizer_bpe_train("aaabdaaabac the the the", 23, 262, &tok));
     assert_ok(tokenizer_hf_save(&tok, path));
-    tokenizer_free(&tok);
+    tg_tokenizer_free(&tok);
     size_t len;
     char *text = (char *)ckpt_read_file(path, &len);
     text = realloc(text, len + 1);
@@ -184,7 +184,7 @@ static void expect_json_refused(const char *from, const char *to, const char *ne
     strcat(edited, at + strlen(from));
     ckpt_write_file(path, edited, strlen(edited));
     assert_fails(tokenizer_hf_load(path, &tok), TG_ERR_FORMAT, needle);
-    cr_expect_eq(tok.kind, TOKENIZER_NONE, "a refused load leaves the tokenizer empty");
+    cr_expect_eq(tok.kind, TG_TOKENIZER_NONE, "a refused load leaves the tokenizer empty");
     free(text), free(edited), free(path);
 }
 
@@ -207,7 +207,7 @@ Test(tokenizer_json, what_tapegrad_cannot_encode_alike_is_refused_by_name, .init
     expect_json_refused("\"merges\": [\n      \"", "\"merges\": [\n      \"ab\", \"", "is not \"left right\"");
     /* a vocabulary token that spells another's bytes: two ids for one token */
     expect_json_refused("\"a\": 97", "\"a\": 97, \"\\u0100\": 0", "is not a new id");
-    Tokenizer tok;
+    TgTokenizer tok;
     char *missing = datagen_path(dir, "none.json");
     assert_fails(tokenizer_hf_load(missing, &tok), TG_ERR_IO, "cannot open");
     free(missing);

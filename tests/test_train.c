@@ -7,18 +7,18 @@
 #include <string.h>
 
 #include "data/loader.h"
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 #include "datagen.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
-#include "train/model.h"
-#include "train/optim.h"
-#include "train/sample.h"
+#include "tapegrad/model.h"
+#include "tapegrad/optim.h"
+#include "tapegrad/sample.h"
 
-static ModelConfig tiny_config(int64_t vocab) {
-    ModelConfig c;
-    cr_assert_eq(model_preset("tiny", &c), TG_OK);
+static TgModelConfig tiny_config(int64_t vocab) {
+    TgModelConfig c;
+    cr_assert_eq(tg_model_preset("tiny", &c), TG_OK);
     c.vocab = vocab;
     return c;
 }
@@ -30,110 +30,110 @@ Test(train, tiny_model_overfits_a_200_character_text, .timeout = 120) {
         "no one at all, ever!!!";
     size_t len = strlen(text);
     cr_assert_eq(len, 200);
-    Tokenizer tok = {0};
-    cr_assert_eq(tokenizer_char_train(text, len, &tok), TG_OK);
+    TgTokenizer tok = {0};
+    cr_assert_eq(tg_tokenizer_char_train(text, len, &tok), TG_OK);
     int32_t *ids = malloc(len * sizeof *ids);
     size_t n;
-    cr_assert_eq(tokenizer_encode(&tok, text, len, ids, len, &n), TG_OK);
-    Model m;
-    ModelConfig c = tiny_config(tok.vocab_size);
-    model_build(&m, &c);
-    model_init_weights(&m, 1);
+    cr_assert_eq(tg_tokenizer_encode(&tok, text, len, ids, len, &n), TG_OK);
+    TgModel m;
+    TgModelConfig c = tiny_config(tok.vocab_size);
+    tg_model_build(&m, &c);
+    tg_model_init_weights(&m, 1);
     TestTape tt;
     test_tape_init(&tt, 2);
     Loader ld;
     int64_t B = 8, T = c.seq_len;
     cr_assert_eq(loader_init(&ld, ids, n, B, T, 7), TG_OK);
     int32_t in[8 * 32], tg[8 * 32];
-    AdamWConfig opt = adamw_defaults();
+    TgAdamWConfig opt = tg_adamw_defaults();
     opt.weight_decay = 0.0;
-    LrSchedule sched = {.lr = 3e-3, .min_lr = 3e-4, .warmup = 20, .total = 300};
+    TgLrSchedule sched = {.lr = 3e-3, .min_lr = 3e-4, .warmup = 20, .total = 300};
     double loss = INFINITY, first = 0;
     int64_t step;
     for (step = 0; step < 300 && loss >= 0.1; step++) {
         loader_next(&ld, in, tg);
-        params_zero_grad(&m.params);
-        Tensor *l = model_loss(&m, &tt.tape, in, tg, B, T, NULL);
+        tg_params_zero_grad(&m.params);
+        TgTensor *l = tg_model_loss(&m, &tt.tape, in, tg, B, T, NULL);
         loss = l->data[0];
         if (step == 0) first = loss;
-        tape_backward(&tt.tape, l);
-        tape_reset(&tt.tape);
-        clip_grad_norm(&m.params, 1.0);
-        adamw_step(&m.params, &opt, step + 1, lr_at(&sched, step), tt.pool);
+        tg_tape_backward(&tt.tape, l);
+        tg_tape_reset(&tt.tape);
+        tg_clip_grad_norm(&m.params, 1.0);
+        tg_adamw_step(&m.params, &opt, step + 1, tg_lr_at(&sched, step), tt.pool);
     }
     fprintf(stderr, "overfit: loss %.4f -> %.4f after %lld steps\n", first, loss, (long long)step);
     cr_expect(fabs(first - log((double)tok.vocab_size)) < 0.3, "first loss %.3f, ln V %.3f", first,
               log((double)tok.vocab_size));
     cr_expect_lt(loss, 0.1, "loss %.4f after 300 steps", loss);
     test_tape_free(&tt);
-    model_free(&m);
-    tokenizer_free(&tok);
+    tg_model_free(&m);
+    tg_tokenizer_free(&tok);
     free(ids);
 }
 
 Test(train, kv_cache_decoding_equals_full_recomputation) {
-    Model m;
-    ModelConfig c = tiny_config(37);
+    TgModel m;
+    TgModelConfig c = tiny_config(37);
     c.n_kv_heads = 1; /* exercise GQA */
-    model_build(&m, &c);
-    model_init_weights(&m, 3);
+    tg_model_build(&m, &c);
+    tg_model_init_weights(&m, 3);
     /* larger weights than at init, so the logits differ clearly between positions */
     for (size_t i = 0; i < m.params.total; i++) m.params.data[i] *= 10.0f;
     TestTape tt;
     test_tape_init(&tt, 2);
-    tape_set_grad_enabled(&tt.tape, false);
+    tg_tape_set_grad_enabled(&tt.tape, false);
     int64_t T = 20;
     int32_t tokens[20];
     for (int i = 0; i < T; i++) tokens[i] = (i * 7 + 3) % 37;
-    Tensor *full = model_forward(&m, &tt.tape, tokens, 1, T, NULL);
+    TgTensor *full = tg_model_forward(&m, &tt.tape, tokens, 1, T, NULL);
     float *expect = malloc((size_t)full->numel * sizeof(float));
     memcpy(expect, full->data, (size_t)full->numel * sizeof(float));
-    tape_reset(&tt.tape);
-    KVCache cache;
-    kv_cache_init(&cache, &c, c.seq_len);
+    tg_tape_reset(&tt.tape);
+    TgKVCache cache;
+    tg_kv_cache_init(&cache, &c, c.seq_len);
     double worst = 0, scale = 0;
     /* a 5-token prompt, then one token at a time */
-    Tensor *first = model_forward(&m, &tt.tape, tokens, 1, 5, &cache);
+    TgTensor *first = tg_model_forward(&m, &tt.tape, tokens, 1, 5, &cache);
     for (int64_t i = 0; i < 5 * c.vocab; i++) worst = fmax(worst, fabs(first->data[i] - expect[i]));
-    tape_reset(&tt.tape);
+    tg_tape_reset(&tt.tape);
     for (int64_t t = 5; t < T; t++) {
-        Tensor *step = model_forward(&m, &tt.tape, &tokens[t], 1, 1, &cache);
+        TgTensor *step = tg_model_forward(&m, &tt.tape, &tokens[t], 1, 1, &cache);
         for (int64_t v = 0; v < c.vocab; v++) {
             worst = fmax(worst, fabs(step->data[v] - expect[t * c.vocab + v]));
             scale = fmax(scale, fabs(expect[t * c.vocab + v]));
         }
-        tape_reset(&tt.tape);
+        tg_tape_reset(&tt.tape);
     }
     cr_expect_eq(cache.len, T);
     cr_expect_gt(scale, 0.1);
     cr_expect_lt(worst, 1e-4 * scale, "cached logits differ by %g (scale %g)", worst, scale);
-    kv_cache_free(&cache);
+    tg_kv_cache_free(&cache);
     free(expect);
     test_tape_free(&tt);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(train, sampling_is_deterministic) {
-    Model m;
-    ModelConfig c = tiny_config(29);
-    model_build(&m, &c);
-    model_init_weights(&m, 5);
+    TgModel m;
+    TgModelConfig c = tiny_config(29);
+    tg_model_build(&m, &c);
+    tg_model_init_weights(&m, 5);
     for (size_t i = 0; i < m.params.total; i++) m.params.data[i] *= 20.0f;
     TestTape tt;
     test_tape_init(&tt, 1);
     int32_t prompt[3] = {1, 2, 3}, a[64], b[64], d[64];
-    SampleOptions greedy = {.temperature = 0.0}, warm = {.temperature = 1.0, .top_k = 10};
-    Rng r1, r2;
-    rng_seed(&r1, 1);
-    rng_seed(&r2, 2);
-    int64_t na = sample_generate(&m, &tt.tape, prompt, 3, 60, &greedy, -1, &r1, a);
-    int64_t nb = sample_generate(&m, &tt.tape, prompt, 3, 60, &greedy, -1, &r2, b);
+    TgSampleOptions greedy = {.temperature = 0.0}, warm = {.temperature = 1.0, .top_k = 10};
+    TgRng r1, r2;
+    tg_rng_seed(&r1, 1);
+    tg_rng_seed(&r2, 2);
+    int64_t na = tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &greedy, -1, &r1, a);
+    int64_t nb = tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &greedy, -1, &r2, b);
     cr_assert_eq(na, 63);
     cr_assert_eq(nb, 63);
     cr_expect_eq(memcmp(a, b, sizeof(int32_t) * 63), 0, "greedy decoding depends on the seed");
     /* greedy = argmax of the full recomputation at every position inside the context (the wrap
      * is tested in test_sample.c) */
-    Tensor *logits = model_forward(&m, &tt.tape, a, 1, c.seq_len, NULL);
+    TgTensor *logits = tg_model_forward(&m, &tt.tape, a, 1, c.seq_len, NULL);
     for (int64_t t = 2; t + 1 < c.seq_len; t++) {
         const float *row = logits->data + t * c.vocab;
         int64_t best = 0;
@@ -142,34 +142,34 @@ Test(train, sampling_is_deterministic) {
         cr_expect_eq(a[t + 1], best, "position %lld: greedy token %d, argmax %lld", (long long)t + 1, a[t + 1],
                      (long long)best);
     }
-    tape_reset(&tt.tape);
-    rng_seed(&r1, 9);
-    rng_seed(&r2, 9);
-    sample_generate(&m, &tt.tape, prompt, 3, 60, &warm, -1, &r1, b);
-    sample_generate(&m, &tt.tape, prompt, 3, 60, &warm, -1, &r2, d);
+    tg_tape_reset(&tt.tape);
+    tg_rng_seed(&r1, 9);
+    tg_rng_seed(&r2, 9);
+    tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &warm, -1, &r1, b);
+    tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &warm, -1, &r2, d);
     cr_expect_eq(memcmp(b, d, sizeof(int32_t) * 63), 0, "same seed, different samples");
     test_tape_free(&tt);
-    model_free(&m);
+    tg_model_free(&m);
 }
 
 Test(train, lr_schedule_warmup_then_cosine) {
-    LrSchedule s = {.lr = 1.0, .min_lr = 0.1, .warmup = 10, .total = 110};
-    cr_expect_float_eq(lr_at(&s, 0), 0.1, 1e-12);
-    cr_expect_float_eq(lr_at(&s, 9), 1.0, 1e-12);
-    cr_expect_float_eq(lr_at(&s, 10), 1.0, 1e-12);
-    cr_expect_float_eq(lr_at(&s, 60), 0.55, 1e-12); /* halfway: (lr + min) / 2 */
-    cr_expect_float_eq(lr_at(&s, 110), 0.1, 1e-12);
-    for (int64_t t = 11; t < 110; t++) cr_expect_leq(lr_at(&s, t), lr_at(&s, t - 1));
+    TgLrSchedule s = {.lr = 1.0, .min_lr = 0.1, .warmup = 10, .total = 110};
+    cr_expect_float_eq(tg_lr_at(&s, 0), 0.1, 1e-12);
+    cr_expect_float_eq(tg_lr_at(&s, 9), 1.0, 1e-12);
+    cr_expect_float_eq(tg_lr_at(&s, 10), 1.0, 1e-12);
+    cr_expect_float_eq(tg_lr_at(&s, 60), 0.55, 1e-12); /* halfway: (lr + min) / 2 */
+    cr_expect_float_eq(tg_lr_at(&s, 110), 0.1, 1e-12);
+    for (int64_t t = 11; t < 110; t++) cr_expect_leq(tg_lr_at(&s, t), tg_lr_at(&s, t - 1));
 }
 
 Test(train, minimind_26m_has_25829888_parameters) {
-    ModelConfig c;
-    cr_assert_eq(model_preset("minimind-26m", &c), TG_OK);
-    Model m;
-    model_build(&m, &c);
-    cr_expect_eq(model_param_count(&m), 25829888);
-    cr_expect_eq(model_swiglu_hidden(512), 1408);
-    model_free(&m);
+    TgModelConfig c;
+    cr_assert_eq(tg_model_preset("minimind-26m", &c), TG_OK);
+    TgModel m;
+    tg_model_build(&m, &c);
+    cr_expect_eq(tg_model_param_count(&m), 25829888);
+    cr_expect_eq(tg_model_swiglu_hidden(512), 1408);
+    tg_model_free(&m);
 }
 
 /* ------------------------------------------------------------------ through the CLI */
@@ -243,14 +243,14 @@ Test(cli, bad_input_is_refused_with_one_clear_message) {
     expect_refused("sample --run emptydir", "emptydir");
 }
 
-static void last_checkpoint_params(const char *run, Model *m) {
+static void last_checkpoint_params(const char *run, TgModel *m) {
     char *dir = datagen_path(scratch, run);
     char path[4096];
     cr_assert_eq(checkpoint_resolve(dir, path, sizeof path), TG_OK, "%s", tg_error_message());
-    ModelConfig c;
+    TgModelConfig c;
     uint64_t fp;
     cr_assert_eq(checkpoint_read_config(path, &c, &fp), TG_OK, "%s", tg_error_message());
-    model_build(m, &c);
+    tg_model_build(m, &c);
     cr_assert_eq(checkpoint_load(path, m, NULL), TG_OK, "%s", tg_error_message());
     free(dir);
 }
@@ -282,7 +282,7 @@ Test(cli, same_seed_and_threads_give_bitwise_identical_runs) {
     char *la = losses_of("a"), *lb = losses_of("b");
     cr_expect_gt(strlen(la), 30);
     cr_expect_str_eq(la, lb);
-    Model ma, mb;
+    TgModel ma, mb;
     last_checkpoint_params("a", &ma);
     last_checkpoint_params("b", &mb);
     cr_assert_eq(ma.params.total, mb.params.total);
@@ -297,8 +297,8 @@ Test(cli, same_seed_and_threads_give_bitwise_identical_runs) {
     free(la);
     free(lb);
     free(lc);
-    model_free(&ma);
-    model_free(&mb);
+    tg_model_free(&ma);
+    tg_model_free(&mb);
 }
 
 Test(cli, train_then_sample_and_eval) {

@@ -47,10 +47,10 @@ typedef struct {
     uint8_t *scratch;
     size_t scratch_cap;
     uint32_t version, flags;
-    tg_status status;
+    TgStatus status;
 } Reader;
 
-static bool stream_fail(Reader *r, tg_status s) {
+static bool stream_fail(Reader *r, TgStatus s) {
     r->status = s;
     return false;
 }
@@ -109,7 +109,7 @@ static bool get(Reader *r, void *p, size_t n, const char *what) {
 
 /* A content check failed (unknown tensor, odd shape, ...). Damage to the compressed body makes
  * such nonsense too, so decompress the rest: if the gzip layer then fails, that is the message. */
-static void content_fail(Reader *r, tg_status s) {
+static void content_fail(Reader *r, TgStatus s) {
     char original[1024];
     snprintf(original, sizeof original, "%s", tg_error_message());
     unsigned char *sink = tg_malloc(CHECKPOINT_IO_CHUNK);
@@ -147,7 +147,7 @@ static bool expect_end(Reader *r) {
     return true;
 }
 
-static tg_status reader_open(Reader *r, const char *path) {
+static TgStatus reader_open(Reader *r, const char *path) {
     memset(r, 0, sizeof *r);
     r->fd = -1;
     r->path = path;
@@ -195,7 +195,7 @@ static void reader_close(Reader *r) {
     free(r->scratch);
 }
 
-static bool get_config(Reader *r, ModelConfig *c) {
+static bool get_config(Reader *r, TgModelConfig *c) {
     int64_t ints[7];
     uint32_t ffn;
     if (!get(r, ints, sizeof ints, "the model config") || !get(r, &ffn, 4, "the model config") ||
@@ -203,14 +203,14 @@ static bool get_config(Reader *r, ModelConfig *c) {
         return false;
     c->dim = ints[0], c->n_layers = ints[1], c->n_heads = ints[2], c->n_kv_heads = ints[3];
     c->hidden = ints[4], c->vocab = ints[5], c->seq_len = ints[6];
-    c->ffn = (FfnKind)ffn;
-    if (!ffn_kind_valid(ffn) || model_config_validate(c) != TG_OK) {
-        content_fail(r, !ffn_kind_valid(ffn) ? tg_fail(TG_ERR_FORMAT, "%s: unknown FFN kind %u in the checkpoint's config", r->path, ffn)
+    c->ffn = (TgFfnKind)ffn;
+    if (!tg_ffn_kind_valid(ffn) || tg_model_config_validate(c) != TG_OK) {
+        content_fail(r, !tg_ffn_kind_valid(ffn) ? tg_fail(TG_ERR_FORMAT, "%s: unknown FFN kind %u in the checkpoint's config", r->path, ffn)
                                        : tg_fail_context(TG_ERR_FORMAT, "%s: invalid model config in the checkpoint", r->path));
         return false;
     }
     /* the file stores every parameter three times (weight, AdamW m and v) as float32 */
-    int64_t params = model_config_param_count(c), raw;
+    int64_t params = tg_model_config_param_count(c), raw;
     if (!tg_mul_i64(params, 3 * (int64_t)sizeof(float), &raw) || raw > r->max_raw_bytes) {
         content_fail(r, tg_fail(TG_ERR_FORMAT,
                                 "%s: the header declares a model of %lld parameters, more than a file of %lld bytes "
@@ -221,7 +221,7 @@ static bool get_config(Reader *r, ModelConfig *c) {
     return true;
 }
 
-tg_status trainer_state_check(const TrainerState *s, const char *path) {
+TgStatus trainer_state_check(const TrainerState *s, const char *path) {
     const char *bad = s->step < 0 || s->step > CHECKPOINT_MAX_STEP                      ? "step"
                       : s->tokens_seen < 0 || s->tokens_seen > CHECKPOINT_MAX_TOKENS    ? "tokens seen"
                       : isnan(s->best_val_loss) || s->best_val_loss < 0                 ? "best val loss"
@@ -283,17 +283,17 @@ static bool get_header(Reader *r, CheckpointInfo *ci) {
     return true;
 }
 
-static bool same_config(const ModelConfig *a, const ModelConfig *b) {
+static bool same_config(const TgModelConfig *a, const TgModelConfig *b) {
     return a->dim == b->dim && a->n_layers == b->n_layers && a->n_heads == b->n_heads &&
            a->n_kv_heads == b->n_kv_heads && a->hidden == b->hidden && a->vocab == b->vocab &&
            a->seq_len == b->seq_len && a->ffn == b->ffn && a->rope_theta == b->rope_theta &&
            a->norm_eps == b->norm_eps;
 }
 
-static void config_str(const ModelConfig *c, char *buf, size_t cap) {
+static void config_str(const TgModelConfig *c, char *buf, size_t cap) {
     snprintf(buf, cap, "dim %lld, layers %lld, heads %lld/%lld, %s hidden %lld, vocab %lld, seq %lld, theta %g",
              (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-             ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
+             tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
              c->rope_theta);
 }
 
@@ -306,7 +306,7 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t c
 
 /* The header is what the caller asked for: a model's of config `cfg`, or (cfg NULL) a parameter
  * set's tagged `tag` (NULL: any). */
-static bool header_matches(Reader *r, const CheckpointInfo *ci, const ModelConfig *cfg, const char *tag) {
+static bool header_matches(Reader *r, const CheckpointInfo *ci, const TgModelConfig *cfg, const char *tag) {
     const char *path = r->path;
     bool param_set = (r->flags & CHECKPOINT_FLAG_PARAM_SET) != 0;
     if (cfg && param_set)
@@ -323,14 +323,14 @@ static bool header_matches(Reader *r, const CheckpointInfo *ci, const ModelConfi
     return r->status == TG_OK;
 }
 
-tg_status checkpoint_read_config(const char *path, ModelConfig *cfg, uint64_t *tokenizer_fingerprint) {
+TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tg_tokenizer_fingerprint) {
     Reader r;
     CheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
     /* any config matches itself: only a parameter set's header is refused */
     if (reader_open(&r, path) == TG_OK && get_header(&r, &ci) && header_matches(&r, &ci, &ci.cfg, NULL)) {
         *cfg = ci.cfg;
-        *tokenizer_fingerprint = ci.tokenizer_fingerprint;
+        *tg_tokenizer_fingerprint = ci.tokenizer_fingerprint;
     }
     reader_close(&r);
     return r.status;
@@ -389,11 +389,11 @@ static bool get_trailer(Reader *r, TrainerState *state, const char *path) {
     return expect_end(r);
 }
 
-tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info) {
+TgStatus checkpoint_load(const char *path, TgModel *model, CheckpointInfo *info) {
     return checkpoint_load_store(path, &model->params, &model->cfg, NULL, info);
 }
 
-tg_status checkpoint_load_store(const char *path, const ParamStore *ps, const ModelConfig *cfg, const char *tag,
+TgStatus checkpoint_load_store(const char *path, const TgParamStore *ps, const TgModelConfig *cfg, const char *tag,
                                 CheckpointInfo *info) {
     Reader r;
     CheckpointInfo ci;
@@ -409,20 +409,20 @@ tg_status checkpoint_load_store(const char *path, const ParamStore *ps, const Mo
     for (uint32_t n = 0; n < count; n++) {
         RecordHeader h;
         if (!get_record_header(&r, n, &h)) goto done;
-        int idx = params_index(ps, h.name);
+        int idx = tg_params_index(ps, h.name);
         if (idx < 0) {
             content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) is not part of this model", path, h.name,
                                      checkpoint_kind_name(h.kind)));
             goto done;
         }
-        const Tensor *t = ps->tensors[idx];
+        const TgTensor *t = ps->tensors[idx];
         bool same = (int)h.ndim == t->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = h.shape[d] == t->shape[d];
         if (!same) {
             char want[64], got[128];
             content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) has shape %s, the model's is %s", path, h.name,
                                      checkpoint_kind_name(h.kind), shape_str((int)h.ndim, h.shape, got, sizeof got),
-                                     tensor_shape_str(t, want, sizeof want)));
+                                     tg_tensor_shape_str(t, want, sizeof want)));
             goto done;
         }
         if (seen[h.kind * ps->count + idx]) {
@@ -456,7 +456,7 @@ done:
     return r.status;
 }
 
-tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors) {
+TgStatus checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors) {
     Reader r;
     CheckpointInfo ci;
     memset(&ci, 0, sizeof ci);

@@ -1,7 +1,7 @@
 /* Checkpoint files: one gzip stream (zlib), little-endian fields.
  *
  *   "TGCKPT\r\n" magic, u32 format version (2), u32 flags (bit 0: float data byte-shuffled;
- *       bit 1: a parameter set's checkpoint, train/param_checkpoint.h)
+ *       bit 1: a parameter set's checkpoint, tapegrad/param_checkpoint.h)
  *   a model's: model config (i64 dim, layers, heads, kv_heads, hidden, vocab, seq; u32 ffn;
  *       f64 theta, eps), u64 tokenizer fingerprint
  *   a parameter set's, instead: u16 tag length, the tag (1 to 63 bytes)
@@ -18,7 +18,7 @@
  *
  * gzip's own CRC32 and length trailer cover the whole stream, so `gzip -t` verifies a file, and
  * a flipped, missing or extra byte is refused on load with the file's name and what is wrong.
- * A file is read as hostile: a model config beyond train/model.h's limits, a header or a record
+ * A file is read as hostile: a model config beyond tapegrad/model.h's limits, a header or a record
  * declaring more data than deflate's 1032:1 could fit in the file, more records than any model
  * has, or a trainer state no run could have written is refused before anything is allocated.
  * A write goes through lib/atomic_file.h: a crash at any moment leaves the old file or the new
@@ -31,11 +31,11 @@
 #include <stdint.h>
 
 #include "data/loader.h"
-#include "lib/error.h"
-#include "lib/version.h"
-#include "train/model.h"
+#include "tapegrad/error.h"
+#include "tapegrad/version.h"
+#include "tapegrad/model.h"
 
-enum { CHECKPOINT_VERSION = TAPEGRAD_CHECKPOINT_FORMAT };
+enum { CHECKPOINT_VERSION = TG_CHECKPOINT_FORMAT };
 enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0, CHECKPOINT_FLAG_PARAM_SET = 1u << 1 };
 enum { CHECKPOINT_TAG_CAP = 64 };
 enum { CHECKPOINT_KIND_WEIGHT = 0, CHECKPOINT_KIND_ADAM_M = 1, CHECKPOINT_KIND_ADAM_V = 2 };
@@ -57,9 +57,9 @@ typedef struct TrainerState {
 /* What a checkpoint holds. The float buffers are the model's own (a synchronous save) or a
  * snapshot of them (a background save); `layout` gives the tensors' names, shapes and offsets. */
 typedef struct CheckpointSource {
-    ModelConfig cfg;
+    TgModelConfig cfg;
     uint64_t tokenizer_fingerprint;
-    const ParamStore *layout;
+    const TgParamStore *layout;
     const float *data, *m, *v; /* each layout->total floats */
     TrainerState state;
     const char *tag;           /* non-NULL: a parameter set's checkpoint (cfg and fingerprint unused) */
@@ -74,7 +74,7 @@ typedef struct CheckpointWriteOptions {
 CheckpointWriteOptions checkpoint_default_options(void);
 
 typedef struct CheckpointInfo {
-    ModelConfig cfg;
+    TgModelConfig cfg;
     uint64_t tokenizer_fingerprint;
     char tag[CHECKPOINT_TAG_CAP]; /* a parameter set's tag; "" for a model's checkpoint */
     TrainerState state;
@@ -93,28 +93,28 @@ typedef struct CheckpointTensorInfo {
     double l2_norm;
 } CheckpointTensorInfo;
 
-CheckpointSource checkpoint_source_of(const Model *model, uint64_t tokenizer_fingerprint, const TrainerState *state);
+CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tg_tokenizer_fingerprint, const TrainerState *state);
 
 /* Writes `src` atomically to `path` with the default options. */
-tg_status checkpoint_write(const char *path, const CheckpointSource *src);
+TgStatus checkpoint_write(const char *path, const CheckpointSource *src);
 /* The same with explicit options; *file_bytes (may be NULL) receives the compressed size. */
-tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
+TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
                                 int64_t *file_bytes);
 /* Reads only the header (config, tokenizer): to build the model before loading it. A parameter
  * set's checkpoint is refused here and by checkpoint_load (TG_ERR_MISMATCH). */
-tg_status checkpoint_read_config(const char *path, ModelConfig *cfg, uint64_t *tokenizer_fingerprint);
+TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tg_tokenizer_fingerprint);
 /* Loads into a model built with the checkpoint's config; checks every tensor's name and shape,
  * the end marker and the gzip CRC. The model is left unchanged on failure. */
-tg_status checkpoint_load(const char *path, Model *model, CheckpointInfo *info);
+TgStatus checkpoint_load(const char *path, TgModel *model, CheckpointInfo *info);
 /* Reads and verifies a whole checkpoint without a model (a model's or a parameter set's): its
  * header, state and every tensor record with its L2 norm. *tensors (malloc'ed, free it) holds
  * *n_tensors entries. */
-tg_status checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors);
+TgStatus checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors);
 
 const char *checkpoint_kind_name(int kind);
 /* TG_ERR_FORMAT naming `path` unless the state is one a run can continue from: step and tokens
  * seen in [0, the limits above], best val loss a loss (>= 0, or +inf before any evaluation), a
  * finite non-negative elapsed time, a loader state the loader can have written. */
-tg_status trainer_state_check(const TrainerState *state, const char *path);
+TgStatus trainer_state_check(const TrainerState *state, const char *path);
 
 #endif

@@ -49,14 +49,14 @@ static int list_steps(const char *dir, int64_t *steps, int cap) {
     return n;
 }
 
-static tg_status write_latest(const char *dir, const char *name) {
+static TgStatus write_latest(const char *dir, const char *name) {
     char path[4200], line[256];
     snprintf(path, sizeof path, "%s/latest", dir);
     int len = snprintf(line, sizeof line, "%s\n", name);
     return atomic_write(path, line, (size_t)len);
 }
 
-tg_status checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
+TgStatus checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
                                     size_t path_cap) {
     char name[64], path[4200];
     snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)src->state.step);
@@ -105,7 +105,7 @@ void checkpoint_folder_remove_stale(const char *dir) {
     closedir(d);
 }
 
-tg_status checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap) {
+TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap) {
     struct stat st;
     if (stat(dir_or_file, &st) != 0)
         return tg_fail(TG_ERR_IO, "%s: no such checkpoint file or run folder", dir_or_file);
@@ -149,7 +149,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, Model *model) {
+void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgModel *model) {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     s->keep = keep;
@@ -169,7 +169,7 @@ static void *saver_thread(void *arg) {
     return NULL;
 }
 
-tg_status checkpoint_saver_wait(CheckpointSaver *s) {
+TgStatus checkpoint_saver_wait(CheckpointSaver *s) {
     if (!s->in_flight) return TG_OK;
     pthread_join(s->thread, NULL);
     s->in_flight = false;
@@ -179,20 +179,20 @@ tg_status checkpoint_saver_wait(CheckpointSaver *s) {
     return TG_OK;
 }
 
-tg_status checkpoint_saver_start(CheckpointSaver *s, const Model *model, uint64_t tokenizer_fingerprint,
+TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tg_tokenizer_fingerprint,
                                  const TrainerState *state) {
     double t0 = now_s();
-    tg_status previous = checkpoint_saver_wait(s);
+    TgStatus previous = checkpoint_saver_wait(s);
     s->blocked_s += now_s() - t0;
     if (previous != TG_OK) return previous;
     t0 = now_s();
-    const ParamStore *ps = &model->params;
+    const TgParamStore *ps = &model->params;
     size_t n = ps->total;
     float *data = s->snapshot, *m = s->snapshot + n, *v = s->snapshot + 2 * n;
     memcpy(data, ps->data, n * sizeof(float));
     memcpy(m, ps->m, n * sizeof(float));
     memcpy(v, ps->v, n * sizeof(float));
-    s->src = (CheckpointSource){model->cfg, tokenizer_fingerprint, s->layout, data, m, v, *state, NULL};
+    s->src = (CheckpointSource){model->cfg, tg_tokenizer_fingerprint, s->layout, data, m, v, *state, NULL};
     s->pause_s += now_s() - t0;
     s->result = TG_OK;
     s->error[0] = '\0';

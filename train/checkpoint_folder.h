@@ -22,10 +22,10 @@
 
 /* Writes DIR/ckpt-<step>.tgck, points DIR/latest at it, keeps the newest `keep` (0: all).
  * path_out (may be NULL) receives the checkpoint's path. */
-tg_status checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
+TgStatus checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
                                     size_t path_cap);
 /* A checkpoint file from DIR (via DIR/latest) or a file path as given. */
-tg_status checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
+TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
 /* Removes the *.tmp files a killed save can leave in DIR. */
 void checkpoint_folder_remove_stale(const char *dir);
 /* "ckpt-00000010.tgck, ckpt-00000020.tgck" : the checkpoints in DIR other than `except` (a file
@@ -35,12 +35,12 @@ void checkpoint_folder_others(const char *dir, const char *except, char *buf, si
 typedef struct CheckpointSaver {
     char dir[4096];
     int keep;
-    ParamStore *layout;        /* the model's: names, shapes and offsets (not owned) */
+    TgParamStore *layout;        /* the model's: names, shapes and offsets (not owned) */
     float *snapshot;           /* 3 * layout->total floats: weights, m, v */
     CheckpointSource src;      /* points into snapshot */
     pthread_t thread;
     bool in_flight;
-    tg_status result;          /* of the save the thread last ran */
+    TgStatus result;          /* of the save the thread last ran */
     char error[2048];
     char writing[4200];        /* the path the thread writes */
     char last_saved[4200];     /* the newest checkpoint known to be complete */
@@ -51,13 +51,13 @@ typedef struct CheckpointSaver {
 } CheckpointSaver;
 
 /* Allocates the snapshot buffer for `model` (whose parameter store must outlive the saver). */
-void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, Model *model);
+void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgModel *model);
 /* Waits for the previous save (returning its error, if any, without starting a new one), then
  * snapshots the model and state and starts writing them in the background. */
-tg_status checkpoint_saver_start(CheckpointSaver *s, const Model *model, uint64_t tokenizer_fingerprint,
+TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tg_tokenizer_fingerprint,
                                  const TrainerState *state);
 /* Waits for the save in flight, if any; returns its status (the message names the file). */
-tg_status checkpoint_saver_wait(CheckpointSaver *s);
+TgStatus checkpoint_saver_wait(CheckpointSaver *s);
 /* Waits, then frees the buffer. */
 void checkpoint_saver_free(CheckpointSaver *s);
 

@@ -12,7 +12,7 @@ enum { CHECKPOINT_IO_CHUNK = 1 << 18, CHECKPOINT_GZIP_WINDOW_BITS = 15 + 16 };
 /* Loads weights and AdamW moments into ps from a checkpoint whose header holds `cfg` (a model's)
  * or, when cfg is NULL, a parameter set's tag equal to `tag` (NULL: any tag). Checks every
  * tensor's name and shape, the end marker and the gzip CRC; ps is unchanged on failure. */
-tg_status checkpoint_load_store(const char *path, const ParamStore *ps, const ModelConfig *cfg, const char *tag,
+TgStatus checkpoint_load_store(const char *path, const TgParamStore *ps, const TgModelConfig *cfg, const char *tag,
                                 CheckpointInfo *info);
 
 #endif

@@ -27,9 +27,9 @@ const char *checkpoint_kind_name(int kind) {
                                                      : kind == CHECKPOINT_KIND_ADAM_V ? "AdamW v" : "unknown";
 }
 
-CheckpointSource checkpoint_source_of(const Model *model, uint64_t tokenizer_fingerprint, const TrainerState *state) {
-    const ParamStore *ps = &model->params;
-    return (CheckpointSource){model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL};
+CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tg_tokenizer_fingerprint, const TrainerState *state) {
+    const TgParamStore *ps = &model->params;
+    return (CheckpointSource){model->cfg, tg_tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL};
 }
 
 /* The four byte planes of n floats: out[b*n + i] = byte b of in[i]. */
@@ -111,7 +111,7 @@ static void put_floats(Writer *w, const float *data, size_t n) {
     put(w, w->scratch, n * sizeof(float));
 }
 
-static void put_config(Writer *w, const ModelConfig *c) {
+static void put_config(Writer *w, const TgModelConfig *c) {
     int64_t ints[7] = {c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->hidden, c->vocab, c->seq_len};
     for (int i = 0; i < 7; i++) put_i64(w, ints[i]);
     put_u32(w, (uint32_t)c->ffn);
@@ -130,7 +130,7 @@ static void put_state(Writer *w, const TrainerState *s) {
     put(w, &s->seed, 8);
 }
 
-static void put_tensor(Writer *w, const Tensor *t, uint8_t kind, const float *data) {
+static void put_tensor(Writer *w, const TgTensor *t, uint8_t kind, const float *data) {
     uint16_t len = (uint16_t)strlen(t->name);
     put_u16(w, len);
     put(w, t->name, len);
@@ -140,7 +140,7 @@ static void put_tensor(Writer *w, const Tensor *t, uint8_t kind, const float *da
     put_floats(w, data, (size_t)t->numel);
 }
 
-tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
+TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
                                 int64_t *file_bytes) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
@@ -154,7 +154,7 @@ tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, c
     }
     w.out = tg_malloc(CHECKPOINT_IO_CHUNK);
 
-    const ParamStore *ps = src->layout;
+    const TgParamStore *ps = src->layout;
     put(&w, CHECKPOINT_MAGIC, sizeof CHECKPOINT_MAGIC);
     put_u32(&w, CHECKPOINT_VERSION);
     put_u32(&w, (opts->shuffle ? CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? CHECKPOINT_FLAG_PARAM_SET : 0));
@@ -190,7 +190,7 @@ tg_status checkpoint_write_with(const char *path, const CheckpointSource *src, c
     return TG_OK;
 }
 
-tg_status checkpoint_write(const char *path, const CheckpointSource *src) {
+TgStatus checkpoint_write(const char *path, const CheckpointSource *src) {
     CheckpointWriteOptions opts = checkpoint_default_options();
     return checkpoint_write_with(path, src, &opts, NULL);
 }

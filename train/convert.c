@@ -13,7 +13,7 @@
 #include "lib/file_read.h"
 #include "lib/safetensors.h"
 
-static void config_json_text(const ModelConfig *c, char *buf, size_t cap) {
+static void config_json_text(const TgModelConfig *c, char *buf, size_t cap) {
     snprintf(buf, cap,
              "{\n"
              "  \"dim\": %lld,\n  \"n_layers\": %lld,\n  \"n_heads\": %lld,\n  \"n_kv_heads\": %lld,\n"
@@ -23,12 +23,12 @@ static void config_json_text(const ModelConfig *c, char *buf, size_t cap) {
              "}\n",
              (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
              (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
-             ffn_kind_name(c->ffn));
+             tg_ffn_kind_name(c->ffn));
 }
 
 /* A config.json already beside the export may stay only if it says what this one says: it
  * describes other weights in that folder otherwise, and replacing it would orphan them. */
-static tg_status check_existing_config(const char *path, const char *text) {
+static TgStatus check_existing_config(const char *path, const char *text) {
     FILE *f = file_open_read(path);
     if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     char old[4096];
@@ -39,12 +39,12 @@ static tg_status check_existing_config(const char *path, const char *text) {
                    "%s already exists and describes another model; export into another folder, or delete it first", path);
 }
 
-tg_status model_write_weights(const Model *model, const char *path, const char *source_note) {
-    const ParamStore *ps = &model->params;
+TgStatus model_write_weights(const TgModel *model, const char *path, const char *source_note) {
+    const TgParamStore *ps = &model->params;
     StWriter *w = st_writer_begin();
     for (int i = 0; i < ps->count; i++) {
-        const Tensor *t = ps->tensors[i];
-        tg_status s = st_writer_add_f32(w, t->name, t->ndim, t->shape, t->data);
+        const TgTensor *t = ps->tensors[i];
+        TgStatus s = st_writer_add_f32(w, t->name, t->ndim, t->shape, t->data);
         if (s != TG_OK) {
             st_writer_free(w);
             return s;
@@ -55,7 +55,7 @@ tg_status model_write_weights(const Model *model, const char *path, const char *
     return st_writer_finish(w, path);
 }
 
-tg_status model_export_safetensors(const Model *model, const char *path, const char *source_note,
+TgStatus model_export_safetensors(const TgModel *model, const char *path, const char *source_note,
                                    char *config_path_out, size_t cap) {
     char config[4200], folder[4096], text[1024];
     folder_of(path, folder, sizeof folder);
@@ -69,23 +69,23 @@ tg_status model_export_safetensors(const Model *model, const char *path, const c
     return TG_OK;
 }
 
-tg_status model_import_safetensors(Model *model, const char *path) {
+TgStatus model_import_safetensors(TgModel *model, const char *path) {
     StFile *f = NULL;
     TG_TRY(st_open(path, &f));
-    const ParamStore *ps = &model->params;
-    const ModelConfig *c = &model->cfg;
-    tg_status s = TG_OK;
+    const TgParamStore *ps = &model->params;
+    const TgModelConfig *c = &model->cfg;
+    TgStatus s = TG_OK;
     /* the file may hold nothing the model lacks: an ignored tensor is a silent mistake */
     for (size_t i = 0; i < st_count(f) && s == TG_OK; i++) {
         const StEntry *e = st_entry_at(f, i);
-        if (params_index(ps, e->name) < 0)
+        if (tg_params_index(ps, e->name) < 0)
             s = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is not part of this model (tapegrad names its weights the Llama/MiniMind "
                                          "way and ties the output head to model.embed_tokens.weight)",
                         path, e->name);
     }
     float *staged = s == TG_OK ? tg_malloc(ps->total * sizeof(float) + 4) : NULL;
     for (int i = 0; i < ps->count && s == TG_OK; i++) {
-        const Tensor *t = ps->tensors[i];
+        const TgTensor *t = ps->tensors[i];
         const StEntry *e = st_find(f, t->name);
         if (!e) {
             s = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is missing; the model (dim %lld, %lld layers) needs it", path, t->name,
@@ -102,7 +102,7 @@ tg_status model_import_safetensors(Model *model, const char *path) {
                         "of the file's config.json",
                         path, t->name, st_shape_str(e->ndim, e->shape, found, sizeof found), (long long)c->dim,
                         (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->hidden,
-                        (long long)c->vocab, tensor_shape_str(t, want, sizeof want));
+                        (long long)c->vocab, tg_tensor_shape_str(t, want, sizeof want));
             break;
         }
         s = st_read_f32(f, t->name, staged + ps->offsets[i], t->numel);

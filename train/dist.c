@@ -8,7 +8,7 @@
 
 /* ---------------------------------------------------------------- shared by both builds */
 
-void dist_block(int64_t n, int rank, int64_t *begin, int64_t *end) { pool_range(n, dist_ranks(), rank, begin, end); }
+void dist_block(int64_t n, int rank, int64_t *begin, int64_t *end) { tg_pool_range(n, dist_ranks(), rank, begin, end); }
 
 typedef struct {
     float *acc;
@@ -20,10 +20,10 @@ static void add_range(void *ctx, int64_t begin, int64_t end, int thread) {
     for (int64_t i = begin; i < end; i++) job->acc[i] = job->acc[i] + job->x[i];
 }
 
-void dist_add_floats(float *acc, const float *x, size_t n, Pool *pool) {
+void dist_add_floats(float *acc, const float *x, size_t n, TgPool *pool) {
     AddJob job = {acc, x};
     /* elementwise: any split over threads gives the same bits */
-    pool_parallel_for(pool_if_worth(pool, (int64_t)n), (int64_t)n, add_range, &job);
+    tg_pool_parallel_for(tg_pool_if_worth(pool, (int64_t)n), (int64_t)n, add_range, &job);
 }
 
 uint64_t dist_checksum(uint64_t h, const void *data, size_t bytes) {
@@ -176,7 +176,7 @@ static void watchdog_disarm(void) {
 
 /* ---------------------------------------------------------------- joining and leaving */
 
-tg_status dist_open(double timeout_s) {
+TgStatus dist_open(double timeout_s) {
     long launcher_rank, launcher_size;
     if (job.initialized || !launcher_place(&launcher_rank, &launcher_size)) return TG_OK;
     int provided = 0;
@@ -225,14 +225,14 @@ void dist_close(bool job_ending) {
 
 /* ---------------------------------------------------------------- collectives */
 
-static tg_status collective_begin(const char *what) {
+static TgStatus collective_begin(const char *what) {
     if (job.broken) return tg_fail(TG_ERR_IO, "%s: the job is broken (%s)", what, job.broken_message);
     watchdog_arm(what);
     return TG_OK;
 }
 
 /* The end of a collective: its MPI result as a status (a failure breaks the job). */
-static tg_status collective_end(int rc, const char *what) {
+static TgStatus collective_end(int rc, const char *what) {
     watchdog_disarm();
     if (rc == MPI_SUCCESS) return TG_OK;
     char text[MPI_MAX_ERROR_STRING] = "";
@@ -246,7 +246,7 @@ static tg_status collective_end(int rc, const char *what) {
 /* One bucket (m <= DIST_BUCKET_FLOATS floats) of dist_sum_floats. Rank r sums part r of it
  * (dist_block): an all-to-all gives it every rank's copy of that part, it adds them in rank
  * order, and an all-gather gives every rank every summed part. */
-static tg_status sum_bucket(float *buf, int m, float *scratch, Pool *pool) {
+static TgStatus sum_bucket(float *buf, int m, float *scratch, TgPool *pool) {
     int ranks = job.ranks, me = job.rank;
     for (int r = 0; r < ranks; r++) {
         int64_t begin, end;
@@ -269,7 +269,7 @@ static tg_status sum_bucket(float *buf, int m, float *scratch, Pool *pool) {
     return collective_end(rc, "MPI_Allgatherv (the gradient sum)");
 }
 
-tg_status dist_sum_floats(float *buf, size_t n, float *scratch, Pool *pool) {
+TgStatus dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool) {
     if (job.ranks == 1) return TG_OK;
     for (size_t start = 0; start < n; start += DIST_BUCKET_FLOATS) {
         size_t m = n - start < DIST_BUCKET_FLOATS ? n - start : DIST_BUCKET_FLOATS;
@@ -278,7 +278,7 @@ tg_status dist_sum_floats(float *buf, size_t n, float *scratch, Pool *pool) {
     return TG_OK;
 }
 
-tg_status dist_allreduce_floats(float *buf, size_t n) {
+TgStatus dist_allreduce_floats(float *buf, size_t n) {
     if (job.ranks == 1) return TG_OK;
     for (size_t start = 0; start < n; start += DIST_BUCKET_FLOATS) {
         size_t m = n - start < DIST_BUCKET_FLOATS ? n - start : DIST_BUCKET_FLOATS;
@@ -289,7 +289,7 @@ tg_status dist_allreduce_floats(float *buf, size_t n) {
     return TG_OK;
 }
 
-tg_status dist_share_blocks(double *values, int64_t n) {
+TgStatus dist_share_blocks(double *values, int64_t n) {
     if (job.ranks == 1) return TG_OK;
     TG_CHECK(n >= 0 && n <= INT32_MAX, "dist_share_blocks of %lld values", (long long)n);
     for (int r = 0; r < job.ranks; r++) {
@@ -304,7 +304,7 @@ tg_status dist_share_blocks(double *values, int64_t n) {
     return collective_end(rc, "MPI_Allgatherv (sharing losses)");
 }
 
-tg_status dist_max_int(int value, int *max_out) {
+TgStatus dist_max_int(int value, int *max_out) {
     *max_out = value;
     if (job.ranks == 1) return TG_OK;
     TG_TRY(collective_begin("MPI_Allreduce (agreeing on the next step)"));
@@ -312,7 +312,7 @@ tg_status dist_max_int(int value, int *max_out) {
     return collective_end(rc, "MPI_Allreduce (agreeing on the next step)");
 }
 
-tg_status dist_compare_u64(uint64_t value, int *differing_rank) {
+TgStatus dist_compare_u64(uint64_t value, int *differing_rank) {
     *differing_rank = -1;
     if (job.ranks == 1) return TG_OK;
     TG_TRY(collective_begin("MPI_Allgather (comparing replicas)"));
@@ -323,7 +323,7 @@ tg_status dist_compare_u64(uint64_t value, int *differing_rank) {
     return TG_OK;
 }
 
-tg_status dist_barrier(void) {
+TgStatus dist_barrier(void) {
     if (job.ranks == 1) return TG_OK;
     TG_TRY(collective_begin("MPI_Barrier"));
     return collective_end(MPI_Barrier(job.comm), "MPI_Barrier");
@@ -335,7 +335,7 @@ int dist_rank(void) { return 0; }
 int dist_ranks(void) { return 1; }
 bool dist_available(void) { return false; }
 
-tg_status dist_open(double timeout_s) {
+TgStatus dist_open(double timeout_s) {
     long rank, size;
     if (launcher_place(&rank, &size) && (rank > 0 || size > 1))
         return tg_fail(TG_ERR_ARG,
@@ -347,17 +347,17 @@ tg_status dist_open(double timeout_s) {
 }
 
 void dist_close(bool job_ending) {}
-tg_status dist_sum_floats(float *buf, size_t n, float *scratch, Pool *pool) { return TG_OK; }
-tg_status dist_allreduce_floats(float *buf, size_t n) { return TG_OK; }
-tg_status dist_share_blocks(double *values, int64_t n) { return TG_OK; }
-tg_status dist_barrier(void) { return TG_OK; }
+TgStatus dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool) { return TG_OK; }
+TgStatus dist_allreduce_floats(float *buf, size_t n) { return TG_OK; }
+TgStatus dist_share_blocks(double *values, int64_t n) { return TG_OK; }
+TgStatus dist_barrier(void) { return TG_OK; }
 
-tg_status dist_max_int(int value, int *max_out) {
+TgStatus dist_max_int(int value, int *max_out) {
     *max_out = value;
     return TG_OK;
 }
 
-tg_status dist_compare_u64(uint64_t value, int *differing_rank) {
+TgStatus dist_compare_u64(uint64_t value, int *differing_rank) {
     *differing_rank = -1;
     return TG_OK;
 }

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"
-#include "lib/pool.h"
+#include "tapegrad/error.h"
+#include "tapegrad/pool.h"
 
 /* The timeout of dist_open when the caller has no other: longer than anything one rank
  * legitimately waits for another (rank 0 writing a checkpoint, one rank reading a corpus more
@@ -36,7 +36,7 @@
 /* Joins the job this process was started in (MPI_Init when a launcher started it). timeout_s
  * bounds every collective's wait (0: no bound). TG_ERR_ARG when started as one of several ranks
  * by a build without MPI; TG_ERR_IO when MPI cannot start. */
-tg_status dist_open(double timeout_s);
+TgStatus dist_open(double timeout_s);
 /* Leaves the job: MPI_Finalize; MPI_Abort of the whole job once it is broken. job_ending: the
  * launcher is ending the job (it passes SIGINT/SIGTERM on to the ranks, then kills them), so the
  * rank leaves without MPI_Finalize, whose closing handshake the launcher no longer answers: the
@@ -54,28 +54,28 @@ void dist_block(int64_t n, int rank, int64_t *begin, int64_t *end);
 
 /* acc[i] = acc[i] + x[i]: the one float addition every gradient sum makes, micro-batch after
  * micro-batch and rank after rank, so that the two sums round alike (split over the pool). */
-void dist_add_floats(float *acc, const float *x, size_t n, Pool *pool);
+void dist_add_floats(float *acc, const float *x, size_t n, TgPool *pool);
 
 /* buf = buf(rank 0) + buf(rank 1) + ... + buf(rank N-1), added left to right in rank order
  * with dist_add_floats, on every rank: the same bits everywhere, and the same bits as one
  * process adding N buffers in that order. A reduce-scatter then an all-gather, each rank summing
  * 1/N of the buffer: every rank sends and receives 2 (N-1)/N of it, as a ring all-reduce does,
  * but in an order fixed by the ranks. scratch holds n floats (min(n, a bucket) are used). */
-tg_status dist_sum_floats(float *buf, size_t n, float *scratch, Pool *pool);
+TgStatus dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool);
 /* The same sum through MPI_Allreduce, whose order of additions MPI leaves open (for more than
  * two ranks the bits may differ from run to run): for measuring what the fixed order costs. */
-tg_status dist_allreduce_floats(float *buf, size_t n);
+TgStatus dist_allreduce_floats(float *buf, size_t n);
 
 /* values[0, n): on entry each rank has filled its block (dist_block); on return every rank
  * holds all n. */
-tg_status dist_share_blocks(double *values, int64_t n);
+TgStatus dist_share_blocks(double *values, int64_t n);
 /* The largest of the values the ranks pass: how the ranks agree on a decision. */
-tg_status dist_max_int(int value, int *max_out);
+TgStatus dist_max_int(int value, int *max_out);
 /* Compares a value across the ranks: *differing_rank receives the lowest rank whose value is not
  * rank 0's, or -1 when every rank passed the same. */
-tg_status dist_compare_u64(uint64_t value, int *differing_rank);
+TgStatus dist_compare_u64(uint64_t value, int *differing_rank);
 /* Waits until every rank is here (for measuring how long ranks wait for each other). */
-tg_status dist_barrier(void);
+TgStatus dist_barrier(void);
 
 /* A checksum of `bytes` bytes, continued from h (start with 0): h = (h xor w) * K over 64-bit
  * words w, K odd. Each step is a bijection of h and of w, so changing any one word of the data

@@ -23,7 +23,7 @@ enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q8_0 = 8 };
 enum { Q8_0_BLOCK = 32 };
 enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 }; /* tokenizer.ggml.token_type */
 
-tg_status gguf_weights_parse(const char *name, GgufWeights *out) {
+TgStatus gguf_weights_parse(const char *name, GgufWeights *out) {
     static const char *const names[] = {"f32", "f16", "q8_0"};
     for (int i = 0; i < 3; i++)
         if (strcmp(name, names[i]) == 0) {
@@ -70,7 +70,7 @@ static void array_head(Buf *b, const char *k, uint32_t elem_type, uint64_t n) {
     put_u64(b, n);
 }
 
-static void put_model_metadata(Buf *b, const ModelConfig *c, GgufWeights weights) {
+static void put_model_metadata(Buf *b, const TgModelConfig *c, GgufWeights weights) {
     static const uint32_t file_types[] = {[GGUF_WEIGHTS_F32] = 0, [GGUF_WEIGHTS_F16] = 1, [GGUF_WEIGHTS_Q8_0] = 7};
     kv_str(b, "general.architecture", "llama");
     kv_str(b, "general.name", "tapegrad");
@@ -87,7 +87,7 @@ static void put_model_metadata(Buf *b, const ModelConfig *c, GgufWeights weights
     kv_u32(b, "llama.vocab_size", (uint32_t)c->vocab);
 }
 
-static void put_tokenizer_metadata(Buf *b, const Tokenizer *tok) {
+static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok) {
     kv_str(b, "tokenizer.ggml.model", "gpt2");
     kv_str(b, "tokenizer.ggml.pre", "gpt-2");
     array_head(b, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, (uint64_t)tok->vocab_size);
@@ -121,7 +121,7 @@ static void put_tokenizer_metadata(Buf *b, const Tokenizer *tok) {
 
 typedef struct {
     char name[64];
-    const Tensor *t;
+    const TgTensor *t;
     int64_t heads; /* > 0: permute rows for llama.cpp's RoPE pairs, with this many heads */
     uint32_t type;
     uint64_t offset, bytes;
@@ -133,20 +133,20 @@ static uint64_t tensor_bytes(uint32_t type, int64_t numel) {
     return (uint64_t)(numel / Q8_0_BLOCK) * (2 + Q8_0_BLOCK);
 }
 
-static uint32_t type_for(const Tensor *t, GgufWeights weights) {
+static uint32_t type_for(const TgTensor *t, GgufWeights weights) {
     if (t->ndim == 1 || weights == GGUF_WEIGHTS_F32) return GGML_TYPE_F32;
     if (weights == GGUF_WEIGHTS_Q8_0 && t->shape[1] % Q8_0_BLOCK == 0) return GGML_TYPE_Q8_0;
     return GGML_TYPE_F16;
 }
 
 /* The tensors in file order, with their types and offsets; returns their number. */
-static int plan_tensors(const Model *m, GgufWeights weights, GgufTensor *out) {
+static int plan_tensors(const TgModel *m, GgufWeights weights, GgufTensor *out) {
     int n = 0;
 #define ADD(tensor, heads_, ...) \
     (snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__), out[n].t = (tensor), out[n].heads = (heads_), n++)
     ADD(m->embed, 0, "token_embd.weight");
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
-        const LayerParams *p = &m->layers[l];
+        const TgLayerParams *p = &m->layers[l];
         ADD(p->attn_norm, 0, "blk.%lld.attn_norm.weight", (long long)l);
         ADD(p->wq, m->cfg.n_heads, "blk.%lld.attn_q.weight", (long long)l);
         ADD(p->wk, m->cfg.n_kv_heads, "blk.%lld.attn_k.weight", (long long)l);
@@ -171,7 +171,7 @@ static int plan_tensors(const Model *m, GgufWeights weights, GgufTensor *out) {
 
 static void put_tensor_infos(Buf *b, const GgufTensor *ts, int n) {
     for (int i = 0; i < n; i++) {
-        const Tensor *t = ts[i].t;
+        const TgTensor *t = ts[i].t;
         put_str(b, ts[i].name);
         put_u32(b, (uint32_t)t->ndim);
         for (int d = t->ndim - 1; d >= 0; d--) put_u64(b, (uint64_t)t->shape[d]);
@@ -205,7 +205,7 @@ static uint16_t half_of(float f) {
 
 /* Row r of tensor ts as llama.cpp wants it (the RoPE permutation of attn_q / attn_k). */
 static const float *row_of(const GgufTensor *ts, int64_t r) {
-    const Tensor *t = ts->t;
+    const TgTensor *t = ts->t;
     int64_t cols = t->ndim == 1 ? t->numel : t->shape[1];
     if (ts->heads <= 0) return t->data + r * cols;
     int64_t hd = t->shape[0] / ts->heads, h = r / hd, j = (r % hd) / 2, s = r % 2;
@@ -235,15 +235,15 @@ static void write_row(FILE *f, uint32_t type, const float *x, int64_t n) {
 static void write_tensor_data(FILE *f, const GgufTensor *ts, int n) {
     static const uint8_t zeros[GGUF_ALIGNMENT];
     for (int i = 0; i < n; i++) {
-        const Tensor *t = ts[i].t;
+        const TgTensor *t = ts[i].t;
         int64_t rows = t->ndim == 1 ? 1 : t->shape[0], cols = t->ndim == 1 ? t->numel : t->shape[1];
         for (int64_t r = 0; r < rows; r++) write_row(f, ts[i].type, row_of(&ts[i], r), cols);
         fwrite(zeros, 1, (size_t)((GGUF_ALIGNMENT - ts[i].bytes % GGUF_ALIGNMENT) % GGUF_ALIGNMENT), f);
     }
 }
 
-tg_status model_export_gguf(const Model *model, const Tokenizer *tok, const char *path, GgufWeights weights) {
-    const ModelConfig *c = &model->cfg;
+TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const char *path, GgufWeights weights) {
+    const TgModelConfig *c = &model->cfg;
     TG_TRY(export_check_llama(c));
     TG_TRY(tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)
@@ -261,7 +261,7 @@ tg_status model_export_gguf(const Model *model, const Tokenizer *tok, const char
     put_u64(&head, (uint64_t)n_tensors);
     put_u64(&head, meta.count);
     AtomicFile af;
-    tg_status s = atomic_file_open(&af, path);
+    TgStatus s = atomic_file_open(&af, path);
     if (s == TG_OK) {
         FILE *f = atomic_file_stream(&af);
         fwrite(head.data, 1, head.len, f);

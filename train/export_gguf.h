@@ -15,23 +15,23 @@
  * Norm weights stay F32 in every type; Q8_0 (blocks of 32 weights, one F16 scale max|w|/127
  * and 32 int8) needs rows whose length is a multiple of 32, and falls back to F16 otherwise.
  *
- * Tokenizer: model "gpt2" (byte-level BPE) with the pre-tokenizer "gpt-2", the GPT-2 regex
+ * TgTokenizer: model "gpt2" (byte-level BPE) with the pre-tokenizer "gpt-2", the GPT-2 regex
  * tapegrad's BPE splits with; tokens in Hugging Face's text form, merges as "left right",
  * <eot> (and imported special tokens) as control tokens, bos = eos = <eot>, no BOS added. */
 #ifndef TAPEGRAD_TRAIN_EXPORT_GGUF_H
 #define TAPEGRAD_TRAIN_EXPORT_GGUF_H
 
-#include "data/tokenizer.h"
-#include "lib/error.h"
-#include "train/model.h"
+#include "tapegrad/tokenizer.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
 
 typedef enum { GGUF_WEIGHTS_F32, GGUF_WEIGHTS_F16, GGUF_WEIGHTS_Q8_0 } GgufWeights;
 
 /* "f32" | "f16" | "q8_0" */
-tg_status gguf_weights_parse(const char *name, GgufWeights *out);
+TgStatus gguf_weights_parse(const char *name, GgufWeights *out);
 
 /* Writes the model and its tokenizer to `path` (atomically). Refuses a model that is not a Llama
  * model and a tokenizer no llama.cpp pre-tokenizer reproduces, before writing anything. */
-tg_status model_export_gguf(const Model *model, const Tokenizer *tok, const char *path, GgufWeights weights);
+TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const char *path, GgufWeights weights);
 
 #endif

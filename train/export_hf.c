@@ -12,18 +12,18 @@
 #include "lib/atomic_file.h"
 #include "train/convert.h"
 
-tg_status export_check_llama(const ModelConfig *cfg) {
-    if (cfg->ffn != FFN_SWIGLU)
+TgStatus export_check_llama(const TgModelConfig *cfg) {
+    if (cfg->ffn != TG_FFN_SWIGLU)
         return tg_fail(TG_ERR_MISMATCH,
                        "this model's feed-forward block is %s, w2(relu(w1 x)); the Llama architecture that "
                        "transformers and llama.cpp run has SwiGLU, w2(silu(w1 x) * w3 x), so no Llama config can "
                        "describe it; export its weights with --safetensors instead",
-                       ffn_kind_name(cfg->ffn));
+                       tg_ffn_kind_name(cfg->ffn));
     return TG_OK;
 }
 
 /* An absent or empty folder is fine; a folder with files needs `force`. */
-static tg_status check_folder(const char *dir, bool force) {
+static TgStatus check_folder(const char *dir, bool force) {
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT) return make_folders(dir);
@@ -40,19 +40,19 @@ static tg_status check_folder(const char *dir, bool force) {
     return TG_OK;
 }
 
-static tg_status write_json(const char *dir, const char *name, cJSON *root) {
+static TgStatus write_json(const char *dir, const char *name, cJSON *root) {
     char path[4200], *text = cJSON_Print(root);
     cJSON_Delete(root);
     TG_CHECK(text, "out of memory printing %s", name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     size_t len = strlen(text);
     text[len] = '\n'; /* cJSON_Print leaves no final newline; the NUL is not written */
-    tg_status s = atomic_write(path, text, len + 1);
+    TgStatus s = atomic_write(path, text, len + 1);
     free(text);
     return s;
 }
 
-static cJSON *llama_config(const ModelConfig *c, int32_t eot) {
+static cJSON *llama_config(const TgModelConfig *c, int32_t eot) {
     cJSON *root = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
@@ -89,7 +89,7 @@ static cJSON *generation_config(int32_t eot) {
     return root;
 }
 
-static cJSON *tokenizer_config(const Tokenizer *tok, int64_t seq_len) {
+static cJSON *tokenizer_config(const TgTokenizer *tok, int64_t seq_len) {
     cJSON *root = cJSON_CreateObject();
     char *eot = tokenizer_hf_token_text(tok, tok->eot_id);
     cJSON_AddStringToObject(root, "tokenizer_class", "PreTrainedTokenizerFast");
@@ -119,8 +119,8 @@ static cJSON *tokenizer_config(const Tokenizer *tok, int64_t seq_len) {
     return root;
 }
 
-tg_status model_export_hf(const Model *model, const Tokenizer *tok, const char *dir, bool force, const char *source_note) {
-    const ModelConfig *c = &model->cfg;
+TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, bool force, const char *source_note) {
+    const TgModelConfig *c = &model->cfg;
     TG_TRY(export_check_llama(c));
     TG_TRY(tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)

@@ -17,16 +17,16 @@
 
 #include <stdbool.h>
 
-#include "data/tokenizer.h"
-#include "lib/error.h"
-#include "train/model.h"
+#include "tapegrad/tokenizer.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
 
 /* TG_ERR_MISMATCH with the reason when the model is not a Llama model (a ReLU FFN). */
-tg_status export_check_llama(const ModelConfig *cfg);
+TgStatus export_check_llama(const TgModelConfig *cfg);
 
 /* Writes the folder `dir` (created with its parents when missing). An existing folder that
  * holds anything is refused unless `force`, which replaces the five files and keeps the rest.
  * The model and the tokenizer are checked before anything is written. */
-tg_status model_export_hf(const Model *model, const Tokenizer *tok, const char *dir, bool force, const char *source_note);
+TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, bool force, const char *source_note);
 
 #endif

@@ -1,4 +1,4 @@
-#include "train/model.h"
+#include "tapegrad/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -6,28 +6,28 @@
 #include <string.h>
 
 #include "lib/checked.h"
-#include "lib/rng.h"
+#include "tapegrad/rng.h"
 
-static const char *const ffn_kind_names[] = {[FFN_SWIGLU] = "swiglu", [FFN_RELU] = "relu"};
+static const char *const ffn_kind_names[] = {[TG_FFN_SWIGLU] = "swiglu", [TG_FFN_RELU] = "relu"};
 enum { FFN_KIND_COUNT = sizeof ffn_kind_names / sizeof ffn_kind_names[0] };
 
-bool ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < FFN_KIND_COUNT; }
+bool tg_ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < FFN_KIND_COUNT; }
 
-const char *ffn_kind_name(FfnKind kind) { return ffn_kind_valid(kind) ? ffn_kind_names[kind] : "?"; }
+const char *tg_ffn_kind_name(TgFfnKind kind) { return tg_ffn_kind_valid(kind) ? ffn_kind_names[kind] : "?"; }
 
-tg_status ffn_kind_parse(const char *name, FfnKind *kind) {
+TgStatus tg_ffn_kind_parse(const char *name, TgFfnKind *kind) {
     for (int k = 0; k < FFN_KIND_COUNT; k++)
         if (strcmp(name, ffn_kind_names[k]) == 0) {
-            *kind = (FfnKind)k;
+            *kind = (TgFfnKind)k;
             return TG_OK;
         }
     return tg_fail(TG_ERR_ARG, "unknown FFN kind '%s'; the kinds are swiglu and relu", name);
 }
 
-int64_t model_swiglu_hidden(int64_t dim) { return 64 * ((8 * dim / 3 + 63) / 64); }
+int64_t tg_model_swiglu_hidden(int64_t dim) { return 64 * ((8 * dim / 3 + 63) / 64); }
 
-tg_status model_preset(const char *name, ModelConfig *cfg) {
-    ModelConfig c = {.ffn = FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
+TgStatus tg_model_preset(const char *name, TgModelConfig *cfg) {
+    TgModelConfig c = {.ffn = TG_FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
     if (strcmp(name, "tiny") == 0) {
         c.dim = 64, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = 2, c.hidden = 176, c.seq_len = 32;
         c.vocab = 0; /* from the tokenizer */
@@ -44,11 +44,11 @@ tg_status model_preset(const char *name, ModelConfig *cfg) {
     return TG_OK;
 }
 
-tg_status model_config_validate(const ModelConfig *c) {
+TgStatus tg_model_config_validate(const TgModelConfig *c) {
     struct { const char *flag; int64_t value, max; } sizes[] = {
-        {"--dim", c->dim, MODEL_MAX_DIM}, {"--layers", c->n_layers, MODEL_MAX_LAYERS},
-        {"--heads", c->n_heads, MODEL_MAX_HEADS}, {"--kv-heads", c->n_kv_heads, MODEL_MAX_HEADS},
-        {"--hidden", c->hidden, MODEL_MAX_HIDDEN}, {"--vocab", c->vocab, TG_MAX_VOCAB}, {"--seq", c->seq_len, MODEL_MAX_SEQ},
+        {"--dim", c->dim, TG_MODEL_MAX_DIM}, {"--layers", c->n_layers, TG_MODEL_MAX_LAYERS},
+        {"--heads", c->n_heads, TG_MODEL_MAX_HEADS}, {"--kv-heads", c->n_kv_heads, TG_MODEL_MAX_HEADS},
+        {"--hidden", c->hidden, TG_MODEL_MAX_HIDDEN}, {"--vocab", c->vocab, TG_MAX_VOCAB}, {"--seq", c->seq_len, TG_MODEL_MAX_SEQ},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].value <= 0)
@@ -70,13 +70,13 @@ tg_status model_config_validate(const ModelConfig *c) {
         return tg_fail(TG_ERR_ARG, "--rope-theta must be a finite number above 1, got %g", c->rope_theta);
     if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
         return tg_fail(TG_ERR_ARG, "norm eps must be a positive number, got %g", c->norm_eps);
-    if (!ffn_kind_valid(c->ffn)) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
+    if (!tg_ffn_kind_valid(c->ffn)) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
     int64_t rope_entries;
-    if (!tg_mul_i64(c->seq_len, c->dim / c->n_heads, &rope_entries) || rope_entries > MODEL_MAX_ROPE_ENTRIES)
+    if (!tg_mul_i64(c->seq_len, c->dim / c->n_heads, &rope_entries) || rope_entries > TG_MODEL_MAX_ROPE_ENTRIES)
         return tg_fail(TG_ERR_ARG, "--seq %lld x head size %lld needs a RoPE table of more than %lld entries; shorten --seq",
-                       (long long)c->seq_len, (long long)(c->dim / c->n_heads), (long long)MODEL_MAX_ROPE_ENTRIES);
+                       (long long)c->seq_len, (long long)(c->dim / c->n_heads), (long long)TG_MODEL_MAX_ROPE_ENTRIES);
     /* each of the store's tensors may start up to 15 floats later, for its 64-byte alignment */
-    int64_t params = model_config_param_count(c), max_params = TG_MAX_ELEMENTS - 16 * (int64_t)TG_MAX_TENSORS;
+    int64_t params = tg_model_config_param_count(c), max_params = TG_MAX_ELEMENTS - 16 * (int64_t)TG_MAX_TENSORS;
     if (params < 0 || params > max_params)
         return tg_fail(TG_ERR_ARG, "the model would have more than %lld parameters; make it smaller", (long long)max_params);
     return TG_OK;
@@ -88,7 +88,7 @@ static bool add_matrices(int64_t *count, int64_t times, int64_t rows, int64_t co
     return tg_mul_i64(rows, cols, &n) && tg_mul_i64(n, times, &n) && tg_add_i64(*count, n, count);
 }
 
-int64_t model_config_param_count(const ModelConfig *c) {
+int64_t tg_model_config_param_count(const TgModelConfig *c) {
     if (c->n_heads <= 0) return -1;
     int64_t kv_dim, n = 0;
     bool ok = tg_mul_i64(c->n_kv_heads, c->dim / c->n_heads, &kv_dim) &&
@@ -97,33 +97,33 @@ int64_t model_config_param_count(const ModelConfig *c) {
               add_matrices(&n, 1, 1, c->dim);                /* the final norm */
     for (int i = 0; ok && i < 2; i++) /* q and o, k and v */
         ok = add_matrices(&n, c->n_layers, c->dim, c->dim) && add_matrices(&n, c->n_layers, kv_dim, c->dim);
-    for (int i = 0; ok && i < (c->ffn == FFN_SWIGLU ? 3 : 2); i++) /* w1, w3 (SwiGLU only), w2 */
+    for (int i = 0; ok && i < (c->ffn == TG_FFN_SWIGLU ? 3 : 2); i++) /* w1, w3 (SwiGLU only), w2 */
         ok = add_matrices(&n, c->n_layers, c->hidden, c->dim);
     return ok ? n : -1;
 }
 
 /* A weight matrix (rows, cols): N(0, 0.02), with weight decay. */
-static Tensor *add_matrix(Model *m, const char *name, int64_t rows, int64_t cols) {
-    return params_add(&m->params, name, 2, (int64_t[]){rows, cols}, true, PARAM_INIT_NORMAL(0.02f));
+static TgTensor *add_matrix(TgModel *m, const char *name, int64_t rows, int64_t cols) {
+    return tg_params_add(&m->params, name, 2, (int64_t[]){rows, cols}, true, TG_PARAM_INIT_NORMAL(0.02f));
 }
 /* An RMSNorm gain (dim): 1, without weight decay, as is usual for gains. */
-static Tensor *add_gain(Model *m, const char *name, int64_t dim) {
-    return params_add(&m->params, name, 1, (int64_t[]){dim}, false, PARAM_INIT_ONES);
+static TgTensor *add_gain(TgModel *m, const char *name, int64_t dim) {
+    return tg_params_add(&m->params, name, 1, (int64_t[]){dim}, false, TG_PARAM_INIT_ONES);
 }
 
-void model_build(Model *m, const ModelConfig *cfg) {
-    TG_CHECK(model_config_validate(cfg) == TG_OK, "%s", tg_error_message());
+void tg_model_build(TgModel *m, const TgModelConfig *cfg) {
+    TG_CHECK(tg_model_config_validate(cfg) == TG_OK, "%s", tg_error_message());
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    const ModelConfig *c = &m->cfg;
+    const TgModelConfig *c = &m->cfg;
     int64_t hd = c->dim / c->n_heads, kv_dim = c->n_kv_heads * hd;
-    params_init(&m->params);
+    tg_params_init(&m->params);
     m->embed = add_matrix(m, "model.embed_tokens.weight", c->vocab, c->dim);
     m->layers = tg_calloc((size_t)c->n_layers, sizeof *m->layers);
     char name[128]; /* layer names stay far below TG_NAME_CAP; the slack quiets -Wformat-truncation */
 #define LAYER_NAME(suffix) (snprintf(name, sizeof name, "model.layers.%lld." suffix, (long long)i), name)
     for (int64_t i = 0; i < c->n_layers; i++) {
-        LayerParams *L = &m->layers[i];
+        TgLayerParams *L = &m->layers[i];
         L->attn_norm = add_gain(m, LAYER_NAME("input_layernorm.weight"), c->dim);
         L->wq = add_matrix(m, LAYER_NAME("self_attn.q_proj.weight"), c->dim, c->dim);
         L->wk = add_matrix(m, LAYER_NAME("self_attn.k_proj.weight"), kv_dim, c->dim);
@@ -131,33 +131,33 @@ void model_build(Model *m, const ModelConfig *cfg) {
         L->wo = add_matrix(m, LAYER_NAME("self_attn.o_proj.weight"), c->dim, c->dim);
         L->ffn_norm = add_gain(m, LAYER_NAME("post_attention_layernorm.weight"), c->dim);
         L->w1 = add_matrix(m, LAYER_NAME("mlp.gate_proj.weight"), c->hidden, c->dim);
-        if (c->ffn == FFN_SWIGLU) {
+        if (c->ffn == TG_FFN_SWIGLU) {
             L->w3 = add_matrix(m, LAYER_NAME("mlp.up_proj.weight"), c->hidden, c->dim);
         }
         L->w2 = add_matrix(m, LAYER_NAME("mlp.down_proj.weight"), c->dim, c->hidden);
     }
 #undef LAYER_NAME
     m->final_norm = add_gain(m, "model.norm.weight", c->dim);
-    params_finalize(&m->params);
-    rope_table_init(&m->rope, c->seq_len, hd, c->rope_theta);
+    tg_params_finalize(&m->params);
+    tg_rope_table_init(&m->rope, c->seq_len, hd, c->rope_theta);
 }
 
-void model_free(Model *m) {
-    params_free(&m->params);
-    rope_table_free(&m->rope);
+void tg_model_free(TgModel *m) {
+    tg_params_free(&m->params);
+    tg_rope_table_free(&m->rope);
     free(m->layers);
     memset(m, 0, sizeof *m);
 }
 
-void model_init_weights(Model *m, uint64_t seed) { params_init_values(&m->params, seed); }
+void tg_model_init_weights(TgModel *m, uint64_t seed) { tg_params_init_values(&m->params, seed); }
 
-int64_t model_param_count(const Model *m) {
+int64_t tg_model_param_count(const TgModel *m) {
     int64_t n = 0;
     for (int i = 0; i < m->params.count; i++) n += m->params.tensors[i]->numel;
     return n;
 }
 
-void kv_cache_init(KVCache *cache, const ModelConfig *cfg, int64_t max_pos) {
+void tg_kv_cache_init(TgKVCache *cache, const TgModelConfig *cfg, int64_t max_pos) {
     int64_t kv_dim = cfg->n_kv_heads * (cfg->dim / cfg->n_heads);
     size_t n = (size_t)cfg->n_layers * (size_t)max_pos * (size_t)kv_dim;
     cache->k = tg_calloc(n, sizeof(float));
@@ -166,7 +166,7 @@ void kv_cache_init(KVCache *cache, const ModelConfig *cfg, int64_t max_pos) {
     cache->len = 0;
 }
 
-void kv_cache_free(KVCache *cache) {
+void tg_kv_cache_free(TgKVCache *cache) {
     free(cache->k);
     free(cache->v);
     memset(cache, 0, sizeof *cache);
@@ -174,8 +174,8 @@ void kv_cache_free(KVCache *cache) {
 
 /* Appends the new keys/values (1,T,KVH*hd) of `layer` to the cache and returns views of all
  * cached positions (1, len+T, KVH*hd). */
-static void cache_append(Tape *tape, KVCache *cache, const ModelConfig *c, int64_t layer, Tensor **k,
-                         Tensor **v) {
+static void cache_append(TgTape *tape, TgKVCache *cache, const TgModelConfig *c, int64_t layer, TgTensor **k,
+                         TgTensor **v) {
     int64_t kv_dim = (*k)->shape[2], T = (*k)->shape[1];
     TG_CHECK(cache->len + T <= cache->max_pos, "KV cache full: %lld + %lld > %lld", (long long)cache->len,
              (long long)T, (long long)cache->max_pos);
@@ -184,59 +184,59 @@ static void cache_append(Tape *tape, KVCache *cache, const ModelConfig *c, int64
     memcpy(kdst + (size_t)cache->len * kv_dim, (*k)->data, (size_t)(T * kv_dim) * sizeof(float));
     memcpy(vdst + (size_t)cache->len * kv_dim, (*v)->data, (size_t)(T * kv_dim) * sizeof(float));
     int64_t shape[3] = {1, cache->len + T, kv_dim};
-    *k = tensor_view(tape->arena, "k_cache", kdst, 3, shape);
-    *v = tensor_view(tape->arena, "v_cache", vdst, 3, shape);
+    *k = tg_tensor_view(tape->arena, "k_cache", kdst, 3, shape);
+    *v = tg_tensor_view(tape->arena, "v_cache", vdst, 3, shape);
 }
 
-static Tensor *forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, int64_t T, KVCache *cache,
-                       Tensor **ffn_hidden_out) {
-    const ModelConfig *c = &m->cfg;
+static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_t B, int64_t T, TgKVCache *cache,
+                       TgTensor **ffn_hidden_out) {
+    const TgModelConfig *c = &m->cfg;
     float eps = (float)c->norm_eps;
     int64_t pos = cache ? cache->len : 0;
     TG_CHECK(!cache || B == 1, "KV-cache decoding runs batch 1");
     TG_CHECK(pos + T <= c->seq_len, "positions %lld..%lld exceed the context %lld", (long long)pos,
              (long long)(pos + T - 1), (long long)c->seq_len);
-    Tensor *x = op_embedding(tape, m->embed, tokens, 2, (int64_t[]){B, T}); /* (B,T,D) */
+    TgTensor *x = tg_embedding(tape, m->embed, tokens, 2, (int64_t[]){B, T}); /* (B,T,D) */
     for (int64_t l = 0; l < c->n_layers; l++) {
-        LayerParams *L = &m->layers[l];
+        TgLayerParams *L = &m->layers[l];
         /* attention sub-block: x = x + Wo attn(rope(q), rope(k), v). RoPE overwrites the
          * projections (their backward does not read them) and the residual add is fused into
          * Wo's product: neither keeps a tensor of its own for the backward. */
-        Tensor *n1 = op_rmsnorm(tape, x, L->attn_norm, eps);                   /* (B,T,D) */
-        Tensor *q = op_rope_inplace(tape, op_linear(tape, n1, L->wq), c->n_heads, &m->rope, pos);    /* (B,T,H*hd) */
-        Tensor *k = op_rope_inplace(tape, op_linear(tape, n1, L->wk), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
-        Tensor *v = op_linear(tape, n1, L->wv);                                /* (B,T,KVH*hd) */
+        TgTensor *n1 = tg_rmsnorm(tape, x, L->attn_norm, eps);                   /* (B,T,D) */
+        TgTensor *q = tg_rope_inplace(tape, tg_linear(tape, n1, L->wq), c->n_heads, &m->rope, pos);    /* (B,T,H*hd) */
+        TgTensor *k = tg_rope_inplace(tape, tg_linear(tape, n1, L->wk), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
+        TgTensor *v = tg_linear(tape, n1, L->wv);                                /* (B,T,KVH*hd) */
         if (cache) cache_append(tape, cache, c, l, &k, &v);                   /* (1,pos+T,KVH*hd) */
-        Tensor *a = op_attention(tape, q, k, v, c->n_heads, c->n_kv_heads);   /* (B,T,D) */
-        x = op_linear_residual(tape, a, L->wo, x);
+        TgTensor *a = tg_attention(tape, q, k, v, c->n_heads, c->n_kv_heads);   /* (B,T,D) */
+        x = tg_linear_residual(tape, a, L->wo, x);
         /* feed-forward sub-block: x = x + w2(ffn hidden(rmsnorm(x))), w2 fused with the add */
-        Tensor *n2 = op_rmsnorm(tape, x, L->ffn_norm, eps);                   /* (B,T,D) */
-        Tensor **hidden = ffn_hidden_out ? &ffn_hidden_out[l] : NULL;          /* (B,T,hidden) */
-        if (c->ffn == FFN_SWIGLU) x = ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, x, hidden);
-        else x = ffn_relu(tape, n2, L->w1, L->w2, x, hidden);
+        TgTensor *n2 = tg_rmsnorm(tape, x, L->ffn_norm, eps);                   /* (B,T,D) */
+        TgTensor **hidden = ffn_hidden_out ? &ffn_hidden_out[l] : NULL;          /* (B,T,hidden) */
+        if (c->ffn == TG_FFN_SWIGLU) x = tg_ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, x, hidden);
+        else x = tg_ffn_relu(tape, n2, L->w1, L->w2, x, hidden);
     }
     if (cache) cache->len += T;
-    Tensor *xn = op_rmsnorm(tape, x, m->final_norm, eps);
-    return op_linear(tape, xn, m->embed); /* (B,T,V): the head is the embedding, tied */
+    TgTensor *xn = tg_rmsnorm(tape, x, m->final_norm, eps);
+    return tg_linear(tape, xn, m->embed); /* (B,T,V): the head is the embedding, tied */
 }
 
-Tensor *model_forward(Model *m, Tape *tape, const int32_t *tokens, int64_t B, int64_t T, KVCache *cache) {
+TgTensor *tg_model_forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_t B, int64_t T, TgKVCache *cache) {
     return forward(m, tape, tokens, B, T, cache, NULL);
 }
 
-Tensor *model_loss_inspected(Model *m, Tape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
-                             int64_t T, Tensor **ffn_hidden_out) {
-    Tensor *logits = forward(m, tape, tokens, B, T, NULL, ffn_hidden_out);
-    return op_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
+TgTensor *tg_model_loss_inspected(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
+                             int64_t T, TgTensor **ffn_hidden_out) {
+    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, ffn_hidden_out);
+    return tg_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
 }
 
-Tensor *model_loss(Model *m, Tape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
-                   int64_t T, Tensor **logits_out) {
-    Tensor *logits = forward(m, tape, tokens, B, T, NULL, NULL);
+TgTensor *tg_model_loss(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
+                   int64_t T, TgTensor **logits_out) {
+    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, NULL);
     if (logits_out) {
         *logits_out = logits;
-        return op_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
+        return tg_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
     }
     /* no one else sees the logits: the backward may overwrite them with their gradient */
-    return op_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
+    return tg_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
 }

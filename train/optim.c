@@ -1,12 +1,12 @@
-#include "train/optim.h"
+#include "tapegrad/optim.h"
 
 #include <math.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/kernels.h"
 
-AdamWConfig adamw_defaults(void) {
-    AdamWConfig c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+TgAdamWConfig tg_adamw_defaults(void) {
+    TgAdamWConfig c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     return c;
 }
 
@@ -15,7 +15,7 @@ static void adamw_range(void *ctx, int64_t begin, int64_t end, int thread) {
     tg_kernels()->adamw(ctx, begin, end);
 }
 
-void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr, Pool *pool) {
+void tg_adamw_step(TgParamStore *ps, const TgAdamWConfig *cfg, int64_t step, double lr, TgPool *pool) {
     TG_CHECK(step >= 1, "AdamW step numbers start at 1, got %lld", (long long)step);
     double bias1 = 1.0 - pow(cfg->beta1, (double)step);
     double bias2 = 1.0 - pow(cfg->beta2, (double)step);
@@ -29,11 +29,11 @@ void adamw_step(ParamStore *ps, const AdamWConfig *cfg, int64_t step, double lr,
         };
         int64_t n = ps->tensors[i]->numel;
         /* small tensors (norm gains) are not worth waking the pool for */
-        pool_parallel_for(n >= 65536 ? pool : NULL, n, adamw_range, &job);
+        tg_pool_parallel_for(n >= 65536 ? pool : NULL, n, adamw_range, &job);
     }
 }
 
-double clip_grad_norm(ParamStore *ps, double max_norm) { return clip_grad_norm_pool(ps, max_norm, NULL); }
+double tg_clip_grad_norm(TgParamStore *ps, double max_norm) { return tg_clip_grad_norm_pool(ps, max_norm, NULL); }
 
 enum { CLIP_MAX_THREADS = 64 };
 
@@ -55,21 +55,21 @@ static void scale_range(void *ctx, int64_t begin, int64_t end, int thread) {
     for (int64_t i = begin; i < end; i++) j->g[i] *= j->scale;
 }
 
-double clip_grad_norm_pool(ParamStore *ps, double max_norm, Pool *pool) {
-    if (pool_threads(pool) > CLIP_MAX_THREADS) pool = NULL;
+double tg_clip_grad_norm_pool(TgParamStore *ps, double max_norm, TgPool *pool) {
+    if (tg_pool_threads(pool) > CLIP_MAX_THREADS) pool = NULL;
     ClipJob job = {.g = ps->grad};
-    pool_parallel_for(pool, (int64_t)ps->total, sum_squares_range, &job);
+    tg_pool_parallel_for(pool, (int64_t)ps->total, sum_squares_range, &job);
     double sum = 0.0;
-    for (int t = 0; t < pool_threads(pool); t++) sum += job.partial[t];
+    for (int t = 0; t < tg_pool_threads(pool); t++) sum += job.partial[t];
     double norm = sqrt(sum);
     if (max_norm > 0 && norm > max_norm) {
         job.scale = (float)(max_norm / (norm + 1e-6));
-        pool_parallel_for(pool, (int64_t)ps->total, scale_range, &job);
+        tg_pool_parallel_for(pool, (int64_t)ps->total, scale_range, &job);
     }
     return norm;
 }
 
-double lr_at(const LrSchedule *s, int64_t step) {
+double tg_lr_at(const TgLrSchedule *s, int64_t step) {
     if (step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
     if (step >= s->total) return s->min_lr;
     double span = (double)(s->total - s->warmup);

@@ -1,4 +1,4 @@
-#include "train/pretrained.h"
+#include "tapegrad/pretrained.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,12 +6,12 @@
 
 #include "train/run.h"
 
-tg_status pretrained_open(const char *dir_or_file, Pretrained *p) {
+TgStatus tg_pretrained_open(const char *dir_or_file, TgPretrained *p) {
     memset(p, 0, sizeof *p);
     /* a Run opened read-only holds exactly this; its tokenizer and model move out of it (they
      * point to the heap, never into the Run) */
     Run *run = tg_malloc(sizeof *run);
-    tg_status s = run_open_existing(dir_or_file, run);
+    TgStatus s = run_open_existing(dir_or_file, run);
     if (s == TG_OK) {
         p->tok = run->tok;
         p->model = run->model;
@@ -25,8 +25,8 @@ tg_status pretrained_open(const char *dir_or_file, Pretrained *p) {
     return s;
 }
 
-void pretrained_close(Pretrained *p) {
-    if (p->model.params.finalized) model_free(&p->model);
-    tokenizer_free(&p->tok);
+void tg_pretrained_close(TgPretrained *p) {
+    if (p->model.params.finalized) tg_model_free(&p->model);
+    tg_tokenizer_free(&p->tok);
     memset(p, 0, sizeof *p);
 }

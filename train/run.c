@@ -14,23 +14,23 @@
 #include "lib/file_read.h"
 #include "data/tokfile.h"
 #include "train/convert.h"
-#include "train/sample.h"
+#include "tapegrad/sample.h"
 
 /* ---------------------------------------------------------------- identity of a run */
 
 /* What must not change when a run continues: the TRAIN_OPT_IDENTITY options, in DIR/run.txt. */
-static tg_status identity_write(const char *dir, const TrainOptions *id) {
+static TgStatus identity_write(const char *dir, const TrainOptions *id) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
     return opt_write(train_option_table(), id, TRAIN_OPT_IDENTITY, path);
 }
 
-tg_status run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
+TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
     train_options_defaults(id);
     OptSet read = 0;
-    tg_status s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings);
+    TgStatus s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings);
     /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
     if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
     if (id->seed < 0 || !id->tokenizer)
@@ -40,10 +40,10 @@ tg_status run_identity_read(const char *dir, TrainOptions *id, OptStrings *strin
 
 /* ---------------------------------------------------------------- model config from flags */
 
-static tg_status resolve_config(const TrainOptions *o, int64_t vocab, ModelConfig *out) {
-    ModelConfig c;
-    TG_TRY(model_preset(o->preset, &c));
-    const ModelConfig *m = &o->model;
+static TgStatus resolve_config(const TrainOptions *o, int64_t vocab, TgModelConfig *out) {
+    TgModelConfig c;
+    TG_TRY(tg_model_preset(o->preset, &c));
+    const TgModelConfig *m = &o->model;
     bool dim_changed = m->dim > 0 && m->dim != c.dim;
     if (m->dim > 0) c.dim = m->dim;
     if (m->n_layers > 0) c.n_layers = m->n_layers;
@@ -52,25 +52,25 @@ static tg_status resolve_config(const TrainOptions *o, int64_t vocab, ModelConfi
     else if (m->n_heads > 0 && c.n_heads % c.n_kv_heads != 0) c.n_kv_heads = c.n_heads;
     if (m->seq_len > 0) c.seq_len = m->seq_len;
     if (m->rope_theta > 0) c.rope_theta = m->rope_theta;
-    c.ffn = FFN_SWIGLU;
-    if (o->ffn) TG_TRY(ffn_kind_parse(o->ffn, &c.ffn));
+    c.ffn = TG_FFN_SWIGLU;
+    if (o->ffn) TG_TRY(tg_ffn_kind_parse(o->ffn, &c.ffn));
     if (m->hidden > 0) c.hidden = m->hidden;
-    else if (c.ffn == FFN_RELU) c.hidden = 4 * c.dim; /* equal parameters to SwiGLU at 8/3 */
-    else if (dim_changed) c.hidden = model_swiglu_hidden(c.dim);
+    else if (c.ffn == TG_FFN_RELU) c.hidden = 4 * c.dim; /* equal parameters to SwiGLU at 8/3 */
+    else if (dim_changed) c.hidden = tg_model_swiglu_hidden(c.dim);
     c.vocab = vocab;
     *out = c;
-    return model_config_validate(&c);
+    return tg_model_config_validate(&c);
 }
 
 /* ---------------------------------------------------------------- opening */
 
-tg_status run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n) {
+TgStatus run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", run->dir, file);
     return tokfile_read_for(path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint, ids, n);
 }
 
-static tg_status load_tokens(Run *run) {
+static TgStatus load_tokens(Run *run) {
     size_t n;
     TG_TRY(run_read_tokens(run, PREPARE_TRAIN_FILE, &run->train_tokens, &n));
     run->n_train = (int64_t)n;
@@ -81,11 +81,11 @@ static tg_status load_tokens(Run *run) {
 
 /* A run killed after its last checkpoint logged steps the resume will train again: drop them,
  * so metrics.jsonl holds every step once. */
-static tg_status drop_metrics_after(const char *path, int64_t step) {
+static TgStatus drop_metrics_after(const char *path, int64_t step) {
     FILE *in = file_open_read(path);
     if (!in) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     AtomicFile af;
-    tg_status s = atomic_file_open(&af, path);
+    TgStatus s = atomic_file_open(&af, path);
     if (s != TG_OK) {
         fclose(in);
         return s;
@@ -111,7 +111,7 @@ static tg_status drop_metrics_after(const char *path, int64_t step) {
     return TG_OK;
 }
 
-static tg_status open_metrics(Run *run) {
+static TgStatus open_metrics(Run *run) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", run->dir, RUN_METRICS_FILE);
     if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step));
@@ -119,7 +119,7 @@ static tg_status open_metrics(Run *run) {
 }
 
 /* A failed load of DIR's latest checkpoint: say which older ones could be used instead. */
-static tg_status with_alternatives(tg_status s, const char *dir, const char *ckpt_path) {
+static TgStatus with_alternatives(TgStatus s, const char *dir, const char *ckpt_path) {
     char others[512], msg[2048];
     const char *slash = strrchr(ckpt_path, '/');
     checkpoint_folder_others(dir, slash ? slash + 1 : ckpt_path, others, sizeof others);
@@ -129,15 +129,15 @@ static tg_status with_alternatives(tg_status s, const char *dir, const char *ckp
 }
 
 /* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
-static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
+static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
     TG_TRY(checkpoint_resolve(dir_or_file, ckpt_path, cap));
     folder_of(ckpt_path, run->dir, sizeof run->dir);
     char tok_path[4200];
     snprintf(tok_path, sizeof tok_path, "%s/%s", run->dir, PREPARE_TOKENIZER_FILE);
-    TG_TRY(tokenizer_load(tok_path, &run->tok));
-    ModelConfig cfg;
+    TG_TRY(tg_tokenizer_load(tok_path, &run->tok));
+    TgModelConfig cfg;
     uint64_t fingerprint = 0;
-    tg_status s = checkpoint_read_config(ckpt_path, &cfg, &fingerprint);
+    TgStatus s = checkpoint_read_config(ckpt_path, &cfg, &fingerprint);
     if (s != TG_OK) return with_alternatives(s, run->dir, ckpt_path);
     if (fingerprint != run->tok.fingerprint)
         return with_alternatives(tg_fail(TG_ERR_MISMATCH, "%s was trained with another tokenizer than %s", ckpt_path, tok_path),
@@ -147,7 +147,7 @@ static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt
                                                           "%s has %lld",
                                          ckpt_path, (long long)cfg.vocab, tok_path, (long long)run->tok.vocab_size),
                                  run->dir, ckpt_path);
-    model_build(&run->model, &cfg);
+    tg_model_build(&run->model, &cfg);
     run->model_built = true;
     CheckpointInfo info;
     s = checkpoint_load(ckpt_path, &run->model, &info);
@@ -157,7 +157,7 @@ static tg_status open_checkpointed(const char *dir_or_file, Run *run, char *ckpt
     return TG_OK;
 }
 
-tg_status run_open_existing(const char *dir_or_file, Run *run) {
+TgStatus run_open_existing(const char *dir_or_file, Run *run) {
     memset(run, 0, sizeof *run);
     char ckpt[4200];
     return open_checkpointed(dir_or_file, run, ckpt, sizeof ckpt);
@@ -165,7 +165,7 @@ tg_status run_open_existing(const char *dir_or_file, Run *run) {
 
 /* Every identity or shape option given now must equal the run's: `stored` holds run.txt's
  * values and the checkpoint's model shape. */
-static tg_status check_resume_flags(const TrainOptions *o, const TrainOptions *stored) {
+static TgStatus check_resume_flags(const TrainOptions *o, const TrainOptions *stored) {
     const OptTable *t = train_option_table();
     for (int i = 0; i < t->count; i++) {
         if (!(o->given & OPT_BIT(i)) || !(t->specs[i].group & (TRAIN_OPT_IDENTITY | TRAIN_OPT_SHAPE))) continue;
@@ -181,7 +181,7 @@ static tg_status check_resume_flags(const TrainOptions *o, const TrainOptions *s
 }
 
 /* A resumed run is only read here: its folder changes in run_start, once every check passed. */
-static tg_status open_resumed(const TrainOptions *o, bool writes, Run *run) {
+static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     char ckpt[4200], dir[4096];
     struct stat st;
     /* locked before anything is read: another trainer may be saving into it (a missing folder is
@@ -193,11 +193,11 @@ static tg_status open_resumed(const TrainOptions *o, bool writes, Run *run) {
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
     TrainOptions stored;
     OptStrings strings = {0};
-    tg_status s = run_identity_read(run->dir, &stored, &strings);
+    TgStatus s = run_identity_read(run->dir, &stored, &strings);
     if (s == TG_OK) {
-        const ModelConfig *c = &run->model.cfg;
+        const TgModelConfig *c = &run->model.cfg;
         stored.model = *c;
-        stored.ffn = ffn_kind_name(c->ffn);
+        stored.ffn = tg_ffn_kind_name(c->ffn);
         s = check_resume_flags(o, &stored);
     }
     opt_strings_free(&strings);
@@ -221,7 +221,7 @@ static void keep_tokens(Run *run, PreparedCorpus *corpus) {
 
 /* The corpus is read, tokenized and split in memory; only when that succeeded is the run's
  * temporary folder made and the tokenizer and token files written into it. */
-static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer, bool writes) {
+static TgStatus prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer, bool writes) {
     PrepareResult prepared;
     PreparedCorpus corpus;
     printf("preparing %s with a %s tokenizer into %s ...\n", prep->corpus_path, tokenizer, run->folder.path);
@@ -229,7 +229,7 @@ static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, con
     TG_TRY(prepare_corpus(prep, &corpus, &prepared));
     printf("corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)\n", prepared.corpus_bytes,
            prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size, prepared.tokenizer_seconds);
-    tg_status s = TG_OK;
+    TgStatus s = TG_OK;
     if (!writes) keep_tokens(run, &corpus);
     else if ((s = run_folder_begin(&run->folder)) == TG_OK) {
         snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
@@ -243,10 +243,10 @@ static tg_status prepare_in_new_folder(Run *run, const PrepareOptions *prep, con
 }
 
 /* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
-static tg_status open_new(TrainOptions *o, bool writes, Run *run) {
+static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     if (!o->preset) o->preset = "small";
-    ModelConfig preset_cfg;
-    TG_TRY(model_preset(o->preset, &preset_cfg));
+    TgModelConfig preset_cfg;
+    TG_TRY(tg_model_preset(o->preset, &preset_cfg));
     /* the identity with every default filled in, as run.txt records it */
     TrainOptions id = *o;
     id.tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
@@ -259,7 +259,7 @@ static tg_status open_new(TrainOptions *o, bool writes, Run *run) {
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
     int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : 2048;
-    ModelConfig cfg;
+    TgModelConfig cfg;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
     TG_TRY(resolve_config(o, bpe ? vocab : 256, &cfg));
     time_t now = time(NULL);
@@ -275,7 +275,7 @@ static tg_status open_new(TrainOptions *o, bool writes, Run *run) {
     PrepareOptions prep;
     prepare_options_default(&prep);
     prep.corpus_path = id.data_path;
-    prep.kind = bpe || hf ? TOKENIZER_BPE : TOKENIZER_CHAR;
+    prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
     prep.tokenizer_json = hf ? tokenizer + 3 : NULL;
     prep.vocab_size = (int32_t)vocab;
     prep.val_fraction = id.val_fraction;
@@ -286,32 +286,32 @@ static tg_status open_new(TrainOptions *o, bool writes, Run *run) {
         TG_TRY(load_tokens(run));
     }
     TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
-    model_build(&run->model, &cfg);
+    tg_model_build(&run->model, &cfg);
     run->model_built = true;
     if (o->init_from) {
         TG_TRY(model_import_safetensors(&run->model, o->init_from));
         run->initialized_from_file = true;
     } else {
-        model_init_weights(&run->model, (uint64_t)id.seed);
+        tg_model_init_weights(&run->model, (uint64_t)id.seed);
     }
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
 }
 
-tg_status run_open_for_training(TrainOptions *o, bool writes, Run *run) {
+TgStatus run_open_for_training(TrainOptions *o, bool writes, Run *run) {
     memset(run, 0, sizeof *run);
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
     return o->resume ? open_resumed(o, writes, run) : open_new(o, writes, run);
 }
 
-tg_status run_start(Run *run) {
+TgStatus run_start(Run *run) {
     if (run->resumed) checkpoint_folder_remove_stale(run->dir);
     return open_metrics(run);
 }
 
-tg_status run_commit(Run *run) {
+TgStatus run_commit(Run *run) {
     if (!run->folder.temp[0]) return TG_OK;
     char asked[4096];
     snprintf(asked, sizeof asked, "%s", run->folder.path);
@@ -331,8 +331,8 @@ void run_discard(Run *run) {
 void run_close(Run *run) {
     if (run->metrics) fclose(run->metrics);
     folder_lock_release(&run->lock);
-    if (run->model_built) model_free(&run->model);
-    tokenizer_free(&run->tok);
+    if (run->model_built) tg_model_free(&run->model);
+    tg_tokenizer_free(&run->tok);
     free(run->train_tokens);
     free(run->val_tokens);
     memset(run, 0, sizeof *run);
@@ -360,14 +360,14 @@ void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, doubl
     fflush(run->metrics);
 }
 
-tg_status run_print_sample(Run *run, Tape *tape, const char *prompt, int64_t n, double temperature, int top_k,
+TgStatus run_print_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k,
                            uint64_t seed) {
-    Rng rng;
-    rng_seed(&rng, seed);
-    SampleOptions so = {.temperature = temperature, .top_k = top_k};
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
+    TgSampleOptions so = {.temperature = temperature, .top_k = top_k};
     size_t len = strlen(prompt), text_len = 0;
     char *text = NULL;
-    tg_status s = sample_text(&run->model, &run->tok, tape, prompt, len, n, &so, &rng, &text, &text_len);
+    TgStatus s = tg_sample_text(&run->model, &run->tok, tape, prompt, len, n, &so, &rng, &text, &text_len);
     if (s == TG_OK) {
         /* the prompt as given, then the continuation */
         fwrite(prompt, 1, len, stdout);

@@ -13,11 +13,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 #include "lib/folder_lock.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
-#include "train/model.h"
+#include "tapegrad/model.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
 
@@ -25,8 +25,8 @@ typedef struct Run {
     char dir[4096]; /* where its files are now: a new run's temporary folder until run_commit */
     RunFolder folder; /* a new run's; zeroed for a resumed or read-only run */
     FolderLock lock;  /* a run opened for training holds its folder's RUN_LOCK_FILE */
-    Tokenizer tok;
-    Model model;
+    TgTokenizer tok;
+    TgModel model;
     bool model_built;
     int32_t *train_tokens, *val_tokens;
     int64_t n_train, n_val;
@@ -46,31 +46,31 @@ typedef struct Run {
  * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
  * locked, a resumed run is read as always; either way nothing is written, and run_start is not
  * called. */
-tg_status run_open_for_training(TrainOptions *o, bool writes, Run *run);
+TgStatus run_open_for_training(TrainOptions *o, bool writes, Run *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
  * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
-tg_status run_start(Run *run);
+TgStatus run_start(Run *run);
 /* Moves a new run's folder into place (run->dir is then its path); nothing for a resumed run. */
-tg_status run_commit(Run *run);
+TgStatus run_commit(Run *run);
 /* A new run not yet committed removes its temporary folder and the parents it made; a resumed
  * run's folder, or a committed one, is never touched. */
 void run_discard(Run *run);
 /* For sample/eval/inspect: DIR (its latest checkpoint) or a checkpoint file inside a run folder.
  * The run's tokenizer must match the checkpoint's. */
-tg_status run_open_existing(const char *dir_or_file, Run *run);
+TgStatus run_open_existing(const char *dir_or_file, Run *run);
 /* What the run in DIR is (DIR/run.txt: its TRAIN_OPT_IDENTITY options), every value range-checked;
  * TG_ERR_FORMAT for a bad or incomplete file. String values live in `strings`. */
-tg_status run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings);
+TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings);
 /* Frees everything and releases the folder's lock. */
 void run_close(Run *run);
 /* A token file of the run folder (train.tok, val.tok), refused unless every id is one the run's
  * tokenizer, and so its model, knows (tokfile_read_for). */
-tg_status run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n);
+TgStatus run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n);
 
 void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s);
 /* Encodes prompt (empty: the <eot> token), generates n tokens and prints the decoded text. */
-tg_status run_print_sample(Run *run, Tape *tape, const char *prompt, int64_t n, double temperature, int top_k,
+TgStatus run_print_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k,
                            uint64_t seed);
 
 #endif

@@ -65,7 +65,7 @@ static bool exists(const char *path) {
     return lstat(path, &st) == 0;
 }
 
-static tg_status set_path(char *dst, const char *path) {
+static TgStatus set_path(char *dst, const char *path) {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--; /* "runs/x/" is the folder runs/x */
     if (n == 0) return tg_fail(TG_ERR_ARG, "--out is empty; pass a folder");
@@ -76,7 +76,7 @@ static tg_status set_path(char *dst, const char *path) {
 }
 
 /* An existing folder can take a new run when it holds no run's files and can be written into. */
-static tg_status check_existing(const char *path) {
+static TgStatus check_existing(const char *path) {
     char latest[4200], found[512];
     snprintf(latest, sizeof latest, "%s/latest", path);
     if (exists(latest))
@@ -91,7 +91,7 @@ static tg_status check_existing(const char *path) {
     return TG_OK;
 }
 
-tg_status run_folder_choose(RunFolder *f, const char *out_dir, const char *generated) {
+TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *generated) {
     memset(f, 0, sizeof *f);
     if (out_dir) {
         TG_TRY(set_path(f->path, out_dir));
@@ -124,7 +124,7 @@ tg_status run_folder_choose(RunFolder *f, const char *out_dir, const char *gener
 }
 
 /* mkdir -p dir, remembering the outermost folder it made, so that a discard can remove it. */
-static tg_status make_parents(RunFolder *f, const char *dir) {
+static TgStatus make_parents(RunFolder *f, const char *dir) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", dir);
     size_t n = strlen(buf);
@@ -142,7 +142,7 @@ static tg_status make_parents(RunFolder *f, const char *dir) {
     return TG_OK;
 }
 
-tg_status run_folder_begin(RunFolder *f) {
+TgStatus run_folder_begin(RunFolder *f) {
     char home[4096], base[4096];
     if (f->existed) {
         snprintf(home, sizeof home, "%s", f->path);
@@ -151,7 +151,7 @@ tg_status run_folder_begin(RunFolder *f) {
         parent_of(f->path, home, sizeof home);
         const char *slash = strrchr(f->path, '/');
         snprintf(base, sizeof base, "%s", slash ? slash + 1 : f->path);
-        tg_status s = make_parents(f, home);
+        TgStatus s = make_parents(f, home);
         if (s != TG_OK) {
             run_folder_discard(f);
             return s;
@@ -169,7 +169,7 @@ tg_status run_folder_begin(RunFolder *f) {
 }
 
 /* Moves every file of `from` into `to`, all or none: a name `to` holds already is refused. */
-static tg_status move_files_into(const char *from, const char *to) {
+static TgStatus move_files_into(const char *from, const char *to) {
     enum { MAX_FILES = 64 };
     char names[MAX_FILES][256], src[4400], dst[4400];
     int n = 0;
@@ -194,7 +194,7 @@ static tg_status move_files_into(const char *from, const char *to) {
         snprintf(src, sizeof src, "%.4095s/%.255s", from, names[i]);
         snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[i]);
         if (rename(src, dst) != 0) {
-            tg_status s = tg_fail(TG_ERR_IO, "cannot move %s to %s: %s", src, dst, strerror(errno));
+            TgStatus s = tg_fail(TG_ERR_IO, "cannot move %s to %s: %s", src, dst, strerror(errno));
             for (int j = 0; j < i; j++) { /* back where they were, for the discard */
                 snprintf(src, sizeof src, "%.4095s/%.255s", from, names[j]);
                 snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[j]);
@@ -206,7 +206,7 @@ static tg_status move_files_into(const char *from, const char *to) {
     return TG_OK;
 }
 
-tg_status run_folder_commit(RunFolder *f) {
+TgStatus run_folder_commit(RunFolder *f) {
     if (!f->temp[0] || f->committed) return TG_OK;
     for (int k = 2; !f->existed && k < 1000; k++) {
         if (rename(f->temp, f->path) == 0) {

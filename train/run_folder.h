@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 /* The per-step metrics of a run folder (run.txt and train_options.txt: train/train_options.h). */
 #define RUN_METRICS_FILE "metrics.jsonl"
@@ -38,12 +38,12 @@ void run_folder_of(const char *dir_or_file, char *out, size_t cap);
 /* Picks the folder of a new run, writing nothing: out_dir, or else the first free one of
  * `generated`, `generated`-2, -3, ... Refuses a path that is a file, a folder holding a run's
  * files, and a path whose nearest existing parent is not a writable folder. */
-tg_status run_folder_choose(RunFolder *f, const char *out_dir, const char *generated);
+TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *generated);
 /* Creates the missing parent folders and the temporary folder (f->temp). */
-tg_status run_folder_begin(RunFolder *f);
+TgStatus run_folder_begin(RunFolder *f);
 /* Moves the temporary folder's contents to f->path (the path may change if a generated name
  * was taken meanwhile). Without a temporary folder (a resumed run) it does nothing. */
-tg_status run_folder_commit(RunFolder *f);
+TgStatus run_folder_commit(RunFolder *f);
 /* Before the commit: removes the temporary folder and the parent folders begin made, if they are
  * empty. After it, or without a temporary folder: nothing. */
 void run_folder_discard(RunFolder *f);

@@ -1,11 +1,11 @@
-#include "train/sample.h"
+#include "tapegrad/sample.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 /* The rank order: a larger logit first, ties by the lower id. It is total, so whichever way the
  * top k are found they come out in one order, and so do the draws. */
@@ -44,7 +44,7 @@ static void top_k_ids(const float *logits, int64_t vocab, int64_t k, int32_t *id
     }
 }
 
-int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *opts, Rng *rng,
+int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOptions *opts, TgRng *rng,
                      float *probs, int32_t *ids) {
     if (opts->temperature <= 0.0) {
         int64_t best = 0;
@@ -63,7 +63,7 @@ int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *op
         probs[i] = expf((float)((logits[ids[i]] - max) / opts->temperature));
         total += probs[i];
     }
-    double u = (double)rng_uniform(rng) * total, acc = 0.0;
+    double u = (double)tg_rng_uniform(rng) * total, acc = 0.0;
     for (int64_t i = 0; i < k; i++) {
         acc += probs[i];
         if (u < acc) return ids[i];
@@ -71,56 +71,56 @@ int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *op
     return ids[k - 1];
 }
 
-int64_t sample_generate(Model *model, Tape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
-                        const SampleOptions *opts, int32_t stop_id, Rng *rng, int32_t *out) {
-    const ModelConfig *c = &model->cfg;
+int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
+                        const TgSampleOptions *opts, int32_t stop_id, TgRng *rng, int32_t *out) {
+    const TgModelConfig *c = &model->cfg;
     TG_CHECK(prompt_len >= 1 && prompt_len <= c->seq_len, "prompt of %lld tokens", (long long)prompt_len);
-    bool old = tape_set_grad_enabled(tape, false);
-    KVCache cache;
-    kv_cache_init(&cache, c, c->seq_len);
+    bool old = tg_tape_set_grad_enabled(tape, false);
+    TgKVCache cache;
+    tg_kv_cache_init(&cache, c, c->seq_len);
     float *probs = tg_malloc((size_t)c->vocab * sizeof(float));
     int32_t *ids = tg_malloc((size_t)c->vocab * sizeof(int32_t));
     memcpy(out, prompt, (size_t)prompt_len * sizeof *out);
     int64_t len = prompt_len;
     /* the whole prompt in one pass; afterwards one token per pass, the prefix read from the cache */
-    Tensor *logits = model_forward(model, tape, prompt, 1, prompt_len, &cache);
+    TgTensor *logits = tg_model_forward(model, tape, prompt, 1, prompt_len, &cache);
     const float *last = logits->data + (size_t)(prompt_len - 1) * (size_t)c->vocab;
     for (int64_t i = 0; i < n_new; i++) {
         if (opts->observer) opts->observer(opts->observer_ctx, out, len, last, c->vocab);
-        int32_t next = sample_token(last, c->vocab, opts, rng, probs, ids);
+        int32_t next = tg_sample_token(last, c->vocab, opts, rng, probs, ids);
         out[len++] = next;
-        tape_reset(tape);
+        tg_tape_reset(tape);
         if (next == stop_id || i + 1 == n_new) break;
         if (cache.len == c->seq_len) {
             /* context full: restart the cache from the last half of the text (one recomputation
              * per seq/2 new tokens), since positions beyond the context were never trained */
             int64_t keep = c->seq_len / 2 > 0 ? c->seq_len / 2 : 1;
             cache.len = 0;
-            logits = model_forward(model, tape, &out[len - keep], 1, keep, &cache);
+            logits = tg_model_forward(model, tape, &out[len - keep], 1, keep, &cache);
             last = logits->data + (size_t)(keep - 1) * (size_t)c->vocab;
             continue;
         }
-        logits = model_forward(model, tape, &out[len - 1], 1, 1, &cache);
+        logits = tg_model_forward(model, tape, &out[len - 1], 1, 1, &cache);
         last = logits->data;
     }
-    tape_reset(tape);
+    tg_tape_reset(tape);
     free(probs);
     free(ids);
-    kv_cache_free(&cache);
-    tape_set_grad_enabled(tape, old);
+    tg_kv_cache_free(&cache);
+    tg_tape_set_grad_enabled(tape, old);
     return len;
 }
 
-tg_status sample_text(Model *model, const Tokenizer *tok, Tape *tape, const char *prompt, size_t prompt_len,
-                      int64_t n_new, const SampleOptions *opts, Rng *rng, char **text, size_t *text_len) {
+TgStatus tg_sample_text(TgModel *model, const TgTokenizer *tok, TgTape *tape, const char *prompt, size_t prompt_len,
+                      int64_t n_new, const TgSampleOptions *opts, TgRng *rng, char **text, size_t *text_len) {
     const int64_t seq_len = model->cfg.seq_len;
     *text = NULL;
     *text_len = 0;
     size_t n_prompt = 0;
-    size_t cap = tokenizer_max_ids(tok, prompt_len);
+    size_t cap = tg_tokenizer_max_ids(tok, prompt_len);
     int32_t *ids = tg_malloc((cap + 1) * sizeof(int32_t));
     if (prompt_len > 0) {
-        tg_status s = tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt);
+        TgStatus s = tg_tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt);
         if (s != TG_OK) {
             free(ids);
             return tg_fail_context(s, "encoding the prompt");
@@ -134,8 +134,8 @@ tg_status sample_text(Model *model, const Tokenizer *tok, Tape *tape, const char
         n_prompt = (size_t)seq_len;
     }
     int32_t *out = tg_malloc((n_prompt + (size_t)n_new + 1) * sizeof(int32_t));
-    int64_t total = sample_generate(model, tape, kept, (int64_t)n_prompt, n_new, opts, tok->eot_id, rng, out);
-    tg_status s = tokenizer_decode(tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), text, text_len);
+    int64_t total = tg_sample_generate(model, tape, kept, (int64_t)n_prompt, n_new, opts, tok->eot_id, rng, out);
+    TgStatus s = tg_tokenizer_decode(tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), text, text_len);
     free(out);
     free(ids);
     return s;

@@ -109,7 +109,7 @@ void train_options_defaults(TrainOptions *o) {
     o->lr = 3e-3;
     o->min_lr = -1;
     o->clip = 1.0;
-    o->adamw = adamw_defaults();
+    o->adamw = tg_adamw_defaults();
     o->eval_every = 100;
     o->eval_batches = 8;
     o->log_every = 10;
@@ -126,7 +126,7 @@ static bool given(const TrainOptions *o, const char *flag) {
     return i >= 0 && (o->given & OPT_BIT(i));
 }
 
-tg_status train_options_validate(const TrainOptions *o) {
+TgStatus train_options_validate(const TrainOptions *o) {
     TG_TRY(opt_check(&table, o, o->given));
     /* the options against each other */
     if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
@@ -155,13 +155,13 @@ void train_options_derive(TrainOptions *o) {
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
 }
 
-tg_status train_options_save(const char *dir, const TrainOptions *o) {
+TgStatus train_options_save(const char *dir, const TrainOptions *o) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
     return opt_write(&table, o, TRAIN_OPT_SAVED, path);
 }
 
-tg_status train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings) {
+TgStatus train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings) {
     /* the run folder: RESUME itself, or the folder of a checkpoint file */
     char dir[4096], path[4200];
     run_folder_of(resume, dir, sizeof dir);
@@ -169,7 +169,7 @@ tg_status train_options_restore(const char *resume, TrainOptions *o, TrainOption
     if (saved) *saved = *o;
     if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed, or not a run: the resume says */
     OptSet read = 0;
-    tg_status s = opt_read(&table, o, TRAIN_OPT_SAVED, o->given, path, &read, strings);
+    TgStatus s = opt_read(&table, o, TRAIN_OPT_SAVED, o->given, path, &read, strings);
     if (s == TG_OK && saved) s = opt_read(&table, saved, TRAIN_OPT_SAVED, 0, path, NULL, strings);
     if (s != TG_OK) return tg_fail(TG_ERR_FORMAT, "%s; fix or delete the file and give the flags", tg_error_message());
     o->given |= read;

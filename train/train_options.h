@@ -21,10 +21,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/options.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "tapegrad/model.h"
+#include "tapegrad/optim.h"
 
 enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_OPT_NUMERIC = 8 };
 
@@ -39,7 +39,7 @@ enum { TRAIN_MAX_COUNT = 1 << 20 };
 typedef struct TrainOptions {
     /* what the run is */
     const char *preset;        /* NULL: "small" */
-    ModelConfig model;         /* 0 fields: from the preset; vocab: from the tokenizer */
+    TgModelConfig model;         /* 0 fields: from the preset; vocab: from the tokenizer */
     const char *ffn;           /* NULL: swiglu */
     const char *data_path;     /* NULL: the default corpus */
     const char *tokenizer;     /* NULL: "char" ("bpe" for the minimind-26m preset) */
@@ -50,7 +50,7 @@ typedef struct TrainOptions {
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */
     double lr, min_lr, clip;   /* min_lr -1: lr / 10 */
-    AdamWConfig adamw;
+    TgAdamWConfig adamw;
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
     int64_t log_grads;         /* 0: off; else gradient/activation statistics to grads.jsonl every N steps */
     int keep;
@@ -68,15 +68,15 @@ const OptTable *train_option_table(void);
 void train_options_defaults(TrainOptions *o);
 /* Checks every given value's range and the options against each other; the one validation,
  * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */
-tg_status train_options_validate(const TrainOptions *o);
+TgStatus train_options_validate(const TrainOptions *o);
 /* Fills warmup and min_lr when they were left to their defaults. */
 void train_options_derive(TrainOptions *o);
 
 /* Writes the TRAIN_OPT_SAVED options to DIR/train_options.txt. */
-tg_status train_options_save(const char *dir, const TrainOptions *o);
+TgStatus train_options_save(const char *dir, const TrainOptions *o);
 /* For `train --resume RUN`: reads RUN's train_options.txt into every saved option not given now
  * (each value range-checked). *saved (may be NULL) receives the file's values, so the caller can
  * say which given flags change them. A run without the file keeps o as it is. */
-tg_status train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings);
+TgStatus train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings);
 
 #endif

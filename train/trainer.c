@@ -14,16 +14,16 @@
 
 #include "data/corpus.h"
 #include "data/loader.h"
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "lib/cpu.h"
-#include "lib/engine.h"
-#include "lib/error.h"
+#include "tapegrad/engine.h"
+#include "tapegrad/error.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "train/dist.h"
 #include "train/run.h"
-#include "train/sample.h"
+#include "tapegrad/sample.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -32,16 +32,16 @@ static double now_s(void) {
 }
 
 /* losses[b] for the batches b in [begin, end) of (n, batch, seq) inputs and targets, no gradients. */
-static void eval_batch_losses(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t begin,
+static void eval_batch_losses(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t begin,
                               int64_t end, int64_t batch, int64_t seq, double *losses) {
-    bool old = tape_set_grad_enabled(tape, false);
+    bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = begin; b < end; b++) {
         size_t off = (size_t)(b * batch * seq);
-        Tensor *loss = model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
+        TgTensor *loss = tg_model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
         losses[b] = loss->data[0];
-        tape_reset(tape);
+        tg_tape_reset(tape);
     }
-    tape_set_grad_enabled(tape, old);
+    tg_tape_set_grad_enabled(tape, old);
 }
 
 /* The mean of n values, added in order (NaN for none). */
@@ -51,7 +51,7 @@ static double mean_in_order(const double *values, int64_t n) {
     return n ? total / (double)n : NAN;
 }
 
-double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
+double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq) {
     double *losses = tg_malloc((size_t)(n_batches > 0 ? n_batches : 1) * sizeof(double));
     eval_batch_losses(model, tape, inputs, targets, 0, n_batches, batch, seq, losses);
@@ -61,9 +61,9 @@ double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int3
 }
 
 /* Names the first parameter whose gradient is not finite (NULL if none). */
-static const char *first_nonfinite_grad(const ParamStore *ps) {
+static const char *first_nonfinite_grad(const TgParamStore *ps) {
     for (int i = 0; i < ps->count; i++) {
-        const Tensor *t = ps->tensors[i];
+        const TgTensor *t = ps->tensors[i];
         for (int64_t j = 0; j < t->numel; j++)
             if (!isfinite(t->grad[j])) return t->name;
     }
@@ -99,7 +99,7 @@ static void print_progress(bool tty, const TrainOptions *o, int64_t step, double
 
 /* Once the first step is done, or the run stops before one, the run folder moves into place
  * (run.h) and checkpoints can go into it. Only the first call does anything. */
-static tg_status commit_run(Run *run, CheckpointSaver *saver, int keep, bool *committed) {
+static TgStatus commit_run(Run *run, CheckpointSaver *saver, int keep, bool *committed) {
     if (*committed) return TG_OK;
     TG_TRY(run_commit(run));
     checkpoint_saver_init(saver, run->dir, keep, &run->model);
@@ -111,7 +111,7 @@ static tg_status commit_run(Run *run, CheckpointSaver *saver, int keep, bool *co
 typedef struct Trainer {
     TrainOptions *o;
     Run run;
-    Engine engine;
+    TgEngine engine;
     CheckpointSaver saver;   /* set up by commit_run */
     bool committed;          /* the run folder is in place (commit_run) */
     Loader loader;
@@ -126,9 +126,9 @@ typedef struct Trainer {
     int32_t *eval_in, *eval_tg;   /* (eval_batches, B, T): the same val batches at every evaluation */
     int32_t *probe_in, *probe_tg; /* (hooks.probe_batches, B, T), when the hooks ask for a probe */
     int32_t *inputs, *targets;    /* (B, T) */
-    Tensor **ffn_hidden;          /* [layers], on watched steps */
+    TgTensor **ffn_hidden;          /* [layers], on watched steps */
     TrainHooks hooks;             /* rank 0's: the other ranks watch nothing */
-    LrSchedule sched;
+    TgLrSchedule sched;
     bool tty;
     double t_start, elapsed_before, budget_s, last_val;
     double window_t;              /* tokens/s over the steps since the last progress line */
@@ -149,34 +149,34 @@ static void trainer_close(Trainer *tr) {
     free(tr->micro_losses);
     free(tr->eval_losses);
     free(tr->grad_scratch);
-    engine_close(&tr->engine);
+    tg_engine_close(&tr->engine);
     run_close(&tr->run);
 }
 
 /* Every rank learns whether every rank got here without failing. A rank that failed returns
  * its own error; the others TG_ERR_INTERRUPTED. */
-static tg_status agree_on_status(tg_status s) {
+static TgStatus agree_on_status(TgStatus s) {
     int any_failed = 0;
-    tg_status agreed = dist_max_int(s != TG_OK, &any_failed);
+    TgStatus agreed = dist_max_int(s != TG_OK, &any_failed);
     if (s != TG_OK) return s;
     if (agreed != TG_OK) return agreed;
     return any_failed ? tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED) : TG_OK;
 }
 
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
-static tg_status trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
+static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
     memset(tr, 0, sizeof *tr);
     tr->o = o;
     tr->rank = dist_rank(), tr->ranks = dist_ranks();
     tr->writer = tr->rank == 0;
     if (hooks && tr->writer) tr->hooks = *hooks;
     TG_TRY(run_open_for_training(o, tr->writer, &tr->run));
-    const ModelConfig *c = &tr->run.model.cfg;
+    const TgModelConfig *c = &tr->run.model.cfg;
     int64_t B = o->batch, T = c->seq_len;
     tr->batch = B, tr->seq = T;
     tr->micro_batches = o->accum * tr->ranks;
     tr->tokens_per_step = B * T * tr->micro_batches;
-    engine_open(&tr->engine, o->threads, 64u << 20);
+    tg_engine_open(&tr->engine, o->threads, 64u << 20);
     tr->eval_in = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
     tr->eval_tg = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
     tr->inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
@@ -195,7 +195,7 @@ static tg_status trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *ho
         TG_TRY(loader_fixed_batches(tr->run.val_tokens, (size_t)tr->run.n_val, B, T, k, tr->probe_in, tr->probe_tg));
     }
     if (tr->run.resumed) loader_set_state(&tr->loader, &tr->run.state.loader);
-    tr->sched = (LrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
+    tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
     tr->tty = tr->writer && isatty(fileno(stderr));
     tr->t_start = now_s();
@@ -205,7 +205,7 @@ static tg_status trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *ho
 }
 
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
-static tg_status trainer_open_files(Trainer *tr) {
+static TgStatus trainer_open_files(Trainer *tr) {
     TG_TRY(run_start(&tr->run));
     if (train_options_save(tr->run.dir, tr->o) != TG_OK)
         fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
@@ -216,10 +216,10 @@ static tg_status trainer_open_files(Trainer *tr) {
 /* The ranks must hold the same weights, and at the start also the same moments, tokens and
  * trainer state: a checksum of them is compared across the ranks. Replicas that differ are a
  * fault (ranks that read different data or folders, a bad machine), and the run stops. */
-static tg_status check_replicas(Trainer *tr, bool at_start) {
+static TgStatus check_replicas(Trainer *tr, bool at_start) {
     if (tr->ranks == 1) return TG_OK;
     const Run *run = &tr->run;
-    const ParamStore *ps = &run->model.params;
+    const TgParamStore *ps = &run->model.params;
     size_t bytes = ps->total * sizeof(float);
     uint64_t h = dist_checksum(0, ps->data, bytes);
     if (at_start) {
@@ -250,7 +250,7 @@ static tg_status check_replicas(Trainer *tr, bool at_start) {
 /* Every rank opens its run; once all did, they check that they hold the same data and model,
  * then rank 0 readies the folder. A failure anywhere stops every rank before anything is written
  * (or, for rank 0's own files, before the first step). */
-static tg_status trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
+static TgStatus trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
     TG_TRY(agree_on_status(trainer_open(tr, o, hooks)));
     TG_TRY(check_replicas(tr, true));
     return agree_on_status(tr->writer ? trainer_open_files(tr) : TG_OK);
@@ -259,7 +259,7 @@ static tg_status trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *h
 /* The mean loss over the fixed val batches, split over the ranks (rank r evaluates its block of
  * them); every rank sums all the losses in batch order, so the mean is bitwise what one process
  * computes. */
-static tg_status evaluate(Trainer *tr, double *val_out) {
+static TgStatus evaluate(Trainer *tr, double *val_out) {
     int64_t n = tr->o->eval_batches, begin, end;
     dist_block(n, tr->rank, &begin, &end);
     eval_batch_losses(&tr->run.model, &tr->engine.tape, tr->eval_in, tr->eval_tg, begin, end, tr->batch, tr->seq,
@@ -270,12 +270,12 @@ static tg_status evaluate(Trainer *tr, double *val_out) {
 }
 
 /* The first lines of the log: the model, the data, where the run starts. */
-static tg_status trainer_announce(Trainer *tr) {
-    const ModelConfig *c = &tr->run.model.cfg;
+static TgStatus trainer_announce(Trainer *tr) {
+    const TgModelConfig *c = &tr->run.model.cfg;
     Run *run = &tr->run;
     printf("model: %lld parameters (dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld)\n",
-           (long long)model_param_count(&run->model), (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads,
-           (long long)c->n_kv_heads, ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab,
+           (long long)tg_model_param_count(&run->model), (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads,
+           (long long)c->n_kv_heads, tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab,
            (long long)c->seq_len);
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
@@ -310,7 +310,7 @@ static tg_status trainer_announce(Trainer *tr) {
  * then the time budget (whose clock each rank reads for itself). */
 enum { GO_ON = 0, STOP_TIME_BUDGET = 1, STOP_AFTER = 2, STOP_SIGNAL = 3 /* + the signal's number */, STOP_FAILED = 1000 };
 
-static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, tg_status s) {
+static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, TgStatus s) {
     if (s != TG_OK) return STOP_FAILED;
     if (stop && *stop) return STOP_SIGNAL + (int)*stop;
     if (tr->o->stop_after >= 0 && tr->run.state.step >= tr->o->stop_after) return STOP_AFTER;
@@ -339,48 +339,48 @@ static const char *stop_text(int code) {
  * the step starts from; each batch's FFN hidden activations go to the hook. */
 static void run_probe(Trainer *tr) {
     const TrainHooks *h = &tr->hooks;
-    Tape *tape = &tr->engine.tape;
-    bool old = tape_set_grad_enabled(tape, false);
+    TgTape *tape = &tr->engine.tape;
+    bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = 0; b < h->probe_batches; b++) {
         size_t off = (size_t)(b * tr->batch * tr->seq);
-        model_loss_inspected(&tr->run.model, tape, tr->probe_in + off, tr->probe_tg + off, tr->batch, tr->seq,
+        tg_model_loss_inspected(&tr->run.model, tape, tr->probe_in + off, tr->probe_tg + off, tr->batch, tr->seq,
                              tr->ffn_hidden);
         h->after_probe_forward(h->ctx, tr->ffn_hidden);
-        tape_reset(tape);
+        tg_tape_reset(tape);
     }
-    tape_set_grad_enabled(tape, old);
+    tg_tape_set_grad_enabled(tape, old);
 }
 
 static void local_gradients(Trainer *tr, bool watched) {
     TrainOptions *o = tr->o;
-    Model *model = &tr->run.model;
-    ParamStore *ps = &model->params;
-    Tape *tape = &tr->engine.tape;
+    TgModel *model = &tr->run.model;
+    TgParamStore *ps = &model->params;
+    TgTape *tape = &tr->engine.tape;
     const TrainHooks *h = &tr->hooks;
     int64_t first = tr->rank * o->accum, drawn = first;
-    params_zero_grad(ps);
+    tg_params_zero_grad(ps);
     loader_skip(&tr->loader, first);
     for (int64_t k = 0; k < o->accum; k++) {
         if (k > 0) {
             memset(tr->grad_scratch, 0, ps->total * sizeof(float));
-            params_point_grads(ps, tr->grad_scratch);
+            tg_params_point_grads(ps, tr->grad_scratch);
         }
         loader_next(&tr->loader, tr->inputs, tr->targets);
         drawn++;
-        Tensor *loss = watched
-                           ? model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
-                           : model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
+        TgTensor *loss = watched
+                           ? tg_model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
+                           : tg_model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
         tr->micro_losses[first + k] = loss->data[0];
         if (!isfinite(loss->data[0])) {
-            tape_reset(tape);
-            params_point_grads(ps, NULL);
+            tg_tape_reset(tape);
+            tg_params_point_grads(ps, NULL);
             break;
         }
         if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
-        tape_backward(tape, tr->micro_batches > 1 ? op_scale(tape, loss, 1.0f / (float)tr->micro_batches) : loss);
-        tape_reset(tape);
+        tg_tape_backward(tape, tr->micro_batches > 1 ? tg_scale(tape, loss, 1.0f / (float)tr->micro_batches) : loss);
+        tg_tape_reset(tape);
         if (k > 0) {
-            params_point_grads(ps, NULL);
+            tg_params_point_grads(ps, NULL);
             dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
         }
     }
@@ -399,11 +399,11 @@ static void inject_replica_fault(Trainer *tr, int64_t step) {
 
 /* One optimizer step: every rank's micro-batches, the gradients summed over the ranks, clip,
  * AdamW (the same update on every rank). */
-static tg_status trainer_step(Trainer *tr, double *loss_out, double *lr_out, double *grad_norm_out) {
+static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, double *grad_norm_out) {
     TrainOptions *o = tr->o;
-    Model *model = &tr->run.model;
+    TgModel *model = &tr->run.model;
     int64_t step = tr->run.state.step;
-    double lr = lr_at(&tr->sched, step);
+    double lr = tg_lr_at(&tr->sched, step);
     const TrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
     if (watched && tr->probe_in) run_probe(tr);
@@ -417,14 +417,14 @@ static tg_status trainer_step(Trainer *tr, double *loss_out, double *lr_out, dou
     double loss = mean_in_order(tr->micro_losses, tr->micro_batches);
     TG_TRY(dist_sum_floats(model->params.grad, model->params.total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
-    double grad_norm = clip_grad_norm_pool(&model->params, o->clip, tr->engine.pool);
+    double grad_norm = tg_clip_grad_norm_pool(&model->params, o->clip, tr->engine.pool);
     if (!isfinite(grad_norm)) {
         const char *bad = first_nonfinite_grad(&model->params);
         return tg_fail(TG_ERR_NUMERIC,
                        "step %lld: the gradient of '%s' holds NaN or Inf (loss %.4f, lr %.3g); lower --lr or --clip",
                        (long long)step, bad ? bad : "?", loss, lr);
     }
-    adamw_step(&model->params, &o->adamw, step + 1, lr, tr->engine.pool);
+    tg_adamw_step(&model->params, &o->adamw, step + 1, lr, tr->engine.pool);
     inject_replica_fault(tr, step + 1);
     if (watched && h->after_update) TG_TRY(h->after_update(h->ctx, model, step + 1, lr, loss));
     tr->run.state.step = step + 1;
@@ -436,7 +436,7 @@ static tg_status trainer_step(Trainer *tr, double *loss_out, double *lr_out, dou
 
 /* After a step: evaluation, metrics, the progress line, the folder's commit, checkpoints. What
  * the ranks do together comes first: a rank's own failure must not make it skip a collective. */
-static tg_status trainer_after_step(Trainer *tr, double loss, double lr, double grad_norm) {
+static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double grad_norm) {
     TrainOptions *o = tr->o;
     TrainerState *st = &tr->run.state;
     bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
@@ -476,11 +476,11 @@ static tg_status trainer_after_step(Trainer *tr, double loss, double lr, double 
 /* Steps until --steps, a stop or a failure. Before every step the ranks agree whether to take
  * it (local_stop_code), so they all stop after the same one. *reason is left alone when the run
  * did all its steps. */
-static tg_status trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const char **reason, bool *by_signal) {
-    tg_status s = TG_OK;
+static TgStatus trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const char **reason, bool *by_signal) {
+    TgStatus s = TG_OK;
     for (;;) {
         int code = GO_ON;
-        tg_status agreed = dist_max_int(local_stop_code(tr, stop, s), &code);
+        TgStatus agreed = dist_max_int(local_stop_code(tr, stop, s), &code);
         if (s != TG_OK) return s;
         if (agreed != TG_OK) return agreed;
         if (code == STOP_FAILED) return tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED);
@@ -498,7 +498,7 @@ static tg_status trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const ch
 }
 
 /* Rank 0 at the end: the last checkpoint and the summary. */
-static tg_status trainer_save_last(Trainer *tr, const char *reason, bool evaluated_now) {
+static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluated_now) {
     TrainOptions *o = tr->o;
     Run *run = &tr->run;
     TrainerState *st = &run->state;
@@ -518,7 +518,7 @@ static tg_status trainer_save_last(Trainer *tr, const char *reason, bool evaluat
 }
 
 /* The final val loss, the last checkpoint (rank 0), the summary and the sample. */
-static tg_status trainer_finish(Trainer *tr, const char *reason, bool stopped_by_signal) {
+static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_signal) {
     TrainOptions *o = tr->o;
     Run *run = &tr->run;
     TrainerState *st = &run->state;
@@ -541,9 +541,9 @@ static tg_status trainer_finish(Trainer *tr, const char *reason, bool stopped_by
     return TG_OK;
 }
 
-tg_status train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks) {
+TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks) {
     Trainer tr;
-    tg_status s = trainer_start(&tr, o, hooks);
+    TgStatus s = trainer_start(&tr, o, hooks);
     if (s == TG_OK) s = trainer_announce(&tr);
     if (s == TG_OK) {
         tr.window_t = now_s();

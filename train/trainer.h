@@ -7,9 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/error.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
+#include "tapegrad/optim.h"
 #include "train/train_options.h"
 
 /* What a caller can watch a run do (all members may be NULL). Inspection (--log-grads) comes in
@@ -25,13 +25,13 @@
  * and hands each batch's FFN hidden activations to after_probe_forward. */
 typedef struct TrainHooks {
     void *ctx;
-    tg_status (*start)(void *ctx, const char *run_dir, const Model *model);
+    TgStatus (*start)(void *ctx, const char *run_dir, const TgModel *model);
     bool (*watch_step)(void *ctx, int64_t step);
     int64_t probe_batches;
-    void (*after_probe_forward)(void *ctx, Tensor *const *ffn_hidden);
-    void (*after_forward)(void *ctx, Tensor *const *ffn_hidden);
-    void (*before_update)(void *ctx, const Model *model);
-    tg_status (*after_update)(void *ctx, const Model *model, int64_t step, double lr, double loss);
+    void (*after_probe_forward)(void *ctx, TgTensor *const *ffn_hidden);
+    void (*after_forward)(void *ctx, TgTensor *const *ffn_hidden);
+    void (*before_update)(void *ctx, const TgModel *model);
+    TgStatus (*after_update)(void *ctx, const TgModel *model, int64_t step, double lr, double loss);
 } TrainHooks;
 
 /* Runs a whole training run (a new one, or o->resume), printing progress to stdout (a bar on
@@ -43,10 +43,10 @@ typedef struct TrainHooks {
  * otherwise a status and message (TG_ERR_ARG: the options; TG_ERR_NUMERIC: the loss or a
  * gradient became NaN/Inf; I/O and format errors: files). A new run that fails before its first
  * step leaves nothing behind. */
-tg_status train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks);
+TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks);
 
 /* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */
-double evaluate_loss(Model *model, Tape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
+double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq);
 
 #endif

@@ -10,7 +10,7 @@
  */
 #include "lib/isa/isa_kernels.h"
 #include "lib/blas.h"
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/isa/simd.h"
 
 /* C (rows, n) (+)= A (rows, n_k) B (n_k, n), rows <= BLOCK_ROWS, with A(r, i) = a[r a_row + i a_col]

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "lib/isa/isa_kernels.h"
-#include "lib/error.h"
+#include "tapegrad/error.h"
 #include "lib/isa/simd.h"
 
 enum {

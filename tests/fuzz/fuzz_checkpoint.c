@@ -1,5 +1,5 @@
 /* The checkpoint reader, as `ckpt info` uses it (checkpoint_inspect) and as sample, eval, resume
- * and `ckpt export` do (checkpoint_read_config, model_build from that config, checkpoint_load).
+ * and `ckpt export` do (checkpoint_read_config, tg_model_build from that config, checkpoint_load).
  *
  * Built twice from this file: fuzz_checkpoint gzip-wraps the fuzzer's bytes, so its inputs are
  * decompressed streams and mutations reach the header, records and trainer state behind the
@@ -42,13 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CheckpointTensorInfo *tensors = NULL;
     int n = 0;
     if (checkpoint_inspect(path, &info, &tensors, &n) == TG_OK) free(tensors);
-    ModelConfig cfg;
+    TgModelConfig cfg;
     uint64_t fingerprint;
     if (checkpoint_read_config(path, &cfg, &fingerprint) == TG_OK) {
-        Model model;
-        model_build(&model, &cfg);
+        TgModel model;
+        tg_model_build(&model, &cfg);
         checkpoint_load(path, &model, &info);
-        model_free(&model);
+        tg_model_free(&model);
     }
     return 0;
 }

@@ -8,29 +8,29 @@
 
 #include "data/corpus.h"
 #include "data/prepare.h"
-#include "data/tokenizer.h"
+#include "tapegrad/tokenizer.h"
 #include "fuzz_support.h"
 
 /* BPE training grows with the text: a few kB of it is enough to reach every path */
 enum { BPE_TEXT_MAX = 4096, BPE_VOCAB = 300 };
 
 /* Encoding then decoding gives the text back, but for the GPT-2 split's "<|endoftext|>": that
- * text is the <eot> token, and <eot> decodes to no bytes (data/tokenizer.h). */
-static void round_trip(const Tokenizer *tok, const char *text, size_t len) {
+ * text is the <eot> token, and <eot> decodes to no bytes (tapegrad/tokenizer.h). */
+static void round_trip(const TgTokenizer *tok, const char *text, size_t len) {
     int32_t *ids = malloc((len + 1) * sizeof *ids);
     size_t n;
-    if (tokenizer_encode(tok, text, len, ids, len, &n) != TG_OK) abort();
+    if (tg_tokenizer_encode(tok, text, len, ids, len, &n) != TG_OK) abort();
     char *back, *want = malloc(len + 1);
-    size_t back_len, want_len = 0, eot_len = strlen(TOKENIZER_EOT_TEXT);
+    size_t back_len, want_len = 0, eot_len = strlen(TG_TOKENIZER_EOT_TEXT);
     for (size_t i = 0; i < len;) {
-        if (tok->kind == TOKENIZER_BPE && tok->split == TOKENIZER_SPLIT_GPT2 && len - i >= eot_len &&
-            memcmp(text + i, TOKENIZER_EOT_TEXT, eot_len) == 0) {
+        if (tok->kind == TG_TOKENIZER_BPE && tok->split == TG_TOKENIZER_SPLIT_GPT2 && len - i >= eot_len &&
+            memcmp(text + i, TG_TOKENIZER_EOT_TEXT, eot_len) == 0) {
             i += eot_len;
             continue;
         }
         want[want_len++] = text[i++];
     }
-    if (tokenizer_decode(tok, ids, n, &back, &back_len) != TG_OK || back_len != want_len ||
+    if (tg_tokenizer_decode(tok, ids, n, &back, &back_len) != TG_OK || back_len != want_len ||
         memcmp(back, want, want_len) != 0)
         abort();
     free(back);
@@ -44,15 +44,15 @@ static void read_and_tokenize(const char *path) {
     CorpusInfo info;
     if (corpus_read_info(path, &text, &len, &info) != TG_OK) return;
     if (corpus_is_binary(text, len) && info.files_read == 1 && info.files_binary == 0) abort(); /* it was read as text */
-    Tokenizer tok;
-    if (tokenizer_char_train(text, len, &tok) == TG_OK) {
+    TgTokenizer tok;
+    if (tg_tokenizer_char_train(text, len, &tok) == TG_OK) {
         round_trip(&tok, text, len);
-        tokenizer_free(&tok);
+        tg_tokenizer_free(&tok);
     }
     size_t bpe_len = len < BPE_TEXT_MAX ? len : BPE_TEXT_MAX;
-    if (tokenizer_bpe_train(text, bpe_len, BPE_VOCAB, &tok) == TG_OK) {
+    if (tg_tokenizer_bpe_train(text, bpe_len, BPE_VOCAB, &tok) == TG_OK) {
         round_trip(&tok, text, bpe_len);
-        tokenizer_free(&tok);
+        tg_tokenizer_free(&tok);
     }
     size_t n_train, n_val;
     corpus_split(len, PREPARE_DEFAULT_VAL_FRACTION, 8, &n_train, &n_val);

@@ -9,13 +9,13 @@
 
 /* The shape of the run the seeds come from (make_seeds.sh), so that seeds get past the checks
  * of every tensor's name and shape. */
-static Model *seed_model(void) {
-    static Model model;
+static TgModel *seed_model(void) {
+    static TgModel model;
     static bool built;
     if (!built) {
-        ModelConfig c = {.dim = 4, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .hidden = 8, .vocab = 17,
-                         .seq_len = 8, .ffn = FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
-        model_build(&model, &c);
+        TgModelConfig c = {.dim = 4, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .hidden = 8, .vocab = 17,
+                         .seq_len = 8, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
+        tg_model_build(&model, &c);
         built = true;
     }
     return &model;

@@ -168,8 +168,8 @@ def loss_of(logits, targets):
                            ignore_index=IGNORE_INDEX)
 
 
-def lr_at(cfg, step):
-    """train/optim.c lr_at with total = cfg.steps: linear warmup, then cosine to min_lr."""
+def tg_lr_at(cfg, step):
+    """train/optim.c tg_lr_at with total = cfg.steps: linear warmup, then cosine to min_lr."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if step >= cfg.steps:
@@ -212,7 +212,7 @@ def write_safetensors(path, tensors, metadata):
 
 def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
     """One step as train/trainer.c runs it: zero the gradients; per micro-batch the loss and the
-    backward of loss/accum; clip the global norm; AdamW at lr_at(step). Returns the mean loss
+    backward of loss/accum; clip the global norm; AdamW at tg_lr_at(step). Returns the mean loss
     of the micro-batches, and the gradient norm and the gradients before clipping."""
     optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
@@ -224,7 +224,7 @@ def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
     grads = [("grad." + name, p.grad.detach().clone()) for name, p in params.items()]
     norm = torch.nn.utils.clip_grad_norm_(list(params.values()), cfg.clip)
     for group in optimizer.param_groups:
-        group["lr"] = lr_at(cfg, step)
+        group["lr"] = tg_lr_at(cfg, step)
     optimizer.step()
     return loss_sum / cfg.accum, norm.item(), grads
 
@@ -273,7 +273,7 @@ def main(argv):
         "ignored": str(cfg.ignore),
         "rope_theta": repr(cfg.rope_theta), "norm_eps": repr(cfg.norm_eps),
         "lr": repr(cfg.lr), "min_lr": repr(cfg.min_lr), "warmup": str(cfg.warmup),
-        "lrs": ",".join(repr(lr_at(cfg, s)) for s in range(cfg.steps)),
+        "lrs": ",".join(repr(tg_lr_at(cfg, s)) for s in range(cfg.steps)),
         "betas": f"{cfg.beta1!r},{cfg.beta2!r}", "eps": repr(cfg.eps),
         "weight_decay": repr(cfg.weight_decay), "clip": repr(cfg.clip), "steps": str(cfg.steps),
         "seed": str(cfg.seed), "torch_version": torch.__version__,

@@ -81,19 +81,19 @@ void ckpt_expect_resume_reaches(const char *run, const char *extra, int step, co
     free(path);
 }
 
-tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info) {
-    ModelConfig cfg;
+TgStatus ckpt_load_model(const char *path, TgModel *model, CheckpointInfo *info) {
+    TgModelConfig cfg;
     uint64_t fingerprint;
     memset(model, 0, sizeof *model);
     TG_TRY(checkpoint_read_config(path, &cfg, &fingerprint));
-    model_build(model, &cfg);
-    tg_status s = checkpoint_load(path, model, info);
-    if (s != TG_OK) model_free(model);
+    tg_model_build(model, &cfg);
+    TgStatus s = checkpoint_load(path, model, info);
+    if (s != TG_OK) tg_model_free(model);
     return s;
 }
 
-bool ckpt_models_equal(const Model *a, const Model *b) {
-    const ParamStore *x = &a->params, *y = &b->params;
+bool ckpt_models_equal(const TgModel *a, const TgModel *b) {
+    const TgParamStore *x = &a->params, *y = &b->params;
     size_t bytes = x->total * sizeof(float);
     return x->total == y->total && memcmp(x->data, y->data, bytes) == 0 && memcmp(x->m, y->m, bytes) == 0 &&
            memcmp(x->v, y->v, bytes) == 0;
@@ -272,7 +272,7 @@ void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step) {
     char pa[4200], pb[4200];
     cr_assert_eq(checkpoint_resolve(a, pa, sizeof pa), TG_OK, "%s", tg_error_message());
     cr_assert_eq(checkpoint_resolve(b, pb, sizeof pb), TG_OK, "%s", tg_error_message());
-    Model ma, mb;
+    TgModel ma, mb;
     CheckpointInfo ia, ib;
     cr_assert_eq(ckpt_load_model(pa, &ma, &ia), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(pb, &mb, &ib), TG_OK, "%s", tg_error_message());
@@ -282,6 +282,6 @@ void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step) {
     cr_expect_eq(ia.state.tokens_seen, ib.state.tokens_seen);
     cr_expect_eq(memcmp(&ia.state.loader, &ib.state.loader, sizeof ia.state.loader), 0, "loader states differ");
     cr_expect_eq(memcmp(&ia.state.best_val_loss, &ib.state.best_val_loss, sizeof(double)), 0, "best val losses differ");
-    model_free(&ma);
-    model_free(&mb);
+    tg_model_free(&ma);
+    tg_model_free(&mb);
 }

@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #include "train/checkpoint.h"
-#include "train/model.h"
+#include "tapegrad/model.h"
 
 /* The flags every suite trains with: the tiny preset, small batches, one thread (bitwise
  * comparisons need a fixed thread count; one is also the fastest on a busy machine). */
@@ -70,10 +70,10 @@ void ckpt_train_small(const char *corpus, const char *out, int steps, const char
 void ckpt_expect_resume_reaches(const char *run, const char *extra, int step, const char *why);
 
 /* Builds a model from the checkpoint's config and loads it. */
-tg_status ckpt_load_model(const char *path, Model *model, CheckpointInfo *info);
+TgStatus ckpt_load_model(const char *path, TgModel *model, CheckpointInfo *info);
 
 /* Bitwise equality of weights and both AdamW moments. */
-bool ckpt_models_equal(const Model *a, const Model *b);
+bool ckpt_models_equal(const TgModel *a, const TgModel *b);
 
 /* The whole file / the decompressed stream of a checkpoint (malloc'ed). */
 uint8_t *ckpt_read_file(const char *path, size_t *len);

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/error.h"
-#include "lib/rng.h"
+#include "tapegrad/error.h"
+#include "tapegrad/rng.h"
 
 static const char *const WORDS[] = {
     "the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on",
@@ -25,16 +25,16 @@ static const char *const WORDS[] = {
 };
 
 char *datagen_english(uint64_t seed, size_t len) {
-    Rng rng;
-    rng_seed(&rng, seed);
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
     size_t n_words = sizeof WORDS / sizeof WORDS[0];
     char *out = tg_malloc(len + 1);
     size_t pos = 0, line = 0;
     int capital = 1;
     while (pos < len) {
         char piece[48];
-        const char *w = WORDS[rng_below(&rng, n_words)];
-        uint64_t r = rng_below(&rng, 100);
+        const char *w = WORDS[tg_rng_below(&rng, n_words)];
+        uint64_t r = tg_rng_below(&rng, 100);
         const char *punct = r < 8 ? "," : r < 18 ? "." : "";
         const char *sep = pos == 0 ? "" : line > 60 ? "\n" : " ";
         if (line > 60) line = 0;
@@ -51,17 +51,17 @@ char *datagen_english(uint64_t seed, size_t len) {
 enum { PROSE_LEXICON = 6000 };
 
 /* One pseudo-word of 1-4 syllables (onset, vowel, coda) into out[0..47]. */
-static void prose_word(Rng *rng, char *out) {
+static void prose_word(TgRng *rng, char *out) {
     static const char *const onsets[] = {"", "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p",
                                          "r", "s", "t", "v", "w", "z", "br", "cl", "st", "tr", "sh",
                                          "ch", "th", "pl", "gr", "qu", "sp"};
     static const char *const vowels[] = {"a", "e", "i", "o", "u", "ai", "ea", "ou", "oo", "ie", "y"};
     static const char *const codas[] = {"", "", "", "n", "r", "s", "t", "l", "m", "nd", "st", "ng", "ck", "x"};
-    size_t syllables = 1 + rng_below(rng, 4), pos = 0;
+    size_t syllables = 1 + tg_rng_below(rng, 4), pos = 0;
     for (size_t s = 0; s < syllables; s++) {
-        const char *parts[3] = {onsets[rng_below(rng, sizeof onsets / sizeof onsets[0])],
-                                vowels[rng_below(rng, sizeof vowels / sizeof vowels[0])],
-                                codas[rng_below(rng, sizeof codas / sizeof codas[0])]};
+        const char *parts[3] = {onsets[tg_rng_below(rng, sizeof onsets / sizeof onsets[0])],
+                                vowels[tg_rng_below(rng, sizeof vowels / sizeof vowels[0])],
+                                codas[tg_rng_below(rng, sizeof codas / sizeof codas[0])]};
         for (int p = 0; p < 3; p++)
             for (const char *c = parts[p]; *c && pos < 47; c++) out[pos++] = *c;
     }
@@ -69,8 +69,8 @@ static void prose_word(Rng *rng, char *out) {
 }
 
 char *datagen_prose(uint64_t seed, size_t len) {
-    Rng rng;
-    rng_seed(&rng, seed);
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
     char(*lexicon)[48] = tg_malloc(PROSE_LEXICON * sizeof *lexicon);
     double *cumulative = tg_malloc(PROSE_LEXICON * sizeof *cumulative);
     double total = 0;
@@ -83,7 +83,7 @@ char *datagen_prose(uint64_t seed, size_t len) {
     size_t pos = 0, line = 0;
     bool capital = true;
     while (pos < len) {
-        double u = (double)rng_below(&rng, 1u << 30) / (double)(1u << 30) * total;
+        double u = (double)tg_rng_below(&rng, 1u << 30) / (double)(1u << 30) * total;
         size_t lo = 0, hi = PROSE_LEXICON - 1;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
@@ -91,8 +91,8 @@ char *datagen_prose(uint64_t seed, size_t len) {
             else hi = mid;
         }
         char word[48];
-        uint64_t r = rng_below(&rng, 100);
-        if (r < 3) snprintf(word, sizeof word, "%llu", (unsigned long long)rng_below(&rng, 10000));
+        uint64_t r = tg_rng_below(&rng, 100);
+        if (r < 3) snprintf(word, sizeof word, "%llu", (unsigned long long)tg_rng_below(&rng, 10000));
         else snprintf(word, sizeof word, "%s", lexicon[lo]);
         if (capital) word[0] = (char)(word[0] >= 'a' && word[0] <= 'z' ? word[0] - 'a' + 'A' : word[0]);
         const char *punct = r >= 90 ? "." : r >= 84 ? "," : r == 83 ? "?" : r == 82 ? ";" : "";

@@ -8,31 +8,31 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/error.h"
+#include "tapegrad/error.h"
 
 void test_tape_init(TestTape *t, int threads) {
-    arena_init(&t->arena, 1 << 20);
-    t->pool = threads > 1 ? pool_create(threads) : NULL;
-    tape_init(&t->tape, &t->arena, t->pool);
+    tg_arena_init(&t->arena, 1 << 20);
+    t->pool = threads > 1 ? tg_pool_create(threads) : NULL;
+    tg_tape_init(&t->tape, &t->arena, t->pool);
 }
 
 void test_tape_free(TestTape *t) {
-    tape_free(&t->tape);
-    pool_destroy(t->pool);
-    arena_free(&t->arena);
+    tg_tape_free(&t->tape);
+    tg_pool_destroy(t->pool);
+    tg_arena_free(&t->arena);
 }
 
-Tensor *test_tensor(const char *name, int ndim, const int64_t *shape, Rng *rng, float lo, float hi) {
-    Tensor *t = tg_calloc(1, sizeof *t);
-    tensor_set_shape(t, ndim, shape);
-    tensor_set_name(t, name);
+TgTensor *test_tensor(const char *name, int ndim, const int64_t *shape, TgRng *rng, float lo, float hi) {
+    TgTensor *t = tg_calloc(1, sizeof *t);
+    tg_tensor_set_shape(t, ndim, shape);
+    tg_tensor_set_name(t, name);
     t->data = tg_malloc((size_t)t->numel * sizeof(float));
-    if (rng) rng_fill_uniform(rng, t->data, (size_t)t->numel, lo, hi);
+    if (rng) tg_rng_fill_uniform(rng, t->data, (size_t)t->numel, lo, hi);
     else memset(t->data, 0, (size_t)t->numel * sizeof(float));
     return t;
 }
 
-void test_tensor_free(Tensor *t) {
+void test_tensor_free(TgTensor *t) {
     if (!t) return;
     free(t->data);
     free(t);

@@ -7,25 +7,25 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lib/arena.h"
-#include "lib/error.h"
-#include "lib/pool.h"
-#include "lib/rng.h"
-#include "lib/tape.h"
-#include "lib/tensor.h"
+#include "tapegrad/arena.h"
+#include "tapegrad/error.h"
+#include "tapegrad/pool.h"
+#include "tapegrad/rng.h"
+#include "tapegrad/tape.h"
+#include "tapegrad/tensor.h"
 
 /* For Criterion tests (include <criterion/criterion.h> and <string.h> first): the call returns
  * TG_OK / fails with `status` and a message containing `needle`. */
 #define assert_ok(expr)                                                                      \
     do {                                                                                     \
-        tg_status st_ = (expr);                                                              \
+        TgStatus st_ = (expr);                                                              \
         cr_assert_eq(st_, TG_OK, "%s failed: %s", #expr, tg_error_message());                \
     } while (0)
 
 #define assert_fails(expr, status, needle)                                                   \
     do {                                                                                     \
         tg_error_clear();                                                                    \
-        tg_status st_ = (expr);                                                              \
+        TgStatus st_ = (expr);                                                              \
         cr_assert_eq(st_, (status), "%s returned %d, expected %d (message: %s)", #expr,      \
                      (int)st_, (int)(status), tg_error_message());                           \
         cr_assert(strstr(tg_error_message(), (needle)) != NULL,                              \
@@ -74,17 +74,17 @@ bool test_clients_available(void);
 
 /* A tape with its own arena and no pool (or a pool of `threads` if > 1). */
 typedef struct {
-    Arena arena;
-    Pool *pool;
-    Tape tape;
+    TgArena arena;
+    TgPool *pool;
+    TgTape tape;
 } TestTape;
 
 void test_tape_init(TestTape *t, int threads);
 void test_tape_free(TestTape *t);
 
 /* A heap tensor (freed by test_tensor_free) filled with uniform values in [lo, hi). */
-Tensor *test_tensor(const char *name, int ndim, const int64_t *shape, Rng *rng, float lo, float hi);
-void test_tensor_free(Tensor *t);
+TgTensor *test_tensor(const char *name, int ndim, const int64_t *shape, TgRng *rng, float lo, float hi);
+void test_tensor_free(TgTensor *t);
 
 /* Runs fn(ctx) in a child process and collects what it writes to stderr into msg (NUL-terminated,
  * at most cap - 1 bytes). Returns the signal that ended the child, or 0 when it returned. For

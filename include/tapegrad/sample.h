@@ -1,50 +1,50 @@
 /* Sampling from a trained model, one token at a time with a KV cache. */
-#ifndef TAPEGRAD_SAMPLE_H
-#define TAPEGRAD_SAMPLE_H
+#ifndef TG_SAMPLE_H
+#define TG_SAMPLE_H
 
 #include <stdint.h>
 
-#include "data/tokenizer.h"
-#include "lib/error.h"
-#include "lib/rng.h"
-#include "lib/tape.h"
-#include "train/model.h"
+#include "tapegrad/tokenizer.h"
+#include "tapegrad/error.h"
+#include "tapegrad/rng.h"
+#include "tapegrad/tape.h"
+#include "tapegrad/model.h"
 
 #pragma GCC visibility push(default)
 
-/* Called by sample_generate before each draw with the text so far (text[0..len-1]) and the logits
+/* Called by tg_sample_generate before each draw with the text so far (text[0..len-1]) and the logits
  * (vocab floats) the next token is drawn from; those logits are valid only during the call. */
-typedef void (*SampleObserver)(void *ctx, const int32_t *text, int64_t len, const float *logits, int64_t vocab);
+typedef void (*TgSampleObserver)(void *ctx, const int32_t *text, int64_t len, const float *logits, int64_t vocab);
 
-typedef struct SampleOptions {
+typedef struct TgSampleOptions {
     double temperature;      /* 0 picks the most likely token (greedy, deterministic) */
     int top_k;               /* 0 means the whole vocabulary */
-    SampleObserver observer; /* optional (NULL): sees every step's logits (tests, inspection) */
+    TgSampleObserver observer; /* optional (NULL): sees every step's logits (tests, inspection) */
     void *observer_ctx;
-} SampleOptions;
+} TgSampleOptions;
 
 /* Picks a token from one row of logits (vocab floats): the argmax (lowest id on ties) at temperature
  * 0, otherwise a draw from softmax(logits / temperature) restricted to the top_k largest logits
- * (ties ranked by lower id) and renormalised, using one rng_uniform. scratch_probs and scratch_ids
+ * (ties ranked by lower id) and renormalised, using one tg_rng_uniform. scratch_probs and scratch_ids
  * hold vocab floats and ints. Reentrant: threads may sample at once, each with its own rng and
  * scratch. */
-int32_t sample_token(const float *logits, int64_t vocab, const SampleOptions *opts, Rng *rng,
+int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOptions *opts, TgRng *rng,
                      float *scratch_probs, int32_t *scratch_ids);
 
 /* Feeds the prompt, then generates up to n_new tokens (stopping early at stop_id if >= 0).
  * out (prompt_len + n_new ints) receives prompt + generated tokens; returns how many in total.
  * The prompt must be non-empty and at most the context length; past the context the cache
  * restarts from the last half of the text. */
-int64_t sample_generate(Model *model, Tape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
-                        const SampleOptions *opts, int32_t stop_id, Rng *rng, int32_t *out);
+int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
+                        const TgSampleOptions *opts, int32_t stop_id, TgRng *rng, int32_t *out);
 
 /* Text in, text out: encodes prompt[0..prompt_len) with `tok` (an empty prompt becomes <eot>; of
  * a prompt longer than the context, its last seq_len tokens are kept), generates up to n_new
- * tokens with sample_generate, stopping at <eot>, and decodes them. *text (malloc'ed,
+ * tokens with tg_sample_generate, stopping at <eot>, and decodes them. *text (malloc'ed,
  * NUL-terminated; the caller frees it) receives the continuation alone, *text_len its bytes.
  * Fails (TG_ERR_ARG) on a prompt byte a char tokenizer does not know. */
-tg_status sample_text(Model *model, const Tokenizer *tok, Tape *tape, const char *prompt, size_t prompt_len,
-                      int64_t n_new, const SampleOptions *opts, Rng *rng, char **text, size_t *text_len);
+TgStatus tg_sample_text(TgModel *model, const TgTokenizer *tok, TgTape *tape, const char *prompt, size_t prompt_len,
+                      int64_t n_new, const TgSampleOptions *opts, TgRng *rng, char **text, size_t *text_len);
 
 #pragma GCC visibility pop
 

@@ -21,17 +21,17 @@
  * soon as it exceeds 1% of that element's own gradient plus atol, however small it is next to
  * the tensor's largest element. The tensor-wide figure max|a - n| / max|n| is reported too.
  */
-#ifndef TAPEGRAD_GRADCHECK_H
-#define TAPEGRAD_GRADCHECK_H
+#ifndef TG_GRADCHECK_H
+#define TG_GRADCHECK_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/tape.h"
+#include "tapegrad/tape.h"
 
 #pragma GCC visibility push(default)
 
-typedef Tensor *(*gradcheck_forward_fn)(Tape *tape, Tensor *const *inputs, void *ctx);
+typedef TgTensor *(*TgGradcheckForwardFn)(TgTape *tape, TgTensor *const *inputs, void *ctx);
 
 typedef struct {
     double eps;         /* perturbation; default 1e-2 */
@@ -39,7 +39,7 @@ typedef struct {
     double atol_scale;  /* allowed error as a share of the input's largest |n|; default 1e-4 */
     double atol_noise;  /* allowed error in units of the rounding noise nu; default 4 */
     uint64_t seed;      /* for R */
-} GradcheckOptions;
+} TgGradcheckOptions;
 
 typedef struct {
     char input[TG_NAME_CAP];
@@ -54,17 +54,17 @@ typedef struct {
     double max_abs_err;   /* max |a - n| */
     double rel_err;       /* max_abs_err / max(scale, 1e-3) */
     bool pass;
-} GradcheckResult;
+} TgGradcheckResult;
 
 /* The defaults above; seed 1234. */
-GradcheckOptions gradcheck_defaults(void);
+TgGradcheckOptions tg_gradcheck_defaults(void);
 /* Checks every input (all must be float tensors the caller owns, outside the tape's arena).
  * Fills results[0..n_inputs) and returns true when all pass (opts may be NULL: the defaults).
  * forward(tape, inputs, ctx) must compute the op's output from the inputs alone, the same way
  * each call; it runs 1 + 2 x (elements of all inputs) times. The tape is left reset. Aborts when
  * the forward records nothing. */
-bool gradcheck(Tape *tape, gradcheck_forward_fn forward, void *ctx, Tensor *const *inputs,
-               int n_inputs, const GradcheckOptions *opts, GradcheckResult *results);
+bool tg_gradcheck(TgTape *tape, TgGradcheckForwardFn forward, void *ctx, TgTensor *const *inputs,
+               int n_inputs, const TgGradcheckOptions *opts, TgGradcheckResult *results);
 
 #pragma GCC visibility pop
 

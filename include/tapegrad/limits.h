@@ -4,10 +4,10 @@
  * any model this CPU trainer is for, and far below where int64/size_t arithmetic could wrap:
  * 2^34 float32s are 64 GiB, and 2^34 * 4 bytes * 4 buffers (weights, gradients, AdamW m, v)
  * still fits 2^40. The model's own limits (width, layers, heads, hidden, context) sit beside its
- * config in train/model.h, since lib knows nothing about transformers.
+ * config in tapegrad/model.h, since lib knows nothing about transformers.
  */
-#ifndef TAPEGRAD_LIMITS_H
-#define TAPEGRAD_LIMITS_H
+#ifndef TG_LIMITS_H
+#define TG_LIMITS_H
 
 #include <stdint.h>
 

@@ -4,7 +4,7 @@
  *   X(ID, "name", checks)
  *
  * ID gives TG_OP_<ID>; "name" is what the op records on the tape (tg_op_name(TG_OP_<ID>)) and
- * what `tapegrad gradcheck --op` and `tapegrad graph` show; `checks` is the OpCheckList defined
+ * what `tapegrad gradcheck --op` and `tapegrad graph` show; `checks` is the TgOpCheckList defined
  * at the end of the op's own file. A new op is one line here: the list names its checks, so an
  * op without them does not link, and tests/test_op_coverage.c fails when a training step records
  * a name that is not listed.
@@ -12,8 +12,8 @@
  * TG_COMPOSITE_LIST: functions built from several ops (recording those ops, not a name of their
  * own), checked as a whole all the same because the model trains through them.
  */
-#ifndef TAPEGRAD_OPS_OP_LIST_H
-#define TAPEGRAD_OPS_OP_LIST_H
+#ifndef TG_OP_LIST_H
+#define TG_OP_LIST_H
 
 #pragma GCC visibility push(default)
 

@@ -1,12 +1,12 @@
 /* Errors with context.
  *
  * Two kinds of failure, two mechanisms:
- *  - Anything user input can cause (a flag, a file, a config) returns a tg_status and leaves a
+ *  - Anything user input can cause (a flag, a file, a config) returns a TgStatus and leaves a
  *    message with context in a thread-local buffer; the CLI prints it once and exits non-zero.
  *  - Broken internal invariants (shape mismatch inside the engine) abort with file:line.
  */
-#ifndef TAPEGRAD_ERROR_H
-#define TAPEGRAD_ERROR_H
+#ifndef TG_ERROR_H
+#define TG_ERROR_H
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,18 +22,18 @@ typedef enum {
     TG_ERR_NUMERIC,  /* NaN/Inf */
     TG_ERR_NOMEM,
     TG_ERR_INTERRUPTED,
-} tg_status;
+} TgStatus;
 
 /* Sets the thread's message (printf-style) and returns `status`, so callers can write
  * `return tg_fail(TG_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
-tg_status tg_fail(tg_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TgStatus tg_fail(TgStatus status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prepends context to the current message: "loading ckpt.tgz: " + old message. */
-tg_status tg_fail_context(tg_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TgStatus tg_fail_context(TgStatus status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The calling thread's message of its last failure ("" when none): valid until that thread's
  * next failure or tg_error_clear. Each thread has its own. */
 const char *tg_error_message(void);
 /* "I/O error", "malformed file", ...: a static string. */
-const char *tg_status_name(tg_status status);
+const char *tg_status_name(TgStatus status);
 /* Empties the calling thread's message. */
 void tg_error_clear(void);
 
@@ -53,7 +53,7 @@ _Noreturn void tg_abort_check(const char *file, int line, const char *cond, cons
 
 #define TG_TRY(expr)                         \
     do {                                     \
-        tg_status tg_try_status_ = (expr);   \
+        TgStatus tg_try_status_ = (expr);   \
         if (tg_try_status_ != TG_OK) return tg_try_status_; \
     } while (0)
 

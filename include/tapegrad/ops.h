@@ -2,100 +2,100 @@
  * input requires grad); its backward sits beside it in the op's file and adds into the inputs'
  * gradients. Shapes: leading dims are flattened into rows unless an op says otherwise.
  *
- * An op's output comes from the tape's arena and lives until tape_reset; the inputs are read,
+ * An op's output comes from the tape's arena and lives until tg_tape_reset; the inputs are read,
  * never changed (the _inplace and _consuming variants say what they overwrite). Shapes that do
  * not fit are programming errors: the op aborts naming the tensors (TG_CHECK). */
-#ifndef TAPEGRAD_OPS_H
-#define TAPEGRAD_OPS_H
+#ifndef TG_OPS_H
+#define TG_OPS_H
 
-#include "lib/tape.h"
-#include "ops/op_list.h"
+#include "tapegrad/tape.h"
+#include "tapegrad/op_list.h"
 
 #pragma GCC visibility push(default)
 
 /* ---- linear.c ---- */
 /* y = x W^T.  x (..., in), w (out, in) -> y (..., out). No bias. */
-Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w);
-/* y = residual + x W^T (residual (..., out), same rows as x): op_add(residual, op_linear(x, w))
+TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w);
+/* y = residual + x W^T (residual (..., out), same rows as x): tg_add(residual, tg_linear(x, w))
  * in one op, without keeping the product. */
-Tensor *op_linear_residual(Tape *tape, Tensor *x, Tensor *w, Tensor *residual);
+TgTensor *tg_linear_residual(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *residual);
 
 /* ---- elementwise.c ---- */
-Tensor *op_add(Tape *tape, Tensor *a, Tensor *b);     /* a + b, same shape */
-Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b);     /* a * b, same shape */
-Tensor *op_scale(Tape *tape, Tensor *a, float s);     /* s * a */
-Tensor *op_sum(Tape *tape, Tensor *a);                /* scalar: sum of all elements */
-Tensor *op_mean(Tape *tape, Tensor *a);               /* scalar: mean of all elements */
+TgTensor *tg_add(TgTape *tape, TgTensor *a, TgTensor *b);     /* a + b, same shape */
+TgTensor *tg_mul(TgTape *tape, TgTensor *a, TgTensor *b);     /* a * b, same shape */
+TgTensor *tg_scale(TgTape *tape, TgTensor *a, float s);     /* s * a */
+TgTensor *tg_sum(TgTape *tape, TgTensor *a);                /* scalar: sum of all elements */
+TgTensor *tg_mean(TgTape *tape, TgTensor *a);               /* scalar: mean of all elements */
 
 /* ---- activation.c ---- (elementwise, any shape) */
-Tensor *op_relu(Tape *tape, Tensor *x);
-Tensor *op_silu(Tape *tape, Tensor *x);     /* x * sigmoid(x) */
-Tensor *op_gelu(Tape *tape, Tensor *x);     /* 0.5 x (1 + erf(x / sqrt 2)) */
-Tensor *op_sigmoid(Tape *tape, Tensor *x);
+TgTensor *tg_relu(TgTape *tape, TgTensor *x);
+TgTensor *tg_silu(TgTape *tape, TgTensor *x);     /* x * sigmoid(x) */
+TgTensor *tg_gelu(TgTape *tape, TgTensor *x);     /* 0.5 x (1 + erf(x / sqrt 2)) */
+TgTensor *tg_sigmoid(TgTape *tape, TgTensor *x);
 /* The same functions on one float, for code of one's own (no tape). */
-float act_silu(float x);
-float act_gelu(float x);
-float act_sigmoid(float x);
+float tg_act_silu(float x);
+float tg_act_gelu(float x);
+float tg_act_sigmoid(float x);
 
 /* ---- rmsnorm.c ---- */
 /* y = x / sqrt(mean(x^2) + eps) * g over the last dim.  x (..., d), g (d). */
-Tensor *op_rmsnorm(Tape *tape, Tensor *x, Tensor *g, float eps);
+TgTensor *tg_rmsnorm(TgTape *tape, TgTensor *x, TgTensor *g, float eps);
 
 /* ---- rope.c ---- */
 /* cos/sin of angle = position * theta^(-2i/head_dim), i < head_dim/2; computed once per run. */
-typedef struct RopeTable {
+typedef struct TgRopeTable {
     float *cos, *sin;    /* [max_pos, head_dim/2] each */
     int64_t max_pos, head_dim;
     double theta;
-} RopeTable;
-/* Fills the table (heap memory; head_dim even); rope_table_free releases it. */
-void rope_table_init(RopeTable *rope, int64_t max_pos, int64_t head_dim, double theta);
-void rope_table_free(RopeTable *rope);
+} TgRopeTable;
+/* Fills the table (heap memory; head_dim even); tg_rope_table_free releases it. */
+void tg_rope_table_init(TgRopeTable *rope, int64_t max_pos, int64_t head_dim, double theta);
+void tg_rope_table_free(TgRopeTable *rope);
 /* rotate_half([a, b, c, d]) = [-c, -d, a, b] on one vector of even length d. */
-void rope_rotate_half(const float *x, float *out, int64_t d);
+void tg_rope_rotate_half(const float *x, float *out, int64_t d);
 /* x' = x*cos + rotate_half(x)*sin per head; pairs (i, i + hd/2).
  * x (B, T, heads*head_dim); token t sits at position pos_offset + t. */
-Tensor *op_rope(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset);
+TgTensor *tg_rope(TgTape *tape, TgTensor *x, int64_t heads, const TgRopeTable *rope, int64_t pos_offset);
 /* The same, written over x's values (the output views x's data; x's gradient stays separate).
  * For an x that no backward reads, such as the output of a linear: saves one tensor. */
-Tensor *op_rope_inplace(Tape *tape, Tensor *x, int64_t heads, const RopeTable *rope, int64_t pos_offset);
+TgTensor *tg_rope_inplace(TgTape *tape, TgTensor *x, int64_t heads, const TgRopeTable *rope, int64_t pos_offset);
 
 /* ---- attention.c ---- */
 /* Causal softmax(Q K^T / sqrt(hd)) V with grouped-query heads: query head h reads KV head
  * h / (heads / kv_heads).  q (B, Tq, heads*hd), k and v (B, Tk, kv_heads*hd), Tk >= Tq;
  * query t sits at position Tk - Tq + t and sees keys 0 ..= Tk - Tq + t (KV-cache decoding
  * passes Tq = 1). Output (B, Tq, heads*hd). Parallel over (batch, head). */
-Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int64_t heads, int64_t kv_heads);
+TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads);
 /* The backward needs the softmax probabilities (B, H, Tq, Tk): the forward keeps them when they
  * take at most this many bytes (default 8 MB), else the backward recomputes them (same bits,
  * a few per cent more work, memory linear in T). Returns the previous limit (tests set 0). */
-size_t attention_set_saved_probs_limit(size_t bytes);
+size_t tg_attention_set_saved_probs_limit(size_t bytes);
 
 /* ---- ffn.c ---- */
 /* silu(a) * b, fused. a, b same shape. */
-Tensor *op_swiglu(Tape *tape, Tensor *a, Tensor *b);
+TgTensor *tg_swiglu(TgTape *tape, TgTensor *a, TgTensor *b);
 /* residual + w2(silu(w1 x) * w3 x); w1, w3 (hidden, dim), w2 (dim, hidden); residual (..., dim)
  * or NULL (then no add). *hidden_out (may be NULL) receives the input of w2, (..., hidden), for
  * inspection; like every activation it lives until the tape is reset. */
-Tensor *ffn_swiglu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w3, Tensor *w2, Tensor *residual, Tensor **hidden_out);
+TgTensor *tg_ffn_swiglu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w3, TgTensor *w2, TgTensor *residual, TgTensor **hidden_out);
 /* residual + w2(relu(w1 x)); w1 (hidden, dim), w2 (dim, hidden). */
-Tensor *ffn_relu(Tape *tape, Tensor *x, Tensor *w1, Tensor *w2, Tensor *residual, Tensor **hidden_out);
+TgTensor *tg_ffn_relu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w2, TgTensor *residual, TgTensor **hidden_out);
 
 /* ---- embedding.c ---- */
 /* out[..., :] = table[ids[...], :].  table (V, D); ids has ndim dims `shape`; out (shape..., D).
  * Backward: a deterministic scatter-add into the table's gradient. Aborts on an id outside
  * [0, V) (callers validate user input first). */
-Tensor *op_embedding(Tape *tape, Tensor *table, const int32_t *ids, int ndim, const int64_t *shape);
+TgTensor *tg_embedding(TgTape *tape, TgTensor *table, const int32_t *ids, int ndim, const int64_t *shape);
 
 /* ---- cross_entropy.c ---- */
 /* Mean over counted targets of -log softmax(logits)[target]; logits (..., V), one target per
  * row; rows whose target == ignore_index are skipped (TG_IGNORE_INDEX = -1). Scalar output.
  * The softmax is fused into the backward: dlogits = (softmax - onehot) / count. */
 enum { TG_IGNORE_INDEX = -1 };
-Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
+TgTensor *tg_cross_entropy(TgTape *tape, TgTensor *logits, const int32_t *targets, int32_t ignore_index);
 /* The same, but the backward may write dlogits over the logits' values (saving an (R, V)
  * buffer): for logits that nobody reads after the backward. */
-Tensor *op_cross_entropy_consuming(Tape *tape, Tensor *logits, const int32_t *targets, int32_t ignore_index);
+TgTensor *tg_cross_entropy_consuming(TgTape *tape, TgTensor *logits, const int32_t *targets, int32_t ignore_index);
 
 #pragma GCC visibility pop
 

@@ -11,12 +11,12 @@
  *  - BPE (byte level), trained by tapegrad: ids 0..255 are the 256 bytes, id 256 is <eot>, id
  *    257+i is merge i (the concatenation of merges[i].left and merges[i].right). Any byte
  *    string round-trips, invalid UTF-8 included. Text is first cut into chunks and merges never
- *    cross a chunk boundary. Two pre-split rules exist (TokenizerSplit): files of version 1 use
- *    tapegrad's first rule (tokenizer_bpe_chunk_len), and encode with it as they always did;
- *    tokenizers trained now use the GPT-2 rule (tokenizer_gpt2_chunk_len), the one Hugging
+ *    cross a chunk boundary. Two pre-split rules exist (TgTokenizerSplit): files of version 1 use
+ *    tapegrad's first rule (tg_tokenizer_bpe_chunk_len), and encode with it as they always did;
+ *    tokenizers trained now use the GPT-2 rule (tg_tokenizer_gpt2_chunk_len), the one Hugging
  *    Face's ByteLevel pre-tokenizer and llama.cpp's "gpt-2" pre-tokenizer apply, so that an
  *    exported tokenizer encodes alike everywhere. With the GPT-2 rule the text
- *    "<|endoftext|>" (TOKENIZER_EOT_TEXT) is the <eot> token wherever it appears, as it is for
+ *    "<|endoftext|>" (TG_TOKENIZER_EOT_TEXT) is the <eot> token wherever it appears, as it is for
  *    those programs.
  *
  *  - BPE imported from a Hugging Face tokenizer.json (data/tokenizer_hf.h, `hf` set): the
@@ -31,53 +31,53 @@
  * Text is passed as (const char *, size_t length) and treated as raw bytes; it may contain NUL.
  * <eot> ("end of text") decodes to no bytes; a sampler stops on tok->eot_id.
  *
- * A Tokenizer owns heap memory: release it with tokenizer_free(). A zeroed struct is "empty"
+ * A TgTokenizer owns heap memory: release it with tg_tokenizer_free(). A zeroed struct is "empty"
  * and safe to free.
  */
-#ifndef TAPEGRAD_DATA_TOKENIZER_H
-#define TAPEGRAD_DATA_TOKENIZER_H
+#ifndef TG_TOKENIZER_H
+#define TG_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <stdbool.h>
 
-#include "lib/error.h"
-#include "lib/version.h"
+#include "tapegrad/error.h"
+#include "tapegrad/version.h"
 
 #pragma GCC visibility push(default)
 
-typedef enum { TOKENIZER_NONE = 0, TOKENIZER_CHAR = 1, TOKENIZER_BPE = 2 } TokenizerKind;
+typedef enum { TG_TOKENIZER_NONE = 0, TG_TOKENIZER_CHAR = 1, TG_TOKENIZER_BPE = 2 } TgTokenizerKind;
 
 /* How BPE text is cut into chunks before merging (the number is part of the fingerprint). */
-typedef enum { TOKENIZER_SPLIT_TAPEGRAD = 0, TOKENIZER_SPLIT_GPT2 = 1 } TokenizerSplit;
+typedef enum { TG_TOKENIZER_SPLIT_TAPEGRAD = 0, TG_TOKENIZER_SPLIT_GPT2 = 1 } TgTokenizerSplit;
 
-#define TOKENIZER_EOT_TEXT "<|endoftext|>"
+#define TG_TOKENIZER_EOT_TEXT "<|endoftext|>"
 
 enum {
-    TOKENIZER_BPE_BASE = 256,   /* byte ids 0..255 */
-    TOKENIZER_BPE_EOT = 256,    /* the <eot> id of every BPE tokenizer */
-    TOKENIZER_BPE_FIRST_MERGE = 257,
-    TOKENIZER_MAX_CHUNK = 64,   /* tapegrad's BPE tokens are at most this many bytes */
-    TOKENIZER_FILE_VERSION = TAPEGRAD_TOKENIZER_FORMAT, /* version 1: char, and BPE with the tapegrad split */
+    TG_TOKENIZER_BPE_BASE = 256,   /* byte ids 0..255 */
+    TG_TOKENIZER_BPE_EOT = 256,    /* the <eot> id of every BPE tokenizer */
+    TG_TOKENIZER_BPE_FIRST_MERGE = 257,
+    TG_TOKENIZER_MAX_CHUNK = 64,   /* tapegrad's BPE tokens are at most this many bytes */
+    TG_TOKENIZER_FILE_VERSION = TG_TOKENIZER_FORMAT, /* version 1: char, and BPE with the tapegrad split */
 };
 
-typedef struct TokenPair {
+typedef struct TgTokenPair {
     int32_t left, right;
-} TokenPair;
+} TgTokenPair;
 
-typedef struct BpeRankMap BpeRankMap; /* private: pair -> merge rank, for encoding */
-typedef struct TokenIndex TokenIndex; /* private: token bytes -> id (imported tokenizers) */
+typedef struct TgBpeRankMap TgBpeRankMap; /* private: pair -> merge rank, for encoding */
+typedef struct TgTokenIndex TgTokenIndex; /* private: token bytes -> id (imported tokenizers) */
 
 /* A token matched in the text before the pre-split: Hugging Face's "added tokens". Its text is
- * the token's bytes (tokenizer_token_bytes). */
-typedef struct TokenizerAdded {
+ * the token's bytes (tg_tokenizer_token_bytes). */
+typedef struct TgTokenizerAdded {
     int32_t id;
     bool special; /* control tokens (<eot>, <|im_start|>, ...), as opposed to added words */
-} TokenizerAdded;
+} TgTokenizerAdded;
 
-typedef struct Tokenizer {
-    TokenizerKind kind;
+typedef struct TgTokenizer {
+    TgTokenizerKind kind;
     int32_t vocab_size; /* ids are in [0, vocab_size) */
     int32_t eot_id;     /* <eot>: CHAR n_chars, BPE 256 */
 
@@ -88,13 +88,13 @@ typedef struct Tokenizer {
 
     /* BPE: merge i (rank i) makes id merge_ids[i] out of merges[i]; for tapegrad's own
      * tokenizers merge_ids is NULL, merge i makes 257 + i and vocab_size = 257 + n_merges. */
-    TokenizerSplit split;
+    TgTokenizerSplit split;
     int32_t n_merges;
-    TokenPair *merges;
+    TgTokenPair *merges;
     int32_t *merge_ids;
     int32_t byte_ids[256];   /* the id of each single byte (b for tapegrad's own) */
     int32_t n_added;         /* matched in text, longest first at the leftmost position */
-    TokenizerAdded *added;
+    TgTokenizerAdded *added;
     bool hf;                 /* imported from a tokenizer.json (see above) */
     bool ignore_merges;      /* hf: a chunk that is itself a token is that token */
 
@@ -102,66 +102,66 @@ typedef struct Tokenizer {
      * token_bytes[token_offsets[id] .. token_offsets[id + 1]). */
     int64_t *token_offsets; /* vocab_size + 1 entries */
     uint8_t *token_bytes;
-    BpeRankMap *ranks;      /* BPE only */
-    TokenIndex *index;      /* hf only */
-    uint64_t fingerprint;   /* see tokenizer_fingerprint */
-} Tokenizer;
+    TgBpeRankMap *ranks;      /* BPE only */
+    TgTokenIndex *index;      /* hf only */
+    uint64_t fingerprint;   /* see tg_tokenizer_fingerprint */
+} TgTokenizer;
 
 /* Builds a CHAR tokenizer from the distinct bytes of `text`. Refuses an empty text. */
-tg_status tokenizer_char_train(const char *text, size_t len, Tokenizer *tok);
+TgStatus tg_tokenizer_char_train(const char *text, size_t len, TgTokenizer *tok);
 
 /* Trains a byte-level BPE tokenizer of exactly `vocab_size` ids on `text`: repeatedly merges the
  * most frequent adjacent pair (counted over chunks, weighted by how often each chunk occurs);
  * ties go to the smallest (left, right) ids. Refuses vocab_size < 257, and a vocab_size the
  * text cannot reach (no adjacent pair left), naming the largest reachable size.
  * On failure `tok` is left empty. */
-tg_status tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, Tokenizer *tok);
-/* The same with a chosen pre-split (tokenizer_bpe_train uses TOKENIZER_SPLIT_GPT2). Chunks of
- * more than TOKENIZER_MAX_CHUNK bytes are counted in pieces of that length, so that no token
+TgStatus tg_tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, TgTokenizer *tok);
+/* The same with a chosen pre-split (tg_tokenizer_bpe_train uses TG_TOKENIZER_SPLIT_GPT2). Chunks of
+ * more than TG_TOKENIZER_MAX_CHUNK bytes are counted in pieces of that length, so that no token
  * is longer. */
-tg_status tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TokenizerSplit split,
-                                    Tokenizer *tok);
+TgStatus tg_tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TgTokenizerSplit split,
+                                    TgTokenizer *tok);
 
 /* The BPE pre-split rule: the length of the chunk starting at text[0] (1 <= result <= len and
- * <= TOKENIZER_MAX_CHUNK; 0 when len == 0). Byte classes: letters (A-Z, a-z and every byte
+ * <= TG_TOKENIZER_MAX_CHUNK; 0 when len == 0). Byte classes: letters (A-Z, a-z and every byte
  * >= 0x80, so UTF-8 sequences stay whole), digits, space ' ', newlines ('\n', '\r'), and
  * other (punctuation, tab, controls). A chunk is a maximal run of one class, except that a
  * single space joins the letter/digit/other run that follows it (" the", " 42", " ..."): in a
  * run of k spaces before such a run, the first k-1 spaces form their own chunk. Runs longer
- * than TOKENIZER_MAX_CHUNK bytes are cut every TOKENIZER_MAX_CHUNK bytes. */
-size_t tokenizer_bpe_chunk_len(const char *text, size_t len);
+ * than TG_TOKENIZER_MAX_CHUNK bytes are cut every TG_TOKENIZER_MAX_CHUNK bytes. */
+size_t tg_tokenizer_bpe_chunk_len(const char *text, size_t len);
 
 /* The GPT-2 pre-split: the length of the first match of
  *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * in text[0..len) (0 when len == 0), with letters, numbers and white space as Unicode defines
  * them (data/unicode_class.h). Bytes that are not UTF-8 count as one "other" character per
  * maximal subpart, as U+FFFD would. Chunks have no length limit. */
-size_t tokenizer_gpt2_chunk_len(const char *text, size_t len);
+size_t tg_tokenizer_gpt2_chunk_len(const char *text, size_t len);
 
 /* The most ids encoding len bytes can give: len (every byte yields at most one id), or 3 * len
  * for an imported tokenizer (an invalid byte becomes the three bytes of U+FFFD). */
-size_t tokenizer_max_ids(const Tokenizer *tok, size_t len);
+size_t tg_tokenizer_max_ids(const TgTokenizer *tok, size_t len);
 
-/* Encodes len bytes into out[0 .. *n_out); out_cap >= tokenizer_max_ids(tok, len) (out may be
+/* Encodes len bytes into out[0 .. *n_out); out_cap >= tg_tokenizer_max_ids(tok, len) (out may be
  * NULL when len == 0). CHAR refuses a byte outside its vocabulary (TG_ERR_ARG, naming the byte
  * and offset). */
-tg_status tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, int32_t *out,
+TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out);
 
 /* Decodes n ids into a malloc'ed buffer (*text, caller frees; NUL-terminated for convenience,
  * the terminator not counted in *len). Refuses an id outside [0, vocab_size). */
-tg_status tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, char **text,
+TgStatus tg_tokenizer_decode(const TgTokenizer *tok, const int32_t *ids, size_t n, char **text,
                            size_t *len);
 
 /* The bytes of one id (not NUL-terminated): for <eot> its text when it has one (the GPT-2 split,
  * imported tokenizers), none otherwise. `id` must be in range. */
-const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int32_t id, size_t *len);
+const uint8_t *tg_tokenizer_token_bytes(const TgTokenizer *tok, int32_t id, size_t *len);
 
 /* A 64-bit fingerprint of everything that decides the encoding (kind, vocab size, eot id, the
  * char table or the merge list, the pre-split; for imported tokenizers also every token's
  * bytes, the merge results and the added tokens): checkpoints and token files record it so a run can refuse a
  * tokenizer it was not trained with. Never 0 for a built tokenizer. */
-uint64_t tokenizer_fingerprint(const Tokenizer *tok);
+uint64_t tg_tokenizer_fingerprint(const TgTokenizer *tok);
 
 /* Saves as a text file (written to path.tmp, fsynced, renamed):
  *
@@ -180,16 +180,16 @@ uint64_t tokenizer_fingerprint(const Tokenizer *tok);
  * "file tokenizer.json" in place of the sizes and merges (and the fingerprint, checked on
  * loading the JSON).
  * Loading checks the magic line, the version, every count and id (vocab_size at most
- * TG_MAX_VOCAB, lib/limits.h), and the fingerprint (which catches edits and corruption), and
+ * TG_MAX_VOCAB, tapegrad/limits.h), and the fingerprint (which catches edits and corruption), and
  * says what is wrong and where. */
-tg_status tokenizer_save(const Tokenizer *tok, const char *path);
-tg_status tokenizer_load(const char *path, Tokenizer *tok);
+TgStatus tg_tokenizer_save(const TgTokenizer *tok, const char *path);
+TgStatus tg_tokenizer_load(const char *path, TgTokenizer *tok);
 
 /* Frees what the tokenizer holds and leaves it empty. */
-void tokenizer_free(Tokenizer *tok);
+void tg_tokenizer_free(TgTokenizer *tok);
 
 /* "char", "bpe" (or "none"): a static string. */
-const char *tokenizer_kind_name(TokenizerKind kind);
+const char *tg_tokenizer_kind_name(TgTokenizerKind kind);
 
 #pragma GCC visibility pop
 

@@ -2,38 +2,38 @@
  * the model of one of its checkpoints, checked against each other (the checkpoint records the
  * fingerprint of the tokenizer it was trained with).
  *
- *   Pretrained p;
- *   if (pretrained_open("checkpoints/notes", &p) != TG_OK) { puts(tg_error_message()); ... }
- *   ... sample_text(&p.model, &p.tok, tape, ...) ...
- *   pretrained_close(&p);
+ *   TgPretrained p;
+ *   if (tg_pretrained_open("checkpoints/notes", &p) != TG_OK) { puts(tg_error_message()); ... }
+ *   ... tg_sample_text(&p.model, &p.tok, tape, ...) ...
+ *   tg_pretrained_close(&p);
  */
-#ifndef TAPEGRAD_TRAIN_PRETRAINED_H
-#define TAPEGRAD_TRAIN_PRETRAINED_H
+#ifndef TG_PRETRAINED_H
+#define TG_PRETRAINED_H
 
 #include <stdint.h>
 
-#include "data/tokenizer.h"
-#include "lib/error.h"
-#include "train/model.h"
+#include "tapegrad/tokenizer.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
 
 #pragma GCC visibility push(default)
 
-typedef struct Pretrained {
-    Tokenizer tok;
-    Model model;
+typedef struct TgPretrained {
+    TgTokenizer tok;
+    TgModel model;
     int64_t step;           /* optimizer steps the checkpoint had done */
     char checkpoint[4200];  /* the file loaded */
-} Pretrained;
+} TgPretrained;
 
 /* dir_or_file: a run folder (its `latest` checkpoint) or a checkpoint file inside one (its
  * tokenizer.txt beside it). Builds the model from the checkpoint's config and loads its weights.
  * Refuses, naming the file: a folder without a usable checkpoint or tokenizer (TG_ERR_IO), a
  * damaged file (TG_ERR_FORMAT; the message lists the folder's other checkpoints), a checkpoint
  * trained with another tokenizer or a parameter set's checkpoint (TG_ERR_MISMATCH). Prints
- * nothing. On failure *p is left empty; pretrained_close is safe either way. */
-tg_status pretrained_open(const char *dir_or_file, Pretrained *p);
+ * nothing. On failure *p is left empty; tg_pretrained_close is safe either way. */
+TgStatus tg_pretrained_open(const char *dir_or_file, TgPretrained *p);
 /* Frees the model and the tokenizer. */
-void pretrained_close(Pretrained *p);
+void tg_pretrained_close(TgPretrained *p);
 
 #pragma GCC visibility pop
 

@@ -1,45 +1,45 @@
 /* The tape: an append-only record of the ops of one forward pass, replayed backwards.
  *
- * A forward op computes its output, then calls tape_record(); when the tape is recording and
+ * A forward op computes its output, then calls tg_tape_record(); when the tape is recording and
  * some input requires a gradient, a node {op, inputs, output, backward, saved} is appended.
- * tape_backward(loss) seeds dloss = 1 and walks the nodes in reverse; every backward *adds*
+ * tg_tape_backward(loss) seeds dloss = 1 and walks the nodes in reverse; every backward *adds*
  * into its inputs' gradients (a tensor used twice receives both contributions).
  *
  * The tape also carries what every op needs: the step arena (outputs, saved values, gradients
- * of activations) and the thread pool. tape_reset() empties the tape and resets the arena.
+ * of activations) and the thread pool. tg_tape_reset() empties the tape and resets the arena.
  *
  * Gradients of activations are short-lived: the gradient of a node's output is complete once
  * every later node has run its backward, and is read by that node's backward alone. So after a
  * node's backward its output's gradient goes back to the tape (out->grad = NULL), onto a free
  * list by size, and the next gradient of that size reuses the memory: the step needs about one
  * layer's worth of activation gradients instead of all of them, and the reused pages are
- * already resident. As in PyTorch, tensor_retain_grad() keeps the gradient of a tensor one
+ * already resident. As in PyTorch, tg_tensor_retain_grad() keeps the gradient of a tensor one
  * wants to read after the backward (leaves, such as parameters, always keep theirs).
  */
-#ifndef TAPEGRAD_TAPE_H
-#define TAPEGRAD_TAPE_H
+#ifndef TG_TAPE_H
+#define TG_TAPE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/arena.h"
-#include "lib/pool.h"
-#include "lib/tensor.h"
+#include "tapegrad/arena.h"
+#include "tapegrad/pool.h"
+#include "tapegrad/tensor.h"
 
 #pragma GCC visibility push(default)
 
-typedef struct Tape Tape;
-typedef struct TapeNode TapeNode;
-typedef void (*tg_backward_fn)(Tape *tape, TapeNode *node);
+typedef struct TgTape TgTape;
+typedef struct TgTapeNode TgTapeNode;
+typedef void (*TgBackwardFn)(TgTape *tape, TgTapeNode *node);
 
-enum { TAPE_MAX_INPUTS = 6 };
+enum { TG_TAPE_MAX_INPUTS = 6 };
 
-struct TapeNode {
+struct TgTapeNode {
     const char *op;            /* "linear", "rmsnorm", ... for inspection and error messages */
-    tg_backward_fn backward;
-    Tensor *out;
-    Tensor *in[TAPE_MAX_INPUTS];
+    TgBackwardFn backward;
+    TgTensor *out;
+    TgTensor *in[TG_TAPE_MAX_INPUTS];
     int n_in;
     void *saved;               /* op-specific values kept for the backward (arena memory) */
     bool reads_out;            /* the backward reads out->data, not only out->grad */
@@ -48,60 +48,60 @@ struct TapeNode {
     int64_t iparam[6];         /* op integers (heads, positions, ...) */
 };
 
-typedef struct GradFreeList {
+typedef struct TgGradFreeList {
     size_t bytes;
     void *head;   /* singly linked through the first pointer of each free block */
-} GradFreeList;
+} TgGradFreeList;
 
-struct Tape {
-    TapeNode *nodes;
+struct TgTape {
+    TgTapeNode *nodes;
     size_t n_nodes, cap_nodes;
-    Arena *arena;
-    Pool *pool;
+    TgArena *arena;
+    TgPool *pool;
     bool grad_enabled;
-    GradFreeList *free_lists;   /* released activation gradients, one list per size */
+    TgGradFreeList *free_lists;   /* released activation gradients, one list per size */
     int n_free_lists, cap_free_lists;
 };
 
 /* An empty, recording tape over `arena` (outputs, saved values and activation gradients come from
  * it) and `pool` (may be NULL: everything on the caller). Both stay the caller's. */
-void tape_init(Tape *tape, Arena *arena, Pool *pool);
+void tg_tape_init(TgTape *tape, TgArena *arena, TgPool *pool);
 /* Frees the node list; the arena and the pool are left to their owner. */
-void tape_free(Tape *tape);
+void tg_tape_free(TgTape *tape);
 /* Appends a node if the tape records and any input requires grad; marks `out` as requiring
  * grad in that case. Returns the node (to fill saved/params) or NULL when nothing was recorded.
- * `op` is kept as given (a string that outlives the tape: a literal); at most TAPE_MAX_INPUTS
+ * `op` is kept as given (a string that outlives the tape: a literal); at most TG_TAPE_MAX_INPUTS
  * inputs. The backward receives the node; it reads out->grad and adds into the inputs' grads. */
-TapeNode *tape_record(Tape *tape, const char *op, tg_backward_fn backward, Tensor *out,
-                      int n_in, Tensor *const *in);
+TgTapeNode *tg_tape_record(TgTape *tape, const char *op, TgBackwardFn backward, TgTensor *out,
+                      int n_in, TgTensor *const *in);
 /* The recorded node whose backward may read the values at `data`: one that takes a tensor with
  * that data as an input, or whose output has that data and reads it (reads_out). NULL if none.
  * An op that overwrites a tensor's values in its backward asks this first. */
-const TapeNode *tape_find_reader(const Tape *tape, const float *data);
+const TgTapeNode *tg_tape_find_reader(const TgTape *tape, const float *data);
 /* The recorded node whose output is t, or NULL (t is a leaf: a parameter or the caller's). */
-const TapeNode *tape_find_producer(const Tape *tape, const Tensor *t);
+const TgTapeNode *tg_tape_find_producer(const TgTape *tape, const TgTensor *t);
 /* No-grad mode: returns the previous setting. */
-bool tape_set_grad_enabled(Tape *tape, bool enabled);
+bool tg_tape_set_grad_enabled(TgTape *tape, bool enabled);
 /* Backward from a scalar: seeds d(loss) = 1. Aborts when loss is not a scalar or depends on no
  * input that requires a gradient. Parameters' gradients add up over calls until zeroed. */
-void tape_backward(Tape *tape, Tensor *loss);
+void tg_tape_backward(TgTape *tape, TgTensor *loss);
 /* Backward from any output whose grad the caller has already seeded. */
-void tape_backward_from_seeded(Tape *tape);
+void tg_tape_backward_from_seeded(TgTape *tape);
 /* Empties the tape and resets the arena (all activations and their gradients go). */
-void tape_reset(Tape *tape);
+void tg_tape_reset(TgTape *tape);
 
 /* The gradient buffer of t, allocated zeroed from the arena the first time it is asked for.
- * Parameters carry theirs from the ParamStore. */
-float *tensor_grad(Tape *tape, Tensor *t);
+ * Parameters carry theirs from the TgParamStore. */
+float *tg_tensor_grad(TgTape *tape, TgTensor *t);
 /* For a backward that writes EVERY element of t's gradient: when t has no gradient yet the
  * buffer comes back uninitialised and *accumulate is false, so the op stores ('=', beta 0 in a
  * GEMM) instead of zeroing and then adding; otherwise *accumulate is true ('+='). This saves a
  * memset and a read of every activation gradient. */
-float *tensor_grad_for_write(Tape *tape, Tensor *t, bool *accumulate);
+float *tg_tensor_grad_for_write(TgTape *tape, TgTensor *t, bool *accumulate);
 /* Keep t's gradient after the backward of the node that produced t (see the top). */
-void tensor_retain_grad(Tensor *t);
+void tg_tensor_retain_grad(TgTensor *t);
 /* An op's backward asks for an input's gradient only if the input wants one. */
-static inline bool tensor_wants_grad(const Tensor *t) { return t->requires_grad; }
+static inline bool tg_tensor_wants_grad(const TgTensor *t) { return t->requires_grad; }
 
 #pragma GCC visibility pop
 
