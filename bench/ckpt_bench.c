@@ -20,12 +20,7 @@
 #include "train/checkpoint.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "lib/clock.h"
 
 static void die(const char *what) {
     fprintf(stderr, "ckpt_bench: %s: %s\n", what, tg_error_message());
@@ -106,11 +101,11 @@ static void bench_state(const char *label, TgModel *m, const char *dir, int repe
     float *snapshot = malloc(raw_floats * sizeof(float));
     double snapshot_s[2], t0 = 0;
     for (int pass = 0; pass < 2; pass++) { /* the first copy also pays the page faults */
-        t0 = now_s();
+        t0 = clock_seconds();
         memcpy(snapshot, ps->data, ps->total * sizeof(float));
         memcpy(snapshot + ps->total, ps->m, ps->total * sizeof(float));
         memcpy(snapshot + 2 * ps->total, ps->v, ps->total * sizeof(float));
-        snapshot_s[pass] = now_s() - t0;
+        snapshot_s[pass] = clock_seconds() - t0;
     }
     free(snapshot);
 
@@ -132,15 +127,15 @@ static void bench_state(const char *label, TgModel *m, const char *dir, int repe
             double best_save = INFINITY, best_load = INFINITY;
             int64_t bytes = 0, raw = 0;
             for (int r = 0; r < repeats; r++) {
-                t0 = now_s();
+                t0 = clock_seconds();
                 if (checkpoint_write_with(path, &src, &o, &bytes) != TG_OK) die("write");
-                best_save = fmin(best_save, now_s() - t0);
+                best_save = fmin(best_save, clock_seconds() - t0);
                 TgModel copy;
                 tg_model_build(&copy, &m->cfg);
                 CheckpointInfo info;
-                t0 = now_s();
+                t0 = clock_seconds();
                 if (checkpoint_load(path, &copy, &info) != TG_OK) die("load");
-                best_load = fmin(best_load, now_s() - t0);
+                best_load = fmin(best_load, clock_seconds() - t0);
                 raw = info.raw_bytes;
                 if (memcmp(copy.params.data, ps->data, ps->total * sizeof(float)) != 0) die("round trip differs");
                 tg_model_free(&copy);

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "train/dist.h"
 
@@ -24,8 +25,15 @@ int cli_exit(const char *command, TgStatus status) {
     return status == TG_ERR_ARG ? 2 : 1;
 }
 
+/* A collective waited past --comm-timeout (train/dist.h): this rank ends, and the launcher ends
+ * the others. On the watchdog's thread, while the main thread is blocked in MPI. */
+static void end_rank_on_timeout(const char *message) {
+    fprintf(stderr, "tapegrad: %s\n", message);
+    _exit(1);
+}
+
 TgStatus cli_join_job(double timeout_s) {
-    TG_TRY(dist_open(timeout_s));
+    TG_TRY(dist_open(timeout_s, end_rank_on_timeout));
     if (dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
         return tg_fail(TG_ERR_IO, "rank %d cannot silence its output", dist_rank());
     return TG_OK;

@@ -32,7 +32,7 @@ int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given
 int cli_exit(const char *command, TgStatus status);
 /* For a subcommand that runs data-parallel under mpirun (train/dist.h): joins the job (dist_open)
  * and silences stdout on every rank but 0, so the job prints one report; errors still go to
- * stderr from any rank. */
+ * stderr from any rank. A rank whose collective waits past timeout_s prints why and exits 1. */
 TgStatus cli_join_job(double timeout_s);
 /* A usage error: prints "tapegrad <command>: <message>" and returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -28,12 +28,7 @@
 #include "train/dist.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "lib/clock.h"
 
 /* user + system CPU seconds of the whole process so far */
 static double cpu_seconds(void) {
@@ -163,30 +158,30 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     TgStatus status = TG_OK;
     for (int s = 0; s < n_total; s++) {
         if (s == o->warmup) cpu_at_timed_start = cpu_seconds();
-        double t0 = now_s();
+        double t0 = clock_seconds();
         for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg->vocab);
         for (int64_t b = 0; b < B; b++) {
             memcpy(inputs + b * T, tokens + b * (T + 1), (size_t)T * sizeof(int32_t));
             memcpy(targets + b * T, tokens + b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
         }
         tg_params_zero_grad(&model->params);
-        double t1 = now_s();
+        double t1 = clock_seconds();
         TgTensor *loss = tg_model_loss(model, &tape, inputs, targets, B, T, NULL);
-        double t2 = now_s();
+        double t2 = clock_seconds();
         tg_tape_backward(&tape, loss);
-        double t3 = now_s();
+        double t3 = clock_seconds();
         if (s == 0) r->first_loss = loss->data[0];
         r->last_loss = loss->data[0];
         tg_tape_reset(&tape);
         TgParamStore *ps = &model->params;
         if ((status = dist_barrier()) != TG_OK) break;
-        double t_wait = now_s();
+        double t_wait = clock_seconds();
         status = allreduce ? dist_allreduce_floats(ps->grad, ps->total) : dist_sum_floats(ps->grad, ps->total, scratch, pool);
         if (status != TG_OK) break;
-        double t_comm = now_s();
+        double t_comm = clock_seconds();
         tg_clip_grad_norm_pool(&model->params, 1.0, pool);
         tg_adamw_step(&model->params, &adamw, s + 1, 5e-4, pool);
-        double t4 = now_s();
+        double t4 = clock_seconds();
         times[s] = (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t_comm) + (t1 - t0), t_wait - t3, t_comm - t_wait};
     }
     /* CPU time per step over all threads: unlike wall time, other processes taking the cores

@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include "cli/cli.h"
+#include "cli/train_report.h"
 #include "inspect/compare_ffn.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -18,7 +19,10 @@ static int run_compare_ffn(int argc, char **argv) {
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    TgStatus s = compare_ffn_run(&o, &stop_requested);
+    CliTrainReport report;
+    TrainReporter reporter = cli_train_reporter(&report, "compare-ffn");
+    TgStatus s = compare_ffn_run(&o, &stop_requested, &reporter);
+    cli_train_report_end(&report);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     return cli_exit("compare-ffn", s);

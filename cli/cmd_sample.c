@@ -1,8 +1,10 @@
 /* `tapegrad sample`: text from a trained run, with the KV cache. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli/cli.h"
 #include "tapegrad/engine.h"
+#include "tapegrad/sample.h"
 #include "train/run.h"
 
 typedef struct {
@@ -27,9 +29,10 @@ static const OptSpec specs[] = {
 #undef S
 static const OptTable table = {"sample", "--run DIR [flags]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
-static int run_sample(int argc, char **argv) {
-    const SampleFlags defaults = {.prompt = "\n", .tokens = 300, .seed = 1, .temperature = 0.8, .top_k = 40,
-                                     .threads = 2};
+static int sample_main(int argc, char **argv) {
+    const TgSampleOptions sampling = tg_sample_defaults();
+    const SampleFlags defaults = {.prompt = RUN_SAMPLE_PROMPT, .tokens = 300, .seed = 1,
+                                  .temperature = sampling.temperature, .top_k = sampling.top_k, .threads = 2};
     SampleFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
@@ -39,12 +42,20 @@ static int run_sample(int argc, char **argv) {
     if (s == TG_OK) {
         TgEngine engine;
         tg_engine_open(&engine, o.threads, 16u << 20);
-        s = run_print_sample(&run, &engine.tape, o.prompt, o.tokens, o.temperature, o.top_k, (uint64_t)o.seed);
-        if (s == TG_OK) putchar('\n');
+        char *text = NULL;
+        size_t len = 0;
+        s = run_sample(&run, &engine.tape, o.prompt, o.tokens, o.temperature, o.top_k, (uint64_t)o.seed, &text, &len);
+        if (s == TG_OK) {
+            /* the prompt as given, then the continuation */
+            fputs(o.prompt, stdout);
+            fwrite(text, 1, len, stdout);
+            putchar('\n');
+        }
+        free(text);
         tg_engine_close(&engine);
     }
     run_close(&run);
     return cli_exit("sample", s);
 }
 
-const Subcommand cmd_sample = {"sample", "generate text from a trained run (KV-cache decoding)", run_sample};
+const Subcommand cmd_sample = {"sample", "generate text from a trained run (KV-cache decoding)", sample_main};

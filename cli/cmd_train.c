@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/train_report.h"
 #include "inspect/inspect.h"
 #include "train/dist.h"
 #include "train/trainer.h"
@@ -58,7 +59,10 @@ static int run_train(int argc, char **argv) {
         sa.sa_flags = SA_RESETHAND | SA_RESTART;
         stop_requested = 0;
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
-        s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL);
+        CliTrainReport report;
+        TrainReporter reporter = cli_train_reporter(&report, "train");
+        s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL, &reporter);
+        cli_train_report_end(&report);
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
         grad_logger_close(&grads);
     }

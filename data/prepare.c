@@ -10,6 +10,7 @@
 #include "data/tokenizer_hf.h"
 #include "data/tokfile.h"
 #include "lib/atomic_file.h"
+#include "lib/clock.h"
 
 void prepare_options_default(PrepareOptions *opt) {
     *opt = (PrepareOptions){
@@ -20,12 +21,6 @@ void prepare_options_default(PrepareOptions *opt) {
         .val_fraction = PREPARE_DEFAULT_VAL_FRACTION,
         .seq_len = 256,
     };
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val) {
@@ -70,12 +65,12 @@ static TgStatus encode_and_split(const TgTokenizer *tok, const char *text, size_
         size_t a, b;
         return corpus_split(0, val_fraction, seq_len, &a, &b);
     }
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     size_t cap = tg_tokenizer_max_ids(tok, len);
     *ids = tg_malloc((cap ? cap : 1) * sizeof **ids);
     size_t n = 0;
     TgStatus st = tg_tokenizer_encode(tok, text, len, *ids, cap, &n);
-    res->encode_seconds = now_seconds() - t0;
+    res->encode_seconds = clock_seconds() - t0;
     res->n_tokens = n;
     res->n_train = res->n_val = 0;
     if (st == TG_OK) st = corpus_split(n, val_fraction, seq_len, &res->n_train, &res->n_val);
@@ -124,11 +119,11 @@ TgStatus prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareR
     char *text;
     size_t len;
     TG_TRY(corpus_read_info(corpus_path, &text, &len, &res->corpus));
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     TgStatus st = opt->tokenizer_json         ? tokenizer_hf_load(opt->tokenizer_json, &out->tok)
                    : opt->kind == TG_TOKENIZER_CHAR ? tg_tokenizer_char_train(text, len, &out->tok)
                                                  : tg_tokenizer_bpe_train(text, len, opt->vocab_size, &out->tok);
-    res->tokenizer_seconds = now_seconds() - t0;
+    res->tokenizer_seconds = clock_seconds() - t0;
     if (st == TG_OK) st = encode_and_split(&out->tok, text, len, opt->val_fraction, opt->seq_len, &out->ids, res);
     free(text);
     if (st != TG_OK) {

@@ -16,6 +16,7 @@
 #include "inspect/compare_results.h"
 #include "inspect/inspect.h"
 #include "lib/atomic_file.h"
+#include "lib/clock.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "train/trainer.h"
@@ -149,6 +150,8 @@ static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int
 
 typedef struct {
     const CompareFfnOptions *o;
+    const TrainReporter *reporter; /* every run's, and the experiment's own messages */
+    MessageSink messages;
     TgModelConfig preset_cfg;
     char root[4096];
     CompareResults r;
@@ -207,14 +210,14 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
 
 /* A run whose loss or gradient became NaN or Inf is a result (this learning rate is too high for
  * it), not a failure of the experiment: its folder gets the marker and the message. */
-static TgStatus mark_diverged(CompareRun *run, const char *message) {
+static TgStatus mark_diverged(const Experiment *e, CompareRun *run, const char *message) {
     char path[4300], text[2200];
     snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
     int n = snprintf(text, sizeof text, "%s\n", message);
     TG_TRY(make_folders(run->dir)); /* a run that diverged at its first step left no folder */
     TG_TRY(atomic_write(path, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1)));
     run->state = RUN_DIVERGED;
-    printf("== %s diverged: %s\n", run->dir, message);
+    message_emit(&e->messages, MESSAGE_INFO, "== %s diverged: %s", run->dir, message);
     return TG_OK;
 }
 
@@ -241,12 +244,12 @@ static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_ato
     t.model.hidden = run->hidden;
     GradLogger grads;
     TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
-    TgStatus s = train_run(&t, stop, &hooks);
+    TgStatus s = train_run(&t, stop, &hooks, e->reporter);
     grad_logger_close(&grads);
     if (s == TG_ERR_NUMERIC) {
         char message[2048];
         snprintf(message, sizeof message, "%s", tg_error_message());
-        return mark_diverged(run, message);
+        return mark_diverged(e, run, message);
     }
     if (s != TG_OK) return tg_fail(s, "training %s failed: %s", run->dir, tg_error_message());
     run->state = RUN_FINISHED;
@@ -259,14 +262,14 @@ static TgStatus experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
     for (int i = 0; i < r->n_runs; i++) {
         CompareRun *run = &r->runs[i];
         if (run->state == RUN_FINISHED || run->state == RUN_DIVERGED) {
-            printf("== %s: already %s, reused (--reuse)\n", run->dir, run->state == RUN_FINISHED ? "trained" : "diverged");
+            message_emit(&e->messages, MESSAGE_INFO, "== %s: already %s, reused (--reuse)", run->dir,
+                         run->state == RUN_FINISHED ? "trained" : "diverged");
             r->reused++;
             continue;
         }
-        printf("\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s\n", i + 1, r->n_runs,
-               tg_ffn_kind_name(run->kind), (long long)run->hidden, run->lr, (long long)run->seed,
-               run->state == RUN_PARTIAL ? ", continuing" : "", run->dir);
-        fflush(stdout);
+        message_emit(&e->messages, MESSAGE_INFO, "\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s", i + 1,
+                     r->n_runs, tg_ffn_kind_name(run->kind), (long long)run->hidden, run->lr, (long long)run->seed,
+                     run->state == RUN_PARTIAL ? ", continuing" : "", run->dir);
         TG_TRY(train_one(e, run, stop));
         r->trained++;
         if (stop && *stop) return tg_fail(TG_ERR_INTERRUPTED, "stopped during %s; run again with --reuse to go on", run->dir);
@@ -314,19 +317,23 @@ static TgStatus experiment_report(Experiment *e) {
     if (s == TG_OK) s = report_write_series_jsonl(report, jsonl);
     report_free(report);
     if (s == TG_OK) s = compare_summary_json_write(r, summary);
-    printf("\n");
-    if (s == TG_OK) s = compare_summary_md_write(r, command, markdown, stdout);
-    TG_TRY(s);
-    printf("\nreport: %s\nseries: %s\nsummary: %s and %s\nruns: %s/lr*-{relu,swiglu}-s* (tapegrad inspect, sample, "
-           "eval and report work on each)\n",
-           html, jsonl, summary, markdown, e->root);
-    return TG_OK;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    /* the tables of summary.md are also the experiment's last message */
+    char *tables = NULL;
+    size_t tables_len = 0;
+    FILE *mem = open_memstream(&tables, &tables_len);
+    if (!mem) s = tg_fail(TG_ERR_NOMEM, "no memory for the summary's tables");
+    if (s == TG_OK) s = compare_summary_md_write(r, command, markdown, mem);
+    if (mem) fclose(mem);
+    if (s == TG_OK) {
+        while (tables_len > 0 && tables[tables_len - 1] == '\n') tables[--tables_len] = '\0';
+        message_emit(&e->messages, MESSAGE_INFO, "\n%s", tables);
+        message_emit(&e->messages, MESSAGE_INFO,
+                     "\nreport: %s\nseries: %s\nsummary: %s and %s\nruns: %s/lr*-{relu,swiglu}-s* (tapegrad inspect, "
+                     "sample, eval and report work on each)",
+                     html, jsonl, summary, markdown, e->root);
+    }
+    free(tables);
+    return s;
 }
 
 static double load_average(void) {
@@ -334,16 +341,18 @@ static double load_average(void) {
     return getloadavg(&load, 1) == 1 ? load : NAN;
 }
 
-TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop) {
+TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop, const TrainReporter *reporter) {
     TG_TRY(opt_check(&table, o, ~(OptSet)0));
-    double start = now_s();
+    double start = clock_seconds();
     Experiment *e = tg_calloc(1, sizeof *e);
     e->o = o;
+    e->reporter = reporter;
+    if (reporter) e->messages = (MessageSink){reporter->message, reporter->ctx};
     e->r.load_start = load_average();
     TgStatus s = experiment_plan(e, o);
     if (s == TG_OK) s = make_folders(e->root);
     if (s == TG_OK) s = experiment_train(e, stop);
-    e->r.wall_s = now_s() - start, e->r.load_end = load_average();
+    e->r.wall_s = clock_seconds() - start, e->r.load_end = load_average();
     if (s == TG_OK) s = experiment_report(e);
     compare_results_free(&e->r);
     free(e);

@@ -18,6 +18,7 @@
 
 #include "tapegrad/error.h"
 #include "lib/options.h"
+#include "train/trainer.h"
 
 typedef struct CompareFfnOptions {
     const char *preset, *lrs, *seeds, *data, *out;
@@ -31,7 +32,8 @@ void compare_ffn_defaults(CompareFfnOptions *o);
 /* Runs the experiment; every check happens before anything is written. A non-zero *stop (may be
  * NULL) ends it after the current run's current step (that run is saved; --reuse continues it).
  * A run whose loss turns NaN or Inf is recorded as diverged (OUT/<run>/diverged.txt) and the
- * experiment goes on. */
-TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop);
+ * experiment goes on. What it does, every run's progress and the summary's tables go to `reporter`
+ * (may be NULL). */
+TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop, const TrainReporter *reporter);
 
 #endif

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/fault.h"
+
 static char *copy_string(const char *s) {
     size_t n = strlen(s) + 1;
     char *c = tg_malloc(n);
@@ -76,14 +78,8 @@ void sync_parent_folder(const char *path) {
     free(dir);
 }
 
-/* TAPEGRAD_FAIL_WRITE (see atomic_file.h) */
-static bool injected_failure(const char *path) {
-    const char *pattern = getenv("TAPEGRAD_FAIL_WRITE");
-    return pattern && *pattern && strstr(path, pattern) != NULL;
-}
-
 TgStatus atomic_file_commit(AtomicFile *af) {
-    int err = injected_failure(af->path) ? ENOSPC : 0;
+    int err = fault_write_fails(af->path) ? ENOSPC : 0; /* tests only: lib/fault.h */
     if (af->f) {
         if (ferror(af->f) || fflush(af->f) != 0) err = errno ? errno : EIO;
     }

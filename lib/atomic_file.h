@@ -7,8 +7,7 @@
  *   2. commit: flush, fsync the file, close, rename over <path>, fsync the folder so that the
  *      rename itself survives a power cut;
  *   3. any failure removes the temporary file and leaves <path> as it was.
- * For fault tests, TAPEGRAD_FAIL_WRITE=<text> makes the commit of every file whose path contains
- * <text> fail as a full disk would (ENOSPC), after all its data was written.
+ * The test variant of the program can make a commit fail as a full disk would (lib/fault.h).
  * Names ending in ".tmp" are therefore only ever leftovers of a writer that died: the run folder
  * (locked by its trainer) sweeps them.
  */

@@ -101,8 +101,7 @@ static void init_from_environment(void) {
     if (tg_isa_init() == TG_OK) return;
     /* a library user's environment asks for a path this CPU cannot run: nothing sensible to
      * compute with, and no caller to hand a status to */
-    fprintf(stderr, "tapegrad: %s\n", tg_error_message());
-    abort();
+    tg_abort_at(__FILE__, __LINE__, "%s", tg_error_message());
 }
 
 const TgKernels *tg_kernels(void) {

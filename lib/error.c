@@ -1,8 +1,10 @@
 #include "tapegrad/error.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { TG_MSG_CAP = 2048 };
 static _Thread_local char tg_message[TG_MSG_CAP];
@@ -53,24 +55,49 @@ const char *tg_status_name(TgStatus status) {
     return "unknown error";
 }
 
-void tg_abort_at(const char *file, int line, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "tapegrad: internal error at %s:%d: ", file, line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+/* The default handler: the message to file descriptor 2 (unbuffered, safe however broken the
+ * process is), then abort() follows in the caller. */
+static void write_to_fd2(const char *message) {
+    size_t len = strlen(message);
+    while (len > 0) {
+        ssize_t n = write(STDERR_FILENO, message, len);
+        if (n <= 0) return;
+        message += n, len -= (size_t)n;
+    }
+}
+
+static _Atomic(TgAbortHandler) abort_handler;
+
+TgAbortHandler tg_set_abort_handler(TgAbortHandler handler) {
+    TgAbortHandler old = atomic_exchange(&abort_handler, handler);
+    return old ? old : write_to_fd2;
+}
+
+static _Noreturn void abort_with(const char *head, const char *fmt, va_list ap) {
+    char message[TG_MSG_CAP + 512];
+    size_t n = (size_t)snprintf(message, sizeof message, "%s", head);
+    if (n < sizeof message) vsnprintf(message + n, sizeof message - n, fmt, ap);
+    n = strlen(message);
+    if (n + 1 < sizeof message) message[n] = '\n', message[n + 1] = '\0';
+    TgAbortHandler handler = atomic_load(&abort_handler);
+    (handler ? handler : write_to_fd2)(message);
     abort();
 }
 
-void tg_abort_check(const char *file, int line, const char *cond, const char *fmt, ...) {
+void tg_abort_at(const char *file, int line, const char *fmt, ...) {
+    char head[512];
+    snprintf(head, sizeof head, "tapegrad: internal error at %s:%d: ", file, line);
     va_list ap;
-    fprintf(stderr, "tapegrad: internal error at %s:%d: check failed: %s -- ", file, line, cond);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    abort();
+    abort_with(head, fmt, ap);
+}
+
+void tg_abort_check(const char *file, int line, const char *cond, const char *fmt, ...) {
+    char head[512];
+    snprintf(head, sizeof head, "tapegrad: internal error at %s:%d: check failed: %.200s -- ", file, line, cond);
+    va_list ap;
+    va_start(ap, fmt);
+    abort_with(head, fmt, ap);
 }
 
 void *tg_malloc_at(size_t size, const char *file, int line) {

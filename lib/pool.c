@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "tapegrad/error.h"
+#include "lib/clock.h"
 
 struct TgPool {
     int threads;
@@ -33,12 +34,6 @@ typedef struct {
  * of microseconds in this VM. Between steps and when idle, everyone sleeps. */
 static const double SPIN_SECONDS = 50e-6;
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -53,7 +48,7 @@ static void spin_on(const uint64_t *word, uint64_t value, bool until_equal) {
         if ((__atomic_load_n(word, __ATOMIC_ACQUIRE) == value) == until_equal) return;
         cpu_relax();
         if ((i & 255) == 0) {   /* the clock only every 256 rounds */
-            double t = now_seconds();
+            double t = clock_seconds();
             if (deadline == 0) deadline = t + SPIN_SECONDS;
             else if (t > deadline) return;
         }

@@ -291,7 +291,8 @@ Test(saving, a_failed_background_save_fails_the_run_and_keeps_the_last_good_one,
     char *out = NULL;
     /* the save of step 10 fails as on a full disk, after writing all its data */
     setenv("TAPEGRAD_FAIL_WRITE", "ckpt-00000010.tgck", 1);
-    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 20 --ckpt-every 5 --keep 0 --out %s", corpus, r);
+    int rc = ckpt_cli_faults(&out, "", "train " CKPT_TEST_FLAGS " --data %s --steps 20 --ckpt-every 5 --keep 0 --out %s",
+                             corpus, r);
     cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
     cr_expect(strstr(out, "ckpt-00000010.tgck") && strstr(out, "the previous checkpoint is untouched"), "%s", out);
     free(out);
@@ -306,7 +307,7 @@ Test(saving, a_failed_background_save_fails_the_run_and_keeps_the_last_good_one,
     /* the final save failing fails the run too */
     char *r2 = datagen_path(dir, "blocked-final");
     setenv("TAPEGRAD_FAIL_WRITE", "ckpt-00000008.tgck", 1);
-    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 8 --ckpt-every 4 --out %s", corpus, r2);
+    rc = ckpt_cli_faults(&out, "", "train " CKPT_TEST_FLAGS " --data %s --steps 8 --ckpt-every 4 --out %s", corpus, r2);
     cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
     unsetenv("TAPEGRAD_FAIL_WRITE");
     cr_expect(strstr(out, "ckpt-00000008.tgck"), "%s", out);

@@ -50,7 +50,7 @@ Test(dist, one_process_is_a_job_of_one_rank) {
     unsetenv("PMIX_RANK");
     unsetenv("PMI_RANK");
     unsetenv("PMI_SIZE");
-    assert_ok(dist_open(DIST_DEFAULT_TIMEOUT_S));
+    assert_ok(dist_open(DIST_DEFAULT_TIMEOUT_S, NULL));
     cr_expect_eq(dist_rank(), 0);
     cr_expect_eq(dist_ranks(), 1);
     int64_t begin, end;
@@ -76,9 +76,9 @@ Test(dist, a_build_without_mpi_refuses_to_be_one_rank_of_several) {
     if (dist_available()) cr_skip_test("this build has MPI: test_mpi.c runs 2 ranks");
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-    assert_fails(dist_open(DIST_DEFAULT_TIMEOUT_S), TG_ERR_ARG, "built without MPI");
+    assert_fails(dist_open(DIST_DEFAULT_TIMEOUT_S, NULL), TG_ERR_ARG, "built without MPI");
     setenv("OMPI_COMM_WORLD_RANK", "0", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
-    assert_ok(dist_open(DIST_DEFAULT_TIMEOUT_S));
+    assert_ok(dist_open(DIST_DEFAULT_TIMEOUT_S, NULL));
     cr_expect_eq(dist_ranks(), 1);
 }

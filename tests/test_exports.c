@@ -123,6 +123,33 @@ Test(exports, the_shared_library_exports_exactly_the_public_functions) {
     cr_expect_gt(declared.count, 100, "only %d public functions found: is the aux-info parsed?", declared.count);
 }
 
+/* Whether the file holds the bytes of `needle` (strings(1) without its minimum length). */
+static bool file_contains(const char *path, const char *needle) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot read %s", path);
+    size_t n = strlen(needle), matched = 0;
+    bool found = false;
+    for (int c; !found && (c = fgetc(f)) != EOF;) {
+        if ((char)c == needle[matched]) found = ++matched == n;
+        else matched = (char)c == needle[0];
+    }
+    fclose(f);
+    return found;
+}
+
+/* The faults tests inject (lib/fault.h) live in the test variant alone: neither the installed
+ * library nor the installed program reads them from the environment. The variant itself must,
+ * or the check above would pass for a wrong reason. */
+Test(exports, the_installed_library_and_program_carry_no_fault_injection) {
+    const char *faults[] = {"TAPEGRAD_FAIL_WRITE", "TAPEGRAD_FAIL_REPLICA"};
+    for (int i = 0; i < 2; i++) {
+        cr_expect(!file_contains(TAPEGRAD_SHARED_LIB, faults[i]), "%s reads %s", TAPEGRAD_SHARED_LIB, faults[i]);
+        cr_expect(!file_contains(TAPEGRAD_BIN, faults[i]), "%s reads %s", TAPEGRAD_BIN, faults[i]);
+        cr_expect(file_contains(TAPEGRAD_FAULT_BIN, faults[i]), "the test variant %s does not read %s",
+                  TAPEGRAD_FAULT_BIN, faults[i]);
+    }
+}
+
 Test(exports, the_soname_carries_the_major_version) {
     FILE *p = popen("readelf -d " TAPEGRAD_SHARED_LIB, "r");
     cr_assert_not_null(p);

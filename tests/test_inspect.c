@@ -283,7 +283,7 @@ static void train_logged(const char *name, int64_t probe_batches, RunHistory *h)
     t.ckpt_every = 0, t.threads = 1;
     GradLogger g;
     TrainHooks hooks = grad_logger_hooks(&g, t.log_grads, probe_batches);
-    assert_ok(train_run(&t, NULL, &hooks));
+    assert_ok(train_run(&t, NULL, &hooks, NULL));
     grad_logger_close(&g);
     assert_ok(run_history_load(out, h));
     free(data);

@@ -6,10 +6,12 @@
  * headers sit together in include/tapegrad/ ("tapegrad/tape.h"), each belonging to the room that
  * implements it (public_rooms below): they follow the same rule, among themselves too. */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const char *room;
@@ -142,4 +144,104 @@ Test(layout, includes_follow_the_rooms) {
                  "%d public headers found, %d listed", headers, (int)(sizeof public_rooms / sizeof public_rooms[0]));
     cr_expect_gt(files, 50, "only %d source files found", files);
     cr_expect_eq(bad, 0, "%d includes break the layering (listed above)", bad);
+}
+
+/* The library (every room but cli/) never prints and never ends the process: what a person should
+ * see reaches the program through statuses, messages and hooks (lib/messages.h, the trainer's
+ * reporter), and only cli/ writes to stdout/stderr or chooses an exit code. Writers that take a
+ * FILE * their caller opened are fine; the one exception is the message of a broken invariant,
+ * which lib/error.c hands to the abort handler (tapegrad/error.h). Comments and string literals
+ * are skipped. */
+static const char *const forbidden[] = {"stdout", "stderr", "printf", "vprintf", "puts", "putchar", "perror",
+                                        "exit",   "_exit",  "_Exit",  "quick_exit"};
+
+/* The file's code with comments and string and character literals blanked out. */
+static char *code_of(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    text[n] = '\0';
+    for (long i = 0; i < n; i++) {
+        if (text[i] == '/' && text[i + 1] == '*') {
+            for (; i < n && !(text[i] == '*' && text[i + 1] == '/'); i++)
+                if (text[i] != '\n') text[i] = ' ';
+            if (i < n) text[i] = text[i + 1] = ' ';
+            i++;
+        } else if (text[i] == '/' && text[i + 1] == '/') {
+            for (; i < n && text[i] != '\n'; i++) text[i] = ' ';
+        } else if (text[i] == '"' || text[i] == '\'') {
+            char quote = text[i++];
+            for (; i < n && text[i] != quote && text[i] != '\n'; i++) {
+                if (text[i] == '\\') text[i++] = ' ';
+                text[i] = ' ';
+            }
+        }
+    }
+    return text;
+}
+
+static bool is_name_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* Counts (and prints) the forbidden names used in the file's code. */
+static int check_silent(const char *path, bool report) {
+    char *code = code_of(path);
+    int bad = 0, line = 1;
+    for (const char *p = code; *p; p++) {
+        if (*p == '\n') line++;
+        if (!is_name_char(*p) || (p > code && is_name_char(p[-1]))) continue;
+        for (size_t k = 0; k < sizeof forbidden / sizeof forbidden[0]; k++) {
+            size_t len = strlen(forbidden[k]);
+            /* __attribute__((format(printf, 2, 3))) names the checking, not a call */
+            bool attribute = p - code >= 7 && strncmp(p - 7, "format(", 7) == 0;
+            if (strncmp(p, forbidden[k], len) == 0 && !is_name_char(p[len]) && !attribute) {
+                if (report) fprintf(stderr, "%s:%d: the library uses %s (only cli/ prints or exits)\n", path, line, forbidden[k]);
+                bad++;
+            }
+        }
+    }
+    free(code);
+    return bad;
+}
+
+Test(layout, the_library_never_prints_and_never_exits) {
+    static const char *const rooms[] = {"include/tapegrad", "lib", "lib/isa", "ops", "data", "train", "inspect"};
+    int bad = 0, files = 0;
+    for (size_t i = 0; i < sizeof rooms / sizeof rooms[0]; i++) {
+        char dir_path[4096];
+        snprintf(dir_path, sizeof dir_path, "%s/%s", TAPEGRAD_SOURCE_DIR, rooms[i]);
+        DIR *d = opendir(dir_path);
+        cr_assert_not_null(d, "no folder %s", dir_path);
+        for (struct dirent *e; (e = readdir(d));) {
+            size_t n = strlen(e->d_name);
+            if (n < 3 || (strcmp(e->d_name + n - 2, ".c") != 0 && strcmp(e->d_name + n - 2, ".h") != 0)) continue;
+            char path[8192];
+            snprintf(path, sizeof path, "%s/%s", dir_path, e->d_name);
+            bad += check_silent(path, true);
+            files++;
+        }
+        closedir(d);
+    }
+    cr_expect_gt(files, 50, "only %d library files found", files);
+    cr_expect_eq(bad, 0, "%d uses of stdout/stderr, printf/puts or exit in the library (listed above)", bad);
+}
+
+/* The scan above sees through comments and strings, and finds what it must. */
+Test(layout, the_silence_check_finds_a_print_and_ignores_comments) {
+    char path[] = "/tmp/tapegrad-layout-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char *text = "/* prints to stdout, then exit(1) */\n"
+                       "static const char *s = \"printf(stderr)\";\n"
+                       "int f(FILE *f) { return fprintf(f, \"x\") + my_exit_code + exited(); }\n"
+                       "void g(void) __attribute__((format(printf, 1, 2)));\n"
+                       "void h(void) { fputs(\"no\", stderr); _exit(2); }\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    cr_expect_eq(check_silent(path, false), 2, "stderr and _exit on the last line, nothing else");
+    unlink(path);
 }

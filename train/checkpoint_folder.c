@@ -4,6 +4,7 @@
 #include "lib/atomic_file.h"
 #include "lib/checked.h"
 #include "lib/file_read.h"
+#include "lib/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -143,12 +144,6 @@ TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path
 
 /* ---------------------------------------------------------------- background saver */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgModel *model) {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
@@ -162,10 +157,10 @@ void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgMode
 
 static void *saver_thread(void *arg) {
     CheckpointSaver *s = arg;
-    double t0 = now_s();
+    double t0 = clock_seconds();
     s->result = checkpoint_save_in_folder(s->dir, &s->src, s->keep, s->writing, sizeof s->writing);
     if (s->result != TG_OK) snprintf(s->error, sizeof s->error, "%s", tg_error_message());
-    s->write_s += now_s() - t0;
+    s->write_s += clock_seconds() - t0;
     return NULL;
 }
 
@@ -181,11 +176,11 @@ TgStatus checkpoint_saver_wait(CheckpointSaver *s) {
 
 TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tg_tokenizer_fingerprint,
                                  const TrainerState *state) {
-    double t0 = now_s();
+    double t0 = clock_seconds();
     TgStatus previous = checkpoint_saver_wait(s);
-    s->blocked_s += now_s() - t0;
+    s->blocked_s += clock_seconds() - t0;
     if (previous != TG_OK) return previous;
-    t0 = now_s();
+    t0 = clock_seconds();
     const TgParamStore *ps = &model->params;
     size_t n = ps->total;
     float *data = s->snapshot, *m = s->snapshot + n, *v = s->snapshot + 2 * n;
@@ -193,7 +188,7 @@ TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64
     memcpy(m, ps->m, n * sizeof(float));
     memcpy(v, ps->v, n * sizeof(float));
     s->src = (CheckpointSource){model->cfg, tg_tokenizer_fingerprint, s->layout, data, m, v, *state, NULL};
-    s->pause_s += now_s() - t0;
+    s->pause_s += clock_seconds() - t0;
     s->result = TG_OK;
     s->error[0] = '\0';
     /* the writer thread takes no signals: SIGINT/SIGTERM belong to the training loop, and a

@@ -1,6 +1,7 @@
 /* Data parallel (train/dist.h): the MPI implementation when the build has MPI
  * (TAPEGRAD_WITH_MPI), the one-rank implementation otherwise, and what both share. */
 #include "train/dist.h"
+#include "lib/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,56 +97,59 @@ static struct {
     pthread_cond_t wake;
     bool running, quit;
     double timeout_s;
-    double deadline;   /* CLOCK_MONOTONIC seconds; 0 while no collective waits */
+    double deadline;   /* clock_seconds(); 0 while no collective waits */
     const char *what;
+    DistTimeoutFn on_timeout;
 } watch = {.mutex = PTHREAD_MUTEX_INITIALIZER};
-
-static double monotonic_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *watchdog_main(void *unused) {
     pthread_mutex_lock(&watch.mutex);
     while (!watch.quit) {
-        double now = monotonic_now();
+        double now = clock_seconds();
         /* deadlines only move later, so arming needs no wake-up (no futex call per collective):
          * disarmed, the watchdog looks again one timeout from now, no later than any new deadline */
         if (watch.deadline == 0 || now < watch.deadline) {
-            double until_s = watch.deadline == 0 ? now + watch.timeout_s : watch.deadline;
-            double whole = (double)(int64_t)until_s;
-            struct timespec until = {(time_t)whole, (long)((until_s - whole) * 1e9)};
+            struct timespec until = clock_timespec(watch.deadline == 0 ? now + watch.timeout_s : watch.deadline);
             pthread_cond_timedwait(&watch.wake, &watch.mutex, &until);
-        } else {
-            fprintf(stderr,
-                    "tapegrad: rank %d of %d: no answer from the other ranks for %.0f s (in %s): a rank died, hangs "
-                    "or cannot be reached. Ending this rank so that the job ends; the run folder's `latest` names "
-                    "the last complete checkpoint (`tapegrad train --comm-timeout` sets this limit)\n",
-                    job.rank, job.ranks, watch.timeout_s, watch.what);
-            _exit(1);
+            continue;
         }
+        char message[1024];
+        snprintf(message, sizeof message,
+                 "rank %d of %d: no answer from the other ranks for %.0f s (in %s): a rank died, hangs or cannot be "
+                 "reached. Ending this rank so that the job ends; the run folder's `latest` names the last complete "
+                 "checkpoint (`tapegrad train --comm-timeout` sets this limit)",
+                 job.rank, job.ranks, watch.timeout_s, watch.what);
+        if (watch.on_timeout) watch.on_timeout(message);
+        /* the handler returned, or there is none: the main thread stays blocked inside MPI, so the
+         * process ends here, as a broken invariant does */
+        tg_abort_at(__FILE__, __LINE__, "%s", message);
     }
     pthread_mutex_unlock(&watch.mutex);
     return NULL;
 }
 
-static void watchdog_start(double timeout_s) {
+static TgStatus watchdog_start(double timeout_s, DistTimeoutFn on_timeout) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&watch.wake, &attr);
     pthread_condattr_destroy(&attr);
     watch.timeout_s = timeout_s;
+    watch.on_timeout = on_timeout;
     watch.deadline = 0;
     watch.quit = false;
     /* the watchdog takes no signals: SIGINT/SIGTERM belong to the training loop */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    watch.running = pthread_create(&watch.thread, NULL, watchdog_main, NULL) == 0;
+    int err = pthread_create(&watch.thread, NULL, watchdog_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!watch.running) fprintf(stderr, "tapegrad: warning: no watchdog thread: a dead rank may hang this one\n");
+    watch.running = err == 0;
+    if (err)
+        return tg_fail(TG_ERR_IO, "rank %d of %d: cannot start the watchdog thread (%s), without which a dead rank "
+                                  "would hang this one; --comm-timeout 0 trains without it",
+                       job.rank, job.ranks, strerror(err));
+    return TG_OK;
 }
 
 static void watchdog_stop(void) {
@@ -162,7 +166,7 @@ static void watchdog_stop(void) {
 static void watchdog_arm(const char *what) {
     if (!watch.running) return;
     pthread_mutex_lock(&watch.mutex);
-    watch.deadline = monotonic_now() + watch.timeout_s;
+    watch.deadline = clock_seconds() + watch.timeout_s;
     watch.what = what;
     pthread_mutex_unlock(&watch.mutex);
 }
@@ -176,7 +180,7 @@ static void watchdog_disarm(void) {
 
 /* ---------------------------------------------------------------- joining and leaving */
 
-TgStatus dist_open(double timeout_s) {
+TgStatus dist_open(double timeout_s, DistTimeoutFn on_timeout) {
     long launcher_rank, launcher_size;
     if (job.initialized || !launcher_place(&launcher_rank, &launcher_size)) return TG_OK;
     int provided = 0;
@@ -199,7 +203,11 @@ TgStatus dist_open(double timeout_s) {
     job.recv_counts = tg_calloc(n, sizeof(int));
     job.recv_displs = tg_calloc(n, sizeof(int));
     job.values = tg_calloc(n, sizeof(uint64_t));
-    if (job.ranks > 1 && timeout_s > 0) watchdog_start(timeout_s);
+    if (job.ranks > 1 && timeout_s > 0) {
+        TgStatus s = watchdog_start(timeout_s, on_timeout);
+        if (s != TG_OK) job.broken = true;
+        return s;
+    }
     return TG_OK;
 }
 
@@ -335,7 +343,7 @@ int dist_rank(void) { return 0; }
 int dist_ranks(void) { return 1; }
 bool dist_available(void) { return false; }
 
-TgStatus dist_open(double timeout_s) {
+TgStatus dist_open(double timeout_s, DistTimeoutFn on_timeout) {
     long rank, size;
     if (launcher_place(&rank, &size) && (rank > 0 || size > 1))
         return tg_fail(TG_ERR_ARG,

@@ -12,9 +12,9 @@
  * unrelated copies into one folder.
  *
  * Collectives: every rank must call the same collectives in the same order. A rank waits in one
- * at most the timeout given to dist_open for the others to join; past it the rank prints who and
- * where, and ends its process (exit 1), so a job with a dead or hung rank never waits forever:
- * the launcher then ends the other ranks. A collective that fails (MPI reports an error) returns
+ * at most the timeout given to dist_open for the others to join; past it the rank's process ends
+ * (dist_open's on_timeout says how), so a job with a dead or hung rank never waits forever: the
+ * launcher then ends the other ranks. A collective that fails (MPI reports an error) returns
  * TG_ERR_IO with a message; the job is then broken: every later collective fails at once, and
  * dist_close ends the whole job (MPI_Abort) instead of waiting for ranks that will not come.
  */
@@ -33,10 +33,18 @@
  * slowly), short enough that a dead job frees its machines within minutes. */
 #define DIST_DEFAULT_TIMEOUT_S 300.0
 
+/* What ends the process when a collective waited past the timeout, called on the watchdog's
+ * thread with a message naming the rank, the wait and the collective. It must not return: the
+ * main thread is blocked inside MPI and cannot be woken. The CLI prints the message and calls
+ * _exit(1) (cli/cli.c); the launcher then ends the other ranks. When it returns, or there is
+ * none, the process aborts with the message (tg_abort_at). */
+typedef void (*DistTimeoutFn)(const char *message);
+
 /* Joins the job this process was started in (MPI_Init when a launcher started it). timeout_s
- * bounds every collective's wait (0: no bound). TG_ERR_ARG when started as one of several ranks
- * by a build without MPI; TG_ERR_IO when MPI cannot start. */
-TgStatus dist_open(double timeout_s);
+ * bounds every collective's wait (0: no bound), on_timeout (may be NULL) ends the process past
+ * it. TG_ERR_ARG when started as one of several ranks by a build without MPI; TG_ERR_IO when MPI
+ * cannot start, or the watchdog thread cannot. */
+TgStatus dist_open(double timeout_s, DistTimeoutFn on_timeout);
 /* Leaves the job: MPI_Finalize; MPI_Abort of the whole job once it is broken. job_ending: the
  * launcher is ending the job (it passes SIGINT/SIGTERM on to the ranks, then kills them), so the
  * rank leaves without MPI_Finalize, whose closing handshake the launcher no longer answers: the

@@ -81,7 +81,7 @@ static TgStatus load_tokens(Run *run) {
 
 /* A run killed after its last checkpoint logged steps the resume will train again: drop them,
  * so metrics.jsonl holds every step once. */
-static TgStatus drop_metrics_after(const char *path, int64_t step) {
+static TgStatus drop_metrics_after(const char *path, int64_t step, const MessageSink *messages) {
     FILE *in = file_open_read(path);
     if (!in) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     AtomicFile af;
@@ -106,15 +106,15 @@ static TgStatus drop_metrics_after(const char *path, int64_t step) {
         return TG_OK;
     }
     TG_TRY(atomic_file_commit(&af));
-    printf("note: dropped %lld lines of %s logged after step %lld, the checkpoint resumed from\n", (long long)dropped, path,
-           (long long)step);
+    message_emit(messages, MESSAGE_NOTE, "dropped %lld lines of %s logged after step %lld, the checkpoint resumed from",
+                 (long long)dropped, path, (long long)step);
     return TG_OK;
 }
 
 static TgStatus open_metrics(Run *run) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", run->dir, RUN_METRICS_FILE);
-    if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step));
+    if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step, &run->messages));
     return append_file_open(path, &run->metrics);
 }
 
@@ -205,7 +205,8 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     TG_TRY(load_tokens(run));
     run->resumed = true;
     if (run->state.step >= o->steps)
-        printf("note: the run already did %lld steps; raise --steps to train further\n", (long long)run->state.step);
+        message_emit(&run->messages, MESSAGE_NOTE, "the run already did %lld steps; raise --steps to train further",
+                     (long long)run->state.step);
     return TG_OK;
 }
 
@@ -224,11 +225,12 @@ static void keep_tokens(Run *run, PreparedCorpus *corpus) {
 static TgStatus prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer, bool writes) {
     PrepareResult prepared;
     PreparedCorpus corpus;
-    printf("preparing %s with a %s tokenizer into %s ...\n", prep->corpus_path, tokenizer, run->folder.path);
-    fflush(stdout);
+    message_emit(&run->messages, MESSAGE_INFO, "preparing %s with a %s tokenizer into %s ...", prep->corpus_path, tokenizer,
+                 run->folder.path);
     TG_TRY(prepare_corpus(prep, &corpus, &prepared));
-    printf("corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)\n", prepared.corpus_bytes,
-           prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size, prepared.tokenizer_seconds);
+    message_emit(&run->messages, MESSAGE_INFO, "corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)",
+                 prepared.corpus_bytes, prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size,
+                 prepared.tokenizer_seconds);
     TgStatus s = TG_OK;
     if (!writes) keep_tokens(run, &corpus);
     else if ((s = run_folder_begin(&run->folder)) == TG_OK) {
@@ -299,8 +301,9 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     return TG_OK;
 }
 
-TgStatus run_open_for_training(TrainOptions *o, bool writes, Run *run) {
+TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages, Run *run) {
     memset(run, 0, sizeof *run);
+    if (messages) run->messages = *messages;
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
     return o->resume ? open_resumed(o, writes, run) : open_new(o, writes, run);
@@ -317,7 +320,8 @@ TgStatus run_commit(Run *run) {
     snprintf(asked, sizeof asked, "%s", run->folder.path);
     TG_TRY(run_folder_commit(&run->folder));
     if (strcmp(asked, run->folder.path) != 0)
-        printf("note: %s was taken by another run meanwhile; this run is in %s\n", asked, run->folder.path);
+        message_emit(&run->messages, MESSAGE_NOTE, "%s was taken by another run meanwhile; this run is in %s", asked,
+                     run->folder.path);
     snprintf(run->dir, sizeof run->dir, "%s", run->folder.path);
     return TG_OK;
 }
@@ -360,20 +364,11 @@ void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, doubl
     fflush(run->metrics);
 }
 
-TgStatus run_print_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k,
-                           uint64_t seed) {
+TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k, uint64_t seed,
+                    char **text, size_t *text_len) {
     TgRng rng;
     tg_rng_seed(&rng, seed);
-    TgSampleOptions so = {.temperature = temperature, .top_k = top_k};
-    size_t len = strlen(prompt), text_len = 0;
-    char *text = NULL;
-    TgStatus s = tg_sample_text(&run->model, &run->tok, tape, prompt, len, n, &so, &rng, &text, &text_len);
-    if (s == TG_OK) {
-        /* the prompt as given, then the continuation */
-        fwrite(prompt, 1, len, stdout);
-        fwrite(text, 1, text_len, stdout);
-        fflush(stdout);
-    }
-    free(text);
-    return s;
+    TgSampleOptions so = tg_sample_defaults();
+    so.temperature = temperature, so.top_k = top_k;
+    return tg_sample_text(&run->model, &run->tok, tape, prompt, strlen(prompt), n, &so, &rng, text, text_len);
 }

@@ -15,6 +15,7 @@
 
 #include "tapegrad/tokenizer.h"
 #include "lib/folder_lock.h"
+#include "lib/messages.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "tapegrad/model.h"
@@ -35,6 +36,7 @@ typedef struct Run {
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
     FILE *metrics;
     char last_checkpoint[4200];
+    MessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
 } Run;
 
 /* Prepares a new run in its temporary folder (or reads o->resume's, changing nothing in it),
@@ -45,8 +47,9 @@ typedef struct Run {
  * writes == false opens a replica, for the ranks of a data-parallel run other than rank 0
  * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
  * locked, a resumed run is read as always; either way nothing is written, and run_start is not
- * called. */
-TgStatus run_open_for_training(TrainOptions *o, bool writes, Run *run);
+ * called. What it prepares, and notes, go to `messages` (may be NULL), kept for run_start and
+ * run_commit. */
+TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages, Run *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
  * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
 TgStatus run_start(Run *run);
@@ -69,8 +72,13 @@ TgStatus run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t
 
 void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s);
-/* Encodes prompt (empty: the <eot> token), generates n tokens and prints the decoded text. */
-TgStatus run_print_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k,
-                           uint64_t seed);
+/* The prompt with which a run's sample starts (`tapegrad sample`, and the sample a finished run
+ * ends with): a newline, where a record of the corpus begins. */
+#define RUN_SAMPLE_PROMPT "\n"
+
+/* Encodes prompt (empty: the <eot> token), generates up to n tokens (tg_sample_text) with a
+ * generator seeded with `seed`, and returns their text (*text malloc'ed, the caller frees it). */
+TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k, uint64_t seed,
+                    char **text, size_t *text_len);
 
 #endif

@@ -44,6 +44,8 @@ static void top_k_ids(const float *logits, int64_t vocab, int64_t k, int32_t *id
     }
 }
 
+TgSampleOptions tg_sample_defaults(void) { return (TgSampleOptions){.temperature = 0.8, .top_k = 40}; }
+
 int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOptions *opts, TgRng *rng,
                      float *probs, int32_t *ids) {
     if (opts->temperature <= 0.0) {

@@ -1,5 +1,5 @@
 /* The training loop: data -> forward -> backward -> clip -> AdamW, with evaluation, metrics,
- * checkpoints and a progress line. */
+ * checkpoints and progress reports (trainer.h). */
 #include "train/trainer.h"
 
 #include <errno.h>
@@ -8,15 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "lib/cpu.h"
+#include "lib/fault.h"
 #include "tapegrad/engine.h"
 #include "tapegrad/error.h"
 #include "train/checkpoint.h"
@@ -24,12 +22,7 @@
 #include "train/dist.h"
 #include "train/run.h"
 #include "tapegrad/sample.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "lib/clock.h"
 
 /* losses[b] for the batches b in [begin, end) of (n, batch, seq) inputs and targets, no gradients. */
 static void eval_batch_losses(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t begin,
@@ -70,33 +63,6 @@ static const char *first_nonfinite_grad(const TgParamStore *ps) {
     return NULL;
 }
 
-static void format_duration(double s, char *buf, size_t cap) {
-    if (s < 0 || !isfinite(s)) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
-}
-
-/* The progress line: a bar on a terminal, a log line otherwise. */
-static void print_progress(bool tty, const TrainOptions *o, int64_t step, double loss, double last_val, double lr,
-                           double grad_norm, double tok_s, double eta) {
-    char eta_s[32], val_s[32];
-    format_duration(eta, eta_s, sizeof eta_s);
-    if (isnan(last_val)) snprintf(val_s, sizeof val_s, "-");
-    else snprintf(val_s, sizeof val_s, "%.4f", last_val);
-    int width = 30, filled = (int)((double)width * (double)step / (double)o->steps);
-    char bar[64];
-    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-    bar[width] = '\0';
-    if (tty)
-        fprintf(stderr, "\r[%s] step %lld/%lld | loss %.4f | val %s | %.0f tok/s | ETA %s   ", bar, (long long)step,
-                (long long)o->steps, loss, val_s, tok_s, eta_s);
-    else
-        printf("step %lld/%lld loss %.4f val %s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n", (long long)step,
-               (long long)o->steps, loss, val_s, lr, grad_norm, tok_s, eta_s);
-    fflush(stdout);
-}
-
 /* Once the first step is done, or the run stops before one, the run folder moves into place
  * (run.h) and checkpoints can go into it. Only the first call does anything. */
 static TgStatus commit_run(Run *run, CheckpointSaver *saver, int keep, bool *committed) {
@@ -128,8 +94,9 @@ typedef struct Trainer {
     int32_t *inputs, *targets;    /* (B, T) */
     TgTensor **ffn_hidden;          /* [layers], on watched steps */
     TrainHooks hooks;             /* rank 0's: the other ranks watch nothing */
+    TrainReporter reporter;       /* rank 0's: the other ranks report nothing */
+    MessageSink messages;         /* the reporter's messages, for the run folder's code (run.h) */
     TgLrSchedule sched;
-    bool tty;
     double t_start, elapsed_before, budget_s, last_val;
     double window_t;              /* tokens/s over the steps since the last progress line */
     int64_t window_tokens;
@@ -164,13 +131,15 @@ static TgStatus agree_on_status(TgStatus s) {
 }
 
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
-static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
+static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hooks, const TrainReporter *reporter) {
     memset(tr, 0, sizeof *tr);
     tr->o = o;
     tr->rank = dist_rank(), tr->ranks = dist_ranks();
     tr->writer = tr->rank == 0;
     if (hooks && tr->writer) tr->hooks = *hooks;
-    TG_TRY(run_open_for_training(o, tr->writer, &tr->run));
+    if (reporter && tr->writer) tr->reporter = *reporter;
+    tr->messages = (MessageSink){tr->reporter.message, tr->reporter.ctx};
+    TG_TRY(run_open_for_training(o, tr->writer, &tr->messages, &tr->run));
     const TgModelConfig *c = &tr->run.model.cfg;
     int64_t B = o->batch, T = c->seq_len;
     tr->batch = B, tr->seq = T;
@@ -197,8 +166,7 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
     if (tr->run.resumed) loader_set_state(&tr->loader, &tr->run.state.loader);
     tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
-    tr->tty = tr->writer && isatty(fileno(stderr));
-    tr->t_start = now_s();
+    tr->t_start = clock_seconds();
     tr->elapsed_before = tr->run.state.elapsed_s;
     tr->last_val = NAN;
     return TG_OK;
@@ -207,8 +175,7 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
 static TgStatus trainer_open_files(Trainer *tr) {
     TG_TRY(run_start(&tr->run));
-    if (train_options_save(tr->run.dir, tr->o) != TG_OK)
-        fprintf(stderr, "tapegrad train: warning: %s\n", tg_error_message());
+    if (train_options_save(tr->run.dir, tr->o) != TG_OK) message_emit(&tr->messages, MESSAGE_WARNING, "%s", tg_error_message());
     if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
     return TG_OK;
 }
@@ -250,8 +217,8 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
 /* Every rank opens its run; once all did, they check that they hold the same data and model,
  * then rank 0 readies the folder. A failure anywhere stops every rank before anything is written
  * (or, for rank 0's own files, before the first step). */
-static TgStatus trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *hooks) {
-    TG_TRY(agree_on_status(trainer_open(tr, o, hooks)));
+static TgStatus trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *hooks, const TrainReporter *reporter) {
+    TG_TRY(agree_on_status(trainer_open(tr, o, hooks, reporter)));
     TG_TRY(check_replicas(tr, true));
     return agree_on_status(tr->writer ? trainer_open_files(tr) : TG_OK);
 }
@@ -273,35 +240,35 @@ static TgStatus evaluate(Trainer *tr, double *val_out) {
 static TgStatus trainer_announce(Trainer *tr) {
     const TgModelConfig *c = &tr->run.model.cfg;
     Run *run = &tr->run;
-    printf("model: %lld parameters (dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld)\n",
+    const MessageSink *m = &tr->messages;
+    message_emit(m, MESSAGE_INFO, "model: %lld parameters (dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld)",
            (long long)tg_model_param_count(&run->model), (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads,
            (long long)c->n_kv_heads, tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab,
            (long long)c->seq_len);
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
-    printf("data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s\n",
+    message_emit(m, MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
            (long long)run->n_train, (long long)run->n_val, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
-    printf("kernels: %s on %s; %d threads\n", tg_isa_name(tg_isa_active()), tg_cpu_name(), tr->o->threads);
+    message_emit(m, MESSAGE_INFO, "kernels: %s on %s; %d threads", tg_isa_name(tg_isa_active()), tg_cpu_name(), tr->o->threads);
     if (run->resumed) {
-        printf("resuming at step %lld of %lld from %s\n", (long long)run->state.step, (long long)tr->o->steps,
+        message_emit(m, MESSAGE_INFO, "resuming at step %lld of %lld from %s", (long long)run->state.step, (long long)tr->o->steps,
                run->last_checkpoint);
         int64_t before = run->state.step > 0 ? run->state.tokens_seen / run->state.step : tr->tokens_per_step;
         if (before != tr->tokens_per_step)
-            printf("note: %lld tokens per step from here on, %lld before: the data order continues, grouped into "
-                   "other steps\n",
+            message_emit(m, MESSAGE_NOTE, "%lld tokens per step from here on, %lld before: the data order continues, grouped "
+                   "into other steps",
                    (long long)tr->tokens_per_step, (long long)before);
     } else if (run->initialized_from_file) {
         /* where the imported weights start, on the same fixed val batches every evaluation uses */
         TG_TRY(evaluate(tr, &tr->last_val));
         run->state.best_val_loss = tr->last_val;
         run_log_metrics(run, 0, NAN, tr->last_val, NAN, NAN, NAN, 0);
-        printf("weights from %s: val loss %.4f before training\n", tr->o->init_from, tr->last_val);
+        message_emit(m, MESSAGE_INFO, "weights from %s: val loss %.4f before training", tr->o->init_from, tr->last_val);
     } else {
-        printf("initial loss should be near ln(vocab) = %.3f\n", log((double)c->vocab));
+        message_emit(m, MESSAGE_INFO, "initial loss should be near ln(vocab) = %.3f", log((double)c->vocab));
     }
-    fflush(stdout);
     return TG_OK;
 }
 
@@ -314,7 +281,7 @@ static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, TgSta
     if (s != TG_OK) return STOP_FAILED;
     if (stop && *stop) return STOP_SIGNAL + (int)*stop;
     if (tr->o->stop_after >= 0 && tr->run.state.step >= tr->o->stop_after) return STOP_AFTER;
-    if (now_s() - tr->t_start >= tr->budget_s) return STOP_TIME_BUDGET;
+    if (clock_seconds() - tr->t_start >= tr->budget_s) return STOP_TIME_BUDGET;
     return GO_ON;
 }
 
@@ -387,14 +354,11 @@ static void local_gradients(Trainer *tr, bool watched) {
     loader_skip(&tr->loader, tr->micro_batches - drawn);
 }
 
-/* For the test of the replica check: TAPEGRAD_FAIL_REPLICA=STEP moves one weight of the last
- * rank by 1e-3 after that step, as a faulty machine might (a change of one ulp can be rounded
- * away by the next update). */
+/* For the test of the replica check (lib/fault.h; nothing outside the test variant): the last
+ * rank's weights drift by 1e-3 after update `step`, as on a faulty machine (a change of one ulp
+ * could be rounded away by the next update). */
 static void inject_replica_fault(Trainer *tr, int64_t step) {
-    if (tr->ranks == 1 || tr->rank != tr->ranks - 1) return;   /* a single process never reads it */
-    const char *at = getenv("TAPEGRAD_FAIL_REPLICA");
-    if (at && strtoll(at, NULL, 10) == step)
-        tr->run.model.params.data[0] += 1e-3f;
+    if (tr->ranks > 1 && tr->rank == tr->ranks - 1 && fault_replica_drifts(step)) tr->run.model.params.data[0] += 1e-3f;
 }
 
 /* One optimizer step: every rank's micro-batches, the gradients summed over the ranks, clip,
@@ -449,20 +413,24 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     bool ckpt_now = o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after;
     if (ckpt_now) TG_TRY(check_replicas(tr, false));
     if (!tr->writer) return TG_OK;
-    double elapsed = tr->elapsed_before + (now_s() - tr->t_start);
-    double dt = now_s() - tr->window_t;
+    double elapsed = tr->elapsed_before + (clock_seconds() - tr->t_start);
+    double dt = clock_seconds() - tr->window_t;
     double tok_s = dt > 0 ? (double)tr->window_tokens / dt : 0;
     run_log_metrics(&tr->run, st->step, loss, val, lr, grad_norm, tok_s, elapsed);
     if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
         double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
-        if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (now_s() - tr->t_start));
-        print_progress(tr->tty, o, st->step, loss, tr->last_val, lr, grad_norm, tok_s, eta);
-        tr->window_t = now_s();
+        if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (clock_seconds() - tr->t_start));
+        if (tr->reporter.progress) {
+            TrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = tr->last_val, .lr = lr,
+                               .grad_norm = grad_norm, .tokens_per_s = tok_s, .eta_s = eta > 0 ? eta : 0};
+            tr->reporter.progress(tr->reporter.ctx, &p);
+        }
+        tr->window_t = clock_seconds();
         tr->window_tokens = 0;
     }
     if (!tr->committed) {
         TG_TRY(commit_run(&tr->run, &tr->saver, o->keep, &tr->committed));
-        tr->window_t = now_s(); /* the saver's set-up is no training time */
+        tr->window_t = clock_seconds(); /* the saver's set-up is no training time */
     }
     if (ckpt_now) {
         st->elapsed_s = elapsed;
@@ -507,11 +475,12 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
     TG_TRY(checkpoint_saver_wait(&tr->saver));
     snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", tr->saver.last_saved);
     if (evaluated_now) run_log_metrics(run, st->step, NAN, tr->last_val, NAN, NAN, NAN, st->elapsed_s);
-    printf("%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s\n", reason, (long long)st->step,
+    message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s", reason, (long long)st->step,
            tr->last_val, log((double)run->model.cfg.vocab), st->elapsed_s, run->last_checkpoint);
     const CheckpointSaver *sv = &tr->saver;
-    printf("checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them and "
-           "%.2f s waiting for a save still writing%s\n",
+    message_emit(&tr->messages, MESSAGE_INFO,
+                 "checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them "
+                 "and %.2f s waiting for a save still writing%s",
            (long long)sv->saves, sv->write_s, 1e3 * sv->pause_s, sv->blocked_s,
            sv->blocked_s > 1 ? " (raise --ckpt-every)" : "");
     return TG_OK;
@@ -523,8 +492,9 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     Run *run = &tr->run;
     TrainerState *st = &run->state;
     if (stopped_by_signal)
-        printf("%s at step %lld: saving a checkpoint (interrupt again to quit at once)\n", reason, (long long)st->step);
-    st->elapsed_s = tr->elapsed_before + (now_s() - tr->t_start);
+        message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: saving a checkpoint (interrupt again to quit at once)",
+                     reason, (long long)st->step);
+    st->elapsed_s = tr->elapsed_before + (clock_seconds() - tr->t_start);
     st->loader = loader_get_state(&tr->loader);
     /* together first: the val loss, if the last step had none, and the replica check */
     bool evaluate_now = isnan(tr->last_val) && st->step > 0;
@@ -532,25 +502,30 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     TG_TRY(check_replicas(tr, false));
     /* a failed last save fails every rank */
     TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
-    if (tr->writer && o->sample_tokens > 0 && st->step >= o->steps) {
-        printf("\n--- sample (%lld tokens, temperature 0.8, top-k 40) ---\n", (long long)o->sample_tokens);
-        fflush(stdout);
-        run_print_sample(run, &tr->engine.tape, "\n", o->sample_tokens, 0.8, 40, st->seed);
-        printf("\n---\n");
+    if (tr->writer && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
+        const TgSampleOptions defaults = tg_sample_defaults();
+        TrainSample sample = {.prompt = RUN_SAMPLE_PROMPT, .prompt_len = strlen(RUN_SAMPLE_PROMPT),
+                              .tokens = o->sample_tokens, .temperature = defaults.temperature, .top_k = defaults.top_k};
+        char *text = NULL;
+        TG_TRY(run_sample(run, &tr->engine.tape, sample.prompt, sample.tokens, sample.temperature, sample.top_k, st->seed,
+                          &text, &sample.text_len));
+        sample.text = text;
+        tr->reporter.sample(tr->reporter.ctx, &sample);
+        free(text);
     }
     return TG_OK;
 }
 
-TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks) {
+TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks,
+                   const TrainReporter *reporter) {
     Trainer tr;
-    TgStatus s = trainer_start(&tr, o, hooks);
+    TgStatus s = trainer_start(&tr, o, hooks, reporter);
     if (s == TG_OK) s = trainer_announce(&tr);
     if (s == TG_OK) {
-        tr.window_t = now_s();
+        tr.window_t = clock_seconds();
         const char *reason = "done";
         bool by_signal = false;
         s = trainer_loop(&tr, stop, &reason, &by_signal);
-        if (tr.tty) fputc('\n', stderr);
         if (s == TG_OK) s = trainer_finish(&tr, reason, by_signal);
     }
     /* a background save still running finishes before the process ends; its failure fails the run */

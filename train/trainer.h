@@ -1,5 +1,6 @@
 /* The training loop: data -> forward -> backward -> clip -> AdamW, with evaluation, metrics,
- * checkpoints, a progress line and a sample at the end. */
+ * checkpoints, progress reports and a sample at the end. The trainer prints nothing: what a person
+ * should see reaches the caller through a TrainReporter (the CLI formats it, cli/train_report.c). */
 #ifndef TAPEGRAD_TRAINER_H
 #define TAPEGRAD_TRAINER_H
 
@@ -10,6 +11,7 @@
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
+#include "lib/messages.h"
 #include "train/train_options.h"
 
 /* What a caller can watch a run do (all members may be NULL). Inspection (--log-grads) comes in
@@ -34,8 +36,38 @@ typedef struct TrainHooks {
     TgStatus (*after_update)(void *ctx, const TgModel *model, int64_t step, double lr, double loss);
 } TrainHooks;
 
-/* Runs a whole training run (a new one, or o->resume), printing progress to stdout (a bar on
- * stderr when it is a terminal). When *stop becomes non-zero (a signal handler's flag: the
+/* A progress report: after step 1, every --log-every steps, at each evaluation and at the last step. */
+typedef struct TrainProgress {
+    int64_t step, steps;
+    double loss;          /* the step's mean over its micro-batches */
+    double val_loss;      /* the latest evaluation's; NaN before the first */
+    double lr, grad_norm; /* the step's rate, and its gradient norm before clipping */
+    double tokens_per_s;  /* since the previous report */
+    double eta_s;         /* until --steps at that pace, or the time budget if sooner */
+} TrainProgress;
+
+/* The sample a finished run ends with (--sample-tokens): the prompt and its continuation. */
+typedef struct TrainSample {
+    const char *prompt, *text;
+    size_t prompt_len, text_len;
+    int64_t tokens;       /* asked for; text may be shorter (it stops at <eot>) */
+    double temperature;
+    int top_k;
+} TrainSample;
+
+/* How a run tells a person what it does (every member may be NULL; rank 0 alone reports in a
+ * data-parallel run). message: what is prepared, the model and data, notes and warnings, the
+ * summary at the end (lib/messages.h); progress and sample: the figures, for the caller to lay
+ * out (a bar on a terminal, a line in a log). */
+typedef struct TrainReporter {
+    void *ctx;
+    void (*message)(void *ctx, MessageLevel level, const char *text);
+    void (*progress)(void *ctx, const TrainProgress *p);
+    void (*sample)(void *ctx, const TrainSample *s);
+} TrainReporter;
+
+/* Runs a whole training run (a new one, or o->resume), reporting to `reporter` (may be NULL:
+ * silent). When *stop becomes non-zero (a signal handler's flag: the
  * signal's number; stop may be NULL) the loop ends after the current step and saves, as
  * --stop-after does. In a data-parallel run (train/dist.h) every rank calls it: the ranks stop
  * after the same step when a signal reached any of them, and *stop then receives the signal they
@@ -43,7 +75,8 @@ typedef struct TrainHooks {
  * otherwise a status and message (TG_ERR_ARG: the options; TG_ERR_NUMERIC: the loss or a
  * gradient became NaN/Inf; I/O and format errors: files). A new run that fails before its first
  * step leaves nothing behind. */
-TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks);
+TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks,
+                   const TrainReporter *reporter);
 
 /* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */
 double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,

@@ -37,13 +37,21 @@ const char *tg_status_name(TgStatus status);
 /* Empties the calling thread's message. */
 void tg_error_clear(void);
 
-/* Print "tapegrad: internal error at FILE:LINE: ..." to stderr and abort(): what TG_CHECK and
- * the tg_malloc family call on a broken invariant or an exhausted memory. */
+/* A broken invariant (what TG_CHECK and the tg_malloc family catch) ends the process: the
+ * message "tapegrad: internal error at FILE:LINE: ...\n" goes to the abort handler, then abort().
+ * These two never return. */
 _Noreturn void tg_abort_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 _Noreturn void tg_abort_check(const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Receives the message of a broken invariant just before abort(); abort() follows when it
+ * returns. The default writes it to file descriptor 2: the one thing the library writes on its
+ * own, and only on its way out. A program that logs elsewhere sets its own. */
+typedef void (*TgAbortHandler)(const char *message);
+/* Installs `handler` (NULL: the default) for every thread; returns the previous one. */
+TgAbortHandler tg_set_abort_handler(TgAbortHandler handler);
 
 /* Internal invariant: aborts with file:line, the condition and the formatted message when false. */
 #define TG_CHECK(cond, ...)                                                  \

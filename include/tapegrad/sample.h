@@ -23,6 +23,10 @@ typedef struct TgSampleOptions {
     void *observer_ctx;
 } TgSampleOptions;
 
+/* What `tapegrad sample` and the sample after training use unless told otherwise: temperature
+ * 0.8, top-k 40, no observer. */
+TgSampleOptions tg_sample_defaults(void);
+
 /* Picks a token from one row of logits (vocab floats): the argmax (lowest id on ties) at temperature
  * 0, otherwise a draw from softmax(logits / temperature) restricted to the top_k largest logits
  * (ties ranked by lower id) and renormalised, using one tg_rng_uniform. scratch_probs and scratch_ids

@@ -16,8 +16,8 @@ extern char **environ;
 #include "testutil.h"
 #include "train/checkpoint_folder.h"
 
-#ifndef TAPEGRAD_BIN
-#error "TAPEGRAD_BIN must name the tapegrad binary"
+#if !defined(TAPEGRAD_BIN) || !defined(TAPEGRAD_FAULT_BIN)
+#error "TAPEGRAD_BIN and TAPEGRAD_FAULT_BIN must name the tapegrad program and its test variant"
 #endif
 
 char *ckpt_test_setup(char **corpus_out) {
@@ -29,14 +29,14 @@ char *ckpt_test_setup(char **corpus_out) {
     return dir;
 }
 
-static int run_cli(char **output, const char *launcher, const char *fmt, va_list ap) {
+static int run_cli(char **output, const char *launcher, const char *program, const char *fmt, va_list ap) {
     char args[8192], log_path[] = "/tmp/tapegrad-cli-XXXXXX";
     vsnprintf(args, sizeof args, fmt, ap);
     int fd = mkstemp(log_path);
     cr_assert(fd >= 0, "mkstemp failed");
     close(fd);
-    char *cmd = malloc(strlen(launcher) + strlen(args) + 2 * sizeof log_path + 64 + sizeof TAPEGRAD_BIN);
-    sprintf(cmd, "%s %s %s >%s 2>&1 </dev/null", launcher, TAPEGRAD_BIN, args, log_path);
+    char *cmd = malloc(strlen(launcher) + strlen(args) + 2 * sizeof log_path + 64 + strlen(program));
+    sprintf(cmd, "%s %s %s >%s 2>&1 </dev/null", launcher, program, args, log_path);
     int rc = test_run(cmd);
     free(cmd);
     char *text = ckpt_read_text(log_path);
@@ -49,7 +49,7 @@ static int run_cli(char **output, const char *launcher, const char *fmt, va_list
 int ckpt_cli(char **output, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = run_cli(output, "", fmt, ap);
+    int rc = run_cli(output, "", TAPEGRAD_BIN, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -57,7 +57,15 @@ int ckpt_cli(char **output, const char *fmt, ...) {
 int ckpt_cli_launched(char **output, const char *launcher, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = run_cli(output, launcher, fmt, ap);
+    int rc = run_cli(output, launcher, TAPEGRAD_BIN, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int ckpt_cli_faults(char **output, const char *launcher, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = run_cli(output, launcher, TAPEGRAD_FAULT_BIN, fmt, ap);
     va_end(ap);
     return rc;
 }

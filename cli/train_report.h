@@ -1,0 +1,29 @@
+/* How the program shows a training run (train/trainer.h's TrainReporter): what every
+ * subcommand that trains (train, compare-ffn) prints, written once.
+ *
+ *   messages   on stdout; notes as "note: ...", warnings on stderr as "tapegrad CMD: warning: ..."
+ *   progress   a bar redrawn on stderr when stderr is a terminal, else one line per report on stdout:
+ *              "step 50/1500 loss 3.2933 val 3.3415 lr 3.03e-04 grad_norm 0.313 4405 tok/s ETA 0m00s"
+ *   sample     between a "--- sample (N tokens, temperature T, top-k K) ---" line and "---"
+ */
+#ifndef TAPEGRAD_CLI_TRAIN_REPORT_H
+#define TAPEGRAD_CLI_TRAIN_REPORT_H
+
+#include <stdbool.h>
+
+#include "train/trainer.h"
+
+typedef struct CliTrainReport {
+    const char *command; /* "train": warnings read "tapegrad train: warning: ..." */
+    bool tty;            /* stderr is a terminal: progress is a bar */
+    bool bar_shown;      /* the bar holds the cursor's line: anything else printed starts a new one */
+} CliTrainReport;
+
+/* A reporter printing as above, its state in *report. */
+TrainReporter cli_train_reporter(CliTrainReport *report, const char *command);
+/* Ends the bar's line, if one is shown (after the run). */
+void cli_train_report_end(CliTrainReport *report);
+/* The same messages for a caller with a MessageSink (lib/messages.h). */
+MessageSink cli_message_sink(CliTrainReport *report);
+
+#endif

@@ -1,0 +1,19 @@
+/* The test variant's faults (lib/fault.h): compiled only with TAPEGRAD_FAULT_INJECTION. */
+#include "lib/fault.h"
+
+#ifndef TAPEGRAD_FAULT_INJECTION
+#error "lib/fault.c belongs to the test variant only (TAPEGRAD_FAULT_INJECTION)"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+bool fault_write_fails(const char *path) {
+    const char *pattern = getenv("TAPEGRAD_FAIL_WRITE");
+    return pattern && *pattern && strstr(path, pattern) != NULL;
+}
+
+bool fault_replica_drifts(int64_t step) {
+    const char *at = getenv("TAPEGRAD_FAIL_REPLICA");
+    return at && *at && strtoll(at, NULL, 10) == step;
+}

@@ -1,0 +1,28 @@
+/* Faults the tests inject into the program: a file write that fails as on a full disk, a replica
+ * whose weights drift. They exist only in the test variant of the library and the program
+ * (build/tapegrad-faults, compiled with TAPEGRAD_FAULT_INJECTION by the test build and never
+ * installed); everywhere else each question below is the constant `false`, and nothing reads the
+ * environment.
+ *
+ * In the test variant, the environment says what fails:
+ *   TAPEGRAD_FAIL_WRITE=TEXT     the commit of every atomic file whose path contains TEXT fails
+ *                                with ENOSPC, after all its data was written (lib/atomic_file.h)
+ *   TAPEGRAD_FAIL_REPLICA=STEP   after update STEP, the last rank of a data-parallel job moves one
+ *                                weight by 1e-3, as a faulty machine might (train/trainer.c)
+ * A source file that asks includes this header; CMake compiles each such file twice (the
+ * ordinary library and the test variant), found by that include. */
+#ifndef TAPEGRAD_FAULT_H
+#define TAPEGRAD_FAULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef TAPEGRAD_FAULT_INJECTION
+bool fault_write_fails(const char *path);
+bool fault_replica_drifts(int64_t step);
+#else
+static inline bool fault_write_fails(const char *path) { (void)path; return false; }
+static inline bool fault_replica_drifts(int64_t step) { (void)step; return false; }
+#endif
+
+#endif
