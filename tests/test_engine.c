@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tapegrad/error.h"
 #include "tapegrad/params.h"
@@ -224,4 +226,36 @@ Test(engine, shape_mismatch_aborts, .signal = SIGABRT) {
 Test(engine, backward_from_non_scalar_aborts, .signal = SIGABRT) {
     TgTensor *x = leaf("x", (float[]){1.0f, 2.0f}, 2);
     tg_tape_backward(&tt.tape, tg_scale(&tt.tape, x, 2.0f));
+}
+
+/* A broken invariant's message reaches the abort handler a program installs, then the process
+ * aborts; the previous handler comes back from tg_set_abort_handler. In a child, so the abort
+ * ends it alone. */
+static int abort_pipe = -1;
+static void handler_to_pipe(const char *message) { (void)!write(abort_pipe, message, strlen(message)); }
+
+Test(engine, a_broken_invariant_goes_to_the_abort_handler_then_aborts) {
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        close(fds[0]);
+        abort_pipe = fds[1];
+        TgAbortHandler previous = tg_set_abort_handler(handler_to_pipe);
+        if (previous == NULL || tg_set_abort_handler(handler_to_pipe) != handler_to_pipe) _exit(3);
+        TG_CHECK(1 + 1 == 3, "arithmetic holds for %s", "no one");
+        _exit(4); /* not reached */
+    }
+    close(fds[1]);
+    char text[1024] = "";
+    size_t n = 0;
+    for (ssize_t r; n < sizeof text - 1 && (r = read(fds[0], text + n, sizeof text - 1 - n)) > 0;) n += (size_t)r;
+    close(fds[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "the child did not abort (status %d)", status);
+    cr_expect(strstr(text, "tapegrad: internal error at ") && strstr(text, "check failed: 1 + 1 == 3 -- arithmetic "
+                                                                             "holds for no one\n"),
+              "the handler saw: %s", text);
 }
