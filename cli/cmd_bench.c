@@ -21,14 +21,15 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "lib/blas.h"
-#include "lib/cpu.h"
-#include "tapegrad/rng.h"
 #include "cli/cli.h"
-#include "train/dist.h"
+#include "lib/blas.h"
+#include "lib/clock.h"
+#include "lib/cpu.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
-#include "lib/clock.h"
+#include "tapegrad/rng.h"
+#include "train/dist.h"
+#include "train/train_options.h"
 
 /* user + system CPU seconds of the whole process so far */
 static double cpu_seconds(void) {
@@ -64,14 +65,26 @@ typedef struct {
     bool json;
 } BenchOptions;
 
+/* The shapes PyTorch's reference (../shared/bench/torch_minimind.py) runs each preset with: its
+ * batch, and for a preset without a vocabulary of its own, the vocabulary of a char tokenizer
+ * (0: the preset's). */
+static const struct {
+    int64_t batch, vocab;
+} bench_shapes[] = {
+    [TG_PRESET_TINY] = {4, 64},
+    [TG_PRESET_SMALL] = {16, 96},
+    [TG_PRESET_MINIMIND_26M] = {8, 0},
+};
+_Static_assert(sizeof bench_shapes / sizeof bench_shapes[0] == TG_PRESET_COUNT, "bench shapes for every preset");
+
 #define B_ BenchOptions
-static const OptSpec specs[] = {
-    OPT(B_, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, "tiny|small|minimind-26m", 0, NULL),
-    OPT(B_, batch, "--batch", OPT_INT64, "sequences per step", OPT_POSITIVE, NULL, 0, "tiny 4, small 16, minimind-26m 8"),
+static OptSpec specs[] = {
+    OPT(B_, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
+    OPT(B_, batch, "--batch", OPT_INT64, "sequences per step", OPT_POSITIVE, NULL, 0, NULL /* bench_defaults_text */),
     OPT(B_, seq, "--seq", OPT_INT64, "tokens per sequence", OPT_POSITIVE, NULL, 0, "the preset's context"),
-    OPT(B_, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0,
-        "tiny 64, small 96, minimind-26m 6400"),
-    OPT(B_, ffn, "--ffn", OPT_STRING, "feed-forward block (relu: hidden 4*dim)", OPT_ANY, "swiglu|relu", 0, "swiglu"),
+    OPT(B_, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0, NULL /* bench_defaults_text */),
+    OPT(B_, ffn, "--ffn", OPT_STRING, "feed-forward block (relu: the hidden size of SwiGLU's parameter count)", OPT_ANY,
+        TG_FFN_CHOICES, 0, NULL),
     OPT(B_, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
     OPT(B_, steps, "--steps", OPT_INT, "timed steps", OPT_BETWEEN(5, 1000000), NULL, 0, NULL),
     OPT(B_, warmup, "--warmup", OPT_INT, "untimed steps first", OPT_BETWEEN(0, 1000000), NULL, 0, NULL),
@@ -89,19 +102,35 @@ static const OptSpec specs[] = {
 static const OptTable table = {"bench", "[--preset NAME] [--batch B] [--seq T] [--vocab V] [--threads N] [--steps S] [--json]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
-/* The shapes of the comparison with PyTorch: presets plus the batch and vocab it uses. */
+/* "tiny 4, small 16, minimind-26m 8" and "tiny 64, small 96, minimind-26m 6400": the help's
+ * defaults of --batch and --vocab, from the tables. */
+static void bench_defaults_text(void) {
+    static char batch_text[256], vocab_text[256];
+    size_t nb = 0, nv = 0;
+    for (int p = 0; p < TG_PRESET_COUNT; p++) {
+        const char *name = tg_model_preset_name((TgPreset)p);
+        TgModelConfig c;
+        tg_model_preset(name, &c);
+        int64_t vocab = bench_shapes[p].vocab ? bench_shapes[p].vocab : c.vocab;
+        nb += (size_t)snprintf(batch_text + nb, sizeof batch_text - nb, "%s%s %lld", p ? ", " : "", name,
+                               (long long)bench_shapes[p].batch);
+        nv += (size_t)snprintf(vocab_text + nv, sizeof vocab_text - nv, "%s%s %lld", p ? ", " : "", name,
+                               (long long)vocab);
+    }
+    specs[opt_find(&table, "--batch")].default_text = batch_text;
+    specs[opt_find(&table, "--vocab")].default_text = vocab_text;
+}
+
+/* The shapes of the comparison with PyTorch: the preset, with the batch and vocab it runs. */
 static TgStatus bench_config(const BenchOptions *o, TgModelConfig *c, int64_t *batch) {
     TG_TRY(tg_model_preset(o->preset, c));
-    int64_t default_vocab = 0;
-    if (strcmp(o->preset, "tiny") == 0) default_vocab = 64, *batch = 4;
-    else if (strcmp(o->preset, "small") == 0) default_vocab = 96, *batch = 16;
-    else default_vocab = c->vocab, *batch = 8;
-    if (!c->vocab) c->vocab = default_vocab;
+    TgPreset p = tg_model_preset_find(o->preset);
+    if (!c->vocab) c->vocab = bench_shapes[p].vocab;
     if (o->vocab > 0) c->vocab = o->vocab;
     if (o->seq > 0) c->seq_len = o->seq;
-    if (o->batch > 0) *batch = o->batch;
-    if (o->ffn) TG_TRY(tg_ffn_kind_parse(o->ffn, &c->ffn));
-    if (c->ffn == TG_FFN_RELU) c->hidden = 4 * c->dim; /* the same parameter count as SwiGLU at 8/3 */
+    *batch = o->batch > 0 ? o->batch : bench_shapes[p].batch;
+    TG_TRY(tg_ffn_kind_parse(o->ffn, &c->ffn));
+    if (c->ffn != TG_FFN_SWIGLU) c->hidden = tg_model_ffn_hidden(c->ffn, c->dim);
     return tg_model_config_validate(c);
 }
 
@@ -259,8 +288,10 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
 }
 
 static int run_bench(int argc, char **argv) {
-    const BenchOptions defaults = {.preset = "small", .threads = 2, .steps = 7, .warmup = 2, .seed = 1234};
+    const BenchOptions defaults = {.preset = TRAIN_DEFAULT_PRESET, .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU),
+                                   .threads = TRAIN_DEFAULT_THREADS, .steps = 7, .warmup = 2, .seed = 1234};
     BenchOptions o = defaults;
+    bench_defaults_text();
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     const char *gemm_name = o.gemm ? o.gemm : "pool";

@@ -67,7 +67,7 @@ static TgStatus eval_tokens(Run *run, const char *data, int32_t **tokens, size_t
 }
 
 static int run_eval(int argc, char **argv) {
-    const EvalFlags defaults = {.threads = 2};
+    const EvalFlags defaults = {.threads = TRAIN_DEFAULT_THREADS};
     EvalFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;

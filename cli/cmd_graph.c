@@ -18,14 +18,14 @@ typedef struct {
 
 #define G GraphFlags
 static const OptSpec specs[] = {
-    OPT(G, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, "tiny|small|minimind-26m", 0, NULL),
-    OPT(G, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, "swiglu|relu", 0, "swiglu"),
+    OPT(G, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
+    OPT(G, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, TG_FFN_CHOICES, 0, NULL),
     OPT(G, batch, "--batch", OPT_INT64, "sequences", OPT_POSITIVE, NULL, 0, NULL),
     OPT(G, seq, "--seq", OPT_INT64, "tokens per sequence", OPT_POSITIVE, NULL, 0, "the preset's context"),
     OPT(G, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0, "the preset's, or 96"),
 };
 #undef G
-static const OptTable table = {"graph", "[--preset tiny] [--ffn relu] [--batch B] [--seq T]", specs,
+static const OptTable table = {"graph", "[--preset NAME] [--ffn KIND] [--batch B] [--seq T]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* An input as the graph sees it: "#k" for the output of node k, a parameter by its name. */
@@ -45,15 +45,15 @@ static void describe_input(const TgTape *tape, size_t before, const TgModel *m, 
 }
 
 static int run_graph(int argc, char **argv) {
-    const GraphFlags defaults = {.preset = "tiny", .batch = 2};
+    const GraphFlags defaults = {.preset = "tiny", .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU), .batch = 2};
     GraphFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     TgModelConfig cfg;
     TgStatus s = tg_model_preset(o.preset, &cfg);
-    if (s == TG_OK && o.ffn) s = tg_ffn_kind_parse(o.ffn, &cfg.ffn);
+    if (s == TG_OK) s = tg_ffn_kind_parse(o.ffn, &cfg.ffn);
     if (s != TG_OK) return cli_exit("graph", s);
-    if (cfg.ffn == TG_FFN_RELU) cfg.hidden = 4 * cfg.dim;
+    if (cfg.ffn != TG_FFN_SWIGLU) cfg.hidden = tg_model_ffn_hidden(cfg.ffn, cfg.dim);
     if (!cfg.vocab) cfg.vocab = 96;
     if (o.vocab > 0) cfg.vocab = o.vocab;
     if (o.seq > 0) cfg.seq_len = o.seq;

@@ -115,7 +115,7 @@ static TgStatus inspect_batches(const Run *run, int64_t k, int64_t batch, int32_
 }
 
 static int run_inspect(int argc, char **argv) {
-    const InspectFlags defaults = {.batches = 4, .batch = 8, .threads = 2};
+    const InspectFlags defaults = {.batches = 4, .batch = 8, .threads = TRAIN_DEFAULT_THREADS};
     InspectFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;

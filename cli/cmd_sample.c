@@ -32,7 +32,7 @@ static const OptTable table = {"sample", "--run DIR [flags]", specs, (int)(sizeo
 static int sample_main(int argc, char **argv) {
     const TgSampleOptions sampling = tg_sample_defaults();
     const SampleFlags defaults = {.prompt = RUN_SAMPLE_PROMPT, .tokens = 300, .seed = 1,
-                                  .temperature = sampling.temperature, .top_k = sampling.top_k, .threads = 2};
+                                  .temperature = sampling.temperature, .top_k = sampling.top_k, .threads = TRAIN_DEFAULT_THREADS};
     SampleFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;

@@ -28,7 +28,7 @@
 
 #define C CompareFfnOptions
 static const OptSpec specs[] = {
-    OPT(C, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, "tiny|small|minimind-26m", 0, NULL),
+    OPT(C, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
     OPT(C, steps, "--steps", OPT_INT64, "optimizer steps of every run", OPT_POSITIVE, NULL, 0, NULL),
     OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
         NULL),
@@ -56,15 +56,16 @@ static const OptSpec specs[] = {
 };
 #undef C
 static const OptTable table = {"compare-ffn",
-                               "[--preset small] [--steps N] [--lrs 1e-3,3e-3,1e-2,3e-2] [--seeds 5] [--data PATH] "
+                               "[--preset NAME] [--steps N] [--lrs LR,LR,...] [--seeds N or S,S,...] [--data PATH] "
                                "[--out DIR]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 const OptTable *compare_ffn_option_table(void) { return &table; }
 
 void compare_ffn_defaults(CompareFfnOptions *o) {
-    *o = (CompareFfnOptions){.preset = "small", .lrs = "1e-3,3e-3,1e-2,3e-2", .seeds = "5", .steps = 300,
-                             .eval_batches = 8, .probe_batches = 4, .batch = 16, .seed = 1337, .threads = 2};
+    *o = (CompareFfnOptions){.preset = TRAIN_DEFAULT_PRESET, .lrs = "1e-3,3e-3,1e-2,3e-2", .seeds = "5", .steps = 300,
+                             .eval_batches = 8, .probe_batches = 4, .batch = 16, .seed = TRAIN_DEFAULT_SEED,
+                             .threads = TRAIN_DEFAULT_THREADS};
 }
 
 /* ---------------------------------------------------------------- the plan */

@@ -49,6 +49,9 @@ typedef struct OptSpec {
 } OptSpec;
 
 /* OPT(Struct, field, "--flag", TYPE, "help", range, choices, group, default_text) */
+/* A macro's value as a string literal, for a default_text derived from the constant it shows. */
+#define OPT_STRINGIFY(x) OPT_STRINGIFY_(x)
+#define OPT_STRINGIFY_(x) #x
 #define OPT(Struct, field, flag, type, help, range, choices, group, default_text) \
     {flag, type, offsetof(Struct, field), help, range, choices, group, default_text}
 

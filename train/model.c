@@ -8,39 +8,59 @@
 #include "lib/checked.h"
 #include "tapegrad/rng.h"
 
-static const char *const ffn_kind_names[] = {[TG_FFN_SWIGLU] = "swiglu", [TG_FFN_RELU] = "relu"};
-enum { FFN_KIND_COUNT = sizeof ffn_kind_names / sizeof ffn_kind_names[0] };
+static const char *const ffn_kind_names[] = {
+#define FFN_NAME(id, name) [TG_FFN_##id] = name,
+    TG_FFN_KINDS(FFN_NAME)
+#undef FFN_NAME
+};
+_Static_assert(sizeof ffn_kind_names / sizeof ffn_kind_names[0] == TG_FFN_KIND_COUNT, "one name per FFN kind");
 
-bool tg_ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < FFN_KIND_COUNT; }
+bool tg_ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < TG_FFN_KIND_COUNT; }
 
 const char *tg_ffn_kind_name(TgFfnKind kind) { return tg_ffn_kind_valid(kind) ? ffn_kind_names[kind] : "?"; }
 
 TgStatus tg_ffn_kind_parse(const char *name, TgFfnKind *kind) {
-    for (int k = 0; k < FFN_KIND_COUNT; k++)
+    for (int k = 0; k < TG_FFN_KIND_COUNT; k++)
         if (strcmp(name, ffn_kind_names[k]) == 0) {
             *kind = (TgFfnKind)k;
             return TG_OK;
         }
-    return tg_fail(TG_ERR_ARG, "unknown FFN kind '%s'; the kinds are swiglu and relu", name);
+    return tg_fail(TG_ERR_ARG, "unknown FFN kind '%s'; the kinds are %s", name, TG_FFN_CHOICES);
 }
 
 int64_t tg_model_swiglu_hidden(int64_t dim) { return 64 * ((8 * dim / 3 + 63) / 64); }
 
+int64_t tg_model_ffn_hidden(TgFfnKind kind, int64_t dim) {
+    return kind == TG_FFN_RELU ? 4 * dim : tg_model_swiglu_hidden(dim);
+}
+
+static const struct {
+    const char *name;
+    TgModelConfig cfg;
+} presets[] = {
+#define PRESET_ROW(id, name, dim_, layers_, heads_, kv_heads_, hidden_, seq_, vocab_)                            \
+    [TG_PRESET_##id] = {name,                                                                                  \
+                        {.dim = dim_, .n_layers = layers_, .n_heads = heads_, .n_kv_heads = kv_heads_, .hidden = hidden_, \
+                         .vocab = vocab_, .seq_len = seq_, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5}},
+    TG_MODEL_PRESETS(PRESET_ROW)
+#undef PRESET_ROW
+};
+_Static_assert(sizeof presets / sizeof presets[0] == TG_PRESET_COUNT, "one row per preset");
+
+TgPreset tg_model_preset_find(const char *name) {
+    for (int p = 0; p < TG_PRESET_COUNT; p++)
+        if (strcmp(presets[p].name, name) == 0) return (TgPreset)p;
+    return TG_PRESET_COUNT;
+}
+
+const char *tg_model_preset_name(TgPreset preset) {
+    return preset >= 0 && preset < TG_PRESET_COUNT ? presets[preset].name : NULL;
+}
+
 TgStatus tg_model_preset(const char *name, TgModelConfig *cfg) {
-    TgModelConfig c = {.ffn = TG_FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
-    if (strcmp(name, "tiny") == 0) {
-        c.dim = 64, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = 2, c.hidden = 176, c.seq_len = 32;
-        c.vocab = 0; /* from the tokenizer */
-    } else if (strcmp(name, "small") == 0) {
-        c.dim = 128, c.n_layers = 8, c.n_heads = 4, c.n_kv_heads = 4, c.hidden = 352, c.seq_len = 128;
-        c.vocab = 0;
-    } else if (strcmp(name, "minimind-26m") == 0) {
-        c.dim = 512, c.n_layers = 8, c.n_heads = 8, c.n_kv_heads = 2, c.hidden = 1408, c.seq_len = 256;
-        c.vocab = 6400;
-    } else {
-        return tg_fail(TG_ERR_ARG, "unknown preset '%s'; the presets are tiny, small, minimind-26m", name);
-    }
-    *cfg = c;
+    TgPreset p = tg_model_preset_find(name);
+    if (p == TG_PRESET_COUNT) return tg_fail(TG_ERR_ARG, "unknown preset '%s'; the presets are %s", name, TG_PRESET_CHOICES);
+    *cfg = presets[p].cfg;
     return TG_OK;
 }
 

@@ -29,6 +29,7 @@ TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *string
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
     train_options_defaults(id);
+    id->seed = -1, id->tokenizer = NULL; /* the file must say both */
     OptSet read = 0;
     TgStatus s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings);
     /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
@@ -55,8 +56,7 @@ static TgStatus resolve_config(const TrainOptions *o, int64_t vocab, TgModelConf
     c.ffn = TG_FFN_SWIGLU;
     if (o->ffn) TG_TRY(tg_ffn_kind_parse(o->ffn, &c.ffn));
     if (m->hidden > 0) c.hidden = m->hidden;
-    else if (c.ffn == TG_FFN_RELU) c.hidden = 4 * c.dim; /* equal parameters to SwiGLU at 8/3 */
-    else if (dim_changed) c.hidden = tg_model_swiglu_hidden(c.dim);
+    else if (c.ffn != TG_FFN_SWIGLU || dim_changed) c.hidden = tg_model_ffn_hidden(c.ffn, c.dim);
     c.vocab = vocab;
     *out = c;
     return tg_model_config_validate(&c);
@@ -246,21 +246,19 @@ static TgStatus prepare_in_new_folder(Run *run, const PrepareOptions *prep, cons
 
 /* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
 static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
-    if (!o->preset) o->preset = "small";
     TgModelConfig preset_cfg;
     TG_TRY(tg_model_preset(o->preset, &preset_cfg));
     /* the identity with every default filled in, as run.txt records it */
     TrainOptions id = *o;
     id.tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
     id.data_path = o->data_path ? o->data_path : corpus_default_path();
-    id.val_fraction = o->val_fraction > 0 ? o->val_fraction : PREPARE_DEFAULT_VAL_FRACTION;
-    id.seed = o->seed >= 0 ? o->seed : 1337;
+
     const char *tokenizer = id.tokenizer;
     bool bpe = strcmp(tokenizer, "bpe") == 0, hf = strncmp(tokenizer, "hf:", 3) == 0;
     if (!bpe && o->model.vocab > 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
-    int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : 2048;
+    int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : TRAIN_DEFAULT_BPE_VOCAB;
     TgModelConfig cfg;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
     TG_TRY(resolve_config(o, bpe ? vocab : 256, &cfg));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/prepare.h"
 #include "lib/atomic_file.h"
 #include "train/dist.h"
 #include "train/checkpoint.h"
@@ -20,7 +21,7 @@
 #define STEP_RANGE ((OptRange){0, (double)CHECKPOINT_MAX_STEP, true, false})
 
 static const OptSpec specs[] = {
-    OPT(T, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, "tiny|small|minimind-26m", ID, "small"),
+    OPT(T, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, ID, NULL),
     OPT(T, model.dim, "--dim", OPT_INT64, "model width", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
     OPT(T, model.n_layers, "--layers", OPT_INT64, "transformer blocks", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
     OPT(T, model.n_heads, "--heads", OPT_INT64, "query heads (must divide --dim)", OPT_POSITIVE, NULL, SHAPE,
@@ -28,21 +29,21 @@ static const OptSpec specs[] = {
     OPT(T, model.n_kv_heads, "--kv-heads", OPT_INT64, "key/value heads (must divide --heads)", OPT_POSITIVE, NULL,
         SHAPE, "the preset's"),
     OPT(T, model.hidden, "--hidden", OPT_INT64, "FFN hidden size", OPT_POSITIVE, NULL, SHAPE,
-        "SwiGLU 64*ceil(8*dim/3/64), ReLU 4*dim"),
+        "the preset's; with another --dim or --ffn relu, the size giving SwiGLU's parameter count"),
     OPT(T, model.seq_len, "--seq", OPT_INT64, "context length in tokens", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
     OPT(T, model.vocab, "--vocab", OPT_INT64, "BPE vocabulary size", OPT_BETWEEN(257, TG_MAX_VOCAB), NULL, SHAPE,
-        "2048, minimind-26m 6400"),
-    OPT(T, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, "swiglu|relu", SHAPE, "swiglu"),
+        "the preset's, else " OPT_STRINGIFY(TRAIN_DEFAULT_BPE_VOCAB)),
+    OPT(T, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, TG_FFN_CHOICES, SHAPE, NULL),
     OPT(T, model.rope_theta, "--rope-theta", OPT_DOUBLE, "RoPE base", ((OptRange){1, INFINITY, true, false}), NULL,
-        SHAPE, "1e6"),
+        SHAPE, "the preset's"),
     OPT(T, data_path, "--data", OPT_STRING, "text file or folder of text files", OPT_ANY, NULL, ID,
         CORPUS_DEFAULT_PATH),
     OPT(T, tokenizer, "--tokenizer", OPT_STRING,
         "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)", OPT_ANY,
-        NULL, ID, "char; bpe for minimind-26m"),
+        NULL, ID, "bpe when the preset has a vocabulary of its own, else char"),
     OPT(T, val_fraction, "--val-fraction", OPT_DOUBLE, "last fraction of the tokens kept for validation",
-        OPT_FRACTION, NULL, ID, "0.1"),
-    OPT(T, seed, "--seed", OPT_INT64, "seed of init and data order", OPT_NON_NEGATIVE, NULL, ID, "1337"),
+        OPT_FRACTION, NULL, ID, NULL),
+    OPT(T, seed, "--seed", OPT_INT64, "seed of init and data order", OPT_NON_NEGATIVE, NULL, ID, NULL),
     OPT(T, init_from, "--init-from", OPT_STRING,
         "start a new run from these safetensors weights (from `tapegrad ckpt export`)", OPT_ANY, NULL, ID, NULL),
     OPT(T, steps, "--steps", OPT_INT64, "optimizer steps; the LR schedule spans them", STEP_RANGE, NULL, SAVED | NUM, NULL),
@@ -101,7 +102,10 @@ const OptTable *train_option_table(void) { return &table; }
 
 void train_options_defaults(TrainOptions *o) {
     memset(o, 0, sizeof *o);
-    o->seed = -1;
+    o->preset = TRAIN_DEFAULT_PRESET;
+    o->ffn = tg_ffn_kind_name(TG_FFN_SWIGLU);
+    o->val_fraction = PREPARE_DEFAULT_VAL_FRACTION;
+    o->seed = TRAIN_DEFAULT_SEED;
     o->steps = 1500;
     o->batch = 16;
     o->accum = 1;
@@ -116,7 +120,7 @@ void train_options_defaults(TrainOptions *o) {
     o->ckpt_every = 200;
     o->keep = 3;
     o->sample_tokens = 300;
-    o->threads = 2;
+    o->threads = TRAIN_DEFAULT_THREADS;
     o->stop_after = -1;
     o->comm_timeout_s = DIST_DEFAULT_TIMEOUT_S;
 }

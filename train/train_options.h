@@ -33,18 +33,24 @@ enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_O
  * within what a checkpoint accepts (CHECKPOINT_MAX_STEP). */
 enum { TRAIN_MAX_COUNT = 1 << 20 };
 
+/* Defaults that every subcommand training or running a model shares. */
+#define TRAIN_DEFAULT_PRESET "small"
+#define TRAIN_DEFAULT_SEED 1337
+#define TRAIN_DEFAULT_THREADS 2
+#define TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
+
 #define TRAIN_OPTIONS_FILE "train_options.txt"
 #define RUN_IDENTITY_FILE "run.txt"
 
 typedef struct TrainOptions {
     /* what the run is */
-    const char *preset;        /* NULL: "small" */
-    TgModelConfig model;         /* 0 fields: from the preset; vocab: from the tokenizer */
-    const char *ffn;           /* NULL: swiglu */
+    const char *preset;        /* TRAIN_DEFAULT_PRESET */
+    TgModelConfig model;       /* 0 fields: from the preset; vocab: from the tokenizer */
+    const char *ffn;           /* "swiglu" */
     const char *data_path;     /* NULL: the default corpus */
-    const char *tokenizer;     /* NULL: "char" ("bpe" for the minimind-26m preset) */
-    double val_fraction;       /* 0: 0.1 */
-    int64_t seed;              /* -1: 1337 */
+    const char *tokenizer;     /* NULL: "bpe" for a preset with a vocabulary of its own, else "char" */
+    double val_fraction;       /* PREPARE_DEFAULT_VAL_FRACTION */
+    int64_t seed;              /* TRAIN_DEFAULT_SEED */
     const char *init_from;     /* safetensors weights to start a new run from, or NULL */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;

@@ -20,8 +20,23 @@
 
 #pragma GCC visibility push(default)
 
-/* The feed-forward block (the numbers are stored in checkpoints). */
-typedef enum { TG_FFN_SWIGLU = 0, TG_FFN_RELU = 1 } TgFfnKind;
+/* The feed-forward blocks: X(ID, "name"), giving TG_FFN_<ID> (the numbers are stored in
+ * checkpoints: new kinds go at the end). */
+#define TG_FFN_KINDS(X) \
+    X(SWIGLU, "swiglu") \
+    X(RELU, "relu")
+
+typedef enum {
+#define TG_FFN_ENUM(id, name) TG_FFN_##id,
+    TG_FFN_KINDS(TG_FFN_ENUM)
+#undef TG_FFN_ENUM
+    TG_FFN_KIND_COUNT
+} TgFfnKind;
+
+/* "swiglu|relu": the choices, for a flag's help */
+#define TG_FFN_CHOICE(id, name) "|" name
+#define TG_FFN_CHOICES (TG_FFN_KINDS(TG_FFN_CHOICE) + 1)
+
 /* "swiglu" | "relu" */
 const char *tg_ffn_kind_name(TgFfnKind kind);
 /* The kind named `name`; TG_ERR_ARG naming the choices otherwise. */
@@ -71,10 +86,38 @@ typedef struct TgModel {
     TgRopeTable rope;
 } TgModel;
 
-/* SwiGLU hidden size of the presets: 64 * ceil((8*dim/3) / 64); 1408 at dim 512. */
+/* The presets, one row each:
+ *   X(ID, "name", dim, layers, heads, kv_heads, hidden, seq, vocab)   giving TG_PRESET_<ID>
+ * vocab 0: the tokenizer's (a char tokenizer's bytes, or --vocab); a preset with a vocabulary of its
+ * own trains a byte-level BPE of that size unless told otherwise. minimind-26m is MiniMind2-small:
+ * 25,829,888 parameters at vocab 6400. */
+#define TG_MODEL_PRESETS(X)                                   \
+    X(TINY, "tiny", 64, 2, 2, 2, 176, 32, 0)                  \
+    X(SMALL, "small", 128, 8, 4, 4, 352, 128, 0)              \
+    X(MINIMIND_26M, "minimind-26m", 512, 8, 8, 2, 1408, 256, 6400)
+
+typedef enum {
+#define TG_PRESET_ENUM(id, ...) TG_PRESET_##id,
+    TG_MODEL_PRESETS(TG_PRESET_ENUM)
+#undef TG_PRESET_ENUM
+    TG_PRESET_COUNT
+} TgPreset;
+
+/* "tiny|small|minimind-26m": the choices, for a flag's help */
+#define TG_PRESET_CHOICE(id, name, ...) "|" name
+#define TG_PRESET_CHOICES (TG_MODEL_PRESETS(TG_PRESET_CHOICE) + 1)
+
+/* SwiGLU hidden size of a width: 64 * ceil((8*dim/3) / 64); 1408 at dim 512. */
 int64_t tg_model_swiglu_hidden(int64_t dim);
-/* Fills a config from a preset name ("tiny", "small", "minimind-26m"); TG_ERR_ARG if unknown. */
+/* The hidden size of an FFN of `kind` at width `dim` when none is given: SwiGLU's above, ReLU's
+ * 4 * dim, which gives both the same parameter count (2 x 4d^2 = 3 x (8/3) d^2). */
+int64_t tg_model_ffn_hidden(TgFfnKind kind, int64_t dim);
+/* Fills a config from a preset name (TG_MODEL_PRESETS); TG_ERR_ARG naming the presets if unknown. */
 TgStatus tg_model_preset(const char *name, TgModelConfig *cfg);
+/* The preset named `name`, or TG_PRESET_COUNT. */
+TgPreset tg_model_preset_find(const char *name);
+/* "tiny", "small", ...; NULL for a number that is no preset. */
+const char *tg_model_preset_name(TgPreset preset);
 /* Checks a config, with a message naming the bad field and how to fix it: every field positive
  * and within the limits above, the heads dividing as attention needs. */
 TgStatus tg_model_config_validate(const TgModelConfig *cfg);
