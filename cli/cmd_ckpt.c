@@ -11,6 +11,7 @@
 #include "train/export_gguf.h"
 #include "train/export_hf.h"
 #include "train/run.h"
+#include "lib/path.h"
 
 static void print_ckpt_usage(FILE *f) {
     fprintf(f, "usage: tapegrad ckpt info FILE|DIR                      what a checkpoint holds (and verify it)\n"
@@ -63,7 +64,7 @@ static int run_info(int argc, char **argv) {
     int rc = cli_parse(&info_table, NULL, NULL, NULL, argc, argv, positional, &n_positional);
     if (rc >= 0) return rc;
     if (n_positional != 1) return cli_usage_error("ckpt info", "give one checkpoint file or run folder");
-    char path[4200];
+    char path[TG_PATH_CAP];
     CheckpointInfo info;
     CheckpointTensorInfo *tensors = NULL;
     int n = 0;
@@ -129,7 +130,7 @@ static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT
 
 /* Weights and config.json: needs no tokenizer, so it works on a checkpoint file alone. */
 static int export_safetensors(const char *source, const char *out) {
-    char path[4200], config[4200];
+    char path[TG_PATH_CAP], config[TG_PATH_CAP];
     TgModelConfig cfg;
     uint64_t fingerprint;
     TgStatus rs = checkpoint_resolve(source, path, sizeof path);
@@ -138,7 +139,7 @@ static int export_safetensors(const char *source, const char *out) {
     TgModel model;
     tg_model_build(&model, &cfg);
     CheckpointInfo info;
-    char note[4400];
+    char note[TG_PATH_CAP + 64];
     TgStatus s = checkpoint_load(path, &model, &info);
     if (s == TG_OK) {
         snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", path, (long long)info.state.step);
@@ -159,7 +160,7 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     }
     Run run;
     TgStatus s = run_open_existing(source, &run);
-    char note[4400];
+    char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
     if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, o->hf, o->force, note);
     if (s == TG_OK && o->gguf) s = model_export_gguf(&run.model, &run.tok, o->gguf, weights);

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "inspect/report.h"
 #include "inspect/run_history.h"
+#include "lib/path.h"
 
 typedef struct {
     const char *out;
@@ -38,16 +39,22 @@ static int run_report(int argc, char **argv) {
         fprintf(stderr, "tapegrad report: %s\n", tg_error_message());
         return 1;
     }
-    char html[4200], jsonl[4200];
-    if (out) snprintf(html, sizeof html, "%s", out);
-    else snprintf(html, sizeof html, "%s/report.html", dir);
+    char html[TG_PATH_CAP], jsonl[TG_PATH_CAP];
+    TgStatus s = out ? path_format(html, sizeof html, "%s", out) : path_join(html, sizeof html, dir, "report.html");
     /* the series file sits beside the HTML: NAME.html -> NAME.jsonl */
-    snprintf(jsonl, sizeof jsonl, "%s", html);
-    char *dot = strrchr(jsonl, '.'), *slash = strrchr(jsonl, '/');
-    if (dot && (!slash || dot > slash)) *dot = '\0';
-    strncat(jsonl, ".jsonl", sizeof jsonl - strlen(jsonl) - 1);
+    if (s == TG_OK) {
+        char stem[TG_PATH_CAP];
+        memcpy(stem, html, sizeof stem);
+        char *dot = strrchr(stem, '.'), *slash = strrchr(stem, '/');
+        if (dot && (!slash || dot > slash)) *dot = '\0';
+        s = path_format(jsonl, sizeof jsonl, "%s.jsonl", stem);
+    }
+    if (s != TG_OK) {
+        run_history_free(&h);
+        return cli_exit("report", s);
+    }
 
-    TgStatus s = run_report_write(dir, &h, html, jsonl);
+    s = run_report_write(dir, &h, html, jsonl);
     run_history_free(&h);
     if (s != TG_OK) {
         fprintf(stderr, "tapegrad report: %s\n", tg_error_message());

@@ -11,6 +11,7 @@
 #include "data/tokfile.h"
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
+#include "lib/path.h"
 
 void prepare_options_default(PrepareOptions *opt) {
     *opt = (PrepareOptions){
@@ -47,12 +48,6 @@ TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_
     return TG_OK;
 }
 
-static TgStatus join_path(char *buf, size_t cap, const char *dir, const char *name) {
-    int n = snprintf(buf, cap, "%s/%s", dir, name);
-    if (n < 0 || (size_t)n >= cap) return tg_fail(TG_ERR_ARG, "path too long: %s/%s", dir, name);
-    return TG_OK;
-}
-
 /* Encodes text and splits the stream: fills res's counts; *ids (caller frees) holds the stream. */
 static TgStatus encode_and_split(const TgTokenizer *tok, const char *text, size_t len, double val_fraction,
                                   int64_t seq_len, int32_t **ids, PrepareResult *res) {
@@ -84,12 +79,12 @@ static TgStatus encode_and_split(const TgTokenizer *tok, const char *text, size_
 /* Writes out_dir/train.tok and out_dir/val.tok (out_dir created when missing). */
 static TgStatus write_splits(const char *out_dir, const TgTokenizer *tok, const int32_t *ids, size_t n_train,
                               size_t n_val) {
-    char path[4096];
+    char path[TG_PATH_CAP];
     uint64_t fingerprint = tg_tokenizer_fingerprint(tok);
     TG_TRY(make_folders(out_dir));
-    TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_TRAIN_FILE));
+    TG_TRY(path_join(path, sizeof path, out_dir, PREPARE_TRAIN_FILE));
     TG_TRY(tokfile_write_tagged(path, ids, n_train, (uint32_t)tok->vocab_size, fingerprint));
-    TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_VAL_FILE));
+    TG_TRY(path_join(path, sizeof path, out_dir, PREPARE_VAL_FILE));
     return tokfile_write_tagged(path, ids + n_train, n_val, (uint32_t)tok->vocab_size, fingerprint);
 }
 
@@ -136,9 +131,9 @@ TgStatus prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareR
 }
 
 TgStatus prepare_write(const PreparedCorpus *p, const char *out_dir) {
-    char path[4096];
+    char path[TG_PATH_CAP];
     TG_TRY(make_folders(out_dir));
-    TG_TRY(join_path(path, sizeof path, out_dir, PREPARE_TOKENIZER_FILE));
+    TG_TRY(path_join(path, sizeof path, out_dir, PREPARE_TOKENIZER_FILE));
     TG_TRY(tg_tokenizer_save(&p->tok, path));
     return write_splits(out_dir, &p->tok, p->ids, p->n_train, p->n_val);
 }

@@ -14,6 +14,7 @@
 #include "lib/file_read.h"
 #include "tapegrad/limits.h"
 #include "data/tokenizer_internal.h"
+#include "lib/path.h"
 
 static const char MAGIC[] = "tapegrad-tokenizer";
 
@@ -334,9 +335,9 @@ TgStatus tg_tokenizer_save(const TgTokenizer *tok, const char *path) {
     TG_CHECK(tok->kind == TG_TOKENIZER_CHAR || tok->kind == TG_TOKENIZER_BPE, "saving an empty tokenizer");
     bool gpt2 = tok->kind == TG_TOKENIZER_BPE && tok->split == TG_TOKENIZER_SPLIT_GPT2;
     if (tok->hf) {
-        char json[4200];
-        folder_of(path, json, sizeof json);
-        snprintf(json + strlen(json), sizeof json - strlen(json), "/%s", TOKENIZER_HF_FILE);
+        char folder[TG_PATH_CAP], json[TG_PATH_CAP];
+        path_folder(path, folder, sizeof folder);
+        TG_TRY(path_join(json, sizeof json, folder, TOKENIZER_HF_FILE));
         TG_TRY(tokenizer_hf_save(tok, json));
     }
     AtomicFile af;
@@ -465,9 +466,9 @@ static TgStatus load_imported(LineReader *r, TgTokenizer *tok) {
     if (strcmp(name, TOKENIZER_HF_FILE) != 0)
         return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"file %s\", found \"%.60s\"",
                        r->path, r->lineno, TOKENIZER_HF_FILE, r->line);
-    char json[4200];
-    folder_of(r->path, json, sizeof json);
-    snprintf(json + strlen(json), sizeof json - strlen(json), "/%s", TOKENIZER_HF_FILE);
+    char folder[TG_PATH_CAP], json[TG_PATH_CAP];
+    path_folder(r->path, folder, sizeof folder);
+    TG_TRY(path_join(json, sizeof json, folder, TOKENIZER_HF_FILE));
     return tokenizer_hf_load(json, tok);
 }
 
@@ -525,7 +526,7 @@ static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
         if (r->line[strspn(r->line, " \t")] != '\0')
             return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": unexpected text after the fingerprint: \"%.60s\"",
                            r->path, r->lineno, r->line);
-    char origin[4200];
+    char origin[TG_PATH_CAP + 32];
     snprintf(origin, sizeof origin, "tokenizer file %s", r->path);
     if (!tok->hf) TG_TRY(tokenizer_finish(tok, origin)); /* tokenizer_hf_load finished it */
     if (tok->fingerprint != stored)

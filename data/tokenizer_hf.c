@@ -92,26 +92,6 @@ char *tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id) {
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-static TgStatus read_bounded(const char *path, char **text, size_t *len) {
-    FILE *f = file_open_read(path); /* never blocks on a FIFO planted in a run folder */
-    if (!f) return tg_fail(TG_ERR_IO, "cannot open %s: %s", path, file_open_error(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > TOKENIZER_HF_MAX_BYTES) {
-        fclose(f);
-        return tg_fail(TG_ERR_FORMAT, "%s is not a regular file of at most %zu MiB", path, TOKENIZER_HF_MAX_BYTES >> 20);
-    }
-    *text = tg_malloc((size_t)st.st_size + 1);
-    *len = fread(*text, 1, (size_t)st.st_size, f);
-    bool bad = ferror(f) || *len != (size_t)st.st_size;
-    fclose(f);
-    if (bad) {
-        free(*text);
-        return tg_fail(TG_ERR_IO, "cannot read %s", path);
-    }
-    (*text)[*len] = '\0';
-    return TG_OK;
-}
-
 static bool is_null_or_absent(const cJSON *item) { return !item || cJSON_IsNull(item); }
 static bool is_false_or_absent(const cJSON *item) { return !item || cJSON_IsNull(item) || cJSON_IsFalse(item); }
 
@@ -327,7 +307,8 @@ TgStatus tokenizer_hf_load(const char *path, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     char *text = NULL;
     size_t len = 0;
-    TG_TRY(read_bounded(path, &text, &len));
+    TgStatus read = file_read_all(path, TOKENIZER_HF_MAX_BYTES, &text, &len);
+    if (read != TG_OK) return tg_fail_context(read, "%s", path);
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     if (!root) return tg_fail(TG_ERR_FORMAT, "%s is not valid JSON", path);

@@ -41,7 +41,7 @@ typedef struct TokfileHeader {
 TgStatus tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size);
 /* Same, recording which tokenizer made the tokens. */
 TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
-                               uint64_t tg_tokenizer_fingerprint);
+                               uint64_t tokenizer_fingerprint);
 
 /* Reads a whole token file: *ids is malloc'ed (caller frees; NULL on failure). `header` may be
  * NULL; when given it receives the header (e.g. to check the tokenizer fingerprint). */

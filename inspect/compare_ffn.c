@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "train/trainer.h"
+#include "lib/path.h"
 
 /* The file that marks a run whose loss or gradient became NaN or Inf (its message inside). */
 #define DIVERGED_FILE "diverged.txt"
@@ -117,13 +118,13 @@ static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
  * diverged one. Anything but nothing is refused without --reuse, and a run of another model
  * (another preset's, say) always: its layers could not be set beside the others'. */
 static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int64_t steps, bool reuse) {
-    char path[4300], ckpt[4300];
-    snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
+    char path[TG_PATH_CAP], ckpt[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, run->dir, DIVERGED_FILE));
     run->state = RUN_NEW;
     if (access(path, F_OK) == 0) {
         run->state = RUN_DIVERGED;
     } else {
-        snprintf(path, sizeof path, "%s/latest", run->dir);
+        TG_TRY(path_join(path, sizeof path, run->dir, "latest"));
         if (access(path, F_OK) != 0) return TG_OK;
         CheckpointInfo info;
         CheckpointTensorInfo *tensors;
@@ -154,7 +155,7 @@ typedef struct {
     const TrainReporter *reporter; /* every run's, and the experiment's own messages */
     MessageSink messages;
     TgModelConfig preset_cfg;
-    char root[4096];
+    char root[TG_PATH_CAP];
     CompareResults r;
 } Experiment;
 
@@ -180,7 +181,7 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
     r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
     if (o->out) {
-        snprintf(e->root, sizeof e->root, "%s", o->out);
+        TG_TRY(path_format(e->root, sizeof e->root, "%s", o->out));
     } else {
         time_t now = time(NULL);
         struct tm tm;
@@ -200,8 +201,9 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 CompareRun *run = compare_run_at(r, s, l, k);
                 run->lr = r->lrs[l], run->kind = compare_kinds[k], run->seed = r->seeds[s];
                 run->hidden = run->kind == TG_FFN_RELU ? relu_hidden : swiglu_hidden;
-                snprintf(run->dir, sizeof run->dir, "%s/lr%g-%s-s%lld", e->root, run->lr, tg_ffn_kind_name(run->kind),
-                         (long long)run->seed);
+                char name[128];
+                snprintf(name, sizeof name, "lr%g-%s-s%lld", run->lr, tg_ffn_kind_name(run->kind), (long long)run->seed);
+                TG_TRY(path_join(run->dir, sizeof run->dir, e->root, name));
                 TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->reuse));
             }
     return TG_OK;
@@ -212,8 +214,8 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
 /* A run whose loss or gradient became NaN or Inf is a result (this learning rate is too high for
  * it), not a failure of the experiment: its folder gets the marker and the message. */
 static TgStatus mark_diverged(const Experiment *e, CompareRun *run, const char *message) {
-    char path[4300], text[2200];
-    snprintf(path, sizeof path, "%s/" DIVERGED_FILE, run->dir);
+    char path[TG_PATH_CAP], text[2200];
+    TG_TRY(path_join(path, sizeof path, run->dir, DIVERGED_FILE));
     int n = snprintf(text, sizeof text, "%s\n", message);
     TG_TRY(make_folders(run->dir)); /* a run that diverged at its first step left no folder */
     TG_TRY(atomic_write(path, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1)));
@@ -301,17 +303,17 @@ static TgStatus experiment_report(Experiment *e) {
     CompareResults *r = &e->r;
     TG_TRY(compare_results_load(r, e->o->threads));
     for (int i = 0; i < r->n_runs; i++) {
-        char html[4300], jsonl[4300];
+        char html[TG_PATH_CAP], jsonl[TG_PATH_CAP];
         if (!r->runs[i].loaded) continue;
-        snprintf(html, sizeof html, "%s/report.html", r->runs[i].dir);
-        snprintf(jsonl, sizeof jsonl, "%s/report.jsonl", r->runs[i].dir);
+        TG_TRY(path_join(html, sizeof html, r->runs[i].dir, "report.html"));
+        TG_TRY(path_join(jsonl, sizeof jsonl, r->runs[i].dir, "report.jsonl"));
         TG_TRY(run_report_write(r->runs[i].dir, &r->runs[i].h, html, jsonl));
     }
-    char html[4200], jsonl[4200], summary[4200], markdown[4200], command[4096];
-    snprintf(html, sizeof html, "%s/report.html", e->root);
-    snprintf(jsonl, sizeof jsonl, "%s/compare.jsonl", e->root);
-    snprintf(summary, sizeof summary, "%s/summary.json", e->root);
-    snprintf(markdown, sizeof markdown, "%s/summary.md", e->root);
+    char html[TG_PATH_CAP], jsonl[TG_PATH_CAP], summary[TG_PATH_CAP], markdown[TG_PATH_CAP], command[4096];
+    TG_TRY(path_join(html, sizeof html, e->root, "report.html"));
+    TG_TRY(path_join(jsonl, sizeof jsonl, e->root, "compare.jsonl"));
+    TG_TRY(path_join(summary, sizeof summary, e->root, "summary.json"));
+    TG_TRY(path_join(markdown, sizeof markdown, e->root, "summary.md"));
     format_command(e->o, r, command, sizeof command);
     Report *report = compare_report_build(r);
     TgStatus s = report_write_html(report, html);

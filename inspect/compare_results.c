@@ -11,6 +11,7 @@
 #include "inspect/inspect.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
+#include "lib/path.h"
 
 const TgFfnKind compare_kinds[COMPARE_KINDS] = {TG_FFN_RELU, TG_FFN_SWIGLU};
 
@@ -67,8 +68,8 @@ static void run_figures(CompareRun *run) {
 /* A diverged run may have logged nothing, or died before its folder was kept: its history is
  * read when there is one, and it has no figures either way. */
 static TgStatus load_run(CompareRun *run) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, run->dir, "metrics.jsonl"));
     if (run->state == RUN_DIVERGED && access(path, F_OK) != 0) return TG_OK;
     TG_TRY(run_history_load(run->dir, &run->h));
     run->loaded = true;
@@ -81,7 +82,7 @@ static TgStatus load_run(CompareRun *run) {
  * parameter counts and the initial weights). */
 static void cell_config(CompareCell *c) {
     for (int i = 0; i < c->n_runs && !c->has_cfg; i++) {
-        char ckpt[4300];
+        char ckpt[TG_PATH_CAP];
         uint64_t fingerprint;
         if (c->runs[i]->state == RUN_DIVERGED) continue;
         c->has_cfg = checkpoint_resolve(c->runs[i]->dir, ckpt, sizeof ckpt) == TG_OK &&

@@ -50,7 +50,7 @@ typedef struct CompareRun {
     double lr;
     TgFfnKind kind;
     int64_t seed;
-    char dir[4200];
+    char dir[TG_PATH_CAP];
     RunState state;        /* what its folder held before this invocation (RUN_DIVERGED also after it) */
     int64_t hidden;        /* the FFN hidden size it trains with */
     RunHistory h;

@@ -8,6 +8,7 @@
 #include "tapegrad/engine.h"
 #include "tapegrad/rng.h"
 #include "lib/atomic_file.h"
+#include "lib/path.h"
 
 /* ---------------------------------------------------------------- FFN activation statistics */
 
@@ -259,8 +260,8 @@ TgStatus grad_logger_open(GradLogger *g, const char *run_dir, const TgModel *m, 
     g->requested_every = every;
     g->probe_batches = probe_batches;
     if (every <= 0) return TG_OK;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/grads.jsonl", run_dir);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, run_dir, "grads.jsonl"));
     TG_TRY(append_file_open(path, &g->out));
     g->every = every;
     model_inspection_init(&g->mi, m);

@@ -5,6 +5,7 @@
 #include "inspect/inspect.h"
 #include "lib/checked.h"
 #include "lib/file_read.h"
+#include "lib/path.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -39,8 +40,8 @@ static void merge_metric(MetricRow *into, const MetricRow *from) {
 }
 
 static TgStatus load_metrics(const char *dir, RunHistory *h) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, dir, "metrics.jsonl"));
     FILE *f = file_open_read(path);
     if (!f)
         return tg_fail(TG_ERR_IO, "%s: %s; is %s a run folder written by `tapegrad train`?", path, file_open_error(errno),
@@ -133,8 +134,8 @@ static TgStatus parse_log_row(RunHistory *h, const cJSON *o, GradLogRow *row, co
 }
 
 static TgStatus load_grad_log(const char *dir, RunHistory *h) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/grads.jsonl", dir);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, dir, "grads.jsonl"));
     FILE *f = file_open_read(path);
     if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, file_open_error(errno));
     char *line = NULL;
@@ -321,7 +322,7 @@ static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
     ReportTable *t = report_table(r, "Run", 2, header);
     report_cell(t, "folder");
     report_cell(t, "%s", dir);
-    char ckpt[4200];
+    char ckpt[TG_PATH_CAP];
     TgModelConfig c;
     uint64_t fingerprint;
     if (checkpoint_resolve(dir, ckpt, sizeof ckpt) == TG_OK && checkpoint_read_config(ckpt, &c, &fingerprint) == TG_OK) {
@@ -345,7 +346,7 @@ static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
 }
 
 TgStatus run_report_write(const char *dir, const RunHistory *h, const char *html_path, const char *jsonl_path) {
-    char title[4200];
+    char title[TG_PATH_CAP + 32];
     snprintf(title, sizeof title, "tapegrad run %s", dir);
     Report *r = report_new(title);
     add_run_facts(r, dir, h);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "lib/fault.h"
+#include "lib/path.h"
 
 static char *copy_string(const char *s) {
     size_t n = strlen(s) + 1;
@@ -57,18 +58,10 @@ FILE *atomic_file_stream(AtomicFile *af) {
     return af->f;
 }
 
-void folder_of(const char *path, char *out, size_t cap) {
-    snprintf(out, cap, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (slash == out) out[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(out, cap, ".");
-}
-
 void sync_parent_folder(const char *path) {
     size_t cap = strlen(path) + 2;
     char *dir = tg_malloc(cap);
-    folder_of(path, dir, cap);
+    path_folder(path, dir, cap);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     /* a folder we cannot open only loses the rename's durability, not the contents */
     if (fd >= 0) {

@@ -42,8 +42,6 @@ TgStatus append_file_open(const char *path, FILE **out);
 
 /* The whole file at once: atomic_file_open, write `len` bytes, atomic_file_commit. */
 TgStatus atomic_write(const char *path, const void *data, size_t len);
-/* The folder holding `path` ("." for a bare name, "/" for a file at the root), into out. */
-void folder_of(const char *path, char *out, size_t cap);
 /* Creates a folder and its missing parents (as mkdir -p). */
 TgStatus make_folders(const char *path);
 /* fsync of the folder holding `path` (after a rename or an unlink that must survive a crash). */

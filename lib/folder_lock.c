@@ -1,4 +1,5 @@
 #include "lib/folder_lock.h"
+#include "lib/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +20,8 @@ static void read_holder(int fd, char *buf, size_t cap) {
 
 TgStatus folder_lock_acquire(FolderLock *lock, const char *folder, const char *name) {
     *lock = (FolderLock){false, -1};
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", folder, name);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, folder, name));
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return tg_fail(TG_ERR_IO, "cannot open the lock file %s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

@@ -1,6 +1,7 @@
 #include "lib/safetensors.h"
 
 #include "lib/atomic_file.h"
+#include "lib/file_read.h"
 #include "tapegrad/limits.h"
 
 #include <cjson/cJSON.h>
@@ -131,50 +132,6 @@ void st_close(StFile *file) {
     free(file->contents);
     free(file->path);
     free(file);
-}
-
-static TgStatus read_whole_file(const char *path, uint8_t **contents, size_t *size) {
-    /* O_NONBLOCK: a FIFO must not block the open; it is refused as not a regular file below */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return tg_fail(TG_ERR_IO, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return tg_fail(TG_ERR_IO, "cannot stat: %s", strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tg_fail(TG_ERR_IO, "not a regular file%s", S_ISDIR(st.st_mode) ? " (a directory)" : "");
-    }
-    if ((uint64_t)st.st_size > SIZE_MAX - 1) {
-        close(fd);
-        return tg_fail(TG_ERR_NOMEM, "file of %jd bytes is too large to read", (intmax_t)st.st_size);
-    }
-    size_t expected = (size_t)st.st_size;
-    /* plain malloc: a huge file is the user's problem to hear about, not a reason to abort */
-    uint8_t *buf = malloc(expected ? expected : 1);
-    if (!buf) {
-        close(fd);
-        return tg_fail(TG_ERR_NOMEM, "cannot allocate %zu bytes to read the file", expected);
-    }
-    size_t got = 0;
-    while (got < expected) {
-        ssize_t n = read(fd, buf + got, expected - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int err = errno;
-            free(buf);
-            close(fd);
-            return n < 0 ? tg_fail(TG_ERR_IO, "read failed: %s", strerror(err))
-                         : tg_fail(TG_ERR_IO, "file shrank while being read (%zu of %zu bytes)", got, expected);
-        }
-        got += (size_t)n;
-    }
-    close(fd);
-    *contents = buf;
-    *size = expected;
-    return TG_OK;
 }
 
 /* A member of `object` that must appear exactly once (JSON allows repeats; we refuse them, since
@@ -427,7 +384,10 @@ static TgStatus finish_open(StFile *file, TgStatus status, StFile **out) {
 TgStatus st_open(const char *path, StFile **out) {
     *out = NULL;
     StFile *file = file_named(path);
-    return finish_open(file, read_whole_file(path, &file->contents, &file->size), out);
+    char *contents = NULL;
+    TgStatus s = file_read_all(path, ST_MAX_FILE_BYTES, &contents, &file->size);
+    file->contents = (uint8_t *)contents;
+    return finish_open(file, s, out);
 }
 
 TgStatus st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out) {

@@ -31,6 +31,10 @@
 enum { ST_MAX_DIMS = 8 };
 /* Same cap as the reference Rust implementation: a larger header is surely not a real one. */
 #define ST_MAX_HEADER_BYTES ((uint64_t)100000000)
+/* The largest file st_open reads: the header, its 8-byte length and TG_MAX_ELEMENTS elements of
+ * the widest dtype (8 bytes), plus the gaps that alignment can leave between at most TG_MAX_TENSORS
+ * tensors. */
+#define ST_MAX_FILE_BYTES ((uint64_t)(8 + ST_MAX_HEADER_BYTES) + 8 * (uint64_t)TG_MAX_ELEMENTS + 64 * (uint64_t)TG_MAX_TENSORS)
 
 typedef enum { ST_F32, ST_F16, ST_BF16, ST_F64, ST_I32, ST_I64, ST_U8, ST_I8 } StDtype;
 

@@ -323,14 +323,14 @@ static bool header_matches(Reader *r, const CheckpointInfo *ci, const TgModelCon
     return r->status == TG_OK;
 }
 
-TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tg_tokenizer_fingerprint) {
+TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tokenizer_fingerprint) {
     Reader r;
     CheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
     /* any config matches itself: only a parameter set's header is refused */
     if (reader_open(&r, path) == TG_OK && get_header(&r, &ci) && header_matches(&r, &ci, &ci.cfg, NULL)) {
         *cfg = ci.cfg;
-        *tg_tokenizer_fingerprint = ci.tokenizer_fingerprint;
+        *tokenizer_fingerprint = ci.tokenizer_fingerprint;
     }
     reader_close(&r);
     return r.status;

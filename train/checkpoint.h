@@ -93,7 +93,7 @@ typedef struct CheckpointTensorInfo {
     double l2_norm;
 } CheckpointTensorInfo;
 
-CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tg_tokenizer_fingerprint, const TrainerState *state);
+CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TrainerState *state);
 
 /* Writes `src` atomically to `path` with the default options. */
 TgStatus checkpoint_write(const char *path, const CheckpointSource *src);
@@ -102,7 +102,7 @@ TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, co
                                 int64_t *file_bytes);
 /* Reads only the header (config, tokenizer): to build the model before loading it. A parameter
  * set's checkpoint is refused here and by checkpoint_load (TG_ERR_MISMATCH). */
-TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tg_tokenizer_fingerprint);
+TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tokenizer_fingerprint);
 /* Loads into a model built with the checkpoint's config; checks every tensor's name and shape,
  * the end marker and the gzip CRC. The model is left unchanged on failure. */
 TgStatus checkpoint_load(const char *path, TgModel *model, CheckpointInfo *info);

@@ -5,6 +5,7 @@
 #include "lib/checked.h"
 #include "lib/file_read.h"
 #include "lib/clock.h"
+#include "lib/path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,28 +52,28 @@ static int list_steps(const char *dir, int64_t *steps, int cap) {
 }
 
 static TgStatus write_latest(const char *dir, const char *name) {
-    char path[4200], line[256];
-    snprintf(path, sizeof path, "%s/latest", dir);
+    char path[TG_PATH_CAP], line[256];
+    TG_TRY(path_join(path, sizeof path, dir, "latest"));
     int len = snprintf(line, sizeof line, "%s\n", name);
     return atomic_write(path, line, (size_t)len);
 }
 
 TgStatus checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
                                     size_t path_cap) {
-    char name[64], path[4200];
+    char name[64], path[TG_PATH_CAP];
     snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)src->state.step);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TG_TRY(path_join(path, sizeof path, dir, name));
     TG_TRY(checkpoint_write(path, src));
     /* only a complete, renamed checkpoint is ever named by `latest` */
     TG_TRY(write_latest(dir, name));
-    if (path_out) snprintf(path_out, path_cap, "%s", path);
+    if (path_out) TG_TRY(path_format(path_out, path_cap, "%s", path));
     if (keep <= 0) return TG_OK;
     int64_t steps[4096];
     int n = list_steps(dir, steps, 4096);
     for (int i = 0; i + keep < n; i++) {
         if (steps[i] == src->state.step) continue; /* the one `latest` names stays */
-        snprintf(path, sizeof path, "%s/ckpt-%08lld.tgck", dir, (long long)steps[i]);
-        unlink(path);
+        snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)steps[i]);
+        if (path_join(path, sizeof path, dir, name) == TG_OK) unlink(path); /* dir/name fits: it was written */
     }
     return TG_OK;
 }
@@ -94,13 +95,12 @@ void checkpoint_folder_remove_stale(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
-    char path[4400];
+    char path[TG_PATH_CAP];
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
         bool tmp = len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
         if (tmp && (strncmp(e->d_name, "ckpt-", 5) == 0 || strncmp(e->d_name, "latest.", 7) == 0)) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
+            if (path_join(path, sizeof path, dir, e->d_name) == TG_OK) unlink(path);
         }
     }
     closedir(d);
@@ -110,12 +110,9 @@ TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path
     struct stat st;
     if (stat(dir_or_file, &st) != 0)
         return tg_fail(TG_ERR_IO, "%s: no such checkpoint file or run folder", dir_or_file);
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(path_out, path_cap, "%s", dir_or_file);
-        return TG_OK;
-    }
-    char latest[4200], name[256] = "", others[512];
-    snprintf(latest, sizeof latest, "%s/latest", dir_or_file);
+    if (!S_ISDIR(st.st_mode)) return path_format(path_out, path_cap, "%s", dir_or_file);
+    char latest[TG_PATH_CAP], name[256] = "", others[512];
+    TG_TRY(path_join(latest, sizeof latest, dir_or_file, "latest"));
     FILE *f = file_open_read(latest);
     if (!f && errno != ENOENT) return tg_fail(TG_ERR_FORMAT, "%s: %s", latest, file_open_error(errno));
     if (!f) {
@@ -133,7 +130,7 @@ TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path
     int64_t step;
     if (!ckpt_step_of(name, &step))
         return tg_fail(TG_ERR_FORMAT, "%s: does not name a checkpoint ('%s'); pass a ckpt-*.tgck file instead", latest, name);
-    snprintf(path_out, path_cap, "%s/%s", dir_or_file, name);
+    TG_TRY(path_join(path_out, path_cap, dir_or_file, name));
     if (access(path_out, F_OK) != 0) {
         checkpoint_folder_others(dir_or_file, name, others, sizeof others);
         return tg_fail(TG_ERR_IO, "%s names %s, which is missing%s%s", latest, name,
@@ -174,7 +171,7 @@ TgStatus checkpoint_saver_wait(CheckpointSaver *s) {
     return TG_OK;
 }
 
-TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tg_tokenizer_fingerprint,
+TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,
                                  const TrainerState *state) {
     double t0 = clock_seconds();
     TgStatus previous = checkpoint_saver_wait(s);
@@ -187,7 +184,7 @@ TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64
     memcpy(data, ps->data, n * sizeof(float));
     memcpy(m, ps->m, n * sizeof(float));
     memcpy(v, ps->v, n * sizeof(float));
-    s->src = (CheckpointSource){model->cfg, tg_tokenizer_fingerprint, s->layout, data, m, v, *state, NULL};
+    s->src = (CheckpointSource){model->cfg, tokenizer_fingerprint, s->layout, data, m, v, *state, NULL};
     s->pause_s += clock_seconds() - t0;
     s->result = TG_OK;
     s->error[0] = '\0';

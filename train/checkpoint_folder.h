@@ -33,7 +33,7 @@ void checkpoint_folder_remove_stale(const char *dir);
 void checkpoint_folder_others(const char *dir, const char *except, char *buf, size_t cap);
 
 typedef struct CheckpointSaver {
-    char dir[4096];
+    char dir[TG_PATH_CAP];
     int keep;
     TgParamStore *layout;        /* the model's: names, shapes and offsets (not owned) */
     float *snapshot;           /* 3 * layout->total floats: weights, m, v */
@@ -42,8 +42,8 @@ typedef struct CheckpointSaver {
     bool in_flight;
     TgStatus result;          /* of the save the thread last ran */
     char error[2048];
-    char writing[4200];        /* the path the thread writes */
-    char last_saved[4200];     /* the newest checkpoint known to be complete */
+    char writing[TG_PATH_CAP];     /* the path the thread writes */
+    char last_saved[TG_PATH_CAP];  /* the newest checkpoint known to be complete */
     int64_t saves;
     double pause_s;            /* training time spent copying into the snapshot, summed */
     double blocked_s;          /* training time spent waiting for the previous save to finish */
@@ -54,7 +54,7 @@ typedef struct CheckpointSaver {
 void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgModel *model);
 /* Waits for the previous save (returning its error, if any, without starting a new one), then
  * snapshots the model and state and starts writing them in the background. */
-TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tg_tokenizer_fingerprint,
+TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,
                                  const TrainerState *state);
 /* Waits for the save in flight, if any; returns its status (the message names the file). */
 TgStatus checkpoint_saver_wait(CheckpointSaver *s);

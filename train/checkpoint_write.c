@@ -27,9 +27,9 @@ const char *checkpoint_kind_name(int kind) {
                                                      : kind == CHECKPOINT_KIND_ADAM_V ? "AdamW v" : "unknown";
 }
 
-CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tg_tokenizer_fingerprint, const TrainerState *state) {
+CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TrainerState *state) {
     const TgParamStore *ps = &model->params;
-    return (CheckpointSource){model->cfg, tg_tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL};
+    return (CheckpointSource){model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL};
 }
 
 /* The four byte planes of n floats: out[b*n + i] = byte b of in[i]. */

@@ -12,6 +12,7 @@
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
 #include "lib/safetensors.h"
+#include "lib/path.h"
 
 static void config_json_text(const TgModelConfig *c, char *buf, size_t cap) {
     snprintf(buf, cap,
@@ -57,15 +58,15 @@ TgStatus model_write_weights(const TgModel *model, const char *path, const char 
 
 TgStatus model_export_safetensors(const TgModel *model, const char *path, const char *source_note,
                                    char *config_path_out, size_t cap) {
-    char config[4200], folder[4096], text[1024];
-    folder_of(path, folder, sizeof folder);
-    snprintf(config, sizeof config, "%s/config.json", folder);
+    char config[TG_PATH_CAP], folder[TG_PATH_CAP], text[1024];
+    path_folder(path, folder, sizeof folder);
+    TG_TRY(path_join(config, sizeof config, folder, "config.json"));
     config_json_text(&model->cfg, text, sizeof text);
     TG_TRY(check_existing_config(config, text));
     TG_TRY(make_folders(folder));
     TG_TRY(model_write_weights(model, path, source_note));
     TG_TRY(atomic_write(config, text, strlen(text)));
-    if (config_path_out) snprintf(config_path_out, cap, "%s", config);
+    if (config_path_out) TG_TRY(path_format(config_path_out, cap, "%s", config));
     return TG_OK;
 }
 

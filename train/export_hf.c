@@ -11,6 +11,7 @@
 #include "data/tokenizer_hf.h"
 #include "lib/atomic_file.h"
 #include "train/convert.h"
+#include "lib/path.h"
 
 TgStatus export_check_llama(const TgModelConfig *cfg) {
     if (cfg->ffn != TG_FFN_SWIGLU)
@@ -41,13 +42,17 @@ static TgStatus check_folder(const char *dir, bool force) {
 }
 
 static TgStatus write_json(const char *dir, const char *name, cJSON *root) {
-    char path[4200], *text = cJSON_Print(root);
+    char path[TG_PATH_CAP], *text = cJSON_Print(root);
     cJSON_Delete(root);
     TG_CHECK(text, "out of memory printing %s", name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TgStatus s = path_join(path, sizeof path, dir, name);
+    if (s != TG_OK) {
+        free(text);
+        return s;
+    }
     size_t len = strlen(text);
     text[len] = '\n'; /* cJSON_Print leaves no final newline; the NUL is not written */
-    TgStatus s = atomic_write(path, text, len + 1);
+    s = atomic_write(path, text, len + 1);
     free(text);
     return s;
 }
@@ -126,10 +131,10 @@ TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const cha
     if (tok->vocab_size != c->vocab)
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);
     TG_TRY(check_folder(dir, force));
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, dir, "model.safetensors"));
     TG_TRY(model_write_weights(model, path, source_note));
-    snprintf(path, sizeof path, "%s/%s", dir, TOKENIZER_HF_FILE);
+    TG_TRY(path_join(path, sizeof path, dir, TOKENIZER_HF_FILE));
     TG_TRY(tokenizer_hf_save(tok, path));
     TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id)));
     TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id)));

@@ -15,19 +15,20 @@
 #include "data/tokfile.h"
 #include "train/convert.h"
 #include "tapegrad/sample.h"
+#include "lib/path.h"
 
 /* ---------------------------------------------------------------- identity of a run */
 
 /* What must not change when a run continues: the TRAIN_OPT_IDENTITY options, in DIR/run.txt. */
 static TgStatus identity_write(const char *dir, const TrainOptions *id) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, dir, RUN_IDENTITY_FILE));
     return opt_write(train_option_table(), id, TRAIN_OPT_IDENTITY, path);
 }
 
 TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, RUN_IDENTITY_FILE);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, dir, RUN_IDENTITY_FILE));
     train_options_defaults(id);
     id->seed = -1, id->tokenizer = NULL; /* the file must say both */
     OptSet read = 0;
@@ -65,8 +66,8 @@ static TgStatus resolve_config(const TrainOptions *o, int64_t vocab, TgModelConf
 /* ---------------------------------------------------------------- opening */
 
 TgStatus run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", run->dir, file);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, run->dir, file));
     return tokfile_read_for(path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint, ids, n);
 }
 
@@ -112,8 +113,8 @@ static TgStatus drop_metrics_after(const char *path, int64_t step, const Message
 }
 
 static TgStatus open_metrics(Run *run) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", run->dir, RUN_METRICS_FILE);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, run->dir, RUN_METRICS_FILE));
     if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step, &run->messages));
     return append_file_open(path, &run->metrics);
 }
@@ -131,9 +132,9 @@ static TgStatus with_alternatives(TgStatus s, const char *dir, const char *ckpt_
 /* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
 static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
     TG_TRY(checkpoint_resolve(dir_or_file, ckpt_path, cap));
-    folder_of(ckpt_path, run->dir, sizeof run->dir);
-    char tok_path[4200];
-    snprintf(tok_path, sizeof tok_path, "%s/%s", run->dir, PREPARE_TOKENIZER_FILE);
+    path_folder(ckpt_path, run->dir, sizeof run->dir);
+    char tok_path[TG_PATH_CAP];
+    TG_TRY(path_join(tok_path, sizeof tok_path, run->dir, PREPARE_TOKENIZER_FILE));
     TG_TRY(tg_tokenizer_load(tok_path, &run->tok));
     TgModelConfig cfg;
     uint64_t fingerprint = 0;
@@ -159,7 +160,7 @@ static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_
 
 TgStatus run_open_existing(const char *dir_or_file, Run *run) {
     memset(run, 0, sizeof *run);
-    char ckpt[4200];
+    char ckpt[TG_PATH_CAP];
     return open_checkpointed(dir_or_file, run, ckpt, sizeof ckpt);
 }
 
@@ -182,12 +183,12 @@ static TgStatus check_resume_flags(const TrainOptions *o, const TrainOptions *st
 
 /* A resumed run is only read here: its folder changes in run_start, once every check passed. */
 static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
-    char ckpt[4200], dir[4096];
+    char ckpt[TG_PATH_CAP], dir[TG_PATH_CAP];
     struct stat st;
     /* locked before anything is read: another trainer may be saving into it (a missing folder is
      * left for open_checkpointed to explain). A replica writes nothing and takes no lock: rank 0
      * holds it for the job. */
-    run_folder_of(o->resume, dir, sizeof dir);
+    TG_TRY(run_folder_of(o->resume, dir, sizeof dir));
     if (writes && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
         TG_TRY(folder_lock_acquire(&run->lock, dir, RUN_LOCK_FILE));
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
@@ -314,8 +315,8 @@ TgStatus run_start(Run *run) {
 
 TgStatus run_commit(Run *run) {
     if (!run->folder.temp[0]) return TG_OK;
-    char asked[4096];
-    snprintf(asked, sizeof asked, "%s", run->folder.path);
+    char asked[TG_PATH_CAP];
+    memcpy(asked, run->folder.path, sizeof asked);
     TG_TRY(run_folder_commit(&run->folder));
     if (strcmp(asked, run->folder.path) != 0)
         message_emit(&run->messages, MESSAGE_NOTE, "%s was taken by another run meanwhile; this run is in %s", asked,

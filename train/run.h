@@ -23,7 +23,7 @@
 #include "train/trainer.h"
 
 typedef struct Run {
-    char dir[4096]; /* where its files are now: a new run's temporary folder until run_commit */
+    char dir[TG_PATH_CAP]; /* where its files are now: a new run's temporary folder until run_commit */
     RunFolder folder; /* a new run's; zeroed for a resumed or read-only run */
     FolderLock lock;  /* a run opened for training holds its folder's RUN_LOCK_FILE */
     TgTokenizer tok;
@@ -35,7 +35,7 @@ typedef struct Run {
     bool resumed;
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
     FILE *metrics;
-    char last_checkpoint[4200];
+    char last_checkpoint[TG_PATH_CAP];
     MessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
 } Run;
 

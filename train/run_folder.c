@@ -14,6 +14,7 @@
 #include "data/prepare.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
+#include "lib/path.h"
 
 /* The files a run writes into its folder, besides ckpt-*.tgck: a folder holding one belongs to
  * a run. (A *.tmp file a killed save left is no run's: the next save overwrites it.) */
@@ -45,19 +46,11 @@ static void list_run_files(const char *dir, char *buf, size_t cap) {
     closedir(d);
 }
 
-/* "a/b" -> "a", "b" -> ".", "/b" -> "/"; out may be path. */
-static void parent_of(const char *path, char *out, size_t cap) {
-    if (out != path) snprintf(out, cap, "%s", path);
-    char *slash = strrchr(out, '/');
-    if (slash == out) out[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(out, cap, ".");
-}
-
-void run_folder_of(const char *dir_or_file, char *out, size_t cap) {
+TgStatus run_folder_of(const char *dir_or_file, char *out, size_t cap) {
     struct stat st;
-    if (stat(dir_or_file, &st) == 0 && !S_ISDIR(st.st_mode)) folder_of(dir_or_file, out, cap);
-    else snprintf(out, cap, "%s", dir_or_file);
+    TG_TRY(path_format(out, cap, "%s", dir_or_file));
+    if (stat(dir_or_file, &st) == 0 && !S_ISDIR(st.st_mode)) path_folder(out, out, cap);
+    return TG_OK;
 }
 
 static bool exists(const char *path) {
@@ -69,7 +62,11 @@ static TgStatus set_path(char *dst, const char *path) {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--; /* "runs/x/" is the folder runs/x */
     if (n == 0) return tg_fail(TG_ERR_ARG, "--out is empty; pass a folder");
-    if (n + sizeof ".tmp-XXXXXX" >= 4096) return tg_fail(TG_ERR_ARG, "--out %s: the path is too long", path);
+    /* room for the temporary folder's name, and a generated name's "-999" */
+    size_t room = TG_PATH_CAP - sizeof ".tmp-XXXXXX" - 4;
+    if (n >= room)
+        return tg_fail(TG_ERR_ARG, "--out is too long: %zu bytes, at most %zu for a run folder (%.60s...); pass a shorter one",
+                       n, room - 1, path);
     memcpy(dst, path, n);
     dst[n] = '\0';
     return TG_OK;
@@ -77,8 +74,8 @@ static TgStatus set_path(char *dst, const char *path) {
 
 /* An existing folder can take a new run when it holds no run's files and can be written into. */
 static TgStatus check_existing(const char *path) {
-    char latest[4200], found[512];
-    snprintf(latest, sizeof latest, "%s/latest", path);
+    char latest[TG_PATH_CAP], found[512];
+    TG_TRY(path_join(latest, sizeof latest, path, "latest"));
     if (exists(latest))
         return tg_fail(TG_ERR_ARG, "%s already holds a run; continue it with --resume %s, or pass another --out", path, path);
     list_run_files(path, found, sizeof found);
@@ -97,9 +94,9 @@ TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *genera
         TG_TRY(set_path(f->path, out_dir));
     } else {
         TG_TRY(set_path(f->generated, generated));
-        snprintf(f->path, sizeof f->path, "%s", f->generated);
+        TG_TRY(path_format(f->path, sizeof f->path, "%s", f->generated));
         for (int k = 2; exists(f->path); k++) /* runs started in the same second */
-            snprintf(f->path, sizeof f->path, "%.4000s-%d", f->generated, k);
+            TG_TRY(path_format(f->path, sizeof f->path, "%s-%d", f->generated, k));
     }
     struct stat st;
     if (stat(f->path, &st) == 0) {
@@ -110,11 +107,11 @@ TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *genera
     }
     if (errno != ENOENT && errno != ENOTDIR) return tg_fail(TG_ERR_ARG, "%s: %s; pass another --out", f->path, strerror(errno));
     /* the nearest existing parent must be a folder that a folder can be made in */
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s", f->path);
-    do parent_of(parent, parent, sizeof parent);
+    char parent[TG_PATH_CAP];
+    path_folder(f->path, parent, sizeof parent);
     while (stat(parent, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(parent, ".") != 0 &&
-           strcmp(parent, "/") != 0);
+           strcmp(parent, "/") != 0)
+        path_folder(parent, parent, sizeof parent);
     if (stat(parent, &st) != 0) return tg_fail(TG_ERR_ARG, "%s: %s: %s; pass another --out", f->path, parent, strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return tg_fail(TG_ERR_ARG, "%s: %s is a file, not a folder; pass another --out", f->path, parent);
@@ -125,15 +122,15 @@ TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *genera
 
 /* mkdir -p dir, remembering the outermost folder it made, so that a discard can remove it. */
 static TgStatus make_parents(RunFolder *f, const char *dir) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
+    char buf[TG_PATH_CAP];
+    TG_TRY(path_format(buf, sizeof buf, "%s", dir));
     size_t n = strlen(buf);
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] != '/' && buf[i] != '\0') continue;
         char saved = buf[i];
         buf[i] = '\0';
         if (mkdir(buf, 0777) == 0) {
-            if (!f->made_parent[0]) snprintf(f->made_parent, sizeof f->made_parent, "%s", buf);
+            if (!f->made_parent[0]) memcpy(f->made_parent, buf, i + 1); /* buf[i] is its NUL */
         } else if (errno != EEXIST) {
             return tg_fail(TG_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
         }
@@ -143,22 +140,28 @@ static TgStatus make_parents(RunFolder *f, const char *dir) {
 }
 
 TgStatus run_folder_begin(RunFolder *f) {
-    char home[4096], base[4096];
+    char home[TG_PATH_CAP], base[TG_PATH_CAP];
+    const char *slash = strrchr(f->path, '/');
+    path_folder(f->path, home, sizeof home);
+    snprintf(base, sizeof base, "%s", slash ? slash + 1 : f->path); /* no longer than f->path */
     if (f->existed) {
-        snprintf(home, sizeof home, "%s", f->path);
+        memcpy(home, f->path, sizeof home);
         snprintf(base, sizeof base, "run");
     } else {
-        parent_of(f->path, home, sizeof home);
-        const char *slash = strrchr(f->path, '/');
-        snprintf(base, sizeof base, "%s", slash ? slash + 1 : f->path);
         TgStatus s = make_parents(f, home);
         if (s != TG_OK) {
             run_folder_discard(f);
             return s;
         }
     }
-    if (strcmp(home, ".") == 0) snprintf(f->temp, sizeof f->temp, "%.4080s.tmp-XXXXXX", base);
-    else snprintf(f->temp, sizeof f->temp, "%.2000s/%.2000s.tmp-XXXXXX", home, base);
+    char name[TG_PATH_CAP];
+    TgStatus s = path_format(name, sizeof name, "%s.tmp-XXXXXX", base);
+    if (s == TG_OK) s = path_join(f->temp, sizeof f->temp, home, name);
+    if (s != TG_OK) {
+        f->temp[0] = '\0';
+        run_folder_discard(f);
+        return s;
+    }
     if (!mkdtemp(f->temp)) {
         int err = errno;
         f->temp[0] = '\0';
@@ -171,7 +174,7 @@ TgStatus run_folder_begin(RunFolder *f) {
 /* Moves every file of `from` into `to`, all or none: a name `to` holds already is refused. */
 static TgStatus move_files_into(const char *from, const char *to) {
     enum { MAX_FILES = 64 };
-    char names[MAX_FILES][256], src[4400], dst[4400];
+    char names[MAX_FILES][256], src[TG_PATH_CAP], dst[TG_PATH_CAP];
     int n = 0;
     DIR *d = opendir(from);
     if (!d) return tg_fail(TG_ERR_IO, "cannot read folder %s: %s", from, strerror(errno));
@@ -186,18 +189,20 @@ static TgStatus move_files_into(const char *from, const char *to) {
     }
     closedir(d);
     for (int i = 0; i < n; i++) {
-        snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[i]);
+        TG_TRY(path_join(src, sizeof src, from, names[i]));
+        TG_TRY(path_join(dst, sizeof dst, to, names[i]));
         if (exists(dst))
             return tg_fail(TG_ERR_IO, "%s appeared while the run was prepared; pass another --out", dst);
     }
     for (int i = 0; i < n; i++) {
-        snprintf(src, sizeof src, "%.4095s/%.255s", from, names[i]);
-        snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[i]);
+        /* both fit: checked above */
+        (void)path_join(src, sizeof src, from, names[i]);
+        (void)path_join(dst, sizeof dst, to, names[i]);
         if (rename(src, dst) != 0) {
             TgStatus s = tg_fail(TG_ERR_IO, "cannot move %s to %s: %s", src, dst, strerror(errno));
             for (int j = 0; j < i; j++) { /* back where they were, for the discard */
-                snprintf(src, sizeof src, "%.4095s/%.255s", from, names[j]);
-                snprintf(dst, sizeof dst, "%.4095s/%.255s", to, names[j]);
+                (void)path_join(src, sizeof src, from, names[j]);
+                (void)path_join(dst, sizeof dst, to, names[j]);
                 (void)rename(dst, src);
             }
             return s;
@@ -216,7 +221,7 @@ TgStatus run_folder_commit(RunFolder *f) {
         if (errno != EEXIST && errno != ENOTEMPTY)
             return tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", f->temp, f->path, strerror(errno));
         if (f->generated[0]) { /* another run took the name while this one was prepared */
-            snprintf(f->path, sizeof f->path, "%.4000s-%d", f->generated, k);
+            TG_TRY(path_format(f->path, sizeof f->path, "%s-%d", f->generated, k));
             continue;
         }
         f->existed = true; /* --out was made meanwhile: move the files into it */
@@ -238,20 +243,19 @@ void run_folder_discard(RunFolder *f) {
     if (f->temp[0]) {
         DIR *d = opendir(f->temp);
         struct dirent *e;
-        char path[8200];
+        char path[TG_PATH_CAP];
         while (d && (e = readdir(d)))
-            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-                snprintf(path, sizeof path, "%s/%s", f->temp, e->d_name);
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+                path_join(path, sizeof path, f->temp, e->d_name) == TG_OK)
                 (void)unlink(path);
-            }
         if (d) closedir(d);
         (void)rmdir(f->temp);
         f->temp[0] = '\0';
     }
     if (f->made_parent[0]) { /* from the run folder's parent up to the outermost one made */
-        char dir[4096];
+        char dir[TG_PATH_CAP];
         size_t outermost = strlen(f->made_parent);
-        for (parent_of(f->path, dir, sizeof dir); strlen(dir) >= outermost; parent_of(dir, dir, sizeof dir)) {
+        for (path_folder(f->path, dir, sizeof dir); strlen(dir) >= outermost; path_folder(dir, dir, sizeof dir)) {
             if (rmdir(dir) != 0 && errno != ENOENT) break; /* not empty: no longer only this run's */
             if (strlen(dir) == outermost) break;
         }

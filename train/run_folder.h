@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "tapegrad/error.h"
+#include "tapegrad/limits.h"
 
 /* The per-step metrics of a run folder (run.txt and train_options.txt: train/train_options.h). */
 #define RUN_METRICS_FILE "metrics.jsonl"
@@ -25,16 +26,17 @@
 #define RUN_LOCK_FILE "train.lock"
 
 typedef struct RunFolder {
-    char path[4096];        /* the run folder, as it will be named */
-    char temp[4096];        /* where the run is built until the commit; "" when none */
-    char made_parent[4096]; /* the outermost missing parent folder created for it; "" when none */
-    char generated[4096];   /* without --out, the generated name: if taken, -2, -3, ... is appended */
+    char path[TG_PATH_CAP];        /* the run folder, as it will be named */
+    char temp[TG_PATH_CAP];        /* where the run is built until the commit; "" when none */
+    char made_parent[TG_PATH_CAP]; /* the outermost missing parent folder created for it; "" when none */
+    char generated[TG_PATH_CAP];   /* without --out, the generated name: if taken, -2, -3, ... is appended */
     bool existed;           /* path was a folder before the run: files are moved into it */
     bool committed;
 } RunFolder;
 
-/* The run folder of `dir_or_file`: the folder itself, or the folder holding a checkpoint file. */
-void run_folder_of(const char *dir_or_file, char *out, size_t cap);
+/* The run folder of `dir_or_file`: the folder itself, or the folder holding a checkpoint file.
+ * TG_ERR_ARG when it does not fit cap. */
+TgStatus run_folder_of(const char *dir_or_file, char *out, size_t cap);
 /* Picks the folder of a new run, writing nothing: out_dir, or else the first free one of
  * `generated`, `generated`-2, -3, ... Refuses a path that is a file, a folder holding a run's
  * files, and a path whose nearest existing parent is not a writable folder. */

@@ -11,6 +11,7 @@
 #include "train/dist.h"
 #include "train/checkpoint.h"
 #include "train/run_folder.h"
+#include "lib/path.h"
 
 #define ID TRAIN_OPT_IDENTITY
 #define SHAPE TRAIN_OPT_SHAPE
@@ -160,16 +161,16 @@ void train_options_derive(TrainOptions *o) {
 }
 
 TgStatus train_options_save(const char *dir, const TrainOptions *o) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
+    char path[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, dir, TRAIN_OPTIONS_FILE));
     return opt_write(&table, o, TRAIN_OPT_SAVED, path);
 }
 
 TgStatus train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings) {
     /* the run folder: RESUME itself, or the folder of a checkpoint file */
-    char dir[4096], path[4200];
-    run_folder_of(resume, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/%s", dir, TRAIN_OPTIONS_FILE);
+    char dir[TG_PATH_CAP], path[TG_PATH_CAP];
+    TG_TRY(run_folder_of(resume, dir, sizeof dir));
+    TG_TRY(path_join(path, sizeof path, dir, TRAIN_OPTIONS_FILE));
     if (saved) *saved = *o;
     if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed, or not a run: the resume says */
     OptSet read = 0;

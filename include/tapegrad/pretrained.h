@@ -22,7 +22,7 @@ typedef struct TgPretrained {
     TgTokenizer tok;
     TgModel model;
     int64_t step;           /* optimizer steps the checkpoint had done */
-    char checkpoint[4200];  /* the file loaded */
+    char checkpoint[TG_PATH_CAP]; /* the file loaded */
 } TgPretrained;
 
 /* dir_or_file: a run folder (its `latest` checkpoint) or a checkpoint file inside one (its
