@@ -1,4 +1,4 @@
-// Greedy text from a GGUF file in llama.cpp (not run by the tests; the README's sample).
+// Greedy text from a GGUF file in llama.cpp (not run by the tests; the sample of docs/export.md).
 // usage: node generate.mjs MODEL.gguf PROMPT [TOKENS]
 import { getLlama, LlamaCompletion } from "node-llama-cpp";
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The summary of a fuzzing run (tests/fuzz/run.sh writes build-fuzz/fuzz-results/summary.tsv) as
-# the Markdown table of README.md's "Reliability" section.
+# the Markdown table of docs/reliability.md (a campaign).
 # usage: tests/fuzz/table.sh [SUMMARY.tsv]
 set -euo pipefail
 summary=${1:-build-fuzz/fuzz-results/summary.tsv}

@@ -2,7 +2,7 @@
 # From a clone to a trained model and a printed sample: installs missing packages (including
 # Debian's `fortunes`, the default corpus), builds, trains the `small` preset on the fortunes
 # corpus for a few minutes on 2 cores, and prints a sample. The run folder lands in checkpoints/.
-# usage: scripts/main-job.sh [extra flags for `tapegrad train`]
+# usage: scripts/quickstart.sh [extra flags for `tapegrad train`]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh fortunes
