@@ -1,21 +1,25 @@
 /* The shared library exports exactly the public API: `nm -D --defined-only libtapegrad.so` lists
  * one symbol per function the public headers declare (found by compiling the umbrella header
- * with gcc -aux-info), no other and none missing. The headers compile alone, from the staged copy
- * of what `cmake --install` installs (so a public header that includes an internal one fails
- * here), and the umbrella tapegrad.h includes every one of them. The library's SONAME carries the
- * major version. */
+ * with gcc -aux-info), no other and none missing. The headers compile alone, from include/ with no
+ * other include path, as `cmake --install` installs them (so a public header that includes an
+ * internal one fails here), and the umbrella tapegrad.h includes every one of them. Every name
+ * they declare carries the prefix: functions tg_, types Tg, macros and enum values TG_. The
+ * library's SONAME carries the major version. */
 #include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptutil.h"
 #include "datagen.h"
 #include "tapegrad/version.h"
 #include "testutil.h"
 
 #if !defined(TAPEGRAD_SHARED_LIB) || !defined(TAPEGRAD_PUBLIC_INCLUDE) || !defined(TAPEGRAD_PUBLIC_HEADERS) || \
     !defined(TAPEGRAD_C_COMPILER)
-#error "CMake passes the shared library, the staged headers, their list and the compiler"
+#error "CMake passes the shared library, the public headers' folder, their list and the compiler"
 #endif
 
 enum { MAX_NAMES = 1024, NAME_CAP = 128 };
@@ -59,7 +63,7 @@ static void declared_functions(const char *dir, NameSet *declared, char headers[
         const char *decl = strstr(line, "*/ ");
         cr_assert_not_null(decl, "odd aux-info line: %s", line);
         decl += 3;
-        if (strncmp(decl, "static ", 7) == 0) continue; /* static inline: not a symbol */
+        bool is_static = strncmp(decl, "static ", 7) == 0; /* static inline: not a symbol, but a name */
         const char *paren = strstr(decl, " (");
         cr_assert_not_null(paren, "odd aux-info line: %s", line);
         const char *start = paren;
@@ -68,6 +72,8 @@ static void declared_functions(const char *dir, NameSet *declared, char headers[
             start--;
         char name[NAME_CAP];
         snprintf(name, sizeof name, "%.*s", (int)(paren - start), start);
+        cr_expect(strncmp(name, "tg_", 3) == 0, "%s declares the function %s, without the prefix tg_", file, name);
+        if (is_static) continue;
         name_add(declared, name);
         for (int h = 0; h < n_headers; h++) {
             size_t len = strlen(headers[h]);
@@ -148,6 +154,159 @@ Test(exports, the_installed_library_and_program_carry_no_fault_injection) {
         cr_expect(file_contains(TAPEGRAD_FAULT_BIN, faults[i]), "the test variant %s does not read %s",
                   TAPEGRAD_FAULT_BIN, faults[i]);
     }
+}
+
+/* ---- the names of types, macros and enum values in the public headers ---- */
+
+/* The header's text with comments and string literals blanked out. */
+static char *code_of(const char *text) {
+    size_t n = strlen(text);
+    char *code = strdup(text);
+    for (size_t i = 0; i < n; i++) {
+        if (code[i] == '/' && code[i + 1] == '*') {
+            for (; i + 1 < n && !(code[i] == '*' && code[i + 1] == '/'); i++)
+                if (code[i] != '\n') code[i] = ' ';
+            code[i] = ' ';
+            if (i + 1 < n) code[++i] = ' ';
+        } else if (code[i] == '/' && code[i + 1] == '/') {
+            for (; i < n && code[i] != '\n'; i++) code[i] = ' ';
+        } else if (code[i] == '"') {
+            for (i++; i < n && code[i] != '"' && code[i] != '\n'; i++) {
+                if (code[i] == '\\') code[i++] = ' ';
+                code[i] = ' ';
+            }
+        }
+    }
+    return code;
+}
+
+static bool name_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* Copies the identifier at p into out (empty when p does not start one); returns its end. */
+static const char *identifier(const char *p, char *out, size_t cap) {
+    size_t k = 0;
+    if (!isalpha((unsigned char)*p) && *p != '_') {
+        out[0] = '\0';
+        return p;
+    }
+    while (name_char(*p)) {
+        if (k + 1 < cap) out[k++] = *p;
+        p++;
+    }
+    out[k] = '\0';
+    return p;
+}
+
+static const char *skip_space(const char *p) {
+    while (isspace((unsigned char)*p) || *p == '\\') p++;
+    return p;
+}
+
+static int misnamed(const char *where, const char *what, const char *name, const char *prefix) {
+    if (strncmp(name, prefix, strlen(prefix)) == 0) return 0;
+    fprintf(stderr, "%s: the %s %s does not start with %s\n", where, what, name, prefix);
+    return 1;
+}
+
+/* Counts (and prints) the names of `text` that lack their prefix: macros TG_ (or tg_ for a
+ * function-like macro standing for a function, as tg_malloc), struct/enum/union tags and typedef
+ * names Tg, enum values TG_. */
+static int check_header_names(const char *where, const char *text) {
+    char *code = code_of(text);
+    int bad = 0;
+    char name[NAME_CAP];
+    for (const char *p = code; *p; p++) {
+        if (p > code && name_char(p[-1])) continue;
+        if (*p == '#') {
+            const char *q = skip_space(p + 1);
+            if (strncmp(q, "define", 6) == 0 && isspace((unsigned char)q[6])) {
+                const char *end = identifier(skip_space(q + 6), name, sizeof name);
+                bool function_like = *end == '(';
+                if (!(function_like && strncmp(name, "tg_", 3) == 0)) bad += misnamed(where, "macro", name, "TG_");
+            }
+            continue;
+        }
+        const char *q = identifier(p, name, sizeof name);
+        if (!name[0]) continue;
+        bool is_enum = !strcmp(name, "enum");
+        if (is_enum || !strcmp(name, "struct") || !strcmp(name, "union")) {
+            const char *r = identifier(skip_space(q), name, sizeof name);
+            if (name[0]) bad += misnamed(where, "tag", name, "Tg");
+            r = skip_space(r);
+            if (is_enum && *r == '{') {
+                /* the values: the first name of each item */
+                for (r++; *r && *r != '}';) {
+                    r = skip_space(r);
+                    if (*r == '#') { /* a directive among the values (an X-macro's helper) */
+                        while (*r && *r != '\n') r++;
+                        continue;
+                    }
+                    const char *e = identifier(r, name, sizeof name);
+                    if (name[0] && strcmp(name, "X") != 0) bad += misnamed(where, "enum value", name, "TG_");
+                    while (*e && *e != ',' && *e != '}') e++;
+                    r = *e == ',' ? e + 1 : e;
+                }
+            }
+            p = r > p ? r - 1 : p;
+        } else if (!strcmp(name, "typedef")) {
+            /* the declared name: the one inside (*NAME) of a function type, else the last before ';' */
+            int depth = 0;
+            const char *r = q, *last = NULL, *fn = NULL;
+            for (; *r && !(*r == ';' && depth == 0); r++) {
+                if (*r == '{' || *r == '(') depth++;
+                if (*r == '}' || *r == ')') depth--;
+                if (*r == '(' && r[1] == '*' && !fn) fn = r + 2;
+                if (depth == 0 && (isalpha((unsigned char)*r) || *r == '_') && !name_char(r[-1])) last = r;
+            }
+            identifier(fn ? skip_space(fn) : last ? last : r, name, sizeof name);
+            if (name[0]) bad += misnamed(where, "type", name, "Tg");
+        }
+    }
+    free(code);
+    return bad;
+}
+
+Test(exports, every_name_the_public_headers_declare_carries_the_prefix) {
+    char dir_path[4096];
+    snprintf(dir_path, sizeof dir_path, "%s/tapegrad", TAPEGRAD_PUBLIC_INCLUDE);
+    DIR *d = opendir(dir_path);
+    cr_assert_not_null(d, "no folder %s", dir_path);
+    int bad = 0, headers = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || strcmp(e->d_name + n - 2, ".h") != 0) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir_path, e->d_name);
+        char *text = ckpt_read_text(path);
+        cr_assert_not_null(text, "cannot read %s", path);
+        bad += check_header_names(path, text);
+        free(text);
+        headers++;
+    }
+    closedir(d);
+    cr_expect_gt(headers, 15, "only %d public headers found", headers);
+    cr_expect_eq(bad, 0, "%d names of the public headers lack their prefix (listed above)", bad);
+
+    static NameSet exported;
+    exported_symbols(&exported);
+    for (int i = 0; i < exported.count; i++)
+        cr_expect(strncmp(exported.names[i], "tg_", 3) == 0, "libtapegrad.so exports %s, without the prefix tg_",
+                  exported.names[i]);
+}
+
+/* The scan above finds every kind of name it checks, and ignores comments, strings and members. */
+Test(exports, the_prefix_check_finds_unprefixed_names) {
+    const char *header = "/* typedef struct Comment Comment; #define NOT_A_MACRO */\n"
+                         "#define TG_FINE 1\n#define tg_fine(x) (x)\n#define BAD_MACRO 2\n#define bad_fn(x) (x)\n"
+                         "typedef struct TgFine { int member; struct TgFine *next; } TgFine;\n"
+                         "typedef struct Bad Bad;\n"
+                         "typedef enum { TG_A = 1, B_VALUE, TG_C } TgEnum;\n"
+                         "enum { TG_LIMIT = 4,\n#define TG_ROW(id, name) TG_##id,\n LIMIT2 = 5 };\n"
+                         "typedef void (*bad_fn_t)(int x, const char *s);\n"
+                         "typedef int TgCount;\n"
+                         "const char *s = \"typedef int Hidden;\";\n";
+    /* BAD_MACRO, bad_fn, Bad (tag and type), B_VALUE, LIMIT2, bad_fn_t */
+    cr_expect_eq(check_header_names("test.h", header), 7);
 }
 
 Test(exports, the_soname_carries_the_major_version) {

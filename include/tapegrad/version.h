@@ -1,6 +1,6 @@
 /* The version of tapegrad and of every file format it writes, in one place.
  *
- * TAPEGRAD_VERSION_* are the headers' version (CMake reads them from here for the library's
+ * TG_VERSION_* are the headers' version (CMake reads them from here for the library's
  * version, its SONAME and the pkg-config and CMake package files); tg_version() is the
  * version of the library a program runs with. The API follows semantic versioning from 1.0 on;
  * during 0.x a minor release may change it, and the SONAME (libtapegrad.so.0) stays 0.
