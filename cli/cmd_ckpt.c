@@ -122,7 +122,7 @@ static const OptSpec export_specs[] = {
         NULL, 0, NULL),
     OPT(ExportFlags, gguf, "--gguf", OPT_STRING, "a GGUF file to write (llama.cpp, ollama, LM Studio), tokenizer included",
         OPT_ANY, NULL, 0, NULL),
-    OPT(ExportFlags, gguf_type, "--gguf-type", OPT_STRING, "GGUF weight type", OPT_ANY, "f32|f16|q8_0", 0, "f32"),
+    OPT(ExportFlags, gguf_type, "--gguf-type", OPT_STRING, "GGUF weight type", OPT_ANY, GGUF_WEIGHTS_CHOICES, 0, NULL),
     OPT(ExportFlags, force, "--force", OPT_BOOL, "write the --hf folder even when it holds files", OPT_ANY, NULL, 0, NULL),
 };
 static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE", export_specs,
@@ -153,11 +153,9 @@ static int export_safetensors(const char *source, const char *out) {
 
 /* A Hugging Face folder or a GGUF file: the weights with the run's tokenizer. */
 static int export_with_tokenizer(const char *source, const ExportFlags *o) {
-    GgufWeights weights = GGUF_WEIGHTS_F32;
-    if (o->gguf_type) {
-        TgStatus ps = gguf_weights_parse(o->gguf_type, &weights);
-        if (ps != TG_OK) return cli_exit("ckpt export", ps);
-    }
+    GgufWeights weights;
+    TgStatus ps = gguf_weights_parse(o->gguf_type, &weights);
+    if (ps != TG_OK) return cli_exit("ckpt export", ps);
     Run run;
     TgStatus s = run_open_existing(source, &run);
     char note[TG_PATH_CAP + 64];
@@ -173,15 +171,17 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
 }
 
 static int run_export(int argc, char **argv) {
-    ExportFlags o = {0};
+    const ExportFlags defaults = {.gguf_type = gguf_weights_name(0)}; /* the first type is the default */
+    ExportFlags o = defaults;
+    OptSet given = 0;
     const char *positional[1];
     int n_positional = 0;
-    int rc = cli_parse(&export_table, &o, &o, NULL, argc, argv, positional, &n_positional);
+    int rc = cli_parse(&export_table, &o, &defaults, &given, argc, argv, positional, &n_positional);
     if (rc >= 0) return rc;
     int targets = !!o.safetensors + !!o.hf + !!o.gguf;
     if (n_positional != 1 || targets != 1)
         return cli_usage_error("ckpt export", "give one checkpoint file or run folder and one of --safetensors OUT, --hf DIR, --gguf FILE");
-    if (o.gguf_type && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
+    if ((given & OPT_BIT(opt_find(&export_table, "--gguf-type"))) && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
     if (o.force && !o.hf) return cli_usage_error("ckpt export", "--force goes with --hf");
     if (o.safetensors) return export_safetensors(positional[0], o.safetensors);
     return export_with_tokenizer(positional[0], &o);

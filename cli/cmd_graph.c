@@ -16,13 +16,17 @@ typedef struct {
     int64_t batch, seq, vocab;
 } GraphFlags;
 
+/* a vocabulary of a char tokenizer's size, for a preset without one of its own */
+#define GRAPH_DEFAULT_VOCAB 96
+
 #define G GraphFlags
 static const OptSpec specs[] = {
     OPT(G, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
     OPT(G, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, TG_FFN_CHOICES, 0, NULL),
     OPT(G, batch, "--batch", OPT_INT64, "sequences", OPT_POSITIVE, NULL, 0, NULL),
     OPT(G, seq, "--seq", OPT_INT64, "tokens per sequence", OPT_POSITIVE, NULL, 0, "the preset's context"),
-    OPT(G, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0, "the preset's, or 96"),
+    OPT(G, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0,
+        "the preset's, or " OPT_STRINGIFY(GRAPH_DEFAULT_VOCAB)),
 };
 #undef G
 static const OptTable table = {"graph", "[--preset NAME] [--ffn KIND] [--batch B] [--seq T]", specs,
@@ -54,7 +58,7 @@ static int run_graph(int argc, char **argv) {
     if (s == TG_OK) s = tg_ffn_kind_parse(o.ffn, &cfg.ffn);
     if (s != TG_OK) return cli_exit("graph", s);
     if (cfg.ffn != TG_FFN_SWIGLU) cfg.hidden = tg_model_ffn_hidden(cfg.ffn, cfg.dim);
-    if (!cfg.vocab) cfg.vocab = 96;
+    if (!cfg.vocab) cfg.vocab = GRAPH_DEFAULT_VOCAB;
     if (o.vocab > 0) cfg.vocab = o.vocab;
     if (o.seq > 0) cfg.seq_len = o.seq;
     if ((s = tg_model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);

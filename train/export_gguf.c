@@ -23,14 +23,24 @@ enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q8_0 = 8 };
 enum { Q8_0_BLOCK = 32 };
 enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 }; /* tokenizer.ggml.token_type */
 
+static const char *const weights_names[] = {
+#define WEIGHTS_NAME(id, name) [GGUF_WEIGHTS_##id] = name,
+    GGUF_WEIGHT_TYPES(WEIGHTS_NAME)
+#undef WEIGHTS_NAME
+};
+_Static_assert(sizeof weights_names / sizeof weights_names[0] == GGUF_WEIGHTS_COUNT, "one name per weight type");
+
+const char *gguf_weights_name(GgufWeights weights) {
+    return weights >= 0 && weights < GGUF_WEIGHTS_COUNT ? weights_names[weights] : "?";
+}
+
 TgStatus gguf_weights_parse(const char *name, GgufWeights *out) {
-    static const char *const names[] = {"f32", "f16", "q8_0"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, names[i]) == 0) {
+    for (int i = 0; i < GGUF_WEIGHTS_COUNT; i++)
+        if (strcmp(name, weights_names[i]) == 0) {
             *out = (GgufWeights)i;
             return TG_OK;
         }
-    return tg_fail(TG_ERR_ARG, "unknown GGUF weight type '%s': the types are f32, f16 and q8_0", name);
+    return tg_fail(TG_ERR_ARG, "unknown GGUF weight type '%s': the types are %s", name, GGUF_WEIGHTS_CHOICES);
 }
 
 /* ---- the metadata, built in memory (its count comes first in the file) ---------------- */

@@ -25,10 +25,27 @@
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
 
-typedef enum { GGUF_WEIGHTS_F32, GGUF_WEIGHTS_F16, GGUF_WEIGHTS_Q8_0 } GgufWeights;
+/* The weight types: X(ID, "name"), giving GGUF_WEIGHTS_<ID>; the first is the default. */
+#define GGUF_WEIGHT_TYPES(X) \
+    X(F32, "f32")           \
+    X(F16, "f16")           \
+    X(Q8_0, "q8_0")
 
-/* "f32" | "f16" | "q8_0" */
+typedef enum {
+#define GGUF_WEIGHTS_ENUM(id, name) GGUF_WEIGHTS_##id,
+    GGUF_WEIGHT_TYPES(GGUF_WEIGHTS_ENUM)
+#undef GGUF_WEIGHTS_ENUM
+    GGUF_WEIGHTS_COUNT
+} GgufWeights;
+
+/* "f32|f16|q8_0": the choices, for a flag's help */
+#define GGUF_WEIGHTS_CHOICE(id, name) "|" name
+#define GGUF_WEIGHTS_CHOICES (GGUF_WEIGHT_TYPES(GGUF_WEIGHTS_CHOICE) + 1)
+
+/* One of GGUF_WEIGHTS_CHOICES; TG_ERR_ARG naming them otherwise. */
 TgStatus gguf_weights_parse(const char *name, GgufWeights *out);
+/* "f32", ... */
+const char *gguf_weights_name(GgufWeights weights);
 
 /* Writes the model and its tokenizer to `path` (atomically). Refuses a model that is not a Llama
  * model and a tokenizer no llama.cpp pre-tokenizer reproduces, before writing anything. */
