@@ -188,10 +188,15 @@ static TgTensor *fwd_cross_entropy_consuming(TgTape *t, TgTensor *const *in, voi
 }
 
 static const TgOpCheck cross_entropy_cases[] = {
-    {"6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy, &ce_6, 0},
-    {"consuming 6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy_consuming, &ce_6, 0},
-    {"2x3x5, 1 ignored", 1, {"logits"}, {3}, {{2, 3, 5}}, -2, 2, fwd_cross_entropy, &ce_2x3, 0},
-    {"3x11, all ignored", 1, {"logits"}, {2}, {{3, 11}}, -2, 2, fwd_cross_entropy, &ce_none, 0},
-    {"4x7, ignore -100", 1, {"logits"}, {2}, {{4, 7}}, -2, 2, fwd_cross_entropy, &ce_100, 0},
+    {.variant = "6x11, 2 ignored", .inputs = {{"logits", {6, 11}}}, .forward = fwd_cross_entropy, .ctx = &ce_6,
+     .lo = -2, .hi = 2},
+    {.variant = "consuming 6x11, 2 ignored", .inputs = {{"logits", {6, 11}}}, .forward = fwd_cross_entropy_consuming,
+     .ctx = &ce_6, .lo = -2, .hi = 2},
+    {.variant = "2x3x5, 1 ignored", .inputs = {{"logits", {2, 3, 5}}}, .forward = fwd_cross_entropy, .ctx = &ce_2x3,
+     .lo = -2, .hi = 2},
+    {.variant = "3x11, all ignored", .inputs = {{"logits", {3, 11}}}, .forward = fwd_cross_entropy, .ctx = &ce_none,
+     .lo = -2, .hi = 2},
+    {.variant = "4x7, ignore -100", .inputs = {{"logits", {4, 7}}}, .forward = fwd_cross_entropy, .ctx = &ce_100,
+     .lo = -2, .hi = 2},
 };
 const TgOpCheckList cross_entropy_checks = TG_OP_CHECK_LIST(cross_entropy_cases);

@@ -83,15 +83,15 @@ static TgTensor *fwd_linear_residual(TgTape *t, TgTensor *const *in, void *ctx) 
 }
 
 static const TgOpCheck linear_cases[] = {
-    {"3x5x7", 2, {"x", "w"}, {2, 2}, {{3, 5}, {7, 5}}, 0, 0, fwd_linear, NULL, 0},
-    {"1x1x1", 2, {"x", "w"}, {2, 2}, {{1, 1}, {1, 1}}, 0, 0, fwd_linear, NULL, 0},
-    {"2x3x4x6 (3-d x)", 2, {"x", "w"}, {3, 2}, {{2, 3, 4}, {6, 4}}, 0, 0, fwd_linear, NULL, 0},
+    {.variant = "3x5x7", .inputs = {{"x", {3, 5}}, {"w", {7, 5}}}, .forward = fwd_linear},
+    {.variant = "1x1x1", .inputs = {{"x", {1, 1}}, {"w", {1, 1}}}, .forward = fwd_linear},
+    {.variant = "2x3x4x6 (3-d x)", .inputs = {{"x", {2, 3, 4}}, {"w", {6, 4}}}, .forward = fwd_linear},
 };
 const TgOpCheckList linear_checks = TG_OP_CHECK_LIST(linear_cases);
 
 static const TgOpCheck linear_residual_cases[] = {
-    {"3x5x7", 3, {"x", "w", "r"}, {2, 2, 2}, {{3, 5}, {7, 5}, {3, 7}}, 0, 0, fwd_linear_residual, NULL, 0},
-    {"2x3x4x6 (3-d x)", 3, {"x", "w", "r"}, {3, 2, 3}, {{2, 3, 4}, {6, 4}, {2, 3, 6}}, 0, 0,
-     fwd_linear_residual, NULL, 0},
+    {.variant = "3x5x7", .inputs = {{"x", {3, 5}}, {"w", {7, 5}}, {"r", {3, 7}}}, .forward = fwd_linear_residual},
+    {.variant = "2x3x4x6 (3-d x)", .inputs = {{"x", {2, 3, 4}}, {"w", {6, 4}}, {"r", {2, 3, 6}}},
+     .forward = fwd_linear_residual},
 };
 const TgOpCheckList linear_residual_checks = TG_OP_CHECK_LIST(linear_residual_cases);

@@ -164,11 +164,16 @@ static RopeCase rope_pos9_theta10 = {.heads = 2, .head_dim = 8, .pos_offset = 9,
 static RopeCase rope_hd2_theta10 = {.heads = 3, .head_dim = 2, .pos_offset = 2, .theta = 10};
 
 static const TgOpCheck rope_cases[] = {
-    {"B2 T7 H2 hd8 pos0 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos0_theta1e6, 0},
-    {"B2 T7 H2 hd8 pos5 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta1e6, 0},
-    {"B2 T7 H2 hd8 pos5 th10", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta10, 0},
-    {"B2 T1 H2 hd8 pos9 th10", 1, {"x"}, {3}, {{2, 1, 16}}, 0, 0, fwd_rope, &rope_pos9_theta10, 0},
-    {"in place B2 T7 H2 hd8 pos5", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope_inplace, &rope_pos5_theta1e6, 0},
-    {"B1 T3 H3 hd2 pos2 th10", 1, {"x"}, {3}, {{1, 3, 6}}, 0, 0, fwd_rope, &rope_hd2_theta10, 0},
+    {.variant = "B2 T7 H2 hd8 pos0 th1e6", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos0_theta1e6},
+    {.variant = "B2 T7 H2 hd8 pos5 th1e6", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos5_theta1e6},
+    {.variant = "B2 T7 H2 hd8 pos5 th10", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos5_theta10},
+    {.variant = "B2 T1 H2 hd8 pos9 th10", .inputs = {{"x", {2, 1, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos9_theta10},
+    {.variant = "in place B2 T7 H2 hd8 pos5", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope_inplace,
+     .ctx = &rope_pos5_theta1e6},
+    {.variant = "B1 T3 H3 hd2 pos2 th10", .inputs = {{"x", {1, 3, 6}}}, .forward = fwd_rope, .ctx = &rope_hd2_theta10},
 };
 const TgOpCheckList rope_checks = TG_OP_CHECK_LIST(rope_cases);

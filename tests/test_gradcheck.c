@@ -5,6 +5,10 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tapegrad/gradcheck.h"
 #include "ops/checks.h"
@@ -98,13 +102,37 @@ Test(gradcheck, rejects_backward_with_dropped_term) {
     cr_expect_gt(res[0].rel_err, 0.1);
 }
 
-Test(gradcheck, registry_names_every_input) {
+/* Every case has inputs of at least one dim, and a name of its own within its op (the tests
+ * below find cases by it). */
+Test(gradcheck, registry_cases_have_inputs_and_distinct_names) {
     cr_assert_gt(op_checks_count(), 0);
     for (int i = 0; i < op_checks_count(); i++) {
         OpCheckRef r = op_check_get(i);
-        cr_expect(r.check->n_inputs > 0 && r.check->n_inputs <= TG_OP_CHECK_MAX_INPUTS, "%s", r.op);
-        for (int k = 0; k < r.check->n_inputs; k++) cr_expect_not_null(r.check->names[k], "%s input %d", r.op, k);
+        int n_inputs = tg_op_check_input_count(r.check);
+        for (int k = 0; k < n_inputs; k++)
+            cr_expect_gt(tg_op_check_input_ndim(&r.check->inputs[k]), 0, "%s [%s] input %s", r.op, r.check->variant,
+                         r.check->inputs[k].name);
+        for (int j = 0; j < i; j++) {
+            OpCheckRef earlier = op_check_get(j);
+            cr_expect(strcmp(earlier.op, r.op) != 0 || strcmp(earlier.check->variant, r.check->variant) != 0,
+                      "%s has two cases named [%s]", r.op, r.check->variant);
+        }
     }
+}
+
+/* The case format's two derivations: inputs end at the first unnamed one, dims at the first 0. */
+Test(gradcheck, case_counts_come_from_the_data) {
+    const TgOpCheck c = {.variant = "derived", .inputs = {{"x", {2, 3, 4, 5}}, {"g", {7}}, {"s", {0}}}};
+    cr_expect_eq(tg_op_check_input_count(&c), 3);
+    cr_expect_eq(tg_op_check_input_ndim(&c.inputs[0]), 4);
+    cr_expect_eq(tg_op_check_input_ndim(&c.inputs[1]), 1);
+    cr_expect_eq(tg_op_check_input_ndim(&c.inputs[2]), 0, "no dims: a scalar");
+}
+
+/* A case written wrong aborts naming it: a dim after the 0 that ends the shape. */
+Test(gradcheck, a_dim_after_the_end_of_a_shape_aborts, .signal = SIGABRT) {
+    const TgOpCheckInput x = {"x", {3, 0, 4}};
+    tg_op_check_input_ndim(&x);
 }
 
 /* ---- errors planted in real ops' backwards --------------------------------------------------
@@ -194,24 +222,28 @@ static void expect_planted_error_caught(Plant *p) {
     TgRng rng;
     tg_rng_seed(&rng, 99);
     TgTensor *inputs[TG_OP_CHECK_MAX_INPUTS];
-    for (int k = 0; k < c->n_inputs; k++) {
+    int n_inputs = tg_op_check_input_count(c);
+    for (int k = 0; k < n_inputs; k++) {
         float lo = c->lo, hi = c->hi;
         if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
-        inputs[k] = test_tensor(c->names[k], c->ndim[k], c->shape[k], &rng, lo, hi);
+        inputs[k] = test_tensor(c->inputs[k].name, tg_op_check_input_ndim(&c->inputs[k]), c->inputs[k].shape, &rng,
+                                lo, hi);
     }
+    const char *planted_name = c->inputs[p->input].name;
     TgGradcheckResult res[TG_OP_CHECK_MAX_INPUTS];
     real_backward = NULL;
-    bool ok = tg_gradcheck(&tt.tape, fwd_planted, p, inputs, c->n_inputs, NULL, res);
-    cr_assert_not_null(real_backward, "%s: no node read input %s", c->variant, c->names[p->input]);
+    bool ok = tg_gradcheck(&tt.tape, fwd_planted, p, inputs, n_inputs, NULL, res);
+    cr_assert_not_null(real_backward, "%s: no node read input %s", c->variant, planted_name);
     cr_expect_gt(p->planted, 0, "%s: nothing was planted", c->variant);
     cr_expect_not(ok, "[%s]: an error in %lld elements of d%s was accepted", c->variant,
-                  (long long)p->planted, c->names[p->input]);
+                  (long long)p->planted, planted_name);
     cr_expect_not(res[p->input].pass);
     /* the tensor-wide figure alone would have let it through */
     cr_expect_lt(res[p->input].rel_err, 1e-2, "%s: tensor-wide error %g", c->variant, res[p->input].rel_err);
-    for (int k = 0; k < c->n_inputs; k++)
-        if (k != p->input) cr_expect(res[k].pass, "%s: input %s is right and must pass", c->variant, c->names[k]);
-    for (int k = 0; k < c->n_inputs; k++) test_tensor_free(inputs[k]);
+    for (int k = 0; k < n_inputs; k++)
+        if (k != p->input)
+            cr_expect(res[k].pass, "%s: input %s is right and must pass", c->variant, c->inputs[k].name);
+    for (int k = 0; k < n_inputs; k++) test_tensor_free(inputs[k]);
 }
 
 Test(gradcheck, rejects_error_in_last_row_of_linear_weight_gradient) {
