@@ -117,8 +117,8 @@ int main(int argc, char **argv) {
            break_backward ? ", with a term of its backward dropped on purpose" : "");
     TgEngine engine;
     tg_engine_open(&engine, 1, 1 << 20);
-    /* 3 seeds of every case; each failing input is printed with its worst element */
-    int failing = tg_op_check_list_run("swish", &swish_checks, &engine.tape, 1, 3, tg_op_check_print_failures, NULL);
+    /* 3 seeds of every case; each failing input is printed to stderr with its worst element */
+    int failing = tg_op_check_list_run("swish", &swish_checks, &engine.tape, 1, 3, tg_op_check_print_failures, stderr);
     if (failing > 0) {
         printf("gradient check: %d of %d cases FAIL: the backward is wrong\n", failing, swish_checks.count);
         tg_engine_close(&engine);

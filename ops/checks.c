@@ -1,6 +1,5 @@
 #include "ops/checks.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,16 +140,8 @@ int op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, 
     return failures;
 }
 
-void tg_op_check_print_failures(void *ctx, const char *op, const TgOpCheck *check, const TgGradcheckResult *worst) {
-    (void)ctx;
-    int n_inputs = tg_op_check_input_count(check);
-    for (int k = 0; k < n_inputs; k++)
-        if (!worst[k].pass)
-            fprintf(stderr,
-                    "gradcheck FAILED: %s [%s] input %s: %lld elements over the bound; worst at %lld: "
-                    "analytic %.6g, numeric %.6g (%.3g x the bound)\n",
-                    op, check->variant, worst[k].input, (long long)worst[k].n_failing, (long long)worst[k].worst_index,
-                    worst[k].worst_analytic, worst[k].worst_numeric, worst[k].worst_ratio);
+void tg_op_check_print_failures(void *out, const char *op, const TgOpCheck *check, const TgGradcheckResult *worst) {
+    tg_gradcheck_print_failures(out, op, check->variant, worst, tg_op_check_input_count(check));
 }
 
 /* ---- the graph itself: a tensor used twice and a diamond, through several ops ---- */

@@ -31,7 +31,7 @@ ParameterizedTestParameters(gradcheck, every_listed_op) {
 ParameterizedTest(int *index, gradcheck, every_listed_op) {
     const char *op = op_check_name(*index);
     cr_assert_gt(op_check_cases_of(op), 0, "%s has no gradcheck case", op);
-    int failures = op_checks_run(op, &tt.tape, 2024, 1, tg_op_check_print_failures, NULL);
+    int failures = op_checks_run(op, &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
     cr_expect_eq(failures, 0, "%s: %d gradcheck case(s) failed", op, failures);
 }
 
@@ -133,6 +133,23 @@ Test(gradcheck, case_counts_come_from_the_data) {
 Test(gradcheck, a_dim_after_the_end_of_a_shape_aborts, .signal = SIGABRT) {
     const TgOpCheckInput x = {"x", {3, 0, 4}};
     tg_op_check_input_ndim(&x);
+}
+
+/* The report writes to the FILE it is given, and nothing without one. */
+Test(gradcheck, print_failures_writes_only_where_it_is_told) {
+    const TgOpCheck c = {.variant = "4x9", .inputs = {{"x", {4, 9}}, {"beta", {9}}}};
+    TgGradcheckResult worst[2] = {{.input = "x", .n_failing = 3, .worst_index = 13, .worst_ratio = 394},
+                                  {.input = "beta", .pass = true}};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    tg_op_check_print_failures(out, "swish", &c, worst);
+    fclose(out);
+    cr_expect(strstr(text, "gradcheck FAILED: swish [4x9] input x: 3 elements over the bound; worst at 13") != NULL,
+              "%s", text);
+    cr_expect_null(strstr(text, "beta"), "a passing input was reported: %s", text);
+    free(text);
+    tg_op_check_print_failures(NULL, "swish", &c, worst);   /* no FILE: nothing, and no crash */
 }
 
 /* ---- errors planted in real ops' backwards --------------------------------------------------

@@ -10,7 +10,7 @@
  *   };
  *   const TgOpCheckList swish_checks = TG_OP_CHECK_LIST(swish_cases);
  *   ...
- *   int failing = tg_op_check_list_run("swish", &swish_checks, tape, 1, 3, tg_op_check_print_failures, NULL);
+ *   int failing = tg_op_check_list_run("swish", &swish_checks, tape, 1, 3, tg_op_check_print_failures, stderr);
  *
  * A case is written with designated initializers and says nothing the data already says:
  *   - an input is {name, shape}; its dims are the shape's entries up to the first 0 (a check has
@@ -73,7 +73,8 @@ typedef void (*TgOpCheckReportFn)(void *ctx, const char *op, const TgOpCheck *ch
  * cases: 0 means the backward agrees with finite differences everywhere. */
 int tg_op_check_list_run(const char *op, const TgOpCheckList *list, TgTape *tape, uint64_t seed, int64_t n_seeds,
                          TgOpCheckReportFn report, void *ctx);
-/* A report function that prints each failing input, with its worst element, to stderr. */
+/* A report function that writes each failing input, with its worst element, to the FILE * given
+ * as ctx (stderr, say; the library prints nothing on its own). A NULL ctx writes nothing. */
 void tg_op_check_print_failures(void *ctx, const char *op, const TgOpCheck *check, const TgGradcheckResult *worst);
 
 #pragma GCC visibility pop
