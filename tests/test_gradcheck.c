@@ -20,12 +20,16 @@ static void setup(void) { test_tape_init(&tt, 1); }
 static void teardown(void) { test_tape_free(&tt); }
 TestSuite(gradcheck, .init = setup, .fini = teardown);
 
-/* Every op and composite of tapegrad/op_list.h, one test each: it has cases, and they all pass. */
+static void free_params(struct criterion_test_params *params) { cr_free(params->params); }
+
+/* Every op and composite of tapegrad/op_list.h, one test each: it has cases, and they all pass.
+ * The parameters live in memory Criterion shares with the test processes (cr_malloc), as many as
+ * the registry holds. */
 ParameterizedTestParameters(gradcheck, every_listed_op) {
-    static int indices[64];
-    int n = op_check_name_count();
-    for (int i = 0; i < n && i < 64; i++) indices[i] = i;
-    return cr_make_param_array(int, indices, (size_t)(n < 64 ? n : 64));
+    size_t n = (size_t)op_check_name_count();
+    int *indices = cr_malloc(n * sizeof *indices);
+    for (size_t i = 0; i < n; i++) indices[i] = (int)i;
+    return cr_make_param_array(int, indices, n, free_params);
 }
 
 ParameterizedTest(int *index, gradcheck, every_listed_op) {
