@@ -7,6 +7,10 @@
  *       {.variant = "3x7", .inputs = {{"x", {3, 7}}, {"g", {7}}}, .forward = fwd_rmsnorm},
  *   };
  *   const TgOpCheckList rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);
+ *
+ * Where an op's backward has branches (vector tails, blocks, head groups, a KV cache's offset),
+ * its file adds a grid: a macro writing one case per point, so a list stays static data and
+ * its count is the array's.
  */
 #ifndef TAPEGRAD_OPS_CHECKS_H
 #define TAPEGRAD_OPS_CHECKS_H
