@@ -114,10 +114,17 @@ static TgTensor *fwd_ffn_relu_residual(TgTape *t, TgTensor *const *in, void *ctx
     return tg_ffn_relu(t, in[0], signed_rows(t, in[1]), in[2], in[0], NULL);
 }
 
+/* silu(a) * b runs through vector kernels: lengths one short of and one past their 4, 8 and 16
+ * floats, and 1 */
+#define SWIGLU_CASE(rows, n)                                                                          \
+    {.variant = #rows "x" #n, .inputs = {{"a", {rows, n}}, {"b", {rows, n}}}, .forward = fwd_swiglu},
+
 static const TgOpCheck swiglu_cases[] = {
     {.variant = "4x5", .inputs = {{"a", {4, 5}}, {"b", {4, 5}}}, .forward = fwd_swiglu},
     {.variant = "2x3x4 on [-4, 4)", .inputs = {{"a", {2, 3, 4}}, {"b", {2, 3, 4}}}, .forward = fwd_swiglu, .lo = -4.0f,
      .hi = 4.0f},
+    SWIGLU_CASE(1, 1) SWIGLU_CASE(1, 7) SWIGLU_CASE(1, 15) SWIGLU_CASE(1, 17) SWIGLU_CASE(3, 11) SWIGLU_CASE(1, 33)
+    SWIGLU_CASE(1, 65)
 };
 const TgOpCheckList swiglu_checks = TG_OP_CHECK_LIST(swiglu_cases);
 
@@ -127,6 +134,9 @@ static const TgOpCheck ffn_swiglu_cases[] = {
     {.variant = "3 rows dim5 hidden7", .inputs = {{"x", {3, 5}}, SWIGLU_FFN_INPUTS(5, 7)}, .forward = fwd_ffn_swiglu},
     {.variant = "2x3 rows dim5 hidden7 + residual", .inputs = {{"x", {2, 3, 5}}, SWIGLU_FFN_INPUTS(5, 7)},
      .forward = fwd_ffn_swiglu_residual},
+    /* 7 rows, one past the GEMM's 6-row tile; hidden 17, one past the vectors of 16 floats */
+    {.variant = "7 rows dim9 hidden17", .inputs = {{"x", {7, 9}}, SWIGLU_FFN_INPUTS(9, 17)},
+     .forward = fwd_ffn_swiglu},
 };
 const TgOpCheckList ffn_swiglu_checks = TG_OP_CHECK_LIST(ffn_swiglu_cases);
 
