@@ -357,6 +357,19 @@ static TgTensor *fwd_attention(TgTape *t, TgTensor *const *in, void *ctx) {
 #define QKV(b, heads, kv_heads, hd, tq, tk)                                                                \
     {{"q", {b, tq, (heads) * (hd)}}, {"k", {b, tk, (kv_heads) * (hd)}}, {"v", {b, tk, (kv_heads) * (hd)}}}
 
+/* A grid of head layouts and lengths. The layouts: GQA 8/2 and 6/2, MQA 4/1 (3 batch entries:
+ * 3 backward units, one (batch, KV head) each, split unevenly over 2 threads) and 3/3 (3 units
+ * both ways); head dims of 3 (below the 4-float vectors), 5, 9 and 6. The lengths, each cut
+ * unevenly into the 4-row blocks of queries and keys: the causal square 5/5, one decoded token
+ * after 6 cached (Tq 1, Tk 7) and 3 queries after 14 cached, past the 16-key padding (Tk 17). */
+#define ATTENTION_CASE(b, heads, kv_heads, hd, tq, tk)                            \
+    {.variant = "B" #b " H" #heads " KV" #kv_heads " hd" #hd " Tq" #tq " Tk" #tk, \
+     .inputs = QKV(b, heads, kv_heads, hd, tq, tk), .forward = fwd_attention,     \
+     .ctx = &(AttentionCheckParams){heads, kv_heads}},
+#define ATTENTION_LENGTHS(b, heads, kv_heads, hd)                                             \
+    ATTENTION_CASE(b, heads, kv_heads, hd, 5, 5) ATTENTION_CASE(b, heads, kv_heads, hd, 1, 7) \
+    ATTENTION_CASE(b, heads, kv_heads, hd, 3, 17)
+
 static const TgOpCheck attention_cases[] = {
     {.variant = "B2 T7 H2 KV2 hd4", .inputs = QKV(2, 2, 2, 4, 7, 7), .forward = fwd_attention,
      .ctx = &(AttentionCheckParams){2, 2}},
@@ -373,5 +386,7 @@ static const TgOpCheck attention_cases[] = {
     /* hd 20 and 18 keys: the 16-wide vector blocks of the row products, not only the tail */
     {.variant = "GQA B1 T18 H2 KV1 hd20", .inputs = QKV(1, 2, 1, 20, 18, 18), .forward = fwd_attention,
      .ctx = &(AttentionCheckParams){2, 1}},
+    ATTENTION_LENGTHS(1, 8, 2, 3) ATTENTION_LENGTHS(1, 6, 2, 5) ATTENTION_LENGTHS(3, 4, 1, 9)
+    ATTENTION_LENGTHS(1, 3, 3, 6)
 };
 const TgOpCheckList attention_checks = TG_OP_CHECK_LIST(attention_cases);
