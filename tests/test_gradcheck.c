@@ -238,6 +238,26 @@ static const TgOpCheck *find_case(const char *op, const char *variant) {
     return NULL;
 }
 
+/* Attention splits its (batch, head) units over the pool's threads whatever their size, and
+ * cross-entropy and embedding their rows and columns: cases whose units split unevenly over two
+ * threads (3 or 5 of them), once more on two. */
+Test(gradcheck, uneven_thread_splits_pass_on_two_threads) {
+    const struct {
+        const char *op, *variant;
+    } uneven[] = {
+        {"attention", "B1 H3 KV3 hd6 Tq3 Tk17"}, {"attention", "B3 H4 KV1 hd9 Tq1 Tk7"},
+        {"cross_entropy", "5x17 ignore -1"},      {"embedding", "V3 D5 one id 4 times"},
+    };
+    TestTape two;
+    test_tape_init(&two, 2);
+    for (size_t i = 0; i < sizeof uneven / sizeof uneven[0]; i++) {
+        TgOpCheckList one = {find_case(uneven[i].op, uneven[i].variant), 1};
+        int failures = tg_op_check_list_run(uneven[i].op, &one, &two.tape, 2024, 1, tg_op_check_print_failures, stderr);
+        cr_expect_eq(failures, 0, "%s [%s] failed on 2 threads", uneven[i].op, uneven[i].variant);
+    }
+    test_tape_free(&two);
+}
+
 static void expect_planted_error_caught(Plant *p) {
     const TgOpCheck *c = p->check;
     TgRng rng;
@@ -278,6 +298,14 @@ Test(gradcheck, rejects_error_in_one_kv_head_group_of_attention_dk) {
                .where = PLANT_LAST_KV_GROUP, .kv_heads = 2};
     expect_planted_error_caught(&p);
     cr_expect_eq(p.planted, 2 * 7 * 4);
+}
+
+/* the same on a grid case: GQA 8/2 with 14 keys cached, dV's last KV head over all 17 keys */
+Test(gradcheck, rejects_error_in_one_kv_head_group_behind_a_kv_cache) {
+    Plant p = {.check = find_case("attention", "B1 H8 KV2 hd3 Tq3 Tk17"), .input = 2,
+               .where = PLANT_LAST_KV_GROUP, .kv_heads = 2};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 17 * 3);
 }
 
 Test(gradcheck, rejects_error_at_one_position_after_rope_offset) {
