@@ -24,7 +24,8 @@ static const OptTable table = {"gradcheck", "[--op NAME] [--seed N] [--seeds N]"
 
 static void print_row(void *ctx, const char *op, const TgOpCheck *c, const TgGradcheckResult *worst) {
     double rtol = c->rtol > 0 ? c->rtol : tg_gradcheck_defaults().rtol;
-    for (int k = 0; k < c->n_inputs; k++)
+    int n_inputs = tg_op_check_input_count(c);
+    for (int k = 0; k < n_inputs; k++)
         printf("%-16s %-32s %-6s %6.0e %7lld %14.6e %14.6e %9.2e %11.2e  %s\n", op, c->variant, worst[k].input, rtol,
                (long long)worst[k].worst_index, worst[k].worst_analytic, worst[k].worst_numeric, worst[k].worst_ratio,
                worst[k].rel_err, worst[k].pass ? "ok" : "FAIL");

@@ -15,7 +15,7 @@ static int run_selftest(int argc, char **argv) {
     tg_arena_init(&arena, 1 << 20);
     TgTape tape;
     tg_tape_init(&tape, &arena, NULL);
-    int failures = op_checks_run(NULL, &tape, 7, 1, tg_op_check_print_failures, NULL);
+    int failures = op_checks_run(NULL, &tape, 7, 1, tg_op_check_print_failures, stderr);
     tg_tape_free(&tape);
     tg_arena_free(&arena);
     printf("selftest: %d op checks, %s (kernels: %s on %s)\n", op_checks_count(), failures ? "FAILED" : "all passed",

@@ -59,10 +59,12 @@ static TgTensor *fwd_swish(TgTape *tape, TgTensor *const *in, void *ctx) {
     return op_swish(tape, in[0], in[1]);
 }
 
+/* An input is {name, shape}, its dims those before the first 0; a field left out is zero: no ctx
+ * (swish has no parameters), the checker's rtol. */
 static const TgOpCheck swish_cases[] = {
-    {"4x9", 2, {"x", "beta"}, {2, 1}, {{4, 9}, {9}}, -2.0f, 2.0f, fwd_swish, NULL, 0},
-    {"2x3x5 (3-d x)", 2, {"x", "beta"}, {3, 1}, {{2, 3, 5}, {5}}, -2.0f, 2.0f, fwd_swish, NULL, 0},
-    {"7x1", 2, {"x", "beta"}, {2, 1}, {{7, 1}, {1}}, -2.0f, 2.0f, fwd_swish, NULL, 0},
+    {.variant = "4x9", .inputs = {{"x", {4, 9}}, {"beta", {9}}}, .forward = fwd_swish, .lo = -2, .hi = 2},
+    {.variant = "2x3x5 (3-d x)", .inputs = {{"x", {2, 3, 5}}, {"beta", {5}}}, .forward = fwd_swish, .lo = -2, .hi = 2},
+    {.variant = "7x1", .inputs = {{"x", {7, 1}}, {"beta", {1}}}, .forward = fwd_swish, .lo = -2, .hi = 2},
 };
 static const TgOpCheckList swish_checks = TG_OP_CHECK_LIST(swish_cases);
 
@@ -115,8 +117,8 @@ int main(int argc, char **argv) {
            break_backward ? ", with a term of its backward dropped on purpose" : "");
     TgEngine engine;
     tg_engine_open(&engine, 1, 1 << 20);
-    /* 3 seeds of every case; each failing input is printed with its worst element */
-    int failing = tg_op_check_list_run("swish", &swish_checks, &engine.tape, 1, 3, tg_op_check_print_failures, NULL);
+    /* 3 seeds of every case; each failing input is printed to stderr with its worst element */
+    int failing = tg_op_check_list_run("swish", &swish_checks, &engine.tape, 1, 3, tg_op_check_print_failures, stderr);
     if (failing > 0) {
         printf("gradient check: %d of %d cases FAIL: the backward is wrong\n", failing, swish_checks.count);
         tg_engine_close(&engine);

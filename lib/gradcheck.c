@@ -1,6 +1,7 @@
 #include "tapegrad/gradcheck.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,4 +110,17 @@ bool tg_gradcheck(TgTape *tape, TgGradcheckForwardFn forward, void *ctx, TgTenso
     free(analytic);
     free(r);
     return all_pass;
+}
+
+void tg_gradcheck_print_failures(FILE *out, const char *op, const char *case_name, const TgGradcheckResult *results,
+                                 int n_inputs) {
+    if (!out) return;
+    for (int k = 0; k < n_inputs; k++)
+        if (!results[k].pass)
+            fprintf(out,
+                    "gradcheck FAILED: %s [%s] input %s: %lld elements over the bound; worst at %lld: "
+                    "analytic %.6g, numeric %.6g (%.3g x the bound)\n",
+                    op, case_name, results[k].input, (long long)results[k].n_failing,
+                    (long long)results[k].worst_index, results[k].worst_analytic, results[k].worst_numeric,
+                    results[k].worst_ratio);
 }

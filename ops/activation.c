@@ -125,21 +125,22 @@ static TgTensor *fwd_relu_mixed_signs(TgTape *t, TgTensor *const *in, void *ctx)
 }
 
 static const TgOpCheck relu_cases[] = {
-    {"4x5 on [0.1, 1)", 1, {"x"}, {2}, {{4, 5}}, 0.1f, 1.0f, fwd_relu, NULL, 0},
-    {"4x5 on [-1, -0.1)", 1, {"x"}, {2}, {{4, 5}}, -1.0f, -0.1f, fwd_relu, NULL, 0},
-    {"3x7 mixed signs, |x|>=0.1", 1, {"x"}, {2}, {{3, 7}}, 0.1f, 1.0f, fwd_relu_mixed_signs, NULL, 0},
+    {.variant = "4x5 on [0.1, 1)", .inputs = {{"x", {4, 5}}}, .forward = fwd_relu, .lo = 0.1f, .hi = 1.0f},
+    {.variant = "4x5 on [-1, -0.1)", .inputs = {{"x", {4, 5}}}, .forward = fwd_relu, .lo = -1.0f, .hi = -0.1f},
+    {.variant = "3x7 mixed signs, |x|>=0.1", .inputs = {{"x", {3, 7}}}, .forward = fwd_relu_mixed_signs, .lo = 0.1f,
+     .hi = 1.0f},
 };
 static const TgOpCheck silu_cases[] = {
-    {"4x5", 1, {"x"}, {2}, {{4, 5}}, 0, 0, fwd_silu, NULL, 0},
-    {"2x3x4 on [-4, 4)", 1, {"x"}, {3}, {{2, 3, 4}}, -4.0f, 4.0f, fwd_silu, NULL, 0},
+    {.variant = "4x5", .inputs = {{"x", {4, 5}}}, .forward = fwd_silu},
+    {.variant = "2x3x4 on [-4, 4)", .inputs = {{"x", {2, 3, 4}}}, .forward = fwd_silu, .lo = -4.0f, .hi = 4.0f},
 };
 static const TgOpCheck gelu_cases[] = {
-    {"4x5", 1, {"x"}, {2}, {{4, 5}}, 0, 0, fwd_gelu, NULL, 0},
-    {"2x3x4 on [-4, 4)", 1, {"x"}, {3}, {{2, 3, 4}}, -4.0f, 4.0f, fwd_gelu, NULL, 0},
+    {.variant = "4x5", .inputs = {{"x", {4, 5}}}, .forward = fwd_gelu},
+    {.variant = "2x3x4 on [-4, 4)", .inputs = {{"x", {2, 3, 4}}}, .forward = fwd_gelu, .lo = -4.0f, .hi = 4.0f},
 };
 static const TgOpCheck sigmoid_cases[] = {
-    {"4x5", 1, {"x"}, {2}, {{4, 5}}, 0, 0, fwd_sigmoid, NULL, 0},
-    {"2x3x4 on [-4, 4)", 1, {"x"}, {3}, {{2, 3, 4}}, -4.0f, 4.0f, fwd_sigmoid, NULL, 0},
+    {.variant = "4x5", .inputs = {{"x", {4, 5}}}, .forward = fwd_sigmoid},
+    {.variant = "2x3x4 on [-4, 4)", .inputs = {{"x", {2, 3, 4}}}, .forward = fwd_sigmoid, .lo = -4.0f, .hi = 4.0f},
 };
 const TgOpCheckList relu_checks = TG_OP_CHECK_LIST(relu_cases);
 const TgOpCheckList silu_checks = TG_OP_CHECK_LIST(silu_cases);

@@ -348,27 +348,45 @@ typedef struct {
     int64_t heads, kv_heads;
 } AttentionCheckParams;
 
-static AttentionCheckParams attn_h2_kv2 = {2, 2};
-static AttentionCheckParams attn_h4_kv2 = {4, 2};
-static AttentionCheckParams attn_h4_kv1 = {4, 1};
-static AttentionCheckParams attn_h2_kv1 = {2, 1};
-
 static TgTensor *fwd_attention(TgTape *t, TgTensor *const *in, void *ctx) {
     const AttentionCheckParams *p = ctx;
     return tg_attention(t, in[0], in[1], in[2], p->heads, p->kv_heads);
 }
 
-#define QKV {"q", "k", "v"}, {3, 3, 3}
+/* q (B, Tq, H*hd), k and v (B, Tk, KVH*hd) */
+#define QKV(b, heads, kv_heads, hd, tq, tk)                                                                \
+    {{"q", {b, tq, (heads) * (hd)}}, {"k", {b, tk, (kv_heads) * (hd)}}, {"v", {b, tk, (kv_heads) * (hd)}}}
+
+/* A grid of head layouts and lengths. The layouts: GQA 8/2 and 6/2, MQA 4/1 (3 batch entries:
+ * 3 backward units, one (batch, KV head) each, split unevenly over 2 threads) and 3/3 (3 units
+ * both ways); head dims of 3 (below the 4-float vectors), 5, 9 and 6. The lengths, each cut
+ * unevenly into the 4-row blocks of queries and keys: the causal square 5/5, one decoded token
+ * after 6 cached (Tq 1, Tk 7) and 3 queries after 14 cached, past the 16-key padding (Tk 17). */
+#define ATTENTION_CASE(b, heads, kv_heads, hd, tq, tk)                            \
+    {.variant = "B" #b " H" #heads " KV" #kv_heads " hd" #hd " Tq" #tq " Tk" #tk, \
+     .inputs = QKV(b, heads, kv_heads, hd, tq, tk), .forward = fwd_attention,     \
+     .ctx = &(AttentionCheckParams){heads, kv_heads}},
+#define ATTENTION_LENGTHS(b, heads, kv_heads, hd)                                             \
+    ATTENTION_CASE(b, heads, kv_heads, hd, 5, 5) ATTENTION_CASE(b, heads, kv_heads, hd, 1, 7) \
+    ATTENTION_CASE(b, heads, kv_heads, hd, 3, 17)
 
 static const TgOpCheck attention_cases[] = {
-    {"B2 T7 H2 KV2 hd4", 3, QKV, {{2, 7, 8}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h2_kv2, 0},
-    {"GQA B2 T7 H4 KV2 hd4", 3, QKV, {{2, 7, 16}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h4_kv2, 0},
-    {"T1 H2 KV2 hd4", 3, QKV, {{2, 1, 8}, {2, 1, 8}, {2, 1, 8}}, 0, 0, fwd_attention, &attn_h2_kv2, 0},
-    {"MQA B2 T7 H4 KV1 hd4", 3, QKV, {{2, 7, 16}, {2, 7, 4}, {2, 7, 4}}, 0, 0, fwd_attention, &attn_h4_kv1, 0},
-    {"decode Tq1 Tk5 H4 KV2", 3, QKV, {{2, 1, 16}, {2, 5, 8}, {2, 5, 8}}, 0, 0, fwd_attention, &attn_h4_kv2, 0},
-    {"Tq3 Tk7 H4 KV2", 3, QKV, {{2, 3, 16}, {2, 7, 8}, {2, 7, 8}}, 0, 0, fwd_attention, &attn_h4_kv2, 0},
+    {.variant = "B2 T7 H2 KV2 hd4", .inputs = QKV(2, 2, 2, 4, 7, 7), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){2, 2}},
+    {.variant = "GQA B2 T7 H4 KV2 hd4", .inputs = QKV(2, 4, 2, 4, 7, 7), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){4, 2}},
+    {.variant = "T1 H2 KV2 hd4", .inputs = QKV(2, 2, 2, 4, 1, 1), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){2, 2}},
+    {.variant = "MQA B2 T7 H4 KV1 hd4", .inputs = QKV(2, 4, 1, 4, 7, 7), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){4, 1}},
+    {.variant = "decode Tq1 Tk5 H4 KV2", .inputs = QKV(2, 4, 2, 4, 1, 5), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){4, 2}},
+    {.variant = "Tq3 Tk7 H4 KV2", .inputs = QKV(2, 4, 2, 4, 3, 7), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){4, 2}},
     /* hd 20 and 18 keys: the 16-wide vector blocks of the row products, not only the tail */
-    {"GQA B1 T18 H2 KV1 hd20", 3, QKV, {{1, 18, 40}, {1, 18, 20}, {1, 18, 20}}, 0, 0, fwd_attention,
-     &attn_h2_kv1, 0},
+    {.variant = "GQA B1 T18 H2 KV1 hd20", .inputs = QKV(1, 2, 1, 20, 18, 18), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){2, 1}},
+    ATTENTION_LENGTHS(1, 8, 2, 3) ATTENTION_LENGTHS(1, 6, 2, 5) ATTENTION_LENGTHS(3, 4, 1, 9)
+    ATTENTION_LENGTHS(1, 3, 3, 6)
 };
 const TgOpCheckList attention_checks = TG_OP_CHECK_LIST(attention_cases);

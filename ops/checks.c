@@ -1,6 +1,5 @@
 #include "ops/checks.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,16 +67,35 @@ OpCheckRef op_check_get(int i) {
 
 /* ---- running ---- */
 
+int tg_op_check_input_count(const TgOpCheck *check) {
+    int n = 0;
+    while (n < TG_OP_CHECK_MAX_INPUTS && check->inputs[n].name) n++;
+    TG_CHECK(n > 0, "gradcheck case [%s] has no input", check->variant);
+    for (int k = n; k < TG_OP_CHECK_MAX_INPUTS; k++)
+        TG_CHECK(!check->inputs[k].name, "gradcheck case [%s]: input %s follows an unnamed one", check->variant,
+                 check->inputs[k].name);
+    return n;
+}
+
+int tg_op_check_input_ndim(const TgOpCheckInput *input) {
+    int ndim = 0;
+    while (ndim < TG_MAX_DIMS && input->shape[ndim] != 0) ndim++;
+    for (int d = ndim; d < TG_MAX_DIMS; d++)
+        TG_CHECK(input->shape[d] == 0, "gradcheck input %s: dim %d follows the 0 that ends its shape", input->name, d);
+    return ndim;
+}
+
 bool tg_op_check_run(const TgOpCheck *check, TgTape *tape, uint64_t seed, TgGradcheckResult *results) {
     TgRng rng;
     tg_rng_seed(&rng, seed);
     TgTensor *inputs[TG_OP_CHECK_MAX_INPUTS];
+    int n_inputs = tg_op_check_input_count(check);
     float lo = check->lo, hi = check->hi;
     if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
-    for (int k = 0; k < check->n_inputs; k++) {
+    for (int k = 0; k < n_inputs; k++) {
         TgTensor *t = tg_calloc(1, sizeof *t);
-        tg_tensor_set_shape(t, check->ndim[k], check->shape[k]);
-        tg_tensor_set_name(t, check->names[k]);
+        tg_tensor_set_shape(t, tg_op_check_input_ndim(&check->inputs[k]), check->inputs[k].shape);
+        tg_tensor_set_name(t, check->inputs[k].name);
         t->data = tg_malloc((size_t)t->numel * sizeof(float));
         tg_rng_fill_uniform(&rng, t->data, (size_t)t->numel, lo, hi);
         inputs[k] = t;
@@ -85,8 +103,8 @@ bool tg_op_check_run(const TgOpCheck *check, TgTape *tape, uint64_t seed, TgGrad
     TgGradcheckOptions opts = tg_gradcheck_defaults();
     opts.seed = seed ^ 0x5bd1e995u;
     if (check->rtol > 0) opts.rtol = check->rtol;
-    bool ok = tg_gradcheck(tape, check->forward, check->ctx, inputs, check->n_inputs, &opts, results);
-    for (int k = 0; k < check->n_inputs; k++) {
+    bool ok = tg_gradcheck(tape, check->forward, check->ctx, inputs, n_inputs, &opts, results);
+    for (int k = 0; k < n_inputs; k++) {
         free(inputs[k]->data);
         free(inputs[k]);
     }
@@ -94,19 +112,20 @@ bool tg_op_check_run(const TgOpCheck *check, TgTape *tape, uint64_t seed, TgGrad
 }
 
 int tg_op_check_list_run(const char *op, const TgOpCheckList *list, TgTape *tape, uint64_t seed, int64_t n_seeds,
-                      TgOpCheckReportFn report, void *ctx) {
+                         TgOpCheckReportFn report, void *ctx) {
     TG_CHECK(n_seeds >= 1, "%s: checking with %lld seeds", op, (long long)n_seeds);
     int failures = 0;
     for (int i = 0; i < list->count; i++) {
         const TgOpCheck *check = &list->cases[i];
         TgGradcheckResult res[TG_OP_CHECK_MAX_INPUTS], worst[TG_OP_CHECK_MAX_INPUTS];
+        int n_inputs = tg_op_check_input_count(check);
         for (int64_t s = 0; s < n_seeds; s++) {
             tg_op_check_run(check, tape, seed + (uint64_t)s, res);
-            for (int k = 0; k < check->n_inputs; k++)
+            for (int k = 0; k < n_inputs; k++)
                 if (s == 0 || res[k].worst_ratio > worst[k].worst_ratio) worst[k] = res[k];
         }
         bool pass = true;
-        for (int k = 0; k < check->n_inputs; k++) pass &= worst[k].pass;
+        for (int k = 0; k < n_inputs; k++) pass &= worst[k].pass;
         failures += !pass;
         if (report) report(ctx, op, check, worst);
     }
@@ -121,15 +140,8 @@ int op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, 
     return failures;
 }
 
-void tg_op_check_print_failures(void *ctx, const char *op, const TgOpCheck *check, const TgGradcheckResult *worst) {
-    (void)ctx;
-    for (int k = 0; k < check->n_inputs; k++)
-        if (!worst[k].pass)
-            fprintf(stderr,
-                    "gradcheck FAILED: %s [%s] input %s: %lld elements over the bound; worst at %lld: "
-                    "analytic %.6g, numeric %.6g (%.3g x the bound)\n",
-                    op, check->variant, worst[k].input, (long long)worst[k].n_failing, (long long)worst[k].worst_index,
-                    worst[k].worst_analytic, worst[k].worst_numeric, worst[k].worst_ratio);
+void tg_op_check_print_failures(void *out, const char *op, const TgOpCheck *check, const TgGradcheckResult *worst) {
+    tg_gradcheck_print_failures(out, op, check->variant, worst, tg_op_check_input_count(check));
 }
 
 /* ---- the graph itself: a tensor used twice and a diamond, through several ops ---- */
@@ -142,6 +154,7 @@ static TgTensor *fwd_graph_diamond(TgTape *t, TgTensor *const *in, void *ctx) {
 }
 
 static const TgOpCheck graph_cases[] = {
-    {"x twice, diamond", 3, {"x", "w1", "w2"}, {2, 2, 2}, {{3, 4}, {5, 4}, {5, 4}}, 0, 0, fwd_graph_diamond, NULL, 0},
+    {.variant = "x twice, diamond", .inputs = {{"x", {3, 4}}, {"w1", {5, 4}}, {"w2", {5, 4}}},
+     .forward = fwd_graph_diamond},
 };
 const TgOpCheckList graph_checks = TG_OP_CHECK_LIST(graph_cases);

@@ -4,9 +4,13 @@
  * own file:
  *
  *   static const TgOpCheck rmsnorm_cases[] = {
- *       {"3x7", 2, {"x", "g"}, {2, 1}, {{3, 7}, {7}}, 0, 0, fwd_rmsnorm, NULL, 0},
+ *       {.variant = "3x7", .inputs = {{"x", {3, 7}}, {"g", {7}}}, .forward = fwd_rmsnorm},
  *   };
  *   const TgOpCheckList rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);
+ *
+ * Where an op's backward has branches (vector tails, blocks, head groups, a KV cache's offset),
+ * its file adds a grid: a macro writing one case per point, so a list stays static data and
+ * its count is the array's.
  */
 #ifndef TAPEGRAD_OPS_CHECKS_H
 #define TAPEGRAD_OPS_CHECKS_H

@@ -187,11 +187,40 @@ static TgTensor *fwd_cross_entropy_consuming(TgTape *t, TgTensor *const *in, voi
     return tg_cross_entropy_consuming(t, tg_scale(t, in[0], 1.0f), p->targets, p->ignore_index);
 }
 
+/* Targets made from the shape, for a grid: row r is ignored when r % 3 == 1, else its target is
+ * (V - 1 + 5 r) mod V, so row 0 aims at the last column, in the vector kernels' tail. ctx: the
+ * ignore index, an int32_t. */
+static TgTensor *fwd_cross_entropy_patterned(TgTape *t, TgTensor *const *in, void *ignore_index) {
+    int64_t rows = tg_tensor_rows(in[0]), vocab = tg_tensor_dim(in[0], -1);
+    int32_t ignore = *(const int32_t *)ignore_index;
+    int32_t *targets = tg_arena_alloc(t->arena, (size_t)rows * sizeof *targets);   // (rows)
+    for (int64_t r = 0; r < rows; r++) targets[r] = r % 3 == 1 ? ignore : (int32_t)((vocab - 1 + 5 * r) % vocab);
+    return tg_cross_entropy(t, in[0], targets, ignore);
+}
+
+/* vocabularies one short of and one past multiples of the exps' vectors of 4, 8 and 16 floats,
+ * and 1 */
+#define CROSS_ENTROPY_CASE(rows, vocab, ignore)                                             \
+    {.variant = #rows "x" #vocab " ignore " #ignore, .inputs = {{"logits", {rows, vocab}}}, \
+     .forward = fwd_cross_entropy_patterned, .ctx = &(int32_t){ignore}, .lo = -2, .hi = 2},
+#define CROSS_ENTROPY_RAGGED_VOCAB(rows, ignore)                              \
+    CROSS_ENTROPY_CASE(rows, 1, ignore) CROSS_ENTROPY_CASE(rows, 7, ignore)   \
+    CROSS_ENTROPY_CASE(rows, 15, ignore) CROSS_ENTROPY_CASE(rows, 17, ignore) \
+    CROSS_ENTROPY_CASE(rows, 33, ignore) CROSS_ENTROPY_CASE(rows, 65, ignore)
+
 static const TgOpCheck cross_entropy_cases[] = {
-    {"6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy, &ce_6, 0},
-    {"consuming 6x11, 2 ignored", 1, {"logits"}, {2}, {{6, 11}}, -2, 2, fwd_cross_entropy_consuming, &ce_6, 0},
-    {"2x3x5, 1 ignored", 1, {"logits"}, {3}, {{2, 3, 5}}, -2, 2, fwd_cross_entropy, &ce_2x3, 0},
-    {"3x11, all ignored", 1, {"logits"}, {2}, {{3, 11}}, -2, 2, fwd_cross_entropy, &ce_none, 0},
-    {"4x7, ignore -100", 1, {"logits"}, {2}, {{4, 7}}, -2, 2, fwd_cross_entropy, &ce_100, 0},
+    {.variant = "6x11, 2 ignored", .inputs = {{"logits", {6, 11}}}, .forward = fwd_cross_entropy, .ctx = &ce_6,
+     .lo = -2, .hi = 2},
+    {.variant = "consuming 6x11, 2 ignored", .inputs = {{"logits", {6, 11}}}, .forward = fwd_cross_entropy_consuming,
+     .ctx = &ce_6, .lo = -2, .hi = 2},
+    {.variant = "2x3x5, 1 ignored", .inputs = {{"logits", {2, 3, 5}}}, .forward = fwd_cross_entropy, .ctx = &ce_2x3,
+     .lo = -2, .hi = 2},
+    {.variant = "3x11, all ignored", .inputs = {{"logits", {3, 11}}}, .forward = fwd_cross_entropy, .ctx = &ce_none,
+     .lo = -2, .hi = 2},
+    {.variant = "4x7, ignore -100", .inputs = {{"logits", {4, 7}}}, .forward = fwd_cross_entropy, .ctx = &ce_100,
+     .lo = -2, .hi = 2},
+    /* 5 rows, 1 and 4 ignored; the other ignore index, and 1 row with nothing ignored */
+    CROSS_ENTROPY_RAGGED_VOCAB(5, -1) CROSS_ENTROPY_CASE(5, 7, -100) CROSS_ENTROPY_CASE(5, 33, -100)
+    CROSS_ENTROPY_CASE(1, 17, -1) CROSS_ENTROPY_CASE(1, 65, -1)
 };
 const TgOpCheckList cross_entropy_checks = TG_OP_CHECK_LIST(cross_entropy_cases);

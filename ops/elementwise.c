@@ -118,19 +118,19 @@ static TgTensor *fwd_sum(TgTape *t, TgTensor *const *in, void *ctx) { return tg_
 static TgTensor *fwd_mean(TgTape *t, TgTensor *const *in, void *ctx) { return tg_mean(t, in[0]); }
 
 static const TgOpCheck add_cases[] = {
-    {"4x5", 2, {"a", "b"}, {2, 2}, {{4, 5}, {4, 5}}, 0, 0, fwd_add, NULL, 0},
+    {.variant = "4x5", .inputs = {{"a", {4, 5}}, {"b", {4, 5}}}, .forward = fwd_add},
 };
 static const TgOpCheck mul_cases[] = {
-    {"4x5", 2, {"a", "b"}, {2, 2}, {{4, 5}, {4, 5}}, 0, 0, fwd_mul, NULL, 0},
+    {.variant = "4x5", .inputs = {{"a", {4, 5}}, {"b", {4, 5}}}, .forward = fwd_mul},
 };
 static const TgOpCheck scale_cases[] = {
-    {"3x7", 1, {"a"}, {2}, {{3, 7}}, 0, 0, fwd_scale, NULL, 0},
+    {.variant = "3x7", .inputs = {{"a", {3, 7}}}, .forward = fwd_scale},
 };
 static const TgOpCheck sum_cases[] = {
-    {"2x3x4", 1, {"a"}, {3}, {{2, 3, 4}}, 0, 0, fwd_sum, NULL, 0},
+    {.variant = "2x3x4", .inputs = {{"a", {2, 3, 4}}}, .forward = fwd_sum},
 };
 static const TgOpCheck mean_cases[] = {
-    {"5x3", 1, {"a"}, {2}, {{5, 3}}, 0, 0, fwd_mean, NULL, 0},
+    {.variant = "5x3", .inputs = {{"a", {5, 3}}}, .forward = fwd_mean},
 };
 const TgOpCheckList add_checks = TG_OP_CHECK_LIST(add_cases);
 const TgOpCheckList mul_checks = TG_OP_CHECK_LIST(mul_cases);

@@ -104,7 +104,7 @@ static TgTensor *fwd_embedding(TgTape *t, TgTensor *const *in, void *ctx) {
 }
 
 static const TgOpCheck embedding_cases[] = {
-    {"V10 D6 ids 2x5 repeats", 1, {"table"}, {2}, {{10, 6}}, 0, 0, fwd_embedding, &emb_2x5, 0},
-    {"V3 D5 one id 4 times", 1, {"table"}, {2}, {{3, 5}}, 0, 0, fwd_embedding, &emb_same, 0},
+    {.variant = "V10 D6 ids 2x5 repeats", .inputs = {{"table", {10, 6}}}, .forward = fwd_embedding, .ctx = &emb_2x5},
+    {.variant = "V3 D5 one id 4 times", .inputs = {{"table", {3, 5}}}, .forward = fwd_embedding, .ctx = &emb_same},
 };
 const TgOpCheckList embedding_checks = TG_OP_CHECK_LIST(embedding_cases);

@@ -114,24 +114,36 @@ static TgTensor *fwd_ffn_relu_residual(TgTape *t, TgTensor *const *in, void *ctx
     return tg_ffn_relu(t, in[0], signed_rows(t, in[1]), in[2], in[0], NULL);
 }
 
+/* silu(a) * b runs through vector kernels: lengths one short of and one past their 4, 8 and 16
+ * floats, and 1 */
+#define SWIGLU_CASE(rows, n)                                                                          \
+    {.variant = #rows "x" #n, .inputs = {{"a", {rows, n}}, {"b", {rows, n}}}, .forward = fwd_swiglu},
+
 static const TgOpCheck swiglu_cases[] = {
-    {"4x5", 2, {"a", "b"}, {2, 2}, {{4, 5}, {4, 5}}, 0, 0, fwd_swiglu, NULL, 0},
-    {"2x3x4 on [-4, 4)", 2, {"a", "b"}, {3, 3}, {{2, 3, 4}, {2, 3, 4}}, -4.0f, 4.0f, fwd_swiglu, NULL, 0},
+    {.variant = "4x5", .inputs = {{"a", {4, 5}}, {"b", {4, 5}}}, .forward = fwd_swiglu},
+    {.variant = "2x3x4 on [-4, 4)", .inputs = {{"a", {2, 3, 4}}, {"b", {2, 3, 4}}}, .forward = fwd_swiglu, .lo = -4.0f,
+     .hi = 4.0f},
+    SWIGLU_CASE(1, 1) SWIGLU_CASE(1, 7) SWIGLU_CASE(1, 15) SWIGLU_CASE(1, 17) SWIGLU_CASE(3, 11) SWIGLU_CASE(1, 33)
+    SWIGLU_CASE(1, 65)
 };
 const TgOpCheckList swiglu_checks = TG_OP_CHECK_LIST(swiglu_cases);
 
+#define SWIGLU_FFN_INPUTS(dim, hidden) {"w1", {hidden, dim}}, {"w3", {hidden, dim}}, {"w2", {dim, hidden}}
+
 static const TgOpCheck ffn_swiglu_cases[] = {
-    {"3 rows dim5 hidden7", 4, {"x", "w1", "w3", "w2"}, {2, 2, 2, 2}, {{3, 5}, {7, 5}, {7, 5}, {5, 7}}, 0, 0,
-     fwd_ffn_swiglu, NULL, 0},
-    {"2x3 rows dim5 hidden7 + residual", 4, {"x", "w1", "w3", "w2"}, {3, 2, 2, 2},
-     {{2, 3, 5}, {7, 5}, {7, 5}, {5, 7}}, 0, 0, fwd_ffn_swiglu_residual, NULL, 0},
+    {.variant = "3 rows dim5 hidden7", .inputs = {{"x", {3, 5}}, SWIGLU_FFN_INPUTS(5, 7)}, .forward = fwd_ffn_swiglu},
+    {.variant = "2x3 rows dim5 hidden7 + residual", .inputs = {{"x", {2, 3, 5}}, SWIGLU_FFN_INPUTS(5, 7)},
+     .forward = fwd_ffn_swiglu_residual},
+    /* 7 rows, one past the GEMM's 6-row tile; hidden 17, one past the vectors of 16 floats */
+    {.variant = "7 rows dim9 hidden17", .inputs = {{"x", {7, 9}}, SWIGLU_FFN_INPUTS(9, 17)},
+     .forward = fwd_ffn_swiglu},
 };
 const TgOpCheckList ffn_swiglu_checks = TG_OP_CHECK_LIST(ffn_swiglu_cases);
 
 static const TgOpCheck ffn_relu_cases[] = {
-    {"3 rows dim5 hidden7", 3, {"x", "w1", "w2"}, {2, 2, 2}, {{3, 5}, {7, 5}, {5, 7}}, 0.2f, 1.0f, fwd_ffn_relu,
-     NULL, 0},
-    {"2x3 rows dim5 hidden6 + residual", 3, {"x", "w1", "w2"}, {3, 2, 2}, {{2, 3, 5}, {6, 5}, {5, 6}}, 0.2f, 1.0f,
-     fwd_ffn_relu_residual, NULL, 0},
+    {.variant = "3 rows dim5 hidden7", .inputs = {{"x", {3, 5}}, {"w1", {7, 5}}, {"w2", {5, 7}}},
+     .forward = fwd_ffn_relu, .lo = 0.2f, .hi = 1.0f},
+    {.variant = "2x3 rows dim5 hidden6 + residual", .inputs = {{"x", {2, 3, 5}}, {"w1", {6, 5}}, {"w2", {5, 6}}},
+     .forward = fwd_ffn_relu_residual, .lo = 0.2f, .hi = 1.0f},
 };
 const TgOpCheckList ffn_relu_checks = TG_OP_CHECK_LIST(ffn_relu_cases);

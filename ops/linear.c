@@ -82,16 +82,31 @@ static TgTensor *fwd_linear_residual(TgTape *t, TgTensor *const *in, void *ctx) 
     return tg_linear_residual(t, in[0], in[1], in[2]);
 }
 
+/* A grid of m rows, n outputs and k inputs, each ragged against the GEMM's blocks in all three
+ * products (y = x W^T is m x n over k, dx m x k over n, dW n x k over m): 1; 7 and 13, one past
+ * the register tile's 6 and 12 rows; 9, 17 and 33, one past its 8, 16 and 32 columns and the
+ * vectors of 4, 8 and 16 floats; 65. Each value takes each of the three places, beside small
+ * values only, so the suite stays quick. */
+#define LINEAR_CASE(m, n, k)                                                                              \
+    {.variant = "m" #m " n" #n " k" #k, .inputs = {{"x", {m, k}}, {"w", {n, k}}}, .forward = fwd_linear},
+#define LINEAR_RAGGED_GRID                                                                     \
+    LINEAR_CASE(1, 33, 7) LINEAR_CASE(7, 17, 1) LINEAR_CASE(13, 1, 17) LINEAR_CASE(17, 7, 13)  \
+    LINEAR_CASE(33, 13, 1) LINEAR_CASE(7, 33, 17) LINEAR_CASE(13, 9, 33) LINEAR_CASE(65, 1, 7) \
+    LINEAR_CASE(1, 65, 1) LINEAR_CASE(1, 1, 65)
+
 static const TgOpCheck linear_cases[] = {
-    {"3x5x7", 2, {"x", "w"}, {2, 2}, {{3, 5}, {7, 5}}, 0, 0, fwd_linear, NULL, 0},
-    {"1x1x1", 2, {"x", "w"}, {2, 2}, {{1, 1}, {1, 1}}, 0, 0, fwd_linear, NULL, 0},
-    {"2x3x4x6 (3-d x)", 2, {"x", "w"}, {3, 2}, {{2, 3, 4}, {6, 4}}, 0, 0, fwd_linear, NULL, 0},
+    {.variant = "3x5x7", .inputs = {{"x", {3, 5}}, {"w", {7, 5}}}, .forward = fwd_linear},
+    {.variant = "1x1x1", .inputs = {{"x", {1, 1}}, {"w", {1, 1}}}, .forward = fwd_linear},
+    {.variant = "2x3x4x6 (3-d x)", .inputs = {{"x", {2, 3, 4}}, {"w", {6, 4}}}, .forward = fwd_linear},
+    LINEAR_RAGGED_GRID
 };
 const TgOpCheckList linear_checks = TG_OP_CHECK_LIST(linear_cases);
 
 static const TgOpCheck linear_residual_cases[] = {
-    {"3x5x7", 3, {"x", "w", "r"}, {2, 2, 2}, {{3, 5}, {7, 5}, {3, 7}}, 0, 0, fwd_linear_residual, NULL, 0},
-    {"2x3x4x6 (3-d x)", 3, {"x", "w", "r"}, {3, 2, 3}, {{2, 3, 4}, {6, 4}, {2, 3, 6}}, 0, 0,
-     fwd_linear_residual, NULL, 0},
+    {.variant = "3x5x7", .inputs = {{"x", {3, 5}}, {"w", {7, 5}}, {"r", {3, 7}}}, .forward = fwd_linear_residual},
+    {.variant = "2x3x4x6 (3-d x)", .inputs = {{"x", {2, 3, 4}}, {"w", {6, 4}}, {"r", {2, 3, 6}}},
+     .forward = fwd_linear_residual},
+    {.variant = "m13 n17 k7", .inputs = {{"x", {13, 7}}, {"w", {17, 7}}, {"r", {13, 17}}},
+     .forward = fwd_linear_residual},
 };
 const TgOpCheckList linear_residual_checks = TG_OP_CHECK_LIST(linear_residual_cases);

@@ -94,17 +94,26 @@ TgTensor *tg_rmsnorm(TgTape *tape, TgTensor *x, TgTensor *g, float eps) {
 
 /* ---- gradient checks (tapegrad/op_list.h) ---- */
 
-static TgTensor *fwd_rmsnorm(TgTape *t, TgTensor *const *in, void *ctx) { return tg_rmsnorm(t, in[0], in[1], 1e-5f); }
-/* eps large enough to shape y at d = 1, where y = x / sqrt(x^2 + eps) * g */
-static TgTensor *fwd_rmsnorm_eps_0_1(TgTape *t, TgTensor *const *in, void *ctx) {
-    return tg_rmsnorm(t, in[0], in[1], 0.1f);
+/* ctx: the eps, a float; NULL means the model's 1e-5 */
+static TgTensor *fwd_rmsnorm(TgTape *t, TgTensor *const *in, void *eps) {
+    return tg_rmsnorm(t, in[0], in[1], eps ? *(const float *)eps : 1e-5f);
 }
 
+/* d one short of and one past multiples of the vector widths (4, 8, 16 floats), for 1 row and
+ * 7, with eps near 0. Uniform inputs keep mean(x^2) near 1/3 at these d, far above eps, so the
+ * central differences stay well-conditioned however small eps is. */
+#define RMSNORM_CASE(rows, d, eps)                                                   \
+    {.variant = #rows "x" #d " eps " #eps, .inputs = {{"x", {rows, d}}, {"g", {d}}}, \
+     .forward = fwd_rmsnorm, .ctx = &(float){eps}},
+#define RMSNORM_EPS_NEAR_0(rows, d) RMSNORM_CASE(rows, d, 1e-5) RMSNORM_CASE(rows, d, 1e-6)
+#define RMSNORM_ROWS_1_AND_7(d) RMSNORM_EPS_NEAR_0(1, d) RMSNORM_EPS_NEAR_0(7, d)
+
 static const TgOpCheck rmsnorm_cases[] = {
-    {"3x7", 2, {"x", "g"}, {2, 1}, {{3, 7}, {7}}, 0, 0, fwd_rmsnorm, NULL, 0},
+    {.variant = "3x7", .inputs = {{"x", {3, 7}}, {"g", {7}}}, .forward = fwd_rmsnorm},
     /* d = 1 with eps 0.1: y = x / sqrt(x^2 + eps) * g has a real slope in x. (At eps 1e-5,
      * y ~ sign(x) g and dy/dx ~ eps / |x|^3 drowns in float noise.) */
-    {"3x1 eps 0.1", 2, {"x", "g"}, {2, 1}, {{3, 1}, {1}}, 0, 0, fwd_rmsnorm_eps_0_1, NULL, 0},
-    {"2x3x8 (3-d x)", 2, {"x", "g"}, {3, 1}, {{2, 3, 8}, {8}}, 0, 0, fwd_rmsnorm, NULL, 0},
+    {.variant = "3x1 eps 0.1", .inputs = {{"x", {3, 1}}, {"g", {1}}}, .forward = fwd_rmsnorm, .ctx = &(float){0.1f}},
+    {.variant = "2x3x8 (3-d x)", .inputs = {{"x", {2, 3, 8}}, {"g", {8}}}, .forward = fwd_rmsnorm},
+    RMSNORM_ROWS_1_AND_7(15) RMSNORM_ROWS_1_AND_7(17) RMSNORM_ROWS_1_AND_7(33) RMSNORM_ROWS_1_AND_7(65)
 };
 const TgOpCheckList rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);

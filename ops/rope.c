@@ -132,7 +132,10 @@ TgTensor *tg_rope_inplace(TgTape *tape, TgTensor *x, int64_t heads, const TgRope
 
 /* ---- gradient checks (tapegrad/op_list.h) ---- */
 
-/* The table is built on first use and kept for the process (a few hundred bytes). */
+/* The table is built on first use and kept for the process (a few kilobytes at most), for
+ * positions up to ROPE_CHECK_POSITIONS: pos_offset + T of every case stays within it. */
+enum { ROPE_CHECK_POSITIONS = 32 };
+
 typedef struct {
     int64_t heads, head_dim, pos_offset;
     double theta;
@@ -143,7 +146,7 @@ typedef struct {
 static TgTensor *fwd_rope(TgTape *t, TgTensor *const *in, void *ctx) {
     RopeCase *c = ctx;
     if (!c->ready) {
-        tg_rope_table_init(&c->table, 16, c->head_dim, c->theta);
+        tg_rope_table_init(&c->table, ROPE_CHECK_POSITIONS, c->head_dim, c->theta);
         c->ready = true;
     }
     return tg_rope(t, in[0], c->heads, &c->table, c->pos_offset);
@@ -163,12 +166,29 @@ static RopeCase rope_pos5_theta10 = {.heads = 2, .head_dim = 8, .pos_offset = 5,
 static RopeCase rope_pos9_theta10 = {.heads = 2, .head_dim = 8, .pos_offset = 9, .theta = 10};
 static RopeCase rope_hd2_theta10 = {.heads = 3, .head_dim = 2, .pos_offset = 2, .theta = 10};
 
+/* Odd position offsets (a KV cache resumes anywhere) against head dims whose hd/2 pairs are one
+ * past or short of the rotation kernel's vectors of 4, 8 and 16 floats: 1, 3, 5, 9, 17 pairs.
+ * 3 heads of 5 tokens at theta 10, so every pair turns. */
+#define ROPE_CASE(pos, hd)                                                                                 \
+    {.variant = "B1 T5 H3 hd" #hd " pos" #pos " th10", .inputs = {{"x", {1, 5, 3 * (hd)}}},                \
+     .forward = fwd_rope, .ctx = &(RopeCase){.heads = 3, .head_dim = hd, .pos_offset = pos, .theta = 10}},
+#define ROPE_RAGGED_HEAD_DIMS(pos)                                                               \
+    ROPE_CASE(pos, 2) ROPE_CASE(pos, 6) ROPE_CASE(pos, 10) ROPE_CASE(pos, 18) ROPE_CASE(pos, 34)
+
 static const TgOpCheck rope_cases[] = {
-    {"B2 T7 H2 hd8 pos0 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos0_theta1e6, 0},
-    {"B2 T7 H2 hd8 pos5 th1e6", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta1e6, 0},
-    {"B2 T7 H2 hd8 pos5 th10", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope, &rope_pos5_theta10, 0},
-    {"B2 T1 H2 hd8 pos9 th10", 1, {"x"}, {3}, {{2, 1, 16}}, 0, 0, fwd_rope, &rope_pos9_theta10, 0},
-    {"in place B2 T7 H2 hd8 pos5", 1, {"x"}, {3}, {{2, 7, 16}}, 0, 0, fwd_rope_inplace, &rope_pos5_theta1e6, 0},
-    {"B1 T3 H3 hd2 pos2 th10", 1, {"x"}, {3}, {{1, 3, 6}}, 0, 0, fwd_rope, &rope_hd2_theta10, 0},
+    {.variant = "B2 T7 H2 hd8 pos0 th1e6", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos0_theta1e6},
+    {.variant = "B2 T7 H2 hd8 pos5 th1e6", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos5_theta1e6},
+    {.variant = "B2 T7 H2 hd8 pos5 th10", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos5_theta10},
+    {.variant = "B2 T1 H2 hd8 pos9 th10", .inputs = {{"x", {2, 1, 16}}}, .forward = fwd_rope,
+     .ctx = &rope_pos9_theta10},
+    {.variant = "in place B2 T7 H2 hd8 pos5", .inputs = {{"x", {2, 7, 16}}}, .forward = fwd_rope_inplace,
+     .ctx = &rope_pos5_theta1e6},
+    {.variant = "B1 T3 H3 hd2 pos2 th10", .inputs = {{"x", {1, 3, 6}}}, .forward = fwd_rope, .ctx = &rope_hd2_theta10},
+    ROPE_RAGGED_HEAD_DIMS(1) ROPE_RAGGED_HEAD_DIMS(7) ROPE_RAGGED_HEAD_DIMS(11)
+    {.variant = "in place B1 T5 H3 hd18 pos3", .inputs = {{"x", {1, 5, 54}}}, .forward = fwd_rope_inplace,
+     .ctx = &(RopeCase){.heads = 3, .head_dim = 18, .pos_offset = 3, .theta = 10}},
 };
 const TgOpCheckList rope_checks = TG_OP_CHECK_LIST(rope_cases);

@@ -5,6 +5,10 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tapegrad/gradcheck.h"
 #include "ops/checks.h"
@@ -16,18 +20,22 @@ static void setup(void) { test_tape_init(&tt, 1); }
 static void teardown(void) { test_tape_free(&tt); }
 TestSuite(gradcheck, .init = setup, .fini = teardown);
 
-/* Every op and composite of tapegrad/op_list.h, one test each: it has cases, and they all pass. */
+static void free_params(struct criterion_test_params *params) { cr_free(params->params); }
+
+/* Every op and composite of tapegrad/op_list.h, one test each: it has cases, and they all pass.
+ * The parameters live in memory Criterion shares with the test processes (cr_malloc), as many as
+ * the registry holds. */
 ParameterizedTestParameters(gradcheck, every_listed_op) {
-    static int indices[64];
-    int n = op_check_name_count();
-    for (int i = 0; i < n && i < 64; i++) indices[i] = i;
-    return cr_make_param_array(int, indices, (size_t)(n < 64 ? n : 64));
+    size_t n = (size_t)op_check_name_count();
+    int *indices = cr_malloc(n * sizeof *indices);
+    for (size_t i = 0; i < n; i++) indices[i] = (int)i;
+    return cr_make_param_array(int, indices, n, free_params);
 }
 
 ParameterizedTest(int *index, gradcheck, every_listed_op) {
     const char *op = op_check_name(*index);
     cr_assert_gt(op_check_cases_of(op), 0, "%s has no gradcheck case", op);
-    int failures = op_checks_run(op, &tt.tape, 2024, 1, tg_op_check_print_failures, NULL);
+    int failures = op_checks_run(op, &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
     cr_expect_eq(failures, 0, "%s: %d gradcheck case(s) failed", op, failures);
 }
 
@@ -98,13 +106,54 @@ Test(gradcheck, rejects_backward_with_dropped_term) {
     cr_expect_gt(res[0].rel_err, 0.1);
 }
 
-Test(gradcheck, registry_names_every_input) {
+/* Every case has inputs of at least one dim, and a name of its own within its op (the tests
+ * below find cases by it). */
+Test(gradcheck, registry_cases_have_inputs_and_distinct_names) {
     cr_assert_gt(op_checks_count(), 0);
     for (int i = 0; i < op_checks_count(); i++) {
         OpCheckRef r = op_check_get(i);
-        cr_expect(r.check->n_inputs > 0 && r.check->n_inputs <= TG_OP_CHECK_MAX_INPUTS, "%s", r.op);
-        for (int k = 0; k < r.check->n_inputs; k++) cr_expect_not_null(r.check->names[k], "%s input %d", r.op, k);
+        int n_inputs = tg_op_check_input_count(r.check);
+        for (int k = 0; k < n_inputs; k++)
+            cr_expect_gt(tg_op_check_input_ndim(&r.check->inputs[k]), 0, "%s [%s] input %s", r.op, r.check->variant,
+                         r.check->inputs[k].name);
+        for (int j = 0; j < i; j++) {
+            OpCheckRef earlier = op_check_get(j);
+            cr_expect(strcmp(earlier.op, r.op) != 0 || strcmp(earlier.check->variant, r.check->variant) != 0,
+                      "%s has two cases named [%s]", r.op, r.check->variant);
+        }
     }
+}
+
+/* The case format's two derivations: inputs end at the first unnamed one, dims at the first 0. */
+Test(gradcheck, case_counts_come_from_the_data) {
+    const TgOpCheck c = {.variant = "derived", .inputs = {{"x", {2, 3, 4, 5}}, {"g", {7}}, {"s", {0}}}};
+    cr_expect_eq(tg_op_check_input_count(&c), 3);
+    cr_expect_eq(tg_op_check_input_ndim(&c.inputs[0]), 4);
+    cr_expect_eq(tg_op_check_input_ndim(&c.inputs[1]), 1);
+    cr_expect_eq(tg_op_check_input_ndim(&c.inputs[2]), 0, "no dims: a scalar");
+}
+
+/* A case written wrong aborts naming it: a dim after the 0 that ends the shape. */
+Test(gradcheck, a_dim_after_the_end_of_a_shape_aborts, .signal = SIGABRT) {
+    const TgOpCheckInput x = {"x", {3, 0, 4}};
+    tg_op_check_input_ndim(&x);
+}
+
+/* The report writes to the FILE it is given, and nothing without one. */
+Test(gradcheck, print_failures_writes_only_where_it_is_told) {
+    const TgOpCheck c = {.variant = "4x9", .inputs = {{"x", {4, 9}}, {"beta", {9}}}};
+    TgGradcheckResult worst[2] = {{.input = "x", .n_failing = 3, .worst_index = 13, .worst_ratio = 394},
+                                  {.input = "beta", .pass = true}};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    tg_op_check_print_failures(out, "swish", &c, worst);
+    fclose(out);
+    cr_expect(strstr(text, "gradcheck FAILED: swish [4x9] input x: 3 elements over the bound; worst at 13") != NULL,
+              "%s", text);
+    cr_expect_null(strstr(text, "beta"), "a passing input was reported: %s", text);
+    free(text);
+    tg_op_check_print_failures(NULL, "swish", &c, worst);   /* no FILE: nothing, and no crash */
 }
 
 /* ---- errors planted in real ops' backwards --------------------------------------------------
@@ -189,29 +238,53 @@ static const TgOpCheck *find_case(const char *op, const char *variant) {
     return NULL;
 }
 
+/* Attention splits its (batch, head) units over the pool's threads whatever their size, and
+ * cross-entropy and embedding their rows and columns: cases whose units split unevenly over two
+ * threads (3 or 5 of them), once more on two. */
+Test(gradcheck, uneven_thread_splits_pass_on_two_threads) {
+    const struct {
+        const char *op, *variant;
+    } uneven[] = {
+        {"attention", "B1 H3 KV3 hd6 Tq3 Tk17"}, {"attention", "B3 H4 KV1 hd9 Tq1 Tk7"},
+        {"cross_entropy", "5x17 ignore -1"},      {"embedding", "V3 D5 one id 4 times"},
+    };
+    TestTape two;
+    test_tape_init(&two, 2);
+    for (size_t i = 0; i < sizeof uneven / sizeof uneven[0]; i++) {
+        TgOpCheckList one = {find_case(uneven[i].op, uneven[i].variant), 1};
+        int failures = tg_op_check_list_run(uneven[i].op, &one, &two.tape, 2024, 1, tg_op_check_print_failures, stderr);
+        cr_expect_eq(failures, 0, "%s [%s] failed on 2 threads", uneven[i].op, uneven[i].variant);
+    }
+    test_tape_free(&two);
+}
+
 static void expect_planted_error_caught(Plant *p) {
     const TgOpCheck *c = p->check;
     TgRng rng;
     tg_rng_seed(&rng, 99);
     TgTensor *inputs[TG_OP_CHECK_MAX_INPUTS];
-    for (int k = 0; k < c->n_inputs; k++) {
+    int n_inputs = tg_op_check_input_count(c);
+    for (int k = 0; k < n_inputs; k++) {
         float lo = c->lo, hi = c->hi;
         if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
-        inputs[k] = test_tensor(c->names[k], c->ndim[k], c->shape[k], &rng, lo, hi);
+        inputs[k] = test_tensor(c->inputs[k].name, tg_op_check_input_ndim(&c->inputs[k]), c->inputs[k].shape, &rng,
+                                lo, hi);
     }
+    const char *planted_name = c->inputs[p->input].name;
     TgGradcheckResult res[TG_OP_CHECK_MAX_INPUTS];
     real_backward = NULL;
-    bool ok = tg_gradcheck(&tt.tape, fwd_planted, p, inputs, c->n_inputs, NULL, res);
-    cr_assert_not_null(real_backward, "%s: no node read input %s", c->variant, c->names[p->input]);
+    bool ok = tg_gradcheck(&tt.tape, fwd_planted, p, inputs, n_inputs, NULL, res);
+    cr_assert_not_null(real_backward, "%s: no node read input %s", c->variant, planted_name);
     cr_expect_gt(p->planted, 0, "%s: nothing was planted", c->variant);
     cr_expect_not(ok, "[%s]: an error in %lld elements of d%s was accepted", c->variant,
-                  (long long)p->planted, c->names[p->input]);
+                  (long long)p->planted, planted_name);
     cr_expect_not(res[p->input].pass);
     /* the tensor-wide figure alone would have let it through */
     cr_expect_lt(res[p->input].rel_err, 1e-2, "%s: tensor-wide error %g", c->variant, res[p->input].rel_err);
-    for (int k = 0; k < c->n_inputs; k++)
-        if (k != p->input) cr_expect(res[k].pass, "%s: input %s is right and must pass", c->variant, c->names[k]);
-    for (int k = 0; k < c->n_inputs; k++) test_tensor_free(inputs[k]);
+    for (int k = 0; k < n_inputs; k++)
+        if (k != p->input)
+            cr_expect(res[k].pass, "%s: input %s is right and must pass", c->variant, c->inputs[k].name);
+    for (int k = 0; k < n_inputs; k++) test_tensor_free(inputs[k]);
 }
 
 Test(gradcheck, rejects_error_in_last_row_of_linear_weight_gradient) {
@@ -225,6 +298,14 @@ Test(gradcheck, rejects_error_in_one_kv_head_group_of_attention_dk) {
                .where = PLANT_LAST_KV_GROUP, .kv_heads = 2};
     expect_planted_error_caught(&p);
     cr_expect_eq(p.planted, 2 * 7 * 4);
+}
+
+/* the same on a grid case: GQA 8/2 with 14 keys cached, dV's last KV head over all 17 keys */
+Test(gradcheck, rejects_error_in_one_kv_head_group_behind_a_kv_cache) {
+    Plant p = {.check = find_case("attention", "B1 H8 KV2 hd3 Tq3 Tk17"), .input = 2,
+               .where = PLANT_LAST_KV_GROUP, .kv_heads = 2};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 17 * 3);
 }
 
 Test(gradcheck, rejects_error_at_one_position_after_rope_offset) {

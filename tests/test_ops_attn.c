@@ -30,7 +30,7 @@ Test(gradcheck_attn, attention_recomputing_probs) {
     size_t old = tg_attention_set_saved_probs_limit(0);
     TestTape tt;
     test_tape_init(&tt, 1);
-    int failures = op_checks_run("attention", &tt.tape, 2024, 1, tg_op_check_print_failures, NULL);
+    int failures = op_checks_run("attention", &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
     test_tape_free(&tt);
     tg_attention_set_saved_probs_limit(old);
     cr_assert_gt(op_check_cases_of("attention"), 0);
