@@ -309,6 +309,34 @@ Test(exports, the_prefix_check_finds_unprefixed_names) {
     cr_expect_eq(check_header_names("test.h", header), 7);
 }
 
+/* A program using the public headers' table macros compiles without a warning, with -Wall -Wextra
+ * -pedantic -Werror, under the build's compiler and under clang (which scripts/test.sh installs: it
+ * warns of things gcc does not, such as adding an int to a string literal). */
+Test(exports, the_public_macros_compile_without_warnings) {
+    char *dir = datagen_tempdir();
+    const char *program = "#include <tapegrad/tapegrad.h>\n#include <stdio.h>\n"
+                          "static const char *const choices[] = {TG_PRESET_CHOICES, TG_FFN_CHOICES};\n"
+                          "int main(void) {\n"
+                          "    TgModelConfig c;\n"
+                          "    if (tg_model_preset(tg_model_preset_name(TG_PRESET_SMALL), &c) != TG_OK) return 1;\n"
+                          "    TgTensor *t = NULL; (void)t;\n"
+                          "    return printf(\"%s %s %d\\n\", choices[0], choices[1], (int)TG_SHAPE(2, 3)[1]) < 0;\n"
+                          "}\n";
+    datagen_write(dir, "uses.c", program, strlen(program));
+    const char *compilers[] = {TAPEGRAD_C_COMPILER, "clang"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[8192];
+        if (i == 1)
+            cr_assert_eq(test_run("command -v clang >/dev/null 2>&1"), 0,
+                         "clang is missing (apt-get install clang; scripts/test.sh installs it)");
+        snprintf(cmd, sizeof cmd, "%s -std=c11 -Wall -Wextra -pedantic -Werror -fsyntax-only -I%s %s/uses.c", compilers[i],
+                 TAPEGRAD_PUBLIC_INCLUDE, dir);
+        cr_expect_eq(test_run(cmd), 0, "the public macros do not compile cleanly: %s", cmd);
+    }
+    datagen_remove_tree(dir);
+    free(dir);
+}
+
 Test(exports, the_soname_carries_the_major_version) {
     FILE *p = popen("readelf -d " TAPEGRAD_SHARED_LIB, "r");
     cr_assert_not_null(p);

@@ -40,7 +40,7 @@ typedef enum {
 
 /* "f32|f16|q8_0": the choices, for a flag's help */
 #define GGUF_WEIGHTS_CHOICE(id, name) "|" name
-#define GGUF_WEIGHTS_CHOICES (GGUF_WEIGHT_TYPES(GGUF_WEIGHTS_CHOICE) + 1)
+#define GGUF_WEIGHTS_CHOICES (&(GGUF_WEIGHT_TYPES(GGUF_WEIGHTS_CHOICE))[1])
 
 /* One of GGUF_WEIGHTS_CHOICES; TG_ERR_ARG naming them otherwise. */
 TgStatus gguf_weights_parse(const char *name, GgufWeights *out);
