@@ -27,17 +27,15 @@ static void config_json_text(const TgModelConfig *c, char *buf, size_t cap) {
              tg_ffn_kind_name(c->ffn));
 }
 
-/* A config.json already beside the export may stay only if it says what this one says: it
- * describes other weights in that folder otherwise, and replacing it would orphan them. */
-static TgStatus check_existing_config(const char *path, const char *text) {
+/* config.json already beside the export may stay, without --force, only if it says what this
+ * export writes: it describes other weights in that folder otherwise. */
+static bool config_says(const char *path, const char *text) {
     FILE *f = file_open_read(path);
-    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
+    if (!f) return false;
     char old[4096];
     size_t n = fread(old, 1, sizeof old, f);
     fclose(f);
-    if (n == strlen(text) && memcmp(old, text, n) == 0) return TG_OK;
-    return tg_fail(TG_ERR_MISMATCH,
-                   "%s already exists and describes another model; export into another folder, or delete it first", path);
+    return n == strlen(text) && memcmp(old, text, n) == 0;
 }
 
 TgStatus model_write_weights(const TgModel *model, const char *path, const char *source_note) {
@@ -56,13 +54,31 @@ TgStatus model_write_weights(const TgModel *model, const char *path, const char 
     return st_writer_finish(w, path);
 }
 
+static TgStatus config_path_of(const char *path, char *config, size_t cap) {
+    char folder[TG_PATH_CAP];
+    path_folder(path, folder, sizeof folder);
+    return path_join(config, cap, folder, "config.json");
+}
+
+TgStatus model_export_safetensors_check(OutputPlan *plan, const char *path, const TgModelConfig *cfg, bool force) {
+    char config[TG_PATH_CAP], text[1024];
+    TG_TRY(output_check(plan, "--safetensors", path, force));
+    TG_TRY(config_path_of(path, config, sizeof config));
+    config_json_text(cfg, text, sizeof text);
+    TgStatus s = output_check(plan, "the config.json beside --safetensors", config, force || config_says(config, text));
+    if (s != TG_OK && strstr(tg_error_message(), "exists; add --force"))
+        return tg_fail(TG_ERR_ARG, "%s already exists and describes another model; add --force to replace it, or export into "
+                                   "another folder",
+                       config);
+    return s;
+}
+
 TgStatus model_export_safetensors(const TgModel *model, const char *path, const char *source_note,
-                                   char *config_path_out, size_t cap) {
+                                  char *config_path_out, size_t cap) {
     char config[TG_PATH_CAP], folder[TG_PATH_CAP], text[1024];
     path_folder(path, folder, sizeof folder);
-    TG_TRY(path_join(config, sizeof config, folder, "config.json"));
+    TG_TRY(config_path_of(path, config, sizeof config));
     config_json_text(&model->cfg, text, sizeof text);
-    TG_TRY(check_existing_config(config, text));
     TG_TRY(make_folders(folder));
     TG_TRY(model_write_weights(model, path, source_note));
     TG_TRY(atomic_write(config, text, strlen(text)));

@@ -131,6 +131,8 @@ static TgStatus with_alternatives(TgStatus s, const char *dir, const char *ckpt_
 
 /* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
 static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
+    char dir[TG_PATH_CAP];
+    TG_TRY(run_folder_locate(dir_or_file, dir, sizeof dir));
     TG_TRY(checkpoint_resolve(dir_or_file, ckpt_path, cap));
     path_folder(ckpt_path, run->dir, sizeof run->dir);
     char tok_path[TG_PATH_CAP];
@@ -184,13 +186,11 @@ static TgStatus check_resume_flags(const TrainOptions *o, const TrainOptions *st
 /* A resumed run is only read here: its folder changes in run_start, once every check passed. */
 static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     char ckpt[TG_PATH_CAP], dir[TG_PATH_CAP];
-    struct stat st;
-    /* locked before anything is read: another trainer may be saving into it (a missing folder is
-     * left for open_checkpointed to explain). A replica writes nothing and takes no lock: rank 0
-     * holds it for the job. */
-    TG_TRY(run_folder_of(o->resume, dir, sizeof dir));
-    if (writes && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-        TG_TRY(folder_lock_acquire(&run->lock, dir, RUN_LOCK_FILE));
+    /* a run folder, or a file in one, before anything is created there; then locked before
+     * anything is read: another trainer may be saving into it. A replica writes nothing and
+     * takes no lock: rank 0 holds it for the job. */
+    TG_TRY(run_folder_locate(o->resume, dir, sizeof dir));
+    if (writes) TG_TRY(folder_lock_acquire(&run->lock, dir, RUN_LOCK_FILE));
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
     TrainOptions stored;
     OptStrings strings = {0};
