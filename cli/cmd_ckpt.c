@@ -153,7 +153,7 @@ static int export_safetensors(const char *source, const char *out, bool force) {
     if (rs == TG_OK) rs = checkpoint_read_config(path, &cfg, &fingerprint);
     if (rs == TG_OK) {
         output_plan_input(plan, path);
-        rs = model_export_safetensors_check(plan, out, &cfg, force);
+        rs = model_export_safetensors_check(plan, out, &cfg, fingerprint, force);
     }
     free(plan);
     if (rs != TG_OK) return cli_exit("ckpt export", rs);
@@ -164,7 +164,7 @@ static int export_safetensors(const char *source, const char *out, bool force) {
     TgStatus s = checkpoint_load(path, &model, &info);
     if (s == TG_OK) {
         snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", path, (long long)info.state.step);
-        s = model_export_safetensors(&model, out, note, config, sizeof config);
+        s = model_export_safetensors(&model, out, note, fingerprint, config, sizeof config);
     }
     if (s == TG_OK) printf("wrote %s (%d tensors, %lld parameters, step %lld) and %s\n", out, model.params.count,
                 (long long)tg_model_param_count(&model), (long long)info.state.step, config);

@@ -137,10 +137,19 @@ TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const cha
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);
     TG_TRY(make_folders(dir));
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, dir, "model.safetensors"));
-    TG_TRY(model_write_weights(model, path, source_note));
+    /* the tokenizer first: the weights record what it is when a run imports it (a char
+     * tokenizer's, which lacks tokens for the bytes its corpus never held, is not importable) */
     TG_TRY(path_join(path, sizeof path, dir, TOKENIZER_HF_FILE));
     TG_TRY(tokenizer_hf_save(tok, path));
+    WeightsTokenizer recorded = {.fingerprint = tok->fingerprint};
+    TgTokenizer imported;
+    if (tokenizer_hf_load(path, &imported) == TG_OK) {
+        recorded.json_fingerprint = imported.fingerprint;
+        tg_tokenizer_free(&imported);
+    }
+    tg_error_clear();
+    TG_TRY(path_join(path, sizeof path, dir, "model.safetensors"));
+    TG_TRY(model_write_weights(model, path, source_note, recorded));
     TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id)));
     TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id)));
     return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, c->seq_len));

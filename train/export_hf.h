@@ -34,7 +34,9 @@ TgStatus export_check_llama(const TgModelConfig *cfg);
  * unless `force`, which replaces the five files and keeps the rest), and each of its five files. */
 TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force);
 /* Writes the folder `dir` (created with its parents when missing), checked first
- * (model_export_hf_check). The model and the tokenizer are checked before anything is written. */
+ * (model_export_hf_check). model.safetensors records the run's tokenizer fingerprint and the one
+ * the folder's tokenizer.json has when a run imports it (train/convert.h: WeightsTokenizer). The
+ * model and the tokenizer are checked before anything is written. */
 TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, const char *source_note);
 
 #endif

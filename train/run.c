@@ -221,31 +221,51 @@ static void keep_tokens(Run *run, PreparedCorpus *corpus) {
     corpus->ids = NULL;
 }
 
-/* The corpus is read, tokenized and split in memory; only when that succeeded is the run's
- * temporary folder made and the tokenizer and token files written into it. */
-static TgStatus prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer, bool writes) {
+/* The corpus read, tokenized and split in memory; the tokenizer moves to run->tok. */
+static TgStatus prepare_in_memory(Run *run, const PrepareOptions *prep, const char *tokenizer, PreparedCorpus *corpus) {
     PrepareResult prepared;
-    PreparedCorpus corpus;
     message_emit(&run->messages, MESSAGE_INFO, "preparing %s with a %s tokenizer into %s ...", prep->corpus_path, tokenizer,
                  run->folder.path);
-    TG_TRY(prepare_corpus(prep, &corpus, &prepared));
+    TG_TRY(prepare_corpus(prep, corpus, &prepared));
     message_emit(&run->messages, MESSAGE_INFO, "corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)",
                  prepared.corpus_bytes, prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size,
                  prepared.tokenizer_seconds);
-    TgStatus s = TG_OK;
-    if (!writes) keep_tokens(run, &corpus);
-    else if ((s = run_folder_begin(&run->folder)) == TG_OK) {
-        snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
-        s = folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE);
-        if (s == TG_OK) s = prepare_write(&corpus, run->dir);
-    }
-    run->tok = corpus.tok; /* run_close frees it */
-    memset(&corpus.tok, 0, sizeof corpus.tok);
-    prepared_corpus_free(&corpus);
-    return s;
+    run->tok = corpus->tok; /* run_close frees it */
+    memset(&corpus->tok, 0, sizeof corpus->tok);
+    return TG_OK;
 }
 
-/* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
+/* The model of the flags and the tokenizer: its weights from --init-from (checked against the
+ * tokenizer, every shape, every value) or initialised from the seed. */
+static TgStatus build_new_model(Run *run, const TrainOptions *o, uint64_t seed) {
+    TgModelConfig cfg;
+    TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
+    tg_model_build(&run->model, &cfg);
+    run->model_built = true;
+    if (o->init_from) {
+        TG_TRY(model_import_safetensors(&run->model, o->init_from, &run->tok, &run->messages));
+        run->initialized_from_file = true;
+    } else {
+        tg_model_init_weights(&run->model, seed);
+    }
+    return TG_OK;
+}
+
+/* Only once every check passed: the run's temporary folder, locked, with its tokenizer, token
+ * files and run.txt (run_folder.h). */
+static TgStatus write_new_folder(Run *run, const PreparedCorpus *corpus, const TrainOptions *id) {
+    TG_TRY(run_folder_begin(&run->folder));
+    snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
+    TG_TRY(folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE));
+    PreparedCorpus written = *corpus; /* the tokens, with the tokenizer that now lives in run->tok */
+    written.tok = run->tok;
+    TG_TRY(prepare_write(&written, run->dir));
+    TG_TRY(identity_write(run->dir, id));
+    return load_tokens(run);
+}
+
+/* A new run: every check that needs no corpus, then the corpus and the model in memory, then the
+ * files (run_folder.h). */
 static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     TgModelConfig preset_cfg;
     TG_TRY(tg_model_preset(o->preset, &preset_cfg));
@@ -281,20 +301,13 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     prep.vocab_size = (int32_t)vocab;
     prep.val_fraction = id.val_fraction;
     prep.seq_len = cfg.seq_len;
-    TG_TRY(prepare_in_new_folder(run, &prep, tokenizer, writes));
-    if (writes) {
-        TG_TRY(identity_write(run->dir, &id));
-        TG_TRY(load_tokens(run));
-    }
-    TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
-    tg_model_build(&run->model, &cfg);
-    run->model_built = true;
-    if (o->init_from) {
-        TG_TRY(model_import_safetensors(&run->model, o->init_from));
-        run->initialized_from_file = true;
-    } else {
-        tg_model_init_weights(&run->model, (uint64_t)id.seed);
-    }
+    PreparedCorpus corpus;
+    TG_TRY(prepare_in_memory(run, &prep, tokenizer, &corpus));
+    TgStatus s = build_new_model(run, o, (uint64_t)id.seed);
+    if (s == TG_OK && writes) s = write_new_folder(run, &corpus, &id);
+    else if (s == TG_OK) keep_tokens(run, &corpus);
+    prepared_corpus_free(&corpus);
+    TG_TRY(s);
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
