@@ -260,8 +260,7 @@ static TgStatus write_new_folder(Run *run, const PreparedCorpus *corpus, const T
     PreparedCorpus written = *corpus; /* the tokens, with the tokenizer that now lives in run->tok */
     written.tok = run->tok;
     TG_TRY(prepare_write(&written, run->dir));
-    TG_TRY(identity_write(run->dir, id));
-    return load_tokens(run);
+    return identity_write(run->dir, id);
 }
 
 /* A new run: every check that needs no corpus, then the corpus and the model in memory, then the
@@ -307,6 +306,8 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     if (s == TG_OK && writes) s = write_new_folder(run, &corpus, &id);
     else if (s == TG_OK) keep_tokens(run, &corpus);
     prepared_corpus_free(&corpus);
+    /* read back from the files written (the corpus is freed first: a large one is held once) */
+    if (s == TG_OK && writes) s = load_tokens(run);
     TG_TRY(s);
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
