@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
@@ -10,6 +11,7 @@
 #include "train/convert.h"
 #include "train/export_gguf.h"
 #include "train/export_hf.h"
+#include "train/output_check.h"
 #include "train/run.h"
 #include "lib/path.h"
 
@@ -56,6 +58,16 @@ static void print_tensor_norms(const CheckpointTensorInfo *tensors, int n) {
     free(sorted);
 }
 
+/* The checkpoint `ckpt info` and `ckpt export --safetensors` read: a checkpoint file anywhere (they
+ * need nothing else), or a run folder's newest one; a folder that is no run is refused as every
+ * command refuses it (run_folder_locate). */
+static TgStatus resolve_source(const char *given, char *path, size_t cap) {
+    struct stat st;
+    char dir[TG_PATH_CAP];
+    if (stat(given, &st) != 0 || S_ISDIR(st.st_mode)) TG_TRY(run_folder_locate(given, dir, sizeof dir));
+    return checkpoint_resolve(given, path, cap);
+}
+
 static const OptTable info_table = {"ckpt info", "FILE|DIR", NULL, 0, 1};
 
 static int run_info(int argc, char **argv) {
@@ -68,7 +80,7 @@ static int run_info(int argc, char **argv) {
     CheckpointInfo info;
     CheckpointTensorInfo *tensors = NULL;
     int n = 0;
-    TgStatus status = checkpoint_resolve(positional[0], path, sizeof path);
+    TgStatus status = resolve_source(positional[0], path, sizeof path);
     if (status == TG_OK) status = checkpoint_inspect(path, &info, &tensors, &n);
     if (status != TG_OK) return cli_exit("ckpt info", status);
     const TgModelConfig *c = &info.cfg;
@@ -123,18 +135,27 @@ static const OptSpec export_specs[] = {
     OPT(ExportFlags, gguf, "--gguf", OPT_STRING, "a GGUF file to write (llama.cpp, ollama, LM Studio), tokenizer included",
         OPT_ANY, NULL, 0, NULL),
     OPT(ExportFlags, gguf_type, "--gguf-type", OPT_STRING, "GGUF weight type", OPT_ANY, GGUF_WEIGHTS_CHOICES, 0, NULL),
-    OPT(ExportFlags, force, "--force", OPT_BOOL, "write the --hf folder even when it holds files", OPT_ANY, NULL, 0, NULL),
+    OPT(ExportFlags, force, "--force", OPT_BOOL,
+        "replace an existing output file (or the model files of a --hf folder that holds others); a run's own files never",
+        OPT_ANY, NULL, 0, NULL),
 };
 static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE", export_specs,
                                       (int)(sizeof export_specs / sizeof export_specs[0]), 1};
 
 /* Weights and config.json: needs no tokenizer, so it works on a checkpoint file alone. */
-static int export_safetensors(const char *source, const char *out) {
+static int export_safetensors(const char *source, const char *out, bool force) {
     char path[TG_PATH_CAP], config[TG_PATH_CAP];
     TgModelConfig cfg;
     uint64_t fingerprint;
-    TgStatus rs = checkpoint_resolve(source, path, sizeof path);
+    OutputPlan *plan = tg_malloc(sizeof *plan);
+    output_plan_init(plan);
+    TgStatus rs = resolve_source(source, path, sizeof path);
     if (rs == TG_OK) rs = checkpoint_read_config(path, &cfg, &fingerprint);
+    if (rs == TG_OK) {
+        output_plan_input(plan, path);
+        rs = model_export_safetensors_check(plan, out, &cfg, fingerprint, force);
+    }
+    free(plan);
     if (rs != TG_OK) return cli_exit("ckpt export", rs);
     TgModel model;
     tg_model_build(&model, &cfg);
@@ -143,7 +164,7 @@ static int export_safetensors(const char *source, const char *out) {
     TgStatus s = checkpoint_load(path, &model, &info);
     if (s == TG_OK) {
         snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", path, (long long)info.state.step);
-        s = model_export_safetensors(&model, out, note, config, sizeof config);
+        s = model_export_safetensors(&model, out, note, fingerprint, config, sizeof config);
     }
     if (s == TG_OK) printf("wrote %s (%d tensors, %lld parameters, step %lld) and %s\n", out, model.params.count,
                 (long long)tg_model_param_count(&model), (long long)info.state.step, config);
@@ -154,13 +175,20 @@ static int export_safetensors(const char *source, const char *out) {
 /* A Hugging Face folder or a GGUF file: the weights with the run's tokenizer. */
 static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     GgufWeights weights;
-    TgStatus ps = gguf_weights_parse(o->gguf_type, &weights);
-    if (ps != TG_OK) return cli_exit("ckpt export", ps);
+    TgStatus s = gguf_weights_parse(o->gguf_type, &weights);
+    OutputPlan *plan = tg_malloc(sizeof *plan);
+    output_plan_init(plan);
+    char dir[TG_PATH_CAP];
+    if (s == TG_OK) s = run_folder_locate(source, dir, sizeof dir); /* before the outputs: they are checked against it */
+    if (s == TG_OK && o->hf) s = model_export_hf_check(plan, o->hf, o->force);
+    if (s == TG_OK && o->gguf) s = output_check(plan, "--gguf", o->gguf, o->force);
+    free(plan);
+    if (s != TG_OK) return cli_exit("ckpt export", s);
     Run run;
-    TgStatus s = run_open_existing(source, &run);
+    s = run_open_existing(source, &run);
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
-    if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, o->hf, o->force, note);
+    if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, o->hf, note);
     if (s == TG_OK && o->gguf) s = model_export_gguf(&run.model, &run.tok, o->gguf, weights);
     if (s == TG_OK)
         printf("wrote %s (%lld parameters, step %lld, %s tokenizer of %d ids)\n", o->hf ? o->hf : o->gguf,
@@ -182,8 +210,7 @@ static int run_export(int argc, char **argv) {
     if (n_positional != 1 || targets != 1)
         return cli_usage_error("ckpt export", "give one checkpoint file or run folder and one of --safetensors OUT, --hf DIR, --gguf FILE");
     if ((given & OPT_BIT(opt_find(&export_table, "--gguf-type"))) && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
-    if (o.force && !o.hf) return cli_usage_error("ckpt export", "--force goes with --hf");
-    if (o.safetensors) return export_safetensors(positional[0], o.safetensors);
+    if (o.safetensors) return export_safetensors(positional[0], o.safetensors, o.force);
     return export_with_tokenizer(positional[0], &o);
 }
 

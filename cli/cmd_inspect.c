@@ -13,6 +13,7 @@
 #include "lib/safetensors.h"
 #include "cli/cli.h"
 #include "inspect/inspect.h"
+#include "train/output_check.h"
 #include "train/run.h"
 
 static TgStatus dump_gradients(const TgModel *m, const char *path, const char *checkpoint, int64_t batches) {
@@ -79,7 +80,7 @@ typedef struct {
     const char *run, *ckpt, *dump;
     int64_t batches, batch;
     int threads;
-    bool json;
+    bool json, force;
 } InspectFlags;
 
 #define I InspectFlags
@@ -92,10 +93,12 @@ static const OptSpec specs[] = {
     OPT(I, json, "--json", OPT_BOOL, "print one JSON object instead of tables", OPT_ANY, NULL, 0, NULL),
     OPT(I, dump, "--dump-grads", OPT_STRING, "also write every gradient, named grad.<weight>, to this .safetensors file",
         OPT_ANY, NULL, 0, NULL),
+    OPT(I, force, "--force", OPT_BOOL, "replace an existing --dump-grads file (a run's own files never)", OPT_ANY, NULL, 0,
+        NULL),
     OPT(I, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
 };
 #undef I
-static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors]",
+static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors [--force]]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* The k fixed val batches the gradients are averaged over. */
@@ -120,9 +123,14 @@ static int run_inspect(int argc, char **argv) {
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.run == !o.ckpt) return cli_usage_error("inspect", "give exactly one of --run DIR or --ckpt FILE");
+    if (o.force && !o.dump) return cli_usage_error("inspect", "--force goes with --dump-grads");
+    char dir[TG_PATH_CAP];
+    TgStatus s = run_folder_locate(o.run ? o.run : o.ckpt, dir, sizeof dir); /* before the output: checked against it */
+    if (s == TG_OK && o.dump) s = output_check(NULL, "--dump-grads", o.dump, o.force);
+    if (s != TG_OK) return cli_exit("inspect", s);
     Run run;
     int32_t *inputs = NULL, *targets = NULL;
-    TgStatus s = run_open_existing(o.run ? o.run : o.ckpt, &run);
+    s = run_open_existing(o.run ? o.run : o.ckpt, &run);
     if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets);
     if (s == TG_OK) {
         int64_t k = o.batches, T = run.model.cfg.seq_len;

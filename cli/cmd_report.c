@@ -2,22 +2,48 @@
  * norms, FFN dead/zero fractions), with its series as JSON lines beside it. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <stdlib.h>
 
 #include "cli/cli.h"
 #include "inspect/report.h"
 #include "inspect/run_history.h"
 #include "lib/path.h"
+#include "train/output_check.h"
+#include "train/run_folder.h"
 
 typedef struct {
     const char *out;
+    bool force;
 } ReportFlags;
 
 static const OptSpec specs[] = {
     OPT(ReportFlags, out, "--out", OPT_STRING, "HTML file to write; the series go beside it as .jsonl", OPT_ANY, NULL,
         0, "DIR/report.html"),
+    OPT(ReportFlags, force, "--force", OPT_BOOL, "replace existing files at --out and beside it (a run's own files never)",
+        OPT_ANY, NULL, 0, NULL),
 };
-static const OptTable table = {"report", "DIR [--out FILE.html]", specs, 1, 1};
+static const OptTable table = {"report", "DIR [--out FILE.html] [--force]", specs, 2, 1};
+
+/* The report's two files, checked before the run is read: FILE.html and FILE.jsonl beside it
+ * (the default DIR/report.html is the report's own, and a report written there before is
+ * replaced). */
+static TgStatus plan_outputs(const char *dir, const ReportFlags *o, char *html, char *jsonl) {
+    if (o->out) TG_TRY(path_format(html, TG_PATH_CAP, "%s", o->out));
+    else TG_TRY(path_join(html, TG_PATH_CAP, dir, "report.html"));
+    /* the series file sits beside the HTML: NAME.html -> NAME.jsonl */
+    char stem[TG_PATH_CAP];
+    memcpy(stem, html, sizeof stem);
+    char *dot = strrchr(stem, '.'), *slash = strrchr(stem, '/');
+    if (dot && (!slash || dot > slash + 1)) *dot = '\0';
+    TG_TRY(path_format(jsonl, TG_PATH_CAP, "%s.jsonl", stem));
+    bool force = o->force || !o->out;
+    OutputPlan *plan = tg_malloc(sizeof *plan);
+    output_plan_init(plan);
+    TgStatus s = output_check(plan, o->out ? "--out" : "the report", html, force);
+    if (s == TG_OK) s = output_check(plan, o->out ? "the series beside --out" : "the report's series", jsonl, force);
+    free(plan);
+    return s;
+}
 
 static int run_report(int argc, char **argv) {
     ReportFlags o = {0};
@@ -25,41 +51,18 @@ static int run_report(int argc, char **argv) {
     int n_positional = 0;
     int rc = cli_parse(&table, &o, &o, NULL, argc, argv, positional, &n_positional);
     if (rc >= 0) return rc;
-    const char *out = o.out;
     if (n_positional != 1)
         return cli_usage_error("report", "give one run folder, e.g. `tapegrad report checkpoints/small-char-...`");
-    const char *dir = positional[0];
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "tapegrad report: %s is not a folder; give a run folder written by `tapegrad train`\n", dir);
-        return 1;
-    }
+    char dir[TG_PATH_CAP], html[TG_PATH_CAP], jsonl[TG_PATH_CAP];
+    TgStatus s = run_folder_locate(positional[0], dir, sizeof dir);
+    if (s == TG_OK) s = plan_outputs(dir, &o, html, jsonl);
+    if (s != TG_OK) return cli_exit("report", s);
     RunHistory h;
-    if (run_history_load(dir, &h) != TG_OK) {
-        fprintf(stderr, "tapegrad report: %s\n", tg_error_message());
-        return 1;
-    }
-    char html[TG_PATH_CAP], jsonl[TG_PATH_CAP];
-    TgStatus s = out ? path_format(html, sizeof html, "%s", out) : path_join(html, sizeof html, dir, "report.html");
-    /* the series file sits beside the HTML: NAME.html -> NAME.jsonl */
-    if (s == TG_OK) {
-        char stem[TG_PATH_CAP];
-        memcpy(stem, html, sizeof stem);
-        char *dot = strrchr(stem, '.'), *slash = strrchr(stem, '/');
-        if (dot && (!slash || dot > slash)) *dot = '\0';
-        s = path_format(jsonl, sizeof jsonl, "%s.jsonl", stem);
-    }
-    if (s != TG_OK) {
-        run_history_free(&h);
-        return cli_exit("report", s);
-    }
-
+    s = run_history_load(dir, &h);
+    if (s != TG_OK) return cli_exit("report", s);
     s = run_report_write(dir, &h, html, jsonl);
     run_history_free(&h);
-    if (s != TG_OK) {
-        fprintf(stderr, "tapegrad report: %s\n", tg_error_message());
-        return 1;
-    }
+    if (s != TG_OK) return cli_exit("report", s);
     printf("report: %s (open it in a browser; works offline)\nseries: %s\n", html, jsonl);
     return 0;
 }

@@ -19,6 +19,7 @@
 #include "lib/clock.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
+#include "train/output_check.h"
 #include "train/trainer.h"
 #include "lib/path.h"
 
@@ -54,6 +55,8 @@ static const OptSpec specs[] = {
     OPT(C, reuse, "--reuse", OPT_BOOL,
         "keep runs already in --out (finished or diverged), continue stopped ones, train the rest", OPT_ANY, NULL, 0,
         NULL),
+    OPT(C, force, "--force", OPT_BOOL, "replace the report and summaries in --out (--reuse replaces them too)", OPT_ANY,
+        NULL, 0, NULL),
 };
 #undef C
 static const OptTable table = {"compare-ffn",
@@ -159,7 +162,25 @@ typedef struct {
     CompareResults r;
 } Experiment;
 
-/* Every check before anything is written: the lists, the preset, the corpus, the run folders. */
+/* The files of the experiment's report, then the run reports and summaries */
+#define COMPARE_REPORT_FILE "report.html"
+#define COMPARE_SERIES_FILE "compare.jsonl"
+#define COMPARE_SUMMARY_JSON_FILE "summary.json"
+#define COMPARE_SUMMARY_MD_FILE "summary.md"
+
+/* Two files the experiment writes into `folder`, through the one output check. */
+static TgStatus plan_report_files(OutputPlan *plan, const char *folder, const char *a, const char *b, bool force) {
+    const char *names[] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        char path[TG_PATH_CAP];
+        TG_TRY(path_join(path, sizeof path, folder, names[i]));
+        TG_TRY(output_check(plan, "compare-ffn's output", path, force));
+    }
+    return TG_OK;
+}
+
+/* Every check before anything is written: the lists, the preset, the corpus, the run folders,
+ * the outputs. */
 static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     CompareResults *r = &e->r;
     TG_TRY(parse_list("--lrs", o->lrs, false, r->lrs, COMPARE_MAX_LRS, &r->n_lrs));
@@ -181,6 +202,7 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
     r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
     if (o->out) {
+        TG_TRY(output_check_folder("--out", o->out));
         TG_TRY(path_format(e->root, sizeof e->root, "%s", o->out));
     } else {
         time_t now = time(NULL);
@@ -205,8 +227,17 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 snprintf(name, sizeof name, "lr%g-%s-s%lld", run->lr, tg_ffn_kind_name(run->kind), (long long)run->seed);
                 TG_TRY(path_join(run->dir, sizeof run->dir, e->root, name));
                 TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->reuse));
+                /* each run's own report: the experiment's to replace, but never through a link */
+                TG_TRY(plan_report_files(NULL, run->dir, "report.html", "report.jsonl", true));
             }
-    return TG_OK;
+    /* the experiment's report and summaries: an earlier experiment's are replaced only with
+     * --force, or --reuse (the same experiment, reported again) */
+    OutputPlan *plan = tg_malloc(sizeof *plan);
+    output_plan_init(plan);
+    TgStatus s = plan_report_files(plan, e->root, COMPARE_REPORT_FILE, COMPARE_SERIES_FILE, o->force || o->reuse);
+    if (s == TG_OK) s = plan_report_files(plan, e->root, COMPARE_SUMMARY_JSON_FILE, COMPARE_SUMMARY_MD_FILE, o->force || o->reuse);
+    free(plan);
+    return s;
 }
 
 /* ---------------------------------------------------------------- training */
@@ -287,7 +318,8 @@ static void format_command(const CompareFfnOptions *o, const CompareResults *r, 
     size_t n = (size_t)snprintf(buf, cap, "tapegrad compare-ffn");
     for (int i = 0; i < table.count && n < cap; i++) {
         const char *flag = table.specs[i].flag;
-        if (!strcmp(flag, "--reuse") || !strcmp(flag, "--threads") || !strcmp(flag, "--out")) continue;
+        if (!strcmp(flag, "--reuse") || !strcmp(flag, "--force") || !strcmp(flag, "--threads") || !strcmp(flag, "--out"))
+            continue;
         char value[1024];
         if (!strcmp(flag, "--log-grads")) snprintf(value, sizeof value, "%lld", (long long)r->log_grads);
         else if (!strcmp(flag, "--eval-every")) snprintf(value, sizeof value, "%lld", (long long)r->eval_every);
@@ -310,10 +342,10 @@ static TgStatus experiment_report(Experiment *e) {
         TG_TRY(run_report_write(r->runs[i].dir, &r->runs[i].h, html, jsonl));
     }
     char html[TG_PATH_CAP], jsonl[TG_PATH_CAP], summary[TG_PATH_CAP], markdown[TG_PATH_CAP], command[4096];
-    TG_TRY(path_join(html, sizeof html, e->root, "report.html"));
-    TG_TRY(path_join(jsonl, sizeof jsonl, e->root, "compare.jsonl"));
-    TG_TRY(path_join(summary, sizeof summary, e->root, "summary.json"));
-    TG_TRY(path_join(markdown, sizeof markdown, e->root, "summary.md"));
+    TG_TRY(path_join(html, sizeof html, e->root, COMPARE_REPORT_FILE));
+    TG_TRY(path_join(jsonl, sizeof jsonl, e->root, COMPARE_SERIES_FILE));
+    TG_TRY(path_join(summary, sizeof summary, e->root, COMPARE_SUMMARY_JSON_FILE));
+    TG_TRY(path_join(markdown, sizeof markdown, e->root, COMPARE_SUMMARY_MD_FILE));
     format_command(e->o, r, command, sizeof command);
     Report *report = compare_report_build(r);
     TgStatus s = report_write_html(report, html);

@@ -25,6 +25,7 @@ typedef struct CompareFfnOptions {
     int64_t steps, log_grads, eval_every, eval_batches, probe_batches, batch, seed, relu_hidden;
     int threads;
     bool reuse;
+    bool force; /* replace the report and summaries an earlier experiment left in out */
 } CompareFfnOptions;
 
 const OptTable *compare_ffn_option_table(void);

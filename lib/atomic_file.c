@@ -33,7 +33,7 @@ TgStatus atomic_file_open(AtomicFile *af, const char *path) {
     af->tmp = tg_malloc(cap);
     snprintf(af->tmp, cap, "%s.%ld.tmp", path, (long)getpid());
     af->path = copy_string(path);
-    int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC; /* O_EXCL already fails on a link */
     af->fd = open(af->tmp, flags, 0644);
     if (af->fd < 0 && errno == EEXIST) {
         /* our pid's name: left by a writer that died with this pid before us, never a live one.

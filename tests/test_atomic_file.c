@@ -98,6 +98,33 @@ Test(atomic_file, symlink_at_the_temporary_name_is_not_followed) {
     free(path);
 }
 
+/* The output check (train/output_check.h) refuses a link at an output path, but one can appear
+ * between the check and the write: the commit's rename replaces the link itself, and the file
+ * it points to keeps its bytes. The same for a FIFO, which the write never opens. */
+Test(atomic_file, a_link_or_fifo_planted_at_the_target_is_replaced_not_written_through) {
+    char *victim = datagen_path(dir, "victim.txt"), *target = datagen_path(dir, "out.gguf");
+    datagen_write(dir, "victim.txt", "keep me\n", 8);
+    cr_assert_eq(symlink(victim, target), 0);
+    assert_ok(atomic_write(target, "new\n", 4));
+    struct stat st;
+    cr_assert_eq(lstat(target, &st), 0);
+    cr_expect(S_ISREG(st.st_mode), "the target is still a link");
+    char *text = read_all(target);
+    cr_expect_str_eq(text, "new\n");
+    free(text);
+    text = read_all(victim);
+    cr_expect_str_eq(text, "keep me\n", "the link's target was written");
+    free(text);
+
+    cr_assert_eq(unlink(target), 0);
+    cr_assert_eq(mkfifo(target, 0644), 0);
+    assert_ok(atomic_write(target, "new\n", 4)); /* would block for good if it opened the FIFO */
+    cr_assert_eq(lstat(target, &st), 0);
+    cr_expect(S_ISREG(st.st_mode), "the target is still a FIFO");
+    cr_expect_eq(test_count_tmp_files(dir), 0);
+    free(victim), free(target);
+}
+
 Test(atomic_file, make_folders_creates_parents_and_refuses_a_file) {
     char *deep = datagen_path(dir, "a/b/c");
     assert_ok(make_folders(deep));

@@ -231,7 +231,14 @@ Test(refusal, folders_without_a_usable_checkpoint) {
     char *empty = datagen_path(dir, "empty");
     cr_assert_eq(mkdir(empty, 0755), 0);
     char *out = NULL;
+    /* an empty folder is no run (test_run_folder.c: nor does anything get created in it) */
     int rc = ckpt_cli(&out, "sample --run %s", empty);
+    cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, empty) && strstr(out, "is not a run folder or a checkpoint in one"), "%s", out);
+    free(out);
+    /* a run's folder without a checkpoint (its files say it is a run) */
+    datagen_write(dir, "empty/run.txt", "--preset tiny\n", 14);
+    rc = ckpt_cli(&out, "sample --run %s", empty);
     cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
     cr_expect(strstr(out, empty) && strstr(out, "folder holds no checkpoint"), "%s", out);
     free(out);

@@ -347,7 +347,7 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
     } kinds[] = {{"f32", 2e-5, true}, {"f16", 1e-2, false}, {"q8_0", 1e-1, false}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         char *gguf = datagen_path(dir, "model.gguf"), *out = NULL;
-        int rc = ckpt_cli(&out, "ckpt export %s --gguf %s --gguf-type %s", run, gguf, kinds[k].type);
+        int rc = ckpt_cli(&out, "ckpt export %s --gguf %s --gguf-type %s --force", run, gguf, kinds[k].type);
         cr_assert_eq(rc, 0, "%s", out);
         free(out);
         snprintf(args, sizeof args, "%s %s", gguf, request);

@@ -58,6 +58,55 @@ static char *first_val_loss(const char *run, int64_t *step) {
     return found;
 }
 
+/* The fingerprint line of RUN/tokenizer.txt: 16 hex digits (malloc'ed). */
+static char *tokenizer_fingerprint_of(const char *run) {
+    char *path = datagen_path(run, "tokenizer.txt"), *text = ckpt_read_text(path);
+    char *line = strstr(text, "\nfingerprint ");
+    cr_assert_not_null(line, "%s has no fingerprint line", path);
+    char *hex = strndup(line + 13, 16);
+    free(text), free(path);
+    return hex;
+}
+
+/* A copy of the safetensors file `src` at `dst`, with metadata key = value (value NULL: no metadata
+ * at all) and, when `poison` names a tensor, `bad` at its element `index`. */
+static void rewrite_weights(const char *src, const char *dst, const char *key, const char *value, const char *poison,
+                            int64_t index, float bad) {
+    StFile *st;
+    cr_assert_eq(st_open(src, &st), TG_OK, "%s", tg_error_message());
+    StWriter *w = st_writer_begin();
+    for (size_t i = 0; i < st_count(st); i++) {
+        const StEntry *e = st_entry_at(st, i);
+        uint8_t *bytes = malloc(e->nbytes);
+        memcpy(bytes, e->bytes, e->nbytes);
+        if (poison && strcmp(e->name, poison) == 0) memcpy(bytes + 4 * index, &bad, 4);
+        cr_assert_eq(st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, bytes), TG_OK);
+        free(bytes);
+    }
+    if (value) {
+        for (size_t i = 0; i < st_metadata_count(st); i++) {
+            const char *k, *v;
+            st_metadata_at(st, i, &k, &v);
+            st_writer_set_metadata(w, k, v);
+        }
+        st_writer_set_metadata(w, key, value);
+    }
+    st_close(st);
+    cr_assert_eq(st_writer_finish(w, dst), TG_OK, "%s", tg_error_message());
+}
+
+/* corpus with its letters rotated (a->b, ..., z->a): as many distinct bytes, so a char tokenizer
+ * of the same size, but other ids for them */
+static char *rotated_corpus(void) {
+    char *text = ckpt_read_text(corpus);
+    for (char *p = text; *p; p++)
+        if (*p >= 'a' && *p <= 'z') *p = (char)('a' + (*p - 'a' + 1) % 26);
+    char *path = datagen_path(dir, "rotated.txt");
+    ckpt_write_file(path, text, strlen(text));
+    free(text);
+    return path;
+}
+
 static char *eval_loss_text(const char *run) {
     char *out = NULL;
     int rc = ckpt_cli(&out, "eval --run %s --threads 1", run);
@@ -82,7 +131,6 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
                           "\"ffn\": \"swiglu\"", "\"tie_word_embeddings\": true"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) cr_expect(strstr(json, keys[i]), "config.json lacks %s:\n%s", keys[i], json);
     free(json);
-    free(config);
 
     /* the export holds exactly the weights, bitwise */
     char ckpt[4200];
@@ -100,7 +148,15 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
         cr_expect(e->dtype == ST_F32 && e->nbytes == (size_t)t->numel * 4 && memcmp(e->bytes, t->data, e->nbytes) == 0,
                   "%s differs in the export", t->name);
     }
+    /* the tokenizer the weights were trained with, in the metadata and in config.json */
+    char *fingerprint = tokenizer_fingerprint_of(trained);
+    cr_expect_str_eq(st_metadata(st, "tokenizer_fingerprint"), fingerprint);
     st_close(st);
+    char *config_text = ckpt_read_text(config);
+    char key[64];
+    snprintf(key, sizeof key, "\"tokenizer_fingerprint\": \"%s\"", fingerprint);
+    cr_expect(strstr(config_text, key), "config.json lacks %s:\n%s", key, config_text);
+    free(config_text), free(fingerprint);
 
     /* a new run from the export: its first logged val loss (step 0, before training) is the
      * original run's val loss at step 20, on the same fixed val batches */
@@ -134,7 +190,7 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
         if (imported.params.m[i] != 0 || imported.params.v[i] != 0) cr_assert_fail("AdamW moments not fresh at %zu", i);
     tg_model_free(&imported);
     tg_model_free(&original);
-    free(fresh);
+    free(fresh), free(config);
 }
 
 Test(export, init_from_refuses_weights_that_do_not_fit, .init = setup, .fini = teardown, .timeout = 120) {
@@ -178,6 +234,81 @@ Test(export, init_from_refuses_weights_that_do_not_fit, .init = setup, .fini = t
     cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
     free(out);
     free(target), free(extra), free(other);
+}
+
+/* --init-from loaded weights trained on another tokenizer of the same size without a word (the ids
+ * of one are not the other's), and trained on a NaN in the file. */
+Test(export, init_from_refuses_weights_of_another_tokenizer_or_not_finite, .init = setup, .fini = teardown, .timeout = 120) {
+    char *rotated = rotated_corpus(), *target = datagen_path(dir, "new"), *out = NULL;
+    char *fingerprint = tokenizer_fingerprint_of(trained);
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 2 --init-from %s --out %s", rotated, exported, target);
+    cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+    char says[256];
+    snprintf(says, sizeof says, "%s was trained with another tokenizer: it records tokenizer %s, this run's char tokenizer",
+             exported, fingerprint);
+    cr_expect(strstr(out, says) && strstr(out, "the --data and --tokenizer of the run it was exported from"), "%s", out);
+    cr_expect_neq(access(target, F_OK), 0, "a refused run left %s", target);
+    free(out);
+
+    /* weights that record no tokenizer (another program's) load, with a note */
+    char *bare = datagen_path(dir, "bare.safetensors");
+    rewrite_weights(exported, bare, NULL, NULL, NULL, 0, 0);
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 1 --init-from %s --out %s/bare-run", rotated, bare, dir);
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "records no tokenizer fingerprint") && strstr(out, bare), "%s", out);
+    free(out);
+
+    /* a recorded fingerprint must be one */
+    char *odd = datagen_path(dir, "odd.safetensors");
+    rewrite_weights(exported, odd, "tokenizer_fingerprint", "12zz", NULL, 0, 0);
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 1 --init-from %s --out %s", corpus, odd, target);
+    cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "metadata tokenizer_fingerprint '12zz' is not a tokenizer fingerprint"), "%s", out);
+    free(out);
+
+    /* a NaN or an Inf in the weights is refused, naming the tensor and the index */
+    static const struct {
+        float value;
+        const char *says;
+    } bad[] = {{NAN, "holds NaN at index 7"}, {-INFINITY, "holds Inf at index 7"}};
+    for (int i = 0; i < 2; i++) {
+        rewrite_weights(exported, odd, "tokenizer_fingerprint", fingerprint, "model.layers.1.mlp.down_proj.weight", 7,
+                        bad[i].value);
+        rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 1 --init-from %s --out %s", corpus, odd, target);
+        cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+        cr_expect(strstr(out, "tensor 'model.layers.1.mlp.down_proj.weight'") && strstr(out, bad[i].says), "%s", out);
+        cr_expect_neq(access(target, F_OK), 0, "a refused run left %s", target);
+        free(out);
+    }
+    free(rotated), free(target), free(fingerprint), free(bare), free(odd);
+}
+
+/* A Hugging Face folder's weights record its tokenizer.json as a run imports it: a run with that
+ * tokenizer (or the same BPE trained again) starts from them, another is told to use it. */
+Test(export, hf_weights_start_a_run_with_their_own_tokenizer, .init = setup, .fini = teardown, .timeout = 120) {
+    char *bpe = datagen_path(dir, "bpe"), *hf = datagen_path(dir, "hf"), *out = NULL;
+    const char *flags = CKPT_TEST_FLAGS " --tokenizer bpe --vocab 300 --eval-every 0";
+    int rc = ckpt_cli(&out, "train %s --data %s --steps 2 --out %s", flags, corpus, bpe);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt export %s --hf %s", bpe, hf);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --eval-every 0 --tokenizer hf:%s/tokenizer.json --data %s --steps 1 "
+                  "--init-from %s/model.safetensors --out %s/from-json",
+                  hf, corpus, hf, dir);
+    cr_expect_eq(rc, 0, "the folder's own tokenizer: exit %d\n%s", rc, out);
+    free(out);
+    rc = ckpt_cli(&out, "train %s --data %s --steps 1 --init-from %s/model.safetensors --out %s/same-bpe", flags, corpus, hf, dir);
+    cr_expect_eq(rc, 0, "the same BPE trained again: exit %d\n%s", rc, out);
+    free(out);
+    char *rotated = rotated_corpus();
+    rc = ckpt_cli(&out, "train %s --data %s --steps 1 --init-from %s/model.safetensors --out %s/other", flags, rotated, hf, dir);
+    cr_expect_eq(rc, 1, "another BPE: exit %d\n%s", rc, out);
+    char says[4400];
+    snprintf(says, sizeof says, "train with its own: --tokenizer hf:%s/tokenizer.json", hf);
+    cr_expect(strstr(out, "was trained with another tokenizer") && strstr(out, says), "%s", out);
+    free(out), free(rotated), free(bpe), free(hf);
 }
 
 /* load_export.py reads `what` (the safetensors file, or a Hugging Face folder) into its own

@@ -5,6 +5,7 @@
  * --reuse of runs with different layer counts (an out-of-bounds read), and where `ckpt export`
  * writes. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -190,20 +191,27 @@ Test(hostile_run, ckpt_export_makes_its_folder_and_keeps_another_model_s_config)
     cr_assert_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, weights), 0, "%s", out);
     free(out);
     cr_expect_eq(access(weights, F_OK), 0);
-    /* again into the same folder: the same config.json, so it goes ahead */
-    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, weights), 0, "%s", out);
+    /* again: the weights exist, so --force; config.json says the same, so it may stay */
+    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, weights), 2, "%s", out);
+    cr_expect(strstr(out, "w.safetensors exists; add --force"), "%s", out);
     free(out);
-    /* beside another model's config.json: refused, nothing written */
+    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s --force", run, weights), 0, "%s", out);
+    free(out);
+    /* new weights beside another model's config.json: refused, nothing written; --force replaces it */
     datagen_write(dir, "other/config.json", "{\"dim\": 4096}\n", 14);
     char *other = datagen_path(dir, "other/w.safetensors");
-    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, other), 1, "%s", out);
-    cr_expect(strstr(out, "config.json already exists and describes another model"), "%s", out);
+    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s", run, other), 2, "%s", out);
+    cr_expect(strstr(out, "config.json already exists and describes another model; add --force"), "%s", out);
     cr_expect_neq(access(other, F_OK), 0, "the weights were written beside another model's config");
     size_t len;
     char *config = datagen_path(dir, "other/config.json");
     uint8_t *kept = ckpt_read_file(config, &len);
     cr_expect(len == 14 && memcmp(kept, "{\"dim\": 4096}\n", 14) == 0, "the other config.json changed");
-    free(out), free(weights), free(other), free(config), free(kept);
+    free(out), free(kept);
+    cr_expect_eq(ckpt_cli(&out, "ckpt export %s --safetensors %s --force", run, other), 0, "%s", out);
+    char *text = ckpt_read_text(config);
+    cr_expect(strstr(text, "\"n_layers\": 1"), "--force kept the other config.json:\n%s", text);
+    free(out), free(weights), free(other), free(config), free(text);
 }
 
 /* ---- files of the run folder that are symlinks ---- */
@@ -281,4 +289,158 @@ Test(hostile_run, a_fifo_or_a_device_in_place_of_a_run_file_is_refused_not_waite
     put(TRAIN_OPTIONS_FILE, "--steps 4\n");
     plant("metrics.jsonl", true);
     free(expect_refused("train --resume %s", 1, "metrics.jsonl: not a regular file"));
+}
+
+/* ---- where commands write: the one output check (train/output_check.h) ---- */
+
+/* Every file of the run folder, its name and bytes: what no refused command may change. */
+static char *run_snapshot(void) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    struct dirent **names;
+    int n = scandir(run, &names, NULL, alphasort);
+    cr_assert_geq(n, 0);
+    for (int i = 0; i < n; i++) {
+        char *path = datagen_path(run, names[i]->d_name);
+        struct stat st;
+        cr_assert_eq(lstat(path, &st), 0);
+        fprintf(out, "%s %o", names[i]->d_name, (unsigned)st.st_mode);
+        if (S_ISREG(st.st_mode)) {
+            size_t bytes;
+            uint8_t *data = ckpt_read_file(path, &bytes);
+            uint64_t h = 14695981039346656037ull;
+            for (size_t k = 0; k < bytes; k++) h = (h ^ data[k]) * 1099511628211ull;
+            fprintf(out, " %zu %016llx", bytes, (unsigned long long)h);
+            free(data);
+        }
+        fputc('\n', out);
+        free(path);
+        free(names[i]);
+    }
+    free(names);
+    fclose(out);
+    return text;
+}
+
+/* `tapegrad ARGS` (%1$s: the run folder, %2$s: the scratch folder) is refused with `code` and a
+ * line holding `fragment`, and the run folder is as it was. */
+static void expect_output_refused(const char *args_fmt, int code, const char *fragment) {
+    char args[8192], *out = NULL, *before = run_snapshot();
+    snprintf(args, sizeof args, args_fmt, run, dir);
+    int rc = ckpt_cli(&out, "%s", args);
+    cr_expect_eq(rc, code, "`tapegrad %s` exited %d, expected %d:\n%s", args, rc, code, out);
+    cr_expect(strchr(out, '\n') && strchr(out, '\n')[1] == '\0', "`tapegrad %s`: not one line:\n%s", args, out);
+    cr_expect(strstr(out, fragment), "`tapegrad %s`: the message lacks '%s':\n%s", args, fragment, out);
+    char *after = run_snapshot();
+    cr_expect_str_eq(after, before, "`tapegrad %s` changed the run folder", args);
+    free(out), free(before), free(after);
+}
+
+/* These exited 0 and replaced the newest checkpoint, the tokenizer or the metrics (report --out
+ * RUN/metrics.jsonl wrote the HTML and then the series into it). --force changes nothing. */
+Test(hostile_run, no_output_replaces_a_file_of_a_run) {
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
+        {"ckpt export %1$s --gguf %1$s/ckpt-00000002.tgck", "is a checkpoint of the run in"},
+        {"ckpt export %1$s --safetensors %1$s/tokenizer.txt", "is the tokenizer of the run in"},
+        {"ckpt export %1$s/ckpt-00000002.tgck --safetensors %1$s/val.tok", "is the tokenized validation data"},
+        {"ckpt export %1$s --safetensors %1$s/latest", "is the pointer to the newest checkpoint"},
+        {"ckpt export %1$s --gguf %1$s/train.lock", "is the lock of the run"},
+        {"ckpt export %1$s --gguf %1$s/ckpt-00000099.tgck", "is a checkpoint of the run"}, /* not there yet */
+        {"ckpt export %1$s --hf %1$s", "is a run folder"},
+        {"report %1$s --out %1$s/metrics.jsonl", "is the metrics of the run in"},
+        {"report %1$s --out %1$s/grads.html", "grads.jsonl is the gradient log of the run"}, /* the series beside it */
+        {"report %1$s --out %1$s/run.txt", "is the description of the run"},
+        {"inspect --run %1$s --batches 1 --batch 1 --dump-grads %1$s/ckpt-00000002.tgck", "is a checkpoint of the run"},
+        {"inspect --run %1$s --batches 1 --batch 1 --dump-grads %1$s/train_options.txt", "is the training options"},
+        {"compare-ffn --preset tiny --steps 1 --seeds 1 --lrs 1e-3 --data %2$s/corpus.txt --out %1$s", "is a run folder"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int force = 0; force <= 1; force++) {
+            char args[1024];
+            snprintf(args, sizeof args, "%s%s", cases[i].args, force ? " --force" : "");
+            expect_output_refused(args, 2, cases[i].says);
+        }
+    }
+    /* the same through a link to the run folder */
+    char *link = datagen_path(dir, "link");
+    cr_assert_eq(symlink(run, link), 0);
+    expect_output_refused("ckpt export %1$s --gguf %2$s/link/metrics.jsonl --force", 2, "is the metrics of the run in");
+    expect_output_refused("ckpt export %1$s --hf %2$s/link --force", 2, "is a run folder");
+    char *missing = datagen_path(run, "ckpt-00000099.tgck");
+    cr_expect_neq(access(missing, F_OK), 0, "a refused export wrote %s", missing);
+    free(link), free(missing);
+}
+
+/* A link, a FIFO, a device or a folder at an output path is refused, --force or not; a file is
+ * replaced only with --force; no flag takes an empty path; two outputs of one command, or an
+ * output and the command's input, are never one file. */
+Test(hostile_run, outputs_are_files_of_their_own, .timeout = 60) {
+    char *victim = datagen_path(dir, "victim.txt"), *link = datagen_path(dir, "out.gguf");
+    datagen_write(dir, "victim.txt", "mine\n", 5);
+    cr_assert_eq(symlink(victim, link), 0);
+    char *fifo = datagen_path(dir, "grads.safetensors");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    datagen_write(dir, "folder.gguf/keep", "x", 1);
+    datagen_write(dir, "mine.html", "my page\n", 8);
+    static const struct {
+        const char *args, *says;
+        int code;
+    } cases[] = {
+        {"ckpt export %1$s --gguf %2$s/out.gguf", "out.gguf is a symbolic link", 2},
+        {"ckpt export %1$s --safetensors %2$s/out.gguf", "out.gguf is a symbolic link", 2},
+        {"report %1$s --out %2$s/out.gguf", "out.gguf is a symbolic link", 2},
+        {"inspect --run %1$s --batches 1 --batch 1 --dump-grads %2$s/grads.safetensors", "grads.safetensors is a FIFO", 2},
+        {"ckpt export %1$s --gguf /dev/null", "/dev/null is a device", 2},
+        {"ckpt export %1$s --gguf %2$s/folder.gguf", "folder.gguf is a folder", 2},
+        {"ckpt export %1$s --gguf %2$s/", "names a folder", 2},
+        {"ckpt export %1$s --hf %2$s/victim.txt", "victim.txt is a file, not a folder", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int force = 0; force <= 1; force++) {
+            char args[1024];
+            snprintf(args, sizeof args, "%s%s", cases[i].args, force ? " --force" : "");
+            expect_output_refused(args, cases[i].code, cases[i].says);
+        }
+    struct stat st;
+    cr_expect(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
+    size_t len;
+    uint8_t *text = ckpt_read_file(victim, &len);
+    cr_expect(len == 5 && memcmp(text, "mine\n", 5) == 0, "the link's target was written");
+    free(text);
+
+    /* a file: --force replaces it */
+    expect_output_refused("report %1$s --out %2$s/mine.html", 2, "mine.html exists; add --force to replace it");
+    char *mine = datagen_path(dir, "mine.html"), *out = NULL;
+    text = ckpt_read_file(mine, &len);
+    cr_expect(len == 8 && memcmp(text, "my page\n", 8) == 0, "a refused report wrote over mine.html");
+    free(text);
+    cr_expect_eq(ckpt_cli(&out, "report %s --out %s --force", run, mine), 0, "%s", out);
+    free(out);
+    text = ckpt_read_file(mine, &len);
+    cr_expect(len > 8 && memcmp(text, "my page\n", 8) != 0, "report --force kept mine.html");
+    free(text), free(mine);
+
+    /* no name at all: `--gguf ""` said "cannot write : No such file or directory; the previous  is untouched" */
+    expect_output_refused("ckpt export %1$s --gguf ''", 2, "--gguf needs a file name");
+    expect_output_refused("ckpt export %1$s --safetensors ''", 2, "--safetensors needs a file name");
+    expect_output_refused("ckpt export %1$s --hf ''", 2, "--hf needs a folder name");
+    expect_output_refused("report %1$s --out ''", 2, "--out needs a file name");
+    expect_output_refused("inspect --run %1$s --dump-grads ''", 2, "--dump-grads needs a file name");
+    expect_output_refused("compare-ffn --data %2$s/corpus.txt --out ''", 2, "--out needs a folder name");
+
+    /* two outputs in one file, and an output that is the input */
+    expect_output_refused("report %1$s --out %2$s/r.jsonl", 2, "the series beside --out would be the same file");
+    expect_output_refused("ckpt export %1$s --safetensors %2$s/w/config.json", 2,
+                          "the config.json beside --safetensors would be the same file");
+    char *alone = datagen_path(dir, "alone.tgck"), *ckpt = datagen_path(run, "ckpt-00000002.tgck");
+    uint8_t *bytes = ckpt_read_file(ckpt, &len);
+    ckpt_write_file(alone, bytes, len);
+    expect_output_refused("ckpt export %2$s/alone.tgck --safetensors %2$s/alone.tgck --force", 2, "which this command reads");
+    size_t now_len;
+    uint8_t *now = ckpt_read_file(alone, &now_len);
+    cr_expect(now_len == len && memcmp(now, bytes, len) == 0, "the checkpoint read was replaced");
+    free(now), free(bytes), free(alone), free(ckpt), free(victim), free(link), free(fifo);
 }

@@ -247,6 +247,40 @@ Test(failed_resume, changes_nothing_in_the_run_folder, .init = setup, .fini = te
     free(after), free(before), free(ckpt), free(ckpt_path), free(metrics);
 }
 
+/* `train --resume docs/notes.txt` or `--resume emptyfolder` exited 1 but left a train.lock there,
+ * with "cannot open tokenizer file docs/tokenizer.txt" for the file. Every command that opens a
+ * run now refuses what is no run with the same line, before anything is created. */
+Test(failed_resume, what_is_no_run_is_refused_before_anything_is_created, .init = setup, .fini = teardown) {
+    datagen_write(work, "docs/notes.txt", "my notes\n", 9);
+    datagen_write(work, "emptyfolder/.keep", "", 0);
+    datagen_write(work, "locked/" RUN_LOCK_FILE, "123\n", 4); /* what an older tapegrad left */
+    static const char *const given[] = {"docs/notes.txt", "emptyfolder", "locked", "docs", "corpus.txt"};
+    static const char *const commands[] = {
+        "train --resume %s",          "sample --run %s",       "eval --run %s",
+        "inspect --run %s",           "inspect --ckpt %s",     "report %s",
+        "ckpt export %s --gguf m.gguf", "ckpt export %s --hf hf", "train --resume %s --steps 9",
+    };
+    char args[512], fragment[256];
+    for (size_t g = 0; g < sizeof given / sizeof given[0]; g++)
+        for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+            snprintf(args, sizeof args, commands[c], given[g]);
+            snprintf(fragment, sizeof fragment,
+                     "%s is not a run folder or a checkpoint in one: a run folder holds the files `tapegrad train` writes",
+                     given[g]);
+            expect_fails_changing_nothing(work, args, fragment);
+        }
+    /* ckpt info and export --safetensors read a checkpoint file anywhere, but a folder only if it is a run's */
+    for (size_t g = 1; g < 4; g++) {
+        snprintf(fragment, sizeof fragment, "%s is not a run folder or a checkpoint in one", given[g]);
+        snprintf(args, sizeof args, "ckpt info %s", given[g]);
+        expect_fails_changing_nothing(work, args, fragment);
+        snprintf(args, sizeof args, "ckpt export %s --safetensors w.safetensors", given[g]);
+        expect_fails_changing_nothing(work, args, fragment);
+    }
+    expect_fails_changing_nothing(work, "train --resume missing", "missing: no such run folder or checkpoint file");
+    expect_fails_changing_nothing(work, "sample --run ''", "an empty path names no run");
+}
+
 /* ------------------------------------------------------------------ the steps on their own */
 
 TestSuite(run_folder, .init = setup, .fini = teardown);

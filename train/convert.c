@@ -13,34 +13,44 @@
 #include "lib/file_read.h"
 #include "lib/safetensors.h"
 #include "lib/path.h"
+#include "data/tokenizer_hf.h"
 
-static void config_json_text(const TgModelConfig *c, char *buf, size_t cap) {
+static void config_json_text(const TgModelConfig *c, uint64_t tokenizer_fingerprint, char *buf, size_t cap) {
+    char fingerprint[64] = "";
+    if (tokenizer_fingerprint)
+        snprintf(fingerprint, sizeof fingerprint, "  \"tokenizer_fingerprint\": \"%016llx\",\n",
+                 (unsigned long long)tokenizer_fingerprint);
     snprintf(buf, cap,
              "{\n"
              "  \"dim\": %lld,\n  \"n_layers\": %lld,\n  \"n_heads\": %lld,\n  \"n_kv_heads\": %lld,\n"
              "  \"hidden_dim\": %lld,\n  \"vocab_size\": %lld,\n  \"max_seq_len\": %lld,\n"
              "  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"ffn\": \"%s\",\n"
-             "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n"
+             "  \"tie_word_embeddings\": true,\n%s  \"torch_dtype\": \"float32\"\n"
              "}\n",
              (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
              (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
-             tg_ffn_kind_name(c->ffn));
+             tg_ffn_kind_name(c->ffn), fingerprint);
 }
 
-/* A config.json already beside the export may stay only if it says what this one says: it
- * describes other weights in that folder otherwise, and replacing it would orphan them. */
-static TgStatus check_existing_config(const char *path, const char *text) {
+/* config.json already beside the export may stay, without --force, only if it says what this
+ * export writes: it describes other weights in that folder otherwise. */
+static bool config_says(const char *path, const char *text) {
     FILE *f = file_open_read(path);
-    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
+    if (!f) return false;
     char old[4096];
     size_t n = fread(old, 1, sizeof old, f);
     fclose(f);
-    if (n == strlen(text) && memcmp(old, text, n) == 0) return TG_OK;
-    return tg_fail(TG_ERR_MISMATCH,
-                   "%s already exists and describes another model; export into another folder, or delete it first", path);
+    return n == strlen(text) && memcmp(old, text, n) == 0;
 }
 
-TgStatus model_write_weights(const TgModel *model, const char *path, const char *source_note) {
+static void set_fingerprint(StWriter *w, const char *key, uint64_t fingerprint) {
+    char hex[32];
+    if (!fingerprint) return;
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fingerprint);
+    st_writer_set_metadata(w, key, hex);
+}
+
+TgStatus model_write_weights(const TgModel *model, const char *path, const char *source_note, WeightsTokenizer tok) {
     const TgParamStore *ps = &model->params;
     StWriter *w = st_writer_begin();
     for (int i = 0; i < ps->count; i++) {
@@ -53,29 +63,106 @@ TgStatus model_write_weights(const TgModel *model, const char *path, const char 
     }
     st_writer_set_metadata(w, "format", "pt");
     if (source_note) st_writer_set_metadata(w, "source", source_note);
+    set_fingerprint(w, WEIGHTS_TOKENIZER_KEY, tok.fingerprint);
+    set_fingerprint(w, WEIGHTS_TOKENIZER_JSON_KEY, tok.json_fingerprint);
     return st_writer_finish(w, path);
 }
 
+static TgStatus config_path_of(const char *path, char *config, size_t cap) {
+    char folder[TG_PATH_CAP];
+    path_folder(path, folder, sizeof folder);
+    return path_join(config, cap, folder, "config.json");
+}
+
+TgStatus model_export_safetensors_check(OutputPlan *plan, const char *path, const TgModelConfig *cfg,
+                                        uint64_t tokenizer_fingerprint, bool force) {
+    char config[TG_PATH_CAP], text[1024];
+    TG_TRY(output_check(plan, "--safetensors", path, force));
+    TG_TRY(config_path_of(path, config, sizeof config));
+    config_json_text(cfg, tokenizer_fingerprint, text, sizeof text);
+    TgStatus s = output_check(plan, "the config.json beside --safetensors", config, force || config_says(config, text));
+    if (s != TG_OK && strstr(tg_error_message(), "exists; add --force"))
+        return tg_fail(TG_ERR_ARG, "%s already exists and describes another model; add --force to replace it, or export into "
+                                   "another folder",
+                       config);
+    return s;
+}
+
 TgStatus model_export_safetensors(const TgModel *model, const char *path, const char *source_note,
-                                   char *config_path_out, size_t cap) {
+                                  uint64_t tokenizer_fingerprint, char *config_path_out, size_t cap) {
     char config[TG_PATH_CAP], folder[TG_PATH_CAP], text[1024];
     path_folder(path, folder, sizeof folder);
-    TG_TRY(path_join(config, sizeof config, folder, "config.json"));
-    config_json_text(&model->cfg, text, sizeof text);
-    TG_TRY(check_existing_config(config, text));
+    TG_TRY(config_path_of(path, config, sizeof config));
+    config_json_text(&model->cfg, tokenizer_fingerprint, text, sizeof text);
     TG_TRY(make_folders(folder));
-    TG_TRY(model_write_weights(model, path, source_note));
+    TG_TRY(model_write_weights(model, path, source_note, (WeightsTokenizer){.fingerprint = tokenizer_fingerprint}));
     TG_TRY(atomic_write(config, text, strlen(text)));
     if (config_path_out) TG_TRY(path_format(config_path_out, cap, "%s", config));
     return TG_OK;
 }
 
-TgStatus model_import_safetensors(TgModel *model, const char *path) {
+static TgStatus read_fingerprint(const StFile *f, const char *key, uint64_t *out) {
+    *out = 0;
+    const char *v = st_metadata(f, key);
+    if (!v) return TG_OK;
+    uint64_t x = 0;
+    size_t n = 0;
+    for (; v[n] && n < 17; n++) {
+        char c = v[n];
+        int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0) break;
+        x = x << 4 | (uint64_t)digit;
+    }
+    if (n != 16 || v[n] != '\0' || x == 0)
+        return tg_fail(TG_ERR_FORMAT, "%s: metadata %s '%.40s' is not a tokenizer fingerprint (16 hex digits)", st_path(f), key, v);
+    *out = x;
+    return TG_OK;
+}
+
+TgStatus weights_tokenizer_read(const StFile *f, WeightsTokenizer *out) {
+    TG_TRY(read_fingerprint(f, WEIGHTS_TOKENIZER_KEY, &out->fingerprint));
+    return read_fingerprint(f, WEIGHTS_TOKENIZER_JSON_KEY, &out->json_fingerprint);
+}
+
+/* Weights trained with another tokenizer of the same size load without a shape error and mean
+ * nothing: the ids of one tokenizer are not the other's. */
+static TgStatus check_tokenizer(const StFile *f, const TgTokenizer *tok, const MessageSink *messages) {
+    WeightsTokenizer rec = {0};
+    TG_TRY(weights_tokenizer_read(f, &rec));
+    if (!rec.fingerprint && !rec.json_fingerprint) {
+        message_emit(messages, MESSAGE_NOTE,
+                     "%s records no tokenizer fingerprint (weights from another program or an older tapegrad): nothing "
+                     "checks that they were trained with this run's tokenizer",
+                     st_path(f));
+        return TG_OK;
+    }
+    if (!tok) return TG_OK;
+    uint64_t fingerprint = tok->fingerprint;
+    if (fingerprint == rec.fingerprint || fingerprint == rec.json_fingerprint) return TG_OK;
+    char ours[96];
+    snprintf(ours, sizeof ours, "this run's %s tokenizer of %d ids is %016llx", tg_tokenizer_kind_name(tok->kind),
+             (int)tok->vocab_size, (unsigned long long)fingerprint);
+    if (rec.json_fingerprint) { /* a Hugging Face folder: its tokenizer.json is theirs */
+        char folder[TG_PATH_CAP];
+        path_folder(st_path(f), folder, sizeof folder);
+        return tg_fail(TG_ERR_MISMATCH,
+                       "%s was trained with another tokenizer: it records tokenizer %016llx, %s; train with its own: "
+                       "--tokenizer hf:%s/" TOKENIZER_HF_FILE,
+                       st_path(f), (unsigned long long)rec.json_fingerprint, ours, folder);
+    }
+    return tg_fail(TG_ERR_MISMATCH,
+                   "%s was trained with another tokenizer: it records tokenizer %016llx, %s; train with the tokenizer "
+                   "it was trained with (the --data and --tokenizer of the run it was exported from, or export that run "
+                   "with --hf and give --tokenizer hf:FOLDER/" TOKENIZER_HF_FILE ")",
+                   st_path(f), (unsigned long long)rec.fingerprint, ours);
+}
+
+TgStatus model_import_safetensors(TgModel *model, const char *path, const TgTokenizer *tok, const MessageSink *messages) {
     StFile *f = NULL;
     TG_TRY(st_open(path, &f));
     const TgParamStore *ps = &model->params;
     const TgModelConfig *c = &model->cfg;
-    TgStatus s = TG_OK;
+    TgStatus s = check_tokenizer(f, tok, messages);
     /* the file may hold nothing the model lacks: an ignored tensor is a silent mistake */
     for (size_t i = 0; i < st_count(f) && s == TG_OK; i++) {
         const StEntry *e = st_entry_at(f, i);
@@ -109,7 +196,8 @@ TgStatus model_import_safetensors(TgModel *model, const char *path) {
         s = st_read_f32(f, t->name, staged + ps->offsets[i], t->numel);
         for (int64_t j = 0; s == TG_OK && j < t->numel; j++)
             if (!isfinite(staged[ps->offsets[i] + (size_t)j]))
-                s = tg_fail(TG_ERR_NUMERIC, "%s: tensor '%s' holds NaN or Inf (element %lld)", path, t->name, (long long)j);
+                s = tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' holds %s at index %lld; weights must be finite numbers", path,
+                            t->name, isnan(staged[ps->offsets[i] + (size_t)j]) ? "NaN" : "Inf", (long long)j);
     }
     if (s == TG_OK) memcpy(ps->data, staged, ps->total * sizeof(float));
     free(staged);

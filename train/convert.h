@@ -4,24 +4,52 @@
 #ifndef TAPEGRAD_CONVERT_H
 #define TAPEGRAD_CONVERT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "lib/messages.h"
+#include "lib/safetensors.h"
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
+#include "tapegrad/tokenizer.h"
+#include "train/output_check.h"
+
+/* What exported weights record of the tokenizer they were trained with, as safetensors metadata
+ * (hex, 16 digits): "tokenizer_fingerprint", the run's (tg_tokenizer_fingerprint, as its
+ * checkpoints record it), and in a Hugging Face folder "tokenizer_json_fingerprint", the one its
+ * tokenizer.json has when a run imports it (--tokenizer hf:DIR/tokenizer.json). 0: not recorded. */
+#define WEIGHTS_TOKENIZER_KEY "tokenizer_fingerprint"
+#define WEIGHTS_TOKENIZER_JSON_KEY "tokenizer_json_fingerprint"
+typedef struct WeightsTokenizer {
+    uint64_t fingerprint, json_fingerprint;
+} WeightsTokenizer;
 
 /* Writes the weights (F32, under the parameters' names, format "pt", `source_note` as the
- * "source" metadata when not NULL) to `path`, atomically. */
-TgStatus model_write_weights(const TgModel *model, const char *path, const char *source_note);
+ * "source" metadata when not NULL, the tokenizer's fingerprints when not 0) to `path`,
+ * atomically. */
+TgStatus model_write_weights(const TgModel *model, const char *path, const char *source_note, WeightsTokenizer tok);
+/* The outputs of model_export_safetensors, checked before anything is read or written
+ * (train/output_check.h): `path`, and config.json beside it, which may stay without `force` when
+ * it already says what the export writes (the config `cfg` and the tokenizer's fingerprint). */
+TgStatus model_export_safetensors_check(OutputPlan *plan, const char *path, const TgModelConfig *cfg,
+                                        uint64_t tokenizer_fingerprint, bool force);
 /* Writes the weights (F32) to `path` and the model config to config.json in the same folder:
  * dim, n_layers, n_heads, n_kv_heads, hidden_dim, vocab_size, max_seq_len, rope_theta, norm_eps,
- * ffn, tie_word_embeddings. Both files are written atomically; the folder is created when
- * missing. A config.json that is there already and says something else is refused
- * (TG_ERR_MISMATCH) before anything is written. config_path_out may be NULL. */
+ * ffn, tie_word_embeddings, tokenizer_fingerprint. Both files are written atomically; the folder
+ * is created when missing. Check both paths first (model_export_safetensors_check).
+ * config_path_out may be NULL. */
 TgStatus model_export_safetensors(const TgModel *model, const char *path, const char *source_note,
-                                   char *config_path_out, size_t cap);
+                                  uint64_t tokenizer_fingerprint, char *config_path_out, size_t cap);
 /* Loads every weight of `model` from a safetensors file: each must be present with the model's
- * shape (F32, F16, BF16 or F64), and the file may hold nothing else. The model is unchanged on
- * failure; the AdamW moments are not touched. */
-TgStatus model_import_safetensors(TgModel *model, const char *path);
+ * shape (F32, F16, BF16 or F64) and finite (the first NaN or Inf is named, tensor and index), and
+ * the file may hold nothing else. Weights that record a tokenizer (WeightsTokenizer) are refused
+ * (TG_ERR_MISMATCH) unless it is `tok` (NULL: not checked), naming both and how to train with
+ * theirs; weights that record none (from elsewhere) load, with a note to `messages` (may be
+ * NULL). The model is unchanged on failure; the AdamW moments are not touched. */
+TgStatus model_import_safetensors(TgModel *model, const char *path, const TgTokenizer *tok, const MessageSink *messages);
+/* The tokenizer fingerprints `f` records (0 for a key that is absent); TG_ERR_FORMAT for a value
+ * that is not 16 hex digits. */
+TgStatus weights_tokenizer_read(const StFile *f, WeightsTokenizer *out);
 
 #endif

@@ -23,21 +23,26 @@ TgStatus export_check_llama(const TgModelConfig *cfg) {
     return TG_OK;
 }
 
-/* An absent or empty folder is fine; a folder with files needs `force`. */
-static TgStatus check_folder(const char *dir, bool force) {
+TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force) {
+    TG_TRY(output_check_folder("--hf", dir));
     DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT) return make_folders(dir);
-        return tg_fail(TG_ERR_IO, "cannot open the folder %s: %s", dir, strerror(errno));
+    if (d) { /* an empty folder is as good as a new one; one with files needs --force */
+        const struct dirent *e;
+        bool empty = true;
+        while (empty && (e = readdir(d)))
+            empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+        closedir(d);
+        if (!empty && !force)
+            return tg_fail(TG_ERR_ARG,
+                           "%s is not empty; give an empty or new folder, or --force to replace the model files in it", dir);
     }
-    const struct dirent *e;
-    bool empty = true;
-    while (empty && (e = readdir(d)))
-        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-    closedir(d);
-    if (!empty && !force)
-        return tg_fail(TG_ERR_ARG, "%s is not empty; give an empty or new folder, or --force to replace the model files in it",
-                       dir);
+    static const char *const files[] = EXPORT_HF_FILES;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[TG_PATH_CAP], what[64];
+        TG_TRY(path_join(path, sizeof path, dir, files[i]));
+        snprintf(what, sizeof what, "the %s of --hf", files[i]);
+        TG_TRY(output_check(plan, what, path, force));
+    }
     return TG_OK;
 }
 
@@ -124,18 +129,27 @@ static cJSON *tokenizer_config(const TgTokenizer *tok, int64_t seq_len) {
     return root;
 }
 
-TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, bool force, const char *source_note) {
+TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, const char *source_note) {
     const TgModelConfig *c = &model->cfg;
     TG_TRY(export_check_llama(c));
     TG_TRY(tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);
-    TG_TRY(check_folder(dir, force));
+    TG_TRY(make_folders(dir));
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, dir, "model.safetensors"));
-    TG_TRY(model_write_weights(model, path, source_note));
+    /* the tokenizer first: the weights record what it is when a run imports it (a char
+     * tokenizer's, which lacks tokens for the bytes its corpus never held, is not importable) */
     TG_TRY(path_join(path, sizeof path, dir, TOKENIZER_HF_FILE));
     TG_TRY(tokenizer_hf_save(tok, path));
+    WeightsTokenizer recorded = {.fingerprint = tok->fingerprint};
+    TgTokenizer imported;
+    if (tokenizer_hf_load(path, &imported) == TG_OK) {
+        recorded.json_fingerprint = imported.fingerprint;
+        tg_tokenizer_free(&imported);
+    }
+    tg_error_clear();
+    TG_TRY(path_join(path, sizeof path, dir, "model.safetensors"));
+    TG_TRY(model_write_weights(model, path, source_note, recorded));
     TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id)));
     TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id)));
     return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, c->seq_len));

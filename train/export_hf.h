@@ -20,13 +20,23 @@
 #include "tapegrad/tokenizer.h"
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
+#include "data/tokenizer_hf.h"
+#include "train/output_check.h"
 
 /* TG_ERR_MISMATCH with the reason when the model is not a Llama model (a ReLU FFN). */
 TgStatus export_check_llama(const TgModelConfig *cfg);
 
-/* Writes the folder `dir` (created with its parents when missing). An existing folder that
- * holds anything is refused unless `force`, which replaces the five files and keeps the rest.
- * The model and the tokenizer are checked before anything is written. */
-TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, bool force, const char *source_note);
+/* The names of the files the folder gets. */
+#define EXPORT_HF_FILES {"config.json", "model.safetensors", "generation_config.json", TOKENIZER_HF_FILE, "tokenizer_config.json"}
+
+/* The outputs of model_export_hf, checked before anything is read or written
+ * (train/output_check.h): the folder (not a run folder; one that holds anything is refused
+ * unless `force`, which replaces the five files and keeps the rest), and each of its five files. */
+TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force);
+/* Writes the folder `dir` (created with its parents when missing), checked first
+ * (model_export_hf_check). model.safetensors records the run's tokenizer fingerprint and the one
+ * the folder's tokenizer.json has when a run imports it (train/convert.h: WeightsTokenizer). The
+ * model and the tokenizer are checked before anything is written. */
+TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, const char *source_note);
 
 #endif

@@ -131,6 +131,8 @@ static TgStatus with_alternatives(TgStatus s, const char *dir, const char *ckpt_
 
 /* Loads tokenizer and checkpoint from a run folder; the model is built from the checkpoint. */
 static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_path, size_t cap) {
+    char dir[TG_PATH_CAP];
+    TG_TRY(run_folder_locate(dir_or_file, dir, sizeof dir));
     TG_TRY(checkpoint_resolve(dir_or_file, ckpt_path, cap));
     path_folder(ckpt_path, run->dir, sizeof run->dir);
     char tok_path[TG_PATH_CAP];
@@ -184,13 +186,11 @@ static TgStatus check_resume_flags(const TrainOptions *o, const TrainOptions *st
 /* A resumed run is only read here: its folder changes in run_start, once every check passed. */
 static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     char ckpt[TG_PATH_CAP], dir[TG_PATH_CAP];
-    struct stat st;
-    /* locked before anything is read: another trainer may be saving into it (a missing folder is
-     * left for open_checkpointed to explain). A replica writes nothing and takes no lock: rank 0
-     * holds it for the job. */
-    TG_TRY(run_folder_of(o->resume, dir, sizeof dir));
-    if (writes && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-        TG_TRY(folder_lock_acquire(&run->lock, dir, RUN_LOCK_FILE));
+    /* a run folder, or a file in one, before anything is created there; then locked before
+     * anything is read: another trainer may be saving into it. A replica writes nothing and
+     * takes no lock: rank 0 holds it for the job. */
+    TG_TRY(run_folder_locate(o->resume, dir, sizeof dir));
+    if (writes) TG_TRY(folder_lock_acquire(&run->lock, dir, RUN_LOCK_FILE));
     TG_TRY(open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
     TrainOptions stored;
     OptStrings strings = {0};
@@ -221,31 +221,50 @@ static void keep_tokens(Run *run, PreparedCorpus *corpus) {
     corpus->ids = NULL;
 }
 
-/* The corpus is read, tokenized and split in memory; only when that succeeded is the run's
- * temporary folder made and the tokenizer and token files written into it. */
-static TgStatus prepare_in_new_folder(Run *run, const PrepareOptions *prep, const char *tokenizer, bool writes) {
+/* The corpus read, tokenized and split in memory; the tokenizer moves to run->tok. */
+static TgStatus prepare_in_memory(Run *run, const PrepareOptions *prep, const char *tokenizer, PreparedCorpus *corpus) {
     PrepareResult prepared;
-    PreparedCorpus corpus;
     message_emit(&run->messages, MESSAGE_INFO, "preparing %s with a %s tokenizer into %s ...", prep->corpus_path, tokenizer,
                  run->folder.path);
-    TG_TRY(prepare_corpus(prep, &corpus, &prepared));
+    TG_TRY(prepare_corpus(prep, corpus, &prepared));
     message_emit(&run->messages, MESSAGE_INFO, "corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)",
                  prepared.corpus_bytes, prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size,
                  prepared.tokenizer_seconds);
-    TgStatus s = TG_OK;
-    if (!writes) keep_tokens(run, &corpus);
-    else if ((s = run_folder_begin(&run->folder)) == TG_OK) {
-        snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
-        s = folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE);
-        if (s == TG_OK) s = prepare_write(&corpus, run->dir);
-    }
-    run->tok = corpus.tok; /* run_close frees it */
-    memset(&corpus.tok, 0, sizeof corpus.tok);
-    prepared_corpus_free(&corpus);
-    return s;
+    run->tok = corpus->tok; /* run_close frees it */
+    memset(&corpus->tok, 0, sizeof corpus->tok);
+    return TG_OK;
 }
 
-/* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
+/* The model of the flags and the tokenizer: its weights from --init-from (checked against the
+ * tokenizer, every shape, every value) or initialised from the seed. */
+static TgStatus build_new_model(Run *run, const TrainOptions *o, uint64_t seed) {
+    TgModelConfig cfg;
+    TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
+    tg_model_build(&run->model, &cfg);
+    run->model_built = true;
+    if (o->init_from) {
+        TG_TRY(model_import_safetensors(&run->model, o->init_from, &run->tok, &run->messages));
+        run->initialized_from_file = true;
+    } else {
+        tg_model_init_weights(&run->model, seed);
+    }
+    return TG_OK;
+}
+
+/* Only once every check passed: the run's temporary folder, locked, with its tokenizer, token
+ * files and run.txt (run_folder.h). */
+static TgStatus write_new_folder(Run *run, const PreparedCorpus *corpus, const TrainOptions *id) {
+    TG_TRY(run_folder_begin(&run->folder));
+    snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
+    TG_TRY(folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE));
+    PreparedCorpus written = *corpus; /* the tokens, with the tokenizer that now lives in run->tok */
+    written.tok = run->tok;
+    TG_TRY(prepare_write(&written, run->dir));
+    return identity_write(run->dir, id);
+}
+
+/* A new run: every check that needs no corpus, then the corpus and the model in memory, then the
+ * files (run_folder.h). */
 static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     TgModelConfig preset_cfg;
     TG_TRY(tg_model_preset(o->preset, &preset_cfg));
@@ -281,20 +300,15 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     prep.vocab_size = (int32_t)vocab;
     prep.val_fraction = id.val_fraction;
     prep.seq_len = cfg.seq_len;
-    TG_TRY(prepare_in_new_folder(run, &prep, tokenizer, writes));
-    if (writes) {
-        TG_TRY(identity_write(run->dir, &id));
-        TG_TRY(load_tokens(run));
-    }
-    TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
-    tg_model_build(&run->model, &cfg);
-    run->model_built = true;
-    if (o->init_from) {
-        TG_TRY(model_import_safetensors(&run->model, o->init_from));
-        run->initialized_from_file = true;
-    } else {
-        tg_model_init_weights(&run->model, (uint64_t)id.seed);
-    }
+    PreparedCorpus corpus;
+    TG_TRY(prepare_in_memory(run, &prep, tokenizer, &corpus));
+    TgStatus s = build_new_model(run, o, (uint64_t)id.seed);
+    if (s == TG_OK && writes) s = write_new_folder(run, &corpus, &id);
+    else if (s == TG_OK) keep_tokens(run, &corpus);
+    prepared_corpus_free(&corpus);
+    /* read back from the files written (the corpus is freed first: a large one is held once) */
+    if (s == TG_OK && writes) s = load_tokens(run);
+    TG_TRY(s);
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;

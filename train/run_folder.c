@@ -12,24 +12,80 @@
 
 #include "lib/atomic_file.h"
 #include "data/prepare.h"
+#include "data/tokenizer_hf.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
 #include "lib/path.h"
 
-/* The files a run writes into its folder, besides ckpt-*.tgck: a folder holding one belongs to
- * a run. (A *.tmp file a killed save left is no run's: the next save overwrites it.) */
-static const char *const RUN_FILES[] = {
-    PREPARE_TOKENIZER_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, RUN_IDENTITY_FILE,
-    TRAIN_OPTIONS_FILE,     RUN_METRICS_FILE,   "grads.jsonl",    "latest",
-    RUN_LOCK_FILE,
+/* The files a run writes into its folder, besides ckpt-*.tgck, and what each is to the run: a
+ * folder holding one belongs to a run. (A *.tmp file a killed save left is no run's: the next
+ * save overwrites it.) */
+static const struct {
+    const char *name, *what;
+    bool marks_a_run; /* only a run writes it: its presence makes the folder a run folder */
+} RUN_FILES[] = {
+    {PREPARE_TOKENIZER_FILE, "the tokenizer", true},
+    {TOKENIZER_HF_FILE, "the imported tokenizer", false},
+    {PREPARE_TRAIN_FILE, "the tokenized training data", false},
+    {PREPARE_VAL_FILE, "the tokenized validation data", false},
+    {RUN_IDENTITY_FILE, "the description", true},
+    {TRAIN_OPTIONS_FILE, "the training options", false},
+    {RUN_METRICS_FILE, "the metrics", false},
+    {"grads.jsonl", "the gradient log", false},
+    {"latest", "the pointer to the newest checkpoint", true},
+    {RUN_LOCK_FILE, "the lock", false},
 };
 
-static bool is_run_file(const char *name) {
+static bool is_checkpoint_name(const char *name) {
     size_t len = strlen(name);
-    if (strncmp(name, "ckpt-", 5) == 0 && len > 5 && strcmp(name + len - 5, ".tgck") == 0) return true;
+    return strncmp(name, "ckpt-", 5) == 0 && len > 10 && strcmp(name + len - 5, ".tgck") == 0;
+}
+
+bool run_file_name(const char *name, const char **what) {
+    if (is_checkpoint_name(name)) {
+        if (what) *what = "a checkpoint";
+        return true;
+    }
     for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++)
-        if (strcmp(name, RUN_FILES[i]) == 0) return true;
+        if (strcmp(name, RUN_FILES[i].name) == 0) {
+            if (what) *what = RUN_FILES[i].what;
+            return true;
+        }
     return false;
+}
+
+static bool is_run_file(const char *name) { return run_file_name(name, NULL); }
+
+bool run_folder_is_run(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    bool run = false;
+    struct dirent *e;
+    while (!run && (e = readdir(d))) {
+        run = is_checkpoint_name(e->d_name);
+        for (size_t i = 0; !run && i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++)
+            run = RUN_FILES[i].marks_a_run && strcmp(e->d_name, RUN_FILES[i].name) == 0;
+    }
+    closedir(d);
+    return run;
+}
+
+#define WHAT_A_RUN_HOLDS                                                                                     \
+    "a run folder holds the files `tapegrad train` writes (" PREPARE_TOKENIZER_FILE ", " RUN_IDENTITY_FILE \
+    ", " PREPARE_TRAIN_FILE ", ckpt-*.tgck, latest, ...); give one, or a checkpoint file inside one"
+
+TgStatus run_folder_locate(const char *given, char *dir, size_t cap) {
+    if (!given[0]) return tg_fail(TG_ERR_ARG, "an empty path names no run; " WHAT_A_RUN_HOLDS);
+    struct stat st;
+    if (stat(given, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return tg_fail(TG_ERR_IO, "%s: no such run folder or checkpoint file; " WHAT_A_RUN_HOLDS, given);
+        return tg_fail(TG_ERR_IO, "%s: %s", given, strerror(errno));
+    }
+    TG_TRY(run_folder_of(given, dir, cap));
+    if (!run_folder_is_run(dir))
+        return tg_fail(TG_ERR_IO, "%s is not a run folder or a checkpoint in one: " WHAT_A_RUN_HOLDS, given);
+    return TG_OK;
 }
 
 /* "metrics.jsonl, train.tok": the run files in dir (empty when none). */

@@ -37,6 +37,22 @@ typedef struct RunFolder {
 /* The run folder of `dir_or_file`: the folder itself, or the folder holding a checkpoint file.
  * TG_ERR_ARG when it does not fit cap. */
 TgStatus run_folder_of(const char *dir_or_file, char *out, size_t cap);
+
+/* Whether `name` is the name of a file a run keeps in its folder: ckpt-*.tgck, latest,
+ * tokenizer.txt, tokenizer.json, train.tok, val.tok, run.txt, train_options.txt, metrics.jsonl,
+ * grads.jsonl, train.lock. No command writes a file of that name into a run folder but the
+ * trainer (train/output_check.h); *what (may be NULL) receives what the file is to the run ("the tokenizer"). */
+bool run_file_name(const char *name, const char **what);
+/* Whether `dir` is a run folder. A run folder is known by its files, not its name: it holds
+ * run.txt, tokenizer.txt, latest or a checkpoint. (train.lock alone does not make one: it is
+ * the one file a command that failed on a folder could once leave there.) */
+bool run_folder_is_run(const char *dir);
+/* What a user named as a run (`train --resume`, `sample --run`, `ckpt info`, `report`, ...): a
+ * run folder, or a file inside one (a checkpoint). *dir receives the run folder. Anything else
+ * is refused before anything is read, locked or created, with the one line every command gives:
+ * "X is not a run folder or a checkpoint in one: a run folder holds ..." (TG_ERR_IO; TG_ERR_ARG
+ * for an empty path). */
+TgStatus run_folder_locate(const char *given, char *dir, size_t cap);
 /* Picks the folder of a new run, writing nothing: out_dir, or else the first free one of
  * `generated`, `generated`-2, -3, ... Refuses a path that is a file, a folder holding a run's
  * files, and a path whose nearest existing parent is not a writable folder. */

@@ -169,10 +169,10 @@ TgStatus train_options_save(const char *dir, const TrainOptions *o) {
 TgStatus train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings) {
     /* the run folder: RESUME itself, or the folder of a checkpoint file */
     char dir[TG_PATH_CAP], path[TG_PATH_CAP];
-    TG_TRY(run_folder_of(resume, dir, sizeof dir));
+    TG_TRY(run_folder_locate(resume, dir, sizeof dir));
     TG_TRY(path_join(path, sizeof path, dir, TRAIN_OPTIONS_FILE));
     if (saved) *saved = *o;
-    if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed, or not a run: the resume says */
+    if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed */
     OptSet read = 0;
     TgStatus s = opt_read(&table, o, TRAIN_OPT_SAVED, o->given, path, &read, strings);
     if (s == TG_OK && saved) s = opt_read(&table, saved, TRAIN_OPT_SAVED, 0, path, NULL, strings);

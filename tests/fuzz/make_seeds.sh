@@ -23,12 +23,17 @@ flags=(--preset tiny --dim 4 --layers 1 --heads 2 --kv-heads 1 --hidden 8 --seq 
 "$bin" ckpt export "$work/run" --safetensors "$work/export/w.safetensors" >/dev/null
 "$bin" ckpt export "$work/bpe" --hf "$work/hf" >/dev/null
 grep -q '"vocab_size": 17,' "$work/export/config.json" || { echo "the seed run's vocabulary is not 17" >&2; exit 1; }
+# the harness imports with the seed run's tokenizer, so that seeds get past the fingerprint check
+fingerprint=$(sed -n 's/^fingerprint //p' "$work/run/tokenizer.txt")
+grep -q "FUZZ_SEED_TOKENIZER 0x${fingerprint}ULL" tests/fuzz/fuzz_safetensors.c ||
+  echo "note: set FUZZ_SEED_TOKENIZER in tests/fuzz/fuzz_safetensors.c to 0x${fingerprint}ULL" >&2
 
 rm -rf "$out"
 mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokenizer_json,tokfile,run_files,report,corpus}
 cp "$work/run/ckpt-00000002.tgck" "$out/checkpoint_raw/tiny.tgck"
 gzip -dc "$work/run/ckpt-00000002.tgck" >"$out/checkpoint/tiny.raw"
 cp "$work/export/w.safetensors" "$out/safetensors/tiny.safetensors"
+cp "$work/hf/model.safetensors" "$out/safetensors/hf-bpe.safetensors"   # records both fingerprints
 cp "$work/run/tokenizer.txt" "$out/tokenizer/char.txt"
 cp "$work/bpe/tokenizer.txt" "$out/tokenizer/bpe.txt"
 cp "$work/hf/tokenizer.json" "$out/tokenizer_json/bpe.json"
