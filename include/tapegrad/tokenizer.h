@@ -93,7 +93,7 @@ typedef struct TgTokenizer {
     TgTokenPair *merges;
     int32_t *merge_ids;
     int32_t byte_ids[256];   /* the id of each single byte (b for tapegrad's own) */
-    int32_t n_added;         /* matched in text, longest first at the leftmost position */
+    int32_t n_added;         /* matched in text, longest first at the leftmost position; sorted by id */
     TgTokenizerAdded *added;
     bool hf;                 /* imported from a tokenizer.json (see above) */
     bool ignore_merges;      /* hf: a chunk that is itself a token is that token */
