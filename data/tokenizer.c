@@ -36,6 +36,7 @@ void tg_tokenizer_free(TgTokenizer *tok) {
     free(tok->token_bytes);
     bpe_rank_map_free(tok->ranks);
     token_index_free(tok->index);
+    added_matcher_free(tok->matcher);
     memset(tok, 0, sizeof *tok);
 }
 
@@ -238,6 +239,7 @@ TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin) {
                            "merge: the file is corrupt",
                            origin, dup, tok->merges[dup].left, tok->merges[dup].right);
     }
+    TG_TRY(added_matcher_build(tok, &tok->matcher));
     tok->fingerprint = compute_fingerprint(tok);
     return TG_OK;
 }

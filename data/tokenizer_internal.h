@@ -39,4 +39,27 @@ TgStatus token_index_build(const TgTokenizer *tok, TgTokenIndex **index, int32_t
 int32_t token_index_find(const TgTokenIndex *index, const TgTokenizer *tok, const uint8_t *b, size_t len);
 void token_index_free(TgTokenIndex *index);
 
+/* ---- added tokens (tokenizer_added.c) ---- */
+
+/* The automaton that finds tok->added in text; NULL when there are none. TG_ERR_NOMEM as
+ * bpe_rank_map_build. */
+TgStatus added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher);
+void added_matcher_free(TgAddedMatcher *matcher);
+
+/* One text searched for added tokens, front to back. */
+typedef struct {
+    const TgTokenizer *tok;
+    const uint8_t *text;
+    size_t len;
+    size_t lo, hi, window; /* longest[p - lo] for the positions [lo, hi) scanned last */
+    int32_t *longest;
+    uint64_t steps; /* the automaton's transitions and failure steps so far: at most twice the bytes scanned */
+} AddedScan;
+
+void added_scan_begin(AddedScan *scan, const TgTokenizer *tok, const uint8_t *text, size_t len);
+/* The first added token in text[from, len), the longest of those starting there: true and *at,
+ * *id, *match_len set; false when there is none. Calls must ask for increasing `from`. */
+bool added_scan_next(AddedScan *scan, size_t from, size_t *at, int32_t *id, size_t *match_len);
+void added_scan_end(AddedScan *scan);
+
 #endif

@@ -68,6 +68,7 @@ typedef struct TgTokenPair {
 
 typedef struct TgBpeRankMap TgBpeRankMap; /* private: pair -> merge rank, for encoding */
 typedef struct TgTokenIndex TgTokenIndex; /* private: token bytes -> id (imported tokenizers) */
+typedef struct TgAddedMatcher TgAddedMatcher; /* private: finds the added tokens in text */
 
 /* A token matched in the text before the pre-split: Hugging Face's "added tokens". Its text is
  * the token's bytes (tg_tokenizer_token_bytes). */
@@ -104,6 +105,7 @@ typedef struct TgTokenizer {
     uint8_t *token_bytes;
     TgBpeRankMap *ranks;      /* BPE only */
     TgTokenIndex *index;      /* hf only */
+    TgAddedMatcher *matcher;  /* BPE with added tokens */
     uint64_t fingerprint;   /* see tg_tokenizer_fingerprint */
 } TgTokenizer;
 
