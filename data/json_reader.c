@@ -106,7 +106,9 @@ static TgStatus check_number(Scan *s) {
     size_t start = s->pos;
     const unsigned char *t = s->t;
     if (t[s->pos] == '-') s->pos++;
-    if (s->pos < s->len && t[s->pos] == '0') s->pos++;
+    if (s->pos < s->len && t[s->pos] == '0') {
+        if (++s->pos < s->len && is_digit(t[s->pos])) return invalid(s, start, "a malformed number (a leading zero)");
+    }
     else if (s->pos < s->len && is_digit(t[s->pos])) while (s->pos < s->len && is_digit(t[s->pos])) s->pos++;
     else return invalid(s, start, "a malformed number");
     if (s->pos < s->len && t[s->pos] == '.') {
