@@ -40,7 +40,7 @@ static TgStatus reader_alloc(const Reader *r, void **p, size_t n, size_t size, c
 /* The bytes of the string s, decoded into the reader's scratch buffer (from byte `at` of it,
  * so that two strings can be held at once). */
 static TgStatus decode(Reader *r, JsonString s, size_t at, const char **out, size_t *n) {
-    if (at + s.raw_len > r->scratch_cap) {
+    if (at + s.raw_len >= r->scratch_cap) { /* >=: an empty string too needs a buffer to point into */
         size_t need = at + s.raw_len, cap = need + need / 4 + 64; /* grown a quarter: one long string costs little more than itself */
         char *bigger = realloc(r->scratch, cap);
         if (!bigger) return out_of_memory(r, cap, 1, "a string");
