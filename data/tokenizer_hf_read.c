@@ -436,9 +436,9 @@ static TgStatus read_merges(Reader *r, size_t at, TgTokenizer *tok) {
                 s = tg_fail(TG_ERR_FORMAT, "%s: model.merges[%" PRId32 "] is not \"left right\" or [\"left\", \"right\"]", r->path, i);
             break;
         }
-        if (la + lb > joined_cap) {
+        if (!joined || la + lb > joined_cap) { /* two empty operands too need a buffer to point into */
             free(joined);
-            joined_cap = 2 * (la + lb);
+            joined_cap = 2 * (la + lb) + 16;
             if ((s = reader_alloc(r, (void **)&joined, joined_cap, 1, "a merge")) != TG_OK) break;
         }
         int32_t left = id_of_text(tok, a, la, joined, &ba);
