@@ -36,6 +36,7 @@ void tg_tokenizer_free(TgTokenizer *tok) {
     free(tok->token_bytes);
     bpe_rank_map_free(tok->ranks);
     token_index_free(tok->index);
+    added_matcher_free(tok->matcher);
     memset(tok, 0, sizeof *tok);
 }
 
@@ -221,7 +222,7 @@ TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin) {
     } else if (tok->kind == TG_TOKENIZER_BPE && tok->hf) {
         TG_TRY(validate_imported(tok, origin));
         int32_t a = -1, b = -1;
-        tok->index = token_index_build(tok, &a, &b);
+        if (!tok->index) TG_TRY(token_index_build(tok, &tok->index, &a, &b));
         if (!tok->index)
             return tg_fail(TG_ERR_FORMAT, "%s: ids %" PRId32 " and %" PRId32 " are the same token", origin, a, b);
     } else if (tok->kind == TG_TOKENIZER_BPE) {
@@ -231,13 +232,14 @@ TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin) {
     }
     if (tok->kind == TG_TOKENIZER_BPE) {
         int32_t dup = -1;
-        tok->ranks = bpe_rank_map_build(tok->merges, tok->n_merges, &dup);
+        TG_TRY(bpe_rank_map_build(tok->merges, tok->n_merges, &tok->ranks, &dup));
         if (!tok->ranks)
             return tg_fail(TG_ERR_FORMAT,
                            "%s: merge %" PRId32 " (%" PRId32 " %" PRId32 ") repeats an earlier "
                            "merge: the file is corrupt",
                            origin, dup, tok->merges[dup].left, tok->merges[dup].right);
     }
+    TG_TRY(added_matcher_build(tok, &tok->matcher));
     tok->fingerprint = compute_fingerprint(tok);
     return TG_OK;
 }
@@ -528,7 +530,11 @@ static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
                            r->path, r->lineno, r->line);
     char origin[TG_PATH_CAP + 32];
     snprintf(origin, sizeof origin, "tokenizer file %s", r->path);
-    if (!tok->hf) TG_TRY(tokenizer_finish(tok, origin)); /* tokenizer_hf_load finished it */
+    if (!tok->hf) { /* tokenizer_hf_load finished it */
+        TgStatus st = tokenizer_finish(tok, origin);
+        if (st == TG_ERR_NOMEM) return tg_fail(st, "out of memory reading %s (%s)", origin, tg_error_message());
+        TG_TRY(st);
+    }
     if (tok->fingerprint != stored)
         return tg_fail(TG_ERR_FORMAT,
                        "tokenizer file %s is corrupt or was edited: its contents hash to "

@@ -94,14 +94,25 @@ static uint64_t hash_bytes(const unsigned char *b, size_t n) {
     return h ? h : 1;
 }
 
-static void pairmap_init(PairMap *m, size_t expected) {
+/* false when the memory cannot be had (m is then empty) */
+static bool pairmap_try_init(PairMap *m, size_t expected) {
     size_t cap = 64;
     while (cap < 2 * expected) cap *= 2;
     m->cap = cap;
     m->count = 0;
-    m->keys = tg_malloc(cap * sizeof *m->keys);
-    m->vals = tg_malloc(cap * sizeof *m->vals);
+    m->keys = malloc(cap * sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    if (!m->keys || !m->vals) {
+        free(m->keys), free(m->vals);
+        memset(m, 0, sizeof *m);
+        return false;
+    }
     for (size_t i = 0; i < cap; i++) m->keys[i] = EMPTY_KEY;
+    return true;
+}
+
+static void pairmap_init(PairMap *m, size_t expected) {
+    TG_CHECK(pairmap_try_init(m, expected), "out of memory for a map of %zu pairs", expected);
 }
 
 static void pairmap_free(PairMap *m) {
@@ -160,19 +171,24 @@ struct TgBpeRankMap {
     PairMap map;
 };
 
-TgBpeRankMap *bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, int32_t *duplicate) {
-    TgBpeRankMap *rm = tg_calloc(1, sizeof *rm);
-    pairmap_init(&rm->map, (size_t)n_merges);
+TgStatus bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, TgBpeRankMap **map, int32_t *duplicate) {
+    *map = NULL;
+    TgBpeRankMap *rm = calloc(1, sizeof *rm);
+    if (!rm || !pairmap_try_init(&rm->map, (size_t)n_merges)) {
+        free(rm);
+        return tg_fail(TG_ERR_NOMEM, "the rank map of %" PRId32 " merges", n_merges);
+    }
     for (int32_t i = 0; i < n_merges; i++) {
         bool added;
         pairmap_get_or_add(&rm->map, pair_key(merges[i].left, merges[i].right), i, &added);
         if (!added) {
             *duplicate = i;
             bpe_rank_map_free(rm);
-            return NULL;
+            return TG_OK;
         }
     }
-    return rm;
+    *map = rm;
+    return TG_OK;
 }
 
 int32_t bpe_rank_map_get(const TgBpeRankMap *rm, int32_t left, int32_t right) {
@@ -202,11 +218,18 @@ static size_t token_index_slot(const TgTokenIndex *ix, const TgTokenizer *tok, c
     return i;
 }
 
-TgTokenIndex *token_index_build(const TgTokenizer *tok, int32_t *first, int32_t *second) {
-    TgTokenIndex *ix = tg_calloc(1, sizeof *ix);
-    ix->cap = 64;
-    while (ix->cap < 2 * (size_t)tok->vocab_size) ix->cap *= 2;
-    ix->slots = tg_calloc(ix->cap, sizeof *ix->slots);
+TgStatus token_index_build(const TgTokenizer *tok, TgTokenIndex **index, int32_t *first, int32_t *second) {
+    *index = NULL;
+    TgTokenIndex *ix = calloc(1, sizeof *ix);
+    if (ix) {
+        ix->cap = 64;
+        while (ix->cap < 2 * (size_t)tok->vocab_size) ix->cap *= 2;
+        ix->slots = calloc(ix->cap, sizeof *ix->slots);
+    }
+    if (!ix || !ix->slots) {
+        free(ix);
+        return tg_fail(TG_ERR_NOMEM, "the index of %" PRId32 " tokens", tok->vocab_size);
+    }
     for (int32_t id = 0; id < tok->vocab_size; id++) {
         size_t len;
         const uint8_t *b = tg_tokenizer_token_bytes(tok, id, &len);
@@ -215,11 +238,12 @@ TgTokenIndex *token_index_build(const TgTokenizer *tok, int32_t *first, int32_t 
             *first = ix->slots[i] - 1;
             *second = id;
             token_index_free(ix);
-            return NULL;
+            return TG_OK;
         }
         ix->slots[i] = id + 1;
     }
-    return ix;
+    *index = ix;
+    return TG_OK;
 }
 
 int32_t token_index_find(const TgTokenIndex *ix, const TgTokenizer *tok, const uint8_t *b, size_t len) {

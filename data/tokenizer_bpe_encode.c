@@ -1,7 +1,7 @@
 /* Byte-level BPE encoding: added tokens, the GPT-2 pre-split, merges by rank.
  *
  *   text -> [replace invalid UTF-8 by U+FFFD: imported tokenizers only]
- *        -> cut at added tokens (leftmost, then longest), each one id
+ *        -> cut at added tokens (leftmost, then longest), each one id (tokenizer_added.c)
  *        -> cut the rest into chunks (the pre-split rule)
  *        -> each chunk: its bytes' ids, then merges by rank
  *
@@ -69,32 +69,6 @@ size_t tg_tokenizer_gpt2_chunk_len(const char *text, size_t len) {
 
 size_t tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len) {
     return split == TG_TOKENIZER_SPLIT_GPT2 ? tg_tokenizer_gpt2_chunk_len(text, len) : tg_tokenizer_bpe_chunk_len(text, len);
-}
-
-/* ---- added tokens ------------------------------------------------------------------------ */
-
-/* The first added token in text[from, len), the longest of those starting there: true and
- * *at, *id, *match_len set; false when there is none. */
-static bool find_added(const TgTokenizer *tok, const unsigned char *text, size_t len, size_t from, size_t *at,
-                       int32_t *id, size_t *match_len) {
-    if (tok->n_added == 0) return false;
-    for (size_t p = from; p < len; p++) {
-        size_t best = 0;
-        for (int32_t k = 0; k < tok->n_added; k++) {
-            size_t l;
-            const uint8_t *t = tg_tokenizer_token_bytes(tok, tok->added[k].id, &l);
-            if (l > best && l <= len - p && t[0] == text[p] && memcmp(t, text + p, l) == 0) {
-                best = l;
-                *id = tok->added[k].id;
-            }
-        }
-        if (best) {
-            *at = p;
-            *match_len = best;
-            return true;
-        }
-    }
-    return false;
 }
 
 /* ---- invalid UTF-8 ----------------------------------------------------------------------- */
@@ -221,11 +195,13 @@ void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, siz
         len = replaced_len;
     }
     MergeScratch m = {0};
+    AddedScan scan;
+    added_scan_begin(&scan, tok, text, len);
     size_t n = 0;
     for (size_t pos = 0; pos < len;) {
         size_t at = len, match_len = 0;
         int32_t added = -1;
-        find_added(tok, text, len, pos, &at, &added, &match_len);
+        added_scan_next(&scan, pos, &at, &added, &match_len);
         while (pos < at) {
             size_t cl = tokenizer_chunk_len(tok->split, (const char *)text + pos, at - pos);
             n += encode_chunk(tok, text + pos, cl, &m, out + n);
@@ -234,6 +210,7 @@ void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, siz
         if (added >= 0) out[n++] = added;
         pos = at + match_len;
     }
+    added_scan_end(&scan);
     free(m.syms);
     free(m.heap);
     free(replaced);

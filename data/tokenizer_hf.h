@@ -12,12 +12,33 @@
  * decoder are not read: tapegrad encodes text as Hugging Face's encode(text,
  * add_special_tokens=False) does and decodes ids to their bytes. Vocabulary tokens are the
  * bytes of a token through GPT-2's byte-to-character map (ByteLevel's alphabet); added tokens
- * are their UTF-8 text. Every id from 0 up must be named once, and every byte must have a token.
- * The end-of-text token (tok->eot_id) is the special added token "<|endoftext|>", or the first
- * special added token when there is none of that name.
+ * are their UTF-8 text, which may not hold a NUL (U+0000). Every id from 0 up must be named
+ * once, and every byte must have a token.
+ *
+ * Added tokens are kept sorted by id, whatever their order in the file, so that what the run
+ * saves (tokenizer.txt, and a tokenizer.json that lists them by id) has the fingerprint of what
+ * was imported. The same entry twice is kept once (Hugging Face's tokenizers do the same); two
+ * entries giving one id different contents, or the same content once special and once not, are
+ * refused, naming both. The end-of-text token (tok->eot_id) is the special added token
+ * "<|endoftext|>", or else the special added token of the lowest id.
+ *
+ * The file must be JSON as RFC 8259 writes it (data/json_reader.h): UTF-8, nothing after the
+ * object, no member that tapegrad reads given twice; each refusal names the byte offset.
  *
  * Limits (a tokenizer.json may come from anywhere): TOKENIZER_HF_MAX_BYTES of JSON,
- * TOKENIZER_HF_MAX_IDS ids and merges, TOKENIZER_HF_MAX_ADDED added tokens.
+ * TOKENIZER_HF_MAX_IDS ids and merges, TOKENIZER_HF_MAX_ADDED added tokens holding at most
+ * TOKENIZER_HF_MAX_ADDED_BYTES of text in all.
+ *
+ * Memory: reading a file of F bytes takes at most 10 F + 64 MiB (peak RSS above the caller's),
+ * whatever it holds. The file's text (F) is read whole and freed before the encoding tables are
+ * built; what tapegrad skips costs nothing more. Each vocabulary entry (at least 5 bytes of
+ * JSON) keeps its bytes, an offset (8 bytes) and an index slot (at most 16 bytes), and needs 8
+ * more while it is read; each merge (at least 6 bytes) keeps 12 bytes and up to 48 of the rank
+ * map that encoding probes (at most half full): 5.8 bytes a byte of vocabulary, 10 a byte of
+ * merges at the worst. The added tokens' automaton (data/tokenizer_added.c) takes 13 bytes a
+ * byte of their text: at most 52 MiB, in the constant. An allocation that fails is "out of
+ * memory reading FILE (...)" (TG_ERR_NOMEM), never a parse error and never an abort.
+ * bench/README.md has the figures measured on crafted files.
  */
 #ifndef TAPEGRAD_DATA_TOKENIZER_HF_H
 #define TAPEGRAD_DATA_TOKENIZER_HF_H
@@ -28,7 +49,7 @@
 
 #define TOKENIZER_HF_FILE "tokenizer.json"
 #define TOKENIZER_HF_MAX_BYTES ((size_t)256 << 20)
-enum { TOKENIZER_HF_MAX_IDS = 1 << 22, TOKENIZER_HF_MAX_ADDED = 1 << 16 };
+enum { TOKENIZER_HF_MAX_IDS = 1 << 22, TOKENIZER_HF_MAX_ADDED = 1 << 16, TOKENIZER_HF_MAX_ADDED_BYTES = 1 << 22 };
 
 /* Loads a tokenizer.json (see above) as an imported BPE tokenizer (tok->hf). On failure tok is
  * left empty. */
@@ -47,6 +68,10 @@ TgStatus tokenizer_hf_save(const TgTokenizer *tok, const char *path);
  * through GPT-2's byte-to-character map, or an added token's own text (for <eot> of a char
  * tokenizer "<|endoftext|>"). malloc'ed, NUL-terminated. */
 char *tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id);
+
+/* The bytes the vocabulary string s[0..len) (UTF-8) stands for through GPT-2's byte map, into
+ * out (room for len bytes), *n of them: false when a character is outside the map. */
+bool tokenizer_hf_bytes_of_text(const char *s, size_t len, uint8_t *out, size_t *n);
 
 /* Whether `id` is matched as a whole in text (an added token, or <eot>); *special tells a
  * control token from an added word. */

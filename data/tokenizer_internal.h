@@ -24,18 +24,42 @@ static inline int32_t tokenizer_merge_id(const TgTokenizer *tok, int32_t rank) {
     return tok->merge_ids ? tok->merge_ids[rank] : TG_TOKENIZER_BPE_FIRST_MERGE + rank;
 }
 
-/* Pair -> rank map over the merges. Returns NULL when two merges join the same pair and then
- * sets *duplicate to the later merge's index. */
-TgBpeRankMap *bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, int32_t *duplicate);
+/* Pair -> rank map over the merges, into *map. When two merges join the same pair *map is NULL
+ * and *duplicate the later merge's index. TG_ERR_NOMEM (the message names what) when the memory
+ * cannot be had: the callers read files, which must not abort. */
+TgStatus bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, TgBpeRankMap **map, int32_t *duplicate);
 /* The rank of merge (left, right), or -1. */
 int32_t bpe_rank_map_get(const TgBpeRankMap *map, int32_t left, int32_t right);
 void bpe_rank_map_free(TgBpeRankMap *map);
 
-/* Token bytes -> id over every id of tok. Returns NULL when two ids have the same bytes and
- * then sets *first, *second to them. */
-TgTokenIndex *token_index_build(const TgTokenizer *tok, int32_t *first, int32_t *second);
+/* Token bytes -> id over every id of tok, into *index. When two ids have the same bytes *index
+ * is NULL and *first, *second are them. TG_ERR_NOMEM as bpe_rank_map_build. */
+TgStatus token_index_build(const TgTokenizer *tok, TgTokenIndex **index, int32_t *first, int32_t *second);
 /* The id whose bytes are b[0..len), or -1. */
 int32_t token_index_find(const TgTokenIndex *index, const TgTokenizer *tok, const uint8_t *b, size_t len);
 void token_index_free(TgTokenIndex *index);
+
+/* ---- added tokens (tokenizer_added.c) ---- */
+
+/* The automaton that finds tok->added in text; NULL when there are none. TG_ERR_NOMEM as
+ * bpe_rank_map_build. */
+TgStatus added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher);
+void added_matcher_free(TgAddedMatcher *matcher);
+
+/* One text searched for added tokens, front to back. */
+typedef struct {
+    const TgTokenizer *tok;
+    const uint8_t *text;
+    size_t len;
+    size_t lo, hi, window; /* longest[p - lo] for the positions [lo, hi) scanned last */
+    int32_t *longest;
+    uint64_t steps; /* the automaton's transitions and failure steps so far: at most twice the bytes scanned */
+} AddedScan;
+
+void added_scan_begin(AddedScan *scan, const TgTokenizer *tok, const uint8_t *text, size_t len);
+/* The first added token in text[from, len), the longest of those starting there: true and *at,
+ * *id, *match_len set; false when there is none. Calls must ask for increasing `from`. */
+bool added_scan_next(AddedScan *scan, size_t from, size_t *at, int32_t *id, size_t *match_len);
+void added_scan_end(AddedScan *scan);
 
 #endif

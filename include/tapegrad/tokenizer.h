@@ -68,6 +68,7 @@ typedef struct TgTokenPair {
 
 typedef struct TgBpeRankMap TgBpeRankMap; /* private: pair -> merge rank, for encoding */
 typedef struct TgTokenIndex TgTokenIndex; /* private: token bytes -> id (imported tokenizers) */
+typedef struct TgAddedMatcher TgAddedMatcher; /* private: finds the added tokens in text */
 
 /* A token matched in the text before the pre-split: Hugging Face's "added tokens". Its text is
  * the token's bytes (tg_tokenizer_token_bytes). */
@@ -93,7 +94,7 @@ typedef struct TgTokenizer {
     TgTokenPair *merges;
     int32_t *merge_ids;
     int32_t byte_ids[256];   /* the id of each single byte (b for tapegrad's own) */
-    int32_t n_added;         /* matched in text, longest first at the leftmost position */
+    int32_t n_added;         /* matched in text, longest first at the leftmost position; sorted by id */
     TgTokenizerAdded *added;
     bool hf;                 /* imported from a tokenizer.json (see above) */
     bool ignore_merges;      /* hf: a chunk that is itself a token is that token */
@@ -104,6 +105,7 @@ typedef struct TgTokenizer {
     uint8_t *token_bytes;
     TgBpeRankMap *ranks;      /* BPE only */
     TgTokenIndex *index;      /* hf only */
+    TgAddedMatcher *matcher;  /* BPE with added tokens */
     uint64_t fingerprint;   /* see tg_tokenizer_fingerprint */
 } TgTokenizer;
 

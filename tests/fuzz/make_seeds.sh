@@ -37,6 +37,30 @@ cp "$work/hf/model.safetensors" "$out/safetensors/hf-bpe.safetensors"   # record
 cp "$work/run/tokenizer.txt" "$out/tokenizer/char.txt"
 cp "$work/bpe/tokenizer.txt" "$out/tokenizer/bpe.txt"
 cp "$work/hf/tokenizer.json" "$out/tokenizer_json/bpe.json"
+# tokenizer.json files as other programs write them, made from that one: added tokens out of id
+# order and listed twice, of every kind of UTF-8 text, without <|endoftext|>; merges as pairs
+python3 - "$out/tokenizer_json" <<'PY'
+import json, sys
+out = sys.argv[1]
+d = json.load(open(out + "/bpe.json"))
+v = len(d["model"]["vocab"])
+def added(i, content, special):
+    return {"id": i, "content": content, "special": special, "lstrip": False, "rstrip": False, "single_word": False}
+eot = added(256, "<|endoftext|>", True)
+def write(name, entries, **model):
+    e = json.loads(json.dumps(d))
+    e["added_tokens"] = entries
+    e["model"].update(model)
+    with open(out + "/" + name, "w", encoding="utf-8") as f:
+        json.dump(e, f, ensure_ascii=name.endswith("ascii.json"))
+write("added-out-of-order.json", [added(v + 1, "<|im_end|>", True), added(v, "<|im_start|>", True), eot])
+write("added-twice.json", [eot, added(v, "<|im_start|>", True), eot, added(v, "<|im_start|>", True)])
+write("added-texts.json", [eot, added(v, "\u00e9t\u00e9", False), added(v + 1, "\U0001f600!", False), added(v + 2, "a b", False),
+                            added(v + 3, "\"q\\\x01\x7f", True), added(v + 4, "\u00c3", False)])
+write("added-texts-ascii.json", [eot, added(v, "\u00e9t\u00e9", False), added(v + 1, "\U0001f600!", False)])
+write("no-endoftext.json", [added(v + 1, "<|s1|>", True), added(v, "<|s0|>", True), added(256, "<|w|>", False)])
+write("merges-as-pairs.json", [eot], merges=[m.split(" ") for m in d["model"]["merges"]], ignore_merges=True)
+PY
 cp "$work/run/val.tok" "$out/tokfile/char-val.tok"
 cp "$work/bpe/val.tok" "$out/tokfile/bpe-val.tok"
 for r in run bpe; do
