@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "data/corpus.h"
 #include "data/prepare.h"
+#include "lib/json_write.h"
 #include "tapegrad/engine.h"
 #include "train/run.h"
 #include "train/trainer.h"
@@ -18,10 +19,9 @@ typedef struct {
 
 #define E EvalFlags
 static const OptSpec specs[] = {
-    OPT(E, run, "--run", OPT_STRING, "run folder (its latest checkpoint) or a checkpoint file", OPT_ANY, NULL, 0,
-        "required"),
-    OPT(E, data, "--data", OPT_STRING, "text file or folder to evaluate on", OPT_ANY, NULL, 0, "the run's val split"),
-    OPT(E, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+    FLAG_RUN(E, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
+    FLAG_DATA(E, data, "text file or folder to evaluate on", 0, "the run's val split"),
+    FLAG_THREADS(E, threads, "threads", 0, NULL),
 };
 #undef E
 static const OptTable table = {"eval", "--run DIR [--data PATH]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
@@ -82,9 +82,17 @@ static int run_eval(int argc, char **argv) {
         tg_engine_open(&engine, o.threads, 16u << 20);
         int64_t windows = 0;
         double loss = loss_over_windows(&run.model, &engine.tape, tokens, (int64_t)n, &windows);
-        printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
-               (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step,
-               run.last_checkpoint);
+        if (!isfinite(loss)) {
+            s = tg_fail(TG_ERR_NUMERIC,
+                        "%s: the loss on %s is %s: the model's numbers overflow float32 (its weights are finite, as "
+                        "every checkpoint's are)",
+                        run.last_checkpoint, o.data ? o.data : "the val split", isnan(loss) ? "NaN" : "infinite");
+        } else {
+            printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":", loss,
+                   (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step);
+            json_write_string(stdout, run.last_checkpoint);
+            printf("}\n");
+        }
         tg_engine_close(&engine);
     }
     free(tokens);
@@ -92,4 +100,6 @@ static int run_eval(int argc, char **argv) {
     return cli_exit("eval", s);
 }
 
-const Subcommand cmd_eval = {"eval", "val loss of a trained run, as JSON", run_eval};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_eval = {"eval", "val loss of a trained run, as JSON", run_eval, option_tables};

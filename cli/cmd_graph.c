@@ -10,6 +10,7 @@
 #include "tapegrad/engine.h"
 #include "tapegrad/rng.h"
 #include "tapegrad/model.h"
+#include "train/shared_flags.h"
 
 typedef struct {
     const char *preset, *ffn;
@@ -21,12 +22,11 @@ typedef struct {
 
 #define G GraphFlags
 static const OptSpec specs[] = {
-    OPT(G, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
-    OPT(G, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, TG_FFN_CHOICES, 0, NULL),
-    OPT(G, batch, "--batch", OPT_INT64, "sequences", OPT_POSITIVE, NULL, 0, NULL),
-    OPT(G, seq, "--seq", OPT_INT64, "tokens per sequence", OPT_POSITIVE, NULL, 0, "the preset's context"),
-    OPT(G, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0,
-        "the preset's, or " OPT_STRINGIFY(GRAPH_DEFAULT_VOCAB)),
+    FLAG_PRESET(G, preset, "model preset", 0, NULL),
+    FLAG_FFN(G, ffn, "feed-forward block", 0, NULL),
+    FLAG_BATCH(G, batch, "sequences", 0, NULL),
+    FLAG_SEQ(G, seq, "tokens per sequence", 0, "the preset's context"),
+    FLAG_VOCAB(G, vocab, "vocabulary", 0, "the preset's, or " OPT_STRINGIFY(GRAPH_DEFAULT_VOCAB)),
 };
 #undef G
 static const OptTable table = {"graph", "[--preset NAME] [--ffn KIND] [--batch B] [--seq T]", specs,
@@ -100,4 +100,7 @@ static int run_graph(int argc, char **argv) {
     return 0;
 }
 
-const Subcommand cmd_graph = {"graph", "print the tape of one training step: ops, inputs, shapes, memory", run_graph};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_graph = {"graph", "print the tape of one training step: ops, inputs, shapes, memory",
+                              run_graph, option_tables};

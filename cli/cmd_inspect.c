@@ -9,6 +9,7 @@
 #include "data/prepare.h"
 #include "data/loader.h"
 #include "lib/checked.h"
+#include "lib/json_write.h"
 #include "tapegrad/engine.h"
 #include "lib/safetensors.h"
 #include "cli/cli.h"
@@ -57,16 +58,12 @@ static void print_table(const TgModel *m, const ModelInspection *mi) {
 static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int64_t batch, double loss) {
     const TgModel *m = &run->model;
     const TgModelConfig *c = &m->cfg;
-    /* the checkpoint path is the only free text: escape what JSON requires */
-    printf("{\"checkpoint\":\"");
-    for (const char *p = run->last_checkpoint; *p; p++) {
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if ((unsigned char)*p < 0x20) printf("\\u%04x", *p);
-        else putchar(*p);
-    }
-    printf("\",\"step\":%lld,\"batches\":%lld,\"batch\":%lld,\"seq\":%lld,\"loss\":", (long long)run->state.step,
+    /* the checkpoint path is the only free text */
+    printf("{\"checkpoint\":");
+    json_write_string(stdout, run->last_checkpoint);
+    printf(",\"step\":%lld,\"batches\":%lld,\"batch\":%lld,\"seq\":%lld,\"loss\":", (long long)run->state.step,
            (long long)k, (long long)batch, (long long)c->seq_len);
-    json_write_number(stdout, loss);
+    json_write_number(stdout, loss, 6);
     printf(",\"model\":{\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
            "\"ffn\":\"%s\",\"params\":%lld},",
            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
@@ -84,15 +81,15 @@ typedef struct {
 
 #define I InspectFlags
 static const OptSpec specs[] = {
-    OPT(I, run, "--run", OPT_STRING, "run folder (its latest checkpoint)", OPT_ANY, NULL, 0, NULL),
+    FLAG_RUN(I, run, "run folder (its latest checkpoint)", 0, NULL),
     OPT(I, ckpt, "--ckpt", OPT_STRING, "a checkpoint file inside a run folder", OPT_ANY, NULL, 0, NULL),
-    OPT(I, batches, "--batches", OPT_INT64, "validation batches to average the gradient over", OPT_POSITIVE, NULL, 0,
-        NULL),
-    OPT(I, batch, "--batch", OPT_INT64, "sequences per batch", OPT_POSITIVE, NULL, 0, NULL),
-    OPT(I, json, "--json", OPT_BOOL, "print one JSON object instead of tables", OPT_ANY, NULL, 0, NULL),
+    OPT(I, batches, "--batches", OPT_INT64, "validation batches to average the gradient over", FLAG_RANGE_COUNT, NULL,
+        0, NULL),
+    FLAG_BATCH(I, batch, "sequences per batch", 0, NULL),
+    FLAG_JSON(I, json, "print one JSON object instead of tables", 0, NULL),
     OPT(I, dump, "--dump-grads", OPT_STRING, "also write every gradient, named grad.<weight>, to this .safetensors file",
         OPT_ANY, NULL, 0, NULL),
-    OPT(I, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+    FLAG_THREADS(I, threads, "threads", 0, NULL),
 };
 #undef I
 static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors]",
@@ -153,5 +150,7 @@ static int run_inspect(int argc, char **argv) {
     return cli_exit("inspect", s);
 }
 
+CLI_ONE_TABLE(option_tables, &table)
+
 const Subcommand cmd_inspect = {"inspect", "gradients and FFN activations of a trained run on val batches (no update)",
-                                run_inspect};
+                                run_inspect, option_tables};

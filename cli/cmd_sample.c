@@ -16,15 +16,14 @@ typedef struct {
 
 #define S SampleFlags
 static const OptSpec specs[] = {
-    OPT(S, run, "--run", OPT_STRING, "run folder (its latest checkpoint) or a checkpoint file", OPT_ANY, NULL, 0,
-        "required"),
+    FLAG_RUN(S, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
     OPT(S, prompt, "--prompt", OPT_STRING, "text to continue", OPT_ANY, NULL, 0, "a newline"),
     OPT(S, tokens, "--tokens", OPT_INT64, "tokens to generate", ((OptRange){0, TRAIN_MAX_COUNT, true, false}), NULL, 0, NULL),
     OPT(S, temperature, "--temperature", OPT_DOUBLE, "0 = always the most likely token", OPT_NON_NEGATIVE, NULL, 0,
         NULL),
     OPT(S, top_k, "--top-k", OPT_INT, "sample among the k most likely, 0 = all", OPT_NON_NEGATIVE, NULL, 0, NULL),
-    OPT(S, seed, "--seed", OPT_INT64, "sampling seed", OPT_NON_NEGATIVE, NULL, 0, NULL),
-    OPT(S, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+    FLAG_SEED(S, seed, "sampling seed", 0, NULL),
+    FLAG_THREADS(S, threads, "threads", 0, NULL),
 };
 #undef S
 static const OptTable table = {"sample", "--run DIR [flags]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
@@ -58,4 +57,7 @@ static int sample_main(int argc, char **argv) {
     return cli_exit("sample", s);
 }
 
-const Subcommand cmd_sample = {"sample", "generate text from a trained run (KV-cache decoding)", sample_main};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_sample = {"sample", "generate text from a trained run (KV-cache decoding)",
+                               sample_main, option_tables};

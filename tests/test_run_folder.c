@@ -131,7 +131,7 @@ static const struct {
     {TINY "--data missing.txt", "missing.txt"},
     {TINY "--data empty.txt", "empty.txt"},
     {TINY "--data corpus.txt --lr abc", "--lr"},
-    {TINY "--data corpus.txt --steps 0", "--steps must be positive"},
+    {TINY "--data corpus.txt --steps 0", "--steps must be in [1, 9007199254740992], got 0"},
     {TINY "--data corpus.txt --threads 0", "--threads"},
     {TINY "--data corpus.txt --val-fraction 1.5", "--val-fraction"},
     {TINY "--data corpus.txt --ffn gelu", "--ffn"},

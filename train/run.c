@@ -31,8 +31,7 @@ TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *string
     TG_TRY(path_join(path, sizeof path, dir, RUN_IDENTITY_FILE));
     train_options_defaults(id);
     id->seed = -1, id->tokenizer = NULL; /* the file must say both */
-    OptSet read = 0;
-    TgStatus s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings);
+    TgStatus s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, NULL, strings);
     /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
     if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
     if (id->seed < 0 || !id->tokenizer)
