@@ -244,6 +244,20 @@ static TgStatus prepare_in_new_folder(Run *run, const PrepareOptions *prep, cons
     return s;
 }
 
+/* Weights imported from a file are what a checkpoint's are: finite (train/checkpoint.c checks its
+ * own); the first NaN or Inf is named. */
+static TgStatus check_finite_weights(const TgModel *m, const char *path) {
+    for (int i = 0; i < m->params.count; i++) {
+        const TgTensor *t = m->params.tensors[i];
+        for (int64_t j = 0; j < t->numel; j++)
+            if (!isfinite(t->data[j]))
+                return tg_fail(TG_ERR_FORMAT, "--init-from %s: tensor '%s' holds %s at index %lld of %lld; weights to "
+                                              "start from must be finite numbers",
+                               path, t->name, isnan(t->data[j]) ? "NaN" : "Inf", (long long)j, (long long)t->numel);
+    }
+    return TG_OK;
+}
+
 /* A new run: every check that needs no corpus, then the corpus, then the files (run_folder.h). */
 static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     TgModelConfig preset_cfg;
@@ -290,6 +304,7 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     run->model_built = true;
     if (o->init_from) {
         TG_TRY(model_import_safetensors(&run->model, o->init_from));
+        TG_TRY(check_finite_weights(&run->model, o->init_from));
         run->initialized_from_file = true;
     } else {
         tg_model_init_weights(&run->model, (uint64_t)id.seed);
