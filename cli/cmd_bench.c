@@ -30,6 +30,7 @@
 #include "tapegrad/optim.h"
 #include "tapegrad/rng.h"
 #include "train/dist.h"
+#include "train/memory_plan.h"
 #include "train/train_options.h"
 
 /* user + system CPU seconds of the whole process so far */
@@ -170,8 +171,11 @@ static void bench_medians(const BenchOptions *o, const StepTimes *times, BenchRe
 static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, TgModel *model, BenchResult *r) {
     int64_t T = cfg->seq_len;
     TgPool *pool = tg_pool_create(o->threads);
+    TgStatus status = TG_OK;
     TgArena arena;
     tg_arena_init(&arena, 0);
+    /* the step's size at once (checked by bench_memory_check): the warm-up grows nothing */
+    status = tg_arena_reserve(&arena, (size_t)tg_model_activation_bytes(cfg, B, T, o->threads, true));
     TgTape tape;
     tg_tape_init(&tape, &arena, pool);
     TgAdamWConfig adamw = tg_adamw_defaults();
@@ -185,8 +189,7 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     int64_t n_total = o->warmup + o->steps; /* each at most 2^53: no overflow */
     StepTimes *times = tg_calloc((size_t)o->steps, sizeof *times); /* the timed steps' */
     double cpu_at_timed_start = 0;
-    TgStatus status = TG_OK;
-    for (int64_t s = 0; s < n_total; s++) {
+    for (int64_t s = 0; status == TG_OK && s < n_total; s++) {
         if (s == o->warmup) cpu_at_timed_start = cpu_seconds();
         double t0 = clock_seconds();
         for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg->vocab);
@@ -307,6 +310,25 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
     printf("loss          %10.4f -> %.4f (ln V = %.4f)\n", r->first_loss, r->last_loss, log((double)cfg->vocab));
 }
 
+/* The model, a step of B sequences, the tokens and the timed steps' times, before any of it is
+ * allocated. */
+static TgStatus bench_memory_check(const BenchOptions *o, const TgModelConfig *cfg, int64_t B) {
+    MemoryPlan plan = {0};
+    char subject[64];
+    double model = model_memory_bytes(cfg), tokens = (double)B * (double)(cfg->seq_len + 1);
+    if (dist_ranks() > 1) model += (double)tg_model_config_param_count(cfg) * sizeof(float); /* the sum's scratch */
+    memory_plan_add(&plan, model, "the model", "a smaller --preset or --vocab",
+                    "for its weights, gradients and AdamW moments");
+    if (o->seq > 0) snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)B, (long long)o->seq);
+    else snprintf(subject, sizeof subject, "--batch %lld", (long long)B);
+    memory_plan_add_activations(&plan, cfg, B, cfg->seq_len, o->threads, true, subject, "lower --batch or --seq");
+    memory_plan_add(&plan, 3 * tokens * sizeof(int32_t), subject, "lower --batch or --seq", "for its random tokens");
+    snprintf(subject, sizeof subject, "--steps %lld", (long long)o->steps);
+    memory_plan_add(&plan, (double)o->steps * (sizeof(StepTimes) + sizeof(double)), subject, "lower --steps",
+                    "for the times of the timed steps");
+    return memory_plan_check(&plan);
+}
+
 static int run_bench(int argc, char **argv) {
     const BenchOptions defaults = {.preset = TRAIN_DEFAULT_PRESET, .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU),
                                    .threads = TRAIN_DEFAULT_THREADS, .steps = 7, .warmup = 2, .seed = 1234};
@@ -321,6 +343,7 @@ static int run_bench(int argc, char **argv) {
     TgModelConfig cfg;
     int64_t B = 0;
     TgStatus s = bench_config(&o, &cfg, &B);
+    if (s == TG_OK) s = bench_memory_check(&o, &cfg, B);
     if (s != TG_OK) return cli_exit("bench", s);
     if ((s = cli_join_job(DIST_DEFAULT_TIMEOUT_S)) != TG_OK) return cli_exit("bench", s);
     tg_blas_set_gemm_mode(gemm_mode);

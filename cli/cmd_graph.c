@@ -10,6 +10,7 @@
 #include "tapegrad/engine.h"
 #include "tapegrad/rng.h"
 #include "tapegrad/model.h"
+#include "train/memory_plan.h"
 #include "train/shared_flags.h"
 
 typedef struct {
@@ -62,6 +63,15 @@ static int run_graph(int argc, char **argv) {
     if (o.vocab > 0) cfg.vocab = o.vocab;
     if (o.seq > 0) cfg.seq_len = o.seq;
     if ((s = tg_model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);
+    /* the model and one step's tape, before either is allocated */
+    MemoryPlan plan = {0};
+    char subject[64];
+    memory_plan_add(&plan, model_memory_bytes(&cfg), "the model", "a smaller --preset or --vocab",
+                    "for its parameters");
+    if (o.seq > 0) snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)o.batch, (long long)o.seq);
+    else snprintf(subject, sizeof subject, "--batch %lld", (long long)o.batch);
+    memory_plan_add_activations(&plan, &cfg, o.batch, cfg.seq_len, 1, true, subject, "lower --batch or --seq");
+    if ((s = memory_plan_check(&plan)) != TG_OK) return cli_exit("graph", s);
     TgModel model;
     tg_model_build(&model, &cfg);
     tg_model_init_weights(&model, 1);
@@ -72,7 +82,14 @@ static int run_graph(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg.vocab);
     for (int64_t i = 0; i < n; i++) targets[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg.vocab);
     TgEngine engine;
-    tg_engine_open(&engine, 1, 16u << 20);
+    tg_engine_open(&engine, 1, 0);
+    if ((s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(&cfg, o.batch, cfg.seq_len, 1, true))) !=
+        TG_OK) {
+        tg_engine_close(&engine);
+        free(tokens), free(targets);
+        tg_model_free(&model);
+        return cli_exit("graph", s);
+    }
     TgTape *tape = &engine.tape;
 
     TgTensor *loss = tg_model_loss(&model, tape, tokens, targets, o.batch, cfg.seq_len, NULL);

@@ -14,6 +14,7 @@
 #include "lib/safetensors.h"
 #include "cli/cli.h"
 #include "inspect/inspect.h"
+#include "train/memory_plan.h"
 #include "train/run.h"
 
 static TgStatus dump_gradients(const TgModel *m, const char *path, const char *checkpoint, int64_t batches) {
@@ -95,6 +96,21 @@ static const OptSpec specs[] = {
 static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
+/* The step of --batch sequences and the --batches val batches, before either is allocated. */
+static TgStatus inspect_memory_check(const Run *run, const InspectFlags *o) {
+    const TgModelConfig *c = &run->model.cfg;
+    MemoryPlan plan = {0};
+    char subject[64];
+    memory_plan_add(&plan, model_memory_bytes(c), NULL, NULL, "for the model");
+    snprintf(subject, sizeof subject, "--batch %lld", (long long)o->batch);
+    memory_plan_add_activations(&plan, c, o->batch, c->seq_len, o->threads, true, subject, "lower --batch");
+    snprintf(subject, sizeof subject, "--batches %lld", (long long)o->batches);
+    memory_plan_add(&plan, 2.0 * (double)o->batches * (double)o->batch * (double)c->seq_len * sizeof(int32_t), subject,
+                    "lower --batches or --batch", "for its val batches of %lld x %lld tokens each", (long long)o->batch,
+                    (long long)c->seq_len);
+    return memory_plan_check(&plan);
+}
+
 /* The k fixed val batches the gradients are averaged over. */
 static TgStatus inspect_batches(const Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
     int32_t *val = NULL;
@@ -120,11 +136,16 @@ static int run_inspect(int argc, char **argv) {
     Run run;
     int32_t *inputs = NULL, *targets = NULL;
     TgStatus s = run_open_existing(o.run ? o.run : o.ckpt, &run);
+    if (s == TG_OK) s = inspect_memory_check(&run, &o);
     if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets);
+    TgEngine engine = {0};
+    if (s == TG_OK) {
+        tg_engine_open(&engine, o.threads, 0);
+        const TgModelConfig *c = &run.model.cfg;
+        s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(c, o.batch, c->seq_len, o.threads, true));
+    }
     if (s == TG_OK) {
         int64_t k = o.batches, T = run.model.cfg.seq_len;
-        TgEngine engine;
-        tg_engine_open(&engine, o.threads, 16u << 20);
         ModelInspection mi;
         model_inspection_init(&mi, &run.model);
         double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, k, o.batch, T, &mi);
@@ -142,8 +163,8 @@ static int run_inspect(int argc, char **argv) {
                 printf("\ngradients written to %s (%d tensors named grad.<weight>)\n", o.dump, run.model.params.count);
         }
         model_inspection_free(&mi);
-        tg_engine_close(&engine);
     }
+    if (engine.pool) tg_engine_close(&engine);
     free(inputs);
     free(targets);
     run_close(&run);

@@ -19,6 +19,8 @@
 #include "lib/clock.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
+#include "tapegrad/tokenizer.h"
+#include "train/memory_plan.h"
 #include "train/trainer.h"
 #include "lib/path.h"
 
@@ -171,6 +173,26 @@ typedef struct {
     CompareResults r;
 } Experiment;
 
+static void run_options(const Experiment *e, const CompareRun *run, TrainOptions *t_out);
+
+/* What the runs of either FFN will allocate (one run at a time), before any is trained: the
+ * trainer's own check (train/memory_plan.h), with the vocabulary of the preset or of a char
+ * tokenizer, which the corpus cannot exceed. */
+static TgStatus plan_memory(const Experiment *e) {
+    for (int k = 0; k < COMPARE_KINDS; k++) {
+        const CompareRun *run = &e->r.runs[k];
+        TrainOptions t;
+        run_options(e, run, &t);
+        t.resume = NULL;
+        TgModelConfig c = e->preset_cfg;
+        c.ffn = run->kind, c.hidden = run->hidden;
+        if (!c.vocab) c.vocab = TG_TOKENIZER_BPE_FIRST_MERGE; /* a char tokenizer has at most 256 bytes and <eot> */
+        TG_TRY(tg_model_config_validate(&c));
+        TG_TRY(train_memory_check(&t, &c, e->o->probe_batches, 0));
+    }
+    return TG_OK;
+}
+
 /* Every check before anything is written: the lists, the preset, the corpus, the run folders. */
 static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     CompareResults *r = &e->r;
@@ -218,7 +240,7 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 TG_TRY(path_join(run->dir, sizeof run->dir, e->root, name));
                 TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->reuse));
             }
-    return TG_OK;
+    return plan_memory(e);
 }
 
 /* ---------------------------------------------------------------- training */
@@ -236,7 +258,8 @@ static TgStatus mark_diverged(const Experiment *e, CompareRun *run, const char *
     return TG_OK;
 }
 
-static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
+/* The options one run trains with. */
+static void run_options(const Experiment *e, const CompareRun *run, TrainOptions *t_out) {
     const CompareFfnOptions *o = e->o;
     TrainOptions t;
     train_options_defaults(&t);
@@ -257,6 +280,13 @@ static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_ato
     t.out_dir = t.resume ? NULL : run->dir;
     t.ffn = tg_ffn_kind_name(run->kind);
     t.model.hidden = run->hidden;
+    *t_out = t;
+}
+
+static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
+    const CompareFfnOptions *o = e->o;
+    TrainOptions t;
+    run_options(e, run, &t);
     GradLogger grads;
     TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
     TgStatus s = train_run(&t, stop, &hooks, e->reporter);

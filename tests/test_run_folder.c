@@ -127,7 +127,9 @@ static const struct {
     const char *args, *fragment;
 } failures[] = {
     {TINY "--data corpus.txt --dim 128 --heads 3", "--heads 3 does not divide --dim 128"},
-    {TINY "--data corpus.txt --seq 100000", "corpus too short"},
+    {TINY "--data corpus.txt --seq 4000", "corpus too short"},
+    /* a context whose attention scratch alone (threads x (head + T) x T floats) exceeds any machine */
+    {TINY "--data corpus.txt --seq 200000", "--batch 4 --seq 200000 needs about"},
     {TINY "--data missing.txt", "missing.txt"},
     {TINY "--data empty.txt", "empty.txt"},
     {TINY "--data corpus.txt --lr abc", "--lr"},

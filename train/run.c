@@ -14,6 +14,7 @@
 #include "lib/file_read.h"
 #include "data/tokfile.h"
 #include "train/convert.h"
+#include "train/memory_plan.h"
 #include "tapegrad/sample.h"
 #include "lib/path.h"
 
@@ -147,6 +148,7 @@ static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_
                                                           "%s has %lld",
                                          ckpt_path, (long long)cfg.vocab, tok_path, (long long)run->tok.vocab_size),
                                  run->dir, ckpt_path);
+    TG_TRY(checkpoint_model_memory_check(&cfg, ckpt_path));
     tg_model_build(&run->model, &cfg);
     run->model_built = true;
     CheckpointInfo info;
@@ -276,6 +278,9 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     TgModelConfig cfg;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
     TG_TRY(resolve_config(o, bpe ? vocab : 256, &cfg));
+    /* what the run will allocate, before the corpus is read (the trainer checks again with the
+     * tokenizer's vocabulary and the probe, if any) */
+    TG_TRY(train_memory_check(o, &cfg, 0, 0));
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
