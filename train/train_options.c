@@ -87,7 +87,7 @@ static const OptSpec specs[] = {
         OPT_NON_NEGATIVE, NULL, 0, "none"),
     OPT(T, comm_timeout_s, "--comm-timeout", OPT_DOUBLE,
         "under mpirun: seconds a rank waits for the others before it ends the job (a rank died or hangs)",
-        OPT_POSITIVE, NULL, 0, NULL),
+        ((OptRange){0, 1e9, true, false}) /* 31 years: a deadline that fits a struct timespec */, NULL, 0, NULL),
 };
 
 #undef ID
