@@ -6,6 +6,21 @@
 
 #include "train/dist.h"
 
+const Subcommand *const cli_subcommands[] = {
+    &cmd_train,
+    &cmd_sample,
+    &cmd_eval,
+    &cmd_inspect,
+    &cmd_report,
+    &cmd_compare_ffn,
+    &cmd_ckpt,
+    &cmd_graph,
+    &cmd_bench,
+    &cmd_gradcheck,
+    &cmd_selftest,
+};
+const int cli_subcommand_count = (int)(sizeof cli_subcommands / sizeof cli_subcommands[0]);
+
 int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given, int argc, char **argv,
               const char **positional, int *n_positional) {
     bool help = false;

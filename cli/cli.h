@@ -17,10 +17,21 @@ typedef struct {
     const char *name;
     const char *summary;
     int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+    /* its option tables, the i-th for i = 0, 1, ... until NULL (ckpt has two: info and export):
+     * for the test that a flag several subcommands share has one range everywhere */
+    const OptTable *(*table)(int i);
 } Subcommand;
 
 extern const Subcommand cmd_train, cmd_sample, cmd_eval, cmd_graph, cmd_inspect, cmd_report, cmd_compare_ffn,
     cmd_ckpt, cmd_bench, cmd_gradcheck, cmd_selftest;
+
+/* Every subcommand, in the order `tapegrad --help` lists them. */
+extern const Subcommand *const cli_subcommands[];
+extern const int cli_subcommand_count;
+
+/* The `table` of a subcommand with one OptTable `t`: CLI_ONE_TABLE(name_of_function, &t). */
+#define CLI_ONE_TABLE(fn, t) \
+    static const OptTable *fn(int i) { return i == 0 ? (t) : NULL; }
 
 /* Parses argv with table t into opts (and *given, which may be NULL). Returns -1 when the
  * subcommand should go on; otherwise the exit code to return at once: 0 after printing --help

@@ -25,10 +25,12 @@
 #include "lib/blas.h"
 #include "lib/clock.h"
 #include "lib/cpu.h"
+#include "lib/json_write.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/rng.h"
 #include "train/dist.h"
+#include "train/memory_plan.h"
 #include "train/train_options.h"
 
 /* user + system CPU seconds of the whole process so far */
@@ -45,7 +47,7 @@ static int compare_doubles(const void *a, const void *b) {
 }
 
 /* median of n values (sorts them) */
-static double median(double *v, int n) {
+static double median(double *v, int64_t n) {
     qsort(v, (size_t)n, sizeof *v, compare_doubles);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -59,7 +61,8 @@ static double peak_rss_mb(void) {
 typedef struct {
     const char *preset;
     int64_t batch, seq, vocab;
-    int threads, steps, warmup;
+    int threads;
+    int64_t steps, warmup;
     const char *ffn, *gemm, *reduce;
     int64_t seed;
     bool json;
@@ -79,15 +82,14 @@ _Static_assert(sizeof bench_shapes / sizeof bench_shapes[0] == TG_PRESET_COUNT, 
 
 #define B_ BenchOptions
 static OptSpec specs[] = {
-    OPT(B_, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
-    OPT(B_, batch, "--batch", OPT_INT64, "sequences per step", OPT_POSITIVE, NULL, 0, NULL /* bench_defaults_text */),
-    OPT(B_, seq, "--seq", OPT_INT64, "tokens per sequence", OPT_POSITIVE, NULL, 0, "the preset's context"),
-    OPT(B_, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0, NULL /* bench_defaults_text */),
-    OPT(B_, ffn, "--ffn", OPT_STRING, "feed-forward block (relu: the hidden size of SwiGLU's parameter count)", OPT_ANY,
-        TG_FFN_CHOICES, 0, NULL),
-    OPT(B_, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
-    OPT(B_, steps, "--steps", OPT_INT, "timed steps", OPT_BETWEEN(5, 1000000), NULL, 0, NULL),
-    OPT(B_, warmup, "--warmup", OPT_INT, "untimed steps first", OPT_BETWEEN(0, 1000000), NULL, 0, NULL),
+    FLAG_PRESET(B_, preset, "model preset", 0, NULL),
+    FLAG_BATCH(B_, batch, "sequences per step", 0, NULL /* bench_defaults_text */),
+    FLAG_SEQ(B_, seq, "tokens per sequence", 0, "the preset's context"),
+    FLAG_VOCAB(B_, vocab, "vocabulary", 0, NULL /* bench_defaults_text */),
+    FLAG_FFN(B_, ffn, "feed-forward block (relu: the hidden size of SwiGLU's parameter count)", 0, NULL),
+    FLAG_THREADS(B_, threads, "threads", 0, NULL),
+    FLAG_STEPS(B_, steps, "timed steps (their median is reported)", 0, NULL),
+    FLAG_WARMUP(B_, warmup, "untimed steps first", 0, NULL),
     OPT(B_, gemm, "--gemm", OPT_STRING,
         "pool: tapegrad's GEMM kernel on tapegrad's threads | pool-openblas: OpenBLAS's kernel, single-threaded, on "
         "tapegrad's threads | openblas: OpenBLAS's kernel and threads",
@@ -95,8 +97,8 @@ static OptSpec specs[] = {
     OPT(B_, reduce, "--reduce", OPT_STRING,
         "under mpirun, the gradient sum: ordered (training's: fixed rank order) | allreduce (MPI_Allreduce)", OPT_ANY,
         "ordered|allreduce", 0, "ordered"),
-    OPT(B_, seed, "--seed", OPT_INT64, "seed of weights and tokens", OPT_NON_NEGATIVE, NULL, 0, NULL),
-    OPT(B_, json, "--json", OPT_BOOL, "print one JSON object", OPT_ANY, NULL, 0, NULL),
+    FLAG_SEED(B_, seed, "seed of weights and tokens", 0, NULL),
+    FLAG_JSON(B_, json, "print one JSON object", 0, NULL),
 };
 #undef B_
 static const OptTable table = {"bench", "[--preset NAME] [--batch B] [--seq T] [--vocab V] [--threads N] [--steps S] [--json]",
@@ -146,18 +148,18 @@ typedef struct {
     double peak_gflops;   /* the FP32 multiply-add ceiling of the kernel path, on the bench's threads */
 } BenchResult;
 
-/* The medians (and the mean step) of the timed steps, after the warm-up ones. */
+/* The medians (and the mean step) of the timed steps. */
 static void bench_medians(const BenchOptions *o, const StepTimes *times, BenchResult *r) {
     double *v = tg_malloc((size_t)o->steps * sizeof(double));
     double *fields[STEP_TIME_FIELDS] = {&r->median.step, &r->median.forward, &r->median.backward,
                                         &r->median.optimizer, &r->median.wait, &r->median.comm};
     r->mean_step = 0;
     for (int f = 0; f < STEP_TIME_FIELDS; f++) {
-        for (int s = 0; s < o->steps; s++) {
-            const StepTimes *st = &times[o->warmup + s];
+        for (int64_t s = 0; s < o->steps; s++) {
+            const StepTimes *st = &times[s];
             const double values[STEP_TIME_FIELDS] = {st->step, st->forward, st->backward, st->optimizer, st->wait, st->comm};
             v[s] = values[f];
-            if (f == 0) r->mean_step += v[s] / o->steps;
+            if (f == 0) r->mean_step += v[s] / (double)o->steps;
         }
         *fields[f] = median(v, o->steps);
     }
@@ -169,8 +171,11 @@ static void bench_medians(const BenchOptions *o, const StepTimes *times, BenchRe
 static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, TgModel *model, BenchResult *r) {
     int64_t T = cfg->seq_len;
     TgPool *pool = tg_pool_create(o->threads);
+    TgStatus status = TG_OK;
     TgArena arena;
     tg_arena_init(&arena, 0);
+    /* the step's size at once (checked by bench_memory_check): the warm-up grows nothing */
+    status = tg_arena_reserve(&arena, (size_t)tg_model_activation_bytes(cfg, B, T, o->threads, true));
     TgTape tape;
     tg_tape_init(&tape, &arena, pool);
     TgAdamWConfig adamw = tg_adamw_defaults();
@@ -181,11 +186,10 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     int32_t *tokens = tg_malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
     int32_t *inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     int32_t *targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
-    int n_total = o->warmup + o->steps;
-    StepTimes *times = tg_calloc((size_t)n_total, sizeof *times);
+    int64_t n_total = o->warmup + o->steps; /* each at most 2^53: no overflow */
+    StepTimes *times = tg_calloc((size_t)o->steps, sizeof *times); /* the timed steps' */
     double cpu_at_timed_start = 0;
-    TgStatus status = TG_OK;
-    for (int s = 0; s < n_total; s++) {
+    for (int64_t s = 0; status == TG_OK && s < n_total; s++) {
         if (s == o->warmup) cpu_at_timed_start = cpu_seconds();
         double t0 = clock_seconds();
         for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg->vocab);
@@ -211,11 +215,13 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
         tg_clip_grad_norm_pool(&model->params, 1.0, pool);
         tg_adamw_step(&model->params, &adamw, s + 1, 5e-4, pool);
         double t4 = clock_seconds();
-        times[s] = (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t_comm) + (t1 - t0), t_wait - t3, t_comm - t_wait};
+        if (s >= o->warmup)
+            times[s - o->warmup] =
+                (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t_comm) + (t1 - t0), t_wait - t3, t_comm - t_wait};
     }
     /* CPU time per step over all threads: unlike wall time, other processes taking the cores
      * barely change it, so it is the steadier figure for comparing two builds on a busy machine */
-    r->cpu_per_step = (cpu_seconds() - cpu_at_timed_start) / o->steps;
+    r->cpu_per_step = (cpu_seconds() - cpu_at_timed_start) / (double)o->steps;
     if (status == TG_OK) bench_medians(o, times, r);
     r->arena_peak_mb = (double)arena.peak / (1024.0 * 1024.0);
     r->peak_gflops = tg_peak_gflops(pool, 0.3);
@@ -246,30 +252,47 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
     double rss = peak_rss_mb();
     const char *ffn_name = tg_ffn_kind_name(cfg->ffn);
     if (o->json) {
-        printf("{\"preset\": \"%s\", \"dim\": %lld, \"layers\": %lld, \"heads\": %lld, \"kv_heads\": %lld, "
-               "\"hidden\": %lld, \"vocab\": %lld, \"seq\": %lld, \"batch\": %lld, \"ffn\": \"%s\", "
-               "\"threads\": %d, \"gemm\": \"%s\", \"steps\": %d, \"warmup\": %d, \"params\": %lld, "
-               "\"flops_per_token\": %.0f, \"tokens_per_s\": %.1f, \"tokens_per_s_mean\": %.1f, "
-               "\"ms_per_step\": %.3f, \"ms_fwd\": %.3f, \"ms_bwd\": %.3f, \"ms_opt\": %.3f, "
-               "\"achieved_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"arena_peak_mb\": %.1f, "
-               "\"cpu_ms_per_step\": %.3f, \"loss_first\": %.9g, \"loss_last\": %.9g, \"ranks\": %d, "
-               "\"reduce\": \"%s\", \"ms_wait\": %.3f, \"ms_comm\": %.3f, \"comm_share\": %.4f, "
-               "\"mb_sent_per_rank\": %.2f, \"isa\": \"%s\", \"cpu\": \"%s\", \"peak_gflops\": %.1f}\n",
-               o->preset, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
-               (long long)cfg->n_kv_heads, (long long)cfg->hidden, (long long)cfg->vocab, (long long)T, (long long)B,
-               ffn_name, o->threads, gemm_name, o->steps, o->warmup, (long long)n_params, flops_per_token,
-               tokens_per_s, (double)tokens_per_step / r->mean_step, 1e3 * med->step, 1e3 * med->forward,
-               1e3 * med->backward, 1e3 * med->optimizer, gflops, mfu, rss, r->arena_peak_mb, 1e3 * r->cpu_per_step,
-               r->first_loss, r->last_loss, dist_ranks(), reduce_name, 1e3 * med->wait, 1e3 * med->comm,
-               med->comm / med->step, mb_sent, tg_isa_name(tg_isa_active()), tg_cpu_name(), r->peak_gflops);
+        /* every figure through the one JSON number writer: a step timed at 0 or a diverged loss
+         * gives null, not inf or nan */
+        printf("{\"preset\":");
+        json_write_string(stdout, o->preset);
+        printf(",\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
+               "\"seq\":%lld,\"batch\":%lld,\"ffn\":\"%s\",\"threads\":%d,\"gemm\":",
+               (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads, (long long)cfg->n_kv_heads,
+               (long long)cfg->hidden, (long long)cfg->vocab, (long long)T, (long long)B, ffn_name, o->threads);
+        json_write_string(stdout, gemm_name);
+        printf(",\"steps\":%lld,\"warmup\":%lld,\"params\":%lld", (long long)o->steps, (long long)o->warmup,
+               (long long)n_params);
+        const struct {
+            const char *key;
+            double value;
+        } figures[] = {
+            {"flops_per_token", flops_per_token}, {"tokens_per_s", tokens_per_s},
+            {"tokens_per_s_mean", (double)tokens_per_step / r->mean_step}, {"ms_per_step", 1e3 * med->step},
+            {"ms_fwd", 1e3 * med->forward}, {"ms_bwd", 1e3 * med->backward}, {"ms_opt", 1e3 * med->optimizer},
+            {"achieved_gflops", gflops}, {"mfu", mfu}, {"peak_rss_mb", rss}, {"arena_peak_mb", r->arena_peak_mb},
+            {"cpu_ms_per_step", 1e3 * r->cpu_per_step}, {"loss_first", r->first_loss}, {"loss_last", r->last_loss},
+            {"ms_wait", 1e3 * med->wait}, {"ms_comm", 1e3 * med->comm}, {"comm_share", med->comm / med->step},
+            {"mb_sent_per_rank", mb_sent}, {"peak_gflops", r->peak_gflops},
+        };
+        for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+            json_write_field(stdout, figures[i].key, figures[i].value, 9);
+        printf(",\"ranks\":%d,\"reduce\":", dist_ranks());
+        json_write_string(stdout, reduce_name);
+        printf(",\"isa\":");
+        json_write_string(stdout, tg_isa_name(tg_isa_active()));
+        printf(",\"cpu\":");
+        json_write_string(stdout, tg_cpu_name());
+        printf("}\n");
         return;
     }
     printf("model: %s, %lld parameters (dim %lld, %lld layers, %lld/%lld heads, %s hidden %lld, vocab %lld)\n",
            o->preset, (long long)n_params, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
            (long long)cfg->n_kv_heads, ffn_name, (long long)cfg->hidden, (long long)cfg->vocab);
-    printf("batch %lld x seq %lld x %d ranks = %lld tokens/step, %d threads (GEMMs: %s), %d warm-up + %d timed steps\n",
-           (long long)B, (long long)T, dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name, o->warmup,
-           o->steps);
+    printf("batch %lld x seq %lld x %d ranks = %lld tokens/step, %d threads (GEMMs: %s), %lld warm-up + %lld timed "
+           "steps\n",
+           (long long)B, (long long)T, dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name,
+           (long long)o->warmup, (long long)o->steps);
     printf("kernels: %s on %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name());
     printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", tokens_per_s,
            (double)tokens_per_step / r->mean_step);
@@ -287,6 +310,25 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
     printf("loss          %10.4f -> %.4f (ln V = %.4f)\n", r->first_loss, r->last_loss, log((double)cfg->vocab));
 }
 
+/* The model, a step of B sequences, the tokens and the timed steps' times, before any of it is
+ * allocated. */
+static TgStatus bench_memory_check(const BenchOptions *o, const TgModelConfig *cfg, int64_t B) {
+    MemoryPlan plan = {0};
+    char subject[64];
+    double model = model_memory_bytes(cfg), tokens = (double)B * (double)(cfg->seq_len + 1);
+    if (dist_ranks() > 1) model += (double)tg_model_config_param_count(cfg) * sizeof(float); /* the sum's scratch */
+    memory_plan_add(&plan, model, "the model", "a smaller --preset or --vocab",
+                    "for its weights, gradients and AdamW moments");
+    if (o->seq > 0) snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)B, (long long)o->seq);
+    else snprintf(subject, sizeof subject, "--batch %lld", (long long)B);
+    memory_plan_add_activations(&plan, cfg, B, cfg->seq_len, o->threads, true, subject, "lower --batch or --seq");
+    memory_plan_add(&plan, 3 * tokens * sizeof(int32_t), subject, "lower --batch or --seq", "for its random tokens");
+    snprintf(subject, sizeof subject, "--steps %lld", (long long)o->steps);
+    memory_plan_add(&plan, (double)o->steps * (sizeof(StepTimes) + sizeof(double)), subject, "lower --steps",
+                    "for the times of the timed steps");
+    return memory_plan_check(&plan);
+}
+
 static int run_bench(int argc, char **argv) {
     const BenchOptions defaults = {.preset = TRAIN_DEFAULT_PRESET, .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU),
                                    .threads = TRAIN_DEFAULT_THREADS, .steps = 7, .warmup = 2, .seed = 1234};
@@ -301,6 +343,7 @@ static int run_bench(int argc, char **argv) {
     TgModelConfig cfg;
     int64_t B = 0;
     TgStatus s = bench_config(&o, &cfg, &B);
+    if (s == TG_OK) s = bench_memory_check(&o, &cfg, B);
     if (s != TG_OK) return cli_exit("bench", s);
     if ((s = cli_join_job(DIST_DEFAULT_TIMEOUT_S)) != TG_OK) return cli_exit("bench", s);
     tg_blas_set_gemm_mode(gemm_mode);
@@ -316,5 +359,7 @@ static int run_bench(int argc, char **argv) {
     return cli_exit("bench", s);
 }
 
+CLI_ONE_TABLE(option_tables, &table)
+
 const Subcommand cmd_bench = {"bench", "training throughput on random tokens: tokens/s, ms per phase, peak RSS, MFU",
-                              run_bench};
+                              run_bench, option_tables};

@@ -229,4 +229,7 @@ static int run_ckpt(int argc, char **argv) {
     return cli_usage_error("ckpt", "unknown action '%s'; the actions are info and export", what);
 }
 
-const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info) or export it (safetensors, a Hugging Face folder, GGUF)", run_ckpt};
+static const OptTable *option_tables(int i) { return i == 0 ? &info_table : i == 1 ? &export_table : NULL; }
+
+const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info) or export it (safetensors, a Hugging Face folder, GGUF)",
+                             run_ckpt, option_tables};

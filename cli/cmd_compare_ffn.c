@@ -28,5 +28,7 @@ static int run_compare_ffn(int argc, char **argv) {
     return cli_exit("compare-ffn", s);
 }
 
+CLI_ONE_TABLE(option_tables, compare_ffn_option_table())
+
 const Subcommand cmd_compare_ffn = {"compare-ffn", "train ReLU-FFN and SwiGLU-FFN models side by side; dying-ReLU report",
-                                    run_compare_ffn};
+                                    run_compare_ffn, option_tables};

@@ -7,7 +7,9 @@
 #include "cli/cli.h"
 #include "data/corpus.h"
 #include "data/prepare.h"
+#include "lib/json_write.h"
 #include "tapegrad/engine.h"
+#include "train/memory_plan.h"
 #include "train/run.h"
 #include "train/trainer.h"
 
@@ -18,17 +20,18 @@ typedef struct {
 
 #define E EvalFlags
 static const OptSpec specs[] = {
-    OPT(E, run, "--run", OPT_STRING, "run folder (its latest checkpoint) or a checkpoint file", OPT_ANY, NULL, 0,
-        "required"),
-    OPT(E, data, "--data", OPT_STRING, "text file or folder to evaluate on", OPT_ANY, NULL, 0, "the run's val split"),
-    OPT(E, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+    FLAG_RUN(E, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
+    FLAG_DATA(E, data, "text file or folder to evaluate on", 0, "the run's val split"),
+    FLAG_THREADS(E, threads, "threads", 0, NULL),
 };
 #undef E
 static const OptTable table = {"eval", "--run DIR [--data PATH]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
-/* Mean loss over every non-overlapping window of `tokens`, in batches of up to 8 windows. */
+enum { EVAL_MAX_BATCH = 8 };
+
+/* Mean loss over every non-overlapping window of `tokens`, in batches of up to EVAL_MAX_BATCH windows. */
 static double loss_over_windows(TgModel *model, TgTape *tape, const int32_t *tokens, int64_t n, int64_t *n_windows) {
-    int64_t T = model->cfg.seq_len, windows = (n - 1) / T, max_batch = 8;
+    int64_t T = model->cfg.seq_len, windows = (n - 1) / T, max_batch = EVAL_MAX_BATCH;
     int32_t *in = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
     int32_t *tg = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
     double total = 0.0;
@@ -77,14 +80,39 @@ static int run_eval(int argc, char **argv) {
     size_t n = 0;
     TgStatus s = run_open_existing(o.run, &run);
     if (s == TG_OK) s = eval_tokens(&run, o.data, &tokens, &n);
+    int64_t windows_per_batch = 0;
+    if (s == TG_OK) {
+        /* the batches of up to 8 windows, each a forward without a tape, before the arena grows */
+        int64_t windows = ((int64_t)n - 1) / run.model.cfg.seq_len;
+        windows_per_batch = windows < EVAL_MAX_BATCH ? windows : EVAL_MAX_BATCH;
+        MemoryPlan plan = {0};
+        memory_plan_add(&plan, model_memory_bytes(&run.model.cfg) + (double)n * sizeof(int32_t), NULL, NULL,
+                        "for the model and the tokens");
+        memory_plan_add_activations(&plan, &run.model.cfg, windows_per_batch, run.model.cfg.seq_len, o.threads, false,
+                                    run.last_checkpoint, NULL);
+        s = memory_plan_check(&plan);
+    }
     if (s == TG_OK) {
         TgEngine engine;
-        tg_engine_open(&engine, o.threads, 16u << 20);
+        tg_engine_open(&engine, o.threads, 0);
+        s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(&run.model.cfg, windows_per_batch,
+                                                                              run.model.cfg.seq_len, o.threads, false));
         int64_t windows = 0;
-        double loss = loss_over_windows(&run.model, &engine.tape, tokens, (int64_t)n, &windows);
-        printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":\"%s\"}\n", loss,
-               (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step,
-               run.last_checkpoint);
+        double loss = s == TG_OK ? loss_over_windows(&run.model, &engine.tape, tokens, (int64_t)n, &windows) : NAN;
+        if (s != TG_OK) {
+            /* the arena could not be had */
+        } else if (!isfinite(loss)) {
+            /* JSON has no NaN: refused rather than printed */
+            s = tg_fail(TG_ERR_NUMERIC,
+                        "%s: the loss on %s is %s although every weight is finite: the model's activations overflow "
+                        "float32",
+                        run.last_checkpoint, o.data ? o.data : "the val split", isnan(loss) ? "NaN" : "infinite");
+        } else {
+            printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":", loss,
+                   (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step);
+            json_write_string(stdout, run.last_checkpoint);
+            printf("}\n");
+        }
         tg_engine_close(&engine);
     }
     free(tokens);
@@ -92,4 +120,6 @@ static int run_eval(int argc, char **argv) {
     return cli_exit("eval", s);
 }
 
-const Subcommand cmd_eval = {"eval", "val loss of a trained run, as JSON", run_eval};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_eval = {"eval", "val loss of a trained run, as JSON", run_eval, option_tables};

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "tapegrad/arena.h"
 #include "ops/checks.h"
+#include "train/shared_flags.h"
 
 typedef struct {
     const char *op;
@@ -14,7 +15,7 @@ typedef struct {
 #define G GradcheckFlags
 static const OptSpec specs[] = {
     OPT(G, op, "--op", OPT_STRING, "check only this op (e.g. rmsnorm)", OPT_ANY, NULL, 0, "all"),
-    OPT(G, seed, "--seed", OPT_INT64, "seed of the inputs and of R", OPT_NON_NEGATIVE, NULL, 0, NULL),
+    FLAG_SEED(G, seed, "seed of the inputs and of R", 0, NULL),
     OPT(G, seeds, "--seeds", OPT_INT64, "run seeds seed .. seed+N-1 and show each input's worst", OPT_POSITIVE, NULL,
         0, NULL),
 };
@@ -55,4 +56,7 @@ static int run_gradcheck(int argc, char **argv) {
     return failures ? 1 : 0;
 }
 
-const Subcommand cmd_gradcheck = {"gradcheck", "finite-difference check of every op's backward", run_gradcheck};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_gradcheck = {"gradcheck", "finite-difference check of every op's backward",
+                                  run_gradcheck, option_tables};

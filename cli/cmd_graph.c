@@ -10,6 +10,8 @@
 #include "tapegrad/engine.h"
 #include "tapegrad/rng.h"
 #include "tapegrad/model.h"
+#include "train/memory_plan.h"
+#include "train/shared_flags.h"
 
 typedef struct {
     const char *preset, *ffn;
@@ -21,12 +23,11 @@ typedef struct {
 
 #define G GraphFlags
 static const OptSpec specs[] = {
-    OPT(G, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
-    OPT(G, ffn, "--ffn", OPT_STRING, "feed-forward block", OPT_ANY, TG_FFN_CHOICES, 0, NULL),
-    OPT(G, batch, "--batch", OPT_INT64, "sequences", OPT_POSITIVE, NULL, 0, NULL),
-    OPT(G, seq, "--seq", OPT_INT64, "tokens per sequence", OPT_POSITIVE, NULL, 0, "the preset's context"),
-    OPT(G, vocab, "--vocab", OPT_INT64, "vocabulary", OPT_BETWEEN(2, 2147483647), NULL, 0,
-        "the preset's, or " OPT_STRINGIFY(GRAPH_DEFAULT_VOCAB)),
+    FLAG_PRESET(G, preset, "model preset", 0, NULL),
+    FLAG_FFN(G, ffn, "feed-forward block", 0, NULL),
+    FLAG_BATCH(G, batch, "sequences", 0, NULL),
+    FLAG_SEQ(G, seq, "tokens per sequence", 0, "the preset's context"),
+    FLAG_VOCAB(G, vocab, "vocabulary", 0, "the preset's, or " OPT_STRINGIFY(GRAPH_DEFAULT_VOCAB)),
 };
 #undef G
 static const OptTable table = {"graph", "[--preset NAME] [--ffn KIND] [--batch B] [--seq T]", specs,
@@ -62,6 +63,15 @@ static int run_graph(int argc, char **argv) {
     if (o.vocab > 0) cfg.vocab = o.vocab;
     if (o.seq > 0) cfg.seq_len = o.seq;
     if ((s = tg_model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);
+    /* the model and one step's tape, before either is allocated */
+    MemoryPlan plan = {0};
+    char subject[64];
+    memory_plan_add(&plan, model_memory_bytes(&cfg), "the model", "a smaller --preset or --vocab",
+                    "for its parameters");
+    if (o.seq > 0) snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)o.batch, (long long)o.seq);
+    else snprintf(subject, sizeof subject, "--batch %lld", (long long)o.batch);
+    memory_plan_add_activations(&plan, &cfg, o.batch, cfg.seq_len, 1, true, subject, "lower --batch or --seq");
+    if ((s = memory_plan_check(&plan)) != TG_OK) return cli_exit("graph", s);
     TgModel model;
     tg_model_build(&model, &cfg);
     tg_model_init_weights(&model, 1);
@@ -72,7 +82,14 @@ static int run_graph(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg.vocab);
     for (int64_t i = 0; i < n; i++) targets[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg.vocab);
     TgEngine engine;
-    tg_engine_open(&engine, 1, 16u << 20);
+    tg_engine_open(&engine, 1, 0);
+    if ((s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(&cfg, o.batch, cfg.seq_len, 1, true))) !=
+        TG_OK) {
+        tg_engine_close(&engine);
+        free(tokens), free(targets);
+        tg_model_free(&model);
+        return cli_exit("graph", s);
+    }
     TgTape *tape = &engine.tape;
 
     TgTensor *loss = tg_model_loss(&model, tape, tokens, targets, o.batch, cfg.seq_len, NULL);
@@ -100,4 +117,7 @@ static int run_graph(int argc, char **argv) {
     return 0;
 }
 
-const Subcommand cmd_graph = {"graph", "print the tape of one training step: ops, inputs, shapes, memory", run_graph};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_graph = {"graph", "print the tape of one training step: ops, inputs, shapes, memory",
+                              run_graph, option_tables};

@@ -9,11 +9,13 @@
 #include "data/prepare.h"
 #include "data/loader.h"
 #include "lib/checked.h"
+#include "lib/json_write.h"
 #include "tapegrad/engine.h"
 #include "lib/safetensors.h"
 #include "cli/cli.h"
 #include "inspect/inspect.h"
 #include "train/output_check.h"
+#include "train/memory_plan.h"
 #include "train/run.h"
 
 static TgStatus dump_gradients(const TgModel *m, const char *path, const char *checkpoint, int64_t batches) {
@@ -58,16 +60,12 @@ static void print_table(const TgModel *m, const ModelInspection *mi) {
 static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int64_t batch, double loss) {
     const TgModel *m = &run->model;
     const TgModelConfig *c = &m->cfg;
-    /* the checkpoint path is the only free text: escape what JSON requires */
-    printf("{\"checkpoint\":\"");
-    for (const char *p = run->last_checkpoint; *p; p++) {
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if ((unsigned char)*p < 0x20) printf("\\u%04x", *p);
-        else putchar(*p);
-    }
-    printf("\",\"step\":%lld,\"batches\":%lld,\"batch\":%lld,\"seq\":%lld,\"loss\":", (long long)run->state.step,
+    /* the checkpoint path is the only free text */
+    printf("{\"checkpoint\":");
+    json_write_string(stdout, run->last_checkpoint);
+    printf(",\"step\":%lld,\"batches\":%lld,\"batch\":%lld,\"seq\":%lld,\"loss\":", (long long)run->state.step,
            (long long)k, (long long)batch, (long long)c->seq_len);
-    json_write_number(stdout, loss);
+    json_write_number(stdout, loss, 6);
     printf(",\"model\":{\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
            "\"ffn\":\"%s\",\"params\":%lld},",
            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
@@ -85,21 +83,36 @@ typedef struct {
 
 #define I InspectFlags
 static const OptSpec specs[] = {
-    OPT(I, run, "--run", OPT_STRING, "run folder (its latest checkpoint)", OPT_ANY, NULL, 0, NULL),
+    FLAG_RUN(I, run, "run folder (its latest checkpoint)", 0, NULL),
     OPT(I, ckpt, "--ckpt", OPT_STRING, "a checkpoint file inside a run folder", OPT_ANY, NULL, 0, NULL),
-    OPT(I, batches, "--batches", OPT_INT64, "validation batches to average the gradient over", OPT_POSITIVE, NULL, 0,
-        NULL),
-    OPT(I, batch, "--batch", OPT_INT64, "sequences per batch", OPT_POSITIVE, NULL, 0, NULL),
-    OPT(I, json, "--json", OPT_BOOL, "print one JSON object instead of tables", OPT_ANY, NULL, 0, NULL),
+    OPT(I, batches, "--batches", OPT_INT64, "validation batches to average the gradient over", FLAG_RANGE_COUNT, NULL,
+        0, NULL),
+    FLAG_BATCH(I, batch, "sequences per batch", 0, NULL),
+    FLAG_JSON(I, json, "print one JSON object instead of tables", 0, NULL),
     OPT(I, dump, "--dump-grads", OPT_STRING, "also write every gradient, named grad.<weight>, to this .safetensors file",
         OPT_ANY, NULL, 0, NULL),
     OPT(I, force, "--force", OPT_BOOL, "replace an existing --dump-grads file (a run's own files never)", OPT_ANY, NULL, 0,
         NULL),
-    OPT(I, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+    FLAG_THREADS(I, threads, "threads", 0, NULL),
 };
 #undef I
 static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors [--force]]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
+
+/* The step of --batch sequences and the --batches val batches, before either is allocated. */
+static TgStatus inspect_memory_check(const Run *run, const InspectFlags *o) {
+    const TgModelConfig *c = &run->model.cfg;
+    MemoryPlan plan = {0};
+    char subject[64];
+    memory_plan_add(&plan, model_memory_bytes(c), NULL, NULL, "for the model");
+    snprintf(subject, sizeof subject, "--batch %lld", (long long)o->batch);
+    memory_plan_add_activations(&plan, c, o->batch, c->seq_len, o->threads, true, subject, "lower --batch");
+    snprintf(subject, sizeof subject, "--batches %lld", (long long)o->batches);
+    memory_plan_add(&plan, 2.0 * (double)o->batches * (double)o->batch * (double)c->seq_len * sizeof(int32_t), subject,
+                    "lower --batches or --batch", "for its val batches of %lld x %lld tokens each", (long long)o->batch,
+                    (long long)c->seq_len);
+    return memory_plan_check(&plan);
+}
 
 /* The k fixed val batches the gradients are averaged over. */
 static TgStatus inspect_batches(const Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
@@ -131,11 +144,16 @@ static int run_inspect(int argc, char **argv) {
     Run run;
     int32_t *inputs = NULL, *targets = NULL;
     s = run_open_existing(o.run ? o.run : o.ckpt, &run);
+    if (s == TG_OK) s = inspect_memory_check(&run, &o);
     if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets);
+    TgEngine engine = {0};
+    if (s == TG_OK) {
+        tg_engine_open(&engine, o.threads, 0);
+        const TgModelConfig *c = &run.model.cfg;
+        s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(c, o.batch, c->seq_len, o.threads, true));
+    }
     if (s == TG_OK) {
         int64_t k = o.batches, T = run.model.cfg.seq_len;
-        TgEngine engine;
-        tg_engine_open(&engine, o.threads, 16u << 20);
         ModelInspection mi;
         model_inspection_init(&mi, &run.model);
         double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, k, o.batch, T, &mi);
@@ -153,13 +171,15 @@ static int run_inspect(int argc, char **argv) {
                 printf("\ngradients written to %s (%d tensors named grad.<weight>)\n", o.dump, run.model.params.count);
         }
         model_inspection_free(&mi);
-        tg_engine_close(&engine);
     }
+    if (engine.pool) tg_engine_close(&engine);
     free(inputs);
     free(targets);
     run_close(&run);
     return cli_exit("inspect", s);
 }
 
+CLI_ONE_TABLE(option_tables, &table)
+
 const Subcommand cmd_inspect = {"inspect", "gradients and FFN activations of a trained run on val batches (no update)",
-                                run_inspect};
+                                run_inspect, option_tables};

@@ -67,4 +67,7 @@ static int run_report(int argc, char **argv) {
     return 0;
 }
 
-const Subcommand cmd_report = {"report", "an offline HTML report (inline SVG charts) of a run folder", run_report};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_report = {"report", "an offline HTML report (inline SVG charts) of a run folder",
+                               run_report, option_tables};

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "tapegrad/engine.h"
 #include "tapegrad/sample.h"
+#include "train/memory_plan.h"
 #include "train/run.h"
 
 typedef struct {
@@ -16,18 +17,31 @@ typedef struct {
 
 #define S SampleFlags
 static const OptSpec specs[] = {
-    OPT(S, run, "--run", OPT_STRING, "run folder (its latest checkpoint) or a checkpoint file", OPT_ANY, NULL, 0,
-        "required"),
+    FLAG_RUN(S, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
     OPT(S, prompt, "--prompt", OPT_STRING, "text to continue", OPT_ANY, NULL, 0, "a newline"),
     OPT(S, tokens, "--tokens", OPT_INT64, "tokens to generate", ((OptRange){0, TRAIN_MAX_COUNT, true, false}), NULL, 0, NULL),
     OPT(S, temperature, "--temperature", OPT_DOUBLE, "0 = always the most likely token", OPT_NON_NEGATIVE, NULL, 0,
         NULL),
     OPT(S, top_k, "--top-k", OPT_INT, "sample among the k most likely, 0 = all", OPT_NON_NEGATIVE, NULL, 0, NULL),
-    OPT(S, seed, "--seed", OPT_INT64, "sampling seed", OPT_NON_NEGATIVE, NULL, 0, NULL),
-    OPT(S, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+    FLAG_SEED(S, seed, "sampling seed", 0, NULL),
+    FLAG_THREADS(S, threads, "threads", 0, NULL),
 };
 #undef S
 static const OptTable table = {"sample", "--run DIR [flags]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
+
+/* The KV cache of the checkpoint's context and the buffers of --tokens, before either is allocated. */
+static TgStatus sample_memory_check(const Run *run, const SampleFlags *o) {
+    MemoryPlan plan = {0};
+    double context, buffers;
+    sampling_memory_bytes(&run->model.cfg, o->tokens, o->threads, &context, &buffers);
+    memory_plan_add(&plan, model_memory_bytes(&run->model.cfg), NULL, NULL, "for the model");
+    memory_plan_add(&plan, context, run->last_checkpoint, NULL, "for a KV cache of its %lld-token context",
+                    (long long)run->model.cfg.seq_len);
+    char subject[64];
+    snprintf(subject, sizeof subject, "--tokens %lld", (long long)o->tokens);
+    memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
+    return memory_plan_check(&plan);
+}
 
 static int sample_main(int argc, char **argv) {
     const TgSampleOptions sampling = tg_sample_defaults();
@@ -39,6 +53,7 @@ static int sample_main(int argc, char **argv) {
     if (!o.run) return cli_usage_error("sample", "--run DIR is required (a folder written by `tapegrad train`)");
     Run run;
     TgStatus s = run_open_existing(o.run, &run);
+    if (s == TG_OK) s = sample_memory_check(&run, &o);
     if (s == TG_OK) {
         TgEngine engine;
         tg_engine_open(&engine, o.threads, 16u << 20);
@@ -58,4 +73,7 @@ static int sample_main(int argc, char **argv) {
     return cli_exit("sample", s);
 }
 
-const Subcommand cmd_sample = {"sample", "generate text from a trained run (KV-cache decoding)", sample_main};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_sample = {"sample", "generate text from a trained run (KV-cache decoding)",
+                               sample_main, option_tables};

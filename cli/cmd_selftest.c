@@ -23,4 +23,7 @@ static int run_selftest(int argc, char **argv) {
     return failures ? 1 : 0;
 }
 
-const Subcommand cmd_selftest = {"selftest", "check that this build computes right (gradients, BLAS)", run_selftest};
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_selftest = {"selftest", "check that this build computes right (gradients, BLAS)",
+                                 run_selftest, option_tables};

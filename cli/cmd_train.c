@@ -73,4 +73,7 @@ static int run_train(int argc, char **argv) {
     return cli_exit("train", s);
 }
 
-const Subcommand cmd_train = {"train", "train a model (no flags: the small preset on the default corpus)", run_train};
+CLI_ONE_TABLE(option_tables, train_option_table())
+
+const Subcommand cmd_train = {"train", "train a model (no flags: the small preset on the default corpus)",
+                              run_train, option_tables};

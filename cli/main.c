@@ -5,20 +5,8 @@
 #include "cli/cli.h"
 #include "lib/cpu.h"
 
-static const Subcommand *const subcommands[] = {
-    &cmd_train,
-    &cmd_sample,
-    &cmd_eval,
-    &cmd_inspect,
-    &cmd_report,
-    &cmd_compare_ffn,
-    &cmd_ckpt,
-    &cmd_graph,
-    &cmd_bench,
-    &cmd_gradcheck,
-    &cmd_selftest,
-};
-enum { N_SUBCOMMANDS = sizeof subcommands / sizeof subcommands[0] };
+#define subcommands cli_subcommands
+#define N_SUBCOMMANDS cli_subcommand_count
 
 static void print_help(FILE *f) {
     fprintf(f,

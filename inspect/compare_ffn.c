@@ -20,6 +20,8 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "train/output_check.h"
+#include "tapegrad/tokenizer.h"
+#include "train/memory_plan.h"
 #include "train/trainer.h"
 #include "lib/path.h"
 
@@ -30,28 +32,25 @@
 
 #define C CompareFfnOptions
 static const OptSpec specs[] = {
-    OPT(C, preset, "--preset", OPT_STRING, "model preset", OPT_ANY, TG_PRESET_CHOICES, 0, NULL),
-    OPT(C, steps, "--steps", OPT_INT64, "optimizer steps of every run", OPT_POSITIVE, NULL, 0, NULL),
+    FLAG_PRESET(C, preset, "model preset", 0, NULL),
+    FLAG_STEPS(C, steps, "optimizer steps of every run", 0, NULL),
     OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
         NULL),
     OPT(C, seeds, "--seeds", OPT_STRING,
         "a count N (seeds --seed .. --seed+N-1) or a comma-separated list; each trains every (lr, FFN) pair",
         OPT_ANY, NULL, 0, NULL),
-    OPT(C, seed, "--seed", OPT_INT64, "the first seed when --seeds is a count", OPT_NON_NEGATIVE, NULL, 0, NULL),
+    FLAG_SEED(C, seed, "the first seed when --seeds is a count", 0, NULL),
     OPT(C, relu_hidden, "--relu-hidden", OPT_INT64, "ReLU hidden size (e.g. 4*dim: the classic pairing)",
-        OPT_NON_NEGATIVE, NULL, 0, "3/2 of the SwiGLU hidden: equal parameters"),
+        OPT_BETWEEN(0, TG_MODEL_MAX_HIDDEN), NULL, 0, "3/2 of the SwiGLU hidden: equal parameters"),
     OPT(C, probe_batches, "--probe-batches", OPT_INT64, "fixed val batches on which dead units are also counted",
-        OPT_POSITIVE, NULL, 0, NULL),
-    OPT(C, data, "--data", OPT_STRING, "text file or folder", OPT_ANY, NULL, 0, CORPUS_DEFAULT_PATH),
-    OPT(C, out, "--out", OPT_STRING, "folder for the runs and the report", OPT_ANY, NULL, 0,
-        "checkpoints/compare-ffn-<time>"),
-    OPT(C, log_grads, "--log-grads", OPT_INT64, "statistics every N steps", OPT_NON_NEGATIVE, NULL, 0,
-        "steps/30, at least 1"),
-    OPT(C, eval_every, "--eval-every", OPT_INT64, "val loss every N steps", OPT_NON_NEGATIVE, NULL, 0,
-        "steps/10, at least 1"),
-    OPT(C, eval_batches, "--eval-batches", OPT_INT64, "fixed val batches per evaluation", OPT_POSITIVE, NULL, 0, NULL),
-    OPT(C, batch, "--batch", OPT_INT64, "sequences per step", OPT_POSITIVE, NULL, 0, NULL),
-    OPT(C, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, 0, NULL),
+        FLAG_RANGE_COUNT, NULL, 0, NULL),
+    FLAG_DATA(C, data, "text file or folder", 0, CORPUS_DEFAULT_PATH),
+    FLAG_OUT(C, out, "folder for the runs and the report", 0, "checkpoints/compare-ffn-<time>"),
+    FLAG_LOG_GRADS(C, log_grads, "statistics every N steps", 0, "steps/30, at least 1"),
+    FLAG_EVAL_EVERY(C, eval_every, "val loss every N steps", 0, "steps/10, at least 1"),
+    FLAG_EVAL_BATCHES(C, eval_batches, "fixed val batches per evaluation", 0, NULL),
+    FLAG_BATCH(C, batch, "sequences per step", 0, NULL),
+    FLAG_THREADS(C, threads, "threads", 0, NULL),
     OPT(C, reuse, "--reuse", OPT_BOOL,
         "keep runs already in --out (finished or diverged), continue stopped ones, train the rest", OPT_ANY, NULL, 0,
         NULL),
@@ -74,46 +73,61 @@ void compare_ffn_defaults(CompareFfnOptions *o) {
 
 /* ---------------------------------------------------------------- the plan */
 
-/* A comma-separated list of numbers (non-negative integers when `integers`, else positive), none
- * twice, at most `max`; TG_ERR_ARG naming the bad item otherwise. */
-static TgStatus parse_list(const char *flag, const char *text, bool integers, double *out, int max, int *n) {
+/* A comma-separated list of values, each parsed and checked as `item`'s flag checks its value
+ * (lib/options.h), none twice, at most `max`, into out[] (elements of `size` bytes); TG_ERR_ARG
+ * naming the bad item otherwise, with an example of a list. */
+static TgStatus parse_list(const OptSpec *item, const char *text, const char *example, void *out, size_t size, int max,
+                           int *n) {
     *n = 0;
-    for (const char *p = text;; p++) {
-        char *end;
-        errno = 0;
-        double v = strtod(p, &end);
-        bool ok = end != p && !errno && isfinite(v) && (*end == ',' || *end == '\0') &&
-                  (integers ? v >= 0 && v == floor(v) && v < 9007199254740992.0 : v > 0);
-        if (!ok)
-            return tg_fail(TG_ERR_ARG, "%s: '%.*s' is not a %s; give a comma-separated list like %s", flag,
-                           (int)strcspn(p, ","), p, integers ? "non-negative integer" : "positive number",
-                           integers ? "1,2,3" : "1e-3,3e-3,1e-2");
+    for (const char *p = text;;) {
+        size_t len = strcspn(p, ",");
+        char value[64];
+        if (len >= sizeof value) len = sizeof value - 1; /* a longer item is no number: refused as it reads */
+        memcpy(value, p, len);
+        value[len] = '\0';
+        char *slot = (char *)out + (size_t)*n * size;
+        if (*n == max) return tg_fail(TG_ERR_ARG, "%s: at most %d values", item->flag, max);
+        if (opt_parse_value(item, slot, value) != TG_OK) {
+            if (*n > 0 || p[len] == ',') /* say which item of a list */
+                return tg_fail_context(TG_ERR_ARG, "item %d of %s %.200s", *n + 1, item->flag, text);
+            /* not a number at all: perhaps not a list either */
+            const char *m = tg_error_message();
+            if (strncmp(m + strlen(item->flag), " expects", 8) == 0)
+                return tg_fail(TG_ERR_ARG, "%s; give a comma-separated list like %s", m, example);
+            return TG_ERR_ARG;
+        }
         for (int i = 0; i < *n; i++)
-            if (out[i] == v) return tg_fail(TG_ERR_ARG, "%s: %g appears twice", flag, v);
-        if (*n == max) return tg_fail(TG_ERR_ARG, "%s: at most %d values", flag, max);
-        out[(*n)++] = v;
-        p = end;
+            if (memcmp((char *)out + (size_t)i * size, slot, size) == 0)
+                return tg_fail(TG_ERR_ARG, "%s: %s appears twice", item->flag, value);
+        (*n)++;
+        p += strcspn(p, ",");
         if (*p == '\0') return TG_OK;
+        p++;
     }
 }
 
+/* A learning rate of --lrs is checked as --lr is, a seed of --seeds as --seed is. */
+static const OptSpec lr_item = {"--lrs", OPT_DOUBLE, 0, "a learning rate", OPT_POSITIVE, NULL, 0, NULL, NULL};
+static const OptSpec seed_item = {"--seeds", OPT_INT64, 0, "a seed", FLAG_RANGE_SEED, NULL, 0, NULL, NULL};
+
 /* "--seeds 3": three seeds from --seed on; "--seeds 5,9": those two. */
 static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
-    double values[COMPARE_MAX_SEEDS];
+    int64_t values[COMPARE_MAX_SEEDS];
     int n;
-    TG_TRY(parse_list("--seeds", o->seeds, true, values, COMPARE_MAX_SEEDS, &n));
+    TG_TRY(parse_list(&seed_item, o->seeds, "7,8,9", values, sizeof values[0], COMPARE_MAX_SEEDS, &n));
     if (strchr(o->seeds, ',') == NULL) {
         if (values[0] < 1 || values[0] > COMPARE_MAX_SEEDS)
             return tg_fail(TG_ERR_ARG, "--seeds %s: a count of seeds is 1 to %d (or give a list: --seeds 7,8)", o->seeds,
                            COMPARE_MAX_SEEDS);
         if (o->seed > INT64_MAX - COMPARE_MAX_SEEDS)
-            return tg_fail(TG_ERR_ARG, "--seed %lld: too large to count seeds from", (long long)o->seed);
+            return tg_fail(TG_ERR_ARG, "--seed %lld: too large to count %lld seeds from (at most %lld)",
+                           (long long)o->seed, (long long)values[0], (long long)(INT64_MAX - COMPARE_MAX_SEEDS));
         r->n_seeds = (int)values[0];
         for (int s = 0; s < r->n_seeds; s++) r->seeds[s] = o->seed + s;
         return TG_OK;
     }
     r->n_seeds = n;
-    for (int s = 0; s < n; s++) r->seeds[s] = (int64_t)values[s];
+    for (int s = 0; s < n; s++) r->seeds[s] = values[s];
     return TG_OK;
 }
 
@@ -179,11 +193,31 @@ static TgStatus plan_report_files(OutputPlan *plan, const char *folder, const ch
     return TG_OK;
 }
 
+static void run_options(const Experiment *e, const CompareRun *run, TrainOptions *t_out);
+
+/* What the runs of either FFN will allocate (one run at a time), before any is trained: the
+ * trainer's own check (train/memory_plan.h), with the vocabulary of the preset or of a char
+ * tokenizer, which the corpus cannot exceed. */
+static TgStatus plan_memory(const Experiment *e) {
+    for (int k = 0; k < COMPARE_KINDS; k++) {
+        const CompareRun *run = &e->r.runs[k];
+        TrainOptions t;
+        run_options(e, run, &t);
+        t.resume = NULL;
+        TgModelConfig c = e->preset_cfg;
+        c.ffn = run->kind, c.hidden = run->hidden;
+        if (!c.vocab) c.vocab = TG_TOKENIZER_BPE_FIRST_MERGE; /* a char tokenizer has at most 256 bytes and <eot> */
+        TG_TRY(tg_model_config_validate(&c));
+        TG_TRY(train_memory_check(&t, &c, e->o->probe_batches, 0));
+    }
+    return TG_OK;
+}
+
 /* Every check before anything is written: the lists, the preset, the corpus, the run folders,
  * the outputs. */
 static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     CompareResults *r = &e->r;
-    TG_TRY(parse_list("--lrs", o->lrs, false, r->lrs, COMPARE_MAX_LRS, &r->n_lrs));
+    TG_TRY(parse_list(&lr_item, o->lrs, "1e-3,3e-3,1e-2", r->lrs, sizeof r->lrs[0], COMPARE_MAX_LRS, &r->n_lrs));
     for (int i = 0; i < r->n_lrs; i++)
         for (int j = 0; j < i; j++) {
             char a[32], b[32]; /* as the run folders name them */
@@ -237,6 +271,7 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     TgStatus s = plan_report_files(plan, e->root, COMPARE_REPORT_FILE, COMPARE_SERIES_FILE, o->force || o->reuse);
     if (s == TG_OK) s = plan_report_files(plan, e->root, COMPARE_SUMMARY_JSON_FILE, COMPARE_SUMMARY_MD_FILE, o->force || o->reuse);
     free(plan);
+    if (s == TG_OK) s = plan_memory(e);
     return s;
 }
 
@@ -255,7 +290,8 @@ static TgStatus mark_diverged(const Experiment *e, CompareRun *run, const char *
     return TG_OK;
 }
 
-static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
+/* The options one run trains with. */
+static void run_options(const Experiment *e, const CompareRun *run, TrainOptions *t_out) {
     const CompareFfnOptions *o = e->o;
     TrainOptions t;
     train_options_defaults(&t);
@@ -276,6 +312,13 @@ static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_ato
     t.out_dir = t.resume ? NULL : run->dir;
     t.ffn = tg_ffn_kind_name(run->kind);
     t.model.hidden = run->hidden;
+    *t_out = t;
+}
+
+static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
+    const CompareFfnOptions *o = e->o;
+    TrainOptions t;
+    run_options(e, run, &t);
     GradLogger grads;
     TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
     TgStatus s = train_run(&t, stop, &hooks, e->reporter);

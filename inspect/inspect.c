@@ -8,6 +8,7 @@
 #include "tapegrad/engine.h"
 #include "tapegrad/rng.h"
 #include "lib/atomic_file.h"
+#include "lib/json_write.h"
 #include "lib/path.h"
 
 /* ---------------------------------------------------------------- FFN activation statistics */
@@ -202,15 +203,8 @@ double model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, co
 
 /* ---------------------------------------------------------------- JSON */
 
-void json_write_number(FILE *f, double v) {
-    if (isfinite(v)) fprintf(f, "%.6g", v);
-    else fputs("null", f);
-}
-
-static void json_field(FILE *f, const char *key, double v) {
-    fprintf(f, ",\"%s\":", key);
-    json_write_number(f, v);
-}
+/* statistics with 6 significant digits, null when not finite (lib/json_write.h) */
+static void json_field(FILE *f, const char *key, double v) { json_write_field(f, key, v, 6); }
 
 void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgModel *m, const double *update_ratio,
                                  const FfnActStats *probe) {

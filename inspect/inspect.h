@@ -95,8 +95,6 @@ double model_inspect_batches(TgModel *model, TgTape *tape, const int32_t *inputs
  * object as probe_tokens, probe_dead_units, probe_dead_frac, probe_zero_frac. */
 void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgModel *model, const double *update_ratio,
                                  const FfnActStats *probe);
-/* A JSON number, or null when not finite (JSON has no NaN). */
-void json_write_number(FILE *f, double v);
 
 /* ---- grads.jsonl during training ---- */
 typedef struct GradLogger {

@@ -41,6 +41,26 @@ void tg_arena_init(TgArena *arena, size_t initial_bytes) {
     if (initial_bytes) chunk_new(arena, initial_bytes);
 }
 
+TgStatus tg_arena_reserve(TgArena *arena, size_t bytes) {
+    TG_CHECK(arena->used == 0, "tg_arena_reserve on an arena holding %zu bytes", arena->used);
+    if (arena->head && !arena->head->prev && arena->head->size >= bytes) return TG_OK;
+    size_t size = align_up(bytes ? bytes : 1);
+    if (size < bytes) return tg_fail(TG_ERR_NOMEM, "cannot reserve %zu bytes for the step arena: too large", bytes);
+    unsigned char *data = aligned_alloc(TG_ARENA_ALIGN, size);
+    if (!data)
+        return tg_fail(TG_ERR_NOMEM, "cannot reserve %.1f MiB for the step arena: out of memory",
+                       (double)bytes / (1024.0 * 1024.0));
+    chunks_free(arena->head);
+    arena->head = NULL;
+    arena->capacity = 0;
+    TgArenaChunk *c = tg_malloc(sizeof *c);
+    *c = (TgArenaChunk){.prev = NULL, .size = size, .used = 0, .data = data};
+    arena->head = c;
+    arena->capacity = size;
+    arena->system_allocs++;
+    return TG_OK;
+}
+
 void tg_arena_free(TgArena *arena) {
     chunks_free(arena->head);
     memset(arena, 0, sizeof *arena);

@@ -1,6 +1,9 @@
 #include "lib/options.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,13 +28,43 @@ static double numeric_value(const OptSpec *s, const void *opts) {
     }
 }
 
+static bool is_integer_type(OptType t) { return t == OPT_INT || t == OPT_INT64; }
+
+/* The whole numbers an integer option takes: its range within its type's. An open end becomes
+ * the next whole number inside, so (0, 2^53] reads [1, 9007199254740992]. *bounded: the range
+ * itself has an upper end (else the type's is the limit). */
+static void integer_bounds(const OptSpec *s, long long *lo, long long *hi, bool *bounded) {
+    *lo = s->type == OPT_INT ? INT_MIN : LLONG_MIN;
+    *hi = s->type == OPT_INT ? INT_MAX : LLONG_MAX;
+    double l = s->range.lo_open ? floor(s->range.lo) + 1 : ceil(s->range.lo);
+    double h = s->range.hi_open ? ceil(s->range.hi) - 1 : floor(s->range.hi);
+    /* (double)LLONG_MIN is -2^63 exactly and (double)LLONG_MAX rounds up to 2^63: inside those
+     * the conversions are exact */
+    if (isfinite(l) && l > (double)*lo) *lo = l < (double)*hi ? (long long)l : *hi;
+    *bounded = isfinite(h) && h < (double)*hi;
+    if (*bounded) *hi = h > (double)*lo ? (long long)h : *lo;
+}
+
 /* A bound as text: whole numbers in full (2^53 is 9007199254740992, not 9.0072e+15). */
 static void format_bound(double v, char *buf, size_t cap) {
     if (v == floor(v) && fabs(v) < 1e17) snprintf(buf, cap, "%.0f", v);
     else snprintf(buf, cap, "%g", v);
 }
 
-/* "must be positive", "must be in (0, 1)", ... for a value `v` outside r: below a range that
+/* "must be positive", "must be in [1, 1048576]", ... for an integer value outside the option's
+ * whole numbers (`below`: under the lower end). With an upper end the whole range is named. */
+static void describe_integer_range(const OptSpec *s, bool below, char *buf, size_t cap) {
+    long long lo, hi;
+    bool bounded;
+    integer_bounds(s, &lo, &hi, &bounded);
+    if (bounded) snprintf(buf, cap, "must be in [%lld, %lld]", lo, hi);
+    else if (!below) snprintf(buf, cap, "must be at most %lld", hi);
+    else if (lo == 1) snprintf(buf, cap, "must be positive");
+    else if (lo == 0) snprintf(buf, cap, "must not be negative");
+    else snprintf(buf, cap, "must be at least %lld", lo);
+}
+
+/* "must be positive", "must be in (0, 1)", ... for a number `v` outside r: below a range that
  * starts at 0, only that end is named. */
 static void describe_range(OptRange r, double v, char *buf, size_t cap) {
     char lo[32], hi[32];
@@ -64,69 +97,138 @@ static bool is_choice(const char *choices, const char *value) {
     return false;
 }
 
-static TgStatus check_one(const OptTable *t, int i, const void *opts) {
-    const OptSpec *s = &t->specs[i];
+/* An integer option's value against its whole numbers; `text` is the value as given (NULL: as
+ * stored). */
+static TgStatus check_integer(const OptSpec *s, long long v, bool overflowed, const char *text) {
+    long long lo, hi;
+    bool bounded;
+    integer_bounds(s, &lo, &hi, &bounded);
+    if (!overflowed && v >= lo && v <= hi) return TG_OK;
+    char want[96];
+    describe_integer_range(s, overflowed ? text[0] == '-' : v < lo, want, sizeof want);
+    if (text) return tg_fail(TG_ERR_ARG, "%s %s, got %s", s->flag, want, text);
+    return tg_fail(TG_ERR_ARG, "%s %s, got %lld", s->flag, want, v);
+}
+
+/* The value of spec s in opts against its range, choices and check; `text` is the value as
+ * given (NULL: the stored value is shown). */
+static TgStatus check_spec(const OptSpec *s, const void *opts, const char *text) {
     if (s->type == OPT_STRING) {
         const char *v = *CFIELD(opts, s, char *);
         if (v && s->choices && !is_choice(s->choices, v))
             return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, v);
-        return TG_OK;
+    } else if (is_integer_type(s->type)) {
+        long long v = s->type == OPT_INT ? *CFIELD(opts, s, int) : (long long)*CFIELD(opts, s, int64_t);
+        TG_TRY(check_integer(s, v, false, NULL));
+    } else if (s->type == OPT_DOUBLE) {
+        double v = numeric_value(s, opts);
+        if (!in_range(s->range, v)) {
+            char want[96];
+            describe_range(s->range, v, want, sizeof want);
+            if (text) return tg_fail(TG_ERR_ARG, "%s %s, got %s", s->flag, want, text);
+            return tg_fail(TG_ERR_ARG, "%s %s, got %g", s->flag, want, v);
+        }
     }
-    if (s->type == OPT_BOOL) return TG_OK;
-    double v = numeric_value(s, opts);
-    if (!in_range(s->range, v)) {
-        char want[96], got[64];
-        describe_range(s->range, v, want, sizeof want);
-        opt_format(t, i, opts, got, sizeof got);
-        return tg_fail(TG_ERR_ARG, "%s %s, got %s", s->flag, want, got);
-    }
-    return TG_OK;
+    return s->check ? s->check(s, CFIELD(opts, s, char)) : TG_OK;
 }
 
 TgStatus opt_check(const OptTable *t, const void *opts, OptSet which) {
     for (int i = 0; i < t->count; i++)
-        if (which & OPT_BIT(i)) TG_TRY(check_one(t, i, opts));
+        if (which & OPT_BIT(i)) TG_TRY(check_spec(&t->specs[i], opts, NULL));
     return TG_OK;
 }
 
-/* Parses `text` as spec i's type into opts. */
-static TgStatus set_value(const OptTable *t, int i, void *opts, const char *text) {
-    const OptSpec *s = &t->specs[i];
+/* Numbers are written as strtoll and strtod read them, from the first byte to the last: no
+ * white space before (strto* would skip it) or after. */
+static bool number_text(const char *text, const char *end) {
+    return end != text && *end == '\0' && !isspace((unsigned char)text[0]);
+}
+
+TgStatus opt_parse_value(const OptSpec *s, void *opts, const char *text) {
     char *end = NULL;
     errno = 0;
     switch (s->type) {
-    case OPT_INT: {
-        long v = strtol(text, &end, 10);
-        if (errno || end == text || *end || v < -2147483647L || v > 2147483647L) break;
-        *FIELD(opts, s, int) = (int)v;
-        return check_one(t, i, opts);
-    }
+    case OPT_INT:
     case OPT_INT64: {
         long long v = strtoll(text, &end, 10);
-        if (errno || end == text || *end) break;
-        *FIELD(opts, s, int64_t) = (int64_t)v;
-        return check_one(t, i, opts);
+        if (!number_text(text, end)) return tg_fail(TG_ERR_ARG, "%s expects an integer, got '%s'", s->flag, text);
+        TG_TRY(check_integer(s, v, errno == ERANGE, text));
+        if (s->type == OPT_INT) *FIELD(opts, s, int) = (int)v;
+        else *FIELD(opts, s, int64_t) = (int64_t)v;
+        return check_spec(s, opts, text);
     }
     case OPT_DOUBLE: {
         double v = strtod(text, &end);
-        if (errno || end == text || *end || !isfinite(v)) break;
+        if (!number_text(text, end)) return tg_fail(TG_ERR_ARG, "%s expects a number, got '%s'", s->flag, text);
+        if (isnan(v) || (isinf(v) && errno != ERANGE))
+            return tg_fail(TG_ERR_ARG, "%s expects a finite number, got '%s'", s->flag, text);
+        if (isinf(v))
+            return tg_fail(TG_ERR_ARG, "%s %s is beyond the largest double, %.17g", s->flag, text, DBL_MAX);
+        /* A subnormal (or one that underflows to 0) would be taken for another number: the
+         * training threads flush subnormals to 0 (FTZ/DAZ), and most are not what was typed. */
+        if (errno == ERANGE || (v != 0 && fabs(v) < DBL_MIN)) {
+            bool zero_allowed = in_range(s->range, 0.0);
+            return tg_fail(TG_ERR_ARG,
+                           "%s %s is below %.17g, the smallest normal double; training flushes such subnormal "
+                           "numbers to 0, so give %sa value of at least that",
+                           s->flag, text, DBL_MIN, zero_allowed ? "0 or " : "");
+        }
         *FIELD(opts, s, double) = v;
-        return check_one(t, i, opts);
+        return check_spec(s, opts, text);
     }
     case OPT_STRING:
         *FIELD(opts, s, const char *) = text;
-        return check_one(t, i, opts);
+        return check_spec(s, opts, text);
     case OPT_BOOL:
         if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0) *FIELD(opts, s, bool) = true;
         else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0) *FIELD(opts, s, bool) = false;
-        else break;
+        else return tg_fail(TG_ERR_ARG, "%s expects true or false, got '%s'", s->flag, text);
         return TG_OK;
     }
-    const char *kind = s->type == OPT_DOUBLE ? "a finite number"
-                     : s->type == OPT_BOOL   ? "true or false"
-                     : s->type == OPT_INT    ? "an integer"
-                                             : "an integer below 2^63";
-    return tg_fail(TG_ERR_ARG, "%s expects %s, got '%s'", s->flag, kind, text);
+    return tg_fail(TG_ERR_ARG, "%s: unknown option type", s->flag);
+}
+
+/* Edit distance (insertions, deletions, substitutions) of two short strings. */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t n = strlen(b), row[65];
+    if (n > 64) n = 64;
+    for (size_t j = 0; j <= n; j++) row[j] = j;
+    for (size_t i = 1; a[i - 1] && i <= 64; i++) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= n; j++) {
+            size_t up = row[j];
+            size_t best = diagonal + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = up;
+        }
+    }
+    return row[n];
+}
+
+const char *opt_nearest(const OptTable *t, const char *name, unsigned group) {
+    while (*name == '-') name++;
+    const char *best = NULL;
+    size_t best_distance = 0, len = strlen(name);
+    for (int i = 0; i < t->count; i++) {
+        if ((t->specs[i].group & group) != group) continue;
+        const char *flag = t->specs[i].flag;
+        while (*flag == '-') flag++;
+        size_t d = edit_distance(name, flag);
+        if (!best || d < best_distance) best = t->specs[i].flag, best_distance = d;
+    }
+    /* close: a third of the letters at most, and at least one must match */
+    size_t allowed = len / 3 > 2 ? len / 3 : 2;
+    return best && best_distance <= allowed && best_distance < len ? best : NULL;
+}
+
+/* " (did you mean --steps?)" or "" */
+static void nearest_hint(const OptTable *t, const char *name, unsigned group, char *buf, size_t cap) {
+    const char *near = opt_nearest(t, name, group);
+    if (near) snprintf(buf, cap, " (did you mean %s?)", near);
+    else buf[0] = '\0';
 }
 
 TgStatus opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char **argv, const char **positional,
@@ -156,7 +258,12 @@ TgStatus opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char 
         memcpy(name, arg, len);
         name[len] = '\0';
         int i = opt_find(t, name);
-        if (i < 0) return tg_fail(TG_ERR_ARG, "unknown flag '%s'; `tapegrad %s --help` lists the flags", name, t->command);
+        if (i < 0) {
+            char hint[96];
+            nearest_hint(t, name, 0, hint, sizeof hint);
+            return tg_fail(TG_ERR_ARG, "unknown flag '%s'%s; `tapegrad %s --help` lists the flags", name, hint,
+                           t->command);
+        }
         if (given) *given |= OPT_BIT(i);
         if (t->specs[i].type == OPT_BOOL) {
             if (eq) return tg_fail(TG_ERR_ARG, "%s takes no value", name);
@@ -165,7 +272,7 @@ TgStatus opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char 
         }
         const char *value = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
         if (!value) return tg_fail(TG_ERR_ARG, "%s needs a value", name);
-        TG_TRY(set_value(t, i, opts, value));
+        TG_TRY(opt_parse_value(&t->specs[i], opts, value));
     }
     return TG_OK;
 }
@@ -229,12 +336,18 @@ TgStatus opt_write(const OptTable *t, const void *opts, unsigned group, const ch
         if (t->specs[i].type == OPT_STRING && !*CFIELD(opts, &t->specs[i], char *)) continue;
         char value[4096];
         opt_format(t, i, opts, value, sizeof value);
+        /* one option a line: a value with a line break could not be read back */
+        if (strpbrk(value, "\n\r")) {
+            atomic_file_abandon(&af);
+            return tg_fail(TG_ERR_ARG, "%s '%.80s' holds a line break, which %s cannot store", t->specs[i].flag, value,
+                           path);
+        }
         fprintf(f, "%s %s\n", t->specs[i].flag, value);
     }
     return atomic_file_commit(&af);
 }
 
-static char *keep_string(OptStrings *strings, const char *s) {
+const char *opt_strings_keep(OptStrings *strings, const char *s) {
     if (strings->count == strings->cap) {
         strings->cap = strings->cap ? 2 * strings->cap : 16;
         strings->items = tg_realloc(strings->items, (size_t)strings->cap * sizeof *strings->items);
@@ -252,9 +365,79 @@ void opt_strings_free(OptStrings *strings) {
     memset(strings, 0, sizeof *strings);
 }
 
-TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
+/* The field of spec s, saved and put back around a value that is checked but not kept. */
+typedef union {
+    bool b;
+    int i;
+    int64_t i64;
+    double d;
+    const char *str;
+} FieldValue;
+
+static size_t field_size(OptType type) {
+    switch (type) {
+    case OPT_BOOL: return sizeof(bool);
+    case OPT_INT: return sizeof(int);
+    case OPT_INT64: return sizeof(int64_t);
+    case OPT_DOUBLE: return sizeof(double);
+    case OPT_STRING: return sizeof(const char *);
+    }
+    return 0;
+}
+
+/* One line "--flag value" (without its newline) of the file: the option it sets, if the line is
+ * one of the group's options not yet seen. */
+static TgStatus read_line(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, int line_no,
+                          char *line, size_t len, OptFileRead *from, OptStrings *strings) {
+    if (strlen(line) != len)
+        return tg_fail(TG_ERR_FORMAT, "%s line %d holds a NUL byte, which no file of options does: the file is damaged",
+                       path, line_no);
+    char *value = strchr(line, ' ');
+    if (!value || value == line)
+        return tg_fail(TG_ERR_FORMAT, "%s line %d: expected \"--flag value\", got '%.80s'", path, line_no, line);
+    *value++ = '\0';
+    char flag[64];
+    if (strlen(line) >= sizeof flag - 2) {
+        snprintf(flag, sizeof flag, "%.60s", line);
+    } else {
+        /* "--steps", or the older "steps" and "val_fraction" */
+        if (line[0] == '-') snprintf(flag, sizeof flag, "%s", line);
+        else snprintf(flag, sizeof flag, "--%s", line);
+        if (flag[0] == '-' && flag[1] == '-')
+            for (char *c = flag + 2; *c; c++)
+                if (*c == '_') *c = '-';
+    }
+    int i = opt_find(t, flag);
+    if (i < 0) {
+        char hint[96];
+        nearest_hint(t, line, group, hint, sizeof hint);
+        return tg_fail(TG_ERR_FORMAT, "%s line %d: unknown option '%.64s'%s", path, line_no, line, hint);
+    }
+    const OptSpec *s = &t->specs[i];
+    if ((s->group & group) != group)
+        return tg_fail(TG_ERR_FORMAT, "%s line %d: %s is not one of the options this file holds", path, line_no,
+                       s->flag);
+    if (from->line[i])
+        return tg_fail(TG_ERR_FORMAT, "%s line %d: %s again (line %d set it already); each option appears once", path,
+                       line_no, s->flag, from->line[i]);
+    from->line[i] = line_no;
+    const char *text = s->type == OPT_STRING ? opt_strings_keep(strings, value) : value;
+    /* a value the caller keeps is still checked: a bad one is a bad file whichever wins */
+    FieldValue saved;
+    memcpy(&saved, FIELD(opts, s, char), field_size(s->type));
+    TgStatus st = opt_parse_value(s, opts, text);
+    if (st != TG_OK || (keep & OPT_BIT(i))) memcpy(FIELD(opts, s, char), &saved, field_size(s->type));
+    if (st != TG_OK) return tg_fail_context(TG_ERR_FORMAT, "%s line %d", path, line_no);
+    if (!(keep & OPT_BIT(i))) from->read |= OPT_BIT(i);
+    return TG_OK;
+}
+
+TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptFileRead *from,
                    OptStrings *strings) {
-    if (read) *read = 0;
+    TG_CHECK(t->count <= 64, "option table %s has %d entries; at most 64", t->command, t->count);
+    OptFileRead local;
+    if (!from) from = &local;
+    memset(from, 0, sizeof *from);
     FILE *f = file_open_read(path);
     if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
     char *line = NULL;
@@ -266,23 +449,7 @@ TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, co
         line_no++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         if (len == 0) continue;
-        char *value = strchr(line, ' ');
-        if (!value) {
-            st = tg_fail(TG_ERR_FORMAT, "%s line %d: expected \"--flag value\", got '%.80s'", path, line_no, line);
-            break;
-        }
-        *value++ = '\0';
-        char flag[64];
-        if (line[0] == '-') snprintf(flag, sizeof flag, "%s", line);
-        else snprintf(flag, sizeof flag, "--%s", line);
-        for (char *c = flag + 2; *c; c++)
-            if (*c == '_') *c = '-';
-        int i = opt_find(t, flag);
-        if (i < 0 || (t->specs[i].group & group) != group || (keep & OPT_BIT(i))) continue;
-        const char *text = t->specs[i].type == OPT_STRING ? keep_string(strings, value) : value;
-        st = set_value(t, i, opts, text);
-        if (st != TG_OK) tg_fail_context(st, "%s line %d", path, line_no);
-        else if (read) *read |= OPT_BIT(i);
+        st = read_line(t, opts, group, keep, path, line_no, line, (size_t)len, from, strings);
     }
     free(line);
     fclose(f);

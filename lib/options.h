@@ -7,7 +7,9 @@
  *   opt_print_help    prints the flags with their help and defaults;
  *   opt_check         checks values against their ranges and choices (from argv or from a file
  *                     alike: a file is no more trusted than a flag);
- *   opt_write / opt_read   store a group of options as "--flag value" lines and read them back;
+ *   opt_write / opt_read   store a group of options as "--flag value" lines and read them back
+ *                     (strictly: every line one known option of the group, once, and no byte a
+ *                     text file of options never holds);
  *   opt_equal / opt_format compare and print single values.
  * Functions return a status with a message naming the flag and what it accepts; nothing here
  * prints except opt_print_help.
@@ -37,6 +39,11 @@ typedef struct {
 #define OPT_FRACTION ((OptRange){0, 1, true, true}) /* (0, 1) */
 #define OPT_BETWEEN(lo, hi) ((OptRange){(lo), (hi), false, false})
 
+struct OptSpec;
+/* A further check of a value beyond its range and choices (the form of a string, say), as a
+ * status naming the flag; `field` points at the value in the options struct. */
+typedef TgStatus (*OptValueCheck)(const struct OptSpec *spec, const void *field);
+
 typedef struct OptSpec {
     const char *flag;          /* "--steps" */
     OptType type;
@@ -46,6 +53,7 @@ typedef struct OptSpec {
     const char *choices;       /* strings: "char|bpe", or NULL for any */
     unsigned group;            /* the owner's bits: which options a file holds, which a resume may change */
     const char *default_text;  /* shown as the default instead of the struct's value, or NULL */
+    OptValueCheck check;       /* or NULL */
 } OptSpec;
 
 /* OPT(Struct, field, "--flag", TYPE, "help", range, choices, group, default_text) */
@@ -53,7 +61,10 @@ typedef struct OptSpec {
 #define OPT_STRINGIFY(x) OPT_STRINGIFY_(x)
 #define OPT_STRINGIFY_(x) #x
 #define OPT(Struct, field, flag, type, help, range, choices, group, default_text) \
-    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text}
+    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, NULL}
+/* The same with a further check of the value (OptValueCheck). */
+#define OPT_CHECKED(Struct, field, flag, type, help, range, choices, group, default_text, check) \
+    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, check}
 
 /* Bit i: the i-th option of a table (at most 64 per table). */
 typedef uint64_t OptSet;
@@ -79,21 +90,36 @@ void opt_print_help(FILE *f, const OptTable *t, const void *defaults);
 TgStatus opt_check(const OptTable *t, const void *opts, OptSet which);
 /* Writes the options of `group` (all bits of group present in spec->group) to path, atomically. */
 TgStatus opt_write(const OptTable *t, const void *opts, unsigned group, const char *path);
-/* Reads "--flag value" lines (also "flag value", with '_' for '-') from path into opts, for the
- * options of `group` that are not in `keep` (those keep their current value); unknown flags and
- * options of other groups are skipped. Sets the bits of the options read into *read. Every value
- * is range-checked. String values point into storage owned by `strings` (freed by
- * opt_strings_free). TG_ERR_IO when the file cannot be opened, TG_ERR_FORMAT for a bad line. */
+/* Reads "--flag value" lines (also the older "flag value", with '_' for '-') from path into opts,
+ * for the options of `group` that are not in `keep` (those keep their current value, but the
+ * file's is checked all the same). Every line must be one option of the group, set once, its
+ * value checked as the flag's is; a line with a NUL byte, an unknown flag (the message names the
+ * nearest known one), an option of another group or one set twice is refused. *from (may be
+ * NULL) receives which options were read and their lines. String values point into storage owned
+ * by `strings` (freed by opt_strings_free). TG_ERR_IO when the file cannot be opened,
+ * TG_ERR_FORMAT naming the file and line for anything wrong inside it. */
 typedef struct {
     char **items;
     int count, cap;
 } OptStrings;
-TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptSet *read,
+typedef struct OptFileRead {
+    OptSet read;      /* the options whose values were taken from the file */
+    int line[64];     /* the line of each option in the file (0: not in it) */
+} OptFileRead;
+TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptFileRead *from,
                    OptStrings *strings);
+/* A copy of s kept in `strings` until opt_strings_free. */
+const char *opt_strings_keep(OptStrings *strings, const char *s);
 void opt_strings_free(OptStrings *strings);
 
+/* Parses `text` as a value of `spec` into its field of opts, checked as a flag's value is (a list
+ * item can be parsed as its flag is: a spec with offset 0 and the item's variable as opts). */
+TgStatus opt_parse_value(const OptSpec *spec, void *opts, const char *text);
 /* Index of a flag in the table, or -1. */
 int opt_find(const OptTable *t, const char *flag);
+/* The flag of the table (among those of `group`: all bits present; 0 for any) closest to `name`
+ * by edit distance, leading dashes aside, or NULL when none is close: for "did you mean". */
+const char *opt_nearest(const OptTable *t, const char *name, unsigned group);
 /* The value of spec i in opts, as text (strings as they are; NULL as ""). */
 void opt_format(const OptTable *t, int i, const void *opts, char *buf, size_t cap);
 /* Whether spec i has the same value in a and b. */

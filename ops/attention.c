@@ -292,6 +292,23 @@ size_t tg_attention_set_saved_probs_limit(size_t bytes) {
     return old;
 }
 
+/* n bytes as the arena hands them out: rounded up to its alignment */
+static double arena_rounded(double n) { return ceil(n / TG_ARENA_ALIGN) * TG_ARENA_ALIGN; }
+
+/* The sizes tg_attention and attention_backward pass to the arena below, for the same shapes. */
+TgAttentionArena tg_attention_arena_bytes(int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+                                          int threads, bool recording) {
+    double f = sizeof(float), key_pad = (double)((kv_len + 15) / 16 * 16), t = threads;
+    double probs = (double)batch * (double)heads * (double)q_len * (double)kv_len * f;
+    bool saved = recording && probs <= (double)saved_probs_limit;
+    TgAttentionArena a;
+    double out = (double)batch * (double)q_len * (double)(heads * head_dim) * f;
+    a.kept = arena_rounded(sizeof(TgTensor)) + arena_rounded(out) + (saved ? arena_rounded(probs) : 0);
+    a.forward_scratch = arena_rounded(t * (double)(head_dim + BLOCK_ROWS) * key_pad * f);
+    a.backward_scratch = recording ? arena_rounded(t * (double)(head_dim + q_len) * (saved ? 1 : 2) * key_pad * f) : 0;
+    return a;
+}
+
 TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads) {
     char sq[64], sk[64], sv[64];
     tg_tensor_shape_str(q, sq, sizeof sq);

@@ -153,6 +153,80 @@ Test(hostile, a_record_larger_than_the_file_can_inflate_to_is_refused) {
     expect_refused("ckpt info %s", 1, (const char *[]){ckpt, "impossible in a file of", NULL});
 }
 
+/* The run's checkpoint with `value` at index `i` of the record `name` of `kind`, through the
+ * byte-plane shuffle (checkpoint.h) when the file has it. */
+static void plant_value(const char *name, int kind, int64_t i, float value) {
+    size_t len;
+    uint8_t *raw = ckpt_raw_read(ckpt, &len);
+    CkptRecord rec;
+    cr_assert(ckpt_raw_find(raw, len, name, kind, &rec), "no record %s", name);
+    size_t data = rec.shape + 8 * (size_t)rec.ndim, n = (rec.end - data) / 4;
+    cr_assert_lt((size_t)i, n);
+    uint32_t flags;
+    memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
+    uint8_t bytes[4];
+    memcpy(bytes, &value, 4);
+    for (size_t b = 0; b < 4; b++) raw[(flags & CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + (size_t)i : data + 4 * (size_t)i + b] = bytes[b];
+    ckpt_raw_write(ckpt, raw, len);
+    free(raw);
+}
+
+/* A CRC-valid checkpoint holding one NaN or Inf, an AdamW v below 0, or a norm eps no model
+ * computes with is refused by every reader, naming the tensor and index: before, eval printed
+ * {"val_loss":nan,...}, sample printed only the prompt, ckpt export wrote the NaN, and a resume
+ * failed its first step blaming the learning rate. Each of these is also a fuzz regression
+ * (tests/fuzz/regressions/checkpoint/non-finite-*, eps-*). */
+Test(hostile, non_finite_values_and_a_bad_norm_eps_are_refused_by_every_reader) {
+    static const struct {
+        const char *tensor;
+        int kind;
+        int64_t index;
+        float value;
+        double eps; /* 0: the value above instead */
+        const char *says;
+    } cases[] = {
+        {"model.layers.0.mlp.down_proj.weight", CHECKPOINT_KIND_WEIGHT, 5, NAN, 0,
+         "tensor 'model.layers.0.mlp.down_proj.weight' holds NaN at index 5 of"},
+        {"model.norm.weight", CHECKPOINT_KIND_WEIGHT, 0, -INFINITY, 0, "tensor 'model.norm.weight' holds -Inf at index 0"},
+        {"model.embed_tokens.weight", CHECKPOINT_KIND_ADAM_M, 3, INFINITY, 0,
+         "tensor 'model.embed_tokens.weight' (AdamW m) holds +Inf at index 3"},
+        {"model.layers.0.self_attn.q_proj.weight", CHECKPOINT_KIND_ADAM_V, 7, -0.5f, 0,
+         "(AdamW v) holds a negative value (-0.5) at index 7"},
+        {NULL, 0, 0, 0, 1e300, "norm eps must be in [1.17549e-38, 0.01], got 1e+300"},
+        {NULL, 0, 0, 0, 1e-40, "norm eps must be in [1.17549e-38, 0.01], got 1e-40"},
+    };
+    size_t len;
+    uint8_t *good = ckpt_read_file(ckpt, &len);
+    char *export = datagen_path(dir, "export/w.safetensors"), *hf = datagen_path(dir, "hf");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ckpt_write_file(ckpt, good, len);
+        if (cases[i].tensor) {
+            plant_value(cases[i].tensor, cases[i].kind, cases[i].index, cases[i].value);
+        } else {
+            size_t raw_len;
+            uint8_t *raw = ckpt_raw_read(ckpt, &raw_len);
+            memcpy(raw + CKPT_OFF_CONFIG + 7 * 8 + 4 + 8, &cases[i].eps, 8); /* after the ints, ffn, theta */
+            ckpt_raw_write(ckpt, raw, raw_len);
+            free(raw);
+        }
+        const char *says[] = {ckpt, cases[i].says, NULL};
+        char args[4096];
+        expect_refused("ckpt info %s", 1, says);
+        snprintf(args, sizeof args, "ckpt export %%s --safetensors %s", export);
+        expect_refused(args, 1, says);
+        snprintf(args, sizeof args, "ckpt export %%s --hf %s", hf);
+        expect_refused(args, 1, says);
+        expect_refused("sample --run %s --tokens 2", 1, says);
+        expect_refused("eval --run %s", 1, says);
+        expect_refused("inspect --run %s --json", 1, says);
+        expect_refused("train --resume %s", 1, says);
+        cr_expect_neq(access(export, F_OK), 0, "ckpt export wrote %s", export);
+        cr_expect_neq(access(hf, F_OK), 0, "ckpt export wrote %s", hf);
+    }
+    ckpt_write_file(ckpt, good, len);
+    free(good), free(export), free(hf);
+}
+
 static void negative_step(TrainerState *s) { s->step = -1; }
 static void nan_best_val(TrainerState *s) { s->best_val_loss = NAN; }
 static void negative_elapsed(TrainerState *s) { s->elapsed_s = -5; }

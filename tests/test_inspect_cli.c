@@ -433,7 +433,15 @@ Test(inspect_cli, bad_input_gets_one_line_and_a_nonzero_exit) {
         "compare-ffn --seeds 1.5,2 --out '%s/x'",
         "compare-ffn --probe-batches 0 --out '%s/x'",
         "compare-ffn --lrs 1e-3,1.0000001e-3 --out '%s/x'",
-        "train --log-grads 0 --out '%s/x'",
+        /* the ranges train has (train/shared_flags.h): none of these may start a run */
+        "compare-ffn --steps 9223372036854775807 --out '%s/x'",
+        "compare-ffn --batch 100000000 --out '%s/x'",
+        "compare-ffn --eval-batches 100000000 --out '%s/x'",
+        "compare-ffn --probe-batches 100000000 --out '%s/x'",
+        "compare-ffn --seeds 9007199254740992 --out '%s/x'",
+        "compare-ffn --lrs 1e-320 --out '%s/x'",
+        "inspect --run '%s' --batches 100000000",
+        "inspect --run '%s' --batch 100000000",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, cases[i], dir, dir, dir);

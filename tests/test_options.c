@@ -8,6 +8,8 @@
 #include "datagen.h"
 #include "lib/options.h"
 #include "testutil.h"
+#include "cli/cli.h"
+#include "train/run.h"
 #include "train/train_options.h"
 
 typedef struct {
@@ -54,12 +56,28 @@ Test(options, bad_values_name_the_flag_and_what_it_takes) {
     Toy t = {0};
     assert_fails(parse(&t, NULL, (const char *[]){"--steps", "0"}, 2), TG_ERR_ARG, "--steps must be positive, got 0");
     assert_fails(parse(&t, NULL, (const char *[]){"--steps", "12x"}, 2), TG_ERR_ARG, "--steps expects an integer");
-    assert_fails(parse(&t, NULL, (const char *[]){"--steps", "99999999999999999999"}, 2), TG_ERR_ARG, "below 2^63");
+    assert_fails(parse(&t, NULL, (const char *[]){"--steps", "99999999999999999999"}, 2), TG_ERR_ARG,
+                 "--steps must be at most 9223372036854775807, got 99999999999999999999");
+    assert_fails(parse(&t, NULL, (const char *[]){"--steps", " 30"}, 2), TG_ERR_ARG,
+                 "--steps expects an integer, got ' 30'");
+    assert_fails(parse(&t, NULL, (const char *[]){"--threads", "99999999999"}, 2), TG_ERR_ARG,
+                 "--threads must be in [1, 256], got 99999999999");
     assert_fails(parse(&t, NULL, (const char *[]){"--threads", "300"}, 2), TG_ERR_ARG, "--threads must be in [1, 256]");
     assert_fails(parse(&t, NULL, (const char *[]){"--lr", "nan"}, 2), TG_ERR_ARG, "--lr expects a finite number");
+    assert_fails(parse(&t, NULL, (const char *[]){"--lr", "fast"}, 2), TG_ERR_ARG, "--lr expects a number, got 'fast'");
+    assert_fails(parse(&t, NULL, (const char *[]){"--lr", "1e400"}, 2), TG_ERR_ARG,
+                 "--lr 1e400 is beyond the largest double, 1.7976931348623157e+308");
+    /* finite but subnormal: refused with the smallest normal double, and no "give 0" where 0 is refused */
+    assert_fails(parse(&t, NULL, (const char *[]){"--lr", "1e-320"}, 2), TG_ERR_ARG,
+                 "--lr 1e-320 is below 2.2250738585072014e-308, the smallest normal double");
+    cr_expect(strstr(tg_error_message(), "so give a value of at least that"), "%s", tg_error_message());
+    assert_fails(parse(&t, NULL, (const char *[]){"--lr", "1e-400"}, 2), TG_ERR_ARG, "the smallest normal double");
+    assert_ok(parse(&t, NULL, (const char *[]){"--lr", "2.3e-308"}, 2));
     assert_fails(parse(&t, NULL, (const char *[]){"--fraction", "1"}, 2), TG_ERR_ARG, "must be in (0, 1)");
     assert_fails(parse(&t, NULL, (const char *[]){"--name", "gamma"}, 2), TG_ERR_ARG, "one of alpha|beta");
     assert_fails(parse(&t, NULL, (const char *[]){"--nope"}, 1), TG_ERR_ARG, "unknown flag '--nope'");
+    assert_fails(parse(&t, NULL, (const char *[]){"--stesp", "3"}, 2), TG_ERR_ARG,
+                 "unknown flag '--stesp' (did you mean --steps?)");
     assert_fails(parse(&t, NULL, (const char *[]){"--steps"}, 1), TG_ERR_ARG, "--steps needs a value");
     assert_fails(parse(&t, NULL, (const char *[]){"--verbose=1"}, 1), TG_ERR_ARG, "takes no value");
     assert_fails(parse(&t, NULL, (const char *[]){"a", "b"}, 2), TG_ERR_ARG, "unexpected argument 'b'");
@@ -71,18 +89,21 @@ Test(options, saved_file_round_trips_and_is_range_checked) {
     assert_ok(opt_write(&toy, &t, SAVED, path));
     Toy back = {.steps = 1, .threads = 1, .lr = 1, .fraction = 0.9};
     OptStrings strings = {0};
-    OptSet read;
+    OptFileRead from;
     /* --threads was given on the command line: the file does not override it */
-    assert_ok(opt_read(&toy, &back, SAVED, OPT_BIT(1), path, &read, &strings));
+    assert_ok(opt_read(&toy, &back, SAVED, OPT_BIT(1), path, &from, &strings));
     cr_expect_eq(back.steps, 77);
     cr_expect_eq(back.lr, 0.125);
     cr_expect_str_eq(back.name, "alpha");
     cr_expect_eq(back.threads, 1);
     cr_expect_eq(back.fraction, 0.9, "not in the saved group");
-    cr_expect_eq(read, OPT_BIT(0) | OPT_BIT(2) | OPT_BIT(4));
+    cr_expect_eq(from.read, OPT_BIT(0) | OPT_BIT(2) | OPT_BIT(4));
+    cr_expect_eq(from.line[0], 1);
+    cr_expect_eq(from.line[1], 2, "kept, but in the file");
     /* a value written by hand is checked as a flag would be, with the file and line named */
     datagen_write(dir, "opts.txt", "--steps 5\n--lr -1\n", 18);
-    assert_fails(opt_read(&toy, &back, SAVED, 0, path, NULL, &strings), TG_ERR_ARG, "opts.txt line 2: --lr must be positive");
+    assert_fails(opt_read(&toy, &back, SAVED, 0, path, NULL, &strings), TG_ERR_FORMAT,
+                 "opts.txt line 2: --lr must be positive");
     /* the older "key value" form */
     datagen_write(dir, "opts.txt", "steps 9\nname beta\n", 18);
     assert_ok(opt_read(&toy, &back, SAVED, 0, path, NULL, &strings));
@@ -116,9 +137,134 @@ Test(options, training_options_are_validated_once_and_together) {
     train_options_defaults(&o);
     o.steps = -3;
     o.given = OPT_BIT(opt_find(t, "--steps"));
-    assert_fails(train_options_validate(&o), TG_ERR_ARG, "--steps must be positive, got -3");
+    assert_fails(train_options_validate(&o), TG_ERR_ARG, "--steps must be in [1, 9007199254740992], got -3");
+    train_options_defaults(&o);
+    o.model.vocab = 200;
+    o.given = OPT_BIT(opt_find(t, "--vocab"));
+    assert_fails(train_options_validate(&o), TG_ERR_ARG, "--vocab 200 is below 257");
     /* the saved group is what train_options.txt holds; identity options are never in it */
     for (int i = 0; i < t->count; i++)
         cr_expect(!((t->specs[i].group & TRAIN_OPT_SAVED) && (t->specs[i].group & TRAIN_OPT_IDENTITY)), "%s",
                   t->specs[i].flag);
+}
+
+/* train_options.txt and run.txt are read strictly: what a flag refuses, a line refuses, and a line
+ * that is no option of the file, or one given twice, is refused instead of skipped. */
+Test(options, files_refuse_repeats_unknown_keys_other_groups_and_nul_bytes) {
+    char *dir = datagen_tempdir(), *path = datagen_path(dir, "opts.txt");
+    static const struct {
+        const char *text;
+        size_t len; /* 0: strlen */
+        const char *says;
+    } cases[] = {
+        {"--steps 30\n--lr 0.1\n--steps 40\n", 0, "opts.txt line 3: --steps again (line 1 set it already)"},
+        {"--steps 30\n--stepz 5\n", 0, "opts.txt line 2: unknown option '--stepz' (did you mean --steps?)"},
+        {"-threads 3\n", 0, "opts.txt line 1: unknown option '-threads' (did you mean --threads?)"},
+        {"--qwertyuiop 3\n", 0, "opts.txt line 1: unknown option '--qwertyuiop'"},
+        {"# a comment\n", 0, "unknown option '#'"},
+        {"--steps 30\0junk\n", 16, "opts.txt line 1 holds a NUL byte"},
+        {"--fraction 0.5\n", 0, "opts.txt line 1: --fraction is not one of the options this file holds"},
+        {"--steps\n", 0, "expected \"--flag value\""},
+        {" --steps 3\n", 0, "expected \"--flag value\""},
+        {"--steps 3 \n", 0, "--steps expects an integer, got '3 '"},
+        /* a value the caller keeps (--threads, given on the command line) is still the file's to get right */
+        {"--threads 0\n", 0, "opts.txt line 1: --threads must be in [1, 256], got 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
+        datagen_write(dir, "opts.txt", cases[i].text, len);
+        Toy t = {.steps = 1, .threads = 2, .lr = 1};
+        OptStrings strings = {0};
+        assert_fails(opt_read(&toy, &t, SAVED, OPT_BIT(1), path, NULL, &strings), TG_ERR_FORMAT, cases[i].says);
+        cr_expect_eq(t.threads, 2, "a kept value stays, even when the file's is bad");
+        opt_strings_free(&strings);
+    }
+    /* what opt_write cannot store is refused rather than written as two lines */
+    Toy t = {.steps = 1, .threads = 2, .lr = 1, .name = "alpha\nbeta"};
+    assert_fails(opt_write(&toy, &t, SAVED, path), TG_ERR_ARG, "--name 'alpha\nbeta' holds a line break");
+    datagen_remove_tree(dir);
+    free(path);
+    free(dir);
+}
+
+/* A cross-check that fails on values of train_options.txt names the file and the line, and is the
+ * file's fault (exit 1) when both values came from it. */
+Test(options, conflicting_saved_options_name_the_file_and_line) {
+    char *dir = datagen_tempdir();
+    datagen_write(dir, "train_options.txt", "--steps 30\n--lr 0.003\n--min-lr 0.5\n", 35);
+    datagen_write(dir, "run.txt", "--seed 1\n", 9); /* what makes the folder a run's */
+    TrainOptions o;
+    train_options_defaults(&o);
+    o.resume = dir;
+    OptStrings strings = {0};
+    assert_ok(train_options_restore(dir, &o, NULL, &strings));
+    assert_fails(train_options_validate(&o), TG_ERR_FORMAT, "--min-lr 0.5 (");
+    cr_expect(strstr(tg_error_message(), "train_options.txt line 3) is above --lr 0.003 (") &&
+                  strstr(tg_error_message(), "train_options.txt line 2)"),
+              "%s", tg_error_message());
+    /* --lr given now: the flag's conflict with the file (exit 2), the file still named */
+    train_options_defaults(&o);
+    o.resume = dir;
+    o.lr = 0.1;
+    o.given = OPT_BIT(opt_find(train_option_table(), "--lr"));
+    datagen_write(dir, "train_options.txt", "--steps 30\n--min-lr 0.5\n", 24);
+    assert_ok(train_options_restore(dir, &o, NULL, &strings));
+    assert_fails(train_options_validate(&o), TG_ERR_ARG, "train_options.txt line 2) is above --lr 0.1");
+    /* the tokenizer of run.txt is checked as the flag is */
+    datagen_write(dir, "run.txt", "--preset tiny\n--tokenizer zzz\n--seed 1\n", 40);
+    TrainOptions id;
+    assert_fails(run_identity_read(dir, &id, &strings), TG_ERR_FORMAT,
+                 "run.txt line 2: --tokenizer must be char, bpe or hf:PATH/tokenizer.json, got 'zzz'");
+    datagen_write(dir, "run.txt", "--preset tiny\n--tokenizer hf:\n--seed 1\n", 40);
+    assert_fails(run_identity_read(dir, &id, &strings), TG_ERR_FORMAT, "--tokenizer must be char, bpe or hf:PATH");
+    opt_strings_free(&strings);
+    datagen_remove_tree(dir);
+    free(dir);
+}
+
+/* Flags of one name in several subcommands are one flag: the same type, range and choices in
+ * every table (train/shared_flags.h), so no subcommand accepts what another refuses. --seeds is
+ * the one name with two meanings: gradcheck's is a count, compare-ffn's a count or a list (a
+ * string, whose items compare-ffn checks against --seed's range). */
+static bool same_range(OptRange a, OptRange b) {
+    return a.lo == b.lo && a.hi == b.hi && a.lo_open == b.lo_open && a.hi_open == b.hi_open;
+}
+
+Test(options, a_flag_shared_by_subcommands_has_one_range) {
+    static const char *const two_meanings[] = {"--seeds"};
+    const OptSpec *first[256];
+    const char *first_in[256];
+    int n_flags = 0, n_tables = 0, shared = 0;
+    for (int c = 0; c < cli_subcommand_count; c++) {
+        const Subcommand *sub = cli_subcommands[c];
+        cr_assert(sub->table, "%s lists no option tables", sub->name);
+        for (int k = 0; sub->table(k); k++) {
+            const OptTable *t = sub->table(k);
+            n_tables++;
+            for (int i = 0; i < t->count; i++) {
+                const OptSpec *s = &t->specs[i];
+                bool exempt = false;
+                for (size_t e = 0; e < sizeof two_meanings / sizeof two_meanings[0]; e++)
+                    exempt |= strcmp(s->flag, two_meanings[e]) == 0;
+                int j = 0;
+                while (j < n_flags && strcmp(first[j]->flag, s->flag) != 0) j++;
+                if (j == n_flags) {
+                    cr_assert_lt(n_flags, 256);
+                    first[n_flags] = s, first_in[n_flags++] = t->command;
+                    continue;
+                }
+                if (exempt) continue;
+                shared++;
+                const OptSpec *f = first[j];
+                cr_expect_eq(s->type, f->type, "%s: one type in %s, another in %s", s->flag, first_in[j], t->command);
+                cr_expect(same_range(s->range, f->range), "%s: [%g, %g] in %s, [%g, %g] in %s", s->flag, f->range.lo,
+                          f->range.hi, first_in[j], s->range.lo, s->range.hi, t->command);
+                cr_expect((!s->choices && !f->choices) || (s->choices && f->choices && !strcmp(s->choices, f->choices)),
+                          "%s: other choices in %s than in %s", s->flag, t->command, first_in[j]);
+                cr_expect(s->check == f->check, "%s: another check in %s than in %s", s->flag, t->command, first_in[j]);
+            }
+        }
+    }
+    cr_expect_geq(n_tables, 12, "only %d tables walked", n_tables);
+    cr_expect_geq(shared, 20, "only %d flags shared", shared);
 }

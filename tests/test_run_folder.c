@@ -127,11 +127,13 @@ static const struct {
     const char *args, *fragment;
 } failures[] = {
     {TINY "--data corpus.txt --dim 128 --heads 3", "--heads 3 does not divide --dim 128"},
-    {TINY "--data corpus.txt --seq 100000", "corpus too short"},
+    {TINY "--data corpus.txt --seq 4000", "corpus too short"},
+    /* a context whose attention scratch alone (threads x (head + T) x T floats) exceeds any machine */
+    {TINY "--data corpus.txt --seq 200000", "--batch 4 --seq 200000 needs about"},
     {TINY "--data missing.txt", "missing.txt"},
     {TINY "--data empty.txt", "empty.txt"},
     {TINY "--data corpus.txt --lr abc", "--lr"},
-    {TINY "--data corpus.txt --steps 0", "--steps must be positive"},
+    {TINY "--data corpus.txt --steps 0", "--steps must be in [1, 9007199254740992], got 0"},
     {TINY "--data corpus.txt --threads 0", "--threads"},
     {TINY "--data corpus.txt --val-fraction 1.5", "--val-fraction"},
     {TINY "--data corpus.txt --ffn gelu", "--ffn"},

@@ -345,6 +345,33 @@ typedef struct {
     int64_t numel;
 } RecordHeader;
 
+/* "", " (AdamW m)", " (AdamW v)": after a tensor's name in a message */
+static const char *kind_note(int kind) {
+    return kind == CHECKPOINT_KIND_ADAM_M ? " (AdamW m)" : kind == CHECKPOINT_KIND_ADAM_V ? " (AdamW v)" : "";
+}
+
+/* Every value of a record is one a run writes: weights and AdamW m finite, AdamW v finite and
+ * not negative (a mean of squares). A NaN or Inf from a damaged or hand-made file would otherwise
+ * load, then come out as a loss of nan, an empty sample, or a resume whose first update fails and
+ * blames the learning rate. The first bad value is named, with its tensor and index. */
+static bool check_values(Reader *r, const RecordHeader *h, const float *v) {
+    for (int64_t i = 0; i < h->numel; i++) {
+        bool bad = !isfinite(v[i]) || (h->kind == CHECKPOINT_KIND_ADAM_V && v[i] < 0);
+        if (!bad) continue;
+        const char *what = isnan(v[i]) ? "NaN" : isinf(v[i]) ? (v[i] > 0 ? "+Inf" : "-Inf") : "a negative value";
+        char value[32] = "";
+        if (isfinite(v[i])) snprintf(value, sizeof value, " (%g)", (double)v[i]);
+        content_fail(r, tg_fail(TG_ERR_FORMAT,
+                                "%s: tensor '%s'%s holds %s%s at index %lld of %lld; %s, so the file is damaged or "
+                                "was not written by a run",
+                                r->path, h->name, kind_note(h->kind), what, value, (long long)i, (long long)h->numel,
+                                h->kind == CHECKPOINT_KIND_ADAM_V ? "a checkpoint's AdamW v is finite and not negative"
+                                                                  : "a checkpoint holds only finite numbers"));
+        return false;
+    }
+    return true;
+}
+
 static bool get_record_header(Reader *r, uint32_t index, RecordHeader *h) {
     uint16_t len;
     if (!get(r, &len, 2, "a tensor header")) return false;
@@ -431,6 +458,7 @@ TgStatus checkpoint_load_store(const char *path, const TgParamStore *ps, const T
         }
         seen[h.kind * ps->count + idx] = true;
         if (!get_floats(&r, staged[h.kind] + ps->offsets[idx], (size_t)t->numel, h.name)) goto done;
+        if (!check_values(&r, &h, staged[h.kind] + ps->offsets[idx])) goto done;
     }
     if (!get_trailer(&r, &ci.state, path)) goto done;
     for (int k = 0; k < 3; k++)
@@ -488,7 +516,7 @@ TgStatus checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTe
             buf_cap = (size_t)h.numel;
             buf = tg_malloc(buf_cap * sizeof(float));
         }
-        if (!get_floats(&r, buf, (size_t)h.numel, h.name)) goto done;
+        if (!get_floats(&r, buf, (size_t)h.numel, h.name) || !check_values(&r, &h, buf)) goto done;
         CheckpointTensorInfo *e = &list[n];
         snprintf(e->name, sizeof e->name, "%s", h.name);
         e->kind = h.kind;

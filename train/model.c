@@ -88,8 +88,12 @@ TgStatus tg_model_config_validate(const TgModelConfig *c) {
                        (long long)c->n_heads);
     if (!(c->rope_theta > 1.0) || !isfinite(c->rope_theta))
         return tg_fail(TG_ERR_ARG, "--rope-theta must be a finite number above 1, got %g", c->rope_theta);
-    if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
-        return tg_fail(TG_ERR_ARG, "norm eps must be a positive number, got %g", c->norm_eps);
+    if (!(c->norm_eps >= TG_MODEL_MIN_NORM_EPS && c->norm_eps <= TG_MODEL_MAX_NORM_EPS))
+        return tg_fail(TG_ERR_ARG,
+                       "norm eps must be in [%g, %g], got %g: RMSNorm computes x / sqrt(mean(x^2) + eps) in float32, "
+                       "so eps must be a normal float32 (smaller ones flush to 0) and small beside mean(x^2) (a large "
+                       "one makes every output 0)",
+                       TG_MODEL_MIN_NORM_EPS, TG_MODEL_MAX_NORM_EPS, c->norm_eps);
     if (!tg_ffn_kind_valid(c->ffn)) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
     int64_t rope_entries;
     if (!tg_mul_i64(c->seq_len, c->dim / c->n_heads, &rope_entries) || rope_entries > TG_MODEL_MAX_ROPE_ENTRIES)

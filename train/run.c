@@ -14,6 +14,7 @@
 #include "lib/file_read.h"
 #include "data/tokfile.h"
 #include "train/convert.h"
+#include "train/memory_plan.h"
 #include "tapegrad/sample.h"
 #include "lib/path.h"
 
@@ -31,8 +32,7 @@ TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *string
     TG_TRY(path_join(path, sizeof path, dir, RUN_IDENTITY_FILE));
     train_options_defaults(id);
     id->seed = -1, id->tokenizer = NULL; /* the file must say both */
-    OptSet read = 0;
-    TgStatus s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, &read, strings);
+    TgStatus s = opt_read(train_option_table(), id, TRAIN_OPT_IDENTITY, 0, path, NULL, strings);
     /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
     if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
     if (id->seed < 0 || !id->tokenizer)
@@ -150,6 +150,7 @@ static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_
                                                           "%s has %lld",
                                          ckpt_path, (long long)cfg.vocab, tok_path, (long long)run->tok.vocab_size),
                                  run->dir, ckpt_path);
+    TG_TRY(checkpoint_model_memory_check(&cfg, ckpt_path));
     tg_model_build(&run->model, &cfg);
     run->model_built = true;
     CheckpointInfo info;
@@ -282,6 +283,9 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     TgModelConfig cfg;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
     TG_TRY(resolve_config(o, bpe ? vocab : 256, &cfg));
+    /* what the run will allocate, before the corpus is read (the trainer checks again with the
+     * tokenizer's vocabulary and the probe, if any) */
+    TG_TRY(train_memory_check(o, &cfg, 0, 0));
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);

@@ -25,19 +25,16 @@
 #include "lib/options.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
+#include "train/shared_flags.h"
 
 enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_OPT_NUMERIC = 8 };
-
-/* Counts a flag or train_options.txt may set: with them, batch x seq x accum and the evaluation
- * buffers (eval batches x batch x seq tokens) stay far inside int64 and size_t, and steps stay
- * within what a checkpoint accepts (CHECKPOINT_MAX_STEP). */
-enum { TRAIN_MAX_COUNT = 1 << 20 };
 
 /* Defaults that every subcommand training or running a model shares. */
 #define TRAIN_DEFAULT_PRESET "small"
 #define TRAIN_DEFAULT_SEED 1337
 #define TRAIN_DEFAULT_THREADS 2
 #define TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
+#define TRAIN_MIN_BPE_VOCAB 257      /* a byte-level BPE's 256 bytes and <eot>, before any merge */
 
 #define TRAIN_OPTIONS_FILE "train_options.txt"
 #define RUN_IDENTITY_FILE "run.txt"
@@ -68,6 +65,9 @@ typedef struct TrainOptions {
     int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
     double comm_timeout_s;     /* data-parallel runs: the longest a rank waits for the others (train/dist.h) */
     OptSet given;              /* options set by the caller (the CLI: the flags given); see train_run */
+    /* where saved options came from on --resume (train_options_restore): messages name the line */
+    const char *options_file;  /* NULL: none was read */
+    OptFileRead from_file;
 } TrainOptions;
 
 const OptTable *train_option_table(void);

@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "train/dist.h"
+#include "train/memory_plan.h"
 #include "train/run.h"
 #include "tapegrad/sample.h"
 #include "lib/clock.h"
@@ -145,7 +146,12 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
     tr->batch = B, tr->seq = T;
     tr->micro_batches = o->accum * tr->ranks;
     tr->tokens_per_step = B * T * tr->micro_batches;
-    tg_engine_open(&tr->engine, o->threads, 64u << 20);
+    /* the model and its tokens are here; nothing else large is, yet */
+    TG_TRY(train_memory_check(o, c, tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0,
+                              (double)(tr->run.n_train + tr->run.n_val) * sizeof(int32_t)));
+    /* the arena at the step's size at once: no chunk added and coalesced during the first step */
+    tg_engine_open(&tr->engine, o->threads, 0);
+    TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, o->threads, true)));
     tr->eval_in = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
     tr->eval_tg = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
     tr->inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));

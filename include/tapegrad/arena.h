@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "tapegrad/error.h"
+
 #pragma GCC visibility push(default)
 
 typedef struct TgArenaChunk TgArenaChunk;
@@ -32,6 +34,11 @@ enum { TG_ARENA_ALIGN = 64 };
 /* An empty arena holding one chunk of initial_bytes (0: none until the first allocation). The
  * TgArena struct is the caller's; the chunks are the arena's, until tg_arena_free. */
 void tg_arena_init(TgArena *arena, size_t initial_bytes);
+/* Makes an arena that holds nothing (used 0) one chunk of at least `bytes`, so that allocations up
+ * to that many bytes in all need no further malloc (a step whose peak is known: tapegrad/model.h,
+ * tg_model_activation_bytes). TG_ERR_NOMEM, with the size, when the memory cannot be had: unlike a
+ * growing allocation, which aborts. The arena keeps its chunks when they hold enough already. */
+TgStatus tg_arena_reserve(TgArena *arena, size_t bytes);
 /* Frees every chunk; every pointer the arena handed out dies with it. */
 void tg_arena_free(TgArena *arena);
 /* 64-byte aligned, contents undefined, valid until the next tg_arena_reset, tg_arena_rewind past it or

@@ -59,6 +59,11 @@ enum {
  * 131,072-token context at head size 128); no file can make a model build a larger one */
 #define TG_MODEL_MAX_ROPE_ENTRIES ((int64_t)1 << 24)
 
+/* RMSNorm's eps: a normal float32 (the smallest is 2^-126; FTZ flushes smaller ones to 0) and at
+ * most 1e-2, small beside the mean square of activations (1e-5 in every preset). */
+#define TG_MODEL_MIN_NORM_EPS 1.1754943508222875e-38
+#define TG_MODEL_MAX_NORM_EPS 1e-2
+
 typedef struct TgModelConfig {
     int64_t dim, n_layers, n_heads, n_kv_heads, hidden, vocab, seq_len;
     TgFfnKind ffn;
@@ -119,7 +124,8 @@ TgPreset tg_model_preset_find(const char *name);
 /* "tiny", "small", ...; NULL for a number that is no preset. */
 const char *tg_model_preset_name(TgPreset preset);
 /* Checks a config, with a message naming the bad field and how to fix it: every field positive
- * and within the limits above, the heads dividing as attention needs. */
+ * and within the limits above, the heads dividing as attention needs, RoPE theta a finite number
+ * above 1, norm eps within [TG_MODEL_MIN_NORM_EPS, TG_MODEL_MAX_NORM_EPS]. */
 TgStatus tg_model_config_validate(const TgModelConfig *cfg);
 /* Parameters of a model of this config, counted from the shapes alone (no allocation); -1 when
  * the count does not fit int64 (a config no one validated). */
@@ -148,6 +154,13 @@ TgTensor *tg_model_loss(TgModel *model, TgTape *tape, const int32_t *tokens, con
  * hidden activation, the input of w2 (B,T,hidden); valid until the tape is reset. */
 TgTensor *tg_model_loss_inspected(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *targets,
                              int64_t batch, int64_t seq, TgTensor **ffn_hidden_out);
+
+/* The step arena's bytes (an upper bound: a double, as a hostile shape may exceed any integer) that
+ * one tg_model_loss or tg_model_loss_inspected of (batch, seq) tokens takes, with its backward when
+ * `training` (without: a forward with the tape not recording, as evaluation runs it), on a pool of
+ * `threads`. From the shapes alone (train/model_memory.c says how): a caller checks it against the
+ * machine's memory before the arena grows, and may reserve it at once. */
+double tg_model_activation_bytes(const TgModelConfig *cfg, int64_t batch, int64_t seq, int threads, bool training);
 
 /* An empty cache for up to max_pos positions of a model of config cfg (heap memory). */
 void tg_kv_cache_init(TgKVCache *cache, const TgModelConfig *cfg, int64_t max_pos);

@@ -70,6 +70,17 @@ TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int6
  * take at most this many bytes (default 8 MB), else the backward recomputes them (same bits,
  * a few per cent more work, memory linear in T). Returns the previous limit (tests set 0). */
 size_t tg_attention_set_saved_probs_limit(size_t bytes);
+/* What tg_attention takes from the step arena for these shapes (bytes, as doubles: a hostile shape
+ * can exceed any integer), with the alignment the arena adds: `kept` stays until the tape is reset
+ * (the output, and P when the tape records and it fits the limit above), `forward_scratch` and
+ * `backward_scratch` are taken and given back inside the forward and the backward (the backward's
+ * input gradients are not counted: they are the caller's tensors' gradients). `threads` is the
+ * pool's. For a memory estimate that must stay an upper bound of what the op takes. */
+typedef struct TgAttentionArena {
+    double kept, forward_scratch, backward_scratch;
+} TgAttentionArena;
+TgAttentionArena tg_attention_arena_bytes(int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+                                          int threads, bool recording);
 
 /* ---- ffn.c ---- */
 /* silu(a) * b, fused. a, b same shape. */

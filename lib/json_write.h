@@ -1,0 +1,16 @@
+/* Numbers and strings as JSON, for the program's every JSON writer that is not cJSON (eval,
+ * inspect --json, bench --json, metrics.jsonl, grads.jsonl). JSON has no NaN or infinity: a
+ * non-finite number is written as null, so every line stays parseable by a strict reader. */
+#ifndef TAPEGRAD_JSON_WRITE_H
+#define TAPEGRAD_JSON_WRITE_H
+
+#include <stdio.h>
+
+/* v with `digits` significant digits (%.*g), or null when v is NaN or infinite. */
+void json_write_number(FILE *f, double v, int digits);
+/* `,"key":` and the number, as json_write_number writes it. */
+void json_write_field(FILE *f, const char *key, double v, int digits);
+/* s as a JSON string, quoted: '"', '\\' and control bytes escaped. */
+void json_write_string(FILE *f, const char *s);
+
+#endif

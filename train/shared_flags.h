@@ -1,0 +1,56 @@
+/* The flags several subcommands share, each described once: its name, type, range and choices.
+ * A subcommand's table (train/train_options.c, inspect/compare_ffn.c, cli/cmd_*.c) takes the
+ * flag from here with its own help, group and default text, so `--steps` cannot accept in
+ * compare-ffn what `train` refuses. tests/test_options.c walks every subcommand's table and
+ * fails when a flag of one name has two types, ranges or choices.
+ *
+ *   FLAG_BATCH(Struct, field, "help", group, default_text)   and so on for each flag below.
+ *
+ * The ranges are what the program can act on: counts a flag may set keep the token buffers
+ * (counts x batch x seq) far inside int64 and size_t, steps stay within what a checkpoint holds
+ * (CHECKPOINT_MAX_STEP), shapes within what tapegrad/model.h builds. Whether a value fits this
+ * machine's memory is checked where it is used (train/memory_plan.h), against the model. */
+#ifndef TAPEGRAD_TRAIN_SHARED_FLAGS_H
+#define TAPEGRAD_TRAIN_SHARED_FLAGS_H
+
+#include "lib/options.h"
+#include "tapegrad/limits.h"
+#include "tapegrad/model.h"
+#include "train/checkpoint.h"
+
+/* Counts a flag or train_options.txt may set: batch, accumulation, eval and probe batches,
+ * sampled tokens. */
+enum { TRAIN_MAX_COUNT = 1 << 20 };
+
+#define FLAG_RANGE_COUNT ((OptRange){0, TRAIN_MAX_COUNT, true, false})                 /* [1, 2^20] */
+#define FLAG_RANGE_STEPS ((OptRange){0, (double)CHECKPOINT_MAX_STEP, true, false})     /* [1, 2^53] */
+#define FLAG_RANGE_STEP_COUNT ((OptRange){0, (double)CHECKPOINT_MAX_STEP, false, false}) /* [0, 2^53] */
+#define FLAG_RANGE_THREADS OPT_BETWEEN(1, 256)
+#define FLAG_RANGE_SEQ OPT_BETWEEN(1, TG_MODEL_MAX_SEQ)
+#define FLAG_RANGE_VOCAB OPT_BETWEEN(2, TG_MAX_VOCAB)
+#define FLAG_RANGE_SEED OPT_NON_NEGATIVE /* [0, 2^63 - 1]: a seed of a list too (compare-ffn --seeds) */
+
+#define FLAG_PRESET(S, field, help, group, def) \
+    OPT(S, field, "--preset", OPT_STRING, help, OPT_ANY, TG_PRESET_CHOICES, group, def)
+#define FLAG_FFN(S, field, help, group, def) OPT(S, field, "--ffn", OPT_STRING, help, OPT_ANY, TG_FFN_CHOICES, group, def)
+#define FLAG_DATA(S, field, help, group, def) OPT(S, field, "--data", OPT_STRING, help, OPT_ANY, NULL, group, def)
+#define FLAG_SEED(S, field, help, group, def) OPT(S, field, "--seed", OPT_INT64, help, FLAG_RANGE_SEED, NULL, group, def)
+#define FLAG_THREADS(S, field, help, group, def) \
+    OPT(S, field, "--threads", OPT_INT, help, FLAG_RANGE_THREADS, NULL, group, def)
+#define FLAG_BATCH(S, field, help, group, def) OPT(S, field, "--batch", OPT_INT64, help, FLAG_RANGE_COUNT, NULL, group, def)
+#define FLAG_SEQ(S, field, help, group, def) OPT(S, field, "--seq", OPT_INT64, help, FLAG_RANGE_SEQ, NULL, group, def)
+#define FLAG_VOCAB(S, field, help, group, def) OPT(S, field, "--vocab", OPT_INT64, help, FLAG_RANGE_VOCAB, NULL, group, def)
+#define FLAG_STEPS(S, field, help, group, def) OPT(S, field, "--steps", OPT_INT64, help, FLAG_RANGE_STEPS, NULL, group, def)
+#define FLAG_WARMUP(S, field, help, group, def) \
+    OPT(S, field, "--warmup", OPT_INT64, help, FLAG_RANGE_STEP_COUNT, NULL, group, def)
+#define FLAG_EVAL_BATCHES(S, field, help, group, def) \
+    OPT(S, field, "--eval-batches", OPT_INT64, help, FLAG_RANGE_COUNT, NULL, group, def)
+#define FLAG_EVAL_EVERY(S, field, help, group, def) \
+    OPT(S, field, "--eval-every", OPT_INT64, help, FLAG_RANGE_STEP_COUNT, NULL, group, def)
+#define FLAG_LOG_GRADS(S, field, help, group, def) \
+    OPT(S, field, "--log-grads", OPT_INT64, help, FLAG_RANGE_STEP_COUNT, NULL, group, def)
+#define FLAG_OUT(S, field, help, group, def) OPT(S, field, "--out", OPT_STRING, help, OPT_ANY, NULL, group, def)
+#define FLAG_RUN(S, field, help, group, def) OPT(S, field, "--run", OPT_STRING, help, OPT_ANY, NULL, group, def)
+#define FLAG_JSON(S, field, help, group, def) OPT(S, field, "--json", OPT_BOOL, help, OPT_ANY, NULL, group, def)
+
+#endif
