@@ -116,8 +116,9 @@ Test(hostile_run, options_files_are_read_strictly_on_resume) {
         {RUN_IDENTITY_FILE, "--preset tiny\n--data CORPUS\n--tokenizer char\n--seed 1\n--steps 9\n", 0,
          "run.txt line 5: --steps is not one of the options this file holds"},
     };
-    char *options = ckpt_read_text(datagen_path(run, TRAIN_OPTIONS_FILE)),
-         *identity = ckpt_read_text(datagen_path(run, RUN_IDENTITY_FILE));
+    char *options_path = datagen_path(run, TRAIN_OPTIONS_FILE), *identity_path = datagen_path(run, RUN_IDENTITY_FILE);
+    char *options = ckpt_read_text(options_path), *identity = ckpt_read_text(identity_path);
+    free(options_path), free(identity_path);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[1024];
         size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);

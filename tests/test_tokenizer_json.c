@@ -216,7 +216,9 @@ Test(tokenizer_json, what_cannot_round_trip_is_refused_naming_it, .init = setup,
                         "model.merges[0] (\"a\\u0000\" + \"b\") joins or makes a token not in the vocabulary");
     /* text after the object: the offset of its first byte */
     size_t len = strlen(base);
-    expect_refused_text("after", format("%s{\"more\": 1}\n", base), format("text after the JSON object at byte %zu", len));
+    char *after = format("text after the JSON object at byte %zu", len);
+    expect_refused_text("after", format("%s{\"more\": 1}\n", base), after);
+    free(after);
     {   /* white space after the object is fine */
         char *spaced = format("%s  \n\t\r\n", base), *path = write_json("space-after.json", spaced);
         TgTokenizer tok;
@@ -227,7 +229,9 @@ Test(tokenizer_json, what_cannot_round_trip_is_refused_naming_it, .init = setup,
     /* bytes that are not UTF-8 (a raw 0xff in an added token: its export would not be JSON) */
     char *ff = with_added(EOT "," ADDED(400, "ab\xff" "cd", false));
     size_t at = (size_t)(strstr(ff, "\xff") - ff);
-    expect_refused_text("ff", ff, format("is not valid JSON: byte 0xff, which is not UTF-8 (JSON text is UTF-8), at byte %zu", at));
+    char *ff_says = format("is not valid JSON: byte 0xff, which is not UTF-8 (JSON text is UTF-8), at byte %zu", at);
+    expect_refused_text("ff", ff, ff_says);
+    free(ff_says);
     expect_refused_text("overlong", with_added(EOT "," ADDED(400, "\xc0\xaf", false)), "which is not UTF-8");
     expect_refused_text("surrogate", with_added(EOT "," ADDED(400, "\\ud800x", false)), "a high surrogate with no low one after it");
     expect_refused_text("low-surrogate", with_added(EOT "," ADDED(400, "\\udc00", false)), "a low surrogate with no high one before it");
