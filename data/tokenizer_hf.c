@@ -9,6 +9,7 @@
 #include "data/tokenizer_internal.h"
 #include "data/unicode_class.h"
 #include "lib/atomic_file.h"
+#include "lib/json_write.h"
 
 /* ---- GPT-2's byte <-> character map ----------------------------------------------------
  * The printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68
@@ -133,16 +134,6 @@ static bool added_text_taken(const TgTokenizer *tok, int32_t id) {
     return other >= 0 && other != id && !tokenizer_hf_is_added(tok, other, &special);
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static void write_added(FILE *f, const TgTokenizer *tok) {
     fputs("  \"added_tokens\": [", f);
     int written = 0;
@@ -151,7 +142,7 @@ static void write_added(FILE *f, const TgTokenizer *tok) {
         if (!tokenizer_hf_is_added(tok, id, &special)) continue;
         char *text = tokenizer_hf_token_text(tok, id);
         fprintf(f, "%s\n    {\"id\": %" PRId32 ", \"content\": ", written++ ? "," : "", id);
-        json_string(f, text);
+        json_write_string(f, text);
         fprintf(f, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": %s}",
                 special ? "true" : "false");
         free(text);
@@ -170,7 +161,7 @@ static void write_model(FILE *f, const TgTokenizer *tok) {
         char *text = tokenizer_hf_token_text(tok, id);
         fputs(first ? "\n      " : ",\n      ", f);
         first = false;
-        json_string(f, text);
+        json_write_string(f, text);
         fprintf(f, ": %" PRId32, id);
         free(text);
     }
@@ -185,7 +176,7 @@ static void write_model(FILE *f, const TgTokenizer *tok) {
         char *pair = tg_malloc(ta + tb + 2);
         snprintf(pair, ta + tb + 2, "%s %s", a, b);
         fputs(i ? ",\n      " : "\n      ", f);
-        json_string(f, pair);
+        json_write_string(f, pair);
         free(a), free(b), free(pair);
     }
     fputs("\n    ]\n  }\n}\n", f);

@@ -22,17 +22,6 @@
 #include "testutil.h"
 #include "train/memory_plan.h"
 
-/* ASan reserves terabytes of address space at start: under it no address-space limit can be set */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
 
 typedef enum { STEP_TRAIN, STEP_TRAIN_SCALED, STEP_INSPECTED, STEP_EVAL } StepKind;
 static const char *const step_names[] = {"train", "train, scaled loss", "inspected", "eval"};

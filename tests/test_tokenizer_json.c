@@ -21,16 +21,6 @@
 #include "tapegrad/tokenizer.h"
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
 
 static char *dir;
 static char *base;      /* a tokenizer.json tapegrad wrote: a BPE of 400 ids, <|endoftext|> 256 */

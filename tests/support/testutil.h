@@ -97,4 +97,17 @@ int test_count_tmp_files(const char *folder);
 /* Runs a shell command; returns its exit status (or -1; 128+N when killed by signal N). */
 int test_run(const char *cmd);
 
+/* UNDER_ASAN: 1 in a build with AddressSanitizer, which reserves terabytes of address space at
+ * start (no address-space limit can be set under it) and adds shadow memory to every figure */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 #endif
