@@ -100,6 +100,11 @@ for path in paths:
         print(f"\npath {path} on {t['cpu']}; {preset}: dim {t['dim']}, {t['layers']} layers, {t['heads']}/{t['kv_heads']} heads, "
               f"hidden {t['hidden']}, vocab {t['vocab']}, seq {t['seq']}, batch {t['batch']}, {t['threads']} threads; "
               f"medians of {len(tg)} rounds; {torch_note}")
+        plan = t.get("gemm_plan")
+        if plan:
+            print(f"tapegrad GEMM plan: tile {plan['mr']}x{plan['nr']}, kc {plan['kc']}, nc {plan['nc']}, mc {plan['mc']} "
+                  f"(caches from {plan['caches']}); PyTorch's OpenBLAS kernel: {pt[0].get('openblas_core', '?')}"
+                  f"{' (chosen by the script: OpenBLAS would fall back to a slow one)' if pt[0].get('openblas_core_auto') else ''}")
         print(f"| {'':30} | {'tapegrad':>10} | {'PyTorch':>10} | {'ratio':>7} |")
         print(f"|{'-'*32}|{'-'*12}|{'-'*12}|{'-'*9}|")
         print(f"| {'tokens/s':30} | {tg_tps:10.0f} | {pt_tps:10.0f} | {tg_tps/pt_tps:6.2f}x |")

@@ -5,13 +5,19 @@
  *
  *   build/gemm_bench                 # both models' shapes
  *   build/gemm_bench small           # one model's
+ *   build/gemm_bench minimind-26m 15 # best of 15 runs (default 5): on a machine whose neighbours
+ *                                    # share its L3 and memory, more runs find the quiet moments
+ *   TAPEGRAD_ISA=avx2 build/gemm_bench  # one path only
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <cblas.h>
+
 #include "lib/blas.h"
+#include "lib/gemm_plan.h"
 #include "lib/cpu.h"
 #include "lib/kernels.h"
 #include "tapegrad/rng.h"
@@ -51,12 +57,14 @@ static double cpu_now(void) {
 typedef void (*GemmFn)(bool, bool, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
                        float, float *, int64_t);
 
-/* best of 5 runs of at least 0.1 s of CPU each */
+static int rounds = 5;
+
+/* best of `rounds` runs of at least 0.1 s of CPU each */
 static double gflops_of(GemmFn gemm, const Shape *s, const float *a, const float *b, float *c) {
     int64_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k, best = 0;
     gemm(s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);   /* warm-up, packing buffers */
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < rounds; r++) {
         int reps = 0;
         double t0 = cpu_now(), t;
         do {
@@ -69,18 +77,25 @@ static double gflops_of(GemmFn gemm, const Shape *s, const float *a, const float
 }
 
 int main(int argc, char **argv) {
-    const char *only = argc > 1 ? argv[1] : NULL;
+    const char *only = argc > 1 && strcmp(argv[1], "all") != 0 ? argv[1] : NULL;
+    if (argc > 2) rounds = atoi(argv[2]) > 0 ? atoi(argv[2]) : 5;
+    const char *one_path = getenv("TAPEGRAD_ISA");
     tg_blas_set_threads(1);
-    printf("CPU: %s; one thread; GFLOP/s of thread CPU time, best of 5\n", tg_cpu_name());
+    printf("CPU: %s; one thread; GFLOP/s of thread CPU time, best of %d; %s, kernel %s\n", tg_cpu_name(), rounds,
+           openblas_get_config(), openblas_get_corename());
     tg_isa paths[TG_ISA_COUNT];
     double peaks[TG_ISA_COUNT];
     int n_paths = 0;
     for (int i = TG_ISA_COUNT - 1; i >= 0; i--)
-        if (tg_isa_supported((tg_isa)i)) {
+        if (tg_isa_supported((tg_isa)i) && (!one_path || !one_path[0] || strcmp(one_path, tg_isa_name((tg_isa)i)) == 0)) {
             tg_isa_set((tg_isa)i);
             paths[n_paths] = (tg_isa)i;
             peaks[n_paths] = tg_peak_gflops(NULL, 0.2);
-            printf("  %s multiply-add ceiling: %.1f GFLOP/s\n", tg_isa_name((tg_isa)i), peaks[n_paths]);
+            TgGemmPlan plan = tg_gemm_plan();
+            char plan_text[256];
+            tg_gemm_plan_describe(&plan, plan_text, sizeof plan_text);
+            printf("  %s multiply-add ceiling: %.1f GFLOP/s; plan: %s\n", tg_isa_name((tg_isa)i), peaks[n_paths],
+                   plan_text);
             n_paths++;
         }
     printf("\n| model | product | m | n | k |");

@@ -25,6 +25,7 @@
 #include "lib/blas.h"
 #include "lib/clock.h"
 #include "lib/cpu.h"
+#include "lib/gemm_plan.h"
 #include "lib/json_write.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
@@ -283,6 +284,13 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
         json_write_string(stdout, tg_isa_name(tg_isa_active()));
         printf(",\"cpu\":");
         json_write_string(stdout, tg_cpu_name());
+        const TgCaches *caches = tg_cpu_caches();
+        TgGemmPlan plan = tg_gemm_plan();
+        printf(",\"gemm_plan\":{\"mr\":%d,\"nr\":%d,\"kc\":%lld,\"nc\":%lld,\"mc\":%lld,\"caches\":\"%s\","
+               "\"l1d_bytes\":%lld,\"l1d_ways\":%d,\"l2_bytes\":%lld,\"l2_ways\":%d,\"l3_bytes\":%lld,\"l3_ways\":%d}",
+               plan.mr, plan.nr, (long long)plan.kc, (long long)plan.nc, (long long)plan.mc, caches->source,
+               (long long)caches->l1d.bytes, caches->l1d.ways, (long long)caches->l2.bytes, caches->l2.ways,
+               (long long)caches->l3.bytes, caches->l3.ways);
         printf("}\n");
         return;
     }
@@ -294,6 +302,10 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
            (long long)B, (long long)T, dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name,
            (long long)o->warmup, (long long)o->steps);
     printf("kernels: %s on %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name());
+    TgGemmPlan plan = tg_gemm_plan();
+    char plan_text[256];
+    tg_gemm_plan_describe(&plan, plan_text, sizeof plan_text);
+    printf("GEMM plan: %s\n", plan_text);
     printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", tokens_per_s,
            (double)tokens_per_step / r->mean_step);
     printf("ms per step   %10.2f   forward %.2f, backward %.2f, optimizer %.2f (medians)\n", 1e3 * med->step,

@@ -4,6 +4,7 @@
 #include <limits.h>
 
 #include "tapegrad/error.h"
+#include "lib/gemm_plan.h"
 #include "lib/kernels.h"
 
 static tg_gemm_mode gemm_mode = TG_GEMM_POOL;
@@ -24,7 +25,8 @@ void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                     int64_t ldc) {
-    tg_kernels()->sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    TgGemmPlan plan = tg_gemm_plan();
+    tg_kernels()->sgemm(&plan, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void tg_gemm_rows(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_col, const float *b, int64_t ldb,
@@ -84,11 +86,11 @@ void tg_sgemm_pool(TgPool *pool, bool trans_a, bool trans_b, int64_t m, int64_t 
      * weight gradient with m > n measured 3-11% faster per thread by rows than by columns
      * (bench/README.md). */
     bool by_columns = n > m;
-    /* C is handed out in whole register tiles of the kernel (tapegrad's: MR rows, 12 or 6, and NR
-     * columns; OpenBLAS's: multiples of 16 rows and 32 columns): no thread gets a ragged edge
+    /* C is handed out in whole register tiles of the kernel (tapegrad's: MR rows and NR columns of
+     * the path; OpenBLAS's: multiples of 16 rows and 32 columns): no thread gets a ragged edge
      * tile that a coarser split would avoid. */
     const TgKernels *kernels = tg_kernels();
-    int64_t row_quantum = gemm_mode == TG_GEMM_POOL ? 12 : 16;
+    int64_t row_quantum = gemm_mode == TG_GEMM_POOL ? kernels->gemm_mr : 16;
     int64_t column_quantum = gemm_mode == TG_GEMM_POOL ? kernels->gemm_nr : 32;
     int64_t units = by_columns ? (n + column_quantum - 1) / column_quantum : (m + row_quantum - 1) / row_quantum;
     if (gemm_mode == TG_GEMM_OPENBLAS || threads == 1 || units < 2 ||

@@ -1,6 +1,8 @@
 #include "lib/cpu.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +153,105 @@ static void read_cpu_name(void) {
 const char *tg_cpu_name(void) {
     pthread_once(&cpu_name_once, read_cpu_name);
     return cpu_name;
+}
+
+/* ---- the caches ---- */
+
+int64_t tg_cache_size_parse(const char *text) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || errno || v < 0) return -1;
+    int64_t unit = 1;
+    if (*end == 'K') unit = 1024, end++;
+    else if (*end == 'M') unit = 1024 * 1024, end++;
+    else if (*end == 'G') unit = (int64_t)1024 * 1024 * 1024, end++;
+    while (*end == '\n' || *end == ' ') end++;
+    if (*end || v > INT64_MAX / unit) return -1;
+    return (int64_t)v * unit;
+}
+
+static TgCaches caches;
+static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
+
+/* The first line of a small sysfs file, or "" */
+static void read_line(const char *path, char *buf, size_t cap) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (!fgets(buf, (int)cap, f)) buf[0] = '\0';
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* A data or unified cache at level 1..3 into its slot; a level seen twice keeps the first. */
+static void set_level(TgCaches *c, int level, int64_t bytes, int ways, int line) {
+    TgCacheLevel *slot = level == 1 ? &c->l1d : level == 2 ? &c->l2 : level == 3 ? &c->l3 : NULL;
+    if (!slot || slot->bytes > 0 || bytes <= 0) return;
+    *slot = (TgCacheLevel){bytes, ways > 0 ? ways : 8, line > 0 ? line : 64};
+}
+
+static bool caches_from_sysfs(TgCaches *c) {
+    for (int i = 0; i < 16; i++) {
+        char path[128], text[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        read_line(path, text, sizeof text);
+        if (!text[0]) break;
+        if (strcmp(text, "Data") != 0 && strcmp(text, "Unified") != 0) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        read_line(path, text, sizeof text);
+        int level = atoi(text);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        read_line(path, text, sizeof text);
+        int64_t bytes = tg_cache_size_parse(text);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/ways_of_associativity", i);
+        read_line(path, text, sizeof text);
+        int ways = atoi(text);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/coherency_line_size", i);
+        read_line(path, text, sizeof text);
+        set_level(c, level, bytes, ways, atoi(text));
+    }
+    return c->l1d.bytes > 0 && c->l2.bytes > 0;
+}
+
+static bool caches_from_cpuid(TgCaches *c) {
+#if defined(__x86_64__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0, leaf = 4;
+    __get_cpuid(0, &eax, &ebx, &ecx, &edx);
+    bool amd = ebx == 0x68747541u; /* "Auth"enticAMD */
+    if (amd) {   /* leaf 0x8000001D, when the CPU reports topology extensions */
+        if (!__get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 22))) return false;
+        leaf = 0x8000001Du;
+    } else if (eax < 4) {
+        return false;
+    }
+    for (unsigned i = 0; i < 16; i++) {
+        __cpuid_count(leaf, i, eax, ebx, ecx, edx);
+        unsigned type = eax & 31, level = (eax >> 5) & 7;
+        if (type == 0) break;
+        if (type != 1 && type != 3) continue;   /* data or unified */
+        int64_t ways = ((ebx >> 22) & 1023) + 1, parts = ((ebx >> 12) & 1023) + 1, line = (ebx & 4095) + 1,
+                sets = (int64_t)ecx + 1;
+        set_level(c, (int)level, ways * parts * line * sets, (int)ways, (int)line);
+    }
+    return c->l1d.bytes > 0 && c->l2.bytes > 0;
+#else
+    (void)c;
+    return false;
+#endif
+}
+
+static void read_caches(void) {
+    TgCaches c = {0};
+    if (caches_from_sysfs(&c)) c.source = "sysfs";
+    else if (c = (TgCaches){0}, caches_from_cpuid(&c)) c.source = "cpuid";
+    else c = (TgCaches){{32 * 1024, 8, 64}, {512 * 1024, 8, 64}, {8 * 1024 * 1024, 16, 64}, "assumed"};
+    caches = c;
+}
+
+const TgCaches *tg_cpu_caches(void) {
+    pthread_once(&caches_once, read_caches);
+    return &caches;
 }
 
 /* ---- the multiply-add ceiling ---- */

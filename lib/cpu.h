@@ -12,6 +12,7 @@
 #define TAPEGRAD_CPU_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "tapegrad/error.h"
 #include "tapegrad/pool.h"
@@ -40,6 +41,23 @@ tg_isa tg_isa_active(void);
 /* The CPU's name as it reports it (the cpuid brand string, e.g. "AMD EPYC 9R14 96-Core
  * Processor") with its family and model: "AMD EPYC (family 25, model 17)". */
 const char *tg_cpu_name(void);
+
+/* The data caches the blocked GEMM sizes its blocks from (lib/gemm_plan.h): for each level, its
+ * size in bytes, its associativity (ways) and line size; 0 where the level is absent (no L3).
+ * Read once: from Linux's /sys/devices/system/cpu/cpu0/cache/index*, else from cpuid (leaf 4 on
+ * Intel, 0x8000001D on AMD), else assumed (32 KiB 8-way, 512 KiB 8-way, 8 MiB 16-way, 64-byte
+ * lines); `source` says which ("sysfs", "cpuid", "assumed"). */
+typedef struct {
+    int64_t bytes;
+    int ways, line;
+} TgCacheLevel;
+typedef struct {
+    TgCacheLevel l1d, l2, l3;
+    const char *source;
+} TgCaches;
+const TgCaches *tg_cpu_caches(void);
+/* Parses one sysfs size ("32K", "1024K", "32M", "48"), -1 when it is not one. Exposed for tests. */
+int64_t tg_cache_size_parse(const char *text);
 
 /* The FP32 multiply-add ceiling of the active path on this machine, in GFLOP/s: every thread of
  * `pool` (NULL: the caller alone) runs independent chains of the path's widest fused

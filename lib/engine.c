@@ -1,8 +1,10 @@
 #include "tapegrad/engine.h"
 
 #include "lib/blas.h"
+#include "lib/fpmode.h"
 
 void tg_engine_open(TgEngine *engine, int threads, size_t arena_bytes) {
+    engine->fp_mode = fp_mode_enter();
     tg_blas_set_threads(threads);
     engine->pool = tg_pool_create(threads);
     tg_arena_init(&engine->arena, arena_bytes);
@@ -14,4 +16,5 @@ void tg_engine_close(TgEngine *engine) {
     tg_arena_free(&engine->arena);
     tg_pool_destroy(engine->pool);
     engine->pool = NULL;
+    fp_mode_restore(engine->fp_mode);
 }

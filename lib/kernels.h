@@ -35,15 +35,18 @@ typedef enum {
     TG_ROPE_BACKWARD_ADD,     /* out += R^T in */
 } tg_rope_mode;
 
+struct TgGemmPlan;
+
 typedef struct TgKernels {
     tg_isa isa;
     /* The blocked GEMM's register tile (rows x columns of C): callers that split C over threads
      * hand out multiples of it. */
     int gemm_mr, gemm_nr;
-    /* C = alpha op(A) op(B) + beta C, row-major, single-threaded (lib/blas.h, tg_sgemm). Each
-     * element of C is a fixed-order sum over k (a chain per k slice, the slices cut by k alone),
-     * whatever the shape of the call: splitting C changes no bit. beta 0 never reads C. */
-    void (*sgemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+    /* C = alpha op(A) op(B) + beta C, row-major, single-threaded (lib/blas.h, tg_sgemm), blocked
+     * as `plan` says (lib/gemm_plan.h). Each element of C is a fixed-order sum over k (a chain
+     * per k slice, the slices cut by k and plan->kc alone), whatever the shape of the call:
+     * splitting C changes no bit. beta 0 never reads C. */
+    void (*sgemm)(const struct TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
     /* C (rows, n) (+)= A (rows, k) B (k, n), 1 <= rows <= TG_GEMM_ROWS_MAX (lib/blas.h). */
     void (*gemm_rows)(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_col, const float *b,

@@ -7,6 +7,7 @@
 
 #include "tapegrad/error.h"
 #include "lib/clock.h"
+#include "lib/fpmode.h"
 
 struct TgPool {
     int threads;
@@ -66,6 +67,7 @@ static void *worker_main(void *arg_) {
     TgPool *pool = arg->pool;
     int index = arg->index;
     free(arg);
+    fp_mode_enter(); /* for the worker's whole life (lib/fpmode.h) */
     uint64_t seen = 0;
     for (;;) {
         spin_on(&pool->generation, seen, false);   /* until a new job is posted */
@@ -128,8 +130,11 @@ int tg_pool_threads(const TgPool *pool) { return pool ? pool->threads : 1; }
 
 void tg_pool_parallel_for(TgPool *pool, int64_t n, TgRangeFn fn, void *ctx) {
     if (n <= 0) return;
+    /* the caller computes its range as the workers do (lib/fpmode.h), then gets its own mode back */
+    unsigned caller_mode = fp_mode_enter();
     if (!pool || pool->threads == 1) {
         fn(ctx, 0, n, 0);
+        fp_mode_restore(caller_mode);
         return;
     }
     pthread_mutex_lock(&pool->lock);
@@ -152,4 +157,5 @@ void tg_pool_parallel_for(TgPool *pool, int64_t n, TgRangeFn fn, void *ctx) {
             pthread_cond_wait(&pool->job_done, &pool->lock);
         pthread_mutex_unlock(&pool->lock);
     }
+    fp_mode_restore(caller_mode);
 }

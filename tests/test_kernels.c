@@ -32,6 +32,7 @@
 
 #include "lib/blas.h"
 #include "lib/cpu.h"
+#include "lib/gemm_plan.h"
 #include "lib/kernels.h"
 #include "ops/checks.h"
 #include "tapegrad/ops.h"
@@ -84,7 +85,8 @@ typedef struct {
 } Shape;
 
 /* C = alpha op(A) op(B) + beta C with strided A, B and C; NaN in C where beta 0 must not read */
-static bool check_gemm_case(const TgKernels *kern, bool ta, bool tb, Shape s, float alpha, float beta, char *why) {
+static bool check_gemm_case(const TgKernels *kern, const TgGemmPlan *plan, bool ta, bool tb, Shape s, float alpha,
+                            float beta, char *why) {
     TgRng rng;
     tg_rng_seed(&rng, (uint64_t)(s.m * 7919 + s.n * 104729 + s.k * 13 + ta * 2 + tb));
     int64_t lda = (ta ? s.m : s.k) + 1, ldb = (tb ? s.k : s.n) + 2, ldc = s.n + 3;
@@ -92,7 +94,7 @@ static bool check_gemm_case(const TgKernels *kern, bool ta, bool tb, Shape s, fl
     float *c = random_floats(&rng, s.m * ldc, -1, 1), *c0 = copy_floats(c, s.m * ldc);
     if (beta == 0.0f)
         for (int64_t i = 0; i < s.m * ldc; i++) c[i] = NAN;
-    kern->sgemm(ta, tb, s.m, s.n, s.k, alpha, a, lda, b, ldb, beta, c, ldc);
+    kern->sgemm(plan, ta, tb, s.m, s.n, s.k, alpha, a, lda, b, ldb, beta, c, ldc);
     bool ok = true;
     for (int64_t i = 0; i < s.m && ok; i++)
         for (int64_t j = 0; j < s.n && ok; j++) {
@@ -102,9 +104,11 @@ static bool check_gemm_case(const TgKernels *kern, bool ta, bool tb, Shape s, fl
             double expect = alpha * sum + (beta == 0.0f ? 0.0 : beta * (double)c0[i * ldc + j]);
             double err = fabs(expect - c[i * ldc + j]);
             if (!(err <= 1e-6 * (double)(s.k + 1) + 1e-6)) {
-                snprintf(why, MSG, "%s sgemm %c%c m=%lld n=%lld k=%lld beta=%g: C(%lld,%lld) = %.9g, expected %.9g",
-                         tg_isa_name(kern->isa), ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)s.m, (long long)s.n,
-                         (long long)s.k, beta, (long long)i, (long long)j, (double)c[i * ldc + j], expect);
+                snprintf(why, MSG,
+                         "%s sgemm (kc %lld, nc %lld, mc %lld) %c%c m=%lld n=%lld k=%lld beta=%g: C(%lld,%lld) = %.9g, "
+                         "expected %.9g",
+                         tg_isa_name(kern->isa), (long long)plan->kc, (long long)plan->nc, (long long)plan->mc,
+                         ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)s.m, (long long)s.n, (long long)s.k, beta, (long long)i, (long long)j, (double)c[i * ldc + j], expect);
                 ok = false;
             }
         }
@@ -112,19 +116,27 @@ static bool check_gemm_case(const TgKernels *kern, bool ta, bool tb, Shape s, fl
     return ok;
 }
 
-/* shapes across the tiles (MR 12 or 6, NR 32, 16 or 8), the k slices (at most 512, equal) and
- * the blocks (MC 96, NC 512) */
-static const Shape gemm_shapes[] = {{1, 1, 1},     {6, 16, 7},    {12, 32, 5},    {13, 33, 513},  {11, 31, 512},
-                                    {9, 40, 1100}, {25, 70, 40},  {97, 65, 300},  {40, 530, 20},  {200, 17, 130},
-                                    {5, 3, 0}};
+/* shapes across the tiles (MR 12 or 6, NR 32, 16 or 8), the k slices (equal, at most kc) and the
+ * blocks (mc, nc), with m, n or k of 1, each under three plans: this machine's, one of the
+ * smallest blocks (kc 64, two tiles per block: every shape crosses slices and blocks) and one of
+ * the longest slices (kc 1024) */
+static const Shape gemm_shapes[] = {{1, 1, 1},    {6, 16, 7},    {12, 32, 5},    {13, 33, 513}, {11, 31, 512},
+                                    {9, 40, 1100}, {25, 70, 40}, {97, 65, 300},  {40, 530, 20}, {200, 17, 130},
+                                    {1, 300, 70}, {70, 1, 300},  {70, 300, 1},   {130, 70, 129}, {5, 3, 0}};
 
 static bool check_gemm(const TgKernels *kern, char *why) {
     const float betas[] = {0.0f, 1.0f, 0.5f};
-    for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
-        for (int t = 0; t < 4; t++)
-            for (int bi = 0; bi < 3; bi++)
-                if (!check_gemm_case(kern, t & 1, t >> 1, gemm_shapes[s], bi == 2 ? 0.75f : 1.0f, betas[bi], why))
-                    return false;
+    TgGemmPlan plans[3];
+    plans[0] = tg_gemm_plan_for(kern->gemm_mr, kern->gemm_nr, tg_cpu_caches());
+    plans[1] = (TgGemmPlan){kern->gemm_mr, kern->gemm_nr, TG_GEMM_KC_MIN, 2 * kern->gemm_nr, 2 * kern->gemm_mr};
+    plans[2] = (TgGemmPlan){kern->gemm_mr, kern->gemm_nr, TG_GEMM_KC_MAX, 3 * kern->gemm_nr, 5 * kern->gemm_mr};
+    for (int pl = 0; pl < 3; pl++)
+        for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
+            for (int t = 0; t < 4; t++)
+                for (int bi = 0; bi < 3; bi++)
+                    if (!check_gemm_case(kern, &plans[pl], t & 1, t >> 1, gemm_shapes[s], bi == 2 ? 0.75f : 1.0f,
+                                         betas[bi], why))
+                        return false;
     return true;
 }
 
@@ -378,9 +390,10 @@ static void softmax_off_by_1e5(float *p, int64_t n, float scale) {
     wrong_base->softmax_scaled(p, n, scale);
     for (int64_t j = 0; j < n; j++) p[j] *= 1.00001f;
 }
-static void sgemm_one_element_off(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    wrong_base->sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+static void sgemm_one_element_off(const TgGemmPlan *plan, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                                  float *c, int64_t ldc) {
+    wrong_base->sgemm(plan, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (m > 30 && n > 20) c[30 * ldc + 20] += 5e-5f;   /* one element, inside a later tile */
 }
 static void adamw_without_bias_correction(const TgAdamW *args, int64_t begin, int64_t end) {
@@ -502,7 +515,8 @@ Test(kernels, paths_agree_within_the_stated_tolerances) {
     for (int p = 0; p < n_paths; p++) {
         const TgKernels *kern = tg_kernels_of(paths[p]);
         c[p] = malloc((size_t)(m * n) * sizeof(float));
-        kern->sgemm(false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c[p], n);
+        TgGemmPlan plan = tg_gemm_plan_for(kern->gemm_mr, kern->gemm_nr, tg_cpu_caches());
+        kern->sgemm(&plan, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c[p], n);
         y[p] = malloc((size_t)len * sizeof(float));
         kern->rmsnorm_forward(x, g, y[p], len, 1e-5f);
         sm[p] = copy_floats(x, len);
@@ -658,4 +672,80 @@ Test(kernels, the_peak_measurement_returns_a_rate_on_every_path) {
         cr_assert_eq(tg_isa_set(paths[p]), TG_OK);
         print_peak();
     }
+}
+
+/* ---- the GEMM plan ---- */
+
+/* The plan from a CPU's caches follows lib/gemm_plan.h: on three CPUs' caches, kc, nc and mc are
+ * the model's, and the blocks fit where the model puts them. */
+Test(kernels, the_gemm_plan_follows_the_caches) {
+    const struct {
+        const char *cpu;
+        TgCaches caches;
+        int mr, nr;
+        int64_t kc, nc;
+    } cases[] = {
+        /* Zen 3/4, avx2: B's ways floor(7 / (1 + 6/16)) = 5 of 4 KiB -> kc 5 x 4096 / 64 = 320 */
+        {"Zen 3 avx2", {{32768, 8, 64}, {524288, 8, 64}, {33554432, 16, 64}, "test"}, 6, 16, 320, 304},
+        /* Zen 4, avx512: floor(7 / 1.375) = 5 ways -> kc 5 x 4096 / 128 = 160; L2 1 MiB 8-way */
+        {"Zen 4 avx512", {{32768, 8, 64}, {1048576, 8, 64}, {33554432, 16, 64}, "test"}, 12, 32, 160, 1216},
+        /* Emerald Rapids, avx512: 48 KiB 12-way: floor(11 / 1.375) = 8 ways -> kc 256; L2 2 MiB 16-way */
+        {"Emerald Rapids avx512", {{49152, 12, 64}, {2097152, 16, 64}, {0, 0, 0}, "test"}, 12, 32, 256, 1792},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const TgCaches *c = &cases[i].caches;
+        TgGemmPlan p = tg_gemm_plan_for(cases[i].mr, cases[i].nr, c);
+        cr_expect_eq(p.kc, cases[i].kc, "%s: kc %lld", cases[i].cpu, (long long)p.kc);
+        cr_expect_eq(p.nc, cases[i].nc, "%s: nc %lld", cases[i].cpu, (long long)p.nc);
+        cr_expect(p.nc % p.nr == 0 && p.mc % p.mr == 0 && p.kc % 8 == 0, "%s: blocks of whole tiles", cases[i].cpu);
+        /* an A micro-panel and a B panel fit L1 beside a way for C; the B block fits L2 */
+        cr_expect_leq((p.mr + p.nr) * p.kc * 4, c->l1d.bytes - c->l1d.bytes / c->l1d.ways, "%s", cases[i].cpu);
+        cr_expect_leq(p.kc * p.nc * 4, c->l2.bytes, "%s", cases[i].cpu);
+        cr_expect_geq(p.mc, p.mr, "%s", cases[i].cpu);
+    }
+    /* this machine's caches are read (sysfs on Linux), and its plan is a plan */
+    const TgCaches *here = tg_cpu_caches();
+    cr_expect(here->l1d.bytes >= 4096 && here->l2.bytes >= here->l1d.bytes && here->l1d.line >= 32,
+              "caches from %s: L1d %lld, L2 %lld", here->source, (long long)here->l1d.bytes, (long long)here->l2.bytes);
+    cr_expect_eq(tg_cache_size_parse("32K\n"), 32768);
+    cr_expect_eq(tg_cache_size_parse("1024K"), 1048576);
+    cr_expect_eq(tg_cache_size_parse("32M"), 33554432);
+    cr_expect_eq(tg_cache_size_parse("48"), 48);
+    cr_expect_eq(tg_cache_size_parse("K"), -1);
+    cr_expect_eq(tg_cache_size_parse("12Q"), -1);
+    /* a kc a run asks for is used, a bad one refused */
+    cr_expect_eq(tg_gemm_plan_set_kc(128), TG_OK);
+    cr_expect_eq(tg_gemm_plan().kc, 128);
+    cr_expect_eq(tg_gemm_plan_set_kc(100), TG_ERR_ARG);
+    cr_expect_eq(tg_gemm_plan().kc, 128);
+    cr_expect_eq(tg_gemm_plan_set_kc(0), TG_OK);
+    cr_expect_eq(tg_gemm_plan().kc, tg_gemm_plan_for(tg_kernels()->gemm_mr, tg_kernels()->gemm_nr, here).kc);
+}
+
+/* Only kc orders the sums: on every path, blocks of other sizes (nc, mc) give the same bits, and
+ * another kc gives other bits (so the test would see a plan that changes the order). */
+Test(kernels, only_kc_changes_the_bits_of_a_gemm) {
+    tg_isa paths[TG_ISA_COUNT];
+    int n_paths = supported_paths(paths);
+    TgRng rng;
+    tg_rng_seed(&rng, 21);
+    int64_t m = 61, n = 75, k = 333;
+    float *a = random_floats(&rng, m * k, -1, 1), *b = random_floats(&rng, n * k, -1, 1);
+    float *c1 = malloc((size_t)(m * n) * sizeof(float)), *c2 = malloc((size_t)(m * n) * sizeof(float));
+    for (int p = 0; p < n_paths; p++) {
+        const TgKernels *kern = tg_kernels_of(paths[p]);
+        int mr = kern->gemm_mr, nr = kern->gemm_nr;
+        TgGemmPlan big = {mr, nr, 128, 4096, 4096}, small = {mr, nr, 128, nr, mr}, other_kc = {mr, nr, 64, 4096, 4096};
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t >> 1;
+            int64_t lda = ta ? m : k, ldb = tb ? k : n;
+            kern->sgemm(&big, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c1, n);
+            kern->sgemm(&small, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c2, n);
+            cr_expect(same_bits(c1, c2, m * n), "%s %c%c: nc/mc changed a bit", tg_isa_name(paths[p]), ta ? 'T' : 'N',
+                      tb ? 'T' : 'N');
+            kern->sgemm(&other_kc, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c2, n);
+            cr_expect_not(same_bits(c1, c2, m * n), "%s: kc 64 and 128 gave the same bits", tg_isa_name(paths[p]));
+        }
+    }
+    free(a), free(b), free(c1), free(c2);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "tapegrad/pool.h"
+#include "lib/fpmode.h"
 
 typedef struct {
     unsigned char *visits;
@@ -87,4 +88,39 @@ Test(pool, null_pool_runs_serially) {
     tg_pool_parallel_for(NULL, 100, add_range, partial);
     cr_expect_eq(partial[0], 4950);
     cr_expect_eq(tg_pool_threads(NULL), 1);
+}
+
+/* Every thread of a job computes with subnormals flushed to zero (lib/fpmode.h): a product below
+ * FLT_MIN is 0 and a subnormal input counts as 0, on the workers and on the caller; the caller's
+ * own mode comes back after the job. */
+typedef struct {
+    volatile float tiny, scale; /* volatile: computed at run time, under the thread's mode */
+    float product[4], doubled[4];
+    bool flushes[4];
+} SubnormalJob;
+
+static void subnormal_range(void *ctx, int64_t begin, int64_t end, int thread) {
+    SubnormalJob *job = ctx;
+    job->product[thread] = job->tiny * job->scale;      /* 1e-30 * 1e-10: a subnormal result */
+    job->doubled[thread] = (job->tiny * 1e-10f) * 2.0f; /* flushed, it stays 0 */
+    job->flushes[thread] = fp_mode_flushes();
+}
+
+Test(pool, every_thread_of_a_job_flushes_subnormals_and_the_caller_gets_its_mode_back) {
+    bool before = fp_mode_flushes();
+    for (int threads = 1; threads <= 2; threads++) {
+        TgPool *pool = threads == 1 ? NULL : tg_pool_create(threads);
+        SubnormalJob job = {.tiny = 1e-30f, .scale = 1e-10f};
+        tg_pool_parallel_for(pool, threads, subnormal_range, &job);
+        for (int t = 0; t < threads; t++) {
+            cr_expect(job.flushes[t], "thread %d of %d computes with subnormals", t, threads);
+            cr_expect_eq(job.product[t], 0.0f, "thread %d: 1e-30 * 1e-10 = %g", t, (double)job.product[t]);
+            cr_expect_eq(job.doubled[t], 0.0f);
+        }
+        cr_expect_eq(fp_mode_flushes(), before, "the caller's mode changed");
+        tg_pool_destroy(pool);
+    }
+    /* outside a job the caller's arithmetic is its own: a subnormal comes out */
+    volatile float tiny = 1e-30f, scale = 1e-10f;
+    if (!before) cr_expect_gt(tiny * scale, 0.0f);
 }

@@ -91,3 +91,43 @@ Test(resume, sigterm_saves_at_the_step_reached_and_resumes_exactly, .init = setu
     free(log);
     free(metrics);
 }
+
+/* The "grad_norm" values of a metrics.jsonl, one after another. */
+static void grad_norms(const char *metrics, char *out, size_t cap) {
+    for (const char *p = strstr(metrics, "\"grad_norm\":"); p; p = strstr(p + 1, "\"grad_norm\":")) {
+        size_t len = strlen(out), n = strcspn(p + 12, ",}");
+        if (len + n + 2 < cap) snprintf(out + len, cap - len, "%.*s ", (int)n, p + 12);
+    }
+}
+
+/* run.txt records the GEMMs' k slice and a resume uses it, not this CPU's: a run trained with
+ * --gemm-kc 64 (this machine's is larger), stopped and resumed with no flag, logs and ends as its
+ * straight twin; and kc 64 does change the sums (its gradient norms differ from the CPU's kc), so
+ * a resume that took the CPU's kc would fail here. */
+Test(resume, a_resume_sums_with_the_k_slice_the_run_recorded, .init = setup, .fini = teardown, .timeout = 120) {
+    char *straight = datagen_path(dir, "kc-straight"), *split = datagen_path(dir, "kc-split"),
+         *native = datagen_path(dir, "kc-native"), *out = NULL;
+    const char *flags = "train " CKPT_TEST_FLAGS " --data %s --steps 16 --eval-every 8 --ckpt-every 0 %s --out %s";
+    cr_assert_eq(ckpt_cli(&out, flags, corpus, "--gemm-kc 64", straight), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ckpt_cli(&out, flags, corpus, "--gemm-kc 64 --stop-after 8", split), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ckpt_cli(&out, flags, corpus, "", native), 0, "%s", out);
+    free(out);
+    char *run_txt = datagen_path(split, "run.txt"), *text = ckpt_read_text(run_txt);
+    cr_expect(strstr(text, "--gemm-kc 64\n"), "run.txt does not record the k slice:\n%s", text);
+    free(text), free(run_txt);
+    cr_assert_eq(ckpt_cli(&out, "train --resume %s", split), 0, "resume failed:\n%s", out);
+    free(out);
+    ckpt_expect_same_metrics(straight, split, 8, 8);
+    ckpt_expect_same_checkpoints(straight, split, 16);
+    /* the CPU's kc gives other gradient norms */
+    char *a_path = datagen_path(straight, "metrics.jsonl"), *b_path = datagen_path(native, "metrics.jsonl");
+    char *a = ckpt_read_text(a_path), *b = ckpt_read_text(b_path), norms_a[4096] = "", norms_b[4096] = "";
+    grad_norms(a, norms_a, sizeof norms_a);
+    grad_norms(b, norms_b, sizeof norms_b);
+    cr_expect(norms_a[0] && strcmp(norms_a, norms_b) != 0,
+              "kc 64 and this CPU's kc gave the same gradient norms (%s): the test cannot tell them apart", norms_a);
+    free(a), free(b), free(a_path), free(b_path);
+    free(straight), free(split), free(native);
+}

@@ -12,6 +12,7 @@
 #include "data/prepare.h"
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
+#include "lib/gemm_plan.h"
 #include "data/tokfile.h"
 #include "train/convert.h"
 #include "train/memory_plan.h"
@@ -202,6 +203,8 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
         stored.ffn = tg_ffn_kind_name(c->ffn);
         s = check_resume_flags(o, &stored);
     }
+    /* the k slice it trained with (a run.txt written before --gemm-kc records none: this CPU's) */
+    if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.gemm_kc);
     opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
@@ -273,6 +276,8 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     TrainOptions id = *o;
     id.tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
     id.data_path = o->data_path ? o->data_path : corpus_default_path();
+    TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
+    id.gemm_kc = tg_gemm_plan().kc;
 
     const char *tokenizer = id.tokenizer;
     bool bpe = strcmp(tokenizer, "bpe") == 0, hf = strncmp(tokenizer, "hf:", 3) == 0;

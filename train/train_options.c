@@ -8,6 +8,7 @@
 #include "data/corpus.h"
 #include "data/prepare.h"
 #include "lib/atomic_file.h"
+#include "lib/gemm_plan.h"
 #include "train/dist.h"
 #include "train/checkpoint.h"
 #include "train/run_folder.h"
@@ -18,6 +19,14 @@ static TgStatus check_tokenizer(const OptSpec *spec, const void *field) {
     const char *v = *(const char *const *)field;
     if (!v || strcmp(v, "char") == 0 || strcmp(v, "bpe") == 0 || (strncmp(v, "hf:", 3) == 0 && v[3])) return TG_OK;
     return tg_fail(TG_ERR_ARG, "%s must be char, bpe or hf:PATH/tokenizer.json, got '%s'", spec->flag, v);
+}
+
+/* 0, or a k slice the GEMM takes (a multiple of 8 in [TG_GEMM_KC_MIN, TG_GEMM_KC_MAX]) */
+static TgStatus check_gemm_kc(const OptSpec *spec, const void *field) {
+    int64_t kc = *(const int64_t *)field;
+    if (kc == 0 || (kc >= TG_GEMM_KC_MIN && kc <= TG_GEMM_KC_MAX && kc % 8 == 0)) return TG_OK;
+    return tg_fail(TG_ERR_ARG, "%s must be 0 (this CPU's) or a multiple of 8 in [%d, %d], got %lld", spec->flag,
+                   TG_GEMM_KC_MIN, TG_GEMM_KC_MAX, (long long)kc);
 }
 
 #define ID TRAIN_OPT_IDENTITY
@@ -51,6 +60,10 @@ static const OptSpec specs[] = {
     FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
     OPT(T, init_from, "--init-from", OPT_STRING,
         "start a new run from these safetensors weights (from `tapegrad ckpt export`)", OPT_ANY, NULL, ID, NULL),
+    OPT_CHECKED(T, gemm_kc, "--gemm-kc", OPT_INT64,
+                "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
+                "another CPU sums as the run did",
+                OPT_BETWEEN(0, TG_GEMM_KC_MAX), NULL, ID, "from this CPU's L1 cache", check_gemm_kc),
     FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
     OPT(T, accum, "--accum", OPT_INT64, "micro-batches per step: gradient accumulation", FLAG_RANGE_COUNT, NULL,

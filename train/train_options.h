@@ -49,6 +49,7 @@ typedef struct TrainOptions {
     double val_fraction;       /* PREPARE_DEFAULT_VAL_FRACTION */
     int64_t seed;              /* TRAIN_DEFAULT_SEED */
     const char *init_from;     /* safetensors weights to start a new run from, or NULL */
+    int64_t gemm_kc;           /* the GEMMs' k slice (lib/gemm_plan.h); 0: this CPU's */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */

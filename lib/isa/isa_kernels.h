@@ -18,7 +18,7 @@
 /* independent multiply-add chains of fma_loop: more than latency x pipes on any of these CPUs */
 #define ISA_PEAK_CHAINS 12
 
-void ISA_FN(sgemm_tiled)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+void ISA_FN(sgemm_tiled)(const struct TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                          int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void ISA_FN(gemm_rows)(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_col, const float *b,
                        int64_t ldb, int64_t n, float *c, int64_t ldc, bool accumulate);

@@ -1,0 +1,26 @@
+#include "lib/fpmode.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+
+enum { MXCSR_DAZ = 1u << 6, MXCSR_FTZ = 1u << 15 };
+
+unsigned fp_mode_enter(void) {
+    unsigned saved = _mm_getcsr();
+    if ((saved & (MXCSR_DAZ | MXCSR_FTZ)) != (MXCSR_DAZ | MXCSR_FTZ)) _mm_setcsr(saved | MXCSR_DAZ | MXCSR_FTZ);
+    return saved;
+}
+
+void fp_mode_restore(unsigned saved) {
+    if (_mm_getcsr() != saved) _mm_setcsr(saved);
+}
+
+bool fp_mode_flushes(void) { return (_mm_getcsr() & (MXCSR_DAZ | MXCSR_FTZ)) == (MXCSR_DAZ | MXCSR_FTZ); }
+
+#else
+
+unsigned fp_mode_enter(void) { return 0; }
+void fp_mode_restore(unsigned saved) { (void)saved; }
+bool fp_mode_flushes(void) { return false; }
+
+#endif
