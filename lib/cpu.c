@@ -249,6 +249,13 @@ static void read_caches(void) {
     caches = c;
 }
 
+bool tg_cpu_caches_from(const char *source, TgCaches *out) {
+    *out = (TgCaches){0};
+    bool ok = strcmp(source, "sysfs") == 0 ? caches_from_sysfs(out) : strcmp(source, "cpuid") == 0 && caches_from_cpuid(out);
+    out->source = ok ? source : NULL;
+    return ok;
+}
+
 const TgCaches *tg_cpu_caches(void) {
     pthread_once(&caches_once, read_caches);
     return &caches;

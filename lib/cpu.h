@@ -56,6 +56,9 @@ typedef struct {
     const char *source;
 } TgCaches;
 const TgCaches *tg_cpu_caches(void);
+/* The caches from one source only, "sysfs" or "cpuid" (for tests: the two should agree); false
+ * when that source says nothing of L1d and L2 here. */
+bool tg_cpu_caches_from(const char *source, TgCaches *out);
 /* Parses one sysfs size ("32K", "1024K", "32M", "48"), -1 when it is not one. Exposed for tests. */
 int64_t tg_cache_size_parse(const char *text);
 

@@ -707,6 +707,18 @@ Test(kernels, the_gemm_plan_follows_the_caches) {
     const TgCaches *here = tg_cpu_caches();
     cr_expect(here->l1d.bytes >= 4096 && here->l2.bytes >= here->l1d.bytes && here->l1d.line >= 32,
               "caches from %s: L1d %lld, L2 %lld", here->source, (long long)here->l1d.bytes, (long long)here->l2.bytes);
+    /* cpuid (the fallback) reads what sysfs reports, where both answer */
+    TgCaches from_sysfs, from_cpuid;
+    if (tg_cpu_caches_from("sysfs", &from_sysfs) && tg_cpu_caches_from("cpuid", &from_cpuid)) {
+        const TgCacheLevel *s_levels[] = {&from_sysfs.l1d, &from_sysfs.l2, &from_sysfs.l3},
+                           *c_levels[] = {&from_cpuid.l1d, &from_cpuid.l2, &from_cpuid.l3};
+        for (int l = 0; l < 3; l++)
+            cr_expect(s_levels[l]->bytes == c_levels[l]->bytes && s_levels[l]->ways == c_levels[l]->ways &&
+                          s_levels[l]->line == c_levels[l]->line,
+                      "level %d: sysfs %lld bytes %d-way %d-byte lines, cpuid %lld bytes %d-way %d-byte lines", l + 1,
+                      (long long)s_levels[l]->bytes, s_levels[l]->ways, s_levels[l]->line, (long long)c_levels[l]->bytes,
+                      c_levels[l]->ways, c_levels[l]->line);
+    }
     cr_expect_eq(tg_cache_size_parse("32K\n"), 32768);
     cr_expect_eq(tg_cache_size_parse("1024K"), 1048576);
     cr_expect_eq(tg_cache_size_parse("32M"), 33554432);
