@@ -24,7 +24,7 @@
  * Only kc decides the order of the sums: every element of C is a chain of multiply-adds over one
  * k slice, the slices added in order, and k is cut into equal slices of at most kc that depend
  * on k and kc alone. mc and nc change the speed, never a bit. A run records the kc it trained
- * with (train/trainer.c), and a resumed run uses it on any machine. */
+ * with (run.txt, train/run.c), and a resumed run uses it on any machine. */
 #ifndef TAPEGRAD_GEMM_PLAN_H
 #define TAPEGRAD_GEMM_PLAN_H
 
