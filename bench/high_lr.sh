@@ -17,7 +17,7 @@ echo "$("$tapegrad" --version | tail -1); lr 3e-2, $steps steps, 2 threads; runs
 start=$(date +%s.%N)
 "$tapegrad" compare-ffn --seeds 1 --lrs 3e-2 --steps "$steps" --threads 2 --out "$out/study" > "$out/log.txt" 2>&1 ||
     { tail -5 "$out/log.txt" >&2; exit 1; }
-echo "wall time $(echo "$(date +%s.%N) - $start" | bc) s"
+awk -v start="$start" -v now="$(date +%s.%N)" 'BEGIN { printf "wall time %.1f s\n", now - start }'
 for metrics in "$out"/study/*/metrics.jsonl; do
     /usr/bin/python3 - "$metrics" <<'PY'
 import json, statistics, sys
