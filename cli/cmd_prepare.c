@@ -24,9 +24,8 @@ static const OptSpec specs[] = {
     FLAG_DATA(P, data, "text or JSONL file (gzip-compressed or not), or a folder of them (a mixture)", 0,
               CORPUS_DEFAULT_PATH),
     FLAG_OUT(P, out, "the dataset folder to write (made whole or not at all)", 0, "required"),
-    OPT(P, tokenizer, "--tokenizer", OPT_STRING,
-        "bpe (trained on the data), char, or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)", OPT_ANY, NULL, 0,
-        NULL),
+    FLAG_TOKENIZER(P, tokenizer, "bpe (trained on the data), char, or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
+                   0, NULL),
     FLAG_VOCAB(P, vocab, "BPE vocabulary size, the special tokens included", 0, NULL),
     FLAG_SPECIAL_TOKENS(P, special_tokens, 0),
     FLAG_TEXT_FIELD(P, text_field, 0),
@@ -49,9 +48,7 @@ static int run_prepare(int argc, char **argv) {
     int rc = cli_parse(&table, &o, &defaults, &given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.out) return cli_usage_error("prepare", "--out DIR is required: the dataset folder to write");
-    bool hf = strncmp(o.tokenizer, "hf:", 3) == 0 && o.tokenizer[3];
-    if (!hf && strcmp(o.tokenizer, "bpe") != 0 && strcmp(o.tokenizer, "char") != 0)
-        return cli_usage_error("prepare", "--tokenizer must be bpe, char or hf:PATH/tokenizer.json, got '%s'", o.tokenizer);
+    bool hf = strncmp(o.tokenizer, "hf:", 3) == 0;
     if ((given & OPT_BIT(opt_find(&table, "--vocab"))) && strcmp(o.tokenizer, "bpe") != 0)
         return cli_usage_error("prepare", "--vocab sets the size of a BPE trained on the data; drop it with --tokenizer %s",
                                o.tokenizer);

@@ -5,11 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/memory.h"
+
 TgStatus jsonl_open(JsonlReader *r, const char *path) {
     memset(r, 0, sizeof *r);
     TG_TRY(file_stream_open(&r->fs, path));
+    TgStatus s = memory_grow((void **)&r->buf, JSONL_BLOCK_BYTES + 1, "reading JSON lines");
+    if (s != TG_OK) {
+        file_stream_close(&r->fs);
+        return s;
+    }
     r->cap = JSONL_BLOCK_BYTES + 1;
-    r->buf = tg_malloc(r->cap);
     return TG_OK;
 }
 
@@ -28,7 +34,7 @@ static TgStatus fill(JsonlReader *r) {
     }
     if (r->cap - r->end < JSONL_BLOCK_BYTES + 1) {
         size_t cap = r->cap * 2 > r->end + JSONL_BLOCK_BYTES + 1 ? r->cap * 2 : r->end + JSONL_BLOCK_BYTES + 1;
-        r->buf = tg_realloc(r->buf, cap);
+        TG_TRY(memory_grow((void **)&r->buf, cap, "a JSON line"));
         r->cap = cap;
     }
     size_t got;

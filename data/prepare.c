@@ -21,6 +21,7 @@
 #include "lib/clock.h"
 #include "lib/hash.h"
 #include "lib/json_write.h"
+#include "lib/memory.h"
 #include "lib/path.h"
 #include "tapegrad/pool.h"
 
@@ -187,20 +188,23 @@ typedef struct {
     atomic_size_t next;
 } Batch;
 
-static void batch_add(Batch *b, const DocPiece *p) {
+static TgStatus batch_add(Batch *b, const DocPiece *p) {
     if (b->n == b->cap) {
-        b->cap = b->cap ? 2 * b->cap : 256;
-        b->pieces = tg_realloc(b->pieces, b->cap * sizeof *b->pieces);
+        size_t cap = b->cap ? 2 * b->cap : 256;
+        TG_TRY(memory_grow((void **)&b->pieces, cap * sizeof *b->pieces, "a batch of documents"));
+        b->cap = cap;
     }
     if (b->text_cap - b->text_len < p->len) {
-        b->text_cap = b->text_len + p->len > 2 * b->text_cap ? b->text_len + p->len : 2 * b->text_cap;
-        b->text = tg_realloc(b->text, b->text_cap);
+        size_t cap = b->text_len + p->len > 2 * b->text_cap ? b->text_len + p->len : 2 * b->text_cap;
+        TG_TRY(memory_grow((void **)&b->text, cap, "a batch of documents"));
+        b->text_cap = cap;
     }
     memcpy(b->text + b->text_len, p->text, p->len);
     size_t room = tg_tokenizer_max_ids(b->tok, p->len);
     b->pieces[b->n++] = (BatchPiece){b->text_len, p->len, b->ids_len, 0, p->doc_end};
     b->text_len += p->len;
     b->ids_len += room;
+    return TG_OK;
 }
 
 /* Each thread takes the batch's next piece until none is left; every piece writes its own ids. */
@@ -221,8 +225,8 @@ static void encode_pieces(void *ctx, int64_t begin, int64_t end, int thread) {
 static TgStatus flush_batch(Batch *b, TgPool *pool, TokfileWriter *w) {
     if (b->n == 0) return TG_OK;
     if (b->ids_cap < b->ids_len) {
+        TG_TRY(memory_grow((void **)&b->ids, b->ids_len * sizeof *b->ids, "the tokens of a batch"));
         b->ids_cap = b->ids_len;
-        b->ids = tg_realloc(b->ids, b->ids_cap * sizeof *b->ids);
     }
     atomic_store(&b->next, 0);
     int threads = tg_pool_threads(pool);
@@ -261,7 +265,8 @@ static TgStatus encode_sources(const PrepareOptions *opt, SourceList *list, cons
         bool got;
         st = doc_reader_next(reader, &piece, &got);
         if (st != TG_OK) break;
-        if (got) batch_add(&b, &piece);
+        if (got) st = batch_add(&b, &piece);
+        if (st != TG_OK) break;
         if (!got || b.text_len >= PREPARE_BATCH_BYTES) {
             st = flush_batch(&b, pool, w);
             progress_report(&progress, doc_reader_disk_bytes(reader), false);

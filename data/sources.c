@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "data/corpus.h"
+#include "lib/memory.h"
 
 /* ---- listing ------------------------------------------------------------------------------- */
 
@@ -113,12 +114,13 @@ uint64_t doc_reader_disk_bytes(const DocReader *r) {
     return r->bytes_before + file_stream_disk_offset(s->kind == SOURCE_JSONL ? &r->jsonl.fs : &r->fs);
 }
 
-static void reserve(DocReader *r, size_t need) {
-    if (r->cap >= need) return;
+static TgStatus reserve(DocReader *r, size_t need) {
+    if (r->cap >= need) return TG_OK;
     size_t cap = r->cap ? r->cap : 1 << 16;
     while (cap < need) cap *= 2;
-    r->buf = tg_realloc(r->buf, cap);
+    TG_TRY(memory_grow((void **)&r->buf, cap, "a document's text"));
     r->cap = cap;
+    return TG_OK;
 }
 
 /* Reads until at least `want` unread bytes are buffered or the file ends. */
@@ -128,7 +130,7 @@ static TgStatus fill_text(DocReader *r, size_t want) {
         r->end -= r->start, r->start = 0;
     }
     while (!r->at_eof && r->end < want) {
-        reserve(r, r->end + JSONL_BLOCK_BYTES);
+        TG_TRY(reserve(r, r->end + JSONL_BLOCK_BYTES));
         size_t got;
         TG_TRY(file_stream_read(&r->fs, r->buf + r->end, JSONL_BLOCK_BYTES, &got));
         r->end += got;
@@ -206,7 +208,7 @@ static TgStatus next_jsonl_piece(DocReader *r, DocPiece *piece, bool *got) {
                 return tg_fail(TG_ERR_FORMAT, "%s: %s (--strict stops at the first malformed line)", s->path, line.why);
             continue;
         }
-        reserve(r, value.raw_len + 1);
+        TG_TRY(reserve(r, value.raw_len + 1));
         size_t len = json_decode(value, r->buf);
         if (len == 0) {
             r->empty_texts++;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/hash.h"
+#include "lib/memory.h"
 
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
@@ -265,8 +266,10 @@ TgStatus token_store_open(TokenStore *s, const char *path, uint32_t vocab_size, 
         return store_refused(s, tg_fail(TG_ERR_MISMATCH, "token file %s was made by another tokenizer than the run's", path));
     /* every id checked and the tokens hashed, a block at a time */
     enum { BLOCK = 1 << 16 };
-    int32_t *ids = tg_malloc(BLOCK * sizeof *ids);
-    unsigned char *raw = tg_malloc(BLOCK * 4);
+    int32_t *ids = NULL;
+    unsigned char *raw = NULL;
+    st = memory_grow((void **)&ids, BLOCK * sizeof *ids, "reading a token file");
+    if (st == TG_OK) st = memory_grow((void **)&raw, BLOCK * 4, "reading a token file");
     Hash64 hash;
     hash64_init(&hash, 0);
     for (uint64_t i = 0; i < s->n && st == TG_OK; i += BLOCK) {
@@ -334,8 +337,13 @@ TgStatus tokfile_writer_open(TokfileWriter *w, const char *path, uint32_t vocab_
         return tg_fail(TG_ERR_ARG, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path, vocab_size,
                        TG_MAX_VOCAB);
     w->vocab_size = vocab_size, w->width = width_for(vocab_size), w->fingerprint = fingerprint;
-    TG_TRY(atomic_file_open(&w->af, path));
-    w->buf = tg_malloc(TOKFILE_WRITER_BUFFER);
+    TG_TRY(memory_grow((void **)&w->buf, TOKFILE_WRITER_BUFFER, "writing a token file"));
+    TgStatus st = atomic_file_open(&w->af, path);
+    if (st != TG_OK) {
+        free(w->buf);
+        w->buf = NULL;
+        return st;
+    }
     unsigned char header[TOKFILE_HEADER_BYTES];
     make_header(header, vocab_size, 0, fingerprint); /* the count is written at the end */
     memcpy(w->buf, header, sizeof header);

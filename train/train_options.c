@@ -15,7 +15,7 @@
 #include "lib/path.h"
 
 /* char, bpe or hf:FILE: checked wherever the value comes from (a flag, run.txt) */
-static TgStatus check_tokenizer(const OptSpec *spec, const void *field) {
+TgStatus train_check_tokenizer(const OptSpec *spec, const void *field) {
     const char *v = *(const char *const *)field;
     if (!v || strcmp(v, "char") == 0 || strcmp(v, "bpe") == 0 || (strncmp(v, "hf:", 3) == 0 && v[3])) return TG_OK;
     return tg_fail(TG_ERR_ARG, "%s must be char, bpe or hf:PATH/tokenizer.json, got '%s'", spec->flag, v);
@@ -56,9 +56,9 @@ static const OptSpec specs[] = {
     FLAG_DATASET(T, dataset, "a dataset folder made by `tapegrad prepare`, instead of --data", ID, NULL),
     FLAG_SPECIAL_TOKENS(T, special_tokens, ID),
     FLAG_TEXT_FIELD(T, text_field, ID),
-    OPT_CHECKED(T, tokenizer, "--tokenizer", OPT_STRING,
-                "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
-                OPT_ANY, NULL, ID, "bpe when the preset has a vocabulary of its own, else char", check_tokenizer),
+    FLAG_TOKENIZER(T, tokenizer,
+                   "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
+                   ID, "bpe when the preset has a vocabulary of its own, else char"),
     OPT(T, val_fraction, "--val-fraction", OPT_DOUBLE, "last fraction of the tokens kept for validation",
         OPT_FRACTION, NULL, ID, NULL),
     FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
