@@ -11,7 +11,7 @@
 typedef struct {
     const char *run, *prompt;
     int64_t tokens, seed;
-    double temperature;
+    double temperature, top_p, repetition_penalty;
     int top_k, threads;
 } SampleFlags;
 
@@ -20,9 +20,10 @@ static const OptSpec specs[] = {
     FLAG_RUN(S, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
     OPT(S, prompt, "--prompt", OPT_STRING, "text to continue", OPT_ANY, NULL, 0, "a newline"),
     OPT(S, tokens, "--tokens", OPT_INT64, "tokens to generate", ((OptRange){0, TRAIN_MAX_COUNT, true, false}), NULL, 0, NULL),
-    OPT(S, temperature, "--temperature", OPT_DOUBLE, "0 = always the most likely token", OPT_NON_NEGATIVE, NULL, 0,
-        NULL),
-    OPT(S, top_k, "--top-k", OPT_INT, "sample among the k most likely, 0 = all", OPT_NON_NEGATIVE, NULL, 0, NULL),
+    FLAG_TEMPERATURE(S, temperature, 0),
+    FLAG_TOP_K(S, top_k, 0),
+    FLAG_TOP_P(S, top_p, 0),
+    FLAG_REPETITION_PENALTY(S, repetition_penalty, 0),
     FLAG_SEED(S, seed, "sampling seed", 0, NULL),
     FLAG_THREADS(S, threads, "threads", 0, NULL),
 };
@@ -45,8 +46,9 @@ static TgStatus sample_memory_check(const Run *run, const SampleFlags *o) {
 
 static int sample_main(int argc, char **argv) {
     const TgSampleOptions sampling = tg_sample_defaults();
-    const SampleFlags defaults = {.prompt = RUN_SAMPLE_PROMPT, .tokens = 300, .seed = 1,
-                                  .temperature = sampling.temperature, .top_k = sampling.top_k, .threads = TRAIN_DEFAULT_THREADS};
+    const SampleFlags defaults = {.prompt = RUN_SAMPLE_PROMPT, .tokens = 300, .seed = 1, .temperature = sampling.temperature,
+                                  .top_k = sampling.top_k, .top_p = 1.0, .repetition_penalty = 1.0,
+                                  .threads = TRAIN_DEFAULT_THREADS};
     SampleFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
@@ -59,7 +61,9 @@ static int sample_main(int argc, char **argv) {
         tg_engine_open(&engine, o.threads, 16u << 20);
         char *text = NULL;
         size_t len = 0;
-        s = run_sample(&run, &engine.tape, o.prompt, o.tokens, o.temperature, o.top_k, (uint64_t)o.seed, &text, &len);
+        TgSampleOptions so = tg_sample_defaults();
+        so.temperature = o.temperature, so.top_k = o.top_k, so.top_p = o.top_p, so.repetition_penalty = o.repetition_penalty;
+        s = run_sample(&run, &engine.tape, o.prompt, o.tokens, &so, (uint64_t)o.seed, &text, &len);
         if (s == TG_OK) {
             /* the prompt as given, then the continuation */
             fputs(o.prompt, stdout);

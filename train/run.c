@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/chat_format.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/prepare.h"
@@ -102,17 +103,43 @@ static TgStatus open_run_dataset(Run *run, bool want_train) {
     return s;
 }
 
-/* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it). */
+/* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it), and
+ * whether it fine-tunes on conversations. */
 static TgStatus read_run_dataset(Run *run) {
     TrainOptions id;
     OptStrings strings = {0};
     TgStatus s = run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
+    if (s == TG_OK) run->sft = train_options_sft(&id);
     opt_strings_free(&strings);
     return s;
 }
 
+TgStatus run_is_sft(const char *dir, bool *sft) {
+    char path[TG_PATH_CAP];
+    *sft = false;
+    TG_TRY(path_join(path, sizeof path, dir, RUN_IDENTITY_FILE));
+    if (access(path, F_OK) != 0) return TG_OK;
+    TrainOptions id;
+    OptStrings strings = {0};
+    TgStatus s = run_identity_read(dir, &id, &strings);
+    if (s == TG_OK) *sft = train_options_sft(&id);
+    opt_strings_free(&strings);
+    return s;
+}
+
+/* A fine-tuning run's conversations in `dir` (its folder, or a replica's own), for a window of
+ * seq_len tokens; the val split alone unless want_train. */
+static TgStatus open_sft_splits(Run *run, const char *dir, int64_t seq_len, bool want_train) {
+    uint32_t vocab = (uint32_t)run->tok.vocab_size;
+    uint64_t fingerprint = run->tok.fingerprint;
+    if (want_train)
+        TG_TRY(sft_split_open(&run->sft_train, dir, PREPARE_TRAIN_FILE, SFT_TRAIN_MASK_FILE, vocab, fingerprint, seq_len));
+    return sft_split_open(&run->sft_val, dir, PREPARE_VAL_FILE, SFT_VAL_MASK_FILE, vocab, fingerprint, seq_len);
+}
+
 static TgStatus load_tokens(Run *run) {
+    if (run->sft) return open_sft_splits(run, run->dir, run->model.cfg.seq_len, true);
     if (run->dataset[0]) return open_run_dataset(run, true);
     TG_TRY(open_run_tokens(run, run->dir, PREPARE_TRAIN_FILE, &run->train));
     return open_run_tokens(run, run->dir, PREPARE_VAL_FILE, &run->val);
@@ -120,6 +147,7 @@ static TgStatus load_tokens(Run *run) {
 
 TgStatus run_open_val(Run *run) {
     TG_TRY(read_run_dataset(run));
+    if (run->sft) return open_sft_splits(run, run->dir, run->model.cfg.seq_len, false);
     if (run->dataset[0]) return open_run_dataset(run, false);
     return open_run_tokens(run, run->dir, PREPARE_VAL_FILE, &run->val);
 }
@@ -208,6 +236,7 @@ static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_
 static void run_clear(Run *run) {
     memset(run, 0, sizeof *run);
     run->train.fd = run->val.fd = -1;
+    run->sft_train.tokens.fd = run->sft_train.mask.fd = run->sft_val.tokens.fd = run->sft_val.mask.fd = -1;
 }
 
 TgStatus run_open_existing(const char *dir_or_file, Run *run) {
@@ -254,6 +283,7 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     /* the k slice it trained with (a run.txt written before --gemm-kc records none: this CPU's) */
     if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.gemm_kc);
     if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
+    if (s == TG_OK) run->sft = train_options_sft(&stored);
     opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
@@ -354,9 +384,196 @@ static TgStatus write_dataset_copy(Run *run) {
     return s;
 }
 
+/* ---------------------------------------------------------------- a new fine-tuning run */
+
+/* --init-from names a run folder or a checkpoint (not a safetensors file). */
+static bool init_from_is_run(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return true;
+    size_t n = strlen(path);
+    return n > 5 && strcmp(path + n - 5, ".tgck") == 0;
+}
+
+/* The shape flags given now must be the base's: a run started from it keeps its shape (--seq
+ * aside: the weights do not depend on it). */
+static TgStatus check_base_shape(const TrainOptions *o, const TgModelConfig *base_cfg, const char *base) {
+    const OptTable *t = train_option_table();
+    TrainOptions stored = *o;
+    stored.model = *base_cfg;
+    stored.ffn = tg_ffn_kind_name(base_cfg->ffn);
+    for (int i = 0; i < t->count; i++) {
+        const OptSpec *spec = &t->specs[i];
+        bool shape = (spec->group & TRAIN_OPT_SHAPE) || strcmp(spec->flag, "--preset") == 0 ||
+                     strcmp(spec->flag, "--tokenizer") == 0;
+        if (!(o->given & OPT_BIT(i)) || !shape || strcmp(spec->flag, "--seq") == 0) continue;
+        if ((spec->group & TRAIN_OPT_SHAPE) && opt_equal(t, i, o, &stored)) continue;
+        if (!(spec->group & TRAIN_OPT_SHAPE))
+            return tg_fail(TG_ERR_ARG, "%s: a run started from --init-from %s takes its tokenizer and shape; drop %s",
+                           spec->flag, base, spec->flag);
+        char given[256], was[256];
+        opt_format(t, i, o, given, sizeof given);
+        opt_format(t, i, &stored, was, sizeof was);
+        return tg_fail(TG_ERR_ARG,
+                       "%s %s differs from the %s of --init-from %s: a run started from it keeps the base model's shape; "
+                       "drop %s",
+                       spec->flag, given, was, base, spec->flag);
+    }
+    return TG_OK;
+}
+
+static void report_sft_data(Run *run, const SftPrepareOptions *opt, const SftPrepareResult *r) {
+    const MessageSink *m = &run->messages;
+    message_emit(m, MESSAGE_INFO,
+                 "conversations: %" PRIu64 " from %zu file%s (%.1f MiB, %.1f s): %" PRIu64 " train + %" PRIu64
+                 " val, %" PRIu64 " + %" PRIu64 " tokens, %" PRIu64 " of them trained (assistant replies and their "
+                 CHAT_IM_END ")",
+                 r->conversations, r->files, r->files == 1 ? "" : "s", (double)r->file_bytes / (1 << 20), r->seconds,
+                 r->train_conversations, r->val_conversations, r->train_tokens, r->val_tokens, r->trained_tokens);
+    if (r->truncated)
+        message_emit(m, MESSAGE_NOTE, "%" PRIu64 " conversation%s longer than --seq %lld tokens cut to the window",
+                     r->truncated, r->truncated == 1 ? "" : "s", (long long)opt->seq_len);
+    if (r->without_reply || r->without_reply_in_window)
+        message_emit(m, MESSAGE_NOTE,
+                     "left out: %" PRIu64 " conversation%s without an assistant turn, %" PRIu64 " without one within the window",
+                     r->without_reply, r->without_reply == 1 ? "" : "s", r->without_reply_in_window);
+    if (r->files_skipped)
+        message_emit(m, MESSAGE_WARNING, "%zu file%s that are not JSONL skipped (first: %s)", r->files_skipped,
+                     r->files_skipped == 1 ? "" : "s", r->first_skipped);
+    if (r->malformed_lines) {
+        message_emit(m, MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped; the first:", r->malformed_lines,
+                     r->malformed_lines == 1 ? "" : "s");
+        for (int i = 0; i < r->n_errors; i++) message_emit(m, MESSAGE_WARNING, "  %s", r->errors[i]);
+    }
+}
+
+/* The conversations of --data prepared into `dir` with the run's tokenizer, then opened. A
+ * replica (dir NULL) prepares them in a folder of its own, keeps the files open and removes it. */
+static TgStatus prepare_sft_data(Run *run, const TrainOptions *o, int64_t seq_len, const char *dir,
+                                 const PrepareReporter *preparing) {
+    char own[TG_PATH_CAP];
+    const char *tmp = getenv("TMPDIR");
+    if (!dir) {
+        TG_TRY(path_format(own, sizeof own, "%s/tapegrad-replica-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
+        if (!mkdtemp(own)) return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    }
+    const char *into = dir ? dir : own;
+    SftPrepareOptions opt = {.sources = o->data_path, .tok = &run->tok, .seq_len = seq_len,
+                             .val_fraction = o->val_fraction};
+    PrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
+    if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
+    SftPrepareResult result;
+    TgStatus s = sft_prepare(&opt, into, &rep, &result);
+    if (s == TG_OK) s = open_sft_splits(run, into, seq_len, true);
+    if (s == TG_OK) report_sft_data(run, &opt, &result);
+    if (!dir) {
+        const char *files[] = {PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, SFT_TRAIN_MASK_FILE, SFT_VAL_MASK_FILE};
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+            char path[TG_PATH_CAP];
+            if (path_join(path, sizeof path, own, files[i]) == TG_OK) (void)unlink(path); /* the open files stay readable */
+        }
+        (void)rmdir(own);
+    }
+    return s;
+}
+
+/* The base of a fine-tuning run started from a run or a checkpoint: its tokenizer, and its weights
+ * copied into run->model, built with `cfg` (the base's shape, perhaps another seq_len). */
+static TgStatus take_base(Run *run, const char *init_from, const TgModelConfig *cfg) {
+    Run base;
+    TgStatus s = run_open_existing(init_from, &base);
+    if (s == TG_OK && base.model.params.total != 0) {
+        TgModelConfig c = *cfg;
+        c.vocab = base.model.cfg.vocab;
+        tg_model_build(&run->model, &c);
+        run->model_built = true;
+        TG_CHECK(run->model.params.total == base.model.params.total, "the base's parameters do not fit its shape");
+        memcpy(run->model.params.data, base.model.params.data, base.model.params.total * sizeof(float));
+        run->tok = base.tok;
+        memset(&base.tok, 0, sizeof base.tok);
+        run->initialized_from_file = true;
+    }
+    run_close(&base);
+    return s;
+}
+
+static TgStatus open_new_sft(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
+    TrainOptions id = *o;
+    TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
+    id.gemm_kc = tg_gemm_plan().kc;
+    bool from_run = init_from_is_run(o->init_from ? o->init_from : "");
+    OptStrings base_strings = {0};
+    TgModelConfig cfg;
+    TgStatus s = TG_OK;
+    if (from_run) {
+        char ckpt[TG_PATH_CAP], base_dir[TG_PATH_CAP];
+        uint64_t fingerprint;
+        TG_TRY(run_folder_locate(o->init_from, base_dir, sizeof base_dir));
+        TG_TRY(checkpoint_resolve(o->init_from, ckpt, sizeof ckpt));
+        TG_TRY(checkpoint_read_config(ckpt, &cfg, &fingerprint));
+        TG_TRY(check_base_shape(o, &cfg, o->init_from));
+        if (o->model.seq_len > 0) cfg.seq_len = o->model.seq_len;
+        TG_TRY(tg_model_config_validate(&cfg));
+        /* run.txt records the base's preset and tokenizer kind; tokenizer.txt holds the tokenizer */
+        TrainOptions base_id;
+        if (run_identity_read(base_dir, &base_id, &base_strings) == TG_OK) id.preset = base_id.preset;
+        tg_error_clear();
+        id.tokenizer = "bpe";
+    } else {
+        if (!o->tokenizer || strncmp(o->tokenizer, "hf:", 3) != 0)
+            return tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "
+                                       "tapegrad train, whose tokenizer has " CHAT_IM_START " and " CHAT_IM_END
+                                       "), or --tokenizer hf:FILE (with --init-from WEIGHTS.safetensors, or from scratch)");
+        TG_TRY(resolve_config(o, 256, &cfg)); /* the tokenizer's vocabulary is known once it is read */
+    }
+    TG_TRY(train_memory_check(o, &cfg, 0, 0));
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32], generated[256];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(generated, sizeof generated, "checkpoints/sft-%s", stamp);
+    if (writes) s = run_folder_choose(&run->folder, o->out_dir, generated);
+    if (s == TG_OK && !from_run && o->init_from && access(o->init_from, R_OK) != 0)
+        s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
+    if (s == TG_OK && writes) s = begin_new_folder(run);
+    if (s == TG_OK) s = from_run ? take_base(run, o->init_from, &cfg) : tokenizer_hf_load(o->tokenizer + 3, &run->tok);
+    ChatTokens ct;
+    if (s == TG_OK) s = chat_tokens_find(&run->tok, from_run ? o->init_from : o->tokenizer + 3, &ct);
+    char path[TG_PATH_CAP];
+    if (s == TG_OK && writes) s = path_join(path, sizeof path, run->dir, PREPARE_TOKENIZER_FILE);
+    if (s == TG_OK && writes) s = tg_tokenizer_save(&run->tok, path);
+    if (s == TG_OK) s = prepare_sft_data(run, o, cfg.seq_len, writes ? run->dir : NULL, preparing);
+    if (s == TG_OK && !from_run) s = build_new_model(run, o, (uint64_t)id.seed);
+    if (s == TG_OK && from_run && cfg.seq_len > 0 && o->model.seq_len > 0) {
+        TgModelConfig base_cfg;
+        uint64_t fingerprint;
+        char ckpt[TG_PATH_CAP];
+        if (checkpoint_resolve(o->init_from, ckpt, sizeof ckpt) == TG_OK &&
+            checkpoint_read_config(ckpt, &base_cfg, &fingerprint) == TG_OK && o->model.seq_len > base_cfg.seq_len)
+            message_emit(&run->messages, MESSAGE_NOTE,
+                         "--seq %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
+                         (long long)o->model.seq_len, (long long)base_cfg.seq_len, o->init_from);
+        tg_error_clear();
+    }
+    if (s == TG_OK && writes) s = identity_write(run->dir, &id);
+    opt_strings_free(&base_strings);
+    TG_TRY(s);
+    run->sft = true;
+    run->state.seed = (uint64_t)id.seed;
+    run->state.best_val_loss = INFINITY;
+    return TG_OK;
+}
+
 /* A new run: every check that needs no corpus, then the corpus and the model in memory, then the
  * files (run_folder.h). */
 static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
+    if (train_options_sft(o)) return open_new_sft(o, writes, preparing, run);
+    if (o->init_from && init_from_is_run(o->init_from))
+        return tg_fail(TG_ERR_ARG,
+                       "--init-from %s names a run: train continues a run with --resume, and tapegrad sft fine-tunes one "
+                       "on conversations; to pretrain from its weights on other data, export them (tapegrad ckpt export "
+                       "--safetensors FILE) and pass --init-from FILE with the run's tokenizer",
+                       o->init_from);
     TgModelConfig preset_cfg;
     TG_TRY(tg_model_preset(o->preset, &preset_cfg));
     /* the identity with every default filled in, as run.txt records it */
@@ -458,6 +675,8 @@ void run_close(Run *run) {
     tg_tokenizer_free(&run->tok);
     token_store_close(&run->train);
     token_store_close(&run->val);
+    sft_split_close(&run->sft_train);
+    sft_split_close(&run->sft_val);
     run_clear(run);
 }
 
@@ -484,11 +703,9 @@ void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, doubl
     fflush(run->metrics);
 }
 
-TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k, uint64_t seed,
+TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,
                     char **text, size_t *text_len) {
     TgRng rng;
     tg_rng_seed(&rng, seed);
-    TgSampleOptions so = tg_sample_defaults();
-    so.temperature = temperature, so.top_k = top_k;
-    return tg_sample_text(&run->model, &run->tok, tape, prompt, strlen(prompt), n, &so, &rng, text, text_len);
+    return tg_sample_text(&run->model, &run->tok, tape, prompt, strlen(prompt), n, sampling, &rng, text, text_len);
 }
