@@ -33,7 +33,9 @@ static TgStatus fill(JsonlReader *r) {
         r->end -= r->start, r->scanned -= r->start, r->start = 0;
     }
     if (r->cap - r->end < JSONL_BLOCK_BYTES + 1) {
-        size_t cap = r->cap * 2 > r->end + JSONL_BLOCK_BYTES + 1 ? r->cap * 2 : r->end + JSONL_BLOCK_BYTES + 1;
+        /* doubling, but never past the longest line and two blocks */
+        size_t most = (size_t)JSONL_MAX_LINE_BYTES + 2 * JSONL_BLOCK_BYTES + 1, cap = r->cap * 2 < most ? r->cap * 2 : most;
+        if (cap < r->end + JSONL_BLOCK_BYTES + 1) cap = r->end + JSONL_BLOCK_BYTES + 1;
         TG_TRY(memory_grow((void **)&r->buf, cap, "a JSON line"));
         r->cap = cap;
     }
