@@ -10,12 +10,12 @@
 TgStatus jsonl_open(JsonlReader *r, const char *path) {
     memset(r, 0, sizeof *r);
     TG_TRY(file_stream_open(&r->fs, path));
-    TgStatus s = memory_grow((void **)&r->buf, JSONL_BLOCK_BYTES + 1, "reading JSON lines");
+    TgStatus s = memory_grow((void **)&r->buf, 1 << 16, "reading JSON lines");
     if (s != TG_OK) {
         file_stream_close(&r->fs);
         return s;
     }
-    r->cap = JSONL_BLOCK_BYTES + 1;
+    r->cap = 1 << 16;
     return TG_OK;
 }
 
@@ -25,20 +25,21 @@ void jsonl_close(JsonlReader *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Moves the unread bytes to the front and reads one more block after them, growing the buffer
- * when the line being read fills it (up to JSONL_MAX_LINE_BYTES + a block). */
+/* Moves the unread bytes to the front and reads up to a block after them, the buffer doubling from
+ * 64 KiB while a line fills it, to the longest line and two blocks at most. */
 static TgStatus fill(JsonlReader *r) {
     if (r->start > 0) {
         memmove(r->buf, r->buf + r->start, r->end - r->start);
         r->end -= r->start, r->scanned -= r->start, r->start = 0;
     }
-    if (r->cap - r->end < JSONL_BLOCK_BYTES + 1) {
-        size_t cap = r->cap * 2 > r->end + JSONL_BLOCK_BYTES + 1 ? r->cap * 2 : r->end + JSONL_BLOCK_BYTES + 1;
+    const size_t most = (size_t)JSONL_MAX_LINE_BYTES + 2 * JSONL_BLOCK_BYTES + 1;
+    if (r->cap - r->end <= JSONL_BLOCK_BYTES && r->cap < most) {
+        size_t cap = 2 * r->cap < most ? 2 * r->cap : most;
         TG_TRY(memory_grow((void **)&r->buf, cap, "a JSON line"));
         r->cap = cap;
     }
-    size_t got;
-    TG_TRY(file_stream_read(&r->fs, r->buf + r->end, JSONL_BLOCK_BYTES, &got));
+    size_t room = r->cap - r->end - 1, got; /* a byte stays free for the NUL after a last line */
+    TG_TRY(file_stream_read(&r->fs, r->buf + r->end, room < JSONL_BLOCK_BYTES ? room : JSONL_BLOCK_BYTES, &got));
     if (got == 0) r->at_eof = true;
     r->end += got;
     return TG_OK;

@@ -12,7 +12,7 @@
  *     is not is a malformed line, handed to the caller with its number and the reason (the byte
  *     offset within the line included), so the caller decides whether to skip it or stop;
  *   - a line longer than JSONL_MAX_LINE_BYTES is malformed and is skipped without being held:
- *     the reader's memory is at most JSONL_MAX_LINE_BYTES plus one block of JSONL_BLOCK_BYTES.
+ *     the reader's memory is at most JSONL_MAX_LINE_BYTES plus two blocks of JSONL_BLOCK_BYTES.
  * A read error, or a truncated or corrupt gzip stream, is an error (a status), not a line.
  * A truncated last line (no '\n', cut inside the object) is a malformed line like any other. */
 #ifndef TAPEGRAD_DATA_JSONL_H
