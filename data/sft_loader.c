@@ -55,6 +55,8 @@ static TgStatus pack_row(const Stream *s, int64_t seq, int32_t pad_id, int32_t *
         int64_t c = stream_peek(s);
         if (c == END_OF_PASS) break;
         int64_t len = (int64_t)conversation_len(s->split, (size_t)c);
+        TG_CHECK(len <= seq, "a conversation of %lld tokens in a window of %lld (sft_split_open refuses one)", (long long)len,
+                 (long long)seq);
         if (used > 0 && used + len > seq) break;
         if (inputs) {
             uint64_t at = s->split->starts[c];

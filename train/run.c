@@ -396,26 +396,24 @@ static bool init_from_is_run(const char *path) {
 
 /* The shape flags given now must be the base's: a run started from it keeps its shape (--seq
  * aside: the weights do not depend on it). */
-static TgStatus check_base_shape(const TrainOptions *o, const TgModelConfig *base_cfg, const char *base) {
+static TgStatus check_base_shape(const TrainOptions *o, const TgModelConfig *base_cfg, const TrainOptions *base_id,
+                                 const char *base) {
     const OptTable *t = train_option_table();
     TrainOptions stored = *o;
     stored.model = *base_cfg;
     stored.ffn = tg_ffn_kind_name(base_cfg->ffn);
+    stored.preset = base_id->preset, stored.tokenizer = base_id->tokenizer;
     for (int i = 0; i < t->count; i++) {
         const OptSpec *spec = &t->specs[i];
         bool shape = (spec->group & TRAIN_OPT_SHAPE) || strcmp(spec->flag, "--preset") == 0 ||
-                     strcmp(spec->flag, "--tokenizer") == 0;
-        if (!(o->given & OPT_BIT(i)) || !shape || strcmp(spec->flag, "--seq") == 0) continue;
-        if ((spec->group & TRAIN_OPT_SHAPE) && opt_equal(t, i, o, &stored)) continue;
-        if (!(spec->group & TRAIN_OPT_SHAPE))
-            return tg_fail(TG_ERR_ARG, "%s: a run started from --init-from %s takes its tokenizer and shape; drop %s",
-                           spec->flag, base, spec->flag);
+                     strcmp(spec->flag, "--tokenizer") == 0 || strcmp(spec->flag, "--ffn") == 0;
+        if (!(o->given & OPT_BIT(i)) || !shape || strcmp(spec->flag, "--seq") == 0 || opt_equal(t, i, o, &stored)) continue;
         char given[256], was[256];
         opt_format(t, i, o, given, sizeof given);
         opt_format(t, i, &stored, was, sizeof was);
         return tg_fail(TG_ERR_ARG,
-                       "%s %s differs from the %s of --init-from %s: a run started from it keeps the base model's shape; "
-                       "drop %s",
+                       "%s %s differs from the %s of --init-from %s: a run started from it keeps the base model's shape "
+                       "and tokenizer; drop %s",
                        spec->flag, given, was, base, spec->flag);
     }
     return TG_OK;
@@ -510,14 +508,17 @@ static TgStatus open_new_sft(TrainOptions *o, bool writes, const PrepareReporter
         TG_TRY(run_folder_locate(o->init_from, base_dir, sizeof base_dir));
         TG_TRY(checkpoint_resolve(o->init_from, ckpt, sizeof ckpt));
         TG_TRY(checkpoint_read_config(ckpt, &cfg, &fingerprint));
-        TG_TRY(check_base_shape(o, &cfg, o->init_from));
-        if (o->model.seq_len > 0) cfg.seq_len = o->model.seq_len;
-        TG_TRY(tg_model_config_validate(&cfg));
-        /* run.txt records the base's preset and tokenizer kind; tokenizer.txt holds the tokenizer */
+        /* the base's run.txt: its preset and tokenizer, which the new run records */
         TrainOptions base_id;
-        if (run_identity_read(base_dir, &base_id, &base_strings) == TG_OK) id.preset = base_id.preset;
-        tg_error_clear();
-        id.tokenizer = "bpe";
+        s = run_identity_read(base_dir, &base_id, &base_strings);
+        if (s == TG_OK) s = check_base_shape(o, &cfg, &base_id, o->init_from);
+        if (s == TG_OK && o->model.seq_len > 0) cfg.seq_len = o->model.seq_len;
+        if (s == TG_OK) s = tg_model_config_validate(&cfg);
+        if (s != TG_OK) {
+            opt_strings_free(&base_strings);
+            return s;
+        }
+        id.preset = base_id.preset, id.tokenizer = base_id.tokenizer;
     } else {
         if (!o->tokenizer || strncmp(o->tokenizer, "hf:", 3) != 0)
             return tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "

@@ -184,15 +184,6 @@ TgStatus train_options_validate(const TrainOptions *o) {
     /* the options against each other */
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
-    if (o->dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") || given(o, "--val-fraction") ||
-                       given(o, "--special-tokens") || given(o, "--text-field")))
-        return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
-                                   "--val-fraction, --special-tokens and --text-field (they are `tapegrad prepare`'s)");
-    if (o->special_tokens && *o->special_tokens && o->tokenizer && strcmp(o->tokenizer, "bpe") != 0)
-        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
-    if (o->resume && o->init_from)
-        return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
-                                   "of them");
     if (train_options_sft(o) && !o->resume) {
         if (o->dataset)
             return tg_fail(TG_ERR_ARG, "fine-tuning reads conversations (--data FILE.jsonl); --dataset is a prepared text "
@@ -205,6 +196,15 @@ TgStatus train_options_validate(const TrainOptions *o) {
                                        "{\"conversations\": [{\"role\": ..., \"content\": ...}, ...]} a line) or a folder "
                                        "of them");
     }
+    if (o->dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") || given(o, "--val-fraction") ||
+                       given(o, "--special-tokens") || given(o, "--text-field")))
+        return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
+                                   "--val-fraction, --special-tokens and --text-field (they are `tapegrad prepare`'s)");
+    if (o->special_tokens && *o->special_tokens && o->tokenizer && strcmp(o->tokenizer, "bpe") != 0)
+        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+    if (o->resume && o->init_from)
+        return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
+                                   "of them");
     if (o->stop_after >= 0 && o->stop_after > o->steps)
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
                        (long long)o->stop_after, origin(o, "--stop-after", oa, sizeof oa), (long long)o->steps,

@@ -147,6 +147,7 @@ typedef struct Trainer {
     MessageSink messages;         /* the reporter's messages, for the run folder's code (run.h) */
     TgLrSchedule sched;
     double t_start, elapsed_before, budget_s, last_val;
+    bool val_before_training;     /* last_val is the loss of --init-from's weights, before any step */
     uint64_t eval_bytes;          /* the text bytes of the eval batches' targets: val loss -> bits per byte */
     double last_bpb;
     double window_t;              /* tokens/s over the steps since the last progress line */
@@ -370,6 +371,7 @@ static TgStatus trainer_announce(Trainer *tr) {
     } else if (run->initialized_from_file) {
         /* where the imported weights start, on the same fixed val batches every evaluation uses */
         TG_TRY(evaluate(tr, &tr->last_val));
+        tr->val_before_training = true;
         run->state.best_val_loss = tr->last_val;
         run_log_metrics(run, 0, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, 0);
         message_emit(m, MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
@@ -584,6 +586,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     if (eval_now) {
         TG_TRY(evaluate(tr, &val));
         tr->last_val = val;
+        tr->val_before_training = false;
         if (!(val >= st->best_val_loss)) st->best_val_loss = val;
     }
     bool ckpt_now = o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after;
@@ -675,7 +678,7 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     st->elapsed_s = tr->elapsed_before + (clock_seconds() - tr->t_start);
     st->loader = batches_state(tr);
     /* together first: the val loss, if the last step had none, and the replica check */
-    bool evaluate_now = isnan(tr->last_val) && st->step > 0;
+    bool evaluate_now = (isnan(tr->last_val) || tr->val_before_training) && st->step > 0;
     if (evaluate_now) TG_TRY(evaluate(tr, &tr->last_val));
     TG_TRY(check_replicas(tr, false));
     /* a failed last save fails every rank */
