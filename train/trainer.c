@@ -96,6 +96,32 @@ double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const 
     return mean;
 }
 
+TgStatus evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const SftSplit *split, int64_t batch,
+                                double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows) {
+    int64_t seq = model->cfg.seq_len;
+    size_t window = (size_t)(batch * seq);
+    SftLoader ld;
+    TG_TRY(sft_loader_init(&ld, split, batch, seq, 0, tok->eot_id, SFT_ORDER_ONCE));
+    int32_t *in = tg_malloc(window * sizeof *in), *tg = tg_malloc(window * sizeof *tg), *ks = tg_malloc(window * sizeof *ks);
+    double nats = 0;
+    *targets = *bytes = *rows = 0;
+    TgStatus s = TG_OK;
+    bool old = tg_tape_set_grad_enabled(tape, false);
+    while (s == TG_OK && !sft_loader_done(&ld)) {
+        s = sft_loader_next(&ld, in, tg, ks);
+        if (s != TG_OK) break;
+        uint64_t count = count_targets(tg, window);
+        nats += (double)tg_model_loss_packed(model, tape, in, tg, ks, batch, seq, NULL)->data[0] * (double)count;
+        tg_tape_reset(tape);
+        *targets += count, *bytes += tokens_text_bytes(tok, tg, window), *rows += (uint64_t)batch;
+    }
+    tg_tape_set_grad_enabled(tape, old);
+    free(in), free(tg), free(ks);
+    sft_loader_free(&ld);
+    *loss = *targets ? nats / (double)*targets : NAN;
+    return s;
+}
+
 /* Names the first parameter whose gradient is not finite (NULL if none). */
 static const char *first_nonfinite_grad(const TgParamStore *ps) {
     for (int i = 0; i < ps->count; i++) {
