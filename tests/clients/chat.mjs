@@ -1,14 +1,14 @@
 // A conversation in llama.cpp with a GGUF file of a fine-tuned run (the sample of docs/sft.md; not
 // run by the tests): node-llama-cpp's chat session applies the file's chat template.
 // usage: node chat.mjs MODEL.gguf "first user turn" ["second user turn" ...]
-import { getLlama, LlamaChatSession, JinjaTemplateChatWrapper } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, LlamaChatSession, JinjaTemplateChatWrapper } from "node-llama-cpp";
 
 const [modelPath, ...turns] = process.argv.slice(2);
 if (turns.length === 0) {
   console.error('usage: node chat.mjs MODEL.gguf "user turn" ...');
   process.exit(2);
 }
-const llama = await getLlama({ gpu: false, build: "never" });
+const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
 const model = await llama.loadModel({ modelPath });
 const context = await model.createContext({ contextSize: model.trainContextSize });
 const session = new LlamaChatSession({
