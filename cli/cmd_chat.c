@@ -12,7 +12,6 @@
 
 #include "cli/cli.h"
 #include "data/chat_format.h"
-#include "data/json_reader.h"
 #include "data/jsonl.h"
 #include "lib/json_write.h"
 #include "tapegrad/engine.h"
@@ -50,19 +49,6 @@ static const OptSpec specs[] = {
 static const OptTable table = {"chat", "--run DIR [--system TEXT] [--message TEXT | --jsonl] [flags]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
-/* The model, its KV cache, the reply's ids and text, before any is allocated. */
-static TgStatus chat_memory_check(const Run *run, const ChatFlags *o) {
-    MemoryPlan plan = {0};
-    double context, buffers;
-    sampling_memory_bytes(&run->model.cfg, o->tokens, o->threads, &context, &buffers);
-    memory_plan_add(&plan, model_memory_bytes(&run->model.cfg), NULL, NULL, "for the model");
-    memory_plan_add(&plan, context, run->last_checkpoint, NULL, "for a KV cache of its %lld-token context",
-                    (long long)run->model.cfg.seq_len);
-    char subject[64];
-    snprintf(subject, sizeof subject, "--tokens %lld", (long long)o->tokens);
-    memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
-    return memory_plan_check(&plan);
-}
 
 /* Everything a chat holds. */
 typedef struct {
@@ -102,32 +88,6 @@ static TgStatus reply_once(Chat *c) {
     putchar('\n');
     free(reply);
     return TG_OK;
-}
-
-/* A line of --jsonl input as data/jsonl.h reads one: strict JSON, an object. */
-static bool jsonl_line(char *text, size_t len, int64_t number, JsonlLine *line) {
-    memset(line, 0, sizeof *line);
-    line->kind = JSONL_MALFORMED;
-    line->number = number;
-    char name[48];
-    snprintf(name, sizeof name, "line %lld", (long long)number);
-    if (len > JSONL_MAX_LINE_BYTES) {
-        snprintf(line->why, sizeof line->why, "line %lld is longer than %d MiB", (long long)number, JSONL_MAX_LINE_BYTES >> 20);
-        return false;
-    }
-    if (json_check(text, len, name) != TG_OK) {
-        snprintf(line->why, sizeof line->why, "%s", tg_error_message());
-        tg_error_clear();
-        return false;
-    }
-    JsonCursor cur = json_cursor(text, len, 0);
-    JsonType type = json_type(&cur);
-    if (type != JSON_OBJECT) {
-        snprintf(line->why, sizeof line->why, "line %lld is %s, not a JSON object", (long long)number, json_type_name(type));
-        return false;
-    }
-    line->kind = JSONL_OBJECT, line->text = text, line->len = len;
-    return true;
 }
 
 static void print_error_line(const char *why) {
@@ -184,8 +144,14 @@ static TgStatus reply_jsonl(Chat *c) {
         if (len == 0) continue;
         JsonlLine line;
         char why[512];
-        bool ok = jsonl_line(text, len, number, &line) && chat_conversation_parse(&line, &conv, why, sizeof why);
-        if (!ok && line.kind != JSONL_OBJECT) snprintf(why, sizeof why, "%s", line.why);
+        if (len > JSONL_MAX_LINE_BYTES) {
+            line.kind = JSONL_MALFORMED;
+            snprintf(line.why, sizeof line.why, "line %lld is longer than %d MiB", (long long)number, JSONL_MAX_LINE_BYTES >> 20);
+        } else {
+            jsonl_line_of(text, len, number, &line);
+        }
+        bool ok = line.kind == JSONL_OBJECT && chat_conversation_parse(&line, &conv, why, sizeof why);
+        if (line.kind != JSONL_OBJECT) snprintf(why, sizeof why, "%s", line.why);
         if (ok && reply_to(c, &conv, number, why, sizeof why) != TG_OK) ok = false;
         if (!ok) {
             print_error_line(why);
@@ -265,7 +231,7 @@ static int chat_main(int argc, char **argv) {
     c.sampling.temperature = o.temperature, c.sampling.top_k = o.top_k, c.sampling.top_p = o.top_p;
     c.sampling.repetition_penalty = o.repetition_penalty;
     TgStatus s = run_open_existing(o.run, &c.run);
-    if (s == TG_OK) s = chat_memory_check(&c.run, &o);
+    if (s == TG_OK) s = sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
     ChatTokens ct;
     if (s == TG_OK) s = chat_tokens_find(&c.run.tok, c.run.dir, &ct);
     if (s == TG_OK) {

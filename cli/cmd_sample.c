@@ -30,19 +30,6 @@ static const OptSpec specs[] = {
 #undef S
 static const OptTable table = {"sample", "--run DIR [flags]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
-/* The KV cache of the checkpoint's context and the buffers of --tokens, before either is allocated. */
-static TgStatus sample_memory_check(const Run *run, const SampleFlags *o) {
-    MemoryPlan plan = {0};
-    double context, buffers;
-    sampling_memory_bytes(&run->model.cfg, o->tokens, o->threads, &context, &buffers);
-    memory_plan_add(&plan, model_memory_bytes(&run->model.cfg), NULL, NULL, "for the model");
-    memory_plan_add(&plan, context, run->last_checkpoint, NULL, "for a KV cache of its %lld-token context",
-                    (long long)run->model.cfg.seq_len);
-    char subject[64];
-    snprintf(subject, sizeof subject, "--tokens %lld", (long long)o->tokens);
-    memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
-    return memory_plan_check(&plan);
-}
 
 static int sample_main(int argc, char **argv) {
     const TgSampleOptions sampling = tg_sample_defaults();
@@ -55,7 +42,7 @@ static int sample_main(int argc, char **argv) {
     if (!o.run) return cli_usage_error("sample", "--run DIR is required (a folder written by `tapegrad train`)");
     Run run;
     TgStatus s = run_open_existing(o.run, &run);
-    if (s == TG_OK) s = sample_memory_check(&run, &o);
+    if (s == TG_OK) s = sampling_memory_check(&run.model.cfg, run.last_checkpoint, o.tokens, o.threads);
     if (s == TG_OK) {
         TgEngine engine;
         tg_engine_open(&engine, o.threads, 16u << 20);

@@ -2,7 +2,6 @@
 #include "data/sft_data.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +13,9 @@
 #include "lib/clock.h"
 #include "lib/path.h"
 
-static void say(const PrepareReporter *rep, MessageLevel level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(const PrepareReporter *rep, MessageLevel level, const char *fmt, ...) {
-    if (!rep || !rep->message) return;
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    rep->message(rep->ctx, level, text);
+/* The reporter's messages (lib/messages.h). */
+static MessageSink sink_of(const PrepareReporter *rep) {
+    return (MessageSink){rep ? rep->message : NULL, rep ? rep->ctx : NULL};
 }
 
 /* Everything one preparation holds. */
@@ -198,9 +191,10 @@ static TgStatus prepare(Prep *p, const char *dir) {
     if (s == TG_OK) s = path_join(path, sizeof path, dir, SFT_TRAIN_MASK_FILE);
     if (s == TG_OK) s = tokfile_writer_open(&p->masks, path, SFT_MASK_VALUES, opt->tok->fingerprint);
     p->masks_open = s == TG_OK;
+    MessageSink sink = sink_of(p->rep);
     if (s == TG_OK)
-        say(p->rep, MESSAGE_INFO, "preparing conversations from %s: %zu file%s, %.1f MiB", opt->sources, list.count,
-            list.count == 1 ? "" : "s", (double)list.file_bytes / (1 << 20));
+        message_emit(&sink, MESSAGE_INFO, "preparing conversations from %s: %zu file%s, %.1f MiB", opt->sources, list.count,
+                     list.count == 1 ? "" : "s", (double)list.file_bytes / (1 << 20));
     for (size_t i = 0; s == TG_OK && i < list.count; i++) s = read_file(p, list.items[i].path);
     sources_free(&list);
     if (s == TG_OK) {

@@ -26,13 +26,14 @@
 
 /* Prose, and indented lines: the merge of "\n" and " " that a reply beginning with white space
  * can share with the header's "\n". */
-static TgTokenizer chat_tokenizer(void) {
+static TgTokenizer chat_tokenizer(ChatTokens *ct) {
     size_t prose_len = 60000, extra = 300 * 12;
     char *text = datagen_prose(3, prose_len + extra);
     for (size_t i = 0; i < 300; i++) memcpy(text + prose_len + 12 * i, "list:\n  item", 12);
     TgTokenizer tok;
     cr_assert_eq(tg_tokenizer_bpe_train_specials(text, prose_len + extra, 600, "chatml", &tok), TG_OK, "%s", tg_error_message());
     free(text);
+    cr_assert_eq(chat_tokens_find(&tok, "test", ct), TG_OK, "%s", tg_error_message());
     return tok;
 }
 
@@ -66,9 +67,8 @@ Test(chat_format, renders_chatml_as_minimind_template_does) {
  * markers single ids, and special-token text inside a content the token (as Hugging Face's
  * tokenizer(apply_chat_template(...)) gives them). */
 Test(chat_format, ids_are_the_whole_rendered_text_encoded) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    cr_assert_eq(chat_tokens_find(&tok, "test", &ct), TG_OK, "%s", tg_error_message());
+    TgTokenizer tok = chat_tokenizer(&ct);
     cr_expect(ct.im_start >= 0 && ct.im_end >= 0 && ct.im_start != ct.im_end);
     static const char *const cases[][3] = {
         {"Be brief.", "What is the time?", "It is noon."},
@@ -105,9 +105,8 @@ static char *bytes_of(const TgTokenizer *tok, const int32_t *ids, size_t from, s
  * are trained; <|im_start|>, "assistant", its "\n", the "\n" after <|im_end|>, and every id of the
  * system and user turns are not. */
 Test(chat_format, the_mask_covers_each_reply_and_its_im_end_and_not_the_header) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     const char *contents[] = {"Answer in one line.", "What colour is the sky?", "The sky is blue.", "And grass?",
                               "Grass is green, mostly."};
     Conversation c = conversation(5, (ChatRole[]){CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT, CHAT_USER, CHAT_ASSISTANT},
@@ -152,9 +151,8 @@ Test(chat_format, the_mask_covers_each_reply_and_its_im_end_and_not_the_header) 
 /* A reply that begins with white space can share an id with the header's "\n" (the pre-split
  * joins "\n " before a word's space): that id holds reply text, so it is trained. */
 Test(chat_format, an_id_shared_by_the_header_and_the_reply_is_trained) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     ChatIds ids = {0};
     assert_ok(chat_encode_turn(&tok, &ct, CHAT_ASSISTANT, "   spaced out", 13, &ids));
     size_t first = 1;
@@ -306,9 +304,8 @@ enum { SEQ = 128, PAD = 5 };
  * one's own; targets its next id where the mask trains it, else ignored; padding ignored and
  * alone. Together the rows of an epoch hold every conversation once. */
 Test(sft_loader, rows_hold_whole_conversations_each_on_its_own) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 23);
     SftLoader ld;
@@ -357,9 +354,8 @@ Test(sft_loader, rows_hold_whole_conversations_each_on_its_own) {
  * draws next what the loader that got there draws (a resume), across epochs; the seed decides
  * the order. */
 Test(sft_loader, skipping_and_setting_the_state_draw_what_drawing_does) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 17);
     SftLoader a, b, c, d;
@@ -395,9 +391,8 @@ Test(sft_loader, skipping_and_setting_the_state_draw_what_drawing_does) {
 /* Evaluation batches are the split in its order, the same at every call; a loader of one pass
  * draws every conversation once, then padding. */
 Test(sft_loader, evaluation_batches_are_fixed_and_one_pass_draws_each_once) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 9);
     int32_t in1[4 * 2 * SEQ], tg1[4 * 2 * SEQ], ks1[4 * 2 * SEQ], in2[4 * 2 * SEQ], tg2[4 * 2 * SEQ], ks2[4 * 2 * SEQ];
@@ -464,9 +459,8 @@ static float *gradient_of(TgModel *model, const int32_t *in, const int32_t *tg, 
  * text (even its length) changes no bit of the gradients. A mask that trained it, or attention
  * that looked ahead, would change them; changing the reply does (the test can fail). */
 Test(sft_gradients, a_user_turn_no_reply_sees_changes_no_bit_of_them) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     TgModel model;
     tiny_model(&model, tok.vocab_size);
     const char *last_users[] = {"thanks, that is all", "wait, one more question about something else entirely"};
@@ -494,9 +488,8 @@ Test(sft_gradients, a_user_turn_no_reply_sees_changes_no_bit_of_them) {
 /* The logits' gradient is exactly zero at every position whose target is masked (system, user,
  * header, the "\n" after <|im_end|>, the last id, padding), and not at the trained ones. */
 Test(sft_gradients, masked_positions_get_exactly_zero_gradient) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     TgModel model;
     tiny_model(&model, tok.vocab_size);
     Conversation c = conversation(3, (ChatRole[]){CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT},
@@ -536,9 +529,8 @@ Test(sft_gradients, masked_positions_get_exactly_zero_gradient) {
  * whatever that other holds (of the same length); without key_start (one sequence a row) they
  * are not, so the test sees the packing. */
 Test(sft_gradients, a_packed_conversation_sees_only_itself) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     TgModel model;
     tiny_model(&model, tok.vocab_size);
     ChatIds x = {0}, y = {0};
@@ -581,9 +573,8 @@ Test(sft_gradients, a_packed_conversation_sees_only_itself) {
  * double from the logits, over the rows the loader made, divided by the count of targets (the
  * mask's trained ids), not by the positions. */
 Test(sft_gradients, the_loss_is_the_mean_over_assistant_tokens) {
-    TgTokenizer tok = chat_tokenizer();
     ChatTokens ct;
-    assert_ok(chat_tokens_find(&tok, "test", &ct));
+    TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 11);
     TgModel model;

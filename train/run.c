@@ -384,6 +384,18 @@ static TgStatus write_dataset_copy(Run *run) {
     return s;
 }
 
+/* ---------------------------------------------------------------- a new run */
+
+/* The folder of a new run given no --out: checkpoints/<kind>-<local time>. */
+static void generated_folder(char *out, size_t cap, const char *kind) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(out, cap, "checkpoints/%s-%s", kind, stamp);
+}
+
 /* ---------------------------------------------------------------- a new fine-tuning run */
 
 /* --init-from names a run folder or a checkpoint (not a safetensors file). */
@@ -527,12 +539,8 @@ static TgStatus open_new_sft(TrainOptions *o, bool writes, const PrepareReporter
         TG_TRY(resolve_config(o, 256, &cfg)); /* the tokenizer's vocabulary is known once it is read */
     }
     TG_TRY(train_memory_check(o, &cfg, 0, 0));
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    char stamp[32], generated[256];
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(generated, sizeof generated, "checkpoints/sft-%s", stamp);
+    char generated[256];
+    generated_folder(generated, sizeof generated, "sft");
     if (writes) s = run_folder_choose(&run->folder, o->out_dir, generated);
     if (s == TG_OK && !from_run && o->init_from && access(o->init_from, R_OK) != 0)
         s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
@@ -596,13 +604,9 @@ static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *pr
     /* what the run will allocate, before the corpus is read (the trainer checks again with the
      * tokenizer's vocabulary and the probe, if any) */
     TG_TRY(train_memory_check(o, &cfg, 0, 0));
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    char stamp[32], generated[256];
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, o->dataset ? "dataset" : hf ? "hf" : tokenizer,
-             stamp);
+    char generated[256], kind[128];
+    snprintf(kind, sizeof kind, "%.64s-%s", o->preset, o->dataset ? "dataset" : hf ? "hf" : tokenizer);
+    generated_folder(generated, sizeof generated, kind);
     if (writes) TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
     if (o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));

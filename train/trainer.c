@@ -431,13 +431,6 @@ static const char *stop_text(int code) {
     }
 }
 
-/* This rank's share of a step's gradient, into params.grad, and its micro-batches' losses.
- * The loader draws the global batch, ranks x accum micro-batches, from its one stream; rank r
- * takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data
- * order does not depend on the number of ranks. Each micro-batch's gradient is computed alone
- * (into zeroed buffers, its loss scaled by 1 / micro_batches) and added to the sum of those before
- * it, g = g0 + g1 + ...: so with accum 1 on N ranks, dist_sum_floats makes the very additions one
- * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows). */
 /* The probe (TrainHooks): the fixed val batches forward with nothing recorded, through the weights
  * the step starts from; each batch's FFN hidden activations go to the hook. */
 static void run_probe(Trainer *tr) {
@@ -454,21 +447,57 @@ static void run_probe(Trainer *tr) {
     tg_tape_set_grad_enabled(tape, old);
 }
 
+/* Before micro-batch k's forward: from the second on, its gradient goes to a zeroed buffer of its
+ * own (micro_batch_end adds it to the sum). */
+static void micro_batch_begin(Trainer *tr, int64_t k) {
+    TgParamStore *ps = &tr->run.model.params;
+    if (k == 0) return;
+    memset(tr->grad_scratch, 0, ps->total * sizeof(float));
+    tg_params_point_grads(ps, tr->grad_scratch);
+}
+
+/* After micro-batch k's forward (of this rank's first + k): its loss recorded, the hook called,
+ * its backward from the loss scaled by `scale` (not scaled when 1, no backward when 0), and its
+ * gradient added to the sum of those before it, g = g0 + g1 + .... False, the tape reset, when
+ * the loss is not finite. */
+static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *loss, float scale, bool watched) {
+    TgParamStore *ps = &tr->run.model.params;
+    TgTape *tape = &tr->engine.tape;
+    const TrainHooks *h = &tr->hooks;
+    tr->micro_losses[first + k] = loss->data[0];
+    if (!isfinite(loss->data[0])) {
+        tg_tape_reset(tape);
+        tg_params_point_grads(ps, NULL);
+        return false;
+    }
+    if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
+    if (scale != 0.0f) tg_tape_backward(tape, scale != 1.0f ? tg_scale(tape, loss, scale) : loss);
+    tg_tape_reset(tape);
+    if (k > 0) {
+        tg_params_point_grads(ps, NULL);
+        dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
+    }
+    return true;
+}
+
+/* This rank's share of a step's gradient, into params.grad, and its micro-batches' losses.
+ * The loader draws the global batch, ranks x accum micro-batches, from its one stream; rank r
+ * takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data
+ * order does not depend on the number of ranks. Each micro-batch's gradient is computed alone
+ * (into zeroed buffers, its loss scaled by 1 / micro_batches) and added to the sum of those before
+ * it, g = g0 + g1 + ...: so with accum 1 on N ranks, dist_sum_floats makes the very additions one
+ * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows). */
 static TgStatus local_gradients(Trainer *tr, bool watched) {
     TrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
     TgParamStore *ps = &model->params;
     TgTape *tape = &tr->engine.tape;
-    const TrainHooks *h = &tr->hooks;
     int64_t first = tr->rank * o->accum, drawn = first;
     TgStatus read = TG_OK;
     tg_params_zero_grad(ps);
     loader_skip(&tr->loader, first);
     for (int64_t k = 0; k < o->accum; k++) {
-        if (k > 0) {
-            memset(tr->grad_scratch, 0, ps->total * sizeof(float));
-            tg_params_point_grads(ps, tr->grad_scratch);
-        }
+        micro_batch_begin(tr, k);
         read = loader_next(&tr->loader, tr->inputs, tr->targets);
         drawn++;
         if (read != TG_OK) { /* the step fails once every rank has its losses */
@@ -479,19 +508,8 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
         TgTensor *loss = watched
                            ? tg_model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
                            : tg_model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
-        tr->micro_losses[first + k] = loss->data[0];
-        if (!isfinite(loss->data[0])) {
-            tg_tape_reset(tape);
-            tg_params_point_grads(ps, NULL);
+        if (!micro_batch_end(tr, first, k, loss, tr->micro_batches > 1 ? 1.0f / (float)tr->micro_batches : 1.0f, watched))
             break;
-        }
-        if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
-        tg_tape_backward(tape, tr->micro_batches > 1 ? tg_scale(tape, loss, 1.0f / (float)tr->micro_batches) : loss);
-        tg_tape_reset(tape);
-        if (k > 0) {
-            tg_params_point_grads(ps, NULL);
-            dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
-        }
     }
     loader_skip(&tr->loader, tr->micro_batches - drawn);
     return read;
@@ -507,13 +525,11 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
 static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
     TrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
-    TgParamStore *ps = &model->params;
     TgTape *tape = &tr->engine.tape;
-    const TrainHooks *h = &tr->hooks;
     const size_t window = (size_t)(tr->batch * tr->seq);
     int64_t first = tr->rank * o->accum, drawn = 0;
     TgStatus read = TG_OK;
-    tg_params_zero_grad(ps);
+    tg_params_zero_grad(&model->params);
     batches_skip(tr, first);
     for (int64_t k = 0; k < o->accum && read == TG_OK; k++, drawn++) {
         size_t off = (size_t)k * window;
@@ -531,26 +547,11 @@ static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
     }
     for (int64_t k = 0; k < o->accum; k++) {
         size_t off = (size_t)k * window;
-        if (k > 0) {
-            memset(tr->grad_scratch, 0, ps->total * sizeof(float));
-            tg_params_point_grads(ps, tr->grad_scratch);
-        }
+        micro_batch_begin(tr, k);
         TgTensor *loss = tg_model_loss_packed(model, tape, tr->inputs + off, tr->targets + off, tr->key_start + off,
                                               tr->batch, tr->seq, watched ? tr->ffn_hidden : NULL);
-        tr->micro_losses[first + k] = loss->data[0];
-        if (!isfinite(loss->data[0])) {
-            tg_tape_reset(tape);
-            tg_params_point_grads(ps, NULL);
-            break;
-        }
-        if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
         double count = tr->micro_counts[first + k];
-        if (count > 0) tg_tape_backward(tape, count == total ? loss : tg_scale(tape, loss, (float)(count / total)));
-        tg_tape_reset(tape);
-        if (k > 0) {
-            tg_params_point_grads(ps, NULL);
-            dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
-        }
+        if (!micro_batch_end(tr, first, k, loss, count == total ? 1.0f : (float)(count / total), watched)) break;
     }
     return TG_OK;
 }
