@@ -187,9 +187,9 @@ static double score(const char *facts, const char *replies) {
 
 /* Twenty invented people, three facts each, asked in six phrasings in training and in a seventh
  * at test: a base model pretrained on English-like text knows none of them; fine-tuned (600 steps
- * of the tiny preset), it answers most in the phrasing it never saw (93% of the 60 questions on
- * an AMD EPYC Zen 4, avx512 path, where the base answered none; the bound is 50%, for other
- * kernel paths' rounding). The figures of a larger run are in docs/sft.md. */
+ * of the tiny preset), it answers most in the phrasing it never saw. The bound, half of them, is
+ * well below what the test measures (tests/README.md), so another kernel path's rounding does not
+ * fail it; the figures of a larger run are in docs/sft.md. */
 Test(chat, fine_tuning_teaches_facts_asked_in_a_phrasing_never_trained, .init = setup, .fini = teardown, .timeout = 300) {
     char *facts = datagen_path(dir, "facts"), *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), *out = NULL;
     cJSON_Delete(facts_script("generate --people 20 --seed 3 --out %s%s", facts, ""));

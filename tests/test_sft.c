@@ -756,3 +756,30 @@ Test(sft_cli, what_cannot_be_fine_tuned_is_refused_saying_why, .init = setup, .f
     cr_expect(access(out_dir, F_OK) != 0, "a refused run left %s behind", out_dir);
     free(base), free(data), free(out_dir);
 }
+
+/* A run folder's conversations changed after they were prepared: a mask that says something no
+ * preparation writes, or that no longer matches its tokens, is refused on resume, naming it. */
+Test(sft_cli, damaged_conversation_files_are_refused_on_resume, .init = setup, .fini = teardown, .timeout = 60) {
+    char *base = base_run("--special-tokens chatml"), *data = conversations_file(), *run = datagen_path(dir, "run"), *out = NULL;
+    int rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 96 --steps 2 --eval-every 0 --out %s", base,
+                      data, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *mask = datagen_path(run, SFT_TRAIN_MASK_FILE), *val = datagen_path(run, SFT_VAL_MASK_FILE);
+    size_t len, val_len;
+    uint8_t *bytes = ckpt_read_file(mask, &len), *val_bytes = ckpt_read_file(val, &val_len);
+    /* a value 7 where 0, 1 or 2 stand (2-byte ids after a 64-byte header) */
+    bytes[64 + 10] = 7;
+    ckpt_write_file(mask, bytes, len);
+    rc = ckpt_cli(&out, "sft --resume %s --steps 3", run);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, SFT_TRAIN_MASK_FILE), "the message names the file:\n%s", out);
+    free(out);
+    /* the val split's mask in place of the train split's: another length */
+    ckpt_write_file(mask, val_bytes, val_len);
+    rc = ckpt_cli(&out, "sft --resume %s --steps 3", run);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "they are prepared together and must agree"), "%s", out);
+    free(out);
+    free(bytes), free(val_bytes), free(mask), free(val), free(base), free(data), free(run);
+}
