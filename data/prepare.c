@@ -61,20 +61,21 @@ TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_
 }
 
 void prepare_recipe(const PrepareOptions *opt, char *out, size_t cap) {
-    char tokenizer[320];
+    size_t n;
     if (opt->tokenizer_json) {
         const char *slash = strrchr(opt->tokenizer_json, '/');
-        snprintf(tokenizer, sizeof tokenizer, "imported tokenizer %s", slash ? slash + 1 : opt->tokenizer_json);
+        n = (size_t)snprintf(out, cap, "imported tokenizer %s", slash ? slash + 1 : opt->tokenizer_json);
     } else if (opt->kind == TG_TOKENIZER_CHAR) {
-        snprintf(tokenizer, sizeof tokenizer, "char");
+        n = (size_t)snprintf(out, cap, "char");
     } else {
-        snprintf(tokenizer, sizeof tokenizer, "bpe vocab %" PRId32 "%s%s", opt->vocab_size,
-                 opt->special_tokens && *opt->special_tokens ? ", special tokens " : "",
-                 opt->special_tokens ? opt->special_tokens : "");
+        bool specials = opt->special_tokens && *opt->special_tokens;
+        n = (size_t)snprintf(out, cap, "bpe vocab %" PRId32 "%s%s", opt->vocab_size, specials ? ", special tokens " : "",
+                             specials ? opt->special_tokens : "");
     }
-    snprintf(out, cap, "%s, text field \"%s\", the last %g of the tokens for val, %s", tokenizer,
-             opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD, opt->val_fraction,
-             opt->strict ? "strict" : "malformed lines skipped");
+    if (n < cap)
+        snprintf(out + n, cap - n, ", text field \"%s\", the last %g of the tokens for val, %s",
+                 opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD, opt->val_fraction,
+                 opt->strict ? "strict" : "malformed lines skipped");
 }
 
 /* ---- reporting ------------------------------------------------------------------------------ */
@@ -186,6 +187,7 @@ typedef struct {
     BatchPiece *pieces;
     size_t n, cap;
     atomic_size_t next;
+    ChunkCache *caches[PREPARE_MAX_THREADS]; /* one a thread, for the whole pass */
 } Batch;
 
 static TgStatus batch_add(Batch *b, const DocPiece *p) {
@@ -214,8 +216,8 @@ static void encode_pieces(void *ctx, int64_t begin, int64_t end, int thread) {
         size_t i = atomic_fetch_add(&b->next, 1);
         if (i >= b->n) return;
         BatchPiece *p = &b->pieces[i];
-        TgStatus st = tg_tokenizer_encode(b->tok, b->text + p->offset, p->len, b->ids + p->out,
-                                          tg_tokenizer_max_ids(b->tok, p->len), &p->n_out);
+        TgStatus st = tokenizer_encode_cached(b->tok, b->text + p->offset, p->len, b->ids + p->out,
+                                              tg_tokenizer_max_ids(b->tok, p->len), &p->n_out, b->caches[thread]);
         /* the tokenizer was trained on these very bytes, or encodes any (BPE) */
         TG_CHECK(st == TG_OK, "encoding a prepared piece failed: %s", tg_error_message());
     }
@@ -241,8 +243,7 @@ static TgStatus flush_batch(Batch *b, TgPool *pool, TokfileWriter *w) {
     return TG_OK;
 }
 
-/* Whether an added token holds a '\n': documents must then be encoded whole (sources.h). */
-static bool added_token_has_newline(const TgTokenizer *tok) {
+bool prepare_whole_documents(const TgTokenizer *tok) {
     for (int32_t k = 0; k < tok->n_added; k++) {
         size_t len;
         const uint8_t *t = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
@@ -253,10 +254,12 @@ static bool added_token_has_newline(const TgTokenizer *tok) {
 
 static TgStatus encode_sources(const PrepareOptions *opt, SourceList *list, const TgTokenizer *tok, TokfileWriter *w,
                                const PrepareReporter *rep, PrepareResult *res, DocReader *reader) {
-    DocOptions dopt = doc_options(opt, added_token_has_newline(tok));
+    DocOptions dopt = doc_options(opt, prepare_whole_documents(tok));
     doc_reader_open(reader, list, &dopt);
-    TgPool *pool = tg_pool_create(opt->threads > 0 ? opt->threads : 1);
+    int threads = opt->threads < 1 ? 1 : opt->threads > PREPARE_MAX_THREADS ? PREPARE_MAX_THREADS : opt->threads;
+    TgPool *pool = tg_pool_create(threads);
     Batch b = {.tok = tok};
+    for (int t = 0; t < threads; t++) b.caches[t] = chunk_cache_new();
     Progress progress;
     progress_begin(&progress, rep, "encoding", list->file_bytes);
     TgStatus st = TG_OK;
@@ -276,6 +279,7 @@ static TgStatus encode_sources(const PrepareOptions *opt, SourceList *list, cons
     progress_report(&progress, list->file_bytes, true);
     res->encode_seconds = clock_seconds() - progress.t0;
     free(b.text), free(b.ids), free(b.pieces);
+    for (int t = 0; t < threads; t++) chunk_cache_free(b.caches[t]);
     tg_pool_destroy(pool);
     return st;
 }
