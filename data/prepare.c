@@ -100,16 +100,8 @@ static void progress_report(Progress *p, uint64_t done, bool final) {
     p->r->progress(p->r->ctx, &pp);
 }
 
-static void say(const PrepareReporter *r, MessageLevel level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(const PrepareReporter *r, MessageLevel level, const char *fmt, ...) {
-    if (!r || !r->message) return;
-    char text[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    r->message(r->ctx, level, text);
-}
+/* The reporter's messages as a sink (lib/messages.h). */
+static MessageSink sink_of(const PrepareReporter *r) { return r ? (MessageSink){r->message, r->ctx} : (MessageSink){0}; }
 
 /* ---- the tokenizer's pass ------------------------------------------------------------------- */
 
@@ -130,6 +122,7 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
         TG_TRY(st);
     }
     bool seen[256] = {false};
+    MessageSink sink = sink_of(rep);
     DocReader reader;
     DocOptions dopt = doc_options(opt, false);
     doc_reader_open(&reader, list, &dopt);
@@ -155,7 +148,7 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
     double t0 = clock_seconds();
     if (st == TG_OK && counter) {
         res->words = bpe_counter_words(counter);
-        say(rep, MESSAGE_INFO, "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
+        message_emit(&sink, MESSAGE_INFO, "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
             res->words, (double)bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
         st = bpe_counter_train(counter, opt->vocab_size, tok);
     } else if (st == TG_OK) {
@@ -404,9 +397,10 @@ static TgStatus check_options(const PrepareOptions *opt) {
 
 static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, const char *dir,
                                 const PrepareReporter *rep, PrepareResult *res, TgTokenizer *tok, SourceList *list) {
+    MessageSink sink = sink_of(rep);
     TG_TRY(sources_list(sources, list));
     res->files = list->count, res->files_empty = list->files_empty, res->file_bytes = list->file_bytes;
-    say(rep, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
+    message_emit(&sink, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
         (double)list->file_bytes / (1 << 20));
     if (opt->tokenizer_json) {
         double t0 = clock_seconds();
@@ -440,12 +434,12 @@ static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, 
     TG_TRY(tokfile_writer_commit_split(&w, n_train, val_path));
     res->n_train = n_train, res->n_val = n_val;
     if (reader.malformed_lines > 0) {
-        say(rep, MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
+        message_emit(&sink, MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
             reader.malformed_lines, reader.malformed_lines == 1 ? "" : "s");
-        for (int i = 0; i < reader.n_errors; i++) say(rep, MESSAGE_WARNING, "  %s", reader.errors[i]);
+        for (int i = 0; i < reader.n_errors; i++) message_emit(&sink, MESSAGE_WARNING, "  %s", reader.errors[i]);
     }
     if (reader.files_binary > 0)
-        say(rep, MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader.files_binary,
+        message_emit(&sink, MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader.files_binary,
             reader.files_binary == 1 ? "" : "s", reader.first_binary);
     /* the splits as a run will read them: every id checked, the tokens hashed */
     Dataset d = {0};
