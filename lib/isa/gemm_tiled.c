@@ -47,6 +47,7 @@ enum {
     MR = ISA_GEMM_MR, /* rows of the C tile */
     NR = ISA_GEMM_NR, /* columns of the C tile: two vectors */
 };
+_Static_assert(MR % 3 == 0, "tile_product reads A's rows in groups of three");
 
 /* Steps of k packed at a time when a transposed operand is read across its lines */
 enum { PACK_RUN = 16 };
@@ -165,18 +166,24 @@ static inline __attribute__((always_inline)) void update_tile(float *c, int64_t 
  * start cold are too short for the hardware's prefetcher. */
 static inline __attribute__((always_inline)) void tile_product(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
                                                                const float *next, const float *bp, vf out[MR][2]) {
+    /* Rows read where they lie are addressed from one row in three (MR is 12 or 6), the other two
+     * at a_rs and 2 a_rs from it: GCC otherwise steps a pointer per row, an add per row per step of
+     * k and, at 12 rows, more pointers than it has registers. */
+    const float *row3[MR / 3], *next3[MR / 3];
+#pragma GCC unroll 4
+    for (int g = 0; g < MR / 3; g++) row3[g] = a + 3 * g * a_rs, next3[g] = next ? next + 3 * g * a_rs : NULL;
     vf acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = (vf){0};
     for (int64_t p = 0; p < kc; p++) {
         if (a_cs == 1 && next && (p & 15) == 0) {
 #pragma GCC unroll 12
-            for (int r = 0; r < MR; r++) __builtin_prefetch(next + r * a_rs + p, 0, 3);
+            for (int r = 0; r < MR; r++) __builtin_prefetch(next3[r / 3] + (r % 3) * a_rs + p, 0, 3);
         }
         const vf b0 = VF_ALIGNED(bp + p * NR), b1 = VF_ALIGNED(bp + p * NR + VLANES);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
-            const float a_rp = a[r * a_rs + p * a_cs];
+            const float a_rp = a_cs == 1 ? row3[r / 3][(r % 3) * a_rs + p] : a[r * a_rs + p * a_cs];
             acc[r][0] += a_rp * b0;
             acc[r][1] += a_rp * b1;
         }
@@ -260,6 +267,15 @@ static float *thread_pack_buffer(size_t floats) {
     return pack_buffer;
 }
 
+/* The size of the blocks that cut `extent` into equal ones of at most `cap` (at least one
+ * quantum), each a whole number of quanta. */
+static int64_t equal_blocks(int64_t extent, int64_t cap, int64_t quantum) {
+    cap = cap < quantum ? quantum : cap / quantum * quantum;
+    int64_t blocks = (extent + cap - 1) / cap;
+    int64_t size = (extent + blocks - 1) / blocks;
+    return (size + quantum - 1) / quantum * quantum;
+}
+
 void ISA_FN(sgemm_tiled)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                          int64_t ldc) {
@@ -274,9 +290,11 @@ void ISA_FN(sgemm_tiled)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int
      * steps. The slices depend on k and kc alone, so every split of C over threads sums each
      * element in the same order. */
     int64_t slices = (k + plan->kc - 1) / plan->kc, slice = ((k + slices - 1) / slices + 7) / 8 * 8;
-    /* the blocks no larger than this product needs */
-    int64_t mc = m < plan->mc ? (m + MR - 1) / MR * MR : plan->mc;
-    int64_t nc = n < plan->nc ? (n + NR - 1) / NR * NR : plan->nc;
+    /* The blocks hold what the plan's do in floats (kc nc in L2, mc kc in L3), so a slice shorter
+     * than kc gets wider ones, and they are cut equally: n = 352 at nc 320 as 192 + 160, not
+     * 320 + 32 (a block of one panel re-reads every A micro-panel for a single tile). */
+    int64_t mc = equal_blocks(m, plan->mc * plan->kc / slice, MR);
+    int64_t nc = equal_blocks(n, plan->nc * plan->kc / slice, NR);
     float *a_pack = thread_pack_buffer((size_t)mc * (size_t)slice + (size_t)slice * (size_t)nc);
     float *b_pack = a_pack + (size_t)mc * (size_t)slice;
     for (int64_t i0 = 0; i0 < m; i0 += mc) {
