@@ -49,31 +49,33 @@ enum {
 };
 _Static_assert(MR % 3 == 0, "tile_product reads A's rows in groups of three");
 
-/* Steps of k packed at a time when a transposed operand is read across its lines */
-enum { PACK_RUN = 16 };
+/* Steps of k packed at a time when a transposed B is read across its lines; micro-panels of a
+ * transposed A packed side by side */
+enum { PACK_RUN = 16, PACK_GROUP = 8 };
 
 /* A rows [0, rows) x k [0, kc) -> micro-panels of MR rows: panel[p * MR + r] = A(r, p); rows past
  * `rows` are zero, so the kernel never reads past A. A transposed A (a weight gradient's dY^T)
  * is read a row of a (a column of A) at a time, in order. */
 static void pack_a(const float *a, int64_t lda, bool trans, int64_t rows, int64_t kc, float *dst) {
     if (trans) {   /* A(i, p) = a[p lda + i]: row p of a holds A's column p */
-        /* PACK_RUN steps of k at a time, micro-panel by micro-panel: each writes a run of
-         * PACK_RUN x MR floats in order, from PACK_RUN lines of a that stay in L1 for the next
-         * micro-panel. Writing every micro-panel's floats of one step of k in turn instead puts
-         * the writes MR kc floats apart, in one set of L1 whenever MR kc 4 is a multiple of its
-         * way (kc 512: 12, 24 KiB), and an 8-way L1 then misses on nearly every write. */
-        for (int64_t p0 = 0; p0 < kc; p0 += PACK_RUN) {
-            int64_t p1 = p0 + PACK_RUN < kc ? p0 + PACK_RUN : kc;
-            for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-                int64_t n_r = rows - r0 < MR ? rows - r0 : MR;
-                float *d = dst + r0 * kc;
-                if (n_r == MR) {
-                    for (int64_t p = p0; p < p1; p++) memcpy(d + p * MR, a + p * lda + r0, MR * sizeof(float));
-                    continue;
-                }
-                for (int64_t p = p0; p < p1; p++) {
-                    memcpy(d + p * MR, a + p * lda + r0, (size_t)n_r * sizeof(float));
-                    for (int64_t r = n_r; r < MR; r++) d[p * MR + r] = 0.0f;
+        /* PACK_GROUP micro-panels at a time, step by step of k: each step reads PACK_GROUP MR
+         * floats of a row of a in order and writes MR floats into each of PACK_GROUP streams.
+         * All the micro-panels at once would put more streams, MR kc floats apart, in one set
+         * of L1 than it has ways whenever MR kc 4 is a multiple of a way (kc 512: 12, 24 KiB);
+         * one micro-panel at a time would read MR floats of every line it touches. */
+        for (int64_t g0 = 0; g0 < rows; g0 += PACK_GROUP * MR) {
+            int64_t g1 = g0 + PACK_GROUP * MR < rows ? g0 + PACK_GROUP * MR : rows;
+            for (int64_t p = 0; p < kc; p++) {
+                const float *src = a + p * lda;
+                for (int64_t r0 = g0; r0 < g1; r0 += MR) {
+                    float *d = dst + r0 * kc + p * MR;
+                    if (g1 - r0 >= MR) {
+                        memcpy(d, src + r0, MR * sizeof(float));
+                        continue;
+                    }
+                    int64_t r = 0;
+                    for (; r < g1 - r0; r++) d[r] = src[r0 + r];
+                    for (; r < MR; r++) d[r] = 0.0f;
                 }
             }
         }
