@@ -143,8 +143,11 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
     doc_reader_close(&reader);
     res->count_seconds = clock_seconds() - progress.t0;
     if (st == TG_OK && reader.documents == 0)
-        st = tg_fail(TG_ERR_FORMAT, "%s holds no document to train on (%" PRIu64 " malformed lines, %" PRIu64 " empty texts, %" PRIu64 " binary files)",
-                     opt->sources, reader.malformed_lines, reader.empty_texts, reader.files_binary);
+        st = tg_fail(TG_ERR_FORMAT,
+                     "the sources hold no document to train on (%" PRIu64 " malformed lines, %" PRIu64 " empty texts, %" PRIu64
+                     " binary files)%s%s; a JSONL file needs a string member \"%s\" on each line (--text-field)",
+                     reader.malformed_lines, reader.empty_texts, reader.files_binary,
+                     reader.n_errors ? ": the first, " : "", reader.n_errors ? reader.errors[0] : "", opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD);
     double t0 = clock_seconds();
     if (st == TG_OK && counter) {
         res->words = bpe_counter_words(counter);
