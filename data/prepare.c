@@ -147,12 +147,14 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
                      "the sources hold no document to train on (%" PRIu64 " malformed lines, %" PRIu64 " empty texts, %" PRIu64
                      " binary files)%s%s; a JSONL file needs a string member \"%s\" on each line (--text-field)",
                      reader.malformed_lines, reader.empty_texts, reader.files_binary,
-                     reader.n_errors ? ": the first, " : "", reader.n_errors ? reader.errors[0] : "", opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD);
+                     reader.n_errors ? ": the first, " : "", reader.n_errors ? reader.errors[0] : "",
+                     opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD);
     double t0 = clock_seconds();
     if (st == TG_OK && counter) {
         res->words = bpe_counter_words(counter);
-        message_emit(&sink, MESSAGE_INFO, "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
-            res->words, (double)bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
+        message_emit(&sink, MESSAGE_INFO,
+                     "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
+                     res->words, (double)bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
         st = bpe_counter_train(counter, opt->vocab_size, tok);
     } else if (st == TG_OK) {
         char bytes[256];
