@@ -109,7 +109,7 @@ static TgStatus windows_from_sources(Windows *w, const char *path, const char *t
     SourceList list;
     TG_TRY(sources_list(path, &list));
     DocReader reader;
-    DocOptions dopt = {.text_field = text_field, .whole_documents = true};
+    DocOptions dopt = {.text_field = text_field, .whole_documents = prepare_whole_documents(w->tok)};
     doc_reader_open(&reader, &list, &dopt);
     int32_t *ids = NULL;
     size_t cap = 0;

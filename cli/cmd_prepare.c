@@ -75,7 +75,7 @@ static int run_prepare(int argc, char **argv) {
                "): nothing to do\n",
                o.out, r.fingerprint);
     } else if (s == TG_OK) {
-        printf("dataset %s: %" PRIu64 " documents, %.1f MB of text -> %" PRIu64 " tokens (%" PRIu64 " train, %" PRIu64
+        printf("dataset %s: %" PRIu64 " documents, %.1f MB of sources -> %" PRIu64 " tokens (%" PRIu64 " train, %" PRIu64
                " val), vocab %" PRId32 ", %.2f bytes per token\n",
                o.out, r.documents, (double)r.text_bytes / 1e6, r.n_tokens, r.n_train, r.n_val, r.vocab_size,
                r.n_tokens ? (double)r.text_bytes / (double)r.n_tokens : 0.0);

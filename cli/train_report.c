@@ -32,10 +32,11 @@ static void format_duration(double s, char *buf, size_t cap) {
 
 static void print_progress(void *ctx, const TrainProgress *p) {
     CliTrainReport *r = ctx;
-    char eta[32], val[32];
+    char eta[32], val[48];
     format_duration(p->eta_s, eta, sizeof eta);
     if (isnan(p->val_loss)) snprintf(val, sizeof val, "-");
-    else snprintf(val, sizeof val, "%.4f", p->val_loss);
+    else if (isnan(p->val_bpb)) snprintf(val, sizeof val, "%.4f", p->val_loss);
+    else snprintf(val, sizeof val, "%.4f (%.3f bpb)", p->val_loss, p->val_bpb);
     if (r->tty) {
         enum { WIDTH = 30 };
         int filled = p->steps > 0 ? (int)((double)WIDTH * (double)p->step / (double)p->steps) : WIDTH;

@@ -3,7 +3,8 @@
  *
  *   messages   on stdout; notes as "note: ...", warnings on stderr as "tapegrad CMD: warning: ..."
  *   progress   a bar redrawn on stderr when stderr is a terminal, else one line per report on stdout:
- *              "step 50/1500 loss 3.2933 val 3.3415 lr 3.03e-04 grad_norm 0.313 4405 tok/s ETA 0m00s"
+ *              "step 50/1500 loss 3.2933 val 3.3415 (1.581 bpb) lr 3.03e-04 grad_norm 0.313 4405 tok/s ETA 0m00s"
+ *              (bpb: the val loss in bits per byte, docs/data.md)
  *   preparing  (data/prepare.h) the same bar, "[###...] encoding 120.4/200.0 MB | 24.1 MB/s | ETA 0m03s",
  *              or without a terminal a line at every tenth of the bytes
  *   sample     between a "--- sample (N tokens, temperature T, top-k K) ---" line and "---"

@@ -27,7 +27,8 @@
 
 #define DATASET_MANIFEST_FILE "dataset.json"
 #define DATASET_FORMAT "tapegrad-dataset 1"
-enum { DATASET_RECIPE_CAP = 512, DATASET_MANIFEST_MAX_BYTES = 64 << 20 };
+/* a recipe names at most TG_TOKENIZER_MAX_SPECIALS specials of TG_TOKENIZER_MAX_SPECIAL_BYTES, and a little more */
+enum { DATASET_RECIPE_CAP = 32 << 10, DATASET_MANIFEST_MAX_BYTES = 64 << 20 };
 
 typedef struct DatasetSplit {
     uint64_t tokens, hash;

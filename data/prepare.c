@@ -61,20 +61,21 @@ TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_
 }
 
 void prepare_recipe(const PrepareOptions *opt, char *out, size_t cap) {
-    char tokenizer[320];
+    size_t n;
     if (opt->tokenizer_json) {
         const char *slash = strrchr(opt->tokenizer_json, '/');
-        snprintf(tokenizer, sizeof tokenizer, "imported tokenizer %s", slash ? slash + 1 : opt->tokenizer_json);
+        n = (size_t)snprintf(out, cap, "imported tokenizer %s", slash ? slash + 1 : opt->tokenizer_json);
     } else if (opt->kind == TG_TOKENIZER_CHAR) {
-        snprintf(tokenizer, sizeof tokenizer, "char");
+        n = (size_t)snprintf(out, cap, "char");
     } else {
-        snprintf(tokenizer, sizeof tokenizer, "bpe vocab %" PRId32 "%s%s", opt->vocab_size,
-                 opt->special_tokens && *opt->special_tokens ? ", special tokens " : "",
-                 opt->special_tokens ? opt->special_tokens : "");
+        bool specials = opt->special_tokens && *opt->special_tokens;
+        n = (size_t)snprintf(out, cap, "bpe vocab %" PRId32 "%s%s", opt->vocab_size, specials ? ", special tokens " : "",
+                             specials ? opt->special_tokens : "");
     }
-    snprintf(out, cap, "%s, text field \"%s\", the last %g of the tokens for val, %s", tokenizer,
-             opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD, opt->val_fraction,
-             opt->strict ? "strict" : "malformed lines skipped");
+    if (n < cap)
+        snprintf(out + n, cap - n, ", text field \"%s\", the last %g of the tokens for val, %s",
+                 opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD, opt->val_fraction,
+                 opt->strict ? "strict" : "malformed lines skipped");
 }
 
 /* ---- reporting ------------------------------------------------------------------------------ */
@@ -99,16 +100,8 @@ static void progress_report(Progress *p, uint64_t done, bool final) {
     p->r->progress(p->r->ctx, &pp);
 }
 
-static void say(const PrepareReporter *r, MessageLevel level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(const PrepareReporter *r, MessageLevel level, const char *fmt, ...) {
-    if (!r || !r->message) return;
-    char text[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    r->message(r->ctx, level, text);
-}
+/* The reporter's messages as a sink (lib/messages.h). */
+static MessageSink sink_of(const PrepareReporter *r) { return r ? (MessageSink){r->message, r->ctx} : (MessageSink){0}; }
 
 /* ---- the tokenizer's pass ------------------------------------------------------------------- */
 
@@ -129,6 +122,7 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
         TG_TRY(st);
     }
     bool seen[256] = {false};
+    MessageSink sink = sink_of(rep);
     DocReader reader;
     DocOptions dopt = doc_options(opt, false);
     doc_reader_open(&reader, list, &dopt);
@@ -149,13 +143,18 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
     doc_reader_close(&reader);
     res->count_seconds = clock_seconds() - progress.t0;
     if (st == TG_OK && reader.documents == 0)
-        st = tg_fail(TG_ERR_FORMAT, "%s holds no document to train on (%" PRIu64 " malformed lines, %" PRIu64 " empty texts, %" PRIu64 " binary files)",
-                     opt->sources, reader.malformed_lines, reader.empty_texts, reader.files_binary);
+        st = tg_fail(TG_ERR_FORMAT,
+                     "the sources hold no document to train on (%" PRIu64 " malformed lines, %" PRIu64 " empty texts, %" PRIu64
+                     " binary files)%s%s; a JSONL file needs a string member \"%s\" on each line (--text-field)",
+                     reader.malformed_lines, reader.empty_texts, reader.files_binary,
+                     reader.n_errors ? ": the first, " : "", reader.n_errors ? reader.errors[0] : "",
+                     opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD);
     double t0 = clock_seconds();
     if (st == TG_OK && counter) {
         res->words = bpe_counter_words(counter);
-        say(rep, MESSAGE_INFO, "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
-            res->words, (double)bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
+        message_emit(&sink, MESSAGE_INFO,
+                     "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
+                     res->words, (double)bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
         st = bpe_counter_train(counter, opt->vocab_size, tok);
     } else if (st == TG_OK) {
         char bytes[256];
@@ -186,6 +185,7 @@ typedef struct {
     BatchPiece *pieces;
     size_t n, cap;
     atomic_size_t next;
+    ChunkCache *caches[PREPARE_MAX_THREADS]; /* one a thread, for the whole pass */
 } Batch;
 
 static TgStatus batch_add(Batch *b, const DocPiece *p) {
@@ -214,8 +214,8 @@ static void encode_pieces(void *ctx, int64_t begin, int64_t end, int thread) {
         size_t i = atomic_fetch_add(&b->next, 1);
         if (i >= b->n) return;
         BatchPiece *p = &b->pieces[i];
-        TgStatus st = tg_tokenizer_encode(b->tok, b->text + p->offset, p->len, b->ids + p->out,
-                                          tg_tokenizer_max_ids(b->tok, p->len), &p->n_out);
+        TgStatus st = tokenizer_encode_cached(b->tok, b->text + p->offset, p->len, b->ids + p->out,
+                                              tg_tokenizer_max_ids(b->tok, p->len), &p->n_out, b->caches[thread]);
         /* the tokenizer was trained on these very bytes, or encodes any (BPE) */
         TG_CHECK(st == TG_OK, "encoding a prepared piece failed: %s", tg_error_message());
     }
@@ -241,8 +241,7 @@ static TgStatus flush_batch(Batch *b, TgPool *pool, TokfileWriter *w) {
     return TG_OK;
 }
 
-/* Whether an added token holds a '\n': documents must then be encoded whole (sources.h). */
-static bool added_token_has_newline(const TgTokenizer *tok) {
+bool prepare_whole_documents(const TgTokenizer *tok) {
     for (int32_t k = 0; k < tok->n_added; k++) {
         size_t len;
         const uint8_t *t = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
@@ -253,10 +252,12 @@ static bool added_token_has_newline(const TgTokenizer *tok) {
 
 static TgStatus encode_sources(const PrepareOptions *opt, SourceList *list, const TgTokenizer *tok, TokfileWriter *w,
                                const PrepareReporter *rep, PrepareResult *res, DocReader *reader) {
-    DocOptions dopt = doc_options(opt, added_token_has_newline(tok));
+    DocOptions dopt = doc_options(opt, prepare_whole_documents(tok));
     doc_reader_open(reader, list, &dopt);
-    TgPool *pool = tg_pool_create(opt->threads > 0 ? opt->threads : 1);
+    int threads = opt->threads < 1 ? 1 : opt->threads > PREPARE_MAX_THREADS ? PREPARE_MAX_THREADS : opt->threads;
+    TgPool *pool = tg_pool_create(threads);
     Batch b = {.tok = tok};
+    for (int t = 0; t < threads; t++) b.caches[t] = chunk_cache_new();
     Progress progress;
     progress_begin(&progress, rep, "encoding", list->file_bytes);
     TgStatus st = TG_OK;
@@ -276,6 +277,7 @@ static TgStatus encode_sources(const PrepareOptions *opt, SourceList *list, cons
     progress_report(&progress, list->file_bytes, true);
     res->encode_seconds = clock_seconds() - progress.t0;
     free(b.text), free(b.ids), free(b.pieces);
+    for (int t = 0; t < threads; t++) chunk_cache_free(b.caches[t]);
     tg_pool_destroy(pool);
     return st;
 }
@@ -400,9 +402,10 @@ static TgStatus check_options(const PrepareOptions *opt) {
 
 static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, const char *dir,
                                 const PrepareReporter *rep, PrepareResult *res, TgTokenizer *tok, SourceList *list) {
+    MessageSink sink = sink_of(rep);
     TG_TRY(sources_list(sources, list));
     res->files = list->count, res->files_empty = list->files_empty, res->file_bytes = list->file_bytes;
-    say(rep, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
+    message_emit(&sink, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
         (double)list->file_bytes / (1 << 20));
     if (opt->tokenizer_json) {
         double t0 = clock_seconds();
@@ -436,12 +439,12 @@ static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, 
     TG_TRY(tokfile_writer_commit_split(&w, n_train, val_path));
     res->n_train = n_train, res->n_val = n_val;
     if (reader.malformed_lines > 0) {
-        say(rep, MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
+        message_emit(&sink, MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
             reader.malformed_lines, reader.malformed_lines == 1 ? "" : "s");
-        for (int i = 0; i < reader.n_errors; i++) say(rep, MESSAGE_WARNING, "  %s", reader.errors[i]);
+        for (int i = 0; i < reader.n_errors; i++) message_emit(&sink, MESSAGE_WARNING, "  %s", reader.errors[i]);
     }
     if (reader.files_binary > 0)
-        say(rep, MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader.files_binary,
+        message_emit(&sink, MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader.files_binary,
             reader.files_binary == 1 ? "" : "s", reader.first_binary);
     /* the splits as a run will read them: every id checked, the tokens hashed */
     Dataset d = {0};

@@ -5,7 +5,8 @@
  * distinct pre-split chunk once, with its count; char: the bytes seen); a second pass encodes the
  * documents in batches of about PREPARE_BATCH_BYTES, the pieces of a batch spread over `threads`
  * (the output does not depend on their number: each piece is encoded alone and the results are
- * joined in order), and appends them to train.tok as they come. An imported tokenizer
+ * joined in order; each thread keeps the ids of the chunks it merged, about 8,000 of the first it
+ * meets, and copies them when they come again), and appends them to train.tok as they come. An imported tokenizer
  * (tokenizer_json) needs only the second pass. Each document ends with exactly one <eot>: it is
  * appended unless the document's own last token already is one (a text ending in
  * "<|endoftext|>"); named special tokens in the text are single ids.
@@ -36,7 +37,7 @@
 #define PREPARE_TRAIN_FILE "train.tok"
 #define PREPARE_VAL_FILE "val.tok"
 #define PREPARE_DEFAULT_VAL_FRACTION 0.1
-enum { PREPARE_BATCH_BYTES = 8 << 20 };
+enum { PREPARE_BATCH_BYTES = 8 << 20, PREPARE_MAX_THREADS = 256 };
 
 typedef struct PrepareOptions {
     const char *sources;          /* file or folder; NULL means corpus_default_path() */
@@ -95,6 +96,9 @@ TgStatus prepare_into(const PrepareOptions *opt, const char *dir, const PrepareR
  * *already is set (already may be NULL). */
 TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const PrepareReporter *reporter,
                          PrepareResult *result, bool *already);
+
+/* Whether documents must be encoded whole with tok (an added token holds a '\n': sources.h). */
+bool prepare_whole_documents(const TgTokenizer *tok);
 
 /* The recipe of opt as text ("bpe vocab 6400, special tokens chatml, text field \"text\", val
  * fraction 0.1, lenient"), as the manifest records it. */

@@ -346,6 +346,11 @@ size_t tg_tokenizer_max_ids(const TgTokenizer *tok, size_t len) { return tok->hf
 
 TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out) {
+    return tokenizer_encode_cached(tok, text, len, out, out_cap, n_out, NULL);
+}
+
+TgStatus tokenizer_encode_cached(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
+                                 size_t *n_out, ChunkCache *cache) {
     TG_CHECK(tok->kind == TG_TOKENIZER_CHAR || tok->kind == TG_TOKENIZER_BPE, "encode with an empty tokenizer");
     TG_CHECK(out_cap >= tg_tokenizer_max_ids(tok, len), "encode needs room for %zu ids, not %zu",
              tg_tokenizer_max_ids(tok, len), out_cap);
@@ -353,7 +358,7 @@ TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t le
     if (len == 0) return TG_OK;
     const unsigned char *bytes = (const unsigned char *)text;
     if (tok->kind == TG_TOKENIZER_CHAR) return tokenizer_char_encode(tok, bytes, len, out, n_out);
-    tokenizer_bpe_encode(tok, bytes, len, out, n_out);
+    tokenizer_bpe_encode(tok, bytes, len, out, n_out, cache);
     return TG_OK;
 }
 

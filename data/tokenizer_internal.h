@@ -13,8 +13,16 @@ TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin);
 
 TgStatus tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
                                 int32_t *out, size_t *n_out);
+/* The ids of chunks already merged, kept across calls (a thread's, in prepare): NULL makes a call
+ * keep its own, for a long text. */
+typedef struct ChunkCache ChunkCache;
+ChunkCache *chunk_cache_new(void); /* NULL when there is no memory: encoding then merges every chunk */
+void chunk_cache_free(ChunkCache *cache);
 void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
-                          int32_t *out, size_t *n_out);
+                          int32_t *out, size_t *n_out, ChunkCache *cache);
+/* tg_tokenizer_encode with a cache (BPE; a char tokenizer ignores it). */
+TgStatus tokenizer_encode_cached(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
+                                 size_t *n_out, ChunkCache *cache);
 
 /* The chunk length of `split`'s rule (tg_tokenizer_bpe_chunk_len or tg_tokenizer_gpt2_chunk_len). */
 size_t tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len);

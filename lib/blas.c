@@ -79,20 +79,26 @@ void tg_sgemm_pool(TgPool *pool, bool trans_a, bool trans_b, int64_t m, int64_t 
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc) {
     int threads = tg_pool_threads(pool);
-    /* By rows, each thread reads and packs all of op(B) (k x n) and its share of op(A); by
-     * columns, all of op(A) (m x k) and its share of op(B). So by rows when C is at least as tall
-     * as wide: Y = X W^T and dX = dY W (m = tokens), and a weight gradient dW = dY^T X whose
-     * output side is the larger (w1/w3: m = hidden > n = dim; the tied head: m = vocab). A
-     * weight gradient with m > n measured 3-11% faster per thread by rows than by columns
-     * (bench/README.md). */
-    bool by_columns = n > m;
     /* C is handed out in whole register tiles of the kernel (tapegrad's: MR rows and NR columns of
      * the path; OpenBLAS's: multiples of 16 rows and 32 columns): no thread gets a ragged edge
      * tile that a coarser split would avoid. */
     const TgKernels *kernels = tg_kernels();
     int64_t row_quantum = gemm_mode == TG_GEMM_POOL ? kernels->gemm_mr : 16;
     int64_t column_quantum = gemm_mode == TG_GEMM_POOL ? kernels->gemm_nr : 32;
-    int64_t units = by_columns ? (n + column_quantum - 1) / column_quantum : (m + row_quantum - 1) / row_quantum;
+    /* By rows, each thread reads and packs all of op(B) (k x n) and its share of op(A); by
+     * columns, all of op(A) (m x k) and its share of op(B). So by rows, unless that leaves the
+     * busiest thread more tiles of C than a split by columns would: a weight gradient whose
+     * output side is the larger (w1/w3: m = hidden > n = dim) measured 3-11% faster per thread
+     * by rows (bench/README.md), but a square 128 x 128 one splits into 5 and 6 row quanta of 12
+     * (the busiest thread 72 rows) and into 2 and 2 column quanta of 32. Either way each element
+     * of C is summed in the same order. */
+    int64_t row_units = (m + row_quantum - 1) / row_quantum, column_units = (n + column_quantum - 1) / column_quantum;
+    double busiest_by_rows = (double)((row_units + threads - 1) / threads * row_quantum) *
+                             (double)(column_units * column_quantum);
+    double busiest_by_columns = (double)((column_units + threads - 1) / threads * column_quantum) *
+                                (double)(row_units * row_quantum);
+    bool by_columns = busiest_by_columns < busiest_by_rows;
+    int64_t units = by_columns ? column_units : row_units;
     if (gemm_mode == TG_GEMM_OPENBLAS || threads == 1 || units < 2 ||
         (double)m * (double)n * (double)k < GEMM_MIN_PARALLEL_MNK) {
         tg_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -12,11 +12,11 @@ static int64_t down_to(int64_t v, int64_t q) { return v / q * q; }
 
 TgGemmPlan tg_gemm_plan_for(int mr, int nr, const TgCaches *c) {
     TgGemmPlan p = {.mr = mr, .nr = nr};
-    /* kc: the B panel's ways of L1 (one way left to C; the rest shared NR : MR) */
+    /* kc: the A micro-panel takes the ways of L1 but one, left to C and to the B panel streaming
+     * through */
     int w1 = c->l1d.ways > 1 ? c->l1d.ways : 2;
     int64_t way1 = c->l1d.bytes / w1;
-    int64_t ways_b = (int64_t)((double)(w1 - 1) / (1.0 + (double)mr / (double)nr));
-    int64_t kc = down_to(at_least(ways_b, 1) * way1 / ((int64_t)nr * 4), 8);
+    int64_t kc = down_to((int64_t)(w1 - 1) * way1 / ((int64_t)mr * 4), 8);
     p.kc = kc < TG_GEMM_KC_MIN ? TG_GEMM_KC_MIN : kc > TG_GEMM_KC_MAX ? TG_GEMM_KC_MAX : kc;
     /* nc: the ways of L2 left after an A micro-panel and C */
     int w2 = c->l2.ways > 2 ? c->l2.ways : 3;

@@ -685,12 +685,14 @@ Test(kernels, the_gemm_plan_follows_the_caches) {
         int mr, nr;
         int64_t kc, nc;
     } cases[] = {
-        /* Zen 3/4, avx2: B's ways floor(7 / (1 + 6/16)) = 5 of 4 KiB -> kc 5 x 4096 / 64 = 320 */
-        {"Zen 3 avx2", {{32768, 8, 64}, {524288, 8, 64}, {33554432, 16, 64}, "test"}, 6, 16, 320, 304},
-        /* Zen 4, avx512: floor(7 / 1.375) = 5 ways -> kc 5 x 4096 / 128 = 160; L2 1 MiB 8-way */
-        {"Zen 4 avx512", {{32768, 8, 64}, {1048576, 8, 64}, {33554432, 16, 64}, "test"}, 12, 32, 160, 1216},
-        /* Emerald Rapids, avx512: 48 KiB 12-way: floor(11 / 1.375) = 8 ways -> kc 256; L2 2 MiB 16-way */
-        {"Emerald Rapids avx512", {{49152, 12, 64}, {2097152, 16, 64}, {0, 0, 0}, "test"}, 12, 32, 256, 1792},
+        /* Zen 3, avx2: 7 ways of 4 KiB for 6 rows -> 1194, at most 1024; L2 512 KiB 8-way: (8 - 1 - 1)
+         * ways of 64 KiB / (1024 x 4) = 96 */
+        {"Zen 3 avx2", {{32768, 8, 64}, {524288, 8, 64}, {33554432, 16, 64}, "test"}, 6, 16, 1024, 96},
+        /* Zen 4, avx512: 7 x 4096 / 48 = 597 -> 592; L2 1 MiB 8-way: 6 x 131072 / 2368 = 332 -> 320 */
+        {"Zen 4 avx512", {{32768, 8, 64}, {1048576, 8, 64}, {33554432, 16, 64}, "test"}, 12, 32, 592, 320},
+        /* Emerald Rapids, avx512: 48 KiB 12-way: 11 x 4096 / 48 = 938 -> 936; L2 2 MiB 16-way:
+         * 14 x 131072 / 3744 = 490 -> 480 */
+        {"Emerald Rapids avx512", {{49152, 12, 64}, {2097152, 16, 64}, {0, 0, 0}, "test"}, 12, 32, 936, 480},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const TgCaches *c = &cases[i].caches;
@@ -698,8 +700,8 @@ Test(kernels, the_gemm_plan_follows_the_caches) {
         cr_expect_eq(p.kc, cases[i].kc, "%s: kc %lld", cases[i].cpu, (long long)p.kc);
         cr_expect_eq(p.nc, cases[i].nc, "%s: nc %lld", cases[i].cpu, (long long)p.nc);
         cr_expect(p.nc % p.nr == 0 && p.mc % p.mr == 0 && p.kc % 8 == 0, "%s: blocks of whole tiles", cases[i].cpu);
-        /* an A micro-panel and a B panel fit L1 beside a way for C; the B block fits L2 */
-        cr_expect_leq((p.mr + p.nr) * p.kc * 4, c->l1d.bytes - c->l1d.bytes / c->l1d.ways, "%s", cases[i].cpu);
+        /* an A micro-panel fits L1 beside a way for C and the streaming B panel; the B block fits L2 */
+        cr_expect_leq(p.mr * p.kc * 4, c->l1d.bytes - c->l1d.bytes / c->l1d.ways, "%s", cases[i].cpu);
         cr_expect_leq(p.kc * p.nc * 4, c->l2.bytes, "%s", cases[i].cpu);
         cr_expect_geq(p.mc, p.mr, "%s", cases[i].cpu);
     }

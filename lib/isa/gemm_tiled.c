@@ -47,21 +47,36 @@ enum {
     MR = ISA_GEMM_MR, /* rows of the C tile */
     NR = ISA_GEMM_NR, /* columns of the C tile: two vectors */
 };
+_Static_assert(MR % 3 == 0, "tile_product reads A's rows in groups of three");
+
+/* Steps of k packed at a time when a transposed B is read across its lines; micro-panels of a
+ * transposed A packed side by side */
+enum { PACK_RUN = 16, PACK_GROUP = 8 };
 
 /* A rows [0, rows) x k [0, kc) -> micro-panels of MR rows: panel[p * MR + r] = A(r, p); rows past
  * `rows` are zero, so the kernel never reads past A. A transposed A (a weight gradient's dY^T)
  * is read a row of a (a column of A) at a time, in order. */
 static void pack_a(const float *a, int64_t lda, bool trans, int64_t rows, int64_t kc, float *dst) {
-    if (trans) {   /* A(i, p) = a[p lda + i]: row p of a holds A's column p; read it once, in order */
-        int64_t full_rows = rows / MR * MR;
-        for (int64_t p = 0; p < kc; p++) {
-            const float *src = a + p * lda;
-            for (int64_t r0 = 0; r0 < full_rows; r0 += MR) memcpy(dst + r0 * kc + p * MR, src + r0, MR * sizeof(float));
-            if (full_rows < rows) {
-                float *d = dst + full_rows * kc + p * MR;
-                int64_t r = 0;
-                for (; r < rows - full_rows; r++) d[r] = src[full_rows + r];
-                for (; r < MR; r++) d[r] = 0.0f;
+    if (trans) {   /* A(i, p) = a[p lda + i]: row p of a holds A's column p */
+        /* PACK_GROUP micro-panels at a time, step by step of k: each step reads PACK_GROUP MR
+         * floats of a row of a in order and writes MR floats into each of PACK_GROUP streams.
+         * All the micro-panels at once would put more streams, MR kc floats apart, in one set
+         * of L1 than it has ways whenever MR kc 4 is a multiple of a way (kc 512: 12, 24 KiB);
+         * one micro-panel at a time would read MR floats of every line it touches. */
+        for (int64_t g0 = 0; g0 < rows; g0 += PACK_GROUP * MR) {
+            int64_t g1 = g0 + PACK_GROUP * MR < rows ? g0 + PACK_GROUP * MR : rows;
+            for (int64_t p = 0; p < kc; p++) {
+                const float *src = a + p * lda;
+                for (int64_t r0 = g0; r0 < g1; r0 += MR) {
+                    float *d = dst + r0 * kc + p * MR;
+                    if (g1 - r0 >= MR) {
+                        memcpy(d, src + r0, MR * sizeof(float));
+                        continue;
+                    }
+                    int64_t r = 0;
+                    for (; r < g1 - r0; r++) d[r] = src[r0 + r];
+                    for (; r < MR; r++) d[r] = 0.0f;
+                }
             }
         }
         return;
@@ -85,7 +100,6 @@ static void pack_a(const float *a, int64_t lda, bool trans, int64_t rows, int64_
  * past `cols` are zero. Memory is read in its own order (a row of b at a time, or a run of
  * PACK_RUN floats of each row when B is transposed), the panels written where they lie in L1/L2:
  * walking b panel by panel touched a new cache line (and often a new page) per float or two. */
-enum { PACK_RUN = 16 };
 static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t cols, float *dst) {
     int64_t full_cols = cols / NR * NR;
     if (!trans) {   /* B(p, c) = b[p ldb + c]: row p of b is row p of every panel */
@@ -143,38 +157,56 @@ static inline __attribute__((always_inline)) void update_tile(float *c, int64_t 
     }
 }
 
-/* acc (MR x NR) = A (MR x kc) * B panel (kc x NR), then written into the tile of C.
+/* acc (MR x NR) = A (MR x kc) * B panel (kc x NR): the whole inner loop, in a function of its own
+ * with nothing else alive, so that the 2 MR accumulators, the two B vectors and the broadcast A
+ * float stay in registers. Inlined into the loop over tiles, GCC also kept alpha, beta and C's
+ * addresses alive across it and moved a B vector to the stack on the avx512 path (a load per
+ * multiply-add, 74-86% of the ceiling instead of 90-97%).
  * A(r, p) = a[r a_rs + p a_cs]: a packed micro-panel (1, MR), or A's rows read where they lie
  * (lda, 1). `next`, when not NULL, is the next micro-panel's first row, read where it lies: its
  * lines are fetched a line (16 steps of k) ahead of this tile's, since MR short streams that
- * start cold are too short for the hardware's prefetcher. A full tile is updated in place; a
- * partial one (rows x cols) is copied into `edge`, updated by the same vector code (so an
- * element's rounding does not depend on the tile it falls in) and copied back. */
-static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
-                                                               const float *next, const float *bp, float *c,
-                                                               int64_t ldc, int rows, int cols, float alpha,
-                                                               float beta, bool first) {
+ * start cold are too short for the hardware's prefetcher. */
+static inline __attribute__((always_inline)) void tile_product(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
+                                                               const float *next, const float *bp, vf out[MR][2]) {
+    /* Rows read where they lie are addressed from one row in three (MR is 12 or 6), the other two
+     * at a_rs and 2 a_rs from it: GCC otherwise steps a pointer per row, an add per row per step of
+     * k and, at 12 rows, more pointers than it has registers. */
+    const float *row3[MR / 3], *next3[MR / 3];
+#pragma GCC unroll 4
+    for (int g = 0; g < MR / 3; g++) row3[g] = a + 3 * g * a_rs, next3[g] = next ? next + 3 * g * a_rs : NULL;
     vf acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = (vf){0};
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) {   /* C's lines, for writing, while the products run */
-        __builtin_prefetch(c + r * ldc, 1, 3);
-        __builtin_prefetch(c + r * ldc + NR - 1, 1, 3);
-    }
     for (int64_t p = 0; p < kc; p++) {
         if (a_cs == 1 && next && (p & 15) == 0) {
 #pragma GCC unroll 12
-            for (int r = 0; r < MR; r++) __builtin_prefetch(next + r * a_rs + p, 0, 3);
+            for (int r = 0; r < MR; r++) __builtin_prefetch(next3[r / 3] + (r % 3) * a_rs + p, 0, 3);
         }
         const vf b0 = VF_ALIGNED(bp + p * NR), b1 = VF_ALIGNED(bp + p * NR + VLANES);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
-            const float a_rp = a[r * a_rs + p * a_cs];
+            const float a_rp = a_cs == 1 ? row3[r / 3][(r % 3) * a_rs + p] : a[r * a_rs + p * a_cs];
             acc[r][0] += a_rp * b0;
             acc[r][1] += a_rp * b1;
         }
     }
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) out[r][0] = acc[r][0], out[r][1] = acc[r][1];
+}
+static __attribute__((noinline)) void tile_product_packed(int64_t kc, const float *restrict ap,
+                                                          const float *restrict bp, vf acc[restrict MR][2]) {
+    tile_product(kc, ap, 1, MR, NULL, bp, acc);
+}
+static __attribute__((noinline)) void tile_product_rows(int64_t kc, const float *restrict a, int64_t lda,
+                                                        const float *next, const float *restrict bp,
+                                                        vf acc[restrict MR][2]) {
+    tile_product(kc, a, lda, 1, next, bp, acc);
+}
+
+/* The tile of C (rows x cols, row stride ldc) from the accumulators. A full tile is updated in
+ * place; a partial one is copied into `edge`, updated by the same vector code (so an element's
+ * rounding does not depend on the tile it falls in) and copied back. */
+static void write_tile(vf acc[MR][2], float *c, int64_t ldc, int rows, int cols, float alpha, float beta, bool first) {
     if (rows == MR && cols == NR) {
         update_tile(c, ldc, acc, alpha, beta, first);
         return;
@@ -187,14 +219,29 @@ static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const
     for (int r = 0; r < rows; r++) memcpy(c + r * ldc, edge[r], (size_t)cols * sizeof(float));
 }
 
-/* The two ways of reading A, each with its strides known to the compiler. */
+/* C's lines, for writing, fetched while the products run */
+static inline __attribute__((always_inline)) void prefetch_tile(float *c, int64_t ldc) {
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        __builtin_prefetch(c + r * ldc, 1, 3);
+        __builtin_prefetch(c + r * ldc + NR - 1, 1, 3);
+    }
+}
+
+/* The two ways of reading A. */
 static void kernel_packed_a(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int rows, int cols,
                             float alpha, float beta, bool first) {
-    micro_kernel(kc, ap, 1, MR, NULL, bp, c, ldc, rows, cols, alpha, beta, first);
+    vf acc[MR][2] __attribute__((aligned(64)));
+    prefetch_tile(c, ldc);
+    tile_product_packed(kc, ap, bp, acc);
+    write_tile(acc, c, ldc, rows, cols, alpha, beta, first);
 }
 static void kernel_rows_a(int64_t kc, const float *a, int64_t lda, const float *next, const float *bp, float *c,
                           int64_t ldc, int cols, float alpha, float beta, bool first) {
-    micro_kernel(kc, a, lda, 1, next, bp, c, ldc, MR, cols, alpha, beta, first);
+    vf acc[MR][2] __attribute__((aligned(64)));
+    prefetch_tile(c, ldc);
+    tile_product_rows(kc, a, lda, next, bp, acc);
+    write_tile(acc, c, ldc, MR, cols, alpha, beta, first);
 }
 
 /* Packing buffers of the calling thread, allocated on its first product and then reused; the
@@ -222,6 +269,15 @@ static float *thread_pack_buffer(size_t floats) {
     return pack_buffer;
 }
 
+/* The size of the blocks that cut `extent` into equal ones of at most `cap` (at least one
+ * quantum), each a whole number of quanta. */
+static int64_t equal_blocks(int64_t extent, int64_t cap, int64_t quantum) {
+    cap = cap < quantum ? quantum : cap / quantum * quantum;
+    int64_t blocks = (extent + cap - 1) / cap;
+    int64_t size = (extent + blocks - 1) / blocks;
+    return (size + quantum - 1) / quantum * quantum;
+}
+
 void ISA_FN(sgemm_tiled)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                          int64_t ldc) {
@@ -236,9 +292,11 @@ void ISA_FN(sgemm_tiled)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int
      * steps. The slices depend on k and kc alone, so every split of C over threads sums each
      * element in the same order. */
     int64_t slices = (k + plan->kc - 1) / plan->kc, slice = ((k + slices - 1) / slices + 7) / 8 * 8;
-    /* the blocks no larger than this product needs */
-    int64_t mc = m < plan->mc ? (m + MR - 1) / MR * MR : plan->mc;
-    int64_t nc = n < plan->nc ? (n + NR - 1) / NR * NR : plan->nc;
+    /* The blocks hold what the plan's do in floats (kc nc in L2, mc kc in L3), so a slice shorter
+     * than kc gets wider ones, and they are cut equally: n = 352 at nc 320 as 192 + 160, not
+     * 320 + 32 (a block of one panel re-reads every A micro-panel for a single tile). */
+    int64_t mc = equal_blocks(m, plan->mc * plan->kc / slice, MR);
+    int64_t nc = equal_blocks(n, plan->nc * plan->kc / slice, NR);
     float *a_pack = thread_pack_buffer((size_t)mc * (size_t)slice + (size_t)slice * (size_t)nc);
     float *b_pack = a_pack + (size_t)mc * (size_t)slice;
     for (int64_t i0 = 0; i0 < m; i0 += mc) {
