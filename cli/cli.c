@@ -7,6 +7,7 @@
 #include "train/dist.h"
 
 const Subcommand *const cli_subcommands[] = {
+    &cmd_prepare,
     &cmd_train,
     &cmd_sample,
     &cmd_eval,

@@ -1,12 +1,14 @@
-/* `tapegrad eval`: the val loss of a trained run (or its loss on any text), as JSON. */
+/* `tapegrad eval`: the loss of a trained run on its val split, another dataset's val split or any
+ * sources, in nats per token and in bits per byte, as JSON. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "data/corpus.h"
+#include "data/dataset.h"
 #include "data/prepare.h"
+#include "data/sources.h"
 #include "lib/json_write.h"
 #include "tapegrad/engine.h"
 #include "train/memory_plan.h"
@@ -14,59 +16,124 @@
 #include "train/trainer.h"
 
 typedef struct {
-    const char *run, *data;
+    const char *run, *data, *dataset, *text_field;
     int threads;
 } EvalFlags;
 
 #define E EvalFlags
 static const OptSpec specs[] = {
     FLAG_RUN(E, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
-    FLAG_DATA(E, data, "text file or folder to evaluate on", 0, "the run's val split"),
+    FLAG_DATA(E, data, "text or JSONL file (gzip-compressed or not) or a folder of them to evaluate on", 0,
+              "the run's val split"),
+    FLAG_DATASET(E, dataset, "a dataset folder (tapegrad prepare) whose val split to evaluate on; its tokenizer must be the run's",
+                 0, NULL),
+    FLAG_TEXT_FIELD(E, text_field, 0),
     FLAG_THREADS(E, threads, "threads", 0, NULL),
 };
 #undef E
-static const OptTable table = {"eval", "--run DIR [--data PATH]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
+static const OptTable table = {"eval", "--run DIR [--data PATH | --dataset DIR]", specs,
+                               (int)(sizeof specs / sizeof specs[0]), 0};
 
 enum { EVAL_MAX_BATCH = 8 };
 
-/* Mean loss over every non-overlapping window of `tokens`, in batches of up to EVAL_MAX_BATCH windows. */
-static double loss_over_windows(TgModel *model, TgTape *tape, const int32_t *tokens, int64_t n, int64_t *n_windows) {
-    int64_t T = model->cfg.seq_len, windows = (n - 1) / T, max_batch = EVAL_MAX_BATCH;
-    int32_t *in = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
-    int32_t *tg = tg_malloc((size_t)(max_batch * T) * sizeof(int32_t));
-    double total = 0.0;
-    for (int64_t w = 0; w < windows; w += max_batch) {
-        int64_t b = windows - w < max_batch ? windows - w : max_batch;
-        for (int64_t i = 0; i < b; i++) {
-            memcpy(in + i * T, tokens + (w + i) * T, (size_t)T * sizeof(int32_t));
-            memcpy(tg + i * T, tokens + (w + i) * T + 1, (size_t)T * sizeof(int32_t));
-        }
-        total += evaluate_loss(model, tape, in, tg, 1, b, T) * (double)b;
-    }
-    free(in);
-    free(tg);
-    *n_windows = windows;
-    return windows ? total / (double)windows : NAN;
+/* The token stream cut into non-overlapping windows of seq + 1 tokens (window w: tokens
+ * [w seq, (w + 1) seq]), evaluated EVAL_MAX_BATCH windows at a time as the tokens arrive, so
+ * that no more than a batch of them is held. */
+typedef struct {
+    TgModel *model;
+    TgTape *tape;
+    const TgTokenizer *tok;
+    int64_t seq;
+    int32_t *tokens, *in, *tg;
+    size_t n; /* buffered */
+    double nats;
+    uint64_t windows, bytes;
+} Windows;
+
+static void windows_open(Windows *w, TgModel *model, TgTape *tape, const TgTokenizer *tok) {
+    *w = (Windows){.model = model, .tape = tape, .tok = tok, .seq = model->cfg.seq_len};
+    size_t cap = (size_t)(EVAL_MAX_BATCH * w->seq + 1);
+    w->tokens = tg_malloc(cap * sizeof(int32_t));
+    w->in = tg_malloc(cap * sizeof(int32_t));
+    w->tg = tg_malloc(cap * sizeof(int32_t));
 }
 
-/* The tokens to evaluate on: `data` encoded with the run's tokenizer, or the run's val split. */
-static TgStatus eval_tokens(Run *run, const char *data, int32_t **tokens, size_t *n) {
-    if (!data) {
-        TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, tokens, n));
-    } else {
-        char *text = NULL;
-        size_t len = 0;
-        TG_TRY(corpus_read(data, &text, &len));
-        size_t cap = tg_tokenizer_max_ids(&run->tok, len);
-        *tokens = tg_malloc((cap + 1) * sizeof(int32_t));
-        TgStatus s = tg_tokenizer_encode(&run->tok, text, len, *tokens, cap, n);
-        free(text);
-        if (s != TG_OK) return tg_fail_context(s, "%s cannot be encoded with the run's tokenizer", data);
+/* Evaluates the whole windows buffered (all of them when they fill a batch), keeping the last
+ * token, which starts the next window. */
+static void windows_evaluate(Windows *w) {
+    int64_t T = w->seq, b = w->n > 0 ? (int64_t)(w->n - 1) / T : 0;
+    if (b == 0) return;
+    for (int64_t i = 0; i < b; i++) {
+        memcpy(w->in + i * T, w->tokens + i * T, (size_t)T * sizeof(int32_t));
+        memcpy(w->tg + i * T, w->tokens + i * T + 1, (size_t)T * sizeof(int32_t));
     }
-    if ((int64_t)*n < run->model.cfg.seq_len + 1)
-        return tg_fail(TG_ERR_FORMAT, "%s holds %zu tokens, fewer than one window of %lld; give more text",
-                       data ? data : "the val split", *n, (long long)run->model.cfg.seq_len + 1);
-    return TG_OK;
+    w->nats += evaluate_loss(w->model, w->tape, w->in, w->tg, 1, b, T) * (double)(b * T);
+    w->bytes += tokens_text_bytes(w->tok, w->tg, (size_t)(b * T));
+    w->windows += (uint64_t)b;
+    size_t used = (size_t)(b * T);
+    memmove(w->tokens, w->tokens + used, (w->n - used) * sizeof(int32_t));
+    w->n -= used;
+}
+
+static void windows_add(Windows *w, const int32_t *ids, size_t n) {
+    size_t cap = (size_t)(EVAL_MAX_BATCH * w->seq + 1);
+    while (n > 0) {
+        size_t m = cap - w->n < n ? cap - w->n : n;
+        memcpy(w->tokens + w->n, ids, m * sizeof(int32_t));
+        w->n += m, ids += m, n -= m;
+        if (w->n == cap) windows_evaluate(w);
+    }
+}
+
+static void windows_close(Windows *w) {
+    free(w->tokens), free(w->in), free(w->tg);
+}
+
+/* A token file, a batch at a time. */
+static TgStatus windows_from_store(Windows *w, const TokenStore *s) {
+    size_t block = (size_t)(EVAL_MAX_BATCH * w->seq);
+    int32_t *ids = tg_malloc(block * sizeof(int32_t));
+    TgStatus st = TG_OK;
+    for (uint64_t at = 0; at < s->n && st == TG_OK; at += block) {
+        size_t m = s->n - at < block ? (size_t)(s->n - at) : block;
+        st = token_store_read(s, at, m, ids);
+        if (st == TG_OK) windows_add(w, ids, m);
+    }
+    free(ids);
+    windows_evaluate(w);
+    return st;
+}
+
+/* Any sources, encoded with the run's tokenizer document by document, <eot> after each. */
+static TgStatus windows_from_sources(Windows *w, const char *path, const char *text_field) {
+    SourceList list;
+    TG_TRY(sources_list(path, &list));
+    DocReader reader;
+    DocOptions dopt = {.text_field = text_field, .whole_documents = prepare_whole_documents(w->tok)};
+    doc_reader_open(&reader, &list, &dopt);
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    TgStatus st;
+    for (;;) {
+        DocPiece piece;
+        bool got;
+        st = doc_reader_next(&reader, &piece, &got);
+        if (st != TG_OK || !got) break;
+        size_t need = tg_tokenizer_max_ids(w->tok, piece.len) + 1, n;
+        if (need > cap) ids = tg_realloc(ids, (cap = need) * sizeof *ids);
+        st = tg_tokenizer_encode(w->tok, piece.text, piece.len, ids, need, &n);
+        if (st != TG_OK) {
+            st = tg_fail_context(st, "%s cannot be encoded with the run's tokenizer", path);
+            break;
+        }
+        if (piece.doc_end && (n == 0 || ids[n - 1] != w->tok->eot_id)) ids[n++] = w->tok->eot_id;
+        windows_add(w, ids, n);
+    }
+    free(ids);
+    doc_reader_close(&reader);
+    sources_free(&list);
+    if (st == TG_OK) windows_evaluate(w);
+    return st;
 }
 
 static int run_eval(int argc, char **argv) {
@@ -75,51 +142,69 @@ static int run_eval(int argc, char **argv) {
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.run) return cli_usage_error("eval", "--run DIR is required (a folder written by `tapegrad train`)");
+    if (o.data && o.dataset) return cli_usage_error("eval", "give --data or --dataset, not both");
     Run run;
-    int32_t *tokens = NULL;
-    size_t n = 0;
+    Dataset dataset = {.train.fd = -1, .val.fd = -1};
     TgStatus s = run_open_existing(o.run, &run);
-    if (s == TG_OK) s = eval_tokens(&run, o.data, &tokens, &n);
-    int64_t windows_per_batch = 0;
+    const char *what = o.data ? o.data : o.dataset ? o.dataset : "the val split";
+    if (s == TG_OK && o.dataset) {
+        s = dataset_open(o.dataset, false, &dataset);
+        if (s == TG_OK && dataset.tok.fingerprint != run.tok.fingerprint)
+            s = tg_fail(TG_ERR_MISMATCH, "the dataset %s was prepared with another tokenizer than the run's: evaluate it with --data on its sources",
+                        o.dataset);
+    } else if (s == TG_OK && !o.data) {
+        s = run_open_val(&run);
+    }
     if (s == TG_OK) {
         /* the batches of up to 8 windows, each a forward without a tape, before the arena grows */
-        int64_t windows = ((int64_t)n - 1) / run.model.cfg.seq_len;
-        windows_per_batch = windows < EVAL_MAX_BATCH ? windows : EVAL_MAX_BATCH;
         MemoryPlan plan = {0};
-        memory_plan_add(&plan, model_memory_bytes(&run.model.cfg) + (double)n * sizeof(int32_t), NULL, NULL,
-                        "for the model and the tokens");
-        memory_plan_add_activations(&plan, &run.model.cfg, windows_per_batch, run.model.cfg.seq_len, o.threads, false,
+        memory_plan_add(&plan, model_memory_bytes(&run.model.cfg), NULL, NULL, "for the model");
+        memory_plan_add_activations(&plan, &run.model.cfg, EVAL_MAX_BATCH, run.model.cfg.seq_len, o.threads, false,
                                     run.last_checkpoint, NULL);
         s = memory_plan_check(&plan);
     }
     if (s == TG_OK) {
         TgEngine engine;
         tg_engine_open(&engine, o.threads, 0);
-        s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(&run.model.cfg, windows_per_batch,
+        s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(&run.model.cfg, EVAL_MAX_BATCH,
                                                                               run.model.cfg.seq_len, o.threads, false));
-        int64_t windows = 0;
-        double loss = s == TG_OK ? loss_over_windows(&run.model, &engine.tape, tokens, (int64_t)n, &windows) : NAN;
+        Windows w;
+        windows_open(&w, &run.model, &engine.tape, &run.tok);
+        if (s == TG_OK)
+            s = o.data ? windows_from_sources(&w, o.data, o.text_field)
+                       : windows_from_store(&w, o.dataset ? &dataset.val : &run.val);
+        double loss = w.windows ? w.nats / (double)(w.windows * (uint64_t)w.seq) : NAN;
         if (s != TG_OK) {
-            /* the arena could not be had */
+            /* said below */
+        } else if (w.windows == 0) {
+            s = tg_fail(TG_ERR_FORMAT, "%s holds fewer tokens than one window of %lld; give more text", what,
+                        (long long)run.model.cfg.seq_len + 1);
         } else if (!isfinite(loss)) {
             /* JSON has no NaN: refused rather than printed */
             s = tg_fail(TG_ERR_NUMERIC,
                         "%s: the loss on %s is %s although every weight is finite: the model's activations overflow "
                         "float32",
-                        run.last_checkpoint, o.data ? o.data : "the val split", isnan(loss) ? "NaN" : "infinite");
+                        run.last_checkpoint, what, isnan(loss) ? "NaN" : "infinite");
         } else {
-            printf("{\"val_loss\":%.9g,\"tokens\":%lld,\"windows\":%lld,\"step\":%lld,\"checkpoint\":", loss,
-                   (long long)(windows * run.model.cfg.seq_len), (long long)windows, (long long)run.state.step);
+            uint64_t tokens = w.windows * (uint64_t)w.seq;
+            printf("{\"val_loss\":%.9g", loss);
+            json_write_field(stdout, "bits_per_byte", bits_per_byte(loss, tokens, w.bytes), 9);
+            printf(",\"tokens\":%llu,\"bytes\":%llu,\"windows\":%llu,\"step\":%lld,\"data\":", (unsigned long long)tokens,
+                   (unsigned long long)w.bytes, (unsigned long long)w.windows, (long long)run.state.step);
+            json_write_string(stdout, what);
+            printf(",\"checkpoint\":");
             json_write_string(stdout, run.last_checkpoint);
             printf("}\n");
         }
+        windows_close(&w);
         tg_engine_close(&engine);
     }
-    free(tokens);
+    dataset_close(&dataset);
     run_close(&run);
     return cli_exit("eval", s);
 }
 
 CLI_ONE_TABLE(option_tables, &table)
 
-const Subcommand cmd_eval = {"eval", "val loss of a trained run, as JSON", run_eval, option_tables};
+const Subcommand cmd_eval = {"eval", "loss (nats per token) and bits per byte of a trained run, as JSON", run_eval,
+                             option_tables};

@@ -115,19 +115,16 @@ static TgStatus inspect_memory_check(const Run *run, const InspectFlags *o) {
 }
 
 /* The k fixed val batches the gradients are averaged over. */
-static TgStatus inspect_batches(const Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
-    int32_t *val = NULL;
-    size_t n_val = 0, bytes;
+static TgStatus inspect_batches(Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
+    size_t bytes;
     int64_t T = run->model.cfg.seq_len, tokens;
     if (!tg_mul_i64(k, batch, &tokens) || !tg_mul_i64(tokens, T, &tokens) || !tg_bytes_of(tokens, sizeof(int32_t), &bytes))
         return tg_fail(TG_ERR_ARG, "--batches %lld x --batch %lld x %lld tokens is too many", (long long)k,
                        (long long)batch, (long long)T);
-    TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, &val, &n_val));
+    TG_TRY(run_open_val(run));
     *inputs = tg_malloc(bytes);
     *targets = tg_malloc(bytes);
-    TgStatus s = loader_fixed_batches(val, n_val, batch, T, k, *inputs, *targets);
-    free(val);
-    return s;
+    return loader_fixed_batches_store(&run->val, batch, T, k, *inputs, *targets);
 }
 
 static int run_inspect(int argc, char **argv) {

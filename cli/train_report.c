@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 void cli_train_report_end(CliTrainReport *r) {
@@ -31,10 +32,11 @@ static void format_duration(double s, char *buf, size_t cap) {
 
 static void print_progress(void *ctx, const TrainProgress *p) {
     CliTrainReport *r = ctx;
-    char eta[32], val[32];
+    char eta[32], val[48];
     format_duration(p->eta_s, eta, sizeof eta);
     if (isnan(p->val_loss)) snprintf(val, sizeof val, "-");
-    else snprintf(val, sizeof val, "%.4f", p->val_loss);
+    else if (isnan(p->val_bpb)) snprintf(val, sizeof val, "%.4f", p->val_loss);
+    else snprintf(val, sizeof val, "%.4f (%.3f bpb)", p->val_loss, p->val_bpb);
     if (r->tty) {
         enum { WIDTH = 30 };
         int filled = p->steps > 0 ? (int)((double)WIDTH * (double)p->step / (double)p->steps) : WIDTH;
@@ -51,6 +53,34 @@ static void print_progress(void *ctx, const TrainProgress *p) {
     fflush(stdout);
 }
 
+/* Preparing data: a bar on a terminal, else a line at every tenth of the bytes and at the end. */
+static void print_preparing(void *ctx, const PrepareProgress *p) {
+    CliTrainReport *r = ctx;
+    double mb = 1e6, frac = p->total ? (double)p->done / (double)p->total : 1.0;
+    double rate = p->elapsed_s > 0 ? (double)p->done / mb / p->elapsed_s : 0;
+    char eta[32];
+    format_duration(rate > 0 ? ((double)p->total - (double)p->done) / mb / rate : 0, eta, sizeof eta);
+    if (r->tty) {
+        enum { WIDTH = 30 };
+        int filled = (int)(WIDTH * frac);
+        char bar[WIDTH + 1];
+        for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+        bar[WIDTH] = '\0';
+        fprintf(stderr, "\r[%s] %s %.1f/%.1f MB | %.1f MB/s | ETA %s   ", bar, p->phase, (double)p->done / mb,
+                (double)p->total / mb, rate, eta);
+        r->bar_shown = true;
+        if (p->done >= p->total) cli_train_report_end(r);
+        return;
+    }
+    int tenth = (int)(10 * frac);
+    if (strcmp(r->phase, p->phase) == 0 && tenth <= r->tenth) return;
+    snprintf(r->phase, sizeof r->phase, "%s", p->phase);
+    r->tenth = tenth;
+    printf("%s: %.1f/%.1f MB (%d%%), %.1f MB/s, %.1f s, ETA %s\n", p->phase, (double)p->done / mb, (double)p->total / mb,
+           (int)(100 * frac), rate, p->elapsed_s, eta);
+    fflush(stdout);
+}
+
 static void print_sample(void *ctx, const TrainSample *s) {
     CliTrainReport *r = ctx;
     cli_train_report_end(r);
@@ -63,7 +93,13 @@ static void print_sample(void *ctx, const TrainSample *s) {
 
 TrainReporter cli_train_reporter(CliTrainReport *r, const char *command) {
     *r = (CliTrainReport){.command = command, .tty = isatty(fileno(stderr))};
-    return (TrainReporter){.ctx = r, .message = print_message, .progress = print_progress, .sample = print_sample};
+    return (TrainReporter){.ctx = r, .message = print_message, .progress = print_progress, .sample = print_sample,
+                           .preparing = print_preparing};
+}
+
+PrepareReporter cli_prepare_reporter(CliTrainReport *r, const char *command) {
+    *r = (CliTrainReport){.command = command, .tty = isatty(fileno(stderr))};
+    return (PrepareReporter){.ctx = r, .message = print_message, .progress = print_preparing};
 }
 
 MessageSink cli_message_sink(CliTrainReport *r) { return (MessageSink){print_message, r}; }

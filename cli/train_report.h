@@ -3,7 +3,10 @@
  *
  *   messages   on stdout; notes as "note: ...", warnings on stderr as "tapegrad CMD: warning: ..."
  *   progress   a bar redrawn on stderr when stderr is a terminal, else one line per report on stdout:
- *              "step 50/1500 loss 3.2933 val 3.3415 lr 3.03e-04 grad_norm 0.313 4405 tok/s ETA 0m00s"
+ *              "step 50/1500 loss 3.2933 val 3.3415 (1.581 bpb) lr 3.03e-04 grad_norm 0.313 4405 tok/s ETA 0m00s"
+ *              (bpb: the val loss in bits per byte, docs/data.md)
+ *   preparing  (data/prepare.h) the same bar, "[###...] encoding 120.4/200.0 MB | 24.1 MB/s | ETA 0m03s",
+ *              or without a terminal a line at every tenth of the bytes
  *   sample     between a "--- sample (N tokens, temperature T, top-k K) ---" line and "---"
  */
 #ifndef TAPEGRAD_CLI_TRAIN_REPORT_H
@@ -17,12 +20,16 @@ typedef struct CliTrainReport {
     const char *command; /* "train": warnings read "tapegrad train: warning: ..." */
     bool tty;            /* stderr is a terminal: progress is a bar */
     bool bar_shown;      /* the bar holds the cursor's line: anything else printed starts a new one */
+    char phase[16];      /* preparing data, without a terminal: the phase and tenth last printed */
+    int tenth;
 } CliTrainReport;
 
 /* A reporter printing as above, its state in *report. */
 TrainReporter cli_train_reporter(CliTrainReport *report, const char *command);
 /* Ends the bar's line, if one is shown (after the run). */
 void cli_train_report_end(CliTrainReport *report);
+/* The messages and the preparing bar for `tapegrad prepare`. */
+PrepareReporter cli_prepare_reporter(CliTrainReport *report, const char *command);
 /* The same messages for a caller with a MessageSink (lib/messages.h). */
 MessageSink cli_message_sink(CliTrainReport *report);
 

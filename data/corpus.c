@@ -85,7 +85,7 @@ static TgStatus append_file(Reader *r, const char *path, bool *binary, bool *emp
     return TG_OK;
 }
 
-static bool skipped_name(const char *name) {
+bool corpus_skipped_name(const char *name) {
     size_t n = strlen(name);
     if (name[0] == '.') return true;
     if (n >= 4 && strcmp(name + n - 4, ".dat") == 0) return true;
@@ -95,7 +95,8 @@ static bool skipped_name(const char *name) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static TgStatus read_file_entry(Reader *r, const char *path) {
+static TgStatus read_file_entry(void *ctx, const char *path) {
+    Reader *r = ctx;
     bool binary, empty;
     char why[96];
     TG_TRY(append_file(r, path, &binary, &empty, why, sizeof why));
@@ -109,14 +110,14 @@ static TgStatus read_file_entry(Reader *r, const char *path) {
     return TG_OK;
 }
 
-static TgStatus read_folder(Reader *r, const char *dir) {
+TgStatus corpus_walk(const char *dir, CorpusFileFn fn, void *ctx) {
     DIR *d = opendir(dir);
     if (!d) return tg_fail(TG_ERR_IO, "cannot open corpus folder %s: %s", dir, strerror(errno));
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (skipped_name(e->d_name)) continue; /* also "." and ".." */
+        if (corpus_skipped_name(e->d_name)) continue; /* also "." and ".." */
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             names = tg_realloc(names, cap * sizeof *names);
@@ -135,11 +136,11 @@ static TgStatus read_folder(Reader *r, const char *dir) {
         if (lstat(path, &lst) != 0) {
             st = tg_fail(TG_ERR_IO, "cannot stat corpus entry %s: %s", path, strerror(errno));
         } else if (S_ISDIR(lst.st_mode)) {
-            st = read_folder(r, path);
+            st = corpus_walk(path, fn, ctx);
         } else if (S_ISREG(lst.st_mode)) {
-            st = read_file_entry(r, path);
+            st = fn(ctx, path);
         } else if (S_ISLNK(lst.st_mode) && stat(path, &st_target) == 0 && S_ISREG(st_target.st_mode)) {
-            st = read_file_entry(r, path); /* symlinks to folders are skipped: no cycles */
+            st = fn(ctx, path); /* symlinks to folders are skipped: no cycles */
         }
         free(path);
     }
@@ -168,7 +169,7 @@ TgStatus corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo 
     Reader r = {.info = info};
     TgStatus st;
     if (S_ISDIR(sb.st_mode)) {
-        st = read_folder(&r, path);
+        st = corpus_walk(path, read_file_entry, &r);
         if (st == TG_OK && r.len == 0) {
             if (info->files_binary > 0)
                 st = tg_fail(TG_ERR_FORMAT,

@@ -45,4 +45,12 @@ TgStatus corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo 
  * ANSI art use, count as text, as do all bytes >= 0x80). An empty buffer is not binary. */
 bool corpus_is_binary(const char *bytes, size_t len);
 
+/* Whether a folder entry of this name is skipped (hidden, *.dat, *.u8). */
+bool corpus_skipped_name(const char *name);
+/* Calls fn(ctx, path) for every file of the folder `dir` in the order above (the skipped names,
+ * symlinks to folders and what is neither file nor folder left out), stopping at the first
+ * status that is not TG_OK, which it returns. */
+typedef TgStatus (*CorpusFileFn)(void *ctx, const char *path);
+TgStatus corpus_walk(const char *dir, CorpusFileFn fn, void *ctx);
+
 #endif

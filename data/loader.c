@@ -14,33 +14,43 @@ static TgStatus check_shape(size_t n, int64_t batch, int64_t seq) {
     return TG_OK;
 }
 
-TgStatus loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed) {
+TgStatus loader_init_store(Loader *ld, const TokenStore *tokens, int64_t batch, int64_t seq, uint64_t seed) {
     memset(ld, 0, sizeof *ld);
-    TG_TRY(check_shape(n, batch, seq));
-    ld->tokens = tokens;
-    ld->n_tokens = n;
+    TG_TRY(check_shape((size_t)tokens->n, batch, seq));
+    ld->tokens = *tokens;
     ld->batch = batch;
     ld->seq = seq;
     tg_rng_seed(&ld->state.rng, seed);
     return TG_OK;
 }
 
+TgStatus loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed) {
+    TokenStore store;
+    token_store_from_memory(&store, tokens, n);
+    return loader_init_store(ld, &store, batch, seq, seed);
+}
+
 /* One row: tokens[start .. start + seq] split into inputs and targets. */
-static void copy_window(const int32_t *tokens, size_t start, int64_t seq, int32_t *in, int32_t *tg) {
-    memcpy(in, tokens + start, (size_t)seq * sizeof *in);
-    memcpy(tg, tokens + start + 1, (size_t)seq * sizeof *tg);
+static TgStatus copy_window(const TokenStore *tokens, uint64_t start, int64_t seq, int32_t *in, int32_t *tg) {
+    TG_TRY(token_store_read(tokens, start, (size_t)seq, in));
+    memcpy(tg, in + 1, (size_t)(seq - 1) * sizeof *tg);
+    return token_store_read(tokens, start + (uint64_t)seq, 1, tg + seq - 1);
 }
 
 /* The start of the next window: uniform over 0 .. n - seq - 1. */
-static size_t draw_start(Loader *ld) {
-    TG_CHECK(ld->tokens && ld->seq > 0, "drawing from an uninitialised loader");
-    return (size_t)tg_rng_below(&ld->state.rng, (uint64_t)(ld->n_tokens - (size_t)ld->seq));
+static uint64_t draw_start(Loader *ld) {
+    TG_CHECK(ld->tokens.n > 0 && ld->seq > 0, "drawing from an uninitialised loader");
+    return tg_rng_below(&ld->state.rng, ld->tokens.n - (uint64_t)ld->seq);
 }
 
-void loader_next(Loader *ld, int32_t *inputs, int32_t *targets) {
-    for (int64_t b = 0; b < ld->batch; b++)
-        copy_window(ld->tokens, draw_start(ld), ld->seq, inputs + b * ld->seq, targets + b * ld->seq);
+TgStatus loader_next(Loader *ld, int32_t *inputs, int32_t *targets) {
+    TgStatus st = TG_OK;
+    for (int64_t b = 0; b < ld->batch; b++) {
+        uint64_t start = draw_start(ld); /* drawn whatever happens, so the stream stays in step */
+        if (st == TG_OK) st = copy_window(&ld->tokens, start, ld->seq, inputs + b * ld->seq, targets + b * ld->seq);
+    }
     ld->state.batches_drawn++;
+    return st;
 }
 
 void loader_skip(Loader *ld, int64_t n_batches) {
@@ -83,6 +93,14 @@ void loader_state_unpack(const uint8_t in[LOADER_STATE_BYTES], LoaderState *stat
 
 TgStatus loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
                                int32_t *inputs, int32_t *targets) {
+    TokenStore store;
+    token_store_from_memory(&store, tokens, n);
+    return loader_fixed_batches_store(&store, batch, seq, k, inputs, targets);
+}
+
+TgStatus loader_fixed_batches_store(const TokenStore *tokens, int64_t batch, int64_t seq, int64_t k, int32_t *inputs,
+                                     int32_t *targets) {
+    size_t n = (size_t)tokens->n;
     TG_TRY(check_shape(n, batch, seq));
     if (k < 1) return tg_fail(TG_ERR_ARG, "the number of evaluation batches (%" PRId64 ") must be at least 1", k);
     if ((uint64_t)k > UINT32_MAX / (uint64_t)batch)
@@ -94,7 +112,7 @@ TgStatus loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, in
     uint64_t step = last / gaps, rem = last % gaps;
     for (uint64_t i = 0; i < windows; i++) {
         uint64_t start = i * step + i * rem / gaps;
-        copy_window(tokens, (size_t)start, seq, inputs + (int64_t)i * seq, targets + (int64_t)i * seq);
+        TG_TRY(copy_window(tokens, start, seq, inputs + (int64_t)i * seq, targets + (int64_t)i * seq));
     }
     return TG_OK;
 }

@@ -1,4 +1,5 @@
-/* Batch loader over an in-memory token array.
+/* Batch loader over a token file (a TokenStore, data/tokfile.h: read a window at a time, never
+ * whole) or a token array in memory.
  *
  * Training batches: each of the `batch` rows is a window of seq + 1 consecutive tokens whose
  * start is drawn uniformly from [0, n - seq - 1] by the loader's own RNG; inputs are the first
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/tokfile.h"
 #include "tapegrad/error.h"
 #include "tapegrad/rng.h"
 
@@ -26,17 +28,18 @@ typedef struct LoaderState {
 } LoaderState;
 
 typedef struct Loader {
-    const int32_t *tokens; /* not owned: must outlive the loader */
-    size_t n_tokens;
+    TokenStore tokens; /* a copy; the file or array must outlive the loader */
     int64_t batch, seq;
     LoaderState state;
 } Loader;
 
 /* Refuses batch < 1, seq < 1 and n < seq + 1 (no window fits), with a message. */
 TgStatus loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed);
+TgStatus loader_init_store(Loader *ld, const TokenStore *tokens, int64_t batch, int64_t seq, uint64_t seed);
 
-/* Fills inputs and targets, each (batch, seq). */
-void loader_next(Loader *ld, int32_t *inputs, int32_t *targets);
+/* Fills inputs and targets, each (batch, seq). Fails only when the token file cannot be read
+ * (or changed under the run). */
+TgStatus loader_next(Loader *ld, int32_t *inputs, int32_t *targets);
 /* Draws n batches without copying them: the state moves exactly as n loader_next calls move it.
  * The ranks of a data-parallel run share one stream this way, each copying only its own. */
 void loader_skip(Loader *ld, int64_t n_batches);
@@ -55,5 +58,7 @@ void loader_state_unpack(const uint8_t in[LOADER_STATE_BYTES], LoaderState *stat
  * (k, batch, seq) each. Refuses the same arguments as loader_init, and k < 1. */
 TgStatus loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
                                int32_t *inputs, int32_t *targets);
+TgStatus loader_fixed_batches_store(const TokenStore *tokens, int64_t batch, int64_t seq, int64_t k, int32_t *inputs,
+                                     int32_t *targets);
 
 #endif

@@ -1,74 +1,107 @@
-/* Corpus preparation: text -> tokens -> out_dir/{train.tok, val.tok} (+ tokenizer.txt).
+/* Preparing a corpus: sources (data/sources.h) -> tokenizer -> tokens -> a dataset's files
+ * (data/dataset.h): tokenizer.txt, train.tok, val.tok and dataset.json.
  *
- * The whole text is encoded as one token stream; the LAST `val_fraction` of the stream
- * (rounded to the nearest token) is the validation split, the rest is the training split. Each
- * split must hold at least one training window, seq_len + 1 tokens, or preparation is refused
- * with a message giving the counts. The tokenizer is trained on the whole text (both splits),
- * as is usual for small corpora.
- */
+ * It streams. A first pass over the sources counts what the tokenizer is trained on (BPE: each
+ * distinct pre-split chunk once, with its count; char: the bytes seen); a second pass encodes the
+ * documents in batches of about PREPARE_BATCH_BYTES, the pieces of a batch spread over `threads`
+ * (the output does not depend on their number: each piece is encoded alone and the results are
+ * joined in order; each thread keeps the ids of the chunks it merged, about 8,000 of the first it
+ * meets, and copies them when they come again), and appends them to train.tok as they come. An imported tokenizer
+ * (tokenizer_json) needs only the second pass. Each document ends with exactly one <eot>: it is
+ * appended unless the document's own last token already is one (a text ending in
+ * "<|endoftext|>"); named special tokens in the text are single ids.
+ *
+ * The split: the LAST val_fraction of the token stream (rounded to the nearest token) is val.tok,
+ * the rest train.tok; each must hold at least seq_len + 1 tokens, or preparation is refused with
+ * the counts. The tokenizer is trained on the whole corpus (both splits), as is usual.
+ *
+ * Memory (peak RSS above the program's own): the word table of BPE training (the distinct chunks'
+ * bytes, 32 bytes a chunk for the table at most half full, then the trainer's ~40 bytes a chunk
+ * plus 4 a byte of them); one batch of text, PREPARE_BATCH_BYTES, with its ids (4 bytes a byte
+ * of text at most, 12 for an imported tokenizer); the longest document piece (sources.h:
+ * DOC_MAX_PIECE_BYTES) and the longest JSONL line (jsonl.h); 1 MiB of output buffer. None of it
+ * grows with the corpus except the word table, which grows with its vocabulary of distinct chunks. */
 #ifndef TAPEGRAD_DATA_PREPARE_H
 #define TAPEGRAD_DATA_PREPARE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/corpus.h"
-#include "tapegrad/tokenizer.h"
+#include "data/sources.h"
+#include "lib/messages.h"
 #include "tapegrad/error.h"
+#include "tapegrad/tokenizer.h"
 
 #define PREPARE_TOKENIZER_FILE "tokenizer.txt"
 #define PREPARE_TRAIN_FILE "train.tok"
 #define PREPARE_VAL_FILE "val.tok"
 #define PREPARE_DEFAULT_VAL_FRACTION 0.1
+enum { PREPARE_BATCH_BYTES = 8 << 20, PREPARE_MAX_THREADS = 256 };
 
 typedef struct PrepareOptions {
-    const char *corpus_path; /* text file or folder; NULL means corpus_default_path() */
-    const char *out_dir;     /* created when missing */
-    TgTokenizerKind kind;      /* TG_TOKENIZER_CHAR or TG_TOKENIZER_BPE */
-    const char *tokenizer_json; /* not NULL: import this Hugging Face tokenizer.json instead of training */
-    int32_t vocab_size;      /* BPE only (>= 257) */
-    double val_fraction;     /* in (0, 1) */
-    int64_t seq_len;         /* each split needs seq_len + 1 tokens */
+    const char *sources;          /* file or folder; NULL means corpus_default_path() */
+    TgTokenizerKind kind;         /* TG_TOKENIZER_CHAR or TG_TOKENIZER_BPE */
+    const char *tokenizer_json;   /* not NULL: import this Hugging Face tokenizer.json instead of training */
+    int32_t vocab_size;           /* BPE only (>= 257 + the specials) */
+    const char *special_tokens;   /* BPE only: "chatml" or a comma list (tokenizer.h), or NULL */
+    const char *text_field;       /* JSONL: the member holding each document (NULL: "text") */
+    bool strict;                  /* a malformed JSONL line stops the preparation */
+    double val_fraction;          /* in (0, 1) */
+    int64_t seq_len;              /* each split needs seq_len + 1 tokens */
+    int threads;                  /* encoding threads (1 or more) */
 } PrepareOptions;
 
-/* BPE, vocab 2048, val_fraction 0.1, seq_len 256, the default corpus; out_dir "data". */
+/* BPE, vocab 2048, val_fraction 0.1, seq_len 256, 2 threads, the default corpus. */
 void prepare_options_default(PrepareOptions *opt);
 
+/* What a long preparation reports as it goes (every member may be NULL). */
+typedef struct PrepareProgress {
+    const char *phase;            /* "counting" (the tokenizer's pass), "encoding" */
+    uint64_t done, total;         /* bytes of the sources on disk */
+    double elapsed_s;             /* in this phase */
+} PrepareProgress;
+
+typedef struct PrepareReporter {
+    void *ctx;
+    void (*message)(void *ctx, MessageLevel level, const char *text);
+    void (*progress)(void *ctx, const PrepareProgress *p);
+} PrepareReporter;
+
 typedef struct PrepareResult {
-    size_t corpus_bytes;
-    size_t n_tokens, n_train, n_val;
+    uint64_t file_bytes, text_bytes;  /* the sources on disk, and decompressed */
+    size_t files, files_binary, files_empty;
+    uint64_t documents, malformed_lines, empty_texts;
+    uint64_t n_tokens, n_train, n_val;
     int32_t vocab_size;
-    uint64_t tokenizer_fingerprint;
-    CorpusInfo corpus;          /* filled by prepare_run only */
-    double tokenizer_seconds;   /* training the tokenizer (prepare_run only) */
-    double encode_seconds;
+    uint64_t tokenizer_fingerprint, fingerprint, recipe_fingerprint;
+    size_t words;                     /* BPE: distinct chunks counted */
+    double count_seconds, tokenizer_seconds, encode_seconds;
 } PrepareResult;
 
 /* How many of n tokens go to each split; refuses when either is shorter than seq_len + 1 or
  * val_fraction is not in (0, 1). */
 TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
 
-/* Encodes text with tok, splits it and writes out_dir/train.tok and out_dir/val.tok (tagged
- * with the tokenizer's fingerprint). `result` may be NULL. */
-TgStatus corpus_prepare(const TgTokenizer *tok, const char *text, size_t len, const char *out_dir,
-                         double val_fraction, int64_t seq_len, PrepareResult *result);
+/* Prepares the sources into `dir`, an existing folder the caller owns (a run's temporary folder,
+ * or prepare_dataset's): its files are written there, each atomically; on failure some may be
+ * left, for the caller to remove with the folder. *tok (may be NULL) receives the tokenizer.
+ * `result` may be NULL. */
+TgStatus prepare_into(const PrepareOptions *opt, const char *dir, const PrepareReporter *reporter, PrepareResult *result,
+                      TgTokenizer *tok);
 
-/* A corpus read, tokenized and split in memory: every check passed, nothing written yet. */
-typedef struct PreparedCorpus {
-    TgTokenizer tok;
-    int32_t *ids;          /* the whole stream, train split first */
-    size_t n_train, n_val;
-} PreparedCorpus;
+/* `tapegrad prepare`: the sources into the dataset folder out_dir, made whole or not at all (a
+ * temporary folder beside it, renamed into place). An out_dir that exists is refused unless it
+ * is an empty folder, or a dataset of the same recipe and sources: then nothing is done, and
+ * *already is set (already may be NULL). */
+TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const PrepareReporter *reporter,
+                         PrepareResult *result, bool *already);
 
-/* Reads the corpus, trains the tokenizer, encodes and splits: every check preparation makes,
- * and no file written, so a caller can refuse a corpus before it creates anything. */
-TgStatus prepare_corpus(const PrepareOptions *opt, PreparedCorpus *out, PrepareResult *result);
-/* Writes out_dir/{tokenizer.txt, train.tok, val.tok}, creating out_dir when missing. */
-TgStatus prepare_write(const PreparedCorpus *p, const char *out_dir);
-void prepared_corpus_free(PreparedCorpus *p);
+/* Whether documents must be encoded whole with tok (an added token holds a '\n': sources.h). */
+bool prepare_whole_documents(const TgTokenizer *tok);
 
-/* The whole pipeline: prepare_corpus, then prepare_write into opt->out_dir. `tok` (may be NULL)
- * receives the tokenizer (caller frees). */
-TgStatus prepare_run(const PrepareOptions *opt, TgTokenizer *tok, PrepareResult *result);
+/* The recipe of opt as text ("bpe vocab 6400, special tokens chatml, text field \"text\", val
+ * fraction 0.1, lenient"), as the manifest records it. */
+void prepare_recipe(const PrepareOptions *opt, char *out, size_t cap);
 
 #endif

@@ -14,6 +14,7 @@
 #include "lib/file_read.h"
 #include "tapegrad/limits.h"
 #include "data/tokenizer_internal.h"
+#include "data/unicode_class.h"
 #include "lib/path.h"
 
 static const char MAGIC[] = "tapegrad-tokenizer";
@@ -37,7 +38,69 @@ void tg_tokenizer_free(TgTokenizer *tok) {
     bpe_rank_map_free(tok->ranks);
     token_index_free(tok->index);
     added_matcher_free(tok->matcher);
+    tokenizer_specials_free(tok->specials, tok->n_specials);
     memset(tok, 0, sizeof *tok);
+}
+
+void tokenizer_specials_free(char **names, int32_t n) {
+    for (int32_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+TgStatus tokenizer_special_check(const char *name, size_t len, const char *origin) {
+    if (len == 0 || len > TG_TOKENIZER_MAX_SPECIAL_BYTES)
+        return tg_fail(TG_ERR_ARG, "%s: a special token's name is 1 to %d bytes, not %zu (\"%.80s\")", origin,
+                       TG_TOKENIZER_MAX_SPECIAL_BYTES, len, name);
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t n = utf8_next((const unsigned char *)name + i, len - i, &cp);
+        if (cp == UNICODE_INVALID || cp < 0x21 || cp == 0x7f || cp == ',' || (cp >= 0x80 && cp < 0xa0) ||
+            unicode_class(cp) == UNICODE_SPACE)
+            return tg_fail(TG_ERR_ARG,
+                           "%s: special token \"%.*s\" holds byte %zu that is white space, a control character, a "
+                           "comma or not UTF-8: a name is printable text without those",
+                           origin, (int)len, name, i);
+        i += n;
+    }
+    return TG_OK;
+}
+
+TgStatus tokenizer_specials_parse(const char *spec, char ***names_out, int32_t *n_out) {
+    *names_out = NULL;
+    *n_out = 0;
+    if (!spec || !*spec) return TG_OK;
+    if (strcmp(spec, "chatml") == 0) spec = TG_TOKENIZER_CHATML_SPECIALS;
+    char **names = NULL;
+    int32_t n = 0;
+    for (const char *p = spec;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        TgStatus st = tokenizer_special_check(p, len, "--special-tokens");
+        if (st == TG_OK && len == strlen(TG_TOKENIZER_EOT_TEXT) && memcmp(p, TG_TOKENIZER_EOT_TEXT, len) == 0) {
+            /* <eot> is always there (id 256) */
+        } else if (st == TG_OK) {
+            for (int32_t i = 0; i < n && st == TG_OK; i++)
+                if (strlen(names[i]) == len && memcmp(names[i], p, len) == 0)
+                    st = tg_fail(TG_ERR_ARG, "--special-tokens names %s twice", names[i]);
+            if (st == TG_OK && n == TG_TOKENIZER_MAX_SPECIALS)
+                st = tg_fail(TG_ERR_ARG, "--special-tokens: at most %d names", TG_TOKENIZER_MAX_SPECIALS);
+            if (st == TG_OK) {
+                names = tg_realloc(names, (size_t)(n + 1) * sizeof *names);
+                names[n] = tg_malloc(len + 1);
+                memcpy(names[n], p, len);
+                names[n++][len] = '\0';
+            }
+        }
+        if (st != TG_OK) {
+            tokenizer_specials_free(names, n);
+            return st;
+        }
+        if (!comma) break;
+        p = comma + 1;
+    }
+    *names_out = names;
+    *n_out = n;
+    return TG_OK;
 }
 
 /* FNV-1a over a canonical little-endian serialisation of what decides the encoding. */
@@ -82,6 +145,15 @@ static uint64_t compute_fingerprint(const TgTokenizer *tok) {
         }
         /* version-1 tokenizers end here, so their recorded fingerprints stay valid */
         if (tok->split != TG_TOKENIZER_SPLIT_TAPEGRAD) h = fnv_u32(h, (uint32_t)tok->split);
+        /* and version 2 here */
+        if (tok->n_specials > 0) {
+            h = fnv_u32(h, 0x73700000u | (uint32_t)tok->n_specials); /* "sp" */
+            for (int32_t i = 0; i < tok->n_specials; i++) {
+                size_t len = strlen(tok->specials[i]);
+                h = fnv_u32(h, (uint32_t)len);
+                for (size_t j = 0; j < len; j++) h = fnv_u32(h, (unsigned char)tok->specials[i][j]);
+            }
+        }
         if (tok->hf) h = fingerprint_imported(tok, h);
     }
     return h ? h : 1;
@@ -127,20 +199,26 @@ static TgStatus build_token_table(TgTokenizer *tok, const char *origin) {
         return TG_OK;
     }
     /* BPE: lengths first (validating), then the bytes. <eot> has its text with the GPT-2 split
-     * (where the text means <eot>), none otherwise. */
+     * (where the text means <eot>), none otherwise; the named specials their names. */
     const char *eot_text = tok->split == TG_TOKENIZER_SPLIT_GPT2 ? TG_TOKENIZER_EOT_TEXT : "";
     const int64_t eot_len = (int64_t)strlen(eot_text);
+    const int32_t first_merge = tokenizer_first_merge(tok);
     tok->token_offsets[0] = 0;
     for (int32_t id = 0; id < TG_TOKENIZER_BPE_BASE; id++) tok->token_offsets[id + 1] = id + 1;
     tok->token_offsets[TG_TOKENIZER_BPE_EOT + 1] = TG_TOKENIZER_BPE_BASE + eot_len;
+    for (int32_t k = 0; k < tok->n_specials; k++) {
+        int32_t id = TG_TOKENIZER_BPE_FIRST_MERGE + k;
+        tok->token_offsets[id + 1] = tok->token_offsets[id] + (int64_t)strlen(tok->specials[k]);
+    }
     for (int32_t i = 0; i < tok->n_merges; i++) {
-        int32_t id = TG_TOKENIZER_BPE_FIRST_MERGE + i;
+        int32_t id = first_merge + i;
         TgTokenPair p = tok->merges[i];
         if (p.left < 0 || p.left >= id || p.right < 0 || p.right >= id ||
-            p.left == TG_TOKENIZER_BPE_EOT || p.right == TG_TOKENIZER_BPE_EOT)
+            (p.left >= TG_TOKENIZER_BPE_EOT && p.left < first_merge) ||
+            (p.right >= TG_TOKENIZER_BPE_EOT && p.right < first_merge))
             return tg_fail(TG_ERR_FORMAT,
                            "%s: merge %" PRId32 " (%" PRId32 " %" PRId32 ") must join two ids "
-                           "below its own id %" PRId32 ", neither of them <eot> (256)",
+                           "below its own id %" PRId32 ", neither of them <eot> (256) or a special token",
                            origin, i, p.left, p.right, id);
         int64_t len = token_len(tok, p.left) + token_len(tok, p.right);
         if (len > TG_TOKENIZER_MAX_CHUNK)
@@ -153,8 +231,12 @@ static TgStatus build_token_table(TgTokenizer *tok, const char *origin) {
     tok->token_bytes = tg_malloc((size_t)tok->token_offsets[v]);
     for (int32_t id = 0; id < TG_TOKENIZER_BPE_BASE; id++) tok->token_bytes[id] = (uint8_t)id;
     memcpy(tok->token_bytes + TG_TOKENIZER_BPE_BASE, eot_text, (size_t)eot_len);
+    for (int32_t k = 0; k < tok->n_specials; k++) {
+        int32_t id = TG_TOKENIZER_BPE_FIRST_MERGE + k;
+        memcpy(tok->token_bytes + tok->token_offsets[id], tok->specials[k], (size_t)token_len(tok, id));
+    }
     for (int32_t i = 0; i < tok->n_merges; i++) {
-        int32_t id = TG_TOKENIZER_BPE_FIRST_MERGE + i;
+        int32_t id = first_merge + i;
         TgTokenPair p = tok->merges[i];
         uint8_t *dst = tok->token_bytes + tok->token_offsets[id];
         size_t ll = (size_t)token_len(tok, p.left), rl = (size_t)token_len(tok, p.right);
@@ -197,20 +279,36 @@ static TgStatus validate_imported(const TgTokenizer *tok, const char *origin) {
     return TG_OK;
 }
 
-/* tapegrad's own BPE: ids 0..255 the bytes, 256 <eot> (matched in text with the GPT-2 split). */
+/* tapegrad's own BPE: ids 0..255 the bytes, 256 <eot> (matched in text with the GPT-2 split), then
+ * the named specials (matched too), then the merges. */
 static TgStatus validate_own_bpe(TgTokenizer *tok, const char *origin) {
-    if (tok->n_merges < 0 || tok->vocab_size != TG_TOKENIZER_BPE_FIRST_MERGE + tok->n_merges ||
-        tok->eot_id != TG_TOKENIZER_BPE_EOT)
+    if (tok->n_specials < 0 || tok->n_specials > TG_TOKENIZER_MAX_SPECIALS ||
+        (tok->n_specials > 0 && tok->split != TG_TOKENIZER_SPLIT_GPT2))
+        return tg_fail(TG_ERR_FORMAT, "%s: %" PRId32 " special tokens (at most %d, with the GPT-2 split only)", origin,
+                       tok->n_specials, TG_TOKENIZER_MAX_SPECIALS);
+    const int32_t first_merge = tokenizer_first_merge(tok);
+    if (tok->n_merges < 0 || tok->vocab_size != first_merge + tok->n_merges || tok->eot_id != TG_TOKENIZER_BPE_EOT)
         return tg_fail(TG_ERR_FORMAT,
-                       "%s: a BPE tokenizer with %" PRId32 " merges has vocab_size %" PRId64
+                       "%s: a BPE tokenizer with %" PRId32 " merges and %" PRId32 " special tokens has vocab_size %" PRId64
                        " and eot_id %d, not %" PRId32 " and %" PRId32,
-                       origin, tok->n_merges, (int64_t)TG_TOKENIZER_BPE_FIRST_MERGE + tok->n_merges,
+                       origin, tok->n_merges, tok->n_specials, (int64_t)first_merge + tok->n_merges,
                        TG_TOKENIZER_BPE_EOT, tok->vocab_size, tok->eot_id);
+    for (int32_t k = 0; k < tok->n_specials; k++) {
+        const char *name = tok->specials[k];
+        size_t len = strlen(name);
+        TgStatus st = tokenizer_special_check(name, len, origin);
+        if (st != TG_OK) return tg_fail(TG_ERR_FORMAT, "%s", tg_error_message());
+        bool repeated = strcmp(name, TG_TOKENIZER_EOT_TEXT) == 0;
+        for (int32_t j = 0; j < k && !repeated; j++) repeated = strcmp(name, tok->specials[j]) == 0;
+        if (repeated) return tg_fail(TG_ERR_FORMAT, "%s: special token %s is named twice", origin, name);
+    }
     for (int b = 0; b < 256; b++) tok->byte_ids[b] = b;
     if (tok->split == TG_TOKENIZER_SPLIT_GPT2) {
-        tok->added = tg_malloc(sizeof *tok->added);
+        tok->added = tg_malloc((size_t)(1 + tok->n_specials) * sizeof *tok->added);
         tok->added[0] = (TgTokenizerAdded){TG_TOKENIZER_BPE_EOT, true};
-        tok->n_added = 1;
+        for (int32_t k = 0; k < tok->n_specials; k++)
+            tok->added[1 + k] = (TgTokenizerAdded){TG_TOKENIZER_BPE_FIRST_MERGE + k, true};
+        tok->n_added = 1 + tok->n_specials;
     }
     return build_token_table(tok, origin);
 }
@@ -248,6 +346,11 @@ size_t tg_tokenizer_max_ids(const TgTokenizer *tok, size_t len) { return tok->hf
 
 TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out) {
+    return tokenizer_encode_cached(tok, text, len, out, out_cap, n_out, NULL);
+}
+
+TgStatus tokenizer_encode_cached(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
+                                 size_t *n_out, ChunkCache *cache) {
     TG_CHECK(tok->kind == TG_TOKENIZER_CHAR || tok->kind == TG_TOKENIZER_BPE, "encode with an empty tokenizer");
     TG_CHECK(out_cap >= tg_tokenizer_max_ids(tok, len), "encode needs room for %zu ids, not %zu",
              tg_tokenizer_max_ids(tok, len), out_cap);
@@ -255,7 +358,7 @@ TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t le
     if (len == 0) return TG_OK;
     const unsigned char *bytes = (const unsigned char *)text;
     if (tok->kind == TG_TOKENIZER_CHAR) return tokenizer_char_encode(tok, bytes, len, out, n_out);
-    tokenizer_bpe_encode(tok, bytes, len, out, n_out);
+    tokenizer_bpe_encode(tok, bytes, len, out, n_out, cache);
     return TG_OK;
 }
 
@@ -314,6 +417,10 @@ static void write_escaped(FILE *f, const uint8_t *b, size_t n) {
 /* The sizes and the char table or the merges of a tokenizer file. */
 static void save_entries(FILE *f, const TgTokenizer *tok) {
     fprintf(f, "vocab_size %" PRId32 "\neot_id %" PRId32 "\n", tok->vocab_size, tok->eot_id);
+    if (tok->n_specials > 0) {
+        fprintf(f, "special_tokens %" PRId32 "\n", tok->n_specials);
+        for (int32_t k = 0; k < tok->n_specials; k++) fprintf(f, "%s\n", tok->specials[k]);
+    }
     if (tok->kind == TG_TOKENIZER_CHAR) {
         fprintf(f, "chars %" PRId32 "\n", tok->n_chars);
         for (int32_t i = 0; i < tok->n_chars; i++) {
@@ -326,7 +433,7 @@ static void save_entries(FILE *f, const TgTokenizer *tok) {
     fprintf(f, "merges %" PRId32 "\n", tok->n_merges);
     for (int32_t i = 0; i < tok->n_merges; i++) {
         size_t l;
-        const uint8_t *b = tg_tokenizer_token_bytes(tok, TG_TOKENIZER_BPE_FIRST_MERGE + i, &l);
+        const uint8_t *b = tg_tokenizer_token_bytes(tok, tokenizer_first_merge(tok) + i, &l);
         fprintf(f, "%" PRId32 " %" PRId32 "\t# ", tok->merges[i].left, tok->merges[i].right);
         write_escaped(f, b, l);
         fputc('\n', f);
@@ -345,7 +452,8 @@ TgStatus tg_tokenizer_save(const TgTokenizer *tok, const char *path) {
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     FILE *f = atomic_file_stream(&af);
-    fprintf(f, "%s %d\nkind %s\n", MAGIC, gpt2 ? TG_TOKENIZER_FILE_VERSION : 1, tg_tokenizer_kind_name(tok->kind));
+    int version = tok->n_specials > 0 ? TG_TOKENIZER_FILE_VERSION : gpt2 ? 2 : 1;
+    fprintf(f, "%s %d\nkind %s\n", MAGIC, version, tg_tokenizer_kind_name(tok->kind));
     if (gpt2) fputs("split gpt2\n", f);
     if (tok->hf) fprintf(f, "file %s\n", TOKENIZER_HF_FILE);
     else save_entries(f, tok);
@@ -418,7 +526,24 @@ static TgStatus parse_field(LineReader *r, const char *key, int64_t lo, int64_t 
 }
 
 /* The char table or the merges of a tokenizer file. */
-static TgStatus load_entries(LineReader *r, TgTokenizer *tok, int64_t vocab) {
+/* "special_tokens K" and K names (version 3). */
+static TgStatus load_specials(LineReader *r, TgTokenizer *tok) {
+    int64_t count;
+    TG_TRY(parse_field(r, "special_tokens", 1, TG_TOKENIZER_MAX_SPECIALS, &count));
+    tok->specials = tg_calloc((size_t)count, sizeof *tok->specials);
+    for (int64_t k = 0; k < count; k++) {
+        TG_TRY(need_line(r, "a special token"));
+        size_t len = strlen(r->line);
+        char origin[TG_PATH_CAP + 48];
+        snprintf(origin, sizeof origin, "tokenizer file %s, line %" PRId64, r->path, r->lineno);
+        if (tokenizer_special_check(r->line, len, origin) != TG_OK) return tg_fail(TG_ERR_FORMAT, "%s", tg_error_message());
+        tok->specials[k] = strdup(r->line);
+        tok->n_specials = (int32_t)(k + 1);
+    }
+    return TG_OK;
+}
+
+static TgStatus load_entries(LineReader *r, TgTokenizer *tok, int64_t vocab, int64_t version) {
     int64_t count;
     if (tok->kind == TG_TOKENIZER_CHAR) {
         TG_TRY(parse_field(r, "chars", 1, 256, &count));
@@ -439,8 +564,12 @@ static TgStatus load_entries(LineReader *r, TgTokenizer *tok, int64_t vocab) {
         return tg_fail(TG_ERR_FORMAT,
                        "tokenizer file %s: a BPE vocab_size is at least %d, not %" PRId64,
                        r->path, TG_TOKENIZER_BPE_FIRST_MERGE, vocab);
-    TG_TRY(parse_field(r, "merges", vocab - TG_TOKENIZER_BPE_FIRST_MERGE,
-                       vocab - TG_TOKENIZER_BPE_FIRST_MERGE, &count));
+    if (version >= 3) TG_TRY(load_specials(r, tok));
+    int64_t first_merge = TG_TOKENIZER_BPE_FIRST_MERGE + tok->n_specials;
+    if (vocab < first_merge)
+        return tg_fail(TG_ERR_FORMAT, "tokenizer file %s: vocab_size %" PRId64 " is below the %" PRId64 " ids of its bytes, <eot> and special tokens",
+                       r->path, vocab, first_merge);
+    TG_TRY(parse_field(r, "merges", vocab - first_merge, vocab - first_merge, &count));
     /* grown as lines arrive, so a corrupt count cannot ask for a huge block up front */
     int64_t cap = 0;
     for (int64_t i = 0; i < count; i++) {
@@ -514,7 +643,7 @@ static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
         TG_TRY(parse_field(r, "eot_id", 0, vocab - 1, &eot));
         tok->vocab_size = (int32_t)vocab;
         tok->eot_id = (int32_t)eot;
-        TG_TRY(load_entries(r, tok, vocab));
+        TG_TRY(load_entries(r, tok, vocab, version));
     }
     TG_TRY(need_line(r, "the fingerprint line"));
     uint64_t stored;

@@ -256,11 +256,11 @@ void token_index_free(TgTokenIndex *ix) {
     free(ix);
 }
 
-/* ---- training: distinct chunks ------------------------------------------------------- */
+/* ---- training: distinct chunks, counted over a stream -------------------------------- */
 
 typedef struct {
     uint64_t hash; /* 0 marks an empty slot */
-    size_t offset; /* first occurrence in the text */
+    size_t offset; /* of its bytes in the counter's store, which holds each distinct chunk once */
     uint32_t len;
     int64_t count;
 } ChunkSlot;
@@ -270,6 +270,16 @@ typedef struct {
     size_t cap, count;
 } ChunkMap;
 
+struct BpeCounter {
+    TgTokenizerSplit split;
+    TgTokenizer cut;         /* the bytes, <eot> and the specials without merges: finds them in text */
+    bool has_cut;            /* the GPT-2 split: <|endoftext|> and the specials are cut out */
+    ChunkMap chunks;
+    uint8_t *bytes;          /* the distinct chunks' bytes, in order of first occurrence */
+    size_t n_bytes, cap_bytes;
+    char **specials;
+    int32_t n_specials;
+};
 
 static void chunkmap_grow(ChunkMap *m) {
     ChunkMap bigger = {tg_calloc(m->cap * 2, sizeof(ChunkSlot)), m->cap * 2, 0};
@@ -285,19 +295,27 @@ static void chunkmap_grow(ChunkMap *m) {
     *m = bigger;
 }
 
-static void chunkmap_insert(ChunkMap *m, const unsigned char *text, size_t offset, size_t len) {
+static void counter_insert(BpeCounter *c, const unsigned char *b, size_t len, int64_t count) {
+    ChunkMap *m = &c->chunks;
     if (2 * (m->count + 1) > m->cap) chunkmap_grow(m);
-    uint64_t h = hash_bytes(text + offset, len);
+    uint64_t h = hash_bytes(b, len);
     size_t mask = m->cap - 1, i = h & mask;
     for (;; i = (i + 1) & mask) {
         ChunkSlot *s = &m->slots[i];
         if (!s->hash) {
-            *s = (ChunkSlot){h, offset, (uint32_t)len, 1};
+            if (c->cap_bytes - c->n_bytes < len) {
+                c->cap_bytes = c->cap_bytes ? 2 * c->cap_bytes : 1 << 16;
+                while (c->cap_bytes - c->n_bytes < len) c->cap_bytes *= 2;
+                c->bytes = tg_realloc(c->bytes, c->cap_bytes);
+            }
+            memcpy(c->bytes + c->n_bytes, b, len);
+            *s = (ChunkSlot){h, c->n_bytes, (uint32_t)len, count};
+            c->n_bytes += len;
             m->count++;
             return;
         }
-        if (s->hash == h && s->len == len && memcmp(text + s->offset, text + offset, len) == 0) {
-            s->count++;
+        if (s->hash == h && s->len == len && memcmp(c->bytes + s->offset, b, len) == 0) {
+            s->count += count;
             return;
         }
     }
@@ -306,6 +324,102 @@ static void chunkmap_insert(ChunkMap *m, const unsigned char *text, size_t offse
 static int chunk_by_offset(const void *a, const void *b) {
     size_t x = ((const ChunkSlot *)a)->offset, y = ((const ChunkSlot *)b)->offset;
     return (x > y) - (x < y);
+}
+
+/* The counter's chunks in order of first occurrence (malloc'ed, *n of them). */
+static ChunkSlot *chunks_in_order(const BpeCounter *c, size_t *n) {
+    ChunkSlot *order = tg_malloc((c->chunks.count ? c->chunks.count : 1) * sizeof *order);
+    size_t k = 0;
+    for (size_t i = 0; i < c->chunks.cap; i++)
+        if (c->chunks.slots[i].hash) order[k++] = c->chunks.slots[i];
+    qsort(order, k, sizeof *order, chunk_by_offset);
+    *n = k;
+    return order;
+}
+
+/* Counts the chunks of text[begin, end) as words, a long chunk in pieces of at most
+ * TG_TOKENIZER_MAX_CHUNK bytes (so no token is longer). */
+static void count_chunks(BpeCounter *c, const unsigned char *text, size_t begin, size_t end) {
+    for (size_t pos = begin; pos < end;) {
+        size_t cl = tokenizer_chunk_len(c->split, (const char *)text + pos, end - pos);
+        for (size_t piece = 0; piece < cl; piece += TG_TOKENIZER_MAX_CHUNK) {
+            size_t pl = cl - piece < TG_TOKENIZER_MAX_CHUNK ? cl - piece : TG_TOKENIZER_MAX_CHUNK;
+            if (pl >= 2) counter_insert(c, text + pos + piece, pl, 1); /* 1-byte chunks never merge */
+        }
+        pos += cl;
+    }
+}
+
+TgStatus bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t n_specials, BpeCounter **out) {
+    *out = NULL;
+    if (n_specials > 0 && split != TG_TOKENIZER_SPLIT_GPT2)
+        return tg_fail(TG_ERR_ARG, "named special tokens need the GPT-2 pre-split");
+    BpeCounter *c = tg_calloc(1, sizeof *c);
+    c->split = split;
+    c->chunks = (ChunkMap){tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
+    if (n_specials > 0) {
+        c->specials = tg_malloc((size_t)n_specials * sizeof *c->specials);
+        for (int32_t i = 0; i < n_specials; i++) c->specials[i] = strdup(specials[i]);
+        c->n_specials = n_specials;
+    }
+    if (split == TG_TOKENIZER_SPLIT_GPT2) {
+        /* with the GPT-2 split, TG_TOKENIZER_EOT_TEXT is the <eot> token wherever it appears, and
+         * a special is its own token: no chunk spans one and no merge learns one */
+        TgTokenizer *t = &c->cut;
+        t->kind = TG_TOKENIZER_BPE;
+        t->split = split;
+        t->n_specials = n_specials;
+        t->specials = n_specials ? tg_malloc((size_t)n_specials * sizeof *t->specials) : NULL;
+        for (int32_t i = 0; i < n_specials; i++) t->specials[i] = strdup(specials[i]);
+        t->vocab_size = TG_TOKENIZER_BPE_FIRST_MERGE + n_specials;
+        t->eot_id = TG_TOKENIZER_BPE_EOT;
+        TgStatus st = tokenizer_finish(t, "--special-tokens");
+        if (st != TG_OK) {
+            bpe_counter_free(c);
+            return st;
+        }
+        c->has_cut = true;
+    }
+    *out = c;
+    return TG_OK;
+}
+
+void bpe_counter_add(BpeCounter *c, const char *text, size_t len) {
+    const unsigned char *b = (const unsigned char *)text;
+    if (!c->has_cut) {
+        count_chunks(c, b, 0, len);
+        return;
+    }
+    AddedScan scan;
+    added_scan_begin(&scan, &c->cut, b, len);
+    for (size_t pos = 0; pos < len;) {
+        size_t at = len, match_len = 0;
+        int32_t id;
+        added_scan_next(&scan, pos, &at, &id, &match_len);
+        count_chunks(c, b, pos, at);
+        pos = at + match_len;
+    }
+    added_scan_end(&scan);
+}
+
+void bpe_counter_merge(BpeCounter *into, const BpeCounter *from) {
+    size_t n;
+    ChunkSlot *order = chunks_in_order(from, &n);
+    for (size_t k = 0; k < n; k++) counter_insert(into, from->bytes + order[k].offset, order[k].len, order[k].count);
+    free(order);
+}
+
+size_t bpe_counter_words(const BpeCounter *c) { return c->chunks.count; }
+
+size_t bpe_counter_bytes(const BpeCounter *c) { return c->chunks.cap * sizeof(ChunkSlot) + c->cap_bytes; }
+
+void bpe_counter_free(BpeCounter *c) {
+    if (!c) return;
+    free(c->chunks.slots);
+    free(c->bytes);
+    tg_tokenizer_free(&c->cut);
+    tokenizer_specials_free(c->specials, c->n_specials);
+    free(c);
 }
 
 /* ---- training: words, pairs, heap ------------------------------------------------------- */
@@ -445,56 +559,29 @@ static void trainer_free(Trainer *t) {
     free(t->touched);
 }
 
-/* Counts the chunks of text[begin, end) as words, a long chunk in pieces of at most
- * TG_TOKENIZER_MAX_CHUNK bytes (so no token is longer). */
-static void count_chunks(ChunkMap *chunks, const unsigned char *text, size_t begin, size_t end, TgTokenizerSplit split) {
-    for (size_t pos = begin; pos < end;) {
-        size_t cl = tokenizer_chunk_len(split, (const char *)text + pos, end - pos);
-        for (size_t piece = 0; piece < cl; piece += TG_TOKENIZER_MAX_CHUNK) {
-            size_t pl = cl - piece < TG_TOKENIZER_MAX_CHUNK ? cl - piece : TG_TOKENIZER_MAX_CHUNK;
-            if (pl >= 2) chunkmap_insert(chunks, text, pos + piece, pl); /* 1-byte chunks never merge */
-        }
-        pos += cl;
-    }
-}
-
-static void trainer_build_words(Trainer *t, const unsigned char *text, size_t len, TgTokenizerSplit split) {
-    ChunkMap chunks = {tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
-    /* with the GPT-2 split, TG_TOKENIZER_EOT_TEXT is the <eot> token wherever it appears: no
-     * chunk spans it and no merge learns it */
-    const size_t eot_len = split == TG_TOKENIZER_SPLIT_GPT2 ? strlen(TG_TOKENIZER_EOT_TEXT) : 0;
-    for (size_t pos = 0; pos < len;) {
-        const unsigned char *hit = eot_len ? memmem(text + pos, len - pos, TG_TOKENIZER_EOT_TEXT, eot_len) : NULL;
-        size_t end = hit ? (size_t)(hit - text) : len;
-        count_chunks(&chunks, text, pos, end, split);
-        pos = hit ? end + eot_len : len;
-    }
-    TG_CHECK(chunks.count < INT32_MAX, "too many distinct chunks: %zu", chunks.count);
-    size_t total = 0;
-    for (size_t i = 0; i < chunks.cap; i++) total += chunks.slots[i].hash ? chunks.slots[i].len : 0;
-    t->syms = tg_malloc((total ? total : 1) * sizeof *t->syms);
-    size_t nw = chunks.count ? chunks.count : 1;
+/* The words: the counter's distinct chunks as symbol ids, in order of first occurrence (the
+ * result does not depend on the order, but this keeps every run identical down to memory layout). */
+static void trainer_build_words(Trainer *t, const BpeCounter *c) {
+    TG_CHECK(c->chunks.count < INT32_MAX, "too many distinct chunks: %zu", c->chunks.count);
+    size_t n;
+    ChunkSlot *order = chunks_in_order(c, &n);
+    t->syms = tg_malloc((c->n_bytes ? c->n_bytes : 1) * sizeof *t->syms);
+    size_t nw = n ? n : 1;
     t->word_start = tg_malloc(nw * sizeof *t->word_start);
     t->word_len = tg_malloc(nw * sizeof *t->word_len);
     t->word_freq = tg_malloc(nw * sizeof *t->word_freq);
     t->word_stamp = tg_calloc(nw, sizeof *t->word_stamp);
-    /* Words in order of first occurrence: the result does not depend on it, but this keeps
-     * every run identical down to memory layout. */
-    size_t n = 0;
-    for (size_t i = 0; i < chunks.cap; i++)
-        if (chunks.slots[i].hash) chunks.slots[n++] = chunks.slots[i];
-    qsort(chunks.slots, n, sizeof *chunks.slots, chunk_by_offset);
     size_t pos = 0;
     for (size_t k = 0; k < n; k++) {
-        const ChunkSlot *s = &chunks.slots[k];
+        const ChunkSlot *s = &order[k];
         t->word_start[k] = (int64_t)pos;
         t->word_len[k] = (int32_t)s->len;
         t->word_freq[k] = s->count;
-        for (uint32_t j = 0; j < s->len; j++) t->syms[pos + j] = text[s->offset + j];
+        for (uint32_t j = 0; j < s->len; j++) t->syms[pos + j] = c->bytes[s->offset + j];
         pos += s->len;
     }
     t->n_words = (int32_t)n;
-    free(chunks.slots);
+    free(order);
 }
 
 static void trainer_count_pairs(Trainer *t) {
@@ -557,18 +644,46 @@ TgStatus tg_tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size
     return tg_tokenizer_bpe_train_split(text, len, vocab_size, TG_TOKENIZER_SPLIT_GPT2, tok);
 }
 
+/* One text through a counter, then training. */
+static TgStatus train_text(const char *text, size_t len, int32_t vocab_size, TgTokenizerSplit split, char **names,
+                           int32_t n_names, TgTokenizer *tok) {
+    memset(tok, 0, sizeof *tok);
+    BpeCounter *c;
+    TG_TRY(bpe_counter_new(split, names, n_names, &c));
+    bpe_counter_add(c, text, len);
+    TgStatus st = bpe_counter_train(c, vocab_size, tok);
+    bpe_counter_free(c);
+    return st;
+}
+
 TgStatus tg_tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TgTokenizerSplit split,
                                     TgTokenizer *tok) {
+    return train_text(text, len, vocab_size, split, NULL, 0, tok);
+}
+
+TgStatus tg_tokenizer_bpe_train_specials(const char *text, size_t len, int32_t vocab_size, const char *specials,
+                                         TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
-    if (vocab_size < TG_TOKENIZER_BPE_FIRST_MERGE)
+    char **names;
+    int32_t n;
+    TG_TRY(tokenizer_specials_parse(specials, &names, &n));
+    TgStatus st = train_text(text, len, vocab_size, TG_TOKENIZER_SPLIT_GPT2, names, n, tok);
+    tokenizer_specials_free(names, n);
+    return st;
+}
+
+TgStatus bpe_counter_train(const BpeCounter *c, int32_t vocab_size, TgTokenizer *tok) {
+    memset(tok, 0, sizeof *tok);
+    const int32_t first_merge = TG_TOKENIZER_BPE_FIRST_MERGE + c->n_specials;
+    if (vocab_size < first_merge)
         return tg_fail(TG_ERR_ARG,
                        "vocab_size %" PRId32 " is too small for a byte-level BPE tokenizer: it "
-                       "needs at least %d (256 bytes + <eot>); use a char tokenizer for a smaller "
+                       "needs at least %" PRId32 " (256 bytes + <eot>%s); use a char tokenizer for a smaller "
                        "vocabulary",
-                       vocab_size, TG_TOKENIZER_BPE_FIRST_MERGE);
-    int32_t target = vocab_size - TG_TOKENIZER_BPE_FIRST_MERGE;
+                       vocab_size, first_merge, c->n_specials ? " + the special tokens" : "");
+    int32_t target = vocab_size - first_merge;
     Trainer t = {0};
-    trainer_build_words(&t, (const unsigned char *)text, len, split);
+    trainer_build_words(&t, c);
     trainer_count_pairs(&t);
     /* grown as merges are made: an absurd vocab_size must fail with a message, not abort */
     TgTokenPair *merges = NULL;
@@ -583,7 +698,7 @@ TgStatus tg_tokenizer_bpe_train_split(const char *text, size_t len, int32_t voca
             merges = tg_realloc(merges, (size_t)cap * sizeof *merges);
         }
         merges[n] = (TgTokenPair){p->left, p->right};
-        trainer_merge(&t, e.pair, TG_TOKENIZER_BPE_FIRST_MERGE + n, n + 1);
+        trainer_merge(&t, e.pair, first_merge + n, n + 1);
         n++;
     }
     trainer_free(&t);
@@ -593,14 +708,19 @@ TgStatus tg_tokenizer_bpe_train_split(const char *text, size_t len, int32_t voca
                        "vocab_size %" PRId32 " is more than this corpus can reach: after %" PRId32
                        " merges no adjacent pair is left to merge, so the largest reachable "
                        "vocab_size is %" PRId32 "; ask for at most that, or give more text",
-                       vocab_size, n, TG_TOKENIZER_BPE_FIRST_MERGE + n);
+                       vocab_size, n, first_merge + n);
     }
     tok->kind = TG_TOKENIZER_BPE;
-    tok->split = split;
+    tok->split = c->split;
     tok->vocab_size = vocab_size;
     tok->eot_id = TG_TOKENIZER_BPE_EOT;
     tok->merges = merges;
     tok->n_merges = target;
+    if (c->n_specials) {
+        tok->specials = tg_malloc((size_t)c->n_specials * sizeof *tok->specials);
+        for (int32_t i = 0; i < c->n_specials; i++) tok->specials[i] = strdup(c->specials[i]);
+        tok->n_specials = c->n_specials;
+    }
     TgStatus st = tokenizer_finish(tok, "BPE training");
     TG_CHECK(st == TG_OK, "a freshly trained BPE tokenizer is invalid: %s", tg_error_message());
     return TG_OK;

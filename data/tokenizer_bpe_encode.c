@@ -187,7 +187,92 @@ static size_t encode_chunk(const TgTokenizer *tok, const unsigned char *b, size_
     return n;
 }
 
-void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out) {
+/* ---- the chunk cache ---------------------------------------------------------------------- */
+
+/* A text's chunks repeat (a word's frequency falls as 1/rank): a long text keeps the ids of the
+ * short chunks it has merged, up to CACHE_SLOTS / 2 of them, and copies them when the chunk comes
+ * again. The ids are those encode_chunk gives, so the cache changes the time, never the tokens. */
+enum { CACHE_MIN_TEXT = 1 << 12, CACHE_SLOTS = 1 << 14, CACHE_MAX_CHUNK = 24 };
+
+typedef struct {
+    uint64_t hash;  /* 0: an empty slot */
+    uint32_t key;   /* offset of the chunk's bytes in keys */
+    uint32_t ids;   /* offset of its ids in ids */
+    uint8_t len, n_ids;
+} CacheSlot;
+
+struct ChunkCache {
+    uint64_t fingerprint; /* of the tokenizer whose ids it holds */
+    CacheSlot *slots;
+    uint8_t *keys;
+    int32_t *ids;
+    size_t count, keys_len, ids_len;
+};
+
+static void chunk_cache_alloc(ChunkCache *c);
+
+static uint64_t chunk_hash(const unsigned char *b, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ n;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+static void cache_open(ChunkCache *c, size_t text_len) {
+    memset(c, 0, sizeof *c);
+    if (text_len < CACHE_MIN_TEXT) return;
+    chunk_cache_alloc(c);
+}
+
+static void cache_close(ChunkCache *c) { free(c->slots), free(c->keys), free(c->ids); }
+
+ChunkCache *chunk_cache_new(void) {
+    ChunkCache *c = calloc(1, sizeof *c);
+    if (c) chunk_cache_alloc(c);
+    return c;
+}
+
+void chunk_cache_free(ChunkCache *c) {
+    if (!c) return;
+    cache_close(c);
+    free(c);
+}
+
+static void chunk_cache_alloc(ChunkCache *c) {
+    c->slots = calloc(CACHE_SLOTS, sizeof *c->slots);
+    c->keys = malloc(CACHE_SLOTS / 2 * CACHE_MAX_CHUNK);
+    c->ids = malloc(CACHE_SLOTS / 2 * CACHE_MAX_CHUNK * sizeof *c->ids);
+    if (!c->slots || !c->keys || !c->ids) { /* no cache: slower, not wrong */
+        free(c->slots), free(c->keys), free(c->ids);
+        memset(c, 0, sizeof *c);
+    }
+}
+
+/* The chunk's ids into out, from the cache or by merging (and then kept); returns their number. */
+static size_t encode_cached(const TgTokenizer *tok, const unsigned char *b, size_t len, MergeScratch *m, ChunkCache *c,
+                            int32_t *out) {
+    if (!c->slots || len > CACHE_MAX_CHUNK || len < 2) return encode_chunk(tok, b, len, m, out);
+    uint64_t h = chunk_hash(b, len);
+    size_t i = h & (CACHE_SLOTS - 1);
+    for (; c->slots[i].hash; i = (i + 1) & (CACHE_SLOTS - 1)) {
+        const CacheSlot *s = &c->slots[i];
+        if (s->hash == h && s->len == len && memcmp(c->keys + s->key, b, len) == 0) {
+            memcpy(out, c->ids + s->ids, s->n_ids * sizeof *out);
+            return s->n_ids;
+        }
+    }
+    size_t n = encode_chunk(tok, b, len, m, out);
+    if (c->count < CACHE_SLOTS / 2) { /* at most half full: probes stay short */
+        c->slots[i] = (CacheSlot){h, (uint32_t)c->keys_len, (uint32_t)c->ids_len, (uint8_t)len, (uint8_t)n};
+        memcpy(c->keys + c->keys_len, b, len);
+        memcpy(c->ids + c->ids_len, out, n * sizeof *out);
+        c->keys_len += len, c->ids_len += n, c->count++;
+    }
+    return n;
+}
+
+void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out,
+                          ChunkCache *shared) {
     size_t replaced_len = 0;
     unsigned char *replaced = tok->hf ? replace_invalid_utf8(text, len, &replaced_len) : NULL;
     if (replaced) {
@@ -195,6 +280,13 @@ void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, siz
         len = replaced_len;
     }
     MergeScratch m = {0};
+    ChunkCache own, *cache = shared;
+    if (shared && shared->fingerprint != tok->fingerprint) { /* another tokenizer's ids: forget them */
+        if (shared->slots) memset(shared->slots, 0, CACHE_SLOTS * sizeof *shared->slots);
+        shared->count = shared->keys_len = shared->ids_len = 0;
+        shared->fingerprint = tok->fingerprint;
+    }
+    if (!shared) cache_open(cache = &own, len);
     AddedScan scan;
     added_scan_begin(&scan, tok, text, len);
     size_t n = 0;
@@ -204,13 +296,14 @@ void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, siz
         added_scan_next(&scan, pos, &at, &added, &match_len);
         while (pos < at) {
             size_t cl = tokenizer_chunk_len(tok->split, (const char *)text + pos, at - pos);
-            n += encode_chunk(tok, text + pos, cl, &m, out + n);
+            n += encode_cached(tok, text + pos, cl, &m, cache, out + n);
             pos += cl;
         }
         if (added >= 0) out[n++] = added;
         pos = at + match_len;
     }
     added_scan_end(&scan);
+    if (!shared) cache_close(&own);
     free(m.syms);
     free(m.heap);
     free(replaced);

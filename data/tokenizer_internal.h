@@ -13,16 +13,53 @@ TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin);
 
 TgStatus tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
                                 int32_t *out, size_t *n_out);
+/* The ids of chunks already merged, kept across calls (a thread's, in prepare): NULL makes a call
+ * keep its own, for a long text. */
+typedef struct ChunkCache ChunkCache;
+ChunkCache *chunk_cache_new(void); /* NULL when there is no memory: encoding then merges every chunk */
+void chunk_cache_free(ChunkCache *cache);
 void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
-                          int32_t *out, size_t *n_out);
+                          int32_t *out, size_t *n_out, ChunkCache *cache);
+/* tg_tokenizer_encode with a cache (BPE; a char tokenizer ignores it). */
+TgStatus tokenizer_encode_cached(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
+                                 size_t *n_out, ChunkCache *cache);
 
 /* The chunk length of `split`'s rule (tg_tokenizer_bpe_chunk_len or tg_tokenizer_gpt2_chunk_len). */
 size_t tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len);
 
 /* The id merge `rank` makes. */
 static inline int32_t tokenizer_merge_id(const TgTokenizer *tok, int32_t rank) {
-    return tok->merge_ids ? tok->merge_ids[rank] : TG_TOKENIZER_BPE_FIRST_MERGE + rank;
+    return tok->merge_ids ? tok->merge_ids[rank] : TG_TOKENIZER_BPE_FIRST_MERGE + tok->n_specials + rank;
 }
+
+/* The first merge's id in tapegrad's own BPE: after the bytes, <eot> and the named specials. */
+static inline int32_t tokenizer_first_merge(const TgTokenizer *tok) { return TG_TOKENIZER_BPE_FIRST_MERGE + tok->n_specials; }
+
+/* Parses a --special-tokens value (tokenizer.h: tg_tokenizer_bpe_train_specials) into names
+ * (malloc'ed array of malloc'ed strings; <|endoftext|> left out, since it is <eot>). */
+TgStatus tokenizer_specials_parse(const char *spec, char ***names, int32_t *n);
+/* Checks one name (the rules of tokenizer.h), for messages naming `origin`. */
+TgStatus tokenizer_special_check(const char *name, size_t len, const char *origin);
+void tokenizer_specials_free(char **names, int32_t n);
+
+/* ---- BPE training from a stream (tokenizer_bpe.c) ---- */
+
+/* The distinct chunks of every text added, counted: what BPE training needs of a corpus,
+ * however large, in memory proportional to the distinct chunks (the word table) alone. */
+typedef struct BpeCounter BpeCounter;
+/* A counter for a BPE with `split` and the named specials (as tokenizer_specials_parse gives
+ * them; copied), which are cut out of the text as <eot> is. */
+TgStatus bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t n_specials, BpeCounter **out);
+/* Counts the chunks of text (a piece that ends where the pre-split cuts, sources.h). */
+void bpe_counter_add(BpeCounter *c, const char *text, size_t len);
+/* Adds the counts of `from` into `into`: words new to `into` are appended in from's order. */
+void bpe_counter_merge(BpeCounter *into, const BpeCounter *from);
+/* Distinct chunks so far, and the bytes the counter holds. */
+size_t bpe_counter_words(const BpeCounter *c);
+size_t bpe_counter_bytes(const BpeCounter *c);
+/* Trains the tokenizer of vocab_size ids (specials included) from the counts (tg_tokenizer_bpe_train's rules). */
+TgStatus bpe_counter_train(const BpeCounter *c, int32_t vocab_size, TgTokenizer *tok);
+void bpe_counter_free(BpeCounter *c);
 
 /* Pair -> rank map over the merges, into *map. When two merges join the same pair *map is NULL
  * and *duplicate the later merge's index. TG_ERR_NOMEM (the message names what) when the memory

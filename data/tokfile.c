@@ -1,11 +1,17 @@
 #include "data/tokfile.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/hash.h"
+#include "lib/memory.h"
 
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
@@ -32,6 +38,29 @@ static uint64_t get_u64(const unsigned char *p) {
 
 static uint32_t width_for(uint32_t vocab_size) { return vocab_size <= 65536u ? 2u : 4u; }
 
+static void make_header(unsigned char *header, uint32_t vocab_size, uint64_t n, uint64_t fingerprint) {
+    memset(header, 0, TOKFILE_HEADER_BYTES);
+    memcpy(header, MAGIC, sizeof MAGIC);
+    put_u32(header + 8, TOKFILE_VERSION);
+    put_u32(header + 12, vocab_size);
+    put_u32(header + 16, width_for(vocab_size));
+    put_u64(header + 24, n);
+    put_u64(header + 32, fingerprint);
+}
+
+/* ids[0..n) as `w`-byte little-endian tokens into out. */
+static void pack_ids(const int32_t *ids, size_t n, uint32_t w, unsigned char *out) {
+    for (size_t k = 0; k < n; k++) {
+        uint32_t v = (uint32_t)ids[k];
+        if (w == 2) {
+            out[2 * k] = (unsigned char)v;
+            out[2 * k + 1] = (unsigned char)(v >> 8);
+        } else {
+            put_u32(out + 4 * k, v);
+        }
+    }
+}
+
 TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
                                uint64_t fingerprint) {
     if (vocab_size == 0 || vocab_size > (uint32_t)TG_MAX_VOCAB)
@@ -42,13 +71,8 @@ TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, ui
             return tg_fail(TG_ERR_ARG, "token file %s: token %" PRId32 " at index %zu is outside [0, %" PRIu32 ")",
                            path, ids[i], i, vocab_size);
     uint32_t w = width_for(vocab_size);
-    unsigned char header[TOKFILE_HEADER_BYTES] = {0};
-    memcpy(header, MAGIC, sizeof MAGIC);
-    put_u32(header + 8, TOKFILE_VERSION);
-    put_u32(header + 12, vocab_size);
-    put_u32(header + 16, w);
-    put_u64(header + 24, (uint64_t)n);
-    put_u64(header + 32, fingerprint);
+    unsigned char header[TOKFILE_HEADER_BYTES];
+    make_header(header, vocab_size, (uint64_t)n, fingerprint);
     AtomicFile af;
     TG_TRY(atomic_file_open(&af, path));
     FILE *f = atomic_file_stream(&af);
@@ -61,15 +85,7 @@ TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, ui
     unsigned char buf[BLOCK * 4];
     for (size_t i = 0; i < n; i += BLOCK) {
         size_t m = n - i < BLOCK ? n - i : BLOCK;
-        for (size_t k = 0; k < m; k++) {
-            uint32_t v = (uint32_t)ids[i + k];
-            if (w == 2) {
-                buf[2 * k] = (unsigned char)v;
-                buf[2 * k + 1] = (unsigned char)(v >> 8);
-            } else {
-                put_u32(buf + 4 * k, v);
-            }
-        }
+        pack_ids(ids + i, m, w, buf);
         if (fwrite(buf, w, m, f) != m) {
             TgStatus s = tg_fail(TG_ERR_IO, "cannot write %s: %s (disk full?)", path, strerror(errno));
             atomic_file_abandon(&af);
@@ -217,4 +233,205 @@ TgStatus tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *voca
     TG_TRY(tokfile_read_full(path, ids, n, &h));
     *vocab_size = h.vocab_size;
     return TG_OK;
+}
+
+/* ---- token stores: read in bounded pieces ---------------------------------------------------- */
+
+static TgStatus store_refused(TokenStore *s, TgStatus st) {
+    token_store_close(s);
+    return st;
+}
+
+TgStatus token_store_open(TokenStore *s, const char *path, uint32_t vocab_size, uint64_t fingerprint) {
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path)
+        return tg_fail(TG_ERR_ARG, "path too long: %s", path);
+    FILE *f = open_tokfile(path);
+    if (!f) return TG_ERR_IO;
+    TokfileHeader h;
+    TgStatus st = read_header(f, path, &h);
+    s->fd = st == TG_OK ? dup(fileno(f)) : -1;
+    fclose(f);
+    if (st != TG_OK) return st;
+    if (s->fd < 0) return tg_fail(TG_ERR_IO, "cannot open token file %s: %s", path, strerror(errno));
+    s->width = h.token_bytes, s->vocab_size = h.vocab_size, s->n = h.n_tokens;
+    s->tokenizer_fingerprint = h.tokenizer_fingerprint;
+    if (h.vocab_size > vocab_size)
+        return store_refused(s, tg_fail(TG_ERR_MISMATCH,
+                                        "token file %s holds ids below %" PRIu32 ", past the model's vocabulary of %" PRIu32
+                                        " ids: it was made by another tokenizer; prepare the data again",
+                                        path, h.vocab_size, vocab_size));
+    if (h.tokenizer_fingerprint && fingerprint && h.tokenizer_fingerprint != fingerprint)
+        return store_refused(s, tg_fail(TG_ERR_MISMATCH, "token file %s was made by another tokenizer than the run's", path));
+    /* every id checked and the tokens hashed, a block at a time */
+    enum { BLOCK = 1 << 16 };
+    int32_t *ids = NULL;
+    unsigned char *raw = NULL;
+    st = memory_grow((void **)&ids, BLOCK * sizeof *ids, "reading a token file");
+    if (st == TG_OK) st = memory_grow((void **)&raw, BLOCK * 4, "reading a token file");
+    Hash64 hash;
+    hash64_init(&hash, 0);
+    for (uint64_t i = 0; i < s->n && st == TG_OK; i += BLOCK) {
+        size_t m = s->n - i < BLOCK ? (size_t)(s->n - i) : BLOCK;
+        st = token_store_read(s, i, m, ids);
+        if (st == TG_OK) {
+            pack_ids(ids, m, s->width, raw);
+            hash64_update(&hash, raw, m * s->width);
+        }
+    }
+    free(ids);
+    free(raw);
+    if (st != TG_OK) return store_refused(s, st);
+    s->hash = hash64_final(&hash);
+    return TG_OK;
+}
+
+void token_store_from_memory(TokenStore *s, const int32_t *ids, size_t n) {
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    s->ids = ids;
+    s->n = n;
+}
+
+TgStatus token_store_read(const TokenStore *s, uint64_t start, size_t n, int32_t *out) {
+    TG_CHECK(start <= s->n && n <= s->n - start, "reading tokens [%" PRIu64 ", +%zu) of %" PRIu64, start, n, s->n);
+    if (s->ids) {
+        memcpy(out, s->ids + start, n * sizeof *out);
+        return TG_OK;
+    }
+    /* the packed tokens go to the end of `out` and are widened front to back: a 2- or 4-byte token
+     * at packed offset k*w never lies before the int32 written at 4*k */
+    unsigned char *raw = (unsigned char *)out + n * (4 - s->width);
+    size_t want = n * s->width, got = 0;
+    off_t at = (off_t)(TOKFILE_HEADER_BYTES + start * s->width);
+    while (got < want) {
+        ssize_t r = pread(s->fd, raw + got, want - got, at + (off_t)got);
+        if (r <= 0)
+            return tg_fail(TG_ERR_IO, "cannot read token file %s: %s", s->path, r < 0 ? strerror(errno) : "it shrank while in use");
+        got += (size_t)r;
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint32_t v = s->width == 2 ? (uint32_t)raw[2 * k] | (uint32_t)raw[2 * k + 1] << 8 : get_u32(raw + 4 * k);
+        if (v >= s->vocab_size)
+            return tg_fail(TG_ERR_FORMAT,
+                           "token file %s: token %" PRIu32 " at index %" PRIu64 " is >= vocab_size %" PRIu32
+                           ": the file is corrupt or was changed while in use",
+                           s->path, v, start + k, s->vocab_size);
+        out[k] = (int32_t)v;
+    }
+    return TG_OK;
+}
+
+void token_store_close(TokenStore *s) {
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+    s->ids = NULL;
+}
+
+/* ---- writing a stream of tokens --------------------------------------------------------------- */
+
+TgStatus tokfile_writer_open(TokfileWriter *w, const char *path, uint32_t vocab_size, uint64_t fingerprint) {
+    memset(w, 0, sizeof *w);
+    if (vocab_size == 0 || vocab_size > (uint32_t)TG_MAX_VOCAB)
+        return tg_fail(TG_ERR_ARG, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path, vocab_size,
+                       TG_MAX_VOCAB);
+    w->vocab_size = vocab_size, w->width = width_for(vocab_size), w->fingerprint = fingerprint;
+    TG_TRY(memory_grow((void **)&w->buf, TOKFILE_WRITER_BUFFER, "writing a token file"));
+    TgStatus st = atomic_file_open(&w->af, path);
+    if (st != TG_OK) {
+        free(w->buf);
+        w->buf = NULL;
+        return st;
+    }
+    unsigned char header[TOKFILE_HEADER_BYTES];
+    make_header(header, vocab_size, 0, fingerprint); /* the count is written at the end */
+    memcpy(w->buf, header, sizeof header);
+    w->buf_len = sizeof header;
+    return TG_OK;
+}
+
+static TgStatus write_all(int fd, const void *data, size_t len, off_t at, const char *path) {
+    const unsigned char *p = data;
+    while (len > 0) {
+        ssize_t n = at >= 0 ? pwrite(fd, p, len, at) : write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s (disk full?)", path, n < 0 ? strerror(errno) : "no progress");
+        p += n, len -= (size_t)n;
+        if (at >= 0) at += n;
+    }
+    return TG_OK;
+}
+
+static TgStatus writer_flush(TokfileWriter *w) {
+    TgStatus st = write_all(w->af.fd, w->buf, w->buf_len, -1, w->af.path);
+    w->buf_len = 0;
+    return st;
+}
+
+TgStatus tokfile_writer_append(TokfileWriter *w, const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= w->vocab_size)
+            return tg_fail(TG_ERR_ARG, "token file %s: token %" PRId32 " is outside [0, %" PRIu32 ")", w->af.path, ids[i],
+                           w->vocab_size);
+    while (n > 0) {
+        size_t room = (TOKFILE_WRITER_BUFFER - w->buf_len) / w->width, m = n < room ? n : room;
+        pack_ids(ids, m, w->width, w->buf + w->buf_len);
+        w->buf_len += m * w->width;
+        w->n += m, ids += m, n -= m;
+        if (w->buf_len + w->width > TOKFILE_WRITER_BUFFER) TG_TRY(writer_flush(w));
+    }
+    return TG_OK;
+}
+
+void tokfile_writer_abandon(TokfileWriter *w) {
+    if (w->buf) atomic_file_abandon(&w->af);
+    free(w->buf);
+    w->buf = NULL;
+}
+
+TgStatus tokfile_writer_commit_split(TokfileWriter *w, uint64_t n_first, const char *rest_path) {
+    TG_CHECK(n_first <= w->n, "splitting %" PRIu64 " tokens after %" PRIu64, w->n, n_first);
+    uint64_t n_rest = w->n - n_first;
+    TgStatus st = writer_flush(w);
+    AtomicFile rest = {.fd = -1};
+    bool rest_open = false;
+    if (st == TG_OK && rest_path) {
+        st = atomic_file_open(&rest, rest_path);
+        rest_open = st == TG_OK;
+    }
+    if (st == TG_OK && rest_path) {
+        /* the tail of the stream, copied from the file being written into the second file */
+        unsigned char header[TOKFILE_HEADER_BYTES];
+        make_header(header, w->vocab_size, n_rest, w->fingerprint);
+        st = write_all(rest.fd, header, sizeof header, -1, rest_path);
+        int in = open(w->af.tmp, O_RDONLY | O_CLOEXEC);
+        if (in < 0 && st == TG_OK) st = tg_fail(TG_ERR_IO, "cannot read back %s: %s", w->af.tmp, strerror(errno));
+        off_t at = (off_t)(TOKFILE_HEADER_BYTES + n_first * w->width), end = at + (off_t)(n_rest * w->width);
+        while (st == TG_OK && at < end) {
+            size_t want = (size_t)(end - at) < TOKFILE_WRITER_BUFFER ? (size_t)(end - at) : TOKFILE_WRITER_BUFFER;
+            ssize_t r = pread(in, w->buf, want, at);
+            if (r <= 0) st = tg_fail(TG_ERR_IO, "cannot read back %s: %s", w->af.tmp, r < 0 ? strerror(errno) : "short file");
+            else st = write_all(rest.fd, w->buf, (size_t)r, -1, rest_path), at += r;
+        }
+        if (in >= 0) close(in);
+    }
+    unsigned char header[TOKFILE_HEADER_BYTES];
+    make_header(header, w->vocab_size, n_first, w->fingerprint);
+    if (st == TG_OK && ftruncate(w->af.fd, (off_t)(TOKFILE_HEADER_BYTES + n_first * w->width)) != 0)
+        st = tg_fail(TG_ERR_IO, "cannot write %s: %s", w->af.path, strerror(errno));
+    if (st == TG_OK) st = write_all(w->af.fd, header, sizeof header, 0, w->af.path);
+    if (st == TG_OK && rest_open) {
+        st = atomic_file_commit(&rest);
+        rest_open = false;
+    }
+    if (st == TG_OK) {
+        st = atomic_file_commit(&w->af);
+        free(w->buf);
+        w->buf = NULL;
+        return st;
+    }
+    if (rest_open) atomic_file_abandon(&rest);
+    tokfile_writer_abandon(w);
+    return st;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/dataset.h"
 #include "inspect/compare_results.h"
 #include "inspect/inspect.h"
 #include "lib/atomic_file.h"
@@ -44,7 +45,8 @@ static const OptSpec specs[] = {
         OPT_BETWEEN(0, TG_MODEL_MAX_HIDDEN), NULL, 0, "3/2 of the SwiGLU hidden: equal parameters"),
     OPT(C, probe_batches, "--probe-batches", OPT_INT64, "fixed val batches on which dead units are also counted",
         FLAG_RANGE_COUNT, NULL, 0, NULL),
-    FLAG_DATA(C, data, "text file or folder", 0, CORPUS_DEFAULT_PATH),
+    FLAG_DATA(C, data, "text or JSONL file or folder, prepared by every run", 0, CORPUS_DEFAULT_PATH),
+    FLAG_DATASET(C, dataset, "a dataset folder (tapegrad prepare) every run reads, instead of --data", 0, NULL),
     FLAG_OUT(C, out, "folder for the runs and the report", 0, "checkpoints/compare-ffn-<time>"),
     FLAG_LOG_GRADS(C, log_grads, "statistics every N steps", 0, "steps/30, at least 1"),
     FLAG_EVAL_EVERY(C, eval_every, "val loss every N steps", 0, "steps/10, at least 1"),
@@ -231,7 +233,10 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     TG_TRY(tg_model_preset(o->preset, &e->preset_cfg));
     /* a missing corpus would otherwise surface inside the first training run */
     if (o->data && access(o->data, R_OK) != 0) return tg_fail(TG_ERR_ARG, "--data %s: %s", o->data, strerror(errno));
-    r->preset = o->preset, r->data = o->data ? o->data : CORPUS_DEFAULT_PATH;
+    if (o->data && o->dataset) return tg_fail(TG_ERR_ARG, "give --data or --dataset, not both");
+    if (o->dataset && !dataset_is_dataset(o->dataset))
+        return tg_fail(TG_ERR_ARG, "--dataset %s is not a dataset folder: make one with tapegrad prepare", o->dataset);
+    r->preset = o->preset, r->data = o->dataset ? o->dataset : o->data ? o->data : CORPUS_DEFAULT_PATH;
     r->steps = o->steps, r->batch = o->batch, r->probe_batches = o->probe_batches;
     r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
     r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
@@ -297,6 +302,7 @@ static void run_options(const Experiment *e, const CompareRun *run, TrainOptions
     train_options_defaults(&t);
     t.preset = o->preset;
     t.data_path = o->data;
+    t.dataset = o->dataset;
     t.seed = run->seed;
     t.steps = o->steps;
     t.lr = run->lr;
@@ -363,6 +369,7 @@ static void format_command(const CompareFfnOptions *o, const CompareResults *r, 
         const char *flag = table.specs[i].flag;
         if (!strcmp(flag, "--reuse") || !strcmp(flag, "--force") || !strcmp(flag, "--threads") || !strcmp(flag, "--out"))
             continue;
+        if ((!strcmp(flag, "--data") && o->dataset) || (!strcmp(flag, "--dataset") && !o->dataset)) continue;
         char value[1024];
         if (!strcmp(flag, "--log-grads")) snprintf(value, sizeof value, "%lld", (long long)r->log_grads);
         else if (!strcmp(flag, "--eval-every")) snprintf(value, sizeof value, "%lld", (long long)r->eval_every);

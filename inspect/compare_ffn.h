@@ -21,7 +21,7 @@
 #include "train/trainer.h"
 
 typedef struct CompareFfnOptions {
-    const char *preset, *lrs, *seeds, *data, *out;
+    const char *preset, *lrs, *seeds, *data, *dataset, *out;
     int64_t steps, log_grads, eval_every, eval_batches, probe_batches, batch, seed, relu_hidden;
     int threads;
     bool reuse;

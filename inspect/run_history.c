@@ -37,6 +37,7 @@ static void merge_metric(MetricRow *into, const MetricRow *from) {
     if (isfinite(from->val_loss)) into->val_loss = from->val_loss;
     if (isfinite(from->lr)) into->lr = from->lr;
     if (isfinite(from->grad_norm)) into->grad_norm = from->grad_norm;
+    if (isfinite(from->val_bpb)) into->val_bpb = from->val_bpb;
 }
 
 static TgStatus load_metrics(const char *dir, RunHistory *h) {
@@ -55,7 +56,7 @@ static TgStatus load_metrics(const char *dir, RunHistory *h) {
         if (line[0] == '\n') continue;
         cJSON *o = cJSON_Parse(line);
         MetricRow row = {0, number_or_nan(o, "loss"), number_or_nan(o, "val_loss"), number_or_nan(o, "lr"),
-                         number_or_nan(o, "grad_norm")};
+                         number_or_nan(o, "grad_norm"), number_or_nan(o, "val_bpb")};
         s = read_step(o, &row.step, path, line_no);
         cJSON_Delete(o);
         if (s != TG_OK) break;
@@ -181,6 +182,12 @@ void run_history_free(RunHistory *h) {
     memset(h, 0, sizeof *h);
 }
 
+double run_history_final_val_bpb(const RunHistory *h) {
+    for (int64_t i = h->n_metrics - 1; i >= 0; i--)
+        if (isfinite(h->metrics[i].val_bpb)) return h->metrics[i].val_bpb;
+    return NAN;
+}
+
 double run_history_final_val_loss(const RunHistory *h) {
     for (int64_t i = h->n_metrics - 1; i >= 0; i--)
         if (isfinite(h->metrics[i].val_loss)) return h->metrics[i].val_loss;
@@ -273,6 +280,8 @@ void report_add_run(Report *r, const RunHistory *h) {
     ReportChart *loss = report_chart(r, "Loss", "step", "cross-entropy", false);
     ReportSeries *train = report_series(loss, "train loss", 0, false);
     ReportSeries *val = report_series(loss, "val loss", 1, false);
+    ReportChart *bpb_chart = report_chart(r, "Val loss in bits per byte of text", "step", "bits per byte", false);
+    ReportSeries *bpb = report_series(bpb_chart, "val bits per byte", 1, false);
     ReportChart *lr_chart = report_chart(r, "Learning rate", "step", "lr", false);
     ReportSeries *lr = report_series(lr_chart, "lr", 2, false);
     ReportChart *gn_chart = report_chart(r, "Global gradient norm (before clipping)", "step", "||g||", true);
@@ -281,6 +290,7 @@ void report_add_run(Report *r, const RunHistory *h) {
         const MetricRow *m = &h->metrics[i];
         report_point(train, (double)m->step, m->loss);
         report_point(val, (double)m->step, m->val_loss);
+        report_point(bpb, (double)m->step, m->val_bpb);
         report_point(lr, (double)m->step, m->lr);
         report_point(gn, (double)m->step, m->grad_norm);
     }
@@ -341,6 +351,8 @@ static void add_run_facts(Report *r, const char *dir, const RunHistory *h) {
     report_cell(t, "%lld", (long long)(h->n_metrics ? h->metrics[h->n_metrics - 1].step : 0));
     report_cell(t, "final val loss");
     report_cell(t, "%.4f", run_history_final_val_loss(h));
+    report_cell(t, "final val bits per byte");
+    report_cell(t, "%.4f", run_history_final_val_bpb(h));
     report_cell(t, "train loss, mean of the last 10 steps");
     report_cell(t, "%.4f", run_history_final_train_loss(h, 10));
 }

@@ -14,6 +14,7 @@
 typedef struct MetricRow {
     int64_t step;
     double loss, val_loss, lr, grad_norm; /* NaN where the line had no value */
+    double val_bpb;                      /* the val loss in bits per byte (train/trainer.h: bits_per_byte) */
 } MetricRow;
 
 /* One line of grads.jsonl. */
@@ -52,8 +53,9 @@ typedef struct RunHistory {
 TgStatus run_history_load(const char *dir, RunHistory *h);
 void run_history_free(RunHistory *h);
 
-/* The last val loss recorded (NaN if none). */
+/* The last val loss recorded (NaN if none), and the last val bits per byte. */
 double run_history_final_val_loss(const RunHistory *h);
+double run_history_final_val_bpb(const RunHistory *h);
 /* Mean train loss of the last `n` steps (a single step's loss is noisy). */
 double run_history_final_train_loss(const RunHistory *h, int64_t n);
 /* Mean over layers of a per-layer series at log row `row` (e.g. h->logs[row].dead_frac). */

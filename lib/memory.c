@@ -158,3 +158,14 @@ TgStatus memory_plan_check_against(const MemoryPlan *plan, MemoryLimit limit) {
 }
 
 TgStatus memory_plan_check(const MemoryPlan *plan) { return memory_plan_check_against(plan, memory_limit()); }
+
+TgStatus memory_grow(void **p, size_t bytes, const char *what) {
+    void *q = realloc(*p, bytes ? bytes : 1);
+    if (!q) {
+        char size[32];
+        memory_format((double)bytes, size, sizeof size);
+        return tg_fail(TG_ERR_NOMEM, "out of memory for %s (%s)", what, size);
+    }
+    *p = q;
+    return TG_OK;
+}

@@ -30,6 +30,11 @@ MemoryLimit memory_limit(void);
  * For tests of the parsing. */
 MemoryLimit memory_cgroup_limit(const char *proc_self_cgroup, const char *root);
 
+/* realloc(*p, bytes) that fails with a status instead of aborting: TG_ERR_NOMEM, "out of memory for
+ * WHAT (N MiB)", with *p unchanged. For the buffers of code that reads a user's files, so that a
+ * tight memory limit is a message and a clean exit. */
+TgStatus memory_grow(void **p, size_t bytes, const char *what);
+
 /* "23.4 GiB", "512 KiB", "2.1 TiB": binary units, 3 significant digits. */
 void memory_format(double bytes, char *buf, size_t cap);
 

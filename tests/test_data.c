@@ -1,5 +1,6 @@
 /* Corpus reading, token files, preparation and the batch loader. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/dataset.h"
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "tapegrad/tokenizer.h"
@@ -304,16 +306,29 @@ Test(tokfile, writer_refuses_tokens_outside_the_vocabulary) {
 
 /* ---- preparation ------------------------------------------------------------------------ */
 
+/* prepare_into with a char tokenizer, the sources at `path`. */
+static TgStatus prepare_char(const char *path, const char *out, double val_fraction, int64_t seq, PrepareResult *res,
+                             TgTokenizer *tok) {
+    PrepareOptions opt;
+    prepare_options_default(&opt);
+    opt.sources = path;
+    opt.kind = TG_TOKENIZER_CHAR;
+    opt.val_fraction = val_fraction;
+    opt.seq_len = seq;
+    return prepare_into(&opt, out, NULL, res, tok);
+}
+
 Test(prepare, val_is_the_last_fraction) {
     char *text = datagen_english(61, 5000);
+    write_str("text.txt", text);
+    char *path = datagen_path(dir, "text.txt"), *out = datagen_path(dir, "out");
+    mkdir(out, 0755);
     TgTokenizer tok;
-    assert_ok(tg_tokenizer_char_train(text, 5000, &tok));
-    char *out = datagen_path(dir, "out/nested");
     PrepareResult res;
-    assert_ok(corpus_prepare(&tok, text, 5000, out, 0.1, 32, &res));
-    cr_expect_eq(res.n_tokens, 5000);
+    assert_ok(prepare_char(path, out, 0.1, 32, &res, &tok));
+    cr_expect_eq(res.n_tokens, 5001, "the text's bytes and one <eot>");
     cr_expect_eq(res.n_val, 500);
-    cr_expect_eq(res.n_train, 4500);
+    cr_expect_eq(res.n_train, 4501);
     char *train_path = datagen_path(out, PREPARE_TRAIN_FILE), *val_path = datagen_path(out, PREPARE_VAL_FILE);
     int32_t *train, *val;
     size_t n_train, n_val;
@@ -322,37 +337,39 @@ Test(prepare, val_is_the_last_fraction) {
     cr_expect_eq(h.tokenizer_fingerprint, tg_tokenizer_fingerprint(&tok));
     cr_expect_eq(h.vocab_size, (uint32_t)tok.vocab_size);
     assert_ok(tokfile_read_full(val_path, &val, &n_val, NULL));
-    cr_assert_eq(n_train, 4500);
+    cr_assert_eq(n_train, 4501);
     cr_assert_eq(n_val, 500);
+    cr_expect_eq(val[n_val - 1], tok.eot_id, "the document ends with <eot>");
     /* train + val is the whole stream, val at the end */
     char *dec;
     size_t len;
     assert_ok(tg_tokenizer_decode(&tok, val, n_val, &dec, &len));
-    cr_expect_eq(memcmp(dec, text + 4500, 500), 0);
+    cr_assert_eq(len, 499);
+    cr_expect_eq(memcmp(dec, text + 4501, 499), 0);
     free(dec);
     assert_ok(tg_tokenizer_decode(&tok, train, n_train, &dec, &len));
-    cr_expect_eq(memcmp(dec, text, 4500), 0);
+    cr_expect_eq(memcmp(dec, text, 4501), 0);
     free(dec);
     free(train);
     free(val);
     free(train_path);
     free(val_path);
     free(out);
+    free(path);
     tg_tokenizer_free(&tok);
     free(text);
 }
 
 Test(prepare, too_short_corpus_is_refused) {
-    TgTokenizer tok;
-    assert_ok(tg_tokenizer_char_train("abcdefgh", 8, &tok));
-    char *text = "abcdefghabcdefghabcdefghabcdefghabcdefgh"; /* 40 tokens: 36 train + 4 val */
-    assert_fails(corpus_prepare(&tok, text, 40, dir, 0.1, 8, NULL), TG_ERR_ARG, "corpus too short: 40 tokens");
-    cr_expect(strstr(tg_error_message(), "36 train + 4 val"));
+    write_str("short.txt", "abcdefghabcdefghabcdefghabcdefghabcdefgh"); /* 41 tokens with <eot>: 37 train + 4 val */
+    char *path = datagen_path(dir, "short.txt");
+    assert_fails(prepare_char(path, dir, 0.1, 8, NULL, NULL), TG_ERR_ARG, "corpus too short: 41 tokens");
+    cr_expect(strstr(tg_error_message(), "37 train + 4 val"));
     cr_expect(strstr(tg_error_message(), "at least 9 tokens"));
-    /* 40 tokens are enough for seq_len 3 (4 tokens per split) */
-    assert_ok(corpus_prepare(&tok, text, 40, dir, 0.1, 3, NULL));
-    assert_fails(corpus_prepare(&tok, text, 40, dir, 1.0, 3, NULL), TG_ERR_ARG, "val_fraction 1 is not in (0, 1)");
-    tg_tokenizer_free(&tok);
+    /* 41 tokens are enough for seq_len 3 (4 tokens per split) */
+    assert_ok(prepare_char(path, dir, 0.1, 3, NULL, NULL));
+    assert_fails(prepare_char(path, dir, 1.0, 3, NULL, NULL), TG_ERR_ARG, "val_fraction 1 is not in (0, 1)");
+    free(path);
     size_t a, b;
     assert_fails(corpus_split(100, 0.5, 50, &a, &b), TG_ERR_ARG, "each split needs at least 51 tokens");
     assert_ok(corpus_split(102, 0.5, 50, &a, &b));
@@ -371,60 +388,63 @@ Test(prepare, whole_pipeline_from_a_folder) {
     PrepareOptions opt;
     prepare_options_default(&opt);
     char *corpus = datagen_path(dir, "corpus"), *out = datagen_path(dir, "prepared");
-    opt.corpus_path = corpus;
-    opt.out_dir = out;
+    opt.sources = corpus;
     opt.vocab_size = 400;
     opt.seq_len = 64;
-    TgTokenizer tok;
     PrepareResult res;
-    assert_ok(prepare_run(&opt, &tok, &res));
-    cr_expect_eq(res.corpus.files_read, 3);
-    cr_expect_eq(res.corpus_bytes, 60002, "two newlines join three files without final newlines");
+    bool already;
+    assert_ok(prepare_dataset(&opt, out, NULL, &res, &already));
+    cr_expect_not(already);
+    cr_expect_eq(res.files, 3);
+    cr_expect_eq(res.documents, 3, "a text file is one document");
+    cr_expect_eq(res.text_bytes, 60000);
     cr_expect_eq(res.n_train + res.n_val, res.n_tokens);
-    cr_expect_lt(res.n_tokens, 60002 / 2);
-    char *tok_path = datagen_path(out, PREPARE_TOKENIZER_FILE), *val_path = datagen_path(out, PREPARE_VAL_FILE);
-    TgTokenizer loaded;
-    assert_ok(tg_tokenizer_load(tok_path, &loaded));
-    cr_expect_eq(tg_tokenizer_fingerprint(&loaded), tg_tokenizer_fingerprint(&tok));
-    TokfileHeader h;
-    assert_ok(tokfile_read_header(val_path, &h));
-    cr_expect_eq(h.tokenizer_fingerprint, tg_tokenizer_fingerprint(&tok));
-    cr_expect_eq(h.n_tokens, res.n_val);
-    tg_tokenizer_free(&loaded);
-    tg_tokenizer_free(&tok);
+    cr_expect_lt(res.n_tokens, 60000 / 2);
+    Dataset d;
+    assert_ok(dataset_open(out, true, &d));
+    cr_expect_eq(d.manifest.fingerprint, res.fingerprint);
+    cr_expect_eq(d.train.n, res.n_train);
+    cr_expect_eq(d.val.n, res.n_val);
+    cr_expect_eq(d.tok.fingerprint, res.tokenizer_fingerprint);
+    dataset_close(&d);
+    /* the same again: nothing to do */
+    assert_ok(prepare_dataset(&opt, out, NULL, &res, &already));
+    cr_expect(already);
 
     /* no corpus given: the default one, which TAPEGRAD_DEFAULT_CORPUS names */
     const char *saved = getenv("TAPEGRAD_DEFAULT_CORPUS");
     char *saved_copy = saved ? strdup(saved) : NULL;
     setenv("TAPEGRAD_DEFAULT_CORPUS", corpus, 1);
-    opt.corpus_path = NULL;
-    assert_ok(prepare_run(&opt, &tok, &res));
-    cr_expect_eq(res.corpus.files_read, 3);
-    tg_tokenizer_free(&tok);
+    opt.sources = NULL;
+    char *again = datagen_path(dir, "again");
+    assert_ok(prepare_dataset(&opt, again, NULL, &res, &already));
+    cr_expect_eq(res.files, 3);
+    free(again);
     if (saved_copy) setenv("TAPEGRAD_DEFAULT_CORPUS", saved_copy, 1);
     else unsetenv("TAPEGRAD_DEFAULT_CORPUS");
     free(saved_copy);
-    opt.corpus_path = corpus;
+    opt.sources = corpus;
 
     /* settings are checked before the corpus is read */
+    char *unwritten = datagen_path(dir, "unwritten");
     opt.val_fraction = 0;
-    assert_fails(prepare_run(&opt, NULL, NULL), TG_ERR_ARG, "val_fraction 0 is not in (0, 1)");
+    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "val_fraction 0 is not in (0, 1)");
     opt.val_fraction = 0.1;
     opt.vocab_size = 100;
-    assert_fails(prepare_run(&opt, NULL, NULL), TG_ERR_ARG, "at least 257");
-    opt.corpus_path = tok_path + strlen(tok_path); /* "" */
-    assert_fails(prepare_run(&opt, NULL, NULL), TG_ERR_IO, "corpus path");
-    /* a corpus refused after the tokenizer was trained: still nothing written */
-    char *unwritten = datagen_path(dir, "unwritten");
-    opt.corpus_path = corpus;
-    opt.out_dir = unwritten;
+    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "at least 257");
+    opt.sources = "";
     opt.vocab_size = 400;
+    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_IO, "corpus path");
+    /* a corpus refused after the tokenizer was trained: nothing written */
+    opt.sources = corpus;
     opt.seq_len = 100000;
-    assert_fails(prepare_run(&opt, NULL, NULL), TG_ERR_ARG, "corpus too short");
+    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "corpus too short");
     cr_expect_neq(access(unwritten, F_OK), 0, "%s was created", unwritten);
+    DIR *folder = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(folder))) cr_expect_null(strstr(e->d_name, ".tmp-"), "%s was left behind", e->d_name);
+    closedir(folder);
     free(unwritten);
-    free(tok_path);
-    free(val_path);
     free(corpus);
     free(out);
 }

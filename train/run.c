@@ -2,6 +2,7 @@
 #include "train/run.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/corpus.h"
+#include "data/dataset.h"
 #include "data/prepare.h"
+#include "data/tokenizer_hf.h"
+#include "lib/file_read.h"
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
 #include "lib/gemm_plan.h"
@@ -66,19 +71,57 @@ static TgStatus resolve_config(const TrainOptions *o, int64_t vocab, TgModelConf
 
 /* ---------------------------------------------------------------- opening */
 
-TgStatus run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n) {
+/* A token file of the run's folder into *store, checked against the run's tokenizer. */
+static TgStatus open_run_tokens(const Run *run, const char *dir, const char *file, TokenStore *store) {
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, run->dir, file));
-    return tokfile_read_for(path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint, ids, n);
+    TG_TRY(path_join(path, sizeof path, dir, file));
+    return token_store_open(store, path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint);
+}
+
+/* The dataset the run records (run.txt's --dataset), opened and checked against the copy of its
+ * manifest the run keeps: another dataset in its place is refused. */
+static TgStatus open_run_dataset(Run *run, bool want_train) {
+    DatasetManifest mine;
+    TgStatus s = dataset_manifest_read(run->dir, &mine);
+    if (s != TG_OK) return tg_fail(s, "the run %s trained on the dataset %s, but %s", run->dir, run->dataset, tg_error_message());
+    Dataset d;
+    s = dataset_open(run->dataset, want_train, &d);
+    if (s != TG_OK) return tg_fail(s, "the run %s trained on the dataset %s, which cannot be read: %s", run->dir, run->dataset,
+                                   tg_error_message());
+    if (d.manifest.fingerprint != mine.fingerprint || d.tok.fingerprint != run->tok.fingerprint)
+        s = tg_fail(TG_ERR_MISMATCH,
+                    "%s is not the dataset the run %s trained on: its fingerprint is %016" PRIx64 " (%s), the run's %s "
+                    "records %016" PRIx64 " (%s); put that dataset back at %s, or start a new run",
+                    run->dataset, run->dir, d.manifest.fingerprint, d.manifest.recipe, DATASET_MANIFEST_FILE, mine.fingerprint,
+                    mine.recipe, run->dataset);
+    if (s == TG_OK) {
+        run->train = d.train, run->val = d.val;
+        d.train.fd = d.val.fd = -1; /* now the run's */
+    }
+    dataset_close(&d);
+    return s;
+}
+
+/* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it). */
+static TgStatus read_run_dataset(Run *run) {
+    TrainOptions id;
+    OptStrings strings = {0};
+    TgStatus s = run_identity_read(run->dir, &id, &strings);
+    if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
+    opt_strings_free(&strings);
+    return s;
 }
 
 static TgStatus load_tokens(Run *run) {
-    size_t n;
-    TG_TRY(run_read_tokens(run, PREPARE_TRAIN_FILE, &run->train_tokens, &n));
-    run->n_train = (int64_t)n;
-    TG_TRY(run_read_tokens(run, PREPARE_VAL_FILE, &run->val_tokens, &n));
-    run->n_val = (int64_t)n;
-    return TG_OK;
+    if (run->dataset[0]) return open_run_dataset(run, true);
+    TG_TRY(open_run_tokens(run, run->dir, PREPARE_TRAIN_FILE, &run->train));
+    return open_run_tokens(run, run->dir, PREPARE_VAL_FILE, &run->val);
+}
+
+TgStatus run_open_val(Run *run) {
+    TG_TRY(read_run_dataset(run));
+    if (run->dataset[0]) return open_run_dataset(run, false);
+    return open_run_tokens(run, run->dir, PREPARE_VAL_FILE, &run->val);
 }
 
 /* A run killed after its last checkpoint logged steps the resume will train again: drop them,
@@ -162,8 +205,13 @@ static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_
     return TG_OK;
 }
 
-TgStatus run_open_existing(const char *dir_or_file, Run *run) {
+static void run_clear(Run *run) {
     memset(run, 0, sizeof *run);
+    run->train.fd = run->val.fd = -1;
+}
+
+TgStatus run_open_existing(const char *dir_or_file, Run *run) {
+    run_clear(run);
     char ckpt[TG_PATH_CAP];
     return open_checkpointed(dir_or_file, run, ckpt, sizeof ckpt);
 }
@@ -205,6 +253,7 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     }
     /* the k slice it trained with (a run.txt written before --gemm-kc records none: this CPU's) */
     if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.gemm_kc);
+    if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
     opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
@@ -215,27 +264,54 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     return TG_OK;
 }
 
-/* A replica (writes == false) keeps the prepared tokens in memory instead of reading them back. */
-static void keep_tokens(Run *run, PreparedCorpus *corpus) {
-    run->n_train = (int64_t)corpus->n_train;
-    run->n_val = (int64_t)corpus->n_val;
-    run->val_tokens = tg_malloc((corpus->n_val ? corpus->n_val : 1) * sizeof(int32_t));
-    memcpy(run->val_tokens, corpus->ids + corpus->n_train, corpus->n_val * sizeof(int32_t));
-    run->train_tokens = corpus->ids; /* the train split comes first; run_close frees it */
-    corpus->ids = NULL;
+/* --data prepared into `dir` (the run's temporary folder, or a replica's own), then its token files opened. */
+static TgStatus prepare_data(Run *run, const PrepareOptions *prep, const char *tokenizer, const char *dir,
+                             const PrepareReporter *preparing) {
+    message_emit(&run->messages, MESSAGE_INFO, "preparing %s with a %s tokenizer into %s ...", prep->sources, tokenizer,
+                 run->folder.path[0] ? run->folder.path : dir);
+    PrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
+    if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
+    PrepareResult prepared;
+    TG_TRY(prepare_into(prep, dir, &rep, &prepared, &run->tok));
+    message_emit(&run->messages, MESSAGE_INFO,
+                 "corpus: %" PRIu64 " bytes from %zu files, %" PRIu64 " documents -> %" PRIu64 " tokens (vocab %d; tokenizer %.1f s, encoding %.1f s)",
+                 prepared.text_bytes, prepared.files, prepared.documents, prepared.n_tokens, (int)prepared.vocab_size,
+                 prepared.count_seconds + prepared.tokenizer_seconds, prepared.encode_seconds);
+    TG_TRY(open_run_tokens(run, dir, PREPARE_TRAIN_FILE, &run->train));
+    return open_run_tokens(run, dir, PREPARE_VAL_FILE, &run->val);
 }
 
-/* The corpus read, tokenized and split in memory; the tokenizer moves to run->tok. */
-static TgStatus prepare_in_memory(Run *run, const PrepareOptions *prep, const char *tokenizer, PreparedCorpus *corpus) {
-    PrepareResult prepared;
-    message_emit(&run->messages, MESSAGE_INFO, "preparing %s with a %s tokenizer into %s ...", prep->corpus_path, tokenizer,
-                 run->folder.path);
-    TG_TRY(prepare_corpus(prep, corpus, &prepared));
-    message_emit(&run->messages, MESSAGE_INFO, "corpus: %zu bytes from %zu files -> %zu tokens (vocab %d; tokenizer %.1f s)",
-                 prepared.corpus_bytes, prepared.corpus.files_read, prepared.n_tokens, (int)prepared.vocab_size,
-                 prepared.tokenizer_seconds);
-    run->tok = corpus->tok; /* run_close frees it */
-    memset(&corpus->tok, 0, sizeof corpus->tok);
+/* A replica prepares --data in a folder of its own, keeps the token files open and removes the folder. */
+static TgStatus prepare_replica_data(Run *run, const PrepareOptions *prep, const char *tokenizer) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[TG_PATH_CAP];
+    TG_TRY(path_format(dir, sizeof dir, "%s/tapegrad-replica-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
+    if (!mkdtemp(dir)) return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    TgStatus s = prepare_data(run, prep, tokenizer, dir, NULL);
+    const char *files[] = {PREPARE_TOKENIZER_FILE, TOKENIZER_HF_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, DATASET_MANIFEST_FILE};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[TG_PATH_CAP];
+        if (path_join(path, sizeof path, dir, files[i]) == TG_OK) (void)unlink(path); /* the open files stay readable */
+    }
+    (void)rmdir(dir);
+    return s;
+}
+
+/* --dataset: its tokenizer and token files, checked against its manifest. */
+static TgStatus open_given_dataset(Run *run, const char *dir) {
+    char *real = realpath(dir, NULL);
+    if (!real) return tg_fail(TG_ERR_IO, "--dataset %s: %s (make one with tapegrad prepare)", dir, strerror(errno));
+    int fits = snprintf(run->dataset, sizeof run->dataset, "%s", real) < (int)sizeof run->dataset;
+    free(real);
+    if (!fits) return tg_fail(TG_ERR_ARG, "--dataset %s: the path is too long", dir);
+    Dataset d;
+    TG_TRY(dataset_open(run->dataset, true, &d));
+    run->tok = d.tok, run->train = d.train, run->val = d.val;
+    memset(&d.tok, 0, sizeof d.tok);
+    d.train.fd = d.val.fd = -1;
+    dataset_close(&d);
+    message_emit(&run->messages, MESSAGE_INFO, "dataset %s: %s; %" PRIu64 " train + %" PRIu64 " val tokens", run->dataset,
+                 d.manifest.recipe, run->train.n, run->val.n);
     return TG_OK;
 }
 
@@ -255,21 +331,32 @@ static TgStatus build_new_model(Run *run, const TrainOptions *o, uint64_t seed) 
     return TG_OK;
 }
 
-/* Only once every check passed: the run's temporary folder, locked, with its tokenizer, token
- * files and run.txt (run_folder.h). */
-static TgStatus write_new_folder(Run *run, const PreparedCorpus *corpus, const TrainOptions *id) {
+/* The new run's temporary folder, locked (run_folder.h). */
+static TgStatus begin_new_folder(Run *run) {
     TG_TRY(run_folder_begin(&run->folder));
     snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
-    TG_TRY(folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE));
-    PreparedCorpus written = *corpus; /* the tokens, with the tokenizer that now lives in run->tok */
-    written.tok = run->tok;
-    TG_TRY(prepare_write(&written, run->dir));
-    return identity_write(run->dir, id);
+    return folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE);
+}
+
+/* A dataset run keeps its tokenizer and a copy of the dataset's manifest. */
+static TgStatus write_dataset_copy(Run *run) {
+    char path[TG_PATH_CAP], copy[TG_PATH_CAP];
+    TG_TRY(path_join(path, sizeof path, run->dir, PREPARE_TOKENIZER_FILE));
+    TG_TRY(tg_tokenizer_save(&run->tok, path));
+    TG_TRY(path_join(path, sizeof path, run->dataset, DATASET_MANIFEST_FILE));
+    TG_TRY(path_join(copy, sizeof copy, run->dir, DATASET_MANIFEST_FILE));
+    char *text;
+    size_t len;
+    TgStatus s = file_read_all(path, DATASET_MANIFEST_MAX_BYTES, &text, &len);
+    if (s != TG_OK) return tg_fail_context(s, "reading %s", path);
+    s = atomic_write(copy, text, len);
+    free(text);
+    return s;
 }
 
 /* A new run: every check that needs no corpus, then the corpus and the model in memory, then the
  * files (run_folder.h). */
-static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
+static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
     TgModelConfig preset_cfg;
     TG_TRY(tg_model_preset(o->preset, &preset_cfg));
     /* the identity with every default filled in, as run.txt records it */
@@ -296,39 +383,49 @@ static TgStatus open_new(TrainOptions *o, bool writes, Run *run) {
     localtime_r(&now, &tm);
     char stamp[32], generated[256];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, hf ? "hf" : tokenizer, stamp);
+    snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, o->dataset ? "dataset" : hf ? "hf" : tokenizer,
+             stamp);
     if (writes) TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
     if (o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
 
-    PrepareOptions prep;
-    prepare_options_default(&prep);
-    prep.corpus_path = id.data_path;
-    prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
-    prep.tokenizer_json = hf ? tokenizer + 3 : NULL;
-    prep.vocab_size = (int32_t)vocab;
-    prep.val_fraction = id.val_fraction;
-    prep.seq_len = cfg.seq_len;
-    PreparedCorpus corpus;
-    TG_TRY(prepare_in_memory(run, &prep, tokenizer, &corpus));
-    TgStatus s = build_new_model(run, o, (uint64_t)id.seed);
-    if (s == TG_OK && writes) s = write_new_folder(run, &corpus, &id);
-    else if (s == TG_OK) keep_tokens(run, &corpus);
-    prepared_corpus_free(&corpus);
-    /* read back from the files written (the corpus is freed first: a large one is held once) */
-    if (s == TG_OK && writes) s = load_tokens(run);
-    TG_TRY(s);
+    if (writes) TG_TRY(begin_new_folder(run));
+    if (o->dataset) {
+        TG_TRY(open_given_dataset(run, o->dataset));
+        id.dataset = run->dataset;
+        id.data_path = NULL;
+        id.tokenizer = tg_tokenizer_kind_name(run->tok.kind);
+        if (writes) TG_TRY(write_dataset_copy(run));
+    } else {
+        if (o->special_tokens && *o->special_tokens && !bpe)
+            return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+        PrepareOptions prep;
+        prepare_options_default(&prep);
+        prep.sources = id.data_path;
+        prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
+        prep.tokenizer_json = hf ? tokenizer + 3 : NULL;
+        prep.vocab_size = (int32_t)vocab;
+        prep.special_tokens = o->special_tokens;
+        prep.text_field = o->text_field;
+        prep.val_fraction = id.val_fraction;
+        prep.seq_len = cfg.seq_len;
+        prep.threads = o->threads;
+        TG_TRY(writes ? prepare_data(run, &prep, tokenizer, run->dir, preparing) : prepare_replica_data(run, &prep, tokenizer));
+    }
+    TG_TRY(build_new_model(run, o, (uint64_t)id.seed));
+    if (writes) TG_TRY(identity_write(run->dir, &id));
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
 }
 
-TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages, Run *run) {
-    memset(run, 0, sizeof *run);
+TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages,
+                               const PrepareReporter *preparing, Run *run) {
+    run_clear(run);
     if (messages) run->messages = *messages;
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
-    return o->resume ? open_resumed(o, writes, run) : open_new(o, writes, run);
+    return o->resume ? open_resumed(o, writes, run) : open_new(o, writes, preparing, run);
 }
 
 TgStatus run_start(Run *run) {
@@ -359,9 +456,9 @@ void run_close(Run *run) {
     folder_lock_release(&run->lock);
     if (run->model_built) tg_model_free(&run->model);
     tg_tokenizer_free(&run->tok);
-    free(run->train_tokens);
-    free(run->val_tokens);
-    memset(run, 0, sizeof *run);
+    token_store_close(&run->train);
+    token_store_close(&run->val);
+    run_clear(run);
 }
 
 /* ---------------------------------------------------------------- during training */
@@ -372,12 +469,13 @@ static void json_number(FILE *f, const char *key, double v, int digits) {
     if (isfinite(v)) fprintf(f, ",\"%s\":%.*g", key, digits, v);
 }
 
-void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
+void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s) {
     if (!run->metrics) return;
     fprintf(run->metrics, "{\"step\":%lld", (long long)step);
     json_number(run->metrics, "loss", loss, 9);
     json_number(run->metrics, "val_loss", val_loss, 9);
+    json_number(run->metrics, "val_bpb", val_bpb, 9);
     json_number(run->metrics, "lr", lr, 9);
     json_number(run->metrics, "grad_norm", grad_norm, 9);
     json_number(run->metrics, "tokens_per_s", tokens_per_s, 6);

@@ -14,6 +14,8 @@
 #include <stdio.h>
 
 #include "tapegrad/tokenizer.h"
+#include "data/prepare.h"
+#include "data/tokfile.h"
 #include "lib/folder_lock.h"
 #include "lib/messages.h"
 #include "train/checkpoint.h"
@@ -29,8 +31,8 @@ typedef struct Run {
     TgTokenizer tok;
     TgModel model;
     bool model_built;
-    int32_t *train_tokens, *val_tokens;
-    int64_t n_train, n_val;
+    TokenStore train, val;  /* read a window at a time (data/tokfile.h): from the run folder, or its dataset's */
+    char dataset[TG_PATH_CAP]; /* the dataset folder it trains on (--dataset), "" when prepared into the run */
     TrainerState state;
     bool resumed;
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
@@ -48,8 +50,14 @@ typedef struct Run {
  * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
  * locked, a resumed run is read as always; either way nothing is written, and run_start is not
  * called. What it prepares, and notes, go to `messages` (may be NULL), kept for run_start and
- * run_commit. */
-TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages, Run *run);
+ * run_commit; the progress of preparing --data to `preparing` (may be NULL).
+ *
+ * The data: with --dataset the run reads that dataset folder's token files and keeps a copy of its
+ * tokenizer and manifest (dataset.json) in the run folder; run.txt records the dataset's path, and
+ * a resume refuses a dataset whose fingerprint is not the one the copy records. Without it, --data
+ * is prepared into the run folder itself (data/prepare.h), which then holds a dataset's files. */
+TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages,
+                               const PrepareReporter *preparing, Run *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
  * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
 TgStatus run_start(Run *run);
@@ -66,11 +74,11 @@ TgStatus run_open_existing(const char *dir_or_file, Run *run);
 TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings);
 /* Frees everything and releases the folder's lock. */
 void run_close(Run *run);
-/* A token file of the run folder (train.tok, val.tok), refused unless every id is one the run's
- * tokenizer, and so its model, knows (tokfile_read_for). */
-TgStatus run_read_tokens(const Run *run, const char *file, int32_t **ids, size_t *n);
+/* The val split of an opened run (run_open_existing), from its folder or its dataset, refused unless
+ * every id is one the run's tokenizer, and so its model, knows; into run->val. */
+TgStatus run_open_val(Run *run);
 
-void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double lr, double grad_norm,
+void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s);
 /* The prompt with which a run's sample starts (`tapegrad sample`, and the sample a finished run
  * ends with): a newline, where a record of the corpus begins. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/atomic_file.h"
+#include "data/dataset.h"
 #include "data/prepare.h"
 #include "data/tokenizer_hf.h"
 #include "train/train_options.h"
@@ -28,6 +29,7 @@ static const struct {
     {TOKENIZER_HF_FILE, "the imported tokenizer", false},
     {PREPARE_TRAIN_FILE, "the tokenized training data", false},
     {PREPARE_VAL_FILE, "the tokenized validation data", false},
+    {DATASET_MANIFEST_FILE, "the manifest of its data", false},
     {RUN_IDENTITY_FILE, "the description", true},
     {TRAIN_OPTIONS_FILE, "the training options", false},
     {RUN_METRICS_FILE, "the metrics", false},

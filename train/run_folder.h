@@ -39,7 +39,7 @@ typedef struct RunFolder {
 TgStatus run_folder_of(const char *dir_or_file, char *out, size_t cap);
 
 /* Whether `name` is the name of a file a run keeps in its folder: ckpt-*.tgck, latest,
- * tokenizer.txt, tokenizer.json, train.tok, val.tok, run.txt, train_options.txt, metrics.jsonl,
+ * tokenizer.txt, tokenizer.json, train.tok, val.tok, dataset.json, run.txt, train_options.txt, metrics.jsonl,
  * grads.jsonl, train.lock. No command writes a file of that name into a run folder but the
  * trainer (train/output_check.h); *what (may be NULL) receives what the file is to the run ("the tokenizer"). */
 bool run_file_name(const char *name, const char **what);

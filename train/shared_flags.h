@@ -34,6 +34,18 @@ enum { TRAIN_MAX_COUNT = 1 << 20 };
     OPT(S, field, "--preset", OPT_STRING, help, OPT_ANY, TG_PRESET_CHOICES, group, def)
 #define FLAG_FFN(S, field, help, group, def) OPT(S, field, "--ffn", OPT_STRING, help, OPT_ANY, TG_FFN_CHOICES, group, def)
 #define FLAG_DATA(S, field, help, group, def) OPT(S, field, "--data", OPT_STRING, help, OPT_ANY, NULL, group, def)
+/* --tokenizer: char, bpe or hf:FILE (defined in train/train_options.c) */
+TgStatus train_check_tokenizer(const OptSpec *spec, const void *field);
+#define FLAG_TOKENIZER(S, field, help, group, def) \
+    OPT_CHECKED(S, field, "--tokenizer", OPT_STRING, help, OPT_ANY, NULL, group, def, train_check_tokenizer)
+#define FLAG_DATASET(S, field, help, group, def) OPT(S, field, "--dataset", OPT_STRING, help, OPT_ANY, NULL, group, def)
+#define FLAG_SPECIAL_TOKENS(S, field, group)                                                                     \
+    OPT(S, field, "--special-tokens", OPT_STRING,                                                               \
+        "BPE: named special tokens, each one id, never split: chatml (<|im_start|>, <|im_end|>) or a comma list", \
+        OPT_ANY, NULL, group, "none but <|endoftext|>")
+#define FLAG_TEXT_FIELD(S, field, group)                                                                         \
+    OPT(S, field, "--text-field", OPT_STRING, "JSONL sources: the member of each line's object holding its text", \
+        OPT_ANY, NULL, group, "text")
 #define FLAG_SEED(S, field, help, group, def) OPT(S, field, "--seed", OPT_INT64, help, FLAG_RANGE_SEED, NULL, group, def)
 #define FLAG_THREADS(S, field, help, group, def) \
     OPT(S, field, "--threads", OPT_INT, help, FLAG_RANGE_THREADS, NULL, group, def)

@@ -15,7 +15,7 @@
 #include "lib/path.h"
 
 /* char, bpe or hf:FILE: checked wherever the value comes from (a flag, run.txt) */
-static TgStatus check_tokenizer(const OptSpec *spec, const void *field) {
+TgStatus train_check_tokenizer(const OptSpec *spec, const void *field) {
     const char *v = *(const char *const *)field;
     if (!v || strcmp(v, "char") == 0 || strcmp(v, "bpe") == 0 || (strncmp(v, "hf:", 3) == 0 && v[3])) return TG_OK;
     return tg_fail(TG_ERR_ARG, "%s must be char, bpe or hf:PATH/tokenizer.json, got '%s'", spec->flag, v);
@@ -51,10 +51,14 @@ static const OptSpec specs[] = {
     FLAG_FFN(T, ffn, "feed-forward block", SHAPE, NULL),
     OPT(T, model.rope_theta, "--rope-theta", OPT_DOUBLE, "RoPE base", ((OptRange){1, INFINITY, true, false}), NULL,
         SHAPE, "the preset's"),
-    FLAG_DATA(T, data_path, "text file or folder of text files", ID, CORPUS_DEFAULT_PATH),
-    OPT_CHECKED(T, tokenizer, "--tokenizer", OPT_STRING,
-                "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
-                OPT_ANY, NULL, ID, "bpe when the preset has a vocabulary of its own, else char", check_tokenizer),
+    FLAG_DATA(T, data_path, "text or JSONL file (gzip-compressed or not) or a folder of them, prepared into the run",
+              ID, CORPUS_DEFAULT_PATH),
+    FLAG_DATASET(T, dataset, "a dataset folder made by `tapegrad prepare`, instead of --data", ID, NULL),
+    FLAG_SPECIAL_TOKENS(T, special_tokens, ID),
+    FLAG_TEXT_FIELD(T, text_field, ID),
+    FLAG_TOKENIZER(T, tokenizer,
+                   "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
+                   ID, "bpe when the preset has a vocabulary of its own, else char"),
     OPT(T, val_fraction, "--val-fraction", OPT_DOUBLE, "last fraction of the tokens kept for validation",
         OPT_FRACTION, NULL, ID, NULL),
     FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
@@ -167,6 +171,12 @@ TgStatus train_options_validate(const TrainOptions *o) {
     /* the options against each other */
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
+    if (o->dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") || given(o, "--val-fraction") ||
+                       given(o, "--special-tokens") || given(o, "--text-field")))
+        return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
+                                   "--val-fraction, --special-tokens and --text-field (they are `tapegrad prepare`'s)");
+    if (o->special_tokens && *o->special_tokens && o->tokenizer && strcmp(o->tokenizer, "bpe") != 0)
+        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
     if (o->resume && o->init_from)
         return tg_fail(TG_ERR_ARG,
                        "--init-from starts a new run from a safetensors file; --resume continues one: give one of them");

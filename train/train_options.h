@@ -45,7 +45,10 @@ typedef struct TrainOptions {
     TgModelConfig model;       /* 0 fields: from the preset; vocab: from the tokenizer */
     const char *ffn;           /* "swiglu" */
     const char *data_path;     /* NULL: the default corpus */
+    const char *dataset;       /* a dataset folder (data/dataset.h) instead of --data; NULL: none */
     const char *tokenizer;     /* NULL: "bpe" for a preset with a vocabulary of its own, else "char" */
+    const char *special_tokens; /* BPE trained on --data: named special tokens (tapegrad/tokenizer.h) */
+    const char *text_field;    /* JSONL sources of --data: the member holding the text */
     double val_fraction;       /* PREPARE_DEFAULT_VAL_FRACTION */
     int64_t seed;              /* TRAIN_DEFAULT_SEED */
     const char *init_from;     /* safetensors weights to start a new run from, or NULL */

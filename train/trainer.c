@@ -45,6 +45,20 @@ static double mean_in_order(const double *values, int64_t n) {
     return n ? total / (double)n : NAN;
 }
 
+double bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes) {
+    return bytes ? mean_loss * (double)n_targets / (log(2.0) * (double)bytes) : NAN;
+}
+
+uint64_t tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        if (ids[i] != tok->eot_id) tg_tokenizer_token_bytes(tok, ids[i], &len);
+        bytes += len;
+    }
+    return bytes;
+}
+
 double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq) {
     double *losses = tg_malloc((size_t)(n_batches > 0 ? n_batches : 1) * sizeof(double));
@@ -99,6 +113,8 @@ typedef struct Trainer {
     MessageSink messages;         /* the reporter's messages, for the run folder's code (run.h) */
     TgLrSchedule sched;
     double t_start, elapsed_before, budget_s, last_val;
+    uint64_t eval_bytes;          /* the text bytes of the eval batches' targets: val loss -> bits per byte */
+    double last_bpb;
     double window_t;              /* tokens/s over the steps since the last progress line */
     int64_t window_tokens;
 } Trainer;
@@ -140,15 +156,15 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
     if (hooks && tr->writer) tr->hooks = *hooks;
     if (reporter && tr->writer) tr->reporter = *reporter;
     tr->messages = (MessageSink){tr->reporter.message, tr->reporter.ctx};
-    TG_TRY(run_open_for_training(o, tr->writer, &tr->messages, &tr->run));
+    PrepareReporter preparing = {tr->reporter.ctx, tr->reporter.message, tr->reporter.preparing};
+    TG_TRY(run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
     const TgModelConfig *c = &tr->run.model.cfg;
     int64_t B = o->batch, T = c->seq_len;
     tr->batch = B, tr->seq = T;
     tr->micro_batches = o->accum * tr->ranks;
     tr->tokens_per_step = B * T * tr->micro_batches;
     /* the model and its tokens are here; nothing else large is, yet */
-    TG_TRY(train_memory_check(o, c, tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0,
-                              (double)(tr->run.n_train + tr->run.n_val) * sizeof(int32_t)));
+    TG_TRY(train_memory_check(o, c, tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
     /* the arena at the step's size at once: no chunk added and coalesced during the first step */
     tg_engine_open(&tr->engine, o->threads, 0);
     TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, o->threads, true)));
@@ -160,21 +176,21 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
     tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
     tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
     if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tr->run.model.params.total * sizeof(float));
-    TG_TRY(loader_init(&tr->loader, tr->run.train_tokens, (size_t)tr->run.n_train, B, T, tr->run.state.seed));
-    TG_TRY(loader_fixed_batches(tr->run.val_tokens, (size_t)tr->run.n_val, B, T, o->eval_batches, tr->eval_in,
-                                tr->eval_tg));
+    TG_TRY(loader_init_store(&tr->loader, &tr->run.train, B, T, tr->run.state.seed));
+    TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
+    tr->eval_bytes = tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)(o->eval_batches * B * T));
     if (tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward) {
         int64_t k = tr->hooks.probe_batches;
         tr->probe_in = tg_malloc((size_t)(k * B * T) * sizeof(int32_t));
         tr->probe_tg = tg_malloc((size_t)(k * B * T) * sizeof(int32_t));
-        TG_TRY(loader_fixed_batches(tr->run.val_tokens, (size_t)tr->run.n_val, B, T, k, tr->probe_in, tr->probe_tg));
+        TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, k, tr->probe_in, tr->probe_tg));
     }
     if (tr->run.resumed) loader_set_state(&tr->loader, &tr->run.state.loader);
     tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
     tr->t_start = clock_seconds();
     tr->elapsed_before = tr->run.state.elapsed_s;
-    tr->last_val = NAN;
+    tr->last_val = tr->last_bpb = NAN;
     return TG_OK;
 }
 
@@ -201,8 +217,8 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
         loader_state_pack(&state, loader);
         int64_t counters[2] = {run->state.step, run->state.tokens_seen};
         h = dist_checksum(dist_checksum(h, ps->m, bytes), ps->v, bytes);
-        h = dist_checksum(h, run->train_tokens, (size_t)run->n_train * sizeof(int32_t));
-        h = dist_checksum(h, run->val_tokens, (size_t)run->n_val * sizeof(int32_t));
+        uint64_t tokens[4] = {run->train.n, run->train.hash, run->val.n, run->val.hash};
+        h = dist_checksum(h, tokens, sizeof tokens);
         h = dist_checksum(dist_checksum(h, loader, sizeof loader), counters, sizeof counters);
     }
     int differing;
@@ -239,6 +255,7 @@ static TgStatus evaluate(Trainer *tr, double *val_out) {
                       tr->eval_losses);
     TG_TRY(dist_share_blocks(tr->eval_losses, n));
     *val_out = mean_in_order(tr->eval_losses, n);
+    tr->last_bpb = bits_per_byte(*val_out, (uint64_t)(n * tr->batch * tr->seq), tr->eval_bytes);
     return TG_OK;
 }
 
@@ -254,7 +271,7 @@ static TgStatus trainer_announce(Trainer *tr) {
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
     message_emit(m, MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
-           (long long)run->n_train, (long long)run->n_val, (long long)tr->batch, (long long)tr->seq,
+           (long long)run->train.n, (long long)run->val.n, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
     message_emit(m, MESSAGE_INFO, "kernels: %s on %s; %d threads", tg_isa_name(tg_isa_active()), tg_cpu_name(), tr->o->threads);
@@ -270,8 +287,9 @@ static TgStatus trainer_announce(Trainer *tr) {
         /* where the imported weights start, on the same fixed val batches every evaluation uses */
         TG_TRY(evaluate(tr, &tr->last_val));
         run->state.best_val_loss = tr->last_val;
-        run_log_metrics(run, 0, NAN, tr->last_val, NAN, NAN, NAN, 0);
-        message_emit(m, MESSAGE_INFO, "weights from %s: val loss %.4f before training", tr->o->init_from, tr->last_val);
+        run_log_metrics(run, 0, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, 0);
+        message_emit(m, MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
+                     tr->last_val, tr->last_bpb);
     } else {
         message_emit(m, MESSAGE_INFO, "initial loss should be near ln(vocab) = %.3f", log((double)c->vocab));
     }
@@ -324,13 +342,14 @@ static void run_probe(Trainer *tr) {
     tg_tape_set_grad_enabled(tape, old);
 }
 
-static void local_gradients(Trainer *tr, bool watched) {
+static TgStatus local_gradients(Trainer *tr, bool watched) {
     TrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
     TgParamStore *ps = &model->params;
     TgTape *tape = &tr->engine.tape;
     const TrainHooks *h = &tr->hooks;
     int64_t first = tr->rank * o->accum, drawn = first;
+    TgStatus read = TG_OK;
     tg_params_zero_grad(ps);
     loader_skip(&tr->loader, first);
     for (int64_t k = 0; k < o->accum; k++) {
@@ -338,8 +357,13 @@ static void local_gradients(Trainer *tr, bool watched) {
             memset(tr->grad_scratch, 0, ps->total * sizeof(float));
             tg_params_point_grads(ps, tr->grad_scratch);
         }
-        loader_next(&tr->loader, tr->inputs, tr->targets);
+        read = loader_next(&tr->loader, tr->inputs, tr->targets);
         drawn++;
+        if (read != TG_OK) { /* the step fails once every rank has its losses */
+            tr->micro_losses[first + k] = NAN;
+            tg_params_point_grads(ps, NULL);
+            break;
+        }
         TgTensor *loss = watched
                            ? tg_model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
                            : tg_model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
@@ -358,6 +382,7 @@ static void local_gradients(Trainer *tr, bool watched) {
         }
     }
     loader_skip(&tr->loader, tr->micro_batches - drawn);
+    return read;
 }
 
 /* For the test of the replica check (lib/fault.h; nothing outside the test variant): the last
@@ -377,9 +402,10 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     const TrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
     if (watched && tr->probe_in) run_probe(tr);
-    local_gradients(tr, watched);
+    TgStatus read = local_gradients(tr, watched);
     /* every rank gets every micro-batch's loss and adds them in the micro-batches' order */
     TG_TRY(dist_share_blocks(tr->micro_losses, tr->micro_batches));
+    if (read != TG_OK) return read;
     for (int64_t i = 0; i < tr->micro_batches; i++)
         if (!isfinite(tr->micro_losses[i]))
             return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup",
@@ -422,12 +448,13 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     double elapsed = tr->elapsed_before + (clock_seconds() - tr->t_start);
     double dt = clock_seconds() - tr->window_t;
     double tok_s = dt > 0 ? (double)tr->window_tokens / dt : 0;
-    run_log_metrics(&tr->run, st->step, loss, val, lr, grad_norm, tok_s, elapsed);
+    run_log_metrics(&tr->run, st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed);
     if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
         double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
         if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (clock_seconds() - tr->t_start));
         if (tr->reporter.progress) {
-            TrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = tr->last_val, .lr = lr,
+            TrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = tr->last_val,
+                               .val_bpb = tr->last_bpb, .lr = lr,
                                .grad_norm = grad_norm, .tokens_per_s = tok_s, .eta_s = eta > 0 ? eta : 0};
             tr->reporter.progress(tr->reporter.ctx, &p);
         }
@@ -480,9 +507,10 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
     TG_TRY(checkpoint_saver_start(&tr->saver, &run->model, run->tok.fingerprint, st));
     TG_TRY(checkpoint_saver_wait(&tr->saver));
     snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", tr->saver.last_saved);
-    if (evaluated_now) run_log_metrics(run, st->step, NAN, tr->last_val, NAN, NAN, NAN, st->elapsed_s);
-    message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.1f s, checkpoint %s", reason, (long long)st->step,
-           tr->last_val, log((double)run->model.cfg.vocab), st->elapsed_s, run->last_checkpoint);
+    if (evaluated_now) run_log_metrics(run, st->step, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, st->elapsed_s);
+    message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.4f bits per byte, %.1f s, checkpoint %s",
+                 reason, (long long)st->step, tr->last_val, log((double)run->model.cfg.vocab), tr->last_bpb, st->elapsed_s,
+                 run->last_checkpoint);
     const CheckpointSaver *sv = &tr->saver;
     message_emit(&tr->messages, MESSAGE_INFO,
                  "checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them "

@@ -11,7 +11,9 @@
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
+#include "data/prepare.h"
 #include "lib/messages.h"
+#include "tapegrad/tokenizer.h"
 #include "train/train_options.h"
 
 /* What a caller can watch a run do (all members may be NULL). Inspection (--log-grads) comes in
@@ -41,6 +43,7 @@ typedef struct TrainProgress {
     int64_t step, steps;
     double loss;          /* the step's mean over its micro-batches */
     double val_loss;      /* the latest evaluation's; NaN before the first */
+    double val_bpb;       /* the same in bits per byte of the val text (see evaluate_bits_per_byte) */
     double lr, grad_norm; /* the step's rate, and its gradient norm before clipping */
     double tokens_per_s;  /* since the previous report */
     double eta_s;         /* until --steps at that pace, or the time budget if sooner */
@@ -64,6 +67,7 @@ typedef struct TrainReporter {
     void (*message)(void *ctx, MessageLevel level, const char *text);
     void (*progress)(void *ctx, const TrainProgress *p);
     void (*sample)(void *ctx, const TrainSample *s);
+    void (*preparing)(void *ctx, const PrepareProgress *p); /* preparing --data (data/prepare.h) */
 } TrainReporter;
 
 /* Runs a whole training run (a new one, or o->resume), reporting to `reporter` (may be NULL:
@@ -77,6 +81,15 @@ typedef struct TrainReporter {
  * step leaves nothing behind. */
 TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks,
                    const TrainReporter *reporter);
+
+/* Bits per byte of a mean loss (nats per target token) over n_targets target tokens whose text is
+ * `bytes` bytes long: mean_loss * n_targets / (ln 2 * bytes), the loss of the whole text in bits,
+ * spread over its bytes, so models with different tokenizers compare on one scale. The bytes of
+ * a target token are those tg_tokenizer_decode gives it: its text, none for <eot>. NaN when bytes
+ * is 0. */
+double bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes);
+/* The bytes the n tokens decode to (tapegrad/tokenizer.h: <eot> none). */
+uint64_t tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n);
 
 /* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */
 double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,

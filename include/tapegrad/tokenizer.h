@@ -19,6 +19,11 @@
  *    "<|endoftext|>" (TG_TOKENIZER_EOT_TEXT) is the <eot> token wherever it appears, as it is for
  *    those programs.
  *
+ *    Such a BPE may reserve named special tokens (`--special-tokens`): they take the ids 257 ..
+ *    256 + n_specials, below the merges (merge i then makes id 257 + n_specials + i), are matched
+ *    in the text as whole tokens wherever they appear (never learnt by a merge, never split), and
+ *    are saved in the tokenizer file and exported as special (control) tokens.
+ *
  *  - BPE imported from a Hugging Face tokenizer.json (data/tokenizer_hf.h, `hf` set): the
  *    file's ids, vocabulary, merges (in its rank order) and added tokens, the GPT-2 pre-split,
  *    and Hugging Face's handling of bytes that are not UTF-8: those programs take text as
@@ -60,7 +65,13 @@ enum {
     TG_TOKENIZER_BPE_FIRST_MERGE = 257,
     TG_TOKENIZER_MAX_CHUNK = 64,   /* tapegrad's BPE tokens are at most this many bytes */
     TG_TOKENIZER_FILE_VERSION = TG_TOKENIZER_FORMAT, /* version 1: char, and BPE with the tapegrad split */
+    TG_TOKENIZER_MAX_SPECIALS = 256,    /* named special tokens of a BPE tapegrad trains */
+    TG_TOKENIZER_MAX_SPECIAL_BYTES = 64, /* the longest name of one */
 };
+
+/* The special tokens `--special-tokens chatml` reserves besides <|endoftext|> (ids 257, 258):
+ * ChatML's, as MiniMind's tokenizer and template use them. */
+#define TG_TOKENIZER_CHATML_SPECIALS "<|im_start|>,<|im_end|>"
 
 typedef struct TgTokenPair {
     int32_t left, right;
@@ -94,6 +105,8 @@ typedef struct TgTokenizer {
     TgTokenPair *merges;
     int32_t *merge_ids;
     int32_t byte_ids[256];   /* the id of each single byte (b for tapegrad's own) */
+    int32_t n_specials;      /* tapegrad's own BPE: named special tokens, ids 257 .. 256 + n_specials */
+    char **specials;         /* their names (NUL-terminated) */
     int32_t n_added;         /* matched in text, longest first at the leftmost position; sorted by id */
     TgTokenizerAdded *added;
     bool hf;                 /* imported from a tokenizer.json (see above) */
@@ -123,6 +136,14 @@ TgStatus tg_tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size
  * is longer. */
 TgStatus tg_tokenizer_bpe_train_split(const char *text, size_t len, int32_t vocab_size, TgTokenizerSplit split,
                                     TgTokenizer *tok);
+
+/* tg_tokenizer_bpe_train with named special tokens reserved (see above): `specials` is a comma
+ * list of names ("<|im_start|>,<|im_end|>"), or "chatml" for TG_TOKENIZER_CHATML_SPECIALS; NULL or ""
+ * for none. "<|endoftext|>" is <eot> (id 256) and may be listed. A name is 1 to
+ * TG_TOKENIZER_MAX_SPECIAL_BYTES bytes of UTF-8 without white space, control characters or commas;
+ * a bad or repeated name is refused (TG_ERR_ARG). vocab_size counts the specials. */
+TgStatus tg_tokenizer_bpe_train_specials(const char *text, size_t len, int32_t vocab_size, const char *specials,
+                                         TgTokenizer *tok);
 
 /* The BPE pre-split rule: the length of the chunk starting at text[0] (1 <= result <= len and
  * <= TG_TOKENIZER_MAX_CHUNK; 0 when len == 0). Byte classes: letters (A-Z, a-z and every byte

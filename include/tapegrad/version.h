@@ -24,8 +24,9 @@
  * (tapegrad/param_checkpoint.h), which is the same stream with flag bit 1 set. Versions 1 and 2 load. */
 #define TG_CHECKPOINT_FORMAT 2
 /* tokenizer.txt (tapegrad/tokenizer.h): 2 splits BPE text as the GPT-2/ByteLevel pre-tokenizer does;
+ * 3 adds named special tokens (written only by a BPE that has some, others stay version 2);
  * version 1 files (tapegrad's earlier split) load and encode as before. */
-#define TG_TOKENIZER_FORMAT 2
+#define TG_TOKENIZER_FORMAT 3
 /* train.tok / val.tok (data/tokfile.h). */
 #define TG_TOKFILE_FORMAT 1
 

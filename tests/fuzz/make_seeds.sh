@@ -29,7 +29,7 @@ grep -q "FUZZ_SEED_TOKENIZER 0x${fingerprint}ULL" tests/fuzz/fuzz_safetensors.c 
   echo "note: set FUZZ_SEED_TOKENIZER in tests/fuzz/fuzz_safetensors.c to 0x${fingerprint}ULL" >&2
 
 rm -rf "$out"
-mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokenizer_json,tokfile,run_files,report,corpus}
+mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokenizer_json,tokfile,run_files,report,corpus,jsonl}
 cp "$work/run/ckpt-00000002.tgck" "$out/checkpoint_raw/tiny.tgck"
 gzip -dc "$work/run/ckpt-00000002.tgck" >"$out/checkpoint/tiny.raw"
 cp "$work/export/w.safetensors" "$out/safetensors/tiny.safetensors"
@@ -71,4 +71,21 @@ done
 cp "$work/text.txt" "$out/corpus/fortunes.txt"
 { head -c 600 "$work/prose.txt"; printf '%s' "$sep"; printf 'index\0\1\2'; printf '%s' "$sep"; printf 'caf\xc3\xa9 na\xc3\xafve \xe2\x82\xac\n'; } \
   >"$out/corpus/folder.txt"
+# JSON Lines: every rule of data/jsonl.h on one file, and MiniMind's pretraining and SFT formats
+python3 - "$out/jsonl" <<'PY'
+import json, sys
+d = sys.argv[1] + "/"
+open(d + "crafted.jsonl", "wb").write(
+    b'\xef\xbb\xbf{"text": "first, after a BOM"}\n{"text": "crlf line"}\r\n\n   \t\n'
+    b'{"text": "nul \\u0000 inside", "n": [1, {"a": 2}]}\n{"text": "bad \xff utf-8"}\n{"text": {"nested": "object"}}\n'
+    b'{"text": [1, 2]}\n{"text": 42}\n{"title": "no text"}\n["not an object"]\n{"text": "a", "text": "b"}\n{"text": ""}\n'
+    b'{"text": "escapes \\" \\\\ \\n \\u00e9 \\ud83d\\ude00"}\n{"text": "cut')
+open(d + "minimind-pretrain.jsonl", "w").write("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in [
+    "<|im_start|>\u9274\u522b\u4e00\u7ec4\u4e2d\u6587\u6587\u7ae0\u7684\u98ce\u683c\uff1a\n\u4eca\u5929\u5929\u6c14\u5f88\u597d\u3002<|im_end|> <|im_start|>\u5e73\u5b9e\u3002<|im_end|>",
+    "The cat sat on the mat. It was 42\u20ac, caf\u00e9!<|endoftext|>", "plain text\twith a tab"]))
+open(d + "minimind-sft.jsonl", "w").write("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in [
+    {"conversations": [{"role": "user", "content": "\u4f60\u597d"}, {"role": "assistant", "content": "\u4f60\u597d\uff01"}]},
+    {"conversations": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
+                       {"role": "assistant", "content": "4"}]}]))
+PY
 du -b "$out"/*/* | sort -k2

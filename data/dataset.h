@@ -1,0 +1,65 @@
+/* Dataset folders: a corpus prepared once (`tapegrad prepare`) and read by any number of runs
+ * (`train --dataset DIR`, eval, inspect, compare-ffn).
+ *
+ *   DIR/dataset.json    the manifest (below)
+ *   DIR/tokenizer.txt   the tokenizer (tapegrad/tokenizer.h), and tokenizer.json beside it when imported
+ *   DIR/train.tok       the train split (data/tokfile.h)
+ *   DIR/val.tok         the val split: the last val_fraction of the token stream
+ *
+ * The manifest (JSON) records the sources (path, kind, bytes on disk and decompressed, a hash of
+ * the decompressed bytes, documents, malformed lines), the recipe (tokenizer settings, text field,
+ * split rule, strictness), the tokenizer's fingerprint, each split's token count and the hash of
+ * its tokens (lib/hash.h), the malformed lines' first examples, and two fingerprints:
+ *   recipe_fingerprint  the recipe and every source's relative path, size and hash: what makes
+ *                       `prepare` give this dataset (a second prepare of the same compares it);
+ *   fingerprint         the tokenizer's fingerprint and both splits' counts and hashes: what a
+ *                       run trained on the dataset records, and checks again on every resume.
+ * Opening a dataset reads its token files once (token_store_open) and refuses counts or hashes
+ * that differ from the manifest's, so a token file changed after `prepare` is caught. */
+#ifndef TAPEGRAD_DATA_DATASET_H
+#define TAPEGRAD_DATA_DATASET_H
+
+#include <stdint.h>
+
+#include "data/tokfile.h"
+#include "tapegrad/error.h"
+#include "tapegrad/tokenizer.h"
+
+#define DATASET_MANIFEST_FILE "dataset.json"
+#define DATASET_FORMAT "tapegrad-dataset 1"
+/* a recipe names at most TG_TOKENIZER_MAX_SPECIALS specials of TG_TOKENIZER_MAX_SPECIAL_BYTES, and a little more */
+enum { DATASET_RECIPE_CAP = 32 << 10, DATASET_MANIFEST_MAX_BYTES = 64 << 20 };
+
+typedef struct DatasetSplit {
+    uint64_t tokens, hash;
+} DatasetSplit;
+
+/* What a run and a second prepare need of a manifest. */
+typedef struct DatasetManifest {
+    uint64_t fingerprint, recipe_fingerprint, tokenizer_fingerprint;
+    char recipe[DATASET_RECIPE_CAP]; /* "bpe vocab 6400, special tokens chatml, ..." */
+    DatasetSplit train, val;
+} DatasetManifest;
+
+/* The dataset fingerprint of a tokenizer and two splits. */
+uint64_t dataset_fingerprint(uint64_t tokenizer_fingerprint, const DatasetSplit *train, const DatasetSplit *val);
+
+/* Reads DIR/dataset.json (strict JSON, data/json_reader.h); TG_ERR_FORMAT names what is wrong. */
+TgStatus dataset_manifest_read(const char *dir, DatasetManifest *m);
+/* Whether DIR holds a manifest. */
+bool dataset_is_dataset(const char *dir);
+
+/* A dataset opened for reading: its manifest, tokenizer and token files, each checked against
+ * the manifest (counts, hashes, the tokenizer's fingerprint). */
+typedef struct Dataset {
+    char dir[TG_PATH_CAP];
+    DatasetManifest manifest;
+    TgTokenizer tok;
+    TokenStore train, val;
+} Dataset;
+
+/* Opens DIR. With want_train false only val.tok is read (eval, inspect). */
+TgStatus dataset_open(const char *dir, bool want_train, Dataset *d);
+void dataset_close(Dataset *d);
+
+#endif

@@ -1,0 +1,102 @@
+/* The sources of a dataset, read as a stream of documents.
+ *
+ * A source path is a file or a folder; a folder is walked as data/corpus.h says (name order,
+ * hidden files, *.dat and *.u8 skipped), so a folder of several files is a mixture. Each file is
+ *   - JSON Lines when its name ends in .jsonl or .ndjson (with .gz after it or not): one document
+ *     per line, the string member `text_field` of each line's object (data/jsonl.h's rules; a
+ *     line without it, or one that is not a JSON object, is malformed);
+ *   - text otherwise: the whole file is one document. A text file that looks binary in its first
+ *     block (data/corpus.h's rule, on the first JSONL_BLOCK_BYTES) is skipped and counted.
+ * Either may be gzip-compressed (data/file_stream.h); the name does not have to say so.
+ *
+ * Documents come out in pieces (DocPiece), the last piece of each marked doc_end. A JSONL
+ * document is one piece. A text document is cut after a '\n' that a printable ASCII character
+ * (0x21-0x7e) follows: the pre-split rules of every tokenizer cut there too, so encoding the
+ * pieces one by one gives the tokens of encoding the whole, unless an added token holds a '\n'
+ * (the caller then asks for whole documents: DocOptions.whole_documents). A piece is about
+ * DOC_PIECE_BYTES; a stretch of DOC_MAX_PIECE_BYTES without such a '\n' is cut at a UTF-8
+ * character boundary after that many bytes (where the tokens may differ from the whole's).
+ * Memory: at most DOC_MAX_PIECE_BYTES + a block for text, and data/jsonl.h's bound for JSONL.
+ *
+ * Malformed JSONL lines are counted and the first DOC_REPORTED_ERRORS kept with their file and
+ * line numbers; with `strict` the first one stops the reading (TG_ERR_FORMAT). Empty texts ("")
+ * are skipped and counted. */
+#ifndef TAPEGRAD_DATA_SOURCES_H
+#define TAPEGRAD_DATA_SOURCES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/file_stream.h"
+#include "data/jsonl.h"
+#include "tapegrad/error.h"
+
+enum { DOC_PIECE_BYTES = 1 << 20, DOC_MAX_PIECE_BYTES = 64 << 20, DOC_REPORTED_ERRORS = 5 };
+#define DOC_DEFAULT_TEXT_FIELD "text"
+
+typedef enum { SOURCE_TEXT, SOURCE_JSONL } SourceKind;
+
+typedef struct Source {
+    char *path;
+    SourceKind kind;
+    uint64_t file_bytes;   /* on disk */
+    /* filled as it is read */
+    uint64_t text_bytes;   /* after decompression */
+    uint64_t hash;         /* hash64 of those bytes */
+    uint64_t documents, malformed_lines, empty_lines;
+    bool binary, read;     /* skipped as binary; read to its end */
+} Source;
+
+typedef struct SourceList {
+    Source *items;
+    size_t count, cap;
+    uint64_t file_bytes;   /* the sum over the files */
+    size_t files_empty;    /* empty files, not listed */
+} SourceList;
+
+/* Lists the files of `path` (a file or a folder). Refuses a missing path, a folder with no
+ * non-empty file and an empty file, naming them. */
+TgStatus sources_list(const char *path, SourceList *list);
+void sources_free(SourceList *list);
+/* Whether a file of this name is read as JSON Lines. */
+bool sources_name_is_jsonl(const char *name);
+
+typedef struct DocOptions {
+    const char *text_field; /* DOC_DEFAULT_TEXT_FIELD when NULL */
+    bool strict;            /* a malformed JSONL line stops the reading */
+    bool whole_documents;   /* never cut a text document into pieces */
+} DocOptions;
+
+typedef struct DocPiece {
+    const char *text;       /* valid until the next call */
+    size_t len;
+    bool doc_end;           /* the last piece of its document */
+} DocPiece;
+
+typedef struct DocReader {
+    SourceList *list;
+    DocOptions opt;
+    size_t current;         /* the source being read */
+    bool open;
+    FileStream fs;          /* a text source */
+    JsonlReader jsonl;      /* a JSONL source */
+    char *buf;
+    size_t cap, start, end;
+    bool at_eof, checked_binary;
+    uint64_t bytes_before;  /* on disk, of the sources before the current one */
+    /* totals */
+    uint64_t documents, malformed_lines, empty_texts, files_binary;
+    char errors[DOC_REPORTED_ERRORS][320]; /* "FILE: line 12 is not valid JSON: ..." */
+    int n_errors;
+    char first_binary[320];
+} DocReader;
+
+TgStatus doc_reader_open(DocReader *r, SourceList *list, const DocOptions *opt);
+/* The next piece; *got false after the last one. */
+TgStatus doc_reader_next(DocReader *r, DocPiece *piece, bool *got);
+/* Bytes read so far, on disk (for progress against list->file_bytes). */
+uint64_t doc_reader_disk_bytes(const DocReader *r);
+void doc_reader_close(DocReader *r);
+
+#endif
