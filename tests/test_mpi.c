@@ -232,9 +232,10 @@ Test(mpi, resume_on_2_ranks_or_on_1_with_accum_2_is_bitwise_the_straight_run, .i
 }
 
 /* Open MPI's mpirun, sent SIGTERM, passes SIGTERM on to every rank odls_base_sigkill_timeout
- * seconds later and kills them as long again after that: 2 s here leaves a loaded machine time
- * to finish the step and save. Each rank runs under `sh -c`, which ignores the signal and
- * records the rank's exit status. */
+ * seconds later and kills them as long again after that: 5 s here leaves a loaded machine, or a
+ * sanitized build, time to finish the step and save (2 s was too short for an ASan build on a
+ * machine at load 10). Each rank runs under `sh -c`, which ignores the signal and records the
+ * rank's exit status. */
 Test(mpi, sigterm_to_mpirun_stops_every_rank_after_the_same_step_and_saves, .init = setup, .fini = teardown,
      .timeout = 120) {
     char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "train.log"), *metrics = datagen_path(run, "metrics.jsonl"),
@@ -243,7 +244,7 @@ Test(mpi, sigterm_to_mpirun_stops_every_rank_after_the_same_step_and_saves, .ini
              status_path);
     char *argv[64];
     int n = launcher_argv(argv);
-    char *rest[] = {"--mca", "odls_base_sigkill_timeout", "2", "/bin/sh", "-c", script, TAPEGRAD_BIN, "train",
+    char *rest[] = {"--mca", "odls_base_sigkill_timeout", "5", "/bin/sh", "-c", script, TAPEGRAD_BIN, "train",
                     "--preset", "tiny", "--batch", "4", "--threads", "1", "--eval-batches", "2", "--sample-tokens", "0",
                     "--data", corpus, "--steps", "100000", "--eval-every", "0", "--ckpt-every", "0", "--out", run, NULL};
     memcpy(argv + n, rest, sizeof rest);
