@@ -6,8 +6,8 @@ can know, to see whether a model learns what it is taught (docs/sft.md).
   python3 scripts/sft_facts.py score DIR/test.jsonl REPLIES     prints {"correct": C, "total": T, "rate": R}
 
 Each invented person has a favourite colour, a home town and a pet. train.jsonl asks every fact in
-six phrasings, one conversation each, in MiniMind's SFT format ({"conversations": [{"role": "user",
-...}, {"role": "assistant", ...}]}); test.jsonl asks every fact once more in a seventh phrasing that no
+eight phrasings, one conversation each, in MiniMind's SFT format ({"conversations": [{"role": "user",
+...}, {"role": "assistant", ...}]}); test.jsonl asks every fact once more in a ninth phrasing that no
 training conversation uses, each line a conversation that ends with the question, plus the expected
 "answer" (tapegrad ignores members it does not read): `tapegrad chat --run RUN --jsonl < test.jsonl`
 answers them, one JSON line each, and `score` counts the replies that hold the right answer.
@@ -19,31 +19,37 @@ import random
 
 SYLLABLES = ["ka", "lo", "mi", "zan", "tor", "vel", "qua", "rin", "dus", "bel", "fio", "gra", "hep",
              "jun", "mox", "nel", "pry", "sol", "tib", "urn", "wex", "yor", "zil", "cor"]
+# Most training phrasings share their frame across the three facts ("What is X's ...?", "Tell me
+# X's ...."), so that the noun (colour, town, pet), not the frame, says which fact is asked; the
+# held-out phrasing ("test") is in none of them.
 ATTRIBUTES = {
     "colour": {
         "values": ["teal", "amber", "violet", "crimson", "olive", "silver", "coral", "indigo", "ochre",
                    "scarlet", "ivory", "jade"],
         "answer": "{name}'s favourite colour is {value}.",
-        "train": ["What is {name}'s favourite colour?", "Which colour does {name} like best?",
-                  "Tell me {name}'s favourite colour.", "{name} has a favourite colour. Which one?",
-                  "What colour does {name} love?", "Name {name}'s favourite colour."],
-        "test": "Do you know which colour {name} likes most?",
+        "train": ["What is {name}'s favourite colour?", "Tell me {name}'s favourite colour.",
+                  "Which colour does {name} like best?", "{name}'s favourite colour, please.",
+                  "Name {name}'s favourite colour.", "Say what colour {name} likes.",
+                  "What colour does {name} love?", "{name} has a favourite colour. Which one?"],
+        "test": "What colour does {name} like most?",
     },
     "town": {
         "values": ["Brindle", "Oskar Falls", "Mervale", "Quillport", "Tansy", "Drumlin", "Yarrow", "Pellham",
                    "Corvid Bay", "Linden", "Harrowgate", "Sedge"],
         "answer": "{name} lives in {value}.",
-        "train": ["Where does {name} live?", "What is {name}'s home town?", "Tell me where {name} lives.",
-                  "{name} lives in a town. Which one?", "Which town is {name} from?", "Name the town where {name} lives."],
+        "train": ["What is {name}'s home town?", "Tell me {name}'s home town.", "Which town does {name} live in?",
+                  "{name}'s home town, please.", "Name {name}'s home town.", "Say what town {name} lives in.",
+                  "Where does {name} live?", "{name} lives in a town. Which one?"],
         "test": "In which town is {name}'s home?",
     },
     "pet": {
         "values": ["a ferret", "a parrot", "a tortoise", "a goat", "a hamster", "an iguana", "a goldfish",
                    "a beagle", "a rabbit", "a cockatoo", "a llama", "a hedgehog"],
         "answer": "{name} has {value}.",
-        "train": ["What pet does {name} have?", "Which animal does {name} keep?", "Tell me about {name}'s pet.",
-                  "{name} keeps a pet. What is it?", "What animal is {name}'s pet?", "Name the pet {name} owns."],
-        "test": "What kind of animal does {name} look after?",
+        "train": ["What is {name}'s pet?", "Tell me {name}'s pet.", "Which pet does {name} have?", "{name}'s pet, please.",
+                  "Name {name}'s pet.", "Say what pet {name} has.", "What animal does {name} keep?",
+                  "{name} keeps a pet. What is it?"],
+        "test": "Which animal is {name}'s pet?",
     },
 }
 
