@@ -676,6 +676,24 @@ Test(sft_cli, fine_tunes_a_run_and_resumes_bitwise, .init = setup, .fini = teard
     char *identity = datagen_path(straight, "run.txt"), *text = ckpt_read_text(identity);
     cr_expect(strstr(text, "--task sft\n"), "%s", text);
     free(text), free(identity);
+    /* inspection and reports as for pretraining; eval: the val split's conversations, per assistant token */
+    char *logged = datagen_path(dir, "logged"), *html = datagen_path(dir, "report.html");
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 96 --steps 4 --eval-every 2 --log-grads 2 --out %s",
+                  base, data, logged);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *grads = datagen_path(logged, "grads.jsonl");
+    cr_expect_eq(ckpt_count_lines(grads), 3, "--log-grads 2 over 4 steps: steps 1, 2 and 4");
+    rc = ckpt_cli(&out, "report %s --out %s", logged, html);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "inspect --run %s --batches 2 --batch 2 --threads 1", logged);
+    cr_expect(rc == 0 && strstr(out, "model.embed_tokens.weight"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "eval --run %s --threads 1", logged);
+    cr_expect(rc == 0 && strstr(out, "\"data\":\"the val split's conversations (the loss per assistant token)\""), "%s", out);
+    free(out);
+    free(grads), free(logged), free(html);
     free(base), free(data), free(straight), free(split);
 }
 
