@@ -9,6 +9,8 @@
 const Subcommand *const cli_subcommands[] = {
     &cmd_prepare,
     &cmd_train,
+    &cmd_sft,
+    &cmd_chat,
     &cmd_sample,
     &cmd_eval,
     &cmd_inspect,

@@ -8,6 +8,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "cli/cli.h"
+#include "data/chat_format.h"
 #include "train/convert.h"
 #include "train/export_gguf.h"
 #include "train/export_hf.h"
@@ -188,12 +189,17 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     s = run_open_existing(source, &run);
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
-    if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, o->hf, note);
-    if (s == TG_OK && o->gguf) s = model_export_gguf(&run.model, &run.tok, o->gguf, weights);
+    /* a run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as eos */
+    bool sft = false;
+    ChatTokens chat;
+    if (s == TG_OK) s = run_is_sft(run.dir, &sft);
+    if (s == TG_OK && sft) s = chat_tokens_find(&run.tok, run.dir, &chat);
+    if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, sft ? &chat : NULL, o->hf, note);
+    if (s == TG_OK && o->gguf) s = model_export_gguf(&run.model, &run.tok, sft ? &chat : NULL, o->gguf, weights);
     if (s == TG_OK)
-        printf("wrote %s (%lld parameters, step %lld, %s tokenizer of %d ids)\n", o->hf ? o->hf : o->gguf,
+        printf("wrote %s (%lld parameters, step %lld, %s tokenizer of %d ids%s)\n", o->hf ? o->hf : o->gguf,
                (long long)tg_model_param_count(&run.model), (long long)run.state.step, tg_tokenizer_kind_name(run.tok.kind),
-               (int)run.tok.vocab_size);
+               (int)run.tok.vocab_size, sft ? "; a chat model: the ChatML template, " CHAT_IM_END " ends a reply" : "");
     run_close(&run);
     return cli_exit("ckpt export", s);
 }

@@ -163,6 +163,9 @@ static int run_eval(int argc, char **argv) {
                                     run.last_checkpoint, NULL);
         s = memory_plan_check(&plan);
     }
+    /* a fine-tuned run's own val split: conversations, the loss per assistant token */
+    bool conversations = s == TG_OK && run.sft && !o.data && !o.dataset;
+    if (conversations) what = "the val split's conversations (the loss per assistant token)";
     if (s == TG_OK) {
         TgEngine engine;
         tg_engine_open(&engine, o.threads, 0);
@@ -170,10 +173,19 @@ static int run_eval(int argc, char **argv) {
                                                                               run.model.cfg.seq_len, o.threads, false));
         Windows w;
         windows_open(&w, &run.model, &engine.tape, &run.tok);
-        if (s == TG_OK)
+        uint64_t targets = 0;
+        if (s == TG_OK && conversations) {
+            uint64_t rows = 0;
+            double mean = NAN;
+            s = evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.sft_val, EVAL_MAX_BATCH, &mean, &targets,
+                                       &w.bytes, &rows);
+            w.windows = rows, w.nats = mean * (double)targets;
+        } else if (s == TG_OK) {
             s = o.data ? windows_from_sources(&w, o.data, o.text_field)
                        : windows_from_store(&w, o.dataset ? &dataset.val : &run.val);
-        double loss = w.windows ? w.nats / (double)(w.windows * (uint64_t)w.seq) : NAN;
+            targets = w.windows * (uint64_t)w.seq;
+        }
+        double loss = targets ? w.nats / (double)targets : NAN;
         if (s != TG_OK) {
             /* said below */
         } else if (w.windows == 0) {
@@ -186,7 +198,7 @@ static int run_eval(int argc, char **argv) {
                         "float32",
                         run.last_checkpoint, what, isnan(loss) ? "NaN" : "infinite");
         } else {
-            uint64_t tokens = w.windows * (uint64_t)w.seq;
+            uint64_t tokens = targets;
             printf("{\"val_loss\":%.9g", loss);
             json_write_field(stdout, "bits_per_byte", bits_per_byte(loss, tokens, w.bytes), 9);
             printf(",\"tokens\":%llu,\"bytes\":%llu,\"windows\":%llu,\"step\":%lld,\"data\":", (unsigned long long)tokens,

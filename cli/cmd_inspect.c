@@ -13,6 +13,7 @@
 #include "tapegrad/engine.h"
 #include "lib/safetensors.h"
 #include "cli/cli.h"
+#include "data/sft_loader.h"
 #include "inspect/inspect.h"
 #include "train/output_check.h"
 #include "train/memory_plan.h"
@@ -114,8 +115,10 @@ static TgStatus inspect_memory_check(const Run *run, const InspectFlags *o) {
     return memory_plan_check(&plan);
 }
 
-/* The k fixed val batches the gradients are averaged over. */
-static TgStatus inspect_batches(Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets) {
+/* The k fixed val batches the gradients are averaged over (a fine-tuned run's: packed
+ * conversations, with *key_start). */
+static TgStatus inspect_batches(Run *run, int64_t k, int64_t batch, int32_t **inputs, int32_t **targets,
+                                int32_t **key_start) {
     size_t bytes;
     int64_t T = run->model.cfg.seq_len, tokens;
     if (!tg_mul_i64(k, batch, &tokens) || !tg_mul_i64(tokens, T, &tokens) || !tg_bytes_of(tokens, sizeof(int32_t), &bytes))
@@ -124,7 +127,9 @@ static TgStatus inspect_batches(Run *run, int64_t k, int64_t batch, int32_t **in
     TG_TRY(run_open_val(run));
     *inputs = tg_malloc(bytes);
     *targets = tg_malloc(bytes);
-    return loader_fixed_batches_store(&run->val, batch, T, k, *inputs, *targets);
+    if (!run->sft) return loader_fixed_batches_store(&run->val, batch, T, k, *inputs, *targets);
+    *key_start = tg_malloc(bytes);
+    return sft_fixed_batches(&run->sft_val, batch, T, k, run->tok.eot_id, *inputs, *targets, *key_start);
 }
 
 static int run_inspect(int argc, char **argv) {
@@ -139,10 +144,10 @@ static int run_inspect(int argc, char **argv) {
     if (s == TG_OK && o.dump) s = output_check(NULL, "--dump-grads", o.dump, o.force);
     if (s != TG_OK) return cli_exit("inspect", s);
     Run run;
-    int32_t *inputs = NULL, *targets = NULL;
+    int32_t *inputs = NULL, *targets = NULL, *key_start = NULL;
     s = run_open_existing(o.run ? o.run : o.ckpt, &run);
     if (s == TG_OK) s = inspect_memory_check(&run, &o);
-    if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets);
+    if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets, &key_start);
     TgEngine engine = {0};
     if (s == TG_OK) {
         tg_engine_open(&engine, o.threads, 0);
@@ -153,7 +158,7 @@ static int run_inspect(int argc, char **argv) {
         int64_t k = o.batches, T = run.model.cfg.seq_len;
         ModelInspection mi;
         model_inspection_init(&mi, &run.model);
-        double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, k, o.batch, T, &mi);
+        double loss = model_inspect_batches(&run.model, &engine.tape, inputs, targets, key_start, k, o.batch, T, &mi);
         if (o.json) {
             print_json(&run, &mi, k, o.batch, loss);
         } else {
@@ -172,6 +177,7 @@ static int run_inspect(int argc, char **argv) {
     if (engine.pool) tg_engine_close(&engine);
     free(inputs);
     free(targets);
+    free(key_start);
     run_close(&run);
     return cli_exit("inspect", s);
 }

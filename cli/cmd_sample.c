@@ -11,7 +11,7 @@
 typedef struct {
     const char *run, *prompt;
     int64_t tokens, seed;
-    double temperature;
+    double temperature, top_p, repetition_penalty;
     int top_k, threads;
 } SampleFlags;
 
@@ -20,46 +20,37 @@ static const OptSpec specs[] = {
     FLAG_RUN(S, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
     OPT(S, prompt, "--prompt", OPT_STRING, "text to continue", OPT_ANY, NULL, 0, "a newline"),
     OPT(S, tokens, "--tokens", OPT_INT64, "tokens to generate", ((OptRange){0, TRAIN_MAX_COUNT, true, false}), NULL, 0, NULL),
-    OPT(S, temperature, "--temperature", OPT_DOUBLE, "0 = always the most likely token", OPT_NON_NEGATIVE, NULL, 0,
-        NULL),
-    OPT(S, top_k, "--top-k", OPT_INT, "sample among the k most likely, 0 = all", OPT_NON_NEGATIVE, NULL, 0, NULL),
+    FLAG_TEMPERATURE(S, temperature, 0),
+    FLAG_TOP_K(S, top_k, 0),
+    FLAG_TOP_P(S, top_p, 0),
+    FLAG_REPETITION_PENALTY(S, repetition_penalty, 0),
     FLAG_SEED(S, seed, "sampling seed", 0, NULL),
     FLAG_THREADS(S, threads, "threads", 0, NULL),
 };
 #undef S
 static const OptTable table = {"sample", "--run DIR [flags]", specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
-/* The KV cache of the checkpoint's context and the buffers of --tokens, before either is allocated. */
-static TgStatus sample_memory_check(const Run *run, const SampleFlags *o) {
-    MemoryPlan plan = {0};
-    double context, buffers;
-    sampling_memory_bytes(&run->model.cfg, o->tokens, o->threads, &context, &buffers);
-    memory_plan_add(&plan, model_memory_bytes(&run->model.cfg), NULL, NULL, "for the model");
-    memory_plan_add(&plan, context, run->last_checkpoint, NULL, "for a KV cache of its %lld-token context",
-                    (long long)run->model.cfg.seq_len);
-    char subject[64];
-    snprintf(subject, sizeof subject, "--tokens %lld", (long long)o->tokens);
-    memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
-    return memory_plan_check(&plan);
-}
 
 static int sample_main(int argc, char **argv) {
     const TgSampleOptions sampling = tg_sample_defaults();
-    const SampleFlags defaults = {.prompt = RUN_SAMPLE_PROMPT, .tokens = 300, .seed = 1,
-                                  .temperature = sampling.temperature, .top_k = sampling.top_k, .threads = TRAIN_DEFAULT_THREADS};
+    const SampleFlags defaults = {.prompt = RUN_SAMPLE_PROMPT, .tokens = 300, .seed = 1, .temperature = sampling.temperature,
+                                  .top_k = sampling.top_k, .top_p = 1.0, .repetition_penalty = 1.0,
+                                  .threads = TRAIN_DEFAULT_THREADS};
     SampleFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.run) return cli_usage_error("sample", "--run DIR is required (a folder written by `tapegrad train`)");
     Run run;
     TgStatus s = run_open_existing(o.run, &run);
-    if (s == TG_OK) s = sample_memory_check(&run, &o);
+    if (s == TG_OK) s = sampling_memory_check(&run.model.cfg, run.last_checkpoint, o.tokens, o.threads);
     if (s == TG_OK) {
         TgEngine engine;
         tg_engine_open(&engine, o.threads, 16u << 20);
         char *text = NULL;
         size_t len = 0;
-        s = run_sample(&run, &engine.tape, o.prompt, o.tokens, o.temperature, o.top_k, (uint64_t)o.seed, &text, &len);
+        TgSampleOptions so = tg_sample_defaults();
+        so.temperature = o.temperature, so.top_k = o.top_k, so.top_p = o.top_p, so.repetition_penalty = o.repetition_penalty;
+        s = run_sample(&run, &engine.tape, o.prompt, o.tokens, &so, (uint64_t)o.seed, &text, &len);
         if (s == TG_OK) {
             /* the prompt as given, then the continuation */
             fputs(o.prompt, stdout);

@@ -33,11 +33,14 @@ static void note_changes(const TrainOptions *o, const TrainOptions *saved, OptSe
     }
 }
 
-static int run_train(int argc, char **argv) {
+/* `tapegrad train` and `tapegrad sft` (train --task sft): one table of options. */
+static int run_training(const OptTable *table, const char *task, int argc, char **argv) {
+    const char *command = table->command;
     TrainOptions o, defaults;
     train_options_defaults(&defaults);
+    defaults.task = task;
     o = defaults;
-    int rc = cli_parse(train_option_table(), &o, &defaults, &o.given, argc, argv, NULL, NULL);
+    int rc = cli_parse(table, &o, &defaults, &o.given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     OptStrings strings = {0};
     if (o.resume) {
@@ -46,7 +49,7 @@ static int run_train(int argc, char **argv) {
         TgStatus s = train_options_restore(o.resume, &o, &saved, &strings);
         if (s != TG_OK) {
             opt_strings_free(&strings);
-            return cli_exit("train", s);
+            return cli_exit(command, s);
         }
         note_changes(&o, &saved, given_now);
     }
@@ -60,7 +63,7 @@ static int run_train(int argc, char **argv) {
         stop_requested = 0;
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
         CliTrainReport report;
-        TrainReporter reporter = cli_train_reporter(&report, "train");
+        TrainReporter reporter = cli_train_reporter(&report, command);
         s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL, &reporter);
         cli_train_report_end(&report);
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
@@ -70,10 +73,16 @@ static int run_train(int argc, char **argv) {
     /* a launcher passes SIGINT/SIGTERM on when it ends the job; it passes SIGUSR1 on and waits */
     dist_close(stop_requested == SIGINT || stop_requested == SIGTERM);
     opt_strings_free(&strings);
-    return cli_exit("train", s);
+    return cli_exit(command, s);
 }
 
+static int run_train(int argc, char **argv) { return run_training(train_option_table(), TRAIN_TASK_PRETRAIN, argc, argv); }
+static int run_sft(int argc, char **argv) { return run_training(sft_option_table(), TRAIN_TASK_SFT, argc, argv); }
+
 CLI_ONE_TABLE(option_tables, train_option_table())
+CLI_ONE_TABLE(sft_option_tables, sft_option_table())
 
 const Subcommand cmd_train = {"train", "train a model (no flags: the small preset on the default corpus)",
                               run_train, option_tables};
+const Subcommand cmd_sft = {"sft", "fine-tune a run on conversations (MiniMind's SFT JSONL): train --task sft",
+                            run_sft, sft_option_tables};

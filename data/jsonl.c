@@ -119,27 +119,31 @@ TgStatus jsonl_next(JsonlReader *r, JsonlLine *line) {
             r->empty_lines++;
             continue;
         }
-        char name[48];
-        snprintf(name, sizeof name, "line %lld", (long long)line->number);
-        if (json_check(text, len, name) != TG_OK) {
-            line->kind = JSONL_MALFORMED;
-            snprintf(line->why, sizeof line->why, "%s", tg_error_message());
-            tg_error_clear();
-            return TG_OK;
-        }
-        JsonCursor c = json_cursor(text, len, 0);
-        JsonType type = json_type(&c);
-        if (type != JSON_OBJECT) {
-            line->kind = JSONL_MALFORMED;
-            snprintf(line->why, sizeof line->why, "line %lld is %s, not a JSON object", (long long)line->number,
-                     json_type_name(type));
-            return TG_OK;
-        }
-        line->kind = JSONL_OBJECT;
-        line->text = text;
-        line->len = len;
+        jsonl_line_of(text, len, line->number, line);
         return TG_OK;
     }
+}
+
+void jsonl_line_of(const char *text, size_t len, int64_t number, JsonlLine *line) {
+    memset(line, 0, sizeof *line);
+    line->number = number;
+    line->kind = JSONL_MALFORMED;
+    char name[48];
+    snprintf(name, sizeof name, "line %lld", (long long)number);
+    if (json_check(text, len, name) != TG_OK) {
+        snprintf(line->why, sizeof line->why, "%s", tg_error_message());
+        tg_error_clear();
+        return;
+    }
+    JsonCursor c = json_cursor(text, len, 0);
+    JsonType type = json_type(&c);
+    if (type != JSON_OBJECT) {
+        snprintf(line->why, sizeof line->why, "line %lld is %s, not a JSON object", (long long)number, json_type_name(type));
+        return;
+    }
+    line->kind = JSONL_OBJECT;
+    line->text = text;
+    line->len = len;
 }
 
 const char *json_type_name(JsonType type) {

@@ -53,6 +53,11 @@ TgStatus jsonl_open(JsonlReader *r, const char *path);
 TgStatus jsonl_next(JsonlReader *r, JsonlLine *line);
 void jsonl_close(JsonlReader *r);
 
+/* One line already read (text[len] a NUL; no '\n' in it), line number `number`, judged by the rules
+ * above: a JSONL_OBJECT, or JSONL_MALFORMED with the reason. For lines that come from elsewhere
+ * than a file (a program's standard input). */
+void jsonl_line_of(const char *text, size_t len, int64_t number, JsonlLine *line);
+
 /* The string member `key` of a JSONL_OBJECT line's object (top level), into *value: false, with
  * the reason in why ("no \"text\" field", "\"text\" is an array, not a string", "\"text\" is
  * given twice"), when there is no such string. json_decode(*value, out) gives its bytes. */

@@ -179,8 +179,8 @@ void model_inspection_read_gradients(ModelInspection *mi, const TgModel *m) {
     for (int64_t l = 0; l < mi->n_layers; l++) mi->w1_zero_grad_rows[l] = zero_grad_row_fraction(m->layers[l].w1);
 }
 
-double model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
-                             int64_t batch, int64_t seq, ModelInspection *mi) {
+double model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, const int32_t *targets,
+                             const int32_t *key_start, int64_t k, int64_t batch, int64_t seq, ModelInspection *mi) {
     bool old = tg_tape_set_grad_enabled(tape, true);
     tg_params_zero_grad(&m->params);
     model_inspection_reset_activations(mi);
@@ -188,7 +188,8 @@ double model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, co
     double total = 0.0;
     for (int64_t b = 0; b < k; b++) {
         size_t off = (size_t)(b * batch * seq);
-        TgTensor *loss = tg_model_loss_inspected(m, tape, inputs + off, targets + off, batch, seq, hidden);
+        TgTensor *loss = tg_model_loss_packed(m, tape, inputs + off, targets + off, key_start ? key_start + off : NULL, batch,
+                                              seq, hidden);
         total += loss->data[0];
         model_inspection_add_activations(mi, hidden);
         /* each batch adds 1/k: the gradient of the mean loss over the k batches */

@@ -83,11 +83,12 @@ void model_inspection_add_activations(ModelInspection *mi, TgTensor *const *ffn_
 /* Reads the parameters and their gradients as they are now. */
 void model_inspection_read_gradients(ModelInspection *mi, const TgModel *model);
 
-/* Forward + backward over k batches of (batch, seq) tokens, gradients averaged (the model's
- * weights are not changed; its gradients hold the mean gradient afterwards), activations of all
- * batches accumulated into `mi`. Returns the mean loss. */
-double model_inspect_batches(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t k,
-                             int64_t batch, int64_t seq, ModelInspection *mi);
+/* Forward + backward over k batches of (batch, seq) tokens (packed rows when key_start is given:
+ * tg_model_loss_packed), gradients averaged (the model's weights are not changed; its gradients
+ * hold the mean gradient afterwards), activations of all batches accumulated into `mi`. Returns
+ * the mean loss. */
+double model_inspect_batches(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets,
+                             const int32_t *key_start, int64_t k, int64_t batch, int64_t seq, ModelInspection *mi);
 
 /* Writes `"params":[...],"ffn":[...]` (no braces) for the JSON object of a log line or of
  * `tapegrad inspect --json`. update_ratio (may be NULL): ||dw|| / ||w|| per parameter. probe (may

@@ -5,6 +5,15 @@
  * 0 ..= pos(t). The masked keys cost no work and hold no -inf: only the queries' blocking
  * computes up to 3 scores past a row's diagonal, which are then replaced by zeros.
  *
+ * Packed rows (tg_attention_segmented): a row of B may hold several sequences one after the
+ * other (conversations packed into one training window). Query t of row b then sees only keys
+ * first(b, t) ..= pos(t), first = key_start[b Tq + t], the start of its own sequence; key_start
+ * never decreases along a row. The keys before first are masked like those after pos(t): a
+ * block of queries computes its scores from the first key of its first query, rounded down to a
+ * block of keys (those of earlier sequences cost nothing beyond that), and the scores of a row
+ * before its own first key are replaced by zeros. Zeros times finite values add nothing, so a
+ * sequence's outputs are bitwise the same whatever shares its row, as long as it keeps its place.
+ *
  * What the backward keeps: the softmax probabilities P, (B, H, Tq, Tk), of which only the causal
  * part j <= pos(t) (and the zeros just past it) is written -- while they are small. Past a limit
  * (8 MB per call by default: B=16, H=4, T=128 keeps them; B=8, H=8, T=256 would keep 16 MB per
@@ -48,11 +57,13 @@ typedef struct {
     int64_t kv_stride;  /* floats between two tokens of k, v: kv_heads * head_dim */
     int64_t key_pad;    /* kv_len rounded up to 16: row stride of the transposed scratch */
     float scale;        /* 1 / sqrt(head_dim) */
+    const int32_t *key_start; /* (B, Tq): each query's first key, or NULL: 0 for all */
 } AttentionDims;
 
 static AttentionDims attention_dims(const TgTensor *q, const TgTensor *k, int64_t heads,
-                                    int64_t kv_heads) {
+                                    int64_t kv_heads, const int32_t *key_start) {
     AttentionDims dims;
+    dims.key_start = key_start;
     dims.batch = q->shape[0];
     dims.q_len = q->shape[1];
     dims.kv_len = k->shape[1];
@@ -81,21 +92,50 @@ static void zero_past_diagonal(float *row, int64_t n_keys, int64_t kv_len) {
     for (int64_t j = n_keys; j < end; j++) row[j] = 0.0f;
 }
 
+/* Query t of batch entry b sees keys row_first ..= pos(t). */
+static int64_t row_first(const AttentionDims *dims, int64_t b, int64_t t) {
+    return dims->key_start ? dims->key_start[b * dims->q_len + t] : 0;
+}
+
+/* The first key column the query block starting at t0 computes: its first query's first key (the
+ * smallest of the block: key_start never decreases), rounded down to a block of BLOCK_ROWS keys.
+ * The scores in [block_first, row_first) are computed and then replaced by zeros, so that the
+ * backward's products over blocks of keys, which start at multiples of BLOCK_ROWS, read zeros
+ * there (attention_query_end). */
+static int64_t block_first(const AttentionDims *dims, int64_t b, int64_t t0) {
+    return row_first(dims, b, t0) / BLOCK_ROWS * BLOCK_ROWS;
+}
+
+/* The backward's products over the block of keys at j0 (a multiple of BLOCK_ROWS) read the
+ * queries from the first that sees key j0 (causally) to the end of the last block of queries
+ * whose block_first is at most j0: the later blocks start past the keys' block, so none of their
+ * queries sees those keys, and their rows of P and dS hold nothing there. */
+static int64_t attention_query_end(const AttentionDims *dims, int64_t b, int64_t j0) {
+    if (!dims->key_start) return dims->q_len;
+    int64_t t0 = 0;
+    while (t0 < dims->q_len && block_first(dims, b, t0) <= j0) t0 += BLOCK_ROWS;
+    return t0 < dims->q_len ? t0 : dims->q_len;
+}
+
 /* ---- forward ---- */
 
-/* Rows [t0, t0 + rows) of one head's P, (rows, ld_p): S = Q K^T over the block's keys (keys_t
- * is K transposed, (hd, key_pad)), then P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i -
- * max s)) over each row's keys 0 ..= pos(t), zeros just past the diagonal. The forward and the
- * backward's recomputation both come here, so they get the same bits. */
-static void probs_block(const TgKernels *kernels, const AttentionDims *dims, const float *q_bh, const float *keys_t,
-                        int64_t t0, int rows, float *p_block, int64_t ld_p) {
+/* Rows [t0, t0 + rows) of batch entry b's P for one head, (rows, ld_p), columns from k0 =
+ * block_first on: S = Q K^T over the block's keys (keys_t is K transposed, (hd, key_pad)), then
+ * P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) over each row's keys first ..=
+ * pos(t), zeros in [k0, first) and just past the diagonal. The forward and the backward's
+ * recomputation both come here, so they get the same bits. */
+static void probs_block(const TgKernels *kernels, const AttentionDims *dims, int64_t b, const float *q_bh,
+                        const float *keys_t, int64_t t0, int rows, float *p_block, int64_t ld_p) {
     int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
-    kernels->gemm_rows(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t, dims->key_pad,
-                       block_keys, p_block, ld_p, false);
+    int64_t k0 = block_first(dims, b, t0);
+    kernels->gemm_rows(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t + k0, dims->key_pad,
+                       block_keys - k0, p_block + k0, ld_p, false);
     for (int r = 0; r < rows; r++) {
-        int64_t n_keys = dims->offset + t0 + r + 1;   /* keys 0 ..= pos(t) */
-        kernels->softmax_scaled(p_block + r * ld_p, n_keys, dims->scale);
-        zero_past_diagonal(p_block + r * ld_p, n_keys, dims->kv_len);
+        float *p_row = p_block + r * ld_p;
+        int64_t first = row_first(dims, b, t0 + r), n_keys = dims->offset + t0 + r + 1;   /* keys first ..= pos(t) */
+        for (int64_t j = k0; j < first; j++) p_row[j] = 0.0f;
+        kernels->softmax_scaled(p_row + first, n_keys - first, dims->scale);
+        zero_past_diagonal(p_row, n_keys, dims->kv_len);
     }
 }
 
@@ -132,10 +172,11 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
             int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
             int64_t ld_p = ctx->probs ? tk : dims->key_pad;
             float *p_block = ctx->probs ? ctx->probs + (unit * tq + t0) * tk : prob_rows;   // (rows, ld_p)
-            probs_block(kernels, dims, q_bh, keys_t, t0, rows, p_block, ld_p);
-            /* O = P V */
-            kernels->gemm_rows(rows, block_keys, p_block, ld_p, 1, v_bg, dims->kv_stride, hd,
-                               out_bh + t0 * dims->q_stride, dims->q_stride, false);
+            probs_block(kernels, dims, b, q_bh, keys_t, t0, rows, p_block, ld_p);
+            /* O = P V, over the keys from the block's first */
+            int64_t k0 = block_first(dims, b, t0);
+            kernels->gemm_rows(rows, block_keys - k0, p_block + k0, ld_p, 1, v_bg + k0 * dims->kv_stride, dims->kv_stride,
+                               hd, out_bh + t0 * dims->q_stride, dims->q_stride, false);
         }
     }
 }
@@ -199,19 +240,21 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
                 ld_p = tk;
             } else {
                 for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS)
-                    probs_block(kernels, dims, q_bh, keys_t, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS,
+                    probs_block(kernels, dims, b, q_bh, keys_t, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS,
                                 probs + t0 * pad, pad);
                 p_bh = probs;
                 ld_p = pad;
             }
 
             /* dV_j += sum_{t : pos(t) >= j} P_tj dO_t, keys in blocks: A = P^T from the first
-             * query that sees the block's first key */
+             * query that sees the block's first key (to attention_query_end; with fewer rows
+             * than that the product stores zeros) */
             if (dv_bg) {
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    kernels->gemm_rows(rows, tq - t_first, p_bh + t_first * ld_p + j0, 1, ld_p,
+                    int64_t t_end = attention_query_end(dims, b, j0);
+                    kernels->gemm_rows(rows, t_end > t_first ? t_end - t_first : 0, p_bh + t_first * ld_p + j0, 1, ld_p,
                                        dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
                                        dv_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
@@ -219,30 +262,32 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
             if (!need_dscores) continue;
             for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS) {
                 int rows = tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS;
-                int64_t block_keys = dims->offset + t0 + rows;
+                int64_t block_keys = dims->offset + t0 + rows, k0 = block_first(dims, b, t0);
                 float *ds_block = dscores + t0 * pad;             // (rows, key_pad)
                 /* dP = dO V^T */
-                kernels->gemm_rows(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t, pad,
-                                   block_keys, ds_block, pad, false);
+                kernels->gemm_rows(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t + k0, pad,
+                                   block_keys - k0, ds_block + k0, pad, false);
                 for (int r = 0; r < rows; r++) {
-                    int64_t n_keys = dims->offset + t0 + r + 1;
+                    int64_t first = row_first(dims, b, t0 + r), n_keys = dims->offset + t0 + r + 1;
                     const float *p_t = p_bh + (t0 + r) * ld_p;    // (n_keys)
                     float *ds_t = ds_block + r * pad;             // (n_keys)
-                    /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti) */
-                    kernels->softmax_backward(p_t, ds_t, n_keys, dims->scale);
+                    /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti), over keys first ..= pos(t) */
+                    kernels->softmax_backward(p_t + first, ds_t + first, n_keys - first, dims->scale);
+                    for (int64_t j = k0; j < first; j++) ds_t[j] = 0.0f;
                     zero_past_diagonal(ds_t, n_keys, tk);
                 }
                 /* dQ += scale dS K */
                 if (dq_bh)
-                    kernels->gemm_rows(rows, block_keys, ds_block, pad, 1, k_bg, dims->kv_stride, hd,
-                                       dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
+                    kernels->gemm_rows(rows, block_keys - k0, ds_block + k0, pad, 1, k_bg + k0 * dims->kv_stride,
+                                       dims->kv_stride, hd, dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
             }
             /* dK_j += sum_{t : pos(t) >= j} scale dS_tj q_t, keys in blocks as for dV */
             if (dk_bg) {
                 for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
                     int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
                     int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    kernels->gemm_rows(rows, tq - t_first, dscores + t_first * pad + j0, 1, pad,
+                    int64_t t_end = attention_query_end(dims, b, j0);
+                    kernels->gemm_rows(rows, t_end > t_first ? t_end - t_first : 0, dscores + t_first * pad + j0, 1, pad,
                                        q_bh + t_first * dims->q_stride, dims->q_stride, hd,
                                        dk_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
                 }
@@ -251,12 +296,20 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
     }
 }
 
+/* What a segmented attention keeps for its backward (node->saved; iparam[2] set); an unsegmented
+ * one keeps P alone. */
+typedef struct {
+    float *probs;             /* or NULL: recomputed */
+    const int32_t *key_start; /* the caller's (B, Tq) */
+} SegmentedSaved;
+
 static void attention_backward(TgTape *tape, TgTapeNode *node) {
     TgTensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
+    const SegmentedSaved *segmented = node->iparam[2] ? node->saved : NULL;
     AttentionBackward ctx = {
-        .dims = attention_dims(q, k, node->iparam[0], node->iparam[1]),
+        .dims = attention_dims(q, k, node->iparam[0], node->iparam[1], segmented ? segmented->key_start : NULL),
         .q = q->data, .k = k->data, .v = v->data,
-        .probs = node->saved,
+        .probs = segmented ? segmented->probs : node->saved,
         .dout = node->out->grad,
     };
     /* Gradients are taken here, not in the threads (they come from the arena). All three new:
@@ -309,7 +362,23 @@ TgAttentionArena tg_attention_arena_bytes(int64_t batch, int64_t heads, int64_t 
     return a;
 }
 
+/* key_start (B, Tq): each query's first key, within [0, pos(t)] and never decreasing along a row. */
+static void check_key_start(const int32_t *key_start, int64_t batch, int64_t q_len, int64_t offset) {
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t t = 0; t < q_len; t++) {
+            int64_t first = key_start[b * q_len + t], before = t > 0 ? key_start[b * q_len + t - 1] : 0;
+            bool fits = first >= before && first <= offset + t;
+            TG_CHECK(fits, "attention: key_start %lld of query %lld in row %lld must be in [%lld, %lld]",
+                     (long long)first, (long long)t, (long long)b, (long long)before, (long long)(offset + t));
+        }
+}
+
 TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads) {
+    return tg_attention_segmented(tape, q, k, v, heads, kv_heads, NULL);
+}
+
+TgTensor *tg_attention_segmented(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads,
+                                 const int32_t *key_start) {
     char sq[64], sk[64], sv[64];
     tg_tensor_shape_str(q, sq, sizeof sq);
     tg_tensor_shape_str(k, sk, sizeof sk);
@@ -332,9 +401,10 @@ TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int6
              "attention: q '%s' has %lld tokens but k '%s' only %lld", q->name,
              (long long)q->shape[1], k->name, (long long)k->shape[1]);
 
-    AttentionForward ctx = {.dims = attention_dims(q, k, heads, kv_heads),
+    AttentionForward ctx = {.dims = attention_dims(q, k, heads, kv_heads, key_start),
                             .q = q->data, .k = k->data, .v = v->data};
     const AttentionDims *dims = &ctx.dims;
+    if (key_start) check_key_start(key_start, dims->batch, dims->q_len, dims->offset);
     TgTensor *out = tg_tensor_new(tape->arena, "attention", 3, q->shape);   // (B,Tq,H*hd)
     ctx.out = out->data;
     /* the same condition under which tg_tape_record will append a node */
@@ -355,6 +425,12 @@ TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int6
         node->saved = ctx.probs;   /* NULL: the backward recomputes P */
         node->iparam[0] = heads;
         node->iparam[1] = kv_heads;
+        if (key_start) {
+            SegmentedSaved *saved = tg_arena_alloc(tape->arena, sizeof *saved);
+            *saved = (SegmentedSaved){ctx.probs, key_start};
+            node->saved = saved;
+            node->iparam[2] = 1;
+        }
     }
     return out;
 }
@@ -363,11 +439,13 @@ TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int6
 
 typedef struct {
     int64_t heads, kv_heads;
+    const int32_t *key_start; /* (B, Tq) or NULL */
 } AttentionCheckParams;
 
 static TgTensor *fwd_attention(TgTape *t, TgTensor *const *in, void *ctx) {
     const AttentionCheckParams *p = ctx;
-    return tg_attention(t, in[0], in[1], in[2], p->heads, p->kv_heads);
+    return p->key_start ? tg_attention_segmented(t, in[0], in[1], in[2], p->heads, p->kv_heads, p->key_start)
+                        : tg_attention(t, in[0], in[1], in[2], p->heads, p->kv_heads);
 }
 
 /* q (B, Tq, H*hd), k and v (B, Tk, KVH*hd) */
@@ -382,28 +460,42 @@ static TgTensor *fwd_attention(TgTape *t, TgTensor *const *in, void *ctx) {
 #define ATTENTION_CASE(b, heads, kv_heads, hd, tq, tk)                            \
     {.variant = "B" #b " H" #heads " KV" #kv_heads " hd" #hd " Tq" #tq " Tk" #tk, \
      .inputs = QKV(b, heads, kv_heads, hd, tq, tk), .forward = fwd_attention,     \
-     .ctx = &(AttentionCheckParams){heads, kv_heads}},
+     .ctx = &(AttentionCheckParams){heads, kv_heads, NULL}},
 #define ATTENTION_LENGTHS(b, heads, kv_heads, hd)                                             \
     ATTENTION_CASE(b, heads, kv_heads, hd, 5, 5) ATTENTION_CASE(b, heads, kv_heads, hd, 1, 7) \
     ATTENTION_CASE(b, heads, kv_heads, hd, 3, 17)
 
 static const TgOpCheck attention_cases[] = {
     {.variant = "B2 T7 H2 KV2 hd4", .inputs = QKV(2, 2, 2, 4, 7, 7), .forward = fwd_attention,
-     .ctx = &(AttentionCheckParams){2, 2}},
+     .ctx = &(AttentionCheckParams){2, 2, NULL}},
     {.variant = "GQA B2 T7 H4 KV2 hd4", .inputs = QKV(2, 4, 2, 4, 7, 7), .forward = fwd_attention,
-     .ctx = &(AttentionCheckParams){4, 2}},
+     .ctx = &(AttentionCheckParams){4, 2, NULL}},
     {.variant = "T1 H2 KV2 hd4", .inputs = QKV(2, 2, 2, 4, 1, 1), .forward = fwd_attention,
-     .ctx = &(AttentionCheckParams){2, 2}},
+     .ctx = &(AttentionCheckParams){2, 2, NULL}},
     {.variant = "MQA B2 T7 H4 KV1 hd4", .inputs = QKV(2, 4, 1, 4, 7, 7), .forward = fwd_attention,
-     .ctx = &(AttentionCheckParams){4, 1}},
+     .ctx = &(AttentionCheckParams){4, 1, NULL}},
     {.variant = "decode Tq1 Tk5 H4 KV2", .inputs = QKV(2, 4, 2, 4, 1, 5), .forward = fwd_attention,
-     .ctx = &(AttentionCheckParams){4, 2}},
+     .ctx = &(AttentionCheckParams){4, 2, NULL}},
     {.variant = "Tq3 Tk7 H4 KV2", .inputs = QKV(2, 4, 2, 4, 3, 7), .forward = fwd_attention,
-     .ctx = &(AttentionCheckParams){4, 2}},
+     .ctx = &(AttentionCheckParams){4, 2, NULL}},
     /* hd 20 and 18 keys: the 16-wide vector blocks of the row products, not only the tail */
     {.variant = "GQA B1 T18 H2 KV1 hd20", .inputs = QKV(1, 2, 1, 20, 18, 18), .forward = fwd_attention,
-     .ctx = &(AttentionCheckParams){2, 1}},
+     .ctx = &(AttentionCheckParams){2, 1, NULL}},
     ATTENTION_LENGTHS(1, 8, 2, 3) ATTENTION_LENGTHS(1, 6, 2, 5) ATTENTION_LENGTHS(3, 4, 1, 9)
     ATTENTION_LENGTHS(1, 3, 3, 6)
+    /* Packed rows (tg_attention_segmented), each query seeing its own sequence only. Row 0 of the
+     * first: sequences of 3, 6 and 2 tokens, the second starting inside a block of 4 queries and
+     * ending past the next; row 1: one of 5, then one of 6 and a last one-token sequence, as a
+     * padded tail is. A sequence of 9 after 10 (keys of a block left out entirely), with GQA; one
+     * behind a KV cache (3 queries after 8 keys, the first key 5); every query its own sequence. */
+    {.variant = "segments B2 T11 H4 KV2 hd4", .inputs = QKV(2, 4, 2, 4, 11, 11), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){4, 2, (const int32_t[]){0, 0, 0, 3, 3, 3, 3, 3, 3, 9, 9,
+                                                           0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 10}}},
+    {.variant = "segments B1 T19 H6 KV2 hd5", .inputs = QKV(1, 6, 2, 5, 19, 19), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){6, 2, (const int32_t[]){0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 10, 10, 10, 10, 10, 10, 10, 10}}},
+    {.variant = "segments Tq3 Tk8 H2 KV1 hd6", .inputs = QKV(1, 2, 1, 6, 3, 8), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){2, 1, (const int32_t[]){5, 5, 5}}},
+    {.variant = "segments of one B2 T6 H2 KV2 hd3", .inputs = QKV(2, 2, 2, 3, 6, 6), .forward = fwd_attention,
+     .ctx = &(AttentionCheckParams){2, 2, (const int32_t[]){0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}}},
 };
 const TgOpCheckList attention_checks = TG_OP_CHECK_LIST(attention_cases);

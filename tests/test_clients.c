@@ -5,7 +5,11 @@
  *     JavaScript BPE trainer, to the ids Hugging Face's tokenizers give them, and trains with it;
  *   - llama.cpp (node-llama-cpp's prebuilt binaries) runs the GGUF export: the same next-token
  *     log-probabilities as tapegrad's model within a stated bound, the same 20 greedy tokens,
- *     the same tokenization of the texts.
+ *     the same tokenization of the texts;
+ *   - the chat template a fine-tuned run exports: Hugging Face's Jinja engine renders
+ *     conversations to the very bytes tapegrad's renderer gives, and node-llama-cpp's chat
+ *     session on the GGUF, applying the file's template, replies to a conversation of two turns
+ *     as `tapegrad chat` does, greedy, id for id, over the same context.
  * They need Node.js and the packages of tests/clients/package-lock.json (scripts/test.sh
  * installs them); without them the tests fail, unless TAPEGRAD_SKIP_CLIENTS=1. */
 #include <criterion/criterion.h>
@@ -16,11 +20,14 @@
 #include <string.h>
 
 #include "ckptutil.h"
+#include "data/chat_format.h"
+#include "lib/json_write.h"
 #include "tapegrad/tokenizer.h"
 #include "data/tokenizer_hf.h"
 #include "data/unicode_class.h"
 #include "datagen.h"
 #include "testutil.h"
+#include "train/chat.h"
 #include "train/run.h"
 
 #define TEXT(s) {s, sizeof s - 1}
@@ -371,4 +378,157 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
     }
     free(ours), free(request), free(run);
     run_close(&r);
+}
+
+/* ---- the chat template ------------------------------------------------------------------ */
+
+/* A run fine-tuned on short exchanges ("Say river." -> "river, and then stone."), for long
+ * enough that its greedy replies are words: seq 128, the ChatML tokens. */
+static char *make_chat_run(void) {
+    char *base = make_run("chat-base", "--tokenizer bpe --vocab 600 --special-tokens chatml --seq 128", 60);
+    static const char *const words[] = {"river", "stone", "lamp", "orchard", "violin", "harbour", "meadow", "copper"};
+    char *text = malloc(1 << 16);
+    size_t n = 0;
+    for (int i = 0; i < 160; i++)
+        n += (size_t)snprintf(text + n, (1 << 16) - n,
+                              "{\"conversations\": [{\"role\": \"system\", \"content\": \"Answer briefly.\"}, {\"role\": "
+                              "\"user\", \"content\": \"Say %s.\"}, {\"role\": \"assistant\", \"content\": \"%s, and then %s.\"}]}\n",
+                              words[i % 8], words[i % 8], words[(i * 3 + 1) % 8]);
+    datagen_write(dir, "chat.jsonl", text, n);
+    free(text);
+    char *data = datagen_path(dir, "chat.jsonl"), *run = datagen_path(dir, "chat-run"), *out = NULL;
+    int rc = ckpt_cli(&out, "sft --init-from %s --data %s --threads 1 --batch 8 --steps 150 --eval-every 0 --out %s", base, data, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out), free(data), free(base);
+    return run;
+}
+
+/* Conversations with what a template could get wrong: every role, several turns, an empty
+ * content, Jinja's own syntax, quotes and backslashes, special-token text, white space at the
+ * ends, new lines and tabs, scripts and emoji. */
+static const char *const TEMPLATE_TEXTS[] = {
+    "You are a helpful assistant.", "What is {{ 2 + 2 }}? {% if x %}y{% endif %}", "It is \"4\", or '4' \\ 4.",
+    "", "  <|im_start|>user\nfake<|im_end|>  ", "line one\nline two\t\ttabbed\r\n",
+    "\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x98\x80 caf\xc3\xa9 <b>bold</b> &amp;",
+};
+
+Test(clients, hf_jinja_renders_the_exported_chat_template_as_tapegrad_does, .init = setup, .fini = teardown, .timeout = 300) {
+    require_clients("@huggingface/jinja on the exported chat template", teardown);
+    char *run = make_chat_run(), *folder = datagen_path(dir, "hf-chat"), *out = NULL, args[8400];
+    int rc = ckpt_cli(&out, "ckpt export %s --hf %s", run, folder);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "a chat model"), "%s", out);
+    free(out);
+    /* conversations of 1 to 7 turns, system first or not, with and without the generation prompt */
+    enum { N = 8 };
+    Conversation conv[N] = {{0}};
+    for (int c = 0; c < N; c++) {
+        int turns = 1 + c % 7;
+        for (int t = 0; t < turns; t++) {
+            ChatRole role = t == 0 && c % 2 ? CHAT_SYSTEM : (t + (c % 2)) % 2 ? CHAT_USER : CHAT_ASSISTANT;
+            if (t == 0 && !(c % 2)) role = CHAT_USER;
+            const char *text = TEMPLATE_TEXTS[(c + t) % 7];
+            chat_conversation_add(&conv[c], role, text, strlen(text));
+        }
+    }
+    char *path = datagen_path(dir, "conversations.json");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputc('[', f);
+    for (int c = 0; c < N; c++) {
+        fputs(c ? ", {\"messages\": [" : "{\"messages\": [", f);
+        for (size_t t = 0; t < conv[c].n_turns; t++) {
+            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", t ? ", " : "", chat_role_name(conv[c].turns[t].role));
+            json_write_bytes(f, chat_turn_text(&conv[c], t), conv[c].turns[t].len);
+            fputc('}', f);
+        }
+        fprintf(f, "], \"add_generation_prompt\": %s}", c % 3 ? "true" : "false");
+    }
+    fputs("]\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "%s/tokenizer_config.json %s", folder, path);
+    cJSON *json = run_client("chat_template.mjs", args), *rendered = cJSON_GetObjectItem(json, "rendered");
+    cr_assert_eq(cJSON_GetArraySize(rendered), N);
+    for (int c = 0; c < N; c++) {
+        size_t len;
+        char *ours = chat_render_text(&conv[c], c % 3 != 0, &len);
+        const char *hex = cJSON_GetArrayItem(rendered, c)->valuestring;
+        size_t theirs_len = strlen(hex) / 2;
+        char *theirs = malloc(theirs_len + 1);
+        for (size_t i = 0; i < theirs_len; i++) sscanf(hex + 2 * i, "%2hhx", (unsigned char *)&theirs[i]);
+        theirs[theirs_len] = '\0';
+        cr_expect(len == theirs_len && memcmp(ours, theirs, len) == 0, "conversation %d: Jinja renders\n%s\ntapegrad\n%s", c,
+                  theirs, ours);
+        free(ours), free(theirs);
+        chat_conversation_free(&conv[c]);
+    }
+    cJSON_Delete(json);
+    free(run), free(folder), free(path);
+}
+
+static const char CHAT_SYSTEM_TEXT[] = "Answer briefly.";
+static const char *const CHAT_TURNS[] = {"Say violin.", "Say harbour."};
+enum { CHAT_MAX_REPLY = 16 };
+
+/* The JSON array of ids[0..n). */
+static void expect_ids(const cJSON *theirs, const int32_t *ours, size_t n, const char *what) {
+    size_t n_theirs;
+    int32_t *ids = ids_of(theirs, &n_theirs);
+    size_t same = 0;
+    while (same < n && same < n_theirs && ids[same] == ours[same]) same++;
+    cr_expect(n == n_theirs && same == n, "%s: tapegrad %zu ids, llama.cpp %zu; the first difference at %zu (%d vs %d)", what, n,
+              n_theirs, same, same < n ? ours[same] : -1, same < n_theirs ? ids[same] : -1);
+    free(ids);
+}
+
+Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init = setup, .fini = teardown, .timeout = 300) {
+    require_clients("node-llama-cpp's chat session on the GGUF export", teardown);
+    char *run = make_chat_run(), *gguf = datagen_path(dir, "chat.gguf"), *request = datagen_path(dir, "chat-request.json");
+    char *out = NULL, args[8400];
+    int rc = ckpt_cli(&out, "ckpt export %s --gguf %s", run, gguf);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    FILE *f = fopen(request, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"system\": \"%s\", \"turns\": [\"%s\", \"%s\"], \"max_tokens\": %d}\n", CHAT_SYSTEM_TEXT, CHAT_TURNS[0],
+            CHAT_TURNS[1], CHAT_MAX_REPLY);
+    fclose(f);
+    snprintf(args, sizeof args, "%s %s", gguf, request);
+    cJSON *json = run_client("chat_check.mjs", args);
+    fprintf(stderr, "node-llama-cpp would pick the %s wrapper by itself\n", cJSON_GetObjectItem(json, "wrapper")->valuestring);
+
+    /* tapegrad chat: greedy (--temperature 0), penalty 1, the same limit */
+    Run r;
+    cr_assert_eq(run_open_existing(run, &r), TG_OK, "%s", tg_error_message());
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    TgSampleOptions greedy = {.temperature = 0, .repetition_penalty = 1.0};
+    ChatSession s;
+    cr_assert_eq(chat_session_open(&s, &r.model, &r.tok, &tt.tape, &greedy, 1, CHAT_MAX_REPLY, run), TG_OK);
+    cr_assert_eq(chat_session_add(&s, CHAT_SYSTEM, CHAT_SYSTEM_TEXT, strlen(CHAT_SYSTEM_TEXT)), TG_OK);
+    for (int t = 0; t < 2; t++) {
+        char *reply;
+        size_t len;
+        ChatFinish finish;
+        int64_t drawn;
+        cr_assert_eq(chat_session_reply(&s, CHAT_TURNS[t], strlen(CHAT_TURNS[t]), NULL, NULL, &reply, &len, &finish, &drawn),
+                     TG_OK);
+        const char *theirs = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "replies"), t)->valuestring;
+        fprintf(stderr, "turn %d: tapegrad \"%s\" (%lld ids), llama.cpp \"%s\"\n", t + 1, reply, (long long)drawn, theirs);
+        cr_expect(drawn > 2, "turn %d: a reply of %lld ids tests little", t + 1, (long long)drawn);
+        cr_expect_str_eq(reply, theirs, "turn %d", t + 1);
+        size_t end = s.ids.n - 1;
+        while (s.ids.ids[end] != s.ct.im_end) end--;
+        char what[32];
+        snprintf(what, sizeof what, "the ids of reply %d", t + 1);
+        expect_ids(cJSON_GetArrayItem(cJSON_GetObjectItem(json, "reply_ids"), t), s.ids.ids + end - drawn, (size_t)drawn, what);
+        free(reply);
+    }
+    cr_expect_eq(s.rebuilds, 0);
+    expect_ids(cJSON_GetObjectItem(json, "context"), s.context, (size_t)s.cache.len, "the context after the second reply");
+    chat_session_close(&s);
+    test_tape_free(&tt);
+    run_close(&r);
+    cJSON_Delete(json);
+    free(run), free(gguf), free(request);
 }

@@ -101,7 +101,7 @@ static void inspect_at_init(TgFfnKind ffn, ModelInspection *mi, TgModel *m, floa
     TestTape tt;
     test_tape_init(&tt, 1);
     model_inspection_init(mi, m);
-    double loss = model_inspect_batches(m, &tt.tape, in, tg, k, B, T, mi);
+    double loss = model_inspect_batches(m, &tt.tape, in, tg, NULL, k, B, T, mi);
     cr_assert(fabs(loss - log((double)c.vocab)) < 0.3, "initial loss %.3f, ln(vocab) %.3f", loss, log((double)c.vocab));
     test_tape_free(&tt);
     free(in);

@@ -1,6 +1,7 @@
 /* Data-parallel training on 2 ranks, through mpirun (Open MPI), as a user runs it:
  *   - 2 ranks with --batch B log bitwise what one process logs with --batch B --accum 2, and end
- *     with bitwise the same weights, AdamW moments and loader state;
+ *     with bitwise the same weights, AdamW moments and loader state; fine-tuning too (packed
+ *     conversations, the loss per trained token over both ranks' micro-batches);
  *   - two 2-rank runs are bitwise the same;
  *   - a 2-rank run stopped and resumed (on 2 ranks, or on 1 with --accum 2) is bitwise the run
  *     that never stopped;
@@ -161,6 +162,38 @@ static void expect_same_runs(const char *launcher_a, const char *extra_a, const 
 
 Test(mpi, two_ranks_log_bitwise_what_one_process_logs_with_accum_2, .init = setup, .fini = teardown, .timeout = 120) {
     expect_same_runs(launcher(), "", "", "--accum 2");
+}
+
+/* tapegrad sft on 2 ranks: each rank's micro-batch weighs its share of the step's trained tokens,
+ * counted over both ranks, as one process with --accum 2 weighs its two. */
+Test(mpi, fine_tuning_on_two_ranks_is_bitwise_one_process_with_accum_2, .init = setup, .fini = teardown, .timeout = 120) {
+    char *base = datagen_path(dir, "base"), *a = datagen_path(dir, "a"), *b = datagen_path(dir, "b"), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 300 --special-tokens chatml --steps 2 "
+                            "--eval-every 0 --out %s",
+                      corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char text[8192];
+    size_t n = 0;
+    for (int i = 0; i < 30; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n,
+                              "{\"conversations\": [{\"role\": \"user\", \"content\": \"q%d\"}, {\"role\": \"assistant\", "
+                              "\"content\": \"%s\"}]}\n",
+                              i, i % 3 ? "short" : "a longer reply of several words");
+    datagen_write(dir, "c.jsonl", text, n);
+    char *data = datagen_path(dir, "c.jsonl");
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 48 --steps 8 --eval-every 4 --accum 2 --out %s",
+                  base, data, a);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = TWO_RANKS(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 48 --steps 8 --eval-every 4 --out %s", base,
+                   data, b);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, " x 2 ranks = "), "not one job of 2 ranks:\n%s", out);
+    free(out);
+    ckpt_expect_same_metrics(a, b, 0, 8);
+    ckpt_expect_same_checkpoints(a, b, 8);
+    free(base), free(a), free(b), free(data);
 }
 
 Test(mpi, two_ranks_are_bitwise_reproducible, .init = setup, .fini = teardown, .timeout = 120) {

@@ -395,6 +395,138 @@ Test(attention, reads_only_what_it_wrote) {
     }
 }
 
+/* ---- packed rows (tg_attention_segmented) ---- */
+
+/* Rows of t tokens (heads, kv_heads, hd) packed with sequences of the given lengths (ending at
+ * the row's end). Each sequence must get, in the packed row, bitwise what it gets alone: its
+ * outputs and its q, k, v gradients, from the same upstream gradient; on every path, 1 and 2
+ * threads, P kept and recomputed, and with the arena poisoned with NaN, so that a read of a
+ * score of another sequence, or of memory not written, shows. */
+typedef struct {
+    int64_t heads, kv_heads, head_dim, n_rows, seq;
+    int n_segments[2];
+    int64_t lengths[2][10];
+} PackedCase;
+
+/* out/dq/dk/dv of attention over the (B, T, width) tensors x[0..2], upstream gradient dout, key_start or
+ * NULL; copied out (caller frees). The arena is poisoned with NaN first. */
+static void packed_run(const PackedCase *pc, TgTensor *const x[3], const float *dout,
+                       const int32_t *key_start, int threads, float *out_copy, float *grads_copy[3]) {
+    enum { ARENA_BYTES = 4 << 20 };
+    TgArena arena;
+    tg_arena_init(&arena, ARENA_BYTES);
+    float *poison = tg_arena_alloc(&arena, ARENA_BYTES);
+    for (size_t f = 0; f < ARENA_BYTES / sizeof(float); f++) poison[f] = NAN;
+    tg_arena_reset(&arena);
+    TgPool *pool = threads > 1 ? tg_pool_create(threads) : NULL;
+    TgTape tape;
+    tg_tape_init(&tape, &arena, pool);
+    for (int m = 0; m < 3; m++) {
+        x[m]->requires_grad = true;
+        x[m]->grad = NULL;
+    }
+    TgTensor *out = tg_attention_segmented(&tape, x[0], x[1], x[2], pc->heads, pc->kv_heads, key_start);
+    memcpy(tg_tensor_grad(&tape, out), dout, (size_t)out->numel * sizeof(float));
+    tg_tape_backward_from_seeded(&tape);
+    cr_assert_eq(arena.system_allocs, 1, "the arena grew: part of it was never poisoned");
+    memcpy(out_copy, out->data, (size_t)out->numel * sizeof(float));
+    for (int m = 0; m < 3; m++) memcpy(grads_copy[m], x[m]->grad, (size_t)x[m]->numel * sizeof(float));
+    tg_tape_free(&tape);
+    tg_pool_destroy(pool);
+    tg_arena_free(&arena);
+}
+
+static void check_packed(const PackedCase *pc, uint64_t seed, int threads) {
+    int64_t B = pc->n_rows, T = pc->seq, hd = pc->head_dim;
+    int64_t widths[3] = {pc->heads * hd, pc->kv_heads * hd, pc->kv_heads * hd};
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
+    TgTensor *x[3];
+    for (int m = 0; m < 3; m++) x[m] = test_tensor("x", 3, (int64_t[]){B, T, widths[m]}, &rng, -1.5f, 1.5f);
+    float *dout = malloc((size_t)(B * T * widths[0]) * sizeof(float));
+    tg_rng_fill_uniform(&rng, dout, (size_t)(B * T * widths[0]), -1, 1);
+    int32_t *key_start = malloc((size_t)(B * T) * sizeof(int32_t));
+    for (int64_t b = 0; b < B; b++) {
+        int64_t at = 0;
+        for (int s = 0; s < pc->n_segments[b]; s++) {
+            int64_t start = at;
+            for (int64_t i = 0; i < pc->lengths[b][s]; i++) key_start[b * T + at++] = (int32_t)start;
+        }
+        cr_assert_eq(at, T, "the case's lengths of row %lld add up to %lld, not %lld", (long long)b, (long long)at, (long long)T);
+    }
+    float *out = malloc((size_t)(B * T * widths[0]) * sizeof(float)), *grads[3];
+    for (int m = 0; m < 3; m++) grads[m] = malloc((size_t)(B * T * widths[m]) * sizeof(float));
+    packed_run(pc, x, dout, key_start, threads, out, grads);
+    /* each sequence alone: a (1, len, w) copy of its tokens */
+    for (int64_t b = 0; b < B; b++) {
+        int64_t at = 0;
+        for (int s = 0; s < pc->n_segments[b]; s++) {
+            int64_t len = pc->lengths[b][s];
+            TgTensor *y[3];
+            for (int m = 0; m < 3; m++) {
+                y[m] = test_tensor("y", 3, (int64_t[]){1, len, widths[m]}, NULL, 0, 0);
+                memcpy(y[m]->data, x[m]->data + (b * T + at) * widths[m], (size_t)(len * widths[m]) * sizeof(float));
+            }
+            float *y_out = malloc((size_t)(len * widths[0]) * sizeof(float)), *y_grads[3];
+            for (int m = 0; m < 3; m++) y_grads[m] = malloc((size_t)(len * widths[m]) * sizeof(float));
+            packed_run(pc, y, dout + (b * T + at) * widths[0], NULL, threads, y_out, y_grads);
+            cr_expect(memcmp(y_out, out + (b * T + at) * widths[0], (size_t)(len * widths[0]) * sizeof(float)) == 0,
+                      "row %lld, sequence %d: the output differs from the sequence's alone", (long long)b, s);
+            static const char *const names[3] = {"dq", "dk", "dv"};
+            for (int m = 0; m < 3; m++)
+                cr_expect(memcmp(y_grads[m], grads[m] + (b * T + at) * widths[m], (size_t)(len * widths[m]) * sizeof(float)) == 0,
+                          "row %lld, sequence %d: %s differs from the sequence's alone", (long long)b, s, names[m]);
+            for (int m = 0; m < 3; m++) {
+                test_tensor_free(y[m]);
+                free(y_grads[m]);
+            }
+            free(y_out);
+            at += len;
+        }
+    }
+    for (int m = 0; m < 3; m++) {
+        test_tensor_free(x[m]);
+        free(grads[m]);
+    }
+    free(out), free(dout), free(key_start);
+}
+
+Test(attention, packed_sequences_get_what_they_get_alone) {
+    static const PackedCase cases[] = {
+        /* lengths cut unevenly into blocks of 4 queries and keys; a one-token tail (padding) */
+        {4, 2, 8, 2, 23, {4, 3}, {{3, 6, 13, 1}, {5, 17, 1}}},
+        /* the 16-wide vectors of the products and a sequence after a long one */
+        {2, 1, 72, 1, 40, {2, 0}, {{21, 19}}},
+        /* every token its own sequence, and one sequence filling a row */
+        {3, 3, 5, 2, 9, {9, 1}, {{1, 1, 1, 1, 1, 1, 1, 1, 1}, {9}}},
+    };
+    FOR_EACH_PATH(isa)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int threads = 1; threads <= 2; threads++)
+            for (int recompute = 0; recompute <= 1; recompute++) {
+                size_t old = tg_attention_set_saved_probs_limit(recompute ? 0 : (size_t)8 << 20);
+                check_packed(&cases[i], 90 + i, threads);
+                tg_attention_set_saved_probs_limit(old);
+            }
+}
+
+/* A key_start that moves backwards, or past its query's position, is a caller's bug. */
+static void attend_with_bad_starts(void *ctx) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    Qkv in = qkv_new((AttnShape){1, 4, 4, 2, 2, 4}, 3);
+    tg_attention_segmented(&tt.tape, in.q, in.k, in.v, 2, 2, ctx);
+}
+
+Test(attention, key_starts_out_of_order_abort) {
+    static const int32_t backwards[] = {0, 1, 0, 3}, ahead[] = {0, 0, 3, 3};
+    char msg[512];
+    cr_expect_eq(test_run_expecting_abort(attend_with_bad_starts, (void *)backwards, msg, sizeof msg), SIGABRT);
+    cr_expect(strstr(msg, "key_start 0 of query 2") != NULL, "%s", msg);
+    cr_expect_eq(test_run_expecting_abort(attend_with_bad_starts, (void *)ahead, msg, sizeof msg), SIGABRT);
+    cr_expect(strstr(msg, "key_start 3 of query 2") != NULL, "%s", msg);
+}
+
 /* ---- cross-entropy ---- */
 
 Test(cross_entropy, uniform_logits_give_ln_vocab) {

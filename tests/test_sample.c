@@ -1,7 +1,9 @@
 /* Sampling: generation with the KV cache equals, at every step and through the context wrap, a
  * full recomputation of the window the wrap rule keeps; and the draw keeps its contract: top-k 1
  * is the argmax, no token outside the top k is drawn, the draws follow softmax(logits / T) over
- * the top k renormalised, and a temperature near 0 is the argmax.
+ * the top k renormalised, and a temperature near 0 is the argmax; top-p never draws outside the
+ * nucleus and draws within it renormalised; a repetition penalty of 1 changes nothing; greedy
+ * decoding is deterministic.
  *
  * tg_sample_generate draws every token with tg_sample_token from the logits its observer sees (the
  * first test replays those draws exactly), so the statistical checks on tg_sample_token hold for the
@@ -492,4 +494,140 @@ Test(sample, two_threads_drawing_at_once_draw_what_each_draws_alone) {
         cr_expect_eq(differ, 0, "thread %d: %d of %d draws differ from the same draws made alone", t, differ,
                      THREAD_DRAWS);
     }
+}
+
+/* ------------------------------------------------------------------ top-p and the repetition penalty */
+
+/* The nucleus of logits as the contract words it, computed here in double over a full sort:
+ * the candidates (the top k, or all) in rank order, kept up to and including the first at which
+ * their share of the candidates' mass reaches top_p. in[id] set for its members; returns them. */
+static int nucleus_of(const float *logits, int vocab, double temperature, int top_k, double top_p, bool *in) {
+    int order[512];
+    for (int i = 0; i < vocab; i++) order[i] = i;
+    for (int i = 1; i < vocab; i++) /* insertion sort: larger logit first, ties by lower id */
+        for (int j = i; j > 0; j--) {
+            int a = order[j - 1], b = order[j];
+            if (logits[a] > logits[b] || (logits[a] == logits[b] && a < b)) break;
+            order[j - 1] = b, order[j] = a;
+        }
+    int k = top_k > 0 && top_k < vocab ? top_k : vocab;
+    double total = 0, mass = 0;
+    for (int i = 0; i < k; i++) total += exp((logits[order[i]] - logits[order[0]]) / temperature);
+    int kept = 0;
+    memset(in, 0, (size_t)vocab * sizeof *in);
+    while (kept < k && mass < top_p * total) {
+        mass += exp((logits[order[kept]] - logits[order[0]]) / temperature);
+        in[order[kept++]] = true;
+    }
+    return kept;
+}
+
+/* No draw falls outside the nucleus: random logits (rounded to quarters, so that ties decide
+ * members), several temperatures, top-p and top-k; each setting drawn 300 times. */
+Test(sample, top_p_never_draws_outside_the_nucleus) {
+    enum { VOCAB = 200 };
+    const double temperatures[] = {0.5, 1.0, 2.0}, top_ps[] = {0.05, 0.3, 0.6, 0.9, 0.99};
+    const int top_ks[] = {0, 50};
+    float logits[VOCAB], probs[VOCAB];
+    int32_t ids[VOCAB];
+    bool in[VOCAB];
+    TgRng data, rng;
+    tg_rng_seed(&data, 101);
+    tg_rng_seed(&rng, 102);
+    int64_t outside = 0, draws = 0, seen_more_than_one = 0;
+    for (int round = 0; round < 4; round++) {
+        tg_rng_fill_uniform(&data, logits, VOCAB, -4.0f, 4.0f);
+        for (int v = 0; v < VOCAB; v++) logits[v] = roundf(logits[v] * 4.0f) / 4.0f;
+        for (size_t t = 0; t < 3; t++)
+            for (size_t p = 0; p < 5; p++)
+                for (size_t k = 0; k < 2; k++) {
+                    int members = nucleus_of(logits, VOCAB, temperatures[t], top_ks[k], top_ps[p], in);
+                    TgSampleOptions opts = {.temperature = temperatures[t], .top_k = top_ks[k], .top_p = top_ps[p]};
+                    bool drawn[VOCAB] = {false};
+                    int distinct = 0;
+                    for (int i = 0; i < 300; i++, draws++) {
+                        int32_t id = tg_sample_token(logits, VOCAB, &opts, &rng, probs, ids);
+                        outside += !in[id];
+                        distinct += !drawn[id];
+                        drawn[id] = true;
+                    }
+                    seen_more_than_one += members > 1 && distinct > 1;
+                }
+    }
+    cr_expect_eq(outside, 0, "%lld of %lld draws fell outside the nucleus", (long long)outside, (long long)draws);
+    cr_expect_gt(seen_more_than_one, 20, "the nucleus is sampled, not only its first member");
+}
+
+/* Within the nucleus the draws follow the renormalised probabilities: three members of
+ * probabilities 0.5, 0.3, 0.2 of the nucleus (0.9 of the whole), 30000 draws, each frequency
+ * within 4 standard deviations. */
+Test(sample, top_p_draws_the_nucleus_renormalised) {
+    float logits[5] = {logf(0.45f), logf(0.27f), logf(0.18f), logf(0.06f), logf(0.04f)}, probs[5];
+    int32_t ids[5];
+    TgRng rng;
+    tg_rng_seed(&rng, 7);
+    TgSampleOptions opts = {.temperature = 1.0, .top_p = 0.85};
+    int counts[5] = {0};
+    enum { N = 30000 };
+    for (int i = 0; i < N; i++) counts[tg_sample_token(logits, 5, &opts, &rng, probs, ids)]++;
+    const double expect[5] = {0.5, 0.3, 0.2, 0, 0};
+    for (int i = 0; i < 5; i++) {
+        double sd = sqrt(N * expect[i] * (1 - expect[i]));
+        cr_expect_leq(fabs(counts[i] - N * expect[i]), 4 * sd + 0.5, "token %d drawn %d times of %d, expected %.0f", i,
+                      counts[i], N, N * expect[i]);
+    }
+}
+
+/* The penalty divides a positive logit, multiplies a negative one, once per distinct id of the
+ * history, and leaves every other logit (and everything at penalty 1) bit for bit as it was. */
+Test(sample, the_repetition_penalty_acts_on_the_history_once_per_id) {
+    float logits[6] = {2.0f, -1.5f, 0.75f, -0.25f, 3.0f, 0.0f}, before[6];
+    memcpy(before, logits, sizeof logits);
+    const int32_t history[] = {0, 1, 0, 0, 5, 1};
+    uint8_t seen[6] = {0};
+    tg_sample_penalize(logits, 6, history, 6, 1.25, seen);
+    cr_expect_eq(logits[0], 2.0f / 1.25f);
+    cr_expect_eq(logits[1], -1.5f * 1.25f);
+    cr_expect_eq(logits[5], 0.0f);
+    cr_expect(logits[2] == before[2] && logits[3] == before[3] && logits[4] == before[4], "ids not in the history change");
+    for (int i = 0; i < 6; i++) cr_expect_eq(seen[i], 0, "seen[%d] left set", i);
+    memcpy(logits, before, sizeof logits);
+    tg_sample_penalize(logits, 6, history, 6, 1.0, seen);
+    cr_expect(memcmp(logits, before, sizeof logits) == 0, "penalty 1 changed a logit");
+}
+
+/* Generation with penalty 1 draws bitwise what it draws without one (the penalty's arithmetic runs
+ * all the same), and a penalty above 1 changes what is drawn; greedy decoding is deterministic:
+ * the same tokens from any generator seed, with or without a penalty. */
+Test(sample, penalty_1_changes_nothing_and_greedy_is_deterministic) {
+    TgModel m;
+    build_model(&m, 40, 24, 17);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    const int32_t prompt[] = {3, 9, 9, 4};
+    enum { NEW = 60 };
+    int32_t off[4 + NEW], one[4 + NEW], strong[4 + NEW], greedy[3][4 + NEW];
+    TgRng rng;
+    TgSampleOptions opts = {.temperature = 1.0, .top_k = 20, .top_p = 0.95};
+    tg_rng_seed(&rng, 5);
+    int64_t n_off = tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &opts, -1, &rng, off);
+    opts.repetition_penalty = 1.0;
+    tg_rng_seed(&rng, 5);
+    int64_t n_one = tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &opts, -1, &rng, one);
+    cr_assert_eq(n_off, n_one);
+    cr_expect(memcmp(off, one, (size_t)n_off * sizeof *off) == 0, "penalty 1 changed the tokens drawn");
+    opts.repetition_penalty = 3.0;
+    tg_rng_seed(&rng, 5);
+    int64_t n_strong = tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &opts, -1, &rng, strong);
+    cr_expect(n_strong != n_off || memcmp(off, strong, (size_t)n_off * sizeof *off) != 0,
+              "penalty 3 changed nothing: the test does not see the penalty");
+    for (int s = 0; s < 3; s++) {
+        TgSampleOptions g = {.temperature = 0, .top_k = 7, .top_p = 0.5, .repetition_penalty = s == 2 ? 1.0 : 0};
+        tg_rng_seed(&rng, 100 + (uint64_t)s);
+        cr_assert_eq(tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &g, -1, &rng, greedy[s]), 4 + NEW);
+    }
+    cr_expect(memcmp(greedy[0], greedy[1], sizeof greedy[0]) == 0, "greedy decoding depends on the generator's seed");
+    cr_expect(memcmp(greedy[0], greedy[2], sizeof greedy[0]) == 0, "greedy decoding changed with penalty 1");
+    test_tape_free(&tt);
+    tg_model_free(&m);
 }

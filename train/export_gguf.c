@@ -97,7 +97,7 @@ static void put_model_metadata(Buf *b, const TgModelConfig *c, GgufWeights weigh
     kv_u32(b, "llama.vocab_size", (uint32_t)c->vocab);
 }
 
-static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok) {
+static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const ChatTokens *chat) {
     kv_str(b, "tokenizer.ggml.model", "gpt2");
     kv_str(b, "tokenizer.ggml.pre", "gpt-2");
     array_head(b, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, (uint64_t)tok->vocab_size);
@@ -122,9 +122,10 @@ static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok) {
         free(l), free(r);
     }
     kv_u32(b, "tokenizer.ggml.bos_token_id", (uint32_t)tok->eot_id);
-    kv_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)tok->eot_id);
+    kv_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)(chat ? chat->im_end : tok->eot_id));
     kv_bool(b, "tokenizer.ggml.add_bos_token", false);
     kv_bool(b, "tokenizer.ggml.add_eos_token", false);
+    if (chat) kv_str(b, "tokenizer.chat_template", CHAT_TEMPLATE_JINJA);
 }
 
 /* ---- tensors -------------------------------------------------------------------------- */
@@ -252,7 +253,8 @@ static void write_tensor_data(FILE *f, const GgufTensor *ts, int n) {
     }
 }
 
-TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const char *path, GgufWeights weights) {
+TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *path,
+                           GgufWeights weights) {
     const TgModelConfig *c = &model->cfg;
     TG_TRY(export_check_llama(c));
     TG_TRY(tokenizer_hf_check_exportable(tok));
@@ -263,7 +265,7 @@ TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const c
     TG_CHECK(plan_tensors(model, weights, ts) == n_tensors, "tensor count");
     Buf meta = {0}, infos = {0};
     put_model_metadata(&meta, c, weights);
-    put_tokenizer_metadata(&meta, tok);
+    put_tokenizer_metadata(&meta, tok, chat);
     put_tensor_infos(&infos, ts, n_tensors);
     Buf head = {0};
     put(&head, "GGUF", 4);

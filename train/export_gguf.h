@@ -17,10 +17,13 @@
  *
  * TgTokenizer: model "gpt2" (byte-level BPE) with the pre-tokenizer "gpt-2", the GPT-2 regex
  * tapegrad's BPE splits with; tokens in Hugging Face's text form, merges as "left right",
- * <eot> (and imported special tokens) as control tokens, bos = eos = <eot>, no BOS added. */
+ * <eot> (and imported special tokens) as control tokens, bos = eos = <eot>, no BOS added. A
+ * model fine-tuned on conversations (`chat` given) has <|im_end|> as eos, and the ChatML template
+ * (data/chat_format.h) as tokenizer.chat_template, which llama.cpp applies to a conversation. */
 #ifndef TAPEGRAD_TRAIN_EXPORT_GGUF_H
 #define TAPEGRAD_TRAIN_EXPORT_GGUF_H
 
+#include "data/chat_format.h"
 #include "tapegrad/tokenizer.h"
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
@@ -49,6 +52,7 @@ const char *gguf_weights_name(GgufWeights weights);
 
 /* Writes the model and its tokenizer to `path` (atomically). Refuses a model that is not a Llama
  * model and a tokenizer no llama.cpp pre-tokenizer reproduces, before writing anything. */
-TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const char *path, GgufWeights weights);
+TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *path,
+                           GgufWeights weights);
 
 #endif

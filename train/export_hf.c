@@ -62,7 +62,7 @@ static TgStatus write_json(const char *dir, const char *name, cJSON *root) {
     return s;
 }
 
-static cJSON *llama_config(const TgModelConfig *c, int32_t eot) {
+static cJSON *llama_config(const TgModelConfig *c, int32_t bos, int32_t eos) {
     cJSON *root = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
@@ -84,27 +84,29 @@ static cJSON *llama_config(const TgModelConfig *c, int32_t eot) {
     cJSON_AddBoolToObject(root, "mlp_bias", false);
     cJSON_AddNumberToObject(root, "attention_dropout", 0.0);
     cJSON_AddNumberToObject(root, "initializer_range", 0.02);
-    cJSON_AddNumberToObject(root, "bos_token_id", eot);
-    cJSON_AddNumberToObject(root, "eos_token_id", eot);
+    cJSON_AddNumberToObject(root, "bos_token_id", bos);
+    cJSON_AddNumberToObject(root, "eos_token_id", eos);
     cJSON_AddBoolToObject(root, "use_cache", true);
     cJSON_AddStringToObject(root, "torch_dtype", "float32");
     return root;
 }
 
-static cJSON *generation_config(int32_t eot) {
+/* A chat model stops at <|im_end|>, and at <eot> too. */
+static cJSON *generation_config(int32_t eot, const ChatTokens *chat) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddBoolToObject(root, "_from_model_config", true);
     cJSON_AddNumberToObject(root, "bos_token_id", eot);
-    cJSON_AddNumberToObject(root, "eos_token_id", eot);
+    if (chat) cJSON_AddItemToObject(root, "eos_token_id", cJSON_CreateIntArray((const int[]){chat->im_end, eot}, 2));
+    else cJSON_AddNumberToObject(root, "eos_token_id", eot);
     return root;
 }
 
-static cJSON *tokenizer_config(const TgTokenizer *tok, int64_t seq_len) {
+static cJSON *tokenizer_config(const TgTokenizer *tok, const ChatTokens *chat, int64_t seq_len) {
     cJSON *root = cJSON_CreateObject();
     char *eot = tokenizer_hf_token_text(tok, tok->eot_id);
     cJSON_AddStringToObject(root, "tokenizer_class", "PreTrainedTokenizerFast");
     cJSON_AddStringToObject(root, "bos_token", eot);
-    cJSON_AddStringToObject(root, "eos_token", eot);
+    cJSON_AddStringToObject(root, "eos_token", chat ? CHAT_IM_END : eot);
     cJSON_AddStringToObject(root, "pad_token", eot);
     cJSON_AddBoolToObject(root, "add_bos_token", false);
     cJSON_AddBoolToObject(root, "add_eos_token", false);
@@ -125,11 +127,13 @@ static cJSON *tokenizer_config(const TgTokenizer *tok, int64_t seq_len) {
         cJSON_AddBoolToObject(entry, "special", special);
         free(text);
     }
+    if (chat) cJSON_AddStringToObject(root, "chat_template", CHAT_TEMPLATE_JINJA);
     free(eot);
     return root;
 }
 
-TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, const char *source_note) {
+TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *dir,
+                         const char *source_note) {
     const TgModelConfig *c = &model->cfg;
     TG_TRY(export_check_llama(c));
     TG_TRY(tokenizer_hf_check_exportable(tok));
@@ -150,7 +154,7 @@ TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const cha
     tg_error_clear();
     TG_TRY(path_join(path, sizeof path, dir, "model.safetensors"));
     TG_TRY(model_write_weights(model, path, source_note, recorded));
-    TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id)));
-    TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id)));
-    return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, c->seq_len));
+    TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id, chat ? chat->im_end : tok->eot_id)));
+    TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id, chat)));
+    return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, chat, c->seq_len));
 }

@@ -9,6 +9,11 @@
  *   tokenizer.json          the run's tokenizer (data/tokenizer_hf.h)
  *   tokenizer_config.json   PreTrainedTokenizerFast, <eot> as bos, eos and pad
  *
+ * A model fine-tuned on conversations (a chat model: `chat` given) ends its replies with
+ * <|im_end|>: that is its eos (config.json, tokenizer_config.json; generation_config.json stops at
+ * <|im_end|> or <eot>), and tokenizer_config.json holds the ChatML "chat_template" (Jinja,
+ * data/chat_format.h) that apply_chat_template renders as tapegrad's chat does.
+ *
  * tapegrad's model is the Llama architecture (RMSNorm, RoPE rotating halves (i, i + hd/2) as
  * transformers' rotate_half does, GQA, SwiGLU w2(silu(w1 x) * w3 x)), so the weights need no
  * change. A ReLU-FFN model is not: its export is refused. */
@@ -20,6 +25,7 @@
 #include "tapegrad/tokenizer.h"
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
+#include "data/chat_format.h"
 #include "data/tokenizer_hf.h"
 #include "train/output_check.h"
 
@@ -34,9 +40,11 @@ TgStatus export_check_llama(const TgModelConfig *cfg);
  * unless `force`, which replaces the five files and keeps the rest), and each of its five files. */
 TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force);
 /* Writes the folder `dir` (created with its parents when missing), checked first
- * (model_export_hf_check). model.safetensors records the run's tokenizer fingerprint and the one
+ * (model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
+ * markers. model.safetensors records the run's tokenizer fingerprint and the one
  * the folder's tokenizer.json has when a run imports it (train/convert.h: WeightsTokenizer). The
  * model and the tokenizer are checked before anything is written. */
-TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const char *dir, const char *source_note);
+TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *dir,
+                         const char *source_note);
 
 #endif

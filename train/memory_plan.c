@@ -48,6 +48,18 @@ void sampling_memory_bytes(const TgModelConfig *c, int64_t tokens, int threads, 
     *buffers = 2 * (seq + (double)tokens + 1) * sizeof(int32_t) + 32 * (double)tokens;
 }
 
+TgStatus sampling_memory_check(const TgModelConfig *cfg, const char *checkpoint, int64_t tokens, int threads) {
+    MemoryPlan plan = {0};
+    double context, buffers;
+    sampling_memory_bytes(cfg, tokens, threads, &context, &buffers);
+    memory_plan_add(&plan, model_memory_bytes(cfg), NULL, NULL, "for the model");
+    memory_plan_add(&plan, context, checkpoint, NULL, "for a KV cache of its %lld-token context", (long long)cfg->seq_len);
+    char subject[64];
+    snprintf(subject, sizeof subject, "--tokens %lld", (long long)tokens);
+    memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
+    return memory_plan_check(&plan);
+}
+
 TgStatus train_memory_check(const TrainOptions *o, const TgModelConfig *c, int64_t probe_batches, double corpus_bytes) {
     MemoryPlan plan = {0};
     int64_t B = o->batch, T = c->seq_len, micro_batches = o->accum * dist_ranks();

@@ -30,6 +30,9 @@ void memory_plan_add_activations(MemoryPlan *plan, const TgModelConfig *cfg, int
 /* What sampling `tokens` tokens takes (tg_sample_text): *context the KV cache of the whole
  * context and the prompt's forward, *buffers the ids and the text of the tokens. */
 void sampling_memory_bytes(const TgModelConfig *cfg, int64_t tokens, int threads, double *context, double *buffers);
+/* Whether the model of `checkpoint`, its KV cache and the buffers of `tokens` (--tokens, named in
+ * the message) fit this machine (sample, chat). */
+TgStatus sampling_memory_check(const TgModelConfig *cfg, const char *checkpoint, int64_t tokens, int threads);
 
 /* Everything a training run of `o` on a model of `cfg` allocates besides the corpus it holds
  * (`corpus_bytes`, already read, or 0): the model and a checkpoint's snapshot, the step's

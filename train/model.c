@@ -212,8 +212,12 @@ static void cache_append(TgTape *tape, TgKVCache *cache, const TgModelConfig *c,
     *v = tg_tensor_view(tape->arena, "v_cache", vdst, 3, shape);
 }
 
+/* key_start (B,T) or NULL: packed rows (tg_attention_segmented). RoPE needs nothing for them: a
+ * sequence packed at position p of a row has its queries and keys rotated by p more than alone,
+ * and a rotated query-key product depends only on the difference of their positions, so the
+ * scores within the sequence are those it has alone (up to rounding); positions never restart. */
 static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_t B, int64_t T, TgKVCache *cache,
-                       TgTensor **ffn_hidden_out) {
+                       const int32_t *key_start, TgTensor **ffn_hidden_out) {
     const TgModelConfig *c = &m->cfg;
     float eps = (float)c->norm_eps;
     int64_t pos = cache ? cache->len : 0;
@@ -231,7 +235,7 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
         TgTensor *k = tg_rope_inplace(tape, tg_linear(tape, n1, L->wk), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
         TgTensor *v = tg_linear(tape, n1, L->wv);                                /* (B,T,KVH*hd) */
         if (cache) cache_append(tape, cache, c, l, &k, &v);                   /* (1,pos+T,KVH*hd) */
-        TgTensor *a = tg_attention(tape, q, k, v, c->n_heads, c->n_kv_heads);   /* (B,T,D) */
+        TgTensor *a = tg_attention_segmented(tape, q, k, v, c->n_heads, c->n_kv_heads, key_start); /* (B,T,D) */
         x = tg_linear_residual(tape, a, L->wo, x);
         /* feed-forward sub-block: x = x + w2(ffn hidden(rmsnorm(x))), w2 fused with the add */
         TgTensor *n2 = tg_rmsnorm(tape, x, L->ffn_norm, eps);                   /* (B,T,D) */
@@ -245,18 +249,28 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
 }
 
 TgTensor *tg_model_forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_t B, int64_t T, TgKVCache *cache) {
-    return forward(m, tape, tokens, B, T, cache, NULL);
+    return forward(m, tape, tokens, B, T, cache, NULL, NULL);
+}
+
+TgTensor *tg_model_forward_packed(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *key_start, int64_t B,
+                                  int64_t T) {
+    return forward(m, tape, tokens, B, T, NULL, key_start, NULL);
 }
 
 TgTensor *tg_model_loss_inspected(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
                              int64_t T, TgTensor **ffn_hidden_out) {
-    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, ffn_hidden_out);
+    return tg_model_loss_packed(m, tape, tokens, targets, NULL, B, T, ffn_hidden_out);
+}
+
+TgTensor *tg_model_loss_packed(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets,
+                               const int32_t *key_start, int64_t B, int64_t T, TgTensor **ffn_hidden_out) {
+    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, key_start, ffn_hidden_out);
     return tg_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
 }
 
 TgTensor *tg_model_loss(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
                    int64_t T, TgTensor **logits_out) {
-    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, NULL);
+    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, NULL, NULL);
     if (logits_out) {
         *logits_out = logits;
         return tg_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/chat_format.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/prepare.h"
@@ -21,13 +22,14 @@
 #include "data/tokfile.h"
 #include "train/convert.h"
 #include "train/memory_plan.h"
+#include "train/run_internal.h"
 #include "tapegrad/sample.h"
 #include "lib/path.h"
 
 /* ---------------------------------------------------------------- identity of a run */
 
 /* What must not change when a run continues: the TRAIN_OPT_IDENTITY options, in DIR/run.txt. */
-static TgStatus identity_write(const char *dir, const TrainOptions *id) {
+TgStatus run_identity_write(const char *dir, const TrainOptions *id) {
     char path[TG_PATH_CAP];
     TG_TRY(path_join(path, sizeof path, dir, RUN_IDENTITY_FILE));
     return opt_write(train_option_table(), id, TRAIN_OPT_IDENTITY, path);
@@ -48,7 +50,7 @@ TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *string
 
 /* ---------------------------------------------------------------- model config from flags */
 
-static TgStatus resolve_config(const TrainOptions *o, int64_t vocab, TgModelConfig *out) {
+TgStatus run_resolve_config(const TrainOptions *o, int64_t vocab, TgModelConfig *out) {
     TgModelConfig c;
     TG_TRY(tg_model_preset(o->preset, &c));
     const TgModelConfig *m = &o->model;
@@ -102,17 +104,20 @@ static TgStatus open_run_dataset(Run *run, bool want_train) {
     return s;
 }
 
-/* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it). */
+/* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it), and
+ * whether it fine-tunes on conversations. */
 static TgStatus read_run_dataset(Run *run) {
     TrainOptions id;
     OptStrings strings = {0};
     TgStatus s = run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
+    if (s == TG_OK) run->sft = train_options_sft(&id);
     opt_strings_free(&strings);
     return s;
 }
 
 static TgStatus load_tokens(Run *run) {
+    if (run->sft) return run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, true);
     if (run->dataset[0]) return open_run_dataset(run, true);
     TG_TRY(open_run_tokens(run, run->dir, PREPARE_TRAIN_FILE, &run->train));
     return open_run_tokens(run, run->dir, PREPARE_VAL_FILE, &run->val);
@@ -120,6 +125,7 @@ static TgStatus load_tokens(Run *run) {
 
 TgStatus run_open_val(Run *run) {
     TG_TRY(read_run_dataset(run));
+    if (run->sft) return run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, false);
     if (run->dataset[0]) return open_run_dataset(run, false);
     return open_run_tokens(run, run->dir, PREPARE_VAL_FILE, &run->val);
 }
@@ -208,6 +214,7 @@ static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_
 static void run_clear(Run *run) {
     memset(run, 0, sizeof *run);
     run->train.fd = run->val.fd = -1;
+    run->sft_train.tokens.fd = run->sft_train.mask.fd = run->sft_val.tokens.fd = run->sft_val.mask.fd = -1;
 }
 
 TgStatus run_open_existing(const char *dir_or_file, Run *run) {
@@ -254,6 +261,7 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     /* the k slice it trained with (a run.txt written before --gemm-kc records none: this CPU's) */
     if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.gemm_kc);
     if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
+    if (s == TG_OK) run->sft = train_options_sft(&stored);
     opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
@@ -317,9 +325,9 @@ static TgStatus open_given_dataset(Run *run, const char *dir) {
 
 /* The model of the flags and the tokenizer: its weights from --init-from (checked against the
  * tokenizer, every shape, every value) or initialised from the seed. */
-static TgStatus build_new_model(Run *run, const TrainOptions *o, uint64_t seed) {
+TgStatus run_build_new_model(Run *run, const TrainOptions *o, uint64_t seed) {
     TgModelConfig cfg;
-    TG_TRY(resolve_config(o, run->tok.vocab_size, &cfg));
+    TG_TRY(run_resolve_config(o, run->tok.vocab_size, &cfg));
     tg_model_build(&run->model, &cfg);
     run->model_built = true;
     if (o->init_from) {
@@ -332,7 +340,7 @@ static TgStatus build_new_model(Run *run, const TrainOptions *o, uint64_t seed) 
 }
 
 /* The new run's temporary folder, locked (run_folder.h). */
-static TgStatus begin_new_folder(Run *run) {
+TgStatus run_begin_new_folder(Run *run) {
     TG_TRY(run_folder_begin(&run->folder));
     snprintf(run->dir, sizeof run->dir, "%s", run->folder.temp);
     return folder_lock_acquire(&run->lock, run->dir, RUN_LOCK_FILE);
@@ -354,9 +362,28 @@ static TgStatus write_dataset_copy(Run *run) {
     return s;
 }
 
+/* ---------------------------------------------------------------- a new run */
+
+/* The folder of a new run given no --out: checkpoints/<kind>-<local time>. */
+void run_generated_folder(char *out, size_t cap, const char *kind) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(out, cap, "checkpoints/%s-%s", kind, stamp);
+}
+
 /* A new run: every check that needs no corpus, then the corpus and the model in memory, then the
  * files (run_folder.h). */
 static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
+    if (train_options_sft(o)) return run_open_new_sft(o, writes, preparing, run);
+    if (o->init_from && run_init_from_is_run(o->init_from))
+        return tg_fail(TG_ERR_ARG,
+                       "--init-from %s names a run: train continues a run with --resume, and tapegrad sft fine-tunes one "
+                       "on conversations; to pretrain from its weights on other data, export them (tapegrad ckpt export "
+                       "--safetensors FILE) and pass --init-from FILE with the run's tokenizer",
+                       o->init_from);
     TgModelConfig preset_cfg;
     TG_TRY(tg_model_preset(o->preset, &preset_cfg));
     /* the identity with every default filled in, as run.txt records it */
@@ -374,22 +401,18 @@ static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *pr
     int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : TRAIN_DEFAULT_BPE_VOCAB;
     TgModelConfig cfg;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
-    TG_TRY(resolve_config(o, bpe ? vocab : 256, &cfg));
+    TG_TRY(run_resolve_config(o, bpe ? vocab : 256, &cfg));
     /* what the run will allocate, before the corpus is read (the trainer checks again with the
      * tokenizer's vocabulary and the probe, if any) */
     TG_TRY(train_memory_check(o, &cfg, 0, 0));
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    char stamp[32], generated[256];
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(generated, sizeof generated, "checkpoints/%.64s-%s-%s", o->preset, o->dataset ? "dataset" : hf ? "hf" : tokenizer,
-             stamp);
+    char generated[256], kind[128];
+    snprintf(kind, sizeof kind, "%.64s-%s", o->preset, o->dataset ? "dataset" : hf ? "hf" : tokenizer);
+    run_generated_folder(generated, sizeof generated, kind);
     if (writes) TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
     if (o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
 
-    if (writes) TG_TRY(begin_new_folder(run));
+    if (writes) TG_TRY(run_begin_new_folder(run));
     if (o->dataset) {
         TG_TRY(open_given_dataset(run, o->dataset));
         id.dataset = run->dataset;
@@ -412,8 +435,8 @@ static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *pr
         prep.threads = o->threads;
         TG_TRY(writes ? prepare_data(run, &prep, tokenizer, run->dir, preparing) : prepare_replica_data(run, &prep, tokenizer));
     }
-    TG_TRY(build_new_model(run, o, (uint64_t)id.seed));
-    if (writes) TG_TRY(identity_write(run->dir, &id));
+    TG_TRY(run_build_new_model(run, o, (uint64_t)id.seed));
+    if (writes) TG_TRY(run_identity_write(run->dir, &id));
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
@@ -458,6 +481,8 @@ void run_close(Run *run) {
     tg_tokenizer_free(&run->tok);
     token_store_close(&run->train);
     token_store_close(&run->val);
+    sft_split_close(&run->sft_train);
+    sft_split_close(&run->sft_val);
     run_clear(run);
 }
 
@@ -484,11 +509,9 @@ void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, doubl
     fflush(run->metrics);
 }
 
-TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k, uint64_t seed,
+TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,
                     char **text, size_t *text_len) {
     TgRng rng;
     tg_rng_seed(&rng, seed);
-    TgSampleOptions so = tg_sample_defaults();
-    so.temperature = temperature, so.top_k = top_k;
-    return tg_sample_text(&run->model, &run->tok, tape, prompt, strlen(prompt), n, &so, &rng, text, text_len);
+    return tg_sample_text(&run->model, &run->tok, tape, prompt, strlen(prompt), n, sampling, &rng, text, text_len);
 }

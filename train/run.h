@@ -15,6 +15,7 @@
 
 #include "tapegrad/tokenizer.h"
 #include "data/prepare.h"
+#include "data/sft_data.h"
 #include "data/tokfile.h"
 #include "lib/folder_lock.h"
 #include "lib/messages.h"
@@ -23,6 +24,7 @@
 #include "tapegrad/model.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
+#include "tapegrad/sample.h"
 
 typedef struct Run {
     char dir[TG_PATH_CAP]; /* where its files are now: a new run's temporary folder until run_commit */
@@ -33,6 +35,8 @@ typedef struct Run {
     bool model_built;
     TokenStore train, val;  /* read a window at a time (data/tokfile.h): from the run folder, or its dataset's */
     char dataset[TG_PATH_CAP]; /* the dataset folder it trains on (--dataset), "" when prepared into the run */
+    bool sft;               /* it fine-tunes on conversations (--task sft): sft_train and sft_val, not train and val */
+    SftSplit sft_train, sft_val;
     TrainerState state;
     bool resumed;
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
@@ -55,7 +59,12 @@ typedef struct Run {
  * The data: with --dataset the run reads that dataset folder's token files and keeps a copy of its
  * tokenizer and manifest (dataset.json) in the run folder; run.txt records the dataset's path, and
  * a resume refuses a dataset whose fingerprint is not the one the copy records. Without it, --data
- * is prepared into the run folder itself (data/prepare.h), which then holds a dataset's files. */
+ * is prepared into the run folder itself (data/prepare.h), which then holds a dataset's files.
+ *
+ * Fine-tuning (--task sft): the conversations of --data are prepared into the run folder
+ * (data/sft_data.h) with the tokenizer of the run or checkpoint --init-from names (whose weights
+ * and shape the new run takes; a shape flag that differs is refused, naming both; --seq may
+ * change), or of --tokenizer hf:FILE. */
 TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages,
                                const PrepareReporter *preparing, Run *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
@@ -75,8 +84,12 @@ TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *string
 /* Frees everything and releases the folder's lock. */
 void run_close(Run *run);
 /* The val split of an opened run (run_open_existing), from its folder or its dataset, refused unless
- * every id is one the run's tokenizer, and so its model, knows; into run->val. */
+ * every id is one the run's tokenizer, and so its model, knows; into run->val (a fine-tuning run's
+ * into run->sft_val, run->sft set). */
 TgStatus run_open_val(Run *run);
+/* Whether the run in DIR fine-tunes on conversations (its run.txt's --task; a run folder without
+ * run.txt pretrains). */
+TgStatus run_is_sft(const char *dir, bool *sft);
 
 void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s);
@@ -84,9 +97,10 @@ void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, doubl
  * ends with): a newline, where a record of the corpus begins. */
 #define RUN_SAMPLE_PROMPT "\n"
 
-/* Encodes prompt (empty: the <eot> token), generates up to n tokens (tg_sample_text) with a
- * generator seeded with `seed`, and returns their text (*text malloc'ed, the caller frees it). */
-TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, double temperature, int top_k, uint64_t seed,
+/* Encodes prompt (empty: the <eot> token), generates up to n tokens (tg_sample_text) as `sampling`
+ * says with a generator seeded with `seed`, and returns their text (*text malloc'ed, the caller
+ * frees it). */
+TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,
                     char **text, size_t *text_len);
 
 #endif

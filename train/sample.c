@@ -46,6 +46,18 @@ static void top_k_ids(const float *logits, int64_t vocab, int64_t k, int32_t *id
 
 TgSampleOptions tg_sample_defaults(void) { return (TgSampleOptions){.temperature = 0.8, .top_k = 40}; }
 
+void tg_sample_penalize(float *logits, int64_t vocab, const int32_t *history, int64_t n, double penalty, uint8_t *seen) {
+    const float p = (float)penalty;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = history[i];
+        if (id < 0 || id >= vocab || seen[id]) continue;
+        seen[id] = 1;
+        logits[id] = logits[id] > 0 ? logits[id] / p : logits[id] * p;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (history[i] >= 0 && history[i] < vocab) seen[history[i]] = 0;
+}
+
 int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOptions *opts, TgRng *rng,
                      float *probs, int32_t *ids) {
     if (opts->temperature <= 0.0) {
@@ -54,8 +66,10 @@ int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOption
             if (logits[i] > logits[best]) best = i;
         return (int32_t)best;
     }
+    bool nucleus = opts->top_p > 0.0 && opts->top_p < 1.0;
     int64_t k = opts->top_k > 0 && opts->top_k < vocab ? opts->top_k : vocab;
-    if (k < vocab) top_k_ids(logits, vocab, k, ids);
+    /* the nucleus needs the candidates in rank order: top_k_ids sorts them */
+    if (k < vocab || nucleus) top_k_ids(logits, vocab, k, ids);
     else
         for (int64_t i = 0; i < vocab; i++) ids[i] = (int32_t)i;
     float max = -INFINITY;
@@ -64,6 +78,14 @@ int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOption
     for (int64_t i = 0; i < k; i++) {
         probs[i] = expf((float)((logits[ids[i]] - max) / opts->temperature));
         total += probs[i];
+    }
+    if (nucleus) {
+        /* the fewest best-ranked candidates whose share of the mass reaches top_p (at least one) */
+        double need = opts->top_p * total, mass = 0.0;
+        int64_t kept = 0;
+        while (kept < k && mass < need) mass += probs[kept++];
+        k = kept > 0 ? kept : 1;
+        total = mass > 0 ? mass : probs[0];
     }
     double u = (double)tg_rng_uniform(rng) * total, acc = 0.0;
     for (int64_t i = 0; i < k; i++) {
@@ -82,13 +104,16 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
     tg_kv_cache_init(&cache, c, c->seq_len);
     float *probs = tg_malloc((size_t)c->vocab * sizeof(float));
     int32_t *ids = tg_malloc((size_t)c->vocab * sizeof(int32_t));
+    uint8_t *seen = opts->repetition_penalty > 0 ? tg_calloc((size_t)c->vocab, 1) : NULL;
     memcpy(out, prompt, (size_t)prompt_len * sizeof *out);
     int64_t len = prompt_len;
     /* the whole prompt in one pass; afterwards one token per pass, the prefix read from the cache */
     TgTensor *logits = tg_model_forward(model, tape, prompt, 1, prompt_len, &cache);
-    const float *last = logits->data + (size_t)(prompt_len - 1) * (size_t)c->vocab;
+    float *last = logits->data + (size_t)(prompt_len - 1) * (size_t)c->vocab;
     for (int64_t i = 0; i < n_new; i++) {
         if (opts->observer) opts->observer(opts->observer_ctx, out, len, last, c->vocab);
+        /* the text the cache holds: the last cache.len tokens */
+        if (seen) tg_sample_penalize(last, c->vocab, out + len - cache.len, cache.len, opts->repetition_penalty, seen);
         int32_t next = tg_sample_token(last, c->vocab, opts, rng, probs, ids);
         out[len++] = next;
         tg_tape_reset(tape);
@@ -108,6 +133,7 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
     tg_tape_reset(tape);
     free(probs);
     free(ids);
+    free(seen);
     tg_kv_cache_free(&cache);
     tg_tape_set_grad_enabled(tape, old);
     return len;

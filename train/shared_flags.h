@@ -64,5 +64,18 @@ TgStatus train_check_tokenizer(const OptSpec *spec, const void *field);
 #define FLAG_OUT(S, field, help, group, def) OPT(S, field, "--out", OPT_STRING, help, OPT_ANY, NULL, group, def)
 #define FLAG_RUN(S, field, help, group, def) OPT(S, field, "--run", OPT_STRING, help, OPT_ANY, NULL, group, def)
 #define FLAG_JSON(S, field, help, group, def) OPT(S, field, "--json", OPT_BOOL, help, OPT_ANY, NULL, group, def)
+/* sampling (tapegrad/sample.h): sample, chat */
+#define FLAG_TEMPERATURE(S, field, group)                                                                             \
+    OPT(S, field, "--temperature", OPT_DOUBLE, "0 = always the most likely token", OPT_NON_NEGATIVE, NULL, group, \
+        NULL)
+#define FLAG_TOP_K(S, field, group) \
+    OPT(S, field, "--top-k", OPT_INT, "sample among the k most likely, 0 = all", OPT_NON_NEGATIVE, NULL, group, NULL)
+#define FLAG_TOP_P(S, field, group)                                                                                  \
+    OPT(S, field, "--top-p", OPT_DOUBLE, "sample among the fewest most likely tokens holding this probability, 1 = all", \
+        ((OptRange){0, 1, true, false}), NULL, group, NULL)
+#define FLAG_REPETITION_PENALTY(S, field, group)                                                               \
+    OPT(S, field, "--repetition-penalty", OPT_DOUBLE,                                                         \
+        "divide the logits (multiply the negative ones) of tokens already in the context by this, 1 = none", \
+        ((OptRange){0, 10, true, false}), NULL, group, NULL)
 
 #endif

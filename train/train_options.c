@@ -36,6 +36,9 @@ static TgStatus check_gemm_kc(const OptSpec *spec, const void *field) {
 #define T TrainOptions
 
 static const OptSpec specs[] = {
+    OPT(T, task, "--task", OPT_STRING,
+        "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", OPT_ANY, TRAIN_TASKS,
+        ID, NULL),
     FLAG_PRESET(T, preset, "model preset", ID, NULL),
     OPT(T, model.dim, "--dim", OPT_INT64, "model width", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
     OPT(T, model.n_layers, "--layers", OPT_INT64, "transformer blocks", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
@@ -51,19 +54,23 @@ static const OptSpec specs[] = {
     FLAG_FFN(T, ffn, "feed-forward block", SHAPE, NULL),
     OPT(T, model.rope_theta, "--rope-theta", OPT_DOUBLE, "RoPE base", ((OptRange){1, INFINITY, true, false}), NULL,
         SHAPE, "the preset's"),
-    FLAG_DATA(T, data_path, "text or JSONL file (gzip-compressed or not) or a folder of them, prepared into the run",
-              ID, CORPUS_DEFAULT_PATH),
+    FLAG_DATA(T, data_path,
+              "text or JSONL file (gzip-compressed or not) or a folder of them, prepared into the run; sft: JSONL "
+              "conversations",
+              ID, CORPUS_DEFAULT_PATH " (sft: none)"),
     FLAG_DATASET(T, dataset, "a dataset folder made by `tapegrad prepare`, instead of --data", ID, NULL),
     FLAG_SPECIAL_TOKENS(T, special_tokens, ID),
     FLAG_TEXT_FIELD(T, text_field, ID),
     FLAG_TOKENIZER(T, tokenizer,
                    "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
                    ID, "bpe when the preset has a vocabulary of its own, else char"),
-    OPT(T, val_fraction, "--val-fraction", OPT_DOUBLE, "last fraction of the tokens kept for validation",
-        OPT_FRACTION, NULL, ID, NULL),
+    OPT(T, val_fraction, "--val-fraction", OPT_DOUBLE,
+        "last fraction of the tokens (sft: of the conversations) kept for validation", OPT_FRACTION, NULL, ID, NULL),
     FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
     OPT(T, init_from, "--init-from", OPT_STRING,
-        "start a new run from these safetensors weights (from `tapegrad ckpt export`)", OPT_ANY, NULL, ID, NULL),
+        "start a new run from these weights: sft, a run folder or checkpoint (its tokenizer and shape carry over); "
+        "or a safetensors file (from `tapegrad ckpt export`)",
+        OPT_ANY, NULL, ID, NULL),
     OPT_CHECKED(T, gemm_kc, "--gemm-kc", OPT_INT64,
                 "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
                 "another CPU sums as the run did",
@@ -115,11 +122,17 @@ static const OptSpec specs[] = {
 
 static const OptTable table = {"train", "[flags]   (no flags: the small preset on the default corpus)", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
+static const OptTable sft_table = {"sft", "--init-from RUN --data CONVERSATIONS.jsonl [flags]   (train --task sft)",
+                                   specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 const OptTable *train_option_table(void) { return &table; }
+const OptTable *sft_option_table(void) { return &sft_table; }
+
+bool train_options_sft(const TrainOptions *o) { return o->task && strcmp(o->task, TRAIN_TASK_SFT) == 0; }
 
 void train_options_defaults(TrainOptions *o) {
     memset(o, 0, sizeof *o);
+    o->task = TRAIN_TASK_PRETRAIN;
     o->preset = TRAIN_DEFAULT_PRESET;
     o->ffn = tg_ffn_kind_name(TG_FFN_SWIGLU);
     o->val_fraction = PREPARE_DEFAULT_VAL_FRACTION;
@@ -171,6 +184,18 @@ TgStatus train_options_validate(const TrainOptions *o) {
     /* the options against each other */
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
+    if (train_options_sft(o) && !o->resume) {
+        if (o->dataset)
+            return tg_fail(TG_ERR_ARG, "fine-tuning reads conversations (--data FILE.jsonl); --dataset is a prepared text "
+                                       "corpus for pretraining: drop it");
+        if (given(o, "--special-tokens") || given(o, "--text-field") || given(o, "--vocab"))
+            return tg_fail(TG_ERR_ARG, "fine-tuning keeps the tokenizer of the model it starts from: drop --special-tokens, "
+                                       "--text-field and --vocab");
+        if (!o->data_path)
+            return tg_fail(TG_ERR_ARG, "tapegrad sft needs --data: a JSONL file of conversations (MiniMind's SFT format, "
+                                       "{\"conversations\": [{\"role\": ..., \"content\": ...}, ...]} a line) or a folder "
+                                       "of them");
+    }
     if (o->dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") || given(o, "--val-fraction") ||
                        given(o, "--special-tokens") || given(o, "--text-field")))
         return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
@@ -178,8 +203,8 @@ TgStatus train_options_validate(const TrainOptions *o) {
     if (o->special_tokens && *o->special_tokens && o->tokenizer && strcmp(o->tokenizer, "bpe") != 0)
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
     if (o->resume && o->init_from)
-        return tg_fail(TG_ERR_ARG,
-                       "--init-from starts a new run from a safetensors file; --resume continues one: give one of them");
+        return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
+                                   "of them");
     if (o->stop_after >= 0 && o->stop_after > o->steps)
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
                        (long long)o->stop_after, origin(o, "--stop-after", oa, sizeof oa), (long long)o->steps,

@@ -39,8 +39,15 @@ enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_O
 #define TRAIN_OPTIONS_FILE "train_options.txt"
 #define RUN_IDENTITY_FILE "run.txt"
 
+/* What a run trains on: text (pretraining) or conversations (supervised fine-tuning, `tapegrad
+ * sft`: data/chat_format.h, data/sft_loader.h). */
+#define TRAIN_TASK_PRETRAIN "pretrain"
+#define TRAIN_TASK_SFT "sft"
+#define TRAIN_TASKS TRAIN_TASK_PRETRAIN "|" TRAIN_TASK_SFT
+
 typedef struct TrainOptions {
     /* what the run is */
+    const char *task;          /* TRAIN_TASK_PRETRAIN */
     const char *preset;        /* TRAIN_DEFAULT_PRESET */
     TgModelConfig model;       /* 0 fields: from the preset; vocab: from the tokenizer */
     const char *ffn;           /* "swiglu" */
@@ -51,7 +58,7 @@ typedef struct TrainOptions {
     const char *text_field;    /* JSONL sources of --data: the member holding the text */
     double val_fraction;       /* PREPARE_DEFAULT_VAL_FRACTION */
     int64_t seed;              /* TRAIN_DEFAULT_SEED */
-    const char *init_from;     /* safetensors weights to start a new run from, or NULL */
+    const char *init_from;     /* weights to start a new run from: a run folder or checkpoint, a safetensors file; NULL */
     int64_t gemm_kc;           /* the GEMMs' k slice (lib/gemm_plan.h); 0: this CPU's */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
@@ -75,6 +82,10 @@ typedef struct TrainOptions {
 } TrainOptions;
 
 const OptTable *train_option_table(void);
+/* The same options under `tapegrad sft`, whose --task is sft. */
+const OptTable *sft_option_table(void);
+/* Whether o trains on conversations. */
+bool train_options_sft(const TrainOptions *o);
 void train_options_defaults(TrainOptions *o);
 /* Checks every given value's range and the options against each other; the one validation,
  * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */

@@ -11,6 +11,7 @@
 
 #include "data/corpus.h"
 #include "data/loader.h"
+#include "data/sft_loader.h"
 #include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "lib/cpu.h"
@@ -25,13 +26,17 @@
 #include "tapegrad/sample.h"
 #include "lib/clock.h"
 
-/* losses[b] for the batches b in [begin, end) of (n, batch, seq) inputs and targets, no gradients. */
-static void eval_batch_losses(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t begin,
-                              int64_t end, int64_t batch, int64_t seq, double *losses) {
+/* losses[b] for the batches b in [begin, end) of (n, batch, seq) inputs and targets (and key_start,
+ * packed rows, or NULL), no gradients. */
+static void eval_batch_losses(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets,
+                              const int32_t *key_start, int64_t begin, int64_t end, int64_t batch, int64_t seq,
+                              double *losses) {
     bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = begin; b < end; b++) {
         size_t off = (size_t)(b * batch * seq);
-        TgTensor *loss = tg_model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
+        TgTensor *loss = key_start ? tg_model_loss_packed(model, tape, inputs + off, targets + off, key_start + off, batch,
+                                                          seq, NULL)
+                                   : tg_model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
         losses[b] = loss->data[0];
         tg_tape_reset(tape);
     }
@@ -49,23 +54,72 @@ double bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes) {
     return bytes ? mean_loss * (double)n_targets / (log(2.0) * (double)bytes) : NAN;
 }
 
+/* Whether id is a special (control) token: <eot>, <|im_start|>, <|im_end|>, ... */
+static bool is_control(const TgTokenizer *tok, int32_t id) {
+    if (id == tok->eot_id) return true;
+    for (int32_t i = 0; i < tok->n_added; i++)
+        if (tok->added[i].id == id) return tok->added[i].special;
+    return false;
+}
+
 uint64_t tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n) {
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = 0;
-        if (ids[i] != tok->eot_id) tg_tokenizer_token_bytes(tok, ids[i], &len);
+        if (ids[i] >= 0 && !is_control(tok, ids[i])) tg_tokenizer_token_bytes(tok, ids[i], &len);
         bytes += len;
     }
     return bytes;
 }
 
+uint64_t count_targets(const int32_t *targets, size_t n) {
+    uint64_t count = 0;
+    for (size_t i = 0; i < n; i++) count += targets[i] != TG_IGNORE_INDEX;
+    return count;
+}
+
+double mean_over_targets(const double *losses, const double *counts, int64_t n) {
+    double total = 0.0, count = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        total += losses[i] * counts[i];
+        count += counts[i];
+    }
+    return count > 0 ? total / count : NAN;
+}
+
 double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq) {
     double *losses = tg_malloc((size_t)(n_batches > 0 ? n_batches : 1) * sizeof(double));
-    eval_batch_losses(model, tape, inputs, targets, 0, n_batches, batch, seq, losses);
+    eval_batch_losses(model, tape, inputs, targets, NULL, 0, n_batches, batch, seq, losses);
     double mean = mean_in_order(losses, n_batches);
     free(losses);
     return mean;
+}
+
+TgStatus evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const SftSplit *split, int64_t batch,
+                                double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows) {
+    int64_t seq = model->cfg.seq_len;
+    size_t window = (size_t)(batch * seq);
+    SftLoader ld;
+    TG_TRY(sft_loader_init(&ld, split, batch, seq, 0, tok->eot_id, SFT_ORDER_ONCE));
+    int32_t *in = tg_malloc(window * sizeof *in), *tg = tg_malloc(window * sizeof *tg), *ks = tg_malloc(window * sizeof *ks);
+    double nats = 0;
+    *targets = *bytes = *rows = 0;
+    TgStatus s = TG_OK;
+    bool old = tg_tape_set_grad_enabled(tape, false);
+    while (s == TG_OK && !sft_loader_done(&ld)) {
+        s = sft_loader_next(&ld, in, tg, ks);
+        if (s != TG_OK) break;
+        uint64_t count = count_targets(tg, window);
+        nats += (double)tg_model_loss_packed(model, tape, in, tg, ks, batch, seq, NULL)->data[0] * (double)count;
+        tg_tape_reset(tape);
+        *targets += count, *bytes += tokens_text_bytes(tok, tg, window), *rows += (uint64_t)batch;
+    }
+    tg_tape_set_grad_enabled(tape, old);
+    free(in), free(tg), free(ks);
+    sft_loader_free(&ld);
+    *loss = *targets ? nats / (double)*targets : NAN;
+    return s;
 }
 
 /* Names the first parameter whose gradient is not finite (NULL if none). */
@@ -96,6 +150,8 @@ typedef struct Trainer {
     CheckpointSaver saver;   /* set up by commit_run */
     bool committed;          /* the run folder is in place (commit_run) */
     Loader loader;
+    bool packed;             /* fine-tuning: rows of packed conversations (data/sft_loader.h), not text windows */
+    SftLoader sft_loader;
     int rank, ranks;         /* this process's place in a data-parallel job (train/dist.h): 0 of 1 alone */
     bool writer;             /* rank 0, the one that writes the run folder, metrics and checkpoints */
     int64_t batch, seq, tokens_per_step;
@@ -106,13 +162,18 @@ typedef struct Trainer {
                                      gradient sum's exchange buffer */
     int32_t *eval_in, *eval_tg;   /* (eval_batches, B, T): the same val batches at every evaluation */
     int32_t *probe_in, *probe_tg; /* (hooks.probe_batches, B, T), when the hooks ask for a probe */
-    int32_t *inputs, *targets;    /* (B, T) */
+    int32_t *inputs, *targets;    /* (B, T); packed: (accum, B, T), the step's micro-batches of this rank */
+    int32_t *key_start;           /* packed: (accum, B, T), each position's first visible one */
+    int32_t *eval_ks, *probe_ks;  /* packed: like eval_in, probe_in */
+    double *micro_counts;         /* packed: [micro_batches] targets in each micro-batch: the loss's weights */
+    double *eval_counts;          /* packed: [eval_batches] */
     TgTensor **ffn_hidden;          /* [layers], on watched steps */
     TrainHooks hooks;             /* rank 0's: the other ranks watch nothing */
     TrainReporter reporter;       /* rank 0's: the other ranks report nothing */
     MessageSink messages;         /* the reporter's messages, for the run folder's code (run.h) */
     TgLrSchedule sched;
     double t_start, elapsed_before, budget_s, last_val;
+    bool val_before_training;     /* last_val is the loss of --init-from's weights, before any step */
     uint64_t eval_bytes;          /* the text bytes of the eval batches' targets: val loss -> bits per byte */
     double last_bpb;
     double window_t;              /* tokens/s over the steps since the last progress line */
@@ -133,6 +194,8 @@ static void trainer_close(Trainer *tr) {
     free(tr->micro_losses);
     free(tr->eval_losses);
     free(tr->grad_scratch);
+    free(tr->key_start), free(tr->eval_ks), free(tr->probe_ks), free(tr->micro_counts), free(tr->eval_counts);
+    sft_loader_free(&tr->sft_loader);
     tg_engine_close(&tr->engine);
     run_close(&tr->run);
 }
@@ -168,30 +231,60 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
     /* the arena at the step's size at once: no chunk added and coalesced during the first step */
     tg_engine_open(&tr->engine, o->threads, 0);
     TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, o->threads, true)));
-    tr->eval_in = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
-    tr->eval_tg = tg_malloc((size_t)(o->eval_batches * B * T) * sizeof(int32_t));
-    tr->inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
-    tr->targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
+    tr->packed = tr->run.sft;
+    size_t window = (size_t)(B * T), step_rows = (size_t)(tr->packed ? o->accum : 1) * window;
+    tr->eval_in = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
+    tr->eval_tg = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
+    tr->inputs = tg_malloc(step_rows * sizeof(int32_t));
+    tr->targets = tg_malloc(step_rows * sizeof(int32_t));
     tr->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *tr->ffn_hidden);
     tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
     tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
     if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tr->run.model.params.total * sizeof(float));
-    TG_TRY(loader_init_store(&tr->loader, &tr->run.train, B, T, tr->run.state.seed));
-    TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
-    tr->eval_bytes = tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)(o->eval_batches * B * T));
-    if (tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward) {
-        int64_t k = tr->hooks.probe_batches;
-        tr->probe_in = tg_malloc((size_t)(k * B * T) * sizeof(int32_t));
-        tr->probe_tg = tg_malloc((size_t)(k * B * T) * sizeof(int32_t));
-        TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, k, tr->probe_in, tr->probe_tg));
+    int64_t k = tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0;
+    if (k) {
+        tr->probe_in = tg_malloc((size_t)k * window * sizeof(int32_t));
+        tr->probe_tg = tg_malloc((size_t)k * window * sizeof(int32_t));
     }
-    if (tr->run.resumed) loader_set_state(&tr->loader, &tr->run.state.loader);
+    if (tr->packed) {
+        /* conversations: each row packed, padded with <eot> (data/sft_loader.h) */
+        int32_t pad = tr->run.tok.eot_id;
+        tr->key_start = tg_malloc(step_rows * sizeof(int32_t));
+        tr->eval_ks = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
+        tr->micro_counts = tg_calloc((size_t)tr->micro_batches, sizeof(double));
+        tr->eval_counts = tg_calloc((size_t)o->eval_batches, sizeof(double));
+        TG_TRY(sft_loader_init(&tr->sft_loader, &tr->run.sft_train, B, T, tr->run.state.seed, pad, SFT_ORDER_SHUFFLED));
+        TG_TRY(sft_fixed_batches(&tr->run.sft_val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
+        for (int64_t b = 0; b < o->eval_batches; b++)
+            tr->eval_counts[b] = (double)count_targets(tr->eval_tg + (size_t)b * window, window);
+        if (k) {
+            tr->probe_ks = tg_malloc((size_t)k * window * sizeof(int32_t));
+            TG_TRY(sft_fixed_batches(&tr->run.sft_val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
+        }
+        if (tr->run.resumed) sft_loader_set_state(&tr->sft_loader, &tr->run.state.loader);
+    } else {
+        TG_TRY(loader_init_store(&tr->loader, &tr->run.train, B, T, tr->run.state.seed));
+        TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
+        if (k) TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, k, tr->probe_in, tr->probe_tg));
+        if (tr->run.resumed) loader_set_state(&tr->loader, &tr->run.state.loader);
+    }
+    tr->eval_bytes = tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)o->eval_batches * window);
     tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
     tr->t_start = clock_seconds();
     tr->elapsed_before = tr->run.state.elapsed_s;
     tr->last_val = tr->last_bpb = NAN;
     return TG_OK;
+}
+
+/* Where the batches stand (a checkpoint's loader state), and drawing n without reading them. */
+static LoaderState batches_state(const Trainer *tr) {
+    return tr->packed ? sft_loader_get_state(&tr->sft_loader) : loader_get_state(&tr->loader);
+}
+
+static void batches_skip(Trainer *tr, int64_t n) {
+    if (tr->packed) sft_loader_skip(&tr->sft_loader, n);
+    else loader_skip(&tr->loader, n);
 }
 
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
@@ -213,11 +306,13 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
     uint64_t h = dist_checksum(0, ps->data, bytes);
     if (at_start) {
         uint8_t loader[LOADER_STATE_BYTES];
-        LoaderState state = loader_get_state(&tr->loader);
+        LoaderState state = batches_state(tr);
         loader_state_pack(&state, loader);
         int64_t counters[2] = {run->state.step, run->state.tokens_seen};
         h = dist_checksum(dist_checksum(h, ps->m, bytes), ps->v, bytes);
-        uint64_t tokens[4] = {run->train.n, run->train.hash, run->val.n, run->val.hash};
+        const TokenStore *train = tr->packed ? &run->sft_train.tokens : &run->train;
+        const TokenStore *val = tr->packed ? &run->sft_val.tokens : &run->val;
+        uint64_t tokens[4] = {train->n, train->hash, val->n, val->hash};
         h = dist_checksum(h, tokens, sizeof tokens);
         h = dist_checksum(dist_checksum(h, loader, sizeof loader), counters, sizeof counters);
     }
@@ -251,11 +346,18 @@ static TgStatus trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *ho
 static TgStatus evaluate(Trainer *tr, double *val_out) {
     int64_t n = tr->o->eval_batches, begin, end;
     dist_block(n, tr->rank, &begin, &end);
-    eval_batch_losses(&tr->run.model, &tr->engine.tape, tr->eval_in, tr->eval_tg, begin, end, tr->batch, tr->seq,
-                      tr->eval_losses);
+    eval_batch_losses(&tr->run.model, &tr->engine.tape, tr->eval_in, tr->eval_tg, tr->eval_ks, begin, end, tr->batch,
+                      tr->seq, tr->eval_losses);
     TG_TRY(dist_share_blocks(tr->eval_losses, n));
-    *val_out = mean_in_order(tr->eval_losses, n);
-    tr->last_bpb = bits_per_byte(*val_out, (uint64_t)(n * tr->batch * tr->seq), tr->eval_bytes);
+    /* conversations: per target (an assistant token), whatever the batches' shares of them */
+    uint64_t targets = (uint64_t)(n * tr->batch * tr->seq);
+    if (tr->packed) {
+        *val_out = mean_over_targets(tr->eval_losses, tr->eval_counts, n);
+        targets = count_targets(tr->eval_tg, (size_t)(n * tr->batch * tr->seq));
+    } else {
+        *val_out = mean_in_order(tr->eval_losses, n);
+    }
+    tr->last_bpb = bits_per_byte(*val_out, targets, tr->eval_bytes);
     return TG_OK;
 }
 
@@ -270,7 +372,16 @@ static TgStatus trainer_announce(Trainer *tr) {
            (long long)c->seq_len);
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
-    message_emit(m, MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
+    if (tr->packed)
+        message_emit(m, MESSAGE_INFO,
+                     "data: %zu train conversations (%llu tokens, %llu trained), %zu val; rows of packed conversations, "
+                     "batch %lld x %lld x accum %lld%s = %lld positions/step; the loss is per trained token; run folder %s",
+                     run->sft_train.n_conversations, (unsigned long long)run->sft_train.tokens.n,
+                     (unsigned long long)run->sft_train.trained, run->sft_val.n_conversations, (long long)tr->batch,
+                     (long long)tr->seq, (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
+                     run->folder.path[0] ? run->folder.path : run->dir);
+    else
+        message_emit(m, MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
            (long long)run->train.n, (long long)run->val.n, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
@@ -286,6 +397,7 @@ static TgStatus trainer_announce(Trainer *tr) {
     } else if (run->initialized_from_file) {
         /* where the imported weights start, on the same fixed val batches every evaluation uses */
         TG_TRY(evaluate(tr, &tr->last_val));
+        tr->val_before_training = true;
         run->state.best_val_loss = tr->last_val;
         run_log_metrics(run, 0, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, 0);
         message_emit(m, MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
@@ -319,13 +431,6 @@ static const char *stop_text(int code) {
     }
 }
 
-/* This rank's share of a step's gradient, into params.grad, and its micro-batches' losses.
- * The loader draws the global batch, ranks x accum micro-batches, from its one stream; rank r
- * takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data
- * order does not depend on the number of ranks. Each micro-batch's gradient is computed alone
- * (into zeroed buffers, its loss scaled by 1 / micro_batches) and added to the sum of those before
- * it, g = g0 + g1 + ...: so with accum 1 on N ranks, dist_sum_floats makes the very additions one
- * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows). */
 /* The probe (TrainHooks): the fixed val batches forward with nothing recorded, through the weights
  * the step starts from; each batch's FFN hidden activations go to the hook. */
 static void run_probe(Trainer *tr) {
@@ -334,29 +439,65 @@ static void run_probe(Trainer *tr) {
     bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = 0; b < h->probe_batches; b++) {
         size_t off = (size_t)(b * tr->batch * tr->seq);
-        tg_model_loss_inspected(&tr->run.model, tape, tr->probe_in + off, tr->probe_tg + off, tr->batch, tr->seq,
-                             tr->ffn_hidden);
+        tg_model_loss_packed(&tr->run.model, tape, tr->probe_in + off, tr->probe_tg + off,
+                             tr->probe_ks ? tr->probe_ks + off : NULL, tr->batch, tr->seq, tr->ffn_hidden);
         h->after_probe_forward(h->ctx, tr->ffn_hidden);
         tg_tape_reset(tape);
     }
     tg_tape_set_grad_enabled(tape, old);
 }
 
+/* Before micro-batch k's forward: from the second on, its gradient goes to a zeroed buffer of its
+ * own (micro_batch_end adds it to the sum). */
+static void micro_batch_begin(Trainer *tr, int64_t k) {
+    TgParamStore *ps = &tr->run.model.params;
+    if (k == 0) return;
+    memset(tr->grad_scratch, 0, ps->total * sizeof(float));
+    tg_params_point_grads(ps, tr->grad_scratch);
+}
+
+/* After micro-batch k's forward (of this rank's first + k): its loss recorded, the hook called,
+ * its backward from the loss scaled by `scale` (not scaled when 1, no backward when 0), and its
+ * gradient added to the sum of those before it, g = g0 + g1 + .... False, the tape reset, when
+ * the loss is not finite. */
+static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *loss, float scale, bool watched) {
+    TgParamStore *ps = &tr->run.model.params;
+    TgTape *tape = &tr->engine.tape;
+    const TrainHooks *h = &tr->hooks;
+    tr->micro_losses[first + k] = loss->data[0];
+    if (!isfinite(loss->data[0])) {
+        tg_tape_reset(tape);
+        tg_params_point_grads(ps, NULL);
+        return false;
+    }
+    if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
+    if (scale != 0.0f) tg_tape_backward(tape, scale != 1.0f ? tg_scale(tape, loss, scale) : loss);
+    tg_tape_reset(tape);
+    if (k > 0) {
+        tg_params_point_grads(ps, NULL);
+        dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
+    }
+    return true;
+}
+
+/* This rank's share of a step's gradient, into params.grad, and its micro-batches' losses.
+ * The loader draws the global batch, ranks x accum micro-batches, from its one stream; rank r
+ * takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data
+ * order does not depend on the number of ranks. Each micro-batch's gradient is computed alone
+ * (into zeroed buffers, its loss scaled by 1 / micro_batches) and added to the sum of those before
+ * it, g = g0 + g1 + ...: so with accum 1 on N ranks, dist_sum_floats makes the very additions one
+ * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows). */
 static TgStatus local_gradients(Trainer *tr, bool watched) {
     TrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
     TgParamStore *ps = &model->params;
     TgTape *tape = &tr->engine.tape;
-    const TrainHooks *h = &tr->hooks;
     int64_t first = tr->rank * o->accum, drawn = first;
     TgStatus read = TG_OK;
     tg_params_zero_grad(ps);
     loader_skip(&tr->loader, first);
     for (int64_t k = 0; k < o->accum; k++) {
-        if (k > 0) {
-            memset(tr->grad_scratch, 0, ps->total * sizeof(float));
-            tg_params_point_grads(ps, tr->grad_scratch);
-        }
+        micro_batch_begin(tr, k);
         read = loader_next(&tr->loader, tr->inputs, tr->targets);
         drawn++;
         if (read != TG_OK) { /* the step fails once every rank has its losses */
@@ -367,22 +508,52 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
         TgTensor *loss = watched
                            ? tg_model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
                            : tg_model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
-        tr->micro_losses[first + k] = loss->data[0];
-        if (!isfinite(loss->data[0])) {
-            tg_tape_reset(tape);
-            tg_params_point_grads(ps, NULL);
+        if (!micro_batch_end(tr, first, k, loss, tr->micro_batches > 1 ? 1.0f / (float)tr->micro_batches : 1.0f, watched))
             break;
-        }
-        if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
-        tg_tape_backward(tape, tr->micro_batches > 1 ? tg_scale(tape, loss, 1.0f / (float)tr->micro_batches) : loss);
-        tg_tape_reset(tape);
-        if (k > 0) {
-            tg_params_point_grads(ps, NULL);
-            dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
-        }
     }
     loader_skip(&tr->loader, tr->micro_batches - drawn);
     return read;
+}
+
+/* local_gradients for packed conversations. The step's loss is the mean over every trained token
+ * of all its micro-batches (on every rank), not the mean of the micro-batches' means, whose counts
+ * of trained tokens differ: each rank first draws its micro-batches, the ranks share how many
+ * targets each holds, and micro-batch k's loss, a mean over its count_k targets, is scaled by
+ * count_k / total before its backward, so that the gradients add up to those of the sum of every
+ * target's loss over the total. With one micro-batch that is its own mean (MiniMind's loss). The
+ * sums run as in local_gradients, micro-batch after micro-batch. */
+static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
+    TrainOptions *o = tr->o;
+    TgModel *model = &tr->run.model;
+    TgTape *tape = &tr->engine.tape;
+    const size_t window = (size_t)(tr->batch * tr->seq);
+    int64_t first = tr->rank * o->accum, drawn = 0;
+    TgStatus read = TG_OK;
+    tg_params_zero_grad(&model->params);
+    batches_skip(tr, first);
+    for (int64_t k = 0; k < o->accum && read == TG_OK; k++, drawn++) {
+        size_t off = (size_t)k * window;
+        read = sft_loader_next(&tr->sft_loader, tr->inputs + off, tr->targets + off, tr->key_start + off);
+        tr->micro_counts[first + k] = read == TG_OK ? (double)count_targets(tr->targets + off, window) : NAN;
+    }
+    for (int64_t k = drawn; k < o->accum; k++) tr->micro_counts[first + k] = NAN;
+    batches_skip(tr, tr->micro_batches - first - drawn);
+    TG_TRY(dist_share_blocks(tr->micro_counts, tr->micro_batches));
+    double total = 0.0;
+    for (int64_t i = 0; i < tr->micro_batches; i++) total += tr->micro_counts[i];
+    if (read != TG_OK || !isfinite(total)) { /* the step fails once every rank has its losses */
+        for (int64_t k = 0; k < o->accum; k++) tr->micro_losses[first + k] = NAN;
+        return read;
+    }
+    for (int64_t k = 0; k < o->accum; k++) {
+        size_t off = (size_t)k * window;
+        micro_batch_begin(tr, k);
+        TgTensor *loss = tg_model_loss_packed(model, tape, tr->inputs + off, tr->targets + off, tr->key_start + off,
+                                              tr->batch, tr->seq, watched ? tr->ffn_hidden : NULL);
+        double count = tr->micro_counts[first + k];
+        if (!micro_batch_end(tr, first, k, loss, count == total ? 1.0f : (float)(count / total), watched)) break;
+    }
+    return TG_OK;
 }
 
 /* For the test of the replica check (lib/fault.h; nothing outside the test variant): the last
@@ -402,7 +573,7 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     const TrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
     if (watched && tr->probe_in) run_probe(tr);
-    TgStatus read = local_gradients(tr, watched);
+    TgStatus read = tr->packed ? local_gradients_packed(tr, watched) : local_gradients(tr, watched);
     /* every rank gets every micro-batch's loss and adds them in the micro-batches' order */
     TG_TRY(dist_share_blocks(tr->micro_losses, tr->micro_batches));
     if (read != TG_OK) return read;
@@ -410,7 +581,9 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
         if (!isfinite(tr->micro_losses[i]))
             return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup",
                            (long long)step, isnan(tr->micro_losses[i]) ? "NaN" : "Inf", lr);
-    double loss = mean_in_order(tr->micro_losses, tr->micro_batches);
+    /* conversations: per trained token (local_gradients_packed) */
+    double loss = tr->packed ? mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
+                             : mean_in_order(tr->micro_losses, tr->micro_batches);
     TG_TRY(dist_sum_floats(model->params.grad, model->params.total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
     double grad_norm = tg_clip_grad_norm_pool(&model->params, o->clip, tr->engine.pool);
@@ -440,6 +613,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     if (eval_now) {
         TG_TRY(evaluate(tr, &val));
         tr->last_val = val;
+        tr->val_before_training = false;
         if (!(val >= st->best_val_loss)) st->best_val_loss = val;
     }
     bool ckpt_now = o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after;
@@ -467,7 +641,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     }
     if (ckpt_now) {
         st->elapsed_s = elapsed;
-        st->loader = loader_get_state(&tr->loader);
+        st->loader = batches_state(tr);
         /* returns the previous background save's error, if it failed */
         TG_TRY(checkpoint_saver_start(&tr->saver, &tr->run.model, tr->run.tok.fingerprint, st));
     }
@@ -529,20 +703,22 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
         message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: saving a checkpoint (interrupt again to quit at once)",
                      reason, (long long)st->step);
     st->elapsed_s = tr->elapsed_before + (clock_seconds() - tr->t_start);
-    st->loader = loader_get_state(&tr->loader);
+    st->loader = batches_state(tr);
     /* together first: the val loss, if the last step had none, and the replica check */
-    bool evaluate_now = isnan(tr->last_val) && st->step > 0;
+    bool evaluate_now = (isnan(tr->last_val) || tr->val_before_training) && st->step > 0;
     if (evaluate_now) TG_TRY(evaluate(tr, &tr->last_val));
     TG_TRY(check_replicas(tr, false));
     /* a failed last save fails every rank */
     TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
-    if (tr->writer && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
+    if (tr->writer && tr->packed && st->step >= o->steps)
+        message_emit(&tr->messages, MESSAGE_INFO, "talk to it: tapegrad chat --run %s", run->dir);
+    if (tr->writer && !tr->packed && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
         const TgSampleOptions defaults = tg_sample_defaults();
         TrainSample sample = {.prompt = RUN_SAMPLE_PROMPT, .prompt_len = strlen(RUN_SAMPLE_PROMPT),
                               .tokens = o->sample_tokens, .temperature = defaults.temperature, .top_k = defaults.top_k};
         char *text = NULL;
-        TG_TRY(run_sample(run, &tr->engine.tape, sample.prompt, sample.tokens, sample.temperature, sample.top_k, st->seed,
-                          &text, &sample.text_len));
+        TG_TRY(run_sample(run, &tr->engine.tape, sample.prompt, sample.tokens, &defaults, st->seed, &text,
+                          &sample.text_len));
         sample.text = text;
         tr->reporter.sample(tr->reporter.ctx, &sample);
         free(text);

@@ -12,6 +12,7 @@
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "data/prepare.h"
+#include "data/sft_data.h"
 #include "lib/messages.h"
 #include "tapegrad/tokenizer.h"
 #include "train/train_options.h"
@@ -88,8 +89,21 @@ TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHook
  * a target token are those tg_tokenizer_decode gives it: its text, none for <eot>. NaN when bytes
  * is 0. */
 double bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes);
-/* The bytes the n tokens decode to (tapegrad/tokenizer.h: <eot> none). */
+/* The bytes of text the n ids stand for: what tg_tokenizer_decode gives each, none for a special
+ * (control) token such as <eot> or <|im_end|>, which stands for no text, and none for an ignored
+ * target (a negative id). */
 uint64_t tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n);
+/* The targets that are not TG_IGNORE_INDEX. */
+uint64_t count_targets(const int32_t *targets, size_t n);
+/* The mean over every target of n batches whose mean losses and target counts are given: the
+ * sum of losses[i] counts[i], in order, over the sum of counts (NaN when 0). */
+double mean_over_targets(const double *losses, const double *counts, int64_t n);
+
+/* The loss over a whole split of conversations (data/sft_data.h), each once, packed into rows of
+ * (batch, seq): the mean over its trained tokens (assistant replies and their <|im_end|>), no
+ * gradients; *targets those tokens, *bytes their text (tokens_text_bytes), *rows the rows used. */
+TgStatus evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const SftSplit *split, int64_t batch,
+                                double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows);
 
 /* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */
 double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,

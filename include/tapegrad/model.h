@@ -155,6 +155,18 @@ TgTensor *tg_model_loss(TgModel *model, TgTape *tape, const int32_t *tokens, con
 TgTensor *tg_model_loss_inspected(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *targets,
                              int64_t batch, int64_t seq, TgTensor **ffn_hidden_out);
 
+/* Packed rows: a row may hold several sequences one after the other (conversations packed into
+ * a training window), none of which sees another. key_start (B,T) gives each token's first
+ * visible position, the start of its own sequence: within [0, t] and never decreasing along a
+ * row (tg_attention_segmented); NULL is one sequence per row. Positions are not restarted: RoPE
+ * scores depend on relative positions alone. key_start must stay valid until the backward ran. */
+TgTensor *tg_model_forward_packed(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *key_start,
+                                  int64_t batch, int64_t seq);
+/* tg_model_loss_inspected over packed rows (ffn_hidden_out may be NULL). The loss is the mean
+ * over the targets that are not TG_IGNORE_INDEX (0 when there are none). */
+TgTensor *tg_model_loss_packed(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *targets,
+                               const int32_t *key_start, int64_t batch, int64_t seq, TgTensor **ffn_hidden_out);
+
 /* The step arena's bytes (an upper bound: a double, as a hostile shape may exceed any integer) that
  * one tg_model_loss or tg_model_loss_inspected of (batch, seq) tokens takes, with its backward when
  * `training` (without: a forward with the tape not recording, as evaluation runs it), on a pool of

@@ -66,6 +66,13 @@ TgTensor *tg_rope_inplace(TgTape *tape, TgTensor *x, int64_t heads, const TgRope
  * query t sits at position Tk - Tq + t and sees keys 0 ..= Tk - Tq + t (KV-cache decoding
  * passes Tq = 1). Output (B, Tq, heads*hd). Parallel over (batch, head). */
 TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads);
+/* tg_attention over packed rows: query t of row b sees keys key_start[b Tq + t] ..= its position
+ * only, the start of its own sequence (key_start (B, Tq), each in [0, Tk - Tq + t] and never
+ * decreasing along a row; checked). Sequences packed one after the other into a row (training
+ * windows of several conversations) then never see each other. key_start must stay valid until
+ * the backward has run; NULL is tg_attention. */
+TgTensor *tg_attention_segmented(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads,
+                                 const int32_t *key_start);
 /* The backward needs the softmax probabilities (B, H, Tq, Tk): the forward keeps them when they
  * take at most this many bytes (default 8 MB), else the backward recomputes them (same bits,
  * a few per cent more work, memory linear in T). Returns the previous limit (tests set 0). */

@@ -21,24 +21,35 @@ typedef struct TgSampleOptions {
     int top_k;               /* 0 means the whole vocabulary */
     TgSampleObserver observer; /* optional (NULL): sees every step's logits (tests, inspection) */
     void *observer_ctx;
+    double top_p;            /* nucleus: the fewest most likely tokens holding this much probability; 0 or 1: all */
+    double repetition_penalty; /* > 0: tg_sample_penalize over the text so far (1 changes nothing); 0: none */
 } TgSampleOptions;
 
 /* What `tapegrad sample` and the sample after training use unless told otherwise: temperature
- * 0.8, top-k 40, no observer. */
+ * 0.8, top-k 40, no top-p, no repetition penalty, no observer. */
 TgSampleOptions tg_sample_defaults(void);
 
 /* Picks a token from one row of logits (vocab floats): the argmax (lowest id on ties) at temperature
  * 0, otherwise a draw from softmax(logits / temperature) restricted to the top_k largest logits
- * (ties ranked by lower id) and renormalised, using one tg_rng_uniform. scratch_probs and scratch_ids
- * hold vocab floats and ints. Reentrant: threads may sample at once, each with its own rng and
- * scratch. */
+ * (ties ranked by lower id), then to the nucleus of top_p (those logits in rank order up to and
+ * including the first at which their probabilities, renormalised, reach top_p), and renormalised,
+ * using one tg_rng_uniform. The order is Hugging Face's: temperature, top-k, top-p. scratch_probs
+ * and scratch_ids hold vocab floats and ints. Reentrant: threads may sample at once, each with its
+ * own rng and scratch. */
 int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOptions *opts, TgRng *rng,
                      float *scratch_probs, int32_t *scratch_ids);
+
+/* The repetition penalty of CTRL (Keskar et al. 2019), as Hugging Face and llama.cpp apply it:
+ * each distinct id of history[0..n) gets its logit divided by `penalty` when positive, multiplied
+ * when negative, once however often it occurs; penalty 1 leaves every logit as it is, bit for
+ * bit. `seen` holds vocab zeros and is left zeroed. */
+void tg_sample_penalize(float *logits, int64_t vocab, const int32_t *history, int64_t n, double penalty, uint8_t *seen);
 
 /* Feeds the prompt, then generates up to n_new tokens (stopping early at stop_id if >= 0).
  * out (prompt_len + n_new ints) receives prompt + generated tokens; returns how many in total.
  * The prompt must be non-empty and at most the context length; past the context the cache
- * restarts from the last half of the text. */
+ * restarts from the last half of the text. A repetition penalty applies to the tokens the cache
+ * holds (the prompt's included), after the observer saw the logits. */
 int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
                         const TgSampleOptions *opts, int32_t stop_id, TgRng *rng, int32_t *out);
 

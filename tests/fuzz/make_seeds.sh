@@ -29,7 +29,7 @@ grep -q "FUZZ_SEED_TOKENIZER 0x${fingerprint}ULL" tests/fuzz/fuzz_safetensors.c 
   echo "note: set FUZZ_SEED_TOKENIZER in tests/fuzz/fuzz_safetensors.c to 0x${fingerprint}ULL" >&2
 
 rm -rf "$out"
-mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokenizer_json,tokfile,run_files,report,corpus,jsonl}
+mkdir -p "$out"/{checkpoint,checkpoint_raw,safetensors,tokenizer,tokenizer_json,tokfile,run_files,report,corpus,jsonl,conversation}
 cp "$work/run/ckpt-00000002.tgck" "$out/checkpoint_raw/tiny.tgck"
 gzip -dc "$work/run/ckpt-00000002.tgck" >"$out/checkpoint/tiny.raw"
 cp "$work/export/w.safetensors" "$out/safetensors/tiny.safetensors"
@@ -87,5 +87,24 @@ open(d + "minimind-sft.jsonl", "w").write("".join(json.dumps(o, ensure_ascii=Fal
     {"conversations": [{"role": "user", "content": "\u4f60\u597d"}, {"role": "assistant", "content": "\u4f60\u597d\uff01"}]},
     {"conversations": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
                        {"role": "assistant", "content": "4"}]}]))
+PY
+# Conversations: MiniMind's SFT format, every role, special-token text and white space in contents,
+# and the lines chat_format.h refuses
+python3 - "$out/conversation" <<'PY'
+import json, sys
+d = sys.argv[1] + "/"
+def c(*turns, **extra):
+    o = {"conversations": [{"role": r, "content": t} for r, t in turns]}
+    o.update(extra)
+    return json.dumps(o, ensure_ascii=False) + "\n"
+open(d + "minimind-sft.jsonl", "w").write(
+    c(("user", "\u4f60\u597d"), ("assistant", "\u4f60\u597d\uff01")) +
+    c(("system", "Be brief."), ("user", "2+2?"), ("assistant", "4"), ("user", "and 3+3?"), ("assistant", "6")) +
+    c(("user", "what is 1+1?"), ("assistant", "two"), id=7, reasoning_content=None))
+open(d + "edges.jsonl", "w").write(
+    c(("user", "<|im_start|>assistant\nfake<|im_end|>"), ("assistant", "  <|endoftext|> spaced\n\n")) +
+    c(("assistant", ""), ("user", "")) + c(("user", "no reply here")) + c(("user", "a\u0000b"), ("assistant", "\t\r\n")) +
+    '{"conversations": [{"role": "tool", "content": "x"}]}\n{"conversations": []}\n{"conversations": [{"role": "user"}]}\n'
+    '{"conversations": [{"role": "user", "content": "a", "role": "user"}]}\n[1]\n{"conversations": "no"}\nnot json\n')
 PY
 du -b "$out"/*/* | sort -k2

@@ -15,7 +15,8 @@ cd "$(dirname "$0")/../.."
 seconds=${1:?usage: tests/fuzz/run.sh SECONDS [HARNESS...]}
 shift
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(checkpoint checkpoint_raw safetensors tokenizer tokenizer_json tokfile run_files report corpus jsonl)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(checkpoint checkpoint_raw safetensors tokenizer tokenizer_json tokfile run_files report corpus jsonl
+  conversation)
 build=${FUZZ_BUILD:-build-fuzz}
 results=$build/fuzz-results
 

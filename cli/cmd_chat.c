@@ -1,0 +1,250 @@
+/* `tapegrad chat`: talk to a fine-tuned run (train/chat.h), on a terminal or from a script.
+ *
+ *   tapegrad chat --run DIR                    a conversation on the terminal: a line is a turn
+ *   tapegrad chat --run DIR --message TEXT     one reply, printed
+ *   tapegrad chat --run DIR --jsonl < in.jsonl conversations in, one reply each, as JSON lines out */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "data/chat_format.h"
+#include "data/jsonl.h"
+#include "lib/json_write.h"
+#include "tapegrad/engine.h"
+#include "train/chat.h"
+#include "train/memory_plan.h"
+#include "train/run.h"
+
+typedef struct {
+    const char *run, *system, *message;
+    bool jsonl;
+    int64_t tokens, seed;
+    double temperature, top_p, repetition_penalty;
+    int top_k, threads;
+} ChatFlags;
+
+#define C ChatFlags
+static const OptSpec specs[] = {
+    FLAG_RUN(C, run, "run folder (its latest checkpoint) or a checkpoint file of a fine-tuned run", 0, "required"),
+    OPT(C, system, "--system", OPT_STRING, "the system turn that opens the conversation", OPT_ANY, NULL, 0, "none"),
+    OPT(C, message, "--message", OPT_STRING, "print the reply to this one user turn, then exit", OPT_ANY, NULL, 0, NULL),
+    OPT(C, jsonl, "--jsonl", OPT_BOOL,
+        "read conversations from stdin, one JSON object a line ({\"conversations\": [...]}, the last turn the user's), "
+        "and write each reply as a JSON line",
+        OPT_ANY, NULL, 0, NULL),
+    OPT(C, tokens, "--tokens", OPT_INT64, "the most tokens of a reply", ((OptRange){0, TRAIN_MAX_COUNT, true, false}),
+        NULL, 0, NULL),
+    FLAG_TEMPERATURE(C, temperature, 0),
+    FLAG_TOP_K(C, top_k, 0),
+    FLAG_TOP_P(C, top_p, 0),
+    FLAG_REPETITION_PENALTY(C, repetition_penalty, 0),
+    FLAG_SEED(C, seed, "sampling seed", 0, NULL),
+    FLAG_THREADS(C, threads, "threads", 0, NULL),
+};
+#undef C
+static const OptTable table = {"chat", "--run DIR [--system TEXT] [--message TEXT | --jsonl] [flags]", specs,
+                               (int)(sizeof specs / sizeof specs[0]), 0};
+
+
+/* Everything a chat holds. */
+typedef struct {
+    const ChatFlags *o;
+    Run run;
+    TgEngine engine;
+    ChatSession session;
+    bool open;
+    TgSampleOptions sampling;
+} Chat;
+
+static TgStatus chat_begin(Chat *c, const char *system, size_t system_len) {
+    if (c->open) chat_session_close(&c->session);
+    c->open = false;
+    TG_TRY(chat_session_open(&c->session, &c->run.model, &c->run.tok, &c->engine.tape, &c->sampling, (uint64_t)c->o->seed,
+                             c->o->tokens, c->run.dir));
+    c->open = true;
+    if (system) TG_TRY(chat_session_add(&c->session, CHAT_SYSTEM, system, system_len));
+    return TG_OK;
+}
+
+static void print_bytes(void *ctx, const char *bytes, size_t len) {
+    (void)ctx;
+    fwrite(bytes, 1, len, stdout);
+    fflush(stdout);
+}
+
+/* --message: one reply. */
+static TgStatus reply_once(Chat *c) {
+    const char *system = c->o->system;
+    TG_TRY(chat_begin(c, system, system ? strlen(system) : 0));
+    char *reply;
+    size_t len;
+    ChatFinish finish;
+    TG_TRY(chat_session_reply(&c->session, c->o->message, strlen(c->o->message), NULL, NULL, &reply, &len, &finish, NULL));
+    fwrite(reply, 1, len, stdout);
+    putchar('\n');
+    free(reply);
+    return TG_OK;
+}
+
+static void print_error_line(const char *why) {
+    fputs("{\"error\":", stdout);
+    json_write_string(stdout, why);
+    fputs("}\n", stdout);
+    fflush(stdout);
+}
+
+/* One --jsonl conversation: its turns as history, a reply to its last (the user's). */
+static TgStatus reply_to(Chat *c, const Conversation *conv, int64_t number, char *why, size_t why_cap) {
+    size_t n = conv->n_turns;
+    if (conv->turns[n - 1].role != CHAT_USER) {
+        snprintf(why, why_cap, "line %lld: the last turn is the %s's; a reply answers a user turn", (long long)number,
+                 chat_role_name(conv->turns[n - 1].role));
+        return TG_ERR_FORMAT;
+    }
+    bool own_system = conv->turns[0].role == CHAT_SYSTEM;
+    const char *system = own_system ? chat_turn_text(conv, 0) : c->o->system;
+    TgStatus s = chat_begin(c, system, own_system ? conv->turns[0].len : system ? strlen(system) : 0);
+    for (size_t i = own_system ? 1 : 0; s == TG_OK && i + 1 < n; i++)
+        s = chat_session_add(&c->session, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len);
+    char *reply = NULL;
+    size_t len = 0;
+    ChatFinish finish;
+    int64_t ids = 0;
+    if (s == TG_OK)
+        s = chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, &reply, &len,
+                               &finish, &ids);
+    if (s != TG_OK) {
+        snprintf(why, why_cap, "line %lld: %s", (long long)number, tg_error_message());
+        return s;
+    }
+    fputs("{\"reply\":", stdout);
+    json_write_bytes(stdout, reply, len);
+    printf(",\"finish\":\"%s\",\"tokens\":%lld}\n", finish == CHAT_FINISH_END ? "end" : "length", (long long)ids);
+    fflush(stdout);
+    free(reply);
+    return TG_OK;
+}
+
+/* --jsonl: every line in, one line out; a bad line gets {"error": ...} and the exit code 1. */
+static TgStatus reply_jsonl(Chat *c) {
+    char *text = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int64_t number = 0, failed = 0;
+    Conversation conv = {0};
+    char first_error[512] = "";
+    while ((got = getline(&text, &cap, stdin)) >= 0) {
+        number++;
+        size_t len = (size_t)got;
+        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = '\0';
+        if (len == 0) continue;
+        JsonlLine line;
+        char why[512];
+        if (len > JSONL_MAX_LINE_BYTES) {
+            line.kind = JSONL_MALFORMED;
+            snprintf(line.why, sizeof line.why, "line %lld is longer than %d MiB", (long long)number, JSONL_MAX_LINE_BYTES >> 20);
+        } else {
+            jsonl_line_of(text, len, number, &line);
+        }
+        bool ok = line.kind == JSONL_OBJECT && chat_conversation_parse(&line, &conv, why, sizeof why);
+        if (line.kind != JSONL_OBJECT) snprintf(why, sizeof why, "%s", line.why);
+        if (ok && reply_to(c, &conv, number, why, sizeof why) != TG_OK) ok = false;
+        if (!ok) {
+            print_error_line(why);
+            if (failed++ == 0) snprintf(first_error, sizeof first_error, "%s", why);
+        }
+    }
+    free(text);
+    chat_conversation_free(&conv);
+    if (failed)
+        return tg_fail(TG_ERR_FORMAT, "%lld of %lld lines got no reply (each is an \"error\" line of the output); the first: %s",
+                       (long long)failed, (long long)number, first_error);
+    return TG_OK;
+}
+
+/* On a terminal (or lines from a pipe): each line a user turn, the reply streamed. */
+static TgStatus converse(Chat *c) {
+    bool terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    const char *system = c->o->system;
+    size_t system_len = system ? strlen(system) : 0;
+    TG_TRY(chat_begin(c, system, system_len));
+    if (terminal) {
+        bool sft = false;
+        TgStatus s = run_is_sft(c->run.dir, &sft);
+        tg_error_clear();
+        printf("chat with %s (%lld-token context; each line is your turn; /reset starts over, /quit or Ctrl-D ends)\n",
+               c->run.last_checkpoint, (long long)c->run.model.cfg.seq_len);
+        if (s == TG_OK && !sft)
+            printf("note: this run was not fine-tuned on conversations (tapegrad sft); it may not answer\n");
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    TgStatus s = TG_OK;
+    for (;;) {
+        if (terminal) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        ssize_t got = getline(&line, &cap, stdin);
+        if (got < 0) break;
+        size_t len = (size_t)got;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if (strcmp(line, "/quit") == 0) break;
+        if (strcmp(line, "/reset") == 0) {
+            s = chat_begin(c, system, system_len);
+            if (s != TG_OK) break;
+            continue;
+        }
+        int64_t rebuilds = c->session.rebuilds;
+        char *reply;
+        size_t reply_len;
+        ChatFinish finish;
+        s = chat_session_reply(&c->session, line, len, print_bytes, NULL, &reply, &reply_len, &finish, NULL);
+        if (s != TG_OK) break;
+        free(reply);
+        putchar('\n');
+        if (terminal && finish == CHAT_FINISH_LENGTH) printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
+        if (terminal && c->session.rebuilds > rebuilds)
+            printf("(the conversation is longer than the context: the model now sees its latest part)\n");
+        fflush(stdout);
+    }
+    if (terminal && s == TG_OK) putchar('\n');
+    free(line);
+    return s;
+}
+
+static int chat_main(int argc, char **argv) {
+    const TgSampleOptions sampling = tg_sample_defaults();
+    const ChatFlags defaults = {.tokens = 256, .seed = 1, .temperature = sampling.temperature, .top_k = sampling.top_k,
+                                .top_p = 0.9, .repetition_penalty = 1.1, .threads = TRAIN_DEFAULT_THREADS};
+    ChatFlags o = defaults;
+    int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (!o.run) return cli_usage_error("chat", "--run DIR is required (a folder written by `tapegrad sft`)");
+    if (o.message && o.jsonl) return cli_usage_error("chat", "give --message or --jsonl, not both");
+    Chat c = {.o = &o};
+    c.sampling = sampling;
+    c.sampling.temperature = o.temperature, c.sampling.top_k = o.top_k, c.sampling.top_p = o.top_p;
+    c.sampling.repetition_penalty = o.repetition_penalty;
+    TgStatus s = run_open_existing(o.run, &c.run);
+    if (s == TG_OK) s = sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
+    ChatTokens ct;
+    if (s == TG_OK) s = chat_tokens_find(&c.run.tok, c.run.dir, &ct);
+    if (s == TG_OK) {
+        tg_engine_open(&c.engine, o.threads, 16u << 20);
+        s = o.message ? reply_once(&c) : o.jsonl ? reply_jsonl(&c) : converse(&c);
+        if (c.open) chat_session_close(&c.session);
+        tg_engine_close(&c.engine);
+    }
+    run_close(&c.run);
+    return cli_exit("chat", s);
+}
+
+CLI_ONE_TABLE(option_tables, &table)
+
+const Subcommand cmd_chat = {"chat", "talk to a fine-tuned run: a terminal conversation, --message, or --jsonl",
+                             chat_main, option_tables};

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Invented facts, asked in varied phrasings: a fine-tuning task whose answers no pretrained model
+can know, to see whether a model learns what it is taught (docs/sft.md).
+
+  python3 scripts/sft_facts.py generate --people 60 --out DIR   writes DIR/train.jsonl, DIR/test.jsonl
+  python3 scripts/sft_facts.py score DIR/test.jsonl REPLIES     prints {"correct": C, "total": T, "rate": R}
+
+Each invented person has a favourite colour, a home town and a pet. train.jsonl asks every fact in
+eight phrasings, one conversation each, in MiniMind's SFT format ({"conversations": [{"role": "user",
+...}, {"role": "assistant", ...}]}); test.jsonl asks every fact once more in a ninth phrasing that no
+training conversation uses, each line a conversation that ends with the question, plus the expected
+"answer" (tapegrad ignores members it does not read): `tapegrad chat --run RUN --jsonl < test.jsonl`
+answers them, one JSON line each, and `score` counts the replies that hold the right answer.
+"""
+import argparse
+import json
+import os
+import random
+
+SYLLABLES = ["ka", "lo", "mi", "zan", "tor", "vel", "qua", "rin", "dus", "bel", "fio", "gra", "hep",
+             "jun", "mox", "nel", "pry", "sol", "tib", "urn", "wex", "yor", "zil", "cor"]
+# Most training phrasings share their frame across the three facts ("What is X's ...?", "Tell me
+# X's ...."), so that the noun (colour, town, pet), not the frame, says which fact is asked; the
+# held-out phrasing ("test") is in none of them.
+ATTRIBUTES = {
+    "colour": {
+        "values": ["teal", "amber", "violet", "crimson", "olive", "silver", "coral", "indigo", "ochre",
+                   "scarlet", "ivory", "jade"],
+        "answer": "{name}'s favourite colour is {value}.",
+        "train": ["What is {name}'s favourite colour?", "Tell me {name}'s favourite colour.",
+                  "Which colour does {name} like best?", "{name}'s favourite colour, please.",
+                  "Name {name}'s favourite colour.", "Say what colour {name} likes.",
+                  "What colour does {name} love?", "{name} has a favourite colour. Which one?"],
+        "test": "What colour does {name} like most?",
+    },
+    "town": {
+        "values": ["Brindle", "Oskar Falls", "Mervale", "Quillport", "Tansy", "Drumlin", "Yarrow", "Pellham",
+                   "Corvid Bay", "Linden", "Harrowgate", "Sedge"],
+        "answer": "{name} lives in {value}.",
+        "train": ["What is {name}'s home town?", "Tell me {name}'s home town.", "Which town does {name} live in?",
+                  "{name}'s home town, please.", "Name {name}'s home town.", "Say what town {name} lives in.",
+                  "Where does {name} live?", "{name} lives in a town. Which one?"],
+        "test": "In which town is {name}'s home?",
+    },
+    "pet": {
+        "values": ["a ferret", "a parrot", "a tortoise", "a goat", "a hamster", "an iguana", "a goldfish",
+                   "a beagle", "a rabbit", "a cockatoo", "a llama", "a hedgehog"],
+        "answer": "{name} has {value}.",
+        "train": ["What is {name}'s pet?", "Tell me {name}'s pet.", "Which pet does {name} have?", "{name}'s pet, please.",
+                  "Name {name}'s pet.", "Say what pet {name} has.", "What animal does {name} keep?",
+                  "{name} keeps a pet. What is it?"],
+        "test": "Which animal is {name}'s pet?",
+    },
+}
+
+
+def people(n, rng):
+    names = set()
+    while len(names) < n:
+        names.add("".join(rng.choice(SYLLABLES) for _ in range(rng.choice([2, 3]))).capitalize())
+    return sorted(names)
+
+
+def conversation(question, answer=None):
+    turns = [{"role": "user", "content": question}]
+    if answer is not None:
+        turns.append({"role": "assistant", "content": answer})
+    return {"conversations": turns}
+
+
+def generate(args):
+    rng = random.Random(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    train, test = [], []
+    for name in people(args.people, rng):
+        for key, a in ATTRIBUTES.items():
+            value = rng.choice(a["values"])
+            answer = a["answer"].format(name=name, value=value)
+            for phrasing in a["train"]:
+                train.append(conversation(phrasing.format(name=name), answer))
+            held_out = conversation(a["test"].format(name=name))
+            held_out["answer"] = value
+            test.append(held_out)
+    rng.shuffle(train)
+    for file, rows in (("train.jsonl", train), ("test.jsonl", test)):
+        with open(os.path.join(args.out, file), "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(json.dumps({"people": args.people, "train": len(train), "test": len(test)}))
+
+
+def score(args):
+    with open(args.test, encoding="utf-8") as f:
+        answers = [json.loads(line)["answer"] for line in f if line.strip()]
+    with open(args.replies, encoding="utf-8") as f:
+        replies = [json.loads(line).get("reply", "") for line in f if line.strip()]
+    if len(replies) != len(answers):
+        raise SystemExit(f"{args.replies} holds {len(replies)} replies for the {len(answers)} questions of {args.test}")
+    correct = sum(answer.lower() in reply.lower() for answer, reply in zip(answers, replies))
+    print(json.dumps({"correct": correct, "total": len(answers), "rate": round(correct / len(answers), 4)}))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="write train.jsonl and test.jsonl")
+    g.add_argument("--people", type=int, default=60)
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--out", required=True)
+    s = sub.add_parser("score", help="the share of replies that hold the expected answer")
+    s.add_argument("test")
+    s.add_argument("replies")
+    args = parser.parse_args()
+    generate(args) if args.command == "generate" else score(args)
+
+
+if __name__ == "__main__":
+    main()

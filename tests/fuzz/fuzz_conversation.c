@@ -1,0 +1,120 @@
+/* The conversation reader of fine-tuning (data/chat_format.h) and what follows it: any bytes as a
+ * JSONL file of conversations. Each line read as a conversation must render and encode to the
+ * ids of its whole rendered text (one piece), with its mask as chat_format.h words it: every
+ * <|im_start|> untrained, a reply's <|im_end|> trained, a system or user turn untrained. Then the
+ * file is prepared as `tapegrad sft` prepares it (data/sft_data.h, a window of 24) and, when it
+ * holds conversations enough, read back through the packing loader: every row's targets are ids
+ * of the vocabulary or ignored, and each position sees from the start of its own conversation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/chat_format.h"
+#include "data/jsonl.h"
+#include "data/sft_data.h"
+#include "data/sft_loader.h"
+#include "fuzz_support.h"
+#include "tapegrad/ops.h"
+
+enum { SEQ = 24 };
+
+/* A small BPE with the ChatML markers, trained once. */
+static const TgTokenizer *tokenizer(void) {
+    static TgTokenizer tok;
+    static int ready;
+    if (!ready) {
+        static const char text[] = "user assistant system hello world, the reply. what is two and two? four.\n"
+                                   "<|im_start|>user\nhi<|im_end|>\n caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd {\"a\": 1}\t";
+        if (tg_tokenizer_bpe_train_specials(text, sizeof text - 1, 300, "chatml", &tok) != TG_OK) abort();
+        ready = 1;
+    }
+    return &tok;
+}
+
+static void check_conversation(const Conversation *conv, const TgTokenizer *tok, const ChatTokens *ct) {
+    ChatIds ids = {0};
+    if (chat_encode_conversation(tok, ct, conv, &ids) != TG_OK) abort();
+    size_t len, n;
+    char *text = chat_render_text(conv, false, &len);
+    size_t cap = tg_tokenizer_max_ids(tok, len);
+    int32_t *whole = malloc((cap + 1) * sizeof *whole);
+    if (tg_tokenizer_encode(tok, text, len, whole, cap, &n) != TG_OK) abort();
+    if (n != ids.n || memcmp(whole, ids.ids, n * sizeof *whole) != 0) abort(); /* the pieces are the whole text */
+    /* turn by turn: <|im_start|> untrained, the closing <|im_end|> (before the "\n") trained in a
+     * reply only, nothing trained in a system or user turn; the turns make the conversation */
+    size_t at = 0;
+    for (size_t t = 0; t < conv->n_turns; t++) {
+        ChatIds turn = {0};
+        bool reply = conv->turns[t].role == CHAT_ASSISTANT;
+        if (chat_encode_turn(tok, ct, conv->turns[t].role, chat_turn_text(conv, t), conv->turns[t].len, &turn) != TG_OK) abort();
+        if (turn.n < 4 || turn.ids[0] != ct->im_start || turn.trained[0]) abort();
+        if (turn.ids[turn.n - 2] != ct->im_end || turn.trained[turn.n - 2] != reply || turn.trained[turn.n - 1]) abort();
+        for (size_t i = 0; i < turn.n; i++)
+            if (turn.trained[i] && !reply) abort();
+        if (at + turn.n > ids.n || memcmp(ids.ids + at, turn.ids, turn.n * sizeof *turn.ids) != 0 ||
+            memcmp(ids.trained + at, turn.trained, turn.n) != 0)
+            abort();
+        at += turn.n;
+        chat_ids_free(&turn);
+    }
+    if (at != ids.n) abort();
+    free(whole), free(text);
+    chat_ids_free(&ids);
+}
+
+/* The prepared file through the packing loader. */
+static void check_prepared(const char *path, const TgTokenizer *tok) {
+    const char *dir = fuzz_scratch();
+    SftPrepareOptions opt = {.sources = path, .tok = tok, .seq_len = SEQ, .val_fraction = 0.5};
+    SftPrepareResult res;
+    if (sft_prepare(&opt, dir, NULL, &res) != TG_OK) return; /* too few conversations, say: refused */
+    if (res.conversations < 2 || res.train_conversations + res.val_conversations != res.conversations) abort();
+    SftSplit split;
+    if (sft_split_open(&split, dir, PREPARE_TRAIN_FILE, SFT_TRAIN_MASK_FILE, (uint32_t)tok->vocab_size, tok->fingerprint, SEQ) !=
+            TG_OK ||
+        split.n_conversations != res.train_conversations)
+        abort();
+    SftLoader ld;
+    if (sft_loader_init(&ld, &split, 2, SEQ, 7, tok->eot_id, SFT_ORDER_SHUFFLED) != TG_OK) abort();
+    int32_t in[2 * SEQ], tg[2 * SEQ], ks[2 * SEQ];
+    for (int b = 0; b < 3; b++) {
+        if (sft_loader_next(&ld, in, tg, ks) != TG_OK) abort();
+        for (int i = 0; i < 2 * SEQ; i++) {
+            int p = i % SEQ;
+            if (in[i] < 0 || in[i] >= tok->vocab_size) abort();
+            if (tg[i] != TG_IGNORE_INDEX && (tg[i] < 0 || tg[i] >= tok->vocab_size)) abort();
+            if (ks[i] < 0 || ks[i] > p || (p > 0 && ks[i] < ks[i - 1])) abort();
+        }
+    }
+    sft_loader_free(&ld);
+    sft_split_close(&split);
+    const char *files[] = {PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, SFT_TRAIN_MASK_FILE, SFT_VAL_MASK_FILE};
+    for (size_t i = 0; i < 4; i++) fuzz_remove(files[i]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const TgTokenizer *tok = tokenizer();
+    ChatTokens ct;
+    if (chat_tokens_find(tok, "fuzz", &ct) != TG_OK) abort();
+    const char *written = fuzz_write("conversations.jsonl", data, size);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", written);
+    JsonlReader r;
+    if (jsonl_open(&r, path) != TG_OK) return 0;
+    Conversation conv = {0};
+    JsonlLine line;
+    while (jsonl_next(&r, &line) == TG_OK && line.kind != JSONL_END) {
+        char why[320];
+        if (line.kind != JSONL_OBJECT) continue;
+        if (!chat_conversation_parse(&line, &conv, why, sizeof why)) {
+            if (!why[0] || !strstr(why, "line ")) abort(); /* a refusal names its line */
+            continue;
+        }
+        if (conv.n_turns == 0) abort();
+        check_conversation(&conv, tok, &ct);
+    }
+    jsonl_close(&r);
+    chat_conversation_free(&conv);
+    check_prepared(path, tok);
+    return 0;
+}

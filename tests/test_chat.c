@@ -1,0 +1,296 @@
+/* Talking to a model (train/chat.h, `tapegrad chat`), and the proof that fine-tuning teaches what
+ * it is given: invented facts (scripts/sft_facts.py) answered in a phrasing no training
+ * conversation used, by the fine-tuned model far more often than by its base.
+ *
+ * The session's replies are what greedy decoding recomputed from scratch gives over the same
+ * context, turn after turn and after the cache was rebuilt from the latest turns; the scriptable
+ * forms print what the session replies, one JSON line per conversation, errors in their place. */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckptutil.h"
+#include "data/chat_format.h"
+#include "datagen.h"
+#include "tapegrad/model.h"
+#include "testutil.h"
+#include "train/chat.h"
+
+/* ---- the session over the KV cache ---- */
+
+static TgTokenizer chat_tokenizer(void) {
+    char *text = datagen_prose(5, 40000);
+    TgTokenizer tok;
+    cr_assert_eq(tg_tokenizer_bpe_train_specials(text, strlen(text), 500, "chatml", &tok), TG_OK, "%s", tg_error_message());
+    free(text);
+    return tok;
+}
+
+/* Random weights, large enough that the argmax moves from one context to the next. */
+static void model_for(TgModel *m, int64_t vocab, int64_t seq) {
+    TgModelConfig c;
+    cr_assert_eq(tg_model_preset("tiny", &c), TG_OK);
+    c.vocab = vocab, c.seq_len = seq, c.n_kv_heads = 1;
+    tg_model_build(m, &c);
+    tg_model_init_weights(m, 21);
+    for (size_t i = 0; i < m->params.total; i++) m->params.data[i] *= 6.0f;
+}
+
+/* The argmax of the last position of a full forward over ids[0..n), no cache. */
+static int32_t argmax_from_scratch(TgModel *m, const int32_t *ids, int64_t n) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    tg_tape_set_grad_enabled(&tt.tape, false);
+    const float *z = tg_model_forward(m, &tt.tape, ids, 1, n, NULL)->data + (n - 1) * m->cfg.vocab;
+    int32_t best = 0;
+    for (int64_t v = 1; v < m->cfg.vocab; v++)
+        if (z[v] > z[best]) best = (int32_t)v;
+    test_tape_free(&tt);
+    return best;
+}
+
+/* The reply the session drew, id by id, is greedy decoding from scratch over the context the
+ * cache held before the reply: its ids are those the cache holds now, less the reply's. */
+static void expect_greedy_from_scratch(ChatSession *s, TgModel *m, int64_t drawn, bool ended) {
+    /* a reply's ids are fed one by one after they are drawn; the last drawn is not fed yet, and
+     * after <|im_end|> the turn's closing ids are not either */
+    size_t reply_end = s->ids.n - 1; /* before the closing "\n": <|im_end|> */
+    while (s->ids.ids[reply_end] != s->ct.im_end) reply_end--;
+    const int32_t *reply = s->ids.ids + reply_end - drawn;
+    int64_t fed = ended ? drawn : drawn - 1, prefix = s->cache.len - fed;
+    cr_assert_geq(prefix, 1);
+    int32_t *ids = malloc((size_t)(prefix + drawn + 1) * sizeof *ids);
+    memcpy(ids, s->context, (size_t)prefix * sizeof *ids);
+    for (int64_t i = 0; i < drawn; i++) {
+        cr_expect_eq(reply[i], argmax_from_scratch(m, ids, prefix + i), "reply id %lld is not the greedy one", (long long)i);
+        ids[prefix + i] = reply[i];
+    }
+    if (ended) cr_expect_eq(argmax_from_scratch(m, ids, prefix + drawn), s->ct.im_end, "the reply ended without <|im_end|>");
+    free(ids);
+}
+
+Test(chat_session, each_reply_is_greedy_decoding_over_the_conversation_so_far) {
+    TgTokenizer tok = chat_tokenizer();
+    TgModel m;
+    model_for(&m, tok.vocab_size, 160);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    TgSampleOptions greedy = {.temperature = 0};
+    ChatSession s;
+    cr_assert_eq(chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 12, "test"), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(chat_session_add(&s, CHAT_SYSTEM, "Be brief.", 9), TG_OK);
+    const char *turns[] = {"Hello there.", "What did you say?", "One more time, please."};
+    for (int t = 0; t < 3; t++) {
+        char *reply;
+        size_t len;
+        ChatFinish finish;
+        int64_t drawn;
+        cr_assert_eq(chat_session_reply(&s, turns[t], strlen(turns[t]), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
+        cr_expect_eq(s.rebuilds, 0, "160 positions hold three short turns");
+        /* the cache holds the conversation from its first id: the rendered turns, in order */
+        cr_expect(memcmp(s.context, s.ids.ids, (size_t)s.cache.len * sizeof *s.context) == 0, "turn %d: the cache is not the conversation", t);
+        expect_greedy_from_scratch(&s, &m, drawn, finish == CHAT_FINISH_END);
+        char *text;
+        size_t text_len;
+        size_t start = s.ids.n - 2 - (size_t)drawn; /* the reply, before <|im_end|> and "\n" */
+        while (s.ids.ids[start + (size_t)drawn] != s.ct.im_end) start--;
+        cr_assert_eq(tg_tokenizer_decode(&tok, s.ids.ids + start, (size_t)drawn, &text, &text_len), TG_OK);
+        cr_expect(text_len == len && memcmp(text, reply, len) == 0, "the reply's text is its ids' bytes");
+        free(text), free(reply);
+    }
+    chat_session_close(&s);
+    test_tape_free(&tt);
+    tg_model_free(&m);
+    tg_tokenizer_free(&tok);
+}
+
+/* A context too short for the conversation: the cache is built again from the system turn and
+ * the latest whole turns, and the reply is greedy decoding over that. */
+Test(chat_session, a_conversation_longer_than_the_context_keeps_its_system_turn_and_latest_turns) {
+    TgTokenizer tok = chat_tokenizer();
+    TgModel m;
+    model_for(&m, tok.vocab_size, 48);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    TgSampleOptions greedy = {.temperature = 0};
+    ChatSession s;
+    cr_assert_eq(chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 6, "test"), TG_OK);
+    cr_assert_eq(chat_session_add(&s, CHAT_SYSTEM, "Short.", 6), TG_OK);
+    size_t system_end = s.ids.n;
+    int64_t rebuilt_at = -1;
+    for (int t = 0; t < 8; t++) {
+        char turn[64], *reply;
+        size_t len;
+        ChatFinish finish;
+        int64_t drawn, before = s.rebuilds;
+        snprintf(turn, sizeof turn, "turn number %d here", t);
+        cr_assert_eq(chat_session_reply(&s, turn, strlen(turn), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
+        free(reply);
+        cr_assert_leq(s.cache.len, 48);
+        if (s.rebuilds > before && rebuilt_at < 0) {
+            rebuilt_at = t;
+            /* the system turn, then whole turns ending with this one */
+            cr_expect(memcmp(s.context, s.ids.ids, system_end * sizeof *s.context) == 0, "the system turn was dropped");
+            cr_expect_eq(s.context[system_end], s.ct.im_start, "the kept turns start with a whole turn");
+            expect_greedy_from_scratch(&s, &m, drawn, finish == CHAT_FINISH_END);
+        }
+    }
+    cr_expect_geq(rebuilt_at, 1, "eight turns never filled a 48-token context");
+    chat_session_close(&s);
+    test_tape_free(&tt);
+    tg_model_free(&m);
+    tg_tokenizer_free(&tok);
+}
+
+/* ---- tapegrad chat ---- */
+
+CKPT_SCRATCH_FIXTURE
+
+static const char *python = "/usr/bin/python3";
+
+/* Runs `python3 scripts/sft_facts.py ARGS` and returns its JSON line (parsed). */
+static cJSON *facts_script(const char *fmt, const char *a, const char *b) {
+    cr_assert_eq(access(python, X_OK), 0, "this test runs scripts/sft_facts.py with %s (apt-get install python3)", python);
+    char args[4096], cmd[8192], *out_path = datagen_path(dir, "script.out");
+    snprintf(args, sizeof args, fmt, a, b);
+    snprintf(cmd, sizeof cmd, "%s %s/scripts/sft_facts.py %s >%s 2>&1", python, TAPEGRAD_SOURCE_DIR, args, out_path);
+    int rc = test_run(cmd);
+    char *text = ckpt_read_text(out_path);
+    cr_assert_eq(rc, 0, "%s failed:\n%s", cmd, text);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json, "%s printed no JSON:\n%s", cmd, text);
+    free(text), free(out_path);
+    return json;
+}
+
+/* `tapegrad chat --run RUN --jsonl --temperature 0 < in > out`; returns the exit code. */
+static int chat_jsonl(const char *run, const char *in, const char *out, const char *flags) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s chat --run %s --jsonl --temperature 0 --threads 1 %s <%s >%s 2>&1", TAPEGRAD_BIN, run, flags,
+             in, out);
+    return test_run(cmd);
+}
+
+/* The share of test.jsonl's questions answered right. */
+static double score(const char *facts, const char *replies) {
+    char test[4200];
+    snprintf(test, sizeof test, "%s/test.jsonl", facts);
+    cJSON *json = facts_script("score %s %s", test, replies);
+    double rate = cJSON_GetObjectItem(json, "rate")->valuedouble;
+    cJSON_Delete(json);
+    return rate;
+}
+
+/* Twenty invented people, three facts each, asked in six phrasings in training and in a seventh
+ * at test: a base model pretrained on English-like text knows none of them; fine-tuned (600 steps
+ * of the tiny preset), it answers most in the phrasing it never saw. The bound, half of them, is
+ * well below what the test measures (tests/README.md), so another kernel path's rounding does not
+ * fail it; the figures of a larger run are in docs/sft.md. */
+Test(chat, fine_tuning_teaches_facts_asked_in_a_phrasing_never_trained, .init = setup, .fini = teardown, .timeout = 300) {
+    char *facts = datagen_path(dir, "facts"), *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), *out = NULL;
+    cJSON_Delete(facts_script("generate --people 20 --seed 3 --out %s%s", facts, ""));
+    char *english = datagen_english(11, 200000);
+    datagen_write(dir, "english.txt", english, strlen(english));
+    free(english);
+    char *prose_path = datagen_path(dir, "english.txt"), train[4200], test[4200];
+    int rc = ckpt_cli(&out, "train --preset tiny --threads 1 --tokenizer bpe --vocab 512 --special-tokens chatml --data %s "
+                            "--steps 60 --batch 16 --eval-every 0 --sample-tokens 0 --out %s",
+                      prose_path, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    snprintf(train, sizeof train, "%s/train.jsonl", facts);
+    snprintf(test, sizeof test, "%s/test.jsonl", facts);
+    rc = ckpt_cli(&out, "sft --init-from %s --data %s --threads 1 --seq 96 --steps 600 --batch 16 --eval-every 0 --out %s", base,
+                  train, tuned);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *replies = datagen_path(dir, "replies.jsonl");
+    cr_assert_eq(chat_jsonl(base, test, replies, "--tokens 32"), 0, "chat on the base failed");
+    double base_rate = score(facts, replies);
+    cr_assert_eq(chat_jsonl(tuned, test, replies, "--tokens 32"), 0, "chat on the fine-tuned run failed");
+    double tuned_rate = score(facts, replies);
+    fprintf(stderr, "held-out phrasings answered right: base %.1f%%, fine-tuned %.1f%% (60 questions)\n", 100 * base_rate,
+            100 * tuned_rate);
+    cr_expect_leq(base_rate, 0.1, "the base model knew %.0f%% of invented facts", 100 * base_rate);
+    cr_expect_geq(tuned_rate, 0.5, "the fine-tuned model answered %.0f%% of held-out phrasings right", 100 * tuned_rate);
+    free(facts), free(base), free(tuned), free(prose_path), free(replies);
+}
+
+/* A small fine-tuned run for the CLI checks. */
+static char *tuned_run(void) {
+    char *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 320 --special-tokens chatml --steps 2 "
+                            "--eval-every 0 --out %s",
+                      corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    const char *line = "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": "
+                       "\"hello\"}]}\n";
+    char text[4096] = "";
+    for (int i = 0; i < 20; i++) strcat(text, line);
+    datagen_write(dir, "c.jsonl", text, strlen(text));
+    char *data = datagen_path(dir, "c.jsonl");
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --steps 3 --eval-every 0 --out %s", base, data, tuned);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out), free(base), free(data);
+    return tuned;
+}
+
+Test(chat, scripts_get_one_json_line_per_conversation_and_errors_in_place, .init = setup, .fini = teardown, .timeout = 60) {
+    char *run = tuned_run(), *in = datagen_path(dir, "in.jsonl"), *out_path = datagen_path(dir, "out.jsonl");
+    const char *lines = "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"
+                        "not json\n"
+                        "{\"conversations\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": \"a\"}, "
+                        "{\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"c\"}]}\n"
+                        "{\"conversations\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}\n";
+    datagen_write(dir, "in.jsonl", lines, strlen(lines));
+    int rc = chat_jsonl(run, in, out_path, "--tokens 5");
+    char *text = ckpt_read_text(out_path);
+    cr_expect_eq(rc, 1, "a bad line makes the exit code 1:\n%s", text);
+    cr_expect(strstr(text, "tapegrad chat: 2 of 4 lines got no reply"), "%s", text);
+    cr_expect(strstr(text, "{\"error\":\"line 4: the last turn is the assistant's"), "%s", text);
+    cr_expect(strstr(text, "{\"error\":\"line 2 is not valid JSON"), "%s", text);
+    char *line = text;
+    int n = 0;
+    const char *expect[] = {"reply", "error", "reply", "error"};
+    while (line && *line == '{' && n < 4) {
+        char *end = strchr(line, '\n');
+        *end = '\0';
+        cJSON *json = cJSON_Parse(line);
+        cr_assert_not_null(json, "line %d is no JSON: %s", n + 1, line);
+        cr_expect(cJSON_GetObjectItem(json, expect[n]) != NULL, "line %d: no \"%s\": %s", n + 1, expect[n], line);
+        if (n == 0) {
+            const char *finish = cJSON_GetObjectItem(json, "finish")->valuestring;
+            int tokens = cJSON_GetObjectItem(json, "tokens")->valueint;
+            cr_expect((strcmp(finish, "end") == 0 && tokens <= 5) || (strcmp(finish, "length") == 0 && tokens == 5), "%s", line);
+        }
+        cJSON_Delete(json);
+        line = end + 1, n++;
+    }
+    cr_expect_eq(n, 4);
+    free(text);
+    /* --message prints the reply a script's first line got */
+    char *out = NULL;
+    rc = ckpt_cli(&out, "chat --run %s --message hi --temperature 0 --tokens 5 --threads 1", run);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "chat --run %s --message hi --jsonl", run);
+    cr_expect(rc == 2 && strstr(out, "give --message or --jsonl, not both"), "%s", out);
+    free(out);
+    free(run), free(in), free(out_path);
+}
+
+Test(chat, a_run_whose_tokenizer_lacks_the_markers_is_refused, .init = setup, .fini = teardown, .timeout = 60) {
+    char *run = datagen_path(dir, "plain"), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 1 --eval-every 0 --out %s", corpus, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "chat --run %s --message hi", run);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "has no <|im_start|> and <|im_end|> as a special token (a char tokenizer)"), "%s", out);
+    free(out), free(run);
+}

@@ -1,0 +1,71 @@
+/* A conversation with a model, turn after turn, in ChatML (data/chat_format.h): what `tapegrad
+ * chat` runs, on a terminal or from a script.
+ *
+ * The session keeps the whole conversation as ids, each turn rendered as the chat template
+ * renders it, and the model's KV cache over them: a new user turn feeds only its own ids (and
+ * the generation prompt), and the reply is drawn one token at a time from the cache, until
+ * <|im_end|> (or <eot>) or max_reply tokens. The reply's ids stay in the cache as they were drawn;
+ * the turn is closed with <|im_end|>\n, as the template closes it.
+ *
+ * When the context (the model's seq_len) cannot hold the conversation, the cache is built again
+ * from what fits: the system turn, then the latest turns that fit whole, leaving room for a reply
+ * (a quarter of the context, or max_reply if smaller); of a single turn too long for that, its
+ * last ids. A reply that fills the context on its way is handled the same way, its ids so far
+ * kept with its turn. So a conversation can go on for ever, the model seeing its latest part. */
+#ifndef TAPEGRAD_TRAIN_CHAT_H
+#define TAPEGRAD_TRAIN_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/chat_format.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
+#include "tapegrad/rng.h"
+#include "tapegrad/sample.h"
+#include "tapegrad/tape.h"
+#include "tapegrad/tokenizer.h"
+
+typedef enum { CHAT_FINISH_END, CHAT_FINISH_LENGTH } ChatFinish;
+
+/* Called with the bytes of each drawn token of a reply as it comes (streaming). */
+typedef void (*ChatStream)(void *ctx, const char *bytes, size_t len);
+
+typedef struct ChatSession {
+    TgModel *model;
+    const TgTokenizer *tok;
+    TgTape *tape;
+    ChatTokens ct;
+    TgSampleOptions sampling;
+    TgRng rng;
+    int64_t max_reply;
+    TgKVCache cache;
+    ChatIds ids;            /* the conversation, every turn */
+    size_t *turn_start;     /* [n_turns + 1]: turn i is ids [turn_start[i], turn_start[i + 1]) */
+    size_t n_turns, cap_turns;
+    bool has_system;        /* turn 0 is the system turn */
+    size_t synced;          /* ids [synced, ids.n) are not in the cache yet: they are fed next */
+    int32_t *context;       /* [seq_len]: the ids the cache holds, in order */
+    int64_t rebuilds;       /* times the cache was built again from a part of the conversation */
+    float *probs;
+    int32_t *scratch;
+    uint8_t *seen;
+} ChatSession;
+
+/* A session over model and tok (which must have the ChatML markers: chat_tokens_find's message
+ * otherwise), sampling as `sampling` says from a generator seeded with `seed`, replies of at most
+ * max_reply tokens (>= 1). */
+TgStatus chat_session_open(ChatSession *s, TgModel *model, const TgTokenizer *tok, TgTape *tape,
+                           const TgSampleOptions *sampling, uint64_t seed, int64_t max_reply, const char *tok_origin);
+void chat_session_close(ChatSession *s);
+/* Adds a turn to the conversation without generating (a system prompt, or a conversation's
+ * earlier turns given by a script). A system turn may only come first. */
+TgStatus chat_session_add(ChatSession *s, ChatRole role, const char *content, size_t len);
+/* Adds the user's turn and draws the assistant's reply: `stream` (may be NULL) sees its bytes as
+ * they come; *reply (malloc'ed, NUL-terminated) receives its text, *finish why it ended, *n_ids
+ * (may be NULL) its ids' count. The reply becomes a turn of the conversation. */
+TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
+                            size_t *reply_len, ChatFinish *finish, int64_t *n_ids);
+
+#endif
