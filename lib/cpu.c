@@ -214,13 +214,36 @@ static bool caches_from_sysfs(TgCaches *c) {
     return c->l1d.bytes > 0 && c->l2.bytes > 0;
 }
 
+#if defined(__x86_64__)
+/* AMD's 4-bit associativity code of leaf 0x80000006 in ways (0: unknown, the default then) */
+static int amd_ways(unsigned code) {
+    static const int ways[16] = {0, 1, 2, 3, 4, 6, 8, 0, 16, 0, 32, 48, 64, 96, 128, 256};
+    return ways[code & 15];
+}
+
+/* AMD's older leaves 0x80000005 (L1d) and 0x80000006 (L2, L3): what a CPU (or a hypervisor that
+ * hides the topology extensions, as some do) reports when leaf 0x8000001D is empty */
+static bool caches_from_amd_legacy(TgCaches *c) {
+    unsigned eax, ebx, ecx, edx, top = 0;
+    __get_cpuid(0x80000000u, &top, &ebx, &ecx, &edx);
+    if (top < 0x80000006u) return false;
+    __cpuid(0x80000005u, eax, ebx, ecx, edx);
+    unsigned l1_ways = (ecx >> 16) & 255;
+    set_level(c, 1, (int64_t)(ecx >> 24) * 1024, l1_ways == 255 ? 256 : (int)l1_ways, (int)(ecx & 255));
+    __cpuid(0x80000006u, eax, ebx, ecx, edx);
+    set_level(c, 2, (int64_t)(ecx >> 16) * 1024, amd_ways(ecx >> 12), (int)(ecx & 255));
+    set_level(c, 3, (int64_t)(edx >> 18) * 512 * 1024, amd_ways(edx >> 12), (int)(edx & 255));
+    return c->l1d.bytes > 0 && c->l2.bytes > 0;
+}
+#endif
+
 static bool caches_from_cpuid(TgCaches *c) {
 #if defined(__x86_64__)
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0, leaf = 4;
     __get_cpuid(0, &eax, &ebx, &ecx, &edx);
     bool amd = ebx == 0x68747541u; /* "Auth"enticAMD */
-    if (amd) {   /* leaf 0x8000001D, when the CPU reports topology extensions */
-        if (!__get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 22))) return false;
+    if (amd) {   /* leaf 0x8000001D, when the CPU reports topology extensions; else the older leaves */
+        if (!__get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 22))) return caches_from_amd_legacy(c);
         leaf = 0x8000001Du;
     } else if (eax < 4) {
         return false;

@@ -693,6 +693,8 @@ Test(kernels, the_gemm_plan_follows_the_caches) {
         /* Emerald Rapids, avx512: 48 KiB 12-way: 11 x 4096 / 48 = 938 -> 936; L2 2 MiB 16-way:
          * 14 x 131072 / 3744 = 490 -> 480 */
         {"Emerald Rapids avx512", {{49152, 12, 64}, {2097152, 16, 64}, {0, 0, 0}, "test"}, 12, 32, 936, 480},
+        /* Zen 5, avx512: 48 KiB 12-way -> 936; L2 1 MiB 16-way: 14 x 65536 / 3744 = 245 -> 224 */
+        {"Zen 5 avx512", {{49152, 12, 64}, {1048576, 16, 64}, {33554432, 16, 64}, "test"}, 12, 32, 936, 224},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const TgCaches *c = &cases[i].caches;
@@ -709,6 +711,14 @@ Test(kernels, the_gemm_plan_follows_the_caches) {
     const TgCaches *here = tg_cpu_caches();
     cr_expect(here->l1d.bytes >= 4096 && here->l2.bytes >= here->l1d.bytes && here->l1d.line >= 32,
               "caches from %s: L1d %lld, L2 %lld", here->source, (long long)here->l1d.bytes, (long long)here->l2.bytes);
+#if defined(__x86_64__)
+    /* an x86-64 CPU always tells its caches (sysfs, or cpuid's leaves: 4 on Intel, 0x8000001D or
+     * else 0x80000005/6 on AMD, whose older leaves a hypervisor that hides the topology leaf keeps) */
+    cr_expect(strcmp(here->source, "assumed") != 0, "the caches were assumed, not read");
+    TgCaches cpuid_only;
+    cr_expect(tg_cpu_caches_from("cpuid", &cpuid_only) && cpuid_only.l1d.bytes >= 4096 && cpuid_only.l1d.ways >= 1,
+              "cpuid tells no L1d");
+#endif
     /* cpuid (the fallback) reads what sysfs reports, where both answer */
     TgCaches from_sysfs, from_cpuid;
     if (tg_cpu_caches_from("sysfs", &from_sysfs) && tg_cpu_caches_from("cpuid", &from_cpuid)) {
