@@ -25,16 +25,34 @@ static void linear_backward(TgTape *tape, TgTapeNode *node) {
     }
 }
 
-TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w) {
-    TG_CHECK(w->ndim == 2, "linear weight '%s' must be 2-d [out, in]", w->name);
-    TG_CHECK(x->ndim >= 1 && tg_tensor_dim(x, -1) == tg_tensor_dim(w, 1),
-             "linear: x '%s' last dim %lld != weight '%s' in-dim %lld", x->name,
-             (long long)tg_tensor_dim(x, -1), w->name, (long long)tg_tensor_dim(w, 1));
-    int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
+static void check_linear_shapes(const char *op, const TgTensor *x, const TgTensor *w) {
+    TG_CHECK(w->ndim == 2, "%s weight '%s' must be 2-d [out, in]", op, w->name);
+    TG_CHECK(x->ndim >= 1 && tg_tensor_dim(x, -1) == tg_tensor_dim(w, 1), "%s: x '%s' last dim %lld != weight '%s' in-dim %lld",
+             op, x->name, (long long)tg_tensor_dim(x, -1), w->name, (long long)tg_tensor_dim(w, 1));
+}
+
+/* The output of a product with `out` columns: a copy of the residual, for the GEMM to add onto
+ * (beta 1), or, without one, a fresh tensor shaped as x with its last dim `out`. */
+static TgTensor *residual_output(TgTape *tape, const char *op, const TgTensor *x, int64_t out, const TgTensor *residual) {
     int64_t shape[TG_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = out;
-    TgTensor *y = tg_tensor_new(tape->arena, "linear", x->ndim, shape);   /* (..., out) */
+    if (!residual) {
+        memcpy(shape, x->shape, sizeof shape);
+        shape[x->ndim - 1] = out;
+        return tg_tensor_new(tape->arena, op, x->ndim, shape);
+    }
+    int64_t rows = tg_tensor_rows(x);
+    TG_CHECK(residual->ndim >= 1 && tg_tensor_dim(residual, -1) == out && tg_tensor_rows(residual) == rows,
+             "%s: residual '%s' is not (%lld rows, %lld)", op, residual->name, (long long)rows, (long long)out);
+    TG_CHECK(residual != x, "%s: the residual cannot be the input", op);
+    TgTensor *y = tg_tensor_new(tape->arena, op, residual->ndim, residual->shape);
+    memcpy(y->data, residual->data, (size_t)y->numel * sizeof(float));
+    return y;
+}
+
+TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w) {
+    check_linear_shapes("linear", x, w);
+    int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
+    TgTensor *y = residual_output(tape, "linear", x, out, NULL);   /* (..., out) */
     tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
     tg_tape_record(tape, tg_op_name(TG_OP_LINEAR), linear_backward, y, 2, (TgTensor *[]){x, w});
     return y;
@@ -45,9 +63,7 @@ TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w) {
  * needs in the backward): r is copied into y and the GEMM adds onto it (beta 1).
  *   dr += dy;  dx += dy W;  dW += dy^T x
  * dr is dy itself when r has no gradient yet (the buffer is handed over, as tg_add does). */
-static void linear_residual_backward(TgTape *tape, TgTapeNode *node) {
-    TgTensor *r = node->in[2], *y = node->out;
-    linear_backward(tape, node);   /* in[0], in[1] are x and w, as for tg_linear */
+static void residual_backward(TgTape *tape, TgTensor *r, TgTensor *y) {
     if (!tg_tensor_wants_grad(r)) return;
     if (!r->grad && !y->retain_grad) {
         r->grad = y->grad;
@@ -58,20 +74,78 @@ static void linear_residual_backward(TgTape *tape, TgTapeNode *node) {
     for (int64_t i = 0; i < r->numel; i++) dr[i] += y->grad[i];
 }
 
+static void linear_residual_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *r = node->in[2], *y = node->out;
+    linear_backward(tape, node);   /* in[0], in[1] are x and w, as for tg_linear */
+    residual_backward(tape, r, y);
+}
+
 TgTensor *tg_linear_residual(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *residual) {
-    TG_CHECK(w->ndim == 2, "linear weight '%s' must be 2-d [out, in]", w->name);
-    TG_CHECK(x->ndim >= 1 && tg_tensor_dim(x, -1) == tg_tensor_dim(w, 1),
-             "linear: x '%s' last dim %lld != weight '%s' in-dim %lld", x->name,
-             (long long)tg_tensor_dim(x, -1), w->name, (long long)tg_tensor_dim(w, 1));
+    check_linear_shapes("linear_residual", x, w);
     int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
-    TG_CHECK(residual->ndim >= 1 && tg_tensor_dim(residual, -1) == out && tg_tensor_rows(residual) == rows,
-             "linear_residual: residual '%s' is not (%lld rows, %lld)", residual->name, (long long)rows,
-             (long long)out);
-    TG_CHECK(residual != x, "linear_residual: the residual cannot be the input");
-    TgTensor *y = tg_tensor_new(tape->arena, "linear_residual", residual->ndim, residual->shape);   /* (..., out) */
-    memcpy(y->data, residual->data, (size_t)y->numel * sizeof(float));
+    TgTensor *y = residual_output(tape, "linear_residual", x, out, residual);   /* (..., out) */
     tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
     tg_tape_record(tape, tg_op_name(TG_OP_LINEAR_RESIDUAL), linear_residual_backward, y, 3, (TgTensor *[]){x, w, residual});
+    return y;
+}
+
+/* ---- LoRA linear: y = [r +] x W^T + s (x A^T) B^T,  s = alpha / rank ----
+ * W (out, in) is the frozen base, A (rank, in) and B (out, rank) the adapter; x (..., in). The
+ * low-rank product goes through h = x A^T (rows, rank), kept for the backward:
+ *   g   = s dy B              (rows, rank) = (rows, out) (out, rank)
+ *   dx += dy W + g A          (rows, in)
+ *   dA += g^T x               (rank, in)   = (rank, rows) (rows, in)
+ *   dB += s dy^T h            (out, rank)  = (out, rows) (rows, rank)
+ *   dW += dy^T x              only when W wants a gradient: a frozen base costs no dW product
+ *   dr += dy
+ * With B = 0 the low-rank term adds exact zeros to x W^T, which is computed as tg_linear (or
+ * tg_linear_residual) computes it: a fresh adapter leaves the model's outputs bitwise unchanged. */
+static void lora_linear_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *x = node->in[0], *w = node->in[1], *a = node->in[2], *b = node->in[3], *y = node->out;
+    TgTensor *r = node->n_in > 4 ? node->in[4] : NULL;
+    const float *h = node->saved, *dy = y->grad;
+    float s = (float)node->fparam[0];
+    int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0), rank = tg_tensor_dim(a, 0);
+    bool accumulate;
+    linear_backward(tape, node);   /* dx += dy W and, for a trainable W, dW += dy^T x */
+    if (tg_tensor_wants_grad(x) || tg_tensor_wants_grad(a)) {
+        float *g = tg_arena_alloc(tape->arena, (size_t)(rows * rank) * sizeof(float));   /* (rows, rank) */
+        tg_sgemm_pool(tape->pool, false, false, rows, rank, out, s, dy, out, b->data, rank, 0.0f, g, rank);
+        if (tg_tensor_wants_grad(x))
+            tg_sgemm_pool(tape->pool, false, false, rows, in, rank, 1.0f, g, rank, a->data, in, 1.0f, x->grad, in);
+        if (tg_tensor_wants_grad(a)) {
+            float *da = tg_tensor_grad_for_write(tape, a, &accumulate);
+            tg_sgemm_pool(tape->pool, true, false, rank, in, rows, 1.0f, g, rank, x->data, in, accumulate ? 1.0f : 0.0f,
+                          da, in);
+        }
+    }
+    if (tg_tensor_wants_grad(b)) {
+        float *db = tg_tensor_grad_for_write(tape, b, &accumulate);
+        tg_sgemm_pool(tape->pool, true, false, out, rank, rows, s, dy, out, h, rank, accumulate ? 1.0f : 0.0f, db, rank);
+    }
+    if (r) residual_backward(tape, r, y);   /* last: it may hand dy over to r */
+}
+
+TgTensor *tg_lora_linear(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *a, TgTensor *b, float scale,
+                         TgTensor *residual) {
+    check_linear_shapes("lora_linear", x, w);
+    int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0), rank = tg_tensor_dim(a, 0);
+    TG_CHECK(a->ndim == 2 && b->ndim == 2 && tg_tensor_dim(a, 1) == in && tg_tensor_dim(b, 0) == out &&
+                 tg_tensor_dim(b, 1) == rank,
+             "lora_linear: A '%s' must be (rank, %lld) and B '%s' (%lld, rank)", a->name, (long long)in, b->name,
+             (long long)out);
+    TgTensor *y = residual_output(tape, "lora_linear", x, out, residual);   /* (..., out) */
+    tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, residual ? 1.0f : 0.0f,
+                  y->data, out);
+    float *h = tg_arena_alloc(tape->arena, (size_t)(rows * rank) * sizeof(float));   /* (rows, rank) */
+    tg_sgemm_pool(tape->pool, false, true, rows, rank, in, 1.0f, x->data, in, a->data, in, 0.0f, h, rank);
+    tg_sgemm_pool(tape->pool, false, true, rows, out, rank, scale, h, rank, b->data, rank, 1.0f, y->data, out);
+    TgTensor *inputs[5] = {x, w, a, b, residual};
+    TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_LORA_LINEAR), lora_linear_backward, y, residual ? 5 : 4, inputs);
+    if (node) {
+        node->saved = h;
+        node->fparam[0] = scale;
+    }
     return y;
 }
 
@@ -110,3 +184,29 @@ static const TgOpCheck linear_residual_cases[] = {
      .forward = fwd_linear_residual},
 };
 const TgOpCheckList linear_residual_checks = TG_OP_CHECK_LIST(linear_residual_cases);
+
+/* the LoRA scale rides in ctx: 2.0 (alpha 2 rank, the default) unless a case says otherwise */
+static float lora_scale(void *ctx) { return ctx ? *(const float *)ctx : 2.0f; }
+static TgTensor *fwd_lora_linear(TgTape *t, TgTensor *const *in, void *ctx) {
+    return tg_lora_linear(t, in[0], in[1], in[2], in[3], lora_scale(ctx), NULL);
+}
+static TgTensor *fwd_lora_linear_residual(TgTape *t, TgTensor *const *in, void *ctx) {
+    return tg_lora_linear(t, in[0], in[1], in[2], in[3], lora_scale(ctx), in[4]);
+}
+static float lora_scale_half = 0.5f;
+
+#define LORA_CASE(m, n, k, r)                                                                              \
+    {.variant = "m" #m " n" #n " k" #k " r" #r,                                                             \
+     .inputs = {{"x", {m, k}}, {"w", {n, k}}, {"a", {r, k}}, {"b", {n, r}}}, .forward = fwd_lora_linear},
+
+static const TgOpCheck lora_linear_cases[] = {
+    LORA_CASE(3, 7, 5, 2) LORA_CASE(1, 1, 1, 1) LORA_CASE(13, 17, 9, 4) LORA_CASE(7, 33, 17, 8) LORA_CASE(65, 9, 13, 1)
+    {.variant = "2x3x4x6 r3 (3-d x), scale 0.5", .inputs = {{"x", {2, 3, 4}}, {"w", {6, 4}}, {"a", {3, 4}}, {"b", {6, 3}}},
+     .forward = fwd_lora_linear, .ctx = &lora_scale_half},
+    {.variant = "m5 n7 k6 r2 + residual", .inputs = {{"x", {5, 6}}, {"w", {7, 6}}, {"a", {2, 6}}, {"b", {7, 2}}, {"r", {5, 7}}},
+     .forward = fwd_lora_linear_residual},
+    {.variant = "2x3x8x5 r4 + residual (3-d)",
+     .inputs = {{"x", {2, 3, 8}}, {"w", {5, 8}}, {"a", {4, 8}}, {"b", {5, 4}}, {"r", {2, 3, 5}}},
+     .forward = fwd_lora_linear_residual},
+};
+const TgOpCheckList lora_linear_checks = TG_OP_CHECK_LIST(lora_linear_cases);

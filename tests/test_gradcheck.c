@@ -293,6 +293,20 @@ Test(gradcheck, rejects_error_in_last_row_of_linear_weight_gradient) {
     cr_expect_eq(p.planted, 5);
 }
 
+/* LoRA's adapter gradients: an error in the last row of dA (one rank's direction), and in the
+ * last row of dB (one output), each caught while the other inputs pass */
+Test(gradcheck, rejects_error_in_last_row_of_lora_a_gradient) {
+    Plant p = {.check = find_case("lora_linear", "m3 n7 k5 r2"), .input = 2, .where = PLANT_LAST_ROW};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 5);
+}
+
+Test(gradcheck, rejects_error_in_last_row_of_lora_b_gradient) {
+    Plant p = {.check = find_case("lora_linear", "m13 n17 k9 r4"), .input = 3, .where = PLANT_LAST_ROW};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 4);
+}
+
 Test(gradcheck, rejects_error_in_one_kv_head_group_of_attention_dk) {
     Plant p = {.check = find_case("attention", "GQA B2 T7 H4 KV2 hd4"), .input = 1,
                .where = PLANT_LAST_KV_GROUP, .kv_heads = 2};

@@ -20,6 +20,7 @@
 #define TG_OP_LIST(X)                                         \
     X(LINEAR, "linear", linear_checks)                        \
     X(LINEAR_RESIDUAL, "linear_residual", linear_residual_checks) \
+    X(LORA_LINEAR, "lora_linear", lora_linear_checks)         \
     X(ADD, "add", add_checks)                                 \
     X(MUL, "mul", mul_checks)                                 \
     X(SCALE, "scale", scale_checks)                           \

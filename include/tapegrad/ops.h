@@ -19,6 +19,11 @@ TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w);
 /* y = residual + x W^T (residual (..., out), same rows as x): tg_add(residual, tg_linear(x, w))
  * in one op, without keeping the product. */
 TgTensor *tg_linear_residual(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *residual);
+/* LoRA: y = [residual +] x W^T + scale (x A^T) B^T, W (out, in) the base, A (rank, in), B (out,
+ * rank); scale = alpha / rank. A W that requires no gradient (a frozen base) gets no dW product;
+ * with B = 0 the result equals tg_linear's (tg_linear_residual's) bitwise. residual may be NULL. */
+TgTensor *tg_lora_linear(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *a, TgTensor *b, float scale,
+                         TgTensor *residual);
 
 /* ---- elementwise.c ---- */
 TgTensor *tg_add(TgTape *tape, TgTensor *a, TgTensor *b);     /* a + b, same shape */
