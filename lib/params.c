@@ -86,6 +86,18 @@ void tg_params_point_grads(TgParamStore *ps, float *grad) {
     for (int i = 0; i < ps->count; i++) ps->tensors[i]->grad = grad + ps->offsets[i];
 }
 
+void tg_params_freeze(TgParamStore *ps) {
+    TG_CHECK(ps->finalized, "tg_params_freeze before tg_params_finalize");
+    free(ps->grad);
+    free(ps->m);
+    free(ps->v);
+    ps->grad = ps->m = ps->v = NULL;
+    for (int i = 0; i < ps->count; i++) {
+        ps->tensors[i]->grad = NULL;
+        ps->tensors[i]->requires_grad = false;
+    }
+}
+
 void tg_params_zero_grad(TgParamStore *ps) { memset(ps->grad, 0, ps->total * sizeof(float)); }
 
 int tg_params_index(const TgParamStore *ps, const char *name) {
@@ -122,6 +134,9 @@ void tg_params_init_values(TgParamStore *ps, uint64_t seed) {
             for (int64_t j = 0; j < t->numel; j++) t->data[j] = 1.0f;
             break;
         case TG_PARAM_NORMAL: tg_rng_fill_normal(&rng, t->data, (size_t)t->numel, 0.0f, ps->init[i].std); break;
+        case TG_PARAM_UNIFORM:
+            tg_rng_fill_uniform(&rng, t->data, (size_t)t->numel, -ps->init[i].std, ps->init[i].std);
+            break;
         }
     }
 }

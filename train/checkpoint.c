@@ -180,7 +180,8 @@ static TgStatus reader_open(Reader *r, const char *path) {
         return r->status;
     }
     if (r->version >= 2 && !get(r, &r->flags, 4, "the header")) return r->status;
-    if (r->flags & ~(uint32_t)(CHECKPOINT_FLAG_SHUFFLED | CHECKPOINT_FLAG_PARAM_SET)) {
+    if ((r->flags & ~(uint32_t)(CHECKPOINT_FLAG_SHUFFLED | CHECKPOINT_FLAG_PARAM_SET | CHECKPOINT_FLAG_ADAPTER)) ||
+        ((r->flags & CHECKPOINT_FLAG_PARAM_SET) && (r->flags & CHECKPOINT_FLAG_ADAPTER))) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unknown checkpoint flags 0x%x (a newer tapegrad wrote it?)", path,
                                 r->flags));
         return r->status;
@@ -264,10 +265,7 @@ static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
     return true;
 }
 
-/* The header after the flags: a model's config and tokenizer fingerprint, or a parameter set's tag. */
-static bool get_header(Reader *r, CheckpointInfo *ci) {
-    if (!(r->flags & CHECKPOINT_FLAG_PARAM_SET))
-        return get_config(r, &ci->cfg) && get(r, &ci->tokenizer_fingerprint, 8, "the header");
+static bool get_tag(Reader *r, CheckpointInfo *ci) {
     uint16_t len;
     if (!get(r, &len, 2, "the tag")) return false;
     if (len == 0 || len >= CHECKPOINT_TAG_CAP) {
@@ -281,6 +279,15 @@ static bool get_header(Reader *r, CheckpointInfo *ci) {
         return false;
     }
     return true;
+}
+
+/* The header after the flags: a model's config and tokenizer fingerprint (an adapter's: its
+ * base's, then its tag), or a parameter set's tag. */
+static bool get_header(Reader *r, CheckpointInfo *ci) {
+    if (!(r->flags & CHECKPOINT_FLAG_PARAM_SET) &&
+        !(get_config(r, &ci->cfg) && get(r, &ci->tokenizer_fingerprint, 8, "the header")))
+        return false;
+    return (r->flags & (CHECKPOINT_FLAG_PARAM_SET | CHECKPOINT_FLAG_ADAPTER)) ? get_tag(r, ci) : true;
 }
 
 static bool same_config(const TgModelConfig *a, const TgModelConfig *b) {
@@ -304,13 +311,20 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t c
     return buf;
 }
 
-/* The header is what the caller asked for: a model's of config `cfg`, or (cfg NULL) a parameter
- * set's tagged `tag` (NULL: any). */
+/* The header is what the caller asked for: a model's of config `cfg` (with a tag: an adapter's
+ * tagged `tag`, on a base of that config), or (cfg NULL) a parameter set's tagged `tag` (NULL: any). */
 static bool header_matches(Reader *r, const CheckpointInfo *ci, const TgModelConfig *cfg, const char *tag) {
     const char *path = r->path;
-    bool param_set = (r->flags & CHECKPOINT_FLAG_PARAM_SET) != 0;
+    bool param_set = (r->flags & CHECKPOINT_FLAG_PARAM_SET) != 0, adapter = (r->flags & CHECKPOINT_FLAG_ADAPTER) != 0;
     if (cfg && param_set)
         content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a parameter set's checkpoint (tag '%s'), not a model's", path, ci->tag));
+    else if (cfg && adapter && !tag)
+        content_fail(r, tg_fail(TG_ERR_MISMATCH,
+                                "%s: a LoRA adapter's checkpoint (%s), not a whole model's: open its run folder (its base "
+                                "is loaded with it) or merge it (tapegrad ckpt merge)",
+                                path, ci->tag));
+    else if (cfg && tag && !adapter)
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a whole model's checkpoint, not a LoRA adapter's", path));
     else if (!cfg && !param_set)
         content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a model's checkpoint, not a parameter set's", path));
     else if (cfg && !same_config(&ci->cfg, cfg)) {
@@ -318,8 +332,9 @@ static bool header_matches(Reader *r, const CheckpointInfo *ci, const TgModelCon
         config_str(&ci->cfg, a, sizeof a);
         config_str(cfg, b, sizeof b);
         content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: the checkpoint's model (%s) differs from the one asked for (%s)", path, a, b));
-    } else if (!cfg && tag && strcmp(tag, ci->tag) != 0)
-        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a parameter set tagged '%s', not '%s'", path, ci->tag, tag));
+    } else if (tag && strcmp(tag, ci->tag) != 0)
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: %s tagged '%s', not '%s'", path, adapter ? "an adapter" : "a parameter set",
+                                ci->tag, tag));
     return r->status == TG_OK;
 }
 
@@ -327,11 +342,20 @@ TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *
     Reader r;
     CheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
-    /* any config matches itself: only a parameter set's header is refused */
-    if (reader_open(&r, path) == TG_OK && get_header(&r, &ci) && header_matches(&r, &ci, &ci.cfg, NULL)) {
+    /* any config matches itself: only a parameter set's header is refused (an adapter's gives its base's) */
+    if (reader_open(&r, path) == TG_OK && get_header(&r, &ci) &&
+        ((r.flags & CHECKPOINT_FLAG_ADAPTER) || header_matches(&r, &ci, &ci.cfg, NULL))) {
         *cfg = ci.cfg;
         *tokenizer_fingerprint = ci.tokenizer_fingerprint;
     }
+    reader_close(&r);
+    return r.status;
+}
+
+TgStatus checkpoint_read_header(const char *path, CheckpointInfo *info) {
+    Reader r;
+    memset(info, 0, sizeof *info);
+    if (reader_open(&r, path) == TG_OK && get_header(&r, info)) info->version = r.version, info->flags = r.flags;
     reader_close(&r);
     return r.status;
 }

@@ -4,6 +4,9 @@
  *       bit 1: a parameter set's checkpoint, tapegrad/param_checkpoint.h)
  *   a model's: model config (i64 dim, layers, heads, kv_heads, hidden, vocab, seq; u32 ffn;
  *       f64 theta, eps), u64 tokenizer fingerprint
+ *   a LoRA adapter's (flag bit 2): its base's model config and tokenizer fingerprint, then a tag as
+ *       below naming the adapter and its base's weights (train/adapter.h); the tensors are the
+ *       adapters' alone
  *   a parameter set's, instead: u16 tag length, the tag (1 to 63 bytes)
  *   u32 tensor count, then per tensor: u16 name length, name, u8 kind (0 weight, 1 AdamW m,
  *       2 AdamW v), u32 ndim, i64 shape[ndim], then numel float32s
@@ -36,7 +39,7 @@
 #include "tapegrad/model.h"
 
 enum { CHECKPOINT_VERSION = TG_CHECKPOINT_FORMAT };
-enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0, CHECKPOINT_FLAG_PARAM_SET = 1u << 1 };
+enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0, CHECKPOINT_FLAG_PARAM_SET = 1u << 1, CHECKPOINT_FLAG_ADAPTER = 1u << 2 };
 enum { CHECKPOINT_TAG_CAP = 64 };
 enum { CHECKPOINT_KIND_WEIGHT = 0, CHECKPOINT_KIND_ADAM_M = 1, CHECKPOINT_KIND_ADAM_V = 2 };
 
@@ -63,6 +66,7 @@ typedef struct CheckpointSource {
     const float *data, *m, *v; /* each layout->total floats */
     TrainerState state;
     const char *tag;           /* non-NULL: a parameter set's checkpoint (cfg and fingerprint unused) */
+    char adapter[CHECKPOINT_TAG_CAP]; /* non-empty: a LoRA adapter's tag (layout: the adapters) */
 } CheckpointSource;
 
 typedef struct CheckpointWriteOptions {
@@ -93,6 +97,8 @@ typedef struct CheckpointTensorInfo {
     double l2_norm;
 } CheckpointTensorInfo;
 
+/* What a checkpoint of the model holds: its weights and moments, or with LoRA its adapters' alone,
+ * tagged with the adapters' configuration and their base's fingerprint (train/adapter.h). */
 CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TrainerState *state);
 
 /* Writes `src` atomically to `path` with the default options. */
@@ -103,6 +109,9 @@ TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, co
 /* Reads only the header (config, tokenizer): to build the model before loading it. A parameter
  * set's checkpoint is refused here and by checkpoint_load (TG_ERR_MISMATCH). */
 TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tokenizer_fingerprint);
+/* Reads the header alone: config, tokenizer fingerprint, tag, version and flags (the tensor
+ * count, state and sizes are left 0). */
+TgStatus checkpoint_read_header(const char *path, CheckpointInfo *info);
 /* Loads into a model built with the checkpoint's config; checks every tensor's name and shape,
  * the end marker and the gzip CRC. The model is left unchanged on failure. */
 TgStatus checkpoint_load(const char *path, TgModel *model, CheckpointInfo *info);

@@ -145,7 +145,7 @@ void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgMode
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     s->keep = keep;
-    s->layout = &model->params;
+    s->layout = tg_model_trainable(model);
     s->snapshot = tg_malloc(3 * s->layout->total * sizeof(float) + 64);
     /* touch every page now: a first-touch copy of a fresh buffer costs page faults, measured
      * ~60x a warm copy on this machine (2 s vs 35 ms at 310 MB), and that would be the pause */
@@ -178,13 +178,14 @@ TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64
     s->blocked_s += clock_seconds() - t0;
     if (previous != TG_OK) return previous;
     t0 = clock_seconds();
-    const TgParamStore *ps = &model->params;
-    size_t n = ps->total;
+    s->src = checkpoint_source_of(model, tokenizer_fingerprint, state);
+    size_t n = s->src.layout->total;
+    TG_CHECK(s->src.layout == s->layout, "the checkpoint saver was set up for another model");
     float *data = s->snapshot, *m = s->snapshot + n, *v = s->snapshot + 2 * n;
-    memcpy(data, ps->data, n * sizeof(float));
-    memcpy(m, ps->m, n * sizeof(float));
-    memcpy(v, ps->v, n * sizeof(float));
-    s->src = (CheckpointSource){model->cfg, tokenizer_fingerprint, s->layout, data, m, v, *state, NULL};
+    memcpy(data, s->src.data, n * sizeof(float));
+    memcpy(m, s->src.m, n * sizeof(float));
+    memcpy(v, s->src.v, n * sizeof(float));
+    s->src.data = data, s->src.m = m, s->src.v = v;
     s->pause_s += clock_seconds() - t0;
     s->result = TG_OK;
     s->error[0] = '\0';

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "lib/atomic_file.h"
+#include "train/adapter.h"
 #include "train/checkpoint_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -28,8 +29,10 @@ const char *checkpoint_kind_name(int kind) {
 }
 
 CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TrainerState *state) {
-    const TgParamStore *ps = &model->params;
-    return (CheckpointSource){model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL};
+    const TgParamStore *ps = model->lora ? &model->lora->params : &model->params;
+    CheckpointSource src = {model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL, ""};
+    if (model->lora) adapter_tag(model->lora, src.adapter, sizeof src.adapter);
+    return src;
 }
 
 /* The four byte planes of n floats: out[b*n + i] = byte b of in[i]. */
@@ -157,7 +160,8 @@ TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, co
     const TgParamStore *ps = src->layout;
     put(&w, CHECKPOINT_MAGIC, sizeof CHECKPOINT_MAGIC);
     put_u32(&w, CHECKPOINT_VERSION);
-    put_u32(&w, (opts->shuffle ? CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? CHECKPOINT_FLAG_PARAM_SET : 0));
+    put_u32(&w, (opts->shuffle ? CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? CHECKPOINT_FLAG_PARAM_SET : 0) |
+                    (src->adapter[0] ? CHECKPOINT_FLAG_ADAPTER : 0));
     if (src->tag) {
         size_t len = strlen(src->tag);
         TG_CHECK(len > 0 && len < CHECKPOINT_TAG_CAP, "a parameter set tag of %zu bytes", len);
@@ -166,6 +170,11 @@ TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, co
     } else {
         put_config(&w, &src->cfg);
         put(&w, &src->tokenizer_fingerprint, 8);
+        size_t len = strlen(src->adapter);
+        if (len) {
+            put_u16(&w, (uint16_t)len);
+            put(&w, src->adapter, len);
+        }
     }
     put_u32(&w, (uint32_t)(3 * ps->count));
     const float *bufs[3] = {src->data, src->m, src->v};

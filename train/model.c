@@ -167,6 +167,7 @@ void tg_model_build(TgModel *m, const TgModelConfig *cfg) {
 }
 
 void tg_model_free(TgModel *m) {
+    tg_lora_free(m);
     tg_params_free(&m->params);
     tg_rope_table_free(&m->rope);
     free(m->layers);
@@ -212,6 +213,29 @@ static void cache_append(TgTape *tape, TgKVCache *cache, const TgModelConfig *c,
     *v = tg_tensor_view(tape->arena, "v_cache", vdst, 3, shape);
 }
 
+/* W x (or residual + W x) of layer l's linear `target`: a lora_linear when the model adapts it. */
+static TgTensor *project(const TgModel *m, TgTape *tape, int64_t l, TgLoraTarget target, TgTensor *x, TgTensor *w,
+                         TgTensor *residual) {
+    const TgLoraPair *pair = m->lora ? &m->lora->pairs[l * TG_LORA_TARGET_COUNT + target] : NULL;
+    if (pair && pair->a)
+        return tg_lora_linear(tape, x, w, pair->a, pair->b, (float)(m->lora->cfg.alpha / (double)m->lora->cfg.rank),
+                              residual);
+    return residual ? tg_linear_residual(tape, x, w, residual) : tg_linear(tape, x, w);
+}
+
+/* residual + ffn(x), the FFN's linears each through project(): the ops tg_ffn_swiglu and
+ * tg_ffn_relu record, in the same order (so with B = 0 the same values, bitwise). */
+static TgTensor *ffn_adapted(const TgModel *m, TgTape *tape, int64_t l, TgTensor *x, TgTensor *residual,
+                             TgTensor **hidden_out) {
+    const TgLayerParams *L = &m->layers[l];
+    TgTensor *gate = project(m, tape, l, TG_LORA_GATE, x, L->w1, NULL);                   /* (B,T,hidden) */
+    TgTensor *hidden = m->cfg.ffn == TG_FFN_SWIGLU ? tg_swiglu(tape, gate, project(m, tape, l, TG_LORA_UP, x, L->w3, NULL))
+                                                   : tg_relu(tape, gate);
+    tg_tensor_set_name(hidden, "ffn_hidden");
+    if (hidden_out) *hidden_out = hidden;
+    return project(m, tape, l, TG_LORA_DOWN, hidden, L->w2, residual);                 /* (B,T,D) */
+}
+
 /* key_start (B,T) or NULL: packed rows (tg_attention_segmented). RoPE needs nothing for them: a
  * sequence packed at position p of a row has its queries and keys rotated by p more than alone,
  * and a rotated query-key product depends only on the difference of their positions, so the
@@ -231,16 +255,17 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
          * projections (their backward does not read them) and the residual add is fused into
          * Wo's product: neither keeps a tensor of its own for the backward. */
         TgTensor *n1 = tg_rmsnorm(tape, x, L->attn_norm, eps);                   /* (B,T,D) */
-        TgTensor *q = tg_rope_inplace(tape, tg_linear(tape, n1, L->wq), c->n_heads, &m->rope, pos);    /* (B,T,H*hd) */
-        TgTensor *k = tg_rope_inplace(tape, tg_linear(tape, n1, L->wk), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
-        TgTensor *v = tg_linear(tape, n1, L->wv);                                /* (B,T,KVH*hd) */
+        TgTensor *q = tg_rope_inplace(tape, project(m, tape, l, TG_LORA_Q, n1, L->wq, NULL), c->n_heads, &m->rope, pos); /* (B,T,H*hd) */
+        TgTensor *k = tg_rope_inplace(tape, project(m, tape, l, TG_LORA_K, n1, L->wk, NULL), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
+        TgTensor *v = project(m, tape, l, TG_LORA_V, n1, L->wv, NULL);          /* (B,T,KVH*hd) */
         if (cache) cache_append(tape, cache, c, l, &k, &v);                   /* (1,pos+T,KVH*hd) */
         TgTensor *a = tg_attention_segmented(tape, q, k, v, c->n_heads, c->n_kv_heads, key_start); /* (B,T,D) */
-        x = tg_linear_residual(tape, a, L->wo, x);
+        x = project(m, tape, l, TG_LORA_O, a, L->wo, x);
         /* feed-forward sub-block: x = x + w2(ffn hidden(rmsnorm(x))), w2 fused with the add */
         TgTensor *n2 = tg_rmsnorm(tape, x, L->ffn_norm, eps);                   /* (B,T,D) */
         TgTensor **hidden = ffn_hidden_out ? &ffn_hidden_out[l] : NULL;          /* (B,T,hidden) */
-        if (c->ffn == TG_FFN_SWIGLU) x = tg_ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, x, hidden);
+        if (m->lora) x = ffn_adapted(m, tape, l, n2, x, hidden);
+        else if (c->ffn == TG_FFN_SWIGLU) x = tg_ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, x, hidden);
         else x = tg_ffn_relu(tape, n2, L->w1, L->w2, x, hidden);
     }
     if (cache) cache->len += T;

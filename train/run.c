@@ -22,6 +22,7 @@
 #include "data/tokfile.h"
 #include "train/convert.h"
 #include "train/memory_plan.h"
+#include "train/adapter.h"
 #include "train/run_internal.h"
 #include "tapegrad/sample.h"
 #include "lib/path.h"
@@ -204,7 +205,7 @@ static TgStatus open_checkpointed(const char *dir_or_file, Run *run, char *ckpt_
     tg_model_build(&run->model, &cfg);
     run->model_built = true;
     CheckpointInfo info;
-    s = checkpoint_load(ckpt_path, &run->model, &info);
+    s = adapter_is_checkpoint(ckpt_path) ? run_open_adapter(run, ckpt_path, &info) : checkpoint_load(ckpt_path, &run->model, &info);
     if (s != TG_OK) return with_alternatives(s, run->dir, ckpt_path);
     run->state = info.state;
     snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", ckpt_path);
@@ -448,7 +449,9 @@ TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *
     if (messages) run->messages = *messages;
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
-    return o->resume ? open_resumed(o, writes, run) : open_new(o, writes, preparing, run);
+    if (o->resume) return open_resumed(o, writes, run);
+    TG_TRY(open_new(o, writes, preparing, run));
+    return run_attach_lora(run, o);
 }
 
 TgStatus run_start(Run *run) {

@@ -23,4 +23,13 @@ bool run_init_from_is_run(const char *path);
 TgStatus run_open_new_sft(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run);
 TgStatus run_open_sft_splits(Run *run, const char *dir, int64_t seq_len, bool want_train);
 
+/* run_lora.c: LoRA adapters on a new run's model when the options ask for them (o->lora_rank > 0),
+ * the base frozen; a base's weights (a run folder or checkpoint, whose own adapters are folded in,
+ * or a safetensors file) copied into `model`, built with its shape; and a LoRA run's checkpoint
+ * (its adapters) opened onto the base its run.txt names (run->model built with the checkpoint's
+ * config, run->dir and run->tok set). */
+TgStatus run_attach_lora(Run *run, const TrainOptions *o);
+TgStatus run_load_base_weights(TgModel *model, const char *init_from, const TgTokenizer *tok, const MessageSink *messages);
+TgStatus run_open_adapter(Run *run, const char *ckpt_path, CheckpointInfo *info);
+
 #endif

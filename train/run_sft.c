@@ -110,6 +110,7 @@ static TgStatus prepare_sft_data(Run *run, const TrainOptions *o, int64_t seq_le
 static TgStatus take_base(Run *run, const char *init_from, const TgModelConfig *cfg) {
     Run base;
     TgStatus s = run_open_existing(init_from, &base);
+    if (s == TG_OK) tg_lora_merge(&base.model);   /* a LoRA run as a base: its adapters folded in */
     if (s == TG_OK && base.model.params.total != 0) {
         TgModelConfig c = *cfg;
         c.vocab = base.model.cfg.vocab;

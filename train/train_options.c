@@ -75,6 +75,13 @@ static const OptSpec specs[] = {
                 "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
                 "another CPU sums as the run did",
                 OPT_BETWEEN(0, TG_GEMM_KC_MAX), NULL, ID, "from this CPU's L1 cache", check_gemm_kc),
+    OPT(T, lora_rank, "--lora-rank", OPT_INT64,
+        "train LoRA adapters of this rank on the frozen --init-from weights instead of every weight",
+        OPT_BETWEEN(0, TG_LORA_MAX_RANK), NULL, ID, "none: full fine-tuning"),
+    OPT(T, lora_alpha, "--lora-alpha", OPT_DOUBLE, "LoRA scale numerator: the update is (alpha / rank) B A",
+        OPT_NON_NEGATIVE, NULL, ID, "2 x --lora-rank"),
+    OPT(T, lora_targets, "--lora-targets", OPT_STRING, "the linears LoRA adapts, any of q,k,v,o,gate,up,down", OPT_ANY,
+        NULL, ID, TRAIN_DEFAULT_LORA_TARGETS),
     FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
     OPT(T, accum, "--accum", OPT_INT64, "micro-batches per step: gradient accumulation", FLAG_RANGE_COUNT, NULL,
@@ -205,6 +212,22 @@ TgStatus train_options_validate(const TrainOptions *o) {
     if (o->resume && o->init_from)
         return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
                                    "of them");
+    if (given(o, "--lora-rank") && o->lora_rank <= 0)
+        return tg_fail(TG_ERR_ARG, "--lora-rank must be at least 1 (8 or 16 is usual); leave it out for full fine-tuning");
+    if (given(o, "--lora-alpha") && !(o->lora_alpha > 0))
+        return tg_fail(TG_ERR_ARG, "--lora-alpha must be above 0, got %g", o->lora_alpha);
+    if (!o->resume && (given(o, "--lora-alpha") || given(o, "--lora-targets")) && o->lora_rank <= 0)
+        return tg_fail(TG_ERR_ARG, "--lora-alpha and --lora-targets set up LoRA adapters: add --lora-rank R (8 or 16 is usual)");
+    if (!o->resume && o->lora_rank > 0 && !o->init_from)
+        return tg_fail(TG_ERR_ARG, "--lora-rank trains adapters on a model's frozen weights: add --init-from (a run, "
+                                   "checkpoint or safetensors file to adapt)");
+    if (o->lora_rank > 0 && o->log_grads > 0)
+        return tg_fail(TG_ERR_ARG, "--log-grads inspects the gradients of every weight; a LoRA run has those of its "
+                                   "adapters alone: drop --log-grads");
+    if (o->lora_rank > 0) {
+        TgLoraConfig lora;
+        TG_TRY(train_options_lora(o, &lora));
+    }
     if (o->stop_after >= 0 && o->stop_after > o->steps)
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
                        (long long)o->stop_after, origin(o, "--stop-after", oa, sizeof oa), (long long)o->steps,
@@ -223,6 +246,13 @@ TgStatus train_options_validate(const TrainOptions *o) {
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
     return TG_OK;
+}
+
+TgStatus train_options_lora(const TrainOptions *o, TgLoraConfig *cfg) {
+    cfg->rank = o->lora_rank;
+    cfg->alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_rank;
+    TG_TRY(tg_lora_targets_parse(o->lora_targets ? o->lora_targets : TRAIN_DEFAULT_LORA_TARGETS, &cfg->targets));
+    return tg_lora_config_validate(cfg, NULL);
 }
 
 void train_options_derive(TrainOptions *o) {

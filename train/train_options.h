@@ -36,6 +36,8 @@ enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_O
 #define TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
 #define TRAIN_MIN_BPE_VOCAB 257      /* a byte-level BPE's 256 bytes and <eot>, before any merge */
 
+#define TRAIN_DEFAULT_LORA_TARGETS "q,k,v,o,gate,up,down"
+
 #define TRAIN_OPTIONS_FILE "train_options.txt"
 #define RUN_IDENTITY_FILE "run.txt"
 
@@ -60,6 +62,9 @@ typedef struct TrainOptions {
     int64_t seed;              /* TRAIN_DEFAULT_SEED */
     const char *init_from;     /* weights to start a new run from: a run folder or checkpoint, a safetensors file; NULL */
     int64_t gemm_kc;           /* the GEMMs' k slice (lib/gemm_plan.h); 0: this CPU's */
+    int64_t lora_rank;         /* 0: full fine-tuning; else LoRA adapters of this rank on a frozen base */
+    double lora_alpha;         /* 0: 2 * lora_rank */
+    const char *lora_targets;  /* NULL: TRAIN_DEFAULT_LORA_TARGETS */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */
@@ -90,6 +95,8 @@ void train_options_defaults(TrainOptions *o);
 /* Checks every given value's range and the options against each other; the one validation,
  * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */
 TgStatus train_options_validate(const TrainOptions *o);
+/* The LoRA configuration of the options (lora_rank > 0), defaults filled in. */
+TgStatus train_options_lora(const TrainOptions *o, TgLoraConfig *cfg);
 /* Fills warmup and min_lr when they were left to their defaults. */
 void train_options_derive(TrainOptions *o);
 

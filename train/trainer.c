@@ -240,7 +240,7 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
     tr->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *tr->ffn_hidden);
     tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
     tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
-    if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tr->run.model.params.total * sizeof(float));
+    if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tg_model_trainable(&tr->run.model)->total * sizeof(float));
     int64_t k = tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0;
     if (k) {
         tr->probe_in = tg_malloc((size_t)k * window * sizeof(int32_t));
@@ -301,7 +301,7 @@ static TgStatus trainer_open_files(Trainer *tr) {
 static TgStatus check_replicas(Trainer *tr, bool at_start) {
     if (tr->ranks == 1) return TG_OK;
     const Run *run = &tr->run;
-    const TgParamStore *ps = &run->model.params;
+    const TgParamStore *ps = tg_model_trainable(&tr->run.model);
     size_t bytes = ps->total * sizeof(float);
     uint64_t h = dist_checksum(0, ps->data, bytes);
     if (at_start) {
@@ -450,7 +450,7 @@ static void run_probe(Trainer *tr) {
 /* Before micro-batch k's forward: from the second on, its gradient goes to a zeroed buffer of its
  * own (micro_batch_end adds it to the sum). */
 static void micro_batch_begin(Trainer *tr, int64_t k) {
-    TgParamStore *ps = &tr->run.model.params;
+    TgParamStore *ps = tg_model_trainable(&tr->run.model);
     if (k == 0) return;
     memset(tr->grad_scratch, 0, ps->total * sizeof(float));
     tg_params_point_grads(ps, tr->grad_scratch);
@@ -461,7 +461,7 @@ static void micro_batch_begin(Trainer *tr, int64_t k) {
  * gradient added to the sum of those before it, g = g0 + g1 + .... False, the tape reset, when
  * the loss is not finite. */
 static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *loss, float scale, bool watched) {
-    TgParamStore *ps = &tr->run.model.params;
+    TgParamStore *ps = tg_model_trainable(&tr->run.model);
     TgTape *tape = &tr->engine.tape;
     const TrainHooks *h = &tr->hooks;
     tr->micro_losses[first + k] = loss->data[0];
@@ -490,7 +490,7 @@ static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *los
 static TgStatus local_gradients(Trainer *tr, bool watched) {
     TrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
-    TgParamStore *ps = &model->params;
+    TgParamStore *ps = tg_model_trainable(model);
     TgTape *tape = &tr->engine.tape;
     int64_t first = tr->rank * o->accum, drawn = first;
     TgStatus read = TG_OK;
@@ -529,7 +529,7 @@ static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
     const size_t window = (size_t)(tr->batch * tr->seq);
     int64_t first = tr->rank * o->accum, drawn = 0;
     TgStatus read = TG_OK;
-    tg_params_zero_grad(&model->params);
+    tg_params_zero_grad(tg_model_trainable(model));
     batches_skip(tr, first);
     for (int64_t k = 0; k < o->accum && read == TG_OK; k++, drawn++) {
         size_t off = (size_t)k * window;
@@ -560,7 +560,7 @@ static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
  * rank's weights drift by 1e-3 after update `step`, as on a faulty machine (a change of one ulp
  * could be rounded away by the next update). */
 static void inject_replica_fault(Trainer *tr, int64_t step) {
-    if (tr->ranks > 1 && tr->rank == tr->ranks - 1 && fault_replica_drifts(step)) tr->run.model.params.data[0] += 1e-3f;
+    if (tr->ranks > 1 && tr->rank == tr->ranks - 1 && fault_replica_drifts(step)) tg_model_trainable(&tr->run.model)->data[0] += 1e-3f;
 }
 
 /* One optimizer step: every rank's micro-batches, the gradients summed over the ranks, clip,
@@ -584,16 +584,17 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     /* conversations: per trained token (local_gradients_packed) */
     double loss = tr->packed ? mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
                              : mean_in_order(tr->micro_losses, tr->micro_batches);
-    TG_TRY(dist_sum_floats(model->params.grad, model->params.total, tr->grad_scratch, tr->engine.pool));
+    TgParamStore *trainable = tg_model_trainable(model);
+    TG_TRY(dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
-    double grad_norm = tg_clip_grad_norm_pool(&model->params, o->clip, tr->engine.pool);
+    double grad_norm = tg_clip_grad_norm_pool(trainable, o->clip, tr->engine.pool);
     if (!isfinite(grad_norm)) {
-        const char *bad = first_nonfinite_grad(&model->params);
+        const char *bad = first_nonfinite_grad(trainable);
         return tg_fail(TG_ERR_NUMERIC,
                        "step %lld: the gradient of '%s' holds NaN or Inf (loss %.4f, lr %.3g); lower --lr or --clip",
                        (long long)step, bad ? bad : "?", loss, lr);
     }
-    tg_adamw_step(&model->params, &o->adamw, step + 1, lr, tr->engine.pool);
+    tg_adamw_step(trainable, &o->adamw, step + 1, lr, tr->engine.pool);
     inject_replica_fault(tr, step + 1);
     if (watched && h->after_update) TG_TRY(h->after_update(h->ctx, model, step + 1, lr, loss));
     tr->run.state.step = step + 1;

@@ -83,12 +83,54 @@ typedef struct TgKVCache {
     int64_t len;         /* positions filled */
 } TgKVCache;
 
+/* LoRA: the linears an adapter can target, X(ID, "name"), giving TG_LORA_<ID> (bit 1 << TG_LORA_<ID>
+ * of a target mask; the numbers are stored in adapter checkpoints: new ones go at the end). */
+#define TG_LORA_TARGETS(X) \
+    X(Q, "q")              \
+    X(K, "k")              \
+    X(V, "v")              \
+    X(O, "o")              \
+    X(GATE, "gate")        \
+    X(UP, "up")            \
+    X(DOWN, "down")
+
+typedef enum {
+#define TG_LORA_ENUM(id, name) TG_LORA_##id,
+    TG_LORA_TARGETS(TG_LORA_ENUM)
+#undef TG_LORA_ENUM
+    TG_LORA_TARGET_COUNT
+} TgLoraTarget;
+
+#define TG_LORA_ALL_TARGETS ((1u << TG_LORA_TARGET_COUNT) - 1u)
+#define TG_LORA_MAX_RANK 4096
+
+typedef struct TgLoraConfig {
+    int64_t rank;        /* r, 1 .. TG_LORA_MAX_RANK */
+    double alpha;        /* the update is scaled by alpha / r */
+    uint32_t targets;    /* bit 1 << TgLoraTarget per adapted linear */
+} TgLoraConfig;
+
+/* One adapted linear W (out, in): W + (alpha / r) B A, A (r, in), B (out, r). */
+typedef struct TgLoraPair {
+    TgTensor *a, *b;     /* NULL, NULL when the linear is not a target */
+} TgLoraPair;
+
+/* The adapters of a model: their own parameter store (the trainable one), and the base's
+ * identity, the fingerprint of its weights when they were attached. */
+typedef struct TgLora {
+    TgLoraConfig cfg;
+    TgParamStore params;
+    TgLoraPair *pairs;              /* [n_layers][TG_LORA_TARGET_COUNT] */
+    uint64_t base_fingerprint;
+} TgLora;
+
 typedef struct TgModel {
     TgModelConfig cfg;
     TgParamStore params;
     TgTensor *embed, *final_norm;
     TgLayerParams *layers;
     TgRopeTable rope;
+    TgLora *lora;        /* NULL: none; else the base (params) is frozen and the adapters train */
 } TgModel;
 
 /* The presets, one row each:
@@ -138,6 +180,34 @@ void tg_model_free(TgModel *model);
 void tg_model_init_weights(TgModel *model, uint64_t seed);
 /* Parameters counted once (the tied head adds none). */
 int64_t tg_model_param_count(const TgModel *model);
+
+/* ---- LoRA (train/lora.c) ---- */
+
+/* "q" ... "down"; "?" for a number that is no target. */
+const char *tg_lora_target_name(TgLoraTarget target);
+/* A comma-separated list of target names ("q,v", "q,k,v,o,gate,up,down") as a mask; TG_ERR_ARG
+ * naming the unknown one and the choices otherwise. */
+TgStatus tg_lora_targets_parse(const char *list, uint32_t *targets);
+/* The mask as a list: "q,k,v,o,gate,up,down". */
+void tg_lora_targets_format(uint32_t targets, char *buf, size_t cap);
+/* TG_ERR_ARG unless rank in [1, TG_LORA_MAX_RANK], alpha finite and positive, targets a non-empty
+ * subset of TG_LORA_ALL_TARGETS that the model has (ReLU FFNs have no up). */
+TgStatus tg_lora_config_validate(const TgLoraConfig *cfg, const TgModelConfig *model);
+/* The fingerprint of a model's weights (a 64-bit hash of every parameter's name, shape and
+ * values): the identity of a LoRA base. */
+uint64_t tg_model_weights_fingerprint(const TgModel *model);
+/* Attaches adapters to every targeted linear of every layer: A ~ U(-1/sqrt(in), 1/sqrt(in))
+ * (PyTorch's Kaiming-uniform init of a linear) from `seed`, B = 0, so the model's outputs are
+ * unchanged; the base is frozen (tg_params_freeze: no gradients, no AdamW moments for it) and
+ * its fingerprint kept. cfg must be valid; the model must have no adapters yet. */
+void tg_lora_attach(TgModel *model, const TgLoraConfig *cfg, uint64_t seed);
+/* Folds the adapters into the base, W += (alpha / r) B A, frees them and leaves the model as one
+ * without adapters (its base still frozen: no gradient buffers). */
+void tg_lora_merge(TgModel *model);
+/* Frees the adapters (tg_model_free does it too). */
+void tg_lora_free(TgModel *model);
+/* The parameters an optimizer updates: the adapters' store with LoRA, else the model's. */
+TgParamStore *tg_model_trainable(TgModel *model);
 
 /* logits (B,T,V) for tokens (B,T). With a cache (B must be 1), the T tokens sit at positions
  * cache->len .. cache->len+T-1, their keys/values are appended, and attention sees all cached

@@ -19,14 +19,15 @@
 #pragma GCC visibility push(default)
 
 /* How a parameter's values start (tg_params_init_values). */
-typedef enum { TG_PARAM_ZEROS, TG_PARAM_ONES, TG_PARAM_NORMAL } TgParamInitKind;
+typedef enum { TG_PARAM_ZEROS, TG_PARAM_ONES, TG_PARAM_NORMAL, TG_PARAM_UNIFORM } TgParamInitKind;
 typedef struct {
     TgParamInitKind kind;
-    float std;   /* TG_PARAM_NORMAL: N(0, std^2) */
+    float std;   /* TG_PARAM_NORMAL: N(0, std^2); TG_PARAM_UNIFORM: U(-std, std) */
 } TgParamInit;
 #define TG_PARAM_INIT_ZEROS ((TgParamInit){TG_PARAM_ZEROS, 0.0f})
 #define TG_PARAM_INIT_ONES ((TgParamInit){TG_PARAM_ONES, 0.0f})
 #define TG_PARAM_INIT_NORMAL(std) ((TgParamInit){TG_PARAM_NORMAL, (std)})
+#define TG_PARAM_INIT_UNIFORM(bound) ((TgParamInit){TG_PARAM_UNIFORM, (bound)})
 
 typedef struct TgParamName {
     const char *name;
@@ -57,6 +58,9 @@ void tg_params_free(TgParamStore *ps);
 TgTensor *tg_params_add(TgParamStore *ps, const char *name, int ndim, const int64_t *shape, bool decay, TgParamInit init);
 /* Allocates data (zeroed), grad (zeroed), m and v (zeroed), and sorts the names. */
 void tg_params_finalize(TgParamStore *ps);
+/* Freezes a finalized store: its gradient and AdamW buffers are freed (grad, m, v NULL) and no
+ * tensor requires a gradient any more, so no backward computes one for them (a LoRA base). */
+void tg_params_freeze(TgParamStore *ps);
 /* Sets every gradient to 0 (one loop over the flat buffer). */
 void tg_params_zero_grad(TgParamStore *ps);
 /* Points every parameter's gradient view into `grad` (total floats, laid out as ps->grad), or

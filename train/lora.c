@@ -1,0 +1,139 @@
+/* LoRA adapters on a model's linears (tapegrad/model.h): their parameter store, the frozen base,
+ * and folding them into it.
+ *
+ * Adapter tensors are named after the weight they adapt, as PEFT names them inside its model:
+ * model.layers.{i}.self_attn.q_proj.weight gets model.layers.{i}.self_attn.q_proj.lora_A.weight
+ * (r, in) and ...lora_B.weight (out, r). The forward (train/model.c) runs each adapted linear as
+ * one lora_linear op. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/blas.h"
+#include "lib/checked.h"
+#include "lib/hash.h"
+#include "tapegrad/model.h"
+
+static const char *const target_names[] = {
+#define TARGET_NAME(id, name) [TG_LORA_##id] = name,
+    TG_LORA_TARGETS(TARGET_NAME)
+#undef TARGET_NAME
+};
+_Static_assert(sizeof target_names / sizeof target_names[0] == TG_LORA_TARGET_COUNT, "one name per LoRA target");
+
+const char *tg_lora_target_name(TgLoraTarget t) {
+    return t >= 0 && t < TG_LORA_TARGET_COUNT ? target_names[t] : "?";
+}
+
+TgStatus tg_lora_targets_parse(const char *list, uint32_t *targets) {
+    *targets = 0;
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int hit = -1;
+        for (int t = 0; t < TG_LORA_TARGET_COUNT; t++)
+            if (strlen(target_names[t]) == len && strncmp(p, target_names[t], len) == 0) hit = t;
+        if (hit < 0)
+            return tg_fail(TG_ERR_ARG, "--lora-targets: unknown target '%.*s'; the targets are q,k,v,o,gate,up,down",
+                           (int)len, p);
+        *targets |= 1u << hit;
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (!*targets) return tg_fail(TG_ERR_ARG, "--lora-targets is empty; name some of q,k,v,o,gate,up,down");
+    return TG_OK;
+}
+
+void tg_lora_targets_format(uint32_t targets, char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap) buf[0] = '\0';
+    for (int t = 0; t < TG_LORA_TARGET_COUNT && n < cap; t++)
+        if (targets & (1u << t)) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? "," : "", target_names[t]);
+}
+
+TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *model) {
+    if (c->rank < 1 || c->rank > TG_LORA_MAX_RANK)
+        return tg_fail(TG_ERR_ARG, "--lora-rank must be in [1, %d], got %lld", TG_LORA_MAX_RANK, (long long)c->rank);
+    if (!(c->alpha > 0) || !isfinite(c->alpha))
+        return tg_fail(TG_ERR_ARG, "--lora-alpha must be a finite number above 0, got %g", c->alpha);
+    if (!c->targets || (c->targets & ~TG_LORA_ALL_TARGETS))
+        return tg_fail(TG_ERR_ARG, "--lora-targets must name some of q,k,v,o,gate,up,down");
+    if (model && model->ffn != TG_FFN_SWIGLU && (c->targets & (1u << TG_LORA_UP)))
+        return tg_fail(TG_ERR_ARG, "--lora-targets up: a ReLU FFN has no up projection; drop it");
+    return TG_OK;
+}
+
+/* The base weight a target adapts in layer L (NULL: the model has none, a ReLU FFN's up). */
+static TgTensor *target_weight(const TgLayerParams *L, int t) {
+    TgTensor *const w[TG_LORA_TARGET_COUNT] = {[TG_LORA_Q] = L->wq,     [TG_LORA_K] = L->wk,  [TG_LORA_V] = L->wv,
+                                               [TG_LORA_O] = L->wo,     [TG_LORA_GATE] = L->w1, [TG_LORA_UP] = L->w3,
+                                               [TG_LORA_DOWN] = L->w2};
+    return w[t];
+}
+
+uint64_t tg_model_weights_fingerprint(const TgModel *m) {
+    Hash64 h;
+    hash64_init(&h, 0x4c6f5241u /* "LoRA" */);
+    for (int i = 0; i < m->params.count; i++) {
+        const TgTensor *t = m->params.tensors[i];
+        hash64_update(&h, t->name, strlen(t->name) + 1);
+        hash64_update(&h, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+        hash64_update(&h, t->data, (size_t)t->numel * sizeof(float));
+    }
+    return hash64_final(&h);
+}
+
+void tg_lora_attach(TgModel *m, const TgLoraConfig *cfg, uint64_t seed) {
+    TG_CHECK(!m->lora, "tg_lora_attach: the model has adapters already");
+    TG_CHECK(tg_lora_config_validate(cfg, &m->cfg) == TG_OK, "%s", tg_error_message());
+    TgLora *lora = tg_calloc(1, sizeof *lora);
+    lora->cfg = *cfg;
+    lora->base_fingerprint = tg_model_weights_fingerprint(m);
+    lora->pairs = tg_calloc((size_t)m->cfg.n_layers * TG_LORA_TARGET_COUNT, sizeof *lora->pairs);
+    tg_params_init(&lora->params);
+    char name[TG_NAME_CAP + 16];
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        for (int t = 0; t < TG_LORA_TARGET_COUNT; t++) {
+            const TgTensor *w = target_weight(&m->layers[l], t);
+            if (!(cfg->targets & (1u << t)) || !w) continue;
+            int64_t out = w->shape[0], in = w->shape[1];
+            size_t stem = strlen(w->name) - strlen(".weight");   /* model.layers.0.self_attn.q_proj */
+            TgLoraPair *pair = &lora->pairs[l * TG_LORA_TARGET_COUNT + t];
+            snprintf(name, sizeof name, "%.*s.lora_A.weight", (int)stem, w->name);
+            pair->a = tg_params_add(&lora->params, name, 2, (int64_t[]){cfg->rank, in}, false,
+                                    TG_PARAM_INIT_UNIFORM(1.0f / sqrtf((float)in)));
+            snprintf(name, sizeof name, "%.*s.lora_B.weight", (int)stem, w->name);
+            pair->b = tg_params_add(&lora->params, name, 2, (int64_t[]){out, cfg->rank}, false, TG_PARAM_INIT_ZEROS);
+        }
+    tg_params_finalize(&lora->params);
+    tg_params_init_values(&lora->params, seed);
+    if (m->params.grad) tg_params_freeze(&m->params);
+    m->lora = lora;
+}
+
+void tg_lora_free(TgModel *m) {
+    if (!m->lora) return;
+    tg_params_free(&m->lora->params);
+    free(m->lora->pairs);
+    free(m->lora);
+    m->lora = NULL;
+}
+
+/* W += s B A: (out, in) += s (out, r) (r, in) */
+void tg_lora_merge(TgModel *m) {
+    TgLora *lora = m->lora;
+    if (!lora) return;
+    float s = (float)(lora->cfg.alpha / (double)lora->cfg.rank);
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        for (int t = 0; t < TG_LORA_TARGET_COUNT; t++) {
+            const TgLoraPair *pair = &lora->pairs[l * TG_LORA_TARGET_COUNT + t];
+            if (!pair->a) continue;
+            TgTensor *w = target_weight(&m->layers[l], t);
+            int64_t out = w->shape[0], in = w->shape[1], r = lora->cfg.rank;
+            tg_sgemm(false, false, out, in, r, s, pair->b->data, r, pair->a->data, in, 1.0f, w->data, in);
+        }
+    tg_lora_free(m);
+}
+
+TgParamStore *tg_model_trainable(TgModel *m) { return m->lora ? &m->lora->params : &m->params; }
