@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "train/adapter.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_folder.h"
 #include "cli/cli.h"
@@ -12,6 +13,7 @@
 #include "train/convert.h"
 #include "train/export_gguf.h"
 #include "train/export_hf.h"
+#include "train/merge.h"
 #include "train/output_check.h"
 #include "train/run.h"
 #include "lib/path.h"
@@ -20,7 +22,8 @@ static void print_ckpt_usage(FILE *f) {
     fprintf(f, "usage: tapegrad ckpt info FILE|DIR                      what a checkpoint holds (and verify it)\n"
                "       tapegrad ckpt export FILE|DIR --safetensors OUT  its weights as safetensors, config.json beside\n"
                "       tapegrad ckpt export FILE|DIR --hf DIR           a Hugging Face Llama folder (weights, configs, tokenizer)\n"
-               "       tapegrad ckpt export FILE|DIR --gguf FILE        a GGUF file for llama.cpp (--gguf-type f32|f16|q8_0)\n");
+               "       tapegrad ckpt export FILE|DIR --gguf FILE        a GGUF file for llama.cpp (--gguf-type f32|f16|q8_0)\n"
+               "       tapegrad ckpt merge RUN --out DIR                a LoRA run's adapters folded into its base: a new run\n");
 }
 
 static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
@@ -89,7 +92,19 @@ static int run_info(int argc, char **argv) {
     printf("checkpoint   %s\n", path);
     printf("format       version %u%s; gzip stream verified (CRC32 and length)\n", info.version,
            info.flags & CHECKPOINT_FLAG_SHUFFLED ? ", floats byte-shuffled into 4 planes" : "");
-    if (info.tag[0]) {
+    if (info.flags & CHECKPOINT_FLAG_ADAPTER) {
+        TgLoraConfig lora;
+        uint64_t base;
+        char targets[64];
+        if (adapter_tag_parse(info.tag, path, &lora, &base) == TG_OK) {
+            tg_lora_targets_format(lora.targets, targets, sizeof targets);
+            printf("adapters     LoRA rank %lld, alpha %g on %s (tag '%s')\n", (long long)lora.rank, lora.alpha, targets,
+                   info.tag);
+            printf("base         weights fingerprint %016llx, tokenizer fingerprint %016llx\n", (unsigned long long)base,
+                   (unsigned long long)info.tokenizer_fingerprint);
+        }
+    }
+    if (info.tag[0] && !(info.flags & CHECKPOINT_FLAG_ADAPTER)) {
         /* a program's own parameter set (tapegrad/param_checkpoint.h): a tag and a step, no model */
         printf("parameters   a program's own set, tagged '%s'\n", info.tag);
         printf("step         %lld\n", (long long)s->step);
@@ -187,6 +202,7 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     if (s != TG_OK) return cli_exit("ckpt export", s);
     Run run;
     s = run_open_existing(source, &run);
+    if (s == TG_OK) tg_lora_merge(&run.model); /* a LoRA run exports as its base with the adapters folded in */
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
     /* a run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as eos */
@@ -220,6 +236,34 @@ static int run_export(int argc, char **argv) {
     return export_with_tokenizer(positional[0], &o);
 }
 
+typedef struct {
+    const char *out;
+} MergeFlags;
+
+static const OptSpec merge_specs[] = {
+    OPT(MergeFlags, out, "--out", OPT_STRING, "the new run folder to write (never one holding a run's files)", OPT_ANY,
+        NULL, 0, NULL),
+};
+static const OptTable merge_table = {"ckpt merge", "RUN|FILE --out DIR", merge_specs,
+                                     (int)(sizeof merge_specs / sizeof merge_specs[0]), 1};
+
+static int run_merge(int argc, char **argv) {
+    MergeFlags o = {0};
+    const char *positional[1];
+    int n_positional = 0;
+    int rc = cli_parse(&merge_table, &o, &o, NULL, argc, argv, positional, &n_positional);
+    if (rc >= 0) return rc;
+    if (n_positional != 1 || !o.out)
+        return cli_usage_error("ckpt merge", "give one LoRA run folder (or adapter checkpoint in one) and --out DIR");
+    char merged[TG_PATH_CAP];
+    TgStatus s = run_merge_adapter(positional[0], o.out, merged, sizeof merged);
+    if (s == TG_OK)
+        printf("wrote %s: the base with the adapters of %s folded in, a whole model (sample, chat, eval and export it as "
+               "any run)\n",
+               merged, positional[0]);
+    return cli_exit("ckpt merge", s);
+}
+
 static int run_ckpt(int argc, char **argv) {
     if (argc < 2) {
         print_ckpt_usage(stderr);
@@ -232,10 +276,13 @@ static int run_ckpt(int argc, char **argv) {
     }
     if (strcmp(what, "info") == 0) return run_info(argc - 1, argv + 1);
     if (strcmp(what, "export") == 0) return run_export(argc - 1, argv + 1);
-    return cli_usage_error("ckpt", "unknown action '%s'; the actions are info and export", what);
+    if (strcmp(what, "merge") == 0) return run_merge(argc - 1, argv + 1);
+    return cli_usage_error("ckpt", "unknown action '%s'; the actions are info, export and merge", what);
 }
 
-static const OptTable *option_tables(int i) { return i == 0 ? &info_table : i == 1 ? &export_table : NULL; }
+static const OptTable *option_tables(int i) {
+    return i == 0 ? &info_table : i == 1 ? &export_table : i == 2 ? &merge_table : NULL;
+}
 
-const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info) or export it (safetensors, a Hugging Face folder, GGUF)",
+const Subcommand cmd_ckpt = {"ckpt", "inspect a checkpoint (info), export it (safetensors, a Hugging Face folder, GGUF) or merge a LoRA run (merge)",
                              run_ckpt, option_tables};

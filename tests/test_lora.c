@@ -1,0 +1,302 @@
+/* LoRA: adapters on a frozen base (tapegrad/model.h), their checkpoints (train/adapter.h), the
+ * merge, and `tapegrad sft --lora-rank` end to end.
+ *
+ * What must hold: a fresh adapter (B = 0) changes no bit of the model's logits; the base gets no
+ * gradient and keeps no AdamW moments; merged weights give the adapted model's logits (to float
+ * rounding); an adapter is refused on another base, naming both; a LoRA run stopped and resumed
+ * is bitwise the run that never stopped. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckptutil.h"
+#include "datagen.h"
+#include "tapegrad/model.h"
+#include "testutil.h"
+#include "train/adapter.h"
+#include "train/checkpoint.h"
+#include "train/run.h"
+
+static const TgModelConfig small_cfg = {.dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .hidden = 96,
+                                        .vocab = 61, .seq_len = 16, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e4,
+                                        .norm_eps = 1e-5};
+static const TgLoraConfig all_targets = {.rank = 4, .alpha = 8, .targets = TG_LORA_ALL_TARGETS};
+
+static void tokens_of(int32_t *tokens, int32_t *targets, int64_t n) {
+    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)((i * 7 + 3) % small_cfg.vocab);
+    for (int64_t i = 0; i < n; i++) targets[i] = tokens[(i + 1) % n];
+}
+
+/* logits of 2 x 16 tokens, copied out of the arena */
+static float *logits_of(TgModel *m, TestTape *tt) {
+    int32_t tokens[32], targets[32];
+    tokens_of(tokens, targets, 32);
+    bool old = tg_tape_set_grad_enabled(&tt->tape, false);
+    TgTensor *y = tg_model_forward(m, &tt->tape, tokens, 2, 16, NULL);
+    float *copy = malloc((size_t)y->numel * sizeof(float));
+    memcpy(copy, y->data, (size_t)y->numel * sizeof(float));
+    tg_tape_reset(&tt->tape);
+    tg_tape_set_grad_enabled(&tt->tape, old);
+    return copy;
+}
+
+static size_t n_logits(void) { return 32 * (size_t)small_cfg.vocab; }
+
+/* The adapters' B filled, so that they change the model */
+static void perturb_b(TgModel *m, uint64_t seed) {
+    TgRng rng;
+    tg_rng_seed(&rng, seed);
+    for (int i = 0; i < m->lora->params.count; i++) {
+        TgTensor *t = m->lora->params.tensors[i];
+        if (strstr(t->name, "lora_B")) tg_rng_fill_uniform(&rng, t->data, (size_t)t->numel, -0.05f, 0.05f);
+    }
+}
+
+Test(lora, a_fresh_adapter_leaves_the_logits_bitwise_and_the_base_frozen) {
+    TestTape tt;
+    test_tape_init(&tt, 2);
+    TgModel m;
+    tg_model_build(&m, &small_cfg);
+    tg_model_init_weights(&m, 5);
+    float *base = logits_of(&m, &tt);
+    tg_lora_attach(&m, &all_targets, 9);
+    float *adapted = logits_of(&m, &tt);
+    cr_expect_eq(memcmp(base, adapted, n_logits() * sizeof(float)), 0, "B = 0 changed the logits");
+    /* 7 targets x 2 layers, an A and a B each; the base keeps no gradient or AdamW buffers */
+    cr_expect_eq(m.lora->params.count, 28);
+    cr_expect_null(m.params.grad);
+    cr_expect_null(m.params.m);
+    cr_expect_null(m.params.v);
+    cr_expect_eq(tg_model_trainable(&m), &m.lora->params);
+    /* a training step's backward: the base gets nothing; with B = 0, dA is 0 and dB is not */
+    int32_t tokens[32], targets[32];
+    tokens_of(tokens, targets, 32);
+    tg_params_zero_grad(&m.lora->params);
+    tg_tape_backward(&tt.tape, tg_model_loss(&m, &tt.tape, tokens, targets, 2, 16, NULL));
+    tg_tape_reset(&tt.tape);
+    for (int i = 0; i < m.params.count; i++) cr_expect_null(m.params.tensors[i]->grad, "%s got a gradient", m.params.tensors[i]->name);
+    double a2 = 0, b2 = 0;
+    for (int i = 0; i < m.lora->params.count; i++) {
+        const TgTensor *t = m.lora->params.tensors[i];
+        double s = 0;
+        for (int64_t j = 0; j < t->numel; j++) s += (double)t->grad[j] * t->grad[j];
+        if (strstr(t->name, "lora_A")) a2 += s;
+        else b2 += s;
+    }
+    cr_expect_eq(a2, 0.0, "dA must be 0 while B is 0");
+    cr_expect_gt(b2, 0.0, "dB must not be 0");
+    /* A is initialised within +-1/sqrt(in), not 0 */
+    const TgTensor *a = m.lora->pairs[TG_LORA_Q].a;
+    float bound = 1.0f / sqrtf((float)small_cfg.dim), largest = 0;
+    for (int64_t j = 0; j < a->numel; j++) largest = fmaxf(largest, fabsf(a->data[j]));
+    cr_expect(largest > 0.5f * bound && largest <= bound, "A's largest |value| %g, bound %g", largest, bound);
+    free(base), free(adapted);
+    tg_model_free(&m);
+    test_tape_free(&tt);
+}
+
+Test(lora, merged_weights_give_the_adapted_logits) {
+    TestTape tt;
+    test_tape_init(&tt, 2);
+    TgModel m;
+    tg_model_build(&m, &small_cfg);
+    tg_model_init_weights(&m, 5);
+    float *base = logits_of(&m, &tt);
+    tg_lora_attach(&m, &all_targets, 9);
+    perturb_b(&m, 3);
+    float *adapted = logits_of(&m, &tt);
+    tg_lora_merge(&m);
+    cr_expect_null(m.lora);
+    float *merged = logits_of(&m, &tt);
+    double worst = 0, moved = 0;
+    for (size_t i = 0; i < n_logits(); i++) {
+        worst = fmax(worst, fabs((double)merged[i] - adapted[i]));
+        moved = fmax(moved, fabs((double)adapted[i] - base[i]));
+    }
+    cr_expect_lt(worst, 1e-5, "merged logits differ from the adapted model's by %g", worst);
+    cr_expect_gt(moved, 1e-3, "the adapters must move the logits for the comparison to mean anything (%g)", moved);
+    free(base), free(adapted), free(merged);
+    tg_model_free(&m);
+    test_tape_free(&tt);
+}
+
+Test(lora, targets_parse_and_bad_ones_are_refused) {
+    uint32_t t;
+    cr_expect_eq(tg_lora_targets_parse("q,v", &t), TG_OK);
+    cr_expect_eq(t, (1u << TG_LORA_Q) | (1u << TG_LORA_V));
+    cr_expect_eq(tg_lora_targets_parse("q,k,v,o,gate,up,down", &t), TG_OK);
+    cr_expect_eq(t, TG_LORA_ALL_TARGETS);
+    char buf[64];
+    tg_lora_targets_format(t, buf, sizeof buf);
+    cr_expect_str_eq(buf, "q,k,v,o,gate,up,down");
+    cr_expect_eq(tg_lora_targets_parse("q,wq", &t), TG_ERR_ARG);
+    cr_expect(strstr(tg_error_message(), "unknown target 'wq'"), "%s", tg_error_message());
+    TgModelConfig relu = small_cfg;
+    relu.ffn = TG_FFN_RELU;
+    TgLoraConfig up = {.rank = 2, .alpha = 4, .targets = 1u << TG_LORA_UP};
+    cr_expect_eq(tg_lora_config_validate(&up, &relu), TG_ERR_ARG);
+    TgLoraConfig zero = {.rank = 0, .alpha = 4, .targets = 1};
+    cr_expect_eq(tg_lora_config_validate(&zero, NULL), TG_ERR_ARG);
+}
+
+/* An adapter checkpoint holds the adapters alone, and loads back onto its own base only. */
+Test(lora, an_adapter_loads_onto_its_base_and_is_refused_on_another_naming_both) {
+    char *dir = datagen_tempdir(), *path = datagen_path(dir, "adapter.tgck");
+    TgModel m, same, other;
+    tg_model_build(&m, &small_cfg);
+    tg_model_init_weights(&m, 5);
+    tg_lora_attach(&m, &all_targets, 9);
+    perturb_b(&m, 3);
+    TrainerState state = {.step = 7, .best_val_loss = INFINITY, .seed = 1};
+    CheckpointSource src = checkpoint_source_of(&m, 0xabcdu, &state);
+    assert_ok(checkpoint_write(path, &src));
+    CheckpointInfo info;
+    assert_ok(checkpoint_read_header(path, &info));
+    cr_expect(info.flags & CHECKPOINT_FLAG_ADAPTER);
+    /* the same base: every adapter weight back, bitwise */
+    tg_model_build(&same, &small_cfg);
+    tg_model_init_weights(&same, 5);
+    assert_ok(adapter_load(path, &same, "base-one", 0xabcdu, &info));
+    cr_expect_eq(info.state.step, 7);
+    cr_expect_eq(same.lora->params.total, m.lora->params.total);
+    cr_expect_eq(memcmp(same.lora->params.data, m.lora->params.data, m.lora->params.total * sizeof(float)), 0);
+    /* another base of the same shape: refused, naming the adapter, the base and both fingerprints */
+    tg_model_build(&other, &small_cfg);
+    tg_model_init_weights(&other, 6);
+    char want[32], have[32];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)m.lora->base_fingerprint);
+    snprintf(have, sizeof have, "%016llx", (unsigned long long)tg_model_weights_fingerprint(&other));
+    cr_expect_eq(adapter_load(path, &other, "base-two", 0xabcdu, NULL), TG_ERR_MISMATCH);
+    const char *msg = tg_error_message();
+    cr_expect(strstr(msg, path) && strstr(msg, "base-two") && strstr(msg, want) && strstr(msg, have), "%s", msg);
+    cr_expect_null(other.lora, "a refused adapter stays off the model");
+    /* the right base with another tokenizer */
+    cr_expect_eq(adapter_load(path, &other, "base-two", 0x1234u, NULL), TG_ERR_MISMATCH);
+    /* and as a whole model's checkpoint it is refused, saying what it is */
+    TgModel whole;
+    tg_model_build(&whole, &small_cfg);
+    cr_expect_eq(checkpoint_load(path, &whole, NULL), TG_ERR_MISMATCH);
+    cr_expect(strstr(tg_error_message(), "a LoRA adapter's checkpoint"), "%s", tg_error_message());
+    tg_model_free(&whole), tg_model_free(&m), tg_model_free(&same), tg_model_free(&other);
+    datagen_remove_tree(dir);
+    free(path), free(dir);
+}
+
+/* ---- tapegrad sft --lora-rank ---- */
+
+CKPT_SCRATCH_FIXTURE
+
+static char *conversations(void) {
+    static const char *const words[] = {"tea", "rain", "paper", "bells", "stone", "clocks"};
+    char text[16384];
+    size_t n = 0;
+    for (int i = 0; i < 60; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n,
+                              "{\"conversations\": [{\"role\": \"user\", \"content\": \"Say %s.\"}, {\"role\": \"assistant\", "
+                              "\"content\": \"%s, %s.\"}]}\n",
+                              words[i % 6], words[i % 6], words[(i + 1) % 6]);
+    datagen_write(dir, "conversations.jsonl", text, n);
+    return datagen_path(dir, "conversations.jsonl");
+}
+
+/* The adapters (weights and moments) and trainer state of two LoRA runs' latest checkpoints agree bitwise. */
+static void expect_same_adapters(const char *a, const char *b) {
+    Run ra, rb;
+    assert_ok(run_open_existing(a, &ra));
+    assert_ok(run_open_existing(b, &rb));
+    cr_assert(ra.model.lora && rb.model.lora, "both runs hold adapters");
+    const TgParamStore *x = &ra.model.lora->params, *y = &rb.model.lora->params;
+    size_t bytes = x->total * sizeof(float);
+    cr_assert_eq(x->total, y->total);
+    cr_expect(memcmp(x->data, y->data, bytes) == 0 && memcmp(x->m, y->m, bytes) == 0 && memcmp(x->v, y->v, bytes) == 0,
+              "%s and %s hold different adapters or moments", a, b);
+    cr_expect_eq(ra.state.step, rb.state.step);
+    cr_expect_eq(memcmp(&ra.state.loader, &rb.state.loader, sizeof ra.state.loader), 0, "loader states differ");
+    run_close(&ra);
+    run_close(&rb);
+}
+
+Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .fini = teardown, .timeout = 120) {
+    char *base = datagen_path(dir, "base"), *data = conversations(), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 320 --special-tokens chatml --steps 2 "
+                            "--eval-every 0 --out %s", corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *straight = datagen_path(dir, "straight"), *split = datagen_path(dir, "split"), *merged = datagen_path(dir, "merged");
+    const char *flags = CKPT_TEST_FLAGS " --seq 64 --steps 8 --eval-every 4 --lr 1e-2 --lora-rank 4 --lora-targets q,v,o,gate,up,down";
+    rc = ckpt_cli(&out, "sft %s --init-from %s --data %s --out %s", flags, base, data, straight);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "LoRA rank 4, alpha 8 on q,v,o,gate,up,down"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "sft %s --init-from %s --data %s --stop-after 3 --out %s", flags, base, data, split);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "sft --resume %s", split);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "resuming at step 3 of 8"), "%s", out);
+    free(out);
+    ckpt_expect_same_metrics(straight, split, 3, 5);
+    expect_same_adapters(straight, split);
+    /* the checkpoint holds the adapters alone: a fraction of the base's */
+    rc = ckpt_cli(&out, "ckpt info %s", straight);
+    cr_expect(rc == 0 && strstr(out, "adapters     LoRA rank 4, alpha 8 on q,v,o,gate,up,down"), "%s", out);
+    cr_expect(strstr(out, "model.layers.1.mlp.down_proj.lora_B.weight") && !strstr(out, "embed_tokens"), "%s", out);
+    free(out);
+    /* merged: a whole model whose eval equals the adapted run's */
+    rc = ckpt_cli(&out, "ckpt merge %s --out %s", straight, merged);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *e1 = NULL, *e2 = NULL;
+    cr_expect_eq(ckpt_cli(&e1, "eval --run %s --threads 1", straight), 0, "%s", e1);
+    cr_expect_eq(ckpt_cli(&e2, "eval --run %s --threads 1", merged), 0, "%s", e2);
+    const char *l1 = strstr(e1, "\"val_loss\":"), *l2 = strstr(e2, "\"val_loss\":");
+    cr_assert(l1 && l2, "%s\n%s", e1, e2);
+    double v1 = strtod(l1 + 11, NULL), v2 = strtod(l2 + 11, NULL);
+    cr_expect_leq(fabs(v1 - v2), 1e-5 * v1, "val loss %.9g adapted, %.9g merged", v1, v2);
+    free(e1), free(e2);
+    rc = ckpt_cli(&out, "ckpt info %s", merged);
+    cr_expect(rc == 0 && strstr(out, "model.embed_tokens.weight") && !strstr(out, "lora_"), "%s", out);
+    free(out);
+    /* never over a run's files */
+    rc = ckpt_cli(&out, "ckpt merge %s --out %s", straight, base);
+    cr_expect_eq(rc, 2, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt merge %s --out %s", base, merged);
+    cr_expect_neq(rc, 0, "%s", out);
+    free(out);
+    free(base), free(data), free(straight), free(split), free(merged);
+}
+
+Test(lora_cli, bad_combinations_are_refused_and_leave_nothing, .init = setup, .fini = teardown, .timeout = 60) {
+    char *base = datagen_path(dir, "base"), *data = conversations(), *run = datagen_path(dir, "run"), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 320 --special-tokens chatml --steps 1 "
+                            "--eval-every 0 --out %s", corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    static const struct {
+        const char *flags, *says;
+    } cases[] = {
+        {"--lora-rank 4", "--lora-rank trains adapters on a model's frozen weights: add --init-from"},
+        {"--init-from BASE --lora-rank 0", "--lora-rank must be at least 1"},
+        {"--init-from BASE --lora-rank -2", "--lora-rank must be in [0, 4096]"},
+        {"--init-from BASE --lora-rank 4 --lora-targets q,attn", "unknown target 'attn'"},
+        {"--init-from BASE --lora-alpha 16", "add --lora-rank R"},
+        {"--init-from BASE --lora-rank 4 --lora-alpha 0", "--lora-alpha must be above 0"},
+        {"--init-from BASE --lora-rank 4 --log-grads 1", "drop --log-grads"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[512];
+        const char *at = strstr(cases[i].flags, "BASE");
+        if (at) snprintf(flags, sizeof flags, "%.*s%s%s", (int)(at - cases[i].flags), cases[i].flags, base, at + 4);
+        else snprintf(flags, sizeof flags, "%s", cases[i].flags);
+        rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --data %s %s --out %s", data, flags, run);
+        cr_expect_eq(rc, 2, "%s: exit %d\n%s", cases[i].flags, rc, out);
+        cr_expect(strstr(out, cases[i].says), "%s:\n%s", cases[i].flags, out);
+        free(out);
+        cr_expect(access(run, F_OK) != 0, "a refused run left %s behind", run);
+    }
+    free(base), free(data), free(run);
+}

@@ -1,0 +1,17 @@
+/* A LoRA run merged into a whole model: `tapegrad ckpt merge RUN --out DIR`. */
+#ifndef TAPEGRAD_MERGE_H
+#define TAPEGRAD_MERGE_H
+
+#include <stddef.h>
+
+#include "tapegrad/error.h"
+
+/* Opens the LoRA run `source` (a run folder or an adapter checkpoint in one, with the base its
+ * run.txt names), folds its adapters into the base (W += (alpha / r) B A) and writes a new run
+ * folder `out_dir` (run_folder.h: never a folder holding a run's files; nothing is left behind on
+ * failure) with run.txt, the tokenizer, the val split and one checkpoint of the merged weights,
+ * which every command reads as any run's. *merged receives the folder's path. A source without
+ * adapters is refused (TG_ERR_ARG). */
+TgStatus run_merge_adapter(const char *source, const char *out_dir, char *merged, size_t cap);
+
+#endif
