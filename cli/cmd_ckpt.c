@@ -23,6 +23,8 @@ static void print_ckpt_usage(FILE *f) {
                "       tapegrad ckpt export FILE|DIR --safetensors OUT  its weights as safetensors, config.json beside\n"
                "       tapegrad ckpt export FILE|DIR --hf DIR           a Hugging Face Llama folder (weights, configs, tokenizer)\n"
                "       tapegrad ckpt export FILE|DIR --gguf FILE        a GGUF file for llama.cpp (--gguf-type f32|f16|q8_0)\n"
+               "       tapegrad ckpt export RUN --gguf-adapter FILE     a LoRA run's adapters for llama.cpp (with its base's --gguf)\n"
+               "       tapegrad ckpt export RUN --peft DIR              a LoRA run's adapters for PEFT (with its base's --hf)\n"
                "       tapegrad ckpt merge RUN --out DIR                a LoRA run's adapters folded into its base: a new run\n");
 }
 
@@ -138,7 +140,7 @@ static int run_info(int argc, char **argv) {
 }
 
 typedef struct {
-    const char *safetensors, *hf, *gguf, *gguf_type;
+    const char *safetensors, *hf, *gguf, *gguf_type, *gguf_adapter, *peft;
     bool force;
 } ExportFlags;
 
@@ -151,11 +153,18 @@ static const OptSpec export_specs[] = {
     OPT(ExportFlags, gguf, "--gguf", OPT_STRING, "a GGUF file to write (llama.cpp, ollama, LM Studio), tokenizer included",
         OPT_ANY, NULL, 0, NULL),
     OPT(ExportFlags, gguf_type, "--gguf-type", OPT_STRING, "GGUF weight type", OPT_ANY, GGUF_WEIGHTS_CHOICES, 0, NULL),
+    OPT(ExportFlags, gguf_adapter, "--gguf-adapter", OPT_STRING,
+        "a LoRA run's adapters as a llama.cpp LoRA adapter GGUF, for the --gguf export of its base", OPT_ANY, NULL, 0, NULL),
+    OPT(ExportFlags, peft, "--peft", OPT_STRING,
+        "a LoRA run's adapters as a PEFT adapter folder (adapter_model.safetensors, adapter_config.json)", OPT_ANY, NULL,
+        0, NULL),
     OPT(ExportFlags, force, "--force", OPT_BOOL,
         "replace an existing output file (or the model files of a --hf folder that holds others); a run's own files never",
         OPT_ANY, NULL, 0, NULL),
 };
-static const OptTable export_table = {"ckpt export", "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE", export_specs,
+static const OptTable export_table = {"ckpt export",
+                                      "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE | --gguf-adapter FILE | --peft DIR",
+                                      export_specs,
                                       (int)(sizeof export_specs / sizeof export_specs[0]), 1};
 
 /* Weights and config.json: needs no tokenizer, so it works on a checkpoint file alone. */
@@ -198,10 +207,23 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     if (s == TG_OK) s = run_folder_locate(source, dir, sizeof dir); /* before the outputs: they are checked against it */
     if (s == TG_OK && o->hf) s = model_export_hf_check(plan, o->hf, o->force);
     if (s == TG_OK && o->gguf) s = output_check(plan, "--gguf", o->gguf, o->force);
+    if (s == TG_OK && o->gguf_adapter) s = output_check(plan, "--gguf-adapter", o->gguf_adapter, o->force);
+    if (s == TG_OK && o->peft) s = model_export_peft_check(plan, o->peft, o->force);
     free(plan);
     if (s != TG_OK) return cli_exit("ckpt export", s);
     Run run;
     s = run_open_existing(source, &run);
+    if (s == TG_OK && (o->gguf_adapter || o->peft)) {
+        if (!run.model.lora)
+            s = tg_fail(TG_ERR_ARG, "%s holds no LoRA adapters; --gguf-adapter and --peft export those of a LoRA run", source);
+        if (s == TG_OK) s = o->peft ? model_export_peft(&run.model, o->peft) : model_export_gguf_adapter(&run.model, o->gguf_adapter);
+        if (s == TG_OK)
+            printf("wrote %s (LoRA rank %lld, alpha %g, %d tensors, step %lld) for the base %s\n", o->peft ? o->peft : o->gguf_adapter,
+                   (long long)run.model.lora->cfg.rank, run.model.lora->cfg.alpha, run.model.lora->params.count,
+                   (long long)run.state.step, o->peft ? "exported with --hf" : "exported with --gguf");
+        run_close(&run);
+        return cli_exit("ckpt export", s);
+    }
     if (s == TG_OK) tg_lora_merge(&run.model); /* a LoRA run exports as its base with the adapters folded in */
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
@@ -228,9 +250,10 @@ static int run_export(int argc, char **argv) {
     int n_positional = 0;
     int rc = cli_parse(&export_table, &o, &defaults, &given, argc, argv, positional, &n_positional);
     if (rc >= 0) return rc;
-    int targets = !!o.safetensors + !!o.hf + !!o.gguf;
+    int targets = !!o.safetensors + !!o.hf + !!o.gguf + !!o.gguf_adapter + !!o.peft;
     if (n_positional != 1 || targets != 1)
-        return cli_usage_error("ckpt export", "give one checkpoint file or run folder and one of --safetensors OUT, --hf DIR, --gguf FILE");
+        return cli_usage_error("ckpt export", "give one checkpoint file or run folder and one of --safetensors OUT, --hf DIR, "
+                                              "--gguf FILE, --gguf-adapter FILE, --peft DIR");
     if ((given & OPT_BIT(opt_find(&export_table, "--gguf-type"))) && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
     if (o.safetensors) return export_safetensors(positional[0], o.safetensors, o.force);
     return export_with_tokenizer(positional[0], &o);

@@ -380,6 +380,78 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
     run_close(&r);
 }
 
+/* ---- a LoRA adapter in llama.cpp ---------------------------------------------------------- */
+
+/* A LoRA run (rank 4 on every linear, trained on a base's safetensors) exported as a GGUF
+ * adapter: llama.cpp, loading the base's GGUF with the adapter at scale 1, gives the
+ * log-probabilities of tapegrad's merged model. llama.cpp computes W x + (alpha / r) B (A x)
+ * where the merged model has (W + (alpha / r) B A) x: the two differ in rounding only. Bounds
+ * per base type as for the base alone (the adapter stays F32); measured in tests/clients/README.md. */
+Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .init = setup, .fini = teardown,
+     .timeout = 300) {
+    require_clients("llama.cpp with the GGUF LoRA adapter", teardown);
+    const char *flags = "--tokenizer bpe --vocab 600 --seq 48";
+    char *base = make_run("lora-base", "--tokenizer bpe --vocab 600 --seq 48 --lr 1e-2", 60);
+    char *weights = datagen_path(dir, "base.safetensors"), *lora = datagen_path(dir, "lora-run");
+    char *adapter = datagen_path(dir, "adapter.gguf"), *out = NULL, args[8400];
+    int rc = ckpt_cli(&out, "ckpt export %s --safetensors %s", base, weights);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s %s --init-from %s --lora-rank 4 --lr 3e-2 --steps 30 "
+                        "--eval-every 0 --out %s", corpus_path, flags, weights, lora);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt export %s --gguf-adapter %s", lora, adapter);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    Run r;
+    cr_assert_eq(run_open_existing(lora, &r), TG_OK, "%s", tg_error_message());
+    const char *prompt = "The old man said: it's";
+    int32_t ids[64];
+    size_t n_prompt;
+    cr_assert_eq(tg_tokenizer_encode(&r.tok, prompt, strlen(prompt), ids, 64, &n_prompt), TG_OK);
+    char prompt_json[1024];
+    size_t at = (size_t)snprintf(prompt_json, sizeof prompt_json, "[");
+    for (size_t i = 0; i < n_prompt; i++) at += (size_t)snprintf(prompt_json + at, sizeof prompt_json - at, i ? ", %d" : "%d", ids[i]);
+    snprintf(prompt_json + at, sizeof prompt_json - at, "]");
+    char *request = datagen_path(dir, "request.json");
+    write_texts(request, VALID, 0, prompt_json, 1);
+    double *adapted = tapegrad_logprobs(&r.model, ids, (int64_t)n_prompt);
+    tg_lora_merge(&r.model);
+    double *merged = tapegrad_logprobs(&r.model, ids, (int64_t)n_prompt);
+    static const struct {
+        const char *type;
+        double bound;
+    } kinds[] = {{"f32", 5e-5}, {"f16", 1e-2}, {"q8_0", 1e-1}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        char *gguf = datagen_path(dir, "base.gguf");
+        rc = ckpt_cli(&out, "ckpt export %s --gguf %s --gguf-type %s --force", base, gguf, kinds[k].type);
+        cr_assert_eq(rc, 0, "%s", out);
+        free(out);
+        snprintf(args, sizeof args, "%s %s %s", gguf, request, adapter);
+        cJSON *json = run_client("llama_check.mjs", args);
+        double worst = compare_logprobs(json, merged, (int64_t)n_prompt, r.model.cfg.vocab);
+        cJSON_Delete(json);
+        fprintf(stderr, "gguf %s base + F32 LoRA adapter: largest |log p llama.cpp - log p tapegrad merged| %.3g\n",
+                kinds[k].type, worst);
+        cr_expect_leq(worst, kinds[k].bound, "%s: log-probabilities differ by %g", kinds[k].type, worst);
+        if (k == 0) {
+            /* the same base without the adapter: far off, so the agreement above is the adapter's */
+            snprintf(args, sizeof args, "%s %s", gguf, request);
+            json = run_client("llama_check.mjs", args);
+            double without = compare_logprobs(json, merged, (int64_t)n_prompt, r.model.cfg.vocab);
+            cJSON_Delete(json);
+            cr_expect_gt(without, 100 * kinds[k].bound, "the adapter moves the log-probabilities by only %g", without);
+        }
+        free(gguf);
+    }
+    double apart = 0;
+    for (size_t i = 0; i < n_prompt * (size_t)r.model.cfg.vocab; i++) apart = fmax(apart, fabs(adapted[i] - merged[i]));
+    cr_expect_leq(apart, 1e-5, "merged and adapted log-probabilities differ by %g", apart);
+    free(adapted), free(merged), free(request), free(base), free(weights), free(lora), free(adapter);
+    run_close(&r);
+}
+
 /* ---- the chat template ------------------------------------------------------------------ */
 
 /* A run fine-tuned on short exchanges ("Say river." -> "river, and then stone."), for long

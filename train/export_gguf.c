@@ -150,6 +150,17 @@ static uint32_t type_for(const TgTensor *t, GgufWeights weights) {
     return GGML_TYPE_F16;
 }
 
+/* Each tensor's type and offset in the data section, in file order. */
+static void place_tensors(GgufTensor *ts, int n, GgufWeights weights) {
+    uint64_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        ts[i].type = type_for(ts[i].t, weights);
+        ts[i].offset = offset;
+        ts[i].bytes = tensor_bytes(ts[i].type, ts[i].t->numel);
+        offset += (ts[i].bytes + GGUF_ALIGNMENT - 1) / GGUF_ALIGNMENT * GGUF_ALIGNMENT;
+    }
+}
+
 /* The tensors in file order, with their types and offsets; returns their number. */
 static int plan_tensors(const TgModel *m, GgufWeights weights, GgufTensor *out) {
     int n = 0;
@@ -170,13 +181,7 @@ static int plan_tensors(const TgModel *m, GgufWeights weights, GgufTensor *out) 
     }
     ADD(m->final_norm, 0, "output_norm.weight");
 #undef ADD
-    uint64_t offset = 0;
-    for (int i = 0; i < n; i++) {
-        out[i].type = type_for(out[i].t, weights);
-        out[i].offset = offset;
-        out[i].bytes = tensor_bytes(out[i].type, out[i].t->numel);
-        offset += (out[i].bytes + GGUF_ALIGNMENT - 1) / GGUF_ALIGNMENT * GGUF_ALIGNMENT;
-    }
+    place_tensors(out, n, weights);
     return n;
 }
 
@@ -253,6 +258,8 @@ static void write_tensor_data(FILE *f, const GgufTensor *ts, int n) {
     }
 }
 
+static TgStatus write_gguf(const char *path, Buf *meta, const GgufTensor *ts, int n_tensors);
+
 TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *path,
                            GgufWeights weights) {
     const TgModelConfig *c = &model->cfg;
@@ -263,9 +270,17 @@ TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const C
     int n_tensors = (int)(2 + 9 * c->n_layers);
     GgufTensor *ts = tg_calloc((size_t)n_tensors, sizeof *ts);
     TG_CHECK(plan_tensors(model, weights, ts) == n_tensors, "tensor count");
-    Buf meta = {0}, infos = {0};
+    Buf meta = {0};
     put_model_metadata(&meta, c, weights);
     put_tokenizer_metadata(&meta, tok, chat);
+    TgStatus s = write_gguf(path, &meta, ts, n_tensors);
+    free(ts);
+    return s;
+}
+
+/* The file: header, the metadata `meta` holds, the tensors' infos, their data (aligned). */
+static TgStatus write_gguf(const char *path, Buf *meta_buf, const GgufTensor *ts, int n_tensors) {
+    Buf meta = *meta_buf, infos = {0};
     put_tensor_infos(&infos, ts, n_tensors);
     Buf head = {0};
     put(&head, "GGUF", 4);
@@ -284,6 +299,45 @@ TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const C
         write_tensor_data(f, ts, n_tensors);
         s = atomic_file_commit(&af);
     }
-    free(head.data), free(meta.data), free(infos.data), free(ts);
+    free(head.data), free(meta.data), free(infos.data);
+    return s;
+}
+
+/* llama.cpp's name of the weight a LoRA target adapts, after "blk.N." */
+static const char *gguf_target_name(int target) {
+    static const char *const names[TG_LORA_TARGET_COUNT] = {
+        [TG_LORA_Q] = "attn_q",      [TG_LORA_K] = "attn_k",  [TG_LORA_V] = "attn_v",     [TG_LORA_O] = "attn_output",
+        [TG_LORA_GATE] = "ffn_gate", [TG_LORA_UP] = "ffn_up", [TG_LORA_DOWN] = "ffn_down"};
+    return names[target];
+}
+
+TgStatus model_export_gguf_adapter(const TgModel *model, const char *path) {
+    const TgModelConfig *c = &model->cfg;
+    const TgLora *lora = model->lora;
+    if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a GGUF adapter");
+    TG_TRY(export_check_llama(c));
+    GgufTensor *ts = tg_calloc((size_t)(2 * TG_LORA_TARGET_COUNT * c->n_layers), sizeof *ts);
+    int n = 0;
+    for (int64_t l = 0; l < c->n_layers; l++)
+        for (int t = 0; t < TG_LORA_TARGET_COUNT; t++) {
+            const TgLoraPair *pair = &lora->pairs[l * TG_LORA_TARGET_COUNT + t];
+            if (!pair->a) continue;
+            /* B's rows are the weight's output rows: q and k take the base export's RoPE permutation */
+            int64_t heads = t == TG_LORA_Q ? c->n_heads : t == TG_LORA_K ? c->n_kv_heads : 0;
+            snprintf(ts[n].name, sizeof ts[n].name, "blk.%lld.%s.weight.lora_a", (long long)l, gguf_target_name(t));
+            ts[n++].t = pair->a;
+            snprintf(ts[n].name, sizeof ts[n].name, "blk.%lld.%s.weight.lora_b", (long long)l, gguf_target_name(t));
+            ts[n].heads = heads;
+            ts[n++].t = pair->b;
+        }
+    place_tensors(ts, n, GGUF_WEIGHTS_F32);
+    Buf meta = {0};
+    kv_str(&meta, "general.architecture", "llama");
+    kv_str(&meta, "general.type", "adapter");
+    kv_str(&meta, "general.name", "tapegrad LoRA");
+    kv_str(&meta, "adapter.type", "lora");
+    kv_f32(&meta, "adapter.lora.alpha", (float)lora->cfg.alpha);
+    TgStatus s = write_gguf(path, &meta, ts, n);
+    free(ts);
     return s;
 }

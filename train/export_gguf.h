@@ -55,4 +55,11 @@ const char *gguf_weights_name(GgufWeights weights);
 TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *path,
                            GgufWeights weights);
 
+/* Writes the model's LoRA adapters as a llama.cpp LoRA adapter (atomically): general.type
+ * "adapter", adapter.type "lora", adapter.lora.alpha, and per adapted weight W of the base's GGUF
+ * the F32 tensors W.lora_a (A, {in, r}) and W.lora_b (B, {r, out}), e.g. blk.0.attn_q.weight.lora_a;
+ * the rows of B for attn_q and attn_k permuted as the base's rows are. llama.cpp adds
+ * scale * alpha / r * B (A x) to W x. TG_ERR_ARG when the model has no adapters. */
+TgStatus model_export_gguf_adapter(const TgModel *model, const char *path);
+
 #endif

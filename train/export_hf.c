@@ -23,8 +23,10 @@ TgStatus export_check_llama(const TgModelConfig *cfg) {
     return TG_OK;
 }
 
-TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force) {
-    TG_TRY(output_check_folder("--hf", dir));
+/* A folder `flag` names, new or empty (or with --force), and the files a writer puts in it. */
+static TgStatus folder_check(OutputPlan *plan, const char *flag, const char *dir, const char *const *files, size_t n,
+                             bool force) {
+    TG_TRY(output_check_folder(flag, dir));
     DIR *d = opendir(dir);
     if (d) { /* an empty folder is as good as a new one; one with files needs --force */
         const struct dirent *e;
@@ -36,14 +38,23 @@ TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force) {
             return tg_fail(TG_ERR_ARG,
                            "%s is not empty; give an empty or new folder, or --force to replace the model files in it", dir);
     }
-    static const char *const files[] = EXPORT_HF_FILES;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
         char path[TG_PATH_CAP], what[64];
         TG_TRY(path_join(path, sizeof path, dir, files[i]));
-        snprintf(what, sizeof what, "the %s of --hf", files[i]);
+        snprintf(what, sizeof what, "the %s of %s", files[i], flag);
         TG_TRY(output_check(plan, what, path, force));
     }
     return TG_OK;
+}
+
+TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force) {
+    static const char *const files[] = EXPORT_HF_FILES;
+    return folder_check(plan, "--hf", dir, files, sizeof files / sizeof files[0], force);
+}
+
+TgStatus model_export_peft_check(OutputPlan *plan, const char *dir, bool force) {
+    static const char *const files[] = EXPORT_PEFT_FILES;
+    return folder_check(plan, "--peft", dir, files, sizeof files / sizeof files[0], force);
 }
 
 static TgStatus write_json(const char *dir, const char *name, cJSON *root) {
@@ -157,4 +168,46 @@ TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const Cha
     TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id, chat ? chat->im_end : tok->eot_id)));
     TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id, chat)));
     return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, chat, c->seq_len));
+}
+
+/* PEFT's names: its model wraps the transformers model as base_model.model */
+TgStatus model_export_peft(const TgModel *model, const char *dir) {
+    const TgLora *lora = model->lora;
+    if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a PEFT adapter");
+    TG_TRY(make_folders(dir));
+    StWriter *w = st_writer_begin();
+    char name[TG_NAME_CAP + 32];
+    for (int i = 0; i < lora->params.count; i++) {
+        const TgTensor *t = lora->params.tensors[i];
+        snprintf(name, sizeof name, "base_model.model.%s", t->name);
+        TgStatus s = st_writer_add_f32(w, name, t->ndim, t->shape, t->data);
+        if (s != TG_OK) {
+            st_writer_free(w);
+            return s;
+        }
+    }
+    st_writer_set_metadata(w, "format", "pt");
+    char path[TG_PATH_CAP];
+    TgStatus s = path_join(path, sizeof path, dir, "adapter_model.safetensors");
+    if (s == TG_OK) s = st_writer_finish(w, path);
+    else st_writer_free(w);
+    TG_TRY(s);
+    static const char *const modules[TG_LORA_TARGET_COUNT] = {
+        [TG_LORA_Q] = "q_proj",       [TG_LORA_K] = "k_proj",   [TG_LORA_V] = "v_proj",      [TG_LORA_O] = "o_proj",
+        [TG_LORA_GATE] = "gate_proj", [TG_LORA_UP] = "up_proj", [TG_LORA_DOWN] = "down_proj"};
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "peft_type", "LORA");
+    cJSON_AddStringToObject(root, "task_type", "CAUSAL_LM");
+    cJSON_AddNullToObject(root, "base_model_name_or_path");
+    cJSON_AddNumberToObject(root, "r", (double)lora->cfg.rank);
+    cJSON_AddNumberToObject(root, "lora_alpha", lora->cfg.alpha);
+    cJSON_AddNumberToObject(root, "lora_dropout", 0.0);
+    cJSON_AddStringToObject(root, "bias", "none");
+    cJSON_AddBoolToObject(root, "fan_in_fan_out", false);
+    cJSON_AddBoolToObject(root, "use_rslora", false);
+    cJSON_AddBoolToObject(root, "inference_mode", true);
+    cJSON *targets = cJSON_AddArrayToObject(root, "target_modules");
+    for (int t = 0; t < TG_LORA_TARGET_COUNT; t++)
+        if (lora->cfg.targets & (1u << t)) cJSON_AddItemToArray(targets, cJSON_CreateString(modules[t]));
+    return write_json(dir, "adapter_config.json", root);
 }

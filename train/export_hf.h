@@ -39,6 +39,14 @@ TgStatus export_check_llama(const TgModelConfig *cfg);
  * (train/output_check.h): the folder (not a run folder; one that holds anything is refused
  * unless `force`, which replaces the five files and keeps the rest), and each of its five files. */
 TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force);
+
+/* A PEFT LoRA adapter for the --hf export of the base: adapter_model.safetensors (the adapters,
+ * named base_model.model.<tapegrad's name>, A (r, in), B (out, r), F32) and adapter_config.json
+ * (r, lora_alpha, target_modules q_proj ... down_proj). PEFT's forward is W x + (alpha / r) B A x,
+ * tapegrad's own. _check: as model_export_hf_check, for those two files. */
+#define EXPORT_PEFT_FILES {"adapter_model.safetensors", "adapter_config.json"}
+TgStatus model_export_peft_check(OutputPlan *plan, const char *dir, bool force);
+TgStatus model_export_peft(const TgModel *model, const char *dir);
 /* Writes the folder `dir` (created with its parents when missing), checked first
  * (model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
  * markers. model.safetensors records the run's tokenizer fingerprint and the one

@@ -1,6 +1,7 @@
 // Runs a GGUF file in llama.cpp (node-llama-cpp's prebuilt CPU binaries, never built or
 // downloaded here).
-// usage: node llama_check.mjs MODEL.gguf REQUEST.json
+// usage: node llama_check.mjs MODEL.gguf REQUEST.json [LORA.gguf]
+// LORA.gguf: a LoRA adapter for MODEL.gguf, applied at scale 1 (llama.cpp adds alpha / r * B A x).
 // REQUEST.json: {"prompt": [ids], "steps": N, "texts": ["<hex bytes>", ...]}
 // Prints {"logprobs": [[log p(token | prompt[0..i]) for every token] for each prompt position i],
 //         "greedy": [N ids: greedy continuation of the prompt],
@@ -10,9 +11,9 @@
 import { readFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
-const [modelPath, requestPath] = process.argv.slice(2);
+const [modelPath, requestPath, loraPath] = process.argv.slice(2);
 if (!requestPath) {
-  console.error("usage: node llama_check.mjs MODEL.gguf REQUEST.json");
+  console.error("usage: node llama_check.mjs MODEL.gguf REQUEST.json [LORA.gguf]");
   process.exit(2);
 }
 const { prompt, steps, texts } = JSON.parse(readFileSync(requestPath, "utf8"));
@@ -21,6 +22,7 @@ const model = await llama.loadModel({ modelPath });
 // the key/value cache in F32, as tapegrad keeps keys and values (llama.cpp's default is F16)
 const context = await model.createContext({
   contextSize: 64, threads: 1, batchSize: 64, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+  ...(loraPath ? { lora: { adapters: [{ filePath: loraPath, scale: 1 }] } } : {}),
 });
 const sequence = context.getSequence();
 
