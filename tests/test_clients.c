@@ -303,6 +303,13 @@ static void tapegrad_greedy(TgModel *m, int32_t *ids, int64_t n, int steps) {
     }
 }
 
+/* "[id, id, ...]" */
+static void ids_json(const int32_t *ids, size_t n, char *buf, size_t cap) {
+    size_t at = (size_t)snprintf(buf, cap, "[");
+    for (size_t i = 0; i < n && at < cap; i++) at += (size_t)snprintf(buf + at, cap - at, i ? ", %d" : "%d", ids[i]);
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+}
+
 /* Compares llama.cpp's log-probabilities with tapegrad's; returns the largest difference. */
 static double compare_logprobs(const cJSON *json, const double *ours, int64_t n, int64_t vocab) {
     const cJSON *rows = cJSON_GetObjectItem(json, "logprobs");
@@ -335,9 +342,7 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
     const int steps = 20;
     cr_assert_leq((int64_t)n_prompt + steps, r.model.cfg.seq_len);
     char prompt_json[1024];
-    size_t at = (size_t)snprintf(prompt_json, sizeof prompt_json, "[");
-    for (size_t i = 0; i < n_prompt; i++) at += (size_t)snprintf(prompt_json + at, sizeof prompt_json - at, i ? ", %d" : "%d", ids[i]);
-    snprintf(prompt_json + at, sizeof prompt_json - at, "]");
+    ids_json(ids, n_prompt, prompt_json, sizeof prompt_json);
     char *request = datagen_path(dir, "request.json");
     write_texts(request, VALID, N_VALID, prompt_json, steps);
     double *ours = tapegrad_logprobs(&r.model, ids, (int64_t)n_prompt);
@@ -411,9 +416,7 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
     size_t n_prompt;
     cr_assert_eq(tg_tokenizer_encode(&r.tok, prompt, strlen(prompt), ids, 64, &n_prompt), TG_OK);
     char prompt_json[1024];
-    size_t at = (size_t)snprintf(prompt_json, sizeof prompt_json, "[");
-    for (size_t i = 0; i < n_prompt; i++) at += (size_t)snprintf(prompt_json + at, sizeof prompt_json - at, i ? ", %d" : "%d", ids[i]);
-    snprintf(prompt_json + at, sizeof prompt_json - at, "]");
+    ids_json(ids, n_prompt, prompt_json, sizeof prompt_json);
     char *request = datagen_path(dir, "request.json");
     write_texts(request, VALID, 0, prompt_json, 1);
     double *adapted = tapegrad_logprobs(&r.model, ids, (int64_t)n_prompt);

@@ -16,6 +16,7 @@
 #include "datagen.h"
 #include "tapegrad/model.h"
 #include "testutil.h"
+#include "lib/safetensors.h"
 #include "train/adapter.h"
 #include "train/checkpoint.h"
 #include "train/run.h"
@@ -24,6 +25,13 @@ static const TgModelConfig small_cfg = {.dim = 32, .n_layers = 2, .n_heads = 4, 
                                         .vocab = 61, .seq_len = 16, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e4,
                                         .norm_eps = 1e-5};
 static const TgLoraConfig all_targets = {.rank = 4, .alpha = 8, .targets = TG_LORA_ALL_TARGETS};
+
+/* small_cfg's model with weights from seed 5 and, when `lora`, all_targets' adapters (seed 9) */
+static void build(TgModel *m, bool lora) {
+    tg_model_build(m, &small_cfg);
+    tg_model_init_weights(m, 5);
+    if (lora) tg_lora_attach(m, &all_targets, 9);
+}
 
 static void tokens_of(int32_t *tokens, int32_t *targets, int64_t n) {
     for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)((i * 7 + 3) % small_cfg.vocab);
@@ -59,8 +67,7 @@ Test(lora, a_fresh_adapter_leaves_the_logits_bitwise_and_the_base_frozen) {
     TestTape tt;
     test_tape_init(&tt, 2);
     TgModel m;
-    tg_model_build(&m, &small_cfg);
-    tg_model_init_weights(&m, 5);
+    build(&m, false);
     float *base = logits_of(&m, &tt);
     tg_lora_attach(&m, &all_targets, 9);
     float *adapted = logits_of(&m, &tt);
@@ -102,8 +109,7 @@ Test(lora, merged_weights_give_the_adapted_logits) {
     TestTape tt;
     test_tape_init(&tt, 2);
     TgModel m;
-    tg_model_build(&m, &small_cfg);
-    tg_model_init_weights(&m, 5);
+    build(&m, false);
     float *base = logits_of(&m, &tt);
     tg_lora_attach(&m, &all_targets, 9);
     perturb_b(&m, 3);
@@ -146,9 +152,7 @@ Test(lora, targets_parse_and_bad_ones_are_refused) {
 Test(lora, an_adapter_loads_onto_its_base_and_is_refused_on_another_naming_both) {
     char *dir = datagen_tempdir(), *path = datagen_path(dir, "adapter.tgck");
     TgModel m, same, other;
-    tg_model_build(&m, &small_cfg);
-    tg_model_init_weights(&m, 5);
-    tg_lora_attach(&m, &all_targets, 9);
+    build(&m, true);
     perturb_b(&m, 3);
     TrainerState state = {.step = 7, .best_val_loss = INFINITY, .seed = 1};
     CheckpointSource src = checkpoint_source_of(&m, 0xabcdu, &state);
@@ -157,8 +161,7 @@ Test(lora, an_adapter_loads_onto_its_base_and_is_refused_on_another_naming_both)
     assert_ok(checkpoint_read_header(path, &info));
     cr_expect(info.flags & CHECKPOINT_FLAG_ADAPTER);
     /* the same base: every adapter weight back, bitwise */
-    tg_model_build(&same, &small_cfg);
-    tg_model_init_weights(&same, 5);
+    build(&same, false);
     assert_ok(adapter_load(path, &same, "base-one", 0xabcdu, &info));
     cr_expect_eq(info.state.step, 7);
     cr_expect_eq(same.lora->params.total, m.lora->params.total);
@@ -260,6 +263,34 @@ Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .f
     rc = ckpt_cli(&out, "ckpt info %s", merged);
     cr_expect(rc == 0 && strstr(out, "model.embed_tokens.weight") && !strstr(out, "lora_"), "%s", out);
     free(out);
+    /* the PEFT folder: A and B of every adapted linear under PEFT's names, bitwise the run's, and its config */
+    char *peft = datagen_path(dir, "peft"), *st_path = datagen_path(peft, "adapter_model.safetensors");
+    char *config_path = datagen_path(peft, "adapter_config.json");
+    rc = ckpt_cli(&out, "ckpt export %s --peft %s", straight, peft);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    Run lora_run;
+    assert_ok(run_open_existing(straight, &lora_run));
+    StFile *st;
+    assert_ok(st_open(st_path, &st));
+    const TgParamStore *ad = &lora_run.model.lora->params;
+    cr_expect_eq(st_count(st), (size_t)ad->count);
+    for (int i = 0; i < ad->count; i++) {
+        char name[TG_NAME_CAP + 32];
+        snprintf(name, sizeof name, "base_model.model.%s", ad->tensors[i]->name);
+        float *got = malloc((size_t)ad->tensors[i]->numel * sizeof(float));
+        cr_expect_eq(st_expect_shape(st, name, 2, ad->tensors[i]->shape), TG_OK, "%s", tg_error_message());
+        cr_expect_eq(st_read_f32(st, name, got, ad->tensors[i]->numel), TG_OK, "%s", tg_error_message());
+        cr_expect_eq(memcmp(got, ad->tensors[i]->data, (size_t)ad->tensors[i]->numel * sizeof(float)), 0, "%s", name);
+        free(got);
+    }
+    st_close(st);
+    run_close(&lora_run);
+    char *config = ckpt_read_text(config_path);
+    cr_expect(strstr(config, "\"peft_type\":\t\"LORA\"") && strstr(config, "\"r\":\t4") && strstr(config, "\"lora_alpha\":\t8") &&
+                  strstr(config, "[\"q_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"]"),
+              "%s", config);
+    free(config), free(peft), free(st_path), free(config_path);
     /* never over a run's files */
     rc = ckpt_cli(&out, "ckpt merge %s --out %s", straight, base);
     cr_expect_eq(rc, 2, "%s", out);
