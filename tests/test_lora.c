@@ -14,6 +14,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
+#include "tapegrad/gradcheck.h"
 #include "tapegrad/model.h"
 #include "testutil.h"
 #include "lib/safetensors.h"
@@ -125,6 +126,33 @@ Test(lora, merged_weights_give_the_adapted_logits) {
     cr_expect_lt(worst, 1e-5, "merged logits differ from the adapted model's by %g", worst);
     cr_expect_gt(moved, 1e-3, "the adapters must move the logits for the comparison to mean anything (%g)", moved);
     free(base), free(adapted), free(merged);
+    tg_model_free(&m);
+    test_tape_free(&tt);
+}
+
+/* The whole model's gradients with respect to adapters (their ops wired into attention and the
+ * FFN, through RoPE, the residual adds, the loss) agree with central differences. */
+static TgTensor *model_loss(TgTape *tape, TgTensor *const *in, void *ctx) {
+    int32_t tokens[32], targets[32];
+    tokens_of(tokens, targets, 32);
+    return tg_model_loss(ctx, tape, tokens, targets, 2, 16, NULL);
+}
+
+Test(lora, the_models_adapter_gradients_match_finite_differences) {
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    TgModel m;
+    build(&m, true);
+    perturb_b(&m, 3);
+    const TgLoraPair *q0 = &m.lora->pairs[TG_LORA_Q], *down1 = &m.lora->pairs[TG_LORA_TARGET_COUNT + TG_LORA_DOWN];
+    const TgLoraPair *k1 = &m.lora->pairs[TG_LORA_TARGET_COUNT + TG_LORA_K], *up0 = &m.lora->pairs[TG_LORA_UP];
+    TgTensor *inputs[] = {q0->a, q0->b, k1->b, up0->a, down1->a, down1->b};
+    TgGradcheckResult res[6];
+    TgGradcheckOptions opts = tg_gradcheck_defaults();
+    opts.eps = 1e-2;
+    bool ok = tg_gradcheck(&tt.tape, model_loss, &m, inputs, 6, &opts, res);
+    tg_gradcheck_print_failures(stderr, "model", "lora", res, 6);
+    cr_expect(ok, "the model's adapter gradients disagree with finite differences");
     tg_model_free(&m);
     test_tape_free(&tt);
 }
