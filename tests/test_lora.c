@@ -359,3 +359,38 @@ Test(lora_cli, bad_combinations_are_refused_and_leave_nothing, .init = setup, .f
     }
     free(base), free(data), free(run);
 }
+
+/* The base a LoRA run's run.txt names was replaced by another model after the run: every command
+ * that opens the run refuses, naming the adapter, the base and both weight fingerprints. */
+Test(lora_cli, a_replaced_base_is_refused_naming_both, .init = setup, .fini = teardown, .timeout = 60) {
+    char *base = datagen_path(dir, "base"), *other = datagen_path(dir, "other"), *data = conversations();
+    char *run = datagen_path(dir, "run"), *out = NULL;
+    const char *base_flags = CKPT_TEST_FLAGS " --tokenizer bpe --vocab 320 --special-tokens chatml --eval-every 0";
+    int rc = ckpt_cli(&out, "train %s --data %s --steps 1 --out %s", base_flags, corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train %s --data %s --steps 2 --out %s", base_flags, corpus, other);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 64 --steps 2 --eval-every 0 --lora-rank 2 --out %s",
+                  base, data, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "eval --run %s --threads 1", run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    datagen_remove_tree(base);
+    cr_assert_eq(rename(other, base), 0);
+    static const char *const commands[] = {"eval --run %s --threads 1", "sft --resume %s --steps 3", "ckpt export %s --gguf-adapter %s.gguf"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, commands[i], run, run);
+        rc = ckpt_cli(&out, "%s", cmd);
+        cr_expect_neq(rc, 0, "%s", cmd);
+        cr_expect(strstr(out, "was trained on a base whose weights have fingerprint") && strstr(out, base) &&
+                      strstr(out, "ckpt-00000002.tgck"),
+                  "%s:\n%s", cmd, out);
+        free(out);
+    }
+    free(base), free(other), free(data), free(run);
+}
