@@ -146,6 +146,11 @@ static int run_inspect(int argc, char **argv) {
     Run run;
     int32_t *inputs = NULL, *targets = NULL, *key_start = NULL;
     s = run_open_existing(o.run ? o.run : o.ckpt, &run);
+    if (s == TG_OK && run.model.lora)
+        s = tg_fail(TG_ERR_ARG,
+                    "%s is a LoRA run: inspect reads every weight's gradient, and its base is frozen; merge it "
+                    "(tapegrad ckpt merge %s --out DIR) and inspect the merged run",
+                    o.run ? o.run : o.ckpt, o.run ? o.run : o.ckpt);
     if (s == TG_OK) s = inspect_memory_check(&run, &o);
     if (s == TG_OK) s = inspect_batches(&run, o.batches, o.batch, &inputs, &targets, &key_start);
     TgEngine engine = {0};

@@ -98,7 +98,9 @@ void tg_params_freeze(TgParamStore *ps) {
     }
 }
 
-void tg_params_zero_grad(TgParamStore *ps) { memset(ps->grad, 0, ps->total * sizeof(float)); }
+void tg_params_zero_grad(TgParamStore *ps) {
+    if (ps->grad) memset(ps->grad, 0, ps->total * sizeof(float)); /* a frozen store has none */
+}
 
 int tg_params_index(const TgParamStore *ps, const char *name) {
     if (ps->finalized) {
@@ -118,7 +120,7 @@ TgTensor *tg_params_find(const TgParamStore *ps, const char *name) {
 
 double tg_params_grad_norm(const TgParamStore *ps) {
     double sum = 0.0;
-    for (size_t i = 0; i < ps->total; i++) sum += (double)ps->grad[i] * ps->grad[i];
+    for (size_t i = 0; ps->grad && i < ps->total; i++) sum += (double)ps->grad[i] * ps->grad[i];
     return sqrt(sum);
 }
 

@@ -379,6 +379,10 @@ Test(lora_cli, a_replaced_base_is_refused_naming_both, .init = setup, .fini = te
     rc = ckpt_cli(&out, "eval --run %s --threads 1", run);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
+    /* inspect reads every weight's gradient: a LoRA run is refused, saying to merge it */
+    rc = ckpt_cli(&out, "inspect --run %s --batches 1 --batch 2 --threads 1", run);
+    cr_expect(rc == 2 && strstr(out, "is a LoRA run: inspect reads every weight's gradient"), "%s", out);
+    free(out);
     datagen_remove_tree(base);
     cr_assert_eq(rename(other, base), 0);
     static const char *const commands[] = {"eval --run %s --threads 1", "sft --resume %s --steps 3", "ckpt export %s --gguf-adapter %s.gguf"};

@@ -61,7 +61,7 @@ void tg_params_finalize(TgParamStore *ps);
 /* Freezes a finalized store: its gradient and AdamW buffers are freed (grad, m, v NULL) and no
  * tensor requires a gradient any more, so no backward computes one for them (a LoRA base). */
 void tg_params_freeze(TgParamStore *ps);
-/* Sets every gradient to 0 (one loop over the flat buffer). */
+/* Sets every gradient to 0 (one loop over the flat buffer; nothing for a frozen store). */
 void tg_params_zero_grad(TgParamStore *ps);
 /* Points every parameter's gradient view into `grad` (total floats, laid out as ps->grad), or
  * back into ps->grad when grad is NULL. A backward then adds into that buffer: gradient
@@ -75,7 +75,7 @@ void tg_params_init_values(TgParamStore *ps, uint64_t seed);
 TgTensor *tg_params_find(const TgParamStore *ps, const char *name);
 /* Its index in tensors[] (and offsets[], decay[]); -1 when absent. */
 int tg_params_index(const TgParamStore *ps, const char *name);
-/* L2 norm of all gradients (double accumulation). */
+/* L2 norm of all gradients (double accumulation; 0 for a frozen store). */
 double tg_params_grad_norm(const TgParamStore *ps);
 
 #pragma GCC visibility pop
