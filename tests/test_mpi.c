@@ -193,7 +193,18 @@ Test(mpi, fine_tuning_on_two_ranks_is_bitwise_one_process_with_accum_2, .init = 
     free(out);
     ckpt_expect_same_metrics(a, b, 0, 8);
     ckpt_expect_same_checkpoints(a, b, 8);
-    free(base), free(a), free(b), free(data);
+    /* and with LoRA adapters on the frozen base: the ranks sum the adapters' gradients alone */
+    char *la = datagen_path(dir, "lora-a"), *lb = datagen_path(dir, "lora-b");
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 48 --steps 8 --eval-every 4 --lora-rank 4 "
+                        "--accum 2 --out %s", base, data, la);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = TWO_RANKS(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 48 --steps 8 --eval-every 4 --lora-rank 4 "
+                         "--out %s", base, data, lb);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    ckpt_expect_same_metrics(la, lb, 0, 8);
+    free(base), free(a), free(b), free(data), free(la), free(lb);
 }
 
 Test(mpi, two_ranks_are_bitwise_reproducible, .init = setup, .fini = teardown, .timeout = 120) {
