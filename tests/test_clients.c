@@ -310,6 +310,17 @@ static void ids_json(const int32_t *ids, size_t n, char *buf, size_t cap) {
     if (at < cap) snprintf(buf + at, cap - at, "]");
 }
 
+/* Opens `run` and encodes the prompt both llama.cpp checks use into ids (64 at most) and their
+ * JSON; returns how many ids. */
+static size_t open_with_prompt(const char *run, Run *r, int32_t *ids, char *json, size_t cap) {
+    cr_assert_eq(run_open_existing(run, r), TG_OK, "%s", tg_error_message());
+    const char *prompt = "The old man said: it's";
+    size_t n;
+    cr_assert_eq(tg_tokenizer_encode(&r->tok, prompt, strlen(prompt), ids, 64, &n), TG_OK);
+    ids_json(ids, n, json, cap);
+    return n;
+}
+
 /* Compares llama.cpp's log-probabilities with tapegrad's; returns the largest difference. */
 static double compare_logprobs(const cJSON *json, const double *ours, int64_t n, int64_t vocab) {
     const cJSON *rows = cJSON_GetObjectItem(json, "logprobs");
@@ -334,15 +345,11 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
     require_clients("llama.cpp on the GGUF export", teardown);
     char *run = make_run("bpe", "--tokenizer bpe --vocab 600 --lr 1e-2 --seq 48", 300), args[8400];
     Run r;
-    cr_assert_eq(run_open_existing(run, &r), TG_OK, "%s", tg_error_message());
-    const char *prompt = "The old man said: it's";
     int32_t ids[64];
-    size_t n_prompt;
-    cr_assert_eq(tg_tokenizer_encode(&r.tok, prompt, strlen(prompt), ids, 64, &n_prompt), TG_OK);
+    char prompt_json[1024];
+    size_t n_prompt = open_with_prompt(run, &r, ids, prompt_json, sizeof prompt_json);
     const int steps = 20;
     cr_assert_leq((int64_t)n_prompt + steps, r.model.cfg.seq_len);
-    char prompt_json[1024];
-    ids_json(ids, n_prompt, prompt_json, sizeof prompt_json);
     char *request = datagen_path(dir, "request.json");
     write_texts(request, VALID, N_VALID, prompt_json, steps);
     double *ours = tapegrad_logprobs(&r.model, ids, (int64_t)n_prompt);
@@ -410,13 +417,9 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
     Run r;
-    cr_assert_eq(run_open_existing(lora, &r), TG_OK, "%s", tg_error_message());
-    const char *prompt = "The old man said: it's";
     int32_t ids[64];
-    size_t n_prompt;
-    cr_assert_eq(tg_tokenizer_encode(&r.tok, prompt, strlen(prompt), ids, 64, &n_prompt), TG_OK);
     char prompt_json[1024];
-    ids_json(ids, n_prompt, prompt_json, sizeof prompt_json);
+    size_t n_prompt = open_with_prompt(lora, &r, ids, prompt_json, sizeof prompt_json);
     char *request = datagen_path(dir, "request.json");
     write_texts(request, VALID, 0, prompt_json, 1);
     double *adapted = tapegrad_logprobs(&r.model, ids, (int64_t)n_prompt);
