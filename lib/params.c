@@ -3,10 +3,42 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "lib/checked.h"
 #include "tapegrad/error.h"
 #include "tapegrad/rng.h"
+
+/* n <= TG_MAX_ELEMENTS (tg_params_add), so the byte count cannot wrap */
+static size_t flat_bytes(size_t n) {
+    size_t bytes = ((n * sizeof(float)) + 63) & ~(size_t)63;
+    return bytes ? bytes : 64;
+}
+
+/* From this size on a buffer is mapped: the kernel's zero pages, page-aligned, resident only once
+ * written. A buffer nothing writes costs no memory: the gradient and moments of a store that is
+ * frozen (a LoRA base) before its first step, or of a model opened only to be read. */
+enum { FLAT_MAP_BYTES = 1 << 20 };
+
+static float *flat_alloc(size_t n) {
+    size_t bytes = flat_bytes(n);
+    if (bytes >= FLAT_MAP_BYTES) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) tg_abort_at(__FILE__, __LINE__, "out of memory: %zu parameter floats", n);
+        return p;
+    }
+    float *p = aligned_alloc(64, bytes);
+    if (!p) tg_abort_at(__FILE__, __LINE__, "out of memory: %zu parameter floats", n);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void flat_free(float *p, size_t n) {
+    if (!p) return;
+    size_t bytes = flat_bytes(n);
+    if (bytes >= FLAT_MAP_BYTES) munmap(p, bytes);
+    else free(p);
+}
 
 void tg_params_init(TgParamStore *ps) { memset(ps, 0, sizeof *ps); }
 
@@ -17,10 +49,10 @@ void tg_params_free(TgParamStore *ps) {
     free(ps->decay);
     free(ps->init);
     free(ps->by_name);
-    free(ps->data);
-    free(ps->grad);
-    free(ps->m);
-    free(ps->v);
+    flat_free(ps->data, ps->total);
+    flat_free(ps->grad, ps->total);
+    flat_free(ps->m, ps->total);
+    flat_free(ps->v, ps->total);
     memset(ps, 0, sizeof *ps);
 }
 
@@ -48,15 +80,6 @@ TgTensor *tg_params_add(TgParamStore *ps, const char *name, int ndim, const int6
     TG_CHECK(tg_add_size(offset, (size_t)t->numel, &ps->total) && ps->total <= (size_t)TG_MAX_ELEMENTS,
              "parameter '%s' takes the store past %lld floats", name, (long long)TG_MAX_ELEMENTS);
     return t;
-}
-
-/* n <= TG_MAX_ELEMENTS (tg_params_add), so the byte count cannot wrap */
-static float *flat_alloc(size_t n) {
-    size_t bytes = ((n * sizeof(float)) + 63) & ~(size_t)63;
-    float *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (!p) tg_abort_at(__FILE__, __LINE__, "out of memory: %zu parameter floats", n);
-    memset(p, 0, bytes);
-    return p;
 }
 
 static int compare_names(const void *a, const void *b) {
@@ -88,9 +111,9 @@ void tg_params_point_grads(TgParamStore *ps, float *grad) {
 
 void tg_params_freeze(TgParamStore *ps) {
     TG_CHECK(ps->finalized, "tg_params_freeze before tg_params_finalize");
-    free(ps->grad);
-    free(ps->m);
-    free(ps->v);
+    flat_free(ps->grad, ps->total);
+    flat_free(ps->m, ps->total);
+    flat_free(ps->v, ps->total);
     ps->grad = ps->m = ps->v = NULL;
     for (int i = 0; i < ps->count; i++) {
         ps->tensors[i]->grad = NULL;
