@@ -372,10 +372,13 @@ Test(lora_cli, a_replaced_base_is_refused_naming_both, .init = setup, .fini = te
     rc = ckpt_cli(&out, "train %s --data %s --steps 2 --out %s", base_flags, corpus, other);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 64 --steps 2 --eval-every 0 --lora-rank 2 --out %s",
-                  base, data, run);
+    /* the base named by a relative path: run.txt records it absolute, so the run opens from anywhere */
+    cr_assert_eq(chdir(dir), 0);
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from base --data %s --seq 64 --steps 2 --eval-every 0 --lora-rank 2 --out %s",
+                  data, run);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
+    cr_assert_eq(chdir("/"), 0);
     rc = ckpt_cli(&out, "eval --run %s --threads 1", run);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);

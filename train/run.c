@@ -450,6 +450,8 @@ TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
     if (o->resume) return open_resumed(o, writes, run);
+    /* every later command opens a LoRA run's base by the path run.txt records, from any folder */
+    if (o->lora_rank > 0 && o->init_from && realpath(o->init_from, run->lora_base)) o->init_from = run->lora_base;
     TG_TRY(open_new(o, writes, preparing, run));
     return run_attach_lora(run, o);
 }

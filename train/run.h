@@ -42,6 +42,7 @@ typedef struct Run {
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
     FILE *metrics;
     char last_checkpoint[TG_PATH_CAP];
+    char lora_base[TG_PATH_CAP]; /* a new LoRA run's --init-from made absolute: run.txt names its base for good */
     MessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
 } Run;
 
