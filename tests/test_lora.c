@@ -64,13 +64,19 @@ static void perturb_b(TgModel *m, uint64_t seed) {
     }
 }
 
+/* The base model's logits, then all_targets' adapters attached */
+static float *base_logits_then_attach(TgModel *m, TestTape *tt) {
+    test_tape_init(tt, 2);
+    build(m, false);
+    float *base = logits_of(m, tt);
+    tg_lora_attach(m, &all_targets, 9);
+    return base;
+}
+
 Test(lora, a_fresh_adapter_leaves_the_logits_bitwise_and_the_base_frozen) {
     TestTape tt;
-    test_tape_init(&tt, 2);
     TgModel m;
-    build(&m, false);
-    float *base = logits_of(&m, &tt);
-    tg_lora_attach(&m, &all_targets, 9);
+    float *base = base_logits_then_attach(&m, &tt);
     float *adapted = logits_of(&m, &tt);
     cr_expect_eq(memcmp(base, adapted, n_logits() * sizeof(float)), 0, "B = 0 changed the logits");
     /* 7 targets x 2 layers, an A and a B each; the base keeps no gradient or AdamW buffers */
@@ -108,11 +114,8 @@ Test(lora, a_fresh_adapter_leaves_the_logits_bitwise_and_the_base_frozen) {
 
 Test(lora, merged_weights_give_the_adapted_logits) {
     TestTape tt;
-    test_tape_init(&tt, 2);
     TgModel m;
-    build(&m, false);
-    float *base = logits_of(&m, &tt);
-    tg_lora_attach(&m, &all_targets, 9);
+    float *base = base_logits_then_attach(&m, &tt);
     perturb_b(&m, 3);
     float *adapted = logits_of(&m, &tt);
     tg_lora_merge(&m);
