@@ -29,48 +29,65 @@
 
 _Static_assert(NR == 32 && MR == 12, "the avx512bf16 tile: 12 rows, two vectors of 16 column pairs");
 
-/* op(A) rows [0, rows) x k [0, kc) -> micro-panels of MR rows, k in pairs:
- * panel[(q MR + r) 2 + e] = bf16(A(r, 2q + e)); rows past `rows` and the pad past kc are zero. */
-static void pack_a_bf16(const float *a, int64_t lda, bool trans, int64_t rows, int64_t kc, uint16_t *dst) {
-    int64_t pairs = (kc + 1) / 2;
-    for (int64_t r0 = 0; r0 < rows; r0 += MR, dst += (int64_t)MR * 2 * pairs) {
-        int64_t n_r = rows - r0 < MR ? rows - r0 : MR;
-        if (n_r < MR || kc % 2) memset(dst, 0, (size_t)MR * 2 * (size_t)pairs * sizeof(uint16_t));
-        if (trans) {   /* A(i, p) = a[p lda + i]: each row of a read in order */
-            for (int64_t p = 0; p < kc; p++) {
-                const float *src = a + p * lda + r0;
-                uint16_t *d = dst + (p / 2) * MR * 2 + (p & 1);
-                for (int64_t r = 0; r < n_r; r++) d[2 * r] = tg_bf16_from_float(src[r]);
-            }
-        } else {       /* A(i, p) = a[i lda + p] */
-            for (int64_t r = 0; r < n_r; r++) {
-                const float *src = a + (r0 + r) * lda;
-                uint16_t *d = dst + 2 * r;
-                for (int64_t p = 0; p < kc; p++) d[(p / 2) * MR * 2 + (p & 1)] = tg_bf16_from_float(src[p]);
-            }
-        }
+/* Rounding as packing goes, in two shapes of loop that the compiler vectorises (the rounding
+ * branch-free, as tg_bf16_from_float computes it):
+ *   a run of k along a row (A plain, B transposed): rounded into a contiguous run, then its
+ *     pairs (32 bits each) stored `stride` pairs apart;
+ *   two rows of k side by side (A transposed, B plain): each pair is one element of row 2q and
+ *     one of row 2q + 1, interleaved. */
+typedef uint32_t bf16_pair __attribute__((may_alias));   /* two bf16 in the packing buffer */
+
+static inline uint16_t bf16_bits(uint32_t u) {
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet_nan = (u >> 16) | 0x0040u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+static inline void round_run(const float *src, int64_t n, uint16_t *dst) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, src + i, sizeof u);
+        dst[i] = bf16_bits(u);
     }
 }
 
-/* op(B) k [0, kc) x columns [0, cols) -> panels of NR columns, k in pairs:
- * panel[(q NR + c) 2 + e] = bf16(B(2q + e, c)); columns past `cols` and the pad past kc are zero. */
-static void pack_b_bf16(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t cols, uint16_t *dst) {
+/* src[0, kc) -> the pairs dst32[q stride], an odd kc padded with a zero */
+static void pack_run_as_pairs(const float *src, int64_t kc, bf16_pair *dst32, int64_t stride) {
+    uint16_t run[TG_GEMM_KC_MAX + 8] __attribute__((aligned(64)));
+    round_run(src, kc, run);
+    run[kc] = 0;
+    for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+        uint32_t pair;
+        memcpy(&pair, run + 2 * q, sizeof pair);
+        dst32[q * stride] = pair;
+    }
+}
+
+/* rows p and p + 1 (NULL: zeros) of `count` elements -> count pairs at dst */
+static void pack_two_rows(const float *row0, const float *row1, int64_t count, uint16_t *dst) {
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t u0, u1 = 0;
+        memcpy(&u0, row0 + i, sizeof u0);
+        if (row1) memcpy(&u1, row1 + i, sizeof u1);
+        dst[2 * i] = bf16_bits(u0);
+        dst[2 * i + 1] = row1 ? bf16_bits(u1) : 0;
+    }
+}
+
+/* op(X) k [0, kc) x `lines` [0, count) (rows of A, columns of B) -> panels of `width` lines
+ * (MR or NR), k in pairs: panel[(q width + l) 2 + e] = bf16(X(line l, k 2q + e)); lines past
+ * `count` and the pad past kc are zero. `along_k`: a line's k steps lie side by side in x (A
+ * plain, B transposed); else a step's lines do (A transposed, B plain). */
+static void pack_pairs(const float *x, int64_t ld, bool along_k, int64_t kc, int64_t count, int width, uint16_t *dst) {
     int64_t pairs = (kc + 1) / 2;
-    for (int64_t c0 = 0; c0 < cols; c0 += NR, dst += (int64_t)NR * 2 * pairs) {
-        int64_t n_c = cols - c0 < NR ? cols - c0 : NR;
-        if (n_c < NR || kc % 2) memset(dst, 0, (size_t)NR * 2 * (size_t)pairs * sizeof(uint16_t));
-        if (trans) {   /* B(p, c) = b[c ldb + p]: each row of b (a column of B) read in order */
-            for (int64_t c = 0; c < n_c; c++) {
-                const float *src = b + (c0 + c) * ldb;
-                uint16_t *d = dst + 2 * c;
-                for (int64_t p = 0; p < kc; p++) d[(p / 2) * NR * 2 + (p & 1)] = tg_bf16_from_float(src[p]);
-            }
-        } else {       /* B(p, c) = b[p ldb + c] */
-            for (int64_t p = 0; p < kc; p++) {
-                const float *src = b + p * ldb + c0;
-                uint16_t *d = dst + (p / 2) * NR * 2 + (p & 1);
-                for (int64_t c = 0; c < n_c; c++) d[2 * c] = tg_bf16_from_float(src[c]);
-            }
+    for (int64_t l0 = 0; l0 < count; l0 += width, dst += (int64_t)width * 2 * pairs) {
+        int64_t n_l = count - l0 < width ? count - l0 : width;
+        if (n_l < width) memset(dst, 0, (size_t)width * 2 * (size_t)pairs * sizeof(uint16_t));
+        if (along_k) {
+            for (int64_t l = 0; l < n_l; l++) pack_run_as_pairs(x + (l0 + l) * ld, kc, (bf16_pair *)dst + l, width);
+        } else {
+            for (int64_t q = 0; q < pairs; q++)
+                pack_two_rows(x + 2 * q * ld + l0, 2 * q + 1 < kc ? x + (2 * q + 1) * ld + l0 : NULL, n_l,
+                              dst + q * width * 2);
         }
     }
 }
@@ -118,10 +135,10 @@ void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, 
         int64_t mb = m - i0 < mc ? m - i0 : mc;
         for (int64_t p0 = 0; p0 < k; p0 += slice) {
             int64_t kc = k - p0 < slice ? k - p0 : slice, pairs = (kc + 1) / 2;
-            pack_a_bf16(trans_a ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, trans_a, mb, kc, a_pack);
+            pack_pairs(trans_a ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, !trans_a, kc, mb, MR, a_pack);
             for (int64_t j0 = 0; j0 < n; j0 += nc) {
                 int64_t nb = n - j0 < nc ? n - j0 : nc;
-                pack_b_bf16(trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, trans_b, kc, nb, b_pack);
+                pack_pairs(trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, trans_b, kc, nb, NR, b_pack);
                 for (int64_t ir = 0; ir < mb; ir += MR) {
                     int rows = mb - ir < MR ? (int)(mb - ir) : MR;
                     const uint16_t *ap = a_pack + ir * 2 * pairs;
