@@ -35,6 +35,8 @@
 static const OptSpec specs[] = {
     FLAG_PRESET(C, preset, "model preset", 0, NULL),
     FLAG_STEPS(C, steps, "optimizer steps of every run", 0, NULL),
+    FLAG_PRECISION(C, precision, "the linear layers' products in every run: fp32, or bf16 (operands rounded, fp32 sums)",
+                   0, "fp32"),
     OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
         NULL),
     OPT(C, seeds, "--seeds", OPT_STRING,
@@ -313,6 +315,7 @@ static void run_options(const Experiment *e, const CompareRun *run, TrainOptions
     t.sample_tokens = 0;
     t.keep = 1; /* the newest checkpoint only: what --reuse continues a killed run from */
     t.threads = o->threads;
+    if (o->precision) t.precision = o->precision;
     /* a stopped run continues in its own folder */
     t.resume = run->state == RUN_PARTIAL ? run->dir : NULL;
     t.out_dir = t.resume ? NULL : run->dir;

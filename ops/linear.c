@@ -1,4 +1,5 @@
-/* linear: y = x W^T, no bias. W is stored [out, in] as in PyTorch. */
+/* linear: y = x W^T, no bias. W is stored [out, in] as in PyTorch. Its three products run in the
+ * tape's precision (tg_tape_set_precision): in bf16 each rounds its operands and sums in fp32. */
 #include <string.h>
 
 #include "lib/blas.h"
@@ -15,12 +16,12 @@ static void linear_backward(TgTape *tape, TgTapeNode *node) {
     bool accumulate;
     if (tg_tensor_wants_grad(x)) {
         float *dx = tg_tensor_grad_for_write(tape, x, &accumulate);
-        tg_sgemm_pool(tape->pool, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in,
+        tg_gemm_pool(tape->pool, tape->precision, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in,
                       accumulate ? 1.0f : 0.0f, dx, in);
     }
     if (tg_tensor_wants_grad(w)) {
         float *dw = tg_tensor_grad_for_write(tape, w, &accumulate);
-        tg_sgemm_pool(tape->pool, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in,
+        tg_gemm_pool(tape->pool, tape->precision, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in,
                       accumulate ? 1.0f : 0.0f, dw, in);
     }
 }
@@ -35,7 +36,7 @@ TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w) {
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out;
     TgTensor *y = tg_tensor_new(tape->arena, "linear", x->ndim, shape);   /* (..., out) */
-    tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
+    tg_gemm_pool(tape->pool, tape->precision, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
     tg_tape_record(tape, tg_op_name(TG_OP_LINEAR), linear_backward, y, 2, (TgTensor *[]){x, w});
     return y;
 }
@@ -70,7 +71,7 @@ TgTensor *tg_linear_residual(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *r
     TG_CHECK(residual != x, "linear_residual: the residual cannot be the input");
     TgTensor *y = tg_tensor_new(tape->arena, "linear_residual", residual->ndim, residual->shape);   /* (..., out) */
     memcpy(y->data, residual->data, (size_t)y->numel * sizeof(float));
-    tg_sgemm_pool(tape->pool, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
+    tg_gemm_pool(tape->pool, tape->precision, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
     tg_tape_record(tape, tg_op_name(TG_OP_LINEAR_RESIDUAL), linear_residual_backward, y, 3, (TgTensor *[]){x, w, residual});
     return y;
 }

@@ -75,6 +75,10 @@ static const OptSpec specs[] = {
                 "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
                 "another CPU sums as the run did",
                 OPT_BETWEEN(0, TG_GEMM_KC_MAX), NULL, ID, "from this CPU's L1 cache", check_gemm_kc),
+    FLAG_PRECISION(T, precision,
+                   "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
+                   "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
+                   ID, NULL),
     FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
     OPT(T, accum, "--accum", OPT_INT64, "micro-batches per step: gradient accumulation", FLAG_RANGE_COUNT, NULL,
@@ -134,6 +138,7 @@ void train_options_defaults(TrainOptions *o) {
     memset(o, 0, sizeof *o);
     o->task = TRAIN_TASK_PRETRAIN;
     o->preset = TRAIN_DEFAULT_PRESET;
+    o->precision = "fp32";
     o->ffn = tg_ffn_kind_name(TG_FFN_SWIGLU);
     o->val_fraction = PREPARE_DEFAULT_VAL_FRACTION;
     o->seed = TRAIN_DEFAULT_SEED;

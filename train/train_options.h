@@ -60,6 +60,7 @@ typedef struct TrainOptions {
     int64_t seed;              /* TRAIN_DEFAULT_SEED */
     const char *init_from;     /* weights to start a new run from: a run folder or checkpoint, a safetensors file; NULL */
     int64_t gemm_kc;           /* the GEMMs' k slice (lib/gemm_plan.h); 0: this CPU's */
+    const char *precision;     /* "fp32" | "bf16": of the linear layers' products (tg_tape_set_precision) */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */
