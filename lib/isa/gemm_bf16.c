@@ -62,14 +62,20 @@ static void pack_run_as_pairs(const float *src, int64_t kc, bf16_pair *dst32, in
     }
 }
 
-/* rows p and p + 1 (NULL: zeros) of `count` elements -> count pairs at dst */
-static void pack_two_rows(const float *row0, const float *row1, int64_t count, uint16_t *dst) {
-    for (int64_t i = 0; i < count; i++) {
-        uint32_t u0, u1 = 0;
-        memcpy(&u0, row0 + i, sizeof u0);
-        if (row1) memcpy(&u1, row1 + i, sizeof u1);
-        dst[2 * i] = bf16_bits(u0);
-        dst[2 * i + 1] = row1 ? bf16_bits(u1) : 0;
+/* Rows 2q and 2q + 1 (row1 NULL: zeros) of `count` lines -> their pairs, line l in panel l / width
+ * at pair q: dst[(l / width) panel + (q width + l % width) 2 + e]. A whole row at a time, so the
+ * rounding runs over long runs whatever the panel width. */
+static inline __attribute__((always_inline)) void pack_two_rows(const float *row0, const float *row1, int64_t count,
+                                                                int width, int64_t panel, uint16_t *dst) {
+    for (int64_t l0 = 0; l0 < count; l0 += width, dst += panel) {
+        int64_t n_l = count - l0 < width ? count - l0 : width;
+        for (int64_t l = 0; l < n_l; l++) {
+            uint32_t u0, u1 = 0;
+            memcpy(&u0, row0 + l0 + l, sizeof u0);
+            if (row1) memcpy(&u1, row1 + l0 + l, sizeof u1);
+            dst[2 * l] = bf16_bits(u0);
+            dst[2 * l + 1] = row1 ? bf16_bits(u1) : 0;
+        }
     }
 }
 
@@ -77,19 +83,25 @@ static void pack_two_rows(const float *row0, const float *row1, int64_t count, u
  * (MR or NR), k in pairs: panel[(q width + l) 2 + e] = bf16(X(line l, k 2q + e)); lines past
  * `count` and the pad past kc are zero. `along_k`: a line's k steps lie side by side in x (A
  * plain, B transposed); else a step's lines do (A transposed, B plain). */
-static void pack_pairs(const float *x, int64_t ld, bool along_k, int64_t kc, int64_t count, int width, uint16_t *dst) {
-    int64_t pairs = (kc + 1) / 2;
-    for (int64_t l0 = 0; l0 < count; l0 += width, dst += (int64_t)width * 2 * pairs) {
-        int64_t n_l = count - l0 < width ? count - l0 : width;
-        if (n_l < width) memset(dst, 0, (size_t)width * 2 * (size_t)pairs * sizeof(uint16_t));
-        if (along_k) {
-            for (int64_t l = 0; l < n_l; l++) pack_run_as_pairs(x + (l0 + l) * ld, kc, (bf16_pair *)dst + l, width);
-        } else {
-            for (int64_t q = 0; q < pairs; q++)
-                pack_two_rows(x + 2 * q * ld + l0, 2 * q + 1 < kc ? x + (2 * q + 1) * ld + l0 : NULL, n_l,
-                              dst + q * width * 2);
-        }
+static inline __attribute__((always_inline)) void pack_pairs(const float *x, int64_t ld, bool along_k, int64_t kc,
+                                                             int64_t count, int width, uint16_t *dst) {
+    int64_t pairs = (kc + 1) / 2, panel = (int64_t)width * 2 * pairs;
+    if (count % width) memset(dst + count / width * panel, 0, (size_t)panel * sizeof(uint16_t));
+    if (along_k) {
+        for (int64_t l = 0; l < count; l++)
+            pack_run_as_pairs(x + l * ld, kc, (bf16_pair *)(dst + l / width * panel) + l % width, width);
+        return;
     }
+    for (int64_t q = 0; q < pairs; q++)
+        pack_two_rows(x + 2 * q * ld, 2 * q + 1 < kc ? x + (2 * q + 1) * ld : NULL, count, width, panel,
+                      dst + q * width * 2);
+}
+
+static void pack_a_pairs(const float *a, int64_t lda, bool trans, int64_t kc, int64_t rows, uint16_t *dst) {
+    pack_pairs(a, lda, !trans, kc, rows, MR, dst);
+}
+static void pack_b_pairs(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t cols, uint16_t *dst) {
+    pack_pairs(b, ldb, trans, kc, cols, NR, dst);
 }
 
 /* acc (MR x NR) = A micro-panel (MR x 2 pairs) * B panel (2 pairs x NR), in a function of its own
@@ -135,10 +147,10 @@ void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, 
         int64_t mb = m - i0 < mc ? m - i0 : mc;
         for (int64_t p0 = 0; p0 < k; p0 += slice) {
             int64_t kc = k - p0 < slice ? k - p0 : slice, pairs = (kc + 1) / 2;
-            pack_pairs(trans_a ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, !trans_a, kc, mb, MR, a_pack);
+            pack_a_pairs(trans_a ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, trans_a, kc, mb, a_pack);
             for (int64_t j0 = 0; j0 < n; j0 += nc) {
                 int64_t nb = n - j0 < nc ? n - j0 : nc;
-                pack_pairs(trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, trans_b, kc, nb, NR, b_pack);
+                pack_b_pairs(trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, trans_b, kc, nb, b_pack);
                 for (int64_t ir = 0; ir < mb; ir += MR) {
                     int rows = mb - ir < MR ? (int)(mb - ir) : MR;
                     const uint16_t *ap = a_pack + ir * 2 * pairs;
