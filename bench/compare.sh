@@ -14,7 +14,8 @@
 # PyTorch runs with OMP_WAIT_POLICY=passive (its best setting here). For the avx2 table PyTorch is
 # held to AVX2 too, as it would be on a CPU without AVX-512: OPENBLAS_CORETYPE=Haswell (OpenBLAS's
 # AVX2 kernels), ATEN_CPU_CAPABILITY=avx2, DNNL_MAX_CPU_ISA=AVX2; tapegrad's avx2 run gets the same
-# environment. The avx512 and generic tables compare with PyTorch as it runs on this machine
+# environment. The bf16 paths (avx512bf16, amx) run avx512's fp32 code, so their fp32 table is
+# left out when avx512's is there. The avx512 and generic tables compare with PyTorch as it runs on this machine
 # (TORCH_MATCH=0 uses that for avx2 as well). Per path and preset it prints the median over the
 # rounds of each side's tokens/s, ms per step and peak RSS, the ratios, and the MFU of both
 # against the ceiling that `tapegrad bench` measures on this machine: the path's FP32 multiply-add
@@ -69,6 +70,8 @@ kinds="$(for p in $paths; do torch_kind "$p"; done | sort -u | tr '\n' ' ')"
 
 echo "machine: $(nproc) cores, $("$tapegrad" --version | sed -n 's/^kernels: [a-z0-9]* on \(.*\) (this CPU runs.*/\1/p'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "paths: $paths; precisions: $precisions; PyTorch settings: $kinds; OMP_WAIT_POLICY=$OMP_WAIT_POLICY OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; threads $threads; $rounds rounds; raw results in $out_dir"
+# the bf16 paths run avx512's fp32 code: their fp32 table would repeat avx512's
+same_fp32_code() { [ "$1" = fp32 ] && case "$2" in avx512bf16|amx) [[ " $paths " == *" avx512 "* ]] ;; *) false ;; esac; }
 # PyTorch's autocast argument for a precision
 autocast() { if [ "$1" = bf16 ]; then echo bf16; else echo none; fi; }
 for round in $(seq 1 "$rounds"); do
@@ -80,6 +83,7 @@ for round in $(seq 1 "$rounds"); do
                     --autocast "$(autocast "$precision")" --json > "$out_dir/torch-$preset-$kind-$precision-$round.json"
                 for path in $paths; do
                     [ "$(torch_kind "$path")" = "$kind" ] || continue
+                    same_fp32_code "$precision" "$path" && continue
                     echo "round $round: $preset $precision: tapegrad ($path) ..." >&2
                     env $(kind_env "$kind") TAPEGRAD_ISA="$path" "$tapegrad" bench --preset "$preset" --threads "$threads" \
                         --steps "$steps" --precision "$precision" --json > "$out_dir/tapegrad-$preset-$path-$precision-$round.json"

@@ -142,6 +142,19 @@ Test(bf16_train, stopped_and_resumed_is_bitwise_the_straight_run, .init = setup,
     free(straight), free(split);
 }
 
+/* A path without bf16 instructions computes the same numbers through the fp32 kernel, after one
+ * line saying it is slower; its run equals, to the bit, no other path's, so only the line and
+ * the success are checked here (the numbers are tests/test_bf16.c's). */
+Test(bf16_train, a_path_without_bf16_instructions_says_it_is_slower, .init = setup, .fini = teardown, .timeout = 60) {
+    char *run = datagen_path(dir, "emulated"), *out = NULL;
+    int rc = ckpt_cli_launched(&out, "env TAPEGRAD_ISA=generic",
+                               "train " CKPT_TEST_FLAGS " --data %s --steps 2 --ckpt-every 0 --precision bf16 --out %s",
+                               corpus, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "bf16 on the generic path, which has no bf16 instructions"), "%s", out);
+    free(out), free(run);
+}
+
 /* lr 1e30: the first update makes the weights overflow, the next loss is NaN */
 Test(bf16_train, a_diverging_bf16_run_stops_naming_the_step, .init = setup, .fini = teardown, .timeout = 60) {
     char *run = datagen_path(dir, "div"), *out = NULL;
