@@ -91,11 +91,7 @@ static void tile_product_amx(int64_t kblocks, const uint16_t *ap, const uint16_t
 void ISA_FN(bf16gemm_amx)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                           int64_t ldc) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {
-        gemm_scale_c(m, n, beta, c, ldc);
-        return;
-    }
+    if (gemm_trivial(m, n, k, beta, c, ldc)) return;
     int64_t slice = gemm_slice(k, plan->kc), slice_k = (slice + AMX_K - 1) / AMX_K * AMX_K;
     int64_t mc = equal_blocks(m, 2 * plan->mc * plan->kc / slice, AMX_ROWS);
     int64_t nc = equal_blocks(n, 2 * plan->nc * plan->kc / slice, AMX_COLS);

@@ -131,11 +131,7 @@ static __attribute__((noinline)) void tile_product_bf16(int64_t pairs, const uin
 void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                             int64_t ldc) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {
-        gemm_scale_c(m, n, beta, c, ldc);
-        return;
-    }
+    if (gemm_trivial(m, n, k, beta, c, ldc)) return;
     int64_t slice = gemm_slice(k, plan->kc), slice_pairs = slice / 2;
     /* the blocks hold what the plan's do in floats, and twice the elements in bf16 */
     int64_t mc = equal_blocks(m, 2 * plan->mc * plan->kc / slice, MR);
@@ -196,11 +192,7 @@ static void round_copy(const float *x, int64_t ld, bool trans, int64_t rows, int
 void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                             int64_t ldc) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {
-        gemm_scale_c(m, n, beta, c, ldc);
-        return;
-    }
+    if (gemm_trivial(m, n, k, beta, c, ldc)) return;
     float *a_round = ISA_FN(gemm_thread_buffer)(1, ((size_t)m * (size_t)k + (size_t)k * (size_t)n) * sizeof(float));
     float *b_round = a_round + (size_t)m * (size_t)k;
     round_copy(a, lda, trans_a, m, k, a_round);

@@ -84,10 +84,13 @@ static inline int64_t gemm_slice(int64_t k, int64_t kc) {
     return ((k + slices - 1) / slices + 7) / 8 * 8;
 }
 
-/* C = beta C (beta 0 never reads C): a product over k = 0. */
-static inline void gemm_scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
-    for (int64_t i = 0; i < m; i++)
+/* The products with nothing to multiply, done here: an empty C, or k = 0 (C = beta C; beta 0
+ * never reads C). True when the call is complete. */
+static inline bool gemm_trivial(int64_t m, int64_t n, int64_t k, float beta, float *c, int64_t ldc) {
+    if (m > 0 && n > 0 && k > 0) return false;
+    for (int64_t i = 0; i < m && k <= 0; i++)
         for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return true;
 }
 
 /* At least `bytes` (64-byte aligned) of the calling thread's packing buffer number `slot` (< 2),

@@ -223,11 +223,7 @@ void *ISA_FN(gemm_thread_buffer)(int slot, size_t bytes) {
 void ISA_FN(sgemm_tiled)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                          int64_t ldc) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {
-        gemm_scale_c(m, n, beta, c, ldc);
-        return;
-    }
+    if (gemm_trivial(m, n, k, beta, c, ldc)) return;
     int64_t slice = gemm_slice(k, plan->kc);   /* k in equal slices (gemm_tile.h) */
     /* The blocks hold what the plan's do in floats (kc nc in L2, mc kc in L3), so a slice shorter
      * than kc gets wider ones, and they are cut equally: n = 352 at nc 320 as 192 + 160, not
