@@ -9,6 +9,8 @@
  *   build/gemm_bench small           # one model's
  *   build/gemm_bench minimind-26m 15 # best of 15 runs (default 5): on a machine whose neighbours
  *                                    # share its L3 and memory, more runs find the quiet moments
+ *   build/gemm_bench minimind-26m 5 160  # with k slices of 160 (the plan's kc otherwise), as
+ *                                    # `train --gemm-kc 160` would run
  *   TAPEGRAD_ISA=avx2 build/gemm_bench  # one path only
  */
 #include <stdio.h>
@@ -81,6 +83,10 @@ static double gflops_of(GemmFn gemm, const Shape *s, const float *a, const float
 int main(int argc, char **argv) {
     const char *only = argc > 1 && strcmp(argv[1], "all") != 0 ? argv[1] : NULL;
     if (argc > 2) rounds = atoi(argv[2]) > 0 ? atoi(argv[2]) : 5;
+    if (argc > 3 && tg_gemm_plan_set_kc(atoll(argv[3])) != TG_OK) {
+        fprintf(stderr, "gemm_bench: %s\n", tg_error_message());
+        return 2;
+    }
     const char *one_path = getenv("TAPEGRAD_ISA");
     tg_blas_set_threads(1);
     printf("CPU: %s; one thread; GFLOP/s of thread CPU time, best of %d; %s, kernel %s\n", tg_cpu_name(), rounds,
