@@ -9,7 +9,8 @@
  *     standard bound of a recursive sum, once for each side), and bitwise equal on inputs
  *     whose sums are exact (small integers);
  *   - the pool split giving the bits of one thread;
- *   - AMX: where the CPU has it; elsewhere skipped, saying so. */
+ *   - AMX: where the CPU has it; elsewhere skipped, saying so; and everywhere AVX512-BF16 runs,
+ *     the AMX kernel with its tile instructions emulated in C. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #include "lib/bf16.h"
 #include "lib/blas.h"
+#include "lib/gemm_plan.h"
 #include "lib/kernels.h"
 #include "testutil.h"
 
@@ -200,6 +202,56 @@ Test(bf16, amx_kernel_matches_the_reference_where_the_cpu_has_amx) {
         cr_skip_test("no AMX on %s", tg_cpu_name());
     }
     check_path(TG_ISA_AMX);
+}
+
+#ifdef TAPEGRAD_AMX_EMULATED
+/* The AMX kernel with its tile instructions emulated in C (CMakeLists.txt, lib/isa/gemm_amx.c) */
+void bf16gemm_amx_amx_emulated(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                               float *c, int64_t ldc);
+#endif
+
+/* What can be checked of the AMX kernel without AMX: its packing into tile layout, its blocks and
+ * its update of C, with the tile instructions done in C (tdpbf16ps as defined: each pair's exact
+ * products added in fp32), against the reference as every path is. The emulated object is built
+ * with the amx path's flags, so it runs where AVX512-BF16 does. */
+Test(bf16, amx_kernel_with_emulated_tiles_matches_the_reference) {
+#ifndef TAPEGRAD_AMX_EMULATED
+    cr_skip_test("no amx path in this build (not x86-64)");
+#else
+    if (!tg_isa_supported(TG_ISA_AVX512BF16)) cr_skip_test("the emulated AMX kernel is compiled for AVX512-BF16 CPUs");
+    TgGemmPlan plan = tg_gemm_plan();
+    const float betas[] = {0.0f, 1.0f, 0.5f};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int t = 0; t < 4; t++)
+            for (int bi = 0; bi < 3; bi++)
+                for (int integers = 0; integers < 2; integers++) {
+                    bool ta = t & 1, tb = t >> 1;
+                    Shape s = shapes[si];
+                    float alpha = bi == 2 && !integers ? 0.75f : 1.0f, beta = betas[bi];
+                    Operands o = make_operands(ta, tb, s, integers, 77 + si * 8 + (uint64_t)t);
+                    size_t nc = (size_t)(s.m * o.ldc + 1);
+                    float *c = malloc(nc * sizeof(float)), *ref = malloc(nc * sizeof(float));
+                    memcpy(ref, o.c0, nc * sizeof(float));
+                    memcpy(c, o.c0, nc * sizeof(float));
+                    if (beta == 0.0f)
+                        for (size_t i = 0; i < nc; i++) c[i] = NAN;
+                    tg_bf16gemm_reference(ta, tb, s.m, s.n, s.k, alpha, o.a, o.lda, o.b, o.ldb, beta, ref, o.ldc);
+                    bf16gemm_amx_amx_emulated(&plan, ta, tb, s.m, s.n, s.k, alpha, o.a, o.lda, o.b, o.ldb, beta, c, o.ldc);
+                    for (int64_t i = 0; i < s.m; i++)
+                        for (int64_t j = 0; j < s.n; j++) {
+                            double sum, abs_sum, got = c[i * o.ldc + j], want = ref[i * o.ldc + j];
+                            exact_product(&o, ta, tb, s.k, i, j, true, &sum, &abs_sum);
+                            double bound = integers ? 0
+                                                    : 2 * (s.k + 2) * U * (fabs(alpha) * abs_sum + fabs(beta * o.c0[i * o.ldc + j])) + 1e-30;
+                            cr_assert_leq(fabs(got - want), bound, "emulated amx %c%c %lldx%lldx%lld beta %g (%lld, %lld): %.9g, reference %.9g",
+                                          ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)s.m, (long long)s.n, (long long)s.k, beta,
+                                          (long long)i, (long long)j, got, want);
+                        }
+                    free(c), free(ref);
+                    free_operands(&o);
+                }
+#endif
 }
 
 Test(bf16, pool_split_gives_the_bits_of_one_thread) {

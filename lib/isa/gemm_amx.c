@@ -14,7 +14,11 @@
  * the tile configuration on its own thread and releases the tiles at the end.
  *
  * Not run on real hardware while it was written (no CPU with AMX was at hand): its tests
- * (tests/test_bf16.c) run where the CPU has AMX and skip elsewhere. */
+ * (tests/test_bf16.c) run where the CPU has AMX and skip elsewhere. What can be checked without
+ * the tiles is: compiled once more with TG_AMX_EMULATED (tests only, never in the library), the
+ * six tile instructions below are C functions on memory tiles (tdpbf16ps as its definition
+ * reads: per pair, the two exact products added to the fp32 accumulator), so the packing, the
+ * blocking and the update of C run on any AVX512-BF16 CPU against the reference. */
 #include <stdlib.h>
 
 #include "lib/bf16.h"
@@ -23,6 +27,46 @@
 
 #if TG_ISA_LEVEL == 4
 #include <immintrin.h>
+
+#ifdef TG_AMX_EMULATED
+/* 8 tiles of 16 rows x 64 bytes, as the configuration below sets them all */
+static _Thread_local uint8_t emulated_tiles[8][16][64];
+static void emulated_load(int t, const void *src, int64_t stride) {
+    for (int r = 0; r < 16; r++) memcpy(emulated_tiles[t][r], (const uint8_t *)src + r * stride, 64);
+}
+static void emulated_store(int t, void *dst, int64_t stride) {
+    for (int r = 0; r < 16; r++) memcpy((uint8_t *)dst + r * stride, emulated_tiles[t][r], 64);
+}
+/* C (16 x 16 fp32) += A (16 x 32 bf16) B (16 pairs x 16 columns' pairs) */
+static void emulated_dpbf16ps(int c, int a, int b) {
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            float acc;
+            memcpy(&acc, &emulated_tiles[c][m][4 * n], sizeof acc);
+            for (int q = 0; q < 16; q++)
+                for (int e = 0; e < 2; e++) {
+                    uint16_t x, y;
+                    memcpy(&x, &emulated_tiles[a][m][4 * q + 2 * e], sizeof x);
+                    memcpy(&y, &emulated_tiles[b][q][4 * n + 2 * e], sizeof y);
+                    acc += tg_bf16_to_float(x) * tg_bf16_to_float(y);
+                }
+            memcpy(&emulated_tiles[c][m][4 * n], &acc, sizeof acc);
+        }
+}
+#define AMX_LOADCONFIG(cfg) ((void)(cfg))
+#define AMX_ZERO(t) memset(emulated_tiles[t], 0, sizeof emulated_tiles[t])
+#define AMX_LOAD(t, src, stride) emulated_load(t, src, stride)
+#define AMX_STORE(t, dst, stride) emulated_store(t, dst, stride)
+#define AMX_DPBF16PS(c, a, b) emulated_dpbf16ps(c, a, b)
+#define AMX_RELEASE() ((void)0)
+#else
+#define AMX_LOADCONFIG(cfg) _tile_loadconfig(cfg)
+#define AMX_ZERO(t) _tile_zero(t)
+#define AMX_LOAD(t, src, stride) _tile_loadd(t, src, stride)
+#define AMX_STORE(t, dst, stride) _tile_stored(t, dst, stride)
+#define AMX_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
+#define AMX_RELEASE() _tile_release()
+#endif
 
 enum { AMX_ROWS = 32, AMX_COLS = 32, AMX_K = 32 };
 
@@ -35,7 +79,7 @@ typedef struct {
 static void amx_configure(void) {
     AmxConfig cfg __attribute__((aligned(64))) = {.palette = 1};
     for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-    _tile_loadconfig(&cfg);
+    AMX_LOADCONFIG(&cfg);
 }
 
 /* op(A) rows [0, rows) x k [0, kc) -> panels of AMX_ROWS rows; per block of AMX_K steps of k, two
@@ -67,25 +111,25 @@ static void pack_b_amx(const float *b, int64_t ldb, bool trans, int64_t kc, int6
 
 /* acc (32 x 32 floats) = A panel * B panel over kblocks blocks of AMX_K */
 static void tile_product_amx(int64_t kblocks, const uint16_t *ap, const uint16_t *bp, float *acc) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    AMX_ZERO(0);
+    AMX_ZERO(1);
+    AMX_ZERO(2);
+    AMX_ZERO(3);
     for (int64_t kb = 0; kb < kblocks; kb++) {
         const uint16_t *a = ap + kb * AMX_ROWS * AMX_K, *b = bp + kb * AMX_COLS * AMX_K;
-        _tile_loadd(4, a, 64);
-        _tile_loadd(5, a + 16 * AMX_K, 64);
-        _tile_loadd(6, b, 64);
-        _tile_loadd(7, b + 16 * 32, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        AMX_LOAD(4, a, 64);
+        AMX_LOAD(5, a + 16 * AMX_K, 64);
+        AMX_LOAD(6, b, 64);
+        AMX_LOAD(7, b + 16 * 32, 64);
+        AMX_DPBF16PS(0, 4, 6);
+        AMX_DPBF16PS(1, 4, 7);
+        AMX_DPBF16PS(2, 5, 6);
+        AMX_DPBF16PS(3, 5, 7);
     }
-    _tile_stored(0, acc, AMX_COLS * 4);
-    _tile_stored(1, acc + 16, AMX_COLS * 4);
-    _tile_stored(2, acc + 16 * AMX_COLS, AMX_COLS * 4);
-    _tile_stored(3, acc + 16 * AMX_COLS + 16, AMX_COLS * 4);
+    AMX_STORE(0, acc, AMX_COLS * 4);
+    AMX_STORE(1, acc + 16, AMX_COLS * 4);
+    AMX_STORE(2, acc + 16 * AMX_COLS, AMX_COLS * 4);
+    AMX_STORE(3, acc + 16 * AMX_COLS + 16, AMX_COLS * 4);
 }
 
 void ISA_FN(bf16gemm_amx)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -124,7 +168,7 @@ void ISA_FN(bf16gemm_amx)(const TgGemmPlan *plan, bool trans_a, bool trans_b, in
             }
         }
     }
-    _tile_release();
+    AMX_RELEASE();
 }
 
 /* The AMX ceiling: four independent tile products on registers per round, ISA_AMX_LOOP_TILES x
@@ -133,22 +177,22 @@ void ISA_FN(amx_loop)(int64_t iters, float *sink) {
     static const uint16_t zeros[16 * 32] __attribute__((aligned(64)));
     float out[16 * 16] __attribute__((aligned(64)));
     amx_configure();
-    _tile_loadd(4, zeros, 64);
-    _tile_loadd(5, zeros, 64);
-    _tile_loadd(6, zeros, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    AMX_LOAD(4, zeros, 64);
+    AMX_LOAD(5, zeros, 64);
+    AMX_LOAD(6, zeros, 64);
+    AMX_ZERO(0);
+    AMX_ZERO(1);
+    AMX_ZERO(2);
+    AMX_ZERO(3);
     for (int64_t it = 0; it < iters; it++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 5, 6);
-        _tile_dpbf16ps(2, 4, 6);
-        _tile_dpbf16ps(3, 5, 6);
+        AMX_DPBF16PS(0, 4, 6);
+        AMX_DPBF16PS(1, 5, 6);
+        AMX_DPBF16PS(2, 4, 6);
+        AMX_DPBF16PS(3, 5, 6);
     }
-    _tile_stored(0, out, 64);
+    AMX_STORE(0, out, 64);
     *sink = out[0];
-    _tile_release();
+    AMX_RELEASE();
 }
 
 #endif
