@@ -41,7 +41,8 @@
 #if TG_ISA_LEVEL >= 3 && !defined(__AVX512BF16__)
 #error "the avx512bf16 and amx kernels need -mavx512bf16"
 #endif
-#if TG_ISA_LEVEL == 4 && (!defined(__AMX_TILE__) || !defined(__AMX_BF16__))
+/* GCC spells the AMX macros __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__ */
+#if TG_ISA_LEVEL == 4 && !((defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__)))
 #error "the amx kernels need -mamx-tile -mamx-bf16"
 #endif
 #define VLANES 16
