@@ -47,6 +47,15 @@ const TgKernels *tg_kernels_of(tg_isa isa) {
 }
 
 #if TG_HAVE_X86_KERNELS
+/* One feature bit of cpuid (leaf, subleaf; register 0..3 = EAX, EBX, ECX, EDX). The bf16 and AMX
+ * features are read here rather than through __builtin_cpu_supports, which not every compiler
+ * tapegrad builds with knows them by name. */
+static bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+    unsigned r[4] = {0};
+    if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+    return (r[reg] >> bit) & 1u;
+}
+
 /* Linux hands out the AMX tile data state (8 KiB per thread) only to a process that asks for it;
  * without it the first tile instruction faults. Asked once; a refusal (an older kernel, a
  * hypervisor, a seccomp filter) leaves the amx path unsupported, so avx512bf16 runs instead. */
@@ -71,11 +80,10 @@ bool tg_isa_supported(tg_isa isa) {
         return tg_isa_supported(TG_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq");
-    case TG_ISA_AVX512BF16: return tg_isa_supported(TG_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
+    case TG_ISA_AVX512BF16: return tg_isa_supported(TG_ISA_AVX512) && cpuid_bit(7, 1, 0, 5);   /* EAX: AVX512_BF16 */
     case TG_ISA_AMX:
-        if (!tg_isa_supported(TG_ISA_AVX512BF16) || !__builtin_cpu_supports("amx-tile") ||
-            !__builtin_cpu_supports("amx-bf16"))
-            return false;
+        /* EDX of leaf 7: AMX-BF16 (bit 22) and AMX-TILE (bit 24); the operating system's grant is asked below */
+        if (!tg_isa_supported(TG_ISA_AVX512BF16) || !cpuid_bit(7, 0, 3, 22) || !cpuid_bit(7, 0, 3, 24)) return false;
         pthread_once(&amx_once, request_amx);
         return amx_granted;
     }
