@@ -6,7 +6,8 @@
  *     fp32's, both well below ln(vocab);
  *   - a bf16 run stopped and resumed is bitwise the run that never stopped, and resumes in bf16;
  *   - run.txt records the precision; a resume asked in another precision, and an unknown one,
- *     are refused with one line; a bf16 run that diverges stops naming the step, as fp32 does. */
+ *     are refused with one line; a bf16 run that diverges stops naming the step, as fp32 does;
+ *   - bench --precision bf16 names the bf16 ceiling it reports MFU against. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "datagen.h"
 #include "tapegrad/engine.h"
 #include "tapegrad/model.h"
+#include "lib/cpu.h"
 #include "testutil.h"
 
 CKPT_SCRATCH_FIXTURE
@@ -164,4 +166,23 @@ Test(bf16_train, a_diverging_bf16_run_stops_naming_the_step, .init = setup, .fin
     cr_expect(strstr(out, "tapegrad train: step ") && (strstr(out, "the loss is") || strstr(out, "the gradient of '")),
               "%s", out);
     free(out), free(run);
+}
+
+/* bench --precision bf16 names its precision and the ceiling MFU is taken against: the path's
+ * bf16 instruction where it has one; the ceiling is a positive rate */
+Test(bf16_train, bench_reports_the_bf16_ceiling) {
+    char *out = NULL;
+    int rc = ckpt_cli(&out, "bench --preset tiny --batch 2 --seq 8 --steps 1 --warmup 0 --threads 1 --precision bf16 --json");
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "\"precision\":\"bf16\""), "%s", out);
+    const char *peak = tg_isa_supported(TG_ISA_AMX)          ? "\"peak\":\"bf16 AMX tdpbf16ps\""
+                       : tg_isa_supported(TG_ISA_AVX512BF16) ? "\"peak\":\"bf16 vdpbf16ps\""
+                                                             : "\"peak\":\"fp32 multiply-add\"";
+    cr_expect(strstr(out, peak), "no %s in %s", peak, out);
+    const char *at = strstr(out, "\"peak_gflops\":");
+    cr_assert_not_null(at, "%s", out);
+    double gflops = strtod(at + strlen("\"peak_gflops\":"), NULL);
+    cr_expect(gflops > 0 && isfinite(gflops), "peak %g GFLOP/s", gflops);
+    cr_expect(strstr(out, "\"gemm_plan\":{"), "%s", out);
+    free(out);
 }
