@@ -7,7 +7,8 @@
  *   - a bf16 run stopped and resumed is bitwise the run that never stopped, and resumes in bf16;
  *   - run.txt records the precision; a resume asked in another precision, and an unknown one,
  *     are refused with one line; a bf16 run that diverges stops naming the step, as fp32 does;
- *   - bench --precision bf16 names the bf16 ceiling it reports MFU against. */
+ *   - bench --precision bf16 names the bf16 ceiling it reports MFU against; compare-ffn keeps an
+ *     experiment in one precision. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -185,4 +186,22 @@ Test(bf16_train, bench_reports_the_bf16_ceiling) {
     cr_expect(gflops > 0 && isfinite(gflops), "peak %g GFLOP/s", gflops);
     cr_expect(strstr(out, "\"gemm_plan\":{"), "%s", out);
     free(out);
+}
+
+/* compare-ffn trains every run in its --precision, and --reuse does not set a run of the other
+ * precision beside them */
+Test(bf16_train, compare_ffn_keeps_its_runs_in_one_precision, .init = setup, .fini = teardown, .timeout = 60) {
+    char *exp = datagen_path(dir, "cmp"), *out = NULL;
+    const char *flags = "compare-ffn --preset tiny --batch 4 --eval-batches 2 --threads 1 --steps 3 --lrs 1e-3 --seeds 1";
+    int rc = ckpt_cli(&out, "%s --data %s --out %s --precision bf16", flags, corpus, exp);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *run_txt = datagen_path(exp, "lr0.001-swiglu-s1337/run.txt");
+    char *identity = ckpt_read_text(run_txt);
+    cr_expect(strstr(identity, "--precision bf16\n"), "%s", identity);
+    free(identity), free(run_txt);
+    rc = ckpt_cli(&out, "%s --data %s --out %s --reuse", flags, corpus, exp);
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "holds a run in bf16; this experiment trains in fp32"), "%s", out);
+    free(out), free(exp);
 }
