@@ -112,6 +112,14 @@ Test(bf16_train, learns_as_fp32_does, .init = setup, .fini = teardown, .timeout 
     cr_expect_lt(val[1], ln_vocab - 1.0, "bf16 did not learn: %.4f", val[1]);
 }
 
+/* The run folder's run.txt records bf16 */
+static void expect_recorded_bf16(const char *run) {
+    char *run_txt = datagen_path(run, "run.txt");
+    char *identity = ckpt_read_text(run_txt);
+    cr_assert(strstr(identity, "--precision bf16\n"), "%s does not record the precision:\n%s", run_txt, identity);
+    free(identity), free(run_txt);
+}
+
 Test(bf16_train, stopped_and_resumed_is_bitwise_the_straight_run, .init = setup, .fini = teardown, .timeout = 120) {
     char *straight = datagen_path(dir, "straight"), *split = datagen_path(dir, "split"), *out = NULL;
     int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 16 --eval-every 8 --ckpt-every 0 --precision bf16 --out %s",
@@ -122,10 +130,7 @@ Test(bf16_train, stopped_and_resumed_is_bitwise_the_straight_run, .init = setup,
                   corpus, split);
     cr_assert_eq(rc, 0, "run stopped at 8 failed:\n%s", out);
     free(out);
-    char *run_txt = datagen_path(split, "run.txt");
-    char *identity = ckpt_read_text(run_txt);
-    cr_assert(strstr(identity, "--precision bf16\n"), "run.txt does not record the precision:\n%s", identity);
-    free(identity), free(run_txt);
+    expect_recorded_bf16(split);
     /* --resume alone continues in bf16 */
     rc = ckpt_cli(&out, "train --resume %s", split);
     cr_assert_eq(rc, 0, "resume failed:\n%s", out);
@@ -196,10 +201,9 @@ Test(bf16_train, compare_ffn_keeps_its_runs_in_one_precision, .init = setup, .fi
     int rc = ckpt_cli(&out, "%s --data %s --out %s --precision bf16", flags, corpus, exp);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    char *run_txt = datagen_path(exp, "lr0.001-swiglu-s1337/run.txt");
-    char *identity = ckpt_read_text(run_txt);
-    cr_expect(strstr(identity, "--precision bf16\n"), "%s", identity);
-    free(identity), free(run_txt);
+    char *run = datagen_path(exp, "lr0.001-swiglu-s1337");
+    expect_recorded_bf16(run);
+    free(run);
     rc = ckpt_cli(&out, "%s --data %s --out %s --reuse", flags, corpus, exp);
     cr_expect_neq(rc, 0, "%s", out);
     cr_expect(strstr(out, "holds a run in bf16; this experiment trains in fp32"), "%s", out);
