@@ -4,8 +4,8 @@
  * sums per k slice, the slices cut by k and the plan's kc alone (gemm_tile.h), so splitting C
  * over threads changes no bit.
  *
- * avx512bf16 (and amx, for products too small for its tiles' set-up to pay): the blocking of
- * the fp32 kernel with k taken in pairs. Both operands are packed, rounding as they go:
+ * avx512bf16 (compiled into the amx path too, which multiplies on tiles: lib/isa/gemm_amx.c):
+ * the blocking of the fp32 kernel with k taken in pairs. Both operands are packed, rounding as they go:
  *   A into micro-panels of MR rows, per pair of k steps the MR pairs (A(r, 2q), A(r, 2q+1)),
  *   B into panels of NR = 32 columns, per pair the 32 pairs (B(2q, c), B(2q + 1, c)),
  * an odd k padded with a zero pair half. The micro-kernel holds the MR x NR tile of C in 24 zmm
