@@ -7,6 +7,7 @@
  *   - a bf16 run stopped and resumed is bitwise the run that never stopped, and resumes in bf16;
  *   - run.txt records the precision; a resume asked in another precision, and an unknown one,
  *     are refused with one line; a bf16 run that diverges stops naming the step, as fp32 does;
+ *   - in fp32 the bf16 paths give avx512's bits (they run its fp32 code);
  *   - bench --precision bf16 names the bf16 ceiling it reports MFU against; compare-ffn keeps an
  *     experiment in one precision. */
 #include <criterion/criterion.h>
@@ -31,33 +32,73 @@ CKPT_SCRATCH_FIXTURE
  * must differ by more than 1e-5: its gradient went through a bf16 product. */
 static const double GRAD_REL_TOL = 5e-2, GRAD_REL_MIN = 1e-5;
 
-Test(bf16_train, model_gradient_in_bf16_is_fp32_s_within_the_bound) {
+/* The ragged model of the tests below, its weights and a batch of tokens */
+enum { GRAD_B = 5, GRAD_T = 23, GRAD_VOCAB = 131 };
+static void ragged_model(TgModel *model, int32_t *tokens, int32_t *targets) {
     TgModelConfig cfg;
-    assert_ok(tg_model_preset("tiny", &cfg));
-    cfg.dim = 96, cfg.n_layers = 2, cfg.n_heads = 6, cfg.n_kv_heads = 2, cfg.hidden = 256, cfg.vocab = 131, cfg.seq_len = 23;
-    const int64_t B = 5, T = cfg.seq_len;
-    TgModel model;
-    tg_model_build(&model, &cfg);
-    tg_model_init_weights(&model, 3);
-    int32_t tokens[5 * 23], targets[5 * 23];
+    cr_assert_eq(tg_model_preset("tiny", &cfg), TG_OK);
+    cfg.dim = 96, cfg.n_layers = 2, cfg.n_heads = 6, cfg.n_kv_heads = 2, cfg.hidden = 256, cfg.vocab = GRAD_VOCAB;
+    cfg.seq_len = GRAD_T;
+    tg_model_build(model, &cfg);
+    tg_model_init_weights(model, 3);
     TgRng rng;
     tg_rng_seed(&rng, 9);
-    for (int64_t i = 0; i < B * T; i++) tokens[i] = (int32_t)tg_rng_below(&rng, 131), targets[i] = (int32_t)tg_rng_below(&rng, 131);
+    for (int64_t i = 0; i < GRAD_B * GRAD_T; i++)
+        tokens[i] = (int32_t)tg_rng_below(&rng, GRAD_VOCAB), targets[i] = (int32_t)tg_rng_below(&rng, GRAD_VOCAB);
+}
+
+/* One step's loss and gradients (malloc'd copy) in `precision` */
+static float *model_gradients(TgModel *model, TgEngine *engine, const int32_t *tokens, const int32_t *targets,
+                              TgPrecision precision, double *loss_out) {
+    tg_tape_set_precision(&engine->tape, precision);
+    tg_params_zero_grad(&model->params);
+    TgTensor *loss = tg_model_loss(model, &engine->tape, tokens, targets, GRAD_B, GRAD_T, NULL);
+    *loss_out = loss->data[0];
+    tg_tape_backward(&engine->tape, loss);
+    tg_tape_reset(&engine->tape);
+    float *grads = malloc(model->params.total * sizeof(float));
+    memcpy(grads, model->params.grad, model->params.total * sizeof(float));
+    return grads;
+}
+
+/* The bf16 paths run avx512's fp32 code: in fp32 a step gives its bits exactly, so a run started
+ * on the avx512 path resumes bitwise on a CPU (or a build) that picks avx512bf16 or amx. */
+Test(bf16_train, fp32_on_the_bf16_paths_is_bitwise_avx512_s) {
+    if (!tg_isa_supported(TG_ISA_AVX512BF16)) cr_skip_test("no bf16 path on %s", tg_cpu_name());
+    TgModel model;
+    int32_t tokens[GRAD_B * GRAD_T], targets[GRAD_B * GRAD_T];
+    ragged_model(&model, tokens, targets);
     TgEngine engine;
     tg_engine_open(&engine, 2, 0);
-    size_t total = model.params.total;
+    double loss[3];
+    float *grads[3];
+    const tg_isa paths[3] = {TG_ISA_AVX512, TG_ISA_AVX512BF16, TG_ISA_AMX};
+    int n = tg_isa_supported(TG_ISA_AMX) ? 3 : 2;
+    for (int p = 0; p < n; p++) {
+        cr_assert_eq(tg_isa_set(paths[p]), TG_OK);
+        grads[p] = model_gradients(&model, &engine, tokens, targets, TG_PRECISION_FP32, &loss[p]);
+    }
+    cr_assert_eq(tg_isa_set(tg_isa_best()), TG_OK);
+    for (int p = 1; p < n; p++) {
+        cr_expect_eq(loss[p], loss[0], "%s loss %.9g, avx512 %.9g", tg_isa_name(paths[p]), loss[p], loss[0]);
+        cr_expect(memcmp(grads[p], grads[0], model.params.total * sizeof(float)) == 0, "%s gradients differ from avx512's",
+                  tg_isa_name(paths[p]));
+    }
+    for (int p = 0; p < n; p++) free(grads[p]);
+    tg_engine_close(&engine);
+    tg_model_free(&model);
+}
+
+Test(bf16_train, model_gradient_in_bf16_is_fp32_s_within_the_bound) {
+    TgModel model;
+    int32_t tokens[GRAD_B * GRAD_T], targets[GRAD_B * GRAD_T];
+    ragged_model(&model, tokens, targets);
+    TgEngine engine;
+    tg_engine_open(&engine, 2, 0);
     float *grads[2];
     double losses[2];
-    for (int p = 0; p < 2; p++) {
-        tg_tape_set_precision(&engine.tape, p ? TG_PRECISION_BF16 : TG_PRECISION_FP32);
-        tg_params_zero_grad(&model.params);
-        TgTensor *loss = tg_model_loss(&model, &engine.tape, tokens, targets, B, T, NULL);
-        losses[p] = loss->data[0];
-        tg_tape_backward(&engine.tape, loss);
-        tg_tape_reset(&engine.tape);
-        grads[p] = malloc(total * sizeof(float));
-        memcpy(grads[p], model.params.grad, total * sizeof(float));
-    }
+    for (int p = 0; p < 2; p++)
+        grads[p] = model_gradients(&model, &engine, tokens, targets, p ? TG_PRECISION_BF16 : TG_PRECISION_FP32, &losses[p]);
     cr_expect_leq(fabs(losses[1] - losses[0]), 1e-2 * losses[0], "loss fp32 %.6f, bf16 %.6f", losses[0], losses[1]);
     cr_expect_neq(losses[1], losses[0], "the bf16 loss is the fp32 one: were the products rounded?");
     double worst = 0;
