@@ -1,7 +1,9 @@
 /* GEMM kernels per path on the models' shapes, single-threaded: tapegrad's blocked kernel of each
  * kernel path this CPU runs, and OpenBLAS's, in GFLOP/s of the thread's own CPU time (so another
  * process on the machine slows the wall clock but not the figure), against the path's measured
- * multiply-add ceiling on one thread. Built with the project, never run by ctest.
+ * multiply-add ceiling on one thread; on a path with bf16 instructions (avx512bf16, amx) also its bf16
+ * GEMM (operands rounded to bf16, fp32 sums) against that instruction's ceiling. Built with the
+ * project, never run by ctest.
  *
  *   build/gemm_bench                 # both models' shapes
  *   build/gemm_bench small           # one model's
@@ -90,24 +92,29 @@ int main(int argc, char **argv) {
     printf("CPU: %s; one thread; GFLOP/s of thread CPU time, best of %d; %s, kernel %s\n", tg_cpu_name(), rounds,
            openblas_get_config(), openblas_get_corename());
     tg_isa paths[TG_ISA_COUNT];
-    double peaks[TG_ISA_COUNT];
+    double peaks[TG_ISA_COUNT], bf16_peaks[TG_ISA_COUNT];
     int n_paths = 0;
     for (int i = TG_ISA_COUNT - 1; i >= 0; i--)
         if (tg_isa_supported((tg_isa)i) && (!one_path || !one_path[0] || strcmp(one_path, tg_isa_name((tg_isa)i)) == 0)) {
             tg_isa_set((tg_isa)i);
             paths[n_paths] = (tg_isa)i;
             peaks[n_paths] = tg_peak_gflops(NULL, 0.2);
+            bf16_peaks[n_paths] = tg_kernels()->bf16_native ? tg_peak_bf16_gflops(NULL, 0.2) : 0;
             TgGemmPlan plan = tg_gemm_plan();
             char plan_text[256];
             tg_gemm_plan_describe(&plan, plan_text, sizeof plan_text);
-            printf("  %s multiply-add ceiling: %.1f GFLOP/s; plan: %s\n", tg_isa_name((tg_isa)i), peaks[n_paths],
-                   plan_text);
+            printf("  %s multiply-add ceiling: %.1f GFLOP/s", tg_isa_name((tg_isa)i), peaks[n_paths]);
+            if (bf16_peaks[n_paths] > 0) printf(", bf16 ceiling %.1f GFLOP/s", bf16_peaks[n_paths]);
+            printf("; plan: %s\n", plan_text);
             n_paths++;
         }
     printf("\n| model | product | m | n | k |");
     for (int p = 0; p < n_paths; p++) printf(" %s |", tg_isa_name(paths[p]));
+    int bf16_columns = 0;
+    for (int p = 0; p < n_paths; p++)
+        if (bf16_peaks[p] > 0) printf(" %s bf16 |", tg_isa_name(paths[p])), bf16_columns++;
     printf(" OpenBLAS |\n|---|---|---:|---:|---:|");
-    for (int p = 0; p <= n_paths; p++) printf("---:|");
+    for (int p = 0; p <= n_paths + bf16_columns; p++) printf("---:|");
     printf("\n");
     TgRng rng;
     tg_rng_seed(&rng, 1);
@@ -124,6 +131,13 @@ int main(int argc, char **argv) {
             tg_isa_set(paths[p]);
             double g = gflops_of(tg_sgemm_tiled, s, a, b, c);
             printf(" %.0f (%.0f%%) |", g, 100 * g / peaks[p]);
+            fflush(stdout);
+        }
+        for (int p = 0; p < n_paths; p++) {
+            if (bf16_peaks[p] <= 0) continue;
+            tg_isa_set(paths[p]);
+            double g = gflops_of(tg_bf16gemm, s, a, b, c);
+            printf(" %.0f (%.0f%%) |", g, 100 * g / bf16_peaks[p]);
             fflush(stdout);
         }
         printf(" %.0f |\n", gflops_of(tg_sgemm_openblas, s, a, b, c));

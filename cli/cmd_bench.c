@@ -5,8 +5,10 @@
  * arena to its steady size) every step is timed; the report gives the median, which one
  * preempted step cannot move. FLOPs per token follow ../shared/bench/torch_minimind.py:
  * 6 N + 12 L T dim (N counts the tied embedding once; the causal mask is not discounted). MFU is
- * against the FP32 multiply-add ceiling of the kernel path in use, measured on this machine's
- * threads after the timed steps (lib/cpu.h, tg_peak_gflops).
+ * against the ceiling of the kernel path in use, measured on this machine's threads after the
+ * timed steps (lib/cpu.h): the FP32 multiply-add's (tg_peak_gflops), or with --precision bf16 the
+ * bf16 GEMM's instruction's (tg_peak_bf16_gflops: vdpbf16ps, AMX's tdpbf16ps), every FLOP
+ * counted at it although norms, attention and the optimizer stay fp32.
  *
  * Under mpirun every rank runs the same step on its own random tokens and the gradients are
  * summed over the ranks as training sums them (train/dist.h), so tokens/s counts every rank's
@@ -26,6 +28,7 @@
 #include "lib/clock.h"
 #include "lib/cpu.h"
 #include "lib/gemm_plan.h"
+#include "lib/kernels.h"
 #include "lib/json_write.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
@@ -64,7 +67,7 @@ typedef struct {
     int64_t batch, seq, vocab;
     int threads;
     int64_t steps, warmup;
-    const char *ffn, *gemm, *reduce;
+    const char *ffn, *gemm, *reduce, *precision;
     int64_t seed;
     bool json;
 } BenchOptions;
@@ -98,6 +101,10 @@ static OptSpec specs[] = {
     OPT(B_, reduce, "--reduce", OPT_STRING,
         "under mpirun, the gradient sum: ordered (training's: fixed rank order) | allreduce (MPI_Allreduce)", OPT_ANY,
         "ordered|allreduce", 0, "ordered"),
+    FLAG_PRECISION(B_, precision,
+                   "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums); MFU is then "
+                   "against the path's bf16 ceiling",
+                   0, "fp32"),
     FLAG_SEED(B_, seed, "seed of weights and tokens", 0, NULL),
     FLAG_JSON(B_, json, "print one JSON object", 0, NULL),
 };
@@ -146,7 +153,9 @@ enum { STEP_TIME_FIELDS = 6 };
 typedef struct {
     StepTimes median;
     double mean_step, cpu_per_step, first_loss, last_loss, arena_peak_mb;
-    double peak_gflops;   /* the FP32 multiply-add ceiling of the kernel path, on the bench's threads */
+    double peak_gflops;   /* the ceiling MFU is taken against: the precision's (peak_fp32_gflops or the bf16 one) */
+    double peak_fp32_gflops;   /* the FP32 multiply-add ceiling of the kernel path, on the bench's threads */
+    TgPrecision precision;
 } BenchResult;
 
 /* The medians (and the mean step) of the timed steps. */
@@ -179,6 +188,7 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     status = tg_arena_reserve(&arena, (size_t)tg_model_activation_bytes(cfg, B, T, o->threads, true));
     TgTape tape;
     tg_tape_init(&tape, &arena, pool);
+    tg_tape_set_precision(&tape, r->precision);
     TgAdamWConfig adamw = tg_adamw_defaults();
     TgRng rng;
     tg_rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)dist_rank()); /* each rank its own tokens */
@@ -225,7 +235,8 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     r->cpu_per_step = (cpu_seconds() - cpu_at_timed_start) / (double)o->steps;
     if (status == TG_OK) bench_medians(o, times, r);
     r->arena_peak_mb = (double)arena.peak / (1024.0 * 1024.0);
-    r->peak_gflops = tg_peak_gflops(pool, 0.3);
+    r->peak_fp32_gflops = tg_peak_gflops(pool, 0.3);
+    r->peak_gflops = r->precision == TG_PRECISION_BF16 ? tg_peak_bf16_gflops(pool, 0.3) : r->peak_fp32_gflops;
     free(scratch);
     free(times);
     free(tokens);
@@ -235,6 +246,12 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     tg_arena_free(&arena);
     tg_pool_destroy(pool);
     return status;
+}
+
+/* What the ceiling of MFU is: the instruction of the precision's GEMM on the active path */
+static const char *peak_name(TgPrecision precision) {
+    if (precision != TG_PRECISION_BF16 || !tg_kernels()->bf16_native) return "fp32 multiply-add";
+    return tg_isa_active() == TG_ISA_AMX ? "bf16 AMX tdpbf16ps" : "bf16 vdpbf16ps";
 }
 
 static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const TgModel *model,
@@ -274,10 +291,12 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
             {"achieved_gflops", gflops}, {"mfu", mfu}, {"peak_rss_mb", rss}, {"arena_peak_mb", r->arena_peak_mb},
             {"cpu_ms_per_step", 1e3 * r->cpu_per_step}, {"loss_first", r->first_loss}, {"loss_last", r->last_loss},
             {"ms_wait", 1e3 * med->wait}, {"ms_comm", 1e3 * med->comm}, {"comm_share", med->comm / med->step},
-            {"mb_sent_per_rank", mb_sent}, {"peak_gflops", r->peak_gflops},
+            {"mb_sent_per_rank", mb_sent}, {"peak_gflops", r->peak_gflops}, {"peak_fp32_gflops", r->peak_fp32_gflops},
         };
         for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
             json_write_field(stdout, figures[i].key, figures[i].value, 9);
+        printf(",\"precision\":\"%s\",\"peak\":", tg_precision_name(r->precision));
+        json_write_string(stdout, peak_name(r->precision));
         printf(",\"ranks\":%d,\"reduce\":", dist_ranks());
         json_write_string(stdout, reduce_name);
         printf(",\"isa\":");
@@ -301,7 +320,8 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
            "steps\n",
            (long long)B, (long long)T, dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name,
            (long long)o->warmup, (long long)o->steps);
-    printf("kernels: %s on %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name());
+    printf("kernels: %s on %s; precision %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name(),
+           tg_precision_name(r->precision));
     TgGemmPlan plan = tg_gemm_plan();
     char plan_text[256];
     tg_gemm_plan_describe(&plan, plan_text, sizeof plan_text);
@@ -316,8 +336,8 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
                1e3 * med->comm, reduce_name, mb_sent, 100.0 * med->comm / med->step, 1e3 * med->wait);
     printf("CPU ms/step   %10.2f   (all threads, mean)\n", 1e3 * r->cpu_per_step);
     printf("GFLOP/s       %10.1f   (%.0f FLOPs/token = 6N + 12 L T dim)\n", gflops, flops_per_token);
-    printf("MFU           %10.1f %% of %.0f GFLOP/s (the %s multiply-add ceiling, measured on %d threads)\n",
-           100.0 * mfu, r->peak_gflops, tg_isa_name(tg_isa_active()), o->threads);
+    printf("MFU           %10.1f %% of %.0f GFLOP/s (the %s path's %s ceiling, measured on %d threads)\n", 100.0 * mfu,
+           r->peak_gflops, tg_isa_name(tg_isa_active()), peak_name(r->precision), o->threads);
     printf("peak RSS      %10.1f MB (step arena peak %.1f MB)\n", rss, r->arena_peak_mb);
     printf("loss          %10.4f -> %.4f (ln V = %.4f)\n", r->first_loss, r->last_loss, log((double)cfg->vocab));
 }
@@ -364,6 +384,10 @@ static int run_bench(int argc, char **argv) {
     tg_model_build(&model, &cfg);
     tg_model_init_weights(&model, (uint64_t)o.seed);
     BenchResult r = {0};
+    tg_precision_parse(o.precision ? o.precision : "fp32", &r.precision);   /* one of the flag's choices */
+    if (r.precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
+        fprintf(stderr, "bench: bf16 on the %s path, which has no bf16 instructions: the products round their operands "
+                        "and run the fp32 kernel, slower than fp32\n", tg_isa_name(tg_isa_active()));
     s = bench_measure(&o, &cfg, B, &model, &r);
     if (s == TG_OK) bench_print(&o, &cfg, B, &model, &r);
     tg_model_free(&model);

@@ -64,8 +64,9 @@ static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int
     /* the checkpoint path is the only free text */
     printf("{\"checkpoint\":");
     json_write_string(stdout, run->last_checkpoint);
-    printf(",\"step\":%lld,\"batches\":%lld,\"batch\":%lld,\"seq\":%lld,\"loss\":", (long long)run->state.step,
-           (long long)k, (long long)batch, (long long)c->seq_len);
+    printf(",\"step\":%lld,\"batches\":%lld,\"batch\":%lld,\"seq\":%lld,\"precision\":\"%s\",\"loss\":",
+           (long long)run->state.step, (long long)k, (long long)batch, (long long)c->seq_len,
+           tg_precision_name(run->precision));
     json_write_number(stdout, loss, 6);
     printf(",\"model\":{\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
            "\"ffn\":\"%s\",\"params\":%lld},",
@@ -76,7 +77,7 @@ static void print_json(const Run *run, const ModelInspection *mi, int64_t k, int
 }
 
 typedef struct {
-    const char *run, *ckpt, *dump;
+    const char *run, *ckpt, *dump, *precision;
     int64_t batches, batch;
     int threads;
     bool json, force;
@@ -95,6 +96,8 @@ static const OptSpec specs[] = {
     OPT(I, force, "--force", OPT_BOOL, "replace an existing --dump-grads file (a run's own files never)", OPT_ANY, NULL, 0,
         NULL),
     FLAG_THREADS(I, threads, "threads", 0, NULL),
+    FLAG_PRECISION(I, precision, "the linear layers' products of the forward and backward: fp32 or bf16", 0,
+                   "the run's (run.txt)"),
 };
 #undef I
 static const OptTable table = {"inspect", "--run DIR | --ckpt FILE [--batches K] [--json] [--dump-grads OUT.safetensors [--force]]",
@@ -156,6 +159,8 @@ static int run_inspect(int argc, char **argv) {
     TgEngine engine = {0};
     if (s == TG_OK) {
         tg_engine_open(&engine, o.threads, 0);
+        if (o.precision) tg_precision_parse(o.precision, &run.precision);   /* one of the flag's choices */
+        tg_tape_set_precision(&engine.tape, run.precision);
         const TgModelConfig *c = &run.model.cfg;
         s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(c, o.batch, c->seq_len, o.threads, true));
     }
@@ -167,9 +172,9 @@ static int run_inspect(int argc, char **argv) {
         if (o.json) {
             print_json(&run, &mi, k, o.batch, loss);
         } else {
-            printf("%s (step %lld): %lld val batches of %lld x %lld tokens, mean loss %.4f, no update applied\n\n",
+            printf("%s (step %lld): %lld val batches of %lld x %lld tokens, mean loss %.4f (%s), no update applied\n\n",
                    run.last_checkpoint, (long long)run.state.step, (long long)k, (long long)o.batch, (long long)T,
-                   loss);
+                   loss, tg_precision_name(run.precision));
             print_table(&run.model, &mi);
         }
         if (o.dump) {

@@ -23,6 +23,7 @@
 #include "train/output_check.h"
 #include "tapegrad/tokenizer.h"
 #include "train/memory_plan.h"
+#include "train/run.h"
 #include "train/trainer.h"
 #include "lib/path.h"
 
@@ -35,6 +36,8 @@
 static const OptSpec specs[] = {
     FLAG_PRESET(C, preset, "model preset", 0, NULL),
     FLAG_STEPS(C, steps, "optimizer steps of every run", 0, NULL),
+    FLAG_PRECISION(C, precision, "the linear layers' products in every run: fp32, or bf16 (operands rounded, fp32 sums)",
+                   0, "fp32"),
     OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
         NULL),
     OPT(C, seeds, "--seeds", OPT_STRING,
@@ -135,8 +138,10 @@ static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
 
 /* What a run's folder holds: nothing yet, a run stopped before --steps, a finished run, or a
  * diverged one. Anything but nothing is refused without --reuse, and a run of another model
- * (another preset's, say) always: its layers could not be set beside the others'. */
-static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int64_t steps, bool reuse) {
+ * (another preset's, say) or in another precision always: its layers could not be set beside the
+ * others'. */
+static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int64_t steps, const char *precision,
+                               bool reuse) {
     char path[TG_PATH_CAP], ckpt[TG_PATH_CAP];
     TG_TRY(path_join(path, sizeof path, run->dir, DIVERGED_FILE));
     run->state = RUN_NEW;
@@ -163,6 +168,14 @@ static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int
             return tg_fail(TG_ERR_ARG, "%s holds a run of %lld steps; this one asks --steps %lld: pass another --out",
                            run->dir, (long long)info.state.step, (long long)steps);
         run->state = info.state.step == steps ? RUN_FINISHED : RUN_PARTIAL;
+        TrainOptions id;
+        OptStrings strings = {0};
+        TgStatus s = run_identity_read(run->dir, &id, &strings);
+        if (s == TG_OK && strcmp(id.precision, precision) != 0)
+            s = tg_fail(TG_ERR_MISMATCH, "%s holds a run in %s; this experiment trains in %s: pass another --out",
+                        run->dir, id.precision, precision);
+        opt_strings_free(&strings);
+        TG_TRY(s);
     }
     if (!reuse)
         return tg_fail(TG_ERR_ARG, "%s already holds a run; add --reuse to keep it, or pass another --out", run->dir);
@@ -265,7 +278,7 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 char name[128];
                 snprintf(name, sizeof name, "lr%g-%s-s%lld", run->lr, tg_ffn_kind_name(run->kind), (long long)run->seed);
                 TG_TRY(path_join(run->dir, sizeof run->dir, e->root, name));
-                TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->reuse));
+                TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->precision ? o->precision : "fp32", o->reuse));
                 /* each run's own report: the experiment's to replace, but never through a link */
                 TG_TRY(plan_report_files(NULL, run->dir, "report.html", "report.jsonl", true));
             }
@@ -313,6 +326,7 @@ static void run_options(const Experiment *e, const CompareRun *run, TrainOptions
     t.sample_tokens = 0;
     t.keep = 1; /* the newest checkpoint only: what --reuse continues a killed run from */
     t.threads = o->threads;
+    if (o->precision) t.precision = o->precision;
     /* a stopped run continues in its own folder */
     t.resume = run->state == RUN_PARTIAL ? run->dir : NULL;
     t.out_dir = t.resume ? NULL : run->dir;

@@ -22,6 +22,7 @@
 
 typedef struct CompareFfnOptions {
     const char *preset, *lrs, *seeds, *data, *dataset, *out;
+    const char *precision; /* of every run: "fp32" | "bf16" (NULL: fp32) */
     int64_t steps, log_grads, eval_every, eval_batches, probe_batches, batch, seed, relu_hidden;
     int threads;
     bool reuse;

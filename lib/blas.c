@@ -4,6 +4,7 @@
 #include <limits.h>
 
 #include "tapegrad/error.h"
+#include "lib/bf16.h"
 #include "lib/gemm_plan.h"
 #include "lib/kernels.h"
 
@@ -29,6 +30,27 @@ void tg_sgemm_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
     tg_kernels()->sgemm(&plan, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+void tg_bf16gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    TgGemmPlan plan = tg_gemm_plan();
+    tg_kernels()->bf16gemm(&plan, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void tg_bf16gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float sum = 0.0f;
+            for (int64_t p = 0; p < k; p++) {
+                float a_ip = tg_bf16_round(trans_a ? a[p * lda + i] : a[i * lda + p]);
+                float b_pj = tg_bf16_round(trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+                sum += a_ip * b_pj;   /* the product is exact: one rounding, fused or not */
+            }
+            float *cij = c + i * ldc + j;
+            *cij = beta == 0.0f ? alpha * sum : alpha * sum + beta * *cij;
+        }
+}
+
 void tg_gemm_rows(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_col, const float *b, int64_t ldb,
                   int64_t n, float *c, int64_t ldc, bool accumulate) {
     tg_kernels()->gemm_rows(rows, k, a, a_row, a_col, b, ldb, n, c, ldc, accumulate);
@@ -48,9 +70,17 @@ typedef struct {
     const float *a, *b;
     float *c;
     int threads;
+    TgPrecision precision;
     bool by_columns;
     int64_t row_quantum, column_quantum;
 } GemmJob;
+
+/* One product on the calling thread in the precision asked for. */
+static void gemm_one(TgPrecision precision, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (precision == TG_PRECISION_BF16) tg_bf16gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else tg_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
     const GemmJob *j = ctx;
@@ -59,7 +89,7 @@ static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
         if (col1 > j->n) col1 = j->n;
         if (col1 <= col0) return;
         const float *b = j->trans_b ? j->b + col0 * j->ldb : j->b + col0;
-        tg_sgemm(j->trans_a, j->trans_b, j->m, col1 - col0, j->k, j->alpha, j->a, j->lda, b, j->ldb,
+        gemm_one(j->precision, j->trans_a, j->trans_b, j->m, col1 - col0, j->k, j->alpha, j->a, j->lda, b, j->ldb,
                  j->beta, j->c + col0, j->ldc);
         return;
     }
@@ -68,7 +98,7 @@ static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
     if (row1 <= row0) return;
     /* rows [row0, row1) of op(A): A's rows, or A's columns when A is transposed */
     const float *a = j->trans_a ? j->a + row0 : j->a + row0 * j->lda;
-    tg_sgemm(j->trans_a, j->trans_b, row1 - row0, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
+    gemm_one(j->precision, j->trans_a, j->trans_b, row1 - row0, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
              j->beta, j->c + row0 * j->ldc, j->ldc);
 }
 
@@ -78,13 +108,21 @@ static const double GEMM_MIN_PARALLEL_MNK = 1 << 20;
 void tg_sgemm_pool(TgPool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc) {
+    tg_gemm_pool(pool, TG_PRECISION_FP32, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void tg_gemm_pool(TgPool *pool, TgPrecision precision, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc) {
+    /* bf16 runs tapegrad's kernels whatever the gemm mode (OpenBLAS has no bf16 GEMM here) */
+    bool own_kernel = gemm_mode == TG_GEMM_POOL || precision == TG_PRECISION_BF16;
     int threads = tg_pool_threads(pool);
     /* C is handed out in whole register tiles of the kernel (tapegrad's: MR rows and NR columns of
      * the path; OpenBLAS's: multiples of 16 rows and 32 columns): no thread gets a ragged edge
      * tile that a coarser split would avoid. */
     const TgKernels *kernels = tg_kernels();
-    int64_t row_quantum = gemm_mode == TG_GEMM_POOL ? kernels->gemm_mr : 16;
-    int64_t column_quantum = gemm_mode == TG_GEMM_POOL ? kernels->gemm_nr : 32;
+    int64_t row_quantum = own_kernel ? kernels->gemm_mr : 16;
+    int64_t column_quantum = own_kernel ? kernels->gemm_nr : 32;
     /* By rows, each thread reads and packs all of op(B) (k x n) and its share of op(A); by
      * columns, all of op(A) (m x k) and its share of op(B). So by rows, unless that leaves the
      * busiest thread more tiles of C than a split by columns would: a weight gradient whose
@@ -99,13 +137,13 @@ void tg_sgemm_pool(TgPool *pool, bool trans_a, bool trans_b, int64_t m, int64_t 
                                 (double)(row_units * row_quantum);
     bool by_columns = busiest_by_columns < busiest_by_rows;
     int64_t units = by_columns ? column_units : row_units;
-    if (gemm_mode == TG_GEMM_OPENBLAS || threads == 1 || units < 2 ||
+    if ((gemm_mode == TG_GEMM_OPENBLAS && !own_kernel) || threads == 1 || units < 2 ||
         (double)m * (double)n * (double)k < GEMM_MIN_PARALLEL_MNK) {
-        tg_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm_one(precision, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    GemmJob job = {trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, threads, by_columns, row_quantum,
-                   column_quantum};
+    GemmJob job = {trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, threads, precision, by_columns,
+                   row_quantum, column_quantum};
     tg_pool_parallel_for(pool, units, gemm_block, &job);
 }
 

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "tapegrad/pool.h"
+#include "tapegrad/tape.h"
 
 /* op(A) is [m, k], op(B) is [k, n], C is [m, n]; lda/ldb/ldc are the row strides as stored.
  * Runs on the calling thread (with OpenBLAS's threads in TG_GEMM_OPENBLAS mode). */
@@ -27,6 +28,21 @@ void tg_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 void tg_sgemm_pool(TgPool *pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc);
+
+/* The product in `precision`: TG_PRECISION_FP32 is tg_sgemm_pool; TG_PRECISION_BF16 rounds every
+ * element of A and B to bf16 (lib/bf16.h) and sums the products in fp32, with the active path's
+ * bf16 kernel (lib/kernels.h: vdpbf16ps, AMX tiles, or the rounded operands through the fp32
+ * kernel), split over the pool as tg_sgemm_pool splits, in every gemm mode. */
+void tg_gemm_pool(TgPool *pool, TgPrecision precision, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc);
+/* The bf16 product on the calling thread, with the active path's bf16 kernel. */
+void tg_bf16gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/* The reference for tests: C = alpha op(A) op(B) + beta C, each element of A and B rounded to
+ * bf16, each element of C one fp32 sum over k in order (k = 0 first), then alpha and beta. */
+void tg_bf16gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 /* C (rows, n) (+)= A (rows, k) B (k, n) for 1 <= rows <= TG_GEMM_ROWS_MAX, single-threaded, for
  * the small ragged products inside one pool job (attention), on the active kernel path. A(r, i) = a[r a_row + i a_col], so

@@ -13,6 +13,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define TG_HAVE_X86_KERNELS 1
 #else
 #define TG_HAVE_X86_KERNELS 0
@@ -23,9 +25,11 @@ extern const TgKernels tg_kernels_generic;
 #if TG_HAVE_X86_KERNELS
 extern const TgKernels tg_kernels_avx2;
 extern const TgKernels tg_kernels_avx512;
+extern const TgKernels tg_kernels_avx512bf16;
+extern const TgKernels tg_kernels_amx;
 #endif
 
-static const char *const isa_names[TG_ISA_COUNT] = {"generic", "avx2", "avx512"};
+static const char *const isa_names[TG_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16", "amx"};
 
 const char *tg_isa_name(tg_isa isa) { return (unsigned)isa < TG_ISA_COUNT ? isa_names[isa] : "unknown"; }
 
@@ -35,10 +39,33 @@ const TgKernels *tg_kernels_of(tg_isa isa) {
 #if TG_HAVE_X86_KERNELS
     case TG_ISA_AVX2: return &tg_kernels_avx2;
     case TG_ISA_AVX512: return &tg_kernels_avx512;
+    case TG_ISA_AVX512BF16: return &tg_kernels_avx512bf16;
+    case TG_ISA_AMX: return &tg_kernels_amx;
 #endif
     default: return NULL;
     }
 }
+
+#if TG_HAVE_X86_KERNELS
+/* One feature bit of cpuid (leaf, subleaf; register 0..3 = EAX, EBX, ECX, EDX). The bf16 and AMX
+ * features are read here rather than through __builtin_cpu_supports, which not every compiler
+ * tapegrad builds with knows them by name. */
+static bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+    unsigned r[4] = {0};
+    if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+    return (r[reg] >> bit) & 1u;
+}
+
+/* Linux hands out the AMX tile data state (8 KiB per thread) only to a process that asks for it;
+ * without it the first tile instruction faults. Asked once; a refusal (an older kernel, a
+ * hypervisor, a seccomp filter) leaves the amx path unsupported, so avx512bf16 runs instead. */
+enum { ARCH_REQ_XCOMP_PERM_CODE = 0x1023, XFEATURE_XTILEDATA_BIT = 18 };
+static bool amx_granted;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static void request_amx(void) {
+    amx_granted = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_CODE, XFEATURE_XTILEDATA_BIT) == 0;
+}
+#endif
 
 bool tg_isa_supported(tg_isa isa) {
     if (!tg_kernels_of(isa)) return false;
@@ -53,6 +80,12 @@ bool tg_isa_supported(tg_isa isa) {
         return tg_isa_supported(TG_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq");
+    case TG_ISA_AVX512BF16: return tg_isa_supported(TG_ISA_AVX512) && cpuid_bit(7, 1, 0, 5);   /* EAX: AVX512_BF16 */
+    case TG_ISA_AMX:
+        /* EDX of leaf 7: AMX-BF16 (bit 22) and AMX-TILE (bit 24); the operating system's grant is asked below */
+        if (!tg_isa_supported(TG_ISA_AVX512BF16) || !cpuid_bit(7, 0, 3, 22) || !cpuid_bit(7, 0, 3, 24)) return false;
+        pthread_once(&amx_once, request_amx);
+        return amx_granted;
     }
     return false;
 #else
@@ -93,7 +126,7 @@ TgStatus tg_isa_init(void) {
             TgStatus st = tg_isa_set((tg_isa)i);
             return st == TG_OK ? TG_OK : tg_fail_context(st, "TAPEGRAD_ISA=%s", want);
         }
-    return tg_fail(TG_ERR_ARG, "TAPEGRAD_ISA=%s: unknown kernel path; use generic, avx2 or avx512 (or unset it)", want);
+    return tg_fail(TG_ERR_ARG, "TAPEGRAD_ISA=%s: unknown kernel path; use generic, avx2, avx512, avx512bf16 or amx (or unset it)", want);
 }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -290,6 +323,8 @@ enum { PEAK_MAX_THREADS = 256 };
 
 typedef struct {
     const TgKernels *kernels;
+    void (*loop)(int64_t iters, float *sink);   /* fma_loop or bf16_loop */
+    double loop_flops;
     int64_t iters;
     float sink[PEAK_MAX_THREADS];
     double gflops[PEAK_MAX_THREADS];   /* per thread: its FLOPs over the CPU time it was given */
@@ -304,19 +339,21 @@ static double thread_cpu_seconds(void) {
 static void peak_range(void *ctx, int64_t begin, int64_t end, int thread) {
     PeakJob *job = ctx;
     double t0 = thread_cpu_seconds();
-    for (int64_t i = begin; i < end; i++) job->kernels->fma_loop(job->iters, &job->sink[thread]);
+    for (int64_t i = begin; i < end; i++) job->loop(job->iters, &job->sink[thread]);
     double spent = thread_cpu_seconds() - t0;
-    job->gflops[thread] = spent > 0 ? (double)(end - begin) * (double)job->iters * job->kernels->fma_loop_flops / spent / 1e9 : 0;
+    job->gflops[thread] = spent > 0 ? (double)(end - begin) * (double)job->iters * job->loop_flops / spent / 1e9 : 0;
 }
 
 /* Each thread's rate is taken over its own CPU time, not the wall clock: when another process
  * shares the cores, a thread that waits for one loses wall time but no CPU time, so the ceiling
  * stays that of the hardware (the figure a quiet machine gives) instead of halving. */
-double tg_peak_gflops(TgPool *pool, double seconds) {
+static double peak_gflops(TgPool *pool, double seconds, bool bf16) {
     int threads = tg_pool_threads(pool);
     TG_CHECK(threads <= PEAK_MAX_THREADS, "tg_peak_gflops: %d threads", threads);
     PeakJob *job = tg_calloc(1, sizeof *job);
     job->kernels = tg_kernels();
+    job->loop = bf16 ? job->kernels->bf16_loop : job->kernels->fma_loop;
+    job->loop_flops = bf16 ? job->kernels->bf16_loop_flops : job->kernels->fma_loop_flops;
     job->iters = 1 << 12;
     /* grow a round until it takes a tenth of the time, then keep the fastest of the rounds (the
      * first ones also bring the cores up to speed) */
@@ -334,3 +371,6 @@ double tg_peak_gflops(TgPool *pool, double seconds) {
     free(job);
     return best;
 }
+
+double tg_peak_gflops(TgPool *pool, double seconds) { return peak_gflops(pool, seconds, false); }
+double tg_peak_bf16_gflops(TgPool *pool, double seconds) { return peak_gflops(pool, seconds, true); }

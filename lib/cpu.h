@@ -1,9 +1,13 @@
 /* What the CPU is, and which kernel path runs on it.
  *
- * tapegrad carries its hot kernels (lib/kernels.h) compiled three times into one binary:
- *   generic  no intrinsics, the build's baseline (SSE2 on x86-64): any CPU
- *   avx2     AVX2 + FMA, 8-float vectors (x86-64 since about 2013-2015)
- *   avx512   AVX-512 F/VL/BW/DQ, 16-float vectors
+ * tapegrad carries its hot kernels (lib/kernels.h) compiled once per path into one binary:
+ *   generic     no intrinsics, the build's baseline (SSE2 on x86-64): any CPU
+ *   avx2        AVX2 + FMA, 8-float vectors (x86-64 since about 2013-2015)
+ *   avx512      AVX-512 F/VL/BW/DQ, 16-float vectors
+ *   avx512bf16  avx512, and a bf16 GEMM of vdpbf16ps (AMD Zen 4/5, Intel Cooper Lake and later)
+ *   amx         avx512bf16, and a bf16 GEMM of AMX tiles (Intel Sapphire Rapids and later), when
+ *               the operating system grants the tiles (arch_prctl, asked once per process)
+ * The bf16 paths run avx512's fp32 code; only `--precision bf16` (lib/blas.h) tells them apart.
  * One is chosen at start-up: the highest the CPU reports (cpuid, and xgetbv for the operating
  * system's support of the wider registers; __builtin_cpu_supports checks both), or the one the
  * environment variable TAPEGRAD_ISA names, which may be lower but never higher than the CPU has.
@@ -18,16 +22,16 @@
 #include "tapegrad/pool.h"
 
 /* Ordered: a path needs everything the lower ones need. */
-typedef enum { TG_ISA_GENERIC = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2 } tg_isa;
-enum { TG_ISA_COUNT = 3 };
+typedef enum { TG_ISA_GENERIC = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2, TG_ISA_AVX512BF16 = 3, TG_ISA_AMX = 4 } tg_isa;
+enum { TG_ISA_COUNT = 5 };
 
-/* "generic", "avx2", "avx512" */
+/* "generic", "avx2", "avx512", "avx512bf16", "amx" */
 const char *tg_isa_name(tg_isa isa);
 /* The path this CPU can run (and this build carries: on other architectures only generic). */
 bool tg_isa_supported(tg_isa isa);
 /* The highest supported path. */
 tg_isa tg_isa_best(void);
-/* The path named by TAPEGRAD_ISA (generic | avx2 | avx512), or the highest supported when the
+/* The path named by TAPEGRAD_ISA (generic | avx2 | avx512 | avx512bf16 | amx), or the highest supported when the
  * variable is unset or empty. TG_ERR_ARG with a one-line message for an unknown name or a path
  * this CPU cannot run; the active path is then unchanged. The CLI calls it first thing; a
  * library user who does not is served the same choice on the first kernel call (an invalid
@@ -68,5 +72,8 @@ int64_t tg_cache_size_parse(const char *text);
  * caller's CPU time; the sum over threads of each one's FLOPs per second of its own CPU time,
  * best of a few rounds. 2 FLOPs per lane per multiply-add. */
 double tg_peak_gflops(TgPool *pool, double seconds);
+/* The same for the bf16 GEMM's instruction of the active path (vdpbf16ps on avx512bf16,
+ * tdpbf16ps on amx; the fp32 ceiling on a path without one): 2 FLOPs per multiply-add. */
+double tg_peak_bf16_gflops(TgPool *pool, double seconds);
 
 #endif

@@ -48,6 +48,14 @@ typedef struct TgKernels {
      * splitting C changes no bit. beta 0 never reads C. */
     void (*sgemm)(const struct TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+    /* The same product with every element of A and B rounded to bf16 (lib/bf16.h) and the
+     * products summed in fp32 (lib/isa/gemm_bf16.c): same plan, same determinism. bf16_native:
+     * with bf16 instructions (vdpbf16ps, AMX); false: the rounded operands through the fp32
+     * kernel, slower than fp32. */
+    void (*bf16gemm)(const struct TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                     int64_t ldc);
+    bool bf16_native;
     /* C (rows, n) (+)= A (rows, k) B (k, n), 1 <= rows <= TG_GEMM_ROWS_MAX (lib/blas.h). */
     void (*gemm_rows)(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_col, const float *b,
                       int64_t ldb, int64_t n, float *c, int64_t ldc, bool accumulate);
@@ -94,6 +102,10 @@ typedef struct TgKernels {
      * fma_loop_flops FLOPs per round. Writes a result into *sink so nothing is optimised away. */
     void (*fma_loop)(int64_t iters, float *sink);
     double fma_loop_flops;
+    /* The same for the bf16 GEMM's instruction (vdpbf16ps, AMX's tdpbf16ps; fma_loop where the
+     * path has none): its ceiling. */
+    void (*bf16_loop)(int64_t iters, float *sink);
+    double bf16_loop_flops;
 } TgKernels;
 
 /* The active path's table (lib/cpu.h: chosen at start-up, or by tg_isa_set). */

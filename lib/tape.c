@@ -12,6 +12,26 @@ void tg_tape_init(TgTape *tape, TgArena *arena, TgPool *pool) {
     tape->grad_enabled = true;
 }
 
+static const char *const precision_names[TG_PRECISION_COUNT] = {"fp32", "bf16"};
+
+void tg_tape_set_precision(TgTape *tape, TgPrecision precision) {
+    TG_CHECK((unsigned)precision < TG_PRECISION_COUNT, "tg_tape_set_precision: precision %d", (int)precision);
+    tape->precision = precision;
+}
+
+const char *tg_precision_name(TgPrecision precision) {
+    return (unsigned)precision < TG_PRECISION_COUNT ? precision_names[precision] : "unknown";
+}
+
+TgStatus tg_precision_parse(const char *name, TgPrecision *out) {
+    for (int i = 0; i < TG_PRECISION_COUNT; i++)
+        if (name && strcmp(name, precision_names[i]) == 0) {
+            *out = (TgPrecision)i;
+            return TG_OK;
+        }
+    return tg_fail(TG_ERR_ARG, "precision '%s' is not one tapegrad trains in; use fp32 or bf16", name ? name : "");
+}
+
 void tg_tape_free(TgTape *tape) {
     free(tape->nodes);
     free(tape->free_lists);

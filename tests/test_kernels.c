@@ -654,7 +654,7 @@ Test(kernels, the_program_names_the_path_and_refuses_a_bad_one_in_one_line) {
     cr_assert_eq(run_cli("TAPEGRAD_ISA=generic", "selftest", out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "all passed (kernels: generic on ") != NULL, "%s", out);
     cr_assert_eq(run_cli("TAPEGRAD_ISA=sse9", "selftest", out, sizeof out), 2, "%s", out);
-    cr_expect_str_eq(out, "tapegrad: TAPEGRAD_ISA=sse9: unknown kernel path; use generic, avx2 or avx512 (or unset it)\n");
+    cr_expect_str_eq(out, "tapegrad: TAPEGRAD_ISA=sse9: unknown kernel path; use generic, avx2, avx512, avx512bf16 or amx (or unset it)\n");
     cr_assert_eq(run_cli("", "--version", out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "this CPU runs:") != NULL && strstr(out, " generic)") != NULL, "%s", out);
 }

@@ -105,14 +105,15 @@ static TgStatus open_run_dataset(Run *run, bool want_train) {
     return s;
 }
 
-/* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it), and
- * whether it fine-tunes on conversations. */
+/* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it),
+ * whether it fine-tunes on conversations, and its precision. */
 static TgStatus read_run_dataset(Run *run) {
     TrainOptions id;
     OptStrings strings = {0};
     TgStatus s = run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
     if (s == TG_OK) run->sft = train_options_sft(&id);
+    if (s == TG_OK) s = tg_precision_parse(id.precision, &run->precision);
     opt_strings_free(&strings);
     return s;
 }
@@ -261,6 +262,8 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     }
     /* the k slice it trained with (a run.txt written before --gemm-kc records none: this CPU's) */
     if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.gemm_kc);
+    /* and the precision (a run.txt written before --precision records none: fp32) */
+    if (s == TG_OK) s = tg_precision_parse(stored.precision, &run->precision);
     if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
     if (s == TG_OK) run->sft = train_options_sft(&stored);
     opt_strings_free(&strings);
@@ -450,6 +453,7 @@ TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *
     TG_TRY(train_options_validate(o));
     train_options_derive(o);
     if (o->resume) return open_resumed(o, writes, run);
+    TG_TRY(tg_precision_parse(o->precision, &run->precision));
     /* every later command opens a LoRA run's base by the path run.txt records, from any folder */
     if (o->lora_rank > 0 && o->init_from && realpath(o->init_from, run->lora_base)) o->init_from = run->lora_base;
     TG_TRY(open_new(o, writes, preparing, run));

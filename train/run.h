@@ -39,6 +39,7 @@ typedef struct Run {
     SftSplit sft_train, sft_val;
     TrainerState state;
     bool resumed;
+    TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
     FILE *metrics;
     char last_checkpoint[TG_PATH_CAP];

@@ -33,6 +33,10 @@ enum { TRAIN_MAX_COUNT = 1 << 20 };
 #define FLAG_PRESET(S, field, help, group, def) \
     OPT(S, field, "--preset", OPT_STRING, help, OPT_ANY, TG_PRESET_CHOICES, group, def)
 #define FLAG_FFN(S, field, help, group, def) OPT(S, field, "--ffn", OPT_STRING, help, OPT_ANY, TG_FFN_CHOICES, group, def)
+/* --precision: the linear layers' products (tg_tape_set_precision) */
+#define FLAG_PRECISION_CHOICES "fp32|bf16"
+#define FLAG_PRECISION(S, field, help, group, def) \
+    OPT(S, field, "--precision", OPT_STRING, help, OPT_ANY, FLAG_PRECISION_CHOICES, group, def)
 #define FLAG_DATA(S, field, help, group, def) OPT(S, field, "--data", OPT_STRING, help, OPT_ANY, NULL, group, def)
 /* --tokenizer: char, bpe or hf:FILE (defined in train/train_options.c) */
 TgStatus train_check_tokenizer(const OptSpec *spec, const void *field);

@@ -82,6 +82,10 @@ static const OptSpec specs[] = {
         OPT_NON_NEGATIVE, NULL, ID, "2 x --lora-rank"),
     OPT(T, lora_targets, "--lora-targets", OPT_STRING, "the linears LoRA adapts, any of q,k,v,o,gate,up,down", OPT_ANY,
         NULL, ID, TRAIN_DEFAULT_LORA_TARGETS),
+    FLAG_PRECISION(T, precision,
+                   "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
+                   "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
+                   ID, NULL),
     FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
     OPT(T, accum, "--accum", OPT_INT64, "micro-batches per step: gradient accumulation", FLAG_RANGE_COUNT, NULL,
@@ -141,6 +145,7 @@ void train_options_defaults(TrainOptions *o) {
     memset(o, 0, sizeof *o);
     o->task = TRAIN_TASK_PRETRAIN;
     o->preset = TRAIN_DEFAULT_PRESET;
+    o->precision = "fp32";
     o->ffn = tg_ffn_kind_name(TG_FFN_SWIGLU);
     o->val_fraction = PREPARE_DEFAULT_VAL_FRACTION;
     o->seed = TRAIN_DEFAULT_SEED;

@@ -65,6 +65,7 @@ typedef struct TrainOptions {
     int64_t lora_rank;         /* 0: full fine-tuning; else LoRA adapters of this rank on a frozen base */
     double lora_alpha;         /* 0: 2 * lora_rank */
     const char *lora_targets;  /* NULL: TRAIN_DEFAULT_LORA_TARGETS */
+    const char *precision;     /* "fp32" | "bf16": of the linear layers' products (tg_tape_set_precision) */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */

@@ -15,6 +15,7 @@
 #include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "lib/cpu.h"
+#include "lib/kernels.h"
 #include "lib/fault.h"
 #include "tapegrad/engine.h"
 #include "tapegrad/error.h"
@@ -230,6 +231,7 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
     TG_TRY(train_memory_check(o, c, tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
     /* the arena at the step's size at once: no chunk added and coalesced during the first step */
     tg_engine_open(&tr->engine, o->threads, 0);
+    tg_tape_set_precision(&tr->engine.tape, tr->run.precision);
     TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, o->threads, true)));
     tr->packed = tr->run.sft;
     size_t window = (size_t)(B * T), step_rows = (size_t)(tr->packed ? o->accum : 1) * window;
@@ -385,7 +387,12 @@ static TgStatus trainer_announce(Trainer *tr) {
            (long long)run->train.n, (long long)run->val.n, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
-    message_emit(m, MESSAGE_INFO, "kernels: %s on %s; %d threads", tg_isa_name(tg_isa_active()), tg_cpu_name(), tr->o->threads);
+    message_emit(m, MESSAGE_INFO, "kernels: %s on %s; %d threads; precision %s", tg_isa_name(tg_isa_active()),
+                 tg_cpu_name(), tr->o->threads, tg_precision_name(run->precision));
+    if (run->precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
+        message_emit(m, MESSAGE_NOTE, "bf16 on the %s path, which has no bf16 instructions: the products round their "
+                                      "operands and run the fp32 kernel, slower than fp32",
+                     tg_isa_name(tg_isa_active()));
     if (run->resumed) {
         message_emit(m, MESSAGE_INFO, "resuming at step %lld of %lld from %s", (long long)run->state.step, (long long)tr->o->steps,
                run->last_checkpoint);

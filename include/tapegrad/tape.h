@@ -24,10 +24,18 @@
 #include <stdint.h>
 
 #include "tapegrad/arena.h"
+#include "tapegrad/error.h"
 #include "tapegrad/pool.h"
 #include "tapegrad/tensor.h"
 
 #pragma GCC visibility push(default)
+
+/* The precision of the tape's matrix products (tg_tape_set_precision). */
+typedef enum {
+    TG_PRECISION_FP32 = 0,   /* fp32 operands, fp32 sums: the default */
+    TG_PRECISION_BF16 = 1,   /* operands rounded to bf16 (to nearest even), fp32 sums */
+} TgPrecision;
+enum { TG_PRECISION_COUNT = 2 };
 
 typedef struct TgTape TgTape;
 typedef struct TgTapeNode TgTapeNode;
@@ -59,6 +67,7 @@ struct TgTape {
     TgArena *arena;
     TgPool *pool;
     bool grad_enabled;
+    TgPrecision precision;        /* of every linear layer's products, forward and backward */
     TgGradFreeList *free_lists;   /* released activation gradients, one list per size */
     int n_free_lists, cap_free_lists;
 };
@@ -82,6 +91,17 @@ const TgTapeNode *tg_tape_find_reader(const TgTape *tape, const float *data);
 const TgTapeNode *tg_tape_find_producer(const TgTape *tape, const TgTensor *t);
 /* No-grad mode: returns the previous setting. */
 bool tg_tape_set_grad_enabled(TgTape *tape, bool enabled);
+/* Mixed precision: with TG_PRECISION_BF16 every product of a linear layer (tg_linear,
+ * tg_linear_residual, the FFNs and the tied output head: y = x W^T, dx = dy W, dW = dy^T x)
+ * rounds its two operands to bf16 and sums in fp32; the weights, their gradients and everything
+ * else (norms, softmax and attention, RoPE, cross-entropy, the optimizer) stay fp32, and no
+ * activation is stored in bf16. Default TG_PRECISION_FP32. Not while a backward runs. */
+void tg_tape_set_precision(TgTape *tape, TgPrecision precision);
+/* "fp32", "bf16" */
+const char *tg_precision_name(TgPrecision precision);
+/* "fp32" or "bf16" into *out; TG_ERR_ARG with a message naming the choices otherwise. */
+TgStatus tg_precision_parse(const char *name, TgPrecision *out);
+
 /* Backward from a scalar: seeds d(loss) = 1. Aborts when loss is not a scalar or depends on no
  * input that requires a gradient. Parameters' gradients add up over calls until zeroed. */
 void tg_tape_backward(TgTape *tape, TgTensor *loss);

@@ -38,15 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/gemm_plan.h"
-#include "lib/isa/isa_kernels.h"
+#include "lib/isa/gemm_tile.h"
 #include "tapegrad/error.h"
-#include "lib/isa/simd.h"
 
-enum {
-    MR = ISA_GEMM_MR, /* rows of the C tile */
-    NR = ISA_GEMM_NR, /* columns of the C tile: two vectors */
-};
 _Static_assert(MR % 3 == 0, "tile_product reads A's rows in groups of three");
 
 /* Steps of k packed at a time when a transposed B is read across its lines; micro-panels of a
@@ -137,26 +131,6 @@ static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t 
     }
 }
 
-/* One tile of C (MR rows of NR floats, row stride ldc) from its accumulators: first slice
- * C = alpha acc + beta C (beta 0 never reads C), later slices C += alpha acc. */
-static inline __attribute__((always_inline)) void update_tile(float *c, int64_t ldc, vf acc[MR][2], float alpha,
-                                                              float beta, bool first) {
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) {
-        float *cr = c + r * ldc;
-        if (!first) {
-            VF(cr) += alpha * acc[r][0];
-            VF(cr + VLANES) += alpha * acc[r][1];
-        } else if (beta == 0.0f) {
-            VF(cr) = alpha * acc[r][0];
-            VF(cr + VLANES) = alpha * acc[r][1];
-        } else {
-            VF(cr) = alpha * acc[r][0] + beta * VF(cr);
-            VF(cr + VLANES) = alpha * acc[r][1] + beta * VF(cr + VLANES);
-        }
-    }
-}
-
 /* acc (MR x NR) = A (MR x kc) * B panel (kc x NR): the whole inner loop, in a function of its own
  * with nothing else alive, so that the 2 MR accumulators, the two B vectors and the broadcast A
  * float stay in registers. Inlined into the loop over tiles, GCC also kept alpha, beta and C's
@@ -203,31 +177,6 @@ static __attribute__((noinline)) void tile_product_rows(int64_t kc, const float 
     tile_product(kc, a, lda, 1, next, bp, acc);
 }
 
-/* The tile of C (rows x cols, row stride ldc) from the accumulators. A full tile is updated in
- * place; a partial one is copied into `edge`, updated by the same vector code (so an element's
- * rounding does not depend on the tile it falls in) and copied back. */
-static void write_tile(vf acc[MR][2], float *c, int64_t ldc, int rows, int cols, float alpha, float beta, bool first) {
-    if (rows == MR && cols == NR) {
-        update_tile(c, ldc, acc, alpha, beta, first);
-        return;
-    }
-    float edge[MR][NR] __attribute__((aligned(64)));
-    bool reads_c = !first || beta != 0.0f;
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) edge[r][j] = reads_c && r < rows && j < cols ? c[r * ldc + j] : 0.0f;
-    update_tile(&edge[0][0], NR, acc, alpha, beta, first);
-    for (int r = 0; r < rows; r++) memcpy(c + r * ldc, edge[r], (size_t)cols * sizeof(float));
-}
-
-/* C's lines, for writing, fetched while the products run */
-static inline __attribute__((always_inline)) void prefetch_tile(float *c, int64_t ldc) {
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) {
-        __builtin_prefetch(c + r * ldc, 1, 3);
-        __builtin_prefetch(c + r * ldc + NR - 1, 1, 3);
-    }
-}
-
 /* The two ways of reading A. */
 static void kernel_packed_a(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int rows, int cols,
                             float alpha, float beta, bool first) {
@@ -245,59 +194,43 @@ static void kernel_rows_a(int64_t kc, const float *a, int64_t lda, const float *
 }
 
 /* Packing buffers of the calling thread, allocated on its first product and then reused; the
- * key's destructor frees them when the thread ends (the pool's workers end with the pool). */
-static _Thread_local float *pack_buffer;
-static pthread_key_t pack_buffer_key;
-static pthread_once_t pack_buffer_key_once = PTHREAD_ONCE_INIT;
+ * keys' destructor frees them when the thread ends (the pool's workers end with the pool). */
+static _Thread_local void *pack_buffers[GEMM_BUFFER_SLOTS];
+static _Thread_local size_t pack_capacity[GEMM_BUFFER_SLOTS];
+static pthread_key_t pack_buffer_keys[GEMM_BUFFER_SLOTS];
+static pthread_once_t pack_buffer_keys_once = PTHREAD_ONCE_INIT;
 
-static void make_pack_buffer_key(void) {
-    int rc = pthread_key_create(&pack_buffer_key, free);
-    if (rc != 0) tg_abort_at(__FILE__, __LINE__, "pthread_key_create failed (%d)", rc);
-}
-
-/* At least `floats` floats of the calling thread's packing buffer (grown, never shrunk). */
-static _Thread_local size_t pack_capacity;
-static float *thread_pack_buffer(size_t floats) {
-    if (floats > pack_capacity) {
-        free(pack_buffer);
-        pack_buffer = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-        if (!pack_buffer) tg_abort_at(__FILE__, __LINE__, "out of memory: GEMM packing buffer of %zu floats", floats);
-        pack_capacity = floats;
-        pthread_once(&pack_buffer_key_once, make_pack_buffer_key);
-        pthread_setspecific(pack_buffer_key, pack_buffer);
+static void make_pack_buffer_keys(void) {
+    for (int s = 0; s < GEMM_BUFFER_SLOTS; s++) {
+        int rc = pthread_key_create(&pack_buffer_keys[s], free);
+        if (rc != 0) tg_abort_at(__FILE__, __LINE__, "pthread_key_create failed (%d)", rc);
     }
-    return pack_buffer;
 }
 
-/* The size of the blocks that cut `extent` into equal ones of at most `cap` (at least one
- * quantum), each a whole number of quanta. */
-static int64_t equal_blocks(int64_t extent, int64_t cap, int64_t quantum) {
-    cap = cap < quantum ? quantum : cap / quantum * quantum;
-    int64_t blocks = (extent + cap - 1) / cap;
-    int64_t size = (extent + blocks - 1) / blocks;
-    return (size + quantum - 1) / quantum * quantum;
+void *ISA_FN(gemm_thread_buffer)(int slot, size_t bytes) {
+    TG_CHECK(slot >= 0 && slot < GEMM_BUFFER_SLOTS, "GEMM packing buffer %d", slot);
+    if (bytes > pack_capacity[slot]) {
+        free(pack_buffers[slot]);
+        pack_buffers[slot] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!pack_buffers[slot]) tg_abort_at(__FILE__, __LINE__, "out of memory: GEMM packing buffer of %zu bytes", bytes);
+        pack_capacity[slot] = bytes;
+        pthread_once(&pack_buffer_keys_once, make_pack_buffer_keys);
+        pthread_setspecific(pack_buffer_keys[slot], pack_buffers[slot]);
+    }
+    return pack_buffers[slot];
 }
 
 void ISA_FN(sgemm_tiled)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                          int64_t ldc) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {   /* C = beta C */
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-        return;
-    }
-    /* k in equal slices of at most kc (rounded up to 8): a short last slice (k = 512 as 320 +
-     * 192) pays a tile's fixed costs -- the accumulators, C read and written again -- over few
-     * steps. The slices depend on k and kc alone, so every split of C over threads sums each
-     * element in the same order. */
-    int64_t slices = (k + plan->kc - 1) / plan->kc, slice = ((k + slices - 1) / slices + 7) / 8 * 8;
+    if (gemm_trivial(m, n, k, beta, c, ldc)) return;
+    int64_t slice = gemm_slice(k, plan->kc);   /* k in equal slices (gemm_tile.h) */
     /* The blocks hold what the plan's do in floats (kc nc in L2, mc kc in L3), so a slice shorter
      * than kc gets wider ones, and they are cut equally: n = 352 at nc 320 as 192 + 160, not
      * 320 + 32 (a block of one panel re-reads every A micro-panel for a single tile). */
     int64_t mc = equal_blocks(m, plan->mc * plan->kc / slice, MR);
     int64_t nc = equal_blocks(n, plan->nc * plan->kc / slice, NR);
-    float *a_pack = thread_pack_buffer((size_t)mc * (size_t)slice + (size_t)slice * (size_t)nc);
+    float *a_pack = ISA_FN(gemm_thread_buffer)(0, ((size_t)mc * (size_t)slice + (size_t)slice * (size_t)nc) * sizeof(float));
     float *b_pack = a_pack + (size_t)mc * (size_t)slice;
     for (int64_t i0 = 0; i0 < m; i0 += mc) {
         int64_t mb = m - i0 < mc ? m - i0 : mc;

@@ -17,9 +17,23 @@
 #define ISA_GEMM_NR (2 * VLANES)
 /* independent multiply-add chains of fma_loop: more than latency x pipes on any of these CPUs */
 #define ISA_PEAK_CHAINS 12
+/* tile products per round of amx_loop: four C tiles, each 16 x 16 over k = 32 */
+#define ISA_AMX_LOOP_TILES 4
 
 void ISA_FN(sgemm_tiled)(const struct TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                          int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+void ISA_FN(bf16gemm_pairs)(const struct TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                            int64_t ldc);
+#if TG_ISA_LEVEL == 4
+void ISA_FN(bf16gemm_amx)(const struct TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc);
+void ISA_FN(amx_loop)(int64_t iters, float *sink);
+#endif
+#if TG_ISA_LEVEL >= 3
+void ISA_FN(bf16_loop)(int64_t iters, float *sink);
+#endif
 void ISA_FN(gemm_rows)(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_col, const float *b,
                        int64_t ldb, int64_t n, float *c, int64_t ldc, bool accumulate);
 void ISA_FN(softmax_scaled)(float *p, int64_t n, float scale);

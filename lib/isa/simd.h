@@ -1,12 +1,15 @@
 /* Vectors of the instruction set a kernel file is compiled for. Private to lib/isa/.
  *
  * Every file in lib/isa/ is compiled once per kernel path (CMakeLists.txt), with
- *   TG_ISA_LEVEL   0 generic, 1 avx2, 2 avx512 (the values of tg_isa in lib/cpu.h)
- *   TG_ISA_SUFFIX  generic, avx2, avx512: ISA_FN(name) is name_<suffix>, so the three copies of
- *                  a kernel link side by side and lib/cpu.c picks one table at start-up
+ *   TG_ISA_LEVEL   0 generic, 1 avx2, 2 avx512, 3 avx512bf16, 4 amx (the values of tg_isa in
+ *                  lib/cpu.h)
+ *   TG_ISA_SUFFIX  generic, avx2, avx512, avx512bf16, amx: ISA_FN(name) is name_<suffix>, so the
+ *                  copies of a kernel link side by side and lib/cpu.c picks one table at start-up
  * and the compiler flags of that path: none beyond the build's baseline for generic (SSE2 on
- * x86-64), -mavx2 -mfma for avx2, -mavx512f -mavx512vl -mavx512bw -mavx512dq for avx512 (and
- * -O3 -ffp-contract=fast -fno-math-errno for all).
+ * x86-64), -mavx2 -mfma for avx2, -mavx512f -mavx512vl -mavx512bw -mavx512dq for avx512, those
+ * and -mavx512bf16 for avx512bf16, and -mamx-tile -mamx-bf16 besides for amx (and -O3
+ * -ffp-contract=fast -fno-math-errno for all). The two bf16 paths run the avx512 path's fp32
+ * code; they differ from it in the bf16 GEMM alone (lib/isa/gemm_bf16.c, lib/isa/gemm_amx.c).
  *
  * The kernels are written once with GNU C vectors of VLANES floats: 16 (one zmm register) for
  * avx512, 8 (one ymm) for avx2, 4 (one xmm, or whatever the target has) for generic. Lane-wise
@@ -31,9 +34,16 @@
 #error "lib/isa/ files are compiled per kernel path: TG_ISA_LEVEL and TG_ISA_SUFFIX come from CMakeLists.txt"
 #endif
 
-#if TG_ISA_LEVEL == 2
+#if TG_ISA_LEVEL >= 2 && TG_ISA_LEVEL <= 4
 #if !defined(__AVX512F__)
 #error "the avx512 kernels need -mavx512f"
+#endif
+#if TG_ISA_LEVEL >= 3 && !defined(__AVX512BF16__)
+#error "the avx512bf16 and amx kernels need -mavx512bf16"
+#endif
+/* GCC spells the AMX macros __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__ */
+#if TG_ISA_LEVEL == 4 && !((defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__)))
+#error "the amx kernels need -mamx-tile -mamx-bf16"
 #endif
 #define VLANES 16
 #elif TG_ISA_LEVEL == 1

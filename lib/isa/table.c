@@ -6,6 +6,22 @@ const TgKernels ISA_FN(tg_kernels) = {
     .gemm_mr = ISA_GEMM_MR,
     .gemm_nr = ISA_GEMM_NR,
     .sgemm = ISA_FN(sgemm_tiled),
+#if TG_ISA_LEVEL == 4
+    .bf16gemm = ISA_FN(bf16gemm_amx),
+    .bf16_native = true,
+    .bf16_loop = ISA_FN(amx_loop),
+    .bf16_loop_flops = 2.0 * 16 * 16 * 32 * ISA_AMX_LOOP_TILES,
+#elif TG_ISA_LEVEL == 3
+    .bf16gemm = ISA_FN(bf16gemm_pairs),
+    .bf16_native = true,
+    .bf16_loop = ISA_FN(bf16_loop),
+    .bf16_loop_flops = 4.0 * ISA_PEAK_CHAINS * VLANES,
+#else
+    .bf16gemm = ISA_FN(bf16gemm_pairs),
+    .bf16_native = false,
+    .bf16_loop = ISA_FN(fma_loop),
+    .bf16_loop_flops = 2.0 * ISA_PEAK_CHAINS * VLANES,
+#endif
     .gemm_rows = ISA_FN(gemm_rows),
     .softmax_scaled = ISA_FN(softmax_scaled),
     .softmax_backward = ISA_FN(softmax_backward),

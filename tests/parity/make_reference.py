@@ -52,6 +52,10 @@ def parse_args(argv):
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                   help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16), as "
+                        "../shared/bench/torch_minimind.py --autocast bf16 runs them; weights, gradients "
+                        "and AdamW stay float32")
     a = p.parse_args(argv)
     if a.hidden == 0:
         a.hidden = 64 * math.ceil((8 * a.dim / 3) / 64)
@@ -210,6 +214,12 @@ def write_safetensors(path, tensors, metadata):
     os.replace(tmp, path)
 
 
+def autocast(cfg):
+    """PyTorch's mixed precision on the CPU, or nothing: its matrix products take bf16 operands
+    (and give bf16 results, which the ops after them then take)."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast == "bf16")
+
+
 def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
     """One step as train/trainer.c runs it: zero the gradients; per micro-batch the loss and the
     backward of loss/accum; clip the global norm; AdamW at tg_lr_at(step). Returns the mean loss
@@ -218,7 +228,8 @@ def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
     loss_sum = 0.0
     for micro in range(cfg.accum):
         rows = slice(micro * cfg.batch, (micro + 1) * cfg.batch)
-        loss = loss_of(forward(params, tokens[rows], cfg, cos, sin), targets[rows])
+        with autocast(cfg):
+            loss = loss_of(forward(params, tokens[rows], cfg, cos, sin), targets[rows])
         loss_sum += loss.item()
         (loss / cfg.accum if cfg.accum > 1 else loss).backward()
     grads = [("grad." + name, p.grad.detach().clone()) for name, p in params.items()]
@@ -246,8 +257,8 @@ def main(argv):
 
     # the initial weights, saved before any update, and the logits they give
     initial = [(name, p.detach().clone()) for name, p in params.items()]
-    with torch.no_grad():
-        logits = forward(params, tokens, cfg, cos, sin)
+    with torch.no_grad(), autocast(cfg):
+        logits = forward(params, tokens, cfg, cos, sin).float()
 
     decay = [p for p in params.values() if p.dim() == 2]     # embedding and linear weights
     no_decay = [p for p in params.values() if p.dim() != 2]  # RMSNorm gains
@@ -276,7 +287,7 @@ def main(argv):
         "lrs": ",".join(repr(tg_lr_at(cfg, s)) for s in range(cfg.steps)),
         "betas": f"{cfg.beta1!r},{cfg.beta2!r}", "eps": repr(cfg.eps),
         "weight_decay": repr(cfg.weight_decay), "clip": repr(cfg.clip), "steps": str(cfg.steps),
-        "seed": str(cfg.seed), "torch_version": torch.__version__,
+        "seed": str(cfg.seed), "torch_version": torch.__version__, "autocast": cfg.autocast,
     }
     entries = initial + [
         ("tokens", tokens.to(torch.int32)),
