@@ -3,6 +3,8 @@
 #include "lib/blas.h"
 #include "lib/fpmode.h"
 
+#include <stdbool.h>
+
 void tg_engine_open(TgEngine *engine, int threads, size_t arena_bytes) {
     engine->fp_mode = fp_mode_enter();
     tg_blas_set_threads(threads);
@@ -12,9 +14,10 @@ void tg_engine_open(TgEngine *engine, int threads, size_t arena_bytes) {
 }
 
 void tg_engine_close(TgEngine *engine) {
+    bool opened = engine->pool != NULL;   /* a zeroed engine that was never opened has no mode to put back */
     tg_tape_free(&engine->tape);
     tg_arena_free(&engine->arena);
     tg_pool_destroy(engine->pool);
     engine->pool = NULL;
-    fp_mode_restore(engine->fp_mode);
+    if (opened) fp_mode_restore(engine->fp_mode);
 }

@@ -11,8 +11,12 @@ unsigned fp_mode_enter(void) {
     return saved;
 }
 
+/* Only the two bits fp_mode_enter sets go back: the rest of the register (exception masks,
+ * rounding) is the caller's, and a saved value of 0 (an engine closed without being opened) must
+ * never unmask every floating-point exception. */
 void fp_mode_restore(unsigned saved) {
-    if (_mm_getcsr() != saved) _mm_setcsr(saved);
+    unsigned now = _mm_getcsr(), want = (now & ~(MXCSR_DAZ | MXCSR_FTZ)) | (saved & (MXCSR_DAZ | MXCSR_FTZ));
+    if (now != want) _mm_setcsr(want);
 }
 
 bool fp_mode_flushes(void) { return (_mm_getcsr() & (MXCSR_DAZ | MXCSR_FTZ)) == (MXCSR_DAZ | MXCSR_FTZ); }

@@ -20,7 +20,7 @@
 /* Sets flush-to-zero and denormals-are-zero on the calling thread; returns the mode it replaced,
  * for fp_mode_restore. */
 unsigned fp_mode_enter(void);
-/* Puts back a mode fp_mode_enter returned. */
+/* Puts back the flush bits of a mode fp_mode_enter returned (nothing else of the register). */
 void fp_mode_restore(unsigned saved);
 /* Whether the calling thread computes with subnormals flushed (for tests). */
 bool fp_mode_flushes(void);

@@ -2,7 +2,12 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
+#include "tapegrad/engine.h"
 #include "tapegrad/pool.h"
 #include "lib/fpmode.h"
 
@@ -124,3 +129,23 @@ Test(pool, every_thread_of_a_job_flushes_subnormals_and_the_caller_gets_its_mode
     volatile float tiny = 1e-30f, scale = 1e-10f;
     if (!before) cr_expect_gt(tiny * scale, 0.0f);
 }
+
+#if defined(__x86_64__)
+/* The flush mode is the only part of the floating-point register the library sets and puts back:
+ * an engine closed without being opened (a trainer that failed before opening it) and a restore
+ * of a zero mode leave the exception masks and the rounding as they were. */
+Test(pool, closing_an_unopened_engine_leaves_the_floating_point_register_alone) {
+    unsigned before = _mm_getcsr();
+    TgEngine engine;
+    memset(&engine, 0, sizeof engine);
+    tg_engine_close(&engine);
+    cr_expect_eq(_mm_getcsr(), before, "MXCSR %#x, was %#x", _mm_getcsr(), before);
+    unsigned saved = fp_mode_enter();
+    fp_mode_restore(0);
+    cr_expect_eq(_mm_getcsr() & 0x7f80u, before & 0x7f80u, "exception masks or rounding changed: %#x", _mm_getcsr());
+    fp_mode_restore(saved);
+    cr_expect_eq(_mm_getcsr(), before);
+    volatile double third = 1.0 / 3.0; /* inexact: trapped if its mask were cleared */
+    cr_expect_gt(third, 0.33);
+}
+#endif

@@ -26,7 +26,8 @@ typedef struct TgEngine {
  * is 0, which spares Intel cores a slow assist per subnormal and changes nothing else); close it
  * on the same thread. */
 void tg_engine_open(TgEngine *engine, int threads, size_t arena_bytes);
-/* Frees the tape, the arena (every activation with it) and the pool. */
+/* Frees the tape, the arena (every activation with it) and the pool, and puts back the flush mode;
+ * an engine zeroed and never opened is closed without touching the floating-point mode. */
 void tg_engine_close(TgEngine *engine);
 
 #pragma GCC visibility pop
