@@ -13,7 +13,7 @@
  *       A slice as long as L1 allows spreads the tile's fixed costs (C read and written, the
  *       accumulators cleared and stored) over the most steps. BLIS's analytical model (Low et
  *       al., ACM TOMS 2016) keeps the streamed panel's share of L1 in proportion NR : MR, which
- *       gives slices 3-4x shorter; bench/README.md has what the two measured.
+ *       gives slices 3-4x shorter; docs/performance.md (GEMM blocks) has what was measured.
  *   nc  the columns of a packed B block (kc x nc), which stays in L2 across the A micro-panels:
  *       the ways of L2 not taken by an A micro-panel or C,
  *         nc = (W2 - 1 - ceil(MR kc 4 / way2)) x way2 / (kc x 4), a multiple of NR
