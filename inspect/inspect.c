@@ -257,7 +257,7 @@ TgStatus grad_logger_open(GradLogger *g, const char *run_dir, const TgModel *m, 
     if (every <= 0) return TG_OK;
     char path[TG_PATH_CAP];
     TG_TRY(path_join(path, sizeof path, run_dir, "grads.jsonl"));
-    TG_TRY(append_file_open(path, &g->out));
+    TG_TRY(append_file_open(&g->out, path));
     g->every = every;
     model_inspection_init(&g->mi, m);
     g->weights_before = tg_malloc(m->params.total * sizeof(float));
@@ -270,7 +270,7 @@ TgStatus grad_logger_open(GradLogger *g, const char *run_dir, const TgModel *m, 
 }
 
 void grad_logger_close(GradLogger *g) {
-    if (g->out) fclose(g->out);
+    append_file_close(&g->out);
     if (g->probe)
         for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_free(&g->probe[l]);
     free(g->probe);
@@ -310,17 +310,19 @@ TgStatus grad_logger_write(GradLogger *g, const TgModel *m, int64_t step, double
         }
         g->update_ratio[i] = w2 > 0 ? sqrt(d2 / w2) : NAN;
     }
-    fprintf(g->out, "{\"step\":%lld", (long long)step);
-    json_field(g->out, "lr", lr);
-    json_field(g->out, "loss", loss);
-    fputc(',', g->out);
-    model_inspection_write_json(g->out, &g->mi, m, g->update_ratio, g->probe);
-    fputs("}\n", g->out);
+    FILE *f = g->out.f;
+    fprintf(f, "{\"step\":%lld", (long long)step);
+    json_field(f, "lr", lr);
+    json_field(f, "loss", loss);
+    fputc(',', f);
+    model_inspection_write_json(f, &g->mi, m, g->update_ratio, g->probe);
+    fputs("}\n", f);
     model_inspection_reset_activations(&g->mi);
     if (g->probe)
         for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_reset(&g->probe[l]);
-    if (fflush(g->out) != 0 || ferror(g->out))
-        return tg_fail(TG_ERR_IO, "writing grads.jsonl failed: %s", strerror(errno));
+    /* a full disk stops no run: the lines wait (lib/append_file.h), and metrics.jsonl, on the
+     * same disk, tells the person */
+    append_file_flush(&g->out);
     return TG_OK;
 }
 

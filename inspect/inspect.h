@@ -10,6 +10,7 @@
 #ifndef TAPEGRAD_INSPECT_H
 #define TAPEGRAD_INSPECT_H
 
+#include "lib/append_file.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -101,7 +102,7 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgMod
 typedef struct GradLogger {
     int64_t every;              /* 0: disabled, every call is a no-op */
     int64_t requested_every;    /* what grad_logger_hooks was asked for, until the run folder is known */
-    FILE *out;
+    AppendFile out;             /* grads.jsonl */
     ModelInspection mi;
     float *weights_before;      /* flat copy of the weights before the logged step's update */
     double *update_ratio;       /* [n_params] */

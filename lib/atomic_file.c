@@ -120,24 +120,6 @@ TgStatus atomic_write(const char *path, const void *data, size_t len) {
     return atomic_file_commit(&af);
 }
 
-TgStatus append_file_open(const char *path, FILE **out) {
-    *out = NULL;
-    /* O_NONBLOCK: a FIFO in its place must not block the open (it is refused just below) */
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ELOOP)
-        return tg_fail(TG_ERR_IO, "%s is a symbolic link; tapegrad does not write through one (replace it by a file)", path);
-    if (fd < 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return tg_fail(TG_ERR_IO, "%s is not a regular file; replace it by a file", path);
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    *out = fdopen(fd, "a");
-    if (!*out) tg_abort_at(__FILE__, __LINE__, "fdopen of %s failed: %s", path, strerror(errno));
-    return TG_OK;
-}
-
 TgStatus make_folders(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

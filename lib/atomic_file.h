@@ -35,10 +35,7 @@ TgStatus atomic_file_commit(AtomicFile *af);
 /* Gives up: the temporary file goes, `path` stays as it was. */
 void atomic_file_abandon(AtomicFile *af);
 
-/* A log that grows line by line (metrics.jsonl, grads.jsonl) is appended to in place, not
- * replaced: opened for appending, created when missing, and never through a symlink (a run
- * folder from elsewhere could point metrics.jsonl at any file of the user's). */
-TgStatus append_file_open(const char *path, FILE **out);
+/* (A log that grows line by line is appended to in place instead: lib/append_file.h.) */
 
 /* The whole file at once: atomic_file_open, write `len` bytes, atomic_file_commit. */
 TgStatus atomic_write(const char *path, const void *data, size_t len);

@@ -168,7 +168,7 @@ static TgStatus open_metrics(Run *run) {
     char path[TG_PATH_CAP];
     TG_TRY(path_join(path, sizeof path, run->dir, RUN_METRICS_FILE));
     if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step, &run->messages));
-    return append_file_open(path, &run->metrics);
+    return append_file_open(&run->metrics, path);
 }
 
 /* A failed load of DIR's latest checkpoint: say which older ones could be used instead. */
@@ -478,13 +478,14 @@ TgStatus run_commit(Run *run) {
 }
 
 void run_discard(Run *run) {
-    if (run->metrics) fclose(run->metrics);
-    run->metrics = NULL;
+    append_file_close(&run->metrics);
     run_folder_discard(&run->folder);
 }
 
 void run_close(Run *run) {
-    if (run->metrics) fclose(run->metrics);
+    if (append_file_close(&run->metrics) != 0)
+        message_emit(&run->messages, MESSAGE_WARNING, "%s/%s lacks its last lines: %s", run->dir, RUN_METRICS_FILE,
+                     strerror(run->metrics_error ? run->metrics_error : ENOSPC));
     folder_lock_release(&run->lock);
     if (run->model_built) tg_model_free(&run->model);
     tg_tokenizer_free(&run->tok);
@@ -505,17 +506,27 @@ static void json_number(FILE *f, const char *key, double v, int digits) {
 
 void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s) {
-    if (!run->metrics) return;
-    fprintf(run->metrics, "{\"step\":%lld", (long long)step);
-    json_number(run->metrics, "loss", loss, 9);
-    json_number(run->metrics, "val_loss", val_loss, 9);
-    json_number(run->metrics, "val_bpb", val_bpb, 9);
-    json_number(run->metrics, "lr", lr, 9);
-    json_number(run->metrics, "grad_norm", grad_norm, 9);
-    json_number(run->metrics, "tokens_per_s", tokens_per_s, 6);
-    json_number(run->metrics, "elapsed_s", elapsed_s, 6);
-    fputs("}\n", run->metrics);
-    fflush(run->metrics);
+    FILE *f = run->metrics.f;
+    if (!f) return;
+    fprintf(f, "{\"step\":%lld", (long long)step);
+    json_number(f, "loss", loss, 9);
+    json_number(f, "val_loss", val_loss, 9);
+    json_number(f, "val_bpb", val_bpb, 9);
+    json_number(f, "lr", lr, 9);
+    json_number(f, "grad_norm", grad_norm, 9);
+    json_number(f, "tokens_per_s", tokens_per_s, 6);
+    json_number(f, "elapsed_s", elapsed_s, 6);
+    fputs("}\n", f);
+    /* a full disk loses no line: it waits (lib/append_file.h), and the person is told once */
+    int err = append_file_flush(&run->metrics);
+    if (err && !run->metrics_error)
+        message_emit(&run->messages, MESSAGE_WARNING,
+                     "cannot write %s/%s (%s): its lines wait in memory and are written once there is space",
+                     run->dir, RUN_METRICS_FILE, strerror(err));
+    else if (!err && run->metrics_error)
+        message_emit(&run->messages, MESSAGE_NOTE, "%s/%s is written again; no line was lost", run->dir,
+                     RUN_METRICS_FILE);
+    run->metrics_error = err;
 }
 
 TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,

@@ -17,6 +17,7 @@
 #include "data/prepare.h"
 #include "data/sft_data.h"
 #include "data/tokfile.h"
+#include "lib/append_file.h"
 #include "lib/folder_lock.h"
 #include "lib/messages.h"
 #include "train/checkpoint.h"
@@ -41,7 +42,8 @@ typedef struct Run {
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
     bool initialized_from_file; /* --init-from: weights from a safetensors file */
-    FILE *metrics;
+    AppendFile metrics;     /* metrics.jsonl, once run_start opened it */
+    int metrics_error;      /* the errno its writes last reported to `messages` (0: none) */
     char last_checkpoint[TG_PATH_CAP];
     char lora_base[TG_PATH_CAP]; /* a new LoRA run's --init-from made absolute: run.txt names its base for good */
     MessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
