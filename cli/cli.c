@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "cli/output.h"
 #include "train/dist.h"
 
 const Subcommand *const cli_subcommands[] = {
@@ -39,14 +40,15 @@ int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given
 int cli_exit(const char *command, TgStatus status) {
     if (status == TG_OK) return 0;
     fflush(stdout);
-    fprintf(stderr, "tapegrad %s: %s\n", command, tg_error_message());
+    cli_output_printf(CLI_STDERR, "tapegrad %s: %s\n", command, tg_error_message());
     return status == TG_ERR_ARG ? 2 : 1;
 }
 
 /* A collective waited past --comm-timeout (train/dist.h): this rank ends, and the launcher ends
  * the others. On the watchdog's thread, while the main thread is blocked in MPI. */
 static void end_rank_on_timeout(const char *message) {
-    fprintf(stderr, "tapegrad: %s\n", message);
+    cli_output_printf(CLI_STDERR, "tapegrad: %s\n", message);
+    cli_output_finish(1.0); /* a launcher that stopped reading must not keep the rank from ending */
     _exit(1);
 }
 
@@ -58,12 +60,12 @@ TgStatus cli_join_job(double timeout_s) {
 }
 
 int cli_usage_error(const char *command, const char *fmt, ...) {
-    fflush(stdout);
-    fprintf(stderr, "tapegrad %s: ", command);
+    char text[4096];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fflush(stdout);
+    cli_output_printf(CLI_STDERR, "tapegrad %s: %s\n", command, text);
     return 2;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "cli/train_report.h"
 #include "inspect/inspect.h"
 #include "train/dist.h"
@@ -13,14 +14,24 @@
  * is then reset (SA_RESETHAND), so a second one ends the process at once. That is safe too: a
  * checkpoint write never leaves `latest` naming a torn file. SIGUSR1 stops the same way: Open
  * MPI's mpirun passes it on to every rank and lets the job end by itself, where SIGINT/SIGTERM
- * make mpirun kill the ranks a moment (odls_base_sigkill_timeout) after passing SIGTERM on. */
-static volatile sig_atomic_t stop_requested;
+ * make mpirun kill the ranks a moment (odls_base_sigkill_timeout) after passing SIGTERM on.
+ *
+ * SIGHUP (the terminal closed, an ssh session dropped) does not stop the run: it goes on as under
+ * nohup, its terminal output is dropped from then on (cli/output.h), and RUN/log.txt keeps every
+ * line and notes when the hangup came. To stop a run, send SIGINT, SIGTERM or SIGUSR1. */
+static volatile sig_atomic_t stop_requested, hangup_seen;
 static void on_stop_signal(int sig) { stop_requested = sig; }
+static void on_hangup(int sig) { hangup_seen = sig; }
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGUSR1};
 enum { N_STOP_SIGNALS = sizeof stop_signals / sizeof stop_signals[0] };
 
+/* How long the output may take to reach the terminal once a signal stopped the run: a launcher
+ * that sent it may have stopped reading, and kills the process a few seconds later. */
+#define SIGNAL_OUTPUT_WAIT_S 1.0
+
 /* On --resume, says which of the flags given now change the run's saved settings. */
-static void note_changes(const TrainOptions *o, const TrainOptions *saved, OptSet given_on_command_line) {
+static void note_changes(const TrainOptions *o, const TrainOptions *saved, OptSet given_on_command_line,
+                         const MessageSink *notes) {
     const OptTable *t = train_option_table();
     for (int i = 0; i < t->count; i++) {
         const OptSpec *s = &t->specs[i];
@@ -28,12 +39,13 @@ static void note_changes(const TrainOptions *o, const TrainOptions *saved, OptSe
             continue;
         char was[256];
         opt_format(t, i, saved, was, sizeof was);
-        printf("note: %s applies from the resumed step on, instead of the run's %s%s\n", s->flag, was,
-               s->group & TRAIN_OPT_NUMERIC ? " (the run is no longer bitwise the one it would have been)" : "");
+        message_emit(notes, MESSAGE_NOTE, "%s applies from the resumed step on, instead of the run's %s%s", s->flag, was,
+                     s->group & TRAIN_OPT_NUMERIC ? " (the run is no longer bitwise the one it would have been)" : "");
     }
 }
 
-/* `tapegrad train` and `tapegrad sft` (train --task sft): one table of options. */
+/* `tapegrad train` and `tapegrad sft` (train --task sft): one table of options. From joining the
+ * job to the exit code, everything printed goes through cli/output.h and the run's log. */
 static int run_training(const OptTable *table, const char *task, int argc, char **argv) {
     const char *command = table->command;
     TrainOptions o, defaults;
@@ -43,37 +55,43 @@ static int run_training(const OptTable *table, const char *task, int argc, char 
     int rc = cli_parse(table, &o, &defaults, &o.given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     OptStrings strings = {0};
-    if (o.resume) {
+    TgStatus s = cli_join_job(o.comm_timeout_s);
+    cli_output_start();
+    CliTrainReport report;
+    TrainReporter reporter = cli_train_reporter(&report, command);
+    if (dist_rank() > 0) reporter = (TrainReporter){0}; /* rank 0 reports for the job */
+    MessageSink notes = {reporter.message, reporter.ctx};
+    if (s == TG_OK && o.resume) {
         OptSet given_now = o.given;
         TrainOptions saved;
-        TgStatus s = train_options_restore(o.resume, &o, &saved, &strings);
-        if (s != TG_OK) {
-            opt_strings_free(&strings);
-            return cli_exit(command, s);
-        }
-        note_changes(&o, &saved, given_now);
+        s = train_options_restore(o.resume, &o, &saved, &strings);
+        if (s == TG_OK) note_changes(&o, &saved, given_now, &notes);
     }
-    TgStatus s = cli_join_job(o.comm_timeout_s);
     if (s == TG_OK) {
         GradLogger grads;
         TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads, 0);
-        struct sigaction sa = {0}, old[N_STOP_SIGNALS];
+        struct sigaction sa = {0}, hup = {0}, old[N_STOP_SIGNALS], old_hup;
         sa.sa_handler = on_stop_signal;
         sa.sa_flags = SA_RESETHAND | SA_RESTART;
-        stop_requested = 0;
+        hup.sa_handler = on_hangup;
+        hup.sa_flags = SA_RESTART;
+        stop_requested = hangup_seen = 0;
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
-        CliTrainReport report;
-        TrainReporter reporter = cli_train_reporter(&report, command);
+        sigaction(SIGHUP, &hup, &old_hup);
+        report.hangup = &hangup_seen;
         s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL, &reporter);
-        cli_train_report_end(&report);
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
+        sigaction(SIGHUP, &old_hup, NULL);
         grad_logger_close(&grads);
     }
     if (s != TG_OK && dist_ranks() > 1) s = tg_fail_context(s, "rank %d of %d", dist_rank(), dist_ranks());
+    cli_train_report_close(&report, s);
     /* a launcher passes SIGINT/SIGTERM on when it ends the job; it passes SIGUSR1 on and waits */
     dist_close(stop_requested == SIGINT || stop_requested == SIGTERM);
     opt_strings_free(&strings);
-    return cli_exit(command, s);
+    rc = cli_exit(command, s);
+    cli_output_finish(stop_requested ? SIGNAL_OUTPUT_WAIT_S : -1);
+    return rc;
 }
 
 static int run_train(int argc, char **argv) { return run_training(train_option_table(), TRAIN_TASK_PRETRAIN, argc, argv); }

@@ -1,8 +1,12 @@
 /* tapegrad: the command-line program. Each subcommand parses its own flags. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "lib/cpu.h"
 
 #define subcommands cli_subcommands
@@ -19,7 +23,27 @@ static void print_help(FILE *f) {
         fprintf(f, "  %-12s %s\n", subcommands[i]->name, subcommands[i]->summary);
 }
 
+/* Every command's output is checked to its end: a write that failed (a full disk, a closed stdout,
+ * a reader gone) is one line on stderr and exit 1, never a lost result reported as success. The
+ * training commands write their terminal output by cli/output.h instead, whose failures mean the
+ * terminal is gone, not that the run failed (the run's log has every line): nothing of theirs waits
+ * in stdout's buffer here. */
+static int check_output(const char *command, int rc) {
+    int err = 0;
+    if (fflush(stdout) != 0) err = errno ? errno : EIO;
+    else if (ferror(stdout)) err = errno ? errno : EIO;
+    if (!err && fclose(stdout) != 0) err = errno ? errno : EIO;
+    if (!err) return rc;
+    fprintf(stderr, "tapegrad%s%s: cannot write its output to stdout: %s\n", command ? " " : "", command ? command : "",
+            cli_output_was_closed(CLI_STDOUT) ? "stdout is closed" : strerror(err));
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
+    /* a closed pipe is an error a write returns (and check_output reports), not a signal that ends
+     * a process holding unsaved work */
+    signal(SIGPIPE, SIG_IGN);
+    cli_output_guard_standard_streams();
     /* the kernel path, from TAPEGRAD_ISA or the CPU, before anything computes */
     if (tg_isa_init() != TG_OK) {
         fprintf(stderr, "tapegrad: %s\n", tg_error_message());
@@ -32,7 +56,7 @@ int main(int argc, char **argv) {
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
         print_help(stdout);
-        return 0;
+        return check_output(NULL, 0);
     }
     if (strcmp(name, "--version") == 0) {
         printf("tapegrad %s\nfile formats: checkpoint %d, tokenizer %d, token file %d\n", tg_version(),
@@ -41,10 +65,10 @@ int main(int argc, char **argv) {
         for (int isa = TG_ISA_COUNT - 1; isa >= 0; isa--)
             if (tg_isa_supported((tg_isa)isa)) printf(" %s", tg_isa_name((tg_isa)isa));
         printf(")\n");
-        return 0;
+        return check_output(NULL, 0);
     }
     for (int i = 0; i < N_SUBCOMMANDS; i++)
-        if (strcmp(name, subcommands[i]->name) == 0) return subcommands[i]->run(argc - 1, argv + 1);
+        if (strcmp(name, subcommands[i]->name) == 0) return check_output(name, subcommands[i]->run(argc - 1, argv + 1));
     if (name[0] == '-')
         fprintf(stderr, "tapegrad: unknown flag '%s'; `tapegrad --help` lists the subcommands\n", name);
     else

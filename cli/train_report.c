@@ -1,26 +1,84 @@
 #include "cli/train_report.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "cli/output.h"
+#include "lib/path.h"
+#include "train/run_folder.h"
+
+/* The lines kept for the log before the run's folder exists: what preparing a corpus says. */
+enum { EARLY_MAX = 1 << 20 };
+
+static void warn(CliTrainReport *r, const char *fmt, const char *path, int err) {
+    cli_output_printf(CLI_STDERR, "tapegrad %s: warning: ", r->command);
+    cli_output_printf(CLI_STDERR, fmt, path, strerror(err));
+    cli_output_write(CLI_STDERR, "\n", 1);
+}
+
+/* A line for the log: into RUN/log.txt, or kept until the folder is named. A full disk loses no
+ * line (lib/append_file.h); the terminal hears of it once, and once more when it is over. */
+static void log_text(CliTrainReport *r, const char *text, size_t len) {
+    if (!r->keeps_log) return;
+    if (!r->log.f) {
+        if (r->early_len + len > EARLY_MAX) return;
+        if (r->early_len + len > r->early_cap) {
+            r->early_cap = r->early_cap ? 2 * r->early_cap : 4096;
+            while (r->early_cap < r->early_len + len) r->early_cap *= 2;
+            r->early = tg_realloc(r->early, r->early_cap);
+        }
+        memcpy(r->early + r->early_len, text, len);
+        r->early_len += len;
+        return;
+    }
+    fwrite(text, 1, len, r->log.f);
+    int err = append_file_flush(&r->log);
+    if (err && !r->log_error)
+        warn(r, "cannot write %s (%s): its lines wait in memory and are written once there is space", r->log.path, err);
+    else if (!err && r->log_error)
+        cli_output_printf(CLI_STDERR, "tapegrad %s: note: %s is written again; no line was lost\n", r->command,
+                          r->log.path);
+    r->log_error = err;
+}
+
+static void log_printf(CliTrainReport *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_printf(CliTrainReport *r, const char *fmt, ...) {
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) log_text(r, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* SIGHUP leaves the run going (cmd_train.c); the log says when the terminal went. */
+static void note_hangup(CliTrainReport *r) {
+    if (!r->hangup || !*r->hangup || r->hangup_noted) return;
+    r->hangup_noted = true;
+    log_printf(r, "note: the terminal hung up (SIGHUP); training goes on, and this log keeps what it prints\n");
+}
 
 void cli_train_report_end(CliTrainReport *r) {
     if (!r->bar_shown) return;
-    fputc('\n', stderr);
+    cli_output_write(CLI_STDERR, "\n", 1);
     r->bar_shown = false;
 }
 
 static void print_message(void *ctx, MessageLevel level, const char *text) {
     CliTrainReport *r = ctx;
+    note_hangup(r);
+    const char *prefix = level == MESSAGE_NOTE ? "note: " : level == MESSAGE_WARNING ? "warning: " : "";
+    log_printf(r, "%s%s\n", prefix, text);
     cli_train_report_end(r);
-    if (level == MESSAGE_WARNING) {
-        fflush(stdout);
-        fprintf(stderr, "tapegrad %s: warning: %s\n", r->command, text);
-        return;
-    }
-    printf("%s%s\n", level == MESSAGE_NOTE ? "note: " : "", text);
-    fflush(stdout);
+    if (level == MESSAGE_WARNING) cli_output_printf(CLI_STDERR, "tapegrad %s: warning: %s\n", r->command, text);
+    else cli_output_printf(CLI_STDOUT, "%s%s\n", prefix, text);
 }
 
 static void format_duration(double s, char *buf, size_t cap) {
@@ -30,30 +88,38 @@ static void format_duration(double s, char *buf, size_t cap) {
     else snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
 }
 
+enum { BAR_WIDTH = 30 };
+
+static void draw_bar(char bar[BAR_WIDTH + 1], double frac) {
+    int filled = (int)(BAR_WIDTH * (frac < 0 ? 0 : frac > 1 ? 1 : frac));
+    for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+    bar[BAR_WIDTH] = '\0';
+}
+
 static void print_progress(void *ctx, const TrainProgress *p) {
     CliTrainReport *r = ctx;
-    char eta[32], val[48];
+    note_hangup(r);
+    char eta[32], val[48], line[512];
     format_duration(p->eta_s, eta, sizeof eta);
     if (isnan(p->val_loss)) snprintf(val, sizeof val, "-");
     else if (isnan(p->val_bpb)) snprintf(val, sizeof val, "%.4f", p->val_loss);
     else snprintf(val, sizeof val, "%.4f (%.3f bpb)", p->val_loss, p->val_bpb);
-    if (r->tty) {
-        enum { WIDTH = 30 };
-        int filled = p->steps > 0 ? (int)((double)WIDTH * (double)p->step / (double)p->steps) : WIDTH;
-        char bar[WIDTH + 1];
-        for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
-        bar[WIDTH] = '\0';
-        fprintf(stderr, "\r[%s] step %lld/%lld | loss %.4f | val %s | %.0f tok/s | ETA %s   ", bar, (long long)p->step,
-                (long long)p->steps, p->loss, val, p->tokens_per_s, eta);
-        r->bar_shown = true;
+    snprintf(line, sizeof line, "step %lld/%lld loss %.4f val %s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n",
+             (long long)p->step, (long long)p->steps, p->loss, val, p->lr, p->grad_norm, p->tokens_per_s, eta);
+    log_text(r, line, strlen(line));
+    if (!r->tty) {
+        cli_output_write(CLI_STDOUT, line, strlen(line));
         return;
     }
-    printf("step %lld/%lld loss %.4f val %s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n", (long long)p->step,
-           (long long)p->steps, p->loss, val, p->lr, p->grad_norm, p->tokens_per_s, eta);
-    fflush(stdout);
+    char bar[BAR_WIDTH + 1];
+    draw_bar(bar, p->steps > 0 ? (double)p->step / (double)p->steps : 1.0);
+    cli_output_printf(CLI_STDERR, "\r[%s] step %lld/%lld | loss %.4f | val %s | %.0f tok/s | ETA %s   ", bar,
+                      (long long)p->step, (long long)p->steps, p->loss, val, p->tokens_per_s, eta);
+    r->bar_shown = true;
 }
 
-/* Preparing data: a bar on a terminal, else a line at every tenth of the bytes and at the end. */
+/* Preparing data: a bar on a terminal, else a line at every tenth of the bytes and at the end
+ * (the log gets those lines either way). */
 static void print_preparing(void *ctx, const PrepareProgress *p) {
     CliTrainReport *r = ctx;
     double mb = 1e6, frac = p->total ? (double)p->done / (double)p->total : 1.0;
@@ -61,40 +127,96 @@ static void print_preparing(void *ctx, const PrepareProgress *p) {
     char eta[32];
     format_duration(rate > 0 ? ((double)p->total - (double)p->done) / mb / rate : 0, eta, sizeof eta);
     if (r->tty) {
-        enum { WIDTH = 30 };
-        int filled = (int)(WIDTH * frac);
-        char bar[WIDTH + 1];
-        for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
-        bar[WIDTH] = '\0';
-        fprintf(stderr, "\r[%s] %s %.1f/%.1f MB | %.1f MB/s | ETA %s   ", bar, p->phase, (double)p->done / mb,
-                (double)p->total / mb, rate, eta);
+        char bar[BAR_WIDTH + 1];
+        draw_bar(bar, frac);
+        cli_output_printf(CLI_STDERR, "\r[%s] %s %.1f/%.1f MB | %.1f MB/s | ETA %s   ", bar, p->phase,
+                          (double)p->done / mb, (double)p->total / mb, rate, eta);
         r->bar_shown = true;
         if (p->done >= p->total) cli_train_report_end(r);
-        return;
     }
     int tenth = (int)(10 * frac);
     if (strcmp(r->phase, p->phase) == 0 && tenth <= r->tenth) return;
     snprintf(r->phase, sizeof r->phase, "%s", p->phase);
     r->tenth = tenth;
-    printf("%s: %.1f/%.1f MB (%d%%), %.1f MB/s, %.1f s, ETA %s\n", p->phase, (double)p->done / mb, (double)p->total / mb,
-           (int)(100 * frac), rate, p->elapsed_s, eta);
-    fflush(stdout);
+    char line[256];
+    snprintf(line, sizeof line, "%s: %.1f/%.1f MB (%d%%), %.1f MB/s, %.1f s, ETA %s\n", p->phase,
+             (double)p->done / mb, (double)p->total / mb, (int)(100 * frac), rate, p->elapsed_s, eta);
+    log_text(r, line, strlen(line));
+    if (!r->tty) cli_output_write(CLI_STDOUT, line, strlen(line));
 }
 
 static void print_sample(void *ctx, const TrainSample *s) {
     CliTrainReport *r = ctx;
     cli_train_report_end(r);
-    printf("\n--- sample (%lld tokens, temperature %g, top-k %d) ---\n", (long long)s->tokens, s->temperature, s->top_k);
-    fwrite(s->prompt, 1, s->prompt_len, stdout);
-    fwrite(s->text, 1, s->text_len, stdout);
-    printf("\n---\n");
-    fflush(stdout);
+    char head[160];
+    int n = snprintf(head, sizeof head, "\n--- sample (%lld tokens, temperature %g, top-k %d) ---\n",
+                     (long long)s->tokens, s->temperature, s->top_k);
+    const char *parts[] = {head, s->prompt, s->text, "\n---\n"};
+    size_t lens[] = {(size_t)n, s->prompt_len, s->text_len, 5};
+    for (int i = 0; i < 4; i++) {
+        log_text(r, parts[i], lens[i]);
+        cli_output_write(CLI_STDOUT, parts[i], lens[i]);
+    }
+}
+
+/* The run's folder is there: its log opens (appending on a resume), the waiting lines go in. */
+static void open_log(void *ctx, const char *run_dir) {
+    CliTrainReport *r = ctx;
+    char path[TG_PATH_CAP];
+    if (path_join(path, sizeof path, run_dir, RUN_LOG_FILE) == TG_OK && r->log.f) {
+        struct stat open_one, named;
+        if (fstat(r->log.fd, &open_one) == 0 && stat(path, &named) == 0 && open_one.st_ino == named.st_ino &&
+            open_one.st_dev == named.st_dev) {
+            snprintf(r->log.path, sizeof r->log.path, "%s", path); /* the run's folder moved into place */
+            return;
+        }
+    }
+    if (r->log.f) append_file_close(&r->log); /* compare-ffn: the next of its runs */
+    r->log_error = 0;
+    if (path_join(path, sizeof path, run_dir, RUN_LOG_FILE) != TG_OK || append_file_open(&r->log, path) != TG_OK) {
+        cli_output_printf(CLI_STDERR, "tapegrad %s: warning: %s; the run goes on without its log\n", r->command,
+                          tg_error_message());
+        return;
+    }
+    char when[64] = "?";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    log_printf(r, "--- %s tapegrad %s (pid %ld) ---\n", when, r->command, (long)getpid());
+    if (r->early_len) log_text(r, r->early, r->early_len);
+    r->early_len = 0;
+}
+
+void cli_train_report_close(CliTrainReport *r, TgStatus status) {
+    cli_train_report_end(r);
+    if (status != TG_OK) log_printf(r, "error: %s\n", tg_error_message());
+    for (int i = 0; i < CLI_STREAMS; i++) {
+        uint64_t lost = cli_output_lost((CliStream)i);
+        int err = cli_output_error((CliStream)i);
+        if (!lost && !err) continue;
+        const char *name = i == CLI_STDOUT ? "stdout" : "stderr";
+        const char *why = cli_output_was_closed((CliStream)i) ? "it is closed" : err ? strerror(err) : NULL;
+        log_printf(r, "note: %s lost %llu bytes of what this log holds%s%s\n", name, (unsigned long long)lost,
+                   why ? ": " : " (its reader fell behind)", why ? why : "");
+        if (i == CLI_STDOUT && r->log.f)
+            cli_output_printf(CLI_STDERR, "tapegrad %s: note: %s lost %llu bytes of the run's output%s%s; %s has all of it\n",
+                              r->command, name, (unsigned long long)lost, why ? ": " : "", why ? why : "", r->log.path);
+    }
+    if (r->log.f) {
+        char path[TG_PATH_CAP];
+        snprintf(path, sizeof path, "%s", r->log.path);
+        int err = append_file_close(&r->log);
+        if (err) warn(r, "%s lacks its last lines: %s", path, err);
+    }
+    free(r->early);
+    r->early = NULL;
+    r->early_len = r->early_cap = 0;
 }
 
 TrainReporter cli_train_reporter(CliTrainReport *r, const char *command) {
-    *r = (CliTrainReport){.command = command, .tty = isatty(fileno(stderr))};
+    *r = (CliTrainReport){.command = command, .tty = isatty(fileno(stderr)), .keeps_log = true};
     return (TrainReporter){.ctx = r, .message = print_message, .progress = print_progress, .sample = print_sample,
-                           .preparing = print_preparing};
+                           .preparing = print_preparing, .folder = open_log};
 }
 
 PrepareReporter cli_prepare_reporter(CliTrainReport *r, const char *command) {

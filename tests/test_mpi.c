@@ -116,27 +116,6 @@ static bool rank_ends_within(const char *marker, int rank, double seconds) {
 
 /* Waits up to `seconds` for pid; its wait status, or -1 (and it is killed) when it is still
  * running then: a job that does not end is the failure these tests look for. */
-static int wait_at_most(pid_t pid, double seconds) {
-    int status;
-    for (int i = 0; i < (int)(seconds * 100); i++) {
-        if (waitpid(pid, &status, WNOHANG) == pid) return status;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-}
-
-/* RUN's latest checkpoint loads; returns its step. */
-static int64_t latest_step(const char *run) {
-    char path[4200];
-    TgModel model;
-    CheckpointInfo info;
-    cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
-    tg_model_free(&model);
-    return info.state.step;
-}
 
 #define FLAGS CKPT_TEST_FLAGS " --data %s --steps 50 --eval-every 25"
 
@@ -242,11 +221,13 @@ Test(mpi, resume_on_2_ranks_or_on_1_with_accum_2_is_bitwise_the_straight_run, .i
     free(moved);
 }
 
-/* Open MPI's mpirun, sent SIGTERM, passes SIGTERM on to every rank odls_base_sigkill_timeout
- * seconds later and kills them as long again after that: 5 s here leaves a loaded machine, or a
- * sanitized build, time to finish the step and save (2 s was too short for an ASan build on a
- * machine at load 10). Each rank runs under `sh -c`, which ignores the signal and records the
- * rank's exit status. */
+/* Open MPI's mpirun, sent SIGTERM, stops reading the ranks' output at once, passes SIGTERM on to
+ * every rank odls_base_sigkill_timeout seconds later and kills them as long again after that: 5 s
+ * here leaves a loaded machine, or a sanitized build, time to finish the step and save. A line
+ * every step fills rank 0's stdout pipe in those seconds, so a rank that wrote to it itself would
+ * block there and be killed unsaved (cli/output.h). Each rank runs under `sh -c`, which ignores
+ * the signal and records the rank's exit status; what rank 0 said is in the run's log, since
+ * mpirun no longer passes it on. */
 Test(mpi, sigterm_to_mpirun_stops_every_rank_after_the_same_step_and_saves, .init = setup, .fini = teardown,
      .timeout = 120) {
     char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "train.log"), *metrics = datagen_path(run, "metrics.jsonl"),
@@ -257,14 +238,17 @@ Test(mpi, sigterm_to_mpirun_stops_every_rank_after_the_same_step_and_saves, .ini
     int n = launcher_argv(argv);
     char *rest[] = {"--mca", "odls_base_sigkill_timeout", "5", "/bin/sh", "-c", script, TAPEGRAD_BIN, "train",
                     "--preset", "tiny", "--batch", "4", "--threads", "1", "--eval-batches", "2", "--sample-tokens", "0",
-                    "--data", corpus, "--steps", "100000", "--eval-every", "0", "--ckpt-every", "0", "--out", run, NULL};
+                    "--data", corpus, "--steps", "100000", "--eval-every", "0", "--ckpt-every", "0", "--log-every", "1",
+                    "--out", run, NULL};
     memcpy(argv + n, rest, sizeof rest);
     pid_t pid = ckpt_spawn(TAPEGRAD_MPIEXEC, log, argv);
     for (int i = 0; i < 6000 && ckpt_count_lines(metrics) < 12; i++) usleep(5000);
     cr_assert_geq(ckpt_count_lines(metrics), 12, "the run logged no steps in 30 s");
     cr_assert_eq(kill(pid, SIGTERM), 0);
-    cr_assert_neq(wait_at_most(pid, 60), -1, "mpirun did not end within 60 s of SIGTERM");
-    char *text = ckpt_read_text(log), *statuses = ckpt_read_text(status_path);
+    cr_assert_neq(ckpt_wait_at_most(pid, 60), -1, "mpirun did not end within 60 s of SIGTERM");
+    char *run_log = datagen_path(run, "log.txt");
+    char *text = ckpt_read_text(run_log), *statuses = ckpt_read_text(status_path);
+    free(run_log);
     cr_assert(strstr(text, "stopped by SIGTERM"), "%s", text);
     cr_assert(strstr(statuses, "rank 0 exit 0") && strstr(statuses, "rank 1 exit 0"),
               "not every rank exited 0:\n%s\noutput:\n%s", statuses, text);
@@ -276,7 +260,7 @@ Test(mpi, sigterm_to_mpirun_stops_every_rank_after_the_same_step_and_saves, .ini
     int lines = ckpt_read_metrics(run, 0, m, MAX_LINES);
     int64_t reached = m[lines - 1].step;
     cr_assert_eq(lines, reached, "metrics hold %d training lines up to step %lld", lines, (long long)reached);
-    cr_assert_eq(latest_step(run), reached);
+    cr_assert_eq(ckpt_latest_step(run), reached);
     free(m);
     free(run);
     free(log);
@@ -308,13 +292,13 @@ Test(mpi, sigusr1_to_mpirun_stops_the_job_cleanly, .init = setup, .fini = teardo
     char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "train.log");
     pid_t job = start_saving_job(run, log, "300");
     cr_assert_eq(kill(job, SIGUSR1), 0);
-    int status = wait_at_most(job, 60);
+    int status = ckpt_wait_at_most(job, 60);
     char *text = ckpt_read_text(log);
     cr_assert(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "mpirun: status %d\n%s", status, text);
     cr_assert(strstr(text, "stopped by SIGUSR1"), "%s", text);
     CkptMetricLine *m = malloc(100000 * sizeof *m);
     int lines = ckpt_read_metrics(run, 0, m, 100000);
-    cr_assert_eq(latest_step(run), m[lines - 1].step, "the checkpoint is not at the last step trained");
+    cr_assert_eq(ckpt_latest_step(run), m[lines - 1].step, "the checkpoint is not at the last step trained");
     free(m);
     free(text);
     free(run);
@@ -329,11 +313,11 @@ Test(mpi, a_killed_rank_ends_the_job_and_latest_still_loads, .init = setup, .fin
     cr_assert(rank0 > 0 && rank1 > 0, "ranks not found (%d, %d)", (int)rank0, (int)rank1);
     usleep(200000);
     cr_assert_eq(kill(rank0, SIGKILL), 0);
-    int status = wait_at_most(job, 60);
+    int status = ckpt_wait_at_most(job, 60);
     cr_assert_neq(status, -1, "the job did not end within 60 s of a rank's death");
     cr_assert(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "mpirun reported success");
     cr_assert(rank_ends_within(run, 1, 30), "rank 1 still runs 30 s after the job ended");
-    cr_assert_geq(latest_step(run), 2);
+    cr_assert_geq(ckpt_latest_step(run), 2);
     free(run);
     free(log);
 }
@@ -347,7 +331,7 @@ Test(mpi, a_hung_rank_ends_the_job_after_the_comm_timeout, .init = setup, .fini 
     cr_assert(rank1 > 0, "rank 1 not found");
     cr_assert_eq(kill(rank1, SIGSTOP), 0);
     double t0 = clock_seconds();
-    int status = wait_at_most(job, 60);
+    int status = ckpt_wait_at_most(job, 60);
     double t1 = clock_seconds();
     kill(rank1, SIGKILL);
     cr_assert_neq(status, -1, "the job did not end within 60 s of a rank hanging");
@@ -355,7 +339,7 @@ Test(mpi, a_hung_rank_ends_the_job_after_the_comm_timeout, .init = setup, .fini 
     char *text = ckpt_read_text(log);
     cr_assert(strstr(text, "rank 0 of 2: no answer from the other ranks for 2 s"), "%s", text);
     cr_assert_geq(waited, 1.9, "ended after %.1f s, before the timeout", waited);
-    cr_assert_geq(latest_step(run), 2);
+    cr_assert_geq(ckpt_latest_step(run), 2);
     free(text);
     free(run);
     free(log);

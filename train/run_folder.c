@@ -34,6 +34,7 @@ static const struct {
     {TRAIN_OPTIONS_FILE, "the training options", false},
     {RUN_METRICS_FILE, "the metrics", false},
     {"grads.jsonl", "the gradient log", false},
+    {RUN_LOG_FILE, "the log of what the run printed", false},
     {"latest", "the pointer to the newest checkpoint", true},
     {RUN_LOCK_FILE, "the lock", false},
 };

@@ -133,16 +133,6 @@ static const char *first_nonfinite_grad(const TgParamStore *ps) {
     return NULL;
 }
 
-/* Once the first step is done, or the run stops before one, the run folder moves into place
- * (run.h) and checkpoints can go into it. Only the first call does anything. */
-static TgStatus commit_run(Run *run, CheckpointSaver *saver, int keep, bool *committed) {
-    if (*committed) return TG_OK;
-    TG_TRY(run_commit(run));
-    checkpoint_saver_init(saver, run->dir, keep, &run->model);
-    *committed = true;
-    return TG_OK;
-}
-
 /* Everything one run holds while it trains. */
 typedef struct Trainer {
     TrainOptions *o;
@@ -150,6 +140,7 @@ typedef struct Trainer {
     TgEngine engine;
     CheckpointSaver saver;   /* set up by commit_run */
     bool committed;          /* the run folder is in place (commit_run) */
+    int64_t failed_saves;    /* background saves that failed since the last that worked */
     Loader loader;
     bool packed;             /* fine-tuning: rows of packed conversations (data/sft_loader.h), not text windows */
     SftLoader sft_loader;
@@ -180,6 +171,18 @@ typedef struct Trainer {
     double window_t;              /* tokens/s over the steps since the last progress line */
     int64_t window_tokens;
 } Trainer;
+
+/* Once the first step is done, or the run stops before one, the run folder moves into place
+ * (run.h) and checkpoints can go into it; the reporter hears of the folder's final path. Only the
+ * first call does anything. */
+static TgStatus commit_run(Trainer *tr) {
+    if (tr->committed) return TG_OK;
+    TG_TRY(run_commit(&tr->run));
+    checkpoint_saver_init(&tr->saver, tr->run.dir, tr->o->keep, &tr->run.model);
+    tr->committed = true;
+    if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
+    return TG_OK;
+}
 
 static const char ANOTHER_RANK_FAILED[] = "stopped because another rank of the job failed (its message says why)";
 
@@ -292,6 +295,7 @@ static void batches_skip(Trainer *tr, int64_t n) {
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
 static TgStatus trainer_open_files(Trainer *tr) {
     TG_TRY(run_start(&tr->run));
+    if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
     if (train_options_save(tr->run.dir, tr->o) != TG_OK) message_emit(&tr->messages, MESSAGE_WARNING, "%s", tg_error_message());
     if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
     return TG_OK;
@@ -611,6 +615,25 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     return TG_OK;
 }
 
+/* A background save that failed (a full disk, say) stops no run: the weights are still here, and
+ * the next save tries again. The person hears of the first failure, with the newest checkpoint on
+ * disk, and of the first save that works again. */
+static void report_failed_save(Trainer *tr) {
+    bool was_saving = tr->saver.in_flight;
+    if (checkpoint_saver_wait(&tr->saver) == TG_OK) {
+        if (was_saving && tr->failed_saves)
+            message_emit(&tr->messages, MESSAGE_NOTE, "checkpoints are saved again (%lld saves failed before): %s",
+                         (long long)tr->failed_saves, tr->saver.last_saved);
+        if (was_saving) tr->failed_saves = 0;
+        return;
+    }
+    if (tr->failed_saves++) return;
+    const char *newest = tr->saver.last_saved[0] ? tr->saver.last_saved : tr->run.last_checkpoint;
+    message_emit(&tr->messages, MESSAGE_WARNING,
+                 "%s; training goes on and each checkpoint tries again (the newest on disk: %s)", tg_error_message(),
+                 newest[0] ? newest : "none");
+}
+
 /* After a step: evaluation, metrics, the progress line, the folder's commit, checkpoints. What
  * the ranks do together comes first: a rank's own failure must not make it skip a collective. */
 static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double grad_norm) {
@@ -644,13 +667,13 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
         tr->window_tokens = 0;
     }
     if (!tr->committed) {
-        TG_TRY(commit_run(&tr->run, &tr->saver, o->keep, &tr->committed));
+        TG_TRY(commit_run(tr));
         tr->window_t = clock_seconds(); /* the saver's set-up is no training time */
     }
     if (ckpt_now) {
         st->elapsed_s = elapsed;
         st->loader = batches_state(tr);
-        /* returns the previous background save's error, if it failed */
+        report_failed_save(tr);
         TG_TRY(checkpoint_saver_start(&tr->saver, &tr->run.model, tr->run.tok.fingerprint, st));
     }
     return TG_OK;
@@ -682,12 +705,17 @@ static TgStatus trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const cha
 
 /* Rank 0 at the end: the last checkpoint and the summary. */
 static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluated_now) {
-    TrainOptions *o = tr->o;
     Run *run = &tr->run;
     TrainerState *st = &run->state;
-    TG_TRY(commit_run(run, &tr->saver, o->keep, &tr->committed)); /* stopped before a first step */
-    TG_TRY(checkpoint_saver_start(&tr->saver, &run->model, run->tok.fingerprint, st));
-    TG_TRY(checkpoint_saver_wait(&tr->saver));
+    TG_TRY(commit_run(tr)); /* stopped before a first step */
+    report_failed_save(tr);
+    TgStatus s = checkpoint_saver_start(&tr->saver, &run->model, run->tok.fingerprint, st);
+    if (s == TG_OK) s = checkpoint_saver_wait(&tr->saver);
+    if (s != TG_OK) {
+        const char *newest = tr->saver.last_saved[0] ? tr->saver.last_saved : run->last_checkpoint;
+        return tg_fail(s, "%s; the run's newest checkpoint is %s", tg_error_message(),
+                       newest[0] ? newest : "none (it never saved one)");
+    }
     snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", tr->saver.last_saved);
     if (evaluated_now) run_log_metrics(run, st->step, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, st->elapsed_s);
     message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.4f bits per byte, %.1f s, checkpoint %s",

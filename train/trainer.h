@@ -69,6 +69,11 @@ typedef struct TrainReporter {
     void (*progress)(void *ctx, const TrainProgress *p);
     void (*sample)(void *ctx, const TrainSample *s);
     void (*preparing)(void *ctx, const PrepareProgress *p); /* preparing --data (data/prepare.h) */
+    /* The run's folder can take files: called before the first step with the folder's path (a
+     * new run's temporary one), and again with its final path once a new run moved into place
+     * after its first step (a file opened in the temporary folder moved with it and stays open).
+     * For the caller's own files there, such as a log (RUN_LOG_FILE). */
+    void (*folder)(void *ctx, const char *run_dir);
 } TrainReporter;
 
 /* Runs a whole training run (a new one, or o->resume), reporting to `reporter` (may be NULL:

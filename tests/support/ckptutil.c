@@ -2,11 +2,13 @@
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -210,6 +212,27 @@ pid_t ckpt_spawn(const char *program, const char *log, char *const args[]) {
 }
 
 pid_t ckpt_spawn_cli(const char *log, char *const args[]) { return ckpt_spawn(TAPEGRAD_BIN, log, args); }
+
+int ckpt_wait_at_most(pid_t pid, double seconds) {
+    int status;
+    for (int i = 0; i < (int)(seconds * 100); i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) return status;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
+int64_t ckpt_latest_step(const char *run) {
+    char path[4200];
+    TgModel model;
+    CheckpointInfo info;
+    cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
+    tg_model_free(&model);
+    return info.state.step;
+}
 
 int ckpt_count_lines(const char *path) {
     FILE *f = fopen(path, "r");

@@ -47,6 +47,11 @@ pid_t ckpt_spawn_cli(const char *log, char *const args[]);
 /* The same for any program (a path; args[0] its name). */
 pid_t ckpt_spawn(const char *program, const char *log, char *const args[]);
 
+/* Waits for pid at most `seconds`: its wait status, or -1 after killing it (SIGKILL) past the bound. */
+int ckpt_wait_at_most(pid_t pid, double seconds);
+/* RUN's latest checkpoint loads (asserted); returns its step. */
+int64_t ckpt_latest_step(const char *run);
+
 /* The lines of a file (0 when it is missing). */
 int ckpt_count_lines(const char *path);
 
