@@ -407,6 +407,7 @@ static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, 
     res->files = list->count, res->files_empty = list->files_empty, res->file_bytes = list->file_bytes;
     message_emit(&sink, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
         (double)list->file_bytes / (1 << 20));
+    sources_report_skips(list, sources, &sink);
     if (opt->tokenizer_json) {
         double t0 = clock_seconds();
         TG_TRY(tokenizer_hf_load(opt->tokenizer_json, tok));
