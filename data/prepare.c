@@ -23,6 +23,7 @@
 #include "lib/json_write.h"
 #include "lib/memory.h"
 #include "lib/path.h"
+#include "tapegrad/model.h"
 #include "tapegrad/pool.h"
 
 void prepare_options_default(PrepareOptions *opt) {
@@ -311,6 +312,10 @@ static uint64_t recipe_fingerprint(const char *recipe, const char *root, const S
     return r ? r : 1;
 }
 
+/* Text that may hold bytes that are not UTF-8 (a file's name) or be cut inside a character
+ * (a kept message), as JSON a strict reader takes. */
+static void write_text(FILE *f, const char *s) { json_write_bytes(f, s, strlen(s)); }
+
 static void write_split(FILE *f, const char *name, const char *file, const DatasetSplit *s) {
     fprintf(f, ",\n  \"%s\": {\"file\": \"%s\", \"tokens\": %" PRIu64, name, file, s->tokens);
     hex_field(f, "hash", s->hash, true);
@@ -332,7 +337,7 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
     fputs(",\n  ", f);
     hex_field(f, "fingerprint", res->fingerprint, false);
     fputs(",\n  \"recipe\": ", f);
-    json_write_string(f, recipe);
+    write_text(f, recipe);
     fputs(",\n  ", f);
     hex_field(f, "recipe_fingerprint", res->recipe_fingerprint, false);
     fprintf(f, ",\n  \"tokenizer\": {\"kind\": \"%s\", \"vocab_size\": %" PRId32, tg_tokenizer_kind_name(tok->kind),
@@ -342,15 +347,12 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
     for (int32_t k = 0; k < tok->n_added; k++) {
         size_t len;
         const uint8_t *b = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
-        char name[TG_TOKENIZER_MAX_SPECIAL_BYTES + 1];
-        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name - 1 ? len : sizeof name - 1), (const char *)b);
         fprintf(f, "%s{\"id\": %" PRId32 ", \"text\": ", k ? ", " : "", tok->added[k].id);
-        json_write_string(f, name);
+        json_write_bytes(f, (const char *)b, len);
         fputs("}", f);
     }
     fputs("]}", f);
-    fprintf(f, ",\n  \"split\": {\"rule\": \"the last val_fraction of the token stream is val\", \"val_fraction\": %.17g, "
-               "\"seq_len\": %" PRId64 "}",
+    fprintf(f, ",\n  \"split\": {\"rule\": \"%s\", \"val_fraction\": %.17g, \"seq_len\": %" PRId64 "}", DATASET_SPLIT_RULE,
             opt->val_fraction, opt->seq_len);
     write_split(f, "train", PREPARE_TRAIN_FILE, train);
     write_split(f, "val", PREPARE_VAL_FILE, val);
@@ -361,19 +363,29 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
     fputs(",\n  \"malformed_examples\": [", f);
     for (int i = 0; i < reader->n_errors; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
-        json_write_string(f, reader->errors[i]);
+        write_text(f, reader->errors[i]);
     }
     fputs("],\n  \"sources\": [", f);
     for (size_t i = 0; i < list->count; i++) {
         const Source *s = &list->items[i];
         fputs(i ? ",\n    {\"path\": " : "\n    {\"path\": ", f);
-        json_write_string(f, s->path);
+        write_text(f, s->path);
         fprintf(f, ", \"kind\": \"%s\", \"file_bytes\": %" PRIu64 ", \"text_bytes\": %" PRIu64,
                 s->binary ? "binary (skipped)" : s->kind == SOURCE_JSONL ? "jsonl" : "text", s->file_bytes, s->text_bytes);
         hex_field(f, "hash", s->hash, true);
         fprintf(f, ", \"documents\": %" PRIu64 ", \"malformed_lines\": %" PRIu64 "}", s->documents, s->malformed_lines);
     }
-    fputs("]}\n", f);
+    const SourceSkips *k = list->skipped;
+    fprintf(f, "],\n  \"skipped\": {\"by_name\": %zu, \"not_files\": %zu, \"folders_again\": %zu, \"empty_files\": %zu, \"examples\": [",
+            k[SOURCE_SKIP_NAME].count, k[SOURCE_SKIP_NOT_FILE].count, k[SOURCE_SKIP_FOLDER_AGAIN].count,
+            k[SOURCE_SKIP_EMPTY].count);
+    int examples = 0;
+    for (int kind = 0; kind < SOURCE_SKIP_KINDS; kind++)
+        for (size_t i = 0; i < k[kind].count && i < SOURCE_SKIPS_NAMED; i++) {
+            fputs(examples++ ? ", " : "", f);
+            write_text(f, k[kind].first[i]);
+        }
+    fputs("]}}\n", f);
     return atomic_file_commit(&af);
 }
 
@@ -386,6 +398,8 @@ static TgStatus check_options(const PrepareOptions *opt) {
         size_t a, b; /* refuse bad split settings before the slow part */
         return corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
     }
+    if (opt->seq_len > TG_MODEL_MAX_SEQ) /* what a manifest may record (dataset.h) */
+        return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " is past the longest context, %d", opt->seq_len, (int)TG_MODEL_MAX_SEQ);
     if (opt->special_tokens && *opt->special_tokens && (opt->kind != TG_TOKENIZER_BPE || opt->tokenizer_json))
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE that tapegrad trains; an imported "
                                    "tokenizer has its own added tokens, a char tokenizer none");
@@ -455,7 +469,13 @@ static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, 
     token_store_close(&d.train);
     token_store_close(&d.val);
     TG_TRY(st);
-    return write_manifest(dir, opt, sources, list, &reader, tok, &train, &val, res);
+    TG_TRY(write_manifest(dir, opt, sources, list, &reader, tok, &train, &val, res));
+    /* read back by the reader every run uses, so a manifest prepare writes is one it accepts */
+    DatasetManifest *back = malloc(sizeof *back);
+    if (!back) return tg_fail(TG_ERR_NOMEM, "no memory to read the manifest back");
+    st = dataset_manifest_read(dir, back);
+    free(back);
+    return st;
 }
 
 TgStatus prepare_into(const PrepareOptions *opt, const char *dir, const PrepareReporter *rep, PrepareResult *result,
