@@ -541,24 +541,38 @@ static bool folder_is_empty(const char *dir) {
     return empty;
 }
 
-/* An existing out_dir: the same dataset (*same), an empty folder, or refused. */
-static TgStatus check_existing(const PrepareOptions *opt, const char *sources, const char *out_dir, bool *same) {
+/* An existing out_dir: the same dataset, whole (*same, its manifest in *m), an empty folder, or
+ * refused. "Whole" is what a run opening it would find: dataset_open, the one check. */
+static TgStatus check_existing(const PrepareOptions *opt, const char *sources, const char *out_dir, bool *same,
+                               DatasetManifest *m) {
     *same = false;
     struct stat sb;
     if (stat(out_dir, &sb) != 0) return TG_OK;
     if (S_ISDIR(sb.st_mode) && folder_is_empty(out_dir)) return TG_OK;
     if (!S_ISDIR(sb.st_mode) || !dataset_is_dataset(out_dir))
         return tg_fail(TG_ERR_IO, "%s exists and is not a dataset folder: give --out a new path (or an empty folder)", out_dir);
-    DatasetManifest m;
-    TG_TRY(dataset_manifest_read(out_dir, &m));
-    char recipe[DATASET_RECIPE_CAP];
-    prepare_recipe(opt, recipe, sizeof recipe);
-    if (strcmp(recipe, m.recipe) != 0)
-        return tg_fail(TG_ERR_IO, "%s holds another dataset, prepared with %s; this asks for %s: give --out another path, or remove it",
-                       out_dir, m.recipe, recipe);
+    Dataset d;
+    TgStatus st = dataset_manifest_read(out_dir, &d.manifest);
+    if (st == TG_OK) {
+        char recipe[DATASET_RECIPE_CAP];
+        prepare_recipe(opt, recipe, sizeof recipe);
+        if (strcmp(recipe, d.manifest.recipe) != 0)
+            return tg_fail(TG_ERR_IO,
+                           "%s holds another dataset, prepared with %s; this asks for %s: give --out another path, or remove it",
+                           out_dir, d.manifest.recipe, recipe);
+        st = dataset_open(out_dir, true, &d);
+        if (st == TG_OK) {
+            *m = d.manifest;
+            dataset_close(&d);
+        }
+    }
+    if (st != TG_OK) /* prepare writes a folder whole or not at all, never into one: the user removes it */
+        return tg_fail(st, "%s holds a dataset that cannot be opened: %s. prepare writes no file into an existing folder: "
+                           "remove %s and prepare again, or give --out another path",
+                       out_dir, tg_error_message(), out_dir);
     uint64_t fp;
     TG_TRY(current_recipe_fingerprint(opt, sources, &fp));
-    if (fp != m.recipe_fingerprint)
+    if (fp != m->recipe_fingerprint)
         return tg_fail(TG_ERR_IO,
                        "%s holds a dataset of the same recipe but other sources (the files under %s differ from those "
                        "it was prepared from: see its %s): give --out another path, or remove it",
@@ -577,21 +591,22 @@ TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const P
     TG_TRY(check_options(opt));
     const char *sources = opt->sources ? opt->sources : corpus_default_path();
     bool same;
-    TG_TRY(check_existing(opt, sources, out_dir, &same));
-    if (same) {
-        DatasetManifest m;
-        TG_TRY(dataset_manifest_read(out_dir, &m));
-        res->fingerprint = m.fingerprint, res->recipe_fingerprint = m.recipe_fingerprint;
-        res->n_train = m.train.tokens, res->n_val = m.val.tokens, res->n_tokens = m.train.tokens + m.val.tokens;
+    DatasetManifest *m = malloc(sizeof *m); /* 32 KiB of recipe: not on the stack */
+    if (!m) return tg_fail(TG_ERR_NOMEM, "no memory to read %s's manifest", out_dir);
+    TgStatus st = check_existing(opt, sources, out_dir, &same, m);
+    if (st == TG_OK && same) {
+        res->fingerprint = m->fingerprint, res->recipe_fingerprint = m->recipe_fingerprint;
+        res->n_train = m->train.tokens, res->n_val = m->val.tokens, res->n_tokens = m->train.tokens + m->val.tokens;
         if (already) *already = true;
-        return TG_OK;
     }
+    free(m);
+    if (st != TG_OK || same) return st;
     char parent[TG_PATH_CAP], temp[TG_PATH_CAP];
     path_folder(out_dir, parent, sizeof parent);
     TG_TRY(make_folders(parent));
     TG_TRY(path_format(temp, sizeof temp, "%s.tmp-XXXXXX", out_dir));
     if (!mkdtemp(temp)) return tg_fail(TG_ERR_IO, "cannot create a folder beside %s: %s", out_dir, strerror(errno));
-    TgStatus st = prepare_into(opt, temp, rep, res, NULL);
+    st = prepare_into(opt, temp, rep, res, NULL);
     if (st == TG_OK) {
         mode_t mask = umask(0);
         umask(mask);
