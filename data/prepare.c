@@ -110,16 +110,72 @@ static DocOptions doc_options(const PrepareOptions *opt, bool whole) {
     return (DocOptions){.text_field = opt->text_field, .strict = opt->strict, .whole_documents = whole};
 }
 
+/* ChatML's markers (<|im_start|>, <|im_end|>) that the BPE being trained does not reserve, counted
+ * in the text as it is read: without --special-tokens each is encoded as several byte-level ids.
+ * A marker holds no '\n', so no cut between a text's pieces (sources.h) falls inside one, but
+ * the cut of a 64 MiB stretch without a newline. */
+typedef struct {
+    char **names;
+    int32_t n;
+    bool watched[8];
+    uint64_t found[8];
+} Markers;
+
+static TgStatus markers_begin(Markers *m, char *const *reserved, int32_t n_reserved) {
+    memset(m, 0, sizeof *m);
+    TG_TRY(tokenizer_specials_parse("chatml", &m->names, &m->n));
+    TG_CHECK(m->n <= 8, "ChatML has %d markers", (int)m->n);
+    for (int32_t i = 0; i < m->n; i++) {
+        m->watched[i] = true;
+        for (int32_t k = 0; k < n_reserved; k++)
+            if (strcmp(m->names[i], reserved[k]) == 0) m->watched[i] = false;
+    }
+    return TG_OK;
+}
+
+/* Each marker starts with '<': memchr finds the candidates, so text without '<' costs one scan. */
+static void markers_count(Markers *m, const char *text, size_t len) {
+    for (const char *p = text, *end = text + len; (p = memchr(p, '<', (size_t)(end - p))) != NULL; p++)
+        for (int32_t i = 0; i < m->n; i++) {
+            size_t n = strlen(m->names[i]);
+            if (m->watched[i] && (size_t)(end - p) >= n && memcmp(p, m->names[i], n) == 0) m->found[i]++;
+        }
+}
+
+/* One line, when the text held markers the tokenizer does not reserve. */
+static void markers_report(const Markers *m, const PrepareOptions *opt, const MessageSink *sink) {
+    char found[256] = "", missing[256] = "";
+    size_t nf = 0, nm = 0;
+    for (int32_t i = 0; i < m->n; i++) {
+        if (!m->watched[i] || m->found[i] == 0) continue;
+        nf += (size_t)snprintf(found + nf, nf < sizeof found ? sizeof found - nf : 0, "%s%" PRIu64 " %s", nf ? " and " : "",
+                               m->found[i], m->names[i]);
+        nm += (size_t)snprintf(missing + nm, nm < sizeof missing ? sizeof missing - nm : 0, ",%s", m->names[i]);
+    }
+    if (nf == 0) return;
+    bool given = opt->special_tokens && *opt->special_tokens;
+    message_emit(sink, MESSAGE_WARNING,
+                 "the texts hold %s, which this BPE encodes as several byte-level ids each, not as markers: "
+                 "%s%s%s%s makes each a single id",
+                 found, given ? "--special-tokens '" : "--special-tokens chatml", given ? opt->special_tokens : "",
+                 given ? missing : "", given ? "'" : "");
+}
+
+static void markers_end(Markers *m) { tokenizer_specials_free(m->names, m->n); }
+
 /* Counts what the tokenizer is trained on, then trains it. */
 static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, const PrepareReporter *rep,
                                 PrepareResult *res, TgTokenizer *tok) {
     char **names = NULL;
     int32_t n_names = 0;
     BpeCounter *counter = NULL;
+    Markers markers = {0};
     if (opt->kind == TG_TOKENIZER_BPE) {
         TG_TRY(tokenizer_specials_parse(opt->special_tokens, &names, &n_names));
         TgStatus st = bpe_counter_new(TG_TOKENIZER_SPLIT_GPT2, names, n_names, &counter);
+        if (st == TG_OK) st = markers_begin(&markers, names, n_names);
         tokenizer_specials_free(names, n_names);
+        if (st != TG_OK) bpe_counter_free(counter);
         TG_TRY(st);
     }
     bool seen[256] = {false};
@@ -135,8 +191,10 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
         bool got;
         st = doc_reader_next(&reader, &piece, &got);
         if (st != TG_OK || !got) break;
-        if (counter) bpe_counter_add(counter, piece.text, piece.len);
-        else
+        if (counter) {
+            bpe_counter_add(counter, piece.text, piece.len);
+            markers_count(&markers, piece.text, piece.len);
+        } else
             for (size_t i = 0; i < piece.len; i++) seen[(unsigned char)piece.text[i]] = true;
         progress_report(&progress, doc_reader_disk_bytes(&reader), false);
     }
@@ -165,6 +223,8 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
         st = tg_tokenizer_char_train(bytes, (size_t)n, tok);
     }
     res->tokenizer_seconds = clock_seconds() - t0;
+    if (st == TG_OK) markers_report(&markers, opt, &sink);
+    markers_end(&markers);
     bpe_counter_free(counter);
     return st;
 }
