@@ -3,11 +3,13 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/train_report.h"
 #include "data/corpus.h"
 #include "data/prepare.h"
+#include "lib/path.h"
 #include "train/shared_flags.h"
 #include "train/train_options.h"
 
@@ -40,6 +42,12 @@ static const OptSpec specs[] = {
 static const OptTable table = {"prepare", "--out DIR [--data PATH] [--tokenizer bpe|char|hf:FILE] [flags]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
+/* Whether dir/name exists. */
+static bool folder_holds(const char *dir, const char *name) {
+    char path[TG_PATH_CAP];
+    return path_join(path, sizeof path, dir, name) == TG_OK && access(path, F_OK) == 0;
+}
+
 static int run_prepare(int argc, char **argv) {
     const PrepareFlags defaults = {.tokenizer = "bpe", .vocab = TRAIN_DEFAULT_BPE_VOCAB, .seq = 256,
                                    .val_fraction = PREPARE_DEFAULT_VAL_FRACTION, .threads = TRAIN_DEFAULT_THREADS};
@@ -64,6 +72,11 @@ static int run_prepare(int argc, char **argv) {
     p.val_fraction = o.val_fraction;
     p.seq_len = o.seq;
     p.threads = o.threads;
+    if (folder_holds(o.out, RUN_IDENTITY_FILE))
+        return cli_exit("prepare", tg_fail(TG_ERR_IO,
+                                           "%s is a run folder (it holds %s), not a dataset folder: give --out a new path "
+                                           "(a run reads a dataset with train --dataset)",
+                                           o.out, RUN_IDENTITY_FILE));
     CliTrainReport report;
     PrepareReporter reporter = cli_prepare_reporter(&report, "prepare");
     PrepareResult r;

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "tapegrad/limits.h"
 
 enum { BINARY_NUL_WINDOW = 8192 };
 
@@ -110,14 +113,82 @@ static TgStatus read_file_entry(void *ctx, const char *path) {
     return TG_OK;
 }
 
-TgStatus corpus_walk(const char *dir, CorpusFileFn fn, void *ctx) {
+/* The folders a walk has entered, by device and inode: a symbolic link to one of them is not
+ * followed again, so a link to a parent folder (a cycle) or two links to one folder read
+ * nothing twice. */
+typedef struct {
+    CorpusFileFn fn;
+    CorpusSkipFn skipped;
+    void *ctx;
+    struct {
+        dev_t dev;
+        ino_t ino;
+        char *path;
+    } *seen;
+    size_t n_seen, cap_seen;
+} Walk;
+
+static const char *kind_name(mode_t mode) {
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode)  ? "a block device" : "neither a file nor a folder";
+}
+
+static void skip(Walk *w, const char *path, CorpusSkip why, const char *what) {
+    if (w->skipped) w->skipped(w->ctx, path, why, what);
+}
+
+static TgStatus walk_folder(Walk *w, const char *dir, const struct stat *sb, bool link);
+
+/* One entry of a folder: a file handed over, a folder walked, or skipped (named to w->skipped). */
+static TgStatus walk_entry(Walk *w, const char *path) {
+    struct stat lst, target;
+    if (lstat(path, &lst) != 0) return tg_fail(TG_ERR_IO, "cannot stat corpus entry %s: %s", path, strerror(errno));
+    bool link = S_ISLNK(lst.st_mode);
+    if (link && stat(path, &target) != 0) {
+        int err = errno;
+        char to[1024];
+        ssize_t n = readlink(path, to, sizeof to - 1);
+        to[n > 0 ? n : 0] = '\0';
+        if (err == ENOENT)
+            return tg_fail(TG_ERR_IO,
+                           "corpus entry %s is a symbolic link to %s, which does not exist (a missing file?): restore "
+                           "it, or remove the link",
+                           path, to);
+        return tg_fail(TG_ERR_IO, "corpus entry %s is a symbolic link to %s, which cannot be followed: %s", path, to,
+                       strerror(err));
+    }
+    const struct stat *sb = link ? &target : &lst;
+    if (S_ISREG(sb->st_mode)) return w->fn(w->ctx, path);
+    if (S_ISDIR(sb->st_mode)) return walk_folder(w, path, sb, link);
+    char what[64];
+    snprintf(what, sizeof what, "%s%s", link ? "a link to " : "", kind_name(sb->st_mode));
+    skip(w, path, CORPUS_SKIP_NOT_FILE, what);
+    return TG_OK;
+}
+
+/* A folder, unless the walk entered it already (reached through a link: a cycle, or one folder twice). */
+static TgStatus walk_folder(Walk *w, const char *dir, const struct stat *sb, bool link) {
+    for (size_t i = 0; i < w->n_seen; i++)
+        if (w->seen[i].dev == sb->st_dev && w->seen[i].ino == sb->st_ino) {
+            char what[TG_PATH_CAP + 64];
+            snprintf(what, sizeof what, "%s folder already read, %s", link ? "a link to a" : "a", w->seen[i].path);
+            skip(w, dir, CORPUS_SKIP_FOLDER_AGAIN, what);
+            return TG_OK;
+        }
+    if (w->n_seen == w->cap_seen) {
+        w->cap_seen = w->cap_seen ? 2 * w->cap_seen : 16;
+        w->seen = tg_realloc(w->seen, w->cap_seen * sizeof *w->seen);
+    }
+    w->seen[w->n_seen].dev = sb->st_dev, w->seen[w->n_seen].ino = sb->st_ino;
+    w->seen[w->n_seen++].path = strdup(dir);
+    TG_CHECK(w->seen[w->n_seen - 1].path != NULL, "out of memory");
     DIR *d = opendir(dir);
     if (!d) return tg_fail(TG_ERR_IO, "cannot open corpus folder %s: %s", dir, strerror(errno));
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (corpus_skipped_name(e->d_name)) continue; /* also "." and ".." */
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             names = tg_realloc(names, cap * sizeof *names);
@@ -132,20 +203,22 @@ TgStatus corpus_walk(const char *dir, CorpusFileFn fn, void *ctx) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *path = tg_malloc(len);
         snprintf(path, len, "%s/%s", dir, names[i]);
-        struct stat lst, st_target;
-        if (lstat(path, &lst) != 0) {
-            st = tg_fail(TG_ERR_IO, "cannot stat corpus entry %s: %s", path, strerror(errno));
-        } else if (S_ISDIR(lst.st_mode)) {
-            st = corpus_walk(path, fn, ctx);
-        } else if (S_ISREG(lst.st_mode)) {
-            st = fn(ctx, path);
-        } else if (S_ISLNK(lst.st_mode) && stat(path, &st_target) == 0 && S_ISREG(st_target.st_mode)) {
-            st = fn(ctx, path); /* symlinks to folders are skipped: no cycles */
-        }
+        if (corpus_skipped_name(names[i])) skip(w, path, CORPUS_SKIP_NAME, "");
+        else st = walk_entry(w, path);
         free(path);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
+    return st;
+}
+
+TgStatus corpus_walk(const char *dir, CorpusFileFn fn, CorpusSkipFn skipped, void *ctx) {
+    Walk w = {.fn = fn, .skipped = skipped, .ctx = ctx};
+    struct stat sb;
+    TgStatus st = stat(dir, &sb) == 0 ? walk_folder(&w, dir, &sb, false)
+                                      : tg_fail(TG_ERR_IO, "cannot open corpus folder %s: %s", dir, strerror(errno));
+    for (size_t i = 0; i < w.n_seen; i++) free(w.seen[i].path);
+    free(w.seen);
     return st;
 }
 
@@ -169,7 +242,7 @@ TgStatus corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo 
     Reader r = {.info = info};
     TgStatus st;
     if (S_ISDIR(sb.st_mode)) {
-        st = corpus_walk(path, read_file_entry, &r);
+        st = corpus_walk(path, read_file_entry, NULL, &r);
         if (st == TG_OK && r.len == 0) {
             if (info->files_binary > 0)
                 st = tg_fail(TG_ERR_FORMAT,

@@ -1,15 +1,16 @@
 /* Reading a training corpus: one text file, or a folder of text files.
  *
  * A folder is walked depth-first with the entries of each folder in byte-wise (strcmp) name
- * order. Skipped: hidden entries (names starting with '.'), names ending in ".dat" or ".u8"
- * (the index files and UTF-8 symlinks of fortune databases), symlinks to folders (no cycles),
- * anything that is neither a regular file nor a folder, empty files, and binary files (see
- * corpus_is_binary; they are counted in CorpusInfo so the caller can warn). Files are joined in
- * that order, with a '\n' added after a file that does not end in one. Fortune files' '%'
- * record separator lines are kept as they are.
+ * order, symbolic links followed (corpus_walk). Skipped: hidden entries (names starting with '.'),
+ * names ending in ".dat" or ".u8" (the index files and UTF-8 symlinks of fortune databases), a
+ * link to a folder already read (no cycles), anything that is neither a regular file nor a folder,
+ * empty files, and binary files (see corpus_is_binary; they are counted in CorpusInfo so the
+ * caller can warn). Files are joined in that order, with a '\n' added after a file that does not
+ * end in one. Fortune files' '%' record separator lines are kept as they are.
  *
  * Failures (each with a message naming the path and what to do): a missing path, a file that
- * cannot be read, a corpus with no bytes, and a corpus whose files are all binary.
+ * cannot be read, a symbolic link whose target is missing, a corpus with no bytes, and a corpus
+ * whose files are all binary.
  */
 #ifndef TAPEGRAD_DATA_CORPUS_H
 #define TAPEGRAD_DATA_CORPUS_H
@@ -47,10 +48,25 @@ bool corpus_is_binary(const char *bytes, size_t len);
 
 /* Whether a folder entry of this name is skipped (hidden, *.dat, *.u8). */
 bool corpus_skipped_name(const char *name);
-/* Calls fn(ctx, path) for every file of the folder `dir` in the order above (the skipped names,
- * symlinks to folders and what is neither file nor folder left out), stopping at the first
- * status that is not TG_OK, which it returns. */
+
+/* What corpus_walk leaves out of a folder, besides the files it hands over. */
+typedef enum {
+    CORPUS_SKIP_NAME,         /* a hidden name, *.dat or *.u8 */
+    CORPUS_SKIP_NOT_FILE,     /* a FIFO, socket or device, or a symbolic link to one: never opened */
+    CORPUS_SKIP_FOLDER_AGAIN, /* a folder already entered, reached again through a link (a cycle, or twice) */
+    CORPUS_SKIP_KINDS
+} CorpusSkip;
 typedef TgStatus (*CorpusFileFn)(void *ctx, const char *path);
-TgStatus corpus_walk(const char *dir, CorpusFileFn fn, void *ctx);
+/* what: "a FIFO", "a link to a character device", "a link to a folder already read, DIR/sub";
+ * "" for a skipped name */
+typedef void (*CorpusSkipFn)(void *ctx, const char *path, CorpusSkip why, const char *what);
+
+/* Calls fn(ctx, path) for every file of the folder `dir` in the order above, stopping at the first
+ * status that is not TG_OK, which it returns, and skipped(ctx, ...) (may be NULL) for every entry
+ * it leaves out. Symbolic links are followed, to files and to folders alike; a link to a folder
+ * already entered is skipped (so a cycle ends), and a link that cannot be followed (its target
+ * is missing: a missing shard) is an error naming it and its target. Nothing but lstat and stat
+ * touches an entry before fn is called, so a FIFO or a device never blocks the walk. */
+TgStatus corpus_walk(const char *dir, CorpusFileFn fn, CorpusSkipFn skipped, void *ctx);
 
 #endif

@@ -1,18 +1,24 @@
 /* Dataset folders (dataset.h): the manifest read back, and a dataset opened for reading. */
 #include "data/dataset.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "data/json_reader.h"
+#include "data/jsonl.h"
 #include "data/prepare.h"
 #include "lib/file_read.h"
 #include "lib/hash.h"
 #include "lib/path.h"
+#include "tapegrad/limits.h"
+#include "tapegrad/model.h"
 
 uint64_t dataset_fingerprint(uint64_t tokenizer_fingerprint, const DatasetSplit *train, const DatasetSplit *val) {
     uint64_t v[5] = {tokenizer_fingerprint, train->tokens, train->hash, val->tokens, val->hash};
@@ -36,113 +42,388 @@ typedef struct {
     size_t len;
 } ManifestText;
 
-static TgStatus bad(const ManifestText *t, const char *what) {
-    return tg_fail(TG_ERR_FORMAT, "%s: %s; prepare the dataset again (tapegrad prepare)", t->path, what);
+#define MAX_COUNT 9007199254740992.0 /* 2^53: every count is exact in a double */
+
+/* "PATH: FIELD WHAT; ...": the one refusal of a manifest, naming the member. */
+static TgStatus bad(const ManifestText *t, const char *field, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static TgStatus bad(const ManifestText *t, const char *field, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return tg_fail(TG_ERR_FORMAT, "%s: %s %s; the file was edited or damaged: prepare the dataset again (tapegrad prepare)",
+                   t->path, field, what);
+}
+
+/* The text of the value at c, for messages: the first 40 bytes. */
+static void value_text(JsonCursor *c, char *out, size_t cap) {
+    JsonType type = json_type(c);
+    size_t begin = c->pos;
+    JsonCursor end = *c;
+    json_skip(&end);
+    size_t n = end.pos - begin;
+    if (type == JSON_ARRAY || type == JSON_OBJECT) {
+        snprintf(out, cap, "%s", json_type_name(type));
+        return;
+    }
+    snprintf(out, cap, "%.*s%s", (int)(n < 40 ? n : 40), c->text + begin, n > 40 ? "..." : "");
+}
+
+/* A whole number in [lo, hi] into *v. */
+static TgStatus read_whole(const ManifestText *t, JsonCursor *c, const char *field, double lo, double hi, int64_t *v) {
+    char seen[64];
+    value_text(c, seen, sizeof seen);
+    if (json_type(c) != JSON_NUMBER) return bad(t, field, "is %s, not a number", seen);
+    double d = json_read_number(c);
+    if (!(d >= lo && d <= hi) || d != floor(d)) return bad(t, field, "is %s, not a whole number in [%.0f, %.0f]", seen, lo, hi);
+    *v = (int64_t)d;
+    return TG_OK;
+}
+
+static TgStatus read_count(const ManifestText *t, JsonCursor *c, const char *field, uint64_t *v) {
+    int64_t x;
+    TG_TRY(read_whole(t, c, field, 0, MAX_COUNT, &x));
+    *v = (uint64_t)x;
+    return TG_OK;
 }
 
 /* A 16-digit hex string into *v. */
-static bool read_hex(JsonCursor *c, uint64_t *v) {
-    if (json_type(c) != JSON_STRING) return false;
-    JsonString s = json_read_string(c);
-    if (s.raw_len != 16) return false;
+static TgStatus read_hex(const ManifestText *t, JsonCursor *c, const char *field, uint64_t *v) {
+    char seen[64];
+    value_text(c, seen, sizeof seen);
+    bool ok = json_type(c) == JSON_STRING;
+    JsonString s = ok ? json_read_string(c) : (JsonString){0};
+    ok = ok && s.raw_len == 16;
+    for (size_t i = 0; ok && i < 16; i++) ok = isxdigit((unsigned char)s.raw[i]) != 0;
+    if (!ok) return bad(t, field, "is %s, not 16 hex digits", seen);
     char buf[17];
     memcpy(buf, s.raw, 16);
     buf[16] = '\0';
-    char *end;
-    errno = 0;
-    *v = strtoull(buf, &end, 16);
-    return errno == 0 && *end == '\0' && buf[0] != '-' && buf[0] != '+' && buf[0] != ' ';
+    *v = strtoull(buf, NULL, 16);
+    return TG_OK;
 }
 
-/* A whole number in [0, 2^53] into *v. */
-static bool read_count(JsonCursor *c, uint64_t *v) {
-    if (json_type(c) != JSON_NUMBER) return false;
-    double d = json_read_number(c);
-    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(uint64_t)d) return false;
-    *v = (uint64_t)d;
-    return true;
+/* A string of at most cap - 1 bytes without a NUL into out. */
+static TgStatus read_text(const ManifestText *t, JsonCursor *c, const char *field, char *out, size_t cap) {
+    char seen[64];
+    value_text(c, seen, sizeof seen);
+    if (json_type(c) != JSON_STRING) return bad(t, field, "is %s, not a string", seen);
+    JsonString s = json_read_string(c);
+    char *buf = malloc(s.raw_len + 1);
+    if (!buf) return tg_fail(TG_ERR_NOMEM, "%s: no memory to read %s", t->path, field);
+    size_t n = json_decode(s, buf);
+    bool fits = n < cap && memchr(buf, '\0', n) == NULL;
+    if (fits) {
+        memcpy(out, buf, n);
+        out[n] = '\0';
+    }
+    free(buf);
+    return fits ? TG_OK : bad(t, field, "is longer than %zu bytes or holds a NUL", cap - 1);
 }
 
-/* {"tokens": N, "hash": "HEX", ...} */
-static TgStatus read_split(const ManifestText *t, JsonCursor *c, const char *name, DatasetSplit *s) {
-    char what[96];
-    snprintf(what, sizeof what, "\"%s\" is not an object with \"tokens\" and \"hash\"", name);
-    if (json_type(c) != JSON_OBJECT) return bad(t, what);
+/* An object's members: each of names[] once, and no other; *which the member at key. */
+typedef struct {
+    const ManifestText *t;
+    const char *object; /* "the manifest", "split", "sources[3]" */
+    const char *const *names;
+    int n;
+    unsigned seen, optional;
+} Members;
+
+static TgStatus member_of(Members *m, JsonString key, int *which) {
+    for (int i = 0; i < m->n; i++)
+        if (json_string_is(key, m->names[i])) {
+            if (m->seen & (1u << i)) return bad(m->t, m->object, "gives \"%s\" twice", m->names[i]);
+            m->seen |= 1u << i;
+            *which = i;
+            return TG_OK;
+        }
+    return bad(m->t, m->object, "has a member \"%.*s\" that prepare does not write", (int)(key.raw_len < 64 ? key.raw_len : 64),
+               key.raw);
+}
+
+static TgStatus members_end(const Members *m) {
+    for (int i = 0; i < m->n; i++)
+        if (!(m->seen & (1u << i)) && !(m->optional & (1u << i))) return bad(m->t, m->object, "has no \"%s\"", m->names[i]);
+    return TG_OK;
+}
+
+static TgStatus enter_object(const ManifestText *t, JsonCursor *c, const char *field) {
+    char seen[64];
+    value_text(c, seen, sizeof seen);
+    if (json_type(c) != JSON_OBJECT) return bad(t, field, "is %s, not an object", seen);
     json_enter(c);
+    return TG_OK;
+}
+
+static TgStatus enter_array(const ManifestText *t, JsonCursor *c, const char *field) {
+    char seen[64];
+    value_text(c, seen, sizeof seen);
+    if (json_type(c) != JSON_ARRAY) return bad(t, field, "is %s, not an array", seen);
+    json_enter(c);
+    return TG_OK;
+}
+
+/* A file of the dataset's folder: a plain name, nothing that leads out of it. */
+static TgStatus read_file_name(const ManifestText *t, JsonCursor *c, const char *field, char *out) {
+    TG_TRY(read_text(t, c, field, out, DATASET_FILE_NAME_CAP));
+    if (!out[0] || strchr(out, '/') || strcmp(out, ".") == 0 || strcmp(out, "..") == 0)
+        return bad(t, field, "is \"%s\", not the name of a file in the dataset's folder (a plain name, without '/')", out);
+    return TG_OK;
+}
+
+/* {"file": NAME, "tokens": N, "hash": "HEX"} */
+static TgStatus read_split(const ManifestText *t, JsonCursor *c, const char *name, DatasetSplit *s, char *file) {
+    static const char *const names[] = {"file", "tokens", "hash"};
+    Members m = {t, name, names, 3, 0, 0};
+    TG_TRY(enter_object(t, c, name));
     JsonString key;
-    int seen = 0;
+    char field[32];
     while (json_next_key(c, &key)) {
-        if (json_string_is(key, "tokens")) {
-            if (!read_count(c, &s->tokens)) return bad(t, what);
-            seen |= 1;
-        } else if (json_string_is(key, "hash")) {
-            if (!read_hex(c, &s->hash)) return bad(t, what);
-            seen |= 2;
+        int which;
+        TG_TRY(member_of(&m, key, &which));
+        snprintf(field, sizeof field, "%s.%s", name, names[which]);
+        if (which == 0) TG_TRY(read_file_name(t, c, field, file));
+        else if (which == 1) TG_TRY(read_count(t, c, field, &s->tokens));
+        else TG_TRY(read_hex(t, c, field, &s->hash));
+    }
+    return members_end(&m);
+}
+
+static void hash_id(Hash64 *h, int64_t id) {
+    unsigned char b[4] = {(unsigned char)id, (unsigned char)(id >> 8), (unsigned char)(id >> 16), (unsigned char)(id >> 24)};
+    hash64_update(h, b, 4);
+}
+
+/* [{"id": N, "text": "..."}, ...] */
+static TgStatus read_specials(const ManifestText *t, JsonCursor *c, DatasetManifest *m, int64_t *max_id) {
+    TG_TRY(enter_array(t, c, "tokenizer.special_tokens"));
+    Hash64 h;
+    hash64_init(&h, 0);
+    *max_id = -1;
+    while (json_next_item(c)) {
+        char object[64], field[80];
+        snprintf(object, sizeof object, "tokenizer.special_tokens[%" PRId64 "]", m->n_special_tokens);
+        static const char *const names[] = {"id", "text"};
+        Members mm = {t, object, names, 2, 0, 0};
+        TG_TRY(enter_object(t, c, object));
+        JsonString key;
+        while (json_next_key(c, &key)) {
+            int which;
+            TG_TRY(member_of(&mm, key, &which));
+            snprintf(field, sizeof field, "%s.%s", object, names[which]);
+            if (which == 0) {
+                int64_t id;
+                TG_TRY(read_whole(t, c, field, 0, TG_MAX_VOCAB - 1, &id));
+                hash_id(&h, id);
+                if (id > *max_id) *max_id = id;
+            } else {
+                char seen[64];
+                value_text(c, seen, sizeof seen);
+                if (json_type(c) != JSON_STRING) return bad(t, field, "is %s, not a string", seen);
+                json_skip(c);
+            }
+        }
+        TG_TRY(members_end(&mm));
+        m->n_special_tokens++;
+    }
+    m->special_ids_hash = hash64_final(&h);
+    return TG_OK;
+}
+
+/* {"kind": "bpe", "vocab_size": N, "fingerprint": "HEX", "special_tokens": [...]} */
+static TgStatus read_tokenizer(const ManifestText *t, JsonCursor *c, DatasetManifest *m) {
+    static const char *const names[] = {"kind", "vocab_size", "fingerprint", "special_tokens"};
+    Members mm = {t, "tokenizer", names, 4, 0, 0};
+    TG_TRY(enter_object(t, c, "tokenizer"));
+    JsonString key;
+    int64_t max_id = -1;
+    while (json_next_key(c, &key)) {
+        int which;
+        TG_TRY(member_of(&mm, key, &which));
+        if (which == 0) {
+            TG_TRY(read_text(t, c, "tokenizer.kind", m->tokenizer_kind, sizeof m->tokenizer_kind));
+            if (strcmp(m->tokenizer_kind, tg_tokenizer_kind_name(TG_TOKENIZER_CHAR)) != 0 &&
+                strcmp(m->tokenizer_kind, tg_tokenizer_kind_name(TG_TOKENIZER_BPE)) != 0)
+                return bad(t, "tokenizer.kind", "is \"%s\", not char or bpe", m->tokenizer_kind);
+        } else if (which == 1) {
+            TG_TRY(read_whole(t, c, "tokenizer.vocab_size", 1, TG_MAX_VOCAB, &m->vocab_size));
+        } else if (which == 2) {
+            TG_TRY(read_hex(t, c, "tokenizer.fingerprint", &m->tokenizer_fingerprint));
         } else {
-            json_skip(c);
+            TG_TRY(read_specials(t, c, m, &max_id));
         }
     }
-    return seen == 3 ? TG_OK : bad(t, what);
+    TG_TRY(members_end(&mm));
+    if (max_id >= m->vocab_size)
+        return bad(t, "tokenizer.special_tokens", "holds id %" PRId64 ", past the vocabulary of %" PRId64, max_id, m->vocab_size);
+    return TG_OK;
 }
 
-static TgStatus read_tokenizer(const ManifestText *t, JsonCursor *c, uint64_t *fingerprint) {
-    if (json_type(c) != JSON_OBJECT) return bad(t, "\"tokenizer\" is not an object");
-    json_enter(c);
+/* {"rule": DATASET_SPLIT_RULE, "val_fraction": F, "seq_len": N} */
+static TgStatus read_split_rule(const ManifestText *t, JsonCursor *c, DatasetManifest *m) {
+    static const char *const names[] = {"rule", "val_fraction", "seq_len"};
+    Members mm = {t, "split", names, 3, 0, 0};
+    TG_TRY(enter_object(t, c, "split"));
     JsonString key;
-    bool seen = false;
     while (json_next_key(c, &key)) {
-        if (json_string_is(key, "fingerprint")) {
-            if (!read_hex(c, fingerprint)) return bad(t, "the tokenizer's \"fingerprint\" is not 16 hex digits");
-            seen = true;
+        int which;
+        TG_TRY(member_of(&mm, key, &which));
+        char seen[64];
+        value_text(c, seen, sizeof seen);
+        if (which == 0) {
+            if (json_type(c) != JSON_STRING || !json_string_is(json_read_string(c), DATASET_SPLIT_RULE))
+                return bad(t, "split.rule", "is %s, not \"" DATASET_SPLIT_RULE "\"", seen);
+        } else if (which == 1) {
+            if (json_type(c) != JSON_NUMBER) return bad(t, "split.val_fraction", "is %s, not a number", seen);
+            m->val_fraction = json_read_number(c);
+            if (!(m->val_fraction > 0.0 && m->val_fraction < 1.0))
+                return bad(t, "split.val_fraction", "is %s, not a fraction in (0, 1)", seen);
         } else {
-            json_skip(c);
+            TG_TRY(read_whole(t, c, "split.seq_len", 1, TG_MODEL_MAX_SEQ, &m->seq_len));
         }
     }
-    return seen ? TG_OK : bad(t, "the tokenizer has no \"fingerprint\"");
+    return members_end(&mm);
+}
+
+/* The totals of the manifest's top level, checked against the sum over its sources. */
+enum { TOTAL_DOCUMENTS, TOTAL_TEXT_BYTES, TOTAL_FILE_BYTES, TOTAL_MALFORMED, TOTAL_EMPTY_TEXTS, TOTAL_BINARY, TOTALS };
+static const char *const TOTAL_NAMES[TOTALS] = {"documents", "text_bytes", "file_bytes", "malformed_lines", "empty_texts",
+                                                "binary_files"};
+
+static TgStatus add_total(const ManifestText *t, const char *field, uint64_t *sum, uint64_t v) {
+    if (__builtin_add_overflow(*sum, v, sum)) return bad(t, field, "add up past 2^64");
+    return TG_OK;
+}
+
+/* [{"path": P, "kind": K, "file_bytes": N, "text_bytes": N, "hash": "HEX", "documents": N, "malformed_lines": N}, ...] */
+static TgStatus read_sources(const ManifestText *t, JsonCursor *c, uint64_t sums[TOTALS], uint64_t *n_sources) {
+    TG_TRY(enter_array(t, c, "sources"));
+    static const char *const names[] = {"path", "kind", "file_bytes", "text_bytes", "hash", "documents", "malformed_lines"};
+    static const char *const kinds[] = {"text", "jsonl", "binary (skipped)"};
+    while (json_next_item(c)) {
+        char object[48], field[80];
+        snprintf(object, sizeof object, "sources[%" PRIu64 "]", *n_sources);
+        Members mm = {t, object, names, 7, 0, 0};
+        TG_TRY(enter_object(t, c, object));
+        JsonString key;
+        while (json_next_key(c, &key)) {
+            int which;
+            TG_TRY(member_of(&mm, key, &which));
+            snprintf(field, sizeof field, "%s.%s", object, names[which]);
+            char seen[64];
+            value_text(c, seen, sizeof seen);
+            uint64_t v;
+            if (which == 0) {
+                if (json_type(c) != JSON_STRING || json_read_string(c).raw_len == 0)
+                    return bad(t, field, "is %s, not a path", seen);
+            } else if (which == 1) {
+                bool known = false;
+                if (json_type(c) == JSON_STRING) {
+                    JsonString k = json_read_string(c);
+                    for (int i = 0; i < 3; i++) known = known || json_string_is(k, kinds[i]);
+                    if (json_string_is(k, kinds[2])) TG_TRY(add_total(t, "sources' binary files", &sums[TOTAL_BINARY], 1));
+                }
+                if (!known) return bad(t, field, "is %s, not \"text\", \"jsonl\" or \"binary (skipped)\"", seen);
+            } else if (which == 4) {
+                TG_TRY(read_hex(t, c, field, &v));
+            } else {
+                TG_TRY(read_count(t, c, field, &v));
+                int total = which == 2 ? TOTAL_FILE_BYTES : which == 3 ? TOTAL_TEXT_BYTES : which == 5 ? TOTAL_DOCUMENTS : TOTAL_MALFORMED;
+                TG_TRY(add_total(t, field, &sums[total], v));
+            }
+        }
+        TG_TRY(members_end(&mm));
+        ++*n_sources;
+    }
+    return TG_OK;
+}
+
+/* An array of at most `most` strings. */
+static TgStatus read_strings(const ManifestText *t, JsonCursor *c, const char *field, int most) {
+    TG_TRY(enter_array(t, c, field));
+    int n = 0;
+    while (json_next_item(c)) {
+        char seen[64];
+        value_text(c, seen, sizeof seen);
+        if (json_type(c) != JSON_STRING) return bad(t, field, "holds %s, not only strings", seen);
+        json_skip(c);
+        if (++n > most) return bad(t, field, "holds more than %d entries", most);
+    }
+    return TG_OK;
+}
+
+/* {"by_name": N, "not_files": N, "folders_again": N, "empty_files": N, "examples": [...]} */
+static TgStatus read_skipped(const ManifestText *t, JsonCursor *c) {
+    static const char *const names[] = {"by_name", "not_files", "folders_again", "empty_files", "examples"};
+    Members mm = {t, "skipped", names, 5, 0, 0};
+    TG_TRY(enter_object(t, c, "skipped"));
+    JsonString key;
+    while (json_next_key(c, &key)) {
+        int which;
+        TG_TRY(member_of(&mm, key, &which));
+        char field[48];
+        snprintf(field, sizeof field, "skipped.%s", names[which]);
+        uint64_t v;
+        if (which == 4) TG_TRY(read_strings(t, c, field, SOURCE_SKIP_KINDS * SOURCE_SKIPS_NAMED));
+        else TG_TRY(read_count(t, c, field, &v));
+    }
+    return members_end(&mm);
 }
 
 static TgStatus read_members(const ManifestText *t, DatasetManifest *m) {
+    enum { FORMAT, FINGERPRINT, RECIPE, RECIPE_FINGERPRINT, TOKENIZER, SPLIT, TRAIN, VAL, MALFORMED_EXAMPLES, SOURCES, SKIPPED,
+           FIRST_TOTAL };
+    static const char *const names[FIRST_TOTAL + TOTALS] = {
+        "format", "fingerprint", "recipe", "recipe_fingerprint", "tokenizer", "split", "train", "val", "malformed_examples",
+        "sources", "skipped", "documents", "text_bytes", "file_bytes", "malformed_lines", "empty_texts", "binary_files"};
+    Members mm = {t, "the manifest", names, FIRST_TOTAL + TOTALS, 0, 1u << SKIPPED}; /* "skipped": since issue 32 */
     JsonCursor c = json_cursor(t->text, t->len, 0);
-    if (json_type(&c) != JSON_OBJECT) return bad(t, "not a JSON object");
+    if (json_type(&c) != JSON_OBJECT) return bad(t, "the manifest", "is not a JSON object");
     json_enter(&c);
     JsonString key;
-    unsigned seen = 0;
+    uint64_t totals[TOTALS] = {0}, sums[TOTALS] = {0}, n_sources = 0;
     while (json_next_key(&c, &key)) {
-        unsigned bit = 0;
-        if (json_string_is(key, "format")) {
-            bit = 1;
+        int which;
+        TG_TRY(member_of(&mm, key, &which));
+        char seen[64];
+        value_text(&c, seen, sizeof seen);
+        switch (which) {
+        case FORMAT:
             if (json_type(&c) != JSON_STRING || !json_string_is(json_read_string(&c), DATASET_FORMAT))
-                return bad(t, "\"format\" is not \"" DATASET_FORMAT "\" (made by another version of tapegrad?)");
-        } else if (json_string_is(key, "fingerprint")) {
-            bit = 2;
-            if (!read_hex(&c, &m->fingerprint)) return bad(t, "\"fingerprint\" is not 16 hex digits");
-        } else if (json_string_is(key, "recipe_fingerprint")) {
-            bit = 4;
-            if (!read_hex(&c, &m->recipe_fingerprint)) return bad(t, "\"recipe_fingerprint\" is not 16 hex digits");
-        } else if (json_string_is(key, "recipe")) {
-            bit = 8;
-            if (json_type(&c) != JSON_STRING) return bad(t, "\"recipe\" is not a string");
-            JsonString s = json_read_string(&c);
-            if (s.raw_len >= sizeof m->recipe) return bad(t, "\"recipe\" is too long");
-            m->recipe[json_decode(s, m->recipe)] = '\0';
-        } else if (json_string_is(key, "tokenizer")) {
-            bit = 16;
-            TG_TRY(read_tokenizer(t, &c, &m->tokenizer_fingerprint));
-        } else if (json_string_is(key, "train")) {
-            bit = 32;
-            TG_TRY(read_split(t, &c, "train", &m->train));
-        } else if (json_string_is(key, "val")) {
-            bit = 64;
-            TG_TRY(read_split(t, &c, "val", &m->val));
-        } else {
-            json_skip(&c);
+                return bad(t, "format", "is %s, not \"" DATASET_FORMAT "\" (made by another version of tapegrad?)", seen);
+            break;
+        case FINGERPRINT: TG_TRY(read_hex(t, &c, "fingerprint", &m->fingerprint)); break;
+        case RECIPE: TG_TRY(read_text(t, &c, "recipe", m->recipe, sizeof m->recipe)); break;
+        case RECIPE_FINGERPRINT: TG_TRY(read_hex(t, &c, "recipe_fingerprint", &m->recipe_fingerprint)); break;
+        case TOKENIZER: TG_TRY(read_tokenizer(t, &c, m)); break;
+        case SPLIT: TG_TRY(read_split_rule(t, &c, m)); break;
+        case TRAIN: TG_TRY(read_split(t, &c, "train", &m->train, m->train_file)); break;
+        case VAL: TG_TRY(read_split(t, &c, "val", &m->val, m->val_file)); break;
+        case MALFORMED_EXAMPLES: TG_TRY(read_strings(t, &c, "malformed_examples", DOC_REPORTED_ERRORS)); break;
+        case SOURCES: TG_TRY(read_sources(t, &c, sums, &n_sources)); break;
+        case SKIPPED: TG_TRY(read_skipped(t, &c)); break;
+        default: TG_TRY(read_count(t, &c, names[which], &totals[which - FIRST_TOTAL])); break;
         }
-        if (seen & bit) return bad(t, "a member is given twice");
-        seen |= bit;
     }
-    if (seen != 127) return bad(t, "a member is missing (format, fingerprint, recipe, recipe_fingerprint, tokenizer, train, val)");
+    TG_TRY(members_end(&mm));
     if (dataset_fingerprint(m->tokenizer_fingerprint, &m->train, &m->val) != m->fingerprint)
-        return bad(t, "its fingerprint does not match its tokenizer and splits: the file was edited");
+        return bad(t, "fingerprint", "does not match the tokenizer's fingerprint and the splits' counts and hashes");
+    if (strcmp(m->train_file, m->val_file) == 0) return bad(t, "train.file and val.file", "are both \"%s\"", m->train_file);
+    size_t n_train, n_val;
+    if (m->train.tokens + m->val.tokens < m->train.tokens ||
+        corpus_split((size_t)(m->train.tokens + m->val.tokens), m->val_fraction, m->seq_len, &n_train, &n_val) != TG_OK ||
+        n_train != m->train.tokens || n_val != m->val.tokens) {
+        tg_error_clear();
+        return bad(t, "split",
+                   "(val_fraction %.17g, seq_len %" PRId64 ") does not give the splits' counts (train %" PRIu64 ", val %" PRIu64 ")",
+                   m->val_fraction, m->seq_len, m->train.tokens, m->val.tokens);
+    }
+    if (n_sources == 0) return bad(t, "sources", "is empty");
+    for (int i = 0; i < TOTALS; i++)
+        if (i != TOTAL_EMPTY_TEXTS && totals[i] != sums[i])
+            return bad(t, TOTAL_NAMES[i], "is %" PRIu64 ", but the sources' add up to %" PRIu64, totals[i], sums[i]);
     return TG_OK;
 }
 
@@ -177,6 +458,23 @@ static TgStatus open_split(Dataset *d, const char *file, const DatasetSplit *wan
     return TG_OK;
 }
 
+/* The tokenizer the manifest describes (its fingerprint matched: this catches an edited manifest). */
+static TgStatus check_tokenizer(const Dataset *d) {
+    const DatasetManifest *m = &d->manifest;
+    Hash64 h;
+    hash64_init(&h, 0);
+    for (int32_t k = 0; k < d->tok.n_added; k++) hash_id(&h, d->tok.added[k].id);
+    const char *kind = tg_tokenizer_kind_name(d->tok.kind), *what = NULL;
+    if (strcmp(kind, m->tokenizer_kind) != 0) what = "kind";
+    else if (d->tok.vocab_size != m->vocab_size) what = "vocab_size";
+    else if (d->tok.n_added != m->n_special_tokens || hash64_final(&h) != m->special_ids_hash) what = "special_tokens";
+    if (!what) return TG_OK;
+    return tg_fail(TG_ERR_FORMAT,
+                   "%s/%s: tokenizer.%s is not that of the dataset's tokenizer (%s, %" PRId32 " ids, %" PRId32
+                   " special tokens); the file was edited or damaged: prepare the dataset again (tapegrad prepare)",
+                   d->dir, DATASET_MANIFEST_FILE, what, kind, d->tok.vocab_size, d->tok.n_added);
+}
+
 TgStatus dataset_open(const char *dir, bool want_train, Dataset *d) {
     memset(d, 0, sizeof *d);
     d->train.fd = d->val.fd = -1;
@@ -187,8 +485,9 @@ TgStatus dataset_open(const char *dir, bool want_train, Dataset *d) {
     if (s == TG_OK) s = tg_tokenizer_load(path, &d->tok);
     if (s == TG_OK && d->tok.fingerprint != d->manifest.tokenizer_fingerprint)
         s = tg_fail(TG_ERR_MISMATCH, "%s is not the tokenizer the dataset %s was prepared with; prepare it again", path, dir);
-    if (s == TG_OK && want_train) s = open_split(d, PREPARE_TRAIN_FILE, &d->manifest.train, &d->train);
-    if (s == TG_OK) s = open_split(d, PREPARE_VAL_FILE, &d->manifest.val, &d->val);
+    if (s == TG_OK) s = check_tokenizer(d);
+    if (s == TG_OK && want_train) s = open_split(d, d->manifest.train_file, &d->manifest.train, &d->train);
+    if (s == TG_OK) s = open_split(d, d->manifest.val_file, &d->manifest.val, &d->val);
     if (s != TG_OK) dataset_close(d);
     return s;
 }

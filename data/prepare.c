@@ -23,6 +23,7 @@
 #include "lib/json_write.h"
 #include "lib/memory.h"
 #include "lib/path.h"
+#include "tapegrad/model.h"
 #include "tapegrad/pool.h"
 
 void prepare_options_default(PrepareOptions *opt) {
@@ -109,16 +110,72 @@ static DocOptions doc_options(const PrepareOptions *opt, bool whole) {
     return (DocOptions){.text_field = opt->text_field, .strict = opt->strict, .whole_documents = whole};
 }
 
+/* ChatML's markers (<|im_start|>, <|im_end|>) that the BPE being trained does not reserve, counted
+ * in the text as it is read: without --special-tokens each is encoded as several byte-level ids.
+ * A marker holds no '\n', so no cut between a text's pieces (sources.h) falls inside one, but
+ * the cut of a 64 MiB stretch without a newline. */
+typedef struct {
+    char **names;
+    int32_t n;
+    bool watched[8];
+    uint64_t found[8];
+} Markers;
+
+static TgStatus markers_begin(Markers *m, char *const *reserved, int32_t n_reserved) {
+    memset(m, 0, sizeof *m);
+    TG_TRY(tokenizer_specials_parse("chatml", &m->names, &m->n));
+    TG_CHECK(m->n <= 8, "ChatML has %d markers", (int)m->n);
+    for (int32_t i = 0; i < m->n; i++) {
+        m->watched[i] = true;
+        for (int32_t k = 0; k < n_reserved; k++)
+            if (strcmp(m->names[i], reserved[k]) == 0) m->watched[i] = false;
+    }
+    return TG_OK;
+}
+
+/* Each marker starts with '<': memchr finds the candidates, so text without '<' costs one scan. */
+static void markers_count(Markers *m, const char *text, size_t len) {
+    for (const char *p = text, *end = text + len; (p = memchr(p, '<', (size_t)(end - p))) != NULL; p++)
+        for (int32_t i = 0; i < m->n; i++) {
+            size_t n = strlen(m->names[i]);
+            if (m->watched[i] && (size_t)(end - p) >= n && memcmp(p, m->names[i], n) == 0) m->found[i]++;
+        }
+}
+
+/* One line, when the text held markers the tokenizer does not reserve. */
+static void markers_report(const Markers *m, const PrepareOptions *opt, const MessageSink *sink) {
+    char found[256] = "", missing[256] = "";
+    size_t nf = 0, nm = 0;
+    for (int32_t i = 0; i < m->n; i++) {
+        if (!m->watched[i] || m->found[i] == 0) continue;
+        nf += (size_t)snprintf(found + nf, nf < sizeof found ? sizeof found - nf : 0, "%s%" PRIu64 " %s", nf ? " and " : "",
+                               m->found[i], m->names[i]);
+        nm += (size_t)snprintf(missing + nm, nm < sizeof missing ? sizeof missing - nm : 0, ",%s", m->names[i]);
+    }
+    if (nf == 0) return;
+    bool given = opt->special_tokens && *opt->special_tokens;
+    message_emit(sink, MESSAGE_WARNING,
+                 "the texts hold %s, which this BPE encodes as several byte-level ids each, not as markers: "
+                 "%s%s%s%s makes each a single id",
+                 found, given ? "--special-tokens '" : "--special-tokens chatml", given ? opt->special_tokens : "",
+                 given ? missing : "", given ? "'" : "");
+}
+
+static void markers_end(Markers *m) { tokenizer_specials_free(m->names, m->n); }
+
 /* Counts what the tokenizer is trained on, then trains it. */
 static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, const PrepareReporter *rep,
                                 PrepareResult *res, TgTokenizer *tok) {
     char **names = NULL;
     int32_t n_names = 0;
     BpeCounter *counter = NULL;
+    Markers markers = {0};
     if (opt->kind == TG_TOKENIZER_BPE) {
         TG_TRY(tokenizer_specials_parse(opt->special_tokens, &names, &n_names));
         TgStatus st = bpe_counter_new(TG_TOKENIZER_SPLIT_GPT2, names, n_names, &counter);
+        if (st == TG_OK) st = markers_begin(&markers, names, n_names);
         tokenizer_specials_free(names, n_names);
+        if (st != TG_OK) bpe_counter_free(counter);
         TG_TRY(st);
     }
     bool seen[256] = {false};
@@ -134,8 +191,10 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
         bool got;
         st = doc_reader_next(&reader, &piece, &got);
         if (st != TG_OK || !got) break;
-        if (counter) bpe_counter_add(counter, piece.text, piece.len);
-        else
+        if (counter) {
+            bpe_counter_add(counter, piece.text, piece.len);
+            markers_count(&markers, piece.text, piece.len);
+        } else
             for (size_t i = 0; i < piece.len; i++) seen[(unsigned char)piece.text[i]] = true;
         progress_report(&progress, doc_reader_disk_bytes(&reader), false);
     }
@@ -164,6 +223,8 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
         st = tg_tokenizer_char_train(bytes, (size_t)n, tok);
     }
     res->tokenizer_seconds = clock_seconds() - t0;
+    if (st == TG_OK) markers_report(&markers, opt, &sink);
+    markers_end(&markers);
     bpe_counter_free(counter);
     return st;
 }
@@ -311,6 +372,10 @@ static uint64_t recipe_fingerprint(const char *recipe, const char *root, const S
     return r ? r : 1;
 }
 
+/* Text that may hold bytes that are not UTF-8 (a file's name) or be cut inside a character
+ * (a kept message), as JSON a strict reader takes. */
+static void write_text(FILE *f, const char *s) { json_write_bytes(f, s, strlen(s)); }
+
 static void write_split(FILE *f, const char *name, const char *file, const DatasetSplit *s) {
     fprintf(f, ",\n  \"%s\": {\"file\": \"%s\", \"tokens\": %" PRIu64, name, file, s->tokens);
     hex_field(f, "hash", s->hash, true);
@@ -332,7 +397,7 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
     fputs(",\n  ", f);
     hex_field(f, "fingerprint", res->fingerprint, false);
     fputs(",\n  \"recipe\": ", f);
-    json_write_string(f, recipe);
+    write_text(f, recipe);
     fputs(",\n  ", f);
     hex_field(f, "recipe_fingerprint", res->recipe_fingerprint, false);
     fprintf(f, ",\n  \"tokenizer\": {\"kind\": \"%s\", \"vocab_size\": %" PRId32, tg_tokenizer_kind_name(tok->kind),
@@ -342,15 +407,12 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
     for (int32_t k = 0; k < tok->n_added; k++) {
         size_t len;
         const uint8_t *b = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
-        char name[TG_TOKENIZER_MAX_SPECIAL_BYTES + 1];
-        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name - 1 ? len : sizeof name - 1), (const char *)b);
         fprintf(f, "%s{\"id\": %" PRId32 ", \"text\": ", k ? ", " : "", tok->added[k].id);
-        json_write_string(f, name);
+        json_write_bytes(f, (const char *)b, len);
         fputs("}", f);
     }
     fputs("]}", f);
-    fprintf(f, ",\n  \"split\": {\"rule\": \"the last val_fraction of the token stream is val\", \"val_fraction\": %.17g, "
-               "\"seq_len\": %" PRId64 "}",
+    fprintf(f, ",\n  \"split\": {\"rule\": \"%s\", \"val_fraction\": %.17g, \"seq_len\": %" PRId64 "}", DATASET_SPLIT_RULE,
             opt->val_fraction, opt->seq_len);
     write_split(f, "train", PREPARE_TRAIN_FILE, train);
     write_split(f, "val", PREPARE_VAL_FILE, val);
@@ -361,19 +423,29 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
     fputs(",\n  \"malformed_examples\": [", f);
     for (int i = 0; i < reader->n_errors; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
-        json_write_string(f, reader->errors[i]);
+        write_text(f, reader->errors[i]);
     }
     fputs("],\n  \"sources\": [", f);
     for (size_t i = 0; i < list->count; i++) {
         const Source *s = &list->items[i];
         fputs(i ? ",\n    {\"path\": " : "\n    {\"path\": ", f);
-        json_write_string(f, s->path);
+        write_text(f, s->path);
         fprintf(f, ", \"kind\": \"%s\", \"file_bytes\": %" PRIu64 ", \"text_bytes\": %" PRIu64,
                 s->binary ? "binary (skipped)" : s->kind == SOURCE_JSONL ? "jsonl" : "text", s->file_bytes, s->text_bytes);
         hex_field(f, "hash", s->hash, true);
         fprintf(f, ", \"documents\": %" PRIu64 ", \"malformed_lines\": %" PRIu64 "}", s->documents, s->malformed_lines);
     }
-    fputs("]}\n", f);
+    const SourceSkips *k = list->skipped;
+    fprintf(f, "],\n  \"skipped\": {\"by_name\": %zu, \"not_files\": %zu, \"folders_again\": %zu, \"empty_files\": %zu, \"examples\": [",
+            k[SOURCE_SKIP_NAME].count, k[SOURCE_SKIP_NOT_FILE].count, k[SOURCE_SKIP_FOLDER_AGAIN].count,
+            k[SOURCE_SKIP_EMPTY].count);
+    int examples = 0;
+    for (int kind = 0; kind < SOURCE_SKIP_KINDS; kind++)
+        for (size_t i = 0; i < k[kind].count && i < SOURCE_SKIPS_NAMED; i++) {
+            fputs(examples++ ? ", " : "", f);
+            write_text(f, k[kind].first[i]);
+        }
+    fputs("]}}\n", f);
     return atomic_file_commit(&af);
 }
 
@@ -386,6 +458,8 @@ static TgStatus check_options(const PrepareOptions *opt) {
         size_t a, b; /* refuse bad split settings before the slow part */
         return corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
     }
+    if (opt->seq_len > TG_MODEL_MAX_SEQ) /* what a manifest may record (dataset.h) */
+        return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " is past the longest context, %d", opt->seq_len, (int)TG_MODEL_MAX_SEQ);
     if (opt->special_tokens && *opt->special_tokens && (opt->kind != TG_TOKENIZER_BPE || opt->tokenizer_json))
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE that tapegrad trains; an imported "
                                    "tokenizer has its own added tokens, a char tokenizer none");
@@ -407,6 +481,7 @@ static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, 
     res->files = list->count, res->files_empty = list->files_empty, res->file_bytes = list->file_bytes;
     message_emit(&sink, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
         (double)list->file_bytes / (1 << 20));
+    sources_report_skips(list, sources, &sink);
     if (opt->tokenizer_json) {
         double t0 = clock_seconds();
         TG_TRY(tokenizer_hf_load(opt->tokenizer_json, tok));
@@ -454,7 +529,13 @@ static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, 
     token_store_close(&d.train);
     token_store_close(&d.val);
     TG_TRY(st);
-    return write_manifest(dir, opt, sources, list, &reader, tok, &train, &val, res);
+    TG_TRY(write_manifest(dir, opt, sources, list, &reader, tok, &train, &val, res));
+    /* read back by the reader every run uses, so a manifest prepare writes is one it accepts */
+    DatasetManifest *back = malloc(sizeof *back);
+    if (!back) return tg_fail(TG_ERR_NOMEM, "no memory to read the manifest back");
+    st = dataset_manifest_read(dir, back);
+    free(back);
+    return st;
 }
 
 TgStatus prepare_into(const PrepareOptions *opt, const char *dir, const PrepareReporter *rep, PrepareResult *result,
@@ -520,24 +601,38 @@ static bool folder_is_empty(const char *dir) {
     return empty;
 }
 
-/* An existing out_dir: the same dataset (*same), an empty folder, or refused. */
-static TgStatus check_existing(const PrepareOptions *opt, const char *sources, const char *out_dir, bool *same) {
+/* An existing out_dir: the same dataset, whole (*same, its manifest in *m), an empty folder, or
+ * refused. "Whole" is what a run opening it would find: dataset_open, the one check. */
+static TgStatus check_existing(const PrepareOptions *opt, const char *sources, const char *out_dir, bool *same,
+                               DatasetManifest *m) {
     *same = false;
     struct stat sb;
     if (stat(out_dir, &sb) != 0) return TG_OK;
     if (S_ISDIR(sb.st_mode) && folder_is_empty(out_dir)) return TG_OK;
     if (!S_ISDIR(sb.st_mode) || !dataset_is_dataset(out_dir))
         return tg_fail(TG_ERR_IO, "%s exists and is not a dataset folder: give --out a new path (or an empty folder)", out_dir);
-    DatasetManifest m;
-    TG_TRY(dataset_manifest_read(out_dir, &m));
-    char recipe[DATASET_RECIPE_CAP];
-    prepare_recipe(opt, recipe, sizeof recipe);
-    if (strcmp(recipe, m.recipe) != 0)
-        return tg_fail(TG_ERR_IO, "%s holds another dataset, prepared with %s; this asks for %s: give --out another path, or remove it",
-                       out_dir, m.recipe, recipe);
+    Dataset d;
+    TgStatus st = dataset_manifest_read(out_dir, &d.manifest);
+    if (st == TG_OK) {
+        char recipe[DATASET_RECIPE_CAP];
+        prepare_recipe(opt, recipe, sizeof recipe);
+        if (strcmp(recipe, d.manifest.recipe) != 0)
+            return tg_fail(TG_ERR_IO,
+                           "%s holds another dataset, prepared with %s; this asks for %s: give --out another path, or remove it",
+                           out_dir, d.manifest.recipe, recipe);
+        st = dataset_open(out_dir, true, &d);
+        if (st == TG_OK) {
+            *m = d.manifest;
+            dataset_close(&d);
+        }
+    }
+    if (st != TG_OK) /* prepare writes a folder whole or not at all, never into one: the user removes it */
+        return tg_fail(st, "%s holds a dataset that cannot be opened: %s. prepare writes no file into an existing folder: "
+                           "remove %s and prepare again, or give --out another path",
+                       out_dir, tg_error_message(), out_dir);
     uint64_t fp;
     TG_TRY(current_recipe_fingerprint(opt, sources, &fp));
-    if (fp != m.recipe_fingerprint)
+    if (fp != m->recipe_fingerprint)
         return tg_fail(TG_ERR_IO,
                        "%s holds a dataset of the same recipe but other sources (the files under %s differ from those "
                        "it was prepared from: see its %s): give --out another path, or remove it",
@@ -556,21 +651,22 @@ TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const P
     TG_TRY(check_options(opt));
     const char *sources = opt->sources ? opt->sources : corpus_default_path();
     bool same;
-    TG_TRY(check_existing(opt, sources, out_dir, &same));
-    if (same) {
-        DatasetManifest m;
-        TG_TRY(dataset_manifest_read(out_dir, &m));
-        res->fingerprint = m.fingerprint, res->recipe_fingerprint = m.recipe_fingerprint;
-        res->n_train = m.train.tokens, res->n_val = m.val.tokens, res->n_tokens = m.train.tokens + m.val.tokens;
+    DatasetManifest *m = malloc(sizeof *m); /* 32 KiB of recipe: not on the stack */
+    if (!m) return tg_fail(TG_ERR_NOMEM, "no memory to read %s's manifest", out_dir);
+    TgStatus st = check_existing(opt, sources, out_dir, &same, m);
+    if (st == TG_OK && same) {
+        res->fingerprint = m->fingerprint, res->recipe_fingerprint = m->recipe_fingerprint;
+        res->n_train = m->train.tokens, res->n_val = m->val.tokens, res->n_tokens = m->train.tokens + m->val.tokens;
         if (already) *already = true;
-        return TG_OK;
     }
+    free(m);
+    if (st != TG_OK || same) return st;
     char parent[TG_PATH_CAP], temp[TG_PATH_CAP];
     path_folder(out_dir, parent, sizeof parent);
     TG_TRY(make_folders(parent));
     TG_TRY(path_format(temp, sizeof temp, "%s.tmp-XXXXXX", out_dir));
     if (!mkdtemp(temp)) return tg_fail(TG_ERR_IO, "cannot create a folder beside %s: %s", out_dir, strerror(errno));
-    TgStatus st = prepare_into(opt, temp, rep, res, NULL);
+    st = prepare_into(opt, temp, rep, res, NULL);
     if (st == TG_OK) {
         mode_t mask = umask(0);
         umask(mask);

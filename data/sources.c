@@ -12,6 +12,12 @@
 
 /* ---- listing ------------------------------------------------------------------------------- */
 
+/* path inside root, as a message shows it: "sub/x" for root "DIR" and path "DIR/sub/x" */
+static const char *relative_name(const char *root, const char *path) {
+    size_t n = strlen(root);
+    return strncmp(path, root, n) == 0 && path[n] == '/' ? path + n + 1 : path;
+}
+
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -22,12 +28,29 @@ bool sources_name_is_jsonl(const char *name) {
            ends_with(name, ".ndjson.gz");
 }
 
+static void note_skip(SourceList *l, SourceSkip why, const char *path, const char *what) {
+    SourceSkips *k = &l->skipped[why];
+    if (k->count < SOURCE_SKIPS_NAMED)
+        snprintf(k->first[k->count], sizeof k->first[0], "%s%s%s%s", path, *what ? " (" : "", what, *what ? ")" : "");
+    k->count++;
+}
+
+static void skipped_entry(void *ctx, const char *path, CorpusSkip why, const char *what) {
+    _Static_assert(SOURCE_SKIP_NAME == (int)CORPUS_SKIP_NAME && SOURCE_SKIP_NOT_FILE == (int)CORPUS_SKIP_NOT_FILE &&
+                       SOURCE_SKIP_FOLDER_AGAIN == (int)CORPUS_SKIP_FOLDER_AGAIN && SOURCE_SKIP_EMPTY == (int)CORPUS_SKIP_KINDS,
+                   "SourceSkip begins with CorpusSkip's kinds");
+    note_skip(ctx, (SourceSkip)why, path, what);
+}
+
 static TgStatus add_source(void *ctx, const char *path) {
     SourceList *l = ctx;
     struct stat sb;
     if (stat(path, &sb) != 0) return tg_fail(TG_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) /* replaced since the walk saw it */
+        return tg_fail(TG_ERR_IO, "corpus entry %s is no longer a regular file", path);
     if (sb.st_size == 0) {
         l->files_empty++;
+        note_skip(l, SOURCE_SKIP_EMPTY, path, "");
         return TG_OK;
     }
     if (l->count == l->cap) {
@@ -52,7 +75,7 @@ TgStatus sources_list(const char *path, SourceList *l) {
                        "corpus path %s: %s; give a text or JSONL file (gzip-compressed or not) or a folder of them",
                        path, strerror(errno));
     TgStatus s;
-    if (S_ISDIR(sb.st_mode)) s = corpus_walk(path, add_source, l);
+    if (S_ISDIR(sb.st_mode)) s = corpus_walk(path, add_source, skipped_entry, l);
     else if (S_ISREG(sb.st_mode)) s = add_source(l, path);
     else s = tg_fail(TG_ERR_ARG, "corpus path %s is neither a regular file nor a folder", path);
     if (s == TG_OK && l->count == 0)
@@ -63,6 +86,30 @@ TgStatus sources_list(const char *path, SourceList *l) {
                                 : tg_fail(TG_ERR_FORMAT, "corpus file %s is empty: give a file with some text in it", path);
     if (s != TG_OK) sources_free(l);
     return s;
+}
+
+void sources_report_skips(const SourceList *l, const char *path, const MessageSink *sink) {
+    static const struct {
+        MessageLevel level;
+        const char *what, *rule;
+    } kinds[SOURCE_SKIP_KINDS] = {
+        [SOURCE_SKIP_NAME] = {MESSAGE_NOTE, "by name", "hidden names, *.dat and *.u8 are not read"},
+        [SOURCE_SKIP_NOT_FILE] = {MESSAGE_WARNING, "neither files nor folders",
+                                  "FIFOs, sockets and devices are never opened: copy the data into a file"},
+        [SOURCE_SKIP_FOLDER_AGAIN] = {MESSAGE_WARNING, "folders reached a second time", "each folder is read once"},
+        [SOURCE_SKIP_EMPTY] = {MESSAGE_NOTE, "empty files", "they hold no document"},
+    };
+    for (int k = 0; k < SOURCE_SKIP_KINDS; k++) {
+        const SourceSkips *s = &l->skipped[k];
+        if (s->count == 0) continue;
+        char names[3 * sizeof s->first[0] + 32] = "";
+        size_t n = 0, shown = s->count < SOURCE_SKIPS_NAMED ? s->count : SOURCE_SKIPS_NAMED;
+        for (size_t i = 0; i < shown && n < sizeof names; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", relative_name(path, s->first[i]));
+        if (s->count > shown && n < sizeof names) snprintf(names + n, sizeof names - n, ", and %zu more", s->count - shown);
+        message_emit(sink, kinds[k].level, "%s: %zu entr%s skipped, %s: %s; %s", path, s->count, s->count == 1 ? "y" : "ies",
+                     kinds[k].what, names, kinds[k].rule);
+    }
 }
 
 void sources_free(SourceList *l) {

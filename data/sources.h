@@ -1,7 +1,9 @@
 /* The sources of a dataset, read as a stream of documents.
  *
  * A source path is a file or a folder; a folder is walked as data/corpus.h says (name order,
- * hidden files, *.dat and *.u8 skipped), so a folder of several files is a mixture. Each file is
+ * symbolic links followed, each folder once; hidden files, *.dat and *.u8 skipped; FIFOs, sockets
+ * and devices never opened; a link whose target is missing an error), so a folder of several
+ * files is a mixture. Every entry left out is counted and named (SourceList.skipped). Each file is
  *   - JSON Lines when its name ends in .jsonl or .ndjson (with .gz after it or not): one document
  *     per line, the string member `text_field` of each line's object (data/jsonl.h's rules; a
  *     line without it, or one that is not a JSON object, is malformed);
@@ -30,6 +32,7 @@
 
 #include "data/file_stream.h"
 #include "data/jsonl.h"
+#include "lib/messages.h"
 #include "tapegrad/error.h"
 
 enum { DOC_PIECE_BYTES = 1 << 20, DOC_MAX_PIECE_BYTES = 64 << 20, DOC_REPORTED_ERRORS = 5 };
@@ -48,17 +51,39 @@ typedef struct Source {
     bool binary, read;     /* skipped as binary; read to its end */
 } Source;
 
+/* Why an entry of a folder is not in the list (data/corpus.h's CorpusSkip, then empty files). */
+typedef enum {
+    SOURCE_SKIP_NAME,         /* a hidden name, *.dat or *.u8 */
+    SOURCE_SKIP_NOT_FILE,     /* a FIFO, socket or device, or a link to one */
+    SOURCE_SKIP_FOLDER_AGAIN, /* a folder reached a second time, through a link (a cycle) */
+    SOURCE_SKIP_EMPTY,        /* an empty file */
+    SOURCE_SKIP_KINDS
+} SourceSkip;
+enum { SOURCE_SKIPS_NAMED = 3 };
+
+typedef struct SourceSkips {
+    size_t count;
+    char first[SOURCE_SKIPS_NAMED][512]; /* "DIR/pipe (a FIFO)": the first ones, for messages */
+} SourceSkips;
+
 typedef struct SourceList {
     Source *items;
     size_t count, cap;
     uint64_t file_bytes;   /* the sum over the files */
-    size_t files_empty;    /* empty files, not listed */
+    size_t files_empty;    /* empty files, not listed (skipped[SOURCE_SKIP_EMPTY].count) */
+    SourceSkips skipped[SOURCE_SKIP_KINDS];
 } SourceList;
 
-/* Lists the files of `path` (a file or a folder). Refuses a missing path, a folder with no
- * non-empty file and an empty file, naming them. */
+/* Lists the files of `path` (a file or a folder; symbolic links followed as data/corpus.h's
+ * corpus_walk says), counting and naming every entry it leaves out in list->skipped. Refuses a
+ * missing path, a folder with no non-empty file, an empty file and a link whose target is
+ * missing, naming them. */
 TgStatus sources_list(const char *path, SourceList *list);
 void sources_free(SourceList *list);
+/* The entries list->skipped holds, one message each through sink (lib/messages.h): a warning
+ * for what could have been data (a FIFO, a device, a folder linked twice), a note for empty
+ * files and the names the folder rule skips. `path` is the path given to sources_list. */
+void sources_report_skips(const SourceList *list, const char *path, const MessageSink *sink);
 /* Whether a file of this name is read as JSON Lines. */
 bool sources_name_is_jsonl(const char *name);
 

@@ -54,21 +54,26 @@ Test(corpus, folder_order_and_skipped_names) {
     free(text);
 }
 
-Test(corpus, symlinks_to_files_are_read_and_to_folders_skipped) {
+Test(corpus, symlinks_are_followed_and_each_folder_read_once) {
     write_str("real/x.txt", "x\n");
+    char *outside = datagen_tempdir();
+    datagen_write(outside, "y.txt", "y\n", 2);
     char *target = datagen_path(dir, "real/x.txt"), *link1 = datagen_path(dir, "link.txt");
-    char *real = datagen_path(dir, "real"), *link2 = datagen_path(dir, "loop");
+    char *link2 = datagen_path(dir, "loop"), *link3 = datagen_path(dir, "m-outside");
     cr_assert_eq(symlink(target, link1), 0);
-    cr_assert_eq(symlink(dir, link2), 0); /* would recurse forever if followed */
+    cr_assert_eq(symlink(dir, link2), 0); /* would recurse forever if followed twice */
+    cr_assert_eq(symlink(outside, link3), 0);
     char *text;
     size_t len;
     assert_ok(corpus_read(dir, &text, &len));
-    cr_expect_str_eq(text, "x\nx\n");
+    cr_expect_str_eq(text, "x\ny\nx\n", "link.txt, then the linked folder's y.txt, then real/x.txt");
     free(text);
-    free(target);
-    free(link1);
-    free(real);
-    free(link2);
+    /* a link whose target is gone is an error naming it */
+    char *dangling = datagen_path(dir, "n-missing.txt");
+    cr_assert_eq(symlink("gone.txt", dangling), 0);
+    assert_fails(corpus_read(dir, &text, &len), TG_ERR_IO, "n-missing.txt is a symbolic link to gone.txt, which does not exist");
+    datagen_remove_tree(outside);
+    free(outside), free(dangling), free(target), free(link1), free(link2), free(link3);
 }
 
 Test(corpus, single_file) {
