@@ -192,9 +192,11 @@ static TgStatus prepare(Prep *p, const char *dir) {
     if (s == TG_OK) s = tokfile_writer_open(&p->masks, path, SFT_MASK_VALUES, opt->tok->fingerprint);
     p->masks_open = s == TG_OK;
     MessageSink sink = sink_of(p->rep);
-    if (s == TG_OK)
+    if (s == TG_OK) {
+        sources_report_skips(&list, opt->sources, &sink);
         message_emit(&sink, MESSAGE_INFO, "preparing conversations from %s: %zu file%s, %.1f MiB", opt->sources, list.count,
                      list.count == 1 ? "" : "s", (double)list.file_bytes / (1 << 20));
+    }
     for (size_t i = 0; s == TG_OK && i < list.count; i++) s = read_file(p, list.items[i].path);
     sources_free(&list);
     if (s == TG_OK) {

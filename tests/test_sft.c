@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckptutil.h"
@@ -800,4 +801,26 @@ Test(sft_cli, damaged_conversation_files_are_refused_on_resume, .init = setup, .
     cr_expect(strstr(out, "they are prepared together and must agree"), "%s", out);
     free(out);
     free(bytes), free(val_bytes), free(mask), free(val), free(base), free(data), free(run);
+}
+
+/* A folder of conversations is walked as prepare walks one (data/sources.h): a FIFO in it is
+ * never opened and is named in a warning, a dangling link is an error naming it. */
+Test(sft_cli, a_folder_of_conversations_names_what_it_skips, .init = setup, .fini = teardown, .timeout = 60) {
+    char *base = base_run("--special-tokens chatml"), *data = conversations_file(), *run = datagen_path(dir, "run"), *out = NULL;
+    char *folder = datagen_path(dir, "chats"), *moved = datagen_path(folder, "a.jsonl"), *fifo = datagen_path(folder, "pipe");
+    cr_assert_eq(mkdir(folder, 0755), 0);
+    cr_assert_eq(rename(data, moved), 0);
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    int rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 96 --steps 2 --eval-every 0 --out %s", base,
+                      folder, run);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "warning: ") && strstr(out, "pipe (a FIFO)"), "%s", out);
+    free(out);
+    char *link = datagen_path(folder, "b.jsonl"), *run2 = datagen_path(dir, "run2");
+    cr_assert_eq(symlink("/nonexistent/b.jsonl", link), 0);
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 96 --steps 2 --out %s", base, folder, run2);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "b.jsonl is a symbolic link to /nonexistent/b.jsonl, which does not exist"), "%s", out);
+    free(out);
+    free(base), free(data), free(run), free(folder), free(moved), free(fifo), free(link), free(run2);
 }
