@@ -75,11 +75,13 @@ TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *mod
     /* the narrowest targeted linear bounds the rank */
     int narrowest = -1;
     int64_t side = 0, out = 0, in = 0;
+    bool some_fit = false; /* a targeted linear wide enough for the rank */
     for (int t = 0; t < TG_LORA_TARGET_COUNT; t++) {
         int64_t o, i;
         target_shape(model, t, &o, &i);
-        if ((c->targets & (1u << t)) && (narrowest < 0 || (o < i ? o : i) < side))
-            narrowest = t, side = o < i ? o : i, out = o, in = i;
+        if (!(c->targets & (1u << t))) continue;
+        some_fit |= c->rank <= (o < i ? o : i);
+        if (narrowest < 0 || (o < i ? o : i) < side) narrowest = t, side = o < i ? o : i, out = o, in = i;
     }
     if (narrowest >= 0 && c->rank > side)
         return tg_fail(TG_ERR_ARG,
@@ -88,7 +90,7 @@ TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *mod
                        "%lld%s",
                        (long long)c->rank, (long long)side, target_names[narrowest], (long long)out, (long long)in,
                        (long long)side, (long long)side,
-                       c->targets != (1u << narrowest) ? " or leave that projection out of --lora-targets" : "");
+                       some_fit ? ", or leave the narrower projections out of --lora-targets" : "");
     return TG_OK;
 }
 
