@@ -224,7 +224,7 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
         run_close(&run);
         return cli_exit("ckpt export", s);
     }
-    if (s == TG_OK) tg_lora_merge(&run.model); /* a LoRA run exports as its base with the adapters folded in */
+    if (s == TG_OK) s = run_merge_weights(&run.model, run.last_checkpoint); /* a LoRA run exports merged */
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
     /* a run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as eos */

@@ -63,7 +63,9 @@ TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_
 
 void prepare_recipe(const PrepareOptions *opt, char *out, size_t cap) {
     size_t n;
-    if (opt->tokenizer_json) {
+    if (opt->tokenizer_file) {
+        n = (size_t)snprintf(out, cap, "tokenizer %s", opt->tokenizer_file);
+    } else if (opt->tokenizer_json) {
         const char *slash = strrchr(opt->tokenizer_json, '/');
         n = (size_t)snprintf(out, cap, "imported tokenizer %s", slash ? slash + 1 : opt->tokenizer_json);
     } else if (opt->kind == TG_TOKENIZER_CHAR) {
@@ -460,14 +462,15 @@ static TgStatus check_options(const PrepareOptions *opt) {
     }
     if (opt->seq_len > TG_MODEL_MAX_SEQ) /* what a manifest may record (dataset.h) */
         return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " is past the longest context, %d", opt->seq_len, (int)TG_MODEL_MAX_SEQ);
-    if (opt->special_tokens && *opt->special_tokens && (opt->kind != TG_TOKENIZER_BPE || opt->tokenizer_json))
+    bool given = opt->tokenizer_json || opt->tokenizer_file;
+    if (opt->special_tokens && *opt->special_tokens && (opt->kind != TG_TOKENIZER_BPE || given))
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE that tapegrad trains; an imported "
                                    "tokenizer has its own added tokens, a char tokenizer none");
     char **names;
     int32_t n;
     TG_TRY(tokenizer_specials_parse(opt->special_tokens, &names, &n));
     tokenizer_specials_free(names, n);
-    if (opt->kind == TG_TOKENIZER_BPE && !opt->tokenizer_json && opt->vocab_size < TG_TOKENIZER_BPE_FIRST_MERGE + n)
+    if (opt->kind == TG_TOKENIZER_BPE && !given && opt->vocab_size < TG_TOKENIZER_BPE_FIRST_MERGE + n)
         return tg_fail(TG_ERR_ARG, "vocab_size %" PRId32 " is too small for a byte-level BPE tokenizer: it needs at least %" PRId32
                                    " (256 bytes + <eot>%s)",
                        opt->vocab_size, TG_TOKENIZER_BPE_FIRST_MERGE + n, n ? " + the special tokens" : "");
@@ -482,9 +485,9 @@ static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, 
     message_emit(&sink, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
         (double)list->file_bytes / (1 << 20));
     sources_report_skips(list, sources, &sink);
-    if (opt->tokenizer_json) {
+    if (opt->tokenizer_json || opt->tokenizer_file) {
         double t0 = clock_seconds();
-        TG_TRY(tokenizer_hf_load(opt->tokenizer_json, tok));
+        TG_TRY(opt->tokenizer_file ? tg_tokenizer_load(opt->tokenizer_file, tok) : tokenizer_hf_load(opt->tokenizer_json, tok));
         res->tokenizer_seconds = clock_seconds() - t0;
     } else {
         TG_TRY(train_tokenizer(opt, list, rep, res, tok));

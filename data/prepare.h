@@ -7,7 +7,7 @@
  * (the output does not depend on their number: each piece is encoded alone and the results are
  * joined in order; each thread keeps the ids of the chunks it merged, about 8,000 of the first it
  * meets, and copies them when they come again), and appends them to train.tok as they come. An imported tokenizer
- * (tokenizer_json) needs only the second pass. Each document ends with exactly one <eot>: it is
+ * (tokenizer_json, or a run's tokenizer_file) needs only the second pass. Each document ends with exactly one <eot>: it is
  * appended unless the document's own last token already is one (a text ending in
  * "<|endoftext|>"); named special tokens in the text are single ids.
  *
@@ -43,6 +43,7 @@ typedef struct PrepareOptions {
     const char *sources;          /* file or folder; NULL means corpus_default_path() */
     TgTokenizerKind kind;         /* TG_TOKENIZER_CHAR or TG_TOKENIZER_BPE */
     const char *tokenizer_json;   /* not NULL: import this Hugging Face tokenizer.json instead of training */
+    const char *tokenizer_file;   /* not NULL: encode with this tokenizer.txt (a run's) instead of training */
     int32_t vocab_size;           /* BPE only (>= 257 + the specials) */
     const char *special_tokens;   /* BPE only: "chatml" or a comma list (tokenizer.h), or NULL */
     const char *text_field;       /* JSONL: the member holding each document (NULL: "text") */

@@ -322,9 +322,14 @@ Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .f
                   strstr(config, "[\"q_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"]"),
               "%s", config);
     free(config), free(peft), free(st_path), free(config_path);
-    /* never over a run's files */
+    /* never over a run's files, and the message says so (a merge writes nothing to resume) */
     rc = ckpt_cli(&out, "ckpt merge %s --out %s", straight, base);
-    cr_expect_eq(rc, 2, "%s", out);
+    cr_expect(rc == 2 && strstr(out, "holds another run") && strstr(out, "name a new folder"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt merge %s --out %s/", straight, straight);
+    cr_expect(rc == 2 && strstr(out, "is the LoRA run being merged") && strstr(out, "never into a run's folder") &&
+                  strstr(out, "straight-merged, say") && !strstr(out, "--resume"),
+              "%s", out);
     free(out);
     rc = ckpt_cli(&out, "ckpt merge %s --out %s", base, merged);
     cr_expect_neq(rc, 0, "%s", out);
@@ -347,6 +352,12 @@ Test(lora_cli, bad_combinations_are_refused_and_leave_nothing, .init = setup, .f
         {"--init-from BASE --lora-rank 4 --lora-targets q,attn", "unknown target 'attn'"},
         {"--init-from BASE --lora-alpha 16", "add --lora-rank R"},
         {"--init-from BASE --lora-rank 4 --lora-alpha 0", "--lora-alpha must be above 0"},
+        /* alpha scales every update: a scale that overflows (or vanishes in) a float is refused */
+        {"--init-from BASE --lora-rank 4 --lora-alpha 1e308", "--lora-alpha must be in [0, 8192], got 1e308"},
+        {"--init-from BASE --lora-rank 4 --lora-alpha 1e-4", "--lora-alpha must be in [0.001, 8192]"},
+        /* B A of a 64 x 64 projection has rank 64 at most: a larger rank is all cost */
+        {"--init-from BASE --lora-rank 1000", "--lora-rank 1000 is above 64, the smaller side of the q projection (64 x 64)"},
+        {"--init-from BASE --lora-rank 65 --lora-targets down", "--lora-rank 65 is above 64, the smaller side of the down projection (64 x 176)"},
         {"--init-from BASE --lora-rank 4 --log-grads 1", "drop --log-grads"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -364,7 +375,8 @@ Test(lora_cli, bad_combinations_are_refused_and_leave_nothing, .init = setup, .f
 }
 
 /* The base a LoRA run's run.txt names was replaced by another model after the run: every command
- * that opens the run refuses, naming the adapter, the base and both weight fingerprints. */
+ * that opens the run refuses, naming the missing checkpoint and run.txt; a checkpoint of the same
+ * name holding other weights is refused naming the adapter, the base and both weight fingerprints. */
 Test(lora_cli, a_replaced_base_is_refused_naming_both, .init = setup, .fini = teardown, .timeout = 60) {
     char *base = datagen_path(dir, "base"), *other = datagen_path(dir, "other"), *data = conversations();
     char *run = datagen_path(dir, "run"), *out = NULL;
@@ -391,16 +403,271 @@ Test(lora_cli, a_replaced_base_is_refused_naming_both, .init = setup, .fini = te
     free(out);
     datagen_remove_tree(base);
     cr_assert_eq(rename(other, base), 0);
+    char *named = datagen_path(base, "ckpt-00000001.tgck"), *others = datagen_path(base, "ckpt-00000002.tgck");
     static const char *const commands[] = {"eval --run %s --threads 1", "sft --resume %s --steps 3", "ckpt export %s --gguf-adapter %s.gguf"};
+    for (int replaced = 0; replaced < 2; replaced++) {
+        if (replaced) { /* the name run.txt records, holding the other run's weights */
+            size_t len;
+            uint8_t *bytes = ckpt_read_file(others, &len);
+            ckpt_write_file(named, bytes, len);
+            free(bytes);
+        }
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+            char cmd[4096];
+            snprintf(cmd, sizeof cmd, commands[i], run, run);
+            rc = ckpt_cli(&out, "%s", cmd);
+            cr_expect_neq(rc, 0, "%s", cmd);
+            if (replaced)
+                cr_expect(strstr(out, "was trained on a base whose weights have fingerprint") && strstr(out, named) &&
+                              strstr(out, "no other checkpoint in"),
+                          "%s:\n%s", cmd, out);
+            else
+                cr_expect(strstr(out, named) && strstr(out, "is missing") && strstr(out, "named in its run.txt (--init-from)"),
+                          "%s:\n%s", cmd, out);
+            free(out);
+        }
+    }
+    free(named), free(others);
+    free(base), free(other), free(data), free(run);
+}
+
+/* A base (a chatml BPE trained `steps` steps, a checkpoint after each) and a LoRA run on it
+ * (`lora_flags`, 2 steps of tapegrad sft). */
+static void base_and_lora(const char *base, int steps, const char *run, const char *lora_flags) {
+    char *data = conversations(), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 320 --special-tokens chatml --steps %d "
+                            "--ckpt-every 1 --eval-every 0 --out %s", corpus, steps, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --seq 64 --steps 2 --eval-every 0 %s --out %s", base,
+                  data, lora_flags, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    free(data);
+}
+
+/* `eval --run RUN`'s val loss, as printed; the test fails with the output when it does not run. */
+static char *val_loss_of(const char *run) {
+    char *out = NULL;
+    int rc = ckpt_cli(&out, "eval --run %s --threads 1", run);
+    cr_assert_eq(rc, 0, "eval --run %s:\n%s", run, out);
+    const char *at = strstr(out, "\"val_loss\":");
+    cr_assert(at, "%s", out);
+    char *v = strndup(at, strcspn(at, ","));
+    free(out);
+    return v;
+}
+
+/* run.txt with `line` (a prefix, "--init-from ") replaced by `with` ("" drops it) */
+static void edit_run_txt(const char *run, const char *line, const char *with) {
+    char *path = datagen_path(run, "run.txt"), *text = ckpt_read_text(path), *at = strstr(text, line);
+    cr_assert(at, "%s holds no %s:\n%s", path, line, text);
+    char edited[8192];
+    const char *end = strchr(at, '\n') + 1;
+    int n = snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - text), text, with, end);
+    datagen_write(run, "run.txt", edited, (size_t)n);
+    free(text), free(path);
+}
+
+/* The base trained on after the LoRA run (`train --resume base --steps 4`): run.txt names the
+ * checkpoint the adapters were trained on, which is still in the folder, so every command opens
+ * the run as before; a run.txt of before (naming the folder) finds it among the folder's
+ * checkpoints. Once the base's --keep removed it, the message names the missing file and run.txt. */
+Test(lora_cli, a_base_that_trained_on_still_opens_its_lora_runs, .init = setup, .fini = teardown, .timeout = 120) {
+    char *base = datagen_path(dir, "base"), *run = datagen_path(dir, "lora"), *out = NULL;
+    base_and_lora(base, 2, run, "--lora-rank 2");
+    char *before = val_loss_of(run);
+    char *real = realpath(base, NULL), expect[4096];
+    snprintf(expect, sizeof expect, "--init-from %s/ckpt-00000002.tgck\n--init-fingerprint ", real);
+    char *run_txt_path = datagen_path(run, "run.txt"), *run_txt = ckpt_read_text(run_txt_path);
+    cr_expect(strstr(run_txt, expect), "run.txt names the base's checkpoint and its fingerprint:\n%s", run_txt);
+    int rc = ckpt_cli(&out, "train --resume %s --steps 4", base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *after = val_loss_of(run);
+    cr_expect_str_eq(after, before, "the adapters opened on another base");
+    free(after);
+    rc = ckpt_cli(&out, "chat --run %s --message hi --tokens 4", run);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    char *merged = datagen_path(dir, "merged");
+    rc = ckpt_cli(&out, "ckpt merge %s --out %s", run, merged);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    /* a run.txt written before runs named the checkpoint: the folder, no fingerprint */
+    char folder_line[4096];
+    snprintf(folder_line, sizeof folder_line, "--init-from %s\n", real);
+    edit_run_txt(run, "--init-from ", folder_line);
+    edit_run_txt(run, "--init-fingerprint ", "");
+    after = val_loss_of(run);
+    cr_expect_str_eq(after, before, "an older run.txt's base was not found in its folder");
+    free(after);
+    /* the base trains on until its --keep 3 removes ckpt-00000002.tgck */
+    rc = ckpt_cli(&out, "train --resume %s --steps 6", base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "eval --run %s --threads 1", run);
+    cr_expect(rc != 0 && strstr(out, "no other checkpoint in"), "%s", out);
+    free(out);
+    datagen_write(run, "run.txt", run_txt, strlen(run_txt));
+    static const char *const commands[] = {"eval --run %s --threads 1", "chat --run %s --message hi --tokens 4", "ckpt merge %s --out %s-2"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         char cmd[4096];
-        snprintf(cmd, sizeof cmd, commands[i], run, run);
+        snprintf(cmd, sizeof cmd, commands[i], run, merged);
         rc = ckpt_cli(&out, "%s", cmd);
-        cr_expect_neq(rc, 0, "%s", cmd);
-        cr_expect(strstr(out, "was trained on a base whose weights have fingerprint") && strstr(out, base) &&
-                      strstr(out, "ckpt-00000002.tgck"),
+        cr_expect(rc == 1 && strstr(out, "base/ckpt-00000002.tgck is missing: it is the base of the LoRA run") &&
+                      strstr(out, "named in its run.txt (--init-from)"),
                   "%s:\n%s", cmd, out);
         free(out);
     }
-    free(base), free(other), free(data), free(run);
+    free(before), free(real), free(run_txt), free(run_txt_path), free(merged);
+    free(base), free(run);
+}
+
+/* A run records its LoRA values resolved (alpha 2 x rank, the targets in order), and a resume
+ * compares the flags given with those: the run's own values are accepted, in any order, also
+ * against a run.txt written before runs recorded them (alpha 0, no targets). */
+Test(lora_cli, a_resume_accepts_the_run_s_own_lora_values, .init = setup, .fini = teardown, .timeout = 120) {
+    char *base = datagen_path(dir, "base"), *run = datagen_path(dir, "lora"), *out = NULL;
+    base_and_lora(base, 1, run, "--lora-rank 4");
+    char *run_txt_path = datagen_path(run, "run.txt"), *run_txt = ckpt_read_text(run_txt_path);
+    cr_expect(strstr(run_txt, "--lora-alpha 8\n--lora-targets q,k,v,o,gate,up,down\n"), "%s", run_txt);
+    static const struct {
+        const char *flags;
+        int rc;
+        const char *says;
+    } cases[] = {
+        {"--lora-alpha 8 --lora-targets q,k,v,o,gate,up,down", 0, "resuming at step"},
+        {"--lora-rank 4 --lora-targets down,up,gate,o,v,k,q", 0, "resuming at step"},
+        {"--lora-alpha 16", 2, "--lora-alpha 16 differs from the resumed run's 8;"},
+        {"--lora-targets v,q", 2, "--lora-targets q,v differs from the resumed run's q,k,v,o,gate,up,down;"},
+    };
+    for (int old = 0; old < 2; old++) {
+        if (old) { /* as a run.txt of before records the defaults */
+            edit_run_txt(run, "--lora-alpha ", "--lora-alpha 0\n");
+            edit_run_txt(run, "--lora-targets ", "");
+        }
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            int rc = ckpt_cli(&out, "sft --resume %s --steps %d %s", run, 3 + 2 * old + (int)i, cases[i].flags);
+            cr_expect_eq(rc, cases[i].rc, "%s%s: exit %d\n%s", old ? "(older run.txt) " : "", cases[i].flags, rc, out);
+            cr_expect(strstr(out, cases[i].says), "%s%s:\n%s", old ? "(older run.txt) " : "", cases[i].flags, out);
+            free(out);
+        }
+    }
+    free(run_txt), free(run_txt_path), free(base), free(run);
+}
+
+/* Rewrites the adapter checkpoint `path`'s tag as `tag` (a well-formed one, so that only its
+ * values are wrong). */
+static void retag(const char *path, const char *tag) {
+    size_t len;
+    uint8_t *raw = ckpt_raw_read(path, &len);
+    uint16_t old_len;
+    memcpy(&old_len, raw + CKPT_OFF_COUNT, 2);
+    size_t rest = CKPT_OFF_COUNT + 2 + old_len, new_len = strlen(tag);
+    uint8_t *edited = malloc(len + new_len);
+    memcpy(edited, raw, CKPT_OFF_COUNT);
+    uint16_t n = (uint16_t)new_len;
+    memcpy(edited + CKPT_OFF_COUNT, &n, 2);
+    memcpy(edited + CKPT_OFF_COUNT + 2, tag, new_len);
+    memcpy(edited + CKPT_OFF_COUNT + 2 + new_len, raw + rest, len - rest);
+    ckpt_raw_write(path, edited, len - rest + CKPT_OFF_COUNT + 2 + new_len);
+    free(raw), free(edited);
+}
+
+/* Every element of the weight record `name` set to `value` (a constant: the same bytes whether or
+ * not the stream's floats are byte-shuffled). */
+static void fill_record(uint8_t *raw, size_t len, const char *name, float value) {
+    CkptRecord rec;
+    cr_assert(ckpt_raw_find(raw, len, name, CHECKPOINT_KIND_WEIGHT, &rec), "no record %s", name);
+    size_t data = rec.shape + 8 * rec.ndim, n = (rec.end - data) / 4;
+    uint32_t flags;
+    memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
+    uint8_t bytes[4];
+    memcpy(bytes, &value, 4);
+    for (size_t i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) raw[(flags & CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + i : data + 4 * i + b] = bytes[b];
+}
+
+/* An adapter whose tag says alpha 1e308 (or a rank above its base's width) is refused by every
+ * command that reads it; finite adapters whose merged product overflows a float are refused by
+ * the merge and the exports that merge, naming the tensor, and nothing is written. */
+Test(lora_cli, adapters_that_overflow_are_refused_by_every_command, .init = setup, .fini = teardown, .timeout = 120) {
+    char *base = datagen_path(dir, "base"), *run = datagen_path(dir, "lora"), *out = NULL;
+    base_and_lora(base, 1, run, "--lora-rank 4");
+    char *ckpt = datagen_path(run, "ckpt-00000002.tgck"), *merged = datagen_path(dir, "merged");
+    CheckpointInfo info;
+    assert_ok(checkpoint_read_header(ckpt, &info));
+    const char *fingerprint = strstr(info.tag, " b");
+    cr_assert(fingerprint, "%s", info.tag);
+    size_t len;
+    uint8_t *original = ckpt_raw_read(ckpt, &len);
+    static const char *const commands[] = {"chat --run %s --message hi", "eval --run %s --threads 1", "ckpt merge %s --out %s",
+                                           "ckpt export %s --gguf-adapter %s.gguf", "ckpt export %s --peft %s-peft"};
+    char tag[64];
+    for (int t = 0; t < 2; t++) {
+        if (t == 0) snprintf(tag, sizeof tag, "lora r4 a%.17g t7f%s", 1e308, fingerprint);
+        else snprintf(tag, sizeof tag, "lora r65 a8 t7f%s", fingerprint); /* the tiny preset's linears are 64 wide */
+        retag(ckpt, tag);
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+            char cmd[4096];
+            snprintf(cmd, sizeof cmd, commands[i], run, merged);
+            int rc = ckpt_cli(&out, "%s", cmd);
+            cr_expect(rc == 1 && strstr(out, ckpt) && strstr(out, t == 0 ? "is not one tapegrad writes" : "does not fit its base"),
+                      "tag '%s', %s: exit %d\n%s", tag, cmd, rc, out);
+            free(out);
+        }
+    }
+    cr_expect(access(merged, F_OK) != 0, "a refused merge wrote %s", merged);
+    /* finite weights whose product (alpha / r) B A is beyond a float */
+    uint8_t *raw = malloc(len);
+    memcpy(raw, original, len);
+    fill_record(raw, len, "model.layers.0.self_attn.q_proj.lora_A.weight", 1e3f);
+    fill_record(raw, len, "model.layers.0.self_attn.q_proj.lora_B.weight", 3e38f);
+    ckpt_raw_write(ckpt, raw, len);
+    static const char *const merging[] = {"ckpt merge %s --out %s", "ckpt export %s --hf %s-hf", "ckpt export %s --gguf %s.gguf"};
+    for (size_t i = 0; i < sizeof merging / sizeof merging[0]; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, merging[i], run, merged);
+        int rc = ckpt_cli(&out, "%s", cmd);
+        cr_expect(rc == 1 && strstr(out, "gives model.layers.0.self_attn.q_proj.weight[0] = inf") && strstr(out, ckpt) &&
+                      strstr(out, "nothing was written"),
+                  "%s: exit %d\n%s", cmd, rc, out);
+        free(out);
+    }
+    cr_expect(access(merged, F_OK) != 0, "a refused merge wrote %s", merged);
+    free(raw), free(original), free(ckpt), free(merged), free(base), free(run);
+}
+
+/* `tapegrad train --init-from RUN --data NEW --lora-rank R`: continued pretraining as a LoRA run
+ * on that run's weights, encoded with its tokenizer; stopped and resumed, bitwise the run that
+ * never stopped. */
+Test(lora_cli, train_from_a_run_trains_adapters_on_it_and_resumes_bitwise, .init = setup, .fini = teardown, .timeout = 120) {
+    char *base = datagen_path(dir, "base"), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 320 --steps 2 --eval-every 0 --out %s",
+                      corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *text = datagen_prose(11, 20000);
+    datagen_write(dir, "new.txt", text, strlen(text));
+    free(text);
+    char *data = datagen_path(dir, "new.txt"), *straight = datagen_path(dir, "straight"), *split = datagen_path(dir, "split");
+    const char *flags = CKPT_TEST_FLAGS " --steps 6 --eval-every 2 --lr 1e-2 --lora-rank 4 --lora-targets q,v";
+    rc = ckpt_cli(&out, "train %s --init-from %s --data %s --out %s", flags, base, data, straight);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "LoRA rank 4, alpha 8 on q,v") && strstr(out, "weights from"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train %s --init-from %s --data %s --stop-after 3 --out %s", flags, base, data, split);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train --resume %s", split);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "resuming at step 3 of 6"), "%s", out);
+    free(out);
+    ckpt_expect_same_metrics(straight, split, 3, 3);
+    expect_same_adapters(straight, split);
+    rc = ckpt_cli(&out, "ckpt info %s", straight);
+    cr_expect(rc == 0 && strstr(out, "adapters     LoRA rank 4, alpha 8 on q,v") && !strstr(out, "embed_tokens"), "%s", out);
+    free(out);
+    free(base), free(data), free(straight), free(split);
 }

@@ -766,9 +766,6 @@ Test(sft_cli, what_cannot_be_fine_tuned_is_refused_saying_why, .init = setup, .f
     rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --data %s --out %s", data, out_dir);
     cr_expect(rc == 2 && strstr(out, "give --init-from RUN"), "%s", out);
     free(out);
-    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --init-from %s --data %s --out %s", base, corpus, out_dir);
-    cr_expect(rc == 2 && strstr(out, "names a run: train continues a run with --resume"), "%s", out);
-    free(out);
     rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --out %s", base, corpus, out_dir);
     cr_expect(rc == 1 && strstr(out, "holds 0 conversations to train on"), "text is no conversations:\n%s", out);
     free(out);

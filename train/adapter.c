@@ -51,7 +51,11 @@ TgStatus adapter_load(const char *path, TgModel *model, const char *base_name, u
         return tg_fail(TG_ERR_MISMATCH,
                        "the adapter %s was trained with tokenizer %016" PRIx64 "; the base %s has tokenizer %016" PRIx64,
                        path, h.tokenizer_fingerprint, base_name, tokenizer_fingerprint);
-    TG_TRY(tg_lora_config_validate(&cfg, &model->cfg));
+    if (tg_lora_config_validate(&cfg, &model->cfg) != TG_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", tg_error_message());
+        return tg_fail(TG_ERR_FORMAT, "%s: its tag '%s' does not fit its base (%s); the file is corrupt", path, h.tag, why);
+    }
     tg_lora_attach(model, &cfg, 0);
     TgStatus s = checkpoint_load_store(path, &model->lora->params, &model->cfg, h.tag, info);
     if (s != TG_OK) tg_lora_free(model);

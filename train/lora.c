@@ -52,15 +52,45 @@ void tg_lora_targets_format(uint32_t targets, char *buf, size_t cap) {
         if (targets & (1u << t)) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? "," : "", target_names[t]);
 }
 
+/* The (out, in) of the linear target t adapts in a model of config c (train/model.c builds them):
+ * q and o dim x dim, k and v kv_dim x dim, gate and up hidden x dim, down dim x hidden. */
+static void target_shape(const TgModelConfig *c, int t, int64_t *out, int64_t *in) {
+    int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);
+    bool ffn_in = t == TG_LORA_GATE || t == TG_LORA_UP;
+    *out = t == TG_LORA_K || t == TG_LORA_V ? kv_dim : ffn_in ? c->hidden : c->dim;
+    *in = t == TG_LORA_DOWN ? c->hidden : c->dim;
+}
+
 TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *model) {
     if (c->rank < 1 || c->rank > TG_LORA_MAX_RANK)
         return tg_fail(TG_ERR_ARG, "--lora-rank must be in [1, %d], got %lld", TG_LORA_MAX_RANK, (long long)c->rank);
-    if (!(c->alpha > 0) || !isfinite(c->alpha))
-        return tg_fail(TG_ERR_ARG, "--lora-alpha must be a finite number above 0, got %g", c->alpha);
+    if (!(c->alpha >= TG_LORA_MIN_ALPHA && c->alpha <= TG_LORA_MAX_ALPHA))
+        return tg_fail(TG_ERR_ARG, "--lora-alpha must be in [%g, %d] (the update is scaled by alpha / rank), got %g",
+                       TG_LORA_MIN_ALPHA, TG_LORA_MAX_ALPHA, c->alpha);
     if (!c->targets || (c->targets & ~TG_LORA_ALL_TARGETS))
         return tg_fail(TG_ERR_ARG, "--lora-targets must name some of q,k,v,o,gate,up,down");
-    if (model && model->ffn != TG_FFN_SWIGLU && (c->targets & (1u << TG_LORA_UP)))
+    if (!model) return TG_OK;
+    if (model->ffn != TG_FFN_SWIGLU && (c->targets & (1u << TG_LORA_UP)))
         return tg_fail(TG_ERR_ARG, "--lora-targets up: a ReLU FFN has no up projection; drop it");
+    /* the narrowest targeted linear bounds the rank */
+    int narrowest = -1;
+    int64_t side = 0, out = 0, in = 0;
+    bool some_fit = false; /* a targeted linear wide enough for the rank */
+    for (int t = 0; t < TG_LORA_TARGET_COUNT; t++) {
+        int64_t o, i;
+        target_shape(model, t, &o, &i);
+        if (!(c->targets & (1u << t))) continue;
+        some_fit |= c->rank <= (o < i ? o : i);
+        if (narrowest < 0 || (o < i ? o : i) < side) narrowest = t, side = o < i ? o : i, out = o, in = i;
+    }
+    if (narrowest >= 0 && c->rank > side)
+        return tg_fail(TG_ERR_ARG,
+                       "--lora-rank %lld is above %lld, the smaller side of the %s projection (%lld x %lld): B A has "
+                       "rank %lld at most, so a larger rank adds parameters and nothing else; use a rank of at most "
+                       "%lld%s",
+                       (long long)c->rank, (long long)side, target_names[narrowest], (long long)out, (long long)in,
+                       (long long)side, (long long)side,
+                       some_fit ? ", or leave the narrower projections out of --lora-targets" : "");
     return TG_OK;
 }
 

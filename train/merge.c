@@ -2,6 +2,7 @@
  * as a new run folder holding a whole model's checkpoint (train/merge.h). */
 #include "train/merge.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ static TgStatus write_merged(Run *run, const char *dir, char *ckpt_out, size_t c
     TG_TRY(path_join(path, sizeof path, dir, PREPARE_TOKENIZER_FILE));
     TG_TRY(tg_tokenizer_save(&run->tok, path));
     TG_TRY(copy_val_files(run->dir, dir));
-    tg_lora_merge(&run->model);
+    TG_TRY(run_merge_weights(&run->model, run->last_checkpoint));
     CheckpointSource src = checkpoint_source_of(&run->model, run->tok.fingerprint, &run->state);
     float *zeros = tg_calloc(src.layout->total + 1, sizeof(float));
     src.m = src.v = zeros;
@@ -57,7 +58,42 @@ static TgStatus write_merged(Run *run, const char *dir, char *ckpt_out, size_t c
     return s;
 }
 
+TgStatus run_merge_weights(TgModel *model, const char *source) {
+    if (!model->lora) return TG_OK;
+    double scale = model->lora->cfg.alpha / (double)model->lora->cfg.rank;
+    tg_lora_merge(model);
+    for (int i = 0; i < model->params.count; i++) {
+        const TgTensor *t = model->params.tensors[i];
+        for (int64_t j = 0; j < t->numel; j++)
+            if (!isfinite(t->data[j]))
+                return tg_fail(TG_ERR_FORMAT,
+                               "merging the adapters of %s gives %s[%lld] = %g: (alpha / rank = %g) B A overflows a "
+                               "float there, so the merged model would hold non-finite weights; nothing was written "
+                               "(the adapters were trained past what a float holds, or the file was altered)",
+                               source, t->name, (long long)j, (double)t->data[j], scale);
+    }
+    return TG_OK;
+}
+
+/* The folder a merge writes: never a run's, the one it merges included (a merge writes nothing
+ * into a run, so there is nothing to resume there). */
+static TgStatus check_out(const char *out_dir, const char *source_dir) {
+    if (!run_folder_is_run(out_dir)) return TG_OK;
+    char *a = realpath(out_dir, NULL), *b = realpath(source_dir, NULL);
+    bool same = a && b && strcmp(a, b) == 0;
+    free(a), free(b);
+    size_t n = strlen(out_dir);
+    while (n > 1 && out_dir[n - 1] == '/') n--;
+    return tg_fail(TG_ERR_ARG,
+                   "--out %s %s: ckpt merge writes the merged model into a new run folder and never into a run's "
+                   "folder; name a new folder (--out %.*s-merged, say)",
+                   out_dir, same ? "is the LoRA run being merged" : "holds another run", (int)n, out_dir);
+}
+
 TgStatus run_merge_adapter(const char *source, const char *out_dir, char *merged, size_t cap) {
+    char source_dir[TG_PATH_CAP];
+    TG_TRY(run_folder_locate(source, source_dir, sizeof source_dir));
+    TG_TRY(check_out(out_dir, source_dir));
     Run run;
     TG_TRY(run_open_existing(source, &run));
     TgStatus s = TG_OK;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "tapegrad/error.h"
+#include "tapegrad/model.h"
 
 /* Opens the LoRA run `source` (a run folder or an adapter checkpoint in one, with the base its
  * run.txt names), folds its adapters into the base (W += (alpha / r) B A) and writes a new run
@@ -13,5 +14,9 @@
  * which every command reads as any run's. *merged receives the folder's path. A source without
  * adapters is refused (TG_ERR_ARG). */
 TgStatus run_merge_adapter(const char *source, const char *out_dir, char *merged, size_t cap);
+/* Folds the model's adapters into its base (tg_lora_merge; nothing without adapters), then
+ * refuses (TG_ERR_FORMAT, naming the tensor, an element and `source`) weights that are not
+ * finite: adapters whose product overflows a float would give a model no command opens. */
+TgStatus run_merge_weights(TgModel *model, const char *source);
 
 #endif

@@ -226,15 +226,23 @@ TgStatus run_open_existing(const char *dir_or_file, Run *run) {
 }
 
 /* Every identity or shape option given now must equal the run's: `stored` holds run.txt's
- * values and the checkpoint's model shape. */
-static TgStatus check_resume_flags(const TrainOptions *o, const TrainOptions *stored) {
+ * values and the checkpoint's model shape. Values are compared as a new run records them
+ * (train_options_resolve_lora): alpha 8 is a rank-4 run's default, and targets v,q are its q,v;
+ * a run.txt written before runs recorded them holds alpha 0 and no targets for the defaults. */
+static TgStatus check_resume_flags(const TrainOptions *o, const TrainOptions *stored_as_read) {
     const OptTable *t = train_option_table();
+    TrainOptions now = *o, stored = *stored_as_read;
+    char now_targets[64], stored_targets[64];
+    if (!(o->given & OPT_BIT(opt_find(t, "--lora-rank")))) now.lora_rank = stored.lora_rank;
+    TG_TRY(train_options_resolve_lora(&now, now_targets, sizeof now_targets));
+    TG_TRY(train_options_resolve_lora(&stored, stored_targets, sizeof stored_targets));
     for (int i = 0; i < t->count; i++) {
         if (!(o->given & OPT_BIT(i)) || !(t->specs[i].group & (TRAIN_OPT_IDENTITY | TRAIN_OPT_SHAPE))) continue;
-        if (opt_equal(t, i, o, stored)) continue;
+        if (opt_equal(t, i, &now, &stored)) continue;
         char given[2048], was[2048];
-        opt_format(t, i, o, given, sizeof given);
-        opt_format(t, i, stored, was, sizeof was);
+        opt_format(t, i, &now, given, sizeof given);
+        opt_format(t, i, &stored, was, sizeof was);
+        if (!was[0]) snprintf(was, sizeof was, "(none)");
         return tg_fail(TG_ERR_ARG,
                        "%s %s differs from the resumed run's %s; drop the flag or start a new run with another --out",
                        t->specs[i].flag, given, was);
@@ -276,10 +284,11 @@ static TgStatus open_resumed(const TrainOptions *o, bool writes, Run *run) {
     return TG_OK;
 }
 
-/* --data prepared into `dir` (the run's temporary folder, or a replica's own), then its token files opened. */
-static TgStatus prepare_data(Run *run, const PrepareOptions *prep, const char *tokenizer, const char *dir,
+/* --data prepared into `dir` (the run's temporary folder, or a replica's own), then its token files
+ * opened; `with` names the tokenizer for the message ("a bpe tokenizer"). */
+static TgStatus prepare_data(Run *run, const PrepareOptions *prep, const char *with, const char *dir,
                              const PrepareReporter *preparing) {
-    message_emit(&run->messages, MESSAGE_INFO, "preparing %s with a %s tokenizer into %s ...", prep->sources, tokenizer,
+    message_emit(&run->messages, MESSAGE_INFO, "preparing %s with %s into %s ...", prep->sources, with,
                  run->folder.path[0] ? run->folder.path : dir);
     PrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
     if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
@@ -294,12 +303,12 @@ static TgStatus prepare_data(Run *run, const PrepareOptions *prep, const char *t
 }
 
 /* A replica prepares --data in a folder of its own, keeps the token files open and removes the folder. */
-static TgStatus prepare_replica_data(Run *run, const PrepareOptions *prep, const char *tokenizer) {
+static TgStatus prepare_replica_data(Run *run, const PrepareOptions *prep, const char *with) {
     const char *tmp = getenv("TMPDIR");
     char dir[TG_PATH_CAP];
     TG_TRY(path_format(dir, sizeof dir, "%s/tapegrad-replica-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
     if (!mkdtemp(dir)) return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
-    TgStatus s = prepare_data(run, prep, tokenizer, dir, NULL);
+    TgStatus s = prepare_data(run, prep, with, dir, NULL);
     const char *files[] = {PREPARE_TOKENIZER_FILE, TOKENIZER_HF_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, DATASET_MANIFEST_FILE};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[TG_PATH_CAP];
@@ -378,42 +387,42 @@ void run_generated_folder(char *out, size_t cap, const char *kind) {
     snprintf(out, cap, "checkpoints/%s-%s", kind, stamp);
 }
 
-/* A new run: every check that needs no corpus, then the corpus and the model in memory, then the
- * files (run_folder.h). */
-static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
-    if (train_options_sft(o)) return run_open_new_sft(o, writes, preparing, run);
-    if (o->init_from && run_init_from_is_run(o->init_from))
-        return tg_fail(TG_ERR_ARG,
-                       "--init-from %s names a run: train continues a run with --resume, and tapegrad sft fine-tunes one "
-                       "on conversations; to pretrain from its weights on other data, export them (tapegrad ckpt export "
-                       "--safetensors FILE) and pass --init-from FILE with the run's tokenizer",
-                       o->init_from);
+/* A new pretraining run: every check that needs no corpus, then the corpus and the model in
+ * memory, then the files (run_folder.h). With a base (--init-from RUN|CKPT, found and checked) it
+ * takes the base's shape, weights and tokenizer, and its text is encoded with that tokenizer. */
+static TgStatus open_new_text(TrainOptions *o, bool writes, const PrepareReporter *preparing, const RunBase *base,
+                              Run *run) {
     TgModelConfig preset_cfg;
     TG_TRY(tg_model_preset(o->preset, &preset_cfg));
     /* the identity with every default filled in, as run.txt records it */
     TrainOptions id = *o;
-    id.tokenizer = o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
+    char targets[64];
+    TG_TRY(train_options_resolve_lora(&id, targets, sizeof targets));
+    if (base) id.preset = base->id.preset;
+    id.tokenizer = base ? base->id.tokenizer : o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
     id.data_path = o->data_path ? o->data_path : corpus_default_path();
     TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
     id.gemm_kc = tg_gemm_plan().kc;
 
     const char *tokenizer = id.tokenizer;
     bool bpe = strcmp(tokenizer, "bpe") == 0, hf = strncmp(tokenizer, "hf:", 3) == 0;
-    if (!bpe && o->model.vocab > 0)
+    if (!base && !bpe && o->model.vocab > 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
     int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : TRAIN_DEFAULT_BPE_VOCAB;
     TgModelConfig cfg;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
-    TG_TRY(run_resolve_config(o, bpe ? vocab : 256, &cfg));
+    if (base) cfg = base->cfg;
+    else TG_TRY(run_resolve_config(o, bpe ? vocab : 256, &cfg));
     /* what the run will allocate, before the corpus is read (the trainer checks again with the
      * tokenizer's vocabulary and the probe, if any) */
     TG_TRY(train_memory_check(o, &cfg, 0, 0));
+    TG_TRY(run_lora_check(o, &cfg));
     char generated[256], kind[128];
-    snprintf(kind, sizeof kind, "%.64s-%s", o->preset, o->dataset ? "dataset" : hf ? "hf" : tokenizer);
+    snprintf(kind, sizeof kind, "%.64s-%s", id.preset, base ? "continued" : o->dataset ? "dataset" : hf ? "hf" : tokenizer);
     run_generated_folder(generated, sizeof generated, kind);
     if (writes) TG_TRY(run_folder_choose(&run->folder, o->out_dir, generated));
-    if (o->init_from && access(o->init_from, R_OK) != 0)
+    if (!base && o->init_from && access(o->init_from, R_OK) != 0)
         return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
 
     if (writes) TG_TRY(run_begin_new_folder(run));
@@ -426,24 +435,41 @@ static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *pr
     } else {
         if (o->special_tokens && *o->special_tokens && !bpe)
             return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+        char base_tokenizer[TG_PATH_CAP], how[TG_PATH_CAP + 32];
         PrepareOptions prep;
         prepare_options_default(&prep);
         prep.sources = id.data_path;
         prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
-        prep.tokenizer_json = hf ? tokenizer + 3 : NULL;
+        prep.tokenizer_json = hf && !base ? tokenizer + 3 : NULL;
+        if (base) TG_TRY(path_join(base_tokenizer, sizeof base_tokenizer, base->dir, PREPARE_TOKENIZER_FILE));
+        prep.tokenizer_file = base ? base_tokenizer : NULL;
         prep.vocab_size = (int32_t)vocab;
         prep.special_tokens = o->special_tokens;
         prep.text_field = o->text_field;
         prep.val_fraction = id.val_fraction;
         prep.seq_len = cfg.seq_len;
         prep.threads = o->threads;
-        TG_TRY(writes ? prepare_data(run, &prep, tokenizer, run->dir, preparing) : prepare_replica_data(run, &prep, tokenizer));
+        if (base) snprintf(how, sizeof how, "the tokenizer of %s", base->ckpt);
+        else snprintf(how, sizeof how, "a %s tokenizer", tokenizer);
+        TG_TRY(writes ? prepare_data(run, &prep, how, run->dir, preparing) : prepare_replica_data(run, &prep, how));
     }
-    TG_TRY(run_build_new_model(run, o, (uint64_t)id.seed));
+    TG_TRY(base ? run_base_take(run, base) : run_build_new_model(run, o, (uint64_t)id.seed));
+    RunBaseRecord rec;
+    if (o->init_from) TG_TRY(run_base_record(run, o, base ? base->ckpt : o->init_from, &id, &rec));
     if (writes) TG_TRY(run_identity_write(run->dir, &id));
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
+}
+
+static TgStatus open_new(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
+    if (train_options_sft(o)) return run_open_new_sft(o, writes, preparing, run);
+    if (!o->init_from || !run_init_from_is_run(o->init_from)) return open_new_text(o, writes, preparing, NULL, run);
+    RunBase base;
+    TgStatus s = run_base_find(o, &base);
+    if (s == TG_OK) s = open_new_text(o, writes, preparing, &base, run);
+    run_base_free(&base);
+    return s;
 }
 
 TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages,
@@ -454,8 +480,6 @@ TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *
     train_options_derive(o);
     if (o->resume) return open_resumed(o, writes, run);
     TG_TRY(tg_precision_parse(o->precision, &run->precision));
-    /* every later command opens a LoRA run's base by the path run.txt records, from any folder */
-    if (o->lora_rank > 0 && o->init_from && realpath(o->init_from, run->lora_base)) o->init_from = run->lora_base;
     TG_TRY(open_new(o, writes, preparing, run));
     return run_attach_lora(run, o);
 }

@@ -41,11 +41,10 @@ typedef struct Run {
     TrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
-    bool initialized_from_file; /* --init-from: weights from a safetensors file */
+    bool initialized_from_file; /* --init-from: weights from a safetensors file, a run or a checkpoint */
     AppendFile metrics;     /* metrics.jsonl, once run_start opened it */
     int metrics_error;      /* the errno its writes last reported to `messages` (0: none) */
     char last_checkpoint[TG_PATH_CAP];
-    char lora_base[TG_PATH_CAP]; /* a new LoRA run's --init-from made absolute: run.txt names its base for good */
     MessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
 } Run;
 
@@ -65,10 +64,14 @@ typedef struct Run {
  * a resume refuses a dataset whose fingerprint is not the one the copy records. Without it, --data
  * is prepared into the run folder itself (data/prepare.h), which then holds a dataset's files.
  *
+ * --init-from a run or checkpoint: the new run takes its weights, shape and tokenizer (a shape
+ * flag that differs is refused, naming both; --seq may change), and its --data is encoded with
+ * that tokenizer (a --dataset must have been prepared with it). run.txt records the checkpoint
+ * (absolute) and its weights' fingerprint.
+ *
  * Fine-tuning (--task sft): the conversations of --data are prepared into the run folder
- * (data/sft_data.h) with the tokenizer of the run or checkpoint --init-from names (whose weights
- * and shape the new run takes; a shape flag that differs is refused, naming both; --seq may
- * change), or of --tokenizer hf:FILE. */
+ * (data/sft_data.h) with the tokenizer of the run or checkpoint --init-from names, or of
+ * --tokenizer hf:FILE. */
 TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages,
                                const PrepareReporter *preparing, Run *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the

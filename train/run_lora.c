@@ -1,11 +1,22 @@
 /* LoRA runs: adapters attached to a new run's base, and a LoRA run's checkpoints (its adapters
  * alone, train/adapter.h) opened on the base its run.txt names. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "lib/path.h"
 #include "train/adapter.h"
 #include "train/convert.h"
 #include "train/run_internal.h"
+
+TgStatus run_lora_check(const TrainOptions *o, const TgModelConfig *cfg) {
+    if (o->lora_rank <= 0) return TG_OK;
+    TgLoraConfig lora;
+    TG_TRY(train_options_lora(o, &lora));
+    return tg_lora_config_validate(&lora, cfg);
+}
 
 TgStatus run_attach_lora(Run *run, const TrainOptions *o) {
     if (o->lora_rank <= 0) return TG_OK;
@@ -26,26 +37,81 @@ TgStatus run_attach_lora(Run *run, const TrainOptions *o) {
     return TG_OK;
 }
 
-TgStatus run_load_base_weights(TgModel *model, const char *init_from, const TgTokenizer *tok, const MessageSink *messages) {
-    if (!run_init_from_is_run(init_from)) return model_import_safetensors(model, init_from, tok, messages);
-    Run base;
-    TgStatus s = run_open_existing(init_from, &base);
-    if (s == TG_OK) tg_lora_merge(&base.model);   /* a LoRA run as a base: its adapters folded in */
-    if (s == TG_OK && base.model.params.total != model->params.total)
-        s = tg_fail(TG_ERR_MISMATCH, "the base %s does not have the run's shape", init_from);
-    if (s == TG_OK) memcpy(model->params.data, base.model.params.data, model->params.total * sizeof(float));
-    run_close(&base);
-    return s;
+/* The checkpoint of the base's weights among the other checkpoints of its folder (a base that
+ * trained on since, or whose named file holds other weights now), into run->model; *found is
+ * left "" when none has them. */
+static TgStatus find_in_folder(Run *run, const char *folder, const char *tried, uint64_t want, char *found, size_t cap) {
+    char others[8192];
+    const char *slash = strrchr(tried, '/');
+    checkpoint_folder_others(folder, slash ? slash + 1 : tried, others, sizeof others);
+    found[0] = '\0';
+    char *rest = NULL;
+    for (char *name = strtok_r(others, ", ", &rest); name; name = strtok_r(NULL, ", ", &rest)) {
+        char path[TG_PATH_CAP];
+        uint64_t have = 0;
+        TG_TRY(path_join(path, sizeof path, folder, name));
+        if (run_base_copy_weights(path, &run->model, &have, NULL) == TG_OK && have == want)
+            return path_format(found, cap, "%s", path);
+        tg_error_clear(); /* a checkpoint that does not open is not the base */
+    }
+    return TG_OK;
+}
+
+/* The base run.txt names, into run->model: a safetensors file; a checkpoint (what run.txt records
+ * since it names the file); or, in a run.txt written before that, the base's folder, whose latest
+ * checkpoint is the base unless the folder trained on. The base is the checkpoint whose weights
+ * have the fingerprint `want` the adapter records: found among the folder's other checkpoints when
+ * the named one holds others. `used` receives the file loaded. */
+static TgStatus load_base(Run *run, const char *named, uint64_t want, const char *adapter, char *used, size_t cap) {
+    TG_TRY(path_format(used, cap, "%s", named));
+    struct stat st;
+    bool folder = stat(named, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!folder && access(named, F_OK) != 0)
+        return tg_fail(TG_ERR_IO,
+                       "%s is missing: it is the base of the LoRA run %s, named in its %s (--init-from); put that "
+                       "file back (its weights have fingerprint %016" PRIx64 "), or train the adapters again on a "
+                       "base that exists",
+                       named, run->dir, RUN_IDENTITY_FILE, want);
+    if (!run_init_from_is_run(named)) return model_import_safetensors(&run->model, named, &run->tok, &run->messages);
+    if (folder) TG_TRY(checkpoint_resolve(named, used, cap));
+    uint64_t have = 0;
+    TG_TRY(run_base_copy_weights(used, &run->model, &have, NULL));
+    if (have == want) return TG_OK;
+    char dir[TG_PATH_CAP], found[TG_PATH_CAP];
+    if (folder) TG_TRY(path_format(dir, sizeof dir, "%s", named));
+    else path_folder(named, dir, sizeof dir);
+    TG_TRY(find_in_folder(run, dir, used, want, found, sizeof found));
+    if (found[0]) {
+        message_emit(&run->messages, MESSAGE_NOTE,
+                     "%s holds other weights than the base the adapters were trained on; %s has them", used, found);
+        return path_format(used, cap, "%s", found);
+    }
+    return tg_fail(TG_ERR_MISMATCH,
+                   "the adapter %s was trained on a base whose weights have fingerprint %016" PRIx64 "; the base %s "
+                   "has %016" PRIx64 ", and no other checkpoint in %s has them: load the adapter onto the base it "
+                   "was trained on",
+                   adapter, want, used, have, dir);
 }
 
 TgStatus run_open_adapter(Run *run, const char *ckpt_path, CheckpointInfo *info) {
     TrainOptions id;
     OptStrings strings = {0};
+    CheckpointInfo h;
+    TgLoraConfig cfg;
+    uint64_t trained_on = 0;
     TgStatus s = run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && !id.init_from)
         s = tg_fail(TG_ERR_FORMAT, "%s holds LoRA adapters, but its run's run.txt names no base (--init-from)", ckpt_path);
-    if (s == TG_OK) s = run_load_base_weights(&run->model, id.init_from, &run->tok, &run->messages);
-    if (s == TG_OK) s = adapter_load(ckpt_path, &run->model, id.init_from, run->tok.fingerprint, info);
+    if (s == TG_OK) s = checkpoint_read_header(ckpt_path, &h);
+    if (s == TG_OK) s = adapter_tag_parse(h.tag, ckpt_path, &cfg, &trained_on);
+    if (s == TG_OK && id.init_fingerprint && strtoull(id.init_fingerprint, NULL, 16) != trained_on)
+        s = tg_fail(TG_ERR_FORMAT,
+                    "%s/%s records base weights %s, but its adapter %s was trained on weights %016" PRIx64
+                    ": the file was edited; put back --init-fingerprint %016" PRIx64,
+                    run->dir, RUN_IDENTITY_FILE, id.init_fingerprint, ckpt_path, trained_on, trained_on);
+    char base[TG_PATH_CAP];
+    if (s == TG_OK) s = load_base(run, id.init_from, trained_on, ckpt_path, base, sizeof base);
+    if (s == TG_OK) s = adapter_load(ckpt_path, &run->model, base, run->tok.fingerprint, info);
     opt_strings_free(&strings);
     return s;
 }

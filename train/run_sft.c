@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/chat_format.h"
@@ -16,39 +15,6 @@
 #include "train/memory_plan.h"
 #include "train/run.h"
 #include "train/run_internal.h"
-
-/* --init-from names a run folder or a checkpoint (not a safetensors file). */
-bool run_init_from_is_run(const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return true;
-    size_t n = strlen(path);
-    return n > 5 && strcmp(path + n - 5, ".tgck") == 0;
-}
-
-/* The shape flags given now must be the base's: a run started from it keeps its shape (--seq
- * aside: the weights do not depend on it). */
-static TgStatus check_base_shape(const TrainOptions *o, const TgModelConfig *base_cfg, const TrainOptions *base_id,
-                                 const char *base) {
-    const OptTable *t = train_option_table();
-    TrainOptions stored = *o;
-    stored.model = *base_cfg;
-    stored.ffn = tg_ffn_kind_name(base_cfg->ffn);
-    stored.preset = base_id->preset, stored.tokenizer = base_id->tokenizer;
-    for (int i = 0; i < t->count; i++) {
-        const OptSpec *spec = &t->specs[i];
-        bool shape = (spec->group & TRAIN_OPT_SHAPE) || strcmp(spec->flag, "--preset") == 0 ||
-                     strcmp(spec->flag, "--tokenizer") == 0 || strcmp(spec->flag, "--ffn") == 0;
-        if (!(o->given & OPT_BIT(i)) || !shape || strcmp(spec->flag, "--seq") == 0 || opt_equal(t, i, o, &stored)) continue;
-        char given[256], was[256];
-        opt_format(t, i, o, given, sizeof given);
-        opt_format(t, i, &stored, was, sizeof was);
-        return tg_fail(TG_ERR_ARG,
-                       "%s %s differs from the %s of --init-from %s: a run started from it keeps the base model's shape "
-                       "and tokenizer; drop %s",
-                       spec->flag, given, was, base, spec->flag);
-    }
-    return TG_OK;
-}
 
 static void report_sft_data(Run *run, const SftPrepareOptions *opt, const SftPrepareResult *r) {
     const MessageSink *m = &run->messages;
@@ -105,67 +71,37 @@ static TgStatus prepare_sft_data(Run *run, const TrainOptions *o, int64_t seq_le
     return s;
 }
 
-/* The base of a fine-tuning run started from a run or a checkpoint: its tokenizer, and its weights
- * copied into run->model, built with `cfg` (the base's shape, perhaps another seq_len). */
-static TgStatus take_base(Run *run, const char *init_from, const TgModelConfig *cfg) {
-    Run base;
-    TgStatus s = run_open_existing(init_from, &base);
-    if (s == TG_OK) tg_lora_merge(&base.model);   /* a LoRA run as a base: its adapters folded in */
-    if (s == TG_OK && base.model.params.total != 0) {
-        TgModelConfig c = *cfg;
-        c.vocab = base.model.cfg.vocab;
-        tg_model_build(&run->model, &c);
-        run->model_built = true;
-        TG_CHECK(run->model.params.total == base.model.params.total, "the base's parameters do not fit its shape");
-        memcpy(run->model.params.data, base.model.params.data, base.model.params.total * sizeof(float));
-        run->tok = base.tok;
-        memset(&base.tok, 0, sizeof base.tok);
-        run->initialized_from_file = true;
-    }
-    run_close(&base);
-    return s;
-}
-
 TgStatus run_open_new_sft(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
     TrainOptions id = *o;
+    char targets[64];
+    TG_TRY(train_options_resolve_lora(&id, targets, sizeof targets));
     TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
     id.gemm_kc = tg_gemm_plan().kc;
     bool from_run = run_init_from_is_run(o->init_from ? o->init_from : "");
-    OptStrings base_strings = {0};
+    RunBase base;
+    memset(&base, 0, sizeof base);
     TgModelConfig cfg;
     TgStatus s = TG_OK;
     if (from_run) {
-        char ckpt[TG_PATH_CAP], base_dir[TG_PATH_CAP];
-        uint64_t fingerprint;
-        TG_TRY(run_folder_locate(o->init_from, base_dir, sizeof base_dir));
-        TG_TRY(checkpoint_resolve(o->init_from, ckpt, sizeof ckpt));
-        TG_TRY(checkpoint_read_config(ckpt, &cfg, &fingerprint));
-        /* the base's run.txt: its preset and tokenizer, which the new run records */
-        TrainOptions base_id;
-        s = run_identity_read(base_dir, &base_id, &base_strings);
-        if (s == TG_OK) s = check_base_shape(o, &cfg, &base_id, o->init_from);
-        if (s == TG_OK && o->model.seq_len > 0) cfg.seq_len = o->model.seq_len;
-        if (s == TG_OK) s = tg_model_config_validate(&cfg);
-        if (s != TG_OK) {
-            opt_strings_free(&base_strings);
-            return s;
-        }
-        id.preset = base_id.preset, id.tokenizer = base_id.tokenizer;
+        s = run_base_find(o, &base);
+        cfg = base.cfg;
+        id.preset = base.id.preset, id.tokenizer = base.id.tokenizer;
+    } else if (!o->tokenizer || strncmp(o->tokenizer, "hf:", 3) != 0) {
+        s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "
+                                "tapegrad train, whose tokenizer has " CHAT_IM_START " and " CHAT_IM_END
+                                "), or --tokenizer hf:FILE (with --init-from WEIGHTS.safetensors, or from scratch)");
     } else {
-        if (!o->tokenizer || strncmp(o->tokenizer, "hf:", 3) != 0)
-            return tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "
-                                       "tapegrad train, whose tokenizer has " CHAT_IM_START " and " CHAT_IM_END
-                                       "), or --tokenizer hf:FILE (with --init-from WEIGHTS.safetensors, or from scratch)");
-        TG_TRY(run_resolve_config(o, 256, &cfg)); /* the tokenizer's vocabulary is known once it is read */
+        s = run_resolve_config(o, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
     }
-    TG_TRY(train_memory_check(o, &cfg, 0, 0));
+    if (s == TG_OK) s = train_memory_check(o, &cfg, 0, 0);
+    if (s == TG_OK) s = run_lora_check(o, &cfg);
     char generated[256];
     run_generated_folder(generated, sizeof generated, "sft");
-    if (writes) s = run_folder_choose(&run->folder, o->out_dir, generated);
+    if (s == TG_OK && writes) s = run_folder_choose(&run->folder, o->out_dir, generated);
     if (s == TG_OK && !from_run && o->init_from && access(o->init_from, R_OK) != 0)
         s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
     if (s == TG_OK && writes) s = run_begin_new_folder(run);
-    if (s == TG_OK) s = from_run ? take_base(run, o->init_from, &cfg) : tokenizer_hf_load(o->tokenizer + 3, &run->tok);
+    if (s == TG_OK) s = from_run ? run_base_take(run, &base) : tokenizer_hf_load(o->tokenizer + 3, &run->tok);
     ChatTokens ct;
     if (s == TG_OK) s = chat_tokens_find(&run->tok, from_run ? o->init_from : o->tokenizer + 3, &ct);
     char path[TG_PATH_CAP];
@@ -173,19 +109,14 @@ TgStatus run_open_new_sft(TrainOptions *o, bool writes, const PrepareReporter *p
     if (s == TG_OK && writes) s = tg_tokenizer_save(&run->tok, path);
     if (s == TG_OK) s = prepare_sft_data(run, o, cfg.seq_len, writes ? run->dir : NULL, preparing);
     if (s == TG_OK && !from_run) s = run_build_new_model(run, o, (uint64_t)id.seed);
-    if (s == TG_OK && from_run && cfg.seq_len > 0 && o->model.seq_len > 0) {
-        TgModelConfig base_cfg;
-        uint64_t fingerprint;
-        char ckpt[TG_PATH_CAP];
-        if (checkpoint_resolve(o->init_from, ckpt, sizeof ckpt) == TG_OK &&
-            checkpoint_read_config(ckpt, &base_cfg, &fingerprint) == TG_OK && o->model.seq_len > base_cfg.seq_len)
-            message_emit(&run->messages, MESSAGE_NOTE,
-                         "--seq %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
-                         (long long)o->model.seq_len, (long long)base_cfg.seq_len, o->init_from);
-        tg_error_clear();
-    }
+    if (s == TG_OK && from_run && o->model.seq_len > base.trained_seq)
+        message_emit(&run->messages, MESSAGE_NOTE,
+                     "--seq %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
+                     (long long)o->model.seq_len, (long long)base.trained_seq, o->init_from);
+    RunBaseRecord rec;
+    if (s == TG_OK && o->init_from) s = run_base_record(run, o, from_run ? base.ckpt : o->init_from, &id, &rec);
     if (s == TG_OK && writes) s = run_identity_write(run->dir, &id);
-    opt_strings_free(&base_strings);
+    run_base_free(&base);
     TG_TRY(s);
     run->sft = true;
     run->state.seed = (uint64_t)id.seed;

@@ -29,6 +29,14 @@ static TgStatus check_gemm_kc(const OptSpec *spec, const void *field) {
                    TG_GEMM_KC_MIN, TG_GEMM_KC_MAX, (long long)kc);
 }
 
+/* a weights fingerprint as tg_model_weights_fingerprint's hex: 16 hex digits */
+static TgStatus check_fingerprint(const OptSpec *spec, const void *field) {
+    const char *v = *(const char *const *)field;
+    if (!v || (strlen(v) == 16 && strspn(v, "0123456789abcdef") == 16)) return TG_OK;
+    return tg_fail(TG_ERR_ARG, "%s must be 16 lowercase hex digits (a weights fingerprint, as run.txt records it), got '%s'",
+                   spec->flag, v);
+}
+
 #define ID TRAIN_OPT_IDENTITY
 #define SHAPE TRAIN_OPT_SHAPE
 #define SAVED TRAIN_OPT_SAVED
@@ -68,9 +76,13 @@ static const OptSpec specs[] = {
         "last fraction of the tokens (sft: of the conversations) kept for validation", OPT_FRACTION, NULL, ID, NULL),
     FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
     OPT(T, init_from, "--init-from", OPT_STRING,
-        "start a new run from these weights: sft, a run folder or checkpoint (its tokenizer and shape carry over); "
-        "or a safetensors file (from `tapegrad ckpt export`)",
+        "start a new run from these weights: a run folder or checkpoint (its tokenizer and shape carry over; run.txt "
+        "records the checkpoint), or a safetensors file (from `tapegrad ckpt export`)",
         OPT_ANY, NULL, ID, NULL),
+    OPT_CHECKED(T, init_fingerprint, "--init-fingerprint", OPT_STRING,
+                "the fingerprint of the --init-from weights (16 hex digits): weights with another are refused; "
+                "run.txt records it, and a LoRA run's commands find its base by it",
+                OPT_ANY, NULL, ID, "any", check_fingerprint),
     OPT_CHECKED(T, gemm_kc, "--gemm-kc", OPT_INT64,
                 "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
                 "another CPU sums as the run did",
@@ -79,7 +91,7 @@ static const OptSpec specs[] = {
         "train LoRA adapters of this rank on the frozen --init-from weights instead of every weight",
         OPT_BETWEEN(0, TG_LORA_MAX_RANK), NULL, ID, "none: full fine-tuning"),
     OPT(T, lora_alpha, "--lora-alpha", OPT_DOUBLE, "LoRA scale numerator: the update is (alpha / rank) B A",
-        OPT_NON_NEGATIVE, NULL, ID, "2 x --lora-rank"),
+        OPT_BETWEEN(0, TG_LORA_MAX_ALPHA), NULL, ID, "2 x --lora-rank"),
     OPT(T, lora_targets, "--lora-targets", OPT_STRING, "the linears LoRA adapts, any of q,k,v,o,gate,up,down", OPT_ANY,
         NULL, ID, TRAIN_DEFAULT_LORA_TARGETS),
     FLAG_PRECISION(T, precision,
@@ -214,6 +226,8 @@ TgStatus train_options_validate(const TrainOptions *o) {
                                    "--val-fraction, --special-tokens and --text-field (they are `tapegrad prepare`'s)");
     if (o->special_tokens && *o->special_tokens && o->tokenizer && strcmp(o->tokenizer, "bpe") != 0)
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+    if (given(o, "--init-fingerprint") && !o->init_from && !o->resume)
+        return tg_fail(TG_ERR_ARG, "--init-fingerprint pins the weights of --init-from: add --init-from, or drop it");
     if (o->resume && o->init_from)
         return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
                                    "of them");
@@ -258,6 +272,16 @@ TgStatus train_options_lora(const TrainOptions *o, TgLoraConfig *cfg) {
     cfg->alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_rank;
     TG_TRY(tg_lora_targets_parse(o->lora_targets ? o->lora_targets : TRAIN_DEFAULT_LORA_TARGETS, &cfg->targets));
     return tg_lora_config_validate(cfg, NULL);
+}
+
+TgStatus train_options_resolve_lora(TrainOptions *o, char *targets, size_t cap) {
+    if (o->lora_rank <= 0) return TG_OK;
+    TgLoraConfig cfg;
+    TG_TRY(train_options_lora(o, &cfg));
+    o->lora_alpha = cfg.alpha;
+    tg_lora_targets_format(cfg.targets, targets, cap);
+    o->lora_targets = targets;
+    return TG_OK;
 }
 
 void train_options_derive(TrainOptions *o) {

@@ -60,11 +60,13 @@ typedef struct TrainOptions {
     const char *text_field;    /* JSONL sources of --data: the member holding the text */
     double val_fraction;       /* PREPARE_DEFAULT_VAL_FRACTION */
     int64_t seed;              /* TRAIN_DEFAULT_SEED */
-    const char *init_from;     /* weights to start a new run from: a run folder or checkpoint, a safetensors file; NULL */
+    const char *init_from;     /* weights to start a new run from: a run folder or checkpoint, a safetensors file; NULL.
+                                * run.txt records the file: the checkpoint of a folder, made absolute */
+    const char *init_fingerprint; /* those weights' tg_model_weights_fingerprint, 16 hex digits; NULL: any */
     int64_t gemm_kc;           /* the GEMMs' k slice (lib/gemm_plan.h); 0: this CPU's */
     int64_t lora_rank;         /* 0: full fine-tuning; else LoRA adapters of this rank on a frozen base */
-    double lora_alpha;         /* 0: 2 * lora_rank */
-    const char *lora_targets;  /* NULL: TRAIN_DEFAULT_LORA_TARGETS */
+    double lora_alpha;         /* 0: 2 * lora_rank (run.txt records the resolved value) */
+    const char *lora_targets;  /* NULL: TRAIN_DEFAULT_LORA_TARGETS (run.txt records them in their canonical order) */
     const char *precision;     /* "fp32" | "bf16": of the linear layers' products (tg_tape_set_precision) */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
@@ -98,6 +100,10 @@ void train_options_defaults(TrainOptions *o);
 TgStatus train_options_validate(const TrainOptions *o);
 /* The LoRA configuration of the options (lora_rank > 0), defaults filled in. */
 TgStatus train_options_lora(const TrainOptions *o, TgLoraConfig *cfg);
+/* The LoRA options as a run records them and a resume compares them (o->lora_rank > 0; nothing
+ * otherwise): lora_alpha resolved (2 x rank when 0), lora_targets in their canonical order (all
+ * seven when NULL), its text in `targets` (cap 64 holds every target). */
+TgStatus train_options_resolve_lora(TrainOptions *o, char *targets, size_t cap);
 /* Fills warmup and min_lr when they were left to their defaults. */
 void train_options_derive(TrainOptions *o);
 

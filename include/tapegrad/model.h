@@ -103,10 +103,16 @@ typedef enum {
 
 #define TG_LORA_ALL_TARGETS ((1u << TG_LORA_TARGET_COUNT) - 1u)
 #define TG_LORA_MAX_RANK 4096
+/* alpha's range. The update is scaled by alpha / r, B's gradient too: far below 1 the adapters
+ * learn nothing (at alpha 1e-300 the scale is 0 in float), far above it every step of B is
+ * amplified until products overflow (at 1e308 the first step is NaN). 8192 is the default
+ * alpha (2 r) of the largest rank. */
+#define TG_LORA_MIN_ALPHA 1e-3
+#define TG_LORA_MAX_ALPHA 8192
 
 typedef struct TgLoraConfig {
     int64_t rank;        /* r, 1 .. TG_LORA_MAX_RANK */
-    double alpha;        /* the update is scaled by alpha / r */
+    double alpha;        /* the update is scaled by alpha / r; TG_LORA_MIN_ALPHA .. TG_LORA_MAX_ALPHA */
     uint32_t targets;    /* bit 1 << TgLoraTarget per adapted linear */
 } TgLoraConfig;
 
@@ -190,8 +196,10 @@ const char *tg_lora_target_name(TgLoraTarget target);
 TgStatus tg_lora_targets_parse(const char *list, uint32_t *targets);
 /* The mask as a list: "q,k,v,o,gate,up,down". */
 void tg_lora_targets_format(uint32_t targets, char *buf, size_t cap);
-/* TG_ERR_ARG unless rank in [1, TG_LORA_MAX_RANK], alpha finite and positive, targets a non-empty
- * subset of TG_LORA_ALL_TARGETS that the model has (ReLU FFNs have no up). */
+/* TG_ERR_ARG unless rank in [1, TG_LORA_MAX_RANK], alpha in [TG_LORA_MIN_ALPHA, TG_LORA_MAX_ALPHA],
+ * targets a non-empty subset of TG_LORA_ALL_TARGETS that the model has (ReLU FFNs have no up)
+ * and, with a model, rank at most min(out, in) of every targeted linear (B A has no higher rank:
+ * a larger r adds parameters, never expressiveness). */
 TgStatus tg_lora_config_validate(const TgLoraConfig *cfg, const TgModelConfig *model);
 /* The fingerprint of a model's weights (a 64-bit hash of every parameter's name, shape and
  * values): the identity of a LoRA base. */

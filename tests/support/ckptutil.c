@@ -167,8 +167,14 @@ bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, C
     memcpy(&version, raw + CKPT_OFF_VERSION, 4);
     cr_assert_eq(version, 2u, "ckpt_raw_find reads version 2 streams");
     memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
-    memcpy(&count, raw + CKPT_OFF_COUNT, 4);
-    size_t p = CKPT_OFF_COUNT + 4;
+    size_t p = CKPT_OFF_COUNT;
+    if (flags & CHECKPOINT_FLAG_ADAPTER) { /* an adapter's tag sits before the count */
+        uint16_t tag_len;
+        memcpy(&tag_len, raw + p, 2);
+        p += 2 + tag_len;
+    }
+    memcpy(&count, raw + p, 4);
+    p += 4;
     for (uint32_t i = 0; i < count; i++) {
         size_t begin = p;
         uint16_t name_len;

@@ -106,7 +106,8 @@ typedef struct {
     size_t shape;       /* offset of shape[0] */
     uint32_t ndim;
 } CkptRecord;
-/* Finds the record of `name` with `kind` (CHECKPOINT_KIND_*); false when absent. */
+/* Finds the record of `name` with `kind` (CHECKPOINT_KIND_*) in a model's or an adapter's stream;
+ * false when absent. */
 bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, CkptRecord *rec);
 
 #endif
