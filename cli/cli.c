@@ -1,7 +1,9 @@
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/output.h"
@@ -57,6 +59,13 @@ TgStatus cli_join_job(double timeout_s) {
     if (dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
         return tg_fail(TG_ERR_IO, "rank %d cannot silence its output", dist_rank());
     return TG_OK;
+}
+
+TgStatus cli_output_check(void) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return TG_OK;
+    /* errno says why: the failed fflush set it, or the earlier write that failed (fflush then had
+     * nothing left to write), since callers check after each line or reply */
+    return tg_fail(TG_ERR_IO, "cannot write its output: %s", strerror(errno ? errno : EIO));
 }
 
 int cli_usage_error(const char *command, const char *fmt, ...) {

@@ -45,6 +45,12 @@ int cli_exit(const char *command, TgStatus status);
  * and silences stdout on every rank but 0, so the job prints one report; errors still go to
  * stderr from any rank. A rank whose collective waits past timeout_s prints why and exits 1. */
 TgStatus cli_join_job(double timeout_s);
+/* Whether what the command printed so far reached its stdout: flushes it, then reads the
+ * stream's error flag (set by any write that failed since, its bytes dropped). A failure is
+ * TG_ERR_IO "cannot write its output: REASON" (a full disk, a closed stdout or pipe), for
+ * cli_exit to print once; a command that prints as it goes checks after each reply or line, and
+ * stops at the first that was lost. */
+TgStatus cli_output_check(void);
 /* A usage error: prints "tapegrad <command>: <message>" and returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -70,10 +70,11 @@ static TgStatus chat_begin(Chat *c, const char *system, size_t system_len) {
     return TG_OK;
 }
 
-static void print_bytes(void *ctx, const char *bytes, size_t len) {
+/* Each token's bytes as they come: a reader that is gone stops the reply. */
+static TgStatus print_bytes(void *ctx, const char *bytes, size_t len) {
     (void)ctx;
     fwrite(bytes, 1, len, stdout);
-    fflush(stdout);
+    return cli_output_check();
 }
 
 /* --message: one reply. */
@@ -87,83 +88,85 @@ static TgStatus reply_once(Chat *c) {
     fwrite(reply, 1, len, stdout);
     putchar('\n');
     free(reply);
-    return TG_OK;
-}
-
-static void print_error_line(const char *why) {
-    fputs("{\"error\":", stdout);
-    json_write_string(stdout, why);
-    fputs("}\n", stdout);
-    fflush(stdout);
+    return cli_output_check();
 }
 
 /* One --jsonl conversation: its turns as history, a reply to its last (the user's). */
-static TgStatus reply_to(Chat *c, const Conversation *conv, int64_t number, char *why, size_t why_cap) {
+static TgStatus reply_to(Chat *c, const Conversation *conv, char **reply, size_t *len, ChatFinish *finish, int64_t *ids) {
     size_t n = conv->n_turns;
-    if (conv->turns[n - 1].role != CHAT_USER) {
-        snprintf(why, why_cap, "line %lld: the last turn is the %s's; a reply answers a user turn", (long long)number,
-                 chat_role_name(conv->turns[n - 1].role));
-        return TG_ERR_FORMAT;
-    }
+    if (conv->turns[n - 1].role != CHAT_USER)
+        return tg_fail(TG_ERR_FORMAT, "the last turn is the %s's; a reply answers a user turn",
+                       chat_role_name(conv->turns[n - 1].role));
     bool own_system = conv->turns[0].role == CHAT_SYSTEM;
     const char *system = own_system ? chat_turn_text(conv, 0) : c->o->system;
-    TgStatus s = chat_begin(c, system, own_system ? conv->turns[0].len : system ? strlen(system) : 0);
-    for (size_t i = own_system ? 1 : 0; s == TG_OK && i + 1 < n; i++)
-        s = chat_session_add(&c->session, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len);
-    char *reply = NULL;
-    size_t len = 0;
-    ChatFinish finish;
-    int64_t ids = 0;
-    if (s == TG_OK)
-        s = chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, &reply, &len,
-                               &finish, &ids);
-    if (s != TG_OK) {
-        snprintf(why, why_cap, "line %lld: %s", (long long)number, tg_error_message());
-        return s;
-    }
-    fputs("{\"reply\":", stdout);
-    json_write_bytes(stdout, reply, len);
-    printf(",\"finish\":\"%s\",\"tokens\":%lld}\n", finish == CHAT_FINISH_END ? "end" : "length", (long long)ids);
-    fflush(stdout);
-    free(reply);
-    return TG_OK;
+    TG_TRY(chat_begin(c, system, own_system ? conv->turns[0].len : system ? strlen(system) : 0));
+    for (size_t i = own_system ? 1 : 0; i + 1 < n; i++)
+        TG_TRY(chat_session_add(&c->session, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len));
+    return chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, reply, len,
+                              finish, ids);
 }
 
-/* --jsonl: every line in, one line out; a bad line gets {"error": ...} and the exit code 1. */
+/* The longest message a line can get: a line number before the longest library message. */
+enum { WHY_CAP = 2304 };
+
+/* --jsonl: every line in, one line out, by the JSON Lines rules of data/jsonl.h (a BOM on the first
+ * line, empty and blank lines skipped). A line that cannot be answered gets {"error": ...} in its
+ * place and the exit code 1; non-finite logits (the model, not the line) and lost output end it. */
 static TgStatus reply_jsonl(Chat *c) {
     char *text = NULL;
     size_t cap = 0;
     ssize_t got;
     int64_t number = 0, failed = 0;
     Conversation conv = {0};
-    char first_error[512] = "";
+    char *why = tg_malloc(WHY_CAP), *first_error = tg_malloc(WHY_CAP);
+    TgStatus result = TG_OK;
     while ((got = getline(&text, &cap, stdin)) >= 0) {
         number++;
+        const char *content = text;
         size_t len = (size_t)got;
         while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = '\0';
-        if (len == 0) continue;
+        if (!jsonl_line_content(&content, &len, number == 1)) continue;
         JsonlLine line;
-        char why[512];
         if (len > JSONL_MAX_LINE_BYTES) {
             line.kind = JSONL_MALFORMED;
             snprintf(line.why, sizeof line.why, "line %lld is longer than %d MiB", (long long)number, JSONL_MAX_LINE_BYTES >> 20);
         } else {
-            jsonl_line_of(text, len, number, &line);
+            jsonl_line_of(content, len, number, &line);
         }
-        bool ok = line.kind == JSONL_OBJECT && chat_conversation_parse(&line, &conv, why, sizeof why);
-        if (line.kind != JSONL_OBJECT) snprintf(why, sizeof why, "%s", line.why);
-        if (ok && reply_to(c, &conv, number, why, sizeof why) != TG_OK) ok = false;
-        if (!ok) {
-            print_error_line(why);
-            if (failed++ == 0) snprintf(first_error, sizeof first_error, "%s", why);
+        TgStatus s = TG_ERR_FORMAT;
+        char *reply = NULL;
+        size_t reply_len = 0;
+        ChatFinish finish = CHAT_FINISH_END;
+        int64_t ids = 0;
+        if (line.kind != JSONL_OBJECT) {
+            snprintf(why, WHY_CAP, "%s", line.why);
+        } else if (chat_conversation_parse(&line, &conv, why, WHY_CAP)) {
+            s = reply_to(c, &conv, &reply, &reply_len, &finish, &ids);
+            if (s != TG_OK) snprintf(why, WHY_CAP, "line %lld: %s", (long long)number, tg_error_message());
         }
+        if (s == TG_OK) {
+            fputs("{\"reply\":", stdout);
+            json_write_bytes(stdout, reply, reply_len);
+            printf(",\"finish\":\"%s\",\"tokens\":%lld}\n", finish == CHAT_FINISH_END ? "end" : "length", (long long)ids);
+            free(reply);
+        } else {
+            fputs("{\"error\":", stdout);
+            json_write_string(stdout, why);
+            fputs("}\n", stdout);
+        }
+        if ((result = cli_output_check()) != TG_OK) break;
+        if (s == TG_ERR_NUMERIC) {
+            result = tg_fail(s, "%s", why);
+            break;
+        }
+        if (s != TG_OK && failed++ == 0) snprintf(first_error, WHY_CAP, "%s", why);
     }
-    free(text);
+    if (result == TG_OK && failed)
+        result = tg_fail(TG_ERR_FORMAT, "%lld of %lld lines got no reply (each is an \"error\" line of the output); the first: %s",
+                         (long long)failed, (long long)number, first_error);
+    free(text), free(why), free(first_error);
     chat_conversation_free(&conv);
-    if (failed)
-        return tg_fail(TG_ERR_FORMAT, "%lld of %lld lines got no reply (each is an \"error\" line of the output); the first: %s",
-                       (long long)failed, (long long)number, first_error);
-    return TG_OK;
+    return result;
 }
 
 /* On a terminal (or lines from a pipe): each line a user turn, the reply streamed. */
@@ -187,7 +190,7 @@ static TgStatus converse(Chat *c) {
     for (;;) {
         if (terminal) {
             fputs("> ", stdout);
-            fflush(stdout);
+            if ((s = cli_output_check()) != TG_OK) break;
         }
         ssize_t got = getline(&line, &cap, stdin);
         if (got < 0) break;
@@ -210,11 +213,11 @@ static TgStatus converse(Chat *c) {
         if (terminal && finish == CHAT_FINISH_LENGTH) printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
         if (terminal && c->session.rebuilds > rebuilds)
             printf("(the conversation is longer than the context: the model now sees its latest part)\n");
-        fflush(stdout);
+        if ((s = cli_output_check()) != TG_OK) break;
     }
     if (terminal && s == TG_OK) putchar('\n');
     free(line);
-    return s;
+    return s == TG_OK ? cli_output_check() : s;
 }
 
 static int chat_main(int argc, char **argv) {
@@ -237,6 +240,8 @@ static int chat_main(int argc, char **argv) {
     if (s == TG_OK) {
         tg_engine_open(&c.engine, o.threads, 16u << 20);
         s = o.message ? reply_once(&c) : o.jsonl ? reply_jsonl(&c) : converse(&c);
+        /* the model, not the input: the message names the checkpoint */
+        if (s == TG_ERR_NUMERIC) tg_fail_context(s, "%s", c.run.last_checkpoint);
         if (c.open) chat_session_close(&c.session);
         tg_engine_close(&c.engine);
     }

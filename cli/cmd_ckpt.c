@@ -60,6 +60,7 @@ static void print_tensor_norms(const CheckpointTensorInfo *tensors, int n) {
         char shape[64];
         printf("%-46s %-14s %12.6g %12.6g %12.6g\n", tensors[i].name, shape_text(tensors[i].ndim, tensors[i].shape, shape, sizeof shape),
                norms[0], norms[1], norms[2]);
+        if (ferror(stdout)) break; /* lost: the rest would be too */
     }
     free(sorted);
 }
@@ -136,7 +137,7 @@ static int run_info(int argc, char **argv) {
     printf("tensors      %d records: %lld weights, each with AdamW m and v\n\n", n, (long long)params);
     print_tensor_norms(tensors, n);
     free(tensors);
-    return 0;
+    return cli_exit("ckpt info", cli_output_check());
 }
 
 typedef struct {

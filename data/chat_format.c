@@ -112,6 +112,9 @@ static bool parse_turn(JsonCursor *c, Conversation *conv, const char *where, cha
     if (r == CHAT_ROLE_COUNT) {
         char name[40];
         size_t n = role.raw_len < sizeof name - 1 ? role.raw_len : sizeof name - 1;
+        /* the line is checked UTF-8: a cut before a continuation byte (10xxxxxx) would split a
+         * character, and the message would not be UTF-8 */
+        while (n < role.raw_len && n > 0 && ((unsigned char)role.raw[n] & 0xC0) == 0x80) n--;
         memcpy(name, role.raw, n);
         name[n] = '\0';
         snprintf(why, why_cap, "%s has the role \"%s\": tapegrad's conversations hold system, user and assistant turns",

@@ -65,6 +65,11 @@ static bool blank(const char *s, size_t n) {
     return true;
 }
 
+bool jsonl_line_content(const char **text, size_t *len, bool first) {
+    if (first && *len >= 3 && memcmp(*text, "\xEF\xBB\xBF", 3) == 0) *text += 3, *len -= 3; /* the BOM */
+    return !blank(*text, *len);
+}
+
 /* The next raw line into buf[*begin, *begin + *len) (NUL-terminated, '\r\n' and '\n' cut);
  * *too_long when it was longer than the limit (then skipped); false at the end of the file. */
 static TgStatus next_raw(JsonlReader *r, size_t *begin, size_t *len, bool *too_long, bool *got) {
@@ -110,12 +115,10 @@ TgStatus jsonl_next(JsonlReader *r, JsonlLine *line) {
                      (long long)line->number, JSONL_MAX_LINE_BYTES >> 20);
             return TG_OK;
         }
-        char *text = r->buf + begin;
-        if (!r->started) {
-            r->started = true;
-            if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, len -= 3; /* the BOM */
-        }
-        if (blank(text, len)) {
+        const char *text = r->buf + begin;
+        bool first = !r->started;
+        r->started = true;
+        if (!jsonl_line_content(&text, &len, first)) {
             r->empty_lines++;
             continue;
         }

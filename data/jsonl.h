@@ -53,6 +53,11 @@ TgStatus jsonl_open(JsonlReader *r, const char *path);
 TgStatus jsonl_next(JsonlReader *r, JsonlLine *line);
 void jsonl_close(JsonlReader *r);
 
+/* What of a line (no '\n' in it) the rules above judge: *text and *len lose the BOM when it is the
+ * first line (`first`); false when it is empty or blank (skipped). jsonl_next applies it, and so
+ * must a reader of lines from elsewhere than a file, before jsonl_line_of. */
+bool jsonl_line_content(const char **text, size_t *len, bool first);
+
 /* One line already read (text[len] a NUL; no '\n' in it), line number `number`, judged by the rules
  * above: a JSONL_OBJECT, or JSONL_MALFORMED with the reason. For lines that come from elsewhere
  * than a file (a program's standard input). */

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 void json_write_number(FILE *f, double v, int digits) {
     if (isfinite(v)) fprintf(f, "%.*g", digits, v);
@@ -11,16 +12,6 @@ void json_write_number(FILE *f, double v, int digits) {
 void json_write_field(FILE *f, const char *key, double v, int digits) {
     fprintf(f, ",\"%s\":", key);
     json_write_number(f, v, digits);
-}
-
-void json_write_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
 }
 
 /* The length of the UTF-8 sequence at s[0..n) (1 to 4), or 0 when it is not one: a stray
@@ -55,3 +46,7 @@ void json_write_bytes(FILE *f, const char *s, size_t len) {
     }
     fputc('"', f);
 }
+
+/* A path or a message may hold any bytes (a message quotes its input, and may be cut short): each
+ * goes out as json_write_bytes writes a model's text, so that the line stays UTF-8. */
+void json_write_string(FILE *f, const char *s) { json_write_bytes(f, s, strlen(s)); }

@@ -146,6 +146,52 @@ Test(chat_session, a_conversation_longer_than_the_context_keeps_its_system_turn_
     tg_tokenizer_free(&tok);
 }
 
+/* A stream whose reader is gone after its first token's bytes. */
+static TgStatus stream_gone_after_one(void *ctx, const char *bytes, size_t len) {
+    (void)bytes, (void)len;
+    return ++*(int *)ctx == 1 ? TG_OK : tg_fail(TG_ERR_IO, "the reader is gone");
+}
+
+/* A reply stops at the stream's failure, and at logits that are not finite (every final-norm
+ * weight 3e38: before, the NaN logits were drawn as ordinary ids); either way the status says why,
+ * no reply is handed out, and the turn is closed, so the conversation goes on. */
+Test(chat_session, a_reply_stops_where_its_stream_fails_or_its_logits_are_not_finite) {
+    TgTokenizer tok = chat_tokenizer();
+    TgModel m;
+    model_for(&m, tok.vocab_size, 160);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    TgSampleOptions greedy = {.temperature = 0};
+    ChatSession s;
+    cr_assert_eq(chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 12, "test"), TG_OK, "%s", tg_error_message());
+    char *reply = (char *)"unset";
+    size_t len;
+    ChatFinish finish;
+    int64_t drawn;
+    int calls = 0;
+    TgStatus st = chat_session_reply(&s, "Hello there.", 12, stream_gone_after_one, &calls, &reply, &len, &finish, &drawn);
+    cr_expect_eq(st, TG_ERR_IO, "%s", tg_error_message());
+    cr_expect(reply == NULL && calls == 2, "calls %d", calls);
+    cr_expect_eq(s.ids.ids[s.ids.n - 2], s.ct.im_end, "the stopped turn was not closed");
+    cr_assert_eq(chat_session_reply(&s, "Again.", 6, NULL, NULL, &reply, &len, &finish, &drawn), TG_OK, "%s", tg_error_message());
+    free(reply);
+    TgTensor *norm = tg_params_find(&m.params, "model.norm.weight");
+    cr_assert_not_null(norm);
+    for (int64_t i = 0; i < norm->numel; i++) norm->data[i] = 3e38f;
+    for (int warm = 0; warm < 2; warm++) {
+        s.sampling.temperature = warm ? 0.8 : 0;
+        reply = (char *)"unset";
+        st = chat_session_reply(&s, "And now?", 8, NULL, NULL, &reply, &len, &finish, &drawn);
+        cr_expect_eq(st, TG_ERR_NUMERIC);
+        cr_expect(reply == NULL && drawn == 0);
+        cr_expect(strstr(tg_error_message(), "token 1 of the reply: the logits hold "), "%s", tg_error_message());
+    }
+    chat_session_close(&s);
+    test_tape_free(&tt);
+    tg_model_free(&m);
+    tg_tokenizer_free(&tok);
+}
+
 /* ---- tapegrad chat ---- */
 
 CKPT_SCRATCH_FIXTURE
@@ -293,4 +339,71 @@ Test(chat, a_run_whose_tokenizer_lacks_the_markers_is_refused, .init = setup, .f
     cr_expect_eq(rc, 1, "%s", out);
     cr_expect(strstr(out, "has no <|im_start|> and <|im_end|> as a special token (a char tokenizer)"), "%s", out);
     free(out), free(run);
+}
+
+/* strict_json.py (tests/support) over a file of JSON lines: UTF-8 throughout, strict JSON. */
+static void expect_strict_jsonl(const char *path) {
+    char cmd[8192], *log = datagen_path(dir, "strict.txt");
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/support/strict_json.py '%s' >'%s' 2>&1", TAPEGRAD_SOURCE_DIR, path, log);
+    int rc = test_run(cmd);
+    char *out = ckpt_read_text(log);
+    cr_expect_eq(rc, 0, "%s is not strict JSON Lines:\n%s", path, out);
+    free(out), free(log);
+}
+
+/* Every line chat --jsonl writes is UTF-8 JSON whatever its input, and it reads its input by the
+ * JSON Lines rules of sft and prepare (data/jsonl.h): a BOM at the start is skipped (before: "not
+ * valid JSON"), one anywhere else is an error of its line, blank lines are skipped. A role name
+ * too long to quote whole is cut at a character boundary: before, a cut inside a character made
+ * the error line neither UTF-8 nor JSON. */
+Test(chat, every_line_of_jsonl_is_utf8_json_whatever_the_input, .init = setup, .fini = teardown, .timeout = 60) {
+    char *run = tuned_run(), *in = datagen_path(dir, "in.jsonl"), *out_path = datagen_path(dir, "out.jsonl");
+    const char *ask = "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}]}";
+    char input[16384];
+    int n = snprintf(input, sizeof input, "\xEF\xBB\xBF%s\n   \t\n\xEF\xBB\xBF%s\n", ask, ask);
+    /* roles of 2-, 3- and 4-byte characters after 0 to 3 ASCII bytes: the 39-byte cut falls at
+     * every place inside a character */
+    const char *chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    int role_lines = 0;
+    for (int c = 0; c < 3; c++)
+        for (int pad = 0; pad < 4; pad++) {
+            char role[128];
+            memcpy(role, "xyz", (size_t)pad);
+            role[pad] = '\0';
+            while (strlen(role) < 60) strcat(role, chars[c]);
+            n += snprintf(input + n, sizeof input - (size_t)n,
+                          "{\"conversations\": [{\"role\": \"%s\", \"content\": \"x\"}]}\n", role);
+            role_lines++;
+        }
+    n += snprintf(input + n, sizeof input - (size_t)n, "{\"conversations\": [{\"role\": \"user\", \"content\": \"\xff\"}]}\n");
+    datagen_write(dir, "in.jsonl", input, (size_t)n);
+    char cmd[16384], *err_path = datagen_path(dir, "stderr.txt");
+    snprintf(cmd, sizeof cmd, "%s chat --run %s --jsonl --temperature 0 --threads 1 --tokens 3 <%s >%s 2>%s", TAPEGRAD_BIN, run,
+             in, out_path, err_path);
+    int rc = test_run(cmd);
+    char *err = ckpt_read_text(err_path);
+    cr_expect(strstr(err, "tapegrad chat: 14 of 16 lines got no reply"), "%s", err);
+    free(err), free(err_path);
+    cr_expect_eq(rc, 1, "lines without a reply make the exit code 1");
+    expect_strict_jsonl(out_path);
+    char *text = ckpt_read_text(out_path), *line = text;
+    int lines = 0, replies = 0, cut_roles = 0;
+    while (*line) {
+        char *end = strchr(line, '\n');
+        cr_assert_not_null(end, "the output ends without a newline: %s", line);
+        *end = '\0';
+        lines++;
+        replies += strncmp(line, "{\"reply\":", 9) == 0;
+        if (strstr(line, "has the role \\\"")) {
+            cut_roles++;
+            cr_expect(!strstr(line, "\\ufffd"), "a role name cut inside a character: %s", line);
+        }
+        if (lines == 1) cr_expect(strncmp(line, "{\"reply\":", 9) == 0, "the first line, after a BOM, got no reply: %s", line);
+        if (lines == 2) cr_expect(strstr(line, "{\"error\":\"line 3 is not valid JSON"), "a BOM on line 3: %s", line);
+        line = end + 1;
+    }
+    cr_expect_eq(lines, 2 + role_lines + 1, "one line out for each line that is not blank:\n%s", text);
+    cr_expect_eq(replies, 1);
+    cr_expect_eq(cut_roles, role_lines, "%s", text);
+    free(text), free(run), free(in), free(out_path);
 }

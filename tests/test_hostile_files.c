@@ -153,23 +153,8 @@ Test(hostile, a_record_larger_than_the_file_can_inflate_to_is_refused) {
     expect_refused("ckpt info %s", 1, (const char *[]){ckpt, "impossible in a file of", NULL});
 }
 
-/* The run's checkpoint with `value` at index `i` of the record `name` of `kind`, through the
- * byte-plane shuffle (checkpoint.h) when the file has it. */
-static void plant_value(const char *name, int kind, int64_t i, float value) {
-    size_t len;
-    uint8_t *raw = ckpt_raw_read(ckpt, &len);
-    CkptRecord rec;
-    cr_assert(ckpt_raw_find(raw, len, name, kind, &rec), "no record %s", name);
-    size_t data = rec.shape + 8 * (size_t)rec.ndim, n = (rec.end - data) / 4;
-    cr_assert_lt((size_t)i, n);
-    uint32_t flags;
-    memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
-    uint8_t bytes[4];
-    memcpy(bytes, &value, 4);
-    for (size_t b = 0; b < 4; b++) raw[(flags & CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + (size_t)i : data + 4 * (size_t)i + b] = bytes[b];
-    ckpt_raw_write(ckpt, raw, len);
-    free(raw);
-}
+/* The run's checkpoint with `value` at index `i` of the record `name` of `kind`. */
+static void plant_value(const char *name, int kind, int64_t i, float value) { ckpt_plant_values(ckpt, name, kind, i, 1, value); }
 
 /* A CRC-valid checkpoint holding one NaN or Inf, an AdamW v below 0, or a norm eps no model
  * computes with is refused by every reader, naming the tensor and index: before, eval printed

@@ -10,6 +10,7 @@
  * generator too. Every random stream has a fixed seed: the chi-square checks are deterministic,
  * and their bound, the 0.1% quantile, would reject a correct sampler for 1 seed in 1000. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -628,6 +629,82 @@ Test(sample, penalty_1_changes_nothing_and_greedy_is_deterministic) {
     }
     cr_expect(memcmp(greedy[0], greedy[1], sizeof greedy[0]) == 0, "greedy decoding depends on the generator's seed");
     cr_expect(memcmp(greedy[0], greedy[2], sizeof greedy[0]) == 0, "greedy decoding changed with penalty 1");
+    test_tape_free(&tt);
+    tg_model_free(&m);
+}
+
+/* ------------------------------------------------------------------ logits that are not numbers */
+
+/* A row holding NaN or an infinity anywhere has no token to draw, in every mode: -1 and the first
+ * such id named. Before, a NaN compared false with every logit and came out as an ordinary id
+ * (id 0 at temperature 0, whose bytes `tapegrad sample` printed as NULs). The largest finite
+ * logits are numbers like any other, and are drawn. */
+Test(sample, a_row_that_is_not_finite_draws_nothing_in_every_mode) {
+    enum { V = 50 };
+    float logits[V], probs[V];
+    int32_t ids[V];
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    const char *bad_name[] = {"NaN", "+Inf", "-Inf"};
+    const int64_t at[] = {0, 17, V - 1};
+    const TgSampleOptions modes[] = {{.temperature = 0},
+                                     {.temperature = 0.8},
+                                     {.temperature = 0.8, .top_k = 5},
+                                     {.temperature = 1, .top_p = 0.9},
+                                     {.temperature = 1, .top_k = 3, .top_p = 0.5}};
+    TgRng rng;
+    tg_rng_seed(&rng, 3);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
+            for (size_t a = 0; a < sizeof at / sizeof at[0]; a++) {
+                for (int i = 0; i < V; i++) logits[i] = 0.1f * (float)i - 2.0f;
+                logits[at[a]] = bad[b];
+                logits[V - 1 - at[a]] = bad[b]; /* a second one: the first is named */
+                int64_t first = at[a] < V - 1 - at[a] ? at[a] : V - 1 - at[a];
+                tg_error_clear();
+                int32_t t = tg_sample_token(logits, V, &modes[m], &rng, probs, ids);
+                char says[96];
+                snprintf(says, sizeof says, "the logits hold %s at id %lld (of 50 ids)", bad_name[b], (long long)first);
+                cr_expect_eq(t, -1, "mode %zu, %s at %lld: drew %d", m, bad_name[b], (long long)at[a], t);
+                cr_expect(strstr(tg_error_message(), says), "mode %zu: \"%s\" does not say \"%s\"", m, tg_error_message(), says);
+            }
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        for (int i = 0; i < V; i++) logits[i] = -FLT_MAX;
+        logits[23] = FLT_MAX;
+        cr_expect_eq(tg_sample_token(logits, V, &modes[m], &rng, probs, ids), 23, "mode %zu refused finite logits", m);
+    }
+}
+
+/* The observer is handed the row the next token is drawn from: it plants a NaN at one step. */
+static void plant_nan_at_step_3(void *ctx, const int32_t *text, int64_t len, const float *logits, int64_t vocab) {
+    int *steps = ctx;
+    (void)text, (void)len;
+    if (++*steps == 3) ((float *)logits)[vocab / 2] = NAN;
+}
+
+/* Generation stops at the step whose logits are not finite: -1, naming that step, whatever the
+ * weights (a model whose final-norm weights are all 3e38 overflows at the first step). */
+Test(sample, generation_stops_at_the_step_whose_logits_are_not_finite) {
+    TgModel m;
+    build_model(&m, 40, 24, 17);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    const int32_t prompt[] = {3, 9, 9, 4};
+    int32_t out[4 + 10];
+    int steps = 0;
+    TgSampleOptions opts = {.temperature = 0, .observer = plant_nan_at_step_3, .observer_ctx = &steps};
+    TgRng rng;
+    tg_rng_seed(&rng, 5);
+    tg_error_clear();
+    cr_expect_eq(tg_sample_generate(&m, &tt.tape, prompt, 4, 10, &opts, -1, &rng, out), -1);
+    cr_expect_eq(steps, 3, "generation went on after the NaN");
+    cr_expect(strstr(tg_error_message(), "generated token 3 of 10: the logits hold NaN at id 20 (of 40 ids)"), "%s",
+              tg_error_message());
+    TgTensor *norm = tg_params_find(&m.params, "model.norm.weight");
+    cr_assert_not_null(norm);
+    for (int64_t i = 0; i < norm->numel; i++) norm->data[i] = 3e38f;
+    TgSampleOptions warm = {.temperature = 0.8, .top_k = 10};
+    cr_expect_eq(tg_sample_generate(&m, &tt.tape, prompt, 4, 10, &warm, -1, &rng, out), -1);
+    cr_expect(strstr(tg_error_message(), "generated token 1 of 10: the logits hold "), "%s", tg_error_message());
     test_tape_free(&tt);
     tg_model_free(&m);
 }

@@ -122,12 +122,17 @@ TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatSt
     size_t text_len = 0, text_cap = 256;
     char *text = tg_malloc(text_cap);
     int64_t drawn = 0;
+    TgStatus failed = TG_OK;
     *finish = CHAT_FINISH_LENGTH;
     for (;;) {
         if (s->sampling.repetition_penalty > 0)
             tg_sample_penalize(logits, vocab, s->context, s->cache.len, s->sampling.repetition_penalty, s->seen);
         int32_t next = tg_sample_token(logits, vocab, &s->sampling, &s->rng, s->probs, s->scratch);
         tg_tape_reset(s->tape);
+        if (next < 0) {
+            failed = tg_fail_context(TG_ERR_NUMERIC, "token %lld of the reply", (long long)drawn + 1);
+            break;
+        }
         if (next == s->ct.im_end || next == s->ct.eot) {
             *finish = CHAT_FINISH_END;
             break;
@@ -139,16 +144,21 @@ TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatSt
         if (text_len + n + 1 > text_cap) text = tg_realloc(text, text_cap = 2 * (text_len + n + 1));
         memcpy(text + text_len, bytes, n);
         text_len += n;
-        if (stream && n) stream(ctx, (const char *)bytes, n);
+        if (stream && n && (failed = stream(ctx, (const char *)bytes, n)) != TG_OK) break;
         if (drawn == s->max_reply) break;
         logits = s->cache.len < s->model->cfg.seq_len ? sync(s, 0) : rebuild(s, reply_room(s, drawn));
     }
     tg_tape_set_grad_enabled(s->tape, old);
     text[text_len] = '\0';
-    *reply = text;
-    *reply_len = text_len;
     if (n_ids) *n_ids = drawn;
     /* the turn closes as the template closes it; those ids are fed with the next turn */
     push(s, s->ct.im_end);
-    return chat_encode_text(s->tok, "\n", 1, &s->ids);
+    TgStatus closed = chat_encode_text(s->tok, "\n", 1, &s->ids);
+    if (failed != TG_OK || closed != TG_OK) {
+        free(text);
+        return closed != TG_OK ? closed : failed; /* the message is that of the last failure */
+    }
+    *reply = text;
+    *reply_len = text_len;
+    return TG_OK;
 }

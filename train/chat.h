@@ -29,8 +29,9 @@
 
 typedef enum { CHAT_FINISH_END, CHAT_FINISH_LENGTH } ChatFinish;
 
-/* Called with the bytes of each drawn token of a reply as it comes (streaming). */
-typedef void (*ChatStream)(void *ctx, const char *bytes, size_t len);
+/* Called with the bytes of each drawn token of a reply as it comes (streaming). Anything but TG_OK
+ * (its reader is gone) stops the reply there: chat_session_reply returns it. */
+typedef TgStatus (*ChatStream)(void *ctx, const char *bytes, size_t len);
 
 typedef struct ChatSession {
     TgModel *model;
@@ -64,7 +65,9 @@ void chat_session_close(ChatSession *s);
 TgStatus chat_session_add(ChatSession *s, ChatRole role, const char *content, size_t len);
 /* Adds the user's turn and draws the assistant's reply: `stream` (may be NULL) sees its bytes as
  * they come; *reply (malloc'ed, NUL-terminated) receives its text, *finish why it ended, *n_ids
- * (may be NULL) its ids' count. The reply becomes a turn of the conversation. */
+ * (may be NULL) its ids' count. The reply becomes a turn of the conversation. Fails (*reply
+ * NULL) when the stream stops it, and (TG_ERR_NUMERIC, naming the reply's token) when the
+ * logits of a token are not finite (tg_sample_token); the turn is closed all the same. */
 TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
                             size_t *reply_len, ChatFinish *finish, int64_t *n_ids);
 

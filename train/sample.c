@@ -58,8 +58,46 @@ void tg_sample_penalize(float *logits, int64_t vocab, const int32_t *history, in
         if (history[i] >= 0 && history[i] < vocab) seen[history[i]] = 0;
 }
 
+/* NaN and the infinities are the floats whose 8 exponent bits are all ones, and only they: adding
+ * 1 to such an exponent field (bits 23-30) carries into bit 31. So one pass of integer ANDs, adds
+ * and ORs, 4 lanes at a time (GCC's vector extension, as lib/isa/simd.h uses it: one SSE2
+ * register on the baseline build), tells whether the row holds one: vocab / 4 steps, where the
+ * forward that made the row took vocab x dim multiply-adds for its output layer alone. */
+typedef uint32_t U32x4 __attribute__((vector_size(16)));
+
+static bool row_is_finite(const float *logits, int64_t vocab) {
+    U32x4 carry = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= vocab; i += 4) {
+        U32x4 bits;
+        memcpy(&bits, logits + i, sizeof bits);
+        carry |= (bits & 0x7f800000u) + 0x00800000u;
+    }
+    uint32_t any = carry[0] | carry[1] | carry[2] | carry[3];
+    for (; i < vocab; i++) {
+        uint32_t bits;
+        memcpy(&bits, logits + i, sizeof bits);
+        any |= (bits & 0x7f800000u) + 0x00800000u;
+    }
+    return !(any & 0x80000000u);
+}
+
+/* The message of a row that is not finite, naming its first value that is not. */
+static int32_t refuse_row(const float *logits, int64_t vocab) {
+    int64_t at = 0;
+    while (at < vocab && isfinite(logits[at])) at++;
+    tg_fail(TG_ERR_NUMERIC,
+            "the logits hold %s at id %lld (of %lld ids): no token can be drawn from them; the model's activations "
+            "overflow float32",
+            isnan(logits[at]) ? "NaN" : logits[at] > 0 ? "+Inf" : "-Inf", (long long)at, (long long)vocab);
+    return -1;
+}
+
 int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOptions *opts, TgRng *rng,
                      float *probs, int32_t *ids) {
+    /* a NaN would compare false with every logit and come out as an ordinary id (id 0 at
+     * temperature 0): refused before the ranking */
+    if (!row_is_finite(logits, vocab)) return refuse_row(logits, vocab);
     if (opts->temperature <= 0.0) {
         int64_t best = 0;
         for (int64_t i = 1; i < vocab; i++)
@@ -115,6 +153,11 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
         /* the text the cache holds: the last cache.len tokens */
         if (seen) tg_sample_penalize(last, c->vocab, out + len - cache.len, cache.len, opts->repetition_penalty, seen);
         int32_t next = tg_sample_token(last, c->vocab, opts, rng, probs, ids);
+        if (next < 0) {
+            tg_fail_context(TG_ERR_NUMERIC, "generated token %lld of %lld", (long long)(i + 1), (long long)n_new);
+            len = -1;
+            break;
+        }
         out[len++] = next;
         tg_tape_reset(tape);
         if (next == stop_id || i + 1 == n_new) break;
@@ -163,7 +206,8 @@ TgStatus tg_sample_text(TgModel *model, const TgTokenizer *tok, TgTape *tape, co
     }
     int32_t *out = tg_malloc((n_prompt + (size_t)n_new + 1) * sizeof(int32_t));
     int64_t total = tg_sample_generate(model, tape, kept, (int64_t)n_prompt, n_new, opts, tok->eot_id, rng, out);
-    TgStatus s = tg_tokenizer_decode(tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), text, text_len);
+    TgStatus s = total < 0 ? TG_ERR_NUMERIC /* tg_sample_generate's message */
+                           : tg_tokenizer_decode(tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), text, text_len);
     free(out);
     free(ids);
     return s;

@@ -35,7 +35,8 @@ TgSampleOptions tg_sample_defaults(void);
  * including the first at which their probabilities, renormalised, reach top_p), and renormalised,
  * using one tg_rng_uniform. The order is Hugging Face's: temperature, top-k, top-p. scratch_probs
  * and scratch_ids hold vocab floats and ints. Reentrant: threads may sample at once, each with its
- * own rng and scratch. */
+ * own rng and scratch. A row holding a NaN or an infinity (activations that overflowed float32)
+ * has no token to draw: -1, with the message (tg_error_message) naming the first such id. */
 int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOptions *opts, TgRng *rng,
                      float *scratch_probs, int32_t *scratch_ids);
 
@@ -46,7 +47,8 @@ int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOption
 void tg_sample_penalize(float *logits, int64_t vocab, const int32_t *history, int64_t n, double penalty, uint8_t *seen);
 
 /* Feeds the prompt, then generates up to n_new tokens (stopping early at stop_id if >= 0).
- * out (prompt_len + n_new ints) receives prompt + generated tokens; returns how many in total.
+ * out (prompt_len + n_new ints) receives prompt + generated tokens; returns how many in total,
+ * or -1 when a step's logits are not finite (tg_sample_token's -1; the message names the step).
  * The prompt must be non-empty and at most the context length; past the context the cache
  * restarts from the last half of the text. A repetition penalty applies to the tokens the cache
  * holds (the prompt's included), after the observer saw the logits. */
@@ -57,7 +59,8 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
  * a prompt longer than the context, its last seq_len tokens are kept), generates up to n_new
  * tokens with tg_sample_generate, stopping at <eot>, and decodes them. *text (malloc'ed,
  * NUL-terminated; the caller frees it) receives the continuation alone, *text_len its bytes.
- * Fails (TG_ERR_ARG) on a prompt byte a char tokenizer does not know. */
+ * Fails (TG_ERR_ARG) on a prompt byte a char tokenizer does not know, and (TG_ERR_NUMERIC) when
+ * a step's logits are not finite, as tg_sample_generate does. */
 TgStatus tg_sample_text(TgModel *model, const TgTokenizer *tok, TgTape *tape, const char *prompt, size_t prompt_len,
                       int64_t n_new, const TgSampleOptions *opts, TgRng *rng, char **text, size_t *text_len);
 

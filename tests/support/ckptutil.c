@@ -205,6 +205,24 @@ bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, C
     return false;
 }
 
+void ckpt_plant_values(const char *path, const char *name, int kind, int64_t from, int64_t count, float value) {
+    size_t len;
+    uint8_t *raw = ckpt_raw_read(path, &len);
+    CkptRecord rec;
+    cr_assert(ckpt_raw_find(raw, len, name, kind, &rec), "%s: no record %s", path, name);
+    size_t data = rec.shape + 8 * (size_t)rec.ndim, n = (rec.end - data) / 4;
+    size_t end = count < 0 ? n : (size_t)(from + count);
+    cr_assert(from >= 0 && end <= n, "%s: indexes [%lld, %zu) of %s, which has %zu", path, (long long)from, end, name, n);
+    uint32_t flags;
+    memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
+    uint8_t bytes[4];
+    memcpy(bytes, &value, 4);
+    for (size_t i = (size_t)from; i < end; i++)
+        for (size_t b = 0; b < 4; b++) raw[(flags & CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + i : data + 4 * i + b] = bytes[b];
+    ckpt_raw_write(path, raw, len);
+    free(raw);
+}
+
 pid_t ckpt_spawn(const char *program, const char *log, char *const args[]) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

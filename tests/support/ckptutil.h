@@ -109,5 +109,9 @@ typedef struct {
 /* Finds the record of `name` with `kind` (CHECKPOINT_KIND_*) in a model's or an adapter's stream;
  * false when absent. */
 bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, CkptRecord *rec);
+/* Rewrites the checkpoint at path (CRC-valid) with `value` at indexes [from, from + count) of the
+ * record `name` of `kind`, through the byte-plane shuffle (checkpoint.h) when the file has it;
+ * count -1: every index from `from` on. */
+void ckpt_plant_values(const char *path, const char *name, int kind, int64_t from, int64_t count, float value);
 
 #endif
