@@ -61,11 +61,12 @@ TgStatus cli_join_job(double timeout_s) {
     return TG_OK;
 }
 
-TgStatus cli_output_check(void) {
+TgStatus cli_stdout_check(void) {
     if (fflush(stdout) == 0 && !ferror(stdout)) return TG_OK;
     /* errno says why: the failed fflush set it, or the earlier write that failed (fflush then had
      * nothing left to write), since callers check after each line or reply */
-    return tg_fail(TG_ERR_IO, "cannot write its output: %s", strerror(errno ? errno : EIO));
+    return tg_fail(TG_ERR_IO, "cannot write its output: %s",
+                   cli_output_was_closed(CLI_STDOUT) ? "stdout is closed" : strerror(errno ? errno : EIO));
 }
 
 int cli_usage_error(const char *command, const char *fmt, ...) {

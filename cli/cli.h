@@ -50,7 +50,7 @@ TgStatus cli_join_job(double timeout_s);
  * TG_ERR_IO "cannot write its output: REASON" (a full disk, a closed stdout or pipe), for
  * cli_exit to print once; a command that prints as it goes checks after each reply or line, and
  * stops at the first that was lost. */
-TgStatus cli_output_check(void);
+TgStatus cli_stdout_check(void);
 /* A usage error: prints "tapegrad <command>: <message>" and returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -74,7 +74,7 @@ static TgStatus chat_begin(Chat *c, const char *system, size_t system_len) {
 static TgStatus print_bytes(void *ctx, const char *bytes, size_t len) {
     (void)ctx;
     fwrite(bytes, 1, len, stdout);
-    return cli_output_check();
+    return cli_stdout_check();
 }
 
 /* --message: one reply. */
@@ -88,7 +88,7 @@ static TgStatus reply_once(Chat *c) {
     fwrite(reply, 1, len, stdout);
     putchar('\n');
     free(reply);
-    return cli_output_check();
+    return cli_stdout_check();
 }
 
 /* One --jsonl conversation: its turns as history, a reply to its last (the user's). */
@@ -154,7 +154,7 @@ static TgStatus reply_jsonl(Chat *c) {
             json_write_string(stdout, why);
             fputs("}\n", stdout);
         }
-        if ((result = cli_output_check()) != TG_OK) break;
+        if ((result = cli_stdout_check()) != TG_OK) break;
         if (s == TG_ERR_NUMERIC) {
             result = tg_fail(s, "%s", why);
             break;
@@ -190,7 +190,7 @@ static TgStatus converse(Chat *c) {
     for (;;) {
         if (terminal) {
             fputs("> ", stdout);
-            if ((s = cli_output_check()) != TG_OK) break;
+            if ((s = cli_stdout_check()) != TG_OK) break;
         }
         ssize_t got = getline(&line, &cap, stdin);
         if (got < 0) break;
@@ -213,11 +213,11 @@ static TgStatus converse(Chat *c) {
         if (terminal && finish == CHAT_FINISH_LENGTH) printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
         if (terminal && c->session.rebuilds > rebuilds)
             printf("(the conversation is longer than the context: the model now sees its latest part)\n");
-        if ((s = cli_output_check()) != TG_OK) break;
+        if ((s = cli_stdout_check()) != TG_OK) break;
     }
     if (terminal && s == TG_OK) putchar('\n');
     free(line);
-    return s == TG_OK ? cli_output_check() : s;
+    return s == TG_OK ? cli_stdout_check() : s;
 }
 
 static int chat_main(int argc, char **argv) {

@@ -137,7 +137,7 @@ static int run_info(int argc, char **argv) {
     printf("tensors      %d records: %lld weights, each with AdamW m and v\n\n", n, (long long)params);
     print_tensor_norms(tensors, n);
     free(tensors);
-    return cli_exit("ckpt info", cli_output_check());
+    return cli_exit("ckpt info", cli_stdout_check());
 }
 
 typedef struct {

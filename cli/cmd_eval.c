@@ -207,7 +207,7 @@ static int run_eval(int argc, char **argv) {
             printf(",\"checkpoint\":");
             json_write_string(stdout, run.last_checkpoint);
             printf("}\n");
-            s = cli_output_check();
+            s = cli_stdout_check();
         }
         windows_close(&w);
         tg_engine_close(&engine);

@@ -56,7 +56,7 @@ static int sample_main(int argc, char **argv) {
             fputs(o.prompt, stdout);
             fwrite(text, 1, len, stdout);
             putchar('\n');
-            s = cli_output_check();
+            s = cli_stdout_check();
         } else if (s == TG_ERR_NUMERIC) {
             tg_fail_context(s, "%s", run.last_checkpoint); /* the model, not the prompt */
         }

@@ -29,14 +29,12 @@ static void print_help(FILE *f) {
  * terminal is gone, not that the run failed (the run's log has every line): nothing of theirs waits
  * in stdout's buffer here. */
 static int check_output(const char *command, int rc) {
-    int err = 0;
-    if (fflush(stdout) != 0) err = errno ? errno : EIO;
-    else if (ferror(stdout)) err = errno ? errno : EIO;
-    if (!err && fclose(stdout) != 0) err = errno ? errno : EIO;
-    if (!err) return rc;
-    fprintf(stderr, "tapegrad%s%s: cannot write its output to stdout: %s\n", command ? " " : "", command ? command : "",
-            cli_output_was_closed(CLI_STDOUT) ? "stdout is closed" : strerror(err));
-    return rc ? rc : 1;
+    if (rc != 0) return rc; /* a command that failed has said why, a lost write among them */
+    TgStatus s = cli_stdout_check();
+    if (s == TG_OK && fclose(stdout) != 0) s = tg_fail(TG_ERR_IO, "cannot write its output: %s", strerror(errno));
+    if (s == TG_OK) return 0;
+    fprintf(stderr, "tapegrad%s%s: %s\n", command ? " " : "", command ? command : "", tg_error_message());
+    return 1;
 }
 
 int main(int argc, char **argv) {

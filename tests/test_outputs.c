@@ -72,7 +72,7 @@ Test(outputs, every_result_printing_command_fails_on_a_full_disk_and_on_a_closed
                               "ckpt info '%s'"};
     const struct {
         const char *redirect, *reason;
-    } outputs[] = {{">/dev/full", "No space left on device"}, {">&-", "Bad file descriptor"}};
+    } outputs[] = {{">/dev/full", "No space left on device"}, {">&-", "stdout is closed"}};
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         char args[4400];
         snprintf(args, sizeof args, commands[c], run);
