@@ -42,6 +42,16 @@ static pid_t spawn_with_stdout(int out_fd, int close_fd, const char *err_log, ch
     return pid;
 }
 
+/* The same with stdout a pipe; *reader receives its other end. */
+static pid_t spawn_into_pipe(int *reader, const char *err_log, char *const args[]) {
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = spawn_with_stdout(p[1], p[0], err_log, args);
+    close(p[1]);
+    *reader = p[0];
+    return pid;
+}
+
 /* The argv of a tiny run of `steps` steps into RUN, one progress line per step (so that its
  * output fills a pipe's buffer many times over). */
 static void train_args(char *argv[], const char *run, const char *steps, const char *ckpt_every) {
@@ -120,11 +130,9 @@ static void expect_whole_run(const char *run, int status, int steps, const char 
 Test(terminal, train_into_head_loses_no_step, .init = setup, .fini = teardown, .timeout = 240) {
     char *run = datagen_path(dir, "run"), *err_log = datagen_path(dir, "stderr"), *argv[32];
     train_args(argv, run, "1500", "0");
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = spawn_with_stdout(p[1], p[0], err_log, argv);
-    close(p[1]);
-    FILE *head = fdopen(p[0], "r");
+    int reader;
+    pid_t pid = spawn_into_pipe(&reader, err_log, argv);
+    FILE *head = fdopen(reader, "r");
     char line[4096];
     for (int i = 0; i < 3; i++) cr_assert(fgets(line, sizeof line, head), "the run printed fewer than 3 lines");
     fclose(head); /* what `head` does once it has its lines */
@@ -167,12 +175,10 @@ Test(terminal, a_closed_stdout_loses_no_step, .init = setup, .fini = teardown, .
 Test(terminal, a_stdout_pipe_nobody_reads_slows_no_step, .init = setup, .fini = teardown, .timeout = 240) {
     char *run = datagen_path(dir, "run"), *err_log = datagen_path(dir, "stderr"), *argv[32];
     train_args(argv, run, "2000", "0");
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = spawn_with_stdout(p[1], p[0], err_log, argv);
-    close(p[1]);
+    int reader;
+    pid_t pid = spawn_into_pipe(&reader, err_log, argv);
     bool finished = log_shows(run, "done at step 2000:", 180);
-    close(p[0]);
+    close(reader);
     int status = ckpt_wait_at_most(pid, 60);
     cr_assert(finished, "the run did not finish within 180 s while nobody read its stdout");
     cr_assert_neq(status, -1, "the run did not end within 60 s of its reader going");
@@ -210,15 +216,13 @@ Test(terminal, sighup_goes_on_like_nohup_and_loses_nothing, .init = setup, .fini
 Test(terminal, sigterm_while_stdout_is_full_stops_and_saves, .init = setup, .fini = teardown, .timeout = 240) {
     char *run = datagen_path(dir, "run"), *err_log = datagen_path(dir, "stderr"), *argv[32];
     train_args(argv, run, "100000", "0");
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = spawn_with_stdout(p[1], p[0], err_log, argv);
-    close(p[1]);
+    int reader;
+    pid_t pid = spawn_into_pipe(&reader, err_log, argv);
     /* 1500 lines of about 90 bytes: twice a pipe's buffer */
     cr_assert(metrics_reach(run, 1500, 180), "the run logged no 1500 steps in 180 s");
     cr_assert_eq(kill(pid, SIGTERM), 0);
     int status = ckpt_wait_at_most(pid, 60);
-    close(p[0]);
+    close(reader);
     cr_assert_neq(status, -1, "the run did not end within 60 s of SIGTERM");
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
     enum { MAX_LINES = 100000 };
