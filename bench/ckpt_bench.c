@@ -17,7 +17,7 @@
 #include "lib/blas.h"
 #include "tapegrad/pool.h"
 #include "tapegrad/rng.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "lib/clock.h"

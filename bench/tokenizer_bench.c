@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data/tokenizer_hf.h"
+#include "tokenizer/tokenizer_hf.h"
 #include "lib/clock.h"
 #include "tapegrad/tokenizer.h"
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli/output.h"
-#include "train/dist.h"
+#include "lib/dist.h"
 
 const Subcommand *const cli_subcommands[] = {
     &cmd_prepare,
@@ -46,7 +46,7 @@ int cli_exit(const char *command, TgStatus status) {
     return status == TG_ERR_ARG ? 2 : 1;
 }
 
-/* A collective waited past --comm-timeout (train/dist.h): this rank ends, and the launcher ends
+/* A collective waited past --comm-timeout (lib/dist.h): this rank ends, and the launcher ends
  * the others. On the watchdog's thread, while the main thread is blocked in MPI. */
 static void end_rank_on_timeout(const char *message) {
     cli_output_printf(CLI_STDERR, "tapegrad: %s\n", message);

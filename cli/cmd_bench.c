@@ -11,7 +11,7 @@
  * counted at it although norms, attention and the optimizer stay fp32.
  *
  * Under mpirun every rank runs the same step on its own random tokens and the gradients are
- * summed over the ranks as training sums them (train/dist.h), so tokens/s counts every rank's
+ * summed over the ranks as training sums them (lib/dist.h), so tokens/s counts every rank's
  * tokens. The sum is timed apart ("comm"), after a barrier that measures how long the ranks wait
  * for the slowest one ("wait"); --reduce allreduce times MPI_Allreduce instead, whose order of
  * additions MPI leaves open, to show what the fixed order costs.
@@ -33,9 +33,9 @@
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/rng.h"
-#include "train/dist.h"
-#include "train/memory_plan.h"
-#include "train/train_options.h"
+#include "lib/dist.h"
+#include "run/memory_plan.h"
+#include "run/train_options.h"
 
 /* user + system CPU seconds of the whole process so far */
 static double cpu_seconds(void) {

@@ -15,9 +15,9 @@
 #include "data/jsonl.h"
 #include "lib/json_write.h"
 #include "tapegrad/engine.h"
-#include "train/chat.h"
-#include "train/memory_plan.h"
-#include "train/run.h"
+#include "model/chat.h"
+#include "run/memory_plan.h"
+#include "run/run.h"
 
 typedef struct {
     const char *run, *system, *message;

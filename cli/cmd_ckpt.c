@@ -5,17 +5,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/adapter.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/adapter.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_folder.h"
 #include "cli/cli.h"
 #include "data/chat_format.h"
-#include "train/convert.h"
-#include "train/export_gguf.h"
-#include "train/export_hf.h"
-#include "train/merge.h"
-#include "train/output_check.h"
-#include "train/run.h"
+#include "export/convert.h"
+#include "export/export_gguf.h"
+#include "export/export_hf.h"
+#include "export/merge.h"
+#include "run/output_check.h"
+#include "run/run.h"
 #include "lib/path.h"
 
 static void print_ckpt_usage(FILE *f) {

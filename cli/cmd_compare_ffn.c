@@ -4,7 +4,7 @@
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "cli/train_report.h"
-#include "inspect/compare_ffn.h"
+#include "cli/study/compare_ffn.h"
 
 /* Signals as `tapegrad train` takes them (cmd_train.c): SIGINT/SIGTERM stop after the step and
  * save, SIGHUP leaves the runs going. */

@@ -11,8 +11,8 @@
 #include "data/sources.h"
 #include "lib/json_write.h"
 #include "tapegrad/engine.h"
-#include "train/memory_plan.h"
-#include "train/run.h"
+#include "run/memory_plan.h"
+#include "run/run.h"
 #include "train/trainer.h"
 
 typedef struct {

@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 #include "tapegrad/arena.h"
 #include "ops/checks.h"
-#include "train/shared_flags.h"
+#include "run/shared_flags.h"
 
 typedef struct {
     const char *op;

@@ -10,8 +10,8 @@
 #include "tapegrad/engine.h"
 #include "tapegrad/rng.h"
 #include "tapegrad/model.h"
-#include "train/memory_plan.h"
-#include "train/shared_flags.h"
+#include "run/memory_plan.h"
+#include "run/shared_flags.h"
 
 typedef struct {
     const char *preset, *ffn;

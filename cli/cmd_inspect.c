@@ -15,9 +15,9 @@
 #include "cli/cli.h"
 #include "data/sft_loader.h"
 #include "inspect/inspect.h"
-#include "train/output_check.h"
-#include "train/memory_plan.h"
-#include "train/run.h"
+#include "run/output_check.h"
+#include "run/memory_plan.h"
+#include "run/run.h"
 
 static TgStatus dump_gradients(const TgModel *m, const char *path, const char *checkpoint, int64_t batches) {
     StWriter *w = st_writer_begin();

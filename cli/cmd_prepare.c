@@ -10,8 +10,8 @@
 #include "data/corpus.h"
 #include "data/prepare.h"
 #include "lib/path.h"
-#include "train/shared_flags.h"
-#include "train/train_options.h"
+#include "run/shared_flags.h"
+#include "run/train_options.h"
 
 typedef struct {
     const char *data, *out, *tokenizer, *special_tokens, *text_field;

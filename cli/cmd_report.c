@@ -8,8 +8,8 @@
 #include "inspect/report.h"
 #include "inspect/run_history.h"
 #include "lib/path.h"
-#include "train/output_check.h"
-#include "train/run_folder.h"
+#include "run/output_check.h"
+#include "run/run_folder.h"
 
 typedef struct {
     const char *out;

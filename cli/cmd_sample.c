@@ -5,8 +5,8 @@
 #include "cli/cli.h"
 #include "tapegrad/engine.h"
 #include "tapegrad/sample.h"
-#include "train/memory_plan.h"
-#include "train/run.h"
+#include "run/memory_plan.h"
+#include "run/run.h"
 
 typedef struct {
     const char *run, *prompt;

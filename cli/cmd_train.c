@@ -7,7 +7,7 @@
 #include "cli/output.h"
 #include "cli/train_report.h"
 #include "inspect/inspect.h"
-#include "train/dist.h"
+#include "lib/dist.h"
 #include "train/trainer.h"
 
 /* The first SIGINT/SIGTERM asks the trainer to stop after the current step and save; the handler

@@ -12,7 +12,7 @@
 
 #include "cli/output.h"
 #include "lib/path.h"
-#include "train/run_folder.h"
+#include "run/run_folder.h"
 
 /* The lines kept for the log before the run's folder exists: what preparing a corpus says. */
 enum { EARLY_MAX = 1 << 20 };

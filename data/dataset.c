@@ -11,14 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/json_reader.h"
+#include "lib/json_reader.h"
 #include "data/jsonl.h"
 #include "data/prepare.h"
 #include "lib/file_read.h"
 #include "lib/hash.h"
 #include "lib/path.h"
 #include "tapegrad/limits.h"
-#include "tapegrad/model.h"
 
 uint64_t dataset_fingerprint(uint64_t tokenizer_fingerprint, const DatasetSplit *train, const DatasetSplit *val) {
     uint64_t v[5] = {tokenizer_fingerprint, train->tokens, train->hash, val->tokens, val->hash};
@@ -281,7 +280,7 @@ static TgStatus read_split_rule(const ManifestText *t, JsonCursor *c, DatasetMan
             if (!(m->val_fraction > 0.0 && m->val_fraction < 1.0))
                 return bad(t, "split.val_fraction", "is %s, not a fraction in (0, 1)", seen);
         } else {
-            TG_TRY(read_whole(t, c, "split.seq_len", 1, TG_MODEL_MAX_SEQ, &m->seq_len));
+            TG_TRY(read_whole(t, c, "split.seq_len", 1, TG_MAX_CONTEXT, &m->seq_len));
         }
     }
     return members_end(&mm);

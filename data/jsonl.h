@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "data/file_stream.h"
-#include "data/json_reader.h"
+#include "lib/json_reader.h"
 #include "tapegrad/error.h"
 
 enum { JSONL_MAX_LINE_BYTES = 64 << 20, JSONL_BLOCK_BYTES = 1 << 20 };

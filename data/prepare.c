@@ -1,5 +1,6 @@
 /* Sources -> a dataset's files, streamed (prepare.h). */
 #include "data/prepare.h"
+#include "tapegrad/limits.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,8 +15,8 @@
 
 #include "data/corpus.h"
 #include "data/dataset.h"
-#include "data/tokenizer_hf.h"
-#include "data/tokenizer_internal.h"
+#include "tokenizer/tokenizer_hf.h"
+#include "tokenizer/tokenizer_internal.h"
 #include "data/tokfile.h"
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
@@ -23,7 +24,6 @@
 #include "lib/json_write.h"
 #include "lib/memory.h"
 #include "lib/path.h"
-#include "tapegrad/model.h"
 #include "tapegrad/pool.h"
 
 void prepare_options_default(PrepareOptions *opt) {
@@ -460,8 +460,8 @@ static TgStatus check_options(const PrepareOptions *opt) {
         size_t a, b; /* refuse bad split settings before the slow part */
         return corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
     }
-    if (opt->seq_len > TG_MODEL_MAX_SEQ) /* what a manifest may record (dataset.h) */
-        return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " is past the longest context, %d", opt->seq_len, (int)TG_MODEL_MAX_SEQ);
+    if (opt->seq_len > TG_MAX_CONTEXT) /* what a manifest may record (dataset.h) */
+        return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " is past the longest context, %d", opt->seq_len, (int)TG_MAX_CONTEXT);
     bool given = opt->tokenizer_json || opt->tokenizer_file;
     if (opt->special_tokens && *opt->special_tokens && (opt->kind != TG_TOKENIZER_BPE || given))
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE that tapegrad trains; an imported "

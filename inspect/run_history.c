@@ -1,7 +1,7 @@
 #include "inspect/run_history.h"
 
-#include "train/checkpoint.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_folder.h"
 #include "inspect/inspect.h"
 #include "lib/checked.h"
 #include "lib/file_read.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 #include "tapegrad/rng.h"
 #include "testutil.h"
 

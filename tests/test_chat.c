@@ -18,7 +18,7 @@
 #include "datagen.h"
 #include "tapegrad/model.h"
 #include "testutil.h"
-#include "train/chat.h"
+#include "model/chat.h"
 
 /* ---- the session over the KV cache ---- */
 

@@ -14,7 +14,7 @@
 #include "datagen.h"
 #include "tapegrad/rng.h"
 #include "testutil.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint_folder.h"
 
 static char *dir, *corpus, *run, *good, *bad;
 static uint8_t *good_bytes;

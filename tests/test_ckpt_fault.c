@@ -18,7 +18,7 @@
 #include "datagen.h"
 #include "tapegrad/rng.h"
 #include "testutil.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint_folder.h"
 
 
 enum { TRIALS = 20, MAX_DELAY_MS = 250 };

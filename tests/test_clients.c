@@ -23,12 +23,12 @@
 #include "data/chat_format.h"
 #include "lib/json_write.h"
 #include "tapegrad/tokenizer.h"
-#include "data/tokenizer_hf.h"
-#include "data/unicode_class.h"
+#include "tokenizer/tokenizer_hf.h"
+#include "tokenizer/unicode_class.h"
 #include "datagen.h"
 #include "testutil.h"
-#include "train/chat.h"
-#include "train/run.h"
+#include "model/chat.h"
+#include "run/run.h"
 
 #define TEXT(s) {s, sizeof s - 1}
 typedef struct {
@@ -159,7 +159,7 @@ static Text replaced(const Text *t) {
     for (size_t i = 0; i < t->len;) {
         uint32_t cp;
         size_t l = utf8_next((const unsigned char *)t->bytes + i, t->len - i, &cp);
-        if (cp == UNICODE_INVALID) memcpy(out + n, "\xef\xbf\xbd", 3), n += 3;
+        if (cp == UTF8_INVALID) memcpy(out + n, "\xef\xbf\xbd", 3), n += 3;
         else memcpy(out + n, t->bytes + i, l), n += l;
         i += l;
     }

@@ -14,7 +14,7 @@
 #include "data/jsonl.h"
 #include "data/prepare.h"
 #include "data/sources.h"
-#include "data/tokenizer_hf.h"
+#include "tokenizer/tokenizer_hf.h"
 #include "data/tokfile.h"
 #include "datagen.h"
 #include "tapegrad/tokenizer.h"

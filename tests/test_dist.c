@@ -7,7 +7,7 @@
 
 #include "tapegrad/pool.h"
 #include "testutil.h"
-#include "train/dist.h"
+#include "lib/dist.h"
 
 /* Any one flipped bit of the data, the last partial word included, changes the checksum. */
 Test(dist, checksum_changes_with_any_one_bit) {

@@ -13,7 +13,7 @@
 #include "datagen.h"
 #include "lib/safetensors.h"
 #include "testutil.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint_folder.h"
 
 static char *dir, *corpus, *trained, *exported;
 

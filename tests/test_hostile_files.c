@@ -20,7 +20,7 @@
 #include "lib/checked.h"
 #include "tapegrad/params.h"
 #include "testutil.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 static char *dir, *corpus, *run, *ckpt;
 

@@ -19,7 +19,7 @@
 #include "datagen.h"
 #include "inspect/report.h"
 #include "testutil.h"
-#include "train/train_options.h"
+#include "run/train_options.h"
 
 static char *dir, *corpus, *run;
 

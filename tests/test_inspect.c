@@ -13,7 +13,7 @@
 #include "inspect/inspect.h"
 #include "inspect/report.h"
 #include "inspect/run_history.h"
-#include "inspect/seed_stats.h"
+#include "cli/study/seed_stats.h"
 #include "tapegrad/model.h"
 #include "train/trainer.h"
 

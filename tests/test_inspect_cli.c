@@ -13,8 +13,8 @@
 #include "lib/safetensors.h"
 #include "report_check.h"
 #include "testutil.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_folder.h"
 #include "tapegrad/model.h"
 
 static char *dir;

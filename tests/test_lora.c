@@ -18,9 +18,9 @@
 #include "tapegrad/model.h"
 #include "testutil.h"
 #include "lib/safetensors.h"
-#include "train/adapter.h"
-#include "train/checkpoint.h"
-#include "train/run.h"
+#include "checkpoint/adapter.h"
+#include "checkpoint/checkpoint.h"
+#include "run/run.h"
 
 static const TgModelConfig small_cfg = {.dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .hidden = 96,
                                         .vocab = 61, .seq_len = 16, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e4,

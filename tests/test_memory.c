@@ -20,7 +20,7 @@
 #include "tapegrad/model.h"
 #include "tapegrad/rng.h"
 #include "testutil.h"
-#include "train/memory_plan.h"
+#include "run/memory_plan.h"
 
 
 typedef enum { STEP_TRAIN, STEP_TRAIN_SCALED, STEP_INSPECTED, STEP_EVAL } StepKind;

@@ -24,7 +24,7 @@
 #include "lib/clock.h"
 #include "ckptutil.h"
 #include "datagen.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint_folder.h"
 
 #ifndef TAPEGRAD_MPIEXEC
 #error "TAPEGRAD_MPIEXEC must name Open MPI's mpirun"

@@ -9,8 +9,8 @@
 #include "lib/options.h"
 #include "testutil.h"
 #include "cli/cli.h"
-#include "train/run.h"
-#include "train/train_options.h"
+#include "run/run.h"
+#include "run/train_options.h"
 
 typedef struct {
     int64_t steps;

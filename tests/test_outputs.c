@@ -24,7 +24,7 @@
 #include "datagen.h"
 #include "lib/json_write.h"
 #include "testutil.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint_folder.h"
 
 extern char **environ;
 

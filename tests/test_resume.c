@@ -14,7 +14,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint_folder.h"
 
 
 CKPT_SCRATCH_FIXTURE

@@ -13,7 +13,7 @@
 #include "ckptutil.h"
 #include "datagen.h"
 #include "testutil.h"
-#include "train/run_folder.h"
+#include "run/run_folder.h"
 
 static char *scratch, *work; /* the runs start in work; their output goes to scratch, beside it */
 

@@ -14,7 +14,7 @@
 #include "datagen.h"
 #include "lib/folder_lock.h"
 #include "testutil.h"
-#include "train/run_folder.h"
+#include "run/run_folder.h"
 
 static char *dir, *corpus;
 static void setup(void) { dir = ckpt_test_setup(&corpus); }

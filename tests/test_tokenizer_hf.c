@@ -8,8 +8,8 @@
 
 #include "ckptutil.h"
 #include "tapegrad/tokenizer.h"
-#include "data/tokenizer_hf.h"
-#include "data/unicode_class.h"
+#include "tokenizer/tokenizer_hf.h"
+#include "tokenizer/unicode_class.h"
 #include "datagen.h"
 #include "testutil.h"
 
@@ -70,13 +70,13 @@ Test(utf8, maximal_subparts_of_invalid_sequences) {
         {"\xc3\xa9", 2, 2, 0xE9},
         {"\xe4\xb8\xad", 3, 3, 0x4E2D},
         {"\xf0\x9f\x98\x80", 4, 4, 0x1F600},
-        {"\x80", 1, 1, UNICODE_INVALID},         /* a continuation byte alone */
-        {"\xc0\xaf", 2, 1, UNICODE_INVALID},     /* overlong: C0 is never a lead byte */
-        {"\xe2\x82x", 3, 2, UNICODE_INVALID},    /* cut: the two bytes are one subpart */
-        {"\xed\xa0\x80", 3, 1, UNICODE_INVALID}, /* a surrogate: ED then A0 is not allowed */
-        {"\xf4\x90\x80\x80", 4, 1, UNICODE_INVALID},
-        {"\xf0\x9f\x98", 3, 3, UNICODE_INVALID}, /* cut by the end of the text */
-        {"\xff", 1, 1, UNICODE_INVALID},
+        {"\x80", 1, 1, UTF8_INVALID},         /* a continuation byte alone */
+        {"\xc0\xaf", 2, 1, UTF8_INVALID},     /* overlong: C0 is never a lead byte */
+        {"\xe2\x82x", 3, 2, UTF8_INVALID},    /* cut: the two bytes are one subpart */
+        {"\xed\xa0\x80", 3, 1, UTF8_INVALID}, /* a surrogate: ED then A0 is not allowed */
+        {"\xf4\x90\x80\x80", 4, 1, UTF8_INVALID},
+        {"\xf0\x9f\x98", 3, 3, UTF8_INVALID}, /* cut by the end of the text */
+        {"\xff", 1, 1, UTF8_INVALID},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint32_t cp;
@@ -87,7 +87,7 @@ Test(utf8, maximal_subparts_of_invalid_sequences) {
     cr_expect_eq(unicode_class(0x0663), UNICODE_NUMBER);
     cr_expect_eq(unicode_class(0x3000), UNICODE_SPACE);
     cr_expect_eq(unicode_class(0x1F600), UNICODE_OTHER);
-    cr_expect_eq(unicode_class(UNICODE_INVALID), UNICODE_OTHER);
+    cr_expect_eq(unicode_class(UTF8_INVALID), UNICODE_OTHER);
 }
 
 /* ---- files ------------------------------------------------------------------------------ */

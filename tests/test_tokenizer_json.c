@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ckptutil.h"
-#include "data/tokenizer_hf.h"
+#include "tokenizer/tokenizer_hf.h"
 #include "datagen.h"
 #include "tapegrad/tokenizer.h"
 #include "testutil.h"

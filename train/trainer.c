@@ -19,11 +19,11 @@
 #include "lib/fault.h"
 #include "tapegrad/engine.h"
 #include "tapegrad/error.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_folder.h"
-#include "train/dist.h"
-#include "train/memory_plan.h"
-#include "train/run.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_folder.h"
+#include "lib/dist.h"
+#include "run/memory_plan.h"
+#include "run/run.h"
 #include "tapegrad/sample.h"
 #include "lib/clock.h"
 
@@ -144,7 +144,7 @@ typedef struct Trainer {
     Loader loader;
     bool packed;             /* fine-tuning: rows of packed conversations (data/sft_loader.h), not text windows */
     SftLoader sft_loader;
-    int rank, ranks;         /* this process's place in a data-parallel job (train/dist.h): 0 of 1 alone */
+    int rank, ranks;         /* this process's place in a data-parallel job (lib/dist.h): 0 of 1 alone */
     bool writer;             /* rank 0, the one that writes the run folder, metrics and checkpoints */
     int64_t batch, seq, tokens_per_step;
     int64_t micro_batches;        /* in one step, over all ranks: ranks x accum */

@@ -15,7 +15,7 @@
 #include "data/sft_data.h"
 #include "lib/messages.h"
 #include "tapegrad/tokenizer.h"
-#include "train/train_options.h"
+#include "run/train_options.h"
 
 /* What a caller can watch a run do (all members may be NULL). Inspection (--log-grads) comes in
  * this way: the trainer knows nothing of it. On a step for which watch_step(step) is true (step

@@ -17,6 +17,7 @@ enum {
     TG_MAX_TENSORS = 65536,   /* tensors in a parameter store, records in a checkpoint, entries in a safetensors file */
     TG_MAX_VOCAB = 1 << 24,   /* token ids are below this: tokenizers, token files, models */
     TG_PATH_CAP = 4096,       /* a path is at most TG_PATH_CAP - 1 bytes (Linux's PATH_MAX with its NUL) */
+    TG_MAX_CONTEXT = 1 << 20, /* tokens in one window: a dataset's seq_len, a model's context (TG_MODEL_MAX_SEQ) */
 };
 
 /* Elements of one tensor, and of a whole parameter store. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "tapegrad/error.h"
+#include "tapegrad/limits.h"
 #include "tapegrad/params.h"
 #include "tapegrad/ops.h"
 
@@ -53,7 +54,7 @@ enum {
     TG_MODEL_MAX_LAYERS = 1024,
     TG_MODEL_MAX_HEADS = 1024,   /* query heads, and key/value heads */
     TG_MODEL_MAX_HIDDEN = 1 << 18,
-    TG_MODEL_MAX_SEQ = 1 << 20,
+    TG_MODEL_MAX_SEQ = TG_MAX_CONTEXT,
 };
 /* positions x head size in the RoPE cos and sin tables: 2^24 floats for both, 64 MiB (a
  * 131,072-token context at head size 128); no file can make a model build a larger one */

@@ -8,7 +8,7 @@
 #include <zlib.h>
 
 #include "fuzz_support.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #ifndef FUZZ_CHECKPOINT_RAW
 #define FUZZ_CHECKPOINT_RAW 0

@@ -3,9 +3,9 @@
  * (checkpoint_resolve, and the listing of the folder's other checkpoints). The input is the
  * three files joined by FUZZ_SEPARATOR. */
 #include "fuzz_support.h"
-#include "train/checkpoint_folder.h"
-#include "train/run.h"
-#include "train/train_options.h"
+#include "checkpoint/checkpoint_folder.h"
+#include "run/run.h"
+#include "run/train_options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *parts[3];

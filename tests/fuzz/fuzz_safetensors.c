@@ -5,7 +5,7 @@
 
 #include "fuzz_support.h"
 #include "lib/safetensors.h"
-#include "train/convert.h"
+#include "export/convert.h"
 
 /* The shape of the run the seeds come from (make_seeds.sh), so that seeds get past the checks
  * of every tensor's name and shape. */

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "tapegrad/tokenizer.h"
-#include "data/tokenizer_hf.h"
+#include "tokenizer/tokenizer_hf.h"
 #include "fuzz_support.h"
 
 static const char text[] = "The quick brown fox jumps over the lazy dog. It's 42\xe2\x82\xac, caf\xc3\xa9!\n\n  end<|endoftext|>\xff";

@@ -16,7 +16,7 @@ extern char **environ;
 
 #include "datagen.h"
 #include "testutil.h"
-#include "train/checkpoint_folder.h"
+#include "checkpoint/checkpoint_folder.h"
 
 #if !defined(TAPEGRAD_BIN) || !defined(TAPEGRAD_FAULT_BIN)
 #error "TAPEGRAD_BIN and TAPEGRAD_FAULT_BIN must name the tapegrad program and its test variant"

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tapegrad/model.h"
 
 /* The flags every suite trains with: the tiny preset, small batches, one thread (bitwise

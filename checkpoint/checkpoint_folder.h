@@ -1,0 +1,64 @@
+/* Checkpoints in a run folder, and saving them without stalling training.
+ *
+ * A run folder holds DIR/ckpt-<step, 8 digits>.tgck files and DIR/latest, a one-line file naming
+ * the newest good one. A save writes the checkpoint (atomically: see checkpoint.h), then
+ * rewrites `latest` the same way, then deletes all but the newest `keep` checkpoints. A save
+ * killed at any moment leaves `latest` naming a complete checkpoint (the new one or the one
+ * before), plus perhaps a stray *.tmp that the next run removes.
+ *
+ * The background saver copies the weights, AdamW moments and trainer state into a buffer it
+ * allocated up front (the only pause training sees), then compresses and writes from that copy
+ * on its own thread. At most one save is in flight: starting one waits for the previous. An
+ * error of the background writer is returned by the next start or wait.
+ */
+#ifndef TAPEGRAD_CHECKPOINT_FOLDER_H
+#define TAPEGRAD_CHECKPOINT_FOLDER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "checkpoint/checkpoint.h"
+
+/* Writes DIR/ckpt-<step>.tgck, points DIR/latest at it, keeps the newest `keep` (0: all).
+ * path_out (may be NULL) receives the checkpoint's path. */
+TgStatus checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
+                                    size_t path_cap);
+/* A checkpoint file from DIR (via DIR/latest) or a file path as given. */
+TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
+/* Removes the *.tmp files a killed save can leave in DIR. */
+void checkpoint_folder_remove_stale(const char *dir);
+/* "ckpt-00000010.tgck, ckpt-00000020.tgck" : the checkpoints in DIR other than `except` (a file
+ * name or NULL), newest first; empty when there are none. */
+void checkpoint_folder_others(const char *dir, const char *except, char *buf, size_t cap);
+
+typedef struct CheckpointSaver {
+    char dir[TG_PATH_CAP];
+    int keep;
+    TgParamStore *layout;        /* the model's: names, shapes and offsets (not owned) */
+    float *snapshot;           /* 3 * layout->total floats: weights, m, v */
+    CheckpointSource src;      /* points into snapshot */
+    pthread_t thread;
+    bool in_flight;
+    TgStatus result;          /* of the save the thread last ran */
+    char error[2048];
+    char writing[TG_PATH_CAP];     /* the path the thread writes */
+    char last_saved[TG_PATH_CAP];  /* the newest checkpoint known to be complete */
+    int64_t saves;
+    double pause_s;            /* training time spent copying into the snapshot, summed */
+    double blocked_s;          /* training time spent waiting for the previous save to finish */
+    double write_s;            /* background time compressing and writing, summed */
+} CheckpointSaver;
+
+/* Allocates the snapshot buffer for `model` (whose parameter store must outlive the saver). */
+void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgModel *model);
+/* Waits for the previous save (returning its error, if any, without starting a new one), then
+ * snapshots the model and state and starts writing them in the background. */
+TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,
+                                 const TrainerState *state);
+/* Waits for the save in flight, if any; returns its status (the message names the file). */
+TgStatus checkpoint_saver_wait(CheckpointSaver *s);
+/* Waits, then frees the buffer. */
+void checkpoint_saver_free(CheckpointSaver *s);
+
+#endif

@@ -1,0 +1,58 @@
+/* A Hugging Face model folder that transformers loads as LlamaForCausalLM without custom code:
+ *
+ *   config.json             the Llama config (hidden_size, intermediate_size, num_hidden_layers,
+ *                           num_attention_heads, num_key_value_heads, vocab_size, rope_theta,
+ *                           rms_norm_eps, max_position_embeddings, tie_word_embeddings, ...)
+ *   model.safetensors       the weights, F32, under the names they already carry (the head is
+ *                           tied: there is no lm_head.weight)
+ *   generation_config.json  <eot> as bos and eos
+ *   tokenizer.json          the run's tokenizer (data/tokenizer_hf.h)
+ *   tokenizer_config.json   PreTrainedTokenizerFast, <eot> as bos, eos and pad
+ *
+ * A model fine-tuned on conversations (a chat model: `chat` given) ends its replies with
+ * <|im_end|>: that is its eos (config.json, tokenizer_config.json; generation_config.json stops at
+ * <|im_end|> or <eot>), and tokenizer_config.json holds the ChatML "chat_template" (Jinja,
+ * data/chat_format.h) that apply_chat_template renders as tapegrad's chat does.
+ *
+ * tapegrad's model is the Llama architecture (RMSNorm, RoPE rotating halves (i, i + hd/2) as
+ * transformers' rotate_half does, GQA, SwiGLU w2(silu(w1 x) * w3 x)), so the weights need no
+ * change. A ReLU-FFN model is not: its export is refused. */
+#ifndef TAPEGRAD_TRAIN_EXPORT_HF_H
+#define TAPEGRAD_TRAIN_EXPORT_HF_H
+
+#include <stdbool.h>
+
+#include "tapegrad/tokenizer.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
+#include "data/chat_format.h"
+#include "tokenizer/tokenizer_hf.h"
+#include "run/output_check.h"
+
+/* TG_ERR_MISMATCH with the reason when the model is not a Llama model (a ReLU FFN). */
+TgStatus export_check_llama(const TgModelConfig *cfg);
+
+/* The names of the files the folder gets. */
+#define EXPORT_HF_FILES {"config.json", "model.safetensors", "generation_config.json", TOKENIZER_HF_FILE, "tokenizer_config.json"}
+
+/* The outputs of model_export_hf, checked before anything is read or written
+ * (train/output_check.h): the folder (not a run folder; one that holds anything is refused
+ * unless `force`, which replaces the five files and keeps the rest), and each of its five files. */
+TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force);
+
+/* A PEFT LoRA adapter for the --hf export of the base: adapter_model.safetensors (the adapters,
+ * named base_model.model.<tapegrad's name>, A (r, in), B (out, r), F32) and adapter_config.json
+ * (r, lora_alpha, target_modules q_proj ... down_proj). PEFT's forward is W x + (alpha / r) B A x,
+ * tapegrad's own. _check: as model_export_hf_check, for those two files. */
+#define EXPORT_PEFT_FILES {"adapter_model.safetensors", "adapter_config.json"}
+TgStatus model_export_peft_check(OutputPlan *plan, const char *dir, bool force);
+TgStatus model_export_peft(const TgModel *model, const char *dir);
+/* Writes the folder `dir` (created with its parents when missing), checked first
+ * (model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
+ * markers. model.safetensors records the run's tokenizer fingerprint and the one
+ * the folder's tokenizer.json has when a run imports it (train/convert.h: WeightsTokenizer). The
+ * model and the tokenizer are checked before anything is written. */
+TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *dir,
+                         const char *source_note);
+
+#endif

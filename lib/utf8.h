@@ -1,0 +1,18 @@
+/* UTF-8, decoded one code point at a time (lib/utf8.c). */
+#ifndef TAPEGRAD_LIB_UTF8_H
+#define TAPEGRAD_LIB_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What utf8_next reports for bytes that are not well-formed UTF-8. */
+#define UTF8_INVALID UINT32_MAX
+
+/* The code point starting at s[0] (len >= 1): returns its length in bytes and sets *cp. Bytes
+ * that are not well-formed UTF-8 give *cp = UTF8_INVALID and the length of the maximal
+ * subpart (the longest prefix of a well-formed sequence, at least 1 byte): the unit that
+ * decoders replacing errors with U+FFFD replace, as WHATWG's TextDecoder, Python's
+ * errors="replace" and Rust's from_utf8_lossy do. */
+size_t utf8_next(const unsigned char *s, size_t len, uint32_t *cp);
+
+#endif
