@@ -92,8 +92,8 @@ static double buffer_ratio(const float *data, size_t n, bool shuffle) {
 }
 
 static void bench_state(const char *label, TgModel *m, const char *dir, int repeats) {
-    TrainerState st = {.step = 1, .seed = 1, .best_val_loss = INFINITY};
-    CheckpointSource src = checkpoint_source_of(m, 1, &st);
+    TgTrainerState st = {.step = 1, .seed = 1, .best_val_loss = INFINITY};
+    TgCheckpointSource src = tg_checkpoint_source_of(m, 1, &st);
     const TgParamStore *ps = &m->params;
     size_t raw_floats = 3 * ps->total;
 
@@ -101,11 +101,11 @@ static void bench_state(const char *label, TgModel *m, const char *dir, int repe
     float *snapshot = malloc(raw_floats * sizeof(float));
     double snapshot_s[2], t0 = 0;
     for (int pass = 0; pass < 2; pass++) { /* the first copy also pays the page faults */
-        t0 = clock_seconds();
+        t0 = tg_clock_seconds();
         memcpy(snapshot, ps->data, ps->total * sizeof(float));
         memcpy(snapshot + ps->total, ps->m, ps->total * sizeof(float));
         memcpy(snapshot + 2 * ps->total, ps->v, ps->total * sizeof(float));
-        snapshot_s[pass] = clock_seconds() - t0;
+        snapshot_s[pass] = tg_clock_seconds() - t0;
     }
     free(snapshot);
 
@@ -123,19 +123,19 @@ static void bench_state(const char *label, TgModel *m, const char *dir, int repe
     snprintf(path, sizeof path, "%s/ckpt_bench.tgck", dir);
     for (int shuffle = 0; shuffle < 2; shuffle++)
         for (int li = 0; li < 2; li++) {
-            CheckpointWriteOptions o = {.level = li == 0 ? 1 : 6, .shuffle = shuffle};
+            TgCheckpointWriteOptions o = {.level = li == 0 ? 1 : 6, .shuffle = shuffle};
             double best_save = INFINITY, best_load = INFINITY;
             int64_t bytes = 0, raw = 0;
             for (int r = 0; r < repeats; r++) {
-                t0 = clock_seconds();
-                if (checkpoint_write_with(path, &src, &o, &bytes) != TG_OK) die("write");
-                best_save = fmin(best_save, clock_seconds() - t0);
+                t0 = tg_clock_seconds();
+                if (tg_checkpoint_write_with(path, &src, &o, &bytes) != TG_OK) die("write");
+                best_save = fmin(best_save, tg_clock_seconds() - t0);
                 TgModel copy;
                 tg_model_build(&copy, &m->cfg);
-                CheckpointInfo info;
-                t0 = clock_seconds();
-                if (checkpoint_load(path, &copy, &info) != TG_OK) die("load");
-                best_load = fmin(best_load, clock_seconds() - t0);
+                TgCheckpointInfo info;
+                t0 = tg_clock_seconds();
+                if (tg_checkpoint_load(path, &copy, &info) != TG_OK) die("load");
+                best_load = fmin(best_load, tg_clock_seconds() - t0);
                 raw = info.raw_bytes;
                 if (memcmp(copy.params.data, ps->data, ps->total * sizeof(float)) != 0) die("round trip differs");
                 tg_model_free(&copy);

@@ -91,19 +91,19 @@ int main(int argc, char **argv) {
     tg_blas_set_threads(1);
     printf("CPU: %s; one thread; GFLOP/s of thread CPU time, best of %d; %s, kernel %s\n", tg_cpu_name(), rounds,
            openblas_get_config(), openblas_get_corename());
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     double peaks[TG_ISA_COUNT], bf16_peaks[TG_ISA_COUNT];
     int n_paths = 0;
     for (int i = TG_ISA_COUNT - 1; i >= 0; i--)
-        if (tg_isa_supported((tg_isa)i) && (!one_path || !one_path[0] || strcmp(one_path, tg_isa_name((tg_isa)i)) == 0)) {
-            tg_isa_set((tg_isa)i);
-            paths[n_paths] = (tg_isa)i;
+        if (tg_isa_supported((TgIsa)i) && (!one_path || !one_path[0] || strcmp(one_path, tg_isa_name((TgIsa)i)) == 0)) {
+            tg_isa_set((TgIsa)i);
+            paths[n_paths] = (TgIsa)i;
             peaks[n_paths] = tg_peak_gflops(NULL, 0.2);
             bf16_peaks[n_paths] = tg_kernels()->bf16_native ? tg_peak_bf16_gflops(NULL, 0.2) : 0;
             TgGemmPlan plan = tg_gemm_plan();
             char plan_text[256];
             tg_gemm_plan_describe(&plan, plan_text, sizeof plan_text);
-            printf("  %s multiply-add ceiling: %.1f GFLOP/s", tg_isa_name((tg_isa)i), peaks[n_paths]);
+            printf("  %s multiply-add ceiling: %.1f GFLOP/s", tg_isa_name((TgIsa)i), peaks[n_paths]);
             if (bf16_peaks[n_paths] > 0) printf(", bf16 ceiling %.1f GFLOP/s", bf16_peaks[n_paths]);
             printf("; plan: %s\n", plan_text);
             n_paths++;

@@ -66,12 +66,12 @@ static void encoding(int n_added, size_t text_bytes) {
     fputs("},\"merges\":[]}}", f);
     fclose(f);
     TgTokenizer tok;
-    double t0 = clock_seconds();
-    if (tokenizer_hf_load(path, &tok) != TG_OK) {
+    double t0 = tg_clock_seconds();
+    if (tg_tokenizer_hf_load(path, &tok) != TG_OK) {
         fprintf(stderr, "%s\n", tg_error_message());
         exit(1);
     }
-    double loaded = clock_seconds() - t0;
+    double loaded = tg_clock_seconds() - t0;
     char *text = malloc(text_bytes + 16);
     static const char *const words[] = {"the ", "quick ", "brown ", "fox ", "jumps ", "over ", "lazy ", "dog. "};
     size_t n = 0;
@@ -83,9 +83,9 @@ static void encoding(int n_added, size_t text_bytes) {
     n = text_bytes;
     size_t cap = tg_tokenizer_max_ids(&tok, n), n_ids;
     int32_t *ids = malloc(cap * sizeof *ids);
-    t0 = clock_seconds();
+    t0 = tg_clock_seconds();
     tg_tokenizer_encode(&tok, text, n, ids, cap, &n_ids);
-    double encoded = clock_seconds() - t0;
+    double encoded = tg_clock_seconds() - t0;
     printf("encode: %d added tokens: load %.3f s; %zu bytes -> %zu ids in %.4f s (%.1f MB/s)\n", n_added, loaded, n, n_ids, encoded,
            (double)n / encoded / 1e6);
     free(ids), free(text);
@@ -100,7 +100,7 @@ static void write_junk(FILE *f, size_t target) {
 
 static void write_vocab(FILE *f, size_t target) {
     int id = 257;
-    for (char s[5] = "AAAA"; ftell(f) < (long)target && id < TOKENIZER_HF_MAX_IDS; id++) {
+    for (char s[5] = "AAAA"; ftell(f) < (long)target && id < TG_TOKENIZER_HF_MAX_IDS; id++) {
         fprintf(f, ",\"%s\":%d", s, id);
         for (int i = 3; i >= 0 && ++s[i] > 'z'; i--) s[i] = 'A'; /* the next of 58^4 strings of 'A'..'z' */
         for (int i = 0; i < 4; i++)
@@ -152,9 +152,9 @@ static void memory(const char *kind, size_t target) {
     if (pid == 0) {
         long before = peak_kb();
         TgTokenizer tok;
-        double t0 = clock_seconds();
-        TgStatus s = tokenizer_hf_load(path, &tok);
-        double took = clock_seconds() - t0;
+        double t0 = tg_clock_seconds();
+        TgStatus s = tg_tokenizer_hf_load(path, &tok);
+        double took = tg_clock_seconds() - t0;
         long rose = peak_kb() - before;
         if (s != TG_OK) printf("%s: %s\n", kind, tg_error_message());
         else
@@ -176,8 +176,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--text") == 0) text_bytes = (size_t)atol(argv[i + 1]);
         else if (strcmp(argv[i], "--mb") == 0) mb = (size_t)atol(argv[i + 1]);
     }
-    if (n_added < 0 || n_added > TOKENIZER_HF_MAX_ADDED - 1) {
-        fprintf(stderr, "--added: 0 to %d\n", TOKENIZER_HF_MAX_ADDED - 1);
+    if (n_added < 0 || n_added > TG_TOKENIZER_HF_MAX_ADDED - 1) {
+        fprintf(stderr, "--added: 0 to %d\n", TG_TOKENIZER_HF_MAX_ADDED - 1);
         return 1;
     }
     if (!mkdtemp(dir)) {

@@ -6,18 +6,18 @@
 
 #include "checkpoint/checkpoint_internal.h"
 
-void adapter_tag(const TgLora *lora, char *buf, size_t cap) {
+void tg_adapter_tag(const TgLora *lora, char *buf, size_t cap) {
     snprintf(buf, cap, "lora r%" PRId64 " a%.17g t%" PRIx32 " b%016" PRIx64, lora->cfg.rank, lora->cfg.alpha,
              lora->cfg.targets, lora->base_fingerprint);
 }
 
-TgStatus adapter_tag_parse(const char *tag, const char *path, TgLoraConfig *cfg, uint64_t *base_fingerprint) {
+TgStatus tg_adapter_tag_parse(const char *tag, const char *path, TgLoraConfig *cfg, uint64_t *base_fingerprint) {
     TgLora lora;
     memset(&lora, 0, sizeof lora);
-    char again[CHECKPOINT_TAG_CAP];
+    char again[TG_CHECKPOINT_TAG_CAP];
     bool ok = sscanf(tag, "lora r%" SCNd64 " a%lf t%" SCNx32 " b%" SCNx64, &lora.cfg.rank, &lora.cfg.alpha,
                      &lora.cfg.targets, &lora.base_fingerprint) == 4;
-    if (ok) adapter_tag(&lora, again, sizeof again);
+    if (ok) tg_adapter_tag(&lora, again, sizeof again);
     if (!ok || strcmp(again, tag) != 0 || tg_lora_config_validate(&lora.cfg, NULL) != TG_OK)
         return tg_fail(TG_ERR_FORMAT, "%s: the adapter tag '%s' is not one tapegrad writes; the file is corrupt", path, tag);
     *cfg = lora.cfg;
@@ -25,22 +25,22 @@ TgStatus adapter_tag_parse(const char *tag, const char *path, TgLoraConfig *cfg,
     return TG_OK;
 }
 
-bool adapter_is_checkpoint(const char *path) {
-    CheckpointInfo h;
-    bool yes = checkpoint_read_header(path, &h) == TG_OK && (h.flags & CHECKPOINT_FLAG_ADAPTER);
+bool tg_adapter_is_checkpoint(const char *path) {
+    TgCheckpointInfo h;
+    bool yes = tg_checkpoint_read_header(path, &h) == TG_OK && (h.flags & TG_CHECKPOINT_FLAG_ADAPTER);
     tg_error_clear();
     return yes;
 }
 
-TgStatus adapter_load(const char *path, TgModel *model, const char *base_name, uint64_t tokenizer_fingerprint,
-                      CheckpointInfo *info) {
-    CheckpointInfo h;
-    TG_TRY(checkpoint_read_header(path, &h));
-    if (!(h.flags & CHECKPOINT_FLAG_ADAPTER))
+TgStatus tg_adapter_load(const char *path, TgModel *model, const char *base_name, uint64_t tokenizer_fingerprint,
+                      TgCheckpointInfo *info) {
+    TgCheckpointInfo h;
+    TG_TRY(tg_checkpoint_read_header(path, &h));
+    if (!(h.flags & TG_CHECKPOINT_FLAG_ADAPTER))
         return tg_fail(TG_ERR_MISMATCH, "%s is not a LoRA adapter's checkpoint", path);
     TgLoraConfig cfg;
     uint64_t trained_on;
-    TG_TRY(adapter_tag_parse(h.tag, path, &cfg, &trained_on));
+    TG_TRY(tg_adapter_tag_parse(h.tag, path, &cfg, &trained_on));
     uint64_t base = tg_model_weights_fingerprint(model);
     if (base != trained_on)
         return tg_fail(TG_ERR_MISMATCH,
@@ -57,7 +57,7 @@ TgStatus adapter_load(const char *path, TgModel *model, const char *base_name, u
         return tg_fail(TG_ERR_FORMAT, "%s: its tag '%s' does not fit its base (%s); the file is corrupt", path, h.tag, why);
     }
     tg_lora_attach(model, &cfg, 0);
-    TgStatus s = checkpoint_load_store(path, &model->lora->params, &model->cfg, h.tag, info);
+    TgStatus s = tg_checkpoint_load_store(path, &model->lora->params, &model->cfg, h.tag, info);
     if (s != TG_OK) tg_lora_free(model);
     return s;
 }

@@ -14,18 +14,18 @@
 #include "checkpoint/checkpoint.h"
 
 /* The tag of the model's adapters (lora non-NULL). */
-void adapter_tag(const TgLora *lora, char *buf, size_t cap);
+void tg_adapter_tag(const TgLora *lora, char *buf, size_t cap);
 /* The adapters' config and base fingerprint of a tag; TG_ERR_FORMAT naming `path` when the tag is
- * not one adapter_tag writes. */
-TgStatus adapter_tag_parse(const char *tag, const char *path, TgLoraConfig *cfg, uint64_t *base_fingerprint);
+ * not one tg_adapter_tag writes. */
+TgStatus tg_adapter_tag_parse(const char *tag, const char *path, TgLoraConfig *cfg, uint64_t *base_fingerprint);
 /* Loads the adapter checkpoint `path` onto `model`, a base without adapters (its weights loaded,
  * its config the checkpoint's) known to the user as `base_name`: refused, naming both, when the
  * base's weights or tokenizer are not the ones the adapters were trained on. The adapters are
  * attached (the base frozen), then filled with the file's weights and moments; *info (may be
  * NULL) receives the file's header and trainer state. On failure the model has no adapters. */
-TgStatus adapter_load(const char *path, TgModel *model, const char *base_name, uint64_t tokenizer_fingerprint,
-                      CheckpointInfo *info);
+TgStatus tg_adapter_load(const char *path, TgModel *model, const char *base_name, uint64_t tokenizer_fingerprint,
+                      TgCheckpointInfo *info);
 /* Whether `path` is an adapter's checkpoint (false for any other file, readable or not). */
-bool adapter_is_checkpoint(const char *path);
+bool tg_adapter_is_checkpoint(const char *path);
 
 #endif

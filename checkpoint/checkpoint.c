@@ -59,7 +59,7 @@ static bool stream_fail(Reader *r, TgStatus s) {
 static bool pump(Reader *r, const char *what) {
     if (r->zs.avail_in == 0 && !r->file_eof) {
         ssize_t k;
-        do k = read(r->fd, r->in, CHECKPOINT_IO_CHUNK);
+        do k = read(r->fd, r->in, TG_CHECKPOINT_IO_CHUNK);
         while (k < 0 && errno == EINTR);
         if (k < 0)
             return stream_fail(r, tg_fail(TG_ERR_IO, "%s: read error inside %s: %s", r->path, what, strerror(errno)));
@@ -112,10 +112,10 @@ static bool get(Reader *r, void *p, size_t n, const char *what) {
 static void content_fail(Reader *r, TgStatus s) {
     char original[1024];
     snprintf(original, sizeof original, "%s", tg_error_message());
-    unsigned char *sink = tg_malloc(CHECKPOINT_IO_CHUNK);
+    unsigned char *sink = tg_malloc(TG_CHECKPOINT_IO_CHUNK);
     while (!r->stream_end && r->status == TG_OK) {
         r->zs.next_out = sink;
-        r->zs.avail_out = CHECKPOINT_IO_CHUNK;
+        r->zs.avail_out = TG_CHECKPOINT_IO_CHUNK;
         pump(r, "the rest of the file");
     }
     free(sink);
@@ -164,24 +164,24 @@ static TgStatus reader_open(Reader *r, const char *path) {
     ssize_t got = pread(r->fd, head, 2, 0);
     if (got < 2 || head[0] != 0x1f || head[1] != 0x8b)
         return r->status = tg_fail(TG_ERR_FORMAT, "%s: not a gzip file, so not a tapegrad checkpoint", path);
-    if (inflateInit2(&r->zs, CHECKPOINT_GZIP_WINDOW_BITS) != Z_OK)
+    if (inflateInit2(&r->zs, TG_CHECKPOINT_GZIP_WINDOW_BITS) != Z_OK)
         return r->status = tg_fail(TG_ERR_NOMEM, "%s: cannot start gzip decompression", path);
     r->zs_ready = true;
-    r->in = tg_malloc(CHECKPOINT_IO_CHUNK);
+    r->in = tg_malloc(TG_CHECKPOINT_IO_CHUNK);
     char magic[8];
     if (!get(r, magic, 8, "the header")) return r->status;
     if (memcmp(magic, CHECKPOINT_MAGIC, 8) != 0)
         return r->status = tg_fail(TG_ERR_FORMAT, "%s: a gzip file without the tapegrad checkpoint magic: not a checkpoint", path);
     if (!get(r, &r->version, 4, "the header")) return r->status;
-    if (r->version == 0 || r->version > CHECKPOINT_VERSION) {
+    if (r->version == 0 || r->version > TG_CHECKPOINT_VERSION) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: checkpoint format version %u; this tapegrad reads versions 1 to %d%s", path,
-                                r->version, CHECKPOINT_VERSION,
-                                r->version > CHECKPOINT_VERSION ? " (a newer tapegrad wrote it: upgrade to read it)" : ""));
+                                r->version, TG_CHECKPOINT_VERSION,
+                                r->version > TG_CHECKPOINT_VERSION ? " (a newer tapegrad wrote it: upgrade to read it)" : ""));
         return r->status;
     }
     if (r->version >= 2 && !get(r, &r->flags, 4, "the header")) return r->status;
-    if ((r->flags & ~(uint32_t)(CHECKPOINT_FLAG_SHUFFLED | CHECKPOINT_FLAG_PARAM_SET | CHECKPOINT_FLAG_ADAPTER)) ||
-        ((r->flags & CHECKPOINT_FLAG_PARAM_SET) && (r->flags & CHECKPOINT_FLAG_ADAPTER))) {
+    if ((r->flags & ~(uint32_t)(TG_CHECKPOINT_FLAG_SHUFFLED | TG_CHECKPOINT_FLAG_PARAM_SET | TG_CHECKPOINT_FLAG_ADAPTER)) ||
+        ((r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) && (r->flags & TG_CHECKPOINT_FLAG_ADAPTER))) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unknown checkpoint flags 0x%x (a newer tapegrad wrote it?)", path,
                                 r->flags));
         return r->status;
@@ -222,9 +222,9 @@ static bool get_config(Reader *r, TgModelConfig *c) {
     return true;
 }
 
-TgStatus trainer_state_check(const TrainerState *s, const char *path) {
-    const char *bad = s->step < 0 || s->step > CHECKPOINT_MAX_STEP                      ? "step"
-                      : s->tokens_seen < 0 || s->tokens_seen > CHECKPOINT_MAX_TOKENS    ? "tokens seen"
+TgStatus tg_trainer_state_check(const TgTrainerState *s, const char *path) {
+    const char *bad = s->step < 0 || s->step > TG_CHECKPOINT_MAX_STEP                      ? "step"
+                      : s->tokens_seen < 0 || s->tokens_seen > TG_CHECKPOINT_MAX_TOKENS    ? "tokens seen"
                       : isnan(s->best_val_loss) || s->best_val_loss < 0                 ? "best val loss"
                       : !isfinite(s->elapsed_s) || s->elapsed_s < 0                     ? "elapsed time"
                       : s->loader.rng.has_spare > 1                                     ? "data loader state"
@@ -236,15 +236,15 @@ TgStatus trainer_state_check(const TrainerState *s, const char *path) {
                    path, bad, (long long)s->step, (long long)s->tokens_seen, s->best_val_loss, s->elapsed_s);
 }
 
-static bool get_state(Reader *r, TrainerState *s) {
+static bool get_state(Reader *r, TgTrainerState *s) {
     memset(s, 0, sizeof *s);
     const char *w = "the trainer state";
-    uint8_t loader[LOADER_STATE_BYTES];
+    uint8_t loader[TG_LOADER_STATE_BYTES];
     bool ok = get(r, &s->step, 8, w) && get(r, &s->tokens_seen, 8, w) && get(r, loader, sizeof loader, w) &&
               get(r, &s->best_val_loss, 8, w) && get(r, &s->elapsed_s, 8, w) && get(r, &s->seed, 8, w);
     if (!ok) return false;
-    loader_state_unpack(loader, &s->loader);
-    if (trainer_state_check(s, r->path) != TG_OK) {
+    tg_loader_state_unpack(loader, &s->loader);
+    if (tg_trainer_state_check(s, r->path) != TG_OK) {
         content_fail(r, TG_ERR_FORMAT);
         return false;
     }
@@ -254,7 +254,7 @@ static bool get_state(Reader *r, TrainerState *s) {
 /* Reads n floats into out, undoing the byte shuffle if the file has it. */
 static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
     if (n == 0) return r->status == TG_OK; /* an empty record: `out` may be NULL, and NULL + 0 is undefined */
-    if (!(r->flags & CHECKPOINT_FLAG_SHUFFLED)) return get(r, out, n * sizeof(float), what);
+    if (!(r->flags & TG_CHECKPOINT_FLAG_SHUFFLED)) return get(r, out, n * sizeof(float), what);
     if (r->scratch_cap < n * sizeof(float)) {
         free(r->scratch);
         r->scratch_cap = n * sizeof(float);
@@ -265,10 +265,10 @@ static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
     return true;
 }
 
-static bool get_tag(Reader *r, CheckpointInfo *ci) {
+static bool get_tag(Reader *r, TgCheckpointInfo *ci) {
     uint16_t len;
     if (!get(r, &len, 2, "the tag")) return false;
-    if (len == 0 || len >= CHECKPOINT_TAG_CAP) {
+    if (len == 0 || len >= TG_CHECKPOINT_TAG_CAP) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: a %u-byte parameter set tag; the file is corrupt", r->path, len));
         return false;
     }
@@ -283,11 +283,11 @@ static bool get_tag(Reader *r, CheckpointInfo *ci) {
 
 /* The header after the flags: a model's config and tokenizer fingerprint (an adapter's: its
  * base's, then its tag), or a parameter set's tag. */
-static bool get_header(Reader *r, CheckpointInfo *ci) {
-    if (!(r->flags & CHECKPOINT_FLAG_PARAM_SET) &&
+static bool get_header(Reader *r, TgCheckpointInfo *ci) {
+    if (!(r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) &&
         !(get_config(r, &ci->cfg) && get(r, &ci->tokenizer_fingerprint, 8, "the header")))
         return false;
-    return (r->flags & (CHECKPOINT_FLAG_PARAM_SET | CHECKPOINT_FLAG_ADAPTER)) ? get_tag(r, ci) : true;
+    return (r->flags & (TG_CHECKPOINT_FLAG_PARAM_SET | TG_CHECKPOINT_FLAG_ADAPTER)) ? get_tag(r, ci) : true;
 }
 
 static bool same_config(const TgModelConfig *a, const TgModelConfig *b) {
@@ -313,9 +313,9 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t c
 
 /* The header is what the caller asked for: a model's of config `cfg` (with a tag: an adapter's
  * tagged `tag`, on a base of that config), or (cfg NULL) a parameter set's tagged `tag` (NULL: any). */
-static bool header_matches(Reader *r, const CheckpointInfo *ci, const TgModelConfig *cfg, const char *tag) {
+static bool header_matches(Reader *r, const TgCheckpointInfo *ci, const TgModelConfig *cfg, const char *tag) {
     const char *path = r->path;
-    bool param_set = (r->flags & CHECKPOINT_FLAG_PARAM_SET) != 0, adapter = (r->flags & CHECKPOINT_FLAG_ADAPTER) != 0;
+    bool param_set = (r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) != 0, adapter = (r->flags & TG_CHECKPOINT_FLAG_ADAPTER) != 0;
     if (cfg && param_set)
         content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: a parameter set's checkpoint (tag '%s'), not a model's", path, ci->tag));
     else if (cfg && adapter && !tag)
@@ -338,13 +338,13 @@ static bool header_matches(Reader *r, const CheckpointInfo *ci, const TgModelCon
     return r->status == TG_OK;
 }
 
-TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tokenizer_fingerprint) {
+TgStatus tg_checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tokenizer_fingerprint) {
     Reader r;
-    CheckpointInfo ci;
+    TgCheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
     /* any config matches itself: only a parameter set's header is refused (an adapter's gives its base's) */
     if (reader_open(&r, path) == TG_OK && get_header(&r, &ci) &&
-        ((r.flags & CHECKPOINT_FLAG_ADAPTER) || header_matches(&r, &ci, &ci.cfg, NULL))) {
+        ((r.flags & TG_CHECKPOINT_FLAG_ADAPTER) || header_matches(&r, &ci, &ci.cfg, NULL))) {
         *cfg = ci.cfg;
         *tokenizer_fingerprint = ci.tokenizer_fingerprint;
     }
@@ -352,7 +352,7 @@ TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *
     return r.status;
 }
 
-TgStatus checkpoint_read_header(const char *path, CheckpointInfo *info) {
+TgStatus tg_checkpoint_read_header(const char *path, TgCheckpointInfo *info) {
     Reader r;
     memset(info, 0, sizeof *info);
     if (reader_open(&r, path) == TG_OK && get_header(&r, info)) info->version = r.version, info->flags = r.flags;
@@ -371,7 +371,7 @@ typedef struct {
 
 /* "", " (AdamW m)", " (AdamW v)": after a tensor's name in a message */
 static const char *kind_note(int kind) {
-    return kind == CHECKPOINT_KIND_ADAM_M ? " (AdamW m)" : kind == CHECKPOINT_KIND_ADAM_V ? " (AdamW v)" : "";
+    return kind == TG_CHECKPOINT_KIND_ADAM_M ? " (AdamW m)" : kind == TG_CHECKPOINT_KIND_ADAM_V ? " (AdamW v)" : "";
 }
 
 /* Every value of a record is one a run writes: weights and AdamW m finite, AdamW v finite and
@@ -380,7 +380,7 @@ static const char *kind_note(int kind) {
  * blames the learning rate. The first bad value is named, with its tensor and index. */
 static bool check_values(Reader *r, const RecordHeader *h, const float *v) {
     for (int64_t i = 0; i < h->numel; i++) {
-        bool bad = !isfinite(v[i]) || (h->kind == CHECKPOINT_KIND_ADAM_V && v[i] < 0);
+        bool bad = !isfinite(v[i]) || (h->kind == TG_CHECKPOINT_KIND_ADAM_V && v[i] < 0);
         if (!bad) continue;
         const char *what = isnan(v[i]) ? "NaN" : isinf(v[i]) ? (v[i] > 0 ? "+Inf" : "-Inf") : "a negative value";
         char value[32] = "";
@@ -389,7 +389,7 @@ static bool check_values(Reader *r, const RecordHeader *h, const float *v) {
                                 "%s: tensor '%s'%s holds %s%s at index %lld of %lld; %s, so the file is damaged or "
                                 "was not written by a run",
                                 r->path, h->name, kind_note(h->kind), what, value, (long long)i, (long long)h->numel,
-                                h->kind == CHECKPOINT_KIND_ADAM_V ? "a checkpoint's AdamW v is finite and not negative"
+                                h->kind == TG_CHECKPOINT_KIND_ADAM_V ? "a checkpoint's AdamW v is finite and not negative"
                                                                   : "a checkpoint holds only finite numbers"));
         return false;
     }
@@ -407,7 +407,7 @@ static bool get_record_header(Reader *r, uint32_t index, RecordHeader *h) {
         !get(r, &h->ndim, 4, "a tensor header"))
         return false;
     h->name[len] = '\0';
-    if (h->kind > CHECKPOINT_KIND_ADAM_V || h->ndim > TG_MAX_DIMS) {
+    if (h->kind > TG_CHECKPOINT_KIND_ADAM_V || h->ndim > TG_MAX_DIMS) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' has kind %u and %u dims; the file is corrupt", r->path,
                                 h->name, h->kind, h->ndim));
         return false;
@@ -429,7 +429,7 @@ static bool get_record_header(Reader *r, uint32_t index, RecordHeader *h) {
 }
 
 /* The end of every stream: the trainer state, the end marker, then nothing but gzip's trailer. */
-static bool get_trailer(Reader *r, TrainerState *state, const char *path) {
+static bool get_trailer(Reader *r, TgTrainerState *state, const char *path) {
     if (!get_state(r, state)) return false;
     char end[8];
     if (!get(r, end, 8, "the end marker")) return false;
@@ -440,14 +440,14 @@ static bool get_trailer(Reader *r, TrainerState *state, const char *path) {
     return expect_end(r);
 }
 
-TgStatus checkpoint_load(const char *path, TgModel *model, CheckpointInfo *info) {
-    return checkpoint_load_store(path, &model->params, &model->cfg, NULL, info);
+TgStatus tg_checkpoint_load(const char *path, TgModel *model, TgCheckpointInfo *info) {
+    return tg_checkpoint_load_store(path, &model->params, &model->cfg, NULL, info);
 }
 
-TgStatus checkpoint_load_store(const char *path, const TgParamStore *ps, const TgModelConfig *cfg, const char *tag,
-                                CheckpointInfo *info) {
+TgStatus tg_checkpoint_load_store(const char *path, const TgParamStore *ps, const TgModelConfig *cfg, const char *tag,
+                                TgCheckpointInfo *info) {
     Reader r;
-    CheckpointInfo ci;
+    TgCheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
     float *staged[3] = {NULL, NULL, NULL};
     bool *seen = NULL;
@@ -463,7 +463,7 @@ TgStatus checkpoint_load_store(const char *path, const TgParamStore *ps, const T
         int idx = tg_params_index(ps, h.name);
         if (idx < 0) {
             content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) is not part of this model", path, h.name,
-                                     checkpoint_kind_name(h.kind)));
+                                     tg_checkpoint_kind_name(h.kind)));
             goto done;
         }
         const TgTensor *t = ps->tensors[idx];
@@ -472,12 +472,12 @@ TgStatus checkpoint_load_store(const char *path, const TgParamStore *ps, const T
         if (!same) {
             char want[64], got[128];
             content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) has shape %s, the model's is %s", path, h.name,
-                                     checkpoint_kind_name(h.kind), shape_str((int)h.ndim, h.shape, got, sizeof got),
+                                     tg_checkpoint_kind_name(h.kind), shape_str((int)h.ndim, h.shape, got, sizeof got),
                                      tg_tensor_shape_str(t, want, sizeof want)));
             goto done;
         }
         if (seen[h.kind * ps->count + idx]) {
-            content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' (%s) appears twice", path, h.name, checkpoint_kind_name(h.kind)));
+            content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' (%s) appears twice", path, h.name, tg_checkpoint_kind_name(h.kind)));
             goto done;
         }
         seen[h.kind * ps->count + idx] = true;
@@ -508,11 +508,11 @@ done:
     return r.status;
 }
 
-TgStatus checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors) {
+TgStatus tg_checkpoint_inspect(const char *path, TgCheckpointInfo *info, TgCheckpointTensorInfo **tensors, int *n_tensors) {
     Reader r;
-    CheckpointInfo ci;
+    TgCheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
-    CheckpointTensorInfo *list = NULL;
+    TgCheckpointTensorInfo *list = NULL;
     float *buf = NULL;
     size_t buf_cap = 0;
     uint32_t count = 0;
@@ -541,7 +541,7 @@ TgStatus checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTe
             buf = tg_malloc(buf_cap * sizeof(float));
         }
         if (!get_floats(&r, buf, (size_t)h.numel, h.name) || !check_values(&r, &h, buf)) goto done;
-        CheckpointTensorInfo *e = &list[n];
+        TgCheckpointTensorInfo *e = &list[n];
         snprintf(e->name, sizeof e->name, "%s", h.name);
         e->kind = h.kind;
         e->ndim = (int)h.ndim;

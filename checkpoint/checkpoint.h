@@ -38,92 +38,92 @@
 #include "tapegrad/version.h"
 #include "tapegrad/model.h"
 
-enum { CHECKPOINT_VERSION = TG_CHECKPOINT_FORMAT };
-enum { CHECKPOINT_FLAG_SHUFFLED = 1u << 0, CHECKPOINT_FLAG_PARAM_SET = 1u << 1, CHECKPOINT_FLAG_ADAPTER = 1u << 2 };
-enum { CHECKPOINT_TAG_CAP = 64 };
-enum { CHECKPOINT_KIND_WEIGHT = 0, CHECKPOINT_KIND_ADAM_M = 1, CHECKPOINT_KIND_ADAM_V = 2 };
+enum { TG_CHECKPOINT_VERSION = TG_CHECKPOINT_FORMAT };
+enum { TG_CHECKPOINT_FLAG_SHUFFLED = 1u << 0, TG_CHECKPOINT_FLAG_PARAM_SET = 1u << 1, TG_CHECKPOINT_FLAG_ADAPTER = 1u << 2 };
+enum { TG_CHECKPOINT_TAG_CAP = 64 };
+enum { TG_CHECKPOINT_KIND_WEIGHT = 0, TG_CHECKPOINT_KIND_ADAM_M = 1, TG_CHECKPOINT_KIND_ADAM_V = 2 };
 
 /* Steps are written to metrics.jsonl as JSON numbers, exact up to 2^53; tokens seen stay far from
  * int64's end however long a run goes on. A checkpoint beyond either is refused. */
-#define CHECKPOINT_MAX_STEP ((int64_t)1 << 53)
-#define CHECKPOINT_MAX_TOKENS ((int64_t)1 << 62)
+#define TG_CHECKPOINT_MAX_STEP ((int64_t)1 << 53)
+#define TG_CHECKPOINT_MAX_TOKENS ((int64_t)1 << 62)
 
-typedef struct TrainerState {
+typedef struct TgTrainerState {
     int64_t step;          /* optimizer steps done */
     int64_t tokens_seen;
-    LoaderState loader;    /* where the batch loader is */
+    TgLoaderState loader;    /* where the batch loader is */
     double best_val_loss;  /* +inf when never evaluated */
     double elapsed_s;      /* training time before this checkpoint */
     uint64_t seed;
-} TrainerState;
+} TgTrainerState;
 
 /* What a checkpoint holds. The float buffers are the model's own (a synchronous save) or a
  * snapshot of them (a background save); `layout` gives the tensors' names, shapes and offsets. */
-typedef struct CheckpointSource {
+typedef struct TgCheckpointSource {
     TgModelConfig cfg;
     uint64_t tokenizer_fingerprint;
     const TgParamStore *layout;
     const float *data, *m, *v; /* each layout->total floats */
-    TrainerState state;
+    TgTrainerState state;
     const char *tag;           /* non-NULL: a parameter set's checkpoint (cfg and fingerprint unused) */
-    char adapter[CHECKPOINT_TAG_CAP]; /* non-empty: a LoRA adapter's tag (layout: the adapters) */
-} CheckpointSource;
+    char adapter[TG_CHECKPOINT_TAG_CAP]; /* non-empty: a LoRA adapter's tag (layout: the adapters) */
+} TgCheckpointSource;
 
-typedef struct CheckpointWriteOptions {
+typedef struct TgCheckpointWriteOptions {
     int level;    /* deflate level 1..9 */
     bool shuffle; /* byte-plane shuffle the floats */
-} CheckpointWriteOptions;
+} TgCheckpointWriteOptions;
 
-/* The options checkpoint_write uses: level 1, shuffled. */
-CheckpointWriteOptions checkpoint_default_options(void);
+/* The options tg_checkpoint_write uses: level 1, shuffled. */
+TgCheckpointWriteOptions tg_checkpoint_default_options(void);
 
-typedef struct CheckpointInfo {
+typedef struct TgCheckpointInfo {
     TgModelConfig cfg;
     uint64_t tokenizer_fingerprint;
-    char tag[CHECKPOINT_TAG_CAP]; /* a parameter set's tag; "" for a model's checkpoint */
-    TrainerState state;
+    char tag[TG_CHECKPOINT_TAG_CAP]; /* a parameter set's tag; "" for a model's checkpoint */
+    TgTrainerState state;
     uint32_t version, flags;
     int n_tensors;
     int64_t raw_bytes;     /* the uncompressed stream */
     int64_t file_bytes;    /* the gzip file */
-} CheckpointInfo;
+} TgCheckpointInfo;
 
-/* One tensor record, as `checkpoint_inspect` lists them. */
-typedef struct CheckpointTensorInfo {
+/* One tensor record, as `tg_checkpoint_inspect` lists them. */
+typedef struct TgCheckpointTensorInfo {
     char name[TG_NAME_CAP];
     int kind;
     int ndim;
     int64_t shape[TG_MAX_DIMS];
     double l2_norm;
-} CheckpointTensorInfo;
+} TgCheckpointTensorInfo;
 
 /* What a checkpoint of the model holds: its weights and moments, or with LoRA its adapters' alone,
  * tagged with the adapters' configuration and their base's fingerprint (train/adapter.h). */
-CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TrainerState *state);
+TgCheckpointSource tg_checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TgTrainerState *state);
 
 /* Writes `src` atomically to `path` with the default options. */
-TgStatus checkpoint_write(const char *path, const CheckpointSource *src);
+TgStatus tg_checkpoint_write(const char *path, const TgCheckpointSource *src);
 /* The same with explicit options; *file_bytes (may be NULL) receives the compressed size. */
-TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
+TgStatus tg_checkpoint_write_with(const char *path, const TgCheckpointSource *src, const TgCheckpointWriteOptions *opts,
                                 int64_t *file_bytes);
 /* Reads only the header (config, tokenizer): to build the model before loading it. A parameter
- * set's checkpoint is refused here and by checkpoint_load (TG_ERR_MISMATCH). */
-TgStatus checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tokenizer_fingerprint);
+ * set's checkpoint is refused here and by tg_checkpoint_load (TG_ERR_MISMATCH). */
+TgStatus tg_checkpoint_read_config(const char *path, TgModelConfig *cfg, uint64_t *tokenizer_fingerprint);
 /* Reads the header alone: config, tokenizer fingerprint, tag, version and flags (the tensor
  * count, state and sizes are left 0). */
-TgStatus checkpoint_read_header(const char *path, CheckpointInfo *info);
+TgStatus tg_checkpoint_read_header(const char *path, TgCheckpointInfo *info);
 /* Loads into a model built with the checkpoint's config; checks every tensor's name and shape,
  * the end marker and the gzip CRC. The model is left unchanged on failure. */
-TgStatus checkpoint_load(const char *path, TgModel *model, CheckpointInfo *info);
+TgStatus tg_checkpoint_load(const char *path, TgModel *model, TgCheckpointInfo *info);
 /* Reads and verifies a whole checkpoint without a model (a model's or a parameter set's): its
  * header, state and every tensor record with its L2 norm. *tensors (malloc'ed, free it) holds
  * *n_tensors entries. */
-TgStatus checkpoint_inspect(const char *path, CheckpointInfo *info, CheckpointTensorInfo **tensors, int *n_tensors);
+TgStatus tg_checkpoint_inspect(const char *path, TgCheckpointInfo *info, TgCheckpointTensorInfo **tensors, int *n_tensors);
 
-const char *checkpoint_kind_name(int kind);
+const char *tg_checkpoint_kind_name(int kind);
 /* TG_ERR_FORMAT naming `path` unless the state is one a run can continue from: step and tokens
  * seen in [0, the limits above], best val loss a loss (>= 0, or +inf before any evaluation), a
  * finite non-negative elapsed time, a loader state the loader can have written. */
-TgStatus trainer_state_check(const TrainerState *state, const char *path);
+TgStatus tg_trainer_state_check(const TgTrainerState *state, const char *path);
 
 #endif

@@ -53,32 +53,32 @@ static int list_steps(const char *dir, int64_t *steps, int cap) {
 
 static TgStatus write_latest(const char *dir, const char *name) {
     char path[TG_PATH_CAP], line[256];
-    TG_TRY(path_join(path, sizeof path, dir, "latest"));
+    TG_TRY(tg_path_join(path, sizeof path, dir, "latest"));
     int len = snprintf(line, sizeof line, "%s\n", name);
-    return atomic_write(path, line, (size_t)len);
+    return tg_atomic_write(path, line, (size_t)len);
 }
 
-TgStatus checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
+TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource *src, int keep, char *path_out,
                                     size_t path_cap) {
     char name[64], path[TG_PATH_CAP];
     snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)src->state.step);
-    TG_TRY(path_join(path, sizeof path, dir, name));
-    TG_TRY(checkpoint_write(path, src));
+    TG_TRY(tg_path_join(path, sizeof path, dir, name));
+    TG_TRY(tg_checkpoint_write(path, src));
     /* only a complete, renamed checkpoint is ever named by `latest` */
     TG_TRY(write_latest(dir, name));
-    if (path_out) TG_TRY(path_format(path_out, path_cap, "%s", path));
+    if (path_out) TG_TRY(tg_path_format(path_out, path_cap, "%s", path));
     if (keep <= 0) return TG_OK;
     int64_t steps[4096];
     int n = list_steps(dir, steps, 4096);
     for (int i = 0; i + keep < n; i++) {
         if (steps[i] == src->state.step) continue; /* the one `latest` names stays */
         snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)steps[i]);
-        if (path_join(path, sizeof path, dir, name) == TG_OK) unlink(path); /* dir/name fits: it was written */
+        if (tg_path_join(path, sizeof path, dir, name) == TG_OK) unlink(path); /* dir/name fits: it was written */
     }
     return TG_OK;
 }
 
-void checkpoint_folder_others(const char *dir, const char *except, char *buf, size_t cap) {
+void tg_checkpoint_folder_others(const char *dir, const char *except, char *buf, size_t cap) {
     int64_t steps[4096];
     int n = list_steps(dir, steps, 4096);
     size_t used = 0;
@@ -91,7 +91,7 @@ void checkpoint_folder_others(const char *dir, const char *except, char *buf, si
     }
 }
 
-void checkpoint_folder_remove_stale(const char *dir) {
+void tg_checkpoint_folder_remove_stale(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
@@ -100,23 +100,23 @@ void checkpoint_folder_remove_stale(const char *dir) {
         size_t len = strlen(e->d_name);
         bool tmp = len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
         if (tmp && (strncmp(e->d_name, "ckpt-", 5) == 0 || strncmp(e->d_name, "latest.", 7) == 0)) {
-            if (path_join(path, sizeof path, dir, e->d_name) == TG_OK) unlink(path);
+            if (tg_path_join(path, sizeof path, dir, e->d_name) == TG_OK) unlink(path);
         }
     }
     closedir(d);
 }
 
-TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap) {
+TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap) {
     struct stat st;
     if (stat(dir_or_file, &st) != 0)
         return tg_fail(TG_ERR_IO, "%s: no such checkpoint file or run folder", dir_or_file);
-    if (!S_ISDIR(st.st_mode)) return path_format(path_out, path_cap, "%s", dir_or_file);
+    if (!S_ISDIR(st.st_mode)) return tg_path_format(path_out, path_cap, "%s", dir_or_file);
     char latest[TG_PATH_CAP], name[256] = "", others[512];
-    TG_TRY(path_join(latest, sizeof latest, dir_or_file, "latest"));
-    FILE *f = file_open_read(latest);
-    if (!f && errno != ENOENT) return tg_fail(TG_ERR_FORMAT, "%s: %s", latest, file_open_error(errno));
+    TG_TRY(tg_path_join(latest, sizeof latest, dir_or_file, "latest"));
+    FILE *f = tg_file_open_read(latest);
+    if (!f && errno != ENOENT) return tg_fail(TG_ERR_FORMAT, "%s: %s", latest, tg_file_open_error(errno));
     if (!f) {
-        checkpoint_folder_others(dir_or_file, NULL, others, sizeof others);
+        tg_checkpoint_folder_others(dir_or_file, NULL, others, sizeof others);
         if (others[0])
             return tg_fail(TG_ERR_IO, "%s: folder has no 'latest' file; pass one of its checkpoints instead: %s", dir_or_file,
                            others);
@@ -130,9 +130,9 @@ TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path
     int64_t step;
     if (!ckpt_step_of(name, &step))
         return tg_fail(TG_ERR_FORMAT, "%s: does not name a checkpoint ('%s'); pass a ckpt-*.tgck file instead", latest, name);
-    TG_TRY(path_join(path_out, path_cap, dir_or_file, name));
+    TG_TRY(tg_path_join(path_out, path_cap, dir_or_file, name));
     if (access(path_out, F_OK) != 0) {
-        checkpoint_folder_others(dir_or_file, name, others, sizeof others);
+        tg_checkpoint_folder_others(dir_or_file, name, others, sizeof others);
         return tg_fail(TG_ERR_IO, "%s names %s, which is missing%s%s", latest, name,
                        others[0] ? "; the folder's other checkpoints: " : "", others);
     }
@@ -141,7 +141,7 @@ TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path
 
 /* ---------------------------------------------------------------- background saver */
 
-void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgModel *model) {
+void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, int keep, TgModel *model) {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     s->keep = keep;
@@ -153,15 +153,15 @@ void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgMode
 }
 
 static void *saver_thread(void *arg) {
-    CheckpointSaver *s = arg;
-    double t0 = clock_seconds();
-    s->result = checkpoint_save_in_folder(s->dir, &s->src, s->keep, s->writing, sizeof s->writing);
+    TgCheckpointSaver *s = arg;
+    double t0 = tg_clock_seconds();
+    s->result = tg_checkpoint_save_in_folder(s->dir, &s->src, s->keep, s->writing, sizeof s->writing);
     if (s->result != TG_OK) snprintf(s->error, sizeof s->error, "%s", tg_error_message());
-    s->write_s += clock_seconds() - t0;
+    s->write_s += tg_clock_seconds() - t0;
     return NULL;
 }
 
-TgStatus checkpoint_saver_wait(CheckpointSaver *s) {
+TgStatus tg_checkpoint_saver_wait(TgCheckpointSaver *s) {
     if (!s->in_flight) return TG_OK;
     pthread_join(s->thread, NULL);
     s->in_flight = false;
@@ -171,14 +171,14 @@ TgStatus checkpoint_saver_wait(CheckpointSaver *s) {
     return TG_OK;
 }
 
-TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,
-                                 const TrainerState *state) {
-    double t0 = clock_seconds();
-    TgStatus previous = checkpoint_saver_wait(s);
-    s->blocked_s += clock_seconds() - t0;
+TgStatus tg_checkpoint_saver_start(TgCheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,
+                                 const TgTrainerState *state) {
+    double t0 = tg_clock_seconds();
+    TgStatus previous = tg_checkpoint_saver_wait(s);
+    s->blocked_s += tg_clock_seconds() - t0;
     if (previous != TG_OK) return previous;
-    t0 = clock_seconds();
-    s->src = checkpoint_source_of(model, tokenizer_fingerprint, state);
+    t0 = tg_clock_seconds();
+    s->src = tg_checkpoint_source_of(model, tokenizer_fingerprint, state);
     size_t n = s->src.layout->total;
     TG_CHECK(s->src.layout == s->layout, "the checkpoint saver was set up for another model");
     float *data = s->snapshot, *m = s->snapshot + n, *v = s->snapshot + 2 * n;
@@ -186,7 +186,7 @@ TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64
     memcpy(m, s->src.m, n * sizeof(float));
     memcpy(v, s->src.v, n * sizeof(float));
     s->src.data = data, s->src.m = m, s->src.v = v;
-    s->pause_s += clock_seconds() - t0;
+    s->pause_s += tg_clock_seconds() - t0;
     s->result = TG_OK;
     s->error[0] = '\0';
     /* the writer thread takes no signals: SIGINT/SIGTERM belong to the training loop, and a
@@ -208,8 +208,8 @@ TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64
     return TG_OK;
 }
 
-void checkpoint_saver_free(CheckpointSaver *s) {
-    checkpoint_saver_wait(s);
+void tg_checkpoint_saver_free(TgCheckpointSaver *s) {
+    tg_checkpoint_saver_wait(s);
     free(s->snapshot);
     s->snapshot = NULL;
 }

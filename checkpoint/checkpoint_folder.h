@@ -22,22 +22,22 @@
 
 /* Writes DIR/ckpt-<step>.tgck, points DIR/latest at it, keeps the newest `keep` (0: all).
  * path_out (may be NULL) receives the checkpoint's path. */
-TgStatus checkpoint_save_in_folder(const char *dir, const CheckpointSource *src, int keep, char *path_out,
+TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource *src, int keep, char *path_out,
                                     size_t path_cap);
 /* A checkpoint file from DIR (via DIR/latest) or a file path as given. */
-TgStatus checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
+TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
 /* Removes the *.tmp files a killed save can leave in DIR. */
-void checkpoint_folder_remove_stale(const char *dir);
+void tg_checkpoint_folder_remove_stale(const char *dir);
 /* "ckpt-00000010.tgck, ckpt-00000020.tgck" : the checkpoints in DIR other than `except` (a file
  * name or NULL), newest first; empty when there are none. */
-void checkpoint_folder_others(const char *dir, const char *except, char *buf, size_t cap);
+void tg_checkpoint_folder_others(const char *dir, const char *except, char *buf, size_t cap);
 
-typedef struct CheckpointSaver {
+typedef struct TgCheckpointSaver {
     char dir[TG_PATH_CAP];
     int keep;
     TgParamStore *layout;        /* the model's: names, shapes and offsets (not owned) */
     float *snapshot;           /* 3 * layout->total floats: weights, m, v */
-    CheckpointSource src;      /* points into snapshot */
+    TgCheckpointSource src;      /* points into snapshot */
     pthread_t thread;
     bool in_flight;
     TgStatus result;          /* of the save the thread last ran */
@@ -48,17 +48,17 @@ typedef struct CheckpointSaver {
     double pause_s;            /* training time spent copying into the snapshot, summed */
     double blocked_s;          /* training time spent waiting for the previous save to finish */
     double write_s;            /* background time compressing and writing, summed */
-} CheckpointSaver;
+} TgCheckpointSaver;
 
 /* Allocates the snapshot buffer for `model` (whose parameter store must outlive the saver). */
-void checkpoint_saver_init(CheckpointSaver *s, const char *dir, int keep, TgModel *model);
+void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, int keep, TgModel *model);
 /* Waits for the previous save (returning its error, if any, without starting a new one), then
  * snapshots the model and state and starts writing them in the background. */
-TgStatus checkpoint_saver_start(CheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,
-                                 const TrainerState *state);
+TgStatus tg_checkpoint_saver_start(TgCheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,
+                                 const TgTrainerState *state);
 /* Waits for the save in flight, if any; returns its status (the message names the file). */
-TgStatus checkpoint_saver_wait(CheckpointSaver *s);
+TgStatus tg_checkpoint_saver_wait(TgCheckpointSaver *s);
 /* Waits, then frees the buffer. */
-void checkpoint_saver_free(CheckpointSaver *s);
+void tg_checkpoint_saver_free(TgCheckpointSaver *s);
 
 #endif

@@ -21,17 +21,17 @@
 
 /* Level 1: with shuffled planes it compresses within ~1% of level 6 in about half the CPU time,
  * and a background save's CPU time is taken from training (bench/README.md). */
-CheckpointWriteOptions checkpoint_default_options(void) { return (CheckpointWriteOptions){.level = 1, .shuffle = true}; }
+TgCheckpointWriteOptions tg_checkpoint_default_options(void) { return (TgCheckpointWriteOptions){.level = 1, .shuffle = true}; }
 
-const char *checkpoint_kind_name(int kind) {
-    return kind == CHECKPOINT_KIND_WEIGHT ? "weight" : kind == CHECKPOINT_KIND_ADAM_M ? "AdamW m"
-                                                     : kind == CHECKPOINT_KIND_ADAM_V ? "AdamW v" : "unknown";
+const char *tg_checkpoint_kind_name(int kind) {
+    return kind == TG_CHECKPOINT_KIND_WEIGHT ? "weight" : kind == TG_CHECKPOINT_KIND_ADAM_M ? "AdamW m"
+                                                     : kind == TG_CHECKPOINT_KIND_ADAM_V ? "AdamW v" : "unknown";
 }
 
-CheckpointSource checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TrainerState *state) {
+TgCheckpointSource tg_checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TgTrainerState *state) {
     const TgParamStore *ps = model->lora ? &model->lora->params : &model->params;
-    CheckpointSource src = {model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL, ""};
-    if (model->lora) adapter_tag(model->lora, src.adapter, sizeof src.adapter);
+    TgCheckpointSource src = {model->cfg, tokenizer_fingerprint, ps, ps->data, ps->m, ps->v, *state, NULL, ""};
+    if (model->lora) tg_adapter_tag(model->lora, src.adapter, sizeof src.adapter);
     return src;
 }
 
@@ -79,13 +79,13 @@ static void deflate_bytes(Writer *w, const void *p, size_t n, int flush) {
         int mode = chunk == n ? flush : Z_NO_FLUSH, rc;
         do {
             w->zs.next_out = w->out;
-            w->zs.avail_out = CHECKPOINT_IO_CHUNK;
+            w->zs.avail_out = TG_CHECKPOINT_IO_CHUNK;
             rc = deflate(&w->zs, mode);
             if (rc == Z_STREAM_ERROR) {
                 w->err = -1;
                 return;
             }
-            write_all(w, w->out, CHECKPOINT_IO_CHUNK - w->zs.avail_out);
+            write_all(w, w->out, TG_CHECKPOINT_IO_CHUNK - w->zs.avail_out);
         } while (!w->err && (w->zs.avail_out == 0 || (mode == Z_FINISH && rc != Z_STREAM_END)));
         b += chunk, n -= chunk;
     } while (!w->err && n > 0);
@@ -122,11 +122,11 @@ static void put_config(Writer *w, const TgModelConfig *c) {
     put_f64(w, c->norm_eps);
 }
 
-static void put_state(Writer *w, const TrainerState *s) {
+static void put_state(Writer *w, const TgTrainerState *s) {
     put_i64(w, s->step);
     put_i64(w, s->tokens_seen);
-    uint8_t loader[LOADER_STATE_BYTES];
-    loader_state_pack(&s->loader, loader);
+    uint8_t loader[TG_LOADER_STATE_BYTES];
+    tg_loader_state_pack(&s->loader, loader);
     put(w, loader, sizeof loader);
     put_f64(w, s->best_val_loss);
     put_f64(w, s->elapsed_s);
@@ -143,28 +143,28 @@ static void put_tensor(Writer *w, const TgTensor *t, uint8_t kind, const float *
     put_floats(w, data, (size_t)t->numel);
 }
 
-TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, const CheckpointWriteOptions *opts,
+TgStatus tg_checkpoint_write_with(const char *path, const TgCheckpointSource *src, const TgCheckpointWriteOptions *opts,
                                 int64_t *file_bytes) {
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
     Writer w;
     memset(&w, 0, sizeof w);
     w.shuffle = opts->shuffle;
     w.fd = af.fd;
-    if (deflateInit2(&w.zs, opts->level, Z_DEFLATED, CHECKPOINT_GZIP_WINDOW_BITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        atomic_file_abandon(&af);
+    if (deflateInit2(&w.zs, opts->level, Z_DEFLATED, TG_CHECKPOINT_GZIP_WINDOW_BITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        tg_atomic_file_abandon(&af);
         return tg_fail(TG_ERR_NOMEM, "cannot start a gzip stream for %s", path);
     }
-    w.out = tg_malloc(CHECKPOINT_IO_CHUNK);
+    w.out = tg_malloc(TG_CHECKPOINT_IO_CHUNK);
 
     const TgParamStore *ps = src->layout;
     put(&w, CHECKPOINT_MAGIC, sizeof CHECKPOINT_MAGIC);
-    put_u32(&w, CHECKPOINT_VERSION);
-    put_u32(&w, (opts->shuffle ? CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? CHECKPOINT_FLAG_PARAM_SET : 0) |
-                    (src->adapter[0] ? CHECKPOINT_FLAG_ADAPTER : 0));
+    put_u32(&w, TG_CHECKPOINT_VERSION);
+    put_u32(&w, (opts->shuffle ? TG_CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? TG_CHECKPOINT_FLAG_PARAM_SET : 0) |
+                    (src->adapter[0] ? TG_CHECKPOINT_FLAG_ADAPTER : 0));
     if (src->tag) {
         size_t len = strlen(src->tag);
-        TG_CHECK(len > 0 && len < CHECKPOINT_TAG_CAP, "a parameter set tag of %zu bytes", len);
+        TG_CHECK(len > 0 && len < TG_CHECKPOINT_TAG_CAP, "a parameter set tag of %zu bytes", len);
         put_u16(&w, (uint16_t)len);
         put(&w, src->tag, len);
     } else {
@@ -188,19 +188,19 @@ TgStatus checkpoint_write_with(const char *path, const CheckpointSource *src, co
     free(w.scratch);
 
     if (w.err) {
-        atomic_file_abandon(&af);
+        tg_atomic_file_abandon(&af);
         return tg_fail(TG_ERR_IO, "writing checkpoint %s failed (%s); the previous checkpoint is untouched", path,
                        w.err < 0 ? "compression error" : strerror(w.err));
     }
-    if (atomic_file_commit(&af) != TG_OK)
+    if (tg_atomic_file_commit(&af) != TG_OK)
         return tg_fail(TG_ERR_IO, "saving checkpoint %s failed; the previous checkpoint is untouched (%s)", path,
                        tg_error_message());
     if (file_bytes) *file_bytes = w.written;
     return TG_OK;
 }
 
-TgStatus checkpoint_write(const char *path, const CheckpointSource *src) {
-    CheckpointWriteOptions opts = checkpoint_default_options();
-    return checkpoint_write_with(path, src, &opts, NULL);
+TgStatus tg_checkpoint_write(const char *path, const TgCheckpointSource *src) {
+    TgCheckpointWriteOptions opts = tg_checkpoint_default_options();
+    return tg_checkpoint_write_with(path, src, &opts, NULL);
 }
 

@@ -27,13 +27,13 @@ const Subcommand *const cli_subcommands[] = {
 };
 const int cli_subcommand_count = (int)(sizeof cli_subcommands / sizeof cli_subcommands[0]);
 
-int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given, int argc, char **argv,
+int cli_parse(const TgOptTable *t, void *opts, const void *defaults, TgOptSet *given, int argc, char **argv,
               const char **positional, int *n_positional) {
     bool help = false;
-    TgStatus s = opt_parse(t, opts, given, argc, argv, positional, n_positional, &help);
+    TgStatus s = tg_opt_parse(t, opts, given, argc, argv, positional, n_positional, &help);
     if (s != TG_OK) return cli_exit(t->command, s);
     if (help) {
-        opt_print_help(stdout, t, defaults);
+        tg_opt_print_help(stdout, t, defaults);
         return 0;
     }
     return -1;
@@ -55,9 +55,9 @@ static void end_rank_on_timeout(const char *message) {
 }
 
 TgStatus cli_join_job(double timeout_s) {
-    TG_TRY(dist_open(timeout_s, end_rank_on_timeout));
-    if (dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
-        return tg_fail(TG_ERR_IO, "rank %d cannot silence its output", dist_rank());
+    TG_TRY(tg_dist_open(timeout_s, end_rank_on_timeout));
+    if (tg_dist_rank() > 0 && !freopen("/dev/null", "w", stdout))
+        return tg_fail(TG_ERR_IO, "rank %d cannot silence its output", tg_dist_rank());
     return TG_OK;
 }
 

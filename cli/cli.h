@@ -1,6 +1,6 @@
 /* The `tapegrad` program: its subcommands (one file each, cli/cmd_*.c) and what they share.
  *
- * Each subcommand describes its flags once, as an OptTable (lib/options.h), and parses them with
+ * Each subcommand describes its flags once, as an TgOptTable (lib/options.h), and parses them with
  * cli_parse. Library calls return a TgStatus; cli_exit maps it to the exit code: 0 for TG_OK,
  * 2 for a bad flag or value (TG_ERR_ARG), 1 for everything about files and data. */
 #ifndef TAPEGRAD_CLI_H
@@ -19,7 +19,7 @@ typedef struct {
     int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
     /* its option tables, the i-th for i = 0, 1, ... until NULL (ckpt has two: info and export):
      * for the test that a flag several subcommands share has one range everywhere */
-    const OptTable *(*table)(int i);
+    const TgOptTable *(*table)(int i);
 } Subcommand;
 
 extern const Subcommand cmd_prepare, cmd_train, cmd_sft, cmd_chat, cmd_sample, cmd_eval, cmd_graph, cmd_inspect, cmd_report, cmd_compare_ffn,
@@ -29,19 +29,19 @@ extern const Subcommand cmd_prepare, cmd_train, cmd_sft, cmd_chat, cmd_sample, c
 extern const Subcommand *const cli_subcommands[];
 extern const int cli_subcommand_count;
 
-/* The `table` of a subcommand with one OptTable `t`: CLI_ONE_TABLE(name_of_function, &t). */
+/* The `table` of a subcommand with one TgOptTable `t`: CLI_ONE_TABLE(name_of_function, &t). */
 #define CLI_ONE_TABLE(fn, t) \
-    static const OptTable *fn(int i) { return i == 0 ? (t) : NULL; }
+    static const TgOptTable *fn(int i) { return i == 0 ? (t) : NULL; }
 
 /* Parses argv with table t into opts (and *given, which may be NULL). Returns -1 when the
  * subcommand should go on; otherwise the exit code to return at once: 0 after printing --help
  * (defaults from `defaults`), 2 after printing the parse error. */
-int cli_parse(const OptTable *t, void *opts, const void *defaults, OptSet *given, int argc, char **argv,
+int cli_parse(const TgOptTable *t, void *opts, const void *defaults, TgOptSet *given, int argc, char **argv,
               const char **positional, int *n_positional);
 /* 0 for TG_OK; otherwise prints "tapegrad <command>: <message>" and returns 2 for TG_ERR_ARG,
  * 1 for anything else. */
 int cli_exit(const char *command, TgStatus status);
-/* For a subcommand that runs data-parallel under mpirun (train/dist.h): joins the job (dist_open)
+/* For a subcommand that runs data-parallel under mpirun (train/dist.h): joins the job (tg_dist_open)
  * and silences stdout on every rank but 0, so the job prints one report; errors still go to
  * stderr from any rank. A rank whose collective waits past timeout_s prints why and exits 1. */
 TgStatus cli_join_job(double timeout_s);

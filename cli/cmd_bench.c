@@ -85,31 +85,31 @@ static const struct {
 _Static_assert(sizeof bench_shapes / sizeof bench_shapes[0] == TG_PRESET_COUNT, "bench shapes for every preset");
 
 #define B_ BenchOptions
-static OptSpec specs[] = {
-    FLAG_PRESET(B_, preset, "model preset", 0, NULL),
-    FLAG_BATCH(B_, batch, "sequences per step", 0, NULL /* bench_defaults_text */),
-    FLAG_SEQ(B_, seq, "tokens per sequence", 0, "the preset's context"),
-    FLAG_VOCAB(B_, vocab, "vocabulary", 0, NULL /* bench_defaults_text */),
-    FLAG_FFN(B_, ffn, "feed-forward block (relu: the hidden size of SwiGLU's parameter count)", 0, NULL),
-    FLAG_THREADS(B_, threads, "threads", 0, NULL),
-    FLAG_STEPS(B_, steps, "timed steps (their median is reported)", 0, NULL),
-    FLAG_WARMUP(B_, warmup, "untimed steps first", 0, NULL),
-    OPT(B_, gemm, "--gemm", OPT_STRING,
+static TgOptSpec specs[] = {
+    TG_FLAG_PRESET(B_, preset, "model preset", 0, NULL),
+    TG_FLAG_BATCH(B_, batch, "sequences per step", 0, NULL /* bench_defaults_text */),
+    TG_FLAG_SEQ(B_, seq, "tokens per sequence", 0, "the preset's context"),
+    TG_FLAG_VOCAB(B_, vocab, "vocabulary", 0, NULL /* bench_defaults_text */),
+    TG_FLAG_FFN(B_, ffn, "feed-forward block (relu: the hidden size of SwiGLU's parameter count)", 0, NULL),
+    TG_FLAG_THREADS(B_, threads, "threads", 0, NULL),
+    TG_FLAG_STEPS(B_, steps, "timed steps (their median is reported)", 0, NULL),
+    TG_FLAG_WARMUP(B_, warmup, "untimed steps first", 0, NULL),
+    TG_OPT(B_, gemm, "--gemm", TG_OPT_STRING,
         "pool: tapegrad's GEMM kernel on tapegrad's threads | pool-openblas: OpenBLAS's kernel, single-threaded, on "
         "tapegrad's threads | openblas: OpenBLAS's kernel and threads",
-        OPT_ANY, "pool|pool-openblas|openblas", 0, "pool"),
-    OPT(B_, reduce, "--reduce", OPT_STRING,
-        "under mpirun, the gradient sum: ordered (training's: fixed rank order) | allreduce (MPI_Allreduce)", OPT_ANY,
+        TG_OPT_ANY, "pool|pool-openblas|openblas", 0, "pool"),
+    TG_OPT(B_, reduce, "--reduce", TG_OPT_STRING,
+        "under mpirun, the gradient sum: ordered (training's: fixed rank order) | allreduce (MPI_Allreduce)", TG_OPT_ANY,
         "ordered|allreduce", 0, "ordered"),
-    FLAG_PRECISION(B_, precision,
+    TG_FLAG_PRECISION(B_, precision,
                    "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums); MFU is then "
                    "against the path's bf16 ceiling",
                    0, "fp32"),
-    FLAG_SEED(B_, seed, "seed of weights and tokens", 0, NULL),
-    FLAG_JSON(B_, json, "print one JSON object", 0, NULL),
+    TG_FLAG_SEED(B_, seed, "seed of weights and tokens", 0, NULL),
+    TG_FLAG_JSON(B_, json, "print one JSON object", 0, NULL),
 };
 #undef B_
-static const OptTable table = {"bench", "[--preset NAME] [--batch B] [--seq T] [--vocab V] [--threads N] [--steps S] [--json]",
+static const TgOptTable table = {"bench", "[--preset NAME] [--batch B] [--seq T] [--vocab V] [--threads N] [--steps S] [--json]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* "tiny 4, small 16, minimind-26m 8" and "tiny 64, small 96, minimind-26m 6400": the help's
@@ -127,8 +127,8 @@ static void bench_defaults_text(void) {
         nv += (size_t)snprintf(vocab_text + nv, sizeof vocab_text - nv, "%s%s %lld", p ? ", " : "", name,
                                (long long)vocab);
     }
-    specs[opt_find(&table, "--batch")].default_text = batch_text;
-    specs[opt_find(&table, "--vocab")].default_text = vocab_text;
+    specs[tg_opt_find(&table, "--batch")].default_text = batch_text;
+    specs[tg_opt_find(&table, "--vocab")].default_text = vocab_text;
 }
 
 /* The shapes of the comparison with PyTorch: the preset, with the batch and vocab it runs. */
@@ -191,9 +191,9 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     tg_tape_set_precision(&tape, r->precision);
     TgAdamWConfig adamw = tg_adamw_defaults();
     TgRng rng;
-    tg_rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)dist_rank()); /* each rank its own tokens */
+    tg_rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)tg_dist_rank()); /* each rank its own tokens */
     bool allreduce = o->reduce && strcmp(o->reduce, "allreduce") == 0;
-    float *scratch = dist_ranks() > 1 ? tg_malloc(model->params.total * sizeof(float)) : NULL;
+    float *scratch = tg_dist_ranks() > 1 ? tg_malloc(model->params.total * sizeof(float)) : NULL;
     int32_t *tokens = tg_malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
     int32_t *inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     int32_t *targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
@@ -202,30 +202,30 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     double cpu_at_timed_start = 0;
     for (int64_t s = 0; status == TG_OK && s < n_total; s++) {
         if (s == o->warmup) cpu_at_timed_start = cpu_seconds();
-        double t0 = clock_seconds();
+        double t0 = tg_clock_seconds();
         for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg->vocab);
         for (int64_t b = 0; b < B; b++) {
             memcpy(inputs + b * T, tokens + b * (T + 1), (size_t)T * sizeof(int32_t));
             memcpy(targets + b * T, tokens + b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
         }
         tg_params_zero_grad(&model->params);
-        double t1 = clock_seconds();
+        double t1 = tg_clock_seconds();
         TgTensor *loss = tg_model_loss(model, &tape, inputs, targets, B, T, NULL);
-        double t2 = clock_seconds();
+        double t2 = tg_clock_seconds();
         tg_tape_backward(&tape, loss);
-        double t3 = clock_seconds();
+        double t3 = tg_clock_seconds();
         if (s == 0) r->first_loss = loss->data[0];
         r->last_loss = loss->data[0];
         tg_tape_reset(&tape);
         TgParamStore *ps = &model->params;
-        if ((status = dist_barrier()) != TG_OK) break;
-        double t_wait = clock_seconds();
-        status = allreduce ? dist_allreduce_floats(ps->grad, ps->total) : dist_sum_floats(ps->grad, ps->total, scratch, pool);
+        if ((status = tg_dist_barrier()) != TG_OK) break;
+        double t_wait = tg_clock_seconds();
+        status = allreduce ? tg_dist_allreduce_floats(ps->grad, ps->total) : tg_dist_sum_floats(ps->grad, ps->total, scratch, pool);
         if (status != TG_OK) break;
-        double t_comm = clock_seconds();
+        double t_comm = tg_clock_seconds();
         tg_clip_grad_norm_pool(&model->params, 1.0, pool);
         tg_adamw_step(&model->params, &adamw, s + 1, 5e-4, pool);
-        double t4 = clock_seconds();
+        double t4 = tg_clock_seconds();
         if (s >= o->warmup)
             times[s - o->warmup] =
                 (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t_comm) + (t1 - t0), t_wait - t3, t_comm - t_wait};
@@ -256,15 +256,15 @@ static const char *peak_name(TgPrecision precision) {
 
 static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const TgModel *model,
                         const BenchResult *r) {
-    int64_t T = cfg->seq_len, tokens_per_step = dist_ranks() * B * T;
+    int64_t T = cfg->seq_len, tokens_per_step = tg_dist_ranks() * B * T;
     const StepTimes *med = &r->median;
     const char *gemm_name = o->gemm ? o->gemm : "pool";
-    const char *reduce_name = dist_ranks() == 1 ? "none" : o->reduce ? o->reduce : "ordered";
+    const char *reduce_name = tg_dist_ranks() == 1 ? "none" : o->reduce ? o->reduce : "ordered";
     int64_t n_params = tg_model_param_count(model);
     double flops_per_token = 6.0 * (double)n_params + 12.0 * (double)(cfg->n_layers * T * cfg->dim);
     double tokens_per_s = (double)tokens_per_step / med->step;
     /* what each rank sends (and receives) in one gradient sum: 2 (N - 1) / N of the gradients */
-    double mb_sent = 2.0 * (dist_ranks() - 1) / dist_ranks() * (double)model->params.total * sizeof(float) / 1e6;
+    double mb_sent = 2.0 * (tg_dist_ranks() - 1) / tg_dist_ranks() * (double)model->params.total * sizeof(float) / 1e6;
     double gflops = tokens_per_s * flops_per_token / 1e9;
     double mfu = gflops / r->peak_gflops;
     double rss = peak_rss_mb();
@@ -273,12 +273,12 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
         /* every figure through the one JSON number writer: a step timed at 0 or a diverged loss
          * gives null, not inf or nan */
         printf("{\"preset\":");
-        json_write_string(stdout, o->preset);
+        tg_json_write_string(stdout, o->preset);
         printf(",\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
                "\"seq\":%lld,\"batch\":%lld,\"ffn\":\"%s\",\"threads\":%d,\"gemm\":",
                (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads, (long long)cfg->n_kv_heads,
                (long long)cfg->hidden, (long long)cfg->vocab, (long long)T, (long long)B, ffn_name, o->threads);
-        json_write_string(stdout, gemm_name);
+        tg_json_write_string(stdout, gemm_name);
         printf(",\"steps\":%lld,\"warmup\":%lld,\"params\":%lld", (long long)o->steps, (long long)o->warmup,
                (long long)n_params);
         const struct {
@@ -294,15 +294,15 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
             {"mb_sent_per_rank", mb_sent}, {"peak_gflops", r->peak_gflops}, {"peak_fp32_gflops", r->peak_fp32_gflops},
         };
         for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
-            json_write_field(stdout, figures[i].key, figures[i].value, 9);
+            tg_json_write_field(stdout, figures[i].key, figures[i].value, 9);
         printf(",\"precision\":\"%s\",\"peak\":", tg_precision_name(r->precision));
-        json_write_string(stdout, peak_name(r->precision));
-        printf(",\"ranks\":%d,\"reduce\":", dist_ranks());
-        json_write_string(stdout, reduce_name);
+        tg_json_write_string(stdout, peak_name(r->precision));
+        printf(",\"ranks\":%d,\"reduce\":", tg_dist_ranks());
+        tg_json_write_string(stdout, reduce_name);
         printf(",\"isa\":");
-        json_write_string(stdout, tg_isa_name(tg_isa_active()));
+        tg_json_write_string(stdout, tg_isa_name(tg_isa_active()));
         printf(",\"cpu\":");
-        json_write_string(stdout, tg_cpu_name());
+        tg_json_write_string(stdout, tg_cpu_name());
         const TgCaches *caches = tg_cpu_caches();
         TgGemmPlan plan = tg_gemm_plan();
         printf(",\"gemm_plan\":{\"mr\":%d,\"nr\":%d,\"kc\":%lld,\"nc\":%lld,\"mc\":%lld,\"caches\":\"%s\","
@@ -318,7 +318,7 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
            (long long)cfg->n_kv_heads, ffn_name, (long long)cfg->hidden, (long long)cfg->vocab);
     printf("batch %lld x seq %lld x %d ranks = %lld tokens/step, %d threads (GEMMs: %s), %lld warm-up + %lld timed "
            "steps\n",
-           (long long)B, (long long)T, dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name,
+           (long long)B, (long long)T, tg_dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name,
            (long long)o->warmup, (long long)o->steps);
     printf("kernels: %s on %s; precision %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name(),
            tg_precision_name(r->precision));
@@ -330,7 +330,7 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
            (double)tokens_per_step / r->mean_step);
     printf("ms per step   %10.2f   forward %.2f, backward %.2f, optimizer %.2f (medians)\n", 1e3 * med->step,
            1e3 * med->forward, 1e3 * med->backward, 1e3 * med->optimizer);
-    if (dist_ranks() > 1)
+    if (tg_dist_ranks() > 1)
         printf("gradient sum  %10.2f ms (%s, %.1f MB sent per rank, %.1f%% of the step); %.2f ms waiting for the "
                "slowest rank\n",
                1e3 * med->comm, reduce_name, mb_sent, 100.0 * med->comm / med->step, 1e3 * med->wait);
@@ -345,31 +345,31 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
 /* The model, a step of B sequences, the tokens and the timed steps' times, before any of it is
  * allocated. */
 static TgStatus bench_memory_check(const BenchOptions *o, const TgModelConfig *cfg, int64_t B) {
-    MemoryPlan plan = {0};
+    TgMemoryPlan plan = {0};
     char subject[64];
-    double model = model_memory_bytes(cfg), tokens = (double)B * (double)(cfg->seq_len + 1);
-    if (dist_ranks() > 1) model += (double)tg_model_config_param_count(cfg) * sizeof(float); /* the sum's scratch */
-    memory_plan_add(&plan, model, "the model", "a smaller --preset or --vocab",
+    double model = tg_model_memory_bytes(cfg), tokens = (double)B * (double)(cfg->seq_len + 1);
+    if (tg_dist_ranks() > 1) model += (double)tg_model_config_param_count(cfg) * sizeof(float); /* the sum's scratch */
+    tg_memory_plan_add(&plan, model, "the model", "a smaller --preset or --vocab",
                     "for its weights, gradients and AdamW moments");
     if (o->seq > 0) snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)B, (long long)o->seq);
     else snprintf(subject, sizeof subject, "--batch %lld", (long long)B);
-    memory_plan_add_activations(&plan, cfg, B, cfg->seq_len, o->threads, true, subject, "lower --batch or --seq");
-    memory_plan_add(&plan, 3 * tokens * sizeof(int32_t), subject, "lower --batch or --seq", "for its random tokens");
+    tg_memory_plan_add_activations(&plan, cfg, B, cfg->seq_len, o->threads, true, subject, "lower --batch or --seq");
+    tg_memory_plan_add(&plan, 3 * tokens * sizeof(int32_t), subject, "lower --batch or --seq", "for its random tokens");
     snprintf(subject, sizeof subject, "--steps %lld", (long long)o->steps);
-    memory_plan_add(&plan, (double)o->steps * (sizeof(StepTimes) + sizeof(double)), subject, "lower --steps",
+    tg_memory_plan_add(&plan, (double)o->steps * (sizeof(StepTimes) + sizeof(double)), subject, "lower --steps",
                     "for the times of the timed steps");
-    return memory_plan_check(&plan);
+    return tg_memory_plan_check(&plan);
 }
 
 static int run_bench(int argc, char **argv) {
-    const BenchOptions defaults = {.preset = TRAIN_DEFAULT_PRESET, .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU),
-                                   .threads = TRAIN_DEFAULT_THREADS, .steps = 7, .warmup = 2, .seed = 1234};
+    const BenchOptions defaults = {.preset = TG_TRAIN_DEFAULT_PRESET, .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU),
+                                   .threads = TG_TRAIN_DEFAULT_THREADS, .steps = 7, .warmup = 2, .seed = 1234};
     BenchOptions o = defaults;
     bench_defaults_text();
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     const char *gemm_name = o.gemm ? o.gemm : "pool";
-    tg_gemm_mode gemm_mode = strcmp(gemm_name, "openblas") == 0        ? TG_GEMM_OPENBLAS
+    TgGemmMode gemm_mode = strcmp(gemm_name, "openblas") == 0        ? TG_GEMM_OPENBLAS
                              : strcmp(gemm_name, "pool-openblas") == 0 ? TG_GEMM_POOL_OPENBLAS
                                                                        : TG_GEMM_POOL;
     TgModelConfig cfg;
@@ -377,7 +377,7 @@ static int run_bench(int argc, char **argv) {
     TgStatus s = bench_config(&o, &cfg, &B);
     if (s == TG_OK) s = bench_memory_check(&o, &cfg, B);
     if (s != TG_OK) return cli_exit("bench", s);
-    if ((s = cli_join_job(DIST_DEFAULT_TIMEOUT_S)) != TG_OK) return cli_exit("bench", s);
+    if ((s = cli_join_job(TG_DIST_DEFAULT_TIMEOUT_S)) != TG_OK) return cli_exit("bench", s);
     tg_blas_set_gemm_mode(gemm_mode);
     tg_blas_set_threads(o.threads);
     TgModel model;
@@ -391,7 +391,7 @@ static int run_bench(int argc, char **argv) {
     s = bench_measure(&o, &cfg, B, &model, &r);
     if (s == TG_OK) bench_print(&o, &cfg, B, &model, &r);
     tg_model_free(&model);
-    dist_close(false);
+    tg_dist_close(false);
     return cli_exit("bench", s);
 }
 

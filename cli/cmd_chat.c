@@ -28,45 +28,45 @@ typedef struct {
 } ChatFlags;
 
 #define C ChatFlags
-static const OptSpec specs[] = {
-    FLAG_RUN(C, run, "run folder (its latest checkpoint) or a checkpoint file of a fine-tuned run", 0, "required"),
-    OPT(C, system, "--system", OPT_STRING, "the system turn that opens the conversation", OPT_ANY, NULL, 0, "none"),
-    OPT(C, message, "--message", OPT_STRING, "print the reply to this one user turn, then exit", OPT_ANY, NULL, 0, NULL),
-    OPT(C, jsonl, "--jsonl", OPT_BOOL,
+static const TgOptSpec specs[] = {
+    TG_FLAG_RUN(C, run, "run folder (its latest checkpoint) or a checkpoint file of a fine-tuned run", 0, "required"),
+    TG_OPT(C, system, "--system", TG_OPT_STRING, "the system turn that opens the conversation", TG_OPT_ANY, NULL, 0, "none"),
+    TG_OPT(C, message, "--message", TG_OPT_STRING, "print the reply to this one user turn, then exit", TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(C, jsonl, "--jsonl", TG_OPT_BOOL,
         "read conversations from stdin, one JSON object a line ({\"conversations\": [...]}, the last turn the user's), "
         "and write each reply as a JSON line",
-        OPT_ANY, NULL, 0, NULL),
-    OPT(C, tokens, "--tokens", OPT_INT64, "the most tokens of a reply", ((OptRange){0, TRAIN_MAX_COUNT, true, false}),
+        TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(C, tokens, "--tokens", TG_OPT_INT64, "the most tokens of a reply", ((TgOptRange){0, TG_TRAIN_MAX_COUNT, true, false}),
         NULL, 0, NULL),
-    FLAG_TEMPERATURE(C, temperature, 0),
-    FLAG_TOP_K(C, top_k, 0),
-    FLAG_TOP_P(C, top_p, 0),
-    FLAG_REPETITION_PENALTY(C, repetition_penalty, 0),
-    FLAG_SEED(C, seed, "sampling seed", 0, NULL),
-    FLAG_THREADS(C, threads, "threads", 0, NULL),
+    TG_FLAG_TEMPERATURE(C, temperature, 0),
+    TG_FLAG_TOP_K(C, top_k, 0),
+    TG_FLAG_TOP_P(C, top_p, 0),
+    TG_FLAG_REPETITION_PENALTY(C, repetition_penalty, 0),
+    TG_FLAG_SEED(C, seed, "sampling seed", 0, NULL),
+    TG_FLAG_THREADS(C, threads, "threads", 0, NULL),
 };
 #undef C
-static const OptTable table = {"chat", "--run DIR [--system TEXT] [--message TEXT | --jsonl] [flags]", specs,
+static const TgOptTable table = {"chat", "--run DIR [--system TEXT] [--message TEXT | --jsonl] [flags]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 
 /* Everything a chat holds. */
 typedef struct {
     const ChatFlags *o;
-    Run run;
+    TgRun run;
     TgEngine engine;
-    ChatSession session;
+    TgChatSession session;
     bool open;
     TgSampleOptions sampling;
 } Chat;
 
 static TgStatus chat_begin(Chat *c, const char *system, size_t system_len) {
-    if (c->open) chat_session_close(&c->session);
+    if (c->open) tg_chat_session_close(&c->session);
     c->open = false;
-    TG_TRY(chat_session_open(&c->session, &c->run.model, &c->run.tok, &c->engine.tape, &c->sampling, (uint64_t)c->o->seed,
+    TG_TRY(tg_chat_session_open(&c->session, &c->run.model, &c->run.tok, &c->engine.tape, &c->sampling, (uint64_t)c->o->seed,
                              c->o->tokens, c->run.dir));
     c->open = true;
-    if (system) TG_TRY(chat_session_add(&c->session, CHAT_SYSTEM, system, system_len));
+    if (system) TG_TRY(tg_chat_session_add(&c->session, TG_CHAT_SYSTEM, system, system_len));
     return TG_OK;
 }
 
@@ -83,8 +83,8 @@ static TgStatus reply_once(Chat *c) {
     TG_TRY(chat_begin(c, system, system ? strlen(system) : 0));
     char *reply;
     size_t len;
-    ChatFinish finish;
-    TG_TRY(chat_session_reply(&c->session, c->o->message, strlen(c->o->message), NULL, NULL, &reply, &len, &finish, NULL));
+    TgChatFinish finish;
+    TG_TRY(tg_chat_session_reply(&c->session, c->o->message, strlen(c->o->message), NULL, NULL, &reply, &len, &finish, NULL));
     fwrite(reply, 1, len, stdout);
     putchar('\n');
     free(reply);
@@ -92,17 +92,17 @@ static TgStatus reply_once(Chat *c) {
 }
 
 /* One --jsonl conversation: its turns as history, a reply to its last (the user's). */
-static TgStatus reply_to(Chat *c, const Conversation *conv, char **reply, size_t *len, ChatFinish *finish, int64_t *ids) {
+static TgStatus reply_to(Chat *c, const TgConversation *conv, char **reply, size_t *len, TgChatFinish *finish, int64_t *ids) {
     size_t n = conv->n_turns;
-    if (conv->turns[n - 1].role != CHAT_USER)
+    if (conv->turns[n - 1].role != TG_CHAT_USER)
         return tg_fail(TG_ERR_FORMAT, "the last turn is the %s's; a reply answers a user turn",
-                       chat_role_name(conv->turns[n - 1].role));
-    bool own_system = conv->turns[0].role == CHAT_SYSTEM;
+                       tg_chat_role_name(conv->turns[n - 1].role));
+    bool own_system = conv->turns[0].role == TG_CHAT_SYSTEM;
     const char *system = own_system ? chat_turn_text(conv, 0) : c->o->system;
     TG_TRY(chat_begin(c, system, own_system ? conv->turns[0].len : system ? strlen(system) : 0));
     for (size_t i = own_system ? 1 : 0; i + 1 < n; i++)
-        TG_TRY(chat_session_add(&c->session, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len));
-    return chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, reply, len,
+        TG_TRY(tg_chat_session_add(&c->session, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len));
+    return tg_chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, reply, len,
                               finish, ids);
 }
 
@@ -117,7 +117,7 @@ static TgStatus reply_jsonl(Chat *c) {
     size_t cap = 0;
     ssize_t got;
     int64_t number = 0, failed = 0;
-    Conversation conv = {0};
+    TgConversation conv = {0};
     char *why = tg_malloc(WHY_CAP), *first_error = tg_malloc(WHY_CAP);
     TgStatus result = TG_OK;
     while ((got = getline(&text, &cap, stdin)) >= 0) {
@@ -125,33 +125,33 @@ static TgStatus reply_jsonl(Chat *c) {
         const char *content = text;
         size_t len = (size_t)got;
         while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = '\0';
-        if (!jsonl_line_content(&content, &len, number == 1)) continue;
-        JsonlLine line;
-        if (len > JSONL_MAX_LINE_BYTES) {
-            line.kind = JSONL_MALFORMED;
-            snprintf(line.why, sizeof line.why, "line %lld is longer than %d MiB", (long long)number, JSONL_MAX_LINE_BYTES >> 20);
+        if (!tg_jsonl_line_content(&content, &len, number == 1)) continue;
+        TgJsonlLine line;
+        if (len > TG_JSONL_MAX_LINE_BYTES) {
+            line.kind = TG_JSONL_MALFORMED;
+            snprintf(line.why, sizeof line.why, "line %lld is longer than %d MiB", (long long)number, TG_JSONL_MAX_LINE_BYTES >> 20);
         } else {
-            jsonl_line_of(content, len, number, &line);
+            tg_jsonl_line_of(content, len, number, &line);
         }
         TgStatus s = TG_ERR_FORMAT;
         char *reply = NULL;
         size_t reply_len = 0;
-        ChatFinish finish = CHAT_FINISH_END;
+        TgChatFinish finish = TG_CHAT_FINISH_END;
         int64_t ids = 0;
-        if (line.kind != JSONL_OBJECT) {
+        if (line.kind != TG_JSONL_OBJECT) {
             snprintf(why, WHY_CAP, "%s", line.why);
-        } else if (chat_conversation_parse(&line, &conv, why, WHY_CAP)) {
+        } else if (tg_chat_conversation_parse(&line, &conv, why, WHY_CAP)) {
             s = reply_to(c, &conv, &reply, &reply_len, &finish, &ids);
             if (s != TG_OK) snprintf(why, WHY_CAP, "line %lld: %s", (long long)number, tg_error_message());
         }
         if (s == TG_OK) {
             fputs("{\"reply\":", stdout);
-            json_write_bytes(stdout, reply, reply_len);
-            printf(",\"finish\":\"%s\",\"tokens\":%lld}\n", finish == CHAT_FINISH_END ? "end" : "length", (long long)ids);
+            tg_json_write_bytes(stdout, reply, reply_len);
+            printf(",\"finish\":\"%s\",\"tokens\":%lld}\n", finish == TG_CHAT_FINISH_END ? "end" : "length", (long long)ids);
             free(reply);
         } else {
             fputs("{\"error\":", stdout);
-            json_write_string(stdout, why);
+            tg_json_write_string(stdout, why);
             fputs("}\n", stdout);
         }
         if ((result = cli_stdout_check()) != TG_OK) break;
@@ -165,7 +165,7 @@ static TgStatus reply_jsonl(Chat *c) {
         result = tg_fail(TG_ERR_FORMAT, "%lld of %lld lines got no reply (each is an \"error\" line of the output); the first: %s",
                          (long long)failed, (long long)number, first_error);
     free(text), free(why), free(first_error);
-    chat_conversation_free(&conv);
+    tg_chat_conversation_free(&conv);
     return result;
 }
 
@@ -177,7 +177,7 @@ static TgStatus converse(Chat *c) {
     TG_TRY(chat_begin(c, system, system_len));
     if (terminal) {
         bool sft = false;
-        TgStatus s = run_is_sft(c->run.dir, &sft);
+        TgStatus s = tg_run_is_sft(c->run.dir, &sft);
         tg_error_clear();
         printf("chat with %s (%lld-token context; each line is your turn; /reset starts over, /quit or Ctrl-D ends)\n",
                c->run.last_checkpoint, (long long)c->run.model.cfg.seq_len);
@@ -205,12 +205,12 @@ static TgStatus converse(Chat *c) {
         int64_t rebuilds = c->session.rebuilds;
         char *reply;
         size_t reply_len;
-        ChatFinish finish;
-        s = chat_session_reply(&c->session, line, len, print_bytes, NULL, &reply, &reply_len, &finish, NULL);
+        TgChatFinish finish;
+        s = tg_chat_session_reply(&c->session, line, len, print_bytes, NULL, &reply, &reply_len, &finish, NULL);
         if (s != TG_OK) break;
         free(reply);
         putchar('\n');
-        if (terminal && finish == CHAT_FINISH_LENGTH) printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
+        if (terminal && finish == TG_CHAT_FINISH_LENGTH) printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
         if (terminal && c->session.rebuilds > rebuilds)
             printf("(the conversation is longer than the context: the model now sees its latest part)\n");
         if ((s = cli_stdout_check()) != TG_OK) break;
@@ -223,7 +223,7 @@ static TgStatus converse(Chat *c) {
 static int chat_main(int argc, char **argv) {
     const TgSampleOptions sampling = tg_sample_defaults();
     const ChatFlags defaults = {.tokens = 256, .seed = 1, .temperature = sampling.temperature, .top_k = sampling.top_k,
-                                .top_p = 0.9, .repetition_penalty = 1.1, .threads = TRAIN_DEFAULT_THREADS};
+                                .top_p = 0.9, .repetition_penalty = 1.1, .threads = TG_TRAIN_DEFAULT_THREADS};
     ChatFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
@@ -233,19 +233,19 @@ static int chat_main(int argc, char **argv) {
     c.sampling = sampling;
     c.sampling.temperature = o.temperature, c.sampling.top_k = o.top_k, c.sampling.top_p = o.top_p;
     c.sampling.repetition_penalty = o.repetition_penalty;
-    TgStatus s = run_open_existing(o.run, &c.run);
-    if (s == TG_OK) s = sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
-    ChatTokens ct;
-    if (s == TG_OK) s = chat_tokens_find(&c.run.tok, c.run.dir, &ct);
+    TgStatus s = tg_run_open_existing(o.run, &c.run);
+    if (s == TG_OK) s = tg_sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
+    TgChatTokens ct;
+    if (s == TG_OK) s = tg_chat_tokens_find(&c.run.tok, c.run.dir, &ct);
     if (s == TG_OK) {
         tg_engine_open(&c.engine, o.threads, 16u << 20);
         s = o.message ? reply_once(&c) : o.jsonl ? reply_jsonl(&c) : converse(&c);
         /* the model, not the input: the message names the checkpoint */
         if (s == TG_ERR_NUMERIC) tg_fail_context(s, "%s", c.run.last_checkpoint);
-        if (c.open) chat_session_close(&c.session);
+        if (c.open) tg_chat_session_close(&c.session);
         tg_engine_close(&c.engine);
     }
-    run_close(&c.run);
+    tg_run_close(&c.run);
     return cli_exit("chat", s);
 }
 

@@ -36,25 +36,25 @@ static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t 
 }
 
 static int by_name_and_kind(const void *a, const void *b) {
-    const CheckpointTensorInfo *x = a, *y = b;
+    const TgCheckpointTensorInfo *x = a, *y = b;
     int c = strcmp(x->name, y->name);
     return c ? c : (x->kind > y->kind) - (x->kind < y->kind);
 }
 
 /* One line per weight: its shape and the L2 norms of it and of its AdamW moments. */
-static void print_tensor_norms(const CheckpointTensorInfo *tensors, int n) {
+static void print_tensor_norms(const TgCheckpointTensorInfo *tensors, int n) {
     printf("%-46s %-14s %12s %12s %12s\n", "name", "shape", "|weight|", "|AdamW m|", "|AdamW v|");
     /* the moments of each weight are looked up in a sorted copy: n can be ~10^5 records */
-    CheckpointTensorInfo *sorted = tg_malloc((size_t)(n + 1) * sizeof *sorted);
+    TgCheckpointTensorInfo *sorted = tg_malloc((size_t)(n + 1) * sizeof *sorted);
     memcpy(sorted, tensors, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, by_name_and_kind);
     for (int i = 0; i < n; i++) {
-        if (tensors[i].kind != CHECKPOINT_KIND_WEIGHT) continue;
+        if (tensors[i].kind != TG_CHECKPOINT_KIND_WEIGHT) continue;
         double norms[3] = {tensors[i].l2_norm, NAN, NAN};
-        for (int kind = CHECKPOINT_KIND_ADAM_M; kind <= CHECKPOINT_KIND_ADAM_V; kind++) {
-            CheckpointTensorInfo key = {.kind = kind};
+        for (int kind = TG_CHECKPOINT_KIND_ADAM_M; kind <= TG_CHECKPOINT_KIND_ADAM_V; kind++) {
+            TgCheckpointTensorInfo key = {.kind = kind};
             snprintf(key.name, sizeof key.name, "%s", tensors[i].name);
-            const CheckpointTensorInfo *hit = bsearch(&key, sorted, (size_t)n, sizeof key, by_name_and_kind);
+            const TgCheckpointTensorInfo *hit = bsearch(&key, sorted, (size_t)n, sizeof key, by_name_and_kind);
             if (hit) norms[kind] = hit->l2_norm;
         }
         char shape[64];
@@ -67,15 +67,15 @@ static void print_tensor_norms(const CheckpointTensorInfo *tensors, int n) {
 
 /* The checkpoint `ckpt info` and `ckpt export --safetensors` read: a checkpoint file anywhere (they
  * need nothing else), or a run folder's newest one; a folder that is no run is refused as every
- * command refuses it (run_folder_locate). */
+ * command refuses it (tg_run_folder_locate). */
 static TgStatus resolve_source(const char *given, char *path, size_t cap) {
     struct stat st;
     char dir[TG_PATH_CAP];
-    if (stat(given, &st) != 0 || S_ISDIR(st.st_mode)) TG_TRY(run_folder_locate(given, dir, sizeof dir));
-    return checkpoint_resolve(given, path, cap);
+    if (stat(given, &st) != 0 || S_ISDIR(st.st_mode)) TG_TRY(tg_run_folder_locate(given, dir, sizeof dir));
+    return tg_checkpoint_resolve(given, path, cap);
 }
 
-static const OptTable info_table = {"ckpt info", "FILE|DIR", NULL, 0, 1};
+static const TgOptTable info_table = {"ckpt info", "FILE|DIR", NULL, 0, 1};
 
 static int run_info(int argc, char **argv) {
     const char *positional[1];
@@ -84,22 +84,22 @@ static int run_info(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (n_positional != 1) return cli_usage_error("ckpt info", "give one checkpoint file or run folder");
     char path[TG_PATH_CAP];
-    CheckpointInfo info;
-    CheckpointTensorInfo *tensors = NULL;
+    TgCheckpointInfo info;
+    TgCheckpointTensorInfo *tensors = NULL;
     int n = 0;
     TgStatus status = resolve_source(positional[0], path, sizeof path);
-    if (status == TG_OK) status = checkpoint_inspect(path, &info, &tensors, &n);
+    if (status == TG_OK) status = tg_checkpoint_inspect(path, &info, &tensors, &n);
     if (status != TG_OK) return cli_exit("ckpt info", status);
     const TgModelConfig *c = &info.cfg;
-    const TrainerState *s = &info.state;
+    const TgTrainerState *s = &info.state;
     printf("checkpoint   %s\n", path);
     printf("format       version %u%s; gzip stream verified (CRC32 and length)\n", info.version,
-           info.flags & CHECKPOINT_FLAG_SHUFFLED ? ", floats byte-shuffled into 4 planes" : "");
-    if (info.flags & CHECKPOINT_FLAG_ADAPTER) {
+           info.flags & TG_CHECKPOINT_FLAG_SHUFFLED ? ", floats byte-shuffled into 4 planes" : "");
+    if (info.flags & TG_CHECKPOINT_FLAG_ADAPTER) {
         TgLoraConfig lora;
         uint64_t base;
         char targets[64];
-        if (adapter_tag_parse(info.tag, path, &lora, &base) == TG_OK) {
+        if (tg_adapter_tag_parse(info.tag, path, &lora, &base) == TG_OK) {
             tg_lora_targets_format(lora.targets, targets, sizeof targets);
             printf("adapters     LoRA rank %lld, alpha %g on %s (tag '%s')\n", (long long)lora.rank, lora.alpha, targets,
                    info.tag);
@@ -107,7 +107,7 @@ static int run_info(int argc, char **argv) {
                    (unsigned long long)info.tokenizer_fingerprint);
         }
     }
-    if (info.tag[0] && !(info.flags & CHECKPOINT_FLAG_ADAPTER)) {
+    if (info.tag[0] && !(info.flags & TG_CHECKPOINT_FLAG_ADAPTER)) {
         /* a program's own parameter set (tapegrad/param_checkpoint.h): a tag and a step, no model */
         printf("parameters   a program's own set, tagged '%s'\n", info.tag);
         printf("step         %lld\n", (long long)s->step);
@@ -129,7 +129,7 @@ static int run_info(int argc, char **argv) {
            (long long)info.file_bytes, info.file_bytes > 0 ? (double)info.raw_bytes / (double)info.file_bytes : 0.0);
     int64_t params = 0;
     for (int i = 0; i < n; i++)
-        if (tensors[i].kind == CHECKPOINT_KIND_WEIGHT) {
+        if (tensors[i].kind == TG_CHECKPOINT_KIND_WEIGHT) {
             int64_t numel = 1;
             for (int d = 0; d < tensors[i].ndim; d++) numel *= tensors[i].shape[d];
             params += numel;
@@ -145,25 +145,25 @@ typedef struct {
     bool force;
 } ExportFlags;
 
-static const OptSpec export_specs[] = {
-    OPT(ExportFlags, safetensors, "--safetensors", OPT_STRING,
-        "the .safetensors file to write (config.json goes beside it)", OPT_ANY, NULL, 0, NULL),
-    OPT(ExportFlags, hf, "--hf", OPT_STRING,
-        "a Hugging Face model folder to write (LlamaForCausalLM: weights, config.json, tokenizer.json, ...)", OPT_ANY,
+static const TgOptSpec export_specs[] = {
+    TG_OPT(ExportFlags, safetensors, "--safetensors", TG_OPT_STRING,
+        "the .safetensors file to write (config.json goes beside it)", TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(ExportFlags, hf, "--hf", TG_OPT_STRING,
+        "a Hugging Face model folder to write (LlamaForCausalLM: weights, config.json, tokenizer.json, ...)", TG_OPT_ANY,
         NULL, 0, NULL),
-    OPT(ExportFlags, gguf, "--gguf", OPT_STRING, "a GGUF file to write (llama.cpp, ollama, LM Studio), tokenizer included",
-        OPT_ANY, NULL, 0, NULL),
-    OPT(ExportFlags, gguf_type, "--gguf-type", OPT_STRING, "GGUF weight type", OPT_ANY, GGUF_WEIGHTS_CHOICES, 0, NULL),
-    OPT(ExportFlags, gguf_adapter, "--gguf-adapter", OPT_STRING,
-        "a LoRA run's adapters as a llama.cpp LoRA adapter GGUF, for the --gguf export of its base", OPT_ANY, NULL, 0, NULL),
-    OPT(ExportFlags, peft, "--peft", OPT_STRING,
-        "a LoRA run's adapters as a PEFT adapter folder (adapter_model.safetensors, adapter_config.json)", OPT_ANY, NULL,
+    TG_OPT(ExportFlags, gguf, "--gguf", TG_OPT_STRING, "a GGUF file to write (llama.cpp, ollama, LM Studio), tokenizer included",
+        TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(ExportFlags, gguf_type, "--gguf-type", TG_OPT_STRING, "GGUF weight type", TG_OPT_ANY, TG_GGUF_WEIGHTS_CHOICES, 0, NULL),
+    TG_OPT(ExportFlags, gguf_adapter, "--gguf-adapter", TG_OPT_STRING,
+        "a LoRA run's adapters as a llama.cpp LoRA adapter GGUF, for the --gguf export of its base", TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(ExportFlags, peft, "--peft", TG_OPT_STRING,
+        "a LoRA run's adapters as a PEFT adapter folder (adapter_model.safetensors, adapter_config.json)", TG_OPT_ANY, NULL,
         0, NULL),
-    OPT(ExportFlags, force, "--force", OPT_BOOL,
+    TG_OPT(ExportFlags, force, "--force", TG_OPT_BOOL,
         "replace an existing output file (or the model files of a --hf folder that holds others); a run's own files never",
-        OPT_ANY, NULL, 0, NULL),
+        TG_OPT_ANY, NULL, 0, NULL),
 };
-static const OptTable export_table = {"ckpt export",
+static const TgOptTable export_table = {"ckpt export",
                                       "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE | --gguf-adapter FILE | --peft DIR",
                                       export_specs,
                                       (int)(sizeof export_specs / sizeof export_specs[0]), 1};
@@ -173,24 +173,24 @@ static int export_safetensors(const char *source, const char *out, bool force) {
     char path[TG_PATH_CAP], config[TG_PATH_CAP];
     TgModelConfig cfg;
     uint64_t fingerprint;
-    OutputPlan *plan = tg_malloc(sizeof *plan);
-    output_plan_init(plan);
+    TgOutputPlan *plan = tg_malloc(sizeof *plan);
+    tg_output_plan_init(plan);
     TgStatus rs = resolve_source(source, path, sizeof path);
-    if (rs == TG_OK) rs = checkpoint_read_config(path, &cfg, &fingerprint);
+    if (rs == TG_OK) rs = tg_checkpoint_read_config(path, &cfg, &fingerprint);
     if (rs == TG_OK) {
-        output_plan_input(plan, path);
-        rs = model_export_safetensors_check(plan, out, &cfg, fingerprint, force);
+        tg_output_plan_input(plan, path);
+        rs = tg_model_export_safetensors_check(plan, out, &cfg, fingerprint, force);
     }
     free(plan);
     if (rs != TG_OK) return cli_exit("ckpt export", rs);
     TgModel model;
     tg_model_build(&model, &cfg);
-    CheckpointInfo info;
+    TgCheckpointInfo info;
     char note[TG_PATH_CAP + 64];
-    TgStatus s = checkpoint_load(path, &model, &info);
+    TgStatus s = tg_checkpoint_load(path, &model, &info);
     if (s == TG_OK) {
         snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", path, (long long)info.state.step);
-        s = model_export_safetensors(&model, out, note, fingerprint, config, sizeof config);
+        s = tg_model_export_safetensors(&model, out, note, fingerprint, config, sizeof config);
     }
     if (s == TG_OK) printf("wrote %s (%d tensors, %lld parameters, step %lld) and %s\n", out, model.params.count,
                 (long long)tg_model_param_count(&model), (long long)info.state.step, config);
@@ -200,53 +200,53 @@ static int export_safetensors(const char *source, const char *out, bool force) {
 
 /* A Hugging Face folder or a GGUF file: the weights with the run's tokenizer. */
 static int export_with_tokenizer(const char *source, const ExportFlags *o) {
-    GgufWeights weights;
-    TgStatus s = gguf_weights_parse(o->gguf_type, &weights);
-    OutputPlan *plan = tg_malloc(sizeof *plan);
-    output_plan_init(plan);
+    TgGgufWeights weights;
+    TgStatus s = tg_gguf_weights_parse(o->gguf_type, &weights);
+    TgOutputPlan *plan = tg_malloc(sizeof *plan);
+    tg_output_plan_init(plan);
     char dir[TG_PATH_CAP];
-    if (s == TG_OK) s = run_folder_locate(source, dir, sizeof dir); /* before the outputs: they are checked against it */
-    if (s == TG_OK && o->hf) s = model_export_hf_check(plan, o->hf, o->force);
-    if (s == TG_OK && o->gguf) s = output_check(plan, "--gguf", o->gguf, o->force);
-    if (s == TG_OK && o->gguf_adapter) s = output_check(plan, "--gguf-adapter", o->gguf_adapter, o->force);
-    if (s == TG_OK && o->peft) s = model_export_peft_check(plan, o->peft, o->force);
+    if (s == TG_OK) s = tg_run_folder_locate(source, dir, sizeof dir); /* before the outputs: they are checked against it */
+    if (s == TG_OK && o->hf) s = tg_model_export_hf_check(plan, o->hf, o->force);
+    if (s == TG_OK && o->gguf) s = tg_output_check(plan, "--gguf", o->gguf, o->force);
+    if (s == TG_OK && o->gguf_adapter) s = tg_output_check(plan, "--gguf-adapter", o->gguf_adapter, o->force);
+    if (s == TG_OK && o->peft) s = tg_model_export_peft_check(plan, o->peft, o->force);
     free(plan);
     if (s != TG_OK) return cli_exit("ckpt export", s);
-    Run run;
-    s = run_open_existing(source, &run);
+    TgRun run;
+    s = tg_run_open_existing(source, &run);
     if (s == TG_OK && (o->gguf_adapter || o->peft)) {
         if (!run.model.lora)
             s = tg_fail(TG_ERR_ARG, "%s holds no LoRA adapters; --gguf-adapter and --peft export those of a LoRA run", source);
-        if (s == TG_OK) s = o->peft ? model_export_peft(&run.model, o->peft) : model_export_gguf_adapter(&run.model, o->gguf_adapter);
+        if (s == TG_OK) s = o->peft ? tg_model_export_peft(&run.model, o->peft) : tg_model_export_gguf_adapter(&run.model, o->gguf_adapter);
         if (s == TG_OK)
             printf("wrote %s (LoRA rank %lld, alpha %g, %d tensors, step %lld) for the base %s\n", o->peft ? o->peft : o->gguf_adapter,
                    (long long)run.model.lora->cfg.rank, run.model.lora->cfg.alpha, run.model.lora->params.count,
                    (long long)run.state.step, o->peft ? "exported with --hf" : "exported with --gguf");
-        run_close(&run);
+        tg_run_close(&run);
         return cli_exit("ckpt export", s);
     }
-    if (s == TG_OK) s = run_merge_weights(&run.model, run.last_checkpoint); /* a LoRA run exports merged */
+    if (s == TG_OK) s = tg_run_merge_weights(&run.model, run.last_checkpoint); /* a LoRA run exports merged */
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
     /* a run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as eos */
     bool sft = false;
-    ChatTokens chat;
-    if (s == TG_OK) s = run_is_sft(run.dir, &sft);
-    if (s == TG_OK && sft) s = chat_tokens_find(&run.tok, run.dir, &chat);
-    if (s == TG_OK && o->hf) s = model_export_hf(&run.model, &run.tok, sft ? &chat : NULL, o->hf, note);
-    if (s == TG_OK && o->gguf) s = model_export_gguf(&run.model, &run.tok, sft ? &chat : NULL, o->gguf, weights);
+    TgChatTokens chat;
+    if (s == TG_OK) s = tg_run_is_sft(run.dir, &sft);
+    if (s == TG_OK && sft) s = tg_chat_tokens_find(&run.tok, run.dir, &chat);
+    if (s == TG_OK && o->hf) s = tg_model_export_hf(&run.model, &run.tok, sft ? &chat : NULL, o->hf, note);
+    if (s == TG_OK && o->gguf) s = tg_model_export_gguf(&run.model, &run.tok, sft ? &chat : NULL, o->gguf, weights);
     if (s == TG_OK)
         printf("wrote %s (%lld parameters, step %lld, %s tokenizer of %d ids%s)\n", o->hf ? o->hf : o->gguf,
                (long long)tg_model_param_count(&run.model), (long long)run.state.step, tg_tokenizer_kind_name(run.tok.kind),
-               (int)run.tok.vocab_size, sft ? "; a chat model: the ChatML template, " CHAT_IM_END " ends a reply" : "");
-    run_close(&run);
+               (int)run.tok.vocab_size, sft ? "; a chat model: the ChatML template, " TG_CHAT_IM_END " ends a reply" : "");
+    tg_run_close(&run);
     return cli_exit("ckpt export", s);
 }
 
 static int run_export(int argc, char **argv) {
-    const ExportFlags defaults = {.gguf_type = gguf_weights_name(0)}; /* the first type is the default */
+    const ExportFlags defaults = {.gguf_type = tg_gguf_weights_name(0)}; /* the first type is the default */
     ExportFlags o = defaults;
-    OptSet given = 0;
+    TgOptSet given = 0;
     const char *positional[1];
     int n_positional = 0;
     int rc = cli_parse(&export_table, &o, &defaults, &given, argc, argv, positional, &n_positional);
@@ -255,7 +255,7 @@ static int run_export(int argc, char **argv) {
     if (n_positional != 1 || targets != 1)
         return cli_usage_error("ckpt export", "give one checkpoint file or run folder and one of --safetensors OUT, --hf DIR, "
                                               "--gguf FILE, --gguf-adapter FILE, --peft DIR");
-    if ((given & OPT_BIT(opt_find(&export_table, "--gguf-type"))) && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
+    if ((given & TG_OPT_BIT(tg_opt_find(&export_table, "--gguf-type"))) && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
     if (o.safetensors) return export_safetensors(positional[0], o.safetensors, o.force);
     return export_with_tokenizer(positional[0], &o);
 }
@@ -264,11 +264,11 @@ typedef struct {
     const char *out;
 } MergeFlags;
 
-static const OptSpec merge_specs[] = {
-    OPT(MergeFlags, out, "--out", OPT_STRING, "the new run folder to write (never one holding a run's files)", OPT_ANY,
+static const TgOptSpec merge_specs[] = {
+    TG_OPT(MergeFlags, out, "--out", TG_OPT_STRING, "the new run folder to write (never one holding a run's files)", TG_OPT_ANY,
         NULL, 0, NULL),
 };
-static const OptTable merge_table = {"ckpt merge", "RUN|FILE --out DIR", merge_specs,
+static const TgOptTable merge_table = {"ckpt merge", "RUN|FILE --out DIR", merge_specs,
                                      (int)(sizeof merge_specs / sizeof merge_specs[0]), 1};
 
 static int run_merge(int argc, char **argv) {
@@ -280,7 +280,7 @@ static int run_merge(int argc, char **argv) {
     if (n_positional != 1 || !o.out)
         return cli_usage_error("ckpt merge", "give one LoRA run folder (or adapter checkpoint in one) and --out DIR");
     char merged[TG_PATH_CAP];
-    TgStatus s = run_merge_adapter(positional[0], o.out, merged, sizeof merged);
+    TgStatus s = tg_run_merge_adapter(positional[0], o.out, merged, sizeof merged);
     if (s == TG_OK)
         printf("wrote %s: the base with the adapters of %s folded in, a whole model (sample, chat, eval and export it as "
                "any run)\n",
@@ -304,7 +304,7 @@ static int run_ckpt(int argc, char **argv) {
     return cli_usage_error("ckpt", "unknown action '%s'; the actions are info, export and merge", what);
 }
 
-static const OptTable *option_tables(int i) {
+static const TgOptTable *option_tables(int i) {
     return i == 0 ? &info_table : i == 1 ? &export_table : i == 2 ? &merge_table : NULL;
 }
 

@@ -28,7 +28,7 @@ static int run_compare_ffn(int argc, char **argv) {
     sigaction(SIGHUP, &hup, &old_hup);
     cli_output_start();
     CliTrainReport report;
-    TrainReporter reporter = cli_train_reporter(&report, "compare-ffn");
+    TgTrainReporter reporter = cli_train_reporter(&report, "compare-ffn");
     report.hangup = &hangup_seen;
     TgStatus s = compare_ffn_run(&o, &stop_requested, &reporter);
     cli_train_report_close(&report, s);

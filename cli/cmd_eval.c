@@ -21,17 +21,17 @@ typedef struct {
 } EvalFlags;
 
 #define E EvalFlags
-static const OptSpec specs[] = {
-    FLAG_RUN(E, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
-    FLAG_DATA(E, data, "text or JSONL file (gzip-compressed or not) or a folder of them to evaluate on", 0,
+static const TgOptSpec specs[] = {
+    TG_FLAG_RUN(E, run, "run folder (its latest checkpoint) or a checkpoint file", 0, "required"),
+    TG_FLAG_DATA(E, data, "text or JSONL file (gzip-compressed or not) or a folder of them to evaluate on", 0,
               "the run's val split"),
-    FLAG_DATASET(E, dataset, "a dataset folder (tapegrad prepare) whose val split to evaluate on; its tokenizer must be the run's",
+    TG_FLAG_DATASET(E, dataset, "a dataset folder (tapegrad prepare) whose val split to evaluate on; its tokenizer must be the run's",
                  0, NULL),
-    FLAG_TEXT_FIELD(E, text_field, 0),
-    FLAG_THREADS(E, threads, "threads", 0, NULL),
+    TG_FLAG_TEXT_FIELD(E, text_field, 0),
+    TG_FLAG_THREADS(E, threads, "threads", 0, NULL),
 };
 #undef E
-static const OptTable table = {"eval", "--run DIR [--data PATH | --dataset DIR]", specs,
+static const TgOptTable table = {"eval", "--run DIR [--data PATH | --dataset DIR]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 enum { EVAL_MAX_BATCH = 8 };
@@ -67,8 +67,8 @@ static void windows_evaluate(Windows *w) {
         memcpy(w->in + i * T, w->tokens + i * T, (size_t)T * sizeof(int32_t));
         memcpy(w->tg + i * T, w->tokens + i * T + 1, (size_t)T * sizeof(int32_t));
     }
-    w->nats += evaluate_loss(w->model, w->tape, w->in, w->tg, 1, b, T) * (double)(b * T);
-    w->bytes += tokens_text_bytes(w->tok, w->tg, (size_t)(b * T));
+    w->nats += tg_evaluate_loss(w->model, w->tape, w->in, w->tg, 1, b, T) * (double)(b * T);
+    w->bytes += tg_tokens_text_bytes(w->tok, w->tg, (size_t)(b * T));
     w->windows += (uint64_t)b;
     size_t used = (size_t)(b * T);
     memmove(w->tokens, w->tokens + used, (w->n - used) * sizeof(int32_t));
@@ -90,13 +90,13 @@ static void windows_close(Windows *w) {
 }
 
 /* A token file, a batch at a time. */
-static TgStatus windows_from_store(Windows *w, const TokenStore *s) {
+static TgStatus windows_from_store(Windows *w, const TgTokenStore *s) {
     size_t block = (size_t)(EVAL_MAX_BATCH * w->seq);
     int32_t *ids = tg_malloc(block * sizeof(int32_t));
     TgStatus st = TG_OK;
     for (uint64_t at = 0; at < s->n && st == TG_OK; at += block) {
         size_t m = s->n - at < block ? (size_t)(s->n - at) : block;
-        st = token_store_read(s, at, m, ids);
+        st = tg_token_store_read(s, at, m, ids);
         if (st == TG_OK) windows_add(w, ids, m);
     }
     free(ids);
@@ -106,18 +106,18 @@ static TgStatus windows_from_store(Windows *w, const TokenStore *s) {
 
 /* Any sources, encoded with the run's tokenizer document by document, <eot> after each. */
 static TgStatus windows_from_sources(Windows *w, const char *path, const char *text_field) {
-    SourceList list;
-    TG_TRY(sources_list(path, &list));
-    DocReader reader;
-    DocOptions dopt = {.text_field = text_field, .whole_documents = prepare_whole_documents(w->tok)};
-    doc_reader_open(&reader, &list, &dopt);
+    TgSourceList list;
+    TG_TRY(tg_sources_list(path, &list));
+    TgDocReader reader;
+    TgDocOptions dopt = {.text_field = text_field, .whole_documents = tg_prepare_whole_documents(w->tok)};
+    tg_doc_reader_open(&reader, &list, &dopt);
     int32_t *ids = NULL;
     size_t cap = 0;
     TgStatus st;
     for (;;) {
-        DocPiece piece;
+        TgDocPiece piece;
         bool got;
-        st = doc_reader_next(&reader, &piece, &got);
+        st = tg_doc_reader_next(&reader, &piece, &got);
         if (st != TG_OK || !got) break;
         size_t need = tg_tokenizer_max_ids(w->tok, piece.len) + 1, n;
         if (need > cap) ids = tg_realloc(ids, (cap = need) * sizeof *ids);
@@ -130,38 +130,38 @@ static TgStatus windows_from_sources(Windows *w, const char *path, const char *t
         windows_add(w, ids, n);
     }
     free(ids);
-    doc_reader_close(&reader);
-    sources_free(&list);
+    tg_doc_reader_close(&reader);
+    tg_sources_free(&list);
     if (st == TG_OK) windows_evaluate(w);
     return st;
 }
 
 static int run_eval(int argc, char **argv) {
-    const EvalFlags defaults = {.threads = TRAIN_DEFAULT_THREADS};
+    const EvalFlags defaults = {.threads = TG_TRAIN_DEFAULT_THREADS};
     EvalFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.run) return cli_usage_error("eval", "--run DIR is required (a folder written by `tapegrad train`)");
     if (o.data && o.dataset) return cli_usage_error("eval", "give --data or --dataset, not both");
-    Run run;
-    Dataset dataset = {.train.fd = -1, .val.fd = -1};
-    TgStatus s = run_open_existing(o.run, &run);
+    TgRun run;
+    TgDataset dataset = {.train.fd = -1, .val.fd = -1};
+    TgStatus s = tg_run_open_existing(o.run, &run);
     const char *what = o.data ? o.data : o.dataset ? o.dataset : "the val split";
     if (s == TG_OK && o.dataset) {
-        s = dataset_open(o.dataset, false, &dataset);
+        s = tg_dataset_open(o.dataset, false, &dataset);
         if (s == TG_OK && dataset.tok.fingerprint != run.tok.fingerprint)
             s = tg_fail(TG_ERR_MISMATCH, "the dataset %s was prepared with another tokenizer than the run's: evaluate it with --data on its sources",
                         o.dataset);
     } else if (s == TG_OK && !o.data) {
-        s = run_open_val(&run);
+        s = tg_run_open_val(&run);
     }
     if (s == TG_OK) {
         /* the batches of up to 8 windows, each a forward without a tape, before the arena grows */
-        MemoryPlan plan = {0};
-        memory_plan_add(&plan, model_memory_bytes(&run.model.cfg), NULL, NULL, "for the model");
-        memory_plan_add_activations(&plan, &run.model.cfg, EVAL_MAX_BATCH, run.model.cfg.seq_len, o.threads, false,
+        TgMemoryPlan plan = {0};
+        tg_memory_plan_add(&plan, tg_model_memory_bytes(&run.model.cfg), NULL, NULL, "for the model");
+        tg_memory_plan_add_activations(&plan, &run.model.cfg, EVAL_MAX_BATCH, run.model.cfg.seq_len, o.threads, false,
                                     run.last_checkpoint, NULL);
-        s = memory_plan_check(&plan);
+        s = tg_memory_plan_check(&plan);
     }
     /* a fine-tuned run's own val split: conversations, the loss per assistant token */
     bool conversations = s == TG_OK && run.sft && !o.data && !o.dataset;
@@ -177,7 +177,7 @@ static int run_eval(int argc, char **argv) {
         if (s == TG_OK && conversations) {
             uint64_t rows = 0;
             double mean = NAN;
-            s = evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.sft_val, EVAL_MAX_BATCH, &mean, &targets,
+            s = tg_evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.sft_val, EVAL_MAX_BATCH, &mean, &targets,
                                        &w.bytes, &rows);
             w.windows = rows, w.nats = mean * (double)targets;
         } else if (s == TG_OK) {
@@ -200,20 +200,20 @@ static int run_eval(int argc, char **argv) {
         } else {
             uint64_t tokens = targets;
             printf("{\"val_loss\":%.9g", loss);
-            json_write_field(stdout, "bits_per_byte", bits_per_byte(loss, tokens, w.bytes), 9);
+            tg_json_write_field(stdout, "bits_per_byte", tg_bits_per_byte(loss, tokens, w.bytes), 9);
             printf(",\"tokens\":%llu,\"bytes\":%llu,\"windows\":%llu,\"step\":%lld,\"data\":", (unsigned long long)tokens,
                    (unsigned long long)w.bytes, (unsigned long long)w.windows, (long long)run.state.step);
-            json_write_string(stdout, what);
+            tg_json_write_string(stdout, what);
             printf(",\"checkpoint\":");
-            json_write_string(stdout, run.last_checkpoint);
+            tg_json_write_string(stdout, run.last_checkpoint);
             printf("}\n");
             s = cli_stdout_check();
         }
         windows_close(&w);
         tg_engine_close(&engine);
     }
-    dataset_close(&dataset);
-    run_close(&run);
+    tg_dataset_close(&dataset);
+    tg_run_close(&run);
     return cli_exit("eval", s);
 }
 

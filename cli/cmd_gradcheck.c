@@ -13,14 +13,14 @@ typedef struct {
 } GradcheckFlags;
 
 #define G GradcheckFlags
-static const OptSpec specs[] = {
-    OPT(G, op, "--op", OPT_STRING, "check only this op (e.g. rmsnorm)", OPT_ANY, NULL, 0, "all"),
-    FLAG_SEED(G, seed, "seed of the inputs and of R", 0, NULL),
-    OPT(G, seeds, "--seeds", OPT_INT64, "run seeds seed .. seed+N-1 and show each input's worst", OPT_POSITIVE, NULL,
+static const TgOptSpec specs[] = {
+    TG_OPT(G, op, "--op", TG_OPT_STRING, "check only this op (e.g. rmsnorm)", TG_OPT_ANY, NULL, 0, "all"),
+    TG_FLAG_SEED(G, seed, "seed of the inputs and of R", 0, NULL),
+    TG_OPT(G, seeds, "--seeds", TG_OPT_INT64, "run seeds seed .. seed+N-1 and show each input's worst", TG_OPT_POSITIVE, NULL,
         0, NULL),
 };
 #undef G
-static const OptTable table = {"gradcheck", "[--op NAME] [--seed N] [--seeds N]", specs,
+static const TgOptTable table = {"gradcheck", "[--op NAME] [--seed N] [--seeds N]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 static void print_row(void *ctx, const char *op, const TgOpCheck *c, const TgGradcheckResult *worst) {
@@ -37,7 +37,7 @@ static int run_gradcheck(int argc, char **argv) {
     GradcheckFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
-    int cases = o.op ? op_check_cases_of(o.op) : op_checks_count();
+    int cases = o.op ? tg_op_check_cases_of(o.op) : tg_op_checks_count();
     if (cases == 0) return cli_usage_error("gradcheck", "no op named '%s'; run without --op to see them all", o.op);
     TgArena arena;
     tg_arena_init(&arena, 1 << 20);
@@ -49,7 +49,7 @@ static int run_gradcheck(int argc, char **argv) {
            d.atol_scale, d.atol_noise);
     printf("%-16s %-32s %-6s %6s %7s %14s %14s %9s %11s  %s\n", "op", "case", "input", "rtol", "worst", "analytic",
            "numeric", "x bound", "tensor err", "result");
-    int failures = op_checks_run(o.op, &tape, (uint64_t)o.seed, o.seeds, print_row, NULL);
+    int failures = tg_op_checks_run(o.op, &tape, (uint64_t)o.seed, o.seeds, print_row, NULL);
     tg_tape_free(&tape);
     tg_arena_free(&arena);
     printf("%d checks, %d failed\n", cases, failures);

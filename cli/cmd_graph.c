@@ -22,15 +22,15 @@ typedef struct {
 #define GRAPH_DEFAULT_VOCAB 96
 
 #define G GraphFlags
-static const OptSpec specs[] = {
-    FLAG_PRESET(G, preset, "model preset", 0, NULL),
-    FLAG_FFN(G, ffn, "feed-forward block", 0, NULL),
-    FLAG_BATCH(G, batch, "sequences", 0, NULL),
-    FLAG_SEQ(G, seq, "tokens per sequence", 0, "the preset's context"),
-    FLAG_VOCAB(G, vocab, "vocabulary", 0, "the preset's, or " OPT_STRINGIFY(GRAPH_DEFAULT_VOCAB)),
+static const TgOptSpec specs[] = {
+    TG_FLAG_PRESET(G, preset, "model preset", 0, NULL),
+    TG_FLAG_FFN(G, ffn, "feed-forward block", 0, NULL),
+    TG_FLAG_BATCH(G, batch, "sequences", 0, NULL),
+    TG_FLAG_SEQ(G, seq, "tokens per sequence", 0, "the preset's context"),
+    TG_FLAG_VOCAB(G, vocab, "vocabulary", 0, "the preset's, or " TG_OPT_STRINGIFY(GRAPH_DEFAULT_VOCAB)),
 };
 #undef G
-static const OptTable table = {"graph", "[--preset NAME] [--ffn KIND] [--batch B] [--seq T]", specs,
+static const TgOptTable table = {"graph", "[--preset NAME] [--ffn KIND] [--batch B] [--seq T]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* An input as the graph sees it: "#k" for the output of node k, a parameter by its name. */
@@ -64,14 +64,14 @@ static int run_graph(int argc, char **argv) {
     if (o.seq > 0) cfg.seq_len = o.seq;
     if ((s = tg_model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);
     /* the model and one step's tape, before either is allocated */
-    MemoryPlan plan = {0};
+    TgMemoryPlan plan = {0};
     char subject[64];
-    memory_plan_add(&plan, model_memory_bytes(&cfg), "the model", "a smaller --preset or --vocab",
+    tg_memory_plan_add(&plan, tg_model_memory_bytes(&cfg), "the model", "a smaller --preset or --vocab",
                     "for its parameters");
     if (o.seq > 0) snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)o.batch, (long long)o.seq);
     else snprintf(subject, sizeof subject, "--batch %lld", (long long)o.batch);
-    memory_plan_add_activations(&plan, &cfg, o.batch, cfg.seq_len, 1, true, subject, "lower --batch or --seq");
-    if ((s = memory_plan_check(&plan)) != TG_OK) return cli_exit("graph", s);
+    tg_memory_plan_add_activations(&plan, &cfg, o.batch, cfg.seq_len, 1, true, subject, "lower --batch or --seq");
+    if ((s = tg_memory_plan_check(&plan)) != TG_OK) return cli_exit("graph", s);
     TgModel model;
     tg_model_build(&model, &cfg);
     tg_model_init_weights(&model, 1);

@@ -22,46 +22,46 @@ typedef struct {
 } PrepareFlags;
 
 #define P PrepareFlags
-static const OptSpec specs[] = {
-    FLAG_DATA(P, data, "text or JSONL file (gzip-compressed or not), or a folder of them (a mixture)", 0,
-              CORPUS_DEFAULT_PATH),
-    FLAG_OUT(P, out, "the dataset folder to write (made whole or not at all)", 0, "required"),
-    FLAG_TOKENIZER(P, tokenizer, "bpe (trained on the data), char, or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
+static const TgOptSpec specs[] = {
+    TG_FLAG_DATA(P, data, "text or JSONL file (gzip-compressed or not), or a folder of them (a mixture)", 0,
+              TG_CORPUS_DEFAULT_PATH),
+    TG_FLAG_OUT(P, out, "the dataset folder to write (made whole or not at all)", 0, "required"),
+    TG_FLAG_TOKENIZER(P, tokenizer, "bpe (trained on the data), char, or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
                    0, NULL),
-    FLAG_VOCAB(P, vocab, "BPE vocabulary size, the special tokens included", 0, NULL),
-    FLAG_SPECIAL_TOKENS(P, special_tokens, 0),
-    FLAG_TEXT_FIELD(P, text_field, 0),
-    OPT(P, strict, "--strict", OPT_BOOL, "stop at the first malformed JSONL line instead of skipping and counting it",
-        OPT_ANY, NULL, 0, NULL),
-    OPT(P, val_fraction, "--val-fraction", OPT_DOUBLE, "last fraction of the tokens kept for validation", OPT_FRACTION,
+    TG_FLAG_VOCAB(P, vocab, "BPE vocabulary size, the special tokens included", 0, NULL),
+    TG_FLAG_SPECIAL_TOKENS(P, special_tokens, 0),
+    TG_FLAG_TEXT_FIELD(P, text_field, 0),
+    TG_OPT(P, strict, "--strict", TG_OPT_BOOL, "stop at the first malformed JSONL line instead of skipping and counting it",
+        TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(P, val_fraction, "--val-fraction", TG_OPT_DOUBLE, "last fraction of the tokens kept for validation", TG_OPT_FRACTION,
         NULL, 0, NULL),
-    FLAG_SEQ(P, seq, "the longest context a run will read: each split must hold one window of it", 0, NULL),
-    FLAG_THREADS(P, threads, "threads encoding the documents (the output does not depend on them)", 0, NULL),
+    TG_FLAG_SEQ(P, seq, "the longest context a run will read: each split must hold one window of it", 0, NULL),
+    TG_FLAG_THREADS(P, threads, "threads encoding the documents (the output does not depend on them)", 0, NULL),
 };
 #undef P
-static const OptTable table = {"prepare", "--out DIR [--data PATH] [--tokenizer bpe|char|hf:FILE] [flags]", specs,
+static const TgOptTable table = {"prepare", "--out DIR [--data PATH] [--tokenizer bpe|char|hf:FILE] [flags]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 /* Whether dir/name exists. */
 static bool folder_holds(const char *dir, const char *name) {
     char path[TG_PATH_CAP];
-    return path_join(path, sizeof path, dir, name) == TG_OK && access(path, F_OK) == 0;
+    return tg_path_join(path, sizeof path, dir, name) == TG_OK && access(path, F_OK) == 0;
 }
 
 static int run_prepare(int argc, char **argv) {
-    const PrepareFlags defaults = {.tokenizer = "bpe", .vocab = TRAIN_DEFAULT_BPE_VOCAB, .seq = 256,
-                                   .val_fraction = PREPARE_DEFAULT_VAL_FRACTION, .threads = TRAIN_DEFAULT_THREADS};
+    const PrepareFlags defaults = {.tokenizer = "bpe", .vocab = TG_TRAIN_DEFAULT_BPE_VOCAB, .seq = 256,
+                                   .val_fraction = TG_PREPARE_DEFAULT_VAL_FRACTION, .threads = TG_TRAIN_DEFAULT_THREADS};
     PrepareFlags o = defaults;
-    OptSet given = 0;
+    TgOptSet given = 0;
     int rc = cli_parse(&table, &o, &defaults, &given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.out) return cli_usage_error("prepare", "--out DIR is required: the dataset folder to write");
     bool hf = strncmp(o.tokenizer, "hf:", 3) == 0;
-    if ((given & OPT_BIT(opt_find(&table, "--vocab"))) && strcmp(o.tokenizer, "bpe") != 0)
+    if ((given & TG_OPT_BIT(tg_opt_find(&table, "--vocab"))) && strcmp(o.tokenizer, "bpe") != 0)
         return cli_usage_error("prepare", "--vocab sets the size of a BPE trained on the data; drop it with --tokenizer %s",
                                o.tokenizer);
-    PrepareOptions p;
-    prepare_options_default(&p);
+    TgPrepareOptions p;
+    tg_prepare_options_default(&p);
     p.sources = o.data;
     p.kind = strcmp(o.tokenizer, "char") == 0 ? TG_TOKENIZER_CHAR : TG_TOKENIZER_BPE;
     p.tokenizer_json = hf ? o.tokenizer + 3 : NULL;
@@ -72,16 +72,16 @@ static int run_prepare(int argc, char **argv) {
     p.val_fraction = o.val_fraction;
     p.seq_len = o.seq;
     p.threads = o.threads;
-    if (folder_holds(o.out, RUN_IDENTITY_FILE))
+    if (folder_holds(o.out, TG_RUN_IDENTITY_FILE))
         return cli_exit("prepare", tg_fail(TG_ERR_IO,
                                            "%s is a run folder (it holds %s), not a dataset folder: give --out a new path "
                                            "(a run reads a dataset with train --dataset)",
-                                           o.out, RUN_IDENTITY_FILE));
+                                           o.out, TG_RUN_IDENTITY_FILE));
     CliTrainReport report;
-    PrepareReporter reporter = cli_prepare_reporter(&report, "prepare");
-    PrepareResult r;
+    TgPrepareReporter reporter = cli_prepare_reporter(&report, "prepare");
+    TgPrepareResult r;
     bool already = false;
-    TgStatus s = prepare_dataset(&p, o.out, &reporter, &r, &already);
+    TgStatus s = tg_prepare_dataset(&p, o.out, &reporter, &r, &already);
     cli_train_report_end(&report);
     if (s == TG_OK && already) {
         printf("%s already holds this dataset (the same recipe and sources; fingerprint %016" PRIx64

@@ -6,7 +6,7 @@
 #include "lib/cpu.h"
 #include "ops/checks.h"
 
-static const OptTable table = {"selftest", "", NULL, 0, 0};
+static const TgOptTable table = {"selftest", "", NULL, 0, 0};
 
 static int run_selftest(int argc, char **argv) {
     int rc = cli_parse(&table, NULL, NULL, NULL, argc, argv, NULL, NULL);
@@ -15,10 +15,10 @@ static int run_selftest(int argc, char **argv) {
     tg_arena_init(&arena, 1 << 20);
     TgTape tape;
     tg_tape_init(&tape, &arena, NULL);
-    int failures = op_checks_run(NULL, &tape, 7, 1, tg_op_check_print_failures, stderr);
+    int failures = tg_op_checks_run(NULL, &tape, 7, 1, tg_op_check_print_failures, stderr);
     tg_tape_free(&tape);
     tg_arena_free(&arena);
-    printf("selftest: %d op checks, %s (kernels: %s on %s)\n", op_checks_count(), failures ? "FAILED" : "all passed",
+    printf("selftest: %d op checks, %s (kernels: %s on %s)\n", tg_op_checks_count(), failures ? "FAILED" : "all passed",
            tg_isa_name(tg_isa_active()), tg_cpu_name());
     return failures ? 1 : 0;
 }

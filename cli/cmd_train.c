@@ -30,46 +30,46 @@ enum { N_STOP_SIGNALS = sizeof stop_signals / sizeof stop_signals[0] };
 #define SIGNAL_OUTPUT_WAIT_S 1.0
 
 /* On --resume, says which of the flags given now change the run's saved settings. */
-static void note_changes(const TrainOptions *o, const TrainOptions *saved, OptSet given_on_command_line,
-                         const MessageSink *notes) {
-    const OptTable *t = train_option_table();
+static void note_changes(const TgTrainOptions *o, const TgTrainOptions *saved, TgOptSet given_on_command_line,
+                         const TgMessageSink *notes) {
+    const TgOptTable *t = tg_train_option_table();
     for (int i = 0; i < t->count; i++) {
-        const OptSpec *s = &t->specs[i];
-        if (!(given_on_command_line & OPT_BIT(i)) || !(s->group & TRAIN_OPT_SAVED) || opt_equal(t, i, o, saved))
+        const TgOptSpec *s = &t->specs[i];
+        if (!(given_on_command_line & TG_OPT_BIT(i)) || !(s->group & TG_TRAIN_OPT_SAVED) || tg_opt_equal(t, i, o, saved))
             continue;
         char was[256];
-        opt_format(t, i, saved, was, sizeof was);
-        message_emit(notes, MESSAGE_NOTE, "%s applies from the resumed step on, instead of the run's %s%s", s->flag, was,
-                     s->group & TRAIN_OPT_NUMERIC ? " (the run is no longer bitwise the one it would have been)" : "");
+        tg_opt_format(t, i, saved, was, sizeof was);
+        tg_message_emit(notes, TG_MESSAGE_NOTE, "%s applies from the resumed step on, instead of the run's %s%s", s->flag, was,
+                     s->group & TG_TRAIN_OPT_NUMERIC ? " (the run is no longer bitwise the one it would have been)" : "");
     }
 }
 
 /* `tapegrad train` and `tapegrad sft` (train --task sft): one table of options. From joining the
  * job to the exit code, everything printed goes through cli/output.h and the run's log. */
-static int run_training(const OptTable *table, const char *task, int argc, char **argv) {
+static int run_training(const TgOptTable *table, const char *task, int argc, char **argv) {
     const char *command = table->command;
-    TrainOptions o, defaults;
-    train_options_defaults(&defaults);
+    TgTrainOptions o, defaults;
+    tg_train_options_defaults(&defaults);
     defaults.task = task;
     o = defaults;
     int rc = cli_parse(table, &o, &defaults, &o.given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
-    OptStrings strings = {0};
+    TgOptStrings strings = {0};
     TgStatus s = cli_join_job(o.comm_timeout_s);
     cli_output_start();
     CliTrainReport report;
-    TrainReporter reporter = cli_train_reporter(&report, command);
-    if (dist_rank() > 0) reporter = (TrainReporter){0}; /* rank 0 reports for the job */
-    MessageSink notes = {reporter.message, reporter.ctx};
+    TgTrainReporter reporter = cli_train_reporter(&report, command);
+    if (tg_dist_rank() > 0) reporter = (TgTrainReporter){0}; /* rank 0 reports for the job */
+    TgMessageSink notes = {reporter.message, reporter.ctx};
     if (s == TG_OK && o.resume) {
-        OptSet given_now = o.given;
-        TrainOptions saved;
-        s = train_options_restore(o.resume, &o, &saved, &strings);
+        TgOptSet given_now = o.given;
+        TgTrainOptions saved;
+        s = tg_train_options_restore(o.resume, &o, &saved, &strings);
         if (s == TG_OK) note_changes(&o, &saved, given_now, &notes);
     }
     if (s == TG_OK) {
-        GradLogger grads;
-        TrainHooks hooks = grad_logger_hooks(&grads, o.log_grads, 0);
+        TgGradLogger grads;
+        TgTrainHooks hooks = tg_grad_logger_hooks(&grads, o.log_grads, 0);
         struct sigaction sa = {0}, hup = {0}, old[N_STOP_SIGNALS], old_hup;
         sa.sa_handler = on_stop_signal;
         sa.sa_flags = SA_RESETHAND | SA_RESTART;
@@ -79,26 +79,26 @@ static int run_training(const OptTable *table, const char *task, int argc, char 
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
         sigaction(SIGHUP, &hup, &old_hup);
         report.hangup = &hangup_seen;
-        s = train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL, &reporter);
+        s = tg_train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL, &reporter);
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
         sigaction(SIGHUP, &old_hup, NULL);
-        grad_logger_close(&grads);
+        tg_grad_logger_close(&grads);
     }
-    if (s != TG_OK && dist_ranks() > 1) s = tg_fail_context(s, "rank %d of %d", dist_rank(), dist_ranks());
+    if (s != TG_OK && tg_dist_ranks() > 1) s = tg_fail_context(s, "rank %d of %d", tg_dist_rank(), tg_dist_ranks());
     cli_train_report_close(&report, s);
     /* a launcher passes SIGINT/SIGTERM on when it ends the job; it passes SIGUSR1 on and waits */
-    dist_close(stop_requested == SIGINT || stop_requested == SIGTERM);
-    opt_strings_free(&strings);
+    tg_dist_close(stop_requested == SIGINT || stop_requested == SIGTERM);
+    tg_opt_strings_free(&strings);
     rc = cli_exit(command, s);
     cli_output_finish(stop_requested ? SIGNAL_OUTPUT_WAIT_S : -1);
     return rc;
 }
 
-static int run_train(int argc, char **argv) { return run_training(train_option_table(), TRAIN_TASK_PRETRAIN, argc, argv); }
-static int run_sft(int argc, char **argv) { return run_training(sft_option_table(), TRAIN_TASK_SFT, argc, argv); }
+static int run_train(int argc, char **argv) { return run_training(tg_train_option_table(), TG_TRAIN_TASK_PRETRAIN, argc, argv); }
+static int run_sft(int argc, char **argv) { return run_training(tg_sft_option_table(), TG_TRAIN_TASK_SFT, argc, argv); }
 
-CLI_ONE_TABLE(option_tables, train_option_table())
-CLI_ONE_TABLE(sft_option_tables, sft_option_table())
+CLI_ONE_TABLE(option_tables, tg_train_option_table())
+CLI_ONE_TABLE(sft_option_tables, tg_sft_option_table())
 
 const Subcommand cmd_train = {"train", "train a model (no flags: the small preset on the default corpus)",
                               run_train, option_tables};

@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
                TG_CHECKPOINT_FORMAT, TG_TOKENIZER_FORMAT, TG_TOKFILE_FORMAT);
         printf("kernels: %s on %s (this CPU runs:", tg_isa_name(tg_isa_active()), tg_cpu_name());
         for (int isa = TG_ISA_COUNT - 1; isa >= 0; isa--)
-            if (tg_isa_supported((tg_isa)isa)) printf(" %s", tg_isa_name((tg_isa)isa));
+            if (tg_isa_supported((TgIsa)isa)) printf(" %s", tg_isa_name((TgIsa)isa));
         printf(")\n");
         return check_output(NULL, 0);
     }

@@ -39,7 +39,7 @@ static void log_text(CliTrainReport *r, const char *text, size_t len) {
         return;
     }
     fwrite(text, 1, len, r->log.f);
-    int err = append_file_flush(&r->log);
+    int err = tg_append_file_flush(&r->log);
     if (err && !r->log_error)
         warn(r, "cannot write %s (%s): its lines wait in memory and are written once there is space", r->log.path, err);
     else if (!err && r->log_error)
@@ -71,13 +71,13 @@ void cli_train_report_end(CliTrainReport *r) {
     r->bar_shown = false;
 }
 
-static void print_message(void *ctx, MessageLevel level, const char *text) {
+static void print_message(void *ctx, TgMessageLevel level, const char *text) {
     CliTrainReport *r = ctx;
     note_hangup(r);
-    const char *prefix = level == MESSAGE_NOTE ? "note: " : level == MESSAGE_WARNING ? "warning: " : "";
+    const char *prefix = level == TG_MESSAGE_NOTE ? "note: " : level == TG_MESSAGE_WARNING ? "warning: " : "";
     log_printf(r, "%s%s\n", prefix, text);
     cli_train_report_end(r);
-    if (level == MESSAGE_WARNING) cli_output_printf(CLI_STDERR, "tapegrad %s: warning: %s\n", r->command, text);
+    if (level == TG_MESSAGE_WARNING) cli_output_printf(CLI_STDERR, "tapegrad %s: warning: %s\n", r->command, text);
     else cli_output_printf(CLI_STDOUT, "%s%s\n", prefix, text);
 }
 
@@ -96,7 +96,7 @@ static void draw_bar(char bar[BAR_WIDTH + 1], double frac) {
     bar[BAR_WIDTH] = '\0';
 }
 
-static void print_progress(void *ctx, const TrainProgress *p) {
+static void print_progress(void *ctx, const TgTrainProgress *p) {
     CliTrainReport *r = ctx;
     note_hangup(r);
     char eta[32], val[48], line[512];
@@ -120,7 +120,7 @@ static void print_progress(void *ctx, const TrainProgress *p) {
 
 /* Preparing data: a bar on a terminal, else a line at every tenth of the bytes and at the end
  * (the log gets those lines either way). */
-static void print_preparing(void *ctx, const PrepareProgress *p) {
+static void print_preparing(void *ctx, const TgPrepareProgress *p) {
     CliTrainReport *r = ctx;
     double mb = 1e6, frac = p->total ? (double)p->done / (double)p->total : 1.0;
     double rate = p->elapsed_s > 0 ? (double)p->done / mb / p->elapsed_s : 0;
@@ -145,7 +145,7 @@ static void print_preparing(void *ctx, const PrepareProgress *p) {
     if (!r->tty) cli_output_write(CLI_STDOUT, line, strlen(line));
 }
 
-static void print_sample(void *ctx, const TrainSample *s) {
+static void print_sample(void *ctx, const TgTrainSample *s) {
     CliTrainReport *r = ctx;
     cli_train_report_end(r);
     char head[160];
@@ -163,7 +163,7 @@ static void print_sample(void *ctx, const TrainSample *s) {
 static void open_log(void *ctx, const char *run_dir) {
     CliTrainReport *r = ctx;
     char path[TG_PATH_CAP];
-    if (path_join(path, sizeof path, run_dir, RUN_LOG_FILE) == TG_OK && r->log.f) {
+    if (tg_path_join(path, sizeof path, run_dir, TG_RUN_LOG_FILE) == TG_OK && r->log.f) {
         struct stat open_one, named;
         if (fstat(r->log.fd, &open_one) == 0 && stat(path, &named) == 0 && open_one.st_ino == named.st_ino &&
             open_one.st_dev == named.st_dev) {
@@ -171,9 +171,9 @@ static void open_log(void *ctx, const char *run_dir) {
             return;
         }
     }
-    if (r->log.f) append_file_close(&r->log); /* compare-ffn: the next of its runs */
+    if (r->log.f) tg_append_file_close(&r->log); /* compare-ffn: the next of its runs */
     r->log_error = 0;
-    if (path_join(path, sizeof path, run_dir, RUN_LOG_FILE) != TG_OK || append_file_open(&r->log, path) != TG_OK) {
+    if (tg_path_join(path, sizeof path, run_dir, TG_RUN_LOG_FILE) != TG_OK || tg_append_file_open(&r->log, path) != TG_OK) {
         cli_output_printf(CLI_STDERR, "tapegrad %s: warning: %s; the run goes on without its log\n", r->command,
                           tg_error_message());
         return;
@@ -205,7 +205,7 @@ void cli_train_report_close(CliTrainReport *r, TgStatus status) {
     if (r->log.f) {
         char path[TG_PATH_CAP];
         snprintf(path, sizeof path, "%s", r->log.path);
-        int err = append_file_close(&r->log);
+        int err = tg_append_file_close(&r->log);
         if (err) warn(r, "%s lacks its last lines: %s", path, err);
     }
     free(r->early);
@@ -213,15 +213,15 @@ void cli_train_report_close(CliTrainReport *r, TgStatus status) {
     r->early_len = r->early_cap = 0;
 }
 
-TrainReporter cli_train_reporter(CliTrainReport *r, const char *command) {
+TgTrainReporter cli_train_reporter(CliTrainReport *r, const char *command) {
     *r = (CliTrainReport){.command = command, .tty = isatty(fileno(stderr)), .keeps_log = true};
-    return (TrainReporter){.ctx = r, .message = print_message, .progress = print_progress, .sample = print_sample,
+    return (TgTrainReporter){.ctx = r, .message = print_message, .progress = print_progress, .sample = print_sample,
                            .preparing = print_preparing, .folder = open_log};
 }
 
-PrepareReporter cli_prepare_reporter(CliTrainReport *r, const char *command) {
+TgPrepareReporter cli_prepare_reporter(CliTrainReport *r, const char *command) {
     *r = (CliTrainReport){.command = command, .tty = isatty(fileno(stderr))};
-    return (PrepareReporter){.ctx = r, .message = print_message, .progress = print_preparing};
+    return (TgPrepareReporter){.ctx = r, .message = print_message, .progress = print_preparing};
 }
 
-MessageSink cli_message_sink(CliTrainReport *r) { return (MessageSink){print_message, r}; }
+TgMessageSink cli_message_sink(CliTrainReport *r) { return (TgMessageSink){print_message, r}; }

@@ -1,4 +1,4 @@
-/* How the program shows a training run (train/trainer.h's TrainReporter): what every
+/* How the program shows a training run (train/trainer.h's TgTrainReporter): what every
  * subcommand that trains (train, sft, compare-ffn) prints, written once.
  *
  *   messages   on stdout; notes as "note: ...", warnings on stderr as "tapegrad CMD: warning: ..."
@@ -10,7 +10,7 @@
  *   sample     between a "--- sample (N tokens, temperature T, top-k K) ---" line and "---"
  *
  * The run's log: every line the run prints without a terminal also goes to RUN/log.txt (the
- * run's folder, RUN_LOG_FILE), whatever the terminal does: the lines printed before the folder
+ * run's folder, TG_RUN_LOG_FILE), whatever the terminal does: the lines printed before the folder
  * exists wait until the trainer names it, a resumed run appends, and each session begins with a
  * "--- DATE tapegrad CMD (pid N) ---" line. So a closed terminal, a pipe nobody read or a
  * launcher that stopped reading loses no message. The terminal itself is written through
@@ -31,7 +31,7 @@ typedef struct CliTrainReport {
     char phase[16];      /* preparing data: the phase and tenth last logged */
     int tenth;
     bool keeps_log;      /* a training run's reporter (not prepare's) */
-    AppendFile log;      /* RUN/log.txt, once the trainer named the run's folder */
+    TgAppendFile log;      /* RUN/log.txt, once the trainer named the run's folder */
     int log_error;       /* the errno the log last reported on the terminal (0: none) */
     char *early;         /* the lines before that, for the log */
     size_t early_len, early_cap;
@@ -40,15 +40,15 @@ typedef struct CliTrainReport {
 } CliTrainReport;
 
 /* A reporter printing as above, its state in *report. */
-TrainReporter cli_train_reporter(CliTrainReport *report, const char *command);
+TgTrainReporter cli_train_reporter(CliTrainReport *report, const char *command);
 /* Ends the bar's line, if one is shown (after the run). */
 void cli_train_report_end(CliTrainReport *report);
 /* After the run: logs how it ended (the error's message when status is not TG_OK, and what the
  * terminal lost) and closes the log. */
 void cli_train_report_close(CliTrainReport *report, TgStatus status);
 /* The messages and the preparing bar for `tapegrad prepare`. */
-PrepareReporter cli_prepare_reporter(CliTrainReport *report, const char *command);
-/* The same messages for a caller with a MessageSink (lib/messages.h). */
-MessageSink cli_message_sink(CliTrainReport *report);
+TgPrepareReporter cli_prepare_reporter(CliTrainReport *report, const char *command);
+/* The same messages for a caller with a TgMessageSink (lib/messages.h). */
+TgMessageSink cli_message_sink(CliTrainReport *report);
 
 #endif

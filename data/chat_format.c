@@ -9,31 +9,31 @@
 
 /* Jinja's string literals read "\n" as a newline; `message['content']` and `['role']` are what
  * Hugging Face, llama.cpp and node-llama-cpp pass a template. */
-const char CHAT_TEMPLATE_JINJA[] =
+const char tg_chat_template_jinja[] =
     "{%- for message in messages %}"
-    "{{- '" CHAT_IM_START "' + message['role'] + '\\n' + message['content'] + '" CHAT_IM_END "' + '\\n' }}"
+    "{{- '" TG_CHAT_IM_START "' + message['role'] + '\\n' + message['content'] + '" TG_CHAT_IM_END "' + '\\n' }}"
     "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '" CHAT_IM_START "assistant\\n' }}{%- endif %}";
+    "{%- if add_generation_prompt %}{{- '" TG_CHAT_IM_START "assistant\\n' }}{%- endif %}";
 
-static const char *const role_names[CHAT_ROLE_COUNT] = {"system", "user", "assistant"};
+static const char *const role_names[TG_CHAT_ROLE_COUNT] = {"system", "user", "assistant"};
 
-const char *chat_role_name(ChatRole role) { return role >= 0 && role < CHAT_ROLE_COUNT ? role_names[role] : "?"; }
+const char *tg_chat_role_name(TgChatRole role) { return role >= 0 && role < TG_CHAT_ROLE_COUNT ? role_names[role] : "?"; }
 
 /* ---- the conversation in memory ---- */
 
-void chat_conversation_clear(Conversation *conv) {
+void tg_chat_conversation_clear(TgConversation *conv) {
     conv->n_turns = 0;
     conv->text_len = 0;
 }
 
-void chat_conversation_free(Conversation *conv) {
+void tg_chat_conversation_free(TgConversation *conv) {
     free(conv->turns);
     free(conv->text);
     memset(conv, 0, sizeof *conv);
 }
 
 /* Room for `more` bytes of content after what conv holds. */
-static char *reserve_text(Conversation *conv, size_t more) {
+static char *reserve_text(TgConversation *conv, size_t more) {
     if (conv->text_len + more + 1 > conv->text_cap) {
         size_t cap = conv->text_cap ? conv->text_cap : 256;
         while (cap < conv->text_len + more + 1) cap *= 2;
@@ -43,15 +43,15 @@ static char *reserve_text(Conversation *conv, size_t more) {
     return conv->text + conv->text_len;
 }
 
-static void add_turn(Conversation *conv, ChatRole role, size_t offset, size_t len) {
+static void add_turn(TgConversation *conv, TgChatRole role, size_t offset, size_t len) {
     if (conv->n_turns == conv->cap_turns) {
         conv->cap_turns = conv->cap_turns ? 2 * conv->cap_turns : 8;
         conv->turns = tg_realloc(conv->turns, conv->cap_turns * sizeof *conv->turns);
     }
-    conv->turns[conv->n_turns++] = (ChatTurn){role, offset, len};
+    conv->turns[conv->n_turns++] = (TgChatTurn){role, offset, len};
 }
 
-void chat_conversation_add(Conversation *conv, ChatRole role, const char *content, size_t len) {
+void tg_chat_conversation_add(TgConversation *conv, TgChatRole role, const char *content, size_t len) {
     char *at = reserve_text(conv, len);
     if (len) memcpy(at, content, len);
     add_turn(conv, role, conv->text_len, len);
@@ -59,57 +59,57 @@ void chat_conversation_add(Conversation *conv, ChatRole role, const char *conten
     conv->text[conv->text_len] = '\0';
 }
 
-bool chat_conversation_has_reply(const Conversation *conv) {
+bool tg_chat_conversation_has_reply(const TgConversation *conv) {
     for (size_t i = 0; i < conv->n_turns; i++)
-        if (conv->turns[i].role == CHAT_ASSISTANT) return true;
+        if (conv->turns[i].role == TG_CHAT_ASSISTANT) return true;
     return false;
 }
 
 /* ---- JSON ---- */
 
 /* One turn object at c: its role and content, the content decoded into conv's buffer. */
-static bool parse_turn(JsonCursor *c, Conversation *conv, const char *where, char *why, size_t why_cap) {
-    JsonType type = json_type(c);
-    if (type != JSON_OBJECT) {
-        snprintf(why, why_cap, "%s is %s, not an object with \"role\" and \"content\"", where, json_type_name(type));
+static bool parse_turn(TgJsonCursor *c, TgConversation *conv, const char *where, char *why, size_t why_cap) {
+    TgJsonType type = tg_json_type(c);
+    if (type != TG_JSON_OBJECT) {
+        snprintf(why, why_cap, "%s is %s, not an object with \"role\" and \"content\"", where, tg_json_type_name(type));
         return false;
     }
-    json_enter(c);
-    JsonString key, role = {0}, content = {0};
+    tg_json_enter(c);
+    TgJsonString key, role = {0}, content = {0};
     int n_role = 0, n_content = 0;
-    JsonType role_type = JSON_STRING, content_type = JSON_STRING;
-    while (json_next_key(c, &key)) {
-        bool is_role = json_string_is(key, "role"), is_content = !is_role && json_string_is(key, "content");
+    TgJsonType role_type = TG_JSON_STRING, content_type = TG_JSON_STRING;
+    while (tg_json_next_key(c, &key)) {
+        bool is_role = tg_json_string_is(key, "role"), is_content = !is_role && tg_json_string_is(key, "content");
         if (!is_role && !is_content) {
-            json_skip(c);
+            tg_json_skip(c);
             continue;
         }
-        JsonType t = json_type(c);
+        TgJsonType t = tg_json_type(c);
         if (is_role ? n_role++ : n_content++) {
             snprintf(why, why_cap, "%s gives \"%s\" twice", where, is_role ? "role" : "content");
             return false;
         }
         if (is_role) role_type = t;
         else content_type = t;
-        if (t != JSON_STRING) {
-            json_skip(c);
+        if (t != TG_JSON_STRING) {
+            tg_json_skip(c);
             continue;
         }
-        if (is_role) role = json_read_string(c);
-        else content = json_read_string(c);
+        if (is_role) role = tg_json_read_string(c);
+        else content = tg_json_read_string(c);
     }
-    if (!n_role || !n_content || role_type != JSON_STRING || content_type != JSON_STRING) {
-        bool role_bad = !n_role || role_type != JSON_STRING;
+    if (!n_role || !n_content || role_type != TG_JSON_STRING || content_type != TG_JSON_STRING) {
+        bool role_bad = !n_role || role_type != TG_JSON_STRING;
         const char *member = role_bad ? "role" : "content";
         if (!(role_bad ? n_role : n_content)) snprintf(why, why_cap, "%s has no \"%s\"", where, member);
         else
             snprintf(why, why_cap, "%s: \"%s\" is %s, not a string", where, member,
-                     json_type_name(role_bad ? role_type : content_type));
+                     tg_json_type_name(role_bad ? role_type : content_type));
         return false;
     }
     int r = 0;
-    while (r < CHAT_ROLE_COUNT && !json_string_is(role, role_names[r])) r++;
-    if (r == CHAT_ROLE_COUNT) {
+    while (r < TG_CHAT_ROLE_COUNT && !tg_json_string_is(role, role_names[r])) r++;
+    if (r == TG_CHAT_ROLE_COUNT) {
         char name[40];
         size_t n = role.raw_len < sizeof name - 1 ? role.raw_len : sizeof name - 1;
         /* the line is checked UTF-8: a cut before a continuation byte (10xxxxxx) would split a
@@ -122,40 +122,40 @@ static bool parse_turn(JsonCursor *c, Conversation *conv, const char *where, cha
         return false;
     }
     char *at = reserve_text(conv, content.raw_len);
-    size_t len = json_decode(content, at);
-    add_turn(conv, (ChatRole)r, conv->text_len, len);
+    size_t len = tg_json_decode(content, at);
+    add_turn(conv, (TgChatRole)r, conv->text_len, len);
     conv->text_len += len;
     conv->text[conv->text_len] = '\0';
     return true;
 }
 
-bool chat_conversation_parse(const JsonlLine *line, Conversation *conv, char *why, size_t why_cap) {
-    chat_conversation_clear(conv);
-    JsonCursor c = json_cursor(line->text, line->len, 0);
-    json_enter(&c);
-    JsonString key;
+bool tg_chat_conversation_parse(const TgJsonlLine *line, TgConversation *conv, char *why, size_t why_cap) {
+    tg_chat_conversation_clear(conv);
+    TgJsonCursor c = tg_json_cursor(line->text, line->len, 0);
+    tg_json_enter(&c);
+    TgJsonString key;
     int found = 0;
-    JsonType type = JSON_NULL;
+    TgJsonType type = TG_JSON_NULL;
     size_t at = 0;
-    while (json_next_key(&c, &key)) {
-        if (json_string_is(key, "conversations")) {
+    while (tg_json_next_key(&c, &key)) {
+        if (tg_json_string_is(key, "conversations")) {
             if (found++ == 0) {
-                type = json_type(&c);
+                type = tg_json_type(&c);
                 at = c.pos;
             }
         }
-        json_skip(&c);
+        tg_json_skip(&c);
     }
     long long number = (long long)line->number;
-    if (found != 1 || type != JSON_ARRAY) {
+    if (found != 1 || type != TG_JSON_ARRAY) {
         if (!found) snprintf(why, why_cap, "line %lld has no \"conversations\" array", number);
         else if (found > 1) snprintf(why, why_cap, "line %lld gives \"conversations\" twice", number);
-        else snprintf(why, why_cap, "line %lld: \"conversations\" is %s, not an array", number, json_type_name(type));
+        else snprintf(why, why_cap, "line %lld: \"conversations\" is %s, not an array", number, tg_json_type_name(type));
         return false;
     }
-    c = json_cursor(line->text, line->len, at);
-    json_enter(&c);
-    for (size_t i = 0; json_next_item(&c); i++) {
+    c = tg_json_cursor(line->text, line->len, at);
+    tg_json_enter(&c);
+    for (size_t i = 0; tg_json_next_item(&c); i++) {
         char where[64];
         snprintf(where, sizeof where, "line %lld, turn %zu", number, i + 1);
         if (!parse_turn(&c, conv, where, why, why_cap)) return false;
@@ -169,22 +169,22 @@ bool chat_conversation_parse(const JsonlLine *line, Conversation *conv, char *wh
 
 /* ---- text ---- */
 
-char *chat_render_text(const Conversation *conv, bool add_generation_prompt, size_t *len) {
-    size_t total = add_generation_prompt ? strlen(CHAT_GENERATION_PROMPT) : 0;
+char *tg_chat_render_text(const TgConversation *conv, bool add_generation_prompt, size_t *len) {
+    size_t total = add_generation_prompt ? strlen(TG_CHAT_GENERATION_PROMPT) : 0;
     for (size_t i = 0; i < conv->n_turns; i++)
-        total += strlen(CHAT_IM_START) + strlen(role_names[conv->turns[i].role]) + 1 + conv->turns[i].len +
-                 strlen(CHAT_IM_END) + 1;
+        total += strlen(TG_CHAT_IM_START) + strlen(role_names[conv->turns[i].role]) + 1 + conv->turns[i].len +
+                 strlen(TG_CHAT_IM_END) + 1;
     char *out = tg_malloc(total + 1), *p = out;
 #define PUT(s, n) (memcpy(p, (s), (n)), p += (n))
 #define PUT_STR(s) PUT(s, strlen(s))
     for (size_t i = 0; i < conv->n_turns; i++) {
-        PUT_STR(CHAT_IM_START);
+        PUT_STR(TG_CHAT_IM_START);
         PUT_STR(role_names[conv->turns[i].role]);
         PUT_STR("\n");
         PUT(chat_turn_text(conv, i), conv->turns[i].len);
-        PUT_STR(CHAT_IM_END "\n");
+        PUT_STR(TG_CHAT_IM_END "\n");
     }
-    if (add_generation_prompt) PUT_STR(CHAT_GENERATION_PROMPT);
+    if (add_generation_prompt) PUT_STR(TG_CHAT_GENERATION_PROMPT);
 #undef PUT_STR
 #undef PUT
     *p = '\0';
@@ -205,29 +205,29 @@ static int32_t find_special(const TgTokenizer *tok, const char *name) {
     return -1;
 }
 
-TgStatus chat_tokens_find(const TgTokenizer *tok, const char *origin, ChatTokens *out) {
-    out->im_start = find_special(tok, CHAT_IM_START);
-    out->im_end = find_special(tok, CHAT_IM_END);
+TgStatus tg_chat_tokens_find(const TgTokenizer *tok, const char *origin, TgChatTokens *out) {
+    out->im_start = find_special(tok, TG_CHAT_IM_START);
+    out->im_end = find_special(tok, TG_CHAT_IM_END);
     out->eot = tok->eot_id;
     if (out->im_start >= 0 && out->im_end >= 0) return TG_OK;
-    const char *missing = out->im_start < 0 && out->im_end < 0 ? CHAT_IM_START " and " CHAT_IM_END
-                          : out->im_start < 0                  ? CHAT_IM_START
-                                                               : CHAT_IM_END;
+    const char *missing = out->im_start < 0 && out->im_end < 0 ? TG_CHAT_IM_START " and " TG_CHAT_IM_END
+                          : out->im_start < 0                  ? TG_CHAT_IM_START
+                                                               : TG_CHAT_IM_END;
     return tg_fail(TG_ERR_MISMATCH,
-                   "%s has no %s as a special token (a %s tokenizer): conversations need " CHAT_IM_START " and " CHAT_IM_END
+                   "%s has no %s as a special token (a %s tokenizer): conversations need " TG_CHAT_IM_START " and " TG_CHAT_IM_END
                    " as single ids. Pretrain the base model with a tokenizer that has them: tapegrad train --tokenizer bpe "
                    "--special-tokens chatml (or tapegrad prepare ... --special-tokens chatml), or --tokenizer hf:FILE with "
                    "MiniMind's tokenizer.json",
                    origin, missing, tg_tokenizer_kind_name(tok->kind));
 }
 
-void chat_ids_free(ChatIds *ids) {
+void tg_chat_ids_free(TgChatIds *ids) {
     free(ids->ids);
     free(ids->trained);
     memset(ids, 0, sizeof *ids);
 }
 
-static void reserve_ids(ChatIds *out, size_t more) {
+static void reserve_ids(TgChatIds *out, size_t more) {
     if (out->n + more <= out->cap) return;
     size_t cap = out->cap ? out->cap : 256;
     while (cap < out->n + more) cap *= 2;
@@ -236,13 +236,13 @@ static void reserve_ids(ChatIds *out, size_t more) {
     out->cap = cap;
 }
 
-static void push_id(ChatIds *out, int32_t id, bool trained) {
+static void push_id(TgChatIds *out, int32_t id, bool trained) {
     reserve_ids(out, 1);
     out->ids[out->n] = id;
     out->trained[out->n++] = trained;
 }
 
-TgStatus chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, ChatIds *out) {
+TgStatus tg_chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, TgChatIds *out) {
     size_t cap = tg_tokenizer_max_ids(tok, len), n = 0;
     reserve_ids(out, cap);
     if (len) TG_TRY(tg_tokenizer_encode(tok, text, len, out->ids + out->n, cap, &n));
@@ -251,8 +251,8 @@ TgStatus chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, 
     return TG_OK;
 }
 
-TgStatus chat_encode_turn(const TgTokenizer *tok, const ChatTokens *ct, ChatRole role, const char *content, size_t len,
-                          ChatIds *out) {
+TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content, size_t len,
+                          TgChatIds *out) {
     /* "{role}\n{content}" is one piece between the markers, encoded as the whole text is */
     const char *name = role_names[role];
     size_t header = strlen(name) + 1;
@@ -262,10 +262,10 @@ TgStatus chat_encode_turn(const TgTokenizer *tok, const ChatTokens *ct, ChatRole
     if (len) memcpy(piece + header, content, len);
     push_id(out, ct->im_start, false);
     size_t first = out->n;
-    TgStatus s = chat_encode_text(tok, piece, header + len, out);
+    TgStatus s = tg_chat_encode_text(tok, piece, header + len, out);
     free(piece);
     TG_TRY(s);
-    bool reply = role == CHAT_ASSISTANT;
+    bool reply = role == TG_CHAT_ASSISTANT;
     if (reply) {
         /* the ids that lie wholly inside "assistant\n" are the header's; from the first that
          * reaches past it on, the content's */
@@ -279,16 +279,16 @@ TgStatus chat_encode_turn(const TgTokenizer *tok, const ChatTokens *ct, ChatRole
         for (; i < out->n; i++) out->trained[i] = 1;
     }
     push_id(out, ct->im_end, reply);
-    return chat_encode_text(tok, "\n", 1, out);
+    return tg_chat_encode_text(tok, "\n", 1, out);
 }
 
-TgStatus chat_encode_conversation(const TgTokenizer *tok, const ChatTokens *ct, const Conversation *conv, ChatIds *out) {
+TgStatus tg_chat_encode_conversation(const TgTokenizer *tok, const TgChatTokens *ct, const TgConversation *conv, TgChatIds *out) {
     for (size_t i = 0; i < conv->n_turns; i++)
-        TG_TRY(chat_encode_turn(tok, ct, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len, out));
+        TG_TRY(tg_chat_encode_turn(tok, ct, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len, out));
     return TG_OK;
 }
 
-TgStatus chat_encode_generation_prompt(const TgTokenizer *tok, const ChatTokens *ct, ChatIds *out) {
+TgStatus tg_chat_encode_generation_prompt(const TgTokenizer *tok, const TgChatTokens *ct, TgChatIds *out) {
     push_id(out, ct->im_start, false);
-    return chat_encode_text(tok, "assistant\n", strlen("assistant\n"), out);
+    return tg_chat_encode_text(tok, "assistant\n", strlen("assistant\n"), out);
 }

@@ -10,8 +10,8 @@
  * Each turn renders as
  *     <|im_start|>{role}\n{content}<|im_end|>\n
  * and a prompt for a reply ends with the generation prompt <|im_start|>assistant\n: exactly
- * what CHAT_TEMPLATE_JINJA renders (Hugging Face's apply_chat_template, llama.cpp, and
- * @huggingface/jinja in tests/clients agree with chat_render_text byte for byte). Nothing is
+ * what tg_chat_template_jinja renders (Hugging Face's apply_chat_template, llama.cpp, and
+ * @huggingface/jinja in tests/clients agree with tg_chat_render_text byte for byte). Nothing is
  * added that the turns do not say: no default system turn (MiniMind2's template adds "You are a
  * helpful assistant" to a conversation without one; give it as a system turn to train that way),
  * no begin-of-text token.
@@ -36,76 +36,76 @@
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
 
-#define CHAT_IM_START "<|im_start|>"
-#define CHAT_IM_END "<|im_end|>"
-#define CHAT_GENERATION_PROMPT CHAT_IM_START "assistant\n"
+#define TG_CHAT_IM_START "<|im_start|>"
+#define TG_CHAT_IM_END "<|im_end|>"
+#define TG_CHAT_GENERATION_PROMPT TG_CHAT_IM_START "assistant\n"
 
 /* The Jinja chat template of ChatML as tapegrad renders it (Hugging Face's tokenizer_config.json
  * "chat_template", GGUF's tokenizer.chat_template). */
-extern const char CHAT_TEMPLATE_JINJA[];
+extern const char tg_chat_template_jinja[];
 
-typedef enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT, CHAT_ROLE_COUNT } ChatRole;
+typedef enum { TG_CHAT_SYSTEM, TG_CHAT_USER, TG_CHAT_ASSISTANT, TG_CHAT_ROLE_COUNT } TgChatRole;
 /* "system", "user", "assistant" */
-const char *chat_role_name(ChatRole role);
+const char *tg_chat_role_name(TgChatRole role);
 
-typedef struct ChatTurn {
-    ChatRole role;
+typedef struct TgChatTurn {
+    TgChatRole role;
     size_t offset, len; /* the content: conv->text[offset, offset + len) */
-} ChatTurn;
+} TgChatTurn;
 
 /* A conversation read from JSON: its turns, their contents in one buffer. A zeroed struct is
- * empty; chat_conversation_free releases it. */
-typedef struct Conversation {
-    ChatTurn *turns;
+ * empty; tg_chat_conversation_free releases it. */
+typedef struct TgConversation {
+    TgChatTurn *turns;
     size_t n_turns, cap_turns;
     char *text;
     size_t text_len, text_cap;
-} Conversation;
+} TgConversation;
 
-void chat_conversation_clear(Conversation *conv);
-void chat_conversation_free(Conversation *conv);
+void tg_chat_conversation_clear(TgConversation *conv);
+void tg_chat_conversation_free(TgConversation *conv);
 /* Appends a turn (the content is copied). */
-void chat_conversation_add(Conversation *conv, ChatRole role, const char *content, size_t len);
+void tg_chat_conversation_add(TgConversation *conv, TgChatRole role, const char *content, size_t len);
 /* The content of turn i. */
-static inline const char *chat_turn_text(const Conversation *conv, size_t i) { return conv->text + conv->turns[i].offset; }
+static inline const char *chat_turn_text(const TgConversation *conv, size_t i) { return conv->text + conv->turns[i].offset; }
 /* Whether any turn is the assistant's. */
-bool chat_conversation_has_reply(const Conversation *conv);
+bool tg_chat_conversation_has_reply(const TgConversation *conv);
 
-/* Reads a JSONL_OBJECT line (data/jsonl.h) into conv (cleared first): false, with the reason in
+/* Reads a TG_JSONL_OBJECT line (data/jsonl.h) into conv (cleared first): false, with the reason in
  * why (naming the line, the turn and the member), when it is no conversation: no
  * "conversations" array (or one given twice), an empty one, a turn that is not an object, a
  * "role" or "content" missing, given twice or not a string, a role tapegrad does not train. */
-bool chat_conversation_parse(const JsonlLine *line, Conversation *conv, char *why, size_t why_cap);
+bool tg_chat_conversation_parse(const TgJsonlLine *line, TgConversation *conv, char *why, size_t why_cap);
 
 /* The rendered text of conv (and the generation prompt when asked), malloc'ed, NUL-terminated
  * (contents may hold NULs: *len says how long it is). */
-char *chat_render_text(const Conversation *conv, bool add_generation_prompt, size_t *len);
+char *tg_chat_render_text(const TgConversation *conv, bool add_generation_prompt, size_t *len);
 
 /* The ids of the ChatML markers in a tokenizer. */
-typedef struct ChatTokens {
+typedef struct TgChatTokens {
     int32_t im_start, im_end, eot;
-} ChatTokens;
+} TgChatTokens;
 
 /* The markers of tok: each must be one special (control) token of it. Otherwise TG_ERR_MISMATCH
  * naming the tokenizer (`origin`), what it lacks and how to get one that has them. */
-TgStatus chat_tokens_find(const TgTokenizer *tok, const char *origin, ChatTokens *out);
+TgStatus tg_chat_tokens_find(const TgTokenizer *tok, const char *origin, TgChatTokens *out);
 
 /* Token ids with, for each, whether fine-tuning's loss predicts it (see above). */
-typedef struct ChatIds {
+typedef struct TgChatIds {
     int32_t *ids;
     uint8_t *trained;
     size_t n, cap;
-} ChatIds;
+} TgChatIds;
 
-void chat_ids_free(ChatIds *ids);
+void tg_chat_ids_free(TgChatIds *ids);
 /* Appends the ids of one rendered turn. */
-TgStatus chat_encode_turn(const TgTokenizer *tok, const ChatTokens *ct, ChatRole role, const char *content, size_t len,
-                          ChatIds *out);
+TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content, size_t len,
+                          TgChatIds *out);
 /* Appends the ids of every turn of conv (out is not cleared). */
-TgStatus chat_encode_conversation(const TgTokenizer *tok, const ChatTokens *ct, const Conversation *conv, ChatIds *out);
+TgStatus tg_chat_encode_conversation(const TgTokenizer *tok, const TgChatTokens *ct, const TgConversation *conv, TgChatIds *out);
 /* Appends the ids of text[0..len), none of them trained. */
-TgStatus chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, ChatIds *out);
+TgStatus tg_chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, TgChatIds *out);
 /* Appends the generation prompt's ids. */
-TgStatus chat_encode_generation_prompt(const TgTokenizer *tok, const ChatTokens *ct, ChatIds *out);
+TgStatus tg_chat_encode_generation_prompt(const TgTokenizer *tok, const TgChatTokens *ct, TgChatIds *out);
 
 #endif

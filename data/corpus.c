@@ -34,7 +34,7 @@ static bool binary_why(const unsigned char *b, size_t len, char *why, size_t cap
     return false;
 }
 
-bool corpus_is_binary(const char *bytes, size_t len) {
+bool tg_corpus_is_binary(const char *bytes, size_t len) {
     char why[96];
     return binary_why((const unsigned char *)bytes, len, why, sizeof why);
 }
@@ -42,7 +42,7 @@ bool corpus_is_binary(const char *bytes, size_t len) {
 typedef struct {
     char *data;
     size_t len, cap;
-    CorpusInfo *info;
+    TgCorpusInfo *info;
 } Reader;
 
 static void reserve(Reader *r, size_t extra) {
@@ -88,7 +88,7 @@ static TgStatus append_file(Reader *r, const char *path, bool *binary, bool *emp
     return TG_OK;
 }
 
-bool corpus_skipped_name(const char *name) {
+bool tg_corpus_skipped_name(const char *name) {
     size_t n = strlen(name);
     if (name[0] == '.') return true;
     if (n >= 4 && strcmp(name + n - 4, ".dat") == 0) return true;
@@ -103,7 +103,7 @@ static TgStatus read_file_entry(void *ctx, const char *path) {
     bool binary, empty;
     char why[96];
     TG_TRY(append_file(r, path, &binary, &empty, why, sizeof why));
-    CorpusInfo *info = r->info;
+    TgCorpusInfo *info = r->info;
     if (empty) info->files_empty++;
     else if (binary) {
         if (info->files_binary++ == 0) snprintf(info->first_binary, sizeof info->first_binary, "%s (%s)", path, why);
@@ -133,7 +133,7 @@ static const char *kind_name(mode_t mode) {
          : S_ISBLK(mode)  ? "a block device" : "neither a file nor a folder";
 }
 
-static void skip(Walk *w, const char *path, CorpusSkip why, const char *what) {
+static void skip(Walk *w, const char *path, TgCorpusSkip why, const char *what) {
     if (w->skipped) w->skipped(w->ctx, path, why, what);
 }
 
@@ -162,7 +162,7 @@ static TgStatus walk_entry(Walk *w, const char *path) {
     if (S_ISDIR(sb->st_mode)) return walk_folder(w, path, sb, link);
     char what[64];
     snprintf(what, sizeof what, "%s%s", link ? "a link to " : "", kind_name(sb->st_mode));
-    skip(w, path, CORPUS_SKIP_NOT_FILE, what);
+    skip(w, path, TG_CORPUS_SKIP_NOT_FILE, what);
     return TG_OK;
 }
 
@@ -172,7 +172,7 @@ static TgStatus walk_folder(Walk *w, const char *dir, const struct stat *sb, boo
         if (w->seen[i].dev == sb->st_dev && w->seen[i].ino == sb->st_ino) {
             char what[TG_PATH_CAP + 64];
             snprintf(what, sizeof what, "%s folder already read, %s", link ? "a link to a" : "a", w->seen[i].path);
-            skip(w, dir, CORPUS_SKIP_FOLDER_AGAIN, what);
+            skip(w, dir, TG_CORPUS_SKIP_FOLDER_AGAIN, what);
             return TG_OK;
         }
     if (w->n_seen == w->cap_seen) {
@@ -203,7 +203,7 @@ static TgStatus walk_folder(Walk *w, const char *dir, const struct stat *sb, boo
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *path = tg_malloc(len);
         snprintf(path, len, "%s/%s", dir, names[i]);
-        if (corpus_skipped_name(names[i])) skip(w, path, CORPUS_SKIP_NAME, "");
+        if (tg_corpus_skipped_name(names[i])) skip(w, path, TG_CORPUS_SKIP_NAME, "");
         else st = walk_entry(w, path);
         free(path);
     }
@@ -212,7 +212,7 @@ static TgStatus walk_folder(Walk *w, const char *dir, const struct stat *sb, boo
     return st;
 }
 
-TgStatus corpus_walk(const char *dir, CorpusFileFn fn, CorpusSkipFn skipped, void *ctx) {
+TgStatus tg_corpus_walk(const char *dir, CorpusFileFn fn, CorpusSkipFn skipped, void *ctx) {
     Walk w = {.fn = fn, .skipped = skipped, .ctx = ctx};
     struct stat sb;
     TgStatus st = stat(dir, &sb) == 0 ? walk_folder(&w, dir, &sb, false)
@@ -222,27 +222,27 @@ TgStatus corpus_walk(const char *dir, CorpusFileFn fn, CorpusSkipFn skipped, voi
     return st;
 }
 
-const char *corpus_default_path(void) {
+const char *tg_corpus_default_path(void) {
     const char *env = getenv("TAPEGRAD_DEFAULT_CORPUS");
-    return env && *env ? env : CORPUS_DEFAULT_PATH;
+    return env && *env ? env : TG_CORPUS_DEFAULT_PATH;
 }
 
-TgStatus corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo *info_out) {
+TgStatus tg_corpus_read_info(const char *path, char **buf, size_t *len, TgCorpusInfo *info_out) {
     *buf = NULL;
     *len = 0;
-    CorpusInfo local;
-    CorpusInfo *info = info_out ? info_out : &local;
+    TgCorpusInfo local;
+    TgCorpusInfo *info = info_out ? info_out : &local;
     memset(info, 0, sizeof *info);
     struct stat sb;
     if (stat(path, &sb) != 0)
         return tg_fail(TG_ERR_IO,
                        "corpus path %s: %s; give a text file or a folder of text files (the "
                        "default, %s, comes with the Debian package fortunes)",
-                       path, strerror(errno), corpus_default_path());
+                       path, strerror(errno), tg_corpus_default_path());
     Reader r = {.info = info};
     TgStatus st;
     if (S_ISDIR(sb.st_mode)) {
-        st = corpus_walk(path, read_file_entry, NULL, &r);
+        st = tg_corpus_walk(path, read_file_entry, NULL, &r);
         if (st == TG_OK && r.len == 0) {
             if (info->files_binary > 0)
                 st = tg_fail(TG_ERR_FORMAT,
@@ -281,6 +281,6 @@ TgStatus corpus_read_info(const char *path, char **buf, size_t *len, CorpusInfo 
     return TG_OK;
 }
 
-TgStatus corpus_read(const char *path, char **buf, size_t *len) {
-    return corpus_read_info(path, buf, len, NULL);
+TgStatus tg_corpus_read(const char *path, char **buf, size_t *len) {
+    return tg_corpus_read_info(path, buf, len, NULL);
 }

@@ -19,10 +19,10 @@
  * TG_MODEL_MAX_SEQ], counts whole numbers in [0, 2^53], no member unknown, missing or twice) and
  * the members against each other (the fingerprint, the split's counts against val_fraction and
  * seq_len, the totals against the sources'), so an edited dataset.json is refused naming the
- * file and the member. Opening a dataset also reads its token files once (token_store_open) and
+ * file and the member. Opening a dataset also reads its token files once (tg_token_store_open) and
  * refuses counts or hashes that differ from the manifest's, so a token file changed after
  * `prepare` is caught, and a tokenizer whose kind, size or special tokens are not the
- * manifest's. dataset_open is the one test of "this folder holds a usable dataset": `prepare`
+ * manifest's. tg_dataset_open is the one test of "this folder holds a usable dataset": `prepare`
  * asks it too before it calls a folder done. */
 #ifndef TAPEGRAD_DATA_DATASET_H
 #define TAPEGRAD_DATA_DATASET_H
@@ -33,50 +33,50 @@
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
 
-#define DATASET_MANIFEST_FILE "dataset.json"
-#define DATASET_FORMAT "tapegrad-dataset 1"
-#define DATASET_SPLIT_RULE "the last val_fraction of the token stream is val"
+#define TG_DATASET_MANIFEST_FILE "dataset.json"
+#define TG_DATASET_FORMAT "tapegrad-dataset 1"
+#define TG_DATASET_SPLIT_RULE "the last val_fraction of the token stream is val"
 /* a recipe names at most TG_TOKENIZER_MAX_SPECIALS specials of TG_TOKENIZER_MAX_SPECIAL_BYTES, and a little more */
-enum { DATASET_RECIPE_CAP = 32 << 10, DATASET_MANIFEST_MAX_BYTES = 64 << 20, DATASET_FILE_NAME_CAP = 256 };
+enum { TG_DATASET_RECIPE_CAP = 32 << 10, TG_DATASET_MANIFEST_MAX_BYTES = 64 << 20, TG_DATASET_FILE_NAME_CAP = 256 };
 
-typedef struct DatasetSplit {
+typedef struct TgDatasetSplit {
     uint64_t tokens, hash;
-} DatasetSplit;
+} TgDatasetSplit;
 
 /* What a run and a second prepare need of a manifest, and what opening checks against the files. */
-typedef struct DatasetManifest {
+typedef struct TgDatasetManifest {
     uint64_t fingerprint, recipe_fingerprint, tokenizer_fingerprint;
-    char recipe[DATASET_RECIPE_CAP]; /* "bpe vocab 6400, special tokens chatml, ..." */
-    DatasetSplit train, val;
-    char train_file[DATASET_FILE_NAME_CAP], val_file[DATASET_FILE_NAME_CAP]; /* plain names in the folder */
+    char recipe[TG_DATASET_RECIPE_CAP]; /* "bpe vocab 6400, special tokens chatml, ..." */
+    TgDatasetSplit train, val;
+    char train_file[TG_DATASET_FILE_NAME_CAP], val_file[TG_DATASET_FILE_NAME_CAP]; /* plain names in the folder */
     double val_fraction;
     int64_t seq_len;
     char tokenizer_kind[8];   /* tg_tokenizer_kind_name */
     int64_t vocab_size;
     int64_t n_special_tokens;
     uint64_t special_ids_hash; /* a hash of their ids, in order (compared with the tokenizer's) */
-} DatasetManifest;
+} TgDatasetManifest;
 
 /* The dataset fingerprint of a tokenizer and two splits. */
-uint64_t dataset_fingerprint(uint64_t tokenizer_fingerprint, const DatasetSplit *train, const DatasetSplit *val);
+uint64_t tg_dataset_fingerprint(uint64_t tokenizer_fingerprint, const TgDatasetSplit *train, const TgDatasetSplit *val);
 
 /* Reads DIR/dataset.json (strict JSON, data/json_reader.h) and checks it (above); TG_ERR_FORMAT
  * names the file and the member. */
-TgStatus dataset_manifest_read(const char *dir, DatasetManifest *m);
+TgStatus tg_dataset_manifest_read(const char *dir, TgDatasetManifest *m);
 /* Whether DIR holds a manifest. */
-bool dataset_is_dataset(const char *dir);
+bool tg_dataset_is_dataset(const char *dir);
 
 /* A dataset opened for reading: its manifest, tokenizer and token files, each checked against
  * the manifest (counts, hashes, the tokenizer's fingerprint). */
-typedef struct Dataset {
+typedef struct TgDataset {
     char dir[TG_PATH_CAP];
-    DatasetManifest manifest;
+    TgDatasetManifest manifest;
     TgTokenizer tok;
-    TokenStore train, val;
-} Dataset;
+    TgTokenStore train, val;
+} TgDataset;
 
 /* Opens DIR. With want_train false only val.tok is read (eval, inspect). */
-TgStatus dataset_open(const char *dir, bool want_train, Dataset *d);
-void dataset_close(Dataset *d);
+TgStatus tg_dataset_open(const char *dir, bool want_train, TgDataset *d);
+void tg_dataset_close(TgDataset *d);
 
 #endif

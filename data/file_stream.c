@@ -22,14 +22,14 @@ typedef struct {
     bool padding;            /* gzip: zeros after the last member, which must run to the end */
     bool ended;              /* nothing more to hand out */
     z_stream z;
-    unsigned char in[FILE_STREAM_IN_BYTES];
+    unsigned char in[TG_FILE_STREAM_IN_BYTES];
 } Stream;
 
-TgStatus file_stream_open(FileStream *fs, const char *path) {
+TgStatus tg_file_stream_open(TgFileStream *fs, const char *path) {
     memset(fs, 0, sizeof *fs);
     fs->path = path;
-    FILE *f = file_open_read(path);
-    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
+    FILE *f = tg_file_open_read(path);
+    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, tg_file_open_error(errno));
     int fd = dup(fileno(f));
     fclose(f);
     struct stat sb;
@@ -56,13 +56,13 @@ TgStatus file_stream_open(FileStream *fs, const char *path) {
         s->between_members = true;
     }
     fs->file_bytes = (uint64_t)sb.st_size;
-    hash64_init(&fs->hash, 0);
+    tg_hash64_init(&fs->hash, 0);
     fs->impl = s;
     return TG_OK;
 }
 
 /* read(2) without EINTR; *n 0 at the end of the file. */
-static TgStatus read_some(FileStream *fs, Stream *s, void *buf, size_t cap, size_t *n) {
+static TgStatus read_some(TgFileStream *fs, Stream *s, void *buf, size_t cap, size_t *n) {
     ssize_t got;
     do got = read(s->fd, buf, cap);
     while (got < 0 && errno == EINTR);
@@ -76,7 +76,7 @@ static TgStatus read_some(FileStream *fs, Stream *s, void *buf, size_t cap, size
 static uint64_t consumed(const Stream *s) { return s->disk_offset - s->z.avail_in; }
 
 /* Inflates into buf until some bytes came out or the file ended. */
-static TgStatus inflate_some(FileStream *fs, Stream *s, unsigned char *buf, size_t cap, size_t *got) {
+static TgStatus inflate_some(TgFileStream *fs, Stream *s, unsigned char *buf, size_t cap, size_t *got) {
     s->z.next_out = buf;
     s->z.avail_out = (uInt)cap;
     while (s->z.avail_out == cap) {
@@ -128,7 +128,7 @@ static TgStatus inflate_some(FileStream *fs, Stream *s, unsigned char *buf, size
     return TG_OK;
 }
 
-TgStatus file_stream_read(FileStream *fs, void *buf, size_t cap, size_t *got) {
+TgStatus tg_file_stream_read(TgFileStream *fs, void *buf, size_t cap, size_t *got) {
     *got = 0;
     Stream *s = fs->impl;
     if (!s || s->ended || cap == 0) return TG_OK;
@@ -142,17 +142,17 @@ TgStatus file_stream_read(FileStream *fs, void *buf, size_t cap, size_t *got) {
     }
     *got = n;
     fs->text_bytes += (uint64_t)n;
-    hash64_update(&fs->hash, buf, n);
+    tg_hash64_update(&fs->hash, buf, n);
     return TG_OK;
 }
 
-uint64_t file_stream_disk_offset(const FileStream *fs) {
+uint64_t tg_file_stream_disk_offset(const TgFileStream *fs) {
     const Stream *s = fs->impl;
     if (!s) return 0;
     return s->gzip ? consumed(s) : s->disk_offset;
 }
 
-void file_stream_close(FileStream *fs) {
+void tg_file_stream_close(TgFileStream *fs) {
     Stream *s = fs->impl;
     if (!s) return;
     if (s->z_ready) inflateEnd(&s->z);

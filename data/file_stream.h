@@ -1,7 +1,7 @@
 /* Reading a source file in blocks, plain or gzip-compressed alike. A file that starts with gzip's
  * magic (1f 8b) is gzip and is inflated here (zlib's inflate, each member's CRC and length
  * checked); any other file is read as it is. Memory: zlib's inflate state and window (about
- * 40 KiB) and a block of input (FILE_STREAM_IN_BYTES), whatever the file's size.
+ * 40 KiB) and a block of input (TG_FILE_STREAM_IN_BYTES), whatever the file's size.
  *
  * A gzip file is what `gzip -t` accepts: one member or several concatenated (read one after the
  * other, as gzip does), and after the last one nothing, or zeros to the end (padding, which gzip
@@ -21,23 +21,23 @@
 #include "lib/hash.h"
 #include "tapegrad/error.h"
 
-enum { FILE_STREAM_IN_BYTES = 1 << 17 };
+enum { TG_FILE_STREAM_IN_BYTES = 1 << 17 };
 
-typedef struct FileStream {
+typedef struct TgFileStream {
     void *impl;            /* the open file and, for gzip, the inflater; NULL when closed */
     const char *path;      /* not owned */
     uint64_t file_bytes;   /* the file's size on disk */
     uint64_t text_bytes;   /* bytes handed out so far (after decompression) */
     bool gzip;             /* the file is gzip-compressed */
-    Hash64 hash;           /* of the bytes handed out (lib/hash.h): the same for a file and its gzip */
-} FileStream;
+    TgHash64 hash;           /* of the bytes handed out (lib/hash.h): the same for a file and its gzip */
+} TgFileStream;
 
 /* Opens `path` (a regular file, symlinks followed: lib/file_read.h's rule). TG_ERR_IO naming it. */
-TgStatus file_stream_open(FileStream *fs, const char *path);
+TgStatus tg_file_stream_open(TgFileStream *fs, const char *path);
 /* Up to cap bytes into buf; *got 0 at the end. TG_ERR_FORMAT for a gzip file that is not whole. */
-TgStatus file_stream_read(FileStream *fs, void *buf, size_t cap, size_t *got);
+TgStatus tg_file_stream_read(TgFileStream *fs, void *buf, size_t cap, size_t *got);
 /* How far into the file on disk the reading is (for progress: compressed bytes for gzip). */
-uint64_t file_stream_disk_offset(const FileStream *fs);
-void file_stream_close(FileStream *fs);
+uint64_t tg_file_stream_disk_offset(const TgFileStream *fs);
+void tg_file_stream_close(TgFileStream *fs);
 
 #endif

@@ -7,46 +7,46 @@
 
 #include "lib/memory.h"
 
-TgStatus jsonl_open(JsonlReader *r, const char *path) {
+TgStatus tg_jsonl_open(TgJsonlReader *r, const char *path) {
     memset(r, 0, sizeof *r);
-    TG_TRY(file_stream_open(&r->fs, path));
-    TgStatus s = memory_grow((void **)&r->buf, 1 << 16, "reading JSON lines");
+    TG_TRY(tg_file_stream_open(&r->fs, path));
+    TgStatus s = tg_memory_grow((void **)&r->buf, 1 << 16, "reading JSON lines");
     if (s != TG_OK) {
-        file_stream_close(&r->fs);
+        tg_file_stream_close(&r->fs);
         return s;
     }
     r->cap = 1 << 16;
     return TG_OK;
 }
 
-void jsonl_close(JsonlReader *r) {
-    file_stream_close(&r->fs);
+void tg_jsonl_close(TgJsonlReader *r) {
+    tg_file_stream_close(&r->fs);
     free(r->buf);
     memset(r, 0, sizeof *r);
 }
 
 /* Moves the unread bytes to the front and reads up to a block after them, the buffer doubling from
  * 64 KiB while a line fills it, to the longest line and two blocks at most. */
-static TgStatus fill(JsonlReader *r) {
+static TgStatus fill(TgJsonlReader *r) {
     if (r->start > 0) {
         memmove(r->buf, r->buf + r->start, r->end - r->start);
         r->end -= r->start, r->scanned -= r->start, r->start = 0;
     }
-    const size_t most = (size_t)JSONL_MAX_LINE_BYTES + 2 * JSONL_BLOCK_BYTES + 1;
-    if (r->cap - r->end <= JSONL_BLOCK_BYTES && r->cap < most) {
+    const size_t most = (size_t)TG_JSONL_MAX_LINE_BYTES + 2 * TG_JSONL_BLOCK_BYTES + 1;
+    if (r->cap - r->end <= TG_JSONL_BLOCK_BYTES && r->cap < most) {
         size_t cap = 2 * r->cap < most ? 2 * r->cap : most;
-        TG_TRY(memory_grow((void **)&r->buf, cap, "a JSON line"));
+        TG_TRY(tg_memory_grow((void **)&r->buf, cap, "a JSON line"));
         r->cap = cap;
     }
     size_t room = r->cap - r->end - 1, got; /* a byte stays free for the NUL after a last line */
-    TG_TRY(file_stream_read(&r->fs, r->buf + r->end, room < JSONL_BLOCK_BYTES ? room : JSONL_BLOCK_BYTES, &got));
+    TG_TRY(tg_file_stream_read(&r->fs, r->buf + r->end, room < TG_JSONL_BLOCK_BYTES ? room : TG_JSONL_BLOCK_BYTES, &got));
     if (got == 0) r->at_eof = true;
     r->end += got;
     return TG_OK;
 }
 
 /* Drops the bytes of an over-long line up to and including its '\n'. */
-static TgStatus skip_rest_of_line(JsonlReader *r) {
+static TgStatus skip_rest_of_line(TgJsonlReader *r) {
     for (;;) {
         char *nl = memchr(r->buf + r->start, '\n', r->end - r->start);
         if (nl) {
@@ -65,14 +65,14 @@ static bool blank(const char *s, size_t n) {
     return true;
 }
 
-bool jsonl_line_content(const char **text, size_t *len, bool first) {
+bool tg_jsonl_line_content(const char **text, size_t *len, bool first) {
     if (first && *len >= 3 && memcmp(*text, "\xEF\xBB\xBF", 3) == 0) *text += 3, *len -= 3; /* the BOM */
     return !blank(*text, *len);
 }
 
 /* The next raw line into buf[*begin, *begin + *len) (NUL-terminated, '\r\n' and '\n' cut);
  * *too_long when it was longer than the limit (then skipped); false at the end of the file. */
-static TgStatus next_raw(JsonlReader *r, size_t *begin, size_t *len, bool *too_long, bool *got) {
+static TgStatus next_raw(TgJsonlReader *r, size_t *begin, size_t *len, bool *too_long, bool *got) {
     *got = *too_long = false;
     for (;;) {
         char *nl = memchr(r->buf + r->scanned, '\n', r->end - r->scanned);
@@ -89,7 +89,7 @@ static TgStatus next_raw(JsonlReader *r, size_t *begin, size_t *len, bool *too_l
         }
         if (r->at_eof) return TG_OK;
         r->scanned = r->end;
-        if (r->end - r->start > JSONL_MAX_LINE_BYTES) {
+        if (r->end - r->start > TG_JSONL_MAX_LINE_BYTES) {
             r->line_no++;
             *too_long = *got = true;
             return skip_rest_of_line(r);
@@ -98,91 +98,91 @@ static TgStatus next_raw(JsonlReader *r, size_t *begin, size_t *len, bool *too_l
     }
 }
 
-TgStatus jsonl_next(JsonlReader *r, JsonlLine *line) {
+TgStatus tg_jsonl_next(TgJsonlReader *r, TgJsonlLine *line) {
     memset(line, 0, sizeof *line);
     for (;;) {
         size_t begin = 0, len = 0;
         bool too_long, got;
         TG_TRY(next_raw(r, &begin, &len, &too_long, &got));
         if (!got) {
-            line->kind = JSONL_END;
+            line->kind = TG_JSONL_END;
             return TG_OK;
         }
         line->number = r->line_no;
         if (too_long) {
-            line->kind = JSONL_MALFORMED;
+            line->kind = TG_JSONL_MALFORMED;
             snprintf(line->why, sizeof line->why, "line %lld is longer than %d MiB, the longest line read",
-                     (long long)line->number, JSONL_MAX_LINE_BYTES >> 20);
+                     (long long)line->number, TG_JSONL_MAX_LINE_BYTES >> 20);
             return TG_OK;
         }
         const char *text = r->buf + begin;
         bool first = !r->started;
         r->started = true;
-        if (!jsonl_line_content(&text, &len, first)) {
+        if (!tg_jsonl_line_content(&text, &len, first)) {
             r->empty_lines++;
             continue;
         }
-        jsonl_line_of(text, len, line->number, line);
+        tg_jsonl_line_of(text, len, line->number, line);
         return TG_OK;
     }
 }
 
-void jsonl_line_of(const char *text, size_t len, int64_t number, JsonlLine *line) {
+void tg_jsonl_line_of(const char *text, size_t len, int64_t number, TgJsonlLine *line) {
     memset(line, 0, sizeof *line);
     line->number = number;
-    line->kind = JSONL_MALFORMED;
+    line->kind = TG_JSONL_MALFORMED;
     char name[48];
     snprintf(name, sizeof name, "line %lld", (long long)number);
-    if (json_check(text, len, name) != TG_OK) {
+    if (tg_json_check(text, len, name) != TG_OK) {
         snprintf(line->why, sizeof line->why, "%s", tg_error_message());
         tg_error_clear();
         return;
     }
-    JsonCursor c = json_cursor(text, len, 0);
-    JsonType type = json_type(&c);
-    if (type != JSON_OBJECT) {
-        snprintf(line->why, sizeof line->why, "line %lld is %s, not a JSON object", (long long)number, json_type_name(type));
+    TgJsonCursor c = tg_json_cursor(text, len, 0);
+    TgJsonType type = tg_json_type(&c);
+    if (type != TG_JSON_OBJECT) {
+        snprintf(line->why, sizeof line->why, "line %lld is %s, not a JSON object", (long long)number, tg_json_type_name(type));
         return;
     }
-    line->kind = JSONL_OBJECT;
+    line->kind = TG_JSONL_OBJECT;
     line->text = text;
     line->len = len;
 }
 
-const char *json_type_name(JsonType type) {
+const char *tg_json_type_name(TgJsonType type) {
     switch (type) {
-    case JSON_NULL: return "null";
-    case JSON_FALSE:
-    case JSON_TRUE: return "a boolean";
-    case JSON_NUMBER: return "a number";
-    case JSON_STRING: return "a string";
-    case JSON_ARRAY: return "an array";
-    case JSON_OBJECT: return "an object";
+    case TG_JSON_NULL: return "null";
+    case TG_JSON_FALSE:
+    case TG_JSON_TRUE: return "a boolean";
+    case TG_JSON_NUMBER: return "a number";
+    case TG_JSON_STRING: return "a string";
+    case TG_JSON_ARRAY: return "an array";
+    case TG_JSON_OBJECT: return "an object";
     }
     return "a value";
 }
 
-bool jsonl_string_member(const JsonlLine *line, const char *key, JsonString *value, char *why, size_t why_cap) {
-    JsonCursor c = json_cursor(line->text, line->len, 0);
-    json_enter(&c);
-    JsonString k;
+bool tg_jsonl_string_member(const TgJsonlLine *line, const char *key, TgJsonString *value, char *why, size_t why_cap) {
+    TgJsonCursor c = tg_json_cursor(line->text, line->len, 0);
+    tg_json_enter(&c);
+    TgJsonString k;
     int found = 0;
-    JsonType type = JSON_NULL;
-    while (json_next_key(&c, &k)) {
-        if (json_string_is(k, key)) {
+    TgJsonType type = TG_JSON_NULL;
+    while (tg_json_next_key(&c, &k)) {
+        if (tg_json_string_is(k, key)) {
             if (found++ == 0) {
-                type = json_type(&c);
-                if (type == JSON_STRING) {
-                    *value = json_read_string(&c);
+                type = tg_json_type(&c);
+                if (type == TG_JSON_STRING) {
+                    *value = tg_json_read_string(&c);
                     continue;
                 }
             }
         }
-        json_skip(&c);
+        tg_json_skip(&c);
     }
-    if (found == 1 && type == JSON_STRING) return true;
+    if (found == 1 && type == TG_JSON_STRING) return true;
     if (found == 0) snprintf(why, why_cap, "line %lld has no \"%s\" field", (long long)line->number, key);
     else if (found > 1) snprintf(why, why_cap, "line %lld gives \"%s\" twice", (long long)line->number, key);
-    else snprintf(why, why_cap, "line %lld: \"%s\" is %s, not a string", (long long)line->number, key, json_type_name(type));
+    else snprintf(why, why_cap, "line %lld: \"%s\" is %s, not a string", (long long)line->number, key, tg_json_type_name(type));
     return false;
 }

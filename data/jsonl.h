@@ -8,11 +8,11 @@
  *     ignore one); anywhere else it is an error of its line;
  *   - an empty line, or one of white space only, is skipped and counted (empty_lines);
  *   - every other line must be one JSON object as data/json_reader.h checks it (RFC 8259: strict
- *     UTF-8, escapes, numbers, nesting up to JSON_MAX_DEPTH, nothing after the object); one that
+ *     UTF-8, escapes, numbers, nesting up to TG_JSON_MAX_DEPTH, nothing after the object); one that
  *     is not is a malformed line, handed to the caller with its number and the reason (the byte
  *     offset within the line included), so the caller decides whether to skip it or stop;
- *   - a line longer than JSONL_MAX_LINE_BYTES is malformed and is skipped without being held:
- *     the reader's memory is at most JSONL_MAX_LINE_BYTES plus two blocks of JSONL_BLOCK_BYTES.
+ *   - a line longer than TG_JSONL_MAX_LINE_BYTES is malformed and is skipped without being held:
+ *     the reader's memory is at most TG_JSONL_MAX_LINE_BYTES plus two blocks of TG_JSONL_BLOCK_BYTES.
  * A read error, or a truncated or corrupt gzip stream, is an error (a status), not a line.
  * A truncated last line (no '\n', cut inside the object) is a malformed line like any other. */
 #ifndef TAPEGRAD_DATA_JSONL_H
@@ -26,49 +26,49 @@
 #include "lib/json_reader.h"
 #include "tapegrad/error.h"
 
-enum { JSONL_MAX_LINE_BYTES = 64 << 20, JSONL_BLOCK_BYTES = 1 << 20 };
+enum { TG_JSONL_MAX_LINE_BYTES = 64 << 20, TG_JSONL_BLOCK_BYTES = 1 << 20 };
 
-typedef enum { JSONL_OBJECT, JSONL_MALFORMED, JSONL_END } JsonlKind;
+typedef enum { TG_JSONL_OBJECT, TG_JSONL_MALFORMED, TG_JSONL_END } TgJsonlKind;
 
-typedef struct JsonlLine {
-    JsonlKind kind;
+typedef struct TgJsonlLine {
+    TgJsonlKind kind;
     int64_t number;   /* 1 for the file's first line */
-    const char *text; /* JSONL_OBJECT: the line, checked JSON, NUL-terminated; valid until the next call */
+    const char *text; /* TG_JSONL_OBJECT: the line, checked JSON, NUL-terminated; valid until the next call */
     size_t len;
-    char why[256];    /* JSONL_MALFORMED: "line 12 is not valid JSON: ... at byte 40" */
-} JsonlLine;
+    char why[256];    /* TG_JSONL_MALFORMED: "line 12 is not valid JSON: ... at byte 40" */
+} TgJsonlLine;
 
-typedef struct JsonlReader {
-    FileStream fs;
+typedef struct TgJsonlReader {
+    TgFileStream fs;
     char *buf;
     size_t cap, start, end; /* buf[start, end) read and not yet handed out */
     size_t scanned;         /* buf[start, scanned) holds no '\n' */
     bool at_eof, started;
     int64_t line_no;
     int64_t empty_lines;
-} JsonlReader;
+} TgJsonlReader;
 
-TgStatus jsonl_open(JsonlReader *r, const char *path);
-/* The next line that is not empty (line->kind JSONL_OBJECT or JSONL_MALFORMED), or JSONL_END. */
-TgStatus jsonl_next(JsonlReader *r, JsonlLine *line);
-void jsonl_close(JsonlReader *r);
+TgStatus tg_jsonl_open(TgJsonlReader *r, const char *path);
+/* The next line that is not empty (line->kind TG_JSONL_OBJECT or TG_JSONL_MALFORMED), or TG_JSONL_END. */
+TgStatus tg_jsonl_next(TgJsonlReader *r, TgJsonlLine *line);
+void tg_jsonl_close(TgJsonlReader *r);
 
 /* What of a line (no '\n' in it) the rules above judge: *text and *len lose the BOM when it is the
- * first line (`first`); false when it is empty or blank (skipped). jsonl_next applies it, and so
- * must a reader of lines from elsewhere than a file, before jsonl_line_of. */
-bool jsonl_line_content(const char **text, size_t *len, bool first);
+ * first line (`first`); false when it is empty or blank (skipped). tg_jsonl_next applies it, and so
+ * must a reader of lines from elsewhere than a file, before tg_jsonl_line_of. */
+bool tg_jsonl_line_content(const char **text, size_t *len, bool first);
 
 /* One line already read (text[len] a NUL; no '\n' in it), line number `number`, judged by the rules
- * above: a JSONL_OBJECT, or JSONL_MALFORMED with the reason. For lines that come from elsewhere
+ * above: a TG_JSONL_OBJECT, or TG_JSONL_MALFORMED with the reason. For lines that come from elsewhere
  * than a file (a program's standard input). */
-void jsonl_line_of(const char *text, size_t len, int64_t number, JsonlLine *line);
+void tg_jsonl_line_of(const char *text, size_t len, int64_t number, TgJsonlLine *line);
 
-/* The string member `key` of a JSONL_OBJECT line's object (top level), into *value: false, with
+/* The string member `key` of a TG_JSONL_OBJECT line's object (top level), into *value: false, with
  * the reason in why ("no \"text\" field", "\"text\" is an array, not a string", "\"text\" is
- * given twice"), when there is no such string. json_decode(*value, out) gives its bytes. */
-bool jsonl_string_member(const JsonlLine *line, const char *key, JsonString *value, char *why, size_t why_cap);
+ * given twice"), when there is no such string. tg_json_decode(*value, out) gives its bytes. */
+bool tg_jsonl_string_member(const TgJsonlLine *line, const char *key, TgJsonString *value, char *why, size_t why_cap);
 
 /* The name of a JSON type, for messages: "a string", "an object", ... */
-const char *json_type_name(JsonType type);
+const char *tg_json_type_name(TgJsonType type);
 
 #endif

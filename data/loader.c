@@ -14,7 +14,7 @@ static TgStatus check_shape(size_t n, int64_t batch, int64_t seq) {
     return TG_OK;
 }
 
-TgStatus loader_init_store(Loader *ld, const TokenStore *tokens, int64_t batch, int64_t seq, uint64_t seed) {
+TgStatus tg_loader_init_store(TgLoader *ld, const TgTokenStore *tokens, int64_t batch, int64_t seq, uint64_t seed) {
     memset(ld, 0, sizeof *ld);
     TG_TRY(check_shape((size_t)tokens->n, batch, seq));
     ld->tokens = *tokens;
@@ -24,26 +24,26 @@ TgStatus loader_init_store(Loader *ld, const TokenStore *tokens, int64_t batch, 
     return TG_OK;
 }
 
-TgStatus loader_init(Loader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed) {
-    TokenStore store;
-    token_store_from_memory(&store, tokens, n);
-    return loader_init_store(ld, &store, batch, seq, seed);
+TgStatus tg_loader_init(TgLoader *ld, const int32_t *tokens, size_t n, int64_t batch, int64_t seq, uint64_t seed) {
+    TgTokenStore store;
+    tg_token_store_from_memory(&store, tokens, n);
+    return tg_loader_init_store(ld, &store, batch, seq, seed);
 }
 
 /* One row: tokens[start .. start + seq] split into inputs and targets. */
-static TgStatus copy_window(const TokenStore *tokens, uint64_t start, int64_t seq, int32_t *in, int32_t *tg) {
-    TG_TRY(token_store_read(tokens, start, (size_t)seq, in));
+static TgStatus copy_window(const TgTokenStore *tokens, uint64_t start, int64_t seq, int32_t *in, int32_t *tg) {
+    TG_TRY(tg_token_store_read(tokens, start, (size_t)seq, in));
     memcpy(tg, in + 1, (size_t)(seq - 1) * sizeof *tg);
-    return token_store_read(tokens, start + (uint64_t)seq, 1, tg + seq - 1);
+    return tg_token_store_read(tokens, start + (uint64_t)seq, 1, tg + seq - 1);
 }
 
 /* The start of the next window: uniform over 0 .. n - seq - 1. */
-static uint64_t draw_start(Loader *ld) {
+static uint64_t draw_start(TgLoader *ld) {
     TG_CHECK(ld->tokens.n > 0 && ld->seq > 0, "drawing from an uninitialised loader");
     return tg_rng_below(&ld->state.rng, ld->tokens.n - (uint64_t)ld->seq);
 }
 
-TgStatus loader_next(Loader *ld, int32_t *inputs, int32_t *targets) {
+TgStatus tg_loader_next(TgLoader *ld, int32_t *inputs, int32_t *targets) {
     TgStatus st = TG_OK;
     for (int64_t b = 0; b < ld->batch; b++) {
         uint64_t start = draw_start(ld); /* drawn whatever happens, so the stream stays in step */
@@ -53,16 +53,16 @@ TgStatus loader_next(Loader *ld, int32_t *inputs, int32_t *targets) {
     return st;
 }
 
-void loader_skip(Loader *ld, int64_t n_batches) {
+void tg_loader_skip(TgLoader *ld, int64_t n_batches) {
     for (int64_t i = 0; i < n_batches; i++) {
         for (int64_t b = 0; b < ld->batch; b++) draw_start(ld);
         ld->state.batches_drawn++;
     }
 }
 
-LoaderState loader_get_state(const Loader *ld) { return ld->state; }
+TgLoaderState tg_loader_get_state(const TgLoader *ld) { return ld->state; }
 
-void loader_set_state(Loader *ld, const LoaderState *state) { ld->state = *state; }
+void tg_loader_set_state(TgLoader *ld, const TgLoaderState *state) { ld->state = *state; }
 
 static void put_u64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -73,7 +73,7 @@ static uint64_t get_u64(const uint8_t *p) {
     return v;
 }
 
-void loader_state_pack(const LoaderState *state, uint8_t out[LOADER_STATE_BYTES]) {
+void tg_loader_state_pack(const TgLoaderState *state, uint8_t out[TG_LOADER_STATE_BYTES]) {
     for (int i = 0; i < 4; i++) put_u64(out + 8 * i, state->rng.s[i]);
     uint64_t spare;
     memcpy(&spare, &state->rng.spare, sizeof spare);
@@ -82,7 +82,7 @@ void loader_state_pack(const LoaderState *state, uint8_t out[LOADER_STATE_BYTES]
     put_u64(out + 48, state->batches_drawn);
 }
 
-void loader_state_unpack(const uint8_t in[LOADER_STATE_BYTES], LoaderState *state) {
+void tg_loader_state_unpack(const uint8_t in[TG_LOADER_STATE_BYTES], TgLoaderState *state) {
     memset(state, 0, sizeof *state);
     for (int i = 0; i < 4; i++) state->rng.s[i] = get_u64(in + 8 * i);
     uint64_t spare = get_u64(in + 32);
@@ -91,14 +91,14 @@ void loader_state_unpack(const uint8_t in[LOADER_STATE_BYTES], LoaderState *stat
     state->batches_drawn = get_u64(in + 48);
 }
 
-TgStatus loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
+TgStatus tg_loader_fixed_batches(const int32_t *tokens, size_t n, int64_t batch, int64_t seq, int64_t k,
                                int32_t *inputs, int32_t *targets) {
-    TokenStore store;
-    token_store_from_memory(&store, tokens, n);
-    return loader_fixed_batches_store(&store, batch, seq, k, inputs, targets);
+    TgTokenStore store;
+    tg_token_store_from_memory(&store, tokens, n);
+    return tg_loader_fixed_batches_store(&store, batch, seq, k, inputs, targets);
 }
 
-TgStatus loader_fixed_batches_store(const TokenStore *tokens, int64_t batch, int64_t seq, int64_t k, int32_t *inputs,
+TgStatus tg_loader_fixed_batches_store(const TgTokenStore *tokens, int64_t batch, int64_t seq, int64_t k, int32_t *inputs,
                                      int32_t *targets) {
     size_t n = (size_t)tokens->n;
     TG_TRY(check_shape(n, batch, seq));

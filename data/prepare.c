@@ -26,18 +26,18 @@
 #include "lib/path.h"
 #include "tapegrad/pool.h"
 
-void prepare_options_default(PrepareOptions *opt) {
-    *opt = (PrepareOptions){
+void tg_prepare_options_default(TgPrepareOptions *opt) {
+    *opt = (TgPrepareOptions){
         .sources = NULL,
         .kind = TG_TOKENIZER_BPE,
         .vocab_size = 2048,
-        .val_fraction = PREPARE_DEFAULT_VAL_FRACTION,
+        .val_fraction = TG_PREPARE_DEFAULT_VAL_FRACTION,
         .seq_len = 256,
         .threads = 2,
     };
 }
 
-TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val) {
+TgStatus tg_corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val) {
     if (!(val_fraction > 0.0 && val_fraction < 1.0))
         return tg_fail(TG_ERR_ARG, "val_fraction %g is not in (0, 1): give e.g. 0.1 for the last 10%%",
                        val_fraction);
@@ -61,7 +61,7 @@ TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_
     return TG_OK;
 }
 
-void prepare_recipe(const PrepareOptions *opt, char *out, size_t cap) {
+void tg_prepare_recipe(const TgPrepareOptions *opt, char *out, size_t cap) {
     size_t n;
     if (opt->tokenizer_file) {
         n = (size_t)snprintf(out, cap, "tokenizer %s", opt->tokenizer_file);
@@ -77,39 +77,39 @@ void prepare_recipe(const PrepareOptions *opt, char *out, size_t cap) {
     }
     if (n < cap)
         snprintf(out + n, cap - n, ", text field \"%s\", the last %g of the tokens for val, %s",
-                 opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD, opt->val_fraction,
+                 opt->text_field ? opt->text_field : TG_DOC_DEFAULT_TEXT_FIELD, opt->val_fraction,
                  opt->strict ? "strict" : "malformed lines skipped");
 }
 
 /* ---- reporting ------------------------------------------------------------------------------ */
 
 typedef struct {
-    const PrepareReporter *r;
+    const TgPrepareReporter *r;
     const char *phase;
     uint64_t total;
     double t0, last;
 } Progress;
 
-static void progress_begin(Progress *p, const PrepareReporter *r, const char *phase, uint64_t total) {
-    *p = (Progress){r, phase, total, clock_seconds(), 0};
+static void progress_begin(Progress *p, const TgPrepareReporter *r, const char *phase, uint64_t total) {
+    *p = (Progress){r, phase, total, tg_clock_seconds(), 0};
 }
 
 static void progress_report(Progress *p, uint64_t done, bool final) {
     if (!p->r || !p->r->progress) return;
-    double now = clock_seconds();
+    double now = tg_clock_seconds();
     if (!final && now - p->last < 0.25) return;
     p->last = now;
-    PrepareProgress pp = {p->phase, done, p->total, now - p->t0};
+    TgPrepareProgress pp = {p->phase, done, p->total, now - p->t0};
     p->r->progress(p->r->ctx, &pp);
 }
 
 /* The reporter's messages as a sink (lib/messages.h). */
-static MessageSink sink_of(const PrepareReporter *r) { return r ? (MessageSink){r->message, r->ctx} : (MessageSink){0}; }
+static TgMessageSink sink_of(const TgPrepareReporter *r) { return r ? (TgMessageSink){r->message, r->ctx} : (TgMessageSink){0}; }
 
 /* ---- the tokenizer's pass ------------------------------------------------------------------- */
 
-static DocOptions doc_options(const PrepareOptions *opt, bool whole) {
-    return (DocOptions){.text_field = opt->text_field, .strict = opt->strict, .whole_documents = whole};
+static TgDocOptions doc_options(const TgPrepareOptions *opt, bool whole) {
+    return (TgDocOptions){.text_field = opt->text_field, .strict = opt->strict, .whole_documents = whole};
 }
 
 /* ChatML's markers (<|im_start|>, <|im_end|>) that the BPE being trained does not reserve, counted
@@ -125,7 +125,7 @@ typedef struct {
 
 static TgStatus markers_begin(Markers *m, char *const *reserved, int32_t n_reserved) {
     memset(m, 0, sizeof *m);
-    TG_TRY(tokenizer_specials_parse("chatml", &m->names, &m->n));
+    TG_TRY(tg_tokenizer_specials_parse("chatml", &m->names, &m->n));
     TG_CHECK(m->n <= 8, "ChatML has %d markers", (int)m->n);
     for (int32_t i = 0; i < m->n; i++) {
         m->watched[i] = true;
@@ -145,7 +145,7 @@ static void markers_count(Markers *m, const char *text, size_t len) {
 }
 
 /* One line, when the text held markers the tokenizer does not reserve. */
-static void markers_report(const Markers *m, const PrepareOptions *opt, const MessageSink *sink) {
+static void markers_report(const Markers *m, const TgPrepareOptions *opt, const TgMessageSink *sink) {
     char found[256] = "", missing[256] = "";
     size_t nf = 0, nm = 0;
     for (int32_t i = 0; i < m->n; i++) {
@@ -156,67 +156,67 @@ static void markers_report(const Markers *m, const PrepareOptions *opt, const Me
     }
     if (nf == 0) return;
     bool given = opt->special_tokens && *opt->special_tokens;
-    message_emit(sink, MESSAGE_WARNING,
+    tg_message_emit(sink, TG_MESSAGE_WARNING,
                  "the texts hold %s, which this BPE encodes as several byte-level ids each, not as markers: "
                  "%s%s%s%s makes each a single id",
                  found, given ? "--special-tokens '" : "--special-tokens chatml", given ? opt->special_tokens : "",
                  given ? missing : "", given ? "'" : "");
 }
 
-static void markers_end(Markers *m) { tokenizer_specials_free(m->names, m->n); }
+static void markers_end(Markers *m) { tg_tokenizer_specials_free(m->names, m->n); }
 
 /* Counts what the tokenizer is trained on, then trains it. */
-static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, const PrepareReporter *rep,
-                                PrepareResult *res, TgTokenizer *tok) {
+static TgStatus train_tokenizer(const TgPrepareOptions *opt, TgSourceList *list, const TgPrepareReporter *rep,
+                                TgPrepareResult *res, TgTokenizer *tok) {
     char **names = NULL;
     int32_t n_names = 0;
-    BpeCounter *counter = NULL;
+    TgBpeCounter *counter = NULL;
     Markers markers = {0};
     if (opt->kind == TG_TOKENIZER_BPE) {
-        TG_TRY(tokenizer_specials_parse(opt->special_tokens, &names, &n_names));
-        TgStatus st = bpe_counter_new(TG_TOKENIZER_SPLIT_GPT2, names, n_names, &counter);
+        TG_TRY(tg_tokenizer_specials_parse(opt->special_tokens, &names, &n_names));
+        TgStatus st = tg_bpe_counter_new(TG_TOKENIZER_SPLIT_GPT2, names, n_names, &counter);
         if (st == TG_OK) st = markers_begin(&markers, names, n_names);
-        tokenizer_specials_free(names, n_names);
-        if (st != TG_OK) bpe_counter_free(counter);
+        tg_tokenizer_specials_free(names, n_names);
+        if (st != TG_OK) tg_bpe_counter_free(counter);
         TG_TRY(st);
     }
     bool seen[256] = {false};
-    MessageSink sink = sink_of(rep);
-    DocReader reader;
-    DocOptions dopt = doc_options(opt, false);
-    doc_reader_open(&reader, list, &dopt);
+    TgMessageSink sink = sink_of(rep);
+    TgDocReader reader;
+    TgDocOptions dopt = doc_options(opt, false);
+    tg_doc_reader_open(&reader, list, &dopt);
     Progress progress;
     progress_begin(&progress, rep, "counting", list->file_bytes);
     TgStatus st = TG_OK;
     for (;;) {
-        DocPiece piece;
+        TgDocPiece piece;
         bool got;
-        st = doc_reader_next(&reader, &piece, &got);
+        st = tg_doc_reader_next(&reader, &piece, &got);
         if (st != TG_OK || !got) break;
         if (counter) {
-            bpe_counter_add(counter, piece.text, piece.len);
+            tg_bpe_counter_add(counter, piece.text, piece.len);
             markers_count(&markers, piece.text, piece.len);
         } else
             for (size_t i = 0; i < piece.len; i++) seen[(unsigned char)piece.text[i]] = true;
-        progress_report(&progress, doc_reader_disk_bytes(&reader), false);
+        progress_report(&progress, tg_doc_reader_disk_bytes(&reader), false);
     }
     progress_report(&progress, list->file_bytes, true);
-    doc_reader_close(&reader);
-    res->count_seconds = clock_seconds() - progress.t0;
+    tg_doc_reader_close(&reader);
+    res->count_seconds = tg_clock_seconds() - progress.t0;
     if (st == TG_OK && reader.documents == 0)
         st = tg_fail(TG_ERR_FORMAT,
                      "the sources hold no document to train on (%" PRIu64 " malformed lines, %" PRIu64 " empty texts, %" PRIu64
                      " binary files)%s%s; a JSONL file needs a string member \"%s\" on each line (--text-field)",
                      reader.malformed_lines, reader.empty_texts, reader.files_binary,
                      reader.n_errors ? ": the first, " : "", reader.n_errors ? reader.errors[0] : "",
-                     opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD);
-    double t0 = clock_seconds();
+                     opt->text_field ? opt->text_field : TG_DOC_DEFAULT_TEXT_FIELD);
+    double t0 = tg_clock_seconds();
     if (st == TG_OK && counter) {
-        res->words = bpe_counter_words(counter);
-        message_emit(&sink, MESSAGE_INFO,
+        res->words = tg_bpe_counter_words(counter);
+        tg_message_emit(&sink, TG_MESSAGE_INFO,
                      "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
-                     res->words, (double)bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
-        st = bpe_counter_train(counter, opt->vocab_size, tok);
+                     res->words, (double)tg_bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
+        st = tg_bpe_counter_train(counter, opt->vocab_size, tok);
     } else if (st == TG_OK) {
         char bytes[256];
         int n = 0;
@@ -224,10 +224,10 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
             if (seen[b]) bytes[n++] = (char)b;
         st = tg_tokenizer_char_train(bytes, (size_t)n, tok);
     }
-    res->tokenizer_seconds = clock_seconds() - t0;
+    res->tokenizer_seconds = tg_clock_seconds() - t0;
     if (st == TG_OK) markers_report(&markers, opt, &sink);
     markers_end(&markers);
-    bpe_counter_free(counter);
+    tg_bpe_counter_free(counter);
     return st;
 }
 
@@ -248,18 +248,18 @@ typedef struct {
     BatchPiece *pieces;
     size_t n, cap;
     atomic_size_t next;
-    ChunkCache *caches[PREPARE_MAX_THREADS]; /* one a thread, for the whole pass */
+    TgChunkCache *caches[TG_PREPARE_MAX_THREADS]; /* one a thread, for the whole pass */
 } Batch;
 
-static TgStatus batch_add(Batch *b, const DocPiece *p) {
+static TgStatus batch_add(Batch *b, const TgDocPiece *p) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 256;
-        TG_TRY(memory_grow((void **)&b->pieces, cap * sizeof *b->pieces, "a batch of documents"));
+        TG_TRY(tg_memory_grow((void **)&b->pieces, cap * sizeof *b->pieces, "a batch of documents"));
         b->cap = cap;
     }
     if (b->text_cap - b->text_len < p->len) {
         size_t cap = b->text_len + p->len > 2 * b->text_cap ? b->text_len + p->len : 2 * b->text_cap;
-        TG_TRY(memory_grow((void **)&b->text, cap, "a batch of documents"));
+        TG_TRY(tg_memory_grow((void **)&b->text, cap, "a batch of documents"));
         b->text_cap = cap;
     }
     memcpy(b->text + b->text_len, p->text, p->len);
@@ -277,7 +277,7 @@ static void encode_pieces(void *ctx, int64_t begin, int64_t end, int thread) {
         size_t i = atomic_fetch_add(&b->next, 1);
         if (i >= b->n) return;
         BatchPiece *p = &b->pieces[i];
-        TgStatus st = tokenizer_encode_cached(b->tok, b->text + p->offset, p->len, b->ids + p->out,
+        TgStatus st = tg_tokenizer_encode_cached(b->tok, b->text + p->offset, p->len, b->ids + p->out,
                                               tg_tokenizer_max_ids(b->tok, p->len), &p->n_out, b->caches[thread]);
         /* the tokenizer was trained on these very bytes, or encodes any (BPE) */
         TG_CHECK(st == TG_OK, "encoding a prepared piece failed: %s", tg_error_message());
@@ -285,10 +285,10 @@ static void encode_pieces(void *ctx, int64_t begin, int64_t end, int thread) {
 }
 
 /* Encodes the batch and appends its ids, an <eot> after each document that does not end in one. */
-static TgStatus flush_batch(Batch *b, TgPool *pool, TokfileWriter *w) {
+static TgStatus flush_batch(Batch *b, TgPool *pool, TgTokfileWriter *w) {
     if (b->n == 0) return TG_OK;
     if (b->ids_cap < b->ids_len) {
-        TG_TRY(memory_grow((void **)&b->ids, b->ids_len * sizeof *b->ids, "the tokens of a batch"));
+        TG_TRY(tg_memory_grow((void **)&b->ids, b->ids_len * sizeof *b->ids, "the tokens of a batch"));
         b->ids_cap = b->ids_len;
     }
     atomic_store(&b->next, 0);
@@ -297,14 +297,14 @@ static TgStatus flush_batch(Batch *b, TgPool *pool, TokfileWriter *w) {
     const int32_t eot = b->tok->eot_id;
     for (size_t i = 0; i < b->n; i++) {
         const BatchPiece *p = &b->pieces[i];
-        TG_TRY(tokfile_writer_append(w, b->ids + p->out, p->n_out));
-        if (p->doc_end && (p->n_out == 0 || b->ids[p->out + p->n_out - 1] != eot)) TG_TRY(tokfile_writer_append(w, &eot, 1));
+        TG_TRY(tg_tokfile_writer_append(w, b->ids + p->out, p->n_out));
+        if (p->doc_end && (p->n_out == 0 || b->ids[p->out + p->n_out - 1] != eot)) TG_TRY(tg_tokfile_writer_append(w, &eot, 1));
     }
     b->n = b->text_len = b->ids_len = 0;
     return TG_OK;
 }
 
-bool prepare_whole_documents(const TgTokenizer *tok) {
+bool tg_prepare_whole_documents(const TgTokenizer *tok) {
     for (int32_t k = 0; k < tok->n_added; k++) {
         size_t len;
         const uint8_t *t = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
@@ -313,34 +313,34 @@ bool prepare_whole_documents(const TgTokenizer *tok) {
     return false;
 }
 
-static TgStatus encode_sources(const PrepareOptions *opt, SourceList *list, const TgTokenizer *tok, TokfileWriter *w,
-                               const PrepareReporter *rep, PrepareResult *res, DocReader *reader) {
-    DocOptions dopt = doc_options(opt, prepare_whole_documents(tok));
-    doc_reader_open(reader, list, &dopt);
-    int threads = opt->threads < 1 ? 1 : opt->threads > PREPARE_MAX_THREADS ? PREPARE_MAX_THREADS : opt->threads;
+static TgStatus encode_sources(const TgPrepareOptions *opt, TgSourceList *list, const TgTokenizer *tok, TgTokfileWriter *w,
+                               const TgPrepareReporter *rep, TgPrepareResult *res, TgDocReader *reader) {
+    TgDocOptions dopt = doc_options(opt, tg_prepare_whole_documents(tok));
+    tg_doc_reader_open(reader, list, &dopt);
+    int threads = opt->threads < 1 ? 1 : opt->threads > TG_PREPARE_MAX_THREADS ? TG_PREPARE_MAX_THREADS : opt->threads;
     TgPool *pool = tg_pool_create(threads);
     Batch b = {.tok = tok};
-    for (int t = 0; t < threads; t++) b.caches[t] = chunk_cache_new();
+    for (int t = 0; t < threads; t++) b.caches[t] = tg_chunk_cache_new();
     Progress progress;
     progress_begin(&progress, rep, "encoding", list->file_bytes);
     TgStatus st = TG_OK;
     for (;;) {
-        DocPiece piece;
+        TgDocPiece piece;
         bool got;
-        st = doc_reader_next(reader, &piece, &got);
+        st = tg_doc_reader_next(reader, &piece, &got);
         if (st != TG_OK) break;
         if (got) st = batch_add(&b, &piece);
         if (st != TG_OK) break;
-        if (!got || b.text_len >= PREPARE_BATCH_BYTES) {
+        if (!got || b.text_len >= TG_PREPARE_BATCH_BYTES) {
             st = flush_batch(&b, pool, w);
-            progress_report(&progress, doc_reader_disk_bytes(reader), false);
+            progress_report(&progress, tg_doc_reader_disk_bytes(reader), false);
         }
         if (st != TG_OK || !got) break;
     }
     progress_report(&progress, list->file_bytes, true);
-    res->encode_seconds = clock_seconds() - progress.t0;
+    res->encode_seconds = tg_clock_seconds() - progress.t0;
     free(b.text), free(b.ids), free(b.pieces);
-    for (int t = 0; t < threads; t++) chunk_cache_free(b.caches[t]);
+    for (int t = 0; t < threads; t++) tg_chunk_cache_free(b.caches[t]);
     tg_pool_destroy(pool);
     return st;
 }
@@ -359,43 +359,43 @@ static const char *relative_path(const char *root, const char *path) {
     return slash ? slash + 1 : path;
 }
 
-static uint64_t recipe_fingerprint(const char *recipe, const char *root, const SourceList *list) {
-    Hash64 h;
-    hash64_init(&h, 0);
-    hash64_update(&h, recipe, strlen(recipe) + 1);
+static uint64_t recipe_fingerprint(const char *recipe, const char *root, const TgSourceList *list) {
+    TgHash64 h;
+    tg_hash64_init(&h, 0);
+    tg_hash64_update(&h, recipe, strlen(recipe) + 1);
     for (size_t i = 0; i < list->count; i++) {
-        const Source *s = &list->items[i];
+        const TgSource *s = &list->items[i];
         const char *rel = relative_path(root, s->path);
         uint64_t v[3] = {s->file_bytes, s->binary ? 0 : s->text_bytes, s->binary ? 0 : s->hash};
-        hash64_update(&h, rel, strlen(rel) + 1);
-        hash64_update(&h, v, sizeof v);
+        tg_hash64_update(&h, rel, strlen(rel) + 1);
+        tg_hash64_update(&h, v, sizeof v);
     }
-    uint64_t r = hash64_final(&h);
+    uint64_t r = tg_hash64_final(&h);
     return r ? r : 1;
 }
 
 /* Text that may hold bytes that are not UTF-8 (a file's name) or be cut inside a character
  * (a kept message), as JSON a strict reader takes. */
-static void write_text(FILE *f, const char *s) { json_write_bytes(f, s, strlen(s)); }
+static void write_text(FILE *f, const char *s) { tg_json_write_bytes(f, s, strlen(s)); }
 
-static void write_split(FILE *f, const char *name, const char *file, const DatasetSplit *s) {
+static void write_split(FILE *f, const char *name, const char *file, const TgDatasetSplit *s) {
     fprintf(f, ",\n  \"%s\": {\"file\": \"%s\", \"tokens\": %" PRIu64, name, file, s->tokens);
     hex_field(f, "hash", s->hash, true);
     fputs("}", f);
 }
 
-static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const char *root, const SourceList *list,
-                               const DocReader *reader, const TgTokenizer *tok, const DatasetSplit *train,
-                               const DatasetSplit *val, PrepareResult *res) {
-    char recipe[DATASET_RECIPE_CAP], path[TG_PATH_CAP];
-    prepare_recipe(opt, recipe, sizeof recipe);
+static TgStatus write_manifest(const char *dir, const TgPrepareOptions *opt, const char *root, const TgSourceList *list,
+                               const TgDocReader *reader, const TgTokenizer *tok, const TgDatasetSplit *train,
+                               const TgDatasetSplit *val, TgPrepareResult *res) {
+    char recipe[TG_DATASET_RECIPE_CAP], path[TG_PATH_CAP];
+    tg_prepare_recipe(opt, recipe, sizeof recipe);
     res->recipe_fingerprint = recipe_fingerprint(recipe, root, list);
-    res->fingerprint = dataset_fingerprint(tok->fingerprint, train, val);
-    TG_TRY(path_join(path, sizeof path, dir, DATASET_MANIFEST_FILE));
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
-    fprintf(f, "{\"format\": \"%s\"", DATASET_FORMAT);
+    res->fingerprint = tg_dataset_fingerprint(tok->fingerprint, train, val);
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_DATASET_MANIFEST_FILE));
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
+    fprintf(f, "{\"format\": \"%s\"", TG_DATASET_FORMAT);
     fputs(",\n  ", f);
     hex_field(f, "fingerprint", res->fingerprint, false);
     fputs(",\n  \"recipe\": ", f);
@@ -410,14 +410,14 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
         size_t len;
         const uint8_t *b = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
         fprintf(f, "%s{\"id\": %" PRId32 ", \"text\": ", k ? ", " : "", tok->added[k].id);
-        json_write_bytes(f, (const char *)b, len);
+        tg_json_write_bytes(f, (const char *)b, len);
         fputs("}", f);
     }
     fputs("]}", f);
-    fprintf(f, ",\n  \"split\": {\"rule\": \"%s\", \"val_fraction\": %.17g, \"seq_len\": %" PRId64 "}", DATASET_SPLIT_RULE,
+    fprintf(f, ",\n  \"split\": {\"rule\": \"%s\", \"val_fraction\": %.17g, \"seq_len\": %" PRId64 "}", TG_DATASET_SPLIT_RULE,
             opt->val_fraction, opt->seq_len);
-    write_split(f, "train", PREPARE_TRAIN_FILE, train);
-    write_split(f, "val", PREPARE_VAL_FILE, val);
+    write_split(f, "train", TG_PREPARE_TRAIN_FILE, train);
+    write_split(f, "val", TG_PREPARE_VAL_FILE, val);
     fprintf(f, ",\n  \"documents\": %" PRIu64 ", \"text_bytes\": %" PRIu64 ", \"file_bytes\": %" PRIu64
                ", \"malformed_lines\": %" PRIu64 ", \"empty_texts\": %" PRIu64 ", \"binary_files\": %" PRIu64,
             reader->documents, res->text_bytes, list->file_bytes, reader->malformed_lines, reader->empty_texts,
@@ -429,36 +429,36 @@ static TgStatus write_manifest(const char *dir, const PrepareOptions *opt, const
     }
     fputs("],\n  \"sources\": [", f);
     for (size_t i = 0; i < list->count; i++) {
-        const Source *s = &list->items[i];
+        const TgSource *s = &list->items[i];
         fputs(i ? ",\n    {\"path\": " : "\n    {\"path\": ", f);
         write_text(f, s->path);
         fprintf(f, ", \"kind\": \"%s\", \"file_bytes\": %" PRIu64 ", \"text_bytes\": %" PRIu64,
-                s->binary ? "binary (skipped)" : s->kind == SOURCE_JSONL ? "jsonl" : "text", s->file_bytes, s->text_bytes);
+                s->binary ? "binary (skipped)" : s->kind == TG_SOURCE_JSONL ? "jsonl" : "text", s->file_bytes, s->text_bytes);
         hex_field(f, "hash", s->hash, true);
         fprintf(f, ", \"documents\": %" PRIu64 ", \"malformed_lines\": %" PRIu64 "}", s->documents, s->malformed_lines);
     }
-    const SourceSkips *k = list->skipped;
+    const TgSourceSkips *k = list->skipped;
     fprintf(f, "],\n  \"skipped\": {\"by_name\": %zu, \"not_files\": %zu, \"folders_again\": %zu, \"empty_files\": %zu, \"examples\": [",
-            k[SOURCE_SKIP_NAME].count, k[SOURCE_SKIP_NOT_FILE].count, k[SOURCE_SKIP_FOLDER_AGAIN].count,
-            k[SOURCE_SKIP_EMPTY].count);
+            k[TG_SOURCE_SKIP_NAME].count, k[TG_SOURCE_SKIP_NOT_FILE].count, k[TG_SOURCE_SKIP_FOLDER_AGAIN].count,
+            k[TG_SOURCE_SKIP_EMPTY].count);
     int examples = 0;
-    for (int kind = 0; kind < SOURCE_SKIP_KINDS; kind++)
-        for (size_t i = 0; i < k[kind].count && i < SOURCE_SKIPS_NAMED; i++) {
+    for (int kind = 0; kind < TG_SOURCE_SKIP_KINDS; kind++)
+        for (size_t i = 0; i < k[kind].count && i < TG_SOURCE_SKIPS_NAMED; i++) {
             fputs(examples++ ? ", " : "", f);
             write_text(f, k[kind].first[i]);
         }
     fputs("]}}\n", f);
-    return atomic_file_commit(&af);
+    return tg_atomic_file_commit(&af);
 }
 
 /* ---- the whole ------------------------------------------------------------------------------------ */
 
-static TgStatus check_options(const PrepareOptions *opt) {
+static TgStatus check_options(const TgPrepareOptions *opt) {
     if (opt->kind != TG_TOKENIZER_CHAR && opt->kind != TG_TOKENIZER_BPE)
         return tg_fail(TG_ERR_ARG, "unknown tokenizer kind %d: use char or bpe", (int)opt->kind);
     if (!(opt->val_fraction > 0.0 && opt->val_fraction < 1.0) || opt->seq_len < 1) {
         size_t a, b; /* refuse bad split settings before the slow part */
-        return corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
+        return tg_corpus_split(0, opt->val_fraction, opt->seq_len, &a, &b);
     }
     if (opt->seq_len > TG_MAX_CONTEXT) /* what a manifest may record (dataset.h) */
         return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " is past the longest context, %d", opt->seq_len, (int)TG_MAX_CONTEXT);
@@ -468,8 +468,8 @@ static TgStatus check_options(const PrepareOptions *opt) {
                                    "tokenizer has its own added tokens, a char tokenizer none");
     char **names;
     int32_t n;
-    TG_TRY(tokenizer_specials_parse(opt->special_tokens, &names, &n));
-    tokenizer_specials_free(names, n);
+    TG_TRY(tg_tokenizer_specials_parse(opt->special_tokens, &names, &n));
+    tg_tokenizer_specials_free(names, n);
     if (opt->kind == TG_TOKENIZER_BPE && !given && opt->vocab_size < TG_TOKENIZER_BPE_FIRST_MERGE + n)
         return tg_fail(TG_ERR_ARG, "vocab_size %" PRId32 " is too small for a byte-level BPE tokenizer: it needs at least %" PRId32
                                    " (256 bytes + <eot>%s)",
@@ -477,82 +477,82 @@ static TgStatus check_options(const PrepareOptions *opt) {
     return TG_OK;
 }
 
-static TgStatus prepare_sources(const PrepareOptions *opt, const char *sources, const char *dir,
-                                const PrepareReporter *rep, PrepareResult *res, TgTokenizer *tok, SourceList *list) {
-    MessageSink sink = sink_of(rep);
-    TG_TRY(sources_list(sources, list));
+static TgStatus prepare_sources(const TgPrepareOptions *opt, const char *sources, const char *dir,
+                                const TgPrepareReporter *rep, TgPrepareResult *res, TgTokenizer *tok, TgSourceList *list) {
+    TgMessageSink sink = sink_of(rep);
+    TG_TRY(tg_sources_list(sources, list));
     res->files = list->count, res->files_empty = list->files_empty, res->file_bytes = list->file_bytes;
-    message_emit(&sink, MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
+    tg_message_emit(&sink, TG_MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
         (double)list->file_bytes / (1 << 20));
-    sources_report_skips(list, sources, &sink);
+    tg_sources_report_skips(list, sources, &sink);
     if (opt->tokenizer_json || opt->tokenizer_file) {
-        double t0 = clock_seconds();
-        TG_TRY(opt->tokenizer_file ? tg_tokenizer_load(opt->tokenizer_file, tok) : tokenizer_hf_load(opt->tokenizer_json, tok));
-        res->tokenizer_seconds = clock_seconds() - t0;
+        double t0 = tg_clock_seconds();
+        TG_TRY(opt->tokenizer_file ? tg_tokenizer_load(opt->tokenizer_file, tok) : tg_tokenizer_hf_load(opt->tokenizer_json, tok));
+        res->tokenizer_seconds = tg_clock_seconds() - t0;
     } else {
         TG_TRY(train_tokenizer(opt, list, rep, res, tok));
     }
     res->vocab_size = tok->vocab_size;
     res->tokenizer_fingerprint = tok->fingerprint;
     char path[TG_PATH_CAP], val_path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, dir, PREPARE_TOKENIZER_FILE));
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_PREPARE_TOKENIZER_FILE));
     TG_TRY(tg_tokenizer_save(tok, path));
-    TG_TRY(path_join(path, sizeof path, dir, PREPARE_TRAIN_FILE));
-    TG_TRY(path_join(val_path, sizeof val_path, dir, PREPARE_VAL_FILE));
-    TokfileWriter w;
-    TG_TRY(tokfile_writer_open(&w, path, (uint32_t)tok->vocab_size, tok->fingerprint));
-    DocReader reader;
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_PREPARE_TRAIN_FILE));
+    TG_TRY(tg_path_join(val_path, sizeof val_path, dir, TG_PREPARE_VAL_FILE));
+    TgTokfileWriter w;
+    TG_TRY(tg_tokfile_writer_open(&w, path, (uint32_t)tok->vocab_size, tok->fingerprint));
+    TgDocReader reader;
     TgStatus st = encode_sources(opt, list, tok, &w, rep, res, &reader);
-    doc_reader_close(&reader);
+    tg_doc_reader_close(&reader);
     res->documents = reader.documents, res->malformed_lines = reader.malformed_lines;
     res->empty_texts = reader.empty_texts, res->files_binary = reader.files_binary;
     for (size_t i = 0; i < list->count; i++) res->text_bytes += list->items[i].text_bytes;
     res->n_tokens = w.n;
     size_t n_train = 0, n_val = 0;
-    if (st == TG_OK) st = corpus_split((size_t)w.n, opt->val_fraction, opt->seq_len, &n_train, &n_val);
+    if (st == TG_OK) st = tg_corpus_split((size_t)w.n, opt->val_fraction, opt->seq_len, &n_train, &n_val);
     if (st != TG_OK) {
-        tokfile_writer_abandon(&w);
+        tg_tokfile_writer_abandon(&w);
         return st;
     }
-    TG_TRY(tokfile_writer_commit_split(&w, n_train, val_path));
+    TG_TRY(tg_tokfile_writer_commit_split(&w, n_train, val_path));
     res->n_train = n_train, res->n_val = n_val;
     if (reader.malformed_lines > 0) {
-        message_emit(&sink, MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
+        tg_message_emit(&sink, TG_MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
             reader.malformed_lines, reader.malformed_lines == 1 ? "" : "s");
-        for (int i = 0; i < reader.n_errors; i++) message_emit(&sink, MESSAGE_WARNING, "  %s", reader.errors[i]);
+        for (int i = 0; i < reader.n_errors; i++) tg_message_emit(&sink, TG_MESSAGE_WARNING, "  %s", reader.errors[i]);
     }
     if (reader.files_binary > 0)
-        message_emit(&sink, MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader.files_binary,
+        tg_message_emit(&sink, TG_MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader.files_binary,
             reader.files_binary == 1 ? "" : "s", reader.first_binary);
     /* the splits as a run will read them: every id checked, the tokens hashed */
-    Dataset d = {0};
-    TG_TRY(token_store_open(&d.train, path, (uint32_t)tok->vocab_size, tok->fingerprint));
-    st = token_store_open(&d.val, val_path, (uint32_t)tok->vocab_size, tok->fingerprint);
-    DatasetSplit train = {d.train.n, d.train.hash}, val = {d.val.n, d.val.hash};
-    token_store_close(&d.train);
-    token_store_close(&d.val);
+    TgDataset d = {0};
+    TG_TRY(tg_token_store_open(&d.train, path, (uint32_t)tok->vocab_size, tok->fingerprint));
+    st = tg_token_store_open(&d.val, val_path, (uint32_t)tok->vocab_size, tok->fingerprint);
+    TgDatasetSplit train = {d.train.n, d.train.hash}, val = {d.val.n, d.val.hash};
+    tg_token_store_close(&d.train);
+    tg_token_store_close(&d.val);
     TG_TRY(st);
     TG_TRY(write_manifest(dir, opt, sources, list, &reader, tok, &train, &val, res));
     /* read back by the reader every run uses, so a manifest prepare writes is one it accepts */
-    DatasetManifest *back = malloc(sizeof *back);
+    TgDatasetManifest *back = malloc(sizeof *back);
     if (!back) return tg_fail(TG_ERR_NOMEM, "no memory to read the manifest back");
-    st = dataset_manifest_read(dir, back);
+    st = tg_dataset_manifest_read(dir, back);
     free(back);
     return st;
 }
 
-TgStatus prepare_into(const PrepareOptions *opt, const char *dir, const PrepareReporter *rep, PrepareResult *result,
+TgStatus tg_prepare_into(const TgPrepareOptions *opt, const char *dir, const TgPrepareReporter *rep, TgPrepareResult *result,
                       TgTokenizer *tok_out) {
-    PrepareResult local;
-    PrepareResult *res = result ? result : &local;
+    TgPrepareResult local;
+    TgPrepareResult *res = result ? result : &local;
     memset(res, 0, sizeof *res);
     if (tok_out) memset(tok_out, 0, sizeof *tok_out);
     TG_TRY(check_options(opt));
-    const char *sources = opt->sources ? opt->sources : corpus_default_path();
-    SourceList list;
+    const char *sources = opt->sources ? opt->sources : tg_corpus_default_path();
+    TgSourceList list;
     TgTokenizer tok = {0};
     TgStatus st = prepare_sources(opt, sources, dir, rep, res, &tok, &list);
-    sources_free(&list);
+    tg_sources_free(&list);
     if (st == TG_OK && tok_out) *tok_out = tok;
     else tg_tokenizer_free(&tok);
     if (st != TG_OK) return tg_fail_context(st, "preparing %s", sources);
@@ -562,24 +562,24 @@ TgStatus prepare_into(const PrepareOptions *opt, const char *dir, const PrepareR
 /* ---- a dataset folder, whole or not at all ----------------------------------------------------- */
 
 /* The recipe fingerprint the sources would give now: every source read once and hashed. */
-static TgStatus current_recipe_fingerprint(const PrepareOptions *opt, const char *sources, uint64_t *fp) {
-    SourceList list;
-    TG_TRY(sources_list(sources, &list));
-    DocReader reader;
-    DocOptions dopt = {.text_field = opt->text_field};
-    doc_reader_open(&reader, &list, &dopt);
+static TgStatus current_recipe_fingerprint(const TgPrepareOptions *opt, const char *sources, uint64_t *fp) {
+    TgSourceList list;
+    TG_TRY(tg_sources_list(sources, &list));
+    TgDocReader reader;
+    TgDocOptions dopt = {.text_field = opt->text_field};
+    tg_doc_reader_open(&reader, &list, &dopt);
     TgStatus st;
     for (;;) {
-        DocPiece piece;
+        TgDocPiece piece;
         bool got;
-        st = doc_reader_next(&reader, &piece, &got);
+        st = tg_doc_reader_next(&reader, &piece, &got);
         if (st != TG_OK || !got) break;
     }
-    doc_reader_close(&reader);
-    char recipe[DATASET_RECIPE_CAP];
-    prepare_recipe(opt, recipe, sizeof recipe);
+    tg_doc_reader_close(&reader);
+    char recipe[TG_DATASET_RECIPE_CAP];
+    tg_prepare_recipe(opt, recipe, sizeof recipe);
     if (st == TG_OK) *fp = recipe_fingerprint(recipe, sources, &list);
-    sources_free(&list);
+    tg_sources_free(&list);
     return st;
 }
 
@@ -588,7 +588,7 @@ static void remove_folder(const char *dir) {
     struct dirent *e;
     char path[TG_PATH_CAP];
     while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && path_join(path, sizeof path, dir, e->d_name) == TG_OK)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && tg_path_join(path, sizeof path, dir, e->d_name) == TG_OK)
             (void)unlink(path);
     if (d) closedir(d);
     (void)rmdir(dir);
@@ -605,28 +605,28 @@ static bool folder_is_empty(const char *dir) {
 }
 
 /* An existing out_dir: the same dataset, whole (*same, its manifest in *m), an empty folder, or
- * refused. "Whole" is what a run opening it would find: dataset_open, the one check. */
-static TgStatus check_existing(const PrepareOptions *opt, const char *sources, const char *out_dir, bool *same,
-                               DatasetManifest *m) {
+ * refused. "Whole" is what a run opening it would find: tg_dataset_open, the one check. */
+static TgStatus check_existing(const TgPrepareOptions *opt, const char *sources, const char *out_dir, bool *same,
+                               TgDatasetManifest *m) {
     *same = false;
     struct stat sb;
     if (stat(out_dir, &sb) != 0) return TG_OK;
     if (S_ISDIR(sb.st_mode) && folder_is_empty(out_dir)) return TG_OK;
-    if (!S_ISDIR(sb.st_mode) || !dataset_is_dataset(out_dir))
+    if (!S_ISDIR(sb.st_mode) || !tg_dataset_is_dataset(out_dir))
         return tg_fail(TG_ERR_IO, "%s exists and is not a dataset folder: give --out a new path (or an empty folder)", out_dir);
-    Dataset d;
-    TgStatus st = dataset_manifest_read(out_dir, &d.manifest);
+    TgDataset d;
+    TgStatus st = tg_dataset_manifest_read(out_dir, &d.manifest);
     if (st == TG_OK) {
-        char recipe[DATASET_RECIPE_CAP];
-        prepare_recipe(opt, recipe, sizeof recipe);
+        char recipe[TG_DATASET_RECIPE_CAP];
+        tg_prepare_recipe(opt, recipe, sizeof recipe);
         if (strcmp(recipe, d.manifest.recipe) != 0)
             return tg_fail(TG_ERR_IO,
                            "%s holds another dataset, prepared with %s; this asks for %s: give --out another path, or remove it",
                            out_dir, d.manifest.recipe, recipe);
-        st = dataset_open(out_dir, true, &d);
+        st = tg_dataset_open(out_dir, true, &d);
         if (st == TG_OK) {
             *m = d.manifest;
-            dataset_close(&d);
+            tg_dataset_close(&d);
         }
     }
     if (st != TG_OK) /* prepare writes a folder whole or not at all, never into one: the user removes it */
@@ -639,22 +639,22 @@ static TgStatus check_existing(const PrepareOptions *opt, const char *sources, c
         return tg_fail(TG_ERR_IO,
                        "%s holds a dataset of the same recipe but other sources (the files under %s differ from those "
                        "it was prepared from: see its %s): give --out another path, or remove it",
-                       out_dir, sources, DATASET_MANIFEST_FILE);
+                       out_dir, sources, TG_DATASET_MANIFEST_FILE);
     *same = true;
     return TG_OK;
 }
 
-TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const PrepareReporter *rep,
-                         PrepareResult *result, bool *already) {
-    PrepareResult local;
-    PrepareResult *res = result ? result : &local;
+TgStatus tg_prepare_dataset(const TgPrepareOptions *opt, const char *out_dir, const TgPrepareReporter *rep,
+                         TgPrepareResult *result, bool *already) {
+    TgPrepareResult local;
+    TgPrepareResult *res = result ? result : &local;
     memset(res, 0, sizeof *res);
     if (already) *already = false;
     if (!out_dir || !*out_dir) return tg_fail(TG_ERR_ARG, "no output folder given for the dataset: pass --out DIR");
     TG_TRY(check_options(opt));
-    const char *sources = opt->sources ? opt->sources : corpus_default_path();
+    const char *sources = opt->sources ? opt->sources : tg_corpus_default_path();
     bool same;
-    DatasetManifest *m = malloc(sizeof *m); /* 32 KiB of recipe: not on the stack */
+    TgDatasetManifest *m = malloc(sizeof *m); /* 32 KiB of recipe: not on the stack */
     if (!m) return tg_fail(TG_ERR_NOMEM, "no memory to read %s's manifest", out_dir);
     TgStatus st = check_existing(opt, sources, out_dir, &same, m);
     if (st == TG_OK && same) {
@@ -665,11 +665,11 @@ TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const P
     free(m);
     if (st != TG_OK || same) return st;
     char parent[TG_PATH_CAP], temp[TG_PATH_CAP];
-    path_folder(out_dir, parent, sizeof parent);
-    TG_TRY(make_folders(parent));
-    TG_TRY(path_format(temp, sizeof temp, "%s.tmp-XXXXXX", out_dir));
+    tg_path_folder(out_dir, parent, sizeof parent);
+    TG_TRY(tg_make_folders(parent));
+    TG_TRY(tg_path_format(temp, sizeof temp, "%s.tmp-XXXXXX", out_dir));
     if (!mkdtemp(temp)) return tg_fail(TG_ERR_IO, "cannot create a folder beside %s: %s", out_dir, strerror(errno));
-    st = prepare_into(opt, temp, rep, res, NULL);
+    st = tg_prepare_into(opt, temp, rep, res, NULL);
     if (st == TG_OK) {
         mode_t mask = umask(0);
         umask(mask);
@@ -678,7 +678,7 @@ TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const P
         if (rename(temp, out_dir) != 0)
             st = tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", temp, out_dir, strerror(errno));
         else
-            sync_parent_folder(out_dir);
+            tg_sync_parent_folder(out_dir);
     }
     if (st != TG_OK) remove_folder(temp);
     return st;

@@ -3,7 +3,7 @@
  *
  * It streams. A first pass over the sources counts what the tokenizer is trained on (BPE: each
  * distinct pre-split chunk once, with its count; char: the bytes seen); a second pass encodes the
- * documents in batches of about PREPARE_BATCH_BYTES, the pieces of a batch spread over `threads`
+ * documents in batches of about TG_PREPARE_BATCH_BYTES, the pieces of a batch spread over `threads`
  * (the output does not depend on their number: each piece is encoded alone and the results are
  * joined in order; each thread keeps the ids of the chunks it merged, about 8,000 of the first it
  * meets, and copies them when they come again), and appends them to train.tok as they come. An imported tokenizer
@@ -17,9 +17,9 @@
  *
  * Memory (peak RSS above the program's own): the word table of BPE training (the distinct chunks'
  * bytes, 32 bytes a chunk for the table at most half full, then the trainer's ~40 bytes a chunk
- * plus 4 a byte of them); one batch of text, PREPARE_BATCH_BYTES, with its ids (4 bytes a byte
+ * plus 4 a byte of them); one batch of text, TG_PREPARE_BATCH_BYTES, with its ids (4 bytes a byte
  * of text at most, 12 for an imported tokenizer); the longest document piece (sources.h:
- * DOC_MAX_PIECE_BYTES) and the longest JSONL line (jsonl.h); 1 MiB of output buffer. None of it
+ * TG_DOC_MAX_PIECE_BYTES) and the longest JSONL line (jsonl.h); 1 MiB of output buffer. None of it
  * grows with the corpus except the word table, which grows with its vocabulary of distinct chunks. */
 #ifndef TAPEGRAD_DATA_PREPARE_H
 #define TAPEGRAD_DATA_PREPARE_H
@@ -33,14 +33,14 @@
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
 
-#define PREPARE_TOKENIZER_FILE "tokenizer.txt"
-#define PREPARE_TRAIN_FILE "train.tok"
-#define PREPARE_VAL_FILE "val.tok"
-#define PREPARE_DEFAULT_VAL_FRACTION 0.1
-enum { PREPARE_BATCH_BYTES = 8 << 20, PREPARE_MAX_THREADS = 256 };
+#define TG_PREPARE_TOKENIZER_FILE "tokenizer.txt"
+#define TG_PREPARE_TRAIN_FILE "train.tok"
+#define TG_PREPARE_VAL_FILE "val.tok"
+#define TG_PREPARE_DEFAULT_VAL_FRACTION 0.1
+enum { TG_PREPARE_BATCH_BYTES = 8 << 20, TG_PREPARE_MAX_THREADS = 256 };
 
-typedef struct PrepareOptions {
-    const char *sources;          /* file or folder; NULL means corpus_default_path() */
+typedef struct TgPrepareOptions {
+    const char *sources;          /* file or folder; NULL means tg_corpus_default_path() */
     TgTokenizerKind kind;         /* TG_TOKENIZER_CHAR or TG_TOKENIZER_BPE */
     const char *tokenizer_json;   /* not NULL: import this Hugging Face tokenizer.json instead of training */
     const char *tokenizer_file;   /* not NULL: encode with this tokenizer.txt (a run's) instead of training */
@@ -51,25 +51,25 @@ typedef struct PrepareOptions {
     double val_fraction;          /* in (0, 1) */
     int64_t seq_len;              /* each split needs seq_len + 1 tokens */
     int threads;                  /* encoding threads (1 or more) */
-} PrepareOptions;
+} TgPrepareOptions;
 
 /* BPE, vocab 2048, val_fraction 0.1, seq_len 256, 2 threads, the default corpus. */
-void prepare_options_default(PrepareOptions *opt);
+void tg_prepare_options_default(TgPrepareOptions *opt);
 
 /* What a long preparation reports as it goes (every member may be NULL). */
-typedef struct PrepareProgress {
+typedef struct TgPrepareProgress {
     const char *phase;            /* "counting" (the tokenizer's pass), "encoding" */
     uint64_t done, total;         /* bytes of the sources on disk */
     double elapsed_s;             /* in this phase */
-} PrepareProgress;
+} TgPrepareProgress;
 
-typedef struct PrepareReporter {
+typedef struct TgPrepareReporter {
     void *ctx;
-    void (*message)(void *ctx, MessageLevel level, const char *text);
-    void (*progress)(void *ctx, const PrepareProgress *p);
-} PrepareReporter;
+    void (*message)(void *ctx, TgMessageLevel level, const char *text);
+    void (*progress)(void *ctx, const TgPrepareProgress *p);
+} TgPrepareReporter;
 
-typedef struct PrepareResult {
+typedef struct TgPrepareResult {
     uint64_t file_bytes, text_bytes;  /* the sources on disk, and decompressed */
     size_t files, files_binary, files_empty;
     uint64_t documents, malformed_lines, empty_texts;
@@ -78,31 +78,31 @@ typedef struct PrepareResult {
     uint64_t tokenizer_fingerprint, fingerprint, recipe_fingerprint;
     size_t words;                     /* BPE: distinct chunks counted */
     double count_seconds, tokenizer_seconds, encode_seconds;
-} PrepareResult;
+} TgPrepareResult;
 
 /* How many of n tokens go to each split; refuses when either is shorter than seq_len + 1 or
  * val_fraction is not in (0, 1). */
-TgStatus corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
+TgStatus tg_corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
 
 /* Prepares the sources into `dir`, an existing folder the caller owns (a run's temporary folder,
- * or prepare_dataset's): its files are written there, each atomically; on failure some may be
+ * or tg_prepare_dataset's): its files are written there, each atomically; on failure some may be
  * left, for the caller to remove with the folder. *tok (may be NULL) receives the tokenizer.
  * `result` may be NULL. */
-TgStatus prepare_into(const PrepareOptions *opt, const char *dir, const PrepareReporter *reporter, PrepareResult *result,
+TgStatus tg_prepare_into(const TgPrepareOptions *opt, const char *dir, const TgPrepareReporter *reporter, TgPrepareResult *result,
                       TgTokenizer *tok);
 
 /* `tapegrad prepare`: the sources into the dataset folder out_dir, made whole or not at all (a
  * temporary folder beside it, renamed into place). An out_dir that exists is refused unless it
  * is an empty folder, or a dataset of the same recipe and sources: then nothing is done, and
  * *already is set (already may be NULL). */
-TgStatus prepare_dataset(const PrepareOptions *opt, const char *out_dir, const PrepareReporter *reporter,
-                         PrepareResult *result, bool *already);
+TgStatus tg_prepare_dataset(const TgPrepareOptions *opt, const char *out_dir, const TgPrepareReporter *reporter,
+                         TgPrepareResult *result, bool *already);
 
 /* Whether documents must be encoded whole with tok (an added token holds a '\n': sources.h). */
-bool prepare_whole_documents(const TgTokenizer *tok);
+bool tg_prepare_whole_documents(const TgTokenizer *tok);
 
 /* The recipe of opt as text ("bpe vocab 6400, special tokens chatml, text field \"text\", val
  * fraction 0.1, lenient"), as the manifest records it. */
-void prepare_recipe(const PrepareOptions *opt, char *out, size_t cap);
+void tg_prepare_recipe(const TgPrepareOptions *opt, char *out, size_t cap);
 
 #endif

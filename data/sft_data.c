@@ -14,21 +14,21 @@
 #include "lib/path.h"
 
 /* The reporter's messages (lib/messages.h). */
-static MessageSink sink_of(const PrepareReporter *rep) {
-    return (MessageSink){rep ? rep->message : NULL, rep ? rep->ctx : NULL};
+static TgMessageSink sink_of(const TgPrepareReporter *rep) {
+    return (TgMessageSink){rep ? rep->message : NULL, rep ? rep->ctx : NULL};
 }
 
 /* Everything one preparation holds. */
 typedef struct {
-    const SftPrepareOptions *opt;
-    const PrepareReporter *rep;
-    SftPrepareResult *res;
-    ChatTokens ct;
-    Conversation conv;
-    ChatIds ids;
+    const TgSftPrepareOptions *opt;
+    const TgPrepareReporter *rep;
+    TgSftPrepareResult *res;
+    TgChatTokens ct;
+    TgConversation conv;
+    TgChatIds ids;
     int32_t *mask;             /* [ids.cap] */
     size_t mask_cap;
-    TokfileWriter tokens, masks;
+    TgTokfileWriter tokens, masks;
     bool tokens_open, masks_open;
     uint64_t *starts;          /* [conversations + 1] */
     size_t cap_starts;
@@ -37,9 +37,9 @@ typedef struct {
 } Prep;
 
 static void note_malformed(Prep *p, const char *path, const char *why) {
-    SftPrepareResult *res = p->res;
+    TgSftPrepareResult *res = p->res;
     res->malformed_lines++;
-    if (res->n_errors < SFT_REPORTED_ERRORS)
+    if (res->n_errors < TG_SFT_REPORTED_ERRORS)
         snprintf(res->errors[res->n_errors++], sizeof res->errors[0], "%.100s: %.200s", path, why);
 }
 
@@ -53,13 +53,13 @@ static void push_start(Prep *p, uint64_t at) {
 
 /* One conversation: encoded, cut to the window, appended to both files. */
 static TgStatus add_conversation(Prep *p) {
-    SftPrepareResult *res = p->res;
-    if (!chat_conversation_has_reply(&p->conv)) {
+    TgSftPrepareResult *res = p->res;
+    if (!tg_chat_conversation_has_reply(&p->conv)) {
         res->without_reply++;
         return TG_OK;
     }
     p->ids.n = 0;
-    TG_TRY(chat_encode_conversation(p->opt->tok, &p->ct, &p->conv, &p->ids));
+    TG_TRY(tg_chat_encode_conversation(p->opt->tok, &p->ct, &p->conv, &p->ids));
     size_t n = p->ids.n;
     if ((int64_t)n > p->opt->seq_len) {
         n = (size_t)p->opt->seq_len;
@@ -75,37 +75,37 @@ static TgStatus add_conversation(Prep *p) {
         p->mask_cap = p->ids.cap;
         p->mask = tg_realloc(p->mask, p->mask_cap * sizeof *p->mask);
     }
-    p->mask[0] = SFT_MASK_START; /* the first token is never predicted: nothing comes before it */
-    for (size_t i = 1; i < n; i++) p->mask[i] = p->ids.trained[i] ? SFT_MASK_TRAINED : SFT_MASK_CONTEXT;
+    p->mask[0] = TG_SFT_MASK_START; /* the first token is never predicted: nothing comes before it */
+    for (size_t i = 1; i < n; i++) p->mask[i] = p->ids.trained[i] ? TG_SFT_MASK_TRAINED : TG_SFT_MASK_CONTEXT;
     push_start(p, p->tokens.n);
-    TG_TRY(tokfile_writer_append(&p->tokens, p->ids.ids, n));
-    TG_TRY(tokfile_writer_append(&p->masks, p->mask, n));
+    TG_TRY(tg_tokfile_writer_append(&p->tokens, p->ids.ids, n));
+    TG_TRY(tg_tokfile_writer_append(&p->masks, p->mask, n));
     res->conversations++;
     res->trained_tokens += trained;
     return TG_OK;
 }
 
-static void report_progress(Prep *p, const JsonlReader *r, bool last) {
-    double now = clock_seconds();
+static void report_progress(Prep *p, const TgJsonlReader *r, bool last) {
+    double now = tg_clock_seconds();
     if (!p->rep || !p->rep->progress || (!last && now - p->last_report < 0.5)) return;
     p->last_report = now;
-    PrepareProgress pp = {"encoding", p->disk_before + file_stream_disk_offset(&r->fs), p->res->file_bytes, now - p->t0};
+    TgPrepareProgress pp = {"encoding", p->disk_before + tg_file_stream_disk_offset(&r->fs), p->res->file_bytes, now - p->t0};
     p->rep->progress(p->rep->ctx, &pp);
 }
 
 static TgStatus read_file(Prep *p, const char *path) {
-    JsonlReader r;
-    TG_TRY(jsonl_open(&r, path));
+    TgJsonlReader r;
+    TG_TRY(tg_jsonl_open(&r, path));
     TgStatus s = TG_OK;
     for (;;) {
-        JsonlLine line;
-        s = jsonl_next(&r, &line);
-        if (s != TG_OK || line.kind == JSONL_END) break;
+        TgJsonlLine line;
+        s = tg_jsonl_next(&r, &line);
+        if (s != TG_OK || line.kind == TG_JSONL_END) break;
         p->res->lines++;
         char why[320];
-        bool ok = line.kind == JSONL_OBJECT && chat_conversation_parse(&line, &p->conv, why, sizeof why);
+        bool ok = line.kind == TG_JSONL_OBJECT && tg_chat_conversation_parse(&line, &p->conv, why, sizeof why);
         if (!ok) {
-            const char *reason = line.kind == JSONL_OBJECT ? why : line.why;
+            const char *reason = line.kind == TG_JSONL_OBJECT ? why : line.why;
             note_malformed(p, path, reason);
             if (p->opt->strict) {
                 s = tg_fail(TG_ERR_FORMAT, "%s: %s (--strict stops at the first malformed line)", path, reason);
@@ -122,19 +122,19 @@ static TgStatus read_file(Prep *p, const char *path) {
     }
     report_progress(p, &r, true);
     p->disk_before += r.fs.file_bytes;
-    jsonl_close(&r);
+    tg_jsonl_close(&r);
     return s;
 }
 
 /* The files to read: a file itself, or a folder's JSONL files (the others skipped, counted). */
-static TgStatus list_sources(const char *sources, SourceList *list, SftPrepareResult *res) {
-    TG_TRY(sources_list(sources, list));
+static TgStatus list_sources(const char *sources, TgSourceList *list, TgSftPrepareResult *res) {
+    TG_TRY(tg_sources_list(sources, list));
     struct stat sb;
     bool folder = stat(sources, &sb) == 0 && S_ISDIR(sb.st_mode);
     size_t kept = 0;
     for (size_t i = 0; i < list->count; i++) {
-        Source *s = &list->items[i];
-        if (folder && s->kind != SOURCE_JSONL) {
+        TgSource *s = &list->items[i];
+        if (folder && s->kind != TG_SOURCE_JSONL) {
             if (res->files_skipped++ == 0) snprintf(res->first_skipped, sizeof res->first_skipped, "%s", s->path);
             list->file_bytes -= s->file_bytes;
             free(s->path);
@@ -153,7 +153,7 @@ static TgStatus list_sources(const char *sources, SourceList *list, SftPrepareRe
 
 /* The split: the last val_fraction of the conversations (rounded, at least one each side). */
 static TgStatus commit_split(Prep *p, const char *dir) {
-    SftPrepareResult *res = p->res;
+    TgSftPrepareResult *res = p->res;
     uint64_t n = res->conversations;
     if (n < 2)
         return tg_fail(TG_ERR_FORMAT,
@@ -169,36 +169,36 @@ static TgStatus commit_split(Prep *p, const char *dir) {
     uint64_t split = p->starts[n - n_val];
     res->train_tokens = split, res->val_tokens = p->tokens.n - split;
     char val_tokens[TG_PATH_CAP], val_mask[TG_PATH_CAP];
-    TG_TRY(path_join(val_tokens, sizeof val_tokens, dir, PREPARE_VAL_FILE));
-    TG_TRY(path_join(val_mask, sizeof val_mask, dir, SFT_VAL_MASK_FILE));
+    TG_TRY(tg_path_join(val_tokens, sizeof val_tokens, dir, TG_PREPARE_VAL_FILE));
+    TG_TRY(tg_path_join(val_mask, sizeof val_mask, dir, TG_SFT_VAL_MASK_FILE));
     p->tokens_open = p->masks_open = false;
-    TgStatus s = tokfile_writer_commit_split(&p->tokens, split, val_tokens);
-    TgStatus m = tokfile_writer_commit_split(&p->masks, split, val_mask);
+    TgStatus s = tg_tokfile_writer_commit_split(&p->tokens, split, val_tokens);
+    TgStatus m = tg_tokfile_writer_commit_split(&p->masks, split, val_mask);
     return s != TG_OK ? s : m;
 }
 
 static TgStatus prepare(Prep *p, const char *dir) {
-    const SftPrepareOptions *opt = p->opt;
-    TG_TRY(chat_tokens_find(opt->tok, "the tokenizer", &p->ct));
+    const TgSftPrepareOptions *opt = p->opt;
+    TG_TRY(tg_chat_tokens_find(opt->tok, "the tokenizer", &p->ct));
     if (!(opt->val_fraction > 0 && opt->val_fraction < 1))
         return tg_fail(TG_ERR_ARG, "--val-fraction %g must be in (0, 1)", opt->val_fraction);
-    SourceList list;
+    TgSourceList list;
     TgStatus s = list_sources(opt->sources, &list, p->res);
     char path[TG_PATH_CAP];
-    if (s == TG_OK) s = path_join(path, sizeof path, dir, PREPARE_TRAIN_FILE);
-    if (s == TG_OK) s = tokfile_writer_open(&p->tokens, path, (uint32_t)opt->tok->vocab_size, opt->tok->fingerprint);
+    if (s == TG_OK) s = tg_path_join(path, sizeof path, dir, TG_PREPARE_TRAIN_FILE);
+    if (s == TG_OK) s = tg_tokfile_writer_open(&p->tokens, path, (uint32_t)opt->tok->vocab_size, opt->tok->fingerprint);
     p->tokens_open = s == TG_OK;
-    if (s == TG_OK) s = path_join(path, sizeof path, dir, SFT_TRAIN_MASK_FILE);
-    if (s == TG_OK) s = tokfile_writer_open(&p->masks, path, SFT_MASK_VALUES, opt->tok->fingerprint);
+    if (s == TG_OK) s = tg_path_join(path, sizeof path, dir, TG_SFT_TRAIN_MASK_FILE);
+    if (s == TG_OK) s = tg_tokfile_writer_open(&p->masks, path, TG_SFT_MASK_VALUES, opt->tok->fingerprint);
     p->masks_open = s == TG_OK;
-    MessageSink sink = sink_of(p->rep);
+    TgMessageSink sink = sink_of(p->rep);
     if (s == TG_OK) {
-        sources_report_skips(&list, opt->sources, &sink);
-        message_emit(&sink, MESSAGE_INFO, "preparing conversations from %s: %zu file%s, %.1f MiB", opt->sources, list.count,
+        tg_sources_report_skips(&list, opt->sources, &sink);
+        tg_message_emit(&sink, TG_MESSAGE_INFO, "preparing conversations from %s: %zu file%s, %.1f MiB", opt->sources, list.count,
                      list.count == 1 ? "" : "s", (double)list.file_bytes / (1 << 20));
     }
     for (size_t i = 0; s == TG_OK && i < list.count; i++) s = read_file(p, list.items[i].path);
-    sources_free(&list);
+    tg_sources_free(&list);
     if (s == TG_OK) {
         push_start(p, p->tokens.n);
         s = commit_split(p, dir);
@@ -206,34 +206,34 @@ static TgStatus prepare(Prep *p, const char *dir) {
     return s;
 }
 
-TgStatus sft_prepare(const SftPrepareOptions *opt, const char *dir, const PrepareReporter *rep, SftPrepareResult *res) {
+TgStatus tg_sft_prepare(const TgSftPrepareOptions *opt, const char *dir, const TgPrepareReporter *rep, TgSftPrepareResult *res) {
     memset(res, 0, sizeof *res);
     Prep p = {.opt = opt, .rep = rep, .res = res};
-    p.t0 = p.last_report = clock_seconds();
+    p.t0 = p.last_report = tg_clock_seconds();
     TgStatus s = prepare(&p, dir);
-    if (p.tokens_open) tokfile_writer_abandon(&p.tokens);
-    if (p.masks_open) tokfile_writer_abandon(&p.masks);
-    chat_conversation_free(&p.conv);
-    chat_ids_free(&p.ids);
+    if (p.tokens_open) tg_tokfile_writer_abandon(&p.tokens);
+    if (p.masks_open) tg_tokfile_writer_abandon(&p.masks);
+    tg_chat_conversation_free(&p.conv);
+    tg_chat_ids_free(&p.ids);
     free(p.mask);
     free(p.starts);
-    res->seconds = clock_seconds() - p.t0;
+    res->seconds = tg_clock_seconds() - p.t0;
     return s;
 }
 
 /* ---- reading ---- */
 
-void sft_split_close(SftSplit *split) {
-    token_store_close(&split->tokens);
-    token_store_close(&split->mask);
+void tg_sft_split_close(TgSftSplit *split) {
+    tg_token_store_close(&split->tokens);
+    tg_token_store_close(&split->mask);
     free(split->starts);
     memset(split, 0, sizeof *split);
     split->tokens.fd = split->mask.fd = -1;
 }
 
 /* Where each conversation starts, from the mask read a block at a time. */
-static TgStatus index_conversations(SftSplit *split, int64_t seq_len) {
-    const TokenStore *m = &split->mask;
+static TgStatus index_conversations(TgSftSplit *split, int64_t seq_len) {
+    const TgTokenStore *m = &split->mask;
     enum { BLOCK = 1 << 16 };
     int32_t *buf = tg_malloc(BLOCK * sizeof *buf);
     size_t cap = 1024;
@@ -241,12 +241,12 @@ static TgStatus index_conversations(SftSplit *split, int64_t seq_len) {
     TgStatus s = TG_OK;
     for (uint64_t at = 0; at < m->n && s == TG_OK;) {
         size_t n = m->n - at < BLOCK ? (size_t)(m->n - at) : BLOCK;
-        s = token_store_read(m, at, n, buf);
+        s = tg_token_store_read(m, at, n, buf);
         for (size_t i = 0; i < n && s == TG_OK; i++) {
-            if (at + i == 0 && buf[i] != SFT_MASK_START)
+            if (at + i == 0 && buf[i] != TG_SFT_MASK_START)
                 s = tg_fail(TG_ERR_FORMAT, "%s does not begin a conversation at its first token", m->path);
-            if (buf[i] == SFT_MASK_TRAINED) split->trained++;
-            if (buf[i] != SFT_MASK_START) continue;
+            if (buf[i] == TG_SFT_MASK_TRAINED) split->trained++;
+            if (buf[i] != TG_SFT_MASK_START) continue;
             if (split->n_conversations + 1 >= cap) split->starts = tg_realloc(split->starts, (cap *= 2) * sizeof *split->starts);
             split->starts[split->n_conversations++] = at + i;
         }
@@ -262,15 +262,15 @@ static TgStatus index_conversations(SftSplit *split, int64_t seq_len) {
     return TG_OK;
 }
 
-TgStatus sft_split_open(SftSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
+TgStatus tg_sft_split_open(TgSftSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
                         uint64_t fingerprint, int64_t seq_len) {
     memset(split, 0, sizeof *split);
     split->tokens.fd = split->mask.fd = -1;
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, dir, tokens_file));
-    TG_TRY(token_store_open(&split->tokens, path, vocab, fingerprint));
-    TG_TRY(path_join(path, sizeof path, dir, mask_file));
-    TG_TRY(token_store_open(&split->mask, path, SFT_MASK_VALUES, fingerprint));
+    TG_TRY(tg_path_join(path, sizeof path, dir, tokens_file));
+    TG_TRY(tg_token_store_open(&split->tokens, path, vocab, fingerprint));
+    TG_TRY(tg_path_join(path, sizeof path, dir, mask_file));
+    TG_TRY(tg_token_store_open(&split->mask, path, TG_SFT_MASK_VALUES, fingerprint));
     if (split->mask.n != split->tokens.n || split->tokens.n == 0)
         return tg_fail(TG_ERR_FORMAT, "%s holds %" PRIu64 " tokens and %s %" PRIu64 ": they are prepared together and must agree",
                        split->tokens.path, split->tokens.n, split->mask.path, split->mask.n);

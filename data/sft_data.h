@@ -3,14 +3,14 @@
  *
  *   DIR/train.tok, DIR/val.tok    the conversations' token ids, one after the other (data/tokfile.h)
  *   DIR/train.mask, DIR/val.mask  a token file of the same length whose "ids" say what each token
- *                                 is: SFT_MASK_START (a conversation's first token), SFT_MASK_TRAINED
+ *                                 is: TG_SFT_MASK_START (a conversation's first token), TG_SFT_MASK_TRAINED
  *                                 (a token the loss predicts: assistant content and its <|im_end|>),
- *                                 SFT_MASK_CONTEXT (anything else)
+ *                                 TG_SFT_MASK_CONTEXT (anything else)
  *
  * Preparing streams the sources (a JSONL file, gzip-compressed or not, read as conversations
  * whatever its name; or a folder, whose .jsonl/.ndjson files are read in name order): each line
  * is parsed, rendered and encoded by chat_format.h's rules; a line that is no conversation is
- * malformed, counted and skipped (the first SFT_REPORTED_ERRORS kept with file and line), or,
+ * malformed, counted and skipped (the first TG_SFT_REPORTED_ERRORS kept with file and line), or,
  * with `strict`, stops the preparation. A conversation without an assistant turn trains nothing
  * and is left out (counted). One longer than seq_len tokens is cut to its first seq_len
  * (counted); if no trained token is left in them it is left out too (counted). The last
@@ -29,20 +29,20 @@
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
 
-#define SFT_TRAIN_MASK_FILE "train.mask"
-#define SFT_VAL_MASK_FILE "val.mask"
-enum { SFT_MASK_CONTEXT = 0, SFT_MASK_TRAINED = 1, SFT_MASK_START = 2, SFT_MASK_VALUES = 3 };
-enum { SFT_REPORTED_ERRORS = 5 };
+#define TG_SFT_TRAIN_MASK_FILE "train.mask"
+#define TG_SFT_VAL_MASK_FILE "val.mask"
+enum { TG_SFT_MASK_CONTEXT = 0, TG_SFT_MASK_TRAINED = 1, TG_SFT_MASK_START = 2, TG_SFT_MASK_VALUES = 3 };
+enum { TG_SFT_REPORTED_ERRORS = 5 };
 
-typedef struct SftPrepareOptions {
+typedef struct TgSftPrepareOptions {
     const char *sources;       /* a JSONL file or a folder of them */
-    const TgTokenizer *tok;    /* with the ChatML markers (chat_tokens_find) */
+    const TgTokenizer *tok;    /* with the ChatML markers (tg_chat_tokens_find) */
     int64_t seq_len;           /* conversations are cut to this many tokens */
     double val_fraction;       /* of the conversations, in (0, 1) */
     bool strict;               /* a malformed line stops the preparation */
-} SftPrepareOptions;
+} TgSftPrepareOptions;
 
-typedef struct SftPrepareResult {
+typedef struct TgSftPrepareResult {
     size_t files, files_skipped;       /* read; in a folder, not JSONL */
     char first_skipped[320];
     uint64_t file_bytes;
@@ -50,31 +50,31 @@ typedef struct SftPrepareResult {
     uint64_t conversations;            /* kept */
     uint64_t train_conversations, val_conversations, train_tokens, val_tokens;
     uint64_t trained_tokens;           /* targets of the loss, both splits */
-    char errors[SFT_REPORTED_ERRORS][320]; /* "FILE: line 12 ..." */
+    char errors[TG_SFT_REPORTED_ERRORS][320]; /* "FILE: line 12 ..." */
     int n_errors;
     double seconds;
-} SftPrepareResult;
+} TgSftPrepareResult;
 
 /* Prepares the sources into the existing folder `dir` (its four files, each written atomically;
  * on failure the caller removes the folder). TG_ERR_FORMAT when no conversation is left to train
  * on, or fewer than two (one for each split); TG_ERR_IO for a source that cannot be read. */
-TgStatus sft_prepare(const SftPrepareOptions *opt, const char *dir, const PrepareReporter *reporter, SftPrepareResult *res);
+TgStatus tg_sft_prepare(const TgSftPrepareOptions *opt, const char *dir, const TgPrepareReporter *reporter, TgSftPrepareResult *res);
 
 /* One split opened for reading: its tokens and mask (each read a window at a time) and where
  * each conversation starts. */
-typedef struct SftSplit {
-    TokenStore tokens, mask;
+typedef struct TgSftSplit {
+    TgTokenStore tokens, mask;
     uint64_t *starts;      /* [n_conversations + 1]: conversation c is tokens [starts[c], starts[c + 1]) */
     size_t n_conversations;
     uint64_t trained;      /* tokens the loss predicts */
-} SftSplit;
+} TgSftSplit;
 
 /* Opens DIR/<tokens_file> and DIR/<mask_file> for a model of `vocab` ids and the tokenizer
  * `fingerprint`: refused (TG_ERR_FORMAT, naming the file) unless both hold the same number of
- * tokens, the mask holds only the values above, starts with SFT_MASK_START, and no conversation
+ * tokens, the mask holds only the values above, starts with TG_SFT_MASK_START, and no conversation
  * is longer than seq_len. */
-TgStatus sft_split_open(SftSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
+TgStatus tg_sft_split_open(TgSftSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
                         uint64_t fingerprint, int64_t seq_len);
-void sft_split_close(SftSplit *split);
+void tg_sft_split_close(TgSftSplit *split);
 
 #endif

@@ -16,11 +16,11 @@
  * Order: epoch after epoch, the conversations of the split in an order drawn from the seed and
  * the epoch's number (a Fisher-Yates shuffle); rows take them in that order, a row ending when
  * the next conversation does not fit. The rows drawn depend only on the seed and the number of
- * batches drawn before (LoaderState.batches_drawn), so a resumed run, which replays that many
+ * batches drawn before (TgLoaderState.batches_drawn), so a resumed run, which replays that many
  * from the lengths alone, draws exactly the batches an uninterrupted one would.
  *
- * Evaluation batches (sft_fixed_batches) pack the split's conversations in their order, from the
- * first, starting over when they run out: the same every time. A loader of SFT_ORDER_ONCE packs
+ * Evaluation batches (tg_sft_fixed_batches) pack the split's conversations in their order, from the
+ * first, starting over when they run out: the same every time. A loader of TG_SFT_ORDER_ONCE packs
  * them in their order once, then pads: what evaluating a whole split takes. */
 #ifndef TAPEGRAD_DATA_SFT_LOADER_H
 #define TAPEGRAD_DATA_SFT_LOADER_H
@@ -32,14 +32,14 @@
 #include "tapegrad/error.h"
 
 typedef enum {
-    SFT_ORDER_SHUFFLED, /* epoch after epoch, each in an order drawn from the seed */
-    SFT_ORDER_CYCLE,    /* the split's order, over and over */
-    SFT_ORDER_ONCE,     /* the split's order once, then rows of padding */
-} SftOrder;
+    TG_SFT_ORDER_SHUFFLED, /* epoch after epoch, each in an order drawn from the seed */
+    TG_SFT_ORDER_CYCLE,    /* the split's order, over and over */
+    TG_SFT_ORDER_ONCE,     /* the split's order once, then rows of padding */
+} TgSftOrder;
 
-typedef struct SftLoader {
-    const SftSplit *split;    /* not owned */
-    SftOrder how;
+typedef struct TgSftLoader {
+    const TgSftSplit *split;    /* not owned */
+    TgSftOrder how;
     int64_t batch, seq;
     uint64_t seed;
     int32_t pad_id;
@@ -48,26 +48,26 @@ typedef struct SftLoader {
     size_t next;              /* its next conversation */
     uint32_t *order;          /* [n_conversations] when shuffled */
     int32_t *tokens, *mask;   /* one conversation's (seq) */
-} SftLoader;
+} TgSftLoader;
 
 /* A loader of (batch, seq) rows over `split`, padding with pad_id (any id the model embeds). */
-TgStatus sft_loader_init(SftLoader *ld, const SftSplit *split, int64_t batch, int64_t seq, uint64_t seed, int32_t pad_id,
-                         SftOrder how);
-/* SFT_ORDER_ONCE: every conversation has been drawn. */
-bool sft_loader_done(const SftLoader *ld);
-void sft_loader_free(SftLoader *ld);
+TgStatus tg_sft_loader_init(TgSftLoader *ld, const TgSftSplit *split, int64_t batch, int64_t seq, uint64_t seed, int32_t pad_id,
+                         TgSftOrder how);
+/* TG_SFT_ORDER_ONCE: every conversation has been drawn. */
+bool tg_sft_loader_done(const TgSftLoader *ld);
+void tg_sft_loader_free(TgSftLoader *ld);
 /* The next batch: inputs, targets and key_start, each (batch, seq). */
-TgStatus sft_loader_next(SftLoader *ld, int32_t *inputs, int32_t *targets, int32_t *key_start);
-/* Draws n batches without reading them, moving the state as n sft_loader_next calls do. */
-void sft_loader_skip(SftLoader *ld, int64_t n_batches);
+TgStatus tg_sft_loader_next(TgSftLoader *ld, int32_t *inputs, int32_t *targets, int32_t *key_start);
+/* Draws n batches without reading them, moving the state as n tg_sft_loader_next calls do. */
+void tg_sft_loader_skip(TgSftLoader *ld, int64_t n_batches);
 /* A checkpoint's loader state holds batches_drawn (the RNG part is unused: the order comes from
  * the seed); setting it replays the rows drawn so far from the lengths. */
-LoaderState sft_loader_get_state(const SftLoader *ld);
-void sft_loader_set_state(SftLoader *ld, const LoaderState *state);
+TgLoaderState tg_sft_loader_get_state(const TgSftLoader *ld);
+void tg_sft_loader_set_state(TgSftLoader *ld, const TgLoaderState *state);
 
 /* k batches of (batch, seq) rows packed from the split's conversations in order (see above):
  * inputs, targets and key_start hold (k, batch, seq) each. */
-TgStatus sft_fixed_batches(const SftSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id, int32_t *inputs,
+TgStatus tg_sft_fixed_batches(const TgSftSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id, int32_t *inputs,
                            int32_t *targets, int32_t *key_start);
 
 #endif

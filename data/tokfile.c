@@ -39,9 +39,9 @@ static uint64_t get_u64(const unsigned char *p) {
 static uint32_t width_for(uint32_t vocab_size) { return vocab_size <= 65536u ? 2u : 4u; }
 
 static void make_header(unsigned char *header, uint32_t vocab_size, uint64_t n, uint64_t fingerprint) {
-    memset(header, 0, TOKFILE_HEADER_BYTES);
+    memset(header, 0, TG_TOKFILE_HEADER_BYTES);
     memcpy(header, MAGIC, sizeof MAGIC);
-    put_u32(header + 8, TOKFILE_VERSION);
+    put_u32(header + 8, TG_TOKFILE_VERSION);
     put_u32(header + 12, vocab_size);
     put_u32(header + 16, width_for(vocab_size));
     put_u64(header + 24, n);
@@ -61,7 +61,7 @@ static void pack_ids(const int32_t *ids, size_t n, uint32_t w, unsigned char *ou
     }
 }
 
-TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
+TgStatus tg_tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
                                uint64_t fingerprint) {
     if (vocab_size == 0 || vocab_size > (uint32_t)TG_MAX_VOCAB)
         return tg_fail(TG_ERR_ARG, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path, vocab_size,
@@ -71,14 +71,14 @@ TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, ui
             return tg_fail(TG_ERR_ARG, "token file %s: token %" PRId32 " at index %zu is outside [0, %" PRIu32 ")",
                            path, ids[i], i, vocab_size);
     uint32_t w = width_for(vocab_size);
-    unsigned char header[TOKFILE_HEADER_BYTES];
+    unsigned char header[TG_TOKFILE_HEADER_BYTES];
     make_header(header, vocab_size, (uint64_t)n, fingerprint);
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
     if (fwrite(header, 1, sizeof header, f) != sizeof header) {
         TgStatus s = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-        atomic_file_abandon(&af);
+        tg_atomic_file_abandon(&af);
         return s;
     }
     enum { BLOCK = 1 << 14 };
@@ -88,20 +88,20 @@ TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, ui
         pack_ids(ids + i, m, w, buf);
         if (fwrite(buf, w, m, f) != m) {
             TgStatus s = tg_fail(TG_ERR_IO, "cannot write %s: %s (disk full?)", path, strerror(errno));
-            atomic_file_abandon(&af);
+            tg_atomic_file_abandon(&af);
             return s;
         }
     }
-    return atomic_file_commit(&af);
+    return tg_atomic_file_commit(&af);
 }
 
-TgStatus tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size) {
-    return tokfile_write_tagged(path, ids, n, vocab_size, 0);
+TgStatus tg_tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size) {
+    return tg_tokfile_write_tagged(path, ids, n, vocab_size, 0);
 }
 
 /* Reads and checks the header; leaves f positioned at the first token. */
-static TgStatus read_header(FILE *f, const char *path, TokfileHeader *h) {
-    unsigned char raw[TOKFILE_HEADER_BYTES];
+static TgStatus read_header(FILE *f, const char *path, TgTokfileHeader *h) {
+    unsigned char raw[TG_TOKFILE_HEADER_BYTES];
     size_t got = fread(raw, 1, sizeof raw, f);
     if (got < sizeof MAGIC || memcmp(raw, MAGIC, sizeof MAGIC) != 0)
         return tg_fail(TG_ERR_FORMAT,
@@ -110,17 +110,17 @@ static TgStatus read_header(FILE *f, const char *path, TokfileHeader *h) {
                        path);
     if (got < sizeof raw)
         return tg_fail(TG_ERR_FORMAT, "token file %s is truncated: %zu bytes, shorter than the %d-byte header",
-                       path, got, TOKFILE_HEADER_BYTES);
+                       path, got, TG_TOKFILE_HEADER_BYTES);
     h->version = get_u32(raw + 8);
     h->vocab_size = get_u32(raw + 12);
     h->token_bytes = get_u32(raw + 16);
     h->n_tokens = get_u64(raw + 24);
     h->tokenizer_fingerprint = get_u64(raw + 32);
-    if (h->version != TOKFILE_VERSION)
+    if (h->version != TG_TOKFILE_VERSION)
         return tg_fail(TG_ERR_FORMAT,
                        "token file %s has format version %" PRIu32 ", this build reads version %d: "
                        "prepare the data again with this tapegrad",
-                       path, h->version, TOKFILE_VERSION);
+                       path, h->version, TG_TOKFILE_VERSION);
     if (h->vocab_size == 0 || h->vocab_size > (uint32_t)TG_MAX_VOCAB)
         return tg_fail(TG_ERR_FORMAT, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path,
                        h->vocab_size, TG_MAX_VOCAB);
@@ -132,8 +132,8 @@ static TgStatus read_header(FILE *f, const char *path, TokfileHeader *h) {
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0)
         return tg_fail(TG_ERR_IO, "cannot stat token file %s: %s", path, strerror(errno));
-    uint64_t have = (uint64_t)sb.st_size - TOKFILE_HEADER_BYTES;
-    if (h->n_tokens > (UINT64_MAX - TOKFILE_HEADER_BYTES) / h->token_bytes || h->n_tokens > SIZE_MAX / 4)
+    uint64_t have = (uint64_t)sb.st_size - TG_TOKFILE_HEADER_BYTES;
+    if (h->n_tokens > (UINT64_MAX - TG_TOKFILE_HEADER_BYTES) / h->token_bytes || h->n_tokens > SIZE_MAX / 4)
         return tg_fail(TG_ERR_FORMAT, "token file %s: token count %" PRIu64 " is impossibly large: the header is corrupt",
                        path, h->n_tokens);
     uint64_t want = h->n_tokens * h->token_bytes;
@@ -151,12 +151,12 @@ static TgStatus read_header(FILE *f, const char *path, TokfileHeader *h) {
 }
 
 static FILE *open_tokfile(const char *path) {
-    FILE *f = file_open_read(path);
-    if (!f) tg_fail(TG_ERR_IO, "cannot open token file %s: %s", path, file_open_error(errno));
+    FILE *f = tg_file_open_read(path);
+    if (!f) tg_fail(TG_ERR_IO, "cannot open token file %s: %s", path, tg_file_open_error(errno));
     return f;
 }
 
-TgStatus tokfile_read_header(const char *path, TokfileHeader *header) {
+TgStatus tg_tokfile_read_header(const char *path, TgTokfileHeader *header) {
     FILE *f = open_tokfile(path);
     if (!f) return TG_ERR_IO;
     TgStatus st = read_header(f, path, header);
@@ -164,12 +164,12 @@ TgStatus tokfile_read_header(const char *path, TokfileHeader *header) {
     return st;
 }
 
-TgStatus tokfile_read_full(const char *path, int32_t **ids_out, size_t *n_out, TokfileHeader *header) {
+TgStatus tg_tokfile_read_full(const char *path, int32_t **ids_out, size_t *n_out, TgTokfileHeader *header) {
     *ids_out = NULL;
     *n_out = 0;
     FILE *f = open_tokfile(path);
     if (!f) return TG_ERR_IO;
-    TokfileHeader h;
+    TgTokfileHeader h;
     TgStatus st = read_header(f, path, &h);
     if (st != TG_OK) {
         fclose(f);
@@ -209,9 +209,9 @@ TgStatus tokfile_read_full(const char *path, int32_t **ids_out, size_t *n_out, T
     return TG_OK;
 }
 
-TgStatus tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n) {
-    TokfileHeader h;
-    TG_TRY(tokfile_read_full(path, ids, n, &h));
+TgStatus tg_tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n) {
+    TgTokfileHeader h;
+    TG_TRY(tg_tokfile_read_full(path, ids, n, &h));
     TgStatus s = TG_OK;
     if (h.vocab_size > vocab_size)
         s = tg_fail(TG_ERR_MISMATCH,
@@ -228,28 +228,28 @@ TgStatus tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t finger
     return s;
 }
 
-TgStatus tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size) {
-    TokfileHeader h;
-    TG_TRY(tokfile_read_full(path, ids, n, &h));
+TgStatus tg_tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size) {
+    TgTokfileHeader h;
+    TG_TRY(tg_tokfile_read_full(path, ids, n, &h));
     *vocab_size = h.vocab_size;
     return TG_OK;
 }
 
 /* ---- token stores: read in bounded pieces ---------------------------------------------------- */
 
-static TgStatus store_refused(TokenStore *s, TgStatus st) {
-    token_store_close(s);
+static TgStatus store_refused(TgTokenStore *s, TgStatus st) {
+    tg_token_store_close(s);
     return st;
 }
 
-TgStatus token_store_open(TokenStore *s, const char *path, uint32_t vocab_size, uint64_t fingerprint) {
+TgStatus tg_token_store_open(TgTokenStore *s, const char *path, uint32_t vocab_size, uint64_t fingerprint) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
     if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path)
         return tg_fail(TG_ERR_ARG, "path too long: %s", path);
     FILE *f = open_tokfile(path);
     if (!f) return TG_ERR_IO;
-    TokfileHeader h;
+    TgTokfileHeader h;
     TgStatus st = read_header(f, path, &h);
     s->fd = st == TG_OK ? dup(fileno(f)) : -1;
     fclose(f);
@@ -268,33 +268,33 @@ TgStatus token_store_open(TokenStore *s, const char *path, uint32_t vocab_size, 
     enum { BLOCK = 1 << 16 };
     int32_t *ids = NULL;
     unsigned char *raw = NULL;
-    st = memory_grow((void **)&ids, BLOCK * sizeof *ids, "reading a token file");
-    if (st == TG_OK) st = memory_grow((void **)&raw, BLOCK * 4, "reading a token file");
-    Hash64 hash;
-    hash64_init(&hash, 0);
+    st = tg_memory_grow((void **)&ids, BLOCK * sizeof *ids, "reading a token file");
+    if (st == TG_OK) st = tg_memory_grow((void **)&raw, BLOCK * 4, "reading a token file");
+    TgHash64 hash;
+    tg_hash64_init(&hash, 0);
     for (uint64_t i = 0; i < s->n && st == TG_OK; i += BLOCK) {
         size_t m = s->n - i < BLOCK ? (size_t)(s->n - i) : BLOCK;
-        st = token_store_read(s, i, m, ids);
+        st = tg_token_store_read(s, i, m, ids);
         if (st == TG_OK) {
             pack_ids(ids, m, s->width, raw);
-            hash64_update(&hash, raw, m * s->width);
+            tg_hash64_update(&hash, raw, m * s->width);
         }
     }
     free(ids);
     free(raw);
     if (st != TG_OK) return store_refused(s, st);
-    s->hash = hash64_final(&hash);
+    s->hash = tg_hash64_final(&hash);
     return TG_OK;
 }
 
-void token_store_from_memory(TokenStore *s, const int32_t *ids, size_t n) {
+void tg_token_store_from_memory(TgTokenStore *s, const int32_t *ids, size_t n) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->ids = ids;
     s->n = n;
 }
 
-TgStatus token_store_read(const TokenStore *s, uint64_t start, size_t n, int32_t *out) {
+TgStatus tg_token_store_read(const TgTokenStore *s, uint64_t start, size_t n, int32_t *out) {
     TG_CHECK(start <= s->n && n <= s->n - start, "reading tokens [%" PRIu64 ", +%zu) of %" PRIu64, start, n, s->n);
     if (s->ids) {
         memcpy(out, s->ids + start, n * sizeof *out);
@@ -304,7 +304,7 @@ TgStatus token_store_read(const TokenStore *s, uint64_t start, size_t n, int32_t
      * at packed offset k*w never lies before the int32 written at 4*k */
     unsigned char *raw = (unsigned char *)out + n * (4 - s->width);
     size_t want = n * s->width, got = 0;
-    off_t at = (off_t)(TOKFILE_HEADER_BYTES + start * s->width);
+    off_t at = (off_t)(TG_TOKFILE_HEADER_BYTES + start * s->width);
     while (got < want) {
         ssize_t r = pread(s->fd, raw + got, want - got, at + (off_t)got);
         if (r <= 0)
@@ -323,7 +323,7 @@ TgStatus token_store_read(const TokenStore *s, uint64_t start, size_t n, int32_t
     return TG_OK;
 }
 
-void token_store_close(TokenStore *s) {
+void tg_token_store_close(TgTokenStore *s) {
     if (s->fd >= 0) close(s->fd);
     s->fd = -1;
     s->ids = NULL;
@@ -331,20 +331,20 @@ void token_store_close(TokenStore *s) {
 
 /* ---- writing a stream of tokens --------------------------------------------------------------- */
 
-TgStatus tokfile_writer_open(TokfileWriter *w, const char *path, uint32_t vocab_size, uint64_t fingerprint) {
+TgStatus tg_tokfile_writer_open(TgTokfileWriter *w, const char *path, uint32_t vocab_size, uint64_t fingerprint) {
     memset(w, 0, sizeof *w);
     if (vocab_size == 0 || vocab_size > (uint32_t)TG_MAX_VOCAB)
         return tg_fail(TG_ERR_ARG, "token file %s: vocab_size %" PRIu32 " is not in [1, %d]", path, vocab_size,
                        TG_MAX_VOCAB);
     w->vocab_size = vocab_size, w->width = width_for(vocab_size), w->fingerprint = fingerprint;
-    TG_TRY(memory_grow((void **)&w->buf, TOKFILE_WRITER_BUFFER, "writing a token file"));
-    TgStatus st = atomic_file_open(&w->af, path);
+    TG_TRY(tg_memory_grow((void **)&w->buf, TG_TOKFILE_WRITER_BUFFER, "writing a token file"));
+    TgStatus st = tg_atomic_file_open(&w->af, path);
     if (st != TG_OK) {
         free(w->buf);
         w->buf = NULL;
         return st;
     }
-    unsigned char header[TOKFILE_HEADER_BYTES];
+    unsigned char header[TG_TOKFILE_HEADER_BYTES];
     make_header(header, vocab_size, 0, fingerprint); /* the count is written at the end */
     memcpy(w->buf, header, sizeof header);
     w->buf_len = sizeof header;
@@ -363,75 +363,75 @@ static TgStatus write_all(int fd, const void *data, size_t len, off_t at, const 
     return TG_OK;
 }
 
-static TgStatus writer_flush(TokfileWriter *w) {
+static TgStatus writer_flush(TgTokfileWriter *w) {
     TgStatus st = write_all(w->af.fd, w->buf, w->buf_len, -1, w->af.path);
     w->buf_len = 0;
     return st;
 }
 
-TgStatus tokfile_writer_append(TokfileWriter *w, const int32_t *ids, size_t n) {
+TgStatus tg_tokfile_writer_append(TgTokfileWriter *w, const int32_t *ids, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= w->vocab_size)
             return tg_fail(TG_ERR_ARG, "token file %s: token %" PRId32 " is outside [0, %" PRIu32 ")", w->af.path, ids[i],
                            w->vocab_size);
     while (n > 0) {
-        size_t room = (TOKFILE_WRITER_BUFFER - w->buf_len) / w->width, m = n < room ? n : room;
+        size_t room = (TG_TOKFILE_WRITER_BUFFER - w->buf_len) / w->width, m = n < room ? n : room;
         pack_ids(ids, m, w->width, w->buf + w->buf_len);
         w->buf_len += m * w->width;
         w->n += m, ids += m, n -= m;
-        if (w->buf_len + w->width > TOKFILE_WRITER_BUFFER) TG_TRY(writer_flush(w));
+        if (w->buf_len + w->width > TG_TOKFILE_WRITER_BUFFER) TG_TRY(writer_flush(w));
     }
     return TG_OK;
 }
 
-void tokfile_writer_abandon(TokfileWriter *w) {
-    if (w->buf) atomic_file_abandon(&w->af);
+void tg_tokfile_writer_abandon(TgTokfileWriter *w) {
+    if (w->buf) tg_atomic_file_abandon(&w->af);
     free(w->buf);
     w->buf = NULL;
 }
 
-TgStatus tokfile_writer_commit_split(TokfileWriter *w, uint64_t n_first, const char *rest_path) {
+TgStatus tg_tokfile_writer_commit_split(TgTokfileWriter *w, uint64_t n_first, const char *rest_path) {
     TG_CHECK(n_first <= w->n, "splitting %" PRIu64 " tokens after %" PRIu64, w->n, n_first);
     uint64_t n_rest = w->n - n_first;
     TgStatus st = writer_flush(w);
-    AtomicFile rest = {.fd = -1};
+    TgAtomicFile rest = {.fd = -1};
     bool rest_open = false;
     if (st == TG_OK && rest_path) {
-        st = atomic_file_open(&rest, rest_path);
+        st = tg_atomic_file_open(&rest, rest_path);
         rest_open = st == TG_OK;
     }
     if (st == TG_OK && rest_path) {
         /* the tail of the stream, copied from the file being written into the second file */
-        unsigned char header[TOKFILE_HEADER_BYTES];
+        unsigned char header[TG_TOKFILE_HEADER_BYTES];
         make_header(header, w->vocab_size, n_rest, w->fingerprint);
         st = write_all(rest.fd, header, sizeof header, -1, rest_path);
         int in = open(w->af.tmp, O_RDONLY | O_CLOEXEC);
         if (in < 0 && st == TG_OK) st = tg_fail(TG_ERR_IO, "cannot read back %s: %s", w->af.tmp, strerror(errno));
-        off_t at = (off_t)(TOKFILE_HEADER_BYTES + n_first * w->width), end = at + (off_t)(n_rest * w->width);
+        off_t at = (off_t)(TG_TOKFILE_HEADER_BYTES + n_first * w->width), end = at + (off_t)(n_rest * w->width);
         while (st == TG_OK && at < end) {
-            size_t want = (size_t)(end - at) < TOKFILE_WRITER_BUFFER ? (size_t)(end - at) : TOKFILE_WRITER_BUFFER;
+            size_t want = (size_t)(end - at) < TG_TOKFILE_WRITER_BUFFER ? (size_t)(end - at) : TG_TOKFILE_WRITER_BUFFER;
             ssize_t r = pread(in, w->buf, want, at);
             if (r <= 0) st = tg_fail(TG_ERR_IO, "cannot read back %s: %s", w->af.tmp, r < 0 ? strerror(errno) : "short file");
             else st = write_all(rest.fd, w->buf, (size_t)r, -1, rest_path), at += r;
         }
         if (in >= 0) close(in);
     }
-    unsigned char header[TOKFILE_HEADER_BYTES];
+    unsigned char header[TG_TOKFILE_HEADER_BYTES];
     make_header(header, w->vocab_size, n_first, w->fingerprint);
-    if (st == TG_OK && ftruncate(w->af.fd, (off_t)(TOKFILE_HEADER_BYTES + n_first * w->width)) != 0)
+    if (st == TG_OK && ftruncate(w->af.fd, (off_t)(TG_TOKFILE_HEADER_BYTES + n_first * w->width)) != 0)
         st = tg_fail(TG_ERR_IO, "cannot write %s: %s", w->af.path, strerror(errno));
     if (st == TG_OK) st = write_all(w->af.fd, header, sizeof header, 0, w->af.path);
     if (st == TG_OK && rest_open) {
-        st = atomic_file_commit(&rest);
+        st = tg_atomic_file_commit(&rest);
         rest_open = false;
     }
     if (st == TG_OK) {
-        st = atomic_file_commit(&w->af);
+        st = tg_atomic_file_commit(&w->af);
         free(w->buf);
         w->buf = NULL;
         return st;
     }
-    if (rest_open) atomic_file_abandon(&rest);
-    tokfile_writer_abandon(w);
+    if (rest_open) tg_atomic_file_abandon(&rest);
+    tg_tokfile_writer_abandon(w);
     return st;
 }

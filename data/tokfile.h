@@ -29,40 +29,40 @@
 #include "tapegrad/limits.h"
 #include "tapegrad/version.h"
 
-enum { TOKFILE_VERSION = TG_TOKFILE_FORMAT, TOKFILE_HEADER_BYTES = 64 };
+enum { TG_TOKFILE_VERSION = TG_TOKFILE_FORMAT, TG_TOKFILE_HEADER_BYTES = 64 };
 
-typedef struct TokfileHeader {
+typedef struct TgTokfileHeader {
     uint32_t version;
     uint32_t vocab_size;
     uint32_t token_bytes; /* 2 or 4 */
     uint64_t n_tokens;
     uint64_t tokenizer_fingerprint;
-} TokfileHeader;
+} TgTokfileHeader;
 
 /* Writes ids[0..n) (each in [0, vocab_size), checked: TG_ERR_ARG otherwise). */
-TgStatus tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size);
+TgStatus tg_tokfile_write(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size);
 /* Same, recording which tokenizer made the tokens. */
-TgStatus tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
+TgStatus tg_tokfile_write_tagged(const char *path, const int32_t *ids, size_t n, uint32_t vocab_size,
                                uint64_t tokenizer_fingerprint);
 
 /* Reads a whole token file: *ids is malloc'ed (caller frees; NULL on failure). `header` may be
  * NULL; when given it receives the header (e.g. to check the tokenizer fingerprint). */
-TgStatus tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size);
-TgStatus tokfile_read_header(const char *path, TokfileHeader *header);
-TgStatus tokfile_read_full(const char *path, int32_t **ids, size_t *n, TokfileHeader *header);
-/* tokfile_read_full for a model of `vocab_size` ids and the tokenizer `fingerprint`: also refuses
+TgStatus tg_tokfile_read(const char *path, int32_t **ids, size_t *n, uint32_t *vocab_size);
+TgStatus tg_tokfile_read_header(const char *path, TgTokfileHeader *header);
+TgStatus tg_tokfile_read_full(const char *path, int32_t **ids, size_t *n, TgTokfileHeader *header);
+/* tg_tokfile_read_full for a model of `vocab_size` ids and the tokenizer `fingerprint`: also refuses
  * (TG_ERR_MISMATCH) a file whose ids may reach past vocab_size (its header's vocab_size is larger)
  * and one that records another tokenizer's fingerprint, so no id a model cannot embed gets in. */
-TgStatus tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n);
+TgStatus tg_tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fingerprint, int32_t **ids, size_t *n);
 
 /* A token file read in bounded pieces (pread), never held whole: what training and evaluation
  * read, so their memory does not grow with the dataset. Opening one checks what
- * tokfile_read_for checks, then reads it once, a block at a time, checking that every id is below
+ * tg_tokfile_read_for checks, then reads it once, a block at a time, checking that every id is below
  * its vocab_size and hashing the tokens as stored (lib/hash.h; `hash`, to tell whether two files
  * hold the same tokens). Each later read checks its ids again: a file changed in place while in
  * use gives an error, never an id a model cannot embed. A store over tokens in memory (tests)
  * reads them from there. */
-typedef struct TokenStore {
+typedef struct TgTokenStore {
     int fd;               /* -1 for tokens in memory */
     const int32_t *ids;   /* tokens in memory (not owned) */
     uint32_t width, vocab_size;
@@ -70,31 +70,31 @@ typedef struct TokenStore {
     uint64_t hash;
     uint64_t tokenizer_fingerprint;
     char path[TG_PATH_CAP];
-} TokenStore;
+} TgTokenStore;
 
-TgStatus token_store_open(TokenStore *s, const char *path, uint32_t vocab_size, uint64_t fingerprint);
-void token_store_from_memory(TokenStore *s, const int32_t *ids, size_t n);
+TgStatus tg_token_store_open(TgTokenStore *s, const char *path, uint32_t vocab_size, uint64_t fingerprint);
+void tg_token_store_from_memory(TgTokenStore *s, const int32_t *ids, size_t n);
 /* Tokens [start, start + n) into out. */
-TgStatus token_store_read(const TokenStore *s, uint64_t start, size_t n, int32_t *out);
-void token_store_close(TokenStore *s);
+TgStatus tg_token_store_read(const TgTokenStore *s, uint64_t start, size_t n, int32_t *out);
+void tg_token_store_close(TgTokenStore *s);
 
 /* A token file written as a stream (prepare): tokens are appended as they are made, and at the end
  * the file is cut in two, the first n_first tokens staying in it and the rest going to a second
- * file, each then committed (lib/atomic_file.h). Memory: one buffer of TOKFILE_WRITER_BUFFER. */
-enum { TOKFILE_WRITER_BUFFER = 1 << 20 };
-typedef struct TokfileWriter {
-    AtomicFile af;
+ * file, each then committed (lib/atomic_file.h). Memory: one buffer of TG_TOKFILE_WRITER_BUFFER. */
+enum { TG_TOKFILE_WRITER_BUFFER = 1 << 20 };
+typedef struct TgTokfileWriter {
+    TgAtomicFile af;
     uint32_t vocab_size, width;
     uint64_t n, fingerprint;
     unsigned char *buf;
     size_t buf_len;
-} TokfileWriter;
+} TgTokfileWriter;
 
-TgStatus tokfile_writer_open(TokfileWriter *w, const char *path, uint32_t vocab_size, uint64_t fingerprint);
-TgStatus tokfile_writer_append(TokfileWriter *w, const int32_t *ids, size_t n);
+TgStatus tg_tokfile_writer_open(TgTokfileWriter *w, const char *path, uint32_t vocab_size, uint64_t fingerprint);
+TgStatus tg_tokfile_writer_append(TgTokfileWriter *w, const int32_t *ids, size_t n);
 /* Keeps tokens [0, n_first) in the file and moves the rest to rest_path (NULL: n_first must be
  * all), then commits both. Whatever the result, w is spent. */
-TgStatus tokfile_writer_commit_split(TokfileWriter *w, uint64_t n_first, const char *rest_path);
-void tokfile_writer_abandon(TokfileWriter *w);
+TgStatus tg_tokfile_writer_commit_split(TgTokfileWriter *w, uint64_t n_first, const char *rest_path);
+void tg_tokfile_writer_abandon(TgTokfileWriter *w);
 
 #endif

@@ -34,7 +34,7 @@ static void config_json_text(const TgModelConfig *c, uint64_t tokenizer_fingerpr
 /* config.json already beside the export may stay, without --force, only if it says what this
  * export writes: it describes other weights in that folder otherwise. */
 static bool config_says(const char *path, const char *text) {
-    FILE *f = file_open_read(path);
+    FILE *f = tg_file_open_read(path);
     if (!f) return false;
     char old[4096];
     size_t n = fread(old, 1, sizeof old, f);
@@ -44,17 +44,17 @@ static bool config_says(const char *path, const char *text) {
 
 static TgStatus config_path_of(const char *path, char *config, size_t cap) {
     char folder[TG_PATH_CAP];
-    path_folder(path, folder, sizeof folder);
-    return path_join(config, cap, folder, "config.json");
+    tg_path_folder(path, folder, sizeof folder);
+    return tg_path_join(config, cap, folder, "config.json");
 }
 
-TgStatus model_export_safetensors_check(OutputPlan *plan, const char *path, const TgModelConfig *cfg,
+TgStatus tg_model_export_safetensors_check(TgOutputPlan *plan, const char *path, const TgModelConfig *cfg,
                                         uint64_t tokenizer_fingerprint, bool force) {
     char config[TG_PATH_CAP], text[1024];
-    TG_TRY(output_check(plan, "--safetensors", path, force));
+    TG_TRY(tg_output_check(plan, "--safetensors", path, force));
     TG_TRY(config_path_of(path, config, sizeof config));
     config_json_text(cfg, tokenizer_fingerprint, text, sizeof text);
-    TgStatus s = output_check(plan, "the config.json beside --safetensors", config, force || config_says(config, text));
+    TgStatus s = tg_output_check(plan, "the config.json beside --safetensors", config, force || config_says(config, text));
     if (s != TG_OK && strstr(tg_error_message(), "exists; add --force"))
         return tg_fail(TG_ERR_ARG, "%s already exists and describes another model; add --force to replace it, or export into "
                                    "another folder",
@@ -62,16 +62,16 @@ TgStatus model_export_safetensors_check(OutputPlan *plan, const char *path, cons
     return s;
 }
 
-TgStatus model_export_safetensors(const TgModel *model, const char *path, const char *source_note,
+TgStatus tg_model_export_safetensors(const TgModel *model, const char *path, const char *source_note,
                                   uint64_t tokenizer_fingerprint, char *config_path_out, size_t cap) {
     char config[TG_PATH_CAP], folder[TG_PATH_CAP], text[1024];
-    path_folder(path, folder, sizeof folder);
+    tg_path_folder(path, folder, sizeof folder);
     TG_TRY(config_path_of(path, config, sizeof config));
     config_json_text(&model->cfg, tokenizer_fingerprint, text, sizeof text);
-    TG_TRY(make_folders(folder));
-    TG_TRY(model_write_weights(model, path, source_note, (WeightsTokenizer){.fingerprint = tokenizer_fingerprint}));
-    TG_TRY(atomic_write(config, text, strlen(text)));
-    if (config_path_out) TG_TRY(path_format(config_path_out, cap, "%s", config));
+    TG_TRY(tg_make_folders(folder));
+    TG_TRY(tg_model_write_weights(model, path, source_note, (TgWeightsTokenizer){.fingerprint = tokenizer_fingerprint}));
+    TG_TRY(tg_atomic_write(config, text, strlen(text)));
+    if (config_path_out) TG_TRY(tg_path_format(config_path_out, cap, "%s", config));
     return TG_OK;
 }
 

@@ -24,23 +24,23 @@ enum { Q8_0_BLOCK = 32 };
 enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 }; /* tokenizer.ggml.token_type */
 
 static const char *const weights_names[] = {
-#define WEIGHTS_NAME(id, name) [GGUF_WEIGHTS_##id] = name,
-    GGUF_WEIGHT_TYPES(WEIGHTS_NAME)
+#define WEIGHTS_NAME(id, name) [TG_GGUF_WEIGHTS_##id] = name,
+    TG_GGUF_WEIGHT_TYPES(WEIGHTS_NAME)
 #undef WEIGHTS_NAME
 };
-_Static_assert(sizeof weights_names / sizeof weights_names[0] == GGUF_WEIGHTS_COUNT, "one name per weight type");
+_Static_assert(sizeof weights_names / sizeof weights_names[0] == TG_GGUF_WEIGHTS_COUNT, "one name per weight type");
 
-const char *gguf_weights_name(GgufWeights weights) {
-    return weights >= 0 && weights < GGUF_WEIGHTS_COUNT ? weights_names[weights] : "?";
+const char *tg_gguf_weights_name(TgGgufWeights weights) {
+    return weights >= 0 && weights < TG_GGUF_WEIGHTS_COUNT ? weights_names[weights] : "?";
 }
 
-TgStatus gguf_weights_parse(const char *name, GgufWeights *out) {
-    for (int i = 0; i < GGUF_WEIGHTS_COUNT; i++)
+TgStatus tg_gguf_weights_parse(const char *name, TgGgufWeights *out) {
+    for (int i = 0; i < TG_GGUF_WEIGHTS_COUNT; i++)
         if (strcmp(name, weights_names[i]) == 0) {
-            *out = (GgufWeights)i;
+            *out = (TgGgufWeights)i;
             return TG_OK;
         }
-    return tg_fail(TG_ERR_ARG, "unknown GGUF weight type '%s': the types are %s", name, GGUF_WEIGHTS_CHOICES);
+    return tg_fail(TG_ERR_ARG, "unknown GGUF weight type '%s': the types are %s", name, TG_GGUF_WEIGHTS_CHOICES);
 }
 
 /* ---- the metadata, built in memory (its count comes first in the file) ---------------- */
@@ -80,8 +80,8 @@ static void array_head(Buf *b, const char *k, uint32_t elem_type, uint64_t n) {
     put_u64(b, n);
 }
 
-static void put_model_metadata(Buf *b, const TgModelConfig *c, GgufWeights weights) {
-    static const uint32_t file_types[] = {[GGUF_WEIGHTS_F32] = 0, [GGUF_WEIGHTS_F16] = 1, [GGUF_WEIGHTS_Q8_0] = 7};
+static void put_model_metadata(Buf *b, const TgModelConfig *c, TgGgufWeights weights) {
+    static const uint32_t file_types[] = {[TG_GGUF_WEIGHTS_F32] = 0, [TG_GGUF_WEIGHTS_F16] = 1, [TG_GGUF_WEIGHTS_Q8_0] = 7};
     kv_str(b, "general.architecture", "llama");
     kv_str(b, "general.name", "tapegrad");
     kv_u32(b, "general.file_type", file_types[weights]);
@@ -97,24 +97,24 @@ static void put_model_metadata(Buf *b, const TgModelConfig *c, GgufWeights weigh
     kv_u32(b, "llama.vocab_size", (uint32_t)c->vocab);
 }
 
-static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const ChatTokens *chat) {
+static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const TgChatTokens *chat) {
     kv_str(b, "tokenizer.ggml.model", "gpt2");
     kv_str(b, "tokenizer.ggml.pre", "gpt-2");
     array_head(b, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, (uint64_t)tok->vocab_size);
     for (int32_t id = 0; id < tok->vocab_size; id++) {
-        char *text = tokenizer_hf_token_text(tok, id);
+        char *text = tg_tokenizer_hf_token_text(tok, id);
         put_str(b, text);
         free(text);
     }
     array_head(b, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, (uint64_t)tok->vocab_size);
     for (int32_t id = 0; id < tok->vocab_size; id++) {
         bool special;
-        int32_t type = !tokenizer_hf_is_added(tok, id, &special) ? TOKEN_NORMAL : special ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
+        int32_t type = !tg_tokenizer_hf_is_added(tok, id, &special) ? TOKEN_NORMAL : special ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
         put(b, &type, 4);
     }
     array_head(b, "tokenizer.ggml.merges", GGUF_TYPE_STRING, (uint64_t)tok->n_merges);
     for (int32_t i = 0; i < tok->n_merges; i++) {
-        char *l = tokenizer_hf_token_text(tok, tok->merges[i].left), *r = tokenizer_hf_token_text(tok, tok->merges[i].right);
+        char *l = tg_tokenizer_hf_token_text(tok, tok->merges[i].left), *r = tg_tokenizer_hf_token_text(tok, tok->merges[i].right);
         put_u64(b, strlen(l) + 1 + strlen(r));
         put(b, l, strlen(l));
         put(b, " ", 1);
@@ -125,7 +125,7 @@ static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const ChatTok
     kv_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)(chat ? chat->im_end : tok->eot_id));
     kv_bool(b, "tokenizer.ggml.add_bos_token", false);
     kv_bool(b, "tokenizer.ggml.add_eos_token", false);
-    if (chat) kv_str(b, "tokenizer.chat_template", CHAT_TEMPLATE_JINJA);
+    if (chat) kv_str(b, "tokenizer.chat_template", tg_chat_template_jinja);
 }
 
 /* ---- tensors -------------------------------------------------------------------------- */
@@ -144,14 +144,14 @@ static uint64_t tensor_bytes(uint32_t type, int64_t numel) {
     return (uint64_t)(numel / Q8_0_BLOCK) * (2 + Q8_0_BLOCK);
 }
 
-static uint32_t type_for(const TgTensor *t, GgufWeights weights) {
-    if (t->ndim == 1 || weights == GGUF_WEIGHTS_F32) return GGML_TYPE_F32;
-    if (weights == GGUF_WEIGHTS_Q8_0 && t->shape[1] % Q8_0_BLOCK == 0) return GGML_TYPE_Q8_0;
+static uint32_t type_for(const TgTensor *t, TgGgufWeights weights) {
+    if (t->ndim == 1 || weights == TG_GGUF_WEIGHTS_F32) return GGML_TYPE_F32;
+    if (weights == TG_GGUF_WEIGHTS_Q8_0 && t->shape[1] % Q8_0_BLOCK == 0) return GGML_TYPE_Q8_0;
     return GGML_TYPE_F16;
 }
 
 /* Each tensor's type and offset in the data section, in file order. */
-static void place_tensors(GgufTensor *ts, int n, GgufWeights weights) {
+static void place_tensors(GgufTensor *ts, int n, TgGgufWeights weights) {
     uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
         ts[i].type = type_for(ts[i].t, weights);
@@ -162,7 +162,7 @@ static void place_tensors(GgufTensor *ts, int n, GgufWeights weights) {
 }
 
 /* The tensors in file order, with their types and offsets; returns their number. */
-static int plan_tensors(const TgModel *m, GgufWeights weights, GgufTensor *out) {
+static int plan_tensors(const TgModel *m, TgGgufWeights weights, GgufTensor *out) {
     int n = 0;
 #define ADD(tensor, heads_, ...) \
     (snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__), out[n].t = (tensor), out[n].heads = (heads_), n++)
@@ -260,11 +260,11 @@ static void write_tensor_data(FILE *f, const GgufTensor *ts, int n) {
 
 static TgStatus write_gguf(const char *path, Buf *meta, const GgufTensor *ts, int n_tensors);
 
-TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *path,
-                           GgufWeights weights) {
+TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *path,
+                           TgGgufWeights weights) {
     const TgModelConfig *c = &model->cfg;
-    TG_TRY(export_check_llama(c));
-    TG_TRY(tokenizer_hf_check_exportable(tok));
+    TG_TRY(tg_export_check_llama(c));
+    TG_TRY(tg_tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);
     int n_tensors = (int)(2 + 9 * c->n_layers);
@@ -287,17 +287,17 @@ static TgStatus write_gguf(const char *path, Buf *meta_buf, const GgufTensor *ts
     put_u32(&head, GGUF_VERSION);
     put_u64(&head, (uint64_t)n_tensors);
     put_u64(&head, meta.count);
-    AtomicFile af;
-    TgStatus s = atomic_file_open(&af, path);
+    TgAtomicFile af;
+    TgStatus s = tg_atomic_file_open(&af, path);
     if (s == TG_OK) {
-        FILE *f = atomic_file_stream(&af);
+        FILE *f = tg_atomic_file_stream(&af);
         fwrite(head.data, 1, head.len, f);
         fwrite(meta.data, 1, meta.len, f);
         fwrite(infos.data, 1, infos.len, f);
         size_t at = head.len + meta.len + infos.len;
         for (; at % GGUF_ALIGNMENT; at++) fputc(0, f);
         write_tensor_data(f, ts, n_tensors);
-        s = atomic_file_commit(&af);
+        s = tg_atomic_file_commit(&af);
     }
     free(head.data), free(meta.data), free(infos.data);
     return s;
@@ -311,11 +311,11 @@ static const char *gguf_target_name(int target) {
     return names[target];
 }
 
-TgStatus model_export_gguf_adapter(const TgModel *model, const char *path) {
+TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path) {
     const TgModelConfig *c = &model->cfg;
     const TgLora *lora = model->lora;
     if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a GGUF adapter");
-    TG_TRY(export_check_llama(c));
+    TG_TRY(tg_export_check_llama(c));
     GgufTensor *ts = tg_calloc((size_t)(2 * TG_LORA_TARGET_COUNT * c->n_layers), sizeof *ts);
     int n = 0;
     for (int64_t l = 0; l < c->n_layers; l++)
@@ -330,7 +330,7 @@ TgStatus model_export_gguf_adapter(const TgModel *model, const char *path) {
             ts[n].heads = heads;
             ts[n++].t = pair->b;
         }
-    place_tensors(ts, n, GGUF_WEIGHTS_F32);
+    place_tensors(ts, n, TG_GGUF_WEIGHTS_F32);
     Buf meta = {0};
     kv_str(&meta, "general.architecture", "llama");
     kv_str(&meta, "general.type", "adapter");

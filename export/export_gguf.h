@@ -28,38 +28,38 @@
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
 
-/* The weight types: X(ID, "name"), giving GGUF_WEIGHTS_<ID>; the first is the default. */
-#define GGUF_WEIGHT_TYPES(X) \
-    X(F32, "f32")           \
-    X(F16, "f16")           \
+/* The weight types: X(ID, "name"), giving TG_GGUF_WEIGHTS_<ID>; the first is the default. */
+#define TG_GGUF_WEIGHT_TYPES(X) \
+    X(F32, "f32")               \
+    X(F16, "f16")               \
     X(Q8_0, "q8_0")
 
 typedef enum {
-#define GGUF_WEIGHTS_ENUM(id, name) GGUF_WEIGHTS_##id,
-    GGUF_WEIGHT_TYPES(GGUF_WEIGHTS_ENUM)
-#undef GGUF_WEIGHTS_ENUM
-    GGUF_WEIGHTS_COUNT
-} GgufWeights;
+#define TG_GGUF_WEIGHTS_ENUM(id, name) TG_GGUF_WEIGHTS_##id,
+    TG_GGUF_WEIGHT_TYPES(TG_GGUF_WEIGHTS_ENUM)
+#undef TG_GGUF_WEIGHTS_ENUM
+    TG_GGUF_WEIGHTS_COUNT
+} TgGgufWeights;
 
 /* "f32|f16|q8_0": the choices, for a flag's help */
-#define GGUF_WEIGHTS_CHOICE(id, name) "|" name
-#define GGUF_WEIGHTS_CHOICES (&(GGUF_WEIGHT_TYPES(GGUF_WEIGHTS_CHOICE))[1])
+#define TG_GGUF_WEIGHTS_CHOICE(id, name) "|" name
+#define TG_GGUF_WEIGHTS_CHOICES (&(TG_GGUF_WEIGHT_TYPES(TG_GGUF_WEIGHTS_CHOICE))[1])
 
-/* One of GGUF_WEIGHTS_CHOICES; TG_ERR_ARG naming them otherwise. */
-TgStatus gguf_weights_parse(const char *name, GgufWeights *out);
+/* One of TG_GGUF_WEIGHTS_CHOICES; TG_ERR_ARG naming them otherwise. */
+TgStatus tg_gguf_weights_parse(const char *name, TgGgufWeights *out);
 /* "f32", ... */
-const char *gguf_weights_name(GgufWeights weights);
+const char *tg_gguf_weights_name(TgGgufWeights weights);
 
 /* Writes the model and its tokenizer to `path` (atomically). Refuses a model that is not a Llama
  * model and a tokenizer no llama.cpp pre-tokenizer reproduces, before writing anything. */
-TgStatus model_export_gguf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *path,
-                           GgufWeights weights);
+TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *path,
+                           TgGgufWeights weights);
 
 /* Writes the model's LoRA adapters as a llama.cpp LoRA adapter (atomically): general.type
  * "adapter", adapter.type "lora", adapter.lora.alpha, and per adapted weight W of the base's GGUF
  * the F32 tensors W.lora_a (A, {in, r}) and W.lora_b (B, {r, out}), e.g. blk.0.attn_q.weight.lora_a;
  * the rows of B for attn_q and attn_k permuted as the base's rows are. llama.cpp adds
  * scale * alpha / r * B (A x) to W x. TG_ERR_ARG when the model has no adapters. */
-TgStatus model_export_gguf_adapter(const TgModel *model, const char *path);
+TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path);
 
 #endif

@@ -13,7 +13,7 @@
 #include "export/convert.h"
 #include "lib/path.h"
 
-TgStatus export_check_llama(const TgModelConfig *cfg) {
+TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
     if (cfg->ffn != TG_FFN_SWIGLU)
         return tg_fail(TG_ERR_MISMATCH,
                        "this model's feed-forward block is %s, w2(relu(w1 x)); the Llama architecture that "
@@ -24,9 +24,9 @@ TgStatus export_check_llama(const TgModelConfig *cfg) {
 }
 
 /* A folder `flag` names, new or empty (or with --force), and the files a writer puts in it. */
-static TgStatus folder_check(OutputPlan *plan, const char *flag, const char *dir, const char *const *files, size_t n,
+static TgStatus folder_check(TgOutputPlan *plan, const char *flag, const char *dir, const char *const *files, size_t n,
                              bool force) {
-    TG_TRY(output_check_folder(flag, dir));
+    TG_TRY(tg_output_check_folder(flag, dir));
     DIR *d = opendir(dir);
     if (d) { /* an empty folder is as good as a new one; one with files needs --force */
         const struct dirent *e;
@@ -40,20 +40,20 @@ static TgStatus folder_check(OutputPlan *plan, const char *flag, const char *dir
     }
     for (size_t i = 0; i < n; i++) {
         char path[TG_PATH_CAP], what[64];
-        TG_TRY(path_join(path, sizeof path, dir, files[i]));
+        TG_TRY(tg_path_join(path, sizeof path, dir, files[i]));
         snprintf(what, sizeof what, "the %s of %s", files[i], flag);
-        TG_TRY(output_check(plan, what, path, force));
+        TG_TRY(tg_output_check(plan, what, path, force));
     }
     return TG_OK;
 }
 
-TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force) {
-    static const char *const files[] = EXPORT_HF_FILES;
+TgStatus tg_model_export_hf_check(TgOutputPlan *plan, const char *dir, bool force) {
+    static const char *const files[] = TG_EXPORT_HF_FILES;
     return folder_check(plan, "--hf", dir, files, sizeof files / sizeof files[0], force);
 }
 
-TgStatus model_export_peft_check(OutputPlan *plan, const char *dir, bool force) {
-    static const char *const files[] = EXPORT_PEFT_FILES;
+TgStatus tg_model_export_peft_check(TgOutputPlan *plan, const char *dir, bool force) {
+    static const char *const files[] = TG_EXPORT_PEFT_FILES;
     return folder_check(plan, "--peft", dir, files, sizeof files / sizeof files[0], force);
 }
 
@@ -61,14 +61,14 @@ static TgStatus write_json(const char *dir, const char *name, cJSON *root) {
     char path[TG_PATH_CAP], *text = cJSON_Print(root);
     cJSON_Delete(root);
     TG_CHECK(text, "out of memory printing %s", name);
-    TgStatus s = path_join(path, sizeof path, dir, name);
+    TgStatus s = tg_path_join(path, sizeof path, dir, name);
     if (s != TG_OK) {
         free(text);
         return s;
     }
     size_t len = strlen(text);
     text[len] = '\n'; /* cJSON_Print leaves no final newline; the NUL is not written */
-    s = atomic_write(path, text, len + 1);
+    s = tg_atomic_write(path, text, len + 1);
     free(text);
     return s;
 }
@@ -103,7 +103,7 @@ static cJSON *llama_config(const TgModelConfig *c, int32_t bos, int32_t eos) {
 }
 
 /* A chat model stops at <|im_end|>, and at <eot> too. */
-static cJSON *generation_config(int32_t eot, const ChatTokens *chat) {
+static cJSON *generation_config(int32_t eot, const TgChatTokens *chat) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddBoolToObject(root, "_from_model_config", true);
     cJSON_AddNumberToObject(root, "bos_token_id", eot);
@@ -112,12 +112,12 @@ static cJSON *generation_config(int32_t eot, const ChatTokens *chat) {
     return root;
 }
 
-static cJSON *tokenizer_config(const TgTokenizer *tok, const ChatTokens *chat, int64_t seq_len) {
+static cJSON *tokenizer_config(const TgTokenizer *tok, const TgChatTokens *chat, int64_t seq_len) {
     cJSON *root = cJSON_CreateObject();
-    char *eot = tokenizer_hf_token_text(tok, tok->eot_id);
+    char *eot = tg_tokenizer_hf_token_text(tok, tok->eot_id);
     cJSON_AddStringToObject(root, "tokenizer_class", "PreTrainedTokenizerFast");
     cJSON_AddStringToObject(root, "bos_token", eot);
-    cJSON_AddStringToObject(root, "eos_token", chat ? CHAT_IM_END : eot);
+    cJSON_AddStringToObject(root, "eos_token", chat ? TG_CHAT_IM_END : eot);
     cJSON_AddStringToObject(root, "pad_token", eot);
     cJSON_AddBoolToObject(root, "add_bos_token", false);
     cJSON_AddBoolToObject(root, "add_eos_token", false);
@@ -126,8 +126,8 @@ static cJSON *tokenizer_config(const TgTokenizer *tok, const ChatTokens *chat, i
     cJSON *decoder = cJSON_AddObjectToObject(root, "added_tokens_decoder");
     for (int32_t id = 0; id < tok->vocab_size; id++) {
         bool special;
-        if (!tokenizer_hf_is_added(tok, id, &special)) continue;
-        char key[16], *text = tokenizer_hf_token_text(tok, id);
+        if (!tg_tokenizer_hf_is_added(tok, id, &special)) continue;
+        char key[16], *text = tg_tokenizer_hf_token_text(tok, id);
         snprintf(key, sizeof key, "%d", (int)id);
         cJSON *entry = cJSON_AddObjectToObject(decoder, key);
         cJSON_AddStringToObject(entry, "content", text);
@@ -138,59 +138,59 @@ static cJSON *tokenizer_config(const TgTokenizer *tok, const ChatTokens *chat, i
         cJSON_AddBoolToObject(entry, "special", special);
         free(text);
     }
-    if (chat) cJSON_AddStringToObject(root, "chat_template", CHAT_TEMPLATE_JINJA);
+    if (chat) cJSON_AddStringToObject(root, "chat_template", tg_chat_template_jinja);
     free(eot);
     return root;
 }
 
-TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *dir,
+TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
                          const char *source_note) {
     const TgModelConfig *c = &model->cfg;
-    TG_TRY(export_check_llama(c));
-    TG_TRY(tokenizer_hf_check_exportable(tok));
+    TG_TRY(tg_export_check_llama(c));
+    TG_TRY(tg_tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);
-    TG_TRY(make_folders(dir));
+    TG_TRY(tg_make_folders(dir));
     char path[TG_PATH_CAP];
     /* the tokenizer first: the weights record what it is when a run imports it (a char
      * tokenizer's, which lacks tokens for the bytes its corpus never held, is not importable) */
-    TG_TRY(path_join(path, sizeof path, dir, TOKENIZER_HF_FILE));
-    TG_TRY(tokenizer_hf_save(tok, path));
-    WeightsTokenizer recorded = {.fingerprint = tok->fingerprint};
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_TOKENIZER_HF_FILE));
+    TG_TRY(tg_tokenizer_hf_save(tok, path));
+    TgWeightsTokenizer recorded = {.fingerprint = tok->fingerprint};
     TgTokenizer imported;
-    if (tokenizer_hf_load(path, &imported) == TG_OK) {
+    if (tg_tokenizer_hf_load(path, &imported) == TG_OK) {
         recorded.json_fingerprint = imported.fingerprint;
         tg_tokenizer_free(&imported);
     }
     tg_error_clear();
-    TG_TRY(path_join(path, sizeof path, dir, "model.safetensors"));
-    TG_TRY(model_write_weights(model, path, source_note, recorded));
+    TG_TRY(tg_path_join(path, sizeof path, dir, "model.safetensors"));
+    TG_TRY(tg_model_write_weights(model, path, source_note, recorded));
     TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id, chat ? chat->im_end : tok->eot_id)));
     TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id, chat)));
     return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, chat, c->seq_len));
 }
 
 /* PEFT's names: its model wraps the transformers model as base_model.model */
-TgStatus model_export_peft(const TgModel *model, const char *dir) {
+TgStatus tg_model_export_peft(const TgModel *model, const char *dir) {
     const TgLora *lora = model->lora;
     if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a PEFT adapter");
-    TG_TRY(make_folders(dir));
-    StWriter *w = st_writer_begin();
+    TG_TRY(tg_make_folders(dir));
+    TgStWriter *w = tg_st_writer_begin();
     char name[TG_NAME_CAP + 32];
     for (int i = 0; i < lora->params.count; i++) {
         const TgTensor *t = lora->params.tensors[i];
         snprintf(name, sizeof name, "base_model.model.%s", t->name);
-        TgStatus s = st_writer_add_f32(w, name, t->ndim, t->shape, t->data);
+        TgStatus s = tg_st_writer_add_f32(w, name, t->ndim, t->shape, t->data);
         if (s != TG_OK) {
-            st_writer_free(w);
+            tg_st_writer_free(w);
             return s;
         }
     }
-    st_writer_set_metadata(w, "format", "pt");
+    tg_st_writer_set_metadata(w, "format", "pt");
     char path[TG_PATH_CAP];
-    TgStatus s = path_join(path, sizeof path, dir, "adapter_model.safetensors");
-    if (s == TG_OK) s = st_writer_finish(w, path);
-    else st_writer_free(w);
+    TgStatus s = tg_path_join(path, sizeof path, dir, "adapter_model.safetensors");
+    if (s == TG_OK) s = tg_st_writer_finish(w, path);
+    else tg_st_writer_free(w);
     TG_TRY(s);
     static const char *const modules[TG_LORA_TARGET_COUNT] = {
         [TG_LORA_Q] = "q_proj",       [TG_LORA_K] = "k_proj",   [TG_LORA_V] = "v_proj",      [TG_LORA_O] = "o_proj",

@@ -30,29 +30,29 @@
 #include "run/output_check.h"
 
 /* TG_ERR_MISMATCH with the reason when the model is not a Llama model (a ReLU FFN). */
-TgStatus export_check_llama(const TgModelConfig *cfg);
+TgStatus tg_export_check_llama(const TgModelConfig *cfg);
 
 /* The names of the files the folder gets. */
-#define EXPORT_HF_FILES {"config.json", "model.safetensors", "generation_config.json", TOKENIZER_HF_FILE, "tokenizer_config.json"}
+#define TG_EXPORT_HF_FILES {"config.json", "model.safetensors", "generation_config.json", TG_TOKENIZER_HF_FILE, "tokenizer_config.json"}
 
-/* The outputs of model_export_hf, checked before anything is read or written
- * (train/output_check.h): the folder (not a run folder; one that holds anything is refused
+/* The outputs of tg_model_export_hf, checked before anything is read or written
+ * (run/output_check.h): the folder (not a run folder; one that holds anything is refused
  * unless `force`, which replaces the five files and keeps the rest), and each of its five files. */
-TgStatus model_export_hf_check(OutputPlan *plan, const char *dir, bool force);
+TgStatus tg_model_export_hf_check(TgOutputPlan *plan, const char *dir, bool force);
 
 /* A PEFT LoRA adapter for the --hf export of the base: adapter_model.safetensors (the adapters,
  * named base_model.model.<tapegrad's name>, A (r, in), B (out, r), F32) and adapter_config.json
  * (r, lora_alpha, target_modules q_proj ... down_proj). PEFT's forward is W x + (alpha / r) B A x,
- * tapegrad's own. _check: as model_export_hf_check, for those two files. */
-#define EXPORT_PEFT_FILES {"adapter_model.safetensors", "adapter_config.json"}
-TgStatus model_export_peft_check(OutputPlan *plan, const char *dir, bool force);
-TgStatus model_export_peft(const TgModel *model, const char *dir);
+ * tapegrad's own. _check: as tg_model_export_hf_check, for those two files. */
+#define TG_EXPORT_PEFT_FILES {"adapter_model.safetensors", "adapter_config.json"}
+TgStatus tg_model_export_peft_check(TgOutputPlan *plan, const char *dir, bool force);
+TgStatus tg_model_export_peft(const TgModel *model, const char *dir);
 /* Writes the folder `dir` (created with its parents when missing), checked first
- * (model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
+ * (tg_model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
  * markers. model.safetensors records the run's tokenizer fingerprint and the one
- * the folder's tokenizer.json has when a run imports it (train/convert.h: WeightsTokenizer). The
+ * the folder's tokenizer.json has when a run imports it (train/convert.h: TgWeightsTokenizer). The
  * model and the tokenizer are checked before anything is written. */
-TgStatus model_export_hf(const TgModel *model, const TgTokenizer *tok, const ChatTokens *chat, const char *dir,
+TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
                          const char *source_note);
 
 #endif

@@ -17,16 +17,16 @@
 
 /* What eval reads in a run folder: its val split (and mask), copied when the run has them. */
 static TgStatus copy_val_files(const char *from, const char *to) {
-    const char *files[] = {PREPARE_VAL_FILE, SFT_VAL_MASK_FILE};
+    const char *files[] = {TG_PREPARE_VAL_FILE, TG_SFT_VAL_MASK_FILE};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char src[TG_PATH_CAP], dst[TG_PATH_CAP];
-        TG_TRY(path_join(src, sizeof src, from, files[i]));
-        TG_TRY(path_join(dst, sizeof dst, to, files[i]));
+        TG_TRY(tg_path_join(src, sizeof src, from, files[i]));
+        TG_TRY(tg_path_join(dst, sizeof dst, to, files[i]));
         if (access(src, F_OK) != 0) continue;
         char *bytes;
         size_t len;
-        TG_TRY(file_read_all(src, SIZE_MAX, &bytes, &len));
-        TgStatus s = atomic_write(dst, bytes, len);
+        TG_TRY(tg_file_read_all(src, SIZE_MAX, &bytes, &len));
+        TgStatus s = tg_atomic_write(dst, bytes, len);
         free(bytes);
         TG_TRY(s);
     }
@@ -35,30 +35,30 @@ static TgStatus copy_val_files(const char *from, const char *to) {
 
 /* The merged run's files in dir: run.txt (the LoRA run's identity without its adapters),
  * tokenizer, val split, and the merged weights' checkpoint (AdamW moments zero: the base had none). */
-static TgStatus write_merged(Run *run, const char *dir, char *ckpt_out, size_t cap) {
-    TrainOptions id;
-    OptStrings strings = {0};
-    TgStatus s = run_identity_read(run->dir, &id, &strings);
+static TgStatus write_merged(TgRun *run, const char *dir, char *ckpt_out, size_t cap) {
+    TgTrainOptions id;
+    TgOptStrings strings = {0};
+    TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK) {
         id.lora_rank = 0, id.lora_alpha = 0, id.lora_targets = NULL;
-        s = run_identity_write(dir, &id);
+        s = tg_run_identity_write(dir, &id);
     }
-    opt_strings_free(&strings);
+    tg_opt_strings_free(&strings);
     TG_TRY(s);
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, dir, PREPARE_TOKENIZER_FILE));
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_PREPARE_TOKENIZER_FILE));
     TG_TRY(tg_tokenizer_save(&run->tok, path));
     TG_TRY(copy_val_files(run->dir, dir));
-    TG_TRY(run_merge_weights(&run->model, run->last_checkpoint));
-    CheckpointSource src = checkpoint_source_of(&run->model, run->tok.fingerprint, &run->state);
+    TG_TRY(tg_run_merge_weights(&run->model, run->last_checkpoint));
+    TgCheckpointSource src = tg_checkpoint_source_of(&run->model, run->tok.fingerprint, &run->state);
     float *zeros = tg_calloc(src.layout->total + 1, sizeof(float));
     src.m = src.v = zeros;
-    s = checkpoint_save_in_folder(dir, &src, 0, ckpt_out, cap);
+    s = tg_checkpoint_save_in_folder(dir, &src, 0, ckpt_out, cap);
     free(zeros);
     return s;
 }
 
-TgStatus run_merge_weights(TgModel *model, const char *source) {
+TgStatus tg_run_merge_weights(TgModel *model, const char *source) {
     if (!model->lora) return TG_OK;
     double scale = model->lora->cfg.alpha / (double)model->lora->cfg.rank;
     tg_lora_merge(model);
@@ -78,7 +78,7 @@ TgStatus run_merge_weights(TgModel *model, const char *source) {
 /* The folder a merge writes: never a run's, the one it merges included (a merge writes nothing
  * into a run, so there is nothing to resume there). */
 static TgStatus check_out(const char *out_dir, const char *source_dir) {
-    if (!run_folder_is_run(out_dir)) return TG_OK;
+    if (!tg_run_folder_is_run(out_dir)) return TG_OK;
     char *a = realpath(out_dir, NULL), *b = realpath(source_dir, NULL);
     bool same = a && b && strcmp(a, b) == 0;
     free(a), free(b);
@@ -90,26 +90,26 @@ static TgStatus check_out(const char *out_dir, const char *source_dir) {
                    out_dir, same ? "is the LoRA run being merged" : "holds another run", (int)n, out_dir);
 }
 
-TgStatus run_merge_adapter(const char *source, const char *out_dir, char *merged, size_t cap) {
+TgStatus tg_run_merge_adapter(const char *source, const char *out_dir, char *merged, size_t cap) {
     char source_dir[TG_PATH_CAP];
-    TG_TRY(run_folder_locate(source, source_dir, sizeof source_dir));
+    TG_TRY(tg_run_folder_locate(source, source_dir, sizeof source_dir));
     TG_TRY(check_out(out_dir, source_dir));
-    Run run;
-    TG_TRY(run_open_existing(source, &run));
+    TgRun run;
+    TG_TRY(tg_run_open_existing(source, &run));
     TgStatus s = TG_OK;
     if (!run.model.lora)
         s = tg_fail(TG_ERR_ARG, "%s holds no LoRA adapters: its checkpoint is a whole model already (sample, eval or export "
                                 "it as it is)",
                     source);
-    RunFolder folder;
+    TgRunFolder folder;
     memset(&folder, 0, sizeof folder);
-    if (s == TG_OK) s = run_folder_choose(&folder, out_dir, out_dir);
-    if (s == TG_OK) s = run_folder_begin(&folder);
+    if (s == TG_OK) s = tg_run_folder_choose(&folder, out_dir, out_dir);
+    if (s == TG_OK) s = tg_run_folder_begin(&folder);
     char ckpt[TG_PATH_CAP];
     if (s == TG_OK) s = write_merged(&run, folder.temp, ckpt, sizeof ckpt);
-    if (s == TG_OK) s = run_folder_commit(&folder);
+    if (s == TG_OK) s = tg_run_folder_commit(&folder);
     if (s == TG_OK) snprintf(merged, cap, "%s", folder.path);
-    else run_folder_discard(&folder);
-    run_close(&run);
+    else tg_run_folder_discard(&folder);
+    tg_run_close(&run);
     return s;
 }

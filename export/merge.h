@@ -13,10 +13,10 @@
  * failure) with run.txt, the tokenizer, the val split and one checkpoint of the merged weights,
  * which every command reads as any run's. *merged receives the folder's path. A source without
  * adapters is refused (TG_ERR_ARG). */
-TgStatus run_merge_adapter(const char *source, const char *out_dir, char *merged, size_t cap);
+TgStatus tg_run_merge_adapter(const char *source, const char *out_dir, char *merged, size_t cap);
 /* Folds the model's adapters into its base (tg_lora_merge; nothing without adapters), then
  * refuses (TG_ERR_FORMAT, naming the tensor, an element and `source`) weights that are not
  * finite: adapters whose product overflows a float would give a model no command opens. */
-TgStatus run_merge_weights(TgModel *model, const char *source);
+TgStatus tg_run_merge_weights(TgModel *model, const char *source);
 
 #endif

@@ -13,24 +13,24 @@
 
 /* ---------------------------------------------------------------- FFN activation statistics */
 
-void ffn_stats_init(FfnActStats *s, int64_t hidden) {
+void tg_ffn_stats_init(TgFfnActStats *s, int64_t hidden) {
     memset(s, 0, sizeof *s);
     s->hidden = hidden;
     s->alive = tg_calloc((size_t)hidden, sizeof *s->alive);
 }
 
-void ffn_stats_free(FfnActStats *s) {
+void tg_ffn_stats_free(TgFfnActStats *s) {
     free(s->alive);
     memset(s, 0, sizeof *s);
 }
 
-void ffn_stats_reset(FfnActStats *s) {
+void tg_ffn_stats_reset(TgFfnActStats *s) {
     s->tokens = s->zeros = 0;
     s->sum = s->sum_sq = 0.0;
     memset(s->alive, 0, (size_t)s->hidden * sizeof *s->alive);
 }
 
-void ffn_stats_add_rows(FfnActStats *s, const float *data, int64_t rows) {
+void tg_ffn_stats_add_rows(TgFfnActStats *s, const float *data, int64_t rows) {
     int64_t H = s->hidden, zeros = 0;
     double sum = 0.0, sum_sq = 0.0;
     for (int64_t r = 0; r < rows; r++) {
@@ -50,41 +50,41 @@ void ffn_stats_add_rows(FfnActStats *s, const float *data, int64_t rows) {
     s->sum_sq += sum_sq;
 }
 
-void ffn_stats_add(FfnActStats *s, const TgTensor *a) {
+void tg_ffn_stats_add(TgFfnActStats *s, const TgTensor *a) {
     char shape[64];
     TG_CHECK(a->ndim >= 1 && tg_tensor_dim(a, -1) == s->hidden, "ffn stats: activation '%s' %s has not %lld units",
              a->name, tg_tensor_shape_str(a, shape, sizeof shape), (long long)s->hidden);
-    ffn_stats_add_rows(s, a->data, tg_tensor_rows(a));
+    tg_ffn_stats_add_rows(s, a->data, tg_tensor_rows(a));
 }
 
-int64_t ffn_stats_dead_units(const FfnActStats *s) {
+int64_t tg_ffn_stats_dead_units(const TgFfnActStats *s) {
     if (s->tokens == 0) return 0;
     int64_t dead = 0;
     for (int64_t j = 0; j < s->hidden; j++) dead += !s->alive[j];
     return dead;
 }
 
-double ffn_stats_dead_fraction(const FfnActStats *s) {
-    return s->tokens && s->hidden ? (double)ffn_stats_dead_units(s) / (double)s->hidden : NAN;
+double tg_ffn_stats_dead_fraction(const TgFfnActStats *s) {
+    return s->tokens && s->hidden ? (double)tg_ffn_stats_dead_units(s) / (double)s->hidden : NAN;
 }
 
-static double element_count(const FfnActStats *s) { return (double)s->tokens * (double)s->hidden; }
+static double element_count(const TgFfnActStats *s) { return (double)s->tokens * (double)s->hidden; }
 
-double ffn_stats_zero_fraction(const FfnActStats *s) {
+double tg_ffn_stats_zero_fraction(const TgFfnActStats *s) {
     return s->tokens ? (double)s->zeros / element_count(s) : NAN;
 }
 
-double ffn_stats_mean(const FfnActStats *s) { return s->tokens ? s->sum / element_count(s) : NAN; }
+double tg_ffn_stats_mean(const TgFfnActStats *s) { return s->tokens ? s->sum / element_count(s) : NAN; }
 
-double ffn_stats_std(const FfnActStats *s) {
+double tg_ffn_stats_std(const TgFfnActStats *s) {
     if (!s->tokens) return NAN;
-    double mean = ffn_stats_mean(s), var = s->sum_sq / element_count(s) - mean * mean;
+    double mean = tg_ffn_stats_mean(s), var = s->sum_sq / element_count(s) - mean * mean;
     return sqrt(var > 0 ? var : 0);
 }
 
 /* ---------------------------------------------------------------- parameters */
 
-ParamStats param_stats(const TgTensor *p) {
+TgParamStats tg_param_stats(const TgTensor *p) {
     double w2 = 0, g2 = 0, gmax = 0;
     for (int64_t i = 0; i < p->numel; i++) {
         double w = p->data[i], g = p->grad ? p->grad[i] : 0.0;
@@ -92,10 +92,10 @@ ParamStats param_stats(const TgTensor *p) {
         g2 += g * g;
         if (fabs(g) > gmax) gmax = fabs(g);
     }
-    return (ParamStats){sqrt(w2), sqrt(g2), gmax};
+    return (TgParamStats){sqrt(w2), sqrt(g2), gmax};
 }
 
-double zero_grad_row_fraction(const TgTensor *p) {
+double tg_zero_grad_row_fraction(const TgTensor *p) {
     if (p->ndim != 2 || p->shape[0] == 0 || !p->grad) return NAN;
     int64_t rows = p->shape[0], cols = p->shape[1], zero_rows = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -107,7 +107,7 @@ double zero_grad_row_fraction(const TgTensor *p) {
     return (double)zero_rows / (double)rows;
 }
 
-double ffn_zero_fraction_at_init(const TgModelConfig *cfg, uint64_t seed, int64_t rows, int threads) {
+double tg_ffn_zero_fraction_at_init(const TgModelConfig *cfg, uint64_t seed, int64_t rows, int threads) {
     TgModel m;
     tg_model_build(&m, cfg);
     tg_model_init_weights(&m, seed);
@@ -118,30 +118,30 @@ double ffn_zero_fraction_at_init(const TgModelConfig *cfg, uint64_t seed, int64_
     TgRng rng;
     tg_rng_seed(&rng, seed ^ 0x9e3779b97f4a7c15u); /* inputs drawn apart from the weights' stream */
     tg_rng_fill_normal(&rng, x->data, (size_t)x->numel, 0.0f, 1.0f);
-    FfnActStats stats;
-    ffn_stats_init(&stats, cfg->hidden);
+    TgFfnActStats stats;
+    tg_ffn_stats_init(&stats, cfg->hidden);
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const TgLayerParams *p = &m.layers[l];
         TgTensor *hidden = NULL;
         if (cfg->ffn == TG_FFN_SWIGLU) tg_ffn_swiglu(&e.tape, x, p->w1, p->w3, p->w2, NULL, &hidden);
         else tg_ffn_relu(&e.tape, x, p->w1, p->w2, NULL, &hidden);
-        ffn_stats_add(&stats, hidden);
+        tg_ffn_stats_add(&stats, hidden);
     }
-    double zeros = ffn_stats_zero_fraction(&stats);
-    ffn_stats_free(&stats);
+    double zeros = tg_ffn_stats_zero_fraction(&stats);
+    tg_ffn_stats_free(&stats);
     tg_engine_close(&e);
     tg_model_free(&m);
     return zeros;
 }
 
-int64_t model_config_ffn_param_count(const TgModelConfig *c) {
+int64_t tg_model_config_ffn_param_count(const TgModelConfig *c) {
     return c->n_layers * (c->ffn == TG_FFN_SWIGLU ? 3 : 2) * c->dim * c->hidden;
 }
 
 
 /* ---------------------------------------------------------------- a whole model */
 
-void model_inspection_init(ModelInspection *mi, const TgModel *m) {
+void tg_model_inspection_init(TgModelInspection *mi, const TgModel *m) {
     memset(mi, 0, sizeof *mi);
     mi->n_params = m->params.count;
     mi->params = tg_calloc((size_t)mi->n_params, sizeof *mi->params);
@@ -149,41 +149,41 @@ void model_inspection_init(ModelInspection *mi, const TgModel *m) {
     mi->ffn = tg_calloc((size_t)mi->n_layers, sizeof *mi->ffn);
     mi->w1_zero_grad_rows = tg_calloc((size_t)mi->n_layers, sizeof *mi->w1_zero_grad_rows);
     for (int64_t l = 0; l < mi->n_layers; l++) {
-        ffn_stats_init(&mi->ffn[l], m->cfg.hidden);
+        tg_ffn_stats_init(&mi->ffn[l], m->cfg.hidden);
         mi->w1_zero_grad_rows[l] = NAN;
     }
 }
 
-void model_inspection_free(ModelInspection *mi) {
-    for (int64_t l = 0; l < mi->n_layers; l++) ffn_stats_free(&mi->ffn[l]);
+void tg_model_inspection_free(TgModelInspection *mi) {
+    for (int64_t l = 0; l < mi->n_layers; l++) tg_ffn_stats_free(&mi->ffn[l]);
     free(mi->ffn);
     free(mi->params);
     free(mi->w1_zero_grad_rows);
     memset(mi, 0, sizeof *mi);
 }
 
-void model_inspection_reset_activations(ModelInspection *mi) {
-    for (int64_t l = 0; l < mi->n_layers; l++) ffn_stats_reset(&mi->ffn[l]);
+void tg_model_inspection_reset_activations(TgModelInspection *mi) {
+    for (int64_t l = 0; l < mi->n_layers; l++) tg_ffn_stats_reset(&mi->ffn[l]);
 }
 
-void model_inspection_add_activations(ModelInspection *mi, TgTensor *const *ffn_hidden) {
+void tg_model_inspection_add_activations(TgModelInspection *mi, TgTensor *const *ffn_hidden) {
     for (int64_t l = 0; l < mi->n_layers; l++) {
         TG_CHECK(ffn_hidden[l] != NULL, "layer %lld has no FFN activation: inspect after a forward",
                  (long long)l);
-        ffn_stats_add(&mi->ffn[l], ffn_hidden[l]);
+        tg_ffn_stats_add(&mi->ffn[l], ffn_hidden[l]);
     }
 }
 
-void model_inspection_read_gradients(ModelInspection *mi, const TgModel *m) {
-    for (int i = 0; i < mi->n_params; i++) mi->params[i] = param_stats(m->params.tensors[i]);
-    for (int64_t l = 0; l < mi->n_layers; l++) mi->w1_zero_grad_rows[l] = zero_grad_row_fraction(m->layers[l].w1);
+void tg_model_inspection_read_gradients(TgModelInspection *mi, const TgModel *m) {
+    for (int i = 0; i < mi->n_params; i++) mi->params[i] = tg_param_stats(m->params.tensors[i]);
+    for (int64_t l = 0; l < mi->n_layers; l++) mi->w1_zero_grad_rows[l] = tg_zero_grad_row_fraction(m->layers[l].w1);
 }
 
-double model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, const int32_t *targets,
-                             const int32_t *key_start, int64_t k, int64_t batch, int64_t seq, ModelInspection *mi) {
+double tg_model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, const int32_t *targets,
+                             const int32_t *key_start, int64_t k, int64_t batch, int64_t seq, TgModelInspection *mi) {
     bool old = tg_tape_set_grad_enabled(tape, true);
     tg_params_zero_grad(&m->params);
-    model_inspection_reset_activations(mi);
+    tg_model_inspection_reset_activations(mi);
     TgTensor **hidden = tg_calloc((size_t)m->cfg.n_layers, sizeof *hidden);
     double total = 0.0;
     for (int64_t b = 0; b < k; b++) {
@@ -191,28 +191,28 @@ double model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, co
         TgTensor *loss = tg_model_loss_packed(m, tape, inputs + off, targets + off, key_start ? key_start + off : NULL, batch,
                                               seq, hidden);
         total += loss->data[0];
-        model_inspection_add_activations(mi, hidden);
+        tg_model_inspection_add_activations(mi, hidden);
         /* each batch adds 1/k: the gradient of the mean loss over the k batches */
         tg_tape_backward(tape, k > 1 ? tg_scale(tape, loss, 1.0f / (float)k) : loss);
         tg_tape_reset(tape);
     }
     free(hidden);
     tg_tape_set_grad_enabled(tape, old);
-    model_inspection_read_gradients(mi, m);
+    tg_model_inspection_read_gradients(mi, m);
     return k ? total / (double)k : NAN;
 }
 
 /* ---------------------------------------------------------------- JSON */
 
 /* statistics with 6 significant digits, null when not finite (lib/json_write.h) */
-static void json_field(FILE *f, const char *key, double v) { json_write_field(f, key, v, 6); }
+static void json_field(FILE *f, const char *key, double v) { tg_json_write_field(f, key, v, 6); }
 
-void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgModel *m, const double *update_ratio,
-                                 const FfnActStats *probe) {
+void tg_model_inspection_write_json(FILE *f, const TgModelInspection *mi, const TgModel *m, const double *update_ratio,
+                                 const TgFfnActStats *probe) {
     fputs("\"params\":[", f);
     for (int i = 0; i < mi->n_params; i++) {
         const TgTensor *t = m->params.tensors[i];
-        const ParamStats *p = &mi->params[i];
+        const TgParamStats *p = &mi->params[i];
         /* parameter names are [a-z0-9_.] by construction (model.c): no escaping needed */
         fprintf(f, "%s{\"name\":\"%s\",\"shape\":[", i ? "," : "", t->name);
         for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)t->shape[d]);
@@ -226,21 +226,21 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgMod
     }
     fputs("],\"ffn\":[", f);
     for (int64_t l = 0; l < mi->n_layers; l++) {
-        const FfnActStats *s = &mi->ffn[l];
+        const TgFfnActStats *s = &mi->ffn[l];
         fprintf(f, "%s{\"layer\":%lld,\"kind\":\"%s\",\"hidden\":%lld,\"tokens\":%lld,\"dead_units\":%lld",
                 l ? "," : "", (long long)l, tg_ffn_kind_name(m->cfg.ffn), (long long)s->hidden, (long long)s->tokens,
-                (long long)ffn_stats_dead_units(s));
-        json_field(f, "dead_frac", ffn_stats_dead_fraction(s));
-        json_field(f, "zero_frac", ffn_stats_zero_fraction(s));
-        json_field(f, "mean", ffn_stats_mean(s));
-        json_field(f, "std", ffn_stats_std(s));
+                (long long)tg_ffn_stats_dead_units(s));
+        json_field(f, "dead_frac", tg_ffn_stats_dead_fraction(s));
+        json_field(f, "zero_frac", tg_ffn_stats_zero_fraction(s));
+        json_field(f, "mean", tg_ffn_stats_mean(s));
+        json_field(f, "std", tg_ffn_stats_std(s));
         json_field(f, "w1_zero_grad_rows", mi->w1_zero_grad_rows[l]);
         if (probe) {
-            const FfnActStats *p = &probe[l];
+            const TgFfnActStats *p = &probe[l];
             fprintf(f, ",\"probe_tokens\":%lld,\"probe_dead_units\":%lld", (long long)p->tokens,
-                    (long long)ffn_stats_dead_units(p));
-            json_field(f, "probe_dead_frac", ffn_stats_dead_fraction(p));
-            json_field(f, "probe_zero_frac", ffn_stats_zero_fraction(p));
+                    (long long)tg_ffn_stats_dead_units(p));
+            json_field(f, "probe_dead_frac", tg_ffn_stats_dead_fraction(p));
+            json_field(f, "probe_zero_frac", tg_ffn_stats_zero_fraction(p));
         }
         fputc('}', f);
     }
@@ -249,55 +249,55 @@ void model_inspection_write_json(FILE *f, const ModelInspection *mi, const TgMod
 
 /* ---------------------------------------------------------------- grads.jsonl */
 
-TgStatus grad_logger_open(GradLogger *g, const char *run_dir, const TgModel *m, int64_t every,
+TgStatus tg_grad_logger_open(TgGradLogger *g, const char *run_dir, const TgModel *m, int64_t every,
                            int64_t probe_batches) {
     memset(g, 0, sizeof *g);
     g->requested_every = every;
     g->probe_batches = probe_batches;
     if (every <= 0) return TG_OK;
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, run_dir, "grads.jsonl"));
-    TG_TRY(append_file_open(&g->out, path));
+    TG_TRY(tg_path_join(path, sizeof path, run_dir, "grads.jsonl"));
+    TG_TRY(tg_append_file_open(&g->out, path));
     g->every = every;
-    model_inspection_init(&g->mi, m);
+    tg_model_inspection_init(&g->mi, m);
     g->weights_before = tg_malloc(m->params.total * sizeof(float));
     g->update_ratio = tg_calloc((size_t)m->params.count, sizeof *g->update_ratio);
     if (probe_batches > 0) {
         g->probe = tg_calloc((size_t)m->cfg.n_layers, sizeof *g->probe);
-        for (int64_t l = 0; l < m->cfg.n_layers; l++) ffn_stats_init(&g->probe[l], m->cfg.hidden);
+        for (int64_t l = 0; l < m->cfg.n_layers; l++) tg_ffn_stats_init(&g->probe[l], m->cfg.hidden);
     }
     return TG_OK;
 }
 
-void grad_logger_close(GradLogger *g) {
-    append_file_close(&g->out);
+void tg_grad_logger_close(TgGradLogger *g) {
+    tg_append_file_close(&g->out);
     if (g->probe)
-        for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_free(&g->probe[l]);
+        for (int64_t l = 0; l < g->mi.n_layers; l++) tg_ffn_stats_free(&g->probe[l]);
     free(g->probe);
-    if (g->every > 0) model_inspection_free(&g->mi);
+    if (g->every > 0) tg_model_inspection_free(&g->mi);
     free(g->weights_before);
     free(g->update_ratio);
     memset(g, 0, sizeof *g);
 }
 
-void grad_logger_add_activations(GradLogger *g, TgTensor *const *ffn_hidden) {
-    if (g->every > 0) model_inspection_add_activations(&g->mi, ffn_hidden);
+void tg_grad_logger_add_activations(TgGradLogger *g, TgTensor *const *ffn_hidden) {
+    if (g->every > 0) tg_model_inspection_add_activations(&g->mi, ffn_hidden);
 }
 
-void grad_logger_add_probe_activations(GradLogger *g, TgTensor *const *ffn_hidden) {
+void tg_grad_logger_add_probe_activations(TgGradLogger *g, TgTensor *const *ffn_hidden) {
     if (!g->probe) return;
-    for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_add(&g->probe[l], ffn_hidden[l]);
+    for (int64_t l = 0; l < g->mi.n_layers; l++) tg_ffn_stats_add(&g->probe[l], ffn_hidden[l]);
 }
 
-void grad_logger_before_update(GradLogger *g, const TgModel *m) {
+void tg_grad_logger_before_update(TgGradLogger *g, const TgModel *m) {
     if (g->every <= 0) return;
     /* before clipping: the raw gradient is what the model produced; the clip scale is the global
      * grad_norm of metrics.jsonl */
-    model_inspection_read_gradients(&g->mi, m);
+    tg_model_inspection_read_gradients(&g->mi, m);
     memcpy(g->weights_before, m->params.data, m->params.total * sizeof(float));
 }
 
-TgStatus grad_logger_write(GradLogger *g, const TgModel *m, int64_t step, double lr, double loss) {
+TgStatus tg_grad_logger_write(TgGradLogger *g, const TgModel *m, int64_t step, double lr, double loss) {
     if (g->every <= 0) return TG_OK;
     const TgParamStore *ps = &m->params;
     for (int i = 0; i < ps->count; i++) {
@@ -315,38 +315,38 @@ TgStatus grad_logger_write(GradLogger *g, const TgModel *m, int64_t step, double
     json_field(f, "lr", lr);
     json_field(f, "loss", loss);
     fputc(',', f);
-    model_inspection_write_json(f, &g->mi, m, g->update_ratio, g->probe);
+    tg_model_inspection_write_json(f, &g->mi, m, g->update_ratio, g->probe);
     fputs("}\n", f);
-    model_inspection_reset_activations(&g->mi);
+    tg_model_inspection_reset_activations(&g->mi);
     if (g->probe)
-        for (int64_t l = 0; l < g->mi.n_layers; l++) ffn_stats_reset(&g->probe[l]);
+        for (int64_t l = 0; l < g->mi.n_layers; l++) tg_ffn_stats_reset(&g->probe[l]);
     /* a full disk stops no run: the lines wait (lib/append_file.h), and metrics.jsonl, on the
      * same disk, tells the person */
-    append_file_flush(&g->out);
+    tg_append_file_flush(&g->out);
     return TG_OK;
 }
 
 /* ---------------------------------------------------------------- as the trainer's hooks */
 
 static TgStatus hook_start(void *ctx, const char *run_dir, const TgModel *m) {
-    GradLogger *g = ctx;
-    return grad_logger_open(g, run_dir, m, g->requested_every, g->probe_batches);
+    TgGradLogger *g = ctx;
+    return tg_grad_logger_open(g, run_dir, m, g->requested_every, g->probe_batches);
 }
 static bool hook_watch(void *ctx, int64_t step) { return grad_logger_due(ctx, step); }
 static void hook_after_probe_forward(void *ctx, TgTensor *const *ffn_hidden) {
-    grad_logger_add_probe_activations(ctx, ffn_hidden);
+    tg_grad_logger_add_probe_activations(ctx, ffn_hidden);
 }
-static void hook_after_forward(void *ctx, TgTensor *const *ffn_hidden) { grad_logger_add_activations(ctx, ffn_hidden); }
-static void hook_before_update(void *ctx, const TgModel *m) { grad_logger_before_update(ctx, m); }
+static void hook_after_forward(void *ctx, TgTensor *const *ffn_hidden) { tg_grad_logger_add_activations(ctx, ffn_hidden); }
+static void hook_before_update(void *ctx, const TgModel *m) { tg_grad_logger_before_update(ctx, m); }
 static TgStatus hook_after_update(void *ctx, const TgModel *m, int64_t step, double lr, double loss) {
-    return grad_logger_write(ctx, m, step, lr, loss);
+    return tg_grad_logger_write(ctx, m, step, lr, loss);
 }
 
-TrainHooks grad_logger_hooks(GradLogger *g, int64_t every, int64_t probe_batches) {
+TgTrainHooks tg_grad_logger_hooks(TgGradLogger *g, int64_t every, int64_t probe_batches) {
     memset(g, 0, sizeof *g);
     g->requested_every = every;
     g->probe_batches = probe_batches > 0 ? probe_batches : 0;
-    return (TrainHooks){g,
+    return (TgTrainHooks){g,
                         hook_start,
                         hook_watch,
                         g->probe_batches,

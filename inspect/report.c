@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct ReportSeries {
+struct TgReportSeries {
     char *name;
     int color;
     bool dashed;
@@ -19,14 +19,14 @@ struct ReportSeries {
     double *lo, *hi; /* the band around y (NaN where a point has none); NULL until a point has one */
 };
 
-struct ReportChart {
+struct TgReportChart {
     char *title, *x_label, *y_label;
     bool log_y;
     int n_series, cap_series;
-    ReportSeries **series; /* pointers, so a series handed out stays valid as more are added */
+    TgReportSeries **series; /* pointers, so a series handed out stays valid as more are added */
 };
 
-struct ReportTable {
+struct TgReportTable {
     char *caption;
     int n_cols;
     char **header;
@@ -38,18 +38,18 @@ typedef enum { ITEM_HEADING, ITEM_TEXT, ITEM_TABLE, ITEM_CHART } ItemKind;
 typedef struct {
     ItemKind kind;
     char *text;
-    ReportTable *table;
-    ReportChart *chart;
+    TgReportTable *table;
+    TgReportChart *chart;
 } ReportItem;
 
-struct Report {
+struct TgReport {
     char *title;
     int n_items, cap_items;
     ReportItem *items;
 };
 
 /* A tab10-like palette: distinguishable, and readable on white. */
-static const char *const palette[REPORT_PALETTE_SIZE] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+static const char *const palette[TG_REPORT_PALETTE_SIZE] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
 static char *dup_string(const char *s) {
@@ -71,13 +71,13 @@ static char *vformat(const char *fmt, va_list ap) {
 
 /* ---------------------------------------------------------------- building */
 
-Report *report_new(const char *title) {
-    Report *r = tg_calloc(1, sizeof *r);
+TgReport *tg_report_new(const char *title) {
+    TgReport *r = tg_calloc(1, sizeof *r);
     r->title = dup_string(title);
     return r;
 }
 
-static ReportItem *add_item(Report *r, ItemKind kind) {
+static ReportItem *add_item(TgReport *r, ItemKind kind) {
     if (r->n_items == r->cap_items) {
         r->cap_items = r->cap_items ? 2 * r->cap_items : 16;
         r->items = tg_realloc(r->items, (size_t)r->cap_items * sizeof *r->items);
@@ -88,17 +88,17 @@ static ReportItem *add_item(Report *r, ItemKind kind) {
     return it;
 }
 
-void report_heading(Report *r, const char *text) { add_item(r, ITEM_HEADING)->text = dup_string(text); }
+void tg_report_heading(TgReport *r, const char *text) { add_item(r, ITEM_HEADING)->text = dup_string(text); }
 
-void report_text(Report *r, const char *fmt, ...) {
+void tg_report_text(TgReport *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     add_item(r, ITEM_TEXT)->text = vformat(fmt, ap);
     va_end(ap);
 }
 
-ReportTable *report_table(Report *r, const char *caption, int n_cols, const char *const *header) {
-    ReportTable *t = tg_calloc(1, sizeof *t);
+TgReportTable *tg_report_table(TgReport *r, const char *caption, int n_cols, const char *const *header) {
+    TgReportTable *t = tg_calloc(1, sizeof *t);
     t->caption = dup_string(caption ? caption : "");
     t->n_cols = n_cols;
     t->header = tg_calloc((size_t)n_cols, sizeof *t->header);
@@ -107,7 +107,7 @@ ReportTable *report_table(Report *r, const char *caption, int n_cols, const char
     return t;
 }
 
-void report_cell(ReportTable *t, const char *fmt, ...) {
+void tg_report_cell(TgReportTable *t, const char *fmt, ...) {
     if (t->n_cells == t->cap_cells) {
         t->cap_cells = t->cap_cells ? 2 * t->cap_cells : 64;
         t->cells = tg_realloc(t->cells, (size_t)t->cap_cells * sizeof *t->cells);
@@ -118,8 +118,8 @@ void report_cell(ReportTable *t, const char *fmt, ...) {
     va_end(ap);
 }
 
-ReportChart *report_chart(Report *r, const char *title, const char *x_label, const char *y_label, bool log_y) {
-    ReportChart *c = tg_calloc(1, sizeof *c);
+TgReportChart *tg_report_chart(TgReport *r, const char *title, const char *x_label, const char *y_label, bool log_y) {
+    TgReportChart *c = tg_calloc(1, sizeof *c);
     c->title = dup_string(title);
     c->x_label = dup_string(x_label);
     c->y_label = dup_string(y_label);
@@ -128,20 +128,20 @@ ReportChart *report_chart(Report *r, const char *title, const char *x_label, con
     return c;
 }
 
-ReportSeries *report_series(ReportChart *c, const char *name, int color, bool dashed) {
+TgReportSeries *tg_report_series(TgReportChart *c, const char *name, int color, bool dashed) {
     if (c->n_series == c->cap_series) {
         c->cap_series = c->cap_series ? 2 * c->cap_series : 8;
         c->series = tg_realloc(c->series, (size_t)c->cap_series * sizeof *c->series);
     }
-    ReportSeries *s = tg_calloc(1, sizeof *s);
+    TgReportSeries *s = tg_calloc(1, sizeof *s);
     s->name = dup_string(name);
-    s->color = ((color % REPORT_PALETTE_SIZE) + REPORT_PALETTE_SIZE) % REPORT_PALETTE_SIZE;
+    s->color = ((color % TG_REPORT_PALETTE_SIZE) + TG_REPORT_PALETTE_SIZE) % TG_REPORT_PALETTE_SIZE;
     s->dashed = dashed;
     c->series[c->n_series++] = s;
     return s;
 }
 
-void report_point_range(ReportSeries *s, double x, double y, double lo, double hi) {
+void tg_report_point_range(TgReportSeries *s, double x, double y, double lo, double hi) {
     if (!isfinite(x) || !isfinite(y)) return;
     bool ranged = isfinite(lo) && isfinite(hi);
     if (ranged && !s->lo) {
@@ -164,11 +164,11 @@ void report_point_range(ReportSeries *s, double x, double y, double lo, double h
     s->n++;
 }
 
-void report_point(ReportSeries *s, double x, double y) { report_point_range(s, x, y, NAN, NAN); }
+void tg_report_point(TgReportSeries *s, double x, double y) { tg_report_point_range(s, x, y, NAN, NAN); }
 
-int64_t report_series_length(const ReportSeries *s) { return s->n; }
+int64_t tg_report_series_length(const TgReportSeries *s) { return s->n; }
 
-void report_free(Report *r) {
+void tg_report_free(TgReport *r) {
     if (!r) return;
     for (int i = 0; i < r->n_items; i++) {
         ReportItem *it = &r->items[i];
@@ -183,7 +183,7 @@ void report_free(Report *r) {
         }
         if (it->chart) {
             for (int j = 0; j < it->chart->n_series; j++) {
-                ReportSeries *s = it->chart->series[j];
+                TgReportSeries *s = it->chart->series[j];
                 free(s->name);
                 free(s->x);
                 free(s->y);
@@ -240,12 +240,12 @@ typedef struct {
     bool log_y;
 } ChartScale;
 
-static double chart_y(const ReportChart *c, double y) { return c->log_y ? log10(y) : y; }
-static bool chart_point_ok(const ReportChart *c, double y) { return !c->log_y || y > 0; }
+static double chart_y(const TgReportChart *c, double y) { return c->log_y ? log10(y) : y; }
+static bool chart_point_ok(const TgReportChart *c, double y) { return !c->log_y || y > 0; }
 static double px(const ChartScale *k, double x) { return PLOT_LEFT + (x - k->x.lo) * k->sx; }
 static double py(const ChartScale *k, double y) { return PLOT_BOTTOM - (y - k->y.lo) * k->sy; }
 
-static bool band_point_ok(const ReportChart *c, const ReportSeries *s, int64_t j) {
+static bool band_point_ok(const TgReportChart *c, const TgReportSeries *s, int64_t j) {
     return s->lo && isfinite(s->lo[j]) && isfinite(s->hi[j]) && chart_point_ok(c, s->lo[j]) &&
            chart_point_ok(c, s->hi[j]);
 }
@@ -257,10 +257,10 @@ static void widen(Range *r, bool *any, double v) {
 }
 
 /* The ranges of every point and band edge the chart can show. */
-static bool data_ranges(const ReportChart *c, Range *x, Range *y) {
+static bool data_ranges(const TgReportChart *c, Range *x, Range *y) {
     bool any_x = false, any_y = false;
     for (int i = 0; i < c->n_series; i++) {
-        const ReportSeries *s = c->series[i];
+        const TgReportSeries *s = c->series[i];
         for (int64_t j = 0; j < s->n; j++) {
             if (chart_point_ok(c, s->y[j])) widen(x, &any_x, s->x[j]), widen(y, &any_y, chart_y(c, s->y[j]));
             if (band_point_ok(c, s, j)) {
@@ -273,7 +273,7 @@ static bool data_ranges(const ReportChart *c, Range *x, Range *y) {
     return any_y;
 }
 
-static ChartScale chart_scale(const ReportChart *c, bool *any) {
+static ChartScale chart_scale(const TgReportChart *c, bool *any) {
     ChartScale k = {.x = {0, 1}, .y = {0, 1}, .log_y = c->log_y};
     *any = data_ranges(c, &k.x, &k.y);
     if (k.x.hi - k.x.lo <= 0) k.x.lo -= 0.5, k.x.hi += 0.5;
@@ -309,7 +309,7 @@ static void format_tick(char *buf, size_t cap, double v, double step) {
 }
 
 /* Grid lines, tick labels, the frame and the axis labels. */
-static void write_axes(FILE *f, const ReportChart *c, const ChartScale *k) {
+static void write_axes(FILE *f, const TgReportChart *c, const ChartScale *k) {
     char label[32];
     for (int i = 0, n = tick_count(k->y.lo, k->y.hi, k->ystep); i < n; i++) {
         double v = k->y.lo + i * k->ystep;
@@ -339,7 +339,7 @@ static void write_axes(FILE *f, const ReportChart *c, const ChartScale *k) {
 
 /* A series' band: one closed outline (along hi, back along lo) per run of points that have a
  * range the axis can show. */
-static void write_band(FILE *f, const ReportChart *c, const ChartScale *k, const ReportSeries *s) {
+static void write_band(FILE *f, const TgReportChart *c, const ChartScale *k, const TgReportSeries *s) {
     fputs("<path data-band=\"", f);
     write_escaped(f, s->name);
     fputs("\" d=\"", f);
@@ -359,7 +359,7 @@ static void write_band(FILE *f, const ReportChart *c, const ChartScale *k, const
     fprintf(f, "\" fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\"/>\n", palette[s->color]);
 }
 
-static void write_line(FILE *f, const ReportChart *c, const ChartScale *k, const ReportSeries *s) {
+static void write_line(FILE *f, const TgReportChart *c, const ChartScale *k, const TgReportSeries *s) {
     fputs("<path data-series=\"", f);
     write_escaped(f, s->name);
     fputs("\" d=\"", f);
@@ -381,10 +381,10 @@ static void write_line(FILE *f, const ReportChart *c, const ChartScale *k, const
                         py(k, chart_y(c, s->y[j])), palette[s->color]);
 }
 
-static void write_legend(FILE *f, const ReportChart *c) {
+static void write_legend(FILE *f, const TgReportChart *c) {
     int col_w = (CHART_W - 16) / LEGEND_COLS;
     for (int i = 0; i < c->n_series; i++) {
-        const ReportSeries *s = c->series[i];
+        const TgReportSeries *s = c->series[i];
         int x = 8 + (i % LEGEND_COLS) * col_w, y = LEGEND_TOP + (i / LEGEND_COLS) * LEGEND_ROW;
         if (s->lo)
             fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"22\" height=\"8\" fill=\"%s\" fill-opacity=\"0.18\"/>", x,
@@ -398,7 +398,7 @@ static void write_legend(FILE *f, const ReportChart *c) {
 }
 
 /* One chart as inline SVG: frame and axes, the bands, the lines over them, the legend. */
-static void write_chart_svg(FILE *f, const ReportChart *c) {
+static void write_chart_svg(FILE *f, const TgReportChart *c) {
     int legend_rows = (c->n_series + LEGEND_COLS - 1) / LEGEND_COLS;
     int height = LEGEND_TOP + legend_rows * LEGEND_ROW + 6;
     fprintf(f, "<figure><svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -423,7 +423,7 @@ static void write_chart_svg(FILE *f, const ReportChart *c) {
 
 /* ---------------------------------------------------------------- JSON */
 
-static cJSON *series_json(const ReportSeries *s) {
+static cJSON *series_json(const TgReportSeries *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", s->name);
     cJSON *x = cJSON_AddArrayToObject(o, "x"), *y = cJSON_AddArrayToObject(o, "y");
@@ -442,14 +442,14 @@ static cJSON *series_json(const ReportSeries *s) {
     return o;
 }
 
-static cJSON *report_json(const Report *r) {
+static cJSON *report_json(const TgReport *r) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "title", r->title);
     cJSON *charts = cJSON_AddArrayToObject(root, "charts"), *tables = cJSON_AddArrayToObject(root, "tables");
     for (int i = 0; i < r->n_items; i++) {
         const ReportItem *it = &r->items[i];
         if (it->chart) {
-            const ReportChart *c = it->chart;
+            const TgReportChart *c = it->chart;
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "title", c->title);
             cJSON_AddStringToObject(o, "x_label", c->x_label);
@@ -459,7 +459,7 @@ static cJSON *report_json(const Report *r) {
             for (int j = 0; j < c->n_series; j++) cJSON_AddItemToArray(series, series_json(c->series[j]));
             cJSON_AddItemToArray(charts, o);
         } else if (it->table) {
-            const ReportTable *t = it->table;
+            const TgReportTable *t = it->table;
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "caption", t->caption);
             cJSON *header = cJSON_AddArrayToObject(o, "header"), *rows = cJSON_AddArrayToObject(o, "rows");
@@ -477,7 +477,7 @@ static cJSON *report_json(const Report *r) {
 
 /* ---------------------------------------------------------------- files */
 
-static void write_table(FILE *f, const ReportTable *t) {
+static void write_table(FILE *f, const TgReportTable *t) {
     fputs("<table>", f);
     if (t->caption[0]) {
         fputs("<caption>", f);
@@ -511,10 +511,10 @@ static const char *const style =
     "td,th{border:1px solid #cccccc;padding:2px 7px;text-align:right}th{background:#f2f2f2}"
     "td:first-child,th:first-child{text-align:left}svg{display:block}";
 
-TgStatus report_write_html(const Report *r, const char *path) {
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
+TgStatus tg_report_write_html(const TgReport *r, const char *path) {
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/><title>", f);
     write_escaped(f, r->title);
     fprintf(f, "</title><style>%s</style></head>\n<body>\n<h1>", style);
@@ -553,15 +553,15 @@ TgStatus report_write_html(const Report *r, const char *path) {
     }
     cJSON_free(json);
     fputs("</script>\n</body></html>\n", f);
-    return atomic_file_commit(&af);
+    return tg_atomic_file_commit(&af);
 }
 
-TgStatus report_write_series_jsonl(const Report *r, const char *path) {
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
+TgStatus tg_report_write_series_jsonl(const TgReport *r, const char *path) {
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
     for (int i = 0; i < r->n_items; i++) {
-        const ReportChart *c = r->items[i].chart;
+        const TgReportChart *c = r->items[i].chart;
         if (!c) continue;
         for (int j = 0; j < c->n_series; j++) {
             cJSON *o = series_json(c->series[j]);
@@ -572,5 +572,5 @@ TgStatus report_write_series_jsonl(const Report *r, const char *path) {
             cJSON_Delete(o);
         }
     }
-    return atomic_file_commit(&af);
+    return tg_atomic_file_commit(&af);
 }

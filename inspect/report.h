@@ -8,8 +8,8 @@
  * <path data-band="NAME">. The markup is XHTML-style: every
  * element is closed or self-closed.
  *
- * Use: report_new, then add items in reading order, then report_write_html (and
- * report_write_series_jsonl for the numbers as JSON lines), then report_free.
+ * Use: tg_report_new, then add items in reading order, then tg_report_write_html (and
+ * tg_report_write_series_jsonl for the numbers as JSON lines), then tg_report_free.
  */
 #ifndef TAPEGRAD_REPORT_H
 #define TAPEGRAD_REPORT_H
@@ -19,38 +19,38 @@
 
 #include "tapegrad/error.h"
 
-typedef struct Report Report;
-typedef struct ReportTable ReportTable;
-typedef struct ReportChart ReportChart;
-typedef struct ReportSeries ReportSeries;
+typedef struct TgReport TgReport;
+typedef struct TgReportTable TgReportTable;
+typedef struct TgReportChart TgReportChart;
+typedef struct TgReportSeries TgReportSeries;
 
-enum { REPORT_PALETTE_SIZE = 10 };
+enum { TG_REPORT_PALETTE_SIZE = 10 };
 
-Report *report_new(const char *title);
-void report_free(Report *r);
+TgReport *tg_report_new(const char *title);
+void tg_report_free(TgReport *r);
 
-void report_heading(Report *r, const char *text);
-void report_text(Report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tg_report_heading(TgReport *r, const char *text);
+void tg_report_text(TgReport *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A table of n_cols columns; cells fill it row by row. */
-ReportTable *report_table(Report *r, const char *caption, int n_cols, const char *const *header);
-void report_cell(ReportTable *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TgReportTable *tg_report_table(TgReport *r, const char *caption, int n_cols, const char *const *header);
+void tg_report_cell(TgReportTable *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Consecutive charts are laid out side by side. log_y: a log10 y axis (points y <= 0 dropped). */
-ReportChart *report_chart(Report *r, const char *title, const char *x_label, const char *y_label, bool log_y);
+TgReportChart *tg_report_chart(TgReport *r, const char *title, const char *x_label, const char *y_label, bool log_y);
 /* color: an index into a fixed 10-colour palette (taken modulo its size); dashed: a dashed line. */
-ReportSeries *report_series(ReportChart *c, const char *name, int color, bool dashed);
+TgReportSeries *tg_report_series(TgReportChart *c, const char *name, int color, bool dashed);
 /* Non-finite points are skipped: a series holds only what was measured. */
-void report_point(ReportSeries *s, double x, double y);
+void tg_report_point(TgReportSeries *s, double x, double y);
 /* A point with a range [lo, hi] around it (the spread over seeds, say): a series with any such
  * point is drawn over a translucent band of its colour, <path data-band="NAME">, and its data
  * carries "lo" and "hi" arrays (null where a point has no range, as when lo or hi is not finite). */
-void report_point_range(ReportSeries *s, double x, double y, double lo, double hi);
-int64_t report_series_length(const ReportSeries *s);
+void tg_report_point_range(TgReportSeries *s, double x, double y, double lo, double hi);
+int64_t tg_report_series_length(const TgReportSeries *s);
 
 /* Writes the HTML file (through PATH.tmp and a rename, so it is whole or absent). */
-TgStatus report_write_html(const Report *r, const char *path);
+TgStatus tg_report_write_html(const TgReport *r, const char *path);
 /* One JSON object per series and line: {"chart":..,"series":..,"x":[..],"y":[..]}. */
-TgStatus report_write_series_jsonl(const Report *r, const char *path);
+TgStatus tg_report_write_series_jsonl(const TgReport *r, const char *path);
 
 #endif

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 /* Writes what waits; true when nothing does any more. */
-static bool write_pending(AppendFile *af) {
+static bool write_pending(TgAppendFile *af) {
     size_t done = 0;
     while (done < af->pending_len) {
         ssize_t n = write(af->fd, af->pending + done, af->pending_len - done);
@@ -30,8 +30,8 @@ static bool write_pending(AppendFile *af) {
  * always reports success to stdio, so the stream itself never enters an error state: the error is
  * af->error's to tell. */
 static ssize_t stream_write(void *cookie, const char *buf, size_t n) {
-    AppendFile *af = cookie;
-    if (af->pending_len + n > APPEND_FILE_PENDING_MAX) {
+    TgAppendFile *af = cookie;
+    if (af->pending_len + n > TG_APPEND_FILE_PENDING_MAX) {
         af->dropped += n;
         return (ssize_t)n;
     }
@@ -52,7 +52,7 @@ static int stream_close(void *cookie) {
     return 0;
 }
 
-TgStatus append_file_open(AppendFile *af, const char *path) {
+TgStatus tg_append_file_open(TgAppendFile *af, const char *path) {
     memset(af, 0, sizeof *af);
     af->fd = -1;
     if (strlen(path) >= sizeof af->path) return tg_fail(TG_ERR_ARG, "path too long: %s", path);
@@ -74,18 +74,18 @@ TgStatus append_file_open(AppendFile *af, const char *path) {
     return TG_OK;
 }
 
-int append_file_flush(AppendFile *af) {
+int tg_append_file_flush(TgAppendFile *af) {
     if (!af->f) return 0;
     fflush(af->f);
     if (af->pending_len) write_pending(af);
     return af->error;
 }
 
-int append_file_error(const AppendFile *af) { return af->error; }
+int tg_append_file_error(const TgAppendFile *af) { return af->error; }
 
-int append_file_close(AppendFile *af) {
+int tg_append_file_close(TgAppendFile *af) {
     if (!af->f) return 0;
-    append_file_flush(af);
+    tg_append_file_flush(af);
     int err = af->pending_len ? af->error : 0;
     if (!err && af->dropped) err = ENOSPC;
     fclose(af->f);

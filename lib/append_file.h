@@ -3,10 +3,10 @@
  *
  * The file is opened for appending, created when missing, and never through a symlink (a run
  * folder from elsewhere could point metrics.jsonl at any file of the user's) nor onto anything
- * but a regular file. Text goes in through a stdio stream; append_file_flush hands it to write(2). What
+ * but a regular file. Text goes in through a stdio stream; tg_append_file_flush hands it to write(2). What
  * the file refuses (a full disk, a quota) waits in memory and goes out, in order, with the next
  * flush that can write it, so a run that outlives a full disk keeps every line once space is
- * free again; append_file_error says whether anything waits. Beyond APPEND_FILE_PENDING_MAX
+ * free again; tg_append_file_error says whether anything waits. Beyond TG_APPEND_FILE_PENDING_MAX
  * bytes waiting, newer text is dropped and counted instead (a disk that never frees up must not
  * take all the memory). */
 #ifndef TAPEGRAD_APPEND_FILE_H
@@ -17,27 +17,27 @@
 
 #include "tapegrad/error.h"
 
-#define APPEND_FILE_PENDING_MAX ((size_t)64 << 20)
+#define TG_APPEND_FILE_PENDING_MAX ((size_t)64 << 20)
 
-typedef struct AppendFile {
+typedef struct TgAppendFile {
     FILE *f;          /* fprintf into it; fflush(f) hands the text to the file */
     int fd;
     char path[4096];
     char *pending;    /* text the file refused, oldest first */
     size_t pending_len, pending_cap;
     int error;        /* errno of the last write the file refused; 0 while nothing waits */
-    uint64_t dropped; /* bytes given up because APPEND_FILE_PENDING_MAX were waiting */
-} AppendFile;
+    uint64_t dropped; /* bytes given up because TG_APPEND_FILE_PENDING_MAX were waiting */
+} TgAppendFile;
 
 /* Opens `path` for appending (its address must stay put while open: the stream points at it). */
-TgStatus append_file_open(AppendFile *af, const char *path);
-/* Hands what the stream holds, and what waits, to the file. Returns append_file_error. */
-int append_file_flush(AppendFile *af);
+TgStatus tg_append_file_open(TgAppendFile *af, const char *path);
+/* Hands what the stream holds, and what waits, to the file. Returns tg_append_file_error. */
+int tg_append_file_flush(TgAppendFile *af);
 /* 0 when the file holds everything flushed so far; else the errno of the write it refused (the
  * text waits for the next flush). */
-int append_file_error(const AppendFile *af);
+int tg_append_file_error(const TgAppendFile *af);
 /* Flushes (one more try for what waits), closes, and frees. Returns the errno of what could not
  * be written in the end, 0 when nothing was lost. Nothing when af was never opened. */
-int append_file_close(AppendFile *af);
+int tg_append_file_close(TgAppendFile *af);
 
 #endif

@@ -18,7 +18,7 @@ static char *copy_string(const char *s) {
     return c;
 }
 
-static void release(AtomicFile *af) {
+static void release(TgAtomicFile *af) {
     free(af->path);
     free(af->tmp);
     af->path = af->tmp = NULL;
@@ -26,7 +26,7 @@ static void release(AtomicFile *af) {
     af->fd = -1;
 }
 
-TgStatus atomic_file_open(AtomicFile *af, const char *path) {
+TgStatus tg_atomic_file_open(TgAtomicFile *af, const char *path) {
     memset(af, 0, sizeof *af);
     af->fd = -1;
     size_t cap = strlen(path) + 32;
@@ -50,7 +50,7 @@ TgStatus atomic_file_open(AtomicFile *af, const char *path) {
     return TG_OK;
 }
 
-FILE *atomic_file_stream(AtomicFile *af) {
+FILE *tg_atomic_file_stream(TgAtomicFile *af) {
     if (!af->f) {
         af->f = fdopen(af->fd, "wb");
         if (!af->f) tg_abort_at(__FILE__, __LINE__, "fdopen of %s failed: %s", af->tmp, strerror(errno));
@@ -58,10 +58,10 @@ FILE *atomic_file_stream(AtomicFile *af) {
     return af->f;
 }
 
-void sync_parent_folder(const char *path) {
+void tg_sync_parent_folder(const char *path) {
     size_t cap = strlen(path) + 2;
     char *dir = tg_malloc(cap);
-    path_folder(path, dir, cap);
+    tg_path_folder(path, dir, cap);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     /* a folder we cannot open only loses the rename's durability, not the contents */
     if (fd >= 0) {
@@ -71,7 +71,7 @@ void sync_parent_folder(const char *path) {
     free(dir);
 }
 
-TgStatus atomic_file_commit(AtomicFile *af) {
+TgStatus tg_atomic_file_commit(TgAtomicFile *af) {
     int err = fault_write_fails(af->path) ? ENOSPC : 0; /* tests only: lib/fault.h */
     if (af->f) {
         if (ferror(af->f) || fflush(af->f) != 0) err = errno ? errno : EIO;
@@ -88,22 +88,22 @@ TgStatus atomic_file_commit(AtomicFile *af) {
         s = tg_fail(TG_ERR_IO, "cannot write %s: %s; the previous %s is untouched", af->path, strerror(err),
                     af->path);
     } else {
-        sync_parent_folder(af->path);
+        tg_sync_parent_folder(af->path);
     }
     release(af);
     return s;
 }
 
-void atomic_file_abandon(AtomicFile *af) {
+void tg_atomic_file_abandon(TgAtomicFile *af) {
     if (af->f) fclose(af->f);
     else if (af->fd >= 0) close(af->fd);
     if (af->tmp) unlink(af->tmp);
     release(af);
 }
 
-TgStatus atomic_write(const char *path, const void *data, size_t len) {
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
+TgStatus tg_atomic_write(const char *path, const void *data, size_t len) {
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
     const char *p = data;
     while (len > 0) {
         ssize_t n = write(af.fd, p, len);
@@ -111,16 +111,16 @@ TgStatus atomic_write(const char *path, const void *data, size_t len) {
         if (n <= 0) {
             TgStatus s = tg_fail(TG_ERR_IO, "cannot write %s: %s; the previous %s is untouched", path,
                                   n < 0 ? strerror(errno) : "no progress", path);
-            atomic_file_abandon(&af);
+            tg_atomic_file_abandon(&af);
             return s;
         }
         p += n;
         len -= (size_t)n;
     }
-    return atomic_file_commit(&af);
+    return tg_atomic_file_commit(&af);
 }
 
-TgStatus make_folders(const char *path) {
+TgStatus tg_make_folders(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
     if (n == 0) return tg_fail(TG_ERR_ARG, "empty folder name");

@@ -19,29 +19,29 @@
 
 #include "tapegrad/error.h"
 
-typedef struct AtomicFile {
+typedef struct TgAtomicFile {
     int fd;       /* the temporary file: write with write(2) ... */
-    FILE *f;      /* ... or through this stream (atomic_file_stream) */
+    FILE *f;      /* ... or through this stream (tg_atomic_file_stream) */
     char *path;   /* the target */
     char *tmp;    /* the temporary file */
-} AtomicFile;
+} TgAtomicFile;
 
 /* Creates the temporary file for `path`. On failure nothing exists and *af needs no cleanup. */
-TgStatus atomic_file_open(AtomicFile *af, const char *path);
+TgStatus tg_atomic_file_open(TgAtomicFile *af, const char *path);
 /* A stdio stream over the temporary file (created once; fprintf into it). */
-FILE *atomic_file_stream(AtomicFile *af);
+FILE *tg_atomic_file_stream(TgAtomicFile *af);
 /* Makes the new contents the file at `path` (steps 2 above). Whatever the result, af is spent. */
-TgStatus atomic_file_commit(AtomicFile *af);
+TgStatus tg_atomic_file_commit(TgAtomicFile *af);
 /* Gives up: the temporary file goes, `path` stays as it was. */
-void atomic_file_abandon(AtomicFile *af);
+void tg_atomic_file_abandon(TgAtomicFile *af);
 
 /* (A log that grows line by line is appended to in place instead: lib/append_file.h.) */
 
-/* The whole file at once: atomic_file_open, write `len` bytes, atomic_file_commit. */
-TgStatus atomic_write(const char *path, const void *data, size_t len);
+/* The whole file at once: tg_atomic_file_open, write `len` bytes, tg_atomic_file_commit. */
+TgStatus tg_atomic_write(const char *path, const void *data, size_t len);
 /* Creates a folder and its missing parents (as mkdir -p). */
-TgStatus make_folders(const char *path);
+TgStatus tg_make_folders(const char *path);
 /* fsync of the folder holding `path` (after a rename or an unlink that must survive a crash). */
-void sync_parent_folder(const char *path);
+void tg_sync_parent_folder(const char *path);
 
 #endif

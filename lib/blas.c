@@ -8,7 +8,7 @@
 #include "lib/gemm_plan.h"
 #include "lib/kernels.h"
 
-static tg_gemm_mode gemm_mode = TG_GEMM_POOL;
+static TgGemmMode gemm_mode = TG_GEMM_POOL;
 
 void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
@@ -117,7 +117,7 @@ void tg_gemm_pool(TgPool *pool, TgPrecision precision, bool trans_a, bool trans_
     /* bf16 runs tapegrad's kernels whatever the gemm mode (OpenBLAS has no bf16 GEMM here) */
     bool own_kernel = gemm_mode == TG_GEMM_POOL || precision == TG_PRECISION_BF16;
     int threads = tg_pool_threads(pool);
-    /* C is handed out in whole register tiles of the kernel (tapegrad's: MR rows and NR columns of
+    /* C is handed out in whole register tiles of the kernel (tapegrad's: TG_MR rows and TG_NR columns of
      * the path; OpenBLAS's: multiples of 16 rows and 32 columns): no thread gets a ragged edge
      * tile that a coarser split would avoid. */
     const TgKernels *kernels = tg_kernels();
@@ -147,7 +147,7 @@ void tg_gemm_pool(TgPool *pool, TgPrecision precision, bool trans_a, bool trans_
     tg_pool_parallel_for(pool, units, gemm_block, &job);
 }
 
-void tg_blas_set_gemm_mode(tg_gemm_mode mode) { gemm_mode = mode; }
+void tg_blas_set_gemm_mode(TgGemmMode mode) { gemm_mode = mode; }
 
 void tg_blas_set_threads(int threads) {
     openblas_set_num_threads(gemm_mode == TG_GEMM_OPENBLAS ? threads : 1);

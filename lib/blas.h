@@ -67,9 +67,9 @@ void tg_sgemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
  *   TG_GEMM_POOL           tapegrad's kernel of the active path (lib/cpu.h), split over the pool
  *   TG_GEMM_POOL_OPENBLAS  OpenBLAS's kernel single-threaded, split over the pool
  *   TG_GEMM_OPENBLAS       OpenBLAS's kernel, threaded by OpenBLAS (the first design) */
-typedef enum { TG_GEMM_POOL = 0, TG_GEMM_OPENBLAS = 1, TG_GEMM_POOL_OPENBLAS = 2 } tg_gemm_mode;
+typedef enum { TG_GEMM_POOL = 0, TG_GEMM_OPENBLAS = 1, TG_GEMM_POOL_OPENBLAS = 2 } TgGemmMode;
 /* Chooses who threads GEMMs; call before tg_blas_set_threads. Default TG_GEMM_POOL. */
-void tg_blas_set_gemm_mode(tg_gemm_mode mode);
+void tg_blas_set_gemm_mode(TgGemmMode mode);
 /* The run's thread count. TG_GEMM_POOL keeps OpenBLAS at one thread whatever `threads` is
  * (the pool supplies the others); TG_GEMM_OPENBLAS lets OpenBLAS use `threads`. */
 void tg_blas_set_threads(int threads);

@@ -2,13 +2,13 @@
 
 #include <stdint.h>
 
-double clock_seconds(void) {
+double tg_clock_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-struct timespec clock_timespec(double s) {
+struct timespec tg_clock_timespec(double s) {
     double whole = (double)(int64_t)s;
     return (struct timespec){(time_t)whole, (long)((s - whole) * 1e9)};
 }

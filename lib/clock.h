@@ -6,9 +6,9 @@
 #include <time.h>
 
 /* Monotonic seconds since an arbitrary start, nanosecond resolution. */
-double clock_seconds(void);
+double tg_clock_seconds(void);
 /* The struct timespec of s seconds of that clock, for pthread_cond_timedwait on a condition
  * variable set to CLOCK_MONOTONIC. */
-struct timespec clock_timespec(double s);
+struct timespec tg_clock_timespec(double s);
 
 #endif

@@ -21,26 +21,26 @@
 #endif
 
 /* The tables, one per path, defined by lib/isa/table.c compiled per path. */
-extern const TgKernels tg_kernels_generic;
+extern const TgKernels tg_isa_kernels_generic;
 #if TG_HAVE_X86_KERNELS
-extern const TgKernels tg_kernels_avx2;
-extern const TgKernels tg_kernels_avx512;
-extern const TgKernels tg_kernels_avx512bf16;
-extern const TgKernels tg_kernels_amx;
+extern const TgKernels tg_isa_kernels_avx2;
+extern const TgKernels tg_isa_kernels_avx512;
+extern const TgKernels tg_isa_kernels_avx512bf16;
+extern const TgKernels tg_isa_kernels_amx;
 #endif
 
 static const char *const isa_names[TG_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16", "amx"};
 
-const char *tg_isa_name(tg_isa isa) { return (unsigned)isa < TG_ISA_COUNT ? isa_names[isa] : "unknown"; }
+const char *tg_isa_name(TgIsa isa) { return (unsigned)isa < TG_ISA_COUNT ? isa_names[isa] : "unknown"; }
 
-const TgKernels *tg_kernels_of(tg_isa isa) {
+const TgKernels *tg_kernels_of(TgIsa isa) {
     switch (isa) {
-    case TG_ISA_GENERIC: return &tg_kernels_generic;
+    case TG_ISA_GENERIC: return &tg_isa_kernels_generic;
 #if TG_HAVE_X86_KERNELS
-    case TG_ISA_AVX2: return &tg_kernels_avx2;
-    case TG_ISA_AVX512: return &tg_kernels_avx512;
-    case TG_ISA_AVX512BF16: return &tg_kernels_avx512bf16;
-    case TG_ISA_AMX: return &tg_kernels_amx;
+    case TG_ISA_AVX2: return &tg_isa_kernels_avx2;
+    case TG_ISA_AVX512: return &tg_isa_kernels_avx512;
+    case TG_ISA_AVX512BF16: return &tg_isa_kernels_avx512bf16;
+    case TG_ISA_AMX: return &tg_isa_kernels_amx;
 #endif
     default: return NULL;
     }
@@ -67,7 +67,7 @@ static void request_amx(void) {
 }
 #endif
 
-bool tg_isa_supported(tg_isa isa) {
+bool tg_isa_supported(TgIsa isa) {
     if (!tg_kernels_of(isa)) return false;
 #if TG_HAVE_X86_KERNELS
     /* __builtin_cpu_supports reports a feature only when the operating system also saves the
@@ -93,9 +93,9 @@ bool tg_isa_supported(tg_isa isa) {
 #endif
 }
 
-tg_isa tg_isa_best(void) {
+TgIsa tg_isa_best(void) {
     for (int isa = TG_ISA_COUNT - 1; isa > TG_ISA_GENERIC; isa--)
-        if (tg_isa_supported((tg_isa)isa)) return (tg_isa)isa;
+        if (tg_isa_supported((TgIsa)isa)) return (TgIsa)isa;
     return TG_ISA_GENERIC;
 }
 
@@ -104,11 +104,11 @@ tg_isa tg_isa_best(void) {
  * several pool threads at once, read a whole value. */
 static _Atomic(const TgKernels *) active;
 
-TgStatus tg_isa_set(tg_isa isa) {
+TgStatus tg_isa_set(TgIsa isa) {
     if (!tg_isa_supported(isa)) {
         char supported[64] = "";
         for (int i = TG_ISA_COUNT - 1; i >= 0; i--)
-            if (tg_isa_supported((tg_isa)i))
+            if (tg_isa_supported((TgIsa)i))
                 snprintf(supported + strlen(supported), sizeof supported - strlen(supported), "%s%s",
                          supported[0] ? ", " : "", isa_names[i]);
         return tg_fail(TG_ERR_ARG, "kernel path %s needs more than this CPU (%s) has; it runs: %s", tg_isa_name(isa),
@@ -123,7 +123,7 @@ TgStatus tg_isa_init(void) {
     if (!want || !want[0]) return tg_isa_set(tg_isa_best());
     for (int i = 0; i < TG_ISA_COUNT; i++)
         if (strcmp(want, isa_names[i]) == 0) {
-            TgStatus st = tg_isa_set((tg_isa)i);
+            TgStatus st = tg_isa_set((TgIsa)i);
             return st == TG_OK ? TG_OK : tg_fail_context(st, "TAPEGRAD_ISA=%s", want);
         }
     return tg_fail(TG_ERR_ARG, "TAPEGRAD_ISA=%s: unknown kernel path; use generic, avx2, avx512, avx512bf16 or amx (or unset it)", want);
@@ -146,7 +146,7 @@ const TgKernels *tg_kernels(void) {
     return atomic_load_explicit(&active, memory_order_acquire);
 }
 
-tg_isa tg_isa_active(void) { return tg_kernels()->isa; }
+TgIsa tg_isa_active(void) { return tg_kernels()->isa; }
 
 /* ---- the CPU's name ---- */
 

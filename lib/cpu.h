@@ -22,15 +22,15 @@
 #include "tapegrad/pool.h"
 
 /* Ordered: a path needs everything the lower ones need. */
-typedef enum { TG_ISA_GENERIC = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2, TG_ISA_AVX512BF16 = 3, TG_ISA_AMX = 4 } tg_isa;
+typedef enum { TG_ISA_GENERIC = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2, TG_ISA_AVX512BF16 = 3, TG_ISA_AMX = 4 } TgIsa;
 enum { TG_ISA_COUNT = 5 };
 
 /* "generic", "avx2", "avx512", "avx512bf16", "amx" */
-const char *tg_isa_name(tg_isa isa);
+const char *tg_isa_name(TgIsa isa);
 /* The path this CPU can run (and this build carries: on other architectures only generic). */
-bool tg_isa_supported(tg_isa isa);
+bool tg_isa_supported(TgIsa isa);
 /* The highest supported path. */
-tg_isa tg_isa_best(void);
+TgIsa tg_isa_best(void);
 /* The path named by TAPEGRAD_ISA (generic | avx2 | avx512 | avx512bf16 | amx), or the highest supported when the
  * variable is unset or empty. TG_ERR_ARG with a one-line message for an unknown name or a path
  * this CPU cannot run; the active path is then unchanged. The CLI calls it first thing; a
@@ -38,9 +38,9 @@ tg_isa tg_isa_best(void);
  * TAPEGRAD_ISA then aborts with that message). */
 TgStatus tg_isa_init(void);
 /* Makes `isa` the active path; TG_ERR_ARG when the CPU cannot run it. Not while ops run. */
-TgStatus tg_isa_set(tg_isa isa);
+TgStatus tg_isa_set(TgIsa isa);
 /* The active path (initialising it from the environment on first use). */
-tg_isa tg_isa_active(void);
+TgIsa tg_isa_active(void);
 
 /* The CPU's name as it reports it (the cpuid brand string, e.g. "AMD EPYC 9R14 96-Core
  * Processor") with its family and model: "AMD EPYC (family 25, model 17)". */

@@ -9,7 +9,7 @@
 
 /* ---------------------------------------------------------------- shared by both builds */
 
-void dist_block(int64_t n, int rank, int64_t *begin, int64_t *end) { tg_pool_range(n, dist_ranks(), rank, begin, end); }
+void tg_dist_block(int64_t n, int rank, int64_t *begin, int64_t *end) { tg_pool_range(n, tg_dist_ranks(), rank, begin, end); }
 
 typedef struct {
     float *acc;
@@ -21,13 +21,13 @@ static void add_range(void *ctx, int64_t begin, int64_t end, int thread) {
     for (int64_t i = begin; i < end; i++) job->acc[i] = job->acc[i] + job->x[i];
 }
 
-void dist_add_floats(float *acc, const float *x, size_t n, TgPool *pool) {
+void tg_dist_add_floats(float *acc, const float *x, size_t n, TgPool *pool) {
     AddJob job = {acc, x};
     /* elementwise: any split over threads gives the same bits */
     tg_pool_parallel_for(tg_pool_if_worth(pool, (int64_t)n), (int64_t)n, add_range, &job);
 }
 
-uint64_t dist_checksum(uint64_t h, const void *data, size_t bytes) {
+uint64_t tg_dist_checksum(uint64_t h, const void *data, size_t bytes) {
     const uint64_t odd = 0x9E3779B97F4A7C15ull;
     const unsigned char *p = data;
     size_t words = bytes / 8;
@@ -77,14 +77,14 @@ static struct {
     char broken_message[1024];
     MPI_Comm comm;             /* a duplicate of MPI_COMM_WORLD whose errors return */
     int rank, ranks;
-    int *part_counts, *part_displs;  /* [ranks]: the split of a buffer (dist_block) */
+    int *part_counts, *part_displs;  /* [ranks]: the split of a buffer (tg_dist_block) */
     int *recv_counts, *recv_displs;  /* [ranks] */
     uint64_t *values;                /* [ranks] */
 } job = {.ranks = 1};
 
-int dist_rank(void) { return job.rank; }
-int dist_ranks(void) { return job.ranks; }
-bool dist_available(void) { return true; }
+int tg_dist_rank(void) { return job.rank; }
+int tg_dist_ranks(void) { return job.ranks; }
+bool tg_dist_available(void) { return true; }
 
 /* ---------------------------------------------------------------- the watchdog */
 
@@ -97,7 +97,7 @@ static struct {
     pthread_cond_t wake;
     bool running, quit;
     double timeout_s;
-    double deadline;   /* clock_seconds(); 0 while no collective waits */
+    double deadline;   /* tg_clock_seconds(); 0 while no collective waits */
     const char *what;
     DistTimeoutFn on_timeout;
 } watch = {.mutex = PTHREAD_MUTEX_INITIALIZER};
@@ -105,11 +105,11 @@ static struct {
 static void *watchdog_main(void *unused) {
     pthread_mutex_lock(&watch.mutex);
     while (!watch.quit) {
-        double now = clock_seconds();
+        double now = tg_clock_seconds();
         /* deadlines only move later, so arming needs no wake-up (no futex call per collective):
          * disarmed, the watchdog looks again one timeout from now, no later than any new deadline */
         if (watch.deadline == 0 || now < watch.deadline) {
-            struct timespec until = clock_timespec(watch.deadline == 0 ? now + watch.timeout_s : watch.deadline);
+            struct timespec until = tg_clock_timespec(watch.deadline == 0 ? now + watch.timeout_s : watch.deadline);
             pthread_cond_timedwait(&watch.wake, &watch.mutex, &until);
             continue;
         }
@@ -166,7 +166,7 @@ static void watchdog_stop(void) {
 static void watchdog_arm(const char *what) {
     if (!watch.running) return;
     pthread_mutex_lock(&watch.mutex);
-    watch.deadline = clock_seconds() + watch.timeout_s;
+    watch.deadline = tg_clock_seconds() + watch.timeout_s;
     watch.what = what;
     pthread_mutex_unlock(&watch.mutex);
 }
@@ -180,7 +180,7 @@ static void watchdog_disarm(void) {
 
 /* ---------------------------------------------------------------- joining and leaving */
 
-TgStatus dist_open(double timeout_s, DistTimeoutFn on_timeout) {
+TgStatus tg_dist_open(double timeout_s, DistTimeoutFn on_timeout) {
     long launcher_rank, launcher_size;
     if (job.initialized || !launcher_place(&launcher_rank, &launcher_size)) return TG_OK;
     int provided = 0;
@@ -211,7 +211,7 @@ TgStatus dist_open(double timeout_s, DistTimeoutFn on_timeout) {
     return TG_OK;
 }
 
-void dist_close(bool job_ending) {
+void tg_dist_close(bool job_ending) {
     if (!job.initialized) return;
     watchdog_stop();
     if (job.broken) {
@@ -251,14 +251,14 @@ static TgStatus collective_end(int rc, const char *what) {
     return tg_fail(TG_ERR_IO, "rank %d of %d: %s failed: %s; the job ends", job.rank, job.ranks, what, text);
 }
 
-/* One bucket (m <= DIST_BUCKET_FLOATS floats) of dist_sum_floats. Rank r sums part r of it
- * (dist_block): an all-to-all gives it every rank's copy of that part, it adds them in rank
+/* One bucket (m <= DIST_BUCKET_FLOATS floats) of tg_dist_sum_floats. Rank r sums part r of it
+ * (tg_dist_block): an all-to-all gives it every rank's copy of that part, it adds them in rank
  * order, and an all-gather gives every rank every summed part. */
 static TgStatus sum_bucket(float *buf, int m, float *scratch, TgPool *pool) {
     int ranks = job.ranks, me = job.rank;
     for (int r = 0; r < ranks; r++) {
         int64_t begin, end;
-        dist_block(m, r, &begin, &end);
+        tg_dist_block(m, r, &begin, &end);
         job.part_counts[r] = (int)(end - begin);
         job.part_displs[r] = (int)begin;
     }
@@ -271,13 +271,13 @@ static TgStatus sum_bucket(float *buf, int m, float *scratch, TgPool *pool) {
     float *part = buf + job.part_displs[me];
     /* scratch holds rank r's copy of this part at r * mine */
     memcpy(part, scratch, (size_t)mine * sizeof(float));
-    for (int r = 1; r < ranks; r++) dist_add_floats(part, scratch + (size_t)r * (size_t)mine, (size_t)mine, pool);
+    for (int r = 1; r < ranks; r++) tg_dist_add_floats(part, scratch + (size_t)r * (size_t)mine, (size_t)mine, pool);
     TG_TRY(collective_begin("MPI_Allgatherv (the gradient sum)"));
     rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, job.part_counts, job.part_displs, MPI_FLOAT, job.comm);
     return collective_end(rc, "MPI_Allgatherv (the gradient sum)");
 }
 
-TgStatus dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool) {
+TgStatus tg_dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool) {
     if (job.ranks == 1) return TG_OK;
     for (size_t start = 0; start < n; start += DIST_BUCKET_FLOATS) {
         size_t m = n - start < DIST_BUCKET_FLOATS ? n - start : DIST_BUCKET_FLOATS;
@@ -286,7 +286,7 @@ TgStatus dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool) {
     return TG_OK;
 }
 
-TgStatus dist_allreduce_floats(float *buf, size_t n) {
+TgStatus tg_dist_allreduce_floats(float *buf, size_t n) {
     if (job.ranks == 1) return TG_OK;
     for (size_t start = 0; start < n; start += DIST_BUCKET_FLOATS) {
         size_t m = n - start < DIST_BUCKET_FLOATS ? n - start : DIST_BUCKET_FLOATS;
@@ -297,12 +297,12 @@ TgStatus dist_allreduce_floats(float *buf, size_t n) {
     return TG_OK;
 }
 
-TgStatus dist_share_blocks(double *values, int64_t n) {
+TgStatus tg_dist_share_blocks(double *values, int64_t n) {
     if (job.ranks == 1) return TG_OK;
     TG_CHECK(n >= 0 && n <= INT32_MAX, "dist_share_blocks of %lld values", (long long)n);
     for (int r = 0; r < job.ranks; r++) {
         int64_t begin, end;
-        dist_block(n, r, &begin, &end);
+        tg_dist_block(n, r, &begin, &end);
         job.part_counts[r] = (int)(end - begin);
         job.part_displs[r] = (int)begin;
     }
@@ -312,7 +312,7 @@ TgStatus dist_share_blocks(double *values, int64_t n) {
     return collective_end(rc, "MPI_Allgatherv (sharing losses)");
 }
 
-TgStatus dist_max_int(int value, int *max_out) {
+TgStatus tg_dist_max_int(int value, int *max_out) {
     *max_out = value;
     if (job.ranks == 1) return TG_OK;
     TG_TRY(collective_begin("MPI_Allreduce (agreeing on the next step)"));
@@ -320,7 +320,7 @@ TgStatus dist_max_int(int value, int *max_out) {
     return collective_end(rc, "MPI_Allreduce (agreeing on the next step)");
 }
 
-TgStatus dist_compare_u64(uint64_t value, int *differing_rank) {
+TgStatus tg_dist_compare_u64(uint64_t value, int *differing_rank) {
     *differing_rank = -1;
     if (job.ranks == 1) return TG_OK;
     TG_TRY(collective_begin("MPI_Allgather (comparing replicas)"));
@@ -331,7 +331,7 @@ TgStatus dist_compare_u64(uint64_t value, int *differing_rank) {
     return TG_OK;
 }
 
-TgStatus dist_barrier(void) {
+TgStatus tg_dist_barrier(void) {
     if (job.ranks == 1) return TG_OK;
     TG_TRY(collective_begin("MPI_Barrier"));
     return collective_end(MPI_Barrier(job.comm), "MPI_Barrier");
@@ -339,11 +339,11 @@ TgStatus dist_barrier(void) {
 
 #else /* one rank: a build without MPI */
 
-int dist_rank(void) { return 0; }
-int dist_ranks(void) { return 1; }
-bool dist_available(void) { return false; }
+int tg_dist_rank(void) { return 0; }
+int tg_dist_ranks(void) { return 1; }
+bool tg_dist_available(void) { return false; }
 
-TgStatus dist_open(double timeout_s, DistTimeoutFn on_timeout) {
+TgStatus tg_dist_open(double timeout_s, DistTimeoutFn on_timeout) {
     long rank, size;
     if (launcher_place(&rank, &size) && (rank > 0 || size > 1))
         return tg_fail(TG_ERR_ARG,
@@ -354,18 +354,18 @@ TgStatus dist_open(double timeout_s, DistTimeoutFn on_timeout) {
     return TG_OK;
 }
 
-void dist_close(bool job_ending) {}
-TgStatus dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool) { return TG_OK; }
-TgStatus dist_allreduce_floats(float *buf, size_t n) { return TG_OK; }
-TgStatus dist_share_blocks(double *values, int64_t n) { return TG_OK; }
-TgStatus dist_barrier(void) { return TG_OK; }
+void tg_dist_close(bool job_ending) {}
+TgStatus tg_dist_sum_floats(float *buf, size_t n, float *scratch, TgPool *pool) { return TG_OK; }
+TgStatus tg_dist_allreduce_floats(float *buf, size_t n) { return TG_OK; }
+TgStatus tg_dist_share_blocks(double *values, int64_t n) { return TG_OK; }
+TgStatus tg_dist_barrier(void) { return TG_OK; }
 
-TgStatus dist_max_int(int value, int *max_out) {
+TgStatus tg_dist_max_int(int value, int *max_out) {
     *max_out = value;
     return TG_OK;
 }
 
-TgStatus dist_compare_u64(uint64_t value, int *differing_rank) {
+TgStatus tg_dist_compare_u64(uint64_t value, int *differing_rank) {
     *differing_rank = -1;
     return TG_OK;
 }

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 
 void tg_engine_open(TgEngine *engine, int threads, size_t arena_bytes) {
-    engine->fp_mode = fp_mode_enter();
+    engine->fp_mode = tg_fp_mode_enter();
     tg_blas_set_threads(threads);
     engine->pool = tg_pool_create(threads);
     tg_arena_init(&engine->arena, arena_bytes);
@@ -19,5 +19,5 @@ void tg_engine_close(TgEngine *engine) {
     tg_arena_free(&engine->arena);
     tg_pool_destroy(engine->pool);
     engine->pool = NULL;
-    if (opened) fp_mode_restore(engine->fp_mode);
+    if (opened) tg_fp_mode_restore(engine->fp_mode);
 }

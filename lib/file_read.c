@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-FILE *file_open_read(const char *path) {
+FILE *tg_file_open_read(const char *path) {
     /* O_NONBLOCK: opening a FIFO that no one writes returns at once instead of waiting */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return NULL;
@@ -28,14 +28,14 @@ FILE *file_open_read(const char *path) {
     return f;
 }
 
-const char *file_open_error(int err) {
+const char *tg_file_open_error(int err) {
     return err == EINVAL ? "not a regular file" : err == EISDIR ? "not a regular file (a directory)" : strerror(err);
 }
 
-TgStatus file_read_all(const char *path, size_t max_bytes, char **contents, size_t *size) {
+TgStatus tg_file_read_all(const char *path, size_t max_bytes, char **contents, size_t *size) {
     *contents = NULL, *size = 0;
-    FILE *f = file_open_read(path);
-    if (!f) return tg_fail(TG_ERR_IO, "cannot open: %s", file_open_error(errno));
+    FILE *f = tg_file_open_read(path);
+    if (!f) return tg_fail(TG_ERR_IO, "cannot open: %s", tg_file_open_error(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int err = errno;

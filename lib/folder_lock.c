@@ -18,10 +18,10 @@ static void read_holder(int fd, char *buf, size_t cap) {
     else snprintf(buf, cap, "another process");
 }
 
-TgStatus folder_lock_acquire(FolderLock *lock, const char *folder, const char *name) {
-    *lock = (FolderLock){false, -1};
+TgStatus tg_folder_lock_acquire(TgFolderLock *lock, const char *folder, const char *name) {
+    *lock = (TgFolderLock){false, -1};
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, folder, name));
+    TG_TRY(tg_path_join(path, sizeof path, folder, name));
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return tg_fail(TG_ERR_IO, "cannot open the lock file %s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -41,11 +41,11 @@ TgStatus folder_lock_acquire(FolderLock *lock, const char *folder, const char *n
         close(fd);
         return s;
     }
-    *lock = (FolderLock){true, fd};
+    *lock = (TgFolderLock){true, fd};
     return TG_OK;
 }
 
-void folder_lock_release(FolderLock *lock) {
+void tg_folder_lock_release(TgFolderLock *lock) {
     if (lock->held) close(lock->fd); /* closing the only descriptor drops the flock */
-    *lock = (FolderLock){false, -1};
+    *lock = (TgFolderLock){false, -1};
 }

@@ -18,16 +18,16 @@
 
 #include "tapegrad/error.h"
 
-/* A zeroed FolderLock is not held. */
-typedef struct FolderLock {
+/* A zeroed TgFolderLock is not held. */
+typedef struct TgFolderLock {
     bool held;
     int fd;
-} FolderLock;
+} TgFolderLock;
 
 /* Creates FOLDER/NAME if missing (never through a symlink) and locks it, or fails: TG_ERR_IO
  * "FOLDER is in use by process PID ..." when another process holds it. */
-TgStatus folder_lock_acquire(FolderLock *lock, const char *folder, const char *name);
+TgStatus tg_folder_lock_acquire(TgFolderLock *lock, const char *folder, const char *name);
 /* Releases a held lock (the file stays); nothing for an unheld one. */
-void folder_lock_release(FolderLock *lock);
+void tg_folder_lock_release(TgFolderLock *lock);
 
 #endif

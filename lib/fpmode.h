@@ -18,11 +18,11 @@
 #include <stdbool.h>
 
 /* Sets flush-to-zero and denormals-are-zero on the calling thread; returns the mode it replaced,
- * for fp_mode_restore. */
-unsigned fp_mode_enter(void);
-/* Puts back the flush bits of a mode fp_mode_enter returned (nothing else of the register). */
-void fp_mode_restore(unsigned saved);
+ * for tg_fp_mode_restore. */
+unsigned tg_fp_mode_enter(void);
+/* Puts back the flush bits of a mode tg_fp_mode_enter returned (nothing else of the register). */
+void tg_fp_mode_restore(unsigned saved);
 /* Whether the calling thread computes with subnormals flushed (for tests). */
-bool fp_mode_flushes(void);
+bool tg_fp_mode_flushes(void);
 
 #endif

@@ -1,24 +1,24 @@
 /* How the blocked GEMM (lib/isa/gemm_tiled.c) cuts a product, derived from this machine's caches.
  *
- * C (m x n) += A (m x k) B (k x n), row-major. The kernel keeps an MR x NR tile of C in
- * registers; per step of k it loads NR floats of a packed B panel (two vectors) and broadcasts MR
+ * C (m x n) += A (m x k) B (k x n), row-major. The kernel keeps an TG_MR x TG_NR tile of C in
+ * registers; per step of k it loads TG_NR floats of a packed B panel (two vectors) and broadcasts TG_MR
  * floats of an A micro-panel. The loops run in BLIS's order with A's and B's roles exchanged
- * (row-major C is BLIS's column-major C^T): an A micro-panel (MR x kc) is used against every B
- * panel (kc x NR) of a B block (kc x nc) in turn, so the micro-panel is what stays in L1, the B
+ * (row-major C is BLIS's column-major C^T): an A micro-panel (TG_MR x kc) is used against every B
+ * panel (kc x TG_NR) of a B block (kc x nc) in turn, so the micro-panel is what stays in L1, the B
  * block what stays in L2, and each B panel is read once per tile, in order, as a stream:
  *
  *   kc  the length of a k slice: the A micro-panel takes the ways of L1 but one (left to C's
  *       tile and to the B panel streaming through),
- *         kc = (W1 - 1) x (L1 bytes / W1) / (MR x 4)
+ *         kc = (W1 - 1) x (L1 bytes / W1) / (TG_MR x 4)
  *       A slice as long as L1 allows spreads the tile's fixed costs (C read and written, the
  *       accumulators cleared and stored) over the most steps. BLIS's analytical model (Low et
- *       al., ACM TOMS 2016) keeps the streamed panel's share of L1 in proportion NR : MR, which
+ *       al., ACM TOMS 2016) keeps the streamed panel's share of L1 in proportion TG_NR : TG_MR, which
  *       gives slices 3-4x shorter; docs/performance.md (GEMM blocks) has what was measured.
  *   nc  the columns of a packed B block (kc x nc), which stays in L2 across the A micro-panels:
  *       the ways of L2 not taken by an A micro-panel or C,
- *         nc = (W2 - 1 - ceil(MR kc 4 / way2)) x way2 / (kc x 4), a multiple of NR
+ *         nc = (W2 - 1 - ceil(TG_MR kc 4 / way2)) x way2 / (kc x 4), a multiple of TG_NR
  *   mc  the rows of an A block (mc x kc), which stays in L3 across the B blocks: likewise with
- *       half of L3 (the other cores share it), a multiple of MR, at most 8192
+ *       half of L3 (the other cores share it), a multiple of TG_MR, at most 8192
  *
  * The register tile is the path's (lib/isa/isa_kernels.h): enough independent accumulators to
  * hide the multiply-add latency on every port (latency 4 x 2 ports = 8 at least on the x86-64

@@ -14,12 +14,12 @@ static uint64_t load_le(const unsigned char *p) {
     return v;
 }
 
-void hash64_init(Hash64 *h, uint64_t seed) {
+void tg_hash64_init(TgHash64 *h, uint64_t seed) {
     memset(h, 0, sizeof *h);
     h->acc = seed + P3;
 }
 
-void hash64_update(Hash64 *h, const void *data, size_t len) {
+void tg_hash64_update(TgHash64 *h, const void *data, size_t len) {
     const unsigned char *p = data;
     h->length += len;
     if (h->tail_len) {
@@ -35,7 +35,7 @@ void hash64_update(Hash64 *h, const void *data, size_t len) {
     h->tail_len = (unsigned)len;
 }
 
-uint64_t hash64_final(const Hash64 *h) {
+uint64_t tg_hash64_final(const TgHash64 *h) {
     uint64_t acc = h->acc ^ round_word(0, h->length);
     for (unsigned i = 0; i < h->tail_len; i++) acc = rotl(acc ^ (h->tail[i] * P3), 11) * P1;
     acc ^= acc >> 33;
@@ -46,9 +46,9 @@ uint64_t hash64_final(const Hash64 *h) {
     return acc;
 }
 
-uint64_t hash64_of(const void *data, size_t len, uint64_t seed) {
-    Hash64 h;
-    hash64_init(&h, seed);
-    hash64_update(&h, data, len);
-    return hash64_final(&h);
+uint64_t tg_hash64_of(const void *data, size_t len, uint64_t seed) {
+    TgHash64 h;
+    tg_hash64_init(&h, seed);
+    tg_hash64_update(&h, data, len);
+    return tg_hash64_final(&h);
 }

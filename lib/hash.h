@@ -4,23 +4,23 @@
  *
  * Each 8-byte little-endian word w goes through xxHash64's round, acc = rotl(acc + w * P2, 31) * P1,
  * so a change in any bit of any word reaches every bit of the state; the tail and the length are
- * mixed in by hash64_final, which ends with xxHash64's avalanche. */
+ * mixed in by tg_hash64_final, which ends with xxHash64's avalanche. */
 #ifndef TAPEGRAD_HASH_H
 #define TAPEGRAD_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct Hash64 {
+typedef struct TgHash64 {
     uint64_t acc, length;
     unsigned char tail[8];
     unsigned tail_len;
-} Hash64;
+} TgHash64;
 
-void hash64_init(Hash64 *h, uint64_t seed);
-void hash64_update(Hash64 *h, const void *data, size_t len);
-uint64_t hash64_final(const Hash64 *h);
+void tg_hash64_init(TgHash64 *h, uint64_t seed);
+void tg_hash64_update(TgHash64 *h, const void *data, size_t len);
+uint64_t tg_hash64_final(const TgHash64 *h);
 /* The hash of one buffer. */
-uint64_t hash64_of(const void *data, size_t len, uint64_t seed);
+uint64_t tg_hash64_of(const void *data, size_t len, uint64_t seed);
 
 #endif

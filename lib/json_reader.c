@@ -90,8 +90,8 @@ static TgStatus check_string(Scan *s) {
             s->pos++;
         } else {
             uint32_t cp;
-            size_t n = utf8_next(s->t + s->pos, s->len - s->pos, &cp);
-            if (cp == UTF8_INVALID) {
+            size_t n = tg_utf8_next(s->t + s->pos, s->len - s->pos, &cp);
+            if (cp == TG_UTF8_INVALID) {
                 char what[96];
                 snprintf(what, sizeof what, "byte 0x%02x, which is not UTF-8 (JSON text is UTF-8),", c);
                 return invalid(s, s->pos, what);
@@ -141,9 +141,9 @@ static TgStatus check_value_start(Scan *s, char *stack, int *depth, bool *opened
     switch (c) {
     case '{':
     case '[':
-        if (*depth == JSON_MAX_DEPTH) {
+        if (*depth == TG_JSON_MAX_DEPTH) {
             char what[64];
-            snprintf(what, sizeof what, "nesting deeper than %d levels", JSON_MAX_DEPTH);
+            snprintf(what, sizeof what, "nesting deeper than %d levels", TG_JSON_MAX_DEPTH);
             return invalid(s, s->pos, what);
         }
         stack[(*depth)++] = (char)c;
@@ -171,10 +171,10 @@ static TgStatus check_key(Scan *s) {
     return TG_OK;
 }
 
-TgStatus json_check(const char *text, size_t len, const char *name) {
+TgStatus tg_json_check(const char *text, size_t len, const char *name) {
     TG_CHECK(text[len] == '\0', "json_check needs a NUL after the text");
     Scan s = {(const unsigned char *)text, len, 0, name};
-    char stack[JSON_MAX_DEPTH]; /* '{' or '[' of each open container */
+    char stack[TG_JSON_MAX_DEPTH]; /* '{' or '[' of each open container */
     int depth = 0;
     bool opened;
     skip_ws(&s);
@@ -205,37 +205,37 @@ TgStatus json_check(const char *text, size_t len, const char *name) {
 
 /* ---- the cursor (on checked text) ------------------------------------------------------- */
 
-static void cursor_ws(JsonCursor *c) {
+static void cursor_ws(TgJsonCursor *c) {
     while (c->pos < c->len && is_ws((unsigned char)c->text[c->pos])) c->pos++;
 }
 
-JsonCursor json_cursor(const char *text, size_t len, size_t pos) { return (JsonCursor){text, len, pos}; }
+TgJsonCursor tg_json_cursor(const char *text, size_t len, size_t pos) { return (TgJsonCursor){text, len, pos}; }
 
-JsonType json_type(JsonCursor *c) {
+TgJsonType tg_json_type(TgJsonCursor *c) {
     cursor_ws(c);
     switch (c->pos < c->len ? c->text[c->pos] : 'n') {
-    case '{': return JSON_OBJECT;
-    case '[': return JSON_ARRAY;
-    case '"': return JSON_STRING;
-    case 't': return JSON_TRUE;
-    case 'f': return JSON_FALSE;
-    case 'n': return JSON_NULL;
-    default: return JSON_NUMBER;
+    case '{': return TG_JSON_OBJECT;
+    case '[': return TG_JSON_ARRAY;
+    case '"': return TG_JSON_STRING;
+    case 't': return TG_JSON_TRUE;
+    case 'f': return TG_JSON_FALSE;
+    case 'n': return TG_JSON_NULL;
+    default: return TG_JSON_NUMBER;
     }
 }
 
 /* Past the string whose quote is at c->pos. */
-static void skip_string(JsonCursor *c) {
+static void skip_string(TgJsonCursor *c) {
     c->pos++;
     while (c->pos < c->len && c->text[c->pos] != '"') c->pos += c->text[c->pos] == '\\' ? 2 : 1;
     c->pos++;
 }
 
-void json_skip(JsonCursor *c) {
-    JsonType type = json_type(c);
-    if (type == JSON_STRING) {
+void tg_json_skip(TgJsonCursor *c) {
+    TgJsonType type = tg_json_type(c);
+    if (type == TG_JSON_STRING) {
         skip_string(c);
-    } else if (type == JSON_OBJECT || type == JSON_ARRAY) {
+    } else if (type == TG_JSON_OBJECT || type == TG_JSON_ARRAY) {
         size_t depth = 0;
         do {
             char ch = c->text[c->pos];
@@ -252,13 +252,13 @@ void json_skip(JsonCursor *c) {
     }
 }
 
-void json_enter(JsonCursor *c) {
+void tg_json_enter(TgJsonCursor *c) {
     cursor_ws(c);
     c->pos++;
 }
 
 /* Past a ',' before the next member; false (and past the bracket) at the end of the container. */
-static bool next_member(JsonCursor *c) {
+static bool next_member(TgJsonCursor *c) {
     cursor_ws(c);
     if (c->pos < c->len && c->text[c->pos] == ',') {
         c->pos++;
@@ -271,25 +271,25 @@ static bool next_member(JsonCursor *c) {
     return true;
 }
 
-bool json_next_key(JsonCursor *c, JsonString *key) {
+bool tg_json_next_key(TgJsonCursor *c, TgJsonString *key) {
     if (!next_member(c)) return false;
-    *key = json_read_string(c);
+    *key = tg_json_read_string(c);
     cursor_ws(c);
     c->pos++; /* ':' */
     return true;
 }
 
-bool json_next_item(JsonCursor *c) { return next_member(c); }
+bool tg_json_next_item(TgJsonCursor *c) { return next_member(c); }
 
-JsonString json_read_string(JsonCursor *c) {
+TgJsonString tg_json_read_string(TgJsonCursor *c) {
     cursor_ws(c);
-    JsonString s = {c->text + c->pos + 1, 0, c->pos};
+    TgJsonString s = {c->text + c->pos + 1, 0, c->pos};
     skip_string(c);
     s.raw_len = c->pos - s.pos - 2;
     return s;
 }
 
-double json_read_number(JsonCursor *c) {
+double tg_json_read_number(TgJsonCursor *c) {
     cursor_ws(c);
     char *end;
     double v = strtod(c->text + c->pos, &end); /* stops where the checked number does */
@@ -327,7 +327,7 @@ static size_t put_utf8(char *out, uint32_t cp) {
 }
 
 /* Decodes the character or escape at s.raw[*i] into out (up to 4 bytes); returns their count. */
-static size_t decode_one(JsonString s, size_t *i, char *out) {
+static size_t decode_one(TgJsonString s, size_t *i, char *out) {
     char ch = s.raw[*i];
     if (ch != '\\') {
         out[0] = ch;
@@ -355,13 +355,13 @@ static size_t decode_one(JsonString s, size_t *i, char *out) {
     }
 }
 
-size_t json_decode(JsonString s, char *out) {
+size_t tg_json_decode(TgJsonString s, char *out) {
     size_t n = 0;
     for (size_t i = 0; i < s.raw_len;) n += decode_one(s, &i, out + n);
     return n;
 }
 
-bool json_string_is(JsonString s, const char *lit) {
+bool tg_json_string_is(TgJsonString s, const char *lit) {
     size_t n = strlen(lit), at = 0;
     for (size_t i = 0; i < s.raw_len;) {
         char bytes[4];

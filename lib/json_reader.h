@@ -7,11 +7,11 @@
  * first NUL, so "a\u0000b" reads as "a". Here skipping a value allocates nothing, and a string
  * is decoded into the caller's buffer with its length.
  *
- * json_check accepts exactly RFC 8259's JSON text: one value with white space around it,
+ * tg_json_check accepts exactly RFC 8259's JSON text: one value with white space around it,
  * strings of UTF-8 (no raw control characters, no escape naming half a surrogate pair), numbers
- * as the grammar writes them, nesting to JSON_MAX_DEPTH. Anything else is refused in one line
+ * as the grammar writes them, nesting to TG_JSON_MAX_DEPTH. Anything else is refused in one line
  * naming the text and the byte offset (from 0) where it goes wrong, also text after the value.
- * The cursor functions may be used only on a text json_check accepted: they rely on its syntax.
+ * The cursor functions may be used only on a text tg_json_check accepted: they rely on its syntax.
  */
 #ifndef TAPEGRAD_DATA_JSON_READER_H
 #define TAPEGRAD_DATA_JSON_READER_H
@@ -21,52 +21,52 @@
 
 #include "tapegrad/error.h"
 
-enum { JSON_MAX_DEPTH = 1000 };
+enum { TG_JSON_MAX_DEPTH = 1000 };
 
-typedef enum { JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
+typedef enum { TG_JSON_NULL, TG_JSON_FALSE, TG_JSON_TRUE, TG_JSON_NUMBER, TG_JSON_STRING, TG_JSON_ARRAY, TG_JSON_OBJECT } TgJsonType;
 
-/* Checks that text[0..len) is one JSON value (see above). text[len] must be '\0' (file_read_all
+/* Checks that text[0..len) is one JSON value (see above). text[len] must be '\0' (tg_file_read_all
  * puts one there). `name` names the text in messages ("FILE is not valid JSON: ... at byte N";
  * "FILE: text after the JSON object at byte N"); TG_ERR_FORMAT. */
-TgStatus json_check(const char *text, size_t len, const char *name);
+TgStatus tg_json_check(const char *text, size_t len, const char *name);
 
 /* A place in a checked text. */
 typedef struct {
     const char *text;
     size_t len, pos;
-} JsonCursor;
+} TgJsonCursor;
 
-/* A string as written between its quotes, escapes and all; json_decode gives its bytes. */
+/* A string as written between its quotes, escapes and all; tg_json_decode gives its bytes. */
 typedef struct {
     const char *raw;
     size_t raw_len;
     size_t pos; /* the offset of its opening quote */
-} JsonString;
+} TgJsonString;
 
 /* The cursor at text[pos] (0: the whole text's value). */
-JsonCursor json_cursor(const char *text, size_t len, size_t pos);
+TgJsonCursor tg_json_cursor(const char *text, size_t len, size_t pos);
 /* The type of the value at c; c moves past the white space before it. */
-JsonType json_type(JsonCursor *c);
+TgJsonType tg_json_type(TgJsonCursor *c);
 /* Moves c past the value at it. */
-void json_skip(JsonCursor *c);
+void tg_json_skip(TgJsonCursor *c);
 
-/* Members: json_enter moves past the '{' or '[' at c; then each call of json_next_key (objects)
- * or json_next_item (arrays) moves to the next member's value and returns true, or past the
- * closing bracket and returns false. The caller moves past each value (json_skip or a read)
+/* Members: tg_json_enter moves past the '{' or '[' at c; then each call of tg_json_next_key (objects)
+ * or tg_json_next_item (arrays) moves to the next member's value and returns true, or past the
+ * closing bracket and returns false. The caller moves past each value (tg_json_skip or a read)
  * before asking for the next. */
-void json_enter(JsonCursor *c);
-bool json_next_key(JsonCursor *c, JsonString *key);
-bool json_next_item(JsonCursor *c);
+void tg_json_enter(TgJsonCursor *c);
+bool tg_json_next_key(TgJsonCursor *c, TgJsonString *key);
+bool tg_json_next_item(TgJsonCursor *c);
 
-/* The string at c (json_type JSON_STRING); c moves past it. */
-JsonString json_read_string(JsonCursor *c);
-/* The number at c (json_type JSON_NUMBER), as strtod reads it; c moves past it. */
-double json_read_number(JsonCursor *c);
+/* The string at c (tg_json_type TG_JSON_STRING); c moves past it. */
+TgJsonString tg_json_read_string(TgJsonCursor *c);
+/* The number at c (tg_json_type TG_JSON_NUMBER), as strtod reads it; c moves past it. */
+double tg_json_read_number(TgJsonCursor *c);
 
 /* Decodes s into out (room for s.raw_len bytes: decoding never lengthens a string) and returns
  * the number of bytes, NULs included; out is not NUL-terminated. */
-size_t json_decode(JsonString s, char *out);
+size_t tg_json_decode(TgJsonString s, char *out);
 /* Whether s decodes to the NUL-terminated text lit. */
-bool json_string_is(JsonString s, const char *lit);
+bool tg_json_string_is(TgJsonString s, const char *lit);
 
 #endif

@@ -4,14 +4,14 @@
 #include <stdint.h>
 #include <string.h>
 
-void json_write_number(FILE *f, double v, int digits) {
+void tg_json_write_number(FILE *f, double v, int digits) {
     if (isfinite(v)) fprintf(f, "%.*g", digits, v);
     else fputs("null", f);
 }
 
-void json_write_field(FILE *f, const char *key, double v, int digits) {
+void tg_json_write_field(FILE *f, const char *key, double v, int digits) {
     fprintf(f, ",\"%s\":", key);
-    json_write_number(f, v, digits);
+    tg_json_write_number(f, v, digits);
 }
 
 /* The length of the UTF-8 sequence at s[0..n) (1 to 4), or 0 when it is not one: a stray
@@ -27,7 +27,7 @@ static size_t utf8_length(const unsigned char *s, size_t n) {
     return len;
 }
 
-void json_write_bytes(FILE *f, const char *s, size_t len) {
+void tg_json_write_bytes(FILE *f, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     fputc('"', f);
     for (size_t i = 0; i < len;) {
@@ -48,5 +48,5 @@ void json_write_bytes(FILE *f, const char *s, size_t len) {
 }
 
 /* A path or a message may hold any bytes (a message quotes its input, and may be cut short): each
- * goes out as json_write_bytes writes a model's text, so that the line stays UTF-8. */
-void json_write_string(FILE *f, const char *s) { json_write_bytes(f, s, strlen(s)); }
+ * goes out as tg_json_write_bytes writes a model's text, so that the line stays UTF-8. */
+void tg_json_write_string(FILE *f, const char *s) { tg_json_write_bytes(f, s, strlen(s)); }

@@ -7,15 +7,15 @@
 #include <stdio.h>
 
 /* v with `digits` significant digits (%.*g), or null when v is NaN or infinite. */
-void json_write_number(FILE *f, double v, int digits);
-/* `,"key":` and the number, as json_write_number writes it. */
-void json_write_field(FILE *f, const char *key, double v, int digits);
-/* s as a JSON string, quoted: '"', '\\' and control bytes escaped, as json_write_bytes writes it
+void tg_json_write_number(FILE *f, double v, int digits);
+/* `,"key":` and the number, as tg_json_write_number writes it. */
+void tg_json_write_field(FILE *f, const char *key, double v, int digits);
+/* s as a JSON string, quoted: '"', '\\' and control bytes escaped, as tg_json_write_bytes writes it
  * (a byte that is not UTF-8 becomes U+FFFD). */
-void json_write_string(FILE *f, const char *s);
+void tg_json_write_string(FILE *f, const char *s);
 /* The same for len bytes that may hold NULs and bytes that are not UTF-8 (text a model drew):
  * each NUL as \u0000, each byte that begins no UTF-8 sequence as U+FFFD, so the
  * line stays JSON. */
-void json_write_bytes(FILE *f, const char *s, size_t len);
+void tg_json_write_bytes(FILE *f, const char *s, size_t len);
 
 #endif

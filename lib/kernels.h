@@ -33,12 +33,12 @@ typedef enum {
     TG_ROPE_FORWARD = 0,      /* out = R in */
     TG_ROPE_BACKWARD,         /* out = R^T in */
     TG_ROPE_BACKWARD_ADD,     /* out += R^T in */
-} tg_rope_mode;
+} TgRopeMode;
 
 struct TgGemmPlan;
 
 typedef struct TgKernels {
-    tg_isa isa;
+    TgIsa isa;
     /* The blocked GEMM's register tile (rows x columns of C): callers that split C over threads
      * hand out multiples of it. */
     int gemm_mr, gemm_nr;
@@ -93,7 +93,7 @@ typedef struct TgKernels {
      * out_i = in_i cos_i - in_{i+h} sin_i, out_{i+h} = in_{i+h} cos_i + in_i sin_i (forward;
      * the backward rotates by -angle). cos, sin hold head_dim / 2 values. out may be in. */
     void (*rope)(const float *in, float *out, const float *cos, const float *sin, int64_t heads, int64_t head_dim,
-                 tg_rope_mode mode);
+                 TgRopeMode mode);
 
     /* AdamW over [begin, end) (TgAdamW above). */
     void (*adamw)(const TgAdamW *args, int64_t begin, int64_t end);
@@ -111,6 +111,6 @@ typedef struct TgKernels {
 /* The active path's table (lib/cpu.h: chosen at start-up, or by tg_isa_set). */
 const TgKernels *tg_kernels(void);
 /* The table of one path, whether or not this CPU can run it (for listing and tests). */
-const TgKernels *tg_kernels_of(tg_isa isa);
+const TgKernels *tg_kernels_of(TgIsa isa);
 
 #endif

@@ -31,11 +31,11 @@ static double read_limit_file(const char *path) {
 static double lowest_up_the_tree(const char *root, const char *cgroup_path, const char *file) {
     char path[TG_PATH_CAP], dir[TG_PATH_CAP];
     double lowest = INFINITY;
-    if (path_format(dir, sizeof dir, "%s%s", root, cgroup_path) != TG_OK) return INFINITY;
+    if (tg_path_format(dir, sizeof dir, "%s%s", root, cgroup_path) != TG_OK) return INFINITY;
     for (;;) {
         size_t len = strlen(dir);
         while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
-        if (path_format(path, sizeof path, "%s/%s", dir, file) == TG_OK) lowest = fmin(lowest, read_limit_file(path));
+        if (tg_path_format(path, sizeof path, "%s/%s", dir, file) == TG_OK) lowest = fmin(lowest, read_limit_file(path));
         if (len <= strlen(root)) break;
         char *slash = strrchr(dir, '/');
         if (!slash || slash == dir) break;
@@ -44,8 +44,8 @@ static double lowest_up_the_tree(const char *root, const char *cgroup_path, cons
     return lowest;
 }
 
-MemoryLimit memory_cgroup_limit(const char *proc_self_cgroup, const char *root) {
-    MemoryLimit limit = {INFINITY, "cgroup memory limit"};
+TgMemoryLimit tg_memory_cgroup_limit(const char *proc_self_cgroup, const char *root) {
+    TgMemoryLimit limit = {INFINITY, "cgroup memory limit"};
     char line[TG_PATH_CAP], sub[TG_PATH_CAP];
     for (const char *p = proc_self_cgroup; p && *p;) {
         size_t len = strcspn(p, "\n");
@@ -67,13 +67,13 @@ MemoryLimit memory_cgroup_limit(const char *proc_self_cgroup, const char *root) 
                 const char *source = NULL;
                 if (v2) {
                     v = lowest_up_the_tree(root, cgroup, "memory.max"), source = "cgroup memory.max";
-                } else if (v1_memory && path_format(sub, sizeof sub, "%s/memory", root) == TG_OK) {
+                } else if (v1_memory && tg_path_format(sub, sizeof sub, "%s/memory", root) == TG_OK) {
                     /* inside a container the path may be the host's: the namespace's root holds the limit */
                     v = fmin(lowest_up_the_tree(sub, cgroup, "memory.limit_in_bytes"),
                              lowest_up_the_tree(sub, "/", "memory.limit_in_bytes"));
                     source = "cgroup memory.limit_in_bytes";
                 }
-                if (v < limit.bytes) limit = (MemoryLimit){v, source};
+                if (v < limit.bytes) limit = (TgMemoryLimit){v, source};
             }
         }
         p += len;
@@ -82,10 +82,10 @@ MemoryLimit memory_cgroup_limit(const char *proc_self_cgroup, const char *root) 
     return limit;
 }
 
-MemoryLimit memory_limit(void) {
-    MemoryLimit limit = {INFINITY, "nothing known"};
+TgMemoryLimit tg_memory_limit(void) {
+    TgMemoryLimit limit = {INFINITY, "nothing known"};
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) limit = (MemoryLimit){(double)pages * (double)page, "physical memory"};
+    if (pages > 0 && page > 0) limit = (TgMemoryLimit){(double)pages * (double)page, "physical memory"};
     static const struct {
         int resource;
         const char *name;
@@ -94,7 +94,7 @@ MemoryLimit memory_limit(void) {
         struct rlimit rl;
         if (getrlimit(rlimits[i].resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
             (double)rl.rlim_cur < limit.bytes)
-            limit = (MemoryLimit){(double)rl.rlim_cur, rlimits[i].name};
+            limit = (TgMemoryLimit){(double)rl.rlim_cur, rlimits[i].name};
     }
     FILE *f = fopen("/proc/self/cgroup", "r");
     if (f) {
@@ -102,13 +102,13 @@ MemoryLimit memory_limit(void) {
         size_t n = fread(text, 1, sizeof text - 1, f);
         fclose(f);
         text[n] = '\0';
-        MemoryLimit cg = memory_cgroup_limit(text, "/sys/fs/cgroup");
+        TgMemoryLimit cg = tg_memory_cgroup_limit(text, "/sys/fs/cgroup");
         if (cg.bytes < limit.bytes) limit = cg;
     }
     return limit;
 }
 
-void memory_format(double bytes, char *buf, size_t cap) {
+void tg_memory_format(double bytes, char *buf, size_t cap) {
     static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     int u = 0;
     while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
@@ -116,10 +116,10 @@ void memory_format(double bytes, char *buf, size_t cap) {
     else snprintf(buf, cap, bytes < 10 ? "%.2f %s" : bytes < 100 ? "%.1f %s" : "%.0f %s", bytes, units[u]);
 }
 
-void memory_plan_add(MemoryPlan *plan, double bytes, const char *subject, const char *fix, const char *purpose_fmt,
+void tg_memory_plan_add(TgMemoryPlan *plan, double bytes, const char *subject, const char *fix, const char *purpose_fmt,
                      ...) {
-    TG_CHECK(plan->n < MEMORY_PLAN_ITEMS, "a memory plan holds at most %d items", MEMORY_PLAN_ITEMS);
-    MemoryItem *it = &plan->items[plan->n++];
+    TG_CHECK(plan->n < TG_MEMORY_PLAN_ITEMS, "a memory plan holds at most %d items", TG_MEMORY_PLAN_ITEMS);
+    TgMemoryItem *it = &plan->items[plan->n++];
     it->bytes = bytes;
     snprintf(it->subject, sizeof it->subject, "%s", subject ? subject : "");
     snprintf(it->fix, sizeof it->fix, "%s", fix ? fix : "");
@@ -129,14 +129,14 @@ void memory_plan_add(MemoryPlan *plan, double bytes, const char *subject, const 
     va_end(ap);
 }
 
-double memory_plan_total(const MemoryPlan *plan) {
+double tg_memory_plan_total(const TgMemoryPlan *plan) {
     double total = 0;
     for (int i = 0; i < plan->n; i++) total += plan->items[i].bytes;
     return total;
 }
 
-TgStatus memory_plan_check_against(const MemoryPlan *plan, MemoryLimit limit) {
-    double total = memory_plan_total(plan);
+TgStatus tg_memory_plan_check_against(const TgMemoryPlan *plan, TgMemoryLimit limit) {
+    double total = tg_memory_plan_total(plan);
     if (!(total > limit.bytes)) return TG_OK;
     /* the largest item a flag asked for, else the largest */
     int blamed = -1;
@@ -145,11 +145,11 @@ TgStatus memory_plan_check_against(const MemoryPlan *plan, MemoryLimit limit) {
             if ((pass == 1 || plan->items[i].subject[0]) &&
                 (blamed < 0 || plan->items[i].bytes > plan->items[blamed].bytes))
                 blamed = i;
-    const MemoryItem *it = &plan->items[blamed];
+    const TgMemoryItem *it = &plan->items[blamed];
     char need[32], all[32], has[32], with[96] = "";
-    memory_format(it->bytes, need, sizeof need);
-    memory_format(total, all, sizeof all);
-    memory_format(limit.bytes, has, sizeof has);
+    tg_memory_format(it->bytes, need, sizeof need);
+    tg_memory_format(total, all, sizeof all);
+    tg_memory_format(limit.bytes, has, sizeof has);
     if (total > 1.01 * it->bytes) snprintf(with, sizeof with, ", %s in all", all);
     /* a flag can fix it (exit 2), or the file it came from cannot fit here (exit 1) */
     return tg_fail(it->fix[0] ? TG_ERR_ARG : TG_ERR_NOMEM, "%s%sneeds about %s %s%s; this machine has %s (%s)%s%s",
@@ -157,13 +157,13 @@ TgStatus memory_plan_check_against(const MemoryPlan *plan, MemoryLimit limit) {
                    it->fix[0] ? ": " : "", it->fix);
 }
 
-TgStatus memory_plan_check(const MemoryPlan *plan) { return memory_plan_check_against(plan, memory_limit()); }
+TgStatus tg_memory_plan_check(const TgMemoryPlan *plan) { return tg_memory_plan_check_against(plan, tg_memory_limit()); }
 
-TgStatus memory_grow(void **p, size_t bytes, const char *what) {
+TgStatus tg_memory_grow(void **p, size_t bytes, const char *what) {
     void *q = realloc(*p, bytes ? bytes : 1);
     if (!q) {
         char size[32];
-        memory_format((double)bytes, size, sizeof size);
+        tg_memory_format((double)bytes, size, sizeof size);
         return tg_fail(TG_ERR_NOMEM, "out of memory for %s (%s)", what, size);
     }
     *p = q;

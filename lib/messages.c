@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void message_emit(const MessageSink *sink, MessageLevel level, const char *fmt, ...) {
+void tg_message_emit(const TgMessageSink *sink, TgMessageLevel level, const char *fmt, ...) {
     if (!sink || !sink->emit) return;
     char text[4096];
     va_list ap;

@@ -9,19 +9,19 @@
 #define TAPEGRAD_MESSAGES_H
 
 typedef enum {
-    MESSAGE_INFO,    /* what is happening: "corpus: 2576674 bytes from 43 files ..." */
-    MESSAGE_NOTE,    /* worth knowing, nothing wrong: "the run already did 50 steps; ..." */
-    MESSAGE_WARNING, /* something did not work and the call went on without it */
-} MessageLevel;
+    TG_MESSAGE_INFO,    /* what is happening: "corpus: 2576674 bytes from 43 files ..." */
+    TG_MESSAGE_NOTE,    /* worth knowing, nothing wrong: "the run already did 50 steps; ..." */
+    TG_MESSAGE_WARNING, /* something did not work and the call went on without it */
+} TgMessageLevel;
 
-typedef struct MessageSink {
-    void (*emit)(void *ctx, MessageLevel level, const char *text);
+typedef struct TgMessageSink {
+    void (*emit)(void *ctx, TgMessageLevel level, const char *text);
     void *ctx;
-} MessageSink;
+} TgMessageSink;
 
 /* Formats a message (printf-style) and hands it to sink->emit; nothing when sink or its emit is
  * NULL. A message longer than 4 KiB is cut there. */
-void message_emit(const MessageSink *sink, MessageLevel level, const char *fmt, ...)
+void tg_message_emit(const TgMessageSink *sink, TgMessageLevel level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

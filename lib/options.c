@@ -13,29 +13,29 @@
 #define FIELD(opts, spec, T) ((T *)((char *)(opts) + (spec)->offset))
 #define CFIELD(opts, spec, T) ((const T *)((const char *)(opts) + (spec)->offset))
 
-int opt_find(const OptTable *t, const char *flag) {
+int tg_opt_find(const TgOptTable *t, const char *flag) {
     for (int i = 0; i < t->count; i++)
         if (strcmp(t->specs[i].flag, flag) == 0) return i;
     return -1;
 }
 
-static double numeric_value(const OptSpec *s, const void *opts) {
+static double numeric_value(const TgOptSpec *s, const void *opts) {
     switch (s->type) {
-    case OPT_INT: return *CFIELD(opts, s, int);
-    case OPT_INT64: return (double)*CFIELD(opts, s, int64_t);
-    case OPT_DOUBLE: return *CFIELD(opts, s, double);
+    case TG_OPT_INT: return *CFIELD(opts, s, int);
+    case TG_OPT_INT64: return (double)*CFIELD(opts, s, int64_t);
+    case TG_OPT_DOUBLE: return *CFIELD(opts, s, double);
     default: return 0;
     }
 }
 
-static bool is_integer_type(OptType t) { return t == OPT_INT || t == OPT_INT64; }
+static bool is_integer_type(TgOptType t) { return t == TG_OPT_INT || t == TG_OPT_INT64; }
 
 /* The whole numbers an integer option takes: its range within its type's. An open end becomes
  * the next whole number inside, so (0, 2^53] reads [1, 9007199254740992]. *bounded: the range
  * itself has an upper end (else the type's is the limit). */
-static void integer_bounds(const OptSpec *s, long long *lo, long long *hi, bool *bounded) {
-    *lo = s->type == OPT_INT ? INT_MIN : LLONG_MIN;
-    *hi = s->type == OPT_INT ? INT_MAX : LLONG_MAX;
+static void integer_bounds(const TgOptSpec *s, long long *lo, long long *hi, bool *bounded) {
+    *lo = s->type == TG_OPT_INT ? INT_MIN : LLONG_MIN;
+    *hi = s->type == TG_OPT_INT ? INT_MAX : LLONG_MAX;
     double l = s->range.lo_open ? floor(s->range.lo) + 1 : ceil(s->range.lo);
     double h = s->range.hi_open ? ceil(s->range.hi) - 1 : floor(s->range.hi);
     /* (double)LLONG_MIN is -2^63 exactly and (double)LLONG_MAX rounds up to 2^63: inside those
@@ -53,7 +53,7 @@ static void format_bound(double v, char *buf, size_t cap) {
 
 /* "must be positive", "must be in [1, 1048576]", ... for an integer value outside the option's
  * whole numbers (`below`: under the lower end). With an upper end the whole range is named. */
-static void describe_integer_range(const OptSpec *s, bool below, char *buf, size_t cap) {
+static void describe_integer_range(const TgOptSpec *s, bool below, char *buf, size_t cap) {
     long long lo, hi;
     bool bounded;
     integer_bounds(s, &lo, &hi, &bounded);
@@ -66,7 +66,7 @@ static void describe_integer_range(const OptSpec *s, bool below, char *buf, size
 
 /* "must be positive", "must be in (0, 1)", ... for a number `v` outside r: below a range that
  * starts at 0, only that end is named. */
-static void describe_range(OptRange r, double v, char *buf, size_t cap) {
+static void describe_range(TgOptRange r, double v, char *buf, size_t cap) {
     char lo[32], hi[32];
     format_bound(r.lo, lo, sizeof lo);
     format_bound(r.hi, hi, sizeof hi);
@@ -78,7 +78,7 @@ static void describe_range(OptRange r, double v, char *buf, size_t cap) {
     else snprintf(buf, cap, "must be in %c%s, %s%c", r.lo_open ? '(' : '[', lo, hi, r.hi_open ? ')' : ']');
 }
 
-static bool in_range(OptRange r, double v) {
+static bool in_range(TgOptRange r, double v) {
     if (isnan(v)) return false;
     if (r.lo_open ? !(v > r.lo) : !(v >= r.lo)) return false;
     if (r.hi_open ? !(v < r.hi) : !(v <= r.hi)) return false;
@@ -99,7 +99,7 @@ static bool is_choice(const char *choices, const char *value) {
 
 /* An integer option's value against its whole numbers; `text` is the value as given (NULL: as
  * stored). */
-static TgStatus check_integer(const OptSpec *s, long long v, bool overflowed, const char *text) {
+static TgStatus check_integer(const TgOptSpec *s, long long v, bool overflowed, const char *text) {
     long long lo, hi;
     bool bounded;
     integer_bounds(s, &lo, &hi, &bounded);
@@ -112,15 +112,15 @@ static TgStatus check_integer(const OptSpec *s, long long v, bool overflowed, co
 
 /* The value of spec s in opts against its range, choices and check; `text` is the value as
  * given (NULL: the stored value is shown). */
-static TgStatus check_spec(const OptSpec *s, const void *opts, const char *text) {
-    if (s->type == OPT_STRING) {
+static TgStatus check_spec(const TgOptSpec *s, const void *opts, const char *text) {
+    if (s->type == TG_OPT_STRING) {
         const char *v = *CFIELD(opts, s, char *);
         if (v && s->choices && !is_choice(s->choices, v))
             return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, v);
     } else if (is_integer_type(s->type)) {
-        long long v = s->type == OPT_INT ? *CFIELD(opts, s, int) : (long long)*CFIELD(opts, s, int64_t);
+        long long v = s->type == TG_OPT_INT ? *CFIELD(opts, s, int) : (long long)*CFIELD(opts, s, int64_t);
         TG_TRY(check_integer(s, v, false, NULL));
-    } else if (s->type == OPT_DOUBLE) {
+    } else if (s->type == TG_OPT_DOUBLE) {
         double v = numeric_value(s, opts);
         if (!in_range(s->range, v)) {
             char want[96];
@@ -132,9 +132,9 @@ static TgStatus check_spec(const OptSpec *s, const void *opts, const char *text)
     return s->check ? s->check(s, CFIELD(opts, s, char)) : TG_OK;
 }
 
-TgStatus opt_check(const OptTable *t, const void *opts, OptSet which) {
+TgStatus tg_opt_check(const TgOptTable *t, const void *opts, TgOptSet which) {
     for (int i = 0; i < t->count; i++)
-        if (which & OPT_BIT(i)) TG_TRY(check_spec(&t->specs[i], opts, NULL));
+        if (which & TG_OPT_BIT(i)) TG_TRY(check_spec(&t->specs[i], opts, NULL));
     return TG_OK;
 }
 
@@ -144,20 +144,20 @@ static bool number_text(const char *text, const char *end) {
     return end != text && *end == '\0' && !isspace((unsigned char)text[0]);
 }
 
-TgStatus opt_parse_value(const OptSpec *s, void *opts, const char *text) {
+TgStatus tg_opt_parse_value(const TgOptSpec *s, void *opts, const char *text) {
     char *end = NULL;
     errno = 0;
     switch (s->type) {
-    case OPT_INT:
-    case OPT_INT64: {
+    case TG_OPT_INT:
+    case TG_OPT_INT64: {
         long long v = strtoll(text, &end, 10);
         if (!number_text(text, end)) return tg_fail(TG_ERR_ARG, "%s expects an integer, got '%s'", s->flag, text);
         TG_TRY(check_integer(s, v, errno == ERANGE, text));
-        if (s->type == OPT_INT) *FIELD(opts, s, int) = (int)v;
+        if (s->type == TG_OPT_INT) *FIELD(opts, s, int) = (int)v;
         else *FIELD(opts, s, int64_t) = (int64_t)v;
         return check_spec(s, opts, text);
     }
-    case OPT_DOUBLE: {
+    case TG_OPT_DOUBLE: {
         double v = strtod(text, &end);
         if (!number_text(text, end)) return tg_fail(TG_ERR_ARG, "%s expects a number, got '%s'", s->flag, text);
         if (isnan(v) || (isinf(v) && errno != ERANGE))
@@ -176,10 +176,10 @@ TgStatus opt_parse_value(const OptSpec *s, void *opts, const char *text) {
         *FIELD(opts, s, double) = v;
         return check_spec(s, opts, text);
     }
-    case OPT_STRING:
+    case TG_OPT_STRING:
         *FIELD(opts, s, const char *) = text;
         return check_spec(s, opts, text);
-    case OPT_BOOL:
+    case TG_OPT_BOOL:
         if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0) *FIELD(opts, s, bool) = true;
         else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0) *FIELD(opts, s, bool) = false;
         else return tg_fail(TG_ERR_ARG, "%s expects true or false, got '%s'", s->flag, text);
@@ -208,7 +208,7 @@ static size_t edit_distance(const char *a, const char *b) {
     return row[n];
 }
 
-const char *opt_nearest(const OptTable *t, const char *name, unsigned group) {
+const char *tg_opt_nearest(const TgOptTable *t, const char *name, unsigned group) {
     while (*name == '-') name++;
     const char *best = NULL;
     size_t best_distance = 0, len = strlen(name);
@@ -225,13 +225,13 @@ const char *opt_nearest(const OptTable *t, const char *name, unsigned group) {
 }
 
 /* " (did you mean --steps?)" or "" */
-static void nearest_hint(const OptTable *t, const char *name, unsigned group, char *buf, size_t cap) {
-    const char *near = opt_nearest(t, name, group);
+static void nearest_hint(const TgOptTable *t, const char *name, unsigned group, char *buf, size_t cap) {
+    const char *near = tg_opt_nearest(t, name, group);
     if (near) snprintf(buf, cap, " (did you mean %s?)", near);
     else buf[0] = '\0';
 }
 
-TgStatus opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char **argv, const char **positional,
+TgStatus tg_opt_parse(const TgOptTable *t, void *opts, TgOptSet *given, int argc, char **argv, const char **positional,
                     int *n_positional, bool *help) {
     TG_CHECK(t->count <= 64, "option table %s has %d entries; at most 64", t->command, t->count);
     *help = false;
@@ -257,34 +257,34 @@ TgStatus opt_parse(const OptTable *t, void *opts, OptSet *given, int argc, char 
         if (len >= sizeof name) len = sizeof name - 1;
         memcpy(name, arg, len);
         name[len] = '\0';
-        int i = opt_find(t, name);
+        int i = tg_opt_find(t, name);
         if (i < 0) {
             char hint[96];
             nearest_hint(t, name, 0, hint, sizeof hint);
             return tg_fail(TG_ERR_ARG, "unknown flag '%s'%s; `tapegrad %s --help` lists the flags", name, hint,
                            t->command);
         }
-        if (given) *given |= OPT_BIT(i);
-        if (t->specs[i].type == OPT_BOOL) {
+        if (given) *given |= TG_OPT_BIT(i);
+        if (t->specs[i].type == TG_OPT_BOOL) {
             if (eq) return tg_fail(TG_ERR_ARG, "%s takes no value", name);
             *FIELD(opts, &t->specs[i], bool) = true;
             continue;
         }
         const char *value = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
         if (!value) return tg_fail(TG_ERR_ARG, "%s needs a value", name);
-        TG_TRY(opt_parse_value(&t->specs[i], opts, value));
+        TG_TRY(tg_opt_parse_value(&t->specs[i], opts, value));
     }
     return TG_OK;
 }
 
-void opt_format(const OptTable *t, int i, const void *opts, char *buf, size_t cap) {
-    const OptSpec *s = &t->specs[i];
+void tg_opt_format(const TgOptTable *t, int i, const void *opts, char *buf, size_t cap) {
+    const TgOptSpec *s = &t->specs[i];
     switch (s->type) {
-    case OPT_BOOL: snprintf(buf, cap, "%s", *CFIELD(opts, s, bool) ? "true" : "false"); break;
-    case OPT_INT: snprintf(buf, cap, "%d", *CFIELD(opts, s, int)); break;
-    case OPT_INT64: snprintf(buf, cap, "%lld", (long long)*CFIELD(opts, s, int64_t)); break;
-    case OPT_DOUBLE: snprintf(buf, cap, "%.17g", *CFIELD(opts, s, double)); break;
-    case OPT_STRING: {
+    case TG_OPT_BOOL: snprintf(buf, cap, "%s", *CFIELD(opts, s, bool) ? "true" : "false"); break;
+    case TG_OPT_INT: snprintf(buf, cap, "%d", *CFIELD(opts, s, int)); break;
+    case TG_OPT_INT64: snprintf(buf, cap, "%lld", (long long)*CFIELD(opts, s, int64_t)); break;
+    case TG_OPT_DOUBLE: snprintf(buf, cap, "%.17g", *CFIELD(opts, s, double)); break;
+    case TG_OPT_STRING: {
         const char *v = *CFIELD(opts, s, char *);
         snprintf(buf, cap, "%s", v ? v : "");
         break;
@@ -292,14 +292,14 @@ void opt_format(const OptTable *t, int i, const void *opts, char *buf, size_t ca
     }
 }
 
-bool opt_equal(const OptTable *t, int i, const void *a, const void *b) {
-    const OptSpec *s = &t->specs[i];
+bool tg_opt_equal(const TgOptTable *t, int i, const void *a, const void *b) {
+    const TgOptSpec *s = &t->specs[i];
     switch (s->type) {
-    case OPT_BOOL: return *CFIELD(a, s, bool) == *CFIELD(b, s, bool);
-    case OPT_INT: return *CFIELD(a, s, int) == *CFIELD(b, s, int);
-    case OPT_INT64: return *CFIELD(a, s, int64_t) == *CFIELD(b, s, int64_t);
-    case OPT_DOUBLE: return *CFIELD(a, s, double) == *CFIELD(b, s, double);
-    case OPT_STRING: {
+    case TG_OPT_BOOL: return *CFIELD(a, s, bool) == *CFIELD(b, s, bool);
+    case TG_OPT_INT: return *CFIELD(a, s, int) == *CFIELD(b, s, int);
+    case TG_OPT_INT64: return *CFIELD(a, s, int64_t) == *CFIELD(b, s, int64_t);
+    case TG_OPT_DOUBLE: return *CFIELD(a, s, double) == *CFIELD(b, s, double);
+    case TG_OPT_STRING: {
         const char *x = *CFIELD(a, s, char *), *y = *CFIELD(b, s, char *);
         return (!x && !y) || (x && y && strcmp(x, y) == 0);
     }
@@ -307,47 +307,47 @@ bool opt_equal(const OptTable *t, int i, const void *a, const void *b) {
     return false;
 }
 
-void opt_print_help(FILE *f, const OptTable *t, const void *defaults) {
+void tg_opt_print_help(FILE *f, const TgOptTable *t, const void *defaults) {
     fprintf(f, "usage: tapegrad %s %s\n\n", t->command, t->usage ? t->usage : "[flags]");
     for (int i = 0; i < t->count; i++) {
-        const OptSpec *s = &t->specs[i];
-        const char *arg = s->type == OPT_BOOL ? "" : s->type == OPT_STRING ? " S" : " N";
+        const TgOptSpec *s = &t->specs[i];
+        const char *arg = s->type == TG_OPT_BOOL ? "" : s->type == TG_OPT_STRING ? " S" : " N";
         char left[64], value[256];
         snprintf(left, sizeof left, "%s%s", s->flag, arg);
         fprintf(f, "  %-22s %s", left, s->help);
         if (s->choices) fprintf(f, ": %s", s->choices);
         if (s->default_text) {
             fprintf(f, " (default %s)", s->default_text);
-        } else if (defaults && s->type != OPT_BOOL) {
-            opt_format(t, i, defaults, value, sizeof value);
-            if (s->type == OPT_DOUBLE) snprintf(value, sizeof value, "%g", *CFIELD(defaults, s, double));
+        } else if (defaults && s->type != TG_OPT_BOOL) {
+            tg_opt_format(t, i, defaults, value, sizeof value);
+            if (s->type == TG_OPT_DOUBLE) snprintf(value, sizeof value, "%g", *CFIELD(defaults, s, double));
             if (value[0]) fprintf(f, " (default %s)", value);
         }
         fputc('\n', f);
     }
 }
 
-TgStatus opt_write(const OptTable *t, const void *opts, unsigned group, const char *path) {
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
+TgStatus tg_opt_write(const TgOptTable *t, const void *opts, unsigned group, const char *path) {
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
     for (int i = 0; i < t->count; i++) {
         if ((t->specs[i].group & group) != group) continue;
-        if (t->specs[i].type == OPT_STRING && !*CFIELD(opts, &t->specs[i], char *)) continue;
+        if (t->specs[i].type == TG_OPT_STRING && !*CFIELD(opts, &t->specs[i], char *)) continue;
         char value[4096];
-        opt_format(t, i, opts, value, sizeof value);
+        tg_opt_format(t, i, opts, value, sizeof value);
         /* one option a line: a value with a line break could not be read back */
         if (strpbrk(value, "\n\r")) {
-            atomic_file_abandon(&af);
+            tg_atomic_file_abandon(&af);
             return tg_fail(TG_ERR_ARG, "%s '%.80s' holds a line break, which %s cannot store", t->specs[i].flag, value,
                            path);
         }
         fprintf(f, "%s %s\n", t->specs[i].flag, value);
     }
-    return atomic_file_commit(&af);
+    return tg_atomic_file_commit(&af);
 }
 
-const char *opt_strings_keep(OptStrings *strings, const char *s) {
+const char *tg_opt_strings_keep(TgOptStrings *strings, const char *s) {
     if (strings->count == strings->cap) {
         strings->cap = strings->cap ? 2 * strings->cap : 16;
         strings->items = tg_realloc(strings->items, (size_t)strings->cap * sizeof *strings->items);
@@ -359,7 +359,7 @@ const char *opt_strings_keep(OptStrings *strings, const char *s) {
     return copy;
 }
 
-void opt_strings_free(OptStrings *strings) {
+void tg_opt_strings_free(TgOptStrings *strings) {
     for (int i = 0; i < strings->count; i++) free(strings->items[i]);
     free(strings->items);
     memset(strings, 0, sizeof *strings);
@@ -374,21 +374,21 @@ typedef union {
     const char *str;
 } FieldValue;
 
-static size_t field_size(OptType type) {
+static size_t field_size(TgOptType type) {
     switch (type) {
-    case OPT_BOOL: return sizeof(bool);
-    case OPT_INT: return sizeof(int);
-    case OPT_INT64: return sizeof(int64_t);
-    case OPT_DOUBLE: return sizeof(double);
-    case OPT_STRING: return sizeof(const char *);
+    case TG_OPT_BOOL: return sizeof(bool);
+    case TG_OPT_INT: return sizeof(int);
+    case TG_OPT_INT64: return sizeof(int64_t);
+    case TG_OPT_DOUBLE: return sizeof(double);
+    case TG_OPT_STRING: return sizeof(const char *);
     }
     return 0;
 }
 
 /* One line "--flag value" (without its newline) of the file: the option it sets, if the line is
  * one of the group's options not yet seen. */
-static TgStatus read_line(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, int line_no,
-                          char *line, size_t len, OptFileRead *from, OptStrings *strings) {
+static TgStatus read_line(const TgOptTable *t, void *opts, unsigned group, TgOptSet keep, const char *path, int line_no,
+                          char *line, size_t len, TgOptFileRead *from, TgOptStrings *strings) {
     if (strlen(line) != len)
         return tg_fail(TG_ERR_FORMAT, "%s line %d holds a NUL byte, which no file of options does: the file is damaged",
                        path, line_no);
@@ -407,13 +407,13 @@ static TgStatus read_line(const OptTable *t, void *opts, unsigned group, OptSet 
             for (char *c = flag + 2; *c; c++)
                 if (*c == '_') *c = '-';
     }
-    int i = opt_find(t, flag);
+    int i = tg_opt_find(t, flag);
     if (i < 0) {
         char hint[96];
         nearest_hint(t, line, group, hint, sizeof hint);
         return tg_fail(TG_ERR_FORMAT, "%s line %d: unknown option '%.64s'%s", path, line_no, line, hint);
     }
-    const OptSpec *s = &t->specs[i];
+    const TgOptSpec *s = &t->specs[i];
     if ((s->group & group) != group)
         return tg_fail(TG_ERR_FORMAT, "%s line %d: %s is not one of the options this file holds", path, line_no,
                        s->flag);
@@ -421,25 +421,25 @@ static TgStatus read_line(const OptTable *t, void *opts, unsigned group, OptSet 
         return tg_fail(TG_ERR_FORMAT, "%s line %d: %s again (line %d set it already); each option appears once", path,
                        line_no, s->flag, from->line[i]);
     from->line[i] = line_no;
-    const char *text = s->type == OPT_STRING ? opt_strings_keep(strings, value) : value;
+    const char *text = s->type == TG_OPT_STRING ? tg_opt_strings_keep(strings, value) : value;
     /* a value the caller keeps is still checked: a bad one is a bad file whichever wins */
     FieldValue saved;
     memcpy(&saved, FIELD(opts, s, char), field_size(s->type));
-    TgStatus st = opt_parse_value(s, opts, text);
-    if (st != TG_OK || (keep & OPT_BIT(i))) memcpy(FIELD(opts, s, char), &saved, field_size(s->type));
+    TgStatus st = tg_opt_parse_value(s, opts, text);
+    if (st != TG_OK || (keep & TG_OPT_BIT(i))) memcpy(FIELD(opts, s, char), &saved, field_size(s->type));
     if (st != TG_OK) return tg_fail_context(TG_ERR_FORMAT, "%s line %d", path, line_no);
-    if (!(keep & OPT_BIT(i))) from->read |= OPT_BIT(i);
+    if (!(keep & TG_OPT_BIT(i))) from->read |= TG_OPT_BIT(i);
     return TG_OK;
 }
 
-TgStatus opt_read(const OptTable *t, void *opts, unsigned group, OptSet keep, const char *path, OptFileRead *from,
-                   OptStrings *strings) {
+TgStatus tg_opt_read(const TgOptTable *t, void *opts, unsigned group, TgOptSet keep, const char *path, TgOptFileRead *from,
+                   TgOptStrings *strings) {
     TG_CHECK(t->count <= 64, "option table %s has %d entries; at most 64", t->command, t->count);
-    OptFileRead local;
+    TgOptFileRead local;
     if (!from) from = &local;
     memset(from, 0, sizeof *from);
-    FILE *f = file_open_read(path);
-    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, file_open_error(errno));
+    FILE *f = tg_file_open_read(path);
+    if (!f) return tg_fail(TG_ERR_IO, "cannot read %s: %s", path, tg_file_open_error(errno));
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

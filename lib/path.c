@@ -10,7 +10,7 @@ static TgStatus too_long(size_t needed, size_t cap, const char *start) {
                    start, needed, cap - 1);
 }
 
-TgStatus path_format(char *out, size_t cap, const char *fmt, ...) {
+TgStatus tg_path_format(char *out, size_t cap, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(out, cap, fmt, ap);
@@ -23,14 +23,14 @@ TgStatus path_format(char *out, size_t cap, const char *fmt, ...) {
     return TG_OK;
 }
 
-TgStatus path_join(char *out, size_t cap, const char *dir, const char *name) {
-    if (!dir[0] || strcmp(dir, ".") == 0) return path_format(out, cap, "%s", name);
+TgStatus tg_path_join(char *out, size_t cap, const char *dir, const char *name) {
+    if (!dir[0] || strcmp(dir, ".") == 0) return tg_path_format(out, cap, "%s", name);
     size_t len = strlen(dir);
     const char *sep = dir[len - 1] == '/' ? "" : "/";
-    return path_format(out, cap, "%s%s%s", dir, sep, name);
+    return tg_path_format(out, cap, "%s%s%s", dir, sep, name);
 }
 
-void path_folder(const char *path, char *out, size_t cap) {
+void tg_path_folder(const char *path, char *out, size_t cap) {
     if (out != path) {
         size_t n = strlen(path);
         if (n >= cap) n = cap - 1;

@@ -11,12 +11,12 @@
 #include "tapegrad/limits.h"
 
 /* out = dir "/" name (dir "" or "." gives name alone). TG_ERR_ARG when it needs cap bytes or more. */
-TgStatus path_join(char *out, size_t cap, const char *dir, const char *name);
+TgStatus tg_path_join(char *out, size_t cap, const char *dir, const char *name);
 /* out = the formatted text (printf-style), for paths of other shapes ("%s.%d.tmp"). TG_ERR_ARG
  * when it does not fit. */
-TgStatus path_format(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+TgStatus tg_path_format(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The folder part of a path: "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/"; out may be path itself.
  * Never longer than path. */
-void path_folder(const char *path, char *out, size_t cap);
+void tg_path_folder(const char *path, char *out, size_t cap);
 
 #endif

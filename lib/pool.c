@@ -49,7 +49,7 @@ static void spin_on(const uint64_t *word, uint64_t value, bool until_equal) {
         if ((__atomic_load_n(word, __ATOMIC_ACQUIRE) == value) == until_equal) return;
         cpu_relax();
         if ((i & 255) == 0) {   /* the clock only every 256 rounds */
-            double t = clock_seconds();
+            double t = tg_clock_seconds();
             if (deadline == 0) deadline = t + SPIN_SECONDS;
             else if (t > deadline) return;
         }
@@ -67,7 +67,7 @@ static void *worker_main(void *arg_) {
     TgPool *pool = arg->pool;
     int index = arg->index;
     free(arg);
-    fp_mode_enter(); /* for the worker's whole life (lib/fpmode.h) */
+    tg_fp_mode_enter(); /* for the worker's whole life (lib/fpmode.h) */
     uint64_t seen = 0;
     for (;;) {
         spin_on(&pool->generation, seen, false);   /* until a new job is posted */
@@ -131,10 +131,10 @@ int tg_pool_threads(const TgPool *pool) { return pool ? pool->threads : 1; }
 void tg_pool_parallel_for(TgPool *pool, int64_t n, TgRangeFn fn, void *ctx) {
     if (n <= 0) return;
     /* the caller computes its range as the workers do (lib/fpmode.h), then gets its own mode back */
-    unsigned caller_mode = fp_mode_enter();
+    unsigned caller_mode = tg_fp_mode_enter();
     if (!pool || pool->threads == 1) {
         fn(ctx, 0, n, 0);
-        fp_mode_restore(caller_mode);
+        tg_fp_mode_restore(caller_mode);
         return;
     }
     pthread_mutex_lock(&pool->lock);
@@ -157,5 +157,5 @@ void tg_pool_parallel_for(TgPool *pool, int64_t n, TgRangeFn fn, void *ctx) {
             pthread_cond_wait(&pool->job_done, &pool->lock);
         pthread_mutex_unlock(&pool->lock);
     }
-    fp_mode_restore(caller_mode);
+    tg_fp_mode_restore(caller_mode);
 }

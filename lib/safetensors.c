@@ -26,27 +26,27 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_table[] = {
-    [ST_F32] = {"F32", 4}, [ST_F16] = {"F16", 2}, [ST_BF16] = {"BF16", 2}, [ST_F64] = {"F64", 8},
-    [ST_I32] = {"I32", 4}, [ST_I64] = {"I64", 8}, [ST_U8] = {"U8", 1},     [ST_I8] = {"I8", 1},
+    [TG_ST_F32] = {"F32", 4}, [TG_ST_F16] = {"F16", 2}, [TG_ST_BF16] = {"BF16", 2}, [TG_ST_F64] = {"F64", 8},
+    [TG_ST_I32] = {"I32", 4}, [TG_ST_I64] = {"I64", 8}, [TG_ST_U8] = {"U8", 1},     [TG_ST_I8] = {"I8", 1},
 };
 enum { DTYPE_COUNT = sizeof dtype_table / sizeof dtype_table[0] };
 
-const char *st_dtype_name(StDtype dtype) {
+const char *tg_st_dtype_name(TgStDtype dtype) {
     return (unsigned)dtype < DTYPE_COUNT ? dtype_table[dtype].name : "?";
 }
 
-size_t st_dtype_size(StDtype dtype) { return (unsigned)dtype < DTYPE_COUNT ? dtype_table[dtype].size : 0; }
+size_t tg_st_dtype_size(TgStDtype dtype) { return (unsigned)dtype < DTYPE_COUNT ? dtype_table[dtype].size : 0; }
 
-static bool dtype_from_name(const char *name, StDtype *out) {
+static bool dtype_from_name(const char *name, TgStDtype *out) {
     for (unsigned i = 0; i < DTYPE_COUNT; i++)
         if (strcmp(name, dtype_table[i].name) == 0) {
-            *out = (StDtype)i;
+            *out = (TgStDtype)i;
             return true;
         }
     return false;
 }
 
-const char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
+const char *tg_st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
     size_t used = 0;
     if (cap == 0) return buf;
     buf[0] = '\0';
@@ -103,13 +103,13 @@ typedef struct {
     size_t index;
 } NameIndex;
 
-struct StFile {
+struct TgStFile {
     char *path;
     uint8_t *contents; /* the whole file; entries point into it */
     size_t size;
-    StEntry *entries;  /* header order */
+    TgStEntry *entries;  /* header order */
     size_t count;
-    NameIndex *by_name; /* sorted by name, for st_find */
+    NameIndex *by_name; /* sorted by name, for tg_st_find */
     char **meta_keys, **meta_values;
     size_t meta_count;
 };
@@ -118,7 +118,7 @@ static int compare_name_index(const void *a, const void *b) {
     return strcmp(((const NameIndex *)a)->name, ((const NameIndex *)b)->name);
 }
 
-void st_close(StFile *file) {
+void tg_st_close(TgStFile *file) {
     if (!file) return;
     for (size_t i = 0; i < file->count; i++) free((char *)file->entries[i].name);
     for (size_t i = 0; i < file->meta_count; i++) {
@@ -158,11 +158,11 @@ static bool json_count(const cJSON *item, uint64_t *out) {
     return true;
 }
 
-static TgStatus parse_shape(const cJSON *shape, StEntry *entry) {
+static TgStatus parse_shape(const cJSON *shape, TgStEntry *entry) {
     if (!cJSON_IsArray(shape)) return tg_fail(TG_ERR_FORMAT, "\"shape\" is not an array");
     int ndim = cJSON_GetArraySize(shape);
-    if (ndim > ST_MAX_DIMS)
-        return tg_fail(TG_ERR_FORMAT, "shape has %d dims, more than the %d supported", ndim, ST_MAX_DIMS);
+    if (ndim > TG_ST_MAX_DIMS)
+        return tg_fail(TG_ERR_FORMAT, "shape has %d dims, more than the %d supported", ndim, TG_ST_MAX_DIMS);
     int i = 0;
     const cJSON *dim;
     cJSON_ArrayForEach(dim, shape) {
@@ -176,13 +176,13 @@ static TgStatus parse_shape(const cJSON *shape, StEntry *entry) {
     }
     entry->ndim = ndim;
     char buf[160];
-    if (!shape_sizes(ndim, entry->shape, st_dtype_size(entry->dtype), &entry->numel, &entry->nbytes))
+    if (!shape_sizes(ndim, entry->shape, tg_st_dtype_size(entry->dtype), &entry->numel, &entry->nbytes))
         return tg_fail(TG_ERR_FORMAT, "shape %s of %s is too large to address",
-                       st_shape_str(ndim, entry->shape, buf, sizeof buf), st_dtype_name(entry->dtype));
+                       tg_st_shape_str(ndim, entry->shape, buf, sizeof buf), tg_st_dtype_name(entry->dtype));
     return TG_OK;
 }
 
-static TgStatus parse_entry(const cJSON *json, StEntry *entry, const uint8_t *data, size_t data_size) {
+static TgStatus parse_entry(const cJSON *json, TgStEntry *entry, const uint8_t *data, size_t data_size) {
     if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "entry is not a JSON object");
     const cJSON *dtype, *shape, *offsets;
     TG_TRY(unique_member(json, "dtype", &dtype));
@@ -209,15 +209,15 @@ static TgStatus parse_entry(const cJSON *json, StEntry *entry, const uint8_t *da
     if (end - begin != entry->nbytes) {
         char buf[160];
         return tg_fail(TG_ERR_FORMAT, "data_offsets [%" PRIu64 ", %" PRIu64 "] but shape %s of %s needs %zu bytes",
-                       begin, end, st_shape_str(entry->ndim, entry->shape, buf, sizeof buf),
-                       st_dtype_name(entry->dtype), entry->nbytes);
+                       begin, end, tg_st_shape_str(entry->ndim, entry->shape, buf, sizeof buf),
+                       tg_st_dtype_name(entry->dtype), entry->nbytes);
     }
     entry->data_begin = (size_t)begin;
     entry->bytes = data + begin;
     return TG_OK;
 }
 
-static TgStatus parse_metadata(StFile *file, const cJSON *json) {
+static TgStatus parse_metadata(TgStFile *file, const cJSON *json) {
     if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "__metadata__ is not a JSON object");
     size_t n = (size_t)cJSON_GetArraySize(json);
     file->meta_keys = tg_calloc(n, sizeof *file->meta_keys);
@@ -247,11 +247,11 @@ static int compare_range(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
 }
 
-static TgStatus check_no_overlap(const StFile *file) {
+static TgStatus check_no_overlap(const TgStFile *file) {
     ByteRange *ranges = tg_malloc(file->count * sizeof *ranges);
     size_t n = 0;
     for (size_t i = 0; i < file->count; i++) {
-        const StEntry *e = &file->entries[i];
+        const TgStEntry *e = &file->entries[i];
         /* an empty tensor owns no bytes, so it can sit anywhere */
         if (e->nbytes) ranges[n++] = (ByteRange){e->data_begin, e->data_begin + e->nbytes, i};
     }
@@ -272,7 +272,7 @@ static TgStatus check_no_overlap(const StFile *file) {
     return status;
 }
 
-static TgStatus parse_tensors(StFile *file, const cJSON *root, const uint8_t *data, size_t data_size) {
+static TgStatus parse_tensors(TgStFile *file, const cJSON *root, const uint8_t *data, size_t data_size) {
     size_t members = (size_t)cJSON_GetArraySize(root);
     if (members > (size_t)TG_MAX_TENSORS + 1) /* + __metadata__ */
         return tg_fail(TG_ERR_FORMAT, "header lists %zu tensors, more than the %d tapegrad reads", members, TG_MAX_TENSORS);
@@ -284,7 +284,7 @@ static TgStatus parse_tensors(StFile *file, const cJSON *root, const uint8_t *da
             metadata = item;
             continue;
         }
-        StEntry *entry = &file->entries[file->count];
+        TgStEntry *entry = &file->entries[file->count];
         entry->name = strdup(item->string);
         if (!entry->name) tg_abort_at(__FILE__, __LINE__, "out of memory copying a tensor name");
         file->count++;
@@ -304,7 +304,7 @@ static TgStatus parse_tensors(StFile *file, const cJSON *root, const uint8_t *da
 
 static bool json_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-static TgStatus parse_file(StFile *file) {
+static TgStatus parse_file(TgStFile *file) {
     const uint8_t *bytes = file->contents;
     size_t size = file->size;
     if (size == 0)
@@ -316,9 +316,9 @@ static TgStatus parse_file(StFile *file) {
     if (header_len < 2)
         return tg_fail(TG_ERR_FORMAT, "header length %" PRIu64 " is too small (\"{}\" alone takes 2 bytes)",
                        header_len);
-    if (header_len > ST_MAX_HEADER_BYTES)
+    if (header_len > TG_ST_MAX_HEADER_BYTES)
         return tg_fail(TG_ERR_FORMAT, "header length %" PRIu64 " exceeds the limit of %" PRIu64 " bytes",
-                       header_len, ST_MAX_HEADER_BYTES);
+                       header_len, TG_ST_MAX_HEADER_BYTES);
     if (header_len > size - 8)
         return tg_fail(TG_ERR_FORMAT,
                        "header length %" PRIu64 " is larger than the %zu bytes that follow it (truncated, or "
@@ -362,80 +362,80 @@ static TgStatus parse_file(StFile *file) {
     return status;
 }
 
-static StFile *file_named(const char *path) {
-    StFile *file = tg_calloc(1, sizeof *file);
+static TgStFile *file_named(const char *path) {
+    TgStFile *file = tg_calloc(1, sizeof *file);
     file->path = strdup(path);
     if (!file->path) tg_abort_at(__FILE__, __LINE__, "out of memory copying a path");
     return file;
 }
 
 /* The contents are in place (or `status` says why not): parse them, hand the file out or free it. */
-static TgStatus finish_open(StFile *file, TgStatus status, StFile **out) {
+static TgStatus finish_open(TgStFile *file, TgStatus status, TgStFile **out) {
     if (status == TG_OK) status = parse_file(file);
     if (status != TG_OK) {
         TgStatus s = tg_fail_context(status, "%s", file->path);
-        st_close(file);
+        tg_st_close(file);
         return s;
     }
     *out = file;
     return TG_OK;
 }
 
-TgStatus st_open(const char *path, StFile **out) {
+TgStatus tg_st_open(const char *path, TgStFile **out) {
     *out = NULL;
-    StFile *file = file_named(path);
+    TgStFile *file = file_named(path);
     char *contents = NULL;
-    TgStatus s = file_read_all(path, ST_MAX_FILE_BYTES, &contents, &file->size);
+    TgStatus s = tg_file_read_all(path, TG_ST_MAX_FILE_BYTES, &contents, &file->size);
     file->contents = (uint8_t *)contents;
     return finish_open(file, s, out);
 }
 
-TgStatus st_open_buffer(const char *name, const void *bytes, size_t size, StFile **out) {
+TgStatus tg_st_open_buffer(const char *name, const void *bytes, size_t size, TgStFile **out) {
     *out = NULL;
-    StFile *file = file_named(name);
+    TgStFile *file = file_named(name);
     file->contents = tg_malloc(size ? size : 1);
     if (size) memcpy(file->contents, bytes, size);
     file->size = size;
     return finish_open(file, TG_OK, out);
 }
 
-const char *st_path(const StFile *file) { return file->path; }
-size_t st_count(const StFile *file) { return file->count; }
+const char *tg_st_path(const TgStFile *file) { return file->path; }
+size_t tg_st_count(const TgStFile *file) { return file->count; }
 
-const StEntry *st_entry_at(const StFile *file, size_t index) {
+const TgStEntry *tg_st_entry_at(const TgStFile *file, size_t index) {
     TG_CHECK(index < file->count, "entry %zu of %zu", index, file->count);
     return &file->entries[index];
 }
 
-const StEntry *st_find(const StFile *file, const char *name) {
+const TgStEntry *tg_st_find(const TgStFile *file, const char *name) {
     NameIndex key = {name, 0};
     const NameIndex *hit = bsearch(&key, file->by_name, file->count, sizeof key, compare_name_index);
     return hit ? &file->entries[hit->index] : NULL;
 }
 
-static TgStatus require_entry(const StFile *file, const char *name, const StEntry **out) {
-    *out = st_find(file, name);
+static TgStatus require_entry(const TgStFile *file, const char *name, const TgStEntry **out) {
+    *out = tg_st_find(file, name);
     if (!*out) return tg_fail(TG_ERR_MISMATCH, "%s: no tensor named '%s'", file->path, name);
     return TG_OK;
 }
 
-TgStatus st_expect_shape(const StFile *file, const char *name, int ndim, const int64_t *shape) {
-    const StEntry *e;
+TgStatus tg_st_expect_shape(const TgStFile *file, const char *name, int ndim, const int64_t *shape) {
+    const TgStEntry *e;
     TG_TRY(require_entry(file, name, &e));
     bool same = e->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = e->shape[i] == shape[i];
     if (same) return TG_OK;
     char found[160], wanted[160];
     return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' has shape %s, expected %s", file->path, name,
-                   st_shape_str(e->ndim, e->shape, found, sizeof found),
-                   st_shape_str(ndim, shape, wanted, sizeof wanted));
+                   tg_st_shape_str(e->ndim, e->shape, found, sizeof found),
+                   tg_st_shape_str(ndim, shape, wanted, sizeof wanted));
 }
 
-static TgStatus check_numel(const StFile *file, const StEntry *e, int64_t expected_numel) {
+static TgStatus check_numel(const TgStFile *file, const TgStEntry *e, int64_t expected_numel) {
     if (e->numel == expected_numel) return TG_OK;
     char buf[160];
     return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' has shape %s (%" PRId64 " elements), expected %" PRId64,
-                   file->path, e->name, st_shape_str(e->ndim, e->shape, buf, sizeof buf), e->numel,
+                   file->path, e->name, tg_st_shape_str(e->ndim, e->shape, buf, sizeof buf), e->numel,
                    expected_numel);
 }
 
@@ -456,22 +456,22 @@ static float half_to_float(uint16_t half) {
     return value;
 }
 
-TgStatus st_read_f32(const StFile *file, const char *name, float *out, int64_t expected_numel) {
-    const StEntry *e;
+TgStatus tg_st_read_f32(const TgStFile *file, const char *name, float *out, int64_t expected_numel) {
+    const TgStEntry *e;
     TG_TRY(require_entry(file, name, &e));
     TG_TRY(check_numel(file, e, expected_numel));
     const uint8_t *src = e->bytes;
     size_t n = (size_t)e->numel;
     switch (e->dtype) {
-    case ST_F32:
+    case TG_ST_F32:
         if (n) memcpy(out, src, n * sizeof(float));
         return TG_OK;
-    case ST_F16:
-    case ST_BF16:
+    case TG_ST_F16:
+    case TG_ST_BF16:
         for (size_t i = 0; i < n; i++) {
             uint16_t half;
             memcpy(&half, src + 2 * i, 2);
-            if (e->dtype == ST_F16) {
+            if (e->dtype == TG_ST_F16) {
                 out[i] = half_to_float(half);
             } else {
                 uint32_t bits = (uint32_t)half << 16; /* bfloat16 is the top half of a float */
@@ -479,7 +479,7 @@ TgStatus st_read_f32(const StFile *file, const char *name, float *out, int64_t e
             }
         }
         return TG_OK;
-    case ST_F64:
+    case TG_ST_F64:
         for (size_t i = 0; i < n; i++) {
             double value;
             memcpy(&value, src + 8 * i, 8);
@@ -488,22 +488,22 @@ TgStatus st_read_f32(const StFile *file, const char *name, float *out, int64_t e
         return TG_OK;
     default:
         return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is %s, expected a float dtype (F32, F16, BF16 or F64)",
-                       file->path, name, st_dtype_name(e->dtype));
+                       file->path, name, tg_st_dtype_name(e->dtype));
     }
 }
 
-TgStatus st_read_i32(const StFile *file, const char *name, int32_t *out, int64_t expected_numel) {
-    const StEntry *e;
+TgStatus tg_st_read_i32(const TgStFile *file, const char *name, int32_t *out, int64_t expected_numel) {
+    const TgStEntry *e;
     TG_TRY(require_entry(file, name, &e));
     TG_TRY(check_numel(file, e, expected_numel));
     size_t n = (size_t)e->numel;
-    if (e->dtype == ST_I32) {
+    if (e->dtype == TG_ST_I32) {
         if (n) memcpy(out, e->bytes, n * sizeof(int32_t));
         return TG_OK;
     }
-    if (e->dtype != ST_I64)
+    if (e->dtype != TG_ST_I64)
         return tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' is %s, expected I32 or I64", file->path, name,
-                       st_dtype_name(e->dtype));
+                       tg_st_dtype_name(e->dtype));
     for (size_t i = 0; i < n; i++) {
         int64_t value;
         memcpy(&value, e->bytes + 8 * i, 8);
@@ -515,15 +515,15 @@ TgStatus st_read_i32(const StFile *file, const char *name, int32_t *out, int64_t
     return TG_OK;
 }
 
-const char *st_metadata(const StFile *file, const char *key) {
+const char *tg_st_metadata(const TgStFile *file, const char *key) {
     for (size_t i = 0; i < file->meta_count; i++)
         if (strcmp(file->meta_keys[i], key) == 0) return file->meta_values[i];
     return NULL;
 }
 
-size_t st_metadata_count(const StFile *file) { return file->meta_count; }
+size_t tg_st_metadata_count(const TgStFile *file) { return file->meta_count; }
 
-void st_metadata_at(const StFile *file, size_t index, const char **key, const char **value) {
+void tg_st_metadata_at(const TgStFile *file, size_t index, const char **key, const char **value) {
     TG_CHECK(index < file->meta_count, "metadata %zu of %zu", index, file->meta_count);
     *key = file->meta_keys[index];
     *value = file->meta_values[index];
@@ -533,14 +533,14 @@ void st_metadata_at(const StFile *file, size_t index, const char **key, const ch
 
 typedef struct {
     char *name;
-    StDtype dtype;
+    TgStDtype dtype;
     int ndim;
-    int64_t shape[ST_MAX_DIMS];
+    int64_t shape[TG_ST_MAX_DIMS];
     uint8_t *bytes;
     size_t nbytes;
 } PendingTensor;
 
-struct StWriter {
+struct TgStWriter {
     PendingTensor *tensors;
     size_t count, cap;
     char **meta_keys, **meta_values;
@@ -553,9 +553,9 @@ static char *copy_string(const char *s) {
     return copy;
 }
 
-StWriter *st_writer_begin(void) { return tg_calloc(1, sizeof(StWriter)); }
+TgStWriter *tg_st_writer_begin(void) { return tg_calloc(1, sizeof(TgStWriter)); }
 
-void st_writer_free(StWriter *w) {
+void tg_st_writer_free(TgStWriter *w) {
     if (!w) return;
     for (size_t i = 0; i < w->count; i++) {
         free(w->tensors[i].name);
@@ -571,7 +571,7 @@ void st_writer_free(StWriter *w) {
     free(w);
 }
 
-TgStatus st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
+TgStatus tg_st_writer_add(TgStWriter *w, const char *name, TgStDtype dtype, int ndim, const int64_t *shape,
                         const void *data) {
     if (!name || !*name) return tg_fail(TG_ERR_ARG, "safetensors writer: empty tensor name");
     if (strcmp(name, "__metadata__") == 0)
@@ -580,9 +580,9 @@ TgStatus st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, c
         return tg_fail(TG_ERR_ARG, "safetensors writer: tensor name '%s' is not valid UTF-8", name);
     if ((unsigned)dtype >= DTYPE_COUNT)
         return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': unknown dtype %d", name, (int)dtype);
-    if (ndim < 0 || ndim > ST_MAX_DIMS)
+    if (ndim < 0 || ndim > TG_ST_MAX_DIMS)
         return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': %d dims (0 to %d supported)", name, ndim,
-                       ST_MAX_DIMS);
+                       TG_ST_MAX_DIMS);
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': negative dimension %" PRId64, name,
@@ -592,7 +592,7 @@ TgStatus st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, c
             return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s' added twice", name);
     int64_t numel;
     size_t nbytes;
-    if (!shape_sizes(ndim, shape, st_dtype_size(dtype), &numel, &nbytes))
+    if (!shape_sizes(ndim, shape, tg_st_dtype_size(dtype), &numel, &nbytes))
         return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': shape too large", name);
     if (nbytes && !data) return tg_fail(TG_ERR_ARG, "safetensors writer: tensor '%s': no data", name);
 
@@ -608,15 +608,15 @@ TgStatus st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, c
     return TG_OK;
 }
 
-TgStatus st_writer_add_f32(StWriter *w, const char *name, int ndim, const int64_t *shape, const float *data) {
-    return st_writer_add(w, name, ST_F32, ndim, shape, data);
+TgStatus tg_st_writer_add_f32(TgStWriter *w, const char *name, int ndim, const int64_t *shape, const float *data) {
+    return tg_st_writer_add(w, name, TG_ST_F32, ndim, shape, data);
 }
 
-TgStatus st_writer_add_i32(StWriter *w, const char *name, int ndim, const int64_t *shape, const int32_t *data) {
-    return st_writer_add(w, name, ST_I32, ndim, shape, data);
+TgStatus tg_st_writer_add_i32(TgStWriter *w, const char *name, int ndim, const int64_t *shape, const int32_t *data) {
+    return tg_st_writer_add(w, name, TG_ST_I32, ndim, shape, data);
 }
 
-TgStatus st_writer_set_metadata(StWriter *w, const char *key, const char *value) {
+TgStatus tg_st_writer_set_metadata(TgStWriter *w, const char *key, const char *value) {
     if (!key || !*key || !value) return tg_fail(TG_ERR_ARG, "safetensors writer: empty metadata key or no value");
     if (!valid_utf8((const uint8_t *)key, strlen(key)) || !valid_utf8((const uint8_t *)value, strlen(value)))
         return tg_fail(TG_ERR_ARG, "safetensors writer: metadata '%s' is not valid UTF-8", key);
@@ -681,7 +681,7 @@ static void text_json_string(TextBuffer *b, const char *s) {
     text_append(b, "\"", 1);
 }
 
-static void build_header(const StWriter *w, TextBuffer *header) {
+static void build_header(const TgStWriter *w, TextBuffer *header) {
     text_append(header, "{", 1);
     bool first = true;
     if (w->meta_count) {
@@ -701,7 +701,7 @@ static void build_header(const StWriter *w, TextBuffer *header) {
         if (!first) text_append(header, ",", 1);
         first = false;
         text_json_string(header, t->name);
-        text_printf(header, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(t->dtype));
+        text_printf(header, ":{\"dtype\":\"%s\",\"shape\":[", tg_st_dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++) text_printf(header, "%s%" PRId64, d ? "," : "", t->shape[d]);
         text_printf(header, "],\"data_offsets\":[%zu,%zu]}", offset, offset + t->nbytes);
         offset += t->nbytes;
@@ -715,32 +715,32 @@ static bool write_fully(FILE *f, const void *data, size_t n) { return n == 0 || 
 
 /* Makes the rename itself durable; some file systems cannot fsync a directory, which is fine. */
 
-TgStatus st_writer_finish(StWriter *w, const char *path) {
+TgStatus tg_st_writer_finish(TgStWriter *w, const char *path) {
     size_t total = 0;
     for (size_t i = 0; i < w->count; i++)
         if (__builtin_add_overflow(total, w->tensors[i].nbytes, &total)) {
-            st_writer_free(w);
+            tg_st_writer_free(w);
             return tg_fail(TG_ERR_ARG, "%s: tensors too large to write", path);
         }
     TextBuffer header = {0};
     build_header(w, &header);
 
-    AtomicFile af;
-    TgStatus status = atomic_file_open(&af, path);
+    TgAtomicFile af;
+    TgStatus status = tg_atomic_file_open(&af, path);
     if (status == TG_OK) {
-        FILE *f = atomic_file_stream(&af);
+        FILE *f = tg_atomic_file_stream(&af);
         uint8_t length[8];
         for (int i = 0; i < 8; i++) length[i] = (uint8_t)((uint64_t)header.len >> (8 * i));
         bool ok = write_fully(f, length, 8) && write_fully(f, header.data, header.len);
         for (size_t i = 0; ok && i < w->count; i++) ok = write_fully(f, w->tensors[i].bytes, w->tensors[i].nbytes);
         if (ok) {
-            status = atomic_file_commit(&af);
+            status = tg_atomic_file_commit(&af);
         } else {
             status = tg_fail(TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-            atomic_file_abandon(&af);
+            tg_atomic_file_abandon(&af);
         }
     }
     free(header.data);
-    st_writer_free(w);
+    tg_st_writer_free(w);
     return status;
 }

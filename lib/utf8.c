@@ -19,14 +19,14 @@ static bool second_byte_range(unsigned char b, unsigned char *lo, unsigned char 
     return true;
 }
 
-size_t utf8_next(const unsigned char *s, size_t len, uint32_t *cp) {
+size_t tg_utf8_next(const unsigned char *s, size_t len, uint32_t *cp) {
     if (s[0] < 0x80) {
         *cp = s[0];
         return 1;
     }
     unsigned char lo, hi;
     size_t need;
-    *cp = UTF8_INVALID;
+    *cp = TG_UTF8_INVALID;
     if (!second_byte_range(s[0], &lo, &hi, &need)) return 1;
     uint32_t value = s[0] & (need == 2 ? 0x1Fu : need == 3 ? 0x0Fu : 0x07u);
     for (size_t i = 1; i < need; i++) {

@@ -5,14 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What utf8_next reports for bytes that are not well-formed UTF-8. */
-#define UTF8_INVALID UINT32_MAX
+/* What tg_utf8_next reports for bytes that are not well-formed UTF-8. */
+#define TG_UTF8_INVALID UINT32_MAX
 
 /* The code point starting at s[0] (len >= 1): returns its length in bytes and sets *cp. Bytes
- * that are not well-formed UTF-8 give *cp = UTF8_INVALID and the length of the maximal
+ * that are not well-formed UTF-8 give *cp = TG_UTF8_INVALID and the length of the maximal
  * subpart (the longest prefix of a well-formed sequence, at least 1 byte): the unit that
  * decoders replacing errors with U+FFFD replace, as WHATWG's TextDecoder, Python's
  * errors="replace" and Rust's from_utf8_lossy do. */
-size_t utf8_next(const unsigned char *s, size_t len, uint32_t *cp);
+size_t tg_utf8_next(const unsigned char *s, size_t len, uint32_t *cp);
 
 #endif

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-TgStatus chat_session_open(ChatSession *s, TgModel *model, const TgTokenizer *tok, TgTape *tape,
+TgStatus tg_chat_session_open(TgChatSession *s, TgModel *model, const TgTokenizer *tok, TgTape *tape,
                            const TgSampleOptions *sampling, uint64_t seed, int64_t max_reply, const char *tok_origin) {
     memset(s, 0, sizeof *s);
-    TG_TRY(chat_tokens_find(tok, tok_origin, &s->ct));
+    TG_TRY(tg_chat_tokens_find(tok, tok_origin, &s->ct));
     if (max_reply < 1) return tg_fail(TG_ERR_ARG, "a reply of %lld tokens: at least 1", (long long)max_reply);
     const TgModelConfig *c = &model->cfg;
     s->model = model, s->tok = tok, s->tape = tape, s->sampling = *sampling, s->max_reply = max_reply;
@@ -22,15 +22,15 @@ TgStatus chat_session_open(ChatSession *s, TgModel *model, const TgTokenizer *to
     return TG_OK;
 }
 
-void chat_session_close(ChatSession *s) {
+void tg_chat_session_close(TgChatSession *s) {
     tg_kv_cache_free(&s->cache);
-    chat_ids_free(&s->ids);
+    tg_chat_ids_free(&s->ids);
     free(s->turn_start), free(s->context), free(s->probs), free(s->scratch), free(s->seen);
     memset(s, 0, sizeof *s);
 }
 
 /* Turn n_turns begins at ids.n. */
-static void begin_turn(ChatSession *s) {
+static void begin_turn(TgChatSession *s) {
     if (s->n_turns == s->cap_turns) {
         s->cap_turns *= 2;
         s->turn_start = tg_realloc(s->turn_start, s->cap_turns * sizeof *s->turn_start);
@@ -38,18 +38,18 @@ static void begin_turn(ChatSession *s) {
     s->turn_start[s->n_turns++] = s->ids.n;
 }
 
-static size_t turn_end(const ChatSession *s, size_t i) { return i + 1 < s->n_turns ? s->turn_start[i + 1] : s->ids.n; }
+static size_t turn_end(const TgChatSession *s, size_t i) { return i + 1 < s->n_turns ? s->turn_start[i + 1] : s->ids.n; }
 
-TgStatus chat_session_add(ChatSession *s, ChatRole role, const char *content, size_t len) {
-    if (role == CHAT_SYSTEM && s->n_turns > 0)
+TgStatus tg_chat_session_add(TgChatSession *s, TgChatRole role, const char *content, size_t len) {
+    if (role == TG_CHAT_SYSTEM && s->n_turns > 0)
         return tg_fail(TG_ERR_ARG, "a system turn comes first in a conversation, before any other");
     begin_turn(s);
-    if (role == CHAT_SYSTEM) s->has_system = true;
-    return chat_encode_turn(s->tok, &s->ct, role, content, len, &s->ids);
+    if (role == TG_CHAT_SYSTEM) s->has_system = true;
+    return tg_chat_encode_turn(s->tok, &s->ct, role, content, len, &s->ids);
 }
 
 /* Feeds ids[0..n) to the cache (n >= 1, room for them); returns the logits of the last. */
-static float *feed(ChatSession *s, const int32_t *ids, int64_t n) {
+static float *feed(TgChatSession *s, const int32_t *ids, int64_t n) {
     memcpy(s->context + s->cache.len, ids, (size_t)n * sizeof *ids);
     TgTensor *logits = tg_model_forward(s->model, s->tape, ids, 1, n, &s->cache);
     return logits->data + (size_t)(n - 1) * (size_t)s->model->cfg.vocab;
@@ -58,7 +58,7 @@ static float *feed(ChatSession *s, const int32_t *ids, int64_t n) {
 /* Builds the cache again from what fits in the context less `reserve` positions: the system turn
  * (when it takes at most half of that), then the latest turns that fit whole, or of the last turn
  * alone its last ids. Everything of the conversation is then in the cache. */
-static float *rebuild(ChatSession *s, int64_t reserve) {
+static float *rebuild(TgChatSession *s, int64_t reserve) {
     int64_t budget = s->model->cfg.seq_len - reserve;
     if (budget < 1) budget = 1;
     size_t first_turn = s->has_system ? 1 : 0;
@@ -84,7 +84,7 @@ static float *rebuild(ChatSession *s, int64_t reserve) {
 
 /* Feeds what the cache lacks, leaving `reserve` positions free (building it again when it is too
  * full); returns the logits of the conversation's last id. */
-static float *sync(ChatSession *s, int64_t reserve) {
+static float *sync(TgChatSession *s, int64_t reserve) {
     int64_t pending = (int64_t)(s->ids.n - s->synced);
     if (s->cache.len + pending + reserve > s->model->cfg.seq_len) return rebuild(s, reserve);
     float *last = feed(s, s->ids.ids + s->synced, pending);
@@ -93,13 +93,13 @@ static float *sync(ChatSession *s, int64_t reserve) {
 }
 
 /* The room a reply wants: max_reply, at most a quarter of the context. */
-static int64_t reply_room(const ChatSession *s, int64_t drawn) {
+static int64_t reply_room(const TgChatSession *s, int64_t drawn) {
     int64_t left = s->max_reply - drawn, quarter = s->model->cfg.seq_len / 4 > 0 ? s->model->cfg.seq_len / 4 : 1;
     return left < quarter ? left : quarter;
 }
 
 /* Appends id to the conversation's ids. */
-static void push(ChatSession *s, int32_t id) {
+static void push(TgChatSession *s, int32_t id) {
     if (s->ids.n == s->ids.cap) {
         s->ids.cap = s->ids.cap ? 2 * s->ids.cap : 256;
         s->ids.ids = tg_realloc(s->ids.ids, s->ids.cap * sizeof *s->ids.ids);
@@ -109,13 +109,13 @@ static void push(ChatSession *s, int32_t id) {
     s->ids.trained[s->ids.n++] = 0;
 }
 
-TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
-                            size_t *reply_len, ChatFinish *finish, int64_t *n_ids) {
+TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
+                            size_t *reply_len, TgChatFinish *finish, int64_t *n_ids) {
     *reply = NULL;
     *reply_len = 0;
-    TG_TRY(chat_session_add(s, CHAT_USER, user, len));
+    TG_TRY(tg_chat_session_add(s, TG_CHAT_USER, user, len));
     begin_turn(s); /* the assistant's: the generation prompt, the reply, <|im_end|>\n */
-    TG_TRY(chat_encode_generation_prompt(s->tok, &s->ct, &s->ids));
+    TG_TRY(tg_chat_encode_generation_prompt(s->tok, &s->ct, &s->ids));
     const int64_t vocab = s->model->cfg.vocab;
     bool old = tg_tape_set_grad_enabled(s->tape, false);
     float *logits = sync(s, reply_room(s, 0));
@@ -123,7 +123,7 @@ TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatSt
     char *text = tg_malloc(text_cap);
     int64_t drawn = 0;
     TgStatus failed = TG_OK;
-    *finish = CHAT_FINISH_LENGTH;
+    *finish = TG_CHAT_FINISH_LENGTH;
     for (;;) {
         if (s->sampling.repetition_penalty > 0)
             tg_sample_penalize(logits, vocab, s->context, s->cache.len, s->sampling.repetition_penalty, s->seen);
@@ -134,7 +134,7 @@ TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatSt
             break;
         }
         if (next == s->ct.im_end || next == s->ct.eot) {
-            *finish = CHAT_FINISH_END;
+            *finish = TG_CHAT_FINISH_END;
             break;
         }
         push(s, next);
@@ -153,7 +153,7 @@ TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatSt
     if (n_ids) *n_ids = drawn;
     /* the turn closes as the template closes it; those ids are fed with the next turn */
     push(s, s->ct.im_end);
-    TgStatus closed = chat_encode_text(s->tok, "\n", 1, &s->ids);
+    TgStatus closed = tg_chat_encode_text(s->tok, "\n", 1, &s->ids);
     if (failed != TG_OK || closed != TG_OK) {
         free(text);
         return closed != TG_OK ? closed : failed; /* the message is that of the last failure */

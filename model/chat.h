@@ -27,22 +27,22 @@
 #include "tapegrad/tape.h"
 #include "tapegrad/tokenizer.h"
 
-typedef enum { CHAT_FINISH_END, CHAT_FINISH_LENGTH } ChatFinish;
+typedef enum { TG_CHAT_FINISH_END, TG_CHAT_FINISH_LENGTH } TgChatFinish;
 
 /* Called with the bytes of each drawn token of a reply as it comes (streaming). Anything but TG_OK
- * (its reader is gone) stops the reply there: chat_session_reply returns it. */
+ * (its reader is gone) stops the reply there: tg_chat_session_reply returns it. */
 typedef TgStatus (*ChatStream)(void *ctx, const char *bytes, size_t len);
 
-typedef struct ChatSession {
+typedef struct TgChatSession {
     TgModel *model;
     const TgTokenizer *tok;
     TgTape *tape;
-    ChatTokens ct;
+    TgChatTokens ct;
     TgSampleOptions sampling;
     TgRng rng;
     int64_t max_reply;
     TgKVCache cache;
-    ChatIds ids;            /* the conversation, every turn */
+    TgChatIds ids;            /* the conversation, every turn */
     size_t *turn_start;     /* [n_turns + 1]: turn i is ids [turn_start[i], turn_start[i + 1]) */
     size_t n_turns, cap_turns;
     bool has_system;        /* turn 0 is the system turn */
@@ -52,23 +52,23 @@ typedef struct ChatSession {
     float *probs;
     int32_t *scratch;
     uint8_t *seen;
-} ChatSession;
+} TgChatSession;
 
-/* A session over model and tok (which must have the ChatML markers: chat_tokens_find's message
+/* A session over model and tok (which must have the ChatML markers: tg_chat_tokens_find's message
  * otherwise), sampling as `sampling` says from a generator seeded with `seed`, replies of at most
  * max_reply tokens (>= 1). */
-TgStatus chat_session_open(ChatSession *s, TgModel *model, const TgTokenizer *tok, TgTape *tape,
+TgStatus tg_chat_session_open(TgChatSession *s, TgModel *model, const TgTokenizer *tok, TgTape *tape,
                            const TgSampleOptions *sampling, uint64_t seed, int64_t max_reply, const char *tok_origin);
-void chat_session_close(ChatSession *s);
+void tg_chat_session_close(TgChatSession *s);
 /* Adds a turn to the conversation without generating (a system prompt, or a conversation's
  * earlier turns given by a script). A system turn may only come first. */
-TgStatus chat_session_add(ChatSession *s, ChatRole role, const char *content, size_t len);
+TgStatus tg_chat_session_add(TgChatSession *s, TgChatRole role, const char *content, size_t len);
 /* Adds the user's turn and draws the assistant's reply: `stream` (may be NULL) sees its bytes as
  * they come; *reply (malloc'ed, NUL-terminated) receives its text, *finish why it ended, *n_ids
  * (may be NULL) its ids' count. The reply becomes a turn of the conversation. Fails (*reply
  * NULL) when the stream stops it, and (TG_ERR_NUMERIC, naming the reply's token) when the
  * logits of a token are not finite (tg_sample_token); the turn is closed all the same. */
-TgStatus chat_session_reply(ChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
-                            size_t *reply_len, ChatFinish *finish, int64_t *n_ids);
+TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
+                            size_t *reply_len, TgChatFinish *finish, int64_t *n_ids);
 
 #endif

@@ -103,15 +103,15 @@ static TgTensor *target_weight(const TgLayerParams *L, int t) {
 }
 
 uint64_t tg_model_weights_fingerprint(const TgModel *m) {
-    Hash64 h;
-    hash64_init(&h, 0x4c6f5241u /* "LoRA" */);
+    TgHash64 h;
+    tg_hash64_init(&h, 0x4c6f5241u /* "LoRA" */);
     for (int i = 0; i < m->params.count; i++) {
         const TgTensor *t = m->params.tensors[i];
-        hash64_update(&h, t->name, strlen(t->name) + 1);
-        hash64_update(&h, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
-        hash64_update(&h, t->data, (size_t)t->numel * sizeof(float));
+        tg_hash64_update(&h, t->name, strlen(t->name) + 1);
+        tg_hash64_update(&h, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+        tg_hash64_update(&h, t->data, (size_t)t->numel * sizeof(float));
     }
-    return hash64_final(&h);
+    return tg_hash64_final(&h);
 }
 
 void tg_lora_attach(TgModel *m, const TgLoraConfig *cfg, uint64_t seed) {

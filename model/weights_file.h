@@ -16,25 +16,25 @@
  * (hex, 16 digits): "tokenizer_fingerprint", the run's (tg_tokenizer_fingerprint, as its
  * checkpoints record it), and in a Hugging Face folder "tokenizer_json_fingerprint", the one its
  * tokenizer.json has when a run imports it (--tokenizer hf:DIR/tokenizer.json). 0: not recorded. */
-#define WEIGHTS_TOKENIZER_KEY "tokenizer_fingerprint"
-#define WEIGHTS_TOKENIZER_JSON_KEY "tokenizer_json_fingerprint"
-typedef struct WeightsTokenizer {
+#define TG_WEIGHTS_TOKENIZER_KEY "tokenizer_fingerprint"
+#define TG_WEIGHTS_TOKENIZER_JSON_KEY "tokenizer_json_fingerprint"
+typedef struct TgWeightsTokenizer {
     uint64_t fingerprint, json_fingerprint;
-} WeightsTokenizer;
+} TgWeightsTokenizer;
 
 /* Writes the weights (F32, under the parameters' names, format "pt", `source_note` as the
  * "source" metadata when not NULL, the tokenizer's fingerprints when not 0) to `path`,
  * atomically. */
-TgStatus model_write_weights(const TgModel *model, const char *path, const char *source_note, WeightsTokenizer tok);
+TgStatus tg_model_write_weights(const TgModel *model, const char *path, const char *source_note, TgWeightsTokenizer tok);
 /* Loads every weight of `model` from a safetensors file: each must be present with the model's
  * shape (F32, F16, BF16 or F64) and finite (the first NaN or Inf is named, tensor and index), and
- * the file may hold nothing else. Weights that record a tokenizer (WeightsTokenizer) are refused
+ * the file may hold nothing else. Weights that record a tokenizer (TgWeightsTokenizer) are refused
  * (TG_ERR_MISMATCH) unless it is `tok` (NULL: not checked), naming both and how to train with
  * theirs; weights that record none (from elsewhere) load, with a note to `messages` (may be
  * NULL). The model is unchanged on failure; the AdamW moments are not touched. */
-TgStatus model_import_safetensors(TgModel *model, const char *path, const TgTokenizer *tok, const MessageSink *messages);
+TgStatus tg_model_import_safetensors(TgModel *model, const char *path, const TgTokenizer *tok, const TgMessageSink *messages);
 /* The tokenizer fingerprints `f` records (0 for a key that is absent); TG_ERR_FORMAT for a value
  * that is not 16 hex digits. */
-TgStatus weights_tokenizer_read(const StFile *f, WeightsTokenizer *out);
+TgStatus tg_weights_tokenizer_read(const TgStFile *f, TgWeightsTokenizer *out);
 
 #endif

@@ -142,7 +142,7 @@ static const TgOpCheck sigmoid_cases[] = {
     {.variant = "4x5", .inputs = {{"x", {4, 5}}}, .forward = fwd_sigmoid},
     {.variant = "2x3x4 on [-4, 4)", .inputs = {{"x", {2, 3, 4}}}, .forward = fwd_sigmoid, .lo = -4.0f, .hi = 4.0f},
 };
-const TgOpCheckList relu_checks = TG_OP_CHECK_LIST(relu_cases);
-const TgOpCheckList silu_checks = TG_OP_CHECK_LIST(silu_cases);
-const TgOpCheckList gelu_checks = TG_OP_CHECK_LIST(gelu_cases);
-const TgOpCheckList sigmoid_checks = TG_OP_CHECK_LIST(sigmoid_cases);
+const TgOpCheckList tg_relu_checks = TG_OP_CHECK_LIST(relu_cases);
+const TgOpCheckList tg_silu_checks = TG_OP_CHECK_LIST(silu_cases);
+const TgOpCheckList tg_gelu_checks = TG_OP_CHECK_LIST(gelu_cases);
+const TgOpCheckList tg_sigmoid_checks = TG_OP_CHECK_LIST(sigmoid_cases);

@@ -498,4 +498,4 @@ static const TgOpCheck attention_cases[] = {
     {.variant = "segments of one B2 T6 H2 KV2 hd3", .inputs = QKV(2, 2, 2, 3, 6, 6), .forward = fwd_attention,
      .ctx = &(AttentionCheckParams){2, 2, (const int32_t[]){0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}}},
 };
-const TgOpCheckList attention_checks = TG_OP_CHECK_LIST(attention_cases);
+const TgOpCheckList tg_attention_checks = TG_OP_CHECK_LIST(attention_cases);

@@ -42,27 +42,27 @@ static const Family families[] = {
 };
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
 
-int op_check_name_count(void) { return N_FAMILIES; }
-const char *op_check_name(int i) { return i >= 0 && i < N_FAMILIES ? families[i].name : NULL; }
+int tg_op_check_name_count(void) { return N_FAMILIES; }
+const char *tg_op_check_name(int i) { return i >= 0 && i < N_FAMILIES ? families[i].name : NULL; }
 
-int op_check_cases_of(const char *name) {
+int tg_op_check_cases_of(const char *name) {
     for (int f = 0; f < N_FAMILIES; f++)
         if (strcmp(families[f].name, name) == 0) return families[f].list->count;
     return 0;
 }
 
-int op_checks_count(void) {
+int tg_op_checks_count(void) {
     int n = 0;
     for (int f = 0; f < N_FAMILIES; f++) n += families[f].list->count;
     return n;
 }
 
-OpCheckRef op_check_get(int i) {
+TgOpCheckRef tg_op_check_get(int i) {
     for (int f = 0; f < N_FAMILIES; f++) {
-        if (i < families[f].list->count) return (OpCheckRef){families[f].name, &families[f].list->cases[i]};
+        if (i < families[f].list->count) return (TgOpCheckRef){families[f].name, &families[f].list->cases[i]};
         i -= families[f].list->count;
     }
-    return (OpCheckRef){NULL, NULL};
+    return (TgOpCheckRef){NULL, NULL};
 }
 
 /* ---- running ---- */
@@ -132,7 +132,7 @@ int tg_op_check_list_run(const char *op, const TgOpCheckList *list, TgTape *tape
     return failures;
 }
 
-int op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, TgOpCheckReportFn report, void *ctx) {
+int tg_op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, TgOpCheckReportFn report, void *ctx) {
     int failures = 0;
     for (int f = 0; f < N_FAMILIES; f++)
         if (!op || strcmp(families[f].name, op) == 0)
@@ -157,4 +157,4 @@ static const TgOpCheck graph_cases[] = {
     {.variant = "x twice, diamond", .inputs = {{"x", {3, 4}}, {"w1", {5, 4}}, {"w2", {5, 4}}},
      .forward = fwd_graph_diamond},
 };
-const TgOpCheckList graph_checks = TG_OP_CHECK_LIST(graph_cases);
+const TgOpCheckList tg_graph_checks = TG_OP_CHECK_LIST(graph_cases);

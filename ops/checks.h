@@ -6,7 +6,7 @@
  *   static const TgOpCheck rmsnorm_cases[] = {
  *       {.variant = "3x7", .inputs = {{"x", {3, 7}}, {"g", {7}}}, .forward = fwd_rmsnorm},
  *   };
- *   const TgOpCheckList rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);
+ *   const TgOpCheckList tg_rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);
  *
  * Where an op's backward has branches (vector tails, blocks, head groups, a KV cache's offset),
  * its file adds a grid: a macro writing one case per point, so a list stays static data and
@@ -31,18 +31,18 @@ TG_COMPOSITE_LIST(TG_OP_CHECKS_DECLARE)
 typedef struct {
     const char *op;       /* the op's (or composite's) name */
     const TgOpCheck *check;
-} OpCheckRef;
+} TgOpCheckRef;
 
-int op_checks_count(void);
-OpCheckRef op_check_get(int i);
+int tg_op_checks_count(void);
+TgOpCheckRef tg_op_check_get(int i);
 /* Cases registered under `name` (an op or a composite); 0 for an unknown name. */
-int op_check_cases_of(const char *name);
+int tg_op_check_cases_of(const char *name);
 /* The names of the ops and composites, in list order: name_count() of them. */
-int op_check_name_count(void);
-const char *op_check_name(int i);
+int tg_op_check_name_count(void);
+const char *tg_op_check_name(int i);
 
 /* Runs every case of `op` (NULL: all) for seeds seed .. seed + n_seeds - 1 and reports each
  * (report may be NULL). Returns the number of failing cases. */
-int op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, TgOpCheckReportFn report, void *ctx);
+int tg_op_checks_run(const char *op, TgTape *tape, uint64_t seed, int64_t n_seeds, TgOpCheckReportFn report, void *ctx);
 
 #endif

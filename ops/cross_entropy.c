@@ -223,4 +223,4 @@ static const TgOpCheck cross_entropy_cases[] = {
     CROSS_ENTROPY_RAGGED_VOCAB(5, -1) CROSS_ENTROPY_CASE(5, 7, -100) CROSS_ENTROPY_CASE(5, 33, -100)
     CROSS_ENTROPY_CASE(1, 17, -1) CROSS_ENTROPY_CASE(1, 65, -1)
 };
-const TgOpCheckList cross_entropy_checks = TG_OP_CHECK_LIST(cross_entropy_cases);
+const TgOpCheckList tg_cross_entropy_checks = TG_OP_CHECK_LIST(cross_entropy_cases);

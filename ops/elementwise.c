@@ -132,8 +132,8 @@ static const TgOpCheck sum_cases[] = {
 static const TgOpCheck mean_cases[] = {
     {.variant = "5x3", .inputs = {{"a", {5, 3}}}, .forward = fwd_mean},
 };
-const TgOpCheckList add_checks = TG_OP_CHECK_LIST(add_cases);
-const TgOpCheckList mul_checks = TG_OP_CHECK_LIST(mul_cases);
-const TgOpCheckList scale_checks = TG_OP_CHECK_LIST(scale_cases);
-const TgOpCheckList sum_checks = TG_OP_CHECK_LIST(sum_cases);
-const TgOpCheckList mean_checks = TG_OP_CHECK_LIST(mean_cases);
+const TgOpCheckList tg_add_checks = TG_OP_CHECK_LIST(add_cases);
+const TgOpCheckList tg_mul_checks = TG_OP_CHECK_LIST(mul_cases);
+const TgOpCheckList tg_scale_checks = TG_OP_CHECK_LIST(scale_cases);
+const TgOpCheckList tg_sum_checks = TG_OP_CHECK_LIST(sum_cases);
+const TgOpCheckList tg_mean_checks = TG_OP_CHECK_LIST(mean_cases);

@@ -107,4 +107,4 @@ static const TgOpCheck embedding_cases[] = {
     {.variant = "V10 D6 ids 2x5 repeats", .inputs = {{"table", {10, 6}}}, .forward = fwd_embedding, .ctx = &emb_2x5},
     {.variant = "V3 D5 one id 4 times", .inputs = {{"table", {3, 5}}}, .forward = fwd_embedding, .ctx = &emb_same},
 };
-const TgOpCheckList embedding_checks = TG_OP_CHECK_LIST(embedding_cases);
+const TgOpCheckList tg_embedding_checks = TG_OP_CHECK_LIST(embedding_cases);

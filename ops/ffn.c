@@ -126,7 +126,7 @@ static const TgOpCheck swiglu_cases[] = {
     SWIGLU_CASE(1, 1) SWIGLU_CASE(1, 7) SWIGLU_CASE(1, 15) SWIGLU_CASE(1, 17) SWIGLU_CASE(3, 11) SWIGLU_CASE(1, 33)
     SWIGLU_CASE(1, 65)
 };
-const TgOpCheckList swiglu_checks = TG_OP_CHECK_LIST(swiglu_cases);
+const TgOpCheckList tg_swiglu_checks = TG_OP_CHECK_LIST(swiglu_cases);
 
 #define SWIGLU_FFN_INPUTS(dim, hidden) {"w1", {hidden, dim}}, {"w3", {hidden, dim}}, {"w2", {dim, hidden}}
 
@@ -138,7 +138,7 @@ static const TgOpCheck ffn_swiglu_cases[] = {
     {.variant = "7 rows dim9 hidden17", .inputs = {{"x", {7, 9}}, SWIGLU_FFN_INPUTS(9, 17)},
      .forward = fwd_ffn_swiglu},
 };
-const TgOpCheckList ffn_swiglu_checks = TG_OP_CHECK_LIST(ffn_swiglu_cases);
+const TgOpCheckList tg_ffn_swiglu_checks = TG_OP_CHECK_LIST(ffn_swiglu_cases);
 
 static const TgOpCheck ffn_relu_cases[] = {
     {.variant = "3 rows dim5 hidden7", .inputs = {{"x", {3, 5}}, {"w1", {7, 5}}, {"w2", {5, 7}}},
@@ -146,4 +146,4 @@ static const TgOpCheck ffn_relu_cases[] = {
     {.variant = "2x3 rows dim5 hidden6 + residual", .inputs = {{"x", {2, 3, 5}}, {"w1", {6, 5}}, {"w2", {5, 6}}},
      .forward = fwd_ffn_relu_residual, .lo = 0.2f, .hi = 1.0f},
 };
-const TgOpCheckList ffn_relu_checks = TG_OP_CHECK_LIST(ffn_relu_cases);
+const TgOpCheckList tg_ffn_relu_checks = TG_OP_CHECK_LIST(ffn_relu_cases);

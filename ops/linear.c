@@ -176,7 +176,7 @@ static const TgOpCheck linear_cases[] = {
     {.variant = "2x3x4x6 (3-d x)", .inputs = {{"x", {2, 3, 4}}, {"w", {6, 4}}}, .forward = fwd_linear},
     LINEAR_RAGGED_GRID
 };
-const TgOpCheckList linear_checks = TG_OP_CHECK_LIST(linear_cases);
+const TgOpCheckList tg_linear_checks = TG_OP_CHECK_LIST(linear_cases);
 
 static const TgOpCheck linear_residual_cases[] = {
     {.variant = "3x5x7", .inputs = {{"x", {3, 5}}, {"w", {7, 5}}, {"r", {3, 7}}}, .forward = fwd_linear_residual},
@@ -185,7 +185,7 @@ static const TgOpCheck linear_residual_cases[] = {
     {.variant = "m13 n17 k7", .inputs = {{"x", {13, 7}}, {"w", {17, 7}}, {"r", {13, 17}}},
      .forward = fwd_linear_residual},
 };
-const TgOpCheckList linear_residual_checks = TG_OP_CHECK_LIST(linear_residual_cases);
+const TgOpCheckList tg_linear_residual_checks = TG_OP_CHECK_LIST(linear_residual_cases);
 
 /* the LoRA scale rides in ctx: 2.0 (alpha 2 rank, the default) unless a case says otherwise */
 static float lora_scale(void *ctx) { return ctx ? *(const float *)ctx : 2.0f; }
@@ -197,8 +197,8 @@ static TgTensor *fwd_lora_linear_residual(TgTape *t, TgTensor *const *in, void *
 }
 static float lora_scale_half = 0.5f;
 
-#define LORA_CASE(m, n, k, r)                                                                              \
-    {.variant = "m" #m " n" #n " k" #k " r" #r,                                                             \
+#define LORA_CASE(m, n, k, r)                   \
+    {.variant = "m" #m " n" #n " k" #k " r" #r, \
      .inputs = {{"x", {m, k}}, {"w", {n, k}}, {"a", {r, k}}, {"b", {n, r}}}, .forward = fwd_lora_linear},
 
 static const TgOpCheck lora_linear_cases[] = {
@@ -211,4 +211,4 @@ static const TgOpCheck lora_linear_cases[] = {
      .inputs = {{"x", {2, 3, 8}}, {"w", {5, 8}}, {"a", {4, 8}}, {"b", {5, 4}}, {"r", {2, 3, 5}}},
      .forward = fwd_lora_linear_residual},
 };
-const TgOpCheckList lora_linear_checks = TG_OP_CHECK_LIST(lora_linear_cases);
+const TgOpCheckList tg_lora_linear_checks = TG_OP_CHECK_LIST(lora_linear_cases);

@@ -116,4 +116,4 @@ static const TgOpCheck rmsnorm_cases[] = {
     {.variant = "2x3x8 (3-d x)", .inputs = {{"x", {2, 3, 8}}, {"g", {8}}}, .forward = fwd_rmsnorm},
     RMSNORM_ROWS_1_AND_7(15) RMSNORM_ROWS_1_AND_7(17) RMSNORM_ROWS_1_AND_7(33) RMSNORM_ROWS_1_AND_7(65)
 };
-const TgOpCheckList rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);
+const TgOpCheckList tg_rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);

@@ -73,7 +73,7 @@ typedef struct {
 static void rope_rows(const RopeJob *job, int64_t begin, int64_t end, bool backward) {
     const int64_t hd = job->rope->head_dim, half = hd / 2, width = job->heads * hd;
     const TgKernels *kernels = tg_kernels();
-    tg_rope_mode mode = !backward ? TG_ROPE_FORWARD : job->accumulate ? TG_ROPE_BACKWARD_ADD : TG_ROPE_BACKWARD;
+    TgRopeMode mode = !backward ? TG_ROPE_FORWARD : job->accumulate ? TG_ROPE_BACKWARD_ADD : TG_ROPE_BACKWARD;
     for (int64_t row = begin; row < end; row++) {
         int64_t pos = job->pos_offset + row % job->seq_len;
         kernels->rope(job->in + row * width, job->out + row * width, job->rope->cos + pos * half,
@@ -191,4 +191,4 @@ static const TgOpCheck rope_cases[] = {
     {.variant = "in place B1 T5 H3 hd18 pos3", .inputs = {{"x", {1, 5, 54}}}, .forward = fwd_rope_inplace,
      .ctx = &(RopeCase){.heads = 3, .head_dim = 18, .pos_offset = 3, .theta = 10}},
 };
-const TgOpCheckList rope_checks = TG_OP_CHECK_LIST(rope_cases);
+const TgOpCheckList tg_rope_checks = TG_OP_CHECK_LIST(rope_cases);

@@ -11,34 +11,34 @@ static double param_count(const TgModelConfig *c) {
     return n < 0 ? INFINITY : (double)n;
 }
 
-double model_memory_bytes(const TgModelConfig *c) {
+double tg_model_memory_bytes(const TgModelConfig *c) {
     /* each tensor of the store starts on a 16-float boundary: 9 per layer and 2 more at most */
     double tensors = 9.0 * (double)c->n_layers + 2, floats = param_count(c) + 16 * tensors;
     double rope = 2.0 * (double)c->seq_len * (double)(c->dim / (c->n_heads > 0 ? c->n_heads : 1)) * sizeof(float);
     return 4 * floats * sizeof(float) + rope;
 }
 
-TgStatus checkpoint_model_memory_check(const TgModelConfig *c, const char *path) {
-    MemoryPlan plan = {0};
+TgStatus tg_checkpoint_model_memory_check(const TgModelConfig *c, const char *path) {
+    TgMemoryPlan plan = {0};
     double params = param_count(c);
-    memory_plan_add(&plan, model_memory_bytes(c) + 3 * params * sizeof(float), path, NULL,
+    tg_memory_plan_add(&plan, tg_model_memory_bytes(c) + 3 * params * sizeof(float), path, NULL,
                     "to load its model of %.0f parameters (weights, gradients, AdamW moments, and the weights and "
                     "moments staged while it is read)",
                     params);
-    return memory_plan_check(&plan);
+    return tg_memory_plan_check(&plan);
 }
 
-void memory_plan_add_activations(MemoryPlan *plan, const TgModelConfig *c, int64_t batch, int64_t seq, int threads,
+void tg_memory_plan_add_activations(TgMemoryPlan *plan, const TgModelConfig *c, int64_t batch, int64_t seq, int threads,
                                  bool training, const char *subject, const char *fix) {
     double tokens = (double)batch * (double)seq;
     double bytes = tg_model_activation_bytes(c, batch, seq, threads, training) + 2 * tokens * sizeof(int32_t);
     char per_token[32];
-    memory_format(bytes / tokens, per_token, sizeof per_token);
-    memory_plan_add(plan, bytes, subject, fix, "for one %s at this model's size (%s per token at seq %lld)",
+    tg_memory_format(bytes / tokens, per_token, sizeof per_token);
+    tg_memory_plan_add(plan, bytes, subject, fix, "for one %s at this model's size (%s per token at seq %lld)",
                     training ? "step's activations" : "forward's activations", per_token, (long long)seq);
 }
 
-void sampling_memory_bytes(const TgModelConfig *c, int64_t tokens, int threads, double *context, double *buffers) {
+void tg_sampling_memory_bytes(const TgModelConfig *c, int64_t tokens, int threads, double *context, double *buffers) {
     double seq = (double)c->seq_len, kv_dim = (double)(c->n_kv_heads * (c->dim / c->n_heads));
     double cache = 2 * (double)c->n_layers * seq * kv_dim * sizeof(float);
     /* the prompt's forward, and a draw's scratch (a probability and an id per vocabulary entry) */
@@ -48,28 +48,28 @@ void sampling_memory_bytes(const TgModelConfig *c, int64_t tokens, int threads, 
     *buffers = 2 * (seq + (double)tokens + 1) * sizeof(int32_t) + 32 * (double)tokens;
 }
 
-TgStatus sampling_memory_check(const TgModelConfig *cfg, const char *checkpoint, int64_t tokens, int threads) {
-    MemoryPlan plan = {0};
+TgStatus tg_sampling_memory_check(const TgModelConfig *cfg, const char *checkpoint, int64_t tokens, int threads) {
+    TgMemoryPlan plan = {0};
     double context, buffers;
-    sampling_memory_bytes(cfg, tokens, threads, &context, &buffers);
-    memory_plan_add(&plan, model_memory_bytes(cfg), NULL, NULL, "for the model");
-    memory_plan_add(&plan, context, checkpoint, NULL, "for a KV cache of its %lld-token context", (long long)cfg->seq_len);
+    tg_sampling_memory_bytes(cfg, tokens, threads, &context, &buffers);
+    tg_memory_plan_add(&plan, tg_model_memory_bytes(cfg), NULL, NULL, "for the model");
+    tg_memory_plan_add(&plan, context, checkpoint, NULL, "for a KV cache of its %lld-token context", (long long)cfg->seq_len);
     char subject[64];
     snprintf(subject, sizeof subject, "--tokens %lld", (long long)tokens);
-    memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
-    return memory_plan_check(&plan);
+    tg_memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
+    return tg_memory_plan_check(&plan);
 }
 
-TgStatus train_memory_check(const TrainOptions *o, const TgModelConfig *c, int64_t probe_batches, double corpus_bytes) {
-    MemoryPlan plan = {0};
-    int64_t B = o->batch, T = c->seq_len, micro_batches = o->accum * dist_ranks();
+TgStatus tg_train_memory_check(const TgTrainOptions *o, const TgModelConfig *c, int64_t probe_batches, double corpus_bytes) {
+    TgMemoryPlan plan = {0};
+    int64_t B = o->batch, T = c->seq_len, micro_batches = o->accum * tg_dist_ranks();
     double params = param_count(c), tokens = (double)B * (double)T;
     char subject[96];
     /* a background checkpoint copies weights, m and v (checkpoint_folder.c); accumulation and the
      * gradient sum of several ranks keep one more gradient; --log-grads the weights before an update */
-    double model = model_memory_bytes(c) + 3 * params * sizeof(float) +
+    double model = tg_model_memory_bytes(c) + 3 * params * sizeof(float) +
                    (micro_batches > 1 ? params * sizeof(float) : 0) + (o->log_grads > 0 ? params * sizeof(float) : 0);
-    memory_plan_add(&plan, model, o->resume ? "the resumed model" : "the model",
+    tg_memory_plan_add(&plan, model, o->resume ? "the resumed model" : "the model",
                     o->resume ? NULL : "a smaller --preset, or lower --dim, --layers, --hidden or --vocab",
                     "for its %.0f parameters (weights, gradients, AdamW moments, a checkpoint's snapshot)", params);
     if (o->model.seq_len > 0 && !o->resume)
@@ -77,26 +77,26 @@ TgStatus train_memory_check(const TrainOptions *o, const TgModelConfig *c, int64
     else
         snprintf(subject, sizeof subject, "--batch %lld", (long long)B);
     const char *fix = o->resume ? "lower --batch (the context is the checkpoint's)" : "lower --batch or --seq";
-    memory_plan_add_activations(&plan, c, B, T, o->threads, true, subject, fix);
+    tg_memory_plan_add_activations(&plan, c, B, T, o->threads, true, subject, fix);
     if (o->eval_batches > 0) {
         snprintf(subject, sizeof subject, "--eval-batches %lld", (long long)o->eval_batches);
-        memory_plan_add(&plan, (double)o->eval_batches * (2 * tokens * sizeof(int32_t) + sizeof(double)), subject,
+        tg_memory_plan_add(&plan, (double)o->eval_batches * (2 * tokens * sizeof(int32_t) + sizeof(double)), subject,
                         "lower --eval-batches or --batch", "for its fixed val batches of %lld x %lld tokens each",
                         (long long)B, (long long)T);
     }
     if (probe_batches > 0) {
         snprintf(subject, sizeof subject, "--probe-batches %lld", (long long)probe_batches);
-        memory_plan_add(&plan, (double)probe_batches * 2 * tokens * sizeof(int32_t), subject,
+        tg_memory_plan_add(&plan, (double)probe_batches * 2 * tokens * sizeof(int32_t), subject,
                         "lower --probe-batches or --batch", "for its fixed val batches of %lld x %lld tokens each",
                         (long long)B, (long long)T);
     }
     if (o->sample_tokens > 0) {
         snprintf(subject, sizeof subject, "--sample-tokens %lld", (long long)o->sample_tokens);
         double context, buffers;
-        sampling_memory_bytes(c, o->sample_tokens, o->threads, &context, &buffers);
-        memory_plan_add(&plan, context + buffers, subject, "lower --sample-tokens (0: none)",
+        tg_sampling_memory_bytes(c, o->sample_tokens, o->threads, &context, &buffers);
+        tg_memory_plan_add(&plan, context + buffers, subject, "lower --sample-tokens (0: none)",
                         "for the sample at the end (a KV cache of the %lld-token context)", (long long)T);
     }
-    if (corpus_bytes > 0) memory_plan_add(&plan, corpus_bytes, NULL, NULL, "for the corpus's tokens");
-    return memory_plan_check(&plan);
+    if (corpus_bytes > 0) tg_memory_plan_add(&plan, corpus_bytes, NULL, NULL, "for the corpus's tokens");
+    return tg_memory_plan_check(&plan);
 }

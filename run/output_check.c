@@ -11,11 +11,11 @@
 #include "lib/path.h"
 #include "run/run_folder.h"
 
-void output_plan_init(OutputPlan *plan) { plan->n_outputs = plan->n_inputs = 0; }
+void tg_output_plan_init(TgOutputPlan *plan) { plan->n_outputs = plan->n_inputs = 0; }
 
-void output_plan_input(OutputPlan *plan, const char *path) {
+void tg_output_plan_input(TgOutputPlan *plan, const char *path) {
     struct stat st;
-    if (plan->n_inputs == OUTPUT_PLAN_MAX_INPUTS || stat(path, &st) != 0) return;
+    if (plan->n_inputs == TG_OUTPUT_PLAN_MAX_INPUTS || stat(path, &st) != 0) return;
     plan->inputs[plan->n_inputs].dev = st.st_dev;
     plan->inputs[plan->n_inputs].ino = st.st_ino;
     snprintf(plan->inputs[plan->n_inputs].path, TG_PATH_CAP, "%s", path);
@@ -32,15 +32,15 @@ static const char *name_of(const char *path) {
  * compare equal; a folder that does not exist yet is resolved from its nearest existing parent. */
 static TgStatus canonical_path(const char *path, char *out, size_t cap, int depth) {
     char folder[TG_PATH_CAP], real[PATH_MAX];
-    path_folder(path, folder, sizeof folder);
+    tg_path_folder(path, folder, sizeof folder);
     const char *name = name_of(path);
-    if (realpath(folder, real)) return path_join(out, cap, real, name);
+    if (realpath(folder, real)) return tg_path_join(out, cap, real, name);
     /* the folder is missing (made by the export): resolve what exists of it */
     if (depth > 64 || strcmp(folder, path) == 0 || strcmp(folder, ".") == 0 || strcmp(folder, "/") == 0)
-        return path_format(out, cap, "%s", path);
+        return tg_path_format(out, cap, "%s", path);
     char parent[TG_PATH_CAP];
     TG_TRY(canonical_path(folder, parent, sizeof parent, depth + 1));
-    return path_join(out, cap, parent, name);
+    return tg_path_join(out, cap, parent, name);
 }
 
 static const char *kind_of(mode_t mode) {
@@ -52,7 +52,7 @@ static const char *kind_of(mode_t mode) {
     return "not a regular file";
 }
 
-TgStatus output_check(OutputPlan *plan, const char *what, const char *path, bool force) {
+TgStatus tg_output_check(TgOutputPlan *plan, const char *what, const char *path, bool force) {
     if (!path[0]) return tg_fail(TG_ERR_ARG, "%s needs a file name", what);
     const char *name = name_of(path);
     if (!name[0] || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
@@ -60,13 +60,13 @@ TgStatus output_check(OutputPlan *plan, const char *what, const char *path, bool
     char canonical[TG_PATH_CAP], folder[TG_PATH_CAP];
     TgStatus s = canonical_path(path, canonical, sizeof canonical, 0);
     if (s != TG_OK) return tg_fail(TG_ERR_ARG, "%s %.200s: %s", what, path, tg_error_message());
-    path_folder(canonical, folder, sizeof folder);
+    tg_path_folder(canonical, folder, sizeof folder);
 
     /* a run's own file, whether it exists yet or not, and whatever --force says */
     const char *role;
-    if (run_file_name(name, &role) && run_folder_is_run(folder)) {
+    if (tg_run_file_name(name, &role) && tg_run_folder_is_run(folder)) {
         char given[TG_PATH_CAP];
-        path_folder(path, given, sizeof given);
+        tg_path_folder(path, given, sizeof given);
         return tg_fail(TG_ERR_ARG,
                        "%s %s is %s of the run in %s; no command writes over a run's files, even with --force: give "
                        "another path",
@@ -95,7 +95,7 @@ TgStatus output_check(OutputPlan *plan, const char *what, const char *path, bool
         if (strcmp(plan->outputs[i].canonical, canonical) == 0)
             return tg_fail(TG_ERR_ARG, "%s %s: %s would be the same file; give each output its own path",
                            plan->outputs[i].what, plan->outputs[i].path, what);
-    TG_CHECK(plan->n_outputs < OUTPUT_PLAN_MAX_OUTPUTS, "more than %d outputs in one command", OUTPUT_PLAN_MAX_OUTPUTS);
+    TG_CHECK(plan->n_outputs < TG_OUTPUT_PLAN_MAX_OUTPUTS, "more than %d outputs in one command", TG_OUTPUT_PLAN_MAX_OUTPUTS);
     snprintf(plan->outputs[plan->n_outputs].what, sizeof plan->outputs[0].what, "%s", what);
     snprintf(plan->outputs[plan->n_outputs].path, TG_PATH_CAP, "%s", path);
     memcpy(plan->outputs[plan->n_outputs].canonical, canonical, TG_PATH_CAP);
@@ -103,7 +103,7 @@ TgStatus output_check(OutputPlan *plan, const char *what, const char *path, bool
     return TG_OK;
 }
 
-TgStatus output_check_folder(const char *what, const char *path) {
+TgStatus tg_output_check_folder(const char *what, const char *path) {
     if (!path[0]) return tg_fail(TG_ERR_ARG, "%s needs a folder name", what);
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -113,7 +113,7 @@ TgStatus output_check_folder(const char *what, const char *path) {
     if (!S_ISDIR(st.st_mode))
         return tg_fail(TG_ERR_ARG, "%s %s is %s, not a folder; give a folder", what, path,
                        S_ISREG(st.st_mode) ? "a file" : kind_of(st.st_mode));
-    if (run_folder_is_run(path))
+    if (tg_run_folder_is_run(path))
         return tg_fail(TG_ERR_ARG, "%s %s is a run folder; give a folder of its own, outside the run", what, path);
     return TG_OK;
 }

@@ -10,8 +10,8 @@ TgStatus tg_pretrained_open(const char *dir_or_file, TgPretrained *p) {
     memset(p, 0, sizeof *p);
     /* a Run opened read-only holds exactly this; its tokenizer and model move out of it (they
      * point to the heap, never into the Run) */
-    Run *run = tg_malloc(sizeof *run);
-    TgStatus s = run_open_existing(dir_or_file, run);
+    TgRun *run = tg_malloc(sizeof *run);
+    TgStatus s = tg_run_open_existing(dir_or_file, run);
     if (s == TG_OK) {
         p->tok = run->tok;
         p->model = run->model;
@@ -20,7 +20,7 @@ TgStatus tg_pretrained_open(const char *dir_or_file, TgPretrained *p) {
         memset(&run->tok, 0, sizeof run->tok);
         run->model_built = false;
     }
-    run_close(run);
+    tg_run_close(run);
     free(run);
     return s;
 }

@@ -3,10 +3,10 @@
  * model; opening one for sampling or evaluation loads the tokenizer and the newest checkpoint.
  *
  * Training one goes in four stages, so that a run that fails before its first step leaves no
- * trace: run_open_for_training checks everything and, for a new run, builds it in a temporary
- * folder (run_folder.h) while a resumed run's folder is only read; run_start readies the folder
- * once the trainer's own checks passed too; run_commit moves a new run's folder into place after
- * the first step; run_discard, on a failure before that, removes what the new run created. */
+ * trace: tg_run_open_for_training checks everything and, for a new run, builds it in a temporary
+ * folder (run_folder.h) while a resumed run's folder is only read; tg_run_start readies the folder
+ * once the trainer's own checks passed too; tg_run_commit moves a new run's folder into place after
+ * the first step; tg_run_discard, on a failure before that, removes what the new run created. */
 #ifndef TAPEGRAD_RUN_H
 #define TAPEGRAD_RUN_H
 
@@ -27,37 +27,37 @@
 #include "run/train_options.h"
 #include "tapegrad/sample.h"
 
-typedef struct Run {
-    char dir[TG_PATH_CAP]; /* where its files are now: a new run's temporary folder until run_commit */
-    RunFolder folder; /* a new run's; zeroed for a resumed or read-only run */
-    FolderLock lock;  /* a run opened for training holds its folder's RUN_LOCK_FILE */
+typedef struct TgRun {
+    char dir[TG_PATH_CAP]; /* where its files are now: a new run's temporary folder until tg_run_commit */
+    TgRunFolder folder; /* a new run's; zeroed for a resumed or read-only run */
+    TgFolderLock lock;  /* a run opened for training holds its folder's TG_RUN_LOCK_FILE */
     TgTokenizer tok;
     TgModel model;
     bool model_built;
-    TokenStore train, val;  /* read a window at a time (data/tokfile.h): from the run folder, or its dataset's */
+    TgTokenStore train, val;  /* read a window at a time (data/tokfile.h): from the run folder, or its dataset's */
     char dataset[TG_PATH_CAP]; /* the dataset folder it trains on (--dataset), "" when prepared into the run */
     bool sft;               /* it fine-tunes on conversations (--task sft): sft_train and sft_val, not train and val */
-    SftSplit sft_train, sft_val;
-    TrainerState state;
+    TgSftSplit sft_train, sft_val;
+    TgTrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
     bool initialized_from_file; /* --init-from: weights from a safetensors file, a run or a checkpoint */
-    AppendFile metrics;     /* metrics.jsonl, once run_start opened it */
+    TgAppendFile metrics;     /* metrics.jsonl, once tg_run_start opened it */
     int metrics_error;      /* the errno its writes last reported to `messages` (0: none) */
     char last_checkpoint[TG_PATH_CAP];
-    MessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
-} Run;
+    TgMessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
+} TgRun;
 
 /* Prepares a new run in its temporary folder (or reads o->resume's, changing nothing in it),
  * filling o's derived defaults (warmup, min_lr). The run folder is locked first (a new run's
  * temporary one, whose lock moves with it); a folder another process trains in is refused with
- * its PID. A resume refuses identity flags (TrainOptions) that differ from the run's. On
- * failure, run_discard removes what the new run created.
+ * its PID. A resume refuses identity flags (TgTrainOptions) that differ from the run's. On
+ * failure, tg_run_discard removes what the new run created.
  * writes == false opens a replica, for the ranks of a data-parallel run other than rank 0
  * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
- * locked, a resumed run is read as always; either way nothing is written, and run_start is not
- * called. What it prepares, and notes, go to `messages` (may be NULL), kept for run_start and
- * run_commit; the progress of preparing --data to `preparing` (may be NULL).
+ * locked, a resumed run is read as always; either way nothing is written, and tg_run_start is not
+ * called. What it prepares, and notes, go to `messages` (may be NULL), kept for tg_run_start and
+ * tg_run_commit; the progress of preparing --data to `preparing` (may be NULL).
  *
  * The data: with --dataset the run reads that dataset folder's token files and keeps a copy of its
  * tokenizer and manifest (dataset.json) in the run folder; run.txt records the dataset's path, and
@@ -72,42 +72,42 @@ typedef struct Run {
  * Fine-tuning (--task sft): the conversations of --data are prepared into the run folder
  * (data/sft_data.h) with the tokenizer of the run or checkpoint --init-from names, or of
  * --tokenizer hf:FILE. */
-TgStatus run_open_for_training(TrainOptions *o, bool writes, const MessageSink *messages,
-                               const PrepareReporter *preparing, Run *run);
+TgStatus tg_run_open_for_training(TgTrainOptions *o, bool writes, const TgMessageSink *messages,
+                               const TgPrepareReporter *preparing, TgRun *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
  * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
-TgStatus run_start(Run *run);
+TgStatus tg_run_start(TgRun *run);
 /* Moves a new run's folder into place (run->dir is then its path); nothing for a resumed run. */
-TgStatus run_commit(Run *run);
+TgStatus tg_run_commit(TgRun *run);
 /* A new run not yet committed removes its temporary folder and the parents it made; a resumed
  * run's folder, or a committed one, is never touched. */
-void run_discard(Run *run);
+void tg_run_discard(TgRun *run);
 /* For sample/eval/inspect: DIR (its latest checkpoint) or a checkpoint file inside a run folder.
  * The run's tokenizer must match the checkpoint's. */
-TgStatus run_open_existing(const char *dir_or_file, Run *run);
-/* What the run in DIR is (DIR/run.txt: its TRAIN_OPT_IDENTITY options), every value range-checked;
+TgStatus tg_run_open_existing(const char *dir_or_file, TgRun *run);
+/* What the run in DIR is (DIR/run.txt: its TG_TRAIN_OPT_IDENTITY options), every value range-checked;
  * TG_ERR_FORMAT for a bad or incomplete file. String values live in `strings`. */
-TgStatus run_identity_read(const char *dir, TrainOptions *id, OptStrings *strings);
+TgStatus tg_run_identity_read(const char *dir, TgTrainOptions *id, TgOptStrings *strings);
 /* Frees everything and releases the folder's lock. */
-void run_close(Run *run);
-/* The val split of an opened run (run_open_existing), from its folder or its dataset, refused unless
+void tg_run_close(TgRun *run);
+/* The val split of an opened run (tg_run_open_existing), from its folder or its dataset, refused unless
  * every id is one the run's tokenizer, and so its model, knows; into run->val (a fine-tuning run's
  * into run->sft_val, run->sft set). */
-TgStatus run_open_val(Run *run);
+TgStatus tg_run_open_val(TgRun *run);
 /* Whether the run in DIR fine-tunes on conversations (its run.txt's --task; a run folder without
  * run.txt pretrains). */
-TgStatus run_is_sft(const char *dir, bool *sft);
+TgStatus tg_run_is_sft(const char *dir, bool *sft);
 
-void run_log_metrics(Run *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
+void tg_run_log_metrics(TgRun *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
                      double tokens_per_s, double elapsed_s);
 /* The prompt with which a run's sample starts (`tapegrad sample`, and the sample a finished run
  * ends with): a newline, where a record of the corpus begins. */
-#define RUN_SAMPLE_PROMPT "\n"
+#define TG_RUN_SAMPLE_PROMPT "\n"
 
 /* Encodes prompt (empty: the <eot> token), generates up to n tokens (tg_sample_text) as `sampling`
  * says with a generator seeded with `seed`, and returns their text (*text malloc'ed, the caller
  * frees it). */
-TgStatus run_sample(Run *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,
+TgStatus tg_run_sample(TgRun *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,
                     char **text, size_t *text_len);
 
 #endif

@@ -10,7 +10,7 @@
 #include "lib/path.h"
 #include "run/run_internal.h"
 
-bool run_init_from_is_run(const char *path) {
+bool tg_run_init_from_is_run(const char *path) {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return true;
     size_t n = strlen(path);
@@ -19,21 +19,21 @@ bool run_init_from_is_run(const char *path) {
 
 /* The shape flags given now must be the base's: a run started from it keeps its shape (--seq
  * aside: the weights do not depend on it) and its tokenizer. */
-static TgStatus check_base_shape(const TrainOptions *o, const TgModelConfig *base_cfg, const TrainOptions *base_id,
+static TgStatus check_base_shape(const TgTrainOptions *o, const TgModelConfig *base_cfg, const TgTrainOptions *base_id,
                                  const char *base) {
-    const OptTable *t = train_option_table();
-    TrainOptions stored = *o;
+    const TgOptTable *t = tg_train_option_table();
+    TgTrainOptions stored = *o;
     stored.model = *base_cfg;
     stored.ffn = tg_ffn_kind_name(base_cfg->ffn);
     stored.preset = base_id->preset, stored.tokenizer = base_id->tokenizer;
     for (int i = 0; i < t->count; i++) {
-        const OptSpec *spec = &t->specs[i];
-        bool shape = (spec->group & TRAIN_OPT_SHAPE) || strcmp(spec->flag, "--preset") == 0 ||
+        const TgOptSpec *spec = &t->specs[i];
+        bool shape = (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(spec->flag, "--preset") == 0 ||
                      strcmp(spec->flag, "--tokenizer") == 0 || strcmp(spec->flag, "--ffn") == 0;
-        if (!(o->given & OPT_BIT(i)) || !shape || strcmp(spec->flag, "--seq") == 0 || opt_equal(t, i, o, &stored)) continue;
+        if (!(o->given & TG_OPT_BIT(i)) || !shape || strcmp(spec->flag, "--seq") == 0 || tg_opt_equal(t, i, o, &stored)) continue;
         char given[256], was[256];
-        opt_format(t, i, o, given, sizeof given);
-        opt_format(t, i, &stored, was, sizeof was);
+        tg_opt_format(t, i, o, given, sizeof given);
+        tg_opt_format(t, i, &stored, was, sizeof was);
         return tg_fail(TG_ERR_ARG,
                        "%s %s differs from the %s of --init-from %s: a run started from it keeps the base model's shape "
                        "and tokenizer; drop %s",
@@ -46,32 +46,32 @@ static TgStatus check_base_shape(const TrainOptions *o, const TgModelConfig *bas
     return TG_OK;
 }
 
-TgStatus run_base_find(const TrainOptions *o, RunBase *base) {
+TgStatus tg_run_base_find(const TgTrainOptions *o, TgRunBase *base) {
     memset(base, 0, sizeof *base);
     char ckpt[TG_PATH_CAP];
-    TG_TRY(run_folder_locate(o->init_from, base->dir, sizeof base->dir));
-    TG_TRY(checkpoint_resolve(o->init_from, ckpt, sizeof ckpt));
+    TG_TRY(tg_run_folder_locate(o->init_from, base->dir, sizeof base->dir));
+    TG_TRY(tg_checkpoint_resolve(o->init_from, ckpt, sizeof ckpt));
     /* run.txt names the checkpoint itself: the folder's latest moves on when the base trains further */
     char *real = realpath(ckpt, NULL);
     if (!real) return tg_fail(TG_ERR_IO, "--init-from %s: cannot open %s: %s", o->init_from, ckpt, strerror(errno));
-    TgStatus s = path_format(base->ckpt, sizeof base->ckpt, "%s", real);
+    TgStatus s = tg_path_format(base->ckpt, sizeof base->ckpt, "%s", real);
     free(real);
     TG_TRY(s);
     uint64_t tokenizer_fingerprint;
-    TG_TRY(checkpoint_read_config(base->ckpt, &base->cfg, &tokenizer_fingerprint));
+    TG_TRY(tg_checkpoint_read_config(base->ckpt, &base->cfg, &tokenizer_fingerprint));
     base->trained_seq = base->cfg.seq_len;
     /* the base's run.txt: its preset and tokenizer, which the new run records */
-    TG_TRY(run_identity_read(base->dir, &base->id, &base->strings));
+    TG_TRY(tg_run_identity_read(base->dir, &base->id, &base->strings));
     TG_TRY(check_base_shape(o, &base->cfg, &base->id, o->init_from));
     if (o->model.seq_len > 0) base->cfg.seq_len = o->model.seq_len;
     return tg_model_config_validate(&base->cfg);
 }
 
-void run_base_free(RunBase *base) { opt_strings_free(&base->strings); }
+void tg_run_base_free(TgRunBase *base) { tg_opt_strings_free(&base->strings); }
 
-TgStatus run_base_copy_weights(const char *ckpt, TgModel *model, uint64_t *fingerprint, TgTokenizer *tok) {
-    Run *from = tg_malloc(sizeof *from);
-    TgStatus s = run_open_existing(ckpt, from);
+TgStatus tg_run_base_copy_weights(const char *ckpt, TgModel *model, uint64_t *fingerprint, TgTokenizer *tok) {
+    TgRun *from = tg_malloc(sizeof *from);
+    TgStatus s = tg_run_open_existing(ckpt, from);
     if (s == TG_OK) tg_lora_merge(&from->model); /* a LoRA run as a base: its adapters folded in */
     if (s == TG_OK && from->model.params.total != model->params.total)
         s = tg_fail(TG_ERR_MISMATCH, "the base %s does not have the run's shape", ckpt);
@@ -83,17 +83,17 @@ TgStatus run_base_copy_weights(const char *ckpt, TgModel *model, uint64_t *finge
             memset(&from->tok, 0, sizeof from->tok);
         }
     }
-    run_close(from);
+    tg_run_close(from);
     free(from);
     return s;
 }
 
-TgStatus run_base_take(Run *run, const RunBase *base) {
+TgStatus tg_run_base_take(TgRun *run, const TgRunBase *base) {
     bool has_tokenizer = run->tok.vocab_size > 0;
     if (has_tokenizer) {
         TgModelConfig cfg;
         uint64_t tokenizer_fingerprint;
-        TG_TRY(checkpoint_read_config(base->ckpt, &cfg, &tokenizer_fingerprint));
+        TG_TRY(tg_checkpoint_read_config(base->ckpt, &cfg, &tokenizer_fingerprint));
         if (tokenizer_fingerprint != run->tok.fingerprint)
             return tg_fail(TG_ERR_MISMATCH,
                            "the data's tokenizer (fingerprint %016" PRIx64 ") is not the one of --init-from %s (%016" PRIx64
@@ -105,13 +105,13 @@ TgStatus run_base_take(Run *run, const RunBase *base) {
     run->model_built = true;
     uint64_t fingerprint;
     TgTokenizer tok;
-    TG_TRY(run_base_copy_weights(base->ckpt, &run->model, &fingerprint, has_tokenizer ? NULL : &tok));
+    TG_TRY(tg_run_base_copy_weights(base->ckpt, &run->model, &fingerprint, has_tokenizer ? NULL : &tok));
     if (!has_tokenizer) run->tok = tok;
     run->initialized_from_file = true;
     return TG_OK;
 }
 
-TgStatus run_base_record(const Run *run, const TrainOptions *o, const char *file, TrainOptions *id, RunBaseRecord *rec) {
+TgStatus tg_run_base_record(const TgRun *run, const TgTrainOptions *o, const char *file, TgTrainOptions *id, TgRunBaseRecord *rec) {
     uint64_t fingerprint = tg_model_weights_fingerprint(&run->model);
     snprintf(rec->fingerprint, sizeof rec->fingerprint, "%016" PRIx64, fingerprint);
     if (o->init_fingerprint && strcmp(o->init_fingerprint, rec->fingerprint) != 0)
@@ -121,7 +121,7 @@ TgStatus run_base_record(const Run *run, const TrainOptions *o, const char *file
                        o->init_fingerprint, o->init_from, rec->fingerprint);
     char *real = realpath(file, NULL);
     if (!real) return tg_fail(TG_ERR_IO, "--init-from %s: %s", file, strerror(errno));
-    TgStatus s = path_format(rec->path, sizeof rec->path, "%s", real);
+    TgStatus s = tg_path_format(rec->path, sizeof rec->path, "%s", real);
     free(real);
     TG_TRY(s);
     id->init_from = rec->path;

@@ -24,18 +24,18 @@ static const struct {
     const char *name, *what;
     bool marks_a_run; /* only a run writes it: its presence makes the folder a run folder */
 } RUN_FILES[] = {
-    {PREPARE_TOKENIZER_FILE, "the tokenizer", true},
-    {TOKENIZER_HF_FILE, "the imported tokenizer", false},
-    {PREPARE_TRAIN_FILE, "the tokenized training data", false},
-    {PREPARE_VAL_FILE, "the tokenized validation data", false},
-    {DATASET_MANIFEST_FILE, "the manifest of its data", false},
-    {RUN_IDENTITY_FILE, "the description", true},
-    {TRAIN_OPTIONS_FILE, "the training options", false},
-    {RUN_METRICS_FILE, "the metrics", false},
+    {TG_PREPARE_TOKENIZER_FILE, "the tokenizer", true},
+    {TG_TOKENIZER_HF_FILE, "the imported tokenizer", false},
+    {TG_PREPARE_TRAIN_FILE, "the tokenized training data", false},
+    {TG_PREPARE_VAL_FILE, "the tokenized validation data", false},
+    {TG_DATASET_MANIFEST_FILE, "the manifest of its data", false},
+    {TG_RUN_IDENTITY_FILE, "the description", true},
+    {TG_TRAIN_OPTIONS_FILE, "the training options", false},
+    {TG_RUN_METRICS_FILE, "the metrics", false},
     {"grads.jsonl", "the gradient log", false},
-    {RUN_LOG_FILE, "the log of what the run printed", false},
+    {TG_RUN_LOG_FILE, "the log of what the run printed", false},
     {"latest", "the pointer to the newest checkpoint", true},
-    {RUN_LOCK_FILE, "the lock", false},
+    {TG_RUN_LOCK_FILE, "the lock", false},
 };
 
 static bool is_checkpoint_name(const char *name) {
@@ -43,7 +43,7 @@ static bool is_checkpoint_name(const char *name) {
     return strncmp(name, "ckpt-", 5) == 0 && len > 10 && strcmp(name + len - 5, ".tgck") == 0;
 }
 
-bool run_file_name(const char *name, const char **what) {
+bool tg_run_file_name(const char *name, const char **what) {
     if (is_checkpoint_name(name)) {
         if (what) *what = "a checkpoint";
         return true;
@@ -56,9 +56,9 @@ bool run_file_name(const char *name, const char **what) {
     return false;
 }
 
-static bool is_run_file(const char *name) { return run_file_name(name, NULL); }
+static bool is_run_file(const char *name) { return tg_run_file_name(name, NULL); }
 
-bool run_folder_is_run(const char *dir) {
+bool tg_run_folder_is_run(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return false;
     bool run = false;
@@ -72,11 +72,11 @@ bool run_folder_is_run(const char *dir) {
     return run;
 }
 
-#define WHAT_A_RUN_HOLDS                                                                                     \
-    "a run folder holds the files `tapegrad train` writes (" PREPARE_TOKENIZER_FILE ", " RUN_IDENTITY_FILE \
-    ", " PREPARE_TRAIN_FILE ", ckpt-*.tgck, latest, ...); give one, or a checkpoint file inside one"
+#define WHAT_A_RUN_HOLDS                                                                                         \
+    "a run folder holds the files `tapegrad train` writes (" TG_PREPARE_TOKENIZER_FILE ", " TG_RUN_IDENTITY_FILE \
+    ", " TG_PREPARE_TRAIN_FILE ", ckpt-*.tgck, latest, ...); give one, or a checkpoint file inside one"
 
-TgStatus run_folder_locate(const char *given, char *dir, size_t cap) {
+TgStatus tg_run_folder_locate(const char *given, char *dir, size_t cap) {
     if (!given[0]) return tg_fail(TG_ERR_ARG, "an empty path names no run; " WHAT_A_RUN_HOLDS);
     struct stat st;
     if (stat(given, &st) != 0) {
@@ -84,8 +84,8 @@ TgStatus run_folder_locate(const char *given, char *dir, size_t cap) {
             return tg_fail(TG_ERR_IO, "%s: no such run folder or checkpoint file; " WHAT_A_RUN_HOLDS, given);
         return tg_fail(TG_ERR_IO, "%s: %s", given, strerror(errno));
     }
-    TG_TRY(run_folder_of(given, dir, cap));
-    if (!run_folder_is_run(dir))
+    TG_TRY(tg_run_folder_of(given, dir, cap));
+    if (!tg_run_folder_is_run(dir))
         return tg_fail(TG_ERR_IO, "%s is not a run folder or a checkpoint in one: " WHAT_A_RUN_HOLDS, given);
     return TG_OK;
 }
@@ -104,10 +104,10 @@ static void list_run_files(const char *dir, char *buf, size_t cap) {
     closedir(d);
 }
 
-TgStatus run_folder_of(const char *dir_or_file, char *out, size_t cap) {
+TgStatus tg_run_folder_of(const char *dir_or_file, char *out, size_t cap) {
     struct stat st;
-    TG_TRY(path_format(out, cap, "%s", dir_or_file));
-    if (stat(dir_or_file, &st) == 0 && !S_ISDIR(st.st_mode)) path_folder(out, out, cap);
+    TG_TRY(tg_path_format(out, cap, "%s", dir_or_file));
+    if (stat(dir_or_file, &st) == 0 && !S_ISDIR(st.st_mode)) tg_path_folder(out, out, cap);
     return TG_OK;
 }
 
@@ -133,7 +133,7 @@ static TgStatus set_path(char *dst, const char *path) {
 /* An existing folder can take a new run when it holds no run's files and can be written into. */
 static TgStatus check_existing(const char *path) {
     char latest[TG_PATH_CAP], found[512];
-    TG_TRY(path_join(latest, sizeof latest, path, "latest"));
+    TG_TRY(tg_path_join(latest, sizeof latest, path, "latest"));
     if (exists(latest))
         return tg_fail(TG_ERR_ARG, "%s already holds a run; continue it with --resume %s, or pass another --out", path, path);
     list_run_files(path, found, sizeof found);
@@ -146,15 +146,15 @@ static TgStatus check_existing(const char *path) {
     return TG_OK;
 }
 
-TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *generated) {
+TgStatus tg_run_folder_choose(TgRunFolder *f, const char *out_dir, const char *generated) {
     memset(f, 0, sizeof *f);
     if (out_dir) {
         TG_TRY(set_path(f->path, out_dir));
     } else {
         TG_TRY(set_path(f->generated, generated));
-        TG_TRY(path_format(f->path, sizeof f->path, "%s", f->generated));
+        TG_TRY(tg_path_format(f->path, sizeof f->path, "%s", f->generated));
         for (int k = 2; exists(f->path); k++) /* runs started in the same second */
-            TG_TRY(path_format(f->path, sizeof f->path, "%s-%d", f->generated, k));
+            TG_TRY(tg_path_format(f->path, sizeof f->path, "%s-%d", f->generated, k));
     }
     struct stat st;
     if (stat(f->path, &st) == 0) {
@@ -166,10 +166,10 @@ TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *genera
     if (errno != ENOENT && errno != ENOTDIR) return tg_fail(TG_ERR_ARG, "%s: %s; pass another --out", f->path, strerror(errno));
     /* the nearest existing parent must be a folder that a folder can be made in */
     char parent[TG_PATH_CAP];
-    path_folder(f->path, parent, sizeof parent);
+    tg_path_folder(f->path, parent, sizeof parent);
     while (stat(parent, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(parent, ".") != 0 &&
            strcmp(parent, "/") != 0)
-        path_folder(parent, parent, sizeof parent);
+        tg_path_folder(parent, parent, sizeof parent);
     if (stat(parent, &st) != 0) return tg_fail(TG_ERR_ARG, "%s: %s: %s; pass another --out", f->path, parent, strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return tg_fail(TG_ERR_ARG, "%s: %s is a file, not a folder; pass another --out", f->path, parent);
@@ -179,9 +179,9 @@ TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *genera
 }
 
 /* mkdir -p dir, remembering the outermost folder it made, so that a discard can remove it. */
-static TgStatus make_parents(RunFolder *f, const char *dir) {
+static TgStatus make_parents(TgRunFolder *f, const char *dir) {
     char buf[TG_PATH_CAP];
-    TG_TRY(path_format(buf, sizeof buf, "%s", dir));
+    TG_TRY(tg_path_format(buf, sizeof buf, "%s", dir));
     size_t n = strlen(buf);
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] != '/' && buf[i] != '\0') continue;
@@ -197,10 +197,10 @@ static TgStatus make_parents(RunFolder *f, const char *dir) {
     return TG_OK;
 }
 
-TgStatus run_folder_begin(RunFolder *f) {
+TgStatus tg_run_folder_begin(TgRunFolder *f) {
     char home[TG_PATH_CAP], base[TG_PATH_CAP];
     const char *slash = strrchr(f->path, '/');
-    path_folder(f->path, home, sizeof home);
+    tg_path_folder(f->path, home, sizeof home);
     snprintf(base, sizeof base, "%s", slash ? slash + 1 : f->path); /* no longer than f->path */
     if (f->existed) {
         memcpy(home, f->path, sizeof home);
@@ -208,22 +208,22 @@ TgStatus run_folder_begin(RunFolder *f) {
     } else {
         TgStatus s = make_parents(f, home);
         if (s != TG_OK) {
-            run_folder_discard(f);
+            tg_run_folder_discard(f);
             return s;
         }
     }
     char name[TG_PATH_CAP];
-    TgStatus s = path_format(name, sizeof name, "%s.tmp-XXXXXX", base);
-    if (s == TG_OK) s = path_join(f->temp, sizeof f->temp, home, name);
+    TgStatus s = tg_path_format(name, sizeof name, "%s.tmp-XXXXXX", base);
+    if (s == TG_OK) s = tg_path_join(f->temp, sizeof f->temp, home, name);
     if (s != TG_OK) {
         f->temp[0] = '\0';
-        run_folder_discard(f);
+        tg_run_folder_discard(f);
         return s;
     }
     if (!mkdtemp(f->temp)) {
         int err = errno;
         f->temp[0] = '\0';
-        run_folder_discard(f);
+        tg_run_folder_discard(f);
         return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s; pass a writable --out", home, strerror(err));
     }
     return TG_OK;
@@ -247,20 +247,20 @@ static TgStatus move_files_into(const char *from, const char *to) {
     }
     closedir(d);
     for (int i = 0; i < n; i++) {
-        TG_TRY(path_join(src, sizeof src, from, names[i]));
-        TG_TRY(path_join(dst, sizeof dst, to, names[i]));
+        TG_TRY(tg_path_join(src, sizeof src, from, names[i]));
+        TG_TRY(tg_path_join(dst, sizeof dst, to, names[i]));
         if (exists(dst))
             return tg_fail(TG_ERR_IO, "%s appeared while the run was prepared; pass another --out", dst);
     }
     for (int i = 0; i < n; i++) {
         /* both fit: checked above */
-        (void)path_join(src, sizeof src, from, names[i]);
-        (void)path_join(dst, sizeof dst, to, names[i]);
+        (void)tg_path_join(src, sizeof src, from, names[i]);
+        (void)tg_path_join(dst, sizeof dst, to, names[i]);
         if (rename(src, dst) != 0) {
             TgStatus s = tg_fail(TG_ERR_IO, "cannot move %s to %s: %s", src, dst, strerror(errno));
             for (int j = 0; j < i; j++) { /* back where they were, for the discard */
-                (void)path_join(src, sizeof src, from, names[j]);
-                (void)path_join(dst, sizeof dst, to, names[j]);
+                (void)tg_path_join(src, sizeof src, from, names[j]);
+                (void)tg_path_join(dst, sizeof dst, to, names[j]);
                 (void)rename(dst, src);
             }
             return s;
@@ -269,7 +269,7 @@ static TgStatus move_files_into(const char *from, const char *to) {
     return TG_OK;
 }
 
-TgStatus run_folder_commit(RunFolder *f) {
+TgStatus tg_run_folder_commit(TgRunFolder *f) {
     if (!f->temp[0] || f->committed) return TG_OK;
     for (int k = 2; !f->existed && k < 1000; k++) {
         if (rename(f->temp, f->path) == 0) {
@@ -279,7 +279,7 @@ TgStatus run_folder_commit(RunFolder *f) {
         if (errno != EEXIST && errno != ENOTEMPTY)
             return tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", f->temp, f->path, strerror(errno));
         if (f->generated[0]) { /* another run took the name while this one was prepared */
-            TG_TRY(path_format(f->path, sizeof f->path, "%s-%d", f->generated, k));
+            TG_TRY(tg_path_format(f->path, sizeof f->path, "%s-%d", f->generated, k));
             continue;
         }
         f->existed = true; /* --out was made meanwhile: move the files into it */
@@ -291,12 +291,12 @@ TgStatus run_folder_commit(RunFolder *f) {
         (void)rmdir(f->temp);
         f->committed = true;
     }
-    sync_parent_folder(f->path);
+    tg_sync_parent_folder(f->path);
     f->temp[0] = '\0';
     return TG_OK;
 }
 
-void run_folder_discard(RunFolder *f) {
+void tg_run_folder_discard(TgRunFolder *f) {
     if (f->committed) return;
     if (f->temp[0]) {
         DIR *d = opendir(f->temp);
@@ -304,7 +304,7 @@ void run_folder_discard(RunFolder *f) {
         char path[TG_PATH_CAP];
         while (d && (e = readdir(d)))
             if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-                path_join(path, sizeof path, f->temp, e->d_name) == TG_OK)
+                tg_path_join(path, sizeof path, f->temp, e->d_name) == TG_OK)
                 (void)unlink(path);
         if (d) closedir(d);
         (void)rmdir(f->temp);
@@ -313,7 +313,7 @@ void run_folder_discard(RunFolder *f) {
     if (f->made_parent[0]) { /* from the run folder's parent up to the outermost one made */
         char dir[TG_PATH_CAP];
         size_t outermost = strlen(f->made_parent);
-        for (path_folder(f->path, dir, sizeof dir); strlen(dir) >= outermost; path_folder(dir, dir, sizeof dir)) {
+        for (tg_path_folder(f->path, dir, sizeof dir); strlen(dir) >= outermost; tg_path_folder(dir, dir, sizeof dir)) {
             if (rmdir(dir) != 0 && errno != ENOENT) break; /* not empty: no longer only this run's */
             if (strlen(dir) == outermost) break;
         }

@@ -21,51 +21,51 @@
 #include "tapegrad/limits.h"
 
 /* The per-step metrics of a run folder (run.txt and train_options.txt: train/train_options.h). */
-#define RUN_METRICS_FILE "metrics.jsonl"
+#define TG_RUN_METRICS_FILE "metrics.jsonl"
 /* What the run printed, every line, for a person (cli/train_report.h) */
-#define RUN_LOG_FILE "log.txt"
+#define TG_RUN_LOG_FILE "log.txt"
 /* Locked (lib/folder_lock.h) by the process training in the folder, from before it reads it. */
-#define RUN_LOCK_FILE "train.lock"
+#define TG_RUN_LOCK_FILE "train.lock"
 
-typedef struct RunFolder {
+typedef struct TgRunFolder {
     char path[TG_PATH_CAP];        /* the run folder, as it will be named */
     char temp[TG_PATH_CAP];        /* where the run is built until the commit; "" when none */
     char made_parent[TG_PATH_CAP]; /* the outermost missing parent folder created for it; "" when none */
     char generated[TG_PATH_CAP];   /* without --out, the generated name: if taken, -2, -3, ... is appended */
     bool existed;           /* path was a folder before the run: files are moved into it */
     bool committed;
-} RunFolder;
+} TgRunFolder;
 
 /* The run folder of `dir_or_file`: the folder itself, or the folder holding a checkpoint file.
  * TG_ERR_ARG when it does not fit cap. */
-TgStatus run_folder_of(const char *dir_or_file, char *out, size_t cap);
+TgStatus tg_run_folder_of(const char *dir_or_file, char *out, size_t cap);
 
 /* Whether `name` is the name of a file a run keeps in its folder: ckpt-*.tgck, latest,
  * tokenizer.txt, tokenizer.json, train.tok, val.tok, dataset.json, run.txt, train_options.txt, metrics.jsonl,
  * grads.jsonl, log.txt, train.lock. No command writes a file of that name into a run folder but the
- * trainer (train/output_check.h); *what (may be NULL) receives what the file is to the run ("the tokenizer"). */
-bool run_file_name(const char *name, const char **what);
+ * trainer (run/output_check.h); *what (may be NULL) receives what the file is to the run ("the tokenizer"). */
+bool tg_run_file_name(const char *name, const char **what);
 /* Whether `dir` is a run folder. A run folder is known by its files, not its name: it holds
  * run.txt, tokenizer.txt, latest or a checkpoint. (train.lock alone does not make one: it is
  * the one file a command that failed on a folder could once leave there.) */
-bool run_folder_is_run(const char *dir);
+bool tg_run_folder_is_run(const char *dir);
 /* What a user named as a run (`train --resume`, `sample --run`, `ckpt info`, `report`, ...): a
  * run folder, or a file inside one (a checkpoint). *dir receives the run folder. Anything else
  * is refused before anything is read, locked or created, with the one line every command gives:
  * "X is not a run folder or a checkpoint in one: a run folder holds ..." (TG_ERR_IO; TG_ERR_ARG
  * for an empty path). */
-TgStatus run_folder_locate(const char *given, char *dir, size_t cap);
+TgStatus tg_run_folder_locate(const char *given, char *dir, size_t cap);
 /* Picks the folder of a new run, writing nothing: out_dir, or else the first free one of
  * `generated`, `generated`-2, -3, ... Refuses a path that is a file, a folder holding a run's
  * files, and a path whose nearest existing parent is not a writable folder. */
-TgStatus run_folder_choose(RunFolder *f, const char *out_dir, const char *generated);
+TgStatus tg_run_folder_choose(TgRunFolder *f, const char *out_dir, const char *generated);
 /* Creates the missing parent folders and the temporary folder (f->temp). */
-TgStatus run_folder_begin(RunFolder *f);
+TgStatus tg_run_folder_begin(TgRunFolder *f);
 /* Moves the temporary folder's contents to f->path (the path may change if a generated name
  * was taken meanwhile). Without a temporary folder (a resumed run) it does nothing. */
-TgStatus run_folder_commit(RunFolder *f);
+TgStatus tg_run_folder_commit(TgRunFolder *f);
 /* Before the commit: removes the temporary folder and the parent folders begin made, if they are
  * empty. After it, or without a temporary folder: nothing. */
-void run_folder_discard(RunFolder *f);
+void tg_run_folder_discard(TgRunFolder *f);
 
 #endif

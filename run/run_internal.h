@@ -5,61 +5,61 @@
 
 #include "run/run.h"
 
-/* The run's TRAIN_OPT_IDENTITY options into DIR/run.txt. */
-TgStatus run_identity_write(const char *dir, const TrainOptions *id);
+/* The run's TG_TRAIN_OPT_IDENTITY options into DIR/run.txt. */
+TgStatus tg_run_identity_write(const char *dir, const TgTrainOptions *id);
 /* The model config of the flags (the preset's, overridden by the shape flags) for a vocabulary. */
-TgStatus run_resolve_config(const TrainOptions *o, int64_t vocab, TgModelConfig *out);
+TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelConfig *out);
 /* The model of the flags and the tokenizer, its weights from --init-from's safetensors (checked)
  * or initialised from the seed. */
-TgStatus run_build_new_model(Run *run, const TrainOptions *o, uint64_t seed);
+TgStatus tg_run_build_new_model(TgRun *run, const TgTrainOptions *o, uint64_t seed);
 /* The new run's temporary folder, locked. */
-TgStatus run_begin_new_folder(Run *run);
+TgStatus tg_run_begin_new_folder(TgRun *run);
 /* The folder of a new run given no --out: checkpoints/<kind>-<local time>. */
-void run_generated_folder(char *out, size_t cap, const char *kind);
+void tg_run_generated_folder(char *out, size_t cap, const char *kind);
 
 /* run_base.c: the weights a new run starts from. Whether --init-from names a run folder or a
  * checkpoint (not a safetensors file). */
-bool run_init_from_is_run(const char *path);
+bool tg_run_init_from_is_run(const char *path);
 /* A base named by --init-from RUN|CKPT, found and checked before anything is written: its
  * checkpoint (a folder's latest), its shape against the shape flags given (one that differs is
  * refused, naming both; --seq may change, and cfg takes it), and its run.txt. */
-typedef struct RunBase {
+typedef struct TgRunBase {
     char dir[TG_PATH_CAP];   /* its run folder */
     char ckpt[TG_PATH_CAP];  /* the checkpoint, absolute */
     TgModelConfig cfg;       /* its shape, with the new run's --seq */
     int64_t trained_seq;     /* the context it was trained on */
-    TrainOptions id;         /* its run.txt (strings in `strings`) */
-    OptStrings strings;
-} RunBase;
-TgStatus run_base_find(const TrainOptions *o, RunBase *base);
-void run_base_free(RunBase *base);
+    TgTrainOptions id;         /* its run.txt (strings in `strings`) */
+    TgOptStrings strings;
+} TgRunBase;
+TgStatus tg_run_base_find(const TgTrainOptions *o, TgRunBase *base);
+void tg_run_base_free(TgRunBase *base);
 /* The base's weights (a LoRA run's with its adapters folded in) into run->model, built with
  * base->cfg, and its tokenizer into run->tok; a run that has a tokenizer already (its data
  * prepared with the base's, or a dataset's) keeps it, refused unless it is the base's. */
-TgStatus run_base_take(Run *run, const RunBase *base);
+TgStatus tg_run_base_take(TgRun *run, const TgRunBase *base);
 /* The weights of the checkpoint `ckpt` (merged, if it is an adapter's) copied into `model`, of
  * the same shape, with their fingerprint; their tokenizer into *tok unless tok is NULL. */
-TgStatus run_base_copy_weights(const char *ckpt, TgModel *model, uint64_t *fingerprint, TgTokenizer *tok);
+TgStatus tg_run_base_copy_weights(const char *ckpt, TgModel *model, uint64_t *fingerprint, TgTokenizer *tok);
 /* What run.txt records of the weights a new run starts from (run->model, no adapters yet, loaded
  * from `file`): the file made absolute and the weights' fingerprint, into id (its strings in
  * rec); refused when --init-fingerprint names another fingerprint. */
-typedef struct RunBaseRecord {
+typedef struct TgRunBaseRecord {
     char path[TG_PATH_CAP];
     char fingerprint[17];
-} RunBaseRecord;
-TgStatus run_base_record(const Run *run, const TrainOptions *o, const char *file, TrainOptions *id, RunBaseRecord *rec);
+} TgRunBaseRecord;
+TgStatus tg_run_base_record(const TgRun *run, const TgTrainOptions *o, const char *file, TgTrainOptions *id, TgRunBaseRecord *rec);
 
-/* run_sft.c: a new fine-tuning run (run_open_for_training's, for --task sft); a fine-tuning run's
+/* run_sft.c: a new fine-tuning run (tg_run_open_for_training's, for --task sft); a fine-tuning run's
  * conversations in `dir`, for a window of seq_len (the val split alone unless want_train). */
-TgStatus run_open_new_sft(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run);
-TgStatus run_open_sft_splits(Run *run, const char *dir, int64_t seq_len, bool want_train);
+TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, TgRun *run);
+TgStatus tg_run_open_sft_splits(TgRun *run, const char *dir, int64_t seq_len, bool want_train);
 
 /* run_lora.c: the LoRA options checked against the model they will adapt (of config cfg), before
  * the corpus is read; LoRA adapters on a new run's model when the options ask for them
  * (o->lora_rank > 0), the base frozen; and a LoRA run's checkpoint (its adapters) opened onto the
  * base its run.txt names (run->model built with the checkpoint's config, run->dir and run->tok set). */
-TgStatus run_lora_check(const TrainOptions *o, const TgModelConfig *cfg);
-TgStatus run_attach_lora(Run *run, const TrainOptions *o);
-TgStatus run_open_adapter(Run *run, const char *ckpt_path, CheckpointInfo *info);
+TgStatus tg_run_lora_check(const TgTrainOptions *o, const TgModelConfig *cfg);
+TgStatus tg_run_attach_lora(TgRun *run, const TgTrainOptions *o);
+TgStatus tg_run_open_adapter(TgRun *run, const char *ckpt_path, TgCheckpointInfo *info);
 
 #endif

@@ -16,107 +16,107 @@
 #include "run/run.h"
 #include "run/run_internal.h"
 
-static void report_sft_data(Run *run, const SftPrepareOptions *opt, const SftPrepareResult *r) {
-    const MessageSink *m = &run->messages;
-    message_emit(m, MESSAGE_INFO,
+static void report_sft_data(TgRun *run, const TgSftPrepareOptions *opt, const TgSftPrepareResult *r) {
+    const TgMessageSink *m = &run->messages;
+    tg_message_emit(m, TG_MESSAGE_INFO,
                  "conversations: %" PRIu64 " from %zu file%s (%.1f MiB, %.1f s): %" PRIu64 " train + %" PRIu64
                  " val, %" PRIu64 " + %" PRIu64 " tokens, %" PRIu64 " of them trained (assistant replies and their "
-                 CHAT_IM_END ")",
+                 TG_CHAT_IM_END ")",
                  r->conversations, r->files, r->files == 1 ? "" : "s", (double)r->file_bytes / (1 << 20), r->seconds,
                  r->train_conversations, r->val_conversations, r->train_tokens, r->val_tokens, r->trained_tokens);
     if (r->truncated)
-        message_emit(m, MESSAGE_NOTE, "%" PRIu64 " conversation%s longer than --seq %lld tokens cut to the window",
+        tg_message_emit(m, TG_MESSAGE_NOTE, "%" PRIu64 " conversation%s longer than --seq %lld tokens cut to the window",
                      r->truncated, r->truncated == 1 ? "" : "s", (long long)opt->seq_len);
     if (r->without_reply || r->without_reply_in_window)
-        message_emit(m, MESSAGE_NOTE,
+        tg_message_emit(m, TG_MESSAGE_NOTE,
                      "left out: %" PRIu64 " conversation%s without an assistant turn, %" PRIu64 " without one within the window",
                      r->without_reply, r->without_reply == 1 ? "" : "s", r->without_reply_in_window);
     if (r->files_skipped)
-        message_emit(m, MESSAGE_WARNING, "%zu file%s that are not JSONL skipped (first: %s)", r->files_skipped,
+        tg_message_emit(m, TG_MESSAGE_WARNING, "%zu file%s that are not JSONL skipped (first: %s)", r->files_skipped,
                      r->files_skipped == 1 ? "" : "s", r->first_skipped);
     if (r->malformed_lines) {
-        message_emit(m, MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped; the first:", r->malformed_lines,
+        tg_message_emit(m, TG_MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped; the first:", r->malformed_lines,
                      r->malformed_lines == 1 ? "" : "s");
-        for (int i = 0; i < r->n_errors; i++) message_emit(m, MESSAGE_WARNING, "  %s", r->errors[i]);
+        for (int i = 0; i < r->n_errors; i++) tg_message_emit(m, TG_MESSAGE_WARNING, "  %s", r->errors[i]);
     }
 }
 
 /* The conversations of --data prepared into `dir` with the run's tokenizer, then opened. A
  * replica (dir NULL) prepares them in a folder of its own, keeps the files open and removes it. */
-static TgStatus prepare_sft_data(Run *run, const TrainOptions *o, int64_t seq_len, const char *dir,
-                                 const PrepareReporter *preparing) {
+static TgStatus prepare_sft_data(TgRun *run, const TgTrainOptions *o, int64_t seq_len, const char *dir,
+                                 const TgPrepareReporter *preparing) {
     char own[TG_PATH_CAP];
     const char *tmp = getenv("TMPDIR");
     if (!dir) {
-        TG_TRY(path_format(own, sizeof own, "%s/tapegrad-replica-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
+        TG_TRY(tg_path_format(own, sizeof own, "%s/tapegrad-replica-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
         if (!mkdtemp(own)) return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
     }
     const char *into = dir ? dir : own;
-    SftPrepareOptions opt = {.sources = o->data_path, .tok = &run->tok, .seq_len = seq_len,
+    TgSftPrepareOptions opt = {.sources = o->data_path, .tok = &run->tok, .seq_len = seq_len,
                              .val_fraction = o->val_fraction};
-    PrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
+    TgPrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
     if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
-    SftPrepareResult result;
-    TgStatus s = sft_prepare(&opt, into, &rep, &result);
-    if (s == TG_OK) s = run_open_sft_splits(run, into, seq_len, true);
+    TgSftPrepareResult result;
+    TgStatus s = tg_sft_prepare(&opt, into, &rep, &result);
+    if (s == TG_OK) s = tg_run_open_sft_splits(run, into, seq_len, true);
     if (s == TG_OK) report_sft_data(run, &opt, &result);
     if (!dir) {
-        const char *files[] = {PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, SFT_TRAIN_MASK_FILE, SFT_VAL_MASK_FILE};
+        const char *files[] = {TG_PREPARE_TRAIN_FILE, TG_PREPARE_VAL_FILE, TG_SFT_TRAIN_MASK_FILE, TG_SFT_VAL_MASK_FILE};
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             char path[TG_PATH_CAP];
-            if (path_join(path, sizeof path, own, files[i]) == TG_OK) (void)unlink(path); /* the open files stay readable */
+            if (tg_path_join(path, sizeof path, own, files[i]) == TG_OK) (void)unlink(path); /* the open files stay readable */
         }
         (void)rmdir(own);
     }
     return s;
 }
 
-TgStatus run_open_new_sft(TrainOptions *o, bool writes, const PrepareReporter *preparing, Run *run) {
-    TrainOptions id = *o;
+TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, TgRun *run) {
+    TgTrainOptions id = *o;
     char targets[64];
-    TG_TRY(train_options_resolve_lora(&id, targets, sizeof targets));
+    TG_TRY(tg_train_options_resolve_lora(&id, targets, sizeof targets));
     TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
     id.gemm_kc = tg_gemm_plan().kc;
-    bool from_run = run_init_from_is_run(o->init_from ? o->init_from : "");
-    RunBase base;
+    bool from_run = tg_run_init_from_is_run(o->init_from ? o->init_from : "");
+    TgRunBase base;
     memset(&base, 0, sizeof base);
     TgModelConfig cfg;
     TgStatus s = TG_OK;
     if (from_run) {
-        s = run_base_find(o, &base);
+        s = tg_run_base_find(o, &base);
         cfg = base.cfg;
         id.preset = base.id.preset, id.tokenizer = base.id.tokenizer;
     } else if (!o->tokenizer || strncmp(o->tokenizer, "hf:", 3) != 0) {
         s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "
-                                "tapegrad train, whose tokenizer has " CHAT_IM_START " and " CHAT_IM_END
+                                "tapegrad train, whose tokenizer has " TG_CHAT_IM_START " and " TG_CHAT_IM_END
                                 "), or --tokenizer hf:FILE (with --init-from WEIGHTS.safetensors, or from scratch)");
     } else {
-        s = run_resolve_config(o, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
+        s = tg_run_resolve_config(o, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
     }
-    if (s == TG_OK) s = train_memory_check(o, &cfg, 0, 0);
-    if (s == TG_OK) s = run_lora_check(o, &cfg);
+    if (s == TG_OK) s = tg_train_memory_check(o, &cfg, 0, 0);
+    if (s == TG_OK) s = tg_run_lora_check(o, &cfg);
     char generated[256];
-    run_generated_folder(generated, sizeof generated, "sft");
-    if (s == TG_OK && writes) s = run_folder_choose(&run->folder, o->out_dir, generated);
+    tg_run_generated_folder(generated, sizeof generated, "sft");
+    if (s == TG_OK && writes) s = tg_run_folder_choose(&run->folder, o->out_dir, generated);
     if (s == TG_OK && !from_run && o->init_from && access(o->init_from, R_OK) != 0)
         s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
-    if (s == TG_OK && writes) s = run_begin_new_folder(run);
-    if (s == TG_OK) s = from_run ? run_base_take(run, &base) : tokenizer_hf_load(o->tokenizer + 3, &run->tok);
-    ChatTokens ct;
-    if (s == TG_OK) s = chat_tokens_find(&run->tok, from_run ? o->init_from : o->tokenizer + 3, &ct);
+    if (s == TG_OK && writes) s = tg_run_begin_new_folder(run);
+    if (s == TG_OK) s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(o->tokenizer + 3, &run->tok);
+    TgChatTokens ct;
+    if (s == TG_OK) s = tg_chat_tokens_find(&run->tok, from_run ? o->init_from : o->tokenizer + 3, &ct);
     char path[TG_PATH_CAP];
-    if (s == TG_OK && writes) s = path_join(path, sizeof path, run->dir, PREPARE_TOKENIZER_FILE);
+    if (s == TG_OK && writes) s = tg_path_join(path, sizeof path, run->dir, TG_PREPARE_TOKENIZER_FILE);
     if (s == TG_OK && writes) s = tg_tokenizer_save(&run->tok, path);
     if (s == TG_OK) s = prepare_sft_data(run, o, cfg.seq_len, writes ? run->dir : NULL, preparing);
-    if (s == TG_OK && !from_run) s = run_build_new_model(run, o, (uint64_t)id.seed);
+    if (s == TG_OK && !from_run) s = tg_run_build_new_model(run, o, (uint64_t)id.seed);
     if (s == TG_OK && from_run && o->model.seq_len > base.trained_seq)
-        message_emit(&run->messages, MESSAGE_NOTE,
+        tg_message_emit(&run->messages, TG_MESSAGE_NOTE,
                      "--seq %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
                      (long long)o->model.seq_len, (long long)base.trained_seq, o->init_from);
-    RunBaseRecord rec;
-    if (s == TG_OK && o->init_from) s = run_base_record(run, o, from_run ? base.ckpt : o->init_from, &id, &rec);
-    if (s == TG_OK && writes) s = run_identity_write(run->dir, &id);
-    run_base_free(&base);
+    TgRunBaseRecord rec;
+    if (s == TG_OK && o->init_from) s = tg_run_base_record(run, o, from_run ? base.ckpt : o->init_from, &id, &rec);
+    if (s == TG_OK && writes) s = tg_run_identity_write(run->dir, &id);
+    tg_run_base_free(&base);
     TG_TRY(s);
     run->sft = true;
     run->state.seed = (uint64_t)id.seed;
@@ -124,26 +124,26 @@ TgStatus run_open_new_sft(TrainOptions *o, bool writes, const PrepareReporter *p
     return TG_OK;
 }
 
-TgStatus run_is_sft(const char *dir, bool *sft) {
+TgStatus tg_run_is_sft(const char *dir, bool *sft) {
     char path[TG_PATH_CAP];
     *sft = false;
-    TG_TRY(path_join(path, sizeof path, dir, RUN_IDENTITY_FILE));
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
     if (access(path, F_OK) != 0) return TG_OK;
-    TrainOptions id;
-    OptStrings strings = {0};
-    TgStatus s = run_identity_read(dir, &id, &strings);
-    if (s == TG_OK) *sft = train_options_sft(&id);
-    opt_strings_free(&strings);
+    TgTrainOptions id;
+    TgOptStrings strings = {0};
+    TgStatus s = tg_run_identity_read(dir, &id, &strings);
+    if (s == TG_OK) *sft = tg_train_options_sft(&id);
+    tg_opt_strings_free(&strings);
     return s;
 }
 
 /* A fine-tuning run's conversations in `dir` (its folder, or a replica's own), for a window of
  * seq_len tokens; the val split alone unless want_train. */
-TgStatus run_open_sft_splits(Run *run, const char *dir, int64_t seq_len, bool want_train) {
+TgStatus tg_run_open_sft_splits(TgRun *run, const char *dir, int64_t seq_len, bool want_train) {
     uint32_t vocab = (uint32_t)run->tok.vocab_size;
     uint64_t fingerprint = run->tok.fingerprint;
     if (want_train)
-        TG_TRY(sft_split_open(&run->sft_train, dir, PREPARE_TRAIN_FILE, SFT_TRAIN_MASK_FILE, vocab, fingerprint, seq_len));
-    return sft_split_open(&run->sft_val, dir, PREPARE_VAL_FILE, SFT_VAL_MASK_FILE, vocab, fingerprint, seq_len);
+        TG_TRY(tg_sft_split_open(&run->sft_train, dir, TG_PREPARE_TRAIN_FILE, TG_SFT_TRAIN_MASK_FILE, vocab, fingerprint, seq_len));
+    return tg_sft_split_open(&run->sft_val, dir, TG_PREPARE_VAL_FILE, TG_SFT_VAL_MASK_FILE, vocab, fingerprint, seq_len);
 }
 

@@ -15,14 +15,14 @@
 #include "lib/path.h"
 
 /* char, bpe or hf:FILE: checked wherever the value comes from (a flag, run.txt) */
-TgStatus train_check_tokenizer(const OptSpec *spec, const void *field) {
+TgStatus tg_train_check_tokenizer(const TgOptSpec *spec, const void *field) {
     const char *v = *(const char *const *)field;
     if (!v || strcmp(v, "char") == 0 || strcmp(v, "bpe") == 0 || (strncmp(v, "hf:", 3) == 0 && v[3])) return TG_OK;
     return tg_fail(TG_ERR_ARG, "%s must be char, bpe or hf:PATH/tokenizer.json, got '%s'", spec->flag, v);
 }
 
 /* 0, or a k slice the GEMM takes (a multiple of 8 in [TG_GEMM_KC_MIN, TG_GEMM_KC_MAX]) */
-static TgStatus check_gemm_kc(const OptSpec *spec, const void *field) {
+static TgStatus check_gemm_kc(const TgOptSpec *spec, const void *field) {
     int64_t kc = *(const int64_t *)field;
     if (kc == 0 || (kc >= TG_GEMM_KC_MIN && kc <= TG_GEMM_KC_MAX && kc % 8 == 0)) return TG_OK;
     return tg_fail(TG_ERR_ARG, "%s must be 0 (this CPU's) or a multiple of 8 in [%d, %d], got %lld", spec->flag,
@@ -30,111 +30,111 @@ static TgStatus check_gemm_kc(const OptSpec *spec, const void *field) {
 }
 
 /* a weights fingerprint as tg_model_weights_fingerprint's hex: 16 hex digits */
-static TgStatus check_fingerprint(const OptSpec *spec, const void *field) {
+static TgStatus check_fingerprint(const TgOptSpec *spec, const void *field) {
     const char *v = *(const char *const *)field;
     if (!v || (strlen(v) == 16 && strspn(v, "0123456789abcdef") == 16)) return TG_OK;
     return tg_fail(TG_ERR_ARG, "%s must be 16 lowercase hex digits (a weights fingerprint, as run.txt records it), got '%s'",
                    spec->flag, v);
 }
 
-#define ID TRAIN_OPT_IDENTITY
-#define SHAPE TRAIN_OPT_SHAPE
-#define SAVED TRAIN_OPT_SAVED
-#define NUM TRAIN_OPT_NUMERIC
-#define T TrainOptions
+#define ID TG_TRAIN_OPT_IDENTITY
+#define SHAPE TG_TRAIN_OPT_SHAPE
+#define SAVED TG_TRAIN_OPT_SAVED
+#define NUM TG_TRAIN_OPT_NUMERIC
+#define T TgTrainOptions
 
-static const OptSpec specs[] = {
-    OPT(T, task, "--task", OPT_STRING,
-        "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", OPT_ANY, TRAIN_TASKS,
+static const TgOptSpec specs[] = {
+    TG_OPT(T, task, "--task", TG_OPT_STRING,
+        "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", TG_OPT_ANY, TG_TRAIN_TASKS,
         ID, NULL),
-    FLAG_PRESET(T, preset, "model preset", ID, NULL),
-    OPT(T, model.dim, "--dim", OPT_INT64, "model width", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
-    OPT(T, model.n_layers, "--layers", OPT_INT64, "transformer blocks", OPT_POSITIVE, NULL, SHAPE, "the preset's"),
-    OPT(T, model.n_heads, "--heads", OPT_INT64, "query heads (must divide --dim)", OPT_POSITIVE, NULL, SHAPE,
+    TG_FLAG_PRESET(T, preset, "model preset", ID, NULL),
+    TG_OPT(T, model.dim, "--dim", TG_OPT_INT64, "model width", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
+    TG_OPT(T, model.n_layers, "--layers", TG_OPT_INT64, "transformer blocks", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
+    TG_OPT(T, model.n_heads, "--heads", TG_OPT_INT64, "query heads (must divide --dim)", TG_OPT_POSITIVE, NULL, SHAPE,
         "the preset's"),
-    OPT(T, model.n_kv_heads, "--kv-heads", OPT_INT64, "key/value heads (must divide --heads)", OPT_POSITIVE, NULL,
+    TG_OPT(T, model.n_kv_heads, "--kv-heads", TG_OPT_INT64, "key/value heads (must divide --heads)", TG_OPT_POSITIVE, NULL,
         SHAPE, "the preset's"),
-    OPT(T, model.hidden, "--hidden", OPT_INT64, "FFN hidden size", OPT_POSITIVE, NULL, SHAPE,
+    TG_OPT(T, model.hidden, "--hidden", TG_OPT_INT64, "FFN hidden size", TG_OPT_POSITIVE, NULL, SHAPE,
         "the preset's; with another --dim or --ffn relu, the size giving SwiGLU's parameter count"),
-    FLAG_SEQ(T, model.seq_len, "context length in tokens", SHAPE, "the preset's"),
-    FLAG_VOCAB(T, model.vocab, "BPE vocabulary size (at least " OPT_STRINGIFY(TRAIN_MIN_BPE_VOCAB) ")", SHAPE,
-               "the preset's, else " OPT_STRINGIFY(TRAIN_DEFAULT_BPE_VOCAB)),
-    FLAG_FFN(T, ffn, "feed-forward block", SHAPE, NULL),
-    OPT(T, model.rope_theta, "--rope-theta", OPT_DOUBLE, "RoPE base", ((OptRange){1, INFINITY, true, false}), NULL,
+    TG_FLAG_SEQ(T, model.seq_len, "context length in tokens", SHAPE, "the preset's"),
+    TG_FLAG_VOCAB(T, model.vocab, "BPE vocabulary size (at least " TG_OPT_STRINGIFY(TG_TRAIN_MIN_BPE_VOCAB) ")", SHAPE,
+               "the preset's, else " TG_OPT_STRINGIFY(TG_TRAIN_DEFAULT_BPE_VOCAB)),
+    TG_FLAG_FFN(T, ffn, "feed-forward block", SHAPE, NULL),
+    TG_OPT(T, model.rope_theta, "--rope-theta", TG_OPT_DOUBLE, "RoPE base", ((TgOptRange){1, INFINITY, true, false}), NULL,
         SHAPE, "the preset's"),
-    FLAG_DATA(T, data_path,
+    TG_FLAG_DATA(T, data_path,
               "text or JSONL file (gzip-compressed or not) or a folder of them, prepared into the run; sft: JSONL "
               "conversations",
-              ID, CORPUS_DEFAULT_PATH " (sft: none)"),
-    FLAG_DATASET(T, dataset, "a dataset folder made by `tapegrad prepare`, instead of --data", ID, NULL),
-    FLAG_SPECIAL_TOKENS(T, special_tokens, ID),
-    FLAG_TEXT_FIELD(T, text_field, ID),
-    FLAG_TOKENIZER(T, tokenizer,
+              ID, TG_CORPUS_DEFAULT_PATH " (sft: none)"),
+    TG_FLAG_DATASET(T, dataset, "a dataset folder made by `tapegrad prepare`, instead of --data", ID, NULL),
+    TG_FLAG_SPECIAL_TOKENS(T, special_tokens, ID),
+    TG_FLAG_TEXT_FIELD(T, text_field, ID),
+    TG_FLAG_TOKENIZER(T, tokenizer,
                    "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
                    ID, "bpe when the preset has a vocabulary of its own, else char"),
-    OPT(T, val_fraction, "--val-fraction", OPT_DOUBLE,
-        "last fraction of the tokens (sft: of the conversations) kept for validation", OPT_FRACTION, NULL, ID, NULL),
-    FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
-    OPT(T, init_from, "--init-from", OPT_STRING,
+    TG_OPT(T, val_fraction, "--val-fraction", TG_OPT_DOUBLE,
+        "last fraction of the tokens (sft: of the conversations) kept for validation", TG_OPT_FRACTION, NULL, ID, NULL),
+    TG_FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
+    TG_OPT(T, init_from, "--init-from", TG_OPT_STRING,
         "start a new run from these weights: a run folder or checkpoint (its tokenizer and shape carry over; run.txt "
         "records the checkpoint), or a safetensors file (from `tapegrad ckpt export`)",
-        OPT_ANY, NULL, ID, NULL),
-    OPT_CHECKED(T, init_fingerprint, "--init-fingerprint", OPT_STRING,
+        TG_OPT_ANY, NULL, ID, NULL),
+    TG_OPT_CHECKED(T, init_fingerprint, "--init-fingerprint", TG_OPT_STRING,
                 "the fingerprint of the --init-from weights (16 hex digits): weights with another are refused; "
                 "run.txt records it, and a LoRA run's commands find its base by it",
-                OPT_ANY, NULL, ID, "any", check_fingerprint),
-    OPT_CHECKED(T, gemm_kc, "--gemm-kc", OPT_INT64,
+                TG_OPT_ANY, NULL, ID, "any", check_fingerprint),
+    TG_OPT_CHECKED(T, gemm_kc, "--gemm-kc", TG_OPT_INT64,
                 "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
                 "another CPU sums as the run did",
-                OPT_BETWEEN(0, TG_GEMM_KC_MAX), NULL, ID, "from this CPU's L1 cache", check_gemm_kc),
-    OPT(T, lora_rank, "--lora-rank", OPT_INT64,
+                TG_OPT_BETWEEN(0, TG_GEMM_KC_MAX), NULL, ID, "from this CPU's L1 cache", check_gemm_kc),
+    TG_OPT(T, lora_rank, "--lora-rank", TG_OPT_INT64,
         "train LoRA adapters of this rank on the frozen --init-from weights instead of every weight",
-        OPT_BETWEEN(0, TG_LORA_MAX_RANK), NULL, ID, "none: full fine-tuning"),
-    OPT(T, lora_alpha, "--lora-alpha", OPT_DOUBLE, "LoRA scale numerator: the update is (alpha / rank) B A",
-        OPT_BETWEEN(0, TG_LORA_MAX_ALPHA), NULL, ID, "2 x --lora-rank"),
-    OPT(T, lora_targets, "--lora-targets", OPT_STRING, "the linears LoRA adapts, any of q,k,v,o,gate,up,down", OPT_ANY,
-        NULL, ID, TRAIN_DEFAULT_LORA_TARGETS),
-    FLAG_PRECISION(T, precision,
+        TG_OPT_BETWEEN(0, TG_LORA_MAX_RANK), NULL, ID, "none: full fine-tuning"),
+    TG_OPT(T, lora_alpha, "--lora-alpha", TG_OPT_DOUBLE, "LoRA scale numerator: the update is (alpha / rank) B A",
+        TG_OPT_BETWEEN(0, TG_LORA_MAX_ALPHA), NULL, ID, "2 x --lora-rank"),
+    TG_OPT(T, lora_targets, "--lora-targets", TG_OPT_STRING, "the linears LoRA adapts, any of q,k,v,o,gate,up,down", TG_OPT_ANY,
+        NULL, ID, TG_TRAIN_DEFAULT_LORA_TARGETS),
+    TG_FLAG_PRECISION(T, precision,
                    "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
                    "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
                    ID, NULL),
-    FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
-    FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
-    OPT(T, accum, "--accum", OPT_INT64, "micro-batches per step: gradient accumulation", FLAG_RANGE_COUNT, NULL,
+    TG_FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
+    TG_FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
+    TG_OPT(T, accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation", TG_FLAG_RANGE_COUNT, NULL,
         SAVED | NUM, NULL),
-    OPT(T, lr, "--lr", OPT_DOUBLE, "peak learning rate", OPT_POSITIVE, NULL, SAVED | NUM, NULL),
-    OPT(T, min_lr, "--min-lr", OPT_DOUBLE, "final learning rate of the cosine", OPT_NON_NEGATIVE, NULL, SAVED | NUM,
+    TG_OPT(T, lr, "--lr", TG_OPT_DOUBLE, "peak learning rate", TG_OPT_POSITIVE, NULL, SAVED | NUM, NULL),
+    TG_OPT(T, min_lr, "--min-lr", TG_OPT_DOUBLE, "final learning rate of the cosine", TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM,
         "lr/10"),
-    FLAG_WARMUP(T, warmup, "linear warmup steps", SAVED | NUM, "5% of --steps"),
-    OPT(T, adamw.weight_decay, "--weight-decay", OPT_DOUBLE, "AdamW decoupled decay; never on norm weights",
-        OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
-    OPT(T, adamw.beta1, "--beta1", OPT_DOUBLE, "AdamW beta1", ((OptRange){0, 1, false, true}), NULL, SAVED | NUM, NULL),
-    OPT(T, adamw.beta2, "--beta2", OPT_DOUBLE, "AdamW beta2", ((OptRange){0, 1, false, true}), NULL, SAVED | NUM, NULL),
-    OPT(T, clip, "--clip", OPT_DOUBLE, "global gradient-norm clip, 0 for none", OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
-    FLAG_EVAL_EVERY(T, eval_every, "val loss every N steps, 0 for only at the end", SAVED, NULL),
-    FLAG_EVAL_BATCHES(T, eval_batches, "fixed val batches per evaluation", SAVED, NULL),
-    OPT(T, log_every, "--log-every", OPT_INT64, "log line every N steps", OPT_POSITIVE, NULL, SAVED, NULL),
-    FLAG_LOG_GRADS(T, log_grads,
+    TG_FLAG_WARMUP(T, warmup, "linear warmup steps", SAVED | NUM, "5% of --steps"),
+    TG_OPT(T, adamw.weight_decay, "--weight-decay", TG_OPT_DOUBLE, "AdamW decoupled decay; never on norm weights",
+        TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
+    TG_OPT(T, adamw.beta1, "--beta1", TG_OPT_DOUBLE, "AdamW beta1", ((TgOptRange){0, 1, false, true}), NULL, SAVED | NUM, NULL),
+    TG_OPT(T, adamw.beta2, "--beta2", TG_OPT_DOUBLE, "AdamW beta2", ((TgOptRange){0, 1, false, true}), NULL, SAVED | NUM, NULL),
+    TG_OPT(T, clip, "--clip", TG_OPT_DOUBLE, "global gradient-norm clip, 0 for none", TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
+    TG_FLAG_EVAL_EVERY(T, eval_every, "val loss every N steps, 0 for only at the end", SAVED, NULL),
+    TG_FLAG_EVAL_BATCHES(T, eval_batches, "fixed val batches per evaluation", SAVED, NULL),
+    TG_OPT(T, log_every, "--log-every", TG_OPT_INT64, "log line every N steps", TG_OPT_POSITIVE, NULL, SAVED, NULL),
+    TG_FLAG_LOG_GRADS(T, log_grads,
                    "every N steps, per-tensor gradient and FFN activation statistics to grads.jsonl, 0 for none", 0,
                    "off"),
-    OPT(T, ckpt_every, "--ckpt-every", OPT_INT64, "checkpoint every N steps, 0 for only at the end",
-        OPT_NON_NEGATIVE, NULL, SAVED, NULL),
-    OPT(T, keep, "--keep", OPT_INT, "checkpoints kept, newest first (0: all)", OPT_NON_NEGATIVE, NULL, SAVED, NULL),
-    OPT(T, sample_tokens, "--sample-tokens", OPT_INT64, "tokens sampled at the end, 0 for none",
-        OPT_BETWEEN(0, TRAIN_MAX_COUNT), NULL, SAVED, NULL),
-    FLAG_THREADS(T, threads, "threads for the ops and OpenBLAS", SAVED | NUM, NULL),
-    OPT(T, time_budget_min, "--time-budget", OPT_DOUBLE, "stop after this many minutes even if steps remain",
-        OPT_NON_NEGATIVE, NULL, 0, "none"),
-    FLAG_OUT(T, out_dir, "run folder", 0, "checkpoints/<preset>-<tokenizer>-<time>"),
-    OPT(T, resume, "--resume", OPT_STRING,
-        "continue the run in this folder (or from this checkpoint file), bitwise as if it never stopped", OPT_ANY,
+    TG_OPT(T, ckpt_every, "--ckpt-every", TG_OPT_INT64, "checkpoint every N steps, 0 for only at the end",
+        TG_OPT_NON_NEGATIVE, NULL, SAVED, NULL),
+    TG_OPT(T, keep, "--keep", TG_OPT_INT, "checkpoints kept, newest first (0: all)", TG_OPT_NON_NEGATIVE, NULL, SAVED, NULL),
+    TG_OPT(T, sample_tokens, "--sample-tokens", TG_OPT_INT64, "tokens sampled at the end, 0 for none",
+        TG_OPT_BETWEEN(0, TG_TRAIN_MAX_COUNT), NULL, SAVED, NULL),
+    TG_FLAG_THREADS(T, threads, "threads for the ops and OpenBLAS", SAVED | NUM, NULL),
+    TG_OPT(T, time_budget_min, "--time-budget", TG_OPT_DOUBLE, "stop after this many minutes even if steps remain",
+        TG_OPT_NON_NEGATIVE, NULL, 0, "none"),
+    TG_FLAG_OUT(T, out_dir, "run folder", 0, "checkpoints/<preset>-<tokenizer>-<time>"),
+    TG_OPT(T, resume, "--resume", TG_OPT_STRING,
+        "continue the run in this folder (or from this checkpoint file), bitwise as if it never stopped", TG_OPT_ANY,
         NULL, 0, NULL),
-    OPT(T, stop_after, "--stop-after", OPT_INT64,
+    TG_OPT(T, stop_after, "--stop-after", TG_OPT_INT64,
         "stop after step N, save and exit 0; the LR schedule still spans --steps, so --resume continues exactly",
-        OPT_NON_NEGATIVE, NULL, 0, "none"),
-    OPT(T, comm_timeout_s, "--comm-timeout", OPT_DOUBLE,
+        TG_OPT_NON_NEGATIVE, NULL, 0, "none"),
+    TG_OPT(T, comm_timeout_s, "--comm-timeout", TG_OPT_DOUBLE,
         "under mpirun: seconds a rank waits for the others before it ends the job (a rank died or hangs)",
-        ((OptRange){0, 1e9, true, false}) /* 31 years: a deadline that fits a struct timespec */, NULL, 0, NULL),
+        ((TgOptRange){0, 1e9, true, false}) /* 31 years: a deadline that fits a struct timespec */, NULL, 0, NULL),
 };
 
 #undef ID
@@ -143,24 +143,24 @@ static const OptSpec specs[] = {
 #undef NUM
 #undef T
 
-static const OptTable table = {"train", "[flags]   (no flags: the small preset on the default corpus)", specs,
+static const TgOptTable table = {"train", "[flags]   (no flags: the small preset on the default corpus)", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
-static const OptTable sft_table = {"sft", "--init-from RUN --data CONVERSATIONS.jsonl [flags]   (train --task sft)",
+static const TgOptTable sft_table = {"sft", "--init-from RUN --data CONVERSATIONS.jsonl [flags]   (train --task sft)",
                                    specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
-const OptTable *train_option_table(void) { return &table; }
-const OptTable *sft_option_table(void) { return &sft_table; }
+const TgOptTable *tg_train_option_table(void) { return &table; }
+const TgOptTable *tg_sft_option_table(void) { return &sft_table; }
 
-bool train_options_sft(const TrainOptions *o) { return o->task && strcmp(o->task, TRAIN_TASK_SFT) == 0; }
+bool tg_train_options_sft(const TgTrainOptions *o) { return o->task && strcmp(o->task, TG_TRAIN_TASK_SFT) == 0; }
 
-void train_options_defaults(TrainOptions *o) {
+void tg_train_options_defaults(TgTrainOptions *o) {
     memset(o, 0, sizeof *o);
-    o->task = TRAIN_TASK_PRETRAIN;
-    o->preset = TRAIN_DEFAULT_PRESET;
+    o->task = TG_TRAIN_TASK_PRETRAIN;
+    o->preset = TG_TRAIN_DEFAULT_PRESET;
     o->precision = "fp32";
     o->ffn = tg_ffn_kind_name(TG_FFN_SWIGLU);
-    o->val_fraction = PREPARE_DEFAULT_VAL_FRACTION;
-    o->seed = TRAIN_DEFAULT_SEED;
+    o->val_fraction = TG_PREPARE_DEFAULT_VAL_FRACTION;
+    o->seed = TG_TRAIN_DEFAULT_SEED;
     o->steps = 1500;
     o->batch = 16;
     o->accum = 1;
@@ -175,40 +175,40 @@ void train_options_defaults(TrainOptions *o) {
     o->ckpt_every = 200;
     o->keep = 3;
     o->sample_tokens = 300;
-    o->threads = TRAIN_DEFAULT_THREADS;
+    o->threads = TG_TRAIN_DEFAULT_THREADS;
     o->stop_after = -1;
-    o->comm_timeout_s = DIST_DEFAULT_TIMEOUT_S;
+    o->comm_timeout_s = TG_DIST_DEFAULT_TIMEOUT_S;
 }
 
-static bool given(const TrainOptions *o, const char *flag) {
-    int i = opt_find(&table, flag);
-    return i >= 0 && (o->given & OPT_BIT(i));
+static bool given(const TgTrainOptions *o, const char *flag) {
+    int i = tg_opt_find(&table, flag);
+    return i >= 0 && (o->given & TG_OPT_BIT(i));
 }
 
 /* " (DIR/train_options.txt line 5)" for an option whose value came from the resumed run's file,
  * "" for one given now or left to its default. */
-static const char *origin(const TrainOptions *o, const char *flag, char *buf, size_t cap) {
-    int i = opt_find(&table, flag);
+static const char *origin(const TgTrainOptions *o, const char *flag, char *buf, size_t cap) {
+    int i = tg_opt_find(&table, flag);
     buf[0] = '\0';
-    if (o->options_file && i >= 0 && (o->from_file.read & OPT_BIT(i)))
+    if (o->options_file && i >= 0 && (o->from_file.read & TG_OPT_BIT(i)))
         snprintf(buf, cap, " (%s line %d)", o->options_file, o->from_file.line[i]);
     return buf;
 }
 
 /* Two options that do not go together: the file's fault (TG_ERR_FORMAT, exit 1) when both came
  * from train_options.txt, else the flags' (TG_ERR_ARG). */
-static TgStatus conflict(const TrainOptions *o, const char *a, const char *b) {
+static TgStatus conflict(const TgTrainOptions *o, const char *a, const char *b) {
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     bool from_file = origin(o, a, oa, sizeof oa)[0] && origin(o, b, ob, sizeof ob)[0];
     return from_file ? TG_ERR_FORMAT : TG_ERR_ARG;
 }
 
-TgStatus train_options_validate(const TrainOptions *o) {
-    TG_TRY(opt_check(&table, o, o->given));
+TgStatus tg_train_options_validate(const TgTrainOptions *o) {
+    TG_TRY(tg_opt_check(&table, o, o->given));
     /* the options against each other */
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
-    if (train_options_sft(o) && !o->resume) {
+    if (tg_train_options_sft(o) && !o->resume) {
         if (o->dataset)
             return tg_fail(TG_ERR_ARG, "fine-tuning reads conversations (--data FILE.jsonl); --dataset is a prepared text "
                                        "corpus for pretraining: drop it");
@@ -245,7 +245,7 @@ TgStatus train_options_validate(const TrainOptions *o) {
                                    "adapters alone: drop --log-grads");
     if (o->lora_rank > 0) {
         TgLoraConfig lora;
-        TG_TRY(train_options_lora(o, &lora));
+        TG_TRY(tg_train_options_lora(o, &lora));
     }
     if (o->stop_after >= 0 && o->stop_after > o->steps)
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
@@ -254,10 +254,10 @@ TgStatus train_options_validate(const TrainOptions *o) {
     if (o->min_lr > o->lr)
         return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->min_lr,
                        origin(o, "--min-lr", oa, sizeof oa), o->lr, origin(o, "--lr", ob, sizeof ob));
-    if (given(o, "--vocab") && o->model.vocab < TRAIN_MIN_BPE_VOCAB)
+    if (given(o, "--vocab") && o->model.vocab < TG_TRAIN_MIN_BPE_VOCAB)
         return tg_fail(TG_ERR_ARG, "--vocab %lld is below %d: a byte-level BPE holds the 256 bytes and <eot> before "
                                    "any merge",
-                       (long long)o->model.vocab, TRAIN_MIN_BPE_VOCAB);
+                       (long long)o->model.vocab, TG_TRAIN_MIN_BPE_VOCAB);
     if (!o->resume && given(o, "--vocab") && o->tokenizer && strncmp(o->tokenizer, "hf:", 3) == 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the size of a BPE trained on the corpus; the vocabulary of --tokenizer "
                                    "hf:FILE is the file's. Drop --vocab");
@@ -267,50 +267,50 @@ TgStatus train_options_validate(const TrainOptions *o) {
     return TG_OK;
 }
 
-TgStatus train_options_lora(const TrainOptions *o, TgLoraConfig *cfg) {
+TgStatus tg_train_options_lora(const TgTrainOptions *o, TgLoraConfig *cfg) {
     cfg->rank = o->lora_rank;
     cfg->alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_rank;
-    TG_TRY(tg_lora_targets_parse(o->lora_targets ? o->lora_targets : TRAIN_DEFAULT_LORA_TARGETS, &cfg->targets));
+    TG_TRY(tg_lora_targets_parse(o->lora_targets ? o->lora_targets : TG_TRAIN_DEFAULT_LORA_TARGETS, &cfg->targets));
     return tg_lora_config_validate(cfg, NULL);
 }
 
-TgStatus train_options_resolve_lora(TrainOptions *o, char *targets, size_t cap) {
+TgStatus tg_train_options_resolve_lora(TgTrainOptions *o, char *targets, size_t cap) {
     if (o->lora_rank <= 0) return TG_OK;
     TgLoraConfig cfg;
-    TG_TRY(train_options_lora(o, &cfg));
+    TG_TRY(tg_train_options_lora(o, &cfg));
     o->lora_alpha = cfg.alpha;
     tg_lora_targets_format(cfg.targets, targets, cap);
     o->lora_targets = targets;
     return TG_OK;
 }
 
-void train_options_derive(TrainOptions *o) {
+void tg_train_options_derive(TgTrainOptions *o) {
     if (o->warmup < 0) o->warmup = o->steps / 20;
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
 }
 
-TgStatus train_options_save(const char *dir, const TrainOptions *o) {
+TgStatus tg_train_options_save(const char *dir, const TgTrainOptions *o) {
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, dir, TRAIN_OPTIONS_FILE));
-    return opt_write(&table, o, TRAIN_OPT_SAVED, path);
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_TRAIN_OPTIONS_FILE));
+    return tg_opt_write(&table, o, TG_TRAIN_OPT_SAVED, path);
 }
 
-TgStatus train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings) {
+TgStatus tg_train_options_restore(const char *resume, TgTrainOptions *o, TgTrainOptions *saved, TgOptStrings *strings) {
     /* the run folder: RESUME itself, or the folder of a checkpoint file */
     char dir[TG_PATH_CAP], path[TG_PATH_CAP];
-    TG_TRY(run_folder_locate(resume, dir, sizeof dir));
-    TG_TRY(path_join(path, sizeof path, dir, TRAIN_OPTIONS_FILE));
+    TG_TRY(tg_run_folder_locate(resume, dir, sizeof dir));
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_TRAIN_OPTIONS_FILE));
     if (saved) *saved = *o;
     if (access(path, F_OK) != 0) return TG_OK; /* a run from before the file existed */
-    OptFileRead from;
-    TgStatus s = opt_read(&table, o, TRAIN_OPT_SAVED, o->given, path, &from, strings);
-    if (s == TG_OK && saved) s = opt_read(&table, saved, TRAIN_OPT_SAVED, 0, path, NULL, strings);
+    TgOptFileRead from;
+    TgStatus s = tg_opt_read(&table, o, TG_TRAIN_OPT_SAVED, o->given, path, &from, strings);
+    if (s == TG_OK && saved) s = tg_opt_read(&table, saved, TG_TRAIN_OPT_SAVED, 0, path, NULL, strings);
     if (s != TG_OK)
         return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s; fix or delete the file and give the flags",
                        tg_error_message());
     o->given |= from.read;
-    /* the messages of train_options_validate name the file's lines */
-    o->options_file = opt_strings_keep(strings, path);
+    /* the messages of tg_train_options_validate name the file's lines */
+    o->options_file = tg_opt_strings_keep(strings, path);
     o->from_file = from;
     return TG_OK;
 }

@@ -3,14 +3,14 @@
  * its train_options.txt, and what a resume may and may not change.
  *
  * Groups of options:
- *   TRAIN_OPT_IDENTITY  what the run is (preset, data, tokenizer, split, seed, weights it started
+ *   TG_TRAIN_OPT_IDENTITY  what the run is (preset, data, tokenizer, split, seed, weights it started
  *                       from): written to run.txt; a resume refuses a different value
- *   TRAIN_OPT_SHAPE     the model's shape: compared with the checkpoint's on resume, refused if
+ *   TG_TRAIN_OPT_SHAPE     the model's shape: compared with the checkpoint's on resume, refused if
  *                       different
- *   TRAIN_OPT_SAVED     how it trains (steps, batch, lr, ...): written to train_options.txt at
+ *   TG_TRAIN_OPT_SAVED     how it trains (steps, batch, lr, ...): written to train_options.txt at
  *                       every start, so `train --resume DIR` alone continues with the same
  *                       settings; a flag given again overrides its saved value
- *   TRAIN_OPT_NUMERIC   (with SAVED) changes the weights a step computes: changing one on resume
+ *   TG_TRAIN_OPT_NUMERIC   (with SAVED) changes the weights a step computes: changing one on resume
  *                       makes the run another than the one that would have run on
  * Fields that are derived when left alone (the model shape from the preset, vocab from the
  * tokenizer, warmup and min_lr from steps and lr) start at a sentinel (0, NULL or -1).
@@ -27,30 +27,30 @@
 #include "tapegrad/optim.h"
 #include "run/shared_flags.h"
 
-enum { TRAIN_OPT_IDENTITY = 1, TRAIN_OPT_SHAPE = 2, TRAIN_OPT_SAVED = 4, TRAIN_OPT_NUMERIC = 8 };
+enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4, TG_TRAIN_OPT_NUMERIC = 8 };
 
 /* Defaults that every subcommand training or running a model shares. */
-#define TRAIN_DEFAULT_PRESET "small"
-#define TRAIN_DEFAULT_SEED 1337
-#define TRAIN_DEFAULT_THREADS 2
-#define TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
-#define TRAIN_MIN_BPE_VOCAB 257      /* a byte-level BPE's 256 bytes and <eot>, before any merge */
+#define TG_TRAIN_DEFAULT_PRESET "small"
+#define TG_TRAIN_DEFAULT_SEED 1337
+#define TG_TRAIN_DEFAULT_THREADS 2
+#define TG_TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
+#define TG_TRAIN_MIN_BPE_VOCAB 257      /* a byte-level BPE's 256 bytes and <eot>, before any merge */
 
-#define TRAIN_DEFAULT_LORA_TARGETS "q,k,v,o,gate,up,down"
+#define TG_TRAIN_DEFAULT_LORA_TARGETS "q,k,v,o,gate,up,down"
 
-#define TRAIN_OPTIONS_FILE "train_options.txt"
-#define RUN_IDENTITY_FILE "run.txt"
+#define TG_TRAIN_OPTIONS_FILE "train_options.txt"
+#define TG_RUN_IDENTITY_FILE "run.txt"
 
 /* What a run trains on: text (pretraining) or conversations (supervised fine-tuning, `tapegrad
  * sft`: data/chat_format.h, data/sft_loader.h). */
-#define TRAIN_TASK_PRETRAIN "pretrain"
-#define TRAIN_TASK_SFT "sft"
-#define TRAIN_TASKS TRAIN_TASK_PRETRAIN "|" TRAIN_TASK_SFT
+#define TG_TRAIN_TASK_PRETRAIN "pretrain"
+#define TG_TRAIN_TASK_SFT "sft"
+#define TG_TRAIN_TASKS TG_TRAIN_TASK_PRETRAIN "|" TG_TRAIN_TASK_SFT
 
-typedef struct TrainOptions {
+typedef struct TgTrainOptions {
     /* what the run is */
-    const char *task;          /* TRAIN_TASK_PRETRAIN */
-    const char *preset;        /* TRAIN_DEFAULT_PRESET */
+    const char *task;          /* TG_TRAIN_TASK_PRETRAIN */
+    const char *preset;        /* TG_TRAIN_DEFAULT_PRESET */
     TgModelConfig model;       /* 0 fields: from the preset; vocab: from the tokenizer */
     const char *ffn;           /* "swiglu" */
     const char *data_path;     /* NULL: the default corpus */
@@ -58,15 +58,15 @@ typedef struct TrainOptions {
     const char *tokenizer;     /* NULL: "bpe" for a preset with a vocabulary of its own, else "char" */
     const char *special_tokens; /* BPE trained on --data: named special tokens (tapegrad/tokenizer.h) */
     const char *text_field;    /* JSONL sources of --data: the member holding the text */
-    double val_fraction;       /* PREPARE_DEFAULT_VAL_FRACTION */
-    int64_t seed;              /* TRAIN_DEFAULT_SEED */
+    double val_fraction;       /* TG_PREPARE_DEFAULT_VAL_FRACTION */
+    int64_t seed;              /* TG_TRAIN_DEFAULT_SEED */
     const char *init_from;     /* weights to start a new run from: a run folder or checkpoint, a safetensors file; NULL.
                                 * run.txt records the file: the checkpoint of a folder, made absolute */
     const char *init_fingerprint; /* those weights' tg_model_weights_fingerprint, 16 hex digits; NULL: any */
     int64_t gemm_kc;           /* the GEMMs' k slice (lib/gemm_plan.h); 0: this CPU's */
     int64_t lora_rank;         /* 0: full fine-tuning; else LoRA adapters of this rank on a frozen base */
     double lora_alpha;         /* 0: 2 * lora_rank (run.txt records the resolved value) */
-    const char *lora_targets;  /* NULL: TRAIN_DEFAULT_LORA_TARGETS (run.txt records them in their canonical order) */
+    const char *lora_targets;  /* NULL: TG_TRAIN_DEFAULT_LORA_TARGETS (run.txt records them in their canonical order) */
     const char *precision;     /* "fp32" | "bf16": of the linear layers' products (tg_tape_set_precision) */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
@@ -83,35 +83,35 @@ typedef struct TrainOptions {
     const char *resume;        /* run folder or checkpoint file to continue, or NULL */
     int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
     double comm_timeout_s;     /* data-parallel runs: the longest a rank waits for the others (train/dist.h) */
-    OptSet given;              /* options set by the caller (the CLI: the flags given); see train_run */
-    /* where saved options came from on --resume (train_options_restore): messages name the line */
+    TgOptSet given;              /* options set by the caller (the CLI: the flags given); see tg_train_run */
+    /* where saved options came from on --resume (tg_train_options_restore): messages name the line */
     const char *options_file;  /* NULL: none was read */
-    OptFileRead from_file;
-} TrainOptions;
+    TgOptFileRead from_file;
+} TgTrainOptions;
 
-const OptTable *train_option_table(void);
+const TgOptTable *tg_train_option_table(void);
 /* The same options under `tapegrad sft`, whose --task is sft. */
-const OptTable *sft_option_table(void);
+const TgOptTable *tg_sft_option_table(void);
 /* Whether o trains on conversations. */
-bool train_options_sft(const TrainOptions *o);
-void train_options_defaults(TrainOptions *o);
+bool tg_train_options_sft(const TgTrainOptions *o);
+void tg_train_options_defaults(TgTrainOptions *o);
 /* Checks every given value's range and the options against each other; the one validation,
  * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */
-TgStatus train_options_validate(const TrainOptions *o);
+TgStatus tg_train_options_validate(const TgTrainOptions *o);
 /* The LoRA configuration of the options (lora_rank > 0), defaults filled in. */
-TgStatus train_options_lora(const TrainOptions *o, TgLoraConfig *cfg);
+TgStatus tg_train_options_lora(const TgTrainOptions *o, TgLoraConfig *cfg);
 /* The LoRA options as a run records them and a resume compares them (o->lora_rank > 0; nothing
  * otherwise): lora_alpha resolved (2 x rank when 0), lora_targets in their canonical order (all
  * seven when NULL), its text in `targets` (cap 64 holds every target). */
-TgStatus train_options_resolve_lora(TrainOptions *o, char *targets, size_t cap);
+TgStatus tg_train_options_resolve_lora(TgTrainOptions *o, char *targets, size_t cap);
 /* Fills warmup and min_lr when they were left to their defaults. */
-void train_options_derive(TrainOptions *o);
+void tg_train_options_derive(TgTrainOptions *o);
 
-/* Writes the TRAIN_OPT_SAVED options to DIR/train_options.txt. */
-TgStatus train_options_save(const char *dir, const TrainOptions *o);
+/* Writes the TG_TRAIN_OPT_SAVED options to DIR/train_options.txt. */
+TgStatus tg_train_options_save(const char *dir, const TgTrainOptions *o);
 /* For `train --resume RUN`: reads RUN's train_options.txt into every saved option not given now
  * (each value range-checked). *saved (may be NULL) receives the file's values, so the caller can
  * say which given flags change them. A run without the file keeps o as it is. */
-TgStatus train_options_restore(const char *resume, TrainOptions *o, TrainOptions *saved, OptStrings *strings);
+TgStatus tg_train_options_restore(const char *resume, TgTrainOptions *o, TgTrainOptions *saved, TgOptStrings *strings);
 
 #endif

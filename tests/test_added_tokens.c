@@ -29,7 +29,7 @@ static void make_tokenizer(TgTokenizer *tok, char *const *tokens, const size_t *
         tok->added[k] = (TgTokenizerAdded){k, false};
     }
     tok->n_added = n;
-    assert_ok(added_matcher_build(tok, &tok->matcher));
+    assert_ok(tg_added_matcher_build(tok, &tok->matcher));
 }
 
 /* The rule as it was first written: at each position from `from`, every token compared. */
@@ -57,14 +57,14 @@ static bool reference_next(const TgTokenizer *tok, const uint8_t *text, size_t l
 /* Walks text as the encoder does (each search from the end of the last match) with both
  * matchers; returns the automaton's steps. */
 static uint64_t expect_same_matches(const TgTokenizer *tok, const uint8_t *text, size_t len, const char *what) {
-    AddedScan scan;
-    added_scan_begin(&scan, tok, text, len);
+    TgAddedScan scan;
+    tg_added_scan_begin(&scan, tok, text, len);
     size_t pos = 0;
     int matches = 0;
     for (;;) {
         size_t at = 0, ml = 0, rat = 0, rml = 0;
         int32_t id = -1, rid = -1;
-        bool found = added_scan_next(&scan, pos, &at, &id, &ml);
+        bool found = tg_added_scan_next(&scan, pos, &at, &id, &ml);
         bool want = reference_next(tok, text, len, pos, &rat, &rid, &rml);
         cr_assert_eq(found, want, "%s: match %d from %zu: found %d, the reference %d", what, matches, pos, found, want);
         if (!found) break;
@@ -74,7 +74,7 @@ static uint64_t expect_same_matches(const TgTokenizer *tok, const uint8_t *text,
         matches++;
     }
     uint64_t steps = scan.steps;
-    added_scan_end(&scan);
+    tg_added_scan_end(&scan);
     return steps;
 }
 
@@ -164,18 +164,18 @@ Test(added_tokens, steps_grow_with_the_text_not_with_the_tokens) {
                 : kind == 2 ? snprintf(piece, sizeof piece, "%05d|> ", k) : snprintf(piece, sizeof piece, " word ");
         for (int j = 0; j < l && i < big; j++) text[i++] = (uint8_t)piece[j];
     }
-    AddedScan scan;
+    TgAddedScan scan;
     uint64_t steps[2];
     size_t lens_of_text[2] = {big / 8, big};
     for (int r = 0; r < 2; r++) {
-        added_scan_begin(&scan, &tok, text, lens_of_text[r]);
+        tg_added_scan_begin(&scan, &tok, text, lens_of_text[r]);
         size_t pos = 0, at, ml;
         int32_t id;
         int found = 0;
-        while (added_scan_next(&scan, pos, &at, &id, &ml)) pos = at + ml, found++;
+        while (tg_added_scan_next(&scan, pos, &at, &id, &ml)) pos = at + ml, found++;
         cr_expect_gt(found, 1000);
         steps[r] = scan.steps;
-        added_scan_end(&scan);
+        tg_added_scan_end(&scan);
         cr_expect_leq(steps[r], 2 * lens_of_text[r], "%llu steps for %zu bytes", (unsigned long long)steps[r], lens_of_text[r]);
     }
     cr_expect_leq(steps[1], 8 * steps[0] + steps[0] / 8, "8 times the text: %llu then %llu steps", (unsigned long long)steps[0],

@@ -39,14 +39,14 @@ static void expect_contents(const char *path, const char *want) {
 
 Test(atomic_file, writes_and_replaces_leaving_no_temporary) {
     char *path = datagen_path(dir, "f.txt");
-    assert_ok(atomic_write(path, "first\n", 6));
+    assert_ok(tg_atomic_write(path, "first\n", 6));
     expect_contents(path, "first\n");
-    AtomicFile af;
-    assert_ok(atomic_file_open(&af, path));
-    fprintf(atomic_file_stream(&af), "second %d\n", 2);
+    TgAtomicFile af;
+    assert_ok(tg_atomic_file_open(&af, path));
+    fprintf(tg_atomic_file_stream(&af), "second %d\n", 2);
     expect_contents(path, "first\n");   /* nothing changes before the commit */
     cr_expect_eq(test_count_tmp_files(dir), 1);
-    assert_ok(atomic_file_commit(&af));
+    assert_ok(tg_atomic_file_commit(&af));
     expect_contents(path, "second 2\n");
     cr_expect_eq(test_count_tmp_files(dir), 0);
     free(path);
@@ -54,11 +54,11 @@ Test(atomic_file, writes_and_replaces_leaving_no_temporary) {
 
 Test(atomic_file, abandon_keeps_the_old_file) {
     char *path = datagen_path(dir, "f.txt");
-    assert_ok(atomic_write(path, "old", 3));
-    AtomicFile af;
-    assert_ok(atomic_file_open(&af, path));
+    assert_ok(tg_atomic_write(path, "old", 3));
+    TgAtomicFile af;
+    assert_ok(tg_atomic_file_open(&af, path));
     cr_expect_eq(write(af.fd, "new", 3), 3);
-    atomic_file_abandon(&af);
+    tg_atomic_file_abandon(&af);
     expect_contents(path, "old");
     cr_expect_eq(test_count_tmp_files(dir), 0);
     free(path);
@@ -68,7 +68,7 @@ Test(atomic_file, failed_commit_keeps_the_target_and_says_so) {
     /* a non-empty folder at the target: the rename fails after the data was written */
     datagen_write(dir, "target/inside", "x", 1);
     char *path = datagen_path(dir, "target");
-    assert_fails(atomic_write(path, "data", 4), TG_ERR_IO, "is untouched");
+    assert_fails(tg_atomic_write(path, "data", 4), TG_ERR_IO, "is untouched");
     cr_expect(strstr(tg_error_message(), path));
     struct stat st;
     cr_expect(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
@@ -78,17 +78,17 @@ Test(atomic_file, failed_commit_keeps_the_target_and_says_so) {
 
 Test(atomic_file, missing_folder_is_refused_with_a_message) {
     char *path = datagen_path(dir, "no/such/folder/f.txt");
-    assert_fails(atomic_write(path, "x", 1), TG_ERR_IO, "does the folder exist");
+    assert_fails(tg_atomic_write(path, "x", 1), TG_ERR_IO, "does the folder exist");
     free(path);
 }
 
 Test(atomic_file, symlink_at_the_temporary_name_is_not_followed) {
     char *victim = datagen_path(dir, "victim.txt"), *path = datagen_path(dir, "f.txt");
-    assert_ok(atomic_write(victim, "precious", 8));
+    assert_ok(tg_atomic_write(victim, "precious", 8));
     char link[4200];
     snprintf(link, sizeof link, "%s.%ld.tmp", path, (long)getpid());
     cr_assert_eq(symlink(victim, link), 0);
-    assert_ok(atomic_write(path, "new", 3));
+    assert_ok(tg_atomic_write(path, "new", 3));
     expect_contents(victim, "precious");
     expect_contents(path, "new");
     struct stat st;
@@ -98,14 +98,14 @@ Test(atomic_file, symlink_at_the_temporary_name_is_not_followed) {
     free(path);
 }
 
-/* The output check (train/output_check.h) refuses a link at an output path, but one can appear
+/* The output check (run/output_check.h) refuses a link at an output path, but one can appear
  * between the check and the write: the commit's rename replaces the link itself, and the file
  * it points to keeps its bytes. The same for a FIFO, which the write never opens. */
 Test(atomic_file, a_link_or_fifo_planted_at_the_target_is_replaced_not_written_through) {
     char *victim = datagen_path(dir, "victim.txt"), *target = datagen_path(dir, "out.gguf");
     datagen_write(dir, "victim.txt", "keep me\n", 8);
     cr_assert_eq(symlink(victim, target), 0);
-    assert_ok(atomic_write(target, "new\n", 4));
+    assert_ok(tg_atomic_write(target, "new\n", 4));
     struct stat st;
     cr_assert_eq(lstat(target, &st), 0);
     cr_expect(S_ISREG(st.st_mode), "the target is still a link");
@@ -118,7 +118,7 @@ Test(atomic_file, a_link_or_fifo_planted_at_the_target_is_replaced_not_written_t
 
     cr_assert_eq(unlink(target), 0);
     cr_assert_eq(mkfifo(target, 0644), 0);
-    assert_ok(atomic_write(target, "new\n", 4)); /* would block for good if it opened the FIFO */
+    assert_ok(tg_atomic_write(target, "new\n", 4)); /* would block for good if it opened the FIFO */
     cr_assert_eq(lstat(target, &st), 0);
     cr_expect(S_ISREG(st.st_mode), "the target is still a FIFO");
     cr_expect_eq(test_count_tmp_files(dir), 0);
@@ -127,13 +127,13 @@ Test(atomic_file, a_link_or_fifo_planted_at_the_target_is_replaced_not_written_t
 
 Test(atomic_file, make_folders_creates_parents_and_refuses_a_file) {
     char *deep = datagen_path(dir, "a/b/c");
-    assert_ok(make_folders(deep));
-    assert_ok(make_folders(deep));   /* existing: fine */
+    assert_ok(tg_make_folders(deep));
+    assert_ok(tg_make_folders(deep));   /* existing: fine */
     struct stat st;
     cr_expect(stat(deep, &st) == 0 && S_ISDIR(st.st_mode));
     datagen_write(dir, "plain", "x", 1);
     char *plain = datagen_path(dir, "plain");
-    assert_fails(make_folders(plain), TG_ERR_IO, "is not a folder");
+    assert_fails(tg_make_folders(plain), TG_ERR_IO, "is not a folder");
     free(deep);
     free(plain);
 }

@@ -53,7 +53,7 @@ typedef struct {
     int64_t m, n, k;
 } Shape;
 
-/* Ragged against every block: MR 12, NR 32, pairs of k, kc 64..1024 (k 1100 takes two slices);
+/* Ragged against every block: TG_MR 12, TG_NR 32, pairs of k, kc 64..1024 (k 1100 takes two slices);
  * n = 1, k = 1, odd k. */
 static const Shape shapes[] = {{1, 1, 1}, {13, 33, 7}, {17, 1, 65}, {33, 65, 1}, {25, 40, 129},
                                {12, 32, 2}, {40, 70, 1100}, {97, 31, 300}, {5, 3, 0}};
@@ -168,7 +168,7 @@ static double check_kernel(bool ta, bool tb, Shape s, float alpha, float beta, b
     return worst;
 }
 
-static void check_path(tg_isa isa) {
+static void check_path(TgIsa isa) {
     assert_ok(tg_isa_set(isa));
     const float betas[] = {0.0f, 1.0f, 0.5f};
     double worst = 0;
@@ -185,7 +185,7 @@ static void check_path(tg_isa isa) {
 Test(bf16, every_path_this_cpu_runs_matches_the_reference) {
     int checked = 0;
     for (int isa = 0; isa < TG_ISA_AMX; isa++)
-        if (tg_isa_supported((tg_isa)isa)) check_path((tg_isa)isa), checked++;
+        if (tg_isa_supported((TgIsa)isa)) check_path((TgIsa)isa), checked++;
     cr_expect_geq(checked, 1);
     /* a CPU that reports vdpbf16ps runs the native kernel by default */
     if (tg_isa_supported(TG_ISA_AVX512BF16)) {
@@ -206,7 +206,7 @@ Test(bf16, amx_kernel_matches_the_reference_where_the_cpu_has_amx) {
 
 #ifdef TAPEGRAD_AMX_EMULATED
 /* The AMX kernel with its tile instructions emulated in C (CMakeLists.txt, lib/isa/gemm_amx.c) */
-void bf16gemm_amx_amx_emulated(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+void tg_isa_bf16gemm_amx_amx_emulated(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                                float *c, int64_t ldc);
 #endif
@@ -237,7 +237,7 @@ Test(bf16, amx_kernel_with_emulated_tiles_matches_the_reference) {
                     if (beta == 0.0f)
                         for (size_t i = 0; i < nc; i++) c[i] = NAN;
                     tg_bf16gemm_reference(ta, tb, s.m, s.n, s.k, alpha, o.a, o.lda, o.b, o.ldb, beta, ref, o.ldc);
-                    bf16gemm_amx_amx_emulated(&plan, ta, tb, s.m, s.n, s.k, alpha, o.a, o.lda, o.b, o.ldb, beta, c, o.ldc);
+                    tg_isa_bf16gemm_amx_amx_emulated(&plan, ta, tb, s.m, s.n, s.k, alpha, o.a, o.lda, o.b, o.ldb, beta, c, o.ldc);
                     for (int64_t i = 0; i < s.m; i++)
                         for (int64_t j = 0; j < s.n; j++) {
                             double sum, abs_sum, got = c[i * o.ldc + j], want = ref[i * o.ldc + j];
@@ -260,8 +260,8 @@ Test(bf16, pool_split_gives_the_bits_of_one_thread) {
     tg_rng_seed(&rng, 11);
     const Shape cases[] = {{301, 150, 261}, {40, 300, 501}, {150, 77, 1100}};
     for (int isa = 0; isa < TG_ISA_COUNT; isa++) {
-        if (!tg_isa_supported((tg_isa)isa)) continue;
-        assert_ok(tg_isa_set((tg_isa)isa));
+        if (!tg_isa_supported((TgIsa)isa)) continue;
+        assert_ok(tg_isa_set((TgIsa)isa));
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
             for (int t = 0; t < 4; t++) {
                 bool ta = t & 1, tb = t >> 1;
@@ -274,7 +274,7 @@ Test(bf16, pool_split_gives_the_bits_of_one_thread) {
                 tg_bf16gemm(ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c1, s.n);
                 tg_gemm_pool(pool, TG_PRECISION_BF16, ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c2, s.n);
                 cr_assert(memcmp(c1, c2, (size_t)(s.m * s.n) * sizeof(float)) == 0, "%s %c%c %lldx%lldx%lld: split differs",
-                          tg_isa_name((tg_isa)isa), ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)s.m, (long long)s.n,
+                          tg_isa_name((TgIsa)isa), ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)s.m, (long long)s.n,
                           (long long)s.k);
                 free(a), free(b), free(c1), free(c2);
             }

@@ -72,7 +72,7 @@ Test(bf16_train, fp32_on_the_bf16_paths_is_bitwise_avx512_s) {
     tg_engine_open(&engine, 2, 0);
     double loss[3];
     float *grads[3];
-    const tg_isa paths[3] = {TG_ISA_AVX512, TG_ISA_AVX512BF16, TG_ISA_AMX};
+    const TgIsa paths[3] = {TG_ISA_AVX512, TG_ISA_AVX512BF16, TG_ISA_AMX};
     int n = tg_isa_supported(TG_ISA_AMX) ? 3 : 2;
     for (int p = 0; p < n; p++) {
         cr_assert_eq(tg_isa_set(paths[p]), TG_OK);

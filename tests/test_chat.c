@@ -55,7 +55,7 @@ static int32_t argmax_from_scratch(TgModel *m, const int32_t *ids, int64_t n) {
 
 /* The reply the session drew, id by id, is greedy decoding from scratch over the context the
  * cache held before the reply: its ids are those the cache holds now, less the reply's. */
-static void expect_greedy_from_scratch(ChatSession *s, TgModel *m, int64_t drawn, bool ended) {
+static void expect_greedy_from_scratch(TgChatSession *s, TgModel *m, int64_t drawn, bool ended) {
     /* a reply's ids are fed one by one after they are drawn; the last drawn is not fed yet, and
      * after <|im_end|> the turn's closing ids are not either */
     size_t reply_end = s->ids.n - 1; /* before the closing "\n": <|im_end|> */
@@ -80,20 +80,20 @@ Test(chat_session, each_reply_is_greedy_decoding_over_the_conversation_so_far) {
     TestTape tt;
     test_tape_init(&tt, 1);
     TgSampleOptions greedy = {.temperature = 0};
-    ChatSession s;
-    cr_assert_eq(chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 12, "test"), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(chat_session_add(&s, CHAT_SYSTEM, "Be brief.", 9), TG_OK);
+    TgChatSession s;
+    cr_assert_eq(tg_chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 12, "test"), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_chat_session_add(&s, TG_CHAT_SYSTEM, "Be brief.", 9), TG_OK);
     const char *turns[] = {"Hello there.", "What did you say?", "One more time, please."};
     for (int t = 0; t < 3; t++) {
         char *reply;
         size_t len;
-        ChatFinish finish;
+        TgChatFinish finish;
         int64_t drawn;
-        cr_assert_eq(chat_session_reply(&s, turns[t], strlen(turns[t]), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
+        cr_assert_eq(tg_chat_session_reply(&s, turns[t], strlen(turns[t]), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
         cr_expect_eq(s.rebuilds, 0, "160 positions hold three short turns");
         /* the cache holds the conversation from its first id: the rendered turns, in order */
         cr_expect(memcmp(s.context, s.ids.ids, (size_t)s.cache.len * sizeof *s.context) == 0, "turn %d: the cache is not the conversation", t);
-        expect_greedy_from_scratch(&s, &m, drawn, finish == CHAT_FINISH_END);
+        expect_greedy_from_scratch(&s, &m, drawn, finish == TG_CHAT_FINISH_END);
         char *text;
         size_t text_len;
         size_t start = s.ids.n - 2 - (size_t)drawn; /* the reply, before <|im_end|> and "\n" */
@@ -102,7 +102,7 @@ Test(chat_session, each_reply_is_greedy_decoding_over_the_conversation_so_far) {
         cr_expect(text_len == len && memcmp(text, reply, len) == 0, "the reply's text is its ids' bytes");
         free(text), free(reply);
     }
-    chat_session_close(&s);
+    tg_chat_session_close(&s);
     test_tape_free(&tt);
     tg_model_free(&m);
     tg_tokenizer_free(&tok);
@@ -117,18 +117,18 @@ Test(chat_session, a_conversation_longer_than_the_context_keeps_its_system_turn_
     TestTape tt;
     test_tape_init(&tt, 1);
     TgSampleOptions greedy = {.temperature = 0};
-    ChatSession s;
-    cr_assert_eq(chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 6, "test"), TG_OK);
-    cr_assert_eq(chat_session_add(&s, CHAT_SYSTEM, "Short.", 6), TG_OK);
+    TgChatSession s;
+    cr_assert_eq(tg_chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 6, "test"), TG_OK);
+    cr_assert_eq(tg_chat_session_add(&s, TG_CHAT_SYSTEM, "Short.", 6), TG_OK);
     size_t system_end = s.ids.n;
     int64_t rebuilt_at = -1;
     for (int t = 0; t < 8; t++) {
         char turn[64], *reply;
         size_t len;
-        ChatFinish finish;
+        TgChatFinish finish;
         int64_t drawn, before = s.rebuilds;
         snprintf(turn, sizeof turn, "turn number %d here", t);
-        cr_assert_eq(chat_session_reply(&s, turn, strlen(turn), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
+        cr_assert_eq(tg_chat_session_reply(&s, turn, strlen(turn), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
         free(reply);
         cr_assert_leq(s.cache.len, 48);
         if (s.rebuilds > before && rebuilt_at < 0) {
@@ -136,11 +136,11 @@ Test(chat_session, a_conversation_longer_than_the_context_keeps_its_system_turn_
             /* the system turn, then whole turns ending with this one */
             cr_expect(memcmp(s.context, s.ids.ids, system_end * sizeof *s.context) == 0, "the system turn was dropped");
             cr_expect_eq(s.context[system_end], s.ct.im_start, "the kept turns start with a whole turn");
-            expect_greedy_from_scratch(&s, &m, drawn, finish == CHAT_FINISH_END);
+            expect_greedy_from_scratch(&s, &m, drawn, finish == TG_CHAT_FINISH_END);
         }
     }
     cr_expect_geq(rebuilt_at, 1, "eight turns never filled a 48-token context");
-    chat_session_close(&s);
+    tg_chat_session_close(&s);
     test_tape_free(&tt);
     tg_model_free(&m);
     tg_tokenizer_free(&tok);
@@ -162,18 +162,18 @@ Test(chat_session, a_reply_stops_where_its_stream_fails_or_its_logits_are_not_fi
     TestTape tt;
     test_tape_init(&tt, 1);
     TgSampleOptions greedy = {.temperature = 0};
-    ChatSession s;
-    cr_assert_eq(chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 12, "test"), TG_OK, "%s", tg_error_message());
+    TgChatSession s;
+    cr_assert_eq(tg_chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 12, "test"), TG_OK, "%s", tg_error_message());
     char *reply = (char *)"unset";
     size_t len;
-    ChatFinish finish;
+    TgChatFinish finish;
     int64_t drawn;
     int calls = 0;
-    TgStatus st = chat_session_reply(&s, "Hello there.", 12, stream_gone_after_one, &calls, &reply, &len, &finish, &drawn);
+    TgStatus st = tg_chat_session_reply(&s, "Hello there.", 12, stream_gone_after_one, &calls, &reply, &len, &finish, &drawn);
     cr_expect_eq(st, TG_ERR_IO, "%s", tg_error_message());
     cr_expect(reply == NULL && calls == 2, "calls %d", calls);
     cr_expect_eq(s.ids.ids[s.ids.n - 2], s.ct.im_end, "the stopped turn was not closed");
-    cr_assert_eq(chat_session_reply(&s, "Again.", 6, NULL, NULL, &reply, &len, &finish, &drawn), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_chat_session_reply(&s, "Again.", 6, NULL, NULL, &reply, &len, &finish, &drawn), TG_OK, "%s", tg_error_message());
     free(reply);
     TgTensor *norm = tg_params_find(&m.params, "model.norm.weight");
     cr_assert_not_null(norm);
@@ -181,12 +181,12 @@ Test(chat_session, a_reply_stops_where_its_stream_fails_or_its_logits_are_not_fi
     for (int warm = 0; warm < 2; warm++) {
         s.sampling.temperature = warm ? 0.8 : 0;
         reply = (char *)"unset";
-        st = chat_session_reply(&s, "And now?", 8, NULL, NULL, &reply, &len, &finish, &drawn);
+        st = tg_chat_session_reply(&s, "And now?", 8, NULL, NULL, &reply, &len, &finish, &drawn);
         cr_expect_eq(st, TG_ERR_NUMERIC);
         cr_expect(reply == NULL && drawn == 0);
         cr_expect(strstr(tg_error_message(), "token 1 of the reply: the logits hold "), "%s", tg_error_message());
     }
-    chat_session_close(&s);
+    tg_chat_session_close(&s);
     test_tape_free(&tt);
     tg_model_free(&m);
     tg_tokenizer_free(&tok);

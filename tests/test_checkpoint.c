@@ -54,7 +54,7 @@ static void expect_good_intact(const char *label) {
     cr_expect(len == good_len && memcmp(now, good_bytes, len) == 0, "%s: the good checkpoint changed", label);
     free(now);
     TgModel m;
-    CheckpointInfo info;
+    TgCheckpointInfo info;
     cr_expect_eq(ckpt_load_model(good, &m, &info), TG_OK, "%s: the good checkpoint no longer loads: %s", label,
                  tg_error_message());
     if (info.state.step == 6) tg_model_free(&m);
@@ -178,10 +178,10 @@ Test(refusal, config_mismatches) {
     TgModel m;
     TgModelConfig cfg;
     uint64_t fingerprint;
-    cr_assert_eq(checkpoint_read_config(good, &cfg, &fingerprint), TG_OK);
+    cr_assert_eq(tg_checkpoint_read_config(good, &cfg, &fingerprint), TG_OK);
     cfg.dim = 32, cfg.hidden = 96;
     tg_model_build(&m, &cfg);
-    cr_expect_eq(checkpoint_load(good, &m, NULL), TG_ERR_MISMATCH);
+    cr_expect_eq(tg_checkpoint_load(good, &m, NULL), TG_ERR_MISMATCH);
     cr_expect(strstr(tg_error_message(), good) && strstr(tg_error_message(), "differs from the one asked for"), "%s",
               tg_error_message());
     tg_model_free(&m);
@@ -200,7 +200,7 @@ Test(refusal, missing_tensor_and_wrong_shape) {
     uint8_t *raw = good_raw(&len);
     CkptRecord rec;
     const char *up = "model.layers.1.mlp.up_proj.weight";
-    cr_assert(ckpt_raw_find(raw, len, up, CHECKPOINT_KIND_ADAM_V, &rec));
+    cr_assert(ckpt_raw_find(raw, len, up, TG_CHECKPOINT_KIND_ADAM_V, &rec));
     /* without the record, and a count that agrees */
     uint8_t *cut = malloc(len);
     memcpy(cut, raw, rec.begin);
@@ -214,7 +214,7 @@ Test(refusal, missing_tensor_and_wrong_shape) {
     free(cut);
 
     const char *gate = "model.layers.0.mlp.gate_proj.weight";
-    cr_assert(ckpt_raw_find(raw, len, gate, CHECKPOINT_KIND_WEIGHT, &rec));
+    cr_assert(ckpt_raw_find(raw, len, gate, TG_CHECKPOINT_KIND_WEIGHT, &rec));
     cr_assert_eq(rec.ndim, 2u);
     int64_t shape[2];
     memcpy(shape, raw + rec.shape, 16);
@@ -312,11 +312,11 @@ Test(saving, a_failed_background_save_warns_and_the_next_save_tries_again, .time
     free(out);
     char path[4200];
     TgModel m;
-    CheckpointInfo info;
+    TgCheckpointInfo info;
     char *ten = datagen_path(r, "ckpt-00000010.tgck");
     cr_expect_neq(access(ten, F_OK), 0, "the failed save left %s", ten);
     free(ten);
-    cr_assert_eq(checkpoint_resolve(r, path, sizeof path), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_resolve(r, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &m, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, 20, "latest names step %lld", (long long)info.state.step);
     tg_model_free(&m);
@@ -331,7 +331,7 @@ Test(saving, a_failed_background_save_warns_and_the_next_save_tries_again, .time
                   strstr(out, "ckpt-00000004.tgck"),
               "%s", out);
     free(out);
-    cr_assert_eq(checkpoint_resolve(r2, path, sizeof path), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_resolve(r2, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &m, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, 4);
     tg_model_free(&m);
@@ -357,32 +357,32 @@ Test(format, every_variant_round_trips_bitwise_and_passes_gzip_t) {
     char *tmp = datagen_tempdir();
     TgModel a;
     random_model(&a, 5);
-    TrainerState st = {.step = 123, .tokens_seen = 4567, .best_val_loss = 2.5, .elapsed_s = 8.25, .seed = 99};
+    TgTrainerState st = {.step = 123, .tokens_seen = 4567, .best_val_loss = 2.5, .elapsed_s = 8.25, .seed = 99};
     tg_rng_seed(&st.loader.rng, 77);
     st.loader.batches_drawn = 123;
-    CheckpointSource src = checkpoint_source_of(&a, 0xfeedULL, &st);
+    TgCheckpointSource src = tg_checkpoint_source_of(&a, 0xfeedULL, &st);
     bool have_gzip = test_run("gzip --version >/dev/null 2>&1") == 0;
     int64_t sizes[2][2];
     for (int shuffle = 0; shuffle < 2; shuffle++)
         for (int fast = 0; fast < 2; fast++) {
-            CheckpointWriteOptions o = {.level = fast ? 1 : 6, .shuffle = shuffle};
+            TgCheckpointWriteOptions o = {.level = fast ? 1 : 6, .shuffle = shuffle};
             char name[64];
             snprintf(name, sizeof name, "v-%d-%d.tgck", shuffle, fast);
             char *path = datagen_path(tmp, name);
-            cr_assert_eq(checkpoint_write_with(path, &src, &o, &sizes[shuffle][fast]), TG_OK, "%s", tg_error_message());
+            cr_assert_eq(tg_checkpoint_write_with(path, &src, &o, &sizes[shuffle][fast]), TG_OK, "%s", tg_error_message());
             TgModel b;
-            CheckpointInfo info;
+            TgCheckpointInfo info;
             cr_assert_eq(ckpt_load_model(path, &b, &info), TG_OK, "%s", tg_error_message());
             cr_expect(ckpt_models_equal(&a, &b), "%s: not bitwise equal", name);
-            cr_expect_eq(info.flags, shuffle ? (uint32_t)CHECKPOINT_FLAG_SHUFFLED : 0u);
+            cr_expect_eq(info.flags, shuffle ? (uint32_t)TG_CHECKPOINT_FLAG_SHUFFLED : 0u);
             cr_expect_eq(info.file_bytes, sizes[shuffle][fast]);
             cr_expect_eq(memcmp(&info.state.loader, &st.loader, sizeof st.loader), 0);
             cr_expect(info.state.step == 123 && info.state.tokens_seen == 4567 && info.state.best_val_loss == 2.5 &&
                       info.state.elapsed_s == 8.25 && info.state.seed == 99 && info.tokenizer_fingerprint == 0xfeedULL);
             tg_model_free(&b);
-            CheckpointTensorInfo *t;
+            TgCheckpointTensorInfo *t;
             int n;
-            cr_assert_eq(checkpoint_inspect(path, &info, &t, &n), TG_OK, "%s", tg_error_message());
+            cr_assert_eq(tg_checkpoint_inspect(path, &info, &t, &n), TG_OK, "%s", tg_error_message());
             cr_assert_eq(n, 3 * a.params.count);
             for (int i = 0; i < n; i++) {
                 const TgParamStore *ps = &a.params;
@@ -412,11 +412,11 @@ Test(format, version_1_files_still_load) {
     char *tmp = datagen_tempdir();
     TgModel a;
     random_model(&a, 9);
-    TrainerState st = {.step = 7, .seed = 1};
-    CheckpointSource src = checkpoint_source_of(&a, 1, &st);
-    CheckpointWriteOptions plain = {.level = 6, .shuffle = false};
+    TgTrainerState st = {.step = 7, .seed = 1};
+    TgCheckpointSource src = tg_checkpoint_source_of(&a, 1, &st);
+    TgCheckpointWriteOptions plain = {.level = 6, .shuffle = false};
     char *v2 = datagen_path(tmp, "v2.tgck"), *v1 = datagen_path(tmp, "v1.tgck");
-    cr_assert_eq(checkpoint_write_with(v2, &src, &plain, NULL), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_write_with(v2, &src, &plain, NULL), TG_OK, "%s", tg_error_message());
     size_t len;
     uint8_t *raw = ckpt_raw_read(v2, &len);
     /* version 1: no flags field */
@@ -425,7 +425,7 @@ Test(format, version_1_files_still_load) {
     memmove(raw + CKPT_OFF_FLAGS, raw + CKPT_OFF_FLAGS + 4, len - CKPT_OFF_FLAGS - 4);
     ckpt_raw_write(v1, raw, len - 4);
     TgModel b;
-    CheckpointInfo info;
+    TgCheckpointInfo info;
     cr_assert_eq(ckpt_load_model(v1, &b, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.version, 1u);
     cr_expect(ckpt_models_equal(&a, &b));

@@ -68,8 +68,8 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
 
         char path[4200];
         TgModel model;
-        CheckpointInfo info;
-        cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "trial %d (killed %d ms in): %s", trial, delay_ms,
+        TgCheckpointInfo info;
+        cr_assert_eq(tg_checkpoint_resolve(run, path, sizeof path), TG_OK, "trial %d (killed %d ms in): %s", trial, delay_ms,
                      tg_error_message());
         cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "trial %d (killed %d ms in): %s", trial, delay_ms,
                      tg_error_message());
@@ -94,8 +94,8 @@ Test(ckpt_fault, sigkill_at_random_moments_never_breaks_latest, .init = setup, .
     free(out);
     char path[4200];
     TgModel model;
-    CheckpointInfo info;
-    cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
+    TgCheckpointInfo info;
+    cr_assert_eq(tg_checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, last_step + 3);
     cr_expect_eq(test_count_tmp_files(run), 0, "stray .tmp files after a clean run");

@@ -158,8 +158,8 @@ static Text replaced(const Text *t) {
     size_t n = 0;
     for (size_t i = 0; i < t->len;) {
         uint32_t cp;
-        size_t l = utf8_next((const unsigned char *)t->bytes + i, t->len - i, &cp);
-        if (cp == UTF8_INVALID) memcpy(out + n, "\xef\xbf\xbd", 3), n += 3;
+        size_t l = tg_utf8_next((const unsigned char *)t->bytes + i, t->len - i, &cp);
+        if (cp == TG_UTF8_INVALID) memcpy(out + n, "\xef\xbf\xbd", 3), n += 3;
         else memcpy(out + n, t->bytes + i, l), n += l;
         i += l;
     }
@@ -230,7 +230,7 @@ static void check_import(const char *merge_form) {
     snprintf(args, sizeof args, "%s 300 %s %s", corpus_path, made, merge_form);
     cJSON_Delete(run_client("make_minimind_tokenizer.mjs", args));
     TgTokenizer tok;
-    cr_assert_eq(tokenizer_hf_load(made, &tok), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_tokenizer_hf_load(made, &tok), TG_OK, "%s", tg_error_message());
     cr_expect_eq(tok.vocab_size, 36 + 256 + 300);
     cr_expect_eq(tok.eot_id, 0, "<|endoftext|> ends texts");
     Text all[N_VALID + N_INVALID + N_CHAT];
@@ -259,10 +259,10 @@ Test(clients, tapegrad_encodes_with_a_minimind_tokenizer_json_as_hf_tokenizers_d
     TgTokenizer from_run, from_file;
     char *folder = export_hf(run, "hf-out", &from_run);
     char *exported = datagen_path(folder, "tokenizer.json");
-    cr_assert_eq(tokenizer_hf_load(made, &from_file), TG_OK);
+    cr_assert_eq(tg_tokenizer_hf_load(made, &from_file), TG_OK);
     cr_expect_eq(tg_tokenizer_fingerprint(&from_run), tg_tokenizer_fingerprint(&from_file), "the run holds the file's tokenizer");
     tg_tokenizer_free(&from_file);
-    cr_assert_eq(tokenizer_hf_load(exported, &from_file), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_tokenizer_hf_load(exported, &from_file), TG_OK, "%s", tg_error_message());
     cr_expect_eq(tg_tokenizer_fingerprint(&from_run), tg_tokenizer_fingerprint(&from_file), "the export holds the run's tokenizer");
     tg_tokenizer_free(&from_file);
     tg_tokenizer_free(&from_run);
@@ -312,8 +312,8 @@ static void ids_json(const int32_t *ids, size_t n, char *buf, size_t cap) {
 
 /* Opens `run` and encodes the prompt both llama.cpp checks use into ids (64 at most) and their
  * JSON; returns how many ids. */
-static size_t open_with_prompt(const char *run, Run *r, int32_t *ids, char *json, size_t cap) {
-    cr_assert_eq(run_open_existing(run, r), TG_OK, "%s", tg_error_message());
+static size_t open_with_prompt(const char *run, TgRun *r, int32_t *ids, char *json, size_t cap) {
+    cr_assert_eq(tg_run_open_existing(run, r), TG_OK, "%s", tg_error_message());
     const char *prompt = "The old man said: it's";
     size_t n;
     cr_assert_eq(tg_tokenizer_encode(&r->tok, prompt, strlen(prompt), ids, 64, &n), TG_OK);
@@ -344,7 +344,7 @@ static double compare_logprobs(const cJSON *json, const double *ours, int64_t n,
 Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .fini = teardown, .timeout = 300) {
     require_clients("llama.cpp on the GGUF export", teardown);
     char *run = make_run("bpe", "--tokenizer bpe --vocab 600 --lr 1e-2 --seq 48", 300), args[8400];
-    Run r;
+    TgRun r;
     int32_t ids[64];
     char prompt_json[1024];
     size_t n_prompt = open_with_prompt(run, &r, ids, prompt_json, sizeof prompt_json);
@@ -389,7 +389,7 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
         free(gguf);
     }
     free(ours), free(request), free(run);
-    run_close(&r);
+    tg_run_close(&r);
 }
 
 /* ---- a LoRA adapter in llama.cpp ---------------------------------------------------------- */
@@ -416,7 +416,7 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
     rc = ckpt_cli(&out, "ckpt export %s --gguf-adapter %s", lora, adapter);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    Run r;
+    TgRun r;
     int32_t ids[64];
     char prompt_json[1024];
     size_t n_prompt = open_with_prompt(lora, &r, ids, prompt_json, sizeof prompt_json);
@@ -455,7 +455,7 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
     for (size_t i = 0; i < n_prompt * (size_t)r.model.cfg.vocab; i++) apart = fmax(apart, fabs(adapted[i] - merged[i]));
     cr_expect_leq(apart, 1e-5, "merged and adapted log-probabilities differ by %g", apart);
     free(adapted), free(merged), free(request), free(base), free(weights), free(lora), free(adapter);
-    run_close(&r);
+    tg_run_close(&r);
 }
 
 /* ---- the chat template ------------------------------------------------------------------ */
@@ -499,14 +499,14 @@ Test(clients, hf_jinja_renders_the_exported_chat_template_as_tapegrad_does, .ini
     free(out);
     /* conversations of 1 to 7 turns, system first or not, with and without the generation prompt */
     enum { N = 8 };
-    Conversation conv[N] = {{0}};
+    TgConversation conv[N] = {{0}};
     for (int c = 0; c < N; c++) {
         int turns = 1 + c % 7;
         for (int t = 0; t < turns; t++) {
-            ChatRole role = t == 0 && c % 2 ? CHAT_SYSTEM : (t + (c % 2)) % 2 ? CHAT_USER : CHAT_ASSISTANT;
-            if (t == 0 && !(c % 2)) role = CHAT_USER;
+            TgChatRole role = t == 0 && c % 2 ? TG_CHAT_SYSTEM : (t + (c % 2)) % 2 ? TG_CHAT_USER : TG_CHAT_ASSISTANT;
+            if (t == 0 && !(c % 2)) role = TG_CHAT_USER;
             const char *text = TEMPLATE_TEXTS[(c + t) % 7];
-            chat_conversation_add(&conv[c], role, text, strlen(text));
+            tg_chat_conversation_add(&conv[c], role, text, strlen(text));
         }
     }
     char *path = datagen_path(dir, "conversations.json");
@@ -516,8 +516,8 @@ Test(clients, hf_jinja_renders_the_exported_chat_template_as_tapegrad_does, .ini
     for (int c = 0; c < N; c++) {
         fputs(c ? ", {\"messages\": [" : "{\"messages\": [", f);
         for (size_t t = 0; t < conv[c].n_turns; t++) {
-            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", t ? ", " : "", chat_role_name(conv[c].turns[t].role));
-            json_write_bytes(f, chat_turn_text(&conv[c], t), conv[c].turns[t].len);
+            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", t ? ", " : "", tg_chat_role_name(conv[c].turns[t].role));
+            tg_json_write_bytes(f, chat_turn_text(&conv[c], t), conv[c].turns[t].len);
             fputc('}', f);
         }
         fprintf(f, "], \"add_generation_prompt\": %s}", c % 3 ? "true" : "false");
@@ -529,7 +529,7 @@ Test(clients, hf_jinja_renders_the_exported_chat_template_as_tapegrad_does, .ini
     cr_assert_eq(cJSON_GetArraySize(rendered), N);
     for (int c = 0; c < N; c++) {
         size_t len;
-        char *ours = chat_render_text(&conv[c], c % 3 != 0, &len);
+        char *ours = tg_chat_render_text(&conv[c], c % 3 != 0, &len);
         const char *hex = cJSON_GetArrayItem(rendered, c)->valuestring;
         size_t theirs_len = strlen(hex) / 2;
         char *theirs = malloc(theirs_len + 1);
@@ -538,7 +538,7 @@ Test(clients, hf_jinja_renders_the_exported_chat_template_as_tapegrad_does, .ini
         cr_expect(len == theirs_len && memcmp(ours, theirs, len) == 0, "conversation %d: Jinja renders\n%s\ntapegrad\n%s", c,
                   theirs, ours);
         free(ours), free(theirs);
-        chat_conversation_free(&conv[c]);
+        tg_chat_conversation_free(&conv[c]);
     }
     cJSON_Delete(json);
     free(run), free(folder), free(path);
@@ -576,20 +576,20 @@ Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init
     fprintf(stderr, "node-llama-cpp would pick the %s wrapper by itself\n", cJSON_GetObjectItem(json, "wrapper")->valuestring);
 
     /* tapegrad chat: greedy (--temperature 0), penalty 1, the same limit */
-    Run r;
-    cr_assert_eq(run_open_existing(run, &r), TG_OK, "%s", tg_error_message());
+    TgRun r;
+    cr_assert_eq(tg_run_open_existing(run, &r), TG_OK, "%s", tg_error_message());
     TestTape tt;
     test_tape_init(&tt, 1);
     TgSampleOptions greedy = {.temperature = 0, .repetition_penalty = 1.0};
-    ChatSession s;
-    cr_assert_eq(chat_session_open(&s, &r.model, &r.tok, &tt.tape, &greedy, 1, CHAT_MAX_REPLY, run), TG_OK);
-    cr_assert_eq(chat_session_add(&s, CHAT_SYSTEM, CHAT_SYSTEM_TEXT, strlen(CHAT_SYSTEM_TEXT)), TG_OK);
+    TgChatSession s;
+    cr_assert_eq(tg_chat_session_open(&s, &r.model, &r.tok, &tt.tape, &greedy, 1, CHAT_MAX_REPLY, run), TG_OK);
+    cr_assert_eq(tg_chat_session_add(&s, TG_CHAT_SYSTEM, CHAT_SYSTEM_TEXT, strlen(CHAT_SYSTEM_TEXT)), TG_OK);
     for (int t = 0; t < 2; t++) {
         char *reply;
         size_t len;
-        ChatFinish finish;
+        TgChatFinish finish;
         int64_t drawn;
-        cr_assert_eq(chat_session_reply(&s, CHAT_TURNS[t], strlen(CHAT_TURNS[t]), NULL, NULL, &reply, &len, &finish, &drawn),
+        cr_assert_eq(tg_chat_session_reply(&s, CHAT_TURNS[t], strlen(CHAT_TURNS[t]), NULL, NULL, &reply, &len, &finish, &drawn),
                      TG_OK);
         const char *theirs = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "replies"), t)->valuestring;
         fprintf(stderr, "turn %d: tapegrad \"%s\" (%lld ids), llama.cpp \"%s\"\n", t + 1, reply, (long long)drawn, theirs);
@@ -604,9 +604,9 @@ Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init
     }
     cr_expect_eq(s.rebuilds, 0);
     expect_ids(cJSON_GetObjectItem(json, "context"), s.context, (size_t)s.cache.len, "the context after the second reply");
-    chat_session_close(&s);
+    tg_chat_session_close(&s);
     test_tape_free(&tt);
-    run_close(&r);
+    tg_run_close(&r);
     cJSON_Delete(json);
     free(run), free(gguf), free(request);
 }

@@ -48,7 +48,7 @@ TestSuite(continued, .init = setup_base, .fini = teardown_base, .timeout = 120);
 /* The fingerprint of the weights of the checkpoint `ckpt`, as run.txt writes it. */
 static void fingerprint_of(const char *ckpt, char out[17]) {
     TgModel m;
-    CheckpointInfo info;
+    TgCheckpointInfo info;
     cr_assert_eq(ckpt_load_model(ckpt, &m, &info), TG_OK, "%s", tg_error_message());
     snprintf(out, 17, "%016" PRIx64, tg_model_weights_fingerprint(&m));
     tg_model_free(&m);

@@ -43,8 +43,8 @@ Test(corpus, folder_order_and_skipped_names) {
     write_str("empty", "");
     char *text;
     size_t len;
-    CorpusInfo info;
-    assert_ok(corpus_read_info(dir, &text, &len, &info));
+    TgCorpusInfo info;
+    assert_ok(tg_corpus_read_info(dir, &text, &len, &info));
     const char *expect = "capital A\nay\nbee\nsee\n%\nsea\n";
     cr_assert_str_eq(text, expect);
     cr_assert_eq(len, strlen(expect));
@@ -65,13 +65,13 @@ Test(corpus, symlinks_are_followed_and_each_folder_read_once) {
     cr_assert_eq(symlink(outside, link3), 0);
     char *text;
     size_t len;
-    assert_ok(corpus_read(dir, &text, &len));
+    assert_ok(tg_corpus_read(dir, &text, &len));
     cr_expect_str_eq(text, "x\ny\nx\n", "link.txt, then the linked folder's y.txt, then real/x.txt");
     free(text);
     /* a link whose target is gone is an error naming it */
     char *dangling = datagen_path(dir, "n-missing.txt");
     cr_assert_eq(symlink("gone.txt", dangling), 0);
-    assert_fails(corpus_read(dir, &text, &len), TG_ERR_IO, "n-missing.txt is a symbolic link to gone.txt, which does not exist");
+    assert_fails(tg_corpus_read(dir, &text, &len), TG_ERR_IO, "n-missing.txt is a symbolic link to gone.txt, which does not exist");
     datagen_remove_tree(outside);
     free(outside), free(dangling), free(target), free(link1), free(link2), free(link3);
 }
@@ -80,7 +80,7 @@ Test(corpus, single_file) {
     write_str("one.txt", "hello\r\nworld\twith tab\b\a\n");
     char *path = datagen_path(dir, "one.txt"), *text;
     size_t len;
-    assert_ok(corpus_read(path, &text, &len));
+    assert_ok(tg_corpus_read(path, &text, &len));
     cr_expect_eq(len, 24);
     cr_expect_eq(memcmp(text, "hello\r\nworld\twith tab\b\a\n", 24), 0);
     free(text);
@@ -90,7 +90,7 @@ Test(corpus, single_file) {
 Test(corpus, missing_path_is_refused) {
     char *path = datagen_path(dir, "no-such-corpus"), *text;
     size_t len;
-    assert_fails(corpus_read(path, &text, &len), TG_ERR_IO, "No such file or directory");
+    assert_fails(tg_corpus_read(path, &text, &len), TG_ERR_IO, "No such file or directory");
     cr_expect(strstr(tg_error_message(), path));
     cr_expect_null(text);
     free(path);
@@ -101,12 +101,12 @@ Test(corpus, default_path_follows_the_environment) {
     const char *saved = getenv("TAPEGRAD_DEFAULT_CORPUS");
     char *saved_copy = saved ? strdup(saved) : NULL;
     unsetenv("TAPEGRAD_DEFAULT_CORPUS");
-    cr_expect_str_eq(corpus_default_path(), CORPUS_DEFAULT_PATH);
+    cr_expect_str_eq(tg_corpus_default_path(), TG_CORPUS_DEFAULT_PATH);
     setenv("TAPEGRAD_DEFAULT_CORPUS", "", 1);
-    cr_expect_str_eq(corpus_default_path(), CORPUS_DEFAULT_PATH, "an empty value means unset");
+    cr_expect_str_eq(tg_corpus_default_path(), TG_CORPUS_DEFAULT_PATH, "an empty value means unset");
     char *path = datagen_path(dir, "elsewhere.txt");
     setenv("TAPEGRAD_DEFAULT_CORPUS", path, 1);
-    cr_expect_str_eq(corpus_default_path(), path);
+    cr_expect_str_eq(tg_corpus_default_path(), path);
     if (saved_copy) setenv("TAPEGRAD_DEFAULT_CORPUS", saved_copy, 1);
     else unsetenv("TAPEGRAD_DEFAULT_CORPUS");
     free(saved_copy);
@@ -117,12 +117,12 @@ Test(corpus, empty_file_and_empty_folder_are_refused) {
     write_str("empty.txt", "");
     char *path = datagen_path(dir, "empty.txt"), *text;
     size_t len;
-    assert_fails(corpus_read(path, &text, &len), TG_ERR_FORMAT, "is empty");
+    assert_fails(tg_corpus_read(path, &text, &len), TG_ERR_FORMAT, "is empty");
     cr_expect(strstr(tg_error_message(), "empty.txt"));
     free(path);
     write_str("sub/x.dat", "index only");
     path = datagen_path(dir, "sub");
-    assert_fails(corpus_read(path, &text, &len), TG_ERR_FORMAT, "corpus folder");
+    assert_fails(tg_corpus_read(path, &text, &len), TG_ERR_FORMAT, "corpus folder");
     cr_expect(strstr(tg_error_message(), "is empty"));
     free(path);
 }
@@ -133,15 +133,15 @@ Test(corpus, binary_files_are_refused_or_skipped) {
     datagen_write(dir, "bin/image.png", blob, sizeof blob);
     char *path = datagen_path(dir, "bin/image.png"), *text;
     size_t len;
-    assert_fails(corpus_read(path, &text, &len), TG_ERR_FORMAT, "looks binary (a NUL byte at offset");
+    assert_fails(tg_corpus_read(path, &text, &len), TG_ERR_FORMAT, "looks binary (a NUL byte at offset");
     free(path);
     path = datagen_path(dir, "bin");
-    assert_fails(corpus_read(path, &text, &len), TG_ERR_FORMAT, "holds no text");
+    assert_fails(tg_corpus_read(path, &text, &len), TG_ERR_FORMAT, "holds no text");
     cr_expect(strstr(tg_error_message(), "image.png"));
     /* next to a text file, the binary one is skipped and counted */
     write_str("bin/notes.txt", "real text\n");
-    CorpusInfo info;
-    assert_ok(corpus_read_info(path, &text, &len, &info));
+    TgCorpusInfo info;
+    assert_ok(tg_corpus_read_info(path, &text, &len, &info));
     cr_expect_str_eq(text, "real text\n");
     cr_expect_eq(info.files_binary, 1);
     cr_expect(strstr(info.first_binary, "image.png"));
@@ -152,22 +152,22 @@ Test(corpus, binary_files_are_refused_or_skipped) {
 Test(corpus, binary_rule) {
     char buf[1000];
     memset(buf, 'a', sizeof buf);
-    cr_expect_not(corpus_is_binary(buf, sizeof buf));
-    cr_expect_not(corpus_is_binary(buf, 0));
+    cr_expect_not(tg_corpus_is_binary(buf, sizeof buf));
+    cr_expect_not(tg_corpus_is_binary(buf, 0));
     memset(buf, '\t', 500); /* tabs, newlines, backspaces, bells, ESC are text */
     memset(buf + 500, '\b', 100);
     memset(buf + 600, 0x1b, 100);
-    cr_expect_not(corpus_is_binary(buf, sizeof buf));
+    cr_expect_not(tg_corpus_is_binary(buf, sizeof buf));
     memset(buf, 'a', sizeof buf);
     buf[999] = '\0';
-    cr_expect(corpus_is_binary(buf, sizeof buf), "a NUL in the first 8 KiB");
+    cr_expect(tg_corpus_is_binary(buf, sizeof buf), "a NUL in the first 8 KiB");
     memset(buf, 'a', sizeof buf);
     memset(buf, 0x01, 300);
-    cr_expect_not(corpus_is_binary(buf, sizeof buf), "exactly 30%% is still text");
+    cr_expect_not(tg_corpus_is_binary(buf, sizeof buf), "exactly 30%% is still text");
     buf[300] = 0x7f;
-    cr_expect(corpus_is_binary(buf, sizeof buf), "more than 30%% control bytes");
+    cr_expect(tg_corpus_is_binary(buf, sizeof buf), "more than 30%% control bytes");
     char *utf8 = "h\xc3\xa9llo \xe4\xb8\x96\xe7\x95\x8c";
-    cr_expect_not(corpus_is_binary(utf8, strlen(utf8)));
+    cr_expect_not(tg_corpus_is_binary(utf8, strlen(utf8)));
 }
 
 Test(corpus, unreadable_file_is_refused) {
@@ -179,7 +179,7 @@ Test(corpus, unreadable_file_is_refused) {
     char *path = datagen_path(dir, "locked.txt"), *text;
     size_t len;
     chmod(path, 0);
-    assert_fails(corpus_read(dir, &text, &len), TG_ERR_IO, "cannot read corpus file");
+    assert_fails(tg_corpus_read(dir, &text, &len), TG_ERR_IO, "cannot read corpus file");
     cr_expect(strstr(tg_error_message(), "locked.txt"));
     free(path);
 }
@@ -195,23 +195,23 @@ static int32_t *ramp(size_t n, uint32_t vocab) {
 static void check_round_trip(const char *name, size_t n, uint32_t vocab, uint32_t width) {
     char *path = datagen_path(dir, name);
     int32_t *ids = ramp(n, vocab);
-    assert_ok(tokfile_write_tagged(path, ids, n, vocab, 0x1234abcdULL));
+    assert_ok(tg_tokfile_write_tagged(path, ids, n, vocab, 0x1234abcdULL));
     struct stat sb;
     cr_assert_eq(stat(path, &sb), 0);
-    cr_expect_eq((size_t)sb.st_size, TOKFILE_HEADER_BYTES + n * width, "file size %lld", (long long)sb.st_size);
+    cr_expect_eq((size_t)sb.st_size, TG_TOKFILE_HEADER_BYTES + n * width, "file size %lld", (long long)sb.st_size);
     int32_t *back;
     size_t n_back;
     uint32_t vocab_back;
-    assert_ok(tokfile_read(path, &back, &n_back, &vocab_back));
+    assert_ok(tg_tokfile_read(path, &back, &n_back, &vocab_back));
     cr_assert_eq(n_back, n);
     cr_assert_eq(vocab_back, vocab);
     cr_assert(n == 0 || memcmp(back, ids, n * sizeof *ids) == 0);
-    TokfileHeader h;
-    assert_ok(tokfile_read_header(path, &h));
+    TgTokfileHeader h;
+    assert_ok(tg_tokfile_read_header(path, &h));
     cr_expect_eq(h.token_bytes, width);
     cr_expect_eq(h.n_tokens, n);
     cr_expect_eq(h.tokenizer_fingerprint, 0x1234abcdULL);
-    cr_expect_eq(h.version, TOKFILE_VERSION);
+    cr_expect_eq(h.version, TG_TOKFILE_VERSION);
     cr_expect_eq(test_count_tmp_files(dir), 0, "the temporary file is gone");
     free(back);
     free(ids);
@@ -227,7 +227,7 @@ Test(tokfile, round_trip_widths) {
 
 Test(tokfile, layout_is_little_endian) {
     char *path = datagen_path(dir, "le.tok");
-    assert_ok(tokfile_write(path, (int32_t[]){0x0102, 0x0304}, 2, 1000));
+    assert_ok(tg_tokfile_write(path, (int32_t[]){0x0102, 0x0304}, 2, 1000));
     FILE *f = fopen(path, "rb");
     unsigned char b[68];
     cr_assert_eq(fread(b, 1, sizeof b, f), sizeof b);
@@ -242,7 +242,7 @@ Test(tokfile, layout_is_little_endian) {
 static char *valid_tokfile(const char *name) {
     char *path = datagen_path(dir, name);
     int32_t *ids = ramp(1000, 300);
-    assert_ok(tokfile_write(path, ids, 1000, 300));
+    assert_ok(tg_tokfile_write(path, ids, 1000, 300));
     free(ids);
     return path;
 }
@@ -260,67 +260,67 @@ Test(tokfile, damaged_files_are_refused) {
     size_t n;
     uint32_t vocab;
     char *path = valid_tokfile("trunc.tok");
-    cr_assert_eq(truncate(path, TOKFILE_HEADER_BYTES + 1999), 0);
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "is truncated");
+    cr_assert_eq(truncate(path, TG_TOKFILE_HEADER_BYTES + 1999), 0);
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "is truncated");
     cr_expect(strstr(tg_error_message(), "1000 tokens"));
     cr_expect_null(ids);
     cr_assert_eq(truncate(path, 20), 0);
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "shorter than the 64-byte header");
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "shorter than the 64-byte header");
     free(path);
 
     path = valid_tokfile("magic.tok");
     patch(path, 0, "GGUF", 4);
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "wrong magic");
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "wrong magic");
     free(path);
 
     path = valid_tokfile("version.tok");
     patch(path, 8, "\x07", 1);
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "format version 7");
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "format version 7");
     free(path);
 
     path = valid_tokfile("vocab.tok"); /* tokens up to 299, header now says vocab 200 */
     patch(path, 12, "\xc8\x00", 2);
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "is >= vocab_size 200");
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "is >= vocab_size 200");
     cr_expect(strstr(tg_error_message(), "at index"));
     free(path);
 
     path = valid_tokfile("width.tok");
     patch(path, 16, "\x04", 1);
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "token width 4 bytes");
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "token width 4 bytes");
     free(path);
 
     path = valid_tokfile("trailing.tok");
     FILE *f = fopen(path, "ab");
     fputs("xyz", f);
     fclose(f);
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "3 bytes after its 1000 tokens");
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "3 bytes after its 1000 tokens");
     free(path);
 
     path = datagen_path(dir, "missing.tok");
-    assert_fails(tokfile_read(path, &ids, &n, &vocab), TG_ERR_IO, "cannot open token file");
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_IO, "cannot open token file");
     free(path);
 }
 
 Test(tokfile, writer_refuses_tokens_outside_the_vocabulary) {
     char *path = datagen_path(dir, "bad.tok");
-    assert_fails(tokfile_write(path, (int32_t[]){1, 2, 9}, 3, 9), TG_ERR_ARG, "token 9 at index 2");
-    assert_fails(tokfile_write(path, (int32_t[]){-1}, 1, 9), TG_ERR_ARG, "token -1 at index 0");
+    assert_fails(tg_tokfile_write(path, (int32_t[]){1, 2, 9}, 3, 9), TG_ERR_ARG, "token 9 at index 2");
+    assert_fails(tg_tokfile_write(path, (int32_t[]){-1}, 1, 9), TG_ERR_ARG, "token -1 at index 0");
     cr_expect_neq(access(path, F_OK), 0, "nothing written");
     free(path);
 }
 
 /* ---- preparation ------------------------------------------------------------------------ */
 
-/* prepare_into with a char tokenizer, the sources at `path`. */
-static TgStatus prepare_char(const char *path, const char *out, double val_fraction, int64_t seq, PrepareResult *res,
+/* tg_prepare_into with a char tokenizer, the sources at `path`. */
+static TgStatus prepare_char(const char *path, const char *out, double val_fraction, int64_t seq, TgPrepareResult *res,
                              TgTokenizer *tok) {
-    PrepareOptions opt;
-    prepare_options_default(&opt);
+    TgPrepareOptions opt;
+    tg_prepare_options_default(&opt);
     opt.sources = path;
     opt.kind = TG_TOKENIZER_CHAR;
     opt.val_fraction = val_fraction;
     opt.seq_len = seq;
-    return prepare_into(&opt, out, NULL, res, tok);
+    return tg_prepare_into(&opt, out, NULL, res, tok);
 }
 
 Test(prepare, val_is_the_last_fraction) {
@@ -329,19 +329,19 @@ Test(prepare, val_is_the_last_fraction) {
     char *path = datagen_path(dir, "text.txt"), *out = datagen_path(dir, "out");
     mkdir(out, 0755);
     TgTokenizer tok;
-    PrepareResult res;
+    TgPrepareResult res;
     assert_ok(prepare_char(path, out, 0.1, 32, &res, &tok));
     cr_expect_eq(res.n_tokens, 5001, "the text's bytes and one <eot>");
     cr_expect_eq(res.n_val, 500);
     cr_expect_eq(res.n_train, 4501);
-    char *train_path = datagen_path(out, PREPARE_TRAIN_FILE), *val_path = datagen_path(out, PREPARE_VAL_FILE);
+    char *train_path = datagen_path(out, TG_PREPARE_TRAIN_FILE), *val_path = datagen_path(out, TG_PREPARE_VAL_FILE);
     int32_t *train, *val;
     size_t n_train, n_val;
-    TokfileHeader h;
-    assert_ok(tokfile_read_full(train_path, &train, &n_train, &h));
+    TgTokfileHeader h;
+    assert_ok(tg_tokfile_read_full(train_path, &train, &n_train, &h));
     cr_expect_eq(h.tokenizer_fingerprint, tg_tokenizer_fingerprint(&tok));
     cr_expect_eq(h.vocab_size, (uint32_t)tok.vocab_size);
-    assert_ok(tokfile_read_full(val_path, &val, &n_val, NULL));
+    assert_ok(tg_tokfile_read_full(val_path, &val, &n_val, NULL));
     cr_assert_eq(n_train, 4501);
     cr_assert_eq(n_val, 500);
     cr_expect_eq(val[n_val - 1], tok.eot_id, "the document ends with <eot>");
@@ -376,8 +376,8 @@ Test(prepare, too_short_corpus_is_refused) {
     assert_fails(prepare_char(path, dir, 1.0, 3, NULL, NULL), TG_ERR_ARG, "val_fraction 1 is not in (0, 1)");
     free(path);
     size_t a, b;
-    assert_fails(corpus_split(100, 0.5, 50, &a, &b), TG_ERR_ARG, "each split needs at least 51 tokens");
-    assert_ok(corpus_split(102, 0.5, 50, &a, &b));
+    assert_fails(tg_corpus_split(100, 0.5, 50, &a, &b), TG_ERR_ARG, "each split needs at least 51 tokens");
+    assert_ok(tg_corpus_split(102, 0.5, 50, &a, &b));
     cr_expect(a == 51 && b == 51);
 }
 
@@ -390,30 +390,30 @@ Test(prepare, whole_pipeline_from_a_folder) {
         free(text);
     }
     datagen_write(dir, "corpus/part0.dat", "\0\0\0\1", 4);
-    PrepareOptions opt;
-    prepare_options_default(&opt);
+    TgPrepareOptions opt;
+    tg_prepare_options_default(&opt);
     char *corpus = datagen_path(dir, "corpus"), *out = datagen_path(dir, "prepared");
     opt.sources = corpus;
     opt.vocab_size = 400;
     opt.seq_len = 64;
-    PrepareResult res;
+    TgPrepareResult res;
     bool already;
-    assert_ok(prepare_dataset(&opt, out, NULL, &res, &already));
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, &res, &already));
     cr_expect_not(already);
     cr_expect_eq(res.files, 3);
     cr_expect_eq(res.documents, 3, "a text file is one document");
     cr_expect_eq(res.text_bytes, 60000);
     cr_expect_eq(res.n_train + res.n_val, res.n_tokens);
     cr_expect_lt(res.n_tokens, 60000 / 2);
-    Dataset d;
-    assert_ok(dataset_open(out, true, &d));
+    TgDataset d;
+    assert_ok(tg_dataset_open(out, true, &d));
     cr_expect_eq(d.manifest.fingerprint, res.fingerprint);
     cr_expect_eq(d.train.n, res.n_train);
     cr_expect_eq(d.val.n, res.n_val);
     cr_expect_eq(d.tok.fingerprint, res.tokenizer_fingerprint);
-    dataset_close(&d);
+    tg_dataset_close(&d);
     /* the same again: nothing to do */
-    assert_ok(prepare_dataset(&opt, out, NULL, &res, &already));
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, &res, &already));
     cr_expect(already);
 
     /* no corpus given: the default one, which TAPEGRAD_DEFAULT_CORPUS names */
@@ -422,7 +422,7 @@ Test(prepare, whole_pipeline_from_a_folder) {
     setenv("TAPEGRAD_DEFAULT_CORPUS", corpus, 1);
     opt.sources = NULL;
     char *again = datagen_path(dir, "again");
-    assert_ok(prepare_dataset(&opt, again, NULL, &res, &already));
+    assert_ok(tg_prepare_dataset(&opt, again, NULL, &res, &already));
     cr_expect_eq(res.files, 3);
     free(again);
     if (saved_copy) setenv("TAPEGRAD_DEFAULT_CORPUS", saved_copy, 1);
@@ -433,17 +433,17 @@ Test(prepare, whole_pipeline_from_a_folder) {
     /* settings are checked before the corpus is read */
     char *unwritten = datagen_path(dir, "unwritten");
     opt.val_fraction = 0;
-    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "val_fraction 0 is not in (0, 1)");
+    assert_fails(tg_prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "val_fraction 0 is not in (0, 1)");
     opt.val_fraction = 0.1;
     opt.vocab_size = 100;
-    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "at least 257");
+    assert_fails(tg_prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "at least 257");
     opt.sources = "";
     opt.vocab_size = 400;
-    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_IO, "corpus path");
+    assert_fails(tg_prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_IO, "corpus path");
     /* a corpus refused after the tokenizer was trained: nothing written */
     opt.sources = corpus;
     opt.seq_len = 100000;
-    assert_fails(prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "corpus too short");
+    assert_fails(tg_prepare_dataset(&opt, unwritten, NULL, NULL, NULL), TG_ERR_ARG, "corpus too short");
     cr_expect_neq(access(unwritten, F_OK), 0, "%s was created", unwritten);
     DIR *folder = opendir(dir);
     struct dirent *e;
@@ -465,14 +465,14 @@ static int32_t *identity_tokens(size_t n) {
     return t;
 }
 
-static void draw(Loader *ld, int32_t *in, int32_t *tg) { loader_next(ld, in, tg); }
+static void draw(TgLoader *ld, int32_t *in, int32_t *tg) { tg_loader_next(ld, in, tg); }
 
 Test(loader, same_seed_same_batches_different_seeds_differ) {
     int32_t *tok = identity_tokens(N_TOK);
-    Loader a, b, c;
-    assert_ok(loader_init(&a, tok, N_TOK, BATCH, SEQ, 42));
-    assert_ok(loader_init(&b, tok, N_TOK, BATCH, SEQ, 42));
-    assert_ok(loader_init(&c, tok, N_TOK, BATCH, SEQ, 43));
+    TgLoader a, b, c;
+    assert_ok(tg_loader_init(&a, tok, N_TOK, BATCH, SEQ, 42));
+    assert_ok(tg_loader_init(&b, tok, N_TOK, BATCH, SEQ, 42));
+    assert_ok(tg_loader_init(&c, tok, N_TOK, BATCH, SEQ, 43));
     int32_t ia[BATCH * SEQ], ta[BATCH * SEQ], ib[BATCH * SEQ], tb[BATCH * SEQ], ic[BATCH * SEQ], tc[BATCH * SEQ];
     int differ = 0;
     for (int step = 0; step < 20; step++) {
@@ -492,12 +492,12 @@ Test(loader, same_seed_same_batches_different_seeds_differ) {
  * each copy only their slice of a global batch and still share one stream. */
 Test(loader, skipping_batches_moves_the_stream_as_drawing_them) {
     int32_t *tok = identity_tokens(N_TOK);
-    Loader drawn, skipped;
-    assert_ok(loader_init(&drawn, tok, N_TOK, BATCH, SEQ, 42));
-    assert_ok(loader_init(&skipped, tok, N_TOK, BATCH, SEQ, 42));
+    TgLoader drawn, skipped;
+    assert_ok(tg_loader_init(&drawn, tok, N_TOK, BATCH, SEQ, 42));
+    assert_ok(tg_loader_init(&skipped, tok, N_TOK, BATCH, SEQ, 42));
     int32_t ia[BATCH * SEQ], ta[BATCH * SEQ], ib[BATCH * SEQ], tb[BATCH * SEQ];
     for (int i = 0; i < 3; i++) draw(&drawn, ia, ta);
-    loader_skip(&skipped, 3);
+    tg_loader_skip(&skipped, 3);
     cr_expect_eq(skipped.state.batches_drawn, 3);
     cr_expect_eq(memcmp(&drawn.state, &skipped.state, sizeof drawn.state), 0, "the loader states differ");
     draw(&drawn, ia, ta);
@@ -510,8 +510,8 @@ Test(loader, skipping_batches_moves_the_stream_as_drawing_them) {
 Test(loader, targets_are_inputs_shifted_and_windows_stay_inside) {
     size_t n = 40;
     int32_t *tok = identity_tokens(n);
-    Loader ld;
-    assert_ok(loader_init(&ld, tok, n, BATCH, SEQ, 7));
+    TgLoader ld;
+    assert_ok(tg_loader_init(&ld, tok, n, BATCH, SEQ, 7));
     int32_t in[BATCH * SEQ], tg[BATCH * SEQ];
     int seen[40] = {0};
     for (int step = 0; step < 500; step++) {
@@ -529,7 +529,7 @@ Test(loader, targets_are_inputs_shifted_and_windows_stay_inside) {
     /* every start in [0, n - seq - 1] = [0, 23] is drawn, including both ends */
     for (int s = 0; s <= 23; s++) cr_expect_gt(seen[s], 0, "start %d never drawn", s);
     /* the smallest data: exactly one window */
-    assert_ok(loader_init(&ld, tok, SEQ + 1, 1, SEQ, 1));
+    assert_ok(tg_loader_init(&ld, tok, SEQ + 1, 1, SEQ, 1));
     draw(&ld, in, tg);
     cr_expect(in[0] == 0 && tg[SEQ - 1] == SEQ);
     free(tok);
@@ -537,27 +537,27 @@ Test(loader, targets_are_inputs_shifted_and_windows_stay_inside) {
 
 Test(loader, state_restore_gives_the_same_next_batches) {
     int32_t *tok = identity_tokens(N_TOK);
-    Loader ld;
-    assert_ok(loader_init(&ld, tok, N_TOK, BATCH, SEQ, 99));
+    TgLoader ld;
+    assert_ok(tg_loader_init(&ld, tok, N_TOK, BATCH, SEQ, 99));
     int32_t in[BATCH * SEQ], tg[BATCH * SEQ];
     for (int i = 0; i < 13; i++) draw(&ld, in, tg);
-    LoaderState saved = loader_get_state(&ld);
-    uint8_t packed[LOADER_STATE_BYTES];
-    loader_state_pack(&saved, packed);
+    TgLoaderState saved = tg_loader_get_state(&ld);
+    uint8_t packed[TG_LOADER_STATE_BYTES];
+    tg_loader_state_pack(&saved, packed);
     int32_t expect[10][BATCH * SEQ];
     for (int i = 0; i < 10; i++) draw(&ld, expect[i], tg);
 
-    Loader resumed; /* a fresh loader (another seed) resumed from the saved state */
-    assert_ok(loader_init(&resumed, tok, N_TOK, BATCH, SEQ, 1));
-    loader_set_state(&resumed, &saved);
+    TgLoader resumed; /* a fresh loader (another seed) resumed from the saved state */
+    assert_ok(tg_loader_init(&resumed, tok, N_TOK, BATCH, SEQ, 1));
+    tg_loader_set_state(&resumed, &saved);
     for (int i = 0; i < 10; i++) {
         draw(&resumed, in, tg);
         cr_assert_eq(memcmp(in, expect[i], sizeof in), 0, "batch %d after restore differs", i);
     }
-    LoaderState unpacked;
-    loader_state_unpack(packed, &unpacked);
+    TgLoaderState unpacked;
+    tg_loader_state_unpack(packed, &unpacked);
     cr_assert_eq(unpacked.batches_drawn, 13);
-    loader_set_state(&resumed, &unpacked);
+    tg_loader_set_state(&resumed, &unpacked);
     for (int i = 0; i < 10; i++) {
         draw(&resumed, in, tg);
         cr_assert_eq(memcmp(in, expect[i], sizeof in), 0, "batch %d after unpack differs", i);
@@ -567,20 +567,20 @@ Test(loader, state_restore_gives_the_same_next_batches) {
 
 Test(loader, bad_shapes_are_refused) {
     int32_t tok[10] = {0};
-    Loader ld;
-    assert_fails(loader_init(&ld, tok, 10, BATCH, 10, 1), TG_ERR_ARG, "10 tokens are too few for seq_len 10");
-    assert_fails(loader_init(&ld, tok, 10, 0, 4, 1), TG_ERR_ARG, "batch size 0");
-    assert_fails(loader_init(&ld, tok, 10, 1, 0, 1), TG_ERR_ARG, "seq_len 0");
+    TgLoader ld;
+    assert_fails(tg_loader_init(&ld, tok, 10, BATCH, 10, 1), TG_ERR_ARG, "10 tokens are too few for seq_len 10");
+    assert_fails(tg_loader_init(&ld, tok, 10, 0, 4, 1), TG_ERR_ARG, "batch size 0");
+    assert_fails(tg_loader_init(&ld, tok, 10, 1, 0, 1), TG_ERR_ARG, "seq_len 0");
     int32_t in[8], tg[8];
-    assert_fails(loader_fixed_batches(tok, 10, 1, 4, 0, in, tg), TG_ERR_ARG, "at least 1");
+    assert_fails(tg_loader_fixed_batches(tok, 10, 1, 4, 0, in, tg), TG_ERR_ARG, "at least 1");
 }
 
 Test(loader, fixed_batches_are_evenly_spaced_and_repeatable) {
     int32_t *tok = identity_tokens(N_TOK);
     enum { K = 3 };
     int32_t in[K * BATCH * SEQ], tg[K * BATCH * SEQ], in2[K * BATCH * SEQ], tg2[K * BATCH * SEQ];
-    assert_ok(loader_fixed_batches(tok, N_TOK, BATCH, SEQ, K, in, tg));
-    assert_ok(loader_fixed_batches(tok, N_TOK, BATCH, SEQ, K, in2, tg2));
+    assert_ok(tg_loader_fixed_batches(tok, N_TOK, BATCH, SEQ, K, in, tg));
+    assert_ok(tg_loader_fixed_batches(tok, N_TOK, BATCH, SEQ, K, in2, tg2));
     cr_assert_eq(memcmp(in, in2, sizeof in), 0);
     /* 12 windows over starts [0, 983]: start_i = floor(i * 983 / 11) */
     for (int i = 0; i < K * BATCH; i++) {
@@ -590,7 +590,7 @@ Test(loader, fixed_batches_are_evenly_spaced_and_repeatable) {
     }
     cr_expect_eq(in[(K * BATCH - 1) * SEQ], N_TOK - SEQ - 1, "the last window ends at the last token");
     /* one window: at the start */
-    assert_ok(loader_fixed_batches(tok, N_TOK, 1, SEQ, 1, in, tg));
+    assert_ok(tg_loader_fixed_batches(tok, N_TOK, 1, SEQ, 1, in, tg));
     cr_expect_eq(in[0], 0);
     free(tok);
 }

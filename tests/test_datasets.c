@@ -36,21 +36,21 @@ typedef struct {
     char *texts[64];
     size_t lens[64];
     int n;
-    DocReader reader;
+    TgDocReader reader;
 } Docs;
 
 /* Every document of `path` (each read whole), the reader's counts kept in d->reader. */
 static TgStatus read_docs(const char *path, bool strict, Docs *d) {
     memset(d, 0, sizeof *d);
-    SourceList list;
-    TG_TRY(sources_list(path, &list));
-    DocOptions opt = {.strict = strict, .whole_documents = true};
-    doc_reader_open(&d->reader, &list, &opt);
+    TgSourceList list;
+    TG_TRY(tg_sources_list(path, &list));
+    TgDocOptions opt = {.strict = strict, .whole_documents = true};
+    tg_doc_reader_open(&d->reader, &list, &opt);
     TgStatus st;
     for (;;) {
-        DocPiece p;
+        TgDocPiece p;
         bool got;
-        st = doc_reader_next(&d->reader, &p, &got);
+        st = tg_doc_reader_next(&d->reader, &p, &got);
         if (st != TG_OK || !got) break;
         cr_assert(p.doc_end);
         if (d->n == 64) continue; /* the first 64 kept */
@@ -59,8 +59,8 @@ static TgStatus read_docs(const char *path, bool strict, Docs *d) {
         d->texts[d->n][p.len] = '\0';
         d->lens[d->n++] = p.len;
     }
-    doc_reader_close(&d->reader);
-    sources_free(&list);
+    tg_doc_reader_close(&d->reader);
+    tg_sources_free(&list);
     return st;
 }
 
@@ -131,7 +131,7 @@ Test(jsonl, every_rule_on_a_crafted_file) {
     cr_expect_str_eq(d.texts[3], "escapes \" \\ \n \xc3\xa9 \xf0\x9f\x98\x80");
     cr_expect_eq(d.reader.malformed_lines, 9);
     cr_expect_eq(d.reader.empty_texts, 1);
-    cr_expect_eq(d.reader.n_errors, DOC_REPORTED_ERRORS, "the first five are kept");
+    cr_expect_eq(d.reader.n_errors, TG_DOC_REPORTED_ERRORS, "the first five are kept");
     cr_expect(error_says(&d, "line 6 is not valid JSON: byte 0xff, which is not UTF-8"));
     cr_expect(error_says(&d, "line 7: \"text\" is an object, not a string"));
     cr_expect(error_says(&d, "line 8: \"text\" is an array, not a string"));
@@ -146,24 +146,24 @@ Test(jsonl, every_rule_on_a_crafted_file) {
 }
 
 Test(jsonl, the_rest_of_the_errors_and_a_truncated_last_line) {
-    JsonlReader r;
+    TgJsonlReader r;
     static const char text[] = "[\"not an object\"]\n{\"a\": 1, \"a\": 2}\n{\"text\": \"x\"} trailing\n{\"text\": \"cut";
     datagen_write(dir, "more.jsonl", text, sizeof text - 1);
     char *path = datagen_path(dir, "more.jsonl");
-    assert_ok(jsonl_open(&r, path));
-    JsonlLine line;
-    assert_ok(jsonl_next(&r, &line));
-    cr_expect(line.kind == JSONL_MALFORMED && strstr(line.why, "line 1 is an array, not a JSON object"), "%s", line.why);
-    assert_ok(jsonl_next(&r, &line));
-    cr_expect_eq(line.kind, JSONL_OBJECT, "a key given twice is JSON; the reader of a member says whether it minds");
-    assert_ok(jsonl_next(&r, &line));
-    cr_expect(line.kind == JSONL_MALFORMED && strstr(line.why, "text after the JSON object"), "%s", line.why);
-    assert_ok(jsonl_next(&r, &line));
-    cr_expect(line.kind == JSONL_MALFORMED && line.number == 4 && strstr(line.why, "a string that never ends"), "%s",
+    assert_ok(tg_jsonl_open(&r, path));
+    TgJsonlLine line;
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_expect(line.kind == TG_JSONL_MALFORMED && strstr(line.why, "line 1 is an array, not a JSON object"), "%s", line.why);
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_expect_eq(line.kind, TG_JSONL_OBJECT, "a key given twice is JSON; the reader of a member says whether it minds");
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_expect(line.kind == TG_JSONL_MALFORMED && strstr(line.why, "text after the JSON object"), "%s", line.why);
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_expect(line.kind == TG_JSONL_MALFORMED && line.number == 4 && strstr(line.why, "a string that never ends"), "%s",
               line.why);
-    assert_ok(jsonl_next(&r, &line));
-    cr_expect_eq(line.kind, JSONL_END);
-    jsonl_close(&r);
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_expect_eq(line.kind, TG_JSONL_END);
+    tg_jsonl_close(&r);
     free(path);
 }
 
@@ -180,19 +180,19 @@ Test(jsonl, a_line_past_the_limit_is_skipped_without_being_held, .timeout = 120)
     fputs("\"}\n{\"text\": \"after\"}\n", f);
     cr_assert_eq(fclose(f), 0);
     free(block);
-    JsonlReader r;
-    JsonlLine line;
-    assert_ok(jsonl_open(&r, path));
-    assert_ok(jsonl_next(&r, &line));
-    cr_expect_eq(line.kind, JSONL_OBJECT);
-    assert_ok(jsonl_next(&r, &line));
-    cr_expect(line.kind == JSONL_MALFORMED && line.number == 2 && strstr(line.why, "longer than 64 MiB"), "%s", line.why);
-    cr_expect_leq(r.cap, (size_t)JSONL_MAX_LINE_BYTES + 2 * JSONL_BLOCK_BYTES + 1, "the buffer grew to %zu", r.cap);
-    assert_ok(jsonl_next(&r, &line));
-    cr_assert_eq(line.kind, JSONL_OBJECT);
+    TgJsonlReader r;
+    TgJsonlLine line;
+    assert_ok(tg_jsonl_open(&r, path));
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_expect_eq(line.kind, TG_JSONL_OBJECT);
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_expect(line.kind == TG_JSONL_MALFORMED && line.number == 2 && strstr(line.why, "longer than 64 MiB"), "%s", line.why);
+    cr_expect_leq(r.cap, (size_t)TG_JSONL_MAX_LINE_BYTES + 2 * TG_JSONL_BLOCK_BYTES + 1, "the buffer grew to %zu", r.cap);
+    assert_ok(tg_jsonl_next(&r, &line));
+    cr_assert_eq(line.kind, TG_JSONL_OBJECT);
     cr_expect_eq(line.number, 3);
     cr_expect(strstr(line.text, "after"));
-    jsonl_close(&r);
+    tg_jsonl_close(&r);
     free(path);
 }
 
@@ -247,10 +247,10 @@ Test(specials, chatml_tokens_are_single_ids_saved_and_exported) {
     cr_expect_eq(back.n_specials, 2);
     /* exported as special (control) tokens */
     bool special = false;
-    cr_expect(tokenizer_hf_is_added(&back, 257, &special) && special);
-    cr_expect(tokenizer_hf_is_added(&back, 258, &special) && special);
+    cr_expect(tg_tokenizer_hf_is_added(&back, 257, &special) && special);
+    cr_expect(tg_tokenizer_hf_is_added(&back, 258, &special) && special);
     char *json = datagen_path(dir, "tokenizer.json");
-    assert_ok(tokenizer_hf_save(&back, json));
+    assert_ok(tg_tokenizer_hf_save(&back, json));
     char *exported = ckpt_read_text(json);
     cr_expect(strstr(exported, "\"content\": \"<|im_start|>\""), "%s", exported);
     free(exported), free(json);
@@ -277,8 +277,8 @@ Test(specials, bad_names_are_refused) {
 
 /* ---- prepare ---------------------------------------------------------------------------------- */
 
-static void options(PrepareOptions *opt, const char *sources, int32_t vocab, int threads) {
-    prepare_options_default(opt);
+static void options(TgPrepareOptions *opt, const char *sources, int32_t vocab, int threads) {
+    tg_prepare_options_default(opt);
     opt->sources = sources;
     opt->vocab_size = vocab;
     opt->special_tokens = "chatml";
@@ -298,17 +298,17 @@ Test(datasets, documents_end_in_one_eot_and_specials_are_never_doubled) {
     char *text = minimind_jsonl(21, 300, &len);
     datagen_write(dir, "pre.jsonl", text, len);
     char *src = datagen_path(dir, "pre.jsonl"), *out = datagen_path(dir, "ds");
-    PrepareOptions opt;
+    TgPrepareOptions opt;
     options(&opt, src, 400, 2);
-    PrepareResult res;
-    assert_ok(prepare_dataset(&opt, out, NULL, &res, NULL));
+    TgPrepareResult res;
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, &res, NULL));
     cr_expect_eq(res.documents, 300);
-    Dataset d;
-    assert_ok(dataset_open(out, true, &d));
+    TgDataset d;
+    assert_ok(tg_dataset_open(out, true, &d));
     size_t n = (size_t)(d.train.n + d.val.n), eots = 0, starts = 0, ends = 0;
     int32_t *ids = malloc(n * sizeof *ids);
-    assert_ok(token_store_read(&d.train, 0, (size_t)d.train.n, ids));
-    assert_ok(token_store_read(&d.val, 0, (size_t)d.val.n, ids + d.train.n));
+    assert_ok(tg_token_store_read(&d.train, 0, (size_t)d.train.n, ids));
+    assert_ok(tg_token_store_read(&d.val, 0, (size_t)d.val.n, ids + d.train.n));
     for (size_t i = 0; i < n; i++) {
         eots += ids[i] == TG_TOKENIZER_BPE_EOT;
         starts += ids[i] == 257, ends += ids[i] == 258;
@@ -324,7 +324,7 @@ Test(datasets, documents_end_in_one_eot_and_specials_are_never_doubled) {
     assert_ok(tg_tokenizer_decode(&d.tok, ids, n, &back, &back_len));
     cr_expect(strstr(back, "<|im_start|>") && strstr(back, "<|im_end|>"));
     free(back), free(ids);
-    dataset_close(&d);
+    tg_dataset_close(&d);
     free(src), free(out), free(text);
 }
 
@@ -336,17 +336,17 @@ Test(datasets, gzip_gives_the_dataset_of_the_plain_file) {
     mkdir(gz_dir, 0755);
     write_gzip(gz_path, text, len);
     char *a = datagen_path(dir, "a"), *b = datagen_path(dir, "b");
-    PrepareOptions opt;
-    PrepareResult ra, rb;
+    TgPrepareOptions opt;
+    TgPrepareResult ra, rb;
     options(&opt, plain_dir, 350, 2);
-    assert_ok(prepare_dataset(&opt, a, NULL, &ra, NULL));
+    assert_ok(tg_prepare_dataset(&opt, a, NULL, &ra, NULL));
     options(&opt, gz_dir, 350, 2);
-    assert_ok(prepare_dataset(&opt, b, NULL, &rb, NULL));
+    assert_ok(tg_prepare_dataset(&opt, b, NULL, &rb, NULL));
     cr_expect_eq(ra.fingerprint, rb.fingerprint);
     cr_expect_eq(rb.text_bytes, len);
     cr_expect_lt(rb.file_bytes, len);
     size_t la, lb;
-    uint8_t *ta = tokens_of(a, PREPARE_TRAIN_FILE, &la), *tb = tokens_of(b, PREPARE_TRAIN_FILE, &lb);
+    uint8_t *ta = tokens_of(a, TG_PREPARE_TRAIN_FILE, &la), *tb = tokens_of(b, TG_PREPARE_TRAIN_FILE, &lb);
     cr_expect(la == lb && memcmp(ta, tb, la) == 0, "train.tok differs");
     free(ta), free(tb), free(a), free(b), free(plain_dir), free(gz_path), free(gz_dir), free(text);
 }
@@ -364,26 +364,26 @@ Test(datasets, the_tokens_do_not_depend_on_the_threads_or_the_pieces) {
         char name[16];
         snprintf(name, sizeof name, "t%d", threads);
         char *out = datagen_path(dir, name);
-        PrepareOptions opt;
+        TgPrepareOptions opt;
         options(&opt, mix, 600, threads);
-        PrepareResult res;
-        assert_ok(prepare_dataset(&opt, out, NULL, &res, NULL));
+        TgPrepareResult res;
+        assert_ok(tg_prepare_dataset(&opt, out, NULL, &res, NULL));
         if (threads == 1) first = res.fingerprint;
         cr_expect_eq(res.fingerprint, first, "%d threads give another dataset", threads);
         if (threads == 2) {
             /* the pieces encode as the whole document does */
-            Dataset d;
-            assert_ok(dataset_open(out, true, &d));
+            TgDataset d;
+            assert_ok(tg_dataset_open(out, true, &d));
             size_t cap = big + 1, n, all = (size_t)(d.train.n + d.val.n);
             int32_t *whole = malloc(cap * sizeof *whole), *stream = malloc(all * sizeof *stream);
             assert_ok(tg_tokenizer_encode(&d.tok, prose, big, whole, cap, &n));
             cr_assert_lt(n, all);
-            assert_ok(token_store_read(&d.train, 0, (size_t)d.train.n, stream));
-            assert_ok(token_store_read(&d.val, 0, (size_t)d.val.n, stream + d.train.n));
+            assert_ok(tg_token_store_read(&d.train, 0, (size_t)d.train.n, stream));
+            assert_ok(tg_token_store_read(&d.val, 0, (size_t)d.val.n, stream + d.train.n));
             cr_expect(memcmp(whole, stream, n * sizeof *whole) == 0, "the pieces' tokens differ from the whole's");
             cr_expect_eq(stream[n], TG_TOKENIZER_BPE_EOT);
             free(whole), free(stream);
-            dataset_close(&d);
+            tg_dataset_close(&d);
         }
         free(out);
     }
@@ -395,30 +395,30 @@ Test(datasets, an_existing_output_is_reused_or_refused) {
     char *text = minimind_jsonl(51, 120, &len);
     datagen_write(dir, "pre.jsonl", text, len);
     char *src = datagen_path(dir, "pre.jsonl"), *out = datagen_path(dir, "ds");
-    PrepareOptions opt;
+    TgPrepareOptions opt;
     options(&opt, src, 300, 2);
     bool already;
-    assert_ok(prepare_dataset(&opt, out, NULL, NULL, &already));
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, NULL, &already));
     cr_expect_not(already);
-    assert_ok(prepare_dataset(&opt, out, NULL, NULL, &already));
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, NULL, &already));
     cr_expect(already);
     opt.vocab_size = 301;
-    assert_fails(prepare_dataset(&opt, out, NULL, NULL, NULL), TG_ERR_IO, "holds another dataset, prepared with bpe vocab 300");
+    assert_fails(tg_prepare_dataset(&opt, out, NULL, NULL, NULL), TG_ERR_IO, "holds another dataset, prepared with bpe vocab 300");
     opt.vocab_size = 300;
     text[20] = text[20] == 'a' ? 'b' : 'a'; /* the same recipe, another source */
     datagen_write(dir, "pre.jsonl", text, len);
-    assert_fails(prepare_dataset(&opt, out, NULL, NULL, NULL), TG_ERR_IO, "other sources");
+    assert_fails(tg_prepare_dataset(&opt, out, NULL, NULL, NULL), TG_ERR_IO, "other sources");
     datagen_write(dir, "not-a-dataset/x", "x", 1);
     char *other = datagen_path(dir, "not-a-dataset");
-    assert_fails(prepare_dataset(&opt, other, NULL, NULL, NULL), TG_ERR_IO, "is not a dataset folder");
+    assert_fails(tg_prepare_dataset(&opt, other, NULL, NULL, NULL), TG_ERR_IO, "is not a dataset folder");
     /* a token file changed after prepare is caught when the dataset is opened */
-    char *val = datagen_path(out, PREPARE_VAL_FILE);
+    char *val = datagen_path(out, TG_PREPARE_VAL_FILE);
     size_t vlen;
     uint8_t *v = ckpt_read_file(val, &vlen);
     v[vlen - 2] ^= 1;
     ckpt_write_file(val, v, vlen);
-    Dataset d;
-    assert_fails(dataset_open(out, false, &d), TG_ERR_MISMATCH, "changed after it was prepared");
+    TgDataset d;
+    assert_fails(tg_dataset_open(out, false, &d), TG_ERR_MISMATCH, "changed after it was prepared");
     free(v), free(val), free(other), free(src), free(out), free(text);
 }
 

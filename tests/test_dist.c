@@ -13,16 +13,16 @@
 Test(dist, checksum_changes_with_any_one_bit) {
     unsigned char data[21];
     for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 37 + 11);
-    uint64_t h = dist_checksum(0, data, sizeof data);
-    cr_expect_eq(dist_checksum(0, data, sizeof data), h, "not deterministic");
+    uint64_t h = tg_dist_checksum(0, data, sizeof data);
+    cr_expect_eq(tg_dist_checksum(0, data, sizeof data), h, "not deterministic");
     int unchanged = 0;
     for (size_t bit = 0; bit < 8 * sizeof data; bit++) {
         data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
-        unchanged += dist_checksum(0, data, sizeof data) == h;
+        unchanged += tg_dist_checksum(0, data, sizeof data) == h;
         data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
     }
     cr_expect_eq(unchanged, 0, "%d one-bit changes left the checksum as it was", unchanged);
-    cr_expect_neq(dist_checksum(1, data, sizeof data), h, "the starting value is ignored");
+    cr_expect_neq(tg_dist_checksum(1, data, sizeof data), h, "the starting value is ignored");
 }
 
 /* acc + x element by element, bitwise, however the pool splits it. */
@@ -35,7 +35,7 @@ Test(dist, add_floats_is_one_addition_per_element_on_any_split) {
     tg_rng_fill_uniform(&rng, x, N, -1e-3f, 1e-3f);
     for (int i = 0; i < N; i++) want[i] = acc[i] + x[i];
     TgPool *pool = tg_pool_create(2);
-    dist_add_floats(acc, x, N, pool);
+    tg_dist_add_floats(acc, x, N, pool);
     cr_expect_eq(memcmp(acc, want, N * sizeof(float)), 0, "the sum differs from acc[i] + x[i]");
     tg_pool_destroy(pool);
     free(acc);
@@ -50,35 +50,35 @@ Test(dist, one_process_is_a_job_of_one_rank) {
     unsetenv("PMIX_RANK");
     unsetenv("PMI_RANK");
     unsetenv("PMI_SIZE");
-    assert_ok(dist_open(DIST_DEFAULT_TIMEOUT_S, NULL));
-    cr_expect_eq(dist_rank(), 0);
-    cr_expect_eq(dist_ranks(), 1);
+    assert_ok(tg_dist_open(TG_DIST_DEFAULT_TIMEOUT_S, NULL));
+    cr_expect_eq(tg_dist_rank(), 0);
+    cr_expect_eq(tg_dist_ranks(), 1);
     int64_t begin, end;
-    dist_block(10, 0, &begin, &end);
+    tg_dist_block(10, 0, &begin, &end);
     cr_expect(begin == 0 && end == 10, "rank 0 of 1 owns [%lld, %lld) of 10", (long long)begin, (long long)end);
     float buf[3] = {1.0f, 2.0f, 3.0f}, scratch[3];
-    assert_ok(dist_sum_floats(buf, 3, scratch, NULL));
+    assert_ok(tg_dist_sum_floats(buf, 3, scratch, NULL));
     cr_expect(buf[0] == 1.0f && buf[1] == 2.0f && buf[2] == 3.0f, "a one-rank sum changed the buffer");
     double values[2] = {0.5, 0.25};
-    assert_ok(dist_share_blocks(values, 2));
+    assert_ok(tg_dist_share_blocks(values, 2));
     cr_expect(values[0] == 0.5 && values[1] == 0.25);
     int max = 0, differing = 0;
-    assert_ok(dist_max_int(7, &max));
+    assert_ok(tg_dist_max_int(7, &max));
     cr_expect_eq(max, 7);
-    assert_ok(dist_compare_u64(42, &differing));
+    assert_ok(tg_dist_compare_u64(42, &differing));
     cr_expect_eq(differing, -1);
-    dist_close(false);
+    tg_dist_close(false);
 }
 
 /* Without MPI, rank 1 of 2 would train alone into rank 0's folder: refused. One rank of one
  * (`mpirun -np 1`) is fine. */
 Test(dist, a_build_without_mpi_refuses_to_be_one_rank_of_several) {
-    if (dist_available()) cr_skip_test("this build has MPI: test_mpi.c runs 2 ranks");
+    if (tg_dist_available()) cr_skip_test("this build has MPI: test_mpi.c runs 2 ranks");
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-    assert_fails(dist_open(DIST_DEFAULT_TIMEOUT_S, NULL), TG_ERR_ARG, "built without MPI");
+    assert_fails(tg_dist_open(TG_DIST_DEFAULT_TIMEOUT_S, NULL), TG_ERR_ARG, "built without MPI");
     setenv("OMPI_COMM_WORLD_RANK", "0", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
-    assert_ok(dist_open(DIST_DEFAULT_TIMEOUT_S, NULL));
-    cr_expect_eq(dist_ranks(), 1);
+    assert_ok(tg_dist_open(TG_DIST_DEFAULT_TIMEOUT_S, NULL));
+    cr_expect_eq(tg_dist_ranks(), 1);
 }

@@ -72,27 +72,27 @@ static char *tokenizer_fingerprint_of(const char *run) {
  * at all) and, when `poison` names a tensor, `bad` at its element `index`. */
 static void rewrite_weights(const char *src, const char *dst, const char *key, const char *value, const char *poison,
                             int64_t index, float bad) {
-    StFile *st;
-    cr_assert_eq(st_open(src, &st), TG_OK, "%s", tg_error_message());
-    StWriter *w = st_writer_begin();
-    for (size_t i = 0; i < st_count(st); i++) {
-        const StEntry *e = st_entry_at(st, i);
+    TgStFile *st;
+    cr_assert_eq(tg_st_open(src, &st), TG_OK, "%s", tg_error_message());
+    TgStWriter *w = tg_st_writer_begin();
+    for (size_t i = 0; i < tg_st_count(st); i++) {
+        const TgStEntry *e = tg_st_entry_at(st, i);
         uint8_t *bytes = malloc(e->nbytes);
         memcpy(bytes, e->bytes, e->nbytes);
         if (poison && strcmp(e->name, poison) == 0) memcpy(bytes + 4 * index, &bad, 4);
-        cr_assert_eq(st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, bytes), TG_OK);
+        cr_assert_eq(tg_st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, bytes), TG_OK);
         free(bytes);
     }
     if (value) {
-        for (size_t i = 0; i < st_metadata_count(st); i++) {
+        for (size_t i = 0; i < tg_st_metadata_count(st); i++) {
             const char *k, *v;
-            st_metadata_at(st, i, &k, &v);
-            st_writer_set_metadata(w, k, v);
+            tg_st_metadata_at(st, i, &k, &v);
+            tg_st_writer_set_metadata(w, k, v);
         }
-        st_writer_set_metadata(w, key, value);
+        tg_st_writer_set_metadata(w, key, value);
     }
-    st_close(st);
-    cr_assert_eq(st_writer_finish(w, dst), TG_OK, "%s", tg_error_message());
+    tg_st_close(st);
+    cr_assert_eq(tg_st_writer_finish(w, dst), TG_OK, "%s", tg_error_message());
 }
 
 /* corpus with its letters rotated (a->b, ..., z->a): as many distinct bytes, so a char tokenizer
@@ -135,23 +135,23 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
     /* the export holds exactly the weights, bitwise */
     char ckpt[4200];
     TgModel original;
-    CheckpointInfo info;
-    cr_assert_eq(checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
+    TgCheckpointInfo info;
+    cr_assert_eq(tg_checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
     cr_assert_eq(ckpt_load_model(ckpt, &original, &info), TG_OK, "%s", tg_error_message());
-    StFile *st;
-    cr_assert_eq(st_open(exported, &st), TG_OK, "%s", tg_error_message());
-    cr_expect_eq(st_count(st), (size_t)original.params.count);
+    TgStFile *st;
+    cr_assert_eq(tg_st_open(exported, &st), TG_OK, "%s", tg_error_message());
+    cr_expect_eq(tg_st_count(st), (size_t)original.params.count);
     for (int i = 0; i < original.params.count; i++) {
         const TgTensor *t = original.params.tensors[i];
-        const StEntry *e = st_find(st, t->name);
+        const TgStEntry *e = tg_st_find(st, t->name);
         cr_assert_not_null(e, "the export lacks %s", t->name);
-        cr_expect(e->dtype == ST_F32 && e->nbytes == (size_t)t->numel * 4 && memcmp(e->bytes, t->data, e->nbytes) == 0,
+        cr_expect(e->dtype == TG_ST_F32 && e->nbytes == (size_t)t->numel * 4 && memcmp(e->bytes, t->data, e->nbytes) == 0,
                   "%s differs in the export", t->name);
     }
     /* the tokenizer the weights were trained with, in the metadata and in config.json */
     char *fingerprint = tokenizer_fingerprint_of(trained);
-    cr_expect_str_eq(st_metadata(st, "tokenizer_fingerprint"), fingerprint);
-    st_close(st);
+    cr_expect_str_eq(tg_st_metadata(st, "tokenizer_fingerprint"), fingerprint);
+    tg_st_close(st);
     char *config_text = ckpt_read_text(config);
     char key[64];
     snprintf(key, sizeof key, "\"tokenizer_fingerprint\": \"%s\"", fingerprint);
@@ -181,7 +181,7 @@ Test(export, init_from_the_export_starts_exactly_where_the_checkpoint_was, .init
 
     /* and the new run's checkpoint holds the same weights, with fresh AdamW moments */
     TgModel imported;
-    cr_assert_eq(checkpoint_resolve(fresh, ckpt, sizeof ckpt), TG_OK);
+    cr_assert_eq(tg_checkpoint_resolve(fresh, ckpt, sizeof ckpt), TG_OK);
     cr_assert_eq(ckpt_load_model(ckpt, &imported, &info), TG_OK, "%s", tg_error_message());
     cr_expect_eq(info.state.step, 0);
     size_t bytes = original.params.total * sizeof(float);
@@ -205,17 +205,17 @@ Test(export, init_from_refuses_weights_that_do_not_fit, .init = setup, .fini = t
 
     /* a file with a tensor the model lacks (an untied head) */
     char *extra = datagen_path(dir, "export/extra.safetensors");
-    StFile *st;
-    cr_assert_eq(st_open(exported, &st), TG_OK);
-    StWriter *w = st_writer_begin();
-    for (size_t i = 0; i < st_count(st); i++) {
-        const StEntry *e = st_entry_at(st, i);
-        cr_assert_eq(st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, e->bytes), TG_OK);
+    TgStFile *st;
+    cr_assert_eq(tg_st_open(exported, &st), TG_OK);
+    TgStWriter *w = tg_st_writer_begin();
+    for (size_t i = 0; i < tg_st_count(st); i++) {
+        const TgStEntry *e = tg_st_entry_at(st, i);
+        cr_assert_eq(tg_st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, e->bytes), TG_OK);
         if (strcmp(e->name, "model.embed_tokens.weight") == 0)
-            cr_assert_eq(st_writer_add(w, "lm_head.weight", e->dtype, e->ndim, e->shape, e->bytes), TG_OK);
+            cr_assert_eq(tg_st_writer_add(w, "lm_head.weight", e->dtype, e->ndim, e->shape, e->bytes), TG_OK);
     }
-    cr_assert_eq(st_writer_finish(w, extra), TG_OK, "%s", tg_error_message());
-    st_close(st);
+    cr_assert_eq(tg_st_writer_finish(w, extra), TG_OK, "%s", tg_error_message());
+    tg_st_close(st);
     char *other = datagen_path(dir, "other");
     rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 5 --init-from %s --out %s", corpus, extra, other);
     cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
@@ -323,8 +323,8 @@ static void expect_pytorch_loss(const char *what) {
 
     char ckpt[4200];
     TgModel m;
-    CheckpointInfo info;
-    cr_assert_eq(checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
+    TgCheckpointInfo info;
+    cr_assert_eq(tg_checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
     cr_assert_eq(ckpt_load_model(ckpt, &m, &info), TG_OK, "%s", tg_error_message());
     int norms = 0;
     double py_loss = NAN;

@@ -1,6 +1,6 @@
 /* The GEMMs: tapegrad's blocked kernel (the active path's; tests/test_kernels.c runs every
- * path) against a double-precision triple loop on shapes that cross block edges (MR 12 or 6,
- * NR 32 or 16, k slices of at most 512, MC 96, NC 512), all four transpositions, and
+ * path) against a double-precision triple loop on shapes that cross block edges (TG_MR 12 or 6,
+ * TG_NR 32 or 16, k slices of at most 512, MC 96, NC 512), all four transpositions, and
  * beta 0 / 1 / other; and the pool split giving the same bits as one thread. */
 #include <criterion/criterion.h>
 #include <math.h>

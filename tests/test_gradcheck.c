@@ -26,23 +26,23 @@ static void free_params(struct criterion_test_params *params) { cr_free(params->
  * The parameters live in memory Criterion shares with the test processes (cr_malloc), as many as
  * the registry holds. */
 ParameterizedTestParameters(gradcheck, every_listed_op) {
-    size_t n = (size_t)op_check_name_count();
+    size_t n = (size_t)tg_op_check_name_count();
     int *indices = cr_malloc(n * sizeof *indices);
     for (size_t i = 0; i < n; i++) indices[i] = (int)i;
     return cr_make_param_array(int, indices, n, free_params);
 }
 
 ParameterizedTest(int *index, gradcheck, every_listed_op) {
-    const char *op = op_check_name(*index);
-    cr_assert_gt(op_check_cases_of(op), 0, "%s has no gradcheck case", op);
-    int failures = op_checks_run(op, &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
+    const char *op = tg_op_check_name(*index);
+    cr_assert_gt(tg_op_check_cases_of(op), 0, "%s has no gradcheck case", op);
+    int failures = tg_op_checks_run(op, &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
     cr_expect_eq(failures, 0, "%s: %d gradcheck case(s) failed", op, failures);
 }
 
 Test(gradcheck, op_list_names_round_trip) {
-    cr_expect_eq(op_check_name_count(), TG_OP_COUNT + 3, "ops and the three composites");
+    cr_expect_eq(tg_op_check_name_count(), TG_OP_COUNT + 3, "ops and the three composites");
     for (int i = 0; i < TG_OP_COUNT; i++) {
-        cr_expect_str_eq(op_check_name(i), tg_op_name((TgOp)i));
+        cr_expect_str_eq(tg_op_check_name(i), tg_op_name((TgOp)i));
         cr_expect_eq(tg_op_from_name(tg_op_name((TgOp)i)), (TgOp)i);
     }
     cr_expect_eq(tg_op_from_name("no_such_op"), TG_OP_COUNT);
@@ -109,15 +109,15 @@ Test(gradcheck, rejects_backward_with_dropped_term) {
 /* Every case has inputs of at least one dim, and a name of its own within its op (the tests
  * below find cases by it). */
 Test(gradcheck, registry_cases_have_inputs_and_distinct_names) {
-    cr_assert_gt(op_checks_count(), 0);
-    for (int i = 0; i < op_checks_count(); i++) {
-        OpCheckRef r = op_check_get(i);
+    cr_assert_gt(tg_op_checks_count(), 0);
+    for (int i = 0; i < tg_op_checks_count(); i++) {
+        TgOpCheckRef r = tg_op_check_get(i);
         int n_inputs = tg_op_check_input_count(r.check);
         for (int k = 0; k < n_inputs; k++)
             cr_expect_gt(tg_op_check_input_ndim(&r.check->inputs[k]), 0, "%s [%s] input %s", r.op, r.check->variant,
                          r.check->inputs[k].name);
         for (int j = 0; j < i; j++) {
-            OpCheckRef earlier = op_check_get(j);
+            TgOpCheckRef earlier = tg_op_check_get(j);
             cr_expect(strcmp(earlier.op, r.op) != 0 || strcmp(earlier.check->variant, r.check->variant) != 0,
                       "%s has two cases named [%s]", r.op, r.check->variant);
         }
@@ -230,8 +230,8 @@ static TgTensor *fwd_planted(TgTape *tape, TgTensor *const *in, void *ctx) {
 }
 
 static const TgOpCheck *find_case(const char *op, const char *variant) {
-    for (int i = 0; i < op_checks_count(); i++) {
-        OpCheckRef r = op_check_get(i);
+    for (int i = 0; i < tg_op_checks_count(); i++) {
+        TgOpCheckRef r = tg_op_check_get(i);
         if (strcmp(r.op, op) == 0 && strcmp(r.check->variant, variant) == 0) return r.check;
     }
     cr_assert_fail("no gradcheck case %s [%s]", op, variant);

@@ -69,17 +69,17 @@ static void write_config(const int64_t fields[7]) {
 
 /* The run's checkpoint rewritten with its trainer state changed by `edit`. The state sits just
  * before the 8-byte end marker: step, tokens seen, 56 loader bytes, best val, elapsed, seed. */
-enum { STATE_FROM_END = 8 + 8 + 8 + 8 + LOADER_STATE_BYTES + 8 + 8 };
-static void write_state(void (*edit)(TrainerState *)) {
+enum { STATE_FROM_END = 8 + 8 + 8 + 8 + TG_LOADER_STATE_BYTES + 8 + 8 };
+static void write_state(void (*edit)(TgTrainerState *)) {
     size_t len;
     uint8_t *raw = ckpt_raw_read(ckpt, &len);
     uint8_t *p = raw + len - STATE_FROM_END;
-    TrainerState s;
+    TgTrainerState s;
     memcpy(&s.step, p, 8), memcpy(&s.tokens_seen, p + 8, 8);
-    memcpy(&s.best_val_loss, p + 16 + LOADER_STATE_BYTES, 8), memcpy(&s.elapsed_s, p + 24 + LOADER_STATE_BYTES, 8);
+    memcpy(&s.best_val_loss, p + 16 + TG_LOADER_STATE_BYTES, 8), memcpy(&s.elapsed_s, p + 24 + TG_LOADER_STATE_BYTES, 8);
     edit(&s);
     memcpy(p, &s.step, 8), memcpy(p + 8, &s.tokens_seen, 8);
-    memcpy(p + 16 + LOADER_STATE_BYTES, &s.best_val_loss, 8), memcpy(p + 24 + LOADER_STATE_BYTES, &s.elapsed_s, 8);
+    memcpy(p + 16 + TG_LOADER_STATE_BYTES, &s.best_val_loss, 8), memcpy(p + 24 + TG_LOADER_STATE_BYTES, &s.elapsed_s, 8);
     ckpt_raw_write(ckpt, raw, len);
     free(raw);
 }
@@ -118,11 +118,11 @@ Test(hostile, a_header_declaring_more_than_the_file_can_hold_is_refused_before_a
     /* a valid 7B-like shape in a file of a few kB: ~6.7e9 parameters, 80 GB of floats */
     write_config((const int64_t[7]){4096, 32, 32, 32, 11008, 32000, 2048});
     const char *says[] = {ckpt, "declares a model of", "more than a file of", NULL};
-    double t0 = clock_seconds();
+    double t0 = tg_clock_seconds();
     expect_refused("ckpt info %s", 1, says);
     expect_refused("ckpt export %1$s --safetensors %1$s/export/w.safetensors", 1, says);
     expect_refused("sample --run %s --tokens 2", 1, says);
-    double t1 = clock_seconds();
+    double t1 = tg_clock_seconds();
     double seconds = t1 - t0;
     cr_expect_lt(seconds, 20.0, "three refusals took %.1f s: something was allocated or read first", seconds);
 }
@@ -145,7 +145,7 @@ Test(hostile, a_record_larger_than_the_file_can_inflate_to_is_refused) {
     size_t len;
     uint8_t *raw = ckpt_raw_read(ckpt, &len);
     CkptRecord rec;
-    cr_assert(ckpt_raw_find(raw, len, "model.embed_tokens.weight", CHECKPOINT_KIND_WEIGHT, &rec));
+    cr_assert(ckpt_raw_find(raw, len, "model.embed_tokens.weight", TG_CHECKPOINT_KIND_WEIGHT, &rec));
     int64_t rows = (int64_t)1 << 40;
     memcpy(raw + rec.shape, &rows, 8);
     ckpt_raw_write(ckpt, raw, len);
@@ -170,12 +170,12 @@ Test(hostile, non_finite_values_and_a_bad_norm_eps_are_refused_by_every_reader) 
         double eps; /* 0: the value above instead */
         const char *says;
     } cases[] = {
-        {"model.layers.0.mlp.down_proj.weight", CHECKPOINT_KIND_WEIGHT, 5, NAN, 0,
+        {"model.layers.0.mlp.down_proj.weight", TG_CHECKPOINT_KIND_WEIGHT, 5, NAN, 0,
          "tensor 'model.layers.0.mlp.down_proj.weight' holds NaN at index 5 of"},
-        {"model.norm.weight", CHECKPOINT_KIND_WEIGHT, 0, -INFINITY, 0, "tensor 'model.norm.weight' holds -Inf at index 0"},
-        {"model.embed_tokens.weight", CHECKPOINT_KIND_ADAM_M, 3, INFINITY, 0,
+        {"model.norm.weight", TG_CHECKPOINT_KIND_WEIGHT, 0, -INFINITY, 0, "tensor 'model.norm.weight' holds -Inf at index 0"},
+        {"model.embed_tokens.weight", TG_CHECKPOINT_KIND_ADAM_M, 3, INFINITY, 0,
          "tensor 'model.embed_tokens.weight' (AdamW m) holds +Inf at index 3"},
-        {"model.layers.0.self_attn.q_proj.weight", CHECKPOINT_KIND_ADAM_V, 7, -0.5f, 0,
+        {"model.layers.0.self_attn.q_proj.weight", TG_CHECKPOINT_KIND_ADAM_V, 7, -0.5f, 0,
          "(AdamW v) holds a negative value (-0.5) at index 7"},
         {NULL, 0, 0, 0, 1e300, "norm eps must be in [1.17549e-38, 0.01], got 1e+300"},
         {NULL, 0, 0, 0, 1e-40, "norm eps must be in [1.17549e-38, 0.01], got 1e-40"},
@@ -212,14 +212,14 @@ Test(hostile, non_finite_values_and_a_bad_norm_eps_are_refused_by_every_reader) 
     free(good), free(export), free(hf);
 }
 
-static void negative_step(TrainerState *s) { s->step = -1; }
-static void nan_best_val(TrainerState *s) { s->best_val_loss = NAN; }
-static void negative_elapsed(TrainerState *s) { s->elapsed_s = -5; }
-static void step_past_the_limit(TrainerState *s) { s->step = INT64_MAX; }
+static void negative_step(TgTrainerState *s) { s->step = -1; }
+static void nan_best_val(TgTrainerState *s) { s->best_val_loss = NAN; }
+static void negative_elapsed(TgTrainerState *s) { s->elapsed_s = -5; }
+static void step_past_the_limit(TgTrainerState *s) { s->step = INT64_MAX; }
 
 Test(hostile, an_invalid_trainer_state_is_refused_and_the_run_stays_resumable) {
     static const struct {
-        void (*edit)(TrainerState *);
+        void (*edit)(TgTrainerState *);
         const char *says;
     } states[] = {
         {negative_step, "an invalid step (step -1,"},
@@ -243,7 +243,7 @@ Test(hostile, an_invalid_trainer_state_is_refused_and_the_run_stays_resumable) {
 
 Test(hostile, token_ids_past_the_model_vocabulary_are_refused_not_aborted_on) {
     TgModel m;
-    CheckpointInfo info;
+    TgCheckpointInfo info;
     assert_ok(ckpt_load_model(ckpt, &m, &info));
     uint32_t vocab = (uint32_t)m.cfg.vocab;
     tg_model_free(&m);
@@ -251,7 +251,7 @@ Test(hostile, token_ids_past_the_model_vocabulary_are_refused_not_aborted_on) {
     int32_t ids[400];
     for (int i = 0; i < 400; i++) ids[i] = (int32_t)(vocab + (uint32_t)(i % 100));
     char *val = datagen_path(run, "val.tok");
-    assert_ok(tokfile_write(val, ids, 400, vocab + 100));
+    assert_ok(tg_tokfile_write(val, ids, 400, vocab + 100));
     char vocab_text[64];
     snprintf(vocab_text, sizeof vocab_text, "past the model's vocabulary of %u ids", vocab);
     const char *says[] = {val, vocab_text, NULL};
@@ -261,9 +261,9 @@ Test(hostile, token_ids_past_the_model_vocabulary_are_refused_not_aborted_on) {
     /* the reader itself, for a tokenizer of that vocabulary */
     int32_t *back;
     size_t n;
-    assert_fails(tokfile_read_for(val, vocab, 0, &back, &n), TG_ERR_MISMATCH, "past the model's vocabulary");
+    assert_fails(tg_tokfile_read_for(val, vocab, 0, &back, &n), TG_ERR_MISMATCH, "past the model's vocabulary");
     cr_expect_null(back);
-    assert_ok(tokfile_read_for(val, vocab + 100, 0, &back, &n));
+    assert_ok(tg_tokfile_read_for(val, vocab + 100, 0, &back, &n));
     free(back);
     free(val);
 }
@@ -344,7 +344,7 @@ Test(limits, shapes_and_parameter_stores_abort_rather_than_wrap) {
  * add, for the uniqueness check) 60,000 tensors took ~2*10^9 string compares. */
 Test(limits, parameter_names_are_found_in_log_time) {
     enum { N = 60000 };
-    double t0 = clock_seconds();
+    double t0 = tg_clock_seconds();
     TgParamStore ps;
     tg_params_init(&ps);
     char name[32];
@@ -358,7 +358,7 @@ Test(limits, parameter_names_are_found_in_log_time) {
         snprintf(name, sizeof name, "layer.%05d.w", i);
         found += tg_params_index(&ps, name) == i;
     }
-    double t1 = clock_seconds();
+    double t1 = tg_clock_seconds();
     cr_expect_eq(found, N);
     cr_expect_eq(tg_params_index(&ps, "layer.99999.w"), -1);
     tg_params_free(&ps);

@@ -70,19 +70,19 @@ Test(hostile_run, run_txt_values_are_range_checked_on_resume) {
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         snprintf(text, sizeof text, "--preset tiny\n--data %s\n--tokenizer char\n--val-fraction 0.1\n--seed %s\n", corpus,
                  seeds[i].seed);
-        put(RUN_IDENTITY_FILE, text);
+        put(TG_RUN_IDENTITY_FILE, text);
         free(expect_refused("train --resume %s", 1, seeds[i].says));
         free(expect_refused("train --resume %s", 1, "run.txt line 5"));
     }
 }
 
 Test(hostile_run, train_options_txt_values_are_range_checked_on_resume) {
-    put(TRAIN_OPTIONS_FILE, "--steps 4\n--batch 99999999999\n");
+    put(TG_TRAIN_OPTIONS_FILE, "--steps 4\n--batch 99999999999\n");
     free(expect_refused("train --resume %s", 1,
                         "train_options.txt line 2: --batch must be in [1, 1048576], got 99999999999"));
-    put(TRAIN_OPTIONS_FILE, "--steps 4\n--accum 0\n");
+    put(TG_TRAIN_OPTIONS_FILE, "--steps 4\n--accum 0\n");
     free(expect_refused("train --resume %s", 1, "--accum must be in [1, 1048576], got 0"));
-    put(TRAIN_OPTIONS_FILE, "--steps 1e400\n");
+    put(TG_TRAIN_OPTIONS_FILE, "--steps 1e400\n");
     free(expect_refused("train --resume %s", 1, "--steps expects an integer"));
 }
 
@@ -97,26 +97,26 @@ Test(hostile_run, options_files_are_read_strictly_on_resume) {
         size_t len; /* 0: strlen */
         const char *says;
     } cases[] = {
-        {TRAIN_OPTIONS_FILE, "--steps 30\n--lr 0.01\n--steps 40\n", 0,
+        {TG_TRAIN_OPTIONS_FILE, "--steps 30\n--lr 0.01\n--steps 40\n", 0,
          "train_options.txt line 3: --steps again (line 1 set it already); each option appears once"},
-        {TRAIN_OPTIONS_FILE, "--steps 30\n--stepz 5\n", 0,
+        {TG_TRAIN_OPTIONS_FILE, "--steps 30\n--stepz 5\n", 0,
          "train_options.txt line 2: unknown option '--stepz' (did you mean --steps?)"},
-        {TRAIN_OPTIONS_FILE, "--steps 30\n-warmup 3\n", 0,
+        {TG_TRAIN_OPTIONS_FILE, "--steps 30\n-warmup 3\n", 0,
          "train_options.txt line 2: unknown option '-warmup' (did you mean --warmup?)"},
-        {TRAIN_OPTIONS_FILE, "--steps 30\0junk\n", 16, "train_options.txt line 1 holds a NUL byte"},
-        {TRAIN_OPTIONS_FILE, "--steps 30\n--preset small\n", 0,
+        {TG_TRAIN_OPTIONS_FILE, "--steps 30\0junk\n", 16, "train_options.txt line 1 holds a NUL byte"},
+        {TG_TRAIN_OPTIONS_FILE, "--steps 30\n--preset small\n", 0,
          "train_options.txt line 2: --preset is not one of the options this file holds"},
-        {TRAIN_OPTIONS_FILE, "--steps 30\n--lr 0.003\n--min-lr 0.5\n", 0,
+        {TG_TRAIN_OPTIONS_FILE, "--steps 30\n--lr 0.003\n--min-lr 0.5\n", 0,
          "train_options.txt line 3) is above --lr 0.003 ("},
-        {TRAIN_OPTIONS_FILE, "--steps 30\n--lr 1e-320\n", 0, "--lr 1e-320 is below 2.2250738585072014e-308"},
-        {RUN_IDENTITY_FILE, "--preset tiny\n--data CORPUS\n--tokenizer zzz\n--val-fraction 0.1\n--seed 1\n", 0,
+        {TG_TRAIN_OPTIONS_FILE, "--steps 30\n--lr 1e-320\n", 0, "--lr 1e-320 is below 2.2250738585072014e-308"},
+        {TG_RUN_IDENTITY_FILE, "--preset tiny\n--data CORPUS\n--tokenizer zzz\n--val-fraction 0.1\n--seed 1\n", 0,
          "run.txt line 3: --tokenizer must be char, bpe or hf:PATH/tokenizer.json, got 'zzz'"},
-        {RUN_IDENTITY_FILE, "--preset tiny\n--data CORPUS\n--tokenizer char\n--seed 1\n--seed 2\n", 0,
+        {TG_RUN_IDENTITY_FILE, "--preset tiny\n--data CORPUS\n--tokenizer char\n--seed 1\n--seed 2\n", 0,
          "run.txt line 5: --seed again (line 4 set it already)"},
-        {RUN_IDENTITY_FILE, "--preset tiny\n--data CORPUS\n--tokenizer char\n--seed 1\n--steps 9\n", 0,
+        {TG_RUN_IDENTITY_FILE, "--preset tiny\n--data CORPUS\n--tokenizer char\n--seed 1\n--steps 9\n", 0,
          "run.txt line 5: --steps is not one of the options this file holds"},
     };
-    char *options_path = datagen_path(run, TRAIN_OPTIONS_FILE), *identity_path = datagen_path(run, RUN_IDENTITY_FILE);
+    char *options_path = datagen_path(run, TG_TRAIN_OPTIONS_FILE), *identity_path = datagen_path(run, TG_RUN_IDENTITY_FILE);
     char *options = ckpt_read_text(options_path), *identity = ckpt_read_text(identity_path);
     free(options_path), free(identity_path);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -130,20 +130,20 @@ Test(hostile_run, options_files_are_read_strictly_on_resume) {
             snprintf(at, sizeof text - (size_t)(at - text), "%s%s", corpus, tail);
             len = strlen(text);
         }
-        put(TRAIN_OPTIONS_FILE, options);
-        put(RUN_IDENTITY_FILE, identity);
+        put(TG_TRAIN_OPTIONS_FILE, options);
+        put(TG_RUN_IDENTITY_FILE, identity);
         char *path = datagen_path(run, cases[i].file);
         ckpt_write_file(path, text, len);
         free(path);
         free(expect_refused("train --resume %s", 1, cases[i].says));
     }
-    put(TRAIN_OPTIONS_FILE, options);
-    put(RUN_IDENTITY_FILE, identity);
+    put(TG_TRAIN_OPTIONS_FILE, options);
+    put(TG_RUN_IDENTITY_FILE, identity);
     /* a conflict between a flag given now and the file's value is the flag's: exit 2, the line named */
-    put(TRAIN_OPTIONS_FILE, "--steps 30\n--min-lr 0.001\n");
+    put(TG_TRAIN_OPTIONS_FILE, "--steps 30\n--min-lr 0.001\n");
     free(expect_refused("train --resume %s --lr 0.0005", 2, "--min-lr 0.001 ("));
     free(expect_refused("train --resume %s --lr 0.0005", 2, "train_options.txt line 2) is above --lr 0.0005"));
-    put(TRAIN_OPTIONS_FILE, options);
+    put(TG_TRAIN_OPTIONS_FILE, options);
     free(options), free(identity);
 }
 
@@ -153,7 +153,7 @@ Test(hostile_run, lines_of_any_length_are_read_whole) {
     char line[1024] = "--steps ";
     memset(line + 8, '0', 700);
     strcpy(line + 708, "3\n");
-    put(TRAIN_OPTIONS_FILE, line);
+    put(TG_TRAIN_OPTIONS_FILE, line);
     ckpt_expect_resume_reaches(run, "", 3, "--steps 000...0003");
 
     /* and run.txt's string values, through the options reader itself */
@@ -163,14 +163,14 @@ Test(hostile_run, lines_of_any_length_are_read_whole) {
     path_value[sizeof path_value - 1] = '\0';
     snprintf(file, sizeof file, "--data %s\n--seed 7\n", path_value);
     put("identity.txt", file);
-    TrainOptions id;
-    train_options_defaults(&id);
-    OptStrings strings = {0};
+    TgTrainOptions id;
+    tg_train_options_defaults(&id);
+    TgOptStrings strings = {0};
     char *path = datagen_path(run, "identity.txt");
-    assert_ok(opt_read(train_option_table(), &id, TRAIN_OPT_IDENTITY, 0, path, NULL, &strings));
+    assert_ok(tg_opt_read(tg_train_option_table(), &id, TG_TRAIN_OPT_IDENTITY, 0, path, NULL, &strings));
     cr_expect_str_eq(id.data_path, path_value);
     cr_expect_eq(id.seed, 7);
-    opt_strings_free(&strings);
+    tg_opt_strings_free(&strings);
     free(path);
 }
 
@@ -203,17 +203,17 @@ Test(hostile_run, the_report_refuses_steps_no_run_reaches) {
 static void write_close_values_report(void *ctx) {
     struct rlimit limit = {16 << 20, 16 << 20};
     setrlimit(RLIMIT_FSIZE, &limit);
-    Report *r = report_new("close values");
-    ReportChart *c = report_chart(r, "chart", "x", "y", false);
-    ReportSeries *s = report_series(c, "s", 0, false);
-    report_point(s, 1e17, 1e17);
-    report_point(s, 1e17 + 32, 1e17 + 32);
-    ReportChart *log_chart = report_chart(r, "log chart", "x", "y", true);
-    ReportSeries *t = report_series(log_chart, "t", 0, false);
-    report_point(t, 0, 1e-300);
-    report_point(t, 1, 1e300);
-    if (report_write_html(r, ctx) != TG_OK) abort();
-    report_free(r);
+    TgReport *r = tg_report_new("close values");
+    TgReportChart *c = tg_report_chart(r, "chart", "x", "y", false);
+    TgReportSeries *s = tg_report_series(c, "s", 0, false);
+    tg_report_point(s, 1e17, 1e17);
+    tg_report_point(s, 1e17 + 32, 1e17 + 32);
+    TgReportChart *log_chart = tg_report_chart(r, "log chart", "x", "y", true);
+    TgReportSeries *t = tg_report_series(log_chart, "t", 0, false);
+    tg_report_point(t, 0, 1e-300);
+    tg_report_point(t, 1, 1e300);
+    if (tg_report_write_html(r, ctx) != TG_OK) abort();
+    tg_report_free(r);
 }
 
 Test(hostile_run, report_axes_end_for_values_closer_than_their_rounding_gap, .timeout = 30) {
@@ -282,7 +282,7 @@ Test(hostile_run, ckpt_export_makes_its_folder_and_keeps_another_model_s_config)
  * train_options.txt by a file of its own (it was rewritten in place once) and refuses to append
  * to a linked metrics.jsonl; neither link's target changes. */
 Test(hostile_run, a_resume_never_writes_through_a_symlinked_run_file) {
-    char *victim = datagen_path(dir, "victim.txt"), *options = datagen_path(run, TRAIN_OPTIONS_FILE);
+    char *victim = datagen_path(dir, "victim.txt"), *options = datagen_path(run, TG_TRAIN_OPTIONS_FILE);
     datagen_write(dir, "victim.txt", "--steps 3\n", 10);
     cr_assert_eq(unlink(options), 0);
     cr_assert_eq(symlink(victim, options), 0);
@@ -301,7 +301,7 @@ Test(hostile_run, a_resume_never_writes_through_a_symlinked_run_file) {
     datagen_write(dir, "victim.txt", "{\"step\":1}\n", 11);
     cr_assert_eq(unlink(metrics), 0);
     cr_assert_eq(symlink(victim, metrics), 0);
-    put(TRAIN_OPTIONS_FILE, "--steps 4\n");
+    put(TG_TRAIN_OPTIONS_FILE, "--steps 4\n");
     free(expect_refused("train --resume %s", 1, "metrics.jsonl is a symbolic link"));
     text = ckpt_read_file(victim, &len);
     cr_expect(len == 11 && memcmp(text, "{\"step\":1}\n", 11) == 0, "metrics were appended to the symlink's target");
@@ -338,8 +338,8 @@ Test(hostile_run, a_fifo_or_a_device_in_place_of_a_run_file_is_refused_not_waite
         {"val.tok", "eval --run %s", "not a regular file"},
         {"latest", "ckpt info %s", "not a regular file"},
         {"metrics.jsonl", "report %s", "not a regular file"},
-        {TRAIN_OPTIONS_FILE, "train --resume %s", "not a regular file"},
-        {RUN_IDENTITY_FILE, "train --resume %s", "not a regular file"},
+        {TG_TRAIN_OPTIONS_FILE, "train --resume %s", "not a regular file"},
+        {TG_RUN_IDENTITY_FILE, "train --resume %s", "not a regular file"},
     };
     for (int fifo = 0; fifo <= 1; fifo++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -348,12 +348,12 @@ Test(hostile_run, a_fifo_or_a_device_in_place_of_a_run_file_is_refused_not_waite
             restore(cases[i].file);
         }
     /* a FIFO where the metrics are appended to */
-    put(TRAIN_OPTIONS_FILE, "--steps 4\n");
+    put(TG_TRAIN_OPTIONS_FILE, "--steps 4\n");
     plant("metrics.jsonl", true);
     free(expect_refused("train --resume %s", 1, "metrics.jsonl: not a regular file"));
 }
 
-/* ---- where commands write: the one output check (train/output_check.h) ---- */
+/* ---- where commands write: the one output check (run/output_check.h) ---- */
 
 /* Every file of the run folder, its name and bytes: what no refused command may change. */
 static char *run_snapshot(void) {

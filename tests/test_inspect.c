@@ -27,46 +27,46 @@ Test(ffn_stats, dead_units_of_a_constructed_matrix) {
         {0.0f, 0.0f, 0.0f, 0.2f, 0.0f, 1.0f},
         {0.7f, 0.0f, 0.0f, 0.4f, 0.0f, 1e-30f}, /* a tiny value is alive, not dead */
     };
-    FfnActStats s;
-    ffn_stats_init(&s, 6);
-    ffn_stats_add_rows(&s, &a[0][0], 4);
-    cr_assert_eq(ffn_stats_dead_units(&s), 2);
-    cr_assert_float_eq(ffn_stats_dead_fraction(&s), 2.0 / 6.0, 1e-12);
+    TgFfnActStats s;
+    tg_ffn_stats_init(&s, 6);
+    tg_ffn_stats_add_rows(&s, &a[0][0], 4);
+    cr_assert_eq(tg_ffn_stats_dead_units(&s), 2);
+    cr_assert_float_eq(tg_ffn_stats_dead_fraction(&s), 2.0 / 6.0, 1e-12);
     int zeros = 0;
     double sum = 0, sum_sq = 0;
     for (int t = 0; t < 4; t++)
         for (int j = 0; j < 6; j++) zeros += a[t][j] == 0.0f, sum += a[t][j], sum_sq += (double)a[t][j] * a[t][j];
     cr_assert_eq(zeros, 13);
-    cr_assert_float_eq(ffn_stats_zero_fraction(&s), 13.0 / 24.0, 1e-12);
+    cr_assert_float_eq(tg_ffn_stats_zero_fraction(&s), 13.0 / 24.0, 1e-12);
     double mean = sum / 24.0;
-    cr_assert_float_eq(ffn_stats_mean(&s), mean, 1e-9);
-    cr_assert_float_eq(ffn_stats_std(&s), sqrt(sum_sq / 24.0 - mean * mean), 1e-9);
-    ffn_stats_free(&s);
+    cr_assert_float_eq(tg_ffn_stats_mean(&s), mean, 1e-9);
+    cr_assert_float_eq(tg_ffn_stats_std(&s), sqrt(sum_sq / 24.0 - mean * mean), 1e-9);
+    tg_ffn_stats_free(&s);
 }
 
 Test(ffn_stats, a_unit_alive_in_any_batch_is_not_dead) {
     const float first[2][3] = {{0, 0, 1}, {0, 0, 2}};  /* units 0, 1 zero here */
     const float second[1][3] = {{0, 5, 0}};            /* unit 1 fires here */
-    FfnActStats s;
-    ffn_stats_init(&s, 3);
-    cr_assert_eq(ffn_stats_dead_units(&s), 0, "no token seen: nothing can be called dead");
-    ffn_stats_add_rows(&s, &first[0][0], 2);
-    cr_assert_eq(ffn_stats_dead_units(&s), 2);
-    ffn_stats_add_rows(&s, &second[0][0], 1);
-    cr_assert_eq(ffn_stats_dead_units(&s), 1);
+    TgFfnActStats s;
+    tg_ffn_stats_init(&s, 3);
+    cr_assert_eq(tg_ffn_stats_dead_units(&s), 0, "no token seen: nothing can be called dead");
+    tg_ffn_stats_add_rows(&s, &first[0][0], 2);
+    cr_assert_eq(tg_ffn_stats_dead_units(&s), 2);
+    tg_ffn_stats_add_rows(&s, &second[0][0], 1);
+    cr_assert_eq(tg_ffn_stats_dead_units(&s), 1);
     cr_assert_eq(s.tokens, 3);
-    ffn_stats_reset(&s);
+    tg_ffn_stats_reset(&s);
     cr_assert_eq(s.tokens, 0);
-    cr_assert_eq(ffn_stats_dead_units(&s), 0);
-    ffn_stats_free(&s);
+    cr_assert_eq(tg_ffn_stats_dead_units(&s), 0);
+    tg_ffn_stats_free(&s);
 }
 
 Test(ffn_stats, zero_gradient_rows_of_a_constructed_gradient) {
     float data[4 * 3] = {0}, grad[4 * 3] = {1, 2, 3, 0, 0, 0, 0, -1e-20f, 0, 0, 0, 0};
     TgTensor w = {.data = data, .grad = grad};
     tg_tensor_set_shape(&w, 2, (int64_t[]){4, 3});
-    cr_assert_float_eq(zero_grad_row_fraction(&w), 0.5, 1e-12); /* rows 1 and 3 */
-    ParamStats p = param_stats(&w);
+    cr_assert_float_eq(tg_zero_grad_row_fraction(&w), 0.5, 1e-12); /* rows 1 and 3 */
+    TgParamStats p = tg_param_stats(&w);
     cr_assert_float_eq(p.grad_norm, sqrt(14.0), 1e-6);
     cr_assert_float_eq(p.grad_max_abs, 3.0, 1e-12);
     cr_assert_float_eq(p.weight_norm, 0.0, 1e-12);
@@ -82,8 +82,8 @@ static void tiny_config(TgModelConfig *c, TgFfnKind ffn) {
     c->hidden = ffn == TG_FFN_RELU ? 4 * c->dim : tg_model_swiglu_hidden(c->dim);
 }
 
-/* Forward + backward of the initial model on random tokens through model_inspect_batches. */
-static void inspect_at_init(TgFfnKind ffn, ModelInspection *mi, TgModel *m, float **weights_before) {
+/* Forward + backward of the initial model on random tokens through tg_model_inspect_batches. */
+static void inspect_at_init(TgFfnKind ffn, TgModelInspection *mi, TgModel *m, float **weights_before) {
     TgModelConfig c;
     tiny_config(&c, ffn);
     tg_model_build(m, &c);
@@ -100,8 +100,8 @@ static void inspect_at_init(TgFfnKind ffn, ModelInspection *mi, TgModel *m, floa
     }
     TestTape tt;
     test_tape_init(&tt, 1);
-    model_inspection_init(mi, m);
-    double loss = model_inspect_batches(m, &tt.tape, in, tg, NULL, k, B, T, mi);
+    tg_model_inspection_init(mi, m);
+    double loss = tg_model_inspect_batches(m, &tt.tape, in, tg, NULL, k, B, T, mi);
     cr_assert(fabs(loss - log((double)c.vocab)) < 0.3, "initial loss %.3f, ln(vocab) %.3f", loss, log((double)c.vocab));
     test_tape_free(&tt);
     free(in);
@@ -110,40 +110,40 @@ static void inspect_at_init(TgFfnKind ffn, ModelInspection *mi, TgModel *m, floa
 
 Test(model_inspection, relu_hidden_is_about_half_zero_at_init) {
     TgModel m;
-    ModelInspection mi;
+    TgModelInspection mi;
     float *before;
     inspect_at_init(TG_FFN_RELU, &mi, &m, &before);
     for (int64_t l = 0; l < mi.n_layers; l++) {
-        double z = ffn_stats_zero_fraction(&mi.ffn[l]);
+        double z = tg_ffn_stats_zero_fraction(&mi.ffn[l]);
         cr_assert(z >= 0.4 && z <= 0.6, "layer %lld: ReLU zero fraction %.4f outside [0.4, 0.6]", (long long)l, z);
         cr_assert_eq(mi.ffn[l].tokens, 2 * 4 * 16);
         /* with 128 tokens a unit of a random init is almost surely positive somewhere */
-        cr_assert(ffn_stats_dead_fraction(&mi.ffn[l]) < 0.05);
+        cr_assert(tg_ffn_stats_dead_fraction(&mi.ffn[l]) < 0.05);
     }
-    model_inspection_free(&mi);
+    tg_model_inspection_free(&mi);
     free(before);
     tg_model_free(&m);
 }
 
 Test(model_inspection, swiglu_hidden_has_no_exact_zeros_at_init) {
     TgModel m;
-    ModelInspection mi;
+    TgModelInspection mi;
     float *before;
     inspect_at_init(TG_FFN_SWIGLU, &mi, &m, &before);
     for (int64_t l = 0; l < mi.n_layers; l++) {
-        double z = ffn_stats_zero_fraction(&mi.ffn[l]);
+        double z = tg_ffn_stats_zero_fraction(&mi.ffn[l]);
         cr_assert(z < 0.01, "layer %lld: SwiGLU exact-zero fraction %.4f", (long long)l, z);
-        cr_assert_eq(ffn_stats_dead_units(&mi.ffn[l]), 0);
+        cr_assert_eq(tg_ffn_stats_dead_units(&mi.ffn[l]), 0);
         cr_assert_float_eq(mi.w1_zero_grad_rows[l], 0.0, 1e-12);
     }
-    model_inspection_free(&mi);
+    tg_model_inspection_free(&mi);
     free(before);
     tg_model_free(&m);
 }
 
 Test(model_inspection, inspecting_changes_no_weight_and_fills_every_gradient) {
     TgModel m;
-    ModelInspection mi;
+    TgModelInspection mi;
     float *before;
     inspect_at_init(TG_FFN_RELU, &mi, &m, &before);
     cr_assert(memcmp(before, m.params.data, m.params.total * sizeof(float)) == 0, "a weight changed");
@@ -152,7 +152,7 @@ Test(model_inspection, inspecting_changes_no_weight_and_fills_every_gradient) {
         cr_assert(mi.params[i].grad_norm > 0, "%s has a zero gradient", m.params.tensors[i]->name);
         cr_assert(mi.params[i].grad_max_abs <= mi.params[i].grad_norm + 1e-12);
     }
-    model_inspection_free(&mi);
+    tg_model_inspection_free(&mi);
     free(before);
     tg_model_free(&m);
 }
@@ -161,12 +161,12 @@ Test(model_inspection, zero_share_at_init_on_random_inputs_is_a_half_for_relu_an
     TgModelConfig c;
     tiny_config(&c, TG_FFN_RELU);
     /* 512 rows x 256 units x 2 layers: the share of a fair coin's heads within +-0.03 */
-    double relu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
+    double relu = tg_ffn_zero_fraction_at_init(&c, 3, 512, 1);
     cr_assert(relu > 0.47 && relu < 0.53, "ReLU zeros at init %.4f", relu);
     tiny_config(&c, TG_FFN_SWIGLU);
-    double swiglu = ffn_zero_fraction_at_init(&c, 3, 512, 1);
+    double swiglu = tg_ffn_zero_fraction_at_init(&c, 3, 512, 1);
     cr_assert(swiglu < 1e-4, "SwiGLU zeros at init %.6f", swiglu);
-    cr_assert_eq(ffn_zero_fraction_at_init(&c, 3, 512, 1), swiglu, "the same seed gives the same figure");
+    cr_assert_eq(tg_ffn_zero_fraction_at_init(&c, 3, 512, 1), swiglu, "the same seed gives the same figure");
 }
 
 Test(model_inspection, parameter_count_from_the_config_matches_the_model) {
@@ -180,7 +180,7 @@ Test(model_inspection, parameter_count_from_the_config_matches_the_model) {
         int64_t ffn = 0;
         for (int64_t l = 0; l < c.n_layers; l++)
             ffn += m.layers[l].w1->numel + m.layers[l].w2->numel + (m.layers[l].w3 ? m.layers[l].w3->numel : 0);
-        cr_assert_eq(model_config_ffn_param_count(&c), ffn);
+        cr_assert_eq(tg_model_config_ffn_param_count(&c), ffn);
         tg_model_free(&m);
     }
 }
@@ -196,29 +196,29 @@ static void remove_dir(void) {
 TestSuite(report, .init = make_dir, .fini = remove_dir);
 
 Test(report, html_is_balanced_offline_and_holds_every_series) {
-    Report *r = report_new("a <test> & \"report\"");
-    report_heading(r, "section </script> one");
-    report_text(r, "text with < and > and & and a %d", 42);
+    TgReport *r = tg_report_new("a <test> & \"report\"");
+    tg_report_heading(r, "section </script> one");
+    tg_report_text(r, "text with < and > and & and a %d", 42);
     static const char *const header[] = {"name", "value"};
-    ReportTable *t = report_table(r, "a table", 2, header);
-    report_cell(t, "x<y");
-    report_cell(t, "%.2f", 1.5);
-    ReportChart *c = report_chart(r, "linear", "step", "loss", false);
-    ReportSeries *a = report_series(c, "alpha <a&b>", 0, false), *b = report_series(c, "beta", 1, true);
+    TgReportTable *t = tg_report_table(r, "a table", 2, header);
+    tg_report_cell(t, "x<y");
+    tg_report_cell(t, "%.2f", 1.5);
+    TgReportChart *c = tg_report_chart(r, "linear", "step", "loss", false);
+    TgReportSeries *a = tg_report_series(c, "alpha <a&b>", 0, false), *b = tg_report_series(c, "beta", 1, true);
     for (int i = 0; i < 50; i++) {
-        report_point(a, i, 3.0 - 0.01 * i);
-        report_point(b, i, i % 7 == 0 ? NAN : 2.0); /* NaN points are skipped */
+        tg_report_point(a, i, 3.0 - 0.01 * i);
+        tg_report_point(b, i, i % 7 == 0 ? NAN : 2.0); /* NaN points are skipped */
     }
-    ReportChart *lg = report_chart(r, "log", "step", "norm", true);
-    ReportSeries *g = report_series(lg, "gamma", 2, false);
-    report_point(g, 1, 1e-3);
-    report_point(g, 2, 0.0); /* not on a log axis: a gap */
-    report_point(g, 3, 10.0);
-    report_series(lg, "empty", 3, false);
+    TgReportChart *lg = tg_report_chart(r, "log", "step", "norm", true);
+    TgReportSeries *g = tg_report_series(lg, "gamma", 2, false);
+    tg_report_point(g, 1, 1e-3);
+    tg_report_point(g, 2, 0.0); /* not on a log axis: a gap */
+    tg_report_point(g, 3, 10.0);
+    tg_report_series(lg, "empty", 3, false);
     char *html_path = datagen_path(dir, "r.html"), *jsonl_path = datagen_path(dir, "r.jsonl");
-    cr_assert_eq(report_write_html(r, html_path), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(report_write_series_jsonl(r, jsonl_path), TG_OK, "%s", tg_error_message());
-    report_free(r);
+    cr_assert_eq(tg_report_write_html(r, html_path), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_report_write_series_jsonl(r, jsonl_path), TG_OK, "%s", tg_error_message());
+    tg_report_free(r);
 
     char *html = check_read_file(html_path, NULL);
     cr_assert_not_null(html);
@@ -271,27 +271,27 @@ TestSuite(probe, .init = make_dir, .fini = remove_dir, .timeout = 60);
 
 /* A 4-step tiny ReLU run into dir/NAME, statistics at steps 1, 2, 4 with a probe of
  * probe_batches fixed val batches (0: none). */
-static void train_logged(const char *name, int64_t probe_batches, RunHistory *h) {
+static void train_logged(const char *name, int64_t probe_batches, TgRunHistory *h) {
     char *text = datagen_english(5, 30000);
     datagen_write(dir, "text.txt", text, strlen(text));
     free(text);
     char *data = datagen_path(dir, "text.txt"), *out = datagen_path(dir, name);
-    TrainOptions t;
-    train_options_defaults(&t);
+    TgTrainOptions t;
+    tg_train_options_defaults(&t);
     t.preset = "tiny", t.ffn = "relu", t.data_path = data, t.out_dir = out;
     t.steps = 4, t.batch = 2, t.eval_every = 2, t.eval_batches = 1, t.log_grads = 2, t.sample_tokens = 0;
     t.ckpt_every = 0, t.threads = 1;
-    GradLogger g;
-    TrainHooks hooks = grad_logger_hooks(&g, t.log_grads, probe_batches);
-    assert_ok(train_run(&t, NULL, &hooks, NULL));
-    grad_logger_close(&g);
-    assert_ok(run_history_load(out, h));
+    TgGradLogger g;
+    TgTrainHooks hooks = tg_grad_logger_hooks(&g, t.log_grads, probe_batches);
+    assert_ok(tg_train_run(&t, NULL, &hooks, NULL));
+    tg_grad_logger_close(&g);
+    assert_ok(tg_run_history_load(out, h));
     free(data);
     free(out);
 }
 
 Test(probe, logged_on_fixed_val_batches_without_changing_training) {
-    RunHistory plain, probed;
+    TgRunHistory plain, probed;
     train_logged("plain", 0, &plain);
     train_logged("probed", 3, &probed);
     cr_assert_not(plain.has_probe);
@@ -321,22 +321,22 @@ Test(probe, logged_on_fixed_val_batches_without_changing_training) {
     cr_assert_eq(lines, 3);
     free(text);
     free(path);
-    run_history_free(&plain);
-    run_history_free(&probed);
+    tg_run_history_free(&plain);
+    tg_run_history_free(&probed);
 }
 
 Test(report, bands_are_drawn_under_their_series_and_carried_in_the_data) {
-    Report *r = report_new("bands");
-    ReportChart *c = report_chart(r, "spread over seeds", "step", "loss", false);
-    ReportSeries *mean = report_series(c, "mean", 0, false), *plain = report_series(c, "plain", 1, true);
+    TgReport *r = tg_report_new("bands");
+    TgReportChart *c = tg_report_chart(r, "spread over seeds", "step", "loss", false);
+    TgReportSeries *mean = tg_report_series(c, "mean", 0, false), *plain = tg_report_series(c, "plain", 1, true);
     for (int i = 0; i < 6; i++) {
         /* point 2 has no range: the band is drawn as two pieces around it */
-        report_point_range(mean, i, 2.0 + i, i == 2 ? NAN : 1.5 + i, 2.5 + i);
-        report_point(plain, i, 1.0);
+        tg_report_point_range(mean, i, 2.0 + i, i == 2 ? NAN : 1.5 + i, 2.5 + i);
+        tg_report_point(plain, i, 1.0);
     }
     char *path = datagen_path(dir, "bands.html");
-    cr_assert_eq(report_write_html(r, path), TG_OK, "%s", tg_error_message());
-    report_free(r);
+    cr_assert_eq(tg_report_write_html(r, path), TG_OK, "%s", tg_error_message());
+    tg_report_free(r);
     char *html = check_read_file(path, NULL);
     char why[256];
     cr_assert(html_tags_balanced(html, why, sizeof why), "%s", why);
@@ -367,13 +367,13 @@ Test(report, axes_of_huge_values_have_a_bounded_number_of_ticks, .timeout = 20) 
     /* 1e17 and the next double up are 16 apart; the tick step (5) is under half of that, so a
      * tick loop that adds the step to a value would never leave 1e17 */
     double a = 1e17, b = nextafter(1e17, INFINITY);
-    Report *r = report_new("huge");
-    ReportSeries *s = report_series(report_chart(r, "adjacent doubles", "x", "y", false), "s", 0, false);
-    report_point(s, a, a);
-    report_point(s, b, b);
+    TgReport *r = tg_report_new("huge");
+    TgReportSeries *s = tg_report_series(tg_report_chart(r, "adjacent doubles", "x", "y", false), "s", 0, false);
+    tg_report_point(s, a, a);
+    tg_report_point(s, b, b);
     char *path = datagen_path(dir, "huge.html");
-    cr_assert_eq(report_write_html(r, path), TG_OK, "%s", tg_error_message());
-    report_free(r);
+    cr_assert_eq(tg_report_write_html(r, path), TG_OK, "%s", tg_error_message());
+    tg_report_free(r);
     char *html = check_read_file(path, NULL);
     int lines = 0;
     for (const char *p = html; (p = strstr(p, "<line")) != NULL; p++) lines++;

@@ -65,8 +65,8 @@ static void build_run_model(TgModel *m) {
     snprintf(run, sizeof run, "%s/run", dir);
     TgModelConfig c;
     uint64_t fingerprint;
-    cr_assert_eq(checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(checkpoint_read_config(ckpt, &c, &fingerprint), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_read_config(ckpt, &c, &fingerprint), TG_OK, "%s", tg_error_message());
     tg_model_build(m, &c);
 }
 
@@ -146,29 +146,29 @@ Test(inspect_cli, inspect_json_holds_every_parameter_and_dump_reads_back) {
     cJSON_Delete(o);
     free(out);
 
-    StFile *f;
+    TgStFile *f;
     char *path = datagen_path(dir, "g.safetensors");
-    cr_assert_eq(st_open(path, &f), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(st_count(f), (size_t)m.params.count);
+    cr_assert_eq(tg_st_open(path, &f), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_count(f), (size_t)m.params.count);
     for (int i = 0; i < m.params.count; i++) {
         const TgTensor *t = m.params.tensors[i];
         char name[128];
         snprintf(name, sizeof name, "grad.%s", t->name);
-        cr_assert_eq(st_expect_shape(f, name, t->ndim, t->shape), TG_OK, "%s", tg_error_message());
+        cr_assert_eq(tg_st_expect_shape(f, name, t->ndim, t->shape), TG_OK, "%s", tg_error_message());
         float *g = malloc((size_t)t->numel * sizeof(float));
-        cr_assert_eq(st_read_f32(f, name, g, t->numel), TG_OK);
+        cr_assert_eq(tg_st_read_f32(f, name, g, t->numel), TG_OK);
         double norm = 0;
         for (int64_t j = 0; j < t->numel; j++) norm += (double)g[j] * g[j];
         cr_assert_gt(norm, 0, "%s is all zero", name);
         free(g);
     }
-    st_close(f);
+    tg_st_close(f);
     free(path);
 
     /* the table form, from a checkpoint file */
     char ckpt[4200], run[4096];
     snprintf(run, sizeof run, "%s/run", dir);
-    cr_assert_eq(checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK);
+    cr_assert_eq(tg_checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK);
     snprintf(args, sizeof args, "inspect --ckpt '%s' --batches 1 --threads 1", ckpt);
     cr_assert_eq(tapegrad(args), 0);
     out = read_in_dir("out.txt");

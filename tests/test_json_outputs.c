@@ -85,10 +85,10 @@ Test(json_outputs, non_finite_numbers_are_written_as_null) {
     const double values[] = {NAN, INFINITY, -INFINITY, 1.5, -0.0, 1e-310, 1e308};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         fputs("{\"v\":", f);
-        json_write_number(f, values[i], 9);
-        json_write_field(f, "w", values[i], 6);
+        tg_json_write_number(f, values[i], 9);
+        tg_json_write_field(f, "w", values[i], 6);
         fputs(",\"s\":", f);
-        json_write_string(f, "a \"quoted\" \\ path\n\twith\x01 control bytes");
+        tg_json_write_string(f, "a \"quoted\" \\ path\n\twith\x01 control bytes");
         fputs("}\n", f);
     }
     fclose(f);
@@ -101,27 +101,27 @@ Test(json_outputs, non_finite_numbers_are_written_as_null) {
     c.vocab = 16, c.n_layers = 1, c.seq_len = 8;
     TgModel m;
     tg_model_build(&m, &c); /* zeroed */
-    ModelInspection mi;
-    model_inspection_init(&mi, &m);
+    TgModelInspection mi;
+    tg_model_inspection_init(&mi, &m);
     double *ratios = calloc((size_t)m.params.count, sizeof *ratios);
     for (int i = 0; i < m.params.count; i++) ratios[i] = i % 2 ? NAN : INFINITY;
     char *stats = datagen_path(dir, "stats.jsonl");
     f = fopen(stats, "w");
     fputs("{\"step\":1,", f);
-    model_inspection_write_json(f, &mi, &m, ratios, NULL);
+    tg_model_inspection_write_json(f, &mi, &m, ratios, NULL);
     fputs("}\n", f);
     fclose(f);
-    model_inspection_free(&mi);
+    tg_model_inspection_free(&mi);
     tg_model_free(&m);
     /* a report series with a diverged point */
-    Report *r = report_new("diverged");
-    ReportSeries *s = report_series(report_chart(r, "loss", "step", "loss", true), "run", 0, false);
-    report_point(s, 1, 2.5);
-    report_point(s, 2, NAN);
-    report_point(s, 3, INFINITY);
+    TgReport *r = tg_report_new("diverged");
+    TgReportSeries *s = tg_report_series(tg_report_chart(r, "loss", "step", "loss", true), "run", 0, false);
+    tg_report_point(s, 1, 2.5);
+    tg_report_point(s, 2, NAN);
+    tg_report_point(s, 3, INFINITY);
     char *series = datagen_path(dir, "series.jsonl");
-    cr_assert_eq(report_write_series_jsonl(r, series), TG_OK, "%s", tg_error_message());
-    report_free(r);
+    cr_assert_eq(tg_report_write_series_jsonl(r, series), TG_OK, "%s", tg_error_message());
+    tg_report_free(r);
     char paths[8192];
     snprintf(paths, sizeof paths, "'%s' '%s' '%s'", path, stats, series);
     expect_strict_json(paths, 9);

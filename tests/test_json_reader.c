@@ -1,4 +1,4 @@
-/* data/json_reader: json_check accepts exactly RFC 8259's JSON text, each refusal at the right
+/* data/json_reader: tg_json_check accepts exactly RFC 8259's JSON text, each refusal at the right
  * byte; the cursor walks what it accepted and decodes strings with their length. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -9,10 +9,10 @@
 #include "testutil.h"
 
 static TgStatus check(const char *text, size_t len) {
-    char *copy = malloc(len + 1); /* json_check wants the NUL after the text, and nothing more */
+    char *copy = malloc(len + 1); /* tg_json_check wants the NUL after the text, and nothing more */
     memcpy(copy, text, len);
     copy[len] = '\0';
-    TgStatus s = json_check(copy, len, "t.json");
+    TgStatus s = tg_json_check(copy, len, "t.json");
     free(copy);
     return s;
 }
@@ -88,40 +88,40 @@ Test(json_reader, refuses_what_is_not_json_at_its_byte) {
 Test(json_reader, the_cursor_reads_members_and_strings_with_their_length) {
     const char *text = "{\"skip\": [1, {\"x\": \"]}\"}], \"n\\u0061me\": \"a\\u0000b\\ud83d\\ude00\\n\", \"n\": -2.5e1, \"l\": [true, null]}";
     size_t len = strlen(text);
-    assert_ok(json_check(text, len, "t.json"));
-    JsonCursor c = json_cursor(text, len, 0);
-    cr_assert_eq(json_type(&c), JSON_OBJECT);
-    json_enter(&c);
-    JsonString key;
+    assert_ok(tg_json_check(text, len, "t.json"));
+    TgJsonCursor c = tg_json_cursor(text, len, 0);
+    cr_assert_eq(tg_json_type(&c), TG_JSON_OBJECT);
+    tg_json_enter(&c);
+    TgJsonString key;
     int members = 0;
-    while (json_next_key(&c, &key)) {
+    while (tg_json_next_key(&c, &key)) {
         members++;
-        if (json_string_is(key, "skip")) {
-            cr_expect_eq(json_type(&c), JSON_ARRAY);
-            json_skip(&c);
-        } else if (json_string_is(key, "name")) { /* an escaped key */
-            cr_assert_eq(json_type(&c), JSON_STRING);
-            JsonString s = json_read_string(&c);
+        if (tg_json_string_is(key, "skip")) {
+            cr_expect_eq(tg_json_type(&c), TG_JSON_ARRAY);
+            tg_json_skip(&c);
+        } else if (tg_json_string_is(key, "name")) { /* an escaped key */
+            cr_assert_eq(tg_json_type(&c), TG_JSON_STRING);
+            TgJsonString s = tg_json_read_string(&c);
             char out[64];
-            size_t n = json_decode(s, out);
+            size_t n = tg_json_decode(s, out);
             cr_expect(n == 8 && memcmp(out, "a\0b\xf0\x9f\x98\x80\n", 8) == 0, "%zu bytes", n);
-        } else if (json_string_is(key, "n")) {
-            cr_assert_eq(json_type(&c), JSON_NUMBER);
-            cr_expect_eq(json_read_number(&c), -25.0);
+        } else if (tg_json_string_is(key, "n")) {
+            cr_assert_eq(tg_json_type(&c), TG_JSON_NUMBER);
+            cr_expect_eq(tg_json_read_number(&c), -25.0);
         } else {
-            cr_expect(json_string_is(key, "l"));
-            cr_assert_eq(json_type(&c), JSON_ARRAY);
-            json_enter(&c);
-            cr_assert(json_next_item(&c));
-            cr_expect_eq(json_type(&c), JSON_TRUE);
-            json_skip(&c);
-            cr_assert(json_next_item(&c));
-            cr_expect_eq(json_type(&c), JSON_NULL);
-            json_skip(&c);
-            cr_expect_not(json_next_item(&c));
+            cr_expect(tg_json_string_is(key, "l"));
+            cr_assert_eq(tg_json_type(&c), TG_JSON_ARRAY);
+            tg_json_enter(&c);
+            cr_assert(tg_json_next_item(&c));
+            cr_expect_eq(tg_json_type(&c), TG_JSON_TRUE);
+            tg_json_skip(&c);
+            cr_assert(tg_json_next_item(&c));
+            cr_expect_eq(tg_json_type(&c), TG_JSON_NULL);
+            tg_json_skip(&c);
+            cr_expect_not(tg_json_next_item(&c));
         }
     }
     cr_expect_eq(members, 4);
     cr_expect_eq(c.pos, len);
-    cr_expect_not(json_string_is(key, "skip!"));
+    cr_expect_not(tg_json_string_is(key, "skip!"));
 }

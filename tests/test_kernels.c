@@ -43,10 +43,10 @@
 enum { MSG = 512 };
 
 /* the paths to test: every one this CPU runs */
-static int supported_paths(tg_isa *paths) {
+static int supported_paths(TgIsa *paths) {
     int n = 0;
     for (int i = 0; i < TG_ISA_COUNT; i++)
-        if (tg_isa_supported((tg_isa)i)) paths[n++] = (tg_isa)i;
+        if (tg_isa_supported((TgIsa)i)) paths[n++] = (TgIsa)i;
     return n;
 }
 
@@ -116,7 +116,7 @@ static bool check_gemm_case(const TgKernels *kern, const TgGemmPlan *plan, bool 
     return ok;
 }
 
-/* shapes across the tiles (MR 12 or 6, NR 32, 16 or 8), the k slices (equal, at most kc) and the
+/* shapes across the tiles (TG_MR 12 or 6, TG_NR 32, 16 or 8), the k slices (equal, at most kc) and the
  * blocks (mc, nc), with m, n or k of 1, each under three plans: this machine's, one of the
  * smallest blocks (kc 64, two tiles per block: every shape crosses slices and blocks) and one of
  * the longest slices (kc 1024) */
@@ -371,7 +371,7 @@ static const struct {
 };
 
 Test(kernels, every_path_matches_double_references) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     cr_assert_geq(n_paths, 1);
     cr_assert_eq(paths[0], TG_ISA_GENERIC, "generic runs everywhere");
@@ -422,7 +422,7 @@ Test(kernels, the_checks_reject_a_wrong_kernel) {
 static bool same_bits(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof(float)) == 0; }
 
 Test(kernels, each_path_gives_the_same_bits_for_the_same_input_and_any_range_split) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     TgRng rng;
     tg_rng_seed(&rng, 7);
@@ -474,7 +474,7 @@ Test(kernels, each_path_gives_the_same_bits_for_the_same_input_and_any_range_spl
 }
 
 Test(kernels, each_path_gives_gemms_bitwise_equal_on_1_and_2_threads) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     TgPool *pool = tg_pool_create(2);
     TgRng rng;
@@ -504,7 +504,7 @@ Test(kernels, each_path_gives_gemms_bitwise_equal_on_1_and_2_threads) {
 /* ---- across paths ---- */
 
 Test(kernels, paths_agree_within_the_stated_tolerances) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     TgRng rng;
     tg_rng_seed(&rng, 9);
@@ -545,15 +545,15 @@ Test(kernels, paths_agree_within_the_stated_tolerances) {
  * (tests/test_ops_attn.c compares attention with a double reference, across 1 and 2 threads and
  * against recomputation, on every path too.) */
 Test(kernels, every_op_passes_its_gradient_checks_on_every_path) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     for (int p = 0; p < n_paths; p++) {
         cr_assert_eq(tg_isa_set(paths[p]), TG_OK);
         TestTape tt;
         test_tape_init(&tt, 1);
-        int failures = op_checks_run(NULL, &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
+        int failures = tg_op_checks_run(NULL, &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
         size_t old = tg_attention_set_saved_probs_limit(0);
-        failures += op_checks_run("attention", &tt.tape, 2025, 1, tg_op_check_print_failures, stderr);
+        failures += tg_op_checks_run("attention", &tt.tape, 2025, 1, tg_op_check_print_failures, stderr);
         tg_attention_set_saved_probs_limit(old);
         test_tape_free(&tt);
         cr_expect_eq(failures, 0, "%s: %d op check(s) failed", tg_isa_name(paths[p]), failures);
@@ -590,7 +590,7 @@ static void train_two_steps(int threads, float losses[2], float *first_param) {
 }
 
 Test(kernels, a_training_step_runs_on_every_path_and_threads_change_no_bit) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     float losses[TG_ISA_COUNT][2];
     for (int p = 0; p < n_paths; p++) {
@@ -629,8 +629,8 @@ Test(kernels, the_environment_chooses_the_path_and_bad_names_are_refused) {
     cr_assert_eq(tg_isa_init(), TG_OK);
     cr_assert_eq(tg_isa_active(), tg_isa_best());
     for (int i = 0; i < TG_ISA_COUNT; i++)
-        if (!tg_isa_supported((tg_isa)i)) {
-            setenv("TAPEGRAD_ISA", tg_isa_name((tg_isa)i), 1);
+        if (!tg_isa_supported((TgIsa)i)) {
+            setenv("TAPEGRAD_ISA", tg_isa_name((TgIsa)i), 1);
             assert_fails(tg_isa_init(), TG_ERR_ARG, "needs more than this CPU");
         }
     unsetenv("TAPEGRAD_ISA");
@@ -666,7 +666,7 @@ static void print_peak(void) {
 }
 
 Test(kernels, the_peak_measurement_returns_a_rate_on_every_path) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     for (int p = 0; p < n_paths; p++) {
         cr_assert_eq(tg_isa_set(paths[p]), TG_OK);
@@ -749,7 +749,7 @@ Test(kernels, the_gemm_plan_follows_the_caches) {
 /* Only kc orders the sums: on every path, blocks of other sizes (nc, mc) give the same bits, and
  * another kc gives other bits (so the test would see a plan that changes the order). */
 Test(kernels, only_kc_changes_the_bits_of_a_gemm) {
-    tg_isa paths[TG_ISA_COUNT];
+    TgIsa paths[TG_ISA_COUNT];
     int n_paths = supported_paths(paths);
     TgRng rng;
     tg_rng_seed(&rng, 21);

@@ -261,3 +261,127 @@ Test(layout, the_silence_check_finds_a_print_and_ignores_comments) {
     cr_expect_eq(check_silent(path, false), 2, "stderr and _exit on the last line, nothing else");
     unlink(path);
 }
+
+/* ---------------------------------------------------------------- the naming rule */
+
+/* Every name the library holds carries the prefix (docs/contributing.md): each function and
+ * variable that libtapegrad.a defines for other files starts with tg_; each type a library header
+ * declares starts with Tg, each macro and enum value with TG_ (or TAPEGRAD_ for include guards).
+ * Only static names stay short. */
+Test(layout, every_name_of_the_library_carries_the_prefix) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "nm -g --defined-only '%s' 2>/dev/null", TAPEGRAD_STATIC_LIB);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run nm");
+    char line[1024], where[1024] = "";
+    int symbols = 0, bad = 0;
+    while (fgets(line, sizeof line, p)) {
+        char addr[64], type[8], name[512];
+        if (line[strlen(line) - 2] == ':') { /* "libtapegrad.a[file.c.o]:" heads each member */
+            snprintf(where, sizeof where, "%.*s", (int)strlen(line) - 2, line);
+            continue;
+        }
+        if (sscanf(line, "%63s %7s %511s", addr, type, name) != 3 || !strchr("TDBRC", type[0])) continue;
+        symbols++;
+        if (strncmp(name, "tg_", 3) != 0) {
+            fprintf(stderr, "%s: %s has no tg_ prefix\n", where, name);
+            bad++;
+        }
+    }
+    cr_assert_eq(pclose(p), 0, "nm failed on %s", TAPEGRAD_STATIC_LIB);
+    cr_expect_gt(symbols, 500, "nm listed only %d symbols", symbols);
+    cr_expect_eq(bad, 0, "%d symbols of libtapegrad.a without the tg_ prefix (listed above)", bad);
+}
+
+/* The names a header declares: types (after a closing brace or a typedef), macros, enum values. */
+static int check_header_names(const char *path, bool report) {
+    char *code = code_of(path);
+    int bad = 0;
+    for (char *p = code; *p; p++) {
+        char name[256];
+        int n = 0;
+        const char *kind = NULL;
+        if (*p == '}' && sscanf(p + 1, " %255[A-Za-z0-9_] %n", name, &n) == 1 && p[1 + n] == ';') kind = "type";
+        else if (strncmp(p, "#define ", 8) == 0 && sscanf(p + 8, "%255[A-Za-z0-9_]", name) == 1) kind = "macro";
+        if (kind) {
+            bool ok = strcmp(kind, "type") == 0 ? strncmp(name, "Tg", 2) == 0
+                                                : strncmp(name, "TG_", 3) == 0 || strncmp(name, "TAPEGRAD_", 9) == 0 ||
+                                                      strncmp(name, "tg_", 3) == 0;
+            if (!ok) {
+                if (report) fprintf(stderr, "%s: the %s %s has no prefix\n", path, kind, name);
+                bad++;
+            }
+        }
+        if (strncmp(p, "enum", 4) == 0 && !is_name_char(p[4]) && (p == code || !is_name_char(p[-1]))) {
+            char *open = strchr(p, '{'), *semi = strchr(p, ';');
+            if (!open || (semi && semi < open)) continue;
+            int depth = 0;
+            for (char *q = open + 1; *q && *q != '}'; q++) {
+                if (*q == '(') depth++;
+                else if (*q == ')') depth--;
+                if (depth || !(isalpha((unsigned char)*q) || *q == '_') || is_name_char(q[-1]) || q[-1] == '#') continue;
+                char value[256];
+                if (sscanf(q, "%255[A-Za-z0-9_]", value) != 1) continue;
+                const char *before = q - 1;
+                while (before > open && isspace((unsigned char)*before)) before--;
+                if (*before == '{' || *before == ',') {
+                    if (strncmp(value, "TG_", 3) != 0) {
+                        if (report) fprintf(stderr, "%s: the enum value %s has no TG_ prefix\n", path, value);
+                        bad++;
+                    }
+                }
+                q += strlen(value) - 1;
+            }
+        }
+    }
+    free(code);
+    return bad;
+}
+
+static int check_headers_below(const char *dir_path, int *headers) {
+    DIR *d = opendir(dir_path);
+    cr_assert_not_null(d, "no folder %s", dir_path);
+    int bad = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir_path, e->d_name);
+        size_t n = strlen(e->d_name);
+        if (e->d_type == DT_DIR) bad += check_headers_below(path, headers);
+        else if (n > 2 && strcmp(e->d_name + n - 2, ".h") == 0) {
+            bad += check_header_names(path, true);
+            (*headers)++;
+        }
+    }
+    closedir(d);
+    return bad;
+}
+
+Test(layout, every_type_macro_and_enum_value_of_a_library_header_carries_the_prefix) {
+    static const char *const rooms[] = {"include/tapegrad", "lib", "ops", "tokenizer", "data", "model",
+                                        "checkpoint", "run", "train", "export", "inspect"};
+    int bad = 0, headers = 0;
+    for (size_t i = 0; i < sizeof rooms / sizeof rooms[0]; i++) {
+        char dir_path[4096];
+        snprintf(dir_path, sizeof dir_path, "%s/%s", TAPEGRAD_SOURCE_DIR, rooms[i]);
+        bad += check_headers_below(dir_path, &headers);
+    }
+    cr_expect_gt(headers, 60, "only %d headers found", headers);
+    cr_expect_eq(bad, 0, "%d names in library headers without their prefix (listed above)", bad);
+}
+
+/* The header scan finds what it must. */
+Test(layout, the_name_check_finds_unprefixed_names) {
+    char path[] = "/tmp/tapegrad-layout-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char *text = "/* typedef struct Run { int x; } Run; */\n"
+                       "typedef struct TgRun { int x; } TgRun;\n"
+                       "typedef struct { int y; } Loader;\n"
+                       "#define TG_OK_MACRO 1\n#define BAD_MACRO 2\n"
+                       "typedef enum { TG_A, B = (1 << 2), TG_C } TgE;\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    cr_expect_eq(check_header_names(path, false), 3, "Loader, BAD_MACRO and B, nothing else");
+    unlink(path);
+}

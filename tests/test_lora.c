@@ -185,15 +185,15 @@ Test(lora, an_adapter_loads_onto_its_base_and_is_refused_on_another_naming_both)
     TgModel m, same, other;
     build(&m, true);
     perturb_b(&m, 3);
-    TrainerState state = {.step = 7, .best_val_loss = INFINITY, .seed = 1};
-    CheckpointSource src = checkpoint_source_of(&m, 0xabcdu, &state);
-    assert_ok(checkpoint_write(path, &src));
-    CheckpointInfo info;
-    assert_ok(checkpoint_read_header(path, &info));
-    cr_expect(info.flags & CHECKPOINT_FLAG_ADAPTER);
+    TgTrainerState state = {.step = 7, .best_val_loss = INFINITY, .seed = 1};
+    TgCheckpointSource src = tg_checkpoint_source_of(&m, 0xabcdu, &state);
+    assert_ok(tg_checkpoint_write(path, &src));
+    TgCheckpointInfo info;
+    assert_ok(tg_checkpoint_read_header(path, &info));
+    cr_expect(info.flags & TG_CHECKPOINT_FLAG_ADAPTER);
     /* the same base: every adapter weight back, bitwise */
     build(&same, false);
-    assert_ok(adapter_load(path, &same, "base-one", 0xabcdu, &info));
+    assert_ok(tg_adapter_load(path, &same, "base-one", 0xabcdu, &info));
     cr_expect_eq(info.state.step, 7);
     cr_expect_eq(same.lora->params.total, m.lora->params.total);
     cr_expect_eq(memcmp(same.lora->params.data, m.lora->params.data, m.lora->params.total * sizeof(float)), 0);
@@ -203,16 +203,16 @@ Test(lora, an_adapter_loads_onto_its_base_and_is_refused_on_another_naming_both)
     char want[32], have[32];
     snprintf(want, sizeof want, "%016llx", (unsigned long long)m.lora->base_fingerprint);
     snprintf(have, sizeof have, "%016llx", (unsigned long long)tg_model_weights_fingerprint(&other));
-    cr_expect_eq(adapter_load(path, &other, "base-two", 0xabcdu, NULL), TG_ERR_MISMATCH);
+    cr_expect_eq(tg_adapter_load(path, &other, "base-two", 0xabcdu, NULL), TG_ERR_MISMATCH);
     const char *msg = tg_error_message();
     cr_expect(strstr(msg, path) && strstr(msg, "base-two") && strstr(msg, want) && strstr(msg, have), "%s", msg);
     cr_expect_null(other.lora, "a refused adapter stays off the model");
     /* the right base with another tokenizer */
-    cr_expect_eq(adapter_load(path, &other, "base-two", 0x1234u, NULL), TG_ERR_MISMATCH);
+    cr_expect_eq(tg_adapter_load(path, &other, "base-two", 0x1234u, NULL), TG_ERR_MISMATCH);
     /* and as a whole model's checkpoint it is refused, saying what it is */
     TgModel whole;
     tg_model_build(&whole, &small_cfg);
-    cr_expect_eq(checkpoint_load(path, &whole, NULL), TG_ERR_MISMATCH);
+    cr_expect_eq(tg_checkpoint_load(path, &whole, NULL), TG_ERR_MISMATCH);
     cr_expect(strstr(tg_error_message(), "a LoRA adapter's checkpoint"), "%s", tg_error_message());
     tg_model_free(&whole), tg_model_free(&m), tg_model_free(&same), tg_model_free(&other);
     datagen_remove_tree(dir);
@@ -238,9 +238,9 @@ static char *conversations(void) {
 
 /* The adapters (weights and moments) and trainer state of two LoRA runs' latest checkpoints agree bitwise. */
 static void expect_same_adapters(const char *a, const char *b) {
-    Run ra, rb;
-    assert_ok(run_open_existing(a, &ra));
-    assert_ok(run_open_existing(b, &rb));
+    TgRun ra, rb;
+    assert_ok(tg_run_open_existing(a, &ra));
+    assert_ok(tg_run_open_existing(b, &rb));
     cr_assert(ra.model.lora && rb.model.lora, "both runs hold adapters");
     const TgParamStore *x = &ra.model.lora->params, *y = &rb.model.lora->params;
     size_t bytes = x->total * sizeof(float);
@@ -249,8 +249,8 @@ static void expect_same_adapters(const char *a, const char *b) {
               "%s and %s hold different adapters or moments", a, b);
     cr_expect_eq(ra.state.step, rb.state.step);
     cr_expect_eq(memcmp(&ra.state.loader, &rb.state.loader, sizeof ra.state.loader), 0, "loader states differ");
-    run_close(&ra);
-    run_close(&rb);
+    tg_run_close(&ra);
+    tg_run_close(&rb);
 }
 
 Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .fini = teardown, .timeout = 120) {
@@ -295,33 +295,33 @@ Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .f
     cr_expect(rc == 0 && strstr(out, "model.embed_tokens.weight") && !strstr(out, "lora_"), "%s", out);
     free(out);
     /* the PEFT folder: A and B of every adapted linear under PEFT's names, bitwise the run's, and its config */
-    char *peft = datagen_path(dir, "peft"), *st_path = datagen_path(peft, "adapter_model.safetensors");
+    char *peft = datagen_path(dir, "peft"), *tg_st_path = datagen_path(peft, "adapter_model.safetensors");
     char *config_path = datagen_path(peft, "adapter_config.json");
     rc = ckpt_cli(&out, "ckpt export %s --peft %s", straight, peft);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    Run lora_run;
-    assert_ok(run_open_existing(straight, &lora_run));
-    StFile *st;
-    assert_ok(st_open(st_path, &st));
+    TgRun lora_run;
+    assert_ok(tg_run_open_existing(straight, &lora_run));
+    TgStFile *st;
+    assert_ok(tg_st_open(tg_st_path, &st));
     const TgParamStore *ad = &lora_run.model.lora->params;
-    cr_expect_eq(st_count(st), (size_t)ad->count);
+    cr_expect_eq(tg_st_count(st), (size_t)ad->count);
     for (int i = 0; i < ad->count; i++) {
         char name[TG_NAME_CAP + 32];
         snprintf(name, sizeof name, "base_model.model.%s", ad->tensors[i]->name);
         float *got = malloc((size_t)ad->tensors[i]->numel * sizeof(float));
-        cr_expect_eq(st_expect_shape(st, name, 2, ad->tensors[i]->shape), TG_OK, "%s", tg_error_message());
-        cr_expect_eq(st_read_f32(st, name, got, ad->tensors[i]->numel), TG_OK, "%s", tg_error_message());
+        cr_expect_eq(tg_st_expect_shape(st, name, 2, ad->tensors[i]->shape), TG_OK, "%s", tg_error_message());
+        cr_expect_eq(tg_st_read_f32(st, name, got, ad->tensors[i]->numel), TG_OK, "%s", tg_error_message());
         cr_expect_eq(memcmp(got, ad->tensors[i]->data, (size_t)ad->tensors[i]->numel * sizeof(float)), 0, "%s", name);
         free(got);
     }
-    st_close(st);
-    run_close(&lora_run);
+    tg_st_close(st);
+    tg_run_close(&lora_run);
     char *config = ckpt_read_text(config_path);
     cr_expect(strstr(config, "\"peft_type\":\t\"LORA\"") && strstr(config, "\"r\":\t4") && strstr(config, "\"lora_alpha\":\t8") &&
                   strstr(config, "[\"q_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"]"),
               "%s", config);
-    free(config), free(peft), free(st_path), free(config_path);
+    free(config), free(peft), free(tg_st_path), free(config_path);
     /* never over a run's files, and the message says so (a merge writes nothing to resume) */
     rc = ckpt_cli(&out, "ckpt merge %s --out %s", straight, base);
     cr_expect(rc == 2 && strstr(out, "holds another run") && strstr(out, "name a new folder"), "%s", out);
@@ -579,14 +579,14 @@ static void retag(const char *path, const char *tag) {
  * not the stream's floats are byte-shuffled). */
 static void fill_record(uint8_t *raw, size_t len, const char *name, float value) {
     CkptRecord rec;
-    cr_assert(ckpt_raw_find(raw, len, name, CHECKPOINT_KIND_WEIGHT, &rec), "no record %s", name);
+    cr_assert(ckpt_raw_find(raw, len, name, TG_CHECKPOINT_KIND_WEIGHT, &rec), "no record %s", name);
     size_t data = rec.shape + 8 * rec.ndim, n = (rec.end - data) / 4;
     uint32_t flags;
     memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
     uint8_t bytes[4];
     memcpy(bytes, &value, 4);
     for (size_t i = 0; i < n; i++)
-        for (int b = 0; b < 4; b++) raw[(flags & CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + i : data + 4 * i + b] = bytes[b];
+        for (int b = 0; b < 4; b++) raw[(flags & TG_CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + i : data + 4 * i + b] = bytes[b];
 }
 
 /* An adapter whose tag says alpha 1e308 (or a rank above its base's width) is refused by every
@@ -596,8 +596,8 @@ Test(lora_cli, adapters_that_overflow_are_refused_by_every_command, .init = setu
     char *base = datagen_path(dir, "base"), *run = datagen_path(dir, "lora"), *out = NULL;
     base_and_lora(base, 1, run, "--lora-rank 4");
     char *ckpt = datagen_path(run, "ckpt-00000002.tgck"), *merged = datagen_path(dir, "merged");
-    CheckpointInfo info;
-    assert_ok(checkpoint_read_header(ckpt, &info));
+    TgCheckpointInfo info;
+    assert_ok(tg_checkpoint_read_header(ckpt, &info));
     const char *fingerprint = strstr(info.tag, " b");
     cr_assert(fingerprint, "%s", info.tag);
     size_t len;

@@ -105,43 +105,43 @@ Test(memory, the_activation_estimate_bounds_the_arena_peak_closely, .timeout = 3
     }
 }
 
-static const MemoryLimit machine = {23.4 * 1024 * 1024 * 1024, "physical memory"};
+static const TgMemoryLimit machine = {23.4 * 1024 * 1024 * 1024, "physical memory"};
 
 Test(memory, a_plan_names_the_flag_what_it_needs_and_what_the_machine_has) {
     char text[64];
-    memory_format(23.4 * 1024 * 1024 * 1024, text, sizeof text);
+    tg_memory_format(23.4 * 1024 * 1024 * 1024, text, sizeof text);
     cr_expect_str_eq(text, "23.4 GiB");
-    memory_format(512 * 1024, text, sizeof text);
+    tg_memory_format(512 * 1024, text, sizeof text);
     cr_expect_str_eq(text, "512 KiB");
-    memory_format(2.0 * 1024 * 1024 * 1024 * 1024, text, sizeof text);
+    tg_memory_format(2.0 * 1024 * 1024 * 1024 * 1024, text, sizeof text);
     cr_expect_str_eq(text, "2.00 TiB");
-    memory_format(100, text, sizeof text);
+    tg_memory_format(100, text, sizeof text);
     cr_expect_str_eq(text, "100 bytes");
 
-    MemoryPlan plan = {0};
-    memory_plan_add(&plan, 1e9, "the model", "a smaller --preset", "for its parameters");
-    memory_plan_add(&plan, 2.3e12, "--batch 1048576", "lower --batch or --seq", "for one step's activations");
-    assert_fails(memory_plan_check_against(&plan, machine), TG_ERR_ARG,
+    TgMemoryPlan plan = {0};
+    tg_memory_plan_add(&plan, 1e9, "the model", "a smaller --preset", "for its parameters");
+    tg_memory_plan_add(&plan, 2.3e12, "--batch 1048576", "lower --batch or --seq", "for one step's activations");
+    assert_fails(tg_memory_plan_check_against(&plan, machine), TG_ERR_ARG,
                  "--batch 1048576 needs about 2.09 TiB for one step's activations; this machine has 23.4 GiB (physical "
                  "memory): lower --batch or --seq");
     /* no item alone is too large, together they are: the largest flag's is named, and the total */
-    plan = (MemoryPlan){0};
-    memory_plan_add(&plan, 14e9, "--batch 512", "lower --batch", "for one step's activations");
-    memory_plan_add(&plan, 12e9, "--eval-batches 4000", "lower --eval-batches", "for its val batches");
-    memory_plan_add(&plan, 2e9, NULL, NULL, "for the corpus's tokens");
-    assert_fails(memory_plan_check_against(&plan, machine), TG_ERR_ARG,
+    plan = (TgMemoryPlan){0};
+    tg_memory_plan_add(&plan, 14e9, "--batch 512", "lower --batch", "for one step's activations");
+    tg_memory_plan_add(&plan, 12e9, "--eval-batches 4000", "lower --eval-batches", "for its val batches");
+    tg_memory_plan_add(&plan, 2e9, NULL, NULL, "for the corpus's tokens");
+    assert_fails(tg_memory_plan_check_against(&plan, machine), TG_ERR_ARG,
                  "--batch 512 needs about 13.0 GiB for one step's activations, 26.1 GiB in all; this machine has");
     /* what no flag can change: a file's fault, exit 1 */
-    plan = (MemoryPlan){0};
-    memory_plan_add(&plan, 1e11, "run/ckpt-00000100.tgck", NULL, "to load its model");
-    assert_fails(memory_plan_check_against(&plan, machine), TG_ERR_NOMEM,
+    plan = (TgMemoryPlan){0};
+    tg_memory_plan_add(&plan, 1e11, "run/ckpt-00000100.tgck", NULL, "to load its model");
+    assert_fails(tg_memory_plan_check_against(&plan, machine), TG_ERR_NOMEM,
                  "run/ckpt-00000100.tgck needs about 93.1 GiB to load its model; this machine has 23.4 GiB");
     /* what fits passes; an estimate beyond any integer does not */
-    plan = (MemoryPlan){0};
-    memory_plan_add(&plan, 1e9, "--batch 4", "lower --batch", "for one step");
-    assert_ok(memory_plan_check_against(&plan, machine));
-    memory_plan_add(&plan, INFINITY, "--seq 1048576", "lower --seq", "for attention");
-    assert_fails(memory_plan_check_against(&plan, machine), TG_ERR_ARG, "--seq 1048576 needs about inf");
+    plan = (TgMemoryPlan){0};
+    tg_memory_plan_add(&plan, 1e9, "--batch 4", "lower --batch", "for one step");
+    assert_ok(tg_memory_plan_check_against(&plan, machine));
+    tg_memory_plan_add(&plan, INFINITY, "--seq 1048576", "lower --seq", "for attention");
+    assert_fails(tg_memory_plan_check_against(&plan, machine), TG_ERR_ARG, "--seq 1048576 needs about inf");
 }
 
 Test(memory, the_limit_is_the_lowest_of_the_cgroups_and_their_parents) {
@@ -149,22 +149,22 @@ Test(memory, the_limit_is_the_lowest_of_the_cgroups_and_their_parents) {
     /* cgroup v2: the process's group has no limit of its own, its parent one of 4 GiB */
     datagen_write(root, "user.slice/memory.max", "4294967296\n", 11);
     datagen_write(root, "user.slice/job/memory.max", "max\n", 4);
-    MemoryLimit v2 = memory_cgroup_limit("0::/user.slice/job\n", root);
+    TgMemoryLimit v2 = tg_memory_cgroup_limit("0::/user.slice/job\n", root);
     cr_expect_eq(v2.bytes, 4294967296.0);
     cr_expect_str_eq(v2.source, "cgroup memory.max");
     /* cgroup v1: the memory controller's hierarchy, its "no limit" (2^63 - 4096) and a real one */
     datagen_write(root, "memory/memory.limit_in_bytes", "9223372036854771712\n", 20);
     datagen_write(root, "memory/docker/abc/memory.limit_in_bytes", "2147483648\n", 11);
-    MemoryLimit v1 = memory_cgroup_limit("12:pids:/docker/abc\n4:cpu,memory:/docker/abc\n", root);
+    TgMemoryLimit v1 = tg_memory_cgroup_limit("12:pids:/docker/abc\n4:cpu,memory:/docker/abc\n", root);
     cr_expect_eq(v1.bytes, 2147483648.0);
     cr_expect_str_eq(v1.source, "cgroup memory.limit_in_bytes");
     /* nothing set, or a group that is not there: no limit */
-    cr_expect(isinf(memory_cgroup_limit("0::/elsewhere\n", root).bytes));
-    cr_expect(isinf(memory_cgroup_limit("", root).bytes));
+    cr_expect(isinf(tg_memory_cgroup_limit("0::/elsewhere\n", root).bytes));
+    cr_expect(isinf(tg_memory_cgroup_limit("", root).bytes));
     datagen_remove_tree(root);
     free(root);
     /* this machine: physical memory at most, and something known */
-    MemoryLimit here = memory_limit();
+    TgMemoryLimit here = tg_memory_limit();
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     cr_expect(here.bytes > 0 && here.bytes <= (double)pages * (double)page, "%g bytes (%s)", here.bytes, here.source);
 }
@@ -174,7 +174,7 @@ Test(memory, an_address_space_limit_is_the_limit) {
     /* Criterion runs each test in a process of its own: the limit dies with it */
     struct rlimit rl = {(rlim_t)3 << 30, RLIM_INFINITY};
     cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
-    MemoryLimit l = memory_limit();
+    TgMemoryLimit l = tg_memory_limit();
     cr_expect_eq(l.bytes, 3.0 * (1 << 30));
     cr_expect(strstr(l.source, "RLIMIT_AS"), "%s", l.source);
 }

@@ -35,7 +35,7 @@ static void collect(const TgTape *tape, OpNames *seen) {
 static void uncovered(const OpNames *seen, char *out, size_t cap) {
     out[0] = '\0';
     for (int k = 0; k < seen->count; k++)
-        if (op_check_cases_of(seen->names[k]) == 0)
+        if (tg_op_check_cases_of(seen->names[k]) == 0)
             snprintf(out + strlen(out), cap - strlen(out), "%s%s", out[0] ? ", " : "", seen->names[k]);
 }
 

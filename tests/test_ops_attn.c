@@ -15,12 +15,12 @@
 
 /* The tests that compare against references, across thread counts and against recomputation run
  * on every kernel path this CPU supports (lib/cpu.h): FOR_EACH_PATH(isa) { ... } */
-static bool select_path(tg_isa isa) {
+static bool select_path(TgIsa isa) {
     cr_assert_eq(tg_isa_set(isa), TG_OK);
     return true;
 }
-#define FOR_EACH_PATH(isa)                                                     \
-    for (tg_isa isa = TG_ISA_GENERIC; (int)isa < TG_ISA_COUNT; isa = (tg_isa)(isa + 1)) \
+#define FOR_EACH_PATH(isa)                                                            \
+    for (TgIsa isa = TG_ISA_GENERIC; (int)isa < TG_ISA_COUNT; isa = (TgIsa)(isa + 1)) \
         if (tg_isa_supported(isa) && select_path(isa))
 
 /* ---- the registered gradient checks run in test_gradcheck.c; here the backward's other path ---- */
@@ -30,10 +30,10 @@ Test(gradcheck_attn, attention_recomputing_probs) {
     size_t old = tg_attention_set_saved_probs_limit(0);
     TestTape tt;
     test_tape_init(&tt, 1);
-    int failures = op_checks_run("attention", &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
+    int failures = tg_op_checks_run("attention", &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
     test_tape_free(&tt);
     tg_attention_set_saved_probs_limit(old);
-    cr_assert_gt(op_check_cases_of("attention"), 0);
+    cr_assert_gt(tg_op_check_cases_of("attention"), 0);
     cr_assert_eq(failures, 0, "%d attention case(s) failed with recomputed probabilities", failures);
 }
 

@@ -21,35 +21,35 @@ typedef struct {
 } Toy;
 
 enum { SAVED = 1 };
-static const OptSpec toy_specs[] = {
-    OPT(Toy, steps, "--steps", OPT_INT64, "steps", OPT_POSITIVE, NULL, SAVED, NULL),
-    OPT(Toy, threads, "--threads", OPT_INT, "threads", OPT_BETWEEN(1, 256), NULL, SAVED, NULL),
-    OPT(Toy, lr, "--lr", OPT_DOUBLE, "learning rate", OPT_POSITIVE, NULL, SAVED, NULL),
-    OPT(Toy, fraction, "--fraction", OPT_DOUBLE, "a share", OPT_FRACTION, NULL, 0, NULL),
-    OPT(Toy, name, "--name", OPT_STRING, "a name", OPT_ANY, "alpha|beta", SAVED, NULL),
-    OPT(Toy, verbose, "--verbose", OPT_BOOL, "talk", OPT_ANY, NULL, 0, NULL),
+static const TgOptSpec toy_specs[] = {
+    TG_OPT(Toy, steps, "--steps", TG_OPT_INT64, "steps", TG_OPT_POSITIVE, NULL, SAVED, NULL),
+    TG_OPT(Toy, threads, "--threads", TG_OPT_INT, "threads", TG_OPT_BETWEEN(1, 256), NULL, SAVED, NULL),
+    TG_OPT(Toy, lr, "--lr", TG_OPT_DOUBLE, "learning rate", TG_OPT_POSITIVE, NULL, SAVED, NULL),
+    TG_OPT(Toy, fraction, "--fraction", TG_OPT_DOUBLE, "a share", TG_OPT_FRACTION, NULL, 0, NULL),
+    TG_OPT(Toy, name, "--name", TG_OPT_STRING, "a name", TG_OPT_ANY, "alpha|beta", SAVED, NULL),
+    TG_OPT(Toy, verbose, "--verbose", TG_OPT_BOOL, "talk", TG_OPT_ANY, NULL, 0, NULL),
 };
-static const OptTable toy = {"toy", NULL, toy_specs, 6, 1};
+static const TgOptTable toy = {"toy", NULL, toy_specs, 6, 1};
 
-static TgStatus parse(Toy *t, OptSet *given, const char *const *args, int n) {
+static TgStatus parse(Toy *t, TgOptSet *given, const char *const *args, int n) {
     char *argv[16] = {"toy"};
     for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
     const char *positional[1];
     int n_positional = 0;
     bool help;
-    return opt_parse(&toy, t, given, n + 1, argv, positional, &n_positional, &help);
+    return tg_opt_parse(&toy, t, given, n + 1, argv, positional, &n_positional, &help);
 }
 
 Test(options, parse_sets_fields_and_given_bits) {
     Toy t = {.steps = 10, .threads = 2, .lr = 1e-3, .fraction = 0.5};
-    OptSet given;
+    TgOptSet given;
     assert_ok(parse(&t, &given, (const char *[]){"--steps", "40", "--lr=3e-3", "--name", "beta", "--verbose"}, 6));
     cr_expect_eq(t.steps, 40);
     cr_expect_eq(t.lr, 3e-3);
     cr_expect_str_eq(t.name, "beta");
     cr_expect(t.verbose);
     cr_expect_eq(t.threads, 2, "not given: unchanged");
-    cr_expect_eq(given, OPT_BIT(0) | OPT_BIT(2) | OPT_BIT(4) | OPT_BIT(5));
+    cr_expect_eq(given, TG_OPT_BIT(0) | TG_OPT_BIT(2) | TG_OPT_BIT(4) | TG_OPT_BIT(5));
 }
 
 Test(options, bad_values_name_the_flag_and_what_it_takes) {
@@ -86,32 +86,32 @@ Test(options, bad_values_name_the_flag_and_what_it_takes) {
 Test(options, saved_file_round_trips_and_is_range_checked) {
     char *dir = datagen_tempdir(), *path = datagen_path(dir, "opts.txt");
     Toy t = {.steps = 77, .threads = 3, .lr = 0.125, .fraction = 0.25, .name = "alpha"};
-    assert_ok(opt_write(&toy, &t, SAVED, path));
+    assert_ok(tg_opt_write(&toy, &t, SAVED, path));
     Toy back = {.steps = 1, .threads = 1, .lr = 1, .fraction = 0.9};
-    OptStrings strings = {0};
-    OptFileRead from;
+    TgOptStrings strings = {0};
+    TgOptFileRead from;
     /* --threads was given on the command line: the file does not override it */
-    assert_ok(opt_read(&toy, &back, SAVED, OPT_BIT(1), path, &from, &strings));
+    assert_ok(tg_opt_read(&toy, &back, SAVED, TG_OPT_BIT(1), path, &from, &strings));
     cr_expect_eq(back.steps, 77);
     cr_expect_eq(back.lr, 0.125);
     cr_expect_str_eq(back.name, "alpha");
     cr_expect_eq(back.threads, 1);
     cr_expect_eq(back.fraction, 0.9, "not in the saved group");
-    cr_expect_eq(from.read, OPT_BIT(0) | OPT_BIT(2) | OPT_BIT(4));
+    cr_expect_eq(from.read, TG_OPT_BIT(0) | TG_OPT_BIT(2) | TG_OPT_BIT(4));
     cr_expect_eq(from.line[0], 1);
     cr_expect_eq(from.line[1], 2, "kept, but in the file");
     /* a value written by hand is checked as a flag would be, with the file and line named */
     datagen_write(dir, "opts.txt", "--steps 5\n--lr -1\n", 18);
-    assert_fails(opt_read(&toy, &back, SAVED, 0, path, NULL, &strings), TG_ERR_FORMAT,
+    assert_fails(tg_opt_read(&toy, &back, SAVED, 0, path, NULL, &strings), TG_ERR_FORMAT,
                  "opts.txt line 2: --lr must be positive");
     /* the older "key value" form */
     datagen_write(dir, "opts.txt", "steps 9\nname beta\n", 18);
-    assert_ok(opt_read(&toy, &back, SAVED, 0, path, NULL, &strings));
+    assert_ok(tg_opt_read(&toy, &back, SAVED, 0, path, NULL, &strings));
     cr_expect_eq(back.steps, 9);
     cr_expect_str_eq(back.name, "beta");
     datagen_write(dir, "opts.txt", "garbage\n", 8);
-    assert_fails(opt_read(&toy, &back, SAVED, 0, path, NULL, &strings), TG_ERR_FORMAT, "expected \"--flag value\"");
-    opt_strings_free(&strings);
+    assert_fails(tg_opt_read(&toy, &back, SAVED, 0, path, NULL, &strings), TG_ERR_FORMAT, "expected \"--flag value\"");
+    tg_opt_strings_free(&strings);
     datagen_remove_tree(dir);
     free(path);
     free(dir);
@@ -120,31 +120,31 @@ Test(options, saved_file_round_trips_and_is_range_checked) {
 /* The training table: every flag has help, a range or choices are enforced, and validation sees
  * the options against each other before anything is written. */
 Test(options, training_options_are_validated_once_and_together) {
-    const OptTable *t = train_option_table();
+    const TgOptTable *t = tg_train_option_table();
     for (int i = 0; i < t->count; i++) {
         cr_expect(t->specs[i].help && t->specs[i].help[0], "%s has no help", t->specs[i].flag);
         cr_expect_eq(strncmp(t->specs[i].flag, "--", 2), 0);
         for (int j = 0; j < i; j++) cr_expect_str_neq(t->specs[i].flag, t->specs[j].flag);
     }
-    TrainOptions o;
-    train_options_defaults(&o);
-    assert_ok(train_options_validate(&o));
+    TgTrainOptions o;
+    tg_train_options_defaults(&o);
+    assert_ok(tg_train_options_validate(&o));
     o.resume = "run", o.out_dir = "elsewhere";
-    assert_fails(train_options_validate(&o), TG_ERR_ARG, "drop --out");
-    train_options_defaults(&o);
+    assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "drop --out");
+    tg_train_options_defaults(&o);
     o.stop_after = 2000;
-    assert_fails(train_options_validate(&o), TG_ERR_ARG, "--stop-after 2000 is past --steps 1500");
-    train_options_defaults(&o);
+    assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "--stop-after 2000 is past --steps 1500");
+    tg_train_options_defaults(&o);
     o.steps = -3;
-    o.given = OPT_BIT(opt_find(t, "--steps"));
-    assert_fails(train_options_validate(&o), TG_ERR_ARG, "--steps must be in [1, 9007199254740992], got -3");
-    train_options_defaults(&o);
+    o.given = TG_OPT_BIT(tg_opt_find(t, "--steps"));
+    assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "--steps must be in [1, 9007199254740992], got -3");
+    tg_train_options_defaults(&o);
     o.model.vocab = 200;
-    o.given = OPT_BIT(opt_find(t, "--vocab"));
-    assert_fails(train_options_validate(&o), TG_ERR_ARG, "--vocab 200 is below 257");
+    o.given = TG_OPT_BIT(tg_opt_find(t, "--vocab"));
+    assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "--vocab 200 is below 257");
     /* the saved group is what train_options.txt holds; identity options are never in it */
     for (int i = 0; i < t->count; i++)
-        cr_expect(!((t->specs[i].group & TRAIN_OPT_SAVED) && (t->specs[i].group & TRAIN_OPT_IDENTITY)), "%s",
+        cr_expect(!((t->specs[i].group & TG_TRAIN_OPT_SAVED) && (t->specs[i].group & TG_TRAIN_OPT_IDENTITY)), "%s",
                   t->specs[i].flag);
 }
 
@@ -174,14 +174,14 @@ Test(options, files_refuse_repeats_unknown_keys_other_groups_and_nul_bytes) {
         size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
         datagen_write(dir, "opts.txt", cases[i].text, len);
         Toy t = {.steps = 1, .threads = 2, .lr = 1};
-        OptStrings strings = {0};
-        assert_fails(opt_read(&toy, &t, SAVED, OPT_BIT(1), path, NULL, &strings), TG_ERR_FORMAT, cases[i].says);
+        TgOptStrings strings = {0};
+        assert_fails(tg_opt_read(&toy, &t, SAVED, TG_OPT_BIT(1), path, NULL, &strings), TG_ERR_FORMAT, cases[i].says);
         cr_expect_eq(t.threads, 2, "a kept value stays, even when the file's is bad");
-        opt_strings_free(&strings);
+        tg_opt_strings_free(&strings);
     }
-    /* what opt_write cannot store is refused rather than written as two lines */
+    /* what tg_opt_write cannot store is refused rather than written as two lines */
     Toy t = {.steps = 1, .threads = 2, .lr = 1, .name = "alpha\nbeta"};
-    assert_fails(opt_write(&toy, &t, SAVED, path), TG_ERR_ARG, "--name 'alpha\nbeta' holds a line break");
+    assert_fails(tg_opt_write(&toy, &t, SAVED, path), TG_ERR_ARG, "--name 'alpha\nbeta' holds a line break");
     datagen_remove_tree(dir);
     free(path);
     free(dir);
@@ -193,31 +193,31 @@ Test(options, conflicting_saved_options_name_the_file_and_line) {
     char *dir = datagen_tempdir();
     datagen_write(dir, "train_options.txt", "--steps 30\n--lr 0.003\n--min-lr 0.5\n", 35);
     datagen_write(dir, "run.txt", "--seed 1\n", 9); /* what makes the folder a run's */
-    TrainOptions o;
-    train_options_defaults(&o);
+    TgTrainOptions o;
+    tg_train_options_defaults(&o);
     o.resume = dir;
-    OptStrings strings = {0};
-    assert_ok(train_options_restore(dir, &o, NULL, &strings));
-    assert_fails(train_options_validate(&o), TG_ERR_FORMAT, "--min-lr 0.5 (");
+    TgOptStrings strings = {0};
+    assert_ok(tg_train_options_restore(dir, &o, NULL, &strings));
+    assert_fails(tg_train_options_validate(&o), TG_ERR_FORMAT, "--min-lr 0.5 (");
     cr_expect(strstr(tg_error_message(), "train_options.txt line 3) is above --lr 0.003 (") &&
                   strstr(tg_error_message(), "train_options.txt line 2)"),
               "%s", tg_error_message());
     /* --lr given now: the flag's conflict with the file (exit 2), the file still named */
-    train_options_defaults(&o);
+    tg_train_options_defaults(&o);
     o.resume = dir;
     o.lr = 0.1;
-    o.given = OPT_BIT(opt_find(train_option_table(), "--lr"));
+    o.given = TG_OPT_BIT(tg_opt_find(tg_train_option_table(), "--lr"));
     datagen_write(dir, "train_options.txt", "--steps 30\n--min-lr 0.5\n", 24);
-    assert_ok(train_options_restore(dir, &o, NULL, &strings));
-    assert_fails(train_options_validate(&o), TG_ERR_ARG, "train_options.txt line 2) is above --lr 0.1");
+    assert_ok(tg_train_options_restore(dir, &o, NULL, &strings));
+    assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "train_options.txt line 2) is above --lr 0.1");
     /* the tokenizer of run.txt is checked as the flag is */
     datagen_write(dir, "run.txt", "--preset tiny\n--tokenizer zzz\n--seed 1\n", 40);
-    TrainOptions id;
-    assert_fails(run_identity_read(dir, &id, &strings), TG_ERR_FORMAT,
+    TgTrainOptions id;
+    assert_fails(tg_run_identity_read(dir, &id, &strings), TG_ERR_FORMAT,
                  "run.txt line 2: --tokenizer must be char, bpe or hf:PATH/tokenizer.json, got 'zzz'");
     datagen_write(dir, "run.txt", "--preset tiny\n--tokenizer hf:\n--seed 1\n", 40);
-    assert_fails(run_identity_read(dir, &id, &strings), TG_ERR_FORMAT, "--tokenizer must be char, bpe or hf:PATH");
-    opt_strings_free(&strings);
+    assert_fails(tg_run_identity_read(dir, &id, &strings), TG_ERR_FORMAT, "--tokenizer must be char, bpe or hf:PATH");
+    tg_opt_strings_free(&strings);
     datagen_remove_tree(dir);
     free(dir);
 }
@@ -226,23 +226,23 @@ Test(options, conflicting_saved_options_name_the_file_and_line) {
  * every table (train/shared_flags.h), so no subcommand accepts what another refuses. --seeds is
  * the one name with two meanings: gradcheck's is a count, compare-ffn's a count or a list (a
  * string, whose items compare-ffn checks against --seed's range). */
-static bool same_range(OptRange a, OptRange b) {
+static bool same_range(TgOptRange a, TgOptRange b) {
     return a.lo == b.lo && a.hi == b.hi && a.lo_open == b.lo_open && a.hi_open == b.hi_open;
 }
 
 Test(options, a_flag_shared_by_subcommands_has_one_range) {
     static const char *const two_meanings[] = {"--seeds"};
-    const OptSpec *first[256];
+    const TgOptSpec *first[256];
     const char *first_in[256];
     int n_flags = 0, n_tables = 0, shared = 0;
     for (int c = 0; c < cli_subcommand_count; c++) {
         const Subcommand *sub = cli_subcommands[c];
         cr_assert(sub->table, "%s lists no option tables", sub->name);
         for (int k = 0; sub->table(k); k++) {
-            const OptTable *t = sub->table(k);
+            const TgOptTable *t = sub->table(k);
             n_tables++;
             for (int i = 0; i < t->count; i++) {
-                const OptSpec *s = &t->specs[i];
+                const TgOptSpec *s = &t->specs[i];
                 bool exempt = false;
                 for (size_t e = 0; e < sizeof two_meanings / sizeof two_meanings[0]; e++)
                     exempt |= strcmp(s->flag, two_meanings[e]) == 0;
@@ -255,7 +255,7 @@ Test(options, a_flag_shared_by_subcommands_has_one_range) {
                 }
                 if (exempt) continue;
                 shared++;
-                const OptSpec *f = first[j];
+                const TgOptSpec *f = first[j];
                 cr_expect_eq(s->type, f->type, "%s: one type in %s, another in %s", s->flag, first_in[j], t->command);
                 cr_expect(same_range(s->range, f->range), "%s: [%g, %g] in %s, [%g, %g] in %s", s->flag, f->range.lo,
                           f->range.hi, first_in[j], s->range.lo, s->range.hi, t->command);

@@ -146,14 +146,14 @@ Test(outputs, chat_jsonl_stops_at_the_first_reply_it_cannot_write) {
  * it, and the normalised activations times 3e38 overflow to infinities whose sums are NaN. */
 static char *overflowing_run(void) {
     char *run = chat_run("huge"), ckpt[4200];
-    cr_assert_eq(checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK, "%s", tg_error_message());
-    ckpt_plant_values(ckpt, "model.norm.weight", CHECKPOINT_KIND_WEIGHT, 0, -1, 3e38f);
+    cr_assert_eq(tg_checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK, "%s", tg_error_message());
+    ckpt_plant_values(ckpt, "model.norm.weight", TG_CHECKPOINT_KIND_WEIGHT, 0, -1, 3e38f);
     return run;
 }
 
 Test(outputs, finite_weights_whose_activations_overflow_stop_every_generator) {
     char *run = overflowing_run(), *in = datagen_path(dir, "in.jsonl"), *out_path = datagen_path(dir, "out.jsonl"), ckpt[4200];
-    cr_assert_eq(checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK);
+    cr_assert_eq(tg_checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK);
     char three[1024] = "";
     for (int i = 0; i < 3; i++) strcat(three, question);
     datagen_write(dir, "in.jsonl", three, strlen(three));
@@ -201,7 +201,7 @@ Test(outputs, json_strings_stay_utf8_whatever_their_bytes) {
     char *path = datagen_path(dir, "s.json");
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
-    json_write_string(f, "caf\xc3\xa9 \xff \"q\" \xe2\x82"); /* é, a 0xff, a quote, the first 2 bytes of € */
+    tg_json_write_string(f, "caf\xc3\xa9 \xff \"q\" \xe2\x82"); /* é, a 0xff, a quote, the first 2 bytes of € */
     fclose(f);
     char *text = ckpt_read_text(path);
     cr_expect_str_eq(text, "\"caf\xc3\xa9 \\ufffd \\\"q\\\" \\ufffd\\ufffd\"");

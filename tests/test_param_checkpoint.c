@@ -140,15 +140,15 @@ Test(param_checkpoint, bad_tags_damaged_files_and_model_checkpoints_are_refused)
     assert_ok(tg_model_preset("tiny", &c));
     c.vocab = 40;
     tg_model_build(&m, &c);
-    TrainerState st = {.step = 1};
-    CheckpointSource src = checkpoint_source_of(&m, 7, &st);
-    assert_ok(checkpoint_write(path, &src));
+    TgTrainerState st = {.step = 1};
+    TgCheckpointSource src = tg_checkpoint_source_of(&m, 7, &st);
+    assert_ok(tg_checkpoint_write(path, &src));
     expect_refused(&a, path, NULL, TG_ERR_MISMATCH, "a model's checkpoint, not a parameter set's");
     /* and a parameter set is no model */
     assert_ok(tg_param_checkpoint_save(path, &a, "mlp", 0));
     uint64_t fingerprint;
-    assert_fails(checkpoint_read_config(path, &c, &fingerprint), TG_ERR_MISMATCH, "a parameter set's checkpoint (tag 'mlp')");
-    assert_fails(checkpoint_load(path, &m, NULL), TG_ERR_MISMATCH, "a parameter set's checkpoint (tag 'mlp')");
+    assert_fails(tg_checkpoint_read_config(path, &c, &fingerprint), TG_ERR_MISMATCH, "a parameter set's checkpoint (tag 'mlp')");
+    assert_fails(tg_checkpoint_load(path, &m, NULL), TG_ERR_MISMATCH, "a parameter set's checkpoint (tag 'mlp')");
     tg_model_free(&m);
     tg_params_free(&a);
 }

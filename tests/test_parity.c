@@ -69,22 +69,22 @@ typedef struct {
 
 static char tmpdir[256];
 static char ref_path[512];
-static StFile *ref;
+static TgStFile *ref;
 
 static int64_t meta_int(const char *key) {
-    const char *v = st_metadata(ref, key);
+    const char *v = tg_st_metadata(ref, key);
     cr_assert_not_null(v, "reference metadata lacks '%s'", key);
     return strtoll(v, NULL, 10);
 }
 
 static double meta_double(const char *key) {
-    const char *v = st_metadata(ref, key);
+    const char *v = tg_st_metadata(ref, key);
     cr_assert_not_null(v, "reference metadata lacks '%s'", key);
     return strtod(v, NULL);
 }
 
 static void cleanup(void) {
-    if (ref) st_close(ref);
+    if (ref) tg_st_close(ref);
     ref = NULL;
     if (ref_path[0]) unlink(ref_path);
     if (tmpdir[0]) rmdir(tmpdir);
@@ -100,7 +100,7 @@ static void make_reference(const ParityCase *pc) {
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 /usr/bin/python3 %s/tests/parity/make_reference.py %s %s >&2",
              TAPEGRAD_SOURCE_DIR, ref_path, pc->args);
     cr_assert_eq(test_run(cmd), 0, "make_reference.py failed: %s", cmd);
-    cr_assert_eq(st_open(ref_path, &ref), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_open(ref_path, &ref), TG_OK, "%s", tg_error_message());
 }
 
 static void build_from_reference(TgModel *m) {
@@ -114,8 +114,8 @@ static void build_from_reference(TgModel *m) {
     tg_model_build(m, &c);
     for (int i = 0; i < m->params.count; i++) {
         TgTensor *t = m->params.tensors[i];
-        cr_assert_eq(st_expect_shape(ref, t->name, t->ndim, t->shape), TG_OK, "%s", tg_error_message());
-        cr_assert_eq(st_read_f32(ref, t->name, t->data, t->numel), TG_OK, "%s", tg_error_message());
+        cr_assert_eq(tg_st_expect_shape(ref, t->name, t->ndim, t->shape), TG_OK, "%s", tg_error_message());
+        cr_assert_eq(tg_st_read_f32(ref, t->name, t->data, t->numel), TG_OK, "%s", tg_error_message());
     }
 }
 
@@ -123,10 +123,10 @@ static void build_from_reference(TgModel *m) {
 static float *read_like(const char *prefix, const char *name, const TgTensor *like) {
     char entry[160];
     snprintf(entry, sizeof entry, "%s%s", prefix, name);
-    cr_assert_eq(st_expect_shape(ref, entry, like->ndim, like->shape), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_expect_shape(ref, entry, like->ndim, like->shape), TG_OK, "%s", tg_error_message());
     float *out = malloc((size_t)like->numel * sizeof(float));
     cr_assert_not_null(out);
-    cr_assert_eq(st_read_f32(ref, entry, out, like->numel), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_f32(ref, entry, out, like->numel), TG_OK, "%s", tg_error_message());
     return out;
 }
 
@@ -165,14 +165,14 @@ static void run_case(const ParityCase *pc) {
     cr_assert(steps >= 1 && steps <= PARITY_STEPS_MAX && accum >= 1, "steps %lld, accum %lld", (long long)steps,
               (long long)accum);
     int32_t *tokens = malloc((size_t)rows * sizeof(int32_t)), *targets = malloc((size_t)rows * sizeof(int32_t));
-    cr_assert_eq(st_read_i32(ref, "tokens", tokens, rows), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(st_read_i32(ref, "targets", targets, rows), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_i32(ref, "tokens", tokens, rows), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_i32(ref, "targets", targets, rows), TG_OK, "%s", tg_error_message());
     int64_t ignored = 0;
     for (int64_t i = 0; i < rows; i++) ignored += targets[i] == TG_IGNORE_INDEX;
     cr_assert_eq(ignored, meta_int("ignored"), "%lld targets ignored, the reference says %lld", (long long)ignored,
                  (long long)meta_int("ignored"));
 
-    /* the trainer's engine: pool, arena and tape (train_run) */
+    /* the trainer's engine: pool, arena and tape (tg_train_run) */
     TgEngine engine;
     tg_engine_open(&engine, pc->threads, 16u << 20);
     TgTape *tape = &engine.tape;
@@ -182,7 +182,7 @@ static void run_case(const ParityCase *pc) {
     /* logits at the initial weights, without a tape, one micro-batch at a time as evaluation */
     float *logits = malloc((size_t)(rows * V) * sizeof(float));
     float *ref_logits = malloc((size_t)(rows * V) * sizeof(float));
-    cr_assert_eq(st_read_f32(ref, "logits", ref_logits, rows * V), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_f32(ref, "logits", ref_logits, rows * V), TG_OK, "%s", tg_error_message());
     bool grad_was = tg_tape_set_grad_enabled(tape, false);
     for (int64_t micro = 0; micro < accum; micro++) {
         TgTensor *z = tg_model_forward(&m, tape, tokens + micro * B * T, B, T, NULL);
@@ -193,15 +193,15 @@ static void run_case(const ParityCase *pc) {
     double logits_err = rel_err(logits, ref_logits, rows * V);
     cr_expect_leq(logits_err, tol->logits, "[%s] logits: relative error %.2e > %.0e", pc->name, logits_err, tol->logits);
 
-    /* the training steps, call for call as train_run makes them */
+    /* the training steps, call for call as tg_train_run makes them */
     float ref_losses[PARITY_STEPS_MAX], ref_norms[PARITY_STEPS_MAX];
-    cr_assert_eq(st_read_f32(ref, "adamw_losses", ref_losses, steps), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(st_read_f32(ref, "grad_norms", ref_norms, steps), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_f32(ref, "adamw_losses", ref_losses, steps), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_f32(ref, "grad_norms", ref_norms, steps), TG_OK, "%s", tg_error_message());
     TgAdamWConfig adamw = {.eps = meta_double("eps"), .weight_decay = meta_double("weight_decay")};
-    cr_assert_eq(sscanf(st_metadata(ref, "betas"), "%lf,%lf", &adamw.beta1, &adamw.beta2), 2);
+    cr_assert_eq(sscanf(tg_st_metadata(ref, "betas"), "%lf,%lf", &adamw.beta1, &adamw.beta2), 2);
     TgLrSchedule sched = {meta_double("lr"), meta_double("min_lr"), meta_int("warmup"), steps};
     double clip = meta_double("clip"), worst_loss = 0, worst_norm = 0;
-    const char *ref_lrs = st_metadata(ref, "lrs");
+    const char *ref_lrs = tg_st_metadata(ref, "lrs");
     cr_assert_not_null(ref_lrs);
     TensorErrors *errs = calloc((size_t)ps->count, sizeof *errs);
     for (int64_t s = 0; s < steps; s++) {
@@ -287,7 +287,7 @@ Test(parity, default_shape_matches_pytorch, .fini = cleanup, .timeout = 300) {
  * (115 x 131 x 96 = 1.45M), their input gradients and their weight gradients are all split;
  * only k and v (115 x 32 x 96) and their gradients stay on one thread. 23, 115 and 131 leave
  * ragged tails in the attention blocks, the GEMM tiles and the threads' shares of C. */
-#define PARITY_RAGGED_ARGS                                                                       \
+#define PARITY_RAGGED_ARGS                                                                             \
     PARITY_COMMON_ARGS " --dim 96 --heads 6 --kv-heads 2 --hidden 256 --vocab 131 --seq 23 --batch 5 " \
                        "--accum 2 --ignore 7 --clip 0.5"
 Test(parity, ragged_threaded_shape_matches_pytorch, .fini = cleanup, .timeout = 300) {

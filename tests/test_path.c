@@ -10,39 +10,39 @@
 
 Test(path, join_puts_one_slash_between_folder_and_name) {
     char out[64];
-    assert_ok(path_join(out, sizeof out, "runs/a", "latest"));
+    assert_ok(tg_path_join(out, sizeof out, "runs/a", "latest"));
     cr_expect_str_eq(out, "runs/a/latest");
-    assert_ok(path_join(out, sizeof out, "runs/a/", "latest"));
+    assert_ok(tg_path_join(out, sizeof out, "runs/a/", "latest"));
     cr_expect_str_eq(out, "runs/a/latest");
-    assert_ok(path_join(out, sizeof out, ".", "latest"));
+    assert_ok(tg_path_join(out, sizeof out, ".", "latest"));
     cr_expect_str_eq(out, "latest");
-    assert_ok(path_join(out, sizeof out, "", "latest"));
+    assert_ok(tg_path_join(out, sizeof out, "", "latest"));
     cr_expect_str_eq(out, "latest");
-    assert_ok(path_join(out, sizeof out, "/", "etc"));
+    assert_ok(tg_path_join(out, sizeof out, "/", "etc"));
     cr_expect_str_eq(out, "/etc");
 }
 
 Test(path, a_path_that_does_not_fit_is_refused_not_cut) {
     char out[16];
     /* 15 bytes fit, 16 do not */
-    assert_ok(path_join(out, sizeof out, "abcdefghi", "jklmn"));
+    assert_ok(tg_path_join(out, sizeof out, "abcdefghi", "jklmn"));
     cr_expect_str_eq(out, "abcdefghi/jklmn");
-    assert_fails(path_join(out, sizeof out, "abcdefghi", "jklmno"), TG_ERR_ARG, "would be 16 bytes long, more than the 15");
-    assert_fails(path_format(out, sizeof out, "%s.%d.tmp", "checkpoint", 12345), TG_ERR_ARG, "more than the 15");
+    assert_fails(tg_path_join(out, sizeof out, "abcdefghi", "jklmno"), TG_ERR_ARG, "would be 16 bytes long, more than the 15");
+    assert_fails(tg_path_format(out, sizeof out, "%s.%d.tmp", "checkpoint", 12345), TG_ERR_ARG, "more than the 15");
 }
 
 Test(path, folder_of_a_path) {
     char out[64];
-    path_folder("a/b/c", out, sizeof out);
+    tg_path_folder("a/b/c", out, sizeof out);
     cr_expect_str_eq(out, "a/b");
-    path_folder("c", out, sizeof out);
+    tg_path_folder("c", out, sizeof out);
     cr_expect_str_eq(out, ".");
-    path_folder("/c", out, sizeof out);
+    tg_path_folder("/c", out, sizeof out);
     cr_expect_str_eq(out, "/");
     /* in place */
     snprintf(out, sizeof out, "x/y/z");
-    path_folder(out, out, sizeof out);
-    path_folder(out, out, sizeof out);
+    tg_path_folder(out, out, sizeof out);
+    tg_path_folder(out, out, sizeof out);
     cr_expect_str_eq(out, "x");
 }
 

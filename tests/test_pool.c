@@ -108,11 +108,11 @@ static void subnormal_range(void *ctx, int64_t begin, int64_t end, int thread) {
     SubnormalJob *job = ctx;
     job->product[thread] = job->tiny * job->scale;      /* 1e-30 * 1e-10: a subnormal result */
     job->doubled[thread] = (job->tiny * 1e-10f) * 2.0f; /* flushed, it stays 0 */
-    job->flushes[thread] = fp_mode_flushes();
+    job->flushes[thread] = tg_fp_mode_flushes();
 }
 
 Test(pool, every_thread_of_a_job_flushes_subnormals_and_the_caller_gets_its_mode_back) {
-    bool before = fp_mode_flushes();
+    bool before = tg_fp_mode_flushes();
     for (int threads = 1; threads <= 2; threads++) {
         TgPool *pool = threads == 1 ? NULL : tg_pool_create(threads);
         SubnormalJob job = {.tiny = 1e-30f, .scale = 1e-10f};
@@ -122,7 +122,7 @@ Test(pool, every_thread_of_a_job_flushes_subnormals_and_the_caller_gets_its_mode
             cr_expect_eq(job.product[t], 0.0f, "thread %d: 1e-30 * 1e-10 = %g", t, (double)job.product[t]);
             cr_expect_eq(job.doubled[t], 0.0f);
         }
-        cr_expect_eq(fp_mode_flushes(), before, "the caller's mode changed");
+        cr_expect_eq(tg_fp_mode_flushes(), before, "the caller's mode changed");
         tg_pool_destroy(pool);
     }
     /* outside a job the caller's arithmetic is its own: a subnormal comes out */
@@ -140,10 +140,10 @@ Test(pool, closing_an_unopened_engine_leaves_the_floating_point_register_alone) 
     memset(&engine, 0, sizeof engine);
     tg_engine_close(&engine);
     cr_expect_eq(_mm_getcsr(), before, "MXCSR %#x, was %#x", _mm_getcsr(), before);
-    unsigned saved = fp_mode_enter();
-    fp_mode_restore(0);
+    unsigned saved = tg_fp_mode_enter();
+    tg_fp_mode_restore(0);
     cr_expect_eq(_mm_getcsr() & 0x7f80u, before & 0x7f80u, "exception masks or rounding changed: %#x", _mm_getcsr());
-    fp_mode_restore(saved);
+    tg_fp_mode_restore(saved);
     cr_expect_eq(_mm_getcsr(), before);
     volatile double third = 1.0 / 3.0; /* inexact: trapped if its mask were cleared */
     cr_expect_gt(third, 0.33);

@@ -52,8 +52,8 @@ static void write_jsonl(const char *name, uint64_t seed, int lines) {
     free(text);
 }
 
-static void options(PrepareOptions *opt, const char *sources) {
-    prepare_options_default(opt);
+static void options(TgPrepareOptions *opt, const char *sources) {
+    tg_prepare_options_default(opt);
     opt->sources = sources;
     opt->vocab_size = 300;
     opt->seq_len = 16;
@@ -66,16 +66,16 @@ typedef struct {
     size_t len;
 } Messages;
 
-static void collect(void *ctx, MessageLevel level, const char *text) {
+static void collect(void *ctx, TgMessageLevel level, const char *text) {
     Messages *m = ctx;
     if (m->len < sizeof m->text)
         m->len += (size_t)snprintf(m->text + m->len, sizeof m->text - m->len, "%s%s\n",
-                                   level == MESSAGE_WARNING ? "warning: " : level == MESSAGE_NOTE ? "note: " : "", text);
+                                   level == TG_MESSAGE_WARNING ? "warning: " : level == TG_MESSAGE_NOTE ? "note: " : "", text);
 }
 
-static PrepareReporter reporter_of(Messages *m) {
+static TgPrepareReporter reporter_of(Messages *m) {
     memset(m, 0, sizeof *m);
-    return (PrepareReporter){.ctx = m, .message = collect};
+    return (TgPrepareReporter){.ctx = m, .message = collect};
 }
 
 static void write_gzip(const char *path, const void *data, size_t len) {
@@ -87,21 +87,21 @@ static void write_gzip(const char *path, const void *data, size_t len) {
 
 /* Every document of `path` through the sources reader; *docs their count. */
 static TgStatus read_all(const char *path, uint64_t *docs) {
-    SourceList list;
-    TG_TRY(sources_list(path, &list));
-    DocReader r;
-    DocOptions opt = {0};
-    doc_reader_open(&r, &list, &opt);
+    TgSourceList list;
+    TG_TRY(tg_sources_list(path, &list));
+    TgDocReader r;
+    TgDocOptions opt = {0};
+    tg_doc_reader_open(&r, &list, &opt);
     TgStatus st;
     for (;;) {
-        DocPiece p;
+        TgDocPiece p;
         bool got;
-        st = doc_reader_next(&r, &p, &got);
+        st = tg_doc_reader_next(&r, &p, &got);
         if (st != TG_OK || !got) break;
     }
     *docs = r.documents;
-    doc_reader_close(&r);
-    sources_free(&list);
+    tg_doc_reader_close(&r);
+    tg_sources_free(&list);
     return st;
 }
 
@@ -110,24 +110,24 @@ static TgStatus read_all(const char *path, uint64_t *docs) {
 Test(prepare_hostile, a_folder_missing_or_cutting_a_token_file_is_not_already_prepared) {
     write_jsonl("pre.jsonl", 1, 200);
     char *src = datagen_path(dir, "pre.jsonl"), *out = datagen_path(dir, "ds");
-    PrepareOptions opt;
+    TgPrepareOptions opt;
     options(&opt, src);
     bool already = false;
-    assert_ok(prepare_dataset(&opt, out, NULL, NULL, &already));
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, NULL, &already));
     /* val.tok deleted */
-    char *val = datagen_path(out, PREPARE_VAL_FILE), *train = datagen_path(out, PREPARE_TRAIN_FILE);
+    char *val = datagen_path(out, TG_PREPARE_VAL_FILE), *train = datagen_path(out, TG_PREPARE_TRAIN_FILE);
     cr_assert_eq(unlink(val), 0);
-    assert_fails(prepare_dataset(&opt, out, NULL, NULL, &already), TG_ERR_IO, "val.tok");
+    assert_fails(tg_prepare_dataset(&opt, out, NULL, NULL, &already), TG_ERR_IO, "val.tok");
     cr_expect_not(already);
     cr_expect(strstr(tg_error_message(), "holds a dataset that cannot be opened") && strstr(tg_error_message(), "remove"),
               "%s", tg_error_message());
     /* the advice works: removed and prepared again */
     datagen_remove_tree(out);
-    assert_ok(prepare_dataset(&opt, out, NULL, NULL, &already));
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, NULL, &already));
     cr_expect_not(already);
     /* train.tok truncated */
     cr_assert_eq(truncate(train, 1000), 0);
-    assert_fails(prepare_dataset(&opt, out, NULL, NULL, &already), TG_ERR_FORMAT, "train.tok is truncated");
+    assert_fails(tg_prepare_dataset(&opt, out, NULL, NULL, &already), TG_ERR_FORMAT, "train.tok is truncated");
     cr_expect_not(already);
     free(val), free(train), free(src), free(out);
 }
@@ -171,12 +171,12 @@ Test(prepare_hostile, links_fifos_and_devices_are_read_or_named_never_dropped) {
     cr_assert_eq(symlink("..", loop), 0); /* a cycle: corpus/real/up/real/up/... */
     datagen_write(dir, "corpus/empty.txt", "", 0);
     char *out = datagen_path(dir, "ds");
-    PrepareOptions opt;
+    TgPrepareOptions opt;
     options(&opt, corpus);
     Messages m;
-    PrepareReporter rep = reporter_of(&m);
-    PrepareResult res;
-    assert_ok(prepare_dataset(&opt, out, &rep, &res, NULL));
+    TgPrepareReporter rep = reporter_of(&m);
+    TgPrepareResult res;
+    assert_ok(tg_prepare_dataset(&opt, out, &rep, &res, NULL));
     cr_expect_eq(res.documents, 200, "the linked folder's 60 lines are read too: %s", m.text);
     cr_expect_eq(res.files, 3);
     cr_expect(strstr(m.text, "warning: ") && strstr(m.text, "null (a link to a character device)") &&
@@ -184,7 +184,7 @@ Test(prepare_hostile, links_fifos_and_devices_are_read_or_named_never_dropped) {
               "%s", m.text);
     cr_expect(strstr(m.text, "real/up (a link to a folder already read"), "%s", m.text);
     cr_expect(strstr(m.text, "empty.txt"), "%s", m.text);
-    char *manifest_path = datagen_path(out, DATASET_MANIFEST_FILE), *manifest = ckpt_read_text(manifest_path);
+    char *manifest_path = datagen_path(out, TG_DATASET_MANIFEST_FILE), *manifest = ckpt_read_text(manifest_path);
     cr_expect(strstr(manifest, "corpus/linked/b.jsonl"), "%s", manifest);
     cr_expect(strstr(manifest, "\"not_files\": 2, \"folders_again\": 1, \"empty_files\": 1"), "%s", manifest);
     free(manifest), free(manifest_path);
@@ -196,9 +196,9 @@ Test(prepare_hostile, a_dangling_link_is_an_error_naming_it) {
     char *corpus = datagen_path(dir, "corpus"), *link = datagen_path(dir, "corpus/shard-2.jsonl");
     cr_assert_eq(symlink("/nonexistent/shard-2.jsonl", link), 0);
     char *out = datagen_path(dir, "ds");
-    PrepareOptions opt;
+    TgPrepareOptions opt;
     options(&opt, corpus);
-    assert_fails(prepare_dataset(&opt, out, NULL, NULL, NULL), TG_ERR_IO, "shard-2.jsonl is a symbolic link to /nonexistent/");
+    assert_fails(tg_prepare_dataset(&opt, out, NULL, NULL, NULL), TG_ERR_IO, "shard-2.jsonl is a symbolic link to /nonexistent/");
     cr_expect(strstr(tg_error_message(), "which does not exist"), "%s", tg_error_message());
     cr_expect_neq(access(out, F_OK), 0, "nothing was written");
     free(corpus), free(link), free(out);
@@ -258,7 +258,7 @@ Test(prepare_hostile, gzip_members_are_read_and_trailing_garbage_refused) {
 static char *edited_copy(const char *from, const char *name, const char *find, const char *put) {
     char *to = datagen_path(dir, name);
     mkdir(to, 0755);
-    const char *files[] = {DATASET_MANIFEST_FILE, PREPARE_TOKENIZER_FILE, PREPARE_TRAIN_FILE, PREPARE_VAL_FILE};
+    const char *files[] = {TG_DATASET_MANIFEST_FILE, TG_PREPARE_TOKENIZER_FILE, TG_PREPARE_TRAIN_FILE, TG_PREPARE_VAL_FILE};
     for (int i = 0; i < 4; i++) {
         char *src = datagen_path(from, files[i]), *dst = datagen_path(to, files[i]);
         size_t len;
@@ -283,13 +283,13 @@ Test(prepare_hostile, every_member_of_an_edited_manifest_is_checked) {
     char *text = jsonl(10, 200, true, &len);
     datagen_write(dir, "pre.jsonl", text, len);
     char *src = datagen_path(dir, "pre.jsonl"), *out = datagen_path(dir, "ds");
-    PrepareOptions opt;
+    TgPrepareOptions opt;
     options(&opt, src);
     opt.special_tokens = "chatml";
-    assert_ok(prepare_dataset(&opt, out, NULL, NULL, NULL));
-    Dataset d;
-    assert_ok(dataset_open(out, true, &d));
-    dataset_close(&d);
+    assert_ok(tg_prepare_dataset(&opt, out, NULL, NULL, NULL));
+    TgDataset d;
+    assert_ok(tg_dataset_open(out, true, &d));
+    tg_dataset_close(&d);
     static const struct {
         const char *find, *put, *says;
     } edits[] = {
@@ -314,9 +314,9 @@ Test(prepare_hostile, every_member_of_an_edited_manifest_is_checked) {
         snprintf(name, sizeof name, "edit%zu", i);
         char *copy = edited_copy(out, name, edits[i].find, edits[i].put);
         tg_error_clear();
-        TgStatus st = dataset_open(copy, true, &d);
+        TgStatus st = tg_dataset_open(copy, true, &d);
         cr_expect_eq(st, TG_ERR_FORMAT, "edit %zu (%s) was accepted", i, edits[i].put);
-        if (st == TG_OK) dataset_close(&d);
+        if (st == TG_OK) tg_dataset_close(&d);
         cr_expect(strstr(tg_error_message(), edits[i].says) && strstr(tg_error_message(), "dataset.json"),
                   "edit %zu: %s", i, tg_error_message());
         free(copy);
@@ -342,12 +342,12 @@ Test(prepare_hostile, chatml_markers_without_special_tokens_are_counted_and_name
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = datagen_path(dir, cases[i].out);
-        PrepareOptions opt;
+        TgPrepareOptions opt;
         options(&opt, src);
         opt.special_tokens = cases[i].specials;
         Messages m;
-        PrepareReporter rep = reporter_of(&m);
-        assert_ok(prepare_dataset(&opt, out, &rep, NULL, NULL));
+        TgPrepareReporter rep = reporter_of(&m);
+        assert_ok(tg_prepare_dataset(&opt, out, &rep, NULL, NULL));
         if (cases[i].says) cr_expect(strstr(m.text, cases[i].says), "%s:\n%s", cases[i].out, m.text);
         else cr_expect_null(strstr(m.text, "the texts hold"), "%s:\n%s", cases[i].out, m.text);
         free(out);

@@ -66,8 +66,8 @@ Test(resume, sigterm_saves_at_the_step_reached_and_resumes_exactly, .init = setu
     cr_assert_eq(n, reached, "metrics hold %d training lines up to step %lld", n, (long long)reached);
     char path[4200];
     TgModel model;
-    CheckpointInfo info;
-    cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
+    TgCheckpointInfo info;
+    cr_assert_eq(tg_checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
     cr_assert_eq(info.state.step, reached, "checkpoint at step %lld, the run reached %lld", (long long)info.state.step,
                  (long long)reached);

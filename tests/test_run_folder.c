@@ -74,7 +74,7 @@ static void list_tree(FILE *out, const char *root, const char *rel) {
             if (S_ISDIR(st.st_mode)) {
                 fprintf(out, "%s/\n", child_rel);
                 list_tree(out, root, child_rel);
-            } else if (strcmp(name, RUN_LOCK_FILE) == 0) {
+            } else if (strcmp(name, TG_RUN_LOCK_FILE) == 0) {
                 fprintf(out, "%s: the lock\n", child_rel);
             } else {
                 size_t len;
@@ -255,7 +255,7 @@ Test(failed_resume, changes_nothing_in_the_run_folder, .init = setup, .fini = te
 Test(failed_resume, what_is_no_run_is_refused_before_anything_is_created, .init = setup, .fini = teardown) {
     datagen_write(work, "docs/notes.txt", "my notes\n", 9);
     datagen_write(work, "emptyfolder/.keep", "", 0);
-    datagen_write(work, "locked/" RUN_LOCK_FILE, "123\n", 4); /* what an older tapegrad left */
+    datagen_write(work, "locked/" TG_RUN_LOCK_FILE, "123\n", 4); /* what an older tapegrad left */
     static const char *const given[] = {"docs/notes.txt", "emptyfolder", "locked", "docs", "corpus.txt"};
     static const char *const commands[] = {
         "train --resume %s",          "sample --run %s",       "eval --run %s",
@@ -291,12 +291,12 @@ static char *path_in(const char *rel) { return datagen_path(work, rel); }
 
 Test(run_folder, discard_removes_the_temporary_folder_and_the_parents_it_made) {
     char *before = tree(work), *out = path_in("a/b/run");
-    RunFolder f;
-    cr_assert_eq(run_folder_choose(&f, out, NULL), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(run_folder_begin(&f), TG_OK, "%s", tg_error_message());
+    TgRunFolder f;
+    cr_assert_eq(tg_run_folder_choose(&f, out, NULL), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_run_folder_begin(&f), TG_OK, "%s", tg_error_message());
     cr_expect(strstr(f.temp, "/a/b/run.tmp-"), "temporary folder %s", f.temp);
     datagen_write(f.temp, "train.tok", "tokens", 6);
-    run_folder_discard(&f);
+    tg_run_folder_discard(&f);
     char *after = tree(work);
     cr_expect_str_eq(after, before);
     free(before), free(after), free(out);
@@ -305,21 +305,21 @@ Test(run_folder, discard_removes_the_temporary_folder_and_the_parents_it_made) {
 Test(run_folder, an_existing_folder_keeps_its_files_and_gets_the_run_s_at_the_commit) {
     datagen_write(work, "mine/job.log", "log", 3);
     char *out = path_in("mine"), *before = tree(work);
-    RunFolder f;
-    cr_assert_eq(run_folder_choose(&f, out, NULL), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(run_folder_begin(&f), TG_OK, "%s", tg_error_message());
+    TgRunFolder f;
+    cr_assert_eq(tg_run_folder_choose(&f, out, NULL), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_run_folder_begin(&f), TG_OK, "%s", tg_error_message());
     cr_expect(strstr(f.temp, "/mine/run.tmp-"), "temporary folder %s", f.temp);
     datagen_write(f.temp, "train.tok", "tokens", 6);
-    run_folder_discard(&f);
+    tg_run_folder_discard(&f);
     char *after = tree(work);
     cr_expect_str_eq(after, before);
     free(after);
 
-    cr_assert_eq(run_folder_choose(&f, out, NULL), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(run_folder_begin(&f), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_run_folder_choose(&f, out, NULL), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_run_folder_begin(&f), TG_OK, "%s", tg_error_message());
     datagen_write(f.temp, "train.tok", "tokens", 6);
-    cr_assert_eq(run_folder_commit(&f), TG_OK, "%s", tg_error_message());
-    run_folder_discard(&f); /* after the commit: nothing */
+    cr_assert_eq(tg_run_folder_commit(&f), TG_OK, "%s", tg_error_message());
+    tg_run_folder_discard(&f); /* after the commit: nothing */
     after = tree(work);
     cr_expect(strstr(after, "mine/job.log:") && strstr(after, "mine/train.tok:") && !strstr(after, ".tmp-"), "%s", after);
     free(after), free(before), free(out);
@@ -327,12 +327,12 @@ Test(run_folder, an_existing_folder_keeps_its_files_and_gets_the_run_s_at_the_co
 
 Test(run_folder, a_generated_name_taken_meanwhile_gets_a_suffix) {
     char *name = path_in("checkpoints/tiny-char-20250101-000000");
-    RunFolder f;
-    cr_assert_eq(run_folder_choose(&f, NULL, name), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(run_folder_begin(&f), TG_OK, "%s", tg_error_message());
+    TgRunFolder f;
+    cr_assert_eq(tg_run_folder_choose(&f, NULL, name), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_run_folder_begin(&f), TG_OK, "%s", tg_error_message());
     datagen_write(f.temp, "train.tok", "ours", 4);
     datagen_write(work, "checkpoints/tiny-char-20250101-000000/train.tok", "another run's", 13); /* same second */
-    cr_assert_eq(run_folder_commit(&f), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_run_folder_commit(&f), TG_OK, "%s", tg_error_message());
     char expected[4200];
     snprintf(expected, sizeof expected, "%s-2", name);
     cr_expect_str_eq(f.path, expected);
@@ -342,7 +342,7 @@ Test(run_folder, a_generated_name_taken_meanwhile_gets_a_suffix) {
               "%s", after);
     free(after);
     /* and a name already taken is passed over from the start */
-    cr_assert_eq(run_folder_choose(&f, NULL, name), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_run_folder_choose(&f, NULL, name), TG_OK, "%s", tg_error_message());
     snprintf(expected, sizeof expected, "%s-3", name);
     cr_expect_str_eq(f.path, expected);
     free(name);
@@ -362,16 +362,16 @@ Test(run_folder, choose_refuses_what_cannot_become_a_run_folder) {
         {"done", "already holds a run"},
         {"half", "holds files of another run (metrics.jsonl)"},
     };
-    RunFolder f;
+    TgRunFolder f;
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char *out = path_in(refused[i].out);
-        cr_expect_eq(run_folder_choose(&f, out, NULL), TG_ERR_ARG, "%s accepted", refused[i].out);
+        cr_expect_eq(tg_run_folder_choose(&f, out, NULL), TG_ERR_ARG, "%s accepted", refused[i].out);
         cr_expect(strstr(tg_error_message(), refused[i].fragment), "%s: %s", refused[i].out, tg_error_message());
         free(out);
     }
     /* a save's leftover is no run's */
     char *junk = path_in("junk/");
-    cr_expect_eq(run_folder_choose(&f, junk, NULL), TG_OK, "%s", tg_error_message());
+    cr_expect_eq(tg_run_folder_choose(&f, junk, NULL), TG_OK, "%s", tg_error_message());
     cr_expect(f.existed && f.path[strlen(f.path) - 1] == 'k', "%s", f.path);
     char *after = tree(work);
     cr_expect_str_eq(after, before, "choosing wrote something");

@@ -26,28 +26,28 @@ static void teardown(void) {
 TestSuite(run_lock, .init = setup, .fini = teardown, .timeout = 120);
 
 Test(run_lock, a_held_lock_refuses_another_holder_and_names_the_pid) {
-    FolderLock first, second;
-    assert_ok(folder_lock_acquire(&first, dir, RUN_LOCK_FILE));
+    TgFolderLock first, second;
+    assert_ok(tg_folder_lock_acquire(&first, dir, TG_RUN_LOCK_FILE));
     cr_assert(first.held);
     /* a second open file description conflicts even in the same process */
     char pid[64];
     snprintf(pid, sizeof pid, "process %ld trains in it", (long)getpid());
-    assert_fails(folder_lock_acquire(&second, dir, RUN_LOCK_FILE), TG_ERR_IO, pid);
-    cr_expect(strstr(tg_error_message(), RUN_LOCK_FILE), "%s", tg_error_message());
+    assert_fails(tg_folder_lock_acquire(&second, dir, TG_RUN_LOCK_FILE), TG_ERR_IO, pid);
+    cr_expect(strstr(tg_error_message(), TG_RUN_LOCK_FILE), "%s", tg_error_message());
     cr_expect_not(second.held);
-    folder_lock_release(&first);
+    tg_folder_lock_release(&first);
     cr_expect_not(first.held);
-    assert_ok(folder_lock_acquire(&second, dir, RUN_LOCK_FILE));
-    folder_lock_release(&second);
-    folder_lock_release(&second); /* a second release does nothing */
+    assert_ok(tg_folder_lock_acquire(&second, dir, TG_RUN_LOCK_FILE));
+    tg_folder_lock_release(&second);
+    tg_folder_lock_release(&second); /* a second release does nothing */
 }
 
 Test(run_lock, a_lock_file_planted_as_a_symlink_is_not_followed) {
-    char *target = datagen_path(dir, "victim.txt"), *link = datagen_path(dir, RUN_LOCK_FILE);
+    char *target = datagen_path(dir, "victim.txt"), *link = datagen_path(dir, TG_RUN_LOCK_FILE);
     datagen_write(dir, "victim.txt", "keep me", 7);
     cr_assert_eq(symlink(target, link), 0);
-    FolderLock lock;
-    assert_fails(folder_lock_acquire(&lock, dir, RUN_LOCK_FILE), TG_ERR_IO, "cannot open the lock file");
+    TgFolderLock lock;
+    assert_fails(tg_folder_lock_acquire(&lock, dir, TG_RUN_LOCK_FILE), TG_ERR_IO, "cannot open the lock file");
     size_t len;
     uint8_t *text = ckpt_read_file(target, &len);
     cr_expect(len == 7 && memcmp(text, "keep me", 7) == 0, "the symlink's target was written");
@@ -55,7 +55,7 @@ Test(run_lock, a_lock_file_planted_as_a_symlink_is_not_followed) {
 }
 
 Test(run_lock, a_second_trainer_on_a_folder_in_use_is_refused_and_the_first_goes_on) {
-    char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "first.log"), *lock = datagen_path(run, RUN_LOCK_FILE);
+    char *run = datagen_path(dir, "run"), *log = datagen_path(dir, "first.log"), *lock = datagen_path(run, TG_RUN_LOCK_FILE);
     char *args[] = {"tapegrad", "train", "--preset", "tiny", "--batch", "4", "--threads", "1", "--eval-batches", "2",
                     "--sample-tokens", "0", "--data", corpus, "--steps", "100000", "--eval-every", "0",
                     "--ckpt-every", "5", "--out", run, NULL};
@@ -81,8 +81,8 @@ Test(run_lock, a_second_trainer_on_a_folder_in_use_is_refused_and_the_first_goes
     int status;
     cr_assert_eq(waitpid(first, &status, 0), first);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the first trainer ended with status %d", status);
-    FolderLock free_again;
-    assert_ok(folder_lock_acquire(&free_again, run, RUN_LOCK_FILE));
-    folder_lock_release(&free_again);
+    TgFolderLock free_again;
+    assert_ok(tg_folder_lock_acquire(&free_again, run, TG_RUN_LOCK_FILE));
+    tg_folder_lock_release(&free_again);
     free(run), free(log), free(lock), free(ckpt5);
 }

@@ -69,11 +69,11 @@ static void write_header(const char *path, const char *header, size_t data_len) 
     write_raw(path, strlen(header), header, data_len);
 }
 
-/* st_open must refuse the file with a message naming it and containing `expected`. */
+/* tg_st_open must refuse the file with a message naming it and containing `expected`. */
 static void expect_refused(const char *path, TgStatus status, const char *expected) {
-    StFile *file = (StFile *)1;
+    TgStFile *file = (TgStFile *)1;
     tg_error_clear();
-    TgStatus got = st_open(path, &file);
+    TgStatus got = tg_st_open(path, &file);
     const char *message = tg_error_message();
     cr_assert_eq(got, status, "expected status %s, got %s (%s)", tg_status_name(status), tg_status_name(got),
                  message);
@@ -82,20 +82,20 @@ static void expect_refused(const char *path, TgStatus status, const char *expect
     cr_expect(strstr(message, expected) != NULL, "message lacks \"%s\": %s", expected, message);
 }
 
-static StFile *open_ok(const char *path) {
-    StFile *file = NULL;
-    TgStatus status = st_open(path, &file);
+static TgStFile *open_ok(const char *path) {
+    TgStFile *file = NULL;
+    TgStatus status = tg_st_open(path, &file);
     cr_assert_eq(status, TG_OK, "st_open(%s): %s", path, tg_error_message());
     cr_assert_not_null(file);
     return file;
 }
 
-static void expect_shape(const StEntry *e, int ndim, const int64_t *shape) {
+static void expect_shape(const TgStEntry *e, int ndim, const int64_t *shape) {
     char want[128], got[128];
     cr_assert_not_null(e);
     cr_expect(e->ndim == ndim && memcmp(e->shape, shape, (size_t)ndim * sizeof *shape) == 0,
-              "tensor '%s' has shape %s, expected %s", e->name, st_shape_str(e->ndim, e->shape, got, sizeof got),
-              st_shape_str(ndim, shape, want, sizeof want));
+              "tensor '%s' has shape %s, expected %s", e->name, tg_st_shape_str(e->ndim, e->shape, got, sizeof got),
+              tg_st_shape_str(ndim, shape, want, sizeof want));
 }
 
 static uint64_t header_length_of(const char *path) {
@@ -116,63 +116,63 @@ Test(safetensors, round_trip_f32_i32_scalar_empty_and_metadata) {
     float weights[6] = {1.5f, -2.25f, 0.0f, 3e-8f, -1e30f, 7.0f};
     int32_t tokens[4] = {0, -1, 2147483647, -2147483647 - 1};
     float scalar = 4.25f;
-    StWriter *w = st_writer_begin();
-    cr_assert_eq(st_writer_add_f32(w, "w", 2, (int64_t[]){2, 3}, weights), TG_OK);
-    cr_assert_eq(st_writer_add_i32(w, "tokens", 1, (int64_t[]){4}, tokens), TG_OK);
-    cr_assert_eq(st_writer_add_f32(w, "loss", 0, NULL, &scalar), TG_OK);
-    cr_assert_eq(st_writer_add_f32(w, "empty", 1, (int64_t[]){0}, NULL), TG_OK);
-    cr_assert_eq(st_writer_add_i32(w, "empty_3d", 3, (int64_t[]){2, 0, 5}, NULL), TG_OK);
-    cr_assert_eq(st_writer_set_metadata(w, "dim", "64"), TG_OK);
-    cr_assert_eq(st_writer_set_metadata(w, "note", "quote \" backslash \\ newline \n tab \t caf\xc3\xa9"), TG_OK);
-    cr_assert_eq(st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
+    TgStWriter *w = tg_st_writer_begin();
+    cr_assert_eq(tg_st_writer_add_f32(w, "w", 2, (int64_t[]){2, 3}, weights), TG_OK);
+    cr_assert_eq(tg_st_writer_add_i32(w, "tokens", 1, (int64_t[]){4}, tokens), TG_OK);
+    cr_assert_eq(tg_st_writer_add_f32(w, "loss", 0, NULL, &scalar), TG_OK);
+    cr_assert_eq(tg_st_writer_add_f32(w, "empty", 1, (int64_t[]){0}, NULL), TG_OK);
+    cr_assert_eq(tg_st_writer_add_i32(w, "empty_3d", 3, (int64_t[]){2, 0, 5}, NULL), TG_OK);
+    cr_assert_eq(tg_st_writer_set_metadata(w, "dim", "64"), TG_OK);
+    cr_assert_eq(tg_st_writer_set_metadata(w, "note", "quote \" backslash \\ newline \n tab \t caf\xc3\xa9"), TG_OK);
+    cr_assert_eq(tg_st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
     cr_expect_eq(test_count_tmp_files(temp_dir), 0, "temporary file left behind");
     cr_expect_eq((8 + header_length_of(path)) % 8, 0u, "data buffer not 8-byte aligned");
 
-    StFile *f = open_ok(path);
-    cr_assert_eq(st_count(f), 5u);
+    TgStFile *f = open_ok(path);
+    cr_assert_eq(tg_st_count(f), 5u);
     const char *order[] = {"w", "tokens", "loss", "empty", "empty_3d"}; /* insertion order */
-    for (size_t i = 0; i < 5; i++) cr_expect_str_eq(st_entry_at(f, i)->name, order[i]);
+    for (size_t i = 0; i < 5; i++) cr_expect_str_eq(tg_st_entry_at(f, i)->name, order[i]);
 
-    const StEntry *e = st_find(f, "w");
+    const TgStEntry *e = tg_st_find(f, "w");
     expect_shape(e, 2, (int64_t[]){2, 3});
-    cr_expect_eq(e->dtype, ST_F32);
+    cr_expect_eq(e->dtype, TG_ST_F32);
     cr_expect_eq(e->numel, 6);
     cr_expect_eq(e->nbytes, 24u);
     float back[6];
-    cr_assert_eq(st_read_f32(f, "w", back, 6), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_f32(f, "w", back, 6), TG_OK, "%s", tg_error_message());
     cr_expect_eq(memcmp(back, weights, sizeof back), 0, "F32 values changed");
 
     int32_t tokens_back[4];
-    cr_assert_eq(st_read_i32(f, "tokens", tokens_back, 4), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_i32(f, "tokens", tokens_back, 4), TG_OK, "%s", tg_error_message());
     cr_expect_eq(memcmp(tokens_back, tokens, sizeof tokens), 0, "I32 values changed");
-    cr_expect_eq(st_find(f, "tokens")->dtype, ST_I32);
+    cr_expect_eq(tg_st_find(f, "tokens")->dtype, TG_ST_I32);
 
-    e = st_find(f, "loss");
+    e = tg_st_find(f, "loss");
     cr_expect_eq(e->ndim, 0);
     cr_expect_eq(e->numel, 1);
     float scalar_back = 0;
-    cr_assert_eq(st_read_f32(f, "loss", &scalar_back, 1), TG_OK);
+    cr_assert_eq(tg_st_read_f32(f, "loss", &scalar_back, 1), TG_OK);
     cr_expect_eq(scalar_back, 4.25f);
 
-    e = st_find(f, "empty");
+    e = tg_st_find(f, "empty");
     expect_shape(e, 1, (int64_t[]){0});
     cr_expect_eq(e->numel, 0);
     cr_expect_eq(e->nbytes, 0u);
-    cr_expect_eq(st_read_f32(f, "empty", NULL, 0), TG_OK);
-    expect_shape(st_find(f, "empty_3d"), 3, (int64_t[]){2, 0, 5});
-    cr_expect_eq(st_find(f, "empty_3d")->dtype, ST_I32);
+    cr_expect_eq(tg_st_read_f32(f, "empty", NULL, 0), TG_OK);
+    expect_shape(tg_st_find(f, "empty_3d"), 3, (int64_t[]){2, 0, 5});
+    cr_expect_eq(tg_st_find(f, "empty_3d")->dtype, TG_ST_I32);
 
-    cr_expect_null(st_find(f, "absent"));
-    cr_expect_str_eq(st_metadata(f, "dim"), "64");
-    cr_expect_str_eq(st_metadata(f, "note"), "quote \" backslash \\ newline \n tab \t caf\xc3\xa9");
-    cr_expect_null(st_metadata(f, "absent"));
-    cr_assert_eq(st_metadata_count(f), 2u);
+    cr_expect_null(tg_st_find(f, "absent"));
+    cr_expect_str_eq(tg_st_metadata(f, "dim"), "64");
+    cr_expect_str_eq(tg_st_metadata(f, "note"), "quote \" backslash \\ newline \n tab \t caf\xc3\xa9");
+    cr_expect_null(tg_st_metadata(f, "absent"));
+    cr_assert_eq(tg_st_metadata_count(f), 2u);
     const char *key, *value;
-    st_metadata_at(f, 0, &key, &value);
+    tg_st_metadata_at(f, 0, &key, &value);
     cr_expect_str_eq(key, "dim");
     cr_expect_str_eq(value, "64");
-    cr_expect_str_eq(st_path(f), path);
-    st_close(f);
+    cr_expect_str_eq(tg_st_path(f), path);
+    tg_st_close(f);
 }
 
 Test(safetensors, data_buffer_is_aligned_and_packed_for_any_name_length) {
@@ -182,44 +182,44 @@ Test(safetensors, data_buffer_is_aligned_and_packed_for_any_name_length) {
         memset(name, 'n', (size_t)len);
         name[len] = '\0';
         const char *path = temp_path("aligned.safetensors");
-        StWriter *w = st_writer_begin();
-        cr_assert_eq(st_writer_add_f32(w, name, 1, (int64_t[]){3}, v), TG_OK);
-        cr_assert_eq(st_writer_add_f32(w, "second", 1, (int64_t[]){2}, v), TG_OK);
-        cr_assert_eq(st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
+        TgStWriter *w = tg_st_writer_begin();
+        cr_assert_eq(tg_st_writer_add_f32(w, name, 1, (int64_t[]){3}, v), TG_OK);
+        cr_assert_eq(tg_st_writer_add_f32(w, "second", 1, (int64_t[]){2}, v), TG_OK);
+        cr_assert_eq(tg_st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
         uint64_t header_len = header_length_of(path);
         cr_expect_eq((8 + header_len) % 8, 0u, "name length %d: header length %llu", len,
                      (unsigned long long)header_len);
         struct stat st;
         cr_assert_eq(stat(path, &st), 0);
         cr_expect_eq((uint64_t)st.st_size, 8 + header_len + 5 * sizeof(float), "file has a gap or extra bytes");
-        StFile *f = open_ok(path);
-        cr_expect_eq(st_find(f, name)->data_begin, 0u);
-        cr_expect_eq(st_find(f, "second")->data_begin, 12u);
-        st_close(f);
+        TgStFile *f = open_ok(path);
+        cr_expect_eq(tg_st_find(f, name)->data_begin, 0u);
+        cr_expect_eq(tg_st_find(f, "second")->data_begin, 12u);
+        tg_st_close(f);
     }
 }
 
 Test(safetensors, writer_replaces_an_existing_file) {
     const char *path = temp_path("replace.safetensors");
     float a = 1.0f, b[2] = {2.0f, 3.0f};
-    StWriter *w = st_writer_begin();
-    st_writer_add_f32(w, "a", 1, (int64_t[]){1}, &a);
-    cr_assert_eq(st_writer_finish(w, path), TG_OK);
-    w = st_writer_begin();
-    st_writer_add_f32(w, "b", 1, (int64_t[]){2}, b);
-    cr_assert_eq(st_writer_finish(w, path), TG_OK);
-    StFile *f = open_ok(path);
-    cr_expect_eq(st_count(f), 1u);
-    cr_expect_null(st_find(f, "a"));
-    cr_expect_not_null(st_find(f, "b"));
-    st_close(f);
+    TgStWriter *w = tg_st_writer_begin();
+    tg_st_writer_add_f32(w, "a", 1, (int64_t[]){1}, &a);
+    cr_assert_eq(tg_st_writer_finish(w, path), TG_OK);
+    w = tg_st_writer_begin();
+    tg_st_writer_add_f32(w, "b", 1, (int64_t[]){2}, b);
+    cr_assert_eq(tg_st_writer_finish(w, path), TG_OK);
+    TgStFile *f = open_ok(path);
+    cr_expect_eq(tg_st_count(f), 1u);
+    cr_expect_null(tg_st_find(f, "a"));
+    cr_expect_not_null(tg_st_find(f, "b"));
+    tg_st_close(f);
     cr_expect_eq(test_count_tmp_files(temp_dir), 0);
 }
 
 Test(safetensors, writer_refuses_bad_tensors_and_stays_usable) {
     float v[2] = {1, 2};
-    StWriter *w = st_writer_begin();
-    cr_assert_eq(st_writer_add_f32(w, "x", 1, (int64_t[]){2}, v), TG_OK);
+    TgStWriter *w = tg_st_writer_begin();
+    cr_assert_eq(tg_st_writer_add_f32(w, "x", 1, (int64_t[]){2}, v), TG_OK);
     struct {
         const char *name;
         int ndim;
@@ -236,52 +236,52 @@ Test(safetensors, writer_refuses_bad_tensors_and_stays_usable) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tg_error_clear();
-        cr_expect_eq(st_writer_add_f32(w, bad[i].name, bad[i].ndim, bad[i].shape, v), TG_ERR_ARG, "case %zu", i);
+        cr_expect_eq(tg_st_writer_add_f32(w, bad[i].name, bad[i].ndim, bad[i].shape, v), TG_ERR_ARG, "case %zu", i);
         cr_expect(strstr(tg_error_message(), bad[i].expected), "case %zu: message lacks \"%s\": %s", i,
                   bad[i].expected, tg_error_message());
     }
-    cr_expect_eq(st_writer_add_f32(w, "nodata", 1, (int64_t[]){2}, NULL), TG_ERR_ARG);
-    cr_expect_eq(st_writer_set_metadata(w, "", "v"), TG_ERR_ARG);
-    cr_expect_eq(st_writer_set_metadata(w, "k", "\xc0\xaf"), TG_ERR_ARG); /* overlong '/' */
-    cr_assert_eq(st_writer_set_metadata(w, "k", "first"), TG_OK);
-    cr_assert_eq(st_writer_set_metadata(w, "k", "second"), TG_OK);
+    cr_expect_eq(tg_st_writer_add_f32(w, "nodata", 1, (int64_t[]){2}, NULL), TG_ERR_ARG);
+    cr_expect_eq(tg_st_writer_set_metadata(w, "", "v"), TG_ERR_ARG);
+    cr_expect_eq(tg_st_writer_set_metadata(w, "k", "\xc0\xaf"), TG_ERR_ARG); /* overlong '/' */
+    cr_assert_eq(tg_st_writer_set_metadata(w, "k", "first"), TG_OK);
+    cr_assert_eq(tg_st_writer_set_metadata(w, "k", "second"), TG_OK);
     const char *path = temp_path("usable.safetensors");
-    cr_assert_eq(st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
-    StFile *f = open_ok(path);
-    cr_expect_eq(st_count(f), 1u);
-    cr_expect_eq(st_metadata_count(f), 1u);
-    cr_expect_str_eq(st_metadata(f, "k"), "second");
-    st_close(f);
+    cr_assert_eq(tg_st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
+    TgStFile *f = open_ok(path);
+    cr_expect_eq(tg_st_count(f), 1u);
+    cr_expect_eq(tg_st_metadata_count(f), 1u);
+    cr_expect_str_eq(tg_st_metadata(f, "k"), "second");
+    tg_st_close(f);
 }
 
 Test(safetensors, writer_reports_an_unwritable_path) {
     const char *path = temp_path("no_such_dir/model.safetensors");
-    StWriter *w = st_writer_begin();
+    TgStWriter *w = tg_st_writer_begin();
     float v = 1;
-    st_writer_add_f32(w, "v", 0, NULL, &v);
-    cr_expect_eq(st_writer_finish(w, path), TG_ERR_IO);
+    tg_st_writer_add_f32(w, "v", 0, NULL, &v);
+    cr_expect_eq(tg_st_writer_finish(w, path), TG_ERR_IO);
     cr_expect(strstr(tg_error_message(), "cannot create") && strstr(tg_error_message(), "no_such_dir"), "%s",
               tg_error_message());
 }
 
 Test(safetensors, writer_output_needs_no_metadata) {
     const char *path = temp_path("plain.safetensors");
-    StWriter *w = st_writer_begin();
-    cr_assert_eq(st_writer_finish(w, path), TG_OK, "%s", tg_error_message()); /* no tensors at all */
-    StFile *f = open_ok(path);
-    cr_expect_eq(st_count(f), 0u);
-    cr_expect_eq(st_metadata_count(f), 0u);
-    cr_expect_null(st_find(f, "x"));
-    st_close(f);
+    TgStWriter *w = tg_st_writer_begin();
+    cr_assert_eq(tg_st_writer_finish(w, path), TG_OK, "%s", tg_error_message()); /* no tensors at all */
+    TgStFile *f = open_ok(path);
+    cr_expect_eq(tg_st_count(f), 0u);
+    cr_expect_eq(tg_st_metadata_count(f), 0u);
+    cr_expect_null(tg_st_find(f, "x"));
+    tg_st_close(f);
 }
 
 /* ---- conversions on reading ---- */
 
-static StFile *write_typed(const char *file_name, const char *name, StDtype dtype, int64_t n, const void *data) {
+static TgStFile *write_typed(const char *file_name, const char *name, TgStDtype dtype, int64_t n, const void *data) {
     const char *path = temp_path(file_name);
-    StWriter *w = st_writer_begin();
-    cr_assert_eq(st_writer_add(w, name, dtype, 1, (int64_t[]){n}, data), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
+    TgStWriter *w = tg_st_writer_begin();
+    cr_assert_eq(tg_st_writer_add(w, name, dtype, 1, (int64_t[]){n}, data), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_writer_finish(w, path), TG_OK, "%s", tg_error_message());
     return open_ok(path);
 }
 
@@ -289,46 +289,46 @@ Test(safetensors, reads_f16_bf16_f64_as_float) {
     /* 1, -2, 65504 (largest half), 2^-24 (smallest subnormal), 2^-14 (smallest normal), -0, +inf, NaN */
     uint16_t half[8] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x0400, 0x8000, 0x7C00, 0x7E00};
     float expected[8] = {1.0f, -2.0f, 65504.0f, 0x1p-24f, 0x1p-14f, -0.0f, INFINITY, NAN};
-    StFile *f = write_typed("f16.safetensors", "h", ST_F16, 8, half);
+    TgStFile *f = write_typed("f16.safetensors", "h", TG_ST_F16, 8, half);
     float out[8];
-    cr_assert_eq(st_read_f32(f, "h", out, 8), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_f32(f, "h", out, 8), TG_OK, "%s", tg_error_message());
     for (int i = 0; i < 7; i++) cr_expect_eq(out[i], expected[i], "F16 element %d: %g", i, out[i]);
     cr_expect(signbit(out[5]), "-0 lost its sign");
     cr_expect(isnan(out[7]));
-    st_close(f);
+    tg_st_close(f);
 
     uint16_t bf16[4] = {0x3F80, 0xC040, 0x4049, 0xFF80}; /* 1, -3, 3.140625, -inf */
-    f = write_typed("bf16.safetensors", "b", ST_BF16, 4, bf16);
-    cr_assert_eq(st_read_f32(f, "b", out, 4), TG_OK);
+    f = write_typed("bf16.safetensors", "b", TG_ST_BF16, 4, bf16);
+    cr_assert_eq(tg_st_read_f32(f, "b", out, 4), TG_OK);
     cr_expect_eq(out[0], 1.0f);
     cr_expect_eq(out[1], -3.0f);
     cr_expect_eq(out[2], 3.140625f);
     cr_expect_eq(out[3], -INFINITY);
-    st_close(f);
+    tg_st_close(f);
 
     double f64[3] = {0.1, -1e300, 1e-300};
-    f = write_typed("f64.safetensors", "d", ST_F64, 3, f64);
-    cr_assert_eq(st_read_f32(f, "d", out, 3), TG_OK);
+    f = write_typed("f64.safetensors", "d", TG_ST_F64, 3, f64);
+    cr_assert_eq(tg_st_read_f32(f, "d", out, 3), TG_OK);
     cr_expect_eq(out[0], 0.1f);
     cr_expect_eq(out[1], -INFINITY);
     cr_expect_eq(out[2], 0.0f);
-    st_close(f);
+    tg_st_close(f);
 }
 
 Test(safetensors, reads_i64_tokens_as_int32_within_range) {
     int64_t tokens[3] = {5, -7, 2147483647};
-    StFile *f = write_typed("i64.safetensors", "t", ST_I64, 3, tokens);
+    TgStFile *f = write_typed("i64.safetensors", "t", TG_ST_I64, 3, tokens);
     int32_t out[3];
-    cr_assert_eq(st_read_i32(f, "t", out, 3), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_i32(f, "t", out, 3), TG_OK, "%s", tg_error_message());
     cr_expect(out[0] == 5 && out[1] == -7 && out[2] == 2147483647);
-    st_close(f);
+    tg_st_close(f);
 
     int64_t too_big[2] = {1, 1LL << 31};
-    f = write_typed("i64_big.safetensors", "t", ST_I64, 2, too_big);
-    cr_expect_eq(st_read_i32(f, "t", out, 2), TG_ERR_MISMATCH);
+    f = write_typed("i64_big.safetensors", "t", TG_ST_I64, 2, too_big);
+    cr_expect_eq(tg_st_read_i32(f, "t", out, 2), TG_ERR_MISMATCH);
     cr_expect(strstr(tg_error_message(), "element 1 is 2147483648, outside the int32 range"), "%s",
               tg_error_message());
-    st_close(f);
+    tg_st_close(f);
 }
 
 /* `status` is the result of a call made just now, so the thread's message is still its own. */
@@ -345,25 +345,25 @@ Test(safetensors, read_refuses_wrong_dtype_count_name_or_shape) {
     float v[6] = {0};
     int32_t t[2] = {0};
     uint8_t u[2] = {0};
-    StWriter *w = st_writer_begin();
-    st_writer_add_f32(w, "w", 2, (int64_t[]){2, 3}, v);
-    st_writer_add_i32(w, "t", 1, (int64_t[]){2}, t);
-    st_writer_add(w, "u", ST_U8, 1, (int64_t[]){2}, u);
-    cr_assert_eq(st_writer_finish(w, path), TG_OK);
-    StFile *f = open_ok(path);
+    TgStWriter *w = tg_st_writer_begin();
+    tg_st_writer_add_f32(w, "w", 2, (int64_t[]){2, 3}, v);
+    tg_st_writer_add_i32(w, "t", 1, (int64_t[]){2}, t);
+    tg_st_writer_add(w, "u", TG_ST_U8, 1, (int64_t[]){2}, u);
+    cr_assert_eq(tg_st_writer_finish(w, path), TG_OK);
+    TgStFile *f = open_ok(path);
     float out[8];
     int32_t iout[8];
-    expect_mismatch(st_read_f32(f, "w", out, 5), path, "tensor 'w' has shape [2, 3] (6 elements), expected 5");
-    expect_mismatch(st_read_f32(f, "t", out, 2), path, "tensor 't' is I32, expected a float dtype");
-    expect_mismatch(st_read_i32(f, "w", iout, 6), path, "tensor 'w' is F32, expected I32 or I64");
-    expect_mismatch(st_read_i32(f, "u", iout, 2), path, "tensor 'u' is U8");
-    expect_mismatch(st_read_f32(f, "missing", out, 1), path, "no tensor named 'missing'");
-    expect_mismatch(st_expect_shape(f, "w", 2, (int64_t[]){3, 2}), path,
+    expect_mismatch(tg_st_read_f32(f, "w", out, 5), path, "tensor 'w' has shape [2, 3] (6 elements), expected 5");
+    expect_mismatch(tg_st_read_f32(f, "t", out, 2), path, "tensor 't' is I32, expected a float dtype");
+    expect_mismatch(tg_st_read_i32(f, "w", iout, 6), path, "tensor 'w' is F32, expected I32 or I64");
+    expect_mismatch(tg_st_read_i32(f, "u", iout, 2), path, "tensor 'u' is U8");
+    expect_mismatch(tg_st_read_f32(f, "missing", out, 1), path, "no tensor named 'missing'");
+    expect_mismatch(tg_st_expect_shape(f, "w", 2, (int64_t[]){3, 2}), path,
                     "tensor 'w' has shape [2, 3], expected [3, 2]");
-    expect_mismatch(st_expect_shape(f, "w", 1, (int64_t[]){6}), path, "expected [6]");
-    expect_mismatch(st_expect_shape(f, "gone", 1, (int64_t[]){6}), path, "no tensor named 'gone'");
-    cr_expect_eq(st_expect_shape(f, "w", 2, (int64_t[]){2, 3}), TG_OK);
-    st_close(f);
+    expect_mismatch(tg_st_expect_shape(f, "w", 1, (int64_t[]){6}), path, "expected [6]");
+    expect_mismatch(tg_st_expect_shape(f, "gone", 1, (int64_t[]){6}), path, "no tensor named 'gone'");
+    cr_expect_eq(tg_st_expect_shape(f, "w", 2, (int64_t[]){2, 3}), TG_OK);
+    tg_st_close(f);
 }
 
 /* ---- what the reader tolerates ---- */
@@ -377,13 +377,13 @@ Test(safetensors, accepts_padding_unknown_fields_and_gaps) {
                  "\"b\":{\"dtype\":\"I8\",\"shape\":[2,2],\"data_offsets\":[8,12]},"
                  "\"e\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[1,1]}}   \n ",
                  12);
-    StFile *f = open_ok(path);
-    cr_expect_eq(st_count(f), 3u);
-    const StEntry *b = st_find(f, "b");
-    cr_expect_eq(b->dtype, ST_I8);
+    TgStFile *f = open_ok(path);
+    cr_expect_eq(tg_st_count(f), 3u);
+    const TgStEntry *b = tg_st_find(f, "b");
+    cr_expect_eq(b->dtype, TG_ST_I8);
     cr_expect_eq(b->bytes[0], 8); /* write_raw fills data byte i with i */
-    cr_expect_eq(st_find(f, "e")->numel, 0);
-    st_close(f);
+    cr_expect_eq(tg_st_find(f, "e")->numel, 0);
+    tg_st_close(f);
 }
 
 /* ---- malformed files ---- */
@@ -429,7 +429,7 @@ Test(safetensors, refuses_header_length_zero_and_one) {
 
 Test(safetensors, refuses_a_header_length_over_the_cap) {
     const char *path = temp_path("cap.safetensors");
-    write_raw(path, ST_MAX_HEADER_BYTES + 1, "{}", 0);
+    write_raw(path, TG_ST_MAX_HEADER_BYTES + 1, "{}", 0);
     expect_refused(path, TG_ERR_FORMAT, "header length 100000001 exceeds the limit of 100000000 bytes");
     write_raw(path, UINT64_MAX, "{}", 0);
     expect_refused(path, TG_ERR_FORMAT, "exceeds the limit");
@@ -555,11 +555,11 @@ Test(safetensors, refuses_bad_metadata) {
 static size_t write_sample(const char *path) {
     float w[6] = {1, 2, 3, 4, 5, 6};
     int32_t t[3] = {7, 8, 9};
-    StWriter *w_ = st_writer_begin();
-    st_writer_add_f32(w_, "weight", 2, (int64_t[]){2, 3}, w);
-    st_writer_add_i32(w_, "tokens", 1, (int64_t[]){3}, t);
-    st_writer_set_metadata(w_, "k", "v");
-    cr_assert_eq(st_writer_finish(w_, path), TG_OK, "%s", tg_error_message());
+    TgStWriter *w_ = tg_st_writer_begin();
+    tg_st_writer_add_f32(w_, "weight", 2, (int64_t[]){2, 3}, w);
+    tg_st_writer_add_i32(w_, "tokens", 1, (int64_t[]){3}, t);
+    tg_st_writer_set_metadata(w_, "k", "v");
+    cr_assert_eq(tg_st_writer_finish(w_, path), TG_OK, "%s", tg_error_message());
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
     return (size_t)st.st_size;
@@ -589,11 +589,11 @@ Test(safetensors, refuses_every_truncation_of_a_valid_file) {
     uint8_t *bytes = slurp(src, size);
     for (size_t len = 0; len < size; len++) {
         write_bytes(cut, bytes, len);
-        StFile *f = NULL;
-        TgStatus status = st_open(cut, &f);
+        TgStFile *f = NULL;
+        TgStatus status = tg_st_open(cut, &f);
         cr_expect_eq(status, TG_ERR_FORMAT, "a %zu-byte prefix of a %zu-byte file was %s", len, size,
                      status == TG_OK ? "accepted" : tg_status_name(status));
-        st_close(f);
+        tg_st_close(f);
     }
     free(bytes);
 }
@@ -613,9 +613,9 @@ Test(safetensors, survives_corrupted_header_bytes) {
             bytes[at] = replacements[r];
             write_bytes(bad, bytes, size);
             bytes[at] = saved;
-            StFile *f = NULL;
+            TgStFile *f = NULL;
             tg_error_clear();
-            TgStatus status = st_open(bad, &f);
+            TgStatus status = tg_st_open(bad, &f);
             if (status != TG_OK) {
                 refused++;
                 cr_expect_null(f);
@@ -623,12 +623,12 @@ Test(safetensors, survives_corrupted_header_bytes) {
                           tg_error_message());
             } else {
                 /* whatever was accepted must be self-consistent */
-                for (size_t i = 0; i < st_count(f); i++) {
-                    const StEntry *e = st_entry_at(f, i);
+                for (size_t i = 0; i < tg_st_count(f); i++) {
+                    const TgStEntry *e = tg_st_entry_at(f, i);
                     cr_expect_leq(e->data_begin + e->nbytes, size - 8 - header_len);
                 }
             }
-            st_close(f);
+            tg_st_close(f);
         }
     }
     cr_expect_gt(refused, 0);
@@ -648,18 +648,18 @@ static const int64_t parameter_shapes[][2] = {
     {64, 0}, {64, 64}, {32, 64}, {32, 64}, {64, 64}, {64, 0}, {192, 64}, {192, 64}, {64, 192},
 };
 
-static void expect_f32_entry(const StFile *f, const char *name, int ndim, const int64_t *shape) {
-    const StEntry *e = st_find(f, name);
+static void expect_f32_entry(const TgStFile *f, const char *name, int ndim, const int64_t *shape) {
+    const TgStEntry *e = tg_st_find(f, name);
     cr_assert_not_null(e, "reference lacks '%s'", name);
-    cr_expect_eq(e->dtype, ST_F32, "'%s' is %s", name, st_dtype_name(e->dtype));
+    cr_expect_eq(e->dtype, TG_ST_F32, "'%s' is %s", name, tg_st_dtype_name(e->dtype));
     expect_shape(e, ndim, shape);
 }
 
-static float *read_all_f32(const StFile *f, const char *name) {
-    const StEntry *e = st_find(f, name);
+static float *read_all_f32(const TgStFile *f, const char *name) {
+    const TgStEntry *e = tg_st_find(f, name);
     cr_assert_not_null(e, "reference lacks '%s'", name);
     float *out = malloc((size_t)e->numel * sizeof *out + 1);
-    cr_assert_eq(st_read_f32(f, name, out, e->numel), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_st_read_f32(f, name, out, e->numel), TG_OK, "%s", tg_error_message());
     return out;
 }
 
@@ -671,7 +671,7 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
              TAPEGRAD_SOURCE_DIR, path, temp_path("make_reference.log"));
     int rc = test_run(cmd);
     cr_assert_eq(rc, 0, "make_reference.py failed with status %d; see %s", rc, temp_path("make_reference.log"));
-    StFile *f = open_ok(path);
+    TgStFile *f = open_ok(path);
 
     /* every weight: initial, its first gradient, after the last step, and its AdamW m and v */
     static const char *const prefixes[] = {"", "grad.", "final.", "adamw_m.", "adamw_v."};
@@ -695,35 +695,35 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
     expect_f32_entry(f, "logits", 3, (int64_t[]){3, 16, 67});
     expect_f32_entry(f, "adamw_losses", 1, (int64_t[]){5});
     expect_f32_entry(f, "grad_norms", 1, (int64_t[]){5});
-    const StEntry *loss_entry = st_find(f, "loss");
+    const TgStEntry *loss_entry = tg_st_find(f, "loss");
     cr_assert_not_null(loss_entry);
-    cr_expect(loss_entry->dtype == ST_F32 && loss_entry->numel == 1, "loss must be one F32");
+    cr_expect(loss_entry->dtype == TG_ST_F32 && loss_entry->numel == 1, "loss must be one F32");
     for (int k = 0; k < 2; k++) {
-        const StEntry *e = st_find(f, k ? "targets" : "tokens");
+        const TgStEntry *e = tg_st_find(f, k ? "targets" : "tokens");
         cr_assert_not_null(e);
-        cr_expect_eq(e->dtype, ST_I32);
+        cr_expect_eq(e->dtype, TG_ST_I32);
         expect_shape(e, 2, (int64_t[]){3, 16});
     }
     expected_count += 6;
-    cr_expect_eq(st_count(f), expected_count, "reference holds %zu entries, expected %zu", st_count(f),
+    cr_expect_eq(tg_st_count(f), expected_count, "reference holds %zu entries, expected %zu", tg_st_count(f),
                  expected_count);
 
     const char *config[][2] = {{"dim", "64"},   {"layers", "2"}, {"heads", "4"},  {"kv_heads", "2"},
                                {"hidden", "192"}, {"vocab", "67"}, {"seq", "16"}, {"batch", "3"}};
     for (size_t i = 0; i < sizeof config / sizeof *config; i++) {
-        const char *value = st_metadata(f, config[i][0]);
+        const char *value = tg_st_metadata(f, config[i][0]);
         cr_expect(value && strcmp(value, config[i][1]) == 0, "metadata %s = %s, expected %s", config[i][0],
                   value ? value : "(absent)", config[i][1]);
     }
     const char *keys[] = {"rope_theta", "norm_eps", "lr", "min_lr", "warmup", "lrs", "betas", "eps",
                           "weight_decay", "clip", "accum", "ignored", "steps"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        cr_expect_not_null(st_metadata(f, keys[i]), "metadata lacks %s", keys[i]);
-    cr_expect_float_eq(strtod(st_metadata(f, "rope_theta"), NULL), 1e6, 1e-9);
+        cr_expect_not_null(tg_st_metadata(f, keys[i]), "metadata lacks %s", keys[i]);
+    cr_expect_float_eq(strtod(tg_st_metadata(f, "rope_theta"), NULL), 1e6, 1e-9);
 
     /* at N(0, 0.02) init the prediction is nearly uniform: loss close to ln(vocab) */
     float loss;
-    cr_assert_eq(st_read_f32(f, "loss", &loss, 1), TG_OK);
+    cr_assert_eq(tg_st_read_f32(f, "loss", &loss, 1), TG_OK);
     cr_expect(fabs(loss - log(67.0)) < 0.15, "loss %f, expected about ln 67 = %f", loss, log(67.0));
     float *losses = read_all_f32(f, "adamw_losses");
     cr_expect_float_eq(losses[0], loss, 1e-6, "the first AdamW loss is recorded before any update");
@@ -733,8 +733,8 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
     free(losses);
 
     int32_t tokens[48], targets[48];
-    cr_assert_eq(st_read_i32(f, "tokens", tokens, 48), TG_OK);
-    cr_assert_eq(st_read_i32(f, "targets", targets, 48), TG_OK);
+    cr_assert_eq(tg_st_read_i32(f, "tokens", tokens, 48), TG_OK);
+    cr_assert_eq(tg_st_read_i32(f, "targets", targets, 48), TG_OK);
     for (int b = 0; b < 3; b++)
         for (int t = 0; t < 16; t++) {
             cr_expect(tokens[b * 16 + t] >= 0 && tokens[b * 16 + t] < 67);
@@ -753,5 +753,5 @@ Test(safetensors, reads_the_pytorch_parity_reference, .timeout = 300) {
     float *logits = read_all_f32(f, "logits");
     for (int i = 0; i < 3 * 16 * 67; i++) cr_assert(isfinite(logits[i]));
     free(logits);
-    st_close(f);
+    tg_st_close(f);
 }

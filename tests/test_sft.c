@@ -27,48 +27,48 @@
 
 /* Prose, and indented lines: the merge of "\n" and " " that a reply beginning with white space
  * can share with the header's "\n". */
-static TgTokenizer chat_tokenizer(ChatTokens *ct) {
+static TgTokenizer chat_tokenizer(TgChatTokens *ct) {
     size_t prose_len = 60000, extra = 300 * 12;
     char *text = datagen_prose(3, prose_len + extra);
     for (size_t i = 0; i < 300; i++) memcpy(text + prose_len + 12 * i, "list:\n  item", 12);
     TgTokenizer tok;
     cr_assert_eq(tg_tokenizer_bpe_train_specials(text, prose_len + extra, 600, "chatml", &tok), TG_OK, "%s", tg_error_message());
     free(text);
-    cr_assert_eq(chat_tokens_find(&tok, "test", ct), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_chat_tokens_find(&tok, "test", ct), TG_OK, "%s", tg_error_message());
     return tok;
 }
 
-static Conversation conversation(int n, const ChatRole *roles, const char *const *contents) {
-    Conversation c = {0};
-    for (int i = 0; i < n; i++) chat_conversation_add(&c, roles[i], contents[i], strlen(contents[i]));
+static TgConversation conversation(int n, const TgChatRole *roles, const char *const *contents) {
+    TgConversation c = {0};
+    for (int i = 0; i < n; i++) tg_chat_conversation_add(&c, roles[i], contents[i], strlen(contents[i]));
     return c;
 }
 
 /* ---- rendering ---- */
 
 Test(chat_format, renders_chatml_as_minimind_template_does) {
-    Conversation c = conversation(3, (ChatRole[]){CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT},
+    TgConversation c = conversation(3, (TgChatRole[]){TG_CHAT_SYSTEM, TG_CHAT_USER, TG_CHAT_ASSISTANT},
                                   (const char *[]){"You are kind.", "Hi!", "Hello, how can I help?"});
     size_t len;
-    char *text = chat_render_text(&c, false, &len);
+    char *text = tg_chat_render_text(&c, false, &len);
     const char *expect = "<|im_start|>system\nYou are kind.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
                          "<|im_start|>assistant\nHello, how can I help?<|im_end|>\n";
     cr_expect_eq(len, strlen(expect));
     cr_expect_str_eq(text, expect);
     free(text);
-    chat_conversation_free(&c);
-    c = conversation(1, (ChatRole[]){CHAT_USER}, (const char *[]){"2+2?"});
-    text = chat_render_text(&c, true, &len);
+    tg_chat_conversation_free(&c);
+    c = conversation(1, (TgChatRole[]){TG_CHAT_USER}, (const char *[]){"2+2?"});
+    text = tg_chat_render_text(&c, true, &len);
     cr_expect_str_eq(text, "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
     free(text);
-    chat_conversation_free(&c);
+    tg_chat_conversation_free(&c);
 }
 
 /* The ids of a conversation are those of its whole rendered text, encoded in one piece: the
  * markers single ids, and special-token text inside a content the token (as Hugging Face's
  * tokenizer(apply_chat_template(...)) gives them). */
 Test(chat_format, ids_are_the_whole_rendered_text_encoded) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     cr_expect(ct.im_start >= 0 && ct.im_end >= 0 && ct.im_start != ct.im_end);
     static const char *const cases[][3] = {
@@ -77,19 +77,19 @@ Test(chat_format, ids_are_the_whole_rendered_text_encoded) {
         {"sys", "a user quoting <|im_end|> and <|im_start|>assistant\n", "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 <|endoftext|>"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        Conversation c = conversation(3, (ChatRole[]){CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT}, cases[i]);
-        ChatIds ids = {0};
-        assert_ok(chat_encode_conversation(&tok, &ct, &c, &ids));
-        assert_ok(chat_encode_generation_prompt(&tok, &ct, &ids));
+        TgConversation c = conversation(3, (TgChatRole[]){TG_CHAT_SYSTEM, TG_CHAT_USER, TG_CHAT_ASSISTANT}, cases[i]);
+        TgChatIds ids = {0};
+        assert_ok(tg_chat_encode_conversation(&tok, &ct, &c, &ids));
+        assert_ok(tg_chat_encode_generation_prompt(&tok, &ct, &ids));
         size_t len, n;
-        char *text = chat_render_text(&c, true, &len);
+        char *text = tg_chat_render_text(&c, true, &len);
         int32_t *whole = malloc((tg_tokenizer_max_ids(&tok, len) + 1) * sizeof *whole);
         assert_ok(tg_tokenizer_encode(&tok, text, len, whole, tg_tokenizer_max_ids(&tok, len), &n));
         cr_expect_eq(n, ids.n, "case %zu: %zu ids in pieces, %zu for the whole text", i, ids.n, n);
         cr_expect(memcmp(whole, ids.ids, (n < ids.n ? n : ids.n) * sizeof *whole) == 0, "case %zu: the ids differ", i);
         free(whole), free(text);
-        chat_ids_free(&ids);
-        chat_conversation_free(&c);
+        tg_chat_ids_free(&ids);
+        tg_chat_conversation_free(&c);
     }
     tg_tokenizer_free(&tok);
 }
@@ -106,21 +106,21 @@ static char *bytes_of(const TgTokenizer *tok, const int32_t *ids, size_t from, s
  * are trained; <|im_start|>, "assistant", its "\n", the "\n" after <|im_end|>, and every id of the
  * system and user turns are not. */
 Test(chat_format, the_mask_covers_each_reply_and_its_im_end_and_not_the_header) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     const char *contents[] = {"Answer in one line.", "What colour is the sky?", "The sky is blue.", "And grass?",
                               "Grass is green, mostly."};
-    Conversation c = conversation(5, (ChatRole[]){CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT, CHAT_USER, CHAT_ASSISTANT},
+    TgConversation c = conversation(5, (TgChatRole[]){TG_CHAT_SYSTEM, TG_CHAT_USER, TG_CHAT_ASSISTANT, TG_CHAT_USER, TG_CHAT_ASSISTANT},
                                   contents);
-    ChatIds ids = {0};
-    assert_ok(chat_encode_conversation(&tok, &ct, &c, &ids));
+    TgChatIds ids = {0};
+    assert_ok(tg_chat_encode_conversation(&tok, &ct, &c, &ids));
     /* walk the turns: <|im_start|> role \n content <|im_end|> \n */
     size_t at = 0;
     for (size_t t = 0; t < c.n_turns; t++) {
         cr_assert_eq(ids.ids[at], ct.im_start, "turn %zu starts with <|im_start|>", t);
         size_t end = at + 1;
         while (ids.ids[end] != ct.im_end) end++;
-        bool reply = c.turns[t].role == CHAT_ASSISTANT;
+        bool reply = c.turns[t].role == TG_CHAT_ASSISTANT;
         cr_expect_eq(ids.trained[at], 0, "turn %zu: <|im_start|> is not trained", t);
         cr_expect_eq(ids.trained[end], reply, "turn %zu: <|im_end|> is trained exactly in a reply", t);
         /* the header "role\n" and the content */
@@ -130,12 +130,12 @@ Test(chat_format, the_mask_covers_each_reply_and_its_im_end_and_not_the_header) 
         for (size_t i = first_trained; i < end; i++) cr_expect_eq(ids.trained[i], 1, "turn %zu, id %zu: a hole in the mask", t, i);
         char *header = bytes_of(&tok, ids.ids, at + 1, first_trained), *content = bytes_of(&tok, ids.ids, first_trained, end);
         char expect_header[64];
-        snprintf(expect_header, sizeof expect_header, "%s\n", chat_role_name(c.turns[t].role));
+        snprintf(expect_header, sizeof expect_header, "%s\n", tg_chat_role_name(c.turns[t].role));
         if (reply) {
             cr_expect_str_eq(header, expect_header, "turn %zu: the untrained ids of the reply are its header", t);
             cr_expect_str_eq(content, contents[t], "turn %zu: the trained ids are the content", t);
         } else {
-            cr_expect_eq(first_trained, end, "turn %zu (%s): nothing is trained", t, chat_role_name(c.turns[t].role));
+            cr_expect_eq(first_trained, end, "turn %zu (%s): nothing is trained", t, tg_chat_role_name(c.turns[t].role));
         }
         free(header), free(content);
         /* then "\n", never trained */
@@ -144,34 +144,34 @@ Test(chat_format, the_mask_covers_each_reply_and_its_im_end_and_not_the_header) 
         at = next;
     }
     cr_expect_eq(at, ids.n);
-    chat_ids_free(&ids);
-    chat_conversation_free(&c);
+    tg_chat_ids_free(&ids);
+    tg_chat_conversation_free(&c);
     tg_tokenizer_free(&tok);
 }
 
 /* A reply that begins with white space can share an id with the header's "\n" (the pre-split
  * joins "\n " before a word's space): that id holds reply text, so it is trained. */
 Test(chat_format, an_id_shared_by_the_header_and_the_reply_is_trained) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
-    ChatIds ids = {0};
-    assert_ok(chat_encode_turn(&tok, &ct, CHAT_ASSISTANT, "   spaced out", 13, &ids));
+    TgChatIds ids = {0};
+    assert_ok(tg_chat_encode_turn(&tok, &ct, TG_CHAT_ASSISTANT, "   spaced out", 13, &ids));
     size_t first = 1;
     while (!ids.trained[first]) first++;
     char *header = bytes_of(&tok, ids.ids, 1, first), *shared = bytes_of(&tok, ids.ids, first, first + 1);
     cr_expect_str_eq(header, "assistant", "only the ids inside \"assistant\\n\" are the header's");
     cr_expect(shared[0] == '\n' && shared[1] == ' ', "the first trained id is \"\\n \"... (got \"%s\")", shared);
     free(header), free(shared);
-    chat_ids_free(&ids);
+    tg_chat_ids_free(&ids);
     tg_tokenizer_free(&tok);
 }
 
 /* ---- reading conversations ---- */
 
-static bool parse(const char *json, Conversation *c, char *why, size_t cap) {
-    JsonlLine line = {.kind = JSONL_OBJECT, .number = 7, .text = json, .len = strlen(json)};
-    cr_assert_eq(json_check(json, strlen(json), "line"), TG_OK, "%s", tg_error_message());
-    return chat_conversation_parse(&line, c, why, cap);
+static bool parse(const char *json, TgConversation *c, char *why, size_t cap) {
+    TgJsonlLine line = {.kind = TG_JSONL_OBJECT, .number = 7, .text = json, .len = strlen(json)};
+    cr_assert_eq(tg_json_check(json, strlen(json), "line"), TG_OK, "%s", tg_error_message());
+    return tg_chat_conversation_parse(&line, c, why, cap);
 }
 
 /* A line exactly as MiniMind's sft_mini_512.jsonl writes one reads as it is: no conversion step. */
@@ -180,7 +180,7 @@ Test(chat_format, reads_a_line_of_minimind_sft_set) {
                        "\\u4ecb\\u7ecd\\u4f60\\u81ea\\u5df1\\u3002\"}, {\"role\": \"assistant\", \"content\": "
                        "\"\xe6\x88\x91\xe6\x98\xaf MiniMind\xef\xbc\x8c\xe4\xb8\x80\xe4\xb8\xaa\xe5\xb0\x8f\xe6\xa8\xa1"
                        "\xe5\x9e\x8b\xe3\x80\x82\\n\\n\\\"ok\\\"\"}]}";
-    Conversation c = {0};
+    TgConversation c = {0};
     char why[256];
     cr_assert(parse(line, &c, why, sizeof why), "%s", why);
     cr_assert_eq(c.n_turns, 2);
@@ -188,8 +188,8 @@ Test(chat_format, reads_a_line_of_minimind_sft_set) {
                        "\xe4\xbd\xa0\xe8\x87\xaa\xe5\xb7\xb1\xe3\x80\x82",
                *reply = "\xe6\x88\x91\xe6\x98\xaf MiniMind\xef\xbc\x8c\xe4\xb8\x80\xe4\xb8\xaa\xe5\xb0\x8f"
                         "\xe6\xa8\xa1\xe5\x9e\x8b\xe3\x80\x82\n\n\"ok\"";
-    cr_expect(c.turns[0].role == CHAT_USER && c.turns[0].len == strlen(user) && memcmp(chat_turn_text(&c, 0), user, strlen(user)) == 0);
-    cr_expect(c.turns[1].role == CHAT_ASSISTANT && c.turns[1].len == strlen(reply) &&
+    cr_expect(c.turns[0].role == TG_CHAT_USER && c.turns[0].len == strlen(user) && memcmp(chat_turn_text(&c, 0), user, strlen(user)) == 0);
+    cr_expect(c.turns[1].role == TG_CHAT_ASSISTANT && c.turns[1].len == strlen(reply) &&
               memcmp(chat_turn_text(&c, 1), reply, strlen(reply)) == 0);
     /* members tapegrad does not read are skipped; a NUL in a content is kept */
     cr_assert(parse("{\"id\": 3, \"conversations\": [{\"role\": \"system\", \"content\": \"a\\u0000b\", \"x\": [1]}, "
@@ -198,8 +198,8 @@ Test(chat_format, reads_a_line_of_minimind_sft_set) {
               "%s", why);
     cr_expect_eq(c.n_turns, 2);
     cr_expect(c.turns[0].len == 3 && memcmp(chat_turn_text(&c, 0), "a\0b", 3) == 0);
-    cr_expect(!chat_conversation_has_reply(&c));
-    chat_conversation_free(&c);
+    cr_expect(!tg_chat_conversation_has_reply(&c));
+    tg_chat_conversation_free(&c);
 }
 
 Test(chat_format, refuses_what_is_no_conversation_naming_the_place) {
@@ -217,25 +217,25 @@ Test(chat_format, refuses_what_is_no_conversation_naming_the_place) {
         {"{\"conversations\": [{\"role\": \"tool\", \"content\": \"a\"}]}", "line 7, turn 1 has the role \"tool\""},
         {"{\"conversations\": [{\"role\": \"user\", \"role\": \"user\", \"content\": \"a\"}]}", "turn 1 gives \"role\" twice"},
     };
-    Conversation c = {0};
+    TgConversation c = {0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char why[256] = "";
         cr_expect(!parse(cases[i].json, &c, why, sizeof why), "case %zu was read", i);
         cr_expect(strstr(why, cases[i].says) != NULL, "case %zu: \"%s\" does not say \"%s\"", i, why, cases[i].says);
     }
-    chat_conversation_free(&c);
+    tg_chat_conversation_free(&c);
 }
 
 Test(chat_format, a_tokenizer_without_the_markers_is_refused_saying_how_to_get_one) {
     char *text = datagen_english(1, 5000);
     TgTokenizer tok;
     assert_ok(tg_tokenizer_bpe_train(text, strlen(text), 300, &tok));
-    ChatTokens ct;
-    assert_fails(chat_tokens_find(&tok, "base/", &ct), TG_ERR_MISMATCH, "base/ has no <|im_start|> and <|im_end|>");
-    assert_fails(chat_tokens_find(&tok, "base/", &ct), TG_ERR_MISMATCH, "--special-tokens chatml");
+    TgChatTokens ct;
+    assert_fails(tg_chat_tokens_find(&tok, "base/", &ct), TG_ERR_MISMATCH, "base/ has no <|im_start|> and <|im_end|>");
+    assert_fails(tg_chat_tokens_find(&tok, "base/", &ct), TG_ERR_MISMATCH, "--special-tokens chatml");
     tg_tokenizer_free(&tok);
     assert_ok(tg_tokenizer_char_train(text, strlen(text), &tok));
-    assert_fails(chat_tokens_find(&tok, "char run", &ct), TG_ERR_MISMATCH, "(a char tokenizer)");
+    assert_fails(tg_chat_tokens_find(&tok, "char run", &ct), TG_ERR_MISMATCH, "(a char tokenizer)");
     tg_tokenizer_free(&tok);
     free(text);
 }
@@ -243,13 +243,13 @@ Test(chat_format, a_tokenizer_without_the_markers_is_refused_saying_how_to_get_o
 /* ---- a split in memory, for the loader and the gradients ---- */
 
 typedef struct {
-    SftSplit split;
+    TgSftSplit split;
     int32_t *tokens, *mask;
     size_t n, cap;
 } MemSplit;
 
-/* Appends the conversation's ids and mask as sft_prepare writes them. */
-static void mem_add(MemSplit *m, const ChatIds *ids) {
+/* Appends the conversation's ids and mask as tg_sft_prepare writes them. */
+static void mem_add(MemSplit *m, const TgChatIds *ids) {
     if (m->n + ids->n > m->cap) {
         m->cap = 2 * (m->n + ids->n);
         m->tokens = realloc(m->tokens, m->cap * sizeof *m->tokens);
@@ -260,15 +260,15 @@ static void mem_add(MemSplit *m, const ChatIds *ids) {
     m->split.starts[c] = m->n;
     for (size_t i = 0; i < ids->n; i++) {
         m->tokens[m->n + i] = ids->ids[i];
-        m->mask[m->n + i] = i == 0 ? SFT_MASK_START : ids->trained[i] ? SFT_MASK_TRAINED : SFT_MASK_CONTEXT;
+        m->mask[m->n + i] = i == 0 ? TG_SFT_MASK_START : ids->trained[i] ? TG_SFT_MASK_TRAINED : TG_SFT_MASK_CONTEXT;
     }
     m->n += ids->n;
     m->split.starts[c + 1] = m->n;
 }
 
 static void mem_finish(MemSplit *m) {
-    token_store_from_memory(&m->split.tokens, m->tokens, m->n);
-    token_store_from_memory(&m->split.mask, m->mask, m->n);
+    tg_token_store_from_memory(&m->split.tokens, m->tokens, m->n);
+    tg_token_store_from_memory(&m->split.mask, m->mask, m->n);
 }
 
 static void mem_free(MemSplit *m) {
@@ -277,22 +277,22 @@ static void mem_free(MemSplit *m) {
 }
 
 /* n conversations of 1 to 3 exchanges, of varied lengths. */
-static void mem_conversations(MemSplit *m, const TgTokenizer *tok, const ChatTokens *ct, int n) {
+static void mem_conversations(MemSplit *m, const TgTokenizer *tok, const TgChatTokens *ct, int n) {
     static const char *const words[] = {"tea", "river", "seven", "bright", "cold", "map", "lantern", "quiet", "north"};
     for (int i = 0; i < n; i++) {
-        Conversation c = {0};
+        TgConversation c = {0};
         char text[256];
         for (int t = 0; t <= i % 2; t++) {
             int len = snprintf(text, sizeof text, "about %s %d", words[(i + t) % 9], i);
-            chat_conversation_add(&c, CHAT_USER, text, (size_t)len);
+            tg_chat_conversation_add(&c, TG_CHAT_USER, text, (size_t)len);
             len = snprintf(text, sizeof text, "%s%s", words[(i * 7 + t) % 9], i % 3 ? "." : " is a word I know well.");
-            chat_conversation_add(&c, CHAT_ASSISTANT, text, (size_t)len);
+            tg_chat_conversation_add(&c, TG_CHAT_ASSISTANT, text, (size_t)len);
         }
-        ChatIds ids = {0};
-        cr_assert_eq(chat_encode_conversation(tok, ct, &c, &ids), TG_OK);
+        TgChatIds ids = {0};
+        cr_assert_eq(tg_chat_encode_conversation(tok, ct, &c, &ids), TG_OK);
         mem_add(m, &ids);
-        chat_ids_free(&ids);
-        chat_conversation_free(&c);
+        tg_chat_ids_free(&ids);
+        tg_chat_conversation_free(&c);
     }
     mem_finish(m);
 }
@@ -305,16 +305,16 @@ enum { SEQ = 128, PAD = 5 };
  * one's own; targets its next id where the mask trains it, else ignored; padding ignored and
  * alone. Together the rows of an epoch hold every conversation once. */
 Test(sft_loader, rows_hold_whole_conversations_each_on_its_own) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 23);
-    SftLoader ld;
-    assert_ok(sft_loader_init(&ld, &m.split, 3, SEQ, 11, PAD, SFT_ORDER_SHUFFLED));
+    TgSftLoader ld;
+    assert_ok(tg_sft_loader_init(&ld, &m.split, 3, SEQ, 11, PAD, TG_SFT_ORDER_SHUFFLED));
     int32_t in[3 * SEQ], tg[3 * SEQ], ks[3 * SEQ];
     int seen[23] = {0}, rows = 0;
     while (ld.epoch == 0) {
-        assert_ok(sft_loader_next(&ld, in, tg, ks));
+        assert_ok(tg_sft_loader_next(&ld, in, tg, ks));
         for (int r = 0; r < 3; r++, rows++) {
             int32_t *row_in = in + r * SEQ, *row_tg = tg + r * SEQ, *row_ks = ks + r * SEQ;
             int p = 0;
@@ -333,7 +333,7 @@ Test(sft_loader, rows_hold_whole_conversations_each_on_its_own) {
                 size_t at = m.split.starts[found], len = m.split.starts[found + 1] - at;
                 seen[found]++;
                 for (size_t i = 0; i < len; i++) {
-                    int32_t expect = i + 1 < len && m.mask[at + i + 1] == SFT_MASK_TRAINED ? m.tokens[at + i + 1] : TG_IGNORE_INDEX;
+                    int32_t expect = i + 1 < len && m.mask[at + i + 1] == TG_SFT_MASK_TRAINED ? m.tokens[at + i + 1] : TG_IGNORE_INDEX;
                     cr_expect_eq(row_tg[p + (int)i], expect, "row %d, position %zu: target %d, expected %d", rows, i, row_tg[p + (int)i], expect);
                 }
                 p = end;
@@ -346,7 +346,7 @@ Test(sft_loader, rows_hold_whole_conversations_each_on_its_own) {
     }
     /* the batches up to the one that crossed into epoch 1 hold all of epoch 0: each conversation */
     for (int c = 0; c < 23; c++) cr_expect_geq(seen[c], 1, "conversation %d never drawn in the first epoch", c);
-    sft_loader_free(&ld);
+    tg_sft_loader_free(&ld);
     mem_free(&m);
     tg_tokenizer_free(&tok);
 }
@@ -355,36 +355,36 @@ Test(sft_loader, rows_hold_whole_conversations_each_on_its_own) {
  * draws next what the loader that got there draws (a resume), across epochs; the seed decides
  * the order. */
 Test(sft_loader, skipping_and_setting_the_state_draw_what_drawing_does) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 17);
-    SftLoader a, b, c, d;
-    assert_ok(sft_loader_init(&a, &m.split, 2, SEQ, 3, PAD, SFT_ORDER_SHUFFLED));
-    assert_ok(sft_loader_init(&b, &m.split, 2, SEQ, 3, PAD, SFT_ORDER_SHUFFLED));
-    assert_ok(sft_loader_init(&c, &m.split, 2, SEQ, 3, PAD, SFT_ORDER_SHUFFLED));
-    assert_ok(sft_loader_init(&d, &m.split, 2, SEQ, 4, PAD, SFT_ORDER_SHUFFLED));
+    TgSftLoader a, b, c, d;
+    assert_ok(tg_sft_loader_init(&a, &m.split, 2, SEQ, 3, PAD, TG_SFT_ORDER_SHUFFLED));
+    assert_ok(tg_sft_loader_init(&b, &m.split, 2, SEQ, 3, PAD, TG_SFT_ORDER_SHUFFLED));
+    assert_ok(tg_sft_loader_init(&c, &m.split, 2, SEQ, 3, PAD, TG_SFT_ORDER_SHUFFLED));
+    assert_ok(tg_sft_loader_init(&d, &m.split, 2, SEQ, 4, PAD, TG_SFT_ORDER_SHUFFLED));
     int32_t in_a[2 * SEQ], tg_a[2 * SEQ], ks_a[2 * SEQ], in_b[2 * SEQ], tg_b[2 * SEQ], ks_b[2 * SEQ];
-    for (int i = 0; i < 25; i++) assert_ok(sft_loader_next(&a, in_a, tg_a, ks_a));
-    sft_loader_skip(&b, 25);
-    LoaderState st = sft_loader_get_state(&a);
+    for (int i = 0; i < 25; i++) assert_ok(tg_sft_loader_next(&a, in_a, tg_a, ks_a));
+    tg_sft_loader_skip(&b, 25);
+    TgLoaderState st = tg_sft_loader_get_state(&a);
     cr_expect_eq(st.batches_drawn, 25);
-    sft_loader_set_state(&c, &st);
+    tg_sft_loader_set_state(&c, &st);
     cr_expect_gt(a.epoch, 1, "the test crosses epochs");
     bool differs_from_other_seed = false;
     for (int i = 0; i < 5; i++) {
-        assert_ok(sft_loader_next(&a, in_a, tg_a, ks_a));
-        assert_ok(sft_loader_next(&b, in_b, tg_b, ks_b));
+        assert_ok(tg_sft_loader_next(&a, in_a, tg_a, ks_a));
+        assert_ok(tg_sft_loader_next(&b, in_b, tg_b, ks_b));
         cr_expect(memcmp(in_a, in_b, sizeof in_a) == 0 && memcmp(tg_a, tg_b, sizeof tg_a) == 0 &&
                       memcmp(ks_a, ks_b, sizeof ks_a) == 0,
                   "batch %d after skipping differs", i);
-        assert_ok(sft_loader_next(&c, in_b, tg_b, ks_b));
+        assert_ok(tg_sft_loader_next(&c, in_b, tg_b, ks_b));
         cr_expect(memcmp(in_a, in_b, sizeof in_a) == 0 && memcmp(tg_a, tg_b, sizeof tg_a) == 0, "batch %d after a resume differs", i);
-        assert_ok(sft_loader_next(&d, in_b, tg_b, ks_b));
+        assert_ok(tg_sft_loader_next(&d, in_b, tg_b, ks_b));
         differs_from_other_seed |= memcmp(in_a, in_b, sizeof in_a) != 0;
     }
     cr_expect(differs_from_other_seed, "another seed draws the same batches");
-    sft_loader_free(&a), sft_loader_free(&b), sft_loader_free(&c), sft_loader_free(&d);
+    tg_sft_loader_free(&a), tg_sft_loader_free(&b), tg_sft_loader_free(&c), tg_sft_loader_free(&d);
     mem_free(&m);
     tg_tokenizer_free(&tok);
 }
@@ -392,33 +392,33 @@ Test(sft_loader, skipping_and_setting_the_state_draw_what_drawing_does) {
 /* Evaluation batches are the split in its order, the same at every call; a loader of one pass
  * draws every conversation once, then padding. */
 Test(sft_loader, evaluation_batches_are_fixed_and_one_pass_draws_each_once) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 9);
     int32_t in1[4 * 2 * SEQ], tg1[4 * 2 * SEQ], ks1[4 * 2 * SEQ], in2[4 * 2 * SEQ], tg2[4 * 2 * SEQ], ks2[4 * 2 * SEQ];
-    assert_ok(sft_fixed_batches(&m.split, 2, SEQ, 4, PAD, in1, tg1, ks1));
-    assert_ok(sft_fixed_batches(&m.split, 2, SEQ, 4, PAD, in2, tg2, ks2));
+    assert_ok(tg_sft_fixed_batches(&m.split, 2, SEQ, 4, PAD, in1, tg1, ks1));
+    assert_ok(tg_sft_fixed_batches(&m.split, 2, SEQ, 4, PAD, in2, tg2, ks2));
     cr_expect(memcmp(in1, in2, sizeof in1) == 0 && memcmp(tg1, tg2, sizeof tg1) == 0 && memcmp(ks1, ks2, sizeof ks1) == 0);
     cr_expect(memcmp(in1, m.tokens, (m.split.starts[1]) * sizeof *in1) == 0, "the first conversation comes first");
-    SftLoader once;
-    assert_ok(sft_loader_init(&once, &m.split, 2, SEQ, 0, PAD, SFT_ORDER_ONCE));
+    TgSftLoader once;
+    assert_ok(tg_sft_loader_init(&once, &m.split, 2, SEQ, 0, PAD, TG_SFT_ORDER_ONCE));
     uint64_t trained = 0;
     size_t positions = 0;
-    while (!sft_loader_done(&once)) {
-        assert_ok(sft_loader_next(&once, in1, tg1, ks1));
+    while (!tg_sft_loader_done(&once)) {
+        assert_ok(tg_sft_loader_next(&once, in1, tg1, ks1));
         for (int i = 0; i < 2 * SEQ; i++) {
             trained += tg1[i] != TG_IGNORE_INDEX;
             positions += in1[i] != PAD;
         }
     }
     uint64_t expect = 0;
-    for (size_t i = 0; i < m.n; i++) expect += m.mask[i] == SFT_MASK_TRAINED;
+    for (size_t i = 0; i < m.n; i++) expect += m.mask[i] == TG_SFT_MASK_TRAINED;
     cr_expect_eq(trained, expect, "one pass trains every trained id once");
     cr_expect_eq(positions, m.n);
-    assert_ok(sft_loader_next(&once, in1, tg1, ks1));
+    assert_ok(tg_sft_loader_next(&once, in1, tg1, ks1));
     for (int i = 0; i < 2 * SEQ; i++) cr_expect_eq(tg1[i], TG_IGNORE_INDEX, "after the pass, padding");
-    sft_loader_free(&once);
+    tg_sft_loader_free(&once);
     mem_free(&m);
     tg_tokenizer_free(&tok);
 }
@@ -434,7 +434,7 @@ static void tiny_model(TgModel *model, int64_t vocab) {
 }
 
 /* One row of a conversation and padding, as the loader makes it. */
-static void one_row(const ChatIds *ids, int32_t *in, int32_t *tg, int32_t *ks) {
+static void one_row(const TgChatIds *ids, int32_t *in, int32_t *tg, int32_t *ks) {
     cr_assert_leq(ids->n, SEQ);
     for (int p = 0; p < SEQ; p++) {
         bool inside = (size_t)p < ids->n;
@@ -460,7 +460,7 @@ static float *gradient_of(TgModel *model, const int32_t *in, const int32_t *tg, 
  * text (even its length) changes no bit of the gradients. A mask that trained it, or attention
  * that looked ahead, would change them; changing the reply does (the test can fail). */
 Test(sft_gradients, a_user_turn_no_reply_sees_changes_no_bit_of_them) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     TgModel model;
     tiny_model(&model, tok.vocab_size);
@@ -468,15 +468,15 @@ Test(sft_gradients, a_user_turn_no_reply_sees_changes_no_bit_of_them) {
     const char *replies[] = {"It is five.", "It is five.", "It is six."};
     float *grads[3];
     for (int v = 0; v < 3; v++) {
-        Conversation c = conversation(3, (ChatRole[]){CHAT_USER, CHAT_ASSISTANT, CHAT_USER},
+        TgConversation c = conversation(3, (TgChatRole[]){TG_CHAT_USER, TG_CHAT_ASSISTANT, TG_CHAT_USER},
                                       (const char *[]){"What is two and three?", replies[v], last_users[v % 2]});
-        ChatIds ids = {0};
-        assert_ok(chat_encode_conversation(&tok, &ct, &c, &ids));
+        TgChatIds ids = {0};
+        assert_ok(tg_chat_encode_conversation(&tok, &ct, &c, &ids));
         int32_t in[SEQ], tg[SEQ], ks[SEQ];
         one_row(&ids, in, tg, ks);
         grads[v] = gradient_of(&model, in, tg, ks);
-        chat_ids_free(&ids);
-        chat_conversation_free(&c);
+        tg_chat_ids_free(&ids);
+        tg_chat_conversation_free(&c);
     }
     size_t bytes = model.params.total * sizeof(float);
     cr_expect(memcmp(grads[0], grads[1], bytes) == 0, "another last user turn changed the gradients");
@@ -489,14 +489,14 @@ Test(sft_gradients, a_user_turn_no_reply_sees_changes_no_bit_of_them) {
 /* The logits' gradient is exactly zero at every position whose target is masked (system, user,
  * header, the "\n" after <|im_end|>, the last id, padding), and not at the trained ones. */
 Test(sft_gradients, masked_positions_get_exactly_zero_gradient) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     TgModel model;
     tiny_model(&model, tok.vocab_size);
-    Conversation c = conversation(3, (ChatRole[]){CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT},
+    TgConversation c = conversation(3, (TgChatRole[]){TG_CHAT_SYSTEM, TG_CHAT_USER, TG_CHAT_ASSISTANT},
                                   (const char *[]){"Be short.", "Name a colour.", "Blue."});
-    ChatIds ids = {0};
-    assert_ok(chat_encode_conversation(&tok, &ct, &c, &ids));
+    TgChatIds ids = {0};
+    assert_ok(tg_chat_encode_conversation(&tok, &ct, &c, &ids));
     int32_t in[SEQ], tg[SEQ], ks[SEQ];
     one_row(&ids, in, tg, ks);
     TestTape tt;
@@ -520,8 +520,8 @@ Test(sft_gradients, masked_positions_get_exactly_zero_gradient) {
     for (size_t i = 0; i < ids.n; i++) expect += ids.trained[i];
     cr_expect_eq(trained, (int64_t)expect);
     test_tape_free(&tt);
-    chat_ids_free(&ids);
-    chat_conversation_free(&c);
+    tg_chat_ids_free(&ids);
+    tg_chat_conversation_free(&c);
     tg_model_free(&model);
     tg_tokenizer_free(&tok);
 }
@@ -530,15 +530,15 @@ Test(sft_gradients, masked_positions_get_exactly_zero_gradient) {
  * whatever that other holds (of the same length); without key_start (one sequence a row) they
  * are not, so the test sees the packing. */
 Test(sft_gradients, a_packed_conversation_sees_only_itself) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     TgModel model;
     tiny_model(&model, tok.vocab_size);
-    ChatIds x = {0}, y = {0};
-    assert_ok(chat_encode_turn(&tok, &ct, CHAT_USER, "first conversation here", 23, &x));
-    assert_ok(chat_encode_turn(&tok, &ct, CHAT_ASSISTANT, "and its reply", 13, &x));
-    assert_ok(chat_encode_turn(&tok, &ct, CHAT_USER, "second one", 10, &y));
-    assert_ok(chat_encode_turn(&tok, &ct, CHAT_ASSISTANT, "right", 5, &y));
+    TgChatIds x = {0}, y = {0};
+    assert_ok(tg_chat_encode_turn(&tok, &ct, TG_CHAT_USER, "first conversation here", 23, &x));
+    assert_ok(tg_chat_encode_turn(&tok, &ct, TG_CHAT_ASSISTANT, "and its reply", 13, &x));
+    assert_ok(tg_chat_encode_turn(&tok, &ct, TG_CHAT_USER, "second one", 10, &y));
+    assert_ok(tg_chat_encode_turn(&tok, &ct, TG_CHAT_ASSISTANT, "right", 5, &y));
     cr_assert_leq(x.n + y.n, SEQ);
     int32_t in[2][SEQ], ks[SEQ];
     for (int r = 0; r < 2; r++) {
@@ -565,7 +565,7 @@ Test(sft_gradients, a_packed_conversation_sees_only_itself) {
     cr_expect(memcmp(seen[0][0], seen[0][1], y_bytes) != 0, "unpacked, the first conversation should show");
     for (int i = 0; i < 4; i++) free(seen[i / 2][i % 2]);
     test_tape_free(&tt);
-    chat_ids_free(&x), chat_ids_free(&y);
+    tg_chat_ids_free(&x), tg_chat_ids_free(&y);
     tg_model_free(&model);
     tg_tokenizer_free(&tok);
 }
@@ -574,14 +574,14 @@ Test(sft_gradients, a_packed_conversation_sees_only_itself) {
  * double from the logits, over the rows the loader made, divided by the count of targets (the
  * mask's trained ids), not by the positions. */
 Test(sft_gradients, the_loss_is_the_mean_over_assistant_tokens) {
-    ChatTokens ct;
+    TgChatTokens ct;
     TgTokenizer tok = chat_tokenizer(&ct);
     MemSplit m = {0};
     mem_conversations(&m, &tok, &ct, 11);
     TgModel model;
     tiny_model(&model, tok.vocab_size);
     int32_t in[3 * SEQ], tg[3 * SEQ], ks[3 * SEQ];
-    assert_ok(sft_fixed_batches(&m.split, 3, SEQ, 1, PAD, in, tg, ks));
+    assert_ok(tg_sft_fixed_batches(&m.split, 3, SEQ, 1, PAD, in, tg, ks));
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_tape_set_grad_enabled(&tt.tape, false);
@@ -781,7 +781,7 @@ Test(sft_cli, damaged_conversation_files_are_refused_on_resume, .init = setup, .
                       data, run);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    char *mask = datagen_path(run, SFT_TRAIN_MASK_FILE), *val = datagen_path(run, SFT_VAL_MASK_FILE);
+    char *mask = datagen_path(run, TG_SFT_TRAIN_MASK_FILE), *val = datagen_path(run, TG_SFT_VAL_MASK_FILE);
     size_t len, val_len;
     uint8_t *bytes = ckpt_read_file(mask, &len), *val_bytes = ckpt_read_file(val, &val_len);
     /* a value 7 where 0, 1 or 2 stand (2-byte ids after a 64-byte header) */
@@ -789,7 +789,7 @@ Test(sft_cli, damaged_conversation_files_are_refused_on_resume, .init = setup, .
     ckpt_write_file(mask, bytes, len);
     rc = ckpt_cli(&out, "sft --resume %s --steps 3", run);
     cr_expect_eq(rc, 1, "%s", out);
-    cr_expect(strstr(out, SFT_TRAIN_MASK_FILE), "the message names the file:\n%s", out);
+    cr_expect(strstr(out, TG_SFT_TRAIN_MASK_FILE), "the message names the file:\n%s", out);
     free(out);
     /* the val split's mask in place of the train split's: another length */
     ckpt_write_file(mask, val_bytes, val_len);

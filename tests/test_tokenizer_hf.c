@@ -70,24 +70,24 @@ Test(utf8, maximal_subparts_of_invalid_sequences) {
         {"\xc3\xa9", 2, 2, 0xE9},
         {"\xe4\xb8\xad", 3, 3, 0x4E2D},
         {"\xf0\x9f\x98\x80", 4, 4, 0x1F600},
-        {"\x80", 1, 1, UTF8_INVALID},         /* a continuation byte alone */
-        {"\xc0\xaf", 2, 1, UTF8_INVALID},     /* overlong: C0 is never a lead byte */
-        {"\xe2\x82x", 3, 2, UTF8_INVALID},    /* cut: the two bytes are one subpart */
-        {"\xed\xa0\x80", 3, 1, UTF8_INVALID}, /* a surrogate: ED then A0 is not allowed */
-        {"\xf4\x90\x80\x80", 4, 1, UTF8_INVALID},
-        {"\xf0\x9f\x98", 3, 3, UTF8_INVALID}, /* cut by the end of the text */
-        {"\xff", 1, 1, UTF8_INVALID},
+        {"\x80", 1, 1, TG_UTF8_INVALID},         /* a continuation byte alone */
+        {"\xc0\xaf", 2, 1, TG_UTF8_INVALID},     /* overlong: C0 is never a lead byte */
+        {"\xe2\x82x", 3, 2, TG_UTF8_INVALID},    /* cut: the two bytes are one subpart */
+        {"\xed\xa0\x80", 3, 1, TG_UTF8_INVALID}, /* a surrogate: ED then A0 is not allowed */
+        {"\xf4\x90\x80\x80", 4, 1, TG_UTF8_INVALID},
+        {"\xf0\x9f\x98", 3, 3, TG_UTF8_INVALID}, /* cut by the end of the text */
+        {"\xff", 1, 1, TG_UTF8_INVALID},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint32_t cp;
-        size_t n = utf8_next((const unsigned char *)cases[i].bytes, cases[i].len, &cp);
+        size_t n = tg_utf8_next((const unsigned char *)cases[i].bytes, cases[i].len, &cp);
         cr_expect(n == cases[i].want_len && cp == cases[i].want_cp, "case %zu: length %zu, code point %x", i, n, cp);
     }
-    cr_expect_eq(unicode_class(0x4E2D), UNICODE_LETTER);
-    cr_expect_eq(unicode_class(0x0663), UNICODE_NUMBER);
-    cr_expect_eq(unicode_class(0x3000), UNICODE_SPACE);
-    cr_expect_eq(unicode_class(0x1F600), UNICODE_OTHER);
-    cr_expect_eq(unicode_class(UTF8_INVALID), UNICODE_OTHER);
+    cr_expect_eq(tg_unicode_class(0x4E2D), TG_UNICODE_LETTER);
+    cr_expect_eq(tg_unicode_class(0x0663), TG_UNICODE_NUMBER);
+    cr_expect_eq(tg_unicode_class(0x3000), TG_UNICODE_SPACE);
+    cr_expect_eq(tg_unicode_class(0x1F600), TG_UNICODE_OTHER);
+    cr_expect_eq(tg_unicode_class(TG_UTF8_INVALID), TG_UNICODE_OTHER);
 }
 
 /* ---- files ------------------------------------------------------------------------------ */
@@ -136,7 +136,7 @@ Test(tokenizer_v2, the_gpt2_split_saves_as_version_2_and_its_eot_text_is_one_tok
     free(file);
     file = (char *)ckpt_read_file(path, &len);
     cr_expect(strncmp(file, "tapegrad-tokenizer 1\nkind bpe\nvocab_size", 40) == 0, "%.60s", file);
-    assert_fails(tokenizer_hf_check_exportable(&v1), TG_ERR_MISMATCH, "no Hugging Face or llama.cpp pre-tokenizer");
+    assert_fails(tg_tokenizer_hf_check_exportable(&v1), TG_ERR_MISMATCH, "no Hugging Face or llama.cpp pre-tokenizer");
     tg_tokenizer_free(&v1);
     tg_tokenizer_free(&tok);
     free(file), free(path), free(text);
@@ -146,8 +146,8 @@ Test(tokenizer_json, written_and_read_back_encodes_the_same, .init = make_dir, .
     char *text = datagen_english(5, 20000), *path = datagen_path(dir, "tokenizer.json");
     TgTokenizer tok, back, again;
     assert_ok(tg_tokenizer_bpe_train(text, 20000, 500, &tok));
-    assert_ok(tokenizer_hf_save(&tok, path));
-    assert_ok(tokenizer_hf_load(path, &back));
+    assert_ok(tg_tokenizer_hf_save(&tok, path));
+    assert_ok(tg_tokenizer_hf_load(path, &back));
     cr_expect(back.hf && back.vocab_size == 500 && back.eot_id == 256 && back.n_merges == 500 - 257);
     expect_same_encoding(&tok, &back, text, 20000);
     char valid[sizeof SAMPLE];
@@ -170,7 +170,7 @@ static void expect_json_refused(const char *from, const char *to, const char *ne
     char *path = datagen_path(dir, "t.json");
     TgTokenizer tok;
     assert_ok(tg_tokenizer_bpe_train("aaabdaaabac the the the", 23, 262, &tok));
-    assert_ok(tokenizer_hf_save(&tok, path));
+    assert_ok(tg_tokenizer_hf_save(&tok, path));
     tg_tokenizer_free(&tok);
     size_t len;
     char *text = (char *)ckpt_read_file(path, &len);
@@ -183,7 +183,7 @@ static void expect_json_refused(const char *from, const char *to, const char *ne
     strcat(edited, to);
     strcat(edited, at + strlen(from));
     ckpt_write_file(path, edited, strlen(edited));
-    assert_fails(tokenizer_hf_load(path, &tok), TG_ERR_FORMAT, needle);
+    assert_fails(tg_tokenizer_hf_load(path, &tok), TG_ERR_FORMAT, needle);
     cr_expect_eq(tok.kind, TG_TOKENIZER_NONE, "a refused load leaves the tokenizer empty");
     free(text), free(edited), free(path);
 }
@@ -209,6 +209,6 @@ Test(tokenizer_json, what_tapegrad_cannot_encode_alike_is_refused_by_name, .init
     expect_json_refused("\"a\": 97", "\"a\": 97, \"\\u0100\": 0", "is not a new id");
     TgTokenizer tok;
     char *missing = datagen_path(dir, "none.json");
-    assert_fails(tokenizer_hf_load(missing, &tok), TG_ERR_IO, "cannot open");
+    assert_fails(tg_tokenizer_hf_load(missing, &tok), TG_ERR_IO, "cannot open");
     free(missing);
 }

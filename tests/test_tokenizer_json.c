@@ -30,7 +30,7 @@ static void setup(void) {
     dir = datagen_tempdir();
     char *text = datagen_english(5, 20000), *path = datagen_path(dir, "base.json");
     assert_ok(tg_tokenizer_bpe_train(text, 20000, 400, &bpe));
-    assert_ok(tokenizer_hf_save(&bpe, path));
+    assert_ok(tg_tokenizer_hf_save(&bpe, path));
     base = ckpt_read_text(path);
     free(text), free(path);
 }
@@ -139,7 +139,7 @@ Test(tokenizer_json, what_is_imported_saves_and_loads_to_the_same_fingerprint, .
         char *text = with_added(families[f].entries), *name = format("%s.json", families[f].name);
         char *path = write_json(name, text);
         TgTokenizer tok, back, again;
-        assert_ok(tokenizer_hf_load(path, &tok));
+        assert_ok(tg_tokenizer_hf_load(path, &tok));
         cr_expect_eq(tok.eot_id, families[f].eot, "%s: <eot> is %d", families[f].name, (int)tok.eot_id);
         char *run = format("%s/run-%s/tokenizer.txt", dir, families[f].name), *run2 = format("%s/again-%s/tokenizer.txt", dir, families[f].name);
         datagen_write(dir, strstr(run, "run-"), "", 0); /* the run folder */
@@ -176,7 +176,7 @@ static void expect_refused(const char *name, const char *text, size_t len, const
     datagen_write(dir, file, text, len);
     TgTokenizer tok;
     tg_error_clear();
-    TgStatus s = tokenizer_hf_load(path, &tok);
+    TgStatus s = tg_tokenizer_hf_load(path, &tok);
     cr_expect_eq(s, TG_ERR_FORMAT, "%s: status %d: %s", name, (int)s, tg_error_message());
     cr_expect(strstr(tg_error_message(), path) != NULL, "%s: the message does not name the file: %s", name, tg_error_message());
     cr_expect(strstr(tg_error_message(), needle) != NULL, "%s: \"%s\" does not say \"%s\"", name, tg_error_message(), needle);
@@ -212,7 +212,7 @@ Test(tokenizer_json, what_cannot_round_trip_is_refused_naming_it, .init = setup,
     {   /* white space after the object is fine */
         char *spaced = format("%s  \n\t\r\n", base), *path = write_json("space-after.json", spaced);
         TgTokenizer tok;
-        assert_ok(tokenizer_hf_load(path, &tok));
+        assert_ok(tg_tokenizer_hf_load(path, &tok));
         tg_tokenizer_free(&tok);
         free(path), free(spaced);
     }
@@ -238,10 +238,10 @@ Test(tokenizer_json, what_cannot_round_trip_is_refused_naming_it, .init = setup,
     strcpy(p, "}");
     expect_refused("deep", deep, strlen(deep), "nesting deeper than 1000 levels");
     free(deep);
-    /* more added-token text than TOKENIZER_HF_MAX_ADDED_BYTES */
-    char *long_text = malloc(TOKENIZER_HF_MAX_ADDED_BYTES + 2);
-    memset(long_text, 'x', TOKENIZER_HF_MAX_ADDED_BYTES + 1);
-    long_text[TOKENIZER_HF_MAX_ADDED_BYTES + 1] = '\0';
+    /* more added-token text than TG_TOKENIZER_HF_MAX_ADDED_BYTES */
+    char *long_text = malloc(TG_TOKENIZER_HF_MAX_ADDED_BYTES + 2);
+    memset(long_text, 'x', TG_TOKENIZER_HF_MAX_ADDED_BYTES + 1);
+    long_text[TG_TOKENIZER_HF_MAX_ADDED_BYTES + 1] = '\0';
     char *entries = format(EOT ", {\"id\": 400, \"content\": \"%s\", \"special\": false}", long_text);
     expect_refused_text("too-long", with_added(entries), "hold 4194318 bytes of text; tapegrad reads at most 4194304");
     free(entries), free(long_text);
@@ -273,8 +273,8 @@ Test(tokenizer_json, every_command_opens_a_run_trained_on_an_imported_file, .ini
     }
     TgTokenizer from_file, from_export;
     char *exported = format("%s/hf/tokenizer.json", dir);
-    assert_ok(tokenizer_hf_load(path, &from_file));
-    assert_ok(tokenizer_hf_load(exported, &from_export));
+    assert_ok(tg_tokenizer_hf_load(path, &from_file));
+    assert_ok(tg_tokenizer_hf_load(exported, &from_export));
     cr_expect_eq(tg_tokenizer_fingerprint(&from_export), tg_tokenizer_fingerprint(&from_file));
     tg_tokenizer_free(&from_file), tg_tokenizer_free(&from_export);
     free(good), free(path), free(exported);
@@ -322,7 +322,7 @@ static long status_kb(const char *key) {
 }
 
 /* ByteLevel text of byte b (the vocabulary string of its token). */
-static char *byte_text(int b) { return tokenizer_hf_token_text(&bpe, b); }
+static char *byte_text(int b) { return tg_tokenizer_hf_token_text(&bpe, b); }
 
 /* The files the bound is held to, each close to the worst of its kind. */
 static void write_bytes_vocab(FILE *f) {
@@ -428,7 +428,7 @@ static long load_peak_kb(const char *path) {
     if (pid == 0) {
         long before = status_kb("VmRSS");
         TgTokenizer tok;
-        TgStatus s = tokenizer_hf_load(path, &tok);
+        TgStatus s = tg_tokenizer_hf_load(path, &tok);
         long rose = s == TG_OK ? status_kb("VmHWM") - before : -1;
         if (s != TG_OK) fprintf(stderr, "%s\n", tg_error_message());
         tg_tokenizer_free(&tok);
@@ -514,7 +514,7 @@ Test(tokenizer_json, sixty_five_thousand_added_tokens_encode_in_linear_time, .in
         n += (size_t)snprintf(entries + n, cap - n, ",{\"id\": %d, \"content\": \"<|tok%05d|>\", \"special\": false}", 400 + k, k);
     char *text = with_added(entries), *path = write_json("many.json", text);
     TgTokenizer tok;
-    assert_ok(tokenizer_hf_load(path, &tok));
+    assert_ok(tg_tokenizer_hf_load(path, &tok));
     cr_assert_eq(tok.n_added, 65535);
     size_t len = 171000;
     char *corpus = datagen_english(9, len);

@@ -41,9 +41,9 @@ Test(train, tiny_model_overfits_a_200_character_text, .timeout = 120) {
     tg_model_init_weights(&m, 1);
     TestTape tt;
     test_tape_init(&tt, 2);
-    Loader ld;
+    TgLoader ld;
     int64_t B = 8, T = c.seq_len;
-    cr_assert_eq(loader_init(&ld, ids, n, B, T, 7), TG_OK);
+    cr_assert_eq(tg_loader_init(&ld, ids, n, B, T, 7), TG_OK);
     int32_t in[8 * 32], tg[8 * 32];
     TgAdamWConfig opt = tg_adamw_defaults();
     opt.weight_decay = 0.0;
@@ -51,7 +51,7 @@ Test(train, tiny_model_overfits_a_200_character_text, .timeout = 120) {
     double loss = INFINITY, first = 0;
     int64_t step;
     for (step = 0; step < 300 && loss >= 0.1; step++) {
-        loader_next(&ld, in, tg);
+        tg_loader_next(&ld, in, tg);
         tg_params_zero_grad(&m.params);
         TgTensor *l = tg_model_loss(&m, &tt.tape, in, tg, B, T, NULL);
         loss = l->data[0];
@@ -246,12 +246,12 @@ Test(cli, bad_input_is_refused_with_one_clear_message) {
 static void last_checkpoint_params(const char *run, TgModel *m) {
     char *dir = datagen_path(scratch, run);
     char path[4096];
-    cr_assert_eq(checkpoint_resolve(dir, path, sizeof path), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_resolve(dir, path, sizeof path), TG_OK, "%s", tg_error_message());
     TgModelConfig c;
     uint64_t fp;
-    cr_assert_eq(checkpoint_read_config(path, &c, &fp), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_read_config(path, &c, &fp), TG_OK, "%s", tg_error_message());
     tg_model_build(m, &c);
-    cr_assert_eq(checkpoint_load(path, m, NULL), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_load(path, m, NULL), TG_OK, "%s", tg_error_message());
     free(dir);
 }
 

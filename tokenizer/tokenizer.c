@@ -35,27 +35,27 @@ void tg_tokenizer_free(TgTokenizer *tok) {
     free(tok->added);
     free(tok->token_offsets);
     free(tok->token_bytes);
-    bpe_rank_map_free(tok->ranks);
-    token_index_free(tok->index);
-    added_matcher_free(tok->matcher);
-    tokenizer_specials_free(tok->specials, tok->n_specials);
+    tg_bpe_rank_map_free(tok->ranks);
+    tg_token_index_free(tok->index);
+    tg_added_matcher_free(tok->matcher);
+    tg_tokenizer_specials_free(tok->specials, tok->n_specials);
     memset(tok, 0, sizeof *tok);
 }
 
-void tokenizer_specials_free(char **names, int32_t n) {
+void tg_tokenizer_specials_free(char **names, int32_t n) {
     for (int32_t i = 0; i < n; i++) free(names[i]);
     free(names);
 }
 
-TgStatus tokenizer_special_check(const char *name, size_t len, const char *origin) {
+TgStatus tg_tokenizer_special_check(const char *name, size_t len, const char *origin) {
     if (len == 0 || len > TG_TOKENIZER_MAX_SPECIAL_BYTES)
         return tg_fail(TG_ERR_ARG, "%s: a special token's name is 1 to %d bytes, not %zu (\"%.80s\")", origin,
                        TG_TOKENIZER_MAX_SPECIAL_BYTES, len, name);
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t n = utf8_next((const unsigned char *)name + i, len - i, &cp);
-        if (cp == UTF8_INVALID || cp < 0x21 || cp == 0x7f || cp == ',' || (cp >= 0x80 && cp < 0xa0) ||
-            unicode_class(cp) == UNICODE_SPACE)
+        size_t n = tg_utf8_next((const unsigned char *)name + i, len - i, &cp);
+        if (cp == TG_UTF8_INVALID || cp < 0x21 || cp == 0x7f || cp == ',' || (cp >= 0x80 && cp < 0xa0) ||
+            tg_unicode_class(cp) == TG_UNICODE_SPACE)
             return tg_fail(TG_ERR_ARG,
                            "%s: special token \"%.*s\" holds byte %zu that is white space, a control character, a "
                            "comma or not UTF-8: a name is printable text without those",
@@ -65,7 +65,7 @@ TgStatus tokenizer_special_check(const char *name, size_t len, const char *origi
     return TG_OK;
 }
 
-TgStatus tokenizer_specials_parse(const char *spec, char ***names_out, int32_t *n_out) {
+TgStatus tg_tokenizer_specials_parse(const char *spec, char ***names_out, int32_t *n_out) {
     *names_out = NULL;
     *n_out = 0;
     if (!spec || !*spec) return TG_OK;
@@ -75,7 +75,7 @@ TgStatus tokenizer_specials_parse(const char *spec, char ***names_out, int32_t *
     for (const char *p = spec;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        TgStatus st = tokenizer_special_check(p, len, "--special-tokens");
+        TgStatus st = tg_tokenizer_special_check(p, len, "--special-tokens");
         if (st == TG_OK && len == strlen(TG_TOKENIZER_EOT_TEXT) && memcmp(p, TG_TOKENIZER_EOT_TEXT, len) == 0) {
             /* <eot> is always there (id 256) */
         } else if (st == TG_OK) {
@@ -92,7 +92,7 @@ TgStatus tokenizer_specials_parse(const char *spec, char ***names_out, int32_t *
             }
         }
         if (st != TG_OK) {
-            tokenizer_specials_free(names, n);
+            tg_tokenizer_specials_free(names, n);
             return st;
         }
         if (!comma) break;
@@ -296,7 +296,7 @@ static TgStatus validate_own_bpe(TgTokenizer *tok, const char *origin) {
     for (int32_t k = 0; k < tok->n_specials; k++) {
         const char *name = tok->specials[k];
         size_t len = strlen(name);
-        TgStatus st = tokenizer_special_check(name, len, origin);
+        TgStatus st = tg_tokenizer_special_check(name, len, origin);
         if (st != TG_OK) return tg_fail(TG_ERR_FORMAT, "%s", tg_error_message());
         bool repeated = strcmp(name, TG_TOKENIZER_EOT_TEXT) == 0;
         for (int32_t j = 0; j < k && !repeated; j++) repeated = strcmp(name, tok->specials[j]) == 0;
@@ -313,14 +313,14 @@ static TgStatus validate_own_bpe(TgTokenizer *tok, const char *origin) {
     return build_token_table(tok, origin);
 }
 
-TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin) {
+TgStatus tg_tokenizer_finish(TgTokenizer *tok, const char *origin) {
     if (tok->kind == TG_TOKENIZER_CHAR) {
         TG_TRY(validate_char(tok, origin));
         TG_TRY(build_token_table(tok, origin));
     } else if (tok->kind == TG_TOKENIZER_BPE && tok->hf) {
         TG_TRY(validate_imported(tok, origin));
         int32_t a = -1, b = -1;
-        if (!tok->index) TG_TRY(token_index_build(tok, &tok->index, &a, &b));
+        if (!tok->index) TG_TRY(tg_token_index_build(tok, &tok->index, &a, &b));
         if (!tok->index)
             return tg_fail(TG_ERR_FORMAT, "%s: ids %" PRId32 " and %" PRId32 " are the same token", origin, a, b);
     } else if (tok->kind == TG_TOKENIZER_BPE) {
@@ -330,14 +330,14 @@ TgStatus tokenizer_finish(TgTokenizer *tok, const char *origin) {
     }
     if (tok->kind == TG_TOKENIZER_BPE) {
         int32_t dup = -1;
-        TG_TRY(bpe_rank_map_build(tok->merges, tok->n_merges, &tok->ranks, &dup));
+        TG_TRY(tg_bpe_rank_map_build(tok->merges, tok->n_merges, &tok->ranks, &dup));
         if (!tok->ranks)
             return tg_fail(TG_ERR_FORMAT,
                            "%s: merge %" PRId32 " (%" PRId32 " %" PRId32 ") repeats an earlier "
                            "merge: the file is corrupt",
                            origin, dup, tok->merges[dup].left, tok->merges[dup].right);
     }
-    TG_TRY(added_matcher_build(tok, &tok->matcher));
+    TG_TRY(tg_added_matcher_build(tok, &tok->matcher));
     tok->fingerprint = compute_fingerprint(tok);
     return TG_OK;
 }
@@ -346,19 +346,19 @@ size_t tg_tokenizer_max_ids(const TgTokenizer *tok, size_t len) { return tok->hf
 
 TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out) {
-    return tokenizer_encode_cached(tok, text, len, out, out_cap, n_out, NULL);
+    return tg_tokenizer_encode_cached(tok, text, len, out, out_cap, n_out, NULL);
 }
 
-TgStatus tokenizer_encode_cached(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
-                                 size_t *n_out, ChunkCache *cache) {
+TgStatus tg_tokenizer_encode_cached(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
+                                 size_t *n_out, TgChunkCache *cache) {
     TG_CHECK(tok->kind == TG_TOKENIZER_CHAR || tok->kind == TG_TOKENIZER_BPE, "encode with an empty tokenizer");
     TG_CHECK(out_cap >= tg_tokenizer_max_ids(tok, len), "encode needs room for %zu ids, not %zu",
              tg_tokenizer_max_ids(tok, len), out_cap);
     *n_out = 0;
     if (len == 0) return TG_OK;
     const unsigned char *bytes = (const unsigned char *)text;
-    if (tok->kind == TG_TOKENIZER_CHAR) return tokenizer_char_encode(tok, bytes, len, out, n_out);
-    tokenizer_bpe_encode(tok, bytes, len, out, n_out, cache);
+    if (tok->kind == TG_TOKENIZER_CHAR) return tg_tokenizer_char_encode(tok, bytes, len, out, n_out);
+    tg_tokenizer_bpe_encode(tok, bytes, len, out, n_out, cache);
     return TG_OK;
 }
 
@@ -445,20 +445,20 @@ TgStatus tg_tokenizer_save(const TgTokenizer *tok, const char *path) {
     bool gpt2 = tok->kind == TG_TOKENIZER_BPE && tok->split == TG_TOKENIZER_SPLIT_GPT2;
     if (tok->hf) {
         char folder[TG_PATH_CAP], json[TG_PATH_CAP];
-        path_folder(path, folder, sizeof folder);
-        TG_TRY(path_join(json, sizeof json, folder, TOKENIZER_HF_FILE));
-        TG_TRY(tokenizer_hf_save(tok, json));
+        tg_path_folder(path, folder, sizeof folder);
+        TG_TRY(tg_path_join(json, sizeof json, folder, TG_TOKENIZER_HF_FILE));
+        TG_TRY(tg_tokenizer_hf_save(tok, json));
     }
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
     int version = tok->n_specials > 0 ? TG_TOKENIZER_FILE_VERSION : gpt2 ? 2 : 1;
     fprintf(f, "%s %d\nkind %s\n", MAGIC, version, tg_tokenizer_kind_name(tok->kind));
     if (gpt2) fputs("split gpt2\n", f);
-    if (tok->hf) fprintf(f, "file %s\n", TOKENIZER_HF_FILE);
+    if (tok->hf) fprintf(f, "file %s\n", TG_TOKENIZER_HF_FILE);
     else save_entries(f, tok);
     fprintf(f, "fingerprint %016" PRIx64 "\n", tok->fingerprint);
-    TgStatus st = atomic_file_commit(&af);
+    TgStatus st = tg_atomic_file_commit(&af);
     if (st != TG_OK) return tg_fail_context(st, "saving tokenizer");
     return TG_OK;
 }
@@ -536,7 +536,7 @@ static TgStatus load_specials(LineReader *r, TgTokenizer *tok) {
         size_t len = strlen(r->line);
         char origin[TG_PATH_CAP + 48];
         snprintf(origin, sizeof origin, "tokenizer file %s, line %" PRId64, r->path, r->lineno);
-        if (tokenizer_special_check(r->line, len, origin) != TG_OK) return tg_fail(TG_ERR_FORMAT, "%s", tg_error_message());
+        if (tg_tokenizer_special_check(r->line, len, origin) != TG_OK) return tg_fail(TG_ERR_FORMAT, "%s", tg_error_message());
         tok->specials[k] = strdup(r->line);
         tok->n_specials = (int32_t)(k + 1);
     }
@@ -594,13 +594,13 @@ static TgStatus load_entries(LineReader *r, TgTokenizer *tok, int64_t vocab, int
 /* "file NAME": an imported tokenizer's tokenizer.json, which must sit beside the file. */
 static TgStatus load_imported(LineReader *r, TgTokenizer *tok) {
     const char *name = r->line + 5;
-    if (strcmp(name, TOKENIZER_HF_FILE) != 0)
+    if (strcmp(name, TG_TOKENIZER_HF_FILE) != 0)
         return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"file %s\", found \"%.60s\"",
-                       r->path, r->lineno, TOKENIZER_HF_FILE, r->line);
+                       r->path, r->lineno, TG_TOKENIZER_HF_FILE, r->line);
     char folder[TG_PATH_CAP], json[TG_PATH_CAP];
-    path_folder(r->path, folder, sizeof folder);
-    TG_TRY(path_join(json, sizeof json, folder, TOKENIZER_HF_FILE));
-    return tokenizer_hf_load(json, tok);
+    tg_path_folder(r->path, folder, sizeof folder);
+    TG_TRY(tg_path_join(json, sizeof json, folder, TG_TOKENIZER_HF_FILE));
+    return tg_tokenizer_hf_load(json, tok);
 }
 
 /* The body of a tokenizer file, read top to bottom in the file's own order (kind, split,
@@ -659,8 +659,8 @@ static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
                            r->path, r->lineno, r->line);
     char origin[TG_PATH_CAP + 32];
     snprintf(origin, sizeof origin, "tokenizer file %s", r->path);
-    if (!tok->hf) { /* tokenizer_hf_load finished it */
-        TgStatus st = tokenizer_finish(tok, origin);
+    if (!tok->hf) { /* tg_tokenizer_hf_load finished it */
+        TgStatus st = tg_tokenizer_finish(tok, origin);
         if (st == TG_ERR_NOMEM) return tg_fail(st, "out of memory reading %s (%s)", origin, tg_error_message());
         TG_TRY(st);
     }
@@ -676,8 +676,8 @@ static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
 TgStatus tg_tokenizer_load(const char *path, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     LineReader r = {.path = path};
-    r.f = file_open_read(path);
-    if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, file_open_error(errno));
+    r.f = tg_file_open_read(path);
+    if (!r.f) return tg_fail(TG_ERR_IO, "cannot open tokenizer file %s: %s", path, tg_file_open_error(errno));
     TgStatus st = load_body(&r, tok);
     free(r.line);
     fclose(r.f);

@@ -36,7 +36,7 @@ struct TgAddedMatcher {
     size_t max_len;
 };
 
-void added_matcher_free(TgAddedMatcher *m) {
+void tg_added_matcher_free(TgAddedMatcher *m) {
     if (!m) return;
     free(m->byte), free(m->first_child), free(m->fail), free(m->out);
     free(m);
@@ -139,7 +139,7 @@ static void link_trie(TgAddedMatcher *m) {
     }
 }
 
-TgStatus added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher) {
+TgStatus tg_added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher) {
     *matcher = NULL;
     int32_t n = tok->n_added;
     if (n == 0) return TG_OK;
@@ -164,7 +164,7 @@ TgStatus added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher) {
     }
     TgStatus s = TG_OK;
     if (!m || !order || !tmp || !tokens || !sorted || !queue || !m->byte || !m->first_child || !m->fail || !m->out) {
-        added_matcher_free(m);
+        tg_added_matcher_free(m);
         s = tg_fail(TG_ERR_NOMEM, "the matcher of %" PRId32 " added tokens, %zu MiB", n, nodes * 13 >> 20);
     } else {
         for (int32_t k = 0; k < n; k++) {
@@ -186,7 +186,7 @@ TgStatus added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher) {
 
 enum { MIN_WINDOW = 1 << 16 };
 
-void added_scan_begin(AddedScan *s, const TgTokenizer *tok, const uint8_t *text, size_t len) {
+void tg_added_scan_begin(TgAddedScan *s, const TgTokenizer *tok, const uint8_t *text, size_t len) {
     memset(s, 0, sizeof *s);
     s->tok = tok;
     s->text = text;
@@ -197,13 +197,13 @@ void added_scan_begin(AddedScan *s, const TgTokenizer *tok, const uint8_t *text,
     s->longest = tg_malloc((s->window ? s->window : 1) * sizeof *s->longest);
 }
 
-void added_scan_end(AddedScan *s) {
+void tg_added_scan_end(TgAddedScan *s) {
     free(s->longest);
     s->longest = NULL;
 }
 
 /* longest[p - lo] for p in [lo, hi): the longest added token starting at p, or -1. */
-static void scan_window(AddedScan *s, size_t lo) {
+static void scan_window(TgAddedScan *s, size_t lo) {
     const TgAddedMatcher *m = s->tok->matcher;
     size_t hi = lo + s->window < s->len ? lo + s->window : s->len;
     size_t from = hi + m->max_len - 1 < s->len ? hi + m->max_len - 1 : s->len;
@@ -223,7 +223,7 @@ static void scan_window(AddedScan *s, size_t lo) {
     s->hi = hi;
 }
 
-bool added_scan_next(AddedScan *s, size_t from, size_t *at, int32_t *id, size_t *match_len) {
+bool tg_added_scan_next(TgAddedScan *s, size_t from, size_t *at, int32_t *id, size_t *match_len) {
     if (!s->tok->matcher) return false;
     for (size_t p = from; p < s->len; p++) {
         if (p < s->lo || p >= s->hi) scan_window(s, p);

@@ -171,7 +171,7 @@ struct TgBpeRankMap {
     PairMap map;
 };
 
-TgStatus bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, TgBpeRankMap **map, int32_t *duplicate) {
+TgStatus tg_bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, TgBpeRankMap **map, int32_t *duplicate) {
     *map = NULL;
     TgBpeRankMap *rm = calloc(1, sizeof *rm);
     if (!rm || !pairmap_try_init(&rm->map, (size_t)n_merges)) {
@@ -183,7 +183,7 @@ TgStatus bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, TgBpeRa
         pairmap_get_or_add(&rm->map, pair_key(merges[i].left, merges[i].right), i, &added);
         if (!added) {
             *duplicate = i;
-            bpe_rank_map_free(rm);
+            tg_bpe_rank_map_free(rm);
             return TG_OK;
         }
     }
@@ -191,11 +191,11 @@ TgStatus bpe_rank_map_build(const TgTokenPair *merges, int32_t n_merges, TgBpeRa
     return TG_OK;
 }
 
-int32_t bpe_rank_map_get(const TgBpeRankMap *rm, int32_t left, int32_t right) {
+int32_t tg_bpe_rank_map_get(const TgBpeRankMap *rm, int32_t left, int32_t right) {
     return pairmap_get(&rm->map, pair_key(left, right));
 }
 
-void bpe_rank_map_free(TgBpeRankMap *rm) {
+void tg_bpe_rank_map_free(TgBpeRankMap *rm) {
     if (!rm) return;
     pairmap_free(&rm->map);
     free(rm);
@@ -218,7 +218,7 @@ static size_t token_index_slot(const TgTokenIndex *ix, const TgTokenizer *tok, c
     return i;
 }
 
-TgStatus token_index_build(const TgTokenizer *tok, TgTokenIndex **index, int32_t *first, int32_t *second) {
+TgStatus tg_token_index_build(const TgTokenizer *tok, TgTokenIndex **index, int32_t *first, int32_t *second) {
     *index = NULL;
     TgTokenIndex *ix = calloc(1, sizeof *ix);
     if (ix) {
@@ -237,7 +237,7 @@ TgStatus token_index_build(const TgTokenizer *tok, TgTokenIndex **index, int32_t
         if (ix->slots[i]) {
             *first = ix->slots[i] - 1;
             *second = id;
-            token_index_free(ix);
+            tg_token_index_free(ix);
             return TG_OK;
         }
         ix->slots[i] = id + 1;
@@ -246,11 +246,11 @@ TgStatus token_index_build(const TgTokenizer *tok, TgTokenIndex **index, int32_t
     return TG_OK;
 }
 
-int32_t token_index_find(const TgTokenIndex *ix, const TgTokenizer *tok, const uint8_t *b, size_t len) {
+int32_t tg_token_index_find(const TgTokenIndex *ix, const TgTokenizer *tok, const uint8_t *b, size_t len) {
     return ix->slots[token_index_slot(ix, tok, b, len)] - 1;
 }
 
-void token_index_free(TgTokenIndex *ix) {
+void tg_token_index_free(TgTokenIndex *ix) {
     if (!ix) return;
     free(ix->slots);
     free(ix);
@@ -270,7 +270,7 @@ typedef struct {
     size_t cap, count;
 } ChunkMap;
 
-struct BpeCounter {
+struct TgBpeCounter {
     TgTokenizerSplit split;
     TgTokenizer cut;         /* the bytes, <eot> and the specials without merges: finds them in text */
     bool has_cut;            /* the GPT-2 split: <|endoftext|> and the specials are cut out */
@@ -295,7 +295,7 @@ static void chunkmap_grow(ChunkMap *m) {
     *m = bigger;
 }
 
-static void counter_insert(BpeCounter *c, const unsigned char *b, size_t len, int64_t count) {
+static void counter_insert(TgBpeCounter *c, const unsigned char *b, size_t len, int64_t count) {
     ChunkMap *m = &c->chunks;
     if (2 * (m->count + 1) > m->cap) chunkmap_grow(m);
     uint64_t h = hash_bytes(b, len);
@@ -327,7 +327,7 @@ static int chunk_by_offset(const void *a, const void *b) {
 }
 
 /* The counter's chunks in order of first occurrence (malloc'ed, *n of them). */
-static ChunkSlot *chunks_in_order(const BpeCounter *c, size_t *n) {
+static ChunkSlot *chunks_in_order(const TgBpeCounter *c, size_t *n) {
     ChunkSlot *order = tg_malloc((c->chunks.count ? c->chunks.count : 1) * sizeof *order);
     size_t k = 0;
     for (size_t i = 0; i < c->chunks.cap; i++)
@@ -339,9 +339,9 @@ static ChunkSlot *chunks_in_order(const BpeCounter *c, size_t *n) {
 
 /* Counts the chunks of text[begin, end) as words, a long chunk in pieces of at most
  * TG_TOKENIZER_MAX_CHUNK bytes (so no token is longer). */
-static void count_chunks(BpeCounter *c, const unsigned char *text, size_t begin, size_t end) {
+static void count_chunks(TgBpeCounter *c, const unsigned char *text, size_t begin, size_t end) {
     for (size_t pos = begin; pos < end;) {
-        size_t cl = tokenizer_chunk_len(c->split, (const char *)text + pos, end - pos);
+        size_t cl = tg_tokenizer_chunk_len(c->split, (const char *)text + pos, end - pos);
         for (size_t piece = 0; piece < cl; piece += TG_TOKENIZER_MAX_CHUNK) {
             size_t pl = cl - piece < TG_TOKENIZER_MAX_CHUNK ? cl - piece : TG_TOKENIZER_MAX_CHUNK;
             if (pl >= 2) counter_insert(c, text + pos + piece, pl, 1); /* 1-byte chunks never merge */
@@ -350,11 +350,11 @@ static void count_chunks(BpeCounter *c, const unsigned char *text, size_t begin,
     }
 }
 
-TgStatus bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t n_specials, BpeCounter **out) {
+TgStatus tg_bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t n_specials, TgBpeCounter **out) {
     *out = NULL;
     if (n_specials > 0 && split != TG_TOKENIZER_SPLIT_GPT2)
         return tg_fail(TG_ERR_ARG, "named special tokens need the GPT-2 pre-split");
-    BpeCounter *c = tg_calloc(1, sizeof *c);
+    TgBpeCounter *c = tg_calloc(1, sizeof *c);
     c->split = split;
     c->chunks = (ChunkMap){tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
     if (n_specials > 0) {
@@ -373,9 +373,9 @@ TgStatus bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t 
         for (int32_t i = 0; i < n_specials; i++) t->specials[i] = strdup(specials[i]);
         t->vocab_size = TG_TOKENIZER_BPE_FIRST_MERGE + n_specials;
         t->eot_id = TG_TOKENIZER_BPE_EOT;
-        TgStatus st = tokenizer_finish(t, "--special-tokens");
+        TgStatus st = tg_tokenizer_finish(t, "--special-tokens");
         if (st != TG_OK) {
-            bpe_counter_free(c);
+            tg_bpe_counter_free(c);
             return st;
         }
         c->has_cut = true;
@@ -384,41 +384,41 @@ TgStatus bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t 
     return TG_OK;
 }
 
-void bpe_counter_add(BpeCounter *c, const char *text, size_t len) {
+void tg_bpe_counter_add(TgBpeCounter *c, const char *text, size_t len) {
     const unsigned char *b = (const unsigned char *)text;
     if (!c->has_cut) {
         count_chunks(c, b, 0, len);
         return;
     }
-    AddedScan scan;
-    added_scan_begin(&scan, &c->cut, b, len);
+    TgAddedScan scan;
+    tg_added_scan_begin(&scan, &c->cut, b, len);
     for (size_t pos = 0; pos < len;) {
         size_t at = len, match_len = 0;
         int32_t id;
-        added_scan_next(&scan, pos, &at, &id, &match_len);
+        tg_added_scan_next(&scan, pos, &at, &id, &match_len);
         count_chunks(c, b, pos, at);
         pos = at + match_len;
     }
-    added_scan_end(&scan);
+    tg_added_scan_end(&scan);
 }
 
-void bpe_counter_merge(BpeCounter *into, const BpeCounter *from) {
+void tg_bpe_counter_merge(TgBpeCounter *into, const TgBpeCounter *from) {
     size_t n;
     ChunkSlot *order = chunks_in_order(from, &n);
     for (size_t k = 0; k < n; k++) counter_insert(into, from->bytes + order[k].offset, order[k].len, order[k].count);
     free(order);
 }
 
-size_t bpe_counter_words(const BpeCounter *c) { return c->chunks.count; }
+size_t tg_bpe_counter_words(const TgBpeCounter *c) { return c->chunks.count; }
 
-size_t bpe_counter_bytes(const BpeCounter *c) { return c->chunks.cap * sizeof(ChunkSlot) + c->cap_bytes; }
+size_t tg_bpe_counter_bytes(const TgBpeCounter *c) { return c->chunks.cap * sizeof(ChunkSlot) + c->cap_bytes; }
 
-void bpe_counter_free(BpeCounter *c) {
+void tg_bpe_counter_free(TgBpeCounter *c) {
     if (!c) return;
     free(c->chunks.slots);
     free(c->bytes);
     tg_tokenizer_free(&c->cut);
-    tokenizer_specials_free(c->specials, c->n_specials);
+    tg_tokenizer_specials_free(c->specials, c->n_specials);
     free(c);
 }
 
@@ -561,7 +561,7 @@ static void trainer_free(Trainer *t) {
 
 /* The words: the counter's distinct chunks as symbol ids, in order of first occurrence (the
  * result does not depend on the order, but this keeps every run identical down to memory layout). */
-static void trainer_build_words(Trainer *t, const BpeCounter *c) {
+static void trainer_build_words(Trainer *t, const TgBpeCounter *c) {
     TG_CHECK(c->chunks.count < INT32_MAX, "too many distinct chunks: %zu", c->chunks.count);
     size_t n;
     ChunkSlot *order = chunks_in_order(c, &n);
@@ -648,11 +648,11 @@ TgStatus tg_tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size
 static TgStatus train_text(const char *text, size_t len, int32_t vocab_size, TgTokenizerSplit split, char **names,
                            int32_t n_names, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
-    BpeCounter *c;
-    TG_TRY(bpe_counter_new(split, names, n_names, &c));
-    bpe_counter_add(c, text, len);
-    TgStatus st = bpe_counter_train(c, vocab_size, tok);
-    bpe_counter_free(c);
+    TgBpeCounter *c;
+    TG_TRY(tg_bpe_counter_new(split, names, n_names, &c));
+    tg_bpe_counter_add(c, text, len);
+    TgStatus st = tg_bpe_counter_train(c, vocab_size, tok);
+    tg_bpe_counter_free(c);
     return st;
 }
 
@@ -666,13 +666,13 @@ TgStatus tg_tokenizer_bpe_train_specials(const char *text, size_t len, int32_t v
     memset(tok, 0, sizeof *tok);
     char **names;
     int32_t n;
-    TG_TRY(tokenizer_specials_parse(specials, &names, &n));
+    TG_TRY(tg_tokenizer_specials_parse(specials, &names, &n));
     TgStatus st = train_text(text, len, vocab_size, TG_TOKENIZER_SPLIT_GPT2, names, n, tok);
-    tokenizer_specials_free(names, n);
+    tg_tokenizer_specials_free(names, n);
     return st;
 }
 
-TgStatus bpe_counter_train(const BpeCounter *c, int32_t vocab_size, TgTokenizer *tok) {
+TgStatus tg_bpe_counter_train(const TgBpeCounter *c, int32_t vocab_size, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     const int32_t first_merge = TG_TOKENIZER_BPE_FIRST_MERGE + c->n_specials;
     if (vocab_size < first_merge)
@@ -721,7 +721,7 @@ TgStatus bpe_counter_train(const BpeCounter *c, int32_t vocab_size, TgTokenizer 
         for (int32_t i = 0; i < c->n_specials; i++) tok->specials[i] = strdup(c->specials[i]);
         tok->n_specials = c->n_specials;
     }
-    TgStatus st = tokenizer_finish(tok, "BPE training");
+    TgStatus st = tg_tokenizer_finish(tok, "BPE training");
     TG_CHECK(st == TG_OK, "a freshly trained BPE tokenizer is invalid: %s", tg_error_message());
     return TG_OK;
 }

@@ -21,10 +21,10 @@
 
 /* ---- pre-split ------------------------------------------------------------------------- */
 
-static UnicodeClass class_at(const unsigned char *b, size_t len, size_t i, size_t *n) {
+static TgUnicodeClass class_at(const unsigned char *b, size_t len, size_t i, size_t *n) {
     uint32_t cp;
-    *n = utf8_next(b + i, len - i, &cp);
-    return unicode_class(cp);
+    *n = tg_utf8_next(b + i, len - i, &cp);
+    return tg_unicode_class(cp);
 }
 
 /* 's 't 'm 'd 're 've 'll: the length of the contraction at b[0], or 0. */
@@ -41,23 +41,23 @@ size_t tg_tokenizer_gpt2_chunk_len(const char *text, size_t len) {
     const unsigned char *b = (const unsigned char *)text;
     size_t n = contraction_len(b, len);
     if (n) return n;
-    UnicodeClass run = class_at(b, len, 0, &n);
+    TgUnicodeClass run = class_at(b, len, 0, &n);
     size_t start = 0;
     if (b[0] == ' ' && len > 1) { /* " ?X+": one space joins the run of letters, numbers or others after it */
         size_t n1;
-        UnicodeClass next = class_at(b, len, 1, &n1);
-        if (next != UNICODE_SPACE) {
+        TgUnicodeClass next = class_at(b, len, 1, &n1);
+        if (next != TG_UNICODE_SPACE) {
             run = next;
             start = 1;
         }
     }
     size_t i = start;
-    if (run != UNICODE_SPACE) {
+    if (run != TG_UNICODE_SPACE) {
         while (i < len && class_at(b, len, i, &n) == run) i += n;
         return i;
     }
     size_t last = 0; /* the start of the run's last white-space character */
-    while (i < len && class_at(b, len, i, &n) == UNICODE_SPACE) {
+    while (i < len && class_at(b, len, i, &n) == TG_UNICODE_SPACE) {
         last = i;
         i += n;
     }
@@ -67,7 +67,7 @@ size_t tg_tokenizer_gpt2_chunk_len(const char *text, size_t len) {
     return i;
 }
 
-size_t tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len) {
+size_t tg_tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len) {
     return split == TG_TOKENIZER_SPLIT_GPT2 ? tg_tokenizer_gpt2_chunk_len(text, len) : tg_tokenizer_bpe_chunk_len(text, len);
 }
 
@@ -78,13 +78,13 @@ size_t tokenizer_chunk_len(TgTokenizerSplit split, const char *text, size_t len)
 static unsigned char *replace_invalid_utf8(const unsigned char *text, size_t len, size_t *out_len) {
     size_t i = 0;
     uint32_t cp = 0;
-    while (i < len && (i += utf8_next(text + i, len - i, &cp), cp != UTF8_INVALID)) {}
-    if (cp != UTF8_INVALID) return NULL;
+    while (i < len && (i += tg_utf8_next(text + i, len - i, &cp), cp != TG_UTF8_INVALID)) {}
+    if (cp != TG_UTF8_INVALID) return NULL;
     unsigned char *out = tg_malloc(3 * len);
     size_t n = 0;
     for (i = 0; i < len;) {
-        size_t l = utf8_next(text + i, len - i, &cp);
-        if (cp == UTF8_INVALID) {
+        size_t l = tg_utf8_next(text + i, len - i, &cp);
+        if (cp == TG_UTF8_INVALID) {
             memcpy(out + n, "\xEF\xBF\xBD", 3);
             n += 3;
         } else {
@@ -147,14 +147,14 @@ static Candidate heap_pop(MergeScratch *m) {
 static void push_pair(const TgTokenizer *tok, MergeScratch *m, int32_t left) {
     int32_t right = m->syms[left].next;
     if (right < 0) return;
-    int32_t rank = bpe_rank_map_get(tok->ranks, m->syms[left].id, m->syms[right].id);
+    int32_t rank = tg_bpe_rank_map_get(tok->ranks, m->syms[left].id, m->syms[right].id);
     if (rank >= 0) heap_push(m, rank, left);
 }
 
 /* Encodes one chunk into out; returns the number of ids. */
 static size_t encode_chunk(const TgTokenizer *tok, const unsigned char *b, size_t len, MergeScratch *m, int32_t *out) {
     if (tok->ignore_merges) {
-        int32_t whole = token_index_find(tok->index, tok, b, len);
+        int32_t whole = tg_token_index_find(tok->index, tok, b, len);
         if (whole >= 0) {
             out[0] = whole;
             return 1;
@@ -172,7 +172,7 @@ static size_t encode_chunk(const TgTokenizer *tok, const unsigned char *b, size_
     while (m->heap_len > 0) {
         Candidate c = heap_pop(m);
         Symbol *s = &m->syms[c.pos];
-        if (s->id < 0 || s->next < 0 || bpe_rank_map_get(tok->ranks, s->id, m->syms[s->next].id) != c.rank)
+        if (s->id < 0 || s->next < 0 || tg_bpe_rank_map_get(tok->ranks, s->id, m->syms[s->next].id) != c.rank)
             continue; /* stale: one of the two was joined to another neighbour since */
         Symbol *right = &m->syms[s->next];
         s->id = tokenizer_merge_id(tok, c.rank);
@@ -201,7 +201,7 @@ typedef struct {
     uint8_t len, n_ids;
 } CacheSlot;
 
-struct ChunkCache {
+struct TgChunkCache {
     uint64_t fingerprint; /* of the tokenizer whose ids it holds */
     CacheSlot *slots;
     uint8_t *keys;
@@ -209,7 +209,7 @@ struct ChunkCache {
     size_t count, keys_len, ids_len;
 };
 
-static void chunk_cache_alloc(ChunkCache *c);
+static void chunk_cache_alloc(TgChunkCache *c);
 
 static uint64_t chunk_hash(const unsigned char *b, size_t n) {
     uint64_t h = 0xcbf29ce484222325ULL ^ n;
@@ -218,27 +218,27 @@ static uint64_t chunk_hash(const unsigned char *b, size_t n) {
     return h ? h : 1;
 }
 
-static void cache_open(ChunkCache *c, size_t text_len) {
+static void cache_open(TgChunkCache *c, size_t text_len) {
     memset(c, 0, sizeof *c);
     if (text_len < CACHE_MIN_TEXT) return;
     chunk_cache_alloc(c);
 }
 
-static void cache_close(ChunkCache *c) { free(c->slots), free(c->keys), free(c->ids); }
+static void cache_close(TgChunkCache *c) { free(c->slots), free(c->keys), free(c->ids); }
 
-ChunkCache *chunk_cache_new(void) {
-    ChunkCache *c = calloc(1, sizeof *c);
+TgChunkCache *tg_chunk_cache_new(void) {
+    TgChunkCache *c = calloc(1, sizeof *c);
     if (c) chunk_cache_alloc(c);
     return c;
 }
 
-void chunk_cache_free(ChunkCache *c) {
+void tg_chunk_cache_free(TgChunkCache *c) {
     if (!c) return;
     cache_close(c);
     free(c);
 }
 
-static void chunk_cache_alloc(ChunkCache *c) {
+static void chunk_cache_alloc(TgChunkCache *c) {
     c->slots = calloc(CACHE_SLOTS, sizeof *c->slots);
     c->keys = malloc(CACHE_SLOTS / 2 * CACHE_MAX_CHUNK);
     c->ids = malloc(CACHE_SLOTS / 2 * CACHE_MAX_CHUNK * sizeof *c->ids);
@@ -249,7 +249,7 @@ static void chunk_cache_alloc(ChunkCache *c) {
 }
 
 /* The chunk's ids into out, from the cache or by merging (and then kept); returns their number. */
-static size_t encode_cached(const TgTokenizer *tok, const unsigned char *b, size_t len, MergeScratch *m, ChunkCache *c,
+static size_t encode_cached(const TgTokenizer *tok, const unsigned char *b, size_t len, MergeScratch *m, TgChunkCache *c,
                             int32_t *out) {
     if (!c->slots || len > CACHE_MAX_CHUNK || len < 2) return encode_chunk(tok, b, len, m, out);
     uint64_t h = chunk_hash(b, len);
@@ -271,8 +271,8 @@ static size_t encode_cached(const TgTokenizer *tok, const unsigned char *b, size
     return n;
 }
 
-void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out,
-                          ChunkCache *shared) {
+void tg_tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out,
+                          TgChunkCache *shared) {
     size_t replaced_len = 0;
     unsigned char *replaced = tok->hf ? replace_invalid_utf8(text, len, &replaced_len) : NULL;
     if (replaced) {
@@ -280,29 +280,29 @@ void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, siz
         len = replaced_len;
     }
     MergeScratch m = {0};
-    ChunkCache own, *cache = shared;
+    TgChunkCache own, *cache = shared;
     if (shared && shared->fingerprint != tok->fingerprint) { /* another tokenizer's ids: forget them */
         if (shared->slots) memset(shared->slots, 0, CACHE_SLOTS * sizeof *shared->slots);
         shared->count = shared->keys_len = shared->ids_len = 0;
         shared->fingerprint = tok->fingerprint;
     }
     if (!shared) cache_open(cache = &own, len);
-    AddedScan scan;
-    added_scan_begin(&scan, tok, text, len);
+    TgAddedScan scan;
+    tg_added_scan_begin(&scan, tok, text, len);
     size_t n = 0;
     for (size_t pos = 0; pos < len;) {
         size_t at = len, match_len = 0;
         int32_t added = -1;
-        added_scan_next(&scan, pos, &at, &added, &match_len);
+        tg_added_scan_next(&scan, pos, &at, &added, &match_len);
         while (pos < at) {
-            size_t cl = tokenizer_chunk_len(tok->split, (const char *)text + pos, at - pos);
+            size_t cl = tg_tokenizer_chunk_len(tok->split, (const char *)text + pos, at - pos);
             n += encode_cached(tok, text + pos, cl, &m, cache, out + n);
             pos += cl;
         }
         if (added >= 0) out[n++] = added;
         pos = at + match_len;
     }
-    added_scan_end(&scan);
+    tg_added_scan_end(&scan);
     if (!shared) cache_close(&own);
     free(m.syms);
     free(m.heap);

@@ -17,7 +17,7 @@ TgStatus tg_tokenizer_char_train(const char *text, size_t len, TgTokenizer *tok)
         if (seen[c]) tok->chars[tok->n_chars++] = (uint8_t)c;
     tok->eot_id = tok->n_chars;
     tok->vocab_size = tok->n_chars + 1;
-    TgStatus st = tokenizer_finish(tok, "char tokenizer");
+    TgStatus st = tg_tokenizer_finish(tok, "char tokenizer");
     TG_CHECK(st == TG_OK, "a freshly built char tokenizer is invalid: %s", tg_error_message());
     return TG_OK;
 }
@@ -27,7 +27,7 @@ static void describe_byte(unsigned char c, char *buf, size_t cap) {
     else snprintf(buf, cap, "0x%02x", c);
 }
 
-TgStatus tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
+TgStatus tg_tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
                                 int32_t *out, size_t *n_out) {
     for (size_t i = 0; i < len; i++) {
         int32_t id = tok->id_of_byte[text[i]];

@@ -43,7 +43,7 @@ static int32_t added_index(const TgTokenizer *tok, int32_t id) {
     return lo < tok->n_added && tok->added[lo].id == id ? lo : -1;
 }
 
-bool tokenizer_hf_is_added(const TgTokenizer *tok, int32_t id, bool *special) {
+bool tg_tokenizer_hf_is_added(const TgTokenizer *tok, int32_t id, bool *special) {
     *special = true;
     if (id == tok->eot_id) return true;
     int32_t k = added_index(tok, id);
@@ -67,11 +67,11 @@ static char *mapped_text(const uint8_t *b, size_t len) {
     return text;
 }
 
-bool tokenizer_hf_bytes_of_text(const char *s, size_t len, uint8_t *out, size_t *n) {
+bool tg_tokenizer_hf_bytes_of_text(const char *s, size_t len, uint8_t *out, size_t *n) {
     *n = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        i += utf8_next((const unsigned char *)s + i, len - i, &cp);
+        i += tg_utf8_next((const unsigned char *)s + i, len - i, &cp);
         int b = char_byte(cp);
         if (b < 0) return false;
         out[(*n)++] = (uint8_t)b;
@@ -79,11 +79,11 @@ bool tokenizer_hf_bytes_of_text(const char *s, size_t len, uint8_t *out, size_t 
     return true;
 }
 
-char *tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id) {
+char *tg_tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id) {
     size_t len;
     const uint8_t *b = tg_tokenizer_token_bytes(tok, id, &len);
     bool special;
-    if (!tokenizer_hf_is_added(tok, id, &special)) return mapped_text(b, len);
+    if (!tg_tokenizer_hf_is_added(tok, id, &special)) return mapped_text(b, len);
     if (len == 0) { /* a char tokenizer's <eot> */
         b = (const uint8_t *)TG_TOKENIZER_EOT_TEXT;
         len = strlen(TG_TOKENIZER_EOT_TEXT);
@@ -96,7 +96,7 @@ char *tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id) {
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-TgStatus tokenizer_hf_check_exportable(const TgTokenizer *tok) {
+TgStatus tg_tokenizer_hf_check_exportable(const TgTokenizer *tok) {
     if (tok->kind == TG_TOKENIZER_BPE && tok->split != TG_TOKENIZER_SPLIT_GPT2)
         return tg_fail(TG_ERR_MISMATCH,
                        "this run's BPE tokenizer (a tokenizer file of version 1) cuts text into chunks by tapegrad's "
@@ -110,8 +110,8 @@ TgStatus tokenizer_hf_check_exportable(const TgTokenizer *tok) {
         const uint8_t *b = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
         for (size_t i = 0; i < len;) {
             uint32_t cp;
-            i += utf8_next(b + i, len - i, &cp);
-            if (cp == UTF8_INVALID || cp == 0)
+            i += tg_utf8_next(b + i, len - i, &cp);
+            if (cp == TG_UTF8_INVALID || cp == 0)
                 return tg_fail(TG_ERR_MISMATCH, "added token %" PRId32 " holds %s, which no tokenizer.json or GGUF can hold",
                                tok->added[k].id, cp ? "bytes that are not UTF-8" : "a NUL byte");
         }
@@ -127,11 +127,11 @@ static bool added_text_taken(const TgTokenizer *tok, int32_t id) {
     const uint8_t *b = tg_tokenizer_token_bytes(tok, id, &len);
     uint8_t *bytes = tg_malloc(len + 1);
     size_t n;
-    bool spelled = tokenizer_hf_bytes_of_text((const char *)b, len, bytes, &n);
-    int32_t other = spelled ? token_index_find(tok->index, tok, bytes, n) : -1;
+    bool spelled = tg_tokenizer_hf_bytes_of_text((const char *)b, len, bytes, &n);
+    int32_t other = spelled ? tg_token_index_find(tok->index, tok, bytes, n) : -1;
     bool special;
     free(bytes);
-    return other >= 0 && other != id && !tokenizer_hf_is_added(tok, other, &special);
+    return other >= 0 && other != id && !tg_tokenizer_hf_is_added(tok, other, &special);
 }
 
 static void write_added(FILE *f, const TgTokenizer *tok) {
@@ -139,10 +139,10 @@ static void write_added(FILE *f, const TgTokenizer *tok) {
     int written = 0;
     for (int32_t id = 0; id < tok->vocab_size; id++) {
         bool special;
-        if (!tokenizer_hf_is_added(tok, id, &special)) continue;
-        char *text = tokenizer_hf_token_text(tok, id);
+        if (!tg_tokenizer_hf_is_added(tok, id, &special)) continue;
+        char *text = tg_tokenizer_hf_token_text(tok, id);
         fprintf(f, "%s\n    {\"id\": %" PRId32 ", \"content\": ", written++ ? "," : "", id);
-        json_write_string(f, text);
+        tg_json_write_string(f, text);
         fprintf(f, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": %s}",
                 special ? "true" : "false");
         free(text);
@@ -157,11 +157,11 @@ static void write_model(FILE *f, const TgTokenizer *tok) {
             tok->ignore_merges ? "true" : "false");
     bool first = true, special;
     for (int32_t id = 0; id < tok->vocab_size; id++) {
-        if (tokenizer_hf_is_added(tok, id, &special) && added_text_taken(tok, id)) continue;
-        char *text = tokenizer_hf_token_text(tok, id);
+        if (tg_tokenizer_hf_is_added(tok, id, &special) && added_text_taken(tok, id)) continue;
+        char *text = tg_tokenizer_hf_token_text(tok, id);
         fputs(first ? "\n      " : ",\n      ", f);
         first = false;
-        json_write_string(f, text);
+        tg_json_write_string(f, text);
         fprintf(f, ": %" PRId32, id);
         free(text);
     }
@@ -176,17 +176,17 @@ static void write_model(FILE *f, const TgTokenizer *tok) {
         char *pair = tg_malloc(ta + tb + 2);
         snprintf(pair, ta + tb + 2, "%s %s", a, b);
         fputs(i ? ",\n      " : "\n      ", f);
-        json_write_string(f, pair);
+        tg_json_write_string(f, pair);
         free(a), free(b), free(pair);
     }
     fputs("\n    ]\n  }\n}\n", f);
 }
 
-TgStatus tokenizer_hf_save(const TgTokenizer *tok, const char *path) {
-    TG_TRY(tokenizer_hf_check_exportable(tok));
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    FILE *f = atomic_file_stream(&af);
+TgStatus tg_tokenizer_hf_save(const TgTokenizer *tok, const char *path) {
+    TG_TRY(tg_tokenizer_hf_check_exportable(tok));
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
     fputs("{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n", f);
     write_added(f, tok);
     fputs("  \"normalizer\": null,\n"
@@ -195,5 +195,5 @@ TgStatus tokenizer_hf_save(const TgTokenizer *tok, const char *path) {
           "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n",
           f);
     write_model(f, tok);
-    return atomic_file_commit(&af);
+    return tg_atomic_file_commit(&af);
 }

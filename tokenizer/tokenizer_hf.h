@@ -25,9 +25,9 @@
  * The file must be JSON as RFC 8259 writes it (data/json_reader.h): UTF-8, nothing after the
  * object, no member that tapegrad reads given twice; each refusal names the byte offset.
  *
- * Limits (a tokenizer.json may come from anywhere): TOKENIZER_HF_MAX_BYTES of JSON,
- * TOKENIZER_HF_MAX_IDS ids and merges, TOKENIZER_HF_MAX_ADDED added tokens holding at most
- * TOKENIZER_HF_MAX_ADDED_BYTES of text in all.
+ * Limits (a tokenizer.json may come from anywhere): TG_TOKENIZER_HF_MAX_BYTES of JSON,
+ * TG_TOKENIZER_HF_MAX_IDS ids and merges, TG_TOKENIZER_HF_MAX_ADDED added tokens holding at most
+ * TG_TOKENIZER_HF_MAX_ADDED_BYTES of text in all.
  *
  * Memory: reading a file of F bytes takes at most 10 F + 64 MiB (peak RSS above the caller's),
  * whatever it holds. The file's text (F) is read whole and freed before the encoding tables are
@@ -47,34 +47,34 @@
 
 #include "tapegrad/tokenizer.h"
 
-#define TOKENIZER_HF_FILE "tokenizer.json"
-#define TOKENIZER_HF_MAX_BYTES ((size_t)256 << 20)
-enum { TOKENIZER_HF_MAX_IDS = 1 << 22, TOKENIZER_HF_MAX_ADDED = 1 << 16, TOKENIZER_HF_MAX_ADDED_BYTES = 1 << 22 };
+#define TG_TOKENIZER_HF_FILE "tokenizer.json"
+#define TG_TOKENIZER_HF_MAX_BYTES ((size_t)256 << 20)
+enum { TG_TOKENIZER_HF_MAX_IDS = 1 << 22, TG_TOKENIZER_HF_MAX_ADDED = 1 << 16, TG_TOKENIZER_HF_MAX_ADDED_BYTES = 1 << 22 };
 
 /* Loads a tokenizer.json (see above) as an imported BPE tokenizer (tok->hf). On failure tok is
  * left empty. */
-TgStatus tokenizer_hf_load(const char *path, TgTokenizer *tok);
+TgStatus tg_tokenizer_hf_load(const char *path, TgTokenizer *tok);
 
 /* Whether tok can be written as a tokenizer.json (and embedded in GGUF): a char tokenizer
  * (as a byte-level BPE without merges over the corpus's bytes, <eot> as "<|endoftext|>"), a
  * BPE with the GPT-2 split, an imported one. A BPE with tapegrad's first split is refused
  * with the reason: no other program cuts text that way. */
-TgStatus tokenizer_hf_check_exportable(const TgTokenizer *tok);
+TgStatus tg_tokenizer_hf_check_exportable(const TgTokenizer *tok);
 
 /* Writes tok as a tokenizer.json at path (atomically). */
-TgStatus tokenizer_hf_save(const TgTokenizer *tok, const char *path);
+TgStatus tg_tokenizer_hf_save(const TgTokenizer *tok, const char *path);
 
 /* The text of token `id` in tokenizer.json's vocabulary and GGUF's token list: its bytes
  * through GPT-2's byte-to-character map, or an added token's own text (for <eot> of a char
  * tokenizer "<|endoftext|>"). malloc'ed, NUL-terminated. */
-char *tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id);
+char *tg_tokenizer_hf_token_text(const TgTokenizer *tok, int32_t id);
 
 /* The bytes the vocabulary string s[0..len) (UTF-8) stands for through GPT-2's byte map, into
  * out (room for len bytes), *n of them: false when a character is outside the map. */
-bool tokenizer_hf_bytes_of_text(const char *s, size_t len, uint8_t *out, size_t *n);
+bool tg_tokenizer_hf_bytes_of_text(const char *s, size_t len, uint8_t *out, size_t *n);
 
 /* Whether `id` is matched as a whole in text (an added token, or <eot>); *special tells a
  * control token from an added word. */
-bool tokenizer_hf_is_added(const TgTokenizer *tok, int32_t id, bool *special);
+bool tg_tokenizer_hf_is_added(const TgTokenizer *tok, int32_t id, bool *special);
 
 #endif

@@ -39,7 +39,7 @@ static TgStatus reader_alloc(const Reader *r, void **p, size_t n, size_t size, c
 
 /* The bytes of the string s, decoded into the reader's scratch buffer (from byte `at` of it,
  * so that two strings can be held at once). */
-static TgStatus decode(Reader *r, JsonString s, size_t at, const char **out, size_t *n) {
+static TgStatus decode(Reader *r, TgJsonString s, size_t at, const char **out, size_t *n) {
     if (at + s.raw_len >= r->scratch_cap) { /* >=: an empty string too needs a buffer to point into */
         size_t need = at + s.raw_len, cap = need + need / 4 + 64; /* grown a quarter: one long string costs little more than itself */
         char *bigger = realloc(r->scratch, cap);
@@ -47,7 +47,7 @@ static TgStatus decode(Reader *r, JsonString s, size_t at, const char **out, siz
         r->scratch = bigger;
         r->scratch_cap = cap;
     }
-    *n = json_decode(s, r->scratch + at);
+    *n = tg_json_decode(s, r->scratch + at);
     *out = r->scratch + at;
     return TG_OK;
 }
@@ -66,8 +66,8 @@ static const char *shown(const char *b, size_t n, char *buf) {
         else if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(buf + o, 256 - o, "\\u%04x", c), i++;
         else {
             uint32_t cp;
-            size_t l = utf8_next((const unsigned char *)b + i, n - i, &cp);
-            if (cp == UTF8_INVALID) o += (size_t)snprintf(buf + o, 256 - o, "\\x%02x", c);
+            size_t l = tg_utf8_next((const unsigned char *)b + i, n - i, &cp);
+            if (cp == TG_UTF8_INVALID) o += (size_t)snprintf(buf + o, 256 - o, "\\x%02x", c);
             else memcpy(buf + o, b + i, l), o += l;
             i += l;
         }
@@ -77,39 +77,39 @@ static const char *shown(const char *b, size_t n, char *buf) {
 }
 
 /* A JSON string as a message shows it (see shown). */
-static const char *shown_string(Reader *r, JsonString s, char *buf) {
+static const char *shown_string(Reader *r, TgJsonString s, char *buf) {
     const char *b = NULL;
     size_t n = 0;
     if (decode(r, s, 0, &b, &n) != TG_OK) return "(a string too long to show)";
     return shown(b, n, buf);
 }
 
-static JsonType type_at(const Reader *r, size_t at) {
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    return json_type(&c);
+static TgJsonType type_at(const Reader *r, size_t at) {
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    return tg_json_type(&c);
 }
 
-static bool null_or_absent(const Reader *r, size_t at) { return at == ABSENT || type_at(r, at) == JSON_NULL; }
+static bool null_or_absent(const Reader *r, size_t at) { return at == ABSENT || type_at(r, at) == TG_JSON_NULL; }
 static bool false_or_absent(const Reader *r, size_t at) {
-    return at == ABSENT || type_at(r, at) == JSON_NULL || type_at(r, at) == JSON_FALSE;
+    return at == ABSENT || type_at(r, at) == TG_JSON_NULL || type_at(r, at) == TG_JSON_FALSE;
 }
-static bool is_true(const Reader *r, size_t at) { return at != ABSENT && type_at(r, at) == JSON_TRUE; }
+static bool is_true(const Reader *r, size_t at) { return at != ABSENT && type_at(r, at) == TG_JSON_TRUE; }
 
-static JsonString string_at(const Reader *r, size_t at) {
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    return json_read_string(&c);
+static TgJsonString string_at(const Reader *r, size_t at) {
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    return tg_json_read_string(&c);
 }
 
 static bool is_string(const Reader *r, size_t at, const char *lit) {
-    return at != ABSENT && type_at(r, at) == JSON_STRING && json_string_is(string_at(r, at), lit);
+    return at != ABSENT && type_at(r, at) == TG_JSON_STRING && tg_json_string_is(string_at(r, at), lit);
 }
 
-/* The id a JSON number names: an integer in [0, TOKENIZER_HF_MAX_IDS), or -1. */
+/* The id a JSON number names: an integer in [0, TG_TOKENIZER_HF_MAX_IDS), or -1. */
 static int32_t id_at(const Reader *r, size_t at) {
-    if (at == ABSENT || type_at(r, at) != JSON_NUMBER) return -1;
-    JsonCursor c = json_cursor(r->text, r->len, at);
+    if (at == ABSENT || type_at(r, at) != TG_JSON_NUMBER) return -1;
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
     int64_t id;
-    return tg_double_to_i64(json_read_number(&c), 0, TOKENIZER_HF_MAX_IDS - 1, &id) ? (int32_t)id : -1;
+    return tg_double_to_i64(tg_json_read_number(&c), 0, TG_TOKENIZER_HF_MAX_IDS - 1, &id) ? (int32_t)id : -1;
 }
 
 typedef struct {
@@ -121,32 +121,32 @@ typedef struct {
  * that appears twice is refused: programs differ in which of the two they take. */
 static TgStatus find_fields(const Reader *r, size_t at, const char *where, Field *fields, int n) {
     for (int k = 0; k < n; k++) fields[k].at = ABSENT;
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    json_enter(&c);
-    JsonString key;
-    while (json_next_key(&c, &key)) {
-        json_type(&c); /* to the value */
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    tg_json_enter(&c);
+    TgJsonString key;
+    while (tg_json_next_key(&c, &key)) {
+        tg_json_type(&c); /* to the value */
         for (int k = 0; k < n; k++) {
-            if (!json_string_is(key, fields[k].name)) continue;
+            if (!tg_json_string_is(key, fields[k].name)) continue;
             if (fields[k].at != ABSENT)
                 return tg_fail(TG_ERR_FORMAT, "%s: %s%s appears twice (at bytes %zu and %zu)", r->path, where, fields[k].name,
                                fields[k].at, c.pos);
             fields[k].at = c.pos;
         }
-        json_skip(&c);
+        tg_json_skip(&c);
     }
     return TG_OK;
 }
 
 /* The number of members of the array or object at `at`, and where it ends. */
 static size_t count_members(const Reader *r, size_t at, size_t *end) {
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    bool object = json_type(&c) == JSON_OBJECT;
-    json_enter(&c);
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    bool object = tg_json_type(&c) == TG_JSON_OBJECT;
+    tg_json_enter(&c);
     size_t n = 0;
-    JsonString key;
-    while (object ? json_next_key(&c, &key) : json_next_item(&c)) {
-        json_skip(&c);
+    TgJsonString key;
+    while (object ? tg_json_next_key(&c, &key) : tg_json_next_item(&c)) {
+        tg_json_skip(&c);
         n++;
     }
     *end = c.pos;
@@ -161,15 +161,15 @@ enum { MODEL_TYPE, MODEL_VOCAB, MODEL_MERGES, MODEL_DROPOUT, MODEL_PREFIX, MODEL
 /* Everything around the vocabulary: what tapegrad does not implement is refused, by name. */
 static TgStatus check_pipeline(Reader *r, const Field *root, Field *model) {
     size_t m = root[ROOT_MODEL].at;
-    if (m == ABSENT || type_at(r, m) != JSON_OBJECT)
+    if (m == ABSENT || type_at(r, m) != TG_JSON_OBJECT)
         return tg_fail(TG_ERR_FORMAT, "%s: model is not a BPE model (tapegrad imports byte-level BPE tokenizers)", r->path);
     TG_TRY(find_fields(r, m, "model.", model, MODEL_FIELDS));
     if (model[MODEL_TYPE].at != ABSENT && !is_string(r, model[MODEL_TYPE].at, "BPE"))
         return tg_fail(TG_ERR_FORMAT, "%s: model is not a BPE model (tapegrad imports byte-level BPE tokenizers)", r->path);
     size_t dropout = model[MODEL_DROPOUT].at;
     if (!null_or_absent(r, dropout)) {
-        JsonCursor c = json_cursor(r->text, r->len, dropout);
-        if (json_type(&c) != JSON_NUMBER || json_read_number(&c) != 0)
+        TgJsonCursor c = tg_json_cursor(r->text, r->len, dropout);
+        if (tg_json_type(&c) != TG_JSON_NUMBER || tg_json_read_number(&c) != 0)
             return tg_fail(TG_ERR_FORMAT, "%s: model.dropout is set; tapegrad encodes without BPE dropout", r->path);
     }
     for (int k = MODEL_PREFIX; k <= MODEL_SUFFIX; k++)
@@ -181,10 +181,10 @@ static TgStatus check_pipeline(Reader *r, const Field *root, Field *model) {
         return tg_fail(TG_ERR_FORMAT, "%s: it has a normalizer; tapegrad imports tokenizers without one", r->path);
     Field pre[] = {{"type", ABSENT}, {"add_prefix_space", ABSENT}, {"use_regex", ABSENT}};
     size_t p = root[ROOT_PRE].at;
-    if (p != ABSENT && type_at(r, p) == JSON_OBJECT) TG_TRY(find_fields(r, p, "pre_tokenizer.", pre, 3));
+    if (p != ABSENT && type_at(r, p) == TG_JSON_OBJECT) TG_TRY(find_fields(r, p, "pre_tokenizer.", pre, 3));
     if (!is_string(r, pre[0].at, "ByteLevel")) {
         char buf[256];
-        bool named = pre[0].at != ABSENT && type_at(r, pre[0].at) == JSON_STRING;
+        bool named = pre[0].at != ABSENT && type_at(r, pre[0].at) == TG_JSON_STRING;
         return tg_fail(TG_ERR_FORMAT, "%s: pre_tokenizer is %s, not ByteLevel; tapegrad imports ByteLevel BPE tokenizers", r->path,
                        named ? shown_string(r, string_at(r, pre[0].at), buf) : "missing");
     }
@@ -219,7 +219,7 @@ static int by_id_then_index(const void *a, const void *b) {
 /* One entry of added_tokens. */
 static TgStatus read_added_entry(Reader *r, size_t at, int32_t k, AddedList *list, size_t *used) {
     Field f[] = {{"id", ABSENT}, {"content", ABSENT}, {"special", ABSENT}, {"lstrip", ABSENT}, {"rstrip", ABSENT}, {"single_word", ABSENT}};
-    if (type_at(r, at) != JSON_OBJECT)
+    if (type_at(r, at) != TG_JSON_OBJECT)
         return tg_fail(TG_ERR_FORMAT, "%s: added_tokens[%" PRId32 "] is not an object with an id and a content", r->path, k);
     TG_TRY(find_fields(r, at, "an added token's ", f, 6));
     AddedEntry *e = &list->e[k];
@@ -227,13 +227,13 @@ static TgStatus read_added_entry(Reader *r, size_t at, int32_t k, AddedList *lis
     e->special = is_true(r, f[2].at);
     e->index = k;
     e->off = *used;
-    if (f[1].at != ABSENT && type_at(r, f[1].at) == JSON_STRING) {
-        e->len = json_decode(string_at(r, f[1].at), list->bytes + *used);
+    if (f[1].at != ABSENT && type_at(r, f[1].at) == TG_JSON_STRING) {
+        e->len = tg_json_decode(string_at(r, f[1].at), list->bytes + *used);
         *used += e->len;
     }
     if (e->id < 0 || e->len == 0)
         return tg_fail(TG_ERR_FORMAT, "%s: added_tokens[%" PRId32 "] lacks an id (below %d) or a content", r->path, k,
-                       TOKENIZER_HF_MAX_IDS);
+                       TG_TOKENIZER_HF_MAX_IDS);
     char buf[256];
     const char *content = list->bytes + e->off;
     if (memchr(content, '\0', e->len))
@@ -253,24 +253,24 @@ static TgStatus read_added_entry(Reader *r, size_t at, int32_t k, AddedList *lis
  * one special, one not) are refused, naming both. */
 static TgStatus read_added(Reader *r, size_t at, AddedList *list) {
     if (at == ABSENT) return TG_OK;
-    if (type_at(r, at) != JSON_ARRAY) return tg_fail(TG_ERR_FORMAT, "%s: added_tokens is not a list", r->path);
+    if (type_at(r, at) != TG_JSON_ARRAY) return tg_fail(TG_ERR_FORMAT, "%s: added_tokens is not a list", r->path);
     size_t end, n = count_members(r, at, &end);
-    if (n > TOKENIZER_HF_MAX_ADDED)
-        return tg_fail(TG_ERR_FORMAT, "%s: %zu added tokens; tapegrad reads at most %d", r->path, n, TOKENIZER_HF_MAX_ADDED);
+    if (n > TG_TOKENIZER_HF_MAX_ADDED)
+        return tg_fail(TG_ERR_FORMAT, "%s: %zu added tokens; tapegrad reads at most %d", r->path, n, TG_TOKENIZER_HF_MAX_ADDED);
     TG_TRY(reader_alloc(r, (void **)&list->e, n, sizeof *list->e, "the added tokens"));
     TG_TRY(reader_alloc(r, (void **)&list->bytes, end - at, 1, "the added tokens")); /* decoding never lengthens */
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    json_enter(&c);
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    tg_json_enter(&c);
     size_t used = 0;
-    for (int32_t k = 0; json_next_item(&c); k++) {
-        json_type(&c);
+    for (int32_t k = 0; tg_json_next_item(&c); k++) {
+        tg_json_type(&c);
         list->e[k] = (AddedEntry){0};
         TG_TRY(read_added_entry(r, c.pos, k, list, &used));
         list->n = k + 1;
-        if (used > TOKENIZER_HF_MAX_ADDED_BYTES)
+        if (used > TG_TOKENIZER_HF_MAX_ADDED_BYTES)
             return tg_fail(TG_ERR_FORMAT, "%s: the added tokens up to added_tokens[%" PRId32 "] hold %zu bytes of text; tapegrad reads at most %d",
-                           r->path, k, used, TOKENIZER_HF_MAX_ADDED_BYTES);
-        json_skip(&c);
+                           r->path, k, used, TG_TOKENIZER_HF_MAX_ADDED_BYTES);
+        tg_json_skip(&c);
     }
     qsort(list->e, (size_t)list->n, sizeof *list->e, by_id_then_index);
     int32_t kept = 0;
@@ -295,43 +295,43 @@ static TgStatus read_added(Reader *r, size_t at, AddedList *list) {
 /* Sets the bytes of every id: added tokens their content, vocabulary strings the bytes they
  * stand for. Fills token_offsets/token_bytes, vocab_size and byte_ids. */
 static TgStatus read_vocab(Reader *r, size_t at, const AddedList *added, TgTokenizer *tok) {
-    if (at == ABSENT || type_at(r, at) != JSON_OBJECT) return tg_fail(TG_ERR_FORMAT, "%s: model.vocab is not an object", r->path);
+    if (at == ABSENT || type_at(r, at) != TG_JSON_OBJECT) return tg_fail(TG_ERR_FORMAT, "%s: model.vocab is not an object", r->path);
     /* first the ids: how many, the largest */
     int64_t n_vocab = 0;
     int32_t max_id = added->n ? added->e[added->n - 1].id : -1;
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    json_enter(&c);
-    JsonString key;
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    tg_json_enter(&c);
+    TgJsonString key;
     char buf[256];
-    while (json_next_key(&c, &key)) {
-        json_type(&c);
+    while (tg_json_next_key(&c, &key)) {
+        tg_json_type(&c);
         int32_t id = id_at(r, c.pos);
         if (id < 0)
             return tg_fail(TG_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not a new id below %d", r->path, shown_string(r, key, buf),
-                           TOKENIZER_HF_MAX_IDS);
+                           TG_TOKENIZER_HF_MAX_IDS);
         if (id > max_id) max_id = id;
         n_vocab++;
-        json_skip(&c);
+        tg_json_skip(&c);
     }
     size_t end = c.pos;
-    if (n_vocab < 1 || n_vocab > TOKENIZER_HF_MAX_IDS)
+    if (n_vocab < 1 || n_vocab > TG_TOKENIZER_HF_MAX_IDS)
         return tg_fail(TG_ERR_FORMAT, "%s: model.vocab holds %" PRId64 " tokens; tapegrad reads 1 to %d", r->path, n_vocab,
-                       TOKENIZER_HF_MAX_IDS);
+                       TG_TOKENIZER_HF_MAX_IDS);
     int32_t v = max_id + 1;
     /* where each id's string is (offset + 1; 0: none), found in a second pass */
     size_t *key_at = calloc((size_t)v, sizeof *key_at); /* calloc: a page no id reaches costs nothing */
     if (!key_at) return out_of_memory(r, (size_t)v, sizeof *key_at, "the vocabulary");
     TgStatus s = TG_OK;
-    c = json_cursor(r->text, r->len, at);
-    json_enter(&c);
-    while (s == TG_OK && json_next_key(&c, &key)) {
-        json_type(&c);
+    c = tg_json_cursor(r->text, r->len, at);
+    tg_json_enter(&c);
+    while (s == TG_OK && tg_json_next_key(&c, &key)) {
+        tg_json_type(&c);
         int32_t id = id_at(r, c.pos);
         if (key_at[id])
             s = tg_fail(TG_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not a new id below %d", r->path, shown_string(r, key, buf),
-                        TOKENIZER_HF_MAX_IDS);
+                        TG_TOKENIZER_HF_MAX_IDS);
         key_at[id] = key.pos + 1;
-        json_skip(&c);
+        tg_json_skip(&c);
     }
     /* then every id's bytes, in id order; an added token's content replaces a vocabulary string */
     int32_t k = 0;
@@ -358,12 +358,12 @@ static TgStatus read_vocab(Reader *r, size_t at, const AddedList *added, TgToken
             n = added->e[k].len;
             memcpy(dst, added->bytes + added->e[k].off, n);
         } else {
-            JsonString text = string_at(r, key_at[id] - 1);
+            TgJsonString text = string_at(r, key_at[id] - 1);
             const char *b;
             size_t len;
             s = decode(r, text, 0, &b, &len);
             if (s != TG_OK) break;
-            if (!tokenizer_hf_bytes_of_text(b, len, dst, &n)) {
+            if (!tg_tokenizer_hf_bytes_of_text(b, len, dst, &n)) {
                 s = tg_fail(TG_ERR_FORMAT, "%s: vocabulary token \"%s\" (id %" PRId32 ") is not made of ByteLevel characters", r->path,
                             shown(b, len, buf), id);
                 break;
@@ -382,26 +382,26 @@ static TgStatus read_vocab(Reader *r, size_t at, const AddedList *added, TgToken
 
 /* "a b" or ["a", "b"]: the bytes of a merge's two operands, decoded into the scratch buffer. */
 static bool merge_operands(Reader *r, size_t at, const char **a, size_t *la, const char **b, size_t *lb, TgStatus *s) {
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    JsonType type = json_type(&c);
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    TgJsonType type = tg_json_type(&c);
     *s = TG_OK;
-    if (type == JSON_STRING) {
+    if (type == TG_JSON_STRING) {
         const char *t;
         size_t n;
-        if ((*s = decode(r, json_read_string(&c), 0, &t, &n)) != TG_OK) return false;
+        if ((*s = decode(r, tg_json_read_string(&c), 0, &t, &n)) != TG_OK) return false;
         const char *space = memchr(t, ' ', n);
         if (!space || space == t || space == t + n - 1 || memchr(space + 1, ' ', (size_t)(t + n - space - 1))) return false;
         *a = t, *la = (size_t)(space - t);
         *b = space + 1, *lb = (size_t)(t + n - space - 1);
         return true;
     }
-    if (type != JSON_ARRAY) return false;
-    json_enter(&c);
-    JsonString parts[2];
+    if (type != TG_JSON_ARRAY) return false;
+    tg_json_enter(&c);
+    TgJsonString parts[2];
     int n = 0;
-    while (json_next_item(&c)) {
-        if (n == 2 || json_type(&c) != JSON_STRING) return false;
-        parts[n++] = json_read_string(&c);
+    while (tg_json_next_item(&c)) {
+        if (n == 2 || tg_json_type(&c) != TG_JSON_STRING) return false;
+        parts[n++] = tg_json_read_string(&c);
     }
     if (n != 2) return false;
     if ((*s = decode(r, parts[0], 0, a, la)) != TG_OK || (*s = decode(r, parts[1], parts[0].raw_len, b, lb)) != TG_OK) return false;
@@ -411,23 +411,23 @@ static bool merge_operands(Reader *r, size_t at, const char **a, size_t *la, con
 
 /* The id whose vocabulary string is text[0..n), or -1; out has room for n bytes. */
 static int32_t id_of_text(const TgTokenizer *tok, const char *text, size_t n, uint8_t *out, size_t *len) {
-    if (!tokenizer_hf_bytes_of_text(text, n, out, len)) return -1;
-    return token_index_find(tok->index, tok, out, *len);
+    if (!tg_tokenizer_hf_bytes_of_text(text, n, out, len)) return -1;
+    return tg_token_index_find(tok->index, tok, out, *len);
 }
 
 static TgStatus read_merges(Reader *r, size_t at, TgTokenizer *tok) {
-    size_t end, n = at != ABSENT && type_at(r, at) == JSON_ARRAY ? count_members(r, at, &end) : 0;
-    if (at == ABSENT || type_at(r, at) != JSON_ARRAY || n > TOKENIZER_HF_MAX_IDS)
-        return tg_fail(TG_ERR_FORMAT, "%s: model.merges is not a list of at most %d merges", r->path, TOKENIZER_HF_MAX_IDS);
+    size_t end, n = at != ABSENT && type_at(r, at) == TG_JSON_ARRAY ? count_members(r, at, &end) : 0;
+    if (at == ABSENT || type_at(r, at) != TG_JSON_ARRAY || n > TG_TOKENIZER_HF_MAX_IDS)
+        return tg_fail(TG_ERR_FORMAT, "%s: model.merges is not a list of at most %d merges", r->path, TG_TOKENIZER_HF_MAX_IDS);
     TG_TRY(reader_alloc(r, (void **)&tok->merges, n + 1, sizeof *tok->merges, "the merges"));
     TG_TRY(reader_alloc(r, (void **)&tok->merge_ids, n + 1, sizeof *tok->merge_ids, "the merges"));
     uint8_t *joined = NULL;
     size_t joined_cap = 0;
     TgStatus s = TG_OK;
-    JsonCursor c = json_cursor(r->text, r->len, at);
-    json_enter(&c);
-    while (json_next_item(&c)) {
-        json_type(&c);
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
+    tg_json_enter(&c);
+    while (tg_json_next_item(&c)) {
+        tg_json_type(&c);
         int32_t i = tok->n_merges;
         const char *a, *b;
         size_t la, lb, ba, bb;
@@ -443,7 +443,7 @@ static TgStatus read_merges(Reader *r, size_t at, TgTokenizer *tok) {
         }
         int32_t left = id_of_text(tok, a, la, joined, &ba);
         int32_t right = left < 0 ? -1 : id_of_text(tok, b, lb, joined + ba, &bb);
-        int32_t made = right < 0 ? -1 : token_index_find(tok->index, tok, joined, ba + bb);
+        int32_t made = right < 0 ? -1 : tg_token_index_find(tok->index, tok, joined, ba + bb);
         if (made < 0) {
             char x[256], y[256];
             s = tg_fail(TG_ERR_FORMAT, "%s: model.merges[%" PRId32 "] (\"%s\" + \"%s\") joins or makes a token not in the vocabulary",
@@ -453,7 +453,7 @@ static TgStatus read_merges(Reader *r, size_t at, TgTokenizer *tok) {
         tok->merges[i] = (TgTokenPair){left, right};
         tok->merge_ids[i] = made;
         tok->n_merges++;
-        json_skip(&c);
+        tg_json_skip(&c);
     }
     free(joined);
     return s;
@@ -477,10 +477,10 @@ static TgStatus set_added(const Reader *r, const AddedList *list, TgTokenizer *t
     return TG_OK;
 }
 
-/* Everything but the checks and the tables tokenizer_finish adds. */
+/* Everything but the checks and the tables tg_tokenizer_finish adds. */
 static TgStatus read_tokenizer(Reader *r, TgTokenizer *tok, AddedList *added) {
-    TG_TRY(json_check(r->text, r->len, r->path));
-    if (type_at(r, 0) != JSON_OBJECT) return tg_fail(TG_ERR_FORMAT, "%s is not a tokenizer.json: not a JSON object", r->path);
+    TG_TRY(tg_json_check(r->text, r->len, r->path));
+    if (type_at(r, 0) != TG_JSON_OBJECT) return tg_fail(TG_ERR_FORMAT, "%s is not a tokenizer.json: not a JSON object", r->path);
     Field root[ROOT_FIELDS] = {{"model", ABSENT}, {"added_tokens", ABSENT}, {"normalizer", ABSENT}, {"pre_tokenizer", ABSENT}};
     Field model[MODEL_FIELDS] = {{"type", ABSENT},           {"vocab", ABSENT},  {"merges", ABSENT},
                                  {"dropout", ABSENT},        {"continuing_subword_prefix", ABSENT},
@@ -494,24 +494,24 @@ static TgStatus read_tokenizer(Reader *r, TgTokenizer *tok, AddedList *added) {
     TG_TRY(read_added(r, root[ROOT_ADDED].at, added));
     TG_TRY(read_vocab(r, model[MODEL_VOCAB].at, added, tok));
     int32_t a = -1, b = -1;
-    TG_TRY(token_index_build(tok, &tok->index, &a, &b));
+    TG_TRY(tg_token_index_build(tok, &tok->index, &a, &b));
     if (!tok->index) return tg_fail(TG_ERR_FORMAT, "%s: ids %" PRId32 " and %" PRId32 " are the same token", r->path, a, b);
     TG_TRY(read_merges(r, model[MODEL_MERGES].at, tok));
     return set_added(r, added, tok);
 }
 
-TgStatus tokenizer_hf_load(const char *path, TgTokenizer *tok) {
+TgStatus tg_tokenizer_hf_load(const char *path, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     Reader r = {.path = path};
     char *text = NULL;
-    TgStatus s = file_read_all(path, TOKENIZER_HF_MAX_BYTES, &text, &r.len);
+    TgStatus s = tg_file_read_all(path, TG_TOKENIZER_HF_MAX_BYTES, &text, &r.len);
     if (s == TG_ERR_NOMEM) return tg_fail(s, "out of memory reading %s (%s)", path, tg_error_message());
     if (s != TG_OK) return tg_fail_context(s, "%s", path);
     r.text = text;
     AddedList added = {0};
     s = read_tokenizer(&r, tok, &added);
     free(added.e), free(added.bytes), free(r.scratch), free(text); /* before the tables that follow */
-    if (s == TG_OK) s = tokenizer_finish(tok, path);
+    if (s == TG_OK) s = tg_tokenizer_finish(tok, path);
     if (s == TG_ERR_NOMEM && strncmp(tg_error_message(), "out of memory", 13) != 0)
         s = tg_fail(s, "out of memory reading %s (%s)", path, tg_error_message());
     if (s != TG_OK) tg_tokenizer_free(tok);

@@ -3,7 +3,7 @@
 
 #include <stdbool.h>
 
-static bool in_ranges(const UnicodeRange *r, size_t n, uint32_t cp) {
+static bool in_ranges(const TgUnicodeRange *r, size_t n, uint32_t cp) {
     size_t a = 0, b = n;
     while (a < b) {
         size_t mid = a + (b - a) / 2;
@@ -14,16 +14,16 @@ static bool in_ranges(const UnicodeRange *r, size_t n, uint32_t cp) {
     return false;
 }
 
-UnicodeClass unicode_class(uint32_t cp) {
+TgUnicodeClass tg_unicode_class(uint32_t cp) {
     if (cp < 0x80) { /* ASCII without a search: most text is */
-        if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return UNICODE_LETTER;
-        if (cp >= '0' && cp <= '9') return UNICODE_NUMBER;
-        if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return UNICODE_SPACE;
-        return UNICODE_OTHER;
+        if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return TG_UNICODE_LETTER;
+        if (cp >= '0' && cp <= '9') return TG_UNICODE_NUMBER;
+        if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return TG_UNICODE_SPACE;
+        return TG_UNICODE_OTHER;
     }
-    if (cp == UTF8_INVALID) return UNICODE_OTHER;
-    if (in_ranges(unicode_letter_ranges, unicode_letter_ranges_count, cp)) return UNICODE_LETTER;
-    if (in_ranges(unicode_number_ranges, unicode_number_ranges_count, cp)) return UNICODE_NUMBER;
-    if (in_ranges(unicode_space_ranges, unicode_space_ranges_count, cp)) return UNICODE_SPACE;
-    return UNICODE_OTHER;
+    if (cp == TG_UTF8_INVALID) return TG_UNICODE_OTHER;
+    if (in_ranges(tg_unicode_letter_ranges, tg_unicode_letter_ranges_count, cp)) return TG_UNICODE_LETTER;
+    if (in_ranges(tg_unicode_number_ranges, tg_unicode_number_ranges_count, cp)) return TG_UNICODE_NUMBER;
+    if (in_ranges(tg_unicode_space_ranges, tg_unicode_space_ranges_count, cp)) return TG_UNICODE_SPACE;
+    return TG_UNICODE_OTHER;
 }

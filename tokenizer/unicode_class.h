@@ -9,19 +9,19 @@
 
 #include "lib/utf8.h"
 
-typedef enum { UNICODE_OTHER, UNICODE_LETTER, UNICODE_NUMBER, UNICODE_SPACE } UnicodeClass;
+typedef enum { TG_UNICODE_OTHER, TG_UNICODE_LETTER, TG_UNICODE_NUMBER, TG_UNICODE_SPACE } TgUnicodeClass;
 
 typedef struct {
     uint32_t lo, hi; /* inclusive */
-} UnicodeRange;
+} TgUnicodeRange;
 
-extern const UnicodeRange unicode_letter_ranges[], unicode_number_ranges[], unicode_space_ranges[];
-extern const size_t unicode_letter_ranges_count, unicode_number_ranges_count, unicode_space_ranges_count;
-extern const char unicode_tables_version[]; /* "14.0.0" */
+extern const TgUnicodeRange tg_unicode_letter_ranges[], tg_unicode_number_ranges[], tg_unicode_space_ranges[];
+extern const size_t tg_unicode_letter_ranges_count, tg_unicode_number_ranges_count, tg_unicode_space_ranges_count;
+extern const char tg_unicode_tables_version[]; /* "14.0.0" */
 
 
-/* The class of a code point; UTF8_INVALID is UNICODE_OTHER, like U+FFFD, which stands in
+/* The class of a code point; TG_UTF8_INVALID is TG_UNICODE_OTHER, like U+FFFD, which stands in
  * for it wherever invalid bytes are replaced. */
-UnicodeClass unicode_class(uint32_t cp);
+TgUnicodeClass tg_unicode_class(uint32_t cp);
 
 #endif

@@ -51,7 +51,7 @@ static double mean_in_order(const double *values, int64_t n) {
     return n ? total / (double)n : NAN;
 }
 
-double bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes) {
+double tg_bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes) {
     return bytes ? mean_loss * (double)n_targets / (log(2.0) * (double)bytes) : NAN;
 }
 
@@ -63,7 +63,7 @@ static bool is_control(const TgTokenizer *tok, int32_t id) {
     return false;
 }
 
-uint64_t tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n) {
+uint64_t tg_tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n) {
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = 0;
@@ -73,13 +73,13 @@ uint64_t tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n)
     return bytes;
 }
 
-uint64_t count_targets(const int32_t *targets, size_t n) {
+uint64_t tg_count_targets(const int32_t *targets, size_t n) {
     uint64_t count = 0;
     for (size_t i = 0; i < n; i++) count += targets[i] != TG_IGNORE_INDEX;
     return count;
 }
 
-double mean_over_targets(const double *losses, const double *counts, int64_t n) {
+double tg_mean_over_targets(const double *losses, const double *counts, int64_t n) {
     double total = 0.0, count = 0.0;
     for (int64_t i = 0; i < n; i++) {
         total += losses[i] * counts[i];
@@ -88,7 +88,7 @@ double mean_over_targets(const double *losses, const double *counts, int64_t n) 
     return count > 0 ? total / count : NAN;
 }
 
-double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
+double tg_evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq) {
     double *losses = tg_malloc((size_t)(n_batches > 0 ? n_batches : 1) * sizeof(double));
     eval_batch_losses(model, tape, inputs, targets, NULL, 0, n_batches, batch, seq, losses);
@@ -97,28 +97,28 @@ double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const 
     return mean;
 }
 
-TgStatus evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const SftSplit *split, int64_t batch,
+TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSftSplit *split, int64_t batch,
                                 double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows) {
     int64_t seq = model->cfg.seq_len;
     size_t window = (size_t)(batch * seq);
-    SftLoader ld;
-    TG_TRY(sft_loader_init(&ld, split, batch, seq, 0, tok->eot_id, SFT_ORDER_ONCE));
+    TgSftLoader ld;
+    TG_TRY(tg_sft_loader_init(&ld, split, batch, seq, 0, tok->eot_id, TG_SFT_ORDER_ONCE));
     int32_t *in = tg_malloc(window * sizeof *in), *tg = tg_malloc(window * sizeof *tg), *ks = tg_malloc(window * sizeof *ks);
     double nats = 0;
     *targets = *bytes = *rows = 0;
     TgStatus s = TG_OK;
     bool old = tg_tape_set_grad_enabled(tape, false);
-    while (s == TG_OK && !sft_loader_done(&ld)) {
-        s = sft_loader_next(&ld, in, tg, ks);
+    while (s == TG_OK && !tg_sft_loader_done(&ld)) {
+        s = tg_sft_loader_next(&ld, in, tg, ks);
         if (s != TG_OK) break;
-        uint64_t count = count_targets(tg, window);
+        uint64_t count = tg_count_targets(tg, window);
         nats += (double)tg_model_loss_packed(model, tape, in, tg, ks, batch, seq, NULL)->data[0] * (double)count;
         tg_tape_reset(tape);
-        *targets += count, *bytes += tokens_text_bytes(tok, tg, window), *rows += (uint64_t)batch;
+        *targets += count, *bytes += tg_tokens_text_bytes(tok, tg, window), *rows += (uint64_t)batch;
     }
     tg_tape_set_grad_enabled(tape, old);
     free(in), free(tg), free(ks);
-    sft_loader_free(&ld);
+    tg_sft_loader_free(&ld);
     *loss = *targets ? nats / (double)*targets : NAN;
     return s;
 }
@@ -135,15 +135,15 @@ static const char *first_nonfinite_grad(const TgParamStore *ps) {
 
 /* Everything one run holds while it trains. */
 typedef struct Trainer {
-    TrainOptions *o;
-    Run run;
+    TgTrainOptions *o;
+    TgRun run;
     TgEngine engine;
-    CheckpointSaver saver;   /* set up by commit_run */
+    TgCheckpointSaver saver;   /* set up by commit_run */
     bool committed;          /* the run folder is in place (commit_run) */
     int64_t failed_saves;    /* background saves that failed since the last that worked */
-    Loader loader;
+    TgLoader loader;
     bool packed;             /* fine-tuning: rows of packed conversations (data/sft_loader.h), not text windows */
-    SftLoader sft_loader;
+    TgSftLoader sft_loader;
     int rank, ranks;         /* this process's place in a data-parallel job (lib/dist.h): 0 of 1 alone */
     bool writer;             /* rank 0, the one that writes the run folder, metrics and checkpoints */
     int64_t batch, seq, tokens_per_step;
@@ -160,9 +160,9 @@ typedef struct Trainer {
     double *micro_counts;         /* packed: [micro_batches] targets in each micro-batch: the loss's weights */
     double *eval_counts;          /* packed: [eval_batches] */
     TgTensor **ffn_hidden;          /* [layers], on watched steps */
-    TrainHooks hooks;             /* rank 0's: the other ranks watch nothing */
-    TrainReporter reporter;       /* rank 0's: the other ranks report nothing */
-    MessageSink messages;         /* the reporter's messages, for the run folder's code (run.h) */
+    TgTrainHooks hooks;             /* rank 0's: the other ranks watch nothing */
+    TgTrainReporter reporter;       /* rank 0's: the other ranks report nothing */
+    TgMessageSink messages;         /* the reporter's messages, for the run folder's code (run.h) */
     TgLrSchedule sched;
     double t_start, elapsed_before, budget_s, last_val;
     bool val_before_training;     /* last_val is the loss of --init-from's weights, before any step */
@@ -177,8 +177,8 @@ typedef struct Trainer {
  * first call does anything. */
 static TgStatus commit_run(Trainer *tr) {
     if (tr->committed) return TG_OK;
-    TG_TRY(run_commit(&tr->run));
-    checkpoint_saver_init(&tr->saver, tr->run.dir, tr->o->keep, &tr->run.model);
+    TG_TRY(tg_run_commit(&tr->run));
+    tg_checkpoint_saver_init(&tr->saver, tr->run.dir, tr->o->keep, &tr->run.model);
     tr->committed = true;
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
     return TG_OK;
@@ -187,7 +187,7 @@ static TgStatus commit_run(Trainer *tr) {
 static const char ANOTHER_RANK_FAILED[] = "stopped because another rank of the job failed (its message says why)";
 
 static void trainer_close(Trainer *tr) {
-    checkpoint_saver_free(&tr->saver);
+    tg_checkpoint_saver_free(&tr->saver);
     free(tr->ffn_hidden);
     free(tr->inputs);
     free(tr->targets);
@@ -199,39 +199,39 @@ static void trainer_close(Trainer *tr) {
     free(tr->eval_losses);
     free(tr->grad_scratch);
     free(tr->key_start), free(tr->eval_ks), free(tr->probe_ks), free(tr->micro_counts), free(tr->eval_counts);
-    sft_loader_free(&tr->sft_loader);
+    tg_sft_loader_free(&tr->sft_loader);
     tg_engine_close(&tr->engine);
-    run_close(&tr->run);
+    tg_run_close(&tr->run);
 }
 
 /* Every rank learns whether every rank got here without failing. A rank that failed returns
  * its own error; the others TG_ERR_INTERRUPTED. */
 static TgStatus agree_on_status(TgStatus s) {
     int any_failed = 0;
-    TgStatus agreed = dist_max_int(s != TG_OK, &any_failed);
+    TgStatus agreed = tg_dist_max_int(s != TG_OK, &any_failed);
     if (s != TG_OK) return s;
     if (agreed != TG_OK) return agreed;
     return any_failed ? tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED) : TG_OK;
 }
 
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
-static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hooks, const TrainReporter *reporter) {
+static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks *hooks, const TgTrainReporter *reporter) {
     memset(tr, 0, sizeof *tr);
     tr->o = o;
-    tr->rank = dist_rank(), tr->ranks = dist_ranks();
+    tr->rank = tg_dist_rank(), tr->ranks = tg_dist_ranks();
     tr->writer = tr->rank == 0;
     if (hooks && tr->writer) tr->hooks = *hooks;
     if (reporter && tr->writer) tr->reporter = *reporter;
-    tr->messages = (MessageSink){tr->reporter.message, tr->reporter.ctx};
-    PrepareReporter preparing = {tr->reporter.ctx, tr->reporter.message, tr->reporter.preparing};
-    TG_TRY(run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
+    tr->messages = (TgMessageSink){tr->reporter.message, tr->reporter.ctx};
+    TgPrepareReporter preparing = {tr->reporter.ctx, tr->reporter.message, tr->reporter.preparing};
+    TG_TRY(tg_run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
     const TgModelConfig *c = &tr->run.model.cfg;
     int64_t B = o->batch, T = c->seq_len;
     tr->batch = B, tr->seq = T;
     tr->micro_batches = o->accum * tr->ranks;
     tr->tokens_per_step = B * T * tr->micro_batches;
     /* the model and its tokens are here; nothing else large is, yet */
-    TG_TRY(train_memory_check(o, c, tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
+    TG_TRY(tg_train_memory_check(o, c, tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
     /* the arena at the step's size at once: no chunk added and coalesced during the first step */
     tg_engine_open(&tr->engine, o->threads, 0);
     tg_tape_set_precision(&tr->engine.tape, tr->run.precision);
@@ -258,45 +258,45 @@ static TgStatus trainer_open(Trainer *tr, TrainOptions *o, const TrainHooks *hoo
         tr->eval_ks = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
         tr->micro_counts = tg_calloc((size_t)tr->micro_batches, sizeof(double));
         tr->eval_counts = tg_calloc((size_t)o->eval_batches, sizeof(double));
-        TG_TRY(sft_loader_init(&tr->sft_loader, &tr->run.sft_train, B, T, tr->run.state.seed, pad, SFT_ORDER_SHUFFLED));
-        TG_TRY(sft_fixed_batches(&tr->run.sft_val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
+        TG_TRY(tg_sft_loader_init(&tr->sft_loader, &tr->run.sft_train, B, T, tr->run.state.seed, pad, TG_SFT_ORDER_SHUFFLED));
+        TG_TRY(tg_sft_fixed_batches(&tr->run.sft_val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
         for (int64_t b = 0; b < o->eval_batches; b++)
-            tr->eval_counts[b] = (double)count_targets(tr->eval_tg + (size_t)b * window, window);
+            tr->eval_counts[b] = (double)tg_count_targets(tr->eval_tg + (size_t)b * window, window);
         if (k) {
             tr->probe_ks = tg_malloc((size_t)k * window * sizeof(int32_t));
-            TG_TRY(sft_fixed_batches(&tr->run.sft_val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
+            TG_TRY(tg_sft_fixed_batches(&tr->run.sft_val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
         }
-        if (tr->run.resumed) sft_loader_set_state(&tr->sft_loader, &tr->run.state.loader);
+        if (tr->run.resumed) tg_sft_loader_set_state(&tr->sft_loader, &tr->run.state.loader);
     } else {
-        TG_TRY(loader_init_store(&tr->loader, &tr->run.train, B, T, tr->run.state.seed));
-        TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
-        if (k) TG_TRY(loader_fixed_batches_store(&tr->run.val, B, T, k, tr->probe_in, tr->probe_tg));
-        if (tr->run.resumed) loader_set_state(&tr->loader, &tr->run.state.loader);
+        TG_TRY(tg_loader_init_store(&tr->loader, &tr->run.train, B, T, tr->run.state.seed));
+        TG_TRY(tg_loader_fixed_batches_store(&tr->run.val, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
+        if (k) TG_TRY(tg_loader_fixed_batches_store(&tr->run.val, B, T, k, tr->probe_in, tr->probe_tg));
+        if (tr->run.resumed) tg_loader_set_state(&tr->loader, &tr->run.state.loader);
     }
-    tr->eval_bytes = tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)o->eval_batches * window);
+    tr->eval_bytes = tg_tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)o->eval_batches * window);
     tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
-    tr->t_start = clock_seconds();
+    tr->t_start = tg_clock_seconds();
     tr->elapsed_before = tr->run.state.elapsed_s;
     tr->last_val = tr->last_bpb = NAN;
     return TG_OK;
 }
 
 /* Where the batches stand (a checkpoint's loader state), and drawing n without reading them. */
-static LoaderState batches_state(const Trainer *tr) {
-    return tr->packed ? sft_loader_get_state(&tr->sft_loader) : loader_get_state(&tr->loader);
+static TgLoaderState batches_state(const Trainer *tr) {
+    return tr->packed ? tg_sft_loader_get_state(&tr->sft_loader) : tg_loader_get_state(&tr->loader);
 }
 
 static void batches_skip(Trainer *tr, int64_t n) {
-    if (tr->packed) sft_loader_skip(&tr->sft_loader, n);
-    else loader_skip(&tr->loader, n);
+    if (tr->packed) tg_sft_loader_skip(&tr->sft_loader, n);
+    else tg_loader_skip(&tr->loader, n);
 }
 
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
 static TgStatus trainer_open_files(Trainer *tr) {
-    TG_TRY(run_start(&tr->run));
+    TG_TRY(tg_run_start(&tr->run));
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
-    if (train_options_save(tr->run.dir, tr->o) != TG_OK) message_emit(&tr->messages, MESSAGE_WARNING, "%s", tg_error_message());
+    if (tg_train_options_save(tr->run.dir, tr->o) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
     if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
     return TG_OK;
 }
@@ -306,24 +306,24 @@ static TgStatus trainer_open_files(Trainer *tr) {
  * fault (ranks that read different data or folders, a bad machine), and the run stops. */
 static TgStatus check_replicas(Trainer *tr, bool at_start) {
     if (tr->ranks == 1) return TG_OK;
-    const Run *run = &tr->run;
+    const TgRun *run = &tr->run;
     const TgParamStore *ps = tg_model_trainable(&tr->run.model);
     size_t bytes = ps->total * sizeof(float);
-    uint64_t h = dist_checksum(0, ps->data, bytes);
+    uint64_t h = tg_dist_checksum(0, ps->data, bytes);
     if (at_start) {
-        uint8_t loader[LOADER_STATE_BYTES];
-        LoaderState state = batches_state(tr);
-        loader_state_pack(&state, loader);
+        uint8_t loader[TG_LOADER_STATE_BYTES];
+        TgLoaderState state = batches_state(tr);
+        tg_loader_state_pack(&state, loader);
         int64_t counters[2] = {run->state.step, run->state.tokens_seen};
-        h = dist_checksum(dist_checksum(h, ps->m, bytes), ps->v, bytes);
-        const TokenStore *train = tr->packed ? &run->sft_train.tokens : &run->train;
-        const TokenStore *val = tr->packed ? &run->sft_val.tokens : &run->val;
+        h = tg_dist_checksum(tg_dist_checksum(h, ps->m, bytes), ps->v, bytes);
+        const TgTokenStore *train = tr->packed ? &run->sft_train.tokens : &run->train;
+        const TgTokenStore *val = tr->packed ? &run->sft_val.tokens : &run->val;
         uint64_t tokens[4] = {train->n, train->hash, val->n, val->hash};
-        h = dist_checksum(h, tokens, sizeof tokens);
-        h = dist_checksum(dist_checksum(h, loader, sizeof loader), counters, sizeof counters);
+        h = tg_dist_checksum(h, tokens, sizeof tokens);
+        h = tg_dist_checksum(tg_dist_checksum(h, loader, sizeof loader), counters, sizeof counters);
     }
     int differing;
-    TG_TRY(dist_compare_u64(h, &differing));
+    TG_TRY(tg_dist_compare_u64(h, &differing));
     if (differing < 0) return TG_OK;
     if (at_start)
         return tg_fail(TG_ERR_MISMATCH,
@@ -340,7 +340,7 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
 /* Every rank opens its run; once all did, they check that they hold the same data and model,
  * then rank 0 readies the folder. A failure anywhere stops every rank before anything is written
  * (or, for rank 0's own files, before the first step). */
-static TgStatus trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *hooks, const TrainReporter *reporter) {
+static TgStatus trainer_start(Trainer *tr, TgTrainOptions *o, const TgTrainHooks *hooks, const TgTrainReporter *reporter) {
     TG_TRY(agree_on_status(trainer_open(tr, o, hooks, reporter)));
     TG_TRY(check_replicas(tr, true));
     return agree_on_status(tr->writer ? trainer_open_files(tr) : TG_OK);
@@ -351,35 +351,35 @@ static TgStatus trainer_start(Trainer *tr, TrainOptions *o, const TrainHooks *ho
  * computes. */
 static TgStatus evaluate(Trainer *tr, double *val_out) {
     int64_t n = tr->o->eval_batches, begin, end;
-    dist_block(n, tr->rank, &begin, &end);
+    tg_dist_block(n, tr->rank, &begin, &end);
     eval_batch_losses(&tr->run.model, &tr->engine.tape, tr->eval_in, tr->eval_tg, tr->eval_ks, begin, end, tr->batch,
                       tr->seq, tr->eval_losses);
-    TG_TRY(dist_share_blocks(tr->eval_losses, n));
+    TG_TRY(tg_dist_share_blocks(tr->eval_losses, n));
     /* conversations: per target (an assistant token), whatever the batches' shares of them */
     uint64_t targets = (uint64_t)(n * tr->batch * tr->seq);
     if (tr->packed) {
-        *val_out = mean_over_targets(tr->eval_losses, tr->eval_counts, n);
-        targets = count_targets(tr->eval_tg, (size_t)(n * tr->batch * tr->seq));
+        *val_out = tg_mean_over_targets(tr->eval_losses, tr->eval_counts, n);
+        targets = tg_count_targets(tr->eval_tg, (size_t)(n * tr->batch * tr->seq));
     } else {
         *val_out = mean_in_order(tr->eval_losses, n);
     }
-    tr->last_bpb = bits_per_byte(*val_out, targets, tr->eval_bytes);
+    tr->last_bpb = tg_bits_per_byte(*val_out, targets, tr->eval_bytes);
     return TG_OK;
 }
 
 /* The first lines of the log: the model, the data, where the run starts. */
 static TgStatus trainer_announce(Trainer *tr) {
     const TgModelConfig *c = &tr->run.model.cfg;
-    Run *run = &tr->run;
-    const MessageSink *m = &tr->messages;
-    message_emit(m, MESSAGE_INFO, "model: %lld parameters (dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld)",
+    TgRun *run = &tr->run;
+    const TgMessageSink *m = &tr->messages;
+    tg_message_emit(m, TG_MESSAGE_INFO, "model: %lld parameters (dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld)",
            (long long)tg_model_param_count(&run->model), (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads,
            (long long)c->n_kv_heads, tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab,
            (long long)c->seq_len);
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
     if (tr->packed)
-        message_emit(m, MESSAGE_INFO,
+        tg_message_emit(m, TG_MESSAGE_INFO,
                      "data: %zu train conversations (%llu tokens, %llu trained), %zu val; rows of packed conversations, "
                      "batch %lld x %lld x accum %lld%s = %lld positions/step; the loss is per trained token; run folder %s",
                      run->sft_train.n_conversations, (unsigned long long)run->sft_train.tokens.n,
@@ -387,22 +387,22 @@ static TgStatus trainer_announce(Trainer *tr) {
                      (long long)tr->seq, (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
                      run->folder.path[0] ? run->folder.path : run->dir);
     else
-        message_emit(m, MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
+        tg_message_emit(m, TG_MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
            (long long)run->train.n, (long long)run->val.n, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
-    message_emit(m, MESSAGE_INFO, "kernels: %s on %s; %d threads; precision %s", tg_isa_name(tg_isa_active()),
+    tg_message_emit(m, TG_MESSAGE_INFO, "kernels: %s on %s; %d threads; precision %s", tg_isa_name(tg_isa_active()),
                  tg_cpu_name(), tr->o->threads, tg_precision_name(run->precision));
     if (run->precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
-        message_emit(m, MESSAGE_NOTE, "bf16 on the %s path, which has no bf16 instructions: the products round their "
+        tg_message_emit(m, TG_MESSAGE_NOTE, "bf16 on the %s path, which has no bf16 instructions: the products round their "
                                       "operands and run the fp32 kernel, slower than fp32",
                      tg_isa_name(tg_isa_active()));
     if (run->resumed) {
-        message_emit(m, MESSAGE_INFO, "resuming at step %lld of %lld from %s", (long long)run->state.step, (long long)tr->o->steps,
+        tg_message_emit(m, TG_MESSAGE_INFO, "resuming at step %lld of %lld from %s", (long long)run->state.step, (long long)tr->o->steps,
                run->last_checkpoint);
         int64_t before = run->state.step > 0 ? run->state.tokens_seen / run->state.step : tr->tokens_per_step;
         if (before != tr->tokens_per_step)
-            message_emit(m, MESSAGE_NOTE, "%lld tokens per step from here on, %lld before: the data order continues, grouped "
+            tg_message_emit(m, TG_MESSAGE_NOTE, "%lld tokens per step from here on, %lld before: the data order continues, grouped "
                    "into other steps",
                    (long long)tr->tokens_per_step, (long long)before);
     } else if (run->initialized_from_file) {
@@ -410,11 +410,11 @@ static TgStatus trainer_announce(Trainer *tr) {
         TG_TRY(evaluate(tr, &tr->last_val));
         tr->val_before_training = true;
         run->state.best_val_loss = tr->last_val;
-        run_log_metrics(run, 0, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, 0);
-        message_emit(m, MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
+        tg_run_log_metrics(run, 0, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, 0);
+        tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
                      tr->last_val, tr->last_bpb);
     } else {
-        message_emit(m, MESSAGE_INFO, "initial loss should be near ln(vocab) = %.3f", log((double)c->vocab));
+        tg_message_emit(m, TG_MESSAGE_INFO, "initial loss should be near ln(vocab) = %.3f", log((double)c->vocab));
     }
     return TG_OK;
 }
@@ -428,7 +428,7 @@ static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, TgSta
     if (s != TG_OK) return STOP_FAILED;
     if (stop && *stop) return STOP_SIGNAL + (int)*stop;
     if (tr->o->stop_after >= 0 && tr->run.state.step >= tr->o->stop_after) return STOP_AFTER;
-    if (clock_seconds() - tr->t_start >= tr->budget_s) return STOP_TIME_BUDGET;
+    if (tg_clock_seconds() - tr->t_start >= tr->budget_s) return STOP_TIME_BUDGET;
     return GO_ON;
 }
 
@@ -442,10 +442,10 @@ static const char *stop_text(int code) {
     }
 }
 
-/* The probe (TrainHooks): the fixed val batches forward with nothing recorded, through the weights
+/* The probe (TgTrainHooks): the fixed val batches forward with nothing recorded, through the weights
  * the step starts from; each batch's FFN hidden activations go to the hook. */
 static void run_probe(Trainer *tr) {
-    const TrainHooks *h = &tr->hooks;
+    const TgTrainHooks *h = &tr->hooks;
     TgTape *tape = &tr->engine.tape;
     bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = 0; b < h->probe_batches; b++) {
@@ -474,7 +474,7 @@ static void micro_batch_begin(Trainer *tr, int64_t k) {
 static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *loss, float scale, bool watched) {
     TgParamStore *ps = tg_model_trainable(&tr->run.model);
     TgTape *tape = &tr->engine.tape;
-    const TrainHooks *h = &tr->hooks;
+    const TgTrainHooks *h = &tr->hooks;
     tr->micro_losses[first + k] = loss->data[0];
     if (!isfinite(loss->data[0])) {
         tg_tape_reset(tape);
@@ -486,7 +486,7 @@ static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *los
     tg_tape_reset(tape);
     if (k > 0) {
         tg_params_point_grads(ps, NULL);
-        dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
+        tg_dist_add_floats(ps->grad, tr->grad_scratch, ps->total, tr->engine.pool);
     }
     return true;
 }
@@ -496,20 +496,20 @@ static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *los
  * takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data
  * order does not depend on the number of ranks. Each micro-batch's gradient is computed alone
  * (into zeroed buffers, its loss scaled by 1 / micro_batches) and added to the sum of those before
- * it, g = g0 + g1 + ...: so with accum 1 on N ranks, dist_sum_floats makes the very additions one
+ * it, g = g0 + g1 + ...: so with accum 1 on N ranks, tg_dist_sum_floats makes the very additions one
  * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows). */
 static TgStatus local_gradients(Trainer *tr, bool watched) {
-    TrainOptions *o = tr->o;
+    TgTrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
     TgParamStore *ps = tg_model_trainable(model);
     TgTape *tape = &tr->engine.tape;
     int64_t first = tr->rank * o->accum, drawn = first;
     TgStatus read = TG_OK;
     tg_params_zero_grad(ps);
-    loader_skip(&tr->loader, first);
+    tg_loader_skip(&tr->loader, first);
     for (int64_t k = 0; k < o->accum; k++) {
         micro_batch_begin(tr, k);
-        read = loader_next(&tr->loader, tr->inputs, tr->targets);
+        read = tg_loader_next(&tr->loader, tr->inputs, tr->targets);
         drawn++;
         if (read != TG_OK) { /* the step fails once every rank has its losses */
             tr->micro_losses[first + k] = NAN;
@@ -522,7 +522,7 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
         if (!micro_batch_end(tr, first, k, loss, tr->micro_batches > 1 ? 1.0f / (float)tr->micro_batches : 1.0f, watched))
             break;
     }
-    loader_skip(&tr->loader, tr->micro_batches - drawn);
+    tg_loader_skip(&tr->loader, tr->micro_batches - drawn);
     return read;
 }
 
@@ -534,7 +534,7 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
  * target's loss over the total. With one micro-batch that is its own mean (MiniMind's loss). The
  * sums run as in local_gradients, micro-batch after micro-batch. */
 static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
-    TrainOptions *o = tr->o;
+    TgTrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
     TgTape *tape = &tr->engine.tape;
     const size_t window = (size_t)(tr->batch * tr->seq);
@@ -544,12 +544,12 @@ static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
     batches_skip(tr, first);
     for (int64_t k = 0; k < o->accum && read == TG_OK; k++, drawn++) {
         size_t off = (size_t)k * window;
-        read = sft_loader_next(&tr->sft_loader, tr->inputs + off, tr->targets + off, tr->key_start + off);
-        tr->micro_counts[first + k] = read == TG_OK ? (double)count_targets(tr->targets + off, window) : NAN;
+        read = tg_sft_loader_next(&tr->sft_loader, tr->inputs + off, tr->targets + off, tr->key_start + off);
+        tr->micro_counts[first + k] = read == TG_OK ? (double)tg_count_targets(tr->targets + off, window) : NAN;
     }
     for (int64_t k = drawn; k < o->accum; k++) tr->micro_counts[first + k] = NAN;
     batches_skip(tr, tr->micro_batches - first - drawn);
-    TG_TRY(dist_share_blocks(tr->micro_counts, tr->micro_batches));
+    TG_TRY(tg_dist_share_blocks(tr->micro_counts, tr->micro_batches));
     double total = 0.0;
     for (int64_t i = 0; i < tr->micro_batches; i++) total += tr->micro_counts[i];
     if (read != TG_OK || !isfinite(total)) { /* the step fails once every rank has its losses */
@@ -577,26 +577,26 @@ static void inject_replica_fault(Trainer *tr, int64_t step) {
 /* One optimizer step: every rank's micro-batches, the gradients summed over the ranks, clip,
  * AdamW (the same update on every rank). */
 static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, double *grad_norm_out) {
-    TrainOptions *o = tr->o;
+    TgTrainOptions *o = tr->o;
     TgModel *model = &tr->run.model;
     int64_t step = tr->run.state.step;
     double lr = tg_lr_at(&tr->sched, step);
-    const TrainHooks *h = &tr->hooks;
+    const TgTrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
     if (watched && tr->probe_in) run_probe(tr);
     TgStatus read = tr->packed ? local_gradients_packed(tr, watched) : local_gradients(tr, watched);
     /* every rank gets every micro-batch's loss and adds them in the micro-batches' order */
-    TG_TRY(dist_share_blocks(tr->micro_losses, tr->micro_batches));
+    TG_TRY(tg_dist_share_blocks(tr->micro_losses, tr->micro_batches));
     if (read != TG_OK) return read;
     for (int64_t i = 0; i < tr->micro_batches; i++)
         if (!isfinite(tr->micro_losses[i]))
             return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup",
                            (long long)step, isnan(tr->micro_losses[i]) ? "NaN" : "Inf", lr);
     /* conversations: per trained token (local_gradients_packed) */
-    double loss = tr->packed ? mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
+    double loss = tr->packed ? tg_mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
                              : mean_in_order(tr->micro_losses, tr->micro_batches);
     TgParamStore *trainable = tg_model_trainable(model);
-    TG_TRY(dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool));
+    TG_TRY(tg_dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
     double grad_norm = tg_clip_grad_norm_pool(trainable, o->clip, tr->engine.pool);
     if (!isfinite(grad_norm)) {
@@ -620,16 +620,16 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
  * disk, and of the first save that works again. */
 static void report_failed_save(Trainer *tr) {
     bool was_saving = tr->saver.in_flight;
-    if (checkpoint_saver_wait(&tr->saver) == TG_OK) {
+    if (tg_checkpoint_saver_wait(&tr->saver) == TG_OK) {
         if (was_saving && tr->failed_saves)
-            message_emit(&tr->messages, MESSAGE_NOTE, "checkpoints are saved again (%lld saves failed before): %s",
+            tg_message_emit(&tr->messages, TG_MESSAGE_NOTE, "checkpoints are saved again (%lld saves failed before): %s",
                          (long long)tr->failed_saves, tr->saver.last_saved);
         if (was_saving) tr->failed_saves = 0;
         return;
     }
     if (tr->failed_saves++) return;
     const char *newest = tr->saver.last_saved[0] ? tr->saver.last_saved : tr->run.last_checkpoint;
-    message_emit(&tr->messages, MESSAGE_WARNING,
+    tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
                  "%s; training goes on and each checkpoint tries again (the newest on disk: %s)", tg_error_message(),
                  newest[0] ? newest : "none");
 }
@@ -637,8 +637,8 @@ static void report_failed_save(Trainer *tr) {
 /* After a step: evaluation, metrics, the progress line, the folder's commit, checkpoints. What
  * the ranks do together comes first: a rank's own failure must not make it skip a collective. */
 static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double grad_norm) {
-    TrainOptions *o = tr->o;
-    TrainerState *st = &tr->run.state;
+    TgTrainOptions *o = tr->o;
+    TgTrainerState *st = &tr->run.state;
     bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
     double val = NAN;
     if (eval_now) {
@@ -650,31 +650,31 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     bool ckpt_now = o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after;
     if (ckpt_now) TG_TRY(check_replicas(tr, false));
     if (!tr->writer) return TG_OK;
-    double elapsed = tr->elapsed_before + (clock_seconds() - tr->t_start);
-    double dt = clock_seconds() - tr->window_t;
+    double elapsed = tr->elapsed_before + (tg_clock_seconds() - tr->t_start);
+    double dt = tg_clock_seconds() - tr->window_t;
     double tok_s = dt > 0 ? (double)tr->window_tokens / dt : 0;
-    run_log_metrics(&tr->run, st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed);
+    tg_run_log_metrics(&tr->run, st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed);
     if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
         double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
-        if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (clock_seconds() - tr->t_start));
+        if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (tg_clock_seconds() - tr->t_start));
         if (tr->reporter.progress) {
-            TrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = tr->last_val,
+            TgTrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = tr->last_val,
                                .val_bpb = tr->last_bpb, .lr = lr,
                                .grad_norm = grad_norm, .tokens_per_s = tok_s, .eta_s = eta > 0 ? eta : 0};
             tr->reporter.progress(tr->reporter.ctx, &p);
         }
-        tr->window_t = clock_seconds();
+        tr->window_t = tg_clock_seconds();
         tr->window_tokens = 0;
     }
     if (!tr->committed) {
         TG_TRY(commit_run(tr));
-        tr->window_t = clock_seconds(); /* the saver's set-up is no training time */
+        tr->window_t = tg_clock_seconds(); /* the saver's set-up is no training time */
     }
     if (ckpt_now) {
         st->elapsed_s = elapsed;
         st->loader = batches_state(tr);
         report_failed_save(tr);
-        TG_TRY(checkpoint_saver_start(&tr->saver, &tr->run.model, tr->run.tok.fingerprint, st));
+        TG_TRY(tg_checkpoint_saver_start(&tr->saver, &tr->run.model, tr->run.tok.fingerprint, st));
     }
     return TG_OK;
 }
@@ -686,7 +686,7 @@ static TgStatus trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const cha
     TgStatus s = TG_OK;
     for (;;) {
         int code = GO_ON;
-        TgStatus agreed = dist_max_int(local_stop_code(tr, stop, s), &code);
+        TgStatus agreed = tg_dist_max_int(local_stop_code(tr, stop, s), &code);
         if (s != TG_OK) return s;
         if (agreed != TG_OK) return agreed;
         if (code == STOP_FAILED) return tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED);
@@ -705,24 +705,24 @@ static TgStatus trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const cha
 
 /* Rank 0 at the end: the last checkpoint and the summary. */
 static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluated_now) {
-    Run *run = &tr->run;
-    TrainerState *st = &run->state;
+    TgRun *run = &tr->run;
+    TgTrainerState *st = &run->state;
     TG_TRY(commit_run(tr)); /* stopped before a first step */
     report_failed_save(tr);
-    TgStatus s = checkpoint_saver_start(&tr->saver, &run->model, run->tok.fingerprint, st);
-    if (s == TG_OK) s = checkpoint_saver_wait(&tr->saver);
+    TgStatus s = tg_checkpoint_saver_start(&tr->saver, &run->model, run->tok.fingerprint, st);
+    if (s == TG_OK) s = tg_checkpoint_saver_wait(&tr->saver);
     if (s != TG_OK) {
         const char *newest = tr->saver.last_saved[0] ? tr->saver.last_saved : run->last_checkpoint;
         return tg_fail(s, "%s; the run's newest checkpoint is %s", tg_error_message(),
                        newest[0] ? newest : "none (it never saved one)");
     }
     snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", tr->saver.last_saved);
-    if (evaluated_now) run_log_metrics(run, st->step, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, st->elapsed_s);
-    message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.4f bits per byte, %.1f s, checkpoint %s",
+    if (evaluated_now) tg_run_log_metrics(run, st->step, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, st->elapsed_s);
+    tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.4f bits per byte, %.1f s, checkpoint %s",
                  reason, (long long)st->step, tr->last_val, log((double)run->model.cfg.vocab), tr->last_bpb, st->elapsed_s,
                  run->last_checkpoint);
-    const CheckpointSaver *sv = &tr->saver;
-    message_emit(&tr->messages, MESSAGE_INFO,
+    const TgCheckpointSaver *sv = &tr->saver;
+    tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
                  "checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them "
                  "and %.2f s waiting for a save still writing%s",
            (long long)sv->saves, sv->write_s, 1e3 * sv->pause_s, sv->blocked_s,
@@ -732,13 +732,13 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
 
 /* The final val loss, the last checkpoint (rank 0), the summary and the sample. */
 static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_signal) {
-    TrainOptions *o = tr->o;
-    Run *run = &tr->run;
-    TrainerState *st = &run->state;
+    TgTrainOptions *o = tr->o;
+    TgRun *run = &tr->run;
+    TgTrainerState *st = &run->state;
     if (stopped_by_signal)
-        message_emit(&tr->messages, MESSAGE_INFO, "%s at step %lld: saving a checkpoint (interrupt again to quit at once)",
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: saving a checkpoint (interrupt again to quit at once)",
                      reason, (long long)st->step);
-    st->elapsed_s = tr->elapsed_before + (clock_seconds() - tr->t_start);
+    st->elapsed_s = tr->elapsed_before + (tg_clock_seconds() - tr->t_start);
     st->loader = batches_state(tr);
     /* together first: the val loss, if the last step had none, and the replica check */
     bool evaluate_now = (isnan(tr->last_val) || tr->val_before_training) && st->step > 0;
@@ -747,13 +747,13 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     /* a failed last save fails every rank */
     TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
     if (tr->writer && tr->packed && st->step >= o->steps)
-        message_emit(&tr->messages, MESSAGE_INFO, "talk to it: tapegrad chat --run %s", run->dir);
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "talk to it: tapegrad chat --run %s", run->dir);
     if (tr->writer && !tr->packed && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
         const TgSampleOptions defaults = tg_sample_defaults();
-        TrainSample sample = {.prompt = RUN_SAMPLE_PROMPT, .prompt_len = strlen(RUN_SAMPLE_PROMPT),
+        TgTrainSample sample = {.prompt = TG_RUN_SAMPLE_PROMPT, .prompt_len = strlen(TG_RUN_SAMPLE_PROMPT),
                               .tokens = o->sample_tokens, .temperature = defaults.temperature, .top_k = defaults.top_k};
         char *text = NULL;
-        TG_TRY(run_sample(run, &tr->engine.tape, sample.prompt, sample.tokens, &defaults, st->seed, &text,
+        TG_TRY(tg_run_sample(run, &tr->engine.tape, sample.prompt, sample.tokens, &defaults, st->seed, &text,
                           &sample.text_len));
         sample.text = text;
         tr->reporter.sample(tr->reporter.ctx, &sample);
@@ -762,25 +762,25 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     return TG_OK;
 }
 
-TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks,
-                   const TrainReporter *reporter) {
+TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTrainHooks *hooks,
+                   const TgTrainReporter *reporter) {
     Trainer tr;
     TgStatus s = trainer_start(&tr, o, hooks, reporter);
     if (s == TG_OK) s = trainer_announce(&tr);
     if (s == TG_OK) {
-        tr.window_t = clock_seconds();
+        tr.window_t = tg_clock_seconds();
         const char *reason = "done";
         bool by_signal = false;
         s = trainer_loop(&tr, stop, &reason, &by_signal);
         if (s == TG_OK) s = trainer_finish(&tr, reason, by_signal);
     }
     /* a background save still running finishes before the process ends; its failure fails the run */
-    if (checkpoint_saver_wait(&tr.saver) != TG_OK && s == TG_OK) s = TG_ERR_IO;
+    if (tg_checkpoint_saver_wait(&tr.saver) != TG_OK && s == TG_OK) s = TG_ERR_IO;
     /* a new run that failed before its first step leaves nothing behind */
     if (s != TG_OK && !tr.committed) {
         char message[2048];
         snprintf(message, sizeof message, "%s", tg_error_message());
-        run_discard(&tr.run);
+        tg_run_discard(&tr.run);
         tg_fail(s, "%s", message);
     }
     trainer_close(&tr);

@@ -1,6 +1,6 @@
 /* The training loop: data -> forward -> backward -> clip -> AdamW, with evaluation, metrics,
  * checkpoints, progress reports and a sample at the end. The trainer prints nothing: what a person
- * should see reaches the caller through a TrainReporter (the CLI formats it, cli/train_report.c). */
+ * should see reaches the caller through a TgTrainReporter (the CLI formats it, cli/train_report.c). */
 #ifndef TAPEGRAD_TRAINER_H
 #define TAPEGRAD_TRAINER_H
 
@@ -25,10 +25,10 @@
  * then sees rank 0's micro-batches, before_update the gradients summed over every rank.
  *
  * The probe: with probe_batches > 0, a watched step first runs that many fixed val batches
- * (loader_fixed_batches: the same held-out tokens at every watched step) forward with nothing
+ * (tg_loader_fixed_batches: the same held-out tokens at every watched step) forward with nothing
  * recorded, through the weights the step starts from (those its training forward then uses),
  * and hands each batch's FFN hidden activations to after_probe_forward. */
-typedef struct TrainHooks {
+typedef struct TgTrainHooks {
     void *ctx;
     TgStatus (*start)(void *ctx, const char *run_dir, const TgModel *model);
     bool (*watch_step)(void *ctx, int64_t step);
@@ -37,10 +37,10 @@ typedef struct TrainHooks {
     void (*after_forward)(void *ctx, TgTensor *const *ffn_hidden);
     void (*before_update)(void *ctx, const TgModel *model);
     TgStatus (*after_update)(void *ctx, const TgModel *model, int64_t step, double lr, double loss);
-} TrainHooks;
+} TgTrainHooks;
 
 /* A progress report: after step 1, every --log-every steps, at each evaluation and at the last step. */
-typedef struct TrainProgress {
+typedef struct TgTrainProgress {
     int64_t step, steps;
     double loss;          /* the step's mean over its micro-batches */
     double val_loss;      /* the latest evaluation's; NaN before the first */
@@ -48,33 +48,33 @@ typedef struct TrainProgress {
     double lr, grad_norm; /* the step's rate, and its gradient norm before clipping */
     double tokens_per_s;  /* since the previous report */
     double eta_s;         /* until --steps at that pace, or the time budget if sooner */
-} TrainProgress;
+} TgTrainProgress;
 
 /* The sample a finished run ends with (--sample-tokens): the prompt and its continuation. */
-typedef struct TrainSample {
+typedef struct TgTrainSample {
     const char *prompt, *text;
     size_t prompt_len, text_len;
     int64_t tokens;       /* asked for; text may be shorter (it stops at <eot>) */
     double temperature;
     int top_k;
-} TrainSample;
+} TgTrainSample;
 
 /* How a run tells a person what it does (every member may be NULL; rank 0 alone reports in a
  * data-parallel run). message: what is prepared, the model and data, notes and warnings, the
  * summary at the end (lib/messages.h); progress and sample: the figures, for the caller to lay
  * out (a bar on a terminal, a line in a log). */
-typedef struct TrainReporter {
+typedef struct TgTrainReporter {
     void *ctx;
-    void (*message)(void *ctx, MessageLevel level, const char *text);
-    void (*progress)(void *ctx, const TrainProgress *p);
-    void (*sample)(void *ctx, const TrainSample *s);
-    void (*preparing)(void *ctx, const PrepareProgress *p); /* preparing --data (data/prepare.h) */
+    void (*message)(void *ctx, TgMessageLevel level, const char *text);
+    void (*progress)(void *ctx, const TgTrainProgress *p);
+    void (*sample)(void *ctx, const TgTrainSample *s);
+    void (*preparing)(void *ctx, const TgPrepareProgress *p); /* preparing --data (data/prepare.h) */
     /* The run's folder can take files: called before the first step with the folder's path (a
      * new run's temporary one), and again with its final path once a new run moved into place
      * after its first step (a file opened in the temporary folder moved with it and stays open).
-     * For the caller's own files there, such as a log (RUN_LOG_FILE). */
+     * For the caller's own files there, such as a log (TG_RUN_LOG_FILE). */
     void (*folder)(void *ctx, const char *run_dir);
-} TrainReporter;
+} TgTrainReporter;
 
 /* Runs a whole training run (a new one, or o->resume), reporting to `reporter` (may be NULL:
  * silent). When *stop becomes non-zero (a signal handler's flag: the
@@ -85,33 +85,33 @@ typedef struct TrainReporter {
  * otherwise a status and message (TG_ERR_ARG: the options; TG_ERR_NUMERIC: the loss or a
  * gradient became NaN/Inf; I/O and format errors: files). A new run that fails before its first
  * step leaves nothing behind. */
-TgStatus train_run(TrainOptions *o, volatile sig_atomic_t *stop, const TrainHooks *hooks,
-                   const TrainReporter *reporter);
+TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTrainHooks *hooks,
+                   const TgTrainReporter *reporter);
 
 /* Bits per byte of a mean loss (nats per target token) over n_targets target tokens whose text is
  * `bytes` bytes long: mean_loss * n_targets / (ln 2 * bytes), the loss of the whole text in bits,
  * spread over its bytes, so models with different tokenizers compare on one scale. The bytes of
  * a target token are those tg_tokenizer_decode gives it: its text, none for <eot>. NaN when bytes
  * is 0. */
-double bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes);
+double tg_bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes);
 /* The bytes of text the n ids stand for: what tg_tokenizer_decode gives each, none for a special
  * (control) token such as <eot> or <|im_end|>, which stands for no text, and none for an ignored
  * target (a negative id). */
-uint64_t tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n);
+uint64_t tg_tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n);
 /* The targets that are not TG_IGNORE_INDEX. */
-uint64_t count_targets(const int32_t *targets, size_t n);
+uint64_t tg_count_targets(const int32_t *targets, size_t n);
 /* The mean over every target of n batches whose mean losses and target counts are given: the
  * sum of losses[i] counts[i], in order, over the sum of counts (NaN when 0). */
-double mean_over_targets(const double *losses, const double *counts, int64_t n);
+double tg_mean_over_targets(const double *losses, const double *counts, int64_t n);
 
 /* The loss over a whole split of conversations (data/sft_data.h), each once, packed into rows of
  * (batch, seq): the mean over its trained tokens (assistant replies and their <|im_end|>), no
- * gradients; *targets those tokens, *bytes their text (tokens_text_bytes), *rows the rows used. */
-TgStatus evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const SftSplit *split, int64_t batch,
+ * gradients; *targets those tokens, *bytes their text (tg_tokens_text_bytes), *rows the rows used. */
+TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSftSplit *split, int64_t batch,
                                 double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows);
 
 /* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */
-double evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
+double tg_evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
                      int64_t batch, int64_t seq);
 
 #endif

@@ -33,47 +33,47 @@
 /* ---------------------------------------------------------------- the options */
 
 #define C CompareFfnOptions
-static const OptSpec specs[] = {
-    FLAG_PRESET(C, preset, "model preset", 0, NULL),
-    FLAG_STEPS(C, steps, "optimizer steps of every run", 0, NULL),
-    FLAG_PRECISION(C, precision, "the linear layers' products in every run: fp32, or bf16 (operands rounded, fp32 sums)",
+static const TgOptSpec specs[] = {
+    TG_FLAG_PRESET(C, preset, "model preset", 0, NULL),
+    TG_FLAG_STEPS(C, steps, "optimizer steps of every run", 0, NULL),
+    TG_FLAG_PRECISION(C, precision, "the linear layers' products in every run: fp32, or bf16 (operands rounded, fp32 sums)",
                    0, "fp32"),
-    OPT(C, lrs, "--lrs", OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", OPT_ANY, NULL, 0,
+    TG_OPT(C, lrs, "--lrs", TG_OPT_STRING, "comma-separated peak learning rates; each trains both FFNs", TG_OPT_ANY, NULL, 0,
         NULL),
-    OPT(C, seeds, "--seeds", OPT_STRING,
+    TG_OPT(C, seeds, "--seeds", TG_OPT_STRING,
         "a count N (seeds --seed .. --seed+N-1) or a comma-separated list; each trains every (lr, FFN) pair",
-        OPT_ANY, NULL, 0, NULL),
-    FLAG_SEED(C, seed, "the first seed when --seeds is a count", 0, NULL),
-    OPT(C, relu_hidden, "--relu-hidden", OPT_INT64, "ReLU hidden size (e.g. 4*dim: the classic pairing)",
-        OPT_BETWEEN(0, TG_MODEL_MAX_HIDDEN), NULL, 0, "3/2 of the SwiGLU hidden: equal parameters"),
-    OPT(C, probe_batches, "--probe-batches", OPT_INT64, "fixed val batches on which dead units are also counted",
-        FLAG_RANGE_COUNT, NULL, 0, NULL),
-    FLAG_DATA(C, data, "text or JSONL file or folder, prepared by every run", 0, CORPUS_DEFAULT_PATH),
-    FLAG_DATASET(C, dataset, "a dataset folder (tapegrad prepare) every run reads, instead of --data", 0, NULL),
-    FLAG_OUT(C, out, "folder for the runs and the report", 0, "checkpoints/compare-ffn-<time>"),
-    FLAG_LOG_GRADS(C, log_grads, "statistics every N steps", 0, "steps/30, at least 1"),
-    FLAG_EVAL_EVERY(C, eval_every, "val loss every N steps", 0, "steps/10, at least 1"),
-    FLAG_EVAL_BATCHES(C, eval_batches, "fixed val batches per evaluation", 0, NULL),
-    FLAG_BATCH(C, batch, "sequences per step", 0, NULL),
-    FLAG_THREADS(C, threads, "threads", 0, NULL),
-    OPT(C, reuse, "--reuse", OPT_BOOL,
-        "keep runs already in --out (finished or diverged), continue stopped ones, train the rest", OPT_ANY, NULL, 0,
+        TG_OPT_ANY, NULL, 0, NULL),
+    TG_FLAG_SEED(C, seed, "the first seed when --seeds is a count", 0, NULL),
+    TG_OPT(C, relu_hidden, "--relu-hidden", TG_OPT_INT64, "ReLU hidden size (e.g. 4*dim: the classic pairing)",
+        TG_OPT_BETWEEN(0, TG_MODEL_MAX_HIDDEN), NULL, 0, "3/2 of the SwiGLU hidden: equal parameters"),
+    TG_OPT(C, probe_batches, "--probe-batches", TG_OPT_INT64, "fixed val batches on which dead units are also counted",
+        TG_FLAG_RANGE_COUNT, NULL, 0, NULL),
+    TG_FLAG_DATA(C, data, "text or JSONL file or folder, prepared by every run", 0, TG_CORPUS_DEFAULT_PATH),
+    TG_FLAG_DATASET(C, dataset, "a dataset folder (tapegrad prepare) every run reads, instead of --data", 0, NULL),
+    TG_FLAG_OUT(C, out, "folder for the runs and the report", 0, "checkpoints/compare-ffn-<time>"),
+    TG_FLAG_LOG_GRADS(C, log_grads, "statistics every N steps", 0, "steps/30, at least 1"),
+    TG_FLAG_EVAL_EVERY(C, eval_every, "val loss every N steps", 0, "steps/10, at least 1"),
+    TG_FLAG_EVAL_BATCHES(C, eval_batches, "fixed val batches per evaluation", 0, NULL),
+    TG_FLAG_BATCH(C, batch, "sequences per step", 0, NULL),
+    TG_FLAG_THREADS(C, threads, "threads", 0, NULL),
+    TG_OPT(C, reuse, "--reuse", TG_OPT_BOOL,
+        "keep runs already in --out (finished or diverged), continue stopped ones, train the rest", TG_OPT_ANY, NULL, 0,
         NULL),
-    OPT(C, force, "--force", OPT_BOOL, "replace the report and summaries in --out (--reuse replaces them too)", OPT_ANY,
+    TG_OPT(C, force, "--force", TG_OPT_BOOL, "replace the report and summaries in --out (--reuse replaces them too)", TG_OPT_ANY,
         NULL, 0, NULL),
 };
 #undef C
-static const OptTable table = {"compare-ffn",
+static const TgOptTable table = {"compare-ffn",
                                "[--preset NAME] [--steps N] [--lrs LR,LR,...] [--seeds N or S,S,...] [--data PATH] "
                                "[--out DIR]",
                                specs, (int)(sizeof specs / sizeof specs[0]), 0};
 
-const OptTable *compare_ffn_option_table(void) { return &table; }
+const TgOptTable *compare_ffn_option_table(void) { return &table; }
 
 void compare_ffn_defaults(CompareFfnOptions *o) {
-    *o = (CompareFfnOptions){.preset = TRAIN_DEFAULT_PRESET, .lrs = "1e-3,3e-3,1e-2,3e-2", .seeds = "5", .steps = 300,
-                             .eval_batches = 8, .probe_batches = 4, .batch = 16, .seed = TRAIN_DEFAULT_SEED,
-                             .threads = TRAIN_DEFAULT_THREADS};
+    *o = (CompareFfnOptions){.preset = TG_TRAIN_DEFAULT_PRESET, .lrs = "1e-3,3e-3,1e-2,3e-2", .seeds = "5", .steps = 300,
+                             .eval_batches = 8, .probe_batches = 4, .batch = 16, .seed = TG_TRAIN_DEFAULT_SEED,
+                             .threads = TG_TRAIN_DEFAULT_THREADS};
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -81,7 +81,7 @@ void compare_ffn_defaults(CompareFfnOptions *o) {
 /* A comma-separated list of values, each parsed and checked as `item`'s flag checks its value
  * (lib/options.h), none twice, at most `max`, into out[] (elements of `size` bytes); TG_ERR_ARG
  * naming the bad item otherwise, with an example of a list. */
-static TgStatus parse_list(const OptSpec *item, const char *text, const char *example, void *out, size_t size, int max,
+static TgStatus parse_list(const TgOptSpec *item, const char *text, const char *example, void *out, size_t size, int max,
                            int *n) {
     *n = 0;
     for (const char *p = text;;) {
@@ -92,7 +92,7 @@ static TgStatus parse_list(const OptSpec *item, const char *text, const char *ex
         value[len] = '\0';
         char *slot = (char *)out + (size_t)*n * size;
         if (*n == max) return tg_fail(TG_ERR_ARG, "%s: at most %d values", item->flag, max);
-        if (opt_parse_value(item, slot, value) != TG_OK) {
+        if (tg_opt_parse_value(item, slot, value) != TG_OK) {
             if (*n > 0 || p[len] == ',') /* say which item of a list */
                 return tg_fail_context(TG_ERR_ARG, "item %d of %s %.200s", *n + 1, item->flag, text);
             /* not a number at all: perhaps not a list either */
@@ -112,8 +112,8 @@ static TgStatus parse_list(const OptSpec *item, const char *text, const char *ex
 }
 
 /* A learning rate of --lrs is checked as --lr is, a seed of --seeds as --seed is. */
-static const OptSpec lr_item = {"--lrs", OPT_DOUBLE, 0, "a learning rate", OPT_POSITIVE, NULL, 0, NULL, NULL};
-static const OptSpec seed_item = {"--seeds", OPT_INT64, 0, "a seed", FLAG_RANGE_SEED, NULL, 0, NULL, NULL};
+static const TgOptSpec lr_item = {"--lrs", TG_OPT_DOUBLE, 0, "a learning rate", TG_OPT_POSITIVE, NULL, 0, NULL, NULL};
+static const TgOptSpec seed_item = {"--seeds", TG_OPT_INT64, 0, "a seed", TG_FLAG_RANGE_SEED, NULL, 0, NULL, NULL};
 
 /* "--seeds 3": three seeds from --seed on; "--seeds 5,9": those two. */
 static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
@@ -143,18 +143,18 @@ static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
 static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int64_t steps, const char *precision,
                                bool reuse) {
     char path[TG_PATH_CAP], ckpt[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, run->dir, DIVERGED_FILE));
+    TG_TRY(tg_path_join(path, sizeof path, run->dir, DIVERGED_FILE));
     run->state = RUN_NEW;
     if (access(path, F_OK) == 0) {
         run->state = RUN_DIVERGED;
     } else {
-        TG_TRY(path_join(path, sizeof path, run->dir, "latest"));
+        TG_TRY(tg_path_join(path, sizeof path, run->dir, "latest"));
         if (access(path, F_OK) != 0) return TG_OK;
-        CheckpointInfo info;
-        CheckpointTensorInfo *tensors;
+        TgCheckpointInfo info;
+        TgCheckpointTensorInfo *tensors;
         int n_tensors;
-        TG_TRY(checkpoint_resolve(run->dir, ckpt, sizeof ckpt));
-        TG_TRY(checkpoint_inspect(ckpt, &info, &tensors, &n_tensors));
+        TG_TRY(tg_checkpoint_resolve(run->dir, ckpt, sizeof ckpt));
+        TG_TRY(tg_checkpoint_inspect(ckpt, &info, &tensors, &n_tensors));
         free(tensors);
         const TgModelConfig *c = &info.cfg;
         if (c->n_layers != preset->n_layers || c->dim != preset->dim || c->hidden != run->hidden || c->ffn != run->kind)
@@ -168,13 +168,13 @@ static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int
             return tg_fail(TG_ERR_ARG, "%s holds a run of %lld steps; this one asks --steps %lld: pass another --out",
                            run->dir, (long long)info.state.step, (long long)steps);
         run->state = info.state.step == steps ? RUN_FINISHED : RUN_PARTIAL;
-        TrainOptions id;
-        OptStrings strings = {0};
-        TgStatus s = run_identity_read(run->dir, &id, &strings);
+        TgTrainOptions id;
+        TgOptStrings strings = {0};
+        TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
         if (s == TG_OK && strcmp(id.precision, precision) != 0)
             s = tg_fail(TG_ERR_MISMATCH, "%s holds a run in %s; this experiment trains in %s: pass another --out",
                         run->dir, id.precision, precision);
-        opt_strings_free(&strings);
+        tg_opt_strings_free(&strings);
         TG_TRY(s);
     }
     if (!reuse)
@@ -184,8 +184,8 @@ static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int
 
 typedef struct {
     const CompareFfnOptions *o;
-    const TrainReporter *reporter; /* every run's, and the experiment's own messages */
-    MessageSink messages;
+    const TgTrainReporter *reporter; /* every run's, and the experiment's own messages */
+    TgMessageSink messages;
     TgModelConfig preset_cfg;
     char root[TG_PATH_CAP];
     CompareResults r;
@@ -198,17 +198,17 @@ typedef struct {
 #define COMPARE_SUMMARY_MD_FILE "summary.md"
 
 /* Two files the experiment writes into `folder`, through the one output check. */
-static TgStatus plan_report_files(OutputPlan *plan, const char *folder, const char *a, const char *b, bool force) {
+static TgStatus plan_report_files(TgOutputPlan *plan, const char *folder, const char *a, const char *b, bool force) {
     const char *names[] = {a, b};
     for (int i = 0; i < 2; i++) {
         char path[TG_PATH_CAP];
-        TG_TRY(path_join(path, sizeof path, folder, names[i]));
-        TG_TRY(output_check(plan, "compare-ffn's output", path, force));
+        TG_TRY(tg_path_join(path, sizeof path, folder, names[i]));
+        TG_TRY(tg_output_check(plan, "compare-ffn's output", path, force));
     }
     return TG_OK;
 }
 
-static void run_options(const Experiment *e, const CompareRun *run, TrainOptions *t_out);
+static void run_options(const Experiment *e, const CompareRun *run, TgTrainOptions *t_out);
 
 /* What the runs of either FFN will allocate (one run at a time), before any is trained: the
  * trainer's own check (train/memory_plan.h), with the vocabulary of the preset or of a char
@@ -216,14 +216,14 @@ static void run_options(const Experiment *e, const CompareRun *run, TrainOptions
 static TgStatus plan_memory(const Experiment *e) {
     for (int k = 0; k < COMPARE_KINDS; k++) {
         const CompareRun *run = &e->r.runs[k];
-        TrainOptions t;
+        TgTrainOptions t;
         run_options(e, run, &t);
         t.resume = NULL;
         TgModelConfig c = e->preset_cfg;
         c.ffn = run->kind, c.hidden = run->hidden;
         if (!c.vocab) c.vocab = TG_TOKENIZER_BPE_FIRST_MERGE; /* a char tokenizer has at most 256 bytes and <eot> */
         TG_TRY(tg_model_config_validate(&c));
-        TG_TRY(train_memory_check(&t, &c, e->o->probe_batches, 0));
+        TG_TRY(tg_train_memory_check(&t, &c, e->o->probe_batches, 0));
     }
     return TG_OK;
 }
@@ -247,15 +247,15 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
     /* a missing corpus would otherwise surface inside the first training run */
     if (o->data && access(o->data, R_OK) != 0) return tg_fail(TG_ERR_ARG, "--data %s: %s", o->data, strerror(errno));
     if (o->data && o->dataset) return tg_fail(TG_ERR_ARG, "give --data or --dataset, not both");
-    if (o->dataset && !dataset_is_dataset(o->dataset))
+    if (o->dataset && !tg_dataset_is_dataset(o->dataset))
         return tg_fail(TG_ERR_ARG, "--dataset %s is not a dataset folder: make one with tapegrad prepare", o->dataset);
-    r->preset = o->preset, r->data = o->dataset ? o->dataset : o->data ? o->data : CORPUS_DEFAULT_PATH;
+    r->preset = o->preset, r->data = o->dataset ? o->dataset : o->data ? o->data : TG_CORPUS_DEFAULT_PATH;
     r->steps = o->steps, r->batch = o->batch, r->probe_batches = o->probe_batches;
     r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
     r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
     if (o->out) {
-        TG_TRY(output_check_folder("--out", o->out));
-        TG_TRY(path_format(e->root, sizeof e->root, "%s", o->out));
+        TG_TRY(tg_output_check_folder("--out", o->out));
+        TG_TRY(tg_path_format(e->root, sizeof e->root, "%s", o->out));
     } else {
         time_t now = time(NULL);
         struct tm tm;
@@ -277,15 +277,15 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 run->hidden = run->kind == TG_FFN_RELU ? relu_hidden : swiglu_hidden;
                 char name[128];
                 snprintf(name, sizeof name, "lr%g-%s-s%lld", run->lr, tg_ffn_kind_name(run->kind), (long long)run->seed);
-                TG_TRY(path_join(run->dir, sizeof run->dir, e->root, name));
+                TG_TRY(tg_path_join(run->dir, sizeof run->dir, e->root, name));
                 TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->precision ? o->precision : "fp32", o->reuse));
                 /* each run's own report: the experiment's to replace, but never through a link */
                 TG_TRY(plan_report_files(NULL, run->dir, "report.html", "report.jsonl", true));
             }
     /* the experiment's report and summaries: an earlier experiment's are replaced only with
      * --force, or --reuse (the same experiment, reported again) */
-    OutputPlan *plan = tg_malloc(sizeof *plan);
-    output_plan_init(plan);
+    TgOutputPlan *plan = tg_malloc(sizeof *plan);
+    tg_output_plan_init(plan);
     TgStatus s = plan_report_files(plan, e->root, COMPARE_REPORT_FILE, COMPARE_SERIES_FILE, o->force || o->reuse);
     if (s == TG_OK) s = plan_report_files(plan, e->root, COMPARE_SUMMARY_JSON_FILE, COMPARE_SUMMARY_MD_FILE, o->force || o->reuse);
     free(plan);
@@ -299,20 +299,20 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
  * it), not a failure of the experiment: its folder gets the marker and the message. */
 static TgStatus mark_diverged(const Experiment *e, CompareRun *run, const char *message) {
     char path[TG_PATH_CAP], text[2200];
-    TG_TRY(path_join(path, sizeof path, run->dir, DIVERGED_FILE));
+    TG_TRY(tg_path_join(path, sizeof path, run->dir, DIVERGED_FILE));
     int n = snprintf(text, sizeof text, "%s\n", message);
-    TG_TRY(make_folders(run->dir)); /* a run that diverged at its first step left no folder */
-    TG_TRY(atomic_write(path, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1)));
+    TG_TRY(tg_make_folders(run->dir)); /* a run that diverged at its first step left no folder */
+    TG_TRY(tg_atomic_write(path, text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1)));
     run->state = RUN_DIVERGED;
-    message_emit(&e->messages, MESSAGE_INFO, "== %s diverged: %s", run->dir, message);
+    tg_message_emit(&e->messages, TG_MESSAGE_INFO, "== %s diverged: %s", run->dir, message);
     return TG_OK;
 }
 
 /* The options one run trains with. */
-static void run_options(const Experiment *e, const CompareRun *run, TrainOptions *t_out) {
+static void run_options(const Experiment *e, const CompareRun *run, TgTrainOptions *t_out) {
     const CompareFfnOptions *o = e->o;
-    TrainOptions t;
-    train_options_defaults(&t);
+    TgTrainOptions t;
+    tg_train_options_defaults(&t);
     t.preset = o->preset;
     t.data_path = o->data;
     t.dataset = o->dataset;
@@ -337,12 +337,12 @@ static void run_options(const Experiment *e, const CompareRun *run, TrainOptions
 
 static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_atomic_t *stop) {
     const CompareFfnOptions *o = e->o;
-    TrainOptions t;
+    TgTrainOptions t;
     run_options(e, run, &t);
-    GradLogger grads;
-    TrainHooks hooks = grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
-    TgStatus s = train_run(&t, stop, &hooks, e->reporter);
-    grad_logger_close(&grads);
+    TgGradLogger grads;
+    TgTrainHooks hooks = tg_grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
+    TgStatus s = tg_train_run(&t, stop, &hooks, e->reporter);
+    tg_grad_logger_close(&grads);
     if (s == TG_ERR_NUMERIC) {
         char message[2048];
         snprintf(message, sizeof message, "%s", tg_error_message());
@@ -359,12 +359,12 @@ static TgStatus experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
     for (int i = 0; i < r->n_runs; i++) {
         CompareRun *run = &r->runs[i];
         if (run->state == RUN_FINISHED || run->state == RUN_DIVERGED) {
-            message_emit(&e->messages, MESSAGE_INFO, "== %s: already %s, reused (--reuse)", run->dir,
+            tg_message_emit(&e->messages, TG_MESSAGE_INFO, "== %s: already %s, reused (--reuse)", run->dir,
                          run->state == RUN_FINISHED ? "trained" : "diverged");
             r->reused++;
             continue;
         }
-        message_emit(&e->messages, MESSAGE_INFO, "\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s", i + 1,
+        tg_message_emit(&e->messages, TG_MESSAGE_INFO, "\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s", i + 1,
                      r->n_runs, tg_ffn_kind_name(run->kind), (long long)run->hidden, run->lr, (long long)run->seed,
                      run->state == RUN_PARTIAL ? ", continuing" : "", run->dir);
         TG_TRY(train_one(e, run, stop));
@@ -389,7 +389,7 @@ static void format_command(const CompareFfnOptions *o, const CompareResults *r, 
         else if (!strcmp(flag, "--eval-every")) snprintf(value, sizeof value, "%lld", (long long)r->eval_every);
         else if (!strcmp(flag, "--relu-hidden")) snprintf(value, sizeof value, "%lld", (long long)r->runs[0].hidden);
         else if (!strcmp(flag, "--data")) snprintf(value, sizeof value, "%s", r->data);
-        else opt_format(&table, i, o, value, sizeof value);
+        else tg_opt_format(&table, i, o, value, sizeof value);
         n += (size_t)snprintf(buf + n, cap - n, " %s %s", flag, value);
     }
 }
@@ -401,20 +401,20 @@ static TgStatus experiment_report(Experiment *e) {
     for (int i = 0; i < r->n_runs; i++) {
         char html[TG_PATH_CAP], jsonl[TG_PATH_CAP];
         if (!r->runs[i].loaded) continue;
-        TG_TRY(path_join(html, sizeof html, r->runs[i].dir, "report.html"));
-        TG_TRY(path_join(jsonl, sizeof jsonl, r->runs[i].dir, "report.jsonl"));
-        TG_TRY(run_report_write(r->runs[i].dir, &r->runs[i].h, html, jsonl));
+        TG_TRY(tg_path_join(html, sizeof html, r->runs[i].dir, "report.html"));
+        TG_TRY(tg_path_join(jsonl, sizeof jsonl, r->runs[i].dir, "report.jsonl"));
+        TG_TRY(tg_run_report_write(r->runs[i].dir, &r->runs[i].h, html, jsonl));
     }
     char html[TG_PATH_CAP], jsonl[TG_PATH_CAP], summary[TG_PATH_CAP], markdown[TG_PATH_CAP], command[4096];
-    TG_TRY(path_join(html, sizeof html, e->root, COMPARE_REPORT_FILE));
-    TG_TRY(path_join(jsonl, sizeof jsonl, e->root, COMPARE_SERIES_FILE));
-    TG_TRY(path_join(summary, sizeof summary, e->root, COMPARE_SUMMARY_JSON_FILE));
-    TG_TRY(path_join(markdown, sizeof markdown, e->root, COMPARE_SUMMARY_MD_FILE));
+    TG_TRY(tg_path_join(html, sizeof html, e->root, COMPARE_REPORT_FILE));
+    TG_TRY(tg_path_join(jsonl, sizeof jsonl, e->root, COMPARE_SERIES_FILE));
+    TG_TRY(tg_path_join(summary, sizeof summary, e->root, COMPARE_SUMMARY_JSON_FILE));
+    TG_TRY(tg_path_join(markdown, sizeof markdown, e->root, COMPARE_SUMMARY_MD_FILE));
     format_command(e->o, r, command, sizeof command);
-    Report *report = compare_report_build(r);
-    TgStatus s = report_write_html(report, html);
-    if (s == TG_OK) s = report_write_series_jsonl(report, jsonl);
-    report_free(report);
+    TgReport *report = compare_report_build(r);
+    TgStatus s = tg_report_write_html(report, html);
+    if (s == TG_OK) s = tg_report_write_series_jsonl(report, jsonl);
+    tg_report_free(report);
     if (s == TG_OK) s = compare_summary_json_write(r, summary);
     /* the tables of summary.md are also the experiment's last message */
     char *tables = NULL;
@@ -425,8 +425,8 @@ static TgStatus experiment_report(Experiment *e) {
     if (mem) fclose(mem);
     if (s == TG_OK) {
         while (tables_len > 0 && tables[tables_len - 1] == '\n') tables[--tables_len] = '\0';
-        message_emit(&e->messages, MESSAGE_INFO, "\n%s", tables);
-        message_emit(&e->messages, MESSAGE_INFO,
+        tg_message_emit(&e->messages, TG_MESSAGE_INFO, "\n%s", tables);
+        tg_message_emit(&e->messages, TG_MESSAGE_INFO,
                      "\nreport: %s\nseries: %s\nsummary: %s and %s\nruns: %s/lr*-{relu,swiglu}-s* (tapegrad inspect, "
                      "sample, eval and report work on each)",
                      html, jsonl, summary, markdown, e->root);
@@ -440,18 +440,18 @@ static double load_average(void) {
     return getloadavg(&load, 1) == 1 ? load : NAN;
 }
 
-TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop, const TrainReporter *reporter) {
-    TG_TRY(opt_check(&table, o, ~(OptSet)0));
-    double start = clock_seconds();
+TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop, const TgTrainReporter *reporter) {
+    TG_TRY(tg_opt_check(&table, o, ~(TgOptSet)0));
+    double start = tg_clock_seconds();
     Experiment *e = tg_calloc(1, sizeof *e);
     e->o = o;
     e->reporter = reporter;
-    if (reporter) e->messages = (MessageSink){reporter->message, reporter->ctx};
+    if (reporter) e->messages = (TgMessageSink){reporter->message, reporter->ctx};
     e->r.load_start = load_average();
     TgStatus s = experiment_plan(e, o);
-    if (s == TG_OK) s = make_folders(e->root);
+    if (s == TG_OK) s = tg_make_folders(e->root);
     if (s == TG_OK) s = experiment_train(e, stop);
-    e->r.wall_s = clock_seconds() - start, e->r.load_end = load_average();
+    e->r.wall_s = tg_clock_seconds() - start, e->r.load_end = load_average();
     if (s == TG_OK) s = experiment_report(e);
     compare_results_free(&e->r);
     free(e);

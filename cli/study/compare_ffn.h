@@ -29,13 +29,13 @@ typedef struct CompareFfnOptions {
     bool force; /* replace the report and summaries an earlier experiment left in out */
 } CompareFfnOptions;
 
-const OptTable *compare_ffn_option_table(void);
+const TgOptTable *compare_ffn_option_table(void);
 void compare_ffn_defaults(CompareFfnOptions *o);
 /* Runs the experiment; every check happens before anything is written. A non-zero *stop (may be
  * NULL) ends it after the current run's current step (that run is saved; --reuse continues it).
  * A run whose loss turns NaN or Inf is recorded as diverged (OUT/<run>/diverged.txt) and the
  * experiment goes on. What it does, every run's progress and the summary's tables go to `reporter`
  * (may be NULL). */
-TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop, const TrainReporter *reporter);
+TgStatus compare_ffn_run(const CompareFfnOptions *o, volatile sig_atomic_t *stop, const TgTrainReporter *reporter);
 
 #endif

@@ -20,36 +20,36 @@ typedef enum { FROM_VAL_LOSS, FROM_TRAIN_LOSS, AT_FIRST_LOG, AT_LAST_LOG, PEAK_O
 static const struct {
     const char *key, *label;
     FigureSource source;
-    LayerStat stat; /* for the figures of grads.jsonl */
+    TgLayerStat stat; /* for the figures of grads.jsonl */
 } figure_specs[N_FIGURES] = {
-    [FIG_VAL_LOSS] = {"final_val_loss", "final val loss", FROM_VAL_LOSS, LAYER_DEAD_FRAC /* unused */},
-    [FIG_TRAIN_LOSS] = {"train_loss_last10", "train loss, last 10 steps", FROM_TRAIN_LOSS, LAYER_DEAD_FRAC /* unused */},
+    [FIG_VAL_LOSS] = {"final_val_loss", "final val loss", FROM_VAL_LOSS, TG_LAYER_DEAD_FRAC /* unused */},
+    [FIG_TRAIN_LOSS] = {"train_loss_last10", "train loss, last 10 steps", FROM_TRAIN_LOSS, TG_LAYER_DEAD_FRAC /* unused */},
     [FIG_PROBE_DEAD_FIRST] = {"probe_dead_first", "dead units at step 1, probe set", AT_FIRST_LOG,
-                              LAYER_PROBE_DEAD_FRAC},
+                              TG_LAYER_PROBE_DEAD_FRAC},
     [FIG_PROBE_DEAD_PEAK] = {"probe_dead_peak", "dead units at their peak, probe set", PEAK_OVER_LOGS,
-                             LAYER_PROBE_DEAD_FRAC},
-    [FIG_PROBE_DEAD_END] = {"probe_dead_end", "dead units at the end, probe set", AT_LAST_LOG, LAYER_PROBE_DEAD_FRAC},
-    [FIG_DEAD_FIRST] = {"dead_first", "dead units at step 1, training batch", AT_FIRST_LOG, LAYER_DEAD_FRAC},
-    [FIG_DEAD_PEAK] = {"dead_peak", "dead units at their peak, training batch", PEAK_OVER_LOGS, LAYER_DEAD_FRAC},
-    [FIG_DEAD_END] = {"dead_end", "dead units at the end, training batch", AT_LAST_LOG, LAYER_DEAD_FRAC},
-    [FIG_ZEROS_FIRST] = {"zeros_first", "exact zeros at step 1, training batch", AT_FIRST_LOG, LAYER_ZERO_FRAC},
-    [FIG_ZEROS_END] = {"zeros_end", "exact zeros at the end, training batch", AT_LAST_LOG, LAYER_ZERO_FRAC},
+                             TG_LAYER_PROBE_DEAD_FRAC},
+    [FIG_PROBE_DEAD_END] = {"probe_dead_end", "dead units at the end, probe set", AT_LAST_LOG, TG_LAYER_PROBE_DEAD_FRAC},
+    [FIG_DEAD_FIRST] = {"dead_first", "dead units at step 1, training batch", AT_FIRST_LOG, TG_LAYER_DEAD_FRAC},
+    [FIG_DEAD_PEAK] = {"dead_peak", "dead units at their peak, training batch", PEAK_OVER_LOGS, TG_LAYER_DEAD_FRAC},
+    [FIG_DEAD_END] = {"dead_end", "dead units at the end, training batch", AT_LAST_LOG, TG_LAYER_DEAD_FRAC},
+    [FIG_ZEROS_FIRST] = {"zeros_first", "exact zeros at step 1, training batch", AT_FIRST_LOG, TG_LAYER_ZERO_FRAC},
+    [FIG_ZEROS_END] = {"zeros_end", "exact zeros at the end, training batch", AT_LAST_LOG, TG_LAYER_ZERO_FRAC},
     [FIG_PROBE_ZEROS_END] = {"probe_zeros_end", "exact zeros at the end, probe set", AT_LAST_LOG,
-                             LAYER_PROBE_ZERO_FRAC},
+                             TG_LAYER_PROBE_ZERO_FRAC},
     [FIG_W1_ROWS_END] = {"w1_zero_grad_rows_end", "w1 zero-gradient rows at the end", AT_LAST_LOG,
-                         LAYER_W1_ZERO_GRAD_ROWS},
+                         TG_LAYER_W1_ZERO_GRAD_ROWS},
 };
 
 const char *figure_key(Figure f) { return figure_specs[f].key; }
 const char *figure_label(Figure f) { return figure_specs[f].label; }
 
-static double log_figure(const RunHistory *h, FigureSource source, LayerStat stat) {
+static double log_figure(const TgRunHistory *h, FigureSource source, TgLayerStat stat) {
     if (h->n_logs == 0) return NAN;
-    if (source == AT_FIRST_LOG) return run_history_layer_mean(h, grad_log_layer_values(&h->logs[0], stat));
-    if (source == AT_LAST_LOG) return run_history_layer_mean(h, grad_log_layer_values(&h->logs[h->n_logs - 1], stat));
+    if (source == AT_FIRST_LOG) return tg_run_history_layer_mean(h, tg_grad_log_layer_values(&h->logs[0], stat));
+    if (source == AT_LAST_LOG) return tg_run_history_layer_mean(h, tg_grad_log_layer_values(&h->logs[h->n_logs - 1], stat));
     double peak = NAN;
     for (int64_t i = 0; i < h->n_logs; i++) {
-        double v = run_history_layer_mean(h, grad_log_layer_values(&h->logs[i], stat));
+        double v = tg_run_history_layer_mean(h, tg_grad_log_layer_values(&h->logs[i], stat));
         if (isfinite(v) && !(v <= peak)) peak = v;
     }
     return peak;
@@ -59,8 +59,8 @@ static void run_figures(CompareRun *run) {
     for (int f = 0; f < N_FIGURES; f++) {
         FigureSource source = figure_specs[f].source;
         if (run->state == RUN_DIVERGED || !run->loaded) run->fig[f] = NAN;
-        else if (source == FROM_VAL_LOSS) run->fig[f] = run_history_final_val_loss(&run->h);
-        else if (source == FROM_TRAIN_LOSS) run->fig[f] = run_history_final_train_loss(&run->h, 10);
+        else if (source == FROM_VAL_LOSS) run->fig[f] = tg_run_history_final_val_loss(&run->h);
+        else if (source == FROM_TRAIN_LOSS) run->fig[f] = tg_run_history_final_train_loss(&run->h, 10);
         else run->fig[f] = log_figure(&run->h, source, figure_specs[f].stat);
     }
 }
@@ -69,9 +69,9 @@ static void run_figures(CompareRun *run) {
  * read when there is one, and it has no figures either way. */
 static TgStatus load_run(CompareRun *run) {
     char path[TG_PATH_CAP];
-    TG_TRY(path_join(path, sizeof path, run->dir, "metrics.jsonl"));
+    TG_TRY(tg_path_join(path, sizeof path, run->dir, "metrics.jsonl"));
     if (run->state == RUN_DIVERGED && access(path, F_OK) != 0) return TG_OK;
-    TG_TRY(run_history_load(run->dir, &run->h));
+    TG_TRY(tg_run_history_load(run->dir, &run->h));
     run->loaded = true;
     if (run->state != RUN_DIVERGED && run->h.n_logs == 0)
         return tg_fail(TG_ERR_FORMAT, "%s has no grads.jsonl; it was not trained with --log-grads", run->dir);
@@ -85,8 +85,8 @@ static void cell_config(CompareCell *c) {
         char ckpt[TG_PATH_CAP];
         uint64_t fingerprint;
         if (c->runs[i]->state == RUN_DIVERGED) continue;
-        c->has_cfg = checkpoint_resolve(c->runs[i]->dir, ckpt, sizeof ckpt) == TG_OK &&
-                     checkpoint_read_config(ckpt, &c->cfg, &fingerprint) == TG_OK;
+        c->has_cfg = tg_checkpoint_resolve(c->runs[i]->dir, ckpt, sizeof ckpt) == TG_OK &&
+                     tg_checkpoint_read_config(ckpt, &c->cfg, &fingerprint) == TG_OK;
     }
     tg_error_clear();
 }
@@ -131,7 +131,7 @@ TgStatus compare_results_load(CompareResults *r, int threads) {
         r->init_zero_frac[k] = NAN;
         for (int l = 0; l < r->n_lrs && isnan(r->init_zero_frac[k]); l++)
             if (r->cells[l][k].has_cfg)
-                r->init_zero_frac[k] = ffn_zero_fraction_at_init(&r->cells[l][k].cfg, (uint64_t)r->seeds[0],
+                r->init_zero_frac[k] = tg_ffn_zero_fraction_at_init(&r->cells[l][k].cfg, (uint64_t)r->seeds[0],
                                                                  COMPARE_INIT_CHECK_ROWS, threads);
     }
     return TG_OK;
@@ -139,18 +139,18 @@ TgStatus compare_results_load(CompareResults *r, int threads) {
 
 void compare_results_free(CompareResults *r) {
     for (int i = 0; i < r->n_runs; i++)
-        if (r->runs[i].loaded) run_history_free(&r->runs[i].h);
+        if (r->runs[i].loaded) tg_run_history_free(&r->runs[i].h);
     free(r->runs);
     r->runs = NULL;
 }
 
-double compare_cell_layer_mean(const CompareCell *c, LayerStat stat, int layer) {
+double compare_cell_layer_mean(const CompareCell *c, TgLayerStat stat, int layer) {
     double sum = 0;
     int n = 0;
     for (int s = 0; s < c->n_runs; s++) {
         const CompareRun *run = c->runs[s];
         if (!run->loaded || run->state == RUN_DIVERGED || run->h.n_logs == 0 || layer >= run->h.n_layers) continue;
-        double v = grad_log_layer_values(&run->h.logs[run->h.n_logs - 1], stat)[layer];
+        double v = tg_grad_log_layer_values(&run->h.logs[run->h.n_logs - 1], stat)[layer];
         if (isfinite(v)) sum += v, n++;
     }
     return n ? sum / n : NAN;
@@ -186,7 +186,7 @@ void compare_pairing_text(const CompareResults *r, char *buf, size_t cap) {
     int64_t pr = tg_model_config_param_count(&relu->cfg), ps = tg_model_config_param_count(&swiglu->cfg);
     if (pr == ps)
         snprintf(buf + n, cap - (size_t)n, "Equal parameter counts: ReLU hidden = 3/2 x SwiGLU hidden; FFNs %lld, models "
-                 "%lld parameters each (d = %lld).", (long long)model_config_ffn_param_count(&relu->cfg), (long long)pr,
+                 "%lld parameters each (d = %lld).", (long long)tg_model_config_ffn_param_count(&relu->cfg), (long long)pr,
                  (long long)d);
     else
         snprintf(buf + n, cap - (size_t)n, "Not equal: ReLU model %lld parameters, SwiGLU model %lld (%+lld, %+.2f%%); "

@@ -17,13 +17,13 @@
 #include "tapegrad/model.h"
 
 enum { COMPARE_MAX_LRS = 8, COMPARE_MAX_SEEDS = 16, COMPARE_KINDS = 2 };
-/* Random inputs per layer for the check of the initial weights (ffn_zero_fraction_at_init). */
+/* Random inputs per layer for the check of the initial weights (tg_ffn_zero_fraction_at_init). */
 enum { COMPARE_INIT_CHECK_ROWS = 1024 };
 /* The FFN of cell column k: ReLU first, then SwiGLU. */
 extern const TgFfnKind compare_kinds[COMPARE_KINDS];
 
 /* The figures of one run. Dead units and zeros are means over the layers; "training batch" is
- * the batch the logged step trained on, "probe" the fixed held-out batches (TrainHooks). */
+ * the batch the logged step trained on, "probe" the fixed held-out batches (TgTrainHooks). */
 typedef enum {
     FIG_VAL_LOSS,         /* the last val loss */
     FIG_TRAIN_LOSS,       /* mean train loss of the last 10 steps */
@@ -53,7 +53,7 @@ typedef struct CompareRun {
     char dir[TG_PATH_CAP];
     RunState state;        /* what its folder held before this invocation (RUN_DIVERGED also after it) */
     int64_t hidden;        /* the FFN hidden size it trains with */
-    RunHistory h;
+    TgRunHistory h;
     bool loaded;           /* h holds its history */
     double fig[N_FIGURES]; /* NaN when not measured (a diverged run has none) */
 } CompareRun;
@@ -80,7 +80,7 @@ typedef struct CompareResults {
     CompareRun *runs;    /* [n_runs], seed-major: run (s, l, k) at (s * n_lrs + l) * COMPARE_KINDS + k */
     CompareCell cells[COMPARE_MAX_LRS][COMPARE_KINDS];
     SeedComparison val_loss[COMPARE_MAX_LRS]; /* ReLU (a) against SwiGLU (b) */
-    double init_zero_frac[COMPARE_KINDS];     /* ffn_zero_fraction_at_init of each cell's model, first seed */
+    double init_zero_frac[COMPARE_KINDS];     /* tg_ffn_zero_fraction_at_init of each cell's model, first seed */
     int trained, reused;                      /* runs this invocation trained (or resumed), and reused */
     double wall_s, load_start, load_end;      /* this invocation; load averages over 1 minute */
 } CompareResults;
@@ -96,7 +96,7 @@ void compare_results_free(CompareResults *r);
 
 /* The mean over a cell's loaded runs of one layer's value at the last logged step (l below the
  * cell's n_layers). */
-double compare_cell_layer_mean(const CompareCell *c, LayerStat stat, int layer);
+double compare_cell_layer_mean(const CompareCell *c, TgLayerStat stat, int layer);
 /* A number with `digits` decimals (a sign when `sign`), "-" when it is not finite. */
 void format_number(char *buf, size_t cap, double v, int digits, bool sign);
 /* "mean ± std" and "min – max" of a spread, with `digits` decimals ("-" when nothing was measured). */
@@ -112,7 +112,7 @@ void compare_init_check_text(const CompareResults *r, char *buf, size_t cap);
 void compare_seeds_text(const CompareResults *r, char *buf, size_t cap);
 
 /* The combined report (report.html and compare.jsonl come from it). */
-Report *compare_report_build(const CompareResults *r);
+TgReport *compare_report_build(const CompareResults *r);
 /* summary.json: every run's figures and layers, every cell's spreads, every comparison. */
 TgStatus compare_summary_json_write(const CompareResults *r, const char *path);
 /* summary.md: the tables to paste into a README, to a file and (out may be NULL) a stream. */

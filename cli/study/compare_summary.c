@@ -15,9 +15,9 @@
 /* A number, or null when not finite (JSON has no NaN). */
 static cJSON *number(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
-static cJSON *layer_array(const RunHistory *h, const GradLogRow *row, LayerStat stat) {
+static cJSON *layer_array(const TgRunHistory *h, const TgGradLogRow *row, TgLayerStat stat) {
     cJSON *a = cJSON_CreateArray();
-    const double *v = grad_log_layer_values(row, stat);
+    const double *v = tg_grad_log_layer_values(row, stat);
     for (int l = 0; l < h->n_layers; l++) cJSON_AddItemToArray(a, number(v[l]));
     return a;
 }
@@ -39,11 +39,11 @@ static cJSON *run_json(const CompareRun *run) {
     if (!run->loaded || run->h.n_logs == 0) return o;
     static const struct {
         const char *key;
-        LayerStat stat;
-    } layers[] = {{"dead_frac", LAYER_DEAD_FRAC}, {"probe_dead_frac", LAYER_PROBE_DEAD_FRAC},
-                  {"zero_frac", LAYER_ZERO_FRAC}, {"probe_zero_frac", LAYER_PROBE_ZERO_FRAC},
-                  {"w1_zero_grad_rows", LAYER_W1_ZERO_GRAD_ROWS}};
-    const RunHistory *h = &run->h;
+        TgLayerStat stat;
+    } layers[] = {{"dead_frac", TG_LAYER_DEAD_FRAC}, {"probe_dead_frac", TG_LAYER_PROBE_DEAD_FRAC},
+                  {"zero_frac", TG_LAYER_ZERO_FRAC}, {"probe_zero_frac", TG_LAYER_PROBE_ZERO_FRAC},
+                  {"w1_zero_grad_rows", TG_LAYER_W1_ZERO_GRAD_ROWS}};
+    const TgRunHistory *h = &run->h;
     cJSON_AddNumberToObject(o, "first_logged_step", (double)h->logs[0].step);
     cJSON_AddNumberToObject(o, "last_logged_step", (double)h->logs[h->n_logs - 1].step);
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
@@ -63,7 +63,7 @@ static cJSON *cell_json(const CompareCell *c) {
     cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
     cJSON_AddItemToObject(o, "params", c->has_cfg ? cJSON_CreateNumber((double)tg_model_config_param_count(&c->cfg))
                                                   : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "ffn_params", c->has_cfg ? cJSON_CreateNumber((double)model_config_ffn_param_count(&c->cfg))
+    cJSON_AddItemToObject(o, "ffn_params", c->has_cfg ? cJSON_CreateNumber((double)tg_model_config_ffn_param_count(&c->cfg))
                                                       : cJSON_CreateNull());
     cJSON_AddNumberToObject(o, "seeds", c->n_runs);
     cJSON *figures = cJSON_AddObjectToObject(o, "figures");
@@ -124,11 +124,11 @@ TgStatus compare_summary_json_write(const CompareResults *r, const char *path) {
     cJSON_AddItemToObject(root, "load_average_end", number(r->load_end));
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    AtomicFile af;
-    TgStatus s = atomic_file_open(&af, path);
+    TgAtomicFile af;
+    TgStatus s = tg_atomic_file_open(&af, path);
     if (s == TG_OK) {
-        fprintf(atomic_file_stream(&af), "%s\n", text);
-        s = atomic_file_commit(&af);
+        fprintf(tg_atomic_file_stream(&af), "%s\n", text);
+        s = tg_atomic_file_commit(&af);
     }
     cJSON_free(text);
     return s;
@@ -193,7 +193,7 @@ static void md_layer_table(FILE *f, const CompareResults *r) {
         fprintf(f, "| %g |", r->lrs[l]);
         for (int j = 0; j < n_layers; j++) {
             char v[32];
-            format_number(v, sizeof v, compare_cell_layer_mean(&r->cells[l][0], LAYER_PROBE_DEAD_FRAC, j), 3, false);
+            format_number(v, sizeof v, compare_cell_layer_mean(&r->cells[l][0], TG_LAYER_PROBE_DEAD_FRAC, j), 3, false);
             fprintf(f, " %s |", v);
         }
         fputc('\n', f);
@@ -222,10 +222,10 @@ static void md_write(FILE *f, const CompareResults *r, const char *command) {
 }
 
 TgStatus compare_summary_md_write(const CompareResults *r, const char *command, const char *path, FILE *out) {
-    AtomicFile af;
-    TG_TRY(atomic_file_open(&af, path));
-    md_write(atomic_file_stream(&af), r, command);
-    TG_TRY(atomic_file_commit(&af));
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    md_write(tg_atomic_file_stream(&af), r, command);
+    TG_TRY(tg_atomic_file_commit(&af));
     if (out) md_write(out, r, command);
     return TG_OK;
 }

@@ -17,30 +17,30 @@
 
 #pragma GCC visibility push(default)
 
-#define TG_OP_LIST(X)                                         \
-    X(LINEAR, "linear", linear_checks)                        \
-    X(LINEAR_RESIDUAL, "linear_residual", linear_residual_checks) \
-    X(LORA_LINEAR, "lora_linear", lora_linear_checks)         \
-    X(ADD, "add", add_checks)                                 \
-    X(MUL, "mul", mul_checks)                                 \
-    X(SCALE, "scale", scale_checks)                           \
-    X(SUM, "sum", sum_checks)                                 \
-    X(MEAN, "mean", mean_checks)                              \
-    X(RELU, "relu", relu_checks)                              \
-    X(SILU, "silu", silu_checks)                              \
-    X(GELU, "gelu", gelu_checks)                              \
-    X(SIGMOID, "sigmoid", sigmoid_checks)                     \
-    X(RMSNORM, "rmsnorm", rmsnorm_checks)                     \
-    X(ROPE, "rope", rope_checks)                              \
-    X(ATTENTION, "attention", attention_checks)               \
-    X(SWIGLU, "swiglu", swiglu_checks)                        \
-    X(EMBEDDING, "embedding", embedding_checks)               \
-    X(CROSS_ENTROPY, "cross_entropy", cross_entropy_checks)
+#define TG_OP_LIST(X)                                                \
+    X(LINEAR, "linear", tg_linear_checks)                            \
+    X(LINEAR_RESIDUAL, "linear_residual", tg_linear_residual_checks) \
+    X(LORA_LINEAR, "lora_linear", tg_lora_linear_checks)             \
+    X(ADD, "add", tg_add_checks)                                     \
+    X(MUL, "mul", tg_mul_checks)                                     \
+    X(SCALE, "scale", tg_scale_checks)                               \
+    X(SUM, "sum", tg_sum_checks)                                     \
+    X(MEAN, "mean", tg_mean_checks)                                  \
+    X(RELU, "relu", tg_relu_checks)                                  \
+    X(SILU, "silu", tg_silu_checks)                                  \
+    X(GELU, "gelu", tg_gelu_checks)                                  \
+    X(SIGMOID, "sigmoid", tg_sigmoid_checks)                         \
+    X(RMSNORM, "rmsnorm", tg_rmsnorm_checks)                         \
+    X(ROPE, "rope", tg_rope_checks)                                  \
+    X(ATTENTION, "attention", tg_attention_checks)                   \
+    X(SWIGLU, "swiglu", tg_swiglu_checks)                            \
+    X(EMBEDDING, "embedding", tg_embedding_checks)                   \
+    X(CROSS_ENTROPY, "cross_entropy", tg_cross_entropy_checks)
 
-#define TG_COMPOSITE_LIST(X)                                  \
-    X(FFN_SWIGLU, "ffn_swiglu", ffn_swiglu_checks)            \
-    X(FFN_RELU, "ffn_relu", ffn_relu_checks)                  \
-    X(GRAPH, "graph", graph_checks)
+#define TG_COMPOSITE_LIST(X)                          \
+    X(FFN_SWIGLU, "ffn_swiglu", tg_ffn_swiglu_checks) \
+    X(FFN_RELU, "ffn_relu", tg_ffn_relu_checks)       \
+    X(GRAPH, "graph", tg_graph_checks)
 
 typedef enum {
 #define TG_OP_ENUM(id, name, checks) TG_OP_##id,

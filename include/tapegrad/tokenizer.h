@@ -157,7 +157,7 @@ size_t tg_tokenizer_bpe_chunk_len(const char *text, size_t len);
 /* The GPT-2 pre-split: the length of the first match of
  *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * in text[0..len) (0 when len == 0), with letters, numbers and white space as Unicode defines
- * them (data/unicode_class.h). Bytes that are not UTF-8 count as one "other" character per
+ * them (tokenizer/unicode_class.h). Bytes that are not UTF-8 count as one "other" character per
  * maximal subpart, as U+FFFD would. Chunks have no length limit. */
 size_t tg_tokenizer_gpt2_chunk_len(const char *text, size_t len);
 

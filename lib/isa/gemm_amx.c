@@ -132,7 +132,7 @@ static void tile_product_amx(int64_t kblocks, const uint16_t *ap, const uint16_t
     AMX_STORE(3, acc + 16 * AMX_COLS + 16, AMX_COLS * 4);
 }
 
-void ISA_FN(bf16gemm_amx)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+void TG_ISA_FN(bf16gemm_amx)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                           int64_t ldc) {
     if (gemm_trivial(m, n, k, beta, c, ldc)) return;
@@ -140,7 +140,7 @@ void ISA_FN(bf16gemm_amx)(const TgGemmPlan *plan, bool trans_a, bool trans_b, in
     int64_t mc = equal_blocks(m, 2 * plan->mc * plan->kc / slice, AMX_ROWS);
     int64_t nc = equal_blocks(n, 2 * plan->nc * plan->kc / slice, AMX_COLS);
     size_t a_elems = (size_t)mc * (size_t)slice_k, b_elems = (size_t)nc * (size_t)slice_k;
-    uint16_t *a_pack = ISA_FN(gemm_thread_buffer)(0, (a_elems + b_elems) * sizeof(uint16_t));
+    uint16_t *a_pack = TG_ISA_FN(gemm_thread_buffer)(0, (a_elems + b_elems) * sizeof(uint16_t));
     uint16_t *b_pack = a_pack + a_elems;
     float acc[AMX_ROWS * AMX_COLS] __attribute__((aligned(64)));
     amx_configure();
@@ -171,9 +171,9 @@ void ISA_FN(bf16gemm_amx)(const TgGemmPlan *plan, bool trans_a, bool trans_b, in
     AMX_RELEASE();
 }
 
-/* The AMX ceiling: four independent tile products on registers per round, ISA_AMX_LOOP_TILES x
+/* The AMX ceiling: four independent tile products on registers per round, TG_ISA_AMX_LOOP_TILES x
  * 16 x 16 x 32 multiply-adds. */
-void ISA_FN(amx_loop)(int64_t iters, float *sink) {
+void TG_ISA_FN(amx_loop)(int64_t iters, float *sink) {
     static const uint16_t zeros[16 * 32] __attribute__((aligned(64)));
     float out[16 * 16] __attribute__((aligned(64)));
     amx_configure();

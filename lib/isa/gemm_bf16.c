@@ -6,9 +6,9 @@
  *
  * avx512bf16 (compiled into the amx path too, which multiplies on tiles: lib/isa/gemm_amx.c):
  * the blocking of the fp32 kernel with k taken in pairs. Both operands are packed, rounding as they go:
- *   A into micro-panels of MR rows, per pair of k steps the MR pairs (A(r, 2q), A(r, 2q+1)),
- *   B into panels of NR = 32 columns, per pair the 32 pairs (B(2q, c), B(2q + 1, c)),
- * an odd k padded with a zero pair half. The micro-kernel holds the MR x NR tile of C in 24 zmm
+ *   A into micro-panels of TG_MR rows, per pair of k steps the TG_MR pairs (A(r, 2q), A(r, 2q+1)),
+ *   B into panels of TG_NR = 32 columns, per pair the 32 pairs (B(2q, c), B(2q + 1, c)),
+ * an odd k padded with a zero pair half. The micro-kernel holds the TG_MR x TG_NR tile of C in 24 zmm
  * accumulators; per pair it loads the B panel's two vectors (16 column pairs each) and, for each
  * row, broadcasts the row's pair of A and runs vdpbf16ps on each vector:
  *   acc_c += A(r, 2q) B(2q, c) + A(r, 2q+1) B(2q+1, c)
@@ -27,7 +27,7 @@
 #if TG_ISA_LEVEL >= 3
 #include <immintrin.h>
 
-_Static_assert(NR == 32 && MR == 12, "the avx512bf16 tile: 12 rows, two vectors of 16 column pairs");
+_Static_assert(TG_NR == 32 && TG_MR == 12, "the avx512bf16 tile: 12 rows, two vectors of 16 column pairs");
 
 /* Rounding as packing goes, in two shapes of loop that the compiler vectorises (the rounding
  * branch-free, as tg_bf16_from_float computes it):
@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) void pack_two_rows(const float *row
 }
 
 /* op(X) k [0, kc) x `lines` [0, count) (rows of A, columns of B) -> panels of `width` lines
- * (MR or NR), k in pairs: panel[(q width + l) 2 + e] = bf16(X(line l, k 2q + e)); lines past
+ * (TG_MR or TG_NR), k in pairs: panel[(q width + l) 2 + e] = bf16(X(line l, k 2q + e)); lines past
  * `count` and the pad past kc are zero. `along_k`: a line's k steps lie side by side in x (A
  * plain, B transposed); else a step's lines do (A transposed, B plain). */
 static inline __attribute__((always_inline)) void pack_pairs(const float *x, int64_t ld, bool along_k, int64_t kc,
@@ -98,46 +98,46 @@ static inline __attribute__((always_inline)) void pack_pairs(const float *x, int
 }
 
 static void pack_a_pairs(const float *a, int64_t lda, bool trans, int64_t kc, int64_t rows, uint16_t *dst) {
-    pack_pairs(a, lda, !trans, kc, rows, MR, dst);
+    pack_pairs(a, lda, !trans, kc, rows, TG_MR, dst);
 }
 static void pack_b_pairs(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t cols, uint16_t *dst) {
-    pack_pairs(b, ldb, trans, kc, cols, NR, dst);
+    pack_pairs(b, ldb, trans, kc, cols, TG_NR, dst);
 }
 
-/* acc (MR x NR) = A micro-panel (MR x 2 pairs) * B panel (2 pairs x NR), in a function of its own
+/* acc (TG_MR x TG_NR) = A micro-panel (TG_MR x 2 pairs) * B panel (2 pairs x TG_NR), in a function of its own
  * so that the 24 accumulators, the two B vectors and the broadcast stay in registers (as the fp32
  * kernel's tile_product says). */
 static __attribute__((noinline)) void tile_product_bf16(int64_t pairs, const uint16_t *restrict ap,
-                                                        const uint16_t *restrict bp, vf acc[restrict MR][2]) {
-    __m512 c[MR][2];
+                                                        const uint16_t *restrict bp, vf acc[restrict TG_MR][2]) {
+    __m512 c[TG_MR][2];
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    for (int r = 0; r < TG_MR; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
     for (int64_t q = 0; q < pairs; q++) {
-        const __m512bh b0 = (__m512bh)_mm512_load_si512(bp + q * NR * 2);
-        const __m512bh b1 = (__m512bh)_mm512_load_si512(bp + q * NR * 2 + NR);
+        const __m512bh b0 = (__m512bh)_mm512_load_si512(bp + q * TG_NR * 2);
+        const __m512bh b1 = (__m512bh)_mm512_load_si512(bp + q * TG_NR * 2 + TG_NR);
 #pragma GCC unroll 12
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < TG_MR; r++) {
             int32_t pair;
-            memcpy(&pair, ap + (q * MR + r) * 2, sizeof pair);
+            memcpy(&pair, ap + (q * TG_MR + r) * 2, sizeof pair);
             const __m512bh a = (__m512bh)_mm512_set1_epi32(pair);
             c[r][0] = _mm512_dpbf16_ps(c[r][0], a, b0);
             c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
         }
     }
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) acc[r][0] = (vf)c[r][0], acc[r][1] = (vf)c[r][1];
+    for (int r = 0; r < TG_MR; r++) acc[r][0] = (vf)c[r][0], acc[r][1] = (vf)c[r][1];
 }
 
-void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+void TG_ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                             int64_t ldc) {
     if (gemm_trivial(m, n, k, beta, c, ldc)) return;
     int64_t slice = gemm_slice(k, plan->kc), slice_pairs = slice / 2;
     /* the blocks hold what the plan's do in floats, and twice the elements in bf16 */
-    int64_t mc = equal_blocks(m, 2 * plan->mc * plan->kc / slice, MR);
-    int64_t nc = equal_blocks(n, 2 * plan->nc * plan->kc / slice, NR);
+    int64_t mc = equal_blocks(m, 2 * plan->mc * plan->kc / slice, TG_MR);
+    int64_t nc = equal_blocks(n, 2 * plan->nc * plan->kc / slice, TG_NR);
     size_t a_elems = (size_t)mc * 2 * (size_t)slice_pairs, b_elems = (size_t)nc * 2 * (size_t)slice_pairs;
-    uint16_t *a_pack = ISA_FN(gemm_thread_buffer)(0, (a_elems + b_elems) * sizeof(uint16_t));
+    uint16_t *a_pack = TG_ISA_FN(gemm_thread_buffer)(0, (a_elems + b_elems) * sizeof(uint16_t));
     uint16_t *b_pack = a_pack + a_elems;
     for (int64_t i0 = 0; i0 < m; i0 += mc) {
         int64_t mb = m - i0 < mc ? m - i0 : mc;
@@ -147,13 +147,13 @@ void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, 
             for (int64_t j0 = 0; j0 < n; j0 += nc) {
                 int64_t nb = n - j0 < nc ? n - j0 : nc;
                 pack_b_pairs(trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, trans_b, kc, nb, b_pack);
-                for (int64_t ir = 0; ir < mb; ir += MR) {
-                    int rows = mb - ir < MR ? (int)(mb - ir) : MR;
+                for (int64_t ir = 0; ir < mb; ir += TG_MR) {
+                    int rows = mb - ir < TG_MR ? (int)(mb - ir) : TG_MR;
                     const uint16_t *ap = a_pack + ir * 2 * pairs;
                     float *c_rows = c + (i0 + ir) * ldc + j0;
-                    for (int64_t jr = 0; jr < nb; jr += NR) {
-                        int cols = nb - jr < NR ? (int)(nb - jr) : NR;
-                        vf acc[MR][2] __attribute__((aligned(64)));
+                    for (int64_t jr = 0; jr < nb; jr += TG_NR) {
+                        int cols = nb - jr < TG_NR ? (int)(nb - jr) : TG_NR;
+                        vf acc[TG_MR][2] __attribute__((aligned(64)));
                         prefetch_tile(c_rows + jr, ldc);
                         tile_product_bf16(pairs, ap, b_pack + jr * 2 * pairs, acc);
                         write_tile(acc, c_rows + jr, ldc, rows, cols, alpha, beta, p0 == 0);
@@ -166,18 +166,18 @@ void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, 
 
 /* The bf16 ceiling: independent chains of vdpbf16ps on registers, 2 x 32 FLOPs each (16 lanes,
  * two products and their sums per lane). */
-void ISA_FN(bf16_loop)(int64_t iters, float *sink) {
+void TG_ISA_FN(bf16_loop)(int64_t iters, float *sink) {
     volatile float seed = 1.0f;
-    __m512 acc[ISA_PEAK_CHAINS];
+    __m512 acc[TG_ISA_PEAK_CHAINS];
     const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80 + (int)(seed - 1.0f));   /* (1, 1) in bf16 */
     const __m512bh y = (__m512bh)_mm512_set1_epi32(0x33803380 + (int)(seed - 1.0f));   /* tiny, so no chain overflows */
-    for (int ch = 0; ch < ISA_PEAK_CHAINS; ch++) acc[ch] = _mm512_set1_ps((float)ch);
+    for (int ch = 0; ch < TG_ISA_PEAK_CHAINS; ch++) acc[ch] = _mm512_set1_ps((float)ch);
     for (int64_t it = 0; it < iters; it++) {
 #pragma GCC unroll 12
-        for (int ch = 0; ch < ISA_PEAK_CHAINS; ch++) acc[ch] = _mm512_dpbf16_ps(acc[ch], x, y);
+        for (int ch = 0; ch < TG_ISA_PEAK_CHAINS; ch++) acc[ch] = _mm512_dpbf16_ps(acc[ch], x, y);
     }
     __m512 total = _mm512_setzero_ps();
-    for (int ch = 0; ch < ISA_PEAK_CHAINS; ch++) total = _mm512_add_ps(total, acc[ch]);
+    for (int ch = 0; ch < TG_ISA_PEAK_CHAINS; ch++) total = _mm512_add_ps(total, acc[ch]);
     *sink = _mm512_reduce_add_ps(total);
 }
 
@@ -189,15 +189,15 @@ static void round_copy(const float *x, int64_t ld, bool trans, int64_t rows, int
         for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = tg_bf16_round(trans ? x[j * ld + i] : x[i * ld + j]);
 }
 
-void ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+void TG_ISA_FN(bf16gemm_pairs)(const TgGemmPlan *plan, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                             int64_t ldc) {
     if (gemm_trivial(m, n, k, beta, c, ldc)) return;
-    float *a_round = ISA_FN(gemm_thread_buffer)(1, ((size_t)m * (size_t)k + (size_t)k * (size_t)n) * sizeof(float));
+    float *a_round = TG_ISA_FN(gemm_thread_buffer)(1, ((size_t)m * (size_t)k + (size_t)k * (size_t)n) * sizeof(float));
     float *b_round = a_round + (size_t)m * (size_t)k;
     round_copy(a, lda, trans_a, m, k, a_round);
     round_copy(b, ldb, trans_b, k, n, b_round);
-    ISA_FN(sgemm_tiled)(plan, false, false, m, n, k, alpha, a_round, k, b_round, n, beta, c, ldc);
+    TG_ISA_FN(sgemm_tiled)(plan, false, false, m, n, k, alpha, a_round, k, b_round, n, beta, c, ldc);
 }
 
 #endif

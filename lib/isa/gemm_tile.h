@@ -15,26 +15,26 @@
 #include "lib/isa/simd.h"
 
 enum {
-    MR = ISA_GEMM_MR, /* rows of the C tile */
-    NR = ISA_GEMM_NR, /* columns of the C tile: two vectors */
+    TG_MR = TG_ISA_GEMM_MR, /* rows of the C tile */
+    TG_NR = TG_ISA_GEMM_NR, /* columns of the C tile: two vectors */
 };
 
-/* One tile of C (MR rows of NR floats, row stride ldc) from its accumulators: first slice
+/* One tile of C (TG_MR rows of TG_NR floats, row stride ldc) from its accumulators: first slice
  * C = alpha acc + beta C (beta 0 never reads C), later slices C += alpha acc. */
-static inline __attribute__((always_inline)) void update_tile(float *c, int64_t ldc, vf acc[MR][2], float alpha,
+static inline __attribute__((always_inline)) void update_tile(float *c, int64_t ldc, vf acc[TG_MR][2], float alpha,
                                                               float beta, bool first) {
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < TG_MR; r++) {
         float *cr = c + r * ldc;
         if (!first) {
-            VF(cr) += alpha * acc[r][0];
-            VF(cr + VLANES) += alpha * acc[r][1];
+            TG_VF(cr) += alpha * acc[r][0];
+            TG_VF(cr + TG_VLANES) += alpha * acc[r][1];
         } else if (beta == 0.0f) {
-            VF(cr) = alpha * acc[r][0];
-            VF(cr + VLANES) = alpha * acc[r][1];
+            TG_VF(cr) = alpha * acc[r][0];
+            TG_VF(cr + TG_VLANES) = alpha * acc[r][1];
         } else {
-            VF(cr) = alpha * acc[r][0] + beta * VF(cr);
-            VF(cr + VLANES) = alpha * acc[r][1] + beta * VF(cr + VLANES);
+            TG_VF(cr) = alpha * acc[r][0] + beta * TG_VF(cr);
+            TG_VF(cr + TG_VLANES) = alpha * acc[r][1] + beta * TG_VF(cr + TG_VLANES);
         }
     }
 }
@@ -43,25 +43,25 @@ static inline __attribute__((always_inline)) void update_tile(float *c, int64_t 
 /* The tile of C (rows x cols, row stride ldc) from the accumulators. A full tile is updated in
  * place; a partial one is copied into `edge`, updated by the same vector code (so an element's
  * rounding does not depend on the tile it falls in) and copied back. */
-static inline void write_tile(vf acc[MR][2], float *c, int64_t ldc, int rows, int cols, float alpha, float beta, bool first) {
-    if (rows == MR && cols == NR) {
+static inline void write_tile(vf acc[TG_MR][2], float *c, int64_t ldc, int rows, int cols, float alpha, float beta, bool first) {
+    if (rows == TG_MR && cols == TG_NR) {
         update_tile(c, ldc, acc, alpha, beta, first);
         return;
     }
-    float edge[MR][NR] __attribute__((aligned(64)));
+    float edge[TG_MR][TG_NR] __attribute__((aligned(64)));
     bool reads_c = !first || beta != 0.0f;
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) edge[r][j] = reads_c && r < rows && j < cols ? c[r * ldc + j] : 0.0f;
-    update_tile(&edge[0][0], NR, acc, alpha, beta, first);
+    for (int r = 0; r < TG_MR; r++)
+        for (int j = 0; j < TG_NR; j++) edge[r][j] = reads_c && r < rows && j < cols ? c[r * ldc + j] : 0.0f;
+    update_tile(&edge[0][0], TG_NR, acc, alpha, beta, first);
     for (int r = 0; r < rows; r++) memcpy(c + r * ldc, edge[r], (size_t)cols * sizeof(float));
 }
 
 /* C's lines, for writing, fetched while the products run */
 static inline __attribute__((always_inline)) void prefetch_tile(float *c, int64_t ldc) {
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < TG_MR; r++) {
         __builtin_prefetch(c + r * ldc, 1, 3);
-        __builtin_prefetch(c + r * ldc + NR - 1, 1, 3);
+        __builtin_prefetch(c + r * ldc + TG_NR - 1, 1, 3);
     }
 }
 
@@ -95,7 +95,7 @@ static inline bool gemm_trivial(int64_t m, int64_t n, int64_t k, float beta, flo
 
 /* At least `bytes` (64-byte aligned) of the calling thread's packing buffer number `slot` (< 2),
  * allocated on first use, grown, never shrunk; freed when the thread ends. */
-enum { GEMM_BUFFER_SLOTS = 2 };
-void *ISA_FN(gemm_thread_buffer)(int slot, size_t bytes);
+enum { TG_GEMM_BUFFER_SLOTS = 2 };
+void *TG_ISA_FN(gemm_thread_buffer)(int slot, size_t bytes);
 
 #endif

@@ -1,9 +1,9 @@
 /* Vectors of the instruction set a kernel file is compiled for. Private to lib/isa/.
  *
  * Every file in lib/isa/ is compiled once per kernel path (CMakeLists.txt), with
- *   TG_ISA_LEVEL   0 generic, 1 avx2, 2 avx512, 3 avx512bf16, 4 amx (the values of tg_isa in
+ *   TG_ISA_LEVEL   0 generic, 1 avx2, 2 avx512, 3 avx512bf16, 4 amx (the values of TgIsa in
  *                  lib/cpu.h)
- *   TG_ISA_SUFFIX  generic, avx2, avx512, avx512bf16, amx: ISA_FN(name) is name_<suffix>, so the
+ *   TG_ISA_SUFFIX  generic, avx2, avx512, avx512bf16, amx: TG_ISA_FN(name) is tg_isa_name_<suffix>, so the
  *                  copies of a kernel link side by side and lib/cpu.c picks one table at start-up
  * and the compiler flags of that path: none beyond the build's baseline for generic (SSE2 on
  * x86-64), -mavx2 -mfma for avx2, -mavx512f -mavx512vl -mavx512bw -mavx512dq for avx512, those
@@ -11,7 +11,7 @@
  * -ffp-contract=fast -fno-math-errno for all). The two bf16 paths run the avx512 path's fp32
  * code; they differ from it in the bf16 GEMM alone (lib/isa/gemm_bf16.c, lib/isa/gemm_amx.c).
  *
- * The kernels are written once with GNU C vectors of VLANES floats: 16 (one zmm register) for
+ * The kernels are written once with GNU C vectors of TG_VLANES floats: 16 (one zmm register) for
  * avx512, 8 (one ymm) for avx2, 4 (one xmm, or whatever the target has) for generic. Lane-wise
  * + - * / round exactly like the scalar operations; with -ffp-contract=fast `acc += a * b`
  * becomes one fused multiply-add where the path has FMA (avx2, avx512) and stays a multiply and
@@ -45,62 +45,62 @@
 #if TG_ISA_LEVEL == 4 && !((defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__)))
 #error "the amx kernels need -mamx-tile -mamx-bf16"
 #endif
-#define VLANES 16
+#define TG_VLANES 16
 #elif TG_ISA_LEVEL == 1
 #if !defined(__AVX2__) || !defined(__FMA__) || defined(__AVX512F__)
 #error "the avx2 kernels need -mavx2 -mfma and no AVX-512"
 #endif
-#define VLANES 8
+#define TG_VLANES 8
 #elif TG_ISA_LEVEL == 0
 #if defined(__AVX__)
 #error "the generic kernels are compiled without AVX (the build's baseline only)"
 #endif
-#define VLANES 4
+#define TG_VLANES 4
 #else
 #error "unknown TG_ISA_LEVEL"
 #endif
 
 #define TG_ISA_CAT2(a, b) a##_##b
 #define TG_ISA_CAT(a, b) TG_ISA_CAT2(a, b)
-#define ISA_FN(name) TG_ISA_CAT(name, TG_ISA_SUFFIX)
+#define TG_ISA_FN(name) TG_ISA_CAT(tg_isa_##name, TG_ISA_SUFFIX)
 
-typedef float vf __attribute__((vector_size(4 * VLANES)));
-typedef int32_t vi __attribute__((vector_size(4 * VLANES)));
-typedef double vd __attribute__((vector_size(8 * VLANES)));   /* VLANES doubles: two registers */
-/* VLANES floats in memory at any float boundary */
-typedef float vf_unaligned __attribute__((vector_size(4 * VLANES), aligned(4), may_alias));
-typedef double vd_unaligned __attribute__((vector_size(8 * VLANES), aligned(8), may_alias));
-#define VF(ptr) (*(vf_unaligned *)(ptr))
-#define VD(ptr) (*(vd_unaligned *)(ptr))
-#define VF_ALIGNED(ptr) (*(vf *)(ptr))
+typedef float vf __attribute__((vector_size(4 * TG_VLANES)));
+typedef int32_t vi __attribute__((vector_size(4 * TG_VLANES)));
+typedef double vd __attribute__((vector_size(8 * TG_VLANES)));   /* TG_VLANES doubles: two registers */
+/* TG_VLANES floats in memory at any float boundary */
+typedef float vf_unaligned __attribute__((vector_size(4 * TG_VLANES), aligned(4), may_alias));
+typedef double vd_unaligned __attribute__((vector_size(8 * TG_VLANES), aligned(8), may_alias));
+#define TG_VF(ptr) (*(vf_unaligned *)(ptr))
+#define TG_VD(ptr) (*(vd_unaligned *)(ptr))
+#define TG_VF_ALIGNED(ptr) (*(vf *)(ptr))
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define TG_ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* *v = p[0..count), the other lanes 0, for 0 < count; and back (count may exceed VLANES: then a
+/* *v = p[0..count), the other lanes 0, for 0 < count; and back (count may exceed TG_VLANES: then a
  * whole vector). A loop that runs whole vectors and then one partial vector computes every
  * element by the same lane-wise formula. */
-ALWAYS_INLINE void load_part(vf *v, const float *p, int64_t count) {
-    if (count >= VLANES) {
-        *v = VF(p);
+TG_ALWAYS_INLINE void load_part(vf *v, const float *p, int64_t count) {
+    if (count >= TG_VLANES) {
+        *v = TG_VF(p);
         return;
     }
     *v = (vf){0};
     memcpy(v, p, (size_t)count * sizeof(float));
 }
-ALWAYS_INLINE void store_part(float *p, const vf *v, int64_t count) {
-    if (count >= VLANES) VF(p) = *v;
+TG_ALWAYS_INLINE void store_part(float *p, const vf *v, int64_t count) {
+    if (count >= TG_VLANES) TG_VF(p) = *v;
     else memcpy(p, v, (size_t)count * sizeof(float));
 }
-ALWAYS_INLINE void load_part_d(vd *v, const double *p, int64_t count) {
-    if (count >= VLANES) {
-        *v = VD(p);
+TG_ALWAYS_INLINE void load_part_d(vd *v, const double *p, int64_t count) {
+    if (count >= TG_VLANES) {
+        *v = TG_VD(p);
         return;
     }
     *v = (vd){0};
     memcpy(v, p, (size_t)count * sizeof(double));
 }
-ALWAYS_INLINE void store_part_d(double *p, const vd *v, int64_t count) {
-    if (count >= VLANES) VD(p) = *v;
+TG_ALWAYS_INLINE void store_part_d(double *p, const vd *v, int64_t count) {
+    if (count >= TG_VLANES) TG_VD(p) = *v;
     else memcpy(p, v, (size_t)count * sizeof(double));
 }
 
@@ -108,7 +108,7 @@ ALWAYS_INLINE void store_part_d(double *p, const vd *v, int64_t count) {
  * target has FMA (there -ffp-contract=fast fuses the vector code). Written out because the
  * vectoriser may turn a scalar loop's multiplies into a vector operation and leave the adds
  * apart, which would round them twice. */
-ALWAYS_INLINE float scalar_fma(float a, float b, float c) {
+TG_ALWAYS_INLINE float scalar_fma(float a, float b, float c) {
 #ifdef __FP_FAST_FMAF
     return __builtin_fmaf(a, b, c);
 #else
@@ -117,33 +117,33 @@ ALWAYS_INLINE float scalar_fma(float a, float b, float c) {
 }
 
 /* sum of the lanes, lane 0 first (a fixed order) */
-ALWAYS_INLINE float lane_sum(const vf *v) {
+TG_ALWAYS_INLINE float lane_sum(const vf *v) {
     float sum = (*v)[0];
-    for (int l = 1; l < VLANES; l++) sum += (*v)[l];
+    for (int l = 1; l < TG_VLANES; l++) sum += (*v)[l];
     return sum;
 }
-ALWAYS_INLINE double lane_sum_d(const vd *v) {
+TG_ALWAYS_INLINE double lane_sum_d(const vd *v) {
     double sum = (*v)[0];
-    for (int l = 1; l < VLANES; l++) sum += (*v)[l];
+    for (int l = 1; l < TG_VLANES; l++) sum += (*v)[l];
     return sum;
 }
-ALWAYS_INLINE float lane_max(const vf *v) {
+TG_ALWAYS_INLINE float lane_max(const vf *v) {
     float m = (*v)[0];
-    for (int l = 1; l < VLANES; l++) m = (*v)[l] > m ? (*v)[l] : m;
+    for (int l = 1; l < TG_VLANES; l++) m = (*v)[l] > m ? (*v)[l] : m;
     return m;
 }
-ALWAYS_INLINE void vmax_inplace(vf *acc, const vf *x) {
+TG_ALWAYS_INLINE void vmax_inplace(vf *acc, const vf *x) {
     vi greater = *x > *acc;
     *acc = (vf)((greater & (vi)*x) | (~greater & (vi)*acc));
 }
-ALWAYS_INLINE void widen(vd *out, const vf *in) { *out = __builtin_convertvector(*in, vd); }
+TG_ALWAYS_INLINE void widen(vd *out, const vf *in) { *out = __builtin_convertvector(*in, vd); }
 
 /* x = exp(x) for x <= 0 (a softmax's argument after its max is subtracted).
  * Cephes' expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n written
  * into the exponent bits. Over every float in [-87, 0] the largest relative error is about
  * 1e-7 (glibc's expf: 6e-8); below -87 it returns exp(-87) = 1.6e-38 instead of a subnormal,
  * nothing next to a softmax row's largest term, 1. Unlike a call to expf it vectorises. */
-ALWAYS_INLINE void exp_nonpositive(vf *x_inout) {
+TG_ALWAYS_INLINE void exp_nonpositive(vf *x_inout) {
     const vf lowest = (vf){0} - 87.0f;
     vf x = *x_inout;
     vi below = x < lowest;
@@ -163,7 +163,7 @@ ALWAYS_INLINE void exp_nonpositive(vf *x_inout) {
 
 /* x = sigmoid(x) = 1 / (1 + exp(-x)), through exp of -|x| <= 0 so no exp overflows:
  *   x >= 0: 1 / (1 + e),   x < 0: e / (1 + e),   e = exp(-|x|). */
-ALWAYS_INLINE void sigmoid(vf *x_inout) {
+TG_ALWAYS_INLINE void sigmoid(vf *x_inout) {
     vf x = *x_inout;
     vi negative = x < 0.0f;
     const vi sign_bit = (vi){0} + INT32_MIN;

@@ -3,26 +3,26 @@
  * multiply-add loop that measures the path's ceiling. The contracts are in lib/kernels.h.
  *
  * Every loop runs whole vectors and then one partial vector (load_part / store_part), so each
- * element goes through the same lane-wise code wherever its range ends; reductions keep VLANES
+ * element goes through the same lane-wise code wherever its range ends; reductions keep TG_VLANES
  * partial sums (in double where the op's definition says so) added lane 0 first. */
 #include <math.h>
 
 #include "lib/isa/isa_kernels.h"
 #include "lib/isa/simd.h"
 
-/* Rows of at most VLANES - 1 floats past the last whole vector. */
-#define FOR_VECTORS(j, n) for (int64_t j = 0; j < (n); j += VLANES)
+/* Rows of at most TG_VLANES - 1 floats past the last whole vector. */
+#define FOR_VECTORS(j, n) for (int64_t j = 0; j < (n); j += TG_VLANES)
 
 /* ---- softmax ---- */
 
 /* max_j p_j: exact in any order, so whole vectors and then the scalar tail */
-ALWAYS_INLINE float row_max(const float *p, int64_t n) {
+TG_ALWAYS_INLINE float row_max(const float *p, int64_t n) {
     float max_value = p[0];
     int64_t j = 0;
-    if (n >= VLANES) {
-        vf maxes = VF(p);
-        for (j = VLANES; j + VLANES <= n; j += VLANES) {
-            vf next = VF(p + j);
+    if (n >= TG_VLANES) {
+        vf maxes = TG_VF(p);
+        for (j = TG_VLANES; j + TG_VLANES <= n; j += TG_VLANES) {
+            vf next = TG_VF(p + j);
             vmax_inplace(&maxes, &next);
         }
         max_value = lane_max(&maxes);
@@ -31,12 +31,12 @@ ALWAYS_INLINE float row_max(const float *p, int64_t n) {
     return max_value;
 }
 
-/* zero the lanes at and past `count` (count < VLANES) */
-ALWAYS_INLINE void zero_past(vf *v, int64_t count) {
-    for (int64_t l = count; l < VLANES; l++) (*v)[l] = 0.0f;
+/* zero the lanes at and past `count` (count < TG_VLANES) */
+TG_ALWAYS_INLINE void zero_past(vf *v, int64_t count) {
+    for (int64_t l = count; l < TG_VLANES; l++) (*v)[l] = 0.0f;
 }
 
-void ISA_FN(softmax_scaled)(float *p, int64_t n, float scale) {
+void TG_ISA_FN(softmax_scaled)(float *p, int64_t n, float scale) {
     float max_score = row_max(p, n);
     vf sums = {0};
     FOR_VECTORS(j, n) {
@@ -44,7 +44,7 @@ void ISA_FN(softmax_scaled)(float *p, int64_t n, float scale) {
         load_part(&e, p + j, n - j);
         e = (e - max_score) * scale;
         exp_nonpositive(&e);
-        if (n - j < VLANES) zero_past(&e, n - j);
+        if (n - j < TG_VLANES) zero_past(&e, n - j);
         store_part(p + j, &e, n - j);
         sums += e;
     }
@@ -57,7 +57,7 @@ void ISA_FN(softmax_scaled)(float *p, int64_t n, float scale) {
     }
 }
 
-void ISA_FN(softmax_backward)(const float *p, float *dp, int64_t n, float scale) {
+void TG_ISA_FN(softmax_backward)(const float *p, float *dp, int64_t n, float scale) {
     vf sums = {0};
     FOR_VECTORS(j, n) {   /* the padding lanes are 0 * 0 */
         vf p_j, dp_j;
@@ -77,7 +77,7 @@ void ISA_FN(softmax_backward)(const float *p, float *dp, int64_t n, float scale)
 
 /* ---- cross-entropy's exponentials ---- */
 
-double ISA_FN(logsumexp)(const float *z, int64_t n) {
+double TG_ISA_FN(logsumexp)(const float *z, int64_t n) {
     float max_value = row_max(z, n);
     vd sums = {0};
     FOR_VECTORS(j, n) {
@@ -85,7 +85,7 @@ double ISA_FN(logsumexp)(const float *z, int64_t n) {
         load_part(&e, z + j, n - j);
         e -= max_value;
         exp_nonpositive(&e);
-        if (n - j < VLANES) zero_past(&e, n - j);
+        if (n - j < TG_VLANES) zero_past(&e, n - j);
         vd wide;
         widen(&wide, &e);
         sums += wide;
@@ -93,7 +93,7 @@ double ISA_FN(logsumexp)(const float *z, int64_t n) {
     return (double)max_value + log(lane_sum_d(&sums));
 }
 
-void ISA_FN(scaled_exp)(const float *z, int64_t n, float shift, float scale, float *out, bool accumulate) {
+void TG_ISA_FN(scaled_exp)(const float *z, int64_t n, float shift, float scale, float *out, bool accumulate) {
     FOR_VECTORS(j, n) {
         vf e;
         load_part(&e, z + j, n - j);   /* before out is written: out may be z */
@@ -111,7 +111,7 @@ void ISA_FN(scaled_exp)(const float *z, int64_t n, float shift, float scale, flo
 
 /* ---- SwiGLU ---- */
 
-void ISA_FN(swiglu_forward)(const float *a, const float *b, float *y, int64_t n) {
+void TG_ISA_FN(swiglu_forward)(const float *a, const float *b, float *y, int64_t n) {
     FOR_VECTORS(i, n) {
         vf a_i, b_i;
         load_part(&a_i, a + i, n - i);
@@ -126,7 +126,7 @@ void ISA_FN(swiglu_forward)(const float *a, const float *b, float *y, int64_t n)
 /* Differentiating y = silu(a) b = a s(a) b:
  *   da += dy b silu'(a),  silu'(a) = s (1 + a (1 - s))
  *   db += dy silu(a)                                   */
-void ISA_FN(swiglu_backward)(const float *a, const float *b, const float *dy, float *da, float *db, int64_t n,
+void TG_ISA_FN(swiglu_backward)(const float *a, const float *b, const float *dy, float *da, float *db, int64_t n,
                              bool da_accumulate, bool db_accumulate) {
     FOR_VECTORS(i, n) {
         vf a_i, b_i, dy_i, old;
@@ -150,7 +150,7 @@ void ISA_FN(swiglu_backward)(const float *a, const float *b, const float *dy, fl
 
 /* ---- RMSNorm ---- */
 
-float ISA_FN(rmsnorm_forward)(const float *x, const float *g, float *y, int64_t d, float eps) {
+float TG_ISA_FN(rmsnorm_forward)(const float *x, const float *g, float *y, int64_t d, float eps) {
     vd sums = {0};
     FOR_VECTORS(j, d) {
         vf x_j;
@@ -173,7 +173,7 @@ float ISA_FN(rmsnorm_forward)(const float *x, const float *g, float *y, int64_t 
 /* Differentiating y = xhat g, xhat = x rstd, rstd = (mean(x^2) + eps)^(-1/2):
  *   dxhat_j = dy_j g_j,   d rstd / dx_k = -rstd^3 x_k / d, hence
  *   dx_k += rstd (dxhat_k - xhat_k mean_j(dxhat_j xhat_j)) */
-void ISA_FN(rmsnorm_backward)(const float *x, const float *g, const float *dy, float rstd, float *dx, int64_t d,
+void TG_ISA_FN(rmsnorm_backward)(const float *x, const float *g, const float *dy, float rstd, float *dx, int64_t d,
                               bool accumulate) {
     vd sums = {0};
     FOR_VECTORS(j, d) {
@@ -203,7 +203,7 @@ void ISA_FN(rmsnorm_backward)(const float *x, const float *g, const float *dy, f
     }
 }
 
-void ISA_FN(rmsnorm_gain_grad)(const float *x, const float *dy, float rstd, double *dg_sum, int64_t n) {
+void TG_ISA_FN(rmsnorm_gain_grad)(const float *x, const float *dy, float rstd, double *dg_sum, int64_t n) {
     FOR_VECTORS(j, n) {
         vf x_j, dy_j;
         load_part(&x_j, x + j, n - j);
@@ -223,8 +223,8 @@ void ISA_FN(rmsnorm_gain_grad)(const float *x, const float *dy, float rstd, doub
 /* forward:   [x'_i, x'_{i+h}] = [[cos, -sin], [sin, cos]] [x_i, x_{i+h}]
  * backward:  the matrix is orthogonal, so [dx_i, dx_{i+h}] (+)= its transpose times
  *            [dy_i, dy_{i+h}]: dx_i = dy_i cos + dy_{i+h} sin, dx_{i+h} = dy_{i+h} cos - dy_i sin */
-void ISA_FN(rope)(const float *in, float *out, const float *cos, const float *sin, int64_t heads, int64_t head_dim,
-                  tg_rope_mode mode) {
+void TG_ISA_FN(rope)(const float *in, float *out, const float *cos, const float *sin, int64_t heads, int64_t head_dim,
+                  TgRopeMode mode) {
     const int64_t half = head_dim / 2;
     for (int64_t head = 0; head < heads; head++) {
         const float *x = in + head * head_dim;
@@ -258,14 +258,14 @@ void ISA_FN(rope)(const float *in, float *out, const float *cos, const float *si
 /* ---- AdamW ---- */
 
 /* lane-wise square root: correctly rounded, like sqrtf (vsqrtps/sqrtps without errno) */
-ALWAYS_INLINE void vsqrt(vf *v) {
-    for (int l = 0; l < VLANES; l++) (*v)[l] = sqrtf((*v)[l]);
+TG_ALWAYS_INLINE void vsqrt(vf *v) {
+    for (int l = 0; l < TG_VLANES; l++) (*v)[l] = sqrtf((*v)[l]);
 }
 
-void ISA_FN(adamw)(const TgAdamW *args, int64_t begin, int64_t end) {
+void TG_ISA_FN(adamw)(const TgAdamW *args, int64_t begin, int64_t end) {
     const float beta1 = args->beta1, beta2 = args->beta2, step_size = args->step_size;
     const float bias2_sqrt = args->bias2_sqrt, eps = args->eps, keep = 1.0f - args->decay;
-    for (int64_t i = begin; i < end; i += VLANES) {
+    for (int64_t i = begin; i < end; i += TG_VLANES) {
         int64_t count = end - i;
         vf g, p, m, v;
         load_part(&g, args->g + i, count);
@@ -286,9 +286,9 @@ void ISA_FN(adamw)(const TgAdamW *args, int64_t begin, int64_t end) {
 
 /* ---- the multiply-add ceiling ---- */
 
-enum { PEAK_CHAINS = ISA_PEAK_CHAINS };
+enum { PEAK_CHAINS = TG_ISA_PEAK_CHAINS };
 
-void ISA_FN(fma_loop)(int64_t iters, float *sink) {
+void TG_ISA_FN(fma_loop)(int64_t iters, float *sink) {
     volatile float seed = 1.0f;   /* values the compiler cannot see, so nothing folds */
     vf acc[PEAK_CHAINS], mul = (vf){0} + seed * 0.999999f, add = (vf){0} + seed * 1e-7f;
     for (int c = 0; c < PEAK_CHAINS; c++) acc[c] = (vf){0} + (float)c;

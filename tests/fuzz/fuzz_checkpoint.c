@@ -1,5 +1,5 @@
-/* The checkpoint reader, as `ckpt info` uses it (checkpoint_inspect) and as sample, eval, resume
- * and `ckpt export` do (checkpoint_read_config, tg_model_build from that config, checkpoint_load).
+/* The checkpoint reader, as `ckpt info` uses it (tg_checkpoint_inspect) and as sample, eval, resume
+ * and `ckpt export` do (tg_checkpoint_read_config, tg_model_build from that config, tg_checkpoint_load).
  *
  * Built twice from this file: fuzz_checkpoint gzip-wraps the fuzzer's bytes, so its inputs are
  * decompressed streams and mutations reach the header, records and trainer state behind the
@@ -38,16 +38,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("ckpt.tgck", file, len);
     free(file);
 #endif
-    CheckpointInfo info;
-    CheckpointTensorInfo *tensors = NULL;
+    TgCheckpointInfo info;
+    TgCheckpointTensorInfo *tensors = NULL;
     int n = 0;
-    if (checkpoint_inspect(path, &info, &tensors, &n) == TG_OK) free(tensors);
+    if (tg_checkpoint_inspect(path, &info, &tensors, &n) == TG_OK) free(tensors);
     TgModelConfig cfg;
     uint64_t fingerprint;
-    if (checkpoint_read_config(path, &cfg, &fingerprint) == TG_OK) {
+    if (tg_checkpoint_read_config(path, &cfg, &fingerprint) == TG_OK) {
         TgModel model;
         tg_model_build(&model, &cfg);
-        checkpoint_load(path, &model, &info);
+        tg_checkpoint_load(path, &model, &info);
         tg_model_free(&model);
     }
     return 0;

@@ -31,11 +31,11 @@ static const TgTokenizer *tokenizer(void) {
     return &tok;
 }
 
-static void check_conversation(const Conversation *conv, const TgTokenizer *tok, const ChatTokens *ct) {
-    ChatIds ids = {0};
-    if (chat_encode_conversation(tok, ct, conv, &ids) != TG_OK) abort();
+static void check_conversation(const TgConversation *conv, const TgTokenizer *tok, const TgChatTokens *ct) {
+    TgChatIds ids = {0};
+    if (tg_chat_encode_conversation(tok, ct, conv, &ids) != TG_OK) abort();
     size_t len, n;
-    char *text = chat_render_text(conv, false, &len);
+    char *text = tg_chat_render_text(conv, false, &len);
     size_t cap = tg_tokenizer_max_ids(tok, len);
     int32_t *whole = malloc((cap + 1) * sizeof *whole);
     if (tg_tokenizer_encode(tok, text, len, whole, cap, &n) != TG_OK) abort();
@@ -44,9 +44,9 @@ static void check_conversation(const Conversation *conv, const TgTokenizer *tok,
      * reply only, nothing trained in a system or user turn; the turns make the conversation */
     size_t at = 0;
     for (size_t t = 0; t < conv->n_turns; t++) {
-        ChatIds turn = {0};
-        bool reply = conv->turns[t].role == CHAT_ASSISTANT;
-        if (chat_encode_turn(tok, ct, conv->turns[t].role, chat_turn_text(conv, t), conv->turns[t].len, &turn) != TG_OK) abort();
+        TgChatIds turn = {0};
+        bool reply = conv->turns[t].role == TG_CHAT_ASSISTANT;
+        if (tg_chat_encode_turn(tok, ct, conv->turns[t].role, chat_turn_text(conv, t), conv->turns[t].len, &turn) != TG_OK) abort();
         if (turn.n < 4 || turn.ids[0] != ct->im_start || turn.trained[0]) abort();
         if (turn.ids[turn.n - 2] != ct->im_end || turn.trained[turn.n - 2] != reply || turn.trained[turn.n - 1]) abort();
         for (size_t i = 0; i < turn.n; i++)
@@ -55,30 +55,30 @@ static void check_conversation(const Conversation *conv, const TgTokenizer *tok,
             memcmp(ids.trained + at, turn.trained, turn.n) != 0)
             abort();
         at += turn.n;
-        chat_ids_free(&turn);
+        tg_chat_ids_free(&turn);
     }
     if (at != ids.n) abort();
     free(whole), free(text);
-    chat_ids_free(&ids);
+    tg_chat_ids_free(&ids);
 }
 
 /* The prepared file through the packing loader. */
 static void check_prepared(const char *path, const TgTokenizer *tok) {
     const char *dir = fuzz_scratch();
-    SftPrepareOptions opt = {.sources = path, .tok = tok, .seq_len = SEQ, .val_fraction = 0.5};
-    SftPrepareResult res;
-    if (sft_prepare(&opt, dir, NULL, &res) != TG_OK) return; /* too few conversations, say: refused */
+    TgSftPrepareOptions opt = {.sources = path, .tok = tok, .seq_len = SEQ, .val_fraction = 0.5};
+    TgSftPrepareResult res;
+    if (tg_sft_prepare(&opt, dir, NULL, &res) != TG_OK) return; /* too few conversations, say: refused */
     if (res.conversations < 2 || res.train_conversations + res.val_conversations != res.conversations) abort();
-    SftSplit split;
-    if (sft_split_open(&split, dir, PREPARE_TRAIN_FILE, SFT_TRAIN_MASK_FILE, (uint32_t)tok->vocab_size, tok->fingerprint, SEQ) !=
+    TgSftSplit split;
+    if (tg_sft_split_open(&split, dir, TG_PREPARE_TRAIN_FILE, TG_SFT_TRAIN_MASK_FILE, (uint32_t)tok->vocab_size, tok->fingerprint, SEQ) !=
             TG_OK ||
         split.n_conversations != res.train_conversations)
         abort();
-    SftLoader ld;
-    if (sft_loader_init(&ld, &split, 2, SEQ, 7, tok->eot_id, SFT_ORDER_SHUFFLED) != TG_OK) abort();
+    TgSftLoader ld;
+    if (tg_sft_loader_init(&ld, &split, 2, SEQ, 7, tok->eot_id, TG_SFT_ORDER_SHUFFLED) != TG_OK) abort();
     int32_t in[2 * SEQ], tg[2 * SEQ], ks[2 * SEQ];
     for (int b = 0; b < 3; b++) {
-        if (sft_loader_next(&ld, in, tg, ks) != TG_OK) abort();
+        if (tg_sft_loader_next(&ld, in, tg, ks) != TG_OK) abort();
         for (int i = 0; i < 2 * SEQ; i++) {
             int p = i % SEQ;
             if (in[i] < 0 || in[i] >= tok->vocab_size) abort();
@@ -86,35 +86,35 @@ static void check_prepared(const char *path, const TgTokenizer *tok) {
             if (ks[i] < 0 || ks[i] > p || (p > 0 && ks[i] < ks[i - 1])) abort();
         }
     }
-    sft_loader_free(&ld);
-    sft_split_close(&split);
-    const char *files[] = {PREPARE_TRAIN_FILE, PREPARE_VAL_FILE, SFT_TRAIN_MASK_FILE, SFT_VAL_MASK_FILE};
+    tg_sft_loader_free(&ld);
+    tg_sft_split_close(&split);
+    const char *files[] = {TG_PREPARE_TRAIN_FILE, TG_PREPARE_VAL_FILE, TG_SFT_TRAIN_MASK_FILE, TG_SFT_VAL_MASK_FILE};
     for (size_t i = 0; i < 4; i++) fuzz_remove(files[i]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const TgTokenizer *tok = tokenizer();
-    ChatTokens ct;
-    if (chat_tokens_find(tok, "fuzz", &ct) != TG_OK) abort();
+    TgChatTokens ct;
+    if (tg_chat_tokens_find(tok, "fuzz", &ct) != TG_OK) abort();
     const char *written = fuzz_write("conversations.jsonl", data, size);
     char path[1024];
     snprintf(path, sizeof path, "%s", written);
-    JsonlReader r;
-    if (jsonl_open(&r, path) != TG_OK) return 0;
-    Conversation conv = {0};
-    JsonlLine line;
-    while (jsonl_next(&r, &line) == TG_OK && line.kind != JSONL_END) {
+    TgJsonlReader r;
+    if (tg_jsonl_open(&r, path) != TG_OK) return 0;
+    TgConversation conv = {0};
+    TgJsonlLine line;
+    while (tg_jsonl_next(&r, &line) == TG_OK && line.kind != TG_JSONL_END) {
         char why[320];
-        if (line.kind != JSONL_OBJECT) continue;
-        if (!chat_conversation_parse(&line, &conv, why, sizeof why)) {
+        if (line.kind != TG_JSONL_OBJECT) continue;
+        if (!tg_chat_conversation_parse(&line, &conv, why, sizeof why)) {
             if (!why[0] || !strstr(why, "line ")) abort(); /* a refusal names its line */
             continue;
         }
         if (conv.n_turns == 0) abort();
         check_conversation(&conv, tok, &ct);
     }
-    jsonl_close(&r);
-    chat_conversation_free(&conv);
+    tg_jsonl_close(&r);
+    tg_chat_conversation_free(&conv);
     check_prepared(path, tok);
     return 0;
 }

@@ -41,9 +41,9 @@ static void round_trip(const TgTokenizer *tok, const char *text, size_t len) {
 static void read_and_tokenize(const char *path) {
     char *text;
     size_t len;
-    CorpusInfo info;
-    if (corpus_read_info(path, &text, &len, &info) != TG_OK) return;
-    if (corpus_is_binary(text, len) && info.files_read == 1 && info.files_binary == 0) abort(); /* it was read as text */
+    TgCorpusInfo info;
+    if (tg_corpus_read_info(path, &text, &len, &info) != TG_OK) return;
+    if (tg_corpus_is_binary(text, len) && info.files_read == 1 && info.files_binary == 0) abort(); /* it was read as text */
     TgTokenizer tok;
     if (tg_tokenizer_char_train(text, len, &tok) == TG_OK) {
         round_trip(&tok, text, len);
@@ -55,7 +55,7 @@ static void read_and_tokenize(const char *path) {
         tg_tokenizer_free(&tok);
     }
     size_t n_train, n_val;
-    corpus_split(len, PREPARE_DEFAULT_VAL_FRACTION, 8, &n_train, &n_val);
+    tg_corpus_split(len, TG_PREPARE_DEFAULT_VAL_FRACTION, 8, &n_train, &n_val);
     free(text);
 }
 

@@ -13,17 +13,17 @@
 
 /* Every document of path, concatenated with their lengths; *n documents. */
 static char *documents(const char *path, size_t *len, uint64_t *n, uint64_t *malformed) {
-    SourceList list;
+    TgSourceList list;
     *len = 0, *n = 0, *malformed = 0;
-    if (sources_list(path, &list) != TG_OK) return NULL;
-    DocReader r;
-    DocOptions opt = {.text_field = "text", .whole_documents = true};
-    doc_reader_open(&r, &list, &opt);
+    if (tg_sources_list(path, &list) != TG_OK) return NULL;
+    TgDocReader r;
+    TgDocOptions opt = {.text_field = "text", .whole_documents = true};
+    tg_doc_reader_open(&r, &list, &opt);
     char *out = NULL;
     for (;;) {
-        DocPiece p;
+        TgDocPiece p;
         bool got;
-        if (doc_reader_next(&r, &p, &got) != TG_OK || !got) break;
+        if (tg_doc_reader_next(&r, &p, &got) != TG_OK || !got) break;
         if (!p.doc_end || p.len == 0) abort(); /* a JSONL document is one piece, never empty */
         out = realloc(out, *len + p.len + sizeof(size_t));
         memcpy(out + *len, &p.len, sizeof(size_t));
@@ -31,38 +31,38 @@ static char *documents(const char *path, size_t *len, uint64_t *n, uint64_t *mal
         *len += p.len + sizeof(size_t);
     }
     *n = r.documents, *malformed = r.malformed_lines;
-    doc_reader_close(&r);
-    sources_free(&list);
+    tg_doc_reader_close(&r);
+    tg_sources_free(&list);
     return out;
 }
 
 /* The lines as the reader hands them out: each object walked member by member. */
 static void walk_lines(const char *path, size_t size) {
-    JsonlReader r;
-    if (jsonl_open(&r, path) != TG_OK) return;
+    TgJsonlReader r;
+    if (tg_jsonl_open(&r, path) != TG_OK) return;
     int64_t last = 0, seen = 0;
-    JsonlLine line;
-    while (jsonl_next(&r, &line) == TG_OK && line.kind != JSONL_END) {
+    TgJsonlLine line;
+    while (tg_jsonl_next(&r, &line) == TG_OK && line.kind != TG_JSONL_END) {
         if (line.number <= last) abort(); /* line numbers grow */
         last = line.number;
         seen++;
-        if (line.kind != JSONL_OBJECT) continue;
+        if (line.kind != TG_JSONL_OBJECT) continue;
         if (line.text[line.len] != '\0' || memchr(line.text, '\n', line.len)) abort();
-        JsonCursor c = json_cursor(line.text, line.len, 0);
-        json_skip(&c);
+        TgJsonCursor c = tg_json_cursor(line.text, line.len, 0);
+        tg_json_skip(&c);
         while (c.pos < c.len && strchr(" \t\r", c.text[c.pos])) c.pos++;
         if (c.pos != line.len) abort(); /* the object is the whole line */
-        JsonString value;
+        TgJsonString value;
         char why[256];
-        if (jsonl_string_member(&line, "conversations", &value, why, sizeof why)) {
+        if (tg_jsonl_string_member(&line, "conversations", &value, why, sizeof why)) {
             char *out = malloc(value.raw_len + 1);
-            json_decode(value, out);
+            tg_json_decode(value, out);
             free(out);
         }
     }
     if (seen + r.empty_lines != r.line_no) abort(); /* every line accounted for */
     if ((size_t)r.line_no > size + 1) abort();
-    jsonl_close(&r);
+    tg_jsonl_close(&r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,4 +1,4 @@
-/* The safetensors reader from a buffer (st_open_buffer, every entry read as float and as int),
+/* The safetensors reader from a buffer (tg_st_open_buffer, every entry read as float and as int),
  * and the importer behind `train --init-from` into a model of the seed run's shape. */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -25,29 +25,29 @@ static TgModel *seed_model(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    StFile *file;
-    if (st_open_buffer("fuzz.safetensors", data, size, &file) == TG_OK) {
-        for (size_t i = 0; i < st_count(file); i++) {
-            const StEntry *e = st_entry_at(file, i);
+    TgStFile *file;
+    if (tg_st_open_buffer("fuzz.safetensors", data, size, &file) == TG_OK) {
+        for (size_t i = 0; i < tg_st_count(file); i++) {
+            const TgStEntry *e = tg_st_entry_at(file, i);
             /* numel <= nbytes <= size: every dtype takes at least a byte */
             void *out = malloc((size_t)e->numel * 4 + 4);
-            st_read_f32(file, e->name, out, e->numel);
-            st_read_i32(file, e->name, out, e->numel);
-            if (st_find(file, e->name) != e) abort(); /* names are unique: each finds itself */
+            tg_st_read_f32(file, e->name, out, e->numel);
+            tg_st_read_i32(file, e->name, out, e->numel);
+            if (tg_st_find(file, e->name) != e) abort(); /* names are unique: each finds itself */
             free(out);
         }
-        WeightsTokenizer recorded;
-        weights_tokenizer_read(file, &recorded);
-        for (size_t i = 0; i < st_metadata_count(file); i++) {
+        TgWeightsTokenizer recorded;
+        tg_weights_tokenizer_read(file, &recorded);
+        for (size_t i = 0; i < tg_st_metadata_count(file); i++) {
             const char *key, *value;
-            st_metadata_at(file, i, &key, &value);
-            if (st_metadata(file, key) != value) abort();
+            tg_st_metadata_at(file, i, &key, &value);
+            if (tg_st_metadata(file, key) != value) abort();
         }
-        st_close(file);
+        tg_st_close(file);
     }
     /* the seeds record the tokenizer of the run they come from (make_seeds.sh): a mutation gets
      * past the check of the fingerprint only when it keeps it */
     static const TgTokenizer seed_tokenizer = {.kind = TG_TOKENIZER_CHAR, .vocab_size = 17, .fingerprint = FUZZ_SEED_TOKENIZER};
-    model_import_safetensors(seed_model(), fuzz_write("w.safetensors", data, size), &seed_tokenizer, NULL);
+    tg_model_import_safetensors(seed_model(), fuzz_write("w.safetensors", data, size), &seed_tokenizer, NULL);
     return 0;
 }

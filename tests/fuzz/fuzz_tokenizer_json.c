@@ -1,4 +1,4 @@
-/* The tokenizer.json reader (tokenizer_hf_load: `train --tokenizer hf:FILE`, and a run whose
+/* The tokenizer.json reader (tg_tokenizer_hf_load: `train --tokenizer hf:FILE`, and a run whose
  * tokenizer.txt points to one), and what a loaded tokenizer must then do: encode a text to ids
  * in range, decode them, give every id's bytes and text, be exportable, and round-trip through
  * what a run writes: saved as tokenizer.txt + tokenizer.json and loaded again it has the same
@@ -48,7 +48,7 @@ static const char *save_as_run(const TgTokenizer *tok, const char *folder) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     TgTokenizer tok, again;
-    if (tokenizer_hf_load(fuzz_write("tokenizer.json", data, size), &tok) != TG_OK) return 0;
+    if (tg_tokenizer_hf_load(fuzz_write("tokenizer.json", data, size), &tok) != TG_OK) return 0;
     size_t n, m, len;
     int32_t *ids = encode(&tok, &n);
     char *back;
@@ -56,10 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(back);
     for (int32_t id = 0; id < tok.vocab_size; id++) {
         tg_tokenizer_token_bytes(&tok, id, &len);
-        free(tokenizer_hf_token_text(&tok, id));
+        free(tg_tokenizer_hf_token_text(&tok, id));
     }
     /* what was accepted is what a run keeps: exportable, and the same after saving */
-    if (tokenizer_hf_check_exportable(&tok) != TG_OK) abort();
+    if (tg_tokenizer_hf_check_exportable(&tok) != TG_OK) abort();
     if (tg_tokenizer_load(save_as_run(&tok, "run"), &again) != TG_OK) abort();
     if (again.fingerprint != tok.fingerprint) abort();
     int32_t *ids_again = encode(&again, &m);

@@ -10,14 +10,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("val.tok", data, size);
     int32_t *ids;
     size_t n;
-    TokfileHeader h;
-    if (tokfile_read_full(path, &ids, &n, &h) == TG_OK) {
+    TgTokfileHeader h;
+    if (tg_tokfile_read_full(path, &ids, &n, &h) == TG_OK) {
         for (size_t i = 0; i < n; i++)
             if (ids[i] < 0 || (uint32_t)ids[i] >= h.vocab_size) abort();
         free(ids);
     }
-    tokfile_read_header(path, &h);
-    if (tokfile_read_for(path, 17, 0, &ids, &n) == TG_OK) {
+    tg_tokfile_read_header(path, &h);
+    if (tg_tokfile_read_for(path, 17, 0, &ids, &n) == TG_OK) {
         for (size_t i = 0; i < n; i++)
             if (ids[i] < 0 || ids[i] >= 17) abort();
         free(ids);

@@ -91,13 +91,13 @@ void ckpt_expect_resume_reaches(const char *run, const char *extra, int step, co
     free(path);
 }
 
-TgStatus ckpt_load_model(const char *path, TgModel *model, CheckpointInfo *info) {
+TgStatus ckpt_load_model(const char *path, TgModel *model, TgCheckpointInfo *info) {
     TgModelConfig cfg;
     uint64_t fingerprint;
     memset(model, 0, sizeof *model);
-    TG_TRY(checkpoint_read_config(path, &cfg, &fingerprint));
+    TG_TRY(tg_checkpoint_read_config(path, &cfg, &fingerprint));
     tg_model_build(model, &cfg);
-    TgStatus s = checkpoint_load(path, model, info);
+    TgStatus s = tg_checkpoint_load(path, model, info);
     if (s != TG_OK) tg_model_free(model);
     return s;
 }
@@ -168,7 +168,7 @@ bool ckpt_raw_find(const uint8_t *raw, size_t len, const char *name, int kind, C
     cr_assert_eq(version, 2u, "ckpt_raw_find reads version 2 streams");
     memcpy(&flags, raw + CKPT_OFF_FLAGS, 4);
     size_t p = CKPT_OFF_COUNT;
-    if (flags & CHECKPOINT_FLAG_ADAPTER) { /* an adapter's tag sits before the count */
+    if (flags & TG_CHECKPOINT_FLAG_ADAPTER) { /* an adapter's tag sits before the count */
         uint16_t tag_len;
         memcpy(&tag_len, raw + p, 2);
         p += 2 + tag_len;
@@ -218,7 +218,7 @@ void ckpt_plant_values(const char *path, const char *name, int kind, int64_t fro
     uint8_t bytes[4];
     memcpy(bytes, &value, 4);
     for (size_t i = (size_t)from; i < end; i++)
-        for (size_t b = 0; b < 4; b++) raw[(flags & CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + i : data + 4 * i + b] = bytes[b];
+        for (size_t b = 0; b < 4; b++) raw[(flags & TG_CHECKPOINT_FLAG_SHUFFLED) ? data + b * n + i : data + 4 * i + b] = bytes[b];
     ckpt_raw_write(path, raw, len);
     free(raw);
 }
@@ -251,8 +251,8 @@ int ckpt_wait_at_most(pid_t pid, double seconds) {
 int64_t ckpt_latest_step(const char *run) {
     char path[4200];
     TgModel model;
-    CheckpointInfo info;
-    cr_assert_eq(checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
+    TgCheckpointInfo info;
+    cr_assert_eq(tg_checkpoint_resolve(run, path, sizeof path), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(path, &model, &info), TG_OK, "%s", tg_error_message());
     tg_model_free(&model);
     return info.state.step;
@@ -325,10 +325,10 @@ void ckpt_expect_same_metrics(const char *a, const char *b, int64_t after, int e
 
 void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step) {
     char pa[4200], pb[4200];
-    cr_assert_eq(checkpoint_resolve(a, pa, sizeof pa), TG_OK, "%s", tg_error_message());
-    cr_assert_eq(checkpoint_resolve(b, pb, sizeof pb), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_resolve(a, pa, sizeof pa), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_checkpoint_resolve(b, pb, sizeof pb), TG_OK, "%s", tg_error_message());
     TgModel ma, mb;
-    CheckpointInfo ia, ib;
+    TgCheckpointInfo ia, ib;
     cr_assert_eq(ckpt_load_model(pa, &ma, &ia), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ckpt_load_model(pb, &mb, &ib), TG_OK, "%s", tg_error_message());
     cr_assert_eq(ia.state.step, step, "%s is at step %lld", pa, (long long)ia.state.step);

@@ -78,7 +78,7 @@ void ckpt_train_small(const char *corpus, const char *out, int steps, const char
 void ckpt_expect_resume_reaches(const char *run, const char *extra, int step, const char *why);
 
 /* Builds a model from the checkpoint's config and loads it. */
-TgStatus ckpt_load_model(const char *path, TgModel *model, CheckpointInfo *info);
+TgStatus ckpt_load_model(const char *path, TgModel *model, TgCheckpointInfo *info);
 
 /* Bitwise equality of weights and both AdamW moments. */
 bool ckpt_models_equal(const TgModel *a, const TgModel *b);
