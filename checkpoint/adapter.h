@@ -1,4 +1,4 @@
-/* LoRA adapter checkpoints: a checkpoint file (train/checkpoint.h) with flag bit 2, whose header
+/* LoRA adapter checkpoints: a checkpoint file (checkpoint/checkpoint.h) with flag bit 2, whose header
  * holds the base's model config and tokenizer fingerprint and a tag
  *
  *   lora r<rank> a<alpha, %.17g> t<target mask, hex> b<base weights fingerprint, 16 hex digits>
@@ -12,12 +12,8 @@
 
 #include "tapegrad/model.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_format.h"
 
-/* The tag of the model's adapters (lora non-NULL). */
-void tg_adapter_tag(const TgLora *lora, char *buf, size_t cap);
-/* The adapters' config and base fingerprint of a tag; TG_ERR_FORMAT naming `path` when the tag is
- * not one tg_adapter_tag writes. */
-TgStatus tg_adapter_tag_parse(const char *tag, const char *path, TgLoraConfig *cfg, uint64_t *base_fingerprint);
 /* Loads the adapter checkpoint `path` onto `model`, a base without adapters (its weights loaded,
  * its config the checkpoint's) known to the user as `base_name`: refused, naming both, when the
  * base's weights or tokenizer are not the ones the adapters were trained on. The adapters are

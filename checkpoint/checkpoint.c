@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "lib/checked.h"
+#include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -120,7 +120,6 @@ TgStatus tg_checkpoint_load(const char *path, TgModel *model, TgCheckpointInfo *
  * *n_tensors entries. */
 TgStatus tg_checkpoint_inspect(const char *path, TgCheckpointInfo *info, TgCheckpointTensorInfo **tensors, int *n_tensors);
 
-const char *tg_checkpoint_kind_name(int kind);
 /* TG_ERR_FORMAT naming `path` unless the state is one a run can continue from: step and tokens
  * seen in [0, the limits above], best val loss a loss (>= 0, or +inf before any evaluation), a
  * finite non-negative elapsed time, a loader state the loader can have written. */

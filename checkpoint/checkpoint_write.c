@@ -12,7 +12,7 @@
 #include <zlib.h>
 
 #include "lib/atomic_file.h"
-#include "checkpoint/adapter.h"
+#include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -22,11 +22,6 @@
 /* Level 1: with shuffled planes it compresses within ~1% of level 6 in about half the CPU time,
  * and a background save's CPU time is taken from training (bench/README.md). */
 TgCheckpointWriteOptions tg_checkpoint_default_options(void) { return (TgCheckpointWriteOptions){.level = 1, .shuffle = true}; }
-
-const char *tg_checkpoint_kind_name(int kind) {
-    return kind == TG_CHECKPOINT_KIND_WEIGHT ? "weight" : kind == TG_CHECKPOINT_KIND_ADAM_M ? "AdamW m"
-                                                     : kind == TG_CHECKPOINT_KIND_ADAM_V ? "AdamW v" : "unknown";
-}
 
 TgCheckpointSource tg_checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TgTrainerState *state) {
     const TgParamStore *ps = model->lora ? &model->lora->params : &model->params;

@@ -1,5 +1,7 @@
 /* Dataset folders (dataset.h): the manifest read back, and a dataset opened for reading. */
 #include "data/dataset.h"
+#include "data/jsonl.h"
+#include "data/sources.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,7 +15,6 @@
 
 #include "lib/json_reader.h"
 #include "data/jsonl.h"
-#include "data/prepare.h"
 #include "lib/file_read.h"
 #include "lib/hash.h"
 #include "lib/path.h"
@@ -495,4 +496,28 @@ void tg_dataset_close(TgDataset *d) {
     tg_token_store_close(&d->train);
     tg_token_store_close(&d->val);
     tg_tokenizer_free(&d->tok);
+}
+
+TgStatus tg_corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val) {
+    if (!(val_fraction > 0.0 && val_fraction < 1.0))
+        return tg_fail(TG_ERR_ARG, "val_fraction %g is not in (0, 1): give e.g. 0.1 for the last 10%%",
+                       val_fraction);
+    if (seq_len < 1) return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " must be at least 1", seq_len);
+    size_t val = (size_t)llround((double)n * val_fraction);
+    if (val > n) val = n;
+    size_t train = n - val, need = (size_t)seq_len + 1;
+    if (train < need || val < need) {
+        /* smallest total for which both splits reach `need`, give or take rounding */
+        double frac = val_fraction < 0.5 ? val_fraction : 1.0 - val_fraction;
+        size_t total = (size_t)ceil((double)need / frac);
+        return tg_fail(TG_ERR_ARG,
+                       "corpus too short: %zu tokens split into %zu train + %zu val (val_fraction "
+                       "%g), but each split needs at least %zu tokens (one window of seq_len %" PRId64
+                       " + 1), so about %zu tokens in all; use a larger corpus, a smaller "
+                       "seq_len, or a val_fraction nearer 0.5",
+                       n, train, val, val_fraction, need, seq_len, total);
+    }
+    *n_train = train;
+    *n_val = val;
+    return TG_OK;
 }

@@ -33,6 +33,10 @@
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
 
+/* A dataset folder's files (its prepared tokenizer and token splits, and the manifest) */
+#define TG_PREPARE_TOKENIZER_FILE "tokenizer.txt"
+#define TG_PREPARE_TRAIN_FILE "train.tok"
+#define TG_PREPARE_VAL_FILE "val.tok"
 #define TG_DATASET_MANIFEST_FILE "dataset.json"
 #define TG_DATASET_FORMAT "tapegrad-dataset 1"
 #define TG_DATASET_SPLIT_RULE "the last val_fraction of the token stream is val"
@@ -78,5 +82,9 @@ typedef struct TgDataset {
 /* Opens DIR. With want_train false only val.tok is read (eval, inspect). */
 TgStatus tg_dataset_open(const char *dir, bool want_train, TgDataset *d);
 void tg_dataset_close(TgDataset *d);
+
+/* The split rule (TG_DATASET_SPLIT_RULE): how many of n tokens go to each split; refuses when either
+ * is shorter than seq_len + 1 or val_fraction is not in (0, 1). */
+TgStatus tg_corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
 
 #endif

@@ -28,14 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/dataset.h"
 #include "data/sources.h"
 #include "lib/messages.h"
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
 
-#define TG_PREPARE_TOKENIZER_FILE "tokenizer.txt"
-#define TG_PREPARE_TRAIN_FILE "train.tok"
-#define TG_PREPARE_VAL_FILE "val.tok"
 #define TG_PREPARE_DEFAULT_VAL_FRACTION 0.1
 enum { TG_PREPARE_BATCH_BYTES = 8 << 20, TG_PREPARE_MAX_THREADS = 256 };
 
@@ -80,9 +78,6 @@ typedef struct TgPrepareResult {
     double count_seconds, tokenizer_seconds, encode_seconds;
 } TgPrepareResult;
 
-/* How many of n tokens go to each split; refuses when either is shorter than seq_len + 1 or
- * val_fraction is not in (0, 1). */
-TgStatus tg_corpus_split(size_t n, double val_fraction, int64_t seq_len, size_t *n_train, size_t *n_val);
 
 /* Prepares the sources into `dir`, an existing folder the caller owns (a run's temporary folder,
  * or tg_prepare_dataset's): its files are written there, each atomically; on failure some may be

@@ -1,0 +1,22 @@
+/* The names the checkpoint reader and writer share: what a record's kind is called, and the tag
+ * of a LoRA adapter checkpoint (checkpoint/adapter.h),
+ *
+ *   lora r<rank> a<alpha, %.17g> t<target mask, hex> b<base weights fingerprint, 16 hex digits>
+ */
+#ifndef TAPEGRAD_CHECKPOINT_FORMAT_H
+#define TAPEGRAD_CHECKPOINT_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
+
+/* "weight", "AdamW m", "AdamW v" for TG_CHECKPOINT_KIND_*, "unknown" otherwise. */
+const char *tg_checkpoint_kind_name(int kind);
+/* The tag of the model's adapters (lora non-NULL). */
+void tg_adapter_tag(const TgLora *lora, char *buf, size_t cap);
+/* The adapters' config and base fingerprint of a tag; TG_ERR_FORMAT naming `path` when the tag is
+ * not one tg_adapter_tag writes. */
+TgStatus tg_adapter_tag_parse(const char *tag, const char *path, TgLoraConfig *cfg, uint64_t *base_fingerprint);
+#endif
