@@ -54,7 +54,7 @@ static void train_steps(TgModel *m, int steps, int threads) {
             memcpy(tg + b * T, tokens + b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
         }
         tg_params_zero_grad(&m->params);
-        TgTensor *loss = tg_model_loss(m, &tape, in, tg, B, T, NULL);
+        TgTensor *loss = tg_model_loss(m, &tape, &(TgBatch){.tokens = in, .targets = tg, .batch = B, .seq = T}, NULL);
         double value = loss->data[0];
         tg_tape_backward(&tape, loss);
         tg_tape_reset(&tape);

@@ -210,7 +210,8 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
         }
         tg_params_zero_grad(&model->params);
         double t1 = tg_clock_seconds();
-        TgTensor *loss = tg_model_loss(model, &tape, inputs, targets, B, T, NULL);
+        TgTensor *loss =
+            tg_model_loss(model, &tape, &(TgBatch){.tokens = inputs, .targets = targets, .batch = B, .seq = T}, NULL);
         double t2 = tg_clock_seconds();
         tg_tape_backward(&tape, loss);
         double t3 = tg_clock_seconds();

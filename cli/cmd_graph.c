@@ -92,7 +92,8 @@ static int run_graph(int argc, char **argv) {
     }
     TgTape *tape = &engine.tape;
 
-    TgTensor *loss = tg_model_loss(&model, tape, tokens, targets, o.batch, cfg.seq_len, NULL);
+    TgTensor *loss = tg_model_loss(
+        &model, tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = o.batch, .seq = cfg.seq_len}, NULL);
     printf("one training step of the %s preset (%s FFN), batch %lld x seq %lld: %zu nodes on the tape\n", o.preset,
            tg_ffn_kind_name(cfg.ffn), (long long)o.batch, (long long)cfg.seq_len, tape->n_nodes);
     printf("%5s  %-16s %-16s %10s  %s\n", "node", "op", "output", "arena", "inputs (#k: the output of node k)");

@@ -188,8 +188,13 @@ double tg_model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs,
     double total = 0.0;
     for (int64_t b = 0; b < k; b++) {
         size_t off = (size_t)(b * batch * seq);
-        TgTensor *loss = tg_model_loss_packed(m, tape, inputs + off, targets + off, key_start ? key_start + off : NULL, batch,
-                                              seq, hidden);
+        TgTensor *loss = tg_model_loss(m, tape,
+                                       &(TgBatch){.tokens = inputs + off,
+                                                  .targets = targets + off,
+                                                  .key_start = key_start ? key_start + off : NULL,
+                                                  .batch = batch,
+                                                  .seq = seq},
+                                       &(TgModelOutputs){.ffn_hidden = hidden});
         total += loss->data[0];
         tg_model_inspection_add_activations(mi, hidden);
         /* each batch adds 1/k: the gradient of the mean loss over the k batches */

@@ -51,7 +51,7 @@ TgStatus tg_chat_session_add(TgChatSession *s, TgChatRole role, const char *cont
 /* Feeds ids[0..n) to the cache (n >= 1, room for them); returns the logits of the last. */
 static float *feed(TgChatSession *s, const int32_t *ids, int64_t n) {
     memcpy(s->context + s->cache.len, ids, (size_t)n * sizeof *ids);
-    TgTensor *logits = tg_model_forward(s->model, s->tape, ids, 1, n, &s->cache);
+    TgTensor *logits = tg_model_forward(s->model, s->tape, &(TgBatch){.tokens = ids, .batch = 1, .seq = n}, &s->cache);
     return logits->data + (size_t)(n - 1) * (size_t)s->model->cfg.vocab;
 }
 

@@ -273,33 +273,17 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
     return tg_linear(tape, xn, m->embed); /* (B,T,V): the head is the embedding, tied */
 }
 
-TgTensor *tg_model_forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_t B, int64_t T, TgKVCache *cache) {
-    return forward(m, tape, tokens, B, T, cache, NULL, NULL);
+TgTensor *tg_model_forward(TgModel *m, TgTape *tape, const TgBatch *b, TgKVCache *cache) {
+    TG_CHECK(!cache || !b->key_start, "a KV cache holds one sequence: no packed rows");
+    return forward(m, tape, b->tokens, b->batch, b->seq, cache, b->key_start, NULL);
 }
 
-TgTensor *tg_model_forward_packed(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *key_start, int64_t B,
-                                  int64_t T) {
-    return forward(m, tape, tokens, B, T, NULL, key_start, NULL);
-}
-
-TgTensor *tg_model_loss_inspected(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
-                             int64_t T, TgTensor **ffn_hidden_out) {
-    return tg_model_loss_packed(m, tape, tokens, targets, NULL, B, T, ffn_hidden_out);
-}
-
-TgTensor *tg_model_loss_packed(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets,
-                               const int32_t *key_start, int64_t B, int64_t T, TgTensor **ffn_hidden_out) {
-    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, key_start, ffn_hidden_out);
-    return tg_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
-}
-
-TgTensor *tg_model_loss(TgModel *m, TgTape *tape, const int32_t *tokens, const int32_t *targets, int64_t B,
-                   int64_t T, TgTensor **logits_out) {
-    TgTensor *logits = forward(m, tape, tokens, B, T, NULL, NULL, NULL);
-    if (logits_out) {
-        *logits_out = logits;
-        return tg_cross_entropy(tape, logits, targets, TG_IGNORE_INDEX);
+TgTensor *tg_model_loss(TgModel *m, TgTape *tape, const TgBatch *b, const TgModelOutputs *out) {
+    TgTensor *logits = forward(m, tape, b->tokens, b->batch, b->seq, NULL, b->key_start, out ? out->ffn_hidden : NULL);
+    if (out && out->logits) {
+        *out->logits = logits;
+        return tg_cross_entropy(tape, logits, b->targets, TG_IGNORE_INDEX);
     }
     /* no one else sees the logits: the backward may overwrite them with their gradient */
-    return tg_cross_entropy_consuming(tape, logits, targets, TG_IGNORE_INDEX);
+    return tg_cross_entropy_consuming(tape, logits, b->targets, TG_IGNORE_INDEX);
 }

@@ -146,7 +146,8 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
     memcpy(out, prompt, (size_t)prompt_len * sizeof *out);
     int64_t len = prompt_len;
     /* the whole prompt in one pass; afterwards one token per pass, the prefix read from the cache */
-    TgTensor *logits = tg_model_forward(model, tape, prompt, 1, prompt_len, &cache);
+    TgTensor *logits =
+        tg_model_forward(model, tape, &(TgBatch){.tokens = prompt, .batch = 1, .seq = prompt_len}, &cache);
     float *last = logits->data + (size_t)(prompt_len - 1) * (size_t)c->vocab;
     for (int64_t i = 0; i < n_new; i++) {
         if (opts->observer) opts->observer(opts->observer_ctx, out, len, last, c->vocab);
@@ -166,11 +167,12 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
              * per seq/2 new tokens), since positions beyond the context were never trained */
             int64_t keep = c->seq_len / 2 > 0 ? c->seq_len / 2 : 1;
             cache.len = 0;
-            logits = tg_model_forward(model, tape, &out[len - keep], 1, keep, &cache);
+            logits =
+                tg_model_forward(model, tape, &(TgBatch){.tokens = &out[len - keep], .batch = 1, .seq = keep}, &cache);
             last = logits->data + (size_t)(keep - 1) * (size_t)c->vocab;
             continue;
         }
-        logits = tg_model_forward(model, tape, &out[len - 1], 1, 1, &cache);
+        logits = tg_model_forward(model, tape, &(TgBatch){.tokens = &out[len - 1], .batch = 1, .seq = 1}, &cache);
         last = logits->data;
     }
     tg_tape_reset(tape);

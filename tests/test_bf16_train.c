@@ -52,7 +52,8 @@ static float *model_gradients(TgModel *model, TgEngine *engine, const int32_t *t
                               TgPrecision precision, double *loss_out) {
     tg_tape_set_precision(&engine->tape, precision);
     tg_params_zero_grad(&model->params);
-    TgTensor *loss = tg_model_loss(model, &engine->tape, tokens, targets, GRAD_B, GRAD_T, NULL);
+    TgTensor *loss = tg_model_loss(
+        model, &engine->tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = GRAD_B, .seq = GRAD_T}, NULL);
     *loss_out = loss->data[0];
     tg_tape_backward(&engine->tape, loss);
     tg_tape_reset(&engine->tape);

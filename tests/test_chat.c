@@ -45,7 +45,8 @@ static int32_t argmax_from_scratch(TgModel *m, const int32_t *ids, int64_t n) {
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_tape_set_grad_enabled(&tt.tape, false);
-    const float *z = tg_model_forward(m, &tt.tape, ids, 1, n, NULL)->data + (n - 1) * m->cfg.vocab;
+    const float *z = tg_model_forward(m, &tt.tape, &(TgBatch){.tokens = ids, .batch = 1, .seq = n}, NULL)->data +
+                     (n - 1) * m->cfg.vocab;
     int32_t best = 0;
     for (int64_t v = 1; v < m->cfg.vocab; v++)
         if (z[v] > z[best]) best = (int32_t)v;

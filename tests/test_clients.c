@@ -276,7 +276,7 @@ static double *tapegrad_logprobs(TgModel *m, const int32_t *ids, int64_t n) {
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_tape_set_grad_enabled(&tt.tape, false);
-    const TgTensor *logits = tg_model_forward(m, &tt.tape, ids, 1, n, NULL);
+    const TgTensor *logits = tg_model_forward(m, &tt.tape, &(TgBatch){.tokens = ids, .batch = 1, .seq = n}, NULL);
     int64_t v = m->cfg.vocab;
     double *out = malloc((size_t)(n * v) * sizeof *out);
     for (int64_t t = 0; t < n; t++) {

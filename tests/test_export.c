@@ -355,7 +355,9 @@ static void expect_pytorch_loss(const char *what) {
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_tape_set_grad_enabled(&tt.tape, false);
-    double loss = tg_model_loss(&m, &tt.tape, tokens, targets, B, T, NULL)->data[0];
+    double loss =
+        tg_model_loss(&m, &tt.tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = B, .seq = T}, NULL)
+            ->data[0];
     fprintf(stderr, "export: loss on the fixed batch %.7f in tapegrad, %.7f in PyTorch\n", loss, py_loss);
     cr_expect_leq(fabs(loss - py_loss), 1e-5 * fabs(py_loss), "loss %.9g in tapegrad, %.9g in PyTorch", loss, py_loss);
     test_tape_free(&tt);

@@ -577,7 +577,8 @@ static void train_two_steps(int threads, float losses[2], float *first_param) {
     TgAdamWConfig opt = tg_adamw_defaults();
     for (int step = 0; step < 2; step++) {
         tg_params_zero_grad(&m.params);
-        TgTensor *loss = tg_model_loss(&m, &tt.tape, in, tg, B, T, NULL);
+        TgTensor *loss =
+            tg_model_loss(&m, &tt.tape, &(TgBatch){.tokens = in, .targets = tg, .batch = B, .seq = T}, NULL);
         losses[step] = loss->data[0];
         tg_tape_backward(&tt.tape, loss);
         tg_tape_reset(&tt.tape);

@@ -44,7 +44,7 @@ static float *logits_of(TgModel *m, TestTape *tt) {
     int32_t tokens[32], targets[32];
     tokens_of(tokens, targets, 32);
     bool old = tg_tape_set_grad_enabled(&tt->tape, false);
-    TgTensor *y = tg_model_forward(m, &tt->tape, tokens, 2, 16, NULL);
+    TgTensor *y = tg_model_forward(m, &tt->tape, &(TgBatch){.tokens = tokens, .batch = 2, .seq = 16}, NULL);
     float *copy = malloc((size_t)y->numel * sizeof(float));
     memcpy(copy, y->data, (size_t)y->numel * sizeof(float));
     tg_tape_reset(&tt->tape);
@@ -89,7 +89,9 @@ Test(lora, a_fresh_adapter_leaves_the_logits_bitwise_and_the_base_frozen) {
     int32_t tokens[32], targets[32];
     tokens_of(tokens, targets, 32);
     tg_params_zero_grad(&m.lora->params);
-    tg_tape_backward(&tt.tape, tg_model_loss(&m, &tt.tape, tokens, targets, 2, 16, NULL));
+    tg_tape_backward(
+        &tt.tape,
+        tg_model_loss(&m, &tt.tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = 2, .seq = 16}, NULL));
     tg_tape_reset(&tt.tape);
     for (int i = 0; i < m.params.count; i++) cr_expect_null(m.params.tensors[i]->grad, "%s got a gradient", m.params.tensors[i]->name);
     double a2 = 0, b2 = 0;
@@ -138,7 +140,7 @@ Test(lora, merged_weights_give_the_adapted_logits) {
 static TgTensor *model_loss(TgTape *tape, TgTensor *const *in, void *ctx) {
     int32_t tokens[32], targets[32];
     tokens_of(tokens, targets, 32);
-    return tg_model_loss(ctx, tape, tokens, targets, 2, 16, NULL);
+    return tg_model_loss(ctx, tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = 2, .seq = 16}, NULL);
 }
 
 Test(lora, the_models_adapter_gradients_match_finite_differences) {

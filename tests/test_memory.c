@@ -44,8 +44,11 @@ static double measured_peak(const TgModelConfig *c, int64_t B, int64_t T, int th
     }
     TgTensor **hidden = calloc((size_t)c->n_layers, sizeof *hidden);
     bool old = tg_tape_set_grad_enabled(&e.tape, kind != STEP_EVAL);
-    TgTensor *loss = kind == STEP_INSPECTED ? tg_model_loss_inspected(&m, &e.tape, x, y, B, T, hidden)
-                                            : tg_model_loss(&m, &e.tape, x, y, B, T, NULL);
+    TgTensor *loss =
+        kind == STEP_INSPECTED
+            ? tg_model_loss(&m, &e.tape, &(TgBatch){.tokens = x, .targets = y, .batch = B, .seq = T},
+                            &(TgModelOutputs){.ffn_hidden = hidden})
+            : tg_model_loss(&m, &e.tape, &(TgBatch){.tokens = x, .targets = y, .batch = B, .seq = T}, NULL);
     if (kind == STEP_TRAIN_SCALED) loss = tg_scale(&e.tape, loss, 0.5f);
     if (kind != STEP_EVAL) tg_tape_backward(&e.tape, loss);
     tg_tape_set_grad_enabled(&e.tape, old);

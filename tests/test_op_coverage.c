@@ -56,9 +56,14 @@ static void one_step(TgFfnKind ffn, LossPath path, OpNames *seen) {
     TestTape tt;
     test_tape_init(&tt, 1);
     TgTensor *logits, *hidden[2];
-    TgTensor *loss = path == LOSS_WITH_LOGITS ? tg_model_loss(&m, &tt.tape, tokens, targets, 2, 8, &logits)
-                   : path == LOSS_INSPECTED ? tg_model_loss_inspected(&m, &tt.tape, tokens, targets, 2, 8, hidden)
-                                            : tg_model_loss(&m, &tt.tape, tokens, targets, 2, 8, NULL);
+    TgTensor *loss =
+        path == LOSS_WITH_LOGITS
+            ? tg_model_loss(&m, &tt.tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = 2, .seq = 8},
+                            &(TgModelOutputs){.logits = &logits})
+        : path == LOSS_INSPECTED
+            ? tg_model_loss(&m, &tt.tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = 2, .seq = 8},
+                            &(TgModelOutputs){.ffn_hidden = hidden})
+            : tg_model_loss(&m, &tt.tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = 2, .seq = 8}, NULL);
     if (path == LOSS_ACCUMULATED) loss = tg_scale(&tt.tape, loss, 0.5f); /* the trainer's --accum 2 */
     collect(&tt.tape, seen);
     tg_params_zero_grad(&m.params);

@@ -185,7 +185,8 @@ static void run_case(const ParityCase *pc) {
     cr_assert_eq(tg_st_read_f32(ref, "logits", ref_logits, rows * V), TG_OK, "%s", tg_error_message());
     bool grad_was = tg_tape_set_grad_enabled(tape, false);
     for (int64_t micro = 0; micro < accum; micro++) {
-        TgTensor *z = tg_model_forward(&m, tape, tokens + micro * B * T, B, T, NULL);
+        TgTensor *z =
+            tg_model_forward(&m, tape, &(TgBatch){.tokens = tokens + micro * B * T, .batch = B, .seq = T}, NULL);
         memcpy(logits + micro * B * T * V, z->data, (size_t)(B * T * V) * sizeof(float));
         tg_tape_reset(tape);
     }
@@ -215,7 +216,8 @@ static void run_case(const ParityCase *pc) {
         double loss_sum = 0.0;
         for (int64_t micro = 0; micro < accum; micro++) {
             size_t off = (size_t)(micro * B * T);
-            TgTensor *loss = tg_model_loss(&m, tape, tokens + off, targets + off, B, T, NULL);
+            TgTensor *loss = tg_model_loss(
+                &m, tape, &(TgBatch){.tokens = tokens + off, .targets = targets + off, .batch = B, .seq = T}, NULL);
             loss_sum += loss->data[0];
             tg_tape_backward(tape, accum > 1 ? tg_scale(tape, loss, 1.0f / (float)accum) : loss);
             tg_tape_reset(tape);

@@ -185,7 +185,8 @@ Test(sample, kv_cache_generation_through_the_context_wrap_equals_full_recomputat
                     int64_t next = window_start(start, len, seq);
                     restarts += next != start;
                     start = next;
-                    TgTensor *full = tg_model_forward(&m, &tt.tape, out + start, 1, len - start, NULL);
+                    TgTensor *full = tg_model_forward(
+                        &m, &tt.tape, &(TgBatch){.tokens = out + start, .batch = 1, .seq = len - start}, NULL);
                     const float *want = full->data + (len - start - 1) * vocab;
                     const float *got = log.logits + s * vocab;
                     double diff = 0.0, scale = 0.0;

@@ -449,7 +449,10 @@ static float *gradient_of(TgModel *model, const int32_t *in, const int32_t *tg, 
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_params_zero_grad(&model->params);
-    tg_tape_backward(&tt.tape, tg_model_loss_packed(model, &tt.tape, in, tg, ks, 1, SEQ, NULL));
+    tg_tape_backward(&tt.tape,
+                     tg_model_loss(model, &tt.tape,
+                                   &(TgBatch){.tokens = in, .targets = tg, .key_start = ks, .batch = 1, .seq = SEQ},
+                                   NULL));
     float *g = malloc(model->params.total * sizeof *g);
     memcpy(g, model->params.grad, model->params.total * sizeof *g);
     test_tape_free(&tt);
@@ -501,7 +504,8 @@ Test(sft_gradients, masked_positions_get_exactly_zero_gradient) {
     one_row(&ids, in, tg, ks);
     TestTape tt;
     test_tape_init(&tt, 1);
-    TgTensor *logits = tg_model_forward_packed(&model, &tt.tape, in, ks, 1, SEQ);
+    TgTensor *logits =
+        tg_model_forward(&model, &tt.tape, &(TgBatch){.tokens = in, .key_start = ks, .batch = 1, .seq = SEQ}, NULL);
     tg_tensor_retain_grad(logits);
     tg_tape_backward(&tt.tape, tg_cross_entropy(&tt.tape, logits, tg, TG_IGNORE_INDEX));
     int64_t V = model.cfg.vocab, trained = 0;
@@ -556,7 +560,9 @@ Test(sft_gradients, a_packed_conversation_sees_only_itself) {
     float *seen[2][2];
     for (int packed = 0; packed < 2; packed++)
         for (int r = 0; r < 2; r++) {
-            TgTensor *logits = tg_model_forward_packed(&model, &tt.tape, in[r], packed ? ks : NULL, 1, SEQ);
+            TgTensor *logits = tg_model_forward(
+                &model, &tt.tape, &(TgBatch){.tokens = in[r], .key_start = packed ? ks : NULL, .batch = 1, .seq = SEQ},
+                NULL);
             seen[packed][r] = malloc(y_bytes);
             memcpy(seen[packed][r], logits->data + x.n * (size_t)V, y_bytes);
             tg_tape_reset(&tt.tape);
@@ -585,9 +591,12 @@ Test(sft_gradients, the_loss_is_the_mean_over_assistant_tokens) {
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_tape_set_grad_enabled(&tt.tape, false);
-    double loss = tg_model_loss_packed(&model, &tt.tape, in, tg, ks, 3, SEQ, NULL)->data[0];
+    double loss = tg_model_loss(&model, &tt.tape,
+                                &(TgBatch){.tokens = in, .targets = tg, .key_start = ks, .batch = 3, .seq = SEQ}, NULL)
+                      ->data[0];
     tg_tape_reset(&tt.tape);
-    TgTensor *logits = tg_model_forward_packed(&model, &tt.tape, in, ks, 3, SEQ);
+    TgTensor *logits =
+        tg_model_forward(&model, &tt.tape, &(TgBatch){.tokens = in, .key_start = ks, .batch = 3, .seq = SEQ}, NULL);
     int64_t V = model.cfg.vocab, count = 0;
     double total = 0;
     for (int p = 0; p < 3 * SEQ; p++) {

@@ -53,7 +53,7 @@ Test(train, tiny_model_overfits_a_200_character_text, .timeout = 120) {
     for (step = 0; step < 300 && loss >= 0.1; step++) {
         tg_loader_next(&ld, in, tg);
         tg_params_zero_grad(&m.params);
-        TgTensor *l = tg_model_loss(&m, &tt.tape, in, tg, B, T, NULL);
+        TgTensor *l = tg_model_loss(&m, &tt.tape, &(TgBatch){.tokens = in, .targets = tg, .batch = B, .seq = T}, NULL);
         loss = l->data[0];
         if (step == 0) first = loss;
         tg_tape_backward(&tt.tape, l);
@@ -85,7 +85,7 @@ Test(train, kv_cache_decoding_equals_full_recomputation) {
     int64_t T = 20;
     int32_t tokens[20];
     for (int i = 0; i < T; i++) tokens[i] = (i * 7 + 3) % 37;
-    TgTensor *full = tg_model_forward(&m, &tt.tape, tokens, 1, T, NULL);
+    TgTensor *full = tg_model_forward(&m, &tt.tape, &(TgBatch){.tokens = tokens, .batch = 1, .seq = T}, NULL);
     float *expect = malloc((size_t)full->numel * sizeof(float));
     memcpy(expect, full->data, (size_t)full->numel * sizeof(float));
     tg_tape_reset(&tt.tape);
@@ -93,11 +93,11 @@ Test(train, kv_cache_decoding_equals_full_recomputation) {
     tg_kv_cache_init(&cache, &c, c.seq_len);
     double worst = 0, scale = 0;
     /* a 5-token prompt, then one token at a time */
-    TgTensor *first = tg_model_forward(&m, &tt.tape, tokens, 1, 5, &cache);
+    TgTensor *first = tg_model_forward(&m, &tt.tape, &(TgBatch){.tokens = tokens, .batch = 1, .seq = 5}, &cache);
     for (int64_t i = 0; i < 5 * c.vocab; i++) worst = fmax(worst, fabs(first->data[i] - expect[i]));
     tg_tape_reset(&tt.tape);
     for (int64_t t = 5; t < T; t++) {
-        TgTensor *step = tg_model_forward(&m, &tt.tape, &tokens[t], 1, 1, &cache);
+        TgTensor *step = tg_model_forward(&m, &tt.tape, &(TgBatch){.tokens = &tokens[t], .batch = 1, .seq = 1}, &cache);
         for (int64_t v = 0; v < c.vocab; v++) {
             worst = fmax(worst, fabs(step->data[v] - expect[t * c.vocab + v]));
             scale = fmax(scale, fabs(expect[t * c.vocab + v]));
@@ -133,7 +133,7 @@ Test(train, sampling_is_deterministic) {
     cr_expect_eq(memcmp(a, b, sizeof(int32_t) * 63), 0, "greedy decoding depends on the seed");
     /* greedy = argmax of the full recomputation at every position inside the context (the wrap
      * is tested in test_sample.c) */
-    TgTensor *logits = tg_model_forward(&m, &tt.tape, a, 1, c.seq_len, NULL);
+    TgTensor *logits = tg_model_forward(&m, &tt.tape, &(TgBatch){.tokens = a, .batch = 1, .seq = c.seq_len}, NULL);
     for (int64_t t = 2; t + 1 < c.seq_len; t++) {
         const float *row = logits->data + t * c.vocab;
         int64_t best = 0;

@@ -35,9 +35,18 @@ static void eval_batch_losses(TgModel *model, TgTape *tape, const int32_t *input
     bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = begin; b < end; b++) {
         size_t off = (size_t)(b * batch * seq);
-        TgTensor *loss = key_start ? tg_model_loss_packed(model, tape, inputs + off, targets + off, key_start + off, batch,
-                                                          seq, NULL)
-                                   : tg_model_loss(model, tape, inputs + off, targets + off, batch, seq, NULL);
+        TgTensor *loss =
+            key_start
+                ? tg_model_loss(model, tape,
+                                &(TgBatch){.tokens = inputs + off,
+                                           .targets = targets + off,
+                                           .key_start = key_start + off,
+                                           .batch = batch,
+                                           .seq = seq},
+                                NULL)
+                : tg_model_loss(
+                      model, tape,
+                      &(TgBatch){.tokens = inputs + off, .targets = targets + off, .batch = batch, .seq = seq}, NULL);
         losses[b] = loss->data[0];
         tg_tape_reset(tape);
     }
@@ -112,7 +121,11 @@ TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokeniz
         s = tg_sft_loader_next(&ld, in, tg, ks);
         if (s != TG_OK) break;
         uint64_t count = tg_count_targets(tg, window);
-        nats += (double)tg_model_loss_packed(model, tape, in, tg, ks, batch, seq, NULL)->data[0] * (double)count;
+        nats +=
+            (double)tg_model_loss(
+                model, tape, &(TgBatch){.tokens = in, .targets = tg, .key_start = ks, .batch = batch, .seq = seq}, NULL)
+                ->data[0] *
+            (double)count;
         tg_tape_reset(tape);
         *targets += count, *bytes += tg_tokens_text_bytes(tok, tg, window), *rows += (uint64_t)batch;
     }
@@ -450,8 +463,13 @@ static void run_probe(Trainer *tr) {
     bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = 0; b < h->probe_batches; b++) {
         size_t off = (size_t)(b * tr->batch * tr->seq);
-        tg_model_loss_packed(&tr->run.model, tape, tr->probe_in + off, tr->probe_tg + off,
-                             tr->probe_ks ? tr->probe_ks + off : NULL, tr->batch, tr->seq, tr->ffn_hidden);
+        tg_model_loss(&tr->run.model, tape,
+                      &(TgBatch){.tokens = tr->probe_in + off,
+                                 .targets = tr->probe_tg + off,
+                                 .key_start = tr->probe_ks ? tr->probe_ks + off : NULL,
+                                 .batch = tr->batch,
+                                 .seq = tr->seq},
+                      &(TgModelOutputs){.ffn_hidden = tr->ffn_hidden});
         h->after_probe_forward(h->ctx, tr->ffn_hidden);
         tg_tape_reset(tape);
     }
@@ -516,9 +534,15 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
             tg_params_point_grads(ps, NULL);
             break;
         }
-        TgTensor *loss = watched
-                           ? tg_model_loss_inspected(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, tr->ffn_hidden)
-                           : tg_model_loss(model, tape, tr->inputs, tr->targets, tr->batch, tr->seq, NULL);
+        TgTensor *loss =
+            watched ? tg_model_loss(
+                          model, tape,
+                          &(TgBatch){.tokens = tr->inputs, .targets = tr->targets, .batch = tr->batch, .seq = tr->seq},
+                          &(TgModelOutputs){.ffn_hidden = tr->ffn_hidden})
+                    : tg_model_loss(
+                          model, tape,
+                          &(TgBatch){.tokens = tr->inputs, .targets = tr->targets, .batch = tr->batch, .seq = tr->seq},
+                          NULL);
         if (!micro_batch_end(tr, first, k, loss, tr->micro_batches > 1 ? 1.0f / (float)tr->micro_batches : 1.0f, watched))
             break;
     }
@@ -559,8 +583,13 @@ static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
     for (int64_t k = 0; k < o->accum; k++) {
         size_t off = (size_t)k * window;
         micro_batch_begin(tr, k);
-        TgTensor *loss = tg_model_loss_packed(model, tape, tr->inputs + off, tr->targets + off, tr->key_start + off,
-                                              tr->batch, tr->seq, watched ? tr->ffn_hidden : NULL);
+        TgTensor *loss = tg_model_loss(model, tape,
+                                       &(TgBatch){.tokens = tr->inputs + off,
+                                                  .targets = tr->targets + off,
+                                                  .key_start = tr->key_start + off,
+                                                  .batch = tr->batch,
+                                                  .seq = tr->seq},
+                                       &(TgModelOutputs){.ffn_hidden = watched ? tr->ffn_hidden : NULL});
         double count = tr->micro_counts[first + k];
         if (!micro_batch_end(tr, first, k, loss, count == total ? 1.0f : (float)(count / total), watched)) break;
     }

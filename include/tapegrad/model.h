@@ -218,36 +218,38 @@ void tg_lora_free(TgModel *model);
 /* The parameters an optimizer updates: the adapters' store with LoRA, else the model's. */
 TgParamStore *tg_model_trainable(TgModel *model);
 
-/* logits (B,T,V) for tokens (B,T). With a cache (B must be 1), the T tokens sit at positions
- * cache->len .. cache->len+T-1, their keys/values are appended, and attention sees all cached
- * positions: the prefix is never recomputed. */
-TgTensor *tg_model_forward(TgModel *model, TgTape *tape, const int32_t *tokens, int64_t batch, int64_t seq,
-                      TgKVCache *cache);
-/* Mean next-token cross-entropy; *logits_out (may be NULL) receives the logits. Without
- * logits_out the backward writes the logits' gradient over their values (one (B,T,V) buffer
- * less). */
-TgTensor *tg_model_loss(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *targets,
-                   int64_t batch, int64_t seq, TgTensor **logits_out);
+/* A batch of token rows for the model. A row may hold several sequences one after the other
+ * (conversations packed into a training window), none of which sees another: key_start (B,T)
+ * gives each token's first visible position, the start of its own sequence, within [0, t] and
+ * never decreasing along a row (tg_attention_segmented); NULL is one sequence per row. Positions
+ * are not restarted: RoPE scores depend on relative positions alone. The arrays must stay valid
+ * until the backward ran. */
+typedef struct TgBatch {
+    const int32_t *tokens;    /* (batch, seq) */
+    const int32_t *targets;   /* (batch, seq): each position's next token, TG_IGNORE_INDEX for none;
+                                 tg_model_loss only */
+    const int32_t *key_start; /* (batch, seq), or NULL */
+    int64_t batch, seq;
+} TgBatch;
 
-/* tg_model_loss for inspection: ffn_hidden_out[l] (an array of n_layers) receives layer l's FFN
- * hidden activation, the input of w2 (B,T,hidden); valid until the tape is reset. */
-TgTensor *tg_model_loss_inspected(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *targets,
-                             int64_t batch, int64_t seq, TgTensor **ffn_hidden_out);
+/* What tg_model_loss hands back besides the loss (each member may be NULL). */
+typedef struct TgModelOutputs {
+    TgTensor **logits;     /* receives the logits (B,T,V); without it the backward writes the logits'
+                              gradient over their values (one (B,T,V) buffer less) */
+    TgTensor **ffn_hidden; /* [n_layers]: layer l's FFN hidden activation, the input of w2 (B,T,hidden),
+                              for inspection; valid until the tape is reset */
+} TgModelOutputs;
 
-/* Packed rows: a row may hold several sequences one after the other (conversations packed into
- * a training window), none of which sees another. key_start (B,T) gives each token's first
- * visible position, the start of its own sequence: within [0, t] and never decreasing along a
- * row (tg_attention_segmented); NULL is one sequence per row. Positions are not restarted: RoPE
- * scores depend on relative positions alone. key_start must stay valid until the backward ran. */
-TgTensor *tg_model_forward_packed(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *key_start,
-                                  int64_t batch, int64_t seq);
-/* tg_model_loss_inspected over packed rows (ffn_hidden_out may be NULL). The loss is the mean
- * over the targets that are not TG_IGNORE_INDEX (0 when there are none). */
-TgTensor *tg_model_loss_packed(TgModel *model, TgTape *tape, const int32_t *tokens, const int32_t *targets,
-                               const int32_t *key_start, int64_t batch, int64_t seq, TgTensor **ffn_hidden_out);
+/* logits (B,T,V) for the batch's tokens. With a cache (batch 1, no key_start), the T tokens sit
+ * at positions cache->len .. cache->len+T-1, their keys/values are appended, and attention sees
+ * all cached positions: the prefix is never recomputed. */
+TgTensor *tg_model_forward(TgModel *model, TgTape *tape, const TgBatch *batch, TgKVCache *cache);
+/* The mean next-token cross-entropy over the targets that are not TG_IGNORE_INDEX (0 when there
+ * are none); `out` (may be NULL) says what else to hand back. */
+TgTensor *tg_model_loss(TgModel *model, TgTape *tape, const TgBatch *batch, const TgModelOutputs *out);
 
 /* The step arena's bytes (an upper bound: a double, as a hostile shape may exceed any integer) that
- * one tg_model_loss or tg_model_loss_inspected of (batch, seq) tokens takes, with its backward when
+ * one tg_model_loss of (batch, seq) tokens takes, with its backward when
  * `training` (without: a forward with the tape not recording, as evaluation runs it), on a pool of
  * `threads`. From the shapes alone (train/model_memory.c says how): a caller checks it against the
  * machine's memory before the arena grows, and may reserve it at once. */
