@@ -223,17 +223,18 @@ static TgTensor *project(const TgModel *m, TgTape *tape, int64_t l, TgLoraTarget
     return residual ? tg_linear_residual(tape, x, w, residual) : tg_linear(tape, x, w);
 }
 
-/* residual + ffn(x), the FFN's linears each through project(): the ops tg_ffn_swiglu and
- * tg_ffn_relu record, in the same order (so with B = 0 the same values, bitwise). */
-static TgTensor *ffn_adapted(const TgModel *m, TgTape *tape, int64_t l, TgTensor *x, TgTensor *residual,
-                             TgTensor **hidden_out) {
-    const TgLayerParams *L = &m->layers[l];
-    TgTensor *gate = project(m, tape, l, TG_LORA_GATE, x, L->w1, NULL);                   /* (B,T,hidden) */
-    TgTensor *hidden = m->cfg.ffn == TG_FFN_SWIGLU ? tg_swiglu(tape, gate, project(m, tape, l, TG_LORA_UP, x, L->w3, NULL))
-                                                   : tg_relu(tape, gate);
-    tg_tensor_set_name(hidden, "ffn_hidden");
-    if (hidden_out) *hidden_out = hidden;
-    return project(m, tape, l, TG_LORA_DOWN, hidden, L->w2, residual);                 /* (B,T,D) */
+/* An FFN product of layer l through project(): the LoRA target of each of tg_ffn's products. */
+typedef struct {
+    const TgModel *m;
+    int64_t layer;
+} FfnProjection;
+
+static TgTensor *ffn_product(void *ctx, TgTape *tape, TgFfnProduct which, TgTensor *x, TgTensor *w,
+                             TgTensor *residual) {
+    const FfnProjection *p = ctx;
+    static const TgLoraTarget target[] = {
+        [TG_FFN_GATE] = TG_LORA_GATE, [TG_FFN_UP] = TG_LORA_UP, [TG_FFN_DOWN] = TG_LORA_DOWN};
+    return project(p->m, tape, p->layer, target[which], x, w, residual);
 }
 
 /* key_start (B,T) or NULL: packed rows (tg_attention_segmented). RoPE needs nothing for them: a
@@ -264,9 +265,13 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
         /* feed-forward sub-block: x = x + w2(ffn hidden(rmsnorm(x))), w2 fused with the add */
         TgTensor *n2 = tg_rmsnorm(tape, x, L->ffn_norm, eps);                   /* (B,T,D) */
         TgTensor **hidden = ffn_hidden_out ? &ffn_hidden_out[l] : NULL;          /* (B,T,hidden) */
-        if (m->lora) x = ffn_adapted(m, tape, l, n2, x, hidden);
-        else if (c->ffn == TG_FFN_SWIGLU) x = tg_ffn_swiglu(tape, n2, L->w1, L->w3, L->w2, x, hidden);
-        else x = tg_ffn_relu(tape, n2, L->w1, L->w2, x, hidden);
+        FfnProjection projection = {m, l};
+        TgFfn ffn = {.w1 = L->w1,
+                     .w3 = c->ffn == TG_FFN_SWIGLU ? L->w3 : NULL,
+                     .w2 = L->w2,
+                     .project = m->lora ? ffn_product : NULL,
+                     .ctx = &projection};
+        x = tg_ffn(tape, &ffn, n2, x, hidden);
     }
     if (cache) cache->len += T;
     TgTensor *xn = tg_rmsnorm(tape, x, m->final_norm, eps);

@@ -1,6 +1,6 @@
-/* Feed-forward blocks:
+/* Feed-forward blocks, composed in one place (tg_ffn):
  *   SwiGLU FFN:  out = w2(silu(w1 x) * w3 x)   w1 = gate, w3 = up, w2 = down
- *   ReLU FFN:    out = w2(relu(w1 x))
+ *   ReLU FFN:    out = w2(relu(w1 x))          (no up projection)
  * w1, w3 (hidden, dim), w2 (dim, hidden); x (..., dim) -> out (..., dim).
  * The gate product silu(a) * b is one fused op: one pass over the hidden activations each way
  * and no silu(a) tensor kept for the backward. */
@@ -61,30 +61,39 @@ static void check_ffn_weights(const TgTensor *w_in, const TgTensor *w2) {
              tg_tensor_shape_str(w_in, sw, sizeof sw), w2->name, tg_tensor_shape_str(w2, s2, sizeof s2));
 }
 
-/* w2 h, or residual + w2 h in one op (no separate product tensor) */
-static TgTensor *ffn_down(TgTape *tape, TgTensor *hidden, TgTensor *w2, TgTensor *residual) {
-    return residual ? tg_linear_residual(tape, hidden, w2, residual) : tg_linear(tape, hidden, w2);
+/* x W^T, or residual + x W^T in one op (no separate product tensor): each product of an FFN
+ * unless its caller takes them another way */
+static TgTensor *plain_product(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *residual) {
+    return residual ? tg_linear_residual(tape, x, w, residual) : tg_linear(tape, x, w);
 }
 
-TgTensor *tg_ffn_swiglu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w3, TgTensor *w2, TgTensor *residual, TgTensor **hidden_out) {
-    check_ffn_weights(w1, w2);
+static TgTensor *product(const TgFfn *f, TgTape *tape, TgFfnProduct which, TgTensor *x, TgTensor *w,
+                         TgTensor *residual) {
+    return f->project ? f->project(f->ctx, tape, which, x, w, residual) : plain_product(tape, x, w, residual);
+}
+
+TgTensor *tg_ffn(TgTape *tape, const TgFfn *f, TgTensor *x, TgTensor *residual, TgTensor **hidden_out) {
+    check_ffn_weights(f->w1, f->w2);
     char s1[64], s3[64];
-    TG_CHECK(tg_tensor_same_shape(w1, w3), "tg_ffn_swiglu: gate '%s' %s vs up '%s' %s", w1->name,
-             tg_tensor_shape_str(w1, s1, sizeof s1), w3->name, tg_tensor_shape_str(w3, s3, sizeof s3));
-    TgTensor *gate = tg_linear(tape, x, w1);        /* (..., hidden) */
-    TgTensor *up = tg_linear(tape, x, w3);          /* (..., hidden) */
-    TgTensor *hidden = tg_swiglu(tape, gate, up);   /* (..., hidden) */
+    TG_CHECK(!f->w3 || tg_tensor_same_shape(f->w1, f->w3), "tg_ffn: gate '%s' %s vs up '%s' %s", f->w1->name,
+             tg_tensor_shape_str(f->w1, s1, sizeof s1), f->w3 ? f->w3->name : "",
+             f->w3 ? tg_tensor_shape_str(f->w3, s3, sizeof s3) : "");
+    TgTensor *gate = product(f, tape, TG_FFN_GATE, x, f->w1, NULL);                               /* (..., hidden) */
+    TgTensor *hidden = f->w3 ? tg_swiglu(tape, gate, product(f, tape, TG_FFN_UP, x, f->w3, NULL)) /* (..., hidden) */
+                             : tg_relu(tape, gate);
     tg_tensor_set_name(hidden, "ffn_hidden");
     if (hidden_out) *hidden_out = hidden;
-    return ffn_down(tape, hidden, w2, residual);  /* (..., dim) */
+    return product(f, tape, TG_FFN_DOWN, hidden, f->w2, residual); /* (..., dim) */
+}
+
+TgTensor *tg_ffn_swiglu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w3, TgTensor *w2, TgTensor *residual,
+                        TgTensor **hidden_out) {
+    TG_CHECK(w3, "tg_ffn_swiglu: no up projection");
+    return tg_ffn(tape, &(TgFfn){.w1 = w1, .w3 = w3, .w2 = w2}, x, residual, hidden_out);
 }
 
 TgTensor *tg_ffn_relu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w2, TgTensor *residual, TgTensor **hidden_out) {
-    check_ffn_weights(w1, w2);
-    TgTensor *hidden = tg_relu(tape, tg_linear(tape, x, w1));   /* (..., hidden) */
-    tg_tensor_set_name(hidden, "ffn_hidden");
-    if (hidden_out) *hidden_out = hidden;
-    return ffn_down(tape, hidden, w2, residual);              /* (..., dim) */
+    return tg_ffn(tape, &(TgFfn){.w1 = w1, .w2 = w2}, x, residual, hidden_out);
 }
 
 /* ---- gradient checks (tapegrad/op_list.h) ---- */

@@ -97,11 +97,26 @@ TgAttentionArena tg_attention_arena_bytes(int64_t batch, int64_t heads, int64_t 
 /* ---- ffn.c ---- */
 /* silu(a) * b, fused. a, b same shape. */
 TgTensor *tg_swiglu(TgTape *tape, TgTensor *a, TgTensor *b);
-/* residual + w2(silu(w1 x) * w3 x); w1, w3 (hidden, dim), w2 (dim, hidden); residual (..., dim)
+/* The three products of an FFN, for a caller that takes them its own way (the model adds LoRA
+ * adapters to them). */
+typedef enum { TG_FFN_GATE, TG_FFN_UP, TG_FFN_DOWN } TgFfnProduct;
+/* An FFN's weights: w1 (gate), w3 (up) (hidden, dim), w2 (down) (dim, hidden); w3 NULL for the ReLU
+ * FFN. project (NULL: x W^T, and residual + x W^T fused when residual is given) takes each
+ * product, with ctx; residual is given only to TG_FFN_DOWN. */
+typedef TgTensor *(*TgFfnProjectFn)(void *ctx, TgTape *tape, TgFfnProduct which, TgTensor *x, TgTensor *w,
+                                   TgTensor *residual);
+typedef struct TgFfn {
+    TgTensor *w1, *w3, *w2;
+    TgFfnProjectFn project;
+    void *ctx;
+} TgFfn;
+/* residual + w2(silu(w1 x) * w3 x), or residual + w2(relu(w1 x)) without w3; residual (..., dim)
  * or NULL (then no add). *hidden_out (may be NULL) receives the input of w2, (..., hidden), for
  * inspection; like every activation it lives until the tape is reset. */
+TgTensor *tg_ffn(TgTape *tape, const TgFfn *ffn, TgTensor *x, TgTensor *residual, TgTensor **hidden_out);
+/* tg_ffn of the SwiGLU FFN (w1, w3, w2). */
 TgTensor *tg_ffn_swiglu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w3, TgTensor *w2, TgTensor *residual, TgTensor **hidden_out);
-/* residual + w2(relu(w1 x)); w1 (hidden, dim), w2 (dim, hidden). */
+/* tg_ffn of the ReLU FFN (w1, w2). */
 TgTensor *tg_ffn_relu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w2, TgTensor *residual, TgTensor **hidden_out);
 
 /* ---- embedding.c ---- */
