@@ -177,12 +177,12 @@ static int run_eval(int argc, char **argv) {
         if (s == TG_OK && conversations) {
             uint64_t rows = 0;
             double mean = NAN;
-            s = tg_evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.sft_val, EVAL_MAX_BATCH, &mean, &targets,
+            s = tg_evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.val, EVAL_MAX_BATCH, &mean, &targets,
                                        &w.bytes, &rows);
             w.windows = rows, w.nats = mean * (double)targets;
         } else if (s == TG_OK) {
             s = o.data ? windows_from_sources(&w, o.data, o.text_field)
-                       : windows_from_store(&w, o.dataset ? &dataset.val : &run.val);
+                       : windows_from_store(&w, o.dataset ? &dataset.val : &run.val.tokens);
             targets = w.windows * (uint64_t)w.seq;
         }
         double loss = targets ? w.nats / (double)targets : NAN;

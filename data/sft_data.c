@@ -223,16 +223,9 @@ TgStatus tg_sft_prepare(const TgSftPrepareOptions *opt, const char *dir, const T
 
 /* ---- reading ---- */
 
-void tg_sft_split_close(TgSftSplit *split) {
-    tg_token_store_close(&split->tokens);
-    tg_token_store_close(&split->mask);
-    free(split->starts);
-    memset(split, 0, sizeof *split);
-    split->tokens.fd = split->mask.fd = -1;
-}
 
 /* Where each conversation starts, from the mask read a block at a time. */
-static TgStatus index_conversations(TgSftSplit *split, int64_t seq_len) {
+static TgStatus index_conversations(TgSplit *split, int64_t seq_len) {
     const TgTokenStore *m = &split->mask;
     enum { BLOCK = 1 << 16 };
     int32_t *buf = tg_malloc(BLOCK * sizeof *buf);
@@ -262,10 +255,10 @@ static TgStatus index_conversations(TgSftSplit *split, int64_t seq_len) {
     return TG_OK;
 }
 
-TgStatus tg_sft_split_open(TgSftSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
+TgStatus tg_sft_split_open(TgSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
                         uint64_t fingerprint, int64_t seq_len) {
-    memset(split, 0, sizeof *split);
-    split->tokens.fd = split->mask.fd = -1;
+    tg_split_init(split);
+    split->kind = TG_SPLIT_CONVERSATIONS;
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, tokens_file));
     TG_TRY(tg_token_store_open(&split->tokens, path, vocab, fingerprint));

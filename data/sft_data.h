@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "data/prepare.h"
+#include "data/split.h"
 #include "data/tokfile.h"
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
@@ -60,21 +61,11 @@ typedef struct TgSftPrepareResult {
  * on, or fewer than two (one for each split); TG_ERR_IO for a source that cannot be read. */
 TgStatus tg_sft_prepare(const TgSftPrepareOptions *opt, const char *dir, const TgPrepareReporter *reporter, TgSftPrepareResult *res);
 
-/* One split opened for reading: its tokens and mask (each read a window at a time) and where
- * each conversation starts. */
-typedef struct TgSftSplit {
-    TgTokenStore tokens, mask;
-    uint64_t *starts;      /* [n_conversations + 1]: conversation c is tokens [starts[c], starts[c + 1]) */
-    size_t n_conversations;
-    uint64_t trained;      /* tokens the loss predicts */
-} TgSftSplit;
-
-/* Opens DIR/<tokens_file> and DIR/<mask_file> for a model of `vocab` ids and the tokenizer
+/* Opens a split of conversations (data/split.h): DIR/<tokens_file> and DIR/<mask_file> for a model of `vocab` ids and the tokenizer
  * `fingerprint`: refused (TG_ERR_FORMAT, naming the file) unless both hold the same number of
  * tokens, the mask holds only the values above, starts with TG_SFT_MASK_START, and no conversation
  * is longer than seq_len. */
-TgStatus tg_sft_split_open(TgSftSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
+TgStatus tg_sft_split_open(TgSplit *split, const char *dir, const char *tokens_file, const char *mask_file, uint32_t vocab,
                         uint64_t fingerprint, int64_t seq_len);
-void tg_sft_split_close(TgSftSplit *split);
 
 #endif

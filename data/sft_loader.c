@@ -26,7 +26,7 @@ enum { END_OF_PASS = -1 };
 /* Where the packing stands in its stream of conversations: a shuffled order epoch after epoch
  * (order set), or the split's own order, over and over or once. */
 typedef struct {
-    const TgSftSplit *split;
+    const TgSplit *split;
     TgSftOrder how;
     uint32_t *order;
     uint64_t seed, *epoch;
@@ -44,7 +44,7 @@ static int64_t stream_peek(const Stream *s) {
     return s->order ? (int64_t)s->order[*s->next] : (int64_t)*s->next;
 }
 
-static uint64_t conversation_len(const TgSftSplit *split, size_t c) { return split->starts[c + 1] - split->starts[c]; }
+static uint64_t conversation_len(const TgSplit *split, size_t c) { return split->starts[c + 1] - split->starts[c]; }
 
 /* One row of seq positions: conversations while they fit, then padding. With inputs NULL the
  * stream only moves. `tokens` and `mask` hold seq ints. */
@@ -81,7 +81,7 @@ static TgStatus pack_row(const Stream *s, int64_t seq, int32_t pad_id, int32_t *
     return TG_OK;
 }
 
-TgStatus tg_sft_loader_init(TgSftLoader *ld, const TgSftSplit *split, int64_t batch, int64_t seq, uint64_t seed, int32_t pad_id,
+TgStatus tg_sft_loader_init(TgSftLoader *ld, const TgSplit *split, int64_t batch, int64_t seq, uint64_t seed, int32_t pad_id,
                          TgSftOrder how) {
     memset(ld, 0, sizeof *ld);
     if (batch < 1 || seq < 1) return tg_fail(TG_ERR_ARG, "batch %lld and seq %lld must be positive", (long long)batch, (long long)seq);
@@ -140,7 +140,7 @@ void tg_sft_loader_set_state(TgSftLoader *ld, const TgLoaderState *state) {
     tg_sft_loader_skip(ld, (int64_t)state->batches_drawn);
 }
 
-TgStatus tg_sft_fixed_batches(const TgSftSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id, int32_t *inputs,
+TgStatus tg_sft_fixed_batches(const TgSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id, int32_t *inputs,
                            int32_t *targets, int32_t *key_start) {
     if (k < 1) return tg_fail(TG_ERR_ARG, "fixed batches: %lld batches", (long long)k);
     TgSftLoader ld;

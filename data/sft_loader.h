@@ -38,7 +38,7 @@ typedef enum {
 } TgSftOrder;
 
 typedef struct TgSftLoader {
-    const TgSftSplit *split;    /* not owned */
+    const TgSplit *split;    /* not owned */
     TgSftOrder how;
     int64_t batch, seq;
     uint64_t seed;
@@ -51,7 +51,7 @@ typedef struct TgSftLoader {
 } TgSftLoader;
 
 /* A loader of (batch, seq) rows over `split`, padding with pad_id (any id the model embeds). */
-TgStatus tg_sft_loader_init(TgSftLoader *ld, const TgSftSplit *split, int64_t batch, int64_t seq, uint64_t seed, int32_t pad_id,
+TgStatus tg_sft_loader_init(TgSftLoader *ld, const TgSplit *split, int64_t batch, int64_t seq, uint64_t seed, int32_t pad_id,
                          TgSftOrder how);
 /* TG_SFT_ORDER_ONCE: every conversation has been drawn. */
 bool tg_sft_loader_done(const TgSftLoader *ld);
@@ -67,7 +67,7 @@ void tg_sft_loader_set_state(TgSftLoader *ld, const TgLoaderState *state);
 
 /* k batches of (batch, seq) rows packed from the split's conversations in order (see above):
  * inputs, targets and key_start hold (k, batch, seq) each. */
-TgStatus tg_sft_fixed_batches(const TgSftSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id, int32_t *inputs,
+TgStatus tg_sft_fixed_batches(const TgSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id, int32_t *inputs,
                            int32_t *targets, int32_t *key_start);
 
 #endif

@@ -75,10 +75,14 @@ TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelCo
 /* ---------------------------------------------------------------- opening */
 
 /* A token file of the run's folder into *store, checked against the run's tokenizer. */
-static TgStatus open_run_tokens(const TgRun *run, const char *dir, const char *file, TgTokenStore *store) {
+/* A text split of the run's folder or of a dataset folder. */
+static TgStatus open_run_tokens(const TgRun *run, const char *dir, const char *file, TgSplit *split) {
     char path[TG_PATH_CAP];
+    TgTokenStore tokens;
     TG_TRY(tg_path_join(path, sizeof path, dir, file));
-    return tg_token_store_open(store, path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint);
+    TG_TRY(tg_token_store_open(&tokens, path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint));
+    tg_split_of_text(split, tokens);
+    return TG_OK;
 }
 
 /* The dataset the run records (run.txt's --dataset), opened and checked against the copy of its
@@ -98,7 +102,7 @@ static TgStatus open_run_dataset(TgRun *run, bool want_train) {
                     run->dataset, run->dir, d.manifest.fingerprint, d.manifest.recipe, TG_DATASET_MANIFEST_FILE, mine.fingerprint,
                     mine.recipe, run->dataset);
     if (s == TG_OK) {
-        run->train = d.train, run->val = d.val;
+        tg_split_of_text(&run->train, d.train), tg_split_of_text(&run->val, d.val);
         d.train.fd = d.val.fd = -1; /* now the run's */
     }
     tg_dataset_close(&d);
@@ -215,8 +219,8 @@ static TgStatus open_checkpointed(const char *dir_or_file, TgRun *run, char *ckp
 
 static void run_clear(TgRun *run) {
     memset(run, 0, sizeof *run);
-    run->train.fd = run->val.fd = -1;
-    run->sft_train.tokens.fd = run->sft_train.mask.fd = run->sft_val.tokens.fd = run->sft_val.mask.fd = -1;
+    tg_split_init(&run->train);
+    tg_split_init(&run->val);
 }
 
 TgStatus tg_run_open_existing(const char *dir_or_file, TgRun *run) {
@@ -327,12 +331,13 @@ static TgStatus open_given_dataset(TgRun *run, const char *dir) {
     if (!fits) return tg_fail(TG_ERR_ARG, "--dataset %s: the path is too long", dir);
     TgDataset d;
     TG_TRY(tg_dataset_open(run->dataset, true, &d));
-    run->tok = d.tok, run->train = d.train, run->val = d.val;
+    run->tok = d.tok;
+    tg_split_of_text(&run->train, d.train), tg_split_of_text(&run->val, d.val);
     memset(&d.tok, 0, sizeof d.tok);
     d.train.fd = d.val.fd = -1;
     tg_dataset_close(&d);
     tg_message_emit(&run->messages, TG_MESSAGE_INFO, "dataset %s: %s; %" PRIu64 " train + %" PRIu64 " val tokens", run->dataset,
-                 d.manifest.recipe, run->train.n, run->val.n);
+                 d.manifest.recipe, run->train.tokens.n, run->val.tokens.n);
     return TG_OK;
 }
 
@@ -513,10 +518,8 @@ void tg_run_close(TgRun *run) {
     tg_folder_lock_release(&run->lock);
     if (run->model_built) tg_model_free(&run->model);
     tg_tokenizer_free(&run->tok);
-    tg_token_store_close(&run->train);
-    tg_token_store_close(&run->val);
-    tg_sft_split_close(&run->sft_train);
-    tg_sft_split_close(&run->sft_val);
+    tg_split_close(&run->train);
+    tg_split_close(&run->val);
     run_clear(run);
 }
 

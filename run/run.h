@@ -16,6 +16,7 @@
 #include "tapegrad/tokenizer.h"
 #include "data/prepare.h"
 #include "data/sft_data.h"
+#include "data/split.h"
 #include "data/tokfile.h"
 #include "lib/append_file.h"
 #include "lib/folder_lock.h"
@@ -34,10 +35,9 @@ typedef struct TgRun {
     TgTokenizer tok;
     TgModel model;
     bool model_built;
-    TgTokenStore train, val;  /* read a window at a time (data/tokfile.h): from the run folder, or its dataset's */
+    TgSplit train, val;     /* its data (data/split.h): text from the run folder or its dataset, or conversations */
     char dataset[TG_PATH_CAP]; /* the dataset folder it trains on (--dataset), "" when prepared into the run */
-    bool sft;               /* it fine-tunes on conversations (--task sft): sft_train and sft_val, not train and val */
-    TgSftSplit sft_train, sft_val;
+    bool sft;               /* it fine-tunes on conversations (--task sft) */
     TgTrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */

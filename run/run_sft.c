@@ -143,7 +143,7 @@ TgStatus tg_run_open_sft_splits(TgRun *run, const char *dir, int64_t seq_len, bo
     uint32_t vocab = (uint32_t)run->tok.vocab_size;
     uint64_t fingerprint = run->tok.fingerprint;
     if (want_train)
-        TG_TRY(tg_sft_split_open(&run->sft_train, dir, TG_PREPARE_TRAIN_FILE, TG_SFT_TRAIN_MASK_FILE, vocab, fingerprint, seq_len));
-    return tg_sft_split_open(&run->sft_val, dir, TG_PREPARE_VAL_FILE, TG_SFT_VAL_MASK_FILE, vocab, fingerprint, seq_len);
+        TG_TRY(tg_sft_split_open(&run->train, dir, TG_PREPARE_TRAIN_FILE, TG_SFT_TRAIN_MASK_FILE, vocab, fingerprint, seq_len));
+    return tg_sft_split_open(&run->val, dir, TG_PREPARE_VAL_FILE, TG_SFT_VAL_MASK_FILE, vocab, fingerprint, seq_len);
 }
 

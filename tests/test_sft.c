@@ -243,7 +243,7 @@ Test(chat_format, a_tokenizer_without_the_markers_is_refused_saying_how_to_get_o
 /* ---- a split in memory, for the loader and the gradients ---- */
 
 typedef struct {
-    TgSftSplit split;
+    TgSplit split;
     int32_t *tokens, *mask;
     size_t n, cap;
 } MemSplit;

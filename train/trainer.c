@@ -106,7 +106,7 @@ double tg_evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, con
     return mean;
 }
 
-TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSftSplit *split, int64_t batch,
+TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSplit *split, int64_t batch,
                                 double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows) {
     int64_t seq = model->cfg.seq_len;
     size_t window = (size_t)(batch * seq);
@@ -271,19 +271,19 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
         tr->eval_ks = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
         tr->micro_counts = tg_calloc((size_t)tr->micro_batches, sizeof(double));
         tr->eval_counts = tg_calloc((size_t)o->eval_batches, sizeof(double));
-        TG_TRY(tg_sft_loader_init(&tr->sft_loader, &tr->run.sft_train, B, T, tr->run.state.seed, pad, TG_SFT_ORDER_SHUFFLED));
-        TG_TRY(tg_sft_fixed_batches(&tr->run.sft_val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
+        TG_TRY(tg_sft_loader_init(&tr->sft_loader, &tr->run.train, B, T, tr->run.state.seed, pad, TG_SFT_ORDER_SHUFFLED));
+        TG_TRY(tg_sft_fixed_batches(&tr->run.val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
         for (int64_t b = 0; b < o->eval_batches; b++)
             tr->eval_counts[b] = (double)tg_count_targets(tr->eval_tg + (size_t)b * window, window);
         if (k) {
             tr->probe_ks = tg_malloc((size_t)k * window * sizeof(int32_t));
-            TG_TRY(tg_sft_fixed_batches(&tr->run.sft_val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
+            TG_TRY(tg_sft_fixed_batches(&tr->run.val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
         }
         if (tr->run.resumed) tg_sft_loader_set_state(&tr->sft_loader, &tr->run.state.loader);
     } else {
-        TG_TRY(tg_loader_init_store(&tr->loader, &tr->run.train, B, T, tr->run.state.seed));
-        TG_TRY(tg_loader_fixed_batches_store(&tr->run.val, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
-        if (k) TG_TRY(tg_loader_fixed_batches_store(&tr->run.val, B, T, k, tr->probe_in, tr->probe_tg));
+        TG_TRY(tg_loader_init_store(&tr->loader, &tr->run.train.tokens, B, T, tr->run.state.seed));
+        TG_TRY(tg_loader_fixed_batches_store(&tr->run.val.tokens, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
+        if (k) TG_TRY(tg_loader_fixed_batches_store(&tr->run.val.tokens, B, T, k, tr->probe_in, tr->probe_tg));
         if (tr->run.resumed) tg_loader_set_state(&tr->loader, &tr->run.state.loader);
     }
     tr->eval_bytes = tg_tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)o->eval_batches * window);
@@ -329,8 +329,7 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
         tg_loader_state_pack(&state, loader);
         int64_t counters[2] = {run->state.step, run->state.tokens_seen};
         h = tg_dist_checksum(tg_dist_checksum(h, ps->m, bytes), ps->v, bytes);
-        const TgTokenStore *train = tr->packed ? &run->sft_train.tokens : &run->train;
-        const TgTokenStore *val = tr->packed ? &run->sft_val.tokens : &run->val;
+        const TgTokenStore *train = &run->train.tokens, *val = &run->val.tokens;
         uint64_t tokens[4] = {train->n, train->hash, val->n, val->hash};
         h = tg_dist_checksum(h, tokens, sizeof tokens);
         h = tg_dist_checksum(tg_dist_checksum(h, loader, sizeof loader), counters, sizeof counters);
@@ -395,13 +394,13 @@ static TgStatus trainer_announce(Trainer *tr) {
         tg_message_emit(m, TG_MESSAGE_INFO,
                      "data: %zu train conversations (%llu tokens, %llu trained), %zu val; rows of packed conversations, "
                      "batch %lld x %lld x accum %lld%s = %lld positions/step; the loss is per trained token; run folder %s",
-                     run->sft_train.n_conversations, (unsigned long long)run->sft_train.tokens.n,
-                     (unsigned long long)run->sft_train.trained, run->sft_val.n_conversations, (long long)tr->batch,
+                     run->train.n_conversations, (unsigned long long)run->train.tokens.n,
+                     (unsigned long long)run->train.trained, run->val.n_conversations, (long long)tr->batch,
                      (long long)tr->seq, (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
                      run->folder.path[0] ? run->folder.path : run->dir);
     else
         tg_message_emit(m, TG_MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
-           (long long)run->train.n, (long long)run->val.n, (long long)tr->batch, (long long)tr->seq,
+           (long long)run->train.tokens.n, (long long)run->val.tokens.n, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
     tg_message_emit(m, TG_MESSAGE_INFO, "kernels: %s on %s; %d threads; precision %s", tg_isa_name(tg_isa_active()),

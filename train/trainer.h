@@ -107,7 +107,7 @@ double tg_mean_over_targets(const double *losses, const double *counts, int64_t 
 /* The loss over a whole split of conversations (data/sft_data.h), each once, packed into rows of
  * (batch, seq): the mean over its trained tokens (assistant replies and their <|im_end|>), no
  * gradients; *targets those tokens, *bytes their text (tg_tokens_text_bytes), *rows the rows used. */
-TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSftSplit *split, int64_t batch,
+TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSplit *split, int64_t batch,
                                 double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows);
 
 /* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */

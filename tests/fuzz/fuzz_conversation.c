@@ -69,7 +69,7 @@ static void check_prepared(const char *path, const TgTokenizer *tok) {
     TgSftPrepareResult res;
     if (tg_sft_prepare(&opt, dir, NULL, &res) != TG_OK) return; /* too few conversations, say: refused */
     if (res.conversations < 2 || res.train_conversations + res.val_conversations != res.conversations) abort();
-    TgSftSplit split;
+    TgSplit split;
     if (tg_sft_split_open(&split, dir, TG_PREPARE_TRAIN_FILE, TG_SFT_TRAIN_MASK_FILE, (uint32_t)tok->vocab_size, tok->fingerprint, SEQ) !=
             TG_OK ||
         split.n_conversations != res.train_conversations)
@@ -87,7 +87,7 @@ static void check_prepared(const char *path, const TgTokenizer *tok) {
         }
     }
     tg_sft_loader_free(&ld);
-    tg_sft_split_close(&split);
+    tg_split_close(&split);
     const char *files[] = {TG_PREPARE_TRAIN_FILE, TG_PREPARE_VAL_FILE, TG_SFT_TRAIN_MASK_FILE, TG_SFT_VAL_MASK_FILE};
     for (size_t i = 0; i < 4; i++) fuzz_remove(files[i]);
 }
