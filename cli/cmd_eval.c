@@ -13,6 +13,7 @@
 #include "tapegrad/engine.h"
 #include "run/memory_plan.h"
 #include "run/run.h"
+#include "train/evaluate.h"
 #include "train/trainer.h"
 
 typedef struct {
@@ -67,7 +68,7 @@ static void windows_evaluate(Windows *w) {
         memcpy(w->in + i * T, w->tokens + i * T, (size_t)T * sizeof(int32_t));
         memcpy(w->tg + i * T, w->tokens + i * T + 1, (size_t)T * sizeof(int32_t));
     }
-    w->nats += tg_evaluate_loss(w->model, w->tape, w->in, w->tg, 1, b, T) * (double)(b * T);
+    w->nats += tg_evaluate_loss(w->model, w->tape, &(TgEvalBatches){w->in, w->tg, NULL, 1, b, T}) * (double)(b * T);
     w->bytes += tg_tokens_text_bytes(w->tok, w->tg, (size_t)(b * T));
     w->windows += (uint64_t)b;
     size_t used = (size_t)(b * T);
@@ -175,11 +176,10 @@ static int run_eval(int argc, char **argv) {
         windows_open(&w, &run.model, &engine.tape, &run.tok);
         uint64_t targets = 0;
         if (s == TG_OK && conversations) {
-            uint64_t rows = 0;
-            double mean = NAN;
-            s = tg_evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.val, EVAL_MAX_BATCH, &mean, &targets,
-                                       &w.bytes, &rows);
-            w.windows = rows, w.nats = mean * (double)targets;
+            TgSplitEval e = {.loss = NAN};
+            s = tg_evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.val, EVAL_MAX_BATCH, &e);
+            targets = e.targets, w.bytes = e.bytes;
+            w.windows = e.rows, w.nats = e.loss * (double)targets;
         } else if (s == TG_OK) {
             s = o.data ? windows_from_sources(&w, o.data, o.text_field)
                        : windows_from_store(&w, o.dataset ? &dataset.val : &run.val.tokens);

@@ -14,7 +14,7 @@
 typedef struct TgMetricRow {
     int64_t step;
     double loss, val_loss, lr, grad_norm; /* NaN where the line had no value */
-    double val_bpb;                      /* the val loss in bits per byte (train/trainer.h: tg_bits_per_byte) */
+    double val_bpb;                       /* the val loss in bits per byte (train/evaluate.h: tg_bits_per_byte) */
 } TgMetricRow;
 
 /* One line of grads.jsonl. */

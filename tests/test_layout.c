@@ -293,7 +293,25 @@ Test(layout, every_name_of_the_library_carries_the_prefix) {
     cr_expect_eq(bad, 0, "%d symbols of libtapegrad.a without the tg_ prefix (listed above)", bad);
 }
 
-/* The names a header declares: types (after a closing brace or a typedef), macros, enum values. */
+/* Whether the brace at `close` ends a typedef (typedef struct { ... } Name;), not a member
+ * declared inside one (union { ... } reader;). */
+static bool closes_a_typedef(const char *code, const char *close) {
+    int depth = 0;
+    const char *p = close;
+    for (; p > code; p--) {
+        if (*p == '}')
+            depth++;
+        else if (*p == '{' && --depth == 0)
+            break;
+    }
+    const char *start = p;
+    while (start > code && start[-1] != ';' && start[-1] != '}' && start[-1] != '{') start--;
+    for (const char *q = start; q + 7 <= p; q++)
+        if (strncmp(q, "typedef", 7) == 0 && !is_name_char(q[7]) && (q == code || !is_name_char(q[-1]))) return true;
+    return false;
+}
+
+/* The names a header declares: types (after a typedef's closing brace), macros, enum values. */
 static int check_header_names(const char *path, bool report) {
     char *code = code_of(path);
     int bad = 0;
@@ -301,7 +319,9 @@ static int check_header_names(const char *path, bool report) {
         char name[256];
         int n = 0;
         const char *kind = NULL;
-        if (*p == '}' && sscanf(p + 1, " %255[A-Za-z0-9_] %n", name, &n) == 1 && p[1 + n] == ';') kind = "type";
+        if (*p == '}' && sscanf(p + 1, " %255[A-Za-z0-9_] %n", name, &n) == 1 && p[1 + n] == ';' &&
+            closes_a_typedef(code, p))
+            kind = "type";
         else if (strncmp(p, "#define ", 8) == 0 && sscanf(p + 8, "%255[A-Za-z0-9_]", name) == 1) kind = "macro";
         if (kind) {
             bool ok = strcmp(kind, "type") == 0 ? strncmp(name, "Tg", 2) == 0
@@ -377,7 +397,7 @@ Test(layout, the_name_check_finds_unprefixed_names) {
     cr_assert(fd >= 0);
     const char *text = "/* typedef struct Run { int x; } Run; */\n"
                        "typedef struct TgRun { int x; } TgRun;\n"
-                       "typedef struct { int y; } Loader;\n"
+                       "typedef struct { int y; union { int a; } u; } Loader;\n"
                        "#define TG_OK_MACRO 1\n#define BAD_MACRO 2\n"
                        "typedef enum { TG_A, B = (1 << 2), TG_C } TgE;\n";
     cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));

@@ -12,6 +12,8 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/sft_loader.h"
+#include "train/batch_source.h"
+#include "train/evaluate.h"
 #include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "lib/cpu.h"
@@ -26,115 +28,6 @@
 #include "run/run.h"
 #include "tapegrad/sample.h"
 #include "lib/clock.h"
-
-/* losses[b] for the batches b in [begin, end) of (n, batch, seq) inputs and targets (and key_start,
- * packed rows, or NULL), no gradients. */
-static void eval_batch_losses(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets,
-                              const int32_t *key_start, int64_t begin, int64_t end, int64_t batch, int64_t seq,
-                              double *losses) {
-    bool old = tg_tape_set_grad_enabled(tape, false);
-    for (int64_t b = begin; b < end; b++) {
-        size_t off = (size_t)(b * batch * seq);
-        TgTensor *loss =
-            key_start
-                ? tg_model_loss(model, tape,
-                                &(TgBatch){.tokens = inputs + off,
-                                           .targets = targets + off,
-                                           .key_start = key_start + off,
-                                           .batch = batch,
-                                           .seq = seq},
-                                NULL)
-                : tg_model_loss(
-                      model, tape,
-                      &(TgBatch){.tokens = inputs + off, .targets = targets + off, .batch = batch, .seq = seq}, NULL);
-        losses[b] = loss->data[0];
-        tg_tape_reset(tape);
-    }
-    tg_tape_set_grad_enabled(tape, old);
-}
-
-/* The mean of n values, added in order (NaN for none). */
-static double mean_in_order(const double *values, int64_t n) {
-    double total = 0.0;
-    for (int64_t i = 0; i < n; i++) total += values[i];
-    return n ? total / (double)n : NAN;
-}
-
-double tg_bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes) {
-    return bytes ? mean_loss * (double)n_targets / (log(2.0) * (double)bytes) : NAN;
-}
-
-/* Whether id is a special (control) token: <eot>, <|im_start|>, <|im_end|>, ... */
-static bool is_control(const TgTokenizer *tok, int32_t id) {
-    if (id == tok->eot_id) return true;
-    for (int32_t i = 0; i < tok->n_added; i++)
-        if (tok->added[i].id == id) return tok->added[i].special;
-    return false;
-}
-
-uint64_t tg_tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n) {
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len = 0;
-        if (ids[i] >= 0 && !is_control(tok, ids[i])) tg_tokenizer_token_bytes(tok, ids[i], &len);
-        bytes += len;
-    }
-    return bytes;
-}
-
-uint64_t tg_count_targets(const int32_t *targets, size_t n) {
-    uint64_t count = 0;
-    for (size_t i = 0; i < n; i++) count += targets[i] != TG_IGNORE_INDEX;
-    return count;
-}
-
-double tg_mean_over_targets(const double *losses, const double *counts, int64_t n) {
-    double total = 0.0, count = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        total += losses[i] * counts[i];
-        count += counts[i];
-    }
-    return count > 0 ? total / count : NAN;
-}
-
-double tg_evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
-                     int64_t batch, int64_t seq) {
-    double *losses = tg_malloc((size_t)(n_batches > 0 ? n_batches : 1) * sizeof(double));
-    eval_batch_losses(model, tape, inputs, targets, NULL, 0, n_batches, batch, seq, losses);
-    double mean = mean_in_order(losses, n_batches);
-    free(losses);
-    return mean;
-}
-
-TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSplit *split, int64_t batch,
-                                double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows) {
-    int64_t seq = model->cfg.seq_len;
-    size_t window = (size_t)(batch * seq);
-    TgSftLoader ld;
-    TG_TRY(tg_sft_loader_init(&ld, split, batch, seq, 0, tok->eot_id, TG_SFT_ORDER_ONCE));
-    int32_t *in = tg_malloc(window * sizeof *in), *tg = tg_malloc(window * sizeof *tg), *ks = tg_malloc(window * sizeof *ks);
-    double nats = 0;
-    *targets = *bytes = *rows = 0;
-    TgStatus s = TG_OK;
-    bool old = tg_tape_set_grad_enabled(tape, false);
-    while (s == TG_OK && !tg_sft_loader_done(&ld)) {
-        s = tg_sft_loader_next(&ld, in, tg, ks);
-        if (s != TG_OK) break;
-        uint64_t count = tg_count_targets(tg, window);
-        nats +=
-            (double)tg_model_loss(
-                model, tape, &(TgBatch){.tokens = in, .targets = tg, .key_start = ks, .batch = batch, .seq = seq}, NULL)
-                ->data[0] *
-            (double)count;
-        tg_tape_reset(tape);
-        *targets += count, *bytes += tg_tokens_text_bytes(tok, tg, window), *rows += (uint64_t)batch;
-    }
-    tg_tape_set_grad_enabled(tape, old);
-    free(in), free(tg), free(ks);
-    tg_sft_loader_free(&ld);
-    *loss = *targets ? nats / (double)*targets : NAN;
-    return s;
-}
 
 /* Names the first parameter whose gradient is not finite (NULL if none). */
 static const char *first_nonfinite_grad(const TgParamStore *ps) {
@@ -154,9 +47,8 @@ typedef struct Trainer {
     TgCheckpointSaver saver;   /* set up by commit_run */
     bool committed;          /* the run folder is in place (commit_run) */
     int64_t failed_saves;    /* background saves that failed since the last that worked */
-    TgLoader loader;
-    bool packed;             /* fine-tuning: rows of packed conversations (data/sft_loader.h), not text windows */
-    TgSftLoader sft_loader;
+    TgBatchSource batches;   /* the train split's (train/batch_source.h), at this run's position */
+    TgLossWeighting weighting; /* how micro-batches' and eval batches' losses make one */
     int rank, ranks;         /* this process's place in a data-parallel job (lib/dist.h): 0 of 1 alone */
     bool writer;             /* rank 0, the one that writes the run folder, metrics and checkpoints */
     int64_t batch, seq, tokens_per_step;
@@ -167,11 +59,11 @@ typedef struct Trainer {
                                      gradient sum's exchange buffer */
     int32_t *eval_in, *eval_tg;   /* (eval_batches, B, T): the same val batches at every evaluation */
     int32_t *probe_in, *probe_tg; /* (hooks.probe_batches, B, T), when the hooks ask for a probe */
-    int32_t *inputs, *targets;    /* (B, T); packed: (accum, B, T), the step's micro-batches of this rank */
-    int32_t *key_start;           /* packed: (accum, B, T), each position's first visible one */
-    int32_t *eval_ks, *probe_ks;  /* packed: like eval_in, probe_in */
-    double *micro_counts;         /* packed: [micro_batches] targets in each micro-batch: the loss's weights */
-    double *eval_counts;          /* packed: [eval_batches] */
+    int32_t *inputs, *targets;    /* (accum, B, T): the step's micro-batches of this rank */
+    int32_t *key_start;           /* (accum, B, T), each position's first visible one, for packed rows; else NULL */
+    int32_t *eval_ks, *probe_ks;  /* like eval_in, probe_in, for packed rows; else NULL */
+    double *micro_counts;         /* [micro_batches]: targets in each micro-batch, the weights of a mean of targets */
+    double *eval_counts;          /* [eval_batches] */
     TgTensor **ffn_hidden;          /* [layers], on watched steps */
     TgTrainHooks hooks;             /* rank 0's: the other ranks watch nothing */
     TgTrainReporter reporter;       /* rank 0's: the other ranks report nothing */
@@ -212,7 +104,7 @@ static void trainer_close(Trainer *tr) {
     free(tr->eval_losses);
     free(tr->grad_scratch);
     free(tr->key_start), free(tr->eval_ks), free(tr->probe_ks), free(tr->micro_counts), free(tr->eval_counts);
-    tg_sft_loader_free(&tr->sft_loader);
+    tg_batch_source_close(&tr->batches);
     tg_engine_close(&tr->engine);
     tg_run_close(&tr->run);
 }
@@ -225,6 +117,40 @@ static TgStatus agree_on_status(TgStatus s) {
     if (s != TG_OK) return s;
     if (agreed != TG_OK) return agreed;
     return any_failed ? tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED) : TG_OK;
+}
+
+/* The step's buffers, the train split's batch source (at the resumed position), and the fixed val
+ * batches of every evaluation and of k probes; packed rows are padded with <eot>. */
+static TgStatus open_batches(Trainer *tr, int64_t k) {
+    const TgTrainOptions *o = tr->o;
+    const TgSplit *train = &tr->run.train, *val = &tr->run.val;
+    int64_t B = tr->batch, T = tr->seq;
+    int32_t pad = tr->run.tok.eot_id;
+    bool packed = tg_split_packed(train);
+    size_t window = (size_t)(B * T), step_rows = (size_t)o->accum * window,
+           eval_rows = (size_t)o->eval_batches * window;
+    tr->weighting = tg_split_loss_weighting(train);
+    tr->inputs = tg_malloc(step_rows * sizeof(int32_t));
+    tr->targets = tg_malloc(step_rows * sizeof(int32_t));
+    tr->key_start = packed ? tg_malloc(step_rows * sizeof(int32_t)) : NULL;
+    tr->micro_counts = tg_calloc((size_t)tr->micro_batches, sizeof(double));
+    tr->eval_in = tg_malloc(eval_rows * sizeof(int32_t));
+    tr->eval_tg = tg_malloc(eval_rows * sizeof(int32_t));
+    tr->eval_ks = packed ? tg_malloc(eval_rows * sizeof(int32_t)) : NULL;
+    tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
+    tr->eval_counts = tg_calloc((size_t)o->eval_batches, sizeof(double));
+    TG_TRY(tg_batch_source_open(&tr->batches, train, B, T, tr->run.state.seed, pad));
+    TG_TRY(tg_split_fixed_batches(val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
+    for (int64_t b = 0; b < o->eval_batches; b++)
+        tr->eval_counts[b] = (double)tg_count_targets(tr->eval_tg + (size_t)b * window, window);
+    if (k) {
+        tr->probe_in = tg_malloc((size_t)k * window * sizeof(int32_t));
+        tr->probe_tg = tg_malloc((size_t)k * window * sizeof(int32_t));
+        tr->probe_ks = packed ? tg_malloc((size_t)k * window * sizeof(int32_t)) : NULL;
+        TG_TRY(tg_split_fixed_batches(val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
+    }
+    if (tr->run.resumed) tg_batch_source_set_state(&tr->batches, &tr->run.state.loader);
+    return TG_OK;
 }
 
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
@@ -249,43 +175,12 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     tg_engine_open(&tr->engine, o->threads, 0);
     tg_tape_set_precision(&tr->engine.tape, tr->run.precision);
     TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, o->threads, true)));
-    tr->packed = tr->run.sft;
-    size_t window = (size_t)(B * T), step_rows = (size_t)(tr->packed ? o->accum : 1) * window;
-    tr->eval_in = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
-    tr->eval_tg = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
-    tr->inputs = tg_malloc(step_rows * sizeof(int32_t));
-    tr->targets = tg_malloc(step_rows * sizeof(int32_t));
+    TG_TRY(
+        open_batches(tr, tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0));
+    size_t window = (size_t)(B * T);
     tr->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *tr->ffn_hidden);
     tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
-    tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
     if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tg_model_trainable(&tr->run.model)->total * sizeof(float));
-    int64_t k = tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0;
-    if (k) {
-        tr->probe_in = tg_malloc((size_t)k * window * sizeof(int32_t));
-        tr->probe_tg = tg_malloc((size_t)k * window * sizeof(int32_t));
-    }
-    if (tr->packed) {
-        /* conversations: each row packed, padded with <eot> (data/sft_loader.h) */
-        int32_t pad = tr->run.tok.eot_id;
-        tr->key_start = tg_malloc(step_rows * sizeof(int32_t));
-        tr->eval_ks = tg_malloc((size_t)o->eval_batches * window * sizeof(int32_t));
-        tr->micro_counts = tg_calloc((size_t)tr->micro_batches, sizeof(double));
-        tr->eval_counts = tg_calloc((size_t)o->eval_batches, sizeof(double));
-        TG_TRY(tg_sft_loader_init(&tr->sft_loader, &tr->run.train, B, T, tr->run.state.seed, pad, TG_SFT_ORDER_SHUFFLED));
-        TG_TRY(tg_sft_fixed_batches(&tr->run.val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
-        for (int64_t b = 0; b < o->eval_batches; b++)
-            tr->eval_counts[b] = (double)tg_count_targets(tr->eval_tg + (size_t)b * window, window);
-        if (k) {
-            tr->probe_ks = tg_malloc((size_t)k * window * sizeof(int32_t));
-            TG_TRY(tg_sft_fixed_batches(&tr->run.val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
-        }
-        if (tr->run.resumed) tg_sft_loader_set_state(&tr->sft_loader, &tr->run.state.loader);
-    } else {
-        TG_TRY(tg_loader_init_store(&tr->loader, &tr->run.train.tokens, B, T, tr->run.state.seed));
-        TG_TRY(tg_loader_fixed_batches_store(&tr->run.val.tokens, B, T, o->eval_batches, tr->eval_in, tr->eval_tg));
-        if (k) TG_TRY(tg_loader_fixed_batches_store(&tr->run.val.tokens, B, T, k, tr->probe_in, tr->probe_tg));
-        if (tr->run.resumed) tg_loader_set_state(&tr->loader, &tr->run.state.loader);
-    }
     tr->eval_bytes = tg_tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)o->eval_batches * window);
     tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
@@ -293,16 +188,6 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     tr->elapsed_before = tr->run.state.elapsed_s;
     tr->last_val = tr->last_bpb = NAN;
     return TG_OK;
-}
-
-/* Where the batches stand (a checkpoint's loader state), and drawing n without reading them. */
-static TgLoaderState batches_state(const Trainer *tr) {
-    return tr->packed ? tg_sft_loader_get_state(&tr->sft_loader) : tg_loader_get_state(&tr->loader);
-}
-
-static void batches_skip(Trainer *tr, int64_t n) {
-    if (tr->packed) tg_sft_loader_skip(&tr->sft_loader, n);
-    else tg_loader_skip(&tr->loader, n);
 }
 
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
@@ -325,7 +210,7 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
     uint64_t h = tg_dist_checksum(0, ps->data, bytes);
     if (at_start) {
         uint8_t loader[TG_LOADER_STATE_BYTES];
-        TgLoaderState state = batches_state(tr);
+        TgLoaderState state = tg_batch_source_state(&tr->batches);
         tg_loader_state_pack(&state, loader);
         int64_t counters[2] = {run->state.step, run->state.tokens_seen};
         h = tg_dist_checksum(tg_dist_checksum(h, ps->m, bytes), ps->v, bytes);
@@ -364,16 +249,16 @@ static TgStatus trainer_start(Trainer *tr, TgTrainOptions *o, const TgTrainHooks
 static TgStatus evaluate(Trainer *tr, double *val_out) {
     int64_t n = tr->o->eval_batches, begin, end;
     tg_dist_block(n, tr->rank, &begin, &end);
-    eval_batch_losses(&tr->run.model, &tr->engine.tape, tr->eval_in, tr->eval_tg, tr->eval_ks, begin, end, tr->batch,
-                      tr->seq, tr->eval_losses);
+    TgEvalBatches batches = {tr->eval_in, tr->eval_tg, tr->eval_ks, n, tr->batch, tr->seq};
+    tg_eval_batch_losses(&tr->run.model, &tr->engine.tape, &batches, begin, end, tr->eval_losses);
     TG_TRY(tg_dist_share_blocks(tr->eval_losses, n));
     /* conversations: per target (an assistant token), whatever the batches' shares of them */
     uint64_t targets = (uint64_t)(n * tr->batch * tr->seq);
-    if (tr->packed) {
+    if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
         *val_out = tg_mean_over_targets(tr->eval_losses, tr->eval_counts, n);
         targets = tg_count_targets(tr->eval_tg, (size_t)(n * tr->batch * tr->seq));
     } else {
-        *val_out = mean_in_order(tr->eval_losses, n);
+        *val_out = tg_mean_in_order(tr->eval_losses, n);
     }
     tr->last_bpb = tg_bits_per_byte(*val_out, targets, tr->eval_bytes);
     return TG_OK;
@@ -390,7 +275,7 @@ static TgStatus trainer_announce(Trainer *tr) {
            (long long)c->seq_len);
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
-    if (tr->packed)
+    if (tg_split_packed(&run->train))
         tg_message_emit(m, TG_MESSAGE_INFO,
                      "data: %zu train conversations (%llu tokens, %llu trained), %zu val; rows of packed conversations, "
                      "batch %lld x %lld x accum %lld%s = %lld positions/step; the loss is per trained token; run folder %s",
@@ -508,73 +393,47 @@ static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *los
     return true;
 }
 
-/* This rank's share of a step's gradient, into params.grad, and its micro-batches' losses.
- * The loader draws the global batch, ranks x accum micro-batches, from its one stream; rank r
- * takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data
- * order does not depend on the number of ranks. Each micro-batch's gradient is computed alone
- * (into zeroed buffers, its loss scaled by 1 / micro_batches) and added to the sum of those before
- * it, g = g0 + g1 + ...: so with accum 1 on N ranks, tg_dist_sum_floats makes the very additions one
- * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows). */
-static TgStatus local_gradients(Trainer *tr, bool watched) {
-    TgTrainOptions *o = tr->o;
-    TgModel *model = &tr->run.model;
-    TgParamStore *ps = tg_model_trainable(model);
-    TgTape *tape = &tr->engine.tape;
-    int64_t first = tr->rank * o->accum, drawn = first;
-    TgStatus read = TG_OK;
-    tg_params_zero_grad(ps);
-    tg_loader_skip(&tr->loader, first);
-    for (int64_t k = 0; k < o->accum; k++) {
-        micro_batch_begin(tr, k);
-        read = tg_loader_next(&tr->loader, tr->inputs, tr->targets);
-        drawn++;
-        if (read != TG_OK) { /* the step fails once every rank has its losses */
-            tr->micro_losses[first + k] = NAN;
-            tg_params_point_grads(ps, NULL);
-            break;
-        }
-        TgTensor *loss =
-            watched ? tg_model_loss(
-                          model, tape,
-                          &(TgBatch){.tokens = tr->inputs, .targets = tr->targets, .batch = tr->batch, .seq = tr->seq},
-                          &(TgModelOutputs){.ffn_hidden = tr->ffn_hidden})
-                    : tg_model_loss(
-                          model, tape,
-                          &(TgBatch){.tokens = tr->inputs, .targets = tr->targets, .batch = tr->batch, .seq = tr->seq},
-                          NULL);
-        if (!micro_batch_end(tr, first, k, loss, tr->micro_batches > 1 ? 1.0f / (float)tr->micro_batches : 1.0f, watched))
-            break;
+/* The scale of micro-batch i's loss before its backward, so that the gradients add up to those of
+ * the step's loss: 1 / micro_batches for a mean of batches; count_i / total for a mean of targets
+ * (the sum of every target's loss over the total). 1 for a step of one micro-batch, whose own
+ * mean is the step's loss. */
+static float micro_batch_weight(const Trainer *tr, int64_t i, double total) {
+    if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
+        double count = tr->micro_counts[i];
+        return count == total ? 1.0f : (float)(count / total);
     }
-    tg_loader_skip(&tr->loader, tr->micro_batches - drawn);
-    return read;
+    return tr->micro_batches > 1 ? 1.0f / (float)tr->micro_batches : 1.0f;
 }
 
-/* local_gradients for packed conversations. The step's loss is the mean over every trained token
- * of all its micro-batches (on every rank), not the mean of the micro-batches' means, whose counts
- * of trained tokens differ: each rank first draws its micro-batches, the ranks share how many
- * targets each holds, and micro-batch k's loss, a mean over its count_k targets, is scaled by
- * count_k / total before its backward, so that the gradients add up to those of the sum of every
- * target's loss over the total. With one micro-batch that is its own mean (MiniMind's loss). The
- * sums run as in local_gradients, micro-batch after micro-batch. */
-static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
+/* This rank's share of a step's gradient, into the trainable parameters' grad, and its
+ * micro-batches' losses. The source draws the global batch, ranks x accum micro-batches, from its
+ * one stream; rank r takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others'
+ * draws, so the data order does not depend on the number of ranks. For a mean of targets the
+ * ranks then share how many targets each micro-batch holds (micro_batch_weight). Each
+ * micro-batch's gradient is computed alone (into zeroed buffers, its loss scaled by its weight)
+ * and added to the sum of those before it, g = g0 + g1 + ...: so with accum 1 on N ranks,
+ * tg_dist_sum_floats makes the very additions one process with accum N makes. Stops at a
+ * non-finite loss (the step fails once every rank knows). */
+static TgStatus local_gradients(Trainer *tr, bool watched) {
     TgTrainOptions *o = tr->o;
-    TgModel *model = &tr->run.model;
-    TgTape *tape = &tr->engine.tape;
     const size_t window = (size_t)(tr->batch * tr->seq);
     int64_t first = tr->rank * o->accum, drawn = 0;
     TgStatus read = TG_OK;
-    tg_params_zero_grad(tg_model_trainable(model));
-    batches_skip(tr, first);
+    tg_params_zero_grad(tg_model_trainable(&tr->run.model));
+    tg_batch_source_skip(&tr->batches, first);
     for (int64_t k = 0; k < o->accum && read == TG_OK; k++, drawn++) {
         size_t off = (size_t)k * window;
-        read = tg_sft_loader_next(&tr->sft_loader, tr->inputs + off, tr->targets + off, tr->key_start + off);
+        read = tg_batch_source_next(&tr->batches, tr->inputs + off, tr->targets + off,
+                                    tr->key_start ? tr->key_start + off : NULL);
         tr->micro_counts[first + k] = read == TG_OK ? (double)tg_count_targets(tr->targets + off, window) : NAN;
     }
     for (int64_t k = drawn; k < o->accum; k++) tr->micro_counts[first + k] = NAN;
-    batches_skip(tr, tr->micro_batches - first - drawn);
-    TG_TRY(tg_dist_share_blocks(tr->micro_counts, tr->micro_batches));
+    tg_batch_source_skip(&tr->batches, tr->micro_batches - first - drawn);
     double total = 0.0;
-    for (int64_t i = 0; i < tr->micro_batches; i++) total += tr->micro_counts[i];
+    if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
+        TG_TRY(tg_dist_share_blocks(tr->micro_counts, tr->micro_batches));
+        for (int64_t i = 0; i < tr->micro_batches; i++) total += tr->micro_counts[i];
+    }
     if (read != TG_OK || !isfinite(total)) { /* the step fails once every rank has its losses */
         for (int64_t k = 0; k < o->accum; k++) tr->micro_losses[first + k] = NAN;
         return read;
@@ -582,15 +441,11 @@ static TgStatus local_gradients_packed(Trainer *tr, bool watched) {
     for (int64_t k = 0; k < o->accum; k++) {
         size_t off = (size_t)k * window;
         micro_batch_begin(tr, k);
-        TgTensor *loss = tg_model_loss(model, tape,
-                                       &(TgBatch){.tokens = tr->inputs + off,
-                                                  .targets = tr->targets + off,
-                                                  .key_start = tr->key_start + off,
-                                                  .batch = tr->batch,
-                                                  .seq = tr->seq},
+        TgBatch b = {tr->inputs + off, tr->targets + off, tr->key_start ? tr->key_start + off : NULL, tr->batch,
+                     tr->seq};
+        TgTensor *loss = tg_model_loss(&tr->run.model, &tr->engine.tape, &b,
                                        &(TgModelOutputs){.ffn_hidden = watched ? tr->ffn_hidden : NULL});
-        double count = tr->micro_counts[first + k];
-        if (!micro_batch_end(tr, first, k, loss, count == total ? 1.0f : (float)(count / total), watched)) break;
+        if (!micro_batch_end(tr, first, k, loss, micro_batch_weight(tr, first + k, total), watched)) break;
     }
     return TG_OK;
 }
@@ -612,7 +467,7 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     const TgTrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
     if (watched && tr->probe_in) run_probe(tr);
-    TgStatus read = tr->packed ? local_gradients_packed(tr, watched) : local_gradients(tr, watched);
+    TgStatus read = local_gradients(tr, watched);
     /* every rank gets every micro-batch's loss and adds them in the micro-batches' order */
     TG_TRY(tg_dist_share_blocks(tr->micro_losses, tr->micro_batches));
     if (read != TG_OK) return read;
@@ -620,9 +475,9 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
         if (!isfinite(tr->micro_losses[i]))
             return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup",
                            (long long)step, isnan(tr->micro_losses[i]) ? "NaN" : "Inf", lr);
-    /* conversations: per trained token (local_gradients_packed) */
-    double loss = tr->packed ? tg_mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
-                             : mean_in_order(tr->micro_losses, tr->micro_batches);
+    double loss = tr->weighting == TG_LOSS_MEAN_OF_TARGETS
+                      ? tg_mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
+                      : tg_mean_in_order(tr->micro_losses, tr->micro_batches);
     TgParamStore *trainable = tg_model_trainable(model);
     TG_TRY(tg_dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
@@ -700,7 +555,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     }
     if (ckpt_now) {
         st->elapsed_s = elapsed;
-        st->loader = batches_state(tr);
+        st->loader = tg_batch_source_state(&tr->batches);
         report_failed_save(tr);
         TG_TRY(tg_checkpoint_saver_start(&tr->saver, &tr->run.model, tr->run.tok.fingerprint, st));
     }
@@ -767,16 +622,16 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
         tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: saving a checkpoint (interrupt again to quit at once)",
                      reason, (long long)st->step);
     st->elapsed_s = tr->elapsed_before + (tg_clock_seconds() - tr->t_start);
-    st->loader = batches_state(tr);
+    st->loader = tg_batch_source_state(&tr->batches);
     /* together first: the val loss, if the last step had none, and the replica check */
     bool evaluate_now = (isnan(tr->last_val) || tr->val_before_training) && st->step > 0;
     if (evaluate_now) TG_TRY(evaluate(tr, &tr->last_val));
     TG_TRY(check_replicas(tr, false));
     /* a failed last save fails every rank */
     TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
-    if (tr->writer && tr->packed && st->step >= o->steps)
+    if (tr->writer && tr->run.sft && st->step >= o->steps)
         tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "talk to it: tapegrad chat --run %s", run->dir);
-    if (tr->writer && !tr->packed && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
+    if (tr->writer && !tr->run.sft && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
         const TgSampleOptions defaults = tg_sample_defaults();
         TgTrainSample sample = {.prompt = TG_RUN_SAMPLE_PROMPT, .prompt_len = strlen(TG_RUN_SAMPLE_PROMPT),
                               .tokens = o->sample_tokens, .temperature = defaults.temperature, .top_k = defaults.top_k};

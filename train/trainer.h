@@ -44,7 +44,7 @@ typedef struct TgTrainProgress {
     int64_t step, steps;
     double loss;          /* the step's mean over its micro-batches */
     double val_loss;      /* the latest evaluation's; NaN before the first */
-    double val_bpb;       /* the same in bits per byte of the val text (see evaluate_bits_per_byte) */
+    double val_bpb;       /* the same in bits per byte of the val text (train/evaluate.h: tg_bits_per_byte) */
     double lr, grad_norm; /* the step's rate, and its gradient norm before clipping */
     double tokens_per_s;  /* since the previous report */
     double eta_s;         /* until --steps at that pace, or the time budget if sooner */
@@ -87,31 +87,5 @@ typedef struct TgTrainReporter {
  * step leaves nothing behind. */
 TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTrainHooks *hooks,
                    const TgTrainReporter *reporter);
-
-/* Bits per byte of a mean loss (nats per target token) over n_targets target tokens whose text is
- * `bytes` bytes long: mean_loss * n_targets / (ln 2 * bytes), the loss of the whole text in bits,
- * spread over its bytes, so models with different tokenizers compare on one scale. The bytes of
- * a target token are those tg_tokenizer_decode gives it: its text, none for <eot>. NaN when bytes
- * is 0. */
-double tg_bits_per_byte(double mean_loss, uint64_t n_targets, uint64_t bytes);
-/* The bytes of text the n ids stand for: what tg_tokenizer_decode gives each, none for a special
- * (control) token such as <eot> or <|im_end|>, which stands for no text, and none for an ignored
- * target (a negative id). */
-uint64_t tg_tokens_text_bytes(const TgTokenizer *tok, const int32_t *ids, size_t n);
-/* The targets that are not TG_IGNORE_INDEX. */
-uint64_t tg_count_targets(const int32_t *targets, size_t n);
-/* The mean over every target of n batches whose mean losses and target counts are given: the
- * sum of losses[i] counts[i], in order, over the sum of counts (NaN when 0). */
-double tg_mean_over_targets(const double *losses, const double *counts, int64_t n);
-
-/* The loss over a whole split of conversations (data/sft_data.h), each once, packed into rows of
- * (batch, seq): the mean over its trained tokens (assistant replies and their <|im_end|>), no
- * gradients; *targets those tokens, *bytes their text (tg_tokens_text_bytes), *rows the rows used. */
-TgStatus tg_evaluate_conversations(TgModel *model, TgTape *tape, const TgTokenizer *tok, const TgSplit *split, int64_t batch,
-                                double *loss, uint64_t *targets, uint64_t *bytes, uint64_t *rows);
-
-/* Mean loss over `n_batches` fixed batches of (batch, seq) tokens, no gradients. */
-double tg_evaluate_loss(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets, int64_t n_batches,
-                     int64_t batch, int64_t seq);
 
 #endif
