@@ -151,11 +151,24 @@ static TgStatus train_tokenizer(const PrepareOptions *opt, SourceList *list, con
                      opt->text_field ? opt->text_field : DOC_DEFAULT_TEXT_FIELD);
     double t0 = clock_seconds();
     if (st == TG_OK && counter) {
-        res->words = bpe_counter_words(counter);
+        BpeCounterStats cs;
+        bpe_counter_stats(counter, &cs);
+        res->words = cs.words;
         message_emit(&sink, MESSAGE_INFO,
                      "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
-                     res->words, (double)bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
-        st = bpe_counter_train(counter, opt->vocab_size, tok);
+                     res->words, (double)cs.table_bytes / (1 << 20), res->count_seconds, opt->vocab_size);
+        const BpeLimits *lim = bpe_counter_limits(counter);
+        if (cs.prunes)
+            message_emit(&sink, MESSAGE_NOTE,
+                         "the word table reached its cap of %zu chunks or %zu MiB of them: %" PRIu64 " times its rarer half was "
+                         "dropped (%" PRIu64 " chunks), so the merges are learnt from the most frequent chunks",
+                         lim->max_words, lim->max_bytes >> 20, cs.prunes, cs.dropped);
+        BpeTrainReport tr;
+        st = bpe_counter_train(counter, opt->vocab_size, tok, &tr);
+        if (st == TG_OK && tr.restarts)
+            message_emit(&sink, MESSAGE_NOTE,
+                         "training would have needed more than its %zu MiB: the word table was halved %d times, to %zu chunks",
+                         lim->train_bytes >> 20, tr.restarts, bpe_counter_words(counter));
     } else if (st == TG_OK) {
         char bytes[256];
         int n = 0;
