@@ -16,6 +16,8 @@ TgStatus tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text
 /* The ids of chunks already merged, kept across calls (a thread's, in prepare): NULL makes a call
  * keep its own, for a long text. */
 typedef struct ChunkCache ChunkCache;
+/* Encoding merges a longer chunk this many bytes at a time (tokenizer_bpe_encode.c says why). */
+enum { TOKENIZER_ENCODE_WINDOW = 256 * TG_TOKENIZER_MAX_CHUNK };
 ChunkCache *chunk_cache_new(void); /* NULL when there is no memory: encoding then merges every chunk */
 void chunk_cache_free(ChunkCache *cache);
 void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
