@@ -17,7 +17,7 @@ TgStatus tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text
  * keep its own, for a long text. */
 typedef struct ChunkCache ChunkCache;
 /* Encoding merges a longer chunk this many bytes at a time (tokenizer_bpe_encode.c says why). */
-enum { TOKENIZER_ENCODE_WINDOW = 256 * TG_TOKENIZER_MAX_CHUNK };
+enum { TOKENIZER_ENCODE_WINDOW = 64 * TG_TOKENIZER_MAX_CHUNK };
 ChunkCache *chunk_cache_new(void); /* NULL when there is no memory: encoding then merges every chunk */
 void chunk_cache_free(ChunkCache *cache);
 void tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,

@@ -32,8 +32,8 @@
  *
  * Encoding a BPE chunk applies the merges by rank: the adjacent pair of lowest rank (leftmost
  * first among equals) is joined, again and again, as Hugging Face and llama.cpp do. A chunk longer
- * than 16 KiB (never a word: a run of letters without a space, of digits or of white space) is
- * merged 16 KiB at a time, as if the pre-split had cut it there, so that encoding takes bounded
+ * than 4 KiB (never a word: a run of letters without a space, of digits or of white space) is
+ * merged 4 KiB at a time, as if the pre-split had cut it there, so that encoding takes bounded
  * memory and time per byte.
  *
  * Text is passed as (const char *, size_t length) and treated as raw bytes; it may contain NUL.
