@@ -249,48 +249,50 @@ void token_index_free(TgTokenIndex *ix) {
 
 typedef struct {
     int32_t left, right;
-    int64_t count;      /* occurrences over all words, weighted by word frequency */
-    int64_t heap_count; /* count of the newest heap entry for this pair */
-    int32_t words;      /* the newest link of the words it occurs (or occurred) in, -1 for none */
-    int32_t touched;    /* 1 + the merge step that last changed count */
+    int64_t count;   /* occurrences over all words, weighted by word frequency */
+    int32_t *words;  /* words it occurs (or occurred) in, may hold stale entries; a power of two */
+    int32_t n_words; /* of them, at least 4, is allocated */
+    int32_t touched; /* 1 + the merge step that last changed count */
 } PairStat;
 
-/* A pair's words are a chain of links through one array, newest first: no allocation of their
- * own. A chain may name a word the pair has left (stale), or a word twice. */
+/* A pair the current merge step changed, and its count before. */
 typedef struct {
-    int32_t word, next;
-} WordLink;
+    int64_t count;
+    int32_t pair;
+} Touched;
 
 typedef struct {
     int64_t count;
     int32_t pair;
 } HeapEntry;
 
+/* A distinct chunk of >= 2 bytes: its symbols are syms[start .. start + len), rewritten in place. */
 typedef struct {
-    /* words: the distinct chunks of >= 2 bytes, as symbol ids rewritten in place */
+    int64_t start, freq;
+    int32_t len;
+    int32_t stamp; /* 1 + the merge step that last visited it */
+} Word;
+
+typedef struct {
     int32_t *syms;
-    int64_t *word_start;
-    int32_t *word_len;
-    int64_t *word_freq;
-    int32_t *word_stamp; /* 1 + the merge step that last visited the word */
+    Word *words;
     int32_t n_words;
 
     PairStat *pairs;
     size_t n_pairs, cap_pairs;
     uint32_t *slots; /* (left, right) -> 1 + its index in pairs, 0 for none; a power of two, at least twice n_pairs */
     size_t cap_slots;
-    WordLink *links;
-    size_t n_links, cap_links;
 
     HeapEntry *heap;
     size_t heap_len, heap_cap;
 
-    int32_t *touched;
+    Touched *touched;
     size_t n_touched, cap_touched;
 
-    /* The bytes the arrays above hold, their peak, and the budget no growth may pass. A growth
-     * that would pass it is not made: `over` is set, the step in progress finishes without it
-     * (its counts no longer matter) and training stops. */
+    /* The bytes the arrays above hold (a word list with 16 for the allocator's header), their
+     * peak, and the budget no growth may pass. A growth that would pass it is not made: `over`
+     * is set, the step in progress finishes without it (its counts no longer matter) and
+     * training stops. */
     size_t bytes, peak, budget;
     bool over;
 } Trainer;
@@ -320,6 +322,21 @@ static bool trainer_reserve(Trainer *t, void **array, size_t *cap, size_t need, 
 
 #define TRAINER_RESERVE(t, arr, cap, need, first) trainer_reserve(t, (void **)&(t)->arr, &(t)->cap, need, sizeof *(t)->arr, first)
 
+/* What a word list of n entries holds allocated: 4 entries at least, else a power of two. */
+static size_t list_bytes(int32_t n) {
+    size_t cap = 4;
+    while (cap < (size_t)n) cap *= 2;
+    return cap * sizeof(int32_t) + 16;
+}
+
+static void list_free(Trainer *t, PairStat *p) {
+    if (!p->words) return;
+    t->bytes -= list_bytes(p->n_words);
+    free(p->words);
+    p->words = NULL;
+    p->n_words = 0;
+}
+
 /* Max-heap order: higher count first, then smaller left id, then smaller right id. */
 static bool heap_before(const Trainer *t, HeapEntry a, HeapEntry b) {
     if (a.count != b.count) return a.count > b.count;
@@ -344,7 +361,6 @@ static void heap_sift_down(Trainer *t, size_t i) {
 
 static void heap_push(Trainer *t, int32_t pair) {
     if (!TRAINER_RESERVE(t, heap, heap_cap, t->heap_len + 1, 1024)) return;
-    t->pairs[pair].heap_count = t->pairs[pair].count;
     size_t i = t->heap_len++;
     t->heap[i] = (HeapEntry){t->pairs[pair].count, pair};
     while (i > 0) {
@@ -401,7 +417,7 @@ static int32_t pair_lookup(Trainer *t, int32_t left, int32_t right) {
         i = pair_slot(t, left, right);
     }
     int32_t idx = (int32_t)t->n_pairs++;
-    t->pairs[idx] = (PairStat){.left = left, .right = right, .words = -1};
+    t->pairs[idx] = (PairStat){.left = left, .right = right};
     t->slots[i] = (uint32_t)idx + 1;
     return idx;
 }
@@ -409,10 +425,17 @@ static int32_t pair_lookup(Trainer *t, int32_t left, int32_t right) {
 static void pair_add_word(Trainer *t, int32_t pair, int32_t word) {
     if (pair < 0) return;
     PairStat *p = &t->pairs[pair];
-    if (p->words >= 0 && t->links[p->words].word == word) return;
-    if (!TRAINER_RESERVE(t, links, cap_links, t->n_links + 1, 1 << 14)) return;
-    t->links[t->n_links] = (WordLink){word, p->words};
-    p->words = (int32_t)t->n_links++;
+    if (p->n_words > 0 && p->words[p->n_words - 1] == word) return;
+    size_t held = p->words ? list_bytes(p->n_words) : 0, need = list_bytes(p->n_words + 1);
+    if (need > held) {
+        if (t->over || t->bytes + need > t->budget) {
+            t->over = true;
+            return;
+        }
+        p->words = tg_realloc(p->words, need - 16);
+        trainer_charge(t, need - held, t->bytes + need);
+    }
+    p->words[p->n_words++] = word;
 }
 
 /* count += delta for (left, right) and remember it changed in this step; -1 as pair_lookup. */
@@ -420,23 +443,20 @@ static int32_t pair_change(Trainer *t, int32_t left, int32_t right, int64_t delt
     int32_t idx = pair_lookup(t, left, right);
     if (idx < 0) return -1;
     PairStat *p = &t->pairs[idx];
-    p->count += delta;
-    TG_CHECK(p->count >= 0, "pair count went negative");
     if (p->touched != step && TRAINER_RESERVE(t, touched, cap_touched, t->n_touched + 1, 1024)) {
         p->touched = step;
-        t->touched[t->n_touched++] = idx;
+        t->touched[t->n_touched++] = (Touched){p->count, idx};
     }
+    p->count += delta;
+    TG_CHECK(p->count >= 0, "pair count went negative");
     return idx;
 }
 
 static void trainer_free(Trainer *t) {
     free(t->syms);
-    free(t->word_start);
-    free(t->word_len);
-    free(t->word_freq);
-    free(t->word_stamp);
+    free(t->words);
+    for (size_t i = 0; i < t->n_pairs; i++) free(t->pairs[i].words);
     free(t->pairs);
-    free(t->links);
     free(t->slots);
     free(t->heap);
     free(t->touched);
@@ -453,24 +473,18 @@ static bool trainer_build_words(Trainer *t, const BpeCounter *c) {
         bpe_counter_word(c, k, &len, &count);
         total += len;
     }
-    size_t nw = n ? n : 1, need = (total ? total : 1) * sizeof *t->syms +
-                                  nw * (sizeof *t->word_start + sizeof *t->word_len + sizeof *t->word_freq + sizeof *t->word_stamp);
+    size_t need = (total ? total : 1) * sizeof *t->syms + (n ? n : 1) * sizeof *t->words;
     if (need > t->budget) {
         t->over = true;
         return false;
     }
     trainer_charge(t, need, need);
     t->syms = tg_malloc((total ? total : 1) * sizeof *t->syms);
-    t->word_start = tg_malloc(nw * sizeof *t->word_start);
-    t->word_len = tg_malloc(nw * sizeof *t->word_len);
-    t->word_freq = tg_malloc(nw * sizeof *t->word_freq);
-    t->word_stamp = tg_calloc(nw, sizeof *t->word_stamp);
+    t->words = tg_malloc((n ? n : 1) * sizeof *t->words);
     size_t pos = 0;
     for (size_t k = 0; k < n; k++) {
         const uint8_t *b = bpe_counter_word(c, k, &len, &count);
-        t->word_start[k] = (int64_t)pos;
-        t->word_len[k] = (int32_t)len;
-        t->word_freq[k] = count;
+        t->words[k] = (Word){(int64_t)pos, count, (int32_t)len, 0};
         for (size_t j = 0; j < len; j++) t->syms[pos + j] = b[j];
         pos += len;
     }
@@ -481,11 +495,12 @@ static bool trainer_build_words(Trainer *t, const BpeCounter *c) {
 static bool trainer_count_pairs(Trainer *t) {
     if (!pair_rehash(t, 1 << 14)) return false;
     for (int32_t w = 0; w < t->n_words && !t->over; w++) {
-        const int32_t *s = t->syms + t->word_start[w];
-        for (int32_t i = 0; i + 1 < t->word_len[w]; i++) {
+        const Word *word = &t->words[w];
+        const int32_t *s = t->syms + word->start;
+        for (int32_t i = 0; i + 1 < word->len; i++) {
             int32_t idx = pair_lookup(t, s[i], s[i + 1]);
             if (idx < 0) break;
-            t->pairs[idx].count += t->word_freq[w];
+            t->pairs[idx].count += word->freq;
             pair_add_word(t, idx, w);
         }
     }
@@ -497,20 +512,22 @@ static bool trainer_count_pairs(Trainer *t) {
 static void trainer_merge(Trainer *t, int32_t pair, int32_t id, int32_t step) {
     int32_t a = t->pairs[pair].left, b = t->pairs[pair].right;
     /* Take the word list: (a, b) never reappears once merged (new adjacencies always involve
-     * the new id). */
-    int32_t link = t->pairs[pair].words;
-    t->pairs[pair].words = -1;
+     * the new id), and pair_change may move t->pairs. */
+    int32_t *list = t->pairs[pair].words, n_list = t->pairs[pair].n_words;
+    t->pairs[pair].words = NULL;
+    t->pairs[pair].n_words = 0;
     t->n_touched = 0;
-    for (; link >= 0; link = t->links[link].next) {
-        int32_t w = t->links[link].word;
-        if (t->word_stamp[w] == step) continue;
-        t->word_stamp[w] = step;
-        int32_t *s = t->syms + t->word_start[w];
-        int32_t len = t->word_len[w];
+    for (int32_t k = 0; k < n_list; k++) {
+        int32_t w = list[k];
+        Word *word = &t->words[w];
+        if (word->stamp == step) continue;
+        word->stamp = step;
+        int32_t *s = t->syms + word->start;
+        int32_t len = word->len;
         bool has = false;
         for (int32_t i = 0; i + 1 < len && !has; i++) has = s[i] == a && s[i + 1] == b;
         if (!has) continue; /* stale entry */
-        int64_t f = t->word_freq[w];
+        int64_t f = word->freq;
         for (int32_t i = 0; i + 1 < len; i++) pair_change(t, s[i], s[i + 1], -f, step);
         int32_t j = 0;
         for (int32_t i = 0; i < len;) {
@@ -521,17 +538,23 @@ static void trainer_merge(Trainer *t, int32_t pair, int32_t id, int32_t step) {
                 s[j++] = s[i++];
             }
         }
-        t->word_len[w] = len = j;
+        word->len = len = j;
         for (int32_t i = 0; i + 1 < len; i++) {
             int32_t idx = pair_change(t, s[i], s[i + 1], f, step);
             if (s[i] == id || s[i + 1] == id) pair_add_word(t, idx, w);
         }
     }
+    t->bytes -= list ? list_bytes(n_list) : 0;
+    free(list);
     if (t->over) return;
     TG_CHECK(t->pairs[pair].count == 0, "merged pair still counted %" PRId64, t->pairs[pair].count);
+    /* Every pair with a count has a heap entry of that count: a changed count needs a new one. A
+     * count can only grow in the step that made the newer of its two ids, so a pair left at 0 is
+     * gone for good, and its word list with it. */
     for (size_t k = 0; k < t->n_touched; k++) {
-        PairStat *p = &t->pairs[t->touched[k]];
-        if (p->count > 0 && p->count != p->heap_count) heap_push(t, t->touched[k]);
+        PairStat *p = &t->pairs[t->touched[k].pair];
+        if (p->count == 0) list_free(t, p);
+        else if (p->count != t->touched[k].count) heap_push(t, t->touched[k].pair);
     }
 }
 
