@@ -250,8 +250,8 @@ void token_index_free(TgTokenIndex *ix) {
 typedef struct {
     int32_t left, right;
     int64_t count;   /* occurrences over all words, weighted by word frequency */
-    int32_t *words;  /* words it occurs (or occurred) in, may hold stale entries; a power of two */
-    int32_t n_words; /* of them, at least 4, is allocated */
+    int32_t *words;  /* words it occurs (or occurred) in, stale entries included; NULL for none */
+    int32_t n_words; /* room is made for a power of two of them, 4 at least (list_bytes) */
     int32_t touched; /* 1 + the merge step that last changed count */
 } PairStat;
 
@@ -425,9 +425,10 @@ static int32_t pair_lookup(Trainer *t, int32_t left, int32_t right) {
 static void pair_add_word(Trainer *t, int32_t pair, int32_t word) {
     if (pair < 0) return;
     PairStat *p = &t->pairs[pair];
-    if (p->n_words > 0 && p->words[p->n_words - 1] == word) return;
-    size_t held = p->words ? list_bytes(p->n_words) : 0, need = list_bytes(p->n_words + 1);
-    if (need > held) {
+    int32_t n = p->n_words;
+    if (n > 0 && p->words[n - 1] == word) return;
+    if (n == 0 || (n >= 4 && (n & (n - 1)) == 0)) { /* full */
+        size_t held = n ? list_bytes(n) : 0, need = list_bytes(n ? 2 * n : 4);
         if (t->over || t->bytes + need > t->budget) {
             t->over = true;
             return;

@@ -53,9 +53,10 @@ typedef struct {
     size_t max_words, max_bytes, train_bytes;
 } BpeLimits;
 
-/* 2^20 chunks (several times the distinct chunks of a few GB of prose), 8 MiB of their bytes (a
- * chunk of natural text averages under 10), 512 MiB for training (the most a table at these caps
- * has taken). docs/data.md states the bounds they give. */
+/* 2^20 chunks, several times the distinct chunks of a few GB of prose, so natural text stays
+ * below the cap; 8 MiB of their bytes, as many for chunks of 8 bytes, a word and its space; and a
+ * training budget that random text at these caps stays well under, so that the restart is for the
+ * worst text only. docs/data.md states the bounds they give. */
 #define BPE_LIMITS_DEFAULT {(size_t)1 << 20, (size_t)8 << 20, (size_t)512 << 20}
 
 /* The distinct chunks of every text added, counted: what BPE training needs of a corpus,
