@@ -76,16 +76,19 @@ static void rehash(BpeCounter *c, size_t cap) {
     }
 }
 
+/* A chunk's count class: its count, counts from PRUNE_CLASSES - 1 up forming one class (only a
+ * table where more than half the chunks were seen that often prunes among them). */
+static size_t count_class(const CountedChunk *ch) {
+    return ch->count < PRUNE_CLASSES - 1 ? (size_t)ch->count : PRUNE_CLASSES - 1;
+}
+
 /* Keeps at most keep_words chunks and keep_bytes of their bytes: every chunk of a count class
- * above a threshold, and the last ones seen of the class at it (counts from PRUNE_CLASSES - 1 up
- * form one class: only a table where more than half the chunks were seen that often prunes
- * among them). Survivors keep their order. */
+ * above a threshold, and the last ones seen of the class at it. Survivors keep their order. */
 static void prune(BpeCounter *c, size_t keep_words, size_t keep_bytes) {
     size_t *words = tg_calloc(PRUNE_CLASSES, sizeof *words), *bytes = tg_calloc(PRUNE_CLASSES, sizeof *bytes);
-#define CLASS_OF(k) ((size_t)((k)->count < PRUNE_CLASSES - 1 ? (k)->count : PRUNE_CLASSES - 1))
     for (size_t k = 0; k < c->n_chunks; k++) {
-        words[CLASS_OF(&c->chunks[k])]++;
-        bytes[CLASS_OF(&c->chunks[k])] += c->chunks[k].len;
+        words[count_class(&c->chunks[k])]++;
+        bytes[count_class(&c->chunks[k])] += c->chunks[k].len;
     }
     size_t kept_words = 0, kept_bytes = 0, threshold = 0;
     for (size_t cls = PRUNE_CLASSES - 1; cls > 0; cls--) {
@@ -101,7 +104,7 @@ static void prune(BpeCounter *c, size_t keep_words, size_t keep_bytes) {
     /* the threshold class: the last seen first, while they fit */
     for (size_t k = c->n_chunks; k-- > 0 && kept_words < keep_words;) {
         CountedChunk *ch = &c->chunks[k];
-        if (CLASS_OF(ch) != threshold || kept_bytes + ch->len > keep_bytes) continue;
+        if (count_class(ch) != threshold || kept_bytes + ch->len > keep_bytes) continue;
         ch->len |= KEEP_MARK;
         kept_words++;
         kept_bytes += ch->len & ~KEEP_MARK;
@@ -109,8 +112,7 @@ static void prune(BpeCounter *c, size_t keep_words, size_t keep_bytes) {
     size_t n = 0, at = 0;
     for (size_t k = 0; k < c->n_chunks; k++) {
         CountedChunk ch = c->chunks[k];
-        bool keep = CLASS_OF(&ch) > threshold || (ch.len & KEEP_MARK);
-#undef CLASS_OF
+        bool keep = count_class(&ch) > threshold || (ch.len & KEEP_MARK);
         if (!keep) continue;
         ch.len &= ~KEEP_MARK;
         memmove(c->bytes + at, c->bytes + ch.offset, ch.len); /* at <= offset: survivors only move down */
