@@ -5,7 +5,11 @@
  * JSON Lines ({"text": ...}, every third document wrapped in <|im_start|> ... <|im_end|> as
  * MiniMind's pretraining set is). Reproducible from --seed.
  *
- * usage: corpus_gen --bytes N [--seed S] [--jsonl] [--fortunes DIR] > FILE */
+ * --distinct words|letters writes instead the worst case of BPE training, text whose chunks are
+ * all distinct: words of 4 to 12 random letters, 12 to a line, or random letters without a space
+ * or a line break (one chunk).
+ *
+ * usage: corpus_gen --bytes N [--seed S] [--jsonl] [--fortunes DIR] [--distinct words|letters] > FILE */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -184,21 +188,47 @@ static void json_string(Buf *out, const char *s, size_t n) {
     puts_(out, "\"");
 }
 
+/* --distinct: n bytes of random letters, as words (spaces, a line break after every twelfth) or not. */
+static void distinct(unsigned long long n, int words) {
+    unsigned long long written = 0, k = 0;
+    char buf[1 << 16];
+    size_t len = 0;
+    while (written < n) {
+        size_t w = words ? 4 + below(9) : sizeof buf;
+        for (size_t i = 0; i < w && written < n; i++, written++) {
+            buf[len++] = (char)('a' + below(26));
+            if (len == sizeof buf) fwrite(buf, 1, len, stdout), len = 0;
+        }
+        if (words && written < n) {
+            buf[len++] = ++k % 12 == 0 ? '\n' : ' ';
+            written++;
+            if (len == sizeof buf) fwrite(buf, 1, len, stdout), len = 0;
+        }
+    }
+    fwrite(buf, 1, len, stdout);
+}
+
 int main(int argc, char **argv) {
     unsigned long long bytes = 0, seed = 1;
-    int jsonl = 0;
+    int jsonl = 0, distinct_words = -1;
     const char *fortunes = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bytes") && i + 1 < argc) bytes = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--fortunes") && i + 1 < argc) fortunes = argv[++i];
         else if (!strcmp(argv[i], "--jsonl")) jsonl = 1;
+        else if (!strcmp(argv[i], "--distinct") && i + 1 < argc && (!strcmp(argv[i + 1], "words") || !strcmp(argv[i + 1], "letters")))
+            distinct_words = !strcmp(argv[++i], "words");
         else {
-            fprintf(stderr, "usage: corpus_gen --bytes N [--seed S] [--jsonl] [--fortunes DIR] > FILE\n");
+            fprintf(stderr, "usage: corpus_gen --bytes N [--seed S] [--jsonl] [--fortunes DIR] [--distinct words|letters] > FILE\n");
             return 2;
         }
     }
     rng_state = seed;
+    if (distinct_words >= 0) {
+        distinct(bytes, distinct_words);
+        return 0;
+    }
     make_lexicon();
     if (fortunes) read_fortunes(fortunes);
     Buf doc = {0}, line = {0};

@@ -2,9 +2,12 @@
 # Preparing data (docs/data.md, "Measured"): `tapegrad prepare` against sentencepiece's spm_train
 # on the same generated 200 MB corpus (BPE, vocabulary 6400, 2 threads), the two run in turn RUNS
 # times; then the peak RSS and time of preparing a 2 GB text corpus and a 2 GB JSONL corpus
-# (MiniMind's {"text": ...} lines). The corpora are made by build/corpus_gen (bench/corpus_gen.c:
-# generated prose and Debian's fortunes) under $PREPARE_BENCH_DIR (default /tmp/tapegrad-prepare-bench,
-# about 4.5 GB; kept between calls, removed by hand). Prints one line per run, then medians.
+# (MiniMind's {"text": ...} lines); then text whose chunks are all distinct, BPE's worst case:
+# 4.2 and 16.8 MB of random-letter words and of random letters without a space, and spm_train on
+# the 4.2 MB of words (it refuses the letters: no line is under its 4192-byte limit). The corpora
+# are made by build/corpus_gen (bench/corpus_gen.c: generated prose and Debian's fortunes, or
+# --distinct) under $PREPARE_BENCH_DIR (default /tmp/tapegrad-prepare-bench, about 4.5 GB; kept
+# between calls, removed by hand). Prints one line per run, then medians.
 # usage: bench/prepare_bench.sh [RUNS]        (build/ must hold tapegrad and corpus_gen: cmake --build build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +24,10 @@ make_corpus() { # FILE BYTES SEED [--jsonl]
 make_corpus c200.txt 200000000 1
 make_corpus c2g.txt 2000000000 2
 make_corpus c2g.jsonl 2000000000 3 --jsonl
+for kind in words letters; do
+  [ -s "w4-$kind.txt" ] || "$gen" --bytes 4200000 --seed 4 --distinct "$kind" >"w4-$kind.txt"
+  [ -s "w17-$kind.txt" ] || "$gen" --bytes 16800000 --seed 5 --distinct "$kind" >"w17-$kind.txt"
+done
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores"
 echo "load before: $(uptime)"
@@ -44,6 +51,15 @@ done
 rm -rf ds2g ds2gj
 measure tapegrad-2GB-text "$bin" prepare --data c2g.txt --out ds2g --tokenizer bpe --vocab 6400 --threads 2
 measure tapegrad-2GB-jsonl "$bin" prepare --data c2g.jsonl --out ds2gj --tokenizer bpe --vocab 6400 --special-tokens chatml --threads 2
+for kind in words letters; do
+  for size in 4 17; do
+    rm -rf "d$size-$kind"
+    measure "tapegrad-distinct-$kind-${size}MB" "$bin" prepare --data "w$size-$kind.txt" --out "d$size-$kind" --tokenizer bpe --vocab 6400 --threads 2
+  done
+done
+rm -rf spm && mkdir spm
+measure spm_train-distinct-words-4MB spm_train --input=w4-words.txt --model_prefix=spm/d --vocab_size=6400 --model_type=bpe \
+  --num_threads=2 --minloglevel=2
 echo "load after: $(uptime)"
 echo
 echo "tapegrad's own account of the 2 GB JSONL preparation (progress lines, then the summary):"

@@ -4,7 +4,7 @@
  *   - memory: the peak RSS of reading files of about M MB (default 32) close to the worst of
  *     their kind (a long ignored array, short vocabulary strings, short merges; and 65,535 added
  *     tokens at the limit of their text, 4 MB), each in a child process, against the bound of
- *     data/tokenizer_hf.h.
+ *     tokenizer/tokenizer_hf.h.
  * usage: tokenizer_bench [--added N] [--text B] [--mb M]      (bench/README.md has the figures) */
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 
 static char dir[] = "/tmp/tokenizer-bench-XXXXXX";
 
-/* GPT-2's ByteLevel text of byte b (data/tokenizer_hf.c), as a JSON string. */
+/* GPT-2's ByteLevel text of byte b (tokenizer/tokenizer_hf.c), as a JSON string. */
 static void byte_key(FILE *f, int b) {
     unsigned cp = b <= 0x20 ? 0x100u + (unsigned)b : b >= 0x7f && b <= 0xa0 ? 0x121u + (unsigned)(b - 0x7f) : b == 0xad ? 0x143u : (unsigned)b;
     if (cp == '"' || cp == '\\') fprintf(f, "\"\\%c\"", cp);

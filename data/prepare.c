@@ -188,11 +188,29 @@ static TgStatus train_tokenizer(const TgPrepareOptions *opt, TgSourceList *list,
                      opt->text_field ? opt->text_field : TG_DOC_DEFAULT_TEXT_FIELD);
     double t0 = tg_clock_seconds();
     if (st == TG_OK && counter) {
-        res->words = tg_bpe_counter_words(counter);
+        TgBpeCounterStats cs;
+        tg_bpe_counter_stats(counter, &cs);
+        res->words = cs.words;
         tg_message_emit(&sink, TG_MESSAGE_INFO,
-                     "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
-                     res->words, (double)tg_bpe_counter_bytes(counter) / (1 << 20), res->count_seconds, opt->vocab_size);
-        st = tg_bpe_counter_train(counter, opt->vocab_size, tok);
+                        "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32
+                        " ids",
+                        res->words, (double)cs.table_bytes / (1 << 20), res->count_seconds, opt->vocab_size);
+        const TgBpeLimits *lim = tg_bpe_counter_limits(counter);
+        if (cs.prunes)
+            tg_message_emit(&sink, TG_MESSAGE_NOTE,
+                            "the word table reached its cap of %zu chunks or %zu MiB of them: %" PRIu64
+                            " times its rarer half was dropped (%" PRIu64
+                            " chunks), so the merges are learnt from the most "
+                            "frequent chunks",
+                            lim->max_words, lim->max_bytes >> 20, cs.prunes, cs.dropped);
+        TgBpeTrainReport tr;
+        st = tg_bpe_counter_train(counter, opt->vocab_size, tok, &tr);
+        if (st == TG_OK && tr.restarts)
+            tg_message_emit(
+                &sink, TG_MESSAGE_NOTE,
+                "training would have needed more than its %zu MiB: the word table was halved %d times, to %zu "
+                "chunks",
+                lim->train_bytes >> 20, tr.restarts, tg_bpe_counter_words(counter));
     } else if (st == TG_OK) {
         char bytes[256];
         int n = 0;

@@ -1,8 +1,9 @@
-/* Byte-level BPE: training and encoding.
+/* Byte-level BPE: training.
  *
  * Training (the classic algorithm, made incremental):
- *   1. cut the text into chunks (the pre-split rule) and count the distinct ones in a hash
- *      map: a 1 MB English text has ~200k chunks but only ~30k distinct ones ("words");
+ *   1. cut the text into chunks (the pre-split rule) and count the distinct ones
+ *      (tokenizer_bpe_count.c): a 1 MB English text has ~200k chunks but only ~30k distinct
+ *      ones ("words");
  *   2. count every adjacent pair over the words, weighted by word frequency, and remember for
  *      each pair the words it occurs in;
  *   3. repeat: take the pair with the highest count (ties: smallest left id, then smallest
@@ -10,6 +11,13 @@
  *      counts of the pairs in those words and pushing the changed counts onto the heap.
  *      Heap entries whose count no longer matches the pair's are stale and skipped when popped.
  *   The cost of a merge is proportional to the words it touches, not to the corpus.
+ * The merges depend only on the counts and the tie rule, never on the order words or pairs are
+ * visited in.
+ *
+ * Memory: the pairs, their word lists, the heap and the words are a few arrays, and every growth
+ * of one is counted against a budget (TgBpeLimits.train_bytes). The distinct pairs, not the words,
+ * take most of it, and how many there will be is known only by training: a growth that would pass
+ * the budget is refused, and training starts again on the more frequent half of the words.
  *
  * Encoding is in tokenizer_bpe_encode.c; this file also holds the pair -> rank map it uses and
  * the bytes -> id index of imported tokenizers.
@@ -75,25 +83,6 @@ static uint64_t pair_key(int32_t left, int32_t right) {
     return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
 }
 
-static size_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return (size_t)x;
-}
-
-static uint64_t hash_bytes(const unsigned char *b, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    h = (uint64_t)mix64(h ^ n);
-    return h ? h : 1;
-}
-
 /* false when the memory cannot be had (m is then empty) */
 static bool pairmap_try_init(PairMap *m, size_t expected) {
     size_t cap = 64;
@@ -123,7 +112,7 @@ static void pairmap_free(PairMap *m) {
 
 /* Index of key's slot: the one holding it, or the empty slot where it would go. */
 static size_t pairmap_slot(const PairMap *m, uint64_t key) {
-    size_t mask = m->cap - 1, i = mix64(key) & mask;
+    size_t mask = m->cap - 1, i = (size_t)tokenizer_mix64(key) & mask;
     while (m->keys[i] != EMPTY_KEY && m->keys[i] != key) i = (i + 1) & mask;
     return i;
 }
@@ -209,7 +198,7 @@ struct TgTokenIndex {
 };
 
 static size_t token_index_slot(const TgTokenIndex *ix, const TgTokenizer *tok, const uint8_t *b, size_t len) {
-    size_t mask = ix->cap - 1, i = hash_bytes(b, len) & mask;
+    size_t mask = ix->cap - 1, i = (size_t)tokenizer_hash_bytes(b, len) & mask;
     for (; ix->slots[i]; i = (i + 1) & mask) {
         size_t l;
         const uint8_t *t = tg_tokenizer_token_bytes(tok, ix->slots[i] - 1, &l);
@@ -256,207 +245,97 @@ void tg_token_index_free(TgTokenIndex *ix) {
     free(ix);
 }
 
-/* ---- training: distinct chunks, counted over a stream -------------------------------- */
-
-typedef struct {
-    uint64_t hash; /* 0 marks an empty slot */
-    size_t offset; /* of its bytes in the counter's store, which holds each distinct chunk once */
-    uint32_t len;
-    int64_t count;
-} ChunkSlot;
-
-typedef struct {
-    ChunkSlot *slots;
-    size_t cap, count;
-} ChunkMap;
-
-struct TgBpeCounter {
-    TgTokenizerSplit split;
-    TgTokenizer cut;         /* the bytes, <eot> and the specials without merges: finds them in text */
-    bool has_cut;            /* the GPT-2 split: <|endoftext|> and the specials are cut out */
-    ChunkMap chunks;
-    uint8_t *bytes;          /* the distinct chunks' bytes, in order of first occurrence */
-    size_t n_bytes, cap_bytes;
-    char **specials;
-    int32_t n_specials;
-};
-
-static void chunkmap_grow(ChunkMap *m) {
-    ChunkMap bigger = {tg_calloc(m->cap * 2, sizeof(ChunkSlot)), m->cap * 2, 0};
-    for (size_t i = 0; i < m->cap; i++) {
-        ChunkSlot *s = &m->slots[i];
-        if (!s->hash) continue;
-        size_t mask = bigger.cap - 1, j = s->hash & mask;
-        while (bigger.slots[j].hash) j = (j + 1) & mask;
-        bigger.slots[j] = *s;
-        bigger.count++;
-    }
-    free(m->slots);
-    *m = bigger;
-}
-
-static void counter_insert(TgBpeCounter *c, const unsigned char *b, size_t len, int64_t count) {
-    ChunkMap *m = &c->chunks;
-    if (2 * (m->count + 1) > m->cap) chunkmap_grow(m);
-    uint64_t h = hash_bytes(b, len);
-    size_t mask = m->cap - 1, i = h & mask;
-    for (;; i = (i + 1) & mask) {
-        ChunkSlot *s = &m->slots[i];
-        if (!s->hash) {
-            if (c->cap_bytes - c->n_bytes < len) {
-                c->cap_bytes = c->cap_bytes ? 2 * c->cap_bytes : 1 << 16;
-                while (c->cap_bytes - c->n_bytes < len) c->cap_bytes *= 2;
-                c->bytes = tg_realloc(c->bytes, c->cap_bytes);
-            }
-            memcpy(c->bytes + c->n_bytes, b, len);
-            *s = (ChunkSlot){h, c->n_bytes, (uint32_t)len, count};
-            c->n_bytes += len;
-            m->count++;
-            return;
-        }
-        if (s->hash == h && s->len == len && memcmp(c->bytes + s->offset, b, len) == 0) {
-            s->count += count;
-            return;
-        }
-    }
-}
-
-static int chunk_by_offset(const void *a, const void *b) {
-    size_t x = ((const ChunkSlot *)a)->offset, y = ((const ChunkSlot *)b)->offset;
-    return (x > y) - (x < y);
-}
-
-/* The counter's chunks in order of first occurrence (malloc'ed, *n of them). */
-static ChunkSlot *chunks_in_order(const TgBpeCounter *c, size_t *n) {
-    ChunkSlot *order = tg_malloc((c->chunks.count ? c->chunks.count : 1) * sizeof *order);
-    size_t k = 0;
-    for (size_t i = 0; i < c->chunks.cap; i++)
-        if (c->chunks.slots[i].hash) order[k++] = c->chunks.slots[i];
-    qsort(order, k, sizeof *order, chunk_by_offset);
-    *n = k;
-    return order;
-}
-
-/* Counts the chunks of text[begin, end) as words, a long chunk in pieces of at most
- * TG_TOKENIZER_MAX_CHUNK bytes (so no token is longer). */
-static void count_chunks(TgBpeCounter *c, const unsigned char *text, size_t begin, size_t end) {
-    for (size_t pos = begin; pos < end;) {
-        size_t cl = tg_tokenizer_chunk_len(c->split, (const char *)text + pos, end - pos);
-        for (size_t piece = 0; piece < cl; piece += TG_TOKENIZER_MAX_CHUNK) {
-            size_t pl = cl - piece < TG_TOKENIZER_MAX_CHUNK ? cl - piece : TG_TOKENIZER_MAX_CHUNK;
-            if (pl >= 2) counter_insert(c, text + pos + piece, pl, 1); /* 1-byte chunks never merge */
-        }
-        pos += cl;
-    }
-}
-
-TgStatus tg_bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t n_specials, TgBpeCounter **out) {
-    *out = NULL;
-    if (n_specials > 0 && split != TG_TOKENIZER_SPLIT_GPT2)
-        return tg_fail(TG_ERR_ARG, "named special tokens need the GPT-2 pre-split");
-    TgBpeCounter *c = tg_calloc(1, sizeof *c);
-    c->split = split;
-    c->chunks = (ChunkMap){tg_calloc(1024, sizeof(ChunkSlot)), 1024, 0};
-    if (n_specials > 0) {
-        c->specials = tg_malloc((size_t)n_specials * sizeof *c->specials);
-        for (int32_t i = 0; i < n_specials; i++) c->specials[i] = strdup(specials[i]);
-        c->n_specials = n_specials;
-    }
-    if (split == TG_TOKENIZER_SPLIT_GPT2) {
-        /* with the GPT-2 split, TG_TOKENIZER_EOT_TEXT is the <eot> token wherever it appears, and
-         * a special is its own token: no chunk spans one and no merge learns one */
-        TgTokenizer *t = &c->cut;
-        t->kind = TG_TOKENIZER_BPE;
-        t->split = split;
-        t->n_specials = n_specials;
-        t->specials = n_specials ? tg_malloc((size_t)n_specials * sizeof *t->specials) : NULL;
-        for (int32_t i = 0; i < n_specials; i++) t->specials[i] = strdup(specials[i]);
-        t->vocab_size = TG_TOKENIZER_BPE_FIRST_MERGE + n_specials;
-        t->eot_id = TG_TOKENIZER_BPE_EOT;
-        TgStatus st = tg_tokenizer_finish(t, "--special-tokens");
-        if (st != TG_OK) {
-            tg_bpe_counter_free(c);
-            return st;
-        }
-        c->has_cut = true;
-    }
-    *out = c;
-    return TG_OK;
-}
-
-void tg_bpe_counter_add(TgBpeCounter *c, const char *text, size_t len) {
-    const unsigned char *b = (const unsigned char *)text;
-    if (!c->has_cut) {
-        count_chunks(c, b, 0, len);
-        return;
-    }
-    TgAddedScan scan;
-    tg_added_scan_begin(&scan, &c->cut, b, len);
-    for (size_t pos = 0; pos < len;) {
-        size_t at = len, match_len = 0;
-        int32_t id;
-        tg_added_scan_next(&scan, pos, &at, &id, &match_len);
-        count_chunks(c, b, pos, at);
-        pos = at + match_len;
-    }
-    tg_added_scan_end(&scan);
-}
-
-void tg_bpe_counter_merge(TgBpeCounter *into, const TgBpeCounter *from) {
-    size_t n;
-    ChunkSlot *order = chunks_in_order(from, &n);
-    for (size_t k = 0; k < n; k++) counter_insert(into, from->bytes + order[k].offset, order[k].len, order[k].count);
-    free(order);
-}
-
-size_t tg_bpe_counter_words(const TgBpeCounter *c) { return c->chunks.count; }
-
-size_t tg_bpe_counter_bytes(const TgBpeCounter *c) { return c->chunks.cap * sizeof(ChunkSlot) + c->cap_bytes; }
-
-void tg_bpe_counter_free(TgBpeCounter *c) {
-    if (!c) return;
-    free(c->chunks.slots);
-    free(c->bytes);
-    tg_tokenizer_free(&c->cut);
-    tg_tokenizer_specials_free(c->specials, c->n_specials);
-    free(c);
-}
-
 /* ---- training: words, pairs, heap ------------------------------------------------------- */
 
 typedef struct {
     int32_t left, right;
-    int64_t count;      /* occurrences over all words, weighted by word frequency */
-    int64_t heap_count; /* count of the newest heap entry for this pair */
-    int32_t *words;     /* words it occurs (or occurred) in; may hold stale entries */
-    int32_t n_words, cap_words;
-    int32_t touched;    /* 1 + the merge step that last changed count */
+    int64_t count;   /* occurrences over all words, weighted by word frequency */
+    int32_t *words;  /* words it occurs (or occurred) in, stale entries included; NULL for none */
+    int32_t n_words; /* room is made for a power of two of them, 4 at least (list_bytes) */
+    int32_t touched; /* 1 + the merge step that last changed count */
 } PairStat;
+
+/* A pair the current merge step changed, and its count before. */
+typedef struct {
+    int64_t count;
+    int32_t pair;
+} Touched;
 
 typedef struct {
     int64_t count;
     int32_t pair;
 } HeapEntry;
 
+/* A distinct chunk of >= 2 bytes: its symbols are syms[start .. start + len), rewritten in place. */
 typedef struct {
-    /* words: the distinct chunks of >= 2 bytes, as symbol ids rewritten in place */
+    int64_t start, freq;
+    int32_t len;
+    int32_t stamp; /* 1 + the merge step that last visited it */
+} Word;
+
+typedef struct {
     int32_t *syms;
-    int64_t *word_start;
-    int32_t *word_len;
-    int64_t *word_freq;
-    int32_t *word_stamp; /* 1 + the merge step that last visited the word */
+    Word *words;
     int32_t n_words;
 
-    PairMap pair_index; /* (left, right) -> index into pairs */
     PairStat *pairs;
-    int32_t n_pairs, cap_pairs;
+    size_t n_pairs, cap_pairs;
+    uint32_t *slots; /* (left, right) -> 1 + its index in pairs, 0 for none; a power of two, at least twice n_pairs */
+    size_t cap_slots;
 
     HeapEntry *heap;
     size_t heap_len, heap_cap;
 
-    int32_t *touched;
-    int32_t n_touched, cap_touched;
+    Touched *touched;
+    size_t n_touched, cap_touched;
+
+    /* The bytes the arrays above hold (a word list with 16 for the allocator's header), their
+     * peak, and the budget no growth may pass. A growth that would pass it is not made: `over`
+     * is set, the step in progress finishes without it (its counts no longer matter) and
+     * training stops. */
+    size_t bytes, peak, budget;
+    bool over;
 } Trainer;
+
+/* Counts `add` more bytes held, `during` bytes held at once while they are had. */
+static void trainer_charge(Trainer *t, size_t add, size_t during) {
+    t->bytes += add;
+    if (during > t->peak) t->peak = during;
+}
+
+/* Room for `need` items of `size` bytes in *array (*cap of them, from `first` up by half); false,
+ * with nothing changed and t->over set, when the arrays would then pass the budget (counting the
+ * old array beside the new one, as realloc may hold both). */
+static bool trainer_reserve(Trainer *t, void **array, size_t *cap, size_t need, size_t size, size_t first) {
+    if (need <= *cap) return true;
+    size_t bigger = *cap ? *cap : first;
+    while (bigger < need) bigger += bigger / 2;
+    if (bigger > INT32_MAX || t->over || t->bytes + bigger * size > t->budget) {
+        t->over = true;
+        return false;
+    }
+    *array = tg_realloc(*array, bigger * size);
+    trainer_charge(t, (bigger - *cap) * size, t->bytes + bigger * size);
+    *cap = bigger;
+    return true;
+}
+
+#define TRAINER_RESERVE(t, arr, cap, need, first) trainer_reserve(t, (void **)&(t)->arr, &(t)->cap, need, sizeof *(t)->arr, first)
+
+/* What a word list of n entries holds allocated: 4 entries at least, else a power of two. */
+static size_t list_bytes(int32_t n) {
+    size_t cap = 4;
+    while (cap < (size_t)n) cap *= 2;
+    return cap * sizeof(int32_t) + 16;
+}
+
+static void list_free(Trainer *t, PairStat *p) {
+    if (!p->words) return;
+    t->bytes -= list_bytes(p->n_words);
+    free(p->words);
+    p->words = NULL;
+    p->n_words = 0;
+}
 
 /* Max-heap order: higher count first, then smaller left id, then smaller right id. */
 static bool heap_before(const Trainer *t, HeapEntry a, HeapEntry b) {
@@ -481,11 +360,7 @@ static void heap_sift_down(Trainer *t, size_t i) {
 }
 
 static void heap_push(Trainer *t, int32_t pair) {
-    if (t->heap_len == t->heap_cap) {
-        t->heap_cap = t->heap_cap ? 2 * t->heap_cap : 1024;
-        t->heap = tg_realloc(t->heap, t->heap_cap * sizeof *t->heap);
-    }
-    t->pairs[pair].heap_count = t->pairs[pair].count;
+    if (!TRAINER_RESERVE(t, heap, heap_cap, t->heap_len + 1, 1024)) return;
     size_t i = t->heap_len++;
     t->heap[i] = (HeapEntry){t->pairs[pair].count, pair};
     while (i > 0) {
@@ -505,96 +380,133 @@ static HeapEntry heap_pop(Trainer *t) {
     return top;
 }
 
-/* The index of pair (left, right), created with count 0 when new. */
-static int32_t pair_lookup(Trainer *t, int32_t left, int32_t right) {
-    bool added;
-    int32_t idx = pairmap_get_or_add(&t->pair_index, pair_key(left, right), t->n_pairs, &added);
-    if (added) {
-        TG_CHECK(t->n_pairs < INT32_MAX, "too many distinct pairs");
-        if (t->n_pairs == t->cap_pairs) {
-            t->cap_pairs = t->cap_pairs ? 2 * t->cap_pairs : 4096;
-            t->pairs = tg_realloc(t->pairs, (size_t)t->cap_pairs * sizeof *t->pairs);
-        }
-        t->pairs[t->n_pairs++] = (PairStat){.left = left, .right = right};
+/* The slot of (left, right): the one holding it, or the empty one it would take. */
+static size_t pair_slot(const Trainer *t, int32_t left, int32_t right) {
+    size_t mask = t->cap_slots - 1, i = (size_t)tokenizer_mix64(pair_key(left, right)) & mask;
+    for (; t->slots[i]; i = (i + 1) & mask) {
+        const PairStat *p = &t->pairs[t->slots[i] - 1];
+        if (p->left == left && p->right == right) break;
     }
+    return i;
+}
+
+/* A hash table of cap slots holding every pair; false as trainer_reserve. */
+static bool pair_rehash(Trainer *t, size_t cap) {
+    size_t old = t->cap_slots * sizeof *t->slots, bigger = cap * sizeof *t->slots;
+    if (t->bytes + bigger > t->budget) {
+        t->over = true;
+        return false;
+    }
+    trainer_charge(t, 0, t->bytes + bigger);
+    free(t->slots);
+    t->slots = tg_calloc(cap, sizeof *t->slots);
+    t->cap_slots = cap;
+    t->bytes += bigger - old;
+    for (size_t k = 0; k < t->n_pairs; k++) t->slots[pair_slot(t, t->pairs[k].left, t->pairs[k].right)] = (uint32_t)k + 1;
+    return true;
+}
+
+/* The index of pair (left, right), created with count 0 when new; -1 when that would pass the
+ * budget. */
+static int32_t pair_lookup(Trainer *t, int32_t left, int32_t right) {
+    size_t i = pair_slot(t, left, right);
+    if (t->slots[i]) return (int32_t)t->slots[i] - 1;
+    if (!TRAINER_RESERVE(t, pairs, cap_pairs, t->n_pairs + 1, 4096)) return -1;
+    if (2 * (t->n_pairs + 1) > t->cap_slots) {
+        if (!pair_rehash(t, 2 * t->cap_slots)) return -1;
+        i = pair_slot(t, left, right);
+    }
+    int32_t idx = (int32_t)t->n_pairs++;
+    t->pairs[idx] = (PairStat){.left = left, .right = right};
+    t->slots[i] = (uint32_t)idx + 1;
     return idx;
 }
 
-static void pair_add_word(PairStat *p, int32_t word) {
-    if (p->n_words > 0 && p->words[p->n_words - 1] == word) return;
-    if (p->n_words == p->cap_words) {
-        p->cap_words = p->cap_words ? 2 * p->cap_words : 4;
-        p->words = tg_realloc(p->words, (size_t)p->cap_words * sizeof *p->words);
+static void pair_add_word(Trainer *t, int32_t pair, int32_t word) {
+    if (pair < 0) return;
+    PairStat *p = &t->pairs[pair];
+    int32_t n = p->n_words;
+    if (n > 0 && p->words[n - 1] == word) return;
+    if (n == 0 || (n >= 4 && (n & (n - 1)) == 0)) { /* full */
+        size_t held = n ? list_bytes(n) : 0, need = list_bytes(n ? 2 * n : 4);
+        if (t->over || t->bytes + need > t->budget) {
+            t->over = true;
+            return;
+        }
+        p->words = tg_realloc(p->words, need - 16);
+        trainer_charge(t, need - held, t->bytes + need);
     }
     p->words[p->n_words++] = word;
 }
 
-/* count += delta for (left, right) and remember it changed in this step. */
+/* count += delta for (left, right) and remember it changed in this step; -1 as pair_lookup. */
 static int32_t pair_change(Trainer *t, int32_t left, int32_t right, int64_t delta, int32_t step) {
     int32_t idx = pair_lookup(t, left, right);
+    if (idx < 0) return -1;
     PairStat *p = &t->pairs[idx];
+    if (p->touched != step && TRAINER_RESERVE(t, touched, cap_touched, t->n_touched + 1, 1024)) {
+        p->touched = step;
+        t->touched[t->n_touched++] = (Touched){p->count, idx};
+    }
     p->count += delta;
     TG_CHECK(p->count >= 0, "pair count went negative");
-    if (p->touched != step) {
-        p->touched = step;
-        if (t->n_touched == t->cap_touched) {
-            t->cap_touched = t->cap_touched ? 2 * t->cap_touched : 1024;
-            t->touched = tg_realloc(t->touched, (size_t)t->cap_touched * sizeof *t->touched);
-        }
-        t->touched[t->n_touched++] = idx;
-    }
     return idx;
 }
 
 static void trainer_free(Trainer *t) {
     free(t->syms);
-    free(t->word_start);
-    free(t->word_len);
-    free(t->word_freq);
-    free(t->word_stamp);
-    for (int32_t i = 0; i < t->n_pairs; i++) free(t->pairs[i].words);
+    free(t->words);
+    for (size_t i = 0; i < t->n_pairs; i++) free(t->pairs[i].words);
     free(t->pairs);
-    pairmap_free(&t->pair_index);
+    free(t->slots);
     free(t->heap);
     free(t->touched);
+    memset(t, 0, sizeof *t);
 }
 
 /* The words: the counter's distinct chunks as symbol ids, in order of first occurrence (the
- * result does not depend on the order, but this keeps every run identical down to memory layout). */
-static void trainer_build_words(Trainer *t, const TgBpeCounter *c) {
-    TG_CHECK(c->chunks.count < INT32_MAX, "too many distinct chunks: %zu", c->chunks.count);
-    size_t n;
-    ChunkSlot *order = chunks_in_order(c, &n);
-    t->syms = tg_malloc((c->n_bytes ? c->n_bytes : 1) * sizeof *t->syms);
-    size_t nw = n ? n : 1;
-    t->word_start = tg_malloc(nw * sizeof *t->word_start);
-    t->word_len = tg_malloc(nw * sizeof *t->word_len);
-    t->word_freq = tg_malloc(nw * sizeof *t->word_freq);
-    t->word_stamp = tg_calloc(nw, sizeof *t->word_stamp);
+ * result does not depend on the order, but this keeps every run identical down to memory layout).
+ * false when they alone pass the budget. */
+static bool trainer_build_words(Trainer *t, const TgBpeCounter *c) {
+    size_t n = tg_bpe_counter_words(c), total = 0, len;
+    int64_t count;
+    for (size_t k = 0; k < n; k++) {
+        tg_bpe_counter_word(c, k, &len, &count);
+        total += len;
+    }
+    size_t need = (total ? total : 1) * sizeof *t->syms + (n ? n : 1) * sizeof *t->words;
+    if (need > t->budget) {
+        t->over = true;
+        return false;
+    }
+    trainer_charge(t, need, need);
+    t->syms = tg_malloc((total ? total : 1) * sizeof *t->syms);
+    t->words = tg_malloc((n ? n : 1) * sizeof *t->words);
     size_t pos = 0;
     for (size_t k = 0; k < n; k++) {
-        const ChunkSlot *s = &order[k];
-        t->word_start[k] = (int64_t)pos;
-        t->word_len[k] = (int32_t)s->len;
-        t->word_freq[k] = s->count;
-        for (uint32_t j = 0; j < s->len; j++) t->syms[pos + j] = c->bytes[s->offset + j];
-        pos += s->len;
+        const uint8_t *b = tg_bpe_counter_word(c, k, &len, &count);
+        t->words[k] = (Word){(int64_t)pos, count, (int32_t)len, 0};
+        for (size_t j = 0; j < len; j++) t->syms[pos + j] = b[j];
+        pos += len;
     }
     t->n_words = (int32_t)n;
-    free(order);
+    return true;
 }
 
-static void trainer_count_pairs(Trainer *t) {
-    pairmap_init(&t->pair_index, 1 << 14);
-    for (int32_t w = 0; w < t->n_words; w++) {
-        const int32_t *s = t->syms + t->word_start[w];
-        for (int32_t i = 0; i + 1 < t->word_len[w]; i++) {
+static bool trainer_count_pairs(Trainer *t) {
+    if (!pair_rehash(t, 1 << 14)) return false;
+    for (int32_t w = 0; w < t->n_words && !t->over; w++) {
+        const Word *word = &t->words[w];
+        const int32_t *s = t->syms + word->start;
+        for (int32_t i = 0; i + 1 < word->len; i++) {
             int32_t idx = pair_lookup(t, s[i], s[i + 1]);
-            t->pairs[idx].count += t->word_freq[w];
-            pair_add_word(&t->pairs[idx], w);
+            if (idx < 0) break;
+            t->pairs[idx].count += word->freq;
+            pair_add_word(t, idx, w);
         }
     }
-    for (int32_t i = 0; i < t->n_pairs; i++) heap_push(t, i);
+    for (size_t i = 0; i < t->n_pairs && !t->over; i++) heap_push(t, (int32_t)i);
+    return !t->over;
 }
 
 /* Joins every (a, b) into `id` in the words that hold it, updating pair counts. */
@@ -602,20 +514,21 @@ static void trainer_merge(Trainer *t, int32_t pair, int32_t id, int32_t step) {
     int32_t a = t->pairs[pair].left, b = t->pairs[pair].right;
     /* Take the word list: (a, b) never reappears once merged (new adjacencies always involve
      * the new id), and pair_change may move t->pairs. */
-    int32_t *words = t->pairs[pair].words, n_words = t->pairs[pair].n_words;
+    int32_t *list = t->pairs[pair].words, n_list = t->pairs[pair].n_words;
     t->pairs[pair].words = NULL;
-    t->pairs[pair].n_words = t->pairs[pair].cap_words = 0;
+    t->pairs[pair].n_words = 0;
     t->n_touched = 0;
-    for (int32_t k = 0; k < n_words; k++) {
-        int32_t w = words[k];
-        if (t->word_stamp[w] == step) continue;
-        t->word_stamp[w] = step;
-        int32_t *s = t->syms + t->word_start[w];
-        int32_t len = t->word_len[w];
+    for (int32_t k = 0; k < n_list; k++) {
+        int32_t w = list[k];
+        Word *word = &t->words[w];
+        if (word->stamp == step) continue;
+        word->stamp = step;
+        int32_t *s = t->syms + word->start;
+        int32_t len = word->len;
         bool has = false;
         for (int32_t i = 0; i + 1 < len && !has; i++) has = s[i] == a && s[i + 1] == b;
         if (!has) continue; /* stale entry */
-        int64_t f = t->word_freq[w];
+        int64_t f = word->freq;
         for (int32_t i = 0; i + 1 < len; i++) pair_change(t, s[i], s[i + 1], -f, step);
         int32_t j = 0;
         for (int32_t i = 0; i < len;) {
@@ -626,18 +539,48 @@ static void trainer_merge(Trainer *t, int32_t pair, int32_t id, int32_t step) {
                 s[j++] = s[i++];
             }
         }
-        t->word_len[w] = len = j;
+        word->len = len = j;
         for (int32_t i = 0; i + 1 < len; i++) {
             int32_t idx = pair_change(t, s[i], s[i + 1], f, step);
-            if (s[i] == id || s[i + 1] == id) pair_add_word(&t->pairs[idx], w);
+            if (s[i] == id || s[i + 1] == id) pair_add_word(t, idx, w);
         }
     }
-    free(words);
+    t->bytes -= list ? list_bytes(n_list) : 0;
+    free(list);
+    if (t->over) return;
     TG_CHECK(t->pairs[pair].count == 0, "merged pair still counted %" PRId64, t->pairs[pair].count);
-    for (int32_t k = 0; k < t->n_touched; k++) {
-        PairStat *p = &t->pairs[t->touched[k]];
-        if (p->count > 0 && p->count != p->heap_count) heap_push(t, t->touched[k]);
+    /* Every pair with a count has a heap entry of that count: a changed count needs a new one. A
+     * count can only grow in the step that made the newer of its two ids, so a pair left at 0 is
+     * gone for good, and its word list with it. */
+    for (size_t k = 0; k < t->n_touched; k++) {
+        PairStat *p = &t->pairs[t->touched[k].pair];
+        if (p->count == 0) list_free(t, p);
+        else if (p->count != t->touched[k].count) heap_push(t, t->touched[k].pair);
     }
+}
+
+/* Up to target merges into merges[] (grown as they are made: an absurd vocab_size must fail with
+ * a message, not abort); false when the budget ran out first. */
+static bool trainer_run(Trainer *t, const TgBpeCounter *c, int32_t first_merge, int32_t target, TgTokenPair **merges,
+                        int32_t *n_made) {
+    int32_t n = 0, cap = 0;
+    if (trainer_build_words(t, c) && trainer_count_pairs(t)) {
+        while (n < target && t->heap_len > 0) {
+            HeapEntry e = heap_pop(t);
+            const PairStat *p = &t->pairs[e.pair];
+            if (e.count != p->count || p->count == 0) continue; /* stale */
+            if (n == cap) {
+                cap = cap < target / 2 ? (cap ? 2 * cap : 1024) : target;
+                *merges = tg_realloc(*merges, (size_t)cap * sizeof **merges);
+            }
+            (*merges)[n] = (TgTokenPair){p->left, p->right};
+            trainer_merge(t, e.pair, first_merge + n, n + 1);
+            if (t->over) break;
+            n++;
+        }
+    }
+    *n_made = n;
+    return !t->over;
 }
 
 TgStatus tg_tokenizer_bpe_train(const char *text, size_t len, int32_t vocab_size, TgTokenizer *tok) {
@@ -651,7 +594,7 @@ static TgStatus train_text(const char *text, size_t len, int32_t vocab_size, TgT
     TgBpeCounter *c;
     TG_TRY(tg_bpe_counter_new(split, names, n_names, &c));
     tg_bpe_counter_add(c, text, len);
-    TgStatus st = tg_bpe_counter_train(c, vocab_size, tok);
+    TgStatus st = tg_bpe_counter_train(c, vocab_size, tok, NULL);
     tg_bpe_counter_free(c);
     return st;
 }
@@ -672,36 +615,37 @@ TgStatus tg_tokenizer_bpe_train_specials(const char *text, size_t len, int32_t v
     return st;
 }
 
-TgStatus tg_bpe_counter_train(const TgBpeCounter *c, int32_t vocab_size, TgTokenizer *tok) {
+TgStatus tg_bpe_counter_train(TgBpeCounter *c, int32_t vocab_size, TgTokenizer *tok, TgBpeTrainReport *report) {
     memset(tok, 0, sizeof *tok);
-    const int32_t first_merge = TG_TOKENIZER_BPE_FIRST_MERGE + c->n_specials;
+    TgBpeTrainReport own, *r = report ? report : &own;
+    *r = (TgBpeTrainReport){0};
+    int32_t n_specials;
+    char *const *specials = tg_bpe_counter_specials(c, &n_specials);
+    const int32_t first_merge = TG_TOKENIZER_BPE_FIRST_MERGE + n_specials;
     if (vocab_size < first_merge)
         return tg_fail(TG_ERR_ARG,
                        "vocab_size %" PRId32 " is too small for a byte-level BPE tokenizer: it "
                        "needs at least %" PRId32 " (256 bytes + <eot>%s); use a char tokenizer for a smaller "
                        "vocabulary",
-                       vocab_size, first_merge, c->n_specials ? " + the special tokens" : "");
-    int32_t target = vocab_size - first_merge;
-    Trainer t = {0};
-    trainer_build_words(&t, c);
-    trainer_count_pairs(&t);
-    /* grown as merges are made: an absurd vocab_size must fail with a message, not abort */
+                       vocab_size, first_merge, n_specials ? " + the special tokens" : "");
+    int32_t target = vocab_size - first_merge, n;
     TgTokenPair *merges = NULL;
-    int32_t n = 0, cap = 0;
-    while (n < target) {
-        if (t.heap_len == 0) break;
-        HeapEntry e = heap_pop(&t);
-        const PairStat *p = &t.pairs[e.pair];
-        if (e.count != p->count || p->count == 0) continue; /* stale */
-        if (n == cap) {
-            cap = cap < target / 2 ? (cap ? 2 * cap : 1024) : target;
-            merges = tg_realloc(merges, (size_t)cap * sizeof *merges);
+    for (;;) {
+        Trainer t = {.budget = tg_bpe_counter_limits(c)->train_bytes};
+        bool done = trainer_run(&t, c, first_merge, target, &merges, &n);
+        if (t.peak > r->peak_bytes) r->peak_bytes = t.peak;
+        trainer_free(&t);
+        if (done) break;
+        /* A table this size needs more than the budget: train on its more frequent half. Each
+         * halving at least halves the bytes the words take, so this ends. */
+        if (tg_bpe_counter_words(c) < 2) {
+            free(merges);
+            return tg_fail(TG_ERR_NOMEM, "BPE training needs more than its budget of %zu bytes even for one chunk",
+                           tg_bpe_counter_limits(c)->train_bytes);
         }
-        merges[n] = (TgTokenPair){p->left, p->right};
-        trainer_merge(&t, e.pair, first_merge + n, n + 1);
-        n++;
+        tg_bpe_counter_halve(c);
+        r->restarts++;
     }
-    trainer_free(&t);
     if (n < target) {
         free(merges);
         return tg_fail(TG_ERR_ARG,
@@ -711,15 +655,15 @@ TgStatus tg_bpe_counter_train(const TgBpeCounter *c, int32_t vocab_size, TgToken
                        vocab_size, n, first_merge + n);
     }
     tok->kind = TG_TOKENIZER_BPE;
-    tok->split = c->split;
+    tok->split = tg_bpe_counter_split(c);
     tok->vocab_size = vocab_size;
     tok->eot_id = TG_TOKENIZER_BPE_EOT;
     tok->merges = merges;
     tok->n_merges = target;
-    if (c->n_specials) {
-        tok->specials = tg_malloc((size_t)c->n_specials * sizeof *tok->specials);
-        for (int32_t i = 0; i < c->n_specials; i++) tok->specials[i] = strdup(c->specials[i]);
-        tok->n_specials = c->n_specials;
+    if (n_specials) {
+        tok->specials = tg_malloc((size_t)n_specials * sizeof *tok->specials);
+        for (int32_t i = 0; i < n_specials; i++) tok->specials[i] = strdup(specials[i]);
+        tok->n_specials = n_specials;
     }
     TgStatus st = tg_tokenizer_finish(tok, "BPE training");
     TG_CHECK(st == TG_OK, "a freshly trained BPE tokenizer is invalid: %s", tg_error_message());

@@ -11,7 +11,14 @@
  * popped. For tapegrad's own merges (each joins ids older than itself) this gives the same
  * tokens as joining every occurrence of the lowest-rank pair left to right, the way those
  * tokenizers were trained; for an imported file whose merge order is arbitrary it is what the
- * file's own programs do. Cost: O(n log n) for a chunk of n bytes, whatever its length.
+ * file's own programs do. Cost: O(n log n) for a chunk of n bytes.
+ *
+ * A chunk longer than TG_TOKENIZER_ENCODE_WINDOW bytes (a run of letters with no space, of digits,
+ * of white space: never natural text, whose chunks are words) is merged a window of that many
+ * bytes at a time, as if the pre-split had cut it there. Over a whole chunk of megabytes the heap
+ * and the symbols would take 36 bytes a byte and every pop would miss the cache; a window keeps
+ * them small and in cache. Training counts such a chunk in pieces of TG_TOKENIZER_MAX_CHUNK bytes
+ * from its start, and the window is a multiple of that: encoding cuts where training cut.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -296,7 +303,10 @@ void tg_tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, 
         tg_added_scan_next(&scan, pos, &at, &added, &match_len);
         while (pos < at) {
             size_t cl = tg_tokenizer_chunk_len(tok->split, (const char *)text + pos, at - pos);
-            n += encode_cached(tok, text + pos, cl, &m, cache, out + n);
+            for (size_t w = 0; w < cl; w += TG_TOKENIZER_ENCODE_WINDOW) {
+                size_t wl = cl - w < TG_TOKENIZER_ENCODE_WINDOW ? cl - w : TG_TOKENIZER_ENCODE_WINDOW;
+                n += encode_cached(tok, text + pos + w, wl, &m, cache, out + n);
+            }
             pos += cl;
         }
         if (added >= 0) out[n++] = added;

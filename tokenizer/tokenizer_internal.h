@@ -16,6 +16,8 @@ TgStatus tg_tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *t
 /* The ids of chunks already merged, kept across calls (a thread's, in prepare): NULL makes a call
  * keep its own, for a long text. */
 typedef struct TgChunkCache TgChunkCache;
+/* Encoding merges a longer chunk this many bytes at a time (tokenizer_bpe_encode.c says why). */
+enum { TG_TOKENIZER_ENCODE_WINDOW = 64 * TG_TOKENIZER_MAX_CHUNK };
 TgChunkCache *tg_chunk_cache_new(void); /* NULL when there is no memory: encoding then merges every chunk */
 void tg_chunk_cache_free(TgChunkCache *cache);
 void tg_tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
@@ -42,24 +44,82 @@ TgStatus tg_tokenizer_specials_parse(const char *spec, char ***names, int32_t *n
 TgStatus tg_tokenizer_special_check(const char *name, size_t len, const char *origin);
 void tg_tokenizer_specials_free(char **names, int32_t n);
 
-/* ---- BPE training from a stream (tokenizer_bpe.c) ---- */
+/* ---- BPE training from a stream (tokenizer_bpe_count.c, tokenizer_bpe.c) ---- */
+
+/* What BPE training may hold: the word table (the distinct chunks) at most max_words chunks and
+ * max_bytes of their bytes, pruned to half when a new chunk would pass either; training's own
+ * arrays at most train_bytes, or the table is halved and training starts again. */
+typedef struct {
+    size_t max_words, max_bytes, train_bytes;
+} TgBpeLimits;
+
+/* 2^20 chunks, several times the distinct chunks of a few GB of prose, so natural text stays
+ * below the cap; 8 MiB of their bytes, as many for chunks of 8 bytes, a word and its space; and a
+ * training budget that random text at these caps stays well under, so that the restart is for the
+ * worst text only. docs/data.md states the bounds they give. */
+#define TG_BPE_LIMITS_DEFAULT {(size_t)1 << 20, (size_t)8 << 20, (size_t)512 << 20}
 
 /* The distinct chunks of every text added, counted: what BPE training needs of a corpus,
- * however large, in memory proportional to the distinct chunks (the word table) alone. */
+ * however large, in the memory of its word table alone (tokenizer_bpe_count.c). */
 typedef struct TgBpeCounter TgBpeCounter;
 /* A counter for a BPE with `split` and the named specials (as tg_tokenizer_specials_parse gives
- * them; copied), which are cut out of the text as <eot> is. */
+ * them; copied), which are cut out of the text as <eot> is; with TG_BPE_LIMITS_DEFAULT. */
 TgStatus tg_bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32_t n_specials, TgBpeCounter **out);
+/* Other limits (tests), before the first tg_bpe_counter_add. */
+void tg_bpe_counter_limit(TgBpeCounter *c, const TgBpeLimits *limits);
+const TgBpeLimits *tg_bpe_counter_limits(const TgBpeCounter *c);
+TgTokenizerSplit tg_bpe_counter_split(const TgBpeCounter *c);
+/* The named specials (the counter's own copies), *n of them. */
+char *const *tg_bpe_counter_specials(const TgBpeCounter *c, int32_t *n);
 /* Counts the chunks of text (a piece that ends where the pre-split cuts, sources.h). */
 void tg_bpe_counter_add(TgBpeCounter *c, const char *text, size_t len);
-/* Adds the counts of `from` into `into`: words new to `into` are appended in from's order. */
-void tg_bpe_counter_merge(TgBpeCounter *into, const TgBpeCounter *from);
-/* Distinct chunks so far, and the bytes the counter holds. */
+/* Distinct chunks held, and chunk k's bytes and count (k < tg_bpe_counter_words, in order of first
+ * occurrence). */
 size_t tg_bpe_counter_words(const TgBpeCounter *c);
-size_t tg_bpe_counter_bytes(const TgBpeCounter *c);
-/* Trains the tokenizer of vocab_size ids (specials included) from the counts (tg_tokenizer_bpe_train's rules). */
-TgStatus tg_bpe_counter_train(const TgBpeCounter *c, int32_t vocab_size, TgTokenizer *tok);
+const uint8_t *tg_bpe_counter_word(const TgBpeCounter *c, size_t k, size_t *len, int64_t *count);
+/* Drops the rarer half of the chunks (and of their bytes), as a prune does. */
+void tg_bpe_counter_halve(TgBpeCounter *c);
+
+typedef struct {
+    size_t words, word_bytes; /* distinct chunks held and the bytes of them */
+    size_t table_bytes;       /* what the table has allocated: at most tg_bpe_counter_bytes_bound */
+    uint64_t prunes;          /* times a full table was pruned to half (or halved for training) */
+    uint64_t dropped;         /* chunks dropped by them (a chunk dropped twice counts twice) */
+} TgBpeCounterStats;
+void tg_bpe_counter_stats(const TgBpeCounter *c, TgBpeCounterStats *stats);
+/* The most a table with these limits allocates: 16 bytes a chunk, 8 a hash slot (a power of two
+ * at least twice max_words) and max_bytes. */
+size_t tg_bpe_counter_bytes_bound(const TgBpeLimits *limits);
+
+typedef struct {
+    size_t peak_bytes; /* the most training's arrays held at once (old and new during a growth) */
+    int restarts;      /* times they would have passed limits.train_bytes */
+} TgBpeTrainReport;
+/* Trains the tokenizer of vocab_size ids (specials included) from the counts
+ * (tg_tokenizer_bpe_train's rules), in at most the counter's train_bytes: when training would
+ * need more, it halves the table (tg_bpe_counter_halve) and starts again. report may be NULL. */
+TgStatus tg_bpe_counter_train(TgBpeCounter *c, int32_t vocab_size, TgTokenizer *tok, TgBpeTrainReport *report);
 void tg_bpe_counter_free(TgBpeCounter *c);
+
+static inline uint64_t tokenizer_mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* A hash of n bytes (FNV-1a, mixed), never 0. */
+static inline uint64_t tokenizer_hash_bytes(const unsigned char *b, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    h = tokenizer_mix64(h ^ n);
+    return h ? h : 1;
+}
 
 /* Pair -> rank map over the merges, into *map. When two merges join the same pair *map is NULL
  * and *duplicate the later merge's index. TG_ERR_NOMEM (the message names what) when the memory

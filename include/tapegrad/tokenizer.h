@@ -31,7 +31,10 @@
  *    as U+FFFD too (unlike its own BPE, which keeps the bytes).
  *
  * Encoding a BPE chunk applies the merges by rank: the adjacent pair of lowest rank (leftmost
- * first among equals) is joined, again and again, as Hugging Face and llama.cpp do.
+ * first among equals) is joined, again and again, as Hugging Face and llama.cpp do. A chunk longer
+ * than 4 KiB (never a word: a run of letters without a space, of digits or of white space) is
+ * merged 4 KiB at a time, as if the pre-split had cut it there, so that encoding takes bounded
+ * memory and time per byte.
  *
  * Text is passed as (const char *, size_t length) and treated as raw bytes; it may contain NUL.
  * <eot> ("end of text") decodes to no bytes; a sampler stops on tok->eot_id.
