@@ -101,6 +101,11 @@ typedef struct {
 TgStatus tg_bpe_counter_train(TgBpeCounter *c, int32_t vocab_size, TgTokenizer *tok, TgBpeTrainReport *report);
 void tg_bpe_counter_free(TgBpeCounter *c);
 
+/* One 64-bit key for an adjacent pair of ids (the rank map, training's pair table). */
+static inline uint64_t tokenizer_pair_key(int32_t left, int32_t right) {
+    return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+}
+
 static inline uint64_t tokenizer_mix64(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
