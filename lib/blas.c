@@ -98,8 +98,8 @@ static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
         if (col1 > j->n) col1 = j->n;
         if (col1 <= col0) return;
         const float *b = j->trans_b ? j->b + col0 * j->ldb : j->b + col0;
-        gemm_one(j->precision, j->mode, 1, j->trans_a, j->trans_b, j->m, col1 - col0, j->k, j->alpha, j->a, j->lda, b, j->ldb,
-                 j->beta, j->c + col0, j->ldc);
+        gemm_one(j->precision, j->mode, 1, j->trans_a, j->trans_b, j->m, col1 - col0, j->k, j->alpha, j->a, j->lda, b,
+                 j->ldb, j->beta, j->c + col0, j->ldc);
         return;
     }
     int64_t row0 = begin * j->row_quantum, row1 = end * j->row_quantum;
@@ -107,8 +107,8 @@ static void gemm_block(void *ctx, int64_t begin, int64_t end, int thread) {
     if (row1 <= row0) return;
     /* rows [row0, row1) of op(A): A's rows, or A's columns when A is transposed */
     const float *a = j->trans_a ? j->a + row0 : j->a + row0 * j->lda;
-    gemm_one(j->precision, j->mode, 1, j->trans_a, j->trans_b, row1 - row0, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
-             j->beta, j->c + row0 * j->ldc, j->ldc);
+    gemm_one(j->precision, j->mode, 1, j->trans_a, j->trans_b, row1 - row0, j->n, j->k, j->alpha, a, j->lda, j->b,
+             j->ldb, j->beta, j->c + row0 * j->ldc, j->ldc);
 }
 
 /* Below ~2 MFLOP a pool wake-up costs a sizeable part of the product. */
