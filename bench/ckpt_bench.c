@@ -14,7 +14,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "lib/blas.h"
 #include "tapegrad/pool.h"
 #include "tapegrad/rng.h"
 #include "checkpoint/checkpoint.h"
@@ -32,7 +31,6 @@ static void die(const char *what) {
 static void train_steps(TgModel *m, int steps, int threads) {
     int64_t B = 2, T = m->cfg.seq_len, V = m->cfg.vocab;
     TgPool *pool = tg_pool_create(threads);
-    tg_blas_set_threads(threads);
     TgArena arena;
     tg_arena_init(&arena, 64u << 20);
     TgTape tape;

@@ -88,7 +88,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *one_path = getenv("TAPEGRAD_ISA");
-    tg_blas_set_threads(1);
     printf("CPU: %s; one thread; GFLOP/s of thread CPU time, best of %d; %s, kernel %s\n", tg_cpu_name(), rounds,
            openblas_get_config(), openblas_get_corename());
     TgIsa paths[TG_ISA_COUNT];
@@ -129,7 +128,7 @@ int main(int argc, char **argv) {
                (long long)s->m, (long long)s->n, (long long)s->k);
         for (int p = 0; p < n_paths; p++) {
             tg_isa_set(paths[p]);
-            double g = gflops_of(tg_sgemm_tiled, s, a, b, c);
+            double g = gflops_of(tg_sgemm, s, a, b, c);
             printf(" %.0f (%.0f%%) |", g, 100 * g / peaks[p]);
             fflush(stdout);
         }

@@ -24,7 +24,6 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "lib/blas.h"
 #include "lib/clock.h"
 #include "lib/cpu.h"
 #include "lib/gemm_plan.h"
@@ -156,6 +155,7 @@ typedef struct {
     double peak_gflops;   /* the ceiling MFU is taken against: the precision's (peak_fp32_gflops or the bf16 one) */
     double peak_fp32_gflops;   /* the FP32 multiply-add ceiling of the kernel path, on the bench's threads */
     TgPrecision precision;
+    TgGemmMode gemm_mode; /* --gemm */
 } BenchResult;
 
 /* The medians (and the mean step) of the timed steps. */
@@ -189,6 +189,7 @@ static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, i
     TgTape tape;
     tg_tape_init(&tape, &arena, pool);
     tg_tape_set_precision(&tape, r->precision);
+    tg_tape_set_gemm_mode(&tape, r->gemm_mode);
     TgAdamWConfig adamw = tg_adamw_defaults();
     TgRng rng;
     tg_rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)tg_dist_rank()); /* each rank its own tokens */
@@ -370,21 +371,18 @@ static int run_bench(int argc, char **argv) {
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     const char *gemm_name = o.gemm ? o.gemm : "pool";
-    TgGemmMode gemm_mode = strcmp(gemm_name, "openblas") == 0        ? TG_GEMM_OPENBLAS
-                             : strcmp(gemm_name, "pool-openblas") == 0 ? TG_GEMM_POOL_OPENBLAS
-                                                                       : TG_GEMM_POOL;
+    BenchResult r = {.gemm_mode = strcmp(gemm_name, "openblas") == 0        ? TG_GEMM_OPENBLAS
+                                  : strcmp(gemm_name, "pool-openblas") == 0 ? TG_GEMM_POOL_OPENBLAS
+                                                                            : TG_GEMM_POOL};
     TgModelConfig cfg;
     int64_t B = 0;
     TgStatus s = bench_config(&o, &cfg, &B);
     if (s == TG_OK) s = bench_memory_check(&o, &cfg, B);
     if (s != TG_OK) return cli_exit("bench", s);
     if ((s = cli_join_job(TG_DIST_DEFAULT_TIMEOUT_S)) != TG_OK) return cli_exit("bench", s);
-    tg_blas_set_gemm_mode(gemm_mode);
-    tg_blas_set_threads(o.threads);
     TgModel model;
     tg_model_build(&model, &cfg);
     tg_model_init_weights(&model, (uint64_t)o.seed);
-    BenchResult r = {0};
     tg_precision_parse(o.precision ? o.precision : "fp32", &r.precision);   /* one of the flag's choices */
     if (r.precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
         fprintf(stderr, "bench: bf16 on the %s path, which has no bf16 instructions: the products round their operands "

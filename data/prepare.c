@@ -19,6 +19,7 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "data/tokfile.h"
 #include "lib/atomic_file.h"
+#include "lib/atomic_folder.h"
 #include "lib/clock.h"
 #include "lib/hash.h"
 #include "lib/json_write.h"
@@ -577,17 +578,6 @@ static TgStatus current_recipe_fingerprint(const TgPrepareOptions *opt, const ch
     return st;
 }
 
-static void remove_folder(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[TG_PATH_CAP];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && tg_path_join(path, sizeof path, dir, e->d_name) == TG_OK)
-            (void)unlink(path);
-    if (d) closedir(d);
-    (void)rmdir(dir);
-}
-
 static bool folder_is_empty(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return false;
@@ -658,22 +648,13 @@ TgStatus tg_prepare_dataset(const TgPrepareOptions *opt, const char *out_dir, co
     }
     free(m);
     if (st != TG_OK || same) return st;
-    char parent[TG_PATH_CAP], temp[TG_PATH_CAP];
+    char parent[TG_PATH_CAP];
     tg_path_folder(out_dir, parent, sizeof parent);
     TG_TRY(tg_make_folders(parent));
-    TG_TRY(tg_path_format(temp, sizeof temp, "%s.tmp-XXXXXX", out_dir));
-    if (!mkdtemp(temp)) return tg_fail(TG_ERR_IO, "cannot create a folder beside %s: %s", out_dir, strerror(errno));
-    st = tg_prepare_into(opt, temp, rep, res, NULL);
-    if (st == TG_OK) {
-        mode_t mask = umask(0);
-        umask(mask);
-        (void)chmod(temp, 0777 & ~mask); /* mkdtemp made it 0700 */
-        (void)rmdir(out_dir); /* an empty folder given as --out */
-        if (rename(temp, out_dir) != 0)
-            st = tg_fail(TG_ERR_IO, "cannot rename %s to %s: %s", temp, out_dir, strerror(errno));
-        else
-            tg_sync_parent_folder(out_dir);
-    }
-    if (st != TG_OK) remove_folder(temp);
+    TgAtomicFolder folder; /* an empty folder given as --out is replaced by the commit */
+    TG_TRY(tg_atomic_folder_open(&folder, out_dir));
+    st = tg_prepare_into(opt, folder.temp, rep, res, NULL);
+    if (st == TG_OK) st = tg_atomic_folder_commit(&folder, NULL, NULL);
+    tg_atomic_folder_abandon(&folder); /* nothing once committed */
     return st;
 }

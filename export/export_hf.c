@@ -1,7 +1,6 @@
 /* The Hugging Face model folder (see export_hf.h). */
 #include "export/export_hf.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 
 #include "tokenizer/tokenizer_hf.h"
 #include "lib/atomic_file.h"
+#include "lib/json_write.h"
 #include "export/convert.h"
 #include "lib/path.h"
 
@@ -57,90 +57,98 @@ TgStatus tg_model_export_peft_check(TgOutputPlan *plan, const char *dir, bool fo
     return folder_check(plan, "--peft", dir, files, sizeof files / sizeof files[0], force);
 }
 
-static TgStatus write_json(const char *dir, const char *name, cJSON *root) {
-    char path[TG_PATH_CAP], *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    TG_CHECK(text, "out of memory printing %s", name);
-    TgStatus s = tg_path_join(path, sizeof path, dir, name);
-    if (s != TG_OK) {
-        free(text);
-        return s;
-    }
-    size_t len = strlen(text);
-    text[len] = '\n'; /* cJSON_Print leaves no final newline; the NUL is not written */
-    s = tg_atomic_write(path, text, len + 1);
-    free(text);
-    return s;
+/* DIR/NAME as an indented JSON document: json_file_open gives the writer, json_file_commit ends
+ * the text with a newline and puts the file in place. */
+static TgStatus json_file_open(const char *dir, const char *name, TgAtomicFile *af, TgJsonWriter *w) {
+    char path[TG_PATH_CAP];
+    TG_TRY(tg_path_join(path, sizeof path, dir, name));
+    TG_TRY(tg_atomic_file_open(af, path));
+    *w = tg_json_writer(tg_atomic_file_stream(af), TG_JSON_INDENTED, false);
+    return TG_OK;
 }
 
-static cJSON *llama_config(const TgModelConfig *c, int32_t bos, int32_t eos) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-    cJSON_AddStringToObject(root, "model_type", "llama");
-    cJSON_AddNumberToObject(root, "hidden_size", (double)c->dim);
-    cJSON_AddNumberToObject(root, "intermediate_size", (double)c->hidden);
-    cJSON_AddNumberToObject(root, "num_hidden_layers", (double)c->n_layers);
-    cJSON_AddNumberToObject(root, "num_attention_heads", (double)c->n_heads);
-    cJSON_AddNumberToObject(root, "num_key_value_heads", (double)c->n_kv_heads);
-    cJSON_AddNumberToObject(root, "head_dim", (double)(c->dim / c->n_heads));
-    cJSON_AddStringToObject(root, "hidden_act", "silu");
-    cJSON_AddNumberToObject(root, "vocab_size", (double)c->vocab);
-    cJSON_AddNumberToObject(root, "max_position_embeddings", (double)c->seq_len);
-    cJSON_AddNumberToObject(root, "rope_theta", c->rope_theta);
-    cJSON_AddNullToObject(root, "rope_scaling");
-    cJSON_AddNumberToObject(root, "rms_norm_eps", c->norm_eps);
-    cJSON_AddBoolToObject(root, "tie_word_embeddings", true);
-    cJSON_AddBoolToObject(root, "attention_bias", false);
-    cJSON_AddBoolToObject(root, "mlp_bias", false);
-    cJSON_AddNumberToObject(root, "attention_dropout", 0.0);
-    cJSON_AddNumberToObject(root, "initializer_range", 0.02);
-    cJSON_AddNumberToObject(root, "bos_token_id", bos);
-    cJSON_AddNumberToObject(root, "eos_token_id", eos);
-    cJSON_AddBoolToObject(root, "use_cache", true);
-    cJSON_AddStringToObject(root, "torch_dtype", "float32");
-    return root;
+static TgStatus json_file_commit(TgAtomicFile *af, TgJsonWriter *w) {
+    fputc('\n', w->f);
+    return tg_atomic_file_commit(af);
+}
+
+static void llama_config(TgJsonWriter *w, const TgModelConfig *c, int32_t bos, int32_t eos) {
+    tg_json_open_object(w, NULL);
+    tg_json_open_array(w, "architectures");
+    tg_json_put_string(w, NULL, "LlamaForCausalLM");
+    tg_json_close(w);
+    tg_json_put_string(w, "model_type", "llama");
+    tg_json_put_number(w, "hidden_size", (double)c->dim);
+    tg_json_put_number(w, "intermediate_size", (double)c->hidden);
+    tg_json_put_number(w, "num_hidden_layers", (double)c->n_layers);
+    tg_json_put_number(w, "num_attention_heads", (double)c->n_heads);
+    tg_json_put_number(w, "num_key_value_heads", (double)c->n_kv_heads);
+    tg_json_put_number(w, "head_dim", (double)(c->dim / c->n_heads));
+    tg_json_put_string(w, "hidden_act", "silu");
+    tg_json_put_number(w, "vocab_size", (double)c->vocab);
+    tg_json_put_number(w, "max_position_embeddings", (double)c->seq_len);
+    tg_json_put_number(w, "rope_theta", c->rope_theta);
+    tg_json_put_null(w, "rope_scaling");
+    tg_json_put_number(w, "rms_norm_eps", c->norm_eps);
+    tg_json_put_bool(w, "tie_word_embeddings", true);
+    tg_json_put_bool(w, "attention_bias", false);
+    tg_json_put_bool(w, "mlp_bias", false);
+    tg_json_put_number(w, "attention_dropout", 0.0);
+    tg_json_put_number(w, "initializer_range", 0.02);
+    tg_json_put_number(w, "bos_token_id", bos);
+    tg_json_put_number(w, "eos_token_id", eos);
+    tg_json_put_bool(w, "use_cache", true);
+    tg_json_put_string(w, "torch_dtype", "float32");
+    tg_json_close(w);
 }
 
 /* A chat model stops at <|im_end|>, and at <eot> too. */
-static cJSON *generation_config(int32_t eot, const TgChatTokens *chat) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddBoolToObject(root, "_from_model_config", true);
-    cJSON_AddNumberToObject(root, "bos_token_id", eot);
-    if (chat) cJSON_AddItemToObject(root, "eos_token_id", cJSON_CreateIntArray((const int[]){chat->im_end, eot}, 2));
-    else cJSON_AddNumberToObject(root, "eos_token_id", eot);
-    return root;
+static void generation_config(TgJsonWriter *w, int32_t eot, const TgChatTokens *chat) {
+    tg_json_open_object(w, NULL);
+    tg_json_put_bool(w, "_from_model_config", true);
+    tg_json_put_number(w, "bos_token_id", eot);
+    if (chat) {
+        tg_json_open_array(w, "eos_token_id");
+        tg_json_put_number(w, NULL, chat->im_end);
+        tg_json_put_number(w, NULL, eot);
+        tg_json_close(w);
+    } else {
+        tg_json_put_number(w, "eos_token_id", eot);
+    }
+    tg_json_close(w);
 }
 
-static cJSON *tokenizer_config(const TgTokenizer *tok, const TgChatTokens *chat, int64_t seq_len) {
-    cJSON *root = cJSON_CreateObject();
+static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgChatTokens *chat, int64_t seq_len) {
     char *eot = tg_tokenizer_hf_token_text(tok, tok->eot_id);
-    cJSON_AddStringToObject(root, "tokenizer_class", "PreTrainedTokenizerFast");
-    cJSON_AddStringToObject(root, "bos_token", eot);
-    cJSON_AddStringToObject(root, "eos_token", chat ? TG_CHAT_IM_END : eot);
-    cJSON_AddStringToObject(root, "pad_token", eot);
-    cJSON_AddBoolToObject(root, "add_bos_token", false);
-    cJSON_AddBoolToObject(root, "add_eos_token", false);
-    cJSON_AddBoolToObject(root, "clean_up_tokenization_spaces", false);
-    cJSON_AddNumberToObject(root, "model_max_length", (double)seq_len);
-    cJSON *decoder = cJSON_AddObjectToObject(root, "added_tokens_decoder");
+    tg_json_open_object(w, NULL);
+    tg_json_put_string(w, "tokenizer_class", "PreTrainedTokenizerFast");
+    tg_json_put_string(w, "bos_token", eot);
+    tg_json_put_string(w, "eos_token", chat ? TG_CHAT_IM_END : eot);
+    tg_json_put_string(w, "pad_token", eot);
+    tg_json_put_bool(w, "add_bos_token", false);
+    tg_json_put_bool(w, "add_eos_token", false);
+    tg_json_put_bool(w, "clean_up_tokenization_spaces", false);
+    tg_json_put_number(w, "model_max_length", (double)seq_len);
+    tg_json_open_object(w, "added_tokens_decoder");
     for (int32_t id = 0; id < tok->vocab_size; id++) {
         bool special;
         if (!tg_tokenizer_hf_is_added(tok, id, &special)) continue;
         char key[16], *text = tg_tokenizer_hf_token_text(tok, id);
         snprintf(key, sizeof key, "%d", (int)id);
-        cJSON *entry = cJSON_AddObjectToObject(decoder, key);
-        cJSON_AddStringToObject(entry, "content", text);
-        cJSON_AddBoolToObject(entry, "lstrip", false);
-        cJSON_AddBoolToObject(entry, "normalized", false);
-        cJSON_AddBoolToObject(entry, "rstrip", false);
-        cJSON_AddBoolToObject(entry, "single_word", false);
-        cJSON_AddBoolToObject(entry, "special", special);
+        tg_json_open_object(w, key);
+        tg_json_put_string(w, "content", text);
+        tg_json_put_bool(w, "lstrip", false);
+        tg_json_put_bool(w, "normalized", false);
+        tg_json_put_bool(w, "rstrip", false);
+        tg_json_put_bool(w, "single_word", false);
+        tg_json_put_bool(w, "special", special);
+        tg_json_close(w);
         free(text);
     }
-    if (chat) cJSON_AddStringToObject(root, "chat_template", tg_chat_template_jinja);
+    tg_json_close(w);
+    if (chat) tg_json_put_string(w, "chat_template", tg_chat_template_jinja);
+    tg_json_close(w);
     free(eot);
-    return root;
 }
 
 TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
@@ -165,9 +173,17 @@ TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const 
     tg_error_clear();
     TG_TRY(tg_path_join(path, sizeof path, dir, "model.safetensors"));
     TG_TRY(tg_model_write_weights(model, path, source_note, recorded));
-    TG_TRY(write_json(dir, "config.json", llama_config(c, tok->eot_id, chat ? chat->im_end : tok->eot_id)));
-    TG_TRY(write_json(dir, "generation_config.json", generation_config(tok->eot_id, chat)));
-    return write_json(dir, "tokenizer_config.json", tokenizer_config(tok, chat, c->seq_len));
+    TgAtomicFile af;
+    TgJsonWriter w;
+    TG_TRY(json_file_open(dir, "config.json", &af, &w));
+    llama_config(&w, c, tok->eot_id, chat ? chat->im_end : tok->eot_id);
+    TG_TRY(json_file_commit(&af, &w));
+    TG_TRY(json_file_open(dir, "generation_config.json", &af, &w));
+    generation_config(&w, tok->eot_id, chat);
+    TG_TRY(json_file_commit(&af, &w));
+    TG_TRY(json_file_open(dir, "tokenizer_config.json", &af, &w));
+    tokenizer_config(&w, tok, chat, c->seq_len);
+    return json_file_commit(&af, &w);
 }
 
 /* PEFT's names: its model wraps the transformers model as base_model.model */
@@ -195,19 +211,24 @@ TgStatus tg_model_export_peft(const TgModel *model, const char *dir) {
     static const char *const modules[TG_LORA_TARGET_COUNT] = {
         [TG_LORA_Q] = "q_proj",       [TG_LORA_K] = "k_proj",   [TG_LORA_V] = "v_proj",      [TG_LORA_O] = "o_proj",
         [TG_LORA_GATE] = "gate_proj", [TG_LORA_UP] = "up_proj", [TG_LORA_DOWN] = "down_proj"};
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "peft_type", "LORA");
-    cJSON_AddStringToObject(root, "task_type", "CAUSAL_LM");
-    cJSON_AddNullToObject(root, "base_model_name_or_path");
-    cJSON_AddNumberToObject(root, "r", (double)lora->cfg.rank);
-    cJSON_AddNumberToObject(root, "lora_alpha", lora->cfg.alpha);
-    cJSON_AddNumberToObject(root, "lora_dropout", 0.0);
-    cJSON_AddStringToObject(root, "bias", "none");
-    cJSON_AddBoolToObject(root, "fan_in_fan_out", false);
-    cJSON_AddBoolToObject(root, "use_rslora", false);
-    cJSON_AddBoolToObject(root, "inference_mode", true);
-    cJSON *targets = cJSON_AddArrayToObject(root, "target_modules");
+    TgAtomicFile af;
+    TgJsonWriter json;
+    TG_TRY(json_file_open(dir, "adapter_config.json", &af, &json));
+    tg_json_open_object(&json, NULL);
+    tg_json_put_string(&json, "peft_type", "LORA");
+    tg_json_put_string(&json, "task_type", "CAUSAL_LM");
+    tg_json_put_null(&json, "base_model_name_or_path");
+    tg_json_put_number(&json, "r", (double)lora->cfg.rank);
+    tg_json_put_number(&json, "lora_alpha", lora->cfg.alpha);
+    tg_json_put_number(&json, "lora_dropout", 0.0);
+    tg_json_put_string(&json, "bias", "none");
+    tg_json_put_bool(&json, "fan_in_fan_out", false);
+    tg_json_put_bool(&json, "use_rslora", false);
+    tg_json_put_bool(&json, "inference_mode", true);
+    tg_json_open_array(&json, "target_modules");
     for (int t = 0; t < TG_LORA_TARGET_COUNT; t++)
-        if (lora->cfg.targets & (1u << t)) cJSON_AddItemToArray(targets, cJSON_CreateString(modules[t]));
-    return write_json(dir, "adapter_config.json", root);
+        if (lora->cfg.targets & (1u << t)) tg_json_put_string(&json, NULL, modules[t]);
+    tg_json_close(&json);
+    tg_json_close(&json);
+    return json_file_commit(&af, &json);
 }

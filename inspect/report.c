@@ -1,8 +1,8 @@
 #include "inspect/report.h"
 
 #include "lib/atomic_file.h"
+#include "lib/json_write.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -423,56 +423,69 @@ static void write_chart_svg(FILE *f, const TgReportChart *c) {
 
 /* ---------------------------------------------------------------- JSON */
 
-static cJSON *series_json(const TgReportSeries *s) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", s->name);
-    cJSON *x = cJSON_AddArrayToObject(o, "x"), *y = cJSON_AddArrayToObject(o, "y");
-    for (int64_t j = 0; j < s->n; j++) {
-        cJSON_AddItemToArray(x, cJSON_CreateNumber(s->x[j]));
-        cJSON_AddItemToArray(y, cJSON_CreateNumber(s->y[j]));
+/* One series as an object; `chart` (may be NULL) names its chart, for the JSON Lines file. */
+static void series_json(TgJsonWriter *w, const TgReportSeries *s, const char *chart) {
+    tg_json_open_object(w, NULL);
+    tg_json_put_string(w, "name", s->name);
+    tg_json_open_array(w, "x");
+    for (int64_t j = 0; j < s->n; j++) tg_json_put_number(w, NULL, s->x[j]);
+    tg_json_close(w);
+    tg_json_open_array(w, "y");
+    for (int64_t j = 0; j < s->n; j++) tg_json_put_number(w, NULL, s->y[j]);
+    tg_json_close(w);
+    if (s->lo) { /* null where the point has no band (JSON has no NaN) */
+        tg_json_open_array(w, "lo");
+        for (int64_t j = 0; j < s->n; j++) tg_json_put_number(w, NULL, s->lo[j]);
+        tg_json_close(w);
+        tg_json_open_array(w, "hi");
+        for (int64_t j = 0; j < s->n; j++) tg_json_put_number(w, NULL, s->hi[j]);
+        tg_json_close(w);
     }
-    if (s->lo) {
-        cJSON *lo = cJSON_AddArrayToObject(o, "lo"), *hi = cJSON_AddArrayToObject(o, "hi");
-        for (int64_t j = 0; j < s->n; j++) {
-            /* null where the point has no band (JSON has no NaN) */
-            cJSON_AddItemToArray(lo, isfinite(s->lo[j]) ? cJSON_CreateNumber(s->lo[j]) : cJSON_CreateNull());
-            cJSON_AddItemToArray(hi, isfinite(s->hi[j]) ? cJSON_CreateNumber(s->hi[j]) : cJSON_CreateNull());
-        }
-    }
-    return o;
+    if (chart) tg_json_put_string(w, "chart", chart);
+    tg_json_close(w);
 }
 
-static cJSON *report_json(const TgReport *r) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "title", r->title);
-    cJSON *charts = cJSON_AddArrayToObject(root, "charts"), *tables = cJSON_AddArrayToObject(root, "tables");
+static void report_json(TgJsonWriter *w, const TgReport *r) {
+    tg_json_open_object(w, NULL);
+    tg_json_put_string(w, "title", r->title);
+    tg_json_open_array(w, "charts");
     for (int i = 0; i < r->n_items; i++) {
-        const ReportItem *it = &r->items[i];
-        if (it->chart) {
-            const TgReportChart *c = it->chart;
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "title", c->title);
-            cJSON_AddStringToObject(o, "x_label", c->x_label);
-            cJSON_AddStringToObject(o, "y_label", c->y_label);
-            cJSON_AddBoolToObject(o, "log_y", c->log_y);
-            cJSON *series = cJSON_AddArrayToObject(o, "series");
-            for (int j = 0; j < c->n_series; j++) cJSON_AddItemToArray(series, series_json(c->series[j]));
-            cJSON_AddItemToArray(charts, o);
-        } else if (it->table) {
-            const TgReportTable *t = it->table;
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "caption", t->caption);
-            cJSON *header = cJSON_AddArrayToObject(o, "header"), *rows = cJSON_AddArrayToObject(o, "rows");
-            for (int j = 0; j < t->n_cols; j++) cJSON_AddItemToArray(header, cJSON_CreateString(t->header[j]));
-            cJSON *row = NULL;
-            for (int64_t j = 0; j < t->n_cells; j++) {
-                if (j % t->n_cols == 0) cJSON_AddItemToArray(rows, row = cJSON_CreateArray());
-                cJSON_AddItemToArray(row, cJSON_CreateString(t->cells[j]));
-            }
-            cJSON_AddItemToArray(tables, o);
-        }
+        const TgReportChart *c = r->items[i].chart;
+        if (!c) continue;
+        tg_json_open_object(w, NULL);
+        tg_json_put_string(w, "title", c->title);
+        tg_json_put_string(w, "x_label", c->x_label);
+        tg_json_put_string(w, "y_label", c->y_label);
+        tg_json_put_bool(w, "log_y", c->log_y);
+        tg_json_open_array(w, "series");
+        for (int j = 0; j < c->n_series; j++) series_json(w, c->series[j], NULL);
+        tg_json_close(w);
+        tg_json_close(w);
     }
-    return root;
+    tg_json_close(w);
+    tg_json_open_array(w, "tables");
+    for (int i = 0; i < r->n_items; i++) {
+        const TgReportTable *t = r->items[i].table;
+        if (!t || r->items[i].chart) continue;
+        tg_json_open_object(w, NULL);
+        tg_json_put_string(w, "caption", t->caption);
+        tg_json_open_array(w, "header");
+        for (int j = 0; j < t->n_cols; j++) tg_json_put_string(w, NULL, t->header[j]);
+        tg_json_close(w);
+        tg_json_open_array(w, "rows");
+        for (int64_t j = 0; j < t->n_cells; j++) {
+            if (j % t->n_cols == 0) {
+                if (j > 0) tg_json_close(w);
+                tg_json_open_array(w, NULL);
+            }
+            tg_json_put_string(w, NULL, t->cells[j]);
+        }
+        if (t->n_cells > 0) tg_json_close(w);
+        tg_json_close(w);
+        tg_json_close(w);
+    }
+    tg_json_close(w);
+    tg_json_close(w);
 }
 
 /* ---------------------------------------------------------------- files */
@@ -543,15 +556,9 @@ TgStatus tg_report_write_html(const TgReport *r, const char *path) {
     }
     if (in_charts) fputs("</div>\n", f);
     /* the numbers, for programs: '<' is written as \u003c so no "</script>" can end the block early */
-    cJSON *root = report_json(r);
-    char *json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
     fputs("<script type=\"application/json\" id=\"tapegrad-report-data\">", f);
-    for (const char *p = json; p && *p; p++) {
-        if (*p == '<') fputs("\\u003c", f);
-        else fputc(*p, f);
-    }
-    cJSON_free(json);
+    TgJsonWriter w = tg_json_writer(f, TG_JSON_COMPACT, true);
+    report_json(&w, r);
     fputs("</script>\n</body></html>\n", f);
     return tg_atomic_file_commit(&af);
 }
@@ -564,12 +571,9 @@ TgStatus tg_report_write_series_jsonl(const TgReport *r, const char *path) {
         const TgReportChart *c = r->items[i].chart;
         if (!c) continue;
         for (int j = 0; j < c->n_series; j++) {
-            cJSON *o = series_json(c->series[j]);
-            cJSON_AddStringToObject(o, "chart", c->title);
-            char *line = cJSON_PrintUnformatted(o);
-            fprintf(f, "%s\n", line);
-            cJSON_free(line);
-            cJSON_Delete(o);
+            TgJsonWriter w = tg_json_writer(f, TG_JSON_COMPACT, false);
+            series_json(&w, c->series[j], c->title);
+            fputc('\n', f);
         }
     }
     return tg_atomic_file_commit(&af);

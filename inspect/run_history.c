@@ -5,10 +5,11 @@
 #include "inspect/inspect.h"
 #include "lib/checked.h"
 #include "lib/file_read.h"
+#include "lib/json_reader.h"
 #include "lib/path.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,20 +17,64 @@
 
 /* ---------------------------------------------------------------- reading */
 
-static double number_or_nan(const cJSON *obj, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+/* Each line of metrics.jsonl and grads.jsonl is checked as strict JSON (lib/json_reader.h) and
+ * read in place; a member the reader takes must appear once, since two readers could disagree on
+ * which of two counts. */
+
+/* "PATH line N", what the messages of a line start with */
+static void line_name(char *out, size_t cap, const char *path, int64_t line_no) {
+    snprintf(out, cap, "%s line %lld", path, (long long)line_no);
+}
+
+/* The line's value, checked; *obj at it. */
+static TgStatus line_value(const char *line, size_t len, const char *path, int64_t line_no, TgJsonCursor *obj) {
+    char name[TG_PATH_CAP + 32];
+    line_name(name, sizeof name, path, line_no);
+    TG_TRY(tg_json_check(line, len, name));
+    *obj = tg_json_cursor(line, len, 0);
+    return TG_OK;
+}
+
+/* The member `key` of the object at obj: true and *value at it, false when there is none or obj
+ * is not an object; refused when the key is given twice. */
+static TgStatus member(const TgJsonCursor *obj, const char *key, TgJsonCursor *value, bool *found, const char *path,
+                       int64_t line_no) {
+    size_t n = tg_json_find(obj, key, value);
+    *found = n == 1;
+    if (n > 1)
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%s\" is given twice", path, (long long)line_no, key);
+    return TG_OK;
+}
+
+/* The number `key` of the object at obj into *out: NaN where the line has none (null is how a
+ * writer gives a value it did not have). */
+static TgStatus number_or_nan(const TgJsonCursor *obj, const char *key, double *out, const char *path, int64_t line_no) {
+    TgJsonCursor v;
+    bool found;
+    TG_TRY(member(obj, key, &v, &found, path, line_no));
+    *out = found && tg_json_type(&v) == TG_JSON_NUMBER ? tg_json_read_number(&v) : NAN;
+    return TG_OK;
 }
 
 /* The "step" of a line: a whole number a run can reach (JSON gives a double; casting inf, NaN or
  * 2^63 straight to int64_t would be undefined). */
-static TgStatus read_step(const cJSON *obj, int64_t *step, const char *path, int64_t line_no) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "step");
-    if (cJSON_IsNumber(v) && tg_double_to_i64(v->valuedouble, 0, TG_CHECKPOINT_MAX_STEP, step)) return TG_OK;
-    if (!cJSON_IsNumber(v))
+static TgStatus read_step(const TgJsonCursor *obj, int64_t *step, const char *path, int64_t line_no) {
+    TgJsonCursor v;
+    bool found;
+    TG_TRY(member(obj, "step", &v, &found, path, line_no));
+    if (!found || tg_json_type(&v) != TG_JSON_NUMBER)
         return tg_fail(TG_ERR_FORMAT, "%s line %lld: not a JSON object with a step", path, (long long)line_no);
+    double value = tg_json_read_number(&v);
+    if (tg_double_to_i64(value, 0, TG_CHECKPOINT_MAX_STEP, step)) return TG_OK;
     return tg_fail(TG_ERR_FORMAT, "%s line %lld: step %g is not a whole number in [0, 2^53]", path, (long long)line_no,
-                   v->valuedouble);
+                   value);
+}
+
+static TgStatus parse_metric_row(const TgJsonCursor *o, TgMetricRow *row, const char *path, int64_t line_no) {
+    static const char *const keys[] = {"loss", "val_loss", "lr", "grad_norm", "val_bpb"};
+    double *values[] = {&row->loss, &row->val_loss, &row->lr, &row->grad_norm, &row->val_bpb};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) TG_TRY(number_or_nan(o, keys[i], values[i], path, line_no));
+    return read_step(o, &row->step, path, line_no);
 }
 
 static void merge_metric(TgMetricRow *into, const TgMetricRow *from) {
@@ -50,15 +95,15 @@ static TgStatus load_metrics(const char *dir, TgRunHistory *h) {
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;
+    ssize_t len;
     TgStatus s = TG_OK;
-    while (getline(&line, &cap, f) > 0) {
+    while ((len = getline(&line, &cap, f)) > 0) {
         line_no++;
         if (line[0] == '\n') continue;
-        cJSON *o = cJSON_Parse(line);
-        TgMetricRow row = {0, number_or_nan(o, "loss"), number_or_nan(o, "val_loss"), number_or_nan(o, "lr"),
-                         number_or_nan(o, "grad_norm"), number_or_nan(o, "val_bpb")};
-        s = read_step(o, &row.step, path, line_no);
-        cJSON_Delete(o);
+        TgJsonCursor o;
+        TgMetricRow row = {0};
+        s = line_value(line, (size_t)len, path, line_no, &o);
+        if (s == TG_OK) s = parse_metric_row(&o, &row, path, line_no);
         if (s != TG_OK) break;
         /* a resumed run repeats steps after its checkpoint: the newer lines win */
         while (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step > row.step) h->n_metrics--;
@@ -82,54 +127,93 @@ static void free_log_row(TgGradLogRow *row) {
     memset(row, 0, sizeof *row);
 }
 
-/* Fills row from one parsed line; the first line fixes the parameter names and layer count. */
-static TgStatus parse_log_row(TgRunHistory *h, const cJSON *o, TgGradLogRow *row, const char *path, int64_t line_no) {
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "params");
-    const cJSON *ffn = cJSON_GetObjectItemCaseSensitive(o, "ffn");
-    if (!cJSON_IsArray(params) || !cJSON_IsArray(ffn))
+/* The string `key` of the object at obj, decoded into out (cut to cap, NUL-terminated); "" when
+ * there is none. */
+static TgStatus string_member(const TgJsonCursor *obj, const char *key, char *out, size_t cap, const char *path,
+                              int64_t line_no) {
+    TgJsonCursor v;
+    bool found;
+    out[0] = '\0';
+    TG_TRY(member(obj, key, &v, &found, path, line_no));
+    if (!found || tg_json_type(&v) != TG_JSON_STRING) return TG_OK;
+    char *text = tg_json_decode_alloc(tg_json_read_string(&v), NULL);
+    if (!text) return tg_fail(TG_ERR_NOMEM, "out of memory reading %s line %lld", path, (long long)line_no);
+    snprintf(out, cap, "%s", text);
+    free(text);
+    return TG_OK;
+}
+
+/* The first line fixes the parameter names and the layer count. */
+static TgStatus read_log_names(TgRunHistory *h, const TgJsonCursor *params, const TgJsonCursor *ffn, const char *path,
+                               int64_t line_no) {
+    h->param_names = tg_calloc((size_t)h->n_params + 1, sizeof *h->param_names);
+    TgJsonCursor p = *params;
+    tg_json_enter(&p);
+    for (int i = 0; tg_json_next_item(&p); i++) {
+        TgJsonCursor name;
+        bool found;
+        TG_TRY(member(&p, "name", &name, &found, path, line_no));
+        char *text = found && tg_json_type(&name) == TG_JSON_STRING ? tg_json_decode_alloc(tg_json_read_string(&name), NULL)
+                                                                       : NULL;
+        const char *shown = text ? text : "?"; /* a name cut at a NUL inside it, as it was read before */
+        size_t len = strlen(shown) + 1;
+        h->param_names[i] = tg_malloc(len);
+        memcpy(h->param_names[i], shown, len);
+        free(text);
+        tg_json_skip(&p);
+    }
+    if (h->n_layers == 0) return TG_OK;
+    TgJsonCursor first = *ffn;
+    tg_json_enter(&first);
+    tg_json_next_item(&first);
+    return string_member(&first, "kind", h->ffn_kind, sizeof h->ffn_kind, path, line_no);
+}
+
+/* Fills row from one checked line. */
+static TgStatus parse_log_row(TgRunHistory *h, const TgJsonCursor *o, TgGradLogRow *row, const char *path,
+                              int64_t line_no) {
+    TgJsonCursor params, ffn;
+    bool has_params, has_ffn;
+    TG_TRY(member(o, "params", &params, &has_params, path, line_no));
+    TG_TRY(member(o, "ffn", &ffn, &has_ffn, path, line_no));
+    if (!has_params || !has_ffn || tg_json_type(&params) != TG_JSON_ARRAY || tg_json_type(&ffn) != TG_JSON_ARRAY)
         return tg_fail(TG_ERR_FORMAT, "%s line %lld: expected step, params and ffn", path, (long long)line_no);
     TG_TRY(read_step(o, &row->step, path, line_no));
-    int n_params = cJSON_GetArraySize(params), n_layers = cJSON_GetArraySize(ffn);
+    size_t n_params = tg_json_count(&params), n_layers = tg_json_count(&ffn);
+    if (n_params > INT_MAX || n_layers > INT_MAX)
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: %zu parameters and %zu layers are more than any model has", path,
+                       (long long)line_no, n_params, n_layers);
     if (h->param_names == NULL) {
-        h->n_params = n_params;
-        h->n_layers = n_layers;
-        h->param_names = tg_calloc((size_t)n_params + 1, sizeof *h->param_names);
-        int i = 0;
-        const cJSON *p;
-        cJSON_ArrayForEach(p, params) {
-            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name"));
-            size_t len = strlen(name ? name : "?") + 1;
-            h->param_names[i] = tg_malloc(len);
-            memcpy(h->param_names[i++], name ? name : "?", len);
-        }
-        const char *kind = n_layers ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ffn->child, "kind")) : NULL;
-        snprintf(h->ffn_kind, sizeof h->ffn_kind, "%s", kind ? kind : "");
-    } else if (n_params != h->n_params || n_layers != h->n_layers) {
-        return tg_fail(TG_ERR_FORMAT, "%s line %lld: %d parameters and %d layers, earlier lines had %d and %d", path,
+        h->n_params = (int)n_params;
+        h->n_layers = (int)n_layers;
+        TG_TRY(read_log_names(h, &params, &ffn, path, line_no));
+    } else if ((int)n_params != h->n_params || (int)n_layers != h->n_layers) {
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: %zu parameters and %zu layers, earlier lines had %d and %d", path,
                        (long long)line_no, n_params, n_layers, h->n_params, h->n_layers);
     }
-    double *block = tg_malloc(((size_t)n_params * 3 + (size_t)n_layers * 7 + 1) * sizeof(double));
+    double *block = tg_malloc((n_params * 3 + n_layers * 7 + 1) * sizeof(double));
     row->grad_norm = block, row->weight_norm = block + n_params, row->update_ratio = block + 2 * n_params;
     double *layer = block + 3 * n_params;
     row->dead_frac = layer, row->zero_frac = layer + n_layers, row->act_mean = layer + 2 * n_layers;
     row->act_std = layer + 3 * n_layers, row->w1_zero_grad_rows = layer + 4 * n_layers;
     row->probe_dead_frac = layer + 5 * n_layers, row->probe_zero_frac = layer + 6 * n_layers;
-    int i = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, params) {
-        row->grad_norm[i] = number_or_nan(p, "grad_norm");
-        row->weight_norm[i] = number_or_nan(p, "weight_norm");
-        row->update_ratio[i++] = number_or_nan(p, "update_ratio");
+    static const char *const param_keys[] = {"grad_norm", "weight_norm", "update_ratio"};
+    double *param_values[] = {row->grad_norm, row->weight_norm, row->update_ratio};
+    TgJsonCursor p = params;
+    tg_json_enter(&p);
+    for (int i = 0; tg_json_next_item(&p); i++) {
+        for (int k = 0; k < 3; k++) TG_TRY(number_or_nan(&p, param_keys[k], &param_values[k][i], path, line_no));
+        tg_json_skip(&p);
     }
-    i = 0;
-    cJSON_ArrayForEach(p, ffn) {
-        row->dead_frac[i] = number_or_nan(p, "dead_frac");
-        row->zero_frac[i] = number_or_nan(p, "zero_frac");
-        row->act_mean[i] = number_or_nan(p, "mean");
-        row->act_std[i] = number_or_nan(p, "std");
-        row->w1_zero_grad_rows[i] = number_or_nan(p, "w1_zero_grad_rows");
-        row->probe_dead_frac[i] = number_or_nan(p, "probe_dead_frac");
-        row->probe_zero_frac[i++] = number_or_nan(p, "probe_zero_frac");
+    static const char *const layer_keys[] = {"dead_frac", "zero_frac", "mean", "std", "w1_zero_grad_rows",
+                                             "probe_dead_frac", "probe_zero_frac"};
+    double *layer_values[] = {row->dead_frac, row->zero_frac, row->act_mean, row->act_std, row->w1_zero_grad_rows,
+                              row->probe_dead_frac, row->probe_zero_frac};
+    p = ffn;
+    tg_json_enter(&p);
+    for (int i = 0; tg_json_next_item(&p); i++) {
+        for (int k = 0; k < 7; k++) TG_TRY(number_or_nan(&p, layer_keys[k], &layer_values[k][i], path, line_no));
+        tg_json_skip(&p);
     }
     return TG_OK;
 }
@@ -142,16 +226,19 @@ static TgStatus load_grad_log(const char *dir, TgRunHistory *h) {
     char *line = NULL;
     size_t cap = 0;
     int64_t line_no = 0, alloc = 0;
+    ssize_t len;
     TgStatus s = TG_OK;
-    while (s == TG_OK && getline(&line, &cap, f) > 0) {
+    while (s == TG_OK && (len = getline(&line, &cap, f)) > 0) {
         line_no++;
         if (line[0] == '\n') continue;
-        cJSON *o = cJSON_Parse(line);
+        TgJsonCursor o;
         TgGradLogRow row = {0};
-        s = o ? parse_log_row(h, o, &row, path, line_no)
-              : tg_fail(TG_ERR_FORMAT, "%s line %lld: not valid JSON", path, (long long)line_no);
-        cJSON_Delete(o);
-        if (s != TG_OK) break;
+        s = line_value(line, (size_t)len, path, line_no, &o);
+        if (s == TG_OK) s = parse_log_row(h, &o, &row, path, line_no);
+        if (s != TG_OK) {
+            free_log_row(&row);
+            break;
+        }
         while (h->n_logs > 0 && h->logs[h->n_logs - 1].step >= row.step) free_log_row(&h->logs[--h->n_logs]);
         if (h->n_logs == alloc) {
             alloc = alloc ? 2 * alloc : 64;

@@ -1,13 +1,11 @@
 #include "tapegrad/engine.h"
 
-#include "lib/blas.h"
 #include "lib/fpmode.h"
 
 #include <stdbool.h>
 
 void tg_engine_open(TgEngine *engine, int threads, size_t arena_bytes) {
     engine->fp_mode = tg_fp_mode_enter();
-    tg_blas_set_threads(threads);
     engine->pool = tg_pool_create(threads);
     tg_arena_init(&engine->arena, arena_bytes);
     tg_tape_init(&engine->tape, &engine->arena, engine->pool);

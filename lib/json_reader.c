@@ -281,6 +281,37 @@ bool tg_json_next_key(TgJsonCursor *c, TgJsonString *key) {
 
 bool tg_json_next_item(TgJsonCursor *c) { return next_member(c); }
 
+size_t tg_json_count(const TgJsonCursor *c) {
+    TgJsonCursor at = *c;
+    TgJsonType type = tg_json_type(&at);
+    if (type != TG_JSON_OBJECT && type != TG_JSON_ARRAY) return 0;
+    bool object = type == TG_JSON_OBJECT;
+    tg_json_enter(&at);
+    size_t n = 0;
+    TgJsonString key;
+    while (object ? tg_json_next_key(&at, &key) : tg_json_next_item(&at)) {
+        n++;
+        tg_json_skip(&at);
+    }
+    return n;
+}
+
+size_t tg_json_find(const TgJsonCursor *object, const char *key, TgJsonCursor *value) {
+    TgJsonCursor at = *object;
+    if (tg_json_type(&at) != TG_JSON_OBJECT) return 0;
+    tg_json_enter(&at);
+    size_t n = 0;
+    TgJsonString k;
+    while (tg_json_next_key(&at, &k)) {
+        if (tg_json_string_is(k, key) && n++ == 0 && value) {
+            *value = at;
+            tg_json_type(value); /* at the value itself, past the white space */
+        }
+        tg_json_skip(&at);
+    }
+    return n;
+}
+
 TgJsonString tg_json_read_string(TgJsonCursor *c) {
     cursor_ws(c);
     TgJsonString s = {c->text + c->pos + 1, 0, c->pos};
@@ -359,6 +390,15 @@ size_t tg_json_decode(TgJsonString s, char *out) {
     size_t n = 0;
     for (size_t i = 0; i < s.raw_len;) n += decode_one(s, &i, out + n);
     return n;
+}
+
+char *tg_json_decode_alloc(TgJsonString s, size_t *len) {
+    char *out = malloc(s.raw_len + 1);
+    if (!out) return NULL;
+    size_t n = tg_json_decode(s, out);
+    out[n] = '\0';
+    if (len) *len = n;
+    return out;
 }
 
 bool tg_json_string_is(TgJsonString s, const char *lit) {

@@ -1,11 +1,13 @@
 /* JSON read where it lies: a strict check of a whole text, then a cursor over its values that
- * builds no tree. The tokenizer.json reader uses it (data/tokenizer_hf.c).
+ * builds no tree. Every JSON file tapegrad reads goes through it: tokenizer.json
+ * (tokenizer/tokenizer_hf_read.c), safetensors headers (lib/safetensors.c), the lines of
+ * metrics.jsonl and grads.jsonl (inspect/run_history.c), JSON Lines sources and conversations.
  *
- * Why not cJSON, which reads the other, small JSON files: a cJSON tree costs about 80 bytes a
- * value (an array of one-digit numbers becomes 40 times its text), so what a file holds but a
- * reader ignores still takes memory out of proportion to it; and its strings end at their
- * first NUL, so "a\u0000b" reads as "a". Here skipping a value allocates nothing, and a string
- * is decoded into the caller's buffer with its length.
+ * Why no tree (cJSON's, say): a tree costs about 80 bytes a value (an array of one-digit numbers
+ * becomes 40 times its text), so what a file holds but a reader ignores would still take memory
+ * out of proportion to it; and a tree's strings end at their first NUL, so "a\u0000b" would read
+ * as "a". Here skipping a value allocates nothing, and a string is decoded into the caller's
+ * buffer with its length.
  *
  * tg_json_check accepts exactly RFC 8259's JSON text: one value with white space around it,
  * strings of UTF-8 (no raw control characters, no escape naming half a surrogate pair), numbers
@@ -63,9 +65,22 @@ TgJsonString tg_json_read_string(TgJsonCursor *c);
 /* The number at c (tg_json_type TG_JSON_NUMBER), as strtod reads it; c moves past it. */
 double tg_json_read_number(TgJsonCursor *c);
 
+/* How many members the object or items the array at c holds (0 for any other value); c does not
+ * move. */
+size_t tg_json_count(const TgJsonCursor *c);
+/* The members of the object at `object` whose key decodes to `key` (`object` does not move): how
+ * many there are (0 when `object` is not at an object), and *value (may be NULL) at the first
+ * one's value when there is one. JSON allows
+ * a key twice; a reader that refuses it (two readers could disagree on which one counts) asks
+ * for the count. */
+size_t tg_json_find(const TgJsonCursor *object, const char *key, TgJsonCursor *value);
+
 /* Decodes s into out (room for s.raw_len bytes: decoding never lengthens a string) and returns
  * the number of bytes, NULs included; out is not NUL-terminated. */
 size_t tg_json_decode(TgJsonString s, char *out);
+/* s decoded into memory of its own with a NUL after it (the caller frees it), its length in *len
+ * (may be NULL; NULs inside count, so strlen may be less); NULL when the memory cannot be had. */
+char *tg_json_decode_alloc(TgJsonString s, size_t *len);
 /* Whether s decodes to the NUL-terminated text lit. */
 bool tg_json_string_is(TgJsonString s, const char *lit);
 

@@ -2,9 +2,9 @@
 
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
+#include "lib/json_reader.h"
 #include "tapegrad/limits.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,15 +36,6 @@ const char *tg_st_dtype_name(TgStDtype dtype) {
 }
 
 size_t tg_st_dtype_size(TgStDtype dtype) { return (unsigned)dtype < DTYPE_COUNT ? dtype_table[dtype].size : 0; }
-
-static bool dtype_from_name(const char *name, TgStDtype *out) {
-    for (unsigned i = 0; i < DTYPE_COUNT; i++)
-        if (strcmp(name, dtype_table[i].name) == 0) {
-            *out = (TgStDtype)i;
-            return true;
-        }
-    return false;
-}
 
 const char *tg_st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
     size_t used = 0;
@@ -136,68 +127,101 @@ void tg_st_close(TgStFile *file) {
 
 /* A member of `object` that must appear exactly once (JSON allows repeats; we refuse them, since
  * two readers could then disagree on which one counts). */
-static TgStatus unique_member(const cJSON *object, const char *key, const cJSON **out) {
-    const cJSON *found = NULL, *child;
-    cJSON_ArrayForEach(child, object) {
-        if (child->string && strcmp(child->string, key) == 0) {
-            if (found) return tg_fail(TG_ERR_FORMAT, "\"%s\" appears twice", key);
-            found = child;
-        }
-    }
-    if (!found) return tg_fail(TG_ERR_FORMAT, "missing \"%s\"", key);
-    *out = found;
+static TgStatus unique_member(const TgJsonCursor *object, const char *key, TgJsonCursor *out) {
+    size_t n = tg_json_find(object, key, out);
+    if (n > 1) return tg_fail(TG_ERR_FORMAT, "\"%s\" appears twice", key);
+    if (n == 0) return tg_fail(TG_ERR_FORMAT, "missing \"%s\"", key);
     return TG_OK;
 }
 
 /* JSON numbers arrive as doubles; accept only integers in [0, 2^53], where doubles are exact. */
-static bool json_count(const cJSON *item, uint64_t *out) {
-    if (!cJSON_IsNumber(item)) return false;
-    double v = item->valuedouble;
+static bool json_count(TgJsonCursor item, uint64_t *out) {
+    if (tg_json_type(&item) != TG_JSON_NUMBER) return false;
+    double v = tg_json_read_number(&item);
     if (!(v >= 0 && v <= 9007199254740992.0) || v != (double)(uint64_t)v) return false;
     *out = (uint64_t)v;
     return true;
 }
 
-static TgStatus parse_shape(const cJSON *shape, TgStEntry *entry) {
-    if (!cJSON_IsArray(shape)) return tg_fail(TG_ERR_FORMAT, "\"shape\" is not an array");
-    int ndim = cJSON_GetArraySize(shape);
-    if (ndim > TG_ST_MAX_DIMS)
-        return tg_fail(TG_ERR_FORMAT, "shape has %d dims, more than the %d supported", ndim, TG_ST_MAX_DIMS);
-    int i = 0;
-    const cJSON *dim;
-    cJSON_ArrayForEach(dim, shape) {
-        uint64_t value;
-        if (!json_count(dim, &value) || value > (uint64_t)INT64_MAX) {
-            if (cJSON_IsNumber(dim) && dim->valuedouble < 0)
-                return tg_fail(TG_ERR_FORMAT, "shape has a negative dimension %g (entry %d)", dim->valuedouble, i);
-            return tg_fail(TG_ERR_FORMAT, "shape entry %d is not a non-negative integer", i);
-        }
-        entry->shape[i++] = (int64_t)value;
+/* A string of the header decoded, with a NUL after it; refused when it holds one itself (the
+ * names it gives could not be told from a shorter one's). `what` names it in the message. */
+static TgStatus header_string(TgJsonCursor *at, const char *what, char **out) {
+    TgJsonString raw = tg_json_read_string(at);
+    size_t len;
+    *out = tg_json_decode_alloc(raw, &len);
+    if (!*out) return tg_fail(TG_ERR_NOMEM, "out of memory reading %s", what);
+    if (strlen(*out) != len) {
+        TgStatus s = tg_fail(TG_ERR_FORMAT, "%s '%s' holds a NUL byte (\\u0000, at header byte %zu)", what, *out, raw.pos);
+        free(*out);
+        *out = NULL;
+        return s;
     }
-    entry->ndim = ndim;
-    char buf[160];
-    if (!shape_sizes(ndim, entry->shape, tg_st_dtype_size(entry->dtype), &entry->numel, &entry->nbytes))
-        return tg_fail(TG_ERR_FORMAT, "shape %s of %s is too large to address",
-                       tg_st_shape_str(ndim, entry->shape, buf, sizeof buf), tg_st_dtype_name(entry->dtype));
     return TG_OK;
 }
 
-static TgStatus parse_entry(const cJSON *json, TgStEntry *entry, const uint8_t *data, size_t data_size) {
-    if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "entry is not a JSON object");
-    const cJSON *dtype, *shape, *offsets;
-    TG_TRY(unique_member(json, "dtype", &dtype));
-    TG_TRY(unique_member(json, "shape", &shape));
-    TG_TRY(unique_member(json, "data_offsets", &offsets));
-    if (!cJSON_IsString(dtype)) return tg_fail(TG_ERR_FORMAT, "\"dtype\" is not a string");
-    if (!dtype_from_name(dtype->valuestring, &entry->dtype))
-        return tg_fail(TG_ERR_FORMAT,
-                       "unknown dtype '%s' (supported: F32, F16, BF16, F64, I32, I64, U8, I8)",
-                       dtype->valuestring);
+static TgStatus parse_shape(TgJsonCursor shape, TgStEntry *entry) {
+    if (tg_json_type(&shape) != TG_JSON_ARRAY) return tg_fail(TG_ERR_FORMAT, "\"shape\" is not an array");
+    size_t ndim = tg_json_count(&shape);
+    if (ndim > TG_ST_MAX_DIMS)
+        return tg_fail(TG_ERR_FORMAT, "shape has %zu dims, more than the %d supported", ndim, TG_ST_MAX_DIMS);
+    tg_json_enter(&shape);
+    for (int i = 0; tg_json_next_item(&shape); i++) {
+        uint64_t value;
+        if (!json_count(shape, &value) || value > (uint64_t)INT64_MAX) {
+            if (tg_json_type(&shape) == TG_JSON_NUMBER) {
+                double v = tg_json_read_number(&shape);
+                if (v < 0) return tg_fail(TG_ERR_FORMAT, "shape has a negative dimension %g (entry %d)", v, i);
+            }
+            return tg_fail(TG_ERR_FORMAT, "shape entry %d is not a non-negative integer", i);
+        }
+        entry->shape[i] = (int64_t)value;
+        tg_json_skip(&shape);
+    }
+    entry->ndim = (int)ndim;
+    char buf[160];
+    if (!shape_sizes(entry->ndim, entry->shape, tg_st_dtype_size(entry->dtype), &entry->numel, &entry->nbytes))
+        return tg_fail(TG_ERR_FORMAT, "shape %s of %s is too large to address",
+                       tg_st_shape_str(entry->ndim, entry->shape, buf, sizeof buf), tg_st_dtype_name(entry->dtype));
+    return TG_OK;
+}
+
+/* "data_offsets": [begin, end], two counts */
+static bool parse_offsets(TgJsonCursor offsets, uint64_t *begin, uint64_t *end) {
+    if (tg_json_type(&offsets) != TG_JSON_ARRAY || tg_json_count(&offsets) != 2) return false;
+    tg_json_enter(&offsets);
+    tg_json_next_item(&offsets);
+    if (!json_count(offsets, begin)) return false;
+    tg_json_skip(&offsets);
+    tg_json_next_item(&offsets);
+    return json_count(offsets, end);
+}
+
+static TgStatus parse_entry(const TgJsonCursor *json, TgStEntry *entry, const uint8_t *data, size_t data_size) {
+    TgJsonCursor at = *json;
+    if (tg_json_type(&at) != TG_JSON_OBJECT) return tg_fail(TG_ERR_FORMAT, "entry is not a JSON object");
+    TgJsonCursor dtype, shape, offsets;
+    TG_TRY(unique_member(&at, "dtype", &dtype));
+    TG_TRY(unique_member(&at, "shape", &shape));
+    TG_TRY(unique_member(&at, "data_offsets", &offsets));
+    if (tg_json_type(&dtype) != TG_JSON_STRING) return tg_fail(TG_ERR_FORMAT, "\"dtype\" is not a string");
+    TgJsonString dtype_name = tg_json_read_string(&dtype);
+    bool known = false;
+    for (unsigned i = 0; i < DTYPE_COUNT && !known; i++)
+        if (tg_json_string_is(dtype_name, dtype_table[i].name)) {
+            entry->dtype = (TgStDtype)i;
+            known = true;
+        }
+    if (!known) {
+        char *name = tg_json_decode_alloc(dtype_name, NULL);
+        TgStatus s = tg_fail(TG_ERR_FORMAT, "unknown dtype '%s' (supported: F32, F16, BF16, F64, I32, I64, U8, I8)",
+                             name ? name : "?");
+        free(name);
+        return s;
+    }
     TG_TRY(parse_shape(shape, entry));
 
     uint64_t begin, end;
-    if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
-        !json_count(cJSON_GetArrayItem(offsets, 0), &begin) || !json_count(cJSON_GetArrayItem(offsets, 1), &end))
+    if (!parse_offsets(offsets, &begin, &end))
         return tg_fail(TG_ERR_FORMAT, "\"data_offsets\" is not a pair [begin, end] of non-negative integers");
     if (begin > end)
         return tg_fail(TG_ERR_FORMAT, "data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin", begin, end);
@@ -217,23 +241,26 @@ static TgStatus parse_entry(const cJSON *json, TgStEntry *entry, const uint8_t *
     return TG_OK;
 }
 
-static TgStatus parse_metadata(TgStFile *file, const cJSON *json) {
-    if (!cJSON_IsObject(json)) return tg_fail(TG_ERR_FORMAT, "__metadata__ is not a JSON object");
-    size_t n = (size_t)cJSON_GetArraySize(json);
+static TgStatus parse_metadata(TgStFile *file, TgJsonCursor json) {
+    if (tg_json_type(&json) != TG_JSON_OBJECT) return tg_fail(TG_ERR_FORMAT, "__metadata__ is not a JSON object");
+    size_t n = tg_json_count(&json);
     file->meta_keys = tg_calloc(n, sizeof *file->meta_keys);
     file->meta_values = tg_calloc(n, sizeof *file->meta_values);
-    const cJSON *item;
-    cJSON_ArrayForEach(item, json) {
-        if (!cJSON_IsString(item))
-            return tg_fail(TG_ERR_FORMAT, "__metadata__ value of '%s' is not a string", item->string);
-        for (size_t i = 0; i < file->meta_count; i++)
-            if (strcmp(file->meta_keys[i], item->string) == 0)
-                return tg_fail(TG_ERR_FORMAT, "__metadata__ key '%s' appears twice", item->string);
-        file->meta_keys[file->meta_count] = strdup(item->string);
-        file->meta_values[file->meta_count] = strdup(item->valuestring);
-        if (!file->meta_keys[file->meta_count] || !file->meta_values[file->meta_count])
-            tg_abort_at(__FILE__, __LINE__, "out of memory copying metadata");
-        file->meta_count++;
+    tg_json_enter(&json);
+    TgJsonString raw_key;
+    while (tg_json_next_key(&json, &raw_key)) {
+        TgJsonCursor key_at = tg_json_cursor(json.text, json.len, raw_key.pos);
+        char *key;
+        TG_TRY(header_string(&key_at, "the __metadata__ key", &key));
+        file->meta_keys[file->meta_count++] = key; /* freed with the file */
+        if (tg_json_type(&json) != TG_JSON_STRING)
+            return tg_fail(TG_ERR_FORMAT, "__metadata__ value of '%s' is not a string", key);
+        for (size_t i = 0; i + 1 < file->meta_count; i++)
+            if (strcmp(file->meta_keys[i], key) == 0)
+                return tg_fail(TG_ERR_FORMAT, "__metadata__ key '%s' appears twice", key);
+        char what[96];
+        snprintf(what, sizeof what, "the __metadata__ value of '%.40s'", key);
+        TG_TRY(header_string(&json, what, &file->meta_values[file->meta_count - 1]));
     }
     return TG_OK;
 }
@@ -272,26 +299,34 @@ static TgStatus check_no_overlap(const TgStFile *file) {
     return status;
 }
 
-static TgStatus parse_tensors(TgStFile *file, const cJSON *root, const uint8_t *data, size_t data_size) {
-    size_t members = (size_t)cJSON_GetArraySize(root);
+static TgStatus parse_tensors(TgStFile *file, const TgJsonCursor *root, const uint8_t *data, size_t data_size) {
+    size_t members = tg_json_count(root);
     if (members > (size_t)TG_MAX_TENSORS + 1) /* + __metadata__ */
         return tg_fail(TG_ERR_FORMAT, "header lists %zu tensors, more than the %d tapegrad reads", members, TG_MAX_TENSORS);
     file->entries = tg_calloc(members, sizeof *file->entries);
-    const cJSON *metadata = NULL, *item;
-    cJSON_ArrayForEach(item, root) {
-        if (strcmp(item->string, "__metadata__") == 0) {
-            if (metadata) return tg_fail(TG_ERR_FORMAT, "__metadata__ appears twice");
-            metadata = item;
+    TgJsonCursor at = *root, metadata;
+    bool has_metadata = false;
+    tg_json_enter(&at);
+    TgJsonString key;
+    while (tg_json_next_key(&at, &key)) {
+        if (tg_json_string_is(key, "__metadata__")) {
+            if (has_metadata) return tg_fail(TG_ERR_FORMAT, "__metadata__ appears twice");
+            metadata = at;
+            has_metadata = true;
+            tg_json_skip(&at);
             continue;
         }
         TgStEntry *entry = &file->entries[file->count];
-        entry->name = strdup(item->string);
-        if (!entry->name) tg_abort_at(__FILE__, __LINE__, "out of memory copying a tensor name");
+        TgJsonCursor name_at = tg_json_cursor(at.text, at.len, key.pos);
+        char *name;
+        TG_TRY(header_string(&name_at, "the tensor name", &name));
+        entry->name = name;
         file->count++;
-        TgStatus status = parse_entry(item, entry, data, data_size);
-        if (status != TG_OK) return tg_fail_context(status, "tensor '%s'", item->string);
+        TgStatus status = parse_entry(&at, entry, data, data_size);
+        if (status != TG_OK) return tg_fail_context(status, "tensor '%s'", name);
+        tg_json_skip(&at);
     }
-    if (metadata) TG_TRY(parse_metadata(file, metadata));
+    if (has_metadata) TG_TRY(parse_metadata(file, metadata));
 
     file->by_name = tg_malloc((file->count ? file->count : 1) * sizeof *file->by_name);
     for (size_t i = 0; i < file->count; i++) file->by_name[i] = (NameIndex){file->entries[i].name, i};
@@ -301,8 +336,6 @@ static TgStatus parse_tensors(TgStFile *file, const cJSON *root, const uint8_t *
             return tg_fail(TG_ERR_FORMAT, "tensor '%s' appears twice", file->by_name[i].name);
     return check_no_overlap(file);
 }
-
-static bool json_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static TgStatus parse_file(TgStFile *file) {
     const uint8_t *bytes = file->contents;
@@ -335,29 +368,17 @@ static TgStatus parse_file(TgStFile *file) {
     if (memchr(header, 0, n)) return tg_fail(TG_ERR_FORMAT, "header is not valid JSON (it holds a NUL byte)");
     if (!valid_utf8(header, n)) return tg_fail(TG_ERR_FORMAT, "header is not valid UTF-8");
 
-    /* cJSON gets a NUL-terminated copy, so no parser path can read past the header */
+    /* the check needs a NUL after the text: a copy, so that nothing reads past the header */
     char *text = malloc(n + 1);
     if (!text) return tg_fail(TG_ERR_NOMEM, "cannot allocate %zu bytes for the header", n + 1);
     memcpy(text, header, n);
     text[n] = '\0';
-    const char *parse_end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &parse_end, 0);
-    TgStatus status = TG_OK;
-    if (!root) {
-        size_t at = parse_end ? (size_t)(parse_end - text) : 0;
-        status = tg_fail(TG_ERR_FORMAT, "header is not valid JSON (parse error near header byte %zu)", at);
-    } else {
-        for (size_t at = (size_t)(parse_end - text); at < n && status == TG_OK; at++)
-            if (!json_space((uint8_t)text[at]))
-                status = tg_fail(TG_ERR_FORMAT,
-                                 "header is not valid JSON (unexpected bytes after the object, at header "
-                                 "byte %zu)",
-                                 at);
-        if (status == TG_OK && !cJSON_IsObject(root))
-            status = tg_fail(TG_ERR_FORMAT, "header is not a JSON object");
-        if (status == TG_OK) status = parse_tensors(file, root, header + n, size - 8 - n);
+    TgStatus status = tg_json_check(text, n, "header");
+    if (status == TG_OK) {
+        TgJsonCursor root = tg_json_cursor(text, n, 0);
+        /* header[0] is '{', so the checked value is an object */
+        status = parse_tensors(file, &root, header + n, size - 8 - n);
     }
-    cJSON_Delete(root);
     free(text);
     return status;
 }

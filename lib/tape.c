@@ -10,6 +10,9 @@ void tg_tape_init(TgTape *tape, TgArena *arena, TgPool *pool) {
     tape->arena = arena;
     tape->pool = pool;
     tape->grad_enabled = true;
+    tape->precision = TG_PRECISION_FP32;
+    tape->gemm_mode = TG_GEMM_POOL;
+    tape->saved_probs_limit = TG_TAPE_SAVED_PROBS_LIMIT;
 }
 
 static const char *const precision_names[TG_PRECISION_COUNT] = {"fp32", "bf16"};
@@ -18,6 +21,13 @@ void tg_tape_set_precision(TgTape *tape, TgPrecision precision) {
     TG_CHECK((unsigned)precision < TG_PRECISION_COUNT, "tg_tape_set_precision: precision %d", (int)precision);
     tape->precision = precision;
 }
+
+void tg_tape_set_gemm_mode(TgTape *tape, TgGemmMode mode) {
+    TG_CHECK((unsigned)mode < TG_GEMM_MODE_COUNT, "tg_tape_set_gemm_mode: mode %d", (int)mode);
+    tape->gemm_mode = mode;
+}
+
+void tg_tape_set_saved_probs_limit(TgTape *tape, size_t bytes) { tape->saved_probs_limit = bytes; }
 
 const char *tg_precision_name(TgPrecision precision) {
     return (unsigned)precision < TG_PRECISION_COUNT ? precision_names[precision] : "unknown";

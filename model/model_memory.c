@@ -26,13 +26,19 @@ static double rounded(double bytes) { return ceil(bytes / TG_ARENA_ALIGN) * TG_A
 static double tensor_bytes(double n) { return rounded(sizeof(TgTensor)) + rounded(n * sizeof(float)); }
 
 double tg_model_activation_bytes(const TgModelConfig *c, int64_t batch, int64_t seq, int threads, bool training) {
+    return tg_model_activation_bytes_for(c, batch, seq, threads, training, TG_TAPE_SAVED_PROBS_LIMIT);
+}
+
+double tg_model_activation_bytes_for(const TgModelConfig *c, int64_t batch, int64_t seq, int threads, bool training,
+                                     size_t saved_probs_limit) {
     double n = (double)batch * (double)seq, d = (double)c->dim, hidden = (double)c->hidden, vocab = (double)c->vocab;
     int64_t head_dim = c->dim / c->n_heads;
     double kv = (double)(c->n_kv_heads * head_dim), header = rounded(sizeof(TgTensor));
     double hidden_tensors = c->ffn == TG_FFN_SWIGLU ? 3 : 2; /* gate, up, silu(gate)*up | w1 x, relu */
     double rows = rounded(n * sizeof(float));                /* rmsnorm's rstd, the loss's saved rows */
     TgAttentionArena att =
-        tg_attention_arena_bytes(batch, c->n_heads, seq, seq, head_dim, threads > 0 ? threads : 1, training);
+        tg_attention_arena_bytes(batch, c->n_heads, seq, seq, head_dim, threads > 0 ? threads : 1, training,
+                                 saved_probs_limit);
 
     double layer = 2 * (tensor_bytes(n * d) + rows)                  /* n1, n2 and their rstd */
                    + tensor_bytes(n * d) + header                     /* q, its RoPE view */

@@ -336,21 +336,12 @@ static void attention_backward(TgTape *tape, TgTapeNode *node) {
     tg_arena_rewind(tape->arena, scratch_mark);
 }
 
-/* Bytes of P the forward may keep for the backward; larger ones are recomputed. */
-static size_t saved_probs_limit = (size_t)8 << 20;
-
-size_t tg_attention_set_saved_probs_limit(size_t bytes) {
-    size_t old = saved_probs_limit;
-    saved_probs_limit = bytes;
-    return old;
-}
-
 /* n bytes as the arena hands them out: rounded up to its alignment */
 static double arena_rounded(double n) { return ceil(n / TG_ARENA_ALIGN) * TG_ARENA_ALIGN; }
 
 /* The sizes tg_attention and attention_backward pass to the arena below, for the same shapes. */
 TgAttentionArena tg_attention_arena_bytes(int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
-                                          int threads, bool recording) {
+                                          int threads, bool recording, size_t saved_probs_limit) {
     double f = sizeof(float), key_pad = (double)((kv_len + 15) / 16 * 16), t = threads;
     double probs = (double)batch * (double)heads * (double)q_len * (double)kv_len * f;
     bool saved = recording && probs <= (double)saved_probs_limit;
@@ -410,7 +401,7 @@ TgTensor *tg_attention_segmented(TgTape *tape, TgTensor *q, TgTensor *k, TgTenso
     /* the same condition under which tg_tape_record will append a node */
     bool recording = tape->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
     size_t probs_bytes = (size_t)(dims->batch * heads * dims->q_len * dims->kv_len) * sizeof(float);
-    if (recording && probs_bytes <= saved_probs_limit)
+    if (recording && probs_bytes <= tape->saved_probs_limit)
         ctx.probs = tg_arena_alloc(tape->arena, probs_bytes);   // (B,H,Tq,Tk)
     int threads = tg_pool_threads(tape->pool);
     TgArenaMark scratch_mark = tg_arena_mark(tape->arena);

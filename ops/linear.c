@@ -17,12 +17,12 @@ static void linear_backward(TgTape *tape, TgTapeNode *node) {
     bool accumulate;
     if (tg_tensor_wants_grad(x)) {
         float *dx = tg_tensor_grad_for_write(tape, x, &accumulate);
-        tg_gemm_pool(tape->pool, tape->precision, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in,
+        tg_tape_gemm(tape, false, false, rows, in, out, 1.0f, y->grad, out, w->data, in,
                       accumulate ? 1.0f : 0.0f, dx, in);
     }
     if (tg_tensor_wants_grad(w)) {
         float *dw = tg_tensor_grad_for_write(tape, w, &accumulate);
-        tg_gemm_pool(tape->pool, tape->precision, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in,
+        tg_tape_gemm(tape, true, false, out, in, rows, 1.0f, y->grad, out, x->data, in,
                       accumulate ? 1.0f : 0.0f, dw, in);
     }
 }
@@ -55,7 +55,7 @@ TgTensor *tg_linear(TgTape *tape, TgTensor *x, TgTensor *w) {
     check_linear_shapes("linear", x, w);
     int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
     TgTensor *y = residual_output(tape, "linear", x, out, NULL);   /* (..., out) */
-    tg_gemm_pool(tape->pool, tape->precision, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
+    tg_tape_gemm(tape, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 0.0f, y->data, out);
     tg_tape_record(tape, tg_op_name(TG_OP_LINEAR), linear_backward, y, 2, (TgTensor *[]){x, w});
     return y;
 }
@@ -86,7 +86,7 @@ TgTensor *tg_linear_residual(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *r
     check_linear_shapes("linear_residual", x, w);
     int64_t rows = tg_tensor_rows(x), in = tg_tensor_dim(w, 1), out = tg_tensor_dim(w, 0);
     TgTensor *y = residual_output(tape, "linear_residual", x, out, residual);   /* (..., out) */
-    tg_gemm_pool(tape->pool, tape->precision, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
+    tg_tape_gemm(tape, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, 1.0f, y->data, out);
     tg_tape_record(tape, tg_op_name(TG_OP_LINEAR_RESIDUAL), linear_residual_backward, y, 3, (TgTensor *[]){x, w, residual});
     return y;
 }
@@ -112,18 +112,18 @@ static void lora_linear_backward(TgTape *tape, TgTapeNode *node) {
     linear_backward(tape, node);   /* dx += dy W and, for a trainable W, dW += dy^T x */
     if (tg_tensor_wants_grad(x) || tg_tensor_wants_grad(a)) {
         float *g = tg_arena_alloc(tape->arena, (size_t)(rows * rank) * sizeof(float));   /* (rows, rank) */
-        tg_gemm_pool(tape->pool, tape->precision, false, false, rows, rank, out, s, dy, out, b->data, rank, 0.0f, g, rank);
+        tg_tape_gemm(tape, false, false, rows, rank, out, s, dy, out, b->data, rank, 0.0f, g, rank);
         if (tg_tensor_wants_grad(x))
-            tg_gemm_pool(tape->pool, tape->precision, false, false, rows, in, rank, 1.0f, g, rank, a->data, in, 1.0f, x->grad, in);
+            tg_tape_gemm(tape, false, false, rows, in, rank, 1.0f, g, rank, a->data, in, 1.0f, x->grad, in);
         if (tg_tensor_wants_grad(a)) {
             float *da = tg_tensor_grad_for_write(tape, a, &accumulate);
-            tg_gemm_pool(tape->pool, tape->precision, true, false, rank, in, rows, 1.0f, g, rank, x->data, in, accumulate ? 1.0f : 0.0f,
+            tg_tape_gemm(tape, true, false, rank, in, rows, 1.0f, g, rank, x->data, in, accumulate ? 1.0f : 0.0f,
                           da, in);
         }
     }
     if (tg_tensor_wants_grad(b)) {
         float *db = tg_tensor_grad_for_write(tape, b, &accumulate);
-        tg_gemm_pool(tape->pool, tape->precision, true, false, out, rank, rows, s, dy, out, h, rank, accumulate ? 1.0f : 0.0f, db, rank);
+        tg_tape_gemm(tape, true, false, out, rank, rows, s, dy, out, h, rank, accumulate ? 1.0f : 0.0f, db, rank);
     }
     if (r) residual_backward(tape, r, y);   /* last: it may hand dy over to r */
 }
@@ -137,11 +137,11 @@ TgTensor *tg_lora_linear(TgTape *tape, TgTensor *x, TgTensor *w, TgTensor *a, Tg
              "lora_linear: A '%s' must be (rank, %lld) and B '%s' (%lld, rank)", a->name, (long long)in, b->name,
              (long long)out);
     TgTensor *y = residual_output(tape, "lora_linear", x, out, residual);   /* (..., out) */
-    tg_gemm_pool(tape->pool, tape->precision, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, residual ? 1.0f : 0.0f,
+    tg_tape_gemm(tape, false, true, rows, out, in, 1.0f, x->data, in, w->data, in, residual ? 1.0f : 0.0f,
                   y->data, out);
     float *h = tg_arena_alloc(tape->arena, (size_t)(rows * rank) * sizeof(float));   /* (rows, rank) */
-    tg_gemm_pool(tape->pool, tape->precision, false, true, rows, rank, in, 1.0f, x->data, in, a->data, in, 0.0f, h, rank);
-    tg_gemm_pool(tape->pool, tape->precision, false, true, rows, out, rank, scale, h, rank, b->data, rank, 1.0f, y->data, out);
+    tg_tape_gemm(tape, false, true, rows, rank, in, 1.0f, x->data, in, a->data, in, 0.0f, h, rank);
+    tg_tape_gemm(tape, false, true, rows, out, rank, scale, h, rank, b->data, rank, 1.0f, y->data, out);
     TgTensor *inputs[5] = {x, w, a, b, residual};
     TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_LORA_LINEAR), lora_linear_backward, y, residual ? 5 : 4, inputs);
     if (node) {

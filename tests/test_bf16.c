@@ -272,7 +272,7 @@ Test(bf16, pool_split_gives_the_bits_of_one_thread) {
                 tg_rng_fill_uniform(&rng, b, (size_t)(s.k * s.n), -1.0f, 1.0f);
                 int64_t lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n;
                 tg_bf16gemm(ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c1, s.n);
-                tg_gemm_pool(pool, TG_PRECISION_BF16, ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c2, s.n);
+                tg_gemm_pool(pool, TG_PRECISION_BF16, TG_GEMM_POOL, ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c2, s.n);
                 cr_assert(memcmp(c1, c2, (size_t)(s.m * s.n) * sizeof(float)) == 0, "%s %c%c %lldx%lldx%lld: split differs",
                           tg_isa_name((TgIsa)isa), ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)s.m, (long long)s.n,
                           (long long)s.k);

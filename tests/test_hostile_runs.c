@@ -198,6 +198,37 @@ Test(hostile_run, the_report_refuses_steps_no_run_reaches) {
     free(expect_refused("report %s", 1, "grads.jsonl line 1: step 1e+300 is not a whole number"));
 }
 
+/* Each line is strict JSON (lib/json_reader.h), and a member the report reads appears once:
+ * text after the object, a leading zero, a byte that is not UTF-8 and a key given twice were
+ * all read before (cJSON took the first of two keys and ignored what followed the object). */
+Test(hostile_run, the_report_refuses_lines_that_are_not_strict_json) {
+    static const struct {
+        const char *metrics, *says;
+    } cases[] = {
+        {"{\"step\":1,\"loss\":2} trailing\n", "metrics.jsonl line 1: text after the JSON object at byte 20"},
+        {"{\"step\":1,\"loss\":2}\n{\"step\":2,\"loss\":02}\n",
+         "metrics.jsonl line 2 is not valid JSON: a malformed number (a leading zero) at byte 17"},
+        {"{\"step\":1,\"loss\":2,\"note\":\"\xff\"}\n", "metrics.jsonl line 1 is not valid JSON: byte 0xff"},
+        {"{\"step\":1,\"step\":2,\"loss\":2}\n", "metrics.jsonl line 1: \"step\" is given twice"},
+        {"{\"step\":1,\"loss\":2,\"loss\":3}\n", "metrics.jsonl line 1: \"loss\" is given twice"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        put("metrics.jsonl", cases[i].metrics);
+        free(expect_refused("report %s", 1, cases[i].says));
+    }
+    put("metrics.jsonl", "{\"step\":1,\"loss\":2}\n");
+    put("grads.jsonl", "{\"step\":1,\"params\":[],\"params\":[],\"ffn\":[]}\n");
+    free(expect_refused("report %s", 1, "grads.jsonl line 1: \"params\" is given twice"));
+    put("grads.jsonl", "{\"step\":1,\"params\":[{\"name\":\"w\",\"grad_norm\":1,\"grad_norm\":2}],\"ffn\":[]}\n");
+    free(expect_refused("report %s", 1, "grads.jsonl line 1: \"grad_norm\" is given twice"));
+    put("grads.jsonl", "{\"step\":1,\"params\":[],\"ffn\":[]}\r\n\n"); /* a CRLF end and an empty line: white space */
+    put("metrics.jsonl", "{\"step\":1,\"loss\":2}\r\n");
+    char *out = NULL;
+    int rc = ckpt_cli(&out, "report %s", run);
+    cr_expect_eq(rc, 0, "a CRLF line end was refused:\n%s", out);
+    free(out);
+}
+
 /* A chart whose x and y values are 32 apart at 1e17, written by a child limited to 16 MB of
  * output: the tick loops must end, and the file stay small. */
 static void write_close_values_report(void *ctx) {

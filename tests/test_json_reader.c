@@ -125,3 +125,39 @@ Test(json_reader, the_cursor_reads_members_and_strings_with_their_length) {
     cr_expect_eq(c.pos, len);
     cr_expect_not(tg_json_string_is(key, "skip!"));
 }
+
+/* Looking a member up by its key: how many members have it (a reader refuses two), the first one's
+ * value, keys compared decoded; counting an array's items or an object's members without moving. */
+Test(json_reader, finds_members_by_key_and_counts_them) {
+    const char *text = "{\"a\": 1, \"l\": [[], {}, \"]\", 4], \"b\\u0061\": \"x\", \"a\": 2, \"o\": {}, \"s\": \"a\\u0000b\"}";
+    size_t len = strlen(text);
+    assert_ok(tg_json_check(text, len, "t.json"));
+    TgJsonCursor root = tg_json_cursor(text, len, 0), v;
+    cr_expect_eq(tg_json_count(&root), 6);
+    cr_expect_eq(root.pos, 0, "counting moved the cursor");
+    cr_expect_eq(tg_json_find(&root, "a", &v), 2, "\"a\" is given twice");
+    cr_assert_eq(tg_json_type(&v), TG_JSON_NUMBER);
+    cr_expect_eq(tg_json_read_number(&v), 1.0, "the first \"a\"");
+    cr_expect_eq(tg_json_find(&root, "ba", &v), 1, "the key b\\u0061 is ba");
+    cr_expect_eq(tg_json_type(&v), TG_JSON_STRING);
+    cr_expect_eq(tg_json_find(&root, "b", NULL), 0, "a key is matched whole");
+    cr_expect_eq(tg_json_find(&root, "missing", NULL), 0);
+    cr_assert_eq(tg_json_find(&root, "l", &v), 1);
+    cr_expect_eq(tg_json_count(&v), 4, "[[], {}, \"]\", 4]");
+    cr_expect_eq(tg_json_find(&v, "a", NULL), 0, "an array has no members to find");
+    TgJsonCursor item = v;
+    tg_json_enter(&item);
+    cr_assert(tg_json_next_item(&item));
+    cr_expect_eq(tg_json_count(&item), 0, "[]");
+    cr_assert_eq(tg_json_find(&root, "o", &v), 1);
+    cr_expect_eq(tg_json_count(&v), 0, "{}");
+    cr_assert_eq(tg_json_find(&root, "s", &v), 1);
+    TgJsonCursor scalar = v;
+    cr_expect_eq(tg_json_count(&scalar), 0, "a string holds no items");
+    size_t n;
+    char *s = tg_json_decode_alloc(tg_json_read_string(&v), &n);
+    cr_assert_not_null(s);
+    cr_expect(n == 3 && memcmp(s, "a\0b", 4) == 0, "\"a\\u0000b\" decodes to 3 bytes and a NUL after them");
+    cr_expect_eq(strlen(s), 1, "the NUL inside stays: strlen tells a caller it is there");
+    free(s);
+}

@@ -28,12 +28,14 @@ static const char *const step_names[] = {"train", "train, scaled loss", "inspect
 
 /* The arena's peak for one step of `kind` on (B, T) random tokens, with the arena reserved at
  * the estimate: it must then never have grown (one system allocation). */
-static double measured_peak(const TgModelConfig *c, int64_t B, int64_t T, int threads, StepKind kind, double estimate) {
+static double measured_peak(const TgModelConfig *c, int64_t B, int64_t T, int threads, size_t saved_probs_limit,
+                            StepKind kind, double estimate) {
     TgModel m;
     tg_model_build(&m, c);
     tg_model_init_weights(&m, 5);
     TgEngine e;
     tg_engine_open(&e, threads, 0);
+    tg_tape_set_saved_probs_limit(&e.tape, saved_probs_limit);
     cr_assert_eq(tg_arena_reserve(&e.arena, (size_t)estimate), TG_OK, "%s", tg_error_message());
     int32_t *x = malloc((size_t)(B * T) * sizeof(int32_t)), *y = malloc((size_t)(B * T) * sizeof(int32_t));
     TgRng rng;
@@ -94,17 +96,19 @@ Test(memory, the_activation_estimate_bounds_the_arena_peak_closely, .timeout = 3
         TgModelConfig c = cases[i].cfg;
         c.seq_len = cases[i].seq;
         cr_assert_eq(tg_model_config_validate(&c), TG_OK, "%s: %s", cases[i].what, tg_error_message());
-        size_t old_limit = cases[i].recompute_p ? tg_attention_set_saved_probs_limit(0) : 0;
+        size_t limit = cases[i].recompute_p ? 0 : TG_TAPE_SAVED_PROBS_LIMIT;
         for (int k = 0; k <= STEP_EVAL; k++) {
             bool training = k != STEP_EVAL;
-            double estimate = tg_model_activation_bytes(&c, cases[i].batch, cases[i].seq, cases[i].threads, training);
-            double peak = measured_peak(&c, cases[i].batch, cases[i].seq, cases[i].threads, (StepKind)k, estimate);
+            double estimate = cases[i].recompute_p
+                                  ? tg_model_activation_bytes_for(&c, cases[i].batch, cases[i].seq, cases[i].threads,
+                                                                  training, limit)
+                                  : tg_model_activation_bytes(&c, cases[i].batch, cases[i].seq, cases[i].threads, training);
+            double peak = measured_peak(&c, cases[i].batch, cases[i].seq, cases[i].threads, limit, (StepKind)k, estimate);
             cr_expect_leq(peak, estimate, "%s, %s: the arena took %.0f bytes, above the estimate %.0f", cases[i].what,
                           step_names[k], peak, estimate);
             cr_expect_leq(estimate, 1.10 * peak + 65536, "%s, %s: the estimate %.0f is far above the peak %.0f",
                           cases[i].what, step_names[k], estimate, peak);
         }
-        if (cases[i].recompute_p) tg_attention_set_saved_probs_limit(old_limit);
     }
 }
 

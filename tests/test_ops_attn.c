@@ -27,12 +27,11 @@ static bool select_path(TgIsa isa) {
 
 /* attention's cases with P recomputed in the backward instead of kept */
 Test(gradcheck_attn, attention_recomputing_probs) {
-    size_t old = tg_attention_set_saved_probs_limit(0);
     TestTape tt;
     test_tape_init(&tt, 1);
+    tg_tape_set_saved_probs_limit(&tt.tape, 0);
     int failures = tg_op_checks_run("attention", &tt.tape, 2024, 1, tg_op_check_print_failures, stderr);
     test_tape_free(&tt);
-    tg_attention_set_saved_probs_limit(old);
     cr_assert_gt(tg_op_check_cases_of("attention"), 0);
     cr_assert_eq(failures, 0, "%d attention case(s) failed with recomputed probabilities", failures);
 }
@@ -286,9 +285,10 @@ typedef struct {
     float *out, *dq, *dk, *dv;
 } AttnRun;
 
-static AttnRun run_attention(int threads, AttnShape s, uint64_t seed) {
+static AttnRun run_attention(int threads, AttnShape s, uint64_t seed, size_t saved_probs_limit) {
     TestTape tt;
     test_tape_init(&tt, threads);
+    tg_tape_set_saved_probs_limit(&tt.tape, saved_probs_limit);
     cr_assert_eq(tg_pool_threads(tt.pool), threads);
     Qkv in = qkv_new(s, seed);
     in.q->requires_grad = in.k->requires_grad = in.v->requires_grad = true;
@@ -314,7 +314,8 @@ Test(attention, two_threads_bitwise_equal_one_thread) {
     FOR_EACH_PATH(isa)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         AttnShape s = shapes[i];
-        AttnRun one = run_attention(1, s, 41 + i), two = run_attention(2, s, 41 + i);
+        AttnRun one = run_attention(1, s, 41 + i, TG_TAPE_SAVED_PROBS_LIMIT);
+        AttnRun two = run_attention(2, s, 41 + i, TG_TAPE_SAVED_PROBS_LIMIT);
         size_t q_bytes = (size_t)(s.batch * s.q_len * s.heads * s.head_dim) * sizeof(float);
         size_t kv_bytes = (size_t)(s.batch * s.kv_len * s.kv_heads * s.head_dim) * sizeof(float);
         const char *path = tg_isa_name(isa);
@@ -339,10 +340,8 @@ Test(attention, recomputed_probs_give_the_same_bits_as_kept_ones) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int threads = 1; threads <= 2; threads++) {
             AttnShape s = shapes[i];
-            AttnRun kept = run_attention(threads, s, 61 + i);
-            size_t old = tg_attention_set_saved_probs_limit(0);
-            AttnRun recomputed = run_attention(threads, s, 61 + i);
-            tg_attention_set_saved_probs_limit(old);
+            AttnRun kept = run_attention(threads, s, 61 + i, TG_TAPE_SAVED_PROBS_LIMIT);
+            AttnRun recomputed = run_attention(threads, s, 61 + i, 0);
             size_t q_bytes = (size_t)(s.batch * s.q_len * s.heads * s.head_dim) * sizeof(float);
             size_t kv_bytes = (size_t)(s.batch * s.kv_len * s.kv_heads * s.head_dim) * sizeof(float);
             const char *path = tg_isa_name(isa);
@@ -411,7 +410,8 @@ typedef struct {
 /* out/dq/dk/dv of attention over the (B, T, width) tensors x[0..2], upstream gradient dout, key_start or
  * NULL; copied out (caller frees). The arena is poisoned with NaN first. */
 static void packed_run(const PackedCase *pc, TgTensor *const x[3], const float *dout,
-                       const int32_t *key_start, int threads, float *out_copy, float *grads_copy[3]) {
+                       const int32_t *key_start, int threads, size_t saved_probs_limit, float *out_copy,
+                       float *grads_copy[3]) {
     enum { ARENA_BYTES = 4 << 20 };
     TgArena arena;
     tg_arena_init(&arena, ARENA_BYTES);
@@ -421,6 +421,7 @@ static void packed_run(const PackedCase *pc, TgTensor *const x[3], const float *
     TgPool *pool = threads > 1 ? tg_pool_create(threads) : NULL;
     TgTape tape;
     tg_tape_init(&tape, &arena, pool);
+    tg_tape_set_saved_probs_limit(&tape, saved_probs_limit);
     for (int m = 0; m < 3; m++) {
         x[m]->requires_grad = true;
         x[m]->grad = NULL;
@@ -436,7 +437,7 @@ static void packed_run(const PackedCase *pc, TgTensor *const x[3], const float *
     tg_arena_free(&arena);
 }
 
-static void check_packed(const PackedCase *pc, uint64_t seed, int threads) {
+static void check_packed(const PackedCase *pc, uint64_t seed, int threads, size_t saved_probs_limit) {
     int64_t B = pc->n_rows, T = pc->seq, hd = pc->head_dim;
     int64_t widths[3] = {pc->heads * hd, pc->kv_heads * hd, pc->kv_heads * hd};
     TgRng rng;
@@ -456,7 +457,7 @@ static void check_packed(const PackedCase *pc, uint64_t seed, int threads) {
     }
     float *out = malloc((size_t)(B * T * widths[0]) * sizeof(float)), *grads[3];
     for (int m = 0; m < 3; m++) grads[m] = malloc((size_t)(B * T * widths[m]) * sizeof(float));
-    packed_run(pc, x, dout, key_start, threads, out, grads);
+    packed_run(pc, x, dout, key_start, threads, saved_probs_limit, out, grads);
     /* each sequence alone: a (1, len, w) copy of its tokens */
     for (int64_t b = 0; b < B; b++) {
         int64_t at = 0;
@@ -469,7 +470,7 @@ static void check_packed(const PackedCase *pc, uint64_t seed, int threads) {
             }
             float *y_out = malloc((size_t)(len * widths[0]) * sizeof(float)), *y_grads[3];
             for (int m = 0; m < 3; m++) y_grads[m] = malloc((size_t)(len * widths[m]) * sizeof(float));
-            packed_run(pc, y, dout + (b * T + at) * widths[0], NULL, threads, y_out, y_grads);
+            packed_run(pc, y, dout + (b * T + at) * widths[0], NULL, threads, saved_probs_limit, y_out, y_grads);
             cr_expect(memcmp(y_out, out + (b * T + at) * widths[0], (size_t)(len * widths[0]) * sizeof(float)) == 0,
                       "row %lld, sequence %d: the output differs from the sequence's alone", (long long)b, s);
             static const char *const names[3] = {"dq", "dk", "dv"};
@@ -503,11 +504,8 @@ Test(attention, packed_sequences_get_what_they_get_alone) {
     FOR_EACH_PATH(isa)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int threads = 1; threads <= 2; threads++)
-            for (int recompute = 0; recompute <= 1; recompute++) {
-                size_t old = tg_attention_set_saved_probs_limit(recompute ? 0 : (size_t)8 << 20);
-                check_packed(&cases[i], 90 + i, threads);
-                tg_attention_set_saved_probs_limit(old);
-            }
+            for (int recompute = 0; recompute <= 1; recompute++)
+                check_packed(&cases[i], 90 + i, threads, recompute ? 0 : TG_TAPE_SAVED_PROBS_LIMIT);
 }
 
 /* A key_start that moves backwards, or past its query's position, is a caller's bug. */

@@ -442,11 +442,46 @@ Test(safetensors, refuses_a_header_that_is_not_json) {
     write_header(path, "{\"x\":{}", 0); /* unterminated */
     expect_refused(path, TG_ERR_FORMAT, "header is not valid JSON");
     write_header(path, "{} trailing", 0);
-    expect_refused(path, TG_ERR_FORMAT, "unexpected bytes after the object");
+    expect_refused(path, TG_ERR_FORMAT, "header: text after the JSON object at byte 3");
     write_bytes(path, "\x04\0\0\0\0\0\0\0{}\0 ", 12);
     expect_refused(path, TG_ERR_FORMAT, "NUL byte");
     write_header(path, "{\"caf\xe9\":1}", 0); /* Latin-1, not UTF-8 */
     expect_refused(path, TG_ERR_FORMAT, "not valid UTF-8");
+}
+
+/* JSON that RFC 8259 does not allow: a number with a leading zero (cjson, the reader before, took "08" for 8) or a plus,
+ * a comma before a closing bracket, a single-quoted string; each refused with its header byte. */
+Test(safetensors, refuses_json_a_lenient_parser_would_read) {
+    const char *path = temp_path("lenient-json.safetensors");
+    write_header(path, ONE_TENSOR("F32", "[2]", "[0,08]"), 8);
+    expect_refused(path, TG_ERR_FORMAT, "header is not valid JSON: a malformed number (a leading zero) at byte 50");
+    write_header(path, ONE_TENSOR("F32", "[+2]", "[0,8]"), 8);
+    expect_refused(path, TG_ERR_FORMAT, "header is not valid JSON: expected a value at byte 29");
+    write_header(path, ONE_TENSOR("F32", "[2,]", "[0,8]"), 8);
+    expect_refused(path, TG_ERR_FORMAT, "header is not valid JSON");
+    write_header(path, "{'x':{}}", 0);
+    expect_refused(path, TG_ERR_FORMAT, "header is not valid JSON: expected a string (a key) at byte 1");
+}
+
+/* A name is the whole of its string: one holding \u0000 is refused, not cut at the NUL (where a
+ * tensor "x\u0000y" would have been read as "x"); escapes are decoded ("\u0078" is "x"). */
+Test(safetensors, reads_names_whole_and_refuses_a_nul_in_one) {
+    const char *path = temp_path("names.safetensors");
+    write_header(path, "{\"x\\u0000y\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+    expect_refused(path, TG_ERR_FORMAT, "the tensor name 'x' holds a NUL byte (\\u0000, at header byte 1)");
+    write_header(path, "{\"__metadata__\":{\"k\\u0000\":\"v\"}}", 0);
+    expect_refused(path, TG_ERR_FORMAT, "the __metadata__ key 'k' holds a NUL byte");
+    write_header(path, "{\"__metadata__\":{\"k\":\"v\\u0000w\"}}", 0);
+    expect_refused(path, TG_ERR_FORMAT, "the __metadata__ value of 'k' 'v' holds a NUL byte");
+    write_header(path,
+                 "{\"\\u0078\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                 "\"__meta\\u0064ata__\":{\"caf\\u00e9\":\"\\ud83d\\ude00\"}}",
+                 1);
+    TgStFile *f = open_ok(path);
+    cr_expect_not_null(tg_st_find(f, "x"), "\\u0078 is x");
+    cr_expect_eq(tg_st_count(f), 1, "__metadata__ written with an escape is the metadata, not a tensor");
+    cr_expect_str_eq(tg_st_metadata(f, "caf\xc3\xa9"), "\xf0\x9f\x98\x80");
+    tg_st_close(f);
 }
 
 Test(safetensors, refuses_json_that_is_not_an_object) {

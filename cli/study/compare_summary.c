@@ -1,6 +1,5 @@
 /* compare-ffn's summaries: summary.json (every figure, for programs) and summary.md (the tables
  * for a README, also printed at the end of the run). */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,129 +8,139 @@
 #include "cli/study/compare_results.h"
 #include "inspect/inspect.h"
 #include "lib/atomic_file.h"
+#include "lib/json_write.h"
 
 /* ---------------------------------------------------------------- summary.json */
 
-/* A number, or null when not finite (JSON has no NaN). */
-static cJSON *number(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
-
-static cJSON *layer_array(const TgRunHistory *h, const TgGradLogRow *row, TgLayerStat stat) {
-    cJSON *a = cJSON_CreateArray();
+static void layer_array(TgJsonWriter *w, const char *key, const TgRunHistory *h, const TgGradLogRow *row,
+                        TgLayerStat stat) {
     const double *v = tg_grad_log_layer_values(row, stat);
-    for (int l = 0; l < h->n_layers; l++) cJSON_AddItemToArray(a, number(v[l]));
-    return a;
+    tg_json_open_array(w, key);
+    for (int l = 0; l < h->n_layers; l++) tg_json_put_number(w, NULL, v[l]);
+    tg_json_close(w);
 }
 
 static const char *state_name(RunState s) {
     return s == RUN_DIVERGED ? "diverged" : s == RUN_FINISHED ? "finished" : "not finished";
 }
 
-static cJSON *run_json(const CompareRun *run) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "folder", run->dir);
-    cJSON_AddNumberToObject(o, "lr", run->lr);
-    cJSON_AddStringToObject(o, "ffn", tg_ffn_kind_name(run->kind));
-    cJSON_AddNumberToObject(o, "seed", (double)run->seed);
-    cJSON_AddNumberToObject(o, "hidden", (double)run->hidden);
-    cJSON_AddStringToObject(o, "state", state_name(run->state));
-    cJSON *figures = cJSON_AddObjectToObject(o, "figures");
-    for (int f = 0; f < N_FIGURES; f++) cJSON_AddItemToObject(figures, figure_key((Figure)f), number(run->fig[f]));
-    if (!run->loaded || run->h.n_logs == 0) return o;
-    static const struct {
-        const char *key;
-        TgLayerStat stat;
-    } layers[] = {{"dead_frac", TG_LAYER_DEAD_FRAC}, {"probe_dead_frac", TG_LAYER_PROBE_DEAD_FRAC},
-                  {"zero_frac", TG_LAYER_ZERO_FRAC}, {"probe_zero_frac", TG_LAYER_PROBE_ZERO_FRAC},
-                  {"w1_zero_grad_rows", TG_LAYER_W1_ZERO_GRAD_ROWS}};
-    const TgRunHistory *h = &run->h;
-    cJSON_AddNumberToObject(o, "first_logged_step", (double)h->logs[0].step);
-    cJSON_AddNumberToObject(o, "last_logged_step", (double)h->logs[h->n_logs - 1].step);
-    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "%s_first", layers[i].key);
-        cJSON_AddItemToObject(o, key, layer_array(h, &h->logs[0], layers[i].stat));
-        snprintf(key, sizeof key, "%s_last", layers[i].key);
-        cJSON_AddItemToObject(o, key, layer_array(h, &h->logs[h->n_logs - 1], layers[i].stat));
+static void run_json(TgJsonWriter *w, const CompareRun *run) {
+    tg_json_open_object(w, NULL);
+    tg_json_put_string(w, "folder", run->dir);
+    tg_json_put_number(w, "lr", run->lr);
+    tg_json_put_string(w, "ffn", tg_ffn_kind_name(run->kind));
+    tg_json_put_number(w, "seed", (double)run->seed);
+    tg_json_put_number(w, "hidden", (double)run->hidden);
+    tg_json_put_string(w, "state", state_name(run->state));
+    tg_json_open_object(w, "figures");
+    for (int f = 0; f < N_FIGURES; f++) tg_json_put_number(w, figure_key((Figure)f), run->fig[f]);
+    tg_json_close(w);
+    if (run->loaded && run->h.n_logs > 0) {
+        static const struct {
+            const char *key;
+            TgLayerStat stat;
+        } layers[] = {{"dead_frac", TG_LAYER_DEAD_FRAC}, {"probe_dead_frac", TG_LAYER_PROBE_DEAD_FRAC},
+                      {"zero_frac", TG_LAYER_ZERO_FRAC}, {"probe_zero_frac", TG_LAYER_PROBE_ZERO_FRAC},
+                      {"w1_zero_grad_rows", TG_LAYER_W1_ZERO_GRAD_ROWS}};
+        const TgRunHistory *h = &run->h;
+        tg_json_put_number(w, "first_logged_step", (double)h->logs[0].step);
+        tg_json_put_number(w, "last_logged_step", (double)h->logs[h->n_logs - 1].step);
+        for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s_first", layers[i].key);
+            layer_array(w, key, h, &h->logs[0], layers[i].stat);
+            snprintf(key, sizeof key, "%s_last", layers[i].key);
+            layer_array(w, key, h, &h->logs[h->n_logs - 1], layers[i].stat);
+        }
     }
-    return o;
+    tg_json_close(w);
 }
 
-static cJSON *cell_json(const CompareCell *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "lr", c->lr);
-    cJSON_AddStringToObject(o, "ffn", tg_ffn_kind_name(c->kind));
-    cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
-    cJSON_AddItemToObject(o, "params", c->has_cfg ? cJSON_CreateNumber((double)tg_model_config_param_count(&c->cfg))
-                                                  : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "ffn_params", c->has_cfg ? cJSON_CreateNumber((double)tg_model_config_ffn_param_count(&c->cfg))
-                                                      : cJSON_CreateNull());
-    cJSON_AddNumberToObject(o, "seeds", c->n_runs);
-    cJSON *figures = cJSON_AddObjectToObject(o, "figures");
+static void cell_json(TgJsonWriter *w, const CompareCell *c) {
+    tg_json_open_object(w, NULL);
+    tg_json_put_number(w, "lr", c->lr);
+    tg_json_put_string(w, "ffn", tg_ffn_kind_name(c->kind));
+    tg_json_put_number(w, "hidden", (double)c->hidden);
+    /* null without a config: NaN is written as null */
+    tg_json_put_number(w, "params", c->has_cfg ? (double)tg_model_config_param_count(&c->cfg) : NAN);
+    tg_json_put_number(w, "ffn_params", c->has_cfg ? (double)tg_model_config_ffn_param_count(&c->cfg) : NAN);
+    tg_json_put_number(w, "seeds", c->n_runs);
+    tg_json_open_object(w, "figures");
     for (int f = 0; f < N_FIGURES; f++) {
         const SeedSpread *s = &c->fig[f];
-        cJSON *spread = cJSON_AddObjectToObject(figures, figure_key((Figure)f));
-        cJSON_AddNumberToObject(spread, "n", s->n);
-        cJSON_AddNumberToObject(spread, "missing", s->missing);
-        cJSON_AddItemToObject(spread, "mean", number(s->mean));
-        cJSON_AddItemToObject(spread, "std", number(s->std));
-        cJSON_AddItemToObject(spread, "min", number(s->min));
-        cJSON_AddItemToObject(spread, "max", number(s->max));
+        tg_json_open_object(w, figure_key((Figure)f));
+        tg_json_put_number(w, "n", s->n);
+        tg_json_put_number(w, "missing", s->missing);
+        tg_json_put_number(w, "mean", s->mean);
+        tg_json_put_number(w, "std", s->std);
+        tg_json_put_number(w, "min", s->min);
+        tg_json_put_number(w, "max", s->max);
+        tg_json_close(w);
     }
-    return o;
+    tg_json_close(w);
+    tg_json_close(w);
 }
 
-static cJSON *comparison_json(double lr, const SeedComparison *c) {
+static void comparison_json(TgJsonWriter *w, double lr, const SeedComparison *c) {
     char verdict[256];
     seed_comparison_verdict(c, "relu", "swiglu", verdict, sizeof verdict);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "lr", lr);
-    cJSON_AddItemToObject(o, "val_loss_diff_relu_minus_swiglu", number(c->diff));
-    cJSON_AddItemToObject(o, "pooled_std", number(c->pooled_std));
-    cJSON_AddItemToObject(o, "diff_over_pooled_std", number(c->effect));
-    cJSON_AddBoolToObject(o, "testable", c->testable);
-    cJSON_AddStringToObject(o, "lower", c->separated < 0 ? "relu" : c->separated > 0 ? "swiglu" : "neither");
-    cJSON_AddBoolToObject(o, "exceeds_seed_spread", c->separated != 0);
-    cJSON_AddItemToObject(o, "chance_if_no_difference", number(c->chance));
-    cJSON_AddStringToObject(o, "verdict", verdict);
-    return o;
+    tg_json_open_object(w, NULL);
+    tg_json_put_number(w, "lr", lr);
+    tg_json_put_number(w, "val_loss_diff_relu_minus_swiglu", c->diff);
+    tg_json_put_number(w, "pooled_std", c->pooled_std);
+    tg_json_put_number(w, "diff_over_pooled_std", c->effect);
+    tg_json_put_bool(w, "testable", c->testable);
+    tg_json_put_string(w, "lower", c->separated < 0 ? "relu" : c->separated > 0 ? "swiglu" : "neither");
+    tg_json_put_bool(w, "exceeds_seed_spread", c->separated != 0);
+    tg_json_put_number(w, "chance_if_no_difference", c->chance);
+    tg_json_put_string(w, "verdict", verdict);
+    tg_json_close(w);
+}
+
+/* Non-finite numbers (a diverged run's figures) are written as null. */
+static void summary_json(TgJsonWriter *w, const CompareResults *r) {
+    tg_json_open_object(w, NULL);
+    tg_json_put_string(w, "preset", r->preset);
+    tg_json_put_string(w, "data", r->data);
+    tg_json_put_number(w, "steps", (double)r->steps);
+    tg_json_put_number(w, "batch", (double)r->batch);
+    tg_json_put_number(w, "log_grads", (double)r->log_grads);
+    tg_json_put_number(w, "probe_batches", (double)r->probe_batches);
+    tg_json_open_array(w, "seeds");
+    for (int s = 0; s < r->n_seeds; s++) tg_json_put_number(w, NULL, (double)r->seeds[s]);
+    tg_json_close(w);
+    tg_json_open_array(w, "lrs");
+    for (int l = 0; l < r->n_lrs; l++) tg_json_put_number(w, NULL, r->lrs[l]);
+    tg_json_close(w);
+    tg_json_open_object(w, "init_zero_frac_random_inputs");
+    for (int k = 0; k < COMPARE_KINDS; k++) tg_json_put_number(w, tg_ffn_kind_name(compare_kinds[k]), r->init_zero_frac[k]);
+    tg_json_close(w);
+    tg_json_open_array(w, "runs");
+    for (int i = 0; i < r->n_runs; i++) run_json(w, &r->runs[i]);
+    tg_json_close(w);
+    tg_json_open_array(w, "cells");
+    for (int l = 0; l < r->n_lrs; l++)
+        for (int k = 0; k < COMPARE_KINDS; k++) cell_json(w, &r->cells[l][k]);
+    tg_json_close(w);
+    tg_json_open_array(w, "comparisons");
+    for (int l = 0; l < r->n_lrs; l++) comparison_json(w, r->lrs[l], &r->val_loss[l]);
+    tg_json_close(w);
+    tg_json_put_number(w, "wall_s", r->wall_s);
+    tg_json_put_number(w, "runs_trained", r->trained);
+    tg_json_put_number(w, "runs_reused", r->reused);
+    tg_json_put_number(w, "load_average_start", r->load_start);
+    tg_json_put_number(w, "load_average_end", r->load_end);
+    tg_json_close(w);
 }
 
 TgStatus compare_summary_json_write(const CompareResults *r, const char *path) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "preset", r->preset);
-    cJSON_AddStringToObject(root, "data", r->data);
-    cJSON_AddNumberToObject(root, "steps", (double)r->steps);
-    cJSON_AddNumberToObject(root, "batch", (double)r->batch);
-    cJSON_AddNumberToObject(root, "log_grads", (double)r->log_grads);
-    cJSON_AddNumberToObject(root, "probe_batches", (double)r->probe_batches);
-    cJSON *seeds = cJSON_AddArrayToObject(root, "seeds"), *lrs = cJSON_AddArrayToObject(root, "lrs");
-    for (int s = 0; s < r->n_seeds; s++) cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)r->seeds[s]));
-    for (int l = 0; l < r->n_lrs; l++) cJSON_AddItemToArray(lrs, cJSON_CreateNumber(r->lrs[l]));
-    cJSON *init = cJSON_AddObjectToObject(root, "init_zero_frac_random_inputs");
-    for (int k = 0; k < COMPARE_KINDS; k++)
-        cJSON_AddItemToObject(init, tg_ffn_kind_name(compare_kinds[k]), number(r->init_zero_frac[k]));
-    cJSON *runs = cJSON_AddArrayToObject(root, "runs"), *cells = cJSON_AddArrayToObject(root, "cells");
-    cJSON *comparisons = cJSON_AddArrayToObject(root, "comparisons");
-    for (int i = 0; i < r->n_runs; i++) cJSON_AddItemToArray(runs, run_json(&r->runs[i]));
-    for (int l = 0; l < r->n_lrs; l++) {
-        for (int k = 0; k < COMPARE_KINDS; k++) cJSON_AddItemToArray(cells, cell_json(&r->cells[l][k]));
-        cJSON_AddItemToArray(comparisons, comparison_json(r->lrs[l], &r->val_loss[l]));
-    }
-    cJSON_AddNumberToObject(root, "wall_s", r->wall_s);
-    cJSON_AddNumberToObject(root, "runs_trained", r->trained);
-    cJSON_AddNumberToObject(root, "runs_reused", r->reused);
-    cJSON_AddItemToObject(root, "load_average_start", number(r->load_start));
-    cJSON_AddItemToObject(root, "load_average_end", number(r->load_end));
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
     TgAtomicFile af;
-    TgStatus s = tg_atomic_file_open(&af, path);
-    if (s == TG_OK) {
-        fprintf(tg_atomic_file_stream(&af), "%s\n", text);
-        s = tg_atomic_file_commit(&af);
-    }
-    cJSON_free(text);
-    return s;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
+    TgJsonWriter w = tg_json_writer(f, TG_JSON_INDENTED, false);
+    summary_json(&w, r);
+    fputc('\n', f);
+    return tg_atomic_file_commit(&af);
 }
 
 /* ---------------------------------------------------------------- summary.md */

@@ -251,9 +251,13 @@ TgTensor *tg_model_loss(TgModel *model, TgTape *tape, const TgBatch *batch, cons
 /* The step arena's bytes (an upper bound: a double, as a hostile shape may exceed any integer) that
  * one tg_model_loss of (batch, seq) tokens takes, with its backward when
  * `training` (without: a forward with the tape not recording, as evaluation runs it), on a pool of
- * `threads`. From the shapes alone (train/model_memory.c says how): a caller checks it against the
+ * `threads`, for a tape whose attention keeps what a new tape keeps (TG_TAPE_SAVED_PROBS_LIMIT).
+ * From the shapes alone (model/model_memory.c says how): a caller checks it against the
  * machine's memory before the arena grows, and may reserve it at once. */
 double tg_model_activation_bytes(const TgModelConfig *cfg, int64_t batch, int64_t seq, int threads, bool training);
+/* The same for a tape whose saved-P limit is `saved_probs_limit` (tg_tape_set_saved_probs_limit). */
+double tg_model_activation_bytes_for(const TgModelConfig *cfg, int64_t batch, int64_t seq, int threads, bool training,
+                                     size_t saved_probs_limit);
 
 /* An empty cache for up to max_pos positions of a model of config cfg (heap memory). */
 void tg_kv_cache_init(TgKVCache *cache, const TgModelConfig *cfg, int64_t max_pos);

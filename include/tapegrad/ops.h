@@ -69,7 +69,9 @@ TgTensor *tg_rope_inplace(TgTape *tape, TgTensor *x, int64_t heads, const TgRope
 /* Causal softmax(Q K^T / sqrt(hd)) V with grouped-query heads: query head h reads KV head
  * h / (heads / kv_heads).  q (B, Tq, heads*hd), k and v (B, Tk, kv_heads*hd), Tk >= Tq;
  * query t sits at position Tk - Tq + t and sees keys 0 ..= Tk - Tq + t (KV-cache decoding
- * passes Tq = 1). Output (B, Tq, heads*hd). Parallel over (batch, head). */
+ * passes Tq = 1). Output (B, Tq, heads*hd). Parallel over (batch, head). The backward needs the
+ * softmax probabilities (B, H, Tq, Tk): the forward keeps them when they fit the tape's
+ * saved_probs_limit (tg_tape_set_saved_probs_limit), else the backward recomputes them. */
 TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads);
 /* tg_attention over packed rows: query t of row b sees keys key_start[b Tq + t] ..= its position
  * only, the start of its own sequence (key_start (B, Tq), each in [0, Tk - Tq + t] and never
@@ -78,13 +80,10 @@ TgTensor *tg_attention(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int6
  * the backward has run; NULL is tg_attention. */
 TgTensor *tg_attention_segmented(TgTape *tape, TgTensor *q, TgTensor *k, TgTensor *v, int64_t heads, int64_t kv_heads,
                                  const int32_t *key_start);
-/* The backward needs the softmax probabilities (B, H, Tq, Tk): the forward keeps them when they
- * take at most this many bytes (default 8 MB), else the backward recomputes them (same bits,
- * a few per cent more work, memory linear in T). Returns the previous limit (tests set 0). */
-size_t tg_attention_set_saved_probs_limit(size_t bytes);
 /* What tg_attention takes from the step arena for these shapes (bytes, as doubles: a hostile shape
  * can exceed any integer), with the alignment the arena adds: `kept` stays until the tape is reset
- * (the output, and P when the tape records and it fits the limit above), `forward_scratch` and
+ * (the output, and P when the tape records and P takes at most `saved_probs_limit` bytes: the
+ * tape's, TG_TAPE_SAVED_PROBS_LIMIT on a new one), `forward_scratch` and
  * `backward_scratch` are taken and given back inside the forward and the backward (the backward's
  * input gradients are not counted: they are the caller's tensors' gradients). `threads` is the
  * pool's. For a memory estimate that must stay an upper bound of what the op takes. */
@@ -92,7 +91,7 @@ typedef struct TgAttentionArena {
     double kept, forward_scratch, backward_scratch;
 } TgAttentionArena;
 TgAttentionArena tg_attention_arena_bytes(int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
-                                          int threads, bool recording);
+                                          int threads, bool recording, size_t saved_probs_limit);
 
 /* ---- ffn.c ---- */
 /* silu(a) * b, fused. a, b same shape. */

@@ -37,6 +37,18 @@ typedef enum {
 } TgPrecision;
 enum { TG_PRECISION_COUNT = 2 };
 
+/* Who computes and who threads the tape's fp32 matrix products (tg_tape_set_gemm_mode). */
+typedef enum {
+    TG_GEMM_POOL = 0,          /* tapegrad's kernel of the active path (lib/cpu.h), split over the tape's pool */
+    TG_GEMM_OPENBLAS = 1,      /* OpenBLAS's kernel, threaded by OpenBLAS (the first design) */
+    TG_GEMM_POOL_OPENBLAS = 2, /* OpenBLAS's kernel on one thread, split over the tape's pool */
+} TgGemmMode;
+enum { TG_GEMM_MODE_COUNT = 3 };
+
+/* The bytes of softmax probabilities attention keeps for its backward on a new tape
+ * (tg_tape_set_saved_probs_limit). */
+#define TG_TAPE_SAVED_PROBS_LIMIT ((size_t)8 << 20)
+
 typedef struct TgTape TgTape;
 typedef struct TgTapeNode TgTapeNode;
 typedef void (*TgBackwardFn)(TgTape *tape, TgTapeNode *node);
@@ -68,12 +80,16 @@ struct TgTape {
     TgPool *pool;
     bool grad_enabled;
     TgPrecision precision;        /* of every linear layer's products, forward and backward */
+    TgGemmMode gemm_mode;         /* who computes and threads them */
+    size_t saved_probs_limit;     /* attention keeps P for its backward up to this many bytes */
     TgGradFreeList *free_lists;   /* released activation gradients, one list per size */
     int n_free_lists, cap_free_lists;
 };
 
 /* An empty, recording tape over `arena` (outputs, saved values and activation gradients come from
- * it) and `pool` (may be NULL: everything on the caller). Both stay the caller's. */
+ * it) and `pool` (may be NULL: everything on the caller). Both stay the caller's. Its settings
+ * start as TG_PRECISION_FP32, TG_GEMM_POOL and TG_TAPE_SAVED_PROBS_LIMIT; each tape keeps its own,
+ * so two tapes in one process may differ. */
 void tg_tape_init(TgTape *tape, TgArena *arena, TgPool *pool);
 /* Frees the node list; the arena and the pool are left to their owner. */
 void tg_tape_free(TgTape *tape);
@@ -97,6 +113,18 @@ bool tg_tape_set_grad_enabled(TgTape *tape, bool enabled);
  * else (norms, softmax and attention, RoPE, cross-entropy, the optimizer) stay fp32, and no
  * activation is stored in bf16. Default TG_PRECISION_FP32. Not while a backward runs. */
 void tg_tape_set_precision(TgTape *tape, TgPrecision precision);
+/* Who computes and threads the products of the tape's linear layers in fp32 (bf16 products always
+ * run tapegrad's kernels: OpenBLAS has none): TG_GEMM_POOL, the default, runs no OpenBLAS code at
+ * all; the two OpenBLAS modes are there to compare against it (`tapegrad bench --gemm`). They set
+ * OpenBLAS's thread count before each product (1, or the pool's threads), which is a setting of
+ * the OpenBLAS library for the whole process: two tapes in those modes should not run products at
+ * the same time on different threads. Not while a backward runs. */
+void tg_tape_set_gemm_mode(TgTape *tape, TgGemmMode mode);
+/* The backward of attention needs the softmax probabilities P (B, H, Tq, Tk): the forward keeps
+ * them when they take at most `bytes` (TG_TAPE_SAVED_PROBS_LIMIT on a new tape), else the backward
+ * recomputes them: the same bits, a few per cent more work, and memory linear in T. 0 always
+ * recomputes. Not while a backward runs (the backward reads what its forward kept). */
+void tg_tape_set_saved_probs_limit(TgTape *tape, size_t bytes);
 /* "fp32", "bf16" */
 const char *tg_precision_name(TgPrecision precision);
 /* "fp32" or "bf16" into *out; TG_ERR_ARG with a message naming the choices otherwise. */
