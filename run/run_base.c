@@ -10,13 +10,6 @@
 #include "lib/path.h"
 #include "run/run_internal.h"
 
-bool tg_run_init_from_is_run(const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return true;
-    size_t n = strlen(path);
-    return n > 5 && strcmp(path + n - 5, ".tgck") == 0;
-}
-
 /* The shape flags given now must be the base's: a run started from it keeps its shape (--seq
  * aside: the weights do not depend on it) and its tokenizer. */
 static TgStatus check_base_shape(const TgTrainOptions *o, const TgModelConfig *base_cfg, const TgTrainOptions *base_id,
@@ -68,25 +61,6 @@ TgStatus tg_run_base_find(const TgTrainOptions *o, TgRunBase *base) {
 }
 
 void tg_run_base_free(TgRunBase *base) { tg_opt_strings_free(&base->strings); }
-
-TgStatus tg_run_base_copy_weights(const char *ckpt, TgModel *model, uint64_t *fingerprint, TgTokenizer *tok) {
-    TgRun *from = tg_malloc(sizeof *from);
-    TgStatus s = tg_run_open_existing(ckpt, from);
-    if (s == TG_OK) tg_lora_merge(&from->model); /* a LoRA run as a base: its adapters folded in */
-    if (s == TG_OK && from->model.params.total != model->params.total)
-        s = tg_fail(TG_ERR_MISMATCH, "the base %s does not have the run's shape", ckpt);
-    if (s == TG_OK) {
-        memcpy(model->params.data, from->model.params.data, model->params.total * sizeof(float));
-        *fingerprint = tg_model_weights_fingerprint(&from->model);
-        if (tok) {
-            *tok = from->tok;
-            memset(&from->tok, 0, sizeof from->tok);
-        }
-    }
-    tg_run_close(from);
-    free(from);
-    return s;
-}
 
 TgStatus tg_run_base_take(TgRun *run, const TgRunBase *base) {
     bool has_tokenizer = run->tok.vocab_size > 0;

@@ -1,0 +1,206 @@
+/* A run on text (run_internal.h): a new one's corpus prepared into its folder, or a dataset
+ * folder's token files, a copy of its manifest kept; and the token splits of one that exists. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/prepare.h"
+#include "lib/gemm_plan.h"
+#include "lib/path.h"
+#include "run/memory_plan.h"
+#include "lib/atomic_file.h"
+#include "lib/file_read.h"
+#include "tokenizer/tokenizer_hf.h"
+#include "run/run_internal.h"
+
+/* A text split of the run's folder or of a dataset folder. */
+static TgStatus open_run_tokens(const TgRun *run, const char *dir, const char *file, TgSplit *split) {
+    char path[TG_PATH_CAP];
+    TgTokenStore tokens;
+    TG_TRY(tg_path_join(path, sizeof path, dir, file));
+    TG_TRY(tg_token_store_open(&tokens, path, (uint32_t)run->tok.vocab_size, run->tok.fingerprint));
+    tg_split_of_text(split, tokens);
+    return TG_OK;
+}
+
+/* The dataset the run records (run.txt's --dataset), opened and checked against the copy of its
+ * manifest the run keeps: another dataset in its place is refused. */
+static TgStatus open_run_dataset(TgRun *run, bool want_train) {
+    TgDatasetManifest mine;
+    TgStatus s = tg_dataset_manifest_read(run->dir, &mine);
+    if (s != TG_OK) return tg_fail(s, "the run %s trained on the dataset %s, but %s", run->dir, run->dataset, tg_error_message());
+    TgDataset d;
+    s = tg_dataset_open(run->dataset, want_train, &d);
+    if (s != TG_OK) return tg_fail(s, "the run %s trained on the dataset %s, which cannot be read: %s", run->dir, run->dataset,
+                                   tg_error_message());
+    if (d.manifest.fingerprint != mine.fingerprint || d.tok.fingerprint != run->tok.fingerprint)
+        s = tg_fail(TG_ERR_MISMATCH,
+                    "%s is not the dataset the run %s trained on: its fingerprint is %016" PRIx64 " (%s), the run's %s "
+                    "records %016" PRIx64 " (%s); put that dataset back at %s, or start a new run",
+                    run->dataset, run->dir, d.manifest.fingerprint, d.manifest.recipe, TG_DATASET_MANIFEST_FILE, mine.fingerprint,
+                    mine.recipe, run->dataset);
+    if (s == TG_OK) {
+        tg_split_of_text(&run->train, d.train), tg_split_of_text(&run->val, d.val);
+        d.train.fd = d.val.fd = -1; /* now the run's */
+    }
+    tg_dataset_close(&d);
+    return s;
+}
+
+/* --data prepared into `dir` (the run's temporary folder, or a replica's own), then its token files
+ * opened; `with` names the tokenizer for the message ("a bpe tokenizer"). */
+static TgStatus prepare_data(TgRun *run, const TgPrepareOptions *prep, const char *with, const char *dir,
+                             const TgPrepareReporter *preparing) {
+    tg_message_emit(&run->messages, TG_MESSAGE_INFO, "preparing %s with %s into %s ...", prep->sources, with,
+                 run->folder.path[0] ? run->folder.path : dir);
+    TgPrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
+    if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
+    TgPrepareResult prepared;
+    TG_TRY(tg_prepare_into(prep, dir, &rep, &prepared, &run->tok));
+    tg_message_emit(&run->messages, TG_MESSAGE_INFO,
+                 "corpus: %" PRIu64 " bytes from %zu files, %" PRIu64 " documents -> %" PRIu64 " tokens (vocab %d; tokenizer %.1f s, encoding %.1f s)",
+                 prepared.text_bytes, prepared.files, prepared.documents, prepared.n_tokens, (int)prepared.vocab_size,
+                 prepared.count_seconds + prepared.tokenizer_seconds, prepared.encode_seconds);
+    TG_TRY(open_run_tokens(run, dir, TG_PREPARE_TRAIN_FILE, &run->train));
+    return open_run_tokens(run, dir, TG_PREPARE_VAL_FILE, &run->val);
+}
+
+/* A replica prepares --data in a folder of its own, keeps the token files open and removes the folder. */
+static TgStatus prepare_replica_data(TgRun *run, const TgPrepareOptions *prep, const char *with) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[TG_PATH_CAP];
+    TG_TRY(tg_path_format(dir, sizeof dir, "%s/tapegrad-replica-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
+    if (!mkdtemp(dir)) return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    TgStatus s = prepare_data(run, prep, with, dir, NULL);
+    const char *files[] = {TG_PREPARE_TOKENIZER_FILE, TG_TOKENIZER_HF_FILE, TG_PREPARE_TRAIN_FILE, TG_PREPARE_VAL_FILE, TG_DATASET_MANIFEST_FILE};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[TG_PATH_CAP];
+        if (tg_path_join(path, sizeof path, dir, files[i]) == TG_OK) (void)unlink(path); /* the open files stay readable */
+    }
+    (void)rmdir(dir);
+    return s;
+}
+
+/* --dataset: its tokenizer and token files, checked against its manifest. */
+static TgStatus open_given_dataset(TgRun *run, const char *dir) {
+    char *real = realpath(dir, NULL);
+    if (!real) return tg_fail(TG_ERR_IO, "--dataset %s: %s (make one with tapegrad prepare)", dir, strerror(errno));
+    int fits = snprintf(run->dataset, sizeof run->dataset, "%s", real) < (int)sizeof run->dataset;
+    free(real);
+    if (!fits) return tg_fail(TG_ERR_ARG, "--dataset %s: the path is too long", dir);
+    TgDataset d;
+    TG_TRY(tg_dataset_open(run->dataset, true, &d));
+    run->tok = d.tok;
+    tg_split_of_text(&run->train, d.train), tg_split_of_text(&run->val, d.val);
+    memset(&d.tok, 0, sizeof d.tok);
+    d.train.fd = d.val.fd = -1;
+    tg_dataset_close(&d);
+    tg_message_emit(&run->messages, TG_MESSAGE_INFO, "dataset %s: %s; %" PRIu64 " train + %" PRIu64 " val tokens", run->dataset,
+                 d.manifest.recipe, run->train.tokens.n, run->val.tokens.n);
+    return TG_OK;
+}
+
+/* A dataset run keeps its tokenizer and a copy of the dataset's manifest. */
+static TgStatus write_dataset_copy(TgRun *run) {
+    char path[TG_PATH_CAP], copy[TG_PATH_CAP];
+    TG_TRY(tg_path_join(path, sizeof path, run->dir, TG_PREPARE_TOKENIZER_FILE));
+    TG_TRY(tg_tokenizer_save(&run->tok, path));
+    TG_TRY(tg_path_join(path, sizeof path, run->dataset, TG_DATASET_MANIFEST_FILE));
+    TG_TRY(tg_path_join(copy, sizeof copy, run->dir, TG_DATASET_MANIFEST_FILE));
+    char *text;
+    size_t len;
+    TgStatus s = tg_file_read_all(path, TG_DATASET_MANIFEST_MAX_BYTES, &text, &len);
+    if (s != TG_OK) return tg_fail_context(s, "reading %s", path);
+    s = tg_atomic_write(copy, text, len);
+    free(text);
+    return s;
+}
+
+/* A new pretraining run: every check that needs no corpus, then the corpus and the model in
+ * memory, then the files (run_folder.h). With a base (--init-from RUN|CKPT, found and checked) it
+ * takes the base's shape, weights and tokenizer, and its text is encoded with that tokenizer. */
+TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, const TgRunBase *base,
+                              TgRun *run) {
+    TgModelConfig preset_cfg;
+    TG_TRY(tg_model_preset(o->preset, &preset_cfg));
+    /* the identity with every default filled in, as run.txt records it */
+    TgTrainOptions id = *o;
+    char targets[64];
+    TG_TRY(tg_train_options_resolve_lora(&id, targets, sizeof targets));
+    if (base) id.preset = base->id.preset;
+    id.tokenizer = base ? base->id.tokenizer : o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
+    id.data_path = o->data_path ? o->data_path : tg_corpus_default_path();
+    TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
+    id.gemm_kc = tg_gemm_plan().kc;
+
+    const char *tokenizer = id.tokenizer;
+    bool bpe = strcmp(tokenizer, "bpe") == 0, hf = strncmp(tokenizer, "hf:", 3) == 0;
+    if (!base && !bpe && o->model.vocab > 0)
+        return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
+                                   "distinct bytes. Add --tokenizer bpe or drop --vocab");
+    int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : TG_TRAIN_DEFAULT_BPE_VOCAB;
+    TgModelConfig cfg;
+    /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
+    if (base) cfg = base->cfg;
+    else TG_TRY(tg_run_resolve_config(o, bpe ? vocab : 256, &cfg));
+    /* what the run will allocate, before the corpus is read (the trainer checks again with the
+     * tokenizer's vocabulary and the probe, if any) */
+    TG_TRY(tg_train_memory_check(o, &cfg, 0, 0));
+    TG_TRY(tg_run_lora_check(o, &cfg));
+    char generated[256], kind[128];
+    snprintf(kind, sizeof kind, "%.64s-%s", id.preset, base ? "continued" : o->dataset ? "dataset" : hf ? "hf" : tokenizer);
+    tg_run_generated_folder(generated, sizeof generated, kind);
+    if (writes) TG_TRY(tg_run_folder_choose(&run->folder, o->out_dir, generated));
+    if (!base && o->init_from && access(o->init_from, R_OK) != 0)
+        return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
+
+    if (writes) TG_TRY(tg_run_begin_new_folder(run));
+    if (o->dataset) {
+        TG_TRY(open_given_dataset(run, o->dataset));
+        id.dataset = run->dataset;
+        id.data_path = NULL;
+        id.tokenizer = tg_tokenizer_kind_name(run->tok.kind);
+        if (writes) TG_TRY(write_dataset_copy(run));
+    } else {
+        if (o->special_tokens && *o->special_tokens && !bpe)
+            return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+        char base_tokenizer[TG_PATH_CAP], how[TG_PATH_CAP + 32];
+        TgPrepareOptions prep;
+        tg_prepare_options_default(&prep);
+        prep.sources = id.data_path;
+        prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
+        prep.tokenizer_json = hf && !base ? tokenizer + 3 : NULL;
+        if (base) TG_TRY(tg_path_join(base_tokenizer, sizeof base_tokenizer, base->dir, TG_PREPARE_TOKENIZER_FILE));
+        prep.tokenizer_file = base ? base_tokenizer : NULL;
+        prep.vocab_size = (int32_t)vocab;
+        prep.special_tokens = o->special_tokens;
+        prep.text_field = o->text_field;
+        prep.val_fraction = id.val_fraction;
+        prep.seq_len = cfg.seq_len;
+        prep.threads = o->threads;
+        if (base) snprintf(how, sizeof how, "the tokenizer of %s", base->ckpt);
+        else snprintf(how, sizeof how, "a %s tokenizer", tokenizer);
+        TG_TRY(writes ? prepare_data(run, &prep, how, run->dir, preparing) : prepare_replica_data(run, &prep, how));
+    }
+    TG_TRY(base ? tg_run_base_take(run, base) : tg_run_build_new_model(run, o, (uint64_t)id.seed));
+    TgRunBaseRecord rec;
+    if (o->init_from) TG_TRY(tg_run_base_record(run, o, base ? base->ckpt : o->init_from, &id, &rec));
+    if (writes) TG_TRY(tg_run_identity_write(run->dir, &id));
+    run->state.seed = (uint64_t)id.seed;
+    run->state.best_val_loss = INFINITY;
+    return TG_OK;
+}
+
+
+TgStatus tg_run_open_text_splits(TgRun *run, bool want_train) {
+    if (run->dataset[0]) return open_run_dataset(run, want_train);
+    if (want_train) TG_TRY(open_run_tokens(run, run->dir, TG_PREPARE_TRAIN_FILE, &run->train));
+    return open_run_tokens(run, run->dir, TG_PREPARE_VAL_FILE, &run->val);
+}
