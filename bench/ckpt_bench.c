@@ -4,7 +4,7 @@
  *
  *   build/ckpt_bench [--steps N] [--dir DIR] [--threads N]
  *
- * Prints a Markdown table (bench/README.md holds the figures). Not a test: ctest does not run it.
+ * Prints a Markdown table (docs/results.md holds its figures). Not a test: ctest does not run it.
  */
 #include <math.h>
 #include <stdio.h>

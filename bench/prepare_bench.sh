@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Preparing data (docs/data.md, "Measured"): `tapegrad prepare` against sentencepiece's spm_train
-# on the same generated 200 MB corpus (BPE, vocabulary 6400, 2 threads), the two run in turn RUNS
-# times; then the peak RSS and time of preparing a 2 GB text corpus and a 2 GB JSONL corpus
-# (MiniMind's {"text": ...} lines); then text whose chunks are all distinct, BPE's worst case:
-# 4.2 and 16.8 MB of random-letter words and of random letters without a space, and spm_train on
-# the 4.2 MB of words (it refuses the letters: no line is under its 4192-byte limit). The corpora
-# are made by build/corpus_gen (bench/corpus_gen.c: generated prose and Debian's fortunes, or
-# --distinct) under $PREPARE_BENCH_DIR (default /tmp/tapegrad-prepare-bench, about 4.5 GB; kept
-# between calls, removed by hand). Prints one line per run, then medians.
+# Preparing data (docs/data.md; the figures of a run go to docs/results.md): `tapegrad prepare`
+# against sentencepiece's spm_train on the same generated 200 MB corpus (BPE, vocabulary 6400,
+# 2 threads), the two run in turn RUNS times; then the peak RSS and time of preparing a 2 GB text
+# corpus and a 2 GB JSONL corpus (MiniMind's {"text": ...} lines); then text whose chunks are all
+# distinct, BPE's worst case: 4.2 and 16.8 MB of random-letter words and of random letters without
+# a space, and spm_train on the 4.2 MB of words (it refuses the letters: no line is under its
+# 4192-byte limit). The corpora are made by build/corpus_gen (bench/corpus_gen.c: generated prose
+# and Debian's fortunes, or --distinct) under $PREPARE_BENCH_DIR (default
+# /tmp/tapegrad-prepare-bench, about 4.5 GB; kept between calls, removed by hand). Prints one line
+# per run, then medians.
 # usage: bench/prepare_bench.sh [RUNS]        (build/ must hold tapegrad and corpus_gen: cmake --build build)
 set -euo pipefail
 cd "$(dirname "$0")/.."

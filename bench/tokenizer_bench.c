@@ -5,7 +5,7 @@
  *     their kind (a long ignored array, short vocabulary strings, short merges; and 65,535 added
  *     tokens at the limit of their text, 4 MB), each in a child process, against the bound of
  *     tokenizer/tokenizer_hf.h.
- * usage: tokenizer_bench [--added N] [--text B] [--mb M]      (bench/README.md has the figures) */
+ * usage: tokenizer_bench [--added N] [--text B] [--mb M]      (docs/results.md has the figures) */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  *   a model's: model config (i64 dim, layers, heads, kv_heads, hidden, vocab, seq; u32 ffn;
  *       f64 theta, eps), u64 tokenizer fingerprint
  *   a LoRA adapter's (flag bit 2): its base's model config and tokenizer fingerprint, then a tag as
- *       below naming the adapter and its base's weights (train/adapter.h); the tensors are the
+ *       below naming the adapter and its base's weights (checkpoint/adapter.h); the tensors are the
  *       adapters' alone
  *   a parameter set's, instead: u16 tag length, the tag (1 to 63 bytes)
  *   u32 tensor count, then per tensor: u16 name length, name, u8 kind (0 weight, 1 AdamW m,
@@ -17,7 +17,7 @@
  * Byte shuffling (flag bit 0) stores a tensor's n floats as four planes of n bytes: every
  * float's byte 0, then every byte 1, 2, 3. The sign/exponent bytes of nearby weights are alike,
  * so deflate finds runs it cannot see when they are interleaved with random mantissa bytes
- * (bench/README.md has the figures). Version 1 files (no flags field, never shuffled) still load.
+ * (docs/results.md, 2026-11-29, has the figures). Version 1 files (no flags field, never shuffled) still load.
  *
  * gzip's own CRC32 and length trailer cover the whole stream, so `gzip -t` verifies a file, and
  * a flipped, missing or extra byte is refused on load with the file's name and what is wrong.
@@ -98,7 +98,7 @@ typedef struct TgCheckpointTensorInfo {
 } TgCheckpointTensorInfo;
 
 /* What a checkpoint of the model holds: its weights and moments, or with LoRA its adapters' alone,
- * tagged with the adapters' configuration and their base's fingerprint (train/adapter.h). */
+ * tagged with the adapters' configuration and their base's fingerprint (checkpoint/adapter.h). */
 TgCheckpointSource tg_checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TgTrainerState *state);
 
 /* Writes `src` atomically to `path` with the default options. */

@@ -147,8 +147,9 @@ void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, int keep, T
     s->keep = keep;
     s->layout = tg_model_trainable(model);
     s->snapshot = tg_malloc(3 * s->layout->total * sizeof(float) + 64);
-    /* touch every page now: a first-touch copy of a fresh buffer costs page faults, measured
-     * ~60x a warm copy on this machine (2 s vs 35 ms at 310 MB), and that would be the pause */
+    /* touch every page now: a first copy into fresh memory takes a page fault per page, many
+     * times a warm copy (docs/results.md, 2026-11-29, checkpoint save and load), and that
+     * would be training's pause */
     memset(s->snapshot, 0, 3 * s->layout->total * sizeof(float) + 64);
 }
 

@@ -19,8 +19,8 @@
 #error "checkpoint files are little-endian; this host is not"
 #endif
 
-/* Level 1: with shuffled planes it compresses within ~1% of level 6 in about half the CPU time,
- * and a background save's CPU time is taken from training (bench/README.md). */
+/* Level 1: with shuffled planes level 6 gains little size for about twice the CPU time
+ * (docs/results.md, 2026-11-29), and a background save's CPU time is taken from training. */
 TgCheckpointWriteOptions tg_checkpoint_default_options(void) { return (TgCheckpointWriteOptions){.level = 1, .shuffle = true}; }
 
 TgCheckpointSource tg_checkpoint_source_of(const TgModel *model, uint64_t tokenizer_fingerprint, const TgTrainerState *state) {

@@ -1,5 +1,5 @@
 /* A parameter set's checkpoint: the model checkpoint's stream with a tag in place of the model
- * config (train/checkpoint.h), written and read by the same code. */
+ * config (checkpoint/checkpoint.h), written and read by the same code. */
 #include "tapegrad/param_checkpoint.h"
 
 #include <string.h>

@@ -41,7 +41,7 @@ int cli_parse(const TgOptTable *t, void *opts, const void *defaults, TgOptSet *g
 /* 0 for TG_OK; otherwise prints "tapegrad <command>: <message>" and returns 2 for TG_ERR_ARG,
  * 1 for anything else. */
 int cli_exit(const char *command, TgStatus status);
-/* For a subcommand that runs data-parallel under mpirun (train/dist.h): joins the job (tg_dist_open)
+/* For a subcommand that runs data-parallel under mpirun (lib/dist.h): joins the job (tg_dist_open)
  * and silences stdout on every rank but 0, so the job prints one report; errors still go to
  * stderr from any rank. A rank whose collective waits past timeout_s prints why and exits 1. */
 TgStatus cli_join_job(double timeout_s);

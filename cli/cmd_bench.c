@@ -3,12 +3,13 @@
  * One timed step is what a training step does: random tokens, zero the gradients, forward and
  * loss, backward, gradient-norm clip (1.0), AdamW. After the warm-up steps (which also grow the
  * arena to its steady size) every step is timed; the report gives the median, which one
- * preempted step cannot move. FLOPs per token follow ../shared/bench/torch_minimind.py:
- * 6 N + 12 L T dim (N counts the tied embedding once; the causal mask is not discounted). MFU is
- * against the ceiling of the kernel path in use, measured on this machine's threads after the
- * timed steps (lib/cpu.h): the FP32 multiply-add's (tg_peak_gflops), or with --precision bf16 the
- * bf16 GEMM's instruction's (tg_peak_bf16_gflops: vdpbf16ps, AMX's tdpbf16ps), every FLOP
- * counted at it although norms, attention and the optimizer stay fp32.
+ * preempted step cannot move. FLOPs per token are counted as the PyTorch reference
+ * (bench/torch_reference.py) counts them: 6 N + 12 L T dim (N counts the tied embedding once;
+ * the causal mask is not discounted). MFU is against the ceiling of the kernel path in use,
+ * measured on this machine's threads after the timed steps (lib/cpu.h): the FP32 multiply-add's
+ * (tg_peak_gflops), or with --precision bf16 the bf16 GEMM's instruction's
+ * (tg_peak_bf16_gflops: vdpbf16ps, AMX's tdpbf16ps), every FLOP counted at it although norms,
+ * attention and the optimizer stay fp32.
  *
  * Under mpirun every rank runs the same step on its own random tokens and the gradients are
  * summed over the ranks as training sums them (lib/dist.h), so tokens/s counts every rank's
@@ -71,9 +72,10 @@ typedef struct {
     bool json;
 } BenchOptions;
 
-/* The shapes PyTorch's reference (../shared/bench/torch_minimind.py) runs each preset with: its
- * batch, and for a preset without a vocabulary of its own, the vocabulary of a char tokenizer
- * (0: the preset's). */
+/* The shapes each preset is benchmarked at, here and by the PyTorch reference
+ * (bench/torch_model.py's PRESETS, which tests/test_parity.c holds to the presets): its batch,
+ * and for a preset without a vocabulary of its own, the vocabulary of a char tokenizer (0: the
+ * preset's). */
 static const struct {
     int64_t batch, vocab;
 } bench_shapes[] = {

@@ -1,4 +1,4 @@
-/* `tapegrad chat`: talk to a fine-tuned run (train/chat.h), on a terminal or from a script.
+/* `tapegrad chat`: talk to a fine-tuned run (model/chat.h), on a terminal or from a script.
  *
  *   tapegrad chat --run DIR                    a conversation on the terminal: a line is a turn
  *   tapegrad chat --run DIR --message TEXT     one reply, printed

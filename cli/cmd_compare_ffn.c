@@ -1,4 +1,4 @@
-/* `tapegrad compare-ffn`: the dying-ReLU experiment (inspect/compare_ffn.h). */
+/* `tapegrad compare-ffn`: the dying-ReLU experiment (cli/study/compare_ffn.h). */
 #include <signal.h>
 
 #include "cli/cli.h"

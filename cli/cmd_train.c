@@ -1,4 +1,4 @@
-/* `tapegrad train`: its flags are the table of train/train_options.c. */
+/* `tapegrad train`: its flags are the table of run/train_options.c. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>

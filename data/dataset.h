@@ -64,7 +64,7 @@ typedef struct TgDatasetManifest {
 /* The dataset fingerprint of a tokenizer and two splits. */
 uint64_t tg_dataset_fingerprint(uint64_t tokenizer_fingerprint, const TgDatasetSplit *train, const TgDatasetSplit *val);
 
-/* Reads DIR/dataset.json (strict JSON, data/json_reader.h) and checks it (above); TG_ERR_FORMAT
+/* Reads DIR/dataset.json (strict JSON, lib/json_reader.h) and checks it (above); TG_ERR_FORMAT
  * names the file and the member. */
 TgStatus tg_dataset_manifest_read(const char *dir, TgDatasetManifest *m);
 /* Whether DIR holds a manifest. */

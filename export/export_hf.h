@@ -6,7 +6,7 @@
  *   model.safetensors       the weights, F32, under the names they already carry (the head is
  *                           tied: there is no lm_head.weight)
  *   generation_config.json  <eot> as bos and eos
- *   tokenizer.json          the run's tokenizer (data/tokenizer_hf.h)
+ *   tokenizer.json          the run's tokenizer (tokenizer/tokenizer_hf.h)
  *   tokenizer_config.json   PreTrainedTokenizerFast, <eot> as bos, eos and pad
  *
  * A model fine-tuned on conversations (a chat model: `chat` given) ends its replies with
@@ -50,7 +50,7 @@ TgStatus tg_model_export_peft(const TgModel *model, const char *dir);
 /* Writes the folder `dir` (created with its parents when missing), checked first
  * (tg_model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
  * markers. model.safetensors records the run's tokenizer fingerprint and the one
- * the folder's tokenizer.json has when a run imports it (train/convert.h: TgWeightsTokenizer). The
+ * the folder's tokenizer.json has when a run imports it (export/convert.h: TgWeightsTokenizer). The
  * model and the tokenizer are checked before anything is written. */
 TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
                          const char *source_note);

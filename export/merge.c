@@ -1,5 +1,5 @@
 /* `tapegrad ckpt merge`: a LoRA run's adapters folded into its base, W += (alpha / r) B A, written
- * as a new run folder holding a whole model's checkpoint (train/merge.h). */
+ * as a new run folder holding a whole model's checkpoint (export/merge.h). */
 #include "export/merge.h"
 
 #include <math.h>

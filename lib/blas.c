@@ -141,10 +141,11 @@ void tg_gemm_pool(TgPool *pool, TgPrecision precision, TgGemmMode mode, bool tra
     /* By rows, each thread reads and packs all of op(B) (k x n) and its share of op(A); by
      * columns, all of op(A) (m x k) and its share of op(B). So by rows, unless that leaves the
      * busiest thread more tiles of C than a split by columns would: a weight gradient whose
-     * output side is the larger (w1/w3: m = hidden > n = dim) measured 3-11% faster per thread
-     * by rows (bench/README.md), but a square 128 x 128 one splits into 5 and 6 row quanta of 12
-     * (the busiest thread 72 rows) and into 2 and 2 column quanta of 32. Either way each element
-     * of C is summed in the same order. */
+     * output side is the larger (w1/w3: m = hidden > n = dim) packs the smaller operand whole
+     * and runs faster by rows (docs/results.md, 2026-12-01, splitting a GEMM over the threads),
+     * but a square 128 x 128 one splits into 5 and 6 row quanta of 12 (the busiest thread 72
+     * rows) and into 2 and 2 column quanta of 32. Either way each element of C is summed in the
+     * same order. */
     int64_t row_units = (m + row_quantum - 1) / row_quantum, column_units = (n + column_quantum - 1) / column_quantum;
     double busiest_by_rows = (double)((row_units + threads - 1) / threads * row_quantum) *
                              (double)(column_units * column_quantum);

@@ -1,5 +1,5 @@
 /* Data-parallel training across processes and machines: every MPI call of tapegrad is in
- * train/dist.c, behind this interface.
+ * lib/dist.c, behind this interface.
  *
  * A job is N copies of the program (ranks), started by an MPI launcher (`mpirun -np N`, srun).
  * Each rank holds the whole model, trains on its slice of every global batch, and the gradients

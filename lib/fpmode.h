@@ -3,12 +3,12 @@
  * lib/pool.c) has flush-to-zero and denormals-are-zero set: a result below FLT_MIN (1.2e-38) is 0,
  * and so is an input below it. Intel cores take a microcode assist of ~100 cycles on every
  * subnormal operand or result, and at high learning rates attention probabilities and
- * activations underflow into them: steps measured 7-8x slower there by step 300 of a lr 3e-2 run
- * (docs/performance.md; bench/high_lr.sh measures it). What changes in the bits: only a value
- * that was subnormal (below 1.2e-38, where a float keeps fewer than 24 bits anyway) is 0 instead;
- * the same operations round the same way on normal numbers, a gradient check's values never come
- * near FLT_MIN, and the mode is the same on every kernel path and thread, so a run stays bitwise
- * the same on every thread count.
+ * activations underflow into them: a lr 3e-2 run slows down many times over as it goes
+ * (bench/high_lr.sh measures it; docs/results.md, 2026-12-02, has a run). What changes in the
+ * bits: only a value that was subnormal (below 1.2e-38, where a float keeps fewer than 24 bits
+ * anyway) is 0 instead; the same operations round the same way on normal numbers, a gradient
+ * check's values never come near FLT_MIN, and the mode is the same on every kernel path and
+ * thread, so a run stays bitwise the same on every thread count.
  *
  * On x86-64 this is the MXCSR's FTZ and DAZ bits (SSE and AVX arithmetic alike); elsewhere the
  * calls do nothing. */

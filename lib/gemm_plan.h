@@ -13,7 +13,7 @@
  *       A slice as long as L1 allows spreads the tile's fixed costs (C read and written, the
  *       accumulators cleared and stored) over the most steps. BLIS's analytical model (Low et
  *       al., ACM TOMS 2016) keeps the streamed panel's share of L1 in proportion TG_NR : TG_MR, which
- *       gives slices 3-4x shorter; docs/performance.md (GEMM blocks) has what was measured.
+ *       gives slices 3-4x shorter; docs/results.md has what was measured.
  *   nc  the columns of a packed B block (kc x nc), which stays in L2 across the A micro-panels:
  *       the ways of L2 not taken by an A micro-panel or C,
  *         nc = (W2 - 1 - ceil(TG_MR kc 4 / way2)) x way2 / (kc x 4), a multiple of TG_NR
@@ -28,7 +28,7 @@
  * Only kc decides the order of the sums: every element of C is a chain of multiply-adds over one
  * k slice, the slices added in order, and k is cut into equal slices of at most kc that depend
  * on k and kc alone. mc and nc change the speed, never a bit. A run records the kc it trained
- * with (run.txt, train/run.c), and a resumed run uses it on any machine. */
+ * with (run.txt, run/run.c), and a resumed run uses it on any machine. */
 #ifndef TAPEGRAD_GEMM_PLAN_H
 #define TAPEGRAD_GEMM_PLAN_H
 

@@ -3,7 +3,7 @@
  *
  * Adapter tensors are named after the weight they adapt, as PEFT names them inside its model:
  * model.layers.{i}.self_attn.q_proj.weight gets model.layers.{i}.self_attn.q_proj.lora_A.weight
- * (r, in) and ...lora_B.weight (out, r). The forward (train/model.c) runs each adapted linear as
+ * (r, in) and ...lora_B.weight (out, r). The forward (model/model.c) runs each adapted linear as
  * one lora_linear op. */
 #include <math.h>
 #include <stdio.h>
@@ -52,7 +52,7 @@ void tg_lora_targets_format(uint32_t targets, char *buf, size_t cap) {
         if (targets & (1u << t)) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? "," : "", target_names[t]);
 }
 
-/* The (out, in) of the linear target t adapts in a model of config c (train/model.c builds them):
+/* The (out, in) of the linear target t adapts in a model of config c (model/model.c builds them):
  * q and o dim x dim, k and v kv_dim x dim, gate and up hidden x dim, down dim x hidden. */
 static void target_shape(const TgModelConfig *c, int t, int64_t *out, int64_t *in) {
     int64_t kv_dim = c->n_kv_heads * (c->dim / c->n_heads);

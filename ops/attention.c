@@ -376,13 +376,10 @@ TgTensor *tg_attention_segmented(TgTape *tape, TgTensor *q, TgTensor *k, TgTenso
     tg_tensor_shape_str(v, sv, sizeof sv);
     TG_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3,
              "attention: q %s, k %s, v %s must be (B, T, heads*head_dim)", sq, sk, sv);
-    /* (TG_CHECK pastes its condition into a printf format, so no '%' may appear inside it) */
-    bool groups_even = heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0;
-    TG_CHECK(groups_even,
+    TG_CHECK(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0,
              "attention: heads %lld must be a multiple of kv_heads %lld", (long long)heads,
              (long long)kv_heads);
-    bool heads_even = q->shape[2] > 0 && q->shape[2] % heads == 0;
-    TG_CHECK(heads_even,
+    TG_CHECK(q->shape[2] > 0 && q->shape[2] % heads == 0,
              "attention: q '%s' %s: last dim not divisible into %lld heads", q->name, sq, (long long)heads);
     int64_t hd = q->shape[2] / heads;
     TG_CHECK(tg_tensor_same_shape(k, v) && k->shape[0] == q->shape[0] && k->shape[2] == kv_heads * hd,

@@ -14,11 +14,8 @@
 #include "ops/checks.h"
 #include "tapegrad/ops.h"
 
-/* (TG_CHECK pastes its condition into a printf format, where a '%' would be a conversion) */
-static bool is_even(int64_t n) { return (n & 1) == 0; }
-
 void tg_rope_table_init(TgRopeTable *rope, int64_t max_pos, int64_t head_dim, double theta) {
-    TG_CHECK(head_dim > 0 && is_even(head_dim), "rope: head_dim %lld must be even and > 0",
+    TG_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim %lld must be even and > 0",
              (long long)head_dim);
     TG_CHECK(max_pos > 0 && theta > 0.0, "rope: max_pos %lld, theta %g", (long long)max_pos, theta);
     const int64_t half = head_dim / 2;
@@ -49,7 +46,7 @@ void tg_rope_table_free(TgRopeTable *rope) {
 }
 
 void tg_rope_rotate_half(const float *x, float *out, int64_t d) {
-    TG_CHECK(is_even(d), "rotate_half of odd length %lld", (long long)d);
+    TG_CHECK(d % 2 == 0, "rotate_half of odd length %lld", (long long)d);
     TG_CHECK(x != out, "rotate_half cannot work in place");
     const int64_t half = d / 2;
     for (int64_t i = 0; i < half; i++) {
@@ -102,7 +99,7 @@ static TgTensor *rope_forward(TgTape *tape, TgTensor *x, int64_t heads, const Tg
     TG_CHECK(x->ndim == 3, "rope: x '%s' is %s; expected (B, T, heads*head_dim)", x->name,
              tg_tensor_shape_str(x, shape_str, sizeof shape_str));
     const int64_t seq_len = x->shape[1], hd = rope->head_dim;
-    TG_CHECK(hd > 0 && is_even(hd), "rope: head_dim %lld must be even", (long long)hd);
+    TG_CHECK(hd > 0 && hd % 2 == 0, "rope: head_dim %lld must be even", (long long)hd);
     TG_CHECK(heads > 0 && x->shape[2] == heads * hd, "rope: x '%s' last dim %lld != %lld heads x %lld",
              x->name, (long long)x->shape[2], (long long)heads, (long long)hd);
     TG_CHECK(pos_offset >= 0 && pos_offset + seq_len <= rope->max_pos,

@@ -54,7 +54,7 @@ typedef struct TgRun {
  * its PID. A resume refuses identity flags (TgTrainOptions) that differ from the run's. On
  * failure, tg_run_discard removes what the new run created.
  * writes == false opens a replica, for the ranks of a data-parallel run other than rank 0
- * (train/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
+ * (lib/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
  * locked, a resumed run is read as always; either way nothing is written, and tg_run_start is not
  * called. What it prepares, and notes, go to `messages` (may be NULL), kept for tg_run_start and
  * tg_run_commit; the progress of preparing --data to `preparing` (may be NULL).

@@ -20,7 +20,7 @@
 #include "tapegrad/error.h"
 #include "tapegrad/limits.h"
 
-/* The per-step metrics of a run folder (run.txt and train_options.txt: train/train_options.h). */
+/* The per-step metrics of a run folder (run.txt and train_options.txt: run/train_options.h). */
 #define TG_RUN_METRICS_FILE "metrics.jsonl"
 /* What the run printed, every line, for a person (cli/train_report.h) */
 #define TG_RUN_LOG_FILE "log.txt"

@@ -1,5 +1,5 @@
 /* LoRA runs: adapters attached to a new run's base, and a LoRA run's checkpoints (its adapters
- * alone, train/adapter.h) opened on the base its run.txt names. */
+ * alone, checkpoint/adapter.h) opened on the base its run.txt names. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

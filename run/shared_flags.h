@@ -1,5 +1,5 @@
 /* The flags several subcommands share, each described once: its name, type, range and choices.
- * A subcommand's table (train/train_options.c, inspect/compare_ffn.c, cli/cmd_*.c) takes the
+ * A subcommand's table (run/train_options.c, cli/study/compare_ffn.c, cli/cmd_*.c) takes the
  * flag from here with its own help, group and default text, so `--steps` cannot accept in
  * compare-ffn what `train` refuses. tests/test_options.c walks every subcommand's table and
  * fails when a flag of one name has two types, ranges or choices.
@@ -9,7 +9,7 @@
  * The ranges are what the program can act on: counts a flag may set keep the token buffers
  * (counts x batch x seq) far inside int64 and size_t, steps stay within what a checkpoint holds
  * (TG_CHECKPOINT_MAX_STEP), shapes within what tapegrad/model.h builds. Whether a value fits this
- * machine's memory is checked where it is used (train/memory_plan.h), against the model. */
+ * machine's memory is checked where it is used (run/memory_plan.h), against the model. */
 #ifndef TAPEGRAD_TRAIN_SHARED_FLAGS_H
 #define TAPEGRAD_TRAIN_SHARED_FLAGS_H
 
@@ -38,7 +38,7 @@ enum { TG_TRAIN_MAX_COUNT = 1 << 20 };
 #define TG_FLAG_PRECISION(S, field, help, group, def) \
     TG_OPT(S, field, "--precision", TG_OPT_STRING, help, TG_OPT_ANY, TG_FLAG_PRECISION_CHOICES, group, def)
 #define TG_FLAG_DATA(S, field, help, group, def) TG_OPT(S, field, "--data", TG_OPT_STRING, help, TG_OPT_ANY, NULL, group, def)
-/* --tokenizer: char, bpe or hf:FILE (defined in train/train_options.c) */
+/* --tokenizer: char, bpe or hf:FILE (defined in run/train_options.c) */
 TgStatus tg_train_check_tokenizer(const TgOptSpec *spec, const void *field);
 #define TG_FLAG_TOKENIZER(S, field, help, group, def) \
     TG_OPT_CHECKED(S, field, "--tokenizer", TG_OPT_STRING, help, TG_OPT_ANY, NULL, group, def, tg_train_check_tokenizer)

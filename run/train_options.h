@@ -82,7 +82,7 @@ typedef struct TgTrainOptions {
     const char *out_dir;
     const char *resume;        /* run folder or checkpoint file to continue, or NULL */
     int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
-    double comm_timeout_s;     /* data-parallel runs: the longest a rank waits for the others (train/dist.h) */
+    double comm_timeout_s;     /* data-parallel runs: the longest a rank waits for the others (lib/dist.h) */
     TgOptSet given;              /* options set by the caller (the CLI: the flags given); see tg_train_run */
     /* where saved options came from on --resume (tg_train_options_restore): messages name the line */
     const char *options_file;  /* NULL: none was read */

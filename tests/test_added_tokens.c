@@ -1,4 +1,4 @@
-/* Added tokens in text (data/tokenizer_added.c): the same matches as comparing every token at
+/* Added tokens in text (tokenizer/tokenizer_added.c): the same matches as comparing every token at
  * every position (leftmost, then longest), across window boundaries, and a number of automaton
  * steps linear in the text however many tokens there are. */
 #include <criterion/criterion.h>

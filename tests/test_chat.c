@@ -1,4 +1,4 @@
-/* Talking to a model (train/chat.h, `tapegrad chat`), and the proof that fine-tuning teaches what
+/* Talking to a model (model/chat.h, `tapegrad chat`), and the proof that fine-tuning teaches what
  * it is given: invented facts (scripts/sft_facts.py) answered in a phrasing no training
  * conversation used, by the fine-tuned model far more often than by its base.
  *

@@ -433,7 +433,7 @@ Test(inspect_cli, bad_input_gets_one_line_and_a_nonzero_exit) {
         "compare-ffn --seeds 1.5,2 --out '%s/x'",
         "compare-ffn --probe-batches 0 --out '%s/x'",
         "compare-ffn --lrs 1e-3,1.0000001e-3 --out '%s/x'",
-        /* the ranges train has (train/shared_flags.h): none of these may start a run */
+        /* the ranges train has (run/shared_flags.h): none of these may start a run */
         "compare-ffn --steps 9223372036854775807 --out '%s/x'",
         "compare-ffn --batch 100000000 --out '%s/x'",
         "compare-ffn --eval-batches 100000000 --out '%s/x'",

@@ -1,4 +1,4 @@
-/* LoRA: adapters on a frozen base (tapegrad/model.h), their checkpoints (train/adapter.h), the
+/* LoRA: adapters on a frozen base (tapegrad/model.h), their checkpoints (checkpoint/adapter.h), the
  * merge, and `tapegrad sft --lora-rank` end to end.
  *
  * What must hold: a fresh adapter (B = 0) changes no bit of the model's logits; the base gets no

@@ -1,5 +1,5 @@
 /* Sizes are checked against the machine before they are allocated (lib/memory.h,
- * train/memory_plan.h): the activation estimate is an upper bound of what the step arena takes,
+ * run/memory_plan.h): the activation estimate is an upper bound of what the step arena takes,
  * and a close one, on a grid of shapes (the presets', GQA, ReLU, P saved and recomputed, one and
  * two threads, odd sizes); the plan names the flag, what it would take and what the machine has;
  * the machine's limit comes from physical memory, RLIMIT_AS and cgroups; and `train --batch

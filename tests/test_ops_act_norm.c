@@ -37,7 +37,8 @@ static double gelu_ref(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); 
 
 static const float probe[5] = {-3, -1, 0, 1, 3};
 
-/* DESIGN.md's 4-decimal values: within half a unit of the 4th decimal, plus float rounding */
+/* The functions' values at the probes, rounded to 4 decimals by hand (x sigmoid(x), x Phi(x),
+ * ...): within half a unit of the 4th decimal, plus float rounding */
 static void expect_4_decimals(const char *what, const float *got, const float *expected) {
     for (int i = 0; i < 5; i++)
         cr_expect_leq(fabsf(got[i] - expected[i]), 5e-5f + 1e-6f, "%s(%g) = %.6f, expected %.4f", what,

@@ -223,7 +223,7 @@ Test(options, conflicting_saved_options_name_the_file_and_line) {
 }
 
 /* Flags of one name in several subcommands are one flag: the same type, range and choices in
- * every table (train/shared_flags.h), so no subcommand accepts what another refuses. --seeds is
+ * every table (run/shared_flags.h), so no subcommand accepts what another refuses. --seeds is
  * the one name with two meanings: gradcheck's is a count, compare-ffn's a count or a list (a
  * string, whose items compare-ffn checks against --seed's range). */
 static bool same_range(TgOptRange a, TgOptRange b) {

@@ -1,5 +1,5 @@
-/* Whole-model parity with PyTorch: tests/parity/make_reference.py builds the same MiniMind-style
- * model in PyTorch and runs five training steps the way train/trainer.c does (micro-batches,
+/* Whole-model parity with PyTorch: tests/parity/make_reference.py builds the same model in
+ * PyTorch (bench/torch_model.py, the model bench/torch_reference.py benchmarks) and runs five training steps the way train/trainer.c does (micro-batches,
  * clipping, AdamW at the scheduled learning rate); tapegrad loads the initial weights through its
  * own safetensors reader, runs the same steps through the trainer's calls, and must reproduce the
  * logits, every step's loss and gradient norm, the first step's gradients, and the parameters
@@ -7,7 +7,9 @@
  *
  * Two shapes: the reference's defaults (small, sizes mostly multiples of the kernels' blocks)
  * and a ragged one whose sizes are multiples of nothing and whose GEMMs are split over a pool of
- * 2 threads; and the ragged one in bf16 against PyTorch's bf16 autocast (BF16_TOLERANCES). Without torch the test fails, unless TAPEGRAD_SKIP_TORCH=1 asks to skip it. */
+ * 2 threads; the ragged one in bf16 against PyTorch's bf16 autocast (BF16_TOLERANCES); and the
+ * default one with a ReLU FFN. The reference's presets are held to the program's. Without torch
+ * the test fails, unless TAPEGRAD_SKIP_TORCH=1 asks to skip it. */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -23,7 +25,7 @@
 #include "tapegrad/optim.h"
 
 /* Tolerances on err = max|c - ref| / max|ref| per tensor, about 10 times the worst error
- * measured on either shape (the table is in tests/parity/README.md). float32 rounds to
+ * measured on either shape (the tables are in docs/results.md). float32 rounds to
  * u = 2^-24 = 6e-8 relative; a sum of K terms formed in another order differs by up to K u of
  * the sum of their magnitudes (K = 96..256 here: 0.6e-5..1.5e-5), by about sqrt(K) u when the
  * roundings are independent, which is what both sides show: PyTorch in float32 is as far from
@@ -56,7 +58,7 @@ static const ParityTolerances FP32_TOLERANCES = {LOSS_TOL, LOGITS_TOL, GRAD_TOL,
  * runs every matrix product (attention's too) on bf16 operands and hands its bf16 results to
  * the ops after it, which then compute in bf16. Each side is a bf16 rounding (2^-9 = 2e-3
  * relative) away from fp32 per product, so they differ by about that, carried through the
- * layers; about 3 times the worst error measured on the ragged shape (tests/parity/README.md). */
+ * layers; about 3 times the worst error measured on the ragged shape (docs/results.md). */
 static const ParityTolerances BF16_TOLERANCES = {1.5e-3, 1e-2, 3e-2, 6e-2, 3e-2};
 
 typedef struct {
@@ -107,9 +109,11 @@ static void build_from_reference(TgModel *m) {
     TgModelConfig c = {
         .dim = meta_int("dim"), .n_layers = meta_int("layers"), .n_heads = meta_int("heads"),
         .n_kv_heads = meta_int("kv_heads"), .hidden = meta_int("hidden"), .vocab = meta_int("vocab"),
-        .seq_len = meta_int("seq"), .ffn = TG_FFN_SWIGLU, .rope_theta = meta_double("rope_theta"),
-        .norm_eps = meta_double("norm_eps"),
+        .seq_len = meta_int("seq"), .rope_theta = meta_double("rope_theta"), .norm_eps = meta_double("norm_eps"),
     };
+    const char *ffn = tg_st_metadata(ref, "ffn");
+    cr_assert_not_null(ffn, "reference metadata lacks 'ffn'");
+    cr_assert_eq(tg_ffn_kind_parse(ffn, &c.ffn), TG_OK, "%s", tg_error_message());
     cr_assert_eq(tg_model_config_validate(&c), TG_OK, "%s", tg_error_message());
     tg_model_build(m, &c);
     for (int i = 0; i < m->params.count; i++) {
@@ -300,4 +304,70 @@ Test(parity, ragged_threaded_shape_matches_pytorch, .fini = cleanup, .timeout = 
  * (make_reference.py --autocast bf16), within BF16_TOLERANCES. */
 Test(parity, ragged_shape_in_bf16_matches_pytorch_autocast, .fini = cleanup, .timeout = 300) {
     run_case(&(ParityCase){"ragged bf16", PARITY_RAGGED_ARGS " --autocast bf16", 2, TG_PRECISION_BF16, &BF16_TOLERANCES});
+}
+
+/* The default shape with a ReLU FFN, w2(relu(w1 x)), hidden 4 x 64 (make_reference.py --ffn relu):
+ * no up projection, and the backward through ReLU's mask. */
+Test(parity, relu_ffn_matches_pytorch, .fini = cleanup, .timeout = 300) {
+    run_case(&(ParityCase){"relu", PARITY_COMMON_ARGS " --ffn relu", 2, TG_PRECISION_FP32, &FP32_TOLERANCES});
+}
+
+/* The integer after "key": in one JSON object's text (json.dumps' spacing), or -1. */
+static int64_t json_int_in(const char *object, const char *end, const char *key) {
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    const char *at = strstr(object, pattern);
+    return at && at < end ? strtoll(at + strlen(pattern), NULL, 10) : -1;
+}
+
+/* bench/torch_reference.py --describe lists every preset per FFN with the shapes it trains; each
+ * must be the program's (tg_model_preset, tg_model_ffn_hidden), with the parameters that
+ * tg_model_config_param_count gives at the vocabulary the reference runs it with, so that
+ * `bash bench/compare.sh` compares the same model on both sides. */
+Test(parity, the_references_presets_are_tapegrads, .timeout = 300) {
+    require_torch("the PyTorch reference's presets", NULL);
+    char dir[] = "/tmp/tapegrad-presets-XXXXXX", out[256], cmd[1024];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/describe.json", dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/bench/torch_reference.py --describe >%s", TAPEGRAD_SOURCE_DIR, out);
+    cr_assert_eq(test_run(cmd), 0, "%s failed", cmd);
+    FILE *f = fopen(out, "rb");
+    cr_assert_not_null(f);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(out);
+    rmdir(dir);
+    int rows = 0;
+    for (int p = 0; p < TG_PRESET_COUNT; p++)
+        for (int k = 0; k < TG_FFN_KIND_COUNT; k++) {
+            const char *name = tg_model_preset_name((TgPreset)p), *ffn = tg_ffn_kind_name((TgFfnKind)k);
+            char head[128];
+            snprintf(head, sizeof head, "{\"preset\": \"%s\", \"ffn\": \"%s\",", name, ffn);
+            const char *object = strstr(text, head);
+            cr_assert_not_null(object, "torch_reference.py --describe has no row for %s with %s: %s", name, ffn, text);
+            const char *end = strchr(object, '}');
+            cr_assert_not_null(end);
+            TgModelConfig c;
+            cr_assert_eq(tg_model_preset(name, &c), TG_OK);
+            c.ffn = (TgFfnKind)k;
+            if (c.ffn != TG_FFN_SWIGLU) c.hidden = tg_model_ffn_hidden(c.ffn, c.dim);
+            int64_t vocab = json_int_in(object, end, "vocab");
+            if (c.vocab) cr_expect_eq(vocab, c.vocab, "%s: the reference's vocabulary %lld, tapegrad's %lld", name,
+                                      (long long)vocab, (long long)c.vocab);
+            c.vocab = vocab;
+            const struct {
+                const char *key;
+                int64_t value;
+            } fields[] = {{"dim", c.dim},       {"layers", c.n_layers}, {"heads", c.n_heads},
+                          {"kv_heads", c.n_kv_heads}, {"hidden", c.hidden}, {"seq", c.seq_len},
+                          {"params", tg_model_config_param_count(&c)}};
+            for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+                cr_expect_eq(json_int_in(object, end, fields[i].key), fields[i].value,
+                             "%s with %s: the reference's %s is %lld, tapegrad's %lld", name, ffn, fields[i].key,
+                             (long long)json_int_in(object, end, fields[i].key), (long long)fields[i].value);
+            rows++;
+        }
+    cr_expect_eq(rows, TG_PRESET_COUNT * TG_FFN_KIND_COUNT);
 }

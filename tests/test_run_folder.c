@@ -1,7 +1,7 @@
 /* A run that fails before its first step leaves nothing behind: no run folder, no default
  * checkpoints/ folder, no parent folder of --out, nothing in an --out folder that existed. A
  * resume that fails changes nothing in its run's folder. And the steps of a new run's
- * temporary folder (train/run_folder.h) on their own. */
+ * temporary folder (run/run_folder.h) on their own. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
  * refused, naming both. The end-of-text token (tok->eot_id) is the special added token
  * "<|endoftext|>", or else the special added token of the lowest id.
  *
- * The file must be JSON as RFC 8259 writes it (data/json_reader.h): UTF-8, nothing after the
+ * The file must be JSON as RFC 8259 writes it (lib/json_reader.h): UTF-8, nothing after the
  * object, no member that tapegrad reads given twice; each refusal names the byte offset.
  *
  * Limits (a tokenizer.json may come from anywhere): TG_TOKENIZER_HF_MAX_BYTES of JSON,
@@ -35,10 +35,10 @@
  * JSON) keeps its bytes, an offset (8 bytes) and an index slot (at most 16 bytes), and needs 8
  * more while it is read; each merge (at least 6 bytes) keeps 12 bytes and up to 48 of the rank
  * map that encoding probes (at most half full): 5.8 bytes a byte of vocabulary, 10 a byte of
- * merges at the worst. The added tokens' automaton (data/tokenizer_added.c) takes 13 bytes a
+ * merges at the worst. The added tokens' automaton (tokenizer/tokenizer_added.c) takes 13 bytes a
  * byte of their text: at most 52 MiB, in the constant. An allocation that fails is "out of
  * memory reading FILE (...)" (TG_ERR_NOMEM), never a parse error and never an abort.
- * bench/README.md has the figures measured on crafted files.
+ * docs/results.md has the figures measured on crafted files (bench/tokenizer_bench.c).
  */
 #ifndef TAPEGRAD_DATA_TOKENIZER_HF_H
 #define TAPEGRAD_DATA_TOKENIZER_HF_H

@@ -79,7 +79,7 @@ typedef struct TgTrainReporter {
 /* Runs a whole training run (a new one, or o->resume), reporting to `reporter` (may be NULL:
  * silent). When *stop becomes non-zero (a signal handler's flag: the
  * signal's number; stop may be NULL) the loop ends after the current step and saves, as
- * --stop-after does. In a data-parallel run (train/dist.h) every rank calls it: the ranks stop
+ * --stop-after does. In a data-parallel run (lib/dist.h) every rank calls it: the ranks stop
  * after the same step when a signal reached any of them, and *stop then receives the signal they
  * agreed on, on every rank. Returns TG_OK when the run ended normally or was stopped and saved;
  * otherwise a status and message (TG_ERR_ARG: the options; TG_ERR_NUMERIC: the loss or a

@@ -211,7 +211,7 @@ static TgStatus plan_report_files(TgOutputPlan *plan, const char *folder, const 
 static void run_options(const Experiment *e, const CompareRun *run, TgTrainOptions *t_out);
 
 /* What the runs of either FFN will allocate (one run at a time), before any is trained: the
- * trainer's own check (train/memory_plan.h), with the vocabulary of the preset or of a char
+ * trainer's own check (run/memory_plan.h), with the vocabulary of the preset or of a char
  * tokenizer, which the corpus cannot exceed. */
 static TgStatus plan_memory(const Experiment *e) {
     for (int k = 0; k < COMPARE_KINDS; k++) {

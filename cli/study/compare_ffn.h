@@ -4,7 +4,7 @@
  * the ordinary trainer, gradient logging, and dead units counted on a fixed probe set of val
  * batches as well as on the training batch. Then reads the runs back and reports, per learning
  * rate and FFN, the mean and spread over the seeds, and whether ReLU's and SwiGLU's val losses
- * differ by more than that spread (inspect/seed_stats.h).
+ * differ by more than that spread (cli/study/seed_stats.h).
  *
  * Every run folder stays under OUT (OUT/lr<lr>-<ffn>-s<seed>), so inspect, sample, eval and
  * report work on each. OUT/report.html holds the combined report, OUT/compare.jsonl every series

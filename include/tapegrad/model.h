@@ -188,7 +188,7 @@ void tg_model_init_weights(TgModel *model, uint64_t seed);
 /* Parameters counted once (the tied head adds none). */
 int64_t tg_model_param_count(const TgModel *model);
 
-/* ---- LoRA (train/lora.c) ---- */
+/* ---- LoRA (model/lora.c) ---- */
 
 /* "q" ... "down"; "?" for a number that is no target. */
 const char *tg_lora_target_name(TgLoraTarget target);

@@ -24,7 +24,7 @@
  *    in the text as whole tokens wherever they appear (never learnt by a merge, never split), and
  *    are saved in the tokenizer file and exported as special (control) tokens.
  *
- *  - BPE imported from a Hugging Face tokenizer.json (data/tokenizer_hf.h, `hf` set): the
+ *  - BPE imported from a Hugging Face tokenizer.json (tokenizer/tokenizer_hf.h, `hf` set): the
  *    file's ids, vocabulary, merges (in its rank order) and added tokens, the GPT-2 pre-split,
  *    and Hugging Face's handling of bytes that are not UTF-8: those programs take text as
  *    Unicode strings, so each invalid sequence reaches them as U+FFFD, and tapegrad encodes it

@@ -20,7 +20,7 @@
 #define TG_VERSION_NUMBER \
     (TG_VERSION_MAJOR * 10000 + TG_VERSION_MINOR * 100 + TG_VERSION_PATCH)
 
-/* Checkpoints (*.tgck, train/checkpoint.h): a model's, and a parameter set's
+/* Checkpoints (*.tgck, checkpoint/checkpoint.h): a model's, and a parameter set's
  * (tapegrad/param_checkpoint.h), which is the same stream with flag bit 1 set. Versions 1 and 2 load. */
 #define TG_CHECKPOINT_FORMAT 2
 /* tokenizer.txt (tapegrad/tokenizer.h): 2 splits BPE text as the GPT-2/ByteLevel pre-tokenizer does;

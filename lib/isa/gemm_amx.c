@@ -13,9 +13,9 @@
  * lib/cpu.c asks once per process before it reports the amx path as supported; each call loads
  * the tile configuration on its own thread and releases the tiles at the end.
  *
- * Not run on real hardware while it was written (no CPU with AMX was at hand): its tests
- * (tests/test_bf16.c) run where the CPU has AMX and skip elsewhere. What can be checked without
- * the tiles is: compiled once more with TG_AMX_EMULATED (tests only, never in the library), the
+ * Its tests (tests/test_bf16.c) run where the CPU has AMX and the kernel grants the tiles, and
+ * skip elsewhere, saying so; docs/results.md names the machines it ran on. What can be checked
+ * without the tiles is: compiled once more with TG_AMX_EMULATED (tests only, never in the library), the
  * six tile instructions below are C functions on memory tiles (tdpbf16ps as its definition
  * reads: per pair, the two exact products added to the fp32 accumulator), so the packing, the
  * blocking and the update of C run on any AVX512-BF16 CPU against the reference. */

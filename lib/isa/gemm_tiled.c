@@ -12,9 +12,9 @@
  *
  * B is always packed: a panel holds, per step of k, the TG_NR floats the kernel loads at that step,
  * side by side, so the panels stream in order. A plain A is read where it lies (TG_MR rows, one
- * float of each per step of k, the next micro-panel's rows prefetched a line ahead): packing it
- * measured up to 27% slower on this project's shapes, since each micro-panel is reused only
- * n / TG_NR times. A transposed A (dY^T in a weight gradient, k = tokens) is packed once per k slice:
+ * float of each per step of k, the next micro-panel's rows prefetched a line ahead): each
+ * micro-panel is reused only n / TG_NR times, too few to pay for packing it (docs/results.md,
+ * 2026-12-02, GEMM blocks from the caches). A transposed A (dY^T in a weight gradient, k = tokens) is packed once per k slice:
  * read in place, each step of k would touch another line. A last partial micro-panel of a plain
  * A is packed with zero rows, so the kernel never reads past A.
  *
@@ -32,7 +32,7 @@
  * chain of multiply-adds per k slice, the slices added in order), whatever the shape of the
  * call, the blocks or the tile the element falls in (a partial tile runs the same vector code as
  * a full one): splitting C over threads, or another mc or nc, changes no bit; the slices depend
- * on k and the plan's kc alone. Measured speeds are in docs/performance.md.
+ * on k and the plan's kc alone. Measured speeds are in docs/results.md.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -134,8 +134,8 @@ static void pack_b(const float *b, int64_t ldb, bool trans, int64_t kc, int64_t 
 /* acc (TG_MR x TG_NR) = A (TG_MR x kc) * B panel (kc x TG_NR): the whole inner loop, in a function of its own
  * with nothing else alive, so that the 2 TG_MR accumulators, the two B vectors and the broadcast A
  * float stay in registers. Inlined into the loop over tiles, GCC also kept alpha, beta and C's
- * addresses alive across it and moved a B vector to the stack on the avx512 path (a load per
- * multiply-add, 74-86% of the ceiling instead of 90-97%).
+ * addresses alive across it and moved a B vector to the stack on the avx512 path: a load per
+ * multiply-add.
  * A(r, p) = a[r a_rs + p a_cs]: a packed micro-panel (1, TG_MR), or A's rows read where they lie
  * (lda, 1). `next`, when not NULL, is the next micro-panel's first row, read where it lies: its
  * lines are fetched a line (16 steps of k) ahead of this tile's, since TG_MR short streams that

@@ -8,8 +8,9 @@ Reads config.json (beside the file: tapegrad's own keys; in DIR: the Hugging Fac
 hidden_size, num_hidden_layers, ..., and nothing else) and the safetensors file by hand (8-byte
 little-endian header length, JSON header, data buffer; this torch has no `safetensors`
 package), checks that it holds exactly the tensors of that config under the Llama/MiniMind names
-with their shapes, then runs make_reference.py's PyTorch model on a fixed batch. Prints one line per tensor,
-"norm NAME L2", and "loss VALUE", for the C side to compare with its own numbers.
+with their shapes, then runs tapegrad's model in PyTorch (bench/torch_model.py) on a fixed
+batch. Prints one line per tensor, "norm NAME L2", and "loss VALUE", for the C side to compare
+with its own numbers.
 """
 import json
 import math
@@ -20,8 +21,9 @@ import types
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_reference  # noqa: E402  (the reference model: forward, loss_of, rope_tables)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import torch_model  # noqa: E402  (the reference model: forward, loss_of, rope_tables)
 
 
 def read_safetensors(path):
@@ -45,9 +47,9 @@ def read_safetensors(path):
 def tapegrad_config(path):
     with open(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")) as f:
         config = json.load(f)
-    if config["ffn"] != "swiglu" or not config["tie_word_embeddings"]:
-        sys.exit("the reference model is SwiGLU with a tied head")
-    return types.SimpleNamespace(
+    if config["ffn"] not in torch_model.FFN_KINDS or not config["tie_word_embeddings"]:
+        sys.exit(f"the reference model has a SwiGLU or ReLU FFN and a tied head, not {config}")
+    return types.SimpleNamespace(ffn=config["ffn"],
         dim=config["dim"], layers=config["n_layers"], heads=config["n_heads"], kv_heads=config["n_kv_heads"],
         hidden=config["hidden_dim"], vocab=config["vocab_size"], seq=config["max_seq_len"],
         rope_theta=config["rope_theta"], norm_eps=config["norm_eps"])
@@ -60,7 +62,7 @@ def llama_config(folder):
             or not config["tie_word_embeddings"] or config.get("attention_bias") or config.get("mlp_bias")):
         sys.exit(f"not a plain Llama config with a tied head: {config}")
     cfg = types.SimpleNamespace(
-        dim=config["hidden_size"], layers=config["num_hidden_layers"], heads=config["num_attention_heads"],
+        ffn="swiglu", dim=config["hidden_size"], layers=config["num_hidden_layers"], heads=config["num_attention_heads"],
         kv_heads=config["num_key_value_heads"], hidden=config["intermediate_size"], vocab=config["vocab_size"],
         seq=config["max_position_embeddings"], rope_theta=config["rope_theta"], norm_eps=config["rms_norm_eps"])
     if config.get("head_dim", cfg.dim // cfg.heads) != cfg.dim // cfg.heads:
@@ -75,7 +77,7 @@ def main(path):
     else:
         cfg = tapegrad_config(path)
     tensors, metadata = read_safetensors(path)
-    expected = dict(make_reference.parameter_shapes(cfg))
+    expected = dict(torch_model.parameter_shapes(cfg))
     if set(tensors) != set(expected):
         sys.exit(f"names differ: missing {sorted(set(expected) - set(tensors))}, extra {sorted(set(tensors) - set(expected))}")
     for name, shape in expected.items():
@@ -90,9 +92,9 @@ def main(path):
     stream = torch.tensor([[(b * (cfg.seq + 1) + t) * 7 % cfg.vocab for t in range(cfg.seq + 1)]
                            for b in range(batch)], dtype=torch.int64)
     tokens, targets = stream[:, :-1], stream[:, 1:]
-    cos, sin = make_reference.rope_tables(cfg.seq, cfg.dim // cfg.heads, cfg.rope_theta)
+    cos, sin = torch_model.rope_tables(cfg.seq, cfg.dim // cfg.heads, cfg.rope_theta)
     with torch.no_grad():
-        loss = make_reference.loss_of(make_reference.forward(tensors, tokens, cfg, cos, sin), targets)
+        loss = torch_model.loss_of(torch_model.forward(tensors, tokens, cfg, cos, sin), targets)
     print(f"loss {loss.item():.9g}")
     print(f"metadata format={metadata.get('format')} tensors={len(tensors)} ln_vocab={math.log(cfg.vocab):.4f}")
 

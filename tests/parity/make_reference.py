@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Whole-model PyTorch reference for tapegrad's parity test (tests/test_parity.c).
 
-Builds the MiniMind-style transformer of DESIGN.md section 3 in plain PyTorch, runs the
-forward on a fixed batch and five training steps the way tapegrad's trainer runs them (micro-
-batches of gradient accumulation, global-norm clipping, AdamW with the warmup + cosine learning
-rate), and writes everything the C side must reproduce into ONE safetensors file: the initial
-weights, the batch, the logits, the gradient of the first step, every step's loss and gradient
-norm, and the weights and AdamW moments after the last step (tests/parity/README.md lists them).
+Takes tapegrad's transformer in plain PyTorch (bench/torch_model.py, the model the benchmark
+runs too), runs the forward on a fixed batch and five training steps the way tapegrad's trainer
+runs them (micro-batches of gradient accumulation, global-norm clipping, AdamW with the warmup
++ cosine learning rate), and writes everything the C side must reproduce into ONE safetensors
+file: the initial weights, the batch, the logits, the gradient of the first step, every step's
+loss and gradient norm, and the weights and AdamW moments after the last step
+(tests/parity/README.md lists them).
 
 usage: /usr/bin/python3 tests/parity/make_reference.py OUT.safetensors [--dim 64] [--layers 2] ...
 
@@ -21,7 +22,10 @@ import struct
 import sys
 
 import torch
-import torch.nn.functional as F
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import torch_model as tm  # noqa: E402  (the model: bench/torch_model.py)
 
 
 def parse_args(argv):
@@ -33,7 +37,8 @@ def parse_args(argv):
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--vocab", type=int, default=67)
     p.add_argument("--hidden", type=int, default=0,
-                   help="SwiGLU hidden size; 0 means 64*ceil((8*dim/3)/64), as MiniMind")
+                   help="FFN hidden size; 0: 64*ceil((8*dim/3)/64) for SwiGLU, as MiniMind; 4*dim for ReLU")
+    p.add_argument("--ffn", choices=list(tm.FFN_KINDS), default="swiglu")
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch", type=int, default=3, help="rows of one micro-batch")
     p.add_argument("--accum", type=int, default=1,
@@ -54,133 +59,18 @@ def parse_args(argv):
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--autocast", choices=["none", "bf16"], default="none",
                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16), as "
-                        "../shared/bench/torch_minimind.py --autocast bf16 runs them; weights, gradients "
-                        "and AdamW stay float32")
+                        "bench/torch_reference.py --precision bf16 runs them; weights, gradients and "
+                        "AdamW stay float32")
     a = p.parse_args(argv)
-    if a.hidden == 0:
-        a.hidden = 64 * math.ceil((8 * a.dim / 3) / 64)
-    if a.dim % a.heads or a.heads % a.kv_heads or (a.dim // a.heads) % 2:
-        p.error("need dim divisible by heads, heads by kv-heads, and an even head_dim")
+    try:
+        model = tm.config(a.dim, a.layers, a.heads, a.kv_heads, a.vocab, a.seq, hidden=a.hidden, ffn=a.ffn,
+                          rope_theta=a.rope_theta, norm_eps=a.norm_eps)
+    except ValueError as e:
+        p.error(str(e))
+    a.hidden = model.hidden
     if a.accum < 1 or not 0 <= a.ignore < a.batch * a.seq:
         p.error("need accum >= 1 and fewer ignored targets than one micro-batch holds")
     return a
-
-
-# ---- the model: weights in a dict under the Llama/MiniMind names ----
-
-def parameter_shapes(cfg):
-    """(name, shape) in a fixed order; the order also fixes the random init."""
-    hd = cfg.dim // cfg.heads
-    shapes = [("model.embed_tokens.weight", (cfg.vocab, cfg.dim))]
-    for i in range(cfg.layers):
-        p = f"model.layers.{i}."
-        shapes += [
-            (p + "input_layernorm.weight", (cfg.dim,)),
-            (p + "self_attn.q_proj.weight", (cfg.heads * hd, cfg.dim)),
-            (p + "self_attn.k_proj.weight", (cfg.kv_heads * hd, cfg.dim)),
-            (p + "self_attn.v_proj.weight", (cfg.kv_heads * hd, cfg.dim)),
-            (p + "self_attn.o_proj.weight", (cfg.dim, cfg.heads * hd)),
-            (p + "post_attention_layernorm.weight", (cfg.dim,)),
-            (p + "mlp.gate_proj.weight", (cfg.hidden, cfg.dim)),  # w1
-            (p + "mlp.up_proj.weight", (cfg.hidden, cfg.dim)),    # w3
-            (p + "mlp.down_proj.weight", (cfg.dim, cfg.hidden)),  # w2
-        ]
-    shapes.append(("model.norm.weight", (cfg.dim,)))
-    return shapes
-
-
-def init_parameters(cfg):
-    params = {}
-    for name, shape in parameter_shapes(cfg):
-        if len(shape) == 1:  # RMSNorm gains start at 1
-            params[name] = torch.ones(shape, dtype=torch.float32)
-        else:                # linear and embedding weights ~ N(0, 0.02)
-            params[name] = torch.empty(shape, dtype=torch.float32).normal_(0.0, 0.02)
-        params[name].requires_grad_(True)
-    return params
-
-
-def rmsnorm(x, gain, eps):
-    # y = x / sqrt(mean(x^2) + eps) * g
-    return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * gain
-
-
-def rope_tables(seq, head_dim, theta):
-    # inv_freq_i = theta^(-2i/d), angle = position * inv_freq; computed in float64, then rounded
-    # once to float32, so the reference carries no float32 error of its own in the angles
-    i = torch.arange(0, head_dim // 2, dtype=torch.float64)
-    inv_freq = theta ** (-2.0 * i / head_dim)
-    angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv_freq)  # (T, hd/2)
-    angles = torch.cat([angles, angles], dim=-1)                             # (T, hd): pairs (i, i+hd/2)
-    return angles.cos().float(), angles.sin().float()
-
-
-def rotate_half(x):
-    # rotate_half([a, b, c, d]) = [-c, -d, a, b]
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
-def attention(x, params, prefix, cfg, cos, sin):
-    B, T, _ = x.shape
-    hd = cfg.dim // cfg.heads
-    q = (x @ params[prefix + "q_proj.weight"].T).view(B, T, cfg.heads, hd)
-    k = (x @ params[prefix + "k_proj.weight"].T).view(B, T, cfg.kv_heads, hd)
-    v = (x @ params[prefix + "v_proj.weight"].T).view(B, T, cfg.kv_heads, hd)
-    c, s = cos.view(1, T, 1, hd), sin.view(1, T, 1, hd)  # after the head split, per head
-    q = q * c + rotate_half(q) * s
-    k = k * c + rotate_half(k) * s
-    # GQA: query head h reads KV head h // (heads / kv_heads)
-    group = cfg.heads // cfg.kv_heads
-    k = k.repeat_interleave(group, dim=2)
-    v = v.repeat_interleave(group, dim=2)
-    q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)  # (B, H, T, T)
-    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-    scores = scores.masked_fill(causal, float("-inf"))
-    out = torch.softmax(scores, dim=-1) @ v  # (B, H, T, hd)
-    out = out.transpose(1, 2).reshape(B, T, cfg.heads * hd)
-    return out @ params[prefix + "o_proj.weight"].T
-
-
-def feed_forward(x, params, prefix):
-    # w2(silu(w1 x) * w3 x) with w1 = gate, w3 = up, w2 = down
-    gate = x @ params[prefix + "gate_proj.weight"].T
-    up = x @ params[prefix + "up_proj.weight"].T
-    return (F.silu(gate) * up) @ params[prefix + "down_proj.weight"].T
-
-
-def forward(params, tokens, cfg, cos, sin):
-    embed = params["model.embed_tokens.weight"]
-    h = embed[tokens]  # (B, T, dim)
-    for i in range(cfg.layers):
-        p = f"model.layers.{i}."
-        h = h + attention(rmsnorm(h, params[p + "input_layernorm.weight"], cfg.norm_eps),
-                          params, p + "self_attn.", cfg, cos, sin)
-        h = h + feed_forward(rmsnorm(h, params[p + "post_attention_layernorm.weight"], cfg.norm_eps),
-                             params, p + "mlp.")
-    h = rmsnorm(h, params["model.norm.weight"], cfg.norm_eps)
-    return h @ embed.T  # tied output head: (B, T, vocab)
-
-
-IGNORE_INDEX = -1  # tapegrad's TG_IGNORE_INDEX
-
-
-def loss_of(logits, targets):
-    # mean over the targets that are not ignored
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           ignore_index=IGNORE_INDEX)
-
-
-def tg_lr_at(cfg, step):
-    """train/optim.c tg_lr_at with total = cfg.steps: linear warmup, then cosine to min_lr."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    if step >= cfg.steps:
-        return cfg.min_lr
-    span = cfg.steps - cfg.warmup
-    progress = (step - cfg.warmup) / span if span > 0 else 1.0
-    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
 # ---- safetensors, by hand ----
@@ -215,9 +105,11 @@ def write_safetensors(path, tensors, metadata):
 
 
 def autocast(cfg):
-    """PyTorch's mixed precision on the CPU, or nothing: its matrix products take bf16 operands
-    (and give bf16 results, which the ops after them then take)."""
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast == "bf16")
+    return tm.autocast("bf16" if cfg.autocast == "bf16" else "fp32")
+
+
+def tg_lr_at(cfg, step):
+    return tm.lr_at(cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, step)
 
 
 def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
@@ -229,7 +121,7 @@ def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
     for micro in range(cfg.accum):
         rows = slice(micro * cfg.batch, (micro + 1) * cfg.batch)
         with autocast(cfg):
-            loss = loss_of(forward(params, tokens[rows], cfg, cos, sin), targets[rows])
+            loss = tm.loss_of(tm.forward(params, tokens[rows], cfg, cos, sin), targets[rows])
         loss_sum += loss.item()
         (loss / cfg.accum if cfg.accum > 1 else loss).backward()
     grads = [("grad." + name, p.grad.detach().clone()) for name, p in params.items()]
@@ -246,25 +138,21 @@ def main(argv):
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float32)
 
-    params = init_parameters(cfg)
+    params = tm.init_parameters(cfg)
     # inputs and targets: one random (accum*B, T+1) stream, targets = the next token of each
     # input; micro-batch i is rows [i*B, (i+1)*B)
     stream = torch.randint(0, cfg.vocab, (cfg.accum * cfg.batch, cfg.seq + 1), dtype=torch.int64)
     tokens, targets = stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
     if cfg.ignore:
-        targets.view(-1)[torch.randperm(targets.numel())[:cfg.ignore]] = IGNORE_INDEX
-    cos, sin = rope_tables(cfg.seq, cfg.dim // cfg.heads, cfg.rope_theta)
+        targets.view(-1)[torch.randperm(targets.numel())[:cfg.ignore]] = tm.IGNORE_INDEX
+    cos, sin = tm.rope_tables(cfg.seq, cfg.dim // cfg.heads, cfg.rope_theta)
 
     # the initial weights, saved before any update, and the logits they give
     initial = [(name, p.detach().clone()) for name, p in params.items()]
     with torch.no_grad(), autocast(cfg):
-        logits = forward(params, tokens, cfg, cos, sin).float()
+        logits = tm.forward(params, tokens, cfg, cos, sin).float()
 
-    decay = [p for p in params.values() if p.dim() == 2]     # embedding and linear weights
-    no_decay = [p for p in params.values() if p.dim() != 2]  # RMSNorm gains
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
+    optimizer = tm.adamw(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
     step_losses, grad_norms = [], []
     for step in range(cfg.steps):
         loss, norm, step_grads = train_step(params, optimizer, tokens, targets, cfg, cos, sin, step)
@@ -280,6 +168,7 @@ def main(argv):
         "format": "tapegrad-parity-reference",
         "dim": str(cfg.dim), "layers": str(cfg.layers), "heads": str(cfg.heads),
         "kv_heads": str(cfg.kv_heads), "head_dim": str(cfg.dim // cfg.heads), "hidden": str(cfg.hidden),
+        "ffn": cfg.ffn,
         "vocab": str(cfg.vocab), "seq": str(cfg.seq), "batch": str(cfg.batch), "accum": str(cfg.accum),
         "ignored": str(cfg.ignore),
         "rope_theta": repr(cfg.rope_theta), "norm_eps": repr(cfg.norm_eps),
