@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,17 @@ static Queue queues[CLI_STREAMS] = {
 };
 
 static bool closed_at_start[CLI_STREAMS];
+
+/* When stdout and stderr are one file (2>&1, a terminal), both go through stdout's queue, so a
+ * note and the error after it arrive in the order they were written. */
+static bool one_file;
+
+static Queue *queue_of(CliStream s) { return &queues[one_file ? CLI_STDOUT : s]; }
+
+static bool same_file(int a, int b) {
+    struct stat sa, sb;
+    return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
 
 void cli_output_guard_standard_streams(void) {
     static const char *stand_in[3] = {"/dev/null", "/dev/full", "/dev/null"};
@@ -120,7 +132,9 @@ void cli_output_start(void) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    for (int i = 0; i < CLI_STREAMS; i++) {
+    if (!queues[CLI_STDOUT].running && !queues[CLI_STDERR].running)
+        one_file = same_file(STDOUT_FILENO, STDERR_FILENO);
+    for (int i = 0; i < (one_file ? 1 : CLI_STREAMS); i++) {
         Queue *q = &queues[i];
         pthread_mutex_lock(&q->lock);
         if (!q->running && !q->error) {
@@ -145,7 +159,7 @@ static struct timespec deadline_after(double s) {
 bool cli_output_finish(double max_wait_s) {
     bool complete = true;
     struct timespec until = deadline_after(max_wait_s > 0 ? max_wait_s : 0);
-    for (int i = 0; i < CLI_STREAMS; i++) {
+    for (int i = 0; i < (one_file ? 1 : CLI_STREAMS); i++) {
         Queue *q = &queues[i];
         pthread_mutex_lock(&q->lock);
         if (!q->running) {
@@ -176,7 +190,7 @@ bool cli_output_finish(double max_wait_s) {
 }
 
 void cli_output_write(CliStream stream, const char *text, size_t len) {
-    Queue *q = &queues[stream];
+    Queue *q = queue_of(stream);
     pthread_mutex_lock(&q->lock);
     if (!q->running) {
         pthread_mutex_unlock(&q->lock);
@@ -224,7 +238,7 @@ void cli_output_printf(CliStream stream, const char *fmt, ...) {
 }
 
 int cli_output_error(CliStream stream) {
-    Queue *q = &queues[stream];
+    Queue *q = queue_of(stream);
     pthread_mutex_lock(&q->lock);
     int e = q->error;
     pthread_mutex_unlock(&q->lock);
@@ -232,7 +246,7 @@ int cli_output_error(CliStream stream) {
 }
 
 uint64_t cli_output_lost(CliStream stream) {
-    Queue *q = &queues[stream];
+    Queue *q = queue_of(stream);
     pthread_mutex_lock(&q->lock);
     uint64_t n = q->lost;
     pthread_mutex_unlock(&q->lock);
