@@ -63,11 +63,13 @@ static double peak_rss_mb(void) {
 }
 
 typedef struct {
-    const char *preset;
+    TgPreset preset;
     int64_t batch, seq, vocab;
     int threads;
     int64_t steps, warmup;
-    const char *ffn, *gemm, *reduce, *precision;
+    TgFfnKind ffn;
+    const char *gemm, *reduce;
+    TgPrecision precision;
     int64_t seed;
     bool json;
 } BenchOptions;
@@ -134,13 +136,13 @@ static void bench_defaults_text(void) {
 
 /* The shapes of the comparison with PyTorch: the preset, with the batch and vocab it runs. */
 static TgStatus bench_config(const BenchOptions *o, TgModelConfig *c, int64_t *batch) {
-    TG_TRY(tg_model_preset(o->preset, c));
-    TgPreset p = tg_model_preset_find(o->preset);
+    TgPreset p = o->preset;
+    *c = tg_model_preset_config(p);
     if (!c->vocab) c->vocab = bench_shapes[p].vocab;
     if (o->vocab > 0) c->vocab = o->vocab;
     if (o->seq > 0) c->seq_len = o->seq;
     *batch = o->batch > 0 ? o->batch : bench_shapes[p].batch;
-    TG_TRY(tg_ffn_kind_parse(o->ffn, &c->ffn));
+    c->ffn = o->ffn;
     if (c->ffn != TG_FFN_SWIGLU) c->hidden = tg_model_ffn_hidden(c->ffn, c->dim);
     return tg_model_config_validate(c);
 }
@@ -277,7 +279,7 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
         /* every figure through the one JSON number writer: a step timed at 0 or a diverged loss
          * gives null, not inf or nan */
         printf("{\"preset\":");
-        tg_json_write_string(stdout, o->preset);
+        tg_json_write_string(stdout, tg_model_preset_name(o->preset));
         printf(",\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
                "\"seq\":%lld,\"batch\":%lld,\"ffn\":\"%s\",\"threads\":%d,\"gemm\":",
                (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads, (long long)cfg->n_kv_heads,
@@ -318,7 +320,7 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
         return;
     }
     printf("model: %s, %lld parameters (dim %lld, %lld layers, %lld/%lld heads, %s hidden %lld, vocab %lld)\n",
-           o->preset, (long long)n_params, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
+           tg_model_preset_name(o->preset), (long long)n_params, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
            (long long)cfg->n_kv_heads, ffn_name, (long long)cfg->hidden, (long long)cfg->vocab);
     printf("batch %lld x seq %lld x %d ranks = %lld tokens/step, %d threads (GEMMs: %s), %lld warm-up + %lld timed "
            "steps\n",
@@ -366,7 +368,7 @@ static TgStatus bench_memory_check(const BenchOptions *o, const TgModelConfig *c
 }
 
 static int run_bench(int argc, char **argv) {
-    const BenchOptions defaults = {.preset = TG_TRAIN_DEFAULT_PRESET, .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU),
+    const BenchOptions defaults = {.preset = TG_TRAIN_DEFAULT_PRESET, .ffn = TG_FFN_SWIGLU,
                                    .threads = TG_TRAIN_DEFAULT_THREADS, .steps = 7, .warmup = 2, .seed = 1234};
     BenchOptions o = defaults;
     bench_defaults_text();
@@ -385,7 +387,7 @@ static int run_bench(int argc, char **argv) {
     TgModel model;
     tg_model_build(&model, &cfg);
     tg_model_init_weights(&model, (uint64_t)o.seed);
-    tg_precision_parse(o.precision ? o.precision : "fp32", &r.precision);   /* one of the flag's choices */
+    r.precision = o.precision;
     if (r.precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
         fprintf(stderr, "bench: bf16 on the %s path, which has no bf16 instructions: the products round their operands "
                         "and run the fp32 kernel, slower than fp32\n", tg_isa_name(tg_isa_active()));

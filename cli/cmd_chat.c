@@ -176,12 +176,12 @@ static TgStatus converse(Chat *c) {
     size_t system_len = system ? strlen(system) : 0;
     TG_TRY(chat_begin(c, system, system_len));
     if (terminal) {
-        bool sft = false;
-        TgStatus s = tg_run_is_sft(c->run.dir, &sft);
+        TgTrainTask task = TG_TASK_PRETRAIN;
+        TgStatus s = tg_run_task(c->run.dir, &task);
         tg_error_clear();
         printf("chat with %s (%lld-token context; each line is your turn; /reset starts over, /quit or Ctrl-D ends)\n",
                c->run.last_checkpoint, (long long)c->run.model.cfg.seq_len);
-        if (s == TG_OK && !sft)
+        if (s == TG_OK && task != TG_TASK_SFT)
             printf("note: this run was not fine-tuned on conversations (tapegrad sft); it may not answer\n");
     }
     char *line = NULL;

@@ -229,9 +229,10 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
     /* a run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as eos */
-    bool sft = false;
+    TgTrainTask task = TG_TASK_PRETRAIN;
     TgChatTokens chat;
-    if (s == TG_OK) s = tg_run_is_sft(run.dir, &sft);
+    if (s == TG_OK) s = tg_run_task(run.dir, &task);
+    bool sft = task == TG_TASK_SFT;
     if (s == TG_OK && sft) s = tg_chat_tokens_find(&run.tok, run.dir, &chat);
     if (s == TG_OK && o->hf) s = tg_model_export_hf(&run.model, &run.tok, sft ? &chat : NULL, o->hf, note);
     if (s == TG_OK && o->gguf) s = tg_model_export_gguf(&run.model, &run.tok, sft ? &chat : NULL, o->gguf, weights);

@@ -165,7 +165,7 @@ static int run_eval(int argc, char **argv) {
         s = tg_memory_plan_check(&plan);
     }
     /* a fine-tuned run's own val split: conversations, the loss per assistant token */
-    bool conversations = s == TG_OK && run.sft && !o.data && !o.dataset;
+    bool conversations = s == TG_OK && run.task == TG_TASK_SFT && !o.data && !o.dataset;
     if (conversations) what = "the val split's conversations (the loss per assistant token)";
     if (s == TG_OK) {
         TgEngine engine;

@@ -14,7 +14,8 @@
 #include "run/shared_flags.h"
 
 typedef struct {
-    const char *preset, *ffn;
+    TgPreset preset;
+    TgFfnKind ffn;
     int64_t batch, seq, vocab;
 } GraphFlags;
 
@@ -50,18 +51,17 @@ static void describe_input(const TgTape *tape, size_t before, const TgModel *m, 
 }
 
 static int run_graph(int argc, char **argv) {
-    const GraphFlags defaults = {.preset = "tiny", .ffn = tg_ffn_kind_name(TG_FFN_SWIGLU), .batch = 2};
+    const GraphFlags defaults = {.preset = TG_PRESET_TINY, .ffn = TG_FFN_SWIGLU, .batch = 2};
     GraphFlags o = defaults;
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
-    TgModelConfig cfg;
-    TgStatus s = tg_model_preset(o.preset, &cfg);
-    if (s == TG_OK) s = tg_ffn_kind_parse(o.ffn, &cfg.ffn);
-    if (s != TG_OK) return cli_exit("graph", s);
+    TgModelConfig cfg = tg_model_preset_config(o.preset);
+    cfg.ffn = o.ffn;
     if (cfg.ffn != TG_FFN_SWIGLU) cfg.hidden = tg_model_ffn_hidden(cfg.ffn, cfg.dim);
     if (!cfg.vocab) cfg.vocab = GRAPH_DEFAULT_VOCAB;
     if (o.vocab > 0) cfg.vocab = o.vocab;
     if (o.seq > 0) cfg.seq_len = o.seq;
+    TgStatus s;
     if ((s = tg_model_config_validate(&cfg)) != TG_OK) return cli_exit("graph", s);
     /* the model and one step's tape, before either is allocated */
     TgMemoryPlan plan = {0};
@@ -94,7 +94,8 @@ static int run_graph(int argc, char **argv) {
 
     TgTensor *loss = tg_model_loss(
         &model, tape, &(TgBatch){.tokens = tokens, .targets = targets, .batch = o.batch, .seq = cfg.seq_len}, NULL);
-    printf("one training step of the %s preset (%s FFN), batch %lld x seq %lld: %zu nodes on the tape\n", o.preset,
+    printf("one training step of the %s preset (%s FFN), batch %lld x seq %lld: %zu nodes on the tape\n",
+           tg_model_preset_name(o.preset),
            tg_ffn_kind_name(cfg.ffn), (long long)o.batch, (long long)cfg.seq_len, tape->n_nodes);
     printf("%5s  %-16s %-16s %10s  %s\n", "node", "op", "output", "arena", "inputs (#k: the output of node k)");
     for (size_t i = 0; i < tape->n_nodes; i++) {

@@ -77,7 +77,8 @@ static void print_json(const TgRun *run, const TgModelInspection *mi, int64_t k,
 }
 
 typedef struct {
-    const char *run, *ckpt, *dump, *precision;
+    const char *run, *ckpt, *dump;
+    TgPrecision precision;
     int64_t batches, batch;
     int threads;
     bool json, force;
@@ -130,7 +131,7 @@ static TgStatus inspect_batches(TgRun *run, int64_t k, int64_t batch, int32_t **
     TG_TRY(tg_run_open_val(run));
     *inputs = tg_malloc(bytes);
     *targets = tg_malloc(bytes);
-    if (!run->sft) return tg_loader_fixed_batches_store(&run->val.tokens, batch, T, k, *inputs, *targets);
+    if (run->task != TG_TASK_SFT) return tg_loader_fixed_batches_store(&run->val.tokens, batch, T, k, *inputs, *targets);
     *key_start = tg_malloc(bytes);
     return tg_sft_fixed_batches(&run->val, batch, T, k, run->tok.eot_id, *inputs, *targets, *key_start);
 }
@@ -138,7 +139,8 @@ static TgStatus inspect_batches(TgRun *run, int64_t k, int64_t batch, int32_t **
 static int run_inspect(int argc, char **argv) {
     const InspectFlags defaults = {.batches = 4, .batch = 8, .threads = TG_TRAIN_DEFAULT_THREADS};
     InspectFlags o = defaults;
-    int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
+    TgOptSet given = 0;
+    int rc = cli_parse(&table, &o, &defaults, &given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.run == !o.ckpt) return cli_usage_error("inspect", "give exactly one of --run DIR or --ckpt FILE");
     if (o.force && !o.dump) return cli_usage_error("inspect", "--force goes with --dump-grads");
@@ -159,7 +161,7 @@ static int run_inspect(int argc, char **argv) {
     TgEngine engine = {0};
     if (s == TG_OK) {
         tg_engine_open(&engine, o.threads, 0);
-        if (o.precision) tg_precision_parse(o.precision, &run.precision);   /* one of the flag's choices */
+        if (given & TG_OPT_BIT(tg_opt_find(&table, "--precision"))) run.precision = o.precision;
         tg_tape_set_precision(&engine.tape, run.precision);
         const TgModelConfig *c = &run.model.cfg;
         s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(c, o.batch, c->seq_len, o.threads, true));

@@ -14,7 +14,8 @@
 #include "run/train_options.h"
 
 typedef struct {
-    const char *data, *out, *tokenizer, *special_tokens, *text_field;
+    const char *data, *out, *special_tokens, *text_field;
+    TgTokenizerChoice tokenizer;
     int64_t vocab, seq;
     double val_fraction;
     bool strict;
@@ -49,22 +50,24 @@ static bool folder_holds(const char *dir, const char *name) {
 }
 
 static int run_prepare(int argc, char **argv) {
-    const PrepareFlags defaults = {.tokenizer = "bpe", .vocab = TG_TRAIN_DEFAULT_BPE_VOCAB, .seq = 256,
+    const PrepareFlags defaults = {.tokenizer = {TG_TOKENIZER_USE_BPE, NULL}, .vocab = TG_TRAIN_DEFAULT_BPE_VOCAB, .seq = 256,
                                    .val_fraction = TG_PREPARE_DEFAULT_VAL_FRACTION, .threads = TG_TRAIN_DEFAULT_THREADS};
     PrepareFlags o = defaults;
     TgOptSet given = 0;
     int rc = cli_parse(&table, &o, &defaults, &given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.out) return cli_usage_error("prepare", "--out DIR is required: the dataset folder to write");
-    bool hf = strncmp(o.tokenizer, "hf:", 3) == 0;
-    if ((given & TG_OPT_BIT(tg_opt_find(&table, "--vocab"))) && strcmp(o.tokenizer, "bpe") != 0)
+    bool hf = o.tokenizer.source == TG_TOKENIZER_USE_HF;
+    char tokenizer[TG_PATH_CAP + 8];
+    tg_tokenizer_choice_format(&o.tokenizer, tokenizer, sizeof tokenizer);
+    if ((given & TG_OPT_BIT(tg_opt_find(&table, "--vocab"))) && o.tokenizer.source != TG_TOKENIZER_USE_BPE)
         return cli_usage_error("prepare", "--vocab sets the size of a BPE trained on the data; drop it with --tokenizer %s",
-                               o.tokenizer);
+                               tokenizer);
     TgPrepareOptions p;
     tg_prepare_options_default(&p);
     p.sources = o.data;
-    p.kind = strcmp(o.tokenizer, "char") == 0 ? TG_TOKENIZER_CHAR : TG_TOKENIZER_BPE;
-    p.tokenizer_json = hf ? o.tokenizer + 3 : NULL;
+    p.kind = o.tokenizer.source == TG_TOKENIZER_USE_CHAR ? TG_TOKENIZER_CHAR : TG_TOKENIZER_BPE;
+    p.tokenizer_json = hf ? o.tokenizer.hf_file : NULL;
     p.vocab_size = (int32_t)o.vocab;
     p.special_tokens = o.special_tokens;
     p.text_field = o.text_field;

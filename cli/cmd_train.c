@@ -46,7 +46,7 @@ static void note_changes(const TgTrainOptions *o, const TgTrainOptions *saved, T
 
 /* `tapegrad train` and `tapegrad sft` (train --task sft): one table of options. From joining the
  * job to the exit code, everything printed goes through cli/output.h and the run's log. */
-static int run_training(const TgOptTable *table, const char *task, int argc, char **argv) {
+static int run_training(const TgOptTable *table, TgTrainTask task, int argc, char **argv) {
     const char *command = table->command;
     TgTrainOptions o, defaults;
     tg_train_options_defaults(&defaults);
@@ -94,8 +94,8 @@ static int run_training(const TgOptTable *table, const char *task, int argc, cha
     return rc;
 }
 
-static int run_train(int argc, char **argv) { return run_training(tg_train_option_table(), TG_TRAIN_TASK_PRETRAIN, argc, argv); }
-static int run_sft(int argc, char **argv) { return run_training(tg_sft_option_table(), TG_TRAIN_TASK_SFT, argc, argv); }
+static int run_train(int argc, char **argv) { return run_training(tg_train_option_table(), TG_TASK_PRETRAIN, argc, argv); }
+static int run_sft(int argc, char **argv) { return run_training(tg_sft_option_table(), TG_TASK_SFT, argc, argv); }
 
 CLI_ONE_TABLE(option_tables, tg_train_option_table())
 CLI_ONE_TABLE(sft_option_tables, tg_sft_option_table())

@@ -85,16 +85,26 @@ static bool in_range(TgOptRange r, double v) {
     return true;
 }
 
-static bool is_choice(const char *choices, const char *value) {
+/* The position of `value` among "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *value) {
     size_t n = strlen(value);
-    for (const char *c = choices; *c;) {
+    int i = 0;
+    for (const char *c = choices; *c; i++) {
         const char *bar = strchr(c, '|');
         size_t len = bar ? (size_t)(bar - c) : strlen(c);
-        if (len == n && strncmp(c, value, n) == 0) return true;
+        if (len == n && strncmp(c, value, n) == 0) return i;
         if (!bar) break;
         c = bar + 1;
     }
-    return false;
+    return -1;
+}
+
+/* The name of choice i of "a|b|c" into buf ("" when there is none). */
+static void choice_name(const char *choices, int i, char *buf, size_t cap) {
+    const char *c = choices;
+    for (; c && i > 0; i--) c = strchr(c, '|'), c = c ? c + 1 : NULL;
+    size_t len = c ? strcspn(c, "|") : 0;
+    snprintf(buf, cap, "%.*s", (int)len, c ? c : "");
 }
 
 /* An integer option's value against its whole numbers; `text` is the value as given (NULL: as
@@ -115,8 +125,12 @@ static TgStatus check_integer(const TgOptSpec *s, long long v, bool overflowed, 
 static TgStatus check_spec(const TgOptSpec *s, const void *opts, const char *text) {
     if (s->type == TG_OPT_STRING) {
         const char *v = *CFIELD(opts, s, char *);
-        if (v && s->choices && !is_choice(s->choices, v))
+        if (v && s->choices && choice_index(s->choices, v) < 0)
             return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, v);
+    } else if (s->type == TG_OPT_ENUM) {
+        char name[64];
+        choice_name(s->choices, *CFIELD(opts, s, int), name, sizeof name);
+        if (!name[0]) return tg_fail(TG_ERR_ARG, "%s must be one of %s, got value %d", s->flag, s->choices, *CFIELD(opts, s, int));
     } else if (is_integer_type(s->type)) {
         long long v = s->type == TG_OPT_INT ? *CFIELD(opts, s, int) : (long long)*CFIELD(opts, s, int64_t);
         TG_TRY(check_integer(s, v, false, NULL));
@@ -179,6 +193,15 @@ TgStatus tg_opt_parse_value(const TgOptSpec *s, void *opts, const char *text) {
     case TG_OPT_STRING:
         *FIELD(opts, s, const char *) = text;
         return check_spec(s, opts, text);
+    case TG_OPT_ENUM: {
+        int i = choice_index(s->choices, text);
+        if (i < 0) return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, text);
+        *FIELD(opts, s, int) = i;
+        return check_spec(s, opts, text);
+    }
+    case TG_OPT_VALUE:
+        TG_TRY(s->codec->parse(s, FIELD(opts, s, char), text));
+        return check_spec(s, opts, text);
     case TG_OPT_BOOL:
         if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0) *FIELD(opts, s, bool) = true;
         else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0) *FIELD(opts, s, bool) = false;
@@ -231,52 +254,6 @@ static void nearest_hint(const TgOptTable *t, const char *name, unsigned group, 
     else buf[0] = '\0';
 }
 
-TgStatus tg_opt_parse(const TgOptTable *t, void *opts, TgOptSet *given, int argc, char **argv, const char **positional,
-                    int *n_positional, bool *help) {
-    TG_CHECK(t->count <= 64, "option table %s has %d entries; at most 64", t->command, t->count);
-    *help = false;
-    if (given) *given = 0;
-    if (n_positional) *n_positional = 0;
-    for (int a = 1; a < argc; a++) {
-        const char *arg = argv[a];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            *help = true;
-            return TG_OK;
-        }
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if (!positional || !n_positional || *n_positional >= t->max_positional)
-                return tg_fail(TG_ERR_ARG, "unexpected argument '%s'; `tapegrad %s --help` lists the flags", arg,
-                               t->command);
-            positional[(*n_positional)++] = arg;
-            continue;
-        }
-        /* --name=value or --name value */
-        char name[64];
-        const char *eq = strchr(arg, '=');
-        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        if (len >= sizeof name) len = sizeof name - 1;
-        memcpy(name, arg, len);
-        name[len] = '\0';
-        int i = tg_opt_find(t, name);
-        if (i < 0) {
-            char hint[96];
-            nearest_hint(t, name, 0, hint, sizeof hint);
-            return tg_fail(TG_ERR_ARG, "unknown flag '%s'%s; `tapegrad %s --help` lists the flags", name, hint,
-                           t->command);
-        }
-        if (given) *given |= TG_OPT_BIT(i);
-        if (t->specs[i].type == TG_OPT_BOOL) {
-            if (eq) return tg_fail(TG_ERR_ARG, "%s takes no value", name);
-            *FIELD(opts, &t->specs[i], bool) = true;
-            continue;
-        }
-        const char *value = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
-        if (!value) return tg_fail(TG_ERR_ARG, "%s needs a value", name);
-        TG_TRY(tg_opt_parse_value(&t->specs[i], opts, value));
-    }
-    return TG_OK;
-}
-
 void tg_opt_format(const TgOptTable *t, int i, const void *opts, char *buf, size_t cap) {
     const TgOptSpec *s = &t->specs[i];
     switch (s->type) {
@@ -289,6 +266,8 @@ void tg_opt_format(const TgOptTable *t, int i, const void *opts, char *buf, size
         snprintf(buf, cap, "%s", v ? v : "");
         break;
     }
+    case TG_OPT_ENUM: choice_name(s->choices, *CFIELD(opts, s, int), buf, cap); break;
+    case TG_OPT_VALUE: s->codec->format(CFIELD(opts, s, char), buf, cap); break;
     }
 }
 
@@ -303,28 +282,10 @@ bool tg_opt_equal(const TgOptTable *t, int i, const void *a, const void *b) {
         const char *x = *CFIELD(a, s, char *), *y = *CFIELD(b, s, char *);
         return (!x && !y) || (x && y && strcmp(x, y) == 0);
     }
+    case TG_OPT_ENUM: return *CFIELD(a, s, int) == *CFIELD(b, s, int);
+    case TG_OPT_VALUE: return s->codec->equal(CFIELD(a, s, char), CFIELD(b, s, char));
     }
     return false;
-}
-
-void tg_opt_print_help(FILE *f, const TgOptTable *t, const void *defaults) {
-    fprintf(f, "usage: tapegrad %s %s\n\n", t->command, t->usage ? t->usage : "[flags]");
-    for (int i = 0; i < t->count; i++) {
-        const TgOptSpec *s = &t->specs[i];
-        const char *arg = s->type == TG_OPT_BOOL ? "" : s->type == TG_OPT_STRING ? " S" : " N";
-        char left[64], value[256];
-        snprintf(left, sizeof left, "%s%s", s->flag, arg);
-        fprintf(f, "  %-22s %s", left, s->help);
-        if (s->choices) fprintf(f, ": %s", s->choices);
-        if (s->default_text) {
-            fprintf(f, " (default %s)", s->default_text);
-        } else if (defaults && s->type != TG_OPT_BOOL) {
-            tg_opt_format(t, i, defaults, value, sizeof value);
-            if (s->type == TG_OPT_DOUBLE) snprintf(value, sizeof value, "%g", *CFIELD(defaults, s, double));
-            if (value[0]) fprintf(f, " (default %s)", value);
-        }
-        fputc('\n', f);
-    }
 }
 
 TgStatus tg_opt_write(const TgOptTable *t, const void *opts, unsigned group, const char *path) {
@@ -336,6 +297,7 @@ TgStatus tg_opt_write(const TgOptTable *t, const void *opts, unsigned group, con
         if (t->specs[i].type == TG_OPT_STRING && !*CFIELD(opts, &t->specs[i], char *)) continue;
         char value[4096];
         tg_opt_format(t, i, opts, value, sizeof value);
+        if (t->specs[i].type == TG_OPT_VALUE && !value[0]) continue; /* left unset */
         /* one option a line: a value with a line break could not be read back */
         if (strpbrk(value, "\n\r")) {
             tg_atomic_file_abandon(&af);
@@ -372,15 +334,18 @@ typedef union {
     int64_t i64;
     double d;
     const char *str;
+    unsigned char value[64]; /* a TG_OPT_VALUE's: its codec's size at most this */
 } FieldValue;
 
-static size_t field_size(TgOptType type) {
-    switch (type) {
+static size_t field_size(const TgOptSpec *s) {
+    switch (s->type) {
     case TG_OPT_BOOL: return sizeof(bool);
     case TG_OPT_INT: return sizeof(int);
     case TG_OPT_INT64: return sizeof(int64_t);
     case TG_OPT_DOUBLE: return sizeof(double);
     case TG_OPT_STRING: return sizeof(const char *);
+    case TG_OPT_ENUM: return sizeof(int);
+    case TG_OPT_VALUE: return s->codec->size;
     }
     return 0;
 }
@@ -421,12 +386,14 @@ static TgStatus read_line(const TgOptTable *t, void *opts, unsigned group, TgOpt
         return tg_fail(TG_ERR_FORMAT, "%s line %d: %s again (line %d set it already); each option appears once", path,
                        line_no, s->flag, from->line[i]);
     from->line[i] = line_no;
-    const char *text = s->type == TG_OPT_STRING ? tg_opt_strings_keep(strings, value) : value;
+    bool kept = s->type == TG_OPT_STRING || s->type == TG_OPT_VALUE; /* a value that may point into its text */
+    const char *text = kept ? tg_opt_strings_keep(strings, value) : value;
     /* a value the caller keeps is still checked: a bad one is a bad file whichever wins */
     FieldValue saved;
-    memcpy(&saved, FIELD(opts, s, char), field_size(s->type));
+    TG_CHECK(field_size(s) <= sizeof saved, "%s: a value of %zu bytes", s->flag, field_size(s));
+    memcpy(&saved, FIELD(opts, s, char), field_size(s));
     TgStatus st = tg_opt_parse_value(s, opts, text);
-    if (st != TG_OK || (keep & TG_OPT_BIT(i))) memcpy(FIELD(opts, s, char), &saved, field_size(s->type));
+    if (st != TG_OK || (keep & TG_OPT_BIT(i))) memcpy(FIELD(opts, s, char), &saved, field_size(s));
     if (st != TG_OK) return tg_fail_context(TG_ERR_FORMAT, "%s line %d", path, line_no);
     if (!(keep & TG_OPT_BIT(i))) from->read |= TG_OPT_BIT(i);
     return TG_OK;

@@ -1,10 +1,9 @@
-/* Options from one table: command-line flags, their help, range checks, and files of saved
- * options, all driven by the same description.
+/* Options from one table: range checks and files of saved options (a run's run.txt and
+ * train_options.txt), driven by the same description as the command line's flags.
  *
  * A program describes the options of a struct once, as TgOptSpec entries (flag, type, field
  * offset, help, allowed range or choices, group bits); then
- *   tg_opt_parse         fills the struct from argv and records which flags were given;
- *   tg_opt_print_help    prints the flags with their help and defaults;
+ *   tg_opt_parse_value   sets one option from its text;
  *   tg_opt_check         checks values against their ranges and choices (from argv or from a file
  *                     alike: a file is no more trusted than a flag);
  *   tg_opt_write / tg_opt_read   store a group of options as "--flag value" lines and read them back
@@ -12,7 +11,7 @@
  *                     text file of options never holds);
  *   tg_opt_equal / tg_opt_format compare and print single values.
  * Functions return a status with a message naming the flag and what it accepts; nothing here
- * prints except tg_opt_print_help.
+ * prints. The CLI reads argv and prints the help from the same table (cli/flags.h).
  */
 #ifndef TAPEGRAD_OPTIONS_H
 #define TAPEGRAD_OPTIONS_H
@@ -25,7 +24,9 @@
 
 #include "tapegrad/error.h"
 
-typedef enum { TG_OPT_BOOL, TG_OPT_INT, TG_OPT_INT64, TG_OPT_DOUBLE, TG_OPT_STRING } TgOptType;
+/* TG_OPT_ENUM: an enum field (stored as an int) whose `choices` name its values 0, 1, ... in
+ * order; the text is the name. TG_OPT_VALUE: a field of a type its `codec` reads and writes. */
+typedef enum { TG_OPT_BOOL, TG_OPT_INT, TG_OPT_INT64, TG_OPT_DOUBLE, TG_OPT_STRING, TG_OPT_ENUM, TG_OPT_VALUE } TgOptType;
 
 /* Allowed numbers: [lo, hi], either end open when *_open is set. */
 typedef struct {
@@ -44,6 +45,15 @@ struct TgOptSpec;
  * status naming the flag; `field` points at the value in the options struct. */
 typedef TgStatus (*OptValueCheck)(const struct TgOptSpec *spec, const void *field);
 
+/* How a TG_OPT_VALUE field is read from text and written back. The text given to parse outlives
+ * the field (argv, or storage a TgOptStrings keeps), so the value may point into it. */
+typedef struct TgOptCodec {
+    size_t size; /* of the field */
+    TgStatus (*parse)(const struct TgOptSpec *spec, void *field, const char *text);
+    void (*format)(const void *field, char *buf, size_t cap); /* "" for a value left unset */
+    bool (*equal)(const void *a, const void *b);
+} TgOptCodec;
+
 typedef struct TgOptSpec {
     const char *flag;          /* "--steps" */
     TgOptType type;
@@ -54,6 +64,7 @@ typedef struct TgOptSpec {
     unsigned group;            /* the owner's bits: which options a file holds, which a resume may change */
     const char *default_text;  /* shown as the default instead of the struct's value, or NULL */
     OptValueCheck check;       /* or NULL */
+    const TgOptCodec *codec;   /* TG_OPT_VALUE's */
 } TgOptSpec;
 
 /* TG_OPT(Struct, field, "--flag", TYPE, "help", range, choices, group, default_text) */
@@ -61,10 +72,13 @@ typedef struct TgOptSpec {
 #define TG_OPT_STRINGIFY(x) TG_OPT_STRINGIFY_(x)
 #define TG_OPT_STRINGIFY_(x) #x
 #define TG_OPT(Struct, field, flag, type, help, range, choices, group, default_text) \
-    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, NULL}
+    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, NULL, NULL}
 /* The same with a further check of the value (OptValueCheck). */
 #define TG_OPT_CHECKED(Struct, field, flag, type, help, range, choices, group, default_text, check) \
-    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, check}
+    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, check, NULL}
+/* A TG_OPT_VALUE option of a type `codec` reads; `choices` (or NULL) is for the help only. */
+#define TG_OPT_CODEC(Struct, field, flag, help, choices, group, default_text, codec) \
+    {flag, TG_OPT_VALUE, offsetof(Struct, field), help, TG_OPT_ANY, choices, group, default_text, NULL, codec}
 
 /* Bit i: the i-th option of a table (at most 64 per table). */
 typedef uint64_t TgOptSet;
@@ -78,14 +92,6 @@ typedef struct TgOptTable {
     int max_positional;        /* arguments that are not flags (0: none allowed) */
 } TgOptTable;
 
-/* Fills opts from argv[1..argc), sets the bits of the flags given, collects positional
- * arguments (up to t->max_positional) into positional[]. --help/-h sets *help and stops.
- * TG_ERR_ARG with a one-line message for an unknown flag, a missing or malformed value, or an
- * out-of-range one. */
-TgStatus tg_opt_parse(const TgOptTable *t, void *opts, TgOptSet *given, int argc, char **argv, const char **positional,
-                    int *n_positional, bool *help);
-/* Prints "usage: ..." and one line per flag with its help and default (from `defaults`). */
-void tg_opt_print_help(FILE *f, const TgOptTable *t, const void *defaults);
 /* Checks the options in `which` against their ranges and choices. */
 TgStatus tg_opt_check(const TgOptTable *t, const void *opts, TgOptSet which);
 /* Writes the options of `group` (all bits of group present in spec->group) to path, atomically. */

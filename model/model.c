@@ -57,6 +57,11 @@ const char *tg_model_preset_name(TgPreset preset) {
     return preset >= 0 && preset < TG_PRESET_COUNT ? presets[preset].name : NULL;
 }
 
+TgModelConfig tg_model_preset_config(TgPreset preset) {
+    TG_CHECK(preset >= 0 && preset < TG_PRESET_COUNT, "no preset %d", (int)preset);
+    return presets[preset].cfg;
+}
+
 TgStatus tg_model_preset(const char *name, TgModelConfig *cfg) {
     TgPreset p = tg_model_preset_find(name);
     if (p == TG_PRESET_COUNT) return tg_fail(TG_ERR_ARG, "unknown preset '%s'; the presets are %s", name, TG_PRESET_CHOICES);

@@ -40,11 +40,11 @@ TgStatus tg_run_identity_read(const char *dir, TgTrainOptions *id, TgOptStrings 
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
     tg_train_options_defaults(id);
-    id->seed = -1, id->tokenizer = NULL; /* the file must say both */
+    id->seed = -1, id->tokenizer.source = TG_TOKENIZER_FROM_PRESET; /* the file must say both */
     TgStatus s = tg_opt_read(tg_train_option_table(), id, TG_TRAIN_OPT_IDENTITY, 0, path, NULL, strings);
     /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
     if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
-    if (id->seed < 0 || !id->tokenizer)
+    if (id->seed < 0 || id->tokenizer.source == TG_TOKENIZER_FROM_PRESET)
         return tg_fail(TG_ERR_FORMAT, "%s: incomplete run description (seed or tokenizer missing)", path);
     return TG_OK;
 }
@@ -52,8 +52,7 @@ TgStatus tg_run_identity_read(const char *dir, TgTrainOptions *id, TgOptStrings 
 /* ---------------------------------------------------------------- model config from flags */
 
 TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelConfig *out) {
-    TgModelConfig c;
-    TG_TRY(tg_model_preset(o->preset, &c));
+    TgModelConfig c = tg_model_preset_config(o->preset);
     const TgModelConfig *m = &o->model;
     bool dim_changed = m->dim > 0 && m->dim != c.dim;
     if (m->dim > 0) c.dim = m->dim;
@@ -63,8 +62,7 @@ TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelCo
     else if (m->n_heads > 0 && c.n_heads % c.n_kv_heads != 0) c.n_kv_heads = c.n_heads;
     if (m->seq_len > 0) c.seq_len = m->seq_len;
     if (m->rope_theta > 0) c.rope_theta = m->rope_theta;
-    c.ffn = TG_FFN_SWIGLU;
-    if (o->ffn) TG_TRY(tg_ffn_kind_parse(o->ffn, &c.ffn));
+    c.ffn = o->ffn;
     if (m->hidden > 0) c.hidden = m->hidden;
     else if (c.ffn != TG_FFN_SWIGLU || dim_changed) c.hidden = tg_model_ffn_hidden(c.ffn, c.dim);
     c.vocab = vocab;
@@ -194,18 +192,19 @@ static void json_number(FILE *f, const char *key, double v, int digits) {
     if (isfinite(v)) fprintf(f, ",\"%s\":%.*g", key, digits, v);
 }
 
-void tg_run_log_metrics(TgRun *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
-                     double tokens_per_s, double elapsed_s) {
+TgRunMetrics tg_run_metrics_at(int64_t step) { return (TgRunMetrics){step, NAN, NAN, NAN, NAN, NAN, NAN, NAN}; }
+
+void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m) {
     FILE *f = run->metrics.f;
     if (!f) return;
-    fprintf(f, "{\"step\":%lld", (long long)step);
-    json_number(f, "loss", loss, 9);
-    json_number(f, "val_loss", val_loss, 9);
-    json_number(f, "val_bpb", val_bpb, 9);
-    json_number(f, "lr", lr, 9);
-    json_number(f, "grad_norm", grad_norm, 9);
-    json_number(f, "tokens_per_s", tokens_per_s, 6);
-    json_number(f, "elapsed_s", elapsed_s, 6);
+    fprintf(f, "{\"step\":%lld", (long long)m->step);
+    json_number(f, "loss", m->loss, 9);
+    json_number(f, "val_loss", m->val_loss, 9);
+    json_number(f, "val_bpb", m->val_bpb, 9);
+    json_number(f, "lr", m->lr, 9);
+    json_number(f, "grad_norm", m->grad_norm, 9);
+    json_number(f, "tokens_per_s", m->tokens_per_s, 6);
+    json_number(f, "elapsed_s", m->elapsed_s, 6);
     fputs("}\n", f);
     /* a full disk loses no line: it waits (lib/append_file.h), and the person is told once */
     int err = tg_append_file_flush(&run->metrics);

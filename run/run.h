@@ -37,7 +37,7 @@ typedef struct TgRun {
     bool model_built;
     TgSplit train, val;     /* its data (data/split.h): text from the run folder or its dataset, or conversations */
     char dataset[TG_PATH_CAP]; /* the dataset folder it trains on (--dataset), "" when prepared into the run */
-    bool sft;               /* it fine-tunes on conversations (--task sft) */
+    TgTrainTask task;       /* what it trains on: text, or conversations to fine-tune on */
     TgTrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
@@ -91,15 +91,21 @@ TgStatus tg_run_identity_read(const char *dir, TgTrainOptions *id, TgOptStrings 
 /* Frees everything and releases the folder's lock. */
 void tg_run_close(TgRun *run);
 /* The val split of an opened run (tg_run_open_existing), from its folder or its dataset, refused unless
- * every id is one the run's tokenizer, and so its model, knows; into run->val (a fine-tuning run's
- * into run->sft_val, run->sft set). */
+ * every id is one the run's tokenizer, and so its model, knows; into run->val (text windows, or
+ * the conversations of a fine-tuning run). */
 TgStatus tg_run_open_val(TgRun *run);
-/* Whether the run in DIR fine-tunes on conversations (its run.txt's --task; a run folder without
- * run.txt pretrains). */
-TgStatus tg_run_is_sft(const char *dir, bool *sft);
+/* What the run in DIR trains on (its run.txt's --task; a run folder without run.txt pretrains). */
+TgStatus tg_run_task(const char *dir, TgTrainTask *task);
 
-void tg_run_log_metrics(TgRun *run, int64_t step, double loss, double val_loss, double val_bpb, double lr, double grad_norm,
-                     double tokens_per_s, double elapsed_s);
+/* One line of metrics.jsonl. A field that is not a finite number is left out of the line: a step
+ * without an evaluation has no val_loss, an evaluation alone no loss. */
+typedef struct TgRunMetrics {
+    int64_t step;
+    double loss, val_loss, val_bpb, lr, grad_norm, tokens_per_s, elapsed_s;
+} TgRunMetrics;
+/* A line of `step` with every field left out, for the caller to fill. */
+TgRunMetrics tg_run_metrics_at(int64_t step);
+void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m);
 /* The prompt with which a run's sample starts (`tapegrad sample`, and the sample a finished run
  * ends with): a newline, where a record of the corpus begins. */
 #define TG_RUN_SAMPLE_PROMPT "\n"

@@ -17,7 +17,7 @@ static TgStatus check_base_shape(const TgTrainOptions *o, const TgModelConfig *b
     const TgOptTable *t = tg_train_option_table();
     TgTrainOptions stored = *o;
     stored.model = *base_cfg;
-    stored.ffn = tg_ffn_kind_name(base_cfg->ffn);
+    stored.ffn = base_cfg->ffn;
     stored.preset = base_id->preset, stored.tokenizer = base_id->tokenizer;
     for (int i = 0; i < t->count; i++) {
         const TgOptSpec *spec = &t->specs[i];

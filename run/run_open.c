@@ -21,15 +21,14 @@ static TgStatus read_run_dataset(TgRun *run) {
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
-    if (s == TG_OK) run->sft = tg_train_options_sft(&id);
-    if (s == TG_OK) s = tg_precision_parse(id.precision, &run->precision);
+    if (s == TG_OK) run->task = id.task, run->precision = id.precision;
     tg_opt_strings_free(&strings);
     return s;
 }
 
 /* A token file of the run's folder into *store, checked against the run's tokenizer. */
 static TgStatus load_tokens(TgRun *run) {
-    if (run->sft) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, true);
+    if (run->task == TG_TASK_SFT) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, true);
     return tg_run_open_text_splits(run, true);
 }
 
@@ -37,7 +36,7 @@ static TgStatus load_tokens(TgRun *run) {
 
 TgStatus tg_run_open_val(TgRun *run) {
     TG_TRY(read_run_dataset(run));
-    if (run->sft) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, false);
+    if (run->task == TG_TASK_SFT) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, false);
     return tg_run_open_text_splits(run, false);
 }
 
@@ -81,15 +80,15 @@ static TgStatus open_resumed(const TgTrainOptions *o, bool writes, TgRun *run) {
     if (s == TG_OK) {
         const TgModelConfig *c = &run->model.cfg;
         stored.model = *c;
-        stored.ffn = tg_ffn_kind_name(c->ffn);
+        stored.ffn = c->ffn;
         s = check_resume_flags(o, &stored);
     }
     /* the k slice it trained with (a run.txt written before --gemm-kc records none: this CPU's) */
     if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.gemm_kc);
     /* and the precision (a run.txt written before --precision records none: fp32) */
-    if (s == TG_OK) s = tg_precision_parse(stored.precision, &run->precision);
+    if (s == TG_OK) run->precision = stored.precision;
     if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
-    if (s == TG_OK) run->sft = tg_train_options_sft(&stored);
+    if (s == TG_OK) run->task = stored.task;
     tg_opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
@@ -101,7 +100,7 @@ static TgStatus open_resumed(const TgTrainOptions *o, bool writes, TgRun *run) {
 }
 
 static TgStatus open_new(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, TgRun *run) {
-    if (tg_train_options_sft(o)) return tg_run_open_new_sft(o, writes, preparing, run);
+    if (o->task == TG_TASK_SFT) return tg_run_open_new_sft(o, writes, preparing, run);
     if (!o->init_from || !tg_run_init_from_is_run(o->init_from)) return tg_run_open_new_text(o, writes, preparing, NULL, run);
     TgRunBase base;
     TgStatus s = tg_run_base_find(o, &base);
@@ -117,7 +116,7 @@ TgStatus tg_run_open_for_training(TgTrainOptions *o, bool writes, const TgMessag
     TG_TRY(tg_train_options_validate(o));
     tg_train_options_derive(o);
     if (o->resume) return open_resumed(o, writes, run);
-    TG_TRY(tg_precision_parse(o->precision, &run->precision));
+    run->precision = o->precision;
     TG_TRY(open_new(o, writes, preparing, run));
     return tg_run_attach_lora(run, o);
 }

@@ -86,7 +86,7 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
         s = tg_run_base_find(o, &base);
         cfg = base.cfg;
         id.preset = base.id.preset, id.tokenizer = base.id.tokenizer;
-    } else if (!o->tokenizer || strncmp(o->tokenizer, "hf:", 3) != 0) {
+    } else if (o->tokenizer.source != TG_TOKENIZER_USE_HF) {
         s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "
                                 "tapegrad train, whose tokenizer has " TG_CHAT_IM_START " and " TG_CHAT_IM_END
                                 "), or --tokenizer hf:FILE (with --init-from WEIGHTS.safetensors, or from scratch)");
@@ -101,9 +101,9 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
     if (s == TG_OK && !from_run && o->init_from && access(o->init_from, R_OK) != 0)
         s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
     if (s == TG_OK && writes) s = tg_run_begin_new_folder(run);
-    if (s == TG_OK) s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(o->tokenizer + 3, &run->tok);
+    if (s == TG_OK) s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(o->tokenizer.hf_file, &run->tok);
     TgChatTokens ct;
-    if (s == TG_OK) s = tg_chat_tokens_find(&run->tok, from_run ? o->init_from : o->tokenizer + 3, &ct);
+    if (s == TG_OK) s = tg_chat_tokens_find(&run->tok, from_run ? o->init_from : o->tokenizer.hf_file, &ct);
     char path[TG_PATH_CAP];
     if (s == TG_OK && writes) s = tg_path_join(path, sizeof path, run->dir, TG_PREPARE_TOKENIZER_FILE);
     if (s == TG_OK && writes) s = tg_tokenizer_save(&run->tok, path);
@@ -118,21 +118,21 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
     if (s == TG_OK && writes) s = tg_run_identity_write(run->dir, &id);
     tg_run_base_free(&base);
     TG_TRY(s);
-    run->sft = true;
+    run->task = TG_TASK_SFT;
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
 }
 
-TgStatus tg_run_is_sft(const char *dir, bool *sft) {
+TgStatus tg_run_task(const char *dir, TgTrainTask *task) {
     char path[TG_PATH_CAP];
-    *sft = false;
+    *task = TG_TASK_PRETRAIN;
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
     if (access(path, F_OK) != 0) return TG_OK;
     TgTrainOptions id;
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(dir, &id, &strings);
-    if (s == TG_OK) *sft = tg_train_options_sft(&id);
+    if (s == TG_OK) *task = id.task;
     tg_opt_strings_free(&strings);
     return s;
 }

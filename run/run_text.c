@@ -123,30 +123,71 @@ static TgStatus write_dataset_copy(TgRun *run) {
     return s;
 }
 
+/* The identity of a new text run with every default filled in, as run.txt records it: the
+ * preset and tokenizer of the base or the preset's, the corpus, this CPU's k slice. */
+static TgStatus new_text_identity(const TgTrainOptions *o, const TgRunBase *base, const TgModelConfig *preset_cfg,
+                                  TgTrainOptions *id, char *targets, size_t cap) {
+    *id = *o;
+    TG_TRY(tg_train_options_resolve_lora(id, targets, cap));
+    if (base) {
+        id->preset = base->id.preset;
+        id->tokenizer = base->id.tokenizer;
+    } else if (o->tokenizer.source == TG_TOKENIZER_FROM_PRESET) {
+        id->tokenizer.source = preset_cfg->vocab > 0 ? TG_TOKENIZER_USE_BPE : TG_TOKENIZER_USE_CHAR;
+    }
+    id->data_path = o->data_path ? o->data_path : tg_corpus_default_path();
+    TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
+    id->gemm_kc = tg_gemm_plan().kc;
+    return TG_OK;
+}
+
+/* --data prepared into the run (a replica reads it into its own folder) with the tokenizer of
+ * `id`: a char or BPE one made from the corpus, the file's, or the base's. */
+static TgStatus prepare_text(TgRun *run, const TgTrainOptions *o, const TgRunBase *base, const TgTrainOptions *id,
+                             int64_t vocab, int64_t seq_len, bool writes, const TgPrepareReporter *preparing) {
+    TgTokenizerSource source = id->tokenizer.source;
+    bool bpe = source == TG_TOKENIZER_USE_BPE, hf = source == TG_TOKENIZER_USE_HF;
+    if (o->special_tokens && *o->special_tokens && !bpe)
+        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+    char base_tokenizer[TG_PATH_CAP], how[TG_PATH_CAP + 32], name[TG_PATH_CAP + 8];
+    TgPrepareOptions prep;
+    tg_prepare_options_default(&prep);
+    prep.sources = id->data_path;
+    prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
+    prep.tokenizer_json = hf && !base ? id->tokenizer.hf_file : NULL;
+    if (base) TG_TRY(tg_path_join(base_tokenizer, sizeof base_tokenizer, base->dir, TG_PREPARE_TOKENIZER_FILE));
+    prep.tokenizer_file = base ? base_tokenizer : NULL;
+    prep.vocab_size = (int32_t)vocab;
+    prep.special_tokens = o->special_tokens;
+    prep.text_field = o->text_field;
+    prep.val_fraction = id->val_fraction;
+    prep.seq_len = seq_len;
+    prep.threads = o->threads;
+    tg_tokenizer_choice_format(&id->tokenizer, name, sizeof name);
+    if (base) snprintf(how, sizeof how, "the tokenizer of %s", base->ckpt);
+    else snprintf(how, sizeof how, "a %s tokenizer", name);
+    return writes ? prepare_data(run, &prep, how, run->dir, preparing) : prepare_replica_data(run, &prep, how);
+}
+
+/* The tokenizer a dataset's files were made with, as run.txt names it. */
+static TgTokenizerChoice dataset_tokenizer(const TgTokenizer *tok) {
+    return (TgTokenizerChoice){tok->kind == TG_TOKENIZER_CHAR ? TG_TOKENIZER_USE_CHAR : TG_TOKENIZER_USE_BPE, NULL};
+}
+
 /* A new pretraining run: every check that needs no corpus, then the corpus and the model in
  * memory, then the files (run_folder.h). With a base (--init-from RUN|CKPT, found and checked) it
  * takes the base's shape, weights and tokenizer, and its text is encoded with that tokenizer. */
 TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, const TgRunBase *base,
                               TgRun *run) {
-    TgModelConfig preset_cfg;
-    TG_TRY(tg_model_preset(o->preset, &preset_cfg));
-    /* the identity with every default filled in, as run.txt records it */
-    TgTrainOptions id = *o;
+    TgModelConfig preset_cfg = tg_model_preset_config(o->preset), cfg;
+    TgTrainOptions id;
     char targets[64];
-    TG_TRY(tg_train_options_resolve_lora(&id, targets, sizeof targets));
-    if (base) id.preset = base->id.preset;
-    id.tokenizer = base ? base->id.tokenizer : o->tokenizer ? o->tokenizer : preset_cfg.vocab > 0 ? "bpe" : "char";
-    id.data_path = o->data_path ? o->data_path : tg_corpus_default_path();
-    TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
-    id.gemm_kc = tg_gemm_plan().kc;
-
-    const char *tokenizer = id.tokenizer;
-    bool bpe = strcmp(tokenizer, "bpe") == 0, hf = strncmp(tokenizer, "hf:", 3) == 0;
+    TG_TRY(new_text_identity(o, base, &preset_cfg, &id, targets, sizeof targets));
+    bool bpe = id.tokenizer.source == TG_TOKENIZER_USE_BPE;
     if (!base && !bpe && o->model.vocab > 0)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
     int64_t vocab = o->model.vocab > 0 ? o->model.vocab : preset_cfg.vocab > 0 ? preset_cfg.vocab : TG_TRAIN_DEFAULT_BPE_VOCAB;
-    TgModelConfig cfg;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
     if (base) cfg = base->cfg;
     else TG_TRY(tg_run_resolve_config(o, bpe ? vocab : 256, &cfg));
@@ -154,8 +195,10 @@ TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareRep
      * tokenizer's vocabulary and the probe, if any) */
     TG_TRY(tg_train_memory_check(o, &cfg, 0, 0));
     TG_TRY(tg_run_lora_check(o, &cfg));
-    char generated[256], kind[128];
-    snprintf(kind, sizeof kind, "%.64s-%s", id.preset, base ? "continued" : o->dataset ? "dataset" : hf ? "hf" : tokenizer);
+    char generated[256], kind[128], name[16];
+    tg_tokenizer_choice_format(&id.tokenizer, name, sizeof name);
+    const char *what = base ? "continued" : o->dataset ? "dataset" : id.tokenizer.source == TG_TOKENIZER_USE_HF ? "hf" : name;
+    snprintf(kind, sizeof kind, "%.64s-%s", tg_model_preset_name(id.preset), what);
     tg_run_generated_folder(generated, sizeof generated, kind);
     if (writes) TG_TRY(tg_run_folder_choose(&run->folder, o->out_dir, generated));
     if (!base && o->init_from && access(o->init_from, R_OK) != 0)
@@ -166,28 +209,10 @@ TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareRep
         TG_TRY(open_given_dataset(run, o->dataset));
         id.dataset = run->dataset;
         id.data_path = NULL;
-        id.tokenizer = tg_tokenizer_kind_name(run->tok.kind);
+        id.tokenizer = dataset_tokenizer(&run->tok);
         if (writes) TG_TRY(write_dataset_copy(run));
     } else {
-        if (o->special_tokens && *o->special_tokens && !bpe)
-            return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
-        char base_tokenizer[TG_PATH_CAP], how[TG_PATH_CAP + 32];
-        TgPrepareOptions prep;
-        tg_prepare_options_default(&prep);
-        prep.sources = id.data_path;
-        prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
-        prep.tokenizer_json = hf && !base ? tokenizer + 3 : NULL;
-        if (base) TG_TRY(tg_path_join(base_tokenizer, sizeof base_tokenizer, base->dir, TG_PREPARE_TOKENIZER_FILE));
-        prep.tokenizer_file = base ? base_tokenizer : NULL;
-        prep.vocab_size = (int32_t)vocab;
-        prep.special_tokens = o->special_tokens;
-        prep.text_field = o->text_field;
-        prep.val_fraction = id.val_fraction;
-        prep.seq_len = cfg.seq_len;
-        prep.threads = o->threads;
-        if (base) snprintf(how, sizeof how, "the tokenizer of %s", base->ckpt);
-        else snprintf(how, sizeof how, "a %s tokenizer", tokenizer);
-        TG_TRY(writes ? prepare_data(run, &prep, how, run->dir, preparing) : prepare_replica_data(run, &prep, how));
+        TG_TRY(prepare_text(run, o, base, &id, vocab, cfg.seq_len, writes, preparing));
     }
     TG_TRY(base ? tg_run_base_take(run, base) : tg_run_build_new_model(run, o, (uint64_t)id.seed));
     TgRunBaseRecord rec;
@@ -197,7 +222,6 @@ TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareRep
     run->state.best_val_loss = INFINITY;
     return TG_OK;
 }
-
 
 TgStatus tg_run_open_text_splits(TgRun *run, bool want_train) {
     if (run->dataset[0]) return open_run_dataset(run, want_train);

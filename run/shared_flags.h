@@ -30,18 +30,20 @@ enum { TG_TRAIN_MAX_COUNT = 1 << 20 };
 #define TG_FLAG_RANGE_VOCAB TG_OPT_BETWEEN(2, TG_MAX_VOCAB)
 #define TG_FLAG_RANGE_SEED TG_OPT_NON_NEGATIVE /* [0, 2^63 - 1]: a seed of a list too (compare-ffn --seeds) */
 
+/* a TgPreset */
 #define TG_FLAG_PRESET(S, field, help, group, def) \
-    TG_OPT(S, field, "--preset", TG_OPT_STRING, help, TG_OPT_ANY, TG_PRESET_CHOICES, group, def)
-#define TG_FLAG_FFN(S, field, help, group, def) TG_OPT(S, field, "--ffn", TG_OPT_STRING, help, TG_OPT_ANY, TG_FFN_CHOICES, group, def)
-/* --precision: the linear layers' products (tg_tape_set_precision) */
+    TG_OPT(S, field, "--preset", TG_OPT_ENUM, help, TG_OPT_ANY, TG_PRESET_CHOICES, group, def)
+/* a TgFfnKind */
+#define TG_FLAG_FFN(S, field, help, group, def) TG_OPT(S, field, "--ffn", TG_OPT_ENUM, help, TG_OPT_ANY, TG_FFN_CHOICES, group, def)
+/* --precision, a TgPrecision: the linear layers' products (tg_tape_set_precision) */
 #define TG_FLAG_PRECISION_CHOICES "fp32|bf16"
 #define TG_FLAG_PRECISION(S, field, help, group, def) \
-    TG_OPT(S, field, "--precision", TG_OPT_STRING, help, TG_OPT_ANY, TG_FLAG_PRECISION_CHOICES, group, def)
+    TG_OPT(S, field, "--precision", TG_OPT_ENUM, help, TG_OPT_ANY, TG_FLAG_PRECISION_CHOICES, group, def)
 #define TG_FLAG_DATA(S, field, help, group, def) TG_OPT(S, field, "--data", TG_OPT_STRING, help, TG_OPT_ANY, NULL, group, def)
-/* --tokenizer: char, bpe or hf:FILE (defined in run/train_options.c) */
-TgStatus tg_train_check_tokenizer(const TgOptSpec *spec, const void *field);
+/* --tokenizer: char, bpe or hf:FILE into a TgTokenizerChoice (run/train_options.h) */
+extern const TgOptCodec tg_tokenizer_choice_codec;
 #define TG_FLAG_TOKENIZER(S, field, help, group, def) \
-    TG_OPT_CHECKED(S, field, "--tokenizer", TG_OPT_STRING, help, TG_OPT_ANY, NULL, group, def, tg_train_check_tokenizer)
+    TG_OPT_CODEC(S, field, "--tokenizer", help, NULL, group, def, &tg_tokenizer_choice_codec)
 #define TG_FLAG_DATASET(S, field, help, group, def) TG_OPT(S, field, "--dataset", TG_OPT_STRING, help, TG_OPT_ANY, NULL, group, def)
 #define TG_FLAG_SPECIAL_TOKENS(S, field, group)                                                                   \
     TG_OPT(S, field, "--special-tokens", TG_OPT_STRING,                                                           \

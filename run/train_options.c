@@ -14,12 +14,34 @@
 #include "run/run_folder.h"
 #include "lib/path.h"
 
-/* char, bpe or hf:FILE: checked wherever the value comes from (a flag, run.txt) */
-TgStatus tg_train_check_tokenizer(const TgOptSpec *spec, const void *field) {
-    const char *v = *(const char *const *)field;
-    if (!v || strcmp(v, "char") == 0 || strcmp(v, "bpe") == 0 || (strncmp(v, "hf:", 3) == 0 && v[3])) return TG_OK;
-    return tg_fail(TG_ERR_ARG, "%s must be char, bpe or hf:PATH/tokenizer.json, got '%s'", spec->flag, v);
+/* --tokenizer's char, bpe or hf:FILE, wherever the text comes from (a flag, run.txt) */
+static TgStatus tokenizer_parse(const TgOptSpec *spec, void *field, const char *text) {
+    TgTokenizerChoice *c = field;
+    if (strcmp(text, "char") == 0) *c = (TgTokenizerChoice){TG_TOKENIZER_USE_CHAR, NULL};
+    else if (strcmp(text, "bpe") == 0) *c = (TgTokenizerChoice){TG_TOKENIZER_USE_BPE, NULL};
+    else if (strncmp(text, "hf:", 3) == 0 && text[3]) *c = (TgTokenizerChoice){TG_TOKENIZER_USE_HF, text + 3};
+    else return tg_fail(TG_ERR_ARG, "%s must be char, bpe or hf:PATH/tokenizer.json, got '%s'", spec->flag, text);
+    return TG_OK;
 }
+
+void tg_tokenizer_choice_format(const TgTokenizerChoice *c, char *buf, size_t cap) {
+    switch (c->source) {
+    case TG_TOKENIZER_USE_CHAR: snprintf(buf, cap, "char"); break;
+    case TG_TOKENIZER_USE_BPE: snprintf(buf, cap, "bpe"); break;
+    case TG_TOKENIZER_USE_HF: snprintf(buf, cap, "hf:%s", c->hf_file); break;
+    default: snprintf(buf, cap, "%s", ""); break;
+    }
+}
+
+static void tokenizer_format(const void *field, char *buf, size_t cap) { tg_tokenizer_choice_format(field, buf, cap); }
+
+static bool tokenizer_equal(const void *a, const void *b) {
+    const TgTokenizerChoice *x = a, *y = b;
+    return x->source == y->source && (x->source != TG_TOKENIZER_USE_HF || strcmp(x->hf_file, y->hf_file) == 0);
+}
+
+const TgOptCodec tg_tokenizer_choice_codec = {sizeof(TgTokenizerChoice), tokenizer_parse, tokenizer_format,
+                                              tokenizer_equal};
 
 /* 0, or a k slice the GEMM takes (a multiple of 8 in [TG_GEMM_KC_MIN, TG_GEMM_KC_MAX]) */
 static TgStatus check_gemm_kc(const TgOptSpec *spec, const void *field) {
@@ -44,9 +66,9 @@ static TgStatus check_fingerprint(const TgOptSpec *spec, const void *field) {
 #define T TgTrainOptions
 
 static const TgOptSpec specs[] = {
-    TG_OPT(T, task, "--task", TG_OPT_STRING,
-        "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", TG_OPT_ANY, TG_TRAIN_TASKS,
-        ID, NULL),
+    TG_OPT(T, task, "--task", TG_OPT_ENUM,
+        "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", TG_OPT_ANY,
+        TG_TRAIN_TASK_CHOICES, ID, NULL),
     TG_FLAG_PRESET(T, preset, "model preset", ID, NULL),
     TG_OPT(T, model.dim, "--dim", TG_OPT_INT64, "model width", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
     TG_OPT(T, model.n_layers, "--layers", TG_OPT_INT64, "transformer blocks", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
@@ -151,14 +173,13 @@ static const TgOptTable sft_table = {"sft", "--init-from RUN --data CONVERSATION
 const TgOptTable *tg_train_option_table(void) { return &table; }
 const TgOptTable *tg_sft_option_table(void) { return &sft_table; }
 
-bool tg_train_options_sft(const TgTrainOptions *o) { return o->task && strcmp(o->task, TG_TRAIN_TASK_SFT) == 0; }
 
 void tg_train_options_defaults(TgTrainOptions *o) {
     memset(o, 0, sizeof *o);
-    o->task = TG_TRAIN_TASK_PRETRAIN;
+    o->task = TG_TASK_PRETRAIN;
     o->preset = TG_TRAIN_DEFAULT_PRESET;
-    o->precision = "fp32";
-    o->ffn = tg_ffn_kind_name(TG_FFN_SWIGLU);
+    o->precision = TG_PRECISION_FP32;
+    o->ffn = TG_FFN_SWIGLU;
     o->val_fraction = TG_PREPARE_DEFAULT_VAL_FRACTION;
     o->seed = TG_TRAIN_DEFAULT_SEED;
     o->steps = 1500;
@@ -203,34 +224,23 @@ static TgStatus conflict(const TgTrainOptions *o, const char *a, const char *b) 
     return from_file ? TG_ERR_FORMAT : TG_ERR_ARG;
 }
 
-TgStatus tg_train_options_validate(const TgTrainOptions *o) {
-    TG_TRY(tg_opt_check(&table, o, o->given));
-    /* the options against each other */
-    char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
-    if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
-    if (tg_train_options_sft(o) && !o->resume) {
-        if (o->dataset)
-            return tg_fail(TG_ERR_ARG, "fine-tuning reads conversations (--data FILE.jsonl); --dataset is a prepared text "
-                                       "corpus for pretraining: drop it");
-        if (given(o, "--special-tokens") || given(o, "--text-field") || given(o, "--vocab"))
-            return tg_fail(TG_ERR_ARG, "fine-tuning keeps the tokenizer of the model it starts from: drop --special-tokens, "
-                                       "--text-field and --vocab");
-        if (!o->data_path)
-            return tg_fail(TG_ERR_ARG, "tapegrad sft needs --data: a JSONL file of conversations (MiniMind's SFT format, "
-                                       "{\"conversations\": [{\"role\": ..., \"content\": ...}, ...]} a line) or a folder "
-                                       "of them");
-    }
-    if (o->dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") || given(o, "--val-fraction") ||
-                       given(o, "--special-tokens") || given(o, "--text-field")))
-        return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
-                                   "--val-fraction, --special-tokens and --text-field (they are `tapegrad prepare`'s)");
-    if (o->special_tokens && *o->special_tokens && o->tokenizer && strcmp(o->tokenizer, "bpe") != 0)
-        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
-    if (given(o, "--init-fingerprint") && !o->init_from && !o->resume)
-        return tg_fail(TG_ERR_ARG, "--init-fingerprint pins the weights of --init-from: add --init-from, or drop it");
-    if (o->resume && o->init_from)
-        return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
+/* A new fine-tuning run: conversations to read, and the tokenizer of the model it starts from. */
+static TgStatus check_sft(const TgTrainOptions *o) {
+    if (o->dataset)
+        return tg_fail(TG_ERR_ARG, "fine-tuning reads conversations (--data FILE.jsonl); --dataset is a prepared text "
+                                   "corpus for pretraining: drop it");
+    if (given(o, "--special-tokens") || given(o, "--text-field") || given(o, "--vocab"))
+        return tg_fail(TG_ERR_ARG, "fine-tuning keeps the tokenizer of the model it starts from: drop --special-tokens, "
+                                   "--text-field and --vocab");
+    if (!o->data_path)
+        return tg_fail(TG_ERR_ARG, "tapegrad sft needs --data: a JSONL file of conversations (MiniMind's SFT format, "
+                                   "{\"conversations\": [{\"role\": ..., \"content\": ...}, ...]} a line) or a folder "
                                    "of them");
+    return TG_OK;
+}
+
+/* The LoRA flags with each other and with the run. */
+static TgStatus check_lora(const TgTrainOptions *o) {
     if (given(o, "--lora-rank") && o->lora_rank <= 0)
         return tg_fail(TG_ERR_ARG, "--lora-rank must be at least 1 (8 or 16 is usual); leave it out for full fine-tuning");
     if (given(o, "--lora-alpha") && !(o->lora_alpha > 0))
@@ -243,10 +253,45 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     if (o->lora_rank > 0 && o->log_grads > 0)
         return tg_fail(TG_ERR_ARG, "--log-grads inspects the gradients of every weight; a LoRA run has those of its "
                                    "adapters alone: drop --log-grads");
-    if (o->lora_rank > 0) {
-        TgLoraConfig lora;
-        TG_TRY(tg_train_options_lora(o, &lora));
-    }
+    if (o->lora_rank <= 0) return TG_OK;
+    TgLoraConfig lora;
+    return tg_train_options_lora(o, &lora);
+}
+
+/* --vocab against the tokenizer it would size. */
+static TgStatus check_vocab(const TgTrainOptions *o) {
+    if (given(o, "--vocab") && o->model.vocab < TG_TRAIN_MIN_BPE_VOCAB)
+        return tg_fail(TG_ERR_ARG, "--vocab %lld is below %d: a byte-level BPE holds the 256 bytes and <eot> before "
+                                   "any merge",
+                       (long long)o->model.vocab, TG_TRAIN_MIN_BPE_VOCAB);
+    if (!o->resume && given(o, "--vocab") && o->tokenizer.source == TG_TOKENIZER_USE_HF)
+        return tg_fail(TG_ERR_ARG, "--vocab sets the size of a BPE trained on the corpus; the vocabulary of --tokenizer "
+                                   "hf:FILE is the file's. Drop --vocab");
+    if (!o->resume && given(o, "--vocab") && o->tokenizer.source == TG_TOKENIZER_USE_CHAR)
+        return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
+                                   "distinct bytes. Add --tokenizer bpe or drop --vocab");
+    return TG_OK;
+}
+
+TgStatus tg_train_options_validate(const TgTrainOptions *o) {
+    TG_TRY(tg_opt_check(&table, o, o->given));
+    /* the options against each other */
+    char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
+    if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
+    if (o->task == TG_TASK_SFT && !o->resume) TG_TRY(check_sft(o));
+    if (o->dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") || given(o, "--val-fraction") ||
+                       given(o, "--special-tokens") || given(o, "--text-field")))
+        return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
+                                   "--val-fraction, --special-tokens and --text-field (they are `tapegrad prepare`'s)");
+    if (o->special_tokens && *o->special_tokens && o->tokenizer.source != TG_TOKENIZER_FROM_PRESET &&
+        o->tokenizer.source != TG_TOKENIZER_USE_BPE)
+        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+    if (given(o, "--init-fingerprint") && !o->init_from && !o->resume)
+        return tg_fail(TG_ERR_ARG, "--init-fingerprint pins the weights of --init-from: add --init-from, or drop it");
+    if (o->resume && o->init_from)
+        return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
+                                   "of them");
+    TG_TRY(check_lora(o));
     if (o->stop_after >= 0 && o->stop_after > o->steps)
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
                        (long long)o->stop_after, origin(o, "--stop-after", oa, sizeof oa), (long long)o->steps,
@@ -254,17 +299,7 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     if (o->min_lr > o->lr)
         return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->min_lr,
                        origin(o, "--min-lr", oa, sizeof oa), o->lr, origin(o, "--lr", ob, sizeof ob));
-    if (given(o, "--vocab") && o->model.vocab < TG_TRAIN_MIN_BPE_VOCAB)
-        return tg_fail(TG_ERR_ARG, "--vocab %lld is below %d: a byte-level BPE holds the 256 bytes and <eot> before "
-                                   "any merge",
-                       (long long)o->model.vocab, TG_TRAIN_MIN_BPE_VOCAB);
-    if (!o->resume && given(o, "--vocab") && o->tokenizer && strncmp(o->tokenizer, "hf:", 3) == 0)
-        return tg_fail(TG_ERR_ARG, "--vocab sets the size of a BPE trained on the corpus; the vocabulary of --tokenizer "
-                                   "hf:FILE is the file's. Drop --vocab");
-    if (!o->resume && given(o, "--vocab") && o->tokenizer && strcmp(o->tokenizer, "char") == 0)
-        return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
-                                   "distinct bytes. Add --tokenizer bpe or drop --vocab");
-    return TG_OK;
+    return check_vocab(o);
 }
 
 TgStatus tg_train_options_lora(const TgTrainOptions *o, TgLoraConfig *cfg) {

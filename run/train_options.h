@@ -25,12 +25,13 @@
 #include "lib/options.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
+#include "tapegrad/tape.h"
 #include "run/shared_flags.h"
 
 enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4, TG_TRAIN_OPT_NUMERIC = 8 };
 
 /* Defaults that every subcommand training or running a model shares. */
-#define TG_TRAIN_DEFAULT_PRESET "small"
+#define TG_TRAIN_DEFAULT_PRESET TG_PRESET_SMALL
 #define TG_TRAIN_DEFAULT_SEED 1337
 #define TG_TRAIN_DEFAULT_THREADS 2
 #define TG_TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
@@ -42,20 +43,30 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
 #define TG_RUN_IDENTITY_FILE "run.txt"
 
 /* What a run trains on: text (pretraining) or conversations (supervised fine-tuning, `tapegrad
- * sft`: data/chat_format.h, data/sft_loader.h). */
-#define TG_TRAIN_TASK_PRETRAIN "pretrain"
-#define TG_TRAIN_TASK_SFT "sft"
-#define TG_TRAIN_TASKS TG_TRAIN_TASK_PRETRAIN "|" TG_TRAIN_TASK_SFT
+ * sft`: data/chat_format.h, data/sft_loader.h). The names are run.txt's and --task's. */
+typedef enum { TG_TASK_PRETRAIN, TG_TASK_SFT } TgTrainTask;
+#define TG_TRAIN_TASK_CHOICES "pretrain|sft"
+
+/* The tokenizer a new run makes: from the preset (a BPE when it has a vocabulary of its own,
+ * else char), char, a BPE trained on the corpus, or a Hugging Face tokenizer.json. --tokenizer
+ * and run.txt write it as char, bpe or hf:FILE. */
+typedef enum { TG_TOKENIZER_FROM_PRESET, TG_TOKENIZER_USE_CHAR, TG_TOKENIZER_USE_BPE, TG_TOKENIZER_USE_HF } TgTokenizerSource;
+typedef struct TgTokenizerChoice {
+    TgTokenizerSource source;
+    const char *hf_file; /* TG_TOKENIZER_USE_HF: the tokenizer.json */
+} TgTokenizerChoice;
+/* "char", "bpe" or "hf:FILE" (the text of run.txt; "" for TG_TOKENIZER_FROM_PRESET). */
+void tg_tokenizer_choice_format(const TgTokenizerChoice *c, char *buf, size_t cap);
 
 typedef struct TgTrainOptions {
     /* what the run is */
-    const char *task;          /* TG_TRAIN_TASK_PRETRAIN */
-    const char *preset;        /* TG_TRAIN_DEFAULT_PRESET */
+    TgTrainTask task;          /* TG_TASK_PRETRAIN */
+    TgPreset preset;           /* TG_TRAIN_DEFAULT_PRESET */
     TgModelConfig model;       /* 0 fields: from the preset; vocab: from the tokenizer */
-    const char *ffn;           /* "swiglu" */
+    TgFfnKind ffn;             /* TG_FFN_SWIGLU */
     const char *data_path;     /* NULL: the default corpus */
     const char *dataset;       /* a dataset folder (data/dataset.h) instead of --data; NULL: none */
-    const char *tokenizer;     /* NULL: "bpe" for a preset with a vocabulary of its own, else "char" */
+    TgTokenizerChoice tokenizer; /* TG_TOKENIZER_FROM_PRESET */
     const char *special_tokens; /* BPE trained on --data: named special tokens (tapegrad/tokenizer.h) */
     const char *text_field;    /* JSONL sources of --data: the member holding the text */
     double val_fraction;       /* TG_PREPARE_DEFAULT_VAL_FRACTION */
@@ -67,7 +78,7 @@ typedef struct TgTrainOptions {
     int64_t lora_rank;         /* 0: full fine-tuning; else LoRA adapters of this rank on a frozen base */
     double lora_alpha;         /* 0: 2 * lora_rank (run.txt records the resolved value) */
     const char *lora_targets;  /* NULL: TG_TRAIN_DEFAULT_LORA_TARGETS (run.txt records them in their canonical order) */
-    const char *precision;     /* "fp32" | "bf16": of the linear layers' products (tg_tape_set_precision) */
+    TgPrecision precision;     /* of the linear layers' products (tg_tape_set_precision) */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */
@@ -92,8 +103,6 @@ typedef struct TgTrainOptions {
 const TgOptTable *tg_train_option_table(void);
 /* The same options under `tapegrad sft`, whose --task is sft. */
 const TgOptTable *tg_sft_option_table(void);
-/* Whether o trains on conversations. */
-bool tg_train_options_sft(const TgTrainOptions *o);
 void tg_train_options_defaults(TgTrainOptions *o);
 /* Checks every given value's range and the options against each other; the one validation,
  * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */

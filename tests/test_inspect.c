@@ -278,7 +278,7 @@ static void train_logged(const char *name, int64_t probe_batches, TgRunHistory *
     char *data = datagen_path(dir, "text.txt"), *out = datagen_path(dir, name);
     TgTrainOptions t;
     tg_train_options_defaults(&t);
-    t.preset = "tiny", t.ffn = "relu", t.data_path = data, t.out_dir = out;
+    t.preset = TG_PRESET_TINY, t.ffn = TG_FFN_RELU, t.data_path = data, t.out_dir = out;
     t.steps = 4, t.batch = 2, t.eval_every = 2, t.eval_batches = 1, t.log_grads = 2, t.sample_tokens = 0;
     t.ckpt_every = 0, t.threads = 1;
     TgGradLogger g;

@@ -307,7 +307,9 @@ static TgStatus trainer_announce(Trainer *tr) {
         TG_TRY(evaluate(tr, &tr->last_val));
         tr->val_before_training = true;
         run->state.best_val_loss = tr->last_val;
-        tg_run_log_metrics(run, 0, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, 0);
+        TgRunMetrics before = tg_run_metrics_at(0);
+        before.val_loss = tr->last_val, before.val_bpb = tr->last_bpb, before.elapsed_s = 0;
+        tg_run_log_metrics(run, &before);
         tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
                      tr->last_val, tr->last_bpb);
     } else {
@@ -536,7 +538,8 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     double elapsed = tr->elapsed_before + (tg_clock_seconds() - tr->t_start);
     double dt = tg_clock_seconds() - tr->window_t;
     double tok_s = dt > 0 ? (double)tr->window_tokens / dt : 0;
-    tg_run_log_metrics(&tr->run, st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed);
+    TgRunMetrics line = {st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed};
+    tg_run_log_metrics(&tr->run, &line);
     if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
         double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
         if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (tg_clock_seconds() - tr->t_start));
@@ -600,7 +603,11 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
                        newest[0] ? newest : "none (it never saved one)");
     }
     snprintf(run->last_checkpoint, sizeof run->last_checkpoint, "%s", tr->saver.last_saved);
-    if (evaluated_now) tg_run_log_metrics(run, st->step, NAN, tr->last_val, tr->last_bpb, NAN, NAN, NAN, st->elapsed_s);
+    if (evaluated_now) {
+        TgRunMetrics last = tg_run_metrics_at(st->step);
+        last.val_loss = tr->last_val, last.val_bpb = tr->last_bpb, last.elapsed_s = st->elapsed_s;
+        tg_run_log_metrics(run, &last);
+    }
     tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.4f bits per byte, %.1f s, checkpoint %s",
                  reason, (long long)st->step, tr->last_val, log((double)run->model.cfg.vocab), tr->last_bpb, st->elapsed_s,
                  run->last_checkpoint);
@@ -629,9 +636,9 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     TG_TRY(check_replicas(tr, false));
     /* a failed last save fails every rank */
     TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
-    if (tr->writer && tr->run.sft && st->step >= o->steps)
+    if (tr->writer && tr->run.task == TG_TASK_SFT && st->step >= o->steps)
         tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "talk to it: tapegrad chat --run %s", run->dir);
-    if (tr->writer && !tr->run.sft && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
+    if (tr->writer && tr->run.task == TG_TASK_PRETRAIN && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
         const TgSampleOptions defaults = tg_sample_defaults();
         TgTrainSample sample = {.prompt = TG_RUN_SAMPLE_PROMPT, .prompt_len = strlen(TG_RUN_SAMPLE_PROMPT),
                               .tokens = o->sample_tokens, .temperature = defaults.temperature, .top_k = defaults.top_k};

@@ -112,8 +112,8 @@ static TgStatus parse_list(const TgOptSpec *item, const char *text, const char *
 }
 
 /* A learning rate of --lrs is checked as --lr is, a seed of --seeds as --seed is. */
-static const TgOptSpec lr_item = {"--lrs", TG_OPT_DOUBLE, 0, "a learning rate", TG_OPT_POSITIVE, NULL, 0, NULL, NULL};
-static const TgOptSpec seed_item = {"--seeds", TG_OPT_INT64, 0, "a seed", TG_FLAG_RANGE_SEED, NULL, 0, NULL, NULL};
+static const TgOptSpec lr_item = {"--lrs", TG_OPT_DOUBLE, 0, "a learning rate", TG_OPT_POSITIVE, NULL, 0, NULL, NULL, NULL};
+static const TgOptSpec seed_item = {"--seeds", TG_OPT_INT64, 0, "a seed", TG_FLAG_RANGE_SEED, NULL, 0, NULL, NULL, NULL};
 
 /* "--seeds 3": three seeds from --seed on; "--seeds 5,9": those two. */
 static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
@@ -140,7 +140,7 @@ static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
  * diverged one. Anything but nothing is refused without --reuse, and a run of another model
  * (another preset's, say) or in another precision always: its layers could not be set beside the
  * others'. */
-static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int64_t steps, const char *precision,
+static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int64_t steps, TgPrecision precision,
                                bool reuse) {
     char path[TG_PATH_CAP], ckpt[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, run->dir, DIVERGED_FILE));
@@ -171,9 +171,9 @@ static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int
         TgTrainOptions id;
         TgOptStrings strings = {0};
         TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
-        if (s == TG_OK && strcmp(id.precision, precision) != 0)
+        if (s == TG_OK && id.precision != precision)
             s = tg_fail(TG_ERR_MISMATCH, "%s holds a run in %s; this experiment trains in %s: pass another --out",
-                        run->dir, id.precision, precision);
+                        run->dir, tg_precision_name(id.precision), tg_precision_name(precision));
         tg_opt_strings_free(&strings);
         TG_TRY(s);
     }
@@ -243,13 +243,13 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                                "within 6 significant digits", r->lrs[j], r->lrs[i], a);
         }
     TG_TRY(parse_seeds(o, r));
-    TG_TRY(tg_model_preset(o->preset, &e->preset_cfg));
+    e->preset_cfg = tg_model_preset_config(o->preset);
     /* a missing corpus would otherwise surface inside the first training run */
     if (o->data && access(o->data, R_OK) != 0) return tg_fail(TG_ERR_ARG, "--data %s: %s", o->data, strerror(errno));
     if (o->data && o->dataset) return tg_fail(TG_ERR_ARG, "give --data or --dataset, not both");
     if (o->dataset && !tg_dataset_is_dataset(o->dataset))
         return tg_fail(TG_ERR_ARG, "--dataset %s is not a dataset folder: make one with tapegrad prepare", o->dataset);
-    r->preset = o->preset, r->data = o->dataset ? o->dataset : o->data ? o->data : TG_CORPUS_DEFAULT_PATH;
+    r->preset = tg_model_preset_name(o->preset), r->data = o->dataset ? o->dataset : o->data ? o->data : TG_CORPUS_DEFAULT_PATH;
     r->steps = o->steps, r->batch = o->batch, r->probe_batches = o->probe_batches;
     r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
     r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
@@ -278,7 +278,7 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 char name[128];
                 snprintf(name, sizeof name, "lr%g-%s-s%lld", run->lr, tg_ffn_kind_name(run->kind), (long long)run->seed);
                 TG_TRY(tg_path_join(run->dir, sizeof run->dir, e->root, name));
-                TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->precision ? o->precision : "fp32", o->reuse));
+                TG_TRY(plan_run_state(run, &e->preset_cfg, o->steps, o->precision, o->reuse));
                 /* each run's own report: the experiment's to replace, but never through a link */
                 TG_TRY(plan_report_files(NULL, run->dir, "report.html", "report.jsonl", true));
             }
@@ -326,11 +326,11 @@ static void run_options(const Experiment *e, const CompareRun *run, TgTrainOptio
     t.sample_tokens = 0;
     t.keep = 1; /* the newest checkpoint only: what --reuse continues a killed run from */
     t.threads = o->threads;
-    if (o->precision) t.precision = o->precision;
+    t.precision = o->precision;
     /* a stopped run continues in its own folder */
     t.resume = run->state == RUN_PARTIAL ? run->dir : NULL;
     t.out_dir = t.resume ? NULL : run->dir;
-    t.ffn = tg_ffn_kind_name(run->kind);
+    t.ffn = run->kind;
     t.model.hidden = run->hidden;
     *t_out = t;
 }

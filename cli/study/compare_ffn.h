@@ -21,8 +21,9 @@
 #include "train/trainer.h"
 
 typedef struct CompareFfnOptions {
-    const char *preset, *lrs, *seeds, *data, *dataset, *out;
-    const char *precision; /* of every run: "fp32" | "bf16" (NULL: fp32) */
+    TgPreset preset;
+    const char *lrs, *seeds, *data, *dataset, *out;
+    TgPrecision precision; /* of every run */
     int64_t steps, log_grads, eval_every, eval_batches, probe_batches, batch, seed, relu_hidden;
     int threads;
     bool reuse;

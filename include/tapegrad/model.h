@@ -168,6 +168,8 @@ int64_t tg_model_swiglu_hidden(int64_t dim);
 int64_t tg_model_ffn_hidden(TgFfnKind kind, int64_t dim);
 /* Fills a config from a preset name (TG_MODEL_PRESETS); TG_ERR_ARG naming the presets if unknown. */
 TgStatus tg_model_preset(const char *name, TgModelConfig *cfg);
+/* The config of a preset (one below TG_PRESET_COUNT). */
+TgModelConfig tg_model_preset_config(TgPreset preset);
 /* The preset named `name`, or TG_PRESET_COUNT. */
 TgPreset tg_model_preset_find(const char *name);
 /* "tiny", "small", ...; NULL for a number that is no preset. */
