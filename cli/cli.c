@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "lib/dist.h"
 
@@ -30,10 +31,10 @@ const int cli_subcommand_count = (int)(sizeof cli_subcommands / sizeof cli_subco
 int cli_parse(const TgOptTable *t, void *opts, const void *defaults, TgOptSet *given, int argc, char **argv,
               const char **positional, int *n_positional) {
     bool help = false;
-    TgStatus s = tg_opt_parse(t, opts, given, argc, argv, positional, n_positional, &help);
+    TgStatus s = cli_flags_parse(t, opts, given, argc, argv, positional, n_positional, &help);
     if (s != TG_OK) return cli_exit(t->command, s);
     if (help) {
-        tg_opt_print_help(stdout, t, defaults);
+        cli_flags_print_help(stdout, t, defaults);
         return 0;
     }
     return -1;

@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptutil.h"
 #include "datagen.h"
 #include "lib/options.h"
 #include "testutil.h"
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "run/run.h"
 #include "run/train_options.h"
 
@@ -37,7 +39,7 @@ static TgStatus parse(Toy *t, TgOptSet *given, const char *const *args, int n) {
     const char *positional[1];
     int n_positional = 0;
     bool help;
-    return tg_opt_parse(&toy, t, given, n + 1, argv, positional, &n_positional, &help);
+    return cli_flags_parse(&toy, t, given, n + 1, argv, positional, &n_positional, &help);
 }
 
 Test(options, parse_sets_fields_and_given_bits) {
@@ -115,6 +117,67 @@ Test(options, saved_file_round_trips_and_is_range_checked) {
     datagen_remove_tree(dir);
     free(path);
     free(dir);
+}
+
+/* Enums by name and a value with a codec (the tokenizer's choice): parsed from flags and files
+ * alike, written back as the same text, compared by value. */
+typedef enum { COLOUR_RED, COLOUR_GREEN, COLOUR_BLUE } Colour;
+typedef struct {
+    Colour colour;
+    TgTokenizerChoice tokenizer;
+} Typed;
+static const TgOptSpec typed_specs[] = {
+    TG_OPT(Typed, colour, "--colour", TG_OPT_ENUM, "a colour", TG_OPT_ANY, "red|green|blue", SAVED, NULL),
+    TG_FLAG_TOKENIZER(Typed, tokenizer, "a tokenizer", SAVED, NULL),
+};
+static const TgOptTable typed = {"typed", NULL, typed_specs, 2, 0};
+
+Test(options, enums_and_values_are_parsed_saved_and_compared_as_text) {
+    _Static_assert(sizeof(Colour) == sizeof(int), "an enum option is stored as an int");
+    Typed t = {0}, u = {0};
+    assert_ok(tg_opt_parse_value(&typed_specs[0], &t, "blue"));
+    cr_expect_eq(t.colour, COLOUR_BLUE);
+    assert_ok(tg_opt_parse_value(&typed_specs[0], &t, "red"));
+    cr_expect_eq(t.colour, COLOUR_RED, "the first name is value 0");
+    assert_fails(tg_opt_parse_value(&typed_specs[0], &t, "bluish"), TG_ERR_ARG, "--colour must be one of red|green|blue, got 'bluish'");
+    assert_fails(tg_opt_parse_value(&typed_specs[0], &t, "red|green"), TG_ERR_ARG, "must be one of");
+    cr_expect_eq(t.colour, COLOUR_RED, "a refused name leaves the value");
+    t.colour = (Colour)7;
+    assert_fails(tg_opt_check(&typed, &t, TG_OPT_BIT(0)), TG_ERR_ARG, "--colour must be one of red|green|blue, got value 7");
+    assert_ok(tg_opt_parse_value(&typed_specs[0], &t, "green"));
+
+    assert_ok(tg_opt_parse_value(&typed_specs[1], &t, "hf:/data/tok.json"));
+    cr_expect_eq(t.tokenizer.source, TG_TOKENIZER_USE_HF);
+    cr_expect_str_eq(t.tokenizer.hf_file, "/data/tok.json");
+    assert_fails(tg_opt_parse_value(&typed_specs[1], &u, "hf:"), TG_ERR_ARG, "--tokenizer must be char, bpe or hf:PATH");
+    assert_fails(tg_opt_parse_value(&typed_specs[1], &u, "sentencepiece"), TG_ERR_ARG, "got 'sentencepiece'");
+    char text[64];
+    tg_opt_format(&typed, 1, &t, text, sizeof text);
+    cr_expect_str_eq(text, "hf:/data/tok.json");
+    tg_opt_format(&typed, 0, &t, text, sizeof text);
+    cr_expect_str_eq(text, "green");
+
+    char *dir = datagen_tempdir(), *path = datagen_path(dir, "typed.txt");
+    assert_ok(tg_opt_write(&typed, &t, SAVED, path));
+    char *written = ckpt_read_text(path);
+    cr_expect_str_eq(written, "--colour green\n--tokenizer hf:/data/tok.json\n");
+    free(written);
+    /* an unset value is not written */
+    assert_ok(tg_opt_write(&typed, &u, SAVED, path));
+    written = ckpt_read_text(path);
+    cr_expect_str_eq(written, "--colour red\n");
+    free(written);
+    assert_ok(tg_opt_write(&typed, &t, SAVED, path));
+    TgOptStrings strings = {0};
+    assert_ok(tg_opt_read(&typed, &u, SAVED, 0, path, NULL, &strings));
+    cr_expect(tg_opt_equal(&typed, 0, &t, &u) && tg_opt_equal(&typed, 1, &t, &u), "read back as written");
+    u.tokenizer.hf_file = "/data/other.json";
+    cr_expect_not(tg_opt_equal(&typed, 1, &t, &u), "another file is another tokenizer");
+    datagen_write(dir, "typed.txt", "--colour mauve\n", 15);
+    assert_fails(tg_opt_read(&typed, &u, SAVED, 0, path, NULL, &strings), TG_ERR_FORMAT, "typed.txt line 1: --colour must be one of");
+    tg_opt_strings_free(&strings);
+    datagen_remove_tree(dir);
+    free(path), free(dir);
 }
 
 /* The training table: every flag has help, a range or choices are enforced, and validation sees
