@@ -405,3 +405,209 @@ Test(layout, the_name_check_finds_unprefixed_names) {
     cr_expect_eq(check_header_names(path, false), 3, "Loader, BAD_MACRO and B, nothing else");
     unlink(path);
 }
+
+/* ---------------------------------------------------------------- no circle between files */
+
+/* Which file of the library calls which: an edge a -> b when a.c uses a name b.c defines. A
+ * circle (a -> ... -> a) means neither file can be read, tested or moved without the other;
+ * the rooms' rule catches circles between folders, this one those inside a folder. */
+enum { MAX_FILES = 512 };
+typedef struct {
+    char files[MAX_FILES][128];
+    int n_files;
+    struct Symbol { char name[160]; int file; } *defs, *uses;
+    size_t n_defs, n_uses, cap_defs, cap_uses;
+    bool edge[MAX_FILES][MAX_FILES];
+} Calls;
+
+static int file_index(Calls *c, const char *name) {
+    for (int i = 0; i < c->n_files; i++)
+        if (strcmp(c->files[i], name) == 0) return i;
+    cr_assert_lt(c->n_files, MAX_FILES, "more than %d object files", MAX_FILES);
+    snprintf(c->files[c->n_files], sizeof c->files[0], "%s", name);
+    return c->n_files++;
+}
+
+static void add_symbol(struct Symbol **list, size_t *n, size_t *cap, const char *name, int file) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 1024;
+        *list = realloc(*list, *cap * sizeof **list);
+        cr_assert_not_null(*list);
+    }
+    snprintf((*list)[*n].name, sizeof (*list)[0].name, "%s", name);
+    (*list)[(*n)++].file = file;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(((const struct Symbol *)a)->name, ((const struct Symbol *)b)->name); }
+
+/* Reads `nm -A` lines ("lib.a:file.c.o:ADDRESS T name", "lib.a:file.c.o:  U name") into the
+ * files' edges. */
+static void read_calls(FILE *nm, Calls *c) {
+    char line[1024];
+    while (fgets(line, sizeof line, nm)) {
+        char *first = strchr(line, ':'), *second = first ? strchr(first + 1, ':') : NULL;
+        if (!second) continue;
+        *second = '\0';
+        char a[512], b[512], name[512];
+        char type = 0;
+        int fields = sscanf(second + 1, "%511s %511s %511s", a, b, name);
+        if (fields == 2 && strcmp(a, "U") == 0) /* "U name": no address */
+            type = 'U', snprintf(name, sizeof name, "%s", b);
+        else if (fields == 3 && strlen(b) == 1)
+            type = b[0];
+        else
+            continue;
+        int file = file_index(c, first + 1);
+        if (type == 'U') add_symbol(&c->uses, &c->n_uses, &c->cap_uses, name, file);
+        else if (strchr("TDBRC", type)) add_symbol(&c->defs, &c->n_defs, &c->cap_defs, name, file);
+    }
+    qsort(c->defs, c->n_defs, sizeof *c->defs, by_name);
+    for (size_t i = 0; i < c->n_uses; i++) {
+        struct Symbol *d = bsearch(&c->uses[i], c->defs, c->n_defs, sizeof *c->defs, by_name);
+        if (d && d->file != c->uses[i].file) c->edge[c->uses[i].file][d->file] = true;
+    }
+}
+
+/* The circles: every pair of files that reach each other, printed; their count. */
+static int count_circles(Calls *c, bool report) {
+    int n = c->n_files, pairs = 0;
+    static bool reach[MAX_FILES][MAX_FILES];
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) reach[i][j] = c->edge[i][j];
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < n; i++)
+            if (reach[i][k])
+                for (int j = 0; j < n; j++) reach[i][j] = reach[i][j] || reach[k][j];
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (reach[i][j] && reach[j][i]) {
+                if (report) fprintf(stderr, "%s and %s call each other (through a circle of files)\n", c->files[i], c->files[j]);
+                pairs++;
+            }
+    return pairs;
+}
+
+static void calls_free(Calls *c) {
+    free(c->defs), free(c->uses);
+    free(c);
+}
+
+Test(layout, no_two_files_of_the_library_call_each_other) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "nm -A '%s' 2>/dev/null", TAPEGRAD_STATIC_LIB);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run nm");
+    Calls *c = calloc(1, sizeof *c);
+    read_calls(p, c);
+    cr_assert_eq(pclose(p), 0, "nm failed on %s", TAPEGRAD_STATIC_LIB);
+    int edges = 0;
+    for (int i = 0; i < c->n_files; i++)
+        for (int j = 0; j < c->n_files; j++) edges += c->edge[i][j];
+    cr_expect_gt(c->n_files, 100, "nm listed only %d files", c->n_files);
+    cr_expect_gt(edges, 300, "only %d calls between files were found", edges);
+    cr_expect_eq(count_circles(c, true), 0, "files of libtapegrad.a call each other (listed above)");
+    calls_free(c);
+}
+
+Test(layout, the_circle_check_finds_a_circle_of_three_files) {
+    const char listing[] = "x.a:a.c.o:0000000000000000 T tg_a\n"
+                           "x.a:a.c.o:                 U tg_b\n"
+                           "x.a:b.c.o:0000000000000000 T tg_b\n"
+                           "x.a:b.c.o:                 U tg_c\n"
+                           "x.a:c.c.o:0000000000000000 T tg_c\n"
+                           "x.a:d.c.o:                 U tg_a\n";
+    FILE *f = fmemopen((void *)listing, sizeof listing - 1, "r");
+    Calls *c = calloc(1, sizeof *c);
+    read_calls(f, c);
+    fclose(f);
+    cr_expect_eq(count_circles(c, false), 0, "a -> b -> c and d -> a hold no circle");
+    int a = file_index(c, "a.c.o"), b = file_index(c, "b.c.o"), cc = file_index(c, "c.c.o");
+    cr_expect(c->edge[a][b] && c->edge[b][cc] && !c->edge[cc][a], "the calls read from the listing");
+    c->edge[cc][a] = true; /* c.c now calls a.c: a circle of three files, three pairs */
+    cr_expect_eq(count_circles(c, false), 3);
+    calls_free(c);
+}
+
+/* ---------------------------------------------------------------- every file in the layout */
+
+/* docs/contributing.md's layout names every source file: each .c, and each .h without a .c of
+ * its name beside it; and every file it names exists. */
+static char *read_whole(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+static int check_listed(const char *doc, const char *dir, int *files) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, dir);
+    DIR *d = opendir(path);
+    cr_assert_not_null(d, "cannot open %s", path);
+    int missing = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (e->d_name[0] == '.') continue;
+        char rel[1024], quoted[1100];
+        snprintf(rel, sizeof rel, "%s/%s", dir, e->d_name);
+        if (e->d_type == DT_DIR) {
+            missing += check_listed(doc, rel, files);
+            continue;
+        }
+        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
+        if (e->d_name[n - 1] == 'h') { /* a header goes with its .c */
+            char twin[2048];
+            snprintf(twin, sizeof twin, "%s/%s/%.*s.c", TAPEGRAD_SOURCE_DIR, dir, (int)n - 2, e->d_name);
+            if (access(twin, F_OK) == 0) continue;
+        }
+        (*files)++;
+        snprintf(quoted, sizeof quoted, "`%s`", rel);
+        if (!strstr(doc, quoted)) {
+            fprintf(stderr, "docs/contributing.md does not list %s\n", rel);
+            missing++;
+        }
+    }
+    closedir(d);
+    return missing;
+}
+
+Test(layout, the_contributing_layout_lists_every_source_file_and_no_other) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/docs/contributing.md", TAPEGRAD_SOURCE_DIR);
+    char *doc = read_whole(path);
+    char *start = strstr(doc, "\n## Layout\n"), *end = start ? strstr(start + 1, "\n## ") : NULL;
+    cr_assert(start, "docs/contributing.md has no Layout section");
+    if (end) *end = '\0';
+    int files = 0, missing = 0;
+    static const char *const dirs[] = {"lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
+                                       "train", "export", "inspect", "cli", "include/tapegrad"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) missing += check_listed(start, dirs[i], &files);
+    cr_expect_gt(files, 100, "only %d source files found", files);
+    cr_expect_eq(missing, 0, "%d source files missing from docs/contributing.md's layout (listed above)", missing);
+    /* every `room/file.c` or `.h` it names exists */
+    int stale = 0;
+    for (const char *p = start; (p = strchr(p, '`'));) {
+        const char *q = strchr(p + 1, '`');
+        if (!q) break;
+        size_t len = (size_t)(q - p - 1);
+        bool source = len > 2 && len < 512 && p[len - 1] == '.' && (p[len] == 'c' || p[len] == 'h') && memchr(p + 1, '/', len);
+        bool in_a_room = false; /* `tapegrad/tape.h` is an include path, not a file of the tree */
+        for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
+            in_a_room = in_a_room || (strncmp(p + 1, dirs[i], strlen(dirs[i])) == 0 && p[1 + strlen(dirs[i])] == '/');
+        if (source && in_a_room && !memchr(p + 1, ' ', len)) {
+            char file[2048];
+            snprintf(file, sizeof file, "%s/%.*s", TAPEGRAD_SOURCE_DIR, (int)len, p + 1);
+            if (access(file, F_OK) != 0) fprintf(stderr, "docs/contributing.md lists %.*s, which does not exist\n", (int)len, p + 1), stale++;
+        }
+        p = q + 1;
+    }
+    cr_expect_eq(stale, 0, "%d files listed in docs/contributing.md do not exist (listed above)", stale);
+    free(doc);
+}
