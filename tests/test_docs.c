@@ -683,7 +683,7 @@ static const struct {
     {"docs/data-parallel.md", "for 300 s (in MPI_Alltoallv"}, /* the message of --comm-timeout's default */
     {"docs/reliability.md", "for 600 seconds"},               /* a fuzz campaign's length per harness */
     {"docs/reliability.md", "for 30 seconds"},                /* CI's fuzz run per harness */
-    {"docs/contributing.md", "50 us between jobs"},           /* the pool's spin before it sleeps */
+    {"docs/engine.md", "50 us between jobs"},           /* the pool's spin before it sleeps */
     {"planted", "at most 30 s"},
 };
 

@@ -1,4 +1,4 @@
-/* Shared by the data/tokenizer*.c files; not part of the public API. */
+/* Shared by the files of tokenizer/; not part of the public API. */
 #ifndef TAPEGRAD_DATA_TOKENIZER_INTERNAL_H
 #define TAPEGRAD_DATA_TOKENIZER_INTERNAL_H
 
