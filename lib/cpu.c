@@ -305,10 +305,10 @@ static void read_caches(void) {
     caches = c;
 }
 
-bool tg_cpu_caches_from(const char *source, TgCaches *out) {
+bool tg_cpu_caches_from(TgCacheSource source, TgCaches *out) {
     *out = (TgCaches){0};
-    bool ok = strcmp(source, "sysfs") == 0 ? caches_from_sysfs(out) : strcmp(source, "cpuid") == 0 && caches_from_cpuid(out);
-    out->source = ok ? source : NULL;
+    bool ok = source == TG_CACHES_FROM_SYSFS ? caches_from_sysfs(out) : caches_from_cpuid(out);
+    out->source = !ok ? NULL : source == TG_CACHES_FROM_SYSFS ? "sysfs" : "cpuid";
     return ok;
 }
 

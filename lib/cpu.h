@@ -57,12 +57,13 @@ typedef struct {
 } TgCacheLevel;
 typedef struct {
     TgCacheLevel l1d, l2, l3;
-    const char *source;
+    const char *source; /* "sysfs", "cpuid" or "assumed": where the figures came from, for people */
 } TgCaches;
 const TgCaches *tg_cpu_caches(void);
-/* The caches from one source only, "sysfs" or "cpuid" (for tests: the two should agree); false
- * when that source says nothing of L1d and L2 here. */
-bool tg_cpu_caches_from(const char *source, TgCaches *out);
+typedef enum { TG_CACHES_FROM_SYSFS, TG_CACHES_FROM_CPUID } TgCacheSource;
+/* The caches from one source only (for tests: the two should agree); false when that source says
+ * nothing of L1d and L2 here. */
+bool tg_cpu_caches_from(TgCacheSource source, TgCaches *out);
 /* Parses one sysfs size ("32K", "1024K", "32M", "48"), -1 when it is not one. Exposed for tests. */
 int64_t tg_cache_size_parse(const char *text);
 

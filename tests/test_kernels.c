@@ -716,12 +716,12 @@ Test(kernels, the_gemm_plan_follows_the_caches) {
      * else 0x80000005/6 on AMD, whose older leaves a hypervisor that hides the topology leaf keeps) */
     cr_expect(strcmp(here->source, "assumed") != 0, "the caches were assumed, not read");
     TgCaches cpuid_only;
-    cr_expect(tg_cpu_caches_from("cpuid", &cpuid_only) && cpuid_only.l1d.bytes >= 4096 && cpuid_only.l1d.ways >= 1,
+    cr_expect(tg_cpu_caches_from(TG_CACHES_FROM_CPUID, &cpuid_only) && cpuid_only.l1d.bytes >= 4096 && cpuid_only.l1d.ways >= 1,
               "cpuid tells no L1d");
 #endif
     /* cpuid (the fallback) reads what sysfs reports, where both answer */
     TgCaches from_sysfs, from_cpuid;
-    if (tg_cpu_caches_from("sysfs", &from_sysfs) && tg_cpu_caches_from("cpuid", &from_cpuid)) {
+    if (tg_cpu_caches_from(TG_CACHES_FROM_SYSFS, &from_sysfs) && tg_cpu_caches_from(TG_CACHES_FROM_CPUID, &from_cpuid)) {
         const TgCacheLevel *s_levels[] = {&from_sysfs.l1d, &from_sysfs.l2, &from_sysfs.l3},
                            *c_levels[] = {&from_cpuid.l1d, &from_cpuid.l2, &from_cpuid.l3};
         for (int l = 0; l < 3; l++)
