@@ -187,21 +187,11 @@ int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int6
     return len;
 }
 
-TgStatus tg_sample_text(const TgSampler *sampler, const TgTokenizer *tok, const char *prompt, size_t prompt_len,
-                        int64_t n_new, char **text, size_t *text_len) {
+/* The continuation of the prompt's n_prompt ids (none: <eot>; of more than the context, the last
+ * seq_len), decoded into *text. ids holds room for one more. */
+static TgStatus continue_ids(const TgSampler *sampler, const TgTokenizer *tok, int32_t *ids, size_t n_prompt,
+                             int64_t n_new, char **text, size_t *text_len) {
     const int64_t seq_len = sampler->model->cfg.seq_len;
-    *text = NULL;
-    *text_len = 0;
-    size_t n_prompt = 0;
-    size_t cap = tg_tokenizer_max_ids(tok, prompt_len);
-    int32_t *ids = tg_malloc((cap + 1) * sizeof(int32_t));
-    if (prompt_len > 0) {
-        TgStatus s = tg_tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt);
-        if (s != TG_OK) {
-            free(ids);
-            return tg_fail_context(s, "encoding the prompt");
-        }
-    }
     if (n_prompt == 0) ids[n_prompt++] = tok->eot_id;
     const int32_t *kept = ids;
     if ((int64_t)n_prompt > seq_len) {
@@ -214,6 +204,19 @@ TgStatus tg_sample_text(const TgSampler *sampler, const TgTokenizer *tok, const 
     TgStatus s = total < 0 ? TG_ERR_NUMERIC /* tg_sample_generate's message */
                            : tg_tokenizer_decode(tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), text, text_len);
     free(out);
+    return s;
+}
+
+TgStatus tg_sample_text(const TgSampler *sampler, const TgTokenizer *tok, const char *prompt, size_t prompt_len,
+                        int64_t n_new, char **text, size_t *text_len) {
+    *text = NULL;
+    *text_len = 0;
+    size_t n_prompt = 0;
+    size_t cap = tg_tokenizer_max_ids(tok, prompt_len);
+    int32_t *ids = tg_malloc((cap + 1) * sizeof(int32_t));
+    TgStatus s = prompt_len > 0 ? tg_tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt) : TG_OK;
+    if (s != TG_OK) s = tg_fail_context(s, "encoding the prompt");
+    if (s == TG_OK) s = continue_ids(sampler, tok, ids, n_prompt, n_new, text, text_len);
     free(ids);
     return s;
 }
