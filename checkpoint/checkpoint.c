@@ -37,6 +37,8 @@ static void unshuffle_planes(const uint8_t *in, size_t n, float *out) {
 
 /* ---------------------------------------------------------------- reading */
 
+/* The reader keeps the first error in status: from then on every read returns false and does
+ * nothing, so a chain of reads joined by && stops at the first that fails, and status says why. */
 typedef struct {
     int fd;
     const char *path;
@@ -430,19 +432,85 @@ static bool get_record_header(Reader *r, uint32_t index, RecordHeader *h) {
 }
 
 /* The end of every stream: the trainer state, the end marker, then nothing but gzip's trailer. */
-static bool get_trailer(Reader *r, TgTrainerState *state, const char *path) {
-    if (!get_state(r, state)) return false;
+static TgStatus read_trailer(Reader *r, TgTrainerState *state, const char *path) {
     char end[8];
-    if (!get(r, end, 8, "the end marker")) return false;
-    if (memcmp(end, CHECKPOINT_END_MARK, 8) != 0) {
+    if (!get_state(r, state) || !get(r, end, 8, "the end marker")) return r->status;
+    if (memcmp(end, CHECKPOINT_END_MARK, 8) != 0)
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: the end marker is missing after the trainer state; the file is corrupt", path));
-        return false;
-    }
-    return expect_end(r);
+    else
+        expect_end(r);
+    return r->status;
+}
+
+/* What every read of a whole stream reports of it, with its count of records. */
+static void info_of_stream(const Reader *r, uint32_t count, TgCheckpointInfo *ci) {
+    ci->n_tensors = (int)count;
+    ci->version = r->version, ci->flags = r->flags;
+    ci->raw_bytes = (int64_t)r->zs.total_out;
+    ci->file_bytes = r->file_bytes;
 }
 
 TgStatus tg_checkpoint_load(const char *path, TgModel *model, TgCheckpointInfo *info) {
     return tg_checkpoint_load_store(path, &model->params, &model->cfg, NULL, info);
+}
+
+/* The header, if it is what the caller asked for (header_matches), and the count of records. */
+static TgStatus read_model_header(Reader *r, TgCheckpointInfo *ci, const TgModelConfig *cfg, const char *tag,
+                                  uint32_t *count) {
+    if (get_header(r, ci) && header_matches(r, ci, cfg, tag)) get(r, count, 4, "the tensor count");
+    return r->status;
+}
+
+/* A store's three copies as a checkpoint fills them (weights, AdamW m and v: TG_CHECKPOINT_KIND_*),
+ * staged, so the store itself is written only once every record has been read and checked. */
+typedef struct {
+    float *values[3]; /* ps->total floats each */
+    bool *seen;       /* (3, ps->count): the records read */
+} Staged;
+
+/* One record into the staged copies: a tensor of the store, of its shape, not read before. */
+static TgStatus stage_record(Reader *r, const TgParamStore *ps, uint32_t index, Staged *staged) {
+    const char *path = r->path;
+    RecordHeader h;
+    if (!get_record_header(r, index, &h)) return r->status;
+    int idx = tg_params_index(ps, h.name);
+    if (idx < 0) {
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) is not part of this model", path, h.name,
+                                tg_checkpoint_kind_name(h.kind)));
+        return r->status;
+    }
+    const TgTensor *t = ps->tensors[idx];
+    bool same = (int)h.ndim == t->ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = h.shape[d] == t->shape[d];
+    if (!same) {
+        char want[64], got[128];
+        content_fail(r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) has shape %s, the model's is %s", path, h.name,
+                                tg_checkpoint_kind_name(h.kind), shape_str((int)h.ndim, h.shape, got, sizeof got),
+                                tg_tensor_shape_str(t, want, sizeof want)));
+        return r->status;
+    }
+    if (staged->seen[h.kind * ps->count + idx]) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' (%s) appears twice", path, h.name,
+                                tg_checkpoint_kind_name(h.kind)));
+        return r->status;
+    }
+    staged->seen[h.kind * ps->count + idx] = true;
+    float *values = staged->values[h.kind] + ps->offsets[idx];
+    if (get_floats(r, values, (size_t)t->numel, h.name)) check_values(r, &h, values);
+    return r->status;
+}
+
+/* Every tensor of the store read, with its two AdamW moments. */
+static TgStatus check_all_staged(Reader *r, const TgParamStore *ps, const Staged *staged) {
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < ps->count; i++)
+            if (!staged->seen[k * ps->count + i])
+                return r->status =
+                           tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s'%s is missing", r->path, ps->tensors[i]->name,
+                                   k == 0   ? ""
+                                   : k == 1 ? " (AdamW m)"
+                                            : " (AdamW v)");
+    return TG_OK;
 }
 
 TgStatus tg_checkpoint_load_store(const char *path, const TgParamStore *ps, const TgModelConfig *cfg, const char *tag,
@@ -450,119 +518,95 @@ TgStatus tg_checkpoint_load_store(const char *path, const TgParamStore *ps, cons
     Reader r;
     TgCheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
-    float *staged[3] = {NULL, NULL, NULL};
-    bool *seen = NULL;
+    Staged staged = {0};
     uint32_t count = 0;
-    if (reader_open(&r, path) != TG_OK) goto done;
-    if (!get_header(&r, &ci) || !header_matches(&r, &ci, cfg, tag)) goto done;
-    if (!get(&r, &count, 4, "the tensor count")) goto done;
-    for (int k = 0; k < 3; k++) staged[k] = tg_malloc(ps->total * sizeof(float) + 4);
-    seen = tg_calloc((size_t)(3 * ps->count), sizeof *seen);
-    for (uint32_t n = 0; n < count; n++) {
-        RecordHeader h;
-        if (!get_record_header(&r, n, &h)) goto done;
-        int idx = tg_params_index(ps, h.name);
-        if (idx < 0) {
-            content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) is not part of this model", path, h.name,
-                                     tg_checkpoint_kind_name(h.kind)));
-            goto done;
-        }
-        const TgTensor *t = ps->tensors[idx];
-        bool same = (int)h.ndim == t->ndim;
-        for (int d = 0; same && d < t->ndim; d++) same = h.shape[d] == t->shape[d];
-        if (!same) {
-            char want[64], got[128];
-            content_fail(&r, tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s' (%s) has shape %s, the model's is %s", path, h.name,
-                                     tg_checkpoint_kind_name(h.kind), shape_str((int)h.ndim, h.shape, got, sizeof got),
-                                     tg_tensor_shape_str(t, want, sizeof want)));
-            goto done;
-        }
-        if (seen[h.kind * ps->count + idx]) {
-            content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: tensor '%s' (%s) appears twice", path, h.name, tg_checkpoint_kind_name(h.kind)));
-            goto done;
-        }
-        seen[h.kind * ps->count + idx] = true;
-        if (!get_floats(&r, staged[h.kind] + ps->offsets[idx], (size_t)t->numel, h.name)) goto done;
-        if (!check_values(&r, &h, staged[h.kind] + ps->offsets[idx])) goto done;
+    TgStatus s = reader_open(&r, path);
+    if (s == TG_OK) s = read_model_header(&r, &ci, cfg, tag, &count);
+    if (s == TG_OK) {
+        for (int k = 0; k < 3; k++) staged.values[k] = tg_malloc(ps->total * sizeof(float) + 4);
+        staged.seen = tg_calloc((size_t)(3 * ps->count), sizeof *staged.seen);
     }
-    if (!get_trailer(&r, &ci.state, path)) goto done;
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; i < ps->count; i++)
-            if (!seen[k * ps->count + i]) {
-                r.status = tg_fail(TG_ERR_MISMATCH, "%s: tensor '%s'%s is missing", path, ps->tensors[i]->name,
-                                   k == 0 ? "" : k == 1 ? " (AdamW m)" : " (AdamW v)");
-                goto done;
-            }
-    /* everything checked: only now touch the model */
-    memcpy(ps->data, staged[0], ps->total * sizeof(float));
-    memcpy(ps->m, staged[1], ps->total * sizeof(float));
-    memcpy(ps->v, staged[2], ps->total * sizeof(float));
-    ci.n_tensors = (int)count;
-    ci.version = r.version, ci.flags = r.flags;
-    ci.raw_bytes = (int64_t)r.zs.total_out;
-    ci.file_bytes = r.file_bytes;
-    if (info) *info = ci;
-done:
-    for (int k = 0; k < 3; k++) free(staged[k]);
-    free(seen);
+    for (uint32_t n = 0; s == TG_OK && n < count; n++) s = stage_record(&r, ps, n, &staged);
+    if (s == TG_OK) s = read_trailer(&r, &ci.state, path);
+    if (s == TG_OK) s = check_all_staged(&r, ps, &staged);
+    if (s == TG_OK) { /* everything checked: only now touch the model */
+        memcpy(ps->data, staged.values[0], ps->total * sizeof(float));
+        memcpy(ps->m, staged.values[1], ps->total * sizeof(float));
+        memcpy(ps->v, staged.values[2], ps->total * sizeof(float));
+        info_of_stream(&r, count, &ci);
+        if (info) *info = ci;
+    }
+    for (int k = 0; k < 3; k++) free(staged.values[k]);
+    free(staged.seen);
     reader_close(&r);
-    return r.status;
+    return s;
+}
+
+/* What inspecting gathers: a line per record, and the buffer a record's values pass through. */
+typedef struct {
+    TgCheckpointTensorInfo *list;
+    size_t list_cap;
+    float *values;
+    size_t values_cap;
+} Inspection;
+
+/* Any header, and a count of records the file can hold: every record takes at least 8 bytes of
+ * the stream, and no model has more than TG_MAX_TENSORS parameters, each written three times. */
+static TgStatus read_any_header(Reader *r, TgCheckpointInfo *ci, uint32_t *count) {
+    if (!get_header(r, ci) || !get(r, count, 4, "the tensor count")) return r->status;
+    if ((int64_t)*count > r->max_raw_bytes / 8 || *count > 3 * (uint32_t)TG_MAX_TENSORS)
+        content_fail(r, tg_fail(TG_ERR_FORMAT,
+                                "%s: claims %u tensors, impossible in a file of %lld bytes; the file is corrupt",
+                                r->path, *count, (long long)r->file_bytes));
+    return r->status;
+}
+
+/* One record's header and values into the next line of the list, with the values' L2 norm. */
+static TgStatus inspect_record(Reader *r, uint32_t index, Inspection *in) {
+    RecordHeader h;
+    if (!get_record_header(r, index, &h)) return r->status;
+    if (index == in->list_cap) { /* grown as records arrive: a damaged count allocates nothing */
+        in->list_cap = in->list_cap ? 2 * in->list_cap : 64;
+        in->list = tg_realloc(in->list, in->list_cap * sizeof *in->list);
+    }
+    if ((size_t)h.numel > in->values_cap) {
+        free(in->values);
+        in->values_cap = (size_t)h.numel;
+        in->values = tg_malloc(in->values_cap * sizeof(float));
+    }
+    if (!get_floats(r, in->values, (size_t)h.numel, h.name) || !check_values(r, &h, in->values)) return r->status;
+    TgCheckpointTensorInfo *e = &in->list[index];
+    snprintf(e->name, sizeof e->name, "%s", h.name);
+    e->kind = h.kind;
+    e->ndim = (int)h.ndim;
+    memcpy(e->shape, h.shape, sizeof e->shape);
+    double sum = 0.0;
+    for (int64_t i = 0; i < h.numel; i++) sum += (double)in->values[i] * in->values[i];
+    e->l2_norm = sqrt(sum);
+    return TG_OK;
 }
 
 TgStatus tg_checkpoint_inspect(const char *path, TgCheckpointInfo *info, TgCheckpointTensorInfo **tensors, int *n_tensors) {
     Reader r;
     TgCheckpointInfo ci;
     memset(&ci, 0, sizeof ci);
-    TgCheckpointTensorInfo *list = NULL;
-    float *buf = NULL;
-    size_t buf_cap = 0;
+    Inspection in = {0};
     uint32_t count = 0;
     *tensors = NULL;
     *n_tensors = 0;
-    if (reader_open(&r, path) != TG_OK) goto done;
-    if (!get_header(&r, &ci) || !get(&r, &count, 4, "the tensor count")) goto done;
-    /* every record takes at least 8 bytes of the stream; no model has more than TG_MAX_TENSORS
-     * parameters, each written three times */
-    if ((int64_t)count > r.max_raw_bytes / 8 || count > 3 * (uint32_t)TG_MAX_TENSORS) {
-        content_fail(&r, tg_fail(TG_ERR_FORMAT, "%s: claims %u tensors, impossible in a file of %lld bytes; the file is corrupt",
-                                 path, count, (long long)r.file_bytes));
-        goto done;
+    TgStatus s = reader_open(&r, path);
+    if (s == TG_OK) s = read_any_header(&r, &ci, &count);
+    for (uint32_t n = 0; s == TG_OK && n < count; n++) s = inspect_record(&r, n, &in);
+    if (s == TG_OK) s = read_trailer(&r, &ci.state, path);
+    if (s == TG_OK) {
+        info_of_stream(&r, count, &ci);
+        *info = ci;
+        *tensors = in.list;
+        *n_tensors = (int)count;
+        in.list = NULL;
     }
-    size_t list_cap = 0;
-    for (uint32_t n = 0; n < count; n++) {
-        RecordHeader h;
-        if (!get_record_header(&r, n, &h)) goto done;
-        if (n == list_cap) { /* grown as records arrive: a damaged count allocates nothing */
-            list_cap = list_cap ? 2 * list_cap : 64;
-            list = tg_realloc(list, list_cap * sizeof *list);
-        }
-        if ((size_t)h.numel > buf_cap) {
-            free(buf);
-            buf_cap = (size_t)h.numel;
-            buf = tg_malloc(buf_cap * sizeof(float));
-        }
-        if (!get_floats(&r, buf, (size_t)h.numel, h.name) || !check_values(&r, &h, buf)) goto done;
-        TgCheckpointTensorInfo *e = &list[n];
-        snprintf(e->name, sizeof e->name, "%s", h.name);
-        e->kind = h.kind;
-        e->ndim = (int)h.ndim;
-        memcpy(e->shape, h.shape, sizeof e->shape);
-        double sum = 0.0;
-        for (int64_t i = 0; i < h.numel; i++) sum += (double)buf[i] * buf[i];
-        e->l2_norm = sqrt(sum);
-    }
-    if (!get_trailer(&r, &ci.state, path)) goto done;
-    ci.n_tensors = (int)count;
-    ci.version = r.version, ci.flags = r.flags;
-    ci.raw_bytes = (int64_t)r.zs.total_out;
-    ci.file_bytes = r.file_bytes;
-    *info = ci;
-    *tensors = list;
-    *n_tensors = (int)count;
-    list = NULL;
-done:
-    free(list);
-    free(buf);
+    free(in.list);
+    free(in.values);
     reader_close(&r);
-    return r.status;
+    return s;
 }

@@ -180,77 +180,104 @@ static void bench_medians(const BenchOptions *o, const StepTimes *times, BenchRe
     free(v);
 }
 
+/* What the timed steps run on: the threads, the step arena and tape, the random tokens, the times. */
+typedef struct {
+    TgPool *pool;
+    TgArena arena;
+    TgTape tape;
+    TgRng rng;
+    float *scratch;                     /* the gradient sum's, on more than one rank */
+    int32_t *tokens, *inputs, *targets; /* (B, T + 1), (B, T), (B, T) */
+    StepTimes *times;                   /* the timed steps' */
+} BenchRun;
+
+/* Everything a step needs, allocated before the first; fails when the arena cannot take a step's
+ * size at once. */
+static TgStatus bench_run_open(BenchRun *run, const BenchOptions *o, const TgModelConfig *cfg, int64_t B,
+                               const TgModel *model, const BenchResult *r) {
+    int64_t T = cfg->seq_len;
+    run->pool = tg_pool_create(o->threads);
+    tg_arena_init(&run->arena, 0);
+    /* the step's size at once (checked by bench_memory_check): the warm-up grows nothing */
+    TgStatus status = tg_arena_reserve(&run->arena, (size_t)tg_model_activation_bytes(cfg, B, T, o->threads, true));
+    tg_tape_init(&run->tape, &run->arena, run->pool);
+    tg_tape_set_precision(&run->tape, r->precision);
+    tg_tape_set_gemm_mode(&run->tape, r->gemm_mode);
+    tg_rng_seed(&run->rng, (uint64_t)o->seed + 1 + (uint64_t)tg_dist_rank()); /* each rank its own tokens */
+    run->scratch = tg_dist_ranks() > 1 ? tg_malloc(model->params.total * sizeof(float)) : NULL;
+    run->tokens = tg_malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
+    run->inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
+    run->targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
+    run->times = tg_calloc((size_t)o->steps, sizeof *run->times);
+    return status;
+}
+
+static void bench_run_close(BenchRun *run) {
+    free(run->scratch);
+    free(run->times);
+    free(run->tokens);
+    free(run->inputs);
+    free(run->targets);
+    tg_tape_free(&run->tape);
+    tg_arena_free(&run->arena);
+    tg_pool_destroy(run->pool);
+}
+
+/* B sequences of T + 1 random tokens, as inputs and their next tokens. */
+static void random_batch(BenchRun *run, int64_t vocab, int64_t B, int64_t T) {
+    for (int64_t i = 0; i < B * (T + 1); i++) run->tokens[i] = (int32_t)tg_rng_below(&run->rng, (uint64_t)vocab);
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(run->inputs + b * T, run->tokens + b * (T + 1), (size_t)T * sizeof(int32_t));
+        memcpy(run->targets + b * T, run->tokens + b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
+    }
+}
+
 /* Runs warmup + steps training steps on random tokens and times each; the medians go to *r.
  * Fails only when a collective of a multi-rank run does. */
 static TgStatus bench_measure(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, TgModel *model, BenchResult *r) {
     int64_t T = cfg->seq_len;
-    TgPool *pool = tg_pool_create(o->threads);
-    TgStatus status = TG_OK;
-    TgArena arena;
-    tg_arena_init(&arena, 0);
-    /* the step's size at once (checked by bench_memory_check): the warm-up grows nothing */
-    status = tg_arena_reserve(&arena, (size_t)tg_model_activation_bytes(cfg, B, T, o->threads, true));
-    TgTape tape;
-    tg_tape_init(&tape, &arena, pool);
-    tg_tape_set_precision(&tape, r->precision);
-    tg_tape_set_gemm_mode(&tape, r->gemm_mode);
+    BenchRun run;
+    TgStatus status = bench_run_open(&run, o, cfg, B, model, r);
     TgAdamWConfig adamw = tg_adamw_defaults();
-    TgRng rng;
-    tg_rng_seed(&rng, (uint64_t)o->seed + 1 + (uint64_t)tg_dist_rank()); /* each rank its own tokens */
     bool allreduce = o->reduce && strcmp(o->reduce, "allreduce") == 0;
-    float *scratch = tg_dist_ranks() > 1 ? tg_malloc(model->params.total * sizeof(float)) : NULL;
-    int32_t *tokens = tg_malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
-    int32_t *inputs = tg_malloc((size_t)(B * T) * sizeof(int32_t));
-    int32_t *targets = tg_malloc((size_t)(B * T) * sizeof(int32_t));
     int64_t n_total = o->warmup + o->steps; /* each at most 2^53: no overflow */
-    StepTimes *times = tg_calloc((size_t)o->steps, sizeof *times); /* the timed steps' */
     double cpu_at_timed_start = 0;
     for (int64_t s = 0; status == TG_OK && s < n_total; s++) {
         if (s == o->warmup) cpu_at_timed_start = cpu_seconds();
         double t0 = tg_clock_seconds();
-        for (int64_t i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)tg_rng_below(&rng, (uint64_t)cfg->vocab);
-        for (int64_t b = 0; b < B; b++) {
-            memcpy(inputs + b * T, tokens + b * (T + 1), (size_t)T * sizeof(int32_t));
-            memcpy(targets + b * T, tokens + b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
-        }
+        random_batch(&run, cfg->vocab, B, T);
         tg_params_zero_grad(&model->params);
         double t1 = tg_clock_seconds();
-        TgTensor *loss =
-            tg_model_loss(model, &tape, &(TgBatch){.tokens = inputs, .targets = targets, .batch = B, .seq = T}, NULL);
+        TgTensor *loss = tg_model_loss(
+            model, &run.tape, &(TgBatch){.tokens = run.inputs, .targets = run.targets, .batch = B, .seq = T}, NULL);
         double t2 = tg_clock_seconds();
-        tg_tape_backward(&tape, loss);
+        tg_tape_backward(&run.tape, loss);
         double t3 = tg_clock_seconds();
         if (s == 0) r->first_loss = loss->data[0];
         r->last_loss = loss->data[0];
-        tg_tape_reset(&tape);
+        tg_tape_reset(&run.tape);
         TgParamStore *ps = &model->params;
         if ((status = tg_dist_barrier()) != TG_OK) break;
         double t_wait = tg_clock_seconds();
-        status = allreduce ? tg_dist_allreduce_floats(ps->grad, ps->total) : tg_dist_sum_floats(ps->grad, ps->total, scratch, pool);
+        status = allreduce ? tg_dist_allreduce_floats(ps->grad, ps->total)
+                           : tg_dist_sum_floats(ps->grad, ps->total, run.scratch, run.pool);
         if (status != TG_OK) break;
         double t_comm = tg_clock_seconds();
-        tg_clip_grad_norm_pool(&model->params, 1.0, pool);
-        tg_adamw_step(&model->params, &adamw, s + 1, 5e-4, pool);
+        tg_clip_grad_norm_pool(&model->params, 1.0, run.pool);
+        tg_adamw_step(&model->params, &adamw, s + 1, 5e-4, run.pool);
         double t4 = tg_clock_seconds();
         if (s >= o->warmup)
-            times[s - o->warmup] =
+            run.times[s - o->warmup] =
                 (StepTimes){t4 - t0, t2 - t1, t3 - t2, (t4 - t_comm) + (t1 - t0), t_wait - t3, t_comm - t_wait};
     }
     /* CPU time per step over all threads: unlike wall time, other processes taking the cores
      * barely change it, so it is the steadier figure for comparing two builds on a busy machine */
     r->cpu_per_step = (cpu_seconds() - cpu_at_timed_start) / (double)o->steps;
-    if (status == TG_OK) bench_medians(o, times, r);
-    r->arena_peak_mb = (double)arena.peak / (1024.0 * 1024.0);
-    r->peak_fp32_gflops = tg_peak_gflops(pool, 0.3);
-    r->peak_gflops = r->precision == TG_PRECISION_BF16 ? tg_peak_bf16_gflops(pool, 0.3) : r->peak_fp32_gflops;
-    free(scratch);
-    free(times);
-    free(tokens);
-    free(inputs);
-    free(targets);
-    tg_tape_free(&tape);
-    tg_arena_free(&arena);
-    tg_pool_destroy(pool);
+    if (status == TG_OK) bench_medians(o, run.times, r);
+    r->arena_peak_mb = (double)run.arena.peak / (1024.0 * 1024.0);
+    r->peak_fp32_gflops = tg_peak_gflops(run.pool, 0.3);
+    r->peak_gflops = r->precision == TG_PRECISION_BF16 ? tg_peak_bf16_gflops(run.pool, 0.3) : r->peak_fp32_gflops;
+    bench_run_close(&run);
     return status;
 }
 
@@ -260,71 +287,105 @@ static const char *peak_name(TgPrecision precision) {
     return tg_isa_active() == TG_ISA_AMX ? "bf16 AMX tdpbf16ps" : "bf16 vdpbf16ps";
 }
 
-static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const TgModel *model,
-                        const BenchResult *r) {
-    int64_t T = cfg->seq_len, tokens_per_step = tg_dist_ranks() * B * T;
+/* The figures of a report, the same for its JSON and its text. */
+typedef struct {
+    int64_t seq, tokens_per_step, n_params;
+    const char *gemm_name, *reduce_name, *ffn_name;
+    double flops_per_token, tokens_per_s;
+    double mb_sent; /* what each rank sends (and receives) in one gradient sum */
+    double gflops, mfu, rss;
+} BenchFigures;
+
+static BenchFigures bench_figures(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const TgModel *model,
+                                  const BenchResult *r) {
+    BenchFigures f = {.seq = cfg->seq_len, .n_params = tg_model_param_count(model)};
+    f.tokens_per_step = tg_dist_ranks() * B * f.seq;
+    f.gemm_name = o->gemm ? o->gemm : "pool";
+    f.reduce_name = tg_dist_ranks() == 1 ? "none" : o->reduce ? o->reduce : "ordered";
+    f.flops_per_token = 6.0 * (double)f.n_params + 12.0 * (double)(cfg->n_layers * f.seq * cfg->dim);
+    f.tokens_per_s = (double)f.tokens_per_step / r->median.step;
+    /* 2 (N - 1) / N of the gradients */
+    f.mb_sent = 2.0 * (tg_dist_ranks() - 1) / tg_dist_ranks() * (double)model->params.total * sizeof(float) / 1e6;
+    f.gflops = f.tokens_per_s * f.flops_per_token / 1e9;
+    f.mfu = f.gflops / r->peak_gflops;
+    f.rss = peak_rss_mb();
+    f.ffn_name = tg_ffn_kind_name(cfg->ffn);
+    return f;
+}
+
+/* The GEMM plan and the caches it was made for, as the member "gemm_plan" of the JSON object. */
+static void print_json_gemm_plan(void) {
+    const TgCaches *caches = tg_cpu_caches();
+    TgGemmPlan plan = tg_gemm_plan();
+    printf(",\"gemm_plan\":{\"mr\":%d,\"nr\":%d,\"kc\":%lld,\"nc\":%lld,\"mc\":%lld,\"caches\":\"%s\","
+           "\"l1d_bytes\":%lld,\"l1d_ways\":%d,\"l2_bytes\":%lld,\"l2_ways\":%d,\"l3_bytes\":%lld,\"l3_ways\":%d}",
+           plan.mr, plan.nr, (long long)plan.kc, (long long)plan.nc, (long long)plan.mc, caches->source,
+           (long long)caches->l1d.bytes, caches->l1d.ways, (long long)caches->l2.bytes, caches->l2.ways,
+           (long long)caches->l3.bytes, caches->l3.ways);
+}
+
+/* --json: every figure through the one JSON number writer, so a step timed at 0 or a diverged
+ * loss gives null, not inf or nan. */
+static void bench_print_json(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const BenchResult *r,
+                             const BenchFigures *f) {
     const StepTimes *med = &r->median;
-    const char *gemm_name = o->gemm ? o->gemm : "pool";
-    const char *reduce_name = tg_dist_ranks() == 1 ? "none" : o->reduce ? o->reduce : "ordered";
-    int64_t n_params = tg_model_param_count(model);
-    double flops_per_token = 6.0 * (double)n_params + 12.0 * (double)(cfg->n_layers * T * cfg->dim);
-    double tokens_per_s = (double)tokens_per_step / med->step;
-    /* what each rank sends (and receives) in one gradient sum: 2 (N - 1) / N of the gradients */
-    double mb_sent = 2.0 * (tg_dist_ranks() - 1) / tg_dist_ranks() * (double)model->params.total * sizeof(float) / 1e6;
-    double gflops = tokens_per_s * flops_per_token / 1e9;
-    double mfu = gflops / r->peak_gflops;
-    double rss = peak_rss_mb();
-    const char *ffn_name = tg_ffn_kind_name(cfg->ffn);
-    if (o->json) {
-        /* every figure through the one JSON number writer: a step timed at 0 or a diverged loss
-         * gives null, not inf or nan */
-        printf("{\"preset\":");
-        tg_json_write_string(stdout, tg_model_preset_name(o->preset));
-        printf(",\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
-               "\"seq\":%lld,\"batch\":%lld,\"ffn\":\"%s\",\"threads\":%d,\"gemm\":",
-               (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads, (long long)cfg->n_kv_heads,
-               (long long)cfg->hidden, (long long)cfg->vocab, (long long)T, (long long)B, ffn_name, o->threads);
-        tg_json_write_string(stdout, gemm_name);
-        printf(",\"steps\":%lld,\"warmup\":%lld,\"params\":%lld", (long long)o->steps, (long long)o->warmup,
-               (long long)n_params);
-        const struct {
-            const char *key;
-            double value;
-        } figures[] = {
-            {"flops_per_token", flops_per_token}, {"tokens_per_s", tokens_per_s},
-            {"tokens_per_s_mean", (double)tokens_per_step / r->mean_step}, {"ms_per_step", 1e3 * med->step},
-            {"ms_fwd", 1e3 * med->forward}, {"ms_bwd", 1e3 * med->backward}, {"ms_opt", 1e3 * med->optimizer},
-            {"achieved_gflops", gflops}, {"mfu", mfu}, {"peak_rss_mb", rss}, {"arena_peak_mb", r->arena_peak_mb},
-            {"cpu_ms_per_step", 1e3 * r->cpu_per_step}, {"loss_first", r->first_loss}, {"loss_last", r->last_loss},
-            {"ms_wait", 1e3 * med->wait}, {"ms_comm", 1e3 * med->comm}, {"comm_share", med->comm / med->step},
-            {"mb_sent_per_rank", mb_sent}, {"peak_gflops", r->peak_gflops}, {"peak_fp32_gflops", r->peak_fp32_gflops},
-        };
-        for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
-            tg_json_write_field(stdout, figures[i].key, figures[i].value, 9);
-        printf(",\"precision\":\"%s\",\"peak\":", tg_precision_name(r->precision));
-        tg_json_write_string(stdout, peak_name(r->precision));
-        printf(",\"ranks\":%d,\"reduce\":", tg_dist_ranks());
-        tg_json_write_string(stdout, reduce_name);
-        printf(",\"isa\":");
-        tg_json_write_string(stdout, tg_isa_name(tg_isa_active()));
-        printf(",\"cpu\":");
-        tg_json_write_string(stdout, tg_cpu_name());
-        const TgCaches *caches = tg_cpu_caches();
-        TgGemmPlan plan = tg_gemm_plan();
-        printf(",\"gemm_plan\":{\"mr\":%d,\"nr\":%d,\"kc\":%lld,\"nc\":%lld,\"mc\":%lld,\"caches\":\"%s\","
-               "\"l1d_bytes\":%lld,\"l1d_ways\":%d,\"l2_bytes\":%lld,\"l2_ways\":%d,\"l3_bytes\":%lld,\"l3_ways\":%d}",
-               plan.mr, plan.nr, (long long)plan.kc, (long long)plan.nc, (long long)plan.mc, caches->source,
-               (long long)caches->l1d.bytes, caches->l1d.ways, (long long)caches->l2.bytes, caches->l2.ways,
-               (long long)caches->l3.bytes, caches->l3.ways);
-        printf("}\n");
-        return;
-    }
+    printf("{\"preset\":");
+    tg_json_write_string(stdout, tg_model_preset_name(o->preset));
+    printf(",\"dim\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"hidden\":%lld,\"vocab\":%lld,"
+           "\"seq\":%lld,\"batch\":%lld,\"ffn\":\"%s\",\"threads\":%d,\"gemm\":",
+           (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads, (long long)cfg->n_kv_heads,
+           (long long)cfg->hidden, (long long)cfg->vocab, (long long)f->seq, (long long)B, f->ffn_name, o->threads);
+    tg_json_write_string(stdout, f->gemm_name);
+    printf(",\"steps\":%lld,\"warmup\":%lld,\"params\":%lld", (long long)o->steps, (long long)o->warmup,
+           (long long)f->n_params);
+    const struct {
+        const char *key;
+        double value;
+    } figures[] = {
+        {"flops_per_token", f->flops_per_token},
+        {"tokens_per_s", f->tokens_per_s},
+        {"tokens_per_s_mean", (double)f->tokens_per_step / r->mean_step},
+        {"ms_per_step", 1e3 * med->step},
+        {"ms_fwd", 1e3 * med->forward},
+        {"ms_bwd", 1e3 * med->backward},
+        {"ms_opt", 1e3 * med->optimizer},
+        {"achieved_gflops", f->gflops},
+        {"mfu", f->mfu},
+        {"peak_rss_mb", f->rss},
+        {"arena_peak_mb", r->arena_peak_mb},
+        {"cpu_ms_per_step", 1e3 * r->cpu_per_step},
+        {"loss_first", r->first_loss},
+        {"loss_last", r->last_loss},
+        {"ms_wait", 1e3 * med->wait},
+        {"ms_comm", 1e3 * med->comm},
+        {"comm_share", med->comm / med->step},
+        {"mb_sent_per_rank", f->mb_sent},
+        {"peak_gflops", r->peak_gflops},
+        {"peak_fp32_gflops", r->peak_fp32_gflops},
+    };
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+        tg_json_write_field(stdout, figures[i].key, figures[i].value, 9);
+    printf(",\"precision\":\"%s\",\"peak\":", tg_precision_name(r->precision));
+    tg_json_write_string(stdout, peak_name(r->precision));
+    printf(",\"ranks\":%d,\"reduce\":", tg_dist_ranks());
+    tg_json_write_string(stdout, f->reduce_name);
+    printf(",\"isa\":");
+    tg_json_write_string(stdout, tg_isa_name(tg_isa_active()));
+    printf(",\"cpu\":");
+    tg_json_write_string(stdout, tg_cpu_name());
+    print_json_gemm_plan();
+    printf("}\n");
+}
+
+static void bench_print_text(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const BenchResult *r,
+                             const BenchFigures *f) {
+    const StepTimes *med = &r->median;
     printf("model: %s, %lld parameters (dim %lld, %lld layers, %lld/%lld heads, %s hidden %lld, vocab %lld)\n",
-           tg_model_preset_name(o->preset), (long long)n_params, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
-           (long long)cfg->n_kv_heads, ffn_name, (long long)cfg->hidden, (long long)cfg->vocab);
+           tg_model_preset_name(o->preset), (long long)f->n_params, (long long)cfg->dim, (long long)cfg->n_layers, (long long)cfg->n_heads,
+           (long long)cfg->n_kv_heads, f->ffn_name, (long long)cfg->hidden, (long long)cfg->vocab);
     printf("batch %lld x seq %lld x %d ranks = %lld tokens/step, %d threads (GEMMs: %s), %lld warm-up + %lld timed "
            "steps\n",
-           (long long)B, (long long)T, tg_dist_ranks(), (long long)tokens_per_step, o->threads, gemm_name,
+           (long long)B, (long long)f->seq, tg_dist_ranks(), (long long)f->tokens_per_step, o->threads, f->gemm_name,
            (long long)o->warmup, (long long)o->steps);
     printf("kernels: %s on %s; precision %s\n", tg_isa_name(tg_isa_active()), tg_cpu_name(),
            tg_precision_name(r->precision));
@@ -332,20 +393,29 @@ static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t
     char plan_text[256];
     tg_gemm_plan_describe(&plan, plan_text, sizeof plan_text);
     printf("GEMM plan: %s\n", plan_text);
-    printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", tokens_per_s,
-           (double)tokens_per_step / r->mean_step);
+    printf("tokens/s      %10.0f   (median step; mean step gives %.0f)\n", f->tokens_per_s,
+           (double)f->tokens_per_step / r->mean_step);
     printf("ms per step   %10.2f   forward %.2f, backward %.2f, optimizer %.2f (medians)\n", 1e3 * med->step,
            1e3 * med->forward, 1e3 * med->backward, 1e3 * med->optimizer);
     if (tg_dist_ranks() > 1)
         printf("gradient sum  %10.2f ms (%s, %.1f MB sent per rank, %.1f%% of the step); %.2f ms waiting for the "
                "slowest rank\n",
-               1e3 * med->comm, reduce_name, mb_sent, 100.0 * med->comm / med->step, 1e3 * med->wait);
+               1e3 * med->comm, f->reduce_name, f->mb_sent, 100.0 * med->comm / med->step, 1e3 * med->wait);
     printf("CPU ms/step   %10.2f   (all threads, mean)\n", 1e3 * r->cpu_per_step);
-    printf("GFLOP/s       %10.1f   (%.0f FLOPs/token = 6N + 12 L T dim)\n", gflops, flops_per_token);
-    printf("MFU           %10.1f %% of %.0f GFLOP/s (the %s path's %s ceiling, measured on %d threads)\n", 100.0 * mfu,
-           r->peak_gflops, tg_isa_name(tg_isa_active()), peak_name(r->precision), o->threads);
-    printf("peak RSS      %10.1f MB (step arena peak %.1f MB)\n", rss, r->arena_peak_mb);
+    printf("GFLOP/s       %10.1f   (%.0f FLOPs/token = 6N + 12 L T dim)\n", f->gflops, f->flops_per_token);
+    printf("MFU           %10.1f %% of %.0f GFLOP/s (the %s path's %s ceiling, measured on %d threads)\n",
+           100.0 * f->mfu, r->peak_gflops, tg_isa_name(tg_isa_active()), peak_name(r->precision), o->threads);
+    printf("peak RSS      %10.1f MB (step arena peak %.1f MB)\n", f->rss, r->arena_peak_mb);
     printf("loss          %10.4f -> %.4f (ln V = %.4f)\n", r->first_loss, r->last_loss, log((double)cfg->vocab));
+}
+
+static void bench_print(const BenchOptions *o, const TgModelConfig *cfg, int64_t B, const TgModel *model,
+                        const BenchResult *r) {
+    BenchFigures f = bench_figures(o, cfg, B, model, r);
+    if (o->json)
+        bench_print_json(o, cfg, B, r, &f);
+    else
+        bench_print_text(o, cfg, B, r, &f);
 }
 
 /* The model, a step of B sequences, the tokens and the timed steps' times, before any of it is

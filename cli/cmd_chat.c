@@ -81,18 +81,16 @@ static TgStatus print_bytes(void *ctx, const char *bytes, size_t len) {
 static TgStatus reply_once(Chat *c) {
     const char *system = c->o->system;
     TG_TRY(chat_begin(c, system, system ? strlen(system) : 0));
-    char *reply;
-    size_t len;
-    TgChatFinish finish;
-    TG_TRY(tg_chat_session_reply(&c->session, c->o->message, strlen(c->o->message), NULL, NULL, &reply, &len, &finish, NULL));
-    fwrite(reply, 1, len, stdout);
+    TgChatReply reply;
+    TG_TRY(tg_chat_session_reply(&c->session, c->o->message, strlen(c->o->message), NULL, NULL, &reply));
+    fwrite(reply.text, 1, reply.len, stdout);
     putchar('\n');
-    free(reply);
+    free(reply.text);
     return cli_stdout_check();
 }
 
 /* One --jsonl conversation: its turns as history, a reply to its last (the user's). */
-static TgStatus reply_to(Chat *c, const TgConversation *conv, char **reply, size_t *len, TgChatFinish *finish, int64_t *ids) {
+static TgStatus reply_to(Chat *c, const TgConversation *conv, TgChatReply *reply) {
     size_t n = conv->n_turns;
     if (conv->turns[n - 1].role != TG_CHAT_USER)
         return tg_fail(TG_ERR_FORMAT, "the last turn is the %s's; a reply answers a user turn",
@@ -102,8 +100,7 @@ static TgStatus reply_to(Chat *c, const TgConversation *conv, char **reply, size
     TG_TRY(chat_begin(c, system, own_system ? conv->turns[0].len : system ? strlen(system) : 0));
     for (size_t i = own_system ? 1 : 0; i + 1 < n; i++)
         TG_TRY(tg_chat_session_add(&c->session, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len));
-    return tg_chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, reply, len,
-                              finish, ids);
+    return tg_chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, reply);
 }
 
 /* The longest message a line can get: a line number before the longest library message. */
@@ -134,21 +131,19 @@ static TgStatus reply_jsonl(Chat *c) {
             tg_jsonl_line_of(content, len, number, &line);
         }
         TgStatus s = TG_ERR_FORMAT;
-        char *reply = NULL;
-        size_t reply_len = 0;
-        TgChatFinish finish = TG_CHAT_FINISH_END;
-        int64_t ids = 0;
+        TgChatReply reply = {0};
         if (line.kind != TG_JSONL_OBJECT) {
             snprintf(why, WHY_CAP, "%s", line.why);
         } else if (tg_chat_conversation_parse(&line, &conv, why, WHY_CAP)) {
-            s = reply_to(c, &conv, &reply, &reply_len, &finish, &ids);
+            s = reply_to(c, &conv, &reply);
             if (s != TG_OK) snprintf(why, WHY_CAP, "line %lld: %s", (long long)number, tg_error_message());
         }
         if (s == TG_OK) {
             fputs("{\"reply\":", stdout);
-            tg_json_write_bytes(stdout, reply, reply_len);
-            printf(",\"finish\":\"%s\",\"tokens\":%lld}\n", finish == TG_CHAT_FINISH_END ? "end" : "length", (long long)ids);
-            free(reply);
+            tg_json_write_bytes(stdout, reply.text, reply.len);
+            printf(",\"finish\":\"%s\",\"tokens\":%lld}\n", reply.finish == TG_CHAT_FINISH_END ? "end" : "length",
+                   (long long)reply.n_ids);
+            free(reply.text);
         } else {
             fputs("{\"error\":", stdout);
             tg_json_write_string(stdout, why);
@@ -203,14 +198,13 @@ static TgStatus converse(Chat *c) {
             continue;
         }
         int64_t rebuilds = c->session.rebuilds;
-        char *reply;
-        size_t reply_len;
-        TgChatFinish finish;
-        s = tg_chat_session_reply(&c->session, line, len, print_bytes, NULL, &reply, &reply_len, &finish, NULL);
+        TgChatReply reply;
+        s = tg_chat_session_reply(&c->session, line, len, print_bytes, NULL, &reply);
         if (s != TG_OK) break;
-        free(reply);
+        free(reply.text);
         putchar('\n');
-        if (terminal && finish == TG_CHAT_FINISH_LENGTH) printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
+        if (terminal && reply.finish == TG_CHAT_FINISH_LENGTH)
+            printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
         if (terminal && c->session.rebuilds > rebuilds)
             printf("(the conversation is longer than the context: the model now sees its latest part)\n");
         if ((s = cli_stdout_check()) != TG_OK) break;

@@ -77,6 +77,51 @@ static TgStatus resolve_source(const char *given, char *path, size_t cap) {
 
 static const TgOptTable info_table = {"ckpt info", "FILE|DIR", NULL, 0, 1};
 
+/* An adapter's LoRA settings and the base it was trained on. */
+static void print_adapter(const TgCheckpointInfo *info, const char *path) {
+    TgLoraConfig lora;
+    uint64_t base;
+    char targets[64];
+    if (tg_adapter_tag_parse(info->tag, path, &lora, &base) != TG_OK) return;
+    tg_lora_targets_format(lora.targets, targets, sizeof targets);
+    printf("adapters     LoRA rank %lld, alpha %g on %s (tag '%s')\n", (long long)lora.rank, lora.alpha, targets,
+           info->tag);
+    printf("base         weights fingerprint %016llx, tokenizer fingerprint %016llx\n", (unsigned long long)base,
+           (unsigned long long)info->tokenizer_fingerprint);
+}
+
+/* The model's shape and the trainer's state. */
+static void print_model_state(const TgCheckpointInfo *info) {
+    const TgModelConfig *c = &info->cfg;
+    const TgTrainerState *s = &info->state;
+    printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
+           "rope theta %g, norm eps %g\n",
+           (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
+           tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta,
+           c->norm_eps);
+    printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info->tokenizer_fingerprint);
+    printf("step         %lld\n", (long long)s->step);
+    printf("tokens seen  %lld\n", (long long)s->tokens_seen);
+    if (isfinite(s->best_val_loss))
+        printf("best val     %.6f\n", s->best_val_loss);
+    else
+        printf("best val     - (never evaluated)\n");
+    printf("trained for  %.1f s; seed %llu; loader at batch %llu\n", s->elapsed_s, (unsigned long long)s->seed,
+           (unsigned long long)s->loader.batches_drawn);
+}
+
+/* The elements of the weights, the records of AdamW m and v left out. */
+static int64_t weight_count(const TgCheckpointTensorInfo *tensors, int n) {
+    int64_t params = 0;
+    for (int i = 0; i < n; i++)
+        if (tensors[i].kind == TG_CHECKPOINT_KIND_WEIGHT) {
+            int64_t numel = 1;
+            for (int d = 0; d < tensors[i].ndim; d++) numel *= tensors[i].shape[d];
+            params += numel;
+        }
+    return params;
+}
+
 static int run_info(int argc, char **argv) {
     const char *positional[1];
     int n_positional = 0;
@@ -90,51 +135,21 @@ static int run_info(int argc, char **argv) {
     TgStatus status = resolve_source(positional[0], path, sizeof path);
     if (status == TG_OK) status = tg_checkpoint_inspect(path, &info, &tensors, &n);
     if (status != TG_OK) return cli_exit("ckpt info", status);
-    const TgModelConfig *c = &info.cfg;
-    const TgTrainerState *s = &info.state;
     printf("checkpoint   %s\n", path);
     printf("format       version %u%s; gzip stream verified (CRC32 and length)\n", info.version,
            info.flags & TG_CHECKPOINT_FLAG_SHUFFLED ? ", floats byte-shuffled into 4 planes" : "");
-    if (info.flags & TG_CHECKPOINT_FLAG_ADAPTER) {
-        TgLoraConfig lora;
-        uint64_t base;
-        char targets[64];
-        if (tg_adapter_tag_parse(info.tag, path, &lora, &base) == TG_OK) {
-            tg_lora_targets_format(lora.targets, targets, sizeof targets);
-            printf("adapters     LoRA rank %lld, alpha %g on %s (tag '%s')\n", (long long)lora.rank, lora.alpha, targets,
-                   info.tag);
-            printf("base         weights fingerprint %016llx, tokenizer fingerprint %016llx\n", (unsigned long long)base,
-                   (unsigned long long)info.tokenizer_fingerprint);
-        }
-    }
+    if (info.flags & TG_CHECKPOINT_FLAG_ADAPTER) print_adapter(&info, path);
     if (info.tag[0] && !(info.flags & TG_CHECKPOINT_FLAG_ADAPTER)) {
         /* a program's own parameter set (tapegrad/param_checkpoint.h): a tag and a step, no model */
         printf("parameters   a program's own set, tagged '%s'\n", info.tag);
-        printf("step         %lld\n", (long long)s->step);
+        printf("step         %lld\n", (long long)info.state.step);
     } else {
-        printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
-               "rope theta %g, norm eps %g\n",
-               (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-               tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
-               c->rope_theta, c->norm_eps);
-        printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info.tokenizer_fingerprint);
-        printf("step         %lld\n", (long long)s->step);
-        printf("tokens seen  %lld\n", (long long)s->tokens_seen);
-        if (isfinite(s->best_val_loss)) printf("best val     %.6f\n", s->best_val_loss);
-        else printf("best val     - (never evaluated)\n");
-        printf("trained for  %.1f s; seed %llu; loader at batch %llu\n", s->elapsed_s, (unsigned long long)s->seed,
-               (unsigned long long)s->loader.batches_drawn);
+        print_model_state(&info);
     }
     printf("size         %lld bytes raw, %lld bytes compressed: ratio %.3f\n", (long long)info.raw_bytes,
            (long long)info.file_bytes, info.file_bytes > 0 ? (double)info.raw_bytes / (double)info.file_bytes : 0.0);
-    int64_t params = 0;
-    for (int i = 0; i < n; i++)
-        if (tensors[i].kind == TG_CHECKPOINT_KIND_WEIGHT) {
-            int64_t numel = 1;
-            for (int d = 0; d < tensors[i].ndim; d++) numel *= tensors[i].shape[d];
-            params += numel;
-        }
-    printf("tensors      %d records: %lld weights, each with AdamW m and v\n\n", n, (long long)params);
+    printf("tensors      %d records: %lld weights, each with AdamW m and v\n\n", n,
+           (long long)weight_count(tensors, n));
     print_tensor_norms(tensors, n);
     free(tensors);
     return cli_exit("ckpt info", cli_stdout_check());

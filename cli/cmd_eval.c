@@ -137,6 +137,91 @@ static TgStatus windows_from_sources(Windows *w, const char *path, const char *t
     return st;
 }
 
+/* What --dataset names (with the run's tokenizer) or, without --data, the run's val split. */
+static TgStatus open_eval_data(const EvalFlags *o, TgRun *run, TgDataset *dataset) {
+    if (o->dataset) {
+        TG_TRY(tg_dataset_open(o->dataset, false, dataset));
+        if (dataset->tok.fingerprint != run->tok.fingerprint)
+            return tg_fail(TG_ERR_MISMATCH,
+                           "the dataset %s was prepared with another tokenizer than the run's: evaluate it with --data "
+                           "on its sources",
+                           o->dataset);
+        return TG_OK;
+    }
+    return o->data ? TG_OK : tg_run_open_val(run);
+}
+
+/* The batches of up to 8 windows, each a forward without a tape, before the arena grows. */
+static TgStatus eval_memory_check(const EvalFlags *o, const TgRun *run) {
+    TgMemoryPlan plan = {0};
+    tg_memory_plan_add(&plan, tg_model_memory_bytes(&run->model.cfg), NULL, NULL, "for the model");
+    tg_memory_plan_add_activations(&plan, &run->model.cfg, EVAL_MAX_BATCH, run->model.cfg.seq_len, o->threads, false,
+                                   run->last_checkpoint, NULL);
+    return tg_memory_plan_check(&plan);
+}
+
+/* The summed loss over what is evaluated, into w; *targets: the tokens it is summed over. A
+ * fine-tuned run's own val split is conversations: the loss per assistant token. */
+static TgStatus eval_loss(const EvalFlags *o, TgRun *run, TgDataset *dataset, bool conversations, Windows *w,
+                          uint64_t *targets) {
+    if (conversations) {
+        TgSplitEval e = {.loss = NAN};
+        TgStatus s = tg_evaluate_conversations(&run->model, w->tape, &run->tok, &run->val, EVAL_MAX_BATCH, &e);
+        *targets = e.targets, w->bytes = e.bytes;
+        w->windows = e.rows, w->nats = e.loss * (double)*targets;
+        return s;
+    }
+    TgStatus s = o->data ? windows_from_sources(w, o->data, o->text_field)
+                         : windows_from_store(w, o->dataset ? &dataset->val : &run->val.tokens);
+    *targets = w->windows * (uint64_t)w->seq;
+    return s;
+}
+
+/* The result as one JSON line, or why there is none. */
+static TgStatus eval_print(const TgRun *run, const char *what, const Windows *w, uint64_t targets) {
+    double loss = targets ? w->nats / (double)targets : NAN;
+    if (w->windows == 0)
+        return tg_fail(TG_ERR_FORMAT, "%s holds fewer tokens than one window of %lld; give more text", what,
+                       (long long)run->model.cfg.seq_len + 1);
+    /* JSON has no NaN: refused rather than printed */
+    if (!isfinite(loss))
+        return tg_fail(TG_ERR_NUMERIC,
+                       "%s: the loss on %s is %s although every weight is finite: the model's activations overflow "
+                       "float32",
+                       run->last_checkpoint, what, isnan(loss) ? "NaN" : "infinite");
+    printf("{\"val_loss\":%.9g", loss);
+    tg_json_write_field(stdout, "bits_per_byte", tg_bits_per_byte(loss, targets, w->bytes), 9);
+    printf(",\"tokens\":%llu,\"bytes\":%llu,\"windows\":%llu,\"step\":%lld,\"data\":", (unsigned long long)targets,
+           (unsigned long long)w->bytes, (unsigned long long)w->windows, (long long)run->state.step);
+    tg_json_write_string(stdout, what);
+    printf(",\"checkpoint\":");
+    tg_json_write_string(stdout, run->last_checkpoint);
+    printf("}\n");
+    return cli_stdout_check();
+}
+
+/* The evaluation on its own engine, and its result. */
+static TgStatus evaluate(const EvalFlags *o, TgRun *run, TgDataset *dataset) {
+    bool conversations = run->task == TG_TASK_SFT && !o->data && !o->dataset;
+    const char *what = conversations ? "the val split's conversations (the loss per assistant token)"
+                       : o->data     ? o->data
+                       : o->dataset  ? o->dataset
+                                     : "the val split";
+    TgEngine engine;
+    tg_engine_open(&engine, o->threads, 0);
+    TgStatus s =
+        tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(&run->model.cfg, EVAL_MAX_BATCH,
+                                                                          run->model.cfg.seq_len, o->threads, false));
+    Windows w;
+    windows_open(&w, &run->model, &engine.tape, &run->tok);
+    uint64_t targets = 0;
+    if (s == TG_OK) s = eval_loss(o, run, dataset, conversations, &w, &targets);
+    if (s == TG_OK) s = eval_print(run, what, &w, targets);
+    windows_close(&w);
+    tg_engine_close(&engine);
+    return s;
+}
+
 static int run_eval(int argc, char **argv) {
     const EvalFlags defaults = {.threads = TG_TRAIN_DEFAULT_THREADS};
     EvalFlags o = defaults;
@@ -147,71 +232,9 @@ static int run_eval(int argc, char **argv) {
     TgRun run;
     TgDataset dataset = {.train.fd = -1, .val.fd = -1};
     TgStatus s = tg_run_open_existing(o.run, &run);
-    const char *what = o.data ? o.data : o.dataset ? o.dataset : "the val split";
-    if (s == TG_OK && o.dataset) {
-        s = tg_dataset_open(o.dataset, false, &dataset);
-        if (s == TG_OK && dataset.tok.fingerprint != run.tok.fingerprint)
-            s = tg_fail(TG_ERR_MISMATCH, "the dataset %s was prepared with another tokenizer than the run's: evaluate it with --data on its sources",
-                        o.dataset);
-    } else if (s == TG_OK && !o.data) {
-        s = tg_run_open_val(&run);
-    }
-    if (s == TG_OK) {
-        /* the batches of up to 8 windows, each a forward without a tape, before the arena grows */
-        TgMemoryPlan plan = {0};
-        tg_memory_plan_add(&plan, tg_model_memory_bytes(&run.model.cfg), NULL, NULL, "for the model");
-        tg_memory_plan_add_activations(&plan, &run.model.cfg, EVAL_MAX_BATCH, run.model.cfg.seq_len, o.threads, false,
-                                    run.last_checkpoint, NULL);
-        s = tg_memory_plan_check(&plan);
-    }
-    /* a fine-tuned run's own val split: conversations, the loss per assistant token */
-    bool conversations = s == TG_OK && run.task == TG_TASK_SFT && !o.data && !o.dataset;
-    if (conversations) what = "the val split's conversations (the loss per assistant token)";
-    if (s == TG_OK) {
-        TgEngine engine;
-        tg_engine_open(&engine, o.threads, 0);
-        s = tg_arena_reserve(&engine.arena, (size_t)tg_model_activation_bytes(&run.model.cfg, EVAL_MAX_BATCH,
-                                                                              run.model.cfg.seq_len, o.threads, false));
-        Windows w;
-        windows_open(&w, &run.model, &engine.tape, &run.tok);
-        uint64_t targets = 0;
-        if (s == TG_OK && conversations) {
-            TgSplitEval e = {.loss = NAN};
-            s = tg_evaluate_conversations(&run.model, &engine.tape, &run.tok, &run.val, EVAL_MAX_BATCH, &e);
-            targets = e.targets, w.bytes = e.bytes;
-            w.windows = e.rows, w.nats = e.loss * (double)targets;
-        } else if (s == TG_OK) {
-            s = o.data ? windows_from_sources(&w, o.data, o.text_field)
-                       : windows_from_store(&w, o.dataset ? &dataset.val : &run.val.tokens);
-            targets = w.windows * (uint64_t)w.seq;
-        }
-        double loss = targets ? w.nats / (double)targets : NAN;
-        if (s != TG_OK) {
-            /* said below */
-        } else if (w.windows == 0) {
-            s = tg_fail(TG_ERR_FORMAT, "%s holds fewer tokens than one window of %lld; give more text", what,
-                        (long long)run.model.cfg.seq_len + 1);
-        } else if (!isfinite(loss)) {
-            /* JSON has no NaN: refused rather than printed */
-            s = tg_fail(TG_ERR_NUMERIC,
-                        "%s: the loss on %s is %s although every weight is finite: the model's activations overflow "
-                        "float32",
-                        run.last_checkpoint, what, isnan(loss) ? "NaN" : "infinite");
-        } else {
-            uint64_t tokens = targets;
-            printf("{\"val_loss\":%.9g", loss);
-            tg_json_write_field(stdout, "bits_per_byte", tg_bits_per_byte(loss, tokens, w.bytes), 9);
-            printf(",\"tokens\":%llu,\"bytes\":%llu,\"windows\":%llu,\"step\":%lld,\"data\":", (unsigned long long)tokens,
-                   (unsigned long long)w.bytes, (unsigned long long)w.windows, (long long)run.state.step);
-            tg_json_write_string(stdout, what);
-            printf(",\"checkpoint\":");
-            tg_json_write_string(stdout, run.last_checkpoint);
-            printf("}\n");
-            s = cli_stdout_check();
-        }
-        windows_close(&w);
-        tg_engine_close(&engine);
-    }
+    if (s == TG_OK) s = open_eval_data(&o, &run, &dataset);
+    if (s == TG_OK) s = eval_memory_check(&o, &run);
+    if (s == TG_OK) s = evaluate(&o, &run, &dataset);
     tg_dataset_close(&dataset);
     tg_run_close(&run);
     return cli_exit("eval", s);

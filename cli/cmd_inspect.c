@@ -170,7 +170,8 @@ static int run_inspect(int argc, char **argv) {
         int64_t k = o.batches, T = run.model.cfg.seq_len;
         TgModelInspection mi;
         tg_model_inspection_init(&mi, &run.model);
-        double loss = tg_model_inspect_batches(&run.model, &engine.tape, inputs, targets, key_start, k, o.batch, T, &mi);
+        TgEvalBatches batches = {inputs, targets, key_start, k, o.batch, T};
+        double loss = tg_model_inspect_batches(&run.model, &engine.tape, &batches, &mi);
         if (o.json) {
             print_json(&run, &mi, k, o.batch, loss);
         } else {

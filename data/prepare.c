@@ -142,23 +142,22 @@ static void markers_report(const Markers *m, const TgPrepareOptions *opt, const 
 
 static void markers_end(Markers *m) { tg_tokenizer_specials_free(m->names, m->n); }
 
-/* Counts what the tokenizer is trained on, then trains it. */
-static TgStatus train_tokenizer(const TgPrepareOptions *opt, TgSourceList *list, const TgPrepareReporter *rep,
-                                TgPrepareResult *res, TgTokenizer *tok) {
+/* The BPE's counter of the texts (its special tokens reserved), and the markers to watch for. */
+static TgStatus bpe_counter_open(const TgPrepareOptions *opt, TgBpeCounter **counter, Markers *markers) {
     char **names = NULL;
     int32_t n_names = 0;
-    TgBpeCounter *counter = NULL;
-    Markers markers = {0};
-    if (opt->kind == TG_TOKENIZER_BPE) {
-        TG_TRY(tg_tokenizer_specials_parse(opt->special_tokens, &names, &n_names));
-        TgStatus st = tg_bpe_counter_new(TG_TOKENIZER_SPLIT_GPT2, names, n_names, &counter);
-        if (st == TG_OK) st = markers_begin(&markers, names, n_names);
-        tg_tokenizer_specials_free(names, n_names);
-        if (st != TG_OK) tg_bpe_counter_free(counter);
-        TG_TRY(st);
-    }
-    bool seen[256] = {false};
-    TgMessageSink sink = sink_of(rep);
+    TG_TRY(tg_tokenizer_specials_parse(opt->special_tokens, &names, &n_names));
+    TgStatus st = tg_bpe_counter_new(TG_TOKENIZER_SPLIT_GPT2, names, n_names, counter);
+    if (st == TG_OK) st = markers_begin(markers, names, n_names);
+    tg_tokenizer_specials_free(names, n_names);
+    if (st != TG_OK) tg_bpe_counter_free(*counter);
+    return st;
+}
+
+/* The counting pass: every piece into the BPE's counter and its markers, or (no counter: char)
+ * its bytes into seen. Fails when the sources hold no document. */
+static TgStatus count_sources(const TgPrepareOptions *opt, TgSourceList *list, const TgPrepareReporter *rep,
+                              TgBpeCounter *counter, Markers *markers, bool seen[256], TgPrepareResult *res) {
     TgDocReader reader;
     TgDocOptions dopt = doc_options(opt, false);
     tg_doc_reader_open(&reader, list, &dopt);
@@ -172,7 +171,7 @@ static TgStatus train_tokenizer(const TgPrepareOptions *opt, TgSourceList *list,
         if (st != TG_OK || !got) break;
         if (counter) {
             tg_bpe_counter_add(counter, piece.text, piece.len);
-            markers_count(&markers, piece.text, piece.len);
+            markers_count(markers, piece.text, piece.len);
         } else
             for (size_t i = 0; i < piece.len; i++) seen[(unsigned char)piece.text[i]] = true;
         progress_report(&progress, tg_doc_reader_disk_bytes(&reader), false);
@@ -187,38 +186,56 @@ static TgStatus train_tokenizer(const TgPrepareOptions *opt, TgSourceList *list,
                      reader.malformed_lines, reader.empty_texts, reader.files_binary,
                      reader.n_errors ? ": the first, " : "", reader.n_errors ? reader.errors[0] : "",
                      opt->text_field ? opt->text_field : TG_DOC_DEFAULT_TEXT_FIELD);
+    return st;
+}
+
+/* The BPE learnt from the counted chunks, with a note when the word table was cut to its bounds. */
+static TgStatus train_bpe(const TgPrepareOptions *opt, TgBpeCounter *counter, const TgMessageSink *sink,
+                          TgPrepareResult *res, TgTokenizer *tok) {
+    TgBpeCounterStats cs;
+    tg_bpe_counter_stats(counter, &cs);
+    res->words = cs.words;
+    tg_message_emit(sink, TG_MESSAGE_INFO,
+                    "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32 " ids",
+                    res->words, (double)cs.table_bytes / (1 << 20), res->count_seconds, opt->vocab_size);
+    const TgBpeLimits *lim = tg_bpe_counter_limits(counter);
+    if (cs.prunes)
+        tg_message_emit(sink, TG_MESSAGE_NOTE,
+                        "the word table reached its cap of %zu chunks or %zu MiB of them: %" PRIu64
+                        " times its rarer half was dropped (%" PRIu64
+                        " chunks), so the merges are learnt from the most "
+                        "frequent chunks",
+                        lim->max_words, lim->max_bytes >> 20, cs.prunes, cs.dropped);
+    TgBpeTrainReport tr;
+    TgStatus st = tg_bpe_counter_train(counter, opt->vocab_size, tok, &tr);
+    if (st == TG_OK && tr.restarts)
+        tg_message_emit(sink, TG_MESSAGE_NOTE,
+                        "training would have needed more than its %zu MiB: the word table was halved %d times, to %zu "
+                        "chunks",
+                        lim->train_bytes >> 20, tr.restarts, tg_bpe_counter_words(counter));
+    return st;
+}
+
+/* A char tokenizer of the bytes seen. */
+static TgStatus train_chars(const bool seen[256], TgTokenizer *tok) {
+    char bytes[256];
+    int n = 0;
+    for (int b = 0; b < 256; b++)
+        if (seen[b]) bytes[n++] = (char)b;
+    return tg_tokenizer_char_train(bytes, (size_t)n, tok);
+}
+
+/* Counts what the tokenizer is trained on, then trains it. */
+static TgStatus train_tokenizer(const TgPrepareOptions *opt, TgSourceList *list, const TgPrepareReporter *rep,
+                                TgPrepareResult *res, TgTokenizer *tok) {
+    TgBpeCounter *counter = NULL;
+    Markers markers = {0};
+    if (opt->kind == TG_TOKENIZER_BPE) TG_TRY(bpe_counter_open(opt, &counter, &markers));
+    bool seen[256] = {false};
+    TgMessageSink sink = sink_of(rep);
+    TgStatus st = count_sources(opt, list, rep, counter, &markers, seen, res);
     double t0 = tg_clock_seconds();
-    if (st == TG_OK && counter) {
-        TgBpeCounterStats cs;
-        tg_bpe_counter_stats(counter, &cs);
-        res->words = cs.words;
-        tg_message_emit(&sink, TG_MESSAGE_INFO,
-                        "counted %zu distinct chunks (%.1f MiB of word table) in %.1f s; training BPE to %" PRId32
-                        " ids",
-                        res->words, (double)cs.table_bytes / (1 << 20), res->count_seconds, opt->vocab_size);
-        const TgBpeLimits *lim = tg_bpe_counter_limits(counter);
-        if (cs.prunes)
-            tg_message_emit(&sink, TG_MESSAGE_NOTE,
-                            "the word table reached its cap of %zu chunks or %zu MiB of them: %" PRIu64
-                            " times its rarer half was dropped (%" PRIu64
-                            " chunks), so the merges are learnt from the most "
-                            "frequent chunks",
-                            lim->max_words, lim->max_bytes >> 20, cs.prunes, cs.dropped);
-        TgBpeTrainReport tr;
-        st = tg_bpe_counter_train(counter, opt->vocab_size, tok, &tr);
-        if (st == TG_OK && tr.restarts)
-            tg_message_emit(
-                &sink, TG_MESSAGE_NOTE,
-                "training would have needed more than its %zu MiB: the word table was halved %d times, to %zu "
-                "chunks",
-                lim->train_bytes >> 20, tr.restarts, tg_bpe_counter_words(counter));
-    } else if (st == TG_OK) {
-        char bytes[256];
-        int n = 0;
-        for (int b = 0; b < 256; b++)
-            if (seen[b]) bytes[n++] = (char)b;
-        st = tg_tokenizer_char_train(bytes, (size_t)n, tok);
-    }
+    if (st == TG_OK) st = counter ? train_bpe(opt, counter, &sink, res, tok) : train_chars(seen, tok);
     res->tokenizer_seconds = tg_clock_seconds() - t0;
     if (st == TG_OK) markers_report(&markers, opt, &sink);
     markers_end(&markers);
@@ -379,24 +396,17 @@ static void write_split(FILE *f, const char *name, const char *file, const TgDat
     fputs("}", f);
 }
 
-static TgStatus write_manifest(const char *dir, const TgPrepareOptions *opt, const char *root, const TgSourceList *list,
-                               const TgDocReader *reader, const TgTokenizer *tok, const TgDatasetSplit *train,
-                               const TgDatasetSplit *val, TgPrepareResult *res) {
-    char recipe[TG_DATASET_RECIPE_CAP], path[TG_PATH_CAP];
-    tg_prepare_recipe(opt, recipe, sizeof recipe);
-    res->recipe_fingerprint = recipe_fingerprint(recipe, root, list);
-    res->fingerprint = tg_dataset_fingerprint(tok->fingerprint, train, val);
-    TG_TRY(tg_path_join(path, sizeof path, dir, TG_DATASET_MANIFEST_FILE));
-    TgAtomicFile af;
-    TG_TRY(tg_atomic_file_open(&af, path));
-    FILE *f = tg_atomic_file_stream(&af);
-    fprintf(f, "{\"format\": \"%s\"", TG_DATASET_FORMAT);
-    fputs(",\n  ", f);
-    hex_field(f, "fingerprint", res->fingerprint, false);
-    fputs(",\n  \"recipe\": ", f);
-    write_text(f, recipe);
-    fputs(",\n  ", f);
-    hex_field(f, "recipe_fingerprint", res->recipe_fingerprint, false);
+/* What the manifest records of a preparation. */
+typedef struct {
+    const TgPrepareOptions *opt;
+    const char *root; /* the sources as given: the recipe's paths are relative to it */
+    const TgSourceList *list;
+    const TgDocReader *reader; /* the encoding pass's counts */
+    const TgTokenizer *tok;
+    TgDatasetSplit train, val;
+} Manifest;
+
+static void write_tokenizer(FILE *f, const TgTokenizer *tok) {
     fprintf(f, ",\n  \"tokenizer\": {\"kind\": \"%s\", \"vocab_size\": %" PRId32, tg_tokenizer_kind_name(tok->kind),
             tok->vocab_size);
     hex_field(f, "fingerprint", tok->fingerprint, true);
@@ -409,20 +419,26 @@ static TgStatus write_manifest(const char *dir, const TgPrepareOptions *opt, con
         fputs("}", f);
     }
     fputs("]}", f);
-    fprintf(f, ",\n  \"split\": {\"rule\": \"%s\", \"val_fraction\": %.17g, \"seq_len\": %" PRId64 "}", TG_DATASET_SPLIT_RULE,
-            opt->val_fraction, opt->seq_len);
-    write_split(f, "train", TG_PREPARE_TRAIN_FILE, train);
-    write_split(f, "val", TG_PREPARE_VAL_FILE, val);
-    fprintf(f, ",\n  \"documents\": %" PRIu64 ", \"text_bytes\": %" PRIu64 ", \"file_bytes\": %" PRIu64
-               ", \"malformed_lines\": %" PRIu64 ", \"empty_texts\": %" PRIu64 ", \"binary_files\": %" PRIu64,
-            reader->documents, res->text_bytes, list->file_bytes, reader->malformed_lines, reader->empty_texts,
+}
+
+/* What the encoding pass read, and the first malformed lines. */
+static void write_counts(FILE *f, const Manifest *m, const TgPrepareResult *res) {
+    const TgDocReader *reader = m->reader;
+    fprintf(f,
+            ",\n  \"documents\": %" PRIu64 ", \"text_bytes\": %" PRIu64 ", \"file_bytes\": %" PRIu64
+            ", \"malformed_lines\": %" PRIu64 ", \"empty_texts\": %" PRIu64 ", \"binary_files\": %" PRIu64,
+            reader->documents, res->text_bytes, m->list->file_bytes, reader->malformed_lines, reader->empty_texts,
             reader->files_binary);
     fputs(",\n  \"malformed_examples\": [", f);
     for (int i = 0; i < reader->n_errors; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
         write_text(f, reader->errors[i]);
     }
-    fputs("],\n  \"sources\": [", f);
+    fputs("]", f);
+}
+
+static void write_sources(FILE *f, const TgSourceList *list) {
+    fputs(",\n  \"sources\": [", f);
     for (size_t i = 0; i < list->count; i++) {
         const TgSource *s = &list->items[i];
         fputs(i ? ",\n    {\"path\": " : "\n    {\"path\": ", f);
@@ -432,8 +448,15 @@ static TgStatus write_manifest(const char *dir, const TgPrepareOptions *opt, con
         hex_field(f, "hash", s->hash, true);
         fprintf(f, ", \"documents\": %" PRIu64 ", \"malformed_lines\": %" PRIu64 "}", s->documents, s->malformed_lines);
     }
+    fputs("]", f);
+}
+
+/* The paths the listing left out, counted by why, and the first of each kind. */
+static void write_skipped(FILE *f, const TgSourceList *list) {
     const TgSourceSkips *k = list->skipped;
-    fprintf(f, "],\n  \"skipped\": {\"by_name\": %zu, \"not_files\": %zu, \"folders_again\": %zu, \"empty_files\": %zu, \"examples\": [",
+    fprintf(f,
+            ",\n  \"skipped\": {\"by_name\": %zu, \"not_files\": %zu, \"folders_again\": %zu, \"empty_files\": %zu, "
+            "\"examples\": [",
             k[TG_SOURCE_SKIP_NAME].count, k[TG_SOURCE_SKIP_NOT_FILE].count, k[TG_SOURCE_SKIP_FOLDER_AGAIN].count,
             k[TG_SOURCE_SKIP_EMPTY].count);
     int examples = 0;
@@ -442,7 +465,34 @@ static TgStatus write_manifest(const char *dir, const TgPrepareOptions *opt, con
             fputs(examples++ ? ", " : "", f);
             write_text(f, k[kind].first[i]);
         }
-    fputs("]}}\n", f);
+    fputs("]}", f);
+}
+
+static TgStatus write_manifest(const char *dir, const Manifest *m, TgPrepareResult *res) {
+    char recipe[TG_DATASET_RECIPE_CAP], path[TG_PATH_CAP];
+    tg_prepare_recipe(m->opt, recipe, sizeof recipe);
+    res->recipe_fingerprint = recipe_fingerprint(recipe, m->root, m->list);
+    res->fingerprint = tg_dataset_fingerprint(m->tok->fingerprint, &m->train, &m->val);
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_DATASET_MANIFEST_FILE));
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
+    fprintf(f, "{\"format\": \"%s\"", TG_DATASET_FORMAT);
+    fputs(",\n  ", f);
+    hex_field(f, "fingerprint", res->fingerprint, false);
+    fputs(",\n  \"recipe\": ", f);
+    write_text(f, recipe);
+    fputs(",\n  ", f);
+    hex_field(f, "recipe_fingerprint", res->recipe_fingerprint, false);
+    write_tokenizer(f, m->tok);
+    fprintf(f, ",\n  \"split\": {\"rule\": \"%s\", \"val_fraction\": %.17g, \"seq_len\": %" PRId64 "}",
+            TG_DATASET_SPLIT_RULE, m->opt->val_fraction, m->opt->seq_len);
+    write_split(f, "train", TG_PREPARE_TRAIN_FILE, &m->train);
+    write_split(f, "val", TG_PREPARE_VAL_FILE, &m->val);
+    write_counts(f, m, res);
+    write_sources(f, m->list);
+    write_skipped(f, m->list);
+    fputs("}\n", f);
     return tg_atomic_file_commit(&af);
 }
 
@@ -472,14 +522,10 @@ static TgStatus check_options(const TgPrepareOptions *opt) {
     return TG_OK;
 }
 
-static TgStatus prepare_sources(const TgPrepareOptions *opt, const char *sources, const char *dir,
-                                const TgPrepareReporter *rep, TgPrepareResult *res, TgTokenizer *tok, TgSourceList *list) {
-    TgMessageSink sink = sink_of(rep);
-    TG_TRY(tg_sources_list(sources, list));
-    res->files = list->count, res->files_empty = list->files_empty, res->file_bytes = list->file_bytes;
-    tg_message_emit(&sink, TG_MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count, list->count == 1 ? "" : "s",
-        (double)list->file_bytes / (1 << 20));
-    tg_sources_report_skips(list, sources, &sink);
+/* The tokenizer given (a tokenizer file or a tokenizer.json) or one trained on the sources, saved
+ * into the dataset folder. */
+static TgStatus make_tokenizer(const TgPrepareOptions *opt, TgSourceList *list, const char *dir,
+                               const TgPrepareReporter *rep, TgPrepareResult *res, TgTokenizer *tok) {
     if (opt->tokenizer_json || opt->tokenizer_file) {
         double t0 = tg_clock_seconds();
         TG_TRY(opt->tokenizer_file ? tg_tokenizer_load(opt->tokenizer_file, tok) : tg_tokenizer_hf_load(opt->tokenizer_json, tok));
@@ -489,51 +535,98 @@ static TgStatus prepare_sources(const TgPrepareOptions *opt, const char *sources
     }
     res->vocab_size = tok->vocab_size;
     res->tokenizer_fingerprint = tok->fingerprint;
-    char path[TG_PATH_CAP], val_path[TG_PATH_CAP];
+    char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_PREPARE_TOKENIZER_FILE));
-    TG_TRY(tg_tokenizer_save(tok, path));
-    TG_TRY(tg_path_join(path, sizeof path, dir, TG_PREPARE_TRAIN_FILE));
-    TG_TRY(tg_path_join(val_path, sizeof val_path, dir, TG_PREPARE_VAL_FILE));
+    return tg_tokenizer_save(tok, path);
+}
+
+/* The dataset's two token files. */
+typedef struct {
+    char train[TG_PATH_CAP], val[TG_PATH_CAP];
+} SplitPaths;
+
+static TgStatus split_paths(const char *dir, SplitPaths *paths) {
+    TG_TRY(tg_path_join(paths->train, sizeof paths->train, dir, TG_PREPARE_TRAIN_FILE));
+    return tg_path_join(paths->val, sizeof paths->val, dir, TG_PREPARE_VAL_FILE);
+}
+
+/* The encoding pass into the train file, then cut into train and val at the split; *reader keeps
+ * the pass's counts. */
+static TgStatus write_tokens(const TgPrepareOptions *opt, TgSourceList *list, const TgTokenizer *tok,
+                             const TgPrepareReporter *rep, const SplitPaths *paths, TgPrepareResult *res,
+                             TgDocReader *reader) {
     TgTokfileWriter w;
-    TG_TRY(tg_tokfile_writer_open(&w, path, (uint32_t)tok->vocab_size, tok->fingerprint));
-    TgDocReader reader;
-    TgStatus st = encode_sources(opt, list, tok, &w, rep, res, &reader);
-    tg_doc_reader_close(&reader);
-    res->documents = reader.documents, res->malformed_lines = reader.malformed_lines;
-    res->empty_texts = reader.empty_texts, res->files_binary = reader.files_binary;
+    TG_TRY(tg_tokfile_writer_open(&w, paths->train, (uint32_t)tok->vocab_size, tok->fingerprint));
+    TgStatus st = encode_sources(opt, list, tok, &w, rep, res, reader);
+    tg_doc_reader_close(reader);
+    res->documents = reader->documents, res->malformed_lines = reader->malformed_lines;
+    res->empty_texts = reader->empty_texts, res->files_binary = reader->files_binary;
     for (size_t i = 0; i < list->count; i++) res->text_bytes += list->items[i].text_bytes;
     res->n_tokens = w.n;
     size_t n_train = 0, n_val = 0;
     if (st == TG_OK) st = tg_corpus_split((size_t)w.n, opt->val_fraction, opt->seq_len, &n_train, &n_val);
-    if (st != TG_OK) {
+    if (st == TG_OK)
+        st = tg_tokfile_writer_commit_split(&w, n_train, paths->val);
+    else
         tg_tokfile_writer_abandon(&w);
-        return st;
+    if (st == TG_OK) res->n_train = n_train, res->n_val = n_val;
+    return st;
+}
+
+/* The lines the encoding pass skipped: the malformed ones (the first few quoted) and binary files. */
+static void report_skipped(const TgDocReader *reader, const TgMessageSink *sink) {
+    if (reader->malformed_lines > 0) {
+        tg_message_emit(sink, TG_MESSAGE_WARNING,
+                        "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
+                        reader->malformed_lines, reader->malformed_lines == 1 ? "" : "s");
+        for (int i = 0; i < reader->n_errors; i++) tg_message_emit(sink, TG_MESSAGE_WARNING, "  %s", reader->errors[i]);
     }
-    TG_TRY(tg_tokfile_writer_commit_split(&w, n_train, val_path));
-    res->n_train = n_train, res->n_val = n_val;
-    if (reader.malformed_lines > 0) {
-        tg_message_emit(&sink, TG_MESSAGE_WARNING, "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
-            reader.malformed_lines, reader.malformed_lines == 1 ? "" : "s");
-        for (int i = 0; i < reader.n_errors; i++) tg_message_emit(&sink, TG_MESSAGE_WARNING, "  %s", reader.errors[i]);
-    }
-    if (reader.files_binary > 0)
-        tg_message_emit(&sink, TG_MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader.files_binary,
-            reader.files_binary == 1 ? "" : "s", reader.first_binary);
-    /* the splits as a run will read them: every id checked, the tokens hashed */
+    if (reader->files_binary > 0)
+        tg_message_emit(sink, TG_MESSAGE_WARNING, "%" PRIu64 " binary file%s skipped (first: %s)", reader->files_binary,
+                        reader->files_binary == 1 ? "" : "s", reader->first_binary);
+}
+
+/* The splits as a run will read them: every id checked, the tokens hashed. */
+static TgStatus read_splits(const SplitPaths *paths, const TgTokenizer *tok, TgDatasetSplit *train,
+                            TgDatasetSplit *val) {
     TgDataset d = {0};
-    TG_TRY(tg_token_store_open(&d.train, path, (uint32_t)tok->vocab_size, tok->fingerprint));
-    st = tg_token_store_open(&d.val, val_path, (uint32_t)tok->vocab_size, tok->fingerprint);
-    TgDatasetSplit train = {d.train.n, d.train.hash}, val = {d.val.n, d.val.hash};
+    TG_TRY(tg_token_store_open(&d.train, paths->train, (uint32_t)tok->vocab_size, tok->fingerprint));
+    TgStatus st = tg_token_store_open(&d.val, paths->val, (uint32_t)tok->vocab_size, tok->fingerprint);
+    *train = (TgDatasetSplit){d.train.n, d.train.hash};
+    *val = (TgDatasetSplit){d.val.n, d.val.hash};
     tg_token_store_close(&d.train);
     tg_token_store_close(&d.val);
-    TG_TRY(st);
-    TG_TRY(write_manifest(dir, opt, sources, list, &reader, tok, &train, &val, res));
-    /* read back by the reader every run uses, so a manifest prepare writes is one it accepts */
+    return st;
+}
+
+/* The manifest read back by the reader every run uses, so a manifest prepare writes is one it accepts. */
+static TgStatus read_manifest_back(const char *dir) {
     TgDatasetManifest *back = malloc(sizeof *back);
     if (!back) return tg_fail(TG_ERR_NOMEM, "no memory to read the manifest back");
-    st = tg_dataset_manifest_read(dir, back);
+    TgStatus st = tg_dataset_manifest_read(dir, back);
     free(back);
     return st;
+}
+
+static TgStatus prepare_sources(const TgPrepareOptions *opt, const char *sources, const char *dir,
+                                const TgPrepareReporter *rep, TgPrepareResult *res, TgTokenizer *tok,
+                                TgSourceList *list) {
+    TgMessageSink sink = sink_of(rep);
+    TG_TRY(tg_sources_list(sources, list));
+    res->files = list->count, res->files_empty = list->files_empty, res->file_bytes = list->file_bytes;
+    tg_message_emit(&sink, TG_MESSAGE_INFO, "preparing %s: %zu file%s, %.1f MiB", sources, list->count,
+                    list->count == 1 ? "" : "s", (double)list->file_bytes / (1 << 20));
+    tg_sources_report_skips(list, sources, &sink);
+    TG_TRY(make_tokenizer(opt, list, dir, rep, res, tok));
+    SplitPaths paths;
+    TG_TRY(split_paths(dir, &paths));
+    TgDocReader reader;
+    TG_TRY(write_tokens(opt, list, tok, rep, &paths, res, &reader));
+    report_skipped(&reader, &sink);
+    Manifest m = {.opt = opt, .root = sources, .list = list, .reader = &reader, .tok = tok};
+    TG_TRY(read_splits(&paths, tok, &m.train, &m.val));
+    TG_TRY(write_manifest(dir, &m, res));
+    return read_manifest_back(dir);
 }
 
 TgStatus tg_prepare_into(const TgPrepareOptions *opt, const char *dir, const TgPrepareReporter *rep, TgPrepareResult *result,

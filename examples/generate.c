@@ -38,8 +38,8 @@ int main(int argc, char **argv) {
     tg_rng_seed(&rng, 1);
     char *text = NULL;
     size_t len = 0;
-    TgStatus status = tg_sample_text(&run.model, &run.tok, &engine.tape, prompt, strlen(prompt), tokens, &options, &rng,
-                                   &text, &len);
+    TgSampler sampler = {.model = &run.model, .tape = &engine.tape, .opts = &options, .rng = &rng};
+    TgStatus status = tg_sample_text(&sampler, &run.tok, prompt, strlen(prompt), tokens, &text, &len);
     if (status == TG_OK) {
         fputs(prompt, stdout);
         fwrite(text, 1, len, stdout);

@@ -179,8 +179,8 @@ void tg_model_inspection_read_gradients(TgModelInspection *mi, const TgModel *m)
     for (int64_t l = 0; l < mi->n_layers; l++) mi->w1_zero_grad_rows[l] = tg_zero_grad_row_fraction(m->layers[l].w1);
 }
 
-double tg_model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs, const int32_t *targets,
-                             const int32_t *key_start, int64_t k, int64_t batch, int64_t seq, TgModelInspection *mi) {
+double tg_model_inspect_batches(TgModel *m, TgTape *tape, const TgEvalBatches *batches, TgModelInspection *mi) {
+    const int64_t k = batches->n, batch = batches->batch, seq = batches->seq;
     bool old = tg_tape_set_grad_enabled(tape, true);
     tg_params_zero_grad(&m->params);
     tg_model_inspection_reset_activations(mi);
@@ -189,9 +189,9 @@ double tg_model_inspect_batches(TgModel *m, TgTape *tape, const int32_t *inputs,
     for (int64_t b = 0; b < k; b++) {
         size_t off = (size_t)(b * batch * seq);
         TgTensor *loss = tg_model_loss(m, tape,
-                                       &(TgBatch){.tokens = inputs + off,
-                                                  .targets = targets + off,
-                                                  .key_start = key_start ? key_start + off : NULL,
+                                       &(TgBatch){.tokens = batches->tokens + off,
+                                                  .targets = batches->targets + off,
+                                                  .key_start = batches->key_start ? batches->key_start + off : NULL,
                                                   .batch = batch,
                                                   .seq = seq},
                                        &(TgModelOutputs){.ffn_hidden = hidden});

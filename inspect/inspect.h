@@ -18,6 +18,7 @@
 #include "tapegrad/error.h"
 #include "tapegrad/tape.h"
 #include "tapegrad/model.h"
+#include "train/evaluate.h"
 #include "train/trainer.h"
 
 /* ---- FFN hidden activation statistics, accumulated over tokens ---- */
@@ -84,12 +85,10 @@ void tg_model_inspection_add_activations(TgModelInspection *mi, TgTensor *const 
 /* Reads the parameters and their gradients as they are now. */
 void tg_model_inspection_read_gradients(TgModelInspection *mi, const TgModel *model);
 
-/* Forward + backward over k batches of (batch, seq) tokens (packed rows when key_start is given:
- * tg_model_loss_packed), gradients averaged (the model's weights are not changed; its gradients
- * hold the mean gradient afterwards), activations of all batches accumulated into `mi`. Returns
- * the mean loss. */
-double tg_model_inspect_batches(TgModel *model, TgTape *tape, const int32_t *inputs, const int32_t *targets,
-                             const int32_t *key_start, int64_t k, int64_t batch, int64_t seq, TgModelInspection *mi);
+/* Forward + backward over the batches (packed rows when key_start is given: TgBatch.key_start),
+ * gradients averaged (the model's weights are not changed; its gradients hold the mean gradient
+ * afterwards), activations of all batches accumulated into `mi`. Returns the mean loss. */
+double tg_model_inspect_batches(TgModel *model, TgTape *tape, const TgEvalBatches *batches, TgModelInspection *mi);
 
 /* Writes `"params":[...],"ffn":[...]` (no braces) for the JSON object of a log line or of
  * `tapegrad inspect --json`. update_ratio (may be NULL): ||dw|| / ||w|| per parameter. probe (may

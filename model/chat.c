@@ -109,10 +109,9 @@ static void push(TgChatSession *s, int32_t id) {
     s->ids.trained[s->ids.n++] = 0;
 }
 
-TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
-                            size_t *reply_len, TgChatFinish *finish, int64_t *n_ids) {
-    *reply = NULL;
-    *reply_len = 0;
+TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx,
+                               TgChatReply *reply) {
+    *reply = (TgChatReply){.finish = TG_CHAT_FINISH_LENGTH};
     TG_TRY(tg_chat_session_add(s, TG_CHAT_USER, user, len));
     begin_turn(s); /* the assistant's: the generation prompt, the reply, <|im_end|>\n */
     TG_TRY(tg_chat_encode_generation_prompt(s->tok, &s->ct, &s->ids));
@@ -123,7 +122,6 @@ TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, C
     char *text = tg_malloc(text_cap);
     int64_t drawn = 0;
     TgStatus failed = TG_OK;
-    *finish = TG_CHAT_FINISH_LENGTH;
     for (;;) {
         if (s->sampling.repetition_penalty > 0)
             tg_sample_penalize(logits, vocab, s->context, s->cache.len, s->sampling.repetition_penalty, s->seen);
@@ -134,7 +132,7 @@ TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, C
             break;
         }
         if (next == s->ct.im_end || next == s->ct.eot) {
-            *finish = TG_CHAT_FINISH_END;
+            reply->finish = TG_CHAT_FINISH_END;
             break;
         }
         push(s, next);
@@ -150,7 +148,7 @@ TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, C
     }
     tg_tape_set_grad_enabled(s->tape, old);
     text[text_len] = '\0';
-    if (n_ids) *n_ids = drawn;
+    reply->n_ids = drawn;
     /* the turn closes as the template closes it; those ids are fed with the next turn */
     push(s, s->ct.im_end);
     TgStatus closed = tg_chat_encode_text(s->tok, "\n", 1, &s->ids);
@@ -158,7 +156,7 @@ TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, C
         free(text);
         return closed != TG_OK ? closed : failed; /* the message is that of the last failure */
     }
-    *reply = text;
-    *reply_len = text_len;
+    reply->text = text;
+    reply->len = text_len;
     return TG_OK;
 }

@@ -63,12 +63,19 @@ void tg_chat_session_close(TgChatSession *s);
 /* Adds a turn to the conversation without generating (a system prompt, or a conversation's
  * earlier turns given by a script). A system turn may only come first. */
 TgStatus tg_chat_session_add(TgChatSession *s, TgChatRole role, const char *content, size_t len);
-/* Adds the user's turn and draws the assistant's reply: `stream` (may be NULL) sees its bytes as
- * they come; *reply (malloc'ed, NUL-terminated) receives its text, *finish why it ended, *n_ids
- * (may be NULL) its ids' count. The reply becomes a turn of the conversation. Fails (*reply
- * NULL) when the stream stops it, and (TG_ERR_NUMERIC, naming the reply's token) when the
- * logits of a token are not finite (tg_sample_token); the turn is closed all the same. */
-TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx, char **reply,
-                            size_t *reply_len, TgChatFinish *finish, int64_t *n_ids);
+/* A reply as tg_chat_session_reply hands it back. */
+typedef struct TgChatReply {
+    char *text;          /* malloc'ed, NUL-terminated (the caller frees it); NULL when the reply failed */
+    size_t len;          /* its bytes */
+    TgChatFinish finish; /* why it ended */
+    int64_t n_ids;       /* its ids' count */
+} TgChatReply;
+
+/* Adds the user's turn and draws the assistant's reply into *reply: `stream` (may be NULL) sees
+ * its bytes as they come. The reply becomes a turn of the conversation. Fails (reply->text NULL)
+ * when the stream stops it, and (TG_ERR_NUMERIC, naming the reply's token) when the logits of a
+ * token are not finite (tg_sample_token); the turn is closed all the same. */
+TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, ChatStream stream, void *ctx,
+                               TgChatReply *reply);
 
 #endif

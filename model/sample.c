@@ -133,8 +133,11 @@ int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOption
     return ids[k - 1];
 }
 
-int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
-                        const TgSampleOptions *opts, int32_t stop_id, TgRng *rng, int32_t *out) {
+int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
+                           int32_t stop_id, int32_t *out) {
+    TgModel *model = sampler->model;
+    TgTape *tape = sampler->tape;
+    const TgSampleOptions *opts = sampler->opts;
     const TgModelConfig *c = &model->cfg;
     TG_CHECK(prompt_len >= 1 && prompt_len <= c->seq_len, "prompt of %lld tokens", (long long)prompt_len);
     bool old = tg_tape_set_grad_enabled(tape, false);
@@ -153,7 +156,7 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
         if (opts->observer) opts->observer(opts->observer_ctx, out, len, last, c->vocab);
         /* the text the cache holds: the last cache.len tokens */
         if (seen) tg_sample_penalize(last, c->vocab, out + len - cache.len, cache.len, opts->repetition_penalty, seen);
-        int32_t next = tg_sample_token(last, c->vocab, opts, rng, probs, ids);
+        int32_t next = tg_sample_token(last, c->vocab, opts, sampler->rng, probs, ids);
         if (next < 0) {
             tg_fail_context(TG_ERR_NUMERIC, "generated token %lld of %lld", (long long)(i + 1), (long long)n_new);
             len = -1;
@@ -184,21 +187,11 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
     return len;
 }
 
-TgStatus tg_sample_text(TgModel *model, const TgTokenizer *tok, TgTape *tape, const char *prompt, size_t prompt_len,
-                      int64_t n_new, const TgSampleOptions *opts, TgRng *rng, char **text, size_t *text_len) {
-    const int64_t seq_len = model->cfg.seq_len;
-    *text = NULL;
-    *text_len = 0;
-    size_t n_prompt = 0;
-    size_t cap = tg_tokenizer_max_ids(tok, prompt_len);
-    int32_t *ids = tg_malloc((cap + 1) * sizeof(int32_t));
-    if (prompt_len > 0) {
-        TgStatus s = tg_tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt);
-        if (s != TG_OK) {
-            free(ids);
-            return tg_fail_context(s, "encoding the prompt");
-        }
-    }
+/* The continuation of the prompt's n_prompt ids (none: <eot>; of more than the context, the last
+ * seq_len), decoded into *text. ids holds room for one more. */
+static TgStatus continue_ids(const TgSampler *sampler, const TgTokenizer *tok, int32_t *ids, size_t n_prompt,
+                             int64_t n_new, char **text, size_t *text_len) {
+    const int64_t seq_len = sampler->model->cfg.seq_len;
     if (n_prompt == 0) ids[n_prompt++] = tok->eot_id;
     const int32_t *kept = ids;
     if ((int64_t)n_prompt > seq_len) {
@@ -207,10 +200,23 @@ TgStatus tg_sample_text(TgModel *model, const TgTokenizer *tok, TgTape *tape, co
         n_prompt = (size_t)seq_len;
     }
     int32_t *out = tg_malloc((n_prompt + (size_t)n_new + 1) * sizeof(int32_t));
-    int64_t total = tg_sample_generate(model, tape, kept, (int64_t)n_prompt, n_new, opts, tok->eot_id, rng, out);
+    int64_t total = tg_sample_generate(sampler, kept, (int64_t)n_prompt, n_new, tok->eot_id, out);
     TgStatus s = total < 0 ? TG_ERR_NUMERIC /* tg_sample_generate's message */
                            : tg_tokenizer_decode(tok, out + n_prompt, (size_t)(total - (int64_t)n_prompt), text, text_len);
     free(out);
+    return s;
+}
+
+TgStatus tg_sample_text(const TgSampler *sampler, const TgTokenizer *tok, const char *prompt, size_t prompt_len,
+                        int64_t n_new, char **text, size_t *text_len) {
+    *text = NULL;
+    *text_len = 0;
+    size_t n_prompt = 0;
+    size_t cap = tg_tokenizer_max_ids(tok, prompt_len);
+    int32_t *ids = tg_malloc((cap + 1) * sizeof(int32_t));
+    TgStatus s = prompt_len > 0 ? tg_tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt) : TG_OK;
+    if (s != TG_OK) s = tg_fail_context(s, "encoding the prompt");
+    if (s == TG_OK) s = continue_ids(sampler, tok, ids, n_prompt, n_new, text, text_len);
     free(ids);
     return s;
 }

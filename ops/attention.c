@@ -119,20 +119,30 @@ static int64_t attention_query_end(const AttentionDims *dims, int64_t b, int64_t
 
 /* ---- forward ---- */
 
-/* Rows [t0, t0 + rows) of batch entry b's P for one head, (rows, ld_p), columns from k0 =
- * block_first on: S = Q K^T over the block's keys (keys_t is K transposed, (hd, key_pad)), then
- * P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s)) over each row's keys first ..=
- * pos(t), zeros in [k0, first) and just past the diagonal. The forward and the backward's
- * recomputation both come here, so they get the same bits. */
-static void probs_block(const TgKernels *kernels, const AttentionDims *dims, int64_t b, const float *q_bh,
-                        const float *keys_t, int64_t t0, int rows, float *p_block, int64_t ld_p) {
+/* One query head of one batch entry, as probs_block reads it. */
+typedef struct {
+    const AttentionDims *dims;
+    const TgKernels *kernels;
+    int64_t b;           /* the batch entry */
+    const float *q;      /* (Tq, hd), rows q_stride apart */
+    const float *keys_t; /* its KV head's keys transposed, (hd, key_pad) */
+} AttentionHead;
+
+/* Rows [t0, t0 + rows) of the head's P, (rows, ld_p), columns from k0 = block_first on: S = Q K^T
+ * over the block's keys, then P_j = exp(scale (s_j - max s)) / sum_i exp(scale (s_i - max s))
+ * over each row's keys first ..= pos(t), zeros in [k0, first) and just past the diagonal. The
+ * forward and the backward's recomputation both come here, so they get the same bits. */
+static void probs_block(const AttentionHead *head, int64_t t0, int rows, float *p_block, int64_t ld_p) {
+    const AttentionDims *dims = head->dims;
+    const TgKernels *kernels = head->kernels;
     int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
-    int64_t k0 = block_first(dims, b, t0);
-    kernels->gemm_rows(rows, dims->head_dim, q_bh + t0 * dims->q_stride, dims->q_stride, 1, keys_t + k0, dims->key_pad,
-                       block_keys - k0, p_block + k0, ld_p, false);
+    int64_t k0 = block_first(dims, head->b, t0);
+    kernels->gemm_rows(rows, dims->head_dim, head->q + t0 * dims->q_stride, dims->q_stride, 1, head->keys_t + k0,
+                       dims->key_pad, block_keys - k0, p_block + k0, ld_p, false);
     for (int r = 0; r < rows; r++) {
         float *p_row = p_block + r * ld_p;
-        int64_t first = row_first(dims, b, t0 + r), n_keys = dims->offset + t0 + r + 1;   /* keys first ..= pos(t) */
+        int64_t first = row_first(dims, head->b, t0 + r),
+                n_keys = dims->offset + t0 + r + 1; /* keys first ..= pos(t) */
         for (int64_t j = k0; j < first; j++) p_row[j] = 0.0f;
         kernels->softmax_scaled(p_row + first, n_keys - first, dims->scale);
         zero_past_diagonal(p_row, n_keys, dims->kv_len);
@@ -167,12 +177,13 @@ static void attention_forward_range(void *ctx_, int64_t begin, int64_t end, int 
         int64_t kv_unit = b * dims->kv_heads + g;
         if (kv_unit != last_kv_unit) transpose_head(k_bg, tk, dims->kv_stride, hd, keys_t, dims->key_pad);
         last_kv_unit = kv_unit;
+        const AttentionHead head = {dims, kernels, b, q_bh, keys_t};
         for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS) {
             int rows = tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS;
             int64_t block_keys = dims->offset + t0 + rows;   /* keys 0 ..= pos(last row) */
             int64_t ld_p = ctx->probs ? tk : dims->key_pad;
             float *p_block = ctx->probs ? ctx->probs + (unit * tq + t0) * tk : prob_rows;   // (rows, ld_p)
-            probs_block(kernels, dims, b, q_bh, keys_t, t0, rows, p_block, ld_p);
+            probs_block(&head, t0, rows, p_block, ld_p);
             /* O = P V, over the keys from the block's first */
             int64_t k0 = block_first(dims, b, t0);
             kernels->gemm_rows(rows, block_keys - k0, p_block + k0, ld_p, 1, v_bg + k0 * dims->kv_stride, dims->kv_stride,
@@ -207,8 +218,75 @@ typedef struct {
  * those heads all add into the same dK and dV rows, and nothing else does, so the sums are
  * race-free and in the same order on any thread count. When the gradients are new, the group's
  * first head stores into dK and dV and every head stores its dQ (each product covers its whole
- * block), so nothing needs zeroing first. One function on purpose: the steps above follow each
- * other on the same scratch rows, and read best in order. */
+ * block), so nothing needs zeroing first. */
+
+/* One query head in the backward: its rows of every tensor, and its unit's scratch rows. */
+typedef struct {
+    AttentionHead head;    /* Q (Tq, hd), and K transposed when P is recomputed */
+    const float *p;        /* P (Tq, ld_p) */
+    int64_t ld_p;          /* Tk for the forward's P, key_pad for a recomputed one */
+    const float *dout;     /* dO (Tq, hd) */
+    const float *k;        /* K (Tk, hd) */
+    const float *values_t; /* V transposed (hd, key_pad) */
+    float *dscores;        /* scale dS (Tq, key_pad) */
+    float *dq, *dk, *dv;   /* (Tq, hd), (Tk, hd), (Tk, hd); NULL when that input wants no gradient */
+    bool add_q, add_kv;    /* add into dQ, into dK and dV (else the products store) */
+} HeadBackward;
+
+/* The head's whole P recomputed from Q and K into p (Tq, key_pad), as the forward computed it. */
+static void recompute_probs(const AttentionHead *head, float *p) {
+    int64_t tq = head->dims->q_len, pad = head->dims->key_pad;
+    for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS)
+        probs_block(head, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS, p + t0 * pad, pad);
+}
+
+/* out_j (+)= sum_{t : pos(t) >= j} A_tj x_t for every key j, in blocks of keys: dV from A = P and
+ * x = dO, dK from A = scale dS and x = Q. A block's product reads A^T from the first query that
+ * sees the block's first key to attention_query_end (with fewer rows than that it stores zeros). */
+static void add_keys_product(const AttentionHead *head, const float *a, int64_t ld_a, const float *x, float *out,
+                             bool add) {
+    const AttentionDims *dims = head->dims;
+    int64_t tk = dims->kv_len;
+    for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
+        int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
+        int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
+        int64_t t_end = attention_query_end(dims, head->b, j0);
+        head->kernels->gemm_rows(rows, t_end > t_first ? t_end - t_first : 0, a + t_first * ld_a + j0, 1, ld_a,
+                                 x + t_first * dims->q_stride, dims->q_stride, dims->head_dim,
+                                 out + j0 * dims->kv_stride, dims->kv_stride, add);
+    }
+}
+
+/* scale dS into hb->dscores a block of queries at a time (dP = dO V^T, then the softmax's
+ * backward over each row's keys, zeros around them), and dQ (+)= scale dS K from each block. */
+static void dscores_and_dq(const HeadBackward *hb) {
+    const AttentionDims *dims = hb->head.dims;
+    const TgKernels *kernels = hb->head.kernels;
+    int64_t tq = dims->q_len, hd = dims->head_dim, pad = dims->key_pad;
+    for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS) {
+        int rows = tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS;
+        int64_t block_keys = dims->offset + t0 + rows, k0 = block_first(dims, hb->head.b, t0);
+        float *ds_block = hb->dscores + t0 * pad; // (rows, key_pad)
+        /* dP = dO V^T */
+        kernels->gemm_rows(rows, hd, hb->dout + t0 * dims->q_stride, dims->q_stride, 1, hb->values_t + k0, pad,
+                           block_keys - k0, ds_block + k0, pad, false);
+        for (int r = 0; r < rows; r++) {
+            int64_t first = row_first(dims, hb->head.b, t0 + r), n_keys = dims->offset + t0 + r + 1;
+            const float *p_t = hb->p + (t0 + r) * hb->ld_p; // (n_keys)
+            float *ds_t = ds_block + r * pad;               // (n_keys)
+            /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti), over keys first ..= pos(t) */
+            kernels->softmax_backward(p_t + first, ds_t + first, n_keys - first, dims->scale);
+            for (int64_t j = k0; j < first; j++) ds_t[j] = 0.0f;
+            zero_past_diagonal(ds_t, n_keys, dims->kv_len);
+        }
+        /* dQ += scale dS K */
+        if (hb->dq)
+            kernels->gemm_rows(rows, block_keys - k0, ds_block + k0, pad, 1, hb->k + k0 * dims->kv_stride,
+                               dims->kv_stride, hd, hb->dq + t0 * dims->q_stride, dims->q_stride, hb->add_q);
+    }
+}
+
+/* The steps of the derivation above, in its order, for each query head of each unit. */
 static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int thread) {
     const AttentionBackward *ctx = ctx_;
     const AttentionDims *dims = &ctx->dims;
@@ -218,80 +296,35 @@ static void attention_backward_range(void *ctx_, int64_t begin, int64_t end, int
     float *keys_t = dscores + (size_t)(tq * pad);                              // (hd, key_pad), recompute only
     float *probs = keys_t + (size_t)(hd * pad);                                // (Tq, key_pad), recompute only
     const TgKernels *kernels = tg_kernels();
+    bool need_dscores = ctx->dq || ctx->dk;
     for (int64_t unit = begin; unit < end; unit++) {
         int64_t b = unit / dims->kv_heads, g = unit % dims->kv_heads;
         size_t kv_base = (size_t)(b * tk * dims->kv_stride + g * hd);
-        const float *k_bg = ctx->k + kv_base;                     // (Tk, hd)
-        float *dk_bg = ctx->dk ? ctx->dk + kv_base : NULL;        // (Tk, hd)
-        float *dv_bg = ctx->dv ? ctx->dv + kv_base : NULL;        // (Tk, hd)
-        bool need_dscores = ctx->dq || ctx->dk;
         if (need_dscores) transpose_head(ctx->v + kv_base, tk, dims->kv_stride, hd, values_t, pad);
-        if (!ctx->probs) transpose_head(k_bg, tk, dims->kv_stride, hd, keys_t, pad);
+        if (!ctx->probs) transpose_head(ctx->k + kv_base, tk, dims->kv_stride, hd, keys_t, pad);
         for (int64_t h = g * dims->group; h < (g + 1) * dims->group; h++) {
             size_t q_base = (size_t)(b * tq * dims->q_stride + h * hd);
-            const float *q_bh = ctx->q + q_base;                   // (Tq, hd)
-            const float *dout_bh = ctx->dout + q_base;             // (Tq, hd)
-            float *dq_bh = ctx->dq ? ctx->dq + q_base : NULL;      // (Tq, hd)
-            bool add_kv = ctx->accumulate || h > g * dims->group;  /* a later head of the group adds */
-            const float *p_bh;                                     // (Tq, ld_p)
-            int64_t ld_p;
-            if (ctx->probs) {
-                p_bh = ctx->probs + (size_t)((b * dims->heads + h) * tq * tk);
-                ld_p = tk;
-            } else {
-                for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS)
-                    probs_block(kernels, dims, b, q_bh, keys_t, t0, tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS,
-                                probs + t0 * pad, pad);
-                p_bh = probs;
-                ld_p = pad;
-            }
-
-            /* dV_j += sum_{t : pos(t) >= j} P_tj dO_t, keys in blocks: A = P^T from the first
-             * query that sees the block's first key (to attention_query_end; with fewer rows
-             * than that the product stores zeros) */
-            if (dv_bg) {
-                for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
-                    int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
-                    int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    int64_t t_end = attention_query_end(dims, b, j0);
-                    kernels->gemm_rows(rows, t_end > t_first ? t_end - t_first : 0, p_bh + t_first * ld_p + j0, 1, ld_p,
-                                       dout_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                       dv_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
-                }
-            }
-            if (!need_dscores) continue;
-            for (int64_t t0 = 0; t0 < tq; t0 += BLOCK_ROWS) {
-                int rows = tq - t0 < BLOCK_ROWS ? (int)(tq - t0) : BLOCK_ROWS;
-                int64_t block_keys = dims->offset + t0 + rows, k0 = block_first(dims, b, t0);
-                float *ds_block = dscores + t0 * pad;             // (rows, key_pad)
-                /* dP = dO V^T */
-                kernels->gemm_rows(rows, hd, dout_bh + t0 * dims->q_stride, dims->q_stride, 1, values_t + k0, pad,
-                                   block_keys - k0, ds_block + k0, pad, false);
-                for (int r = 0; r < rows; r++) {
-                    int64_t first = row_first(dims, b, t0 + r), n_keys = dims->offset + t0 + r + 1;
-                    const float *p_t = p_bh + (t0 + r) * ld_p;    // (n_keys)
-                    float *ds_t = ds_block + r * pad;             // (n_keys)
-                    /* scale dS_tj = scale P_tj (dP_tj - sum_i P_ti dP_ti), over keys first ..= pos(t) */
-                    kernels->softmax_backward(p_t + first, ds_t + first, n_keys - first, dims->scale);
-                    for (int64_t j = k0; j < first; j++) ds_t[j] = 0.0f;
-                    zero_past_diagonal(ds_t, n_keys, tk);
-                }
-                /* dQ += scale dS K */
-                if (dq_bh)
-                    kernels->gemm_rows(rows, block_keys - k0, ds_block + k0, pad, 1, k_bg + k0 * dims->kv_stride,
-                                       dims->kv_stride, hd, dq_bh + t0 * dims->q_stride, dims->q_stride, ctx->accumulate);
-            }
-            /* dK_j += sum_{t : pos(t) >= j} scale dS_tj q_t, keys in blocks as for dV */
-            if (dk_bg) {
-                for (int64_t j0 = 0; j0 < tk; j0 += BLOCK_ROWS) {
-                    int rows = tk - j0 < BLOCK_ROWS ? (int)(tk - j0) : BLOCK_ROWS;
-                    int64_t t_first = j0 > dims->offset ? j0 - dims->offset : 0;
-                    int64_t t_end = attention_query_end(dims, b, j0);
-                    kernels->gemm_rows(rows, t_end > t_first ? t_end - t_first : 0, dscores + t_first * pad + j0, 1, pad,
-                                       q_bh + t_first * dims->q_stride, dims->q_stride, hd,
-                                       dk_bg + j0 * dims->kv_stride, dims->kv_stride, add_kv);
-                }
-            }
+            HeadBackward hb = {
+                .head = {dims, kernels, b, ctx->q + q_base, keys_t},
+                .p = ctx->probs ? ctx->probs + (size_t)((b * dims->heads + h) * tq * tk) : probs,
+                .ld_p = ctx->probs ? tk : pad,
+                .dout = ctx->dout + q_base,
+                .k = ctx->k + kv_base,
+                .values_t = values_t,
+                .dscores = dscores,
+                .dq = ctx->dq ? ctx->dq + q_base : NULL,
+                .dk = ctx->dk ? ctx->dk + kv_base : NULL,
+                .dv = ctx->dv ? ctx->dv + kv_base : NULL,
+                .add_q = ctx->accumulate,
+                .add_kv = ctx->accumulate || h > g * dims->group, /* a later head of the group adds */
+            };
+            if (!ctx->probs) recompute_probs(&hb.head, probs);
+            /* dV += P^T dO */
+            if (hb.dv) add_keys_product(&hb.head, hb.p, hb.ld_p, hb.dout, hb.dv, hb.add_kv);
+            /* dS, dQ += scale dS K */
+            if (need_dscores) dscores_and_dq(&hb);
+            /* dK += scale dS^T Q */
+            if (hb.dk) add_keys_product(&hb.head, hb.dscores, pad, hb.head.q, hb.dk, hb.add_kv);
         }
     }
 }

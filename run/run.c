@@ -222,7 +222,8 @@ TgStatus tg_run_sample(TgRun *run, TgTape *tape, const char *prompt, int64_t n, 
                     char **text, size_t *text_len) {
     TgRng rng;
     tg_rng_seed(&rng, seed);
-    return tg_sample_text(&run->model, &run->tok, tape, prompt, strlen(prompt), n, sampling, &rng, text, text_len);
+    TgSampler sampler = {.model = &run->model, .tape = tape, .opts = sampling, .rng = &rng};
+    return tg_sample_text(&sampler, &run->tok, prompt, strlen(prompt), n, text, text_len);
 }
 
 bool tg_run_init_from_is_run(const char *path) {

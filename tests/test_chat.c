@@ -86,22 +86,21 @@ Test(chat_session, each_reply_is_greedy_decoding_over_the_conversation_so_far) {
     cr_assert_eq(tg_chat_session_add(&s, TG_CHAT_SYSTEM, "Be brief.", 9), TG_OK);
     const char *turns[] = {"Hello there.", "What did you say?", "One more time, please."};
     for (int t = 0; t < 3; t++) {
-        char *reply;
-        size_t len;
-        TgChatFinish finish;
-        int64_t drawn;
-        cr_assert_eq(tg_chat_session_reply(&s, turns[t], strlen(turns[t]), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
+        TgChatReply reply;
+        cr_assert_eq(tg_chat_session_reply(&s, turns[t], strlen(turns[t]), NULL, NULL, &reply), TG_OK);
+        int64_t drawn = reply.n_ids;
         cr_expect_eq(s.rebuilds, 0, "160 positions hold three short turns");
         /* the cache holds the conversation from its first id: the rendered turns, in order */
         cr_expect(memcmp(s.context, s.ids.ids, (size_t)s.cache.len * sizeof *s.context) == 0, "turn %d: the cache is not the conversation", t);
-        expect_greedy_from_scratch(&s, &m, drawn, finish == TG_CHAT_FINISH_END);
+        expect_greedy_from_scratch(&s, &m, drawn, reply.finish == TG_CHAT_FINISH_END);
         char *text;
         size_t text_len;
         size_t start = s.ids.n - 2 - (size_t)drawn; /* the reply, before <|im_end|> and "\n" */
         while (s.ids.ids[start + (size_t)drawn] != s.ct.im_end) start--;
         cr_assert_eq(tg_tokenizer_decode(&tok, s.ids.ids + start, (size_t)drawn, &text, &text_len), TG_OK);
-        cr_expect(text_len == len && memcmp(text, reply, len) == 0, "the reply's text is its ids' bytes");
-        free(text), free(reply);
+        cr_expect(text_len == reply.len && memcmp(text, reply.text, reply.len) == 0,
+                  "the reply's text is its ids' bytes");
+        free(text), free(reply.text);
     }
     tg_chat_session_close(&s);
     test_tape_free(&tt);
@@ -124,20 +123,19 @@ Test(chat_session, a_conversation_longer_than_the_context_keeps_its_system_turn_
     size_t system_end = s.ids.n;
     int64_t rebuilt_at = -1;
     for (int t = 0; t < 8; t++) {
-        char turn[64], *reply;
-        size_t len;
-        TgChatFinish finish;
-        int64_t drawn, before = s.rebuilds;
+        char turn[64];
+        TgChatReply reply;
+        int64_t before = s.rebuilds;
         snprintf(turn, sizeof turn, "turn number %d here", t);
-        cr_assert_eq(tg_chat_session_reply(&s, turn, strlen(turn), NULL, NULL, &reply, &len, &finish, &drawn), TG_OK);
-        free(reply);
+        cr_assert_eq(tg_chat_session_reply(&s, turn, strlen(turn), NULL, NULL, &reply), TG_OK);
+        free(reply.text);
         cr_assert_leq(s.cache.len, 48);
         if (s.rebuilds > before && rebuilt_at < 0) {
             rebuilt_at = t;
             /* the system turn, then whole turns ending with this one */
             cr_expect(memcmp(s.context, s.ids.ids, system_end * sizeof *s.context) == 0, "the system turn was dropped");
             cr_expect_eq(s.context[system_end], s.ct.im_start, "the kept turns start with a whole turn");
-            expect_greedy_from_scratch(&s, &m, drawn, finish == TG_CHAT_FINISH_END);
+            expect_greedy_from_scratch(&s, &m, reply.n_ids, reply.finish == TG_CHAT_FINISH_END);
         }
     }
     cr_expect_geq(rebuilt_at, 1, "eight turns never filled a 48-token context");
@@ -165,26 +163,23 @@ Test(chat_session, a_reply_stops_where_its_stream_fails_or_its_logits_are_not_fi
     TgSampleOptions greedy = {.temperature = 0};
     TgChatSession s;
     cr_assert_eq(tg_chat_session_open(&s, &m, &tok, &tt.tape, &greedy, 1, 12, "test"), TG_OK, "%s", tg_error_message());
-    char *reply = (char *)"unset";
-    size_t len;
-    TgChatFinish finish;
-    int64_t drawn;
+    TgChatReply reply = {.text = (char *)"unset"};
     int calls = 0;
-    TgStatus st = tg_chat_session_reply(&s, "Hello there.", 12, stream_gone_after_one, &calls, &reply, &len, &finish, &drawn);
+    TgStatus st = tg_chat_session_reply(&s, "Hello there.", 12, stream_gone_after_one, &calls, &reply);
     cr_expect_eq(st, TG_ERR_IO, "%s", tg_error_message());
-    cr_expect(reply == NULL && calls == 2, "calls %d", calls);
+    cr_expect(reply.text == NULL && calls == 2, "calls %d", calls);
     cr_expect_eq(s.ids.ids[s.ids.n - 2], s.ct.im_end, "the stopped turn was not closed");
-    cr_assert_eq(tg_chat_session_reply(&s, "Again.", 6, NULL, NULL, &reply, &len, &finish, &drawn), TG_OK, "%s", tg_error_message());
-    free(reply);
+    cr_assert_eq(tg_chat_session_reply(&s, "Again.", 6, NULL, NULL, &reply), TG_OK, "%s", tg_error_message());
+    free(reply.text);
     TgTensor *norm = tg_params_find(&m.params, "model.norm.weight");
     cr_assert_not_null(norm);
     for (int64_t i = 0; i < norm->numel; i++) norm->data[i] = 3e38f;
     for (int warm = 0; warm < 2; warm++) {
         s.sampling.temperature = warm ? 0.8 : 0;
-        reply = (char *)"unset";
-        st = tg_chat_session_reply(&s, "And now?", 8, NULL, NULL, &reply, &len, &finish, &drawn);
+        reply = (TgChatReply){.text = (char *)"unset", .n_ids = -1};
+        st = tg_chat_session_reply(&s, "And now?", 8, NULL, NULL, &reply);
         cr_expect_eq(st, TG_ERR_NUMERIC);
-        cr_expect(reply == NULL && drawn == 0);
+        cr_expect(reply.text == NULL && reply.n_ids == 0);
         cr_expect(strstr(tg_error_message(), "token 1 of the reply: the logits hold "), "%s", tg_error_message());
     }
     tg_chat_session_close(&s);

@@ -585,22 +585,20 @@ Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init
     cr_assert_eq(tg_chat_session_open(&s, &r.model, &r.tok, &tt.tape, &greedy, 1, CHAT_MAX_REPLY, run), TG_OK);
     cr_assert_eq(tg_chat_session_add(&s, TG_CHAT_SYSTEM, CHAT_SYSTEM_TEXT, strlen(CHAT_SYSTEM_TEXT)), TG_OK);
     for (int t = 0; t < 2; t++) {
-        char *reply;
-        size_t len;
-        TgChatFinish finish;
-        int64_t drawn;
-        cr_assert_eq(tg_chat_session_reply(&s, CHAT_TURNS[t], strlen(CHAT_TURNS[t]), NULL, NULL, &reply, &len, &finish, &drawn),
-                     TG_OK);
+        TgChatReply reply;
+        cr_assert_eq(tg_chat_session_reply(&s, CHAT_TURNS[t], strlen(CHAT_TURNS[t]), NULL, NULL, &reply), TG_OK);
+        int64_t drawn = reply.n_ids;
         const char *theirs = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "replies"), t)->valuestring;
-        fprintf(stderr, "turn %d: tapegrad \"%s\" (%lld ids), llama.cpp \"%s\"\n", t + 1, reply, (long long)drawn, theirs);
+        fprintf(stderr, "turn %d: tapegrad \"%s\" (%lld ids), llama.cpp \"%s\"\n", t + 1, reply.text, (long long)drawn,
+                theirs);
         cr_expect(drawn > 2, "turn %d: a reply of %lld ids tests little", t + 1, (long long)drawn);
-        cr_expect_str_eq(reply, theirs, "turn %d", t + 1);
+        cr_expect_str_eq(reply.text, theirs, "turn %d", t + 1);
         size_t end = s.ids.n - 1;
         while (s.ids.ids[end] != s.ct.im_end) end--;
         char what[32];
         snprintf(what, sizeof what, "the ids of reply %d", t + 1);
         expect_ids(cJSON_GetArrayItem(cJSON_GetObjectItem(json, "reply_ids"), t), s.ids.ids + end - drawn, (size_t)drawn, what);
-        free(reply);
+        free(reply.text);
     }
     cr_expect_eq(s.rebuilds, 0);
     expect_ids(cJSON_GetObjectItem(json, "context"), s.context, (size_t)s.cache.len, "the context after the second reply");

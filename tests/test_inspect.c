@@ -101,7 +101,7 @@ static void inspect_at_init(TgFfnKind ffn, TgModelInspection *mi, TgModel *m, fl
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_model_inspection_init(mi, m);
-    double loss = tg_model_inspect_batches(m, &tt.tape, in, tg, NULL, k, B, T, mi);
+    double loss = tg_model_inspect_batches(m, &tt.tape, &(TgEvalBatches){in, tg, NULL, k, B, T}, mi);
     cr_assert(fabs(loss - log((double)c.vocab)) < 0.3, "initial loss %.3f, ln(vocab) %.3f", loss, log((double)c.vocab));
     test_tape_free(&tt);
     free(in);

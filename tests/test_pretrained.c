@@ -60,9 +60,10 @@ Test(pretrained, opens_the_latest_or_a_named_checkpoint_and_samples_what_the_cli
     TgSampleOptions greedy = {.temperature = 0};
     TgRng rng;
     tg_rng_seed(&rng, 1);
+    TgSampler sampler = {.model = &p.model, .tape = &engine.tape, .opts = &greedy, .rng = &rng};
     char *text = NULL;
     size_t len = 0;
-    assert_ok(tg_sample_text(&p.model, &p.tok, &engine.tape, "The ", 4, 30, &greedy, &rng, &text, &len));
+    assert_ok(tg_sample_text(&sampler, &p.tok, "The ", 4, 30, &text, &len));
     cr_expect(len > 0 && strlen(text) == len, "%zu bytes of text", len);
     char *out = NULL;
     int rc = ckpt_cli(&out, "sample --run %s --prompt 'The ' --tokens 30 --temperature 0 --threads 1", run);
@@ -75,7 +76,7 @@ Test(pretrained, opens_the_latest_or_a_named_checkpoint_and_samples_what_the_cli
     int32_t ids[4], gen[4 + 30];
     size_t n_ids;
     assert_ok(tg_tokenizer_encode(&p.tok, "The ", 4, ids, 4, &n_ids));
-    int64_t total = tg_sample_generate(&p.model, &engine.tape, ids, (int64_t)n_ids, 30, &greedy, p.tok.eot_id, &rng, gen);
+    int64_t total = tg_sample_generate(&sampler, ids, (int64_t)n_ids, 30, p.tok.eot_id, gen);
     char *by_hand;
     size_t by_hand_len;
     assert_ok(tg_tokenizer_decode(&p.tok, gen + n_ids, (size_t)total - n_ids, &by_hand, &by_hand_len));
@@ -88,7 +89,8 @@ Test(pretrained, opens_the_latest_or_a_named_checkpoint_and_samples_what_the_cli
     FirstContext seen = {0};
     TgSampleOptions watched = {.temperature = 0, .observer = keep_first_context, .observer_ctx = &seen};
     char *from_long;
-    assert_ok(tg_sample_text(&p.model, &p.tok, &engine.tape, long_prompt, long_len, 3, &watched, &rng, &from_long, &len));
+    assert_ok(tg_sample_text(&(TgSampler){&p.model, &engine.tape, &watched, &rng}, &p.tok, long_prompt, long_len, 3,
+                             &from_long, &len));
     free(from_long);
     int32_t tail[32];
     assert_ok(tg_tokenizer_encode(&p.tok, long_prompt + long_len - 32, 32, tail, 32, &n_ids));
@@ -96,15 +98,14 @@ Test(pretrained, opens_the_latest_or_a_named_checkpoint_and_samples_what_the_cli
     cr_expect_arr_eq(seen.text, tail, sizeof tail, "the first draw did not see the prompt's last 32 tokens");
     /* an empty prompt starts from <eot> */
     char *from_empty;
-    assert_ok(tg_sample_text(&p.model, &p.tok, &engine.tape, "", 0, 20, &greedy, &rng, &from_empty, &len));
+    assert_ok(tg_sample_text(&sampler, &p.tok, "", 0, 20, &from_empty, &len));
     ids[0] = p.tok.eot_id;
-    total = tg_sample_generate(&p.model, &engine.tape, ids, 1, 20, &greedy, p.tok.eot_id, &rng, gen);
+    total = tg_sample_generate(&sampler, ids, 1, 20, p.tok.eot_id, gen);
     assert_ok(tg_tokenizer_decode(&p.tok, gen + 1, (size_t)total - 1, &by_hand, &by_hand_len));
     cr_expect_str_eq(from_empty, by_hand);
     free(from_empty), free(by_hand);
     /* a byte the char tokenizer never saw: refused, not sampled */
-    assert_fails(tg_sample_text(&p.model, &p.tok, &engine.tape, "\x01", 1, 5, &greedy, &rng, &text, &len), TG_ERR_ARG,
-                 "encoding the prompt");
+    assert_fails(tg_sample_text(&sampler, &p.tok, "\x01", 1, 5, &text, &len), TG_ERR_ARG, "encoding the prompt");
     cr_expect_null(text);
     tg_pretrained_close(&p);
 

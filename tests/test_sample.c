@@ -72,7 +72,7 @@ static int64_t generate_logged(TgModel *m, TgTape *tape, const int32_t *prompt, 
     TgSampleOptions opts = {.temperature = temperature, .top_k = top_k, .observer = record_step, .observer_ctx = log};
     TgRng rng;
     tg_rng_seed(&rng, seed);
-    return tg_sample_generate(m, tape, prompt, prompt_len, n_new, &opts, -1, &rng, out);
+    return tg_sample_generate(&(TgSampler){m, tape, &opts, &rng}, prompt, prompt_len, n_new, -1, out);
 }
 
 /* The most likely token, the lowest id on ties. */
@@ -612,21 +612,21 @@ Test(sample, penalty_1_changes_nothing_and_greedy_is_deterministic) {
     TgRng rng;
     TgSampleOptions opts = {.temperature = 1.0, .top_k = 20, .top_p = 0.95};
     tg_rng_seed(&rng, 5);
-    int64_t n_off = tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &opts, -1, &rng, off);
+    int64_t n_off = tg_sample_generate(&(TgSampler){&m, &tt.tape, &opts, &rng}, prompt, 4, NEW, -1, off);
     opts.repetition_penalty = 1.0;
     tg_rng_seed(&rng, 5);
-    int64_t n_one = tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &opts, -1, &rng, one);
+    int64_t n_one = tg_sample_generate(&(TgSampler){&m, &tt.tape, &opts, &rng}, prompt, 4, NEW, -1, one);
     cr_assert_eq(n_off, n_one);
     cr_expect(memcmp(off, one, (size_t)n_off * sizeof *off) == 0, "penalty 1 changed the tokens drawn");
     opts.repetition_penalty = 3.0;
     tg_rng_seed(&rng, 5);
-    int64_t n_strong = tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &opts, -1, &rng, strong);
+    int64_t n_strong = tg_sample_generate(&(TgSampler){&m, &tt.tape, &opts, &rng}, prompt, 4, NEW, -1, strong);
     cr_expect(n_strong != n_off || memcmp(off, strong, (size_t)n_off * sizeof *off) != 0,
               "penalty 3 changed nothing: the test does not see the penalty");
     for (int s = 0; s < 3; s++) {
         TgSampleOptions g = {.temperature = 0, .top_k = 7, .top_p = 0.5, .repetition_penalty = s == 2 ? 1.0 : 0};
         tg_rng_seed(&rng, 100 + (uint64_t)s);
-        cr_assert_eq(tg_sample_generate(&m, &tt.tape, prompt, 4, NEW, &g, -1, &rng, greedy[s]), 4 + NEW);
+        cr_assert_eq(tg_sample_generate(&(TgSampler){&m, &tt.tape, &g, &rng}, prompt, 4, NEW, -1, greedy[s]), 4 + NEW);
     }
     cr_expect(memcmp(greedy[0], greedy[1], sizeof greedy[0]) == 0, "greedy decoding depends on the generator's seed");
     cr_expect(memcmp(greedy[0], greedy[2], sizeof greedy[0]) == 0, "greedy decoding changed with penalty 1");
@@ -696,7 +696,7 @@ Test(sample, generation_stops_at_the_step_whose_logits_are_not_finite) {
     TgRng rng;
     tg_rng_seed(&rng, 5);
     tg_error_clear();
-    cr_expect_eq(tg_sample_generate(&m, &tt.tape, prompt, 4, 10, &opts, -1, &rng, out), -1);
+    cr_expect_eq(tg_sample_generate(&(TgSampler){&m, &tt.tape, &opts, &rng}, prompt, 4, 10, -1, out), -1);
     cr_expect_eq(steps, 3, "generation went on after the NaN");
     cr_expect(strstr(tg_error_message(), "generated token 3 of 10: the logits hold NaN at id 20 (of 40 ids)"), "%s",
               tg_error_message());
@@ -704,7 +704,7 @@ Test(sample, generation_stops_at_the_step_whose_logits_are_not_finite) {
     cr_assert_not_null(norm);
     for (int64_t i = 0; i < norm->numel; i++) norm->data[i] = 3e38f;
     TgSampleOptions warm = {.temperature = 0.8, .top_k = 10};
-    cr_expect_eq(tg_sample_generate(&m, &tt.tape, prompt, 4, 10, &warm, -1, &rng, out), -1);
+    cr_expect_eq(tg_sample_generate(&(TgSampler){&m, &tt.tape, &warm, &rng}, prompt, 4, 10, -1, out), -1);
     cr_expect(strstr(tg_error_message(), "generated token 1 of 10: the logits hold "), "%s", tg_error_message());
     test_tape_free(&tt);
     tg_model_free(&m);

@@ -126,8 +126,8 @@ Test(train, sampling_is_deterministic) {
     TgRng r1, r2;
     tg_rng_seed(&r1, 1);
     tg_rng_seed(&r2, 2);
-    int64_t na = tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &greedy, -1, &r1, a);
-    int64_t nb = tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &greedy, -1, &r2, b);
+    int64_t na = tg_sample_generate(&(TgSampler){&m, &tt.tape, &greedy, &r1}, prompt, 3, 60, -1, a);
+    int64_t nb = tg_sample_generate(&(TgSampler){&m, &tt.tape, &greedy, &r2}, prompt, 3, 60, -1, b);
     cr_assert_eq(na, 63);
     cr_assert_eq(nb, 63);
     cr_expect_eq(memcmp(a, b, sizeof(int32_t) * 63), 0, "greedy decoding depends on the seed");
@@ -145,8 +145,8 @@ Test(train, sampling_is_deterministic) {
     tg_tape_reset(&tt.tape);
     tg_rng_seed(&r1, 9);
     tg_rng_seed(&r2, 9);
-    tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &warm, -1, &r1, b);
-    tg_sample_generate(&m, &tt.tape, prompt, 3, 60, &warm, -1, &r2, d);
+    tg_sample_generate(&(TgSampler){&m, &tt.tape, &warm, &r1}, prompt, 3, 60, -1, b);
+    tg_sample_generate(&(TgSampler){&m, &tt.tape, &warm, &r2}, prompt, 3, 60, -1, d);
     cr_expect_eq(memcmp(b, d, sizeof(int32_t) * 63), 0, "same seed, different samples");
     test_tape_free(&tt);
     tg_model_free(&m);

@@ -221,22 +221,21 @@ static TgStatus load_imported(LineReader *r, TgTokenizer *tok) {
     return tg_tokenizer_hf_load(json, tok);
 }
 
-/* The body of a tokenizer file, read top to bottom in the file's own order (kind, split,
- * sizes, the char table or the merges, the fingerprint). */
-static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
+/* The header of a tokenizer file: the magic line with the format version, the kind, and from
+ * version 2 the split. */
+static TgStatus load_header(LineReader *r, TgTokenizer *tok, int64_t *version) {
     TG_TRY(need_line(r, "the magic line"));
     size_t ml = strlen(MAGIC);
-    int64_t version;
-    if (strncmp(r->line, MAGIC, ml) != 0 || r->line[ml] != ' ' || !parse_ints(r->line + ml, &version, 1))
+    if (strncmp(r->line, MAGIC, ml) != 0 || r->line[ml] != ' ' || !parse_ints(r->line + ml, version, 1))
         return tg_fail(TG_ERR_FORMAT,
                        "%s is not a tapegrad tokenizer file: its first line is \"%.60s\", expected "
                        "\"%s %d\"",
                        r->path, r->line, MAGIC, TG_TOKENIZER_FILE_VERSION);
-    if (version < 1 || version > TG_TOKENIZER_FILE_VERSION)
+    if (*version < 1 || *version > TG_TOKENIZER_FILE_VERSION)
         return tg_fail(TG_ERR_FORMAT,
                        "tokenizer file %s has format version %" PRId64 ", this build reads "
                        "versions 1 to %d: use a matching tapegrad or prepare the data again",
-                       r->path, version, TG_TOKENIZER_FILE_VERSION);
+                       r->path, *version, TG_TOKENIZER_FILE_VERSION);
     TG_TRY(need_line(r, "\"kind char|bpe\""));
     if (strcmp(r->line, "kind char") == 0) tok->kind = TG_TOKENIZER_CHAR;
     else if (strcmp(r->line, "kind bpe") == 0) tok->kind = TG_TOKENIZER_BPE;
@@ -245,13 +244,38 @@ static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
                        "tokenizer file %s, line %" PRId64 ": expected \"kind char\" or \"kind bpe\", "
                        "found \"%.60s\"",
                        r->path, r->lineno, r->line);
-    if (version >= 2) {
+    if (*version >= 2) {
         TG_TRY(need_line(r, "\"split gpt2\""));
         if (tok->kind != TG_TOKENIZER_BPE || strcmp(r->line, "split gpt2") != 0)
             return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": expected \"split gpt2\" after \"kind bpe\", found \"%.60s\"",
                            r->path, r->lineno, r->line);
         tok->split = TG_TOKENIZER_SPLIT_GPT2;
     }
+    return TG_OK;
+}
+
+/* The last line, "fingerprint HEX", into *stored; nothing but blank lines may follow it. */
+static TgStatus load_fingerprint(LineReader *r, uint64_t *stored) {
+    TG_TRY(need_line(r, "the fingerprint line"));
+    char extra;
+    if (sscanf(r->line, "fingerprint %16" SCNx64 " %c", stored, &extra) != 1)
+        return tg_fail(TG_ERR_FORMAT,
+                       "tokenizer file %s, line %" PRId64 ": expected \"fingerprint HEX\", found "
+                       "\"%.60s\" (more entries than the header announced?)",
+                       r->path, r->lineno, r->line);
+    while (next_line(r))
+        if (r->line[strspn(r->line, " \t")] != '\0')
+            return tg_fail(TG_ERR_FORMAT,
+                           "tokenizer file %s, line %" PRId64 ": unexpected text after the fingerprint: \"%.60s\"",
+                           r->path, r->lineno, r->line);
+    return TG_OK;
+}
+
+/* The body of a tokenizer file, read top to bottom in the file's own order (kind, split,
+ * sizes, the char table or the merges, the fingerprint). */
+static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
+    int64_t version = 0;
+    TG_TRY(load_header(r, tok, &version));
     TG_TRY(need_line(r, "vocab_size"));
     if (version >= 2 && strncmp(r->line, "file ", 5) == 0) {
         TG_TRY(load_imported(r, tok));
@@ -263,18 +287,8 @@ static TgStatus load_body(LineReader *r, TgTokenizer *tok) {
         tok->eot_id = (int32_t)eot;
         TG_TRY(load_entries(r, tok, vocab, version));
     }
-    TG_TRY(need_line(r, "the fingerprint line"));
     uint64_t stored;
-    char extra;
-    if (sscanf(r->line, "fingerprint %16" SCNx64 " %c", &stored, &extra) != 1)
-        return tg_fail(TG_ERR_FORMAT,
-                       "tokenizer file %s, line %" PRId64 ": expected \"fingerprint HEX\", found "
-                       "\"%.60s\" (more entries than the header announced?)",
-                       r->path, r->lineno, r->line);
-    while (next_line(r))
-        if (r->line[strspn(r->line, " \t")] != '\0')
-            return tg_fail(TG_ERR_FORMAT, "tokenizer file %s, line %" PRId64 ": unexpected text after the fingerprint: \"%.60s\"",
-                           r->path, r->lineno, r->line);
+    TG_TRY(load_fingerprint(r, &stored));
     char origin[TG_PATH_CAP + 32];
     snprintf(origin, sizeof origin, "tokenizer file %s", r->path);
     if (!tok->hf) { /* tg_tokenizer_hf_load finished it */

@@ -292,11 +292,9 @@ static TgStatus read_added(Reader *r, size_t at, AddedList *list) {
 
 /* ---- the vocabulary and the merges -------------------------------------------------------- */
 
-/* Sets the bytes of every id: added tokens their content, vocabulary strings the bytes they
- * stand for. Fills token_offsets/token_bytes, vocab_size and byte_ids. */
-static TgStatus read_vocab(Reader *r, size_t at, const AddedList *added, TgTokenizer *tok) {
-    if (at == ABSENT || type_at(r, at) != TG_JSON_OBJECT) return tg_fail(TG_ERR_FORMAT, "%s: model.vocab is not an object", r->path);
-    /* first the ids: how many, the largest */
+/* The first pass over model.vocab: every value an id below the limit, and how many. *v: the
+ * largest id (of the vocabulary or of the added tokens) + 1; *end: where the object ends. */
+static TgStatus vocab_ids(Reader *r, size_t at, const AddedList *added, int32_t *v, size_t *end) {
     int64_t n_vocab = 0;
     int32_t max_id = added->n ? added->e[added->n - 1].id : -1;
     TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
@@ -313,44 +311,46 @@ static TgStatus read_vocab(Reader *r, size_t at, const AddedList *added, TgToken
         n_vocab++;
         tg_json_skip(&c);
     }
-    size_t end = c.pos;
+    *end = c.pos;
     if (n_vocab < 1 || n_vocab > TG_TOKENIZER_HF_MAX_IDS)
         return tg_fail(TG_ERR_FORMAT, "%s: model.vocab holds %" PRId64 " tokens; tapegrad reads 1 to %d", r->path, n_vocab,
                        TG_TOKENIZER_HF_MAX_IDS);
-    int32_t v = max_id + 1;
-    /* where each id's string is (offset + 1; 0: none), found in a second pass */
-    size_t *key_at = calloc((size_t)v, sizeof *key_at); /* calloc: a page no id reaches costs nothing */
-    if (!key_at) return out_of_memory(r, (size_t)v, sizeof *key_at, "the vocabulary");
-    TgStatus s = TG_OK;
-    c = tg_json_cursor(r->text, r->len, at);
+    *v = max_id + 1;
+    return TG_OK;
+}
+
+/* The second pass: where each id's string is, key_at[id] (offset + 1; 0: none), each id once.
+ * Then every id below v has a string or an added token's content. */
+static TgStatus vocab_keys(Reader *r, size_t at, const AddedList *added, int32_t v, size_t *key_at) {
+    TgJsonCursor c = tg_json_cursor(r->text, r->len, at);
     tg_json_enter(&c);
-    while (s == TG_OK && tg_json_next_key(&c, &key)) {
+    TgJsonString key;
+    char buf[256];
+    while (tg_json_next_key(&c, &key)) {
         tg_json_type(&c);
         int32_t id = id_at(r, c.pos);
         if (key_at[id])
-            s = tg_fail(TG_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not a new id below %d", r->path, shown_string(r, key, buf),
-                        TG_TOKENIZER_HF_MAX_IDS);
+            return tg_fail(TG_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not a new id below %d", r->path,
+                           shown_string(r, key, buf), TG_TOKENIZER_HF_MAX_IDS);
         key_at[id] = key.pos + 1;
         tg_json_skip(&c);
     }
-    /* then every id's bytes, in id order; an added token's content replaces a vocabulary string */
     int32_t k = 0;
-    for (int32_t id = 0; s == TG_OK && id < v; id++) {
+    for (int32_t id = 0; id < v; id++) {
         while (k < added->n && added->e[k].id < id) k++;
         if (!key_at[id] && !(k < added->n && added->e[k].id == id))
-            s = tg_fail(TG_ERR_FORMAT, "%s: no token has id %" PRId32 " (ids must run from 0 without gaps)", r->path, id);
+            return tg_fail(TG_ERR_FORMAT, "%s: no token has id %" PRId32 " (ids must run from 0 without gaps)", r->path,
+                           id);
     }
-    if (s == TG_OK) s = reader_alloc(r, (void **)&tok->token_offsets, (size_t)v + 1, sizeof *tok->token_offsets, "the vocabulary");
-    size_t cap = end - at; /* a vocabulary string's bytes are no more than its text's */
-    for (int32_t i = 0; i < added->n; i++) cap += added->e[i].len;
-    if (s == TG_OK) s = reader_alloc(r, (void **)&tok->token_bytes, cap, 1, "the vocabulary's bytes");
-    if (s == TG_OK) {
-        tok->vocab_size = v;
-        for (int b = 0; b < 256; b++) tok->byte_ids[b] = -1;
-        tok->token_offsets[0] = 0;
-    }
-    k = 0;
-    for (int32_t id = 0; s == TG_OK && id < v; id++) {
+    return TG_OK;
+}
+
+/* Every id's bytes, in id order, into tok->token_bytes and token_offsets; an added token's content
+ * replaces a vocabulary string. Sets byte_ids. */
+static TgStatus vocab_bytes(Reader *r, const AddedList *added, const size_t *key_at, TgTokenizer *tok) {
+    char buf[256];
+    int32_t k = 0;
+    for (int32_t id = 0; id < tok->vocab_size; id++) {
         uint8_t *dst = tok->token_bytes + tok->token_offsets[id];
         size_t n;
         while (k < added->n && added->e[k].id < id) k++;
@@ -361,16 +361,39 @@ static TgStatus read_vocab(Reader *r, size_t at, const AddedList *added, TgToken
             TgJsonString text = string_at(r, key_at[id] - 1);
             const char *b;
             size_t len;
-            s = decode(r, text, 0, &b, &len);
-            if (s != TG_OK) break;
-            if (!tg_tokenizer_hf_bytes_of_text(b, len, dst, &n)) {
-                s = tg_fail(TG_ERR_FORMAT, "%s: vocabulary token \"%s\" (id %" PRId32 ") is not made of ByteLevel characters", r->path,
-                            shown(b, len, buf), id);
-                break;
-            }
+            TG_TRY(decode(r, text, 0, &b, &len));
+            if (!tg_tokenizer_hf_bytes_of_text(b, len, dst, &n))
+                return tg_fail(TG_ERR_FORMAT,
+                               "%s: vocabulary token \"%s\" (id %" PRId32 ") is not made of ByteLevel characters",
+                               r->path, shown(b, len, buf), id);
             if (n == 1 && tok->byte_ids[dst[0]] < 0) tok->byte_ids[dst[0]] = id;
         }
         tok->token_offsets[id + 1] = tok->token_offsets[id] + (int64_t)n;
+    }
+    return TG_OK;
+}
+
+/* Sets the bytes of every id: added tokens their content, vocabulary strings the bytes they
+ * stand for. Fills token_offsets/token_bytes, vocab_size and byte_ids. */
+static TgStatus read_vocab(Reader *r, size_t at, const AddedList *added, TgTokenizer *tok) {
+    if (at == ABSENT || type_at(r, at) != TG_JSON_OBJECT)
+        return tg_fail(TG_ERR_FORMAT, "%s: model.vocab is not an object", r->path);
+    int32_t v = 0;
+    size_t end = at;
+    TG_TRY(vocab_ids(r, at, added, &v, &end));
+    size_t *key_at = calloc((size_t)v, sizeof *key_at); /* calloc: a page no id reaches costs nothing */
+    if (!key_at) return out_of_memory(r, (size_t)v, sizeof *key_at, "the vocabulary");
+    TgStatus s = vocab_keys(r, at, added, v, key_at);
+    if (s == TG_OK)
+        s = reader_alloc(r, (void **)&tok->token_offsets, (size_t)v + 1, sizeof *tok->token_offsets, "the vocabulary");
+    size_t cap = end - at; /* a vocabulary string's bytes are no more than its text's */
+    for (int32_t i = 0; i < added->n; i++) cap += added->e[i].len;
+    if (s == TG_OK) s = reader_alloc(r, (void **)&tok->token_bytes, cap, 1, "the vocabulary's bytes");
+    if (s == TG_OK) {
+        tok->vocab_size = v;
+        for (int b = 0; b < 256; b++) tok->byte_ids[b] = -1;
+        tok->token_offsets[0] = 0;
+        s = vocab_bytes(r, added, key_at, tok);
     }
     free(key_at);
     if (s == TG_OK) { /* give back what the bound left over */

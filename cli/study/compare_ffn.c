@@ -228,10 +228,8 @@ static TgStatus plan_memory(const Experiment *e) {
     return TG_OK;
 }
 
-/* Every check before anything is written: the lists, the preset, the corpus, the run folders,
- * the outputs. */
-static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
-    CompareResults *r = &e->r;
+/* The learning rates, each a run folder of its own: two that print alike would share one. */
+static TgStatus plan_lrs(CompareResults *r, const CompareFfnOptions *o) {
     TG_TRY(parse_list(&lr_item, o->lrs, "1e-3,3e-3,1e-2", r->lrs, sizeof r->lrs[0], COMPARE_MAX_LRS, &r->n_lrs));
     for (int i = 0; i < r->n_lrs; i++)
         for (int j = 0; j < i; j++) {
@@ -242,28 +240,37 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 return tg_fail(TG_ERR_ARG, "--lrs: %.17g and %.17g would share the run folders lr%s; make them differ "
                                "within 6 significant digits", r->lrs[j], r->lrs[i], a);
         }
-    TG_TRY(parse_seeds(o, r));
-    e->preset_cfg = tg_model_preset_config(o->preset);
-    /* a missing corpus would otherwise surface inside the first training run */
+    return TG_OK;
+}
+
+/* --data or --dataset, checked now: a missing corpus would otherwise surface inside the first
+ * training run. */
+static TgStatus check_data(const CompareFfnOptions *o) {
     if (o->data && access(o->data, R_OK) != 0) return tg_fail(TG_ERR_ARG, "--data %s: %s", o->data, strerror(errno));
     if (o->data && o->dataset) return tg_fail(TG_ERR_ARG, "give --data or --dataset, not both");
     if (o->dataset && !tg_dataset_is_dataset(o->dataset))
         return tg_fail(TG_ERR_ARG, "--dataset %s is not a dataset folder: make one with tapegrad prepare", o->dataset);
-    r->preset = tg_model_preset_name(o->preset), r->data = o->dataset ? o->dataset : o->data ? o->data : TG_CORPUS_DEFAULT_PATH;
-    r->steps = o->steps, r->batch = o->batch, r->probe_batches = o->probe_batches;
-    r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
-    r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
+    return TG_OK;
+}
+
+/* The experiment's folder: --out, or one named by the time. */
+static TgStatus plan_root(Experiment *e, const CompareFfnOptions *o) {
     if (o->out) {
         TG_TRY(tg_output_check_folder("--out", o->out));
-        TG_TRY(tg_path_format(e->root, sizeof e->root, "%s", o->out));
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(e->root, sizeof e->root, "checkpoints/compare-ffn-%s", stamp);
+        return tg_path_format(e->root, sizeof e->root, "%s", o->out);
     }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(e->root, sizeof e->root, "checkpoints/compare-ffn-%s", stamp);
+    return TG_OK;
+}
+
+/* Every (seed, lr, FFN) run: its settings, its folder, what the folder holds already. */
+static TgStatus plan_runs(Experiment *e, const CompareFfnOptions *o) {
+    CompareResults *r = &e->r;
     /* equal parameters: 2 d h_relu = 3 d h_swiglu */
     int64_t swiglu_hidden = e->preset_cfg.hidden;
     int64_t relu_hidden = o->relu_hidden > 0 ? o->relu_hidden : 3 * swiglu_hidden / 2;
@@ -282,6 +289,23 @@ static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
                 /* each run's own report: the experiment's to replace, but never through a link */
                 TG_TRY(plan_report_files(NULL, run->dir, "report.html", "report.jsonl", true));
             }
+    return TG_OK;
+}
+
+/* Every check before anything is written: the lists, the preset, the corpus, the run folders,
+ * the outputs. */
+static TgStatus experiment_plan(Experiment *e, const CompareFfnOptions *o) {
+    CompareResults *r = &e->r;
+    TG_TRY(plan_lrs(r, o));
+    TG_TRY(parse_seeds(o, r));
+    e->preset_cfg = tg_model_preset_config(o->preset);
+    TG_TRY(check_data(o));
+    r->preset = tg_model_preset_name(o->preset), r->data = o->dataset ? o->dataset : o->data ? o->data : TG_CORPUS_DEFAULT_PATH;
+    r->steps = o->steps, r->batch = o->batch, r->probe_batches = o->probe_batches;
+    r->log_grads = o->log_grads > 0 ? o->log_grads : o->steps / 30 > 0 ? o->steps / 30 : 1;
+    r->eval_every = o->eval_every > 0 ? o->eval_every : o->steps / 10 > 0 ? o->steps / 10 : 1;
+    TG_TRY(plan_root(e, o));
+    TG_TRY(plan_runs(e, o));
     /* the experiment's report and summaries: an earlier experiment's are replaced only with
      * --force, or --reuse (the same experiment, reported again) */
     TgOutputPlan *plan = tg_malloc(sizeof *plan);

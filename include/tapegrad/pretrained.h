@@ -4,7 +4,7 @@
  *
  *   TgPretrained p;
  *   if (tg_pretrained_open("checkpoints/notes", &p) != TG_OK) { puts(tg_error_message()); ... }
- *   ... tg_sample_text(&p.model, &p.tok, tape, ...) ...
+ *   ... tg_sample_text(&(TgSampler){.model = &p.model, .tape = tape, ...}, &p.tok, ...) ...
  *   tg_pretrained_close(&p);
  */
 #ifndef TG_PRETRAINED_H

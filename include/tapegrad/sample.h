@@ -46,14 +46,23 @@ int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOption
  * bit. `seen` holds vocab zeros and is left zeroed. */
 void tg_sample_penalize(float *logits, int64_t vocab, const int32_t *history, int64_t n, double penalty, uint8_t *seen);
 
+/* What draws the tokens: the model, the tape its forwards run on (with gradients off while it
+ * samples), the options, and the generator, which every draw advances. */
+typedef struct TgSampler {
+    TgModel *model;
+    TgTape *tape;
+    const TgSampleOptions *opts;
+    TgRng *rng;
+} TgSampler;
+
 /* Feeds the prompt, then generates up to n_new tokens (stopping early at stop_id if >= 0).
  * out (prompt_len + n_new ints) receives prompt + generated tokens; returns how many in total,
  * or -1 when a step's logits are not finite (tg_sample_token's -1; the message names the step).
  * The prompt must be non-empty and at most the context length; past the context the cache
  * restarts from the last half of the text. A repetition penalty applies to the tokens the cache
  * holds (the prompt's included), after the observer saw the logits. */
-int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
-                        const TgSampleOptions *opts, int32_t stop_id, TgRng *rng, int32_t *out);
+int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
+                           int32_t stop_id, int32_t *out);
 
 /* Text in, text out: encodes prompt[0..prompt_len) with `tok` (an empty prompt becomes <eot>; of
  * a prompt longer than the context, its last seq_len tokens are kept), generates up to n_new
@@ -61,8 +70,8 @@ int64_t tg_sample_generate(TgModel *model, TgTape *tape, const int32_t *prompt, 
  * NUL-terminated; the caller frees it) receives the continuation alone, *text_len its bytes.
  * Fails (TG_ERR_ARG) on a prompt byte a char tokenizer does not know, and (TG_ERR_NUMERIC) when
  * a step's logits are not finite, as tg_sample_generate does. */
-TgStatus tg_sample_text(TgModel *model, const TgTokenizer *tok, TgTape *tape, const char *prompt, size_t prompt_len,
-                      int64_t n_new, const TgSampleOptions *opts, TgRng *rng, char **text, size_t *text_len);
+TgStatus tg_sample_text(const TgSampler *sampler, const TgTokenizer *tok, const char *prompt, size_t prompt_len,
+                        int64_t n_new, char **text, size_t *text_len);
 
 #pragma GCC visibility pop
 
