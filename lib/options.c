@@ -352,8 +352,25 @@ static size_t field_size(const TgOptSpec *s) {
 
 /* One line "--flag value" (without its newline) of the file: the option it sets, if the line is
  * one of the group's options not yet seen. */
-static TgStatus read_line(const TgOptTable *t, void *opts, unsigned group, TgOptSet keep, const char *path, int line_no,
-                          char *line, size_t len, TgOptFileRead *from, TgOptStrings *strings) {
+/* A file of options being read into opts (tg_opt_read's arguments). */
+typedef struct {
+    const TgOptTable *t;
+    void *opts;
+    unsigned group;
+    TgOptSet keep;
+    const char *path;
+    TgOptFileRead *from;
+    TgOptStrings *strings;
+} FileReading;
+
+static TgStatus read_line(const FileReading *r, int line_no, char *line, size_t len) {
+    const TgOptTable *t = r->t;
+    void *opts = r->opts;
+    unsigned group = r->group;
+    TgOptSet keep = r->keep;
+    const char *path = r->path;
+    TgOptFileRead *from = r->from;
+    TgOptStrings *strings = r->strings;
     if (strlen(line) != len)
         return tg_fail(TG_ERR_FORMAT, "%s line %d holds a NUL byte, which no file of options does: the file is damaged",
                        path, line_no);
@@ -412,11 +429,12 @@ TgStatus tg_opt_read(const TgOptTable *t, void *opts, unsigned group, TgOptSet k
     ssize_t len;
     int line_no = 0;
     TgStatus st = TG_OK;
+    const FileReading reading = {t, opts, group, keep, path, from, strings};
     while (st == TG_OK && (len = getline(&line, &cap, f)) >= 0) {
         line_no++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         if (len == 0) continue;
-        st = read_line(t, opts, group, keep, path, line_no, line, (size_t)len, from, strings);
+        st = read_line(&reading, line_no, line, (size_t)len);
     }
     free(line);
     fclose(f);
