@@ -44,6 +44,10 @@ endfunction()
 # declare; the libraries tapegrad and tapegrad_static are linked from the objects of every such
 # room (the global property TAPEGRAD_LIBRARY_OBJECTS).
 #
+# The layer check (TAPEGRAD_LAYER_CHECK): tapegrad_<room>_layer is an executable of every object
+# of the room, linked with BELOW and LIBS alone. A call from the room to a room above it is then an
+# undefined reference, and the build fails; cmake/layer_check_test.cmake plants one to show it.
+#
 # The faults the tests inject (lib/fault.h) exist in a test variant only. A source of the room
 # that asks for one (found by its include of lib/fault.h) is compiled twice: into the room, where
 # each question is a constant `false`, and with TAPEGRAD_FAULT_INJECTION, together with
@@ -110,5 +114,12 @@ function(tapegrad_add_room room)
     set_property(GLOBAL APPEND PROPERTY TAPEGRAD_LIBRARY_DEPENDENCIES ${arg_LIBS})
     file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
     set_property(GLOBAL APPEND PROPERTY TAPEGRAD_LIBRARY_FOLDERS ${folder})
+  endif()
+
+  if(TAPEGRAD_LAYER_CHECK)
+    add_executable(${target}_layer $<TARGET_OBJECTS:tapegrad_layer_check_main> $<TARGET_OBJECTS:${target}> ${objects})
+    target_link_libraries(${target}_layer PRIVATE ${below} ${arg_LIBS})
+    tapegrad_code_settings(${target}_layer)
+    set_target_properties(${target}_layer PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/layer_check)
   endif()
 endfunction()
