@@ -5,7 +5,8 @@
 # CMake's find_package(tapegrad) (the shared library, then COMPONENTS static), and runs every
 # build: custom_op's check passes and, with --break-backward, fails; mlp reaches its accuracy and
 # resumes bitwise; generate continues a prompt from a run the installed `tapegrad` trains on a
-# generated text.
+# generated text. Then it builds them once more with tapegrad's source tree added as a subproject
+# (add_subdirectory), which must build the library alone and give the examples include/ alone.
 # usage: examples/check-install.sh [BUILD_DIR]     (default build/, already built)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,4 +78,16 @@ cmake -S "$work/src" -B "$work/cm-static" -DCMAKE_PREFIX_PATH="$prefix" -DTAPEGR
 cmake --build "$work/cm-static" -j2 >/dev/null
 run_examples "$work/cm-static" static
 
-echo "check-install: the installed library builds and runs every example each way"
+# add_subdirectory: the examples' own project adds tapegrad's source tree (-DTAPEGRAD_SOURCE_TREE)
+echo "== add_subdirectory(tapegrad's source tree)"
+cmake -S "$work/src" -B "$work/sub" -DTAPEGRAD_SOURCE_TREE="$root" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
+cmake --build "$work/sub" -j2 >/dev/null
+# a subproject builds the library alone: no program, test, benchmark or layer check unless asked
+built=$(cd "$work/sub/tapegrad" && ls -d tapegrad tapegrad-faults cli tests bench examples layer_check test_* ./*_bench 2>/dev/null | tr '\n' ' ' || true)
+[ -z "$built" ] || fail "the subproject built what it must not unless asked: $built"
+# the examples see include/ alone: no internal header of the source tree is in reach
+includes=$(grep -F '"command"' "$work/sub/compile_commands.json" | grep -F "$work/src/mlp.c" | grep -o -E -- '-(I|isystem ?)[^ "]+' | sort -u | tr '\n' ' ' || true)
+[ "$includes" = "-I$root/include " ] || fail "the examples' include path is '$includes', not -I$root/include alone"
+run_examples "$work/sub" "$work/sub/tapegrad/libtapegrad.so.0"
+echo "check-install: the installed library and the source tree as a subproject build and run every example"
