@@ -62,7 +62,9 @@ TgStatus tg_run_open_checkpointed(const char *dir_or_file, TgRun *run, char *ckp
 TgStatus tg_run_open_existing(const char *dir_or_file, TgRun *run) {
     tg_run_clear(run);
     char ckpt[TG_PATH_CAP];
-    return tg_run_open_checkpointed(dir_or_file, run, ckpt, sizeof ckpt);
+    TgStatus s = tg_run_open_checkpointed(dir_or_file, run, ckpt, sizeof ckpt);
+    if (s != TG_OK) tg_run_close(run); /* a run that did not open holds nothing */
+    return s;
 }
 
 /* The checkpoint of the base's weights among the other checkpoints of its folder (a base that

@@ -277,8 +277,9 @@ Test(layout, every_name_of_the_library_carries_the_prefix) {
     int symbols = 0, bad = 0;
     while (fgets(line, sizeof line, p)) {
         char addr[64], type[8], name[512];
-        if (line[strlen(line) - 2] == ':') { /* "libtapegrad.a[file.c.o]:" heads each member */
-            snprintf(where, sizeof where, "%.*s", (int)strlen(line) - 2, line);
+        size_t n = strlen(line);
+        if (n >= 2 && line[n - 2] == ':') { /* "libtapegrad.a[file.c.o]:" heads each member */
+            snprintf(where, sizeof where, "%.*s", (int)n - 2, line);
             continue;
         }
         if (sscanf(line, "%63s %7s %511s", addr, type, name) != 3 || !strchr("TDBRC", type[0])) continue;
