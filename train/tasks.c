@@ -19,8 +19,8 @@ void tg_wilson_interval(int64_t k, int64_t n, double z, double *lo, double *hi) 
     double denominator = 1.0 + z2 / nn;
     double centre = (p + z2 / (2.0 * nn)) / denominator;
     double half = z / denominator * sqrt(p * (1.0 - p) / nn + z2 / (4.0 * nn * nn));
-    /* within [0, 1] but for rounding */
-    *lo = fmax(0.0, centre - half), *hi = fmin(1.0, centre + half);
+    /* the interval holds p within [0, 1], but for rounding (at k = 0 and k = n) */
+    *lo = fmax(0.0, fmin(p, centre - half)), *hi = fmin(1.0, fmax(p, centre + half));
 }
 
 /* log softmax(row)[target] in double: row[target] - max - log(sum exp(row - max)). */

@@ -13,7 +13,7 @@
  * The 95% confidence interval is the Wilson score interval, with p = k / n and z = TG_TASK_Z95:
  *     centre = (p + z^2 / (2n)) / (1 + z^2 / n)
  *     half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / (4 n^2))
- *     [centre - half, centre + half], clamped to [0, 1] against rounding
+ *     [centre - half, centre + half], which holds p within [0, 1] (clamped there against rounding)
  *
  * Candidates run TG_TASK_BATCH_ROWS at a time in the file's order, each batch padded with <eot> to
  * its longest row. The batches are the file's alone and a row's logits at a position depend only on
