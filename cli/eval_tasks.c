@@ -84,6 +84,8 @@ int cli_eval_tasks(const CliTaskEval *e) {
     TgRun run;
     TgTaskSuite suite = {0};
     TgStatus s = tg_run_open_existing(e->run, &run);
+    /* a fine-tuned run's choices go through its chat template (tg_task_encoding_of) */
+    if (s == TG_OK) s = tg_run_task(run.dir, &run.task);
     if (s == TG_OK) s = check_memory(&run, e->threads);
     if (s == TG_OK) s = score(&run, e, &suite);
     if (s == TG_OK) {
