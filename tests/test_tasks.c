@@ -566,6 +566,43 @@ Test(tasks, eval_task_lines_are_logged_bitwise_across_a_resume_and_reported) {
     task_files_free(&files);
 }
 
+/* A fine-tuned run: its choices scored as replies by eval and by sft --eval-task alike. */
+Test(tasks, a_fine_tuned_runs_tasks_go_through_its_chat_template) {
+    TaskFiles files = task_files();
+    char *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), args[8192];
+    snprintf(args, sizeof args,
+             "train " TASK_TRAIN_FLAGS " --data '%s' --tokenizer bpe --vocab 320 --special-tokens chatml --steps 2 "
+             "--eval-every 0 --out '%s'",
+             files.corpus, base);
+    free(expect_cli(0, args));
+    char text[4096] = "";
+    for (int i = 0; i < 20; i++)
+        strcat(text, "{\"conversations\": [{\"role\": \"user\", \"content\": \"the dogs\"}, {\"role\": "
+                     "\"assistant\", \"content\": \" run.\"}]}\n");
+    char *chats = write_file("chats.jsonl", text);
+    snprintf(args, sizeof args,
+             "sft " TASK_TRAIN_FLAGS " --seq 64 --init-from '%s' --data '%s' --steps 4 --eval-every 4 --eval-task '%s' "
+             "--out '%s'",
+             base, chats, files.choices, tuned);
+    free(expect_cli(0, args));
+    snprintf(args, sizeof args, "eval --run '%s' --task '%s' --json", tuned, files.choices);
+    char *out = expect_cli(0, args);
+    cJSON *json = cJSON_Parse(out);
+    cr_assert(json, "%s", out);
+    cr_expect_str_eq(cJSON_GetObjectItem(json, "template")->valuestring, "chatml");
+    const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "tasks"), 0);
+    char *lines = task_lines(tuned), want[256];
+    snprintf(want, sizeof want, "4:,\"task/choices/acc\":%.9g,\"task/choices/acc_norm\":%.9g}\n",
+             json_number(task, "acc"), json_number(task, "acc_norm"));
+    /* the line before the first step (the --init-from weights), then the evaluation at step 4 */
+    cr_expect(strncmp(lines, "0:,\"task/choices/acc\":", 22) == 0 && strstr(lines, want) &&
+                  strlen(strstr(lines, want)) == strlen(want),
+              "the run's evaluations, the last as eval gives it: %s against %s", lines, want);
+    cJSON_Delete(json);
+    free(lines), free(out), free(chats), free(base), free(tuned);
+    task_files_free(&files);
+}
+
 /* ---- learning ---- */
 
 /* RUN's pairs accuracy, acc (summed) from eval --json: `at_least` <= it <= `at_most`. */
