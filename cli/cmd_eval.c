@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/eval_tasks.h"
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "data/sources.h"
@@ -19,6 +20,8 @@
 typedef struct {
     const char *run, *data, *dataset, *text_field;
     int threads;
+    TgOptList tasks; /* --task: scored instead of the loss (cli/eval_tasks.c) */
+    bool json;
 } EvalFlags;
 
 #define E EvalFlags
@@ -30,9 +33,14 @@ static const TgOptSpec specs[] = {
                  0, NULL),
     TG_FLAG_TEXT_FIELD(E, text_field, 0),
     TG_FLAG_THREADS(E, threads, "threads", 0, NULL),
+    TG_OPT(E, tasks, "--task", TG_OPT_LIST,
+        "a task file (JSONL of minimal pairs or multiple-choice items) to score instead of the loss: its accuracies, "
+        "a line per file",
+        TG_OPT_ANY, NULL, 0, NULL),
+    TG_FLAG_JSON(E, json, "with --task: one JSON object (without --task eval always prints JSON)", 0, NULL),
 };
 #undef E
-static const TgOptTable table = {"eval", "--run DIR [--data PATH | --dataset DIR]", specs,
+static const TgOptTable table = {"eval", "--run DIR [--data PATH | --dataset DIR | --task FILE.jsonl ...]", specs,
                                (int)(sizeof specs / sizeof specs[0]), 0};
 
 enum { EVAL_MAX_BATCH = 8 };
@@ -228,6 +236,8 @@ static int run_eval(int argc, char **argv) {
     int rc = cli_parse(&table, &o, &defaults, NULL, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.run) return cli_usage_error("eval", "--run DIR is required (a folder written by `tapegrad train`)");
+    if (o.tasks.count > 0)
+        return cli_eval_tasks(&(CliTaskEval){o.run, &o.tasks, o.threads, o.json, o.data || o.dataset});
     if (o.data && o.dataset) return cli_usage_error("eval", "give --data or --dataset, not both");
     TgRun run;
     TgDataset dataset = {.train.fd = -1, .val.fd = -1};

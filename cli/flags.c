@@ -9,6 +9,7 @@ TgStatus cli_flags_parse(const TgOptTable *t, void *opts, TgOptSet *given, int a
                         int *n_positional, bool *help) {
     TG_CHECK(t->count <= 64, "option table %s has %d entries; at most 64", t->command, t->count);
     *help = false;
+    TgOptSet seen = 0;
     if (given) *given = 0;
     if (n_positional) *n_positional = 0;
     for (int a = 1; a < argc; a++) {
@@ -40,6 +41,10 @@ TgStatus cli_flags_parse(const TgOptTable *t, void *opts, TgOptSet *given, int a
                            t->command);
         }
         if (given) *given |= TG_OPT_BIT(i);
+        /* a repeatable flag's values replace the default list, then add up */
+        if (t->specs[i].type == TG_OPT_LIST && !(seen & TG_OPT_BIT(i)))
+            ((TgOptList *)((char *)opts + t->specs[i].offset))->count = 0;
+        seen |= TG_OPT_BIT(i);
         if (t->specs[i].type == TG_OPT_BOOL) {
             if (eq) return tg_fail(TG_ERR_ARG, "%s takes no value", name);
             *(bool *)((char *)opts + t->specs[i].offset) = true;
@@ -56,12 +61,14 @@ void cli_flags_print_help(FILE *f, const TgOptTable *t, const void *defaults) {
     fprintf(f, "usage: tapegrad %s %s\n\n", t->command, t->usage ? t->usage : "[flags]");
     for (int i = 0; i < t->count; i++) {
         const TgOptSpec *s = &t->specs[i];
-        bool text = s->type == TG_OPT_STRING || s->type == TG_OPT_ENUM || s->type == TG_OPT_VALUE;
+        bool text =
+            s->type == TG_OPT_STRING || s->type == TG_OPT_ENUM || s->type == TG_OPT_VALUE || s->type == TG_OPT_LIST;
         const char *arg = s->type == TG_OPT_BOOL ? "" : text ? " S" : " N";
         char left[64], value[256];
         snprintf(left, sizeof left, "%s%s", s->flag, arg);
         fprintf(f, "  %-22s %s", left, s->help);
         if (s->choices) fprintf(f, ": %s", s->choices);
+        if (s->type == TG_OPT_LIST) fprintf(f, " (repeatable, up to %d)", TG_OPT_LIST_MAX);
         if (s->default_text) {
             fprintf(f, " (default %s)", s->default_text);
         } else if (defaults && s->type != TG_OPT_BOOL) {

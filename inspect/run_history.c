@@ -85,6 +85,87 @@ static void merge_metric(TgMetricRow *into, const TgMetricRow *from) {
     if (isfinite(from->val_bpb)) into->val_bpb = from->val_bpb;
 }
 
+/* The index of the task `name`, added when it is new. */
+static TgStatus task_index(TgRunHistory *h, const char *name, size_t len, int *index, const char *path,
+                           int64_t line_no) {
+    for (int i = 0; i < h->n_tasks; i++)
+        if (strlen(h->task_names[i]) == len && memcmp(h->task_names[i], name, len) == 0) {
+            *index = i;
+            return TG_OK;
+        }
+    if (h->n_tasks == TG_RUN_HISTORY_MAX_TASKS)
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: a %dth task; a run's metrics name at most %d", path,
+                       (long long)line_no, TG_RUN_HISTORY_MAX_TASKS + 1, TG_RUN_HISTORY_MAX_TASKS);
+    h->task_names = tg_realloc(h->task_names, (size_t)(h->n_tasks + 1) * sizeof *h->task_names);
+    memcpy(h->task_names[h->n_tasks], name, len);
+    h->task_names[h->n_tasks][len] = '\0';
+    *index = h->n_tasks++;
+    return TG_OK;
+}
+
+/* The point of `task` at `step`: the one a line of that step made already, else a new one. */
+static TgTaskPoint *task_point(TgRunHistory *h, int64_t step, int task) {
+    for (int64_t i = h->n_task_points - 1; i >= 0 && h->task_points[i].step == step; i--)
+        if (h->task_points[i].task == task) return &h->task_points[i];
+    int64_t n = h->n_task_points;
+    if (n == 0 || (n >= 16 && (n & (n - 1)) == 0)) /* room for 16, then doubled at each power of two */
+        h->task_points = tg_realloc(h->task_points, (size_t)(n < 16 ? 16 : 2 * n) * sizeof *h->task_points);
+    h->task_points[n] = (TgTaskPoint){step, task, NAN, NAN};
+    h->n_task_points = n + 1;
+    return &h->task_points[n];
+}
+
+/* The member `key` ("task/...", len bytes, decoded) of the object at obj, whose value is at c:
+ * task/NAME/acc or task/NAME/acc_norm, once, a number in [0, 1] or null. c moves past the value. */
+static TgStatus read_task_member(TgRunHistory *h, const TgJsonCursor *obj, TgJsonCursor *c, const char *key, size_t len,
+                                 int64_t step, const char *path, int64_t line_no) {
+    const char *name = key + 5, *slash = memchr(name, '/', len - 5);
+    size_t name_len = slash ? (size_t)(slash - name) : 0, rest = slash ? len - 5 - name_len - 1 : 0;
+    bool norm = rest == 8 && memcmp(slash + 1, "acc_norm", 8) == 0;
+    bool valid = slash && !memchr(key, '\0', len) && tg_task_name_valid(name, name_len) &&
+                 (norm || (rest == 3 && memcmp(slash + 1, "acc", 3) == 0));
+    if (!valid)
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%.80s\" is neither task/NAME/acc nor task/NAME/acc_norm", path,
+                       (long long)line_no, key);
+    TgJsonCursor v;
+    bool found;
+    TG_TRY(member(obj, key, &v, &found, path, line_no));
+    TgJsonType type = tg_json_type(c);
+    double x = type == TG_JSON_NUMBER ? tg_json_read_number(c) : NAN;
+    if (type != TG_JSON_NULL && !(x >= 0 && x <= 1))
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%s\" must be an accuracy in [0, 1] or null", path,
+                       (long long)line_no, key);
+    if (type == TG_JSON_NULL) tg_json_skip(c);
+    int task = 0;
+    TG_TRY(task_index(h, name, name_len, &task, path, line_no));
+    TgTaskPoint *p = task_point(h, step, task);
+    if (norm)
+        p->acc_norm = x;
+    else
+        p->acc = x;
+    return TG_OK;
+}
+
+/* The task members of a metrics line of `step`; the others are skipped. */
+static TgStatus read_task_members(TgRunHistory *h, const TgJsonCursor *obj, int64_t step, const char *path,
+                                  int64_t line_no) {
+    TgJsonCursor c = *obj;
+    tg_json_enter(&c);
+    TgJsonString key;
+    TgStatus s = TG_OK;
+    while (s == TG_OK && tg_json_next_key(&c, &key)) {
+        char small[256], *text = key.raw_len < sizeof small ? small : tg_malloc(key.raw_len + 1);
+        size_t len = tg_json_decode(key, text);
+        text[len] = '\0';
+        if (len >= 5 && memcmp(text, "task/", 5) == 0)
+            s = read_task_member(h, obj, &c, text, len, step, path, line_no);
+        else
+            tg_json_skip(&c);
+        if (text != small) free(text);
+    }
+    return s;
+}
+
 static TgStatus load_metrics(const char *dir, TgRunHistory *h) {
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, "metrics.jsonl"));
@@ -107,6 +188,9 @@ static TgStatus load_metrics(const char *dir, TgRunHistory *h) {
         if (s != TG_OK) break;
         /* a resumed run repeats steps after its checkpoint: the newer lines win */
         while (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step > row.step) h->n_metrics--;
+        while (h->n_task_points > 0 && h->task_points[h->n_task_points - 1].step > row.step) h->n_task_points--;
+        s = read_task_members(h, &o, row.step, path, line_no);
+        if (s != TG_OK) break;
         if (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step == row.step) {
             merge_metric(&h->metrics[h->n_metrics - 1], &row); /* the end-of-run val loss shares the step */
             continue;
@@ -266,6 +350,8 @@ void tg_run_history_free(TgRunHistory *h) {
     free(h->param_names);
     free(h->logs);
     free(h->metrics);
+    free(h->task_names);
+    free(h->task_points);
     memset(h, 0, sizeof *h);
 }
 
@@ -363,6 +449,34 @@ static void add_layer_chart(TgReport *r, const TgRunHistory *h, const char *titl
     }
 }
 
+/* A chart of every task's two accuracies, and a table of the last evaluation's. */
+static void add_task_charts(TgReport *r, const TgRunHistory *h) {
+    if (h->n_tasks == 0) return;
+    TgReportChart *c = tg_report_chart(r, "Task accuracy (--eval-task; dashed: acc_norm)", "step", "accuracy", false);
+    static const char *const header[] = {"task", "step", "acc", "acc_norm"};
+    TgReportTable *t = tg_report_table(r, "Task accuracy at the last evaluation", 4, header);
+    for (int k = 0; k < h->n_tasks; k++) {
+        char name[TG_TASK_NAME_CAP + 16];
+        snprintf(name, sizeof name, "%s acc", h->task_names[k]);
+        TgReportSeries *acc = tg_report_series(c, name, k, false);
+        snprintf(name, sizeof name, "%s acc_norm", h->task_names[k]);
+        TgReportSeries *norm = tg_report_series(c, name, k, true);
+        const TgTaskPoint *last = NULL;
+        for (int64_t i = 0; i < h->n_task_points; i++) {
+            const TgTaskPoint *p = &h->task_points[i];
+            if (p->task != k) continue;
+            tg_report_point(acc, (double)p->step, p->acc);
+            tg_report_point(norm, (double)p->step, p->acc_norm);
+            last = p;
+        }
+        if (!last) continue;
+        tg_report_cell(t, "%s", h->task_names[k]);
+        tg_report_cell(t, "%lld", (long long)last->step);
+        tg_report_cell(t, "%.4f", last->acc);
+        tg_report_cell(t, "%.4f", last->acc_norm);
+    }
+}
+
 void tg_report_add_run(TgReport *r, const TgRunHistory *h) {
     TgReportChart *loss = tg_report_chart(r, "Loss", "step", "cross-entropy", false);
     TgReportSeries *train = tg_report_series(loss, "train loss", 0, false);
@@ -381,6 +495,7 @@ void tg_report_add_run(TgReport *r, const TgRunHistory *h) {
         tg_report_point(lr, (double)m->step, m->lr);
         tg_report_point(gn, (double)m->step, m->grad_norm);
     }
+    add_task_charts(r, h);
     if (h->n_logs == 0) {
         tg_report_text(r, "This run has no grads.jsonl: train with --log-grads N to see gradient and FFN activation "
                        "statistics here.");

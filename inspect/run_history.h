@@ -1,13 +1,14 @@
 /* What a run folder recorded while it trained, read back: metrics.jsonl (loss, val loss, lr,
- * global grad norm per step) and, when the run used --log-grads, grads.jsonl (per-parameter
- * gradient statistics and per-layer FFN activation statistics at the logged steps). Feeds
- * `tapegrad report` and `tapegrad compare-ffn`. */
+ * global grad norm per step, the accuracies of --eval-task's tasks at each evaluation) and, when
+ * the run used --log-grads, grads.jsonl (per-parameter gradient statistics and per-layer FFN
+ * activation statistics at the logged steps). Feeds `tapegrad report` and `tapegrad compare-ffn`. */
 #ifndef TAPEGRAD_RUN_HISTORY_H
 #define TAPEGRAD_RUN_HISTORY_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "data/task_file.h"
 #include "tapegrad/error.h"
 #include "inspect/report.h"
 
@@ -16,6 +17,15 @@ typedef struct TgMetricRow {
     double loss, val_loss, lr, grad_norm; /* NaN where the line had no value */
     double val_bpb;                       /* the val loss in bits per byte (train/evaluate.h: tg_bits_per_byte) */
 } TgMetricRow;
+
+/* A task's accuracies at one evaluation: a line's "task/NAME/acc" and "task/NAME/acc_norm"
+ * (train/tasks.h), each a number in [0, 1] or null. */
+typedef struct TgTaskPoint {
+    int64_t step;
+    int task;             /* its name: TgRunHistory.task_names[task] */
+    double acc, acc_norm; /* NaN where the line had none */
+} TgTaskPoint;
+enum { TG_RUN_HISTORY_MAX_TASKS = 64 }; /* distinct task names a metrics.jsonl may hold */
 
 /* One line of grads.jsonl. */
 typedef struct TgGradLogRow {
@@ -40,6 +50,10 @@ const double *tg_grad_log_layer_values(const TgGradLogRow *row, TgLayerStat stat
 typedef struct TgRunHistory {
     TgMetricRow *metrics;
     int64_t n_metrics;
+    char (*task_names)[TG_TASK_NAME_CAP]; /* [n_tasks], in the order the lines first name them */
+    int n_tasks;
+    TgTaskPoint *task_points; /* by step, each task once a step */
+    int64_t n_task_points;
     TgGradLogRow *logs;        /* empty when the run had no --log-grads */
     int64_t n_logs;
     int n_params, n_layers;
@@ -49,7 +63,10 @@ typedef struct TgRunHistory {
 } TgRunHistory;
 
 /* Reads DIR/metrics.jsonl (required) and DIR/grads.jsonl (optional). A run resumed from an
- * earlier checkpoint repeats steps: later lines replace earlier ones from that step on. */
+ * earlier checkpoint repeats steps: later lines replace earlier ones from that step on. A member
+ * "task/..." of a metrics line must be "task/NAME/acc" or "task/NAME/acc_norm" (NAME a task's name,
+ * data/task_file.h), given once, with a number in [0, 1] or null; at most
+ * TG_RUN_HISTORY_MAX_TASKS names. */
 TgStatus tg_run_history_load(const char *dir, TgRunHistory *h);
 void tg_run_history_free(TgRunHistory *h);
 
@@ -61,8 +78,8 @@ double tg_run_history_final_train_loss(const TgRunHistory *h, int64_t n);
 /* Mean over layers of a per-layer series at log row `row` (e.g. h->logs[row].dead_frac). */
 double tg_run_history_layer_mean(const TgRunHistory *h, const double *per_layer);
 
-/* Adds the charts and tables of one run (loss, val loss, lr, grad norms, update ratios, FFN
- * dead/zero fractions, activation std) to a report. */
+/* Adds the charts and tables of one run (loss, val loss, lr, grad norms, task accuracies, update
+ * ratios, FFN dead/zero fractions, activation std) to a report. */
 void tg_report_add_run(TgReport *r, const TgRunHistory *h);
 
 /* The whole report of one run folder: a table of its facts (model config from its latest

@@ -127,6 +127,11 @@ static TgStatus check_spec(const TgOptSpec *s, const void *opts, const char *tex
         const char *v = *CFIELD(opts, s, char *);
         if (v && s->choices && choice_index(s->choices, v) < 0)
             return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, v);
+    } else if (s->type == TG_OPT_LIST) {
+        const TgOptList *list = CFIELD(opts, s, TgOptList);
+        for (int i = 0; i < list->count && s->choices; i++)
+            if (choice_index(s->choices, list->items[i]) < 0)
+                return tg_fail(TG_ERR_ARG, "%s must be one of %s, got '%s'", s->flag, s->choices, list->items[i]);
     } else if (s->type == TG_OPT_ENUM) {
         char name[64];
         choice_name(s->choices, *CFIELD(opts, s, int), name, sizeof name);
@@ -202,6 +207,13 @@ TgStatus tg_opt_parse_value(const TgOptSpec *s, void *opts, const char *text) {
     case TG_OPT_VALUE:
         TG_TRY(s->codec->parse(s, FIELD(opts, s, char), text));
         return check_spec(s, opts, text);
+    case TG_OPT_LIST: {
+        TgOptList *list = FIELD(opts, s, TgOptList);
+        if (list->count == TG_OPT_LIST_MAX)
+            return tg_fail(TG_ERR_ARG, "%s is given more than %d times", s->flag, TG_OPT_LIST_MAX);
+        list->items[list->count++] = text;
+        return check_spec(s, opts, text);
+    }
     case TG_OPT_BOOL:
         if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0) *FIELD(opts, s, bool) = true;
         else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0) *FIELD(opts, s, bool) = false;
@@ -268,7 +280,25 @@ void tg_opt_format(const TgOptTable *t, int i, const void *opts, char *buf, size
     }
     case TG_OPT_ENUM: choice_name(s->choices, *CFIELD(opts, s, int), buf, cap); break;
     case TG_OPT_VALUE: s->codec->format(CFIELD(opts, s, char), buf, cap); break;
+    case TG_OPT_LIST: {
+        const TgOptList *list = CFIELD(opts, s, TgOptList);
+        size_t used = 0;
+        buf[0] = '\0';
+        for (int k = 0; k < list->count && used < cap; k++) {
+            int n = snprintf(buf + used, cap - used, "%s%s", k ? ", " : "", list->items[k]);
+            used += n > 0 ? (size_t)n : 0;
+        }
+        break;
     }
+    }
+}
+
+/* Whether two lists hold the same strings in the same order. */
+static bool lists_equal(const TgOptList *x, const TgOptList *y) {
+    if (x->count != y->count) return false;
+    for (int k = 0; k < x->count; k++)
+        if (strcmp(x->items[k], y->items[k]) != 0) return false;
+    return true;
 }
 
 bool tg_opt_equal(const TgOptTable *t, int i, const void *a, const void *b) {
@@ -284,27 +314,45 @@ bool tg_opt_equal(const TgOptTable *t, int i, const void *a, const void *b) {
     }
     case TG_OPT_ENUM: return *CFIELD(a, s, int) == *CFIELD(b, s, int);
     case TG_OPT_VALUE: return s->codec->equal(CFIELD(a, s, char), CFIELD(b, s, char));
+    case TG_OPT_LIST:
+        return lists_equal(CFIELD(a, s, TgOptList), CFIELD(b, s, TgOptList));
     }
     return false;
+}
+
+/* One "--flag value" line; a value with a line break could not be read back. */
+static TgStatus write_line(FILE *f, const char *flag, const char *value, const char *path) {
+    if (strpbrk(value, "\n\r"))
+        return tg_fail(TG_ERR_ARG, "%s '%.80s' holds a line break, which %s cannot store", flag, value, path);
+    fprintf(f, "%s %s\n", flag, value);
+    return TG_OK;
+}
+
+/* The lines of option i: none for a string or value left unset, one per item of a list. */
+static TgStatus write_option(FILE *f, const TgOptTable *t, int i, const void *opts, const char *path) {
+    const TgOptSpec *s = &t->specs[i];
+    if (s->type == TG_OPT_STRING && !*CFIELD(opts, s, char *)) return TG_OK;
+    if (s->type == TG_OPT_LIST) {
+        const TgOptList *list = CFIELD(opts, s, TgOptList);
+        for (int k = 0; k < list->count; k++) TG_TRY(write_line(f, s->flag, list->items[k], path));
+        return TG_OK;
+    }
+    char value[4096];
+    tg_opt_format(t, i, opts, value, sizeof value);
+    if (s->type == TG_OPT_VALUE && !value[0]) return TG_OK; /* left unset */
+    return write_line(f, s->flag, value, path);
 }
 
 TgStatus tg_opt_write(const TgOptTable *t, const void *opts, unsigned group, const char *path) {
     TgAtomicFile af;
     TG_TRY(tg_atomic_file_open(&af, path));
     FILE *f = tg_atomic_file_stream(&af);
-    for (int i = 0; i < t->count; i++) {
-        if ((t->specs[i].group & group) != group) continue;
-        if (t->specs[i].type == TG_OPT_STRING && !*CFIELD(opts, &t->specs[i], char *)) continue;
-        char value[4096];
-        tg_opt_format(t, i, opts, value, sizeof value);
-        if (t->specs[i].type == TG_OPT_VALUE && !value[0]) continue; /* left unset */
-        /* one option a line: a value with a line break could not be read back */
-        if (strpbrk(value, "\n\r")) {
-            tg_atomic_file_abandon(&af);
-            return tg_fail(TG_ERR_ARG, "%s '%.80s' holds a line break, which %s cannot store", t->specs[i].flag, value,
-                           path);
-        }
-        fprintf(f, "%s %s\n", t->specs[i].flag, value);
+    TgStatus s = TG_OK;
+    for (int i = 0; i < t->count && s == TG_OK; i++)
+        if ((t->specs[i].group & group) == group) s = write_option(f, t, i, opts, path);
+    if (s != TG_OK) {
+        tg_atomic_file_abandon(&af);
+        return s;
     }
     return tg_atomic_file_commit(&af);
 }
@@ -334,6 +382,7 @@ typedef union {
     int64_t i64;
     double d;
     const char *str;
+    TgOptList list;
     unsigned char value[64]; /* a TG_OPT_VALUE's: its codec's size at most this */
 } FieldValue;
 
@@ -346,6 +395,8 @@ static size_t field_size(const TgOptSpec *s) {
     case TG_OPT_STRING: return sizeof(const char *);
     case TG_OPT_ENUM: return sizeof(int);
     case TG_OPT_VALUE: return s->codec->size;
+    case TG_OPT_LIST:
+        return sizeof(TgOptList);
     }
     return 0;
 }
@@ -399,16 +450,20 @@ static TgStatus read_line(const FileReading *r, int line_no, char *line, size_t 
     if ((s->group & group) != group)
         return tg_fail(TG_ERR_FORMAT, "%s line %d: %s is not one of the options this file holds", path, line_no,
                        s->flag);
-    if (from->line[i])
+    bool list = s->type == TG_OPT_LIST;
+    if (from->line[i] && !list)
         return tg_fail(TG_ERR_FORMAT, "%s line %d: %s again (line %d set it already); each option appears once", path,
                        line_no, s->flag, from->line[i]);
-    from->line[i] = line_no;
-    bool kept = s->type == TG_OPT_STRING || s->type == TG_OPT_VALUE; /* a value that may point into its text */
+    bool first = !from->line[i];
+    if (first) from->line[i] = line_no;
+    bool kept = s->type == TG_OPT_STRING || s->type == TG_OPT_VALUE || list; /* a value that may point into its text */
     const char *text = kept ? tg_opt_strings_keep(strings, value) : value;
     /* a value the caller keeps is still checked: a bad one is a bad file whichever wins */
     FieldValue saved;
     TG_CHECK(field_size(s) <= sizeof saved, "%s: a value of %zu bytes", s->flag, field_size(s));
     memcpy(&saved, FIELD(opts, s, char), field_size(s));
+    /* the file's list replaces the one held; a kept list's items are checked one at a time */
+    if (list && (first || (keep & TG_OPT_BIT(i)))) FIELD(opts, s, TgOptList)->count = 0;
     TgStatus st = tg_opt_parse_value(s, opts, text);
     if (st != TG_OK || (keep & TG_OPT_BIT(i))) memcpy(FIELD(opts, s, char), &saved, field_size(s));
     if (st != TG_OK) return tg_fail_context(TG_ERR_FORMAT, "%s line %d", path, line_no);

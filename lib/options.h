@@ -10,6 +10,8 @@
  *                     (strictly: every line one known option of the group, once, and no byte a
  *                     text file of options never holds);
  *   tg_opt_equal / tg_opt_format compare and print single values.
+ * A TG_OPT_LIST option is a flag given any number of times (--eval-task A --eval-task B): each
+ * value is appended to its TgOptList, one "--flag value" line each in a file.
  * Functions return a status with a message naming the flag and what it accepts; nothing here
  * prints. The CLI reads argv and prints the help from the same table (cli/flags.h).
  */
@@ -25,8 +27,28 @@
 #include "tapegrad/error.h"
 
 /* TG_OPT_ENUM: an enum field (stored as an int) whose `choices` name its values 0, 1, ... in
- * order; the text is the name. TG_OPT_VALUE: a field of a type its `codec` reads and writes. */
-typedef enum { TG_OPT_BOOL, TG_OPT_INT, TG_OPT_INT64, TG_OPT_DOUBLE, TG_OPT_STRING, TG_OPT_ENUM, TG_OPT_VALUE } TgOptType;
+ * order; the text is the name. TG_OPT_VALUE: a field of a type its `codec` reads and writes.
+ * TG_OPT_LIST: a TgOptList of strings, one per time the flag is given. */
+typedef enum {
+    TG_OPT_BOOL,
+    TG_OPT_INT,
+    TG_OPT_INT64,
+    TG_OPT_DOUBLE,
+    TG_OPT_STRING,
+    TG_OPT_ENUM,
+    TG_OPT_VALUE,
+    TG_OPT_LIST
+} TgOptType;
+
+/* The values of a repeatable flag, in the order given. Parsing a value appends it (refused past
+ * TG_OPT_LIST_MAX); the first time a command line gives the flag, and the first line of a file that
+ * holds it, replace what the list held (a default, or the values a file saved). The strings point
+ * into their text (argv, or storage a TgOptStrings keeps), as a TG_OPT_STRING's do. */
+enum { TG_OPT_LIST_MAX = 16 };
+typedef struct TgOptList {
+    const char *items[TG_OPT_LIST_MAX];
+    int count;
+} TgOptList;
 
 /* Allowed numbers: [lo, hi], either end open when *_open is set. */
 typedef struct {
@@ -98,12 +120,12 @@ TgStatus tg_opt_check(const TgOptTable *t, const void *opts, TgOptSet which);
 TgStatus tg_opt_write(const TgOptTable *t, const void *opts, unsigned group, const char *path);
 /* Reads "--flag value" lines (also the older "flag value", with '_' for '-') from path into opts,
  * for the options of `group` that are not in `keep` (those keep their current value, but the
- * file's is checked all the same). Every line must be one option of the group, set once, its
- * value checked as the flag's is; a line with a NUL byte, an unknown flag (the message names the
- * nearest known one), an option of another group or one set twice is refused. *from (may be
- * NULL) receives which options were read and their lines. String values point into storage owned
- * by `strings` (freed by tg_opt_strings_free). TG_ERR_IO when the file cannot be opened,
- * TG_ERR_FORMAT naming the file and line for anything wrong inside it. */
+ * file's is checked all the same). Every line must be one option of the group, set once (a
+ * TG_OPT_LIST's lines are its values, one a line), its value checked as the flag's is; a line with a NUL byte, an
+ * unknown flag (the message names the nearest known one), an option of another group or one set twice is refused. *from
+ * (may be NULL) receives which options were read and their lines. String values point into storage owned by `strings`
+ * (freed by tg_opt_strings_free). TG_ERR_IO when the file cannot be opened, TG_ERR_FORMAT naming the file and line for
+ * anything wrong inside it. */
 typedef struct {
     char **items;
     int count, cap;
@@ -119,14 +141,16 @@ const char *tg_opt_strings_keep(TgOptStrings *strings, const char *s);
 void tg_opt_strings_free(TgOptStrings *strings);
 
 /* Parses `text` as a value of `spec` into its field of opts, checked as a flag's value is (a list
- * item can be parsed as its flag is: a spec with offset 0 and the item's variable as opts). */
+ * item can be parsed as its flag is: a spec with offset 0 and the item's variable as opts); a
+ * TG_OPT_LIST's value is appended to its list. */
 TgStatus tg_opt_parse_value(const TgOptSpec *spec, void *opts, const char *text);
 /* Index of a flag in the table, or -1. */
 int tg_opt_find(const TgOptTable *t, const char *flag);
 /* The flag of the table (among those of `group`: all bits present; 0 for any) closest to `name`
  * by edit distance, leading dashes aside, or NULL when none is close: for "did you mean". */
 const char *tg_opt_nearest(const TgOptTable *t, const char *name, unsigned group);
-/* The value of spec i in opts, as text (strings as they are; NULL as ""). */
+/* The value of spec i in opts, as text (strings as they are; NULL as ""; a list's items joined
+ * by ", "). */
 void tg_opt_format(const TgOptTable *t, int i, const void *opts, char *buf, size_t cap);
 /* Whether spec i has the same value in a and b. */
 bool tg_opt_equal(const TgOptTable *t, int i, const void *a, const void *b);

@@ -19,6 +19,7 @@
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
 #include "lib/gemm_plan.h"
+#include "lib/json_write.h"
 #include "data/tokfile.h"
 #include "model/weights_file.h"
 #include "run/memory_plan.h"
@@ -192,7 +193,9 @@ static void json_number(FILE *f, const char *key, double v, int digits) {
     if (isfinite(v)) fprintf(f, ",\"%s\":%.*g", key, digits, v);
 }
 
-TgRunMetrics tg_run_metrics_at(int64_t step) { return (TgRunMetrics){step, NAN, NAN, NAN, NAN, NAN, NAN, NAN}; }
+TgRunMetrics tg_run_metrics_at(int64_t step) {
+    return (TgRunMetrics){step, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NULL, 0};
+}
 
 void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m) {
     FILE *f = run->metrics.f;
@@ -205,6 +208,12 @@ void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m) {
     json_number(f, "grad_norm", m->grad_norm, 9);
     json_number(f, "tokens_per_s", m->tokens_per_s, 6);
     json_number(f, "elapsed_s", m->elapsed_s, 6);
+    for (int i = 0; i < m->n_extra; i++) {
+        if (!isfinite(m->extra[i].value)) continue;
+        fputc(',', f);
+        tg_json_write_string(f, m->extra[i].name);
+        fprintf(f, ":%.9g", m->extra[i].value);
+    }
     fputs("}\n", f);
     /* a full disk loses no line: it waits (lib/append_file.h), and the person is told once */
     int err = tg_append_file_flush(&run->metrics);

@@ -97,11 +97,20 @@ TgStatus tg_run_open_val(TgRun *run);
 /* What the run in DIR trains on (its run.txt's --task; a run folder without run.txt pretrains). */
 TgStatus tg_run_task(const char *dir, TgTrainTask *task);
 
+/* A figure of a metrics line besides the fixed ones: a task's accuracy ("task/NAME/acc"). */
+typedef struct TgRunMetric {
+    const char *name;
+    double value;
+} TgRunMetric;
+
 /* One line of metrics.jsonl. A field that is not a finite number is left out of the line: a step
- * without an evaluation has no val_loss, an evaluation alone no loss. */
+ * without an evaluation has no val_loss, an evaluation alone no loss. The `extra` figures follow
+ * the fixed ones, in their order. */
 typedef struct TgRunMetrics {
     int64_t step;
     double loss, val_loss, val_bpb, lr, grad_norm, tokens_per_s, elapsed_s;
+    const TgRunMetric *extra; /* n_extra of them, or NULL */
+    int n_extra;
 } TgRunMetrics;
 /* A line of `step` with every field left out, for the caller to fill. */
 TgRunMetrics tg_run_metrics_at(int64_t step);

@@ -8,6 +8,7 @@
 
 #include "data/corpus.h"
 #include "data/prepare.h"
+#include "data/task_file.h"
 #include "lib/atomic_file.h"
 #include "lib/gemm_plan.h"
 #include "checkpoint/checkpoint.h"
@@ -57,6 +58,21 @@ static TgStatus check_fingerprint(const TgOptSpec *spec, const void *field) {
     if (!v || (strlen(v) == 16 && strspn(v, "0123456789abcdef") == 16)) return TG_OK;
     return tg_fail(TG_ERR_ARG, "%s must be 16 lowercase hex digits (a weights fingerprint, as run.txt records it), got '%s'",
                    spec->flag, v);
+}
+
+/* task files whose names (tg_task_file_name) are valid and distinct: each names its metrics */
+static TgStatus check_task_files(const TgOptSpec *spec, const void *field) {
+    const TgOptList *list = field;
+    char names[TG_OPT_LIST_MAX][TG_TASK_NAME_CAP];
+    for (int i = 0; i < list->count; i++) {
+        if (tg_task_file_name(list->items[i], names[i], sizeof names[i]) != TG_OK)
+            return tg_fail_context(TG_ERR_ARG, "%s", spec->flag);
+        for (int j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0)
+                return tg_fail(TG_ERR_ARG, "%s %s and %s are both the task '%s' (a task is named by its file): rename one",
+                               spec->flag, list->items[j], list->items[i], names[i]);
+    }
+    return TG_OK;
 }
 
 #define ID TG_TRAIN_OPT_IDENTITY
@@ -135,6 +151,10 @@ static const TgOptSpec specs[] = {
     TG_OPT(T, clip, "--clip", TG_OPT_DOUBLE, "global gradient-norm clip, 0 for none", TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
     TG_FLAG_EVAL_EVERY(T, eval_every, "val loss every N steps, 0 for only at the end", SAVED, NULL),
     TG_FLAG_EVAL_BATCHES(T, eval_batches, "fixed val batches per evaluation", SAVED, NULL),
+    TG_OPT_CHECKED(T, eval_tasks, "--eval-task", TG_OPT_LIST,
+                "a task file (minimal pairs or multiple choice, JSONL) scored at every evaluation, its accuracies in "
+                "metrics.jsonl as task/NAME/acc and task/NAME/acc_norm",
+                TG_OPT_ANY, NULL, SAVED, "none", check_task_files),
     TG_OPT(T, log_every, "--log-every", TG_OPT_INT64, "log line every N steps", TG_OPT_POSITIVE, NULL, SAVED, NULL),
     TG_FLAG_LOG_GRADS(T, log_grads,
                    "every N steps, per-tensor gradient and FFN activation statistics to grads.jsonl, 0 for none", 0,

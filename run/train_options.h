@@ -85,6 +85,7 @@ typedef struct TgTrainOptions {
     double lr, min_lr, clip;   /* min_lr -1: lr / 10 */
     TgAdamWConfig adamw;
     int64_t eval_every, eval_batches, log_every, ckpt_every, sample_tokens;
+    TgOptList eval_tasks;      /* task files (data/task_file.h) scored at every evaluation; none by default */
     int64_t log_grads;         /* 0: off; else gradient/activation statistics to grads.jsonl every N steps */
     int keep;
     int threads;

@@ -180,6 +180,84 @@ Test(options, enums_and_values_are_parsed_saved_and_compared_as_text) {
     free(path), free(dir);
 }
 
+/* A repeatable flag (TG_OPT_LIST): each time given, one more value; the command line's values
+ * replace the default list, a file's lines replace the list held, one value a line. */
+typedef struct {
+    TgOptList files;
+    int64_t steps;
+} Listed;
+static const TgOptSpec listed_specs[] = {
+    TG_OPT(Listed, files, "--file", TG_OPT_LIST, "a file", TG_OPT_ANY, NULL, SAVED, NULL),
+    TG_OPT(Listed, steps, "--steps", TG_OPT_INT64, "steps", TG_OPT_POSITIVE, NULL, SAVED, NULL),
+};
+static const TgOptTable listed = {"listed", NULL, listed_specs, 2, 0};
+
+static TgStatus parse_listed(Listed *l, TgOptSet *given, const char *const *args, int n) {
+    char *argv[2 * TG_OPT_LIST_MAX + 8] = {"listed"};
+    for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
+    bool help;
+    return cli_flags_parse(&listed, l, given, n + 1, argv, NULL, NULL, &help);
+}
+
+Test(options, a_repeatable_flag_collects_its_values_in_flags_and_files) {
+    Listed l = {.files = {{"default.txt"}, 1}, .steps = 1};
+    TgOptSet given;
+    assert_ok(parse_listed(&l, &given, (const char *[]){"--file", "a.jsonl", "--steps", "3", "--file=b c.jsonl"}, 5));
+    cr_expect_eq(l.files.count, 2, "the default is replaced, then the values add up");
+    cr_expect_str_eq(l.files.items[0], "a.jsonl");
+    cr_expect_str_eq(l.files.items[1], "b c.jsonl");
+    cr_expect_eq(given, TG_OPT_BIT(0) | TG_OPT_BIT(1));
+    char text[128];
+    tg_opt_format(&listed, 0, &l, text, sizeof text);
+    cr_expect_str_eq(text, "a.jsonl, b c.jsonl");
+    /* one value past the most is refused */
+    const char *many[2 * (TG_OPT_LIST_MAX + 1)];
+    for (int i = 0; i <= TG_OPT_LIST_MAX; i++) many[2 * i] = "--file", many[2 * i + 1] = "x";
+    Listed full = {0};
+    assert_fails(parse_listed(&full, NULL, many, 2 * (TG_OPT_LIST_MAX + 1)), TG_ERR_ARG,
+                 "--file is given more than 16 times");
+    cr_expect_eq(full.files.count, TG_OPT_LIST_MAX);
+
+    /* a line a value; read back equal, in order */
+    char *dir = datagen_tempdir(), *path = datagen_path(dir, "listed.txt");
+    assert_ok(tg_opt_write(&listed, &l, SAVED, path));
+    char *written = ckpt_read_text(path);
+    cr_expect_str_eq(written, "--file a.jsonl\n--file b c.jsonl\n--steps 3\n");
+    free(written);
+    Listed back = {.files = {{"old.txt", "older.txt"}, 2}, .steps = 1};
+    TgOptStrings strings = {0};
+    TgOptFileRead from;
+    assert_ok(tg_opt_read(&listed, &back, SAVED, 0, path, &from, &strings));
+    cr_expect(tg_opt_equal(&listed, 0, &l, &back), "the file's list replaces the one held");
+    cr_expect_eq(from.line[0], 1, "the list's first line");
+    back.files.items[1] = "c.jsonl";
+    cr_expect_not(tg_opt_equal(&listed, 0, &l, &back));
+    /* given on the command line: kept, the file's values checked all the same */
+    Listed kept = {.files = {{"mine.jsonl"}, 1}};
+    assert_ok(tg_opt_read(&listed, &kept, SAVED, TG_OPT_BIT(0), path, NULL, &strings));
+    cr_expect_eq(kept.files.count, 1);
+    cr_expect_str_eq(kept.files.items[0], "mine.jsonl");
+    cr_expect_eq(kept.steps, 3);
+    /* no value: no line; an empty list reads back empty */
+    Listed none = {.steps = 2};
+    assert_ok(tg_opt_write(&listed, &none, SAVED, path));
+    written = ckpt_read_text(path);
+    cr_expect_str_eq(written, "--steps 2\n");
+    free(written);
+    /* a value with a line break cannot be one line */
+    l.files.items[0] = "a\nb";
+    assert_fails(tg_opt_write(&listed, &l, SAVED, path), TG_ERR_ARG, "--file 'a\nb' holds a line break");
+    /* too many lines are refused, naming the line */
+    char text17[512] = "";
+    for (int i = 0; i <= TG_OPT_LIST_MAX; i++) strcat(text17, "--file f\n");
+    datagen_write(dir, "listed.txt", text17, strlen(text17));
+    assert_fails(tg_opt_read(&listed, &back, SAVED, 0, path, NULL, &strings), TG_ERR_FORMAT,
+                 "listed.txt line 17: --file is given more than 16 times");
+    tg_opt_strings_free(&strings);
+    datagen_remove_tree(dir);
+    free(path), free(dir);
+}
+
 /* The training table: every flag has help, a range or choices are enforced, and validation sees
  * the options against each other before anything is written. */
 Test(options, training_options_are_validated_once_and_together) {
@@ -286,15 +364,16 @@ Test(options, conflicting_saved_options_name_the_file_and_line) {
 }
 
 /* Flags of one name in several subcommands are one flag: the same type, range and choices in
- * every table (run/shared_flags.h), so no subcommand accepts what another refuses. --seeds is
- * the one name with two meanings: gradcheck's is a count, compare-ffn's a count or a list (a
- * string, whose items compare-ffn checks against --seed's range). */
+ * every table (run/shared_flags.h), so no subcommand accepts what another refuses. Two names have
+ * two meanings: --seeds (gradcheck's is a count, compare-ffn's a count or a list, a string whose
+ * items compare-ffn checks against --seed's range) and --task (train's is what a run trains on,
+ * pretrain or sft; eval's a task file to score, `eval --task FILE.jsonl`). */
 static bool same_range(TgOptRange a, TgOptRange b) {
     return a.lo == b.lo && a.hi == b.hi && a.lo_open == b.lo_open && a.hi_open == b.hi_open;
 }
 
 Test(options, a_flag_shared_by_subcommands_has_one_range) {
-    static const char *const two_meanings[] = {"--seeds"};
+    static const char *const two_meanings[] = {"--seeds", "--task"};
     const TgOptSpec *first[256];
     const char *first_in[256];
     int n_flags = 0, n_tables = 0, shared = 0;

@@ -14,6 +14,7 @@
 #include "data/sft_loader.h"
 #include "train/batch_source.h"
 #include "train/evaluate.h"
+#include "train/tasks.h"
 #include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "lib/cpu.h"
@@ -75,6 +76,7 @@ typedef struct Trainer {
     double last_bpb;
     double window_t;              /* tokens/s over the steps since the last progress line */
     int64_t window_tokens;
+    TgTaskSuite tasks; /* --eval-task's files, scored at every evaluation */
 } Trainer;
 
 /* Once the first step is done, or the run stops before one, the run folder moves into place
@@ -105,6 +107,7 @@ static void trainer_close(Trainer *tr) {
     free(tr->grad_scratch);
     free(tr->key_start), free(tr->eval_ks), free(tr->probe_ks), free(tr->micro_counts), free(tr->eval_counts);
     tg_batch_source_close(&tr->batches);
+    tg_task_suite_free(&tr->tasks);
     tg_engine_close(&tr->engine);
     tg_run_close(&tr->run);
 }
@@ -164,6 +167,8 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     tr->messages = (TgMessageSink){tr->reporter.message, tr->reporter.ctx};
     TgPrepareReporter preparing = {tr->reporter.ctx, tr->reporter.message, tr->reporter.preparing};
     TG_TRY(tg_run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
+    TgTaskEncoding tasks = tg_task_encoding_of(&tr->run);
+    TG_TRY(tg_task_suite_open(&tr->tasks, o->eval_tasks.items, o->eval_tasks.count, &tasks));
     const TgModelConfig *c = &tr->run.model.cfg;
     int64_t B = o->batch, T = c->seq_len;
     tr->batch = B, tr->seq = T;
@@ -261,6 +266,7 @@ static TgStatus evaluate(Trainer *tr, double *val_out) {
         *val_out = tg_mean_in_order(tr->eval_losses, n);
     }
     tr->last_bpb = tg_bits_per_byte(*val_out, targets, tr->eval_bytes);
+    tg_task_suite_score(&tr->tasks, &tr->run.model, &tr->engine.tape);
     return TG_OK;
 }
 
@@ -309,6 +315,7 @@ static TgStatus trainer_announce(Trainer *tr) {
         run->state.best_val_loss = tr->last_val;
         TgRunMetrics before = tg_run_metrics_at(0);
         before.val_loss = tr->last_val, before.val_bpb = tr->last_bpb, before.elapsed_s = 0;
+        tg_task_suite_add_metrics(&tr->tasks, &before);
         tg_run_log_metrics(run, &before);
         tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
                      tr->last_val, tr->last_bpb);
@@ -538,7 +545,8 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     double elapsed = tr->elapsed_before + (tg_clock_seconds() - tr->t_start);
     double dt = tg_clock_seconds() - tr->window_t;
     double tok_s = dt > 0 ? (double)tr->window_tokens / dt : 0;
-    TgRunMetrics line = {st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed};
+    TgRunMetrics line = {st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed, NULL, 0};
+    if (eval_now) tg_task_suite_add_metrics(&tr->tasks, &line);
     tg_run_log_metrics(&tr->run, &line);
     if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
         double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
@@ -606,11 +614,13 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
     if (evaluated_now) {
         TgRunMetrics last = tg_run_metrics_at(st->step);
         last.val_loss = tr->last_val, last.val_bpb = tr->last_bpb, last.elapsed_s = st->elapsed_s;
+        tg_task_suite_add_metrics(&tr->tasks, &last);
         tg_run_log_metrics(run, &last);
     }
     tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.4f bits per byte, %.1f s, checkpoint %s",
                  reason, (long long)st->step, tr->last_val, log((double)run->model.cfg.vocab), tr->last_bpb, st->elapsed_s,
                  run->last_checkpoint);
+    tg_task_suite_report(&tr->tasks, &tr->messages);
     const TgCheckpointSaver *sv = &tr->saver;
     tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
                  "checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them "

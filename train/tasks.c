@@ -1,0 +1,235 @@
+/* Task files scored with a model (tasks.h). */
+#include "train/tasks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tapegrad/tape.h"
+
+const char *tg_task_scoring_name(TgTaskScoring scoring) { return scoring == TG_TASK_SUMMED ? "acc" : "acc_norm"; }
+
+void tg_wilson_interval(int64_t k, int64_t n, double z, double *lo, double *hi) {
+    if (n <= 0) {
+        *lo = *hi = NAN;
+        return;
+    }
+    double nn = (double)n, p = (double)k / nn, z2 = z * z;
+    double denominator = 1.0 + z2 / nn;
+    double centre = (p + z2 / (2.0 * nn)) / denominator;
+    double half = z / denominator * sqrt(p * (1.0 - p) / nn + z2 / (4.0 * nn * nn));
+    /* the interval holds p within [0, 1], but for rounding (at k = 0 and k = n) */
+    *lo = fmax(0.0, fmin(p, centre - half)), *hi = fmin(1.0, fmax(p, centre + half));
+}
+
+/* log softmax(row)[target] in double: row[target] - max - log(sum exp(row - max)). */
+static double log_prob(const float *row, int64_t vocab, int32_t target) {
+    double max = row[0];
+    for (int64_t v = 1; v < vocab; v++)
+        if (row[v] > max) max = row[v];
+    double sum = 0.0;
+    for (int64_t v = 0; v < vocab; v++) sum += exp((double)row[v] - max);
+    return (double)row[target] - max - log(sum);
+}
+
+/* Candidates [first, first + rows) in one forward, padded with <eot> to the longest. */
+static void score_batch(TgModel *model, TgTape *tape, const TgTaskFile *file, int64_t first, int64_t rows,
+                        int32_t *tokens, double *scores) {
+    int64_t T = 1, V = model->cfg.vocab;
+    for (int64_t r = 0; r < rows; r++)
+        if (file->candidates[first + r].len - 1 > T) T = file->candidates[first + r].len - 1;
+    for (int64_t r = 0; r < rows; r++) {
+        const TgTaskCandidate *c = &file->candidates[first + r];
+        for (int64_t t = 0; t < T; t++) tokens[r * T + t] = t < c->len - 1 ? file->ids[c->offset + t] : file->pad_id;
+    }
+    TgTensor *logits = tg_model_forward(model, tape, &(TgBatch){.tokens = tokens, .batch = rows, .seq = T}, NULL);
+    for (int64_t r = 0; r < rows; r++) {
+        const TgTaskCandidate *c = &file->candidates[first + r];
+        const int32_t *ids = file->ids + c->offset;
+        double ll = 0.0;
+        for (int64_t t = c->scored_from; t < c->len; t++) ll += log_prob(logits->data + (r * T + t - 1) * V, V, ids[t]);
+        scores[first + r] = ll;
+    }
+    tg_tape_reset(tape);
+}
+
+void tg_task_score_candidates(TgModel *model, TgTape *tape, const TgTaskFile *file, double *scores) {
+    int32_t longest = 2;
+    for (int64_t c = 0; c < file->n_candidates; c++)
+        if (file->candidates[c].len > longest) longest = file->candidates[c].len;
+    int32_t *tokens = tg_malloc((size_t)TG_TASK_BATCH_ROWS * (size_t)longest * sizeof *tokens);
+    bool old = tg_tape_set_grad_enabled(tape, false);
+    for (int64_t first = 0; first < file->n_candidates; first += TG_TASK_BATCH_ROWS) {
+        int64_t rows =
+            file->n_candidates - first < TG_TASK_BATCH_ROWS ? file->n_candidates - first : TG_TASK_BATCH_ROWS;
+        score_batch(model, tape, file, first, rows, tokens, scores);
+    }
+    tg_tape_set_grad_enabled(tape, old);
+    free(tokens);
+}
+
+/* Whether candidate `label` of the item's is above every other under the scoring. */
+static bool item_right(const TgTaskFile *file, const TgTaskItem *item, const double *scores, TgTaskScoring scoring) {
+    const TgTaskCandidate *c = file->candidates + item->first;
+    const double *s = scores + item->first;
+    double best = scoring == TG_TASK_SUMMED ? s[item->label] : s[item->label] / (double)c[item->label].bytes;
+    for (int32_t i = 0; i < item->count; i++) {
+        double x = scoring == TG_TASK_SUMMED ? s[i] : s[i] / (double)c[i].bytes;
+        if (i != item->label && !(best > x)) return false;
+    }
+    return true;
+}
+
+void tg_task_result_of(const TgTaskFile *file, const double *scores, TgTaskResult *out) {
+    memset(out, 0, sizeof *out);
+    out->count = file->n_items;
+    for (int64_t i = 0; i < file->n_items; i++)
+        for (int k = 0; k < TG_TASK_SCORING_COUNT; k++)
+            out->correct[k] += item_right(file, &file->items[i], scores, (TgTaskScoring)k);
+    for (int k = 0; k < TG_TASK_SCORING_COUNT; k++) {
+        out->acc[k] = out->count ? (double)out->correct[k] / (double)out->count : NAN;
+        tg_wilson_interval(out->correct[k], out->count, TG_TASK_Z95, &out->lo[k], &out->hi[k]);
+    }
+}
+
+void tg_task_result_format(const TgTaskFile *file, const TgTaskResult *r, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s, %lld items: acc %.4f [%.4f, %.4f], acc_norm %.4f [%.4f, %.4f] (95%% Wilson interval)",
+             tg_task_format_name(file->format), (long long)r->count, r->acc[TG_TASK_SUMMED], r->lo[TG_TASK_SUMMED],
+             r->hi[TG_TASK_SUMMED], r->acc[TG_TASK_NORMALISED], r->lo[TG_TASK_NORMALISED], r->hi[TG_TASK_NORMALISED]);
+}
+
+TgTaskEncoding tg_task_encoding_of(const TgRun *run) {
+    return (TgTaskEncoding){.tok = &run->tok,
+                            .max_tokens = run->model.cfg.seq_len + 1,
+                            .rendering = run->task == TG_TASK_SFT ? TG_TASK_CHATML : TG_TASK_PLAIN_TEXT};
+}
+
+/* The files read, their names distinct. */
+static TgStatus read_files(TgTaskSuite *s, const char *const *paths, int n, const TgTaskEncoding *enc) {
+    for (int i = 0; i < n; i++) {
+        TG_TRY(tg_task_file_read(paths[i], enc, &s->files[i]));
+        s->n = i + 1;
+        for (int j = 0; j < i; j++)
+            if (strcmp(s->files[i].name, s->files[j].name) == 0)
+                return tg_fail(TG_ERR_ARG, "%s and %s are both the task '%s' (a task is named by its file): rename one",
+                               paths[j], paths[i], s->files[i].name);
+    }
+    return TG_OK;
+}
+
+TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, const TgTaskEncoding *enc) {
+    memset(s, 0, sizeof *s);
+    if (n == 0) return TG_OK;
+    s->files = tg_calloc((size_t)n, sizeof *s->files);
+    TgStatus st = read_files(s, paths, n, enc);
+    if (st != TG_OK) {
+        tg_task_suite_free(s);
+        return st;
+    }
+    int64_t most = 1;
+    for (int i = 0; i < n; i++)
+        if (s->files[i].n_candidates > most) most = s->files[i].n_candidates;
+    s->scores = tg_malloc((size_t)most * sizeof *s->scores);
+    s->latest = tg_calloc((size_t)n, sizeof *s->latest);
+    s->names = tg_calloc((size_t)(2 * n), sizeof *s->names);
+    s->metrics = tg_calloc((size_t)(2 * n), sizeof *s->metrics);
+    for (int i = 0; i < 2 * n; i++) {
+        snprintf(s->names[i], sizeof s->names[i], "task/%s/%s", s->files[i / 2].name,
+                 tg_task_scoring_name((TgTaskScoring)(i % 2)));
+        s->metrics[i] = (TgRunMetric){s->names[i], NAN};
+    }
+    return TG_OK;
+}
+
+void tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape) {
+    for (int i = 0; i < s->n; i++) {
+        tg_task_score_candidates(model, tape, &s->files[i], s->scores);
+        tg_task_result_of(&s->files[i], s->scores, &s->latest[i]);
+        for (int k = 0; k < TG_TASK_SCORING_COUNT; k++) s->metrics[2 * i + k].value = s->latest[i].acc[k];
+    }
+}
+
+void tg_task_suite_add_metrics(const TgTaskSuite *s, TgRunMetrics *line) {
+    line->extra = s->metrics;
+    line->n_extra = 2 * s->n;
+}
+
+void tg_task_suite_report(const TgTaskSuite *s, const TgMessageSink *messages) {
+    for (int i = 0; i < s->n; i++) {
+        if (s->latest[i].count == 0) continue;
+        char text[256];
+        tg_task_result_format(&s->files[i], &s->latest[i], text, sizeof text);
+        tg_message_emit(messages, TG_MESSAGE_INFO, "task %s: %s", s->files[i].name, text);
+    }
+}
+
+void tg_task_suite_free(TgTaskSuite *s) {
+    for (int i = 0; i < s->n; i++) tg_task_file_free(&s->files[i]);
+    free(s->files), free(s->latest), free(s->scores), free(s->names), free(s->metrics);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---------------------------------------------------------------- task metrics */
+
+bool tg_task_metric_is(const char *metric) { return strncmp(metric, "task:", 5) == 0; }
+
+/* "task:NAME[:SCORING]" into the name and the scoring. */
+static TgStatus parse_metric(const char *metric, char *name, size_t cap, TgTaskScoring *scoring) {
+    const char *rest = tg_task_metric_is(metric) ? metric + 5 : NULL;
+    const char *colon = rest ? strchr(rest, ':') : NULL;
+    size_t len = rest ? (colon ? (size_t)(colon - rest) : strlen(rest)) : 0;
+    *scoring = TG_TASK_SUMMED;
+    if (colon && strcmp(colon + 1, "acc_norm") == 0)
+        *scoring = TG_TASK_NORMALISED;
+    else if (colon && strcmp(colon + 1, "acc") != 0)
+        len = 0;
+    if (len == 0 || len >= cap)
+        return tg_fail(TG_ERR_ARG,
+                       "'%s' is no task metric: give task:NAME, task:NAME:acc or task:NAME:acc_norm (NAME "
+                       "an --eval-task file's name without its extension)",
+                       metric);
+    memcpy(name, rest, len);
+    name[len] = '\0';
+    return TG_OK;
+}
+
+/* TG_ERR_ARG for a task none of the n names is, listing them. */
+static TgStatus unknown_task(const char *metric, const char *name, const char (*names)[TG_TASK_NAME_CAP], int n) {
+    char list[512] = "";
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
+    return tg_fail(TG_ERR_ARG, "%s: no --eval-task file is the task '%s'%s%s", metric, name,
+                   n ? "; the tasks are " : "", n ? list : " (give the file with --eval-task)");
+}
+
+TgStatus tg_task_metric_check(const char *metric, const char *const *paths, int n) {
+    char name[TG_TASK_NAME_CAP], (*names)[TG_TASK_NAME_CAP] = tg_calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+    TgTaskScoring scoring;
+    TgStatus s = parse_metric(metric, name, sizeof name, &scoring);
+    bool found = false;
+    for (int i = 0; s == TG_OK && i < n; i++) {
+        s = tg_task_file_name(paths[i], names[i], sizeof names[i]);
+        found |= s == TG_OK && strcmp(names[i], name) == 0;
+    }
+    if (s == TG_OK && !found) s = unknown_task(metric, name, (const char(*)[TG_TASK_NAME_CAP])names, n);
+    free(names);
+    return s;
+}
+
+TgStatus tg_task_suite_metric(const TgTaskSuite *s, const char *metric, double *value) {
+    char name[TG_TASK_NAME_CAP];
+    TgTaskScoring scoring;
+    TG_TRY(parse_metric(metric, name, sizeof name, &scoring));
+    for (int i = 0; i < s->n; i++) {
+        if (strcmp(s->files[i].name, name) != 0) continue;
+        *value = s->latest[i].count ? s->latest[i].acc[scoring] : NAN;
+        return TG_OK;
+    }
+    char(*names)[TG_TASK_NAME_CAP] = tg_calloc((size_t)(s->n > 0 ? s->n : 1), sizeof *names);
+    for (int i = 0; i < s->n; i++) memcpy(names[i], s->files[i].name, sizeof names[i]);
+    TgStatus st = unknown_task(metric, name, (const char(*)[TG_TASK_NAME_CAP])names, s->n);
+    free(names);
+    return st;
+}

@@ -1,0 +1,95 @@
+/* A model scored on task files (data/task_file.h): every candidate by the log-likelihood of its
+ * continuation, each item right or wrong, the accuracy with its confidence interval; for `tapegrad
+ * eval --task` and for --eval-task at every evaluation of a run.
+ *
+ * A candidate's score is the summed log-probability of its continuation given what comes before it,
+ * from the model's logits in double, with no gradients:
+ *     ll = sum over t in [scored_from, len) of  log softmax(logits at t - 1)[ids[t]]
+ * Two scorings of an item: summed (ll) and normalised by the continuation's UTF-8 bytes (ll /
+ * bytes). An item is right under a scoring when its label's figure is above every other
+ * candidate's (a tie is wrong); the accuracy is k right of n items. lm-evaluation-harness's
+ * acc_norm divides by the choice's length in characters: the same figure on ASCII text.
+ *
+ * The 95% confidence interval is the Wilson score interval, with p = k / n and z = TG_TASK_Z95:
+ *     centre = (p + z^2 / (2n)) / (1 + z^2 / n)
+ *     half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / (4 n^2))
+ *     [centre - half, centre + half], which holds p within [0, 1] (clamped there against rounding)
+ *
+ * Candidates run TG_TASK_BATCH_ROWS at a time in the file's order, each batch padded with <eot> to
+ * its longest row. The batches are the file's alone and a row's logits at a position depend only on
+ * the ids up to it, so the scores are the same bits on any number of threads, in `eval` and during
+ * training. */
+#ifndef TAPEGRAD_TRAIN_TASKS_H
+#define TAPEGRAD_TRAIN_TASKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data/task_file.h"
+#include "lib/messages.h"
+#include "run/run.h"
+#include "tapegrad/error.h"
+#include "tapegrad/model.h"
+
+enum { TG_TASK_BATCH_ROWS = 8 };
+/* the normal quantile of 0.975: a two-sided 95% interval */
+#define TG_TASK_Z95 1.959963984540054
+
+typedef enum { TG_TASK_SUMMED, TG_TASK_NORMALISED, TG_TASK_SCORING_COUNT } TgTaskScoring;
+/* "acc", "acc_norm": the names metrics and JSON give each scoring's accuracy */
+const char *tg_task_scoring_name(TgTaskScoring scoring);
+
+/* The Wilson score interval of k successes in n trials (formula above); NaN for n = 0. */
+void tg_wilson_interval(int64_t k, int64_t n, double z, double *lo, double *hi);
+
+/* scores[c]: the log-likelihood ll of every candidate c of the file. */
+void tg_task_score_candidates(TgModel *model, TgTape *tape, const TgTaskFile *file, double *scores);
+
+typedef struct TgTaskResult {
+    int64_t count; /* items */
+    int64_t correct[TG_TASK_SCORING_COUNT];
+    double acc[TG_TASK_SCORING_COUNT];                           /* correct / count */
+    double lo[TG_TASK_SCORING_COUNT], hi[TG_TASK_SCORING_COUNT]; /* the 95% Wilson interval */
+} TgTaskResult;
+/* The items of the file judged from the scores of its candidates. */
+void tg_task_result_of(const TgTaskFile *file, const double *scores, TgTaskResult *out);
+/* "minimal_pairs, 1000 items: acc 0.8120 [0.7865, 0.8351], acc_norm ..." */
+void tg_task_result_format(const TgTaskFile *file, const TgTaskResult *r, char *buf, size_t cap);
+
+/* The task files a run or a command scores together, and their latest results. */
+typedef struct TgTaskSuite {
+    TgTaskFile *files;
+    int n;
+    TgTaskResult *latest;                 /* [n]; count 0 until scored */
+    double *scores;                       /* the candidates of the largest file */
+    char (*names)[TG_TASK_NAME_CAP + 16]; /* [2n]: "task/NAME/acc", "task/NAME/acc_norm" */
+    TgRunMetric *metrics;                 /* [2n]: the latest accuracies under those names */
+} TgTaskSuite;
+
+/* How a run's model reads tasks: its tokenizer, its context, and ChatML for a fine-tuned run
+ * (run->task TG_TASK_SFT) */
+TgTaskEncoding tg_task_encoding_of(const TgRun *run);
+/* Reads the n files (n may be 0: an empty suite); refused when one cannot be read (task_file.h) or
+ * two have the same name. On failure the suite is left empty. */
+TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, const TgTaskEncoding *enc);
+/* Scores every file with the model as it is now, into s->latest. */
+void tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape);
+/* Adds the latest accuracies to a metrics line (task/NAME/acc, task/NAME/acc_norm). */
+void tg_task_suite_add_metrics(const TgTaskSuite *s, TgRunMetrics *line);
+/* The latest result of every scored file, a line each ("task NAME: ..."), to `messages`. */
+void tg_task_suite_report(const TgTaskSuite *s, const TgMessageSink *messages);
+void tg_task_suite_free(TgTaskSuite *s);
+
+/* ---- a task's accuracy as a metric to select checkpoints by (--keep-best) ----
+ * "task:NAME" is the summed scoring's accuracy of the task NAME, "task:NAME:acc" the same,
+ * "task:NAME:acc_norm" the normalised one's; higher is better. */
+
+/* Whether `metric` is one of these names (it starts with "task:"). */
+bool tg_task_metric_is(const char *metric);
+/* Checks `metric` against the task files `paths` (the --eval-task list) before anything is read:
+ * TG_ERR_ARG naming the tasks there are when NAME is none of theirs or the scoring is unknown. */
+TgStatus tg_task_metric_check(const char *metric, const char *const *paths, int n);
+/* The latest value of `metric` in the suite (NaN before its first scoring); TG_ERR_ARG as above. */
+TgStatus tg_task_suite_metric(const TgTaskSuite *s, const char *metric, double *value);
+
+#endif
