@@ -183,7 +183,8 @@ static TgStatus reader_open(Reader *r, const char *path) {
         return r->status;
     }
     if (r->version >= 2 && !get(r, &r->flags, 4, "the header")) return r->status;
-    if ((r->flags & ~(uint32_t)(TG_CHECKPOINT_FLAG_SHUFFLED | TG_CHECKPOINT_FLAG_PARAM_SET | TG_CHECKPOINT_FLAG_ADAPTER)) ||
+    if ((r->flags & ~(uint32_t)(TG_CHECKPOINT_FLAG_SHUFFLED | TG_CHECKPOINT_FLAG_PARAM_SET |
+                                TG_CHECKPOINT_FLAG_ADAPTER | TG_CHECKPOINT_FLAG_BEST)) ||
         ((r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) && (r->flags & TG_CHECKPOINT_FLAG_ADAPTER))) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unknown checkpoint flags 0x%x (a newer tapegrad wrote it?)", path,
                                 r->flags));
@@ -225,12 +226,21 @@ static bool get_config(Reader *r, TgModelConfig *c) {
     return true;
 }
 
+/* A best record a run can have written at `step`: an evaluation of it at a step before, its value
+ * then finite, and no more evaluations since than steps. */
+static bool best_record_valid(const TgBestRecord *b, int64_t step) {
+    if (!b->kept) return true;
+    if (b->step < -1 || b->step > step || b->evals_since < 0 || b->evals_since > step) return false;
+    return b->step < 0 ? isnan(b->value) : isfinite(b->value);
+}
+
 TgStatus tg_trainer_state_check(const TgTrainerState *s, const char *path) {
-    const char *bad = s->step < 0 || s->step > TG_CHECKPOINT_MAX_STEP                      ? "step"
-                      : s->tokens_seen < 0 || s->tokens_seen > TG_CHECKPOINT_MAX_TOKENS    ? "tokens seen"
+    const char *bad = s->step < 0 || s->step > TG_CHECKPOINT_MAX_STEP                   ? "step"
+                      : s->tokens_seen < 0 || s->tokens_seen > TG_CHECKPOINT_MAX_TOKENS ? "tokens seen"
                       : isnan(s->best_val_loss) || s->best_val_loss < 0                 ? "best val loss"
                       : !isfinite(s->elapsed_s) || s->elapsed_s < 0                     ? "elapsed time"
                       : s->loader.rng.has_spare > 1                                     ? "data loader state"
+                      : !best_record_valid(&s->best, s->step)                           ? "best record"
                                                                                         : NULL;
     if (!bad) return TG_OK;
     return tg_fail(TG_ERR_FORMAT,
@@ -245,6 +255,9 @@ static bool get_state(Reader *r, TgTrainerState *s) {
     uint8_t loader[TG_LOADER_STATE_BYTES];
     bool ok = get(r, &s->step, 8, w) && get(r, &s->tokens_seen, 8, w) && get(r, loader, sizeof loader, w) &&
               get(r, &s->best_val_loss, 8, w) && get(r, &s->elapsed_s, 8, w) && get(r, &s->seed, 8, w);
+    s->best.kept = ok && (r->flags & TG_CHECKPOINT_FLAG_BEST);
+    if (s->best.kept)
+        ok = get(r, &s->best.value, 8, w) && get(r, &s->best.step, 8, w) && get(r, &s->best.evals_since, 8, w);
     if (!ok) return false;
     tg_loader_state_unpack(loader, &s->loader);
     if (tg_trainer_state_check(s, r->path) != TG_OK) {

@@ -11,7 +11,8 @@
  *   u32 tensor count, then per tensor: u16 name length, name, u8 kind (0 weight, 1 AdamW m,
  *       2 AdamW v), u32 ndim, i64 shape[ndim], then numel float32s
  *   trainer state: i64 step, i64 tokens seen, 56-byte loader state, f64 best val loss,
- *       f64 elapsed seconds, u64 seed
+ *       f64 elapsed seconds, u64 seed; with flag bit 3, then the best record (TgBestRecord):
+ *       f64 best value, i64 its step, i64 evaluations since
  *   "TGEND\r\n\0" end marker
  *
  * Byte shuffling (flag bit 0) stores a tensor's n floats as four planes of n bytes: every
@@ -39,7 +40,12 @@
 #include "tapegrad/model.h"
 
 enum { TG_CHECKPOINT_VERSION = TG_CHECKPOINT_FORMAT };
-enum { TG_CHECKPOINT_FLAG_SHUFFLED = 1u << 0, TG_CHECKPOINT_FLAG_PARAM_SET = 1u << 1, TG_CHECKPOINT_FLAG_ADAPTER = 1u << 2 };
+enum {
+    TG_CHECKPOINT_FLAG_SHUFFLED = 1u << 0,
+    TG_CHECKPOINT_FLAG_PARAM_SET = 1u << 1,
+    TG_CHECKPOINT_FLAG_ADAPTER = 1u << 2,
+    TG_CHECKPOINT_FLAG_BEST = 1u << 3,
+};
 enum { TG_CHECKPOINT_TAG_CAP = 64 };
 enum { TG_CHECKPOINT_KIND_WEIGHT = 0, TG_CHECKPOINT_KIND_ADAM_M = 1, TG_CHECKPOINT_KIND_ADAM_V = 2 };
 
@@ -48,6 +54,15 @@ enum { TG_CHECKPOINT_KIND_WEIGHT = 0, TG_CHECKPOINT_KIND_ADAM_M = 1, TG_CHECKPOI
 #define TG_CHECKPOINT_MAX_STEP ((int64_t)1 << 53)
 #define TG_CHECKPOINT_MAX_TOKENS ((int64_t)1 << 62)
 
+/* The best evaluation so far of the figure a run watches (--keep-best, --early-stop;
+ * train/best.h), for a run that watches one. */
+typedef struct TgBestRecord {
+    bool kept;           /* the run watches a figure and the checkpoint holds this record (flag bit 3) */
+    double value;        /* the best value; NaN before the first evaluation */
+    int64_t step;        /* the step of that evaluation; -1 before the first */
+    int64_t evals_since; /* evaluations after it, none better */
+} TgBestRecord;
+
 typedef struct TgTrainerState {
     int64_t step;          /* optimizer steps done */
     int64_t tokens_seen;
@@ -55,6 +70,7 @@ typedef struct TgTrainerState {
     double best_val_loss;  /* +inf when never evaluated */
     double elapsed_s;      /* training time before this checkpoint */
     uint64_t seed;
+    TgBestRecord best; /* zeroed (not kept) in a run that watches no figure */
 } TgTrainerState;
 
 /* What a checkpoint holds. The float buffers are the model's own (a synchronous save) or a
@@ -122,7 +138,9 @@ TgStatus tg_checkpoint_inspect(const char *path, TgCheckpointInfo *info, TgCheck
 
 /* TG_ERR_FORMAT naming `path` unless the state is one a run can continue from: step and tokens
  * seen in [0, the limits above], best val loss a loss (>= 0, or +inf before any evaluation), a
- * finite non-negative elapsed time, a loader state the loader can have written. */
+ * finite non-negative elapsed time, a loader state the loader can have written, and a best record
+ * (when kept) of a step in [-1, step] with a finite value (NaN at -1) and at most `step`
+ * evaluations since. */
 TgStatus tg_trainer_state_check(const TgTrainerState *state, const char *path);
 
 #endif

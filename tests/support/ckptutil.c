@@ -337,6 +337,11 @@ void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step) {
     cr_expect_eq(ia.state.tokens_seen, ib.state.tokens_seen);
     cr_expect_eq(memcmp(&ia.state.loader, &ib.state.loader, sizeof ia.state.loader), 0, "loader states differ");
     cr_expect_eq(memcmp(&ia.state.best_val_loss, &ib.state.best_val_loss, sizeof(double)), 0, "best val losses differ");
+    const TgBestRecord *ba = &ia.state.best, *bb = &ib.state.best;
+    cr_expect(ba->kept == bb->kept && ba->step == bb->step && ba->evals_since == bb->evals_since &&
+                  memcmp(&ba->value, &bb->value, sizeof(double)) == 0,
+              "best records differ: step %lld (%lld since) and %lld (%lld since)", (long long)ba->step,
+              (long long)ba->evals_since, (long long)bb->step, (long long)bb->evals_since);
     tg_model_free(&ma);
     tg_model_free(&mb);
 }

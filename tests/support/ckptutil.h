@@ -66,7 +66,7 @@ int ckpt_read_metrics(const char *run, int64_t after, CkptMetricLine *out, int c
  * step, loss, val loss, lr and gradient norm, as text. */
 void ckpt_expect_same_metrics(const char *a, const char *b, int64_t after, int expected_lines);
 /* The newest checkpoints of two run folders are at `step` and hold bitwise the same model and
- * trainer state. */
+ * trainer state (its best record too). */
 void ckpt_expect_same_checkpoints(const char *a, const char *b, int64_t step);
 
 /* Trains `steps` steps of CKPT_SMALL_FLAGS on `corpus` into `out` (plus `extra` flags, may be
