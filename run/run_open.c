@@ -88,7 +88,7 @@ static TgStatus open_resumed(const TgTrainOptions *o, bool writes, TgRun *run) {
     /* and the precision (a run.txt written before --precision records none: fp32) */
     if (s == TG_OK) run->precision = stored.precision;
     if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
-    if (s == TG_OK) run->task = stored.task;
+    if (s == TG_OK) run->task = stored.task, run->keep_best = stored.keep_best;
     tg_opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
@@ -116,7 +116,7 @@ TgStatus tg_run_open_for_training(TgTrainOptions *o, bool writes, const TgMessag
     TG_TRY(tg_train_options_validate(o));
     tg_train_options_derive(o);
     if (o->resume) return open_resumed(o, writes, run);
-    run->precision = o->precision;
+    run->precision = o->precision, run->keep_best = o->keep_best;
     TG_TRY(open_new(o, writes, preparing, run));
     return tg_run_attach_lora(run, o);
 }

@@ -136,6 +136,10 @@ static const TgOptSpec specs[] = {
                    "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
                    "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
                    ID, NULL),
+    TG_OPT(T, keep_best, "--keep-best", TG_OPT_ENUM,
+        "keep the checkpoint of the best evaluation by this figure (the lowest val_loss or val_bpb) beside the "
+        "newest; DIR/best names it and --keep never deletes it; run.txt records it",
+        TG_OPT_ANY, TG_EVAL_METRIC_CHOICES, ID, NULL),
     TG_FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     TG_FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
     TG_OPT(T, accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation", TG_FLAG_RANGE_COUNT, NULL,
@@ -162,6 +166,16 @@ static const TgOptSpec specs[] = {
     TG_OPT(T, ckpt_every, "--ckpt-every", TG_OPT_INT64, "checkpoint every N steps, 0 for only at the end",
         TG_OPT_NON_NEGATIVE, NULL, SAVED, NULL),
     TG_OPT(T, keep, "--keep", TG_OPT_INT, "checkpoints kept, newest first (0: all)", TG_OPT_NON_NEGATIVE, NULL, SAVED, NULL),
+    TG_OPT(T, early_stop, "--early-stop", TG_OPT_INT64,
+        "end the run, saved, after N evaluations in a row without a better --keep-best figure (val_loss without it)",
+        TG_OPT_BETWEEN(0, TG_TRAIN_MAX_COUNT), NULL, SAVED, "never"),
+    TG_OPT(T, probe_prompts, "--probe-prompts", TG_OPT_STRING,
+        "a text file of prompts, one a line: at every evaluation their greedy continuations go to DIR/probes.jsonl "
+        "(a fine-tuning run's through the chat template, as a user turn)",
+        TG_OPT_ANY, NULL, SAVED, "none"),
+    TG_OPT(T, probe_tokens, "--probe-tokens", TG_OPT_INT64,
+        "tokens of each --probe-prompts continuation (fewer when it ends: <eot>, <|im_end|>)",
+        TG_OPT_BETWEEN(1, TG_TRAIN_MAX_PROBE_TOKENS), NULL, SAVED, NULL),
     TG_OPT(T, sample_tokens, "--sample-tokens", TG_OPT_INT64, "tokens sampled at the end, 0 for none",
         TG_OPT_BETWEEN(0, TG_TRAIN_MAX_COUNT), NULL, SAVED, NULL),
     TG_FLAG_THREADS(T, threads, "threads for the ops and OpenBLAS", SAVED | NUM, NULL),
@@ -215,6 +229,7 @@ void tg_train_options_defaults(TgTrainOptions *o) {
     o->log_every = 10;
     o->ckpt_every = 200;
     o->keep = 3;
+    o->probe_tokens = 32;
     o->sample_tokens = 300;
     o->threads = TG_TRAIN_DEFAULT_THREADS;
     o->stop_after = -1;
@@ -242,6 +257,40 @@ static TgStatus conflict(const TgTrainOptions *o, const char *a, const char *b) 
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     bool from_file = origin(o, a, oa, sizeof oa)[0] && origin(o, b, ob, sizeof ob)[0];
     return from_file ? TG_ERR_FORMAT : TG_ERR_ARG;
+}
+
+/* --keep-best, --early-stop and --probe-prompts act at the evaluations of --eval-every, which 0
+ * leaves to the end alone. */
+static TgStatus check_evaluations(const TgTrainOptions *o) {
+    const char *flag = o->keep_best != TG_EVAL_METRIC_NONE     ? "--keep-best"
+                       : o->early_stop > 0                     ? "--early-stop"
+                       : o->probe_prompts && *o->probe_prompts ? "--probe-prompts"
+                                                               : NULL;
+    if (!flag || o->eval_every > 0) return TG_OK;
+    char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
+    return tg_fail(conflict(o, flag, "--eval-every"),
+                   "%s%s acts at the evaluations of --eval-every, and --eval-every 0%s makes none before the end: "
+                   "give --eval-every N",
+                   flag, origin(o, flag, oa, sizeof oa), origin(o, "--eval-every", ob, sizeof ob));
+}
+
+static const char *const eval_metric_names[] = {
+#define TG_EVAL_METRIC_NAME(id, name, maximised) name,
+    TG_EVAL_METRICS(TG_EVAL_METRIC_NAME)
+#undef TG_EVAL_METRIC_NAME
+};
+static const bool eval_metric_maximised[] = {
+#define TG_EVAL_METRIC_MAXIMISED(id, name, maximised) maximised,
+    TG_EVAL_METRICS(TG_EVAL_METRIC_MAXIMISED)
+#undef TG_EVAL_METRIC_MAXIMISED
+};
+
+const char *tg_eval_metric_name(TgEvalMetric metric) {
+    return (unsigned)metric < TG_EVAL_METRIC_COUNT ? eval_metric_names[metric] : "?";
+}
+
+bool tg_eval_metric_maximised(TgEvalMetric metric) {
+    return (unsigned)metric < TG_EVAL_METRIC_COUNT && eval_metric_maximised[metric];
 }
 
 /* A new fine-tuning run: conversations to read, and the tokenizer of the model it starts from. */
@@ -319,6 +368,7 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     if (o->min_lr > o->lr)
         return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->min_lr,
                        origin(o, "--min-lr", oa, sizeof oa), o->lr, origin(o, "--lr", ob, sizeof ob));
+    TG_TRY(check_evaluations(o));
     return check_vocab(o);
 }
 

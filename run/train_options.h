@@ -36,6 +36,7 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
 #define TG_TRAIN_DEFAULT_THREADS 2
 #define TG_TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
 #define TG_TRAIN_MIN_BPE_VOCAB 257      /* a byte-level BPE's 256 bytes and <eot>, before any merge */
+#define TG_TRAIN_MAX_PROBE_TOKENS 4096  /* --probe-tokens */
 
 #define TG_TRAIN_DEFAULT_LORA_TARGETS "q,k,v,o,gate,up,down"
 
@@ -46,6 +47,28 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
  * sft`: data/chat_format.h, data/sft_loader.h). The names are run.txt's and --task's. */
 typedef enum { TG_TASK_PRETRAIN, TG_TASK_SFT } TgTrainTask;
 #define TG_TRAIN_TASK_CHOICES "pretrain|sft"
+
+/* The figures of an evaluation a run can keep its best checkpoint by (--keep-best) and stop early
+ * on (--early-stop): X(ID, "name", maximised), giving TG_EVAL_METRIC_<ID>; NONE, first, is no
+ * figure. The names are run.txt's and --keep-best's; train/best.h compares the values. */
+#define TG_EVAL_METRICS(X)                                                                                             \
+    X(NONE, "none", false)                                                                                             \
+    X(VAL_LOSS, "val_loss", false)                                                                                     \
+    X(VAL_BPB, "val_bpb", false)
+
+typedef enum {
+#define TG_EVAL_METRIC_ENUM(id, name, maximised) TG_EVAL_METRIC_##id,
+    TG_EVAL_METRICS(TG_EVAL_METRIC_ENUM)
+#undef TG_EVAL_METRIC_ENUM
+        TG_EVAL_METRIC_COUNT
+} TgEvalMetric;
+
+/* "none|val_loss|val_bpb": the choices, for the flag */
+#define TG_EVAL_METRIC_CHOICE(id, name, maximised) "|" name
+#define TG_EVAL_METRIC_CHOICES (&(TG_EVAL_METRICS(TG_EVAL_METRIC_CHOICE))[1])
+/* "val_loss", ...; and whether a larger value is the better one */
+const char *tg_eval_metric_name(TgEvalMetric metric);
+bool tg_eval_metric_maximised(TgEvalMetric metric);
 
 /* The tokenizer a new run makes: from the preset (a BPE when it has a vocabulary of its own,
  * else char), char, a BPE trained on the corpus, or a Hugging Face tokenizer.json. --tokenizer
@@ -79,6 +102,8 @@ typedef struct TgTrainOptions {
     double lora_alpha;         /* 0: 2 * lora_rank (run.txt records the resolved value) */
     const char *lora_targets;  /* NULL: TG_TRAIN_DEFAULT_LORA_TARGETS (run.txt records them in their canonical order) */
     TgPrecision precision;     /* of the linear layers' products (tg_tape_set_precision) */
+    TgEvalMetric keep_best;    /* the figure whose best checkpoint is kept beside the newest; NONE: none.
+                                * Fixed for the run: its checkpoints' best record is of this figure */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */
@@ -88,6 +113,10 @@ typedef struct TgTrainOptions {
     TgOptList eval_tasks;      /* task files (data/task_file.h) scored at every evaluation; none by default */
     int64_t log_grads;         /* 0: off; else gradient/activation statistics to grads.jsonl every N steps */
     int keep;
+    int64_t early_stop;        /* 0: off; else stop after this many evaluations without a better --keep-best figure
+                                * (val_loss without --keep-best) */
+    const char *probe_prompts; /* a text file of prompts, one a line, continued at every evaluation; NULL: none */
+    int64_t probe_tokens;      /* the tokens of each continuation */
     int threads;
     /* this invocation only */
     double time_budget_min;    /* 0: none */
