@@ -51,6 +51,10 @@ static int list_steps(const char *dir, int64_t *steps, int cap) {
     return n;
 }
 
+static void checkpoint_name(char *name, size_t cap, int64_t step) {
+    snprintf(name, cap, "ckpt-%08lld.tgck", (long long)step);
+}
+
 static TgStatus write_latest(const char *dir, const char *name) {
     char path[TG_PATH_CAP], line[256];
     TG_TRY(tg_path_join(path, sizeof path, dir, "latest"));
@@ -58,21 +62,37 @@ static TgStatus write_latest(const char *dir, const char *name) {
     return tg_atomic_write(path, line, (size_t)len);
 }
 
-TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource *src, int keep, char *path_out,
-                                    size_t path_cap) {
+TgStatus tg_checkpoint_write_best(const char *dir, const char *metric, const TgBestRecord *record) {
+    char path[TG_PATH_CAP], text[256];
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_CHECKPOINT_BEST_FILE));
+    if (record->step < 0) {
+        if (unlink(path) == 0 || errno == ENOENT) return TG_OK;
+        return tg_fail(TG_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+    }
+    int len = snprintf(text, sizeof text, "ckpt-%08lld.tgck\n%s %.17g\nstep %lld\n", (long long)record->step, metric,
+                       record->value, (long long)record->step);
+    return tg_atomic_write(path, text, (size_t)len);
+}
+
+TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource *src, const TgCheckpointKeep *keep,
+                                      char *path_out, size_t path_cap) {
     char name[64], path[TG_PATH_CAP];
-    snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)src->state.step);
+    checkpoint_name(name, sizeof name, src->state.step);
     TG_TRY(tg_path_join(path, sizeof path, dir, name));
     TG_TRY(tg_checkpoint_write(path, src));
-    /* only a complete, renamed checkpoint is ever named by `latest` */
+    /* only a complete, renamed checkpoint is ever named by `latest` or `best` */
     TG_TRY(write_latest(dir, name));
+    const TgBestRecord *best = &src->state.best;
+    bool keeps_best = keep->best && best->kept && best->step >= 0;
+    if (keeps_best && best->step == src->state.step) TG_TRY(tg_checkpoint_write_best(dir, keep->metric, best));
     if (path_out) TG_TRY(tg_path_format(path_out, path_cap, "%s", path));
-    if (keep <= 0) return TG_OK;
+    if (keep->newest <= 0) return TG_OK;
     int64_t steps[4096];
     int n = list_steps(dir, steps, 4096);
-    for (int i = 0; i + keep < n; i++) {
-        if (steps[i] == src->state.step) continue; /* the one `latest` names stays */
-        snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)steps[i]);
+    for (int i = 0; i + keep->newest < n; i++) {
+        /* the ones `latest` and `best` name stay */
+        if (steps[i] == src->state.step || (keeps_best && steps[i] == best->step)) continue;
+        checkpoint_name(name, sizeof name, steps[i]);
         if (tg_path_join(path, sizeof path, dir, name) == TG_OK) unlink(path); /* dir/name fits: it was written */
     }
     return TG_OK;
@@ -99,23 +119,52 @@ void tg_checkpoint_folder_remove_stale(const char *dir) {
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
         bool tmp = len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
-        if (tmp && (strncmp(e->d_name, "ckpt-", 5) == 0 || strncmp(e->d_name, "latest.", 7) == 0)) {
+        if (tmp && (strncmp(e->d_name, "ckpt-", 5) == 0 || strncmp(e->d_name, "latest.", 7) == 0 ||
+                    strncmp(e->d_name, TG_CHECKPOINT_BEST_FILE ".", sizeof TG_CHECKPOINT_BEST_FILE) == 0)) {
             if (tg_path_join(path, sizeof path, dir, e->d_name) == TG_OK) unlink(path);
         }
     }
     closedir(d);
 }
 
+/* The checkpoint the pointer file `pointer` (DIR/latest or DIR/best) names on its first line, in DIR. */
+static TgStatus follow_pointer(const char *dir, const char *pointer, char *path_out, size_t path_cap) {
+    char name[256] = "", others[512];
+    FILE *f = tg_file_open_read(pointer);
+    if (!f) return tg_fail(errno == ENOENT ? TG_ERR_IO : TG_ERR_FORMAT, "%s: %s", pointer, tg_file_open_error(errno));
+    if (!fgets(name, sizeof name, f)) name[0] = '\0';
+    fclose(f);
+    name[strcspn(name, "\r\n")] = '\0';
+    int64_t step;
+    if (!ckpt_step_of(name, &step))
+        return tg_fail(TG_ERR_FORMAT, "%s: does not name a checkpoint ('%s'); pass a ckpt-*.tgck file instead", pointer,
+                       name);
+    TG_TRY(tg_path_join(path_out, path_cap, dir, name));
+    if (access(path_out, F_OK) != 0) {
+        tg_checkpoint_folder_others(dir, name, others, sizeof others);
+        return tg_fail(TG_ERR_IO, "%s names %s, which is missing%s%s", pointer, name,
+                       others[0] ? "; the folder's other checkpoints: " : "", others);
+    }
+    return TG_OK;
+}
+
 TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap) {
     struct stat st;
     if (stat(dir_or_file, &st) != 0)
         return tg_fail(TG_ERR_IO, "%s: no such checkpoint file or run folder", dir_or_file);
-    if (!S_ISDIR(st.st_mode)) return tg_path_format(path_out, path_cap, "%s", dir_or_file);
-    char latest[TG_PATH_CAP], name[256] = "", others[512];
+    if (!S_ISDIR(st.st_mode)) {
+        /* RUN/latest or RUN/best: the checkpoint it names */
+        const char *slash = strrchr(dir_or_file, '/'), *base = slash ? slash + 1 : dir_or_file;
+        if (strcmp(base, "latest") != 0 && strcmp(base, TG_CHECKPOINT_BEST_FILE) != 0)
+            return tg_path_format(path_out, path_cap, "%s", dir_or_file);
+        char dir[TG_PATH_CAP];
+        TG_TRY(
+            tg_path_format(dir, sizeof dir, "%.*s", slash ? (int)(slash - dir_or_file) : 1, slash ? dir_or_file : "."));
+        return follow_pointer(dir[0] ? dir : "/", dir_or_file, path_out, path_cap);
+    }
+    char latest[TG_PATH_CAP], others[512];
     TG_TRY(tg_path_join(latest, sizeof latest, dir_or_file, "latest"));
-    FILE *f = tg_file_open_read(latest);
-    if (!f && errno != ENOENT) return tg_fail(TG_ERR_FORMAT, "%s: %s", latest, tg_file_open_error(errno));
-    if (!f) {
+    if (access(latest, F_OK) != 0 && errno == ENOENT) {
         tg_checkpoint_folder_others(dir_or_file, NULL, others, sizeof others);
         if (others[0])
             return tg_fail(TG_ERR_IO, "%s: folder has no 'latest' file; pass one of its checkpoints instead: %s", dir_or_file,
@@ -124,27 +173,15 @@ TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t p
                                   "pass a .tgck file",
                        dir_or_file);
     }
-    if (!fgets(name, sizeof name, f)) name[0] = '\0';
-    fclose(f);
-    name[strcspn(name, "\r\n")] = '\0';
-    int64_t step;
-    if (!ckpt_step_of(name, &step))
-        return tg_fail(TG_ERR_FORMAT, "%s: does not name a checkpoint ('%s'); pass a ckpt-*.tgck file instead", latest, name);
-    TG_TRY(tg_path_join(path_out, path_cap, dir_or_file, name));
-    if (access(path_out, F_OK) != 0) {
-        tg_checkpoint_folder_others(dir_or_file, name, others, sizeof others);
-        return tg_fail(TG_ERR_IO, "%s names %s, which is missing%s%s", latest, name,
-                       others[0] ? "; the folder's other checkpoints: " : "", others);
-    }
-    return TG_OK;
+    return follow_pointer(dir_or_file, latest, path_out, path_cap);
 }
 
 /* ---------------------------------------------------------------- background saver */
 
-void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, int keep, TgModel *model) {
+void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, const TgCheckpointKeep *keep, TgModel *model) {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
-    s->keep = keep;
+    s->keep = *keep;
     s->layout = tg_model_trainable(model);
     s->snapshot = tg_malloc(3 * s->layout->total * sizeof(float) + 64);
     /* touch every page now: a first copy into fresh memory takes a page fault per page, many
@@ -156,7 +193,7 @@ void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, int keep, T
 static void *saver_thread(void *arg) {
     TgCheckpointSaver *s = arg;
     double t0 = tg_clock_seconds();
-    s->result = tg_checkpoint_save_in_folder(s->dir, &s->src, s->keep, s->writing, sizeof s->writing);
+    s->result = tg_checkpoint_save_in_folder(s->dir, &s->src, &s->keep, s->writing, sizeof s->writing);
     if (s->result != TG_OK) snprintf(s->error, sizeof s->error, "%s", tg_error_message());
     s->write_s += tg_clock_seconds() - t0;
     return NULL;

@@ -6,6 +6,16 @@
  * killed at any moment leaves `latest` naming a complete checkpoint (the new one or the one
  * before), plus perhaps a stray *.tmp that the next run removes.
  *
+ * A run that keeps its best checkpoint (--keep-best) also has DIR/best, naming the checkpoint
+ * its trainer state's best record points at (TgBestRecord) on its first line, then the figure
+ * and its value, then the step:
+ *     ckpt-00000040.tgck
+ *     val_loss 2.1234567890123457
+ *     step 40
+ * A save of that checkpoint rewrites `best` (atomically, after `latest`); no save deletes it. A
+ * save killed before `best` was rewritten leaves it naming the best before; the trainer writes
+ * it again from the record of the checkpoint it resumes from (tg_checkpoint_write_best).
+ *
  * The background saver copies the weights, AdamW moments and trainer state into a buffer it
  * allocated up front (the only pause training sees), then compresses and writes from that copy
  * on its own thread. At most one save is in flight: starting one waits for the previous. An
@@ -20,10 +30,24 @@
 
 #include "checkpoint/checkpoint.h"
 
-/* Writes DIR/ckpt-<step>.tgck, points DIR/latest at it, keeps the newest `keep` (0: all).
- * path_out (may be NULL) receives the checkpoint's path. */
-TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource *src, int keep, char *path_out,
-                                    size_t path_cap);
+#define TG_CHECKPOINT_BEST_FILE "best"
+
+/* What a save keeps: the newest `newest` checkpoints (0: all) and, with `best`, the one of the
+ * state's best record, which DIR/best names with the figure `metric` ("val_loss"). */
+typedef struct TgCheckpointKeep {
+    int newest;
+    bool best;
+    char metric[32];
+} TgCheckpointKeep;
+
+/* Writes DIR/ckpt-<step>.tgck, points DIR/latest at it (and DIR/best, when it is the best kept),
+ * deletes the checkpoints `keep` does not keep. path_out (may be NULL) receives the checkpoint's
+ * path. */
+TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource *src, const TgCheckpointKeep *keep,
+                                      char *path_out, size_t path_cap);
+/* Points DIR/best at the checkpoint of `record`, named with `metric`; removes it for a record of no
+ * evaluation yet (step -1). */
+TgStatus tg_checkpoint_write_best(const char *dir, const char *metric, const TgBestRecord *record);
 /* A checkpoint file from DIR (via DIR/latest) or a file path as given. */
 TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
 /* Removes the *.tmp files a killed save can leave in DIR. */
@@ -34,7 +58,7 @@ void tg_checkpoint_folder_others(const char *dir, const char *except, char *buf,
 
 typedef struct TgCheckpointSaver {
     char dir[TG_PATH_CAP];
-    int keep;
+    TgCheckpointKeep keep;
     TgParamStore *layout;        /* the model's: names, shapes and offsets (not owned) */
     float *snapshot;           /* 3 * layout->total floats: weights, m, v */
     TgCheckpointSource src;      /* points into snapshot */
@@ -51,7 +75,7 @@ typedef struct TgCheckpointSaver {
 } TgCheckpointSaver;
 
 /* Allocates the snapshot buffer for `model` (whose parameter store must outlive the saver). */
-void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, int keep, TgModel *model);
+void tg_checkpoint_saver_init(TgCheckpointSaver *s, const char *dir, const TgCheckpointKeep *keep, TgModel *model);
 /* Waits for the previous save (returning its error, if any, without starting a new one), then
  * snapshots the model and state and starts writing them in the background. */
 TgStatus tg_checkpoint_saver_start(TgCheckpointSaver *s, const TgModel *model, uint64_t tokenizer_fingerprint,

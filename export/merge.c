@@ -53,7 +53,7 @@ static TgStatus write_merged(TgRun *run, const char *dir, char *ckpt_out, size_t
     TgCheckpointSource src = tg_checkpoint_source_of(&run->model, run->tok.fingerprint, &run->state);
     float *zeros = tg_calloc(src.layout->total + 1, sizeof(float));
     src.m = src.v = zeros;
-    s = tg_checkpoint_save_in_folder(dir, &src, 0, ckpt_out, cap);
+    s = tg_checkpoint_save_in_folder(dir, &src, &(TgCheckpointKeep){0}, ckpt_out, cap);
     free(zeros);
     return s;
 }

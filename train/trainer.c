@@ -85,7 +85,9 @@ typedef struct Trainer {
 static TgStatus commit_run(Trainer *tr) {
     if (tr->committed) return TG_OK;
     TG_TRY(tg_run_commit(&tr->run));
-    tg_checkpoint_saver_init(&tr->saver, tr->run.dir, tr->o->keep, &tr->run.model);
+    TgCheckpointKeep keep = {.newest = tr->o->keep, .best = tr->run.keep_best != TG_EVAL_METRIC_NONE};
+    snprintf(keep.metric, sizeof keep.metric, "%s", tg_eval_metric_name(tr->run.keep_best));
+    tg_checkpoint_saver_init(&tr->saver, tr->run.dir, &keep, &tr->run.model);
     tr->committed = true;
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
     return TG_OK;
