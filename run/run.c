@@ -72,8 +72,8 @@ TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelCo
 }
 
 /* A run killed after its last checkpoint logged steps the resume will train again: drop them,
- * so metrics.jsonl holds every step once. */
-static TgStatus drop_metrics_after(const char *path, int64_t step, const TgMessageSink *messages) {
+ * so metrics.jsonl and probes.jsonl hold every step once. */
+static TgStatus drop_lines_after(const char *path, int64_t step, const TgMessageSink *messages) {
     FILE *in = tg_file_open_read(path);
     if (!in) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "cannot read %s: %s", path, tg_file_open_error(errno));
     TgAtomicFile af;
@@ -104,9 +104,11 @@ static TgStatus drop_metrics_after(const char *path, int64_t step, const TgMessa
 }
 
 static TgStatus open_metrics(TgRun *run) {
-    char path[TG_PATH_CAP];
+    char path[TG_PATH_CAP], probes[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, run->dir, TG_RUN_METRICS_FILE));
-    if (run->resumed) TG_TRY(drop_metrics_after(path, run->state.step, &run->messages));
+    TG_TRY(tg_path_join(probes, sizeof probes, run->dir, TG_RUN_PROBES_FILE));
+    if (run->resumed) TG_TRY(drop_lines_after(path, run->state.step, &run->messages));
+    if (run->resumed) TG_TRY(drop_lines_after(probes, run->state.step, &run->messages));
     return tg_append_file_open(&run->metrics, path);
 }
 
@@ -170,6 +172,7 @@ TgStatus tg_run_commit(TgRun *run) {
 
 void tg_run_discard(TgRun *run) {
     tg_append_file_close(&run->metrics);
+    tg_append_file_close(&run->probes);
     tg_run_folder_discard(&run->folder);
 }
 
@@ -177,6 +180,9 @@ void tg_run_close(TgRun *run) {
     if (tg_append_file_close(&run->metrics) != 0)
         tg_message_emit(&run->messages, TG_MESSAGE_WARNING, "%s/%s lacks its last lines: %s", run->dir, TG_RUN_METRICS_FILE,
                      strerror(run->metrics_error ? run->metrics_error : ENOSPC));
+    if (tg_append_file_close(&run->probes) != 0)
+        tg_message_emit(&run->messages, TG_MESSAGE_WARNING, "%s/%s lacks its last lines: %s", run->dir,
+                        TG_RUN_PROBES_FILE, strerror(run->probes_error ? run->probes_error : ENOSPC));
     tg_folder_lock_release(&run->lock);
     if (run->model_built) tg_model_free(&run->model);
     tg_tokenizer_free(&run->tok);
@@ -191,6 +197,19 @@ void tg_run_close(TgRun *run) {
  * so that comparing the metrics of a resumed run with an uninterrupted one is meaningful. */
 static void json_number(FILE *f, const char *key, double v, int digits) {
     if (isfinite(v)) fprintf(f, ",\"%s\":%.*g", key, digits, v);
+}
+
+/* What a log line went to: a full disk loses no line, it waits (lib/append_file.h), and the
+ * person is told once. *last_error: the errno of the log's previous flush. */
+static void flush_log(TgRun *run, TgAppendFile *log, int *last_error, const char *name) {
+    int err = tg_append_file_flush(log);
+    if (err && !*last_error)
+        tg_message_emit(&run->messages, TG_MESSAGE_WARNING,
+                        "cannot write %s/%s (%s): its lines wait in memory and are written once there is space",
+                        run->dir, name, strerror(err));
+    else if (!err && *last_error)
+        tg_message_emit(&run->messages, TG_MESSAGE_NOTE, "%s/%s is written again; no line was lost", run->dir, name);
+    *last_error = err;
 }
 
 TgRunMetrics tg_run_metrics_at(int64_t step) {
@@ -215,16 +234,24 @@ void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m) {
         fprintf(f, ":%.9g", m->extra[i].value);
     }
     fputs("}\n", f);
-    /* a full disk loses no line: it waits (lib/append_file.h), and the person is told once */
-    int err = tg_append_file_flush(&run->metrics);
-    if (err && !run->metrics_error)
-        tg_message_emit(&run->messages, TG_MESSAGE_WARNING,
-                     "cannot write %s/%s (%s): its lines wait in memory and are written once there is space",
-                     run->dir, TG_RUN_METRICS_FILE, strerror(err));
-    else if (!err && run->metrics_error)
-        tg_message_emit(&run->messages, TG_MESSAGE_NOTE, "%s/%s is written again; no line was lost", run->dir,
-                     TG_RUN_METRICS_FILE);
-    run->metrics_error = err;
+    flush_log(run, &run->metrics, &run->metrics_error, TG_RUN_METRICS_FILE);
+}
+
+TgStatus tg_run_log_probe(TgRun *run, int64_t step, const char *prompt, size_t prompt_len, const char *text,
+                          size_t text_len) {
+    if (!run->probes.f) {
+        char path[TG_PATH_CAP];
+        TG_TRY(tg_path_join(path, sizeof path, run->dir, TG_RUN_PROBES_FILE));
+        TG_TRY(tg_append_file_open(&run->probes, path));
+    }
+    FILE *f = run->probes.f;
+    fprintf(f, "{\"step\":%lld,\"prompt\":", (long long)step);
+    tg_json_write_bytes(f, prompt, prompt_len);
+    fputs(",\"text\":", f);
+    tg_json_write_bytes(f, text, text_len);
+    fputs("}\n", f);
+    flush_log(run, &run->probes, &run->probes_error, TG_RUN_PROBES_FILE);
+    return TG_OK;
 }
 
 TgStatus tg_run_sample(TgRun *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,
@@ -233,6 +260,28 @@ TgStatus tg_run_sample(TgRun *run, TgTape *tape, const char *prompt, int64_t n, 
     tg_rng_seed(&rng, seed);
     TgSampler sampler = {.model = &run->model, .tape = tape, .opts = sampling, .rng = &rng};
     return tg_sample_text(&sampler, &run->tok, prompt, strlen(prompt), n, text, text_len);
+}
+
+TgStatus tg_run_continue_greedily(TgRun *run, TgTape *tape, const int32_t *ids, int64_t n, int64_t n_new, char **text,
+                                  size_t *text_len) {
+    *text = NULL, *text_len = 0;
+    TgChatTokens ends = {.im_start = -1, .im_end = -1, .eot = run->tok.eot_id};
+    if (run->task == TG_TASK_SFT) TG_TRY(tg_chat_tokens_find(&run->tok, run->dir, &ends));
+    /* greedy: no draw takes a number from the generator */
+    const TgSampleOptions greedy = {.temperature = 0};
+    TgRng rng;
+    tg_rng_seed(&rng, 0);
+    int32_t *out = tg_malloc((size_t)(n + n_new) * sizeof *out);
+    int32_t stop = run->task == TG_TASK_SFT ? ends.im_end : ends.eot;
+    TgSampler sampler = {.model = &run->model, .tape = tape, .opts = &greedy, .rng = &rng};
+    int64_t total = tg_sample_generate(&sampler, ids, n, n_new, stop, out);
+    /* the reply ends before the first end of either kind: what stopping at it would have drawn */
+    int64_t end = n;
+    while (end < total && out[end] != ends.eot && out[end] != ends.im_end) end++;
+    TgStatus s = total < 0 ? TG_ERR_NUMERIC /* tg_sample_generate's message */
+                           : tg_tokenizer_decode(&run->tok, out + n, (size_t)(end - n), text, text_len);
+    free(out);
+    return s;
 }
 
 bool tg_run_init_from_is_run(const char *path) {

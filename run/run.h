@@ -1,6 +1,7 @@
 /* A run folder: tokenizer.txt, train.tok, val.tok, run.txt, train_options.txt, metrics.jsonl,
- * ckpt-*.tgck, latest. Opening one for training prepares the data and builds (or restores) the
- * model; opening one for sampling or evaluation loads the tokenizer and the newest checkpoint.
+ * probes.jsonl, ckpt-*.tgck, latest, best. Opening one for training prepares the data and builds
+ * (or restores) the model; opening one for sampling or evaluation loads the tokenizer and the
+ * newest checkpoint.
  *
  * Training one goes in four stages, so that a run that fails before its first step leaves no
  * trace: tg_run_open_for_training checks everything and, for a new run, builds it in a temporary
@@ -41,10 +42,13 @@ typedef struct TgRun {
     TgTrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
-    TgEvalMetric keep_best; /* the figure its best checkpoint is kept by: from --keep-best, or from run.txt on a resume */
+    TgEvalMetric
+        keep_best; /* the figure its best checkpoint is kept by: from --keep-best, or from run.txt on a resume */
     bool initialized_from_file; /* --init-from: weights from a safetensors file, a run or a checkpoint */
     TgAppendFile metrics;     /* metrics.jsonl, once tg_run_start opened it */
     int metrics_error;      /* the errno its writes last reported to `messages` (0: none) */
+    TgAppendFile probes;    /* probes.jsonl, from its first line on (tg_run_log_probe) */
+    int probes_error;
     char last_checkpoint[TG_PATH_CAP];
     TgMessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
 } TgRun;
@@ -76,7 +80,8 @@ typedef struct TgRun {
 TgStatus tg_run_open_for_training(TgTrainOptions *o, bool writes, const TgMessageSink *messages,
                                const TgPrepareReporter *preparing, TgRun *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
- * metrics it logged after its checkpoint dropped; metrics.jsonl is opened. */
+ * metrics and probe continuations it logged after its checkpoint dropped; metrics.jsonl is
+ * opened. */
 TgStatus tg_run_start(TgRun *run);
 /* Moves a new run's folder into place (run->dir is then its path); nothing for a resumed run. */
 TgStatus tg_run_commit(TgRun *run);
@@ -125,5 +130,16 @@ void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m);
  * frees it). */
 TgStatus tg_run_sample(TgRun *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,
                     char **text, size_t *text_len);
+/* The greedy continuation (the most likely token each time) of the prompt ids[0..n), 1 <= n <=
+ * the context, by up to n_new tokens: *text (malloc'ed, the caller frees it) receives its text up
+ * to the first <eot> (in a fine-tuning run, <|im_end|> too), which is left out. */
+TgStatus tg_run_continue_greedily(TgRun *run, TgTape *tape, const int32_t *ids, int64_t n, int64_t n_new, char **text,
+                                  size_t *text_len);
+
+/* A line {"step":N,"prompt":"...","text":"..."} of probes.jsonl (TG_RUN_PROBES_FILE), opened at its
+ * first line: the continuation `text` of the probe prompt `prompt` at `step` (train/probe_prompts.h).
+ * A full disk is waited out as metrics.jsonl's is. */
+TgStatus tg_run_log_probe(TgRun *run, int64_t step, const char *prompt, size_t prompt_len, const char *text,
+                          size_t text_len);
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/atomic_file.h"
+#include "checkpoint/checkpoint_folder.h"
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "tokenizer/tokenizer_hf.h"
@@ -32,9 +33,11 @@ static const struct {
     {TG_RUN_IDENTITY_FILE, "the description", true},
     {TG_TRAIN_OPTIONS_FILE, "the training options", false},
     {TG_RUN_METRICS_FILE, "the metrics", false},
+    {TG_RUN_PROBES_FILE, "the continuations of its probe prompts", false},
     {"grads.jsonl", "the gradient log", false},
     {TG_RUN_LOG_FILE, "the log of what the run printed", false},
     {"latest", "the pointer to the newest checkpoint", true},
+    {TG_CHECKPOINT_BEST_FILE, "the pointer to the best checkpoint", false},
     {TG_RUN_LOCK_FILE, "the lock", false},
 };
 

@@ -22,6 +22,8 @@
 
 /* The per-step metrics of a run folder (run.txt and train_options.txt: run/train_options.h). */
 #define TG_RUN_METRICS_FILE "metrics.jsonl"
+/* The continuations of --probe-prompts at each evaluation (run.h: tg_run_log_probe) */
+#define TG_RUN_PROBES_FILE "probes.jsonl"
 /* What the run printed, every line, for a person (cli/train_report.h) */
 #define TG_RUN_LOG_FILE "log.txt"
 /* Locked (lib/folder_lock.h) by the process training in the folder, from before it reads it. */
@@ -42,7 +44,7 @@ TgStatus tg_run_folder_of(const char *dir_or_file, char *out, size_t cap);
 
 /* Whether `name` is the name of a file a run keeps in its folder: ckpt-*.tgck, latest,
  * tokenizer.txt, tokenizer.json, train.tok, val.tok, dataset.json, run.txt, train_options.txt, metrics.jsonl,
- * grads.jsonl, log.txt, train.lock. No command writes a file of that name into a run folder but the
+ * probes.jsonl, grads.jsonl, log.txt, best, train.lock. No command writes a file of that name into a run folder but the
  * trainer (run/output_check.h); *what (may be NULL) receives what the file is to the run ("the tokenizer"). */
 bool tg_run_file_name(const char *name, const char **what);
 /* Whether `dir` is a run folder. A run folder is known by its files, not its name: it holds
