@@ -13,8 +13,10 @@
 #include "data/loader.h"
 #include "data/sft_loader.h"
 #include "train/batch_source.h"
+#include "train/best.h"
 #include "train/evaluate.h"
 #include "train/tasks.h"
+#include "train/probe_prompts.h"
 #include "tapegrad/tokenizer.h"
 #include "data/tokfile.h"
 #include "lib/cpu.h"
@@ -77,6 +79,9 @@ typedef struct Trainer {
     double window_t;              /* tokens/s over the steps since the last progress line */
     int64_t window_tokens;
     TgTaskSuite tasks; /* --eval-task's files, scored at every evaluation */
+    TgEvalMetric watched;         /* the figure of the best record (train/best.h): none, or --keep-best's or val_loss */
+    TgProbePrompts probe_prompts; /* rank 0's (--probe-prompts) */
+    char stop_reason[256];        /* why the run stopped early (--early-stop) */
 } Trainer;
 
 /* Once the first step is done, or the run stops before one, the run folder moves into place
@@ -97,6 +102,7 @@ static const char ANOTHER_RANK_FAILED[] = "stopped because another rank of the j
 
 static void trainer_close(Trainer *tr) {
     tg_checkpoint_saver_free(&tr->saver);
+    tg_probe_prompts_free(&tr->probe_prompts);
     free(tr->ffn_hidden);
     free(tr->inputs);
     free(tr->targets);
@@ -171,6 +177,10 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     TG_TRY(tg_run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
     TgTaskEncoding tasks = tg_task_encoding_of(&tr->run);
     TG_TRY(tg_task_suite_open(&tr->tasks, o->eval_tasks.items, o->eval_tasks.count, &tasks));
+    tr->watched = tg_best_watched(tr->run.keep_best, o->early_stop);
+    tg_best_record_start(&tr->run.state.best, tr->watched);
+    if (tr->writer && o->probe_prompts && *o->probe_prompts)
+        TG_TRY(tg_probe_prompts_load(&tr->probe_prompts, o->probe_prompts, o->probe_tokens, &tr->run));
     const TgModelConfig *c = &tr->run.model.cfg;
     int64_t B = o->batch, T = c->seq_len;
     tr->batch = B, tr->seq = T;
@@ -202,6 +212,10 @@ static TgStatus trainer_open_files(Trainer *tr) {
     TG_TRY(tg_run_start(&tr->run));
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
     if (tg_train_options_save(tr->run.dir, tr->o) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
+    /* `best` as the record resumed from says: a save killed before it rewrote `best`, or a resume
+     * from an older checkpoint, leaves another there */
+    if (tr->run.resumed && tr->run.keep_best != TG_EVAL_METRIC_NONE)
+        TG_TRY(tg_checkpoint_write_best(tr->run.dir, tg_eval_metric_name(tr->run.keep_best), &tr->run.state.best));
     if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
     return TG_OK;
 }
@@ -329,13 +343,22 @@ static TgStatus trainer_announce(Trainer *tr) {
 
 /* Why the run stops before its next step, as a number the ranks agree on by taking the largest:
  * a failure on any rank stops them all, then a signal that reached any rank, then --stop-after,
- * then the time budget (whose clock each rank reads for itself). */
-enum { GO_ON = 0, STOP_TIME_BUDGET = 1, STOP_AFTER = 2, STOP_SIGNAL = 3 /* + the signal's number */, STOP_FAILED = 1000 };
+ * then --early-stop (whose record every rank holds alike), then the time budget (whose clock each
+ * rank reads for itself). */
+enum {
+    GO_ON = 0,
+    STOP_TIME_BUDGET = 1,
+    STOP_EARLY = 2,
+    STOP_AFTER = 3,
+    STOP_SIGNAL = 4 /* + the signal's number */,
+    STOP_FAILED = 1000
+};
 
 static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, TgStatus s) {
     if (s != TG_OK) return STOP_FAILED;
     if (stop && *stop) return STOP_SIGNAL + (int)*stop;
     if (tr->o->stop_after >= 0 && tr->run.state.step >= tr->o->stop_after) return STOP_AFTER;
+    if (tg_best_record_exhausted(&tr->run.state.best, tr->o->early_stop)) return STOP_EARLY;
     if (tg_clock_seconds() - tr->t_start >= tr->budget_s) return STOP_TIME_BUDGET;
     return GO_ON;
 }
@@ -348,6 +371,21 @@ static const char *stop_text(int code) {
     case STOP_SIGNAL + SIGUSR1: return "stopped by SIGUSR1";
     default: return "interrupted";
     }
+}
+
+/* Why --early-stop ended the run, in tr->stop_reason. */
+static const char *early_stop_text(Trainer *tr) {
+    const TgBestRecord *b = &tr->run.state.best;
+    const char *name = tg_eval_metric_name(tr->watched);
+    if (b->step < 0)
+        snprintf(tr->stop_reason, sizeof tr->stop_reason,
+                 "stopped early (--early-stop %lld: %lld evaluations gave no %s)", (long long)tr->o->early_stop,
+                 (long long)b->evals_since, name);
+    else
+        snprintf(tr->stop_reason, sizeof tr->stop_reason,
+                 "stopped early (--early-stop %lld: %s %.6g of step %lld not bettered in %lld evaluations)",
+                 (long long)tr->o->early_stop, name, b->value, (long long)b->step, (long long)b->evals_since);
+    return tr->stop_reason;
 }
 
 /* The probe (TgTrainHooks): the fixed val batches forward with nothing recorded, through the weights
@@ -528,20 +566,32 @@ static void report_failed_save(Trainer *tr) {
                  newest[0] ? newest : "none");
 }
 
-/* After a step: evaluation, metrics, the progress line, the folder's commit, checkpoints. What
- * the ranks do together comes first: a rank's own failure must not make it skip a collective. */
+/* The evaluation just made (val, tr->last_bpb) into the best record of the watched figure: true
+ * when it is the best so far. */
+static bool note_best(Trainer *tr, double val) {
+    TgEvalFigures figures = {.val_loss = val, .val_bpb = tr->last_bpb};
+    double value = tg_best_metric_value(tr->watched, &figures);
+    return tg_best_record_update(&tr->run.state.best, tr->watched, value, tr->run.state.step);
+}
+
+/* After a step: evaluation (the best record, the probe prompts), metrics, the progress line, the
+ * folder's commit, checkpoints (every --ckpt-every, and at a new best the run keeps). What the
+ * ranks do together comes first: a rank's own failure must not make it skip a collective. */
 static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double grad_norm) {
     TgTrainOptions *o = tr->o;
     TgTrainerState *st = &tr->run.state;
     bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
     double val = NAN;
+    bool best_now = false; /* a checkpoint the best record names, kept by --keep-best */
     if (eval_now) {
         TG_TRY(evaluate(tr, &val));
         tr->last_val = val;
         tr->val_before_training = false;
         if (!(val >= st->best_val_loss)) st->best_val_loss = val;
+        best_now = note_best(tr, val) && tr->run.keep_best != TG_EVAL_METRIC_NONE;
     }
-    bool ckpt_now = o->ckpt_every > 0 && st->step % o->ckpt_every == 0 && st->step < o->steps && st->step != o->stop_after;
+    bool ckpt_now = (best_now || (o->ckpt_every > 0 && st->step % o->ckpt_every == 0)) && st->step < o->steps &&
+                    st->step != o->stop_after;
     if (ckpt_now) TG_TRY(check_replicas(tr, false));
     if (!tr->writer) return TG_OK;
     double elapsed = tr->elapsed_before + (tg_clock_seconds() - tr->t_start);
@@ -550,6 +600,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     TgRunMetrics line = {st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed, NULL, 0};
     if (eval_now) tg_task_suite_add_metrics(&tr->tasks, &line);
     tg_run_log_metrics(&tr->run, &line);
+    if (eval_now) TG_TRY(tg_probe_prompts_write(&tr->probe_prompts, &tr->run, &tr->engine.tape, st->step));
     if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
         double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
         if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (tg_clock_seconds() - tr->t_start));
@@ -590,13 +641,27 @@ static TgStatus trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const cha
         if (*by_signal && stop) *stop = (sig_atomic_t)(code - STOP_SIGNAL);
         if (tr->run.state.step >= tr->o->steps) return TG_OK;
         if (code != GO_ON) {
-            *reason = stop_text(code);
+            *reason = code == STOP_EARLY ? early_stop_text(tr) : stop_text(code);
             return TG_OK;
         }
         double loss = NAN, lr = NAN, grad_norm = NAN;
         s = trainer_step(tr, &loss, &lr, &grad_norm);
         if (s == TG_OK) s = trainer_after_step(tr, loss, lr, grad_norm);
     }
+}
+
+/* The best checkpoint a run keeps (--keep-best), for the summary. */
+static void report_best(Trainer *tr) {
+    const TgBestRecord *b = &tr->run.state.best;
+    if (tr->run.keep_best == TG_EVAL_METRIC_NONE) return;
+    if (b->step < 0) {
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "best checkpoint: none yet (no evaluation of --eval-every)");
+        return;
+    }
+    tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
+                    "best checkpoint: %s %.6g at step %lld, %s/ckpt-%08lld.tgck (named by %s/%s)",
+                    tg_eval_metric_name(tr->run.keep_best), b->value, (long long)b->step, tr->run.dir,
+                    (long long)b->step, tr->run.dir, TG_CHECKPOINT_BEST_FILE);
 }
 
 /* Rank 0 at the end: the last checkpoint and the summary. */
@@ -623,6 +688,7 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
                  reason, (long long)st->step, tr->last_val, log((double)run->model.cfg.vocab), tr->last_bpb, st->elapsed_s,
                  run->last_checkpoint);
     tg_task_suite_report(&tr->tasks, &tr->messages);
+    report_best(tr);
     const TgCheckpointSaver *sv = &tr->saver;
     tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
                  "checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them "
@@ -669,6 +735,9 @@ TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTr
     Trainer tr;
     TgStatus s = trainer_start(&tr, o, hooks, reporter);
     if (s == TG_OK) s = trainer_announce(&tr);
+    /* the evaluation of --init-from's weights, before any step, has its probe lines too */
+    if (s == TG_OK && tr.val_before_training)
+        s = tg_probe_prompts_write(&tr.probe_prompts, &tr.run, &tr.engine.tape, 0);
     if (s == TG_OK) {
         tr.window_t = tg_clock_seconds();
         const char *reason = "done";
