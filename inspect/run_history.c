@@ -7,6 +7,7 @@
 #include "lib/file_read.h"
 #include "lib/json_reader.h"
 #include "lib/path.h"
+#include "run/run_folder.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -336,15 +337,82 @@ static TgStatus load_grad_log(const char *dir, TgRunHistory *h) {
     return s;
 }
 
+/* The string `key` of the object at obj, decoded into *out (malloc'ed); refused when there is none. */
+static TgStatus string_alloc(const TgJsonCursor *obj, const char *key, char **out, const char *path, int64_t line_no) {
+    TgJsonCursor v;
+    bool found;
+    TG_TRY(member(obj, key, &v, &found, path, line_no));
+    if (!found || tg_json_type(&v) != TG_JSON_STRING)
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: expected a step, a prompt and a text", path, (long long)line_no);
+    *out = tg_json_decode_alloc(tg_json_read_string(&v), NULL);
+    if (!*out) return tg_fail(TG_ERR_NOMEM, "out of memory reading %s line %lld", path, (long long)line_no);
+    return TG_OK;
+}
+
+static void free_probe_rows(TgRunHistory *h, int64_t keep) {
+    for (; h->n_probes > keep; h->n_probes--) {
+        free(h->probes[h->n_probes - 1].prompt);
+        free(h->probes[h->n_probes - 1].text);
+    }
+}
+
+/* One checked line of probes.jsonl onto h->probes: a step below the last row's is a resumed
+ * run's, which replaces the rows from that step on. */
+static TgStatus add_probe_row(TgRunHistory *h, const TgJsonCursor *o, const char *path, int64_t line_no,
+                              int64_t *alloc) {
+    TgProbeRow row = {0};
+    TG_TRY(read_step(o, &row.step, path, line_no));
+    int64_t keep = h->n_probes;
+    if (keep > 0 && h->probes[keep - 1].step > row.step)
+        while (keep > 0 && h->probes[keep - 1].step >= row.step) keep--;
+    free_probe_rows(h, keep);
+    if (h->n_probes == *alloc) {
+        *alloc = *alloc ? 2 * *alloc : 64;
+        h->probes = tg_realloc(h->probes, (size_t)*alloc * sizeof *h->probes);
+    }
+    TgStatus s = string_alloc(o, "prompt", &row.prompt, path, line_no);
+    if (s == TG_OK) s = string_alloc(o, "text", &row.text, path, line_no);
+    if (s == TG_OK)
+        h->probes[h->n_probes++] = row;
+    else
+        free(row.prompt), free(row.text);
+    return s;
+}
+
+static TgStatus load_probes(const char *dir, TgRunHistory *h) {
+    char path[TG_PATH_CAP];
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_PROBES_FILE));
+    FILE *f = tg_file_open_read(path);
+    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, tg_file_open_error(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int64_t line_no = 0, alloc = 0;
+    ssize_t len;
+    TgStatus s = TG_OK;
+    while (s == TG_OK && (len = getline(&line, &cap, f)) > 0) {
+        line_no++;
+        if (line[0] == '\n') continue;
+        TgJsonCursor o;
+        s = line_value(line, (size_t)len, path, line_no, &o);
+        if (s == TG_OK) s = add_probe_row(h, &o, path, line_no, &alloc);
+    }
+    free(line);
+    fclose(f);
+    return s;
+}
+
 TgStatus tg_run_history_load(const char *dir, TgRunHistory *h) {
     memset(h, 0, sizeof *h);
     TgStatus s = load_metrics(dir, h);
     if (s == TG_OK) s = load_grad_log(dir, h);
+    if (s == TG_OK) s = load_probes(dir, h);
     if (s != TG_OK) tg_run_history_free(h);
     return s;
 }
 
 void tg_run_history_free(TgRunHistory *h) {
+    free_probe_rows(h, 0);
+    free(h->probes);
     for (int64_t i = 0; i < h->n_logs; i++) free_log_row(&h->logs[i]);
     for (int i = 0; i < h->n_params; i++) free(h->param_names[i]);
     free(h->param_names);
@@ -528,6 +596,22 @@ void tg_report_add_run(TgReport *r, const TgRunHistory *h) {
     }
 }
 
+/* The best checkpoint DIR/best names (--keep-best), as a row of the facts: its lines joined. */
+static void add_best_fact(TgReportTable *t, const char *dir) {
+    char path[TG_PATH_CAP], *text = NULL;
+    size_t size;
+    if (tg_path_join(path, sizeof path, dir, TG_CHECKPOINT_BEST_FILE) != TG_OK ||
+        tg_file_read_all(path, 4096, &text, &size) != TG_OK) {
+        tg_error_clear();
+        return;
+    }
+    for (size_t i = 0; i < size; i++)
+        if (text[i] == '\n' || text[i] == '\0') text[i] = i + 1 < size ? ' ' : '\0';
+    tg_report_cell(t, "best checkpoint (DIR/best)");
+    tg_report_cell(t, "%s", text);
+    free(text);
+}
+
 /* The facts of a run as a two-column table; the model config comes from its latest checkpoint. */
 static void add_run_facts(TgReport *r, const char *dir, const TgRunHistory *h) {
     static const char *const header[] = {"", "value"};
@@ -557,6 +641,29 @@ static void add_run_facts(TgReport *r, const char *dir, const TgRunHistory *h) {
     tg_report_cell(t, "%.4f", tg_run_history_final_val_bpb(h));
     tg_report_cell(t, "train loss, mean of the last 10 steps");
     tg_report_cell(t, "%.4f", tg_run_history_final_train_loss(h, 10));
+    add_best_fact(t, dir);
+}
+
+/* A table per probe prompt (in the order of their first lines): its continuation at each step. */
+static void add_probe_tables(TgReport *r, const TgRunHistory *h) {
+    if (h->n_probes == 0) return;
+    tg_report_heading(r, "Probe prompts");
+    tg_report_text(r, "The greedy continuation of each line of --probe-prompts at every evaluation (probes.jsonl).");
+    static const char *const header[] = {"step", "continuation"};
+    for (int64_t i = 0; i < h->n_probes; i++) {
+        bool first = true; /* the prompt's first row: it gets the table */
+        for (int64_t j = 0; j < i && first; j++) first = strcmp(h->probes[j].prompt, h->probes[i].prompt) != 0;
+        if (!first) continue;
+        char caption[160];
+        snprintf(caption, sizeof caption, "%.120s%s", h->probes[i].prompt,
+                 strlen(h->probes[i].prompt) > 120 ? "..." : "");
+        TgReportTable *t = tg_report_table(r, caption, 2, header);
+        for (int64_t j = i; j < h->n_probes; j++) {
+            if (strcmp(h->probes[j].prompt, h->probes[i].prompt) != 0) continue;
+            tg_report_cell(t, "%lld", (long long)h->probes[j].step);
+            tg_report_cell(t, "%s", h->probes[j].text);
+        }
+    }
 }
 
 TgStatus tg_run_report_write(const char *dir, const TgRunHistory *h, const char *html_path, const char *jsonl_path) {
@@ -565,6 +672,7 @@ TgStatus tg_run_report_write(const char *dir, const TgRunHistory *h, const char 
     TgReport *r = tg_report_new(title);
     add_run_facts(r, dir, h);
     tg_report_add_run(r, h);
+    add_probe_tables(r, h);
     TgStatus s = tg_report_write_html(r, html_path);
     if (s == TG_OK) s = tg_report_write_series_jsonl(r, jsonl_path);
     tg_report_free(r);

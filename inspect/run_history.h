@@ -1,7 +1,9 @@
 /* What a run folder recorded while it trained, read back: metrics.jsonl (loss, val loss, lr,
- * global grad norm per step, the accuracies of --eval-task's tasks at each evaluation) and, when
- * the run used --log-grads, grads.jsonl (per-parameter gradient statistics and per-layer FFN
- * activation statistics at the logged steps). Feeds `tapegrad report` and `tapegrad compare-ffn`. */
+ * global grad norm per step, the accuracies of --eval-task's tasks at each evaluation), when the
+ * run used --log-grads, grads.jsonl (per-parameter gradient statistics and per-layer FFN
+ * activation statistics at the logged steps), and when it used --probe-prompts, probes.jsonl
+ * (each prompt's continuation at each evaluation). Feeds `tapegrad report` and `tapegrad
+ * compare-ffn`. */
 #ifndef TAPEGRAD_RUN_HISTORY_H
 #define TAPEGRAD_RUN_HISTORY_H
 
@@ -35,6 +37,12 @@ typedef struct TgGradLogRow {
     double *probe_dead_frac, *probe_zero_frac; /* [n_layers], the probe set (TgTrainHooks); NaN without one */
 } TgGradLogRow;
 
+/* One line of probes.jsonl (train/probe_prompts.h): a prompt's continuation at a step. */
+typedef struct TgProbeRow {
+    int64_t step;
+    char *prompt, *text; /* decoded and NUL-terminated (a NUL inside, written as \u0000, ends them) */
+} TgProbeRow;
+
 /* The per-layer statistics of a log row, by name, for code that charts any of them. */
 typedef enum {
     TG_LAYER_DEAD_FRAC,
@@ -60,12 +68,14 @@ typedef struct TgRunHistory {
     char **param_names;      /* [n_params] */
     char ffn_kind[16];       /* "relu" | "swiglu" ("" without grads.jsonl) */
     bool has_probe;          /* the first logged line holds probe-set statistics */
+    TgProbeRow *probes;      /* in the file's order; empty when the run had no --probe-prompts */
+    int64_t n_probes;
 } TgRunHistory;
 
-/* Reads DIR/metrics.jsonl (required) and DIR/grads.jsonl (optional). A run resumed from an
- * earlier checkpoint repeats steps: later lines replace earlier ones from that step on. A member
- * "task/..." of a metrics line must be "task/NAME/acc" or "task/NAME/acc_norm" (NAME a task's name,
- * data/task_file.h), given once, with a number in [0, 1] or null; at most
+/* Reads DIR/metrics.jsonl (required), DIR/grads.jsonl and DIR/probes.jsonl (optional). A run
+ * resumed from an earlier checkpoint repeats steps: later lines replace earlier ones from that
+ * step on. A member "task/..." of a metrics line must be "task/NAME/acc" or "task/NAME/acc_norm"
+ * (NAME a task's name, data/task_file.h), given once, with a number in [0, 1] or null; at most
  * TG_RUN_HISTORY_MAX_TASKS names. */
 TgStatus tg_run_history_load(const char *dir, TgRunHistory *h);
 void tg_run_history_free(TgRunHistory *h);
@@ -83,7 +93,8 @@ double tg_run_history_layer_mean(const TgRunHistory *h, const double *per_layer)
 void tg_report_add_run(TgReport *r, const TgRunHistory *h);
 
 /* The whole report of one run folder: a table of its facts (model config from its latest
- * checkpoint), then tg_report_add_run; the HTML to html_path, the series to jsonl_path. */
+ * checkpoint, the best checkpoint DIR/best names), then tg_report_add_run, then a table of each
+ * probe prompt's continuations by step; the HTML to html_path, the series to jsonl_path. */
 TgStatus tg_run_report_write(const char *dir, const TgRunHistory *h, const char *html_path, const char *jsonl_path);
 
 #endif
