@@ -383,7 +383,7 @@ typedef union {
     double d;
     const char *str;
     TgOptList list;
-    unsigned char value[64]; /* a TG_OPT_VALUE's: its codec's size at most this */
+    unsigned char value[128]; /* a TG_OPT_VALUE's: its codec's size at most this */
 } FieldValue;
 
 static size_t field_size(const TgOptSpec *s) {

@@ -42,8 +42,7 @@ typedef struct TgRun {
     TgTrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
-    TgEvalMetric
-        keep_best; /* the figure its best checkpoint is kept by: from --keep-best, or from run.txt on a resume */
+    TgBestMetric keep_best; /* the figure its best checkpoint is kept by: from --keep-best, or from run.txt on a resume */
     bool initialized_from_file; /* --init-from: weights from a safetensors file, a run or a checkpoint */
     TgAppendFile metrics;     /* metrics.jsonl, once tg_run_start opened it */
     int metrics_error;      /* the errno its writes last reported to `messages` (0: none) */

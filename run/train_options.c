@@ -136,10 +136,10 @@ static const TgOptSpec specs[] = {
                    "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
                    "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
                    ID, NULL),
-    TG_OPT(T, keep_best, "--keep-best", TG_OPT_ENUM,
-        "keep the checkpoint of the best evaluation by this figure (the lowest val_loss or val_bpb) beside the "
-        "newest; DIR/best names it and --keep never deletes it; run.txt records it",
-        TG_OPT_ANY, TG_EVAL_METRIC_CHOICES, ID, NULL),
+    TG_OPT_CODEC(T, keep_best, "--keep-best",
+        "keep the checkpoint of the best evaluation by this figure (the lowest val_loss or val_bpb, the highest "
+        "accuracy of an --eval-task) beside the newest; DIR/best names it and --keep never deletes it; run.txt records it",
+        "none|val_loss|val_bpb|task:NAME|task:NAME:acc_norm", ID, "none", &tg_best_metric_codec),
     TG_FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     TG_FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
     TG_OPT(T, accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation", TG_FLAG_RANGE_COUNT, NULL,
@@ -262,7 +262,7 @@ static TgStatus conflict(const TgTrainOptions *o, const char *a, const char *b) 
 /* --keep-best, --early-stop and --probe-prompts act at the evaluations of --eval-every, which 0
  * leaves to the end alone. */
 static TgStatus check_evaluations(const TgTrainOptions *o) {
-    const char *flag = o->keep_best != TG_EVAL_METRIC_NONE     ? "--keep-best"
+    const char *flag = o->keep_best.kind != TG_EVAL_METRIC_NONE     ? "--keep-best"
                        : o->early_stop > 0                     ? "--early-stop"
                        : o->probe_prompts && *o->probe_prompts ? "--probe-prompts"
                                                                : NULL;
@@ -292,6 +292,46 @@ const char *tg_eval_metric_name(TgEvalMetric metric) {
 bool tg_eval_metric_maximised(TgEvalMetric metric) {
     return (unsigned)metric < TG_EVAL_METRIC_COUNT && eval_metric_maximised[metric];
 }
+
+void tg_best_metric_format(const TgBestMetric *m, char *buf, size_t cap) {
+    if (m->kind == TG_EVAL_METRIC_TASK_ACC) snprintf(buf, cap, "task:%s", m->task);
+    else if (m->kind == TG_EVAL_METRIC_TASK_ACC_NORM) snprintf(buf, cap, "task:%s:acc_norm", m->task);
+    else snprintf(buf, cap, "%s", tg_eval_metric_name(m->kind));
+}
+
+/* --keep-best's text, wherever it comes from (a flag, run.txt) */
+static TgStatus best_metric_parse(const TgOptSpec *spec, void *field, const char *text) {
+    TgBestMetric *m = field, parsed = {TG_EVAL_METRIC_NONE, ""};
+    if (strncmp(text, "task:", 5) == 0) {
+        const char *name = text + 5, *colon = strchr(name, ':');
+        size_t len = colon ? (size_t)(colon - name) : strlen(name);
+        bool norm = colon && strcmp(colon, ":acc_norm") == 0;
+        if (!tg_task_name_valid(name, len) || (colon && !norm && strcmp(colon, ":acc") != 0))
+            return tg_fail(TG_ERR_ARG, "%s task:%s: expected task:NAME or task:NAME:acc_norm, NAME an --eval-task file's "
+                                       "name (1 to 64 letters, digits, '-', '_' or '.')",
+                           spec->flag, name);
+        parsed.kind = norm ? TG_EVAL_METRIC_TASK_ACC_NORM : TG_EVAL_METRIC_TASK_ACC;
+        memcpy(parsed.task, name, len);
+        parsed.task[len] = '\0';
+    } else {
+        for (int k = 0; k < TG_EVAL_METRIC_TASK_ACC; k++)
+            if (strcmp(text, tg_eval_metric_name((TgEvalMetric)k)) == 0) parsed.kind = (TgEvalMetric)k;
+        if (parsed.kind == TG_EVAL_METRIC_NONE && strcmp(text, "none") != 0)
+            return tg_fail(TG_ERR_ARG, "%s must be none, val_loss, val_bpb, task:NAME or task:NAME:acc_norm, got '%s'",
+                           spec->flag, text);
+    }
+    *m = parsed;
+    return TG_OK;
+}
+
+static void best_metric_format(const void *field, char *buf, size_t cap) { tg_best_metric_format(field, buf, cap); }
+
+static bool best_metric_equal(const void *a, const void *b) {
+    const TgBestMetric *x = a, *y = b;
+    return x->kind == y->kind && strcmp(x->task, y->task) == 0;
+}
+
+const TgOptCodec tg_best_metric_codec = {sizeof(TgBestMetric), best_metric_parse, best_metric_format, best_metric_equal};
 
 /* A new fine-tuning run: conversations to read, and the tokenizer of the model it starts from. */
 static TgStatus check_sft(const TgTrainOptions *o) {

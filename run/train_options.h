@@ -26,6 +26,7 @@
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/tape.h"
+#include "data/task_file.h"
 #include "run/shared_flags.h"
 
 enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4, TG_TRAIN_OPT_NUMERIC = 8 };
@@ -54,7 +55,9 @@ typedef enum { TG_TASK_PRETRAIN, TG_TASK_SFT } TgTrainTask;
 #define TG_EVAL_METRICS(X)                                                                                             \
     X(NONE, "none", false)                                                                                             \
     X(VAL_LOSS, "val_loss", false)                                                                                     \
-    X(VAL_BPB, "val_bpb", false)
+    X(VAL_BPB, "val_bpb", false)                                                                                      \
+    X(TASK_ACC, "task", true)                                                                                          \
+    X(TASK_ACC_NORM, "task_norm", true)
 
 typedef enum {
 #define TG_EVAL_METRIC_ENUM(id, name, maximised) TG_EVAL_METRIC_##id,
@@ -69,6 +72,17 @@ typedef enum {
 /* "val_loss", ...; and whether a larger value is the better one */
 const char *tg_eval_metric_name(TgEvalMetric metric);
 bool tg_eval_metric_maximised(TgEvalMetric metric);
+
+/* --keep-best's figure: none, val_loss, val_bpb, or a task's accuracy (`task:NAME`, the summed
+ * scoring's, or `task:NAME:acc_norm`, the normalised one's; NAME an --eval-task file's name,
+ * train/tasks.h). */
+typedef struct TgBestMetric {
+    TgEvalMetric kind;
+    char task[TG_TASK_NAME_CAP]; /* TG_EVAL_METRIC_TASK_*: the task's name */
+} TgBestMetric;
+/* Its text as --keep-best and run.txt write it: "val_loss", "task:NAME", "task:NAME:acc_norm". */
+void tg_best_metric_format(const TgBestMetric *m, char *buf, size_t cap);
+extern const TgOptCodec tg_best_metric_codec;
 
 /* The tokenizer a new run makes: from the preset (a BPE when it has a vocabulary of its own,
  * else char), char, a BPE trained on the corpus, or a Hugging Face tokenizer.json. --tokenizer
@@ -102,7 +116,7 @@ typedef struct TgTrainOptions {
     double lora_alpha;         /* 0: 2 * lora_rank (run.txt records the resolved value) */
     const char *lora_targets;  /* NULL: TG_TRAIN_DEFAULT_LORA_TARGETS (run.txt records them in their canonical order) */
     TgPrecision precision;     /* of the linear layers' products (tg_tape_set_precision) */
-    TgEvalMetric keep_best;    /* the figure whose best checkpoint is kept beside the newest; NONE: none.
+    TgBestMetric keep_best;    /* the figure whose best checkpoint is kept beside the newest; NONE: none.
                                 * Fixed for the run: its checkpoints' best record is of this figure */
     /* how it trains (may change on resume) */
     int64_t steps, batch, accum;

@@ -51,7 +51,11 @@ Test(best_record, what_a_run_watches_and_a_record_it_resumes_with) {
     cr_expect_eq(tg_best_metric_value(TG_EVAL_METRIC_VAL_LOSS, &f), 2.0);
     cr_expect_eq(tg_best_metric_value(TG_EVAL_METRIC_VAL_BPB, &f), 3.0);
     cr_expect_str_eq(tg_eval_metric_name(TG_EVAL_METRIC_VAL_BPB), "val_bpb");
-    cr_expect_str_eq(TG_EVAL_METRIC_CHOICES, "none|val_loss|val_bpb");
+    cr_expect_str_eq(TG_EVAL_METRIC_CHOICES, "none|val_loss|val_bpb|task|task_norm");
+    cr_expect(tg_eval_metric_maximised(TG_EVAL_METRIC_TASK_ACC) && tg_eval_metric_maximised(TG_EVAL_METRIC_TASK_ACC_NORM),
+              "an accuracy is better higher");
+    f.task = 0.75;
+    cr_expect_eq(tg_best_metric_value(TG_EVAL_METRIC_TASK_ACC_NORM, &f), 0.75);
     /* a record the run resumed with goes on; a run that watches nothing keeps none */
     TgBestRecord r = {.kept = true, .value = 2.5, .step = 4, .evals_since = 2};
     tg_best_record_start(&r, TG_EVAL_METRIC_VAL_LOSS);
@@ -241,6 +245,83 @@ Test(keep_best_cli, keep_1_keeps_the_best_checkpoint_beside_the_newest, .init = 
     cr_expect(rc == 2 && strstr(out, "--keep-best val_bpb differs from the resumed run's val_loss"), "%d: %s", rc, out);
     free(out);
     free(run), free(pointer), free(identity);
+}
+
+/* --keep-best task:NAME keeps the checkpoint of the highest accuracy of that --eval-task (the
+ * first of equal ones), by the figures metrics.jsonl holds; run.txt records it; a name that is no
+ * --eval-task file's is refused before anything is written. */
+Test(keep_best_cli, a_task_accuracy_keeps_the_checkpoint_of_its_highest_value, .init = setup, .fini = teardown,
+     .timeout = 90) {
+    char *run = datagen_path(dir, "run"), *out = NULL, files[512], line[2048];
+    /* minimal pairs from the corpus's own phrases against the same bytes reversed */
+    char *text = ckpt_read_text(corpus), *tasks = datagen_path(dir, "order.jsonl");
+    FILE *f = fopen(tasks, "w");
+    int pairs = 0;
+    for (char *l = strtok(text, ".,;\n"); l && pairs < 24; l = strtok(NULL, ".,;\n")) {
+        while (*l == ' ') l++;
+        size_t n = strlen(l) < 24 ? strlen(l) : 24;
+        bool plain = n >= 8;
+        for (size_t i = 0; i < n; i++) plain = plain && ((l[i] >= 'a' && l[i] <= 'z') || l[i] == ' ');
+        if (!plain) continue;
+        fprintf(f, "{\"sentence_good\": \"%.*s\", \"sentence_bad\": \"", (int)n, l);
+        for (size_t i = n; i-- > 0;) fputc(l[i], f);
+        fputs("\"}\n", f);
+        pairs++;
+    }
+    fclose(f);
+    free(text);
+    cr_assert_gt(pairs, 8, "the corpus gave only %d phrases of letters", pairs);
+    int rc = ckpt_cli(&out, "train " BUMPY_FLAGS " --data %s --steps 24 --eval-task %s --keep-best task:order --out %s",
+                      corpus, tasks, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    /* the accuracies of the evaluations, from metrics.jsonl */
+    char *metrics = datagen_path(run, "metrics.jsonl");
+    f = fopen(metrics, "r");
+    cr_assert_not_null(f);
+    int64_t best = -1;
+    double best_acc = -1;
+    int evals = 0, changes = 0;
+    double last = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *acc = strstr(line, "\"task/order/acc\":");
+        if (!acc) continue;
+        double v = strtod(acc + strlen("\"task/order/acc\":"), NULL);
+        long long step = strtoll(strstr(line, "\"step\":") + 7, NULL, 10);
+        if (step == 0) continue; /* not an evaluation of --eval-every */
+        evals++;
+        changes += evals > 1 && v != last;
+        last = v;
+        if (v > best_acc) best_acc = v, best = step;
+    }
+    fclose(f);
+    cr_assert_eq(evals, 12, "%d evaluations in metrics.jsonl", evals);
+    cr_assert_gt(changes, 0, "the accuracy never changed: the test shows nothing");
+    checkpoint_files(run, files, sizeof files);
+    char expect[128], name[128];
+    if (best == 24) snprintf(expect, sizeof expect, "ckpt-00000024.tgck ");
+    else snprintf(expect, sizeof expect, "ckpt-%08lld.tgck ckpt-00000024.tgck ", (long long)best);
+    cr_expect_str_eq(files, expect, "the best accuracy %g was at step %lld", best_acc, (long long)best);
+    char *pointer = datagen_path(run, "best");
+    text = ckpt_read_text(pointer);
+    snprintf(name, sizeof name, "ckpt-%08lld.tgck\ntask:order ", (long long)best);
+    cr_expect_eq(strncmp(text, name, strlen(name)), 0, "%s", text);
+    free(text);
+    char *identity = datagen_path(run, "run.txt");
+    text = ckpt_read_text(identity);
+    cr_expect(strstr(text, "--keep-best task:order\n"), "%s", text);
+    free(text);
+    /* a task the run does not score, and a malformed name */
+    char *other = datagen_path(dir, "other");
+    rc = ckpt_cli(&out, "train " BUMPY_FLAGS " --data %s --steps 2 --eval-task %s --keep-best task:nope --out %s", corpus,
+                  tasks, other);
+    cr_expect(rc == 2 && strstr(out, "nope"), "%d: %s", rc, out);
+    cr_expect_neq(access(other, F_OK), 0, "the refused run left %s", other);
+    free(out);
+    rc = ckpt_cli(&out, "train " BUMPY_FLAGS " --data %s --steps 2 --keep-best task:a/b --out %s", corpus, other);
+    cr_expect(rc == 2 && strstr(out, "expected task:NAME or task:NAME:acc_norm"), "%d: %s", rc, out);
+    free(out);
+    free(run), free(tasks), free(metrics), free(pointer), free(identity), free(other);
 }
 
 /* Two runs' folders end alike: the same newest checkpoint, `best` file and checkpoint files. */

@@ -14,6 +14,9 @@ double tg_best_metric_value(TgEvalMetric metric, const TgEvalFigures *figures) {
         return figures->val_loss;
     case TG_EVAL_METRIC_VAL_BPB:
         return figures->val_bpb;
+    case TG_EVAL_METRIC_TASK_ACC:
+    case TG_EVAL_METRIC_TASK_ACC_NORM:
+        return figures->task;
     default:
         return NAN;
     }

@@ -18,6 +18,7 @@
 /* The figures of one evaluation, for the metric to take its value from. */
 typedef struct TgEvalFigures {
     double val_loss, val_bpb;
+    double task; /* the accuracy of the task --keep-best names */
 } TgEvalFigures;
 
 /* The figure a run watches: --keep-best's (the run's, `keep_best`), else val_loss when it stops

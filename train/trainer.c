@@ -90,8 +90,8 @@ typedef struct Trainer {
 static TgStatus commit_run(Trainer *tr) {
     if (tr->committed) return TG_OK;
     TG_TRY(tg_run_commit(&tr->run));
-    TgCheckpointKeep keep = {.newest = tr->o->keep, .best = tr->run.keep_best != TG_EVAL_METRIC_NONE};
-    snprintf(keep.metric, sizeof keep.metric, "%s", tg_eval_metric_name(tr->run.keep_best));
+    TgCheckpointKeep keep = {.newest = tr->o->keep, .best = tr->run.keep_best.kind != TG_EVAL_METRIC_NONE};
+    tg_best_metric_format(&tr->run.keep_best, keep.metric, sizeof keep.metric);
     tg_checkpoint_saver_init(&tr->saver, tr->run.dir, &keep, &tr->run.model);
     tr->committed = true;
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
@@ -164,6 +164,16 @@ static TgStatus open_batches(Trainer *tr, int64_t k) {
     return TG_OK;
 }
 
+/* A task --keep-best names is one of the run's --eval-task files (on a resume too: the tasks may
+ * have changed, the run's figure cannot). */
+static TgStatus check_best_task(const Trainer *tr) {
+    const TgBestMetric *m = &tr->run.keep_best;
+    if (m->kind != TG_EVAL_METRIC_TASK_ACC && m->kind != TG_EVAL_METRIC_TASK_ACC_NORM) return TG_OK;
+    char metric[TG_TASK_NAME_CAP + 16];
+    tg_best_metric_format(m, metric, sizeof metric);
+    return tg_task_metric_check(metric, tr->o->eval_tasks.items, tr->o->eval_tasks.count);
+}
+
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
 static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks *hooks, const TgTrainReporter *reporter) {
     memset(tr, 0, sizeof *tr);
@@ -177,7 +187,8 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     TG_TRY(tg_run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
     TgTaskEncoding tasks = tg_task_encoding_of(&tr->run);
     TG_TRY(tg_task_suite_open(&tr->tasks, o->eval_tasks.items, o->eval_tasks.count, &tasks));
-    tr->watched = tg_best_watched(tr->run.keep_best, o->early_stop);
+    TG_TRY(check_best_task(tr));
+    tr->watched = tg_best_watched(tr->run.keep_best.kind, o->early_stop);
     tg_best_record_start(&tr->run.state.best, tr->watched);
     if (tr->writer && o->probe_prompts && *o->probe_prompts)
         TG_TRY(tg_probe_prompts_load(&tr->probe_prompts, o->probe_prompts, o->probe_tokens, &tr->run));
@@ -214,8 +225,11 @@ static TgStatus trainer_open_files(Trainer *tr) {
     if (tg_train_options_save(tr->run.dir, tr->o) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
     /* `best` as the record resumed from says: a save killed before it rewrote `best`, or a resume
      * from an older checkpoint, leaves another there */
-    if (tr->run.resumed && tr->run.keep_best != TG_EVAL_METRIC_NONE)
-        TG_TRY(tg_checkpoint_write_best(tr->run.dir, tg_eval_metric_name(tr->run.keep_best), &tr->run.state.best));
+    if (tr->run.resumed && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE) {
+        char metric[TG_TASK_NAME_CAP + 16];
+        tg_best_metric_format(&tr->run.keep_best, metric, sizeof metric);
+        TG_TRY(tg_checkpoint_write_best(tr->run.dir, metric, &tr->run.state.best));
+    }
     if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
     return TG_OK;
 }
@@ -569,7 +583,13 @@ static void report_failed_save(Trainer *tr) {
 /* The evaluation just made (val, tr->last_bpb) into the best record of the watched figure: true
  * when it is the best so far. */
 static bool note_best(Trainer *tr, double val) {
-    TgEvalFigures figures = {.val_loss = val, .val_bpb = tr->last_bpb};
+    TgEvalFigures figures = {.val_loss = val, .val_bpb = tr->last_bpb, .task = NAN};
+    const TgBestMetric *m = &tr->run.keep_best;
+    if (m->kind == TG_EVAL_METRIC_TASK_ACC || m->kind == TG_EVAL_METRIC_TASK_ACC_NORM) {
+        char metric[TG_TASK_NAME_CAP + 16];
+        tg_best_metric_format(m, metric, sizeof metric);
+        if (tg_task_suite_metric(&tr->tasks, metric, &figures.task) != TG_OK) figures.task = NAN; /* checked at start */
+    }
     double value = tg_best_metric_value(tr->watched, &figures);
     return tg_best_record_update(&tr->run.state.best, tr->watched, value, tr->run.state.step);
 }
@@ -588,7 +608,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
         tr->last_val = val;
         tr->val_before_training = false;
         if (!(val >= st->best_val_loss)) st->best_val_loss = val;
-        best_now = note_best(tr, val) && tr->run.keep_best != TG_EVAL_METRIC_NONE;
+        best_now = note_best(tr, val) && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE;
     }
     bool ckpt_now = (best_now || (o->ckpt_every > 0 && st->step % o->ckpt_every == 0)) && st->step < o->steps &&
                     st->step != o->stop_after;
@@ -653,14 +673,15 @@ static TgStatus trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const cha
 /* The best checkpoint a run keeps (--keep-best), for the summary. */
 static void report_best(Trainer *tr) {
     const TgBestRecord *b = &tr->run.state.best;
-    if (tr->run.keep_best == TG_EVAL_METRIC_NONE) return;
+    if (tr->run.keep_best.kind == TG_EVAL_METRIC_NONE) return;
+    char metric[TG_TASK_NAME_CAP + 16];
+    tg_best_metric_format(&tr->run.keep_best, metric, sizeof metric);
     if (b->step < 0) {
         tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "best checkpoint: none yet (no evaluation of --eval-every)");
         return;
     }
     tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
-                    "best checkpoint: %s %.6g at step %lld, %s/ckpt-%08lld.tgck (named by %s/%s)",
-                    tg_eval_metric_name(tr->run.keep_best), b->value, (long long)b->step, tr->run.dir,
+                    "best checkpoint: %s %.6g at step %lld, %s/ckpt-%08lld.tgck (named by %s/%s)", metric, b->value, (long long)b->step, tr->run.dir,
                     (long long)b->step, tr->run.dir, TG_CHECKPOINT_BEST_FILE);
 }
 
