@@ -319,17 +319,13 @@ Test(tasks, the_interval_is_wilsons) {
     cr_expect(isnan(lo) && isnan(hi));
 }
 
-Test(tasks, a_tasks_accuracy_is_a_metric_by_name) {
+Test(tasks, a_tasks_accuracy_is_found_by_its_name) {
     const char *paths[] = {"a/blimp.jsonl", "b/arc-easy.jsonl.gz"};
-    cr_expect(tg_task_metric_is("task:blimp") && !tg_task_metric_is("val_loss"));
-    assert_ok(tg_task_metric_check("task:blimp", paths, 2));
-    assert_ok(tg_task_metric_check("task:arc-easy:acc_norm", paths, 2));
-    assert_ok(tg_task_metric_check("task:arc-easy:acc", paths, 2));
-    assert_fails(tg_task_metric_check("task:hellaswag", paths, 2), TG_ERR_ARG,
+    assert_ok(tg_task_check_name("blimp", paths, 2));
+    assert_ok(tg_task_check_name("arc-easy", paths, 2));
+    assert_fails(tg_task_check_name("hellaswag", paths, 2), TG_ERR_ARG,
                  "no --eval-task file is the task 'hellaswag'; the tasks are blimp, arc-easy");
-    assert_fails(tg_task_metric_check("task:blimp:f1", paths, 2), TG_ERR_ARG, "'task:blimp:f1' is no task metric");
-    assert_fails(tg_task_metric_check("task:", paths, 2), TG_ERR_ARG, "is no task metric");
-    assert_fails(tg_task_metric_check("task:blimp", paths, 0), TG_ERR_ARG, "(give the file with --eval-task)");
+    assert_fails(tg_task_check_name("blimp", paths, 0), TG_ERR_ARG, "(give the file with --eval-task)");
     TgTokenizer tok = char_tokenizer();
     TgModel m;
     build_model(&m, &tok, 5);
@@ -339,15 +335,15 @@ Test(tasks, a_tasks_accuracy_is_a_metric_by_name) {
     const char *files[] = {path};
     assert_ok(tg_task_suite_open(&suite, files, 1, &enc));
     double v = 0;
-    assert_ok(tg_task_suite_metric(&suite, "task:pairs", &v));
+    assert_ok(tg_task_suite_accuracy(&suite, "pairs", TG_TASK_SUMMED, &v));
     cr_expect(isnan(v), "no value before the first scoring");
     TestTape tt;
     test_tape_init(&tt, 1);
     tg_task_suite_score(&suite, &m, &tt.tape);
-    assert_ok(tg_task_suite_metric(&suite, "task:pairs:acc_norm", &v));
+    assert_ok(tg_task_suite_accuracy(&suite, "pairs", TG_TASK_NORMALISED, &v));
     cr_expect_eq(v, suite.latest[0].acc[TG_TASK_NORMALISED]);
     cr_expect_str_eq(suite.metrics[1].name, "task/pairs/acc_norm");
-    assert_fails(tg_task_suite_metric(&suite, "task:other", &v), TG_ERR_ARG, "the tasks are pairs");
+    assert_fails(tg_task_suite_accuracy(&suite, "other", TG_TASK_SUMMED, &v), TG_ERR_ARG, "the tasks are pairs");
     tg_task_suite_free(&suite);
     const char *twice[] = {path, path};
     assert_fails(tg_task_suite_open(&suite, twice, 2, &enc), TG_ERR_ARG, "are both the task 'pairs'");

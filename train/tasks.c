@@ -172,56 +172,30 @@ void tg_task_suite_free(TgTaskSuite *s) {
 
 /* ---------------------------------------------------------------- task metrics */
 
-bool tg_task_metric_is(const char *metric) { return strncmp(metric, "task:", 5) == 0; }
-
-/* "task:NAME[:SCORING]" into the name and the scoring. */
-static TgStatus parse_metric(const char *metric, char *name, size_t cap, TgTaskScoring *scoring) {
-    const char *rest = tg_task_metric_is(metric) ? metric + 5 : NULL;
-    const char *colon = rest ? strchr(rest, ':') : NULL;
-    size_t len = rest ? (colon ? (size_t)(colon - rest) : strlen(rest)) : 0;
-    *scoring = TG_TASK_SUMMED;
-    if (colon && strcmp(colon + 1, "acc_norm") == 0)
-        *scoring = TG_TASK_NORMALISED;
-    else if (colon && strcmp(colon + 1, "acc") != 0)
-        len = 0;
-    if (len == 0 || len >= cap)
-        return tg_fail(TG_ERR_ARG,
-                       "'%s' is no task metric: give task:NAME, task:NAME:acc or task:NAME:acc_norm (NAME "
-                       "an --eval-task file's name without its extension)",
-                       metric);
-    memcpy(name, rest, len);
-    name[len] = '\0';
-    return TG_OK;
-}
-
 /* TG_ERR_ARG for a task none of the n names is, listing them. */
-static TgStatus unknown_task(const char *metric, const char *name, const char (*names)[TG_TASK_NAME_CAP], int n) {
+static TgStatus unknown_task(const char *name, const char (*names)[TG_TASK_NAME_CAP], int n) {
     char list[512] = "";
     size_t used = 0;
     for (int i = 0; i < n && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
-    return tg_fail(TG_ERR_ARG, "%s: no --eval-task file is the task '%s'%s%s", metric, name,
+    return tg_fail(TG_ERR_ARG, "task:%s: no --eval-task file is the task '%s'%s%s", name, name,
                    n ? "; the tasks are " : "", n ? list : " (give the file with --eval-task)");
 }
 
-TgStatus tg_task_metric_check(const char *metric, const char *const *paths, int n) {
-    char name[TG_TASK_NAME_CAP], (*names)[TG_TASK_NAME_CAP] = tg_calloc((size_t)(n > 0 ? n : 1), sizeof *names);
-    TgTaskScoring scoring;
-    TgStatus s = parse_metric(metric, name, sizeof name, &scoring);
+TgStatus tg_task_check_name(const char *name, const char *const *paths, int n) {
+    char(*names)[TG_TASK_NAME_CAP] = tg_calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+    TgStatus s = TG_OK;
     bool found = false;
     for (int i = 0; s == TG_OK && i < n; i++) {
         s = tg_task_file_name(paths[i], names[i], sizeof names[i]);
         found |= s == TG_OK && strcmp(names[i], name) == 0;
     }
-    if (s == TG_OK && !found) s = unknown_task(metric, name, (const char(*)[TG_TASK_NAME_CAP])names, n);
+    if (s == TG_OK && !found) s = unknown_task(name, (const char(*)[TG_TASK_NAME_CAP])names, n);
     free(names);
     return s;
 }
 
-TgStatus tg_task_suite_metric(const TgTaskSuite *s, const char *metric, double *value) {
-    char name[TG_TASK_NAME_CAP];
-    TgTaskScoring scoring;
-    TG_TRY(parse_metric(metric, name, sizeof name, &scoring));
+TgStatus tg_task_suite_accuracy(const TgTaskSuite *s, const char *name, TgTaskScoring scoring, double *value) {
     for (int i = 0; i < s->n; i++) {
         if (strcmp(s->files[i].name, name) != 0) continue;
         *value = s->latest[i].count ? s->latest[i].acc[scoring] : NAN;
@@ -229,7 +203,7 @@ TgStatus tg_task_suite_metric(const TgTaskSuite *s, const char *metric, double *
     }
     char(*names)[TG_TASK_NAME_CAP] = tg_calloc((size_t)(s->n > 0 ? s->n : 1), sizeof *names);
     for (int i = 0; i < s->n; i++) memcpy(names[i], s->files[i].name, sizeof names[i]);
-    TgStatus st = unknown_task(metric, name, (const char(*)[TG_TASK_NAME_CAP])names, s->n);
+    TgStatus st = unknown_task(name, (const char(*)[TG_TASK_NAME_CAP])names, s->n);
     free(names);
     return st;
 }

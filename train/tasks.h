@@ -80,16 +80,13 @@ void tg_task_suite_add_metrics(const TgTaskSuite *s, TgRunMetrics *line);
 void tg_task_suite_report(const TgTaskSuite *s, const TgMessageSink *messages);
 void tg_task_suite_free(TgTaskSuite *s);
 
-/* ---- a task's accuracy as a metric to select checkpoints by (--keep-best) ----
- * "task:NAME" is the summed scoring's accuracy of the task NAME, "task:NAME:acc" the same,
- * "task:NAME:acc_norm" the normalised one's; higher is better. */
+/* ---- a task's accuracy as the figure that selects checkpoints (--keep-best task:NAME) ---- */
 
-/* Whether `metric` is one of these names (it starts with "task:"). */
-bool tg_task_metric_is(const char *metric);
-/* Checks `metric` against the task files `paths` (the --eval-task list) before anything is read:
- * TG_ERR_ARG naming the tasks there are when NAME is none of theirs or the scoring is unknown. */
-TgStatus tg_task_metric_check(const char *metric, const char *const *paths, int n);
-/* The latest value of `metric` in the suite (NaN before its first scoring); TG_ERR_ARG as above. */
-TgStatus tg_task_suite_metric(const TgTaskSuite *s, const char *metric, double *value);
+/* Whether `name` is the task of one of the files `paths` (the --eval-task list), checked before
+ * anything is read: TG_ERR_ARG naming the tasks there are when it is none of theirs. */
+TgStatus tg_task_check_name(const char *name, const char *const *paths, int n);
+/* The latest accuracy of the task `name` by `scoring` (NaN before its first scoring); TG_ERR_ARG
+ * as above. */
+TgStatus tg_task_suite_accuracy(const TgTaskSuite *s, const char *name, TgTaskScoring scoring, double *value);
 
 #endif

@@ -169,9 +169,7 @@ static TgStatus open_batches(Trainer *tr, int64_t k) {
 static TgStatus check_best_task(const Trainer *tr) {
     const TgBestMetric *m = &tr->run.keep_best;
     if (m->kind != TG_EVAL_METRIC_TASK_ACC && m->kind != TG_EVAL_METRIC_TASK_ACC_NORM) return TG_OK;
-    char metric[TG_TASK_NAME_CAP + 16];
-    tg_best_metric_format(m, metric, sizeof metric);
-    return tg_task_metric_check(metric, tr->o->eval_tasks.items, tr->o->eval_tasks.count);
+    return tg_task_check_name(m->task, tr->o->eval_tasks.items, tr->o->eval_tasks.count);
 }
 
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
@@ -586,9 +584,9 @@ static bool note_best(Trainer *tr, double val) {
     TgEvalFigures figures = {.val_loss = val, .val_bpb = tr->last_bpb, .task = NAN};
     const TgBestMetric *m = &tr->run.keep_best;
     if (m->kind == TG_EVAL_METRIC_TASK_ACC || m->kind == TG_EVAL_METRIC_TASK_ACC_NORM) {
-        char metric[TG_TASK_NAME_CAP + 16];
-        tg_best_metric_format(m, metric, sizeof metric);
-        if (tg_task_suite_metric(&tr->tasks, metric, &figures.task) != TG_OK) figures.task = NAN; /* checked at start */
+        TgTaskScoring scoring = m->kind == TG_EVAL_METRIC_TASK_ACC_NORM ? TG_TASK_NORMALISED : TG_TASK_SUMMED;
+        if (tg_task_suite_accuracy(&tr->tasks, m->task, scoring, &figures.task) != TG_OK)
+            figures.task = NAN; /* its name was checked at the start */
     }
     double value = tg_best_metric_value(tr->watched, &figures);
     return tg_best_record_update(&tr->run.state.best, tr->watched, value, tr->run.state.step);
