@@ -11,7 +11,7 @@
 #include "lib/checked.h"
 #include "lib/json_write.h"
 #include "tapegrad/engine.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "cli/cli.h"
 #include "data/sft_loader.h"
 #include "inspect/inspect.h"

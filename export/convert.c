@@ -11,7 +11,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "lib/path.h"
 
 static void config_json_text(const TgModelConfig *c, uint64_t tokenizer_fingerprint, char *buf, size_t cap) {

@@ -1,6 +1,6 @@
 /* JSON read where it lies: a strict check of a whole text, then a cursor over its values that
  * builds no tree. Every JSON file tapegrad reads goes through it: tokenizer.json
- * (tokenizer/tokenizer_hf_read.c), safetensors headers (lib/safetensors.c), the lines of
+ * (tokenizer/tokenizer_hf_read.c), safetensors headers (model/safetensors.c), the lines of
  * metrics.jsonl and grads.jsonl (inspect/run_history.c), JSON Lines sources and conversations.
  *
  * Why no tree (cJSON's, say): a tree costs about 80 bytes a value (an array of one-digit numbers

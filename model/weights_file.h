@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "lib/messages.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
 #include "tapegrad/tokenizer.h"

@@ -11,7 +11,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "testutil.h"
 #include "checkpoint/checkpoint_folder.h"
 

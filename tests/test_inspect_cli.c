@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "datagen.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "report_check.h"
 #include "testutil.h"
 #include "checkpoint/checkpoint.h"

@@ -17,7 +17,7 @@
 #include "tapegrad/gradcheck.h"
 #include "tapegrad/model.h"
 #include "testutil.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "checkpoint/adapter.h"
 #include "checkpoint/checkpoint.h"
 #include "run/run.h"

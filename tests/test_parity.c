@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "tapegrad/engine.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "testutil.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"

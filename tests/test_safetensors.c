@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "tapegrad/error.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "testutil.h"
 
 static char temp_dir[64];

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "fuzz_support.h"
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 #include "export/convert.h"
 
 /* The shape of the run the seeds come from (make_seeds.sh), so that seeds get past the checks

@@ -1,4 +1,4 @@
-#include "lib/safetensors.h"
+#include "model/safetensors.h"
 
 #include "lib/atomic_file.h"
 #include "lib/file_read.h"
