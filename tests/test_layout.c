@@ -612,3 +612,47 @@ Test(layout, the_contributing_layout_lists_every_source_file_and_no_other) {
     cr_expect_eq(stale, 0, "%d files listed in docs/contributing.md do not exist (listed above)", stale);
     free(doc);
 }
+
+/* ---------------------------------------------------------------- no room holds most of the code */
+
+/* The lines of the .c and .h files below `dir`. */
+static long count_lines_below(const char *dir) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, dir);
+    DIR *d = opendir(path);
+    cr_assert_not_null(d, "cannot open %s", path);
+    long lines = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (e->d_name[0] == '.') continue;
+        char rel[1024];
+        snprintf(rel, sizeof rel, "%s/%s", dir, e->d_name);
+        if (e->d_type == DT_DIR) {
+            lines += count_lines_below(rel);
+            continue;
+        }
+        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
+        snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
+        FILE *f = fopen(path, "r");
+        cr_assert_not_null(f, "cannot read %s", path);
+        for (int c; (c = fgetc(f)) != EOF;) lines += c == '\n';
+        fclose(f);
+    }
+    closedir(d);
+    return lines;
+}
+
+/* A room that grows past a fifth of the program's code holds more than one concern: split it
+ * (as train/ was split into model/, checkpoint/, run/, export/ and train/). */
+Test(layout, no_room_holds_more_than_a_fifth_of_the_code) {
+    static const char *const rooms[] = {"lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
+                                        "train", "export", "inspect", "cli", "include"};
+    enum { N = sizeof rooms / sizeof *rooms };
+    long lines[N], total = 0;
+    for (int i = 0; i < N; i++) total += lines[i] = count_lines_below(rooms[i]);
+    cr_assert_gt(total, 20000, "only %ld lines of code found", total);
+    for (int i = 0; i < N; i++)
+        cr_expect_leq(lines[i] * 5, total, "%s/ holds %ld of the %ld lines (%.1f%%): more than a fifth", rooms[i], lines[i],
+                     total, 100.0 * (double)lines[i] / (double)total);
+}
