@@ -167,6 +167,60 @@ static TgStatus read_task_members(TgRunHistory *h, const TgJsonCursor *obj, int6
     return s;
 }
 
+/* One line of metrics.jsonl into the history. */
+static TgStatus add_metric_row(TgRunHistory *h, const TgJsonCursor *o, const char *path, int64_t line_no,
+                               int64_t *alloc) {
+    TgMetricRow row = {0};
+    TG_TRY(parse_metric_row(o, &row, path, line_no));
+    /* a resumed run repeats steps after its checkpoint: the newer lines win */
+    while (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step > row.step) h->n_metrics--;
+    while (h->n_task_points > 0 && h->task_points[h->n_task_points - 1].step > row.step) h->n_task_points--;
+    TG_TRY(read_task_members(h, o, row.step, path, line_no));
+    if (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step == row.step) {
+        merge_metric(&h->metrics[h->n_metrics - 1], &row); /* the end-of-run val loss shares the step */
+        return TG_OK;
+    }
+    if (h->n_metrics == *alloc) {
+        *alloc = *alloc ? 2 * *alloc : 256;
+        h->metrics = tg_realloc(h->metrics, (size_t)*alloc * sizeof *h->metrics);
+    }
+    h->metrics[h->n_metrics++] = row;
+    return TG_OK;
+}
+
+/* A line of one of the run's JSONL files into the history; *alloc is the capacity of the list it
+ * grows. */
+typedef TgStatus (*RowReader)(TgRunHistory *h, const TgJsonCursor *o, const char *path, int64_t line_no, int64_t *alloc);
+
+/* Every line of the JSONL file `path` that is not empty, read strictly, handed to `add`; the first
+ * error stops. *f is open and is closed here. */
+static TgStatus read_rows(FILE *f, const char *path, TgRunHistory *h, RowReader add) {
+    char *line = NULL;
+    size_t cap = 0;
+    int64_t line_no = 0, alloc = 0;
+    ssize_t len;
+    TgStatus s = TG_OK;
+    while (s == TG_OK && (len = getline(&line, &cap, f)) > 0) {
+        line_no++;
+        if (line[0] == '\n') continue;
+        TgJsonCursor o;
+        s = line_value(line, (size_t)len, path, line_no, &o);
+        if (s == TG_OK) s = add(h, &o, path, line_no, &alloc);
+    }
+    free(line);
+    fclose(f);
+    return s;
+}
+
+/* DIR/name, a file the run may not have written (then nothing is read), into the history. */
+static TgStatus read_optional_rows(const char *dir, const char *name, TgRunHistory *h, RowReader add) {
+    char path[TG_PATH_CAP];
+    TG_TRY(tg_path_join(path, sizeof path, dir, name));
+    FILE *f = tg_file_open_read(path);
+    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, tg_file_open_error(errno));
+    return read_rows(f, path, h, add);
+}
+
 static TgStatus load_metrics(const char *dir, TgRunHistory *h) {
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, "metrics.jsonl"));
@@ -174,37 +228,7 @@ static TgStatus load_metrics(const char *dir, TgRunHistory *h) {
     if (!f)
         return tg_fail(TG_ERR_IO, "%s: %s; is %s a run folder written by `tapegrad train`?", path, tg_file_open_error(errno),
                        dir);
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t line_no = 0, alloc = 0;
-    ssize_t len;
-    TgStatus s = TG_OK;
-    while ((len = getline(&line, &cap, f)) > 0) {
-        line_no++;
-        if (line[0] == '\n') continue;
-        TgJsonCursor o;
-        TgMetricRow row = {0};
-        s = line_value(line, (size_t)len, path, line_no, &o);
-        if (s == TG_OK) s = parse_metric_row(&o, &row, path, line_no);
-        if (s != TG_OK) break;
-        /* a resumed run repeats steps after its checkpoint: the newer lines win */
-        while (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step > row.step) h->n_metrics--;
-        while (h->n_task_points > 0 && h->task_points[h->n_task_points - 1].step > row.step) h->n_task_points--;
-        s = read_task_members(h, &o, row.step, path, line_no);
-        if (s != TG_OK) break;
-        if (h->n_metrics > 0 && h->metrics[h->n_metrics - 1].step == row.step) {
-            merge_metric(&h->metrics[h->n_metrics - 1], &row); /* the end-of-run val loss shares the step */
-            continue;
-        }
-        if (h->n_metrics == alloc) {
-            alloc = alloc ? 2 * alloc : 256;
-            h->metrics = tg_realloc(h->metrics, (size_t)alloc * sizeof *h->metrics);
-        }
-        h->metrics[h->n_metrics++] = row;
-    }
-    free(line);
-    fclose(f);
-    return s;
+    return read_rows(f, path, h, add_metric_row);
 }
 
 static void free_log_row(TgGradLogRow *row) {
@@ -303,37 +327,26 @@ static TgStatus parse_log_row(TgRunHistory *h, const TgJsonCursor *o, TgGradLogR
     return TG_OK;
 }
 
-static TgStatus load_grad_log(const char *dir, TgRunHistory *h) {
-    char path[TG_PATH_CAP];
-    TG_TRY(tg_path_join(path, sizeof path, dir, "grads.jsonl"));
-    FILE *f = tg_file_open_read(path);
-    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, tg_file_open_error(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t line_no = 0, alloc = 0;
-    ssize_t len;
-    TgStatus s = TG_OK;
-    while (s == TG_OK && (len = getline(&line, &cap, f)) > 0) {
-        line_no++;
-        if (line[0] == '\n') continue;
-        TgJsonCursor o;
-        TgGradLogRow row = {0};
-        s = line_value(line, (size_t)len, path, line_no, &o);
-        if (s == TG_OK) s = parse_log_row(h, &o, &row, path, line_no);
-        if (s != TG_OK) {
-            free_log_row(&row);
-            break;
-        }
-        while (h->n_logs > 0 && h->logs[h->n_logs - 1].step >= row.step) free_log_row(&h->logs[--h->n_logs]);
-        if (h->n_logs == alloc) {
-            alloc = alloc ? 2 * alloc : 64;
-            h->logs = tg_realloc(h->logs, (size_t)alloc * sizeof *h->logs);
-        }
-        h->logs[h->n_logs++] = row;
+/* One line of grads.jsonl into the history. */
+static TgStatus add_log_row(TgRunHistory *h, const TgJsonCursor *o, const char *path, int64_t line_no, int64_t *alloc) {
+    TgGradLogRow row = {0};
+    TgStatus s = parse_log_row(h, o, &row, path, line_no);
+    if (s != TG_OK) {
+        free_log_row(&row);
+        return s;
     }
+    while (h->n_logs > 0 && h->logs[h->n_logs - 1].step >= row.step) free_log_row(&h->logs[--h->n_logs]);
+    if (h->n_logs == *alloc) {
+        *alloc = *alloc ? 2 * *alloc : 64;
+        h->logs = tg_realloc(h->logs, (size_t)*alloc * sizeof *h->logs);
+    }
+    h->logs[h->n_logs++] = row;
+    return TG_OK;
+}
+
+static TgStatus load_grad_log(const char *dir, TgRunHistory *h) {
+    TgStatus s = read_optional_rows(dir, "grads.jsonl", h, add_log_row);
     h->has_probe = h->n_logs > 0 && h->n_layers > 0 && isfinite(h->logs[0].probe_dead_frac[0]);
-    free(line);
-    fclose(f);
     return s;
 }
 
@@ -380,25 +393,7 @@ static TgStatus add_probe_row(TgRunHistory *h, const TgJsonCursor *o, const char
 }
 
 static TgStatus load_probes(const char *dir, TgRunHistory *h) {
-    char path[TG_PATH_CAP];
-    TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_PROBES_FILE));
-    FILE *f = tg_file_open_read(path);
-    if (!f) return errno == ENOENT ? TG_OK : tg_fail(TG_ERR_IO, "%s: %s", path, tg_file_open_error(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t line_no = 0, alloc = 0;
-    ssize_t len;
-    TgStatus s = TG_OK;
-    while (s == TG_OK && (len = getline(&line, &cap, f)) > 0) {
-        line_no++;
-        if (line[0] == '\n') continue;
-        TgJsonCursor o;
-        s = line_value(line, (size_t)len, path, line_no, &o);
-        if (s == TG_OK) s = add_probe_row(h, &o, path, line_no, &alloc);
-    }
-    free(line);
-    fclose(f);
-    return s;
+    return read_optional_rows(dir, TG_RUN_PROBES_FILE, h, add_probe_row);
 }
 
 TgStatus tg_run_history_load(const char *dir, TgRunHistory *h) {
