@@ -549,37 +549,43 @@ static char *read_whole(const char *path) {
     return text;
 }
 
-static int check_listed(const char *doc, const char *dir, int *files) {
+/* Calls visit(rel, ctx) for every .c and .h file below `dir` (a path from the top of the tree),
+ * subfolders included. */
+static void walk_sources(const char *dir, void (*visit)(const char *rel, void *ctx), void *ctx) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, dir);
     DIR *d = opendir(path);
     cr_assert_not_null(d, "cannot open %s", path);
-    int missing = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
         if (e->d_name[0] == '.') continue;
-        char rel[1024], quoted[1100];
+        char rel[1024];
         snprintf(rel, sizeof rel, "%s/%s", dir, e->d_name);
-        if (e->d_type == DT_DIR) {
-            missing += check_listed(doc, rel, files);
-            continue;
-        }
-        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
-        if (e->d_name[n - 1] == 'h') { /* a header goes with its .c */
-            char twin[2048];
-            snprintf(twin, sizeof twin, "%s/%s/%.*s.c", TAPEGRAD_SOURCE_DIR, dir, (int)n - 2, e->d_name);
-            if (access(twin, F_OK) == 0) continue;
-        }
-        (*files)++;
-        snprintf(quoted, sizeof quoted, "`%s`", rel);
-        if (!strstr(doc, quoted)) {
-            fprintf(stderr, "docs/contributing.md does not list %s\n", rel);
-            missing++;
-        }
+        if (e->d_type == DT_DIR) walk_sources(rel, visit, ctx);
+        else if (n >= 3 && e->d_name[n - 2] == '.' && (e->d_name[n - 1] == 'c' || e->d_name[n - 1] == 'h')) visit(rel, ctx);
     }
     closedir(d);
-    return missing;
+}
+
+typedef struct {
+    const char *doc;
+    int files, missing;
+} Listing;
+
+/* A file the layout must name: a .c, or a .h without a .c of its name beside it. */
+static void check_listed(const char *rel, void *ctx) {
+    Listing *l = ctx;
+    size_t n = strlen(rel);
+    char twin[2048], quoted[1100];
+    snprintf(twin, sizeof twin, "%s/%.*s.c", TAPEGRAD_SOURCE_DIR, (int)n - 2, rel);
+    if (rel[n - 1] == 'h' && access(twin, F_OK) == 0) return; /* a header goes with its .c */
+    l->files++;
+    snprintf(quoted, sizeof quoted, "`%s`", rel);
+    if (!strstr(l->doc, quoted)) {
+        fprintf(stderr, "docs/contributing.md does not list %s\n", rel);
+        l->missing++;
+    }
 }
 
 Test(layout, the_contributing_layout_lists_every_source_file_and_no_other) {
@@ -589,12 +595,13 @@ Test(layout, the_contributing_layout_lists_every_source_file_and_no_other) {
     char *start = strstr(doc, "\n## Layout\n"), *end = start ? strstr(start + 1, "\n## ") : NULL;
     cr_assert(start, "docs/contributing.md has no Layout section");
     if (end) *end = '\0';
-    int files = 0, missing = 0;
+    Listing listing = {start, 0, 0};
     static const char *const dirs[] = {"lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
                                        "train", "export", "inspect", "cli", "include/tapegrad"};
-    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) missing += check_listed(start, dirs[i], &files);
-    cr_expect_gt(files, 100, "only %d source files found", files);
-    cr_expect_eq(missing, 0, "%d source files missing from docs/contributing.md's layout (listed above)", missing);
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) walk_sources(dirs[i], check_listed, &listing);
+    cr_expect_gt(listing.files, 100, "only %d source files found", listing.files);
+    cr_expect_eq(listing.missing, 0, "%d source files missing from docs/contributing.md's layout (listed above)",
+                 listing.missing);
     /* every `room/file.c` or `.h` it names exists */
     int stale = 0;
     for (const char *p = start; (p = strchr(p, '`'));) {
@@ -618,32 +625,14 @@ Test(layout, the_contributing_layout_lists_every_source_file_and_no_other) {
 
 /* ---------------------------------------------------------------- no room holds most of the code */
 
-/* The lines of the .c and .h files below `dir`. */
-static long count_lines_below(const char *dir) {
+/* Adds the lines of the file `rel` to *(long *)ctx. */
+static void count_lines(const char *rel, void *ctx) {
     char path[2048];
-    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, dir);
-    DIR *d = opendir(path);
-    cr_assert_not_null(d, "cannot open %s", path);
-    long lines = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (e->d_name[0] == '.') continue;
-        char rel[1024];
-        snprintf(rel, sizeof rel, "%s/%s", dir, e->d_name);
-        if (e->d_type == DT_DIR) {
-            lines += count_lines_below(rel);
-            continue;
-        }
-        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
-        snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
-        FILE *f = fopen(path, "r");
-        cr_assert_not_null(f, "cannot read %s", path);
-        for (int c; (c = fgetc(f)) != EOF;) lines += c == '\n';
-        fclose(f);
-    }
-    closedir(d);
-    return lines;
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot read %s", path);
+    for (int c; (c = fgetc(f)) != EOF;) *(long *)ctx += c == '\n';
+    fclose(f);
 }
 
 /* A room that grows past a fifth of the program's code holds more than one concern: split it
@@ -653,7 +642,11 @@ Test(layout, no_room_holds_more_than_a_fifth_of_the_code) {
                                         "train", "export", "inspect", "cli", "include"};
     enum { N = sizeof rooms / sizeof *rooms };
     long lines[N], total = 0;
-    for (int i = 0; i < N; i++) total += lines[i] = count_lines_below(rooms[i]);
+    for (int i = 0; i < N; i++) {
+        lines[i] = 0;
+        walk_sources(rooms[i], count_lines, &lines[i]);
+        total += lines[i];
+    }
     cr_assert_gt(total, 20000, "only %ld lines of code found", total);
     for (int i = 0; i < N; i++)
         cr_expect_leq(lines[i] * 5, total, "%s/ holds %ld of the %ld lines (%.1f%%): more than a fifth", rooms[i], lines[i],
