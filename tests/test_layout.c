@@ -268,11 +268,17 @@ Test(layout, the_silence_check_finds_a_print_and_ignores_comments) {
  * variable that libtapegrad.a defines for other files starts with tg_; each type a library header
  * declares starts with Tg, each macro and enum value with TG_ (or TAPEGRAD_ for include guards).
  * Only static names stay short. */
-Test(layout, every_name_of_the_library_carries_the_prefix) {
+/* `nm FLAGS` of the library, to read from (pclose gives nm's exit status). */
+static FILE *nm_of_library(const char *flags) {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "nm -g --defined-only '%s' 2>/dev/null", TAPEGRAD_STATIC_LIB);
+    snprintf(cmd, sizeof cmd, "nm %s '%s' 2>/dev/null", flags, TAPEGRAD_STATIC_LIB);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p, "cannot run nm");
+    return p;
+}
+
+Test(layout, every_name_of_the_library_carries_the_prefix) {
+    FILE *p = nm_of_library("-g --defined-only");
     char line[1024], where[1024] = "";
     int symbols = 0, bad = 0;
     while (fgets(line, sizeof line, p)) {
@@ -497,10 +503,7 @@ static void calls_free(Calls *c) {
 }
 
 Test(layout, no_two_files_of_the_library_call_each_other) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "nm -A '%s' 2>/dev/null", TAPEGRAD_STATIC_LIB);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p, "cannot run nm");
+    FILE *p = nm_of_library("-A");
     Calls *c = calloc(1, sizeof *c);
     read_calls(p, c);
     cr_assert_eq(pclose(p), 0, "nm failed on %s", TAPEGRAD_STATIC_LIB);
