@@ -8,6 +8,7 @@
 
 #include "data/chat_format.h"
 #include "data/jsonl.h"
+#include "lib/memory.h"
 #include "lib/path.h"
 
 const char *tg_task_format_name(TgTaskFormat format) {
@@ -72,23 +73,40 @@ __attribute__((format(printf, 2, 3))) static TgStatus line_fail(const TaskReader
     return tg_fail(TG_ERR_FORMAT, "%s line %lld: %s", r->file->path, (long long)r->line, why);
 }
 
+/* Room for `need` elements of `size` bytes at *p (capacity *cap, doubling from `first`). A task file
+ * too large for the memory left is the user's to hear about: "out of memory reading FILE", never
+ * an abort. */
+static TgStatus grow(TaskReader *r, void **p, int64_t *cap, int64_t need, size_t size, int64_t first, const char *what) {
+    if (need <= *cap) return TG_OK;
+    int64_t c = *cap ? *cap : first;
+    while (c < need) c *= 2;
+    if (tg_memory_grow(p, (size_t)c * size, what) != TG_OK) {
+        char bytes[32];
+        tg_memory_format((double)c * (double)size, bytes, sizeof bytes);
+        return tg_fail(TG_ERR_NOMEM, "out of memory reading %s (%s for %s at line %lld): free memory, or split the file",
+                       r->file->path, bytes, what, (long long)r->line);
+    }
+    *cap = c;
+    return TG_OK;
+}
+
 /* Room for `n` more ids, refused past TG_TASK_MAX_IDS. */
 static TgStatus reserve_ids(TaskReader *r, int64_t n) {
     TgTaskFile *f = r->file;
     if (f->n_ids + n > TG_TASK_MAX_IDS)
         return line_fail(r, "the file's candidates pass %d tokens, the most one task file holds: split it",
                          TG_TASK_MAX_IDS);
-    if (f->n_ids + n > r->cap_ids) {
-        while (f->n_ids + n > r->cap_ids) r->cap_ids = r->cap_ids ? 2 * r->cap_ids : 4096;
-        f->ids = tg_realloc(f->ids, (size_t)r->cap_ids * sizeof *f->ids);
-    }
-    return TG_OK;
+    return grow(r, (void **)&f->ids, &r->cap_ids, f->n_ids + n, sizeof *f->ids, 4096, "its candidates' token ids");
 }
 
 /* A text into r->scratch after the `at` ids there. */
 static TgStatus encode_plain(TaskReader *r, const char *text, size_t len, size_t at, size_t *n) {
     size_t need = at + tg_tokenizer_max_ids(r->enc->tok, len) + 1;
-    if (need > r->scratch_cap) r->scratch = tg_realloc(r->scratch, (r->scratch_cap = need) * sizeof *r->scratch);
+    if (need > r->scratch_cap) {
+        int64_t cap = (int64_t)r->scratch_cap;
+        TG_TRY(grow(r, (void **)&r->scratch, &cap, (int64_t)need, sizeof *r->scratch, (int64_t)need, "a line's token ids"));
+        r->scratch_cap = (size_t)cap;
+    }
     return tg_tokenizer_encode(r->enc->tok, text, len, r->scratch + at, need - at, n);
 }
 
@@ -129,10 +147,8 @@ static TgStatus add_candidate(TaskReader *r, const char *context, size_t context
                          what, n - 1, (long long)r->enc->max_tokens - 1);
     TG_TRY(reserve_ids(r, (int64_t)n));
     TgTaskFile *f = r->file;
-    if (f->n_candidates == r->cap_candidates) {
-        r->cap_candidates = r->cap_candidates ? 2 * r->cap_candidates : 256;
-        f->candidates = tg_realloc(f->candidates, (size_t)r->cap_candidates * sizeof *f->candidates);
-    }
+    TG_TRY(grow(r, (void **)&f->candidates, &r->cap_candidates, f->n_candidates + 1, sizeof *f->candidates, 256,
+                "its candidates"));
     f->candidates[f->n_candidates++] =
         (TgTaskCandidate){.offset = f->n_ids, .len = (int32_t)n, .scored_from = (int32_t)from, .bytes = (int64_t)len};
     memcpy(f->ids + f->n_ids, ids, n * sizeof *ids);
@@ -262,10 +278,7 @@ static TgStatus read_item(TaskReader *r, const TgJsonlLine *line) {
         TG_TRY(read_pair(r, &obj));
     else
         TG_TRY(read_choice_item(r, &obj, &item.count, &item.label));
-    if (f->n_items == r->cap_items) {
-        r->cap_items = r->cap_items ? 2 * r->cap_items : 256;
-        f->items = tg_realloc(f->items, (size_t)r->cap_items * sizeof *f->items);
-    }
+    TG_TRY(grow(r, (void **)&f->items, &r->cap_items, f->n_items + 1, sizeof *f->items, 256, "its items"));
     f->items[f->n_items++] = item;
     return TG_OK;
 }

@@ -7,6 +7,7 @@
  * after a short pretraining, on every kernel path of the CPU. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -506,6 +507,55 @@ Test(tasks, the_program_refuses_a_bad_task_file_in_one_line) {
     out = expect_cli(2, args);
     cr_expect(strstr(out, "are both the task 'pairs'"), "%s", out);
     free(out), free(bad), free(other), free(run);
+    task_files_free(&files);
+}
+
+/* Whether dir holds an entry whose name contains `part`. */
+static bool dir_has(const char *folder, const char *part) {
+    DIR *d = opendir(folder);
+    bool found = false;
+    for (struct dirent *e; d && (e = readdir(d));) found |= strstr(e->d_name, part) != NULL;
+    if (d) closedir(d);
+    return found;
+}
+
+/* A valid task file too large for the memory left (about 20M token ids under `ulimit -v`) is said
+ * so, "out of memory reading FILE", exit 1, and the refused run leaves no folder, not
+ * even its temporary one: no abort. The limit is the least (in 32 MiB steps) under which the same
+ * run trains without the file, plus 32 MiB: less than the file's ids take. */
+Test(tasks, a_task_file_larger_than_the_memory_left_is_said_so, .timeout = 300) {
+    if (UNDER_ASAN) {
+        fprintf(stderr, "address-space limits are not tried under AddressSanitizer (it reserves terabytes)\n");
+        return;
+    }
+    TaskFiles files = task_files();
+    char *pairs = ckpt_read_text(files.pairs), *big = datagen_path(dir, "big.jsonl"), args[8192];
+    size_t first = strcspn(pairs, "\n") + 1;
+    FILE *f = fopen(big, "w");
+    cr_assert_not_null(f);
+    for (size_t bytes = 0; bytes < ((size_t)24 << 20); bytes += first) fwrite(pairs, 1, first, f);
+    cr_assert_eq(fclose(f), 0);
+    long kb = 64L << 10;
+    for (; kb < (2048L << 10); kb += 32L << 10) {
+        snprintf(args, sizeof args, "ulimit -v %ld && OPENBLAS_NUM_THREADS=1 timeout 120", kb);
+        char *out = NULL;
+        int rc = ckpt_cli_launched(&out, args, "train " TASK_TRAIN_FLAGS " --data '%s' --steps 1 --eval-every 1 "
+                                   "--eval-task '%s' --out '%s/base-%ld'", files.corpus, files.pairs, dir, kb);
+        free(out);
+        if (rc == 0) break;
+    }
+    cr_assert_lt(kb, 2048L << 10, "the run never trained under ulimit -v");
+    snprintf(args, sizeof args, "ulimit -v %ld && OPENBLAS_NUM_THREADS=1 timeout 120", kb + (32L << 10));
+    char *out = NULL, *refused = datagen_path(dir, "refused");
+    int rc = ckpt_cli_launched(&out, args, "train " TASK_TRAIN_FLAGS " --data '%s' --steps 1 --eval-every 1 "
+                               "--eval-task '%s' --out '%s'", files.corpus, big, refused);
+    char want[4300];
+    snprintf(want, sizeof want, "out of memory reading %s (", big);
+    cr_expect(rc == 1 && strstr(out, want), "ulimit -v %ld: exit %d: %s", kb + (32L << 10), rc, out);
+    cr_expect_null(strstr(out, "internal error"), "%s", out);
+    free(out);
+    cr_expect_not(dir_has(dir, "refused"), "the refused run left a folder (or its temporary one)");
+    free(pairs), free(big), free(refused);
     task_files_free(&files);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/memory.h"
 #include "tapegrad/tape.h"
 
 const char *tg_task_scoring_name(TgTaskScoring scoring) { return scoring == TG_TASK_SUMMED ? "acc" : "acc_norm"; }
@@ -130,7 +131,11 @@ TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, con
     int64_t most = 1;
     for (int i = 0; i < n; i++)
         if (s->files[i].n_candidates > most) most = s->files[i].n_candidates;
-    s->scores = tg_malloc((size_t)most * sizeof *s->scores);
+    /* as large as the largest file's candidates: its lack is said, as the files' is */
+    if (tg_memory_grow((void **)&s->scores, (size_t)most * sizeof *s->scores, "the scores of --eval-task") != TG_OK) {
+        tg_task_suite_free(s);
+        return TG_ERR_NOMEM;
+    }
     s->latest = tg_calloc((size_t)n, sizeof *s->latest);
     s->names = tg_calloc((size_t)(2 * n), sizeof *s->names);
     s->metrics = tg_calloc((size_t)(2 * n), sizeof *s->metrics);
