@@ -157,7 +157,9 @@ static TgStatus reader_open(Reader *r, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return r->status = tg_fail(TG_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
-        return r->status = tg_fail(TG_ERR_ARG, "%s is a folder; pass a checkpoint file, or a run folder to --resume/--run", path);
+        /* the file's problem (a pointer naming a folder, say), exit 1 as every file problem */
+        return r->status = tg_fail(TG_ERR_IO, "%s is a folder, not a checkpoint file; pass a checkpoint file, or its run folder",
+                                   path);
     if (st.st_size == 0) return r->status = tg_fail(TG_ERR_FORMAT, "%s: empty file, not a checkpoint", path);
     r->file_bytes = (int64_t)st.st_size;
     if (!tg_mul_i64(r->file_bytes, MAX_DEFLATE_RATIO, &r->max_raw_bytes)) r->max_raw_bytes = INT64_MAX;

@@ -62,12 +62,43 @@ static TgStatus write_latest(const char *dir, const char *name) {
     return tg_atomic_write(path, line, (size_t)len);
 }
 
+/* The step of the checkpoint DIR/best names (-1: no such file, or it names none). */
+static int64_t best_file_step(const char *dir) {
+    char path[TG_PATH_CAP], name[256] = "";
+    int64_t step = -1;
+    if (tg_path_join(path, sizeof path, dir, TG_CHECKPOINT_BEST_FILE) != TG_OK) return -1;
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    if (!fgets(name, sizeof name, f)) name[0] = '\0';
+    fclose(f);
+    name[strcspn(name, "\r\n")] = '\0';
+    return ckpt_step_of(name, &step) ? step : -1;
+}
+
+void tg_checkpoint_folder_best(const char *dir, char *buf, size_t cap) {
+    int64_t step = best_file_step(dir);
+    char name[64];
+    checkpoint_name(name, sizeof name, step);
+    char path[TG_PATH_CAP];
+    bool there = step >= 0 && tg_path_join(path, sizeof path, dir, name) == TG_OK && access(path, F_OK) == 0;
+    snprintf(buf, cap, "%s", there ? name : "none");
+}
+
 TgStatus tg_checkpoint_write_best(const char *dir, const char *metric, const TgBestRecord *record) {
-    char path[TG_PATH_CAP], text[256];
+    char path[TG_PATH_CAP], text[256], name[64], ckpt[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_CHECKPOINT_BEST_FILE));
     if (record->step < 0) {
         if (unlink(path) == 0 || errno == ENOENT) return TG_OK;
         return tg_fail(TG_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+    }
+    /* `best` names only a checkpoint on disk */
+    checkpoint_name(name, sizeof name, record->step);
+    TG_TRY(tg_path_join(ckpt, sizeof ckpt, dir, name));
+    if (access(ckpt, F_OK) != 0) {
+        char now[64];
+        tg_checkpoint_folder_best(dir, now, sizeof now);
+        return tg_fail(TG_ERR_IO, "the best checkpoint %s is not on disk (its save failed); %s still names %s", ckpt, path,
+                       now);
     }
     int len = snprintf(text, sizeof text, "ckpt-%08lld.tgck\n%s %.17g\nstep %lld\n", (long long)record->step, metric,
                        record->value, (long long)record->step);
@@ -87,11 +118,13 @@ TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource 
     if (keeps_best && best->step == src->state.step) TG_TRY(tg_checkpoint_write_best(dir, keep->metric, best));
     if (path_out) TG_TRY(tg_path_format(path_out, path_cap, "%s", path));
     if (keep->newest <= 0) return TG_OK;
+    /* the one `best` names stays, even when the record's best is another (whose save failed) */
+    int64_t named = keep->best ? best_file_step(dir) : -1;
     int64_t steps[4096];
     int n = list_steps(dir, steps, 4096);
     for (int i = 0; i + keep->newest < n; i++) {
         /* the ones `latest` and `best` name stay */
-        if (steps[i] == src->state.step || (keeps_best && steps[i] == best->step)) continue;
+        if (steps[i] == src->state.step || (keeps_best && steps[i] == best->step) || steps[i] == named) continue;
         checkpoint_name(name, sizeof name, steps[i]);
         if (tg_path_join(path, sizeof path, dir, name) == TG_OK) unlink(path); /* dir/name fits: it was written */
     }
@@ -243,6 +276,17 @@ TgStatus tg_checkpoint_saver_start(TgCheckpointSaver *s, const TgModel *model, u
         return TG_OK;
     }
     s->in_flight = true;
+    return TG_OK;
+}
+
+TgStatus tg_checkpoint_saver_retry(TgCheckpointSaver *s) {
+    TG_CHECK(!s->in_flight && s->result != TG_OK, "no failed save to try again");
+    double t0 = tg_clock_seconds();
+    saver_thread(s);
+    s->blocked_s += tg_clock_seconds() - t0;
+    if (s->result != TG_OK) return tg_fail(s->result, "%s", s->error);
+    snprintf(s->last_saved, sizeof s->last_saved, "%s", s->writing);
+    s->saves++;
     return TG_OK;
 }
 

@@ -12,7 +12,8 @@
  *     ckpt-00000040.tgck
  *     val_loss 2.1234567890123457
  *     step 40
- * A save of that checkpoint rewrites `best` (atomically, after `latest`); no save deletes it. A
+ * A save of that checkpoint rewrites `best` (atomically, after `latest`); no save deletes the
+ * checkpoint the record names, nor the one `best` names (they differ when a best's save failed). A
  * save killed before `best` was rewritten leaves it naming the best before; the trainer writes
  * it again from the record of the checkpoint it resumes from (tg_checkpoint_write_best).
  *
@@ -46,8 +47,10 @@ typedef struct TgCheckpointKeep {
 TgStatus tg_checkpoint_save_in_folder(const char *dir, const TgCheckpointSource *src, const TgCheckpointKeep *keep,
                                       char *path_out, size_t path_cap);
 /* Points DIR/best at the checkpoint of `record`, named with `metric`; removes it for a record of no
- * evaluation yet (step -1). */
+ * evaluation yet (step -1). Fails, leaving DIR/best as it was, when that checkpoint is not on disk. */
 TgStatus tg_checkpoint_write_best(const char *dir, const char *metric, const TgBestRecord *record);
+/* "ckpt-00000020.tgck": the checkpoint DIR/best names, when it is on disk; else "none". */
+void tg_checkpoint_folder_best(const char *dir, char *buf, size_t cap);
 /* A checkpoint file from DIR (via DIR/latest) or a file path as given. */
 TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t path_cap);
 /* Removes the *.tmp files a killed save can leave in DIR. */
@@ -82,6 +85,9 @@ TgStatus tg_checkpoint_saver_start(TgCheckpointSaver *s, const TgModel *model, u
                                  const TgTrainerState *state);
 /* Waits for the save in flight, if any; returns its status (the message names the file). */
 TgStatus tg_checkpoint_saver_wait(TgCheckpointSaver *s);
+/* After a save failed (the status of a wait or start): writes the same snapshot again, here and
+ * now. A save of a new best checkpoint is tried again so: its weights exist nowhere else. */
+TgStatus tg_checkpoint_saver_retry(TgCheckpointSaver *s);
 /* Waits, then frees the buffer. */
 void tg_checkpoint_saver_free(TgCheckpointSaver *s);
 

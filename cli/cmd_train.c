@@ -1,6 +1,7 @@
 /* `tapegrad train`: its flags are the table of run/train_options.c. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -44,6 +45,48 @@ static void note_changes(const TgTrainOptions *o, const TgTrainOptions *saved, T
     }
 }
 
+/* On --resume of a run folder without train_options.txt (deleted, or a run from before the file):
+ * says exactly which values the options not given now take, since they are the defaults and not
+ * the run's own. The run writes the file anew as it starts. */
+static void note_missing_options(const TgTrainOptions *o, TgOptSet given_on_command_line, const TgMessageSink *notes) {
+    const TgOptTable *t = tg_train_option_table();
+    char list[4096] = "";
+    size_t used = 0;
+    for (int i = 0; i < t->count && used + 1 < sizeof list; i++) {
+        const TgOptSpec *s = &t->specs[i];
+        if ((given_on_command_line & TG_OPT_BIT(i)) || !(s->group & TG_TRAIN_OPT_SAVED)) continue;
+        char value[256];
+        tg_opt_format(t, i, o, value, sizeof value);
+        const char *shown = s->default_text ? s->default_text : value;
+        if (!*shown) continue; /* unset */
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s %s", used ? ", " : "", s->flag, shown);
+    }
+    tg_message_emit(notes, TG_MESSAGE_WARNING,
+                    "the run folder of %s has no %s (deleted, or written before the file existed): this resume takes the defaults of "
+                    "every option not given now, not the run's own: %s. If the run had others, stop it and resume "
+                    "giving them as flags",
+                    o->resume, TG_TRAIN_OPTIONS_FILE, list);
+}
+
+/* The paths of --eval-task and --probe-prompts given now, made absolute (when they name a file),
+ * as --init-from's are: train_options.txt keeps them, and a resume from another folder must find
+ * the same files. */
+static void absolute_paths(TgTrainOptions *o, TgOptStrings *strings) {
+    const TgOptTable *t = tg_train_option_table();
+    char *real;
+    if (o->given & TG_OPT_BIT(tg_opt_find(t, "--eval-task")))
+        for (int i = 0; i < o->eval_tasks.count; i++)
+            if ((real = realpath(o->eval_tasks.items[i], NULL))) {
+                o->eval_tasks.items[i] = tg_opt_strings_keep(strings, real);
+                free(real);
+            }
+    if ((o->given & TG_OPT_BIT(tg_opt_find(t, "--probe-prompts"))) && o->probe_prompts && *o->probe_prompts &&
+        (real = realpath(o->probe_prompts, NULL))) {
+        o->probe_prompts = tg_opt_strings_keep(strings, real);
+        free(real);
+    }
+}
+
 /* `tapegrad train` and `tapegrad sft` (train --task sft): one table of options. From joining the
  * job to the exit code, everything printed goes through cli/output.h and the run's log. */
 static int run_training(const TgOptTable *table, TgTrainTask task, int argc, char **argv) {
@@ -55,6 +98,7 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
     int rc = cli_parse(table, &o, &defaults, &o.given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     TgOptStrings strings = {0};
+    absolute_paths(&o, &strings);
     TgStatus s = cli_join_job(o.comm_timeout_s);
     cli_output_start();
     CliTrainReport report;
@@ -66,6 +110,7 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
         TgTrainOptions saved;
         s = tg_train_options_restore(o.resume, &o, &saved, &strings);
         if (s == TG_OK) note_changes(&o, &saved, given_now, &notes);
+        if (s == TG_OK && !o.options_file) note_missing_options(&o, given_now, &notes);
     }
     if (s == TG_OK) {
         TgGradLogger grads;

@@ -38,6 +38,21 @@ static void log_text(CliTrainReport *r, const char *text, size_t len) {
         r->early_len += len;
         return;
     }
+    /* a log removed or replaced while the run trains comes back, with a word of it in both places */
+    int again = tg_append_file_recheck(&r->log);
+    if (again > 0) {
+        r->log_gone = 0;
+        const char *what = "was removed or replaced while the run trained: written anew from here on (the lines "
+                           "before are not in it)";
+        cli_output_printf(CLI_STDERR, "tapegrad %s: warning: %s %s\n", r->command, r->log.path, what);
+        fprintf(r->log.f, "note: this log %s\n", what);
+    } else if (again < 0 && !r->log_gone) {
+        r->log_gone = -again;
+        cli_output_printf(CLI_STDERR,
+                          "tapegrad %s: warning: %s was removed or replaced while the run trained and cannot be made "
+                          "again (%s): its lines from here on are lost\n",
+                          r->command, r->log.path, strerror(-again));
+    }
     fwrite(text, 1, len, r->log.f);
     int err = tg_append_file_flush(&r->log);
     if (err && !r->log_error)
@@ -172,7 +187,7 @@ static void open_log(void *ctx, const char *run_dir) {
         }
     }
     if (r->log.f) tg_append_file_close(&r->log); /* compare-ffn: the next of its runs */
-    r->log_error = 0;
+    r->log_error = r->log_gone = 0;
     if (tg_path_join(path, sizeof path, run_dir, TG_RUN_LOG_FILE) != TG_OK || tg_append_file_open(&r->log, path) != TG_OK) {
         cli_output_printf(CLI_STDERR, "tapegrad %s: warning: %s; the run goes on without its log\n", r->command,
                           tg_error_message());

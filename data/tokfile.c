@@ -103,13 +103,20 @@ TgStatus tg_tokfile_write(const char *path, const int32_t *ids, size_t n, uint32
 static TgStatus read_header(FILE *f, const char *path, TgTokfileHeader *h) {
     unsigned char raw[TG_TOKFILE_HEADER_BYTES];
     size_t got = fread(raw, 1, sizeof raw, f);
-    if (got < sizeof MAGIC || memcmp(raw, MAGIC, sizeof MAGIC) != 0)
+    if (got == 0)
+        return tg_fail(TG_ERR_FORMAT,
+                       "token file %s is empty (0 bytes): it was cut off or never written; make it again with "
+                       "tapegrad prepare",
+                       path);
+    if (memcmp(raw, MAGIC, got < sizeof MAGIC ? got : sizeof MAGIC) != 0)
         return tg_fail(TG_ERR_FORMAT,
                        "%s is not a tapegrad token file (wrong magic: expected \"TGTOK\"); "
                        "make it with tapegrad prepare",
                        path);
     if (got < sizeof raw)
-        return tg_fail(TG_ERR_FORMAT, "token file %s is truncated: %zu bytes, shorter than the %d-byte header",
+        return tg_fail(TG_ERR_FORMAT,
+                       "token file %s is truncated: %zu bytes, shorter than the %d-byte header; make it again with "
+                       "tapegrad prepare",
                        path, got, TG_TOKFILE_HEADER_BYTES);
     h->version = get_u32(raw + 8);
     h->vocab_size = get_u32(raw + 12);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -72,6 +73,44 @@ TgStatus tg_append_file_open(TgAppendFile *af, const char *path) {
     af->f = fopencookie(af, "a", (cookie_io_functions_t){.write = stream_write, .close = stream_close});
     if (!af->f) tg_abort_at(__FILE__, __LINE__, "fopencookie for %s failed: %s", path, strerror(errno));
     return TG_OK;
+}
+
+/* Whether the folder of `path` is there. */
+static bool folder_exists(const char *path) {
+    char folder[sizeof ((TgAppendFile *)0)->path];
+    snprintf(folder, sizeof folder, "%s", path);
+    char *slash = strrchr(folder, '/');
+    if (!slash) return true;
+    if (slash == folder) slash++;
+    *slash = '\0';
+    struct stat st;
+    return stat(folder, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int tg_append_file_recheck(TgAppendFile *af) {
+    if (!af->f) return 0;
+    struct stat open_one, named;
+    int named_ok = lstat(af->path, &named), named_err = named_ok ? errno : 0;
+    if (fstat(af->fd, &open_one) == 0 && named_ok == 0 && open_one.st_ino == named.st_ino &&
+        open_one.st_dev == named.st_dev)
+        return 0;
+    if (named_err == ENOENT && !folder_exists(af->path)) return 0; /* moved: tg_append_file_moved */
+    fflush(af->f); /* what the stream holds belongs to the file it was written for */
+    int fd = open(af->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1, errno = EEXIST;
+    }
+    if (fd < 0) return -(errno ? errno : EIO);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    close(af->fd);
+    af->fd = fd;
+    return 1;
+}
+
+void tg_append_file_moved(TgAppendFile *af, const char *path) {
+    if (af->f && strlen(path) < sizeof af->path) snprintf(af->path, sizeof af->path, "%s", path);
 }
 
 int tg_append_file_flush(TgAppendFile *af) {

@@ -31,6 +31,15 @@ typedef struct TgAppendFile {
 
 /* Opens `path` for appending (its address must stay put while open: the stream points at it). */
 TgStatus tg_append_file_open(TgAppendFile *af, const char *path);
+/* Whether the file at the path is still the one open: 0 when it is; 1 when it was removed or
+ * replaced (by a rename, or by anything but a regular file) and a new file was created there, to
+ * which the lines go from now on; -errno when none could be (they go on to the one open, which is
+ * no longer at the path). A run calls it before each line, so that a log removed while it trains
+ * comes back at its next line. A path whose folder is gone is left alone (0): the folder moved, and
+ * its owner says where (tg_append_file_moved). */
+int tg_append_file_recheck(TgAppendFile *af);
+/* The open file is now at `path` (its folder was renamed). */
+void tg_append_file_moved(TgAppendFile *af, const char *path);
 /* Hands what the stream holds, and what waits, to the file. Returns tg_append_file_error. */
 int tg_append_file_flush(TgAppendFile *af);
 /* 0 when the file holds everything flushed so far; else the errno of the write it refused (the

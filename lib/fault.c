@@ -9,8 +9,10 @@
 #include <string.h>
 
 bool fault_write_fails(const char *path) {
-    const char *pattern = getenv("TAPEGRAD_FAIL_WRITE");
-    return pattern && *pattern && strstr(path, pattern) != NULL;
+    static _Atomic long failed; /* writes failed so far, for TAPEGRAD_FAIL_WRITE_TIMES */
+    const char *pattern = getenv("TAPEGRAD_FAIL_WRITE"), *times = getenv("TAPEGRAD_FAIL_WRITE_TIMES");
+    if (!pattern || !*pattern || !strstr(path, pattern)) return false;
+    return !(times && *times) || failed++ < strtol(times, NULL, 10);
 }
 
 bool fault_replica_drifts(int64_t step) {

@@ -321,10 +321,13 @@ bool tg_opt_equal(const TgOptTable *t, int i, const void *a, const void *b) {
 }
 
 /* One "--flag value" line; a value with a line break could not be read back. */
+/* One "--flag value" line into f (NULL: only the check that the file can hold it). */
 static TgStatus write_line(FILE *f, const char *flag, const char *value, const char *path) {
     if (strpbrk(value, "\n\r"))
-        return tg_fail(TG_ERR_ARG, "%s '%.80s' holds a line break, which %s cannot store", flag, value, path);
-    fprintf(f, "%s %s\n", flag, value);
+        return tg_fail(TG_ERR_ARG, "%s '%.80s' holds a line break, which %s (one option a line) cannot store: give a "
+                                   "value without one",
+                       flag, value, path);
+    if (f) fprintf(f, "%s %s\n", flag, value);
     return TG_OK;
 }
 
@@ -355,6 +358,12 @@ TgStatus tg_opt_write(const TgOptTable *t, const void *opts, unsigned group, con
         return s;
     }
     return tg_atomic_file_commit(&af);
+}
+
+TgStatus tg_opt_check_storable(const TgOptTable *t, const void *opts, unsigned group, const char *path) {
+    for (int i = 0; i < t->count; i++)
+        if ((t->specs[i].group & group) == group) TG_TRY(write_option(NULL, t, i, opts, path));
+    return TG_OK;
 }
 
 const char *tg_opt_strings_keep(TgOptStrings *strings, const char *s) {

@@ -118,6 +118,9 @@ typedef struct TgOptTable {
 TgStatus tg_opt_check(const TgOptTable *t, const void *opts, TgOptSet which);
 /* Writes the options of `group` (all bits of group present in spec->group) to path, atomically. */
 TgStatus tg_opt_write(const TgOptTable *t, const void *opts, unsigned group, const char *path);
+/* Whether tg_opt_write could store the options of `group` in a file named `path` (for messages):
+ * TG_ERR_ARG naming the flag of a value with a line break, which no line can hold. */
+TgStatus tg_opt_check_storable(const TgOptTable *t, const void *opts, unsigned group, const char *path);
 /* Reads "--flag value" lines (also the older "flag value", with '_' for '-') from path into opts,
  * for the options of `group` that are not in `keep` (those keep their current value, but the
  * file's is checked all the same). Every line must be one option of the group, set once (a

@@ -163,6 +163,12 @@ TgStatus tg_run_commit(TgRun *run) {
     char asked[TG_PATH_CAP];
     memcpy(asked, run->folder.path, sizeof asked);
     TG_TRY(tg_run_folder_commit(&run->folder));
+    /* the logs open in the temporary folder are now in its place */
+    char path[TG_PATH_CAP];
+    if (tg_path_join(path, sizeof path, run->folder.path, TG_RUN_METRICS_FILE) == TG_OK)
+        tg_append_file_moved(&run->metrics, path);
+    if (tg_path_join(path, sizeof path, run->folder.path, TG_RUN_PROBES_FILE) == TG_OK)
+        tg_append_file_moved(&run->probes, path);
     if (strcmp(asked, run->folder.path) != 0)
         tg_message_emit(&run->messages, TG_MESSAGE_NOTE, "%s was taken by another run meanwhile; this run is in %s", asked,
                      run->folder.path);
@@ -212,6 +218,25 @@ static void flush_log(TgRun *run, TgAppendFile *log, int *last_error, const char
     *last_error = err;
 }
 
+/* Before a line of `step`: a log removed or replaced while the run trains is made again at its
+ * path and the person told, once each time; one that cannot be is said once (its lines are lost). */
+static void recheck_log(TgRun *run, TgAppendFile *log, int *gone, const char *name, int64_t step) {
+    int r = tg_append_file_recheck(log);
+    if (r > 0) {
+        tg_message_emit(&run->messages, TG_MESSAGE_WARNING,
+                        "%s/%s was removed or replaced while the run trained: written anew from step %lld on (the "
+                        "lines before are not in it)",
+                        run->dir, name, (long long)step);
+        *gone = 0;
+    } else if (r < 0 && !*gone) {
+        tg_message_emit(&run->messages, TG_MESSAGE_WARNING,
+                        "%s/%s was removed or replaced while the run trained and cannot be made again (%s): its lines "
+                        "from step %lld on are lost",
+                        run->dir, name, strerror(-r), (long long)step);
+        *gone = -r;
+    }
+}
+
 TgRunMetrics tg_run_metrics_at(int64_t step) {
     return (TgRunMetrics){step, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NULL, 0};
 }
@@ -219,6 +244,7 @@ TgRunMetrics tg_run_metrics_at(int64_t step) {
 void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m) {
     FILE *f = run->metrics.f;
     if (!f) return;
+    recheck_log(run, &run->metrics, &run->metrics_gone, TG_RUN_METRICS_FILE, m->step);
     fprintf(f, "{\"step\":%lld", (long long)m->step);
     json_number(f, "loss", m->loss, 9);
     json_number(f, "val_loss", m->val_loss, 9);
@@ -237,21 +263,23 @@ void tg_run_log_metrics(TgRun *run, const TgRunMetrics *m) {
     flush_log(run, &run->metrics, &run->metrics_error, TG_RUN_METRICS_FILE);
 }
 
-TgStatus tg_run_log_probe(TgRun *run, int64_t step, const char *prompt, size_t prompt_len, const char *text,
-                          size_t text_len) {
-    if (!run->probes.f) {
-        char path[TG_PATH_CAP];
-        TG_TRY(tg_path_join(path, sizeof path, run->dir, TG_RUN_PROBES_FILE));
-        TG_TRY(tg_append_file_open(&run->probes, path));
-    }
+TgStatus tg_run_open_probes(TgRun *run) {
+    char path[TG_PATH_CAP];
+    TG_TRY(tg_path_join(path, sizeof path, run->dir, TG_RUN_PROBES_FILE));
+    return tg_append_file_open(&run->probes, path);
+}
+
+void tg_run_log_probe(TgRun *run, int64_t step, const char *prompt, size_t prompt_len, const char *text,
+                      size_t text_len) {
     FILE *f = run->probes.f;
+    if (!f) return;
+    recheck_log(run, &run->probes, &run->probes_gone, TG_RUN_PROBES_FILE, step);
     fprintf(f, "{\"step\":%lld,\"prompt\":", (long long)step);
     tg_json_write_bytes(f, prompt, prompt_len);
     fputs(",\"text\":", f);
     tg_json_write_bytes(f, text, text_len);
     fputs("}\n", f);
     flush_log(run, &run->probes, &run->probes_error, TG_RUN_PROBES_FILE);
-    return TG_OK;
 }
 
 TgStatus tg_run_sample(TgRun *run, TgTape *tape, const char *prompt, int64_t n, const TgSampleOptions *sampling, uint64_t seed,

@@ -46,8 +46,9 @@ typedef struct TgRun {
     bool initialized_from_file; /* --init-from: weights from a safetensors file, a run or a checkpoint */
     TgAppendFile metrics;     /* metrics.jsonl, once tg_run_start opened it */
     int metrics_error;      /* the errno its writes last reported to `messages` (0: none) */
-    TgAppendFile probes;    /* probes.jsonl, from its first line on (tg_run_log_probe) */
-    int probes_error;
+    int metrics_gone;       /* the errno of a failed recreation of it, said once (0: none) */
+    TgAppendFile probes;    /* probes.jsonl, opened before the first step (tg_run_open_probes) */
+    int probes_error, probes_gone;
     char last_checkpoint[TG_PATH_CAP];
     TgMessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
 } TgRun;
@@ -135,10 +136,14 @@ TgStatus tg_run_sample(TgRun *run, TgTape *tape, const char *prompt, int64_t n, 
 TgStatus tg_run_continue_greedily(TgRun *run, TgTape *tape, const int32_t *ids, int64_t n, int64_t n_new, char **text,
                                   size_t *text_len);
 
-/* A line {"step":N,"prompt":"...","text":"..."} of probes.jsonl (TG_RUN_PROBES_FILE), opened at its
- * first line: the continuation `text` of the probe prompt `prompt` at `step` (train/probe_prompts.h).
- * A full disk is waited out as metrics.jsonl's is. */
-TgStatus tg_run_log_probe(TgRun *run, int64_t step, const char *prompt, size_t prompt_len, const char *text,
-                          size_t text_len);
+/* Opens probes.jsonl (TG_RUN_PROBES_FILE) for appending, as metrics.jsonl is: before the first step
+ * of a run with probe prompts, so that a file it cannot write (a symlink planted there, a folder
+ * it may not write) stops the run before it trained, never after. */
+TgStatus tg_run_open_probes(TgRun *run);
+/* A line {"step":N,"prompt":"...","text":"..."} of probes.jsonl (opened by tg_run_open_probes;
+ * nothing when it is not open): the continuation `text` of the probe prompt `prompt` at `step`
+ * (train/probe_prompts.h). A full disk is waited out as metrics.jsonl's is. */
+void tg_run_log_probe(TgRun *run, int64_t step, const char *prompt, size_t prompt_len, const char *text,
+                      size_t text_len);
 
 #endif

@@ -251,6 +251,10 @@ static const char *origin(const TgTrainOptions *o, const char *flag, char *buf, 
     return buf;
 }
 
+const char *tg_train_options_origin(const TgTrainOptions *o, const char *flag, char *buf, size_t cap) {
+    return origin(o, flag, buf, cap);
+}
+
 /* Two options that do not go together: the file's fault (TG_ERR_FORMAT, exit 1) when both came
  * from train_options.txt, else the flags' (TG_ERR_ARG). */
 static TgStatus conflict(const TgTrainOptions *o, const char *a, const char *b) {
@@ -409,6 +413,9 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
         return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->min_lr,
                        origin(o, "--min-lr", oa, sizeof oa), o->lr, origin(o, "--lr", ob, sizeof ob));
     TG_TRY(check_evaluations(o));
+    /* what a resume reads back: a value its file cannot hold is refused now, not lost then */
+    TG_TRY(tg_opt_check_storable(&table, o, TG_TRAIN_OPT_IDENTITY, TG_RUN_IDENTITY_FILE));
+    TG_TRY(tg_opt_check_storable(&table, o, TG_TRAIN_OPT_SAVED, TG_TRAIN_OPTIONS_FILE));
     return check_vocab(o);
 }
 

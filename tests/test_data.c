@@ -266,6 +266,11 @@ Test(tokfile, damaged_files_are_refused) {
     cr_expect_null(ids);
     cr_assert_eq(truncate(path, 20), 0);
     assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "shorter than the 64-byte header");
+    /* cut inside the magic itself, or to nothing: truncated, and empty, not "wrong magic" */
+    cr_assert_eq(truncate(path, 3), 0);
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "is truncated: 3 bytes");
+    cr_assert_eq(truncate(path, 0), 0);
+    assert_fails(tg_tokfile_read(path, &ids, &n, &vocab), TG_ERR_FORMAT, "is empty (0 bytes)");
     free(path);
 
     path = valid_tokfile("magic.tok");

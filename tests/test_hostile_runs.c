@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ckptutil.h"
@@ -84,6 +85,36 @@ Test(hostile_run, train_options_txt_values_are_range_checked_on_resume) {
     free(expect_refused("train --resume %s", 1, "--accum must be in [1, 1048576], got 0"));
     put(TG_TRAIN_OPTIONS_FILE, "--steps 1e400\n");
     free(expect_refused("train --resume %s", 1, "--steps expects an integer"));
+}
+
+/* A value train_options.txt or run.txt cannot hold (a line break in a path) is refused before the
+ * run starts (exit 2), not saved without it; a resume of a folder without train_options.txt says
+ * exactly which defaults it takes instead of the run's own options. */
+Test(hostile_run, options_a_resume_cannot_read_back_are_refused_or_said) {
+    char *folder = datagen_path(dir, "a\nb"), *odd = datagen_path(folder, "agree.jsonl"), *fresh = datagen_path(dir, "fresh"),
+         *out = NULL;
+    cr_assert_eq(mkdir(folder, 0755), 0);
+    datagen_write(folder, "agree.jsonl", "{\"sentence_good\": \"a b\", \"sentence_bad\": \"b a\"}\n", 47);
+    static const char *const flags[] = {"--eval-task", "--probe-prompts"};
+    for (int i = 0; i < 2; i++) {
+        int rc = ckpt_cli(&out, "train " CKPT_SMALL_FLAGS " --data %s --steps 2 --eval-every 2 %s '%s' --out %s", corpus,
+                          flags[i], odd, fresh);
+        cr_expect_eq(rc, 2, "%s: %s", flags[i], out);
+        cr_expect(strstr(out, "holds a line break, which train_options.txt (one option a line) cannot store"), "%s: %s",
+                  flags[i], out);
+        free(out);
+        cr_expect_neq(access(fresh, F_OK), 0, "%s: the refused run left its folder", flags[i]);
+    }
+    char *options = datagen_path(run, TG_TRAIN_OPTIONS_FILE);
+    cr_assert_eq(unlink(options), 0);
+    int rc = ckpt_cli(&out, "train --resume %s --steps 3", run);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "has no train_options.txt") && strstr(out, "--batch 16") && strstr(out, "--threads") &&
+                  !strstr(out, "--steps 1500"),
+              "%s", out);
+    free(out);
+    cr_expect_eq(access(options, F_OK), 0, "the resume did not write train_options.txt anew");
+    free(folder), free(odd), free(fresh), free(options);
 }
 
 /* What a hand-edited train_options.txt or run.txt gets wrong is refused, naming the file and the
@@ -536,4 +567,128 @@ Test(hostile_run, outputs_are_files_of_their_own, .timeout = 60) {
     uint8_t *now = ckpt_read_file(alone, &now_len);
     cr_expect(now_len == len && memcmp(now, bytes, len) == 0, "the checkpoint read was replaced");
     free(now), free(bytes), free(alone), free(ckpt), free(victim), free(link), free(fifo);
+}
+
+/* ---- run files removed while the run trains ---- */
+
+/* log.txt and metrics.jsonl removed midway come back at the run's next line, with a warning on
+ * stderr and a note in the new log: the rest of the run's lines are there, up to the last step. */
+Test(hostile_run, run_files_removed_while_it_trains_come_back, .timeout = 180) {
+    char *fresh = datagen_path(dir, "fresh"), *log = datagen_path(dir, "train.log"),
+         *metrics = datagen_path(fresh, "metrics.jsonl"), *runlog = datagen_path(fresh, "log.txt");
+    char *args[] = {"tapegrad", "train", "--preset", "tiny", "--batch", "4", "--threads", "1", "--eval-batches", "2",
+                    "--sample-tokens", "0", "--data", corpus, "--steps", "400", "--eval-every", "0", "--log-every", "1",
+                    "--ckpt-every", "0", "--out", fresh, NULL};
+    pid_t pid = ckpt_spawn_cli(log, args);
+    /* until the run wrote a few lines into its folder's files (bounded: 60 s) */
+    for (int i = 0; i < 12000 && !(access(runlog, F_OK) == 0 && ckpt_count_lines(metrics) >= 3); i++) usleep(5000);
+    cr_assert_geq(ckpt_count_lines(metrics), 3, "the run wrote no metrics in 60 s");
+    cr_assert_eq(unlink(metrics), 0);
+    cr_assert_eq(unlink(runlog), 0);
+    int status = ckpt_wait_at_most(pid, 150);
+    char *out = ckpt_read_text(log);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d: %s", status, out);
+    cr_expect(strstr(out, "metrics.jsonl was removed or replaced while the run trained: written anew from step") &&
+                  strstr(out, "log.txt was removed or replaced while the run trained"),
+              "%s", out);
+    free(out);
+    cr_assert_eq(access(metrics, F_OK), 0, "metrics.jsonl did not come back");
+    CkptMetricLine m[512];
+    int n = ckpt_read_metrics(fresh, 0, m, 512);
+    cr_assert_gt(n, 0);
+    cr_expect_eq(m[n - 1].step, 400, "the last line is of step %lld", (long long)m[n - 1].step);
+    cr_assert_eq(access(runlog, F_OK), 0, "log.txt did not come back");
+    char *text = ckpt_read_text(runlog);
+    cr_expect(strstr(text, "note: this log was removed or replaced") && strstr(text, "done at step 400"), "%s", text);
+    free(text), free(fresh), free(log), free(metrics), free(runlog);
+}
+
+/* ---- messages ---- */
+
+/* --eval-task given as a relative path is saved absolute, so a resume from another folder finds it;
+ * a relative one an older run saved names the flag, the file's line and the fix when it is not
+ * found from here. */
+Test(hostile_run, a_saved_task_path_resumes_from_another_folder) {
+    char *fresh = datagen_path(dir, "fresh"), *options = datagen_path(fresh, TG_TRAIN_OPTIONS_FILE), *out = NULL;
+    datagen_write(dir, "agree.jsonl", "{\"sentence_good\": \"the a\", \"sentence_bad\": \"a the\"}\n", 51);
+    char launcher[4200];
+    snprintf(launcher, sizeof launcher, "cd '%s' &&", dir);
+    int rc = ckpt_cli_launched(&out, launcher, "train " CKPT_SMALL_FLAGS " --data %s --steps 2 --eval-every 2 "
+                               "--eval-task agree.jsonl --out fresh", corpus);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *text = ckpt_read_text(options), want[4300];
+    snprintf(want, sizeof want, "--eval-task %s/agree.jsonl\n", dir);
+    cr_expect(strstr(text, want), "train_options.txt keeps the path as given:\n%s", text);
+    free(text);
+    rc = ckpt_cli(&out, "train --resume %s --steps 4", fresh); /* from the test's own folder */
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    /* a relative path in the file, as an older run saved it */
+    text = ckpt_read_text(options);
+    char *line = strstr(text, want);
+    cr_assert_not_null(line);
+    memmove(line + strlen("--eval-task "), line + strlen("--eval-task ") + strlen(dir) + 1,
+            strlen(line + strlen("--eval-task ") + strlen(dir)));
+    ckpt_write_file(options, text, strlen(text));
+    free(text);
+    rc = ckpt_cli(&out, "train --resume %s --steps 6", fresh);
+    cr_expect(rc == 1 && strstr(out, "--eval-task (") && strstr(out, "train_options.txt line ") &&
+                  strstr(out, "give --eval-task again with a path that exists from here") && strstr(out, "agree.jsonl"),
+              "%d: %s", rc, out);
+    free(out), free(fresh), free(options);
+}
+
+/* A run that takes no step changes nothing: a finished run resumed says so and logs and saves
+ * nothing; a new run interrupted (SIGINT) before its first step says nothing was trained and
+ * leaves no folder, where it used to save a step-0 checkpoint with a NaN val loss. */
+Test(hostile_run, a_run_that_takes_no_step_changes_nothing, .timeout = 120) {
+    char *metrics = datagen_path(run, "metrics.jsonl"), *out = NULL;
+    int lines = ckpt_count_lines(metrics);
+    int rc = ckpt_cli(&out, "train --resume %s", run);
+    cr_expect(rc == 0 && strstr(out, "done at step 2, as the run already was: nothing to train, nothing changed"), "%d: %s",
+              rc, out);
+    cr_expect_null(strstr(out, "val loss nan"), "%s", out);
+    free(out);
+    cr_expect_eq(ckpt_count_lines(metrics), lines, "the resume of a finished run logged a line");
+
+    /* 20 MB to prepare: SIGINT lands while the run prepares, before its first step */
+    char *text = datagen_english(11, (size_t)20 << 20), *never = datagen_path(dir, "never"),
+         *log = datagen_path(dir, "never.log"), *big = datagen_path(dir, "big.txt");
+    datagen_write(dir, "big.txt", text, strlen(text));
+    free(text);
+    char *args[] = {"tapegrad", "train", "--preset", "tiny", "--batch", "4", "--threads", "1", "--eval-batches", "2",
+                    "--sample-tokens", "0", "--data", big, "--steps", "5", "--out", never, NULL};
+    pid_t pid = ckpt_spawn_cli(log, args);
+    for (int i = 0; i < 12000; i++) { /* bounded: 60 s */
+        if (access(log, F_OK) == 0) {
+            char *now = ckpt_read_text(log);
+            bool preparing = strstr(now, "preparing") != NULL;
+            free(now);
+            if (preparing) break;
+        }
+        usleep(5000);
+    }
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    int status = ckpt_wait_at_most(pid, 100);
+    out = ckpt_read_text(log);
+    cr_assert(!strstr(out, "\nstep 1/"), "the run took its first step before SIGINT came: the test shows nothing\n%s", out);
+    cr_expect(WIFEXITED(status) && strstr(out, "interrupted before the first step: nothing was trained, and no run folder "
+                                                "is kept"),
+              "status %d: %s", status, out);
+    free(out);
+    cr_expect_neq(access(never, F_OK), 0, "the interrupted run left its folder");
+    free(metrics), free(never), free(log), free(big);
+}
+
+/* `sample --run RUN` whose `latest` names a folder: a file problem, exit 1 as everywhere else. */
+Test(hostile_run, a_checkpoint_name_that_is_a_folder_is_a_file_problem) {
+    char name[64], *path;
+    int64_t step = ckpt_latest_step(run);
+    snprintf(name, sizeof name, "ckpt-%08lld.tgck", (long long)step);
+    path = datagen_path(run, name);
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    free(expect_refused("sample --run %s --tokens 4", 1, "is a folder, not a checkpoint file"));
+    free(path);
 }

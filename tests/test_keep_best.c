@@ -422,3 +422,88 @@ Test(keep_best_cli, a_resume_may_change_the_patience_and_the_flags_need_evaluati
     }
     free(run), free(none);
 }
+
+/* The steps of the evaluations that bettered the best before them, in order. */
+static int new_bests(const Eval *e, int n, int64_t *steps, int cap) {
+    int k = 0, best = -1;
+    for (int i = 0; i < n && k < cap; i++)
+        if (best < 0 || e[i].val < e[best].val) best = i, steps[k++] = e[i].step;
+    return k;
+}
+
+/* The checkpoint RUN/best names on its first line ("" when there is no such file). */
+static void best_named(const char *run, char *name, size_t cap) {
+    char *pointer = datagen_path(run, "best");
+    name[0] = '\0';
+    if (access(pointer, F_OK) == 0) {
+        char *text = ckpt_read_text(pointer);
+        snprintf(name, cap, "%.*s", (int)strcspn(text, "\n"), text);
+        free(text);
+    }
+    free(pointer);
+}
+
+/* A new best whose save fails (a full disk) is tried again at the next save; while it is not on
+ * disk, `best` keeps naming the best checkpoint that is, --keep 1 never deletes that one, the
+ * summary says which is which, and a resume leaves `best` alone. */
+Test(keep_best_cli, a_best_whose_save_failed_is_said_and_best_names_a_checkpoint_on_disk, .init = setup,
+     .fini = teardown, .timeout = 120) {
+    char *ref = datagen_path(dir, "ref"), *out = NULL, files[512], expect[256], name[64], launcher[256];
+    int rc = ckpt_cli(&out, "train " BUMPY_FLAGS " --data %s --steps 30 --keep-best val_loss --out %s", corpus, ref);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    Eval e[64];
+    int64_t bests[64];
+    int k = new_bests(e, evaluations(ref, e, 64), bests, 64);
+    while (k > 0 && bests[k - 1] >= 30) k--; /* the last step's save failing fails the run: another test */
+    cr_assert_geq(k, 2, "fewer than two new bests before step 30: the test shows nothing");
+    int64_t failing = bests[k - 1], before = bests[k - 2];
+    char failing_name[64], before_name[64];
+    snprintf(failing_name, sizeof failing_name, "ckpt-%08lld.tgck", (long long)failing);
+    snprintf(before_name, sizeof before_name, "ckpt-%08lld.tgck", (long long)before);
+
+    /* the disk stays full for that file: both tries fail */
+    char *run = datagen_path(dir, "full");
+    snprintf(launcher, sizeof launcher, "TAPEGRAD_FAIL_WRITE=%s", failing_name);
+    rc = ckpt_cli_faults(&out, launcher, "train " BUMPY_FLAGS " --data %s --steps 30 --keep-best val_loss --out %s",
+                         corpus, run);
+    cr_expect_eq(rc, 0, "%s", out);
+    snprintf(expect, sizeof expect, "at step %lld) could not be saved, twice", (long long)failing);
+    cr_expect(strstr(out, expect) && strstr(out, before_name), "%s", out);
+    snprintf(expect, sizeof expect, "at step %lld was never saved (its save failed)", (long long)failing);
+    cr_expect(strstr(out, expect), "%s", out);
+    free(out);
+    best_named(run, name, sizeof name);
+    cr_expect_str_eq(name, before_name, "`best` must name the best checkpoint on disk");
+    checkpoint_files(run, files, sizeof files);
+    snprintf(expect, sizeof expect, "%s ckpt-00000030.tgck ", before_name);
+    cr_expect_str_eq(files, expect, "--keep 1 deleted the checkpoint `best` names");
+    rc = ckpt_cli(&out, "sample --run %s/best --tokens 4", run);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    /* a resume does not point `best` at the checkpoint its record names but the disk lacks */
+    rc = ckpt_cli(&out, "train --resume %s --steps 32", run);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "is not on disk (its save failed)"), "%s", out);
+    free(out);
+    best_named(run, name, sizeof name);
+    cr_expect_str_eq(name, before_name);
+    char *kept = datagen_path(run, before_name);
+    cr_expect_eq(access(kept, F_OK), 0, "the resume deleted %s", kept);
+    free(kept);
+
+    /* full for a moment: the second try saves it */
+    char *moment = datagen_path(dir, "moment");
+    snprintf(launcher, sizeof launcher, "TAPEGRAD_FAIL_WRITE=%s TAPEGRAD_FAIL_WRITE_TIMES=1", failing_name);
+    rc = ckpt_cli_faults(&out, launcher, "train " BUMPY_FLAGS " --data %s --steps 30 --keep-best val_loss --out %s",
+                         corpus, moment);
+    cr_expect_eq(rc, 0, "%s", out);
+    snprintf(expect, sizeof expect, "at step %lld) was saved at a second try", (long long)failing);
+    cr_expect(strstr(out, expect), "%s", out);
+    cr_expect_null(strstr(out, "never saved"), "%s", out);
+    free(out);
+    best_named(moment, name, sizeof name);
+    cr_expect_str_eq(name, failing_name);
+    ckpt_expect_same_checkpoints(ref, moment, 30);
+    free(ref), free(run), free(moment);
+}

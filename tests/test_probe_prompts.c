@@ -228,3 +228,28 @@ Test(probes, a_bad_prompt_file_is_refused_naming_the_file_and_line, .init = setu
     cr_expect_neq(access(run, F_OK), 0);
     free(out), free(missing), free(run);
 }
+
+/* probes.jsonl is opened before the first step, as metrics.jsonl is: a symlink planted there on a
+ * resume stops the run before it trains a step (no metrics line after the resumed step), and the
+ * symlink's target is never written. */
+Test(probes, a_symlink_at_probes_jsonl_is_refused_before_a_step, .init = setup, .fini = teardown, .timeout = 60) {
+    char *prompts = prompt_file(), *run = datagen_path(dir, "run"), *out = NULL;
+    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --steps 8 --eval-every 4 --probe-tokens 4 --data %s --probe-prompts %s "
+                            "--stop-after 4 --out %s", corpus, prompts, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *probes = datagen_path(run, "probes.jsonl"), *metrics = datagen_path(run, "metrics.jsonl"),
+         *victim = datagen_path(dir, "victim.txt");
+    datagen_write(dir, "victim.txt", "mine\n", 5);
+    cr_assert_eq(unlink(probes), 0);
+    cr_assert_eq(symlink(victim, probes), 0);
+    int lines = ckpt_count_lines(metrics);
+    rc = ckpt_cli(&out, "train --resume %s", run);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "probes.jsonl is a symbolic link"), "%s", out);
+    free(out);
+    cr_expect_eq(ckpt_count_lines(metrics), lines, "the refused resume trained steps first");
+    char *text = ckpt_read_text(victim);
+    cr_expect_str_eq(text, "mine\n", "the symlink's target was written");
+    free(text), free(probes), free(metrics), free(victim), free(prompts), free(run);
+}

@@ -80,7 +80,7 @@ TgStatus tg_probe_prompts_write(const TgProbePrompts *p, TgRun *run, TgTape *tap
         size_t len = 0;
         TgStatus s = tg_run_continue_greedily(run, tape, p->ids + q->first_id, q->n_ids, p->tokens, &text, &len);
         if (s != TG_OK) s = tg_fail_context(s, "continuing the probe prompt of line %d", q->line);
-        if (s == TG_OK) s = tg_run_log_probe(run, step, q->text, q->len, text, len);
+        if (s == TG_OK) tg_run_log_probe(run, step, q->text, q->len, text, len);
         free(text);
         TG_TRY(s);
     }

@@ -82,6 +82,8 @@ typedef struct Trainer {
     TgEvalMetric watched;         /* the figure of the best record (train/best.h): none, or --keep-best's or val_loss */
     TgProbePrompts probe_prompts; /* rank 0's (--probe-prompts) */
     char stop_reason[256];        /* why the run stopped early (--early-stop) */
+    int64_t first_step;           /* the step this invocation started at */
+    bool discard;                 /* a new run stopped before its first step: its folder is not kept */
 } Trainer;
 
 /* Once the first step is done, or the run stops before one, the run folder moves into place
@@ -184,7 +186,13 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     TgPrepareReporter preparing = {tr->reporter.ctx, tr->reporter.message, tr->reporter.preparing};
     TG_TRY(tg_run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
     TgTaskEncoding tasks = tg_task_encoding_of(&tr->run);
-    TG_TRY(tg_task_suite_open(&tr->tasks, o->eval_tasks.items, o->eval_tasks.count, &tasks));
+    TgStatus opened = tg_task_suite_open(&tr->tasks, o->eval_tasks.items, o->eval_tasks.count, &tasks);
+    char where[TG_PATH_CAP + 32];
+    if (opened == TG_ERR_IO && tg_train_options_origin(o, "--eval-task", where, sizeof where)[0])
+        return tg_fail_context(opened, "--eval-task%s, saved by the run: give --eval-task again with a path that "
+                                       "exists from here (each file of the run's as it was)",
+                               where);
+    TG_TRY(opened);
     TG_TRY(check_best_task(tr));
     tr->watched = tg_best_watched(tr->run.keep_best.kind, o->early_stop);
     tg_best_record_start(&tr->run.state.best, tr->watched);
@@ -213,12 +221,15 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     tr->t_start = tg_clock_seconds();
     tr->elapsed_before = tr->run.state.elapsed_s;
     tr->last_val = tr->last_bpb = NAN;
+    tr->first_step = tr->run.state.step;
     return TG_OK;
 }
 
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
 static TgStatus trainer_open_files(Trainer *tr) {
     TG_TRY(tg_run_start(&tr->run));
+    /* every file the run appends to is open before its first step */
+    if (tr->probe_prompts.n > 0) TG_TRY(tg_run_open_probes(&tr->run));
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
     if (tg_train_options_save(tr->run.dir, tr->o) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
     /* `best` as the record resumed from says: a save killed before it rewrote `best`, or a resume
@@ -226,7 +237,9 @@ static TgStatus trainer_open_files(Trainer *tr) {
     if (tr->run.resumed && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE) {
         char metric[TG_TASK_NAME_CAP + 16];
         tg_best_metric_format(&tr->run.keep_best, metric, sizeof metric);
-        TG_TRY(tg_checkpoint_write_best(tr->run.dir, metric, &tr->run.state.best));
+        /* a record whose checkpoint was never saved leaves `best` naming the best on disk */
+        if (tg_checkpoint_write_best(tr->run.dir, metric, &tr->run.state.best) != TG_OK)
+            tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
     }
     if (tr->hooks.start) TG_TRY(tr->hooks.start(tr->hooks.ctx, tr->run.dir, &tr->run.model));
     return TG_OK;
@@ -559,9 +572,35 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     return TG_OK;
 }
 
+/* A failed save of a new best checkpoint: its weights exist only in the saver's snapshot, so it
+ * is tried again now, before the next snapshot replaces them. Said either way; when the second try
+ * fails too, `best` keeps naming the best checkpoint on disk. True when the failed save was a
+ * best's (and said), *saved whether the second try saved it. */
+static bool retry_best_save(Trainer *tr, bool *saved) {
+    const TgTrainerState *failed = &tr->saver.src.state;
+    *saved = false;
+    if (!tr->saver.keep.best || !failed->best.kept || failed->best.step != failed->step) return false;
+    char first[1024], metric[TG_TASK_NAME_CAP + 16], named[64];
+    snprintf(first, sizeof first, "%s", tg_error_message());
+    tg_best_metric_format(&tr->run.keep_best, metric, sizeof metric);
+    if (tg_checkpoint_saver_retry(&tr->saver) == TG_OK) {
+        tg_message_emit(&tr->messages, TG_MESSAGE_NOTE, "%s; the best checkpoint (%s %.6g at step %lld) was saved at a second try: %s",
+                        first, metric, failed->best.value, (long long)failed->step, tr->saver.last_saved);
+        *saved = true;
+        return true;
+    }
+    tg_checkpoint_folder_best(tr->run.dir, named, sizeof named);
+    tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
+                    "the best checkpoint (%s %.6g at step %lld) could not be saved, twice: %s; %s/%s still names %s, "
+                    "training goes on and each checkpoint tries again",
+                    metric, failed->best.value, (long long)failed->step, tg_error_message(), tr->run.dir,
+                    TG_CHECKPOINT_BEST_FILE, named);
+    return true;
+}
+
 /* A background save that failed (a full disk, say) stops no run: the weights are still here, and
  * the next save tries again. The person hears of the first failure, with the newest checkpoint on
- * disk, and of the first save that works again. */
+ * disk, and of the first save that works again. A new best is tried again at once (retry_best_save). */
 static void report_failed_save(Trainer *tr) {
     bool was_saving = tr->saver.in_flight;
     if (tg_checkpoint_saver_wait(&tr->saver) == TG_OK) {
@@ -569,6 +608,11 @@ static void report_failed_save(Trainer *tr) {
             tg_message_emit(&tr->messages, TG_MESSAGE_NOTE, "checkpoints are saved again (%lld saves failed before): %s",
                          (long long)tr->failed_saves, tr->saver.last_saved);
         if (was_saving) tr->failed_saves = 0;
+        return;
+    }
+    bool saved;
+    if (retry_best_save(tr, &saved)) {
+        tr->failed_saves += !saved;
         return;
     }
     if (tr->failed_saves++) return;
@@ -678,6 +722,15 @@ static void report_best(Trainer *tr) {
         tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "best checkpoint: none yet (no evaluation of --eval-every)");
         return;
     }
+    char named[64], own[64];
+    tg_checkpoint_folder_best(tr->run.dir, named, sizeof named);
+    snprintf(own, sizeof own, "ckpt-%08lld.tgck", (long long)b->step);
+    if (strcmp(named, own) != 0) {
+        tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
+                        "best checkpoint: %s %.6g at step %lld was never saved (its save failed); %s/%s names %s", metric,
+                        b->value, (long long)b->step, tr->run.dir, TG_CHECKPOINT_BEST_FILE, named);
+        return;
+    }
     tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
                     "best checkpoint: %s %.6g at step %lld, %s/ckpt-%08lld.tgck (named by %s/%s)", metric, b->value, (long long)b->step, tr->run.dir,
                     (long long)b->step, tr->run.dir, TG_CHECKPOINT_BEST_FILE);
@@ -717,11 +770,37 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
     return TG_OK;
 }
 
+/* A run that stops before it took a step (and not at --stop-after) changes nothing: a resumed run
+ * that was already done (or had stopped early) says so, and one stopped by a signal says nothing
+ * was trained; a new run's folder is not kept. Nothing is evaluated, logged or saved. */
+static void trainer_finish_untrained(Trainer *tr, const char *reason, bool stopped_by_signal) {
+    TgRun *run = &tr->run;
+    long long step = (long long)run->state.step;
+    if (!run->resumed) {
+        tr->discard = true;
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s before the first step: nothing was trained, and no run folder is kept",
+                        reason);
+    } else if (stopped_by_signal) {
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
+                        "%s at step %lld before a step of its own: nothing was trained, nothing saved; the run's newest "
+                        "checkpoint is %s",
+                        reason, step, run->last_checkpoint[0] ? run->last_checkpoint : run->dir);
+    } else {
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld, as the run already was: nothing to train, nothing changed",
+                        reason, step);
+    }
+}
+
 /* The final val loss, the last checkpoint (rank 0), the summary and the sample. */
 static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_signal) {
     TgTrainOptions *o = tr->o;
     TgRun *run = &tr->run;
     TgTrainerState *st = &run->state;
+    /* --stop-after at the step it starts at is a checkpoint asked for (of --init-from's weights, say) */
+    if (st->step == tr->first_step && (stopped_by_signal || (run->resumed && o->stop_after != st->step))) {
+        if (tr->writer) trainer_finish_untrained(tr, reason, stopped_by_signal);
+        return TG_OK;
+    }
     if (stopped_by_signal)
         tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: saving a checkpoint (interrupt again to quit at once)",
                      reason, (long long)st->step);
@@ -766,12 +845,12 @@ TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTr
     }
     /* a background save still running finishes before the process ends; its failure fails the run */
     if (tg_checkpoint_saver_wait(&tr.saver) != TG_OK && s == TG_OK) s = TG_ERR_IO;
-    /* a new run that failed before its first step leaves nothing behind */
-    if (s != TG_OK && !tr.committed) {
+    /* a new run that failed or stopped before its first step leaves nothing behind */
+    if ((s != TG_OK || tr.discard) && !tr.committed) {
         char message[2048];
         snprintf(message, sizeof message, "%s", tg_error_message());
         tg_run_discard(&tr.run);
-        tg_fail(s, "%s", message);
+        if (s != TG_OK) tg_fail(s, "%s", message);
     }
     trainer_close(&tr);
     return s;
