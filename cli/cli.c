@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,3 +81,39 @@ int cli_usage_error(const char *command, const char *fmt, ...) {
     cli_output_printf(CLI_STDERR, "tapegrad %s: %s\n", command, text);
     return 2;
 }
+
+const char *cli_shell_word(const char *text, char *buf, size_t cap) {
+    bool plain = *text != '\0';
+    for (const char *c = text; *c && plain; c++)
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                strchr("_./:-=+,@%", *c) != NULL;
+    if (plain) {
+        snprintf(buf, cap, "%s", text);
+        return buf;
+    }
+    size_t n = 0;
+    if (cap < 3) {
+        if (cap) buf[0] = '\0';
+        return buf;
+    }
+    buf[n++] = '\'';
+    for (const char *c = text; *c && n + 6 < cap; c++) {
+        if (*c == '\'') {
+            memcpy(buf + n, "'\\''", 4); /* close, an escaped quote, open again */
+            n += 4;
+        } else {
+            buf[n++] = *c;
+        }
+    }
+    buf[n++] = '\'';
+    buf[n] = '\0';
+    return buf;
+}
+
+static char program[4096] = "tapegrad";
+
+void cli_program_set(const char *argv0) {
+    if (argv0 && strchr(argv0, '/')) cli_shell_word(argv0, program, sizeof program);
+}
+
+const char *cli_program(void) { return program; }

@@ -51,6 +51,14 @@ TgStatus cli_join_job(double timeout_s);
  * cli_exit to print once; a command that prints as it goes checks after each reply or line, and
  * stops at the first that was lost. */
 TgStatus cli_stdout_check(void);
+/* The program as this process was started, for the commands a hint prints ("talk to it: PROGRAM
+ * chat --run RUN"), so that they run as printed: argv[0] when it names a path (./build/tapegrad),
+ * else "tapegrad" (found on the PATH); quoted for a POSIX shell when it needs it. main sets it. */
+void cli_program_set(const char *argv0);
+const char *cli_program(void);
+/* `text` as one word of a POSIX shell command: as it is when it needs no quoting, else in single
+ * quotes ('\'' for a quote inside). Into buf (cut to cap). */
+const char *cli_shell_word(const char *text, char *buf, size_t cap);
 /* A usage error: prints "tapegrad <command>: <message>" and returns 2. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -98,7 +98,8 @@ static int run_prepare(int argc, char **argv) {
         printf("time: %.1f s counting, %.1f s training the tokenizer, %.1f s encoding (%d threads); fingerprint %016" PRIx64
                "\n",
                r.count_seconds, r.tokenizer_seconds, r.encode_seconds, o.threads, r.fingerprint);
-        printf("train on it with: tapegrad train --dataset %s\n", o.out);
+        char out[TG_PATH_CAP * 4 + 8];
+        printf("train on it with: %s train --dataset %s\n", cli_program(), cli_shell_word(o.out, out, sizeof out));
     }
     return cli_exit("prepare", s);
 }

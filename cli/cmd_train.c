@@ -125,6 +125,13 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
         sigaction(SIGHUP, &hup, &old_hup);
         report.hangup = &hangup_seen;
         s = tg_train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL, &reporter);
+        /* the next command, as it runs from here */
+        if (s == TG_OK && o.task == TG_TASK_SFT && !stop_requested && report.run_dir[0] && reporter.message) {
+            char hint[3 * 4096 + 64], word[3 * 4096];
+            snprintf(hint, sizeof hint, "talk to it: %s chat --run %s", cli_program(),
+                     cli_shell_word(report.run_dir, word, sizeof word));
+            reporter.message(reporter.ctx, TG_MESSAGE_INFO, hint);
+        }
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &old[i], NULL);
         sigaction(SIGHUP, &old_hup, NULL);
         tg_grad_logger_close(&grads);

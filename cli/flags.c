@@ -69,7 +69,9 @@ void cli_flags_print_help(FILE *f, const TgOptTable *t, const void *defaults) {
         fprintf(f, "  %-22s %s", left, s->help);
         if (s->choices) fprintf(f, ": %s", s->choices);
         if (s->type == TG_OPT_LIST) fprintf(f, " (repeatable, up to %d)", TG_OPT_LIST_MAX);
-        if (s->default_text) {
+        if (s->default_text && strcmp(s->default_text, "required") == 0) {
+            fputs(" (required)", f); /* a flag the command cannot go without has no default */
+        } else if (s->default_text) {
             fprintf(f, " (default %s)", s->default_text);
         } else if (defaults && s->type != TG_OPT_BOOL) {
             tg_opt_format(t, i, defaults, value, sizeof value);

@@ -47,6 +47,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tapegrad: %s\n", tg_error_message());
         return 2;
     }
+    cli_program_set(argv[0]); /* hints print commands that run as printed */
     if (argc < 2) {
         print_help(stderr);
         return 2;

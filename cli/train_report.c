@@ -177,6 +177,7 @@ static void print_sample(void *ctx, const TgTrainSample *s) {
 /* The run's folder is there: its log opens (appending on a resume), the waiting lines go in. */
 static void open_log(void *ctx, const char *run_dir) {
     CliTrainReport *r = ctx;
+    snprintf(r->run_dir, sizeof r->run_dir, "%s", run_dir);
     char path[TG_PATH_CAP];
     if (tg_path_join(path, sizeof path, run_dir, TG_RUN_LOG_FILE) == TG_OK && r->log.f) {
         struct stat open_one, named;

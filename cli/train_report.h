@@ -34,6 +34,7 @@ typedef struct CliTrainReport {
     TgAppendFile log;      /* RUN/log.txt, once the trainer named the run's folder */
     int log_error;       /* the errno the log last reported on the terminal (0: none) */
     int log_gone;        /* the errno of a failed recreation of the log, said once (0: none) */
+    char run_dir[4096];  /* the run's folder, as the trainer last named it ("" before) */
     char *early;         /* the lines before that, for the log */
     size_t early_len, early_cap;
     volatile sig_atomic_t *hangup; /* SIGHUP's flag (may be NULL): noted once in the log */

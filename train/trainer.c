@@ -667,8 +667,11 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
         double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
         if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (tg_clock_seconds() - tr->t_start));
         if (tr->reporter.progress) {
-            TgTrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = tr->last_val,
-                               .val_bpb = tr->last_bpb, .lr = lr,
+            /* the val loss of --init-from's weights is no measure of the steps since: shown from the
+             * first evaluation of this run on */
+            double shown_val = tr->val_before_training ? NAN : tr->last_val;
+            TgTrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = shown_val,
+                               .val_bpb = tr->val_before_training ? NAN : tr->last_bpb, .lr = lr,
                                .grad_norm = grad_norm, .tokens_per_s = tok_s, .eta_s = eta > 0 ? eta : 0};
             tr->reporter.progress(tr->reporter.ctx, &p);
         }
@@ -756,8 +759,12 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
         tg_task_suite_add_metrics(&tr->tasks, &last);
         tg_run_log_metrics(run, &last);
     }
-    tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: val loss %.4f (ln vocab %.3f), %.4f bits per byte, %.1f s, checkpoint %s",
-                 reason, (long long)st->step, tr->last_val, log((double)run->model.cfg.vocab), tr->last_bpb, st->elapsed_s,
+    /* ln vocab, the loss of a uniform guess, is a yardstick for a model trained from random weights only */
+    char yardstick[64] = "";
+    if (run->task == TG_TASK_PRETRAIN && !run->initialized_from_file)
+        snprintf(yardstick, sizeof yardstick, " (ln vocab %.3f)", log((double)run->model.cfg.vocab));
+    tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: val loss %.4f%s, %.4f bits per byte, %.1f s, checkpoint %s",
+                 reason, (long long)st->step, tr->last_val, yardstick, tr->last_bpb, st->elapsed_s,
                  run->last_checkpoint);
     tg_task_suite_report(&tr->tasks, &tr->messages);
     report_best(tr);
@@ -812,8 +819,6 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     TG_TRY(check_replicas(tr, false));
     /* a failed last save fails every rank */
     TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
-    if (tr->writer && tr->run.task == TG_TASK_SFT && st->step >= o->steps)
-        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "talk to it: tapegrad chat --run %s", run->dir);
     if (tr->writer && tr->run.task == TG_TASK_PRETRAIN && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
         const TgSampleOptions defaults = tg_sample_defaults();
         TgTrainSample sample = {.prompt = TG_RUN_SAMPLE_PROMPT, .prompt_len = strlen(TG_RUN_SAMPLE_PROMPT),
