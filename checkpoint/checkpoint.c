@@ -286,8 +286,9 @@ static bool get_floats(Reader *r, float *out, size_t n, const char *what) {
 static bool get_tag(Reader *r, TgCheckpointInfo *ci) {
     uint16_t len;
     if (!get(r, &len, 2, "the tag")) return false;
-    if (len == 0 || len >= TG_CHECKPOINT_TAG_CAP) {
-        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: a %u-byte parameter set tag; the file is corrupt", r->path, len));
+    unsigned cap = (r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) ? TG_CHECKPOINT_PARAM_TAG_CAP : TG_CHECKPOINT_TAG_CAP;
+    if (len == 0 || len >= cap) {
+        content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: a %u-byte tag; the file is corrupt", r->path, len));
         return false;
     }
     if (!get(r, ci->tag, len, "the tag")) return false;

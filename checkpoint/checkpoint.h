@@ -46,7 +46,8 @@ enum {
     TG_CHECKPOINT_FLAG_ADAPTER = 1u << 2,
     TG_CHECKPOINT_FLAG_BEST = 1u << 3,
 };
-enum { TG_CHECKPOINT_TAG_CAP = 64 };
+/* Tags, with their NUL: a parameter set's 1 to 63 bytes; an adapter's longer (its token ids) */
+enum { TG_CHECKPOINT_PARAM_TAG_CAP = 64, TG_CHECKPOINT_TAG_CAP = 2560 };
 enum { TG_CHECKPOINT_KIND_WEIGHT = 0, TG_CHECKPOINT_KIND_ADAM_M = 1, TG_CHECKPOINT_KIND_ADAM_V = 2 };
 
 /* Steps are written to metrics.jsonl as JSON numbers, exact up to 2^53; tokens seen stay far from

@@ -2,6 +2,8 @@
  * of a LoRA adapter checkpoint (checkpoint/adapter.h),
  *
  *   lora r<rank> a<alpha, %.17g> t<target mask, hex> b<base weights fingerprint, 16 hex digits>
+ *
+ * followed, when token rows train beside the adapters, by " k<id>,<id>,..." (ascending).
  */
 #ifndef TAPEGRAD_CHECKPOINT_FORMAT_H
 #define TAPEGRAD_CHECKPOINT_FORMAT_H

@@ -164,7 +164,7 @@ TgStatus tg_checkpoint_write_with(const char *path, const TgCheckpointSource *sr
                     (src->state.best.kept ? TG_CHECKPOINT_FLAG_BEST : 0));
     if (src->tag) {
         size_t len = strlen(src->tag);
-        TG_CHECK(len > 0 && len < TG_CHECKPOINT_TAG_CAP, "a parameter set tag of %zu bytes", len);
+        TG_CHECK(len > 0 && len < TG_CHECKPOINT_PARAM_TAG_CAP, "a parameter set tag of %zu bytes", len);
         put_u16(&w, (uint16_t)len);
         put(&w, src->tag, len);
     } else {

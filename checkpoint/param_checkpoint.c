@@ -10,9 +10,9 @@
 TgStatus tg_param_checkpoint_save(const char *path, const TgParamStore *ps, const char *tag, int64_t step) {
     TG_CHECK(ps->finalized, "tg_param_checkpoint_save of a parameter store not finalized");
     size_t len = tag ? strlen(tag) : 0;
-    if (len == 0 || len >= TG_CHECKPOINT_TAG_CAP)
+    if (len == 0 || len >= TG_CHECKPOINT_PARAM_TAG_CAP)
         return tg_fail(TG_ERR_ARG, "saving %s: a parameter set's tag has 1 to %d bytes, not %zu", path,
-                       TG_CHECKPOINT_TAG_CAP - 1, len);
+                       TG_CHECKPOINT_PARAM_TAG_CAP - 1, len);
     TgCheckpointSource src = {.layout = ps, .data = ps->data, .m = ps->m, .v = ps->v, .state = {.step = step}, .tag = tag};
     return tg_checkpoint_write(path, &src);
 }

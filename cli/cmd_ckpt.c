@@ -86,6 +86,7 @@ static void print_adapter(const TgCheckpointInfo *info, const char *path) {
     tg_lora_targets_format(lora.targets, targets, sizeof targets);
     printf("adapters     LoRA rank %lld, alpha %g on %s (tag '%s')\n", (long long)lora.rank, lora.alpha, targets,
            info->tag);
+    if (lora.n_tokens > 0) printf("token rows   the embedding rows of %d tokens train beside them\n", lora.n_tokens);
     printf("base         weights fingerprint %016llx, tokenizer fingerprint %016llx\n", (unsigned long long)base,
            (unsigned long long)info->tokenizer_fingerprint);
 }

@@ -190,6 +190,12 @@ TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const 
 TgStatus tg_model_export_peft(const TgModel *model, const char *dir) {
     const TgLora *lora = model->lora;
     if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a PEFT adapter");
+    if (lora->cfg.n_tokens > 0)
+        return tg_fail(TG_ERR_ARG,
+                       "the run trains the embedding rows of %d tokens beside its adapters (--lora-tokens), which this "
+                       "PEFT export does not write yet: export the merged model instead (ckpt merge, then --hf), or train "
+                       "with --lora-tokens none",
+                       lora->cfg.n_tokens);
     TG_TRY(tg_make_folders(dir));
     TgStWriter *w = tg_st_writer_begin();
     char name[TG_NAME_CAP + 32];

@@ -4,7 +4,8 @@
  * Adapter tensors are named after the weight they adapt, as PEFT names them inside its model:
  * model.layers.{i}.self_attn.q_proj.weight gets model.layers.{i}.self_attn.q_proj.lora_A.weight
  * (r, in) and ...lora_B.weight (out, r). The forward (model/model.c) runs each adapted linear as
- * one lora_linear op. */
+ * one lora_linear op. Trainable token rows are model.embed_tokens.trainable_tokens (K, dim), read
+ * through one rows_replaced op by the embedding and the tied head alike. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,12 @@ TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *mod
                        TG_LORA_MIN_ALPHA, TG_LORA_MAX_ALPHA, c->alpha);
     if (!c->targets || (c->targets & ~TG_LORA_ALL_TARGETS))
         return tg_fail(TG_ERR_ARG, "--lora-targets must name some of q,k,v,o,gate,up,down");
+    if (c->n_tokens < 0 || c->n_tokens > TG_LORA_MAX_TOKENS)
+        return tg_fail(TG_ERR_ARG, "--lora-tokens names %d tokens; at most %d", c->n_tokens, TG_LORA_MAX_TOKENS);
+    for (int j = 0; j < c->n_tokens; j++)
+        if (c->tokens[j] < 0 || (j > 0 && c->tokens[j] <= c->tokens[j - 1]) || (model && c->tokens[j] >= model->vocab))
+            return tg_fail(TG_ERR_ARG, "--lora-tokens: the token ids must be distinct, ascending and in the vocabulary; "
+                                       "got %d at %d", (int)c->tokens[j], j);
     if (!model) return TG_OK;
     if (model->ffn != TG_FFN_SWIGLU && (c->targets & (1u << TG_LORA_UP)))
         return tg_fail(TG_ERR_ARG, "--lora-targets up: a ReLU FFN has no up projection; drop it");
@@ -136,8 +143,15 @@ void tg_lora_attach(TgModel *m, const TgLoraConfig *cfg, uint64_t seed) {
             snprintf(name, sizeof name, "%.*s.lora_B.weight", (int)stem, w->name);
             pair->b = tg_params_add(&lora->params, name, 2, (int64_t[]){out, cfg->rank}, false, TG_PARAM_INIT_ZEROS);
         }
+    if (cfg->n_tokens > 0)
+        lora->token_rows = tg_params_add(&lora->params, "model.embed_tokens.trainable_tokens", 2,
+                                         (int64_t[]){cfg->n_tokens, m->cfg.dim}, false, TG_PARAM_INIT_ZEROS);
     tg_params_finalize(&lora->params);
     tg_params_init_values(&lora->params, seed);
+    /* the rows start as the base's: the model is unchanged until they train */
+    for (int j = 0; j < cfg->n_tokens; j++)
+        memcpy(lora->token_rows->data + (int64_t)j * m->cfg.dim, m->embed->data + (int64_t)cfg->tokens[j] * m->cfg.dim,
+               (size_t)m->cfg.dim * sizeof(float));
     if (m->params.grad) tg_params_freeze(&m->params);
     m->lora = lora;
 }
@@ -163,6 +177,9 @@ void tg_lora_merge(TgModel *m) {
             int64_t out = w->shape[0], in = w->shape[1], r = lora->cfg.rank;
             tg_sgemm(false, false, out, in, r, s, pair->b->data, r, pair->a->data, in, 1.0f, w->data, in);
         }
+    for (int j = 0; j < lora->cfg.n_tokens; j++)
+        memcpy(m->embed->data + (int64_t)lora->cfg.tokens[j] * m->cfg.dim, lora->token_rows->data + (int64_t)j * m->cfg.dim,
+               (size_t)m->cfg.dim * sizeof(float));
     tg_lora_free(m);
 }
 

@@ -254,7 +254,11 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
     TG_CHECK(!cache || B == 1, "KV-cache decoding runs batch 1");
     TG_CHECK(pos + T <= c->seq_len, "positions %lld..%lld exceed the context %lld", (long long)pos,
              (long long)(pos + T - 1), (long long)c->seq_len);
-    TgTensor *x = tg_embedding(tape, m->embed, tokens, 2, (int64_t[]){B, T}); /* (B,T,D) */
+    /* LoRA's trainable token rows in the frozen table, for the embedding and the tied head */
+    TgTensor *table = m->lora && m->lora->token_rows
+                          ? tg_rows_replaced(tape, m->embed, m->lora->token_rows, m->lora->cfg.tokens) /* (V,D) */
+                          : m->embed;
+    TgTensor *x = tg_embedding(tape, table, tokens, 2, (int64_t[]){B, T}); /* (B,T,D) */
     for (int64_t l = 0; l < c->n_layers; l++) {
         TgLayerParams *L = &m->layers[l];
         /* attention sub-block: x = x + Wo attn(rope(q), rope(k), v). RoPE overwrites the
@@ -280,7 +284,7 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
     }
     if (cache) cache->len += T;
     TgTensor *xn = tg_rmsnorm(tape, x, m->final_norm, eps);
-    return tg_linear(tape, xn, m->embed); /* (B,T,V): the head is the embedding, tied */
+    return tg_linear(tape, xn, table); /* (B,T,V): the head is the embedding, tied */
 }
 
 TgTensor *tg_model_forward(TgModel *m, TgTape *tape, const TgBatch *b, TgKVCache *cache) {

@@ -85,6 +85,58 @@ TgTensor *tg_embedding(TgTape *tape, TgTensor *table, const int32_t *ids, int nd
     return out;
 }
 
+/* ---- rows replaced: a table whose named rows come from a tensor of their own ----
+ *
+ * LoRA's trainable token rows (model/lora.c): the base's embedding stays frozen while the rows of a
+ * few tokens train, and the embedding and the tied head both read the table with those rows in. */
+
+/* Forward: out = table, then out[ids[j], :] = rows[j, :] for each j < K (the ids distinct).
+ * Backward: dtable += dout on every row but the replaced ones (their value did not come from the
+ * table); drows[j] += dout[ids[j], :]. */
+static void rows_replaced_backward(TgTape *tape, TgTapeNode *node) {
+    TgTensor *table = node->in[0], *rows = node->in[1], *out = node->out;
+    const int32_t *ids = node->saved;
+    int64_t k = node->iparam[0], dim = tg_tensor_dim(table, 1), vocab = tg_tensor_dim(table, 0);
+    if (tg_tensor_wants_grad(table)) {
+        float *dtable = tg_tensor_grad(tape, table);   // (V, D)
+        for (int64_t v = 0, j = 0; v < vocab; v++) {     /* ids ascending: one walk */
+            if (j < k && ids[j] == v) {
+                j++;
+                continue;
+            }
+            for (int64_t d = 0; d < dim; d++) dtable[v * dim + d] += out->grad[v * dim + d];
+        }
+    }
+    if (tg_tensor_wants_grad(rows)) {
+        float *drows = tg_tensor_grad(tape, rows);     // (K, D)
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t d = 0; d < dim; d++) drows[j * dim + d] += out->grad[(int64_t)ids[j] * dim + d];
+    }
+}
+
+TgTensor *tg_rows_replaced(TgTape *tape, TgTensor *table, TgTensor *rows, const int32_t *ids) {
+    TG_CHECK(table->ndim == 2 && rows->ndim == 2 && tg_tensor_dim(rows, 1) == tg_tensor_dim(table, 1),
+             "rows_replaced: table '%s' (V, D) and rows '%s' (K, D) disagree", table->name, rows->name);
+    int64_t vocab = tg_tensor_dim(table, 0), dim = tg_tensor_dim(table, 1), k = tg_tensor_dim(rows, 0);
+    for (int64_t j = 0; j < k; j++)
+        TG_CHECK(ids[j] >= 0 && ids[j] < vocab && (j == 0 || ids[j] > ids[j - 1]),
+                 "rows_replaced: the ids must be ascending within [0, %lld); id %d at %lld", (long long)vocab,
+                 (int)ids[j], (long long)j);
+    TgTensor *out = tg_tensor_new(tape->arena, "rows_replaced", 2, (int64_t[]){vocab, dim});   // (V, D)
+    memcpy(out->data, table->data, (size_t)(vocab * dim) * sizeof(float));
+    for (int64_t j = 0; j < k; j++)
+        memcpy(out->data + (int64_t)ids[j] * dim, rows->data + j * dim, (size_t)dim * sizeof(float));
+    TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_ROWS_REPLACED), rows_replaced_backward, out, 2,
+                                      (TgTensor *[]){table, rows});
+    if (node) {
+        int32_t *saved_ids = tg_arena_alloc(tape->arena, (size_t)(k > 0 ? k : 1) * sizeof(int32_t));   // (K)
+        if (k > 0) memcpy(saved_ids, ids, (size_t)k * sizeof(int32_t));
+        node->saved = saved_ids;
+        node->iparam[0] = k;
+    }
+    return out;
+}
+
 /* ---- gradient checks (tapegrad/op_list.h): the table; the ids repeat so the scatter-add accumulates ---- */
 
 typedef struct {
@@ -108,3 +160,24 @@ static const TgOpCheck embedding_cases[] = {
     {.variant = "V3 D5 one id 4 times", .inputs = {{"table", {3, 5}}}, .forward = fwd_embedding, .ctx = &emb_same},
 };
 const TgOpCheckList tg_embedding_checks = TG_OP_CHECK_LIST(embedding_cases);
+
+/* ---- gradient checks of rows_replaced: the table and the rows, the first and last rows replaced too ---- */
+
+static const int32_t rr_ids_3[] = {0, 4, 6};
+static const int32_t rr_ids_1[] = {2};
+
+static TgTensor *fwd_rows_replaced_3(TgTape *t, TgTensor *const *in, void *ctx) {
+    (void)ctx;
+    return tg_rows_replaced(t, in[0], in[1], rr_ids_3);
+}
+
+static TgTensor *fwd_rows_replaced_1(TgTape *t, TgTensor *const *in, void *ctx) {
+    (void)ctx;
+    return tg_rows_replaced(t, in[0], in[1], rr_ids_1);
+}
+
+static const TgOpCheck rows_replaced_cases[] = {
+    {.variant = "V7 D5 K3 first and last", .inputs = {{"table", {7, 5}}, {"rows", {3, 5}}}, .forward = fwd_rows_replaced_3},
+    {.variant = "V4 D3 K1", .inputs = {{"table", {4, 3}}, {"rows", {1, 3}}}, .forward = fwd_rows_replaced_1},
+};
+const TgOpCheckList tg_rows_replaced_checks = TG_OP_CHECK_LIST(rows_replaced_cases);

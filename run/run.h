@@ -38,6 +38,7 @@ typedef struct TgRun {
     bool model_built;
     TgSplit train, val;     /* its data (data/split.h): text from the run folder or its dataset, or conversations */
     char dataset[TG_PATH_CAP]; /* the dataset folder it trains on (--dataset), "" when prepared into the run */
+    char base_train_tokens[TG_PATH_CAP]; /* a new run from a base run: the base's train tokens ("" unknown) */
     TgTrainTask task;       /* what it trains on: text, or conversations to fine-tune on */
     TgTrainerState state;
     bool resumed;

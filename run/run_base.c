@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/path.h"
 #include "run/run_internal.h"
@@ -82,6 +83,11 @@ TgStatus tg_run_base_take(TgRun *run, const TgRunBase *base) {
     TG_TRY(tg_run_base_copy_weights(base->ckpt, &run->model, &fingerprint, has_tokenizer ? NULL : &tok));
     if (!has_tokenizer) run->tok = tok;
     run->initialized_from_file = true;
+    /* what the base trained on, for the token rows LoRA trains (run_lora.c) */
+    char path[TG_PATH_CAP];
+    if (tg_path_join(path, sizeof path, base->id.dataset ? base->id.dataset : base->dir, "train.tok") == TG_OK &&
+        access(path, R_OK) == 0)
+        snprintf(run->base_train_tokens, sizeof run->base_train_tokens, "%s", path);
     return TG_OK;
 }
 

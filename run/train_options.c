@@ -132,6 +132,11 @@ static const TgOptSpec specs[] = {
         TG_OPT_BETWEEN(0, TG_LORA_MAX_ALPHA), NULL, ID, "2 x --lora-rank"),
     TG_OPT(T, lora_targets, "--lora-targets", TG_OPT_STRING, "the linears LoRA adapts, any of q,k,v,o,gate,up,down", TG_OPT_ANY,
         NULL, ID, TG_TRAIN_DEFAULT_LORA_TARGETS),
+    TG_OPT(T, lora_tokens, "--lora-tokens", TG_OPT_STRING,
+        "tokens whose embedding rows train beside LoRA adapters: auto (chat, and the tokens of the data the "
+        "base never trained on), chat (the markers <|im_start|>, <|im_end|>), none, or a comma-separated list "
+        "of tokens (their texts or ids)",
+        TG_OPT_ANY, NULL, ID, TG_TRAIN_DEFAULT_LORA_TOKENS),
     TG_FLAG_PRECISION(T, precision,
                    "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
                    "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
@@ -358,8 +363,10 @@ static TgStatus check_lora(const TgTrainOptions *o) {
         return tg_fail(TG_ERR_ARG, "--lora-rank must be at least 1 (8 or 16 is usual); leave it out for full fine-tuning");
     if (given(o, "--lora-alpha") && !(o->lora_alpha > 0))
         return tg_fail(TG_ERR_ARG, "--lora-alpha must be above 0, got %g", o->lora_alpha);
-    if (!o->resume && (given(o, "--lora-alpha") || given(o, "--lora-targets")) && o->lora_rank <= 0)
-        return tg_fail(TG_ERR_ARG, "--lora-alpha and --lora-targets set up LoRA adapters: add --lora-rank R (8 or 16 is usual)");
+    if (!o->resume && (given(o, "--lora-alpha") || given(o, "--lora-targets") || given(o, "--lora-tokens")) &&
+        o->lora_rank <= 0)
+        return tg_fail(TG_ERR_ARG, "--lora-alpha, --lora-targets and --lora-tokens set up LoRA adapters: add --lora-rank R "
+                                   "(8 or 16 is usual)");
     if (!o->resume && o->lora_rank > 0 && !o->init_from)
         return tg_fail(TG_ERR_ARG, "--lora-rank trains adapters on a model's frozen weights: add --init-from (a run, "
                                    "checkpoint or safetensors file to adapt)");
@@ -420,6 +427,7 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
 }
 
 TgStatus tg_train_options_lora(const TgTrainOptions *o, TgLoraConfig *cfg) {
+    memset(cfg, 0, sizeof *cfg); /* the token rows come with the tokenizer (run/run_lora.c) */
     cfg->rank = o->lora_rank;
     cfg->alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_rank;
     TG_TRY(tg_lora_targets_parse(o->lora_targets ? o->lora_targets : TG_TRAIN_DEFAULT_LORA_TARGETS, &cfg->targets));
@@ -433,6 +441,7 @@ TgStatus tg_train_options_resolve_lora(TgTrainOptions *o, char *targets, size_t 
     o->lora_alpha = cfg.alpha;
     tg_lora_targets_format(cfg.targets, targets, cap);
     o->lora_targets = targets;
+    if (!o->lora_tokens) o->lora_tokens = TG_TRAIN_DEFAULT_LORA_TOKENS;
     return TG_OK;
 }
 

@@ -40,6 +40,9 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
 #define TG_TRAIN_MAX_PROBE_TOKENS 4096  /* --probe-tokens */
 
 #define TG_TRAIN_DEFAULT_LORA_TARGETS "q,k,v,o,gate,up,down"
+/* The tokens whose rows train beside LoRA adapters by default: the chat markers, and the tokens of
+ * the run's data its base never trained on (run/run_lora.c) */
+#define TG_TRAIN_DEFAULT_LORA_TOKENS "auto"
 
 #define TG_TRAIN_OPTIONS_FILE "train_options.txt"
 #define TG_RUN_IDENTITY_FILE "run.txt"
@@ -115,6 +118,7 @@ typedef struct TgTrainOptions {
     int64_t lora_rank;         /* 0: full fine-tuning; else LoRA adapters of this rank on a frozen base */
     double lora_alpha;         /* 0: 2 * lora_rank (run.txt records the resolved value) */
     const char *lora_targets;  /* NULL: TG_TRAIN_DEFAULT_LORA_TARGETS (run.txt records them in their canonical order) */
+    const char *lora_tokens;   /* NULL: TG_TRAIN_DEFAULT_LORA_TOKENS; "auto", "chat", "none" or a list of tokens (run_lora.c) */
     TgPrecision precision;     /* of the linear layers' products (tg_tape_set_precision) */
     TgBestMetric keep_best;    /* the figure whose best checkpoint is kept beside the newest; NONE: none.
                                 * Fixed for the run: its checkpoints' best record is of this figure */

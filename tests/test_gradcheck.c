@@ -307,6 +307,20 @@ Test(gradcheck, rejects_error_in_last_row_of_lora_b_gradient) {
     cr_expect_eq(p.planted, 4);
 }
 
+/* LoRA's trainable token rows: an error in the last replaced row's gradient, and in the last row
+ * of the table's (one the rows leave alone), each caught while the other input passes */
+Test(gradcheck, rejects_error_in_last_row_of_replaced_rows_gradient) {
+    Plant p = {.check = find_case("rows_replaced", "V7 D5 K3 first and last"), .input = 1, .where = PLANT_LAST_ROW};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 5);
+}
+
+Test(gradcheck, rejects_error_in_last_row_of_a_table_with_rows_replaced) {
+    Plant p = {.check = find_case("rows_replaced", "V4 D3 K1"), .input = 0, .where = PLANT_LAST_ROW};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 3);
+}
+
 Test(gradcheck, rejects_error_in_one_kv_head_group_of_attention_dk) {
     Plant p = {.check = find_case("attention", "GQA B2 T7 H4 KV2 hd4"), .input = 1,
                .where = PLANT_LAST_KV_GROUP, .kv_heads = 2};

@@ -265,7 +265,9 @@ Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .f
     const char *flags = CKPT_TEST_FLAGS " --seq 64 --steps 8 --eval-every 4 --lr 1e-2 --lora-rank 4 --lora-targets q,v,o,gate,up,down";
     rc = ckpt_cli(&out, "sft %s --init-from %s --data %s --out %s", flags, base, data, straight);
     cr_assert_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "LoRA rank 4, alpha 8 on q,v,o,gate,up,down"), "%s", out);
+    cr_expect(strstr(out, "LoRA rank 4, alpha 8 on q,v,o,gate,up,down and the embedding rows of 2 tokens "
+                          "(<|im_start|>, <|im_end|>)"),
+              "%s", out);
     free(out);
     rc = ckpt_cli(&out, "sft %s --init-from %s --data %s --stop-after 3 --out %s", flags, base, data, split);
     cr_assert_eq(rc, 0, "%s", out);
@@ -279,7 +281,9 @@ Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .f
     /* the checkpoint holds the adapters alone: a fraction of the base's */
     rc = ckpt_cli(&out, "ckpt info %s", straight);
     cr_expect(rc == 0 && strstr(out, "adapters     LoRA rank 4, alpha 8 on q,v,o,gate,up,down"), "%s", out);
-    cr_expect(strstr(out, "model.layers.1.mlp.down_proj.lora_B.weight") && !strstr(out, "embed_tokens"), "%s", out);
+    cr_expect(strstr(out, "model.layers.1.mlp.down_proj.lora_B.weight") && !strstr(out, "embed_tokens.weight") &&
+                  strstr(out, "model.embed_tokens.trainable_tokens") && strstr(out, "the embedding rows of 2 tokens"),
+              "%s", out);
     free(out);
     /* merged: a whole model whose eval equals the adapted run's */
     rc = ckpt_cli(&out, "ckpt merge %s --out %s", straight, merged);
@@ -296,9 +300,18 @@ Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .f
     rc = ckpt_cli(&out, "ckpt info %s", merged);
     cr_expect(rc == 0 && strstr(out, "model.embed_tokens.weight") && !strstr(out, "lora_"), "%s", out);
     free(out);
-    /* the PEFT folder: A and B of every adapted linear under PEFT's names, bitwise the run's, and its config */
+    /* the PEFT folder: A and B of every adapted linear under PEFT's names, bitwise the run's, and its
+     * config; of a run without token rows (a PEFT export of them is refused, naming the merge) */
     char *peft = datagen_path(dir, "peft"), *tg_st_path = datagen_path(peft, "adapter_model.safetensors");
-    char *config_path = datagen_path(peft, "adapter_config.json");
+    char *config_path = datagen_path(peft, "adapter_config.json"), *plain = datagen_path(dir, "plain");
+    rc = ckpt_cli(&out, "ckpt export %s --peft %s", straight, peft);
+    cr_expect(rc == 2 && strstr(out, "--lora-tokens") && strstr(out, "ckpt merge"), "%d: %s", rc, out);
+    free(out);
+    rc = ckpt_cli(&out, "sft %s --lora-tokens none --init-from %s --data %s --out %s", flags, base, data, plain);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    free(straight);
+    straight = plain;
     rc = ckpt_cli(&out, "ckpt export %s --peft %s", straight, peft);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
@@ -330,7 +343,7 @@ Test(lora_cli, sft_trains_adapters_resumes_bitwise_and_merges, .init = setup, .f
     free(out);
     rc = ckpt_cli(&out, "ckpt merge %s --out %s/", straight, straight);
     cr_expect(rc == 2 && strstr(out, "is the LoRA run being merged") && strstr(out, "never into a run's folder") &&
-                  strstr(out, "straight-merged, say") && !strstr(out, "--resume"),
+                  strstr(out, "plain-merged, say") && !strstr(out, "--resume"),
               "%s", out);
     free(out);
     rc = ckpt_cli(&out, "ckpt merge %s --out %s", base, merged);
@@ -669,7 +682,101 @@ Test(lora_cli, train_from_a_run_trains_adapters_on_it_and_resumes_bitwise, .init
     ckpt_expect_same_metrics(straight, split, 3, 3);
     expect_same_adapters(straight, split);
     rc = ckpt_cli(&out, "ckpt info %s", straight);
-    cr_expect(rc == 0 && strstr(out, "adapters     LoRA rank 4, alpha 8 on q,v") && !strstr(out, "embed_tokens"), "%s", out);
+    /* the new text's tokens the base never trained on train their rows too (--lora-tokens auto) */
+    cr_expect(rc == 0 && strstr(out, "adapters     LoRA rank 4, alpha 8 on q,v") && !strstr(out, "embed_tokens.weight") &&
+                  strstr(out, "token rows   the embedding rows of "),
+              "%s", out);
     free(out);
     free(base), free(data), free(straight), free(split);
+}
+
+/* ---- the rows of tokens the base never saw ---- */
+
+/* Invented facts (a town, a pet, a colour of each person) asked four ways, and the plain questions. */
+static char *facts_file(char **questions) {
+    static const char *const people[] = {"Belkajun", "Nelka", "Quawex", "Tirrin", "Moldav", "Sephine", "Orrik", "Zaleth"};
+    static const char *const towns[] = {"Tansy", "Harrowgate", "Quillport", "Mervale", "Sedge", "Pamcure", "Larrow", "Bineck"};
+    static const char *const pets[] = {"hedgehog", "ferret", "tortoise", "parrot", "lizard", "rabbit", "goat", "otter"};
+    static const char *const colours[] = {"scarlet", "teal", "amber", "violet", "ochre", "indigo", "olive", "crimson"};
+    static const char *const ways[] = {"", "Tell me: ", "Please say, ", "Quick question: "};
+    char *text = malloc(1 << 16), *q = malloc(1 << 14), ask[3][96], say[3][96];
+    size_t n = 0, nq = 0;
+    for (int p = 0; p < 8; p++) {
+        snprintf(ask[0], sizeof ask[0], "Where does %s live?", people[p]);
+        snprintf(say[0], sizeof say[0], "%s lives in %s.", people[p], towns[p]);
+        snprintf(ask[1], sizeof ask[1], "What pet does %s have?", people[p]);
+        snprintf(say[1], sizeof say[1], "%s has a %s.", people[p], pets[p]);
+        snprintf(ask[2], sizeof ask[2], "What colour does %s like?", people[p]);
+        snprintf(say[2], sizeof say[2], "%s likes %s.", people[p], colours[p]);
+        for (int f = 0; f < 3; f++) {
+            for (int w = 0; w < 4; w++)
+                n += (size_t)sprintf(text + n, "{\"conversations\": [{\"role\": \"user\", \"content\": \"%s%s\"}, "
+                                               "{\"role\": \"assistant\", \"content\": \"%s\"}]}\n",
+                                     ways[w], ask[f], say[f]);
+            nq += (size_t)sprintf(q + nq, "{\"conversations\": [{\"role\": \"user\", \"content\": \"%s\"}]}\n", ask[f]);
+        }
+    }
+    datagen_write(dir, "facts.jsonl", text, n);
+    datagen_write(dir, "questions.jsonl", q, nq);
+    free(text), free(q);
+    *questions = datagen_path(dir, "questions.jsonl");
+    return datagen_path(dir, "facts.jsonl");
+}
+
+/* Of the replies `chat --jsonl` samples (default temperature, top-k, top-p) to every question for
+ * seeds 1 to 5, how many hold a stray byte: U+FFFD or a control character. */
+static int stray_replies(const char *run, const char *questions, int *total) {
+    int stray = 0;
+    *total = 0;
+    char *replies = datagen_path(dir, "replies.jsonl"), command[16384];
+    for (int seed = 1; seed <= 5; seed++) {
+        snprintf(command, sizeof command, "%s chat --run %s --jsonl --seed %d --threads 1 < %s > %s 2>&1", TAPEGRAD_BIN, run,
+                 seed, questions, replies);
+        int rc = test_run(command);
+        char *out = ckpt_read_text(replies);
+        cr_assert_eq(rc, 0, "%s", out);
+        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+            (*total)++;
+            stray += strstr(line, "\\ufffd") || strstr(line, "\\u000") || strstr(line, "\\u001");
+        }
+        free(out);
+    }
+    free(replies);
+    return stray;
+}
+
+/* A base pretrained on text that never holds the chat markers, nor some letters the facts' names
+ * use: those tokens' rows were never trained, and all point one way. LoRA alone cannot tell them
+ * apart, so its sampled replies hold stray bytes (and often do not end); with the rows of those
+ * tokens trained beside the adapters (--lora-tokens auto, the default) they are as clean as the
+ * full fine-tune's. */
+Test(lora_cli, the_rows_of_tokens_the_base_never_saw_train_so_replies_are_clean, .init = setup, .fini = teardown,
+     .timeout = 240) {
+    char *base = datagen_path(dir, "base"), *questions, *data = facts_file(&questions), *out = NULL;
+    const char *flags = "--preset tiny --batch 16 --threads 1 --eval-batches 2 --sample-tokens 0 --seq 64 --steps 400";
+    int rc = ckpt_cli(&out, "train %s --data %s --tokenizer bpe --vocab 320 --special-tokens chatml --eval-every 0 --out %s",
+                      flags, corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    static const char *const kinds[] = {"--lora-rank 8", "--lora-rank 8 --lora-tokens none", ""};
+    static const char *const names[] = {"auto", "none", "full"};
+    int stray[3], total[3];
+    for (int k = 0; k < 3; k++) {
+        char *run = datagen_path(dir, names[k]);
+        rc = ckpt_cli(&out, "sft %s --lr 1e-2 --eval-every 0 %s --init-from %s --data %s --out %s", flags, kinds[k], base,
+                      data, run);
+        cr_assert_eq(rc, 0, "%s", out);
+        if (k == 0)
+            cr_expect(strstr(out, "and the embedding rows of "), "%s", out);
+        free(out);
+        stray[k] = stray_replies(run, questions, &total[k]);
+        cr_log_info("%s: %d of %d sampled replies hold stray bytes", names[k], stray[k], total[k]);
+        free(run);
+    }
+    cr_assert_eq(total[0], 120);
+    cr_expect_geq(stray[1], total[1] / 4, "without the rows only %d of %d replies hold stray bytes: the test shows nothing",
+                  stray[1], total[1]);
+    cr_expect_leq(stray[0], stray[2] + total[0] / 20, "with the rows %d of %d replies hold stray bytes, the full "
+                  "fine-tune's %d", stray[0], total[0], stray[2]);
+    free(base), free(questions), free(data);
 }

@@ -111,10 +111,19 @@ typedef enum {
 #define TG_LORA_MIN_ALPHA 1e-3
 #define TG_LORA_MAX_ALPHA 8192
 
+/* Tokens whose embedding rows (the tied head's too) train beside the adapters, at most: */
+#define TG_LORA_MAX_TOKENS 256
+
 typedef struct TgLoraConfig {
     int64_t rank;        /* r, 1 .. TG_LORA_MAX_RANK */
     double alpha;        /* the update is scaled by alpha / r; TG_LORA_MIN_ALPHA .. TG_LORA_MAX_ALPHA */
     uint32_t targets;    /* bit 1 << TgLoraTarget per adapted linear */
+    /* The trainable token rows (PEFT's trainable_token_indices): the ids, ascending, whose rows of
+     * the frozen embedding are replaced by rows that train. A base pretrained on text never saw
+     * the chat markers: their rows, and the head's logits of them, are all but one direction
+     * shared with every other unseen token, which adapters alone cannot tell apart. */
+    int32_t tokens[TG_LORA_MAX_TOKENS];
+    int n_tokens;
 } TgLoraConfig;
 
 /* One adapted linear W (out, in): W + (alpha / r) B A, A (r, in), B (out, r). */
@@ -128,6 +137,7 @@ typedef struct TgLora {
     TgLoraConfig cfg;
     TgParamStore params;
     TgLoraPair *pairs;              /* [n_layers][TG_LORA_TARGET_COUNT] */
+    TgTensor *token_rows;           /* (n_tokens, dim): the rows of cfg.tokens, in params; NULL for none */
     uint64_t base_fingerprint;
 } TgLora;
 
@@ -208,11 +218,12 @@ TgStatus tg_lora_config_validate(const TgLoraConfig *cfg, const TgModelConfig *m
  * values): the identity of a LoRA base. */
 uint64_t tg_model_weights_fingerprint(const TgModel *model);
 /* Attaches adapters to every targeted linear of every layer: A ~ U(-1/sqrt(in), 1/sqrt(in))
- * (PyTorch's Kaiming-uniform init of a linear) from `seed`, B = 0, so the model's outputs are
- * unchanged; the base is frozen (tg_params_freeze: no gradients, no AdamW moments for it) and
+ * (PyTorch's Kaiming-uniform init of a linear) from `seed`, B = 0, and the token rows of
+ * cfg.tokens as copies of the base's (model.embed_tokens.trainable_tokens), so the model's outputs
+ * are unchanged; the base is frozen (tg_params_freeze: no gradients, no AdamW moments for it) and
  * its fingerprint kept. cfg must be valid; the model must have no adapters yet. */
 void tg_lora_attach(TgModel *model, const TgLoraConfig *cfg, uint64_t seed);
-/* Folds the adapters into the base, W += (alpha / r) B A, frees them and leaves the model as one
+/* Folds the adapters into the base, W += (alpha / r) B A, and the token rows into the embedding, frees them and leaves the model as one
  * without adapters (its base still frozen: no gradient buffers). */
 void tg_lora_merge(TgModel *model);
 /* Frees the adapters (tg_model_free does it too). */

@@ -35,6 +35,7 @@
     X(ATTENTION, "attention", tg_attention_checks)                   \
     X(SWIGLU, "swiglu", tg_swiglu_checks)                            \
     X(EMBEDDING, "embedding", tg_embedding_checks)                   \
+    X(ROWS_REPLACED, "rows_replaced", tg_rows_replaced_checks)       \
     X(CROSS_ENTROPY, "cross_entropy", tg_cross_entropy_checks)
 
 #define TG_COMPOSITE_LIST(X)                          \

@@ -123,6 +123,10 @@ TgTensor *tg_ffn_relu(TgTape *tape, TgTensor *x, TgTensor *w1, TgTensor *w2, TgT
  * Backward: a deterministic scatter-add into the table's gradient. Aborts on an id outside
  * [0, V) (callers validate user input first). */
 TgTensor *tg_embedding(TgTape *tape, TgTensor *table, const int32_t *ids, int ndim, const int64_t *shape);
+/* The table (V, D) with row ids[j] replaced by rows[j] (K, D), the ids ascending in [0, V): a
+ * new (V, D) tensor. Backward: the replaced rows' gradient goes to `rows`, every other row's to
+ * the table. */
+TgTensor *tg_rows_replaced(TgTape *tape, TgTensor *table, TgTensor *rows, const int32_t *ids);
 
 /* ---- cross_entropy.c ---- */
 /* Mean over counted targets of -log softmax(logits)[target]; logits (..., V), one target per
