@@ -72,7 +72,7 @@ static TgStatus score(TgRun *run, const CliTaskEval *e, TgTaskSuite *suite) {
                                                                           run->model.cfg.seq_len, e->threads, false));
     TgTaskEncoding enc = tg_task_encoding_of(run);
     if (s == TG_OK) s = tg_task_suite_open(suite, e->tasks->items, e->tasks->count, &enc);
-    if (s == TG_OK) tg_task_suite_score(suite, &run->model, &engine.tape);
+    if (s == TG_OK) tg_task_suite_score(suite, &run->model, &engine.tape, NULL);
     tg_engine_close(&engine);
     return s;
 }

@@ -9,10 +9,13 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ckptutil.h"
 #include "data/chat_format.h"
@@ -195,8 +198,8 @@ static void expect_scores_of_the_model(TgModel *m, const TgTaskFile *f) {
     test_tape_init(&one, 1), test_tape_init(&two, 2);
     double *scores = malloc((size_t)f->n_candidates * sizeof *scores),
            *again = malloc((size_t)f->n_candidates * sizeof *again);
-    tg_task_score_candidates(m, &one.tape, f, scores);
-    tg_task_score_candidates(m, &two.tape, f, again);
+    tg_task_score_candidates(m, &one.tape, f, scores, NULL);
+    tg_task_score_candidates(m, &two.tape, f, again, NULL);
     cr_expect_eq(memcmp(scores, again, (size_t)f->n_candidates * sizeof *scores), 0, "2 threads change no bit");
     int64_t right[2] = {0, 0};
     for (int64_t i = 0; i < f->n_items; i++) {
@@ -340,7 +343,7 @@ Test(tasks, a_tasks_accuracy_is_found_by_its_name) {
     cr_expect(isnan(v), "no value before the first scoring");
     TestTape tt;
     test_tape_init(&tt, 1);
-    tg_task_suite_score(&suite, &m, &tt.tape);
+    tg_task_suite_score(&suite, &m, &tt.tape, NULL);
     assert_ok(tg_task_suite_accuracy(&suite, "pairs", TG_TASK_NORMALISED, &v));
     cr_expect_eq(v, suite.latest[0].acc[TG_TASK_NORMALISED]);
     cr_expect_str_eq(suite.metrics[1].name, "task/pairs/acc_norm");
@@ -572,6 +575,39 @@ static char *task_lines(const char *run) {
     free(text);
     return out;
 }
+
+/* SIGINT while a run scores a large task file stops the scoring between batches, not after the
+ * whole file: the note says so, no metrics line holds a task figure, and the run saves and ends as
+ * after any signal. The signal lands in step 2's evaluation or before it; then the evaluation a
+ * stopped run makes on its way out gives its scoring up the same way. */
+Test(tasks, a_signal_stops_the_task_scoring_between_batches, .timeout = 120) {
+    TaskFiles files = task_files();
+    char *pairs = ckpt_read_text(files.pairs), *big = datagen_path(dir, "big.jsonl"), *run = datagen_path(dir, "run");
+    char *log = datagen_path(dir, "train.log"), *metrics = datagen_path(run, "metrics.jsonl");
+    size_t first = strcspn(pairs, "\n") + 1;
+    FILE *f = fopen(big, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 40000; i++) fwrite(pairs, 1, first, f); /* seconds of scoring for the tiny model */
+    cr_assert_eq(fclose(f), 0);
+    char *args[] = {"tapegrad", "train", "--preset", "tiny", "--batch", "4", "--threads", "1", "--eval-batches", "2",
+                    "--sample-tokens", "0", "--data", files.corpus, "--steps", "8", "--eval-every", "2", "--log-every",
+                    "1", "--eval-task", big, "--out", run, NULL};
+    pid_t pid = ckpt_spawn_cli(log, args);
+    /* once step 1 is logged (bounded: 60 s), step 2's evaluation is next */
+    for (int i = 0; i < 12000 && ckpt_count_lines(metrics) < 1; i++) usleep(5000);
+    cr_assert_geq(ckpt_count_lines(metrics), 1, "the run logged no step in 60 s");
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    int status = ckpt_wait_at_most(pid, 100);
+    char *out = ckpt_read_text(log);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d: %s", status, out);
+    cr_expect(strstr(out, "the task scoring of step ") && strstr(out, " stopped at the signal"), "%s", out);
+    free(out);
+    char *lines = task_lines(run);
+    cr_expect_str_empty(lines, "task figures of a scoring that stopped were logged:\n%s", lines);
+    free(lines), free(pairs), free(big), free(run), free(log), free(metrics);
+    task_files_free(&files);
+}
+
 
 Test(tasks, eval_task_lines_are_logged_bitwise_across_a_resume_and_reported) {
     TaskFiles files = task_files();

@@ -55,19 +55,24 @@ static void score_batch(TgModel *model, TgTape *tape, const TgTaskFile *file, in
     tg_tape_reset(tape);
 }
 
-void tg_task_score_candidates(TgModel *model, TgTape *tape, const TgTaskFile *file, double *scores) {
+bool tg_task_score_candidates(TgModel *model, TgTape *tape, const TgTaskFile *file, double *scores,
+                              const volatile sig_atomic_t *stop) {
     int32_t longest = 2;
     for (int64_t c = 0; c < file->n_candidates; c++)
         if (file->candidates[c].len > longest) longest = file->candidates[c].len;
     int32_t *tokens = tg_malloc((size_t)TG_TASK_BATCH_ROWS * (size_t)longest * sizeof *tokens);
     bool old = tg_tape_set_grad_enabled(tape, false);
-    for (int64_t first = 0; first < file->n_candidates; first += TG_TASK_BATCH_ROWS) {
+    int64_t first = 0;
+    while (first < file->n_candidates) {
         int64_t rows =
             file->n_candidates - first < TG_TASK_BATCH_ROWS ? file->n_candidates - first : TG_TASK_BATCH_ROWS;
         score_batch(model, tape, file, first, rows, tokens, scores);
+        first += rows;
+        if (first < file->n_candidates && stop && *stop) break; /* a million items need not be waited for */
     }
     tg_tape_set_grad_enabled(tape, old);
     free(tokens);
+    return first == file->n_candidates;
 }
 
 /* Whether candidate `label` of the item's is above every other under the scoring. */
@@ -147,12 +152,19 @@ TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, con
     return TG_OK;
 }
 
-void tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape) {
+bool tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape, const volatile sig_atomic_t *stop) {
     for (int i = 0; i < s->n; i++) {
-        tg_task_score_candidates(model, tape, &s->files[i], s->scores);
+        if (!tg_task_score_candidates(model, tape, &s->files[i], s->scores, stop)) {
+            for (int j = 0; j < s->n; j++) {
+                memset(&s->latest[j], 0, sizeof s->latest[j]);
+                for (int k = 0; k < TG_TASK_SCORING_COUNT; k++) s->metrics[2 * j + k].value = NAN;
+            }
+            return false;
+        }
         tg_task_result_of(&s->files[i], s->scores, &s->latest[i]);
         for (int k = 0; k < TG_TASK_SCORING_COUNT; k++) s->metrics[2 * i + k].value = s->latest[i].acc[k];
     }
+    return true;
 }
 
 void tg_task_suite_add_metrics(const TgTaskSuite *s, TgRunMetrics *line) {

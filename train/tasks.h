@@ -23,6 +23,7 @@
 #define TAPEGRAD_TRAIN_TASKS_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "data/task_file.h"
@@ -42,8 +43,11 @@ const char *tg_task_scoring_name(TgTaskScoring scoring);
 /* The Wilson score interval of k successes in n trials (formula above); NaN for n = 0. */
 void tg_wilson_interval(int64_t k, int64_t n, double z, double *lo, double *hi);
 
-/* scores[c]: the log-likelihood ll of every candidate c of the file. */
-void tg_task_score_candidates(TgModel *model, TgTape *tape, const TgTaskFile *file, double *scores);
+/* scores[c]: the log-likelihood ll of every candidate c of the file. With `stop` (may be NULL),
+ * it looks at *stop between batches of candidates and gives up when it is set: false then, the
+ * scores partial. */
+bool tg_task_score_candidates(TgModel *model, TgTape *tape, const TgTaskFile *file, double *scores,
+                              const volatile sig_atomic_t *stop);
 
 typedef struct TgTaskResult {
     int64_t count; /* items */
@@ -72,8 +76,10 @@ TgTaskEncoding tg_task_encoding_of(const TgRun *run);
 /* Reads the n files (n may be 0: an empty suite); refused when one cannot be read (task_file.h) or
  * two have the same name. On failure the suite is left empty. */
 TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, const TgTaskEncoding *enc);
-/* Scores every file with the model as it is now, into s->latest. */
-void tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape);
+/* Scores every file with the model as it is now, into s->latest. With `stop` (may be NULL: never),
+ * a scoring that sees *stop set gives up: false, and no file's result or metric is kept from
+ * this scoring (latest counts 0, metrics NaN), so that nothing half-scored is logged. */
+bool tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape, const volatile sig_atomic_t *stop);
 /* Adds the latest accuracies to a metrics line (task/NAME/acc, task/NAME/acc_norm). */
 void tg_task_suite_add_metrics(const TgTaskSuite *s, TgRunMetrics *line);
 /* The latest result of every scored file, a line each ("task NAME: ..."), to `messages`. */

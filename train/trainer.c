@@ -83,6 +83,8 @@ typedef struct Trainer {
     TgProbePrompts probe_prompts; /* rank 0's (--probe-prompts) */
     char stop_reason[256];        /* why the run stopped early (--early-stop) */
     int64_t first_step;           /* the step this invocation started at */
+    volatile sig_atomic_t *stop;  /* the signal handler's flag (may be NULL) */
+    bool tasks_interrupted;       /* the latest evaluation's task scoring gave up on a signal */
     bool discard;                 /* a new run stopped before its first step: its folder is not kept */
 } Trainer;
 
@@ -307,7 +309,14 @@ static TgStatus evaluate(Trainer *tr, double *val_out) {
         *val_out = tg_mean_in_order(tr->eval_losses, n);
     }
     tr->last_bpb = tg_bits_per_byte(*val_out, targets, tr->eval_bytes);
-    tg_task_suite_score(&tr->tasks, &tr->run.model, &tr->engine.tape);
+    /* a signal stops the task scoring between batches (one process: ranks must score alike) */
+    tr->tasks_interrupted =
+        !tg_task_suite_score(&tr->tasks, &tr->run.model, &tr->engine.tape, tr->ranks == 1 ? tr->stop : NULL);
+    if (tr->tasks_interrupted)
+        tg_message_emit(&tr->messages, TG_MESSAGE_NOTE,
+                        "the task scoring of step %lld stopped at the signal: its task figures are not logged nor counted "
+                        "for --keep-best and --early-stop (a resumed run does not score step %lld again)",
+                        (long long)tr->run.state.step, (long long)tr->run.state.step);
     return TG_OK;
 }
 
@@ -627,7 +636,9 @@ static void report_failed_save(Trainer *tr) {
 static bool note_best(Trainer *tr, double val) {
     TgEvalFigures figures = {.val_loss = val, .val_bpb = tr->last_bpb, .task = NAN};
     const TgBestMetric *m = &tr->run.keep_best;
-    if (m->kind == TG_EVAL_METRIC_TASK_ACC || m->kind == TG_EVAL_METRIC_TASK_ACC_NORM) {
+    bool task = m->kind == TG_EVAL_METRIC_TASK_ACC || m->kind == TG_EVAL_METRIC_TASK_ACC_NORM;
+    if (task && tr->tasks_interrupted) return false; /* an evaluation that did not finish counts for nothing */
+    if (task) {
         TgTaskScoring scoring = m->kind == TG_EVAL_METRIC_TASK_ACC_NORM ? TG_TASK_NORMALISED : TG_TASK_SUMMED;
         if (tg_task_suite_accuracy(&tr->tasks, m->task, scoring, &figures.task) != TG_OK)
             figures.task = NAN; /* its name was checked at the start */
@@ -837,6 +848,7 @@ TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTr
                    const TgTrainReporter *reporter) {
     Trainer tr;
     TgStatus s = trainer_start(&tr, o, hooks, reporter);
+    tr.stop = stop;
     if (s == TG_OK) s = trainer_announce(&tr);
     /* the evaluation of --init-from's weights, before any step, has its probe lines too */
     if (s == TG_OK && tr.val_before_training)
