@@ -186,8 +186,9 @@ static TgStatus reader_open(Reader *r, const char *path) {
     }
     if (r->version >= 2 && !get(r, &r->flags, 4, "the header")) return r->status;
     if ((r->flags & ~(uint32_t)(TG_CHECKPOINT_FLAG_SHUFFLED | TG_CHECKPOINT_FLAG_PARAM_SET |
-                                TG_CHECKPOINT_FLAG_ADAPTER | TG_CHECKPOINT_FLAG_BEST)) ||
-        ((r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) && (r->flags & TG_CHECKPOINT_FLAG_ADAPTER))) {
+                                TG_CHECKPOINT_FLAG_ADAPTER | TG_CHECKPOINT_FLAG_BEST | TG_CHECKPOINT_FLAG_BEST_SOURCE)) ||
+        ((r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) && (r->flags & TG_CHECKPOINT_FLAG_ADAPTER)) ||
+        ((r->flags & TG_CHECKPOINT_FLAG_BEST_SOURCE) && !(r->flags & TG_CHECKPOINT_FLAG_BEST))) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unknown checkpoint flags 0x%x (a newer tapegrad wrote it?)", path,
                                 r->flags));
         return r->status;
@@ -260,6 +261,7 @@ static bool get_state(Reader *r, TgTrainerState *s) {
     s->best.kept = ok && (r->flags & TG_CHECKPOINT_FLAG_BEST);
     if (s->best.kept)
         ok = get(r, &s->best.value, 8, w) && get(r, &s->best.step, 8, w) && get(r, &s->best.evals_since, 8, w);
+    if (ok && s->best.kept && (r->flags & TG_CHECKPOINT_FLAG_BEST_SOURCE)) ok = get(r, &s->best.source, 8, w);
     if (!ok) return false;
     tg_loader_state_unpack(loader, &s->loader);
     if (tg_trainer_state_check(s, r->path) != TG_OK) {

@@ -12,7 +12,8 @@
  *       2 AdamW v), u32 ndim, i64 shape[ndim], then numel float32s
  *   trainer state: i64 step, i64 tokens seen, 56-byte loader state, f64 best val loss,
  *       f64 elapsed seconds, u64 seed; with flag bit 3, then the best record (TgBestRecord):
- *       f64 best value, i64 its step, i64 evaluations since
+ *       f64 best value, i64 its step, i64 evaluations since; with flag bit 4 too, u64 the
+ *       fingerprint of what the value was measured on
  *   "TGEND\r\n\0" end marker
  *
  * Byte shuffling (flag bit 0) stores a tensor's n floats as four planes of n bytes: every
@@ -45,6 +46,7 @@ enum {
     TG_CHECKPOINT_FLAG_PARAM_SET = 1u << 1,
     TG_CHECKPOINT_FLAG_ADAPTER = 1u << 2,
     TG_CHECKPOINT_FLAG_BEST = 1u << 3,
+    TG_CHECKPOINT_FLAG_BEST_SOURCE = 1u << 4,
 };
 /* Tags, with their NUL: a parameter set's 1 to 63 bytes; an adapter's longer (its token ids) */
 enum { TG_CHECKPOINT_PARAM_TAG_CAP = 64, TG_CHECKPOINT_TAG_CAP = 2560 };
@@ -62,6 +64,8 @@ typedef struct TgBestRecord {
     double value;        /* the best value; NaN before the first evaluation */
     int64_t step;        /* the step of that evaluation; -1 before the first */
     int64_t evals_since; /* evaluations after it, none better */
+    uint64_t source;     /* a fingerprint of what the value was measured on (a task's file, for its
+                          * accuracy; flag bit 4), so that a resume can tell it changed; 0: none */
 } TgBestRecord;
 
 typedef struct TgTrainerState {

@@ -130,6 +130,7 @@ static void put_state(Writer *w, const TgTrainerState *s) {
     put_f64(w, s->best.value);
     put_i64(w, s->best.step);
     put_i64(w, s->best.evals_since);
+    if (s->best.source) put(w, &s->best.source, 8);
 }
 
 static void put_tensor(Writer *w, const TgTensor *t, uint8_t kind, const float *data) {
@@ -161,7 +162,8 @@ TgStatus tg_checkpoint_write_with(const char *path, const TgCheckpointSource *sr
     put_u32(&w, TG_CHECKPOINT_VERSION);
     put_u32(&w, (opts->shuffle ? TG_CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? TG_CHECKPOINT_FLAG_PARAM_SET : 0) |
                     (src->adapter[0] ? TG_CHECKPOINT_FLAG_ADAPTER : 0) |
-                    (src->state.best.kept ? TG_CHECKPOINT_FLAG_BEST : 0));
+                    (src->state.best.kept ? TG_CHECKPOINT_FLAG_BEST : 0) |
+                    (src->state.best.kept && src->state.best.source ? TG_CHECKPOINT_FLAG_BEST_SOURCE : 0));
     if (src->tag) {
         size_t len = strlen(src->tag);
         TG_CHECK(len > 0 && len < TG_CHECKPOINT_PARAM_TAG_CAP, "a parameter set tag of %zu bytes", len);

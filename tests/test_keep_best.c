@@ -103,6 +103,14 @@ Test(best_checkpoint, the_record_round_trips_and_only_a_run_that_keeps_one_write
     cr_expect(info.state.best.kept && info.state.best.value == 2.25 && info.state.best.step == 6 &&
               info.state.best.evals_since == 2);
     tg_model_free(&back);
+    /* the fingerprint of what the value was measured on (a task file) round-trips too */
+    src.state.best.source = 0x1234567890abcdefull;
+    assert_ok(tg_checkpoint_write(with, &src));
+    assert_ok(ckpt_load_model(with, &back, &info));
+    cr_expect_eq(info.state.best.source, 0x1234567890abcdefull);
+    cr_expect(info.state.best.value == 2.25 && info.state.best.step == 6 && info.state.best.evals_since == 2);
+    tg_model_free(&back);
+    src.state.best.source = 0;
     /* a record no run writes: its best after the checkpoint's step */
     src.state.best.step = 11;
     assert_ok(tg_checkpoint_write(with, &src));
@@ -506,4 +514,42 @@ Test(keep_best_cli, a_best_whose_save_failed_is_said_and_best_names_a_checkpoint
     cr_expect_str_eq(name, failing_name);
     ckpt_expect_same_checkpoints(ref, moment, 30);
     free(ref), free(run), free(moment);
+}
+
+/* --keep-best task:NAME resumed with a file of that name but other content: the best record of the
+ * old file is not compared with the new one's accuracies; the run says so and measures anew, and
+ * `best` names the old best until a new one is saved. */
+Test(keep_best_cli, a_task_file_changed_on_a_resume_starts_the_best_anew, .init = setup, .fini = teardown, .timeout = 90) {
+    char *run = datagen_path(dir, "run"), *tasks = datagen_path(dir, "order.jsonl"), *out = NULL, name[64];
+    FILE *f = fopen(tasks, "w");
+    cr_assert_not_null(f);
+    static const char *const good[] = {"the old man said", "a day and a day", "she said it was", "the time of day"};
+    static const char *const bad[] = {"said man old the", "day a and day a", "was it said she", "day of time the"};
+    static const char *const other[] = {"man the old said", "and a day a day", "said she it was", "time the of day"};
+    for (int i = 0; i < 4; i++) fprintf(f, "{\"sentence_good\": \"%s\", \"sentence_bad\": \"%s\"}\n", good[i], bad[i]);
+    fclose(f);
+    int rc = ckpt_cli(&out, "train " BUMPY_FLAGS " --data %s --steps 16 --eval-task %s --keep-best task:order --stop-after 8 "
+                      "--out %s", corpus, tasks, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *pointer = datagen_path(run, "best"), *before = ckpt_read_text(pointer);
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(before, "\n"), before);
+    /* the same name, other pairs */
+    f = fopen(tasks, "w");
+    for (int i = 0; i < 4; i++) fprintf(f, "{\"sentence_good\": \"%s\", \"sentence_bad\": \"%s\"}\n", good[i], other[i]);
+    fclose(f);
+    rc = ckpt_cli(&out, "train --resume %s", run);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "the task 'order' of --keep-best is not the file it was when its best") &&
+                  strstr(out, "the best record starts anew with this file"),
+              "%s", out);
+    free(out);
+    /* the first evaluation after the resume (step 10) is the new file's first, so a best */
+    char *after = ckpt_read_text(pointer);
+    cr_expect_gt(strtoll(after + 5, NULL, 10), 8, "best still names %s after the resume:\n%s", name, after);
+    /* resumed again with that file: nothing to say */
+    rc = ckpt_cli(&out, "train --resume %s --steps 18", run);
+    cr_expect(rc == 0 && !strstr(out, "starts anew"), "%s", out);
+    free(out);
+    free(before), free(after), free(pointer), free(run), free(tasks);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/hash.h"
 #include "lib/memory.h"
 #include "tapegrad/tape.h"
 
@@ -210,6 +211,28 @@ TgStatus tg_task_check_name(const char *name, const char *const *paths, int n) {
     if (s == TG_OK && !found) s = unknown_task(name, (const char(*)[TG_TASK_NAME_CAP])names, n);
     free(names);
     return s;
+}
+
+uint64_t tg_task_suite_fingerprint(const TgTaskSuite *s, const char *name) {
+    for (int i = 0; i < s->n; i++) {
+        const TgTaskFile *f = &s->files[i];
+        if (strcmp(f->name, name) != 0) continue;
+        TgHash64 h;
+        tg_hash64_init(&h, 0x7461736bu /* "task" */);
+        tg_hash64_update(&h, f->ids, (size_t)f->n_ids * sizeof *f->ids);
+        for (int64_t c = 0; c < f->n_candidates; c++) {
+            const TgTaskCandidate *k = &f->candidates[c];
+            int64_t fields[4] = {k->offset, k->len, k->scored_from, k->bytes};
+            tg_hash64_update(&h, fields, sizeof fields);
+        }
+        for (int64_t t = 0; t < f->n_items; t++) {
+            int64_t fields[3] = {f->items[t].first, f->items[t].count, f->items[t].label};
+            tg_hash64_update(&h, fields, sizeof fields);
+        }
+        uint64_t v = tg_hash64_final(&h);
+        return v ? v : 1;
+    }
+    return 0;
 }
 
 TgStatus tg_task_suite_accuracy(const TgTaskSuite *s, const char *name, TgTaskScoring scoring, double *value) {

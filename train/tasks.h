@@ -93,6 +93,10 @@ void tg_task_suite_free(TgTaskSuite *s);
 TgStatus tg_task_check_name(const char *name, const char *const *paths, int n);
 /* The latest accuracy of the task `name` by `scoring` (NaN before its first scoring); TG_ERR_ARG
  * as above. */
+/* A fingerprint of the task `name` as encoded (its tokens, candidates and items; never 0), or 0
+ * when the suite has no such task: a best record of its accuracy keeps it, so that a resume tells
+ * when the file changed. */
+uint64_t tg_task_suite_fingerprint(const TgTaskSuite *s, const char *name);
 TgStatus tg_task_suite_accuracy(const TgTaskSuite *s, const char *name, TgTaskScoring scoring, double *value);
 
 #endif

@@ -85,6 +85,8 @@ typedef struct Trainer {
     int64_t first_step;           /* the step this invocation started at */
     volatile sig_atomic_t *stop;  /* the signal handler's flag (may be NULL) */
     bool tasks_interrupted;       /* the latest evaluation's task scoring gave up on a signal */
+    uint64_t best_source;         /* the fingerprint of the task --keep-best names (0: none) */
+    bool best_restarted;          /* its file changed since the resumed record: measured anew */
     bool discard;                 /* a new run stopped before its first step: its folder is not kept */
 } Trainer;
 
@@ -176,6 +178,23 @@ static TgStatus check_best_task(const Trainer *tr) {
     return tg_task_check_name(m->task, tr->o->eval_tasks.items, tr->o->eval_tasks.count);
 }
 
+/* A record of a task's accuracy holds the task file's fingerprint: when the file of that name
+ * changed since, its values are no longer comparable, and the record starts anew (said; `best`
+ * keeps naming the checkpoint it named until a new best is saved). */
+static void check_best_source(Trainer *tr) {
+    const TgBestMetric *m = &tr->run.keep_best;
+    if (m->kind != TG_EVAL_METRIC_TASK_ACC && m->kind != TG_EVAL_METRIC_TASK_ACC_NORM) return;
+    tr->best_source = tg_task_suite_fingerprint(&tr->tasks, m->task);
+    TgBestRecord *b = &tr->run.state.best;
+    if (b->step < 0 || !b->source || b->source == tr->best_source) return;
+    tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
+                    "the task '%s' of --keep-best is not the file it was when its best (%.6g at step %lld) was measured: "
+                    "the best record starts anew with this file; %s/%s keeps naming that checkpoint until a new best",
+                    m->task, b->value, (long long)b->step, tr->run.dir, TG_CHECKPOINT_BEST_FILE);
+    *b = (TgBestRecord){.kept = true, .value = NAN, .step = -1};
+    tr->best_restarted = true;
+}
+
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
 static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks *hooks, const TgTrainReporter *reporter) {
     memset(tr, 0, sizeof *tr);
@@ -198,6 +217,7 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     TG_TRY(check_best_task(tr));
     tr->watched = tg_best_watched(tr->run.keep_best.kind, o->early_stop);
     tg_best_record_start(&tr->run.state.best, tr->watched);
+    check_best_source(tr);
     if (tr->writer && o->probe_prompts && *o->probe_prompts)
         TG_TRY(tg_probe_prompts_load(&tr->probe_prompts, o->probe_prompts, o->probe_tokens, &tr->run));
     const TgModelConfig *c = &tr->run.model.cfg;
@@ -236,7 +256,7 @@ static TgStatus trainer_open_files(Trainer *tr) {
     if (tg_train_options_save(tr->run.dir, tr->o) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
     /* `best` as the record resumed from says: a save killed before it rewrote `best`, or a resume
      * from an older checkpoint, leaves another there */
-    if (tr->run.resumed && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE) {
+    if (tr->run.resumed && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE && !tr->best_restarted) {
         char metric[TG_TASK_NAME_CAP + 16];
         tg_best_metric_format(&tr->run.keep_best, metric, sizeof metric);
         /* a record whose checkpoint was never saved leaves `best` naming the best on disk */
@@ -644,7 +664,9 @@ static bool note_best(Trainer *tr, double val) {
             figures.task = NAN; /* its name was checked at the start */
     }
     double value = tg_best_metric_value(tr->watched, &figures);
-    return tg_best_record_update(&tr->run.state.best, tr->watched, value, tr->run.state.step);
+    bool better = tg_best_record_update(&tr->run.state.best, tr->watched, value, tr->run.state.step);
+    if (better) tr->run.state.best.source = tr->best_source;
+    return better;
 }
 
 /* After a step: evaluation (the best record, the probe prompts), metrics, the progress line, the
