@@ -315,12 +315,7 @@ TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path) {
     const TgModelConfig *c = &model->cfg;
     const TgLora *lora = model->lora;
     if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a GGUF adapter");
-    if (lora->cfg.n_tokens > 0)
-        return tg_fail(TG_ERR_ARG,
-                       "the run trains the embedding rows of %d tokens beside its adapters (--lora-tokens), which a "
-                       "llama.cpp LoRA adapter cannot hold: export the merged model instead (ckpt merge, then --gguf), "
-                       "or train with --lora-tokens none",
-                       lora->cfg.n_tokens);
+    TG_TRY(tg_export_adapter_check(lora, "a llama.cpp LoRA adapter cannot hold", "--gguf"));
     TG_TRY(tg_export_check_llama(c));
     GgufTensor *ts = tg_calloc((size_t)(2 * TG_LORA_TARGET_COUNT * c->n_layers), sizeof *ts);
     int n = 0;

@@ -186,16 +186,19 @@ TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const 
     return json_file_commit(&af, &w);
 }
 
+TgStatus tg_export_adapter_check(const TgLora *lora, const char *why, const char *merged_flag) {
+    if (lora->cfg.n_tokens == 0) return TG_OK;
+    return tg_fail(TG_ERR_ARG,
+                   "the run trains the embedding rows of %d tokens beside its adapters (--lora-tokens), which %s: "
+                   "export the merged model instead (ckpt merge, then %s), or train with --lora-tokens none",
+                   lora->cfg.n_tokens, why, merged_flag);
+}
+
 /* PEFT's names: its model wraps the transformers model as base_model.model */
 TgStatus tg_model_export_peft(const TgModel *model, const char *dir) {
     const TgLora *lora = model->lora;
     if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a PEFT adapter");
-    if (lora->cfg.n_tokens > 0)
-        return tg_fail(TG_ERR_ARG,
-                       "the run trains the embedding rows of %d tokens beside its adapters (--lora-tokens), which this "
-                       "PEFT export does not write yet: export the merged model instead (ckpt merge, then --hf), or train "
-                       "with --lora-tokens none",
-                       lora->cfg.n_tokens);
+    TG_TRY(tg_export_adapter_check(lora, "this PEFT export does not write yet", "--hf"));
     TG_TRY(tg_make_folders(dir));
     TgStWriter *w = tg_st_writer_begin();
     char name[TG_NAME_CAP + 32];

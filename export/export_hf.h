@@ -47,6 +47,9 @@ TgStatus tg_model_export_hf_check(TgOutputPlan *plan, const char *dir, bool forc
 #define TG_EXPORT_PEFT_FILES {"adapter_model.safetensors", "adapter_config.json"}
 TgStatus tg_model_export_peft_check(TgOutputPlan *plan, const char *dir, bool force);
 TgStatus tg_model_export_peft(const TgModel *model, const char *dir);
+/* An adapter export of a run that trains token rows beside its adapters (--lora-tokens) is refused:
+ * TG_ERR_ARG saying `why` the format lacks them and naming the merged export (`merged_flag`). */
+TgStatus tg_export_adapter_check(const TgLora *lora, const char *why, const char *merged_flag);
 /* Writes the folder `dir` (created with its parents when missing), checked first
  * (tg_model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
  * markers. model.safetensors records the run's tokenizer fingerprint and the one
