@@ -463,7 +463,7 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
 /* A run fine-tuned on short exchanges ("Say river." -> "river, and then stone."), for long
  * enough that its greedy replies are words: seq 128, the ChatML tokens. */
 static char *make_chat_run(void) {
-    char *base = make_run("chat-base", "--tokenizer bpe --vocab 600 --special-tokens chatml --seq 128", 60);
+    char *base = make_run("chat-base", "--tokenizer bpe --vocab 600 --special-tokens chatml --seq 192", 60);
     static const char *const words[] = {"river", "stone", "lamp", "orchard", "violin", "harbour", "meadow", "copper"};
     char *text = malloc(1 << 16);
     size_t n = 0;
@@ -545,7 +545,8 @@ Test(clients, hf_jinja_renders_the_exported_chat_template_as_tapegrad_does, .ini
 }
 
 static const char CHAT_SYSTEM_TEXT[] = "Answer briefly.";
-static const char *const CHAT_TURNS[] = {"Say violin.", "Say harbour."};
+static const char *const CHAT_TURNS[] = {"Say violin.", "Say harbour.", "Say copper.", "Say meadow."};
+enum { CHAT_N_TURNS = sizeof CHAT_TURNS / sizeof CHAT_TURNS[0] };
 enum { CHAT_MAX_REPLY = 16 };
 
 /* The JSON array of ids[0..n). */
@@ -568,8 +569,9 @@ Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init
     free(out);
     FILE *f = fopen(request, "w");
     cr_assert_not_null(f);
-    fprintf(f, "{\"system\": \"%s\", \"turns\": [\"%s\", \"%s\"], \"max_tokens\": %d}\n", CHAT_SYSTEM_TEXT, CHAT_TURNS[0],
-            CHAT_TURNS[1], CHAT_MAX_REPLY);
+    fprintf(f, "{\"system\": \"%s\", \"turns\": [", CHAT_SYSTEM_TEXT);
+    for (int t = 0; t < CHAT_N_TURNS; t++) fprintf(f, "%s\"%s\"", t ? ", " : "", CHAT_TURNS[t]);
+    fprintf(f, "], \"max_tokens\": %d}\n", CHAT_MAX_REPLY);
     fclose(f);
     snprintf(args, sizeof args, "%s %s", gguf, request);
     cJSON *json = run_client("chat_check.mjs", args);
@@ -584,7 +586,7 @@ Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init
     TgChatSession s;
     cr_assert_eq(tg_chat_session_open(&s, &r.model, &r.tok, &tt.tape, &greedy, 1, CHAT_MAX_REPLY, run), TG_OK);
     cr_assert_eq(tg_chat_session_add(&s, TG_CHAT_SYSTEM, CHAT_SYSTEM_TEXT, strlen(CHAT_SYSTEM_TEXT)), TG_OK);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < CHAT_N_TURNS; t++) {
         TgChatReply reply;
         cr_assert_eq(tg_chat_session_reply(&s, CHAT_TURNS[t], strlen(CHAT_TURNS[t]), NULL, NULL, &reply), TG_OK);
         int64_t drawn = reply.n_ids;
@@ -601,7 +603,7 @@ Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init
         free(reply.text);
     }
     cr_expect_eq(s.rebuilds, 0);
-    expect_ids(cJSON_GetObjectItem(json, "context"), s.context, (size_t)s.cache.len, "the context after the second reply");
+    expect_ids(cJSON_GetObjectItem(json, "context"), s.context, (size_t)s.cache.len, "the context after the last reply");
     tg_chat_session_close(&s);
     test_tape_free(&tt);
     tg_run_close(&r);
