@@ -364,8 +364,8 @@ static TgStatus trainer_announce(Trainer *tr) {
            (long long)run->train.tokens.n, (long long)run->val.tokens.n, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
-    tg_message_emit(m, TG_MESSAGE_INFO, "kernels: %s on %s; %d threads; precision %s", tg_isa_name(tg_isa_active()),
-                 tg_cpu_name(), tr->o->threads, tg_precision_name(run->precision));
+    tg_message_emit(m, TG_MESSAGE_INFO, "kernels: %s on %s; %d thread%s; precision %s", tg_isa_name(tg_isa_active()),
+                 tg_cpu_name(), tr->o->threads, tr->o->threads == 1 ? "" : "s", tg_precision_name(run->precision));
     if (run->precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
         tg_message_emit(m, TG_MESSAGE_NOTE, "bf16 on the %s path, which has no bf16 instructions: the products round their "
                                       "operands and run the fp32 kernel, slower than fp32",
