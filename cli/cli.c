@@ -41,8 +41,12 @@ int cli_parse(const TgOptTable *t, void *opts, const void *defaults, TgOptSet *g
     return -1;
 }
 
+static bool reader_gone; /* a write to stdout met EPIPE: its reader closed the pipe */
+
 int cli_exit(const char *command, TgStatus status) {
     if (status == TG_OK) return 0;
+    /* `ckpt info RUN | head`: the reader had what it wanted; nothing to say, nothing failed */
+    if (status == TG_ERR_INTERRUPTED && reader_gone) return 0;
     fflush(stdout);
     cli_output_printf(CLI_STDERR, "tapegrad %s: %s\n", command, tg_error_message());
     return status == TG_ERR_ARG ? 2 : 1;
@@ -63,8 +67,14 @@ TgStatus cli_join_job(double timeout_s) {
     return TG_OK;
 }
 
+bool cli_stdout_reader_gone(void) { return reader_gone; }
+
 TgStatus cli_stdout_check(void) {
     if (fflush(stdout) == 0 && !ferror(stdout)) return TG_OK;
+    if (errno == EPIPE || cli_output_error(CLI_STDOUT) == EPIPE) {
+        reader_gone = true;
+        return tg_fail(TG_ERR_INTERRUPTED, "its reader closed the pipe");
+    }
     /* errno says why: the failed fflush set it, or the earlier write that failed (fflush then had
      * nothing left to write), since callers check after each line or reply */
     return tg_fail(TG_ERR_IO, "cannot write its output: %s",

@@ -51,6 +51,9 @@ TgStatus cli_join_job(double timeout_s);
  * cli_exit to print once; a command that prints as it goes checks after each reply or line, and
  * stops at the first that was lost. */
 TgStatus cli_stdout_check(void);
+/* Whether stdout's reader closed the pipe (EPIPE): cli_stdout_check then returns TG_ERR_INTERRUPTED,
+ * and cli_exit makes that a quiet exit 0, as `| head` expects of a printing command. */
+bool cli_stdout_reader_gone(void);
 /* The program as this process was started, for the commands a hint prints ("talk to it: PROGRAM
  * chat --run RUN"), so that they run as printed: argv[0] when it names a path (./build/tapegrad),
  * else "tapegrad" (found on the PATH); quoted for a POSIX shell when it needs it. main sets it. */

@@ -23,16 +23,20 @@ static void print_help(FILE *f) {
         fprintf(f, "  %-12s %s\n", subcommands[i]->name, subcommands[i]->summary);
 }
 
-/* Every command's output is checked to its end: a write that failed (a full disk, a closed stdout,
- * a reader gone) is one line on stderr and exit 1, never a lost result reported as success. The
+/* Every command's output is checked to its end: a write that failed (a full disk, a closed stdout)
+ * is one line on stderr and exit 1, never a lost result reported as success; a reader that closed
+ * the pipe (`| head`) had what it wanted, and the command ends quietly with 0. The
  * training commands write their terminal output by cli/output.h instead, whose failures mean the
  * terminal is gone, not that the run failed (the run's log has every line): nothing of theirs waits
  * in stdout's buffer here. */
 static int check_output(const char *command, int rc) {
     if (rc != 0) return rc; /* a command that failed has said why, a lost write among them */
     TgStatus s = cli_stdout_check();
-    if (s == TG_OK && fclose(stdout) != 0) s = tg_fail(TG_ERR_IO, "cannot write its output: %s", strerror(errno));
-    if (s == TG_OK) return 0;
+    if (s == TG_OK && fclose(stdout) != 0) {
+        if (errno == EPIPE) return 0; /* | head: the reader had what it wanted */
+        s = tg_fail(TG_ERR_IO, "cannot write its output: %s", strerror(errno));
+    }
+    if (s == TG_OK || cli_stdout_reader_gone()) return 0;
     fprintf(stderr, "tapegrad%s%s: %s\n", command ? " " : "", command ? command : "", tg_error_message());
     return 1;
 }

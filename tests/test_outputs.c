@@ -62,6 +62,25 @@ static bool one_line(const char *text) {
     return nl && nl[1] == '\0';
 }
 
+/* `tapegrad ARGS <in` writing into a pipe whose read end was closed before it started, as `| head`
+ * leaves it once head has its lines: every write meets EPIPE. stderr into *err; the exit code. */
+static int run_into_a_closed_pipe(const char *args, const char *in, char **err) {
+    int fds[2], fd = 3;
+    cr_assert_eq(pipe(fds), 0);
+    cr_assert_eq(close(fds[0]), 0);
+    while (fd < 10 && fcntl(fd, F_GETFD) != -1) fd++; /* sh names one digit in >&N */
+    cr_assert_lt(fd, 10, "no free descriptor below 10");
+    cr_assert_eq(dup2(fds[1], fd), fd);
+    close(fds[1]);
+    char cmd[8192], *err_path = datagen_path(dir, "stderr.txt");
+    snprintf(cmd, sizeof cmd, "%s %s <'%s' >&%d 2>'%s'", TAPEGRAD_BIN, args, in, fd, err_path);
+    int rc = test_run(cmd);
+    close(fd);
+    *err = ckpt_read_text(err_path);
+    free(err_path);
+    return rc;
+}
+
 Test(outputs, every_result_printing_command_fails_on_a_full_disk_and_on_a_closed_stdout) {
     char *run = chat_run("run"), *in = datagen_path(dir, "in.jsonl");
     datagen_write(dir, "in.jsonl", question, strlen(question));
@@ -90,6 +109,10 @@ Test(outputs, every_result_printing_command_fails_on_a_full_disk_and_on_a_closed
                       outputs[o].redirect, says, err);
             free(err);
         }
+        /* a reader that closed the pipe had what it wanted: no error, nothing said */
+        rc = run_into_a_closed_pipe(args, in, &err);
+        cr_expect(rc == 0 && err[0] == '\0', "`%s | head` exited %d: %s", args, rc, err);
+        free(err);
     }
     free(run), free(in);
 }
