@@ -1,6 +1,7 @@
 /* Run folders of checkpoints (latest pointer, keep-N) and the background saver. */
 #include "checkpoint/checkpoint_folder.h"
 
+#include "data/dataset.h"
 #include "lib/atomic_file.h"
 #include "lib/checked.h"
 #include "lib/file_read.h"
@@ -202,6 +203,15 @@ TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t p
         if (others[0])
             return tg_fail(TG_ERR_IO, "%s: folder has no 'latest' file; pass one of its checkpoints instead: %s", dir_or_file,
                            others);
+        /* a dataset folder: its manifest and no run's run.txt (a run prepared into its folder has both) */
+        char manifest[TG_PATH_CAP], identity[TG_PATH_CAP];
+        if (tg_path_join(manifest, sizeof manifest, dir_or_file, TG_DATASET_MANIFEST_FILE) == TG_OK &&
+            tg_path_join(identity, sizeof identity, dir_or_file, "run.txt") == TG_OK && access(manifest, F_OK) == 0 &&
+            access(identity, F_OK) != 0)
+            return tg_fail(TG_ERR_IO,
+                           "%s is a dataset folder (tapegrad prepare's), not a run: train a run on it (tapegrad train "
+                           "--dataset %s --out RUN), then give that run",
+                           dir_or_file, dir_or_file);
         return tg_fail(TG_ERR_IO, "%s: folder holds no checkpoint (no 'latest' file, no ckpt-*.tgck); train into it first or "
                                   "pass a .tgck file",
                        dir_or_file);

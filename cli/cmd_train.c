@@ -3,12 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "cli/train_report.h"
 #include "inspect/inspect.h"
 #include "lib/dist.h"
+#include "lib/path.h"
+#include "run/run_folder.h"
 #include "train/trainer.h"
 
 /* The first SIGINT/SIGTERM asks the trainer to stop after the current step and save; the handler
@@ -45,6 +48,17 @@ static void note_changes(const TgTrainOptions *o, const TgTrainOptions *saved, T
     }
 }
 
+/* Whether RESUME (a run folder, or a checkpoint in one) is a run's: it holds run.txt. Anything
+ * else the resume refuses on its own, with its own message. */
+static bool resumes_a_run(const char *resume) {
+    char dir[TG_PATH_CAP], path[TG_PATH_CAP];
+    if (tg_run_folder_locate(resume, dir, sizeof dir) != TG_OK) {
+        tg_error_clear();
+        return false;
+    }
+    return tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE) == TG_OK && access(path, F_OK) == 0;
+}
+
 /* On --resume of a run folder without train_options.txt (deleted, or a run from before the file):
  * says exactly which values the options not given now take, since they are the defaults and not
  * the run's own. The run writes the file anew as it starts. */
@@ -57,6 +71,7 @@ static void note_missing_options(const TgTrainOptions *o, TgOptSet given_on_comm
         if ((given_on_command_line & TG_OPT_BIT(i)) || !(s->group & TG_TRAIN_OPT_SAVED)) continue;
         char value[256];
         tg_opt_format(t, i, o, value, sizeof value);
+        if (s->type == TG_OPT_DOUBLE) snprintf(value, sizeof value, "%g", *(const double *)((const char *)o + s->offset));
         const char *shown = s->default_text ? s->default_text : value;
         if (!*shown) continue; /* unset */
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s %s", used ? ", " : "", s->flag, shown);
@@ -110,7 +125,7 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
         TgTrainOptions saved;
         s = tg_train_options_restore(o.resume, &o, &saved, &strings);
         if (s == TG_OK) note_changes(&o, &saved, given_now, &notes);
-        if (s == TG_OK && !o.options_file) note_missing_options(&o, given_now, &notes);
+        if (s == TG_OK && !o.options_file && resumes_a_run(o.resume)) note_missing_options(&o, given_now, &notes);
     }
     if (s == TG_OK) {
         TgGradLogger grads;

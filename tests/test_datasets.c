@@ -449,6 +449,11 @@ Test(datasets, minimind_jsonl_through_prepare_train_eval) {
              (int)strcspn(hint, "\n"), hint, dir);
     cr_expect_eq(test_run(command), 0, "the hint did not run as printed: %s", command);
     free(out);
+    /* a dataset folder given where a run is asked for: named as what it is, with what to do */
+    rc = ckpt_cli(&out, "eval --run %s/ds", dir);
+    cr_expect(rc == 1 && strstr(out, "is a dataset folder (tapegrad prepare's), not a run: train a run on it"), "%d: %s",
+              rc, out);
+    free(out);
     rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --dataset %s/ds --steps 20 --eval-every 10 --out %s/run", dir, dir);
     cr_assert_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "bits per byte"), "%s", out);
