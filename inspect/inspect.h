@@ -57,8 +57,8 @@ TgParamStats tg_param_stats(const TgTensor *param);
  * that unit, which for ReLU means it was dead on the whole batch. */
 double tg_zero_grad_row_fraction(const TgTensor *param);
 
-/* The exact zeros of the FFN hidden activation of a freshly initialised model (the seed essay's
- * numpy check, on tapegrad's own init and FFN ops): `rows` inputs x ~ N(0, 1) of dim floats,
+/* The exact zeros of the FFN hidden activation of a freshly initialised model (the zero ratio of
+ * ReLU against SwiGLU at initialisation): `rows` inputs x ~ N(0, 1) of dim floats,
  * the scale an RMSNorm with unit gain hands the FFN, through every layer's w1 (and w3) as
  * tg_model_init_weights(seed) sets them. Returns the fraction of exact zeros over all layers. ReLU
  * gives about 1/2, as w1 x is symmetric about 0; SwiGLU's silu(w1 x) * w3 x is almost never 0. */

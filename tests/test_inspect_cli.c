@@ -342,7 +342,7 @@ Test(inspect_cli, compare_ffn_spreads_over_seeds_at_equal_parameters) {
         cr_assert_float_eq(cJSON_GetObjectItem(c, "chance_if_no_difference")->valuedouble, 2.0 / 6.0, 1e-12);
     }
     cr_assert(strstr(md, "Equal parameter counts"), "%s", md);
-    /* the essay's check of the initial weights, and the ReLU zeros at step 1 */
+    /* the zero ratio of the initial weights on random inputs, and the ReLU zeros at step 1 */
     const cJSON *init = cJSON_GetObjectItem(s, "init_zero_frac_random_inputs");
     double zr = cJSON_GetObjectItem(init, "relu")->valuedouble, zs = cJSON_GetObjectItem(init, "swiglu")->valuedouble;
     cr_assert(zr > 0.45 && zr < 0.55 && zs < 0.01, "zeros at init: relu %.3f, swiglu %.3f", zr, zs);

@@ -205,9 +205,10 @@ void compare_init_check_text(const CompareResults *r, char *buf, size_t cap) {
     format_number(relu, sizeof relu, r->init_zero_frac[0], 4, false);
     format_number(swiglu, sizeof swiglu, r->init_zero_frac[1], 4, false);
     snprintf(buf, cap,
-             "The initial weights on random inputs (the numpy check of the seed essay, with tapegrad's own init and FFN "
-             "ops): for %d inputs x ~ N(0, 1) through every layer's FFN of the first seed's initial model, the hidden "
-             "activation is exactly zero in %s of the ReLU model's entries and %s of SwiGLU's.",
+             "The initial weights on random inputs (the zero ratio of ReLU against SwiGLU hidden activations of a "
+             "freshly initialised FFN): for %d inputs x ~ N(0, 1) through every layer's FFN of the first seed's "
+             "initial model, the hidden activation is exactly zero in %s of the ReLU model's entries and %s of "
+             "SwiGLU's.",
              COMPARE_INIT_CHECK_ROWS, relu, swiglu);
 }
 
