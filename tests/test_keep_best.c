@@ -553,3 +553,25 @@ Test(keep_best_cli, a_task_file_changed_on_a_resume_starts_the_best_anew, .init 
     free(out);
     free(before), free(after), free(pointer), free(run), free(tasks);
 }
+
+/* A run whose val loss climbs while its train loss falls (a model many times its few train tokens'
+ * size, many passes over them) says it overfits, once, with the figures and what keeps the best
+ * model, and again in its summary; a run whose val loss falls says nothing of it. */
+Test(keep_best_cli, a_run_that_overfits_says_so, .init = setup, .fini = teardown, .timeout = 90) {
+    char *text = datagen_english(5, 4000), *out = NULL, *run = datagen_path(dir, "over"), *fine = datagen_path(dir, "fine");
+    datagen_write(dir, "few.txt", text, strlen(text));
+    free(text);
+    char *few = datagen_path(dir, "few.txt");
+    int rc = ckpt_cli(&out, "train --preset small --layers 2 --batch 8 --threads 1 --eval-batches 2 --sample-tokens 0 --data %s "
+                      "--steps 300 --eval-every 20 --out %s", few, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "warning: the val loss rose at 3 evaluations in a row") && strstr(out, "overfitting its train split") &&
+                  strstr(out, "warning: overfitting: the val loss ended at"),
+              "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 40 --eval-every 10 --out %s", corpus, fine);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect_null(strstr(out, "overfit"), "%s", out);
+    free(out);
+    free(run), free(fine), free(few);
+}

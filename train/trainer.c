@@ -86,6 +86,10 @@ typedef struct Trainer {
     volatile sig_atomic_t *stop;  /* the signal handler's flag (may be NULL) */
     bool tasks_interrupted;       /* the latest evaluation's task scoring gave up on a signal */
     uint64_t best_source;         /* the fingerprint of the task --keep-best names (0: none) */
+    /* overfitting (note_overfitting): the train loss since the last evaluation, and the trend */
+    double train_sum, prev_val, prev_train, rise_val, rise_train;
+    int64_t train_n, rise_step, overfit_from; /* overfit_from: the step the rise said began (0: not said) */
+    int rising;
     bool best_restarted;          /* its file changed since the resumed record: measured anew */
     bool discard;                 /* a new run stopped before its first step: its folder is not kept */
 } Trainer;
@@ -669,6 +673,29 @@ static bool note_best(Trainer *tr, double val) {
     return better;
 }
 
+/* Overfitting: the val loss rising at OVERFIT_EVALS evaluations in a row while the mean train loss
+ * between them falls. Said once, with the figures and what keeps the best model; the summary says
+ * it again. A message only: nothing the run does depends on it. */
+enum { OVERFIT_EVALS = 3 };
+static void note_overfitting(Trainer *tr, double val) {
+    double train = tr->train_n ? tr->train_sum / (double)tr->train_n : NAN;
+    tr->train_sum = 0, tr->train_n = 0;
+    bool rose = tr->prev_val > 0 && val > tr->prev_val && train < tr->prev_train;
+    if (rose && tr->rising == 0)
+        tr->rise_val = tr->prev_val, tr->rise_train = tr->prev_train,
+        tr->rise_step = tr->run.state.step - tr->o->eval_every;
+    tr->rising = rose ? tr->rising + 1 : 0;
+    tr->prev_val = val, tr->prev_train = train;
+    if (tr->rising < OVERFIT_EVALS || tr->overfit_from) return;
+    tr->overfit_from = tr->rise_step > 0 ? tr->rise_step : 1;
+    tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
+                    "the val loss rose at %d evaluations in a row, from %.4f at step %lld to %.4f, while the train loss "
+                    "fell from %.4f to %.4f: the model is overfitting its train split (too few tokens for its size, or "
+                    "too many passes over them); --keep-best val_loss keeps its best checkpoint, --early-stop N ends "
+                    "such a run",
+                    OVERFIT_EVALS, tr->rise_val, (long long)tr->rise_step, val, tr->rise_train, train);
+}
+
 /* After a step: evaluation (the best record, the probe prompts), metrics, the progress line, the
  * folder's commit, checkpoints (every --ckpt-every, and at a new best the run keeps). What the
  * ranks do together comes first: a rank's own failure must not make it skip a collective. */
@@ -678,12 +705,14 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
     double val = NAN;
     bool best_now = false; /* a checkpoint the best record names, kept by --keep-best */
+    if (isfinite(loss)) tr->train_sum += loss, tr->train_n++;
     if (eval_now) {
         TG_TRY(evaluate(tr, &val));
         tr->last_val = val;
         tr->val_before_training = false;
         if (!(val >= st->best_val_loss)) st->best_val_loss = val;
         best_now = note_best(tr, val) && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE;
+        if (tr->writer) note_overfitting(tr, val);
     }
     bool ckpt_now = (best_now || (o->ckpt_every > 0 && st->step % o->ckpt_every == 0)) && st->step < o->steps &&
                     st->step != o->stop_after;
@@ -800,6 +829,11 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
                  reason, (long long)st->step, tr->last_val, yardstick, tr->last_bpb, st->elapsed_s,
                  run->last_checkpoint);
     tg_task_suite_report(&tr->tasks, &tr->messages);
+    if (tr->overfit_from && tr->last_val > st->best_val_loss)
+        tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
+                        "overfitting: the val loss ended at %.4f, above its best of %.4f; it rose while the train loss "
+                        "fell from step %lld on (see --keep-best and --early-stop)",
+                        tr->last_val, st->best_val_loss, (long long)tr->overfit_from);
     report_best(tr);
     const TgCheckpointSaver *sv = &tr->saver;
     tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
