@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "tapegrad/engine.h"
+#include "lib/utf8.h"
 #include "tapegrad/sample.h"
 #include "run/memory_plan.h"
 #include "run/run.h"
@@ -54,7 +55,9 @@ static int sample_main(int argc, char **argv) {
         if (s == TG_OK) {
             /* the prompt as given, then the continuation */
             fputs(o.prompt, stdout);
-            fwrite(text, 1, len, stdout);
+            char *shown = tg_malloc(3 * len + 1); /* a character the draw cut shows as U+FFFD */
+            fwrite(shown, 1, tg_utf8_mark_invalid(text, len, shown), stdout);
+            free(shown);
             putchar('\n');
             s = cli_stdout_check();
         } else if (s == TG_ERR_NUMERIC) {

@@ -1,4 +1,5 @@
 #include "cli/train_report.h"
+#include "lib/utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -166,12 +167,14 @@ static void print_sample(void *ctx, const TgTrainSample *s) {
     char head[160];
     int n = snprintf(head, sizeof head, "\n--- sample (%lld tokens, temperature %g, top-k %d) ---\n",
                      (long long)s->tokens, s->temperature, s->top_k);
-    const char *parts[] = {head, s->prompt, s->text, "\n---\n"};
-    size_t lens[] = {(size_t)n, s->prompt_len, s->text_len, 5};
+    char *text = tg_malloc(3 * s->text_len + 1); /* a character the draw cut shows as U+FFFD */
+    const char *parts[] = {head, s->prompt, text, "\n---\n"};
+    size_t lens[] = {(size_t)n, s->prompt_len, tg_utf8_mark_invalid(s->text, s->text_len, text), 5};
     for (int i = 0; i < 4; i++) {
         log_text(r, parts[i], lens[i]);
         cli_output_write(CLI_STDOUT, parts[i], lens[i]);
     }
+    free(text);
 }
 
 /* The run's folder is there: its log opens (appending on a resume), the waiting lines go in. */

@@ -2,6 +2,7 @@
 #include "lib/utf8.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 /* The range of the second byte after lead byte b (the first continuation byte is narrowed to
  * exclude overlong forms, surrogates and code points past U+10FFFF); false for no lead byte. */
@@ -37,4 +38,22 @@ size_t tg_utf8_next(const unsigned char *s, size_t len, uint32_t *cp) {
     }
     *cp = value;
     return need;
+}
+
+size_t tg_utf8_mark_invalid(const char *s, size_t len, char *out) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t at = 0, n = 0;
+    while (at < len) {
+        uint32_t cp;
+        size_t k = tg_utf8_next(u + at, len - at, &cp);
+        if (cp == TG_UTF8_INVALID) {
+            memcpy(out + n, "\xEF\xBF\xBD", 3);
+            n += 3;
+        } else {
+            memcpy(out + n, s + at, k);
+            n += k;
+        }
+        at += k;
+    }
+    return n;
 }

@@ -14,5 +14,9 @@
  * decoders replacing errors with U+FFFD replace, as WHATWG's TextDecoder, Python's
  * errors="replace" and Rust's from_utf8_lossy do. */
 size_t tg_utf8_next(const unsigned char *s, size_t len, uint32_t *cp);
+/* The len bytes of s with every maximal subpart that is not UTF-8 replaced by U+FFFD (EF BF BD),
+ * into out (room for 3 x len bytes): a model's text cut inside a character prints a mark, not a
+ * stray byte. Returns the bytes written. */
+size_t tg_utf8_mark_invalid(const char *s, size_t len, char *out);
 
 #endif

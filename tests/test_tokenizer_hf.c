@@ -110,6 +110,16 @@ static void expect_same_encoding(const TgTokenizer *a, const TgTokenizer *b, con
     free(x), free(y);
 }
 
+/* A model's text cut inside a character prints U+FFFD for the cut, whole characters as they are. */
+Test(utf8, text_that_is_not_utf8_is_marked_and_whole_characters_kept) {
+    static const char in[] = "exer\xA4ing caf\xC3\xA9 \xE4\xBD\xA0\xE5 \xF0\x9F\x98\x80\xF0\x9F";
+    char out[3 * sizeof in];
+    size_t n = tg_utf8_mark_invalid(in, sizeof in - 1, out);
+    static const char want[] = "exer\xEF\xBF\xBDing caf\xC3\xA9 \xE4\xBD\xA0\xEF\xBF\xBD \xF0\x9F\x98\x80\xEF\xBF\xBD";
+    cr_expect_eq(n, sizeof want - 1);
+    cr_expect_eq(memcmp(out, want, sizeof want - 1), 0, "%.*s", (int)n, out);
+}
+
 Test(tokenizer_v2, the_gpt2_split_saves_as_version_2_and_its_eot_text_is_one_token, .init = make_dir, .fini = remove_dir) {
     char *text = datagen_english(3, 20000);
     TgTokenizer tok, back;
