@@ -36,19 +36,7 @@ static unsigned char *replace_invalid_utf8(const unsigned char *text, size_t len
     while (i < len && (i += tg_utf8_next(text + i, len - i, &cp), cp != TG_UTF8_INVALID)) {}
     if (cp != TG_UTF8_INVALID) return NULL;
     unsigned char *out = tg_malloc(3 * len);
-    size_t n = 0;
-    for (i = 0; i < len;) {
-        size_t l = tg_utf8_next(text + i, len - i, &cp);
-        if (cp == TG_UTF8_INVALID) {
-            memcpy(out + n, "\xEF\xBF\xBD", 3);
-            n += 3;
-        } else {
-            memcpy(out + n, text + i, l);
-            n += l;
-        }
-        i += l;
-    }
-    *out_len = n;
+    *out_len = tg_utf8_mark_invalid((const char *)text, len, (char *)out);
     return out;
 }
 
