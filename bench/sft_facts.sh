@@ -36,7 +36,7 @@ grep -E "^(done|weights from|conversations:)" "$out/sft.log"
 # a short chat: the first held-out question of each kind, and one the facts never asked
 questions=$(head -3 "$out/facts/test.jsonl" | /usr/bin/python3 -c 'import json, sys; [print(json.loads(l)["conversations"][0]["content"]) for l in sys.stdin]')
 printf '%s\nWhat is the capital of France?\n' "$questions" >"$out/chat.in"
-"$tapegrad" chat --run "$out/chat" --temperature 0 --repetition-penalty 1 --tokens 32 <"$out/chat.in" | paste -d'\n' "$out/chat.in" - | sed 's/^/  /'
+"$tapegrad" chat --run "$out/chat" --temperature 0 --repetition-penalty 1 --tokens 32 <"$out/chat.in" | sed 's/^/  /'
 stage export "" "$tapegrad" ckpt export "$out/chat" --gguf "$out/chat.gguf" --force
 if [ -d "$here/../tests/clients/node_modules/node-llama-cpp" ]; then
     mapfile -t turns <"$out/chat.in"

@@ -1,9 +1,11 @@
 /* `tapegrad chat`: talk to a fine-tuned run (model/chat.h), on a terminal or from a script.
  *
  *   tapegrad chat --run DIR                    a conversation on the terminal: a line is a turn
+ *                                              (line editing, history, /help; cli/line_input.h)
  *   tapegrad chat --run DIR --message TEXT     one reply, printed
  *   tapegrad chat --run DIR --jsonl < in.jsonl conversations in, one reply each, as JSON lines out */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/line_input.h"
 #include "data/chat_format.h"
 #include "data/jsonl.h"
 #include "lib/json_write.h"
@@ -68,13 +71,6 @@ static TgStatus chat_begin(Chat *c, const char *system, size_t system_len) {
     c->open = true;
     if (system) TG_TRY(tg_chat_session_add(&c->session, TG_CHAT_SYSTEM, system, system_len));
     return TG_OK;
-}
-
-/* Each token's bytes as they come: a reader that is gone stops the reply. */
-static TgStatus print_bytes(void *ctx, const char *bytes, size_t len) {
-    (void)ctx;
-    fwrite(bytes, 1, len, stdout);
-    return cli_stdout_check();
 }
 
 /* --message: one reply. */
@@ -164,53 +160,135 @@ static TgStatus reply_jsonl(Chat *c) {
     return result;
 }
 
-/* On a terminal (or lines from a pipe): each line a user turn, the reply streamed. */
-static TgStatus converse(Chat *c) {
-    bool terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-    const char *system = c->o->system;
-    size_t system_len = system ? strlen(system) : 0;
-    TG_TRY(chat_begin(c, system, system_len));
-    if (terminal) {
-        TgTrainTask task = TG_TASK_PRETRAIN;
-        TgStatus s = tg_run_task(c->run.dir, &task);
-        tg_error_clear();
-        printf("chat with %s (%lld-token context; each line is your turn; /reset starts over, /quit or Ctrl-D ends)\n",
-               c->run.last_checkpoint, (long long)c->run.model.cfg.seq_len);
-        if (s == TG_OK && task != TG_TASK_SFT)
-            printf("note: this run was not fine-tuned on conversations (tapegrad sft); it may not answer\n");
+/* Set by SIGINT while a reply is written (on a terminal): the reply stops at its next token. */
+static volatile sig_atomic_t stop_reply;
+
+static void on_sigint(int signo) {
+    (void)signo;
+    stop_reply = 1;
+}
+
+/* Each token's bytes as they come; Ctrl-C or a reader that is gone stops the reply. */
+static TgStatus stream_bytes(void *ctx, const char *bytes, size_t len) {
+    (void)ctx;
+    fwrite(bytes, 1, len, stdout);
+    TG_TRY(cli_stdout_check());
+    return stop_reply ? tg_fail(TG_ERR_INTERRUPTED, "stopped by Ctrl-C") : TG_OK;
+}
+
+static const char help_text[] =
+    "Each line you type is your turn; the reply is written as it is drawn.\n"
+    "  /help            this list\n"
+    "  /reset           start a new conversation (the system turn stays)\n"
+    "  /system TEXT     start a new conversation with TEXT as its system turn (/system alone: none)\n"
+    "  /exit, /quit     leave (so does Ctrl-D on an empty line)\n"
+    "  //TEXT           send a turn that begins with one '/': /TEXT\n"
+    "Ctrl-C stops a reply being written (what it wrote stays in the conversation); at the prompt it\n"
+    "drops the line. Left and right arrows, Home, End and the Emacs keys edit the line; up and down\n"
+    "walk the lines of this session.\n";
+
+/* The conversation's state across commands. */
+typedef struct {
+    char *system; /* the system turn (NULL: none) */
+    size_t system_len;
+    bool terminal;
+} Conversation;
+
+static void set_system(Conversation *v, const char *text, size_t len) {
+    free(v->system);
+    v->system = NULL, v->system_len = 0;
+    if (!text) return;
+    v->system = tg_malloc(len + 1);
+    memcpy(v->system, text, len);
+    v->system[len] = '\0', v->system_len = len;
+}
+
+/* A line that begins with '/': a command. Returns false for /exit and /quit (the chat ends). */
+static bool run_command(Chat *c, Conversation *v, const char *line, size_t len, TgStatus *s) {
+    const char *arg = line + strcspn(line, " \t");
+    size_t name_len = (size_t)(arg - line);
+    while (*arg == ' ' || *arg == '\t') arg++;
+    size_t arg_len = len - (size_t)(arg - line);
+#define IS(name) (name_len == strlen(name) && memcmp(line, name, name_len) == 0)
+    if (IS("/exit") || IS("/quit")) return false;
+    if (IS("/help")) {
+        fputs(help_text, stdout);
+    } else if (IS("/reset")) {
+        if ((*s = chat_begin(c, v->system, v->system_len)) == TG_OK)
+            printf(v->system ? "(a new conversation; the system turn stays)\n" : "(a new conversation)\n");
+    } else if (IS("/system")) {
+        set_system(v, arg_len ? arg : NULL, arg_len);
+        if ((*s = chat_begin(c, v->system, v->system_len)) != TG_OK) return true;
+        if (v->system) printf("(a new conversation, its system turn: %s)\n", v->system);
+        else printf("(a new conversation, with no system turn)\n");
+    } else {
+        printf("(unknown command %.*s: /help lists the commands; //%.*s sends /%.*s as your turn)\n", (int)name_len, line,
+               (int)(len - 1), line + 1, (int)(len - 1), line + 1);
     }
-    char *line = NULL;
-    size_t cap = 0;
-    TgStatus s = TG_OK;
-    for (;;) {
-        if (terminal) {
-            fputs("> ", stdout);
-            if ((s = cli_stdout_check()) != TG_OK) break;
-        }
-        ssize_t got = getline(&line, &cap, stdin);
-        if (got < 0) break;
-        size_t len = (size_t)got;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if (strcmp(line, "/quit") == 0) break;
-        if (strcmp(line, "/reset") == 0) {
-            s = chat_begin(c, system, system_len);
-            if (s != TG_OK) break;
+#undef IS
+    return true;
+}
+
+/* One user turn and its reply, streamed. */
+static TgStatus take_turn(Chat *c, const char *line, size_t len) {
+    int64_t rebuilds = c->session.rebuilds;
+    TgChatReply reply;
+    stop_reply = 0;
+    TgStatus s = tg_chat_session_reply(&c->session, line, len, stream_bytes, NULL, &reply);
+    bool stopped = s == TG_ERR_INTERRUPTED && stop_reply;
+    if (stopped) tg_error_clear(), s = TG_OK;
+    if (s != TG_OK) return s;
+    if (!stopped) free(reply.text);
+    putchar('\n');
+    if (stopped) printf("(stopped by Ctrl-C; what it wrote stays in the conversation)\n");
+    else if (reply.finish == TG_CHAT_FINISH_LENGTH) printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
+    if (c->session.rebuilds > rebuilds)
+        printf("(the conversation is longer than the context: the model now sees its latest part)\n");
+    return cli_stdout_check();
+}
+
+/* On a terminal: each line a user turn, edited with libedit, the reply streamed. From a pipe, the
+ * same without prompt or editing, each turn written as "> TEXT" before its reply, so that the
+ * output reads as a transcript. */
+static TgStatus converse(Chat *c) {
+    Conversation v = {.terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)};
+    if (c->o->system) set_system(&v, c->o->system, strlen(c->o->system));
+    TgStatus s = chat_begin(c, v.system, v.system_len);
+    if (s == TG_OK && v.terminal) {
+        TgTrainTask task = TG_TASK_PRETRAIN;
+        TgStatus known = tg_run_task(c->run.dir, &task);
+        tg_error_clear();
+        printf("chat with %s (%lld-token context; each line is your turn; /help lists the commands, /exit or Ctrl-D "
+               "leaves)\n",
+               c->run.last_checkpoint, (long long)c->run.model.cfg.seq_len);
+        if (known == TG_OK && task != TG_TASK_SFT)
+            printf("note: this run was not fine-tuned on conversations (tapegrad sft); it may not answer\n");
+        struct sigaction sa = {.sa_handler = on_sigint};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+    }
+    CliLines *in = cli_lines_open(v.terminal, v.terminal ? "> " : NULL);
+    while (s == TG_OK && (s = cli_stdout_check()) == TG_OK) {
+        const char *line;
+        size_t len;
+        bool had_text;
+        CliLineKind kind = cli_lines_read(in, &line, &len, &had_text);
+        if (kind == CLI_LINE_END) break;
+        if (kind == CLI_LINE_INTERRUPTED) {
+            printf(had_text ? "^C\n" : "^C\n(Ctrl-D or /exit leaves)\n");
             continue;
         }
-        int64_t rebuilds = c->session.rebuilds;
-        TgChatReply reply;
-        s = tg_chat_session_reply(&c->session, line, len, print_bytes, NULL, &reply);
-        if (s != TG_OK) break;
-        free(reply.text);
-        putchar('\n');
-        if (terminal && reply.finish == TG_CHAT_FINISH_LENGTH)
-            printf("(cut at --tokens %lld)\n", (long long)c->o->tokens);
-        if (terminal && c->session.rebuilds > rebuilds)
-            printf("(the conversation is longer than the context: the model now sees its latest part)\n");
-        if ((s = cli_stdout_check()) != TG_OK) break;
+        if (!v.terminal) printf("> %s\n", line);
+        if (line[0] == '/' && line[1] != '/') {
+            if (!run_command(c, &v, line, len, &s)) break;
+            continue;
+        }
+        if (line[0] == '/') line++, len--; /* "//TEXT" is the turn "/TEXT" */
+        s = take_turn(c, line, len);
     }
-    if (terminal && s == TG_OK) putchar('\n');
-    free(line);
+    if (v.terminal && s == TG_OK) putchar('\n');
+    cli_lines_close(in);
+    free(v.system);
     return s == TG_OK ? cli_stdout_check() : s;
 }
 

@@ -208,6 +208,13 @@ Test(outputs, finite_weights_whose_activations_overflow_stop_every_generator) {
             /* the line it could not answer says why, in its place, and the others wait for another model */
             cr_expect(one_line(printed) && strstr(printed, "{\"error\":\"line 1: token 1 of the reply: the logits hold "),
                       "%s", printed);
+        } else if (strstr(args, "--message") == NULL && strncmp(args, "chat", 4) == 0) {
+            /* lines from a pipe: the transcript marks the turn ("> TEXT") and holds nothing drawn */
+            for (char *line = printed; *line; line = strchr(line, '\n') + 1) {
+                cr_expect(strncmp(line, "> ", 2) == 0 && strchr(line, '\n'), "`%s` printed more than its turn:\n%s", args,
+                          printed);
+                if (strncmp(line, "> ", 2) != 0 || !strchr(line, '\n')) break;
+            }
         } else {
             /* before, sample printed NUL bytes and chat \x01 bytes: ids drawn from NaN */
             cr_expect_eq(printed_len, 0, "`%s` printed %zu bytes: text drawn from logits that are not numbers", args,
