@@ -23,7 +23,8 @@ static void print_ckpt_usage(FILE *f) {
                "       tapegrad ckpt export FILE|DIR --safetensors OUT  its weights as safetensors, config.json beside\n"
                "       tapegrad ckpt export FILE|DIR --hf DIR           a Hugging Face Llama folder (weights, configs, tokenizer)\n"
                "       tapegrad ckpt export FILE|DIR --gguf FILE        a GGUF file for llama.cpp (--gguf-type f32|f16|q8_0)\n"
-               "       tapegrad ckpt export RUN --gguf-adapter FILE     a LoRA run's adapters for llama.cpp (with its base's --gguf)\n"
+               "       tapegrad ckpt export RUN --gguf-adapter FILE [--gguf-base FILE]\n"
+               "                                                    a LoRA run's adapters for llama.cpp, and the base they go on\n"
                "       tapegrad ckpt export RUN --peft DIR              a LoRA run's adapters for PEFT (with its base's --hf)\n"
                "       tapegrad ckpt merge RUN --out DIR                a LoRA run's adapters folded into its base: a new run\n");
 }
@@ -157,7 +158,7 @@ static int run_info(int argc, char **argv) {
 }
 
 typedef struct {
-    const char *safetensors, *hf, *gguf, *gguf_type, *gguf_adapter, *peft;
+    const char *safetensors, *hf, *gguf, *gguf_type, *gguf_adapter, *gguf_base, *peft;
     bool force;
 } ExportFlags;
 
@@ -171,7 +172,12 @@ static const TgOptSpec export_specs[] = {
         TG_OPT_ANY, NULL, 0, NULL),
     TG_OPT(ExportFlags, gguf_type, "--gguf-type", TG_OPT_STRING, "GGUF weight type", TG_OPT_ANY, TG_GGUF_WEIGHTS_CHOICES, 0, NULL),
     TG_OPT(ExportFlags, gguf_adapter, "--gguf-adapter", TG_OPT_STRING,
-        "a LoRA run's adapters as a llama.cpp LoRA adapter GGUF, for the --gguf export of its base", TG_OPT_ANY, NULL, 0, NULL),
+        "a LoRA run's adapters as a llama.cpp LoRA adapter GGUF, for its --gguf-base (or the --gguf export of its base)",
+        TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(ExportFlags, gguf_base, "--gguf-base", TG_OPT_STRING,
+        "a LoRA run's base as a GGUF file for its --gguf-adapter: the embedding rows the run trained (--lora-tokens) in "
+        "place, and a fine-tuned run's chat template",
+        TG_OPT_ANY, NULL, 0, NULL),
     TG_OPT(ExportFlags, peft, "--peft", TG_OPT_STRING,
         "a LoRA run's adapters as a PEFT adapter folder (adapter_model.safetensors, adapter_config.json)", TG_OPT_ANY, NULL,
         0, NULL),
@@ -180,7 +186,7 @@ static const TgOptSpec export_specs[] = {
         TG_OPT_ANY, NULL, 0, NULL),
 };
 static const TgOptTable export_table = {"ckpt export",
-                                      "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE | --gguf-adapter FILE | --peft DIR",
+                                      "FILE|DIR --safetensors OUT | --hf DIR | --gguf FILE | --gguf-adapter FILE [--gguf-base FILE] | --peft DIR",
                                       export_specs,
                                       (int)(sizeof export_specs / sizeof export_specs[0]), 1};
 
@@ -214,6 +220,50 @@ static int export_safetensors(const char *source, const char *out, bool force) {
     return cli_exit("ckpt export", s);
 }
 
+/* A run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as
+ * eos. *sft says whether it was; *chat then holds its markers. */
+static TgStatus chat_of(const TgRun *run, TgChatTokens *chat, bool *sft) {
+    TgTrainTask task = TG_TASK_PRETRAIN;
+    TG_TRY(tg_run_task(run->dir, &task));
+    *sft = task == TG_TASK_SFT;
+    return *sft ? tg_chat_tokens_find(&run->tok, run->dir, chat) : TG_OK;
+}
+
+/* A LoRA run's adapters (--gguf-adapter, --peft) and its base for llama.cpp (--gguf-base). */
+static TgStatus export_adapter(const char *source, TgRun *run, const ExportFlags *o, TgGgufWeights weights) {
+    const TgLora *lora = run->model.lora;
+    if (!lora)
+        return tg_fail(TG_ERR_ARG, "%s holds no LoRA adapters; --gguf-adapter, --gguf-base and --peft export those of a LoRA run",
+                       source);
+    if (o->gguf_adapter && !o->gguf_base && lora->cfg.n_tokens > 0)
+        return tg_fail(TG_ERR_ARG,
+                       "the run trains the embedding rows of %d tokens beside its adapters (--lora-tokens), which a llama.cpp "
+                       "LoRA adapter cannot hold: export its base with them in the same command (add --gguf-base FILE), "
+                       "or the merged model (ckpt merge, then --gguf)",
+                       lora->cfg.n_tokens);
+    if (o->gguf_base) {
+        TgChatTokens chat;
+        bool sft = false;
+        TG_TRY(chat_of(run, &chat, &sft));
+        tg_lora_place_token_rows(&run->model); /* the adapters stay; the model's outputs are the same */
+        TG_TRY(tg_model_export_gguf(&run->model, &run->tok, sft ? &chat : NULL, o->gguf_base, weights));
+        printf("wrote %s (the base of the LoRA run, %lld parameters%s%s) for the adapter %s\n", o->gguf_base,
+               (long long)tg_model_param_count(&run->model),
+               lora->cfg.n_tokens ? ", with the embedding rows the run trained" : "",
+               sft ? "; a chat model: the ChatML template, " TG_CHAT_IM_END " ends a reply" : "",
+               o->gguf_adapter ? o->gguf_adapter : "the run exports with --gguf-adapter");
+    }
+    if (o->peft || o->gguf_adapter) {
+        const char *path = o->peft ? o->peft : o->gguf_adapter;
+        TG_TRY(o->peft ? tg_model_export_peft(&run->model, o->peft)
+                       : tg_model_export_gguf_adapter(&run->model, o->gguf_adapter, o->gguf_base != NULL));
+        printf("wrote %s (LoRA rank %lld, alpha %g, %d tensors, step %lld) for the base %s\n", path, (long long)lora->cfg.rank,
+               lora->cfg.alpha, lora->params.count, (long long)run->state.step,
+               o->peft ? "exported with --hf" : o->gguf_base ? o->gguf_base : "exported with --gguf");
+    }
+    return TG_OK;
+}
+
 /* A Hugging Face folder or a GGUF file: the weights with the run's tokenizer. */
 static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     TgGgufWeights weights;
@@ -225,31 +275,23 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     if (s == TG_OK && o->hf) s = tg_model_export_hf_check(plan, o->hf, o->force);
     if (s == TG_OK && o->gguf) s = tg_output_check(plan, "--gguf", o->gguf, o->force);
     if (s == TG_OK && o->gguf_adapter) s = tg_output_check(plan, "--gguf-adapter", o->gguf_adapter, o->force);
+    if (s == TG_OK && o->gguf_base) s = tg_output_check(plan, "--gguf-base", o->gguf_base, o->force);
     if (s == TG_OK && o->peft) s = tg_model_export_peft_check(plan, o->peft, o->force);
     free(plan);
     if (s != TG_OK) return cli_exit("ckpt export", s);
     TgRun run;
     s = tg_run_open_existing(source, &run);
-    if (s == TG_OK && (o->gguf_adapter || o->peft)) {
-        if (!run.model.lora)
-            s = tg_fail(TG_ERR_ARG, "%s holds no LoRA adapters; --gguf-adapter and --peft export those of a LoRA run", source);
-        if (s == TG_OK) s = o->peft ? tg_model_export_peft(&run.model, o->peft) : tg_model_export_gguf_adapter(&run.model, o->gguf_adapter);
-        if (s == TG_OK)
-            printf("wrote %s (LoRA rank %lld, alpha %g, %d tensors, step %lld) for the base %s\n", o->peft ? o->peft : o->gguf_adapter,
-                   (long long)run.model.lora->cfg.rank, run.model.lora->cfg.alpha, run.model.lora->params.count,
-                   (long long)run.state.step, o->peft ? "exported with --hf" : "exported with --gguf");
+    if (s == TG_OK && (o->gguf_adapter || o->gguf_base || o->peft)) {
+        s = export_adapter(source, &run, o, weights);
         tg_run_close(&run);
         return cli_exit("ckpt export", s);
     }
     if (s == TG_OK) s = tg_run_merge_weights(&run.model, run.last_checkpoint); /* a LoRA run exports merged */
     char note[TG_PATH_CAP + 64];
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
-    /* a run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as eos */
-    TgTrainTask task = TG_TASK_PRETRAIN;
     TgChatTokens chat;
-    if (s == TG_OK) s = tg_run_task(run.dir, &task);
-    bool sft = task == TG_TASK_SFT;
-    if (s == TG_OK && sft) s = tg_chat_tokens_find(&run.tok, run.dir, &chat);
+    bool sft = false;
+    if (s == TG_OK) s = chat_of(&run, &chat, &sft);
     if (s == TG_OK && o->hf) s = tg_model_export_hf(&run.model, &run.tok, sft ? &chat : NULL, o->hf, note);
     if (s == TG_OK && o->gguf) s = tg_model_export_gguf(&run.model, &run.tok, sft ? &chat : NULL, o->gguf, weights);
     if (s == TG_OK)
@@ -268,11 +310,13 @@ static int run_export(int argc, char **argv) {
     int n_positional = 0;
     int rc = cli_parse(&export_table, &o, &defaults, &given, argc, argv, positional, &n_positional);
     if (rc >= 0) return rc;
-    int targets = !!o.safetensors + !!o.hf + !!o.gguf + !!o.gguf_adapter + !!o.peft;
+    /* --gguf-adapter and --gguf-base are one target: a pair, or either alone */
+    int targets = !!o.safetensors + !!o.hf + !!o.gguf + !!(o.gguf_adapter || o.gguf_base) + !!o.peft;
     if (n_positional != 1 || targets != 1)
         return cli_usage_error("ckpt export", "give one checkpoint file or run folder and one of --safetensors OUT, --hf DIR, "
-                                              "--gguf FILE, --gguf-adapter FILE, --peft DIR");
-    if ((given & TG_OPT_BIT(tg_opt_find(&export_table, "--gguf-type"))) && !o.gguf) return cli_usage_error("ckpt export", "--gguf-type goes with --gguf");
+                                              "--gguf FILE, --gguf-adapter FILE (with --gguf-base FILE), --peft DIR");
+    if ((given & TG_OPT_BIT(tg_opt_find(&export_table, "--gguf-type"))) && !o.gguf && !o.gguf_base)
+        return cli_usage_error("ckpt export", "--gguf-type goes with --gguf or --gguf-base");
     if (o.safetensors) return export_safetensors(positional[0], o.safetensors, o.force);
     return export_with_tokenizer(positional[0], &o);
 }

@@ -59,7 +59,9 @@ TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, cons
  * "adapter", adapter.type "lora", adapter.lora.alpha, and per adapted weight W of the base's GGUF
  * the F32 tensors W.lora_a (A, {in, r}) and W.lora_b (B, {r, out}), e.g. blk.0.attn_q.weight.lora_a;
  * the rows of B for attn_q and attn_k permuted as the base's rows are. llama.cpp adds
- * scale * alpha / r * B (A x) to W x. TG_ERR_ARG when the model has no adapters. */
-TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path);
+ * scale * alpha / r * B (A x) to W x. TG_ERR_ARG when the model has no adapters, and when it
+ * trains token rows (TgLoraConfig.tokens), which the format cannot hold, unless base_has_rows
+ * says the base exported beside it holds them (tg_lora_place_token_rows). */
+TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path, bool base_has_rows);
 
 #endif

@@ -165,6 +165,14 @@ void tg_lora_free(TgModel *m) {
 }
 
 /* W += s B A: (out, in) += s (out, r) (r, in) */
+void tg_lora_place_token_rows(TgModel *m) {
+    const TgLora *lora = m->lora;
+    if (!lora) return;
+    for (int j = 0; j < lora->cfg.n_tokens; j++)
+        memcpy(m->embed->data + (int64_t)lora->cfg.tokens[j] * m->cfg.dim, lora->token_rows->data + (int64_t)j * m->cfg.dim,
+               (size_t)m->cfg.dim * sizeof(float));
+}
+
 void tg_lora_merge(TgModel *m) {
     TgLora *lora = m->lora;
     if (!lora) return;
@@ -177,9 +185,7 @@ void tg_lora_merge(TgModel *m) {
             int64_t out = w->shape[0], in = w->shape[1], r = lora->cfg.rank;
             tg_sgemm(false, false, out, in, r, s, pair->b->data, r, pair->a->data, in, 1.0f, w->data, in);
         }
-    for (int j = 0; j < lora->cfg.n_tokens; j++)
-        memcpy(m->embed->data + (int64_t)lora->cfg.tokens[j] * m->cfg.dim, lora->token_rows->data + (int64_t)j * m->cfg.dim,
-               (size_t)m->cfg.dim * sizeof(float));
+    tg_lora_place_token_rows(m);
     tg_lora_free(m);
 }
 

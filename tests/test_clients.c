@@ -462,8 +462,10 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
 
 /* A run fine-tuned on short exchanges ("Say river." -> "river, and then stone."), for long
  * enough that its greedy replies are words: seq 128, the ChatML tokens. */
-static char *make_chat_run(void) {
-    char *base = make_run("chat-base", "--tokenizer bpe --vocab 600 --special-tokens chatml --seq 192", 60);
+/* A fine-tuned run of `steps` steps on a base of base_steps: of every weight, or (lora_flags, e.g. "--lora-rank 8") LoRA
+ * adapters. */
+static char *make_chat_run_with(const char *lora_flags, int base_steps, int steps) {
+    char *base = make_run("chat-base", "--tokenizer bpe --vocab 600 --special-tokens chatml --seq 192", base_steps);
     static const char *const words[] = {"river", "stone", "lamp", "orchard", "violin", "harbour", "meadow", "copper"};
     char *text = malloc(1 << 16);
     size_t n = 0;
@@ -474,12 +476,15 @@ static char *make_chat_run(void) {
                               words[i % 8], words[i % 8], words[(i * 3 + 1) % 8]);
     datagen_write(dir, "chat.jsonl", text, n);
     free(text);
-    char *data = datagen_path(dir, "chat.jsonl"), *run = datagen_path(dir, "chat-run"), *out = NULL;
-    int rc = ckpt_cli(&out, "sft --init-from %s --data %s --threads 1 --batch 8 --steps 150 --eval-every 0 --out %s", base, data, run);
+    char *data = datagen_path(dir, "chat.jsonl"), *run = datagen_path(dir, lora_flags ? "chat-lora-run" : "chat-run"), *out = NULL;
+    int rc = ckpt_cli(&out, "sft --init-from %s --data %s --threads 1 --batch 8 --steps %d --eval-every 0 %s --out %s", base, data,
+                      steps, lora_flags ? lora_flags : "", run);
     cr_assert_eq(rc, 0, "%s", out);
     free(out), free(data), free(base);
     return run;
 }
+
+static char *make_chat_run(void) { return make_chat_run_with(NULL, 60, 150); }
 
 /* Conversations with what a template could get wrong: every role, several turns, an empty
  * content, Jinja's own syntax, quotes and backslashes, special-token text, white space at the
@@ -560,20 +565,17 @@ static void expect_ids(const cJSON *theirs, const int32_t *ours, size_t n, const
     free(ids);
 }
 
-Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init = setup, .fini = teardown, .timeout = 300) {
-    require_clients("node-llama-cpp's chat session on the GGUF export", teardown);
-    char *run = make_chat_run(), *gguf = datagen_path(dir, "chat.gguf"), *request = datagen_path(dir, "chat-request.json");
-    char *out = NULL, args[8400];
-    int rc = ckpt_cli(&out, "ckpt export %s --gguf %s", run, gguf);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
+/* node-llama-cpp's chat session on gguf (with the adapter, when not NULL) replies to CHAT_TURNS
+ * with the very ids `tapegrad chat` of run draws, greedy, with no penalty. */
+static void expect_chat_as_tapegrad(const char *run, const char *gguf, const char *adapter) {
+    char *request = datagen_path(dir, "chat-request.json"), args[8400];
     FILE *f = fopen(request, "w");
     cr_assert_not_null(f);
     fprintf(f, "{\"system\": \"%s\", \"turns\": [", CHAT_SYSTEM_TEXT);
     for (int t = 0; t < CHAT_N_TURNS; t++) fprintf(f, "%s\"%s\"", t ? ", " : "", CHAT_TURNS[t]);
     fprintf(f, "], \"max_tokens\": %d}\n", CHAT_MAX_REPLY);
     fclose(f);
-    snprintf(args, sizeof args, "%s %s", gguf, request);
+    snprintf(args, sizeof args, "%s %s %s", gguf, request, adapter ? adapter : "");
     cJSON *json = run_client("chat_check.mjs", args);
     fprintf(stderr, "node-llama-cpp would pick the %s wrapper by itself\n", cJSON_GetObjectItem(json, "wrapper")->valuestring);
 
@@ -608,5 +610,33 @@ Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init
     test_tape_free(&tt);
     tg_run_close(&r);
     cJSON_Delete(json);
-    free(run), free(gguf), free(request);
+    free(request);
+}
+
+Test(clients, llama_cpp_chat_session_on_the_gguf_replies_as_tapegrad_chat, .init = setup, .fini = teardown, .timeout = 300) {
+    require_clients("node-llama-cpp's chat session on the GGUF export", teardown);
+    char *run = make_chat_run(), *gguf = datagen_path(dir, "chat.gguf"), *out = NULL;
+    int rc = ckpt_cli(&out, "ckpt export %s --gguf %s", run, gguf);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    expect_chat_as_tapegrad(run, gguf, NULL);
+    free(run), free(gguf);
+}
+
+/* A LoRA run with token rows (the markers, by --lora-tokens auto): the adapter alone is refused,
+ * with the fix; the pair of --gguf-adapter and --gguf-base chats in llama.cpp as the run does. */
+Test(clients, llama_cpp_chats_with_a_lora_runs_base_and_adapter_as_tapegrad_chat, .init = setup, .fini = teardown,
+     .timeout = 300) {
+    require_clients("node-llama-cpp's chat session on a LoRA run's base and adapter", teardown);
+    char *run = make_chat_run_with("--lora-rank 8 --lr 1e-2", 600, 300), *base = datagen_path(dir, "lora-base.gguf");
+    char *adapter = datagen_path(dir, "lora-adapter.gguf"), *out = NULL;
+    int rc = ckpt_cli(&out, "ckpt export %s --gguf-adapter %s", run, adapter);
+    cr_expect(rc != 0 && strstr(out, "add --gguf-base FILE"), "exit %d: %s", rc, out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt export %s --gguf-adapter %s --gguf-base %s", run, adapter, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "with the embedding rows the run trained; a chat model"), "%s", out);
+    free(out);
+    expect_chat_as_tapegrad(run, base, adapter);
+    free(run), free(base), free(adapter);
 }

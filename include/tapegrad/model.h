@@ -226,6 +226,9 @@ void tg_lora_attach(TgModel *model, const TgLoraConfig *cfg, uint64_t seed);
 /* Folds the adapters into the base, W += (alpha / r) B A, and the token rows into the embedding, frees them and leaves the model as one
  * without adapters (its base still frozen: no gradient buffers). */
 void tg_lora_merge(TgModel *model);
+/* Writes the token rows (cfg.tokens) into the embedding, adapters kept: the base as the adapters
+ * go on it, for an export of the two apart. */
+void tg_lora_place_token_rows(TgModel *model);
 /* Frees the adapters (tg_model_free does it too). */
 void tg_lora_free(TgModel *model);
 /* The parameters an optimizer updates: the adapters' store with LoRA, else the model's. */

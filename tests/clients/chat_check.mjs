@@ -1,6 +1,6 @@
 // A conversation with a GGUF file in llama.cpp through node-llama-cpp's chat session, which
 // renders it with the file's own chat template (tokenizer.chat_template).
-// usage: node chat_check.mjs MODEL.gguf REQUEST.json
+// usage: node chat_check.mjs MODEL.gguf REQUEST.json [ADAPTER.gguf]
 // REQUEST.json: {"system": "...", "turns": ["user turn", ...], "max_tokens": N}
 // Prints {"wrapper": the chat wrapper node-llama-cpp would pick by itself,
 //         "replies": [text of each reply], "reply_ids": [[ids of each reply]],
@@ -14,9 +14,9 @@ import {
   getLlama, LlamaLogLevel, LlamaChatSession, JinjaTemplateChatWrapper, resolveChatWrapper,
 } from "node-llama-cpp";
 
-const [modelPath, requestPath] = process.argv.slice(2);
+const [modelPath, requestPath, adapterPath] = process.argv.slice(2);
 if (!requestPath) {
-  console.error("usage: node chat_check.mjs MODEL.gguf REQUEST.json");
+  console.error("usage: node chat_check.mjs MODEL.gguf REQUEST.json [ADAPTER.gguf]");
   process.exit(2);
 }
 const { system, turns, max_tokens } = JSON.parse(readFileSync(requestPath, "utf8"));
@@ -30,6 +30,7 @@ if (typeof template !== "string") {
 const context = await model.createContext({
   contextSize: model.trainContextSize, threads: 1, flashAttention: false,
   experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+  ...(adapterPath ? { lora: { adapters: [{ filePath: adapterPath, scale: 1 }] } } : {}),
 });
 const sequence = context.getSequence();
 const session = new LlamaChatSession({
