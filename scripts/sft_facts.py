@@ -3,14 +3,20 @@
 can know, to see whether a model learns what it is taught (docs/sft.md).
 
   python3 scripts/sft_facts.py generate --people 60 --out DIR   writes DIR/train.jsonl, DIR/test.jsonl
+                                   [--multi-turn 16]            (conversations of 2-3 questions per person)
   python3 scripts/sft_facts.py score DIR/test.jsonl REPLIES     prints {"correct": C, "total": T, "rate": R}
 
 Each invented person has a favourite colour, a home town and a pet. train.jsonl asks every fact in
 eight phrasings, one conversation each, in MiniMind's SFT format ({"conversations": [{"role": "user",
-...}, {"role": "assistant", ...}]}); test.jsonl asks every fact once more in a ninth phrasing that no
-training conversation uses, each line a conversation that ends with the question, plus the expected
-"answer" (tapegrad ignores members it does not read): `tapegrad chat --run RUN --jsonl < test.jsonl`
-answers them, one JSON line each, and `score` counts the replies that hold the right answer.
+...}, {"role": "assistant", ...}]}), and holds --multi-turn conversations per person of two or three
+questions in a row (the same person or another, any fact, training phrasings), each answered, so
+that a model learns to answer a question that comes after others. test.jsonl asks every fact once
+more in a ninth phrasing that no training conversation uses, each line a conversation that ends
+with the question, plus the expected "answer" and its "turn" (tapegrad ignores members it does not
+read): alone (turn 1), and, with --multi-turn, once per person as the second question, after a
+question about another of the person's facts and its right answer (turn 2). `tapegrad chat --run
+RUN --jsonl < test.jsonl` answers them, one JSON line each, and `score` counts the replies that
+hold the right answer, in all and per turn.
 """
 import argparse
 import json
@@ -61,25 +67,50 @@ def people(n, rng):
     return sorted(names)
 
 
-def conversation(question, answer=None):
-    turns = [{"role": "user", "content": question}]
+def conversation(question, answer=None, before=()):
+    """question (and its answer), after the (question, answer) pairs of `before`."""
+    turns = []
+    for q, a in before:
+        turns += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+    turns.append({"role": "user", "content": question})
     if answer is not None:
         turns.append({"role": "assistant", "content": answer})
     return {"conversations": turns}
+
+
+def ask(name, key, facts, rng):
+    """A training phrasing of one fact and its answer."""
+    a = ATTRIBUTES[key]
+    return rng.choice(a["train"]).format(name=name), a["answer"].format(name=name, value=facts[name][key])
 
 
 def generate(args):
     rng = random.Random(args.seed)
     os.makedirs(args.out, exist_ok=True)
     train, test = [], []
-    for name in people(args.people, rng):
+    names = people(args.people, rng)
+    facts = {}
+    for name in names:
+        facts[name] = {}
         for key, a in ATTRIBUTES.items():
-            value = rng.choice(a["values"])
+            value = facts[name][key] = rng.choice(a["values"])
             answer = a["answer"].format(name=name, value=value)
             for phrasing in a["train"]:
                 train.append(conversation(phrasing.format(name=name), answer))
             held_out = conversation(a["test"].format(name=name))
-            held_out["answer"] = value
+            held_out["answer"], held_out["turn"] = value, 1
+            test.append(held_out)
+    keys = list(ATTRIBUTES)
+    for name in names:
+        for _ in range(args.multi_turn):
+            asked = [ask(name if i == 0 or rng.random() < 0.5 else rng.choice(names), rng.choice(keys), facts, rng)
+                     for i in range(rng.choice([2, 3]))]
+            train.append(conversation(*asked[-1], before=asked[:-1]))
+    if args.multi_turn:
+        for name in names:
+            first, second = rng.sample(keys, 2)
+            held_out = conversation(ATTRIBUTES[second]["test"].format(name=name), before=[ask(name, first, facts, rng)])
+            held_out["answer"], held_out["turn"] = facts[name][second], 2
             test.append(held_out)
     rng.shuffle(train)
     for file, rows in (("train.jsonl", train), ("test.jsonl", test)):
@@ -91,13 +122,22 @@ def generate(args):
 
 def score(args):
     with open(args.test, encoding="utf-8") as f:
-        answers = [json.loads(line)["answer"] for line in f if line.strip()]
+        questions = [json.loads(line) for line in f if line.strip()]
     with open(args.replies, encoding="utf-8") as f:
         replies = [json.loads(line).get("reply", "") for line in f if line.strip()]
-    if len(replies) != len(answers):
-        raise SystemExit(f"{args.replies} holds {len(replies)} replies for the {len(answers)} questions of {args.test}")
-    correct = sum(answer.lower() in reply.lower() for answer, reply in zip(answers, replies))
-    print(json.dumps({"correct": correct, "total": len(answers), "rate": round(correct / len(answers), 4)}))
+    if len(replies) != len(questions):
+        raise SystemExit(f"{args.replies} holds {len(replies)} replies for the {len(questions)} questions of {args.test}")
+    result, by_turn = {"correct": 0, "total": 0}, {}
+    for q, reply in zip(questions, replies):
+        right = q["answer"].lower() in reply.lower()
+        turn = by_turn.setdefault(str(q.get("turn", 1)), {"correct": 0, "total": 0})
+        for tally in (result, turn):
+            tally["correct"] += right
+            tally["total"] += 1
+    for tally in [result] + list(by_turn.values()):
+        tally["rate"] = round(tally["correct"] / tally["total"], 4)
+    result["by_turn"] = by_turn
+    print(json.dumps(result))
 
 
 def main():
@@ -106,6 +146,8 @@ def main():
     g = sub.add_parser("generate", help="write train.jsonl and test.jsonl")
     g.add_argument("--people", type=int, default=60)
     g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--multi-turn", type=int, default=16,
+                   help="conversations of two or three questions per person (0: single questions only)")
     g.add_argument("--out", required=True)
     s = sub.add_parser("score", help="the share of replies that hold the expected answer")
     s.add_argument("test")

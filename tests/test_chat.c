@@ -217,19 +217,33 @@ static int chat_jsonl(const char *run, const char *in, const char *out, const ch
     return test_run(cmd);
 }
 
-/* The share of test.jsonl's questions answered right. */
-static double score(const char *facts, const char *replies) {
+/* The share of test.jsonl's questions answered right: in all, and of those asked as turn 1 and as
+ * turn 2 (after another question and its answer). */
+typedef struct {
+    double all, turn[2];
+    int total;
+} Rates;
+
+static Rates score(const char *facts, const char *replies) {
     char test[4200];
     snprintf(test, sizeof test, "%s/test.jsonl", facts);
     cJSON *json = facts_script("score %s %s", test, replies);
-    double rate = cJSON_GetObjectItem(json, "rate")->valuedouble;
+    Rates r = {.all = cJSON_GetObjectItem(json, "rate")->valuedouble, .total = cJSON_GetObjectItem(json, "total")->valueint};
+    cJSON *by_turn = cJSON_GetObjectItem(json, "by_turn");
+    for (int t = 0; t < 2; t++) {
+        cJSON *turn = cJSON_GetObjectItem(by_turn, t ? "2" : "1");
+        cr_assert_not_null(turn, "no questions asked as turn %d", t + 1);
+        r.turn[t] = cJSON_GetObjectItem(turn, "rate")->valuedouble;
+    }
     cJSON_Delete(json);
-    return rate;
+    return r;
 }
 
-/* Twenty invented people, three facts each, asked in six phrasings in training and in a seventh
- * at test: a base model pretrained on English-like text knows none of them; fine-tuned (600 steps
- * of the tiny preset), it answers most in the phrasing it never saw. The bound, half of them, is
+/* Twenty invented people, three facts each, asked in eight phrasings in training (alone, and in
+ * conversations of two or three questions) and in a ninth at test, alone and as a conversation's
+ * second question: a base model pretrained on English-like text knows none of them; fine-tuned
+ * (600 steps of the tiny preset), it answers most in the phrasing it never saw, at either turn.
+ * The bound, half of them, is
  * well below what the test measures (tests/README.md), so another kernel path's rounding does not
  * fail it; the figures of a larger run are in docs/sft.md. */
 Test(chat, fine_tuning_teaches_facts_asked_in_a_phrasing_never_trained, .init = setup, .fini = teardown, .timeout = 300) {
@@ -252,13 +266,15 @@ Test(chat, fine_tuning_teaches_facts_asked_in_a_phrasing_never_trained, .init = 
     free(out);
     char *replies = datagen_path(dir, "replies.jsonl");
     cr_assert_eq(chat_jsonl(base, test, replies, "--tokens 32"), 0, "chat on the base failed");
-    double base_rate = score(facts, replies);
+    Rates base_rate = score(facts, replies);
     cr_assert_eq(chat_jsonl(tuned, test, replies, "--tokens 32"), 0, "chat on the fine-tuned run failed");
-    double tuned_rate = score(facts, replies);
-    fprintf(stderr, "held-out phrasings answered right: base %.1f%%, fine-tuned %.1f%% (60 questions)\n", 100 * base_rate,
-            100 * tuned_rate);
-    cr_expect_leq(base_rate, 0.1, "the base model knew %.0f%% of invented facts", 100 * base_rate);
-    cr_expect_geq(tuned_rate, 0.5, "the fine-tuned model answered %.0f%% of held-out phrasings right", 100 * tuned_rate);
+    Rates tuned_rate = score(facts, replies);
+    fprintf(stderr, "held-out phrasings answered right: base %.1f%%, fine-tuned %.1f%% (%d questions; turn 1 %.1f%%, turn 2 %.1f%%)\n",
+            100 * base_rate.all, 100 * tuned_rate.all, tuned_rate.total, 100 * tuned_rate.turn[0], 100 * tuned_rate.turn[1]);
+    cr_expect_leq(base_rate.all, 0.1, "the base model knew %.0f%% of invented facts", 100 * base_rate.all);
+    for (int t = 0; t < 2; t++)
+        cr_expect_geq(tuned_rate.turn[t], 0.5, "the fine-tuned model answered %.0f%% of held-out phrasings asked as turn %d right",
+                      100 * tuned_rate.turn[t], t + 1);
     free(facts), free(base), free(tuned), free(prose_path), free(replies);
 }
 
