@@ -133,6 +133,43 @@ static TgStatus set_path(char *dst, const char *path) {
     return TG_OK;
 }
 
+bool tg_run_folder_code_file(const char *name) {
+    static const char *const names[] = {"CMakeLists.txt", "Makefile", "meson.build", "setup.py", "package.json"};
+    static const char *const ends[] = {".c", ".h", ".cc", ".cpp", ".hpp", ".py", ".rs", ".go", ".js", ".mjs", ".ts",
+                                       ".java", ".sh", ".cmake"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0) return true;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        size_t e = strlen(ends[i]);
+        if (n > e && strcmp(name + n - e, ends[i]) == 0) return true;
+    }
+    return false;
+}
+
+/* When `dir` holds a code file and lies in a git work tree (a folder at or above it has a .git
+ * entry): "DIR holds FILE, in the git work tree ROOT" into why. */
+static bool among_sources(const char *dir, char *why, size_t cap) {
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    char found[256] = "";
+    for (struct dirent *e; !found[0] && (e = readdir(d));)
+        if (tg_run_folder_code_file(e->d_name)) snprintf(found, sizeof found, "%s", e->d_name);
+    closedir(d);
+    char root[TG_PATH_CAP], git[TG_PATH_CAP + 8];
+    if (!found[0] || !realpath(dir, root)) return false;
+    for (;;) {
+        struct stat st;
+        snprintf(git, sizeof git, "%s/.git", root);
+        if (lstat(git, &st) == 0) break;
+        char *slash = strrchr(root, '/');
+        if (!slash || slash == root) return false;
+        *slash = '\0';
+    }
+    snprintf(why, cap, "%s holds %s, in the git work tree %s", dir, found, root);
+    return true;
+}
+
 /* An existing folder can take a new run when it holds no run's files and can be written into. */
 static TgStatus check_existing(const char *path) {
     char latest[TG_PATH_CAP], found[512];
@@ -146,6 +183,11 @@ static TgStatus check_existing(const char *path) {
                        path, found);
     if (access(path, W_OK | X_OK) != 0)
         return tg_fail(TG_ERR_ARG, "cannot write into %s: %s; pass a writable --out", path, strerror(errno));
+    char why[3 * TG_PATH_CAP];
+    if (among_sources(path, why, sizeof why))
+        return tg_fail(TG_ERR_ARG, "%s: a run's files do not belong among source files; pass --out checkpoints/NAME (the "
+                                   "folder made for runs) or another folder of the run's own",
+                       why);
     return TG_OK;
 }
 
@@ -178,6 +220,7 @@ TgStatus tg_run_folder_choose(TgRunFolder *f, const char *out_dir, const char *g
         return tg_fail(TG_ERR_ARG, "%s: %s is a file, not a folder; pass another --out", f->path, parent);
     if (access(parent, W_OK | X_OK) != 0)
         return tg_fail(TG_ERR_ARG, "%s: cannot create it in %s: %s; pass a writable --out", f->path, parent, strerror(errno));
+    among_sources(parent, f->among_sources, sizeof f->among_sources);
     return TG_OK;
 }
 

@@ -11,6 +11,10 @@
  * such as a job's log). The temporary folder is then made inside it, and its files are moved up
  * one by one at the commit: the folder and its other files stay as they were, on failure too.
  * A folder that already holds files of a run is refused, since two runs' files would mix.
+ *
+ * A run never goes among a project's sources: an existing folder inside a git work tree that
+ * holds code files (.c, .h, .py, CMakeLists.txt, ...: tg_run_folder_code_file) is refused, and a
+ * new folder made in such a folder is taken but noted (TgRunFolder.among_sources), for a warning.
  */
 #ifndef TAPEGRAD_RUN_FOLDER_H
 #define TAPEGRAD_RUN_FOLDER_H
@@ -35,8 +39,13 @@ typedef struct TgRunFolder {
     char made_parent[TG_PATH_CAP]; /* the outermost missing parent folder created for it; "" when none */
     char generated[TG_PATH_CAP];   /* without --out, the generated name: if taken, -2, -3, ... is appended */
     bool existed;           /* path was a folder before the run: files are moved into it */
+    char among_sources[TG_PATH_CAP]; /* a new folder made in a folder of code files of a git work tree:
+                                        "FOLDER holds FILE, in the git work tree ROOT"; "" otherwise */
     bool committed;
 } TgRunFolder;
+
+/* Whether a file of this name is source code (a project's files, where no run belongs). */
+bool tg_run_folder_code_file(const char *name);
 
 /* The run folder of `dir_or_file`: the folder itself, or the folder holding a checkpoint file.
  * TG_ERR_ARG when it does not fit cap. */

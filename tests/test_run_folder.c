@@ -377,3 +377,35 @@ Test(run_folder, choose_refuses_what_cannot_become_a_run_folder) {
     cr_expect_str_eq(after, before, "choosing wrote something");
     free(junk), free(before), free(after);
 }
+
+/* A run never goes among a project's sources: an existing folder of code files in a git work tree
+ * is refused; a new folder made in one is taken, and noted for the warning the trainer prints. A
+ * folder of code files outside any git work tree, and a folder of data in one, are taken as any. */
+Test(run_folder, a_folder_of_source_files_in_a_git_work_tree_takes_no_run) {
+    datagen_write(work, "project/.git/HEAD", "ref: refs/heads/main\n", 21);
+    datagen_write(work, "project/src/model.c", "int x;\n", 7);
+    datagen_write(work, "project/data/notes.txt", "notes\n", 6);
+    datagen_write(work, "loose/tool.py", "print()\n", 8);
+    char *before = tree(work);
+    TgRunFolder f;
+    char *src = path_in("project/src");
+    cr_expect_eq(tg_run_folder_choose(&f, src, NULL), TG_ERR_ARG, "a folder of sources accepted");
+    cr_expect(strstr(tg_error_message(), "holds model.c, in the git work tree ") &&
+                  strstr(tg_error_message(), "pass --out checkpoints/NAME"),
+              "%s", tg_error_message());
+    char *inside = path_in("project/src/run1");
+    cr_expect_eq(tg_run_folder_choose(&f, inside, NULL), TG_OK, "%s", tg_error_message());
+    cr_expect(strstr(f.among_sources, "holds model.c, in the git work tree "), "noted: \"%s\"", f.among_sources);
+    const char *taken[] = {"project/data", "project/data/run1", "loose", "loose/run1"};
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        char *out = path_in(taken[i]);
+        cr_expect_eq(tg_run_folder_choose(&f, out, NULL), TG_OK, "%s: %s", taken[i], tg_error_message());
+        cr_expect_str_eq(f.among_sources, "", "%s", taken[i]);
+        free(out);
+    }
+    cr_expect(tg_run_folder_code_file("CMakeLists.txt") && tg_run_folder_code_file("a.h") && !tg_run_folder_code_file("a.txt") &&
+              !tg_run_folder_code_file(".c"));
+    char *after = tree(work);
+    cr_expect_str_eq(after, before, "choosing wrote something");
+    free(src), free(inside), free(before), free(after);
+}

@@ -368,6 +368,11 @@ static TgStatus trainer_announce(Trainer *tr) {
            (long long)run->train.tokens.n, (long long)run->val.tokens.n, (long long)tr->batch, (long long)tr->seq,
            (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
            run->folder.path[0] ? run->folder.path : run->dir);
+    if (run->folder.among_sources[0])
+        tg_message_emit(m, TG_MESSAGE_WARNING,
+                        "the run folder %s is made among source files (%s); a run's files belong in a folder of their own, "
+                        "such as checkpoints/NAME",
+                        run->folder.path, run->folder.among_sources);
     tg_message_emit(m, TG_MESSAGE_INFO, "kernels: %s on %s; %d thread%s; precision %s", tg_isa_name(tg_isa_active()),
                  tg_cpu_name(), tr->o->threads, tr->o->threads == 1 ? "" : "s", tg_precision_name(run->precision));
     if (run->precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
