@@ -83,6 +83,17 @@ TgStatus tg_run_folder_locate(const char *given, char *dir, size_t cap) {
     if (!given[0]) return tg_fail(TG_ERR_ARG, "an empty path names no run; " WHAT_A_RUN_HOLDS);
     struct stat st;
     if (stat(given, &st) != 0) {
+        char folder[TG_PATH_CAP], held[1024];
+        tg_path_folder(given, folder, sizeof folder);
+        const char *name = strrchr(given, '/') ? strrchr(given, '/') + 1 : given;
+        if (errno == ENOENT && is_checkpoint_name(name) && tg_run_folder_is_run(folder)) {
+            /* a checkpoint the run no longer keeps (--keep removed it), or a name mistyped */
+            tg_checkpoint_folder_others(folder, NULL, held, sizeof held);
+            return tg_fail(TG_ERR_IO,
+                           "%s: no such checkpoint; the run folder %s holds %s (a run keeps its newest --keep checkpoints, "
+                           "and its best with --keep-best): give one of those, or the folder for its latest",
+                           given, folder, held[0] ? held : "no checkpoint yet");
+        }
         if (errno == ENOENT || errno == ENOTDIR)
             return tg_fail(TG_ERR_IO, "%s: no such run folder or checkpoint file; " WHAT_A_RUN_HOLDS, given);
         return tg_fail(TG_ERR_IO, "%s: %s", given, strerror(errno));

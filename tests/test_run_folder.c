@@ -409,3 +409,20 @@ Test(run_folder, a_folder_of_source_files_in_a_git_work_tree_takes_no_run) {
     cr_expect_str_eq(after, before, "choosing wrote something");
     free(src), free(inside), free(before), free(after);
 }
+
+/* A checkpoint the run no longer keeps (--keep removed it) is named missing with the list of those
+ * the folder holds; a missing path outside a run folder gets the general message. */
+Test(run_folder, a_checkpoint_no_longer_kept_is_refused_with_the_ones_kept) {
+    datagen_write(work, "r/run.txt", "x\n", 2);
+    datagen_write(work, "r/latest", "ckpt-00000006.tgck\n", 19);
+    datagen_write(work, "r/ckpt-00000004.tgck", "x", 1);
+    datagen_write(work, "r/ckpt-00000006.tgck", "x", 1);
+    char *gone = path_in("r/ckpt-00000002.tgck"), *elsewhere = path_in("nothing/ckpt-00000002.tgck"), dir[4200];
+    cr_expect_eq(tg_run_folder_locate(gone, dir, sizeof dir), TG_ERR_IO);
+    cr_expect(strstr(tg_error_message(), "ckpt-00000002.tgck: no such checkpoint; the run folder ") &&
+                  strstr(tg_error_message(), " holds ckpt-00000006.tgck, ckpt-00000004.tgck ("),
+              "%s", tg_error_message());
+    cr_expect_eq(tg_run_folder_locate(elsewhere, dir, sizeof dir), TG_ERR_IO);
+    cr_expect(strstr(tg_error_message(), "no such run folder or checkpoint file"), "%s", tg_error_message());
+    free(gone), free(elsewhere);
+}
