@@ -98,6 +98,10 @@ static void print_message(void *ctx, TgMessageLevel level, const char *text) {
 }
 
 static void format_duration(double s, char *buf, size_t cap) {
+    if (isnan(s)) {
+        snprintf(buf, cap, "?"); /* not measured yet */
+        return;
+    }
     if (s < 0 || !isfinite(s)) s = 0;
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);

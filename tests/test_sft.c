@@ -678,6 +678,13 @@ Test(sft_cli, fine_tunes_a_run_and_resumes_bitwise, .init = setup, .fini = teard
     cr_assert_not_null(first, "%s", out);
     cr_expect_not_null(memmem(first, strcspn(first + 1, "\n") + 1, " val - ", 7), "%.*s", (int)strcspn(first + 1, "\n") + 1,
                        first);
+    /* the first step warms up: no ETA from it alone; from the next on, the pace since it */
+    cr_expect_not_null(memmem(first, strcspn(first + 1, "\n") + 1, " ETA ?", 6), "%.*s", (int)strcspn(first + 1, "\n") + 1,
+                       first);
+    const char *fourth = strstr(out, "\nstep 4/12 ");
+    cr_assert_not_null(fourth, "%s", out);
+    cr_expect_not_null(memmem(fourth, strcspn(fourth + 1, "\n") + 1, " ETA 0m", 7), "%.*s", (int)strcspn(fourth + 1, "\n") + 1,
+                       fourth);
     /* the hint runs as printed: the program as it was started, the run's folder */
     char *hint = strstr(out, "talk to it: ");
     cr_assert_not_null(hint, "%s", out);

@@ -78,6 +78,11 @@ typedef struct Trainer {
     double last_bpb;
     double window_t;              /* tokens/s over the steps since the last progress line */
     int64_t window_tokens;
+    /* the ETA: the time per step after this invocation's first (which warms up), evaluations apart */
+    double eta_t0, eta_excluded;  /* the end of the first step; evaluation time since */
+    int64_t eta_step0;            /* the first step's number; 0 before it */
+    double eval_s;                /* time in evaluations (with tasks and probes), over evals_timed */
+    int64_t evals_timed;
     TgTaskSuite tasks; /* --eval-task's files, scored at every evaluation */
     TgEvalMetric watched;         /* the figure of the best record (train/best.h): none, or --keep-best's or val_loss */
     TgProbePrompts probe_prompts; /* rank 0's (--probe-prompts) */
@@ -701,6 +706,27 @@ static void note_overfitting(Trainer *tr, double val) {
                     OVERFIT_EVALS, tr->rise_val, (long long)tr->rise_step, val, tr->rise_train, train);
 }
 
+/* The evaluations a run of `steps` does after `step`: every eval_every, and at the last step. */
+static int64_t evals_after(int64_t step, int64_t steps, int64_t eval_every) {
+    if (eval_every <= 0 || step >= steps) return 0;
+    return steps / eval_every - step / eval_every + (steps % eval_every != 0);
+}
+
+/* Seconds to the end: the steps left at the time per step measured since this invocation's first
+ * step (the first allocates and warms its caches: timed alone it misleads tenfold), evaluations
+ * apart, plus the evaluations left at the time they took (before the first: a forward pass of
+ * --eval-batches batches, a third of a step each). NaN at the first step: nothing measured yet. */
+static double trainer_eta(Trainer *tr, double now) {
+    const TgTrainOptions *o = tr->o;
+    int64_t step = tr->run.state.step;
+    if (tr->eta_step0 == 0 || step <= tr->eta_step0) return NAN;
+    double per_step = (now - tr->eta_t0 - tr->eta_excluded) / (double)(step - tr->eta_step0);
+    double per_eval = tr->evals_timed ? tr->eval_s / (double)tr->evals_timed
+                                      : per_step * (double)o->eval_batches / (3.0 * (double)o->accum);
+    double eta = (double)(o->steps - step) * per_step + (double)evals_after(step, o->steps, o->eval_every) * per_eval;
+    return eta > 0 ? eta : 0;
+}
+
 /* After a step: evaluation (the best record, the probe prompts), metrics, the progress line, the
  * folder's commit, checkpoints (every --ckpt-every, and at a new best the run keeps). What the
  * ranks do together comes first: a rank's own failure must not make it skip a collective. */
@@ -711,6 +737,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     double val = NAN;
     bool best_now = false; /* a checkpoint the best record names, kept by --keep-best */
     if (isfinite(loss)) tr->train_sum += loss, tr->train_n++;
+    double t_eval = tg_clock_seconds();
     if (eval_now) {
         TG_TRY(evaluate(tr, &val));
         tr->last_val = val;
@@ -730,16 +757,22 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     if (eval_now) tg_task_suite_add_metrics(&tr->tasks, &line);
     tg_run_log_metrics(&tr->run, &line);
     if (eval_now) TG_TRY(tg_probe_prompts_write(&tr->probe_prompts, &tr->run, &tr->engine.tape, st->step));
+    double now = tg_clock_seconds();
+    if (eval_now) {
+        tr->eval_s += now - t_eval, tr->evals_timed++;
+        if (tr->eta_step0) tr->eta_excluded += now - t_eval;
+    }
+    if (tr->eta_step0 == 0) tr->eta_step0 = st->step, tr->eta_t0 = now, tr->eta_excluded = 0;
     if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
-        double eta = tok_s > 0 ? (double)(o->steps - st->step) * (double)tr->tokens_per_step / tok_s : 0;
-        if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (tg_clock_seconds() - tr->t_start));
+        double eta = trainer_eta(tr, now);
+        if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (now - tr->t_start));
         if (tr->reporter.progress) {
             /* the val loss of --init-from's weights is no measure of the steps since: shown from the
              * first evaluation of this run on */
             double shown_val = tr->val_before_training ? NAN : tr->last_val;
             TgTrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = shown_val,
                                .val_bpb = tr->val_before_training ? NAN : tr->last_bpb, .lr = lr,
-                               .grad_norm = grad_norm, .tokens_per_s = tok_s, .eta_s = eta > 0 ? eta : 0};
+                               .grad_norm = grad_norm, .tokens_per_s = tok_s, .eta_s = eta};
             tr->reporter.progress(tr->reporter.ctx, &p);
         }
         tr->window_t = tg_clock_seconds();

@@ -47,7 +47,8 @@ typedef struct TgTrainProgress {
     double val_bpb;       /* the same in bits per byte of the val text (train/evaluate.h: tg_bits_per_byte) */
     double lr, grad_norm; /* the step's rate, and its gradient norm before clipping */
     double tokens_per_s;  /* since the previous report */
-    double eta_s;         /* until --steps at that pace, or the time budget if sooner */
+    double eta_s;         /* until --steps at the pace since the first step, evaluations counted, or the time budget
+                             if sooner; NaN at the first step (nothing measured yet) */
 } TgTrainProgress;
 
 /* The sample a finished run ends with (--sample-tokens): the prompt and its continuation. */
