@@ -296,6 +296,15 @@ static const cJSON *cell_row(const cJSON *data, const char *lr, const char *ffn)
 
 Test(inspect_cli, compare_ffn_spreads_over_seeds_at_equal_parameters) {
     compare_ffn("--steps 4 --lrs 3e-3,1e-2 --seeds 2", "cmp");
+    /* the study's time left, from the second run on: the runs to go at the mean time of those done */
+    char *printed = read_in_dir("out.txt");
+    const char *first = strstr(printed, "== run 1/8"), *second = strstr(printed, "== run 2/8"), *last = strstr(printed, "== run 8/8");
+    cr_assert(first && second && last, "%s", printed);
+    cr_expect(strstr(first, "(the study:") == strstr(second, "(the study:"), "an ETA before any run was timed:\n%s", printed);
+    const char *eta = "(the study: about 0h00m left, 7 runs at ";
+    cr_expect(memmem(second, strcspn(second, "\n"), eta, strlen(eta)) && memmem(last, strcspn(last, "\n"), "left, 1 run at ", 15),
+              "%s", printed);
+    free(printed);
     cJSON *s = read_json_in_dir("cmp/summary.json");
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(s, "runs")), 2 * 2 * 2);
     const cJSON *cells = cJSON_GetObjectItem(s, "cells");

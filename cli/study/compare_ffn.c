@@ -377,9 +377,14 @@ static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_ato
     return TG_OK;
 }
 
-/* Trains, seed by seed, every run not already finished or diverged; a stopped one continues. */
+/* Trains, seed by seed, every run not already finished or diverged; a stopped one continues. Each
+ * run's header says how long the study has left: the runs still to train at the mean time of those
+ * trained so far (from the second run on). */
 static TgStatus experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
     CompareResults *r = &e->r;
+    int left = 0, timed = 0;
+    for (int i = 0; i < r->n_runs; i++) left += r->runs[i].state != RUN_FINISHED && r->runs[i].state != RUN_DIVERGED;
+    double spent = 0;
     for (int i = 0; i < r->n_runs; i++) {
         CompareRun *run = &r->runs[i];
         if (run->state == RUN_FINISHED || run->state == RUN_DIVERGED) {
@@ -388,10 +393,18 @@ static TgStatus experiment_train(Experiment *e, volatile sig_atomic_t *stop) {
             r->reused++;
             continue;
         }
-        tg_message_emit(&e->messages, TG_MESSAGE_INFO, "\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s", i + 1,
+        char eta[96] = "";
+        if (timed > 0) {
+            double s = spent / timed * left;
+            snprintf(eta, sizeof eta, " (the study: about %.0fh%02.0fm left, %d run%s at %.0f s each)", floor(s / 3600),
+                     floor(fmod(s, 3600) / 60), left, left == 1 ? "" : "s", spent / timed);
+        }
+        tg_message_emit(&e->messages, TG_MESSAGE_INFO, "\n== run %d/%d: %s FFN (hidden %lld), lr %g, seed %lld%s -> %s%s", i + 1,
                      r->n_runs, tg_ffn_kind_name(run->kind), (long long)run->hidden, run->lr, (long long)run->seed,
-                     run->state == RUN_PARTIAL ? ", continuing" : "", run->dir);
+                     run->state == RUN_PARTIAL ? ", continuing" : "", run->dir, eta);
+        double t0 = tg_clock_seconds();
         TG_TRY(train_one(e, run, stop));
+        spent += tg_clock_seconds() - t0, timed++, left--;
         r->trained++;
         if (stop && *stop) return tg_fail(TG_ERR_INTERRUPTED, "stopped during %s; run again with --reuse to go on", run->dir);
     }
