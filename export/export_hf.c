@@ -194,17 +194,22 @@ TgStatus tg_export_adapter_check(const TgLora *lora, const char *why, const char
                    lora->cfg.n_tokens, why, merged_flag);
 }
 
-/* PEFT's names: its model wraps the transformers model as base_model.model */
+/* PEFT's names: its model wraps the transformers model as base_model.model. The token rows are
+ * PEFT's trainable tokens (LoraConfig.trainable_token_indices): the rows themselves, which its
+ * TrainableTokensLayer writes over the embedding's (index_copy; the name says delta, the values
+ * are whole rows), and, the head being tied, over the head's too. */
+#define PEFT_TOKEN_ROWS "base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta"
+
 TgStatus tg_model_export_peft(const TgModel *model, const char *dir) {
     const TgLora *lora = model->lora;
     if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a PEFT adapter");
-    TG_TRY(tg_export_adapter_check(lora, "this PEFT export does not write yet", "--hf"));
     TG_TRY(tg_make_folders(dir));
     TgStWriter *w = tg_st_writer_begin();
     char name[TG_NAME_CAP + 32];
     for (int i = 0; i < lora->params.count; i++) {
         const TgTensor *t = lora->params.tensors[i];
-        snprintf(name, sizeof name, "base_model.model.%s", t->name);
+        if (t == lora->token_rows) snprintf(name, sizeof name, "%s", PEFT_TOKEN_ROWS);
+        else snprintf(name, sizeof name, "base_model.model.%s", t->name);
         TgStatus s = tg_st_writer_add_f32(w, name, t->ndim, t->shape, t->data);
         if (s != TG_OK) {
             tg_st_writer_free(w);
@@ -238,6 +243,13 @@ TgStatus tg_model_export_peft(const TgModel *model, const char *dir) {
     for (int t = 0; t < TG_LORA_TARGET_COUNT; t++)
         if (lora->cfg.targets & (1u << t)) tg_json_put_string(&json, NULL, modules[t]);
     tg_json_close(&json);
+    if (lora->cfg.n_tokens > 0) {
+        tg_json_open_object(&json, "trainable_token_indices");
+        tg_json_open_array(&json, "embed_tokens");
+        for (int j = 0; j < lora->cfg.n_tokens; j++) tg_json_put_number(&json, NULL, lora->cfg.tokens[j]);
+        tg_json_close(&json);
+        tg_json_close(&json);
+    }
     tg_json_close(&json);
     return json_file_commit(&af, &json);
 }
