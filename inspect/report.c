@@ -4,6 +4,7 @@
 #include "lib/json_write.h"
 
 #include <errno.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@ struct TgReportSeries {
 
 struct TgReportChart {
     char *title, *x_label, *y_label;
-    bool log_y;
+    bool log_y, log_x;
     int n_series, cap_series;
     TgReportSeries **series; /* pointers, so a series handed out stays valid as more are added */
 };
@@ -127,6 +128,8 @@ TgReportChart *tg_report_chart(TgReport *r, const char *title, const char *x_lab
     add_item(r, ITEM_CHART)->chart = c;
     return c;
 }
+
+void tg_report_chart_log_x(TgReportChart *c) { c->log_x = true; }
 
 TgReportSeries *tg_report_series(TgReportChart *c, const char *name, int color, bool dashed) {
     if (c->n_series == c->cap_series) {
@@ -241,12 +244,15 @@ typedef struct {
 } ChartScale;
 
 static double chart_y(const TgReportChart *c, double y) { return c->log_y ? log10(y) : y; }
+static double chart_x(const TgReportChart *c, double x) { return c->log_x ? log10(x) : x; }
+/* A point a log axis can show (the y given, x that of series s's point j). */
 static bool chart_point_ok(const TgReportChart *c, double y) { return !c->log_y || y > 0; }
+static bool chart_x_ok(const TgReportChart *c, double x) { return !c->log_x || x > 0; }
 static double px(const ChartScale *k, double x) { return PLOT_LEFT + (x - k->x.lo) * k->sx; }
 static double py(const ChartScale *k, double y) { return PLOT_BOTTOM - (y - k->y.lo) * k->sy; }
 
 static bool band_point_ok(const TgReportChart *c, const TgReportSeries *s, int64_t j) {
-    return s->lo && isfinite(s->lo[j]) && isfinite(s->hi[j]) && chart_point_ok(c, s->lo[j]) &&
+    return s->lo && chart_x_ok(c, s->x[j]) && isfinite(s->lo[j]) && isfinite(s->hi[j]) && chart_point_ok(c, s->lo[j]) &&
            chart_point_ok(c, s->hi[j]);
 }
 
@@ -262,9 +268,10 @@ static bool data_ranges(const TgReportChart *c, Range *x, Range *y) {
     for (int i = 0; i < c->n_series; i++) {
         const TgReportSeries *s = c->series[i];
         for (int64_t j = 0; j < s->n; j++) {
-            if (chart_point_ok(c, s->y[j])) widen(x, &any_x, s->x[j]), widen(y, &any_y, chart_y(c, s->y[j]));
+            if (!chart_x_ok(c, s->x[j])) continue;
+            if (chart_point_ok(c, s->y[j])) widen(x, &any_x, chart_x(c, s->x[j])), widen(y, &any_y, chart_y(c, s->y[j]));
             if (band_point_ok(c, s, j)) {
-                widen(x, &any_x, s->x[j]);
+                widen(x, &any_x, chart_x(c, s->x[j]));
                 widen(y, &any_y, chart_y(c, s->lo[j]));
                 widen(y, &any_y, chart_y(c, s->hi[j]));
             }
@@ -276,15 +283,25 @@ static bool data_ranges(const TgReportChart *c, Range *x, Range *y) {
 static ChartScale chart_scale(const TgReportChart *c, bool *any) {
     ChartScale k = {.x = {0, 1}, .y = {0, 1}, .log_y = c->log_y};
     *any = data_ranges(c, &k.x, &k.y);
-    if (k.x.hi - k.x.lo <= 0) k.x.lo -= 0.5, k.x.hi += 0.5;
+    /* one x (a single point, one evaluation): from 0 to it, as a run's steps count; half a decade
+     * either side on a log axis */
+    if (k.x.hi - k.x.lo <= 0) {
+        if (c->log_x) k.x.lo -= 0.5, k.x.hi += 0.5;
+        else if (k.x.lo > 0) k.x.lo = 0;
+        else if (k.x.lo < 0) k.x.hi = 0;
+        else k.x.hi = 1;
+    }
     if (c->log_y) {
         k.y.lo = floor(k.y.lo), k.y.hi = ceil(k.y.hi);
         if (k.y.hi <= k.y.lo) k.y.hi = k.y.lo + 1;
         k.ystep = k.y.hi - k.y.lo > 8 ? 2 : 1;
     } else {
+        /* one y (a flat series): 0 to 1 for all zeros (no axis below a count that cannot be
+         * negative); 10% either side otherwise, never crossing zero */
         if (k.y.hi - k.y.lo <= 0) {
-            double pad = fabs(k.y.lo) > 0 ? fabs(k.y.lo) * 0.1 : 0.5;
-            k.y.lo -= pad, k.y.hi += pad;
+            double v = k.y.lo, pad = fabs(v) * 0.1;
+            if (v == 0) k.y.hi = 1;
+            else k.y.lo = v > 0 ? fmax(0, v - pad) : v - pad, k.y.hi = v < 0 ? fmin(0, v + pad) : v + pad;
         }
         k.ystep = nice_step(k.y.hi - k.y.lo, 5);
         k.y.lo = floor(k.y.lo / k.ystep) * k.ystep, k.y.hi = ceil(k.y.hi / k.ystep) * k.ystep;
@@ -308,6 +325,30 @@ static void format_tick(char *buf, size_t cap, double v, double step) {
     snprintf(buf, cap, "%.4g", v);
 }
 
+static void write_x_tick(FILE *f, const ChartScale *k, double v, const char *label) {
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
+               "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+            px(k, v), PLOT_TOP, px(k, v), PLOT_BOTTOM, px(k, v), PLOT_BOTTOM + 15, label);
+}
+
+/* A log x axis's ticks at the values a reader expects: m x 10^d for m in 1, 2, 5 (1 alone over
+ * more than three decades, 1 to 9 within one), labelled with the value. */
+static void write_log_x_ticks(FILE *f, const ChartScale *k) {
+    static const double all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, some[] = {1, 2, 5}, one[] = {1};
+    double decades = k->x.hi - k->x.lo;
+    const double *m = decades > 3 ? one : decades > 1 ? some : all;
+    int n_m = decades > 3 ? 1 : decades > 1 ? 3 : 9, ticks = 0;
+    char label[32];
+    for (double d = floor(k->x.lo); d <= ceil(k->x.hi) && ticks < MAX_TICKS; d++)
+        for (int i = 0; i < n_m; i++) {
+            double v = log10(m[i]) + d;
+            if (v < k->x.lo - 1e-9 || v > k->x.hi + 1e-9) continue;
+            snprintf(label, sizeof label, "%g", m[i] * pow(10.0, d));
+            write_x_tick(f, k, v, label);
+            ticks++;
+        }
+}
+
 /* Grid lines, tick labels, the frame and the axis labels. */
 static void write_axes(FILE *f, const TgReportChart *c, const ChartScale *k) {
     char label[32];
@@ -319,18 +360,21 @@ static void write_axes(FILE *f, const TgReportChart *c, const ChartScale *k) {
                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
                 PLOT_LEFT, py(k, v), PLOT_RIGHT, py(k, v), PLOT_LEFT - 4, py(k, v) + 4, label);
     }
-    double first_x = ceil(k->x.lo / k->xstep) * k->xstep;
-    for (int i = 0, n = tick_count(first_x, k->x.hi, k->xstep); i < n; i++) {
-        double v = first_x + i * k->xstep;
-        format_tick(label, sizeof label, v, k->xstep);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
-                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
-                px(k, v), PLOT_TOP, px(k, v), PLOT_BOTTOM, px(k, v), PLOT_BOTTOM + 15, label);
+    if (c->log_x) {
+        write_log_x_ticks(f, k);
+    } else {
+        double first_x = ceil(k->x.lo / k->xstep) * k->xstep;
+        for (int i = 0, n = tick_count(first_x, k->x.hi, k->xstep); i < n; i++) {
+            double v = first_x + i * k->xstep;
+            format_tick(label, sizeof label, v, k->xstep);
+            write_x_tick(f, k, v, label);
+        }
     }
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888888\"/>\n", PLOT_LEFT,
             PLOT_TOP, PLOT_RIGHT - PLOT_LEFT, PLOT_BOTTOM - PLOT_TOP);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (PLOT_LEFT + PLOT_RIGHT) / 2, PLOT_BOTTOM + 32);
     write_escaped(f, c->x_label);
+    fputs(c->log_x ? " (log)" : "", f);
     fprintf(f, "</text><text x=\"14\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">",
             (PLOT_TOP + PLOT_BOTTOM) / 2, (PLOT_TOP + PLOT_BOTTOM) / 2);
     write_escaped(f, c->y_label);
@@ -351,8 +395,8 @@ static void write_band(FILE *f, const TgReportChart *c, const ChartScale *k, con
         int64_t end = start;
         while (end + 1 < s->n && band_point_ok(c, s, end + 1)) end++;
         for (int64_t j = start; j <= end; j++)
-            fprintf(f, "%s%.1f,%.1f ", j == start ? "M" : "L", px(k, s->x[j]), py(k, chart_y(c, s->hi[j])));
-        for (int64_t j = end; j >= start; j--) fprintf(f, "L%.1f,%.1f ", px(k, s->x[j]), py(k, chart_y(c, s->lo[j])));
+            fprintf(f, "%s%.1f,%.1f ", j == start ? "M" : "L", px(k, chart_x(c, s->x[j])), py(k, chart_y(c, s->hi[j])));
+        for (int64_t j = end; j >= start; j--) fprintf(f, "L%.1f,%.1f ", px(k, chart_x(c, s->x[j])), py(k, chart_y(c, s->lo[j])));
         fputs("Z ", f);
         start = end + 1;
     }
@@ -365,19 +409,19 @@ static void write_line(FILE *f, const TgReportChart *c, const ChartScale *k, con
     fputs("\" d=\"", f);
     bool pen_down = false;
     for (int64_t j = 0; j < s->n; j++) {
-        if (!chart_point_ok(c, s->y[j])) {
+        if (!chart_point_ok(c, s->y[j]) || !chart_x_ok(c, s->x[j])) {
             pen_down = false; /* a gap where a log axis cannot show the value */
             continue;
         }
-        fprintf(f, "%s%.1f,%.1f ", pen_down ? "L" : "M", px(k, s->x[j]), py(k, chart_y(c, s->y[j])));
+        fprintf(f, "%s%.1f,%.1f ", pen_down ? "L" : "M", px(k, chart_x(c, s->x[j])), py(k, chart_y(c, s->y[j])));
         pen_down = true;
     }
     fprintf(f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s/>\n", palette[s->color],
             s->dashed ? " stroke-dasharray=\"6 3\"" : "");
     if (s->n <= 30) /* sparse series (val loss, a sweep) also get markers, so one point shows */
         for (int64_t j = 0; j < s->n; j++)
-            if (chart_point_ok(c, s->y[j]))
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", px(k, s->x[j]),
+            if (chart_point_ok(c, s->y[j]) && chart_x_ok(c, s->x[j]))
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", px(k, chart_x(c, s->x[j])),
                         py(k, chart_y(c, s->y[j])), palette[s->color]);
 }
 
@@ -507,8 +551,12 @@ static void write_table(FILE *f, const TgReportTable *t) {
     for (int64_t j = 0; j < t->n_cells; j += t->n_cols) {
         fputs("<tr>", f);
         for (int k = 0; k < t->n_cols; k++) {
-            fputs("<td>", f);
-            if (j + k < t->n_cells) write_escaped(f, t->cells[j + k]);
+            /* a figure ("2.8454 ± 0.0198", "0.063 [0.042 - 0.085]") stays on one line; words wrap */
+            const char *cell = j + k < t->n_cells ? t->cells[j + k] : "";
+            fputs(isdigit((unsigned char)cell[0]) || (cell[0] == '-' && isdigit((unsigned char)cell[1])) ? "<td class=\"n\">"
+                                                                                                        : "<td>",
+                  f);
+            write_escaped(f, cell);
             fputs("</td>", f);
         }
         fputs("</tr>\n", f);
@@ -522,6 +570,7 @@ static const char *const style =
     ".charts{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;border:1px solid #dddddd}"
     "table{border-collapse:collapse;font-size:13px;margin:8px 0}caption{text-align:left;font-weight:bold;padding:4px 0}"
     "td,th{border:1px solid #cccccc;padding:2px 7px;text-align:right}th{background:#f2f2f2}"
+    "td.n{white-space:nowrap}"
     "td:first-child,th:first-child{text-align:left}svg{display:block}";
 
 TgStatus tg_report_write_html(const TgReport *r, const char *path) {

@@ -38,6 +38,8 @@ void tg_report_cell(TgReportTable *t, const char *fmt, ...) __attribute__((forma
 
 /* Consecutive charts are laid out side by side. log_y: a log10 y axis (points y <= 0 dropped). */
 TgReportChart *tg_report_chart(TgReport *r, const char *title, const char *x_label, const char *y_label, bool log_y);
+/* A log10 x axis, labelled with the values (a learning rate, say): points with x <= 0 dropped. */
+void tg_report_chart_log_x(TgReportChart *c);
 /* color: an index into a fixed 10-colour palette (taken modulo its size); dashed: a dashed line. */
 TgReportSeries *tg_report_series(TgReportChart *c, const char *name, int color, bool dashed);
 /* Non-finite points are skipped: a series holds only what was measured. */

@@ -382,6 +382,51 @@ Test(report, axes_of_huge_values_have_a_bounded_number_of_ticks, .timeout = 20) 
     free(path);
 }
 
+/* The tick labels of the chart titled `title` in html, in order: y first, then x. */
+static void chart_ticks(const char *html, const char *title, char *out, size_t cap) {
+    const char *at = strstr(html, title), *end = at ? strstr(at, "</svg>") : NULL;
+    cr_assert(at && end, "no chart %s", title);
+    out[0] = '\0';
+    for (const char *p = at; (p = strstr(p, "<text x=\"")) && p < end; p++) {
+        const char *tag_end = strchr(p, '>');
+        if (!strstr(p, "text-anchor=\"end\"") && !strstr(p, "text-anchor=\"middle\">")) continue;
+        if (strstr(p, "rotate(") && strstr(p, "rotate(") < tag_end) continue; /* the y axis's label */
+        size_t n = strcspn(tag_end + 1, "<");
+        snprintf(out + strlen(out), cap - strlen(out), "%.*s|", (int)n, tag_end + 1);
+    }
+}
+
+/* Axes a reader can read: an all-zero series from 0 to 1 (no axis below a count that cannot be
+ * negative), one point at step 40 on an axis from 0, and a log x axis labelled with the values. */
+Test(report, flat_and_single_point_series_and_log_x_axes_read_as_values) {
+    TgReport *r = tg_report_new("axes");
+    TgReportSeries *zeros = tg_report_series(tg_report_chart(r, "zeros", "step", "dead units", false), "z", 0, false);
+    for (int i = 1; i <= 5; i++) tg_report_point(zeros, 10 * i, 0.0);
+    tg_report_point(tg_report_series(tg_report_chart(r, "one point", "step", "val loss", false), "v", 0, false), 40, 2.5);
+    TgReportChart *lr = tg_report_chart(r, "sweep", "learning rate", "val loss", false);
+    tg_report_chart_log_x(lr);
+    TgReportSeries *sweep = tg_report_series(lr, "s", 0, false);
+    const double lrs[] = {1e-3, 3e-3, 1e-2, 3e-2};
+    for (int i = 0; i < 4; i++) tg_report_point(sweep, lrs[i], 2.0 + i);
+    char *path = datagen_path(dir, "axes.html");
+    cr_assert_eq(tg_report_write_html(r, path), TG_OK, "%s", tg_error_message());
+    tg_report_free(r);
+    char *html = check_read_file(path, NULL), ticks[2048];
+    chart_ticks(html, ">zeros<", ticks, sizeof ticks);
+    cr_expect(strncmp(ticks, "0|0.2|0.4|0.6|0.8|1|", 20) == 0 && !strchr(ticks, '-'), "%s", ticks);
+    chart_ticks(html, ">one point<", ticks, sizeof ticks);
+    cr_expect(strstr(ticks, "|0|") && strstr(ticks, "|40|") && !strstr(ticks, "39.6"), "%s", ticks);
+    chart_ticks(html, ">sweep<", ticks, sizeof ticks);
+    cr_expect(strstr(ticks, "|0.001|0.002|0.005|0.01|0.02|"), "%s", ticks);
+    cr_expect(strstr(html, "learning rate (log)"), "the log axis says so");
+    cJSON *data = html_report_data(html);
+    const cJSON *s = report_find_series(data, "s", 4);
+    cr_expect_float_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(s, "x"), 0)->valuedouble, 1e-3, 1e-15, "the data holds the rates");
+    cJSON_Delete(data);
+    free(html);
+    free(path);
+}
+
 /* ---- spreads over seeds ------------------------------------------------------------------- */
 
 Test(seed_stats, spread_leaves_out_and_counts_runs_without_a_value) {

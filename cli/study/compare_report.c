@@ -155,9 +155,10 @@ static void add_layer_table(TgReport *rep, const CompareCell *pair) {
 
 static void add_sweep_charts(TgReport *rep, const CompareResults *r) {
     TgReportChart *val = tg_report_chart(rep, "Final val loss by learning rate (mean; band: min-max over seeds)",
-                                    "log10(lr)", "val loss", false);
+                                    "learning rate", "val loss", false);
     TgReportChart *dead = tg_report_chart(rep, "Dead units at the end (solid: probe set, dashed: training batch)",
-                                     "log10(lr)", "fraction of units (mean over layers)", false);
+                                     "learning rate", "fraction of units (mean over layers)", false);
+    tg_report_chart_log_x(val), tg_report_chart_log_x(dead);
     for (int k = 0; k < COMPARE_KINDS; k++) {
         const char *kind = tg_ffn_kind_name(compare_kinds[k]);
         char name[64];
@@ -169,9 +170,9 @@ static void add_sweep_charts(TgReport *rep, const CompareResults *r) {
         for (int l = 0; l < r->n_lrs; l++) {
             const SeedSpread *v = &r->cells[l][k].fig[FIG_VAL_LOSS], *p = &r->cells[l][k].fig[FIG_PROBE_DEAD_END],
                              *b = &r->cells[l][k].fig[FIG_DEAD_END];
-            tg_report_point_range(sv, log10(r->lrs[l]), v->mean, v->min, v->max);
-            tg_report_point_range(sp, log10(r->lrs[l]), p->mean, p->min, p->max);
-            tg_report_point_range(sb, log10(r->lrs[l]), b->mean, b->min, b->max);
+            tg_report_point_range(sv, r->lrs[l], v->mean, v->min, v->max);
+            tg_report_point_range(sp, r->lrs[l], p->mean, p->min, p->max);
+            tg_report_point_range(sb, r->lrs[l], b->mean, b->min, b->max);
         }
     }
 }
