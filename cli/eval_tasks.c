@@ -47,6 +47,7 @@ static void print_json(const TgRun *run, const TgTaskSuite *suite) {
         tg_json_put_string(&w, "name", f->name);
         tg_json_put_string(&w, "format", tg_task_format_name(f->format));
         tg_json_put_number(&w, "count", (double)suite->latest[i].count);
+        tg_json_put_number(&w, "chance", tg_task_chance(f));
         put_accuracies(&w, &suite->latest[i]);
         tg_json_close(&w);
     }

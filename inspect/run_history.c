@@ -8,6 +8,7 @@
 #include "lib/json_reader.h"
 #include "lib/path.h"
 #include "run/run_folder.h"
+#include "train/tasks.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -111,30 +112,36 @@ static TgTaskPoint *task_point(TgRunHistory *h, int64_t step, int task) {
     int64_t n = h->n_task_points;
     if (n == 0 || (n >= 16 && (n & (n - 1)) == 0)) /* room for 16, then doubled at each power of two */
         h->task_points = tg_realloc(h->task_points, (size_t)(n < 16 ? 16 : 2 * n) * sizeof *h->task_points);
-    h->task_points[n] = (TgTaskPoint){step, task, NAN, NAN};
+    h->task_points[n] = (TgTaskPoint){step, task, NAN, NAN, 0, NAN};
     h->n_task_points = n + 1;
     return &h->task_points[n];
 }
 
 /* The member `key` ("task/...", len bytes, decoded) of the object at obj, whose value is at c:
- * task/NAME/acc or task/NAME/acc_norm, once, a number in [0, 1] or null. c moves past the value. */
+ * task/NAME/acc, acc_norm or chance, once, a number in [0, 1] or null; task/NAME/items, a whole
+ * number from 1 or null. c moves past the value. */
 static TgStatus read_task_member(TgRunHistory *h, const TgJsonCursor *obj, TgJsonCursor *c, const char *key, size_t len,
                                  int64_t step, const char *path, int64_t line_no) {
     const char *name = key + 5, *slash = memchr(name, '/', len - 5);
     size_t name_len = slash ? (size_t)(slash - name) : 0, rest = slash ? len - 5 - name_len - 1 : 0;
-    bool norm = rest == 8 && memcmp(slash + 1, "acc_norm", 8) == 0;
+    const char *what = slash ? slash + 1 : "";
+    bool norm = rest == 8 && memcmp(what, "acc_norm", 8) == 0, items = rest == 5 && memcmp(what, "items", 5) == 0,
+         chance = rest == 6 && memcmp(what, "chance", 6) == 0;
     bool valid = slash && !memchr(key, '\0', len) && tg_task_name_valid(name, name_len) &&
-                 (norm || (rest == 3 && memcmp(slash + 1, "acc", 3) == 0));
+                 (norm || items || chance || (rest == 3 && memcmp(what, "acc", 3) == 0));
     if (!valid)
-        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%.80s\" is neither task/NAME/acc nor task/NAME/acc_norm", path,
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%.80s\" is none of task/NAME/acc, acc_norm, items and chance", path,
                        (long long)line_no, key);
     TgJsonCursor v;
     bool found;
     TG_TRY(member(obj, key, &v, &found, path, line_no));
     TgJsonType type = tg_json_type(c);
     double x = type == TG_JSON_NUMBER ? tg_json_read_number(c) : NAN;
-    if (type != TG_JSON_NULL && !(x >= 0 && x <= 1))
-        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%s\" must be an accuracy in [0, 1] or null", path,
+    if (items && type != TG_JSON_NULL && !(x >= 1 && x <= 9007199254740992.0 && x == floor(x)))
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%s\" must be a count of items from 1, or null", path,
+                       (long long)line_no, key);
+    if (!items && type != TG_JSON_NULL && !(x >= 0 && x <= 1))
+        return tg_fail(TG_ERR_FORMAT, "%s line %lld: \"%s\" must be a share in [0, 1] or null", path,
                        (long long)line_no, key);
     if (type == TG_JSON_NULL) tg_json_skip(c);
     int task = 0;
@@ -142,6 +149,10 @@ static TgStatus read_task_member(TgRunHistory *h, const TgJsonCursor *obj, TgJso
     TgTaskPoint *p = task_point(h, step, task);
     if (norm)
         p->acc_norm = x;
+    else if (items)
+        p->items = isfinite(x) ? (int64_t)x : 0;
+    else if (chance)
+        p->chance = x;
     else
         p->acc = x;
     return TG_OK;
@@ -512,31 +523,58 @@ static void add_layer_chart(TgReport *r, const TgRunHistory *h, const char *titl
     }
 }
 
-/* A chart of every task's two accuracies, and a table of the last evaluation's. */
+/* The 95% Wilson interval of an accuracy over `items` items (train/tasks.h); NaN without items. */
+static void accuracy_interval(double acc, int64_t items, double *lo, double *hi) {
+    *lo = *hi = NAN;
+    if (items > 0 && isfinite(acc)) tg_wilson_interval((int64_t)llround(acc * (double)items), items, TG_TASK_Z95, lo, hi);
+}
+
+/* A chart of every task's two accuracies, the summed one over the band of its 95% interval, with
+ * the line of chance (what guessing scores: an accuracy near it is no skill, whatever its wiggles);
+ * and a table of the last evaluation's. */
 static void add_task_charts(TgReport *r, const TgRunHistory *h) {
     if (h->n_tasks == 0) return;
-    TgReportChart *c = tg_report_chart(r, "Task accuracy (--eval-task; dashed: acc_norm)", "step", "accuracy", false);
-    static const char *const header[] = {"task", "step", "acc", "acc_norm"};
-    TgReportTable *t = tg_report_table(r, "Task accuracy at the last evaluation", 4, header);
+    TgReportChart *c = tg_report_chart(r, "Task accuracy (--eval-task; band: 95% interval of acc; dashed: acc_norm; "
+                                          "grey: chance)",
+                                       "step", "accuracy", false);
+    static const char *const header[] = {"task", "step", "items", "acc", "acc 95% interval", "acc_norm", "chance"};
+    TgReportTable *t = tg_report_table(r, "Task accuracy at the last evaluation", 7, header);
     for (int k = 0; k < h->n_tasks; k++) {
         char name[TG_TASK_NAME_CAP + 16];
         snprintf(name, sizeof name, "%s acc", h->task_names[k]);
         TgReportSeries *acc = tg_report_series(c, name, k, false);
         snprintf(name, sizeof name, "%s acc_norm", h->task_names[k]);
         TgReportSeries *norm = tg_report_series(c, name, k, true);
-        const TgTaskPoint *last = NULL;
+        const TgTaskPoint *first = NULL, *last = NULL;
         for (int64_t i = 0; i < h->n_task_points; i++) {
             const TgTaskPoint *p = &h->task_points[i];
             if (p->task != k) continue;
-            tg_report_point(acc, (double)p->step, p->acc);
+            double lo, hi;
+            accuracy_interval(p->acc, p->items, &lo, &hi);
+            tg_report_point_range(acc, (double)p->step, p->acc, lo, hi);
             tg_report_point(norm, (double)p->step, p->acc_norm);
+            if (!first) first = p;
             last = p;
         }
         if (!last) continue;
+        if (isfinite(last->chance)) {
+            snprintf(name, sizeof name, "%s chance", h->task_names[k]);
+            TgReportSeries *chance = tg_report_series(c, name, 7 /* grey */, true);
+            tg_report_point(chance, (double)first->step, last->chance);
+            tg_report_point(chance, (double)last->step, last->chance);
+        }
+        double lo, hi;
+        accuracy_interval(last->acc, last->items, &lo, &hi);
         tg_report_cell(t, "%s", h->task_names[k]);
         tg_report_cell(t, "%lld", (long long)last->step);
+        if (last->items > 0) tg_report_cell(t, "%lld", (long long)last->items);
+        else tg_report_cell(t, "-");
         tg_report_cell(t, "%.4f", last->acc);
+        if (isfinite(lo)) tg_report_cell(t, "%.4f - %.4f", lo, hi);
+        else tg_report_cell(t, "-");
         tg_report_cell(t, "%.4f", last->acc_norm);
+        if (isfinite(last->chance)) tg_report_cell(t, "%.4f", last->chance);
+        else tg_report_cell(t, "-");
     }
 }
 

@@ -21,11 +21,14 @@ typedef struct TgMetricRow {
 } TgMetricRow;
 
 /* A task's accuracies at one evaluation: a line's "task/NAME/acc" and "task/NAME/acc_norm"
- * (train/tasks.h), each a number in [0, 1] or null. */
+ * (train/tasks.h), each a number in [0, 1] or null, and "task/NAME/items" and "task/NAME/chance"
+ * (runs from before those were written have neither). */
 typedef struct TgTaskPoint {
     int64_t step;
     int task;             /* its name: TgRunHistory.task_names[task] */
     double acc, acc_norm; /* NaN where the line had none */
+    int64_t items;        /* 0 where the line had none */
+    double chance;        /* NaN where the line had none */
 } TgTaskPoint;
 enum { TG_RUN_HISTORY_MAX_TASKS = 64 }; /* distinct task names a metrics.jsonl may hold */
 

@@ -630,6 +630,7 @@ Test(tasks, eval_task_lines_are_logged_bitwise_across_a_resume_and_reported) {
     cr_expect_str_eq(h.task_names[0], "pairs");
     cr_expect_eq(h.n_task_points, 8, "two tasks at steps 2, 4, 6 and 8");
     const TgTaskPoint *last = &h.task_points[h.n_task_points - 2];
+    cr_expect(last->items > 0 && last->chance == 0.5, "pairs: %lld items, chance %g", (long long)last->items, last->chance);
     snprintf(args, sizeof args, "eval --run '%s' --task '%s' --json", straight, files.pairs);
     char *out = expect_cli(0, args);
     cJSON *json = cJSON_Parse(out);
@@ -644,6 +645,9 @@ Test(tasks, eval_task_lines_are_logged_bitwise_across_a_resume_and_reported) {
     snprintf(args, sizeof args, "%s/report.html", straight);
     char *html = ckpt_read_text(args);
     cr_expect(strstr(html, "data-series=\"pairs acc\"") && strstr(html, "data-series=\"choices acc_norm\""));
+    /* the 95% interval of each accuracy as a band, and the line of chance: minimal pairs 1 in 2 */
+    cr_expect(strstr(html, "data-band=\"pairs acc\"") && strstr(html, "data-series=\"pairs chance\"") &&
+              strstr(html, "data-series=\"choices chance\""));
     free(html), free(out), free(a), free(b), free(straight), free(resumed);
     task_files_free(&files);
 }
@@ -674,8 +678,11 @@ Test(tasks, a_fine_tuned_runs_tasks_go_through_its_chat_template) {
     cr_expect_str_eq(cJSON_GetObjectItem(json, "template")->valuestring, "chatml");
     const cJSON *task = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "tasks"), 0);
     char *lines = task_lines(tuned), want[256];
-    snprintf(want, sizeof want, "4:,\"task/choices/acc\":%.9g,\"task/choices/acc_norm\":%.9g}\n",
-             json_number(task, "acc"), json_number(task, "acc_norm"));
+    snprintf(want, sizeof want,
+             "4:,\"task/choices/acc\":%.9g,\"task/choices/acc_norm\":%.9g,\"task/choices/items\":%d,"
+             "\"task/choices/chance\":%.9g}\n",
+             json_number(task, "acc"), json_number(task, "acc_norm"), (int)json_number(task, "count"),
+             json_number(task, "chance"));
     /* the line before the first step (the --init-from weights), then the evaluation at step 4 */
     cr_expect(strncmp(lines, "0:,\"task/choices/acc\":", 22) == 0 && strstr(lines, want) &&
                   strlen(strstr(lines, want)) == strlen(want),

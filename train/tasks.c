@@ -143,12 +143,14 @@ TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, con
         return TG_ERR_NOMEM;
     }
     s->latest = tg_calloc((size_t)n, sizeof *s->latest);
-    s->names = tg_calloc((size_t)(2 * n), sizeof *s->names);
-    s->metrics = tg_calloc((size_t)(2 * n), sizeof *s->metrics);
-    for (int i = 0; i < 2 * n; i++) {
-        snprintf(s->names[i], sizeof s->names[i], "task/%s/%s", s->files[i / 2].name,
-                 tg_task_scoring_name((TgTaskScoring)(i % 2)));
-        s->metrics[i] = (TgRunMetric){s->names[i], NAN};
+    s->names = tg_calloc((size_t)(TG_TASK_METRICS * n), sizeof *s->names);
+    s->metrics = tg_calloc((size_t)(TG_TASK_METRICS * n), sizeof *s->metrics);
+    for (int i = 0; i < n; i++) {
+        static const char *const kinds[TG_TASK_METRICS] = {"acc", "acc_norm", "items", "chance"};
+        for (int k = 0; k < TG_TASK_METRICS; k++) {
+            snprintf(s->names[TG_TASK_METRICS * i + k], sizeof s->names[0], "task/%s/%s", s->files[i].name, kinds[k]);
+            s->metrics[TG_TASK_METRICS * i + k] = (TgRunMetric){s->names[TG_TASK_METRICS * i + k], NAN};
+        }
     }
     return TG_OK;
 }
@@ -158,19 +160,27 @@ bool tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape, const vol
         if (!tg_task_score_candidates(model, tape, &s->files[i], s->scores, stop)) {
             for (int j = 0; j < s->n; j++) {
                 memset(&s->latest[j], 0, sizeof s->latest[j]);
-                for (int k = 0; k < TG_TASK_SCORING_COUNT; k++) s->metrics[2 * j + k].value = NAN;
+                for (int k = 0; k < TG_TASK_METRICS; k++) s->metrics[TG_TASK_METRICS * j + k].value = NAN;
             }
             return false;
         }
         tg_task_result_of(&s->files[i], s->scores, &s->latest[i]);
-        for (int k = 0; k < TG_TASK_SCORING_COUNT; k++) s->metrics[2 * i + k].value = s->latest[i].acc[k];
+        TgRunMetric *m = &s->metrics[TG_TASK_METRICS * i];
+        for (int k = 0; k < TG_TASK_SCORING_COUNT; k++) m[k].value = s->latest[i].acc[k];
+        m[2].value = (double)s->latest[i].count, m[3].value = tg_task_chance(&s->files[i]);
     }
     return true;
 }
 
+double tg_task_chance(const TgTaskFile *file) {
+    double sum = 0; /* a guess among an item's candidates is right once in count */
+    for (int64_t j = 0; j < file->n_items; j++) sum += 1.0 / file->items[j].count;
+    return file->n_items ? sum / (double)file->n_items : NAN;
+}
+
 void tg_task_suite_add_metrics(const TgTaskSuite *s, TgRunMetrics *line) {
     line->extra = s->metrics;
-    line->n_extra = 2 * s->n;
+    line->n_extra = TG_TASK_METRICS * s->n;
 }
 
 void tg_task_suite_report(const TgTaskSuite *s, const TgMessageSink *messages) {

@@ -60,14 +60,19 @@ void tg_task_result_of(const TgTaskFile *file, const double *scores, TgTaskResul
 /* "minimal_pairs, 1000 items: acc 0.8120 [0.7865, 0.8351], acc_norm ..." */
 void tg_task_result_format(const TgTaskFile *file, const TgTaskResult *r, char *buf, size_t cap);
 
+/* A task's members of a metrics line: task/NAME/acc and task/NAME/acc_norm (null where a scoring
+ * stopped), task/NAME/items (its items) and task/NAME/chance (the accuracy of a guess: the mean over
+ * items of 1 / candidates), so that a reader can draw the interval and the line of chance. */
+enum { TG_TASK_METRICS = 4 };
+
 /* The task files a run or a command scores together, and their latest results. */
 typedef struct TgTaskSuite {
     TgTaskFile *files;
     int n;
     TgTaskResult *latest;                 /* [n]; count 0 until scored */
     double *scores;                       /* the candidates of the largest file */
-    char (*names)[TG_TASK_NAME_CAP + 16]; /* [2n]: "task/NAME/acc", "task/NAME/acc_norm" */
-    TgRunMetric *metrics;                 /* [2n]: the latest accuracies under those names */
+    char (*names)[TG_TASK_NAME_CAP + 16]; /* [TG_TASK_METRICS n]: "task/NAME/acc", ..._norm, .../items, .../chance */
+    TgRunMetric *metrics;                 /* [TG_TASK_METRICS n]: the latest values under those names */
 } TgTaskSuite;
 
 /* How a run's model reads tasks: its tokenizer, its context, and ChatML for a fine-tuned run
@@ -80,7 +85,9 @@ TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, con
  * a scoring that sees *stop set gives up: false, and no file's result or metric is kept from
  * this scoring (latest counts 0, metrics NaN), so that nothing half-scored is logged. */
 bool tg_task_suite_score(TgTaskSuite *s, TgModel *model, TgTape *tape, const volatile sig_atomic_t *stop);
-/* Adds the latest accuracies to a metrics line (task/NAME/acc, task/NAME/acc_norm). */
+/* The accuracy of a guess on the file: the mean over its items of 1 / candidates (NaN for none). */
+double tg_task_chance(const TgTaskFile *file);
+/* Adds the latest accuracies to a metrics line (TG_TASK_METRICS members a task). */
 void tg_task_suite_add_metrics(const TgTaskSuite *s, TgRunMetrics *line);
 /* The latest result of every scored file, a line each ("task NAME: ..."), to `messages`. */
 void tg_task_suite_report(const TgTaskSuite *s, const TgMessageSink *messages);
