@@ -219,6 +219,6 @@ Test(tokenizer_json, what_tapegrad_cannot_encode_alike_is_refused_by_name, .init
     expect_json_refused("\"a\": 97", "\"a\": 97, \"\\u0100\": 0", "is not a new id");
     TgTokenizer tok;
     char *missing = datagen_path(dir, "none.json");
-    assert_fails(tg_tokenizer_hf_load(missing, &tok), TG_ERR_IO, "cannot open");
+    assert_fails(tg_tokenizer_hf_load(missing, &tok), TG_ERR_IO, "no such file; give a Hugging Face tokenizer.json");
     free(missing);
 }

@@ -5,10 +5,12 @@
  * aborted on. */
 #include "tokenizer/tokenizer_hf.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lib/json_reader.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -527,6 +529,11 @@ TgStatus tg_tokenizer_hf_load(const char *path, TgTokenizer *tok) {
     memset(tok, 0, sizeof *tok);
     Reader r = {.path = path};
     char *text = NULL;
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT)
+        return tg_fail(TG_ERR_IO, "%s: no such file; give a Hugging Face tokenizer.json (MiniMind's is model/tokenizer.json "
+                                  "in its repository, github.com/jingyaogong/minimind)",
+                       path);
     TgStatus s = tg_file_read_all(path, TG_TOKENIZER_HF_MAX_BYTES, &text, &r.len);
     if (s == TG_ERR_NOMEM) return tg_fail(s, "out of memory reading %s (%s)", path, tg_error_message());
     if (s != TG_OK) return tg_fail_context(s, "%s", path);
