@@ -534,9 +534,8 @@ static void accuracy_interval(double acc, int64_t items, double *lo, double *hi)
  * and a table of the last evaluation's. */
 static void add_task_charts(TgReport *r, const TgRunHistory *h) {
     if (h->n_tasks == 0) return;
-    TgReportChart *c = tg_report_chart(r, "Task accuracy (--eval-task; band: 95% interval of acc; dashed: acc_norm; "
-                                          "grey: chance)",
-                                       "step", "accuracy", false);
+    TgReportChart *c = tg_report_chart(r, "Task accuracy (band: 95% interval of acc; grey: chance)", "step", "accuracy",
+                                       false);
     static const char *const header[] = {"task", "step", "items", "acc", "acc 95% interval", "acc_norm", "chance"};
     TgReportTable *t = tg_report_table(r, "Task accuracy at the last evaluation", 7, header);
     for (int k = 0; k < h->n_tasks; k++) {
