@@ -42,6 +42,41 @@ static const char *first_nonfinite_grad(const TgParamStore *ps) {
     return NULL;
 }
 
+/* n batches of B x T token rows, one after the other: the step's micro-batches, the fixed val
+ * batches of an evaluation, the probe's. */
+typedef struct {
+    int32_t *in, *tg; /* (n, B, T): tokens, and each position's target */
+    int32_t *ks;      /* (n, B, T): each position's first visible one, for packed rows; NULL for others */
+    int64_t n, B, T;
+} BatchRows;
+
+static void batch_rows_alloc(BatchRows *r, int64_t n, int64_t B, int64_t T, bool packed) {
+    size_t cells = (size_t)(n * B * T);
+    *r = (BatchRows){.n = n, .B = B, .T = T};
+    if (n == 0) return;
+    r->in = tg_malloc(cells * sizeof *r->in);
+    r->tg = tg_malloc(cells * sizeof *r->tg);
+    r->ks = packed ? tg_malloc(cells * sizeof *r->ks) : NULL;
+}
+
+static void batch_rows_free(BatchRows *r) { free(r->in), free(r->tg), free(r->ks); }
+
+/* Batch b of them, to fill: its tokens, targets and (packed rows) first visible positions. */
+typedef struct {
+    int32_t *in, *tg, *ks;
+} BatchCells;
+
+static BatchCells batch_rows_cells(const BatchRows *r, int64_t b) {
+    size_t off = (size_t)(b * r->B * r->T);
+    return (BatchCells){r->in + off, r->tg + off, r->ks ? r->ks + off : NULL};
+}
+
+/* Batch b of them, as the model takes one. */
+static TgBatch batch_rows_at(const BatchRows *r, int64_t b) {
+    BatchCells c = batch_rows_cells(r, b);
+    return (TgBatch){c.in, c.tg, c.ks, r->B, r->T};
+}
+
 /* Everything one run holds while it trains. */
 typedef struct Trainer {
     TgTrainOptions *o;
@@ -60,11 +95,9 @@ typedef struct Trainer {
     double *eval_losses;          /* [eval_batches] */
     float *grad_scratch;          /* params.total floats when micro_batches > 1: one micro-batch's gradient, the
                                      gradient sum's exchange buffer */
-    int32_t *eval_in, *eval_tg;   /* (eval_batches, B, T): the same val batches at every evaluation */
-    int32_t *probe_in, *probe_tg; /* (hooks.probe_batches, B, T), when the hooks ask for a probe */
-    int32_t *inputs, *targets;    /* (accum, B, T): the step's micro-batches of this rank */
-    int32_t *key_start;           /* (accum, B, T), each position's first visible one, for packed rows; else NULL */
-    int32_t *eval_ks, *probe_ks;  /* like eval_in, probe_in, for packed rows; else NULL */
+    BatchRows step;               /* accum: the step's micro-batches of this rank */
+    BatchRows eval;               /* eval_batches: the same val batches at every evaluation */
+    BatchRows probe;              /* hooks.probe_batches (0: none), when the hooks ask for a probe */
     double *micro_counts;         /* [micro_batches]: targets in each micro-batch, the weights of a mean of targets */
     double *eval_counts;          /* [eval_batches] */
     TgTensor **ffn_hidden;          /* [layers], on watched steps */
@@ -119,16 +152,11 @@ static void trainer_close(Trainer *tr) {
     tg_checkpoint_saver_free(&tr->saver);
     tg_probe_prompts_free(&tr->probe_prompts);
     free(tr->ffn_hidden);
-    free(tr->inputs);
-    free(tr->targets);
-    free(tr->eval_in);
-    free(tr->eval_tg);
-    free(tr->probe_in);
-    free(tr->probe_tg);
+    batch_rows_free(&tr->step), batch_rows_free(&tr->eval), batch_rows_free(&tr->probe);
     free(tr->micro_losses);
     free(tr->eval_losses);
     free(tr->grad_scratch);
-    free(tr->key_start), free(tr->eval_ks), free(tr->probe_ks), free(tr->micro_counts), free(tr->eval_counts);
+    free(tr->micro_counts), free(tr->eval_counts);
     tg_batch_source_close(&tr->batches);
     tg_task_suite_free(&tr->tasks);
     tg_engine_close(&tr->engine);
@@ -153,28 +181,19 @@ static TgStatus open_batches(Trainer *tr, int64_t k) {
     int64_t B = tr->batch, T = tr->seq;
     int32_t pad = tr->run.tok.eot_id;
     bool packed = tg_split_packed(train);
-    size_t window = (size_t)(B * T), step_rows = (size_t)o->accum * window,
-           eval_rows = (size_t)o->eval_batches * window;
+    size_t window = (size_t)(B * T);
     tr->weighting = tg_split_loss_weighting(train);
-    tr->inputs = tg_malloc(step_rows * sizeof(int32_t));
-    tr->targets = tg_malloc(step_rows * sizeof(int32_t));
-    tr->key_start = packed ? tg_malloc(step_rows * sizeof(int32_t)) : NULL;
+    batch_rows_alloc(&tr->step, o->accum, B, T, packed);
+    batch_rows_alloc(&tr->eval, o->eval_batches, B, T, packed);
+    batch_rows_alloc(&tr->probe, k, B, T, packed);
     tr->micro_counts = tg_calloc((size_t)tr->micro_batches, sizeof(double));
-    tr->eval_in = tg_malloc(eval_rows * sizeof(int32_t));
-    tr->eval_tg = tg_malloc(eval_rows * sizeof(int32_t));
-    tr->eval_ks = packed ? tg_malloc(eval_rows * sizeof(int32_t)) : NULL;
     tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
     tr->eval_counts = tg_calloc((size_t)o->eval_batches, sizeof(double));
     TG_TRY(tg_batch_source_open(&tr->batches, train, B, T, tr->run.state.seed, pad));
-    TG_TRY(tg_split_fixed_batches(val, B, T, o->eval_batches, pad, tr->eval_in, tr->eval_tg, tr->eval_ks));
+    TG_TRY(tg_split_fixed_batches(val, B, T, o->eval_batches, pad, tr->eval.in, tr->eval.tg, tr->eval.ks));
     for (int64_t b = 0; b < o->eval_batches; b++)
-        tr->eval_counts[b] = (double)tg_count_targets(tr->eval_tg + (size_t)b * window, window);
-    if (k) {
-        tr->probe_in = tg_malloc((size_t)k * window * sizeof(int32_t));
-        tr->probe_tg = tg_malloc((size_t)k * window * sizeof(int32_t));
-        tr->probe_ks = packed ? tg_malloc((size_t)k * window * sizeof(int32_t)) : NULL;
-        TG_TRY(tg_split_fixed_batches(val, B, T, k, pad, tr->probe_in, tr->probe_tg, tr->probe_ks));
-    }
+        tr->eval_counts[b] = (double)tg_count_targets(batch_rows_at(&tr->eval, b).targets, window);
+    if (k) TG_TRY(tg_split_fixed_batches(val, B, T, k, pad, tr->probe.in, tr->probe.tg, tr->probe.ks));
     if (tr->run.resumed) tg_batch_source_set_state(&tr->batches, &tr->run.state.loader);
     return TG_OK;
 }
@@ -246,7 +265,7 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     tr->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *tr->ffn_hidden);
     tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
     if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tg_model_trainable(&tr->run.model)->total * sizeof(float));
-    tr->eval_bytes = tg_tokens_text_bytes(&tr->run.tok, tr->eval_tg, (size_t)o->eval_batches * window);
+    tr->eval_bytes = tg_tokens_text_bytes(&tr->run.tok, tr->eval.tg, (size_t)o->eval_batches * window);
     tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
     tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
     tr->t_start = tg_clock_seconds();
@@ -326,14 +345,14 @@ static TgStatus trainer_start(Trainer *tr, TgTrainOptions *o, const TgTrainHooks
 static TgStatus evaluate(Trainer *tr, double *val_out) {
     int64_t n = tr->o->eval_batches, begin, end;
     tg_dist_block(n, tr->rank, &begin, &end);
-    TgEvalBatches batches = {tr->eval_in, tr->eval_tg, tr->eval_ks, n, tr->batch, tr->seq};
+    TgEvalBatches batches = {tr->eval.in, tr->eval.tg, tr->eval.ks, n, tr->batch, tr->seq};
     tg_eval_batch_losses(&tr->run.model, &tr->engine.tape, &batches, begin, end, tr->eval_losses);
     TG_TRY(tg_dist_share_blocks(tr->eval_losses, n));
     /* conversations: per target (an assistant token), whatever the batches' shares of them */
     uint64_t targets = (uint64_t)(n * tr->batch * tr->seq);
     if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
         *val_out = tg_mean_over_targets(tr->eval_losses, tr->eval_counts, n);
-        targets = tg_count_targets(tr->eval_tg, (size_t)(n * tr->batch * tr->seq));
+        targets = tg_count_targets(tr->eval.tg, (size_t)(n * tr->batch * tr->seq));
     } else {
         *val_out = tg_mean_in_order(tr->eval_losses, n);
     }
@@ -463,14 +482,8 @@ static void run_probe(Trainer *tr) {
     TgTape *tape = &tr->engine.tape;
     bool old = tg_tape_set_grad_enabled(tape, false);
     for (int64_t b = 0; b < h->probe_batches; b++) {
-        size_t off = (size_t)(b * tr->batch * tr->seq);
-        tg_model_loss(&tr->run.model, tape,
-                      &(TgBatch){.tokens = tr->probe_in + off,
-                                 .targets = tr->probe_tg + off,
-                                 .key_start = tr->probe_ks ? tr->probe_ks + off : NULL,
-                                 .batch = tr->batch,
-                                 .seq = tr->seq},
-                      &(TgModelOutputs){.ffn_hidden = tr->ffn_hidden});
+        TgBatch batch = batch_rows_at(&tr->probe, b);
+        tg_model_loss(&tr->run.model, tape, &batch, &(TgModelOutputs){.ffn_hidden = tr->ffn_hidden});
         h->after_probe_forward(h->ctx, tr->ffn_hidden);
         tg_tape_reset(tape);
     }
@@ -539,10 +552,9 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
     tg_params_zero_grad(tg_model_trainable(&tr->run.model));
     tg_batch_source_skip(&tr->batches, first);
     for (int64_t k = 0; k < o->accum && read == TG_OK; k++, drawn++) {
-        size_t off = (size_t)k * window;
-        read = tg_batch_source_next(&tr->batches, tr->inputs + off, tr->targets + off,
-                                    tr->key_start ? tr->key_start + off : NULL);
-        tr->micro_counts[first + k] = read == TG_OK ? (double)tg_count_targets(tr->targets + off, window) : NAN;
+        BatchCells c = batch_rows_cells(&tr->step, k);
+        read = tg_batch_source_next(&tr->batches, c.in, c.tg, c.ks);
+        tr->micro_counts[first + k] = read == TG_OK ? (double)tg_count_targets(c.tg, window) : NAN;
     }
     for (int64_t k = drawn; k < o->accum; k++) tr->micro_counts[first + k] = NAN;
     tg_batch_source_skip(&tr->batches, tr->micro_batches - first - drawn);
@@ -556,10 +568,8 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
         return read;
     }
     for (int64_t k = 0; k < o->accum; k++) {
-        size_t off = (size_t)k * window;
         micro_batch_begin(tr, k);
-        TgBatch b = {tr->inputs + off, tr->targets + off, tr->key_start ? tr->key_start + off : NULL, tr->batch,
-                     tr->seq};
+        TgBatch b = batch_rows_at(&tr->step, k);
         TgTensor *loss = tg_model_loss(&tr->run.model, &tr->engine.tape, &b,
                                        &(TgModelOutputs){.ffn_hidden = watched ? tr->ffn_hidden : NULL});
         if (!micro_batch_end(tr, first, k, loss, micro_batch_weight(tr, first + k, total), watched)) break;
@@ -583,7 +593,7 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     double lr = tg_lr_at(&tr->sched, step);
     const TgTrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
-    if (watched && tr->probe_in) run_probe(tr);
+    if (watched && tr->probe.n > 0) run_probe(tr);
     TgStatus read = local_gradients(tr, watched);
     /* every rank gets every micro-batch's loss and adds them in the micro-batches' order */
     TG_TRY(tg_dist_share_blocks(tr->micro_losses, tr->micro_batches));
