@@ -280,21 +280,9 @@ Test(chat, fine_tuning_teaches_facts_asked_in_a_phrasing_never_trained, .init = 
 
 /* A small fine-tuned run for the CLI checks. */
 static char *tuned_run(void) {
-    char *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), *out = NULL;
-    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 320 --special-tokens chatml --steps 2 "
-                            "--eval-every 0 --out %s",
-                      corpus, base);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
-    const char *line = "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": "
-                       "\"hello\"}]}\n";
-    char text[4096] = "";
-    for (int i = 0; i < 20; i++) strcat(text, line);
-    datagen_write(dir, "c.jsonl", text, strlen(text));
-    char *data = datagen_path(dir, "c.jsonl");
-    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --steps 3 --eval-every 0 --out %s", base, data, tuned);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out), free(base), free(data);
+    char *base, *tuned;
+    ckpt_chat_runs(dir, corpus, &base, &tuned);
+    free(base);
     return tuned;
 }
 

@@ -23,24 +23,7 @@
 CKPT_SCRATCH_FIXTURE
 
 /* A pretrained run whose tokenizer has the ChatML markers, and a fine-tune of it. */
-static void make_runs(char **base, char **tuned) {
-    *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned");
-    char *out = NULL;
-    int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 320 --special-tokens chatml --steps 2 "
-                            "--eval-every 0 --out %s",
-                      corpus, *base);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
-    const char *line = "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": "
-                       "\"hello\"}]}\n";
-    char text[4096] = "";
-    for (int i = 0; i < 20; i++) strcat(text, line);
-    datagen_write(dir, "c.jsonl", text, strlen(text));
-    char *data = datagen_path(dir, "c.jsonl");
-    rc = ckpt_cli(&out, "sft " CKPT_TEST_FLAGS " --init-from %s --data %s --steps 3 --eval-every 0 --out %s", *base, data, *tuned);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out), free(data);
-}
+static void make_runs(char **base, char **tuned) { ckpt_chat_runs(dir, corpus, base, tuned); }
 
 /* A program on a pseudo-terminal and all it has written so far. */
 typedef struct {

@@ -52,6 +52,11 @@ int ckpt_wait_at_most(pid_t pid, double seconds);
 /* RUN's latest checkpoint loads (asserted); returns its step. */
 int64_t ckpt_latest_step(const char *run);
 
+/* A chat model for the CLI checks, in `dir`: *base, 2 steps of the tiny preset on `corpus` with a
+ * BPE that has the ChatML markers, and *tuned, 3 steps of sft on it (twenty "hi" -> "hello"
+ * conversations). Both malloc'ed paths. */
+void ckpt_chat_runs(const char *dir, const char *corpus, char **base, char **tuned);
+
 /* The lines of a file (0 when it is missing). */
 int ckpt_count_lines(const char *path);
 
