@@ -2,7 +2,7 @@
 """Invented facts, asked in varied phrasings: a fine-tuning task whose answers no pretrained model
 can know, to see whether a model learns what it is taught (docs/sft.md).
 
-  python3 scripts/sft_facts.py generate --people 60 --out DIR   writes DIR/train.jsonl, DIR/test.jsonl
+  python3 scripts/sft_facts.py generate --people 60 --out DIR   writes DIR/train.jsonl, DIR/test.jsonl, DIR/quiz.jsonl
                                    [--multi-turn 16]            (conversations of 2-3 questions per person)
   python3 scripts/sft_facts.py score DIR/test.jsonl REPLIES     prints {"correct": C, "total": T, "rate": R}
 
@@ -16,7 +16,9 @@ with the question, plus the expected "answer" and its "turn" (tapegrad ignores m
 read): alone (turn 1), and, with --multi-turn, once per person as the second question, after a
 question about another of the person's facts and its right answer (turn 2). `tapegrad chat --run
 RUN --jsonl < test.jsonl` answers them, one JSON line each, and `score` counts the replies that
-hold the right answer, in all and per turn.
+hold the right answer, in all and per turn. quiz.jsonl asks the same held-out questions as
+multiple-choice items of `tapegrad eval --task` (docs/evaluation.md): the right answer and three
+others of the same fact, in a random order.
 """
 import argparse
 import json
@@ -112,12 +114,20 @@ def generate(args):
             held_out = conversation(ATTRIBUTES[second]["test"].format(name=name), before=[ask(name, first, facts, rng)])
             held_out["answer"], held_out["turn"] = facts[name][second], 2
             test.append(held_out)
+    quiz, quiz_rng = [], random.Random(args.seed + 1000)  # its own draws: train and test stay as they were
+    for name in names:
+        for key, a in ATTRIBUTES.items():
+            values = [facts[name][key]] + quiz_rng.sample([v for v in a["values"] if v != facts[name][key]], 3)
+            quiz_rng.shuffle(values)
+            quiz.append({"context": a["test"].format(name=name),
+                         "choices": [" " + a["answer"].format(name=name, value=v) for v in values],
+                         "label": values.index(facts[name][key])})
     rng.shuffle(train)
-    for file, rows in (("train.jsonl", train), ("test.jsonl", test)):
+    for file, rows in (("train.jsonl", train), ("test.jsonl", test), ("quiz.jsonl", quiz)):
         with open(os.path.join(args.out, file), "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(json.dumps({"people": args.people, "train": len(train), "test": len(test)}))
+    print(json.dumps({"people": args.people, "train": len(train), "test": len(test), "quiz": len(quiz)}))
 
 
 def score(args):

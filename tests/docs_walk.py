@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Walk the manual as a newcomer does: run every command block of a page, in a scratch clone.
+
+    python3 tests/docs_walk.py --source SRC --build BUILD PAGE...
+
+The pages are walked in the order given, in one scratch copy of the source tree (the files git
+tracks, and the untracked ones it does not ignore, committed in a fresh repository), with `build`
+a link to BUILD and BUILD first on the PATH, so that `./build/tapegrad` and `tapegrad` are both
+the program just built. What is walked:
+
+- a ```sh block: each command (a line, with its `\\` continuations) runs with bash from the top
+  of the clone, in the page's order, and must exit 0;
+- a transcript: a block whose first line starts with `$ `: the command runs, and what it prints
+  (stdout and stderr) must match the lines under it: `[...]` alone skips any lines, `[...]` in a
+  line matches any text, and an `N` alone (after a space or `[`, before a space, `,`, `:`, `;`, `)` or `]`) matches a number.
+
+After each page, no file may have been written or changed in the clone outside `checkpoints/`
+(the folder made for what the examples write).
+
+The walk runs what the page says, except where RULES below state otherwise, each with its reason:
+a smaller step count (the suite's minutes are few), a stand-in for a file the page says to
+download, or a command left out because it cannot run here (another machine, a CPU feature). A
+rule that matches nothing fails the walk, so the rules follow the pages. A page of the walk
+that has no command block fails too.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP_CODE = 77
+
+
+class Rule:
+    """sub: rewrite a command; skip: leave it out; fails: it must exit non-zero; before: a shell
+    line run before the page's first command."""
+
+    def __init__(self, kind, pattern, why, repl=None):
+        self.kind, self.pattern, self.why, self.repl, self.used = kind, pattern, why, repl, 0
+
+
+def sub(pattern, repl, why):
+    return Rule("sub", pattern, why, repl)
+
+
+def skip(pattern, why):
+    return Rule("skip", pattern, why)
+
+
+def fails(pattern, why):
+    return Rule("fails", pattern, why)
+
+
+def before(line, why):
+    return Rule("before", line, why)
+
+
+STEPS = "the suite's minutes are few: fewer steps than the page's, the commands as written otherwise"
+
+RULES = {
+    "docs/training.md": [
+        sub(r"^tapegrad train( +#|$)", r"tapegrad train --steps 30\1", STEPS),
+        sub(r"--steps 2000 --out checkpoints/notes ", "--steps 100 --ckpt-every 10 --out checkpoints/notes ", STEPS),
+        sub(r"(--out checkpoints/notes2)", r"\1 --steps 30", STEPS),
+        sub(r"^(tapegrad train --preset minimind-26m)", r"\1 --steps 2", STEPS),
+        sub(r"^(tapegrad sft --init-from checkpoints/notes .*--out checkpoints/chat)", r"\1 --steps 30", STEPS),
+        sub(r"--steps 1000 --out checkpoints/letters", "--steps 30 --out checkpoints/letters", STEPS),
+        sub(r"ckpt-00001600", "ckpt-00000080", "the shorter run of notes keeps checkpoints 80, 90 and 100"),
+        sub(r"(--out checkpoints/letters-(1600|lora))", r"\1 --steps 30", STEPS),
+        sub(r"--resume checkpoints/letters +--steps 2000", "--resume checkpoints/letters --steps 40", STEPS),
+        before("tapegrad train --preset tiny --steps 1 --tokenizer bpe --vocab 400 --special-tokens chatml "
+               "--data /usr/share/games/fortunes/computers --out checkpoints/walk-tokenizer && "
+               "tapegrad ckpt export checkpoints/walk-tokenizer --hf checkpoints/walk-tokenizer-hf && "
+               "mkdir -p checkpoints/minimind && cp checkpoints/walk-tokenizer-hf/tokenizer.json checkpoints/minimind/",
+               "no download here: a byte-level BPE's tokenizer.json, as tapegrad exports it, stands in for MiniMind's"),
+    ],
+    "docs/evaluation.md": [
+        sub(r"(--out checkpoints/chat-quiz)", r"\1 --steps 30", STEPS),
+    ],
+}
+
+
+def fail(message):
+    print(f"docs walk: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def commands_of(page_path):
+    """[(line number, kind, command, expected lines)] of a page: kind 'sh' or 'transcript'."""
+    lines = open(page_path, encoding="utf-8").read().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        fence = re.match(r"^```(\S*)\s*$", lines[i])
+        if not fence:
+            i += 1
+            continue
+        info, start = fence.group(1), i + 1
+        end = start
+        while end < len(lines) and not lines[end].startswith("```"):
+            end += 1
+        body = lines[start:end]
+        i = end + 1
+        if info == "sh":
+            j = 0
+            while j < len(body):
+                at, command = start + j + 1, body[j]
+                while command.endswith("\\") and j + 1 < len(body):
+                    j += 1
+                    command = command[:-1] + " " + body[j].strip()
+                j += 1
+                if command.strip() and not command.lstrip().startswith("#"):
+                    out.append((at, "sh", command, None))
+        elif body and body[0].startswith("$ "):
+            j = 0
+            while j < len(body):
+                at, command = start + j + 1, body[j][2:]
+                while command.endswith("\\") and j + 1 < len(body):
+                    j += 1
+                    command = command[:-1] + " " + body[j].strip()
+                j += 1
+                expected = []
+                while j < len(body) and not body[j].startswith("$ "):
+                    expected.append(body[j])
+                    j += 1
+                out.append((at, "transcript", command, expected))
+    return out
+
+
+def line_pattern(line):
+    """A page's output line as a regex: `[...]` any text, a lone N a number, the rest literal."""
+    parts = re.split(r"(\[\.\.\.\]|(?:(?<=^)|(?<=[ \[]))N(?=$|[ ,:;)\]]))", line)
+    regex = ""
+    for part in parts:
+        if part == "[...]":
+            regex += ".*"
+        elif part == "N":
+            regex += r"[0-9]+(\.[0-9]+)?"
+        else:
+            regex += re.escape(part)
+    return re.compile("^" + regex + "$")
+
+
+def transcript_matches(expected, printed):
+    """None when printed holds expected's lines in order by the rules above, else why not."""
+    got = [line for line in printed.split("\n") if line != ""]
+    at, skipping = 0, False
+    for want in (line for line in expected if line != ""):
+        if want == "[...]":
+            skipping = True
+            continue
+        pattern = line_pattern(want)
+        while at < len(got) and not pattern.match(got[at]):
+            if not skipping:
+                return f'the page says "{want}", the program printed "{got[at]}"'
+            at += 1
+        if at == len(got):
+            return f'the page says "{want}", which the program does not print (after the lines before it)'
+        at += 1
+        skipping = False
+    return None
+
+
+def apply_rules(rules, command):
+    """The command as the walk runs it, and whether to run it and whether it must fail."""
+    run, must_fail = True, False
+    for rule in rules:
+        if rule.kind == "before" or not re.search(rule.pattern, command):
+            continue
+        rule.used += 1
+        if rule.kind == "sub":
+            command = re.sub(rule.pattern, rule.repl, command)
+        elif rule.kind == "skip":
+            run = False
+        elif rule.kind == "fails":
+            must_fail = True
+    return command, run, must_fail
+
+
+def make_clone(source, scratch):
+    listed = subprocess.run(["git", "-C", source, "ls-files", "-co", "--exclude-standard", "-z"],
+                            capture_output=True)
+    if listed.returncode != 0:
+        print("docs walk: the source folder is not a git work tree; skipped", file=sys.stderr)
+        sys.exit(SKIP_CODE)
+    for rel in listed.stdout.decode().split("\0"):
+        if not rel or not os.path.lexists(os.path.join(source, rel)):
+            continue
+        os.makedirs(os.path.join(scratch, os.path.dirname(rel)), exist_ok=True)
+        shutil.copy2(os.path.join(source, rel), os.path.join(scratch, rel), follow_symlinks=False)
+    quiet = {"cwd": scratch, "check": True, "capture_output": True}
+    subprocess.run(["git", "init", "-q"], **quiet)
+    subprocess.run(["git", "add", "-A"], **quiet)
+    subprocess.run(["git", "-c", "user.name=walk", "-c", "user.email=walk@localhost", "commit", "-qm", "clone"],
+                   **quiet)
+
+
+def written_outside_checkpoints(clone):
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=clone,
+                            capture_output=True, text=True, check=True).stdout
+    bad = []
+    for line in status.splitlines():
+        path = line[3:]
+        if path.startswith("checkpoints/") or path in ("build", "tests/clients/node_modules"):
+            continue
+        bad.append(line)
+    return bad
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch clone and say where")
+    parser.add_argument("--skip", metavar="WHY", help="skip the walk (exit 77), saying why")
+    parser.add_argument("pages", nargs="+")
+    args = parser.parse_args()
+    if args.skip:
+        print(f"docs walk: skipped: {args.skip}", file=sys.stderr)
+        sys.exit(SKIP_CODE)
+    build = os.path.abspath(args.build)
+    top = tempfile.mkdtemp(prefix="tapegrad-walk-")
+    clone, home = os.path.join(top, "clone"), os.path.join(top, "home")
+    os.makedirs(clone), os.makedirs(home)
+    make_clone(os.path.abspath(args.source), clone)
+    os.symlink(build, os.path.join(clone, "build"))
+    modules = os.path.join(os.path.abspath(args.source), "tests/clients/node_modules")
+    if os.path.isdir(modules):
+        os.symlink(modules, os.path.join(clone, "tests/clients/node_modules"))
+    env = dict(os.environ, PATH=build + os.pathsep + os.environ.get("PATH", ""), HOME=home)
+    failures = []
+    for page in args.pages:
+        rules = RULES.get(page, [])
+        commands = commands_of(os.path.join(clone, page))
+        if not commands:
+            fail(f"{page} has no command block to walk (```sh, or a transcript of `$ ` lines)")
+        t0 = time.time()
+        for rule in rules:
+            if rule.kind == "before":
+                rule.used += 1
+                done = subprocess.run(["bash", "-c", rule.pattern], cwd=clone, env=env, capture_output=True, text=True)
+                if done.returncode != 0:
+                    fail(f"{page}: the walk's own step `{rule.pattern}` failed:\n{done.stdout}{done.stderr}")
+        for at, kind, written, expected in commands:
+            command, run, must_fail = apply_rules(rules, written)
+            if not run:
+                print(f"{page}:{at}: left out: {written}", flush=True)
+                continue
+            shown = command if command == written else f"{command}   (the page: {written})"
+            print(f"{page}:{at}: $ {shown}", flush=True)
+            t = time.time()
+            done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=clone, env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, errors="replace", timeout=900)
+            print(f"    exit {done.returncode} after {time.time() - t:.1f} s", flush=True)
+            printed = done.stdout
+            if (done.returncode != 0) != must_fail:
+                tail = "\n".join(printed.split("\n")[-25:])
+                failures.append(f"{page}:{at}: `{command}` exited {done.returncode}:\n{tail}")
+                break
+            if kind == "transcript":
+                why = transcript_matches(expected, printed)
+                if why:
+                    failures.append(f"{page}:{at}: {why}; the program printed:\n{printed}")
+        bad = written_outside_checkpoints(clone)
+        if bad:
+            failures.append(f"{page}: written inside the source tree (not under checkpoints/):\n  " + "\n  ".join(bad))
+        print(f"{page}: walked in {time.time() - t0:.0f} s", flush=True)
+        for rule in rules:
+            if rule.used == 0:
+                failures.append(f"{page}: the walk's rule /{rule.pattern}/ ({rule.why}) matches no command: "
+                                "update tests/docs_walk.py")
+        if failures:
+            break
+    if args.keep:
+        print(f"docs walk: the clone is {clone}")
+    else:
+        shutil.rmtree(top, ignore_errors=True)
+    for f in failures:
+        print(f"FAIL {f}", file=sys.stderr)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
