@@ -17,7 +17,7 @@ the program just built. What is walked:
 After each page, no file may have been written or changed in the clone outside `checkpoints/`
 (the folder made for what the examples write).
 
-The walk runs what the page says, except where RULES below state otherwise, each with its reason:
+The walk runs what the page says, except where page_rules below states otherwise, each with its reason:
 a smaller step count (the suite's minutes are few), a stand-in for a file the page says to
 download, or a command left out because it cannot run here (another machine, a CPU feature). A
 rule that matches nothing fails the walk, so the rules follow the pages. A page of the walk
@@ -39,16 +39,16 @@ class Rule:
     """sub: rewrite a command; skip: leave it out; fails: it must exit non-zero; before: a shell
     line run before the page's first command."""
 
-    def __init__(self, kind, pattern, why, repl=None):
-        self.kind, self.pattern, self.why, self.repl, self.used = kind, pattern, why, repl, 0
+    def __init__(self, kind, pattern, why, repl=None, when=True):
+        self.kind, self.pattern, self.why, self.repl, self.when, self.used = kind, pattern, why, repl, when, 0
 
 
-def sub(pattern, repl, why):
-    return Rule("sub", pattern, why, repl)
+def sub(pattern, repl, why, when=True):
+    return Rule("sub", pattern, why, repl, when)
 
 
-def skip(pattern, why):
-    return Rule("skip", pattern, why)
+def skip(pattern, why, when=True):
+    return Rule("skip", pattern, why, when=when)
 
 
 def fails(pattern, why):
@@ -61,27 +61,53 @@ def before(line, why):
 
 STEPS = "the suite's minutes are few: fewer steps than the page's, the commands as written otherwise"
 
-RULES = {
-    "docs/training.md": [
-        sub(r"^tapegrad train( +#|$)", r"tapegrad train --steps 30\1", STEPS),
-        sub(r"--steps 2000 --out checkpoints/notes ", "--steps 100 --ckpt-every 10 --out checkpoints/notes ", STEPS),
-        sub(r"(--out checkpoints/notes2)", r"\1 --steps 30", STEPS),
-        sub(r"^(tapegrad train --preset minimind-26m)", r"\1 --steps 2", STEPS),
-        sub(r"^(tapegrad sft --init-from checkpoints/notes .*--out checkpoints/chat)", r"\1 --steps 30", STEPS),
-        sub(r"--steps 1000 --out checkpoints/letters", "--steps 30 --out checkpoints/letters", STEPS),
-        sub(r"ckpt-00001600", "ckpt-00000080", "the shorter run of notes keeps checkpoints 80, 90 and 100"),
-        sub(r"(--out checkpoints/letters-(1600|lora))", r"\1 --steps 30", STEPS),
-        sub(r"--resume checkpoints/letters +--steps 2000", "--resume checkpoints/letters --steps 40", STEPS),
-        before("tapegrad train --preset tiny --steps 1 --tokenizer bpe --vocab 400 --special-tokens chatml "
-               "--data /usr/share/games/fortunes/computers --out checkpoints/walk-tokenizer && "
-               "tapegrad ckpt export checkpoints/walk-tokenizer --hf checkpoints/walk-tokenizer-hf && "
-               "mkdir -p checkpoints/minimind && cp checkpoints/walk-tokenizer-hf/tokenizer.json checkpoints/minimind/",
-               "no download here: a byte-level BPE's tokenizer.json, as tapegrad exports it, stands in for MiniMind's"),
-    ],
-    "docs/evaluation.md": [
-        sub(r"(--out checkpoints/chat-quiz)", r"\1 --steps 30", STEPS),
-    ],
-}
+def page_rules(runs):
+    """The walk's rules, page by page; `runs`: the kernel paths this CPU runs (tapegrad --version)."""
+    return {
+        "docs/training.md": [
+            sub(r"^tapegrad train( +#|$)", r"tapegrad train --steps 30\1", STEPS),
+            sub(r"--steps 2000 --out checkpoints/notes ", "--steps 100 --ckpt-every 10 --out checkpoints/notes ", STEPS),
+            sub(r"(--out checkpoints/notes2)", r"\1 --steps 30", STEPS),
+            sub(r"^(tapegrad train --preset minimind-26m)", r"\1 --steps 2", STEPS),
+            sub(r"^(tapegrad sft --init-from checkpoints/notes .*--out checkpoints/chat)", r"\1 --steps 30", STEPS),
+            sub(r"--steps 1000 --out checkpoints/letters", "--steps 30 --out checkpoints/letters", STEPS),
+            sub(r"ckpt-00001600", "ckpt-00000080", "the shorter run of notes keeps checkpoints 80, 90 and 100"),
+            sub(r"(--out checkpoints/letters-(1600|lora))", r"\1 --steps 30", STEPS),
+            sub(r"--resume checkpoints/letters +--steps 2000", "--resume checkpoints/letters --steps 40", STEPS),
+            before("tapegrad train --preset tiny --steps 1 --tokenizer bpe --vocab 400 --special-tokens chatml "
+                   "--data /usr/share/games/fortunes/computers --out checkpoints/walk-tokenizer && "
+                   "tapegrad ckpt export checkpoints/walk-tokenizer --hf checkpoints/walk-tokenizer-hf && "
+                   "mkdir -p checkpoints/minimind && cp checkpoints/walk-tokenizer-hf/tokenizer.json checkpoints/minimind/",
+                   "no download here: a byte-level BPE's tokenizer.json, as tapegrad exports it, stands in for MiniMind's"),
+        ],
+        "docs/inspecting.md": [
+            sub(r"^(\./build/tapegrad compare-ffn)", r"\1 --preset tiny --steps 30 --lrs 1e-2 --seeds 1", STEPS),
+        ],
+        "docs/data-parallel.md": [
+            sub(r"^mpirun ", "mpirun --allow-run-as-root ", "the page's note: as root, Open MPI wants --allow-run-as-root",
+                when=os.geteuid() == 0),
+            sub(r"--threads 1 --out checkpoints/dp$", "--threads 1 --steps 40 --stop-after 20 --out checkpoints/dp",
+                STEPS + "; stopped half-way, so that the resume has steps to train"),
+            skip(r"--map-by socket", "a server of two sockets: this machine may have one"),
+            skip(r"--hostfile", "the machines node1 and node2 and the folder /shared"),
+        ],
+        "docs/performance.md": [
+            sub(r"^bash bench/compare\.sh", "ROUNDS=1 PRESETS=tiny STEPS=2 bash bench/compare.sh", STEPS),
+            sub(r"^ROUNDS=3 ", "ROUNDS=1 PRESETS=tiny STEPS=2 ", STEPS),
+            skip(r"PATHS=avx512bf16", "this CPU has no avx512bf16 path", when="avx512bf16" not in runs),
+            skip(r'PATHS="avx512 avx2"', "this CPU has no avx512 path", when="avx512" not in runs),
+            sub(r"^FFNS=", "ROUNDS=1 PRESETS=tiny STEPS=2 FFNS=", STEPS),
+            sub(r"^(\./build/tapegrad bench --preset minimind-26m)", r"\1 --steps 1 --warmup 1", STEPS),
+            sub(r"^bash bench/scaling\.sh", "ROUNDS=1 bash bench/scaling.sh", STEPS),
+        ],
+        "docs/api.md": [
+            fails(r"custom_op --break-backward", "the page shows the gradient check failing on a planted error"),
+        ],
+        "docs/evaluation.md": [
+            sub(r"--steps 300( +--eval-task checkpoints/facts/quiz\.jsonl --out checkpoints/chat-quiz)", r"--steps 30\1",
+                STEPS),
+        ],
+    }
 
 
 def fail(message):
@@ -168,7 +194,7 @@ def apply_rules(rules, command):
     """The command as the walk runs it, and whether to run it and whether it must fail."""
     run, must_fail = True, False
     for rule in rules:
-        if rule.kind == "before" or not re.search(rule.pattern, command):
+        if rule.kind == "before" or not rule.when or not re.search(rule.pattern, command):
             continue
         rule.used += 1
         if rule.kind == "sub":
@@ -231,9 +257,14 @@ def main():
     if os.path.isdir(modules):
         os.symlink(modules, os.path.join(clone, "tests/clients/node_modules"))
     env = dict(os.environ, PATH=build + os.pathsep + os.environ.get("PATH", ""), HOME=home)
+    version = subprocess.run([os.path.join(build, "tapegrad"), "--version"], capture_output=True, text=True).stdout
+    runs = re.search(r"this CPU runs: *([^)]*)\)", version)
+    if not runs:
+        fail(f"no kernel paths in `tapegrad --version`:\n{version}")
+    all_rules = page_rules(runs.group(1).split())
     failures = []
     for page in args.pages:
-        rules = RULES.get(page, [])
+        rules = all_rules.get(page, [])
         commands = commands_of(os.path.join(clone, page))
         if not commands:
             fail(f"{page} has no command block to walk (```sh, or a transcript of `$ ` lines)")
@@ -252,7 +283,8 @@ def main():
             shown = command if command == written else f"{command}   (the page: {written})"
             print(f"{page}:{at}: $ {shown}", flush=True)
             t = time.time()
-            done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=clone, env=env,
+            # stdbuf: stdout line by line, as on a terminal, so that it keeps its order with stderr
+            done = subprocess.run(["stdbuf", "-oL", "bash", "-o", "pipefail", "-c", command], cwd=clone, env=env,
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True, errors="replace", timeout=900)
             print(f"    exit {done.returncode} after {time.time() - t:.1f} s", flush=True)
@@ -270,7 +302,7 @@ def main():
             failures.append(f"{page}: written inside the source tree (not under checkpoints/):\n  " + "\n  ".join(bad))
         print(f"{page}: walked in {time.time() - t0:.0f} s", flush=True)
         for rule in rules:
-            if rule.used == 0:
+            if rule.used == 0 and rule.when:
                 failures.append(f"{page}: the walk's rule /{rule.pattern}/ ({rule.why}) matches no command: "
                                 "update tests/docs_walk.py")
         if failures:
