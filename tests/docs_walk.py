@@ -33,22 +33,24 @@ import tempfile
 import time
 
 SKIP_CODE = 77
+STEPS = "the suite's minutes are few: fewer steps than the page's, the commands as written otherwise"
 
 
 class Rule:
     """sub: rewrite a command; skip: leave it out; fails: it must exit non-zero; before: a shell
     line run before the page's first command."""
 
-    def __init__(self, kind, pattern, why, repl=None, when=True):
+    def __init__(self, kind, pattern, why, repl=None, when=True, smaller=False):
         self.kind, self.pattern, self.why, self.repl, self.when, self.used = kind, pattern, why, repl, when, 0
+        self.smaller = smaller or why.startswith(STEPS)  # a cut for time, which --as-written leaves out
 
 
-def sub(pattern, repl, why, when=True):
-    return Rule("sub", pattern, why, repl, when)
+def sub(pattern, repl, why, when=True, smaller=False):
+    return Rule("sub", pattern, why, repl, when, smaller)
 
 
-def skip(pattern, why, when=True):
-    return Rule("skip", pattern, why, when=when)
+def skip(pattern, why, when=True, smaller=False):
+    return Rule("skip", pattern, why, when=when, smaller=smaller)
 
 
 def fails(pattern, why):
@@ -59,8 +61,6 @@ def before(line, why):
     return Rule("before", line, why)
 
 
-STEPS = "the suite's minutes are few: fewer steps than the page's, the commands as written otherwise"
-
 def page_rules(runs):
     """The walk's rules, page by page; `runs`: the kernel paths this CPU runs (tapegrad --version)."""
     return {
@@ -68,10 +68,12 @@ def page_rules(runs):
             sub(r"^tapegrad train( +#|$)", r"tapegrad train --steps 30\1", STEPS),
             sub(r"--steps 2000 --out checkpoints/notes ", "--steps 100 --ckpt-every 10 --out checkpoints/notes ", STEPS),
             sub(r"(--out checkpoints/notes2)", r"\1 --steps 30", STEPS),
-            sub(r"^(tapegrad train --preset minimind-26m)", r"\1 --steps 2", STEPS),
+            sub(r"^(tapegrad train --preset minimind-26m)", r"\1 --steps 1 --batch 2 --eval-batches 1",
+                STEPS + "; a step of 2 rows, 1 val batch"),
             sub(r"^(tapegrad sft --init-from checkpoints/notes .*--out checkpoints/chat)", r"\1 --steps 30", STEPS),
             sub(r"--steps 1000 --out checkpoints/letters", "--steps 30 --out checkpoints/letters", STEPS),
-            sub(r"ckpt-00001600", "ckpt-00000080", "the shorter run of notes keeps checkpoints 80, 90 and 100"),
+            sub(r"ckpt-00001600", "ckpt-00000080", "the shorter run of notes keeps checkpoints 80, 90 and 100",
+                smaller=True),
             sub(r"(--out checkpoints/letters-(1600|lora))", r"\1 --steps 30", STEPS),
             sub(r"--resume checkpoints/letters +--steps 2000", "--resume checkpoints/letters --steps 40", STEPS),
             before("tapegrad train --preset tiny --steps 1 --tokenizer bpe --vocab 400 --special-tokens chatml "
@@ -92,13 +94,16 @@ def page_rules(runs):
             skip(r"--hostfile", "the machines node1 and node2 and the folder /shared"),
         ],
         "docs/performance.md": [
-            sub(r"^bash bench/compare\.sh", "ROUNDS=1 PRESETS=tiny STEPS=2 bash bench/compare.sh", STEPS),
+            skip(r"^bash bench/compare\.sh", "cut to the walk's counts it is the next line, the quick look",
+                 smaller=True),
             sub(r"^ROUNDS=3 ", "ROUNDS=1 PRESETS=tiny STEPS=2 ", STEPS),
             skip(r"PATHS=avx512bf16", "this CPU has no avx512bf16 path", when="avx512bf16" not in runs),
             skip(r'PATHS="avx512 avx2"', "this CPU has no avx512 path", when="avx512" not in runs),
             sub(r"^FFNS=", "ROUNDS=1 PRESETS=tiny STEPS=2 FFNS=", STEPS),
             sub(r"^(\./build/tapegrad bench --preset minimind-26m)", r"\1 --steps 1 --warmup 1", STEPS),
-            sub(r"^bash bench/scaling\.sh", "ROUNDS=1 bash bench/scaling.sh", STEPS),
+            sub(r"^bash bench/scaling\.sh", 'ROUNDS=1 SEQS="64 128" PRESETS="tiny small" bash bench/scaling.sh', STEPS),
+            skip(r"^\./build/gemm_bench", "a minute of one-thread GEMM timings; tests/test_gemm.c checks the same kernels",
+                 smaller=True),
         ],
         "docs/api.md": [
             fails(r"custom_op --break-backward", "the page shows the gradient check failing on a planted error"),
@@ -110,13 +115,15 @@ def page_rules(runs):
                    "if t.strip()]\" "
                    "> checkpoints/pretrain_hq.jsonl",
                    "no download here: fortunes as JSONL of {\"text\"} lines stand in for MiniMind's file"),
-            sub(r"--steps 3000$", "--steps 2 --eval-batches 2", STEPS + "; 2 val batches at its evaluations"),
-            sub(r"(--lr 1e-3 --out checkpoints/lr1e-3)", r"\1 --steps 2 --eval-batches 2", STEPS + "; 2 val batches"),
+            sub(r"--steps 3000$", "--steps 1 --batch 2 --eval-batches 1", STEPS + "; a step of 2 rows, 1 val batch"),
+            sub(r"(--lr 1e-3 --out checkpoints/lr1e-3)", r"\1 --steps 1 --batch 2 --eval-batches 1",
+                STEPS + "; a step of 2 rows, 1 val batch"),
         ],
         "docs/sft.md": [
             skip(r"^cmake ", "the clone's build/ is the build under test"),
             sub(r"--steps 1500 --out checkpoints/base$", "--steps 60 --out checkpoints/base", STEPS),
-            sub(r"--people 200 ", "--people 10 ", "fewer invented people: fewer conversations to train on and to answer"),
+            sub(r"--people 200 ", "--people 10 ", "fewer invented people: fewer conversations to train on and to answer",
+                smaller=True),
             sub(r"--steps 1500 --out checkpoints/chat$", "--steps 60 --out checkpoints/chat", STEPS),
             sub(r"--steps 1500 +--lora-rank 16 --out checkpoints/chat-lora$", "--steps 60 --lora-rank 16 --out checkpoints/chat-lora",
                 STEPS),
@@ -278,6 +285,8 @@ def main():
     parser.add_argument("--source", required=True)
     parser.add_argument("--build", required=True)
     parser.add_argument("--keep", action="store_true", help="keep the scratch clone and say where")
+    parser.add_argument("--as-written", action="store_true",
+                        help="the page's own step counts: leave out the rules that cut them (hours for some pages)")
     parser.add_argument("--skip", metavar="WHY", help="skip the walk (exit 77), saying why")
     parser.add_argument("pages", nargs="+")
     args = parser.parse_args()
@@ -298,7 +307,8 @@ def main():
     runs = re.search(r"this CPU runs: *([^)]*)\)", version)
     if not runs:
         fail(f"no kernel paths in `tapegrad --version`:\n{version}")
-    all_rules = page_rules(runs.group(1).split())
+    all_rules = {page: [r for r in rules if not (args.as_written and r.smaller)]
+                 for page, rules in page_rules(runs.group(1).split()).items()}
     failures = []
     for page in args.pages:
         rules = all_rules.get(page, [])
