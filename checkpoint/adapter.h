@@ -4,8 +4,8 @@
  *   lora r<rank> a<alpha, %.17g> t<target mask, hex> b<base weights fingerprint, 16 hex digits>
  *
  * and whose tensors are the adapters alone (weights and AdamW moments), with the trainer state. */
-#ifndef TAPEGRAD_ADAPTER_H
-#define TAPEGRAD_ADAPTER_H
+#ifndef TAPEGRAD_CHECKPOINT_ADAPTER_H
+#define TAPEGRAD_CHECKPOINT_ADAPTER_H
 
 #include <stddef.h>
 #include <stdint.h>

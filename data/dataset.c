@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "lib/json_reader.h"
-#include "data/jsonl.h"
 #include "lib/file_read.h"
 #include "lib/hash.h"
 #include "lib/path.h"

@@ -1,6 +1,6 @@
 /* A model exported as safetensors (model/weights_file.h) with its config.json beside it. */
-#ifndef TAPEGRAD_CONVERT_H
-#define TAPEGRAD_CONVERT_H
+#ifndef TAPEGRAD_EXPORT_CONVERT_H
+#define TAPEGRAD_EXPORT_CONVERT_H
 
 #include <stdbool.h>
 #include <stddef.h>

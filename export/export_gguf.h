@@ -20,8 +20,8 @@
  * <eot> (and imported special tokens) as control tokens, bos = eos = <eot>, no BOS added. A
  * model fine-tuned on conversations (`chat` given) has <|im_end|> as eos, and the ChatML template
  * (data/chat_format.h) as tokenizer.chat_template, which llama.cpp applies to a conversation. */
-#ifndef TAPEGRAD_TRAIN_EXPORT_GGUF_H
-#define TAPEGRAD_TRAIN_EXPORT_GGUF_H
+#ifndef TAPEGRAD_EXPORT_GGUF_H
+#define TAPEGRAD_EXPORT_GGUF_H
 
 #include "data/chat_format.h"
 #include "tapegrad/tokenizer.h"

@@ -17,8 +17,8 @@
  * tapegrad's model is the Llama architecture (RMSNorm, RoPE rotating halves (i, i + hd/2) as
  * transformers' rotate_half does, GQA, SwiGLU w2(silu(w1 x) * w3 x)), so the weights need no
  * change. A ReLU-FFN model is not: its export is refused. */
-#ifndef TAPEGRAD_TRAIN_EXPORT_HF_H
-#define TAPEGRAD_TRAIN_EXPORT_HF_H
+#ifndef TAPEGRAD_EXPORT_HF_H
+#define TAPEGRAD_EXPORT_HF_H
 
 #include <stdbool.h>
 

@@ -1,6 +1,6 @@
 /* A LoRA run merged into a whole model: `tapegrad ckpt merge RUN --out DIR`. */
-#ifndef TAPEGRAD_MERGE_H
-#define TAPEGRAD_MERGE_H
+#ifndef TAPEGRAD_EXPORT_MERGE_H
+#define TAPEGRAD_EXPORT_MERGE_H
 
 #include <stddef.h>
 

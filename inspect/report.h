@@ -11,8 +11,8 @@
  * Use: tg_report_new, then add items in reading order, then tg_report_write_html (and
  * tg_report_write_series_jsonl for the numbers as JSON lines), then tg_report_free.
  */
-#ifndef TAPEGRAD_REPORT_H
-#define TAPEGRAD_REPORT_H
+#ifndef TAPEGRAD_INSPECT_REPORT_H
+#define TAPEGRAD_INSPECT_REPORT_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * activation statistics at the logged steps), and when it used --probe-prompts, probes.jsonl
  * (each prompt's continuation at each evaluation). Feeds `tapegrad report` and `tapegrad
  * compare-ffn`. */
-#ifndef TAPEGRAD_RUN_HISTORY_H
-#define TAPEGRAD_RUN_HISTORY_H
+#ifndef TAPEGRAD_INSPECT_RUN_HISTORY_H
+#define TAPEGRAD_INSPECT_RUN_HISTORY_H
 
 #include <stdbool.h>
 #include <stdint.h>

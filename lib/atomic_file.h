@@ -11,8 +11,8 @@
  * Names ending in ".tmp" are therefore only ever leftovers of a writer that died: the run folder
  * (locked by its trainer) sweeps them.
  */
-#ifndef TAPEGRAD_ATOMIC_FILE_H
-#define TAPEGRAD_ATOMIC_FILE_H
+#ifndef TAPEGRAD_LIB_ATOMIC_FILE_H
+#define TAPEGRAD_LIB_ATOMIC_FILE_H
 
 #include <stddef.h>
 #include <stdio.h>

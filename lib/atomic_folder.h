@@ -20,8 +20,8 @@
  * exists gets its temporary folder inside it (tg_atomic_folder_open(af, "runs/x/run")), whose
  * files the run moves up one by one before tg_atomic_folder_abandon removes what is left.
  */
-#ifndef TAPEGRAD_ATOMIC_FOLDER_H
-#define TAPEGRAD_ATOMIC_FOLDER_H
+#ifndef TAPEGRAD_LIB_ATOMIC_FOLDER_H
+#define TAPEGRAD_LIB_ATOMIC_FOLDER_H
 
 #include <stdbool.h>
 

@@ -8,8 +8,8 @@
  * A product of two bf16 values has at most 16 significant bits, so it is exact in fp32: a bf16
  * GEMM that accumulates in fp32 rounds only its additions, and two such GEMMs differ only in the
  * order of their sums. */
-#ifndef TAPEGRAD_BF16_H
-#define TAPEGRAD_BF16_H
+#ifndef TAPEGRAD_LIB_BF16_H
+#define TAPEGRAD_LIB_BF16_H
 
 #include <stdint.h>
 #include <string.h>

@@ -8,8 +8,8 @@
  * code runs. OpenBLAS's own threads, which spin (sched_yield) for a while after each call, would
  * otherwise steal the cores from the pool's ops that follow a GEMM. TG_GEMM_OPENBLAS restores the
  * other policy (OpenBLAS threads each GEMM) for comparison: `tapegrad bench --gemm openblas`. */
-#ifndef TAPEGRAD_BLAS_H
-#define TAPEGRAD_BLAS_H
+#ifndef TAPEGRAD_LIB_BLAS_H
+#define TAPEGRAD_LIB_BLAS_H
 
 #include <stdbool.h>
 #include <stdint.h>

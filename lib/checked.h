@@ -4,8 +4,8 @@
  * multiplied and added through these: each returns false, leaving *out unspecified, when the
  * exact result does not fit its type, so a hostile 2^62 never wraps into a small allocation.
  */
-#ifndef TAPEGRAD_CHECKED_H
-#define TAPEGRAD_CHECKED_H
+#ifndef TAPEGRAD_LIB_CHECKED_H
+#define TAPEGRAD_LIB_CHECKED_H
 
 #include <math.h>
 #include <stdbool.h>

@@ -12,8 +12,8 @@
  * system's support of the wider registers; __builtin_cpu_supports checks both), or the one the
  * environment variable TAPEGRAD_ISA names, which may be lower but never higher than the CPU has.
  * The choice holds for the whole process; tests switch paths with tg_isa_set between ops. */
-#ifndef TAPEGRAD_CPU_H
-#define TAPEGRAD_CPU_H
+#ifndef TAPEGRAD_LIB_CPU_H
+#define TAPEGRAD_LIB_CPU_H
 
 #include <stdbool.h>
 #include <stdint.h>

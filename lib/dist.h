@@ -18,8 +18,8 @@
  * TG_ERR_IO with a message; the job is then broken: every later collective fails at once, and
  * tg_dist_close ends the whole job (MPI_Abort) instead of waiting for ranks that will not come.
  */
-#ifndef TAPEGRAD_DIST_H
-#define TAPEGRAD_DIST_H
+#ifndef TAPEGRAD_LIB_DIST_H
+#define TAPEGRAD_LIB_DIST_H
 
 #include <stdbool.h>
 #include <stddef.h>

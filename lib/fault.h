@@ -12,8 +12,8 @@
  *                                weight by 1e-3, as a faulty machine might (train/trainer.c)
  * A source file that asks includes this header; CMake compiles each such file twice (the
  * ordinary library and the test variant), found by that include. */
-#ifndef TAPEGRAD_FAULT_H
-#define TAPEGRAD_FAULT_H
+#ifndef TAPEGRAD_LIB_FAULT_H
+#define TAPEGRAD_LIB_FAULT_H
 
 #include <stdbool.h>
 #include <stdint.h>

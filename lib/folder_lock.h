@@ -11,8 +11,8 @@
  * inodes under one name. It holds the holder's PID as text, for messages only; it is never
  * deleted (deleting a lock file races with a process that has just opened it).
  */
-#ifndef TAPEGRAD_FOLDER_LOCK_H
-#define TAPEGRAD_FOLDER_LOCK_H
+#ifndef TAPEGRAD_LIB_FOLDER_LOCK_H
+#define TAPEGRAD_LIB_FOLDER_LOCK_H
 
 #include <stdbool.h>
 

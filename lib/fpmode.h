@@ -12,8 +12,8 @@
  *
  * On x86-64 this is the MXCSR's FTZ and DAZ bits (SSE and AVX arithmetic alike); elsewhere the
  * calls do nothing. */
-#ifndef TAPEGRAD_FPMODE_H
-#define TAPEGRAD_FPMODE_H
+#ifndef TAPEGRAD_LIB_FPMODE_H
+#define TAPEGRAD_LIB_FPMODE_H
 
 #include <stdbool.h>
 

@@ -29,8 +29,8 @@
  * k slice, the slices added in order, and k is cut into equal slices of at most kc that depend
  * on k and kc alone. mc and nc change the speed, never a bit. A run records the kc it trained
  * with (run.txt, run/run.c), and a resumed run uses it on any machine. */
-#ifndef TAPEGRAD_GEMM_PLAN_H
-#define TAPEGRAD_GEMM_PLAN_H
+#ifndef TAPEGRAD_LIB_GEMM_PLAN_H
+#define TAPEGRAD_LIB_GEMM_PLAN_H
 
 #include <stdint.h>
 

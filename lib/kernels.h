@@ -11,8 +11,8 @@
  * gives the same bits on any thread count. Across paths the reductions have other lane counts,
  * and generic has no fused multiply-add: results agree within float rounding (the tolerances are
  * in tests/test_kernels.c), not bitwise. */
-#ifndef TAPEGRAD_KERNELS_H
-#define TAPEGRAD_KERNELS_H
+#ifndef TAPEGRAD_LIB_KERNELS_H
+#define TAPEGRAD_LIB_KERNELS_H
 
 #include <stdbool.h>
 #include <stdint.h>

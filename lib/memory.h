@@ -11,8 +11,8 @@
  * The limit is the smallest of the physical memory, RLIMIT_AS and RLIMIT_DATA (when set), and the
  * memory.max (cgroup v2) or memory.limit_in_bytes (cgroup v1) of the process's cgroup and its
  * parents. */
-#ifndef TAPEGRAD_MEMORY_H
-#define TAPEGRAD_MEMORY_H
+#ifndef TAPEGRAD_LIB_MEMORY_H
+#define TAPEGRAD_LIB_MEMORY_H
 
 #include <stdarg.h>
 

@@ -12,8 +12,8 @@
  * (a quarter of the context, or max_reply if smaller); of a single turn too long for that, its
  * last ids. A reply that fills the context on its way is handled the same way, its ids so far
  * kept with its turn. So a conversation can go on for ever, the model seeing its latest part. */
-#ifndef TAPEGRAD_TRAIN_CHAT_H
-#define TAPEGRAD_TRAIN_CHAT_H
+#ifndef TAPEGRAD_MODEL_CHAT_H
+#define TAPEGRAD_MODEL_CHAT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -20,8 +20,8 @@
  *
  * Assumes a little-endian host (checked at compile time).
  */
-#ifndef TAPEGRAD_SAFETENSORS_H
-#define TAPEGRAD_SAFETENSORS_H
+#ifndef TAPEGRAD_MODEL_SAFETENSORS_H
+#define TAPEGRAD_MODEL_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * checked against the machine's memory (lib/memory.h) before any of it is allocated: a size a flag
  * or a file asks for that cannot fit is refused in one line naming it, instead of ending in an
  * out-of-memory abort. Each command adds its own items to a TgMemoryPlan with these pieces. */
-#ifndef TAPEGRAD_TRAIN_MEMORY_PLAN_H
-#define TAPEGRAD_TRAIN_MEMORY_PLAN_H
+#ifndef TAPEGRAD_RUN_MEMORY_PLAN_H
+#define TAPEGRAD_RUN_MEMORY_PLAN_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -21,8 +21,8 @@
  * (never through a link) is renamed over the path, and rename(2) replaces a link that appeared
  * there after the check, never the file it points to.
  */
-#ifndef TAPEGRAD_OUTPUT_CHECK_H
-#define TAPEGRAD_OUTPUT_CHECK_H
+#ifndef TAPEGRAD_RUN_OUTPUT_CHECK_H
+#define TAPEGRAD_RUN_OUTPUT_CHECK_H
 
 #include <stdbool.h>
 #include <sys/types.h>

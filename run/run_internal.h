@@ -6,8 +6,8 @@
  *   run_base.c    the base a new run starts from (--init-from RUN|CKPT)
  *   run_text.c    the text kind;  run_sft.c  the conversation kind
  *   run_open.c    opening for training or evaluation: the kind chosen, a resume checked */
-#ifndef TAPEGRAD_RUN_RUN_INTERNAL_H
-#define TAPEGRAD_RUN_RUN_INTERNAL_H
+#ifndef TAPEGRAD_RUN_INTERNAL_H
+#define TAPEGRAD_RUN_INTERNAL_H
 
 #include "run/run.h"
 

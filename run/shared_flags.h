@@ -10,8 +10,8 @@
  * (counts x batch x seq) far inside int64 and size_t, steps stay within what a checkpoint holds
  * (TG_CHECKPOINT_MAX_STEP), shapes within what tapegrad/model.h builds. Whether a value fits this
  * machine's memory is checked where it is used (run/memory_plan.h), against the model. */
-#ifndef TAPEGRAD_TRAIN_SHARED_FLAGS_H
-#define TAPEGRAD_TRAIN_SHARED_FLAGS_H
+#ifndef TAPEGRAD_RUN_SHARED_FLAGS_H
+#define TAPEGRAD_RUN_SHARED_FLAGS_H
 
 #include "lib/options.h"
 #include "tapegrad/limits.h"

@@ -15,8 +15,8 @@
  * Fields that are derived when left alone (the model shape from the preset, vocab from the
  * tokenizer, warmup and min_lr from steps and lr) start at a sentinel (0, NULL or -1).
  */
-#ifndef TAPEGRAD_TRAIN_OPTIONS_H
-#define TAPEGRAD_TRAIN_OPTIONS_H
+#ifndef TAPEGRAD_RUN_TRAIN_OPTIONS_H
+#define TAPEGRAD_RUN_TRAIN_OPTIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>

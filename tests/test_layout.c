@@ -562,7 +562,7 @@ static void walk_sources(const char *dir, void (*visit)(const char *rel, void *c
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0) continue; /* npm's, not ours */
         char rel[1024];
         snprintf(rel, sizeof rel, "%s/%s", dir, e->d_name);
         if (e->d_type == DT_DIR) walk_sources(rel, visit, ctx);
@@ -654,4 +654,86 @@ Test(layout, no_room_holds_more_than_a_fifth_of_the_code) {
     for (int i = 0; i < N; i++)
         cr_expect_leq(lines[i] * 5, total, "%s/ holds %ld of the %ld lines (%.1f%%): more than a fifth", rooms[i], lines[i],
                      total, 100.0 * (double)lines[i] / (double)total);
+}
+
+/* ---------------------------------------------------------------- include guards name their folder */
+
+/* The include guard a header must have, in capitals: TAPEGRAD_, its folder, the rest of its name,
+ * _H; a name that starts with its folder's says it once (checkpoint/checkpoint_folder.h:
+ * TAPEGRAD_CHECKPOINT_FOLDER_H, inspect/inspect.h: TAPEGRAD_INSPECT_H), and the public headers'
+ * folder is the prefix itself (include/tapegrad/tape.h: TAPEGRAD_TAPE_H). A header moved to another
+ * room then cannot keep the guard of the one it left. */
+static void guard_wanted(const char *rel, char *out, size_t cap) {
+    const char *slash = strrchr(rel, '/'), *folder = rel;
+    for (const char *p = rel; p < slash; p++)
+        if (*p == '/') folder = p + 1;
+    char f[256], b[256];
+    snprintf(f, sizeof f, "%.*s", (int)(slash - folder), folder);
+    snprintf(b, sizeof b, "%.*s", (int)(strlen(slash + 1) - 2), slash + 1);
+    for (char *s = f; *s; s++) *s = isalnum((unsigned char)*s) ? (char)toupper((unsigned char)*s) : '_';
+    for (char *s = b; *s; s++) *s = isalnum((unsigned char)*s) ? (char)toupper((unsigned char)*s) : '_';
+    size_t nf = strlen(f);
+    if (strcmp(f, "TAPEGRAD") == 0 || strcmp(b, f) == 0)
+        snprintf(out, cap, "TAPEGRAD_%s_H", b);
+    else if (strncmp(b, f, nf) == 0 && b[nf] == '_')
+        snprintf(out, cap, "TAPEGRAD_%s_H", b);
+    else
+        snprintf(out, cap, "TAPEGRAD_%s_%s_H", f, b);
+}
+
+/* Whether `text` (a header) opens with `#ifndef G` / `#define G` for the guard its path wants;
+ * *bad counts a header that does not, naming it. */
+static void check_guard_text(const char *rel, const char *text, int *bad, bool report) {
+    char want[600], open[1300];
+    guard_wanted(rel, want, sizeof want);
+    snprintf(open, sizeof open, "#ifndef %s\n#define %s\n", want, want);
+    if (!strstr(text, open)) {
+        const char *at = strstr(text, "#ifndef ");
+        if (report)
+            fprintf(stderr, "%s: its include guard is not %s (%.*s): name its folder\n", rel, want,
+                    at ? (int)strcspn(at + 8, "\n") : 4, at ? at + 8 : "none");
+        (*bad)++;
+    }
+}
+
+static void check_guard(const char *rel, void *ctx) {
+    size_t n = strlen(rel);
+    if (rel[n - 1] != 'h') return;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
+    char *text = read_whole(path);
+    int *bad = ctx;
+    check_guard_text(rel, text, &bad[0], true);
+    bad[1]++;
+    free(text);
+}
+
+Test(layout, every_include_guard_names_its_folder) {
+    static const char *const dirs[] = {"lib",        "ops",     "tokenizer", "data",   "model",
+                                       "checkpoint", "run",     "train",     "export", "inspect",
+                                       "cli",        "include", "examples",  "bench",  "tests"};
+    int counts[2] = {0, 0};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) walk_sources(dirs[i], check_guard, counts);
+    cr_expect_gt(counts[1], 80, "only %d headers found", counts[1]);
+    cr_expect_eq(counts[0], 0, "%d of %d headers have an include guard that does not name their folder", counts[0],
+                 counts[1]);
+}
+
+Test(layout, the_guard_check_finds_a_guard_of_another_room) {
+    char want[600];
+    guard_wanted("export/export_gguf.h", want, sizeof want);
+    cr_expect_str_eq(want, "TAPEGRAD_EXPORT_GGUF_H");
+    guard_wanted("lib/isa/simd.h", want, sizeof want);
+    cr_expect_str_eq(want, "TAPEGRAD_ISA_SIMD_H");
+    guard_wanted("include/tapegrad/tape.h", want, sizeof want);
+    cr_expect_str_eq(want, "TAPEGRAD_TAPE_H");
+    guard_wanted("lib/json_reader.h", want, sizeof want);
+    cr_expect_str_eq(want, "TAPEGRAD_LIB_JSON_READER_H");
+    int bad = 0;
+    check_guard_text("lib/json_reader.h", "#ifndef TAPEGRAD_DATA_JSON_READER_H\n#define TAPEGRAD_DATA_JSON_READER_H\n",
+                     &bad, false);
+    cr_expect_eq(bad, 1, "a guard naming data/ for a file of lib/ passed");
+    check_guard_text("lib/json_reader.h", "#ifndef TAPEGRAD_LIB_JSON_READER_H\n#define TAPEGRAD_LIB_JSON_READER_H\n",
+                     &bad, false);
+    cr_expect_eq(bad, 1, "the right guard failed");
 }

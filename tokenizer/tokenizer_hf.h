@@ -40,8 +40,8 @@
  * memory reading FILE (...)" (TG_ERR_NOMEM), never a parse error and never an abort.
  * docs/results.md has the figures measured on crafted files (bench/tokenizer_bench.c).
  */
-#ifndef TAPEGRAD_DATA_TOKENIZER_HF_H
-#define TAPEGRAD_DATA_TOKENIZER_HF_H
+#ifndef TAPEGRAD_TOKENIZER_HF_H
+#define TAPEGRAD_TOKENIZER_HF_H
 
 #include <stdbool.h>
 

@@ -1,6 +1,6 @@
 /* Shared by the files of tokenizer/; not part of the public API. */
-#ifndef TAPEGRAD_DATA_TOKENIZER_INTERNAL_H
-#define TAPEGRAD_DATA_TOKENIZER_INTERNAL_H
+#ifndef TAPEGRAD_TOKENIZER_INTERNAL_H
+#define TAPEGRAD_TOKENIZER_INTERNAL_H
 
 #include "tapegrad/tokenizer.h"
 

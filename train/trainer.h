@@ -1,8 +1,8 @@
 /* The training loop: data -> forward -> backward -> clip -> AdamW, with evaluation, metrics,
  * checkpoints, progress reports and a sample at the end. The trainer prints nothing: what a person
  * should see reaches the caller through a TgTrainReporter (the CLI formats it, cli/train_report.c). */
-#ifndef TAPEGRAD_TRAINER_H
-#define TAPEGRAD_TRAINER_H
+#ifndef TAPEGRAD_TRAIN_TRAINER_H
+#define TAPEGRAD_TRAIN_TRAINER_H
 
 #include <signal.h>
 #include <stdbool.h>

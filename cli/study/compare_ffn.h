@@ -9,8 +9,8 @@
  * Every run folder stays under OUT (OUT/lr<lr>-<ffn>-s<seed>), so inspect, sample, eval and
  * report work on each. OUT/report.html holds the combined report, OUT/compare.jsonl every series
  * it charts, OUT/summary.json every figure, OUT/summary.md the tables for a README. */
-#ifndef TAPEGRAD_INSPECT_COMPARE_FFN_H
-#define TAPEGRAD_INSPECT_COMPARE_FFN_H
+#ifndef TAPEGRAD_STUDY_COMPARE_FFN_H
+#define TAPEGRAD_STUDY_COMPARE_FFN_H
 
 #include <signal.h>
 #include <stdbool.h>

@@ -2,8 +2,8 @@
  * seed, learning rate and FFN), the figures of each, and per (learning rate, FFN) cell their
  * spread over the seeds; per learning rate, ReLU's val loss against SwiGLU's (seed_stats.h).
  * Internal to inspect/compare_*.c. */
-#ifndef TAPEGRAD_INSPECT_COMPARE_RESULTS_H
-#define TAPEGRAD_INSPECT_COMPARE_RESULTS_H
+#ifndef TAPEGRAD_STUDY_COMPARE_RESULTS_H
+#define TAPEGRAD_STUDY_COMPARE_RESULTS_H
 
 #include <stdbool.h>
 #include <stddef.h>

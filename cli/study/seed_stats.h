@@ -9,8 +9,8 @@
  * 2 / C(na+nb, na) (0.1 for 3 seeds each, 0.029 for 4, 0.008 for 5; a Mann-Whitney U of 0).
  * The difference of the means in units of the pooled standard deviation is given beside it as
  * the size of the effect. */
-#ifndef TAPEGRAD_INSPECT_SEED_STATS_H
-#define TAPEGRAD_INSPECT_SEED_STATS_H
+#ifndef TAPEGRAD_STUDY_SEED_STATS_H
+#define TAPEGRAD_STUDY_SEED_STATS_H
 
 #include <stdbool.h>
 #include <stddef.h>

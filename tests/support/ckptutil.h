@@ -1,7 +1,7 @@
 /* Helpers for the checkpoint suites: running the CLI, loading checkpoints into models, and
  * taking a checkpoint's decompressed stream apart to craft damaged or odd files. */
-#ifndef TAPEGRAD_TEST_CKPTUTIL_H
-#define TAPEGRAD_TEST_CKPTUTIL_H
+#ifndef TAPEGRAD_SUPPORT_CKPTUTIL_H
+#define TAPEGRAD_SUPPORT_CKPTUTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>

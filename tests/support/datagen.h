@@ -1,6 +1,6 @@
 /* Helpers for the data suites: generated texts and scratch folders (never downloads). */
-#ifndef TAPEGRAD_TEST_DATAGEN_H
-#define TAPEGRAD_TEST_DATAGEN_H
+#ifndef TAPEGRAD_SUPPORT_DATAGEN_H
+#define TAPEGRAD_SUPPORT_DATAGEN_H
 
 #include <stddef.h>
 #include <stdint.h>

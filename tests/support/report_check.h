@@ -1,7 +1,7 @@
 /* Checks of generated reports and screenshots for the test suites: HTML tag balance, the
  * embedded JSON data block, the series drawn, and a tiny PNG decoder (zlib only). */
-#ifndef TAPEGRAD_TEST_REPORT_CHECK_H
-#define TAPEGRAD_TEST_REPORT_CHECK_H
+#ifndef TAPEGRAD_SUPPORT_REPORT_CHECK_H
+#define TAPEGRAD_SUPPORT_REPORT_CHECK_H
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* Helpers shared by the Criterion suites. */
-#ifndef TAPEGRAD_TESTUTIL_H
-#define TAPEGRAD_TESTUTIL_H
+#ifndef TAPEGRAD_SUPPORT_TESTUTIL_H
+#define TAPEGRAD_SUPPORT_TESTUTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
