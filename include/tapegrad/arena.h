@@ -4,8 +4,8 @@
  * Reset keeps the memory: if the step needed more than one chunk, the chunks are replaced by a
  * single chunk as large as the step's peak, so from the second step on there is no malloc at all.
  */
-#ifndef TAPEGRAD_ARENA_H
-#define TAPEGRAD_ARENA_H
+#ifndef TG_ARENA_H
+#define TG_ARENA_H
 
 #include <stddef.h>
 

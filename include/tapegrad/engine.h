@@ -1,8 +1,8 @@
 /* What a forward and backward need to run: the thread pool (ops and GEMMs), the step arena and
  * the tape over them, set up and torn down together. The tape points into the struct, so an
  * TgEngine stays where tg_engine_open put it. */
-#ifndef TAPEGRAD_ENGINE_H
-#define TAPEGRAD_ENGINE_H
+#ifndef TG_ENGINE_H
+#define TG_ENGINE_H
 
 #include <stddef.h>
 

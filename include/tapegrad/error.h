@@ -5,8 +5,8 @@
  *    message with context in a thread-local buffer; the CLI prints it once and exits non-zero.
  *  - Broken internal invariants (shape mismatch inside the engine) abort with file:line.
  */
-#ifndef TAPEGRAD_ERROR_H
-#define TAPEGRAD_ERROR_H
+#ifndef TG_ERROR_H
+#define TG_ERROR_H
 
 #include <stdarg.h>
 #include <stddef.h>

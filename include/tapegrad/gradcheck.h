@@ -21,8 +21,8 @@
  * soon as it exceeds 1% of that element's own gradient plus atol, however small it is next to
  * the tensor's largest element. The tensor-wide figure max|a - n| / max|n| is reported too.
  */
-#ifndef TAPEGRAD_GRADCHECK_H
-#define TAPEGRAD_GRADCHECK_H
+#ifndef TG_GRADCHECK_H
+#define TG_GRADCHECK_H
 
 #include <stdbool.h>
 #include <stdint.h>

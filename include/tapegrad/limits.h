@@ -6,8 +6,8 @@
  * still fits 2^40. The model's own limits (width, layers, heads, hidden, context) sit beside its
  * config in tapegrad/model.h, since lib knows nothing about transformers.
  */
-#ifndef TAPEGRAD_LIMITS_H
-#define TAPEGRAD_LIMITS_H
+#ifndef TG_LIMITS_H
+#define TG_LIMITS_H
 
 #include <stdint.h>
 

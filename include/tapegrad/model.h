@@ -8,8 +8,8 @@
  * Parameter names follow the Llama/MiniMind safetensors convention, so a checkpoint exports
  * to and imports from PyTorch without a renaming table.
  */
-#ifndef TAPEGRAD_MODEL_H
-#define TAPEGRAD_MODEL_H
+#ifndef TG_MODEL_H
+#define TG_MODEL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -20,8 +20,8 @@
  * Each case draws its inputs (uniform in [lo, hi)), then tapegrad/gradcheck.h compares every element
  * of every input's gradient from the tape with central differences.
  */
-#ifndef TAPEGRAD_OP_CHECK_H
-#define TAPEGRAD_OP_CHECK_H
+#ifndef TG_OP_CHECK_H
+#define TG_OP_CHECK_H
 
 #include <stdbool.h>
 #include <stdint.h>

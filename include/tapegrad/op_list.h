@@ -12,8 +12,8 @@
  * TG_COMPOSITE_LIST: functions built from several ops (recording those ops, not a name of their
  * own), checked as a whole all the same because the model trains through them.
  */
-#ifndef TAPEGRAD_OP_LIST_H
-#define TAPEGRAD_OP_LIST_H
+#ifndef TG_OP_LIST_H
+#define TG_OP_LIST_H
 
 #pragma GCC visibility push(default)
 

@@ -5,8 +5,8 @@
  * An op's output comes from the tape's arena and lives until tg_tape_reset; the inputs are read,
  * never changed (the _inplace and _consuming variants say what they overwrite). Shapes that do
  * not fit are programming errors: the op aborts naming the tensors (TG_CHECK). */
-#ifndef TAPEGRAD_OPS_H
-#define TAPEGRAD_OPS_H
+#ifndef TG_OPS_H
+#define TG_OPS_H
 
 #include "tapegrad/tape.h"
 #include "tapegrad/op_list.h"

@@ -1,6 +1,6 @@
 /* AdamW over the flat parameter store, global gradient-norm clipping, the LR schedule. */
-#ifndef TAPEGRAD_OPTIM_H
-#define TAPEGRAD_OPTIM_H
+#ifndef TG_OPTIM_H
+#define TG_OPTIM_H
 
 #include <stdint.h>
 

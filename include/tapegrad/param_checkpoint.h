@@ -7,8 +7,8 @@
  * and in place of the model config a tag, the program's name for what the parameters are
  * ("mlp-2x64-v1"), which a load compares. `tapegrad ckpt info FILE` lists what one holds.
  */
-#ifndef TAPEGRAD_PARAM_CHECKPOINT_H
-#define TAPEGRAD_PARAM_CHECKPOINT_H
+#ifndef TG_PARAM_CHECKPOINT_H
+#define TG_PARAM_CHECKPOINT_H
 
 #include <stdint.h>
 

@@ -7,8 +7,8 @@
  * Use: tg_params_add() for every tensor (shapes only), then tg_params_finalize() allocates the
  * buffers and points the views into them.
  */
-#ifndef TAPEGRAD_PARAMS_H
-#define TAPEGRAD_PARAMS_H
+#ifndef TG_PARAMS_H
+#define TG_PARAMS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -10,8 +10,8 @@
  * OpenBLAS single-threaded, so no other set of threads competes for the cores. The calling
  * thread runs range 0.
  */
-#ifndef TAPEGRAD_POOL_H
-#define TAPEGRAD_POOL_H
+#ifndef TG_POOL_H
+#define TG_POOL_H
 
 #include <stddef.h>
 #include <stdint.h>

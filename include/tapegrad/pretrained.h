@@ -7,8 +7,8 @@
  *   ... tg_sample_text(&(TgSampler){.model = &p.model, .tape = tape, ...}, &p.tok, ...) ...
  *   tg_pretrained_close(&p);
  */
-#ifndef TAPEGRAD_PRETRAINED_H
-#define TAPEGRAD_PRETRAINED_H
+#ifndef TG_PRETRAINED_H
+#define TG_PRETRAINED_H
 
 #include <stdint.h>
 

@@ -1,8 +1,8 @@
 /* Seeded RNG: xoshiro256** seeded through splitmix64; normals by Box-Muller.
  * The whole state is a plain struct, so saving and restoring it (checkpoints) is a memcpy and
  * the stream continues bit-exactly. */
-#ifndef TAPEGRAD_RNG_H
-#define TAPEGRAD_RNG_H
+#ifndef TG_RNG_H
+#define TG_RNG_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* Sampling from a trained model, one token at a time with a KV cache. */
-#ifndef TAPEGRAD_SAMPLE_H
-#define TAPEGRAD_SAMPLE_H
+#ifndef TG_SAMPLE_H
+#define TG_SAMPLE_H
 
 #include <stdint.h>
 

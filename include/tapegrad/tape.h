@@ -16,8 +16,8 @@
  * already resident. As in PyTorch, tg_tensor_retain_grad() keeps the gradient of a tensor one
  * wants to read after the backward (leaves, such as parameters, always keep theirs).
  */
-#ifndef TAPEGRAD_TAPE_H
-#define TAPEGRAD_TAPE_H
+#ifndef TG_TAPE_H
+#define TG_TAPE_H
 
 #include <stdbool.h>
 #include <stddef.h>

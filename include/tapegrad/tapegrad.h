@@ -10,8 +10,8 @@
  * Every name they declare carries the prefix: functions tg_, types Tg, macros and enum values TG_.
  * docs/api.md walks through the API; each header documents its own functions.
  */
-#ifndef TAPEGRAD_TAPEGRAD_H
-#define TAPEGRAD_TAPEGRAD_H
+#ifndef TG_TAPEGRAD_H
+#define TG_TAPEGRAD_H
 
 #include "tapegrad/version.h"
 

@@ -3,8 +3,8 @@
  * A tensor does not own its memory. Activations point into the step arena; parameters point
  * into the flat buffers of a TgParamStore. `grad` is NULL until something writes a gradient.
  */
-#ifndef TAPEGRAD_TENSOR_H
-#define TAPEGRAD_TENSOR_H
+#ifndef TG_TENSOR_H
+#define TG_TENSOR_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -42,8 +42,8 @@
  * A TgTokenizer owns heap memory: release it with tg_tokenizer_free(). A zeroed struct is "empty"
  * and safe to free.
  */
-#ifndef TAPEGRAD_TOKENIZER_H
-#define TAPEGRAD_TOKENIZER_H
+#ifndef TG_TOKENIZER_H
+#define TG_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>

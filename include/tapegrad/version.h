@@ -9,8 +9,8 @@
  * old; a reader refuses versions newer than its own with a message saying so, and reads every
  * older one it lists in its header.
  */
-#ifndef TAPEGRAD_VERSION_H
-#define TAPEGRAD_VERSION_H
+#ifndef TG_VERSION_H
+#define TG_VERSION_H
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 3
