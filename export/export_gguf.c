@@ -23,11 +23,7 @@ enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q8_0 = 8 };
 enum { Q8_0_BLOCK = 32 };
 enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 }; /* tokenizer.ggml.token_type */
 
-static const char *const weights_names[] = {
-#define WEIGHTS_NAME(id, name) [TG_GGUF_WEIGHTS_##id] = name,
-    TG_GGUF_WEIGHT_TYPES(WEIGHTS_NAME)
-#undef WEIGHTS_NAME
-};
+static const char *const weights_names[] = {TG_GGUF_WEIGHT_TYPES(TG_ENUM_NAME)};
 _Static_assert(sizeof weights_names / sizeof weights_names[0] == TG_GGUF_WEIGHTS_COUNT, "one name per weight type");
 
 const char *tg_gguf_weights_name(TgGgufWeights weights) {

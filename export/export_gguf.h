@@ -42,8 +42,7 @@ typedef enum {
 } TgGgufWeights;
 
 /* "f32|f16|q8_0": the choices, for a flag's help */
-#define TG_GGUF_WEIGHTS_CHOICE(id, name) "|" name
-#define TG_GGUF_WEIGHTS_CHOICES (&(TG_GGUF_WEIGHT_TYPES(TG_GGUF_WEIGHTS_CHOICE))[1])
+#define TG_GGUF_WEIGHTS_CHOICES TG_ENUM_CHOICES(TG_GGUF_WEIGHT_TYPES)
 
 /* One of TG_GGUF_WEIGHTS_CHOICES; TG_ERR_ARG naming them otherwise. */
 TgStatus tg_gguf_weights_parse(const char *name, TgGgufWeights *out);

@@ -15,7 +15,7 @@ void tg_tape_init(TgTape *tape, TgArena *arena, TgPool *pool) {
     tape->saved_probs_limit = TG_TAPE_SAVED_PROBS_LIMIT;
 }
 
-static const char *const precision_names[TG_PRECISION_COUNT] = {"fp32", "bf16"};
+static const char *const precision_names[TG_PRECISION_COUNT] = {TG_PRECISIONS(TG_ENUM_NAME)};
 
 void tg_tape_set_precision(TgTape *tape, TgPrecision precision) {
     TG_CHECK((unsigned)precision < TG_PRECISION_COUNT, "tg_tape_set_precision: precision %d", (int)precision);

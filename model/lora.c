@@ -16,11 +16,7 @@
 #include "lib/hash.h"
 #include "tapegrad/model.h"
 
-static const char *const target_names[] = {
-#define TARGET_NAME(id, name) [TG_LORA_##id] = name,
-    TG_LORA_TARGETS(TARGET_NAME)
-#undef TARGET_NAME
-};
+static const char *const target_names[] = {TG_LORA_TARGETS(TG_ENUM_NAME)};
 _Static_assert(sizeof target_names / sizeof target_names[0] == TG_LORA_TARGET_COUNT, "one name per LoRA target");
 
 const char *tg_lora_target_name(TgLoraTarget t) {

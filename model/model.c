@@ -8,11 +8,7 @@
 #include "lib/checked.h"
 #include "tapegrad/rng.h"
 
-static const char *const ffn_kind_names[] = {
-#define FFN_NAME(id, name) [TG_FFN_##id] = name,
-    TG_FFN_KINDS(FFN_NAME)
-#undef FFN_NAME
-};
+static const char *const ffn_kind_names[] = {TG_FFN_KINDS(TG_ENUM_NAME)};
 _Static_assert(sizeof ffn_kind_names / sizeof ffn_kind_names[0] == TG_FFN_KIND_COUNT, "one name per FFN kind");
 
 bool tg_ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < TG_FFN_KIND_COUNT; }

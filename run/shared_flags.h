@@ -36,7 +36,7 @@ enum { TG_TRAIN_MAX_COUNT = 1 << 20 };
 /* a TgFfnKind */
 #define TG_FLAG_FFN(S, field, help, group, def) TG_OPT(S, field, "--ffn", TG_OPT_ENUM, help, TG_OPT_ANY, TG_FFN_CHOICES, group, def)
 /* --precision, a TgPrecision: the linear layers' products (tg_tape_set_precision) */
-#define TG_FLAG_PRECISION_CHOICES "fp32|bf16"
+#define TG_FLAG_PRECISION_CHOICES TG_ENUM_CHOICES(TG_PRECISIONS)
 #define TG_FLAG_PRECISION(S, field, help, group, def) \
     TG_OPT(S, field, "--precision", TG_OPT_ENUM, help, TG_OPT_ANY, TG_FLAG_PRECISION_CHOICES, group, def)
 #define TG_FLAG_DATA(S, field, help, group, def) TG_OPT(S, field, "--data", TG_OPT_STRING, help, TG_OPT_ANY, NULL, group, def)

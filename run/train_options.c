@@ -283,11 +283,7 @@ static TgStatus check_evaluations(const TgTrainOptions *o) {
                    flag, origin(o, flag, oa, sizeof oa), origin(o, "--eval-every", ob, sizeof ob));
 }
 
-static const char *const eval_metric_names[] = {
-#define TG_EVAL_METRIC_NAME(id, name, maximised) name,
-    TG_EVAL_METRICS(TG_EVAL_METRIC_NAME)
-#undef TG_EVAL_METRIC_NAME
-};
+static const char *const eval_metric_names[] = {TG_EVAL_METRICS(TG_ENUM_NAME)};
 static const bool eval_metric_maximised[] = {
 #define TG_EVAL_METRIC_MAXIMISED(id, name, maximised) maximised,
     TG_EVAL_METRICS(TG_EVAL_METRIC_MAXIMISED)

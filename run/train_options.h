@@ -48,9 +48,18 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
 #define TG_RUN_IDENTITY_FILE "run.txt"
 
 /* What a run trains on: text (pretraining) or conversations (supervised fine-tuning, `tapegrad
- * sft`: data/chat_format.h, data/sft_loader.h). The names are run.txt's and --task's. */
-typedef enum { TG_TASK_PRETRAIN, TG_TASK_SFT } TgTrainTask;
-#define TG_TRAIN_TASK_CHOICES "pretrain|sft"
+ * sft`: data/chat_format.h, data/sft_loader.h): X(ID, "name"), giving TG_TASK_<ID>. The names are
+ * run.txt's and --task's. */
+#define TG_TRAIN_TASKS(X)     \
+    X(PRETRAIN, "pretrain") \
+    X(SFT, "sft")
+
+typedef enum {
+#define TG_TRAIN_TASK_ENUM(id, name) TG_TASK_##id,
+    TG_TRAIN_TASKS(TG_TRAIN_TASK_ENUM)
+#undef TG_TRAIN_TASK_ENUM
+} TgTrainTask;
+#define TG_TRAIN_TASK_CHOICES TG_ENUM_CHOICES(TG_TRAIN_TASKS)
 
 /* The figures of an evaluation a run can keep its best checkpoint by (--keep-best) and stop early
  * on (--early-stop): X(ID, "name", maximised), giving TG_EVAL_METRIC_<ID>; NONE, first, is no
@@ -70,8 +79,7 @@ typedef enum {
 } TgEvalMetric;
 
 /* "none|val_loss|val_bpb": the choices, for the flag */
-#define TG_EVAL_METRIC_CHOICE(id, name, maximised) "|" name
-#define TG_EVAL_METRIC_CHOICES (&(TG_EVAL_METRICS(TG_EVAL_METRIC_CHOICE))[1])
+#define TG_EVAL_METRIC_CHOICES TG_ENUM_CHOICES(TG_EVAL_METRICS)
 /* "val_loss", ...; and whether a larger value is the better one */
 const char *tg_eval_metric_name(TgEvalMetric metric);
 bool tg_eval_metric_maximised(TgEvalMetric metric);

@@ -13,6 +13,14 @@
 
 #pragma GCC visibility push(default)
 
+/* An enum whose values come from one X-macro list, X(ID, "name", ...), takes its other forms from
+ * the same list: TG_ENUM_CHOICES(LIST) is "a|b|c" (a flag's choices, named by its parse's error)
+ * and {LIST(TG_ENUM_NAME)} the array of its names, in the values' order. */
+#define TG_ENUM_FIRST_(name, ...) name
+#define TG_ENUM_CHOICE(id, ...) "|" TG_ENUM_FIRST_(__VA_ARGS__, ~)
+#define TG_ENUM_CHOICES(list) (&(list(TG_ENUM_CHOICE))[1])
+#define TG_ENUM_NAME(id, ...) TG_ENUM_FIRST_(__VA_ARGS__, ~),
+
 typedef enum {
     TG_OK = 0,
     TG_ERR_ARG,      /* bad flag, value or config */

@@ -35,8 +35,7 @@ typedef enum {
 } TgFfnKind;
 
 /* "swiglu|relu": the choices, for a flag's help */
-#define TG_FFN_CHOICE(id, name) "|" name
-#define TG_FFN_CHOICES (&(TG_FFN_KINDS(TG_FFN_CHOICE))[1])
+#define TG_FFN_CHOICES TG_ENUM_CHOICES(TG_FFN_KINDS)
 
 /* "swiglu" | "relu" */
 const char *tg_ffn_kind_name(TgFfnKind kind);
@@ -168,8 +167,7 @@ typedef enum {
 } TgPreset;
 
 /* "tiny|small|minimind-26m": the choices, for a flag's help */
-#define TG_PRESET_CHOICE(id, name, ...) "|" name
-#define TG_PRESET_CHOICES (&(TG_MODEL_PRESETS(TG_PRESET_CHOICE))[1])
+#define TG_PRESET_CHOICES TG_ENUM_CHOICES(TG_MODEL_PRESETS)
 
 /* SwiGLU hidden size of a width: 64 * ceil((8*dim/3) / 64); 1408 at dim 512. */
 int64_t tg_model_swiglu_hidden(int64_t dim);

@@ -30,12 +30,19 @@
 
 #pragma GCC visibility push(default)
 
-/* The precision of the tape's matrix products (tg_tape_set_precision). */
+/* The precision of the tape's matrix products (tg_tape_set_precision): X(ID, "name"), giving
+ * TG_PRECISION_<ID>. FP32: fp32 operands, fp32 sums, the default; BF16: operands rounded to bf16
+ * (to nearest even), fp32 sums. */
+#define TG_PRECISIONS(X) \
+    X(FP32, "fp32")      \
+    X(BF16, "bf16")
+
 typedef enum {
-    TG_PRECISION_FP32 = 0,   /* fp32 operands, fp32 sums: the default */
-    TG_PRECISION_BF16 = 1,   /* operands rounded to bf16 (to nearest even), fp32 sums */
+#define TG_PRECISION_ENUM(id, name) TG_PRECISION_##id,
+    TG_PRECISIONS(TG_PRECISION_ENUM)
+#undef TG_PRECISION_ENUM
+        TG_PRECISION_COUNT
 } TgPrecision;
-enum { TG_PRECISION_COUNT = 2 };
 
 /* Who computes and who threads the tape's fp32 matrix products (tg_tape_set_gemm_mode). */
 typedef enum {
