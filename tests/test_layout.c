@@ -722,15 +722,17 @@ Test(layout, every_include_guard_names_its_folder) {
 }
 
 Test(layout, the_guard_check_finds_a_guard_of_another_room) {
-    char want[600];
-    guard_wanted("export/export_gguf.h", want, sizeof want);
-    cr_expect_str_eq(want, "TAPEGRAD_EXPORT_GGUF_H");
-    guard_wanted("lib/isa/simd.h", want, sizeof want);
-    cr_expect_str_eq(want, "TAPEGRAD_ISA_SIMD_H");
-    guard_wanted("include/tapegrad/tape.h", want, sizeof want);
-    cr_expect_str_eq(want, "TG_TAPE_H");
-    guard_wanted("lib/json_reader.h", want, sizeof want);
-    cr_expect_str_eq(want, "TAPEGRAD_LIB_JSON_READER_H");
+    static const struct {
+        const char *header, *guard;
+    } cases[] = {{"export/export_gguf.h", "TAPEGRAD_EXPORT_GGUF_H"},
+                 {"lib/isa/simd.h", "TAPEGRAD_ISA_SIMD_H"},
+                 {"include/tapegrad/tape.h", "TG_TAPE_H"},
+                 {"lib/json_reader.h", "TAPEGRAD_LIB_JSON_READER_H"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char want[600];
+        guard_wanted(cases[i].header, want, sizeof want);
+        cr_expect_str_eq(want, cases[i].guard);
+    }
     int bad = 0;
     check_guard_text("lib/json_reader.h", "#ifndef TAPEGRAD_DATA_JSON_READER_H\n#define TAPEGRAD_DATA_JSON_READER_H\n",
                      &bad, false);
