@@ -154,9 +154,15 @@ def continues(line):
     return re.search(r"(\\|\||&&)\s*$", line) is not None
 
 
-def joined(command, line):
-    command = command.rstrip()
-    return (command[:-1] if command.endswith("\\") else command) + " " + line.strip()
+def take_command(body, j, first):
+    """The command that starts at body[j] (its text there: `first`) with its continuation lines
+    joined, and the index of the line after it."""
+    command = first
+    while continues(command) and j + 1 < len(body):
+        j += 1
+        command = command.rstrip()
+        command = (command[:-1] if command.endswith("\\") else command) + " " + body[j].strip()
+    return command, j + 1
 
 
 def commands_of(page_path):
@@ -174,24 +180,15 @@ def commands_of(page_path):
             end += 1
         body = lines[start:end]
         i = end + 1
+        j = 0
         if info == "sh":
-            j = 0
             while j < len(body):
-                at, command = start + j + 1, body[j]
-                while continues(command) and j + 1 < len(body):
-                    j += 1
-                    command = joined(command, body[j])
-                j += 1
+                at, (command, j) = start + j + 1, take_command(body, j, body[j])
                 if command.strip() and not command.lstrip().startswith("#"):
                     out.append((at, "sh", command, None))
         elif body and body[0].startswith("$ "):
-            j = 0
             while j < len(body):
-                at, command = start + j + 1, body[j][2:]
-                while continues(command) and j + 1 < len(body):
-                    j += 1
-                    command = joined(command, body[j])
-                j += 1
+                at, (command, j) = start + j + 1, take_command(body, j, body[j][2:])
                 expected = []
                 while j < len(body) and not body[j].startswith("$ "):
                     expected.append(body[j])
@@ -232,6 +229,17 @@ def transcript_matches(expected, printed):
         at += 1
         skipping = False
     return None
+
+
+def self_check():
+    """The walk's own rules, each shown to catch what it should, before any page is trusted to them."""
+    printed = "a 1\nb 2.5 s\nc x y\nd [3, 4]\n"
+    passes = [["a 1", "b N s", "[...]", "d [N, N]"], ["[...]", "c [...] y"]]
+    fails = [["a 2"], ["a 1", "c x y"], ["a 1", "[...]", "e"], ["b N s"], ["d [N N]"]]
+    wrong = [e for e in passes if transcript_matches(e, printed)] + [e for e in fails if not transcript_matches(e, printed)]
+    body = ["one \\", "  two |", "three", "four"]
+    if take_command(body, 0, body[0]) != ("one  two | three", 3) or wrong:
+        fail(f"its own matching or joining is wrong (on {wrong or body}): fix tests/docs_walk.py")
 
 
 def apply_rules(rules, command):
@@ -293,6 +301,7 @@ def main():
     if args.skip:
         print(f"docs walk: skipped: {args.skip}", file=sys.stderr)
         sys.exit(SKIP_CODE)
+    self_check()
     build = os.path.abspath(args.build)
     top = tempfile.mkdtemp(prefix="tapegrad-walk-")
     clone, home = os.path.join(top, "clone"), os.path.join(top, "home")
