@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "checkpoint/checkpoint_format.h"
 #include "data/loader.h"
 #include "tapegrad/error.h"
 #include "tapegrad/version.h"
@@ -48,9 +49,6 @@ enum {
     TG_CHECKPOINT_FLAG_BEST = 1u << 3,
     TG_CHECKPOINT_FLAG_BEST_SOURCE = 1u << 4,
 };
-/* Tags, with their NUL: a parameter set's 1 to 63 bytes; an adapter's longer (its token ids) */
-enum { TG_CHECKPOINT_PARAM_TAG_CAP = 64, TG_CHECKPOINT_TAG_CAP = 2560 };
-enum { TG_CHECKPOINT_KIND_WEIGHT = 0, TG_CHECKPOINT_KIND_ADAM_M = 1, TG_CHECKPOINT_KIND_ADAM_V = 2 };
 
 /* Steps are written to metrics.jsonl as JSON numbers, exact up to 2^53; tokens seen stay far from
  * int64's end however long a run goes on. A checkpoint beyond either is refused. */

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/checkpoint.h"
 
 const char *tg_checkpoint_kind_name(int kind) {
     return kind == TG_CHECKPOINT_KIND_WEIGHT ? "weight" : kind == TG_CHECKPOINT_KIND_ADAM_M ? "AdamW m"

@@ -14,6 +14,10 @@
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"
 
+/* Tags, with their NUL: a parameter set's 1 to 63 bytes; an adapter's longer (its token ids) */
+enum { TG_CHECKPOINT_PARAM_TAG_CAP = 64, TG_CHECKPOINT_TAG_CAP = 2560 };
+/* What a tensor record holds: the weights, or one of AdamW's moments. */
+enum { TG_CHECKPOINT_KIND_WEIGHT = 0, TG_CHECKPOINT_KIND_ADAM_M = 1, TG_CHECKPOINT_KIND_ADAM_V = 2 };
 /* "weight", "AdamW m", "AdamW v" for TG_CHECKPOINT_KIND_*, "unknown" otherwise. */
 const char *tg_checkpoint_kind_name(int kind);
 /* The tag of the model's adapters (lora non-NULL). */

@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "tapegrad/arena.h"
 #include "lib/cpu.h"
+#include "lib/kernels.h"
 #include "ops/checks.h"
 
 static const TgOptTable table = {"selftest", "", NULL, 0, 0};

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "lib/cpu.h"
+#include "lib/kernels.h"
 
 #define subcommands cli_subcommands
 #define N_SUBCOMMANDS cli_subcommand_count

@@ -1,4 +1,4 @@
-/* What the CPU is, and which kernel path runs on it.
+/* What the CPU is, and which kernel paths it can run (lib/kernels.h holds the paths and picks one).
  *
  * tapegrad carries its hot kernels (lib/kernels.h) compiled once per path into one binary:
  *   generic     no intrinsics, the build's baseline (SSE2 on x86-64): any CPU
@@ -11,7 +11,8 @@
  * One is chosen at start-up: the highest the CPU reports (cpuid, and xgetbv for the operating
  * system's support of the wider registers; __builtin_cpu_supports checks both), or the one the
  * environment variable TAPEGRAD_ISA names, which may be lower but never higher than the CPU has.
- * The choice holds for the whole process; tests switch paths with tg_isa_set between ops. */
+ * The choice holds for the whole process; tests switch paths with tg_isa_set between ops
+ * (tg_isa_init, tg_isa_set: lib/kernels.h). */
 #ifndef TAPEGRAD_LIB_CPU_H
 #define TAPEGRAD_LIB_CPU_H
 
@@ -27,20 +28,9 @@ enum { TG_ISA_COUNT = 5 };
 
 /* "generic", "avx2", "avx512", "avx512bf16", "amx" */
 const char *tg_isa_name(TgIsa isa);
-/* The path this CPU can run (and this build carries: on other architectures only generic). */
-bool tg_isa_supported(TgIsa isa);
-/* The highest supported path. */
-TgIsa tg_isa_best(void);
-/* The path named by TAPEGRAD_ISA (generic | avx2 | avx512 | avx512bf16 | amx), or the highest supported when the
- * variable is unset or empty. TG_ERR_ARG with a one-line message for an unknown name or a path
- * this CPU cannot run; the active path is then unchanged. The CLI calls it first thing; a
- * library user who does not is served the same choice on the first kernel call (an invalid
- * TAPEGRAD_ISA then aborts with that message). */
-TgStatus tg_isa_init(void);
-/* Makes `isa` the active path; TG_ERR_ARG when the CPU cannot run it. Not while ops run. */
-TgStatus tg_isa_set(TgIsa isa);
-/* The active path (initialising it from the environment on first use). */
-TgIsa tg_isa_active(void);
+/* Whether this CPU, and the operating system's saving of its registers, can run a path (whether
+ * the build carries it too: tg_isa_supported, lib/kernels.h). */
+bool tg_cpu_runs(TgIsa isa);
 
 /* The CPU's name as it reports it (the cpuid brand string, e.g. "AMD EPYC 9R14 96-Core
  * Processor") with its family and model: "AMD EPYC (family 25, model 17)". */
@@ -66,15 +56,5 @@ typedef enum { TG_CACHES_FROM_SYSFS, TG_CACHES_FROM_CPUID } TgCacheSource;
 bool tg_cpu_caches_from(TgCacheSource source, TgCaches *out);
 /* Parses one sysfs size ("32K", "1024K", "32M", "48"), -1 when it is not one. Exposed for tests. */
 int64_t tg_cache_size_parse(const char *text);
-
-/* The FP32 multiply-add ceiling of the active path on this machine, in GFLOP/s: every thread of
- * `pool` (NULL: the caller alone) runs independent chains of the path's widest fused
- * multiply-add (a multiply and an add on generic) on registers, for about `seconds` of the
- * caller's CPU time; the sum over threads of each one's FLOPs per second of its own CPU time,
- * best of a few rounds. 2 FLOPs per lane per multiply-add. */
-double tg_peak_gflops(TgPool *pool, double seconds);
-/* The same for the bf16 GEMM's instruction of the active path (vdpbf16ps on avx512bf16,
- * tdpbf16ps on amx; the fp32 ceiling on a path without one): 2 FLOPs per multiply-add. */
-double tg_peak_bf16_gflops(TgPool *pool, double seconds);
 
 #endif

@@ -1,4 +1,4 @@
-/* The hot kernels, one table per instruction-set path (lib/cpu.h chooses the path).
+/* The hot kernels, one table per instruction-set path (the active one chosen below among those lib/cpu.h says the CPU runs).
  *
  * Each kernel has one source in lib/isa/, compiled once per path with that path's compiler
  * flags (CMakeLists.txt); lib/isa/simd.h says how. Callers fetch the active table once per
@@ -108,9 +108,34 @@ typedef struct TgKernels {
     double bf16_loop_flops;
 } TgKernels;
 
-/* The active path's table (lib/cpu.h: chosen at start-up, or by tg_isa_set). */
+/* The active path's table (chosen at start-up by tg_isa_init, or by tg_isa_set; below). */
 const TgKernels *tg_kernels(void);
 /* The table of one path, whether or not this CPU can run it (for listing and tests). */
 const TgKernels *tg_kernels_of(TgIsa isa);
 
+
+/* The path this CPU can run (and this build carries: on other architectures only generic). */
+bool tg_isa_supported(TgIsa isa);
+/* The highest supported path. */
+TgIsa tg_isa_best(void);
+/* The path named by TAPEGRAD_ISA (generic | avx2 | avx512 | avx512bf16 | amx), or the highest supported when the
+ * variable is unset or empty. TG_ERR_ARG with a one-line message for an unknown name or a path
+ * this CPU cannot run; the active path is then unchanged. The CLI calls it first thing; a
+ * library user who does not is served the same choice on the first kernel call (an invalid
+ * TAPEGRAD_ISA then aborts with that message). */
+TgStatus tg_isa_init(void);
+/* Makes `isa` the active path; TG_ERR_ARG when the CPU cannot run it. Not while ops run. */
+TgStatus tg_isa_set(TgIsa isa);
+/* The active path (initialising it from the environment on first use). */
+TgIsa tg_isa_active(void);
+
+/* The FP32 multiply-add ceiling of the active path on this machine, in GFLOP/s: every thread of
+ * `pool` (NULL: the caller alone) runs independent chains of the path's widest fused
+ * multiply-add (a multiply and an add on generic) on registers, for about `seconds` of the
+ * caller's CPU time; the sum over threads of each one's FLOPs per second of its own CPU time,
+ * best of a few rounds. 2 FLOPs per lane per multiply-add. */
+double tg_peak_gflops(TgPool *pool, double seconds);
+/* The same for the bf16 GEMM's instruction of the active path (vdpbf16ps on avx512bf16,
+ * tdpbf16ps on amx; the fp32 ceiling on a path without one): 2 FLOPs per multiply-add. */
+double tg_peak_bf16_gflops(TgPool *pool, double seconds);
 #endif

@@ -15,7 +15,6 @@
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "tokenizer/tokenizer_hf.h"
-#include "run/train_options.h"
 #include "lib/path.h"
 
 /* The files a run writes into its folder, besides ckpt-*.tgck, and what each is to the run: a

@@ -24,7 +24,10 @@
 #include "tapegrad/error.h"
 #include "tapegrad/limits.h"
 
-/* The per-step metrics of a run folder (run.txt and train_options.txt: run/train_options.h). */
+/* What the run is (its shape, tokenizer and data) and how it trains, written by run/train_options.c */
+#define TG_RUN_IDENTITY_FILE "run.txt"
+#define TG_TRAIN_OPTIONS_FILE "train_options.txt"
+/* The per-step metrics of a run folder */
 #define TG_RUN_METRICS_FILE "metrics.jsonl"
 /* The continuations of --probe-prompts at each evaluation (run.h: tg_run_log_probe) */
 #define TG_RUN_PROBES_FILE "probes.jsonl"

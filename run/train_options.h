@@ -27,6 +27,7 @@
 #include "tapegrad/optim.h"
 #include "tapegrad/tape.h"
 #include "data/task_file.h"
+#include "run/run_folder.h"
 #include "run/shared_flags.h"
 
 enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4, TG_TRAIN_OPT_NUMERIC = 8 };
@@ -43,9 +44,6 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
 /* The tokens whose rows train beside LoRA adapters by default: the chat markers, and the tokens of
  * the run's data its base never trained on (run/run_lora.c) */
 #define TG_TRAIN_DEFAULT_LORA_TOKENS "auto"
-
-#define TG_TRAIN_OPTIONS_FILE "train_options.txt"
-#define TG_RUN_IDENTITY_FILE "run.txt"
 
 /* What a run trains on: text (pretraining) or conversations (supervised fine-tuning, `tapegrad
  * sft`: data/chat_format.h, data/sft_loader.h): X(ID, "name"), giving TG_TASK_<ID>. The names are

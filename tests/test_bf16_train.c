@@ -21,6 +21,7 @@
 #include "tapegrad/engine.h"
 #include "tapegrad/model.h"
 #include "lib/cpu.h"
+#include "lib/kernels.h"
 #include "testutil.h"
 
 CKPT_SCRATCH_FIXTURE

@@ -741,3 +741,124 @@ Test(layout, the_guard_check_finds_a_guard_of_another_room) {
                      &bad, false);
     cr_expect_eq(bad, 1, "the right guard failed");
 }
+
+/* ---------------------------------------------------------------- no circle of includes */
+
+/* Which unit includes which: a .c and the .h of its name are one unit (lib/cpu), a header named
+ * X_internal.h belongs to X's unit, and a public header (include/tapegrad/tape.h) to the one file
+ * of the rooms that implements it (lib/tape.c). Two units that reach each other through includes
+ * (cpu.c includes kernels.h, which includes cpu.h) cannot be read or moved apart, whatever the
+ * calls between them say; the rooms' rule catches such circles between folders, this one those
+ * inside a folder. */
+typedef struct {
+    Calls *c;
+    char (*impl)[128];   /* every X.c of the rooms, as "room/.../X" */
+    int n_impl;
+} Includes;
+
+static void add_impl(const char *rel, void *ctx) {
+    Includes *in = ctx;
+    size_t n = strlen(rel);
+    if (rel[n - 1] != 'c') return;
+    cr_assert_lt(in->n_impl, MAX_FILES, "more than %d source files", MAX_FILES);
+    snprintf(in->impl[in->n_impl++], sizeof in->impl[0], "%.*s", (int)n - 2, rel);
+}
+
+static int unit_of(Includes *in, const char *rel) {
+    char u[1100];
+    size_t n = strlen(rel);
+    snprintf(u, sizeof u, "%.*s", n > 2 && rel[n - 2] == '.' ? (int)n - 2 : (int)n, rel);
+    size_t m = strlen(u);
+    if (m > 9 && strcmp(u + m - 9, "_internal") == 0) u[m - 9] = '\0';
+    if (strncmp(u, "include/tapegrad/", 17) == 0) {
+        int found = -1, count = 0;
+        for (int i = 0; i < in->n_impl; i++) {
+            const char *slash = strrchr(in->impl[i], '/');
+            if (slash && strcmp(slash + 1, u + 17) == 0) found = i, count++;
+        }
+        if (count == 1) snprintf(u, sizeof u, "%s", in->impl[found]);
+    }
+    return file_index(in->c, u);
+}
+
+/* The edges of the file `rel` whose text is `text`. */
+static void add_includes(Includes *in, const char *rel, const char *text) {
+    int from = unit_of(in, rel);
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, "#include \"", 10) != 0) continue;
+        const char *name = line + 10;
+        size_t len = strcspn(name, "\"\n");
+        char target[1100];
+        snprintf(target, sizeof target, "%s%.*s", strncmp(name, "tapegrad/", 9) == 0 ? "include/" : "", (int)len, name);
+        int to = unit_of(in, target);
+        if (to != from) in->c->edge[from][to] = true;
+    }
+}
+
+static void read_includes(const char *rel, void *ctx) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
+    char *text = read_whole(path);
+    add_includes(ctx, rel, text);
+    free(text);
+}
+
+static Includes *includes_new(void) {
+    Includes *in = calloc(1, sizeof *in);
+    in->c = calloc(1, sizeof *in->c);
+    in->impl = calloc(MAX_FILES, sizeof *in->impl);
+    cr_assert(in->c && in->impl);
+    return in;
+}
+
+static void includes_free(Includes *in) {
+    calls_free(in->c);
+    free(in->impl);
+    free(in);
+}
+
+Test(layout, no_two_files_include_each_other) {
+    Includes *in = includes_new();
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) walk_sources(rules[i].room, add_impl, in);
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) walk_sources(rules[i].room, read_includes, in);
+    walk_sources("include", read_includes, in);
+    int edges = 0;
+    for (int i = 0; i < in->c->n_files; i++)
+        for (int j = 0; j < in->c->n_files; j++) edges += in->c->edge[i][j];
+    cr_expect_gt(in->n_impl, 100, "only %d source files found", in->n_impl);
+    cr_expect_gt(edges, 500, "only %d includes between files were found", edges);
+    cr_expect_eq(count_circles(in->c, true), 0, "files include each other (listed above)");
+    includes_free(in);
+}
+
+/* The edges of planted files, with lib/tape.c implementing the public tape.h when `tape_c`; its
+ * count of circles. */
+static int planted_circles(const char *const (*files)[2], size_t n, bool tape_c) {
+    Includes *in = includes_new();
+    if (tape_c) snprintf(in->impl[in->n_impl++], sizeof in->impl[0], "lib/tape");
+    for (size_t i = 0; i < n; i++) add_includes(in, files[i][0], files[i][1]);
+    int circles = count_circles(in->c, false);
+    includes_free(in);
+    return circles;
+}
+
+Test(layout, the_include_circle_check_finds_circles_and_knows_units) {
+    static const char *const run[][2] = {
+        {"run/run.c", "#include \"run/run.h\"\n#include \"run/run_internal.h\"\n"},
+        {"run/run_internal.h", "/* run's own */\n#include <stdio.h>\n#include \"run/run.h\"\n"},
+        {"run/run_open.c", "#include \"run/run_internal.h\"\n"},
+        {"lib/cpu.c", "#include \"lib/cpu.h\"\n#include \"lib/kernels.h\"\n"},
+    };
+    cr_expect_eq(planted_circles(run, 4, false), 0, "an _internal header is its unit's own");
+    static const char *const cpu[][2] = {
+        {"lib/cpu.c", "#include \"lib/cpu.h\"\n#include \"lib/kernels.h\"\n"},
+        {"lib/kernels.h", "#include \"lib/cpu.h\"\n"},
+    };
+    cr_expect_eq(planted_circles(cpu, 2, false), 1, "cpu.c -> kernels.h -> cpu.h is a circle");
+    static const char *const tape[][2] = {
+        {"lib/tape.c", "#include \"lib/blas.h\"\n"},
+        {"lib/blas.h", "#include \"tapegrad/tape.h\"\n"},
+    };
+    cr_expect_eq(planted_circles(tape, 2, true), 1, "tape.h is lib/tape.c's: tape.c -> blas.h -> tape.h is a circle");
+    cr_expect_eq(planted_circles(tape, 2, false), 0, "a public header of no file of the rooms is its own unit");
+}

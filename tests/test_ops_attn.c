@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/cpu.h"
+#include "lib/kernels.h"
 #include "ops/checks.h"
 #include "tapegrad/ops.h"
 #include "testutil.h"

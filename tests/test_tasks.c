@@ -23,6 +23,7 @@
 #include "datagen.h"
 #include "inspect/run_history.h"
 #include "lib/cpu.h"
+#include "lib/kernels.h"
 #include "tapegrad/rng.h"
 #include "tapegrad/model.h"
 #include "testutil.h"
