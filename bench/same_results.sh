@@ -37,5 +37,7 @@ echo "base metrics $(metrics "$out/base/metrics.jsonl") weights $(tensors "$out/
 [ -e "$out/lora/.complete" ] || { rm -rf "$out/lora"; "$tg" sft --init-from "$out/base" --data "$out/facts/train.jsonl" --steps 300 --lora-rank 16 --out "$out/lora" >"$out/lora.log" 2>&1; touch "$out/lora/.complete"; }
 rm -rf "$out/merged"; "$tg" ckpt merge "$out/lora" --out "$out/merged" >/dev/null
 exports "$out/merged" merged
-rm -f "$out/lora-adapter.gguf"; "$tg" ckpt export "$out/lora" --gguf-adapter "$out/lora-adapter.gguf" >/dev/null
-echo "lora metrics $(metrics "$out/lora/metrics.jsonl") merged $(tensors "$out/x-merged/model.safetensors") gguf $(h "$out/x-merged/model.gguf") adapter $(h "$out/lora-adapter.gguf")"
+# the run trains token rows beside its adapters (--lora-tokens auto): the adapter goes with its base
+rm -f "$out/lora-adapter.gguf" "$out/lora-base.gguf"
+"$tg" ckpt export "$out/lora" --gguf-adapter "$out/lora-adapter.gguf" --gguf-base "$out/lora-base.gguf" >/dev/null
+echo "lora metrics $(metrics "$out/lora/metrics.jsonl") merged $(tensors "$out/x-merged/model.safetensors") gguf $(h "$out/x-merged/model.gguf") adapter $(h "$out/lora-adapter.gguf") base $(h "$out/lora-base.gguf")"

@@ -77,10 +77,11 @@ static void note_missing_options(const TgTrainOptions *o, TgOptSet given_on_comm
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s %s", used ? ", " : "", s->flag, shown);
     }
     tg_message_emit(notes, TG_MESSAGE_WARNING,
-                    "the run folder of %s has no %s (deleted, or written before the file existed): this resume takes the defaults of "
+                    "the run folder of %s has no %s (deleted, or written before the file existed): this resume takes "
+                    "the defaults of "
                     "every option not given now, not the run's own: %s. If the run had others, stop it and resume "
                     "giving them as flags",
-                    o->resume, TG_TRAIN_OPTIONS_FILE, list);
+                    o->invocation.resume, TG_TRAIN_OPTIONS_FILE, list);
 }
 
 /* The paths of --eval-task and --probe-prompts given now, made absolute (when they name a file),
@@ -90,14 +91,14 @@ static void absolute_paths(TgTrainOptions *o, TgOptStrings *strings) {
     const TgOptTable *t = tg_train_option_table();
     char *real;
     if (o->given & TG_OPT_BIT(tg_opt_find(t, "--eval-task")))
-        for (int i = 0; i < o->eval_tasks.count; i++)
-            if ((real = realpath(o->eval_tasks.items[i], NULL))) {
-                o->eval_tasks.items[i] = tg_opt_strings_keep(strings, real);
+        for (int i = 0; i < o->schedule.eval_tasks.count; i++)
+            if ((real = realpath(o->schedule.eval_tasks.items[i], NULL))) {
+                o->schedule.eval_tasks.items[i] = tg_opt_strings_keep(strings, real);
                 free(real);
             }
-    if ((o->given & TG_OPT_BIT(tg_opt_find(t, "--probe-prompts"))) && o->probe_prompts && *o->probe_prompts &&
-        (real = realpath(o->probe_prompts, NULL))) {
-        o->probe_prompts = tg_opt_strings_keep(strings, real);
+    if ((o->given & TG_OPT_BIT(tg_opt_find(t, "--probe-prompts"))) && o->schedule.probe_prompts &&
+        *o->schedule.probe_prompts && (real = realpath(o->schedule.probe_prompts, NULL))) {
+        o->schedule.probe_prompts = tg_opt_strings_keep(strings, real);
         free(real);
     }
 }
@@ -108,28 +109,29 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
     const char *command = table->command;
     TgTrainOptions o, defaults;
     tg_train_options_defaults(&defaults);
-    defaults.task = task;
+    defaults.spec.task = task;
     o = defaults;
     int rc = cli_parse(table, &o, &defaults, &o.given, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     TgOptStrings strings = {0};
     absolute_paths(&o, &strings);
-    TgStatus s = cli_join_job(o.comm_timeout_s);
+    TgStatus s = cli_join_job(o.invocation.comm_timeout_s);
     cli_output_start();
     CliTrainReport report;
     TgTrainReporter reporter = cli_train_reporter(&report, command);
     if (tg_dist_rank() > 0) reporter = (TgTrainReporter){0}; /* rank 0 reports for the job */
     TgMessageSink notes = {reporter.message, reporter.ctx};
-    if (s == TG_OK && o.resume) {
+    if (s == TG_OK && o.invocation.resume) {
         TgOptSet given_now = o.given;
         TgTrainOptions saved;
-        s = tg_train_options_restore(o.resume, &o, &saved, &strings);
+        s = tg_train_options_restore(o.invocation.resume, &o, &saved, &strings);
         if (s == TG_OK) note_changes(&o, &saved, given_now, &notes);
-        if (s == TG_OK && !o.options_file && resumes_a_run(o.resume)) note_missing_options(&o, given_now, &notes);
+        if (s == TG_OK && !o.options_file && resumes_a_run(o.invocation.resume))
+            note_missing_options(&o, given_now, &notes);
     }
     if (s == TG_OK) {
         TgGradLogger grads;
-        TgTrainHooks hooks = tg_grad_logger_hooks(&grads, o.log_grads, 0);
+        TgTrainHooks hooks = tg_grad_logger_hooks(&grads, o.schedule.log_grads, 0);
         struct sigaction sa = {0}, hup = {0}, old[N_STOP_SIGNALS], old_hup;
         sa.sa_handler = on_stop_signal;
         sa.sa_flags = SA_RESETHAND | SA_RESTART;
@@ -139,9 +141,9 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
         sigaction(SIGHUP, &hup, &old_hup);
         report.hangup = &hangup_seen;
-        s = tg_train_run(&o, &stop_requested, o.log_grads > 0 ? &hooks : NULL, &reporter);
+        s = tg_train_run(&o, &stop_requested, o.schedule.log_grads > 0 ? &hooks : NULL, &reporter);
         /* the next command, as it runs from here */
-        if (s == TG_OK && o.task == TG_TASK_SFT && !stop_requested && report.run_dir[0] && reporter.message) {
+        if (s == TG_OK && o.spec.task == TG_TASK_SFT && !stop_requested && report.run_dir[0] && reporter.message) {
             char hint[3 * 4096 + 64], word[3 * 4096];
             snprintf(hint, sizeof hint, "talk to it: %s chat --run %s", cli_program(),
                      cli_shell_word(report.run_dir, word, sizeof word));

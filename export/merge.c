@@ -40,7 +40,7 @@ static TgStatus write_merged(TgRun *run, const char *dir, char *ckpt_out, size_t
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK) {
-        id.lora_rank = 0, id.lora_alpha = 0, id.lora_targets = NULL;
+        id.spec.lora_rank = 0, id.spec.lora_alpha = 0, id.spec.lora_targets = NULL;
         s = tg_run_identity_write(dir, &id);
     }
     tg_opt_strings_free(&strings);

@@ -60,29 +60,32 @@ TgStatus tg_sampling_memory_check(const TgModelConfig *cfg, const char *checkpoi
     return tg_memory_plan_check(&plan);
 }
 
-TgStatus tg_train_memory_check(const TgTrainOptions *o, const TgModelConfig *c, int64_t probe_batches, double corpus_bytes) {
+TgStatus tg_train_memory_check(const TgTrainSchedule *s, bool resumed, bool seq_given, const TgModelConfig *c,
+                               int64_t probe_batches, double corpus_bytes) {
     TgMemoryPlan plan = {0};
-    int64_t B = o->batch, T = c->seq_len, micro_batches = o->accum * tg_dist_ranks();
+    int64_t B = s->batch, T = c->seq_len, micro_batches = s->accum * tg_dist_ranks();
     double params = param_count(c), tokens = (double)B * (double)T;
     char subject[96];
     /* a background checkpoint copies weights, m and v (checkpoint_folder.c); accumulation and the
      * gradient sum of several ranks keep one more gradient; --log-grads the weights before an update */
     double model = tg_model_memory_bytes(c) + 3 * params * sizeof(float) +
-                   (micro_batches > 1 ? params * sizeof(float) : 0) + (o->log_grads > 0 ? params * sizeof(float) : 0);
-    tg_memory_plan_add(&plan, model, o->resume ? "the resumed model" : "the model",
-                    o->resume ? NULL : "a smaller --preset, or lower --dim, --layers, --hidden or --vocab",
-                    "for its %.0f parameters (weights, gradients, AdamW moments, a checkpoint's snapshot)", params);
-    if (o->model.seq_len > 0 && !o->resume)
+                   (micro_batches > 1 ? params * sizeof(float) : 0) +
+                   (s->log_grads > 0 ? params * sizeof(float) : 0);
+    tg_memory_plan_add(&plan, model, resumed ? "the resumed model" : "the model",
+                       resumed ? NULL : "a smaller --preset, or lower --dim, --layers, --hidden or --vocab",
+                       "for its %.0f parameters (weights, gradients, AdamW moments, a checkpoint's snapshot)", params);
+    if (seq_given && !resumed)
         snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)B, (long long)T);
     else
         snprintf(subject, sizeof subject, "--batch %lld", (long long)B);
-    const char *fix = o->resume ? "lower --batch (the context is the checkpoint's)" : "lower --batch or --seq";
-    tg_memory_plan_add_activations(&plan, c, B, T, o->threads, true, subject, fix);
-    if (o->eval_batches > 0) {
-        snprintf(subject, sizeof subject, "--eval-batches %lld", (long long)o->eval_batches);
-        tg_memory_plan_add(&plan, (double)o->eval_batches * (2 * tokens * sizeof(int32_t) + sizeof(double)), subject,
-                        "lower --eval-batches or --batch", "for its fixed val batches of %lld x %lld tokens each",
-                        (long long)B, (long long)T);
+    const char *fix =
+        resumed ? "lower --batch (the context is the checkpoint's)" : "lower --batch or --seq";
+    tg_memory_plan_add_activations(&plan, c, B, T, s->threads, true, subject, fix);
+    if (s->eval_batches > 0) {
+        snprintf(subject, sizeof subject, "--eval-batches %lld", (long long)s->eval_batches);
+        tg_memory_plan_add(&plan, (double)s->eval_batches * (2 * tokens * sizeof(int32_t) + sizeof(double)),
+                           subject, "lower --eval-batches or --batch",
+                           "for its fixed val batches of %lld x %lld tokens each", (long long)B, (long long)T);
     }
     if (probe_batches > 0) {
         snprintf(subject, sizeof subject, "--probe-batches %lld", (long long)probe_batches);
@@ -90,10 +93,10 @@ TgStatus tg_train_memory_check(const TgTrainOptions *o, const TgModelConfig *c, 
                         "lower --probe-batches or --batch", "for its fixed val batches of %lld x %lld tokens each",
                         (long long)B, (long long)T);
     }
-    if (o->sample_tokens > 0) {
-        snprintf(subject, sizeof subject, "--sample-tokens %lld", (long long)o->sample_tokens);
+    if (s->sample_tokens > 0) {
+        snprintf(subject, sizeof subject, "--sample-tokens %lld", (long long)s->sample_tokens);
         double context, buffers;
-        tg_sampling_memory_bytes(c, o->sample_tokens, o->threads, &context, &buffers);
+        tg_sampling_memory_bytes(c, s->sample_tokens, s->threads, &context, &buffers);
         tg_memory_plan_add(&plan, context + buffers, subject, "lower --sample-tokens (0: none)",
                         "for the sample at the end (a KV cache of the %lld-token context)", (long long)T);
     }

@@ -34,12 +34,13 @@ void tg_sampling_memory_bytes(const TgModelConfig *cfg, int64_t tokens, int thre
  * the message) fit this machine (sample, chat). */
 TgStatus tg_sampling_memory_check(const TgModelConfig *cfg, const char *checkpoint, int64_t tokens, int threads);
 
-/* Everything a training run of `o` on a model of `cfg` allocates besides the corpus it holds
+/* Everything a training run of schedule `s` (a resumed run when `resumed`; its context length given
+ * when `seq_given`, the messages then name it) on a model of `cfg` allocates besides the corpus it holds
  * (`corpus_bytes`, already read, or 0): the model and a checkpoint's snapshot, the step's
  * activations (the arena is then reserved at that size), the fixed val batches, the probe of
  * `probe_batches` (compare-ffn's, 0: none), the final sample. One process's; under mpirun every
  * rank holds as much. TG_ERR_ARG naming the flag when it cannot fit. */
-TgStatus tg_train_memory_check(const TgTrainOptions *o, const TgModelConfig *cfg, int64_t probe_batches,
-                            double corpus_bytes);
+TgStatus tg_train_memory_check(const TgTrainSchedule *s, bool resumed, bool seq_given, const TgModelConfig *cfg,
+                               int64_t probe_batches, double corpus_bytes);
 
 #endif

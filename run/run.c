@@ -41,20 +41,20 @@ TgStatus tg_run_identity_read(const char *dir, TgTrainOptions *id, TgOptStrings 
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
     tg_train_options_defaults(id);
-    id->seed = -1, id->tokenizer.source = TG_TOKENIZER_FROM_PRESET; /* the file must say both */
+    id->spec.seed = -1, id->spec.tokenizer.source = TG_TOKENIZER_FROM_PRESET; /* the file must say both */
     TgStatus s = tg_opt_read(tg_train_option_table(), id, TG_TRAIN_OPT_IDENTITY, 0, path, NULL, strings);
     /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
     if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
-    if (id->seed < 0 || id->tokenizer.source == TG_TOKENIZER_FROM_PRESET)
+    if (id->spec.seed < 0 || id->spec.tokenizer.source == TG_TOKENIZER_FROM_PRESET)
         return tg_fail(TG_ERR_FORMAT, "%s: incomplete run description (seed or tokenizer missing)", path);
     return TG_OK;
 }
 
 /* ---------------------------------------------------------------- model config from flags */
 
-TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelConfig *out) {
-    TgModelConfig c = tg_model_preset_config(o->preset);
-    const TgModelConfig *m = &o->model;
+TgStatus tg_run_resolve_config(const TgRunSpec *spec, int64_t vocab, TgModelConfig *out) {
+    TgModelConfig c = tg_model_preset_config(spec->preset);
+    const TgModelConfig *m = &spec->model;
     bool dim_changed = m->dim > 0 && m->dim != c.dim;
     if (m->dim > 0) c.dim = m->dim;
     if (m->n_layers > 0) c.n_layers = m->n_layers;
@@ -63,7 +63,7 @@ TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelCo
     else if (m->n_heads > 0 && c.n_heads % c.n_kv_heads != 0) c.n_kv_heads = c.n_heads;
     if (m->seq_len > 0) c.seq_len = m->seq_len;
     if (m->rope_theta > 0) c.rope_theta = m->rope_theta;
-    c.ffn = o->ffn;
+    c.ffn = spec->ffn;
     if (m->hidden > 0) c.hidden = m->hidden;
     else if (c.ffn != TG_FFN_SWIGLU || dim_changed) c.hidden = tg_model_ffn_hidden(c.ffn, c.dim);
     c.vocab = vocab;
@@ -120,13 +120,13 @@ void tg_run_clear(TgRun *run) {
 
 /* The model of the flags and the tokenizer: its weights from --init-from (checked against the
  * tokenizer, every shape, every value) or initialised from the seed. */
-TgStatus tg_run_build_new_model(TgRun *run, const TgTrainOptions *o, uint64_t seed) {
+TgStatus tg_run_build_new_model(TgRun *run, const TgRunSpec *spec, uint64_t seed) {
     TgModelConfig cfg;
-    TG_TRY(tg_run_resolve_config(o, run->tok.vocab_size, &cfg));
+    TG_TRY(tg_run_resolve_config(spec, run->tok.vocab_size, &cfg));
     tg_model_build(&run->model, &cfg);
     run->model_built = true;
-    if (o->init_from) {
-        TG_TRY(tg_model_import_safetensors(&run->model, o->init_from, &run->tok, &run->messages));
+    if (spec->init_from) {
+        TG_TRY(tg_model_import_safetensors(&run->model, spec->init_from, &run->tok, &run->messages));
         run->initialized_from_file = true;
     } else {
         tg_model_init_weights(&run->model, seed);

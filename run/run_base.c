@@ -17,9 +17,9 @@ static TgStatus check_base_shape(const TgTrainOptions *o, const TgModelConfig *b
                                  const char *base) {
     const TgOptTable *t = tg_train_option_table();
     TgTrainOptions stored = *o;
-    stored.model = *base_cfg;
-    stored.ffn = base_cfg->ffn;
-    stored.preset = base_id->preset, stored.tokenizer = base_id->tokenizer;
+    stored.spec.model = *base_cfg;
+    stored.spec.ffn = base_cfg->ffn;
+    stored.spec.preset = base_id->spec.preset, stored.spec.tokenizer = base_id->spec.tokenizer;
     for (int i = 0; i < t->count; i++) {
         const TgOptSpec *spec = &t->specs[i];
         bool shape = (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(spec->flag, "--preset") == 0 ||
@@ -33,7 +33,7 @@ static TgStatus check_base_shape(const TgTrainOptions *o, const TgModelConfig *b
                        "and tokenizer; drop %s",
                        spec->flag, given, was, base, spec->flag);
     }
-    if (o->special_tokens && *o->special_tokens)
+    if (o->spec.special_tokens && *o->spec.special_tokens)
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus; a run started from "
                                    "--init-from %s encodes with its tokenizer: drop --special-tokens",
                        base);
@@ -43,11 +43,12 @@ static TgStatus check_base_shape(const TgTrainOptions *o, const TgModelConfig *b
 TgStatus tg_run_base_find(const TgTrainOptions *o, TgRunBase *base) {
     memset(base, 0, sizeof *base);
     char ckpt[TG_PATH_CAP];
-    TG_TRY(tg_run_folder_locate(o->init_from, base->dir, sizeof base->dir));
-    TG_TRY(tg_checkpoint_resolve(o->init_from, ckpt, sizeof ckpt));
+    TG_TRY(tg_run_folder_locate(o->spec.init_from, base->dir, sizeof base->dir));
+    TG_TRY(tg_checkpoint_resolve(o->spec.init_from, ckpt, sizeof ckpt));
     /* run.txt names the checkpoint itself: the folder's latest moves on when the base trains further */
     char *real = realpath(ckpt, NULL);
-    if (!real) return tg_fail(TG_ERR_IO, "--init-from %s: cannot open %s: %s", o->init_from, ckpt, strerror(errno));
+    if (!real)
+        return tg_fail(TG_ERR_IO, "--init-from %s: cannot open %s: %s", o->spec.init_from, ckpt, strerror(errno));
     TgStatus s = tg_path_format(base->ckpt, sizeof base->ckpt, "%s", real);
     free(real);
     TG_TRY(s);
@@ -56,8 +57,8 @@ TgStatus tg_run_base_find(const TgTrainOptions *o, TgRunBase *base) {
     base->trained_seq = base->cfg.seq_len;
     /* the base's run.txt: its preset and tokenizer, which the new run records */
     TG_TRY(tg_run_identity_read(base->dir, &base->id, &base->strings));
-    TG_TRY(check_base_shape(o, &base->cfg, &base->id, o->init_from));
-    if (o->model.seq_len > 0) base->cfg.seq_len = o->model.seq_len;
+    TG_TRY(check_base_shape(o, &base->cfg, &base->id, o->spec.init_from));
+    if (o->spec.model.seq_len > 0) base->cfg.seq_len = o->spec.model.seq_len;
     return tg_model_config_validate(&base->cfg);
 }
 
@@ -85,7 +86,8 @@ TgStatus tg_run_base_take(TgRun *run, const TgRunBase *base) {
     run->initialized_from_file = true;
     /* what the base trained on, for the token rows LoRA trains (run_lora.c) */
     char path[TG_PATH_CAP];
-    if (tg_path_join(path, sizeof path, base->id.dataset ? base->id.dataset : base->dir, "train.tok") == TG_OK &&
+    if (tg_path_join(path, sizeof path, base->id.spec.dataset ? base->id.spec.dataset : base->dir, "train.tok") ==
+            TG_OK &&
         access(path, R_OK) == 0)
         snprintf(run->base_train_tokens, sizeof run->base_train_tokens, "%s", path);
     return TG_OK;
@@ -94,17 +96,17 @@ TgStatus tg_run_base_take(TgRun *run, const TgRunBase *base) {
 TgStatus tg_run_base_record(const TgRun *run, const TgTrainOptions *o, const char *file, TgTrainOptions *id, TgRunBaseRecord *rec) {
     uint64_t fingerprint = tg_model_weights_fingerprint(&run->model);
     snprintf(rec->fingerprint, sizeof rec->fingerprint, "%016" PRIx64, fingerprint);
-    if (o->init_fingerprint && strcmp(o->init_fingerprint, rec->fingerprint) != 0)
+    if (o->spec.init_fingerprint && strcmp(o->spec.init_fingerprint, rec->fingerprint) != 0)
         return tg_fail(TG_ERR_MISMATCH,
                        "--init-fingerprint %s: the weights of --init-from %s have fingerprint %s; give the base with "
                        "those weights, or drop --init-fingerprint",
-                       o->init_fingerprint, o->init_from, rec->fingerprint);
+                       o->spec.init_fingerprint, o->spec.init_from, rec->fingerprint);
     char *real = realpath(file, NULL);
     if (!real) return tg_fail(TG_ERR_IO, "--init-from %s: %s", file, strerror(errno));
     TgStatus s = tg_path_format(rec->path, sizeof rec->path, "%s", real);
     free(real);
     TG_TRY(s);
-    id->init_from = rec->path;
-    id->init_fingerprint = rec->fingerprint;
+    id->spec.init_from = rec->path;
+    id->spec.init_fingerprint = rec->fingerprint;
     return TG_OK;
 }

@@ -13,11 +13,11 @@
 
 /* The run's TG_TRAIN_OPT_IDENTITY options into DIR/run.txt. */
 TgStatus tg_run_identity_write(const char *dir, const TgTrainOptions *id);
-/* The model config of the flags (the preset's, overridden by the shape flags) for a vocabulary. */
-TgStatus tg_run_resolve_config(const TgTrainOptions *o, int64_t vocab, TgModelConfig *out);
+/* The model config of the spec (the preset's, overridden by the shape it gives) for a vocabulary. */
+TgStatus tg_run_resolve_config(const TgRunSpec *spec, int64_t vocab, TgModelConfig *out);
 /* The model of the flags and the tokenizer, its weights from --init-from's safetensors (checked)
  * or initialised from the seed. */
-TgStatus tg_run_build_new_model(TgRun *run, const TgTrainOptions *o, uint64_t seed);
+TgStatus tg_run_build_new_model(TgRun *run, const TgRunSpec *spec, uint64_t seed);
 /* The new run's temporary folder, locked. */
 TgStatus tg_run_begin_new_folder(TgRun *run);
 /* The folder of a new run given no --out: checkpoints/<kind>-<local time>. */
@@ -75,10 +75,10 @@ TgStatus tg_run_open_sft_splits(TgRun *run, const char *dir, int64_t seq_len, bo
 
 /* run_lora.c: the LoRA options checked against the model they will adapt (of config cfg), before
  * the corpus is read; LoRA adapters on a new run's model when the options ask for them
- * (o->lora_rank > 0), the base frozen; and a LoRA run's checkpoint (its adapters) opened onto the
+ * (spec->lora_rank > 0), the base frozen; and a LoRA run's checkpoint (its adapters) opened onto the
  * base its run.txt names (run->model built with the checkpoint's config, run->dir and run->tok set). */
-TgStatus tg_run_lora_check(const TgTrainOptions *o, const TgModelConfig *cfg);
-TgStatus tg_run_attach_lora(TgRun *run, const TgTrainOptions *o);
+TgStatus tg_run_lora_check(const TgRunSpec *spec, const TgModelConfig *cfg);
+TgStatus tg_run_attach_lora(TgRun *run, const TgRunSpec *spec);
 TgStatus tg_run_open_adapter(TgRun *run, const char *ckpt_path, TgCheckpointInfo *info);
 
 #endif

@@ -12,10 +12,10 @@
 #include "model/weights_file.h"
 #include "run/run_internal.h"
 
-TgStatus tg_run_lora_check(const TgTrainOptions *o, const TgModelConfig *cfg) {
-    if (o->lora_rank <= 0) return TG_OK;
+TgStatus tg_run_lora_check(const TgRunSpec *spec, const TgModelConfig *cfg) {
+    if (spec->lora_rank <= 0) return TG_OK;
     TgLoraConfig lora;
-    TG_TRY(tg_train_options_lora(o, &lora));
+    TG_TRY(tg_run_spec_lora(spec, &lora));
     return tg_lora_config_validate(&lora, cfg);
 }
 
@@ -132,14 +132,14 @@ static TgStatus resolve_lora_tokens(const TgRun *run, const char *list, TgLoraCo
     return TG_OK;
 }
 
-TgStatus tg_run_attach_lora(TgRun *run, const TgTrainOptions *o) {
-    if (o->lora_rank <= 0) return TG_OK;
+TgStatus tg_run_attach_lora(TgRun *run, const TgRunSpec *spec) {
+    if (spec->lora_rank <= 0) return TG_OK;
     TgLoraConfig cfg;
-    TG_TRY(tg_train_options_lora(o, &cfg));
-    TG_TRY(resolve_lora_tokens(run, o->lora_tokens ? o->lora_tokens : TG_TRAIN_DEFAULT_LORA_TOKENS, &cfg));
+    TG_TRY(tg_run_spec_lora(spec, &cfg));
+    TG_TRY(resolve_lora_tokens(run, spec->lora_tokens ? spec->lora_tokens : TG_TRAIN_DEFAULT_LORA_TOKENS, &cfg));
     TG_TRY(tg_lora_config_validate(&cfg, &run->model.cfg));
     /* the adapters' own stream: their init does not depend on how the base was made */
-    tg_lora_attach(&run->model, &cfg, (uint64_t)o->seed ^ 0x4c6f5241u);
+    tg_lora_attach(&run->model, &cfg, (uint64_t)spec->seed ^ 0x4c6f5241u);
     char targets[64];
     tg_lora_targets_format(cfg.targets, targets, sizeof targets);
     int64_t base = tg_model_param_count(&run->model), trained = (int64_t)0;

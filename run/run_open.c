@@ -20,8 +20,8 @@ static TgStatus read_run_dataset(TgRun *run) {
     TgTrainOptions id;
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
-    if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
-    if (s == TG_OK) run->task = id.task, run->precision = id.precision;
+    if (s == TG_OK && id.spec.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.spec.dataset);
+    if (s == TG_OK) run->task = id.spec.task, run->precision = id.spec.precision;
     tg_opt_strings_free(&strings);
     return s;
 }
@@ -48,7 +48,7 @@ static TgStatus check_resume_flags(const TgTrainOptions *o, const TgTrainOptions
     const TgOptTable *t = tg_train_option_table();
     TgTrainOptions now = *o, stored = *stored_as_read;
     char now_targets[64], stored_targets[64];
-    if (!(o->given & TG_OPT_BIT(tg_opt_find(t, "--lora-rank")))) now.lora_rank = stored.lora_rank;
+    if (!(o->given & TG_OPT_BIT(tg_opt_find(t, "--lora-rank")))) now.spec.lora_rank = stored.spec.lora_rank;
     TG_TRY(tg_train_options_resolve_lora(&now, now_targets, sizeof now_targets));
     TG_TRY(tg_train_options_resolve_lora(&stored, stored_targets, sizeof stored_targets));
     for (int i = 0; i < t->count; i++) {
@@ -71,37 +71,38 @@ static TgStatus open_resumed(const TgTrainOptions *o, bool writes, TgRun *run) {
     /* a run folder, or a file in one, before anything is created there; then locked before
      * anything is read: another trainer may be saving into it. A replica writes nothing and
      * takes no lock: rank 0 holds it for the job. */
-    TG_TRY(tg_run_folder_locate(o->resume, dir, sizeof dir));
+    TG_TRY(tg_run_folder_locate(o->invocation.resume, dir, sizeof dir));
     if (writes) TG_TRY(tg_folder_lock_acquire(&run->lock, dir, TG_RUN_LOCK_FILE));
-    TG_TRY(tg_run_open_checkpointed(o->resume, run, ckpt, sizeof ckpt));
+    TG_TRY(tg_run_open_checkpointed(o->invocation.resume, run, ckpt, sizeof ckpt));
     TgTrainOptions stored;
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(run->dir, &stored, &strings);
     if (s == TG_OK) {
         const TgModelConfig *c = &run->model.cfg;
-        stored.model = *c;
-        stored.ffn = c->ffn;
+        stored.spec.model = *c;
+        stored.spec.ffn = c->ffn;
         s = check_resume_flags(o, &stored);
     }
     /* the k slice it trained with (a run.txt written before --gemm-kc records none: this CPU's) */
-    if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.gemm_kc);
+    if (s == TG_OK) s = tg_gemm_plan_set_kc(stored.spec.gemm_kc);
     /* and the precision (a run.txt written before --precision records none: fp32) */
-    if (s == TG_OK) run->precision = stored.precision;
-    if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
-    if (s == TG_OK) run->task = stored.task, run->keep_best = stored.keep_best;
+    if (s == TG_OK) run->precision = stored.spec.precision;
+    if (s == TG_OK && stored.spec.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.spec.dataset);
+    if (s == TG_OK) run->task = stored.spec.task, run->keep_best = stored.spec.keep_best;
     tg_opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
     run->resumed = true;
-    if (run->state.step >= o->steps)
+    if (run->state.step >= o->schedule.steps)
         tg_message_emit(&run->messages, TG_MESSAGE_NOTE, "the run already did %lld steps; raise --steps to train further",
                      (long long)run->state.step);
     return TG_OK;
 }
 
 static TgStatus open_new(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, TgRun *run) {
-    if (o->task == TG_TASK_SFT) return tg_run_open_new_sft(o, writes, preparing, run);
-    if (!o->init_from || !tg_run_init_from_is_run(o->init_from)) return tg_run_open_new_text(o, writes, preparing, NULL, run);
+    if (o->spec.task == TG_TASK_SFT) return tg_run_open_new_sft(o, writes, preparing, run);
+    if (!o->spec.init_from || !tg_run_init_from_is_run(o->spec.init_from))
+        return tg_run_open_new_text(o, writes, preparing, NULL, run);
     TgRunBase base;
     TgStatus s = tg_run_base_find(o, &base);
     if (s == TG_OK) s = tg_run_open_new_text(o, writes, preparing, &base, run);
@@ -115,9 +116,9 @@ TgStatus tg_run_open_for_training(TgTrainOptions *o, bool writes, const TgMessag
     if (messages) run->messages = *messages;
     TG_TRY(tg_train_options_validate(o));
     tg_train_options_derive(o);
-    if (o->resume) return open_resumed(o, writes, run);
-    run->precision = o->precision, run->keep_best = o->keep_best;
+    if (o->invocation.resume) return open_resumed(o, writes, run);
+    run->precision = o->spec.precision, run->keep_best = o->spec.keep_best;
     TG_TRY(open_new(o, writes, preparing, run));
-    return tg_run_attach_lora(run, o);
+    return tg_run_attach_lora(run, &o->spec);
 }
 

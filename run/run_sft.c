@@ -52,8 +52,8 @@ static TgStatus prepare_sft_data(TgRun *run, const TgTrainOptions *o, int64_t se
         if (!mkdtemp(own)) return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
     }
     const char *into = dir ? dir : own;
-    TgSftPrepareOptions opt = {.sources = o->data_path, .tok = &run->tok, .seq_len = seq_len,
-                             .val_fraction = o->val_fraction};
+    TgSftPrepareOptions opt = {
+        .sources = o->spec.data_path, .tok = &run->tok, .seq_len = seq_len, .val_fraction = o->spec.val_fraction};
     TgPrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
     if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
     TgSftPrepareResult result;
@@ -75,9 +75,9 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
     TgTrainOptions id = *o;
     char targets[64];
     TG_TRY(tg_train_options_resolve_lora(&id, targets, sizeof targets));
-    TG_TRY(tg_gemm_plan_set_kc(o->gemm_kc));
-    id.gemm_kc = tg_gemm_plan().kc;
-    bool from_run = tg_run_init_from_is_run(o->init_from ? o->init_from : "");
+    TG_TRY(tg_gemm_plan_set_kc(o->spec.gemm_kc));
+    id.spec.gemm_kc = tg_gemm_plan().kc;
+    bool from_run = tg_run_init_from_is_run(o->spec.init_from ? o->spec.init_from : "");
     TgRunBase base;
     memset(&base, 0, sizeof base);
     TgModelConfig cfg;
@@ -85,41 +85,44 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
     if (from_run) {
         s = tg_run_base_find(o, &base);
         cfg = base.cfg;
-        id.preset = base.id.preset, id.tokenizer = base.id.tokenizer;
-    } else if (o->tokenizer.source != TG_TOKENIZER_USE_HF) {
+        id.spec.preset = base.id.spec.preset, id.spec.tokenizer = base.id.spec.tokenizer;
+    } else if (o->spec.tokenizer.source != TG_TOKENIZER_USE_HF) {
         s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "
                                 "tapegrad train, whose tokenizer has " TG_CHAT_IM_START " and " TG_CHAT_IM_END
                                 "), or --tokenizer hf:FILE (with --init-from WEIGHTS.safetensors, or from scratch)");
     } else {
-        s = tg_run_resolve_config(o, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
+        s = tg_run_resolve_config(&o->spec, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
     }
-    if (s == TG_OK) s = tg_train_memory_check(o, &cfg, 0, 0);
-    if (s == TG_OK) s = tg_run_lora_check(o, &cfg);
+    if (s == TG_OK) s = tg_train_memory_check(&o->schedule, o->invocation.resume, o->spec.model.seq_len > 0, &cfg, 0, 0);
+    if (s == TG_OK) s = tg_run_lora_check(&o->spec, &cfg);
     char generated[256];
     tg_run_generated_folder(generated, sizeof generated, "sft");
-    if (s == TG_OK && writes) s = tg_run_folder_choose(&run->folder, o->out_dir, generated);
-    if (s == TG_OK && !from_run && o->init_from && access(o->init_from, R_OK) != 0)
-        s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->init_from, strerror(errno));
+    if (s == TG_OK && writes) s = tg_run_folder_choose(&run->folder, o->invocation.out_dir, generated);
+    if (s == TG_OK && !from_run && o->spec.init_from && access(o->spec.init_from, R_OK) != 0)
+        s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->spec.init_from, strerror(errno));
     if (s == TG_OK && writes) s = tg_run_begin_new_folder(run);
-    if (s == TG_OK) s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(o->tokenizer.hf_file, &run->tok);
+    if (s == TG_OK)
+        s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(o->spec.tokenizer.hf_file, &run->tok);
     TgChatTokens ct;
-    if (s == TG_OK) s = tg_chat_tokens_find(&run->tok, from_run ? o->init_from : o->tokenizer.hf_file, &ct);
+    if (s == TG_OK) s = tg_chat_tokens_find(&run->tok, from_run ? o->spec.init_from : o->spec.tokenizer.hf_file, &ct);
     char path[TG_PATH_CAP];
     if (s == TG_OK && writes) s = tg_path_join(path, sizeof path, run->dir, TG_PREPARE_TOKENIZER_FILE);
     if (s == TG_OK && writes) s = tg_tokenizer_save(&run->tok, path);
     if (s == TG_OK) s = prepare_sft_data(run, o, cfg.seq_len, writes ? run->dir : NULL, preparing);
-    if (s == TG_OK && !from_run) s = tg_run_build_new_model(run, o, (uint64_t)id.seed);
-    if (s == TG_OK && from_run && o->model.seq_len > base.trained_seq)
-        tg_message_emit(&run->messages, TG_MESSAGE_NOTE,
-                     "--seq %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
-                     (long long)o->model.seq_len, (long long)base.trained_seq, o->init_from);
+    if (s == TG_OK && !from_run) s = tg_run_build_new_model(run, &o->spec, (uint64_t)id.spec.seed);
+    if (s == TG_OK && from_run && o->spec.model.seq_len > base.trained_seq)
+        tg_message_emit(
+            &run->messages, TG_MESSAGE_NOTE,
+            "--seq %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
+            (long long)o->spec.model.seq_len, (long long)base.trained_seq, o->spec.init_from);
     TgRunBaseRecord rec;
-    if (s == TG_OK && o->init_from) s = tg_run_base_record(run, o, from_run ? base.ckpt : o->init_from, &id, &rec);
+    if (s == TG_OK && o->spec.init_from)
+        s = tg_run_base_record(run, o, from_run ? base.ckpt : o->spec.init_from, &id, &rec);
     if (s == TG_OK && writes) s = tg_run_identity_write(run->dir, &id);
     tg_run_base_free(&base);
     TG_TRY(s);
     run->task = TG_TASK_SFT;
-    run->state.seed = (uint64_t)id.seed;
+    run->state.seed = (uint64_t)id.spec.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
 }
@@ -132,7 +135,7 @@ TgStatus tg_run_task(const char *dir, TgTrainTask *task) {
     TgTrainOptions id;
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(dir, &id, &strings);
-    if (s == TG_OK) *task = id.task;
+    if (s == TG_OK) *task = id.spec.task;
     tg_opt_strings_free(&strings);
     return s;
 }

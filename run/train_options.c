@@ -82,120 +82,132 @@ static TgStatus check_task_files(const TgOptSpec *spec, const void *field) {
 #define T TgTrainOptions
 
 static const TgOptSpec specs[] = {
-    TG_OPT(T, task, "--task", TG_OPT_ENUM,
-        "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", TG_OPT_ANY,
-        TG_TRAIN_TASK_CHOICES, ID, NULL),
-    TG_FLAG_PRESET(T, preset, "model preset", ID, NULL),
-    TG_OPT(T, model.dim, "--dim", TG_OPT_INT64, "model width", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
-    TG_OPT(T, model.n_layers, "--layers", TG_OPT_INT64, "transformer blocks", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
-    TG_OPT(T, model.n_heads, "--heads", TG_OPT_INT64, "query heads (must divide --dim)", TG_OPT_POSITIVE, NULL, SHAPE,
-        "the preset's"),
-    TG_OPT(T, model.n_kv_heads, "--kv-heads", TG_OPT_INT64, "key/value heads (must divide --heads)", TG_OPT_POSITIVE, NULL,
-        SHAPE, "the preset's"),
-    TG_OPT(T, model.hidden, "--hidden", TG_OPT_INT64, "FFN hidden size", TG_OPT_POSITIVE, NULL, SHAPE,
-        "the preset's; with another --dim or --ffn relu, the size giving SwiGLU's parameter count"),
-    TG_FLAG_SEQ(T, model.seq_len, "context length in tokens", SHAPE, "the preset's"),
-    TG_FLAG_VOCAB(T, model.vocab, "BPE vocabulary size (at least " TG_OPT_STRINGIFY(TG_TRAIN_MIN_BPE_VOCAB) ")", SHAPE,
-               "the preset's, else " TG_OPT_STRINGIFY(TG_TRAIN_DEFAULT_BPE_VOCAB)),
-    TG_FLAG_FFN(T, ffn, "feed-forward block", SHAPE, NULL),
-    TG_OPT(T, model.rope_theta, "--rope-theta", TG_OPT_DOUBLE, "RoPE base", ((TgOptRange){1, INFINITY, true, false}), NULL,
-        SHAPE, "the preset's"),
-    TG_FLAG_DATA(T, data_path,
-              "text or JSONL file (gzip-compressed or not) or a folder of them, prepared into the run; sft: JSONL "
-              "conversations",
-              ID, TG_CORPUS_DEFAULT_PATH " (sft: none)"),
-    TG_FLAG_DATASET(T, dataset, "a dataset folder made by `tapegrad prepare`, instead of --data", ID, NULL),
-    TG_FLAG_SPECIAL_TOKENS(T, special_tokens, ID),
-    TG_FLAG_TEXT_FIELD(T, text_field, ID),
-    TG_FLAG_TOKENIZER(T, tokenizer,
-                   "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)",
-                   ID, "bpe when the preset has a vocabulary of its own, else char"),
-    TG_OPT(T, val_fraction, "--val-fraction", TG_OPT_DOUBLE,
-        "last fraction of the tokens (sft: of the conversations) kept for validation", TG_OPT_FRACTION, NULL, ID, NULL),
-    TG_FLAG_SEED(T, seed, "seed of init and data order", ID, NULL),
-    TG_OPT(T, init_from, "--init-from", TG_OPT_STRING,
+    TG_OPT(T, spec.task, "--task", TG_OPT_ENUM,
+           "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", TG_OPT_ANY,
+           TG_TRAIN_TASK_CHOICES, ID, NULL),
+    TG_FLAG_PRESET(T, spec.preset, "model preset", ID, NULL),
+    TG_OPT(T, spec.model.dim, "--dim", TG_OPT_INT64, "model width", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
+    TG_OPT(T, spec.model.n_layers, "--layers", TG_OPT_INT64, "transformer blocks", TG_OPT_POSITIVE, NULL, SHAPE,
+           "the preset's"),
+    TG_OPT(T, spec.model.n_heads, "--heads", TG_OPT_INT64, "query heads (must divide --dim)", TG_OPT_POSITIVE, NULL,
+           SHAPE, "the preset's"),
+    TG_OPT(T, spec.model.n_kv_heads, "--kv-heads", TG_OPT_INT64, "key/value heads (must divide --heads)",
+           TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
+    TG_OPT(T, spec.model.hidden, "--hidden", TG_OPT_INT64, "FFN hidden size", TG_OPT_POSITIVE, NULL, SHAPE,
+           "the preset's; with another --dim or --ffn relu, the size giving SwiGLU's parameter count"),
+    TG_FLAG_SEQ(T, spec.model.seq_len, "context length in tokens", SHAPE, "the preset's"),
+    TG_FLAG_VOCAB(T, spec.model.vocab, "BPE vocabulary size (at least " TG_OPT_STRINGIFY(TG_TRAIN_MIN_BPE_VOCAB) ")",
+                  SHAPE, "the preset's, else " TG_OPT_STRINGIFY(TG_TRAIN_DEFAULT_BPE_VOCAB)),
+    TG_FLAG_FFN(T, spec.ffn, "feed-forward block", SHAPE, NULL),
+    TG_OPT(T, spec.model.rope_theta, "--rope-theta", TG_OPT_DOUBLE, "RoPE base",
+           ((TgOptRange){1, INFINITY, true, false}), NULL, SHAPE, "the preset's"),
+    TG_FLAG_DATA(T, spec.data_path,
+                 "text or JSONL file (gzip-compressed or not) or a folder of them, prepared into the run; sft: JSONL "
+                 "conversations",
+                 ID, TG_CORPUS_DEFAULT_PATH " (sft: none)"),
+    TG_FLAG_DATASET(T, spec.dataset, "a dataset folder made by `tapegrad prepare`, instead of --data", ID, NULL),
+    TG_FLAG_SPECIAL_TOKENS(T, spec.special_tokens, ID),
+    TG_FLAG_TEXT_FIELD(T, spec.text_field, ID),
+    TG_FLAG_TOKENIZER(
+        T, spec.tokenizer,
+        "tokenizer: char, bpe (trained on the corpus) or hf:FILE (a Hugging Face byte-level BPE tokenizer.json)", ID,
+        "bpe when the preset has a vocabulary of its own, else char"),
+    TG_OPT(T, spec.val_fraction, "--val-fraction", TG_OPT_DOUBLE,
+           "last fraction of the tokens (sft: of the conversations) kept for validation", TG_OPT_FRACTION, NULL, ID,
+           NULL),
+    TG_FLAG_SEED(T, spec.seed, "seed of init and data order", ID, NULL),
+    TG_OPT(
+        T, spec.init_from, "--init-from", TG_OPT_STRING,
         "start a new run from these weights: a run folder or checkpoint (its tokenizer and shape carry over; run.txt "
         "records the checkpoint), or a safetensors file (from `tapegrad ckpt export`)",
         TG_OPT_ANY, NULL, ID, NULL),
-    TG_OPT_CHECKED(T, init_fingerprint, "--init-fingerprint", TG_OPT_STRING,
-                "the fingerprint of the --init-from weights (16 hex digits): weights with another are refused; "
-                "run.txt records it, and a LoRA run's commands find its base by it",
-                TG_OPT_ANY, NULL, ID, "any", check_fingerprint),
-    TG_OPT_CHECKED(T, gemm_kc, "--gemm-kc", TG_OPT_INT64,
-                "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
-                "another CPU sums as the run did",
-                TG_OPT_BETWEEN(0, TG_GEMM_KC_MAX), NULL, ID, "from this CPU's L1 cache", check_gemm_kc),
-    TG_OPT(T, lora_rank, "--lora-rank", TG_OPT_INT64,
-        "train LoRA adapters of this rank on the frozen --init-from weights instead of every weight",
-        TG_OPT_BETWEEN(0, TG_LORA_MAX_RANK), NULL, ID, "none: full fine-tuning"),
-    TG_OPT(T, lora_alpha, "--lora-alpha", TG_OPT_DOUBLE, "LoRA scale numerator: the update is (alpha / rank) B A",
-        TG_OPT_BETWEEN(0, TG_LORA_MAX_ALPHA), NULL, ID, "2 x --lora-rank"),
-    TG_OPT(T, lora_targets, "--lora-targets", TG_OPT_STRING, "the linears LoRA adapts, any of q,k,v,o,gate,up,down", TG_OPT_ANY,
-        NULL, ID, TG_TRAIN_DEFAULT_LORA_TARGETS),
-    TG_OPT(T, lora_tokens, "--lora-tokens", TG_OPT_STRING,
-        "tokens whose embedding rows train beside LoRA adapters: auto (chat, and the tokens of the data the "
-        "base never trained on), chat (the markers <|im_start|>, <|im_end|>), none, or a comma-separated list "
-        "of tokens (their texts or ids)",
-        TG_OPT_ANY, NULL, ID, TG_TRAIN_DEFAULT_LORA_TOKENS),
-    TG_FLAG_PRECISION(T, precision,
-                   "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
-                   "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
-                   ID, NULL),
-    TG_OPT_CODEC(T, keep_best, "--keep-best",
+    TG_OPT_CHECKED(T, spec.init_fingerprint, "--init-fingerprint", TG_OPT_STRING,
+                   "the fingerprint of the --init-from weights (16 hex digits): weights with another are refused; "
+                   "run.txt records it, and a LoRA run's commands find its base by it",
+                   TG_OPT_ANY, NULL, ID, "any", check_fingerprint),
+    TG_OPT_CHECKED(T, spec.gemm_kc, "--gemm-kc", TG_OPT_INT64,
+                   "the GEMMs' k slice, which fixes the order of their sums; run.txt records it, so a resume on "
+                   "another CPU sums as the run did",
+                   TG_OPT_BETWEEN(0, TG_GEMM_KC_MAX), NULL, ID, "from this CPU's L1 cache", check_gemm_kc),
+    TG_OPT(T, spec.lora_rank, "--lora-rank", TG_OPT_INT64,
+           "train LoRA adapters of this rank on the frozen --init-from weights instead of every weight",
+           TG_OPT_BETWEEN(0, TG_LORA_MAX_RANK), NULL, ID, "none: full fine-tuning"),
+    TG_OPT(T, spec.lora_alpha, "--lora-alpha", TG_OPT_DOUBLE, "LoRA scale numerator: the update is (alpha / rank) B A",
+           TG_OPT_BETWEEN(0, TG_LORA_MAX_ALPHA), NULL, ID, "2 x --lora-rank"),
+    TG_OPT(T, spec.lora_targets, "--lora-targets", TG_OPT_STRING,
+           "the linears LoRA adapts, any of q,k,v,o,gate,up,down", TG_OPT_ANY, NULL, ID, TG_TRAIN_DEFAULT_LORA_TARGETS),
+    TG_OPT(T, spec.lora_tokens, "--lora-tokens", TG_OPT_STRING,
+           "tokens whose embedding rows train beside LoRA adapters: auto (chat, and the tokens of the data the "
+           "base never trained on), chat (the markers <|im_start|>, <|im_end|>), none, or a comma-separated list "
+           "of tokens (their texts or ids)",
+           TG_OPT_ANY, NULL, ID, TG_TRAIN_DEFAULT_LORA_TOKENS),
+    TG_FLAG_PRECISION(T, spec.precision,
+                      "the linear layers' products: fp32, or bf16 (operands rounded to bf16, fp32 sums; weights, "
+                      "gradients and AdamW moments stay fp32); run.txt records it and a resume continues in it",
+                      ID, NULL),
+    TG_OPT_CODEC(
+        T, spec.keep_best, "--keep-best",
         "keep the checkpoint of the best evaluation by this figure (the lowest val_loss or val_bpb, the highest "
-        "accuracy of an --eval-task) beside the newest; DIR/best names it and --keep never deletes it; run.txt records it",
+        "accuracy of an --eval-task) beside the newest; DIR/best names it and --keep never deletes it; run.txt records "
+        "it",
         "none|val_loss|val_bpb|task:NAME|task:NAME:acc_norm", ID, "none", &tg_best_metric_codec),
-    TG_FLAG_STEPS(T, steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
-    TG_FLAG_BATCH(T, batch, "sequences per micro-batch", SAVED | NUM, NULL),
-    TG_OPT(T, accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation", TG_FLAG_RANGE_COUNT, NULL,
-        SAVED | NUM, NULL),
-    TG_OPT(T, lr, "--lr", TG_OPT_DOUBLE, "peak learning rate", TG_OPT_POSITIVE, NULL, SAVED | NUM, NULL),
-    TG_OPT(T, min_lr, "--min-lr", TG_OPT_DOUBLE, "final learning rate of the cosine", TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM,
-        "lr/10"),
-    TG_FLAG_WARMUP(T, warmup, "linear warmup steps", SAVED | NUM, "5% of --steps"),
-    TG_OPT(T, adamw.weight_decay, "--weight-decay", TG_OPT_DOUBLE, "AdamW decoupled decay; never on norm weights",
-        TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
-    TG_OPT(T, adamw.beta1, "--beta1", TG_OPT_DOUBLE, "AdamW beta1", ((TgOptRange){0, 1, false, true}), NULL, SAVED | NUM, NULL),
-    TG_OPT(T, adamw.beta2, "--beta2", TG_OPT_DOUBLE, "AdamW beta2", ((TgOptRange){0, 1, false, true}), NULL, SAVED | NUM, NULL),
-    TG_OPT(T, clip, "--clip", TG_OPT_DOUBLE, "global gradient-norm clip, 0 for none", TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
-    TG_FLAG_EVAL_EVERY(T, eval_every, "val loss every N steps, 0 for only at the end", SAVED, NULL),
-    TG_FLAG_EVAL_BATCHES(T, eval_batches, "fixed val batches per evaluation", SAVED, NULL),
-    TG_OPT_CHECKED(T, eval_tasks, "--eval-task", TG_OPT_LIST,
-                "a task file (minimal pairs or multiple choice, JSONL) scored at every evaluation, its accuracies in "
-                "metrics.jsonl as task/NAME/acc and task/NAME/acc_norm",
-                TG_OPT_ANY, NULL, SAVED, "none", check_task_files),
-    TG_OPT(T, log_every, "--log-every", TG_OPT_INT64, "log line every N steps", TG_OPT_POSITIVE, NULL, SAVED, NULL),
-    TG_FLAG_LOG_GRADS(T, log_grads,
-                   "every N steps, per-tensor gradient and FFN activation statistics to grads.jsonl, 0 for none", 0,
-                   "off"),
-    TG_OPT(T, ckpt_every, "--ckpt-every", TG_OPT_INT64, "checkpoint every N steps, 0 for only at the end",
-        TG_OPT_NON_NEGATIVE, NULL, SAVED, NULL),
-    TG_OPT(T, keep, "--keep", TG_OPT_INT, "checkpoints kept, newest first (0: all)", TG_OPT_NON_NEGATIVE, NULL, SAVED, NULL),
-    TG_OPT(T, early_stop, "--early-stop", TG_OPT_INT64,
-        "end the run, saved, after N evaluations in a row without a better --keep-best figure (val_loss without it)",
-        TG_OPT_BETWEEN(0, TG_TRAIN_MAX_COUNT), NULL, SAVED, "never"),
-    TG_OPT(T, probe_prompts, "--probe-prompts", TG_OPT_STRING,
-        "a text file of prompts, one a line: at every evaluation their greedy continuations go to DIR/probes.jsonl "
-        "(a fine-tuning run's through the chat template, as a user turn)",
-        TG_OPT_ANY, NULL, SAVED, "none"),
-    TG_OPT(T, probe_tokens, "--probe-tokens", TG_OPT_INT64,
-        "tokens of each --probe-prompts continuation (fewer when it ends: <eot>, <|im_end|>)",
-        TG_OPT_BETWEEN(1, TG_TRAIN_MAX_PROBE_TOKENS), NULL, SAVED, NULL),
-    TG_OPT(T, sample_tokens, "--sample-tokens", TG_OPT_INT64, "tokens sampled at the end, 0 for none",
-        TG_OPT_BETWEEN(0, TG_TRAIN_MAX_COUNT), NULL, SAVED, NULL),
-    TG_FLAG_THREADS(T, threads, "threads for the ops and OpenBLAS", SAVED | NUM, NULL),
-    TG_OPT(T, time_budget_min, "--time-budget", TG_OPT_DOUBLE, "stop after this many minutes even if steps remain",
-        TG_OPT_NON_NEGATIVE, NULL, 0, "none"),
-    TG_FLAG_OUT(T, out_dir, "run folder", 0, "checkpoints/<preset>-<tokenizer>-<time>"),
-    TG_OPT(T, resume, "--resume", TG_OPT_STRING,
-        "continue the run in this folder (or from this checkpoint file), bitwise as if it never stopped", TG_OPT_ANY,
-        NULL, 0, NULL),
-    TG_OPT(T, stop_after, "--stop-after", TG_OPT_INT64,
-        "stop after step N, save and exit 0; the LR schedule still spans --steps, so --resume continues exactly",
-        TG_OPT_NON_NEGATIVE, NULL, 0, "none"),
-    TG_OPT(T, comm_timeout_s, "--comm-timeout", TG_OPT_DOUBLE,
-        "under mpirun: seconds a rank waits for the others before it ends the job (a rank died or hangs)",
-        ((TgOptRange){0, 1e9, true, false}) /* 31 years: a deadline that fits a struct timespec */, NULL, 0, NULL),
+    TG_FLAG_STEPS(T, schedule.steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
+    TG_FLAG_BATCH(T, schedule.batch, "sequences per micro-batch", SAVED | NUM, NULL),
+    TG_OPT(T, schedule.accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation",
+           TG_FLAG_RANGE_COUNT, NULL, SAVED | NUM, NULL),
+    TG_OPT(T, schedule.lr, "--lr", TG_OPT_DOUBLE, "peak learning rate", TG_OPT_POSITIVE, NULL, SAVED | NUM, NULL),
+    TG_OPT(T, schedule.min_lr, "--min-lr", TG_OPT_DOUBLE, "final learning rate of the cosine", TG_OPT_NON_NEGATIVE,
+           NULL, SAVED | NUM, "lr/10"),
+    TG_FLAG_WARMUP(T, schedule.warmup, "linear warmup steps", SAVED | NUM, "5% of --steps"),
+    TG_OPT(T, schedule.adamw.weight_decay, "--weight-decay", TG_OPT_DOUBLE,
+           "AdamW decoupled decay; never on norm weights", TG_OPT_NON_NEGATIVE, NULL, SAVED | NUM, NULL),
+    TG_OPT(T, schedule.adamw.beta1, "--beta1", TG_OPT_DOUBLE, "AdamW beta1", ((TgOptRange){0, 1, false, true}), NULL,
+           SAVED | NUM, NULL),
+    TG_OPT(T, schedule.adamw.beta2, "--beta2", TG_OPT_DOUBLE, "AdamW beta2", ((TgOptRange){0, 1, false, true}), NULL,
+           SAVED | NUM, NULL),
+    TG_OPT(T, schedule.clip, "--clip", TG_OPT_DOUBLE, "global gradient-norm clip, 0 for none", TG_OPT_NON_NEGATIVE,
+           NULL, SAVED | NUM, NULL),
+    TG_FLAG_EVAL_EVERY(T, schedule.eval_every, "val loss every N steps, 0 for only at the end", SAVED, NULL),
+    TG_FLAG_EVAL_BATCHES(T, schedule.eval_batches, "fixed val batches per evaluation", SAVED, NULL),
+    TG_OPT_CHECKED(
+        T, schedule.eval_tasks, "--eval-task", TG_OPT_LIST,
+        "a task file (minimal pairs or multiple choice, JSONL) scored at every evaluation, its accuracies in "
+        "metrics.jsonl as task/NAME/acc and task/NAME/acc_norm",
+        TG_OPT_ANY, NULL, SAVED, "none", check_task_files),
+    TG_OPT(T, schedule.log_every, "--log-every", TG_OPT_INT64, "log line every N steps", TG_OPT_POSITIVE, NULL, SAVED,
+           NULL),
+    TG_FLAG_LOG_GRADS(T, schedule.log_grads,
+                      "every N steps, per-tensor gradient and FFN activation statistics to grads.jsonl, 0 for none", 0,
+                      "off"),
+    TG_OPT(T, schedule.ckpt_every, "--ckpt-every", TG_OPT_INT64, "checkpoint every N steps, 0 for only at the end",
+           TG_OPT_NON_NEGATIVE, NULL, SAVED, NULL),
+    TG_OPT(T, schedule.keep, "--keep", TG_OPT_INT, "checkpoints kept, newest first (0: all)", TG_OPT_NON_NEGATIVE, NULL,
+           SAVED, NULL),
+    TG_OPT(T, schedule.early_stop, "--early-stop", TG_OPT_INT64,
+           "end the run, saved, after N evaluations in a row without a better --keep-best figure (val_loss without it)",
+           TG_OPT_BETWEEN(0, TG_TRAIN_MAX_COUNT), NULL, SAVED, "never"),
+    TG_OPT(T, schedule.probe_prompts, "--probe-prompts", TG_OPT_STRING,
+           "a text file of prompts, one a line: at every evaluation their greedy continuations go to DIR/probes.jsonl "
+           "(a fine-tuning run's through the chat template, as a user turn)",
+           TG_OPT_ANY, NULL, SAVED, "none"),
+    TG_OPT(T, schedule.probe_tokens, "--probe-tokens", TG_OPT_INT64,
+           "tokens of each --probe-prompts continuation (fewer when it ends: <eot>, <|im_end|>)",
+           TG_OPT_BETWEEN(1, TG_TRAIN_MAX_PROBE_TOKENS), NULL, SAVED, NULL),
+    TG_OPT(T, schedule.sample_tokens, "--sample-tokens", TG_OPT_INT64, "tokens sampled at the end, 0 for none",
+           TG_OPT_BETWEEN(0, TG_TRAIN_MAX_COUNT), NULL, SAVED, NULL),
+    TG_FLAG_THREADS(T, schedule.threads, "threads for the ops and OpenBLAS", SAVED | NUM, NULL),
+    TG_OPT(T, invocation.time_budget_min, "--time-budget", TG_OPT_DOUBLE,
+           "stop after this many minutes even if steps remain", TG_OPT_NON_NEGATIVE, NULL, 0, "none"),
+    TG_FLAG_OUT(T, invocation.out_dir, "run folder", 0, "checkpoints/<preset>-<tokenizer>-<time>"),
+    TG_OPT(T, invocation.resume, "--resume", TG_OPT_STRING,
+           "continue the run in this folder (or from this checkpoint file), bitwise as if it never stopped", TG_OPT_ANY,
+           NULL, 0, NULL),
+    TG_OPT(T, invocation.stop_after, "--stop-after", TG_OPT_INT64,
+           "stop after step N, save and exit 0; the LR schedule still spans --steps, so --resume continues exactly",
+           TG_OPT_NON_NEGATIVE, NULL, 0, "none"),
+    TG_OPT(T, invocation.comm_timeout_s, "--comm-timeout", TG_OPT_DOUBLE,
+           "under mpirun: seconds a rank waits for the others before it ends the job (a rank died or hangs)",
+           ((TgOptRange){0, 1e9, true, false}) /* 31 years: a deadline that fits a struct timespec */, NULL, 0, NULL),
 };
 
 #undef ID
@@ -215,30 +227,30 @@ const TgOptTable *tg_sft_option_table(void) { return &sft_table; }
 
 void tg_train_options_defaults(TgTrainOptions *o) {
     memset(o, 0, sizeof *o);
-    o->task = TG_TASK_PRETRAIN;
-    o->preset = TG_TRAIN_DEFAULT_PRESET;
-    o->precision = TG_PRECISION_FP32;
-    o->ffn = TG_FFN_SWIGLU;
-    o->val_fraction = TG_PREPARE_DEFAULT_VAL_FRACTION;
-    o->seed = TG_TRAIN_DEFAULT_SEED;
-    o->steps = 1500;
-    o->batch = 16;
-    o->accum = 1;
-    o->warmup = -1;
-    o->lr = 3e-3;
-    o->min_lr = -1;
-    o->clip = 1.0;
-    o->adamw = tg_adamw_defaults();
-    o->eval_every = 100;
-    o->eval_batches = 8;
-    o->log_every = 10;
-    o->ckpt_every = 200;
-    o->keep = 3;
-    o->probe_tokens = 32;
-    o->sample_tokens = 300;
-    o->threads = TG_TRAIN_DEFAULT_THREADS;
-    o->stop_after = -1;
-    o->comm_timeout_s = TG_DIST_DEFAULT_TIMEOUT_S;
+    o->spec.task = TG_TASK_PRETRAIN;
+    o->spec.preset = TG_TRAIN_DEFAULT_PRESET;
+    o->spec.precision = TG_PRECISION_FP32;
+    o->spec.ffn = TG_FFN_SWIGLU;
+    o->spec.val_fraction = TG_PREPARE_DEFAULT_VAL_FRACTION;
+    o->spec.seed = TG_TRAIN_DEFAULT_SEED;
+    o->schedule.steps = 1500;
+    o->schedule.batch = 16;
+    o->schedule.accum = 1;
+    o->schedule.warmup = -1;
+    o->schedule.lr = 3e-3;
+    o->schedule.min_lr = -1;
+    o->schedule.clip = 1.0;
+    o->schedule.adamw = tg_adamw_defaults();
+    o->schedule.eval_every = 100;
+    o->schedule.eval_batches = 8;
+    o->schedule.log_every = 10;
+    o->schedule.ckpt_every = 200;
+    o->schedule.keep = 3;
+    o->schedule.probe_tokens = 32;
+    o->schedule.sample_tokens = 300;
+    o->schedule.threads = TG_TRAIN_DEFAULT_THREADS;
+    o->invocation.stop_after = -1;
+    o->invocation.comm_timeout_s = TG_DIST_DEFAULT_TIMEOUT_S;
 }
 
 static bool given(const TgTrainOptions *o, const char *flag) {
@@ -271,11 +283,11 @@ static TgStatus conflict(const TgTrainOptions *o, const char *a, const char *b) 
 /* --keep-best, --early-stop and --probe-prompts act at the evaluations of --eval-every, which 0
  * leaves to the end alone. */
 static TgStatus check_evaluations(const TgTrainOptions *o) {
-    const char *flag = o->keep_best.kind != TG_EVAL_METRIC_NONE     ? "--keep-best"
-                       : o->early_stop > 0                     ? "--early-stop"
-                       : o->probe_prompts && *o->probe_prompts ? "--probe-prompts"
-                                                               : NULL;
-    if (!flag || o->eval_every > 0) return TG_OK;
+    const char *flag = o->spec.keep_best.kind != TG_EVAL_METRIC_NONE             ? "--keep-best"
+                       : o->schedule.early_stop > 0                              ? "--early-stop"
+                       : o->schedule.probe_prompts && *o->schedule.probe_prompts ? "--probe-prompts"
+                                                                                 : NULL;
+    if (!flag || o->schedule.eval_every > 0) return TG_OK;
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     return tg_fail(conflict(o, flag, "--eval-every"),
                    "%s%s acts at the evaluations of --eval-every, and --eval-every 0%s makes none before the end: "
@@ -340,13 +352,13 @@ const TgOptCodec tg_best_metric_codec = {sizeof(TgBestMetric), best_metric_parse
 
 /* A new fine-tuning run: conversations to read, and the tokenizer of the model it starts from. */
 static TgStatus check_sft(const TgTrainOptions *o) {
-    if (o->dataset)
+    if (o->spec.dataset)
         return tg_fail(TG_ERR_ARG, "fine-tuning reads conversations (--data FILE.jsonl); --dataset is a prepared text "
                                    "corpus for pretraining: drop it");
     if (given(o, "--special-tokens") || given(o, "--text-field") || given(o, "--vocab"))
         return tg_fail(TG_ERR_ARG, "fine-tuning keeps the tokenizer of the model it starts from: drop --special-tokens, "
                                    "--text-field and --vocab");
-    if (!o->data_path)
+    if (!o->spec.data_path)
         return tg_fail(TG_ERR_ARG, "tapegrad sft needs --data: a JSONL file of conversations (MiniMind's SFT format, "
                                    "{\"conversations\": [{\"role\": ..., \"content\": ...}, ...]} a line) or a folder "
                                    "of them");
@@ -355,35 +367,36 @@ static TgStatus check_sft(const TgTrainOptions *o) {
 
 /* The LoRA flags with each other and with the run. */
 static TgStatus check_lora(const TgTrainOptions *o) {
-    if (given(o, "--lora-rank") && o->lora_rank <= 0)
+    if (given(o, "--lora-rank") && o->spec.lora_rank <= 0)
         return tg_fail(TG_ERR_ARG, "--lora-rank must be at least 1 (8 or 16 is usual); leave it out for full fine-tuning");
-    if (given(o, "--lora-alpha") && !(o->lora_alpha > 0))
-        return tg_fail(TG_ERR_ARG, "--lora-alpha must be above 0, got %g", o->lora_alpha);
-    if (!o->resume && (given(o, "--lora-alpha") || given(o, "--lora-targets") || given(o, "--lora-tokens")) &&
-        o->lora_rank <= 0)
+    if (given(o, "--lora-alpha") && !(o->spec.lora_alpha > 0))
+        return tg_fail(TG_ERR_ARG, "--lora-alpha must be above 0, got %g", o->spec.lora_alpha);
+    if (!o->invocation.resume &&
+        (given(o, "--lora-alpha") || given(o, "--lora-targets") || given(o, "--lora-tokens")) && o->spec.lora_rank <= 0)
         return tg_fail(TG_ERR_ARG, "--lora-alpha, --lora-targets and --lora-tokens set up LoRA adapters: add --lora-rank R "
                                    "(8 or 16 is usual)");
-    if (!o->resume && o->lora_rank > 0 && !o->init_from)
+    if (!o->invocation.resume && o->spec.lora_rank > 0 && !o->spec.init_from)
         return tg_fail(TG_ERR_ARG, "--lora-rank trains adapters on a model's frozen weights: add --init-from (a run, "
                                    "checkpoint or safetensors file to adapt)");
-    if (o->lora_rank > 0 && o->log_grads > 0)
+    if (o->spec.lora_rank > 0 && o->schedule.log_grads > 0)
         return tg_fail(TG_ERR_ARG, "--log-grads inspects the gradients of every weight; a LoRA run has those of its "
                                    "adapters alone: drop --log-grads");
-    if (o->lora_rank <= 0) return TG_OK;
+    if (o->spec.lora_rank <= 0) return TG_OK;
     TgLoraConfig lora;
-    return tg_train_options_lora(o, &lora);
+    return tg_run_spec_lora(&o->spec, &lora);
 }
 
 /* --vocab against the tokenizer it would size. */
 static TgStatus check_vocab(const TgTrainOptions *o) {
-    if (given(o, "--vocab") && o->model.vocab < TG_TRAIN_MIN_BPE_VOCAB)
-        return tg_fail(TG_ERR_ARG, "--vocab %lld is below %d: a byte-level BPE holds the 256 bytes and <eot> before "
-                                   "any merge",
-                       (long long)o->model.vocab, TG_TRAIN_MIN_BPE_VOCAB);
-    if (!o->resume && given(o, "--vocab") && o->tokenizer.source == TG_TOKENIZER_USE_HF)
+    if (given(o, "--vocab") && o->spec.model.vocab < TG_TRAIN_MIN_BPE_VOCAB)
+        return tg_fail(TG_ERR_ARG,
+                       "--vocab %lld is below %d: a byte-level BPE holds the 256 bytes and <eot> before "
+                       "any merge",
+                       (long long)o->spec.model.vocab, TG_TRAIN_MIN_BPE_VOCAB);
+    if (!o->invocation.resume && given(o, "--vocab") && o->spec.tokenizer.source == TG_TOKENIZER_USE_HF)
         return tg_fail(TG_ERR_ARG, "--vocab sets the size of a BPE trained on the corpus; the vocabulary of --tokenizer "
                                    "hf:FILE is the file's. Drop --vocab");
-    if (!o->resume && given(o, "--vocab") && o->tokenizer.source == TG_TOKENIZER_USE_CHAR)
+    if (!o->invocation.resume && given(o, "--vocab") && o->spec.tokenizer.source == TG_TOKENIZER_USE_CHAR)
         return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add --tokenizer bpe or drop --vocab");
     return TG_OK;
@@ -393,28 +406,29 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     TG_TRY(tg_opt_check(&table, o, o->given));
     /* the options against each other */
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
-    if (o->resume && o->out_dir) return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
-    if (o->task == TG_TASK_SFT && !o->resume) TG_TRY(check_sft(o));
-    if (o->dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") || given(o, "--val-fraction") ||
-                       given(o, "--special-tokens") || given(o, "--text-field")))
+    if (o->invocation.resume && o->invocation.out_dir)
+        return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
+    if (o->spec.task == TG_TASK_SFT && !o->invocation.resume) TG_TRY(check_sft(o));
+    if (o->spec.dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") ||
+                            given(o, "--val-fraction") || given(o, "--special-tokens") || given(o, "--text-field")))
         return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
                                    "--val-fraction, --special-tokens and --text-field (they are `tapegrad prepare`'s)");
-    if (o->special_tokens && *o->special_tokens && o->tokenizer.source != TG_TOKENIZER_FROM_PRESET &&
-        o->tokenizer.source != TG_TOKENIZER_USE_BPE)
+    if (o->spec.special_tokens && *o->spec.special_tokens && o->spec.tokenizer.source != TG_TOKENIZER_FROM_PRESET &&
+        o->spec.tokenizer.source != TG_TOKENIZER_USE_BPE)
         return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
-    if (given(o, "--init-fingerprint") && !o->init_from && !o->resume)
+    if (given(o, "--init-fingerprint") && !o->spec.init_from && !o->invocation.resume)
         return tg_fail(TG_ERR_ARG, "--init-fingerprint pins the weights of --init-from: add --init-from, or drop it");
-    if (o->resume && o->init_from)
+    if (o->invocation.resume && o->spec.init_from)
         return tg_fail(TG_ERR_ARG, "--init-from starts a new run from another's weights; --resume continues one: give one "
                                    "of them");
     TG_TRY(check_lora(o));
-    if (o->stop_after >= 0 && o->stop_after > o->steps)
+    if (o->invocation.stop_after >= 0 && o->invocation.stop_after > o->schedule.steps)
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
-                       (long long)o->stop_after, origin(o, "--stop-after", oa, sizeof oa), (long long)o->steps,
-                       origin(o, "--steps", ob, sizeof ob));
-    if (o->min_lr > o->lr)
-        return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->min_lr,
-                       origin(o, "--min-lr", oa, sizeof oa), o->lr, origin(o, "--lr", ob, sizeof ob));
+                       (long long)o->invocation.stop_after, origin(o, "--stop-after", oa, sizeof oa),
+                       (long long)o->schedule.steps, origin(o, "--steps", ob, sizeof ob));
+    if (o->schedule.min_lr > o->schedule.lr)
+        return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->schedule.min_lr,
+                       origin(o, "--min-lr", oa, sizeof oa), o->schedule.lr, origin(o, "--lr", ob, sizeof ob));
     TG_TRY(check_evaluations(o));
     /* what a resume reads back: a value its file cannot hold is refused now, not lost then */
     TG_TRY(tg_opt_check_storable(&table, o, TG_TRAIN_OPT_IDENTITY, TG_RUN_IDENTITY_FILE));
@@ -422,28 +436,29 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     return check_vocab(o);
 }
 
-TgStatus tg_train_options_lora(const TgTrainOptions *o, TgLoraConfig *cfg) {
+TgStatus tg_run_spec_lora(const TgRunSpec *spec, TgLoraConfig *cfg) {
     memset(cfg, 0, sizeof *cfg); /* the token rows come with the tokenizer (run/run_lora.c) */
-    cfg->rank = o->lora_rank;
-    cfg->alpha = o->lora_alpha > 0 ? o->lora_alpha : 2.0 * (double)o->lora_rank;
-    TG_TRY(tg_lora_targets_parse(o->lora_targets ? o->lora_targets : TG_TRAIN_DEFAULT_LORA_TARGETS, &cfg->targets));
+    cfg->rank = spec->lora_rank;
+    cfg->alpha = spec->lora_alpha > 0 ? spec->lora_alpha : 2.0 * (double)spec->lora_rank;
+    TG_TRY(tg_lora_targets_parse(spec->lora_targets ? spec->lora_targets : TG_TRAIN_DEFAULT_LORA_TARGETS,
+                                 &cfg->targets));
     return tg_lora_config_validate(cfg, NULL);
 }
 
 TgStatus tg_train_options_resolve_lora(TgTrainOptions *o, char *targets, size_t cap) {
-    if (o->lora_rank <= 0) return TG_OK;
+    if (o->spec.lora_rank <= 0) return TG_OK;
     TgLoraConfig cfg;
-    TG_TRY(tg_train_options_lora(o, &cfg));
-    o->lora_alpha = cfg.alpha;
+    TG_TRY(tg_run_spec_lora(&o->spec, &cfg));
+    o->spec.lora_alpha = cfg.alpha;
     tg_lora_targets_format(cfg.targets, targets, cap);
-    o->lora_targets = targets;
-    if (!o->lora_tokens) o->lora_tokens = TG_TRAIN_DEFAULT_LORA_TOKENS;
+    o->spec.lora_targets = targets;
+    if (!o->spec.lora_tokens) o->spec.lora_tokens = TG_TRAIN_DEFAULT_LORA_TOKENS;
     return TG_OK;
 }
 
 void tg_train_options_derive(TgTrainOptions *o) {
-    if (o->warmup < 0) o->warmup = o->steps / 20;
-    if (o->min_lr < 0) o->min_lr = o->lr / 10;
+    if (o->schedule.warmup < 0) o->schedule.warmup = o->schedule.steps / 20;
+    if (o->schedule.min_lr < 0) o->schedule.min_lr = o->schedule.lr / 10;
 }
 
 TgStatus tg_train_options_save(const char *dir, const TgTrainOptions *o) {

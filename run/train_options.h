@@ -104,8 +104,9 @@ typedef struct TgTokenizerChoice {
 /* "char", "bpe" or "hf:FILE" (the text of run.txt; "" for TG_TOKENIZER_FROM_PRESET). */
 void tg_tokenizer_choice_format(const TgTokenizerChoice *c, char *buf, size_t cap);
 
-typedef struct TgTrainOptions {
-    /* what the run is */
+/* What the run is: fixed for its life (run.txt records it, a resume refuses another value). Read by
+ * run/ as it opens the run and by model/ for the shape. */
+typedef struct TgRunSpec {
     TgTrainTask task;          /* TG_TASK_PRETRAIN */
     TgPreset preset;           /* TG_TRAIN_DEFAULT_PRESET */
     TgModelConfig model;       /* 0 fields: from the preset; vocab: from the tokenizer */
@@ -128,7 +129,10 @@ typedef struct TgTrainOptions {
     TgPrecision precision;     /* of the linear layers' products (tg_tape_set_precision) */
     TgBestMetric keep_best;    /* the figure whose best checkpoint is kept beside the newest; NONE: none.
                                 * Fixed for the run: its checkpoints' best record is of this figure */
-    /* how it trains (may change on resume) */
+} TgRunSpec;
+
+/* How it trains: train_options.txt keeps it, and a resume may change it. Read by train/. */
+typedef struct TgTrainSchedule {
     int64_t steps, batch, accum;
     int64_t warmup;            /* -1: 5% of steps */
     double lr, min_lr, clip;   /* min_lr -1: lr / 10 */
@@ -142,13 +146,25 @@ typedef struct TgTrainOptions {
     const char *probe_prompts; /* a text file of prompts, one a line, continued at every evaluation; NULL: none */
     int64_t probe_tokens;      /* the tokens of each continuation */
     int threads;
-    /* this invocation only */
+} TgTrainSchedule;
+
+/* What this invocation does: never saved. Read by the CLI and run/ (the folder), and by train/ for
+ * when to stop. */
+typedef struct TgTrainInvocation {
     double time_budget_min;    /* 0: none */
     const char *out_dir;
     const char *resume;        /* run folder or checkpoint file to continue, or NULL */
     int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
     double comm_timeout_s;     /* data-parallel runs: the longest a rank waits for the others (lib/dist.h) */
-    TgOptSet given;              /* options set by the caller (the CLI: the flags given); see tg_train_run */
+} TgTrainInvocation;
+
+/* The options as the table (train_options.c) reads, checks and saves them: the three concerns, and
+ * the record of where each value came from, which only this options layer reads. */
+typedef struct TgTrainOptions {
+    TgRunSpec spec;
+    TgTrainSchedule schedule;
+    TgTrainInvocation invocation;
+    TgOptSet given; /* options set by the caller (the CLI: the flags given); see tg_train_run */
     /* where saved options came from on --resume (tg_train_options_restore): messages name the line */
     const char *options_file;  /* NULL: none was read */
     TgOptFileRead from_file;
@@ -161,8 +177,8 @@ void tg_train_options_defaults(TgTrainOptions *o);
 /* Checks every given value's range and the options against each other; the one validation,
  * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */
 TgStatus tg_train_options_validate(const TgTrainOptions *o);
-/* The LoRA configuration of the options (lora_rank > 0), defaults filled in. */
-TgStatus tg_train_options_lora(const TgTrainOptions *o, TgLoraConfig *cfg);
+/* The LoRA configuration a run spec asks for (lora_rank > 0), defaults filled in. */
+TgStatus tg_run_spec_lora(const TgRunSpec *spec, TgLoraConfig *cfg);
 /* The LoRA options as a run records them and a resume compares them (o->lora_rank > 0; nothing
  * otherwise): lora_alpha resolved (2 x rank when 0), lora_targets in their canonical order (all
  * seven when NULL), its text in `targets` (cap 64 holds every target). */

@@ -199,8 +199,8 @@ Test(hostile_run, lines_of_any_length_are_read_whole) {
     TgOptStrings strings = {0};
     char *path = datagen_path(run, "identity.txt");
     assert_ok(tg_opt_read(tg_train_option_table(), &id, TG_TRAIN_OPT_IDENTITY, 0, path, NULL, &strings));
-    cr_expect_str_eq(id.data_path, path_value);
-    cr_expect_eq(id.seed, 7);
+    cr_expect_str_eq(id.spec.data_path, path_value);
+    cr_expect_eq(id.spec.seed, 7);
     tg_opt_strings_free(&strings);
     free(path);
 }

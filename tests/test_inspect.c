@@ -278,11 +278,12 @@ static void train_logged(const char *name, int64_t probe_batches, TgRunHistory *
     char *data = datagen_path(dir, "text.txt"), *out = datagen_path(dir, name);
     TgTrainOptions t;
     tg_train_options_defaults(&t);
-    t.preset = TG_PRESET_TINY, t.ffn = TG_FFN_RELU, t.data_path = data, t.out_dir = out;
-    t.steps = 4, t.batch = 2, t.eval_every = 2, t.eval_batches = 1, t.log_grads = 2, t.sample_tokens = 0;
-    t.ckpt_every = 0, t.threads = 1;
+    t.spec.preset = TG_PRESET_TINY, t.spec.ffn = TG_FFN_RELU, t.spec.data_path = data, t.invocation.out_dir = out;
+    t.schedule.steps = 4, t.schedule.batch = 2, t.schedule.eval_every = 2, t.schedule.eval_batches = 1,
+    t.schedule.log_grads = 2, t.schedule.sample_tokens = 0;
+    t.schedule.ckpt_every = 0, t.schedule.threads = 1;
     TgGradLogger g;
-    TgTrainHooks hooks = tg_grad_logger_hooks(&g, t.log_grads, probe_batches);
+    TgTrainHooks hooks = tg_grad_logger_hooks(&g, t.schedule.log_grads, probe_batches);
     assert_ok(tg_train_run(&t, NULL, &hooks, NULL));
     tg_grad_logger_close(&g);
     assert_ok(tg_run_history_load(out, h));

@@ -170,17 +170,9 @@ Test(layout, includes_follow_the_rooms) {
 static const char *const forbidden[] = {"stdout", "stderr", "printf", "vprintf", "puts", "putchar", "perror",
                                         "exit",   "_exit",  "_Exit",  "quick_exit"};
 
-/* The file's code with comments and string and character literals blanked out. */
-static char *code_of(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *text = malloc((size_t)n + 1);
-    cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    text[n] = '\0';
+/* `text` with comments and string and character literals blanked out, in place. */
+static char *blank_comments_and_literals(char *text) {
+    long n = (long)strlen(text);
     for (long i = 0; i < n; i++) {
         if (text[i] == '/' && text[i + 1] == '*') {
             for (; i < n && !(text[i] == '*' && text[i + 1] == '/'); i++)
@@ -198,6 +190,20 @@ static char *code_of(const char *path) {
         }
     }
     return text;
+}
+
+/* The file's code with comments and string and character literals blanked out. */
+static char *code_of(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    text[n] = '\0';
+    return blank_comments_and_literals(text);
 }
 
 static bool is_name_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
@@ -861,4 +867,113 @@ Test(layout, the_include_circle_check_finds_circles_and_knows_units) {
     };
     cr_expect_eq(planted_circles(tape, 2, true), 1, "tape.h is lib/tape.c's: tape.c -> blas.h -> tape.h is a circle");
     cr_expect_eq(planted_circles(tape, 2, false), 0, "a public header of no file of the rooms is its own unit");
+}
+
+/* ---------------------------------------------------------------- the options stay in their layer */
+
+/* The training options (run/train_options.h) are three concerns and a record of where each value
+ * came from: a room below cli/ takes the concern it reads (a TgRunSpec, a TgTrainSchedule, a
+ * TgTrainInvocation), never the whole set, which only the options layer (run/train_options.c) and
+ * cli/ hold. The functions that still take it are listed here while they are moved to their
+ * concerns: a function that newly takes the whole set fails, and so does a listed one that no
+ * longer does (the list shrinks with the code). */
+static const char *const still_taking_the_options[] = {
+    "check_base_shape",     "check_resume_flags",    "new_text_identity",     "open_new",
+    "open_resumed",         "prepare_sft_data",      "prepare_text",          "tg_run_base_find",
+    "tg_run_base_record",   "tg_run_identity_read",  "tg_run_identity_write", "tg_run_open_for_training",
+    "tg_run_open_new_sft",  "tg_run_open_new_text",  "tg_train_run",          "trainer_open",
+    "trainer_start",
+};
+enum { N_STILL = sizeof still_taking_the_options / sizeof *still_taking_the_options };
+
+/* Calls take(name, ctx) for every function of `code` (comments and literals blanked) that has a
+ * parameter of type TgTrainOptions * (const or not). */
+static void functions_taking_options(const char *code, void (*take)(const char *name, void *ctx), void *ctx) {
+    static const char type[] = "TgTrainOptions";
+    for (const char *p = strstr(code, type); p; p = strstr(p + 1, type)) {
+        if (p > code && is_name_char(p[-1])) continue;
+        const char *q = p + sizeof type - 1;
+        while (*q == ' ') q++;
+        if (*q != '*') continue;
+        for (q++; *q == ' '; q++) {}
+        if (!is_name_char(*q)) continue; /* a cast: (TgTrainOptions *) */
+        while (is_name_char(*q)) q++;
+        while (*q == ' ' || *q == '\n') q++;
+        if (*q != ',' && *q != ')') continue; /* a variable or a member, not a parameter */
+        int depth = 0;
+        const char *open = p;
+        for (; open > code; open--) {
+            if (*open == ')') depth++;
+            if (*open == '(' && depth-- == 0) break;
+            if (depth == 0 && (*open == ';' || *open == '{' || *open == '}')) break;
+        }
+        if (*open != '(') continue;
+        const char *end = open;
+        while (end > code && end[-1] == ' ') end--;
+        const char *start = end;
+        while (start > code && is_name_char(start[-1])) start--;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(end - start), start);
+        if (name[0]) take(name, ctx);
+    }
+}
+
+typedef struct {
+    bool seen[N_STILL];
+    int bad;
+    const char *path;
+} OptionTakers;
+
+static void note_taker(const char *name, void *ctx) {
+    OptionTakers *t = ctx;
+    for (int i = 0; i < N_STILL; i++)
+        if (strcmp(name, still_taking_the_options[i]) == 0) {
+            t->seen[i] = true;
+            return;
+        }
+    fprintf(stderr, "%s: %s takes the whole TgTrainOptions; give it the concern it reads (TgRunSpec, TgTrainSchedule, "
+                    "TgTrainInvocation)\n", t->path, name);
+    t->bad++;
+}
+
+static void check_takers(const char *rel, void *ctx) {
+    if (strncmp(rel, "run/train_options.", 18) == 0) return; /* the options layer */
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
+    char *code = code_of(path);
+    OptionTakers *t = ctx;
+    t->path = rel;
+    functions_taking_options(code, note_taker, t);
+    free(code);
+}
+
+Test(layout, no_function_below_cli_takes_the_whole_options) {
+    OptionTakers t = {0};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strcmp(rules[i].room, "cli") != 0) walk_sources(rules[i].room, check_takers, &t);
+    for (int i = 0; i < N_STILL; i++)
+        if (!t.seen[i]) {
+            fprintf(stderr, "%s no longer takes the whole TgTrainOptions: drop it from tests/test_layout.c's list\n",
+                    still_taking_the_options[i]);
+            t.bad++;
+        }
+    cr_expect_eq(t.bad, 0, "%d functions below cli/ break the options' layer (listed above)", t.bad);
+}
+
+static void count_taker(const char *name, void *ctx) {
+    char *names = ctx;
+    strcat(strcat(names, name), " ");
+}
+
+Test(layout, the_options_check_finds_a_function_taking_them) {
+    char code[] = "/* tg_note(const TgTrainOptions *o) in a comment */\n"
+                  "static TgStatus open_it(TgRun *run, const TgTrainOptions *o,\n    bool writes) {\n"
+                  "    TgTrainOptions *copy = (TgTrainOptions *)o;\n"
+                  "    return use(run, (const TgTrainOptions *)copy);\n}\n"
+                  "typedef struct { TgTrainOptions *options; } Holder;\n"
+                  "void tg_last(TgTrainOptions *o);\n"
+                  "void tg_spec(const TgRunSpec *spec, const MyTgTrainOptions *other);\n";
+    char names[256] = "";
+    functions_taking_options(blank_comments_and_literals(code), count_taker, names);
+    cr_expect_str_eq(names, "open_it tg_last ");
 }

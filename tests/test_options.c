@@ -270,17 +270,17 @@ Test(options, training_options_are_validated_once_and_together) {
     TgTrainOptions o;
     tg_train_options_defaults(&o);
     assert_ok(tg_train_options_validate(&o));
-    o.resume = "run", o.out_dir = "elsewhere";
+    o.invocation.resume = "run", o.invocation.out_dir = "elsewhere";
     assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "drop --out");
     tg_train_options_defaults(&o);
-    o.stop_after = 2000;
+    o.invocation.stop_after = 2000;
     assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "--stop-after 2000 is past --steps 1500");
     tg_train_options_defaults(&o);
-    o.steps = -3;
+    o.schedule.steps = -3;
     o.given = TG_OPT_BIT(tg_opt_find(t, "--steps"));
     assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "--steps must be in [1, 9007199254740992], got -3");
     tg_train_options_defaults(&o);
-    o.model.vocab = 200;
+    o.spec.model.vocab = 200;
     o.given = TG_OPT_BIT(tg_opt_find(t, "--vocab"));
     assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "--vocab 200 is below 257");
     /* the saved group is what train_options.txt holds; identity options are never in it */
@@ -336,7 +336,7 @@ Test(options, conflicting_saved_options_name_the_file_and_line) {
     datagen_write(dir, "run.txt", "--seed 1\n", 9); /* what makes the folder a run's */
     TgTrainOptions o;
     tg_train_options_defaults(&o);
-    o.resume = dir;
+    o.invocation.resume = dir;
     TgOptStrings strings = {0};
     assert_ok(tg_train_options_restore(dir, &o, NULL, &strings));
     assert_fails(tg_train_options_validate(&o), TG_ERR_FORMAT, "--min-lr 0.5 (");
@@ -345,8 +345,8 @@ Test(options, conflicting_saved_options_name_the_file_and_line) {
               "%s", tg_error_message());
     /* --lr given now: the flag's conflict with the file (exit 2), the file still named */
     tg_train_options_defaults(&o);
-    o.resume = dir;
-    o.lr = 0.1;
+    o.invocation.resume = dir;
+    o.schedule.lr = 0.1;
     o.given = TG_OPT_BIT(tg_opt_find(tg_train_option_table(), "--lr"));
     datagen_write(dir, "train_options.txt", "--steps 30\n--min-lr 0.5\n", 24);
     assert_ok(tg_train_options_restore(dir, &o, NULL, &strings));

@@ -79,7 +79,9 @@ static TgBatch batch_rows_at(const BatchRows *r, int64_t b) {
 
 /* Everything one run holds while it trains. */
 typedef struct Trainer {
-    TgTrainOptions *o;
+    TgTrainOptions *options;         /* the options layer's (run/train_options.h): to open the run and save them */
+    const TgTrainSchedule *schedule; /* how it trains */
+    const TgTrainInvocation *invocation; /* what this invocation does: when it stops */
     TgRun run;
     TgEngine engine;
     TgCheckpointSaver saver;   /* set up by commit_run */
@@ -138,7 +140,7 @@ typedef struct Trainer {
 static TgStatus commit_run(Trainer *tr) {
     if (tr->committed) return TG_OK;
     TG_TRY(tg_run_commit(&tr->run));
-    TgCheckpointKeep keep = {.newest = tr->o->keep, .best = tr->run.keep_best.kind != TG_EVAL_METRIC_NONE};
+    TgCheckpointKeep keep = {.newest = tr->schedule->keep, .best = tr->run.keep_best.kind != TG_EVAL_METRIC_NONE};
     tg_best_metric_format(&tr->run.keep_best, keep.metric, sizeof keep.metric);
     tg_checkpoint_saver_init(&tr->saver, tr->run.dir, &keep, &tr->run.model);
     tr->committed = true;
@@ -176,22 +178,22 @@ static TgStatus agree_on_status(TgStatus s) {
 /* The step's buffers, the train split's batch source (at the resumed position), and the fixed val
  * batches of every evaluation and of k probes; packed rows are padded with <eot>. */
 static TgStatus open_batches(Trainer *tr, int64_t k) {
-    const TgTrainOptions *o = tr->o;
+    const TgTrainSchedule *sch = tr->schedule;
     const TgSplit *train = &tr->run.train, *val = &tr->run.val;
     int64_t B = tr->batch, T = tr->seq;
     int32_t pad = tr->run.tok.eot_id;
     bool packed = tg_split_packed(train);
     size_t window = (size_t)(B * T);
     tr->weighting = tg_split_loss_weighting(train);
-    batch_rows_alloc(&tr->step, o->accum, B, T, packed);
-    batch_rows_alloc(&tr->eval, o->eval_batches, B, T, packed);
+    batch_rows_alloc(&tr->step, sch->accum, B, T, packed);
+    batch_rows_alloc(&tr->eval, sch->eval_batches, B, T, packed);
     batch_rows_alloc(&tr->probe, k, B, T, packed);
     tr->micro_counts = tg_calloc((size_t)tr->micro_batches, sizeof(double));
-    tr->eval_losses = tg_calloc((size_t)o->eval_batches, sizeof(double));
-    tr->eval_counts = tg_calloc((size_t)o->eval_batches, sizeof(double));
+    tr->eval_losses = tg_calloc((size_t)sch->eval_batches, sizeof(double));
+    tr->eval_counts = tg_calloc((size_t)sch->eval_batches, sizeof(double));
     TG_TRY(tg_batch_source_open(&tr->batches, train, B, T, tr->run.state.seed, pad));
-    TG_TRY(tg_split_fixed_batches(val, B, T, o->eval_batches, pad, tr->eval.in, tr->eval.tg, tr->eval.ks));
-    for (int64_t b = 0; b < o->eval_batches; b++)
+    TG_TRY(tg_split_fixed_batches(val, B, T, sch->eval_batches, pad, tr->eval.in, tr->eval.tg, tr->eval.ks));
+    for (int64_t b = 0; b < sch->eval_batches; b++)
         tr->eval_counts[b] = (double)tg_count_targets(batch_rows_at(&tr->eval, b).targets, window);
     if (k) TG_TRY(tg_split_fixed_batches(val, B, T, k, pad, tr->probe.in, tr->probe.tg, tr->probe.ks));
     if (tr->run.resumed) tg_batch_source_set_state(&tr->batches, &tr->run.state.loader);
@@ -203,7 +205,7 @@ static TgStatus open_batches(Trainer *tr, int64_t k) {
 static TgStatus check_best_task(const Trainer *tr) {
     const TgBestMetric *m = &tr->run.keep_best;
     if (m->kind != TG_EVAL_METRIC_TASK_ACC && m->kind != TG_EVAL_METRIC_TASK_ACC_NORM) return TG_OK;
-    return tg_task_check_name(m->task, tr->o->eval_tasks.items, tr->o->eval_tasks.count);
+    return tg_task_check_name(m->task, tr->schedule->eval_tasks.items, tr->schedule->eval_tasks.count);
 }
 
 /* A record of a task's accuracy holds the task file's fingerprint: when the file of that name
@@ -226,7 +228,8 @@ static void check_best_source(Trainer *tr) {
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
 static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks *hooks, const TgTrainReporter *reporter) {
     memset(tr, 0, sizeof *tr);
-    tr->o = o;
+    tr->options = o, tr->schedule = &o->schedule, tr->invocation = &o->invocation;
+    const TgTrainSchedule *sch = tr->schedule;
     tr->rank = tg_dist_rank(), tr->ranks = tg_dist_ranks();
     tr->writer = tr->rank == 0;
     if (hooks && tr->writer) tr->hooks = *hooks;
@@ -235,7 +238,8 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     TgPrepareReporter preparing = {tr->reporter.ctx, tr->reporter.message, tr->reporter.preparing};
     TG_TRY(tg_run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
     TgTaskEncoding tasks = tg_task_encoding_of(&tr->run);
-    TgStatus opened = tg_task_suite_open(&tr->tasks, o->eval_tasks.items, o->eval_tasks.count, &tasks);
+    TgStatus opened =
+        tg_task_suite_open(&tr->tasks, sch->eval_tasks.items, sch->eval_tasks.count, &tasks);
     char where[TG_PATH_CAP + 32];
     if (opened == TG_ERR_IO && tg_train_options_origin(o, "--eval-task", where, sizeof where)[0])
         return tg_fail_context(opened, "--eval-task%s, saved by the run: give --eval-task again with a path that "
@@ -243,31 +247,33 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
                                where);
     TG_TRY(opened);
     TG_TRY(check_best_task(tr));
-    tr->watched = tg_best_watched(tr->run.keep_best.kind, o->early_stop);
+    tr->watched = tg_best_watched(tr->run.keep_best.kind, sch->early_stop);
     tg_best_record_start(&tr->run.state.best, tr->watched);
     check_best_source(tr);
-    if (tr->writer && o->probe_prompts && *o->probe_prompts)
-        TG_TRY(tg_probe_prompts_load(&tr->probe_prompts, o->probe_prompts, o->probe_tokens, &tr->run));
+    if (tr->writer && sch->probe_prompts && *sch->probe_prompts)
+        TG_TRY(
+            tg_probe_prompts_load(&tr->probe_prompts, sch->probe_prompts, sch->probe_tokens, &tr->run));
     const TgModelConfig *c = &tr->run.model.cfg;
-    int64_t B = o->batch, T = c->seq_len;
+    int64_t B = sch->batch, T = c->seq_len;
     tr->batch = B, tr->seq = T;
-    tr->micro_batches = o->accum * tr->ranks;
+    tr->micro_batches = sch->accum * tr->ranks;
     tr->tokens_per_step = B * T * tr->micro_batches;
     /* the model and its tokens are here; nothing else large is, yet */
-    TG_TRY(tg_train_memory_check(o, c, tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
+    TG_TRY(tg_train_memory_check(sch, o->invocation.resume, o->spec.model.seq_len > 0, c,
+                                 tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
     /* the arena at the step's size at once: no chunk added and coalesced during the first step */
-    tg_engine_open(&tr->engine, o->threads, 0);
+    tg_engine_open(&tr->engine, sch->threads, 0);
     tg_tape_set_precision(&tr->engine.tape, tr->run.precision);
-    TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, o->threads, true)));
+    TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, sch->threads, true)));
     TG_TRY(
         open_batches(tr, tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0));
     size_t window = (size_t)(B * T);
     tr->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *tr->ffn_hidden);
     tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
     if (tr->micro_batches > 1) tr->grad_scratch = tg_malloc(tg_model_trainable(&tr->run.model)->total * sizeof(float));
-    tr->eval_bytes = tg_tokens_text_bytes(&tr->run.tok, tr->eval.tg, (size_t)o->eval_batches * window);
-    tr->sched = (TgLrSchedule){o->lr, o->min_lr, o->warmup, o->steps};
-    tr->budget_s = o->time_budget_min > 0 ? o->time_budget_min * 60.0 : INFINITY;
+    tr->eval_bytes = tg_tokens_text_bytes(&tr->run.tok, tr->eval.tg, (size_t)sch->eval_batches * window);
+    tr->sched = (TgLrSchedule){sch->lr, sch->min_lr, sch->warmup, sch->steps};
+    tr->budget_s = tr->invocation->time_budget_min > 0 ? tr->invocation->time_budget_min * 60.0 : INFINITY;
     tr->t_start = tg_clock_seconds();
     tr->elapsed_before = tr->run.state.elapsed_s;
     tr->last_val = tr->last_bpb = NAN;
@@ -281,7 +287,7 @@ static TgStatus trainer_open_files(Trainer *tr) {
     /* every file the run appends to is open before its first step */
     if (tr->probe_prompts.n > 0) TG_TRY(tg_run_open_probes(&tr->run));
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
-    if (tg_train_options_save(tr->run.dir, tr->o) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
+    if (tg_train_options_save(tr->run.dir, tr->options) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
     /* `best` as the record resumed from says: a save killed before it rewrote `best`, or a resume
      * from an older checkpoint, leaves another there */
     if (tr->run.resumed && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE && !tr->best_restarted) {
@@ -343,7 +349,7 @@ static TgStatus trainer_start(Trainer *tr, TgTrainOptions *o, const TgTrainHooks
  * them); every rank sums all the losses in batch order, so the mean is bitwise what one process
  * computes. */
 static TgStatus evaluate(Trainer *tr, double *val_out) {
-    int64_t n = tr->o->eval_batches, begin, end;
+    int64_t n = tr->schedule->eval_batches, begin, end;
     tg_dist_block(n, tr->rank, &begin, &end);
     TgEvalBatches batches = {tr->eval.in, tr->eval.tg, tr->eval.ks, n, tr->batch, tr->seq};
     tg_eval_batch_losses(&tr->run.model, &tr->engine.tape, &batches, begin, end, tr->eval_losses);
@@ -380,32 +386,35 @@ static TgStatus trainer_announce(Trainer *tr) {
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
     if (tg_split_packed(&run->train))
-        tg_message_emit(m, TG_MESSAGE_INFO,
-                     "data: %zu train conversations (%llu tokens, %llu trained), %zu val; rows of packed conversations, "
-                     "batch %lld x %lld x accum %lld%s = %lld positions/step; the loss is per trained token; run folder %s",
-                     run->train.n_conversations, (unsigned long long)run->train.tokens.n,
-                     (unsigned long long)run->train.trained, run->val.n_conversations, (long long)tr->batch,
-                     (long long)tr->seq, (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
-                     run->folder.path[0] ? run->folder.path : run->dir);
+        tg_message_emit(
+            m, TG_MESSAGE_INFO,
+            "data: %zu train conversations (%llu tokens, %llu trained), %zu val; rows of packed conversations, "
+            "batch %lld x %lld x accum %lld%s = %lld positions/step; the loss is per trained token; run folder %s",
+            run->train.n_conversations, (unsigned long long)run->train.tokens.n, (unsigned long long)run->train.trained,
+            run->val.n_conversations, (long long)tr->batch, (long long)tr->seq, (long long)tr->schedule->accum, ranks,
+            (long long)tr->tokens_per_step, run->folder.path[0] ? run->folder.path : run->dir);
     else
-        tg_message_emit(m, TG_MESSAGE_INFO, "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld tokens/step; run folder %s",
-           (long long)run->train.tokens.n, (long long)run->val.tokens.n, (long long)tr->batch, (long long)tr->seq,
-           (long long)tr->o->accum, ranks, (long long)tr->tokens_per_step,
-           run->folder.path[0] ? run->folder.path : run->dir);
+        tg_message_emit(m, TG_MESSAGE_INFO,
+                        "data: %lld train tokens, %lld val tokens; batch %lld x %lld x accum %lld%s = %lld "
+                        "tokens/step; run folder %s",
+                        (long long)run->train.tokens.n, (long long)run->val.tokens.n, (long long)tr->batch,
+                        (long long)tr->seq, (long long)tr->schedule->accum, ranks, (long long)tr->tokens_per_step,
+                        run->folder.path[0] ? run->folder.path : run->dir);
     if (run->folder.among_sources[0])
         tg_message_emit(m, TG_MESSAGE_WARNING,
                         "the run folder %s is made among source files (%s); a run's files belong in a folder of their own, "
                         "such as checkpoints/NAME",
                         run->folder.path, run->folder.among_sources);
     tg_message_emit(m, TG_MESSAGE_INFO, "kernels: %s on %s; %d thread%s; precision %s", tg_isa_name(tg_isa_active()),
-                 tg_cpu_name(), tr->o->threads, tr->o->threads == 1 ? "" : "s", tg_precision_name(run->precision));
+                    tg_cpu_name(), tr->schedule->threads, tr->schedule->threads == 1 ? "" : "s",
+                    tg_precision_name(run->precision));
     if (run->precision == TG_PRECISION_BF16 && !tg_kernels()->bf16_native)
         tg_message_emit(m, TG_MESSAGE_NOTE, "bf16 on the %s path, which has no bf16 instructions: the products round their "
                                       "operands and run the fp32 kernel, slower than fp32",
                      tg_isa_name(tg_isa_active()));
     if (run->resumed) {
-        tg_message_emit(m, TG_MESSAGE_INFO, "resuming at step %lld of %lld from %s", (long long)run->state.step, (long long)tr->o->steps,
-               run->last_checkpoint);
+        tg_message_emit(m, TG_MESSAGE_INFO, "resuming at step %lld of %lld from %s", (long long)run->state.step,
+                        (long long)tr->schedule->steps, run->last_checkpoint);
         int64_t before = run->state.step > 0 ? run->state.tokens_seen / run->state.step : tr->tokens_per_step;
         if (before != tr->tokens_per_step)
             tg_message_emit(m, TG_MESSAGE_NOTE, "%lld tokens per step from here on, %lld before: the data order continues, grouped "
@@ -420,8 +429,8 @@ static TgStatus trainer_announce(Trainer *tr) {
         before.val_loss = tr->last_val, before.val_bpb = tr->last_bpb, before.elapsed_s = 0;
         tg_task_suite_add_metrics(&tr->tasks, &before);
         tg_run_log_metrics(run, &before);
-        tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training", tr->o->init_from,
-                     tr->last_val, tr->last_bpb);
+        tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training",
+                        tr->options->spec.init_from, tr->last_val, tr->last_bpb);
     } else {
         tg_message_emit(m, TG_MESSAGE_INFO, "initial loss should be near ln(vocab) = %.3f", log((double)c->vocab));
     }
@@ -444,8 +453,8 @@ enum {
 static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, TgStatus s) {
     if (s != TG_OK) return STOP_FAILED;
     if (stop && *stop) return STOP_SIGNAL + (int)*stop;
-    if (tr->o->stop_after >= 0 && tr->run.state.step >= tr->o->stop_after) return STOP_AFTER;
-    if (tg_best_record_exhausted(&tr->run.state.best, tr->o->early_stop)) return STOP_EARLY;
+    if (tr->invocation->stop_after >= 0 && tr->run.state.step >= tr->invocation->stop_after) return STOP_AFTER;
+    if (tg_best_record_exhausted(&tr->run.state.best, tr->schedule->early_stop)) return STOP_EARLY;
     if (tg_clock_seconds() - tr->t_start >= tr->budget_s) return STOP_TIME_BUDGET;
     return GO_ON;
 }
@@ -466,12 +475,12 @@ static const char *early_stop_text(Trainer *tr) {
     const char *name = tg_eval_metric_name(tr->watched);
     if (b->step < 0)
         snprintf(tr->stop_reason, sizeof tr->stop_reason,
-                 "stopped early (--early-stop %lld: %lld evaluations gave no %s)", (long long)tr->o->early_stop,
-                 (long long)b->evals_since, name);
+                 "stopped early (--early-stop %lld: %lld evaluations gave no %s)",
+                 (long long)tr->schedule->early_stop, (long long)b->evals_since, name);
     else
         snprintf(tr->stop_reason, sizeof tr->stop_reason,
                  "stopped early (--early-stop %lld: %s %.6g of step %lld not bettered in %lld evaluations)",
-                 (long long)tr->o->early_stop, name, b->value, (long long)b->step, (long long)b->evals_since);
+                 (long long)tr->schedule->early_stop, name, b->value, (long long)b->step, (long long)b->evals_since);
     return tr->stop_reason;
 }
 
@@ -545,18 +554,18 @@ static float micro_batch_weight(const Trainer *tr, int64_t i, double total) {
  * tg_dist_sum_floats makes the very additions one process with accum N makes. Stops at a
  * non-finite loss (the step fails once every rank knows). */
 static TgStatus local_gradients(Trainer *tr, bool watched) {
-    TgTrainOptions *o = tr->o;
+    const TgTrainSchedule *sch = tr->schedule;
     const size_t window = (size_t)(tr->batch * tr->seq);
-    int64_t first = tr->rank * o->accum, drawn = 0;
+    int64_t first = tr->rank * sch->accum, drawn = 0;
     TgStatus read = TG_OK;
     tg_params_zero_grad(tg_model_trainable(&tr->run.model));
     tg_batch_source_skip(&tr->batches, first);
-    for (int64_t k = 0; k < o->accum && read == TG_OK; k++, drawn++) {
+    for (int64_t k = 0; k < sch->accum && read == TG_OK; k++, drawn++) {
         BatchCells c = batch_rows_cells(&tr->step, k);
         read = tg_batch_source_next(&tr->batches, c.in, c.tg, c.ks);
         tr->micro_counts[first + k] = read == TG_OK ? (double)tg_count_targets(c.tg, window) : NAN;
     }
-    for (int64_t k = drawn; k < o->accum; k++) tr->micro_counts[first + k] = NAN;
+    for (int64_t k = drawn; k < sch->accum; k++) tr->micro_counts[first + k] = NAN;
     tg_batch_source_skip(&tr->batches, tr->micro_batches - first - drawn);
     double total = 0.0;
     if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
@@ -564,10 +573,10 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
         for (int64_t i = 0; i < tr->micro_batches; i++) total += tr->micro_counts[i];
     }
     if (read != TG_OK || !isfinite(total)) { /* the step fails once every rank has its losses */
-        for (int64_t k = 0; k < o->accum; k++) tr->micro_losses[first + k] = NAN;
+        for (int64_t k = 0; k < sch->accum; k++) tr->micro_losses[first + k] = NAN;
         return read;
     }
-    for (int64_t k = 0; k < o->accum; k++) {
+    for (int64_t k = 0; k < sch->accum; k++) {
         micro_batch_begin(tr, k);
         TgBatch b = batch_rows_at(&tr->step, k);
         TgTensor *loss = tg_model_loss(&tr->run.model, &tr->engine.tape, &b,
@@ -587,7 +596,7 @@ static void inject_replica_fault(Trainer *tr, int64_t step) {
 /* One optimizer step: every rank's micro-batches, the gradients summed over the ranks, clip,
  * AdamW (the same update on every rank). */
 static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, double *grad_norm_out) {
-    TgTrainOptions *o = tr->o;
+    const TgTrainSchedule *sch = tr->schedule;
     TgModel *model = &tr->run.model;
     int64_t step = tr->run.state.step;
     double lr = tg_lr_at(&tr->sched, step);
@@ -608,14 +617,14 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     TgParamStore *trainable = tg_model_trainable(model);
     TG_TRY(tg_dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
-    double grad_norm = tg_clip_grad_norm_pool(trainable, o->clip, tr->engine.pool);
+    double grad_norm = tg_clip_grad_norm_pool(trainable, sch->clip, tr->engine.pool);
     if (!isfinite(grad_norm)) {
         const char *bad = first_nonfinite_grad(trainable);
         return tg_fail(TG_ERR_NUMERIC,
                        "step %lld: the gradient of '%s' holds NaN or Inf (loss %.4f, lr %.3g); lower --lr or --clip",
                        (long long)step, bad ? bad : "?", loss, lr);
     }
-    tg_adamw_step(trainable, &o->adamw, step + 1, lr, tr->engine.pool);
+    tg_adamw_step(trainable, &sch->adamw, step + 1, lr, tr->engine.pool);
     inject_replica_fault(tr, step + 1);
     if (watched && h->after_update) TG_TRY(h->after_update(h->ctx, model, step + 1, lr, loss));
     tr->run.state.step = step + 1;
@@ -703,7 +712,7 @@ static void note_overfitting(Trainer *tr, double val) {
     bool rose = tr->prev_val > 0 && val > tr->prev_val && train < tr->prev_train;
     if (rose && tr->rising == 0)
         tr->rise_val = tr->prev_val, tr->rise_train = tr->prev_train,
-        tr->rise_step = tr->run.state.step - tr->o->eval_every;
+        tr->rise_step = tr->run.state.step - tr->schedule->eval_every;
     tr->rising = rose ? tr->rising + 1 : 0;
     tr->prev_val = val, tr->prev_train = train;
     if (tr->rising < OVERFIT_EVALS || tr->overfit_from) return;
@@ -727,13 +736,14 @@ static int64_t evals_after(int64_t step, int64_t steps, int64_t eval_every) {
  * apart, plus the evaluations left at the time they took (before the first: a forward pass of
  * --eval-batches batches, a third of a step each). NaN at the first step: nothing measured yet. */
 static double trainer_eta(Trainer *tr, double now) {
-    const TgTrainOptions *o = tr->o;
+    const TgTrainSchedule *sch = tr->schedule;
     int64_t step = tr->run.state.step;
     if (tr->eta_step0 == 0 || step <= tr->eta_step0) return NAN;
     double per_step = (now - tr->eta_t0 - tr->eta_excluded) / (double)(step - tr->eta_step0);
     double per_eval = tr->evals_timed ? tr->eval_s / (double)tr->evals_timed
-                                      : per_step * (double)o->eval_batches / (3.0 * (double)o->accum);
-    double eta = (double)(o->steps - step) * per_step + (double)evals_after(step, o->steps, o->eval_every) * per_eval;
+                                      : per_step * (double)sch->eval_batches / (3.0 * (double)sch->accum);
+    double eta = (double)(sch->steps - step) * per_step +
+                 (double)evals_after(step, sch->steps, sch->eval_every) * per_eval;
     return eta > 0 ? eta : 0;
 }
 
@@ -741,9 +751,10 @@ static double trainer_eta(Trainer *tr, double now) {
  * folder's commit, checkpoints (every --ckpt-every, and at a new best the run keeps). What the
  * ranks do together comes first: a rank's own failure must not make it skip a collective. */
 static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double grad_norm) {
-    TgTrainOptions *o = tr->o;
+    const TgTrainSchedule *sch = tr->schedule;
     TgTrainerState *st = &tr->run.state;
-    bool eval_now = o->eval_every > 0 && (st->step % o->eval_every == 0 || st->step == o->steps);
+    bool eval_now =
+        sch->eval_every > 0 && (st->step % sch->eval_every == 0 || st->step == sch->steps);
     double val = NAN;
     bool best_now = false; /* a checkpoint the best record names, kept by --keep-best */
     if (isfinite(loss)) tr->train_sum += loss, tr->train_n++;
@@ -756,8 +767,8 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
         best_now = note_best(tr, val) && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE;
         if (tr->writer) note_overfitting(tr, val);
     }
-    bool ckpt_now = (best_now || (o->ckpt_every > 0 && st->step % o->ckpt_every == 0)) && st->step < o->steps &&
-                    st->step != o->stop_after;
+    bool ckpt_now = (best_now || (sch->ckpt_every > 0 && st->step % sch->ckpt_every == 0)) &&
+                    st->step < sch->steps && st->step != tr->invocation->stop_after;
     if (ckpt_now) TG_TRY(check_replicas(tr, false));
     if (!tr->writer) return TG_OK;
     double elapsed = tr->elapsed_before + (tg_clock_seconds() - tr->t_start);
@@ -773,16 +784,22 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
         if (tr->eta_step0) tr->eta_excluded += now - t_eval;
     }
     if (tr->eta_step0 == 0) tr->eta_step0 = st->step, tr->eta_t0 = now, tr->eta_excluded = 0;
-    if (st->step % o->log_every == 0 || eval_now || st->step == o->steps || st->step == 1) {
+    if (st->step % sch->log_every == 0 || eval_now || st->step == sch->steps || st->step == 1) {
         double eta = trainer_eta(tr, now);
         if (isfinite(tr->budget_s)) eta = fmin(eta, tr->budget_s - (now - tr->t_start));
         if (tr->reporter.progress) {
             /* the val loss of --init-from's weights is no measure of the steps since: shown from the
              * first evaluation of this run on */
             double shown_val = tr->val_before_training ? NAN : tr->last_val;
-            TgTrainProgress p = {.step = st->step, .steps = o->steps, .loss = loss, .val_loss = shown_val,
-                               .val_bpb = tr->val_before_training ? NAN : tr->last_bpb, .lr = lr,
-                               .grad_norm = grad_norm, .tokens_per_s = tok_s, .eta_s = eta};
+            TgTrainProgress p = {.step = st->step,
+                                 .steps = sch->steps,
+                                 .loss = loss,
+                                 .val_loss = shown_val,
+                                 .val_bpb = tr->val_before_training ? NAN : tr->last_bpb,
+                                 .lr = lr,
+                                 .grad_norm = grad_norm,
+                                 .tokens_per_s = tok_s,
+                                 .eta_s = eta};
             tr->reporter.progress(tr->reporter.ctx, &p);
         }
         tr->window_t = tg_clock_seconds();
@@ -814,7 +831,7 @@ static TgStatus trainer_loop(Trainer *tr, volatile sig_atomic_t *stop, const cha
         if (code == STOP_FAILED) return tg_fail(TG_ERR_INTERRUPTED, "%s", ANOTHER_RANK_FAILED);
         *by_signal = code >= STOP_SIGNAL;
         if (*by_signal && stop) *stop = (sig_atomic_t)(code - STOP_SIGNAL);
-        if (tr->run.state.step >= tr->o->steps) return TG_OK;
+        if (tr->run.state.step >= tr->schedule->steps) return TG_OK;
         if (code != GO_ON) {
             *reason = code == STOP_EARLY ? early_stop_text(tr) : stop_text(code);
             return TG_OK;
@@ -915,11 +932,11 @@ static void trainer_finish_untrained(Trainer *tr, const char *reason, bool stopp
 
 /* The final val loss, the last checkpoint (rank 0), the summary and the sample. */
 static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_signal) {
-    TgTrainOptions *o = tr->o;
+    const TgTrainSchedule *sch = tr->schedule;
     TgRun *run = &tr->run;
     TgTrainerState *st = &run->state;
     /* --stop-after at the step it starts at is a checkpoint asked for (of --init-from's weights, say) */
-    if (st->step == tr->first_step && (stopped_by_signal || (run->resumed && o->stop_after != st->step))) {
+    if (st->step == tr->first_step && (stopped_by_signal || (run->resumed && tr->invocation->stop_after != st->step))) {
         if (tr->writer) trainer_finish_untrained(tr, reason, stopped_by_signal);
         return TG_OK;
     }
@@ -934,10 +951,14 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     TG_TRY(check_replicas(tr, false));
     /* a failed last save fails every rank */
     TG_TRY(agree_on_status(tr->writer ? trainer_save_last(tr, reason, evaluate_now) : TG_OK));
-    if (tr->writer && tr->run.task == TG_TASK_PRETRAIN && o->sample_tokens > 0 && st->step >= o->steps && tr->reporter.sample) {
+    if (tr->writer && tr->run.task == TG_TASK_PRETRAIN && sch->sample_tokens > 0 &&
+        st->step >= sch->steps && tr->reporter.sample) {
         const TgSampleOptions defaults = tg_sample_defaults();
-        TgTrainSample sample = {.prompt = TG_RUN_SAMPLE_PROMPT, .prompt_len = strlen(TG_RUN_SAMPLE_PROMPT),
-                              .tokens = o->sample_tokens, .temperature = defaults.temperature, .top_k = defaults.top_k};
+        TgTrainSample sample = {.prompt = TG_RUN_SAMPLE_PROMPT,
+                                .prompt_len = strlen(TG_RUN_SAMPLE_PROMPT),
+                                .tokens = sch->sample_tokens,
+                                .temperature = defaults.temperature,
+                                .top_k = defaults.top_k};
         char *text = NULL;
         TG_TRY(tg_run_sample(run, &tr->engine.tape, sample.prompt, sample.tokens, &defaults, st->seed, &text,
                           &sample.text_len));

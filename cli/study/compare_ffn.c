@@ -171,9 +171,9 @@ static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int
         TgTrainOptions id;
         TgOptStrings strings = {0};
         TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
-        if (s == TG_OK && id.precision != precision)
+        if (s == TG_OK && id.spec.precision != precision)
             s = tg_fail(TG_ERR_MISMATCH, "%s holds a run in %s; this experiment trains in %s: pass another --out",
-                        run->dir, tg_precision_name(id.precision), tg_precision_name(precision));
+                        run->dir, tg_precision_name(id.spec.precision), tg_precision_name(precision));
         tg_opt_strings_free(&strings);
         TG_TRY(s);
     }
@@ -218,12 +218,12 @@ static TgStatus plan_memory(const Experiment *e) {
         const CompareRun *run = &e->r.runs[k];
         TgTrainOptions t;
         run_options(e, run, &t);
-        t.resume = NULL;
+        t.invocation.resume = NULL;
         TgModelConfig c = e->preset_cfg;
         c.ffn = run->kind, c.hidden = run->hidden;
         if (!c.vocab) c.vocab = TG_TOKENIZER_BPE_FIRST_MERGE; /* a char tokenizer has at most 256 bytes and <eot> */
         TG_TRY(tg_model_config_validate(&c));
-        TG_TRY(tg_train_memory_check(&t, &c, e->o->probe_batches, 0));
+        TG_TRY(tg_train_memory_check(&t.schedule, t.invocation.resume, t.spec.model.seq_len > 0, &c, e->o->probe_batches, 0));
     }
     return TG_OK;
 }
@@ -337,25 +337,25 @@ static void run_options(const Experiment *e, const CompareRun *run, TgTrainOptio
     const CompareFfnOptions *o = e->o;
     TgTrainOptions t;
     tg_train_options_defaults(&t);
-    t.preset = o->preset;
-    t.data_path = o->data;
-    t.dataset = o->dataset;
-    t.seed = run->seed;
-    t.steps = o->steps;
-    t.lr = run->lr;
-    t.batch = o->batch;
-    t.eval_every = e->r.eval_every;
-    t.eval_batches = o->eval_batches;
-    t.log_grads = e->r.log_grads;
-    t.sample_tokens = 0;
-    t.keep = 1; /* the newest checkpoint only: what --reuse continues a killed run from */
-    t.threads = o->threads;
-    t.precision = o->precision;
+    t.spec.preset = o->preset;
+    t.spec.data_path = o->data;
+    t.spec.dataset = o->dataset;
+    t.spec.seed = run->seed;
+    t.schedule.steps = o->steps;
+    t.schedule.lr = run->lr;
+    t.schedule.batch = o->batch;
+    t.schedule.eval_every = e->r.eval_every;
+    t.schedule.eval_batches = o->eval_batches;
+    t.schedule.log_grads = e->r.log_grads;
+    t.schedule.sample_tokens = 0;
+    t.schedule.keep = 1; /* the newest checkpoint only: what --reuse continues a killed run from */
+    t.schedule.threads = o->threads;
+    t.spec.precision = o->precision;
     /* a stopped run continues in its own folder */
-    t.resume = run->state == RUN_PARTIAL ? run->dir : NULL;
-    t.out_dir = t.resume ? NULL : run->dir;
-    t.ffn = run->kind;
-    t.model.hidden = run->hidden;
+    t.invocation.resume = run->state == RUN_PARTIAL ? run->dir : NULL;
+    t.invocation.out_dir = t.invocation.resume ? NULL : run->dir;
+    t.spec.ffn = run->kind;
+    t.spec.model.hidden = run->hidden;
     *t_out = t;
 }
 
@@ -364,7 +364,7 @@ static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_ato
     TgTrainOptions t;
     run_options(e, run, &t);
     TgGradLogger grads;
-    TgTrainHooks hooks = tg_grad_logger_hooks(&grads, t.log_grads, o->probe_batches);
+    TgTrainHooks hooks = tg_grad_logger_hooks(&grads, t.schedule.log_grads, o->probe_batches);
     TgStatus s = tg_train_run(&t, stop, &hooks, e->reporter);
     tg_grad_logger_close(&grads);
     if (s == TG_ERR_NUMERIC) {

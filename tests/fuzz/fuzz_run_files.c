@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tg_run_identity_read(dir, &id, &strings);
     tg_opt_strings_free(&strings);
     tg_train_options_defaults(&o);
-    o.resume = dir;
+    o.invocation.resume = dir;
     if (tg_train_options_restore(dir, &o, &saved, &strings) == TG_OK && tg_train_options_validate(&o) == TG_OK)
         tg_train_options_derive(&o);
     tg_opt_strings_free(&strings);
