@@ -192,8 +192,8 @@ static char *blank_comments_and_literals(char *text) {
     return text;
 }
 
-/* The file's code with comments and string and character literals blanked out. */
-static char *code_of(const char *path) {
+/* A whole file, as a string. */
+static char *read_whole(const char *path) {
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f, "cannot read %s", path);
     fseek(f, 0, SEEK_END);
@@ -201,10 +201,13 @@ static char *code_of(const char *path) {
     rewind(f);
     char *text = malloc((size_t)n + 1);
     cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
     text[n] = '\0';
-    return blank_comments_and_literals(text);
+    fclose(f);
+    return text;
 }
+
+/* The file's code with comments and string and character literals blanked out. */
+static char *code_of(const char *path) { return blank_comments_and_literals(read_whole(path)); }
 
 static bool is_name_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
@@ -545,18 +548,6 @@ Test(layout, the_circle_check_finds_a_circle_of_three_files) {
 
 /* docs/contributing.md's layout names every source file: each .c, and each .h without a .c of
  * its name beside it; and every file it names exists. */
-static char *read_whole(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *text = malloc((size_t)n + 1);
-    cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = '\0';
-    fclose(f);
-    return text;
-}
 
 /* Calls visit(rel, ctx) for every .c and .h file below `dir` (a path from the top of the tree),
  * subfolders included. */
