@@ -131,3 +131,46 @@ Test(resume, a_resume_sums_with_the_k_slice_the_run_recorded, .init = setup, .fi
     free(a), free(b), free(a_path), free(b_path);
     free(straight), free(split), free(native);
 }
+
+/* run.txt and train_options.txt as tapegrad wrote them before the options were split into their
+ * concerns (commit ee66c73), for this test's flags; %s is the corpus. */
+static const char EARLIER_RUN_TXT[] = "--task pretrain\n--preset tiny\n--data %s\n--tokenizer char\n"
+                                      "--val-fraction 0.10000000000000001\n--seed 1337\n--gemm-kc 64\n--lora-rank 0\n"
+                                      "--lora-alpha 0\n--precision fp32\n--keep-best none\n";
+static const char EARLIER_TRAIN_OPTIONS_TXT[] =
+    "--steps 16\n--batch 4\n--accum 1\n--lr 0.0030000000000000001\n--min-lr 0.00030000000000000003\n--warmup 0\n"
+    "--weight-decay 0.10000000000000001\n--beta1 0.90000000000000002\n--beta2 0.94999999999999996\n--clip 1\n"
+    "--eval-every 8\n--eval-batches 2\n--log-every 10\n--ckpt-every 0\n--keep 3\n--early-stop 0\n--probe-tokens 32\n"
+    "--sample-tokens 0\n--threads 1\n";
+
+/* A run folder written by an earlier layout of the options resumes bitwise: the files this build
+ * writes are those of the earlier layout, byte for byte (a change to them must keep reading the
+ * old ones, and this test then holds the old text), and a run stopped at step 8 whose files are
+ * replaced by the earlier text resumes to the very losses, weights and moments of its straight
+ * twin. */
+Test(resume, a_run_folder_of_the_earlier_options_layout_resumes_bitwise, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    char *straight = datagen_path(dir, "old-straight"), *split = datagen_path(dir, "old-split"), *out = NULL;
+    const char *flags = "train " CKPT_TEST_FLAGS " --data %s --steps 16 --eval-every 8 --ckpt-every 0 --gemm-kc 64 %s --out %s";
+    cr_assert_eq(ckpt_cli(&out, flags, corpus, "", straight), 0, "%s", out);
+    free(out);
+    cr_assert_eq(ckpt_cli(&out, flags, corpus, "--stop-after 8", split), 0, "%s", out);
+    free(out);
+    char *run_txt = datagen_path(split, "run.txt"), *options_txt = datagen_path(split, "train_options.txt");
+    char earlier[4096];
+    snprintf(earlier, sizeof earlier, EARLIER_RUN_TXT, corpus);
+    char *written = ckpt_read_text(run_txt);
+    cr_expect_str_eq(written, earlier, "run.txt is not as the earlier layout wrote it");
+    free(written);
+    written = ckpt_read_text(options_txt);
+    cr_expect_str_eq(written, EARLIER_TRAIN_OPTIONS_TXT, "train_options.txt is not as the earlier layout wrote it");
+    free(written);
+    ckpt_write_file(run_txt, earlier, strlen(earlier));
+    ckpt_write_file(options_txt, EARLIER_TRAIN_OPTIONS_TXT, strlen(EARLIER_TRAIN_OPTIONS_TXT));
+    cr_assert_eq(ckpt_cli(&out, "train --resume %s", split), 0, "resume failed:\n%s", out);
+    cr_expect(strstr(out, "resuming at step 8 of 16"), "%s", out);
+    free(out);
+    ckpt_expect_same_metrics(straight, split, 8, 8);
+    ckpt_expect_same_checkpoints(straight, split, 16);
+    free(run_txt), free(options_txt), free(straight), free(split);
+}
