@@ -19,7 +19,7 @@
 #include "checkpoint/checkpoint.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
-#include "lib/clock.h"
+#include "support/clock.h"
 
 static void die(const char *what) {
     fprintf(stderr, "ckpt_bench: %s: %s\n", what, tg_error_message());

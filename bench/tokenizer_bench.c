@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "tokenizer/tokenizer_hf.h"
-#include "lib/clock.h"
+#include "support/clock.h"
 #include "tapegrad/tokenizer.h"
 
 static char dir[] = "/tmp/tokenizer-bench-XXXXXX";

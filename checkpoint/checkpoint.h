@@ -26,7 +26,7 @@
  * A file is read as hostile: a model config beyond tapegrad/model.h's limits, a header or a record
  * declaring more data than deflate's 1032:1 could fit in the file, more records than any model
  * has, or a trainer state no run could have written is refused before anything is allocated.
- * A write goes through lib/atomic_file.h: a crash at any moment leaves the old file or the new
+ * A write goes through support/atomic_file.h: a crash at any moment leaves the old file or the new
  * one, never a torn one under NAME.
  */
 #ifndef TAPEGRAD_CHECKPOINT_H

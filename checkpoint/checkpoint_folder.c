@@ -2,11 +2,11 @@
 #include "checkpoint/checkpoint_folder.h"
 
 #include "data/dataset.h"
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 #include "lib/checked.h"
-#include "lib/file_read.h"
-#include "lib/clock.h"
-#include "lib/path.h"
+#include "support/file_read.h"
+#include "support/clock.h"
+#include "support/path.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_internal.h"
 

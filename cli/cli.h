@@ -1,6 +1,6 @@
 /* The `tapegrad` program: its subcommands (one file each, cli/cmd_*.c) and what they share.
  *
- * Each subcommand describes its flags once, as an TgOptTable (lib/options.h), and parses them with
+ * Each subcommand describes its flags once, as an TgOptTable (support/options.h), and parses them with
  * cli_parse. Library calls return a TgStatus; cli_exit maps it to the exit code: 0 for TG_OK,
  * 2 for a bad flag or value (TG_ERR_ARG), 1 for everything about files and data. */
 #ifndef TAPEGRAD_CLI_H
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "tapegrad/error.h"
-#include "lib/options.h"
+#include "support/options.h"
 #include "tapegrad/version.h"
 
 typedef struct {

@@ -25,11 +25,11 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "lib/clock.h"
+#include "support/clock.h"
 #include "lib/cpu.h"
 #include "lib/gemm_plan.h"
 #include "lib/kernels.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/rng.h"

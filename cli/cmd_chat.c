@@ -16,7 +16,7 @@
 #include "cli/line_input.h"
 #include "data/chat_format.h"
 #include "data/jsonl.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "tapegrad/engine.h"
 #include "model/chat.h"
 #include "run/memory_plan.h"

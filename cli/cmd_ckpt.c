@@ -16,7 +16,7 @@
 #include "export/merge.h"
 #include "run/output_check.h"
 #include "run/run.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 static void print_ckpt_usage(FILE *f) {
     fprintf(f, "usage: tapegrad ckpt info FILE|DIR                      what a checkpoint holds (and verify it)\n"

@@ -10,7 +10,7 @@
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "data/sources.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "tapegrad/engine.h"
 #include "run/memory_plan.h"
 #include "run/run.h"

@@ -9,7 +9,7 @@
 #include "data/prepare.h"
 #include "data/loader.h"
 #include "lib/checked.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "tapegrad/engine.h"
 #include "model/safetensors.h"
 #include "cli/cli.h"

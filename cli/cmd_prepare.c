@@ -9,7 +9,7 @@
 #include "cli/train_report.h"
 #include "data/corpus.h"
 #include "data/prepare.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/shared_flags.h"
 #include "run/train_options.h"
 

@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "inspect/report.h"
 #include "inspect/run_history.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/output_check.h"
 #include "run/run_folder.h"
 

@@ -4,7 +4,7 @@
 
 #include "cli/cli.h"
 #include "tapegrad/engine.h"
-#include "lib/utf8.h"
+#include "support/utf8.h"
 #include "tapegrad/sample.h"
 #include "run/memory_plan.h"
 #include "run/run.h"

@@ -10,7 +10,7 @@
 #include "cli/train_report.h"
 #include "inspect/inspect.h"
 #include "lib/dist.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/run_folder.h"
 #include "train/trainer.h"
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "run/memory_plan.h"
 #include "run/run.h"
 #include "tapegrad/engine.h"

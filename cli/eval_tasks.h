@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "lib/options.h"
+#include "support/options.h"
 
 typedef struct CliTaskEval {
     const char *run;        /* --run */

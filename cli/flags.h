@@ -1,4 +1,4 @@
-/* The command line of a subcommand, read with its option table (lib/options.h): the table
+/* The command line of a subcommand, read with its option table (support/options.h): the table
  * describes each flag once; here argv fills the struct and --help lists the flags. */
 #ifndef TAPEGRAD_CLI_FLAGS_H
 #define TAPEGRAD_CLI_FLAGS_H
@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "lib/options.h"
+#include "support/options.h"
 
 /* Fills opts from argv[1..argc), sets the bits of the flags given, collects positional
  * arguments (up to t->max_positional) into positional[]. --help/-h sets *help and stops.

@@ -1,5 +1,5 @@
 #include "cli/train_report.h"
-#include "lib/utf8.h"
+#include "support/utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cli/output.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/run_folder.h"
 
 /* The lines kept for the log before the run's folder exists: what preparing a corpus says. */
@@ -25,7 +25,7 @@ static void warn(CliTrainReport *r, const char *fmt, const char *path, int err) 
 }
 
 /* A line for the log: into RUN/log.txt, or kept until the folder is named. A full disk loses no
- * line (lib/append_file.h); the terminal hears of it once, and once more when it is over. */
+ * line (support/append_file.h); the terminal hears of it once, and once more when it is over. */
 static void log_text(CliTrainReport *r, const char *text, size_t len) {
     if (!r->keeps_log) return;
     if (!r->log.f) {

@@ -21,7 +21,7 @@
 #include <signal.h>
 #include <stdbool.h>
 
-#include "lib/append_file.h"
+#include "support/append_file.h"
 #include "train/trainer.h"
 
 typedef struct CliTrainReport {
@@ -50,7 +50,7 @@ void cli_train_report_end(CliTrainReport *report);
 void cli_train_report_close(CliTrainReport *report, TgStatus status);
 /* The messages and the preparing bar for `tapegrad prepare`. */
 TgPrepareReporter cli_prepare_reporter(CliTrainReport *report, const char *command);
-/* The same messages for a caller with a TgMessageSink (lib/messages.h). */
+/* The same messages for a caller with a TgMessageSink (support/messages.h). */
 TgMessageSink cli_message_sink(CliTrainReport *report);
 
 #endif

@@ -48,8 +48,8 @@ endfunction()
 # of the room, linked with BELOW and LIBS alone. A call from the room to a room above it is then an
 # undefined reference, and the build fails; cmake/layer_check_test.cmake plants one to show it.
 #
-# The faults the tests inject (lib/fault.h) exist in a test variant only. A source of the room
-# that asks for one (found by its include of lib/fault.h) is compiled twice: into the room, where
+# The faults the tests inject (support/fault.h) exist in a test variant only. A source of the room
+# that asks for one (found by its include of support/fault.h) is compiled twice: into the room, where
 # each question is a constant `false`, and with TAPEGRAD_FAULT_INJECTION, together with
 # FAULT_ONLY, into tapegrad_<room>_faults, from which tests/CMakeLists.txt links the test variant
 # (the global property TAPEGRAD_FAULT_LIBRARY_OBJECTS).
@@ -72,7 +72,7 @@ function(tapegrad_add_room room)
   list(REMOVE_ITEM sources ${fault_only})
   set(fault_sources "")
   foreach(src ${sources})
-    file(STRINGS ${src} asks_for_faults REGEX "^#include \"lib/fault\\.h\"")
+    file(STRINGS ${src} asks_for_faults REGEX "^#include \"support/fault\\.h\"")
     if(asks_for_faults)
       list(APPEND fault_sources ${src})
     endif()

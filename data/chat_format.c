@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/json_reader.h"
+#include "support/json_reader.h"
 
 /* Jinja's string literals read "\n" as a newline; `message['content']` and `['role']` are what
  * Hugging Face, llama.cpp and node-llama-cpp pass a template. */

@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/json_reader.h"
-#include "lib/file_read.h"
-#include "lib/hash.h"
-#include "lib/path.h"
+#include "support/json_reader.h"
+#include "support/file_read.h"
+#include "support/hash.h"
+#include "support/path.h"
 #include "tapegrad/limits.h"
 
 uint64_t tg_dataset_fingerprint(uint64_t tokenizer_fingerprint, const TgDatasetSplit *train, const TgDatasetSplit *val) {

@@ -9,7 +9,7 @@
  * The manifest (JSON) records the sources (path, kind, bytes on disk and decompressed, a hash of
  * the decompressed bytes, documents, malformed lines), the recipe (tokenizer settings, text field,
  * split rule, strictness), the tokenizer's fingerprint, each split's token count and the hash of
- * its tokens (lib/hash.h), the malformed lines' first examples, and two fingerprints:
+ * its tokens (support/hash.h), the malformed lines' first examples, and two fingerprints:
  *   recipe_fingerprint  the recipe and every source's relative path, size and hash: what makes
  *                       `prepare` give this dataset (a second prepare of the same compares it);
  *   fingerprint         the tokenizer's fingerprint and both splits' counts and hashes: what a
@@ -64,7 +64,7 @@ typedef struct TgDatasetManifest {
 /* The dataset fingerprint of a tokenizer and two splits. */
 uint64_t tg_dataset_fingerprint(uint64_t tokenizer_fingerprint, const TgDatasetSplit *train, const TgDatasetSplit *val);
 
-/* Reads DIR/dataset.json (strict JSON, lib/json_reader.h) and checks it (above); TG_ERR_FORMAT
+/* Reads DIR/dataset.json (strict JSON, support/json_reader.h) and checks it (above); TG_ERR_FORMAT
  * names the file and the member. */
 TgStatus tg_dataset_manifest_read(const char *dir, TgDatasetManifest *m);
 /* Whether DIR holds a manifest. */

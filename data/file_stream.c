@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "lib/file_read.h"
+#include "support/file_read.h"
 
 typedef struct {
     int fd;

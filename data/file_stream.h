@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/hash.h"
+#include "support/hash.h"
 #include "tapegrad/error.h"
 
 enum { TG_FILE_STREAM_IN_BYTES = 1 << 17 };
@@ -29,10 +29,10 @@ typedef struct TgFileStream {
     uint64_t file_bytes;   /* the file's size on disk */
     uint64_t text_bytes;   /* bytes handed out so far (after decompression) */
     bool gzip;             /* the file is gzip-compressed */
-    TgHash64 hash;           /* of the bytes handed out (lib/hash.h): the same for a file and its gzip */
+    TgHash64 hash;           /* of the bytes handed out (support/hash.h): the same for a file and its gzip */
 } TgFileStream;
 
-/* Opens `path` (a regular file, symlinks followed: lib/file_read.h's rule). TG_ERR_IO naming it. */
+/* Opens `path` (a regular file, symlinks followed: support/file_read.h's rule). TG_ERR_IO naming it. */
 TgStatus tg_file_stream_open(TgFileStream *fs, const char *path);
 /* Up to cap bytes into buf; *got 0 at the end. TG_ERR_FORMAT for a gzip file that is not whole. */
 TgStatus tg_file_stream_read(TgFileStream *fs, void *buf, size_t cap, size_t *got);

@@ -7,7 +7,7 @@
  *   - a UTF-8 byte order mark at the very start of the file is skipped (RFC 8259 lets a reader
  *     ignore one); anywhere else it is an error of its line;
  *   - an empty line, or one of white space only, is skipped and counted (empty_lines);
- *   - every other line must be one JSON object as lib/json_reader.h checks it (RFC 8259: strict
+ *   - every other line must be one JSON object as support/json_reader.h checks it (RFC 8259: strict
  *     UTF-8, escapes, numbers, nesting up to TG_JSON_MAX_DEPTH, nothing after the object); one that
  *     is not is a malformed line, handed to the caller with its number and the reason (the byte
  *     offset within the line included), so the caller decides whether to skip it or stop;
@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "data/file_stream.h"
-#include "lib/json_reader.h"
+#include "support/json_reader.h"
 #include "tapegrad/error.h"
 
 enum { TG_JSONL_MAX_LINE_BYTES = 64 << 20, TG_JSONL_BLOCK_BYTES = 1 << 20 };

@@ -18,13 +18,13 @@
 #include "tokenizer/tokenizer_hf.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "data/tokfile.h"
-#include "lib/atomic_file.h"
-#include "lib/atomic_folder.h"
-#include "lib/clock.h"
-#include "lib/hash.h"
-#include "lib/json_write.h"
+#include "support/atomic_file.h"
+#include "support/atomic_folder.h"
+#include "support/clock.h"
+#include "support/hash.h"
+#include "support/json_write.h"
 #include "lib/memory.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "tapegrad/pool.h"
 
 void tg_prepare_options_default(TgPrepareOptions *opt) {
@@ -80,7 +80,7 @@ static void progress_report(Progress *p, uint64_t done, bool final) {
     p->r->progress(p->r->ctx, &pp);
 }
 
-/* The reporter's messages as a sink (lib/messages.h). */
+/* The reporter's messages as a sink (support/messages.h). */
 static TgMessageSink sink_of(const TgPrepareReporter *r) { return r ? (TgMessageSink){r->message, r->ctx} : (TgMessageSink){0}; }
 
 /* ---- the tokenizer's pass ------------------------------------------------------------------- */

@@ -30,7 +30,7 @@
 
 #include "data/dataset.h"
 #include "data/sources.h"
-#include "lib/messages.h"
+#include "support/messages.h"
 #include "tapegrad/error.h"
 #include "tapegrad/tokenizer.h"
 

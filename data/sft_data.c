@@ -10,10 +10,10 @@
 #include "data/chat_format.h"
 #include "data/jsonl.h"
 #include "data/sources.h"
-#include "lib/clock.h"
-#include "lib/path.h"
+#include "support/clock.h"
+#include "support/path.h"
 
-/* The reporter's messages (lib/messages.h). */
+/* The reporter's messages (support/messages.h). */
 static TgMessageSink sink_of(const TgPrepareReporter *rep) {
     return (TgMessageSink){rep ? rep->message : NULL, rep ? rep->ctx : NULL};
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/hash.h"
+#include "support/hash.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/rng.h"
 

@@ -32,7 +32,7 @@
 
 #include "data/file_stream.h"
 #include "data/jsonl.h"
-#include "lib/messages.h"
+#include "support/messages.h"
 #include "tapegrad/error.h"
 
 enum { TG_DOC_PIECE_BYTES = 1 << 20, TG_DOC_MAX_PIECE_BYTES = 64 << 20, TG_DOC_REPORTED_ERRORS = 5 };
@@ -80,7 +80,7 @@ typedef struct TgSourceList {
  * missing, naming them. */
 TgStatus tg_sources_list(const char *path, TgSourceList *list);
 void tg_sources_free(TgSourceList *list);
-/* The entries list->skipped holds, one message each through sink (lib/messages.h): a warning
+/* The entries list->skipped holds, one message each through sink (support/messages.h): a warning
  * for what could have been data (a FIFO, a device, a folder linked twice), a note for empty
  * files and the names the folder rule skips. `path` is the path given to tg_sources_list. */
 void tg_sources_report_skips(const TgSourceList *list, const char *path, const TgMessageSink *sink);

@@ -9,7 +9,7 @@
 #include "data/chat_format.h"
 #include "data/jsonl.h"
 #include "lib/memory.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 const char *tg_task_format_name(TgTaskFormat format) {
     return format == TG_TASK_MINIMAL_PAIRS ? "minimal_pairs" : "multiple_choice";

@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/hash.h"
+#include "support/hash.h"
 #include "lib/memory.h"
 
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
 #include "tapegrad/limits.h"
 
 static const unsigned char MAGIC[8] = {'T', 'G', 'T', 'O', 'K', 0, 0, 0};

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 #include "tapegrad/error.h"
 #include "tapegrad/limits.h"
 #include "tapegrad/version.h"
@@ -58,7 +58,7 @@ TgStatus tg_tokfile_read_for(const char *path, uint32_t vocab_size, uint64_t fin
 /* A token file read in bounded pieces (pread), never held whole: what training and evaluation
  * read, so their memory does not grow with the dataset. Opening one checks what
  * tg_tokfile_read_for checks, then reads it once, a block at a time, checking that every id is below
- * its vocab_size and hashing the tokens as stored (lib/hash.h; `hash`, to tell whether two files
+ * its vocab_size and hashing the tokens as stored (support/hash.h; `hash`, to tell whether two files
  * hold the same tokens). Each later read checks its ids again: a file changed in place while in
  * use gives an error, never an id a model cannot embed. A store over tokens in memory (tests)
  * reads them from there. */
@@ -80,7 +80,7 @@ void tg_token_store_close(TgTokenStore *s);
 
 /* A token file written as a stream (prepare): tokens are appended as they are made, and at the end
  * the file is cut in two, the first n_first tokens staying in it and the rest going to a second
- * file, each then committed (lib/atomic_file.h). Memory: one buffer of TG_TOKFILE_WRITER_BUFFER. */
+ * file, each then committed (support/atomic_file.h). Memory: one buffer of TG_TOKFILE_WRITER_BUFFER. */
 enum { TG_TOKFILE_WRITER_BUFFER = 1 << 20 };
 typedef struct TgTokfileWriter {
     TgAtomicFile af;

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
 #include "model/safetensors.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 static void config_json_text(const TgModelConfig *c, uint64_t tokenizer_fingerprint, char *buf, size_t cap) {
     char fingerprint[64] = "";

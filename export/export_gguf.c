@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "tokenizer/tokenizer_hf.h"
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 #include "export/export_hf.h"
 
 enum { GGUF_VERSION = 3, GGUF_ALIGNMENT = 32 }; /* 32: the default of general.alignment */

@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "tokenizer/tokenizer_hf.h"
-#include "lib/atomic_file.h"
-#include "lib/json_write.h"
+#include "support/atomic_file.h"
+#include "support/json_write.h"
 #include "export/convert.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
     if (cfg->ffn != TG_FFN_SWIGLU)

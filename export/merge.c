@@ -10,9 +10,9 @@
 
 #include "data/prepare.h"
 #include "data/sft_data.h"
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
-#include "lib/path.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
+#include "support/path.h"
 #include "run/run_internal.h"
 
 /* What eval reads in a run folder: its val split (and mask), copied when the run has them. */

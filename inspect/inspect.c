@@ -7,9 +7,9 @@
 
 #include "tapegrad/engine.h"
 #include "tapegrad/rng.h"
-#include "lib/atomic_file.h"
-#include "lib/json_write.h"
-#include "lib/path.h"
+#include "support/atomic_file.h"
+#include "support/json_write.h"
+#include "support/path.h"
 
 /* ---------------------------------------------------------------- FFN activation statistics */
 
@@ -209,7 +209,7 @@ double tg_model_inspect_batches(TgModel *m, TgTape *tape, const TgEvalBatches *b
 
 /* ---------------------------------------------------------------- JSON */
 
-/* statistics with 6 significant digits, null when not finite (lib/json_write.h) */
+/* statistics with 6 significant digits, null when not finite (support/json_write.h) */
 static void json_field(FILE *f, const char *key, double v) { tg_json_write_field(f, key, v, 6); }
 
 void tg_model_inspection_write_json(FILE *f, const TgModelInspection *mi, const TgModel *m, const double *update_ratio,
@@ -325,7 +325,7 @@ TgStatus tg_grad_logger_write(TgGradLogger *g, const TgModel *m, int64_t step, d
     tg_model_inspection_reset_activations(&g->mi);
     if (g->probe)
         for (int64_t l = 0; l < g->mi.n_layers; l++) tg_ffn_stats_reset(&g->probe[l]);
-    /* a full disk stops no run: the lines wait (lib/append_file.h), and metrics.jsonl, on the
+    /* a full disk stops no run: the lines wait (support/append_file.h), and metrics.jsonl, on the
      * same disk, tells the person */
     tg_append_file_flush(&g->out);
     return TG_OK;

@@ -10,7 +10,7 @@
 #ifndef TAPEGRAD_INSPECT_H
 #define TAPEGRAD_INSPECT_H
 
-#include "lib/append_file.h"
+#include "support/append_file.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 #include "inspect/report.h"
 
-#include "lib/atomic_file.h"
-#include "lib/json_write.h"
+#include "support/atomic_file.h"
+#include "support/json_write.h"
 
 #include <errno.h>
 #include <ctype.h>

@@ -4,9 +4,9 @@
 #include "checkpoint/checkpoint_folder.h"
 #include "inspect/inspect.h"
 #include "lib/checked.h"
-#include "lib/file_read.h"
-#include "lib/json_reader.h"
-#include "lib/path.h"
+#include "support/file_read.h"
+#include "support/json_reader.h"
+#include "support/path.h"
 #include "run/run_folder.h"
 #include "train/tasks.h"
 
@@ -19,7 +19,7 @@
 
 /* ---------------------------------------------------------------- reading */
 
-/* Each line of metrics.jsonl and grads.jsonl is checked as strict JSON (lib/json_reader.h) and
+/* Each line of metrics.jsonl and grads.jsonl is checked as strict JSON (support/json_reader.h) and
  * read in place; a member the reader takes must appear once, since two readers could disagree on
  * which of two counts. */
 

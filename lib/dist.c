@@ -1,7 +1,7 @@
 /* Data parallel (lib/dist.h): the MPI implementation when the build has MPI
  * (TAPEGRAD_WITH_MPI), the one-rank implementation otherwise, and what both share. */
 #include "lib/dist.h"
-#include "lib/clock.h"
+#include "support/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "lib/path.h"
+#include "support/path.h"
 
 /* cgroup v1 writes "no limit" as the largest page-aligned int64, 2^63 - 4096: anything this large is none */
 #define CGROUP_NO_LIMIT 1e18

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "tapegrad/error.h"
-#include "lib/clock.h"
+#include "support/clock.h"
 #include "lib/fpmode.h"
 
 struct TgPool {

@@ -13,7 +13,7 @@
 
 #include "lib/blas.h"
 #include "lib/checked.h"
-#include "lib/hash.h"
+#include "support/hash.h"
 #include "tapegrad/model.h"
 
 static const char *const target_names[] = {TG_LORA_TARGETS(TG_ENUM_NAME)};

@@ -1,8 +1,8 @@
 #include "model/safetensors.h"
 
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
-#include "lib/json_reader.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
+#include "support/json_reader.h"
 #include "tapegrad/limits.h"
 
 #include <errno.h>

@@ -15,7 +15,7 @@
  *
  * Writing keeps tensors in insertion order, in the header and in the data buffer, packed with
  * no gaps; the header is padded with spaces so the data buffer starts 8-byte aligned. The file
- * is written through lib/atomic_file.h, so a reader sees the old file or the complete new one,
+ * is written through support/atomic_file.h, so a reader sees the old file or the complete new one,
  * never a partial one.
  *
  * Assumes a little-endian host (checked at compile time).

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/path.h"
+#include "support/path.h"
 #include "tokenizer/tokenizer_hf.h"
 
 static void set_fingerprint(TgStWriter *w, const char *key, uint64_t fingerprint) {

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "lib/messages.h"
+#include "support/messages.h"
 #include "model/safetensors.h"
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/run_folder.h"
 
 void tg_output_plan_init(TgOutputPlan *plan) { plan->n_outputs = plan->n_inputs = 0; }

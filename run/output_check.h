@@ -17,7 +17,7 @@
  * A folder the command writes into (tg_output_check_folder) may be a link to a folder; each file
  * written inside it is checked as above.
  *
- * The write that follows goes through lib/atomic_file.h: a temporary file created with O_EXCL
+ * The write that follows goes through support/atomic_file.h: a temporary file created with O_EXCL
  * (never through a link) is renamed over the path, and rename(2) replaces a link that appeared
  * there after the check, never the file it points to.
  */

@@ -15,18 +15,18 @@
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "tokenizer/tokenizer_hf.h"
-#include "lib/file_read.h"
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
+#include "support/file_read.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
 #include "lib/gemm_plan.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "data/tokfile.h"
 #include "model/weights_file.h"
 #include "run/memory_plan.h"
 #include "checkpoint/adapter.h"
 #include "run/run_internal.h"
 #include "tapegrad/sample.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 /* ---------------------------------------------------------------- identity of a run */
 
@@ -205,7 +205,7 @@ static void json_number(FILE *f, const char *key, double v, int digits) {
     if (isfinite(v)) fprintf(f, ",\"%s\":%.*g", key, digits, v);
 }
 
-/* What a log line went to: a full disk loses no line, it waits (lib/append_file.h), and the
+/* What a log line went to: a full disk loses no line, it waits (support/append_file.h), and the
  * person is told once. *last_error: the errno of the log's previous flush. */
 static void flush_log(TgRun *run, TgAppendFile *log, int *last_error, const char *name) {
     int err = tg_append_file_flush(log);

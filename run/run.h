@@ -19,9 +19,9 @@
 #include "data/sft_data.h"
 #include "data/split.h"
 #include "data/tokfile.h"
-#include "lib/append_file.h"
-#include "lib/folder_lock.h"
-#include "lib/messages.h"
+#include "support/append_file.h"
+#include "support/folder_lock.h"
+#include "support/messages.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_folder.h"
 #include "tapegrad/model.h"
@@ -51,7 +51,7 @@ typedef struct TgRun {
     TgAppendFile probes;    /* probes.jsonl, opened before the first step (tg_run_open_probes) */
     int probes_error, probes_gone;
     char last_checkpoint[TG_PATH_CAP];
-    TgMessageSink messages; /* what the run says while it opens, starts and commits (lib/messages.h) */
+    TgMessageSink messages; /* what the run says while it opens, starts and commits (support/messages.h) */
 } TgRun;
 
 /* Prepares a new run in its temporary folder (or reads o->resume's, changing nothing in it),

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/run_internal.h"
 
 /* The shape flags given now must be the base's: a run started from it keeps its shape (--seq

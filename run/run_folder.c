@@ -10,12 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 #include "checkpoint/checkpoint_folder.h"
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "tokenizer/tokenizer_hf.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 /* The files a run writes into its folder, besides ckpt-*.tgck, and what each is to the run: a
  * folder holding one belongs to a run. (A *.tmp file a killed save left is no run's: the next

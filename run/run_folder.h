@@ -33,7 +33,7 @@
 #define TG_RUN_PROBES_FILE "probes.jsonl"
 /* What the run printed, every line, for a person (cli/train_report.h) */
 #define TG_RUN_LOG_FILE "log.txt"
-/* Locked (lib/folder_lock.h) by the process training in the folder, from before it reads it. */
+/* Locked (support/folder_lock.h) by the process training in the folder, from before it reads it. */
 #define TG_RUN_LOCK_FILE "train.lock"
 
 typedef struct TgRunFolder {

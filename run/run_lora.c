@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "data/chat_format.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "checkpoint/adapter.h"
 #include "model/weights_file.h"
 #include "run/run_internal.h"

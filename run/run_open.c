@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "lib/gemm_plan.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/run_internal.h"
 
 /* Which dataset the run in run->dir trained on, from its run.txt ("" for one prepared into it),

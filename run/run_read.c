@@ -12,7 +12,7 @@
 
 #include "checkpoint/adapter.h"
 #include "checkpoint/checkpoint_folder.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "model/weights_file.h"
 #include "run/memory_plan.h"
 #include "run/run_internal.h"

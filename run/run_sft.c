@@ -11,7 +11,7 @@
 #include "data/chat_format.h"
 #include "tokenizer/tokenizer_hf.h"
 #include "lib/gemm_plan.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/memory_plan.h"
 #include "run/run.h"
 #include "run/run_internal.h"

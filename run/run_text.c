@@ -13,10 +13,10 @@
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "lib/gemm_plan.h"
-#include "lib/path.h"
+#include "support/path.h"
 #include "run/memory_plan.h"
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
 #include "tokenizer/tokenizer_hf.h"
 #include "run/run_internal.h"
 

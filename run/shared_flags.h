@@ -13,7 +13,7 @@
 #ifndef TAPEGRAD_RUN_SHARED_FLAGS_H
 #define TAPEGRAD_RUN_SHARED_FLAGS_H
 
-#include "lib/options.h"
+#include "support/options.h"
 #include "tapegrad/limits.h"
 #include "tapegrad/model.h"
 #include "checkpoint/checkpoint.h"

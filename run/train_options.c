@@ -9,11 +9,11 @@
 #include "data/corpus.h"
 #include "data/prepare.h"
 #include "data/task_file.h"
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 #include "lib/gemm_plan.h"
 #include "checkpoint/checkpoint.h"
 #include "run/run_folder.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 /* --tokenizer's char, bpe or hf:FILE, wherever the text comes from (a flag, run.txt) */
 static TgStatus tokenizer_parse(const TgOptSpec *spec, void *field, const char *text) {

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "tapegrad/error.h"
-#include "lib/options.h"
+#include "support/options.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/tape.h"

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "datagen.h"
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 #include "testutil.h"
 
 static char *dir;

@@ -1,4 +1,4 @@
-/* The one folder publisher (lib/atomic_folder.h): a folder is filled under "<path>.tmp-XXXXXX"
+/* The one folder publisher (support/atomic_folder.h): a folder is filled under "<path>.tmp-XXXXXX"
  * beside its target and appears whole in one rename; an empty folder at the target is replaced, one
  * holding anything (or a link) is refused and left alone, with the temporary folder kept for
  * another name; abandoning removes it and its files; the folder gets the permissions mkdir gives. */
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "datagen.h"
-#include "lib/atomic_folder.h"
+#include "support/atomic_folder.h"
 #include "testutil.h"
 
 static char *dir;

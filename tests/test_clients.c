@@ -21,7 +21,7 @@
 
 #include "ckptutil.h"
 #include "data/chat_format.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "tapegrad/tokenizer.h"
 #include "tokenizer/tokenizer_hf.h"
 #include "tokenizer/unicode_class.h"

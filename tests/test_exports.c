@@ -143,7 +143,7 @@ static bool file_contains(const char *path, const char *needle) {
     return found;
 }
 
-/* The faults tests inject (lib/fault.h) live in the test variant alone: neither the installed
+/* The faults tests inject (support/fault.h) live in the test variant alone: neither the installed
  * library nor the installed program reads them from the environment. The variant itself must,
  * or the check above would pass for a wrong reason. */
 Test(exports, the_installed_library_and_program_carry_no_fault_injection) {

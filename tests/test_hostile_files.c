@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/clock.h"
+#include "support/clock.h"
 #include "ckptutil.h"
 #include "data/tokfile.h"
 #include "datagen.h"

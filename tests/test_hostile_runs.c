@@ -229,7 +229,7 @@ Test(hostile_run, the_report_refuses_steps_no_run_reaches) {
     free(expect_refused("report %s", 1, "grads.jsonl line 1: step 1e+300 is not a whole number"));
 }
 
-/* Each line is strict JSON (lib/json_reader.h), and a member the report reads appears once:
+/* Each line is strict JSON (support/json_reader.h), and a member the report reads appears once:
  * text after the object, a leading zero, a byte that is not UTF-8 and a key given twice were
  * all read before (cJSON took the first of two keys and ignored what followed the object). */
 Test(hostile_run, the_report_refuses_lines_that_are_not_strict_json) {

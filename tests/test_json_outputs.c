@@ -16,7 +16,7 @@
 #include "datagen.h"
 #include "inspect/inspect.h"
 #include "inspect/report.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "testutil.h"
 
 CKPT_SCRATCH_FIXTURE

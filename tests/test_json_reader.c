@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/json_reader.h"
+#include "support/json_reader.h"
 #include "testutil.h"
 
 static TgStatus check(const char *text, size_t len) {

@@ -1,4 +1,4 @@
-/* The JSON writer (lib/json_write.h): the two layouts of a document byte for byte (they are
+/* The JSON writer (support/json_write.h): the two layouts of a document byte for byte (they are
  * cJSON's, which the Hugging Face configs, the report's data and compare-ffn's summary were
  * written with before, so those files keep their bytes), numbers in 15 or 17 digits, the short
  * escapes of documents against the \u form of lines, '<' kept out of an HTML script, and every
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/json_reader.h"
-#include "lib/json_write.h"
+#include "support/json_reader.h"
+#include "support/json_write.h"
 #include "testutil.h"
 
 typedef struct {

@@ -1,5 +1,5 @@
 /* The rooms of the source tree depend on each other one way only:
- *     lib <- ops <- tokenizer <- data <- model <- checkpoint <- run <- train <- export, inspect <- cli
+ *     support <- lib <- ops <- tokenizer <- data <- model <- checkpoint <- run <- train <- export, inspect <- cli
  * (a room includes headers of its own and of the rooms to its left; export and inspect do not
  * need each other). Every project include is written from the top of the tree ("lib/kernels.h"),
  * never with "../". The public headers sit together in include/tapegrad/ ("tapegrad/tape.h"),
@@ -19,24 +19,25 @@ typedef struct {
 } Rule;
 
 static const Rule rules[] = {
-    {"lib", "lib"},
-    {"ops", "lib ops"},
-    {"tokenizer", "lib ops tokenizer"},
-    {"data", "lib ops tokenizer data"},
-    {"model", "lib ops tokenizer data model"},
-    {"checkpoint", "lib ops tokenizer data model checkpoint"},
-    {"run", "lib ops tokenizer data model checkpoint run"},
-    {"train", "lib ops tokenizer data model checkpoint run train"},
-    {"export", "lib ops tokenizer data model checkpoint run export"},
-    {"inspect", "lib ops tokenizer data model checkpoint run train inspect"},
-    {"cli", "lib ops tokenizer data model checkpoint run train export inspect cli"},
+    {"support", "support"},
+    {"lib", "support lib"},
+    {"ops", "support lib ops"},
+    {"tokenizer", "support lib ops tokenizer"},
+    {"data", "support lib ops tokenizer data"},
+    {"model", "support lib ops tokenizer data model"},
+    {"checkpoint", "support lib ops tokenizer data model checkpoint"},
+    {"run", "support lib ops tokenizer data model checkpoint run"},
+    {"train", "support lib ops tokenizer data model checkpoint run train"},
+    {"export", "support lib ops tokenizer data model checkpoint run export"},
+    {"inspect", "support lib ops tokenizer data model checkpoint run train inspect"},
+    {"cli", "support lib ops tokenizer data model checkpoint run train export inspect cli"},
 };
 
 /* The room of each public header; a header of include/tapegrad/ missing here fails the test. */
 static const struct {
     const char *header, *room;
 } public_rooms[] = {
-    {"version.h", "lib"}, {"error.h", "lib"},      {"limits.h", "lib"},   {"arena.h", "lib"},
+    {"version.h", "lib"}, {"error.h", "support"},  {"limits.h", "support"},   {"arena.h", "lib"},
     {"pool.h", "lib"},    {"rng.h", "lib"},        {"tensor.h", "lib"},   {"tape.h", "lib"},
     {"engine.h", "lib"},  {"params.h", "lib"},     {"gradcheck.h", "lib"}, {"op_list.h", "ops"},
     {"ops.h", "ops"},     {"op_check.h", "ops"},   {"tokenizer.h", "tokenizer"}, {"optim.h", "lib"},
@@ -162,10 +163,10 @@ Test(layout, includes_follow_the_rooms) {
 }
 
 /* The library (every room but cli/) never prints and never ends the process: what a person should
- * see reaches the program through statuses, messages and hooks (lib/messages.h, the trainer's
+ * see reaches the program through statuses, messages and hooks (support/messages.h, the trainer's
  * reporter), and only cli/ writes to stdout/stderr or chooses an exit code. Writers that take a
  * FILE * their caller opened are fine; the one exception is the message of a broken invariant,
- * which lib/error.c hands to the abort handler (tapegrad/error.h). Comments and string literals
+ * which support/error.c hands to the abort handler (tapegrad/error.h). Comments and string literals
  * are skipped. */
 static const char *const forbidden[] = {"stdout", "stderr", "printf", "vprintf", "puts", "putchar", "perror",
                                         "exit",   "_exit",  "_Exit",  "quick_exit"};
@@ -233,7 +234,7 @@ static int check_silent(const char *path, bool report) {
 }
 
 Test(layout, the_library_never_prints_and_never_exits) {
-    static const char *const rooms[] = {"include/tapegrad", "lib", "lib/isa", "ops", "tokenizer", "data", "model",
+    static const char *const rooms[] = {"include/tapegrad", "support", "lib", "lib/isa", "ops", "tokenizer", "data", "model",
                                         "checkpoint", "run", "train", "export", "inspect"};
     int bad = 0, files = 0;
     for (size_t i = 0; i < sizeof rooms / sizeof rooms[0]; i++) {
@@ -397,7 +398,7 @@ static int check_headers_below(const char *dir_path, int *headers) {
 }
 
 Test(layout, every_type_macro_and_enum_value_of_a_library_header_carries_the_prefix) {
-    static const char *const rooms[] = {"include/tapegrad", "lib", "ops", "tokenizer", "data", "model",
+    static const char *const rooms[] = {"include/tapegrad", "support", "lib", "ops", "tokenizer", "data", "model",
                                         "checkpoint", "run", "train", "export", "inspect"};
     int bad = 0, headers = 0;
     for (size_t i = 0; i < sizeof rooms / sizeof rooms[0]; i++) {
@@ -596,7 +597,7 @@ Test(layout, the_contributing_layout_lists_every_source_file_and_no_other) {
     cr_assert(start, "docs/contributing.md has no Layout section");
     if (end) *end = '\0';
     Listing listing = {start, 0, 0};
-    static const char *const dirs[] = {"lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
+    static const char *const dirs[] = {"support", "lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
                                        "train", "export", "inspect", "cli", "include/tapegrad"};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) walk_sources(dirs[i], check_listed, &listing);
     cr_expect_gt(listing.files, 100, "only %d source files found", listing.files);
@@ -638,7 +639,7 @@ static void count_lines(const char *rel, void *ctx) {
 /* A room that grows past a fifth of the program's code holds more than one concern: split it
  * (as train/ was split into model/, checkpoint/, run/, export/ and train/). */
 Test(layout, no_room_holds_more_than_a_fifth_of_the_code) {
-    static const char *const rooms[] = {"lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
+    static const char *const rooms[] = {"support", "lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
                                         "train", "export", "inspect", "cli", "include"};
     enum { N = sizeof rooms / sizeof *rooms };
     long lines[N], total = 0;
@@ -708,7 +709,7 @@ static void check_guard(const char *rel, void *ctx) {
 }
 
 Test(layout, every_include_guard_names_its_folder) {
-    static const char *const dirs[] = {"lib",        "ops",     "tokenizer", "data",   "model",
+    static const char *const dirs[] = {"support",    "lib",     "ops",       "tokenizer", "data",   "model",
                                        "checkpoint", "run",     "train",     "export", "inspect",
                                        "cli",        "include", "examples",  "bench",  "tests"};
     int counts[2] = {0, 0};
@@ -724,17 +725,17 @@ Test(layout, the_guard_check_finds_a_guard_of_another_room) {
     } cases[] = {{"export/export_gguf.h", "TAPEGRAD_EXPORT_GGUF_H"},
                  {"lib/isa/simd.h", "TAPEGRAD_ISA_SIMD_H"},
                  {"include/tapegrad/tape.h", "TG_TAPE_H"},
-                 {"lib/json_reader.h", "TAPEGRAD_LIB_JSON_READER_H"}};
+                 {"support/json_reader.h", "TAPEGRAD_SUPPORT_JSON_READER_H"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char want[600];
         guard_wanted(cases[i].header, want, sizeof want);
         cr_expect_str_eq(want, cases[i].guard);
     }
     int bad = 0;
-    check_guard_text("lib/json_reader.h", "#ifndef TAPEGRAD_DATA_JSON_READER_H\n#define TAPEGRAD_DATA_JSON_READER_H\n",
+    check_guard_text("support/json_reader.h", "#ifndef TAPEGRAD_DATA_JSON_READER_H\n#define TAPEGRAD_DATA_JSON_READER_H\n",
                      &bad, false);
-    cr_expect_eq(bad, 1, "a guard naming data/ for a file of lib/ passed");
-    check_guard_text("lib/json_reader.h", "#ifndef TAPEGRAD_LIB_JSON_READER_H\n#define TAPEGRAD_LIB_JSON_READER_H\n",
+    cr_expect_eq(bad, 1, "a guard naming data/ for a file of support/ passed");
+    check_guard_text("support/json_reader.h", "#ifndef TAPEGRAD_SUPPORT_JSON_READER_H\n#define TAPEGRAD_SUPPORT_JSON_READER_H\n",
                      &bad, false);
     cr_expect_eq(bad, 1, "the right guard failed");
 }

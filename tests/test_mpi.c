@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/clock.h"
+#include "support/clock.h"
 #include "ckptutil.h"
 #include "datagen.h"
 #include "checkpoint/checkpoint_folder.h"
@@ -348,7 +348,7 @@ Test(mpi, a_hung_rank_ends_the_job_after_the_comm_timeout, .init = setup, .fini 
 Test(mpi, replicas_that_drift_apart_stop_the_run_at_the_next_checkpoint, .init = setup, .fini = teardown,
      .timeout = 120) {
     char *run = datagen_path(dir, "run"), *out = NULL;
-    setenv("TAPEGRAD_FAIL_REPLICA", "3", 1); /* rank 1 moves one weight after step 3 (lib/fault.h) */
+    setenv("TAPEGRAD_FAIL_REPLICA", "3", 1); /* rank 1 moves one weight after step 3 (support/fault.h) */
     int rc = ckpt_cli_faults(&out, launcher(), "train " FLAGS " --ckpt-every 5 --out %s", corpus, run);
     unsetenv("TAPEGRAD_FAIL_REPLICA");
     cr_assert_neq(rc, 0, "the run did not fail:\n%s", out);

@@ -1,4 +1,4 @@
-/* The one options schema (lib/options.h): flags and values, ranges from any source, files of
+/* The one options schema (support/options.h): flags and values, ranges from any source, files of
  * saved options read back (in the current and the older "key value" form), and the training
  * options' table: validation once, identity and saved groups. */
 #include <criterion/criterion.h>
@@ -7,7 +7,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "lib/options.h"
+#include "support/options.h"
 #include "testutil.h"
 #include "cli/cli.h"
 #include "cli/flags.h"

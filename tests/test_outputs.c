@@ -22,7 +22,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "lib/json_write.h"
+#include "support/json_write.h"
 #include "testutil.h"
 #include "checkpoint/checkpoint_folder.h"
 

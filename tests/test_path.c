@@ -1,9 +1,9 @@
-/* Paths are built whole or refused (lib/path.h): nothing is cut short into another file's name. */
+/* Paths are built whole or refused (support/path.h): nothing is cut short into another file's name. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/path.h"
+#include "support/path.h"
 #include "testutil.h"
 #include "ckptutil.h"
 #include "datagen.h"

@@ -1,4 +1,4 @@
-/* One trainer per run folder: the folder lock (lib/folder_lock.h) in one process, and through the
+/* One trainer per run folder: the folder lock (support/folder_lock.h) in one process, and through the
  * CLI a second `train --resume` on a folder another process trains in, refused with that
  * process's PID while the first run goes on untouched. */
 #include <criterion/criterion.h>
@@ -12,7 +12,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
-#include "lib/folder_lock.h"
+#include "support/folder_lock.h"
 #include "testutil.h"
 #include "run/run_folder.h"
 

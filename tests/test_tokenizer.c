@@ -13,7 +13,7 @@
 #include "testutil.h"
 #include "tapegrad/error.h"
 #include "tapegrad/rng.h"
-#include "lib/clock.h"
+#include "support/clock.h"
 
 /* encode then decode must give back exactly the same bytes; returns the token count. */
 static size_t round_trip(const TgTokenizer *tok, const char *text, size_t len) {

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
-#include "lib/path.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
+#include "support/path.h"
 #include "tapegrad/limits.h"
 #include "tokenizer/tokenizer_hf.h"
 #include "tokenizer/tokenizer_internal.h"

@@ -8,8 +8,8 @@
 
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode_class.h"
-#include "lib/atomic_file.h"
-#include "lib/json_write.h"
+#include "support/atomic_file.h"
+#include "support/json_write.h"
 
 /* ---- GPT-2's byte <-> character map ----------------------------------------------------
  * The printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68

@@ -22,7 +22,7 @@
  * refused, naming both. The end-of-text token (tok->eot_id) is the special added token
  * "<|endoftext|>", or else the special added token of the lowest id.
  *
- * The file must be JSON as RFC 8259 writes it (lib/json_reader.h): UTF-8, nothing after the
+ * The file must be JSON as RFC 8259 writes it (support/json_reader.h): UTF-8, nothing after the
  * object, no member that tapegrad reads given twice; each refusal names the byte offset.
  *
  * Limits (a tokenizer.json may come from anywhere): TG_TOKENIZER_HF_MAX_BYTES of JSON,

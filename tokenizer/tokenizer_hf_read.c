@@ -1,4 +1,4 @@
-/* tokenizer.json in (see tokenizer_hf.h): the file is checked as JSON (lib/json_reader.h), then
+/* tokenizer.json in (see tokenizer_hf.h): the file is checked as JSON (support/json_reader.h), then
  * read in place, member by member, into the tokenizer's own tables: no tree of the file is
  * built, so what the reader skips costs no memory, and every string is read with its length.
  * The memory this takes is bounded in tokenizer_hf.h; an allocation that fails is reported, not
@@ -12,11 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lib/json_reader.h"
+#include "support/json_reader.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode_class.h"
 #include "lib/checked.h"
-#include "lib/file_read.h"
+#include "support/file_read.h"
 
 #define ABSENT SIZE_MAX /* the offset of a member the file does not have */
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/utf8.h"
+#include "support/utf8.h"
 
 typedef enum { TG_UNICODE_OTHER, TG_UNICODE_LETTER, TG_UNICODE_NUMBER, TG_UNICODE_SPACE } TgUnicodeClass;
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "data/chat_format.h"
-#include "lib/file_read.h"
+#include "support/file_read.h"
 
 /* The ids the model is given for one prompt: its text (a fine-tuning run's as a user turn, then
  * the generation prompt). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/hash.h"
+#include "support/hash.h"
 #include "lib/memory.h"
 #include "tapegrad/tape.h"
 

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "data/task_file.h"
-#include "lib/messages.h"
+#include "support/messages.h"
 #include "run/run.h"
 #include "tapegrad/error.h"
 #include "tapegrad/model.h"

@@ -21,7 +21,7 @@
 #include "data/tokfile.h"
 #include "lib/cpu.h"
 #include "lib/kernels.h"
-#include "lib/fault.h"
+#include "support/fault.h"
 #include "tapegrad/engine.h"
 #include "tapegrad/error.h"
 #include "checkpoint/checkpoint.h"
@@ -30,7 +30,7 @@
 #include "run/memory_plan.h"
 #include "run/run.h"
 #include "tapegrad/sample.h"
-#include "lib/clock.h"
+#include "support/clock.h"
 
 /* Names the first parameter whose gradient is not finite (NULL if none). */
 static const char *first_nonfinite_grad(const TgParamStore *ps) {
@@ -586,7 +586,7 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
     return TG_OK;
 }
 
-/* For the test of the replica check (lib/fault.h; nothing outside the test variant): the last
+/* For the test of the replica check (support/fault.h; nothing outside the test variant): the last
  * rank's weights drift by 1e-3 after update `step`, as on a faulty machine (a change of one ulp
  * could be rounded away by the next update). */
 static void inject_replica_fault(Trainer *tr, int64_t step) {

@@ -13,7 +13,7 @@
 #include "tapegrad/optim.h"
 #include "data/prepare.h"
 #include "data/sft_data.h"
-#include "lib/messages.h"
+#include "support/messages.h"
 #include "tapegrad/tokenizer.h"
 #include "run/train_options.h"
 
@@ -62,7 +62,7 @@ typedef struct TgTrainSample {
 
 /* How a run tells a person what it does (every member may be NULL; rank 0 alone reports in a
  * data-parallel run). message: what is prepared, the model and data, notes and warnings, the
- * summary at the end (lib/messages.h); progress and sample: the figures, for the caller to lay
+ * summary at the end (support/messages.h); progress and sample: the figures, for the caller to lay
  * out (a bar on a terminal, a line in a log). */
 typedef struct TgTrainReporter {
     void *ctx;

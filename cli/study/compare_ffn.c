@@ -16,8 +16,8 @@
 #include "data/dataset.h"
 #include "cli/study/compare_results.h"
 #include "inspect/inspect.h"
-#include "lib/atomic_file.h"
-#include "lib/clock.h"
+#include "support/atomic_file.h"
+#include "support/clock.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_folder.h"
 #include "run/output_check.h"
@@ -25,7 +25,7 @@
 #include "run/memory_plan.h"
 #include "run/run.h"
 #include "train/trainer.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 /* The file that marks a run whose loss or gradient became NaN or Inf (its message inside). */
 #define DIVERGED_FILE "diverged.txt"
@@ -79,7 +79,7 @@ void compare_ffn_defaults(CompareFfnOptions *o) {
 /* ---------------------------------------------------------------- the plan */
 
 /* A comma-separated list of values, each parsed and checked as `item`'s flag checks its value
- * (lib/options.h), none twice, at most `max`, into out[] (elements of `size` bytes); TG_ERR_ARG
+ * (support/options.h), none twice, at most `max`, into out[] (elements of `size` bytes); TG_ERR_ARG
  * naming the bad item otherwise, with an example of a list. */
 static TgStatus parse_list(const TgOptSpec *item, const char *text, const char *example, void *out, size_t size, int max,
                            int *n) {

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "tapegrad/error.h"
-#include "lib/options.h"
+#include "support/options.h"
 #include "train/trainer.h"
 
 typedef struct CompareFfnOptions {

@@ -11,7 +11,7 @@
 #include "inspect/inspect.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_folder.h"
-#include "lib/path.h"
+#include "support/path.h"
 
 const TgFfnKind compare_kinds[COMPARE_KINDS] = {TG_FFN_RELU, TG_FFN_SWIGLU};
 

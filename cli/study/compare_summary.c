@@ -7,8 +7,8 @@
 
 #include "cli/study/compare_results.h"
 #include "inspect/inspect.h"
-#include "lib/atomic_file.h"
-#include "lib/json_write.h"
+#include "support/atomic_file.h"
+#include "support/json_write.h"
 
 /* ---------------------------------------------------------------- summary.json */
 

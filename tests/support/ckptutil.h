@@ -38,7 +38,7 @@ int ckpt_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 
  * exit code is then the launcher's). */
 int ckpt_cli_launched(char **output, const char *launcher, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same with the test variant of the program, build/tapegrad-faults, whose environment can
- * inject faults (lib/fault.h); launcher "" for none. */
+ * inject faults (support/fault.h); launcher "" for none. */
 int ckpt_cli_faults(char **output, const char *launcher, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Starts `tapegrad` with argv `args` (args[0] is the program name), stdin from /dev/null and

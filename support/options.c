@@ -1,4 +1,4 @@
-#include "lib/options.h"
+#include "support/options.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/atomic_file.h"
-#include "lib/file_read.h"
+#include "support/atomic_file.h"
+#include "support/file_read.h"
 
 #define FIELD(opts, spec, T) ((T *)((char *)(opts) + (spec)->offset))
 #define CFIELD(opts, spec, T) ((const T *)((const char *)(opts) + (spec)->offset))

@@ -15,8 +15,8 @@
  * naming the text and the byte offset (from 0) where it goes wrong, also text after the value.
  * The cursor functions may be used only on a text tg_json_check accepted: they rely on its syntax.
  */
-#ifndef TAPEGRAD_LIB_JSON_READER_H
-#define TAPEGRAD_LIB_JSON_READER_H
+#ifndef TAPEGRAD_SUPPORT_JSON_READER_H
+#define TAPEGRAD_SUPPORT_JSON_READER_H
 
 #include <stdbool.h>
 #include <stddef.h>

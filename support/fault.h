@@ -6,14 +6,14 @@
  *
  * In the test variant, the environment says what fails:
  *   TAPEGRAD_FAIL_WRITE=TEXT     the commit of every atomic file whose path contains TEXT fails
- *                                with ENOSPC, after all its data was written (lib/atomic_file.h)
+ *                                with ENOSPC, after all its data was written (support/atomic_file.h)
  *   TAPEGRAD_FAIL_WRITE_TIMES=N  ... only the first N such commits: a disk full for a moment
  *   TAPEGRAD_FAIL_REPLICA=STEP   after update STEP, the last rank of a data-parallel job moves one
  *                                weight by 1e-3, as a faulty machine might (train/trainer.c)
  * A source file that asks includes this header; CMake compiles each such file twice (the
  * ordinary library and the test variant), found by that include. */
-#ifndef TAPEGRAD_LIB_FAULT_H
-#define TAPEGRAD_LIB_FAULT_H
+#ifndef TAPEGRAD_SUPPORT_FAULT_H
+#define TAPEGRAD_SUPPORT_FAULT_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,12 +1,12 @@
 /* JSON checked, then read in place (see json_reader.h). */
-#include "lib/json_reader.h"
+#include "support/json_reader.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/utf8.h"
+#include "support/utf8.h"
 
 /* ---- the check ------------------------------------------------------------------------- */
 

@@ -6,13 +6,13 @@
  * in-flight temporary files. The kernel drops the lock when the holder closes it or dies, even
  * by SIGKILL: a lock is never stale.
  *
- * The lock file is the one file tapegrad does not write through lib/atomic_file.h: a flock lives
+ * The lock file is the one file tapegrad does not write through support/atomic_file.h: a flock lives
  * on an inode, and replacing the file by a rename would let two processes lock two different
  * inodes under one name. It holds the holder's PID as text, for messages only; it is never
  * deleted (deleting a lock file races with a process that has just opened it).
  */
-#ifndef TAPEGRAD_LIB_FOLDER_LOCK_H
-#define TAPEGRAD_LIB_FOLDER_LOCK_H
+#ifndef TAPEGRAD_SUPPORT_FOLDER_LOCK_H
+#define TAPEGRAD_SUPPORT_FOLDER_LOCK_H
 
 #include <stdbool.h>
 

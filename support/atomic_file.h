@@ -7,12 +7,12 @@
  *   2. commit: flush, fsync the file, close, rename over <path>, fsync the folder so that the
  *      rename itself survives a power cut;
  *   3. any failure removes the temporary file and leaves <path> as it was.
- * The test variant of the program can make a commit fail as a full disk would (lib/fault.h).
+ * The test variant of the program can make a commit fail as a full disk would (support/fault.h).
  * Names ending in ".tmp" are therefore only ever leftovers of a writer that died: the run folder
  * (locked by its trainer) sweeps them.
  */
-#ifndef TAPEGRAD_LIB_ATOMIC_FILE_H
-#define TAPEGRAD_LIB_ATOMIC_FILE_H
+#ifndef TAPEGRAD_SUPPORT_ATOMIC_FILE_H
+#define TAPEGRAD_SUPPORT_ATOMIC_FILE_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ TgStatus tg_atomic_file_commit(TgAtomicFile *af);
 /* Gives up: the temporary file goes, `path` stays as it was. */
 void tg_atomic_file_abandon(TgAtomicFile *af);
 
-/* (A log that grows line by line is appended to in place instead: lib/append_file.h.) */
+/* (A log that grows line by line is appended to in place instead: support/append_file.h.) */
 
 /* The whole file at once: tg_atomic_file_open, write `len` bytes, tg_atomic_file_commit. */
 TgStatus tg_atomic_write(const char *path, const void *data, size_t len);

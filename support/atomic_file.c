@@ -1,4 +1,4 @@
-#include "lib/atomic_file.h"
+#include "support/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/fault.h"
-#include "lib/path.h"
+#include "support/fault.h"
+#include "support/path.h"
 
 static char *copy_string(const char *s) {
     size_t n = strlen(s) + 1;
@@ -72,7 +72,7 @@ void tg_sync_parent_folder(const char *path) {
 }
 
 TgStatus tg_atomic_file_commit(TgAtomicFile *af) {
-    int err = fault_write_fails(af->path) ? ENOSPC : 0; /* tests only: lib/fault.h */
+    int err = fault_write_fails(af->path) ? ENOSPC : 0; /* tests only: support/fault.h */
     if (af->f) {
         if (ferror(af->f) || fflush(af->f) != 0) err = errno ? errno : EIO;
     }

@@ -1,5 +1,5 @@
-#include "lib/folder_lock.h"
-#include "lib/path.h"
+#include "support/folder_lock.h"
+#include "support/path.h"
 
 #include <errno.h>
 #include <fcntl.h>

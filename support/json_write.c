@@ -1,4 +1,4 @@
-#include "lib/json_write.h"
+#include "support/json_write.h"
 
 #include <float.h>
 #include <math.h>

@@ -2,9 +2,9 @@
  * inspect --json, bench --json, metrics.jsonl, grads.jsonl, tokenizer.json, the Hugging Face
  * folder's configs, the HTML report's data, compare-ffn's summary). JSON has no NaN or infinity:
  * a non-finite number is written as null, so every line stays parseable by a strict reader
- * (lib/json_reader.h). */
-#ifndef TAPEGRAD_LIB_JSON_WRITE_H
-#define TAPEGRAD_LIB_JSON_WRITE_H
+ * (support/json_reader.h). */
+#ifndef TAPEGRAD_SUPPORT_JSON_WRITE_H
+#define TAPEGRAD_SUPPORT_JSON_WRITE_H
 
 #include <stdbool.h>
 #include <stdio.h>

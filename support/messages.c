@@ -1,4 +1,4 @@
-#include "lib/messages.h"
+#include "support/messages.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "lib/path.h"
+#include "support/path.h"
 
 #include <stdarg.h>
 #include <stdio.h>

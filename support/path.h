@@ -2,8 +2,8 @@
  * own limit: a longer one could not be opened anyway) and is made by these functions, which refuse
  * a path that does not fit, with a message naming it, instead of cutting it short: a cut path
  * names another file. */
-#ifndef TAPEGRAD_LIB_PATH_H
-#define TAPEGRAD_LIB_PATH_H
+#ifndef TAPEGRAD_SUPPORT_PATH_H
+#define TAPEGRAD_SUPPORT_PATH_H
 
 #include <stddef.h>
 

@@ -15,8 +15,8 @@
  * Functions return a status with a message naming the flag and what it accepts; nothing here
  * prints. The CLI reads argv and prints the help from the same table (cli/flags.h).
  */
-#ifndef TAPEGRAD_LIB_OPTIONS_H
-#define TAPEGRAD_LIB_OPTIONS_H
+#ifndef TAPEGRAD_SUPPORT_OPTIONS_H
+#define TAPEGRAD_SUPPORT_OPTIONS_H
 
 #include <math.h>
 #include <stdbool.h>

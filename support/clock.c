@@ -1,4 +1,4 @@
-#include "lib/clock.h"
+#include "support/clock.h"
 
 #include <stdint.h>
 

@@ -2,8 +2,8 @@
  * a file should be (the open would block for good) or a symlink to a device such as /dev/zero
  * (a line reader would never reach the end of its first line); every reader of such a folder's
  * files opens them through here, and every reader of a whole file reads it with tg_file_read_all. */
-#ifndef TAPEGRAD_LIB_FILE_READ_H
-#define TAPEGRAD_LIB_FILE_READ_H
+#ifndef TAPEGRAD_SUPPORT_FILE_READ_H
+#define TAPEGRAD_SUPPORT_FILE_READ_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -5,8 +5,8 @@
  * Each 8-byte little-endian word w goes through xxHash64's round, acc = rotl(acc + w * P2, 31) * P1,
  * so a change in any bit of any word reaches every bit of the state; the tail and the length are
  * mixed in by tg_hash64_final, which ends with xxHash64's avalanche. */
-#ifndef TAPEGRAD_LIB_HASH_H
-#define TAPEGRAD_LIB_HASH_H
+#ifndef TAPEGRAD_SUPPORT_HASH_H
+#define TAPEGRAD_SUPPORT_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "lib/append_file.h"
+#include "support/append_file.h"
 
 #include <errno.h>
 #include <stdbool.h>

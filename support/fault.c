@@ -1,8 +1,8 @@
-/* The test variant's faults (lib/fault.h): compiled only with TAPEGRAD_FAULT_INJECTION. */
-#include "lib/fault.h"
+/* The test variant's faults (support/fault.h): compiled only with TAPEGRAD_FAULT_INJECTION. */
+#include "support/fault.h"
 
 #ifndef TAPEGRAD_FAULT_INJECTION
-#error "lib/fault.c belongs to the test variant only (TAPEGRAD_FAULT_INJECTION)"
+#error "support/fault.c belongs to the test variant only (TAPEGRAD_FAULT_INJECTION)"
 #endif
 
 #include <stdlib.h>

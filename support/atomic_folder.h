@@ -1,4 +1,4 @@
-/* Publishing a folder whole, as lib/atomic_file.h publishes a file: the folder is filled under a
+/* Publishing a folder whole, as support/atomic_file.h publishes a file: the folder is filled under a
  * temporary name beside its target and renamed into place in one step, so that a reader, or a
  * crash at any moment, finds either no folder at the target or the whole one, never one being
  * filled. `tapegrad prepare` publishes its dataset folders so.
@@ -20,8 +20,8 @@
  * exists gets its temporary folder inside it (tg_atomic_folder_open(af, "runs/x/run")), whose
  * files the run moves up one by one before tg_atomic_folder_abandon removes what is left.
  */
-#ifndef TAPEGRAD_LIB_ATOMIC_FOLDER_H
-#define TAPEGRAD_LIB_ATOMIC_FOLDER_H
+#ifndef TAPEGRAD_SUPPORT_ATOMIC_FOLDER_H
+#define TAPEGRAD_SUPPORT_ATOMIC_FOLDER_H
 
 #include <stdbool.h>
 

@@ -1,7 +1,7 @@
 /* Time for measuring and for deadlines: seconds of CLOCK_MONOTONIC, which no change of the wall
  * clock moves (a step's duration, a timeout, the time budget). */
-#ifndef TAPEGRAD_LIB_CLOCK_H
-#define TAPEGRAD_LIB_CLOCK_H
+#ifndef TAPEGRAD_SUPPORT_CLOCK_H
+#define TAPEGRAD_SUPPORT_CLOCK_H
 
 #include <time.h>
 

@@ -1,6 +1,6 @@
-/* UTF-8, decoded one code point at a time (lib/utf8.c). */
-#ifndef TAPEGRAD_LIB_UTF8_H
-#define TAPEGRAD_LIB_UTF8_H
+/* UTF-8, decoded one code point at a time (support/utf8.c). */
+#ifndef TAPEGRAD_SUPPORT_UTF8_H
+#define TAPEGRAD_SUPPORT_UTF8_H
 
 #include <stddef.h>
 #include <stdint.h>

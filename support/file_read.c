@@ -1,4 +1,4 @@
-#include "lib/file_read.h"
+#include "support/file_read.h"
 
 #include <stdbool.h>
 

@@ -5,8 +5,8 @@
  *
  * A message is one line of plain text without its final newline (a few, such as a table, hold
  * several lines). Notes and warnings carry no "note:" or "warning:" prefix: the level says it. */
-#ifndef TAPEGRAD_LIB_MESSAGES_H
-#define TAPEGRAD_LIB_MESSAGES_H
+#ifndef TAPEGRAD_SUPPORT_MESSAGES_H
+#define TAPEGRAD_SUPPORT_MESSAGES_H
 
 typedef enum {
     TG_MESSAGE_INFO,    /* what is happening: "corpus: 2576674 bytes from 43 files ..." */

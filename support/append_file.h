@@ -9,8 +9,8 @@
  * free again; tg_append_file_error says whether anything waits. Beyond TG_APPEND_FILE_PENDING_MAX
  * bytes waiting, newer text is dropped and counted instead (a disk that never frees up must not
  * take all the memory). */
-#ifndef TAPEGRAD_LIB_APPEND_FILE_H
-#define TAPEGRAD_LIB_APPEND_FILE_H
+#ifndef TAPEGRAD_SUPPORT_APPEND_FILE_H
+#define TAPEGRAD_SUPPORT_APPEND_FILE_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "lib/hash.h"
+#include "support/hash.h"
 
 #include <string.h>
 

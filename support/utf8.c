@@ -1,5 +1,5 @@
 /* UTF-8 decoding (RFC 3629, with the maximal-subpart rule for errors). */
-#include "lib/utf8.h"
+#include "support/utf8.h"
 
 #include <stdbool.h>
 #include <string.h>

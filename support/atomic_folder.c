@@ -1,4 +1,4 @@
-#include "lib/atomic_folder.h"
+#include "support/atomic_folder.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/atomic_file.h"
-#include "lib/path.h"
+#include "support/atomic_file.h"
+#include "support/path.h"
 
 enum { SUFFIX_LETTERS = 6, OPEN_TRIES = 100 };
 
