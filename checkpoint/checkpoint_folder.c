@@ -209,8 +209,8 @@ TgStatus tg_checkpoint_resolve(const char *dir_or_file, char *path_out, size_t p
             tg_path_join(identity, sizeof identity, dir_or_file, "run.txt") == TG_OK && access(manifest, F_OK) == 0 &&
             access(identity, F_OK) != 0)
             return tg_fail(TG_ERR_IO,
-                           "%s is a dataset folder (tapegrad prepare's), not a run: train a run on it (tapegrad train "
-                           "--dataset %s --out RUN), then give that run",
+                           "%s is a dataset folder (tapegrad prepare's), not a run: train a run on it (`dataset` %s, "
+                           "`out_dir` RUN), then give that run",
                            dir_or_file, dir_or_file);
         return tg_fail(TG_ERR_IO, "%s: folder holds no checkpoint (no 'latest' file, no ckpt-*.tgck); train into it first or "
                                   "pass a .tgck file",

@@ -10,6 +10,7 @@
 #include "cli/flags.h"
 #include "cli/output.h"
 #include "lib/dist.h"
+#include "support/setting_names.h"
 
 const Subcommand *const cli_subcommands[] = {
     &cmd_prepare,
@@ -42,6 +43,25 @@ int cli_parse(const TgOptTable *t, void *opts, const void *defaults, TgOptSet *g
 }
 
 static bool reader_gone; /* a write to stdout met EPIPE: its reader closed the pipe */
+
+/* The flag of a setting the library's messages name (support/setting_names.h): the option of
+ * train's table whose field it is, else the first such option of the subcommands in their order. */
+const char *cli_flag_of_setting(const char *name, size_t len) {
+    char setting[64];
+    if (len >= sizeof setting) return NULL;
+    snprintf(setting, sizeof setting, "%.*s", (int)len, name);
+    for (int c = -1; c < cli_subcommand_count; c++) {
+        const Subcommand *sub = c < 0 ? &cmd_train : cli_subcommands[c];
+        for (int k = 0; sub->table && sub->table(k); k++) {
+            const TgOptTable *t = sub->table(k);
+            int i = tg_opt_find_setting(t, setting);
+            if (i >= 0) return t->specs[i].flag;
+        }
+    }
+    return NULL;
+}
+
+void cli_name_settings_by_flags(void) { tg_setting_namer_set(cli_flag_of_setting); }
 
 int cli_exit(const char *command, TgStatus status) {
     if (status == TG_OK) return 0;

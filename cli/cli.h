@@ -38,6 +38,11 @@ extern const int cli_subcommand_count;
  * (defaults from `defaults`), 2 after printing the parse error. */
 int cli_parse(const TgOptTable *t, void *opts, const void *defaults, TgOptSet *given, int argc, char **argv,
               const char **positional, int *n_positional);
+/* The library's messages name settings by their fields (`n_heads`, support/setting_names.h); from
+ * this call on they name them by their flags (--heads), as the option tables pair them. */
+void cli_name_settings_by_flags(void);
+/* The flag of the setting named by the `len` bytes at `name`, or NULL. */
+const char *cli_flag_of_setting(const char *name, size_t len);
 /* 0 for TG_OK; otherwise prints "tapegrad <command>: <message>" and returns 2 for TG_ERR_ARG,
  * 1 for anything else. */
 int cli_exit(const char *command, TgStatus status);

@@ -47,6 +47,7 @@ int main(int argc, char **argv) {
      * a process holding unsaved work */
     signal(SIGPIPE, SIG_IGN);
     cli_output_guard_standard_streams();
+    cli_name_settings_by_flags(); /* the library's messages in the words of the flags */
     /* the kernel path, from TAPEGRAD_ISA or the CPU, before anything computes */
     if (tg_isa_init() != TG_OK) {
         fprintf(stderr, "tapegrad: %s\n", tg_error_message());

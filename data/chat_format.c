@@ -215,8 +215,8 @@ TgStatus tg_chat_tokens_find(const TgTokenizer *tok, const char *origin, TgChatT
                                                                : TG_CHAT_IM_END;
     return tg_fail(TG_ERR_MISMATCH,
                    "%s has no %s as a special token (a %s tokenizer): conversations need " TG_CHAT_IM_START " and " TG_CHAT_IM_END
-                   " as single ids. Pretrain the base model with a tokenizer that has them: tapegrad train --tokenizer bpe "
-                   "--special-tokens chatml (or tapegrad prepare ... --special-tokens chatml), or --tokenizer hf:FILE with "
+                   " as single ids. Pretrain the base model with a tokenizer that has them: tapegrad train `tokenizer` bpe "
+                   "`special_tokens` chatml (or tapegrad prepare ... `special_tokens` chatml), or `tokenizer` hf:FILE with "
                    "MiniMind's tokenizer.json",
                    origin, missing, tg_tokenizer_kind_name(tok->kind));
 }

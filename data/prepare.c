@@ -136,7 +136,7 @@ static void markers_report(const Markers *m, const TgPrepareOptions *opt, const 
     tg_message_emit(sink, TG_MESSAGE_WARNING,
                  "the texts hold %s, which this BPE encodes as several byte-level ids each, not as markers: "
                  "%s%s%s%s makes each a single id",
-                 found, given ? "--special-tokens '" : "--special-tokens chatml", given ? opt->special_tokens : "",
+                 found, given ? "`special_tokens` '" : "`special_tokens` chatml", given ? opt->special_tokens : "",
                  given ? missing : "", given ? "'" : "");
 }
 
@@ -182,7 +182,7 @@ static TgStatus count_sources(const TgPrepareOptions *opt, TgSourceList *list, c
     if (st == TG_OK && reader.documents == 0)
         st = tg_fail(TG_ERR_FORMAT,
                      "the sources hold no document to train on (%" PRIu64 " malformed lines, %" PRIu64 " empty texts, %" PRIu64
-                     " binary files)%s%s; a JSONL file needs a string member \"%s\" on each line (--text-field)",
+                     " binary files)%s%s; a JSONL file needs a string member \"%s\" on each line (`text_field`)",
                      reader.malformed_lines, reader.empty_texts, reader.files_binary,
                      reader.n_errors ? ": the first, " : "", reader.n_errors ? reader.errors[0] : "",
                      opt->text_field ? opt->text_field : TG_DOC_DEFAULT_TEXT_FIELD);
@@ -509,7 +509,7 @@ static TgStatus check_options(const TgPrepareOptions *opt) {
         return tg_fail(TG_ERR_ARG, "seq_len %" PRId64 " is past the longest context, %d", opt->seq_len, (int)TG_MAX_CONTEXT);
     bool given = opt->tokenizer_json || opt->tokenizer_file;
     if (opt->special_tokens && *opt->special_tokens && (opt->kind != TG_TOKENIZER_BPE || given))
-        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE that tapegrad trains; an imported "
+        return tg_fail(TG_ERR_ARG, "`special_tokens` reserves tokens in a BPE that tapegrad trains; an imported "
                                    "tokenizer has its own added tokens, a char tokenizer none");
     char **names;
     int32_t n;
@@ -577,7 +577,7 @@ static TgStatus write_tokens(const TgPrepareOptions *opt, TgSourceList *list, co
 static void report_skipped(const TgDocReader *reader, const TgMessageSink *sink) {
     if (reader->malformed_lines > 0) {
         tg_message_emit(sink, TG_MESSAGE_WARNING,
-                        "%" PRIu64 " malformed line%s skipped (--strict stops at the first); the first:",
+                        "%" PRIu64 " malformed line%s skipped (`strict` stops at the first); the first:",
                         reader->malformed_lines, reader->malformed_lines == 1 ? "" : "s");
         for (int i = 0; i < reader->n_errors; i++) tg_message_emit(sink, TG_MESSAGE_WARNING, "  %s", reader->errors[i]);
     }
@@ -690,7 +690,7 @@ static TgStatus check_existing(const TgPrepareOptions *opt, const char *sources,
     if (stat(out_dir, &sb) != 0) return TG_OK;
     if (S_ISDIR(sb.st_mode) && folder_is_empty(out_dir)) return TG_OK;
     if (!S_ISDIR(sb.st_mode) || !tg_dataset_is_dataset(out_dir))
-        return tg_fail(TG_ERR_IO, "%s exists and is not a dataset folder: give --out a new path (or an empty folder)", out_dir);
+        return tg_fail(TG_ERR_IO, "%s exists and is not a dataset folder: give `out_dir` a new path (or an empty folder)", out_dir);
     TgDataset d;
     TgStatus st = tg_dataset_manifest_read(out_dir, &d.manifest);
     if (st == TG_OK) {
@@ -698,7 +698,7 @@ static TgStatus check_existing(const TgPrepareOptions *opt, const char *sources,
         tg_prepare_recipe(opt, recipe, sizeof recipe);
         if (strcmp(recipe, d.manifest.recipe) != 0)
             return tg_fail(TG_ERR_IO,
-                           "%s holds another dataset, prepared with %s; this asks for %s: give --out another path, or remove it",
+                           "%s holds another dataset, prepared with %s; this asks for %s: give `out_dir` another path, or remove it",
                            out_dir, d.manifest.recipe, recipe);
         st = tg_dataset_open(out_dir, true, &d);
         if (st == TG_OK) {
@@ -708,14 +708,14 @@ static TgStatus check_existing(const TgPrepareOptions *opt, const char *sources,
     }
     if (st != TG_OK) /* prepare writes a folder whole or not at all, never into one: the user removes it */
         return tg_fail(st, "%s holds a dataset that cannot be opened: %s. prepare writes no file into an existing folder: "
-                           "remove %s and prepare again, or give --out another path",
+                           "remove %s and prepare again, or give `out_dir` another path",
                        out_dir, tg_error_message(), out_dir);
     uint64_t fp;
     TG_TRY(current_recipe_fingerprint(opt, sources, &fp));
     if (fp != m->recipe_fingerprint)
         return tg_fail(TG_ERR_IO,
                        "%s holds a dataset of the same recipe but other sources (the files under %s differ from those "
-                       "it was prepared from: see its %s): give --out another path, or remove it",
+                       "it was prepared from: see its %s): give `out_dir` another path, or remove it",
                        out_dir, sources, TG_DATASET_MANIFEST_FILE);
     *same = true;
     return TG_OK;
@@ -727,7 +727,7 @@ TgStatus tg_prepare_dataset(const TgPrepareOptions *opt, const char *out_dir, co
     TgPrepareResult *res = result ? result : &local;
     memset(res, 0, sizeof *res);
     if (already) *already = false;
-    if (!out_dir || !*out_dir) return tg_fail(TG_ERR_ARG, "no output folder given for the dataset: pass --out DIR");
+    if (!out_dir || !*out_dir) return tg_fail(TG_ERR_ARG, "no output folder given for the dataset: pass `out_dir` DIR");
     TG_TRY(check_options(opt));
     const char *sources = opt->sources ? opt->sources : tg_corpus_default_path();
     bool same;

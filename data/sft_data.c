@@ -108,7 +108,7 @@ static TgStatus read_file(Prep *p, const char *path) {
             const char *reason = line.kind == TG_JSONL_OBJECT ? why : line.why;
             note_malformed(p, path, reason);
             if (p->opt->strict) {
-                s = tg_fail(TG_ERR_FORMAT, "%s: %s (--strict stops at the first malformed line)", path, reason);
+                s = tg_fail(TG_ERR_FORMAT, "%s: %s (`strict` stops at the first malformed line)", path, reason);
                 break;
             }
             continue;
@@ -158,7 +158,7 @@ static TgStatus commit_split(Prep *p, const char *dir) {
     if (n < 2)
         return tg_fail(TG_ERR_FORMAT,
                        "%s holds %" PRIu64 " conversation%s to train on (%" PRIu64 " lines, %" PRIu64 " malformed, %" PRIu64
-                       " without an assistant turn, %" PRIu64 " without one within --seq %lld tokens): fine-tuning needs at "
+                       " without an assistant turn, %" PRIu64 " without one within `seq_len` %lld tokens): fine-tuning needs at "
                        "least two, one for each split",
                        p->opt->sources, n, n == 1 ? "" : "s", res->lines, res->malformed_lines, res->without_reply,
                        res->without_reply_in_window, (long long)p->opt->seq_len);
@@ -181,7 +181,7 @@ static TgStatus prepare(Prep *p, const char *dir) {
     const TgSftPrepareOptions *opt = p->opt;
     TG_TRY(tg_chat_tokens_find(opt->tok, "the tokenizer", &p->ct));
     if (!(opt->val_fraction > 0 && opt->val_fraction < 1))
-        return tg_fail(TG_ERR_ARG, "--val-fraction %g must be in (0, 1)", opt->val_fraction);
+        return tg_fail(TG_ERR_ARG, "`val_fraction` %g must be in (0, 1)", opt->val_fraction);
     TgSourceList list;
     TgStatus s = list_sources(opt->sources, &list, p->res);
     char path[TG_PATH_CAP];

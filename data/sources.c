@@ -252,7 +252,7 @@ static TgStatus next_jsonl_piece(TgDocReader *r, TgDocPiece *piece, bool *got) {
             s->malformed_lines++, r->malformed_lines++;
             note_error(r, "%s: %s", s->path, line.why);
             if (r->opt.strict)
-                return tg_fail(TG_ERR_FORMAT, "%s: %s (--strict stops at the first malformed line)", s->path, line.why);
+                return tg_fail(TG_ERR_FORMAT, "%s: %s (`strict` stops at the first malformed line)", s->path, line.why);
             continue;
         }
         TG_TRY(reserve(r, value.raw_len + 1));

@@ -51,12 +51,12 @@ static TgStatus config_path_of(const char *path, char *config, size_t cap) {
 TgStatus tg_model_export_safetensors_check(TgOutputPlan *plan, const char *path, const TgModelConfig *cfg,
                                         uint64_t tokenizer_fingerprint, bool force) {
     char config[TG_PATH_CAP], text[1024];
-    TG_TRY(tg_output_check(plan, "--safetensors", path, force));
+    TG_TRY(tg_output_check(plan, "`safetensors`", path, force));
     TG_TRY(config_path_of(path, config, sizeof config));
     config_json_text(cfg, tokenizer_fingerprint, text, sizeof text);
-    TgStatus s = tg_output_check(plan, "the config.json beside --safetensors", config, force || config_says(config, text));
-    if (s != TG_OK && strstr(tg_error_message(), "exists; add --force"))
-        return tg_fail(TG_ERR_ARG, "%s already exists and describes another model; add --force to replace it, or export into "
+    TgStatus s = tg_output_check(plan, "the config.json beside `safetensors`", config, force || config_says(config, text));
+    if (s != TG_OK && strstr(tg_error_message(), " exists; add "))
+        return tg_fail(TG_ERR_ARG, "%s already exists and describes another model; add `force` to replace it, or export into "
                                    "another folder",
                        config);
     return s;

@@ -311,7 +311,7 @@ TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path, bo
     const TgModelConfig *c = &model->cfg;
     const TgLora *lora = model->lora;
     if (!lora) return tg_fail(TG_ERR_ARG, "the run has no LoRA adapters to export as a GGUF adapter");
-    if (!base_has_rows) TG_TRY(tg_export_adapter_check(lora, "a llama.cpp LoRA adapter cannot hold", "--gguf"));
+    if (!base_has_rows) TG_TRY(tg_export_adapter_check(lora, "a llama.cpp LoRA adapter cannot hold", "`gguf`"));
     TG_TRY(tg_export_check_llama(c));
     GgufTensor *ts = tg_calloc((size_t)(2 * TG_LORA_TARGET_COUNT * c->n_layers), sizeof *ts);
     int n = 0;

@@ -18,7 +18,7 @@ TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
         return tg_fail(TG_ERR_MISMATCH,
                        "this model's feed-forward block is %s, w2(relu(w1 x)); the Llama architecture that "
                        "transformers and llama.cpp run has SwiGLU, w2(silu(w1 x) * w3 x), so no Llama config can "
-                       "describe it; export its weights with --safetensors instead",
+                       "describe it; export its weights with `safetensors` instead",
                        tg_ffn_kind_name(cfg->ffn));
     return TG_OK;
 }
@@ -36,7 +36,7 @@ static TgStatus folder_check(TgOutputPlan *plan, const char *flag, const char *d
         closedir(d);
         if (!empty && !force)
             return tg_fail(TG_ERR_ARG,
-                           "%s is not empty; give an empty or new folder, or --force to replace the model files in it", dir);
+                           "%s is not empty; give an empty or new folder, or `force` to replace the model files in it", dir);
     }
     for (size_t i = 0; i < n; i++) {
         char path[TG_PATH_CAP], what[64];
@@ -49,12 +49,12 @@ static TgStatus folder_check(TgOutputPlan *plan, const char *flag, const char *d
 
 TgStatus tg_model_export_hf_check(TgOutputPlan *plan, const char *dir, bool force) {
     static const char *const files[] = TG_EXPORT_HF_FILES;
-    return folder_check(plan, "--hf", dir, files, sizeof files / sizeof files[0], force);
+    return folder_check(plan, "`hf`", dir, files, sizeof files / sizeof files[0], force);
 }
 
 TgStatus tg_model_export_peft_check(TgOutputPlan *plan, const char *dir, bool force) {
     static const char *const files[] = TG_EXPORT_PEFT_FILES;
-    return folder_check(plan, "--peft", dir, files, sizeof files / sizeof files[0], force);
+    return folder_check(plan, "`peft`", dir, files, sizeof files / sizeof files[0], force);
 }
 
 /* DIR/NAME as an indented JSON document: json_file_open gives the writer, json_file_commit ends
@@ -189,8 +189,8 @@ TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const 
 TgStatus tg_export_adapter_check(const TgLora *lora, const char *why, const char *merged_flag) {
     if (lora->cfg.n_tokens == 0) return TG_OK;
     return tg_fail(TG_ERR_ARG,
-                   "the run trains the embedding rows of %d tokens beside its adapters (--lora-tokens), which %s: "
-                   "export the merged model instead (ckpt merge, then %s), or train with --lora-tokens none",
+                   "the run trains the embedding rows of %d tokens beside its adapters (`lora_tokens`), which %s: "
+                   "export the merged model instead (ckpt merge, then %s), or train with `lora_tokens` none",
                    lora->cfg.n_tokens, why, merged_flag);
 }
 

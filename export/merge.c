@@ -85,8 +85,8 @@ static TgStatus check_out(const char *out_dir, const char *source_dir) {
     size_t n = strlen(out_dir);
     while (n > 1 && out_dir[n - 1] == '/') n--;
     return tg_fail(TG_ERR_ARG,
-                   "--out %s %s: ckpt merge writes the merged model into a new run folder and never into a run's "
-                   "folder; name a new folder (--out %.*s-merged, say)",
+                   "`out_dir` %s %s: ckpt merge writes the merged model into a new run folder and never into a run's "
+                   "folder; name a new folder (`out_dir` %.*s-merged, say)",
                    out_dir, same ? "is the LoRA run being merged" : "holds another run", (int)n, out_dir);
 }
 

@@ -2,6 +2,7 @@
 
 #include "support/atomic_file.h"
 #include "support/json_write.h"
+#include "support/setting_names.h"
 
 #include <errno.h>
 #include <ctype.h>
@@ -91,11 +92,17 @@ static ReportItem *add_item(TgReport *r, ItemKind kind) {
 
 void tg_report_heading(TgReport *r, const char *text) { add_item(r, ITEM_HEADING)->text = dup_string(text); }
 
+/* A paragraph names settings as the messages do (support/setting_names.h): by their flags in the
+ * program's report. */
 void tg_report_text(TgReport *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    add_item(r, ITEM_TEXT)->text = vformat(fmt, ap);
+    char *text = vformat(fmt, ap);
     va_end(ap);
+    size_t cap = strlen(text) * 2 + 64;
+    char *named = tg_malloc(cap);
+    add_item(r, ITEM_TEXT)->text = dup_string(tg_setting_names(text, named, cap));
+    free(named), free(text);
 }
 
 TgReportTable *tg_report_table(TgReport *r, const char *caption, int n_cols, const char *const *header) {

@@ -597,7 +597,7 @@ void tg_report_add_run(TgReport *r, const TgRunHistory *h) {
     }
     add_task_charts(r, h);
     if (h->n_logs == 0) {
-        tg_report_text(r, "This run has no grads.jsonl: train with --log-grads N to see gradient and FFN activation "
+        tg_report_text(r, "This run has no grads.jsonl: train with `log_grads` N to see gradient and FFN activation "
                        "statistics here.");
         return;
     }
@@ -680,7 +680,7 @@ static void add_run_facts(TgReport *r, const char *dir, const TgRunHistory *h) {
 static void add_probe_tables(TgReport *r, const TgRunHistory *h) {
     if (h->n_probes == 0) return;
     tg_report_heading(r, "Probe prompts");
-    tg_report_text(r, "The greedy continuation of each line of --probe-prompts at every evaluation (probes.jsonl).");
+    tg_report_text(r, "The greedy continuation of each line of `probe_prompts` at every evaluation (probes.jsonl).");
     static const char *const header[] = {"step", "continuation"};
     for (int64_t i = 0; i < h->n_probes; i++) {
         bool first = true; /* the prompt's first row: it gets the table */

@@ -2,6 +2,7 @@
  * (TAPEGRAD_WITH_MPI), the one-rank implementation otherwise, and what both share. */
 #include "lib/dist.h"
 #include "support/clock.h"
+#include "support/setting_names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,9 +118,10 @@ static void *watchdog_main(void *unused) {
         snprintf(message, sizeof message,
                  "rank %d of %d: no answer from the other ranks for %.0f s (in %s): a rank died, hangs or cannot be "
                  "reached. Ending this rank so that the job ends; the run folder's `latest` names the last complete "
-                 "checkpoint (`tapegrad train --comm-timeout` sets this limit)",
+                 "checkpoint (`comm_timeout_s` sets this limit)",
                  job.rank, job.ranks, watch.timeout_s, watch.what);
-        if (watch.on_timeout) watch.on_timeout(message);
+        char named[1024];
+        if (watch.on_timeout) watch.on_timeout(tg_setting_names(message, named, sizeof named));
         /* the handler returned, or there is none: the main thread stays blocked inside MPI, so the
          * process ends here, as a broken invariant does */
         tg_abort_at(__FILE__, __LINE__, "%s", message);
@@ -147,7 +149,7 @@ static TgStatus watchdog_start(double timeout_s, DistTimeoutFn on_timeout) {
     watch.running = err == 0;
     if (err)
         return tg_fail(TG_ERR_IO, "rank %d of %d: cannot start the watchdog thread (%s), without which a dead rank "
-                                  "would hang this one; --comm-timeout 0 trains without it",
+                                  "would hang this one; `comm_timeout_s` 0 trains without it",
                        job.rank, job.ranks, strerror(err));
     return TG_OK;
 }

@@ -1,10 +1,10 @@
 /* What this process may allocate, and a plan of what a command will allocate, checked against it
- * before anything large is allocated: a flag that asks for more than the machine has is refused in
- * one line naming the flag, the memory it would take and what there is, instead of ending in an
- * out-of-memory abort halfway through.
+ * before anything large is allocated: a setting that asks for more than the machine has is refused
+ * in one line naming the setting (as `field`, support/setting_names.h), the memory it would take
+ * and what there is, instead of ending in an out-of-memory abort halfway through.
  *
  *   TgMemoryPlan plan = {0};
- *   tg_memory_plan_add(&plan, bytes, "--batch 4096", "lower --batch or --seq", "for one step's activations");
+ *   tg_memory_plan_add(&plan, bytes, "`batch` 4096", "lower `batch` or `seq_len`", "for one step's activations");
  *   tg_memory_plan_add(&plan, weights, NULL, NULL, "for the weights and AdamW moments");
  *   TG_TRY(tg_memory_plan_check(&plan));
  *
@@ -42,9 +42,9 @@ enum { TG_MEMORY_PLAN_ITEMS = 12 };
 
 typedef struct TgMemoryItem {
     double bytes;
-    char subject[96];  /* "--batch 4096": what asks for it; "" for what no flag sets (the weights) */
+    char subject[96];  /* "`batch` 4096": what asks for it; "" for what no setting chose (the weights) */
     char purpose[224]; /* "for one step's activations at this model's size (2.2 MiB per token)" */
-    char fix[96];      /* "lower --batch or --seq" */
+    char fix[96];      /* "lower `batch` or `seq_len`" */
 } TgMemoryItem;
 
 typedef struct TgMemoryPlan {
@@ -61,8 +61,8 @@ void tg_memory_plan_add(TgMemoryPlan *plan, double bytes, const char *subject, c
 double tg_memory_plan_total(const TgMemoryPlan *plan);
 /* TG_ERR_ARG when the total exceeds `limit`, naming the largest item a flag asked for (else the
  * largest), what it would take, the total when others add to it, what the machine has and the fix:
- *   "--batch 1048576 needs about 2.1 TiB for one step's activations (...); this machine has
- *    23.4 GiB (physical memory): lower --batch or --seq" */
+ *   "`batch` 1048576 needs about 2.1 TiB for one step's activations (...); this machine has
+ *    23.4 GiB (physical memory): lower `batch` or `seq_len`" */
 TgStatus tg_memory_plan_check_against(const TgMemoryPlan *plan, TgMemoryLimit limit);
 /* tg_memory_plan_check_against(plan, tg_memory_limit()) */
 TgStatus tg_memory_plan_check(const TgMemoryPlan *plan);

@@ -32,13 +32,13 @@ TgStatus tg_lora_targets_parse(const char *list, uint32_t *targets) {
         for (int t = 0; t < TG_LORA_TARGET_COUNT; t++)
             if (strlen(target_names[t]) == len && strncmp(p, target_names[t], len) == 0) hit = t;
         if (hit < 0)
-            return tg_fail(TG_ERR_ARG, "--lora-targets: unknown target '%.*s'; the targets are q,k,v,o,gate,up,down",
+            return tg_fail(TG_ERR_ARG, "`lora_targets`: unknown target '%.*s'; the targets are q,k,v,o,gate,up,down",
                            (int)len, p);
         *targets |= 1u << hit;
         p += len;
         if (*p == ',') p++;
     }
-    if (!*targets) return tg_fail(TG_ERR_ARG, "--lora-targets is empty; name some of q,k,v,o,gate,up,down");
+    if (!*targets) return tg_fail(TG_ERR_ARG, "`lora_targets` is empty; name some of q,k,v,o,gate,up,down");
     return TG_OK;
 }
 
@@ -60,21 +60,21 @@ static void target_shape(const TgModelConfig *c, int t, int64_t *out, int64_t *i
 
 TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *model) {
     if (c->rank < 1 || c->rank > TG_LORA_MAX_RANK)
-        return tg_fail(TG_ERR_ARG, "--lora-rank must be in [1, %d], got %lld", TG_LORA_MAX_RANK, (long long)c->rank);
+        return tg_fail(TG_ERR_ARG, "`lora_rank` must be in [1, %d], got %lld", TG_LORA_MAX_RANK, (long long)c->rank);
     if (!(c->alpha >= TG_LORA_MIN_ALPHA && c->alpha <= TG_LORA_MAX_ALPHA))
-        return tg_fail(TG_ERR_ARG, "--lora-alpha must be in [%g, %d] (the update is scaled by alpha / rank), got %g",
+        return tg_fail(TG_ERR_ARG, "`lora_alpha` must be in [%g, %d] (the update is scaled by alpha / rank), got %g",
                        TG_LORA_MIN_ALPHA, TG_LORA_MAX_ALPHA, c->alpha);
     if (!c->targets || (c->targets & ~TG_LORA_ALL_TARGETS))
-        return tg_fail(TG_ERR_ARG, "--lora-targets must name some of q,k,v,o,gate,up,down");
+        return tg_fail(TG_ERR_ARG, "`lora_targets` must name some of q,k,v,o,gate,up,down");
     if (c->n_tokens < 0 || c->n_tokens > TG_LORA_MAX_TOKENS)
-        return tg_fail(TG_ERR_ARG, "--lora-tokens names %d tokens; at most %d", c->n_tokens, TG_LORA_MAX_TOKENS);
+        return tg_fail(TG_ERR_ARG, "`lora_tokens` names %d tokens; at most %d", c->n_tokens, TG_LORA_MAX_TOKENS);
     for (int j = 0; j < c->n_tokens; j++)
         if (c->tokens[j] < 0 || (j > 0 && c->tokens[j] <= c->tokens[j - 1]) || (model && c->tokens[j] >= model->vocab))
-            return tg_fail(TG_ERR_ARG, "--lora-tokens: the token ids must be distinct, ascending and in the vocabulary; "
+            return tg_fail(TG_ERR_ARG, "`lora_tokens`: the token ids must be distinct, ascending and in the vocabulary; "
                                        "got %d at %d", (int)c->tokens[j], j);
     if (!model) return TG_OK;
     if (model->ffn != TG_FFN_SWIGLU && (c->targets & (1u << TG_LORA_UP)))
-        return tg_fail(TG_ERR_ARG, "--lora-targets up: a ReLU FFN has no up projection; drop it");
+        return tg_fail(TG_ERR_ARG, "`lora_targets` up: a ReLU FFN has no up projection; drop it");
     /* the narrowest targeted linear bounds the rank */
     int narrowest = -1;
     int64_t side = 0, out = 0, in = 0;
@@ -88,12 +88,12 @@ TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *mod
     }
     if (narrowest >= 0 && c->rank > side)
         return tg_fail(TG_ERR_ARG,
-                       "--lora-rank %lld is above %lld, the smaller side of the %s projection (%lld x %lld): B A has "
+                       "`lora_rank` %lld is above %lld, the smaller side of the %s projection (%lld x %lld): B A has "
                        "rank %lld at most, so a larger rank adds parameters and nothing else; use a rank of at most "
                        "%lld%s",
                        (long long)c->rank, (long long)side, target_names[narrowest], (long long)out, (long long)in,
                        (long long)side, (long long)side,
-                       some_fit ? ", or leave the narrower projections out of --lora-targets" : "");
+                       some_fit ? ", or leave the narrower projections out of `lora_targets`" : "");
     return TG_OK;
 }
 

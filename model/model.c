@@ -66,29 +66,30 @@ TgStatus tg_model_preset(const char *name, TgModelConfig *cfg) {
 }
 
 TgStatus tg_model_config_validate(const TgModelConfig *c) {
-    struct { const char *flag; int64_t value, max; } sizes[] = {
-        {"--dim", c->dim, TG_MODEL_MAX_DIM}, {"--layers", c->n_layers, TG_MODEL_MAX_LAYERS},
-        {"--heads", c->n_heads, TG_MODEL_MAX_HEADS}, {"--kv-heads", c->n_kv_heads, TG_MODEL_MAX_HEADS},
-        {"--hidden", c->hidden, TG_MODEL_MAX_HIDDEN}, {"--vocab", c->vocab, TG_MAX_VOCAB}, {"--seq", c->seq_len, TG_MODEL_MAX_SEQ},
+    struct { const char *setting; int64_t value, max; } sizes[] = {
+        {"`dim`", c->dim, TG_MODEL_MAX_DIM}, {"`n_layers`", c->n_layers, TG_MODEL_MAX_LAYERS},
+        {"`n_heads`", c->n_heads, TG_MODEL_MAX_HEADS}, {"`n_kv_heads`", c->n_kv_heads, TG_MODEL_MAX_HEADS},
+        {"`hidden`", c->hidden, TG_MODEL_MAX_HIDDEN}, {"`vocab`", c->vocab, TG_MAX_VOCAB},
+        {"`seq_len`", c->seq_len, TG_MODEL_MAX_SEQ},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].value <= 0)
-            return tg_fail(TG_ERR_ARG, "%s must be positive, got %lld", sizes[i].flag, (long long)sizes[i].value);
+            return tg_fail(TG_ERR_ARG, "%s must be positive, got %lld", sizes[i].setting, (long long)sizes[i].value);
         if (sizes[i].value > sizes[i].max)
-            return tg_fail(TG_ERR_ARG, "%s %lld is above %lld, the largest tapegrad builds", sizes[i].flag,
+            return tg_fail(TG_ERR_ARG, "%s %lld is above %lld, the largest tapegrad builds", sizes[i].setting,
                            (long long)sizes[i].value, (long long)sizes[i].max);
     }
     if (c->dim % c->n_heads != 0)
-        return tg_fail(TG_ERR_ARG, "--heads %lld does not divide --dim %lld; pick heads so dim/heads is a whole even number",
+        return tg_fail(TG_ERR_ARG, "`n_heads` %lld does not divide `dim` %lld; pick heads so dim/heads is a whole even number",
                        (long long)c->n_heads, (long long)c->dim);
     if ((c->dim / c->n_heads) % 2 != 0)
         return tg_fail(TG_ERR_ARG, "head size dim/heads = %lld is odd; RoPE needs an even head size",
                        (long long)(c->dim / c->n_heads));
     if (c->n_heads % c->n_kv_heads != 0)
-        return tg_fail(TG_ERR_ARG, "--kv-heads %lld does not divide --heads %lld", (long long)c->n_kv_heads,
+        return tg_fail(TG_ERR_ARG, "`n_kv_heads` %lld does not divide `n_heads` %lld", (long long)c->n_kv_heads,
                        (long long)c->n_heads);
     if (!(c->rope_theta > 1.0) || !isfinite(c->rope_theta))
-        return tg_fail(TG_ERR_ARG, "--rope-theta must be a finite number above 1, got %g", c->rope_theta);
+        return tg_fail(TG_ERR_ARG, "`rope_theta` must be a finite number above 1, got %g", c->rope_theta);
     if (!(c->norm_eps >= TG_MODEL_MIN_NORM_EPS && c->norm_eps <= TG_MODEL_MAX_NORM_EPS))
         return tg_fail(TG_ERR_ARG,
                        "norm eps must be in [%g, %g], got %g: RMSNorm computes x / sqrt(mean(x^2) + eps) in float32, "
@@ -98,7 +99,7 @@ TgStatus tg_model_config_validate(const TgModelConfig *c) {
     if (!tg_ffn_kind_valid(c->ffn)) return tg_fail(TG_ERR_ARG, "unknown FFN kind %d", (int)c->ffn);
     int64_t rope_entries;
     if (!tg_mul_i64(c->seq_len, c->dim / c->n_heads, &rope_entries) || rope_entries > TG_MODEL_MAX_ROPE_ENTRIES)
-        return tg_fail(TG_ERR_ARG, "--seq %lld x head size %lld needs a RoPE table of more than %lld entries; shorten --seq",
+        return tg_fail(TG_ERR_ARG, "`seq_len` %lld x head size %lld needs a RoPE table of more than %lld entries; shorten `seq_len`",
                        (long long)c->seq_len, (long long)(c->dim / c->n_heads), (long long)TG_MODEL_MAX_ROPE_ENTRIES);
     /* each of the store's tensors may start up to 15 floats later, for its 64-byte alignment */
     int64_t params = tg_model_config_param_count(c), max_params = TG_MAX_ELEMENTS - 16 * (int64_t)TG_MAX_TENSORS;

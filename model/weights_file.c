@@ -80,13 +80,13 @@ static TgStatus check_tokenizer(const TgStFile *f, const TgTokenizer *tok, const
         tg_path_folder(tg_st_path(f), folder, sizeof folder);
         return tg_fail(TG_ERR_MISMATCH,
                        "%s was trained with another tokenizer: it records tokenizer %016llx, %s; train with its own: "
-                       "--tokenizer hf:%s/" TG_TOKENIZER_HF_FILE,
+                       "`tokenizer` hf:%s/" TG_TOKENIZER_HF_FILE,
                        tg_st_path(f), (unsigned long long)rec.json_fingerprint, ours, folder);
     }
     return tg_fail(TG_ERR_MISMATCH,
                    "%s was trained with another tokenizer: it records tokenizer %016llx, %s; train with the tokenizer "
-                   "it was trained with (the --data and --tokenizer of the run it was exported from, or export that run "
-                   "with --hf and give --tokenizer hf:FOLDER/" TG_TOKENIZER_HF_FILE ")",
+                   "it was trained with (the `data_path` and `tokenizer` of the run it was exported from, or export that "
+                   "run as a Hugging Face folder and give `tokenizer` hf:FOLDER/" TG_TOKENIZER_HF_FILE ")",
                    tg_st_path(f), (unsigned long long)rec.fingerprint, ours);
 }
 

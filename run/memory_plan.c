@@ -55,8 +55,8 @@ TgStatus tg_sampling_memory_check(const TgModelConfig *cfg, const char *checkpoi
     tg_memory_plan_add(&plan, tg_model_memory_bytes(cfg), NULL, NULL, "for the model");
     tg_memory_plan_add(&plan, context, checkpoint, NULL, "for a KV cache of its %lld-token context", (long long)cfg->seq_len);
     char subject[64];
-    snprintf(subject, sizeof subject, "--tokens %lld", (long long)tokens);
-    tg_memory_plan_add(&plan, buffers, subject, "lower --tokens", "for the tokens and their text");
+    snprintf(subject, sizeof subject, "`tokens` %lld", (long long)tokens);
+    tg_memory_plan_add(&plan, buffers, subject, "lower `tokens`", "for the tokens and their text");
     return tg_memory_plan_check(&plan);
 }
 
@@ -72,32 +72,32 @@ TgStatus tg_train_memory_check(const TgTrainSchedule *s, bool resumed, bool seq_
                    (micro_batches > 1 ? params * sizeof(float) : 0) +
                    (s->log_grads > 0 ? params * sizeof(float) : 0);
     tg_memory_plan_add(&plan, model, resumed ? "the resumed model" : "the model",
-                       resumed ? NULL : "a smaller --preset, or lower --dim, --layers, --hidden or --vocab",
+                       resumed ? NULL : "a smaller `preset`, or lower `dim`, `n_layers`, `hidden` or `vocab`",
                        "for its %.0f parameters (weights, gradients, AdamW moments, a checkpoint's snapshot)", params);
     if (seq_given && !resumed)
-        snprintf(subject, sizeof subject, "--batch %lld --seq %lld", (long long)B, (long long)T);
+        snprintf(subject, sizeof subject, "`batch` %lld `seq_len` %lld", (long long)B, (long long)T);
     else
-        snprintf(subject, sizeof subject, "--batch %lld", (long long)B);
+        snprintf(subject, sizeof subject, "`batch` %lld", (long long)B);
     const char *fix =
-        resumed ? "lower --batch (the context is the checkpoint's)" : "lower --batch or --seq";
+        resumed ? "lower `batch` (the context is the checkpoint's)" : "lower `batch` or `seq_len`";
     tg_memory_plan_add_activations(&plan, c, B, T, s->threads, true, subject, fix);
     if (s->eval_batches > 0) {
-        snprintf(subject, sizeof subject, "--eval-batches %lld", (long long)s->eval_batches);
+        snprintf(subject, sizeof subject, "`eval_batches` %lld", (long long)s->eval_batches);
         tg_memory_plan_add(&plan, (double)s->eval_batches * (2 * tokens * sizeof(int32_t) + sizeof(double)),
-                           subject, "lower --eval-batches or --batch",
+                           subject, "lower `eval_batches` or `batch`",
                            "for its fixed val batches of %lld x %lld tokens each", (long long)B, (long long)T);
     }
     if (probe_batches > 0) {
-        snprintf(subject, sizeof subject, "--probe-batches %lld", (long long)probe_batches);
+        snprintf(subject, sizeof subject, "`probe_batches` %lld", (long long)probe_batches);
         tg_memory_plan_add(&plan, (double)probe_batches * 2 * tokens * sizeof(int32_t), subject,
-                        "lower --probe-batches or --batch", "for its fixed val batches of %lld x %lld tokens each",
+                        "lower `probe_batches` or `batch`", "for its fixed val batches of %lld x %lld tokens each",
                         (long long)B, (long long)T);
     }
     if (s->sample_tokens > 0) {
-        snprintf(subject, sizeof subject, "--sample-tokens %lld", (long long)s->sample_tokens);
+        snprintf(subject, sizeof subject, "`sample_tokens` %lld", (long long)s->sample_tokens);
         double context, buffers;
         tg_sampling_memory_bytes(c, s->sample_tokens, s->threads, &context, &buffers);
-        tg_memory_plan_add(&plan, context + buffers, subject, "lower --sample-tokens (0: none)",
+        tg_memory_plan_add(&plan, context + buffers, subject, "lower `sample_tokens` (0: none)",
                         "for the sample at the end (a KV cache of the %lld-token context)", (long long)T);
     }
     if (corpus_bytes > 0) tg_memory_plan_add(&plan, corpus_bytes, NULL, NULL, "for the corpus's tokens");

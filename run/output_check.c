@@ -68,7 +68,7 @@ TgStatus tg_output_check(TgOutputPlan *plan, const char *what, const char *path,
         char given[TG_PATH_CAP];
         tg_path_folder(path, given, sizeof given);
         return tg_fail(TG_ERR_ARG,
-                       "%s %s is %s of the run in %s; no command writes over a run's files, even with --force: give "
+                       "%s %s is %s of the run in %s; no command writes over a run's files, even with `force`: give "
                        "another path",
                        what, path, role, given);
     }
@@ -85,7 +85,7 @@ TgStatus tg_output_check(TgOutputPlan *plan, const char *what, const char *path,
                 return tg_fail(TG_ERR_ARG, "%s %s is %s, which this command reads; give another path", what, path,
                                plan->inputs[i].path);
         if (!force)
-            return tg_fail(TG_ERR_ARG, "%s %s exists; add --force to replace it, or give another path", what, path);
+            return tg_fail(TG_ERR_ARG, "%s %s exists; add `force` to replace it, or give another path", what, path);
     } else if (errno != ENOENT) {
         return tg_fail(TG_ERR_ARG, "%s %s: %s; give another path", what, path, strerror(errno));
     }

@@ -22,20 +22,22 @@ static TgStatus check_base_shape(const TgTrainOptions *o, const TgModelConfig *b
     stored.spec.preset = base_id->spec.preset, stored.spec.tokenizer = base_id->spec.tokenizer;
     for (int i = 0; i < t->count; i++) {
         const TgOptSpec *spec = &t->specs[i];
-        bool shape = (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(spec->flag, "--preset") == 0 ||
-                     strcmp(spec->flag, "--tokenizer") == 0 || strcmp(spec->flag, "--ffn") == 0;
-        if (!(o->given & TG_OPT_BIT(i)) || !shape || strcmp(spec->flag, "--seq") == 0 || tg_opt_equal(t, i, o, &stored)) continue;
+        const char *setting = tg_opt_setting(spec);
+        bool shape = (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(setting, "preset") == 0 ||
+                     strcmp(setting, "tokenizer") == 0 || strcmp(setting, "ffn") == 0;
+        if (!(o->given & TG_OPT_BIT(i)) || !shape || strcmp(setting, "seq_len") == 0 || tg_opt_equal(t, i, o, &stored))
+            continue;
         char given[256], was[256];
         tg_opt_format(t, i, o, given, sizeof given);
         tg_opt_format(t, i, &stored, was, sizeof was);
         return tg_fail(TG_ERR_ARG,
-                       "%s %s differs from the %s of --init-from %s: a run started from it keeps the base model's shape "
+                       "%s %s differs from the %s of `init_from` %s: a run started from it keeps the base model's shape "
                        "and tokenizer; drop %s",
                        spec->flag, given, was, base, spec->flag);
     }
     if (o->spec.special_tokens && *o->spec.special_tokens)
-        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus; a run started from "
-                                   "--init-from %s encodes with its tokenizer: drop --special-tokens",
+        return tg_fail(TG_ERR_ARG, "`special_tokens` reserves tokens in a BPE trained on the corpus; a run started from "
+                                   "`init_from` %s encodes with its tokenizer: drop `special_tokens`",
                        base);
     return TG_OK;
 }
@@ -48,7 +50,7 @@ TgStatus tg_run_base_find(const TgTrainOptions *o, TgRunBase *base) {
     /* run.txt names the checkpoint itself: the folder's latest moves on when the base trains further */
     char *real = realpath(ckpt, NULL);
     if (!real)
-        return tg_fail(TG_ERR_IO, "--init-from %s: cannot open %s: %s", o->spec.init_from, ckpt, strerror(errno));
+        return tg_fail(TG_ERR_IO, "`init_from` %s: cannot open %s: %s", o->spec.init_from, ckpt, strerror(errno));
     TgStatus s = tg_path_format(base->ckpt, sizeof base->ckpt, "%s", real);
     free(real);
     TG_TRY(s);
@@ -72,8 +74,8 @@ TgStatus tg_run_base_take(TgRun *run, const TgRunBase *base) {
         TG_TRY(tg_checkpoint_read_config(base->ckpt, &cfg, &tokenizer_fingerprint));
         if (tokenizer_fingerprint != run->tok.fingerprint)
             return tg_fail(TG_ERR_MISMATCH,
-                           "the data's tokenizer (fingerprint %016" PRIx64 ") is not the one of --init-from %s (%016" PRIx64
-                           "): a run started from it encodes its text with the base's tokenizer; give --data to encode "
+                           "the data's tokenizer (fingerprint %016" PRIx64 ") is not the one of `init_from` %s (%016" PRIx64
+                           "): a run started from it encodes its text with the base's tokenizer; give `data_path` to encode "
                            "it so, or a dataset prepared with that tokenizer",
                            run->tok.fingerprint, base->ckpt, tokenizer_fingerprint);
     }
@@ -98,11 +100,11 @@ TgStatus tg_run_base_record(const TgRun *run, const TgTrainOptions *o, const cha
     snprintf(rec->fingerprint, sizeof rec->fingerprint, "%016" PRIx64, fingerprint);
     if (o->spec.init_fingerprint && strcmp(o->spec.init_fingerprint, rec->fingerprint) != 0)
         return tg_fail(TG_ERR_MISMATCH,
-                       "--init-fingerprint %s: the weights of --init-from %s have fingerprint %s; give the base with "
-                       "those weights, or drop --init-fingerprint",
+                       "`init_fingerprint` %s: the weights of `init_from` %s have fingerprint %s; give the base with "
+                       "those weights, or drop `init_fingerprint`",
                        o->spec.init_fingerprint, o->spec.init_from, rec->fingerprint);
     char *real = realpath(file, NULL);
-    if (!real) return tg_fail(TG_ERR_IO, "--init-from %s: %s", file, strerror(errno));
+    if (!real) return tg_fail(TG_ERR_IO, "`init_from` %s: %s", file, strerror(errno));
     TgStatus s = tg_path_format(rec->path, sizeof rec->path, "%s", real);
     free(real);
     TG_TRY(s);

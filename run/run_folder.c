@@ -89,8 +89,8 @@ TgStatus tg_run_folder_locate(const char *given, char *dir, size_t cap) {
             /* a checkpoint the run no longer keeps (--keep removed it), or a name mistyped */
             tg_checkpoint_folder_others(folder, NULL, held, sizeof held);
             return tg_fail(TG_ERR_IO,
-                           "%s: no such checkpoint; the run folder %s holds %s (a run keeps its newest --keep checkpoints, "
-                           "and its best with --keep-best): give one of those, or the folder for its latest",
+                           "%s: no such checkpoint; the run folder %s holds %s (a run keeps its newest `keep` checkpoints, "
+                           "and its best with `keep_best`): give one of those, or the folder for its latest",
                            given, folder, held[0] ? held : "no checkpoint yet");
         }
         if (errno == ENOENT || errno == ENOTDIR)
@@ -132,11 +132,11 @@ static bool exists(const char *path) {
 static TgStatus set_path(char *dst, const char *path) {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--; /* "runs/x/" is the folder runs/x */
-    if (n == 0) return tg_fail(TG_ERR_ARG, "--out is empty; pass a folder");
+    if (n == 0) return tg_fail(TG_ERR_ARG, "`out_dir` is empty; pass a folder");
     /* room for the temporary folder's name, and a generated name's "-999" */
     size_t room = TG_PATH_CAP - sizeof ".tmp-XXXXXX" - 4;
     if (n >= room)
-        return tg_fail(TG_ERR_ARG, "--out is too long: %zu bytes, at most %zu for a run folder (%.60s...); pass a shorter one",
+        return tg_fail(TG_ERR_ARG, "`out_dir` is too long: %zu bytes, at most %zu for a run folder (%.60s...); pass a shorter one",
                        n, room - 1, path);
     memcpy(dst, path, n);
     dst[n] = '\0';
@@ -185,17 +185,17 @@ static TgStatus check_existing(const char *path) {
     char latest[TG_PATH_CAP], found[512];
     TG_TRY(tg_path_join(latest, sizeof latest, path, "latest"));
     if (exists(latest))
-        return tg_fail(TG_ERR_ARG, "%s already holds a run; continue it with --resume %s, or pass another --out", path, path);
+        return tg_fail(TG_ERR_ARG, "%s already holds a run; continue it with `resume` %s, or pass another `out_dir`", path, path);
     list_run_files(path, found, sizeof found);
     if (found[0])
         return tg_fail(TG_ERR_ARG, "%s holds files of another run (%s) but no checkpoint to resume; delete them or pass "
-                                   "another --out",
+                                   "another `out_dir`",
                        path, found);
     if (access(path, W_OK | X_OK) != 0)
-        return tg_fail(TG_ERR_ARG, "cannot write into %s: %s; pass a writable --out", path, strerror(errno));
+        return tg_fail(TG_ERR_ARG, "cannot write into %s: %s; pass a writable `out_dir`", path, strerror(errno));
     char why[3 * TG_PATH_CAP];
     if (among_sources(path, why, sizeof why))
-        return tg_fail(TG_ERR_ARG, "%s: a run's files do not belong among source files; pass --out checkpoints/NAME (the "
+        return tg_fail(TG_ERR_ARG, "%s: a run's files do not belong among source files; pass `out_dir` checkpoints/NAME (the "
                                    "folder made for runs) or another folder of the run's own",
                        why);
     return TG_OK;
@@ -213,23 +213,23 @@ TgStatus tg_run_folder_choose(TgRunFolder *f, const char *out_dir, const char *g
     }
     struct stat st;
     if (stat(f->path, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) return tg_fail(TG_ERR_ARG, "%s is a file, not a folder; pass another --out", f->path);
+        if (!S_ISDIR(st.st_mode)) return tg_fail(TG_ERR_ARG, "%s is a file, not a folder; pass another `out_dir`", f->path);
         TG_TRY(check_existing(f->path));
         f->existed = true;
         return TG_OK;
     }
-    if (errno != ENOENT && errno != ENOTDIR) return tg_fail(TG_ERR_ARG, "%s: %s; pass another --out", f->path, strerror(errno));
+    if (errno != ENOENT && errno != ENOTDIR) return tg_fail(TG_ERR_ARG, "%s: %s; pass another `out_dir`", f->path, strerror(errno));
     /* the nearest existing parent must be a folder that a folder can be made in */
     char parent[TG_PATH_CAP];
     tg_path_folder(f->path, parent, sizeof parent);
     while (stat(parent, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(parent, ".") != 0 &&
            strcmp(parent, "/") != 0)
         tg_path_folder(parent, parent, sizeof parent);
-    if (stat(parent, &st) != 0) return tg_fail(TG_ERR_ARG, "%s: %s: %s; pass another --out", f->path, parent, strerror(errno));
+    if (stat(parent, &st) != 0) return tg_fail(TG_ERR_ARG, "%s: %s: %s; pass another `out_dir`", f->path, parent, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return tg_fail(TG_ERR_ARG, "%s: %s is a file, not a folder; pass another --out", f->path, parent);
+        return tg_fail(TG_ERR_ARG, "%s: %s is a file, not a folder; pass another `out_dir`", f->path, parent);
     if (access(parent, W_OK | X_OK) != 0)
-        return tg_fail(TG_ERR_ARG, "%s: cannot create it in %s: %s; pass a writable --out", f->path, parent, strerror(errno));
+        return tg_fail(TG_ERR_ARG, "%s: cannot create it in %s: %s; pass a writable `out_dir`", f->path, parent, strerror(errno));
     among_sources(parent, f->among_sources, sizeof f->among_sources);
     return TG_OK;
 }
@@ -280,7 +280,7 @@ TgStatus tg_run_folder_begin(TgRunFolder *f) {
         int err = errno;
         f->temp[0] = '\0';
         tg_run_folder_discard(f);
-        return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s; pass a writable --out", home, strerror(err));
+        return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s; pass a writable `out_dir`", home, strerror(err));
     }
     return TG_OK;
 }
@@ -306,7 +306,7 @@ static TgStatus move_files_into(const char *from, const char *to) {
         TG_TRY(tg_path_join(src, sizeof src, from, names[i]));
         TG_TRY(tg_path_join(dst, sizeof dst, to, names[i]));
         if (exists(dst))
-            return tg_fail(TG_ERR_IO, "%s appeared while the run was prepared; pass another --out", dst);
+            return tg_fail(TG_ERR_IO, "%s appeared while the run was prepared; pass another `out_dir`", dst);
     }
     for (int i = 0; i < n; i++) {
         /* both fit: checked above */
@@ -341,7 +341,7 @@ TgStatus tg_run_folder_commit(TgRunFolder *f) {
         f->existed = true; /* --out was made meanwhile: move the files into it */
     }
     if (!f->committed && !f->existed)
-        return tg_fail(TG_ERR_IO, "cannot rename %s to %s or a free name beside it; pass --out", f->temp, f->generated);
+        return tg_fail(TG_ERR_IO, "cannot rename %s to %s or a free name beside it; pass `out_dir`", f->temp, f->generated);
     if (!f->committed) {
         TG_TRY(move_files_into(f->temp, f->path));
         (void)rmdir(f->temp);

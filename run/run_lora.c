@@ -74,13 +74,13 @@ static TgStatus add_unseen_tokens(const TgRun *run, TgLoraConfig *cfg) {
     if (s == TG_OK && n > taken)
         tg_message_emit(&run->messages, TG_MESSAGE_NOTE,
                         "%d tokens of the data never occur in the base's %s; the rows of the %d most frequent train "
-                        "beside the adapters (--lora-tokens auto), the other %d stay as the base left them",
+                        "beside the adapters (`lora_tokens` auto), the other %d stay as the base left them",
                         n, run->base_train_tokens, taken, n - taken);
     free(base), free(data), free(unseen);
     if (s != TG_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", tg_error_message());
-        return tg_fail(s, "--lora-tokens auto counts the tokens the base trained on: %s", why);
+        return tg_fail(s, "`lora_tokens` auto counts the tokens the base trained on: %s", why);
     }
     return TG_OK;
 }
@@ -113,12 +113,12 @@ static TgStatus resolve_lora_tokens(const TgRun *run, const char *list, TgLoraCo
                        tg_tokenizer_encode(&run->tok, p, len, ids, 64, &n) != TG_OK || n != 1) {
                 tg_error_clear();
                 return tg_fail(TG_ERR_ARG,
-                               "--lora-tokens: '%.*s' is not one token of the run's tokenizer (an id below %lld, or "
+                               "`lora_tokens`: '%.*s' is not one token of the run's tokenizer (an id below %lld, or "
                                "a text it encodes as a single id); give chat, none, or such tokens separated by commas",
                                (int)len, p, (long long)run->tok.vocab_size);
             }
             if (cfg->n_tokens == TG_LORA_MAX_TOKENS)
-                return tg_fail(TG_ERR_ARG, "--lora-tokens names more than %d tokens", TG_LORA_MAX_TOKENS);
+                return tg_fail(TG_ERR_ARG, "`lora_tokens` names more than %d tokens", TG_LORA_MAX_TOKENS);
             cfg->tokens[cfg->n_tokens++] = ids[0];
             p += len;
             if (*p == ',') p++;

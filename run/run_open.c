@@ -48,7 +48,7 @@ static TgStatus check_resume_flags(const TgTrainOptions *o, const TgTrainOptions
     const TgOptTable *t = tg_train_option_table();
     TgTrainOptions now = *o, stored = *stored_as_read;
     char now_targets[64], stored_targets[64];
-    if (!(o->given & TG_OPT_BIT(tg_opt_find(t, "--lora-rank")))) now.spec.lora_rank = stored.spec.lora_rank;
+    if (!(o->given & TG_OPT_BIT(tg_opt_find_setting(t, "lora_rank")))) now.spec.lora_rank = stored.spec.lora_rank;
     TG_TRY(tg_train_options_resolve_lora(&now, now_targets, sizeof now_targets));
     TG_TRY(tg_train_options_resolve_lora(&stored, stored_targets, sizeof stored_targets));
     for (int i = 0; i < t->count; i++) {
@@ -59,7 +59,7 @@ static TgStatus check_resume_flags(const TgTrainOptions *o, const TgTrainOptions
         tg_opt_format(t, i, &stored, was, sizeof was);
         if (!was[0]) snprintf(was, sizeof was, "(none)");
         return tg_fail(TG_ERR_ARG,
-                       "%s %s differs from the resumed run's %s; drop the flag or start a new run with another --out",
+                       "%s %s differs from the resumed run's %s; drop the flag or start a new run with another `out_dir`",
                        t->specs[i].flag, given, was);
     }
     return TG_OK;
@@ -94,7 +94,7 @@ static TgStatus open_resumed(const TgTrainOptions *o, bool writes, TgRun *run) {
     TG_TRY(load_tokens(run));
     run->resumed = true;
     if (run->state.step >= o->schedule.steps)
-        tg_message_emit(&run->messages, TG_MESSAGE_NOTE, "the run already did %lld steps; raise --steps to train further",
+        tg_message_emit(&run->messages, TG_MESSAGE_NOTE, "the run already did %lld steps; raise `steps` to train further",
                      (long long)run->state.step);
     return TG_OK;
 }

@@ -98,7 +98,7 @@ static TgStatus load_base(TgRun *run, const char *named, uint64_t want, const ch
     bool folder = stat(named, &st) == 0 && S_ISDIR(st.st_mode);
     if (!folder && access(named, F_OK) != 0)
         return tg_fail(TG_ERR_IO,
-                       "%s is missing: it is the base of the LoRA run %s, named in its %s (--init-from); put that "
+                       "%s is missing: it is the base of the LoRA run %s, named in its %s (`init_from`); put that "
                        "file back (its weights have fingerprint %016" PRIx64 "), or train the adapters again on a "
                        "base that exists",
                        named, run->dir, TG_RUN_IDENTITY_FILE, want);
@@ -131,13 +131,13 @@ TgStatus tg_run_open_adapter(TgRun *run, const char *ckpt_path, TgCheckpointInfo
     uint64_t trained_on = 0;
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && !id.spec.init_from)
-        s = tg_fail(TG_ERR_FORMAT, "%s holds LoRA adapters, but its run's run.txt names no base (--init-from)", ckpt_path);
+        s = tg_fail(TG_ERR_FORMAT, "%s holds LoRA adapters, but its run's run.txt names no base (`init_from`)", ckpt_path);
     if (s == TG_OK) s = tg_checkpoint_read_header(ckpt_path, &h);
     if (s == TG_OK) s = tg_adapter_tag_parse(h.tag, ckpt_path, &cfg, &trained_on);
     if (s == TG_OK && id.spec.init_fingerprint && strtoull(id.spec.init_fingerprint, NULL, 16) != trained_on)
         s = tg_fail(TG_ERR_FORMAT,
                     "%s/%s records base weights %s, but its adapter %s was trained on weights %016" PRIx64
-                    ": the file was edited; put back --init-fingerprint %016" PRIx64,
+                    ": the file was edited; put back `init_fingerprint` %016" PRIx64,
                     run->dir, TG_RUN_IDENTITY_FILE, id.spec.init_fingerprint, ckpt_path, trained_on, trained_on);
     char base[TG_PATH_CAP];
     if (s == TG_OK) s = load_base(run, id.spec.init_from, trained_on, ckpt_path, base, sizeof base);

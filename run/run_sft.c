@@ -25,7 +25,7 @@ static void report_sft_data(TgRun *run, const TgSftPrepareOptions *opt, const Tg
                  r->conversations, r->files, r->files == 1 ? "" : "s", (double)r->file_bytes / (1 << 20), r->seconds,
                  r->train_conversations, r->val_conversations, r->train_tokens, r->val_tokens, r->trained_tokens);
     if (r->truncated)
-        tg_message_emit(m, TG_MESSAGE_NOTE, "%" PRIu64 " conversation%s longer than --seq %lld tokens cut to the window",
+        tg_message_emit(m, TG_MESSAGE_NOTE, "%" PRIu64 " conversation%s longer than `seq_len` %lld tokens cut to the window",
                      r->truncated, r->truncated == 1 ? "" : "s", (long long)opt->seq_len);
     if (r->without_reply || r->without_reply_in_window)
         tg_message_emit(m, TG_MESSAGE_NOTE,
@@ -87,9 +87,9 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
         cfg = base.cfg;
         id.spec.preset = base.id.spec.preset, id.spec.tokenizer = base.id.spec.tokenizer;
     } else if (o->spec.tokenizer.source != TG_TOKENIZER_USE_HF) {
-        s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give --init-from RUN (a run or checkpoint of "
+        s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give `init_from` RUN (a run or checkpoint of "
                                 "tapegrad train, whose tokenizer has " TG_CHAT_IM_START " and " TG_CHAT_IM_END
-                                "), or --tokenizer hf:FILE (with --init-from WEIGHTS.safetensors, or from scratch)");
+                                "), or `tokenizer` hf:FILE (with `init_from` WEIGHTS.safetensors, or from scratch)");
     } else {
         s = tg_run_resolve_config(&o->spec, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
     }
@@ -99,7 +99,7 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
     tg_run_generated_folder(generated, sizeof generated, "sft");
     if (s == TG_OK && writes) s = tg_run_folder_choose(&run->folder, o->invocation.out_dir, generated);
     if (s == TG_OK && !from_run && o->spec.init_from && access(o->spec.init_from, R_OK) != 0)
-        s = tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->spec.init_from, strerror(errno));
+        s = tg_fail(TG_ERR_IO, "`init_from` %s: cannot read it: %s", o->spec.init_from, strerror(errno));
     if (s == TG_OK && writes) s = tg_run_begin_new_folder(run);
     if (s == TG_OK)
         s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(o->spec.tokenizer.hf_file, &run->tok);
@@ -113,7 +113,7 @@ TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareRepo
     if (s == TG_OK && from_run && o->spec.model.seq_len > base.trained_seq)
         tg_message_emit(
             &run->messages, TG_MESSAGE_NOTE,
-            "--seq %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
+            "`seq_len` %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
             (long long)o->spec.model.seq_len, (long long)base.trained_seq, o->spec.init_from);
     TgRunBaseRecord rec;
     if (s == TG_OK && o->spec.init_from)

@@ -91,10 +91,10 @@ static TgStatus prepare_replica_data(TgRun *run, const TgPrepareOptions *prep, c
 /* --dataset: its tokenizer and token files, checked against its manifest. */
 static TgStatus open_given_dataset(TgRun *run, const char *dir) {
     char *real = realpath(dir, NULL);
-    if (!real) return tg_fail(TG_ERR_IO, "--dataset %s: %s (make one with tapegrad prepare)", dir, strerror(errno));
+    if (!real) return tg_fail(TG_ERR_IO, "`dataset` %s: %s (make one with tapegrad prepare)", dir, strerror(errno));
     int fits = snprintf(run->dataset, sizeof run->dataset, "%s", real) < (int)sizeof run->dataset;
     free(real);
-    if (!fits) return tg_fail(TG_ERR_ARG, "--dataset %s: the path is too long", dir);
+    if (!fits) return tg_fail(TG_ERR_ARG, "`dataset` %s: the path is too long", dir);
     TgDataset d;
     TG_TRY(tg_dataset_open(run->dataset, true, &d));
     run->tok = d.tok;
@@ -148,7 +148,7 @@ static TgStatus prepare_text(TgRun *run, const TgTrainOptions *o, const TgRunBas
     TgTokenizerSource source = id->spec.tokenizer.source;
     bool bpe = source == TG_TOKENIZER_USE_BPE, hf = source == TG_TOKENIZER_USE_HF;
     if (o->spec.special_tokens && *o->spec.special_tokens && !bpe)
-        return tg_fail(TG_ERR_ARG, "--special-tokens reserves tokens in a BPE trained on the corpus: add --tokenizer bpe");
+        return tg_fail(TG_ERR_ARG, "`special_tokens` reserves tokens in a BPE trained on the corpus: add `tokenizer` bpe");
     char base_tokenizer[TG_PATH_CAP], how[TG_PATH_CAP + 32], name[TG_PATH_CAP + 8];
     TgPrepareOptions prep;
     tg_prepare_options_default(&prep);
@@ -185,8 +185,8 @@ TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareRep
     TG_TRY(new_text_identity(o, base, &preset_cfg, &id, targets, sizeof targets));
     bool bpe = id.spec.tokenizer.source == TG_TOKENIZER_USE_BPE;
     if (!base && !bpe && o->spec.model.vocab > 0)
-        return tg_fail(TG_ERR_ARG, "--vocab sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
-                                   "distinct bytes. Add --tokenizer bpe or drop --vocab");
+        return tg_fail(TG_ERR_ARG, "`vocab` sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
+                                   "distinct bytes. Add `tokenizer` bpe or drop `vocab`");
     int64_t vocab = o->spec.model.vocab > 0 ? o->spec.model.vocab
                     : preset_cfg.vocab > 0  ? preset_cfg.vocab
                                             : TG_TRAIN_DEFAULT_BPE_VOCAB;
@@ -207,7 +207,7 @@ TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareRep
     tg_run_generated_folder(generated, sizeof generated, kind);
     if (writes) TG_TRY(tg_run_folder_choose(&run->folder, o->invocation.out_dir, generated));
     if (!base && o->spec.init_from && access(o->spec.init_from, R_OK) != 0)
-        return tg_fail(TG_ERR_IO, "--init-from %s: cannot read it: %s", o->spec.init_from, strerror(errno));
+        return tg_fail(TG_ERR_IO, "`init_from` %s: cannot read it: %s", o->spec.init_from, strerror(errno));
 
     if (writes) TG_TRY(tg_run_begin_new_folder(run));
     if (o->spec.dataset) {

@@ -268,8 +268,9 @@ static const char *origin(const TgTrainOptions *o, const char *flag, char *buf, 
     return buf;
 }
 
-const char *tg_train_options_origin(const TgTrainOptions *o, const char *flag, char *buf, size_t cap) {
-    return origin(o, flag, buf, cap);
+const char *tg_train_options_origin(const TgTrainOptions *o, const char *setting, char *buf, size_t cap) {
+    int i = tg_opt_find_setting(&table, setting);
+    return origin(o, i >= 0 ? table.specs[i].flag : "", buf, cap);
 }
 
 /* Two options that do not go together: the file's fault (TG_ERR_FORMAT, exit 1) when both came

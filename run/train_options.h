@@ -186,8 +186,9 @@ TgStatus tg_train_options_resolve_lora(TgTrainOptions *o, char *targets, size_t 
 /* Fills warmup and min_lr when they were left to their defaults. */
 void tg_train_options_derive(TgTrainOptions *o);
 
-/* " (RUN/train_options.txt line 7)" when the value of `flag` came from that file on a resume; else "". */
-const char *tg_train_options_origin(const TgTrainOptions *o, const char *flag, char *buf, size_t cap);
+/* " (RUN/train_options.txt line 7)" when the value of a setting ("eval_tasks") came from that file on
+ * a resume; else "". */
+const char *tg_train_options_origin(const TgTrainOptions *o, const char *setting, char *buf, size_t cap);
 /* Writes the TG_TRAIN_OPT_SAVED options to DIR/train_options.txt. */
 TgStatus tg_train_options_save(const char *dir, const TgTrainOptions *o);
 /* For `train --resume RUN`: reads RUN's train_options.txt into every saved option not given now

@@ -61,7 +61,7 @@ TgStatus tg_append_file_open(TgAppendFile *af, const char *path) {
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ELOOP)
         return tg_fail(TG_ERR_IO, "%s is a symbolic link; tapegrad does not write through one (replace it by a file)", path);
-    if (fd < 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable --out", path, strerror(errno));
+    if (fd < 0) return tg_fail(TG_ERR_IO, "cannot write %s: %s; pass a writable `out_dir`", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

@@ -6,30 +6,33 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "support/setting_names.h"
+
 enum { TG_MSG_CAP = 2048 };
 static _Thread_local char tg_message[TG_MSG_CAP];
 
 TgStatus tg_fail(TgStatus status, const char *fmt, ...) {
     /* formatted aside first: the arguments may include tg_error_message() itself */
-    char message[TG_MSG_CAP];
+    char message[TG_MSG_CAP], named[TG_MSG_CAP];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    memcpy(tg_message, message, sizeof message);
+    snprintf(tg_message, sizeof tg_message, "%s", tg_setting_names(message, named, sizeof named));
     return status;
 }
 
 TgStatus tg_fail_context(TgStatus status, const char *fmt, ...) {
-    char prefix[TG_MSG_CAP], old[TG_MSG_CAP];
+    char prefix[TG_MSG_CAP], old[TG_MSG_CAP], named[TG_MSG_CAP];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
+    const char *named_prefix = tg_setting_names(prefix, named, sizeof named);
     memcpy(old, tg_message, sizeof old);
-    size_t n = strlen(prefix);
+    size_t n = strlen(named_prefix);
     if (n > TG_MSG_CAP - 3) n = TG_MSG_CAP - 3;
-    memcpy(tg_message, prefix, n);
+    memcpy(tg_message, named_prefix, n);
     memcpy(tg_message + n, ": ", 2);
     size_t rest = TG_MSG_CAP - n - 3, len = strlen(old);
     if (len > rest) len = rest;

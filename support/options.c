@@ -19,6 +19,17 @@ int tg_opt_find(const TgOptTable *t, const char *flag) {
     return -1;
 }
 
+const char *tg_opt_setting(const TgOptSpec *s) {
+    const char *dot = s->field ? strrchr(s->field, '.') : NULL;
+    return dot ? dot + 1 : s->field ? s->field : "";
+}
+
+int tg_opt_find_setting(const TgOptTable *t, const char *name) {
+    for (int i = 0; i < t->count; i++)
+        if (strcmp(tg_opt_setting(&t->specs[i]), name) == 0) return i;
+    return -1;
+}
+
 static double numeric_value(const TgOptSpec *s, const void *opts) {
     switch (s->type) {
     case TG_OPT_INT: return *CFIELD(opts, s, int);

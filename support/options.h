@@ -87,6 +87,8 @@ typedef struct TgOptSpec {
     const char *default_text;  /* shown as the default instead of the struct's value, or NULL */
     OptValueCheck check;       /* or NULL */
     const TgOptCodec *codec;   /* TG_OPT_VALUE's */
+    const char *field;         /* the field's path in the options struct ("schedule.batch"); its last part is the
+                                * setting's name, which the library's messages write as `batch` */
 } TgOptSpec;
 
 /* TG_OPT(Struct, field, "--flag", TYPE, "help", range, choices, group, default_text) */
@@ -94,13 +96,13 @@ typedef struct TgOptSpec {
 #define TG_OPT_STRINGIFY(x) TG_OPT_STRINGIFY_(x)
 #define TG_OPT_STRINGIFY_(x) #x
 #define TG_OPT(Struct, field, flag, type, help, range, choices, group, default_text) \
-    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, NULL, NULL}
+    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, NULL, NULL, #field}
 /* The same with a further check of the value (OptValueCheck). */
 #define TG_OPT_CHECKED(Struct, field, flag, type, help, range, choices, group, default_text, check) \
-    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, check, NULL}
+    {flag, type, offsetof(Struct, field), help, range, choices, group, default_text, check, NULL, #field}
 /* A TG_OPT_VALUE option of a type `codec` reads; `choices` (or NULL) is for the help only. */
 #define TG_OPT_CODEC(Struct, field, flag, help, choices, group, default_text, codec) \
-    {flag, TG_OPT_VALUE, offsetof(Struct, field), help, TG_OPT_ANY, choices, group, default_text, NULL, codec}
+    {flag, TG_OPT_VALUE, offsetof(Struct, field), help, TG_OPT_ANY, choices, group, default_text, NULL, codec, #field}
 
 /* Bit i: the i-th option of a table (at most 64 per table). */
 typedef uint64_t TgOptSet;
@@ -114,6 +116,10 @@ typedef struct TgOptTable {
     int max_positional;        /* arguments that are not flags (0: none allowed) */
 } TgOptTable;
 
+/* The setting an option sets: the last part of its field's path ("batch" for "schedule.batch"). */
+const char *tg_opt_setting(const TgOptSpec *s);
+/* The option of `t` whose setting is `name`; -1 when none is. */
+int tg_opt_find_setting(const TgOptTable *t, const char *name);
 /* Checks the options in `which` against their ranges and choices. */
 TgStatus tg_opt_check(const TgOptTable *t, const void *opts, TgOptSet which);
 /* Writes the options of `group` (all bits of group present in spec->group) to path, atomically. */

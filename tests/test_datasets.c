@@ -140,7 +140,7 @@ Test(jsonl, every_rule_on_a_crafted_file) {
     free_docs(&d);
     /* --strict: the first malformed line stops the reading, naming it */
     assert_fails(read_docs(path, true, &d), TG_ERR_FORMAT, "line 6 is not valid JSON");
-    cr_expect(strstr(tg_error_message(), "crafted.jsonl") && strstr(tg_error_message(), "--strict"));
+    cr_expect(strstr(tg_error_message(), "crafted.jsonl") && strstr(tg_error_message(), "`strict`"));
     free_docs(&d);
     free(path);
 }

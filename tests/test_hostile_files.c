@@ -298,7 +298,7 @@ Test(limits, checked_arithmetic_reports_every_overflow) {
         cr_expect_not(tg_double_to_i64(refused[k], 0, 100, &i), "%g was accepted", refused[k]);
 }
 
-Test(limits, model_configs_beyond_a_limit_are_refused_with_the_flag) {
+Test(limits, model_configs_beyond_a_limit_are_refused_naming_the_setting) {
     TgModelConfig ok;
     assert_ok(tg_model_preset("tiny", &ok));
     ok.vocab = 100;
@@ -306,9 +306,9 @@ Test(limits, model_configs_beyond_a_limit_are_refused_with_the_flag) {
     cr_expect_eq(tg_model_config_param_count(&ok) > 0, true);
     TgModelConfig c = ok;
     c.seq_len = TG_MODEL_MAX_SEQ + 1;
-    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "--seq 1048577 is above 1048576");
+    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "`seq_len` 1048577 is above 1048576");
     c = ok, c.n_layers = TG_MODEL_MAX_LAYERS + 1;
-    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "--layers 1025 is above 1024");
+    assert_fails(tg_model_config_validate(&c), TG_ERR_ARG, "`n_layers` 1025 is above 1024");
     c = ok, c.dim = 2, c.n_heads = 1, c.n_kv_heads = 1, c.seq_len = TG_MODEL_MAX_SEQ;
     assert_ok(tg_model_config_validate(&c)); /* 2^20 positions of head size 2 fit the RoPE table */
     c.dim = 256, c.n_heads = 1, c.n_kv_heads = 1;

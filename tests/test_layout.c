@@ -171,8 +171,9 @@ Test(layout, includes_follow_the_rooms) {
 static const char *const forbidden[] = {"stdout", "stderr", "printf", "vprintf", "puts", "putchar", "perror",
                                         "exit",   "_exit",  "_Exit",  "quick_exit"};
 
-/* `text` with comments and string and character literals blanked out, in place. */
-static char *blank_comments_and_literals(char *text) {
+/* `text` with comments blanked out, and string and character literals too unless `keep_literals`,
+ * in place. */
+static char *blank_code_text(char *text, bool keep_literals) {
     long n = (long)strlen(text);
     for (long i = 0; i < n; i++) {
         if (text[i] == '/' && text[i + 1] == '*') {
@@ -185,6 +186,10 @@ static char *blank_comments_and_literals(char *text) {
         } else if (text[i] == '"' || text[i] == '\'') {
             char quote = text[i++];
             for (; i < n && text[i] != quote && text[i] != '\n'; i++) {
+                if (keep_literals) {
+                    i += text[i] == '\\';
+                    continue;
+                }
                 if (text[i] == '\\') text[i++] = ' ';
                 text[i] = ' ';
             }
@@ -192,6 +197,8 @@ static char *blank_comments_and_literals(char *text) {
     }
     return text;
 }
+
+static char *blank_comments_and_literals(char *text) { return blank_code_text(text, false); }
 
 /* A whole file, as a string. */
 static char *read_whole(const char *path) {
@@ -968,4 +975,97 @@ Test(layout, the_options_check_finds_a_function_taking_them) {
     char names[256] = "";
     functions_taking_options(blank_comments_and_literals(code), count_taker, names);
     cr_expect_str_eq(names, "open_it tg_last ");
+}
+
+/* ---------------------------------------------------------------- flags are named in cli/ alone */
+
+/* Below cli/, a message names a setting by its field between backquotes (`n_heads`,
+ * support/setting_names.h), never by its flag: the flags are cli/'s words, which it puts in
+ * through the option tables (run/train_options.c and run/shared_flags.h, which pair each field
+ * with its flag, are the one place below cli/ that names them). */
+typedef struct {
+    char (*flags)[64];
+    int n_flags;
+    int bad;
+} FlagScan;
+
+static bool is_flag_char(char c) { return islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-'; }
+
+/* Every literal of the exact form "--name" in `code` (comments blanked) into the flags. */
+static void collect_flags(const char *rel, void *ctx) {
+    FlagScan *f = ctx;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
+    char *code = blank_code_text(read_whole(path), true);
+    for (const char *p = strstr(code, "\"--"); p; p = strstr(p + 1, "\"--")) {
+        size_t n = 2;
+        while (is_flag_char(p[1 + n])) n++;
+        if (p[1 + n] != '"' || n < 3 || n >= sizeof f->flags[0]) continue;
+        bool known = false;
+        for (int i = 0; i < f->n_flags && !known; i++) known = strlen(f->flags[i]) == n && !strncmp(f->flags[i], p + 1, n);
+        if (known) continue;
+        cr_assert_lt(f->n_flags, 512);
+        snprintf(f->flags[f->n_flags++], sizeof f->flags[0], "%.*s", (int)n, p + 1);
+    }
+    free(code);
+}
+
+/* How many flag names the string literals of `code` hold (each printed, with `rel`, when report). */
+static int flags_named(const FlagScan *f, const char *rel, const char *code, bool report) {
+    int found = 0;
+    bool in_literal = false;
+    for (const char *p = code; *p; p++) {
+        if (*p == '"' && (p == code || p[-1] != '\\' || (p > code + 1 && p[-2] == '\\'))) in_literal = !in_literal;
+        if (*p == '\n') in_literal = false;
+        if (!in_literal || strncmp(p, "--", 2) != 0 || is_flag_char(p[-1])) continue;
+        size_t n = 2;
+        while (is_flag_char(p[n])) n++;
+        for (int i = 0; i < f->n_flags; i++)
+            if (strlen(f->flags[i]) == n && strncmp(f->flags[i], p, n) == 0) {
+                if (report) fprintf(stderr, "%s: a string names the flag %s; name the setting's field (`...`)\n", rel, f->flags[i]);
+                found++;
+                break;
+            }
+        p += n - 1;
+    }
+    return found;
+}
+
+static void check_flag_names(const char *rel, void *ctx) {
+    FlagScan *f = ctx;
+    if (!strcmp(rel, "run/train_options.c") || !strcmp(rel, "run/shared_flags.h")) return; /* the tables */
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", TAPEGRAD_SOURCE_DIR, rel);
+    char *code = blank_code_text(read_whole(path), true);
+    f->bad += flags_named(f, rel, code, true);
+    free(code);
+}
+
+static FlagScan *flag_scan_new(void) {
+    FlagScan *f = calloc(1, sizeof *f);
+    f->flags = calloc(512, sizeof *f->flags);
+    cr_assert(f && f->flags);
+    walk_sources("cli", collect_flags, f);
+    collect_flags("run/train_options.c", f);
+    collect_flags("run/shared_flags.h", f);
+    return f;
+}
+
+Test(layout, no_string_below_cli_names_a_flag) {
+    FlagScan *f = flag_scan_new();
+    cr_expect_gt(f->n_flags, 60, "only %d flags found in the option tables", f->n_flags);
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strcmp(rules[i].room, "cli") != 0) walk_sources(rules[i].room, check_flag_names, f);
+    cr_expect_eq(f->bad, 0, "%d flag names in strings below cli/ (listed above)", f->bad);
+    free(f->flags), free(f);
+}
+
+Test(layout, the_flag_check_finds_a_flag_in_a_message) {
+    FlagScan *f = flag_scan_new();
+    char code[] = "/* --heads in a comment */\n"
+                  "return tg_fail(TG_ERR_ARG, \"--heads %lld does not divide `dim`\", h); // --dim\n"
+                  "x = \"a -- b, --no-such-flag, --batch\\\"q\\\" ---\";\n"
+                  "y = \"`n_heads` alone\";\n";
+    cr_expect_eq(flags_named(f, "model/x.c", blank_code_text(code, true), false), 2, "--heads and --batch");
+    free(f->flags), free(f);
 }

@@ -13,6 +13,8 @@
 #include "cli/flags.h"
 #include "run/run.h"
 #include "run/train_options.h"
+#include "support/setting_names.h"
+#include "tapegrad/model.h"
 
 typedef struct {
     int64_t steps;
@@ -409,4 +411,45 @@ Test(options, a_flag_shared_by_subcommands_has_one_range) {
     }
     cr_expect_geq(n_tables, 12, "only %d tables walked", n_tables);
     cr_expect_geq(shared, 20, "only %d flags shared", shared);
+}
+
+/* The library's messages name settings by their fields, between backquotes; the program names
+ * them by its flags (support/setting_names.h): a C API user reads `n_heads`, a tapegrad user
+ * --heads, from the one message. Names the tables do not know, and backquoted text that is no
+ * name, stay as they are. */
+Test(options, the_library_names_settings_by_fields_and_the_program_by_flags) {
+    TgModelConfig c = tg_model_preset_config(TG_PRESET_TINY);
+    c.vocab = 256, c.n_heads = 3, c.dim = 64;
+    tg_setting_namer_set(NULL);
+    cr_assert_eq(tg_model_config_validate(&c), TG_ERR_ARG);
+    cr_expect(strstr(tg_error_message(), "`n_heads` 3 does not divide `dim` 64"), "%s", tg_error_message());
+    cli_name_settings_by_flags();
+    cr_assert_eq(tg_model_config_validate(&c), TG_ERR_ARG);
+    cr_expect(strstr(tg_error_message(), "--heads 3 does not divide --dim 64"), "%s", tg_error_message());
+    tg_fail(TG_ERR_ARG, "`batch` and `lora_rank`, `no_such_setting`, `two words`, `` and `safetensors`");
+    cr_expect_str_eq(tg_error_message(), "--batch and --lora-rank, `no_such_setting`, `two words`, `` and --safetensors");
+    char buf[16];
+    cr_expect_str_eq(tg_setting_names("lower `batch` or `seq_len` now", buf, sizeof buf), "lower --batch o",
+                     "a long message is cut at the buffer's end");
+    tg_setting_namer_set(NULL);
+}
+
+/* Every setting of every table is named by its own flag, save those whose name train's table
+ * holds for another flag (train's comes first: the library's messages are mostly about runs). */
+Test(options, every_setting_name_gives_its_flag) {
+    int settings = 0;
+    for (int c = 0; c < cli_subcommand_count; c++)
+        for (int k = 0; cli_subcommands[c]->table(k); k++) {
+            const TgOptTable *t = cli_subcommands[c]->table(k);
+            for (int i = 0; i < t->count; i++) {
+                const TgOptSpec *s = &t->specs[i];
+                cr_assert(s->field, "%s %s has no field", t->command, s->flag);
+                const char *name = tg_opt_setting(s), *flag = cli_flag_of_setting(name, strlen(name));
+                int in_train = tg_opt_find_setting(tg_train_option_table(), name);
+                cr_expect(flag && (strcmp(flag, s->flag) == 0 || in_train >= 0),
+                          "%s %s (setting %s) is named %s", t->command, s->flag, name, flag ? flag : "(nothing)");
+                settings++;
+            }
+        }
+    cr_expect_gt(settings, 150, "only %d settings walked", settings);
 }

@@ -335,9 +335,9 @@ Test(prepare_hostile, chatml_markers_without_special_tokens_are_counted_and_name
         const char *specials, *out, *says;
     } cases[] = {
         {NULL, "plain", "the texts hold 100 <|im_start|> and 100 <|im_end|>, which this BPE encodes as several byte-level ids "
-                        "each, not as markers: --special-tokens chatml makes each a single id"},
+                        "each, not as markers: `special_tokens` chatml makes each a single id"},
         {"<|im_start|>", "half", "the texts hold 100 <|im_end|>, which this BPE encodes as several byte-level ids each, not as "
-                                 "markers: --special-tokens '<|im_start|>,<|im_end|>' makes each a single id"},
+                                 "markers: `special_tokens` '<|im_start|>,<|im_end|>' makes each a single id"},
         {"chatml", "chatml", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -391,7 +391,7 @@ Test(run_folder, a_folder_of_source_files_in_a_git_work_tree_takes_no_run) {
     char *src = path_in("project/src");
     cr_expect_eq(tg_run_folder_choose(&f, src, NULL), TG_ERR_ARG, "a folder of sources accepted");
     cr_expect(strstr(tg_error_message(), "holds model.c, in the git work tree ") &&
-                  strstr(tg_error_message(), "pass --out checkpoints/NAME"),
+                  strstr(tg_error_message(), "pass `out_dir` checkpoints/NAME"),
               "%s", tg_error_message());
     char *inside = path_in("project/src/run1");
     cr_expect_eq(tg_run_folder_choose(&f, inside, NULL), TG_OK, "%s", tg_error_message());

@@ -232,7 +232,7 @@ Test(chat_format, a_tokenizer_without_the_markers_is_refused_saying_how_to_get_o
     assert_ok(tg_tokenizer_bpe_train(text, strlen(text), 300, &tok));
     TgChatTokens ct;
     assert_fails(tg_chat_tokens_find(&tok, "base/", &ct), TG_ERR_MISMATCH, "base/ has no <|im_start|> and <|im_end|>");
-    assert_fails(tg_chat_tokens_find(&tok, "base/", &ct), TG_ERR_MISMATCH, "--special-tokens chatml");
+    assert_fails(tg_chat_tokens_find(&tok, "base/", &ct), TG_ERR_MISMATCH, "`special_tokens` chatml");
     tg_tokenizer_free(&tok);
     assert_ok(tg_tokenizer_char_train(text, strlen(text), &tok));
     assert_fails(tg_chat_tokens_find(&tok, "char run", &ct), TG_ERR_MISMATCH, "(a char tokenizer)");

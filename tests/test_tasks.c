@@ -329,8 +329,8 @@ Test(tasks, a_tasks_accuracy_is_found_by_its_name) {
     assert_ok(tg_task_check_name("blimp", paths, 2));
     assert_ok(tg_task_check_name("arc-easy", paths, 2));
     assert_fails(tg_task_check_name("hellaswag", paths, 2), TG_ERR_ARG,
-                 "no --eval-task file is the task 'hellaswag'; the tasks are blimp, arc-easy");
-    assert_fails(tg_task_check_name("blimp", paths, 0), TG_ERR_ARG, "(give the file with --eval-task)");
+                 "no `eval_tasks` file is the task 'hellaswag'; the tasks are blimp, arc-easy");
+    assert_fails(tg_task_check_name("blimp", paths, 0), TG_ERR_ARG, "(give the file with `eval_tasks`)");
     TgTokenizer tok = char_tokenizer();
     TgModel m;
     build_model(&m, &tok, 5);

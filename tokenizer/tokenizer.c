@@ -53,15 +53,15 @@ TgStatus tg_tokenizer_specials_parse(const char *spec, char ***names_out, int32_
     for (const char *p = spec;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        TgStatus st = tg_tokenizer_special_check(p, len, "--special-tokens");
+        TgStatus st = tg_tokenizer_special_check(p, len, "`special_tokens`");
         if (st == TG_OK && len == strlen(TG_TOKENIZER_EOT_TEXT) && memcmp(p, TG_TOKENIZER_EOT_TEXT, len) == 0) {
             /* <eot> is always there (id 256) */
         } else if (st == TG_OK) {
             for (int32_t i = 0; i < n && st == TG_OK; i++)
                 if (strlen(names[i]) == len && memcmp(names[i], p, len) == 0)
-                    st = tg_fail(TG_ERR_ARG, "--special-tokens names %s twice", names[i]);
+                    st = tg_fail(TG_ERR_ARG, "`special_tokens` names %s twice", names[i]);
             if (st == TG_OK && n == TG_TOKENIZER_MAX_SPECIALS)
-                st = tg_fail(TG_ERR_ARG, "--special-tokens: at most %d names", TG_TOKENIZER_MAX_SPECIALS);
+                st = tg_fail(TG_ERR_ARG, "`special_tokens`: at most %d names", TG_TOKENIZER_MAX_SPECIALS);
             if (st == TG_OK) {
                 names = tg_realloc(names, (size_t)(n + 1) * sizeof *names);
                 names[n] = tg_malloc(len + 1);

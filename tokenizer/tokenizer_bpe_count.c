@@ -195,7 +195,7 @@ TgStatus tg_bpe_counter_new(TgTokenizerSplit split, char *const *specials, int32
         for (int32_t i = 0; i < n_specials; i++) t->specials[i] = strdup(specials[i]);
         t->vocab_size = TG_TOKENIZER_BPE_FIRST_MERGE + n_specials;
         t->eot_id = TG_TOKENIZER_BPE_EOT;
-        TgStatus st = tg_tokenizer_finish(t, "--special-tokens");
+        TgStatus st = tg_tokenizer_finish(t, "`special_tokens`");
         if (st != TG_OK) {
             tg_bpe_counter_free(c);
             return st;

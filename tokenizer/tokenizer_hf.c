@@ -102,7 +102,7 @@ TgStatus tg_tokenizer_hf_check_exportable(const TgTokenizer *tok) {
                        "this run's BPE tokenizer (a tokenizer file of version 1) cuts text into chunks by tapegrad's "
                        "first rule, which no Hugging Face or llama.cpp pre-tokenizer reproduces, so no tokenizer.json "
                        "or GGUF would encode text as it does; train a new run (its BPE uses the GPT-2 split), or export "
-                       "the weights alone with --safetensors");
+                       "the weights alone as `safetensors`");
     /* JSON text is UTF-8 and GGUF's strings are read as C strings: an added token's own text,
      * which is written as it is, must be both (the importer refuses any other) */
     for (int32_t k = 0; k < tok->n_added; k++) {

@@ -67,9 +67,9 @@ TgStatus tg_probe_prompts_load(TgProbePrompts *p, const char *path, int64_t toke
     if (run->task == TG_TASK_SFT) TG_TRY(tg_chat_tokens_find(&run->tok, run->dir, &ct));
     size_t size;
     TgStatus s = tg_file_read_all(path, TG_PROBE_MAX_FILE_BYTES, &p->file, &size);
-    if (s != TG_OK) return tg_fail_context(s, "--probe-prompts %s", path);
+    if (s != TG_OK) return tg_fail_context(s, "`probe_prompts` %s", path);
     TG_TRY(add_lines(p, path, size, run, &ct));
-    if (p->n == 0) return tg_fail(TG_ERR_FORMAT, "--probe-prompts %s holds no prompt: write one a line", path);
+    if (p->n == 0) return tg_fail(TG_ERR_FORMAT, "`probe_prompts` %s holds no prompt: write one a line", path);
     return TG_OK;
 }
 

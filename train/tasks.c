@@ -138,7 +138,7 @@ TgStatus tg_task_suite_open(TgTaskSuite *s, const char *const *paths, int n, con
     for (int i = 0; i < n; i++)
         if (s->files[i].n_candidates > most) most = s->files[i].n_candidates;
     /* as large as the largest file's candidates: its lack is said, as the files' is */
-    if (tg_memory_grow((void **)&s->scores, (size_t)most * sizeof *s->scores, "the scores of --eval-task") != TG_OK) {
+    if (tg_memory_grow((void **)&s->scores, (size_t)most * sizeof *s->scores, "the scores of `eval_tasks`") != TG_OK) {
         tg_task_suite_free(s);
         return TG_ERR_NOMEM;
     }
@@ -206,8 +206,8 @@ static TgStatus unknown_task(const char *name, const char (*names)[TG_TASK_NAME_
     size_t used = 0;
     for (int i = 0; i < n && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
-    return tg_fail(TG_ERR_ARG, "task:%s: no --eval-task file is the task '%s'%s%s", name, name,
-                   n ? "; the tasks are " : "", n ? list : " (give the file with --eval-task)");
+    return tg_fail(TG_ERR_ARG, "task:%s: no `eval_tasks` file is the task '%s'%s%s", name, name,
+                   n ? "; the tasks are " : "", n ? list : " (give the file with `eval_tasks`)");
 }
 
 TgStatus tg_task_check_name(const char *name, const char *const *paths, int n) {

@@ -218,7 +218,7 @@ static void check_best_source(Trainer *tr) {
     TgBestRecord *b = &tr->run.state.best;
     if (b->step < 0 || !b->source || b->source == tr->best_source) return;
     tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
-                    "the task '%s' of --keep-best is not the file it was when its best (%.6g at step %lld) was measured: "
+                    "the task '%s' of `keep_best` is not the file it was when its best (%.6g at step %lld) was measured: "
                     "the best record starts anew with this file; %s/%s keeps naming that checkpoint until a new best",
                     m->task, b->value, (long long)b->step, tr->run.dir, TG_CHECKPOINT_BEST_FILE);
     *b = (TgBestRecord){.kept = true, .value = NAN, .step = -1};
@@ -241,8 +241,8 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     TgStatus opened =
         tg_task_suite_open(&tr->tasks, sch->eval_tasks.items, sch->eval_tasks.count, &tasks);
     char where[TG_PATH_CAP + 32];
-    if (opened == TG_ERR_IO && tg_train_options_origin(o, "--eval-task", where, sizeof where)[0])
-        return tg_fail_context(opened, "--eval-task%s, saved by the run: give --eval-task again with a path that "
+    if (opened == TG_ERR_IO && tg_train_options_origin(o, "eval_tasks", where, sizeof where)[0])
+        return tg_fail_context(opened, "`eval_tasks`%s, saved by the run: give `eval_tasks` again with a path that "
                                        "exists from here (each file of the run's as it was)",
                                where);
     TG_TRY(opened);
@@ -327,7 +327,7 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
     if (at_start)
         return tg_fail(TG_ERR_MISMATCH,
                        "rank %d does not hold what rank 0 holds (its tokens, weights or trainer state differ): every "
-                       "rank must read the same --data, or the same run folder on --resume",
+                       "rank must read the same `data_path`, or the same run folder on `resume`",
                        differing);
     return tg_fail(TG_ERR_MISMATCH,
                    "after step %lld the weights of rank %d differ from rank 0's: the ranks no longer train one model "
@@ -369,7 +369,7 @@ static TgStatus evaluate(Trainer *tr, double *val_out) {
     if (tr->tasks_interrupted)
         tg_message_emit(&tr->messages, TG_MESSAGE_NOTE,
                         "the task scoring of step %lld stopped at the signal: its task figures are not logged nor counted "
-                        "for --keep-best and --early-stop (a resumed run does not score step %lld again)",
+                        "for `keep_best` and `early_stop` (a resumed run does not score step %lld again)",
                         (long long)tr->run.state.step, (long long)tr->run.state.step);
     return TG_OK;
 }
@@ -462,7 +462,7 @@ static int local_stop_code(const Trainer *tr, volatile sig_atomic_t *stop, TgSta
 static const char *stop_text(int code) {
     switch (code) {
     case STOP_TIME_BUDGET: return "time budget reached";
-    case STOP_AFTER: return "stopped as asked (--stop-after)";
+    case STOP_AFTER: return "stopped as asked (`stop_after`)";
     case STOP_SIGNAL + SIGTERM: return "stopped by SIGTERM";
     case STOP_SIGNAL + SIGUSR1: return "stopped by SIGUSR1";
     default: return "interrupted";
@@ -475,11 +475,11 @@ static const char *early_stop_text(Trainer *tr) {
     const char *name = tg_eval_metric_name(tr->watched);
     if (b->step < 0)
         snprintf(tr->stop_reason, sizeof tr->stop_reason,
-                 "stopped early (--early-stop %lld: %lld evaluations gave no %s)",
+                 "stopped early (`early_stop` %lld: %lld evaluations gave no %s)",
                  (long long)tr->schedule->early_stop, (long long)b->evals_since, name);
     else
         snprintf(tr->stop_reason, sizeof tr->stop_reason,
-                 "stopped early (--early-stop %lld: %s %.6g of step %lld not bettered in %lld evaluations)",
+                 "stopped early (`early_stop` %lld: %s %.6g of step %lld not bettered in %lld evaluations)",
                  (long long)tr->schedule->early_stop, name, b->value, (long long)b->step, (long long)b->evals_since);
     return tr->stop_reason;
 }
@@ -609,7 +609,7 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     if (read != TG_OK) return read;
     for (int64_t i = 0; i < tr->micro_batches; i++)
         if (!isfinite(tr->micro_losses[i]))
-            return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower --lr or raise --warmup",
+            return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower `lr` or raise `warmup`",
                            (long long)step, isnan(tr->micro_losses[i]) ? "NaN" : "Inf", lr);
     double loss = tr->weighting == TG_LOSS_MEAN_OF_TARGETS
                       ? tg_mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
@@ -621,7 +621,7 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     if (!isfinite(grad_norm)) {
         const char *bad = first_nonfinite_grad(trainable);
         return tg_fail(TG_ERR_NUMERIC,
-                       "step %lld: the gradient of '%s' holds NaN or Inf (loss %.4f, lr %.3g); lower --lr or --clip",
+                       "step %lld: the gradient of '%s' holds NaN or Inf (loss %.4f, lr %.3g); lower `lr` or `clip`",
                        (long long)step, bad ? bad : "?", loss, lr);
     }
     tg_adamw_step(trainable, &sch->adamw, step + 1, lr, tr->engine.pool);
@@ -720,7 +720,7 @@ static void note_overfitting(Trainer *tr, double val) {
     tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
                     "the val loss rose at %d evaluations in a row, from %.4f at step %lld to %.4f, while the train loss "
                     "fell from %.4f to %.4f: the model is overfitting its train split (too few tokens for its size, or "
-                    "too many passes over them); --keep-best val_loss keeps its best checkpoint, --early-stop N ends "
+                    "too many passes over them); `keep_best` val_loss keeps its best checkpoint, `early_stop` N ends "
                     "such a run",
                     OVERFIT_EVALS, tr->rise_val, (long long)tr->rise_step, val, tr->rise_train, train);
 }
@@ -849,7 +849,7 @@ static void report_best(Trainer *tr) {
     char metric[TG_TASK_NAME_CAP + 16];
     tg_best_metric_format(&tr->run.keep_best, metric, sizeof metric);
     if (b->step < 0) {
-        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "best checkpoint: none yet (no evaluation of --eval-every)");
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "best checkpoint: none yet (no evaluation of `eval_every`)");
         return;
     }
     char named[64], own[64];
@@ -897,7 +897,7 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
     if (tr->overfit_from && tr->last_val > st->best_val_loss)
         tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
                         "overfitting: the val loss ended at %.4f, above its best of %.4f; it rose while the train loss "
-                        "fell from step %lld on (see --keep-best and --early-stop)",
+                        "fell from step %lld on (see `keep_best` and `early_stop`)",
                         tr->last_val, st->best_val_loss, (long long)tr->overfit_from);
     report_best(tr);
     const TgCheckpointSaver *sv = &tr->saver;
@@ -905,7 +905,7 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
                  "checkpoints: %lld saved, %.2f s of writing in the background; training paused %.1f ms to snapshot them "
                  "and %.2f s waiting for a save still writing%s",
            (long long)sv->saves, sv->write_s, 1e3 * sv->pause_s, sv->blocked_s,
-           sv->blocked_s > 1 ? " (raise --ckpt-every)" : "");
+           sv->blocked_s > 1 ? " (raise `ckpt_every`)" : "");
     return TG_OK;
 }
 

@@ -112,8 +112,8 @@ static TgStatus parse_list(const TgOptSpec *item, const char *text, const char *
 }
 
 /* A learning rate of --lrs is checked as --lr is, a seed of --seeds as --seed is. */
-static const TgOptSpec lr_item = {"--lrs", TG_OPT_DOUBLE, 0, "a learning rate", TG_OPT_POSITIVE, NULL, 0, NULL, NULL, NULL};
-static const TgOptSpec seed_item = {"--seeds", TG_OPT_INT64, 0, "a seed", TG_FLAG_RANGE_SEED, NULL, 0, NULL, NULL, NULL};
+static const TgOptSpec lr_item = {"--lrs", TG_OPT_DOUBLE, 0, "a learning rate", TG_OPT_POSITIVE, NULL, 0, NULL, NULL, NULL, NULL};
+static const TgOptSpec seed_item = {"--seeds", TG_OPT_INT64, 0, "a seed", TG_FLAG_RANGE_SEED, NULL, 0, NULL, NULL, NULL, NULL};
 
 /* "--seeds 3": three seeds from --seed on; "--seeds 5,9": those two. */
 static TgStatus parse_seeds(const CompareFfnOptions *o, CompareResults *r) {
