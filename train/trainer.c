@@ -544,39 +544,53 @@ static float micro_batch_weight(const Trainer *tr, int64_t i, double total) {
     return tr->micro_batches > 1 ? 1.0f / (float)tr->micro_batches : 1.0f;
 }
 
-/* This rank's share of a step's gradient, into the trainable parameters' grad, and its
- * micro-batches' losses. The source draws the global batch, ranks x accum micro-batches, from its
- * one stream; rank r takes micro-batches r x accum ... (r + 1) x accum - 1 and skips the others'
- * draws, so the data order does not depend on the number of ranks. For a mean of targets the
- * ranks then share how many targets each micro-batch holds (micro_batch_weight). Each
- * micro-batch's gradient is computed alone (into zeroed buffers, its loss scaled by its weight)
- * and added to the sum of those before it, g = g0 + g1 + ...: so with accum 1 on N ranks,
- * tg_dist_sum_floats makes the very additions one process with accum N makes. Stops at a
- * non-finite loss (the step fails once every rank knows). */
-static TgStatus local_gradients(Trainer *tr, bool watched) {
-    const TgTrainSchedule *sch = tr->schedule;
+/* This rank's micro-batches of the step into tr->step, and how many targets each holds. The source
+ * draws the global batch, ranks x accum micro-batches, from its one stream; rank r takes
+ * micro-batches r x accum ... (r + 1) x accum - 1 and skips the others' draws, so the data order
+ * does not depend on the number of ranks. A micro-batch that could not be read counts NaN. */
+static TgStatus draw_micro_batches(Trainer *tr, int64_t first) {
     const size_t window = (size_t)(tr->batch * tr->seq);
-    int64_t first = tr->rank * sch->accum, drawn = 0;
+    int64_t accum = tr->schedule->accum, drawn = 0;
     TgStatus read = TG_OK;
-    tg_params_zero_grad(tg_model_trainable(&tr->run.model));
     tg_batch_source_skip(&tr->batches, first);
-    for (int64_t k = 0; k < sch->accum && read == TG_OK; k++, drawn++) {
+    for (int64_t k = 0; k < accum && read == TG_OK; k++, drawn++) {
         BatchCells c = batch_rows_cells(&tr->step, k);
         read = tg_batch_source_next(&tr->batches, c.in, c.tg, c.ks);
         tr->micro_counts[first + k] = read == TG_OK ? (double)tg_count_targets(c.tg, window) : NAN;
     }
-    for (int64_t k = drawn; k < sch->accum; k++) tr->micro_counts[first + k] = NAN;
+    for (int64_t k = drawn; k < accum; k++) tr->micro_counts[first + k] = NAN;
     tg_batch_source_skip(&tr->batches, tr->micro_batches - first - drawn);
-    double total = 0.0;
-    if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
-        TG_TRY(tg_dist_share_blocks(tr->micro_counts, tr->micro_batches));
-        for (int64_t i = 0; i < tr->micro_batches; i++) total += tr->micro_counts[i];
-    }
+    return read;
+}
+
+/* The data-parallel agreement before the backward: for a mean of targets, every rank learns how
+ * many targets each micro-batch of the step holds, and *total is their sum (NaN when a rank could
+ * not read one); 0 for a mean of batches, which needs none. */
+static TgStatus agree_on_targets(Trainer *tr, double *total) {
+    *total = 0.0;
+    if (tr->weighting != TG_LOSS_MEAN_OF_TARGETS) return TG_OK;
+    TG_TRY(tg_dist_share_blocks(tr->micro_counts, tr->micro_batches));
+    for (int64_t i = 0; i < tr->micro_batches; i++) *total += tr->micro_counts[i];
+    return TG_OK;
+}
+
+/* This rank's share of a step's gradient, into the trainable parameters' grad, and its
+ * micro-batches' losses. Each micro-batch's gradient is computed alone (into zeroed buffers, its
+ * loss scaled by its weight, micro_batch_weight) and added to the sum of those before it,
+ * g = g0 + g1 + ...: so with accum 1 on N ranks, tg_dist_sum_floats makes the very additions one
+ * process with accum N makes. Stops at a non-finite loss (the step fails once every rank knows,
+ * agree_on_step). */
+static TgStatus local_gradients(Trainer *tr, bool watched) {
+    int64_t first = tr->rank * tr->schedule->accum;
+    double total;
+    tg_params_zero_grad(tg_model_trainable(&tr->run.model));
+    TgStatus read = draw_micro_batches(tr, first);
+    TG_TRY(agree_on_targets(tr, &total));
     if (read != TG_OK || !isfinite(total)) { /* the step fails once every rank has its losses */
-        for (int64_t k = 0; k < sch->accum; k++) tr->micro_losses[first + k] = NAN;
+        for (int64_t k = 0; k < tr->schedule->accum; k++) tr->micro_losses[first + k] = NAN;
         return read;
     }
-    for (int64_t k = 0; k < sch->accum; k++) {
+    for (int64_t k = 0; k < tr->schedule->accum; k++) {
         micro_batch_begin(tr, k);
         TgBatch b = batch_rows_at(&tr->step, k);
         TgTensor *loss = tg_model_loss(&tr->run.model, &tr->engine.tape, &b,
@@ -584,6 +598,24 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
         if (!micro_batch_end(tr, first, k, loss, micro_batch_weight(tr, first + k, total), watched)) break;
     }
     return TG_OK;
+}
+
+/* The data-parallel agreement after the backward: every rank gets every micro-batch's loss and
+ * adds them in the micro-batches' order into *loss, the step's; the ranks' gradients are summed
+ * (the same sum on every rank). Fails, on every rank alike, when one could not read its data
+ * (`read`) or a loss is not finite. */
+static TgStatus agree_on_step(Trainer *tr, TgStatus read, int64_t step, double lr, double *loss) {
+    TG_TRY(tg_dist_share_blocks(tr->micro_losses, tr->micro_batches));
+    if (read != TG_OK) return read;
+    for (int64_t i = 0; i < tr->micro_batches; i++)
+        if (!isfinite(tr->micro_losses[i]))
+            return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower `lr` or raise `warmup`",
+                           (long long)step, isnan(tr->micro_losses[i]) ? "NaN" : "Inf", lr);
+    *loss = tr->weighting == TG_LOSS_MEAN_OF_TARGETS
+                ? tg_mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
+                : tg_mean_in_order(tr->micro_losses, tr->micro_batches);
+    TgParamStore *trainable = tg_model_trainable(&tr->run.model);
+    return tg_dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool);
 }
 
 /* For the test of the replica check (support/fault.h; nothing outside the test variant): the last
@@ -603,19 +635,9 @@ static TgStatus trainer_step(Trainer *tr, double *loss_out, double *lr_out, doub
     const TgTrainHooks *h = &tr->hooks;
     bool watched = h->watch_step && h->watch_step(h->ctx, step + 1);
     if (watched && tr->probe.n > 0) run_probe(tr);
-    TgStatus read = local_gradients(tr, watched);
-    /* every rank gets every micro-batch's loss and adds them in the micro-batches' order */
-    TG_TRY(tg_dist_share_blocks(tr->micro_losses, tr->micro_batches));
-    if (read != TG_OK) return read;
-    for (int64_t i = 0; i < tr->micro_batches; i++)
-        if (!isfinite(tr->micro_losses[i]))
-            return tg_fail(TG_ERR_NUMERIC, "step %lld: the loss is %s (lr %.3g); lower `lr` or raise `warmup`",
-                           (long long)step, isnan(tr->micro_losses[i]) ? "NaN" : "Inf", lr);
-    double loss = tr->weighting == TG_LOSS_MEAN_OF_TARGETS
-                      ? tg_mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
-                      : tg_mean_in_order(tr->micro_losses, tr->micro_batches);
+    double loss = NAN;
+    TG_TRY(agree_on_step(tr, local_gradients(tr, watched), step, lr, &loss));
     TgParamStore *trainable = tg_model_trainable(model);
-    TG_TRY(tg_dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool));
     if (watched && h->before_update) h->before_update(h->ctx, model);
     double grad_norm = tg_clip_grad_norm_pool(trainable, sch->clip, tr->engine.pool);
     if (!isfinite(grad_norm)) {
