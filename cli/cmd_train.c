@@ -141,7 +141,9 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
         for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &sa, &old[i]);
         sigaction(SIGHUP, &hup, &old_hup);
         report.hangup = &hangup_seen;
-        s = tg_train_run(&o, &stop_requested, o.schedule.log_grads > 0 ? &hooks : NULL, &reporter);
+        TgTrainRequest req;
+        s = tg_train_options_request(&o, &req);
+        if (s == TG_OK) s = tg_train_run(&req, &stop_requested, o.schedule.log_grads > 0 ? &hooks : NULL, &reporter);
         /* the next command, as it runs from here */
         if (s == TG_OK && o.spec.task == TG_TASK_SFT && !stop_requested && report.run_dir[0] && reporter.message) {
             char hint[3 * 4096 + 64], word[3 * 4096];

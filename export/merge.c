@@ -36,11 +36,11 @@ static TgStatus copy_val_files(const char *from, const char *to) {
 /* The merged run's files in dir: run.txt (the LoRA run's identity without its adapters),
  * tokenizer, val split, and the merged weights' checkpoint (AdamW moments zero: the base had none). */
 static TgStatus write_merged(TgRun *run, const char *dir, char *ckpt_out, size_t cap) {
-    TgTrainOptions id;
+    TgRunSpec id;
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK) {
-        id.spec.lora_rank = 0, id.spec.lora_alpha = 0, id.spec.lora_targets = NULL;
+        id.lora_rank = 0, id.lora_alpha = 0, id.lora_targets = NULL;
         s = tg_run_identity_write(dir, &id);
     }
     tg_opt_strings_free(&strings);

@@ -31,21 +31,19 @@
 /* ---------------------------------------------------------------- identity of a run */
 
 /* What must not change when a run continues: the TG_TRAIN_OPT_IDENTITY options, in DIR/run.txt. */
-TgStatus tg_run_identity_write(const char *dir, const TgTrainOptions *id) {
+TgStatus tg_run_identity_write(const char *dir, const TgRunSpec *id) {
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
-    return tg_opt_write(tg_train_option_table(), id, TG_TRAIN_OPT_IDENTITY, path);
+    return tg_run_spec_write(path, id);
 }
 
-TgStatus tg_run_identity_read(const char *dir, TgTrainOptions *id, TgOptStrings *strings) {
+TgStatus tg_run_identity_read(const char *dir, TgRunSpec *id, TgOptStrings *strings) {
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
-    tg_train_options_defaults(id);
-    id->spec.seed = -1, id->spec.tokenizer.source = TG_TOKENIZER_FROM_PRESET; /* the file must say both */
-    TgStatus s = tg_opt_read(tg_train_option_table(), id, TG_TRAIN_OPT_IDENTITY, 0, path, NULL, strings);
+    TgStatus s = tg_run_spec_read(path, id, strings);
     /* a bad value in the file is the file's fault, not a flag's: exit 1, not 2 */
     if (s != TG_OK) return tg_fail(s == TG_ERR_IO ? s : TG_ERR_FORMAT, "%s", tg_error_message());
-    if (id->spec.seed < 0 || id->spec.tokenizer.source == TG_TOKENIZER_FROM_PRESET)
+    if (id->seed < 0 || id->tokenizer.source == TG_TOKENIZER_FROM_PRESET)
         return tg_fail(TG_ERR_FORMAT, "%s: incomplete run description (seed or tokenizer missing)", path);
     return TG_OK;
 }

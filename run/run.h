@@ -54,10 +54,10 @@ typedef struct TgRun {
     TgMessageSink messages; /* what the run says while it opens, starts and commits (support/messages.h) */
 } TgRun;
 
-/* Prepares a new run in its temporary folder (or reads o->resume's, changing nothing in it),
- * filling o's derived defaults (warmup, min_lr). The run folder is locked first (a new run's
- * temporary one, whose lock moves with it); a folder another process trains in is refused with
- * its PID. A resume refuses identity flags (TgTrainOptions) that differ from the run's. On
+/* Prepares a new run of the request's spec in its temporary folder (or reads the invocation's
+ * resume, changing nothing in it). The run folder is locked first (a new run's temporary one,
+ * whose lock moves with it); a folder another process trains in is refused with its PID. A resume
+ * refuses identity and shape settings given now that differ from the run's. On
  * failure, tg_run_discard removes what the new run created.
  * writes == false opens a replica, for the ranks of a data-parallel run other than rank 0
  * (lib/dist.h): a new run's corpus is prepared in memory and no folder is chosen, made or
@@ -78,8 +78,8 @@ typedef struct TgRun {
  * Fine-tuning (--task sft): the conversations of --data are prepared into the run folder
  * (data/sft_data.h) with the tokenizer of the run or checkpoint --init-from names, or of
  * --tokenizer hf:FILE. */
-TgStatus tg_run_open_for_training(TgTrainOptions *o, bool writes, const TgMessageSink *messages,
-                               const TgPrepareReporter *preparing, TgRun *run);
+TgStatus tg_run_open_for_training(const TgTrainRequest *req, bool writes, const TgMessageSink *messages,
+                                  const TgPrepareReporter *preparing, TgRun *run);
 /* Readies the folder for training: a resumed run's stale temporary files are removed and the
  * metrics and probe continuations it logged after its checkpoint dropped; metrics.jsonl is
  * opened. */
@@ -94,7 +94,7 @@ void tg_run_discard(TgRun *run);
 TgStatus tg_run_open_existing(const char *dir_or_file, TgRun *run);
 /* What the run in DIR is (DIR/run.txt: its TG_TRAIN_OPT_IDENTITY options), every value range-checked;
  * TG_ERR_FORMAT for a bad or incomplete file. String values live in `strings`. */
-TgStatus tg_run_identity_read(const char *dir, TgTrainOptions *id, TgOptStrings *strings);
+TgStatus tg_run_identity_read(const char *dir, TgRunSpec *id, TgOptStrings *strings);
 /* Frees everything and releases the folder's lock. */
 void tg_run_close(TgRun *run);
 /* The val split of an opened run (tg_run_open_existing), from its folder or its dataset, refused unless

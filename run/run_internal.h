@@ -12,7 +12,7 @@
 #include "run/run.h"
 
 /* The run's TG_TRAIN_OPT_IDENTITY options into DIR/run.txt. */
-TgStatus tg_run_identity_write(const char *dir, const TgTrainOptions *id);
+TgStatus tg_run_identity_write(const char *dir, const TgRunSpec *id);
 /* The model config of the spec (the preset's, overridden by the shape it gives) for a vocabulary. */
 TgStatus tg_run_resolve_config(const TgRunSpec *spec, int64_t vocab, TgModelConfig *out);
 /* The model of the flags and the tokenizer, its weights from --init-from's safetensors (checked)
@@ -40,10 +40,10 @@ typedef struct TgRunBase {
     char ckpt[TG_PATH_CAP];  /* the checkpoint, absolute */
     TgModelConfig cfg;       /* its shape, with the new run's --seq */
     int64_t trained_seq;     /* the context it was trained on */
-    TgTrainOptions id;         /* its run.txt (strings in `strings`) */
+    TgRunSpec id;            /* its run.txt (strings in `strings`) */
     TgOptStrings strings;
 } TgRunBase;
-TgStatus tg_run_base_find(const TgTrainOptions *o, TgRunBase *base);
+TgStatus tg_run_base_find(const TgRunSpec *spec, TgOptSet given, TgRunBase *base);
 void tg_run_base_free(TgRunBase *base);
 /* The base's weights (a LoRA run's with its adapters folded in) into run->model, built with
  * base->cfg, and its tokenizer into run->tok; a run that has a tokenizer already (its data
@@ -59,18 +59,19 @@ typedef struct TgRunBaseRecord {
     char path[TG_PATH_CAP];
     char fingerprint[17];
 } TgRunBaseRecord;
-TgStatus tg_run_base_record(const TgRun *run, const TgTrainOptions *o, const char *file, TgTrainOptions *id, TgRunBaseRecord *rec);
+TgStatus tg_run_base_record(const TgRun *run, const TgRunSpec *spec, const char *file, TgRunSpec *id,
+                            TgRunBaseRecord *rec);
 
 /* run_text.c: a new run on text (tg_run_open_for_training's, for --task pretrain), from `base`
  * (may be NULL) when --init-from names a run or checkpoint; and a text run's splits, the val
  * split alone unless want_train. */
-TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, const TgRunBase *base,
-                              TgRun *run);
+TgStatus tg_run_open_new_text(const TgTrainRequest *req, bool writes, const TgPrepareReporter *preparing,
+                              const TgRunBase *base, TgRun *run);
 TgStatus tg_run_open_text_splits(TgRun *run, bool want_train);
 
 /* run_sft.c: a new fine-tuning run (tg_run_open_for_training's, for --task sft); a fine-tuning run's
  * conversations in `dir`, for a window of seq_len (the val split alone unless want_train). */
-TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, TgRun *run);
+TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPrepareReporter *preparing, TgRun *run);
 TgStatus tg_run_open_sft_splits(TgRun *run, const char *dir, int64_t seq_len, bool want_train);
 
 /* run_lora.c: the LoRA options checked against the model they will adapt (of config cfg), before

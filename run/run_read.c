@@ -124,23 +124,23 @@ static TgStatus load_base(TgRun *run, const char *named, uint64_t want, const ch
 }
 
 TgStatus tg_run_open_adapter(TgRun *run, const char *ckpt_path, TgCheckpointInfo *info) {
-    TgTrainOptions id;
+    TgRunSpec id;
     TgOptStrings strings = {0};
     TgCheckpointInfo h;
     TgLoraConfig cfg;
     uint64_t trained_on = 0;
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
-    if (s == TG_OK && !id.spec.init_from)
+    if (s == TG_OK && !id.init_from)
         s = tg_fail(TG_ERR_FORMAT, "%s holds LoRA adapters, but its run's run.txt names no base (`init_from`)", ckpt_path);
     if (s == TG_OK) s = tg_checkpoint_read_header(ckpt_path, &h);
     if (s == TG_OK) s = tg_adapter_tag_parse(h.tag, ckpt_path, &cfg, &trained_on);
-    if (s == TG_OK && id.spec.init_fingerprint && strtoull(id.spec.init_fingerprint, NULL, 16) != trained_on)
+    if (s == TG_OK && id.init_fingerprint && strtoull(id.init_fingerprint, NULL, 16) != trained_on)
         s = tg_fail(TG_ERR_FORMAT,
                     "%s/%s records base weights %s, but its adapter %s was trained on weights %016" PRIx64
                     ": the file was edited; put back `init_fingerprint` %016" PRIx64,
-                    run->dir, TG_RUN_IDENTITY_FILE, id.spec.init_fingerprint, ckpt_path, trained_on, trained_on);
+                    run->dir, TG_RUN_IDENTITY_FILE, id.init_fingerprint, ckpt_path, trained_on, trained_on);
     char base[TG_PATH_CAP];
-    if (s == TG_OK) s = load_base(run, id.spec.init_from, trained_on, ckpt_path, base, sizeof base);
+    if (s == TG_OK) s = load_base(run, id.init_from, trained_on, ckpt_path, base, sizeof base);
     if (s == TG_OK) s = tg_adapter_load(ckpt_path, &run->model, base, run->tok.fingerprint, info);
     tg_opt_strings_free(&strings);
     return s;

@@ -43,7 +43,7 @@ static void report_sft_data(TgRun *run, const TgSftPrepareOptions *opt, const Tg
 
 /* The conversations of --data prepared into `dir` with the run's tokenizer, then opened. A
  * replica (dir NULL) prepares them in a folder of its own, keeps the files open and removes it. */
-static TgStatus prepare_sft_data(TgRun *run, const TgTrainOptions *o, int64_t seq_len, const char *dir,
+static TgStatus prepare_sft_data(TgRun *run, const TgRunSpec *spec, int64_t seq_len, const char *dir,
                                  const TgPrepareReporter *preparing) {
     char own[TG_PATH_CAP];
     const char *tmp = getenv("TMPDIR");
@@ -53,7 +53,7 @@ static TgStatus prepare_sft_data(TgRun *run, const TgTrainOptions *o, int64_t se
     }
     const char *into = dir ? dir : own;
     TgSftPrepareOptions opt = {
-        .sources = o->spec.data_path, .tok = &run->tok, .seq_len = seq_len, .val_fraction = o->spec.val_fraction};
+        .sources = spec->data_path, .tok = &run->tok, .seq_len = seq_len, .val_fraction = spec->val_fraction};
     TgPrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
     if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
     TgSftPrepareResult result;
@@ -71,58 +71,60 @@ static TgStatus prepare_sft_data(TgRun *run, const TgTrainOptions *o, int64_t se
     return s;
 }
 
-TgStatus tg_run_open_new_sft(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, TgRun *run) {
-    TgTrainOptions id = *o;
+TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPrepareReporter *preparing, TgRun *run) {
+    const TgRunSpec *spec = req->spec;
+    TgRunSpec id = *spec;
     char targets[64];
-    TG_TRY(tg_train_options_resolve_lora(&id, targets, sizeof targets));
-    TG_TRY(tg_gemm_plan_set_kc(o->spec.gemm_kc));
-    id.spec.gemm_kc = tg_gemm_plan().kc;
-    bool from_run = tg_run_init_from_is_run(o->spec.init_from ? o->spec.init_from : "");
+    TG_TRY(tg_run_spec_resolve_lora(&id, targets, sizeof targets));
+    TG_TRY(tg_gemm_plan_set_kc(spec->gemm_kc));
+    id.gemm_kc = tg_gemm_plan().kc;
+    bool from_run = tg_run_init_from_is_run(spec->init_from ? spec->init_from : "");
     TgRunBase base;
     memset(&base, 0, sizeof base);
     TgModelConfig cfg;
     TgStatus s = TG_OK;
     if (from_run) {
-        s = tg_run_base_find(o, &base);
+        s = tg_run_base_find(spec, req->given, &base);
         cfg = base.cfg;
-        id.spec.preset = base.id.spec.preset, id.spec.tokenizer = base.id.spec.tokenizer;
-    } else if (o->spec.tokenizer.source != TG_TOKENIZER_USE_HF) {
+        id.preset = base.id.preset, id.tokenizer = base.id.tokenizer;
+    } else if (spec->tokenizer.source != TG_TOKENIZER_USE_HF) {
         s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give `init_from` RUN (a run or checkpoint of "
                                 "tapegrad train, whose tokenizer has " TG_CHAT_IM_START " and " TG_CHAT_IM_END
                                 "), or `tokenizer` hf:FILE (with `init_from` WEIGHTS.safetensors, or from scratch)");
     } else {
-        s = tg_run_resolve_config(&o->spec, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
+        s = tg_run_resolve_config(spec, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
     }
-    if (s == TG_OK) s = tg_train_memory_check(&o->schedule, o->invocation.resume, o->spec.model.seq_len > 0, &cfg, 0, 0);
-    if (s == TG_OK) s = tg_run_lora_check(&o->spec, &cfg);
+    if (s == TG_OK)
+        s = tg_train_memory_check(req->schedule, req->invocation->resume, spec->model.seq_len > 0, &cfg, 0, 0);
+    if (s == TG_OK) s = tg_run_lora_check(spec, &cfg);
     char generated[256];
     tg_run_generated_folder(generated, sizeof generated, "sft");
-    if (s == TG_OK && writes) s = tg_run_folder_choose(&run->folder, o->invocation.out_dir, generated);
-    if (s == TG_OK && !from_run && o->spec.init_from && access(o->spec.init_from, R_OK) != 0)
-        s = tg_fail(TG_ERR_IO, "`init_from` %s: cannot read it: %s", o->spec.init_from, strerror(errno));
+    if (s == TG_OK && writes) s = tg_run_folder_choose(&run->folder, req->invocation->out_dir, generated);
+    if (s == TG_OK && !from_run && spec->init_from && access(spec->init_from, R_OK) != 0)
+        s = tg_fail(TG_ERR_IO, "`init_from` %s: cannot read it: %s", spec->init_from, strerror(errno));
     if (s == TG_OK && writes) s = tg_run_begin_new_folder(run);
     if (s == TG_OK)
-        s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(o->spec.tokenizer.hf_file, &run->tok);
+        s = from_run ? tg_run_base_take(run, &base) : tg_tokenizer_hf_load(spec->tokenizer.hf_file, &run->tok);
     TgChatTokens ct;
-    if (s == TG_OK) s = tg_chat_tokens_find(&run->tok, from_run ? o->spec.init_from : o->spec.tokenizer.hf_file, &ct);
+    if (s == TG_OK) s = tg_chat_tokens_find(&run->tok, from_run ? spec->init_from : spec->tokenizer.hf_file, &ct);
     char path[TG_PATH_CAP];
     if (s == TG_OK && writes) s = tg_path_join(path, sizeof path, run->dir, TG_PREPARE_TOKENIZER_FILE);
     if (s == TG_OK && writes) s = tg_tokenizer_save(&run->tok, path);
-    if (s == TG_OK) s = prepare_sft_data(run, o, cfg.seq_len, writes ? run->dir : NULL, preparing);
-    if (s == TG_OK && !from_run) s = tg_run_build_new_model(run, &o->spec, (uint64_t)id.spec.seed);
-    if (s == TG_OK && from_run && o->spec.model.seq_len > base.trained_seq)
+    if (s == TG_OK) s = prepare_sft_data(run, spec, cfg.seq_len, writes ? run->dir : NULL, preparing);
+    if (s == TG_OK && !from_run) s = tg_run_build_new_model(run, spec, (uint64_t)id.seed);
+    if (s == TG_OK && from_run && spec->model.seq_len > base.trained_seq)
         tg_message_emit(
             &run->messages, TG_MESSAGE_NOTE,
             "`seq_len` %lld is longer than the %lld tokens %s was trained on: positions past those are new to it",
-            (long long)o->spec.model.seq_len, (long long)base.trained_seq, o->spec.init_from);
+            (long long)spec->model.seq_len, (long long)base.trained_seq, spec->init_from);
     TgRunBaseRecord rec;
-    if (s == TG_OK && o->spec.init_from)
-        s = tg_run_base_record(run, o, from_run ? base.ckpt : o->spec.init_from, &id, &rec);
+    if (s == TG_OK && spec->init_from)
+        s = tg_run_base_record(run, spec, from_run ? base.ckpt : spec->init_from, &id, &rec);
     if (s == TG_OK && writes) s = tg_run_identity_write(run->dir, &id);
     tg_run_base_free(&base);
     TG_TRY(s);
     run->task = TG_TASK_SFT;
-    run->state.seed = (uint64_t)id.spec.seed;
+    run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
 }
@@ -132,10 +134,10 @@ TgStatus tg_run_task(const char *dir, TgTrainTask *task) {
     *task = TG_TASK_PRETRAIN;
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
     if (access(path, F_OK) != 0) return TG_OK;
-    TgTrainOptions id;
+    TgRunSpec id;
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(dir, &id, &strings);
-    if (s == TG_OK) *task = id.spec.task;
+    if (s == TG_OK) *task = id.task;
     tg_opt_strings_free(&strings);
     return s;
 }

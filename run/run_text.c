@@ -125,45 +125,46 @@ static TgStatus write_dataset_copy(TgRun *run) {
 
 /* The identity of a new text run with every default filled in, as run.txt records it: the
  * preset and tokenizer of the base or the preset's, the corpus, this CPU's k slice. */
-static TgStatus new_text_identity(const TgTrainOptions *o, const TgRunBase *base, const TgModelConfig *preset_cfg,
-                                  TgTrainOptions *id, char *targets, size_t cap) {
-    *id = *o;
-    TG_TRY(tg_train_options_resolve_lora(id, targets, cap));
+static TgStatus new_text_identity(const TgRunSpec *spec, const TgRunBase *base, const TgModelConfig *preset_cfg,
+                                  TgRunSpec *id, char *targets, size_t cap) {
+    *id = *spec;
+    TG_TRY(tg_run_spec_resolve_lora(id, targets, cap));
     if (base) {
-        id->spec.preset = base->id.spec.preset;
-        id->spec.tokenizer = base->id.spec.tokenizer;
-    } else if (o->spec.tokenizer.source == TG_TOKENIZER_FROM_PRESET) {
-        id->spec.tokenizer.source = preset_cfg->vocab > 0 ? TG_TOKENIZER_USE_BPE : TG_TOKENIZER_USE_CHAR;
+        id->preset = base->id.preset;
+        id->tokenizer = base->id.tokenizer;
+    } else if (spec->tokenizer.source == TG_TOKENIZER_FROM_PRESET) {
+        id->tokenizer.source = preset_cfg->vocab > 0 ? TG_TOKENIZER_USE_BPE : TG_TOKENIZER_USE_CHAR;
     }
-    id->spec.data_path = o->spec.data_path ? o->spec.data_path : tg_corpus_default_path();
-    TG_TRY(tg_gemm_plan_set_kc(o->spec.gemm_kc));
-    id->spec.gemm_kc = tg_gemm_plan().kc;
+    id->data_path = spec->data_path ? spec->data_path : tg_corpus_default_path();
+    TG_TRY(tg_gemm_plan_set_kc(spec->gemm_kc));
+    id->gemm_kc = tg_gemm_plan().kc;
     return TG_OK;
 }
 
 /* --data prepared into the run (a replica reads it into its own folder) with the tokenizer of
- * `id`: a char or BPE one made from the corpus, the file's, or the base's. */
-static TgStatus prepare_text(TgRun *run, const TgTrainOptions *o, const TgRunBase *base, const TgTrainOptions *id,
-                             int64_t vocab, int64_t seq_len, bool writes, const TgPrepareReporter *preparing) {
-    TgTokenizerSource source = id->spec.tokenizer.source;
+ * `id`, the run's identity: a char or BPE one made from the corpus, the file's, or the base's;
+ * `threads` of them. */
+static TgStatus prepare_text(TgRun *run, const TgRunBase *base, const TgRunSpec *id, int64_t vocab, int64_t seq_len,
+                             int threads, bool writes, const TgPrepareReporter *preparing) {
+    TgTokenizerSource source = id->tokenizer.source;
     bool bpe = source == TG_TOKENIZER_USE_BPE, hf = source == TG_TOKENIZER_USE_HF;
-    if (o->spec.special_tokens && *o->spec.special_tokens && !bpe)
+    if (id->special_tokens && *id->special_tokens && !bpe)
         return tg_fail(TG_ERR_ARG, "`special_tokens` reserves tokens in a BPE trained on the corpus: add `tokenizer` bpe");
     char base_tokenizer[TG_PATH_CAP], how[TG_PATH_CAP + 32], name[TG_PATH_CAP + 8];
     TgPrepareOptions prep;
     tg_prepare_options_default(&prep);
-    prep.sources = id->spec.data_path;
+    prep.sources = id->data_path;
     prep.kind = bpe || hf ? TG_TOKENIZER_BPE : TG_TOKENIZER_CHAR;
-    prep.tokenizer_json = hf && !base ? id->spec.tokenizer.hf_file : NULL;
+    prep.tokenizer_json = hf && !base ? id->tokenizer.hf_file : NULL;
     if (base) TG_TRY(tg_path_join(base_tokenizer, sizeof base_tokenizer, base->dir, TG_PREPARE_TOKENIZER_FILE));
     prep.tokenizer_file = base ? base_tokenizer : NULL;
     prep.vocab_size = (int32_t)vocab;
-    prep.special_tokens = o->spec.special_tokens;
-    prep.text_field = o->spec.text_field;
-    prep.val_fraction = id->spec.val_fraction;
+    prep.special_tokens = id->special_tokens;
+    prep.text_field = id->text_field;
+    prep.val_fraction = id->val_fraction;
     prep.seq_len = seq_len;
-    prep.threads = o->schedule.threads;
-    tg_tokenizer_choice_format(&id->spec.tokenizer, name, sizeof name);
+    prep.threads = threads;
+    tg_tokenizer_choice_format(&id->tokenizer, name, sizeof name);
     if (base) snprintf(how, sizeof how, "the tokenizer of %s", base->ckpt);
     else snprintf(how, sizeof how, "a %s tokenizer", name);
     return writes ? prepare_data(run, &prep, how, run->dir, preparing) : prepare_replica_data(run, &prep, how);
@@ -177,53 +178,55 @@ static TgTokenizerChoice dataset_tokenizer(const TgTokenizer *tok) {
 /* A new pretraining run: every check that needs no corpus, then the corpus and the model in
  * memory, then the files (run_folder.h). With a base (--init-from RUN|CKPT, found and checked) it
  * takes the base's shape, weights and tokenizer, and its text is encoded with that tokenizer. */
-TgStatus tg_run_open_new_text(TgTrainOptions *o, bool writes, const TgPrepareReporter *preparing, const TgRunBase *base,
-                              TgRun *run) {
-    TgModelConfig preset_cfg = tg_model_preset_config(o->spec.preset), cfg;
-    TgTrainOptions id;
+TgStatus tg_run_open_new_text(const TgTrainRequest *req, bool writes, const TgPrepareReporter *preparing,
+                              const TgRunBase *base, TgRun *run) {
+    const TgRunSpec *spec = req->spec;
+    TgModelConfig preset_cfg = tg_model_preset_config(spec->preset), cfg;
+    TgRunSpec id;
     char targets[64];
-    TG_TRY(new_text_identity(o, base, &preset_cfg, &id, targets, sizeof targets));
-    bool bpe = id.spec.tokenizer.source == TG_TOKENIZER_USE_BPE;
-    if (!base && !bpe && o->spec.model.vocab > 0)
+    TG_TRY(new_text_identity(spec, base, &preset_cfg, &id, targets, sizeof targets));
+    bool bpe = id.tokenizer.source == TG_TOKENIZER_USE_BPE;
+    if (!base && !bpe && spec->model.vocab > 0)
         return tg_fail(TG_ERR_ARG, "`vocab` sets the BPE vocabulary; the char tokenizer's vocabulary is the corpus's "
                                    "distinct bytes. Add `tokenizer` bpe or drop `vocab`");
-    int64_t vocab = o->spec.model.vocab > 0 ? o->spec.model.vocab
-                    : preset_cfg.vocab > 0  ? preset_cfg.vocab
-                                            : TG_TRAIN_DEFAULT_BPE_VOCAB;
+    int64_t vocab = spec->model.vocab > 0  ? spec->model.vocab
+                    : preset_cfg.vocab > 0 ? preset_cfg.vocab
+                                           : TG_TRAIN_DEFAULT_BPE_VOCAB;
     /* a char or imported tokenizer's vocabulary is known once it is read; 256 stands in for it */
     if (base) cfg = base->cfg;
-    else TG_TRY(tg_run_resolve_config(&o->spec, bpe ? vocab : 256, &cfg));
+    else
+        TG_TRY(tg_run_resolve_config(spec, bpe ? vocab : 256, &cfg));
     /* what the run will allocate, before the corpus is read (the trainer checks again with the
      * tokenizer's vocabulary and the probe, if any) */
-    TG_TRY(tg_train_memory_check(&o->schedule, o->invocation.resume, o->spec.model.seq_len > 0, &cfg, 0, 0));
-    TG_TRY(tg_run_lora_check(&o->spec, &cfg));
+    TG_TRY(tg_train_memory_check(req->schedule, req->invocation->resume, spec->model.seq_len > 0, &cfg, 0, 0));
+    TG_TRY(tg_run_lora_check(spec, &cfg));
     char generated[256], kind[128], name[16];
-    tg_tokenizer_choice_format(&id.spec.tokenizer, name, sizeof name);
-    const char *what = base                                              ? "continued"
-                       : o->spec.dataset                                 ? "dataset"
-                       : id.spec.tokenizer.source == TG_TOKENIZER_USE_HF ? "hf"
-                                                                         : name;
-    snprintf(kind, sizeof kind, "%.64s-%s", tg_model_preset_name(id.spec.preset), what);
+    tg_tokenizer_choice_format(&id.tokenizer, name, sizeof name);
+    const char *what = base                                         ? "continued"
+                       : spec->dataset                              ? "dataset"
+                       : id.tokenizer.source == TG_TOKENIZER_USE_HF ? "hf"
+                                                                    : name;
+    snprintf(kind, sizeof kind, "%.64s-%s", tg_model_preset_name(id.preset), what);
     tg_run_generated_folder(generated, sizeof generated, kind);
-    if (writes) TG_TRY(tg_run_folder_choose(&run->folder, o->invocation.out_dir, generated));
-    if (!base && o->spec.init_from && access(o->spec.init_from, R_OK) != 0)
-        return tg_fail(TG_ERR_IO, "`init_from` %s: cannot read it: %s", o->spec.init_from, strerror(errno));
+    if (writes) TG_TRY(tg_run_folder_choose(&run->folder, req->invocation->out_dir, generated));
+    if (!base && spec->init_from && access(spec->init_from, R_OK) != 0)
+        return tg_fail(TG_ERR_IO, "`init_from` %s: cannot read it: %s", spec->init_from, strerror(errno));
 
     if (writes) TG_TRY(tg_run_begin_new_folder(run));
-    if (o->spec.dataset) {
-        TG_TRY(open_given_dataset(run, o->spec.dataset));
-        id.spec.dataset = run->dataset;
-        id.spec.data_path = NULL;
-        id.spec.tokenizer = dataset_tokenizer(&run->tok);
+    if (spec->dataset) {
+        TG_TRY(open_given_dataset(run, spec->dataset));
+        id.dataset = run->dataset;
+        id.data_path = NULL;
+        id.tokenizer = dataset_tokenizer(&run->tok);
         if (writes) TG_TRY(write_dataset_copy(run));
     } else {
-        TG_TRY(prepare_text(run, o, base, &id, vocab, cfg.seq_len, writes, preparing));
+        TG_TRY(prepare_text(run, base, &id, vocab, cfg.seq_len, req->schedule->threads, writes, preparing));
     }
-    TG_TRY(base ? tg_run_base_take(run, base) : tg_run_build_new_model(run, &o->spec, (uint64_t)id.spec.seed));
+    TG_TRY(base ? tg_run_base_take(run, base) : tg_run_build_new_model(run, spec, (uint64_t)id.seed));
     TgRunBaseRecord rec;
-    if (o->spec.init_from) TG_TRY(tg_run_base_record(run, o, base ? base->ckpt : o->spec.init_from, &id, &rec));
+    if (spec->init_from) TG_TRY(tg_run_base_record(run, spec, base ? base->ckpt : spec->init_from, &id, &rec));
     if (writes) TG_TRY(tg_run_identity_write(run->dir, &id));
-    run->state.seed = (uint64_t)id.spec.seed;
+    run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
 }

@@ -446,14 +446,14 @@ TgStatus tg_run_spec_lora(const TgRunSpec *spec, TgLoraConfig *cfg) {
     return tg_lora_config_validate(cfg, NULL);
 }
 
-TgStatus tg_train_options_resolve_lora(TgTrainOptions *o, char *targets, size_t cap) {
-    if (o->spec.lora_rank <= 0) return TG_OK;
+TgStatus tg_run_spec_resolve_lora(TgRunSpec *spec, char *targets, size_t cap) {
+    if (spec->lora_rank <= 0) return TG_OK;
     TgLoraConfig cfg;
-    TG_TRY(tg_run_spec_lora(&o->spec, &cfg));
-    o->spec.lora_alpha = cfg.alpha;
+    TG_TRY(tg_run_spec_lora(spec, &cfg));
+    spec->lora_alpha = cfg.alpha;
     tg_lora_targets_format(cfg.targets, targets, cap);
-    o->spec.lora_targets = targets;
-    if (!o->spec.lora_tokens) o->spec.lora_tokens = TG_TRAIN_DEFAULT_LORA_TOKENS;
+    spec->lora_targets = targets;
+    if (!spec->lora_tokens) spec->lora_tokens = TG_TRAIN_DEFAULT_LORA_TOKENS;
     return TG_OK;
 }
 
@@ -462,10 +462,89 @@ void tg_train_options_derive(TgTrainOptions *o) {
     if (o->schedule.min_lr < 0) o->schedule.min_lr = o->schedule.lr / 10;
 }
 
-TgStatus tg_train_options_save(const char *dir, const TgTrainOptions *o) {
+TgStatus tg_train_options_request(TgTrainOptions *o, TgTrainRequest *req) {
+    TG_TRY(tg_train_options_validate(o));
+    tg_train_options_derive(o);
+    *req = (TgTrainRequest){&o->spec, &o->schedule, &o->invocation, o->given, ""};
+    tg_train_options_origin(o, "eval_tasks", req->eval_tasks_origin, sizeof req->eval_tasks_origin);
+    return TG_OK;
+}
+
+/* Options holding one concern given, the others at their defaults: what the table reads and writes. */
+static TgTrainOptions options_of(const TgRunSpec *spec, const TgTrainSchedule *schedule) {
+    TgTrainOptions o;
+    tg_train_options_defaults(&o);
+    if (spec) o.spec = *spec;
+    if (schedule) o.schedule = *schedule;
+    return o;
+}
+
+TgStatus tg_run_spec_write(const char *path, const TgRunSpec *spec) {
+    TgTrainOptions o = options_of(spec, NULL);
+    return tg_opt_write(&table, &o, TG_TRAIN_OPT_IDENTITY, path);
+}
+
+TgStatus tg_run_spec_read(const char *path, TgRunSpec *spec, TgOptStrings *strings) {
+    TgTrainOptions o = options_of(NULL, NULL);
+    o.spec.seed = -1, o.spec.tokenizer.source = TG_TOKENIZER_FROM_PRESET; /* the file must say both */
+    TgStatus s = tg_opt_read(&table, &o, TG_TRAIN_OPT_IDENTITY, 0, path, NULL, strings);
+    *spec = o.spec;
+    return s;
+}
+
+TgStatus tg_run_spec_check_resumed(const TgRunSpec *now_spec, TgOptSet given, const TgRunSpec *stored_spec) {
+    TgTrainOptions now = options_of(now_spec, NULL), stored = options_of(stored_spec, NULL);
+    char now_targets[64], stored_targets[64];
+    if (!(given & TG_OPT_BIT(tg_opt_find_setting(&table, "lora_rank")))) now.spec.lora_rank = stored.spec.lora_rank;
+    TG_TRY(tg_run_spec_resolve_lora(&now.spec, now_targets, sizeof now_targets));
+    TG_TRY(tg_run_spec_resolve_lora(&stored.spec, stored_targets, sizeof stored_targets));
+    for (int i = 0; i < table.count; i++) {
+        if (!(given & TG_OPT_BIT(i)) || !(table.specs[i].group & (TG_TRAIN_OPT_IDENTITY | TG_TRAIN_OPT_SHAPE)))
+            continue;
+        if (tg_opt_equal(&table, i, &now, &stored)) continue;
+        char value[2048], was[2048];
+        tg_opt_format(&table, i, &now, value, sizeof value);
+        tg_opt_format(&table, i, &stored, was, sizeof was);
+        if (!was[0]) snprintf(was, sizeof was, "(none)");
+        return tg_fail(
+            TG_ERR_ARG,
+            "%s %s differs from the resumed run's %s; drop the flag or start a new run with another `out_dir`",
+            table.specs[i].flag, value, was);
+    }
+    return TG_OK;
+}
+
+TgStatus tg_run_spec_check_base(const TgRunSpec *now_spec, TgOptSet given, const TgRunSpec *base,
+                                const TgModelConfig *base_cfg, const char *name) {
+    TgTrainOptions now = options_of(now_spec, NULL), stored = now;
+    stored.spec.model = *base_cfg;
+    stored.spec.ffn = base_cfg->ffn;
+    stored.spec.preset = base->preset, stored.spec.tokenizer = base->tokenizer;
+    for (int i = 0; i < table.count; i++) {
+        const TgOptSpec *spec = &table.specs[i];
+        const char *setting = tg_opt_setting(spec);
+        bool shape = (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(setting, "preset") == 0 ||
+                     strcmp(setting, "tokenizer") == 0 || strcmp(setting, "ffn") == 0;
+        if (!(given & TG_OPT_BIT(i)) || !shape || strcmp(setting, "seq_len") == 0 ||
+            tg_opt_equal(&table, i, &now, &stored))
+            continue;
+        char value[256], was[256];
+        tg_opt_format(&table, i, &now, value, sizeof value);
+        tg_opt_format(&table, i, &stored, was, sizeof was);
+        return tg_fail(
+            TG_ERR_ARG,
+            "%s %s differs from the %s of `init_from` %s: a run started from it keeps the base model's shape "
+            "and tokenizer; drop %s",
+            spec->flag, value, was, name, spec->flag);
+    }
+    return TG_OK;
+}
+
+TgStatus tg_train_schedule_save(const char *dir, const TgTrainSchedule *schedule) {
     char path[TG_PATH_CAP];
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_TRAIN_OPTIONS_FILE));
-    return tg_opt_write(&table, o, TG_TRAIN_OPT_SAVED, path);
+    TgTrainOptions o = options_of(NULL, schedule);
+    return tg_opt_write(&table, &o, TG_TRAIN_OPT_SAVED, path);
 }
 
 TgStatus tg_train_options_restore(const char *resume, TgTrainOptions *o, TgTrainOptions *saved, TgOptStrings *strings) {

@@ -179,18 +179,49 @@ void tg_train_options_defaults(TgTrainOptions *o);
 TgStatus tg_train_options_validate(const TgTrainOptions *o);
 /* The LoRA configuration a run spec asks for (lora_rank > 0), defaults filled in. */
 TgStatus tg_run_spec_lora(const TgRunSpec *spec, TgLoraConfig *cfg);
-/* The LoRA options as a run records them and a resume compares them (o->lora_rank > 0; nothing
- * otherwise): lora_alpha resolved (2 x rank when 0), lora_targets in their canonical order (all
- * seven when NULL), its text in `targets` (cap 64 holds every target). */
-TgStatus tg_train_options_resolve_lora(TgTrainOptions *o, char *targets, size_t cap);
+/* The LoRA settings as a run records them and a resume compares them (spec->lora_rank > 0;
+ * nothing otherwise): lora_alpha resolved (2 x rank when 0), lora_targets in their canonical order
+ * (all seven when NULL), its text in `targets` (cap 64 holds every target). */
+TgStatus tg_run_spec_resolve_lora(TgRunSpec *spec, char *targets, size_t cap);
 /* Fills warmup and min_lr when they were left to their defaults. */
 void tg_train_options_derive(TgTrainOptions *o);
+
+/* The options as the rooms below the CLI read them, once validated and their defaults derived
+ * (tg_train_options_request): each concern const, and of the record of where values came from
+ * only what they need: which settings of the spec were given, for the checks against a base's or
+ * a resumed run's (tg_run_spec_check_*), and where eval_tasks came from, for a message. */
+typedef struct TgTrainRequest {
+    const TgRunSpec *spec;
+    const TgTrainSchedule *schedule;
+    const TgTrainInvocation *invocation;
+    TgOptSet given;                           /* the settings given (bits of tg_train_option_table) */
+    char eval_tasks_origin[TG_PATH_CAP + 32]; /* " (RUN/train_options.txt line 7)" when the run's file gave them; "" */
+} TgTrainRequest;
+/* Validates o (tg_train_options_validate), derives its defaults (tg_train_options_derive) and
+ * fills *req, which points into o. */
+TgStatus tg_train_options_request(TgTrainOptions *o, TgTrainRequest *req);
+
+/* A run's spec in its run.txt at `path` (its TG_TRAIN_OPT_IDENTITY settings), and read back: every
+ * value range-checked, string values in `strings`; seed -1 and tokenizer TG_TOKENIZER_FROM_PRESET
+ * when the file does not say them. */
+TgStatus tg_run_spec_write(const char *path, const TgRunSpec *spec);
+TgStatus tg_run_spec_read(const char *path, TgRunSpec *spec, TgOptStrings *strings);
+/* Every identity or shape setting given now (`given`) must equal the resumed run's (`stored`: its
+ * run.txt, with the checkpoint's model shape). Values are compared as a new run records them
+ * (tg_run_spec_resolve_lora): alpha 8 is a rank-4 run's default, and targets v,q are its q,v; a
+ * run.txt written before runs recorded them holds alpha 0 and no targets for the defaults. */
+TgStatus tg_run_spec_check_resumed(const TgRunSpec *now, TgOptSet given, const TgRunSpec *stored);
+/* The shape settings given now (`given`), its preset, tokenizer and ffn among them, must be the
+ * base's (`base`: its run.txt, with its checkpoint's shape `base_cfg`), which a run started from it
+ * keeps; seq_len may change. `name` is the base as --init-from gave it. */
+TgStatus tg_run_spec_check_base(const TgRunSpec *now, TgOptSet given, const TgRunSpec *base,
+                                const TgModelConfig *base_cfg, const char *name);
 
 /* " (RUN/train_options.txt line 7)" when the value of a setting ("eval_tasks") came from that file on
  * a resume; else "". */
 const char *tg_train_options_origin(const TgTrainOptions *o, const char *setting, char *buf, size_t cap);
-/* Writes the TG_TRAIN_OPT_SAVED options to DIR/train_options.txt. */
-TgStatus tg_train_options_save(const char *dir, const TgTrainOptions *o);
+/* Writes the schedule (the TG_TRAIN_OPT_SAVED options) to DIR/train_options.txt. */
+TgStatus tg_train_schedule_save(const char *dir, const TgTrainSchedule *schedule);
 /* For `train --resume RUN`: reads RUN's train_options.txt into every saved option not given now
  * (each value range-checked). *saved (may be NULL) receives the file's values, so the caller can
  * say which given flags change them. A run without the file keeps o as it is. */

@@ -284,7 +284,9 @@ static void train_logged(const char *name, int64_t probe_batches, TgRunHistory *
     t.schedule.ckpt_every = 0, t.schedule.threads = 1;
     TgGradLogger g;
     TgTrainHooks hooks = tg_grad_logger_hooks(&g, t.schedule.log_grads, probe_batches);
-    assert_ok(tg_train_run(&t, NULL, &hooks, NULL));
+    TgTrainRequest req;
+    assert_ok(tg_train_options_request(&t, &req));
+    assert_ok(tg_train_run(&req, NULL, &hooks, NULL));
     tg_grad_logger_close(&g);
     assert_ok(tg_run_history_load(out, h));
     free(data);

@@ -355,7 +355,7 @@ Test(options, conflicting_saved_options_name_the_file_and_line) {
     assert_fails(tg_train_options_validate(&o), TG_ERR_ARG, "train_options.txt line 2) is above --lr 0.1");
     /* the tokenizer of run.txt is checked as the flag is */
     datagen_write(dir, "run.txt", "--preset tiny\n--tokenizer zzz\n--seed 1\n", 40);
-    TgTrainOptions id;
+    TgRunSpec id;
     assert_fails(tg_run_identity_read(dir, &id, &strings), TG_ERR_FORMAT,
                  "run.txt line 2: --tokenizer must be char, bpe or hf:PATH/tokenizer.json, got 'zzz'");
     datagen_write(dir, "run.txt", "--preset tiny\n--tokenizer hf:\n--seed 1\n", 40);

@@ -79,7 +79,7 @@ static TgBatch batch_rows_at(const BatchRows *r, int64_t b) {
 
 /* Everything one run holds while it trains. */
 typedef struct Trainer {
-    TgTrainOptions *options;         /* the options layer's (run/train_options.h): to open the run and save them */
+    const TgTrainRequest *request;   /* the options (run/train_options.h): to open the run, and its schedule to save */
     const TgTrainSchedule *schedule; /* how it trains */
     const TgTrainInvocation *invocation; /* what this invocation does: when it stops */
     TgRun run;
@@ -226,9 +226,10 @@ static void check_best_source(Trainer *tr) {
 }
 
 /* Opens this rank's run (every check first), the engine and the data; nothing is written. */
-static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks *hooks, const TgTrainReporter *reporter) {
+static TgStatus trainer_open(Trainer *tr, const TgTrainRequest *req, const TgTrainHooks *hooks,
+                             const TgTrainReporter *reporter) {
     memset(tr, 0, sizeof *tr);
-    tr->options = o, tr->schedule = &o->schedule, tr->invocation = &o->invocation;
+    tr->request = req, tr->schedule = req->schedule, tr->invocation = req->invocation;
     const TgTrainSchedule *sch = tr->schedule;
     tr->rank = tg_dist_rank(), tr->ranks = tg_dist_ranks();
     tr->writer = tr->rank == 0;
@@ -236,15 +237,15 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     if (reporter && tr->writer) tr->reporter = *reporter;
     tr->messages = (TgMessageSink){tr->reporter.message, tr->reporter.ctx};
     TgPrepareReporter preparing = {tr->reporter.ctx, tr->reporter.message, tr->reporter.preparing};
-    TG_TRY(tg_run_open_for_training(o, tr->writer, &tr->messages, &preparing, &tr->run));
+    TG_TRY(tg_run_open_for_training(req, tr->writer, &tr->messages, &preparing, &tr->run));
     TgTaskEncoding tasks = tg_task_encoding_of(&tr->run);
     TgStatus opened =
         tg_task_suite_open(&tr->tasks, sch->eval_tasks.items, sch->eval_tasks.count, &tasks);
-    char where[TG_PATH_CAP + 32];
-    if (opened == TG_ERR_IO && tg_train_options_origin(o, "eval_tasks", where, sizeof where)[0])
-        return tg_fail_context(opened, "`eval_tasks`%s, saved by the run: give `eval_tasks` again with a path that "
-                                       "exists from here (each file of the run's as it was)",
-                               where);
+    if (opened == TG_ERR_IO && req->eval_tasks_origin[0])
+        return tg_fail_context(opened,
+                               "`eval_tasks`%s, saved by the run: give `eval_tasks` again with a path that "
+                               "exists from here (each file of the run's as it was)",
+                               req->eval_tasks_origin);
     TG_TRY(opened);
     TG_TRY(check_best_task(tr));
     tr->watched = tg_best_watched(tr->run.keep_best.kind, sch->early_stop);
@@ -259,7 +260,7 @@ static TgStatus trainer_open(Trainer *tr, TgTrainOptions *o, const TgTrainHooks 
     tr->micro_batches = sch->accum * tr->ranks;
     tr->tokens_per_step = B * T * tr->micro_batches;
     /* the model and its tokens are here; nothing else large is, yet */
-    TG_TRY(tg_train_memory_check(sch, o->invocation.resume, o->spec.model.seq_len > 0, c,
+    TG_TRY(tg_train_memory_check(sch, req->invocation->resume, req->spec->model.seq_len > 0, c,
                                  tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
     /* the arena at the step's size at once: no chunk added and coalesced during the first step */
     tg_engine_open(&tr->engine, sch->threads, 0);
@@ -287,7 +288,8 @@ static TgStatus trainer_open_files(Trainer *tr) {
     /* every file the run appends to is open before its first step */
     if (tr->probe_prompts.n > 0) TG_TRY(tg_run_open_probes(&tr->run));
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
-    if (tg_train_options_save(tr->run.dir, tr->options) != TG_OK) tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
+    if (tg_train_schedule_save(tr->run.dir, tr->schedule) != TG_OK)
+        tg_message_emit(&tr->messages, TG_MESSAGE_WARNING, "%s", tg_error_message());
     /* `best` as the record resumed from says: a save killed before it rewrote `best`, or a resume
      * from an older checkpoint, leaves another there */
     if (tr->run.resumed && tr->run.keep_best.kind != TG_EVAL_METRIC_NONE && !tr->best_restarted) {
@@ -339,8 +341,9 @@ static TgStatus check_replicas(Trainer *tr, bool at_start) {
 /* Every rank opens its run; once all did, they check that they hold the same data and model,
  * then rank 0 readies the folder. A failure anywhere stops every rank before anything is written
  * (or, for rank 0's own files, before the first step). */
-static TgStatus trainer_start(Trainer *tr, TgTrainOptions *o, const TgTrainHooks *hooks, const TgTrainReporter *reporter) {
-    TG_TRY(agree_on_status(trainer_open(tr, o, hooks, reporter)));
+static TgStatus trainer_start(Trainer *tr, const TgTrainRequest *req, const TgTrainHooks *hooks,
+                              const TgTrainReporter *reporter) {
+    TG_TRY(agree_on_status(trainer_open(tr, req, hooks, reporter)));
     TG_TRY(check_replicas(tr, true));
     return agree_on_status(tr->writer ? trainer_open_files(tr) : TG_OK);
 }
@@ -430,7 +433,7 @@ static TgStatus trainer_announce(Trainer *tr) {
         tg_task_suite_add_metrics(&tr->tasks, &before);
         tg_run_log_metrics(run, &before);
         tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training",
-                        tr->options->spec.init_from, tr->last_val, tr->last_bpb);
+                        tr->request->spec->init_from, tr->last_val, tr->last_bpb);
     } else {
         tg_message_emit(m, TG_MESSAGE_INFO, "initial loss should be near ln(vocab) = %.3f", log((double)c->vocab));
     }
@@ -991,10 +994,10 @@ static TgStatus trainer_finish(Trainer *tr, const char *reason, bool stopped_by_
     return TG_OK;
 }
 
-TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTrainHooks *hooks,
-                   const TgTrainReporter *reporter) {
+TgStatus tg_train_run(const TgTrainRequest *req, volatile sig_atomic_t *stop, const TgTrainHooks *hooks,
+                      const TgTrainReporter *reporter) {
     Trainer tr;
-    TgStatus s = trainer_start(&tr, o, hooks, reporter);
+    TgStatus s = trainer_start(&tr, req, hooks, reporter);
     tr.stop = stop;
     if (s == TG_OK) s = trainer_announce(&tr);
     /* the evaluation of --init-from's weights, before any step, has its probe lines too */

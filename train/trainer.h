@@ -77,7 +77,8 @@ typedef struct TgTrainReporter {
     void (*folder)(void *ctx, const char *run_dir);
 } TgTrainReporter;
 
-/* Runs a whole training run (a new one, or o->resume), reporting to `reporter` (may be NULL:
+/* Runs a whole training run (a new one, or the invocation's resume) of the options `req` (validated,
+ * their defaults derived: tg_train_options_request), reporting to `reporter` (may be NULL:
  * silent). When *stop becomes non-zero (a signal handler's flag: the
  * signal's number; stop may be NULL) the loop ends after the current step and saves, as
  * --stop-after does. In a data-parallel run (lib/dist.h) every rank calls it: the ranks stop
@@ -86,7 +87,7 @@ typedef struct TgTrainReporter {
  * otherwise a status and message (TG_ERR_ARG: the options; TG_ERR_NUMERIC: the loss or a
  * gradient became NaN/Inf; I/O and format errors: files). A new run that fails before its first
  * step leaves nothing behind. */
-TgStatus tg_train_run(TgTrainOptions *o, volatile sig_atomic_t *stop, const TgTrainHooks *hooks,
-                   const TgTrainReporter *reporter);
+TgStatus tg_train_run(const TgTrainRequest *req, volatile sig_atomic_t *stop, const TgTrainHooks *hooks,
+                      const TgTrainReporter *reporter);
 
 #endif

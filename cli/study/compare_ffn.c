@@ -168,12 +168,12 @@ static TgStatus plan_run_state(CompareRun *run, const TgModelConfig *preset, int
             return tg_fail(TG_ERR_ARG, "%s holds a run of %lld steps; this one asks --steps %lld: pass another --out",
                            run->dir, (long long)info.state.step, (long long)steps);
         run->state = info.state.step == steps ? RUN_FINISHED : RUN_PARTIAL;
-        TgTrainOptions id;
+        TgRunSpec id;
         TgOptStrings strings = {0};
         TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
-        if (s == TG_OK && id.spec.precision != precision)
+        if (s == TG_OK && id.precision != precision)
             s = tg_fail(TG_ERR_MISMATCH, "%s holds a run in %s; this experiment trains in %s: pass another --out",
-                        run->dir, tg_precision_name(id.spec.precision), tg_precision_name(precision));
+                        run->dir, tg_precision_name(id.precision), tg_precision_name(precision));
         tg_opt_strings_free(&strings);
         TG_TRY(s);
     }
@@ -365,7 +365,9 @@ static TgStatus train_one(const Experiment *e, CompareRun *run, volatile sig_ato
     run_options(e, run, &t);
     TgGradLogger grads;
     TgTrainHooks hooks = tg_grad_logger_hooks(&grads, t.schedule.log_grads, o->probe_batches);
-    TgStatus s = tg_train_run(&t, stop, &hooks, e->reporter);
+    TgTrainRequest req;
+    TgStatus s = tg_train_options_request(&t, &req);
+    if (s == TG_OK) s = tg_train_run(&req, stop, &hooks, e->reporter);
     tg_grad_logger_close(&grads);
     if (s == TG_ERR_NUMERIC) {
         char message[2048];

@@ -16,7 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_write("latest", parts[2], lens[2]);
     const char *dir = fuzz_scratch();
 
-    TgTrainOptions id, o, saved;
+    TgRunSpec id;
+    TgTrainOptions o, saved;
     TgOptStrings strings = {0};
     tg_run_identity_read(dir, &id, &strings);
     tg_opt_strings_free(&strings);
