@@ -1,6 +1,9 @@
 /* RMSNorm over the last dim:  y = x / sqrt(mean(x^2) + eps) * g.   x (..., d), g (d) -> y (..., d).
+ * Over each group of d of the last dim when it holds several, g shared by the groups: x (..., n*d),
+ * g (d) -> y (..., n*d). That is QK-norm, an RMSNorm over each head of q and k after the head split:
+ * (B, T, H*hd) with g (hd).
  *
- * Per row, rstd = (mean(x^2) + eps)^(-1/2) and xhat = x * rstd, so y = xhat * g. The forward
+ * Per row of d, rstd = (mean(x^2) + eps)^(-1/2) and xhat = x * rstd, so y = xhat * g. The forward
  * keeps rstd (rows floats, in the arena) for the backward; xhat is recomputed from x. The row
  * loops are kernels of the active path (lib/kernels.h), their sums over d in double. */
 #include <math.h>
@@ -59,8 +62,8 @@ static void rmsnorm_backward_dg_columns(void *ctx, int64_t begin, int64_t end, i
 
 static void rmsnorm_backward(TgTape *tape, TgTapeNode *node) {
     TgTensor *x = node->in[0], *g = node->in[1], *y = node->out;
-    RmsnormJob job = {.rows = tg_tensor_rows(x), .d = tg_tensor_dim(x, -1), .x = x->data,
-                      .g = g->data, .rstd = node->saved, .dy = y->grad};
+    RmsnormJob job = {
+        .rows = x->numel / g->numel, .d = g->numel, .x = x->data, .g = g->data, .rstd = node->saved, .dy = y->grad};
     TgPool *pool = tg_pool_if_worth(tape->pool, 2 * x->numel);
     if (tg_tensor_wants_grad(x)) {
         job.dx = tg_tensor_grad_for_write(tape, x, &job.dx_accumulate);
@@ -75,14 +78,13 @@ static void rmsnorm_backward(TgTape *tape, TgTapeNode *node) {
 
 TgTensor *tg_rmsnorm(TgTape *tape, TgTensor *x, TgTensor *g, float eps) {
     TG_CHECK(g->ndim == 1, "rmsnorm weight '%s' must be 1-d", g->name);
-    TG_CHECK(x->ndim >= 1 && tg_tensor_dim(x, -1) == g->shape[0],
-             "rmsnorm: x '%s' last dim %lld != weight '%s' dim %lld", x->name,
+    TG_CHECK(g->shape[0] > 0 && x->ndim >= 1 && tg_tensor_dim(x, -1) % g->shape[0] == 0,
+             "rmsnorm: x '%s' last dim %lld is no multiple of weight '%s' dim %lld", x->name,
              (long long)(x->ndim ? tg_tensor_dim(x, -1) : 0), g->name, (long long)g->shape[0]);
     TG_CHECK(eps >= 0.0f, "rmsnorm: eps %g < 0", (double)eps);
     TgTensor *y = tg_tensor_new(tape->arena, "rmsnorm", x->ndim, x->shape);  /* (..., d) */
-    RmsnormJob job = {.rows = tg_tensor_rows(x), .d = tg_tensor_dim(x, -1), .eps = eps, .x = x->data,
-                      .g = g->data, .y = y->data};
-    job.rstd = tg_arena_alloc(tape->arena, (size_t)job.rows * sizeof(float));  /* (rows) */
+    RmsnormJob job = {.rows = x->numel / g->numel, .d = g->numel, .eps = eps, .x = x->data, .g = g->data, .y = y->data};
+    job.rstd = tg_arena_alloc(tape->arena, (size_t)job.rows * sizeof(float)); /* (rows of d) */
     tg_pool_parallel_for(tg_pool_if_worth(tape->pool, 2 * x->numel), job.rows, rmsnorm_forward_rows, &job);
     TgTapeNode *node = tg_tape_record(tape, tg_op_name(TG_OP_RMSNORM), rmsnorm_backward, y, 2, (TgTensor *[]){x, g});
     if (node) {
@@ -115,5 +117,15 @@ static const TgOpCheck rmsnorm_cases[] = {
     {.variant = "3x1 eps 0.1", .inputs = {{"x", {3, 1}}, {"g", {1}}}, .forward = fwd_rmsnorm, .ctx = &(float){0.1f}},
     {.variant = "2x3x8 (3-d x)", .inputs = {{"x", {2, 3, 8}}, {"g", {8}}}, .forward = fwd_rmsnorm},
     RMSNORM_ROWS_1_AND_7(15) RMSNORM_ROWS_1_AND_7(17) RMSNORM_ROWS_1_AND_7(33) RMSNORM_ROWS_1_AND_7(65)
+    /* per head (QK-norm): g shared by the heads of each position, its gradient summed over both */
+    {.variant = "per head B2 T3 H4 hd8",
+     .inputs = {{"x", {2, 3, 32}}, {"g", {8}}},
+     .forward = fwd_rmsnorm,
+     .ctx = &(float){1e-6f}},
+    {.variant = "per head B1 T5 H2 hd17", .inputs = {{"x", {1, 5, 34}}, {"g", {17}}}, .forward = fwd_rmsnorm},
+    {.variant = "per head B1 T2 H3 hd96",
+     .inputs = {{"x", {1, 2, 288}}, {"g", {96}}},
+     .forward = fwd_rmsnorm,
+     .ctx = &(float){1e-6f}},
 };
 const TgOpCheckList tg_rmsnorm_checks = TG_OP_CHECK_LIST(rmsnorm_cases);

@@ -348,6 +348,23 @@ Test(gradcheck, rejects_error_in_last_vocabulary_column_of_cross_entropy) {
     cr_expect_eq(p.planted, 6);
 }
 
+/* QK-norm's rmsnorm per head: an error in one head's dx, and in one element of the gain the heads
+ * share (its gradient a sum over heads and positions), each caught while the other input passes */
+Test(gradcheck, rejects_error_in_one_head_of_a_per_head_rmsnorm) {
+    Plant p = {.check = find_case("rmsnorm", "per head B2 T3 H4 hd8"),
+               .input = 0,
+               .where = PLANT_LAST_KV_GROUP,
+               .kv_heads = 4};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 2 * 3 * 8);
+}
+
+Test(gradcheck, rejects_error_in_one_element_of_a_shared_head_gain) {
+    Plant p = {.check = find_case("rmsnorm", "per head B1 T5 H2 hd17"), .input = 1, .where = PLANT_SMALLEST};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 1);
+}
+
 Test(gradcheck, rejects_error_in_a_single_element) {
     Plant p = {.check = find_case("rmsnorm", "3x7"), .input = 0, .where = PLANT_SMALLEST};
     expect_planted_error_caught(&p);

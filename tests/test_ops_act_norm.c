@@ -253,6 +253,43 @@ Test(ops_act_norm, rmsnorm_forward_matches_double_loop) {
     expect_rmsnorm_matches_double_loop(3, 1, 0.1f, 1.0f, 3);
 }
 
+/* Per head (QK-norm): x (B, T, H*hd) with g (hd) is x (B*T*H, hd) normed row by row, bit for bit,
+ * forward and backward (dg then sums over every head of every position). */
+Test(ops_act_norm, rmsnorm_per_head_is_rmsnorm_of_the_heads_as_rows) {
+    const int64_t B = 2, T = 3, H = 4, hd = 96;
+    TgRng rng;
+    tg_rng_seed(&rng, 7);
+    TgTensor *x = test_tensor("x", 3, (int64_t[]){B, T, H * hd}, &rng, -2.0f, 2.0f);
+    TgTensor *rows = test_tensor("rows", 2, (int64_t[]){B * T * H, hd}, NULL, 0, 0);
+    TgTensor *g = test_tensor("g", 1, (int64_t[]){hd}, &rng, 0.5f, 1.5f);
+    memcpy(rows->data, x->data, (size_t)x->numel * sizeof(float));
+    x->requires_grad = rows->requires_grad = g->requires_grad = true;
+    TgTensor *y = tg_rmsnorm(&tt.tape, x, g, 1e-6f);
+    cr_assert_eq(y->ndim, 3);
+    cr_assert_eq(y->shape[2], H * hd);
+    tg_tape_backward(&tt.tape, tg_sum(&tt.tape, tg_mul(&tt.tape, y, y)));
+    float *y_heads = tg_malloc((size_t)x->numel * sizeof(float)), *dg_heads = tg_malloc((size_t)hd * sizeof(float));
+    memcpy(y_heads, y->data, (size_t)x->numel * sizeof(float));
+    memcpy(dg_heads, g->grad, (size_t)hd * sizeof(float));
+    float *dx_heads = tg_malloc((size_t)x->numel * sizeof(float));
+    memcpy(dx_heads, x->grad, (size_t)x->numel * sizeof(float));
+    tg_tape_reset(&tt.tape);
+    g->grad = NULL;
+    TgTensor *y_rows = tg_rmsnorm(&tt.tape, rows, g, 1e-6f);
+    tg_tape_backward(&tt.tape, tg_sum(&tt.tape, tg_mul(&tt.tape, y_rows, y_rows)));
+    cr_expect_eq(memcmp(y_heads, y_rows->data, (size_t)x->numel * sizeof(float)), 0, "y differs");
+    cr_expect_eq(memcmp(dx_heads, rows->grad, (size_t)x->numel * sizeof(float)), 0, "dx differs");
+    cr_expect_eq(memcmp(dg_heads, g->grad, (size_t)hd * sizeof(float)), 0, "dg differs");
+    free(y_heads), free(dx_heads), free(dg_heads);
+    test_tensor_free(x), test_tensor_free(rows), test_tensor_free(g);
+}
+
+Test(ops_act_norm, rmsnorm_refuses_a_last_dim_that_is_no_multiple_of_the_gain, .signal = SIGABRT) {
+    TgTensor *x = test_tensor("x", 2, (int64_t[]){2, 10}, NULL, 0, 0);
+    TgTensor *g = test_tensor("g", 1, (int64_t[]){4}, NULL, 0, 0);
+    tg_rmsnorm(&tt.tape, x, g, 1e-5f);
+}
+
 typedef struct {
     float *y, *dx, *dg;
 } RmsnormRun;

@@ -43,7 +43,8 @@ float tg_act_gelu(float x);
 float tg_act_sigmoid(float x);
 
 /* ---- rmsnorm.c ---- */
-/* y = x / sqrt(mean(x^2) + eps) * g over the last dim.  x (..., d), g (d). */
+/* y = x / sqrt(mean(x^2) + eps) * g over the last dim: x (..., d), g (d); or over each group of d
+ * of it, g shared (QK-norm, per head): x (..., n*d), g (d). */
 TgTensor *tg_rmsnorm(TgTape *tape, TgTensor *x, TgTensor *g, float eps);
 
 /* ---- rope.c ---- */
