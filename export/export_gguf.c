@@ -23,21 +23,7 @@ enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q8_0 = 8 };
 enum { Q8_0_BLOCK = 32 };
 enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 }; /* tokenizer.ggml.token_type */
 
-static const char *const weights_names[] = {TG_GGUF_WEIGHT_TYPES(TG_ENUM_NAME)};
-_Static_assert(sizeof weights_names / sizeof weights_names[0] == TG_GGUF_WEIGHTS_COUNT, "one name per weight type");
-
-const char *tg_gguf_weights_name(TgGgufWeights weights) {
-    return weights >= 0 && weights < TG_GGUF_WEIGHTS_COUNT ? weights_names[weights] : "?";
-}
-
-TgStatus tg_gguf_weights_parse(const char *name, TgGgufWeights *out) {
-    for (int i = 0; i < TG_GGUF_WEIGHTS_COUNT; i++)
-        if (strcmp(name, weights_names[i]) == 0) {
-            *out = (TgGgufWeights)i;
-            return TG_OK;
-        }
-    return tg_fail(TG_ERR_ARG, "unknown GGUF weight type '%s': the types are %s", name, TG_GGUF_WEIGHTS_CHOICES);
-}
+TG_ENUM_DEFINE(TgGgufWeights, tg_gguf_weights, TG_GGUF_WEIGHT_TYPES, TG_GGUF_WEIGHTS_COUNT, "GGUF weight type")
 
 /* ---- the metadata, built in memory (its count comes first in the file) ---------------- */
 

@@ -44,10 +44,8 @@ typedef enum {
 /* "f32|f16|q8_0": the choices, for a flag's help */
 #define TG_GGUF_WEIGHTS_CHOICES TG_ENUM_CHOICES(TG_GGUF_WEIGHT_TYPES)
 
-/* One of TG_GGUF_WEIGHTS_CHOICES; TG_ERR_ARG naming them otherwise. */
-TgStatus tg_gguf_weights_parse(const char *name, TgGgufWeights *out);
-/* "f32", ... */
-const char *tg_gguf_weights_name(TgGgufWeights weights);
+/* tg_gguf_weights_name: "f32", ...; tg_gguf_weights_parse: the type of a name (tapegrad/error.h) */
+TG_ENUM_DECLARE(TgGgufWeights, tg_gguf_weights);
 
 /* Writes the model and its tokenizer to `path` (atomically). Refuses a model that is not a Llama
  * model and a tokenizer no llama.cpp pre-tokenizer reproduces, before writing anything. */

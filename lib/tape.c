@@ -15,7 +15,7 @@ void tg_tape_init(TgTape *tape, TgArena *arena, TgPool *pool) {
     tape->saved_probs_limit = TG_TAPE_SAVED_PROBS_LIMIT;
 }
 
-static const char *const precision_names[TG_PRECISION_COUNT] = {TG_PRECISIONS(TG_ENUM_NAME)};
+TG_ENUM_DEFINE(TgPrecision, tg_precision, TG_PRECISIONS, TG_PRECISION_COUNT, "precision")
 
 void tg_tape_set_precision(TgTape *tape, TgPrecision precision) {
     TG_CHECK((unsigned)precision < TG_PRECISION_COUNT, "tg_tape_set_precision: precision %d", (int)precision);
@@ -28,19 +28,6 @@ void tg_tape_set_gemm_mode(TgTape *tape, TgGemmMode mode) {
 }
 
 void tg_tape_set_saved_probs_limit(TgTape *tape, size_t bytes) { tape->saved_probs_limit = bytes; }
-
-const char *tg_precision_name(TgPrecision precision) {
-    return (unsigned)precision < TG_PRECISION_COUNT ? precision_names[precision] : "unknown";
-}
-
-TgStatus tg_precision_parse(const char *name, TgPrecision *out) {
-    for (int i = 0; i < TG_PRECISION_COUNT; i++)
-        if (name && strcmp(name, precision_names[i]) == 0) {
-            *out = (TgPrecision)i;
-            return TG_OK;
-        }
-    return tg_fail(TG_ERR_ARG, "precision '%s' is not one tapegrad trains in; use fp32 or bf16", name ? name : "");
-}
 
 void tg_tape_free(TgTape *tape) {
     free(tape->nodes);

@@ -16,21 +16,17 @@
 #include "support/hash.h"
 #include "tapegrad/model.h"
 
-static const char *const target_names[] = {TG_LORA_TARGETS(TG_ENUM_NAME)};
-_Static_assert(sizeof target_names / sizeof target_names[0] == TG_LORA_TARGET_COUNT, "one name per LoRA target");
-
-const char *tg_lora_target_name(TgLoraTarget t) {
-    return t >= 0 && t < TG_LORA_TARGET_COUNT ? target_names[t] : "?";
-}
+TG_ENUM_DEFINE(TgLoraTarget, tg_lora_target, TG_LORA_TARGETS, TG_LORA_TARGET_COUNT, "LoRA target")
 
 TgStatus tg_lora_targets_parse(const char *list, uint32_t *targets) {
     *targets = 0;
     const char *p = list;
     while (*p) {
         size_t len = strcspn(p, ",");
-        int hit = -1;
-        for (int t = 0; t < TG_LORA_TARGET_COUNT; t++)
-            if (strlen(target_names[t]) == len && strncmp(p, target_names[t], len) == 0) hit = t;
+        char name[16];
+        int hit = len < sizeof name ? (snprintf(name, sizeof name, "%.*s", (int)len, p),
+                                       tg_enum_index(tg_lora_target_names_, TG_LORA_TARGET_COUNT, name))
+                                    : -1;
         if (hit < 0)
             return tg_fail(TG_ERR_ARG, "`lora_targets`: unknown target '%.*s'; the targets are q,k,v,o,gate,up,down",
                            (int)len, p);
@@ -46,7 +42,8 @@ void tg_lora_targets_format(uint32_t targets, char *buf, size_t cap) {
     size_t n = 0;
     if (cap) buf[0] = '\0';
     for (int t = 0; t < TG_LORA_TARGET_COUNT && n < cap; t++)
-        if (targets & (1u << t)) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? "," : "", target_names[t]);
+        if (targets & (1u << t))
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? "," : "", tg_lora_target_names_[t]);
 }
 
 /* The (out, in) of the linear target t adapts in a model of config c (model/model.c builds them):
@@ -91,8 +88,8 @@ TgStatus tg_lora_config_validate(const TgLoraConfig *c, const TgModelConfig *mod
                        "`lora_rank` %lld is above %lld, the smaller side of the %s projection (%lld x %lld): B A has "
                        "rank %lld at most, so a larger rank adds parameters and nothing else; use a rank of at most "
                        "%lld%s",
-                       (long long)c->rank, (long long)side, target_names[narrowest], (long long)out, (long long)in,
-                       (long long)side, (long long)side,
+                       (long long)c->rank, (long long)side, tg_lora_target_names_[narrowest], (long long)out,
+                       (long long)in, (long long)side, (long long)side,
                        some_fit ? ", or leave the narrower projections out of `lora_targets`" : "");
     return TG_OK;
 }

@@ -8,21 +8,10 @@
 #include "lib/checked.h"
 #include "tapegrad/rng.h"
 
-static const char *const ffn_kind_names[] = {TG_FFN_KINDS(TG_ENUM_NAME)};
-_Static_assert(sizeof ffn_kind_names / sizeof ffn_kind_names[0] == TG_FFN_KIND_COUNT, "one name per FFN kind");
+TG_ENUM_DEFINE(TgFfnKind, tg_ffn_kind, TG_FFN_KINDS, TG_FFN_KIND_COUNT, "FFN kind")
+TG_ENUM_DEFINE(TgPreset, tg_model_preset, TG_MODEL_PRESETS, TG_PRESET_COUNT, "preset")
 
 bool tg_ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < TG_FFN_KIND_COUNT; }
-
-const char *tg_ffn_kind_name(TgFfnKind kind) { return tg_ffn_kind_valid(kind) ? ffn_kind_names[kind] : "?"; }
-
-TgStatus tg_ffn_kind_parse(const char *name, TgFfnKind *kind) {
-    for (int k = 0; k < TG_FFN_KIND_COUNT; k++)
-        if (strcmp(name, ffn_kind_names[k]) == 0) {
-            *kind = (TgFfnKind)k;
-            return TG_OK;
-        }
-    return tg_fail(TG_ERR_ARG, "unknown FFN kind '%s'; the kinds are %s", name, TG_FFN_CHOICES);
-}
 
 int64_t tg_model_swiglu_hidden(int64_t dim) { return 64 * ((8 * dim / 3 + 63) / 64); }
 
@@ -30,38 +19,37 @@ int64_t tg_model_ffn_hidden(TgFfnKind kind, int64_t dim) {
     return kind == TG_FFN_RELU ? 4 * dim : tg_model_swiglu_hidden(dim);
 }
 
-static const struct {
-    const char *name;
-    TgModelConfig cfg;
-} presets[] = {
-#define PRESET_ROW(id, name, dim_, layers_, heads_, kv_heads_, hidden_, seq_, vocab_)                            \
-    [TG_PRESET_##id] = {name,                                                                                  \
-                        {.dim = dim_, .n_layers = layers_, .n_heads = heads_, .n_kv_heads = kv_heads_, .hidden = hidden_, \
-                         .vocab = vocab_, .seq_len = seq_, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5}},
+static const TgModelConfig presets[] = {
+#define PRESET_ROW(id, name, dim_, layers_, heads_, kv_heads_, hidden_, seq_, vocab_)                                  \
+    [TG_PRESET_##id] = {.dim = dim_,                                                                                   \
+                        .n_layers = layers_,                                                                           \
+                        .n_heads = heads_,                                                                             \
+                        .n_kv_heads = kv_heads_,                                                                       \
+                        .hidden = hidden_,                                                                             \
+                        .vocab = vocab_,                                                                               \
+                        .seq_len = seq_,                                                                               \
+                        .ffn = TG_FFN_SWIGLU,                                                                          \
+                        .rope_theta = 1e6,                                                                             \
+                        .norm_eps = 1e-5},
     TG_MODEL_PRESETS(PRESET_ROW)
 #undef PRESET_ROW
 };
 _Static_assert(sizeof presets / sizeof presets[0] == TG_PRESET_COUNT, "one row per preset");
 
 TgPreset tg_model_preset_find(const char *name) {
-    for (int p = 0; p < TG_PRESET_COUNT; p++)
-        if (strcmp(presets[p].name, name) == 0) return (TgPreset)p;
-    return TG_PRESET_COUNT;
-}
-
-const char *tg_model_preset_name(TgPreset preset) {
-    return preset >= 0 && preset < TG_PRESET_COUNT ? presets[preset].name : NULL;
+    int p = tg_enum_index(tg_model_preset_names_, TG_PRESET_COUNT, name);
+    return p < 0 ? TG_PRESET_COUNT : (TgPreset)p;
 }
 
 TgModelConfig tg_model_preset_config(TgPreset preset) {
     TG_CHECK(preset >= 0 && preset < TG_PRESET_COUNT, "no preset %d", (int)preset);
-    return presets[preset].cfg;
+    return presets[preset];
 }
 
 TgStatus tg_model_preset(const char *name, TgModelConfig *cfg) {
-    TgPreset p = tg_model_preset_find(name);
-    if (p == TG_PRESET_COUNT) return tg_fail(TG_ERR_ARG, "unknown preset '%s'; the presets are %s", name, TG_PRESET_CHOICES);
-    *cfg = presets[p].cfg;
+    TgPreset p;
+    TG_TRY(tg_model_preset_parse(name, &p));
+    *cfg = presets[p];
     return TG_OK;
 }
 

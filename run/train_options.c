@@ -296,16 +296,13 @@ static TgStatus check_evaluations(const TgTrainOptions *o) {
                    flag, origin(o, flag, oa, sizeof oa), origin(o, "--eval-every", ob, sizeof ob));
 }
 
-static const char *const eval_metric_names[] = {TG_EVAL_METRICS(TG_ENUM_NAME)};
+TG_ENUM_DEFINE(TgTrainTask, tg_train_task, TG_TRAIN_TASKS, TG_TASK_COUNT, "task")
+TG_ENUM_DEFINE(TgEvalMetric, tg_eval_metric, TG_EVAL_METRICS, TG_EVAL_METRIC_COUNT, "figure")
 static const bool eval_metric_maximised[] = {
 #define TG_EVAL_METRIC_MAXIMISED(id, name, maximised) maximised,
     TG_EVAL_METRICS(TG_EVAL_METRIC_MAXIMISED)
 #undef TG_EVAL_METRIC_MAXIMISED
 };
-
-const char *tg_eval_metric_name(TgEvalMetric metric) {
-    return (unsigned)metric < TG_EVAL_METRIC_COUNT ? eval_metric_names[metric] : "?";
-}
 
 bool tg_eval_metric_maximised(TgEvalMetric metric) {
     return (unsigned)metric < TG_EVAL_METRIC_COUNT && eval_metric_maximised[metric];
@@ -332,9 +329,8 @@ static TgStatus best_metric_parse(const TgOptSpec *spec, void *field, const char
         memcpy(parsed.task, name, len);
         parsed.task[len] = '\0';
     } else {
-        for (int k = 0; k < TG_EVAL_METRIC_TASK_ACC; k++)
-            if (strcmp(text, tg_eval_metric_name((TgEvalMetric)k)) == 0) parsed.kind = (TgEvalMetric)k;
-        if (parsed.kind == TG_EVAL_METRIC_NONE && strcmp(text, "none") != 0)
+        TgStatus known = tg_eval_metric_parse(text, &parsed.kind);
+        if (known != TG_OK || parsed.kind >= TG_EVAL_METRIC_TASK_ACC) /* a task's figure names its task */
             return tg_fail(TG_ERR_ARG, "%s must be none, val_loss, val_bpb, task:NAME or task:NAME:acc_norm, got '%s'",
                            spec->flag, text);
     }

@@ -56,8 +56,11 @@ typedef enum {
 #define TG_TRAIN_TASK_ENUM(id, name) TG_TASK_##id,
     TG_TRAIN_TASKS(TG_TRAIN_TASK_ENUM)
 #undef TG_TRAIN_TASK_ENUM
+        TG_TASK_COUNT
 } TgTrainTask;
 #define TG_TRAIN_TASK_CHOICES TG_ENUM_CHOICES(TG_TRAIN_TASKS)
+/* tg_train_task_name: "pretrain", "sft"; tg_train_task_parse: the task of a name (tapegrad/error.h) */
+TG_ENUM_DECLARE(TgTrainTask, tg_train_task);
 
 /* The figures of an evaluation a run can keep its best checkpoint by (--keep-best) and stop early
  * on (--early-stop): X(ID, "name", maximised), giving TG_EVAL_METRIC_<ID>; NONE, first, is no
@@ -78,8 +81,9 @@ typedef enum {
 
 /* "none|val_loss|val_bpb": the choices, for the flag */
 #define TG_EVAL_METRIC_CHOICES TG_ENUM_CHOICES(TG_EVAL_METRICS)
-/* "val_loss", ...; and whether a larger value is the better one */
-const char *tg_eval_metric_name(TgEvalMetric metric);
+/* tg_eval_metric_name: "val_loss", ...; tg_eval_metric_parse: the figure of a name; and whether a
+ * larger value is the better one */
+TG_ENUM_DECLARE(TgEvalMetric, tg_eval_metric);
 bool tg_eval_metric_maximised(TgEvalMetric metric);
 
 /* --keep-best's figure: none, val_loss, val_bpb, or a task's accuracy (`task:NAME`, the summed

@@ -120,3 +120,9 @@ void *tg_realloc_at(void *p, size_t size, const char *file, int line) {
     if (!q) tg_abort_at(file, line, "out of memory reallocating to %zu bytes", size);
     return q;
 }
+
+int tg_enum_index(const char *const *names, int count, const char *text) {
+    for (int i = 0; text && i < count; i++)
+        if (strcmp(text, names[i]) == 0) return i;
+    return -1;
+}

@@ -453,3 +453,48 @@ Test(options, every_setting_name_gives_its_flag) {
         }
     cr_expect_gt(settings, 150, "only %d settings walked", settings);
 }
+
+/* ---------------------------------------------------------------- enums named from one list */
+
+/* Every enum the options carry (and the GGUF weight types and LoRA targets beside them) takes its
+ * choices, names and parse from its one X-macro list (tapegrad/error.h): the choices split on '|'
+ * parse to 0, 1, ... in order and name themselves back; other text is refused naming the choices;
+ * a value past the list is named "?". */
+#define EXPECT_ENUM_FROM_ONE_LIST(Type, fn, choices, count)                                                            \
+    do {                                                                                                               \
+        char list[256];                                                                                                \
+        snprintf(list, sizeof list, "%s", choices);                                                                    \
+        int n = 0;                                                                                                     \
+        for (char *save, *name = strtok_r(list, "|", &save); name; name = strtok_r(NULL, "|", &save), n++) {           \
+            Type value = (Type)(count);                                                                                \
+            cr_expect_eq(fn##_parse(name, &value), TG_OK, "%s: %s", #fn, tg_error_message());                          \
+            cr_expect_eq((int)value, n, "%s: '%s' parses to %d", #fn, name, (int)value);                               \
+            cr_expect_str_eq(fn##_name(value), name);                                                                  \
+        }                                                                                                              \
+        cr_expect_eq(n, (int)(count), "%s: %d choices for %d values", #fn, n, (int)(count));                           \
+        Type unused;                                                                                                   \
+        cr_expect_eq(fn##_parse("bogus", &unused), TG_ERR_ARG);                                                        \
+        char said[300];                                                                                                \
+        snprintf(said, sizeof said, "'bogus'; the choices are %s", choices);                                           \
+        cr_expect(strstr(tg_error_message(), said), "%s: %s", #fn, tg_error_message());                                \
+        cr_expect_eq(fn##_parse(NULL, &unused), TG_ERR_ARG);                                                           \
+        cr_expect_str_eq(fn##_name((Type)(count)), "?");                                                               \
+    } while (0)
+
+Test(options, every_enum_takes_its_names_parse_and_choices_from_one_list) {
+    EXPECT_ENUM_FROM_ONE_LIST(TgTrainTask, tg_train_task, TG_TRAIN_TASK_CHOICES, TG_TASK_COUNT);
+    EXPECT_ENUM_FROM_ONE_LIST(TgPreset, tg_model_preset, TG_PRESET_CHOICES, TG_PRESET_COUNT);
+    EXPECT_ENUM_FROM_ONE_LIST(TgFfnKind, tg_ffn_kind, TG_FFN_CHOICES, TG_FFN_KIND_COUNT);
+    EXPECT_ENUM_FROM_ONE_LIST(TgPrecision, tg_precision, TG_FLAG_PRECISION_CHOICES, TG_PRECISION_COUNT);
+    EXPECT_ENUM_FROM_ONE_LIST(TgEvalMetric, tg_eval_metric, TG_EVAL_METRIC_CHOICES, TG_EVAL_METRIC_COUNT);
+    EXPECT_ENUM_FROM_ONE_LIST(TgLoraTarget, tg_lora_target, TG_ENUM_CHOICES(TG_LORA_TARGETS), TG_LORA_TARGET_COUNT);
+    /* the table's enum rows offer exactly those choices */
+    const TgOptTable *t = tg_train_option_table();
+    const char *const settings[] = {"task", "preset", "ffn", "precision"};
+    const char *const choices[] = {TG_TRAIN_TASK_CHOICES, TG_PRESET_CHOICES, TG_FFN_CHOICES, TG_FLAG_PRECISION_CHOICES};
+    for (int i = 0; i < 4; i++) {
+        int row = tg_opt_find_setting(t, settings[i]);
+        cr_assert_geq(row, 0, "no row for `%s`", settings[i]);
+        cr_expect_str_eq(t->specs[row].choices, choices[i], "`%s`", settings[i]);
+    }
+}

@@ -14,8 +14,9 @@
 #pragma GCC visibility push(default)
 
 /* An enum whose values come from one X-macro list, X(ID, "name", ...), takes its other forms from
- * the same list: TG_ENUM_CHOICES(LIST) is "a|b|c" (a flag's choices, named by its parse's error)
- * and {LIST(TG_ENUM_NAME)} the array of its names, in the values' order. */
+ * the same list: TG_ENUM_CHOICES(LIST) is "a|b|c" (a flag's choices, named by its parse's error),
+ * {LIST(TG_ENUM_NAME)} the array of its names, in the values' order, and TG_ENUM_DEFINE (below)
+ * its name and parse functions. */
 #define TG_ENUM_FIRST_(name, ...) name
 #define TG_ENUM_CHOICE(id, ...) "|" TG_ENUM_FIRST_(__VA_ARGS__, ~)
 #define TG_ENUM_CHOICES(list) (&(list(TG_ENUM_CHOICE))[1])
@@ -35,6 +36,29 @@ typedef enum {
 /* Sets the thread's message (printf-style) and returns `status`, so callers can write
  * `return tg_fail(TG_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
 TgStatus tg_fail(TgStatus status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The name and parse functions of an enum of an X-macro list (above), declared in its header with
+ * TG_ENUM_DECLARE(Type, fn) and defined in one .c with TG_ENUM_DEFINE(Type, fn, LIST, COUNT, "what"):
+ *   const char *fn_name(Type value)                "?" for a value past the list
+ *   TgStatus fn_parse(const char *text, Type *out) TG_ERR_ARG for any other text:
+ *                                                  "unknown what 'text'; the choices are a|b|c" */
+#define TG_ENUM_DECLARE(Type, fn)                                                                                      \
+    const char *fn##_name(Type value);                                                                                 \
+    TgStatus fn##_parse(const char *text, Type *out)
+#define TG_ENUM_DEFINE(Type, fn, list, count, what)                                                                    \
+    static const char *const fn##_names_[] = {list(TG_ENUM_NAME)};                                                     \
+    _Static_assert(sizeof fn##_names_ / sizeof fn##_names_[0] == (count), "one name per value of " #Type);             \
+    const char *fn##_name(Type value) { return (unsigned)value < (unsigned)(count) ? fn##_names_[value] : "?"; }       \
+    TgStatus fn##_parse(const char *text, Type *out) {                                                                 \
+        int i = tg_enum_index(fn##_names_, (int)(count), text);                                                        \
+        if (i < 0)                                                                                                     \
+            return tg_fail(TG_ERR_ARG, "unknown %s '%s'; the choices are %s", what, text ? text : "",                  \
+                           TG_ENUM_CHOICES(list));                                                                     \
+        *out = (Type)i;                                                                                                \
+        return TG_OK;                                                                                                  \
+    }
+/* The index of `text` among count names, -1 when it is none of them (or NULL). */
+int tg_enum_index(const char *const *names, int count, const char *text);
+
 /* Prepends context to the current message: "loading ckpt.tgz: " + old message. */
 TgStatus tg_fail_context(TgStatus status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The calling thread's message of its last failure ("" when none): valid until that thread's

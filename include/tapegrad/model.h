@@ -37,10 +37,8 @@ typedef enum {
 /* "swiglu|relu": the choices, for a flag's help */
 #define TG_FFN_CHOICES TG_ENUM_CHOICES(TG_FFN_KINDS)
 
-/* "swiglu" | "relu" */
-const char *tg_ffn_kind_name(TgFfnKind kind);
-/* The kind named `name`; TG_ERR_ARG naming the choices otherwise. */
-TgStatus tg_ffn_kind_parse(const char *name, TgFfnKind *kind);
+/* tg_ffn_kind_name: "swiglu" | "relu"; tg_ffn_kind_parse: the kind of a name (tapegrad/error.h) */
+TG_ENUM_DECLARE(TgFfnKind, tg_ffn_kind);
 /* Whether `kind` is one of the kinds above (a number read from a file may not be). */
 bool tg_ffn_kind_valid(int64_t kind);
 
@@ -180,8 +178,8 @@ TgStatus tg_model_preset(const char *name, TgModelConfig *cfg);
 TgModelConfig tg_model_preset_config(TgPreset preset);
 /* The preset named `name`, or TG_PRESET_COUNT. */
 TgPreset tg_model_preset_find(const char *name);
-/* "tiny", "small", ...; NULL for a number that is no preset. */
-const char *tg_model_preset_name(TgPreset preset);
+/* tg_model_preset_name: "tiny", "small", ...; tg_model_preset_parse: the preset of a name */
+TG_ENUM_DECLARE(TgPreset, tg_model_preset);
 /* Checks a config, with a message naming the bad field and how to fix it: every field positive
  * and within the limits above, the heads dividing as attention needs, RoPE theta a finite number
  * above 1, norm eps within [TG_MODEL_MIN_NORM_EPS, TG_MODEL_MAX_NORM_EPS]. */
@@ -201,7 +199,7 @@ int64_t tg_model_param_count(const TgModel *model);
 /* ---- LoRA (model/lora.c) ---- */
 
 /* "q" ... "down"; "?" for a number that is no target. */
-const char *tg_lora_target_name(TgLoraTarget target);
+TG_ENUM_DECLARE(TgLoraTarget, tg_lora_target);
 /* A comma-separated list of target names ("q,v", "q,k,v,o,gate,up,down") as a mask; TG_ERR_ARG
  * naming the unknown one and the choices otherwise. */
 TgStatus tg_lora_targets_parse(const char *list, uint32_t *targets);

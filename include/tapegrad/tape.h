@@ -132,10 +132,8 @@ void tg_tape_set_gemm_mode(TgTape *tape, TgGemmMode mode);
  * recomputes them: the same bits, a few per cent more work, and memory linear in T. 0 always
  * recomputes. Not while a backward runs (the backward reads what its forward kept). */
 void tg_tape_set_saved_probs_limit(TgTape *tape, size_t bytes);
-/* "fp32", "bf16" */
-const char *tg_precision_name(TgPrecision precision);
-/* "fp32" or "bf16" into *out; TG_ERR_ARG with a message naming the choices otherwise. */
-TgStatus tg_precision_parse(const char *name, TgPrecision *out);
+/* tg_precision_name: "fp32", "bf16"; tg_precision_parse: the precision of a name (tapegrad/error.h) */
+TG_ENUM_DECLARE(TgPrecision, tg_precision);
 
 /* Backward from a scalar: seeds d(loss) = 1. Aborts when loss is not a scalar or depends on no
  * input that requires a gradient. Parameters' gradients add up over calls until zeroed. */
