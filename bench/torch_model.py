@@ -2,7 +2,8 @@
 
 The model of model/model.c, written op by op so that each line can be held against its C op:
 the token embedding, tied with the output head; per layer RMSNorm -> causal attention with RoPE
-(half-split pairs (i, i + hd/2), theta 1e6) and grouped KV heads -> residual, then RMSNorm ->
+(half-split pairs (i, i + hd/2), theta 1e6; with qk_norm, an RMSNorm over each query and key head
+before it, MiniMind-3's QK-norm) and grouped KV heads -> residual, then RMSNorm ->
 FFN -> residual; a final RMSNorm; no biases. The FFN is SwiGLU, w2(silu(w1 x) * w3 x), or ReLU,
 w2(relu(w1 x)). The weights are a dict under the Llama names that tapegrad's checkpoints and
 exports use, created in one fixed order (which also fixes the random init).
@@ -39,7 +40,8 @@ def ffn_hidden(ffn, dim):
     return 4 * dim if ffn == "relu" else swiglu_hidden(dim)
 
 
-def config(dim, layers, heads, kv_heads, vocab, seq, hidden=0, ffn="swiglu", rope_theta=1e6, norm_eps=1e-5):
+def config(dim, layers, heads, kv_heads, vocab, seq, hidden=0, ffn="swiglu", rope_theta=1e6, norm_eps=1e-5,
+           qk_norm=False):
     """A model config; hidden 0 takes ffn_hidden's. Raises ValueError on shapes attention cannot
     take."""
     if ffn not in FFN_KINDS:
@@ -49,7 +51,7 @@ def config(dim, layers, heads, kv_heads, vocab, seq, hidden=0, ffn="swiglu", rop
                          "heads by kv heads, and an even head size")
     return types.SimpleNamespace(dim=dim, layers=layers, heads=heads, kv_heads=kv_heads, vocab=vocab, seq=seq,
                                  hidden=hidden or ffn_hidden(ffn, dim), ffn=ffn, rope_theta=rope_theta,
-                                 norm_eps=norm_eps)
+                                 norm_eps=norm_eps, qk_norm=qk_norm)
 
 
 def preset_config(name, ffn="swiglu"):
@@ -71,6 +73,10 @@ def parameter_shapes(cfg):
             (p + "self_attn.k_proj.weight", (cfg.kv_heads * hd, cfg.dim)),
             (p + "self_attn.v_proj.weight", (cfg.kv_heads * hd, cfg.dim)),
             (p + "self_attn.o_proj.weight", (cfg.dim, cfg.heads * hd)),
+        ]
+        if getattr(cfg, "qk_norm", False):  # one gain of head_dim each, shared by the heads
+            shapes += [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
+        shapes += [
             (p + "post_attention_layernorm.weight", (cfg.dim,)),
             (p + "mlp.gate_proj.weight", (cfg.hidden, cfg.dim)),  # w1
         ]
@@ -126,6 +132,9 @@ def attention(x, params, prefix, cfg, cos, sin, fused):
     q = (x @ params[prefix + "q_proj.weight"].T).view(B, T, cfg.heads, hd)
     k = (x @ params[prefix + "k_proj.weight"].T).view(B, T, cfg.kv_heads, hd)
     v = (x @ params[prefix + "v_proj.weight"].T).view(B, T, cfg.kv_heads, hd)
+    if getattr(cfg, "qk_norm", False):  # QK-norm: RMSNorm over each head, after the split, before RoPE
+        q = rmsnorm(q, params[prefix + "q_norm.weight"], cfg.norm_eps)
+        k = rmsnorm(k, params[prefix + "k_norm.weight"], cfg.norm_eps)
     c, s = cos[:T].view(1, T, 1, hd), sin[:T].view(1, T, 1, hd)  # after the head split, per head
     q = q * c + rotate_half(q) * s
     k = k * c + rotate_half(k) * s

@@ -185,9 +185,11 @@ static TgStatus reader_open(Reader *r, const char *path) {
         return r->status;
     }
     if (r->version >= 2 && !get(r, &r->flags, 4, "the header")) return r->status;
-    if ((r->flags & ~(uint32_t)(TG_CHECKPOINT_FLAG_SHUFFLED | TG_CHECKPOINT_FLAG_PARAM_SET |
-                                TG_CHECKPOINT_FLAG_ADAPTER | TG_CHECKPOINT_FLAG_BEST | TG_CHECKPOINT_FLAG_BEST_SOURCE)) ||
-        ((r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) && (r->flags & TG_CHECKPOINT_FLAG_ADAPTER)) ||
+    if ((r->flags &
+         ~(uint32_t)(TG_CHECKPOINT_FLAG_SHUFFLED | TG_CHECKPOINT_FLAG_PARAM_SET | TG_CHECKPOINT_FLAG_ADAPTER |
+                     TG_CHECKPOINT_FLAG_BEST | TG_CHECKPOINT_FLAG_BEST_SOURCE | TG_CHECKPOINT_FLAG_QK_NORM)) ||
+        ((r->flags & TG_CHECKPOINT_FLAG_PARAM_SET) &&
+         (r->flags & (TG_CHECKPOINT_FLAG_ADAPTER | TG_CHECKPOINT_FLAG_QK_NORM))) ||
         ((r->flags & TG_CHECKPOINT_FLAG_BEST_SOURCE) && !(r->flags & TG_CHECKPOINT_FLAG_BEST))) {
         content_fail(r, tg_fail(TG_ERR_FORMAT, "%s: unknown checkpoint flags 0x%x (a newer tapegrad wrote it?)", path,
                                 r->flags));
@@ -212,6 +214,7 @@ static bool get_config(Reader *r, TgModelConfig *c) {
     c->dim = ints[0], c->n_layers = ints[1], c->n_heads = ints[2], c->n_kv_heads = ints[3];
     c->hidden = ints[4], c->vocab = ints[5], c->seq_len = ints[6];
     c->ffn = (TgFfnKind)ffn;
+    c->qk_norm = (r->flags & TG_CHECKPOINT_FLAG_QK_NORM) != 0;
     if (!tg_ffn_kind_valid(ffn) || tg_model_config_validate(c) != TG_OK) {
         content_fail(r, !tg_ffn_kind_valid(ffn) ? tg_fail(TG_ERR_FORMAT, "%s: unknown FFN kind %u in the checkpoint's config", r->path, ffn)
                                        : tg_fail_context(TG_ERR_FORMAT, "%s: invalid model config in the checkpoint", r->path));
@@ -315,14 +318,14 @@ static bool same_config(const TgModelConfig *a, const TgModelConfig *b) {
     return a->dim == b->dim && a->n_layers == b->n_layers && a->n_heads == b->n_heads &&
            a->n_kv_heads == b->n_kv_heads && a->hidden == b->hidden && a->vocab == b->vocab &&
            a->seq_len == b->seq_len && a->ffn == b->ffn && a->rope_theta == b->rope_theta &&
-           a->norm_eps == b->norm_eps;
+           a->norm_eps == b->norm_eps && a->qk_norm == b->qk_norm;
 }
 
 static void config_str(const TgModelConfig *c, char *buf, size_t cap) {
-    snprintf(buf, cap, "dim %lld, layers %lld, heads %lld/%lld, %s hidden %lld, vocab %lld, seq %lld, theta %g",
+    snprintf(buf, cap, "dim %lld, layers %lld, heads %lld/%lld%s, %s hidden %lld, vocab %lld, seq %lld, theta %g",
              (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-             tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len,
-             c->rope_theta);
+             c->qk_norm ? " with QK-norm" : "", tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab,
+             (long long)c->seq_len, c->rope_theta);
 }
 
 static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {

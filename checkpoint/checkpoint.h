@@ -48,6 +48,7 @@ enum {
     TG_CHECKPOINT_FLAG_ADAPTER = 1u << 2,
     TG_CHECKPOINT_FLAG_BEST = 1u << 3,
     TG_CHECKPOINT_FLAG_BEST_SOURCE = 1u << 4,
+    TG_CHECKPOINT_FLAG_QK_NORM = 1u << 5, /* the model config's qk_norm */
 };
 
 /* Steps are written to metrics.jsonl as JSON numbers, exact up to 2^53; tokens seen stay far from

@@ -163,7 +163,8 @@ TgStatus tg_checkpoint_write_with(const char *path, const TgCheckpointSource *sr
     put_u32(&w, (opts->shuffle ? TG_CHECKPOINT_FLAG_SHUFFLED : 0) | (src->tag ? TG_CHECKPOINT_FLAG_PARAM_SET : 0) |
                     (src->adapter[0] ? TG_CHECKPOINT_FLAG_ADAPTER : 0) |
                     (src->state.best.kept ? TG_CHECKPOINT_FLAG_BEST : 0) |
-                    (src->state.best.kept && src->state.best.source ? TG_CHECKPOINT_FLAG_BEST_SOURCE : 0));
+                    (src->state.best.kept && src->state.best.source ? TG_CHECKPOINT_FLAG_BEST_SOURCE : 0) |
+                    (!src->tag && src->cfg.qk_norm ? TG_CHECKPOINT_FLAG_QK_NORM : 0));
     if (src->tag) {
         size_t len = strlen(src->tag);
         TG_CHECK(len > 0 && len < TG_CHECKPOINT_PARAM_TAG_CAP, "a parameter set tag of %zu bytes", len);

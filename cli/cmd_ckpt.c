@@ -96,11 +96,11 @@ static void print_adapter(const TgCheckpointInfo *info, const char *path) {
 static void print_model_state(const TgCheckpointInfo *info) {
     const TgModelConfig *c = &info->cfg;
     const TgTrainerState *s = &info->state;
-    printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads, %s hidden %lld, vocab %lld, seq %lld, "
+    printf("model        dim %lld, %lld layers, %lld heads, %lld kv heads%s, %s hidden %lld, vocab %lld, seq %lld, "
            "rope theta %g, norm eps %g\n",
            (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
-           tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta,
-           c->norm_eps);
+           c->qk_norm ? " with QK-norm" : "", tg_ffn_kind_name(c->ffn), (long long)c->hidden, (long long)c->vocab,
+           (long long)c->seq_len, c->rope_theta, c->norm_eps);
     printf("tokenizer    fingerprint %016llx\n", (unsigned long long)info->tokenizer_fingerprint);
     printf("step         %lld\n", (long long)s->step);
     printf("tokens seen  %lld\n", (long long)s->tokens_seen);

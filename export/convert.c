@@ -24,11 +24,11 @@ static void config_json_text(const TgModelConfig *c, uint64_t tokenizer_fingerpr
              "  \"dim\": %lld,\n  \"n_layers\": %lld,\n  \"n_heads\": %lld,\n  \"n_kv_heads\": %lld,\n"
              "  \"hidden_dim\": %lld,\n  \"vocab_size\": %lld,\n  \"max_seq_len\": %lld,\n"
              "  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"ffn\": \"%s\",\n"
-             "  \"tie_word_embeddings\": true,\n%s  \"torch_dtype\": \"float32\"\n"
+             "%s  \"tie_word_embeddings\": true,\n%s  \"torch_dtype\": \"float32\"\n"
              "}\n",
              (long long)c->dim, (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads,
              (long long)c->hidden, (long long)c->vocab, (long long)c->seq_len, c->rope_theta, c->norm_eps,
-             tg_ffn_kind_name(c->ffn), fingerprint);
+             tg_ffn_kind_name(c->ffn), c->qk_norm ? "  \"qk_norm\": true,\n" : "", fingerprint);
 }
 
 /* config.json already beside the export may stay, without --force, only if it says what this

@@ -20,6 +20,10 @@ TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
                        "transformers and llama.cpp run has SwiGLU, w2(silu(w1 x) * w3 x), so no Llama config can "
                        "describe it; export its weights with `safetensors` instead",
                        tg_ffn_kind_name(cfg->ffn));
+    if (cfg->qk_norm)
+        return tg_fail(TG_ERR_MISMATCH,
+                       "this model has QK-norm (an RMSNorm over each query and key head), which the Llama architecture "
+                       "has not, so no Llama config can describe it; export its weights with `safetensors` instead");
     return TG_OK;
 }
 

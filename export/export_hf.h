@@ -29,7 +29,7 @@
 #include "tokenizer/tokenizer_hf.h"
 #include "run/output_check.h"
 
-/* TG_ERR_MISMATCH with the reason when the model is not a Llama model (a ReLU FFN). */
+/* TG_ERR_MISMATCH with the reason when the model is not a Llama model (a ReLU FFN, QK-norm). */
 TgStatus tg_export_check_llama(const TgModelConfig *cfg);
 
 /* The names of the files the folder gets. */

@@ -106,9 +106,10 @@ int64_t tg_model_config_param_count(const TgModelConfig *c) {
     if (c->n_heads <= 0) return -1;
     int64_t kv_dim, n = 0;
     bool ok = tg_mul_i64(c->n_kv_heads, c->dim / c->n_heads, &kv_dim) &&
-              add_matrices(&n, 1, c->vocab, c->dim) &&       /* the embedding, also the head: once */
-              add_matrices(&n, c->n_layers, 2, c->dim) &&    /* the two norm gains of each layer */
-              add_matrices(&n, 1, 1, c->dim);                /* the final norm */
+              add_matrices(&n, 1, c->vocab, c->dim) &&    /* the embedding, also the head: once */
+              add_matrices(&n, c->n_layers, 2, c->dim) && /* the two norm gains of each layer */
+              add_matrices(&n, 1, 1, c->dim) &&           /* the final norm */
+              add_matrices(&n, c->n_layers, c->qk_norm ? 2 : 0, c->dim / c->n_heads); /* QK-norm's gains */
     for (int i = 0; ok && i < 2; i++) /* q and o, k and v */
         ok = add_matrices(&n, c->n_layers, c->dim, c->dim) && add_matrices(&n, c->n_layers, kv_dim, c->dim);
     for (int i = 0; ok && i < (c->ffn == TG_FFN_SWIGLU ? 3 : 2); i++) /* w1, w3 (SwiGLU only), w2 */
@@ -143,6 +144,10 @@ void tg_model_build(TgModel *m, const TgModelConfig *cfg) {
         L->wk = add_matrix(m, LAYER_NAME("self_attn.k_proj.weight"), kv_dim, c->dim);
         L->wv = add_matrix(m, LAYER_NAME("self_attn.v_proj.weight"), kv_dim, c->dim);
         L->wo = add_matrix(m, LAYER_NAME("self_attn.o_proj.weight"), c->dim, c->dim);
+        if (c->qk_norm) {
+            L->q_norm = add_gain(m, LAYER_NAME("self_attn.q_norm.weight"), hd);
+            L->k_norm = add_gain(m, LAYER_NAME("self_attn.k_norm.weight"), hd);
+        }
         L->ffn_norm = add_gain(m, LAYER_NAME("post_attention_layernorm.weight"), c->dim);
         L->w1 = add_matrix(m, LAYER_NAME("mlp.gate_proj.weight"), c->hidden, c->dim);
         if (c->ffn == TG_FFN_SWIGLU) {
@@ -246,12 +251,16 @@ static TgTensor *forward(TgModel *m, TgTape *tape, const int32_t *tokens, int64_
     TgTensor *x = tg_embedding(tape, table, tokens, 2, (int64_t[]){B, T}); /* (B,T,D) */
     for (int64_t l = 0; l < c->n_layers; l++) {
         TgLayerParams *L = &m->layers[l];
-        /* attention sub-block: x = x + Wo attn(rope(q), rope(k), v). RoPE overwrites the
-         * projections (their backward does not read them) and the residual add is fused into
-         * Wo's product: neither keeps a tensor of its own for the backward. */
+        /* attention sub-block: x = x + Wo attn(rope(q), rope(k), v), with QK-norm
+         * rope(rmsnorm(q) per head). RoPE overwrites its input (the projection, or the norm's
+         * output: their backwards do not read it) and the residual add is fused into Wo's
+         * product: neither keeps a tensor of its own for the backward. */
         TgTensor *n1 = tg_rmsnorm(tape, x, L->attn_norm, eps);                   /* (B,T,D) */
-        TgTensor *q = tg_rope_inplace(tape, project(m, tape, l, TG_LORA_Q, n1, L->wq, NULL), c->n_heads, &m->rope, pos); /* (B,T,H*hd) */
-        TgTensor *k = tg_rope_inplace(tape, project(m, tape, l, TG_LORA_K, n1, L->wk, NULL), c->n_kv_heads, &m->rope, pos); /* (B,T,KVH*hd) */
+        TgTensor *q = project(m, tape, l, TG_LORA_Q, n1, L->wq, NULL);           /* (B,T,H*hd) */
+        TgTensor *k = project(m, tape, l, TG_LORA_K, n1, L->wk, NULL);           /* (B,T,KVH*hd) */
+        if (c->qk_norm) q = tg_rmsnorm(tape, q, L->q_norm, eps), k = tg_rmsnorm(tape, k, L->k_norm, eps);
+        q = tg_rope_inplace(tape, q, c->n_heads, &m->rope, pos);
+        k = tg_rope_inplace(tape, k, c->n_kv_heads, &m->rope, pos);
         TgTensor *v = project(m, tape, l, TG_LORA_V, n1, L->wv, NULL);          /* (B,T,KVH*hd) */
         if (cache) cache_append(tape, cache, c, l, &k, &v);                   /* (1,pos+T,KVH*hd) */
         TgTensor *a = tg_attention_segmented(tape, q, k, v, c->n_heads, c->n_kv_heads, key_start); /* (B,T,D) */

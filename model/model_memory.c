@@ -10,7 +10,8 @@
  * at most 4 are live at once (the residual's, q's, n1's and q-before-RoPE's), of (tokens, kv dim)
  * 2, of (tokens, hidden) 3 for SwiGLU (gate, up, hidden) and 2 for ReLU; when two of these sizes
  * are equal their lists merge, and the sum stays an upper bound. RMSNorm's backward keeps a
- * (dim) double sum each time. On top comes the largest scratch any op takes and gives back
+ * (dim) double sum each time. QK-norm (qk_norm) adds its outputs and their rstd to every layer, and
+ * a gradient of q's size and one of k's to the live ones. On top comes the largest scratch any op takes and gives back
  * within its call: attention's per-thread blocks (forward and backward), cross-entropy's row
  * losses. The logits' gradient is written over the logits (tg_cross_entropy_consuming). */
 #include "tapegrad/model.h"
@@ -46,6 +47,9 @@ double tg_model_activation_bytes_for(const TgModelConfig *c, int64_t batch, int6
                    + att.kept                                         /* the attention, P */
                    + 2 * tensor_bytes(n * d)                          /* h = x + attn, out = h + ffn */
                    + hidden_tensors * tensor_bytes(n * hidden);
+    if (c->qk_norm) /* QK-norm's outputs, RoPE's views of them, their rstd (a row per head) */
+        layer += tensor_bytes(n * d) + tensor_bytes(n * kv) + 2 * header +
+                 rounded(n * (double)c->n_heads * sizeof(float)) + rounded(n * (double)c->n_kv_heads * sizeof(float));
     double kept = tensor_bytes(n * d) + (training ? rounded(n * sizeof(int32_t)) : 0) /* embedding, saved ids */
                   + (double)c->n_layers * layer + tensor_bytes(n * d) + rows          /* the final norm */
                   + tensor_bytes(n * vocab)                                           /* logits */
@@ -60,6 +64,10 @@ double tg_model_activation_bytes_for(const TgModelConfig *c, int64_t batch, int6
     double grads = 4 * rounded(n * d * sizeof(float)) + 2 * rounded(n * kv * sizeof(float)) +
                    hidden_tensors * rounded(n * hidden * sizeof(float));
     double norm_sums = (double)(2 * c->n_layers + 1) * rounded(d * sizeof(double));
+    if (c->qk_norm) { /* the gradients before QK-norm, and its gains' sums */
+        grads += rounded(n * d * sizeof(float)) + rounded(n * kv * sizeof(float));
+        norm_sums += (double)(2 * c->n_layers) * rounded((double)head_dim * sizeof(double));
+    }
     if (att.backward_scratch > scratch) scratch = att.backward_scratch;
     return kept + grads + norm_sums + scratch;
 }

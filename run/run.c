@@ -61,6 +61,7 @@ TgStatus tg_run_resolve_config(const TgRunSpec *spec, int64_t vocab, TgModelConf
     else if (m->n_heads > 0 && c.n_heads % c.n_kv_heads != 0) c.n_kv_heads = c.n_heads;
     if (m->seq_len > 0) c.seq_len = m->seq_len;
     if (m->rope_theta > 0) c.rope_theta = m->rope_theta;
+    if (m->qk_norm) c.qk_norm = true;
     c.ffn = spec->ffn;
     if (m->hidden > 0) c.hidden = m->hidden;
     else if (c.ffn != TG_FFN_SWIGLU || dim_changed) c.hidden = tg_model_ffn_hidden(c.ffn, c.dim);

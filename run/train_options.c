@@ -101,6 +101,9 @@ static const TgOptSpec specs[] = {
     TG_FLAG_FFN(T, spec.ffn, "feed-forward block", SHAPE, NULL),
     TG_OPT(T, spec.model.rope_theta, "--rope-theta", TG_OPT_DOUBLE, "RoPE base",
            ((TgOptRange){1, INFINITY, true, false}), NULL, SHAPE, "the preset's"),
+    TG_OPT(T, spec.model.qk_norm, "--qk-norm", TG_OPT_BOOL,
+           "QK-norm: an RMSNorm over each query and key head, its gain shared by a layer's heads, before RoPE",
+           TG_OPT_ANY, NULL, SHAPE, "the preset's"),
     TG_FLAG_DATA(T, spec.data_path,
                  "text or JSONL file (gzip-compressed or not) or a folder of them, prepared into the run; sft: JSONL "
                  "conversations",

@@ -425,3 +425,63 @@ Test(export, hf_and_gguf_exports_refuse_what_they_cannot_hold, .init = setup, .f
     cr_expect_neq(access(nothing, F_OK), 0, "a refused export writes nothing");
     free(nothing), free(relu), free(folder);
 }
+
+/* QK-norm (--qk-norm) is part of the model's shape: the checkpoint records it (ckpt info says
+ * so), a resume and a run started from the weights keep it and refuse another, sampling decodes
+ * through it, its safetensors config says it, and the Llama exports, which cannot hold it,
+ * refuse it and write nothing. */
+Test(export, a_qk_norm_run_keeps_its_shape_and_llama_exports_refuse_it, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    char *out = NULL, *qk = datagen_path(dir, "qk");
+    int rc =
+        ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 4 --stop-after 2 --qk-norm --out %s", corpus, qk);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt info %s", qk);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "2 heads, 2 kv heads with QK-norm"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train --resume %s --qk-norm", qk);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    /* a run without it cannot take it on */
+    rc = ckpt_cli(&out, "train --resume %s --qk-norm", trained);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "--qk-norm true differs from the resumed run's false"), "%s", out);
+    free(out);
+    char *from_plain = datagen_path(dir, "from-plain"), *from_qk = datagen_path(dir, "from-qk");
+    rc = ckpt_cli(&out, "train --init-from %s --data %s --steps 1 --qk-norm --out %s", trained, corpus, from_plain);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "--qk-norm true differs from the false of --init-from"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out,
+                  "train --init-from %s --data %s --steps 1 --threads 1 --batch 4 --eval-batches 2 "
+                  "--sample-tokens 0 --out %s",
+                  qk, corpus, from_qk);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt info %s", from_qk);
+    cr_expect(rc == 0 && strstr(out, "with QK-norm"), "a run started from a QK-norm run keeps it:\n%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "sample --run %s --prompt 'the ' --tokens 8 --temperature 0", qk);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    /* the weights' config says it; the Llama exports refuse it */
+    char *weights = datagen_path(dir, "qk-export/w.safetensors"), *config = datagen_path(dir, "qk-export/config.json");
+    rc = ckpt_cli(&out, "ckpt export %s --safetensors %s", qk, weights);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    char *text = ckpt_read_text(config);
+    cr_expect(strstr(text, "\"qk_norm\": true"), "%s", text);
+    free(text);
+    const char *targets[] = {"--hf", "--gguf"};
+    for (int i = 0; i < 2; i++) {
+        rc = ckpt_cli(&out, "ckpt export %s %s %s/qk-out", qk, targets[i], dir);
+        cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+        cr_expect(strstr(out, "has QK-norm") && strstr(out, "--safetensors"), "%s", out);
+        free(out);
+    }
+    char *nothing = datagen_path(dir, "qk-out");
+    cr_expect_neq(access(nothing, F_OK), 0, "a refused export writes nothing");
+    free(nothing), free(weights), free(config), free(from_plain), free(from_qk), free(qk);
+}

@@ -77,6 +77,8 @@ Test(memory, the_activation_estimate_bounds_the_arena_peak_closely, .timeout = 3
     relu.ffn = TG_FFN_RELU, relu.hidden = tg_model_ffn_hidden(TG_FFN_RELU, relu.dim);
     TgModelConfig ragged = {.dim = 96, .n_layers = 2, .n_heads = 6, .n_kv_heads = 2, .hidden = 200, .vocab = 131,
                             .seq_len = 23, .ffn = TG_FFN_SWIGLU, .rope_theta = 1e6, .norm_eps = 1e-5};
+    TgModelConfig qk = ragged;
+    qk.qk_norm = true, qk.norm_eps = 1e-6;
     const struct {
         const char *what;
         TgModelConfig cfg;
@@ -91,6 +93,8 @@ Test(memory, the_activation_estimate_bounds_the_arena_peak_closely, .timeout = 3
         {"small, ReLU", relu, 1, 128, 1, false},
         {"minimind-26m (1 layer), GQA 8/2", minimind, 1, 64, 2, false},
         {"ragged, GQA 6/2", ragged, 3, 23, 2, false},
+        {"ragged, GQA 6/2, QK-norm", qk, 3, 23, 2, false},
+        {"ragged, QK-norm, P recomputed", qk, 2, 23, 1, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TgModelConfig c = cases[i].cfg;

@@ -1,14 +1,14 @@
 /* Whole-model parity with PyTorch: tests/parity/make_reference.py builds the same model in
- * PyTorch (bench/torch_model.py, the model bench/torch_reference.py benchmarks) and runs five training steps the way train/trainer.c does (micro-batches,
- * clipping, AdamW at the scheduled learning rate); tapegrad loads the initial weights through its
- * own safetensors reader, runs the same steps through the trainer's calls, and must reproduce the
+ * PyTorch (bench/torch_model.py, the model bench/torch_reference.py benchmarks) and runs five training steps the way
+ * train/trainer.c does (micro-batches, clipping, AdamW at the scheduled learning rate); tapegrad loads the initial
+ * weights through its own safetensors reader, runs the same steps through the trainer's calls, and must reproduce the
  * logits, every step's loss and gradient norm, the first step's gradients, and the parameters
  * and AdamW moments after the last step, tensor by tensor.
  *
  * Two shapes: the reference's defaults (small, sizes mostly multiples of the kernels' blocks)
  * and a ragged one whose sizes are multiples of nothing and whose GEMMs are split over a pool of
- * 2 threads; the ragged one in bf16 against PyTorch's bf16 autocast (BF16_TOLERANCES); and the
- * default one with a ReLU FFN. The reference's presets are held to the program's. Without torch
+ * 2 threads; the ragged one in bf16 against PyTorch's bf16 autocast (BF16_TOLERANCES), and with
+ * QK-norm; and the default one with a ReLU FFN. The reference's presets are held to the program's. Without torch
  * the test fails, unless TAPEGRAD_SKIP_TORCH=1 asks to skip it. */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -111,6 +111,8 @@ static void build_from_reference(TgModel *m) {
         .n_kv_heads = meta_int("kv_heads"), .hidden = meta_int("hidden"), .vocab = meta_int("vocab"),
         .seq_len = meta_int("seq"), .rope_theta = meta_double("rope_theta"), .norm_eps = meta_double("norm_eps"),
     };
+    const char *qk_norm = tg_st_metadata(ref, "qk_norm");
+    c.qk_norm = qk_norm && strcmp(qk_norm, "1") == 0;
     const char *ffn = tg_st_metadata(ref, "ffn");
     cr_assert_not_null(ffn, "reference metadata lacks 'ffn'");
     cr_assert_eq(tg_ffn_kind_parse(ffn, &c.ffn), TG_OK, "%s", tg_error_message());
@@ -310,6 +312,14 @@ Test(parity, ragged_shape_in_bf16_matches_pytorch_autocast, .fini = cleanup, .ti
  * no up projection, and the backward through ReLU's mask. */
 Test(parity, relu_ffn_matches_pytorch, .fini = cleanup, .timeout = 300) {
     run_case(&(ParityCase){"relu", PARITY_COMMON_ARGS " --ffn relu", 2, TG_PRECISION_FP32, &FP32_TOLERANCES});
+}
+
+/* The ragged shape with QK-norm (make_reference.py --qk-norm), MiniMind-3's eps 1e-6: each query
+ * and key head RMS-normed by its layer's gain of 16 before RoPE, the gains' gradients summed over
+ * heads, positions and rows, on 2 threads. */
+Test(parity, qk_norm_matches_pytorch, .fini = cleanup, .timeout = 300) {
+    run_case(&(ParityCase){"qk-norm", PARITY_RAGGED_ARGS " --qk-norm --norm-eps 1e-6", 2, TG_PRECISION_FP32,
+                           &FP32_TOLERANCES});
 }
 
 /* The integer after "key": in one JSON object's text (json.dumps' spacing), or -1. */

@@ -67,10 +67,12 @@ typedef struct TgModelConfig {
     TgFfnKind ffn;
     double rope_theta;
     double norm_eps;
+    bool qk_norm; /* QK-norm: an RMSNorm over each head of q and of k (gains of head_dim), before RoPE */
 } TgModelConfig;
 
 typedef struct TgLayerParams {
     TgTensor *attn_norm, *wq, *wk, *wv, *wo; /* wq (D,D), wk/wv (KVH*hd, D), wo (D,D) */
+    TgTensor *q_norm, *k_norm;               /* (hd) each with qk_norm, shared by the heads; else NULL */
     TgTensor *ffn_norm, *w1, *w2, *w3;       /* w1/w3 (H,D) gate/up, w2 (D,H) down; w3 NULL for ReLU */
 } TgLayerParams;
 

@@ -49,6 +49,7 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rope-theta", type=float, default=1e6)
     p.add_argument("--norm-eps", type=float, default=1e-5)
+    p.add_argument("--qk-norm", action="store_true", help="QK-norm: an RMSNorm over each query and key head")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     p.add_argument("--min-lr", type=float, default=1e-4, help="learning rate at the end of the cosine")
     p.add_argument("--warmup", type=int, default=2, help="linear warmup steps")
@@ -64,7 +65,7 @@ def parse_args(argv):
     a = p.parse_args(argv)
     try:
         model = tm.config(a.dim, a.layers, a.heads, a.kv_heads, a.vocab, a.seq, hidden=a.hidden, ffn=a.ffn,
-                          rope_theta=a.rope_theta, norm_eps=a.norm_eps)
+                          rope_theta=a.rope_theta, norm_eps=a.norm_eps, qk_norm=a.qk_norm)
     except ValueError as e:
         p.error(str(e))
     a.hidden = model.hidden
@@ -171,7 +172,7 @@ def main(argv):
         "ffn": cfg.ffn,
         "vocab": str(cfg.vocab), "seq": str(cfg.seq), "batch": str(cfg.batch), "accum": str(cfg.accum),
         "ignored": str(cfg.ignore),
-        "rope_theta": repr(cfg.rope_theta), "norm_eps": repr(cfg.norm_eps),
+        "rope_theta": repr(cfg.rope_theta), "norm_eps": repr(cfg.norm_eps), "qk_norm": str(int(cfg.qk_norm)),
         "lr": repr(cfg.lr), "min_lr": repr(cfg.min_lr), "warmup": str(cfg.warmup),
         "lrs": ",".join(repr(tg_lr_at(cfg, s)) for s in range(cfg.steps)),
         "betas": f"{cfg.beta1!r},{cfg.beta2!r}", "eps": repr(cfg.eps),
