@@ -25,6 +25,8 @@ PRESETS = {
     "tiny": dict(dim=64, layers=2, heads=2, kv_heads=2, hidden=176, seq=32, vocab=64, batch=4),
     "small": dict(dim=128, layers=8, heads=4, kv_heads=4, hidden=352, seq=128, vocab=96, batch=16),
     "minimind-26m": dict(dim=512, layers=8, heads=8, kv_heads=2, hidden=1408, seq=256, vocab=6400, batch=8),
+    "minimind-3": dict(dim=768, layers=8, heads=8, kv_heads=4, hidden=2432, seq=512, vocab=6400, batch=8,
+                       qk_norm=True, norm_eps=1e-6),
 }
 FFN_KINDS = ("swiglu", "relu")
 IGNORE_INDEX = -1  # tapegrad's TG_IGNORE_INDEX
@@ -58,7 +60,8 @@ def preset_config(name, ffn="swiglu"):
     """The config of one of PRESETS, as `tapegrad bench --preset NAME --ffn FFN` builds it."""
     p = PRESETS[name]
     return config(p["dim"], p["layers"], p["heads"], p["kv_heads"], p["vocab"], p["seq"],
-                  hidden=p["hidden"] if ffn == "swiglu" else 0, ffn=ffn)
+                  hidden=p["hidden"] if ffn == "swiglu" else 0, ffn=ffn, norm_eps=p.get("norm_eps", 1e-5),
+                  qk_norm=p.get("qk_norm", False))
 
 
 def parameter_shapes(cfg):

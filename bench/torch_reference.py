@@ -121,7 +121,7 @@ def describe(torch_model):
             cfg = torch_model.preset_config(name, ffn)
             rows.append(dict(preset=name, ffn=ffn, dim=cfg.dim, layers=cfg.layers, heads=cfg.heads,
                              kv_heads=cfg.kv_heads, hidden=cfg.hidden, vocab=cfg.vocab, seq=cfg.seq,
-                             batch=p["batch"], params=torch_model.param_count(cfg)))
+                             qk_norm=int(cfg.qk_norm), batch=p["batch"], params=torch_model.param_count(cfg)))
     print(json.dumps(rows))
 
 

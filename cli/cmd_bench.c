@@ -84,6 +84,7 @@ static const struct {
     [TG_PRESET_TINY] = {4, 64},
     [TG_PRESET_SMALL] = {16, 96},
     [TG_PRESET_MINIMIND_26M] = {8, 0},
+    [TG_PRESET_MINIMIND_3] = {8, 0},
 };
 _Static_assert(sizeof bench_shapes / sizeof bench_shapes[0] == TG_PRESET_COUNT, "bench shapes for every preset");
 

@@ -15,22 +15,36 @@ bool tg_ffn_kind_valid(int64_t kind) { return kind >= 0 && kind < TG_FFN_KIND_CO
 
 int64_t tg_model_swiglu_hidden(int64_t dim) { return 64 * ((8 * dim / 3 + 63) / 64); }
 
-int64_t tg_model_ffn_hidden(TgFfnKind kind, int64_t dim) {
-    return kind == TG_FFN_RELU ? 4 * dim : tg_model_swiglu_hidden(dim);
+TG_ENUM_DEFINE(TgFfnHiddenRule, tg_ffn_hidden_rule, TG_FFN_HIDDEN_RULES, TG_FFN_HIDDEN_RULE_COUNT, "FFN hidden rule")
+
+int64_t tg_model_ffn_hidden_by(TgFfnKind kind, TgFfnHiddenRule rule, int64_t dim) {
+    if (kind == TG_FFN_RELU) return 4 * dim;
+    /* MiniMind-3's math.ceil(dim * math.pi / 64) * 64, in the same double arithmetic */
+    const double pi = 3.14159265358979323846;
+    return rule == TG_FFN_HIDDEN_PI ? 64 * (int64_t)ceil((double)dim * pi / 64) : tg_model_swiglu_hidden(dim);
 }
 
-static const TgModelConfig presets[] = {
-#define PRESET_ROW(id, name, dim_, layers_, heads_, kv_heads_, hidden_, seq_, vocab_)                                  \
-    [TG_PRESET_##id] = {.dim = dim_,                                                                                   \
-                        .n_layers = layers_,                                                                           \
-                        .n_heads = heads_,                                                                             \
-                        .n_kv_heads = kv_heads_,                                                                       \
-                        .hidden = hidden_,                                                                             \
-                        .vocab = vocab_,                                                                               \
-                        .seq_len = seq_,                                                                               \
-                        .ffn = TG_FFN_SWIGLU,                                                                          \
-                        .rope_theta = 1e6,                                                                             \
-                        .norm_eps = 1e-5},
+int64_t tg_model_ffn_hidden(TgFfnKind kind, int64_t dim) {
+    return tg_model_ffn_hidden_by(kind, TG_FFN_HIDDEN_EIGHT_THIRDS, dim);
+}
+
+static const struct {
+    TgModelConfig cfg;
+    TgFfnHiddenRule rule;
+} presets[] = {
+#define PRESET_ROW(id, name, dim_, layers_, heads_, kv_heads_, hidden_, seq_, vocab_, rule_, qk_norm_, eps_)           \
+    [TG_PRESET_##id] = {{.dim = dim_,                                                                                  \
+                         .n_layers = layers_,                                                                          \
+                         .n_heads = heads_,                                                                            \
+                         .n_kv_heads = kv_heads_,                                                                      \
+                         .hidden = hidden_,                                                                            \
+                         .vocab = vocab_,                                                                              \
+                         .seq_len = seq_,                                                                              \
+                         .ffn = TG_FFN_SWIGLU,                                                                         \
+                         .rope_theta = 1e6,                                                                            \
+                         .norm_eps = eps_,                                                                             \
+                         .qk_norm = qk_norm_},                                                                         \
+                        TG_FFN_HIDDEN_##rule_},
     TG_MODEL_PRESETS(PRESET_ROW)
 #undef PRESET_ROW
 };
@@ -43,13 +57,18 @@ TgPreset tg_model_preset_find(const char *name) {
 
 TgModelConfig tg_model_preset_config(TgPreset preset) {
     TG_CHECK(preset >= 0 && preset < TG_PRESET_COUNT, "no preset %d", (int)preset);
-    return presets[preset];
+    return presets[preset].cfg;
+}
+
+TgFfnHiddenRule tg_model_preset_hidden_rule(TgPreset preset) {
+    TG_CHECK(preset >= 0 && preset < TG_PRESET_COUNT, "no preset %d", (int)preset);
+    return presets[preset].rule;
 }
 
 TgStatus tg_model_preset(const char *name, TgModelConfig *cfg) {
     TgPreset p;
     TG_TRY(tg_model_preset_parse(name, &p));
-    *cfg = presets[p];
+    *cfg = presets[p].cfg;
     return TG_OK;
 }
 

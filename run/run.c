@@ -54,6 +54,7 @@ TgStatus tg_run_resolve_config(const TgRunSpec *spec, int64_t vocab, TgModelConf
     TgModelConfig c = tg_model_preset_config(spec->preset);
     const TgModelConfig *m = &spec->model;
     bool dim_changed = m->dim > 0 && m->dim != c.dim;
+    bool rule_changed = spec->ffn_hidden_rule != tg_model_preset_hidden_rule(spec->preset);
     if (m->dim > 0) c.dim = m->dim;
     if (m->n_layers > 0) c.n_layers = m->n_layers;
     if (m->n_heads > 0) c.n_heads = m->n_heads;
@@ -62,9 +63,11 @@ TgStatus tg_run_resolve_config(const TgRunSpec *spec, int64_t vocab, TgModelConf
     if (m->seq_len > 0) c.seq_len = m->seq_len;
     if (m->rope_theta > 0) c.rope_theta = m->rope_theta;
     if (m->qk_norm) c.qk_norm = true;
+    if (m->norm_eps > 0) c.norm_eps = m->norm_eps;
     c.ffn = spec->ffn;
     if (m->hidden > 0) c.hidden = m->hidden;
-    else if (c.ffn != TG_FFN_SWIGLU || dim_changed) c.hidden = tg_model_ffn_hidden(c.ffn, c.dim);
+    else if (c.ffn != TG_FFN_SWIGLU || dim_changed || rule_changed)
+        c.hidden = tg_model_ffn_hidden_by(c.ffn, spec->ffn_hidden_rule, c.dim);
     c.vocab = vocab;
     *out = c;
     return tg_model_config_validate(&c);

@@ -87,6 +87,7 @@ TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPre
         s = tg_run_base_find(spec, req->given, &base);
         cfg = base.cfg;
         id.preset = base.id.preset, id.tokenizer = base.id.tokenizer;
+        id.ffn_hidden_rule = base.id.ffn_hidden_rule;
     } else if (spec->tokenizer.source != TG_TOKENIZER_USE_HF) {
         s = tg_fail(TG_ERR_ARG, "tapegrad sft fine-tunes a model: give `init_from` RUN (a run or checkpoint of "
                                 "tapegrad train, whose tokenizer has " TG_CHAT_IM_START " and " TG_CHAT_IM_END

@@ -132,6 +132,7 @@ static TgStatus new_text_identity(const TgRunSpec *spec, const TgRunBase *base, 
     if (base) {
         id->preset = base->id.preset;
         id->tokenizer = base->id.tokenizer;
+        id->ffn_hidden_rule = base->id.ffn_hidden_rule;
     } else if (spec->tokenizer.source == TG_TOKENIZER_FROM_PRESET) {
         id->tokenizer.source = preset_cfg->vocab > 0 ? TG_TOKENIZER_USE_BPE : TG_TOKENIZER_USE_CHAR;
     }

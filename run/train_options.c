@@ -101,6 +101,12 @@ static const TgOptSpec specs[] = {
     TG_FLAG_FFN(T, spec.ffn, "feed-forward block", SHAPE, NULL),
     TG_OPT(T, spec.model.rope_theta, "--rope-theta", TG_OPT_DOUBLE, "RoPE base",
            ((TgOptRange){1, INFINITY, true, false}), NULL, SHAPE, "the preset's"),
+    TG_OPT(T, spec.ffn_hidden_rule, "--ffn-hidden-rule", TG_OPT_ENUM,
+           "the SwiGLU hidden size of a width when --hidden is not given: eight-thirds, 64 ceil(8 dim / 3 / 64) "
+           "(MiniMind2), or pi, 64 ceil(dim pi / 64) (MiniMind-3); run.txt records it",
+           TG_OPT_ANY, TG_FFN_HIDDEN_RULE_CHOICES, ID, "the preset's"),
+    TG_OPT(T, spec.model.norm_eps, "--norm-eps", TG_OPT_DOUBLE, "RMSNorm's eps, inside the square root",
+           TG_OPT_BETWEEN(TG_MODEL_MIN_NORM_EPS, TG_MODEL_MAX_NORM_EPS), NULL, SHAPE, "the preset's"),
     TG_OPT(T, spec.model.qk_norm, "--qk-norm", TG_OPT_BOOL,
            "QK-norm: an RMSNorm over each query and key head, its gain shared by a layer's heads, before RoPE",
            TG_OPT_ANY, NULL, SHAPE, "the preset's"),
@@ -457,6 +463,7 @@ TgStatus tg_run_spec_resolve_lora(TgRunSpec *spec, char *targets, size_t cap) {
 }
 
 void tg_train_options_derive(TgTrainOptions *o) {
+    if (!given(o, "--ffn-hidden-rule")) o->spec.ffn_hidden_rule = tg_model_preset_hidden_rule(o->spec.preset);
     if (o->schedule.warmup < 0) o->schedule.warmup = o->schedule.steps / 20;
     if (o->schedule.min_lr < 0) o->schedule.min_lr = o->schedule.lr / 10;
 }
@@ -519,11 +526,13 @@ TgStatus tg_run_spec_check_base(const TgRunSpec *now_spec, TgOptSet given, const
     stored.spec.model = *base_cfg;
     stored.spec.ffn = base_cfg->ffn;
     stored.spec.preset = base->preset, stored.spec.tokenizer = base->tokenizer;
+    stored.spec.ffn_hidden_rule = base->ffn_hidden_rule;
     for (int i = 0; i < table.count; i++) {
         const TgOptSpec *spec = &table.specs[i];
         const char *setting = tg_opt_setting(spec);
         bool shape = (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(setting, "preset") == 0 ||
-                     strcmp(setting, "tokenizer") == 0 || strcmp(setting, "ffn") == 0;
+                     strcmp(setting, "tokenizer") == 0 || strcmp(setting, "ffn") == 0 ||
+                     strcmp(setting, "ffn_hidden_rule") == 0;
         if (!(given & TG_OPT_BIT(i)) || !shape || strcmp(setting, "seq_len") == 0 ||
             tg_opt_equal(&table, i, &now, &stored))
             continue;

@@ -115,6 +115,7 @@ typedef struct TgRunSpec {
     TgPreset preset;           /* TG_TRAIN_DEFAULT_PRESET */
     TgModelConfig model;       /* 0 fields: from the preset; vocab: from the tokenizer */
     TgFfnKind ffn;             /* TG_FFN_SWIGLU */
+    TgFfnHiddenRule ffn_hidden_rule; /* the preset's (tg_train_options_derive) unless given */
     const char *data_path;     /* NULL: the default corpus */
     const char *dataset;       /* a dataset folder (data/dataset.h) instead of --data; NULL: none */
     TgTokenizerChoice tokenizer; /* TG_TOKENIZER_FROM_PRESET */
@@ -187,7 +188,7 @@ TgStatus tg_run_spec_lora(const TgRunSpec *spec, TgLoraConfig *cfg);
  * nothing otherwise): lora_alpha resolved (2 x rank when 0), lora_targets in their canonical order
  * (all seven when NULL), its text in `targets` (cap 64 holds every target). */
 TgStatus tg_run_spec_resolve_lora(TgRunSpec *spec, char *targets, size_t cap);
-/* Fills warmup and min_lr when they were left to their defaults. */
+/* Fills warmup, min_lr and the FFN hidden rule (the preset's) when they were left to their defaults. */
 void tg_train_options_derive(TgTrainOptions *o);
 
 /* The options as the rooms below the CLI read them, once validated and their defaults derived

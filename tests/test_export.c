@@ -485,3 +485,44 @@ Test(export, a_qk_norm_run_keeps_its_shape_and_llama_exports_refuse_it, .init = 
     cr_expect_neq(access(nothing, F_OK), 0, "a refused export writes nothing");
     free(nothing), free(weights), free(config), free(from_plain), free(from_qk), free(qk);
 }
+
+/* MiniMind-3's family by flags: --ffn-hidden-rule pi sizes the FFN of another width as
+ * MiniMind-3 does (ceil(96 pi / 64) x 64 = 320), --norm-eps sets RMSNorm's eps; run.txt records
+ * the rule and the checkpoint the shape. The minimind-3 preset at another width takes its rule,
+ * QK-norm and eps 1e-6 along; a flag given again on a resume must agree. */
+Test(export, the_minimind_3_family_is_made_by_its_flags, .init = setup, .fini = teardown, .timeout = 120) {
+    char *out = NULL, *pi = datagen_path(dir, "pi"), *m3 = datagen_path(dir, "m3");
+    int rc = ckpt_cli(&out,
+                      "train " CKPT_TEST_FLAGS " --data %s --steps 1 --dim 96 --heads 2 --ffn-hidden-rule pi "
+                      "--norm-eps 1e-6 --out %s",
+                      corpus, pi);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt info %s", pi);
+    cr_expect(rc == 0 && strstr(out, "swiglu hidden 320,") && strstr(out, "norm eps 1e-06"), "%s", out);
+    cr_expect(!strstr(out, "QK-norm"), "%s", out);
+    free(out);
+    char *run_txt = datagen_path(pi, "run.txt"), *text = ckpt_read_text(run_txt);
+    cr_expect(strstr(text, "--ffn-hidden-rule pi\n"), "%s", text);
+    free(text), free(run_txt);
+    rc = ckpt_cli(&out, "train --resume %s --steps 2 --norm-eps 1e-5", pi);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "--norm-eps 1.0000000000000001e-05 differs from the resumed run's 9.99"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train --resume %s --steps 2 --ffn-hidden-rule eight-thirds", pi);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "--ffn-hidden-rule eight-thirds differs from the resumed run's pi"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "train --resume %s --steps 2 --ffn-hidden-rule pi --norm-eps 1e-6", pi);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out,
+                  "train --preset minimind-3 --dim 128 --heads 2 --kv-heads 1 --layers 1 --seq 16 --tokenizer char "
+                  "--data %s --steps 1 --batch 2 --threads 1 --eval-batches 1 --sample-tokens 0 --out %s",
+                  corpus, m3);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt info %s", m3);
+    cr_expect(rc == 0 && strstr(out, "with QK-norm, swiglu hidden 448,") && strstr(out, "norm eps 1e-06"), "%s", out);
+    free(out), free(pi), free(m3);
+}

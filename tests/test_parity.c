@@ -370,9 +370,10 @@ Test(parity, the_references_presets_are_tapegrads, .timeout = 300) {
             const struct {
                 const char *key;
                 int64_t value;
-            } fields[] = {{"dim", c.dim},       {"layers", c.n_layers}, {"heads", c.n_heads},
-                          {"kv_heads", c.n_kv_heads}, {"hidden", c.hidden}, {"seq", c.seq_len},
-                          {"params", tg_model_config_param_count(&c)}};
+            } fields[] = {{"dim", c.dim},         {"layers", c.n_layers},
+                          {"heads", c.n_heads},   {"kv_heads", c.n_kv_heads},
+                          {"hidden", c.hidden},   {"seq", c.seq_len},
+                          {"qk_norm", c.qk_norm}, {"params", tg_model_config_param_count(&c)}};
             for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
                 cr_expect_eq(json_int_in(object, end, fields[i].key), fields[i].value,
                              "%s with %s: the reference's %s is %lld, tapegrad's %lld", name, ffn, fields[i].key,

@@ -172,6 +172,28 @@ Test(train, minimind_26m_has_25829888_parameters) {
     tg_model_free(&m);
 }
 
+/* MiniMind-3's dense model: dim 768, 8 layers, 8 / 4 heads of 96, SwiGLU hidden by its pi rule
+ * (2432), QK-norm (gains of 96 per layer for q and k), eps 1e-6, vocab 6400, tied. */
+Test(train, minimind_3_has_63912192_parameters) {
+    TgModelConfig c;
+    cr_assert_eq(tg_model_preset("minimind-3", &c), TG_OK);
+    cr_expect(c.qk_norm);
+    cr_expect_eq(c.norm_eps, 1e-6);
+    cr_expect_eq(tg_model_config_param_count(&c), 63912192);
+    TgModel m;
+    tg_model_build(&m, &c);
+    cr_expect_eq(tg_model_param_count(&m), 63912192);
+    cr_expect_eq(m.layers[7].q_norm->numel, 96);
+    cr_expect_str_eq(m.layers[7].k_norm->name, "model.layers.7.self_attn.k_norm.weight");
+    tg_model_free(&m);
+    cr_expect_eq(tg_model_preset_hidden_rule(TG_PRESET_MINIMIND_3), TG_FFN_HIDDEN_PI);
+    /* the pi rule: ceil(dim pi / 64) x 64; eight-thirds: 64 ceil(8 dim / 3 / 64) */
+    cr_expect_eq(tg_model_ffn_hidden_by(TG_FFN_SWIGLU, TG_FFN_HIDDEN_PI, 768), 2432);
+    cr_expect_eq(tg_model_ffn_hidden_by(TG_FFN_SWIGLU, TG_FFN_HIDDEN_PI, 512), 1664);
+    cr_expect_eq(tg_model_ffn_hidden_by(TG_FFN_SWIGLU, TG_FFN_HIDDEN_EIGHT_THIRDS, 512), 1408);
+    cr_expect_eq(tg_model_ffn_hidden_by(TG_FFN_RELU, TG_FFN_HIDDEN_PI, 512), 2048);
+}
+
 /* ------------------------------------------------------------------ through the CLI */
 
 static char *scratch;

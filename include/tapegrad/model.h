@@ -42,6 +42,25 @@ TG_ENUM_DECLARE(TgFfnKind, tg_ffn_kind);
 /* Whether `kind` is one of the kinds above (a number read from a file may not be). */
 bool tg_ffn_kind_valid(int64_t kind);
 
+/* How a SwiGLU FFN's hidden size follows from the width when none is given: X(ID, "name"), giving
+ * TG_FFN_HIDDEN_<ID>. EIGHT_THIRDS: 64 ceil((8 dim / 3) / 64), MiniMind2's (1408 at dim 512); PI:
+ * 64 ceil(dim pi / 64), MiniMind-3's (2432 at 768, 1664 at 512). */
+#define TG_FFN_HIDDEN_RULES(X)                                                                                         \
+    X(EIGHT_THIRDS, "eight-thirds")                                                                                    \
+    X(PI, "pi")
+
+typedef enum {
+#define TG_FFN_HIDDEN_ENUM(id, name) TG_FFN_HIDDEN_##id,
+    TG_FFN_HIDDEN_RULES(TG_FFN_HIDDEN_ENUM)
+#undef TG_FFN_HIDDEN_ENUM
+        TG_FFN_HIDDEN_RULE_COUNT
+} TgFfnHiddenRule;
+
+/* "eight-thirds|pi": the choices, for a flag's help */
+#define TG_FFN_HIDDEN_RULE_CHOICES TG_ENUM_CHOICES(TG_FFN_HIDDEN_RULES)
+/* tg_ffn_hidden_rule_name: "eight-thirds" | "pi"; tg_ffn_hidden_rule_parse: the rule of a name */
+TG_ENUM_DECLARE(TgFfnHiddenRule, tg_ffn_hidden_rule);
+
 /* The largest model tapegrad builds. A config from flags or from a file (a checkpoint's header)
  * is refused beyond these by tg_model_config_validate before anything is allocated; with them, no
  * size computed from a config can wrap (tapegrad/limits.h has the tensor and vocabulary limits, and
@@ -150,14 +169,17 @@ typedef struct TgModel {
 } TgModel;
 
 /* The presets, one row each:
- *   X(ID, "name", dim, layers, heads, kv_heads, hidden, seq, vocab)   giving TG_PRESET_<ID>
- * vocab 0: the tokenizer's (a char tokenizer's bytes, or --vocab); a preset with a vocabulary of its
- * own trains a byte-level BPE of that size unless told otherwise. minimind-26m is MiniMind2-small:
- * 25,829,888 parameters at vocab 6400. */
-#define TG_MODEL_PRESETS(X)                                   \
-    X(TINY, "tiny", 64, 2, 2, 2, 176, 32, 0)                  \
-    X(SMALL, "small", 128, 8, 4, 4, 352, 128, 0)              \
-    X(MINIMIND_26M, "minimind-26m", 512, 8, 8, 2, 1408, 256, 6400)
+ *   X(ID, "name", dim, layers, heads, kv_heads, hidden, seq, vocab, hidden rule, qk_norm, norm eps)
+ * giving TG_PRESET_<ID>; every one has SwiGLU and RoPE theta 1e6. vocab 0: the tokenizer's (a char
+ * tokenizer's bytes, or --vocab); a preset with a vocabulary of its own trains a byte-level BPE of
+ * that size unless told otherwise. The hidden rule sizes the FFN of another width of the preset.
+ * minimind-26m is MiniMind2-small, 25,829,888 parameters at vocab 6400; minimind-3 is MiniMind-3's
+ * dense model, 63,912,192. */
+#define TG_MODEL_PRESETS(X)                                                                                            \
+    X(TINY, "tiny", 64, 2, 2, 2, 176, 32, 0, EIGHT_THIRDS, false, 1e-5)                                                \
+    X(SMALL, "small", 128, 8, 4, 4, 352, 128, 0, EIGHT_THIRDS, false, 1e-5)                                            \
+    X(MINIMIND_26M, "minimind-26m", 512, 8, 8, 2, 1408, 256, 6400, EIGHT_THIRDS, false, 1e-5)                          \
+    X(MINIMIND_3, "minimind-3", 768, 8, 8, 4, 2432, 512, 6400, PI, true, 1e-6)
 
 typedef enum {
 #define TG_PRESET_ENUM(id, ...) TG_PRESET_##id,
@@ -166,14 +188,18 @@ typedef enum {
     TG_PRESET_COUNT
 } TgPreset;
 
-/* "tiny|small|minimind-26m": the choices, for a flag's help */
+/* "tiny|small|minimind-26m|minimind-3": the choices, for a flag's help */
 #define TG_PRESET_CHOICES TG_ENUM_CHOICES(TG_MODEL_PRESETS)
 
-/* SwiGLU hidden size of a width: 64 * ceil((8*dim/3) / 64); 1408 at dim 512. */
+/* SwiGLU hidden size of a width by the eight-thirds rule: 64 * ceil((8*dim/3) / 64); 1408 at dim 512. */
 int64_t tg_model_swiglu_hidden(int64_t dim);
-/* The hidden size of an FFN of `kind` at width `dim` when none is given: SwiGLU's above, ReLU's
- * 4 * dim, which gives both the same parameter count (2 x 4d^2 = 3 x (8/3) d^2). */
+/* The hidden size of an FFN of `kind` at width `dim` when none is given: SwiGLU's by `rule`, ReLU's
+ * 4 * dim, which gives it the parameters of SwiGLU by the eight-thirds rule (2 x 4d^2 = 3 x (8/3) d^2);
+ * tg_model_ffn_hidden is the eight-thirds rule's. */
+int64_t tg_model_ffn_hidden_by(TgFfnKind kind, TgFfnHiddenRule rule, int64_t dim);
 int64_t tg_model_ffn_hidden(TgFfnKind kind, int64_t dim);
+/* The rule that sizes the FFN of another width of a preset (one below TG_PRESET_COUNT). */
+TgFfnHiddenRule tg_model_preset_hidden_rule(TgPreset preset);
 /* Fills a config from a preset name (TG_MODEL_PRESETS); TG_ERR_ARG naming the presets if unknown. */
 TgStatus tg_model_preset(const char *name, TgModelConfig *cfg);
 /* The config of a preset (one below TG_PRESET_COUNT). */
