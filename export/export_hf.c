@@ -13,6 +13,11 @@
 #include "export/convert.h"
 #include "support/path.h"
 
+TgStatus tg_export_check_hf(const TgModelConfig *cfg) {
+    if (cfg->ffn != TG_FFN_SWIGLU) return tg_export_check_llama(cfg);
+    return TG_OK; /* QK-norm: a Qwen3 model */
+}
+
 TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
     if (cfg->ffn != TG_FFN_SWIGLU)
         return tg_fail(TG_ERR_MISMATCH,
@@ -21,9 +26,11 @@ TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
                        "describe it; export its weights with `safetensors` instead",
                        tg_ffn_kind_name(cfg->ffn));
     if (cfg->qk_norm)
-        return tg_fail(TG_ERR_MISMATCH,
-                       "this model has QK-norm (an RMSNorm over each query and key head), which the Llama architecture "
-                       "has not, so no Llama config can describe it; export its weights with `safetensors` instead");
+        return tg_fail(
+            TG_ERR_MISMATCH,
+            "this model has QK-norm (an RMSNorm over each query and key head), which the Llama architecture "
+            "has not, so no Llama GGUF can describe it; export it with `hf` (a Qwen3 folder) or `safetensors` "
+            "instead");
     return TG_OK;
 }
 
@@ -76,12 +83,14 @@ static TgStatus json_file_commit(TgAtomicFile *af, TgJsonWriter *w) {
     return tg_atomic_file_commit(af);
 }
 
+/* Llama's config, or Qwen3's for a model with QK-norm (MiniMind-3's: the same keys, q_norm and
+ * k_norm in every layer, no sliding window). */
 static void llama_config(TgJsonWriter *w, const TgModelConfig *c, int32_t bos, int32_t eos) {
     tg_json_open_object(w, NULL);
     tg_json_open_array(w, "architectures");
-    tg_json_put_string(w, NULL, "LlamaForCausalLM");
+    tg_json_put_string(w, NULL, c->qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
     tg_json_close(w);
-    tg_json_put_string(w, "model_type", "llama");
+    tg_json_put_string(w, "model_type", c->qk_norm ? "qwen3" : "llama");
     tg_json_put_number(w, "hidden_size", (double)c->dim);
     tg_json_put_number(w, "intermediate_size", (double)c->hidden);
     tg_json_put_number(w, "num_hidden_layers", (double)c->n_layers);
@@ -96,7 +105,8 @@ static void llama_config(TgJsonWriter *w, const TgModelConfig *c, int32_t bos, i
     tg_json_put_number(w, "rms_norm_eps", c->norm_eps);
     tg_json_put_bool(w, "tie_word_embeddings", true);
     tg_json_put_bool(w, "attention_bias", false);
-    tg_json_put_bool(w, "mlp_bias", false);
+    if (!c->qk_norm) tg_json_put_bool(w, "mlp_bias", false);
+    if (c->qk_norm) tg_json_put_bool(w, "use_sliding_window", false);
     tg_json_put_number(w, "attention_dropout", 0.0);
     tg_json_put_number(w, "initializer_range", 0.02);
     tg_json_put_number(w, "bos_token_id", bos);
@@ -158,7 +168,7 @@ static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgCh
 TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
                          const char *source_note) {
     const TgModelConfig *c = &model->cfg;
-    TG_TRY(tg_export_check_llama(c));
+    TG_TRY(tg_export_check_hf(c));
     TG_TRY(tg_tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);

@@ -311,9 +311,9 @@ Test(export, hf_weights_start_a_run_with_their_own_tokenizer, .init = setup, .fi
     free(out), free(rotated), free(bpe), free(hf);
 }
 
-/* load_export.py reads `what` (the safetensors file, or a Hugging Face folder) into its own
- * PyTorch model: every tensor's norm and the loss on a fixed batch must be tapegrad's. */
-static void expect_pytorch_loss(const char *what) {
+/* load_export.py reads `what` (the safetensors file, or a Hugging Face folder, of `run`) into its
+ * own PyTorch model: every tensor's norm and the loss on a fixed batch must be tapegrad's. */
+static void expect_pytorch_loss_of(const char *run, const char *what) {
     char *log = datagen_path(dir, "python.log"), cmd[8192];
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 /usr/bin/python3 %s/tests/parity/load_export.py %s >%s 2>&1", TAPEGRAD_SOURCE_DIR,
              what, log);
@@ -324,7 +324,7 @@ static void expect_pytorch_loss(const char *what) {
     char ckpt[4200];
     TgModel m;
     TgCheckpointInfo info;
-    cr_assert_eq(tg_checkpoint_resolve(trained, ckpt, sizeof ckpt), TG_OK);
+    cr_assert_eq(tg_checkpoint_resolve(run, ckpt, sizeof ckpt), TG_OK);
     cr_assert_eq(ckpt_load_model(ckpt, &m, &info), TG_OK, "%s", tg_error_message());
     int norms = 0;
     double py_loss = NAN;
@@ -364,6 +364,8 @@ static void expect_pytorch_loss(const char *what) {
     free(tokens), free(targets), free(text), free(log);
     tg_model_free(&m);
 }
+
+static void expect_pytorch_loss(const char *what) { expect_pytorch_loss_of(trained, what); }
 
 Test(export, pytorch_reads_the_export_and_computes_the_same_loss, .init = setup, .fini = teardown, .timeout = 120) {
     require_torch("reading the safetensors export in PyTorch", teardown);
@@ -466,7 +468,7 @@ Test(export, a_qk_norm_run_keeps_its_shape_and_llama_exports_refuse_it, .init = 
     rc = ckpt_cli(&out, "sample --run %s --prompt 'the ' --tokens 8 --temperature 0", qk);
     cr_expect_eq(rc, 0, "%s", out);
     free(out);
-    /* the weights' config says it; the Llama exports refuse it */
+    /* the weights' config says it; the Llama GGUF refuses it */
     char *weights = datagen_path(dir, "qk-export/w.safetensors"), *config = datagen_path(dir, "qk-export/config.json");
     rc = ckpt_cli(&out, "ckpt export %s --safetensors %s", qk, weights);
     cr_expect_eq(rc, 0, "%s", out);
@@ -474,16 +476,41 @@ Test(export, a_qk_norm_run_keeps_its_shape_and_llama_exports_refuse_it, .init = 
     char *text = ckpt_read_text(config);
     cr_expect(strstr(text, "\"qk_norm\": true"), "%s", text);
     free(text);
-    const char *targets[] = {"--hf", "--gguf"};
-    for (int i = 0; i < 2; i++) {
-        rc = ckpt_cli(&out, "ckpt export %s %s %s/qk-out", qk, targets[i], dir);
-        cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
-        cr_expect(strstr(out, "has QK-norm") && strstr(out, "--safetensors"), "%s", out);
-        free(out);
-    }
-    char *nothing = datagen_path(dir, "qk-out");
+    rc = ckpt_cli(&out, "ckpt export %s --gguf %s/qk-out.gguf", qk, dir);
+    cr_expect_eq(rc, 1, "exit %d:\n%s", rc, out);
+    cr_expect(strstr(out, "has QK-norm") && strstr(out, "--hf") && strstr(out, "--safetensors"), "%s", out);
+    free(out);
+    char *nothing = datagen_path(dir, "qk-out.gguf");
     cr_expect_neq(access(nothing, F_OK), 0, "a refused export writes nothing");
     free(nothing), free(weights), free(config), free(from_plain), free(from_qk), free(qk);
+}
+
+/* A model with QK-norm leaves as a Qwen3 folder (MiniMind-3's architecture): its config.json
+ * names Qwen3ForCausalLM, its weights q_norm and k_norm; PyTorch's model read by that config
+ * alone gives tapegrad's loss. Its safetensors export, read by its own config, does too. */
+Test(export, pytorch_reads_a_qk_norm_model_as_qwen3_and_computes_the_same_loss, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    require_torch("reading a Qwen3 folder in PyTorch", teardown);
+    char *out = NULL, *qk = datagen_path(dir, "qk"), *folder = datagen_path(dir, "qwen3");
+    int rc =
+        ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --steps 6 --qk-norm --norm-eps 1e-6 --out %s", corpus, qk);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "ckpt export %s --hf %s", qk, folder);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *config = datagen_path(folder, "config.json"), *text = ckpt_read_text(config);
+    cr_expect(strstr(text, "\"Qwen3ForCausalLM\"") && strstr(text, "\"model_type\":\t\"qwen3\"") &&
+                  strstr(text, "\"rms_norm_eps\":\t1e-06") && strstr(text, "\"head_dim\":\t32"),
+              "%s", text);
+    free(text), free(config);
+    expect_pytorch_loss_of(qk, folder);
+    char *weights = datagen_path(dir, "qk-st/model.safetensors");
+    rc = ckpt_cli(&out, "ckpt export %s --safetensors %s", qk, weights);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    expect_pytorch_loss_of(qk, weights);
+    free(weights), free(folder), free(qk);
 }
 
 /* MiniMind-3's family by flags: --ffn-hidden-rule pi sizes the FFN of another width as

@@ -4,8 +4,8 @@
 usage: /usr/bin/python3 tests/parity/load_export.py MODEL.safetensors   (`--safetensors` export)
        /usr/bin/python3 tests/parity/load_export.py DIR                 (`--hf DIR` export)
 
-Reads config.json (beside the file: tapegrad's own keys; in DIR: the Hugging Face Llama keys,
-hidden_size, num_hidden_layers, ..., and nothing else) and the safetensors file by hand (8-byte
+Reads config.json (beside the file: tapegrad's own keys; in DIR: the Hugging Face Llama or Qwen3
+keys, hidden_size, num_hidden_layers, ..., and nothing else) and the safetensors file by hand (8-byte
 little-endian header length, JSON header, data buffer; this torch has no `safetensors`
 package), checks that it holds exactly the tensors of that config under the Llama/MiniMind names
 with their shapes, then runs tapegrad's model in PyTorch (bench/torch_model.py) on a fixed
@@ -52,19 +52,27 @@ def tapegrad_config(path):
     return types.SimpleNamespace(ffn=config["ffn"],
         dim=config["dim"], layers=config["n_layers"], heads=config["n_heads"], kv_heads=config["n_kv_heads"],
         hidden=config["hidden_dim"], vocab=config["vocab_size"], seq=config["max_seq_len"],
-        rope_theta=config["rope_theta"], norm_eps=config["norm_eps"])
+        rope_theta=config["rope_theta"], norm_eps=config["norm_eps"], qk_norm=config.get("qk_norm", False))
+
+
+# The Hugging Face architectures read here: Llama, and Qwen3 (Llama's layers with an RMSNorm of
+# head_dim over each query and key head, q_norm and k_norm, before RoPE: MiniMind-3's QK-norm).
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
 def llama_config(folder):
     with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)
-    if (config["model_type"] != "llama" or config["architectures"] != ["LlamaForCausalLM"] or config["hidden_act"] != "silu"
-            or not config["tie_word_embeddings"] or config.get("attention_bias") or config.get("mlp_bias")):
-        sys.exit(f"not a plain Llama config with a tied head: {config}")
+    kind = config["model_type"]
+    if (config["architectures"] != [ARCHITECTURES.get(kind)] or config["hidden_act"] != "silu"
+            or not config["tie_word_embeddings"] or config.get("attention_bias") or config.get("mlp_bias")
+            or config.get("use_sliding_window")):
+        sys.exit(f"not a plain Llama or Qwen3 config with a tied head: {config}")
     cfg = types.SimpleNamespace(
         ffn="swiglu", dim=config["hidden_size"], layers=config["num_hidden_layers"], heads=config["num_attention_heads"],
         kv_heads=config["num_key_value_heads"], hidden=config["intermediate_size"], vocab=config["vocab_size"],
-        seq=config["max_position_embeddings"], rope_theta=config["rope_theta"], norm_eps=config["rms_norm_eps"])
+        seq=config["max_position_embeddings"], rope_theta=config["rope_theta"], norm_eps=config["rms_norm_eps"],
+        qk_norm=kind == "qwen3")
     if config.get("head_dim", cfg.dim // cfg.heads) != cfg.dim // cfg.heads:
         sys.exit("head_dim is not hidden_size / num_attention_heads")
     return cfg
