@@ -62,21 +62,34 @@ static void array_head(Buf *b, const char *k, uint32_t elem_type, uint64_t n) {
     put_u64(b, n);
 }
 
+/* llama.cpp's architecture of the model: llama, or qwen3 for one with QK-norm (MiniMind-3's),
+ * whose RoPE llama.cpp applies to the halves (i, i + hd/2) as tapegrad does (NEOX order): its q
+ * and k rows stay as they are, where llama's are permuted into pairs (2i, 2i + 1). */
+static const char *architecture(const TgModelConfig *c) { return c->qk_norm ? "qwen3" : "llama"; }
+
 static void put_model_metadata(Buf *b, const TgModelConfig *c, TgGgufWeights weights) {
     static const uint32_t file_types[] = {[TG_GGUF_WEIGHTS_F32] = 0, [TG_GGUF_WEIGHTS_F16] = 1, [TG_GGUF_WEIGHTS_Q8_0] = 7};
-    kv_str(b, "general.architecture", "llama");
+    const char *arch = architecture(c);
+    char k[96];
+#define ARCH_KEY(name) (snprintf(k, sizeof k, "%s." name, arch), k)
+    kv_str(b, "general.architecture", arch);
     kv_str(b, "general.name", "tapegrad");
     kv_u32(b, "general.file_type", file_types[weights]);
-    kv_u32(b, "llama.context_length", (uint32_t)c->seq_len);
-    kv_u32(b, "llama.embedding_length", (uint32_t)c->dim);
-    kv_u32(b, "llama.block_count", (uint32_t)c->n_layers);
-    kv_u32(b, "llama.feed_forward_length", (uint32_t)c->hidden);
-    kv_u32(b, "llama.attention.head_count", (uint32_t)c->n_heads);
-    kv_u32(b, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    kv_u32(b, "llama.rope.dimension_count", (uint32_t)(c->dim / c->n_heads));
-    kv_f32(b, "llama.rope.freq_base", (float)c->rope_theta);
-    kv_f32(b, "llama.attention.layer_norm_rms_epsilon", (float)c->norm_eps);
-    kv_u32(b, "llama.vocab_size", (uint32_t)c->vocab);
+    kv_u32(b, ARCH_KEY("context_length"), (uint32_t)c->seq_len);
+    kv_u32(b, ARCH_KEY("embedding_length"), (uint32_t)c->dim);
+    kv_u32(b, ARCH_KEY("block_count"), (uint32_t)c->n_layers);
+    kv_u32(b, ARCH_KEY("feed_forward_length"), (uint32_t)c->hidden);
+    kv_u32(b, ARCH_KEY("attention.head_count"), (uint32_t)c->n_heads);
+    kv_u32(b, ARCH_KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    if (c->qk_norm) { /* qwen3: the head size, which need not be embedding_length / head_count */
+        kv_u32(b, ARCH_KEY("attention.key_length"), (uint32_t)(c->dim / c->n_heads));
+        kv_u32(b, ARCH_KEY("attention.value_length"), (uint32_t)(c->dim / c->n_heads));
+    }
+    kv_u32(b, ARCH_KEY("rope.dimension_count"), (uint32_t)(c->dim / c->n_heads));
+    kv_f32(b, ARCH_KEY("rope.freq_base"), (float)c->rope_theta);
+    kv_f32(b, ARCH_KEY("attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
+    kv_u32(b, ARCH_KEY("vocab_size"), (uint32_t)c->vocab);
+#undef ARCH_KEY
 }
 
 static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const TgChatTokens *chat) {
@@ -148,14 +161,17 @@ static int plan_tensors(const TgModel *m, TgGgufWeights weights, GgufTensor *out
     int n = 0;
 #define ADD(tensor, heads_, ...) \
     (snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__), out[n].t = (tensor), out[n].heads = (heads_), n++)
+    bool pairs = !m->cfg.qk_norm; /* llama's RoPE pairs (architecture above) */
     ADD(m->embed, 0, "token_embd.weight");
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         const TgLayerParams *p = &m->layers[l];
         ADD(p->attn_norm, 0, "blk.%lld.attn_norm.weight", (long long)l);
-        ADD(p->wq, m->cfg.n_heads, "blk.%lld.attn_q.weight", (long long)l);
-        ADD(p->wk, m->cfg.n_kv_heads, "blk.%lld.attn_k.weight", (long long)l);
+        ADD(p->wq, pairs ? m->cfg.n_heads : 0, "blk.%lld.attn_q.weight", (long long)l);
+        ADD(p->wk, pairs ? m->cfg.n_kv_heads : 0, "blk.%lld.attn_k.weight", (long long)l);
         ADD(p->wv, 0, "blk.%lld.attn_v.weight", (long long)l);
         ADD(p->wo, 0, "blk.%lld.attn_output.weight", (long long)l);
+        if (p->q_norm) ADD(p->q_norm, 0, "blk.%lld.attn_q_norm.weight", (long long)l);
+        if (p->k_norm) ADD(p->k_norm, 0, "blk.%lld.attn_k_norm.weight", (long long)l);
         ADD(p->ffn_norm, 0, "blk.%lld.ffn_norm.weight", (long long)l);
         ADD(p->w1, 0, "blk.%lld.ffn_gate.weight", (long long)l);
         ADD(p->w3, 0, "blk.%lld.ffn_up.weight", (long long)l);
@@ -249,7 +265,7 @@ TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, cons
     TG_TRY(tg_tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);
-    int n_tensors = (int)(2 + 9 * c->n_layers);
+    int n_tensors = (int)(2 + (c->qk_norm ? 11 : 9) * c->n_layers);
     GgufTensor *ts = tg_calloc((size_t)n_tensors, sizeof *ts);
     TG_CHECK(plan_tensors(model, weights, ts) == n_tensors, "tensor count");
     Buf meta = {0};
@@ -306,7 +322,7 @@ TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path, bo
             const TgLoraPair *pair = &lora->pairs[l * TG_LORA_TARGET_COUNT + t];
             if (!pair->a) continue;
             /* B's rows are the weight's output rows: q and k take the base export's RoPE permutation */
-            int64_t heads = t == TG_LORA_Q ? c->n_heads : t == TG_LORA_K ? c->n_kv_heads : 0;
+            int64_t heads = c->qk_norm ? 0 : t == TG_LORA_Q ? c->n_heads : t == TG_LORA_K ? c->n_kv_heads : 0;
             snprintf(ts[n].name, sizeof ts[n].name, "blk.%lld.%s.weight.lora_a", (long long)l, gguf_target_name(t));
             ts[n++].t = pair->a;
             snprintf(ts[n].name, sizeof ts[n].name, "blk.%lld.%s.weight.lora_b", (long long)l, gguf_target_name(t));
@@ -315,7 +331,7 @@ TgStatus tg_model_export_gguf_adapter(const TgModel *model, const char *path, bo
         }
     place_tensors(ts, n, TG_GGUF_WEIGHTS_F32);
     Buf meta = {0};
-    kv_str(&meta, "general.architecture", "llama");
+    kv_str(&meta, "general.architecture", architecture(c));
     kv_str(&meta, "general.type", "adapter");
     kv_str(&meta, "general.name", "tapegrad LoRA");
     kv_str(&meta, "adapter.type", "lora");

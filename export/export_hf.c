@@ -13,11 +13,6 @@
 #include "export/convert.h"
 #include "support/path.h"
 
-TgStatus tg_export_check_hf(const TgModelConfig *cfg) {
-    if (cfg->ffn != TG_FFN_SWIGLU) return tg_export_check_llama(cfg);
-    return TG_OK; /* QK-norm: a Qwen3 model */
-}
-
 TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
     if (cfg->ffn != TG_FFN_SWIGLU)
         return tg_fail(TG_ERR_MISMATCH,
@@ -25,12 +20,6 @@ TgStatus tg_export_check_llama(const TgModelConfig *cfg) {
                        "transformers and llama.cpp run has SwiGLU, w2(silu(w1 x) * w3 x), so no Llama config can "
                        "describe it; export its weights with `safetensors` instead",
                        tg_ffn_kind_name(cfg->ffn));
-    if (cfg->qk_norm)
-        return tg_fail(
-            TG_ERR_MISMATCH,
-            "this model has QK-norm (an RMSNorm over each query and key head), which the Llama architecture "
-            "has not, so no Llama GGUF can describe it; export it with `hf` (a Qwen3 folder) or `safetensors` "
-            "instead");
     return TG_OK;
 }
 
@@ -168,7 +157,7 @@ static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgCh
 TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
                          const char *source_note) {
     const TgModelConfig *c = &model->cfg;
-    TG_TRY(tg_export_check_hf(c));
+    TG_TRY(tg_export_check_llama(c));
     TG_TRY(tg_tokenizer_hf_check_exportable(tok));
     if (tok->vocab_size != c->vocab)
         return tg_fail(TG_ERR_MISMATCH, "the tokenizer has %d ids, the model %lld", (int)tok->vocab_size, (long long)c->vocab);

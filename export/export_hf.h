@@ -29,11 +29,9 @@
 #include "tokenizer/tokenizer_hf.h"
 #include "run/output_check.h"
 
-/* TG_ERR_MISMATCH with the reason when the model is not a Llama model (a ReLU FFN, QK-norm): the
- * GGUF's check; and when no Hugging Face config describes it (a ReLU FFN): a model with QK-norm is
- * a Qwen3 one there. */
+/* TG_ERR_MISMATCH with the reason when no Llama (or, with QK-norm, Qwen3) config describes the
+ * model (a ReLU FFN). */
 TgStatus tg_export_check_llama(const TgModelConfig *cfg);
-TgStatus tg_export_check_hf(const TgModelConfig *cfg);
 
 /* The names of the files the folder gets. */
 #define TG_EXPORT_HF_FILES {"config.json", "model.safetensors", "generation_config.json", TG_TOKENIZER_HF_FILE, "tokenizer_config.json"}

@@ -341,9 +341,10 @@ static double compare_logprobs(const cJSON *json, const double *ours, int64_t n,
     return worst;
 }
 
-Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .fini = teardown, .timeout = 300) {
-    require_clients("llama.cpp on the GGUF export", teardown);
-    char *run = make_run("bpe", "--tokenizer bpe --vocab 600 --lr 1e-2 --seq 48", 300), args[8400];
+/* llama.cpp runs the GGUF export of `run` (n_kinds of the weight types below) as tapegrad's model
+ * does: the log-probabilities of the prompt, and with F32 the 20 greedy tokens and the tokenizer. */
+static void expect_llama_cpp_runs_as_tapegrad(char *run, size_t n_kinds) {
+    char args[8400];
     TgRun r;
     int32_t ids[64];
     char prompt_json[1024];
@@ -364,7 +365,7 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
         double bound;
         bool greedy;
     } kinds[] = {{"f32", 2e-5, true}, {"f16", 1e-2, false}, {"q8_0", 1e-1, false}};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    for (size_t k = 0; k < n_kinds; k++) {
         char *gguf = datagen_path(dir, "model.gguf"), *out = NULL;
         int rc = ckpt_cli(&out, "ckpt export %s --gguf %s --gguf-type %s --force", run, gguf, kinds[k].type);
         cr_assert_eq(rc, 0, "%s", out);
@@ -388,8 +389,25 @@ Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .f
         cJSON_Delete(json);
         free(gguf);
     }
-    free(ours), free(request), free(run);
+    free(ours), free(request);
     tg_run_close(&r);
+}
+
+Test(clients, llama_cpp_runs_the_gguf_export_as_tapegrad_does, .init = setup, .fini = teardown, .timeout = 300) {
+    require_clients("llama.cpp on the GGUF export", teardown);
+    char *run = make_run("bpe", "--tokenizer bpe --vocab 600 --lr 1e-2 --seq 48", 300);
+    expect_llama_cpp_runs_as_tapegrad(run, 3);
+    free(run);
+}
+
+/* A model with QK-norm is llama.cpp's qwen3 (MiniMind-3's architecture): its q and k rows as
+ * tapegrad has them (qwen3's RoPE takes the halves), attn_q_norm and attn_k_norm; F32 only (the
+ * rounding of the other types is the same as above). */
+Test(clients, llama_cpp_runs_the_gguf_of_a_qk_norm_model_as_qwen3, .init = setup, .fini = teardown, .timeout = 300) {
+    require_clients("llama.cpp on the qwen3 GGUF export", teardown);
+    char *run = make_run("qk", "--tokenizer bpe --vocab 600 --lr 1e-2 --seq 48 --qk-norm --norm-eps 1e-6", 300);
+    expect_llama_cpp_runs_as_tapegrad(run, 1);
+    free(run);
 }
 
 /* ---- a LoRA adapter in llama.cpp ---------------------------------------------------------- */
