@@ -8,6 +8,7 @@
 #   bash bench/compare.sh                        # small and minimind-26m, 2 rounds, 2 threads, every path
 #   ROUNDS=1 PRESETS=tiny STEPS=2 bash bench/compare.sh       # a quick look
 #   ROUNDS=3 PRESETS=small PATHS=avx2 bash bench/compare.sh
+#   ROUNDS=1 PRESETS=minimind-3 bash bench/compare.sh         # MiniMind-3's dense model, QK-norm on both sides
 #   PRECISIONS=bf16 PATHS=avx512bf16 bash bench/compare.sh     # the bf16 tables of one path only
 #   FFNS="swiglu relu" bash bench/compare.sh                   # the ReLU FFN too
 #

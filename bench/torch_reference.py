@@ -47,7 +47,7 @@ OPENBLAS_RANK = {
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="small", help="tiny, small or minimind-26m (default small)")
+    p.add_argument("--preset", default="small", help="tiny, small, minimind-26m or minimind-3 (default small)")
     p.add_argument("--ffn", default="swiglu", help="swiglu or relu (relu: hidden 4 x dim, as tapegrad bench)")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
