@@ -417,11 +417,12 @@ Test(clients, llama_cpp_runs_the_gguf_of_a_qk_norm_model_as_qwen3, .init = setup
  * log-probabilities of tapegrad's merged model. llama.cpp computes W x + (alpha / r) B (A x)
  * where the merged model has (W + (alpha / r) B A) x: the two differ in rounding only. Bounds
  * per base type as for the base alone (the adapter stays F32); measured in tests/clients/README.md. */
-Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .init = setup, .fini = teardown,
-     .timeout = 300) {
-    require_clients("llama.cpp with the GGUF LoRA adapter", teardown);
-    const char *flags = "--tokenizer bpe --vocab 600 --seq 48";
-    char *base = make_run("lora-base", "--tokenizer bpe --vocab 600 --seq 48 --lr 1e-2", 60);
+/* The check above for a base trained with `flags` (its shape and tokenizer), on n_kinds weight
+ * types of its GGUF. */
+static void expect_llama_cpp_applies_the_adapter(const char *flags, size_t n_kinds) {
+    char base_flags[512];
+    snprintf(base_flags, sizeof base_flags, "%s --lr 1e-2", flags);
+    char *base = make_run("lora-base", base_flags, 60);
     char *weights = datagen_path(dir, "base.safetensors"), *lora = datagen_path(dir, "lora-run");
     char *adapter = datagen_path(dir, "adapter.gguf"), *out = NULL, args[8400];
     int rc = ckpt_cli(&out, "ckpt export %s --safetensors %s", base, weights);
@@ -447,7 +448,7 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
         const char *type;
         double bound;
     } kinds[] = {{"f32", 5e-5}, {"f16", 1e-2}, {"q8_0", 1e-1}};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    for (size_t k = 0; k < n_kinds; k++) {
         char *gguf = datagen_path(dir, "base.gguf");
         rc = ckpt_cli(&out, "ckpt export %s --gguf %s --gguf-type %s --force", base, gguf, kinds[k].type);
         cr_assert_eq(rc, 0, "%s", out);
@@ -474,6 +475,20 @@ Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .in
     cr_expect_leq(apart, 1e-5, "merged and adapted log-probabilities differ by %g", apart);
     free(adapted), free(merged), free(request), free(base), free(weights), free(lora), free(adapter);
     tg_run_close(&r);
+}
+
+Test(clients, llama_cpp_applies_the_gguf_lora_adapter_as_tapegrad_merges_it, .init = setup, .fini = teardown,
+     .timeout = 300) {
+    require_clients("llama.cpp with the GGUF LoRA adapter", teardown);
+    expect_llama_cpp_applies_the_adapter("--tokenizer bpe --vocab 600 --seq 48", 3);
+}
+
+/* The same on a base with QK-norm, llama.cpp's qwen3, whose adapters' q and k rows stay unpermuted
+ * as its weights' do (F32). */
+Test(clients, llama_cpp_applies_the_gguf_lora_adapter_of_a_qk_norm_base, .init = setup, .fini = teardown,
+     .timeout = 300) {
+    require_clients("llama.cpp with the GGUF LoRA adapter of a qwen3 base", teardown);
+    expect_llama_cpp_applies_the_adapter("--tokenizer bpe --vocab 600 --seq 48 --qk-norm --norm-eps 1e-6", 1);
 }
 
 /* ---- the chat template ------------------------------------------------------------------ */
