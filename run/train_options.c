@@ -498,26 +498,43 @@ TgStatus tg_run_spec_read(const char *path, TgRunSpec *spec, TgOptStrings *strin
     return s;
 }
 
+/* The first setting given now (`given`) of those `compared` picks whose value in `now` is not the
+ * one in `stored`: its row (-1: none), its two values as text in value and was (cap each). */
+static int first_difference(TgOptSet given, bool (*compared)(const TgOptSpec *), const TgTrainOptions *now,
+                            const TgTrainOptions *stored, char *value, char *was, size_t cap) {
+    for (int i = 0; i < table.count; i++) {
+        if (!(given & TG_OPT_BIT(i)) || !compared(&table.specs[i]) || tg_opt_equal(&table, i, now, stored)) continue;
+        tg_opt_format(&table, i, now, value, cap);
+        tg_opt_format(&table, i, stored, was, cap);
+        return i;
+    }
+    return -1;
+}
+
+static bool identity_or_shape(const TgOptSpec *spec) {
+    return (spec->group & (TG_TRAIN_OPT_IDENTITY | TG_TRAIN_OPT_SHAPE)) != 0;
+}
+
+/* What a run started from a base keeps: its shape (seq_len aside), preset, tokenizer and FFN. */
+static bool kept_from_base(const TgOptSpec *spec) {
+    const char *setting = tg_opt_setting(spec);
+    if (strcmp(setting, "seq_len") == 0) return false;
+    return (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(setting, "preset") == 0 || strcmp(setting, "tokenizer") == 0 ||
+           strcmp(setting, "ffn") == 0 || strcmp(setting, "ffn_hidden_rule") == 0;
+}
+
 TgStatus tg_run_spec_check_resumed(const TgRunSpec *now_spec, TgOptSet given, const TgRunSpec *stored_spec) {
     TgTrainOptions now = options_of(now_spec, NULL), stored = options_of(stored_spec, NULL);
-    char now_targets[64], stored_targets[64];
+    char now_targets[64], stored_targets[64], value[2048], was[2048];
     if (!(given & TG_OPT_BIT(tg_opt_find_setting(&table, "lora_rank")))) now.spec.lora_rank = stored.spec.lora_rank;
     TG_TRY(tg_run_spec_resolve_lora(&now.spec, now_targets, sizeof now_targets));
     TG_TRY(tg_run_spec_resolve_lora(&stored.spec, stored_targets, sizeof stored_targets));
-    for (int i = 0; i < table.count; i++) {
-        if (!(given & TG_OPT_BIT(i)) || !(table.specs[i].group & (TG_TRAIN_OPT_IDENTITY | TG_TRAIN_OPT_SHAPE)))
-            continue;
-        if (tg_opt_equal(&table, i, &now, &stored)) continue;
-        char value[2048], was[2048];
-        tg_opt_format(&table, i, &now, value, sizeof value);
-        tg_opt_format(&table, i, &stored, was, sizeof was);
-        if (!was[0]) snprintf(was, sizeof was, "(none)");
-        return tg_fail(
-            TG_ERR_ARG,
-            "%s %s differs from the resumed run's %s; drop the flag or start a new run with another `out_dir`",
-            table.specs[i].flag, value, was);
-    }
-    return TG_OK;
+    int i = first_difference(given, identity_or_shape, &now, &stored, value, was, sizeof value);
+    if (i < 0) return TG_OK;
+    if (!was[0]) snprintf(was, sizeof was, "(none)");
+    return tg_fail(TG_ERR_ARG,
+                   "%s %s differs from the resumed run's %s; drop the flag or start a new run with another `out_dir`",
+                   table.specs[i].flag, value, was);
 }
 
 TgStatus tg_run_spec_check_base(const TgRunSpec *now_spec, TgOptSet given, const TgRunSpec *base,
@@ -527,25 +544,13 @@ TgStatus tg_run_spec_check_base(const TgRunSpec *now_spec, TgOptSet given, const
     stored.spec.ffn = base_cfg->ffn;
     stored.spec.preset = base->preset, stored.spec.tokenizer = base->tokenizer;
     stored.spec.ffn_hidden_rule = base->ffn_hidden_rule;
-    for (int i = 0; i < table.count; i++) {
-        const TgOptSpec *spec = &table.specs[i];
-        const char *setting = tg_opt_setting(spec);
-        bool shape = (spec->group & TG_TRAIN_OPT_SHAPE) || strcmp(setting, "preset") == 0 ||
-                     strcmp(setting, "tokenizer") == 0 || strcmp(setting, "ffn") == 0 ||
-                     strcmp(setting, "ffn_hidden_rule") == 0;
-        if (!(given & TG_OPT_BIT(i)) || !shape || strcmp(setting, "seq_len") == 0 ||
-            tg_opt_equal(&table, i, &now, &stored))
-            continue;
-        char value[256], was[256];
-        tg_opt_format(&table, i, &now, value, sizeof value);
-        tg_opt_format(&table, i, &stored, was, sizeof was);
-        return tg_fail(
-            TG_ERR_ARG,
-            "%s %s differs from the %s of `init_from` %s: a run started from it keeps the base model's shape "
-            "and tokenizer; drop %s",
-            spec->flag, value, was, name, spec->flag);
-    }
-    return TG_OK;
+    char value[2048], was[2048];
+    int i = first_difference(given, kept_from_base, &now, &stored, value, was, sizeof value);
+    if (i < 0) return TG_OK;
+    return tg_fail(TG_ERR_ARG,
+                   "%s %s differs from the %s of `init_from` %s: a run started from it keeps the base model's shape "
+                   "and tokenizer; drop %s",
+                   table.specs[i].flag, value, was, name, table.specs[i].flag);
 }
 
 TgStatus tg_train_schedule_save(const char *dir, const TgTrainSchedule *schedule) {
