@@ -113,7 +113,8 @@ static TgStatus windows_from_store(Windows *w, const TgTokenStore *s) {
     return st;
 }
 
-/* Any sources, encoded with the run's tokenizer document by document, <eot> after each. */
+/* Any sources, encoded with the run's tokenizer document by document as prepare frames them: <eot>
+ * after each (and the BOS before each, with a tokenizer that has one). */
 static TgStatus windows_from_sources(Windows *w, const char *path, const char *text_field) {
     TgSourceList list;
     TG_TRY(tg_sources_list(path, &list));
@@ -122,21 +123,25 @@ static TgStatus windows_from_sources(Windows *w, const char *path, const char *t
     tg_doc_reader_open(&reader, &list, &dopt);
     int32_t *ids = NULL;
     size_t cap = 0;
+    bool in_doc = false;
     TgStatus st;
     for (;;) {
         TgDocPiece piece;
         bool got;
         st = tg_doc_reader_next(&reader, &piece, &got);
         if (st != TG_OK || !got) break;
-        size_t need = tg_tokenizer_max_ids(w->tok, piece.len) + 1, n;
+        size_t need = tg_tokenizer_max_ids(w->tok, piece.len) + 2, n;
         if (need > cap) ids = tg_realloc(ids, (cap = need) * sizeof *ids);
-        st = tg_tokenizer_encode(w->tok, piece.text, piece.len, ids, need, &n);
+        int32_t *doc = ids + 1; /* ids[0]: room for the BOS */
+        st = tg_tokenizer_encode(w->tok, piece.text, piece.len, doc, need - 1, &n);
         if (st != TG_OK) {
             st = tg_fail_context(st, "%s cannot be encoded with the run's tokenizer", path);
             break;
         }
-        if (piece.doc_end && (n == 0 || ids[n - 1] != w->tok->eot_id)) ids[n++] = w->tok->eot_id;
-        windows_add(w, ids, n);
+        if (w->tok->has_bos && !in_doc && (n == 0 || doc[0] != w->tok->bos_id)) *--doc = w->tok->bos_id, n++;
+        if (piece.doc_end && (n == 0 || doc[n - 1] != w->tok->eot_id)) doc[n++] = w->tok->eot_id;
+        in_doc = !piece.doc_end;
+        windows_add(w, doc, n);
     }
     free(ids);
     tg_doc_reader_close(&reader);

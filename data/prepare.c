@@ -248,7 +248,7 @@ static TgStatus train_tokenizer(const TgPrepareOptions *opt, TgSourceList *list,
 typedef struct {
     size_t offset, len; /* in the batch's text */
     size_t out, n_out;  /* in the batch's ids */
-    bool doc_end;
+    bool doc_start, doc_end;
 } BatchPiece;
 
 typedef struct {
@@ -260,6 +260,7 @@ typedef struct {
     BatchPiece *pieces;
     size_t n, cap;
     atomic_size_t next;
+    bool in_doc;                                  /* the last piece added did not end its document */
     TgChunkCache *caches[TG_PREPARE_MAX_THREADS]; /* one a thread, for the whole pass */
 } Batch;
 
@@ -276,7 +277,8 @@ static TgStatus batch_add(Batch *b, const TgDocPiece *p) {
     }
     memcpy(b->text + b->text_len, p->text, p->len);
     size_t room = tg_tokenizer_max_ids(b->tok, p->len);
-    b->pieces[b->n++] = (BatchPiece){b->text_len, p->len, b->ids_len, 0, p->doc_end};
+    b->pieces[b->n++] = (BatchPiece){b->text_len, p->len, b->ids_len, 0, !b->in_doc, p->doc_end};
+    b->in_doc = !p->doc_end;
     b->text_len += p->len;
     b->ids_len += room;
     return TG_OK;
@@ -296,7 +298,8 @@ static void encode_pieces(void *ctx, int64_t begin, int64_t end, int thread) {
     }
 }
 
-/* Encodes the batch and appends its ids, an <eot> after each document that does not end in one. */
+/* Encodes the batch and appends its ids, an <eot> after each document that does not end in one
+ * (and, with a tokenizer that frames documents, a BOS before each that does not start with it). */
 static TgStatus flush_batch(Batch *b, TgPool *pool, TgTokfileWriter *w) {
     if (b->n == 0) return TG_OK;
     if (b->ids_cap < b->ids_len) {
@@ -306,9 +309,11 @@ static TgStatus flush_batch(Batch *b, TgPool *pool, TgTokfileWriter *w) {
     atomic_store(&b->next, 0);
     int threads = tg_pool_threads(pool);
     tg_pool_parallel_for(threads > 1 ? pool : NULL, threads, encode_pieces, b);
-    const int32_t eot = b->tok->eot_id;
+    const int32_t eot = b->tok->eot_id, bos = b->tok->bos_id;
     for (size_t i = 0; i < b->n; i++) {
         const BatchPiece *p = &b->pieces[i];
+        if (b->tok->has_bos && p->doc_start && (p->n_out == 0 || b->ids[p->out] != bos))
+            TG_TRY(tg_tokfile_writer_append(w, &bos, 1));
         TG_TRY(tg_tokfile_writer_append(w, b->ids + p->out, p->n_out));
         if (p->doc_end && (p->n_out == 0 || b->ids[p->out + p->n_out - 1] != eot)) TG_TRY(tg_tokfile_writer_append(w, &eot, 1));
     }

@@ -7,9 +7,11 @@
  * (the output does not depend on their number: each piece is encoded alone and the results are
  * joined in order; each thread keeps the ids of the chunks it merged, about 8,000 of the first it
  * meets, and copies them when they come again), and appends them to train.tok as they come. An imported tokenizer
- * (tokenizer_json, or a run's tokenizer_file) needs only the second pass. Each document ends with exactly one <eot>: it is
- * appended unless the document's own last token already is one (a text ending in
- * "<|endoftext|>"); named special tokens in the text are single ids.
+ * (tokenizer_json, or a run's tokenizer_file) needs only the second pass. Each document ends with exactly one <eot>: it
+ * is appended unless the document's own last token already is one (a text ending in
+ * "<|endoftext|>"); named special tokens in the text are single ids. An imported tokenizer that
+ * frames documents (tokenizer/tokenizer_hf.h: MiniMind's, with its tokenizer_config.json) puts its
+ * BOS before each document too, unless the text starts with it: BOS + text + EOS, its <eot> the EOS.
  *
  * The split: the LAST val_fraction of the token stream (rounded to the nearest token) is val.tok,
  * the rest train.tok; each must hold at least seq_len + 1 tokens, or preparation is refused with

@@ -118,7 +118,7 @@ static TgStatus render(TaskReader *r, const char *context, size_t context_len, c
         size_t n_context = 0, n_text = 0;
         if (context) TG_TRY(encode_plain(r, context, context_len, 1, &n_context));
         TG_TRY(encode_plain(r, text, len, 1 + n_context, &n_text));
-        r->scratch[0] = r->enc->tok->eot_id;
+        r->scratch[0] = tg_tokenizer_doc_start(r->enc->tok);
         *ids = r->scratch, *n = 1 + n_context + n_text, *from = 1 + n_context;
         return TG_OK;
     }

@@ -116,7 +116,7 @@ static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const TgChatT
         put(b, r, strlen(r));
         free(l), free(r);
     }
-    kv_u32(b, "tokenizer.ggml.bos_token_id", (uint32_t)tok->eot_id);
+    kv_u32(b, "tokenizer.ggml.bos_token_id", (uint32_t)tg_tokenizer_doc_start(tok));
     kv_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)(chat ? chat->im_end : tok->eot_id));
     kv_bool(b, "tokenizer.ggml.add_bos_token", false);
     kv_bool(b, "tokenizer.ggml.add_eos_token", false);

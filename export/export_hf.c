@@ -106,26 +106,27 @@ static void llama_config(TgJsonWriter *w, const TgModelConfig *c, int32_t bos, i
 }
 
 /* A chat model stops at <|im_end|>, and at <eot> too. */
-static void generation_config(TgJsonWriter *w, int32_t eot, const TgChatTokens *chat) {
+static void generation_config(TgJsonWriter *w, int32_t bos, int32_t eot, const TgChatTokens *chat) {
     tg_json_open_object(w, NULL);
     tg_json_put_bool(w, "_from_model_config", true);
-    tg_json_put_number(w, "bos_token_id", eot);
-    if (chat) {
+    tg_json_put_number(w, "bos_token_id", bos);
+    if (chat && chat->im_end != eot) {
         tg_json_open_array(w, "eos_token_id");
         tg_json_put_number(w, NULL, chat->im_end);
         tg_json_put_number(w, NULL, eot);
         tg_json_close(w);
     } else {
-        tg_json_put_number(w, "eos_token_id", eot);
+        tg_json_put_number(w, "eos_token_id", eot); /* the EOS of a tokenizer that frames documents is <|im_end|> */
     }
     tg_json_close(w);
 }
 
 static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgChatTokens *chat, int64_t seq_len) {
-    char *eot = tg_tokenizer_hf_token_text(tok, tok->eot_id);
+    char *eot = tg_tokenizer_hf_token_text(tok, tok->eot_id),
+         *bos = tg_tokenizer_hf_token_text(tok, tg_tokenizer_doc_start(tok));
     tg_json_open_object(w, NULL);
     tg_json_put_string(w, "tokenizer_class", "PreTrainedTokenizerFast");
-    tg_json_put_string(w, "bos_token", eot);
+    tg_json_put_string(w, "bos_token", bos);
     tg_json_put_string(w, "eos_token", chat ? TG_CHAT_IM_END : eot);
     tg_json_put_string(w, "pad_token", eot);
     tg_json_put_bool(w, "add_bos_token", false);
@@ -151,7 +152,7 @@ static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgCh
     tg_json_close(w);
     if (chat) tg_json_put_string(w, "chat_template", tg_chat_template_jinja);
     tg_json_close(w);
-    free(eot);
+    free(eot), free(bos);
 }
 
 TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
@@ -179,10 +180,10 @@ TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const 
     TgAtomicFile af;
     TgJsonWriter w;
     TG_TRY(json_file_open(dir, "config.json", &af, &w));
-    llama_config(&w, c, tok->eot_id, chat ? chat->im_end : tok->eot_id);
+    llama_config(&w, c, tg_tokenizer_doc_start(tok), chat ? chat->im_end : tok->eot_id);
     TG_TRY(json_file_commit(&af, &w));
     TG_TRY(json_file_open(dir, "generation_config.json", &af, &w));
-    generation_config(&w, tok->eot_id, chat);
+    generation_config(&w, tg_tokenizer_doc_start(tok), tok->eot_id, chat);
     TG_TRY(json_file_commit(&af, &w));
     TG_TRY(json_file_open(dir, "tokenizer_config.json", &af, &w));
     tokenizer_config(&w, tok, chat, c->seq_len);

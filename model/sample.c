@@ -187,12 +187,12 @@ int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int6
     return len;
 }
 
-/* The continuation of the prompt's n_prompt ids (none: <eot>; of more than the context, the last
- * seq_len), decoded into *text. ids holds room for one more. */
+/* The continuation of the prompt's n_prompt ids (none: the token a document starts after; of more
+ * than the context, the last seq_len), decoded into *text. ids holds room for one more. */
 static TgStatus continue_ids(const TgSampler *sampler, const TgTokenizer *tok, int32_t *ids, size_t n_prompt,
                              int64_t n_new, char **text, size_t *text_len) {
     const int64_t seq_len = sampler->model->cfg.seq_len;
-    if (n_prompt == 0) ids[n_prompt++] = tok->eot_id;
+    if (n_prompt == 0) ids[n_prompt++] = tg_tokenizer_doc_start(tok);
     const int32_t *kept = ids;
     if ((int64_t)n_prompt > seq_len) {
         /* the end of a long prompt: it is what the next token depends on */
@@ -213,10 +213,12 @@ TgStatus tg_sample_text(const TgSampler *sampler, const TgTokenizer *tok, const 
     *text_len = 0;
     size_t n_prompt = 0;
     size_t cap = tg_tokenizer_max_ids(tok, prompt_len);
-    int32_t *ids = tg_malloc((cap + 1) * sizeof(int32_t));
-    TgStatus s = prompt_len > 0 ? tg_tokenizer_encode(tok, prompt, prompt_len, ids, cap, &n_prompt) : TG_OK;
+    int32_t *ids = tg_malloc((cap + 2) * sizeof(int32_t)), *from = ids + 1; /* ids[0]: room for a BOS */
+    TgStatus s = prompt_len > 0 ? tg_tokenizer_encode(tok, prompt, prompt_len, from, cap, &n_prompt) : TG_OK;
     if (s != TG_OK) s = tg_fail_context(s, "encoding the prompt");
-    if (s == TG_OK) s = continue_ids(sampler, tok, ids, n_prompt, n_new, text, text_len);
+    /* a prompt starts a document: after the BOS, with a tokenizer that frames documents with one */
+    if (tok->has_bos && n_prompt > 0 && from[0] != tok->bos_id) *--from = tok->bos_id, n_prompt++;
+    if (s == TG_OK) s = continue_ids(sampler, tok, from, n_prompt, n_new, text, text_len);
     free(ids);
     return s;
 }

@@ -9,7 +9,10 @@
  *   - the chat template a fine-tuned run exports: Hugging Face's Jinja engine renders
  *     conversations to the very bytes tapegrad's renderer gives, and node-llama-cpp's chat
  *     session on the GGUF, applying the file's template, replies to a conversation of two turns
- *     as `tapegrad chat` does, greedy, id for id, over the same context.
+ *     as `tapegrad chat` does, greedy, id for id, over the same context;
+ *   - a MiniMind-3-shaped model pretrained on MiniMind's own files (its tokenizer.json and
+ *     tokenizer_config.json, a pretrain_t2t_mini.jsonl) samples in llama.cpp the text
+ *     `tapegrad sample --temperature 0` gives.
  * They need Node.js and the packages of tests/clients/package-lock.json (scripts/test.sh
  * installs them); without them the tests fail, unless TAPEGRAD_SKIP_CLIENTS=1. */
 #include <criterion/criterion.h>
@@ -408,6 +411,105 @@ Test(clients, llama_cpp_runs_the_gguf_of_a_qk_norm_model_as_qwen3, .init = setup
     char *run = make_run("qk", "--tokenizer bpe --vocab 600 --lr 1e-2 --seq 48 --qk-norm --norm-eps 1e-6", 300);
     expect_llama_cpp_runs_as_tapegrad(run, 1);
     free(run);
+}
+
+/* MiniMind-3's shape scaled down (the preset's QK-norm, its eps and its FFN rule; grouped-query
+ * attention, tied embeddings) pretrained for 300 steps on MiniMind's files as they come: a
+ * tokenizer.json laid out as MiniMind's with its tokenizer_config.json beside it (so documents
+ * are framed BOS <|im_start|> + text + EOS <|im_end|>), and a JSONL named pretrain_t2t_mini.jsonl.
+ * The val loss falls well below ln(vocab); the GGUF runs in llama.cpp as qwen3, and llama.cpp's
+ * greedy text after the framed prompt is `tapegrad sample --temperature 0`'s. */
+Test(clients, a_minimind_3_shaped_model_trained_on_minimind_files_samples_as_in_llama_cpp, .init = setup,
+     .fini = teardown, .timeout = 600) {
+    require_clients("llama.cpp on a MiniMind-3-shaped model", teardown);
+    const char *config = "{\"add_bos_token\": false, \"bos_token\": \"<|im_start|>\", \"eos_token\": \"<|im_end|>\", "
+                         "\"pad_token\": \"<|endoftext|>\", \"tokenizer_class\": \"PreTrainedTokenizerFast\"}\n";
+    datagen_write(dir, "model/tokenizer_config.json", config, strlen(config));
+    char *tokenizer = datagen_path(dir, "model/tokenizer.json"), args[8400];
+    snprintf(args, sizeof args, "%s 600 %s", corpus_path, tokenizer);
+    cJSON_Delete(run_client("make_minimind_tokenizer.mjs", args));
+    /* documents of about 300 bytes of prose, one a line */
+    size_t len = 90000;
+    char *prose = datagen_prose(21, len), *jsonl = datagen_path(dir, "dataset/pretrain_t2t_mini.jsonl");
+    datagen_write(dir, "dataset/placeholder", "", 0);
+    FILE *f = fopen(jsonl, "w");
+    cr_assert_not_null(f);
+    for (size_t at = 0; at + 300 <= len; at += 300) {
+        fputs("{\"text\": ", f);
+        tg_json_write_bytes(f, prose + at, 300);
+        fputs("}\n", f);
+    }
+    fclose(f);
+    char *run = datagen_path(dir, "mm3"), *out = NULL;
+    int rc =
+        ckpt_cli(&out,
+                 "train --preset minimind-3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --seq 64 --batch 8 --lr 1e-2 "
+                 "--steps 300 --eval-every 100 --eval-batches 4 --sample-tokens 0 --threads 2 --data %s --tokenizer "
+                 "hf:%s --out %s",
+                 jsonl, tokenizer, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+
+    TgRun r;
+    cr_assert_eq(tg_run_open_existing(run, &r), TG_OK, "%s", tg_error_message());
+    const TgModelConfig *c = &r.model.cfg;
+    cr_expect(c->qk_norm && c->n_kv_heads == 2 && c->n_heads == 4 && c->hidden == 256 && c->norm_eps == 1e-6,
+              "the preset's QK-norm, the pi rule (256 at dim 64) and eps 1e-6 under the flags' shape");
+    cr_expect(r.tok.has_bos && r.tok.bos_id == 1 && r.tok.eot_id == 2, "MiniMind's BOS 1 and EOS 2: %d, %d",
+              (int)r.tok.bos_id, (int)r.tok.eot_id);
+    CkptMetricLine lines[64];
+    int n_lines = ckpt_read_metrics(run, 299, lines, 64); /* the last step, evaluated */
+    double val = -1;
+    for (int i = 0; i < n_lines; i++)
+        if (lines[i].val_loss[0]) val = atof(lines[i].val_loss);
+    double ln_vocab = log((double)c->vocab);
+    fprintf(stderr, "minimind-3-shaped: vocab %lld, val loss %.4f after 300 steps (ln vocab %.3f)\n",
+            (long long)c->vocab, val, ln_vocab);
+    cr_expect(val > 0 && val < 0.6 * ln_vocab, "val loss %g is not well below ln(vocab) %g", val, ln_vocab);
+
+    /* the prompt as a document starts: the BOS, then the text */
+    const char *prompt = "The old man said";
+    int32_t ids[64];
+    size_t n;
+    ids[0] = r.tok.bos_id;
+    cr_assert_eq(tg_tokenizer_encode(&r.tok, prompt, strlen(prompt), ids + 1, 63, &n), TG_OK);
+    n++;
+    char prompt_json[1024], *request = datagen_path(dir, "request.json"), *gguf = datagen_path(dir, "mm3.gguf");
+    ids_json(ids, n, prompt_json, sizeof prompt_json);
+    const int steps = 40;
+    f = fopen(request, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"texts\": [], \"prompt\": %s, \"steps\": %d, \"stop\": %d}\n", prompt_json, steps, (int)r.tok.eot_id);
+    fclose(f);
+    rc = ckpt_cli(&out, "ckpt export %s --gguf %s", run, gguf);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "%s %s", gguf, request);
+    cJSON *json = run_client("llama_check.mjs", args);
+    const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(json, "greedy_text"));
+    cr_assert_not_null(hex);
+    size_t n_theirs = strlen(hex) / 2;
+    char *theirs = malloc(n_theirs + 1);
+    for (size_t i = 0; i < n_theirs; i++) sscanf(hex + 2 * i, "%2hhx", (unsigned char *)&theirs[i]);
+    theirs[n_theirs] = '\0';
+
+    char *sampled = datagen_path(dir, "sample.out");
+    snprintf(args, sizeof args, "%s sample --run %s --prompt '%s' --temperature 0 --tokens %d --threads 1 >%s 2>&1",
+             TAPEGRAD_BIN, run, prompt, steps, sampled);
+    cr_assert_eq(test_run(args), 0, "%s", ckpt_read_text(sampled));
+    char *ours = ckpt_read_text(sampled);
+    size_t n_ours = strlen(ours);
+    cr_assert(n_ours > strlen(prompt) && strncmp(ours, prompt, strlen(prompt)) == 0 && ours[n_ours - 1] == '\n', "%s",
+              ours);
+    ours[n_ours - 1] = '\0';
+    fprintf(stderr, "tapegrad sample: %s\nllama.cpp:      %s%s\n", ours, prompt, theirs);
+    cr_expect(strlen(theirs) > 20, "llama.cpp's greedy text is %zu bytes", strlen(theirs));
+    cr_expect_str_eq(ours + strlen(prompt), theirs,
+                     "tapegrad sample --temperature 0 and llama.cpp's greedy text differ");
+    cJSON_Delete(json);
+    tg_run_close(&r);
+    free(tokenizer), free(prose), free(jsonl), free(run), free(request), free(gguf), free(theirs), free(sampled),
+        free(ours);
 }
 
 /* ---- a LoRA adapter in llama.cpp ---------------------------------------------------------- */

@@ -4,6 +4,7 @@
  *     order, listed twice, with any UTF-8 text; and every `ckpt export --hf` is strict JSON;
  *   - what it refuses, it refuses in one line naming the file and the fault (and the CLI exits 1);
  *   - reading takes no more memory than tokenizer_hf.h states, and a lack of memory is said so;
+ *   - a tokenizer_config.json beside it gives the BOS and EOS that frame documents, as MiniMind's;
  *   - 65,535 added tokens do not make encoding quadratic. */
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include "tokenizer/tokenizer_hf.h"
 #include "datagen.h"
 #include "tapegrad/tokenizer.h"
+#include "data/tokfile.h"
 #include "testutil.h"
 
 
@@ -306,6 +308,121 @@ Test(tokenizer_json, every_export_is_strict_json, .init = setup, .fini = teardow
     char *why;
     cr_expect(strict_json(files, &why), "%s", why);
     free(why), free(texts), free(path);
+}
+
+/* ---- tokenizer_config.json: the framing of documents ------------------------------------- */
+
+#define MINIMIND_ADDED                                                                                                 \
+    EOT "," ADDED(400, "<|im_start|>", true) "," ADDED(401, "<|im_end|>", true) "," ADDED(402, "<think>", false)
+
+/* Loads dir/mm/tokenizer.json with `config` as the tokenizer_config.json beside it (NULL: none). */
+static TgStatus load_with_config(const char *config, TgTokenizer *tok) {
+    char *json = with_added(MINIMIND_ADDED), *path = datagen_path(dir, "mm/tokenizer.json"),
+         *cpath = datagen_path(dir, "mm/tokenizer_config.json");
+    datagen_write(dir, "mm/tokenizer.json", json, strlen(json));
+    remove(cpath);
+    if (config) datagen_write(dir, "mm/tokenizer_config.json", config, strlen(config));
+    TgStatus s = tg_tokenizer_hf_load(path, tok);
+    free(json), free(path), free(cpath);
+    return s;
+}
+
+/* MiniMind's tokenizer_config.json beside its tokenizer.json names the BOS <|im_start|> and the
+ * EOS <|im_end|>: the import frames documents with them and a run saves and loads them back;
+ * GPT-2's (<|endoftext|> for both) changes nothing; a token the file lacks as special is refused,
+ * naming the file. */
+Test(tokenizer_json, a_tokenizer_config_beside_it_names_the_bos_and_eos, .init = setup, .fini = teardown) {
+    TgTokenizer plain, framed, gpt2, saved;
+    assert_ok(load_with_config(NULL, &plain));
+    cr_expect(!plain.has_bos && plain.eot_id == 256 && tg_tokenizer_doc_start(&plain) == 256);
+    const char *minimind =
+        "{\"add_bos_token\": false, \"bos_token\": \"<|im_start|>\", \"chat_template\": \"{{ x }}\",\n"
+        " \"eos_token\": {\"__type\": \"AddedToken\", \"content\": \"<|im_end|>\"}, \"pad_token\": \"<|endoftext|>\"}";
+    assert_ok(load_with_config(minimind, &framed));
+    cr_expect(framed.has_bos && framed.bos_id == 400 && framed.eot_id == 401, "bos %d, eos %d", (int)framed.bos_id,
+              (int)framed.eot_id);
+    cr_expect_eq(tg_tokenizer_doc_start(&framed), 400);
+    cr_expect_neq(tg_tokenizer_fingerprint(&framed), tg_tokenizer_fingerprint(&plain),
+                  "the framing is part of the encoding");
+    expect_same_ids(&plain, &framed, SAMPLE, "the text itself encodes alike");
+    char *txt = datagen_path(dir, "saved/tokenizer.txt");
+    datagen_write(dir, "saved/placeholder", "", 0);
+    assert_ok(tg_tokenizer_save(&framed, txt));
+    assert_ok(tg_tokenizer_load(txt, &saved));
+    cr_expect(saved.has_bos && saved.bos_id == 400 && saved.eot_id == 401);
+    cr_expect_eq(tg_tokenizer_fingerprint(&saved), tg_tokenizer_fingerprint(&framed));
+    assert_ok(load_with_config(
+        "{\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", \"unk_token\": null}", &gpt2));
+    cr_expect(!gpt2.has_bos && gpt2.eot_id == 256);
+    cr_expect_eq(tg_tokenizer_fingerprint(&gpt2), tg_tokenizer_fingerprint(&plain),
+                 "a BOS that is <eot> frames nothing");
+    tg_tokenizer_free(&plain), tg_tokenizer_free(&framed), tg_tokenizer_free(&gpt2), tg_tokenizer_free(&saved),
+        free(txt);
+
+    static const struct {
+        const char *config, *needle;
+    } refused[] = {
+        {"{\"bos_token\": \"<s>\", \"eos_token\": \"<|im_end|>\"}",
+         "\"bos_token\" is \"<s>\", which the tokenizer.json beside it does not have"},
+        {"{\"bos_token\": \"<think>\", \"eos_token\": \"<|im_end|>\"}", "\"bos_token\" is \"<think>\""},
+        {"{\"bos_token\": \"<|im_start|>\"}", "no \"eos_token\""},
+        {"{\"bos_token\": 7, \"eos_token\": \"<|im_end|>\"}", "\"bos_token\" must be"},
+        {"{\"bos_token\": \"<|im_start|>\", \"eos_token\": \"<|im_end|>\",", "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        TgTokenizer tok;
+        cr_expect_eq(load_with_config(refused[i].config, &tok), TG_ERR_FORMAT, "%s was taken", refused[i].config);
+        cr_expect(strstr(tg_error_message(), refused[i].needle) &&
+                      strstr(tg_error_message(), "mm/tokenizer_config.json"),
+                  "%s: %s", refused[i].config, tg_error_message());
+    }
+}
+
+/* prepare frames each document as MiniMind's pretraining does, BOS + text + EOS, once (a text
+ * that already starts with the BOS or ends with the EOS gets no second), and no <eot> between. */
+Test(tokenizer_json, prepare_frames_each_document_with_the_bos_and_eos, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    TgTokenizer tok;
+    assert_ok(load_with_config("{\"bos_token\": \"<|im_start|>\", \"eos_token\": \"<|im_end|>\"}", &tok));
+    char *prose = datagen_english(3, 12000), line[512];
+    char *jsonl = datagen_path(dir, "pretrain_t2t_mini.jsonl");
+    FILE *f = fopen(jsonl, "w");
+    cr_assert_not_null(f);
+    const int docs = 60;
+    for (int d = 0; d < docs; d++) {
+        snprintf(line, sizeof line, "%s%.*s%s", d == 7 ? "<|im_start|>" : "", 150, prose + d * 190,
+                 d == 9 ? "<|im_end|>" : "");
+        for (char *c = line; *c; c++)
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = ' ';
+        fprintf(f, "{\"text\": \"%s\"}\n", line);
+    }
+    fclose(f);
+    char *out = NULL;
+    int rc =
+        ckpt_cli(&out, "prepare --data %s --tokenizer hf:%s/mm/tokenizer.json --out %s/ds --seq 16", jsonl, dir, dir);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    int32_t *train, *val;
+    size_t n_train, n_val;
+    uint32_t vocab;
+    char *tp = datagen_path(dir, "ds/train.tok"), *vp = datagen_path(dir, "ds/val.tok");
+    assert_ok(tg_tokfile_read(tp, &train, &n_train, &vocab));
+    assert_ok(tg_tokfile_read(vp, &val, &n_val, &vocab));
+    int32_t *ids = malloc((n_train + n_val) * sizeof *ids);
+    memcpy(ids, train, n_train * sizeof *ids);
+    memcpy(ids + n_train, val, n_val * sizeof *ids);
+    size_t n = n_train + n_val;
+    int bos = 0, eos = 0, eot = 0;
+    for (size_t i = 0; i < n; i++) {
+        bos += ids[i] == 400, eos += ids[i] == 401, eot += ids[i] == 256;
+        if (ids[i] == 401 && i + 1 < n)
+            cr_expect_eq(ids[i + 1], 400, "the EOS at %zu is followed by %d, not the BOS", i, (int)ids[i + 1]);
+    }
+    cr_expect(ids[0] == 400 && ids[n - 1] == 401, "the stream runs from BOS %d to EOS %d", (int)ids[0],
+              (int)ids[n - 1]);
+    cr_expect(bos == docs && eos == docs && eot == 0, "%d documents: %d BOS, %d EOS, %d <eot>", docs, bos, eos, eot);
+    tg_tokenizer_free(&tok);
+    free(prose), free(jsonl), free(tp), free(vp), free(train), free(val), free(ids);
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */

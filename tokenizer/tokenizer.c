@@ -83,6 +83,8 @@ TgStatus tg_tokenizer_specials_parse(const char *spec, char ***names_out, int32_
 
 uint64_t tg_tokenizer_fingerprint(const TgTokenizer *tok) { return tok->fingerprint; }
 
+int32_t tg_tokenizer_doc_start(const TgTokenizer *tok) { return tok->has_bos ? tok->bos_id : tok->eot_id; }
+
 size_t tg_tokenizer_max_ids(const TgTokenizer *tok, size_t len) { return tok->hf ? 3 * len : len; }
 
 const uint8_t *tg_tokenizer_token_bytes(const TgTokenizer *tok, int32_t id, size_t *len) {

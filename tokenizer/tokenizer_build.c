@@ -30,6 +30,8 @@ static uint64_t fingerprint_imported(const TgTokenizer *tok, uint64_t h) {
     for (int32_t i = 0; i < tok->n_merges; i++) h = fnv_u32(h, (uint32_t)tok->merge_ids[i]);
     h = fnv_u32(h, (uint32_t)tok->n_added);
     for (int32_t k = 0; k < tok->n_added; k++) h = fnv_u32(h, (uint32_t)tok->added[k].id * 2u + tok->added[k].special);
+    /* tokenizers without a BOS end here, as they did before it was read */
+    if (tok->has_bos) h = fnv_u32(fnv_u32(h, 0x626f0000u), (uint32_t)tok->bos_id); /* "bo" */
     return h;
 }
 
@@ -182,6 +184,14 @@ static TgStatus validate_imported(const TgTokenizer *tok, const char *origin) {
     }
     if (!eot_is_special)
         return tg_fail(TG_ERR_FORMAT, "%s: the end-of-text id %" PRId32 " is not a special added token", origin, tok->eot_id);
+    bool bos_is_special = false;
+    for (int32_t k = 0; k < tok->n_added && tok->has_bos; k++)
+        bos_is_special |= tok->added[k].id == tok->bos_id && tok->added[k].special;
+    if (tok->has_bos && (!bos_is_special || tok->bos_id == tok->eot_id))
+        return tg_fail(TG_ERR_FORMAT,
+                       "%s: the begin-of-text id %" PRId32
+                       " is not a special added token other than the end-of-text one",
+                       origin, tok->bos_id);
     return TG_OK;
 }
 
@@ -220,6 +230,8 @@ static TgStatus validate_own_bpe(TgTokenizer *tok, const char *origin) {
 }
 
 TgStatus tg_tokenizer_finish(TgTokenizer *tok, const char *origin) {
+    if (tok->has_bos && !tok->hf)
+        return tg_fail(TG_ERR_FORMAT, "%s: only an imported tokenizer has a begin-of-text token", origin);
     if (tok->kind == TG_TOKENIZER_CHAR) {
         TG_TRY(validate_char(tok, origin));
         TG_TRY(build_token_table(tok, origin));

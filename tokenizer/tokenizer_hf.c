@@ -10,6 +10,7 @@
 #include "tokenizer/unicode_class.h"
 #include "support/atomic_file.h"
 #include "support/json_write.h"
+#include "support/path.h"
 
 /* ---- GPT-2's byte <-> character map ----------------------------------------------------
  * The printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68
@@ -182,6 +183,24 @@ static void write_model(FILE *f, const TgTokenizer *tok) {
     fputs("\n    ]\n  }\n}\n", f);
 }
 
+/* The tokenizer_config.json that gives a framing tokenizer its BOS and EOS back when it is read. */
+static TgStatus save_config(const TgTokenizer *tok, const char *json_path) {
+    char folder[TG_PATH_CAP], path[TG_PATH_CAP];
+    tg_path_folder(json_path, folder, sizeof folder);
+    TG_TRY(tg_path_join(path, sizeof path, folder, TG_TOKENIZER_HF_CONFIG_FILE));
+    TgAtomicFile af;
+    TG_TRY(tg_atomic_file_open(&af, path));
+    FILE *f = tg_atomic_file_stream(&af);
+    char *bos = tg_tokenizer_hf_token_text(tok, tok->bos_id), *eos = tg_tokenizer_hf_token_text(tok, tok->eot_id);
+    fputs("{\n  \"bos_token\": ", f);
+    tg_json_write_string(f, bos);
+    fputs(",\n  \"eos_token\": ", f);
+    tg_json_write_string(f, eos);
+    fputs("\n}\n", f);
+    free(bos), free(eos);
+    return tg_atomic_file_commit(&af);
+}
+
 TgStatus tg_tokenizer_hf_save(const TgTokenizer *tok, const char *path) {
     TG_TRY(tg_tokenizer_hf_check_exportable(tok));
     TgAtomicFile af;
@@ -195,5 +214,6 @@ TgStatus tg_tokenizer_hf_save(const TgTokenizer *tok, const char *path) {
           "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n",
           f);
     write_model(f, tok);
-    return tg_atomic_file_commit(&af);
+    TG_TRY(tg_atomic_file_commit(&af));
+    return tok->has_bos ? save_config(tok, path) : TG_OK;
 }

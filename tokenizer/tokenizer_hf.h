@@ -22,6 +22,15 @@
  * refused, naming both. The end-of-text token (tok->eot_id) is the special added token
  * "<|endoftext|>", or else the special added token of the lowest id.
  *
+ * A tokenizer_config.json in the same folder (as Hugging Face keeps one beside it) may change
+ * that: when its "bos_token" names a special added token other than <eot> and its "eos_token"
+ * (MiniMind's: "<|im_start|>" and "<|im_end|>"), the tokenizer frames documents as MiniMind's
+ * pretraining does, BOS + text + EOS: tok->bos_id is the BOS and tok->eot_id the EOS. A BOS that
+ * is <eot> or the EOS (GPT-2 names <|endoftext|> for both), or none, changes nothing. Only the
+ * two members are read (a string, an object with its "content", or null); a token the
+ * tokenizer does not have as special is refused, naming the file. A run saves such a tokenizer
+ * with a tokenizer_config.json of those two members beside its tokenizer.json.
+ *
  * The file must be JSON as RFC 8259 writes it (support/json_reader.h): UTF-8, nothing after the
  * object, no member that tapegrad reads given twice; each refusal names the byte offset.
  *
@@ -48,6 +57,8 @@
 #include "tapegrad/tokenizer.h"
 
 #define TG_TOKENIZER_HF_FILE "tokenizer.json"
+#define TG_TOKENIZER_HF_CONFIG_FILE "tokenizer_config.json"
+#define TG_TOKENIZER_HF_CONFIG_MAX_BYTES ((size_t)16 << 20)
 #define TG_TOKENIZER_HF_MAX_BYTES ((size_t)256 << 20)
 enum { TG_TOKENIZER_HF_MAX_IDS = 1 << 22, TG_TOKENIZER_HF_MAX_ADDED = 1 << 16, TG_TOKENIZER_HF_MAX_ADDED_BYTES = 1 << 22 };
 

@@ -541,6 +541,7 @@ TgStatus tg_tokenizer_hf_load(const char *path, TgTokenizer *tok) {
     AddedList added = {0};
     s = read_tokenizer(&r, tok, &added);
     free(added.e), free(added.bytes), free(r.scratch), free(text); /* before the tables that follow */
+    if (s == TG_OK) s = tg_tokenizer_hf_read_config(path, tok);
     if (s == TG_OK) s = tg_tokenizer_finish(tok, path);
     if (s == TG_ERR_NOMEM && strncmp(tg_error_message(), "out of memory", 13) != 0)
         s = tg_fail(s, "out of memory reading %s (%s)", path, tg_error_message());

@@ -11,6 +11,10 @@
  * added tokens. On failure frees nothing: the caller frees the tokenizer. */
 TgStatus tg_tokenizer_finish(TgTokenizer *tok, const char *origin);
 
+/* Reads the tokenizer_config.json beside the tokenizer.json at json_path, if there is one, into an
+ * imported tokenizer read but not yet finished: its BOS and EOS (tokenizer_hf.h says the rule). */
+TgStatus tg_tokenizer_hf_read_config(const char *json_path, TgTokenizer *tok);
+
 TgStatus tg_tokenizer_char_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
                                 int32_t *out, size_t *n_out);
 /* The ids of chunks already merged, kept across calls (a thread's, in prepare): NULL makes a call

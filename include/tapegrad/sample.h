@@ -64,8 +64,10 @@ typedef struct TgSampler {
 int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
                            int32_t stop_id, int32_t *out);
 
-/* Text in, text out: encodes prompt[0..prompt_len) with `tok` (an empty prompt becomes <eot>; of
- * a prompt longer than the context, its last seq_len tokens are kept), generates up to n_new
+/* Text in, text out: encodes prompt[0..prompt_len) with `tok` as a document starts (after the
+ * BOS of a tokenizer that frames documents with one; an empty prompt becomes the token a document
+ * starts after, tg_tokenizer_doc_start; of a prompt longer than the context, its last seq_len
+ * tokens are kept), generates up to n_new
  * tokens with tg_sample_generate, stopping at <eot>, and decodes them. *text (malloc'ed,
  * NUL-terminated; the caller frees it) receives the continuation alone, *text_len its bytes.
  * Fails (TG_ERR_ARG) on a prompt byte a char tokenizer does not know, and (TG_ERR_NUMERIC) when

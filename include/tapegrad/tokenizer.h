@@ -94,7 +94,9 @@ typedef struct TgTokenizerAdded {
 typedef struct TgTokenizer {
     TgTokenizerKind kind;
     int32_t vocab_size; /* ids are in [0, vocab_size) */
-    int32_t eot_id;     /* <eot>: CHAR n_chars, BPE 256 */
+    int32_t eot_id;     /* <eot>: CHAR n_chars, BPE 256; imported: see tokenizer_hf.h */
+    bool has_bos;       /* imported only: each document starts with bos_id (tokenizer_hf.h) */
+    int32_t bos_id;
 
     /* CHAR: chars[id] is the byte of id (ascending); id_of_byte[b] is -1 when b is absent. */
     int32_t n_chars;
@@ -183,9 +185,14 @@ TgStatus tg_tokenizer_decode(const TgTokenizer *tok, const int32_t *ids, size_t 
  * imported tokenizers), none otherwise. `id` must be in range. */
 const uint8_t *tg_tokenizer_token_bytes(const TgTokenizer *tok, int32_t id, size_t *len);
 
+/* The token every document of a prepared corpus starts after: bos_id when the tokenizer frames
+ * documents as BOS + text + EOS (an imported one whose tokenizer_config.json names a BOS, as
+ * MiniMind's does), <eot> otherwise (the end of the document before). A prompt is framed alike. */
+int32_t tg_tokenizer_doc_start(const TgTokenizer *tok);
+
 /* A 64-bit fingerprint of everything that decides the encoding (kind, vocab size, eot id, the
  * char table or the merge list, the pre-split; for imported tokenizers also every token's
- * bytes, the merge results and the added tokens): checkpoints and token files record it so a run can refuse a
+ * bytes, the merge results, the added tokens and the BOS): checkpoints and token files record it so a run can refuse a
  * tokenizer it was not trained with. Never 0 for a built tokenizer. */
 uint64_t tg_tokenizer_fingerprint(const TgTokenizer *tok);
 
