@@ -342,6 +342,20 @@ Test(gradcheck, rejects_error_at_one_position_after_rope_offset) {
     cr_expect_eq(p.planted, 2 * 16);
 }
 
+/* DPO's two ops: an error in one row of a sequence's dlogits, and in one sequence's
+ * d(log-probability) alone (the smallest: the pairs' gradients differ as their margins do) */
+Test(gradcheck, rejects_error_in_one_row_of_sequence_logprob) {
+    Plant p = {.check = find_case("sequence_logprob", "B4 T7 V33"), .input = 0, .where = PLANT_LAST_ROW};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 33);
+}
+
+Test(gradcheck, rejects_error_in_one_logprob_of_dpo_loss) {
+    Plant p = {.check = find_case("dpo_loss", "P3 beta 2.5"), .input = 0, .where = PLANT_SMALLEST};
+    expect_planted_error_caught(&p);
+    cr_expect_eq(p.planted, 1);
+}
+
 Test(gradcheck, rejects_error_in_last_vocabulary_column_of_cross_entropy) {
     Plant p = {.check = find_case("cross_entropy", "6x11, 2 ignored"), .input = 0, .where = PLANT_LAST_COLUMN};
     expect_planted_error_caught(&p);

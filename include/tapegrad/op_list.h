@@ -17,26 +17,28 @@
 
 #pragma GCC visibility push(default)
 
-#define TG_OP_LIST(X)                                                \
-    X(LINEAR, "linear", tg_linear_checks)                            \
-    X(LINEAR_RESIDUAL, "linear_residual", tg_linear_residual_checks) \
-    X(LORA_LINEAR, "lora_linear", tg_lora_linear_checks)             \
-    X(ADD, "add", tg_add_checks)                                     \
-    X(MUL, "mul", tg_mul_checks)                                     \
-    X(SCALE, "scale", tg_scale_checks)                               \
-    X(SUM, "sum", tg_sum_checks)                                     \
-    X(MEAN, "mean", tg_mean_checks)                                  \
-    X(RELU, "relu", tg_relu_checks)                                  \
-    X(SILU, "silu", tg_silu_checks)                                  \
-    X(GELU, "gelu", tg_gelu_checks)                                  \
-    X(SIGMOID, "sigmoid", tg_sigmoid_checks)                         \
-    X(RMSNORM, "rmsnorm", tg_rmsnorm_checks)                         \
-    X(ROPE, "rope", tg_rope_checks)                                  \
-    X(ATTENTION, "attention", tg_attention_checks)                   \
-    X(SWIGLU, "swiglu", tg_swiglu_checks)                            \
-    X(EMBEDDING, "embedding", tg_embedding_checks)                   \
-    X(ROWS_REPLACED, "rows_replaced", tg_rows_replaced_checks)       \
-    X(CROSS_ENTROPY, "cross_entropy", tg_cross_entropy_checks)
+#define TG_OP_LIST(X)                                                                                                  \
+    X(LINEAR, "linear", tg_linear_checks)                                                                              \
+    X(LINEAR_RESIDUAL, "linear_residual", tg_linear_residual_checks)                                                   \
+    X(LORA_LINEAR, "lora_linear", tg_lora_linear_checks)                                                               \
+    X(ADD, "add", tg_add_checks)                                                                                       \
+    X(MUL, "mul", tg_mul_checks)                                                                                       \
+    X(SCALE, "scale", tg_scale_checks)                                                                                 \
+    X(SUM, "sum", tg_sum_checks)                                                                                       \
+    X(MEAN, "mean", tg_mean_checks)                                                                                    \
+    X(RELU, "relu", tg_relu_checks)                                                                                    \
+    X(SILU, "silu", tg_silu_checks)                                                                                    \
+    X(GELU, "gelu", tg_gelu_checks)                                                                                    \
+    X(SIGMOID, "sigmoid", tg_sigmoid_checks)                                                                           \
+    X(RMSNORM, "rmsnorm", tg_rmsnorm_checks)                                                                           \
+    X(ROPE, "rope", tg_rope_checks)                                                                                    \
+    X(ATTENTION, "attention", tg_attention_checks)                                                                     \
+    X(SWIGLU, "swiglu", tg_swiglu_checks)                                                                              \
+    X(EMBEDDING, "embedding", tg_embedding_checks)                                                                     \
+    X(ROWS_REPLACED, "rows_replaced", tg_rows_replaced_checks)                                                         \
+    X(CROSS_ENTROPY, "cross_entropy", tg_cross_entropy_checks)                                                         \
+    X(SEQUENCE_LOGPROB, "sequence_logprob", tg_sequence_logprob_checks)                                                \
+    X(DPO_LOSS, "dpo_loss", tg_dpo_loss_checks)
 
 #define TG_COMPOSITE_LIST(X)                          \
     X(FFN_SWIGLU, "ffn_swiglu", tg_ffn_swiglu_checks) \

@@ -139,6 +139,17 @@ TgTensor *tg_cross_entropy(TgTape *tape, TgTensor *logits, const int32_t *target
  * buffer): for logits that nobody reads after the backward. */
 TgTensor *tg_cross_entropy_consuming(TgTape *tape, TgTensor *logits, const int32_t *targets, int32_t ignore_index);
 
+/* ---- preference.c ---- */
+/* The log-probability of each sequence's counted targets: logits (B, T, V), targets (B*T), out
+ * (B), out_b = sum_t log softmax(logits_bt)[target_bt] over the rows whose target is not
+ * ignore_index (a sequence with none counted gives 0). Backward: dlogits_bt = dout_b (onehot -
+ * softmax) on counted rows. */
+TgTensor *tg_sequence_logprob(TgTape *tape, TgTensor *logits, const int32_t *targets, int32_t ignore_index);
+/* DPO's loss over P pairs: logps (2P) holds the policy's log-probabilities of the chosen
+ * sequences, then of the rejected ones, ref (2P) the reference model's in the same order
+ * (constants, copied); the scalar mean over pairs of -log sigmoid(beta ((c - ref_c) - (r - ref_r))). */
+TgTensor *tg_dpo_loss(TgTape *tape, TgTensor *logps, const float *ref, double beta);
+
 #pragma GCC visibility pop
 
 #endif
