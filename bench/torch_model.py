@@ -193,6 +193,23 @@ def loss_of(logits, targets):
                            ignore_index=IGNORE_INDEX)
 
 
+def sequence_logprobs(logits, targets):
+    """Each row's sum of log-probabilities of its targets that are not IGNORE_INDEX (B,)."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    counted = targets != IGNORE_INDEX
+    picked = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (picked * counted).sum(dim=-1)
+
+
+def dpo_loss(logits, targets, ref, beta):
+    """DPO over P pairs, rows p (chosen) and P + p (rejected): the mean over pairs of
+    -log sigmoid(beta ((c - ref_c) - (r - ref_r))), and the margins."""
+    s = sequence_logprobs(logits, targets)
+    pairs = s.shape[0] // 2
+    margins = beta * ((s[:pairs] - ref[:pairs]) - (s[pairs:] - ref[pairs:]))
+    return -F.logsigmoid(margins).mean(), margins
+
+
 def adamw(params, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
     """torch's AdamW as tapegrad's trainer applies it: weight decay on the matrices (embedding
     included), none on the RMSNorm gains."""

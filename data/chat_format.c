@@ -130,6 +130,11 @@ static bool parse_turn(TgJsonCursor *c, TgConversation *conv, const char *where,
 }
 
 bool tg_chat_conversation_parse(const TgJsonlLine *line, TgConversation *conv, char *why, size_t why_cap) {
+    return tg_chat_conversation_parse_member(line, "conversations", conv, why, why_cap);
+}
+
+bool tg_chat_conversation_parse_member(const TgJsonlLine *line, const char *member, TgConversation *conv, char *why,
+                                       size_t why_cap) {
     tg_chat_conversation_clear(conv);
     TgJsonCursor c = tg_json_cursor(line->text, line->len, 0);
     tg_json_enter(&c);
@@ -138,7 +143,7 @@ bool tg_chat_conversation_parse(const TgJsonlLine *line, TgConversation *conv, c
     TgJsonType type = TG_JSON_NULL;
     size_t at = 0;
     while (tg_json_next_key(&c, &key)) {
-        if (tg_json_string_is(key, "conversations")) {
+        if (tg_json_string_is(key, member)) {
             if (found++ == 0) {
                 type = tg_json_type(&c);
                 at = c.pos;
@@ -148,20 +153,26 @@ bool tg_chat_conversation_parse(const TgJsonlLine *line, TgConversation *conv, c
     }
     long long number = (long long)line->number;
     if (found != 1 || type != TG_JSON_ARRAY) {
-        if (!found) snprintf(why, why_cap, "line %lld has no \"conversations\" array", number);
-        else if (found > 1) snprintf(why, why_cap, "line %lld gives \"conversations\" twice", number);
-        else snprintf(why, why_cap, "line %lld: \"conversations\" is %s, not an array", number, tg_json_type_name(type));
+        if (!found)
+            snprintf(why, why_cap, "line %lld has no \"%s\" array", number, member);
+        else if (found > 1)
+            snprintf(why, why_cap, "line %lld gives \"%s\" twice", number, member);
+        else
+            snprintf(why, why_cap, "line %lld: \"%s\" is %s, not an array", number, member, tg_json_type_name(type));
         return false;
     }
     c = tg_json_cursor(line->text, line->len, at);
     tg_json_enter(&c);
     for (size_t i = 0; tg_json_next_item(&c); i++) {
         char where[64];
-        snprintf(where, sizeof where, "line %lld, turn %zu", number, i + 1);
+        if (strcmp(member, "conversations") == 0)
+            snprintf(where, sizeof where, "line %lld, turn %zu", number, i + 1);
+        else
+            snprintf(where, sizeof where, "line %lld, %s turn %zu", number, member, i + 1);
         if (!parse_turn(&c, conv, where, why, why_cap)) return false;
     }
     if (conv->n_turns == 0) {
-        snprintf(why, why_cap, "line %lld: \"conversations\" is empty", number);
+        snprintf(why, why_cap, "line %lld: \"%s\" is empty", number, member);
         return false;
     }
     return true;
@@ -234,6 +245,13 @@ static void reserve_ids(TgChatIds *out, size_t more) {
     out->ids = tg_realloc(out->ids, cap * sizeof *out->ids);
     out->trained = tg_realloc(out->trained, cap);
     out->cap = cap;
+}
+
+void tg_chat_ids_append(TgChatIds *out, const TgChatIds *from) {
+    reserve_ids(out, from->n);
+    memcpy(out->ids + out->n, from->ids, from->n * sizeof *from->ids);
+    memcpy(out->trained + out->n, from->trained, from->n);
+    out->n += from->n;
 }
 
 static void push_id(TgChatIds *out, int32_t id, bool trained) {

@@ -76,6 +76,9 @@ bool tg_chat_conversation_has_reply(const TgConversation *conv);
  * "conversations" array (or one given twice), an empty one, a turn that is not an object, a
  * "role" or "content" missing, given twice or not a string, a role tapegrad does not train. */
 bool tg_chat_conversation_parse(const TgJsonlLine *line, TgConversation *conv, char *why, size_t why_cap);
+/* The same for the turns of another member ("chosen", "rejected"), which the messages name. */
+bool tg_chat_conversation_parse_member(const TgJsonlLine *line, const char *member, TgConversation *conv, char *why,
+                                       size_t why_cap);
 
 /* The rendered text of conv (and the generation prompt when asked), malloc'ed, NUL-terminated
  * (contents may hold NULs: *len says how long it is). */
@@ -98,6 +101,8 @@ typedef struct TgChatIds {
 } TgChatIds;
 
 void tg_chat_ids_free(TgChatIds *ids);
+/* Appends a copy of from's ids and flags. */
+void tg_chat_ids_append(TgChatIds *out, const TgChatIds *from);
 /* Appends the ids of one rendered turn. */
 TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content, size_t len,
                           TgChatIds *out);

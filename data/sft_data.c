@@ -9,6 +9,7 @@
 
 #include "data/chat_format.h"
 #include "data/jsonl.h"
+#include "data/preference.h"
 #include "data/sources.h"
 #include "support/clock.h"
 #include "support/path.h"
@@ -24,8 +25,8 @@ typedef struct {
     const TgPrepareReporter *rep;
     TgSftPrepareResult *res;
     TgChatTokens ct;
-    TgConversation conv;
-    TgChatIds ids;
+    TgConversation conv, rejected; /* pairs: conv is the chosen side */
+    TgChatIds ids, rejected_ids;
     int32_t *mask;             /* [ids.cap] */
     size_t mask_cap;
     TgTokfileWriter tokens, masks;
@@ -51,38 +52,81 @@ static void push_start(Prep *p, uint64_t at) {
     p->starts[p->res->conversations] = at;
 }
 
+/* How many of the ids fit the window (a cut counted), and in *trained how many of them the loss
+ * predicts (the first never: nothing comes before it). */
+static size_t in_window(Prep *p, const TgChatIds *ids, uint64_t *trained) {
+    size_t n = ids->n;
+    if ((int64_t)n > p->opt->seq_len) {
+        n = (size_t)p->opt->seq_len;
+        p->res->truncated++;
+    }
+    *trained = 0;
+    for (size_t i = 1; i < n; i++) *trained += ids->trained[i];
+    return n;
+}
+
+/* Appends a conversation's first n ids to both files. */
+static TgStatus append(Prep *p, const TgChatIds *ids, size_t n, uint64_t trained) {
+    if (n > p->mask_cap) {
+        p->mask_cap = ids->cap;
+        p->mask = tg_realloc(p->mask, p->mask_cap * sizeof *p->mask);
+    }
+    p->mask[0] = TG_SFT_MASK_START; /* the first token is never predicted: nothing comes before it */
+    for (size_t i = 1; i < n; i++) p->mask[i] = ids->trained[i] ? TG_SFT_MASK_TRAINED : TG_SFT_MASK_CONTEXT;
+    push_start(p, p->tokens.n);
+    TG_TRY(tg_tokfile_writer_append(&p->tokens, ids->ids, n));
+    TG_TRY(tg_tokfile_writer_append(&p->masks, p->mask, n));
+    p->res->conversations++;
+    p->res->trained_tokens += trained;
+    return TG_OK;
+}
+
 /* One conversation: encoded, cut to the window, appended to both files. */
 static TgStatus add_conversation(Prep *p) {
-    TgSftPrepareResult *res = p->res;
     if (!tg_chat_conversation_has_reply(&p->conv)) {
-        res->without_reply++;
+        p->res->without_reply++;
         return TG_OK;
     }
     p->ids.n = 0;
     TG_TRY(tg_chat_encode_conversation(p->opt->tok, &p->ct, &p->conv, &p->ids));
-    size_t n = p->ids.n;
-    if ((int64_t)n > p->opt->seq_len) {
-        n = (size_t)p->opt->seq_len;
-        res->truncated++;
-    }
-    uint64_t trained = 0;
-    for (size_t i = 1; i < n; i++) trained += p->ids.trained[i];
+    uint64_t trained;
+    size_t n = in_window(p, &p->ids, &trained);
     if (trained == 0) {
+        p->res->without_reply_in_window++;
+        return TG_OK;
+    }
+    return append(p, &p->ids, n, trained);
+}
+
+/* One preference pair: checked (a pair DPO learns nothing from is counted and named, or stops
+ * the preparation with `strict`), encoded, both sides cut to the window and appended, the chosen
+ * first. */
+static TgStatus add_pair(Prep *p, const char *path, int64_t line) {
+    TgSftPrepareResult *res = p->res;
+    char why[320];
+    TgPairVerdict verdict = tg_pair_check(&p->conv, &p->rejected, why, sizeof why);
+    if (verdict != TG_PAIR_OK) {
+        uint64_t *count = verdict == TG_PAIR_NO_REPLY    ? &res->without_reply
+                          : verdict == TG_PAIR_IDENTICAL ? &res->identical_pairs
+                                                         : &res->prompts_differ;
+        (*count)++;
+        if (res->n_errors < TG_SFT_REPORTED_ERRORS)
+            snprintf(res->errors[res->n_errors++], sizeof res->errors[0], "%.100s: line %lld: %.180s", path,
+                     (long long)line, why);
+        if (p->opt->strict)
+            return tg_fail(TG_ERR_FORMAT, "%s: line %lld: %s (`strict` stops at the first such pair)", path,
+                           (long long)line, why);
+        return TG_OK;
+    }
+    TG_TRY(tg_pair_encode(p->opt->tok, &p->ct, &p->conv, &p->rejected, &p->ids, &p->rejected_ids));
+    uint64_t chosen_trained, rejected_trained;
+    size_t nc = in_window(p, &p->ids, &chosen_trained), nr = in_window(p, &p->rejected_ids, &rejected_trained);
+    if (chosen_trained == 0 || rejected_trained == 0) {
         res->without_reply_in_window++;
         return TG_OK;
     }
-    if (n > p->mask_cap) {
-        p->mask_cap = p->ids.cap;
-        p->mask = tg_realloc(p->mask, p->mask_cap * sizeof *p->mask);
-    }
-    p->mask[0] = TG_SFT_MASK_START; /* the first token is never predicted: nothing comes before it */
-    for (size_t i = 1; i < n; i++) p->mask[i] = p->ids.trained[i] ? TG_SFT_MASK_TRAINED : TG_SFT_MASK_CONTEXT;
-    push_start(p, p->tokens.n);
-    TG_TRY(tg_tokfile_writer_append(&p->tokens, p->ids.ids, n));
-    TG_TRY(tg_tokfile_writer_append(&p->masks, p->mask, n));
-    res->conversations++;
-    res->trained_tokens += trained;
-    return TG_OK;
+    TG_TRY(append(p, &p->ids, nc, chosen_trained));
+    return append(p, &p->rejected_ids, nr, rejected_trained);
 }
 
 static void report_progress(Prep *p, const TgJsonlReader *r, bool last) {
@@ -103,7 +147,9 @@ static TgStatus read_file(Prep *p, const char *path) {
         if (s != TG_OK || line.kind == TG_JSONL_END) break;
         p->res->lines++;
         char why[320];
-        bool ok = line.kind == TG_JSONL_OBJECT && tg_chat_conversation_parse(&line, &p->conv, why, sizeof why);
+        bool ok = line.kind == TG_JSONL_OBJECT &&
+                  (p->opt->pairs ? tg_pair_parse(&line, &p->conv, &p->rejected, why, sizeof why)
+                                 : tg_chat_conversation_parse(&line, &p->conv, why, sizeof why));
         if (!ok) {
             const char *reason = line.kind == TG_JSONL_OBJECT ? why : line.why;
             note_malformed(p, path, reason);
@@ -113,7 +159,8 @@ static TgStatus read_file(Prep *p, const char *path) {
             }
             continue;
         }
-        s = add_conversation(p);
+        s = p->opt->pairs ? add_pair(p, path, line.number) : add_conversation(p);
+        if (s != TG_OK && p->opt->pairs && s == TG_ERR_FORMAT) break; /* a refused pair: its message names it */
         if (s != TG_OK) {
             s = tg_fail_context(s, "%s, line %lld", path, (long long)line.number);
             break;
@@ -151,10 +198,20 @@ static TgStatus list_sources(const char *sources, TgSourceList *list, TgSftPrepa
     return TG_OK;
 }
 
-/* The split: the last val_fraction of the conversations (rounded, at least one each side). */
+/* The split: the last val_fraction of the conversations, or of the pairs (rounded, at least one
+ * each side). */
 static TgStatus commit_split(Prep *p, const char *dir) {
     TgSftPrepareResult *res = p->res;
-    uint64_t n = res->conversations;
+    uint64_t unit = p->opt->pairs ? 2 : 1, n = res->conversations / unit;
+    if (n < 2 && p->opt->pairs)
+        return tg_fail(TG_ERR_FORMAT,
+                       "%s holds %" PRIu64 " pair%s to train on (%" PRIu64 " lines: %" PRIu64 " malformed, %" PRIu64
+                       " without an assistant reply, %" PRIu64 " with the same reply twice, %" PRIu64
+                       " with two prompts, %" PRIu64 " without a reply within `seq_len` %lld tokens): preference "
+                                                     "training needs at least two, one for each split",
+                       p->opt->sources, n, n == 1 ? "" : "s", res->lines, res->malformed_lines, res->without_reply,
+                       res->identical_pairs, res->prompts_differ, res->without_reply_in_window,
+                       (long long)p->opt->seq_len);
     if (n < 2)
         return tg_fail(TG_ERR_FORMAT,
                        "%s holds %" PRIu64 " conversation%s to train on (%" PRIu64 " lines, %" PRIu64 " malformed, %" PRIu64
@@ -165,8 +222,8 @@ static TgStatus commit_split(Prep *p, const char *dir) {
     uint64_t n_val = (uint64_t)((double)n * p->opt->val_fraction + 0.5);
     if (n_val < 1) n_val = 1;
     if (n_val > n - 1) n_val = n - 1;
-    res->train_conversations = n - n_val, res->val_conversations = n_val;
-    uint64_t split = p->starts[n - n_val];
+    res->train_conversations = (n - n_val) * unit, res->val_conversations = n_val * unit;
+    uint64_t split = p->starts[(n - n_val) * unit];
     res->train_tokens = split, res->val_tokens = p->tokens.n - split;
     char val_tokens[TG_PATH_CAP], val_mask[TG_PATH_CAP];
     TG_TRY(tg_path_join(val_tokens, sizeof val_tokens, dir, TG_PREPARE_VAL_FILE));
@@ -214,7 +271,9 @@ TgStatus tg_sft_prepare(const TgSftPrepareOptions *opt, const char *dir, const T
     if (p.tokens_open) tg_tokfile_writer_abandon(&p.tokens);
     if (p.masks_open) tg_tokfile_writer_abandon(&p.masks);
     tg_chat_conversation_free(&p.conv);
+    tg_chat_conversation_free(&p.rejected);
     tg_chat_ids_free(&p.ids);
+    tg_chat_ids_free(&p.rejected_ids);
     free(p.mask);
     free(p.starts);
     res->seconds = tg_clock_seconds() - p.t0;

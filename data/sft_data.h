@@ -16,7 +16,15 @@
  * (counted); if no trained token is left in them it is left out too (counted). The last
  * val_fraction of the conversations kept (at least one) are the val split, the rest train.
  * Memory: one line (data/jsonl.h's bound), its ids, 1 MiB of output buffers, and 8 bytes per
- * conversation for where each starts. */
+ * conversation for where each starts.
+ *
+ * Preference pairs (`pairs`, DPO) are prepared into the same files: each pair kept is two
+ * conversations, its chosen side then its rejected one, encoded by data/preference.h (the prompt
+ * once). A pair whose last turns are not both the assistant's (counted as without_reply), whose
+ * replies are the same, or whose prompts differ is left out, counted and named among the errors,
+ * or stops the preparation with `strict`; a pair with a side left without a predicted token by
+ * the window's cut is left out (without_reply_in_window). The val split is the last val_fraction
+ * of the pairs. */
 #ifndef TAPEGRAD_DATA_SFT_DATA_H
 #define TAPEGRAD_DATA_SFT_DATA_H
 
@@ -40,7 +48,8 @@ typedef struct TgSftPrepareOptions {
     const TgTokenizer *tok;    /* with the ChatML markers (tg_chat_tokens_find) */
     int64_t seq_len;           /* conversations are cut to this many tokens */
     double val_fraction;       /* of the conversations, in (0, 1) */
-    bool strict;               /* a malformed line stops the preparation */
+    bool strict;               /* a malformed line (or a pair DPO cannot learn from) stops the preparation */
+    bool pairs;                /* each line a preference pair (data/preference.h), not a conversation */
 } TgSftPrepareOptions;
 
 typedef struct TgSftPrepareResult {
@@ -48,7 +57,8 @@ typedef struct TgSftPrepareResult {
     char first_skipped[320];
     uint64_t file_bytes;
     uint64_t lines, malformed_lines, without_reply, truncated, without_reply_in_window;
-    uint64_t conversations;            /* kept */
+    uint64_t identical_pairs, prompts_differ; /* pairs: left out, as without_reply is */
+    uint64_t conversations;                   /* kept (pairs: two a pair, the chosen side first) */
     uint64_t train_conversations, val_conversations, train_tokens, val_tokens;
     uint64_t trained_tokens;           /* targets of the loss, both splits */
     char errors[TG_SFT_REPORTED_ERRORS][320]; /* "FILE: line 12 ..." */

@@ -8,8 +8,7 @@
 #include "tapegrad/ops.h"
 #include "tapegrad/rng.h"
 
-/* The order of an epoch: the identity shuffled by an RNG seeded from (seed, epoch). */
-static void shuffle(uint32_t *order, size_t n, uint64_t seed, uint64_t epoch) {
+void tg_sft_shuffle(uint32_t *order, size_t n, uint64_t seed, uint64_t epoch) {
     uint64_t words[2] = {seed, epoch};
     TgRng rng;
     tg_rng_seed(&rng, tg_hash64_of(words, sizeof words, 0x5f7));
@@ -39,7 +38,7 @@ static int64_t stream_peek(const Stream *s) {
         if (s->how == TG_SFT_ORDER_ONCE) return END_OF_PASS;
         *s->next = 0;
         ++*s->epoch;
-        if (s->order) shuffle(s->order, s->split->n_conversations, s->seed, *s->epoch);
+        if (s->order) tg_sft_shuffle(s->order, s->split->n_conversations, s->seed, *s->epoch);
     }
     return s->order ? (int64_t)s->order[*s->next] : (int64_t)*s->next;
 }
@@ -94,7 +93,7 @@ TgStatus tg_sft_loader_init(TgSftLoader *ld, const TgSplit *split, int64_t batch
     ld->mask = tg_malloc((size_t)seq * sizeof *ld->mask);
     if (how == TG_SFT_ORDER_SHUFFLED) {
         ld->order = tg_malloc(split->n_conversations * sizeof *ld->order);
-        shuffle(ld->order, split->n_conversations, seed, 0);
+        tg_sft_shuffle(ld->order, split->n_conversations, seed, 0);
     }
     return TG_OK;
 }
@@ -136,7 +135,7 @@ TgLoaderState tg_sft_loader_get_state(const TgSftLoader *ld) {
 
 void tg_sft_loader_set_state(TgSftLoader *ld, const TgLoaderState *state) {
     ld->batches_drawn = 0, ld->epoch = 0, ld->next = 0;
-    if (ld->order) shuffle(ld->order, ld->split->n_conversations, ld->seed, 0);
+    if (ld->order) tg_sft_shuffle(ld->order, ld->split->n_conversations, ld->seed, 0);
     tg_sft_loader_skip(ld, (int64_t)state->batches_drawn);
 }
 

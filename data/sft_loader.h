@@ -65,6 +65,9 @@ void tg_sft_loader_skip(TgSftLoader *ld, int64_t n_batches);
 TgLoaderState tg_sft_loader_get_state(const TgSftLoader *ld);
 void tg_sft_loader_set_state(TgSftLoader *ld, const TgLoaderState *state);
 
+/* The order of an epoch: the identity 0..n-1 shuffled by an RNG seeded from (seed, epoch). */
+void tg_sft_shuffle(uint32_t *order, size_t n, uint64_t seed, uint64_t epoch);
+
 /* k batches of (batch, seq) rows packed from the split's conversations in order (see above):
  * inputs, targets and key_start hold (k, batch, seq) each. */
 TgStatus tg_sft_fixed_batches(const TgSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id, int32_t *inputs,

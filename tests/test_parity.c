@@ -8,7 +8,8 @@
  * Two shapes: the reference's defaults (small, sizes mostly multiples of the kernels' blocks)
  * and a ragged one whose sizes are multiples of nothing and whose GEMMs are split over a pool of
  * 2 threads; the ragged one in bf16 against PyTorch's bf16 autocast (BF16_TOLERANCES), and with
- * QK-norm (also in bf16, and on one thread); and the default one with a ReLU FFN. The reference's
+ * QK-norm (also in bf16, and on one thread), and as DPO's preference pairs (train/dpo.h); and the
+ * default one with a ReLU FFN. The reference's
  * presets are held to the program's. Without torch the test fails, unless TAPEGRAD_SKIP_TORCH=1
  * asks to skip it. */
 #include <criterion/criterion.h>
@@ -24,6 +25,7 @@
 #include "testutil.h"
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
+#include "train/dpo.h"
 
 /* Tolerances on err = max|c - ref| / max|ref| per tensor, about 10 times the worst error
  * measured on either shape (the tables are in docs/results.md). float32 rounds to
@@ -66,6 +68,12 @@ static const ParityTolerances BF16_TOLERANCES = {1.5e-3, 1e-2, 3e-2, 6e-2, 3e-2}
  * running mean of squared gradients, moves by up to twice their relative error, so its bound is
  * the gradients' doubled. */
 static const ParityTolerances BF16_QK_NORM_TOLERANCES = {1.5e-3, 1e-2, 3e-2, 6e-2, 6e-2};
+
+/* DPO's loss is a function of margins, each a difference of two sums of a reply's token
+ * log-probabilities (|sum| up to ~100 here, rounded at about 1e-7 of it on either side), so the
+ * loss and the gradient norm carry a relative error a few times the cross-entropy's (2.4e-6 the
+ * worst measured, on step 3 of 5); the gradients, weights and moments keep their bounds. */
+static const ParityTolerances DPO_TOLERANCES = {1e-5, LOGITS_TOL, GRAD_TOL, PARAM_TOL, MOMENT_TOL};
 
 typedef struct {
     const char *name; /* in messages */
@@ -210,6 +218,13 @@ static void run_case(const ParityCase *pc) {
     float ref_losses[PARITY_STEPS_MAX], ref_norms[PARITY_STEPS_MAX];
     cr_assert_eq(tg_st_read_f32(ref, "adamw_losses", ref_losses, steps), TG_OK, "%s", tg_error_message());
     cr_assert_eq(tg_st_read_f32(ref, "grad_norms", ref_norms, steps), TG_OK, "%s", tg_error_message());
+    /* DPO (make_reference.py --dpo-beta): each micro-batch's pairs against the reference's log-probabilities */
+    const char *dpo_beta = tg_st_metadata(ref, "dpo_beta");
+    float *dpo_ref = NULL;
+    if (dpo_beta) {
+        dpo_ref = malloc((size_t)(accum * B) * sizeof *dpo_ref);
+        cr_assert_eq(tg_st_read_f32(ref, "dpo_ref", dpo_ref, accum * B), TG_OK, "%s", tg_error_message());
+    }
     TgAdamWConfig adamw = {.eps = meta_double("eps"), .weight_decay = meta_double("weight_decay")};
     cr_assert_eq(sscanf(tg_st_metadata(ref, "betas"), "%lf,%lf", &adamw.beta1, &adamw.beta2), 2);
     TgLrSchedule sched = {meta_double("lr"), meta_double("min_lr"), meta_int("warmup"), steps};
@@ -228,8 +243,10 @@ static void run_case(const ParityCase *pc) {
         double loss_sum = 0.0;
         for (int64_t micro = 0; micro < accum; micro++) {
             size_t off = (size_t)(micro * B * T);
-            TgTensor *loss = tg_model_loss(
-                &m, tape, &(TgBatch){.tokens = tokens + off, .targets = targets + off, .batch = B, .seq = T}, NULL);
+            TgBatch batch = {.tokens = tokens + off, .targets = targets + off, .batch = B, .seq = T};
+            TgTensor *loss =
+                dpo_ref ? tg_dpo_batch_loss(&m, tape, &batch, dpo_ref + micro * B, strtod(dpo_beta, NULL), NULL)
+                        : tg_model_loss(&m, tape, &batch, NULL);
             loss_sum += loss->data[0];
             tg_tape_backward(tape, accum > 1 ? tg_scale(tape, loss, 1.0f / (float)accum) : loss);
             tg_tape_reset(tape);
@@ -279,6 +296,7 @@ static void run_case(const ParityCase *pc) {
             worst.v);
 
     free(errs);
+    free(dpo_ref);
     free(logits);
     free(ref_logits);
     free(tokens);
@@ -353,6 +371,17 @@ static int64_t json_int_in(const char *object, const char *end, const char *key)
  * must be the program's (tg_model_preset, tg_model_ffn_hidden), with the parameters that
  * tg_model_config_param_count gives at the vocabulary the reference runs it with, so that
  * `bash bench/compare.sh` compares the same model on both sides. */
+/* DPO (train/dpo.h): the ragged shape's rows, 6 a micro-batch, as 3 pairs, each pair's rows sharing a
+ * prompt of 1 to 11 tokens whose targets are ignored, against reference log-probabilities that
+ * put the margins away from 0; the loss, every gradient and five AdamW steps as for the others. */
+Test(parity, dpo_on_ragged_pairs_matches_pytorch, .fini = cleanup, .timeout = 300) {
+    run_case(&(ParityCase){"dpo",
+                           PARITY_COMMON_ARGS
+                           " --dim 96 --heads 6 --kv-heads 2 --hidden 256 --vocab 131 --seq 23 --batch 6 "
+                           "--accum 2 --dpo-beta 0.5 --clip 0.05 --lr 1e-4 --min-lr 1e-5",
+                           2, TG_PRECISION_FP32, &DPO_TOLERANCES});
+}
+
 Test(parity, the_references_presets_are_tapegrads, .timeout = 300) {
     require_torch("the PyTorch reference's presets", NULL);
     char dir[] = "/tmp/tapegrad-presets-XXXXXX", out[256], cmd[1024];

@@ -58,6 +58,10 @@ def parse_args(argv):
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--dpo-beta", type=float, default=0,
+                   help="DPO: each micro-batch is P = batch/2 pairs (rows p and P + p share a prompt, whose "
+                        "targets are ignored), its loss DPO's with this beta against the initial weights' "
+                        "log-probabilities shifted at random (so that margins start away from 0)")
     p.add_argument("--autocast", choices=["none", "bf16"], default="none",
                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16), as "
                         "bench/torch_reference.py --precision bf16 runs them; weights, gradients and "
@@ -69,6 +73,8 @@ def parse_args(argv):
     except ValueError as e:
         p.error(str(e))
     a.hidden = model.hidden
+    if a.dpo_beta and (a.batch % 2 or a.ignore or a.seq < 4):
+        p.error("DPO needs an even batch, no --ignore (the prompts are), and seq >= 4")
     if a.accum < 1 or not 0 <= a.ignore < a.batch * a.seq:
         p.error("need accum >= 1 and fewer ignored targets than one micro-batch holds")
     return a
@@ -113,7 +119,27 @@ def tg_lr_at(cfg, step):
     return tm.lr_at(cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, step)
 
 
-def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
+def micro_loss(logits, targets, cfg, ref):
+    """The loss of one micro-batch: cross-entropy, or DPO against ref (its 2P rows')."""
+    if cfg.dpo_beta:
+        return tm.dpo_loss(logits, targets, ref, cfg.dpo_beta)[0]
+    return tm.loss_of(logits, targets)
+
+
+def dpo_batch(tokens, targets, cfg):
+    """Makes each micro-batch P pairs: row P + p takes row p's prompt (its first k tokens, k drawn
+    in [1, seq/2]), and the prompt's targets are ignored on both rows."""
+    pairs = cfg.batch // 2
+    for micro in range(cfg.accum):
+        for p in range(pairs):
+            c, r = micro * cfg.batch + p, micro * cfg.batch + pairs + p
+            k = int(torch.randint(1, cfg.seq // 2 + 1, (1,)))
+            tokens[r, :k] = tokens[c, :k]
+            targets[c, :k - 1] = tm.IGNORE_INDEX
+            targets[r, :k - 1] = tm.IGNORE_INDEX
+
+
+def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step, ref=None):
     """One step as train/trainer.c runs it: zero the gradients; per micro-batch the loss and the
     backward of loss/accum; clip the global norm; AdamW at tg_lr_at(step). Returns the mean loss
     of the micro-batches, and the gradient norm and the gradients before clipping."""
@@ -122,7 +148,8 @@ def train_step(params, optimizer, tokens, targets, cfg, cos, sin, step):
     for micro in range(cfg.accum):
         rows = slice(micro * cfg.batch, (micro + 1) * cfg.batch)
         with autocast(cfg):
-            loss = tm.loss_of(tm.forward(params, tokens[rows], cfg, cos, sin), targets[rows])
+            loss = micro_loss(tm.forward(params, tokens[rows], cfg, cos, sin), targets[rows], cfg,
+                              ref[rows] if ref is not None else None)
         loss_sum += loss.item()
         (loss / cfg.accum if cfg.accum > 1 else loss).backward()
     grads = [("grad." + name, p.grad.detach().clone()) for name, p in params.items()]
@@ -146,6 +173,8 @@ def main(argv):
     tokens, targets = stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
     if cfg.ignore:
         targets.view(-1)[torch.randperm(targets.numel())[:cfg.ignore]] = tm.IGNORE_INDEX
+    if cfg.dpo_beta:
+        dpo_batch(tokens, targets, cfg)
     cos, sin = tm.rope_tables(cfg.seq, cfg.dim // cfg.heads, cfg.rope_theta)
 
     # the initial weights, saved before any update, and the logits they give
@@ -153,10 +182,14 @@ def main(argv):
     with torch.no_grad(), autocast(cfg):
         logits = tm.forward(params, tokens, cfg, cos, sin).float()
 
+    ref = None
+    if cfg.dpo_beta:  # the reference: the initial weights' log-probabilities, shifted
+        with torch.no_grad():
+            ref = tm.sequence_logprobs(logits, targets) + torch.randn(logits.shape[0])
     optimizer = tm.adamw(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
     step_losses, grad_norms = [], []
     for step in range(cfg.steps):
-        loss, norm, step_grads = train_step(params, optimizer, tokens, targets, cfg, cos, sin, step)
+        loss, norm, step_grads = train_step(params, optimizer, tokens, targets, cfg, cos, sin, step, ref)
         step_losses.append(loss)
         grad_norms.append(norm)
         if step == 0:
@@ -171,7 +204,7 @@ def main(argv):
         "kv_heads": str(cfg.kv_heads), "head_dim": str(cfg.dim // cfg.heads), "hidden": str(cfg.hidden),
         "ffn": cfg.ffn,
         "vocab": str(cfg.vocab), "seq": str(cfg.seq), "batch": str(cfg.batch), "accum": str(cfg.accum),
-        "ignored": str(cfg.ignore),
+        "ignored": str(int((targets == tm.IGNORE_INDEX).sum())),
         "rope_theta": repr(cfg.rope_theta), "norm_eps": repr(cfg.norm_eps), "qk_norm": str(int(cfg.qk_norm)),
         "lr": repr(cfg.lr), "min_lr": repr(cfg.min_lr), "warmup": str(cfg.warmup),
         "lrs": ",".join(repr(tg_lr_at(cfg, s)) for s in range(cfg.steps)),
@@ -179,12 +212,14 @@ def main(argv):
         "weight_decay": repr(cfg.weight_decay), "clip": repr(cfg.clip), "steps": str(cfg.steps),
         "seed": str(cfg.seed), "torch_version": torch.__version__, "autocast": cfg.autocast,
     }
+    if cfg.dpo_beta:
+        metadata["dpo_beta"] = repr(cfg.dpo_beta)
     entries = initial + [
         ("tokens", tokens.to(torch.int32)),
         ("targets", targets.to(torch.int32)),
         ("logits", logits),
         ("loss", torch.tensor(step_losses[0], dtype=torch.float32)),
-    ] + grads + [
+    ] + ([("dpo_ref", ref.float())] if cfg.dpo_beta else []) + grads + [
         ("adamw_losses", torch.tensor(step_losses, dtype=torch.float32)),
         ("grad_norms", torch.tensor(grad_norms, dtype=torch.float32)),
     ] + final + moments

@@ -1,0 +1,38 @@
+/* Preference training (DPO) on a model: a batch of pairs' loss against the reference model's
+ * log-probabilities, and those log-probabilities themselves, computed once.
+ *
+ * A batch is the 2P rows of data/pair_loader.h (the chosen sides, then the rejected ones). The
+ * policy's log-probability of a side is tg_sequence_logprob over its row's targets; the loss is
+ * tg_dpo_loss of them against the reference's (ops/preference.c has the formulas). The reference
+ * is the model a run starts from: its log-probabilities of every pair are computed before the
+ * first step, with no gradient, and kept; a run never holds two models. */
+#ifndef TAPEGRAD_TRAIN_DPO_H
+#define TAPEGRAD_TRAIN_DPO_H
+
+#include <stdint.h>
+
+#include "data/split.h"
+#include "tapegrad/model.h"
+#include "tapegrad/tape.h"
+
+#define TG_DPO_DEFAULT_BETA 0.1
+
+/* What a batch of pairs says besides its loss: means over its P pairs. */
+typedef struct TgDpoStats {
+    double margin;           /* the reward margin beta ((c - ref_c) - (r - ref_r)) */
+    double accuracy;         /* the share of pairs with a positive margin */
+    double chosen, rejected; /* the policy's log-probabilities of each side */
+} TgDpoStats;
+
+/* The DPO loss of the batch's 2P rows (batch->batch is 2P) against ref (2P, in the rows' order);
+ * stats (may be NULL) from the same forward. */
+TgTensor *tg_dpo_batch_loss(TgModel *model, TgTape *tape, const TgBatch *batch, const float *ref, double beta,
+                            TgDpoStats *stats);
+
+/* The model's log-probability of both sides of every pair of `split` into ref (2 per pair: the
+ * chosen side's at 2k, the rejected one's at 2k + 1), `pairs` pairs a forward, no gradient.
+ * Padding is pad_id. */
+TgStatus tg_dpo_reference(TgModel *model, TgTape *tape, const TgSplit *split, int64_t pairs, int64_t seq,
+                          int32_t pad_id, float *ref);
+
+#endif
