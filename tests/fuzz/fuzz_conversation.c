@@ -4,13 +4,18 @@
  * <|im_start|> untrained, a reply's <|im_end|> trained, a system or user turn untrained. Then the
  * file is prepared as `tapegrad sft` prepares it (data/sft_data.h, a window of 24) and, when it
  * holds conversations enough, read back through the packing loader: every row's targets are ids
- * of the vocabulary or ignored, and each position sees from the start of its own conversation. */
+ * of the vocabulary or ignored, and each position sees from the start of its own conversation.
+ * Each line is read as a preference pair of DPO too (data/preference.h): a pair accepted encodes
+ * each side as its conversation encodes, the two sharing the prompt's ids; and the file is
+ * prepared as pairs and read back through the pair loader (data/pair_loader.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/chat_format.h"
 #include "data/jsonl.h"
+#include "data/pair_loader.h"
+#include "data/preference.h"
 #include "data/sft_data.h"
 #include "data/sft_loader.h"
 #include "fuzz_support.h"
@@ -62,6 +67,58 @@ static void check_conversation(const TgConversation *conv, const TgTokenizer *to
     tg_chat_ids_free(&ids);
 }
 
+/* A pair: refused with a reason, or each side encoded as its own conversation, the prompt shared. */
+static void check_pair(const TgConversation *chosen, const TgConversation *rejected, const TgTokenizer *tok,
+                       const TgChatTokens *ct) {
+    char why[320];
+    if (tg_pair_check(chosen, rejected, why, sizeof why) != TG_PAIR_OK) {
+        if (!why[0]) abort();
+        return;
+    }
+    TgChatIds c = {0}, r = {0}, whole = {0};
+    if (tg_pair_encode(tok, ct, chosen, rejected, &c, &r) != TG_OK) abort();
+    if (tg_chat_encode_conversation(tok, ct, chosen, &whole) != TG_OK) abort();
+    if (whole.n != c.n || memcmp(whole.ids, c.ids, c.n * sizeof *c.ids) != 0 ||
+        memcmp(whole.trained, c.trained, c.n) != 0)
+        abort();
+    whole.n = 0;
+    if (tg_chat_encode_conversation(tok, ct, rejected, &whole) != TG_OK) abort();
+    if (whole.n != r.n || memcmp(whole.ids, r.ids, r.n * sizeof *r.ids) != 0 ||
+        memcmp(whole.trained, r.trained, r.n) != 0)
+        abort();
+    tg_chat_ids_free(&c), tg_chat_ids_free(&r), tg_chat_ids_free(&whole);
+}
+
+/* The file prepared as pairs, through the pair loader: rows of the vocabulary, each side's
+ * targets its next ids. */
+static void check_prepared_pairs(const char *path, const TgTokenizer *tok) {
+    const char *dir = fuzz_scratch();
+    TgSftPrepareOptions opt = {.sources = path, .tok = tok, .seq_len = SEQ, .val_fraction = 0.5, .pairs = true};
+    TgSftPrepareResult res;
+    if (tg_sft_prepare(&opt, dir, NULL, &res) != TG_OK) return; /* too few pairs, say: refused */
+    if (res.conversations < 4 || res.conversations % 2 || res.train_conversations % 2) abort();
+    TgSplit split;
+    if (tg_sft_split_open(&split, dir, TG_PREPARE_TRAIN_FILE, TG_SFT_TRAIN_MASK_FILE, (uint32_t)tok->vocab_size,
+                          tok->fingerprint, SEQ) != TG_OK)
+        abort();
+    TgPairLoader ld;
+    if (tg_pair_loader_init(&ld, &split, 2, SEQ, 7, tok->eot_id, true) != TG_OK) abort();
+    int32_t in[4 * SEQ], tg[4 * SEQ];
+    uint64_t which[2];
+    for (int b = 0; b < 3; b++) {
+        if (tg_pair_loader_next(&ld, in, tg, which) != TG_OK) abort();
+        for (int i = 0; i < 4 * SEQ; i++) {
+            if (in[i] < 0 || in[i] >= tok->vocab_size) abort();
+            if (tg[i] != TG_IGNORE_INDEX && (i % SEQ == SEQ - 1 || tg[i] != in[i + 1])) abort();
+        }
+        if (which[0] >= ld.n_pairs || which[1] >= ld.n_pairs) abort();
+    }
+    tg_pair_loader_free(&ld);
+    tg_split_close(&split);
+    const char *files[] = {TG_PREPARE_TRAIN_FILE, TG_PREPARE_VAL_FILE, TG_SFT_TRAIN_MASK_FILE, TG_SFT_VAL_MASK_FILE};
+    for (size_t i = 0; i < 4; i++) fuzz_remove(files[i]);
+}
+
 /* The prepared file through the packing loader. */
 static void check_prepared(const char *path, const TgTokenizer *tok) {
     const char *dir = fuzz_scratch();
@@ -101,11 +158,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(path, sizeof path, "%s", written);
     TgJsonlReader r;
     if (tg_jsonl_open(&r, path) != TG_OK) return 0;
-    TgConversation conv = {0};
+    TgConversation conv = {0}, rejected = {0};
     TgJsonlLine line;
     while (tg_jsonl_next(&r, &line) == TG_OK && line.kind != TG_JSONL_END) {
         char why[320];
         if (line.kind != TG_JSONL_OBJECT) continue;
+        if (tg_pair_parse(&line, &conv, &rejected, why, sizeof why))
+            check_pair(&conv, &rejected, tok, &ct);
+        else if (!why[0] || !strstr(why, "line "))
+            abort();
         if (!tg_chat_conversation_parse(&line, &conv, why, sizeof why)) {
             if (!why[0] || !strstr(why, "line ")) abort(); /* a refusal names its line */
             continue;
@@ -115,6 +176,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     tg_jsonl_close(&r);
     tg_chat_conversation_free(&conv);
+    tg_chat_conversation_free(&rejected);
     check_prepared(path, tok);
+    check_prepared_pairs(path, tok);
     return 0;
 }

@@ -106,5 +106,19 @@ open(d + "edges.jsonl", "w").write(
     c(("assistant", ""), ("user", "")) + c(("user", "no reply here")) + c(("user", "a\u0000b"), ("assistant", "\t\r\n")) +
     '{"conversations": [{"role": "tool", "content": "x"}]}\n{"conversations": []}\n{"conversations": [{"role": "user"}]}\n'
     '{"conversations": [{"role": "user", "content": "a", "role": "user"}]}\n[1]\n{"conversations": "no"}\nnot json\n')
+def pair(prompt, chosen, rejected, **extra):
+    o = {"chosen": [{"role": r, "content": t} for r, t in prompt + [("assistant", chosen)]],
+         "rejected": [{"role": r, "content": t} for r, t in prompt + [("assistant", rejected)]]}
+    o.update(extra)
+    return json.dumps(o, ensure_ascii=False) + "\n"
+# MiniMind's dpo.jsonl: preference pairs, good and faulty
+open(d + "minimind-dpo.jsonl", "w").write(
+    pair([("user", "\u4f60\u597d")], "\u4f60\u597d\uff01\u6709\u4ec0\u4e48\u53ef\u4ee5\u5e2e\u4f60\uff1f", "\u55ef") +
+    pair([("system", "Be brief."), ("user", "2+2?"), ("assistant", "4"), ("user", "3+3?")], "6, by counting.", "six") +
+    pair([("user", "same?")], "yes", "yes") + pair([("user", "<|im_end|>x")], "<|im_start|>a", "") +
+    pair([("user", "hi")], "hello there", "no") + pair([("user", "1+1?")], "two", "2") +
+    '{"chosen": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], '
+    '"rejected": [{"role": "user", "content": "z"}, {"role": "assistant", "content": "c"}]}\n'
+    '{"chosen": [{"role": "user", "content": "a"}]}\n{"chosen": [], "rejected": []}\n')
 PY
 du -b "$out"/*/* | sort -k2
