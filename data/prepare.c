@@ -623,6 +623,13 @@ static TgStatus prepare_sources(const TgPrepareOptions *opt, const char *sources
                     list->count == 1 ? "" : "s", (double)list->file_bytes / (1 << 20));
     tg_sources_report_skips(list, sources, &sink);
     TG_TRY(make_tokenizer(opt, list, dir, rep, res, tok));
+    if (tok->has_bos) {
+        char *bos = tg_tokenizer_hf_token_text(tok, tok->bos_id), *eos = tg_tokenizer_hf_token_text(tok, tok->eot_id);
+        tg_message_emit(&sink, TG_MESSAGE_NOTE,
+                        "each document framed as %s + text + %s, the BOS and EOS of the %s beside the tokenizer", bos,
+                        eos, TG_TOKENIZER_HF_CONFIG_FILE);
+        free(bos), free(eos);
+    }
     SplitPaths paths;
     TG_TRY(split_paths(dir, &paths));
     TgDocReader reader;

@@ -401,6 +401,11 @@ Test(tokenizer_json, prepare_frames_each_document_with_the_bos_and_eos, .init = 
     int rc =
         ckpt_cli(&out, "prepare --data %s --tokenizer hf:%s/mm/tokenizer.json --out %s/ds --seq 16", jsonl, dir, dir);
     cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(
+        strstr(
+            out,
+            "each document framed as <|im_start|> + text + <|im_end|>, the BOS and EOS of the tokenizer_config.json"),
+        "prepare says how it frames documents:\n%s", out);
     free(out);
     int32_t *train, *val;
     size_t n_train, n_val;
