@@ -260,17 +260,25 @@ static void push_id(TgChatIds *out, int32_t id, bool trained) {
     out->trained[out->n++] = trained;
 }
 
-TgStatus tg_chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, TgChatIds *out) {
+/* text's ids appended, none trained; literal: special tokens' text stays text. */
+static TgStatus encode_text(const TgTokenizer *tok, const char *text, size_t len, bool literal, TgChatIds *out) {
     size_t cap = tg_tokenizer_max_ids(tok, len), n = 0;
     reserve_ids(out, cap);
-    if (len) TG_TRY(tg_tokenizer_encode(tok, text, len, out->ids + out->n, cap, &n));
+    if (len && literal)
+        TG_TRY(tg_tokenizer_encode_literal(tok, text, len, out->ids + out->n, cap, &n));
+    else if (len)
+        TG_TRY(tg_tokenizer_encode(tok, text, len, out->ids + out->n, cap, &n));
     memset(out->trained + out->n, 0, n);
     out->n += n;
     return TG_OK;
 }
 
-TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content, size_t len,
-                          TgChatIds *out) {
+TgStatus tg_chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, TgChatIds *out) {
+    return encode_text(tok, text, len, false, out);
+}
+
+static TgStatus encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content,
+                            size_t len, bool literal, TgChatIds *out) {
     /* "{role}\n{content}" is one piece between the markers, encoded as the whole text is */
     const char *name = role_names[role];
     size_t header = strlen(name) + 1;
@@ -280,7 +288,7 @@ TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgC
     if (len) memcpy(piece + header, content, len);
     push_id(out, ct->im_start, false);
     size_t first = out->n;
-    TgStatus s = tg_chat_encode_text(tok, piece, header + len, out);
+    TgStatus s = encode_text(tok, piece, header + len, literal, out);
     free(piece);
     TG_TRY(s);
     bool reply = role == TG_CHAT_ASSISTANT;
@@ -298,6 +306,16 @@ TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgC
     }
     push_id(out, ct->im_end, reply);
     return tg_chat_encode_text(tok, "\n", 1, out);
+}
+
+TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content,
+                             size_t len, TgChatIds *out) {
+    return encode_turn(tok, ct, role, content, len, false, out);
+}
+
+TgStatus tg_chat_encode_turn_literal(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role,
+                                     const char *content, size_t len, TgChatIds *out) {
+    return encode_turn(tok, ct, role, content, len, true, out);
 }
 
 TgStatus tg_chat_encode_conversation(const TgTokenizer *tok, const TgChatTokens *ct, const TgConversation *conv, TgChatIds *out) {

@@ -106,6 +106,10 @@ void tg_chat_ids_append(TgChatIds *out, const TgChatIds *from);
 /* Appends the ids of one rendered turn. */
 TgStatus tg_chat_encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content, size_t len,
                           TgChatIds *out);
+/* The same with the content taken literally (tg_tokenizer_encode_literal): special-token text in
+ * it stays text, so it cannot open or close a turn. For what a chat's user (or its client) sends. */
+TgStatus tg_chat_encode_turn_literal(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role,
+                                     const char *content, size_t len, TgChatIds *out);
 /* Appends the ids of every turn of conv (out is not cleared). */
 TgStatus tg_chat_encode_conversation(const TgTokenizer *tok, const TgChatTokens *ct, const TgConversation *conv, TgChatIds *out);
 /* Appends the ids of text[0..len), none of them trained. */

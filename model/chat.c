@@ -45,7 +45,8 @@ TgStatus tg_chat_session_add(TgChatSession *s, TgChatRole role, const char *cont
         return tg_fail(TG_ERR_ARG, "a system turn comes first in a conversation, before any other");
     begin_turn(s);
     if (role == TG_CHAT_SYSTEM) s->has_system = true;
-    return tg_chat_encode_turn(s->tok, &s->ct, role, content, len, &s->ids);
+    /* what the chat is given is text: "<|im_end|>" typed by its user closes no turn */
+    return tg_chat_encode_turn_literal(s->tok, &s->ct, role, content, len, &s->ids);
 }
 
 /* Feeds ids[0..n) to the cache (n >= 1, room for them); returns the logits of the last. */

@@ -1,6 +1,6 @@
 /* Added tokens in text (tokenizer/tokenizer_added.c): the same matches as comparing every token at
- * every position (leftmost, then longest), across window boundaries, and a number of automaton
- * steps linear in the text however many tokens there are. */
+ * every position (leftmost, then longest; for literal text, the special tokens left out), across
+ * window boundaries, and a number of automaton steps linear in the text however many tokens there are. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +12,9 @@
 #include "testutil.h"
 
 /* A tokenizer whose ids are the given byte strings, every one of them an added token: all the
- * matcher looks at. */
-static void make_tokenizer(TgTokenizer *tok, char *const *tokens, const size_t *lens, int32_t n) {
+ * matcher looks at. With some_special, every third (from the first) is a special token, which a
+ * literal scan (tokenizer.h: tg_tokenizer_encode_literal) leaves to the text. */
+static void make_tokenizer(TgTokenizer *tok, char *const *tokens, const size_t *lens, int32_t n, bool some_special) {
     memset(tok, 0, sizeof *tok);
     tok->kind = TG_TOKENIZER_BPE;
     tok->vocab_size = n;
@@ -26,18 +27,21 @@ static void make_tokenizer(TgTokenizer *tok, char *const *tokens, const size_t *
     for (int32_t k = 0; k < n; k++) {
         memcpy(tok->token_bytes + tok->token_offsets[k], tokens[k], lens[k]);
         tok->token_offsets[k + 1] = tok->token_offsets[k] + (int64_t)lens[k];
-        tok->added[k] = (TgTokenizerAdded){k, false};
+        tok->added[k] = (TgTokenizerAdded){k, some_special && k % 3 == 0};
     }
     tok->n_added = n;
-    assert_ok(tg_added_matcher_build(tok, &tok->matcher));
+    assert_ok(tg_added_matcher_build(tok, false, &tok->matcher));
+    assert_ok(tg_added_matcher_build(tok, true, &tok->word_matcher));
 }
 
-/* The rule as it was first written: at each position from `from`, every token compared. */
-static bool reference_next(const TgTokenizer *tok, const uint8_t *text, size_t len, size_t from, size_t *at, int32_t *id,
-                           size_t *match_len) {
+/* The rule as it was first written: at each position from `from`, every token compared (but the
+ * special ones, when literal). */
+static bool reference_next(const TgTokenizer *tok, const uint8_t *text, size_t len, size_t from, size_t *at,
+                           int32_t *id, size_t *match_len, bool literal) {
     for (size_t p = from; p < len; p++) {
         size_t best = 0;
         for (int32_t k = 0; k < tok->n_added; k++) {
+            if (literal && tok->added[k].special) continue;
             size_t l;
             const uint8_t *t = tg_tokenizer_token_bytes(tok, tok->added[k].id, &l);
             if (l > best && l <= len - p && memcmp(t, text + p, l) == 0) {
@@ -56,16 +60,17 @@ static bool reference_next(const TgTokenizer *tok, const uint8_t *text, size_t l
 
 /* Walks text as the encoder does (each search from the end of the last match) with both
  * matchers; returns the automaton's steps. */
-static uint64_t expect_same_matches(const TgTokenizer *tok, const uint8_t *text, size_t len, const char *what) {
+static uint64_t expect_same_matches(const TgTokenizer *tok, const uint8_t *text, size_t len, const char *what,
+                                    bool literal) {
     TgAddedScan scan;
-    tg_added_scan_begin(&scan, tok, text, len);
+    tg_added_scan_begin(&scan, tok, text, len, literal);
     size_t pos = 0;
     int matches = 0;
     for (;;) {
         size_t at = 0, ml = 0, rat = 0, rml = 0;
         int32_t id = -1, rid = -1;
         bool found = tg_added_scan_next(&scan, pos, &at, &id, &ml);
-        bool want = reference_next(tok, text, len, pos, &rat, &rid, &rml);
+        bool want = reference_next(tok, text, len, pos, &rat, &rid, &rml, literal);
         cr_assert_eq(found, want, "%s: match %d from %zu: found %d, the reference %d", what, matches, pos, found, want);
         if (!found) break;
         cr_assert(at == rat && id == rid && ml == rml, "%s: match %d from %zu: id %d at %zu (%zu bytes), the reference id %d at %zu (%zu)",
@@ -98,13 +103,14 @@ Test(added_tokens, match_as_every_token_compared_at_every_position) {
             } while (true);
         }
         TgTokenizer tok;
-        make_tokenizer(&tok, tokens, lens, n);
+        make_tokenizer(&tok, tokens, lens, n, round % 4 < 2);
         uint8_t text[300];
         size_t len = tg_rng_below(&rng, sizeof text);
         for (size_t i = 0; i < len; i++) text[i] = (uint8_t)alphabet[tg_rng_below(&rng, round % 2 ? 2 : 5)];
         char what[32];
         snprintf(what, sizeof what, "round %d", round);
-        expect_same_matches(&tok, text, len, what);
+        expect_same_matches(&tok, text, len, what, false);
+        expect_same_matches(&tok, text, len, what, true);
         tg_tokenizer_free(&tok);
         for (int32_t k = 0; k < n; k++) free(tokens[k]);
     }
@@ -120,7 +126,7 @@ Test(added_tokens, matches_across_the_scan_windows) {
     char *tokens[] = {"xyz", "yz<", "<|tok|>", "z", big};
     size_t lens[] = {3, 3, 7, 1, sizeof big};
     TgTokenizer tok;
-    make_tokenizer(&tok, tokens, lens, 5);
+    make_tokenizer(&tok, tokens, lens, 5, false);
     const size_t window = 2 * sizeof big, len = 5 * window;
     uint8_t *text = malloc(len);
     memset(text, '.', len);
@@ -132,7 +138,7 @@ Test(added_tokens, matches_across_the_scan_windows) {
     memset(text + 4 * window - 20000, 'x', sizeof big - 1); /* the long token, across the fourth's end */
     text[4 * window - 20000 + sizeof big - 1] = 'q';
     memcpy(text + len - 3, "xyz", 3);
-    expect_same_matches(&tok, text, len, "windows");
+    expect_same_matches(&tok, text, len, "windows", false);
     free(text);
     tg_tokenizer_free(&tok);
 }
@@ -150,7 +156,7 @@ Test(added_tokens, steps_grow_with_the_text_not_with_the_tokens) {
         lens[k] = (size_t)snprintf(tokens[k], 16, "<|tok%05d|>", (int)k);
     }
     TgTokenizer tok;
-    make_tokenizer(&tok, tokens, lens, n);
+    make_tokenizer(&tok, tokens, lens, n, false);
     /* text that keeps the automaton deep: tokens, their prefixes and suffixes, words */
     size_t big = 8 * 40000;
     uint8_t *text = malloc(big);
@@ -168,7 +174,7 @@ Test(added_tokens, steps_grow_with_the_text_not_with_the_tokens) {
     uint64_t steps[2];
     size_t lens_of_text[2] = {big / 8, big};
     for (int r = 0; r < 2; r++) {
-        tg_added_scan_begin(&scan, &tok, text, lens_of_text[r]);
+        tg_added_scan_begin(&scan, &tok, text, lens_of_text[r], false);
         size_t pos = 0, at, ml;
         int32_t id;
         int found = 0;
@@ -190,10 +196,10 @@ Test(added_tokens, steps_grow_with_the_text_not_with_the_tokens) {
         memset(tokens[k] + 1, 'a', (size_t)k + 1);
         lens[k] = (size_t)k + 2;
     }
-    make_tokenizer(&tok, tokens, lens, m);
+    make_tokenizer(&tok, tokens, lens, m, false);
     memset(text, 'a', big);
     for (size_t i = 0; i < big; i += 997) text[i] = 'b';
-    uint64_t worst = expect_same_matches(&tok, text, 20000, "b a^k");
+    uint64_t worst = expect_same_matches(&tok, text, 20000, "b a^k", false);
     cr_expect_leq(worst, 2 * 20000 + 2 * 300);
     tg_tokenizer_free(&tok);
     for (int32_t k = 0; k < m; k++) free(tokens[k]);

@@ -139,17 +139,19 @@ static void link_trie(TgAddedMatcher *m) {
     }
 }
 
-TgStatus tg_added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher) {
+TgStatus tg_added_matcher_build(const TgTokenizer *tok, bool words_only, TgAddedMatcher **matcher) {
     *matcher = NULL;
-    int32_t n = tok->n_added;
-    if (n == 0) return TG_OK;
+    int32_t n = tok->n_added, n_in = 0; /* the tokens the automaton finds: n_in of the n */
     size_t bytes = 0, max_len = 0;
     for (int32_t k = 0; k < n; k++) {
+        if (words_only && tok->added[k].special) continue;
         size_t len;
         tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
         bytes += len;
         if (len > max_len) max_len = len;
+        n_in++;
     }
+    if (n_in == 0) return TG_OK;
     TG_CHECK(bytes < INT32_MAX, "added tokens of %zu bytes in all (a tokenizer.json holds at most 256 MiB)", bytes);
     size_t nodes = bytes + 1;
     TgAddedMatcher *m = calloc(1, sizeof *m);
@@ -167,13 +169,13 @@ TgStatus tg_added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher
         tg_added_matcher_free(m);
         s = tg_fail(TG_ERR_NOMEM, "the matcher of %" PRId32 " added tokens, %zu MiB", n, nodes * 13 >> 20);
     } else {
-        for (int32_t k = 0; k < n; k++) {
-            order[k] = k;
+        for (int32_t k = 0, i = 0; k < n; k++) {
             tokens[k].b = tg_tokenizer_token_bytes(tok, tok->added[k].id, &tokens[k].len);
+            if (!words_only || !tok->added[k].special) order[i++] = k;
         }
-        sort_reversed(tokens, order, tmp, n);
-        for (int32_t i = 0; i < n; i++) sorted[i] = tokens[order[i]];
-        build_trie(m, sorted, order, queue, n);
+        sort_reversed(tokens, order, tmp, n_in);
+        for (int32_t i = 0; i < n_in; i++) sorted[i] = tokens[order[i]];
+        build_trie(m, sorted, order, queue, n_in);
         link_trie(m);
         m->max_len = max_len;
         *matcher = m;
@@ -186,13 +188,14 @@ TgStatus tg_added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher
 
 enum { MIN_WINDOW = 1 << 16 };
 
-void tg_added_scan_begin(TgAddedScan *s, const TgTokenizer *tok, const uint8_t *text, size_t len) {
+void tg_added_scan_begin(TgAddedScan *s, const TgTokenizer *tok, const uint8_t *text, size_t len, bool literal) {
     memset(s, 0, sizeof *s);
     s->tok = tok;
+    s->m = literal ? tok->word_matcher : tok->matcher;
     s->text = text;
     s->len = len;
-    if (!tok->matcher) return;
-    size_t w = 2 * tok->matcher->max_len > MIN_WINDOW ? 2 * tok->matcher->max_len : MIN_WINDOW;
+    if (!s->m) return;
+    size_t w = 2 * s->m->max_len > MIN_WINDOW ? 2 * s->m->max_len : MIN_WINDOW;
     s->window = w < len ? w : len;
     s->longest = tg_malloc((s->window ? s->window : 1) * sizeof *s->longest);
 }
@@ -204,7 +207,7 @@ void tg_added_scan_end(TgAddedScan *s) {
 
 /* longest[p - lo] for p in [lo, hi): the longest added token starting at p, or -1. */
 static void scan_window(TgAddedScan *s, size_t lo) {
-    const TgAddedMatcher *m = s->tok->matcher;
+    const TgAddedMatcher *m = s->m;
     size_t hi = lo + s->window < s->len ? lo + s->window : s->len;
     size_t from = hi + m->max_len - 1 < s->len ? hi + m->max_len - 1 : s->len;
     int32_t state = 0;
@@ -224,7 +227,7 @@ static void scan_window(TgAddedScan *s, size_t lo) {
 }
 
 bool tg_added_scan_next(TgAddedScan *s, size_t from, size_t *at, int32_t *id, size_t *match_len) {
-    if (!s->tok->matcher) return false;
+    if (!s->m) return false;
     for (size_t p = from; p < s->len; p++) {
         if (p < s->lo || p >= s->hi) scan_window(s, p);
         int32_t k = s->longest[p - s->lo];

@@ -237,7 +237,7 @@ void tg_bpe_counter_add(TgBpeCounter *c, const char *text, size_t len) {
         return;
     }
     TgAddedScan scan;
-    tg_added_scan_begin(&scan, &c->cut, b, len);
+    tg_added_scan_begin(&scan, &c->cut, b, len, false);
     for (size_t pos = 0; pos < len;) {
         size_t at = len, match_len = 0;
         int32_t id;

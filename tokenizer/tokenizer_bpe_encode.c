@@ -215,7 +215,7 @@ static size_t encode_cached(const TgTokenizer *tok, const unsigned char *b, size
 }
 
 void tg_tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out,
-                          TgChunkCache *shared) {
+                             TgChunkCache *shared, bool literal) {
     size_t replaced_len = 0;
     unsigned char *replaced = tok->hf ? replace_invalid_utf8(text, len, &replaced_len) : NULL;
     if (replaced) {
@@ -231,7 +231,7 @@ void tg_tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, 
     }
     if (!shared) cache_open(cache = &own, len);
     TgAddedScan scan;
-    tg_added_scan_begin(&scan, tok, text, len);
+    tg_added_scan_begin(&scan, tok, text, len, literal);
     size_t n = 0;
     for (size_t pos = 0; pos < len;) {
         size_t at = len, match_len = 0;

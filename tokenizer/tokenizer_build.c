@@ -255,7 +255,8 @@ TgStatus tg_tokenizer_finish(TgTokenizer *tok, const char *origin) {
                            "merge: the file is corrupt",
                            origin, dup, tok->merges[dup].left, tok->merges[dup].right);
     }
-    TG_TRY(tg_added_matcher_build(tok, &tok->matcher));
+    TG_TRY(tg_added_matcher_build(tok, false, &tok->matcher));
+    TG_TRY(tg_added_matcher_build(tok, true, &tok->word_matcher));
     tok->fingerprint = compute_fingerprint(tok);
     return TG_OK;
 }
@@ -270,6 +271,7 @@ void tg_tokenizer_free(TgTokenizer *tok) {
     tg_bpe_rank_map_free(tok->ranks);
     tg_token_index_free(tok->index);
     tg_added_matcher_free(tok->matcher);
+    tg_added_matcher_free(tok->word_matcher);
     tg_tokenizer_specials_free(tok->specials, tok->n_specials);
     memset(tok, 0, sizeof *tok);
 }

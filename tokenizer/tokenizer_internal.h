@@ -24,8 +24,8 @@ typedef struct TgChunkCache TgChunkCache;
 enum { TG_TOKENIZER_ENCODE_WINDOW = 64 * TG_TOKENIZER_MAX_CHUNK };
 TgChunkCache *tg_chunk_cache_new(void); /* NULL when there is no memory: encoding then merges every chunk */
 void tg_chunk_cache_free(TgChunkCache *cache);
-void tg_tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len,
-                          int32_t *out, size_t *n_out, TgChunkCache *cache);
+void tg_tokenizer_bpe_encode(const TgTokenizer *tok, const unsigned char *text, size_t len, int32_t *out, size_t *n_out,
+                             TgChunkCache *cache, bool literal);
 /* tg_tokenizer_encode with a cache (BPE; a char tokenizer ignores it). */
 TgStatus tg_tokenizer_encode_cached(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
                                  size_t *n_out, TgChunkCache *cache);
@@ -147,14 +147,15 @@ void tg_token_index_free(TgTokenIndex *index);
 
 /* ---- added tokens (tokenizer_added.c) ---- */
 
-/* The automaton that finds tok->added in text; NULL when there are none. TG_ERR_NOMEM as
- * tg_bpe_rank_map_build. */
-TgStatus tg_added_matcher_build(const TgTokenizer *tok, TgAddedMatcher **matcher);
+/* The automaton that finds tok->added in text (with words_only, those that are not special);
+ * NULL when there are none. TG_ERR_NOMEM as tg_bpe_rank_map_build. */
+TgStatus tg_added_matcher_build(const TgTokenizer *tok, bool words_only, TgAddedMatcher **matcher);
 void tg_added_matcher_free(TgAddedMatcher *matcher);
 
 /* One text searched for added tokens, front to back. */
 typedef struct {
     const TgTokenizer *tok;
+    const TgAddedMatcher *m; /* tok->matcher, or tok->word_matcher for literal text */
     const uint8_t *text;
     size_t len;
     size_t lo, hi, window; /* longest[p - lo] for the positions [lo, hi) scanned last */
@@ -162,7 +163,8 @@ typedef struct {
     uint64_t steps; /* the automaton's transitions and failure steps so far: at most twice the bytes scanned */
 } TgAddedScan;
 
-void tg_added_scan_begin(TgAddedScan *scan, const TgTokenizer *tok, const uint8_t *text, size_t len);
+/* literal: special tokens' text is text, only added words are found */
+void tg_added_scan_begin(TgAddedScan *scan, const TgTokenizer *tok, const uint8_t *text, size_t len, bool literal);
 /* The first added token in text[from, len), the longest of those starting there: true and *at,
  * *id, *match_len set; false when there is none. Calls must ask for increasing `from`. */
 bool tg_added_scan_next(TgAddedScan *scan, size_t from, size_t *at, int32_t *id, size_t *match_len);

@@ -124,6 +124,7 @@ typedef struct TgTokenizer {
     TgBpeRankMap *ranks;      /* BPE only */
     TgTokenIndex *index;      /* hf only */
     TgAddedMatcher *matcher;  /* BPE with added tokens */
+    TgAddedMatcher *word_matcher; /* those of them that are not special (control) tokens; NULL for none */
     uint64_t fingerprint;   /* see tg_tokenizer_fingerprint */
 } TgTokenizer;
 
@@ -175,6 +176,11 @@ size_t tg_tokenizer_max_ids(const TgTokenizer *tok, size_t len);
  * and offset). */
 TgStatus tg_tokenizer_encode(const TgTokenizer *tok, const char *text, size_t len, int32_t *out,
                            size_t out_cap, size_t *n_out);
+/* The same, with the text of the special (control) tokens left as text: "<|im_end|>" in it is
+ * the ids of those bytes, never the token; added words that are not special are still one id.
+ * For text nobody vouches for (what a chat's user types), which must not open or close a turn. */
+TgStatus tg_tokenizer_encode_literal(const TgTokenizer *tok, const char *text, size_t len, int32_t *out, size_t out_cap,
+                                     size_t *n_out);
 
 /* Decodes n ids into a malloc'ed buffer (*text, caller frees; NUL-terminated for convenience,
  * the terminator not counted in *len). Refuses an id outside [0, vocab_size). */
