@@ -2,7 +2,9 @@
  * tokenizer.txt points to one), and what a loaded tokenizer must then do: encode a text to ids
  * in range, decode them, give every id's bytes and text, be exportable, and round-trip through
  * what a run writes: saved as tokenizer.txt + tokenizer.json and loaded again it has the same
- * fingerprint and encodes the same ids, and saving that writes the same tokenizer.json again. */
+ * fingerprint and encodes the same ids, and saving that writes the same tokenizer.json again.
+ * Literal encoding (special tokens' text left as text) gives ids in range, and on a text the
+ * file's special tokens may well not spell, tg_tokenizer_encode's ids unless one is in it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,8 @@
 #include "tokenizer/tokenizer_hf.h"
 #include "fuzz_support.h"
 
-static const char text[] = "The quick brown fox jumps over the lazy dog. It's 42\xe2\x82\xac, caf\xc3\xa9!\n\n  end<|endoftext|>\xff";
+static const char text[] =
+    "The quick brown fox jumps over the lazy dog. It's 42\xe2\x82\xac, caf\xc3\xa9!\n\n  end<|endoftext|>\xff";
 
 /* The ids of text, checked to be in range (malloc'ed). */
 static int32_t *encode(const TgTokenizer *tok, size_t *n) {
@@ -46,11 +49,30 @@ static const char *save_as_run(const TgTokenizer *tok, const char *folder) {
     return path;
 }
 
+/* Literal encoding of text: ids in range; with no special token's text in it (checked by
+ * matching each), the ids of the usual encoding. */
+static void check_literal(const TgTokenizer *tok, const int32_t *ids, size_t n) {
+    size_t cap = tg_tokenizer_max_ids(tok, sizeof text - 1), nl;
+    int32_t *lit = malloc(cap * sizeof *lit);
+    if (tg_tokenizer_encode_literal(tok, text, sizeof text - 1, lit, cap, &nl) != TG_OK) abort();
+    for (size_t i = 0; i < nl; i++)
+        if (lit[i] < 0 || lit[i] >= tok->vocab_size) abort();
+    bool spelled = false;
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        size_t len;
+        const uint8_t *b = tg_tokenizer_token_bytes(tok, tok->added[k].id, &len);
+        if (tok->added[k].special && len && memmem(text, sizeof text - 1, b, len)) spelled = true;
+    }
+    if (!spelled && (nl != n || memcmp(lit, ids, n * sizeof *ids) != 0)) abort();
+    free(lit);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     TgTokenizer tok, again;
     if (tg_tokenizer_hf_load(fuzz_write("tokenizer.json", data, size), &tok) != TG_OK) return 0;
     size_t n, m, len;
     int32_t *ids = encode(&tok, &n);
+    check_literal(&tok, ids, n);
     char *back;
     if (tg_tokenizer_decode(&tok, ids, n, &back, &len) != TG_OK) abort();
     free(back);
