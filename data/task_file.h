@@ -11,7 +11,8 @@
  *
  * A candidate is a row of ids and the part of it that is scored (the continuation):
  *   a sentence of a pair:   <eot> sentence                 (the sentence scored, after the start
- *                            every document of a pretraining window has: the <eot> before it)
+ *                            every document of a pretraining window has: the <eot> before it,
+ *                            or the BOS of a tokenizer that frames documents, tg_tokenizer_doc_start)
  *   a choice, plain text:   <eot> context choice           (the choice scored; context and choice
  *                            are encoded apart, so a choice's ids do not depend on the context:
  *                            the space between them belongs at the start of the choice, " runs")
