@@ -16,6 +16,7 @@ const Subcommand *const cli_subcommands[] = {
     &cmd_prepare,
     &cmd_train,
     &cmd_sft,
+    &cmd_dpo,
     &cmd_chat,
     &cmd_sample,
     &cmd_eval,

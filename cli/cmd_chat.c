@@ -261,7 +261,7 @@ static TgStatus converse(Chat *c) {
         printf("chat with %s (%lld-token context; each line is your turn; /help lists the commands, /exit or Ctrl-D "
                "leaves)\n",
                c->run.last_checkpoint, (long long)c->run.model.cfg.seq_len);
-        if (known == TG_OK && task != TG_TASK_SFT)
+        if (known == TG_OK && !tg_train_task_chat(task))
             printf("note: this run was not fine-tuned on conversations (tapegrad sft); it may not answer\n");
         struct sigaction sa = {.sa_handler = on_sigint};
         sigemptyset(&sa.sa_mask);

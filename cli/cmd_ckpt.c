@@ -225,7 +225,7 @@ static int export_safetensors(const char *source, const char *out, bool force) {
 static TgStatus chat_of(const TgRun *run, TgChatTokens *chat, bool *sft) {
     TgTrainTask task = TG_TASK_PRETRAIN;
     TG_TRY(tg_run_task(run->dir, &task));
-    *sft = task == TG_TASK_SFT;
+    *sft = tg_train_task_chat(task);
     return *sft ? tg_chat_tokens_find(&run->tok, run->dir, chat) : TG_OK;
 }
 

@@ -215,7 +215,7 @@ static TgStatus eval_print(const TgRun *run, const char *what, const Windows *w,
 
 /* The evaluation on its own engine, and its result. */
 static TgStatus evaluate(const EvalFlags *o, TgRun *run, TgDataset *dataset) {
-    bool conversations = run->task == TG_TASK_SFT && !o->data && !o->dataset;
+    bool conversations = tg_train_task_chat(run->task) && !o->data && !o->dataset;
     const char *what = conversations ? "the val split's conversations (the loss per assistant token)"
                        : o->data     ? o->data
                        : o->dataset  ? o->dataset

@@ -131,7 +131,8 @@ static TgStatus inspect_batches(TgRun *run, int64_t k, int64_t batch, int32_t **
     TG_TRY(tg_run_open_val(run));
     *inputs = tg_malloc(bytes);
     *targets = tg_malloc(bytes);
-    if (run->task != TG_TASK_SFT) return tg_loader_fixed_batches_store(&run->val.tokens, batch, T, k, *inputs, *targets);
+    if (!tg_train_task_chat(run->task))
+        return tg_loader_fixed_batches_store(&run->val.tokens, batch, T, k, *inputs, *targets);
     *key_start = tg_malloc(bytes);
     return tg_sft_fixed_batches(&run->val, batch, T, k, run->tok.eot_id, *inputs, *targets, *key_start);
 }

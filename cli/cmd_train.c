@@ -103,8 +103,8 @@ static void absolute_paths(TgTrainOptions *o, TgOptStrings *strings) {
     }
 }
 
-/* `tapegrad train` and `tapegrad sft` (train --task sft): one table of options. From joining the
- * job to the exit code, everything printed goes through cli/output.h and the run's log. */
+/* `tapegrad train`, `tapegrad sft` (train --task sft) and `tapegrad dpo` (train --task dpo): one table of options. From
+ * joining the job to the exit code, everything printed goes through cli/output.h and the run's log. */
 static int run_training(const TgOptTable *table, TgTrainTask task, int argc, char **argv) {
     const char *command = table->command;
     TgTrainOptions o, defaults;
@@ -145,7 +145,7 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
         s = tg_train_options_request(&o, &req);
         if (s == TG_OK) s = tg_train_run(&req, &stop_requested, o.schedule.log_grads > 0 ? &hooks : NULL, &reporter);
         /* the next command, as it runs from here */
-        if (s == TG_OK && o.spec.task == TG_TASK_SFT && !stop_requested && report.run_dir[0] && reporter.message) {
+        if (s == TG_OK && tg_train_task_chat(o.spec.task) && !stop_requested && report.run_dir[0] && reporter.message) {
             char hint[3 * 4096 + 64], word[3 * 4096];
             snprintf(hint, sizeof hint, "talk to it: %s chat --run %s", cli_program(),
                      cli_shell_word(report.run_dir, word, sizeof word));
@@ -167,11 +167,16 @@ static int run_training(const TgOptTable *table, TgTrainTask task, int argc, cha
 
 static int run_train(int argc, char **argv) { return run_training(tg_train_option_table(), TG_TASK_PRETRAIN, argc, argv); }
 static int run_sft(int argc, char **argv) { return run_training(tg_sft_option_table(), TG_TASK_SFT, argc, argv); }
+static int run_dpo(int argc, char **argv) { return run_training(tg_dpo_option_table(), TG_TASK_DPO, argc, argv); }
 
 CLI_ONE_TABLE(option_tables, tg_train_option_table())
 CLI_ONE_TABLE(sft_option_tables, tg_sft_option_table())
+CLI_ONE_TABLE(dpo_option_tables, tg_dpo_option_table())
 
 const Subcommand cmd_train = {"train", "train a model (no flags: the small preset on the default corpus)",
                               run_train, option_tables};
 const Subcommand cmd_sft = {"sft", "fine-tune a run on conversations (MiniMind's SFT JSONL): train --task sft",
                             run_sft, sft_option_tables};
+const Subcommand cmd_dpo = {"dpo",
+                            "train a fine-tuned run toward preferred replies (MiniMind's DPO JSONL): train --task dpo",
+                            run_dpo, dpo_option_tables};

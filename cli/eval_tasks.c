@@ -38,7 +38,7 @@ static void print_json(const TgRun *run, const TgTaskSuite *suite) {
     tg_json_open_object(&w, NULL);
     tg_json_put_number(&w, "step", (double)run->state.step);
     tg_json_put_string(&w, "checkpoint", run->last_checkpoint);
-    tg_json_put_string(&w, "template", run->task == TG_TASK_SFT ? "chatml" : "plain_text");
+    tg_json_put_string(&w, "template", tg_train_task_chat(run->task) ? "chatml" : "plain_text");
     tg_json_open_array(&w, "tasks");
     for (int i = 0; i < suite->n; i++) {
         const TgTaskFile *f = &suite->files[i];

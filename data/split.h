@@ -5,6 +5,7 @@
 #ifndef TAPEGRAD_DATA_SPLIT_H
 #define TAPEGRAD_DATA_SPLIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,7 @@ typedef struct TgSplit {
     uint64_t *starts;      /* [n_conversations + 1]: conversation c is tokens [starts[c], starts[c + 1]) */
     size_t n_conversations;
     uint64_t trained;      /* tokens the loss predicts */
+    bool pairs;            /* conversations two by two, preference pairs (data/pair_loader.h): a DPO run's */
 } TgSplit;
 
 /* An empty split (nothing open): what tg_split_close leaves. */

@@ -296,13 +296,13 @@ TgStatus tg_run_continue_greedily(TgRun *run, TgTape *tape, const int32_t *ids, 
                                   size_t *text_len) {
     *text = NULL, *text_len = 0;
     TgChatTokens ends = {.im_start = -1, .im_end = -1, .eot = run->tok.eot_id};
-    if (run->task == TG_TASK_SFT) TG_TRY(tg_chat_tokens_find(&run->tok, run->dir, &ends));
+    if (tg_train_task_chat(run->task)) TG_TRY(tg_chat_tokens_find(&run->tok, run->dir, &ends));
     /* greedy: no draw takes a number from the generator */
     const TgSampleOptions greedy = {.temperature = 0};
     TgRng rng;
     tg_rng_seed(&rng, 0);
     int32_t *out = tg_malloc((size_t)(n + n_new) * sizeof *out);
-    int32_t stop = run->task == TG_TASK_SFT ? ends.im_end : ends.eot;
+    int32_t stop = tg_train_task_chat(run->task) ? ends.im_end : ends.eot;
     TgSampler sampler = {.model = &run->model, .tape = tape, .opts = &greedy, .rng = &rng};
     int64_t total = tg_sample_generate(&sampler, ids, n, n_new, stop, out);
     /* the reply ends before the first end of either kind: what stopping at it would have drawn */

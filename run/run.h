@@ -39,7 +39,8 @@ typedef struct TgRun {
     TgSplit train, val;     /* its data (data/split.h): text from the run folder or its dataset, or conversations */
     char dataset[TG_PATH_CAP]; /* the dataset folder it trains on (--dataset), "" when prepared into the run */
     char base_train_tokens[TG_PATH_CAP]; /* a new run from a base run: the base's train tokens ("" unknown) */
-    TgTrainTask task;       /* what it trains on: text, or conversations to fine-tune on */
+    TgTrainTask task;       /* what it trains on: text, conversations to fine-tune on, or preference pairs */
+    double dpo_beta;        /* a dpo run's beta: from --beta (its default filled in), or from run.txt on a resume */
     TgTrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */

@@ -21,14 +21,14 @@ static TgStatus read_run_dataset(TgRun *run) {
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
-    if (s == TG_OK) run->task = id.task, run->precision = id.precision;
+    if (s == TG_OK) run->task = id.task, run->precision = id.precision, run->dpo_beta = id.dpo_beta;
     tg_opt_strings_free(&strings);
     return s;
 }
 
 /* A token file of the run's folder into *store, checked against the run's tokenizer. */
 static TgStatus load_tokens(TgRun *run) {
-    if (run->task == TG_TASK_SFT) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, true);
+    if (tg_train_task_chat(run->task)) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, true);
     return tg_run_open_text_splits(run, true);
 }
 
@@ -36,7 +36,7 @@ static TgStatus load_tokens(TgRun *run) {
 
 TgStatus tg_run_open_val(TgRun *run) {
     TG_TRY(read_run_dataset(run));
-    if (run->task == TG_TASK_SFT) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, false);
+    if (tg_train_task_chat(run->task)) return tg_run_open_sft_splits(run, run->dir, run->model.cfg.seq_len, false);
     return tg_run_open_text_splits(run, false);
 }
 
@@ -65,7 +65,10 @@ static TgStatus open_resumed(const TgTrainRequest *req, bool writes, TgRun *run)
     /* and the precision (a run.txt written before --precision records none: fp32) */
     if (s == TG_OK) run->precision = stored.precision;
     if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
-    if (s == TG_OK) run->task = stored.task, run->keep_best = stored.keep_best;
+    if (s == TG_OK) run->task = stored.task, run->keep_best = stored.keep_best, run->dpo_beta = stored.dpo_beta;
+    if (s == TG_OK && run->task == TG_TASK_DPO && !(run->dpo_beta > 0))
+        s = tg_fail(TG_ERR_FORMAT, "%s/%s records no `beta` for its dpo run: add the `beta` it trained with", run->dir,
+                    TG_RUN_IDENTITY_FILE);
     tg_opt_strings_free(&strings);
     TG_TRY(s);
     TG_TRY(load_tokens(run));
@@ -78,7 +81,7 @@ static TgStatus open_resumed(const TgTrainRequest *req, bool writes, TgRun *run)
 
 static TgStatus open_new(const TgTrainRequest *req, bool writes, const TgPrepareReporter *preparing, TgRun *run) {
     const TgRunSpec *spec = req->spec;
-    if (spec->task == TG_TASK_SFT) return tg_run_open_new_sft(req, writes, preparing, run);
+    if (tg_train_task_chat(spec->task)) return tg_run_open_new_sft(req, writes, preparing, run);
     if (!spec->init_from || !tg_run_init_from_is_run(spec->init_from))
         return tg_run_open_new_text(req, writes, preparing, NULL, run);
     TgRunBase base;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "data/chat_format.h"
+#include "data/pair_loader.h"
 #include "tokenizer/tokenizer_hf.h"
 #include "lib/gemm_plan.h"
 #include "support/path.h"
@@ -27,6 +28,11 @@ static void report_sft_data(TgRun *run, const TgSftPrepareOptions *opt, const Tg
     if (r->truncated)
         tg_message_emit(m, TG_MESSAGE_NOTE, "%" PRIu64 " conversation%s longer than `seq_len` %lld tokens cut to the window",
                      r->truncated, r->truncated == 1 ? "" : "s", (long long)opt->seq_len);
+    if (opt->pairs && (r->identical_pairs || r->prompts_differ))
+        tg_message_emit(m, TG_MESSAGE_NOTE,
+                        "left out: %" PRIu64 " pair%s whose chosen and rejected replies are the same, %" PRIu64
+                        " whose two sides have different prompts (`strict` stops at the first)",
+                        r->identical_pairs, r->identical_pairs == 1 ? "" : "s", r->prompts_differ);
     if (r->without_reply || r->without_reply_in_window)
         tg_message_emit(m, TG_MESSAGE_NOTE,
                      "left out: %" PRIu64 " conversation%s without an assistant turn, %" PRIu64 " without one within the window",
@@ -52,8 +58,11 @@ static TgStatus prepare_sft_data(TgRun *run, const TgRunSpec *spec, int64_t seq_
         if (!mkdtemp(own)) return tg_fail(TG_ERR_IO, "cannot create a folder in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
     }
     const char *into = dir ? dir : own;
-    TgSftPrepareOptions opt = {
-        .sources = spec->data_path, .tok = &run->tok, .seq_len = seq_len, .val_fraction = spec->val_fraction};
+    TgSftPrepareOptions opt = {.sources = spec->data_path,
+                               .tok = &run->tok,
+                               .seq_len = seq_len,
+                               .val_fraction = spec->val_fraction,
+                               .pairs = spec->task == TG_TASK_DPO};
     TgPrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
     if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
     TgSftPrepareResult result;
@@ -74,6 +83,7 @@ static TgStatus prepare_sft_data(TgRun *run, const TgRunSpec *spec, int64_t seq_
 TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPrepareReporter *preparing, TgRun *run) {
     const TgRunSpec *spec = req->spec;
     TgRunSpec id = *spec;
+    run->task = spec->task; /* its splits open as pairs for dpo */
     char targets[64];
     TG_TRY(tg_run_spec_resolve_lora(&id, targets, sizeof targets));
     TG_TRY(tg_gemm_plan_set_kc(spec->gemm_kc));
@@ -95,11 +105,12 @@ TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPre
     } else {
         s = tg_run_resolve_config(spec, 256, &cfg); /* the tokenizer's vocabulary is known once it is read */
     }
-    if (s == TG_OK)
-        s = tg_train_memory_check(req->schedule, req->invocation->resume, spec->model.seq_len > 0, &cfg, 0, 0);
+    TgTrainSchedule rows = *req->schedule;
+    rows.batch *= spec->task == TG_TASK_DPO ? 2 : 1; /* DPO: --batch counts pairs, two rows each */
+    if (s == TG_OK) s = tg_train_memory_check(&rows, req->invocation->resume, spec->model.seq_len > 0, &cfg, 0, 0);
     if (s == TG_OK) s = tg_run_lora_check(spec, &cfg);
     char generated[256];
-    tg_run_generated_folder(generated, sizeof generated, "sft");
+    tg_run_generated_folder(generated, sizeof generated, tg_train_task_name(spec->task));
     if (s == TG_OK && writes) s = tg_run_folder_choose(&run->folder, req->invocation->out_dir, generated);
     if (s == TG_OK && !from_run && spec->init_from && access(spec->init_from, R_OK) != 0)
         s = tg_fail(TG_ERR_IO, "`init_from` %s: cannot read it: %s", spec->init_from, strerror(errno));
@@ -124,7 +135,7 @@ TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPre
     if (s == TG_OK && writes) s = tg_run_identity_write(run->dir, &id);
     tg_run_base_free(&base);
     TG_TRY(s);
-    run->task = TG_TASK_SFT;
+    run->dpo_beta = id.dpo_beta;
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
@@ -148,8 +159,14 @@ TgStatus tg_run_task(const char *dir, TgTrainTask *task) {
 TgStatus tg_run_open_sft_splits(TgRun *run, const char *dir, int64_t seq_len, bool want_train) {
     uint32_t vocab = (uint32_t)run->tok.vocab_size;
     uint64_t fingerprint = run->tok.fingerprint;
-    if (want_train)
+    size_t n_pairs;
+    if (want_train) {
         TG_TRY(tg_sft_split_open(&run->train, dir, TG_PREPARE_TRAIN_FILE, TG_SFT_TRAIN_MASK_FILE, vocab, fingerprint, seq_len));
-    return tg_sft_split_open(&run->val, dir, TG_PREPARE_VAL_FILE, TG_SFT_VAL_MASK_FILE, vocab, fingerprint, seq_len);
+        run->train.pairs = run->task == TG_TASK_DPO;
+        if (run->train.pairs) TG_TRY(tg_pair_split_count(&run->train, &n_pairs));
+    }
+    TG_TRY(tg_sft_split_open(&run->val, dir, TG_PREPARE_VAL_FILE, TG_SFT_VAL_MASK_FILE, vocab, fingerprint, seq_len));
+    run->val.pairs = run->task == TG_TASK_DPO;
+    return run->val.pairs ? tg_pair_split_count(&run->val, &n_pairs) : TG_OK;
 }
 

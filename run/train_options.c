@@ -2,6 +2,7 @@
 #include "lib/dist.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,6 +45,29 @@ static bool tokenizer_equal(const void *a, const void *b) {
 const TgOptCodec tg_tokenizer_choice_codec = {sizeof(TgTokenizerChoice), tokenizer_parse, tokenizer_format,
                                               tokenizer_equal};
 
+/* --beta of DPO: above 0; written to run.txt only by a dpo run (0 is "not given") */
+static TgStatus beta_parse(const TgOptSpec *spec, void *field, const char *text) {
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v > 0 && v <= TG_DPO_MAX_BETA))
+        return tg_fail(TG_ERR_ARG, "%s must be a number above 0 and at most %g (0.1 is usual), got '%s'", spec->flag,
+                       TG_DPO_MAX_BETA, text);
+    *(double *)field = v;
+    return TG_OK;
+}
+
+static void beta_format(const void *field, char *buf, size_t cap) {
+    double v = *(const double *)field;
+    if (v > 0)
+        snprintf(buf, cap, "%.17g", v);
+    else
+        snprintf(buf, cap, "%s", "");
+}
+
+static bool beta_equal(const void *a, const void *b) { return *(const double *)a == *(const double *)b; }
+
+static const TgOptCodec beta_codec = {sizeof(double), beta_parse, beta_format, beta_equal};
+
 /* 0, or a k slice the GEMM takes (a multiple of 8 in [TG_GEMM_KC_MIN, TG_GEMM_KC_MAX]) */
 static TgStatus check_gemm_kc(const TgOptSpec *spec, const void *field) {
     int64_t kc = *(const int64_t *)field;
@@ -83,8 +107,9 @@ static TgStatus check_task_files(const TgOptSpec *spec, const void *field) {
 
 static const TgOptSpec specs[] = {
     TG_OPT(T, spec.task, "--task", TG_OPT_ENUM,
-           "what it trains on: text, or conversations (supervised fine-tuning, as `tapegrad sft`)", TG_OPT_ANY,
-           TG_TRAIN_TASK_CHOICES, ID, NULL),
+           "what it trains on: text, conversations (supervised fine-tuning, as `tapegrad sft`) or preference pairs "
+           "(DPO, as `tapegrad dpo`)",
+           TG_OPT_ANY, TG_TRAIN_TASK_CHOICES, ID, NULL),
     TG_FLAG_PRESET(T, spec.preset, "model preset", ID, NULL),
     TG_OPT(T, spec.model.dim, "--dim", TG_OPT_INT64, "model width", TG_OPT_POSITIVE, NULL, SHAPE, "the preset's"),
     TG_OPT(T, spec.model.n_layers, "--layers", TG_OPT_INT64, "transformer blocks", TG_OPT_POSITIVE, NULL, SHAPE,
@@ -160,11 +185,16 @@ static const TgOptSpec specs[] = {
         "accuracy of an --eval-task) beside the newest; DIR/best names it and --keep never deletes it; run.txt records "
         "it",
         "none|val_loss|val_bpb|task:NAME|task:NAME:acc_norm", ID, "none", &tg_best_metric_codec),
+    TG_OPT_CODEC(T, spec.dpo_beta, "--beta",
+                 "dpo: how far the model may move from the one it starts from (the loss is -log sigmoid(beta "
+                 "(log-ratio of the chosen reply - that of the rejected one))); run.txt records it",
+                 "B", ID, TG_OPT_STRINGIFY(TG_DPO_DEFAULT_BETA), &beta_codec),
     TG_FLAG_STEPS(T, schedule.steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     TG_FLAG_BATCH(T, schedule.batch, "sequences per micro-batch", SAVED | NUM, NULL),
     TG_OPT(T, schedule.accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation",
            TG_FLAG_RANGE_COUNT, NULL, SAVED | NUM, NULL),
-    TG_OPT(T, schedule.lr, "--lr", TG_OPT_DOUBLE, "peak learning rate", TG_OPT_POSITIVE, NULL, SAVED | NUM, NULL),
+    TG_OPT(T, schedule.lr, "--lr", TG_OPT_DOUBLE, "peak learning rate", TG_OPT_POSITIVE, NULL, SAVED | NUM,
+           "3e-3; dpo: " TG_OPT_STRINGIFY(TG_DPO_DEFAULT_LR)),
     TG_OPT(T, schedule.min_lr, "--min-lr", TG_OPT_DOUBLE, "final learning rate of the cosine", TG_OPT_NON_NEGATIVE,
            NULL, SAVED | NUM, "lr/10"),
     TG_FLAG_WARMUP(T, schedule.warmup, "linear warmup steps", SAVED | NUM, "5% of --steps"),
@@ -229,10 +259,12 @@ static const TgOptTable table = {"train", "[flags]   (no flags: the small preset
                                (int)(sizeof specs / sizeof specs[0]), 0};
 static const TgOptTable sft_table = {"sft", "--init-from RUN --data CONVERSATIONS.jsonl [flags]   (train --task sft)",
                                    specs, (int)(sizeof specs / sizeof specs[0]), 0};
+static const TgOptTable dpo_table = {"dpo", "--init-from RUN --data PAIRS.jsonl [flags]   (train --task dpo)", specs,
+                                     (int)(sizeof specs / sizeof specs[0]), 0};
 
 const TgOptTable *tg_train_option_table(void) { return &table; }
 const TgOptTable *tg_sft_option_table(void) { return &sft_table; }
-
+const TgOptTable *tg_dpo_option_table(void) { return &dpo_table; }
 
 void tg_train_options_defaults(TgTrainOptions *o) {
     memset(o, 0, sizeof *o);
@@ -306,6 +338,7 @@ static TgStatus check_evaluations(const TgTrainOptions *o) {
 }
 
 TG_ENUM_DEFINE(TgTrainTask, tg_train_task, TG_TRAIN_TASKS, TG_TASK_COUNT, "task")
+bool tg_train_task_chat(TgTrainTask task) { return task == TG_TASK_SFT || task == TG_TASK_DPO; }
 TG_ENUM_DEFINE(TgEvalMetric, tg_eval_metric, TG_EVAL_METRICS, TG_EVAL_METRIC_COUNT, "figure")
 static const bool eval_metric_maximised[] = {
 #define TG_EVAL_METRIC_MAXIMISED(id, name, maximised) maximised,
@@ -356,8 +389,17 @@ static bool best_metric_equal(const void *a, const void *b) {
 
 const TgOptCodec tg_best_metric_codec = {sizeof(TgBestMetric), best_metric_parse, best_metric_format, best_metric_equal};
 
-/* A new fine-tuning run: conversations to read, and the tokenizer of the model it starts from. */
+/* A new fine-tuning or DPO run: conversations (pairs) to read, and the tokenizer of the model it
+ * starts from; DPO starts from a model, which is its reference. */
 static TgStatus check_sft(const TgTrainOptions *o) {
+    if (o->spec.task == TG_TASK_DPO && !o->spec.data_path && !o->spec.dataset)
+        return tg_fail(TG_ERR_ARG,
+                       "tapegrad dpo needs --data: a JSONL file of preference pairs (MiniMind's DPO format, "
+                       "{\"chosen\": [messages], \"rejected\": [messages]} a line) or a folder of them");
+    if (o->spec.task == TG_TASK_DPO && !o->spec.init_from)
+        return tg_fail(TG_ERR_ARG,
+                       "tapegrad dpo moves a fine-tuned model toward the preferred replies, measured against "
+                       "that model as it starts: give --init-from RUN (a run or checkpoint of tapegrad sft)");
     if (o->spec.dataset)
         return tg_fail(TG_ERR_ARG, "fine-tuning reads conversations (--data FILE.jsonl); --dataset is a prepared text "
                                    "corpus for pretraining: drop it");
@@ -414,7 +456,9 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     char oa[TG_PATH_CAP + 32], ob[TG_PATH_CAP + 32];
     if (o->invocation.resume && o->invocation.out_dir)
         return tg_fail(TG_ERR_ARG, "--resume continues in the resumed run's folder; drop --out");
-    if (o->spec.task == TG_TASK_SFT && !o->invocation.resume) TG_TRY(check_sft(o));
+    if (tg_train_task_chat(o->spec.task) && !o->invocation.resume) TG_TRY(check_sft(o));
+    if (given(o, "--beta") && o->spec.task != TG_TASK_DPO && !o->invocation.resume)
+        return tg_fail(TG_ERR_ARG, "--beta is DPO's (tapegrad dpo, or --task dpo): drop it");
     if (o->spec.dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") ||
                             given(o, "--val-fraction") || given(o, "--special-tokens") || given(o, "--text-field")))
         return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "
@@ -432,9 +476,10 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
                        (long long)o->invocation.stop_after, origin(o, "--stop-after", oa, sizeof oa),
                        (long long)o->schedule.steps, origin(o, "--steps", ob, sizeof ob));
-    if (o->schedule.min_lr > o->schedule.lr)
+    double lr = o->spec.task == TG_TASK_DPO && !given(o, "--lr") ? TG_DPO_DEFAULT_LR : o->schedule.lr;
+    if (o->schedule.min_lr > lr)
         return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->schedule.min_lr,
-                       origin(o, "--min-lr", oa, sizeof oa), o->schedule.lr, origin(o, "--lr", ob, sizeof ob));
+                       origin(o, "--min-lr", oa, sizeof oa), lr, origin(o, "--lr", ob, sizeof ob));
     TG_TRY(check_evaluations(o));
     /* what a resume reads back: a value its file cannot hold is refused now, not lost then */
     TG_TRY(tg_opt_check_storable(&table, o, TG_TRAIN_OPT_IDENTITY, TG_RUN_IDENTITY_FILE));
@@ -465,7 +510,9 @@ TgStatus tg_run_spec_resolve_lora(TgRunSpec *spec, char *targets, size_t cap) {
 void tg_train_options_derive(TgTrainOptions *o) {
     if (!given(o, "--ffn-hidden-rule")) o->spec.ffn_hidden_rule = tg_model_preset_hidden_rule(o->spec.preset);
     if (o->schedule.warmup < 0) o->schedule.warmup = o->schedule.steps / 20;
+    if (o->spec.task == TG_TASK_DPO && !given(o, "--lr")) o->schedule.lr = TG_DPO_DEFAULT_LR;
     if (o->schedule.min_lr < 0) o->schedule.min_lr = o->schedule.lr / 10;
+    if (o->spec.task == TG_TASK_DPO && !(o->spec.dpo_beta > 0)) o->spec.dpo_beta = TG_DPO_DEFAULT_BETA;
 }
 
 TgStatus tg_train_options_request(TgTrainOptions *o, TgTrainRequest *req) {

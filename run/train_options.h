@@ -39,6 +39,9 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
 #define TG_TRAIN_DEFAULT_BPE_VOCAB 2048 /* --tokenizer bpe on a preset without a vocabulary of its own */
 #define TG_TRAIN_MIN_BPE_VOCAB 257      /* a byte-level BPE's 256 bytes and <eot>, before any merge */
 #define TG_TRAIN_MAX_PROBE_TOKENS 4096  /* --probe-tokens */
+#define TG_DPO_DEFAULT_BETA 0.1         /* --beta of `tapegrad dpo` (train/dpo.h) */
+#define TG_DPO_MAX_BETA 100.0
+#define TG_DPO_DEFAULT_LR 1e-4          /* --lr of a new dpo run: DPO moves a model a little, or breaks it */
 
 #define TG_TRAIN_DEFAULT_LORA_TARGETS "q,k,v,o,gate,up,down"
 /* The tokens whose rows train beside LoRA adapters by default: the chat markers, and the tokens of
@@ -48,9 +51,10 @@ enum { TG_TRAIN_OPT_IDENTITY = 1, TG_TRAIN_OPT_SHAPE = 2, TG_TRAIN_OPT_SAVED = 4
 /* What a run trains on: text (pretraining) or conversations (supervised fine-tuning, `tapegrad
  * sft`: data/chat_format.h, data/sft_loader.h): X(ID, "name"), giving TG_TASK_<ID>. The names are
  * run.txt's and --task's. */
-#define TG_TRAIN_TASKS(X)     \
-    X(PRETRAIN, "pretrain") \
-    X(SFT, "sft")
+#define TG_TRAIN_TASKS(X)                                                                                              \
+    X(PRETRAIN, "pretrain")                                                                                            \
+    X(SFT, "sft")                                                                                                      \
+    X(DPO, "dpo")
 
 typedef enum {
 #define TG_TRAIN_TASK_ENUM(id, name) TG_TASK_##id,
@@ -59,8 +63,10 @@ typedef enum {
         TG_TASK_COUNT
 } TgTrainTask;
 #define TG_TRAIN_TASK_CHOICES TG_ENUM_CHOICES(TG_TRAIN_TASKS)
-/* tg_train_task_name: "pretrain", "sft"; tg_train_task_parse: the task of a name (tapegrad/error.h) */
+/* tg_train_task_name: "pretrain", "sft", "dpo"; tg_train_task_parse: the task of a name (tapegrad/error.h) */
 TG_ENUM_DECLARE(TgTrainTask, tg_train_task);
+/* Whether a task's model talks in the chat template (sft and dpo: conversations), not in plain text. */
+bool tg_train_task_chat(TgTrainTask task);
 
 /* The figures of an evaluation a run can keep its best checkpoint by (--keep-best) and stop early
  * on (--early-stop): X(ID, "name", maximised), giving TG_EVAL_METRIC_<ID>; NONE, first, is no
@@ -134,6 +140,8 @@ typedef struct TgRunSpec {
     TgPrecision precision;     /* of the linear layers' products (tg_tape_set_precision) */
     TgBestMetric keep_best;    /* the figure whose best checkpoint is kept beside the newest; NONE: none.
                                 * Fixed for the run: its checkpoints' best record is of this figure */
+    double dpo_beta;           /* dpo: the loss's beta (train/dpo.h); 0: not dpo, or TG_DPO_DEFAULT_BETA before
+                                * tg_train_options_derive fills it in, which run.txt then records */
 } TgRunSpec;
 
 /* How it trains: train_options.txt keeps it, and a resume may change it. Read by train/. */
@@ -176,8 +184,9 @@ typedef struct TgTrainOptions {
 } TgTrainOptions;
 
 const TgOptTable *tg_train_option_table(void);
-/* The same options under `tapegrad sft`, whose --task is sft. */
+/* The same options under `tapegrad sft` and `tapegrad dpo`, whose --task is sft and dpo. */
 const TgOptTable *tg_sft_option_table(void);
+const TgOptTable *tg_dpo_option_table(void);
 void tg_train_options_defaults(TgTrainOptions *o);
 /* Checks every given value's range and the options against each other; the one validation,
  * done before anything is read or written. TG_ERR_ARG with a message naming the flag. */

@@ -1,6 +1,7 @@
 /* The batches a run trains and evaluates on, whatever its data (data/split.h): windows of text
- * (data/loader.h) or rows of packed conversations (data/sft_loader.h), and next the preference
- * pairs of DPO, through one interface. The trainer draws from a source, skips other ranks'
+ * (data/loader.h), rows of packed conversations (data/sft_loader.h), or the preference pairs of
+ * DPO (data/pair_loader.h: a batch of P pairs is 2P rows, `batch` counts the rows), through one
+ * interface. The trainer draws from a source, skips other ranks'
  * draws, saves and restores its position in a checkpoint, and weighs the batches' losses as the
  * source says, knowing nothing else of the data.
  *
@@ -13,6 +14,7 @@
 #include <stdint.h>
 
 #include "data/loader.h"
+#include "data/pair_loader.h"
 #include "data/sft_loader.h"
 #include "data/split.h"
 #include "tapegrad/error.h"
@@ -42,7 +44,9 @@ typedef struct TgBatchSource {
     union {
         TgLoader text;      /* TG_SPLIT_TEXT */
         TgSftLoader packed; /* TG_SPLIT_CONVERSATIONS */
+        TgPairLoader pairs; /* a split of pairs */
     } reader;
+    uint64_t *which; /* pairs: [batch / 2], the split's pairs of the last batch drawn (their reference lookup) */
 } TgBatchSource;
 
 /* A source of (batch, seq) batches over `split` in its training order (drawn from `seed`),
@@ -63,8 +67,9 @@ void tg_batch_source_close(TgBatchSource *s);
 bool tg_split_packed(const TgSplit *split);
 TgLossWeighting tg_split_loss_weighting(const TgSplit *split);
 /* k fixed batches of (batch, seq) from the split (the same at every evaluation): tokens, targets
- * and, for packed rows, key_start, each (k, batch, seq). */
+ * and, for packed rows, key_start, each (k, batch, seq). For a split of pairs, which (may be
+ * NULL) receives the (k, batch / 2) pairs they hold: the split's first pairs in order, wrapping. */
 TgStatus tg_split_fixed_batches(const TgSplit *split, int64_t batch, int64_t seq, int64_t k, int32_t pad_id,
-                                int32_t *tokens, int32_t *targets, int32_t *key_start);
+                                int32_t *tokens, int32_t *targets, int32_t *key_start, uint64_t *which);
 
 #endif

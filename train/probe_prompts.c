@@ -11,7 +11,7 @@
  * the generation prompt). */
 static TgStatus encode_prompt(const TgRun *run, const TgChatTokens *ct, const char *text, size_t len, TgChatIds *out) {
     out->n = 0;
-    if (run->task != TG_TASK_SFT) return tg_chat_encode_text(&run->tok, text, len, out);
+    if (!tg_train_task_chat(run->task)) return tg_chat_encode_text(&run->tok, text, len, out);
     TG_TRY(tg_chat_encode_turn(&run->tok, ct, TG_CHAT_USER, text, len, out));
     return tg_chat_encode_generation_prompt(&run->tok, ct, out);
 }
@@ -33,7 +33,7 @@ static TgStatus add_prompt(TgProbePrompts *p, const char *path, int line, const 
     const int64_t context = run->model.cfg.seq_len;
     if ((int64_t)ids->n > context)
         return tg_fail(TG_ERR_FORMAT, "%s line %d: the prompt is %zu tokens%s, more than the model's context of %lld",
-                       path, line, ids->n, run->task == TG_TASK_SFT ? " with the chat template" : "",
+                       path, line, ids->n, tg_train_task_chat(run->task) ? " with the chat template" : "",
                        (long long)context);
     p->prompts = tg_realloc(p->prompts, (size_t)(p->n + 1) * sizeof *p->prompts);
     p->ids = tg_realloc(p->ids, (p->n_ids + ids->n) * sizeof *p->ids);
@@ -64,7 +64,7 @@ TgStatus tg_probe_prompts_load(TgProbePrompts *p, const char *path, int64_t toke
     memset(p, 0, sizeof *p);
     p->tokens = tokens;
     TgChatTokens ct = {0};
-    if (run->task == TG_TASK_SFT) TG_TRY(tg_chat_tokens_find(&run->tok, run->dir, &ct));
+    if (tg_train_task_chat(run->task)) TG_TRY(tg_chat_tokens_find(&run->tok, run->dir, &ct));
     size_t size;
     TgStatus s = tg_file_read_all(path, TG_PROBE_MAX_FILE_BYTES, &p->file, &size);
     if (s != TG_OK) return tg_fail_context(s, "`probe_prompts` %s", path);

@@ -109,7 +109,7 @@ void tg_task_result_format(const TgTaskFile *file, const TgTaskResult *r, char *
 TgTaskEncoding tg_task_encoding_of(const TgRun *run) {
     return (TgTaskEncoding){.tok = &run->tok,
                             .max_tokens = run->model.cfg.seq_len + 1,
-                            .rendering = run->task == TG_TASK_SFT ? TG_TASK_CHATML : TG_TASK_PLAIN_TEXT};
+                            .rendering = tg_train_task_chat(run->task) ? TG_TASK_CHATML : TG_TASK_PLAIN_TEXT};
 }
 
 /* The files read, their names distinct. */

@@ -14,6 +14,7 @@
 #include "data/sft_loader.h"
 #include "train/batch_source.h"
 #include "train/best.h"
+#include "train/dpo.h"
 #include "train/evaluate.h"
 #include "train/tasks.h"
 #include "train/probe_prompts.h"
@@ -132,7 +133,38 @@ typedef struct Trainer {
     int rising;
     bool best_restarted;          /* its file changed since the resumed record: measured anew */
     bool discard;                 /* a new run stopped before its first step: its folder is not kept */
+    /* DPO (train/dpo.h): a batch is P pairs in 2P rows (tr->batch counts the rows) */
+    bool dpo;
+    TgDpoReference reference;       /* the reference's log-probabilities of every train and val pair */
+    float *step_ref, *eval_ref;     /* (accum, 2P), (eval_batches, 2P): the rows' reference, in their order */
+    uint64_t *eval_which;           /* (eval_batches, P): the val pairs of the fixed batches */
+    double *micro_dpo;              /* [DPO_STATS][micro_batches]: margin, accuracy, chosen, rejected of each */
+    double *eval_dpo;               /* [DPO_STATS][eval_batches] */
+    double step_dpo[4], val_dpo[4]; /* the step's and the latest evaluation's means (val: NaN before one) */
+    TgRunMetric *extra;             /* a metrics line's figures besides the fixed ones (line_figures) */
 } Trainer;
+
+enum { DPO_STATS = 4 };
+/* The names of the four figures of a DPO step and evaluation in metrics.jsonl. */
+static const char *const DPO_STEP_NAMES[DPO_STATS] = {"margin", "accuracy", "chosen_logp", "rejected_logp"};
+static const char *const DPO_VAL_NAMES[DPO_STATS] = {"val_margin", "val_accuracy", "val_chosen_logp",
+                                                     "val_rejected_logp"};
+
+/* A metrics line's figures besides the fixed ones: a DPO run's of the step (step_figures) and of
+ * the evaluation (eval_figures), then the tasks' of the evaluation. */
+static void line_figures(Trainer *tr, TgRunMetrics *line, bool step_figures, bool eval_figures) {
+    int n = 0;
+    for (int j = 0; j < DPO_STATS && tr->dpo && step_figures; j++)
+        tr->extra[n++] = (TgRunMetric){DPO_STEP_NAMES[j], tr->step_dpo[j]};
+    for (int j = 0; j < DPO_STATS && tr->dpo && eval_figures; j++)
+        tr->extra[n++] = (TgRunMetric){DPO_VAL_NAMES[j], tr->val_dpo[j]};
+    if (eval_figures) {
+        TgRunMetrics tasks = tg_run_metrics_at(0);
+        tg_task_suite_add_metrics(&tr->tasks, &tasks);
+        for (int i = 0; i < tasks.n_extra; i++) tr->extra[n++] = tasks.extra[i];
+    }
+    line->extra = tr->extra, line->n_extra = n;
+}
 
 /* Once the first step is done, or the run stops before one, the run folder moves into place
  * (run.h) and checkpoints can go into it; the reporter hears of the folder's final path. Only the
@@ -159,6 +191,9 @@ static void trainer_close(Trainer *tr) {
     free(tr->eval_losses);
     free(tr->grad_scratch);
     free(tr->micro_counts), free(tr->eval_counts);
+    free(tr->extra);
+    free(tr->step_ref), free(tr->eval_ref), free(tr->eval_which), free(tr->micro_dpo), free(tr->eval_dpo);
+    tg_dpo_reference_free(&tr->reference);
     tg_batch_source_close(&tr->batches);
     tg_task_suite_free(&tr->tasks);
     tg_engine_close(&tr->engine);
@@ -192,11 +227,47 @@ static TgStatus open_batches(Trainer *tr, int64_t k) {
     tr->eval_losses = tg_calloc((size_t)sch->eval_batches, sizeof(double));
     tr->eval_counts = tg_calloc((size_t)sch->eval_batches, sizeof(double));
     TG_TRY(tg_batch_source_open(&tr->batches, train, B, T, tr->run.state.seed, pad));
-    TG_TRY(tg_split_fixed_batches(val, B, T, sch->eval_batches, pad, tr->eval.in, tr->eval.tg, tr->eval.ks));
+    if (tr->dpo) tr->eval_which = tg_malloc((size_t)(sch->eval_batches * B / 2) * sizeof *tr->eval_which);
+    TG_TRY(tg_split_fixed_batches(val, B, T, sch->eval_batches, pad, tr->eval.in, tr->eval.tg, tr->eval.ks,
+                                  tr->eval_which));
     for (int64_t b = 0; b < sch->eval_batches; b++)
         tr->eval_counts[b] = (double)tg_count_targets(batch_rows_at(&tr->eval, b).targets, window);
-    if (k) TG_TRY(tg_split_fixed_batches(val, B, T, k, pad, tr->probe.in, tr->probe.tg, tr->probe.ks));
+    if (k) TG_TRY(tg_split_fixed_batches(val, B, T, k, pad, tr->probe.in, tr->probe.tg, tr->probe.ks, NULL));
     if (tr->run.resumed) tg_batch_source_set_state(&tr->batches, &tr->run.state.loader);
+    return TG_OK;
+}
+
+/* The rows' reference log-probabilities of a batch of P pairs (`which` in `pairs`, 2 per pair in
+ * the split's layout) in the rows' order: the chosen sides', then the rejected ones'. */
+static void gather_reference(const float *pairs, const uint64_t *which, int64_t P, float *rows) {
+    for (int64_t p = 0; p < P; p++) rows[p] = pairs[2 * which[p]], rows[P + p] = pairs[2 * which[p] + 1];
+}
+
+/* A DPO run's reference: computed from the weights it starts with (a new run), or read from the
+ * run folder (a resume), and the fixed val batches' share of it. Every rank computes or reads its
+ * own: the same floats. */
+static TgStatus open_reference(Trainer *tr) {
+    TgRun *run = &tr->run;
+    int64_t P = tr->batch / 2, n = tr->schedule->eval_batches;
+    double t0 = tg_clock_seconds();
+    if (run->resumed) {
+        TG_TRY(tg_dpo_reference_load(run->dir, &run->train, &run->val, &tr->reference));
+    } else {
+        TG_TRY(tg_dpo_reference_compute(&run->model, &tr->engine.tape, &run->train, &run->val, P, tr->seq,
+                                        run->tok.eot_id, &tr->reference));
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
+                        "reference: both replies' log-probabilities of %zu train and %zu val pairs under the weights "
+                        "the run starts from, computed once (%.1f s) and kept in the run folder as %s",
+                        tr->reference.train_pairs, tr->reference.val_pairs, tg_clock_seconds() - t0,
+                        TG_DPO_REFERENCE_FILE);
+    }
+    tr->step_ref = tg_malloc((size_t)(tr->schedule->accum * tr->batch) * sizeof(float));
+    tr->eval_ref = tg_malloc((size_t)(n * tr->batch + 1) * sizeof(float));
+    for (int64_t b = 0; b < n; b++)
+        gather_reference(tr->reference.val, tr->eval_which + b * P, P, tr->eval_ref + b * tr->batch);
+    tr->micro_dpo = tg_calloc((size_t)(DPO_STATS * tr->micro_batches), sizeof(double));
+    tr->eval_dpo = tg_calloc((size_t)(DPO_STATS * n + 1), sizeof(double));
+    for (int j = 0; j < DPO_STATS; j++) tr->val_dpo[j] = NAN;
     return TG_OK;
 }
 
@@ -248,6 +319,7 @@ static TgStatus trainer_open(Trainer *tr, const TgTrainRequest *req, const TgTra
                                req->eval_tasks_origin);
     TG_TRY(opened);
     TG_TRY(check_best_task(tr));
+    tr->extra = tg_calloc((size_t)(2 * DPO_STATS + TG_TASK_METRICS * tr->tasks.n + 1), sizeof *tr->extra);
     tr->watched = tg_best_watched(tr->run.keep_best.kind, sch->early_stop);
     tg_best_record_start(&tr->run.state.best, tr->watched);
     check_best_source(tr);
@@ -255,12 +327,16 @@ static TgStatus trainer_open(Trainer *tr, const TgTrainRequest *req, const TgTra
         TG_TRY(
             tg_probe_prompts_load(&tr->probe_prompts, sch->probe_prompts, sch->probe_tokens, &tr->run));
     const TgModelConfig *c = &tr->run.model.cfg;
-    int64_t B = sch->batch, T = c->seq_len;
+    tr->dpo = tr->run.task == TG_TASK_DPO;
+    /* DPO: --batch counts pairs, each two rows */
+    int64_t B = sch->batch * (tr->dpo ? 2 : 1), T = c->seq_len;
     tr->batch = B, tr->seq = T;
     tr->micro_batches = sch->accum * tr->ranks;
     tr->tokens_per_step = B * T * tr->micro_batches;
     /* the model and its tokens are here; nothing else large is, yet */
-    TG_TRY(tg_train_memory_check(sch, req->invocation->resume, req->spec->model.seq_len > 0, c,
+    TgTrainSchedule rows = *sch;
+    rows.batch = B;
+    TG_TRY(tg_train_memory_check(&rows, req->invocation->resume, req->spec->model.seq_len > 0, c,
                                  tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0, 0));
     /* the arena at the step's size at once: no chunk added and coalesced during the first step */
     tg_engine_open(&tr->engine, sch->threads, 0);
@@ -268,6 +344,7 @@ static TgStatus trainer_open(Trainer *tr, const TgTrainRequest *req, const TgTra
     TG_TRY(tg_arena_reserve(&tr->engine.arena, (size_t)tg_model_activation_bytes(c, B, T, sch->threads, true)));
     TG_TRY(
         open_batches(tr, tr->hooks.probe_batches > 0 && tr->hooks.after_probe_forward ? tr->hooks.probe_batches : 0));
+    if (tr->dpo) TG_TRY(open_reference(tr));
     size_t window = (size_t)(B * T);
     tr->ffn_hidden = tg_calloc((size_t)c->n_layers, sizeof *tr->ffn_hidden);
     tr->micro_losses = tg_calloc((size_t)tr->micro_batches, sizeof(double));
@@ -285,6 +362,8 @@ static TgStatus trainer_open(Trainer *tr, const TgTrainRequest *req, const TgTra
 /* Rank 0, once every rank passed every check: from here on the run writes into its folder. */
 static TgStatus trainer_open_files(Trainer *tr) {
     TG_TRY(tg_run_start(&tr->run));
+    if (tr->dpo && !tr->run.resumed)
+        TG_TRY(tg_dpo_reference_save(tr->run.dir, &tr->run.train, &tr->run.val, &tr->reference));
     /* every file the run appends to is open before its first step */
     if (tr->probe_prompts.n > 0) TG_TRY(tg_run_open_probes(&tr->run));
     if (tr->reporter.folder) tr->reporter.folder(tr->reporter.ctx, tr->run.dir);
@@ -351,21 +430,51 @@ static TgStatus trainer_start(Trainer *tr, const TgTrainRequest *req, const TgTr
 /* The mean loss over the fixed val batches, split over the ranks (rank r evaluates its block of
  * them); every rank sums all the losses in batch order, so the mean is bitwise what one process
  * computes. */
+/* DPO: batches [begin, end) of the fixed val ones, their losses and figures, no gradients. */
+static void evaluate_pairs(Trainer *tr, int64_t begin, int64_t end) {
+    int64_t n = tr->schedule->eval_batches;
+    TgTape *tape = &tr->engine.tape;
+    bool old = tg_tape_set_grad_enabled(tape, false);
+    for (int64_t b = begin; b < end; b++) {
+        TgBatch batch = batch_rows_at(&tr->eval, b);
+        TgDpoStats st;
+        TgTensor *loss =
+            tg_dpo_batch_loss(&tr->run.model, tape, &batch, tr->eval_ref + b * tr->batch, tr->run.dpo_beta, &st);
+        tr->eval_losses[b] = loss->data[0];
+        double figures[DPO_STATS] = {st.margin, st.accuracy, st.chosen, st.rejected};
+        for (int j = 0; j < DPO_STATS; j++) tr->eval_dpo[j * n + b] = figures[j];
+        tg_tape_reset(tape);
+    }
+    tg_tape_set_grad_enabled(tape, old);
+}
+
 static TgStatus evaluate(Trainer *tr, double *val_out) {
     int64_t n = tr->schedule->eval_batches, begin, end;
     tg_dist_block(n, tr->rank, &begin, &end);
     TgEvalBatches batches = {tr->eval.in, tr->eval.tg, tr->eval.ks, n, tr->batch, tr->seq};
-    tg_eval_batch_losses(&tr->run.model, &tr->engine.tape, &batches, begin, end, tr->eval_losses);
+    if (tr->dpo)
+        evaluate_pairs(tr, begin, end);
+    else
+        tg_eval_batch_losses(&tr->run.model, &tr->engine.tape, &batches, begin, end, tr->eval_losses);
     TG_TRY(tg_dist_share_blocks(tr->eval_losses, n));
-    /* conversations: per target (an assistant token), whatever the batches' shares of them */
-    uint64_t targets = (uint64_t)(n * tr->batch * tr->seq);
-    if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
-        *val_out = tg_mean_over_targets(tr->eval_losses, tr->eval_counts, n);
-        targets = tg_count_targets(tr->eval.tg, (size_t)(n * tr->batch * tr->seq));
-    } else {
+    if (tr->dpo) { /* the DPO loss: a mean over pairs, no bits per byte */
+        for (int j = 0; j < DPO_STATS; j++) {
+            TG_TRY(tg_dist_share_blocks(tr->eval_dpo + j * n, n));
+            tr->val_dpo[j] = tg_mean_in_order(tr->eval_dpo + j * n, n);
+        }
         *val_out = tg_mean_in_order(tr->eval_losses, n);
+        tr->last_bpb = NAN;
+    } else {
+        /* conversations: per target (an assistant token), whatever the batches' shares of them */
+        uint64_t targets = (uint64_t)(n * tr->batch * tr->seq);
+        if (tr->weighting == TG_LOSS_MEAN_OF_TARGETS) {
+            *val_out = tg_mean_over_targets(tr->eval_losses, tr->eval_counts, n);
+            targets = tg_count_targets(tr->eval.tg, (size_t)(n * tr->batch * tr->seq));
+        } else {
+            *val_out = tg_mean_in_order(tr->eval_losses, n);
+        }
+        tr->last_bpb = tg_bits_per_byte(*val_out, targets, tr->eval_bytes);
     }
-    tr->last_bpb = tg_bits_per_byte(*val_out, targets, tr->eval_bytes);
     /* a signal stops the task scoring between batches (one process: ranks must score alike) */
     tr->tasks_interrupted =
         !tg_task_suite_score(&tr->tasks, &tr->run.model, &tr->engine.tape, tr->ranks == 1 ? tr->stop : NULL);
@@ -375,6 +484,13 @@ static TgStatus evaluate(Trainer *tr, double *val_out) {
                         "for `keep_best` and `early_stop` (a resumed run does not score step %lld again)",
                         (long long)tr->run.state.step, (long long)tr->run.state.step);
     return TG_OK;
+}
+
+/* The latest evaluation's bits per byte in `format`, or "" for a DPO run's (whose loss is no text's). */
+static const char *bpb_text(const Trainer *tr, const char *format, char *buf, size_t cap) {
+    if (tr->dpo) return "";
+    snprintf(buf, cap, format, tr->last_bpb);
+    return buf;
 }
 
 /* The first lines of the log: the model, the data, where the run starts. */
@@ -388,7 +504,17 @@ static TgStatus trainer_announce(Trainer *tr) {
            (long long)c->seq_len);
     char ranks[32] = "";
     if (tr->ranks > 1) snprintf(ranks, sizeof ranks, " x %d ranks", tr->ranks);
-    if (tg_split_packed(&run->train))
+    if (tr->dpo)
+        tg_message_emit(m, TG_MESSAGE_INFO,
+                        "data: %zu train preference pairs (%llu tokens, %llu trained), %zu val; batch %lld pairs (%lld "
+                        "rows) x %lld x accum %lld%s = %lld positions/step; the loss is DPO's, beta %g, against the "
+                        "weights the run started from; run folder %s",
+                        run->train.n_conversations / 2, (unsigned long long)run->train.tokens.n,
+                        (unsigned long long)run->train.trained, run->val.n_conversations / 2, (long long)tr->batch / 2,
+                        (long long)tr->batch, (long long)tr->seq, (long long)tr->schedule->accum, ranks,
+                        (long long)tr->tokens_per_step, run->dpo_beta,
+                        run->folder.path[0] ? run->folder.path : run->dir);
+    else if (tg_split_packed(&run->train))
         tg_message_emit(
             m, TG_MESSAGE_INFO,
             "data: %zu train conversations (%llu tokens, %llu trained), %zu val; rows of packed conversations, "
@@ -430,10 +556,12 @@ static TgStatus trainer_announce(Trainer *tr) {
         run->state.best_val_loss = tr->last_val;
         TgRunMetrics before = tg_run_metrics_at(0);
         before.val_loss = tr->last_val, before.val_bpb = tr->last_bpb, before.elapsed_s = 0;
-        tg_task_suite_add_metrics(&tr->tasks, &before);
+        line_figures(tr, &before, false, true);
         tg_run_log_metrics(run, &before);
-        tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f (%.4f bits per byte) before training",
-                        tr->request->spec->init_from, tr->last_val, tr->last_bpb);
+        char bpb[64];
+        tg_message_emit(m, TG_MESSAGE_INFO, "weights from %s: val loss %.4f%s before training",
+                        tr->request->spec->init_from, tr->last_val,
+                        bpb_text(tr, " (%.4f bits per byte)", bpb, sizeof bpb));
     } else {
         tg_message_emit(m, TG_MESSAGE_INFO, "initial loss should be near ln(vocab) = %.3f", log((double)c->vocab));
     }
@@ -525,7 +653,8 @@ static bool micro_batch_end(Trainer *tr, int64_t first, int64_t k, TgTensor *los
         tg_params_point_grads(ps, NULL);
         return false;
     }
-    if (watched && h->after_forward) h->after_forward(h->ctx, tr->ffn_hidden);
+    /* a DPO forward hands back no activations (train/dpo.h): the hook sees none */
+    if (watched && h->after_forward && !tr->dpo) h->after_forward(h->ctx, tr->ffn_hidden);
     if (scale != 0.0f) tg_tape_backward(tape, scale != 1.0f ? tg_scale(tape, loss, scale) : loss);
     tg_tape_reset(tape);
     if (k > 0) {
@@ -560,6 +689,8 @@ static TgStatus draw_micro_batches(Trainer *tr, int64_t first) {
         BatchCells c = batch_rows_cells(&tr->step, k);
         read = tg_batch_source_next(&tr->batches, c.in, c.tg, c.ks);
         tr->micro_counts[first + k] = read == TG_OK ? (double)tg_count_targets(c.tg, window) : NAN;
+        if (read == TG_OK && tr->dpo)
+            gather_reference(tr->reference.train, tr->batches.which, tr->batch / 2, tr->step_ref + k * tr->batch);
     }
     for (int64_t k = drawn; k < accum; k++) tr->micro_counts[first + k] = NAN;
     tg_batch_source_skip(&tr->batches, tr->micro_batches - first - drawn);
@@ -596,8 +727,17 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
     for (int64_t k = 0; k < tr->schedule->accum; k++) {
         micro_batch_begin(tr, k);
         TgBatch b = batch_rows_at(&tr->step, k);
-        TgTensor *loss = tg_model_loss(&tr->run.model, &tr->engine.tape, &b,
-                                       &(TgModelOutputs){.ffn_hidden = watched ? tr->ffn_hidden : NULL});
+        TgTensor *loss;
+        if (tr->dpo) {
+            TgDpoStats st;
+            loss = tg_dpo_batch_loss(&tr->run.model, &tr->engine.tape, &b, tr->step_ref + k * tr->batch,
+                                     tr->run.dpo_beta, &st);
+            double figures[DPO_STATS] = {st.margin, st.accuracy, st.chosen, st.rejected};
+            for (int j = 0; j < DPO_STATS; j++) tr->micro_dpo[j * tr->micro_batches + first + k] = figures[j];
+        } else {
+            loss = tg_model_loss(&tr->run.model, &tr->engine.tape, &b,
+                                 &(TgModelOutputs){.ffn_hidden = watched ? tr->ffn_hidden : NULL});
+        }
         if (!micro_batch_end(tr, first, k, loss, micro_batch_weight(tr, first + k, total), watched)) break;
     }
     return TG_OK;
@@ -617,6 +757,11 @@ static TgStatus agree_on_step(Trainer *tr, TgStatus read, int64_t step, double l
     *loss = tr->weighting == TG_LOSS_MEAN_OF_TARGETS
                 ? tg_mean_over_targets(tr->micro_losses, tr->micro_counts, tr->micro_batches)
                 : tg_mean_in_order(tr->micro_losses, tr->micro_batches);
+    for (int j = 0; j < DPO_STATS && tr->dpo; j++) {
+        double *figure = tr->micro_dpo + j * tr->micro_batches;
+        TG_TRY(tg_dist_share_blocks(figure, tr->micro_batches));
+        tr->step_dpo[j] = tg_mean_in_order(figure, tr->micro_batches);
+    }
     TgParamStore *trainable = tg_model_trainable(&tr->run.model);
     return tg_dist_sum_floats(trainable->grad, trainable->total, tr->grad_scratch, tr->engine.pool);
 }
@@ -800,7 +945,7 @@ static TgStatus trainer_after_step(Trainer *tr, double loss, double lr, double g
     double dt = tg_clock_seconds() - tr->window_t;
     double tok_s = dt > 0 ? (double)tr->window_tokens / dt : 0;
     TgRunMetrics line = {st->step, loss, val, eval_now ? tr->last_bpb : NAN, lr, grad_norm, tok_s, elapsed, NULL, 0};
-    if (eval_now) tg_task_suite_add_metrics(&tr->tasks, &line);
+    line_figures(tr, &line, true, eval_now);
     tg_run_log_metrics(&tr->run, &line);
     if (eval_now) TG_TRY(tg_probe_prompts_write(&tr->probe_prompts, &tr->run, &tr->engine.tape, st->step));
     double now = tg_clock_seconds();
@@ -908,16 +1053,21 @@ static TgStatus trainer_save_last(Trainer *tr, const char *reason, bool evaluate
     if (evaluated_now) {
         TgRunMetrics last = tg_run_metrics_at(st->step);
         last.val_loss = tr->last_val, last.val_bpb = tr->last_bpb, last.elapsed_s = st->elapsed_s;
-        tg_task_suite_add_metrics(&tr->tasks, &last);
+        line_figures(tr, &last, false, true);
         tg_run_log_metrics(run, &last);
     }
     /* ln vocab, the loss of a uniform guess, is a yardstick for a model trained from random weights only */
-    char yardstick[64] = "";
+    char yardstick[64] = "", bpb[64];
     if (run->task == TG_TASK_PRETRAIN && !run->initialized_from_file)
         snprintf(yardstick, sizeof yardstick, " (ln vocab %.3f)", log((double)run->model.cfg.vocab));
-    tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: val loss %.4f%s, %.4f bits per byte, %.1f s, checkpoint %s",
-                 reason, (long long)st->step, tr->last_val, yardstick, tr->last_bpb, st->elapsed_s,
-                 run->last_checkpoint);
+    tg_message_emit(&tr->messages, TG_MESSAGE_INFO, "%s at step %lld: val loss %.4f%s%s, %.1f s, checkpoint %s", reason,
+                    (long long)st->step, tr->last_val, yardstick, bpb_text(tr, ", %.4f bits per byte", bpb, sizeof bpb),
+                    st->elapsed_s, run->last_checkpoint);
+    if (tr->dpo)
+        tg_message_emit(&tr->messages, TG_MESSAGE_INFO,
+                        "val preference pairs: %.1f%% with the chosen reply ahead (margin %.4f; log p chosen %.3f, "
+                        "rejected %.3f)",
+                        100 * tr->val_dpo[1], tr->val_dpo[0], tr->val_dpo[2], tr->val_dpo[3]);
     tg_task_suite_report(&tr->tasks, &tr->messages);
     if (tr->overfit_from && tr->last_val > st->best_val_loss)
         tg_message_emit(&tr->messages, TG_MESSAGE_WARNING,
