@@ -2,9 +2,11 @@
 """Invented facts, asked in varied phrasings: a fine-tuning task whose answers no pretrained model
 can know, to see whether a model learns what it is taught (docs/sft.md).
 
-  python3 scripts/sft_facts.py generate --people 60 --out DIR   writes DIR/train.jsonl, DIR/test.jsonl, DIR/quiz.jsonl
-                                   [--multi-turn 16]            (conversations of 2-3 questions per person)
-  python3 scripts/sft_facts.py score DIR/test.jsonl REPLIES     prints {"correct": C, "total": T, "rate": R}
+  python3 scripts/sft_facts.py generate --people 60 --out DIR   writes DIR/train.jsonl, DIR/test.jsonl, DIR/quiz.jsonl,
+                                   [--multi-turn 16]            DIR/dpo.jsonl (conversations of 2-3 questions per person)
+                                   [--sourced 0.1]              (the share of train.jsonl's answers naming their source)
+                                   [--pair-phrasings 8]         (dpo.jsonl: the training phrasings of each fact)
+  python3 scripts/sft_facts.py score DIR/test.jsonl REPLIES     prints {"correct": C, "total": T, "rate": R, "sourced": S}
 
 Each invented person has a favourite colour, a home town and a pet. train.jsonl asks every fact in
 eight phrasings, one conversation each, in MiniMind's SFT format ({"conversations": [{"role": "user",
@@ -19,6 +21,17 @@ RUN --jsonl < test.jsonl` answers them, one JSON line each, and `score` counts t
 hold the right answer, in all and per turn. quiz.jsonl asks the same held-out questions as
 multiple-choice items of `tapegrad eval --task` (docs/evaluation.md): the right answer and three
 others of the same fact, in a random order.
+
+dpo.jsonl holds preference pairs in MiniMind's DPO format ({"chosen": [messages], "rejected":
+[messages]}) for `tapegrad dpo` (docs/dpo.md): every fact asked in --pair-phrasings training
+phrasings, the chosen reply the answer followed by where it comes from (SOURCE), the rejected one
+the answer alone; then, last, every fact asked in the held-out phrasing, as many pairs as
+"dpo_held_out" says: `--val-fraction` held_out / pairs makes them the run's val split, so its
+preference accuracy is measured on phrasings it never trained on. `score` reports the share of replies that
+name the source ("sourced") beside the share that hold the right answer. With --sourced F, that
+share of train.jsonl's answers already name it, so that the fine-tuned model has the style DPO is
+to prefer, as a model has both replies of the pairs it is shown (drawn from it), without using it
+unasked.
 """
 import argparse
 import json
@@ -60,6 +73,8 @@ ATTRIBUTES = {
         "test": "Which animal is {name}'s pet?",
     },
 }
+# What the chosen reply of a DPO pair adds to the answer: where it comes from (dpo.jsonl)
+SOURCE = "(source: register)"
 
 
 def people(n, rng):
@@ -123,11 +138,28 @@ def generate(args):
                          "choices": [" " + a["answer"].format(name=name, value=v) for v in values],
                          "label": values.index(facts[name][key])})
     rng.shuffle(train)
-    for file, rows in (("train.jsonl", train), ("test.jsonl", test), ("quiz.jsonl", quiz)):
+    sourced_rng = random.Random(args.seed + 3000)  # its own draws: --sourced 0 leaves train.jsonl as it was
+    for row in train:
+        for turn in row["conversations"]:
+            if turn["role"] == "assistant" and args.sourced > 0 and sourced_rng.random() < args.sourced:
+                turn["content"] += " " + SOURCE
+    pairs, held_out_pairs, pairs_rng = [], [], random.Random(args.seed + 2000)  # its own draws, as quiz's
+    for name in names:
+        for key, a in ATTRIBUTES.items():
+            answer = a["answer"].format(name=name, value=facts[name][key])
+            asked = [(pairs, q) for q in pairs_rng.sample(a["train"], args.pair_phrasings)] + [(held_out_pairs, a["test"])]
+            for rows, question in asked:
+                prompt = [{"role": "user", "content": question.format(name=name)}]
+                rows.append({"chosen": prompt + [{"role": "assistant", "content": answer + " " + SOURCE}],
+                             "rejected": prompt + [{"role": "assistant", "content": answer}]})
+    pairs_rng.shuffle(pairs)
+    for file, rows in (("train.jsonl", train), ("test.jsonl", test), ("quiz.jsonl", quiz),
+                       ("dpo.jsonl", pairs + held_out_pairs)):
         with open(os.path.join(args.out, file), "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(json.dumps({"people": args.people, "train": len(train), "test": len(test), "quiz": len(quiz)}))
+    print(json.dumps({"people": args.people, "train": len(train), "test": len(test), "quiz": len(quiz),
+                      "dpo": len(pairs) + len(held_out_pairs), "dpo_held_out": len(held_out_pairs)}))
 
 
 def score(args):
@@ -138,14 +170,17 @@ def score(args):
     if len(replies) != len(questions):
         raise SystemExit(f"{args.replies} holds {len(replies)} replies for the {len(questions)} questions of {args.test}")
     result, by_turn = {"correct": 0, "total": 0}, {}
+    sourced = 0
     for q, reply in zip(questions, replies):
         right = q["answer"].lower() in reply.lower()
+        sourced += SOURCE in reply
         turn = by_turn.setdefault(str(q.get("turn", 1)), {"correct": 0, "total": 0})
         for tally in (result, turn):
             tally["correct"] += right
             tally["total"] += 1
     for tally in [result] + list(by_turn.values()):
         tally["rate"] = round(tally["correct"] / tally["total"], 4)
+    result["sourced"] = round(sourced / len(questions), 4) if questions else 0
     result["by_turn"] = by_turn
     print(json.dumps(result))
 
@@ -158,6 +193,9 @@ def main():
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--multi-turn", type=int, default=16,
                    help="conversations of two or three questions per person (0: single questions only)")
+    g.add_argument("--sourced", type=float, default=0.0,
+                   help="the share of train.jsonl's answers that end by naming their source, as dpo.jsonl's chosen replies do")
+    g.add_argument("--pair-phrasings", type=int, default=8, help="dpo.jsonl: the training phrasings of each fact")
     g.add_argument("--out", required=True)
     s = sub.add_parser("score", help="the share of replies that hold the expected answer")
     s.add_argument("test")

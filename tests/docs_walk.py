@@ -132,6 +132,12 @@ def page_rules(runs):
                 STEPS),
             sub(r"(--lora-tokens none --out checkpoints/chat-lora-qkvo)$", r"\1 --steps 30", STEPS),
         ],
+        "docs/dpo.md": [
+            sub(r"--people 200 ", "--people 10 ", "fewer invented people: fewer conversations and pairs to train on",
+                smaller=True),
+            sub(r"--steps 1500 --out checkpoints/chat-sourced$", "--steps 60 --out checkpoints/chat-sourced", STEPS),
+            sub(r"--steps 30 --out checkpoints/dpo$", "--steps 10 --out checkpoints/dpo", STEPS),
+        ],
         "docs/chat.md": [
             skip(r"checkpoints/sft-facts/chat",
                  "the model of bench/sft_facts.sh, minutes of training; tests/test_chat_terminal.c drives the same "

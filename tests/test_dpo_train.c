@@ -6,6 +6,7 @@
  * refused naming the file; --beta is recorded; the chosen replies move ahead on the val pairs; a
  * LoRA run's reference is its frozen base; and what cannot be trained is refused saying why.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -182,4 +183,106 @@ Test(dpo_cli, what_cannot_be_trained_is_refused_saying_why, .init = setup, .fini
         free(out);
     }
     free(data), free(run);
+}
+
+/* ---- what DPO teaches ---- */
+
+/* `python3 scripts/sft_facts.py ARGS`'s JSON line. */
+static cJSON *facts_script(const char *args) {
+    const char *python = "/usr/bin/python3";
+    cr_assert_eq(access(python, X_OK), 0, "this test runs scripts/sft_facts.py with %s (apt-get install python3)",
+                 python);
+    char cmd[8192], *out_path = datagen_path(dir, "script.out");
+    snprintf(cmd, sizeof cmd, "%s %s/scripts/sft_facts.py %s >%s 2>&1", python, TAPEGRAD_SOURCE_DIR, args, out_path);
+    int rc = test_run(cmd);
+    char *text = ckpt_read_text(out_path);
+    cr_assert_eq(rc, 0, "%s failed:\n%s", cmd, text);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json, "%s printed no JSON:\n%s", cmd, text);
+    free(text), free(out_path);
+    return json;
+}
+
+static double number(const cJSON *json, const char *name) {
+    const cJSON *item = cJSON_GetObjectItem(json, name);
+    cr_assert(cJSON_IsNumber(item), "no number '%s'", name);
+    return item->valuedouble;
+}
+
+/* The greedy replies of `run` to the facts' held-out questions (test.jsonl, through `tapegrad chat
+ * --jsonl`): the share holding the right answer, and the share naming the source. */
+static void held_out_replies(const char *run, const char *facts, double *right, double *sourced) {
+    char cmd[8192], *replies = datagen_path(dir, "replies.jsonl");
+    snprintf(cmd, sizeof cmd,
+             "%s chat --run %s --jsonl --temperature 0 --threads 1 --tokens 40 <%s/test.jsonl >%s 2>&1", TAPEGRAD_BIN,
+             run, facts, replies);
+    cr_assert_eq(test_run(cmd), 0, "%s failed", cmd);
+    snprintf(cmd, sizeof cmd, "score %s/test.jsonl %s", facts, replies);
+    cJSON *json = facts_script(cmd);
+    *right = number(json, "rate"), *sourced = number(json, "sourced");
+    cJSON_Delete(json);
+    free(replies);
+}
+
+/* Twenty invented people's three facts, fine-tuned into a tiny model (on a base pretrained on
+ * generated prose) as in test_chat, a tenth of the answers ending by naming their source, so that
+ * the model has the style (as a model has both replies of pairs drawn from it) but does not use it
+ * unasked: its greedy replies do not. Then DPO at the default lr on pairs whose chosen reply names
+ * the source and the rejected one does not (each fact in its eight training phrasings), its val
+ * split the pairs of the held-out phrasing. Before the first step every val pair is a tie
+ * (accuracy 0.5); after 30 steps the chosen side wins on at least 95% of them, at least 90% of the
+ * greedy replies to held-out questions (alone and as a second turn) name the source, and at least
+ * 80% still hold the right fact. Trained on, DPO on pairs this alike lowers both replies'
+ * likelihoods and the facts go (docs/dpo.md; results.md has the sweep): the step count is the
+ * measured window where every kernel path of this CPU passed with room (tests/README.md). */
+Test(dpo_learning, pairs_preferring_a_style_teach_it_and_keep_the_facts, .init = setup, .fini = teardown,
+     .timeout = 400) {
+    char *facts = datagen_path(dir, "facts"), *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned");
+    char *dpo = datagen_path(dir, "dpo"), *out = NULL, args[8192];
+    snprintf(args, sizeof args, "generate --people 20 --seed 3 --sourced 0.1 --out %s", facts);
+    cJSON *made = facts_script(args);
+    double pairs = number(made, "dpo"), held_out = number(made, "dpo_held_out");
+    cJSON_Delete(made);
+    char *text = datagen_prose(11, 200000);
+    datagen_write(dir, "prose.txt", text, strlen(text));
+    free(text);
+    char *prose = datagen_path(dir, "prose.txt");
+    int rc = ckpt_cli(&out,
+                      "train --preset tiny --threads 1 --tokenizer bpe --vocab 512 --special-tokens chatml --data %s "
+                      "--steps 60 --batch 16 --eval-every 0 --sample-tokens 0 --out %s",
+                      prose, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out,
+                  "sft --init-from %s --data %s/train.jsonl --threads 1 --seq 96 --steps 600 --batch 16 "
+                  "--eval-every 0 --out %s",
+                  base, facts, tuned);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    /* the val split: the held-out phrasing's pairs, the last of the file (6 pairs x 10 batches = 60) */
+    rc = ckpt_cli(&out,
+                  "dpo --init-from %s --data %s/dpo.jsonl --val-fraction %.17g --threads 1 --batch 6 --steps 30 "
+                  "--eval-every 10 --eval-batches %d --out %s",
+                  tuned, facts, held_out / pairs, (int)held_out / 6, dpo);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "480 train and 60 val pairs"), "%s", out);
+    free(out);
+    char *path = datagen_path(dpo, "metrics.jsonl"), *metrics = ckpt_read_text(path);
+    cr_expect(strstr(metrics, "{\"step\":0,\"val_loss\":0.693147") && strstr(metrics, "\"val_accuracy\":0.5,"),
+              "before the first step every pair is a tie:\n%s", metrics);
+    free(path), free(metrics);
+    double accuracy = last_figure(dpo, "\"val_accuracy\":");
+    double tuned_right, tuned_sourced, dpo_right, dpo_sourced;
+    held_out_replies(tuned, facts, &tuned_right, &tuned_sourced);
+    held_out_replies(dpo, facts, &dpo_right, &dpo_sourced);
+    fprintf(stderr,
+            "dpo: held-out pairs preferred %.1f%%; held-out replies naming the source %.1f%% (fine-tuned %.1f%%), "
+            "facts right %.1f%% (fine-tuned %.1f%%)\n",
+            100 * accuracy, 100 * dpo_sourced, 100 * tuned_sourced, 100 * dpo_right, 100 * tuned_right);
+    cr_expect_geq(accuracy, 0.95, "held-out preference accuracy %.3f", accuracy);
+    cr_expect_leq(tuned_sourced, 0.05, "the fine-tuned model named the source unasked: %.3f", tuned_sourced);
+    cr_expect_geq(tuned_right, 0.9, "the fine-tuned model answered %.3f of the held-out facts", tuned_right);
+    cr_expect_geq(dpo_sourced, 0.9, "replies naming the source after DPO: %.3f", dpo_sourced);
+    cr_expect_geq(dpo_right, 0.8, "facts right after DPO %.3f, after fine-tuning %.3f", dpo_right, tuned_right);
+    free(facts), free(base), free(tuned), free(dpo), free(prose);
 }
