@@ -31,7 +31,7 @@ static void report_sft_data(TgRun *run, const TgSftPrepareOptions *opt, const Tg
     if (opt->pairs && (r->identical_pairs || r->prompts_differ))
         tg_message_emit(m, TG_MESSAGE_NOTE,
                         "left out: %" PRIu64 " pair%s whose chosen and rejected replies are the same, %" PRIu64
-                        " whose two sides have different prompts (`strict` stops at the first)",
+                        " whose two sides have different prompts (`strict` stops at the first instead)",
                         r->identical_pairs, r->identical_pairs == 1 ? "" : "s", r->prompts_differ);
     if (r->without_reply || r->without_reply_in_window)
         tg_message_emit(m, TG_MESSAGE_NOTE,
@@ -49,7 +49,7 @@ static void report_sft_data(TgRun *run, const TgSftPrepareOptions *opt, const Tg
 
 /* The conversations of --data prepared into `dir` with the run's tokenizer, then opened. A
  * replica (dir NULL) prepares them in a folder of its own, keeps the files open and removes it. */
-static TgStatus prepare_sft_data(TgRun *run, const TgRunSpec *spec, int64_t seq_len, const char *dir,
+static TgStatus prepare_sft_data(TgRun *run, const TgRunSpec *spec, bool strict, int64_t seq_len, const char *dir,
                                  const TgPrepareReporter *preparing) {
     char own[TG_PATH_CAP];
     const char *tmp = getenv("TMPDIR");
@@ -62,7 +62,8 @@ static TgStatus prepare_sft_data(TgRun *run, const TgRunSpec *spec, int64_t seq_
                                .tok = &run->tok,
                                .seq_len = seq_len,
                                .val_fraction = spec->val_fraction,
-                               .pairs = spec->task == TG_TASK_DPO};
+                               .pairs = spec->task == TG_TASK_DPO,
+                               .strict = strict};
     TgPrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
     if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
     TgSftPrepareResult result;
@@ -122,7 +123,8 @@ TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPre
     char path[TG_PATH_CAP];
     if (s == TG_OK && writes) s = tg_path_join(path, sizeof path, run->dir, TG_PREPARE_TOKENIZER_FILE);
     if (s == TG_OK && writes) s = tg_tokenizer_save(&run->tok, path);
-    if (s == TG_OK) s = prepare_sft_data(run, spec, cfg.seq_len, writes ? run->dir : NULL, preparing);
+    if (s == TG_OK)
+        s = prepare_sft_data(run, spec, req->invocation->strict, cfg.seq_len, writes ? run->dir : NULL, preparing);
     if (s == TG_OK && !from_run) s = tg_run_build_new_model(run, spec, (uint64_t)id.seed);
     if (s == TG_OK && from_run && spec->model.seq_len > base.trained_seq)
         tg_message_emit(

@@ -146,7 +146,7 @@ static TgStatus new_text_identity(const TgRunSpec *spec, const TgRunBase *base, 
  * `id`, the run's identity: a char or BPE one made from the corpus, the file's, or the base's;
  * `threads` of them. */
 static TgStatus prepare_text(TgRun *run, const TgRunBase *base, const TgRunSpec *id, int64_t vocab, int64_t seq_len,
-                             int threads, bool writes, const TgPrepareReporter *preparing) {
+                             int threads, bool strict, bool writes, const TgPrepareReporter *preparing) {
     TgTokenizerSource source = id->tokenizer.source;
     bool bpe = source == TG_TOKENIZER_USE_BPE, hf = source == TG_TOKENIZER_USE_HF;
     if (id->special_tokens && *id->special_tokens && !bpe)
@@ -165,6 +165,7 @@ static TgStatus prepare_text(TgRun *run, const TgRunBase *base, const TgRunSpec 
     prep.val_fraction = id->val_fraction;
     prep.seq_len = seq_len;
     prep.threads = threads;
+    prep.strict = strict;
     tg_tokenizer_choice_format(&id->tokenizer, name, sizeof name);
     if (base) snprintf(how, sizeof how, "the tokenizer of %s", base->ckpt);
     else snprintf(how, sizeof how, "a %s tokenizer", name);
@@ -221,7 +222,8 @@ TgStatus tg_run_open_new_text(const TgTrainRequest *req, bool writes, const TgPr
         id.tokenizer = dataset_tokenizer(&run->tok);
         if (writes) TG_TRY(write_dataset_copy(run));
     } else {
-        TG_TRY(prepare_text(run, base, &id, vocab, cfg.seq_len, req->schedule->threads, writes, preparing));
+        TG_TRY(prepare_text(run, base, &id, vocab, cfg.seq_len, req->schedule->threads, req->invocation->strict, writes,
+                            preparing));
     }
     TG_TRY(base ? tg_run_base_take(run, base) : tg_run_build_new_model(run, spec, (uint64_t)id.seed));
     TgRunBaseRecord rec;

@@ -188,9 +188,9 @@ static const TgOptSpec specs[] = {
     TG_OPT_CODEC(T, spec.dpo_beta, "--beta",
                  "dpo: how far the model may move from the one it starts from (the loss is -log sigmoid(beta "
                  "(log-ratio of the chosen reply - that of the rejected one))); run.txt records it",
-                 "B", ID, TG_OPT_STRINGIFY(TG_DPO_DEFAULT_BETA), &beta_codec),
+                 NULL, ID, TG_OPT_STRINGIFY(TG_DPO_DEFAULT_BETA), &beta_codec),
     TG_FLAG_STEPS(T, schedule.steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
-    TG_FLAG_BATCH(T, schedule.batch, "sequences per micro-batch", SAVED | NUM, NULL),
+    TG_FLAG_BATCH(T, schedule.batch, "sequences per micro-batch (dpo: pairs, each two sequences)", SAVED | NUM, NULL),
     TG_OPT(T, schedule.accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation",
            TG_FLAG_RANGE_COUNT, NULL, SAVED | NUM, NULL),
     TG_OPT(T, schedule.lr, "--lr", TG_OPT_DOUBLE, "peak learning rate", TG_OPT_POSITIVE, NULL, SAVED | NUM,
@@ -244,6 +244,10 @@ static const TgOptSpec specs[] = {
     TG_OPT(T, invocation.stop_after, "--stop-after", TG_OPT_INT64,
            "stop after step N, save and exit 0; the LR schedule still spans --steps, so --resume continues exactly",
            TG_OPT_NON_NEGATIVE, NULL, 0, "none"),
+    TG_OPT(T, invocation.strict, "--strict", TG_OPT_BOOL,
+           "preparing --data: stop at the first malformed line (dpo: or pair that teaches nothing) instead of "
+           "skipping and counting it",
+           TG_OPT_ANY, NULL, 0, NULL),
     TG_OPT(T, invocation.comm_timeout_s, "--comm-timeout", TG_OPT_DOUBLE,
            "under mpirun: seconds a rank waits for the others before it ends the job (a rank died or hangs)",
            ((TgOptRange){0, 1e9, true, false}) /* 31 years: a deadline that fits a struct timespec */, NULL, 0, NULL),

@@ -169,6 +169,8 @@ typedef struct TgTrainInvocation {
     const char *resume;        /* run folder or checkpoint file to continue, or NULL */
     int64_t stop_after;        /* -1: none; else stop (and checkpoint) after this step, schedule unchanged */
     double comm_timeout_s;     /* data-parallel runs: the longest a rank waits for the others (lib/dist.h) */
+    bool strict;               /* preparing --data: the first malformed line (dpo: or pair that teaches nothing)
+                                * stops it, instead of being skipped and counted */
 } TgTrainInvocation;
 
 /* The options as the table (train_options.c) reads, checks and saves them: the three concerns, and

@@ -165,6 +165,43 @@ Test(dpo_cli, a_lora_run_starts_at_its_base_and_moves_its_adapters, .init = setu
     free(out), free(sft), free(data), free(lora);
 }
 
+/* The usual schedule around the loss: 4 pairs a micro-batch, or 2 pairs x accum 2, make the same
+ * steps (the loss is a mean over pairs: each micro-batch's weighs half); bf16 trains too; and with
+ * `--strict` a pair that teaches nothing stops the preparation, naming its line. */
+Test(dpo_cli, accumulation_bf16_and_strict_as_for_any_run, .init = setup, .fini = teardown, .timeout = 120) {
+    char *sft = sft_run(), *data = pairs_file("dpo.jsonl", 30, false), *out = NULL;
+    char *whole = datagen_path(dir, "whole"), *halves = datagen_path(dir, "halves"), *bf16 = datagen_path(dir, "bf16");
+    const char *flags =
+        "dpo " CKPT_TEST_FLAGS " --init-from %s --data %s --lr 3e-3 --steps 6 --eval-every 0 %s --out %s";
+    int rc = ckpt_cli(&out, flags, sft, data, "--batch 4", whole);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, flags, sft, data, "--batch 2 --accum 2", halves);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    CkptMetricLine a[16], b[16];
+    int na = ckpt_read_metrics(whole, 0, a, 16), nb = ckpt_read_metrics(halves, 0, b, 16);
+    cr_assert(na >= 6 && na == nb, "%d and %d lines", na, nb);
+    for (int i = 0; i < na; i++) {
+        double la = strtod(a[i].loss, NULL), lb = strtod(b[i].loss, NULL);
+        double ga = strtod(a[i].grad_norm, NULL), gb = strtod(b[i].grad_norm, NULL);
+        cr_expect(fabs(la - lb) <= 1e-5 * fabs(la) && fabs(ga - gb) <= 1e-4 * fabs(ga),
+                  "step %lld: loss %s and %s, grad norm %s and %s", (long long)a[i].step, a[i].loss, b[i].loss,
+                  a[i].grad_norm, b[i].grad_norm);
+    }
+    rc = ckpt_cli(&out, flags, sft, data, "--batch 2 --precision bf16", bf16);
+    cr_expect(rc == 0 && !isnan(last_figure(bf16, "\"val_loss\":")), "%s", out);
+    free(out);
+    free(data);
+    data = pairs_file("unlearnable.jsonl", 10, true);
+    char *strict = datagen_path(dir, "strict");
+    rc = ckpt_cli(&out, flags, sft, data, "--batch 2 --strict", strict);
+    cr_expect(rc != 0 && strstr(out, "unlearnable.jsonl") && strstr(out, "line 11"), "%s", out);
+    cr_expect(access(strict, F_OK) != 0, "a refused run left its folder");
+    free(out), free(strict);
+    free(sft), free(data), free(whole), free(halves), free(bf16);
+}
+
 Test(dpo_cli, what_cannot_be_trained_is_refused_saying_why, .init = setup, .fini = teardown, .timeout = 60) {
     char *data = pairs_file("dpo.jsonl", 4, false), *out = NULL, *run = datagen_path(dir, "refused");
     struct {
