@@ -143,15 +143,23 @@ Test(mpi, two_ranks_log_bitwise_what_one_process_logs_with_accum_2, .init = setu
     expect_same_runs(launcher(), "", "", "--accum 2");
 }
 
-/* tapegrad sft on 2 ranks: each rank's micro-batch weighs its share of the step's trained tokens,
- * counted over both ranks, as one process with --accum 2 weighs its two. */
-Test(mpi, fine_tuning_on_two_ranks_is_bitwise_one_process_with_accum_2, .init = setup, .fini = teardown, .timeout = 120) {
-    char *base = datagen_path(dir, "base"), *a = datagen_path(dir, "a"), *b = datagen_path(dir, "b"), *out = NULL;
+/* A base run whose tokenizer has the ChatML markers (2 steps), for fine-tuning and DPO. */
+static char *chatml_base(void) {
+    char *base = datagen_path(dir, "base"), *out = NULL;
     int rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --data %s --tokenizer bpe --vocab 300 --special-tokens chatml --steps 2 "
                             "--eval-every 0 --out %s",
                       corpus, base);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
+    return base;
+}
+
+/* tapegrad sft on 2 ranks: each rank's micro-batch weighs its share of the step's trained tokens,
+ * counted over both ranks, as one process with --accum 2 weighs its two. */
+Test(mpi, fine_tuning_on_two_ranks_is_bitwise_one_process_with_accum_2, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    char *base = chatml_base(), *a = datagen_path(dir, "a"), *b = datagen_path(dir, "b"), *out = NULL;
+    int rc;
     char text[8192];
     size_t n = 0;
     for (int i = 0; i < 30; i++)
@@ -184,6 +192,40 @@ Test(mpi, fine_tuning_on_two_ranks_is_bitwise_one_process_with_accum_2, .init = 
     free(out);
     ckpt_expect_same_metrics(la, lb, 0, 8);
     free(base), free(a), free(b), free(data), free(la), free(lb);
+}
+
+/* tapegrad dpo on 2 ranks: each rank draws its pairs, looks up their reference and shares its
+ * batch's figures, as one process with --accum 2 does with its two micro-batches. */
+Test(mpi, dpo_on_two_ranks_is_bitwise_one_process_with_accum_2, .init = setup, .fini = teardown, .timeout = 120) {
+    char *base = chatml_base(), *a = datagen_path(dir, "a"), *b = datagen_path(dir, "b"), *out = NULL;
+    int rc;
+    char text[16384];
+    size_t n = 0;
+    for (int i = 0; i < 30; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n,
+                              "{\"chosen\": [{\"role\": \"user\", \"content\": \"q%d\"}, {\"role\": \"assistant\", "
+                              "\"content\": \"%s\"}], \"rejected\": [{\"role\": \"user\", \"content\": \"q%d\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"no\"}]}\n",
+                              i, i % 3 ? "short" : "a longer reply of several words", i);
+    datagen_write(dir, "p.jsonl", text, n);
+    char *data = datagen_path(dir, "p.jsonl");
+    const char *flags = "dpo " CKPT_TEST_FLAGS " --init-from %s --data %s --batch 2 --seq 48 --lr 3e-3 --steps 8 "
+                        "--eval-every 4 %s --out %s";
+    rc = ckpt_cli(&out, flags, base, data, "--accum 2", a);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = TWO_RANKS(&out, flags, base, data, "", b);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, " x 2 ranks = "), "not one job of 2 ranks:\n%s", out);
+    free(out);
+    ckpt_expect_same_metrics(a, b, 0, 8);
+    ckpt_expect_same_checkpoints(a, b, 8);
+    char *ma = datagen_path(a, "metrics.jsonl"), *mb = datagen_path(b, "metrics.jsonl");
+    char *ta = ckpt_read_text(ma), *tb = ckpt_read_text(mb);
+    const char *at = strstr(ta, "\"margin\":"), *bt = strstr(tb, "\"margin\":");
+    cr_expect(at && bt && strncmp(at, bt, strcspn(at, "}")) == 0, "step 1's DPO figures differ:\n%s\n%s", ta, tb);
+    free(ta), free(tb), free(ma), free(mb);
+    free(base), free(a), free(b), free(data);
 }
 
 Test(mpi, two_ranks_are_bitwise_reproducible, .init = setup, .fini = teardown, .timeout = 120) {
