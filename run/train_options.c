@@ -463,6 +463,10 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     if (tg_train_task_chat(o->spec.task) && !o->invocation.resume) TG_TRY(check_sft(o));
     if (given(o, "--beta") && o->spec.task != TG_TASK_DPO && !o->invocation.resume)
         return tg_fail(TG_ERR_ARG, "--beta is DPO's (tapegrad dpo, or --task dpo): drop it");
+    if (o->spec.task == TG_TASK_DPO && o->spec.keep_best.kind == TG_EVAL_METRIC_VAL_BPB)
+        return tg_fail(TG_ERR_ARG,
+                       "--keep-best val_bpb: a dpo run's val loss is DPO's, a loss over pairs with no bits per "
+                       "byte; keep the best by val_loss or by a task's accuracy");
     if (o->spec.dataset && (given(o, "--data") || given(o, "--tokenizer") || given(o, "--vocab") ||
                             given(o, "--val-fraction") || given(o, "--special-tokens") || given(o, "--text-field")))
         return tg_fail(TG_ERR_ARG, "--dataset brings its own tokenizer and split: drop --data, --tokenizer, --vocab, "

@@ -212,6 +212,7 @@ Test(dpo_cli, what_cannot_be_trained_is_refused_saying_why, .init = setup, .fini
         {"sft --init-from RUN --data %s --beta 0.2 --out %s", "--beta is DPO's"},
         {"dpo --init-from RUN --data %s --beta 0 --out %s", "--beta must be a number above 0"},
         {"dpo --init-from RUN --data %s --beta x --out %s", "--beta must be a number above 0"},
+        {"dpo --init-from RUN --data %s --keep-best val_bpb --out %s", "no bits per byte"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = ckpt_cli(&out, cases[i].flags, data, run);
