@@ -220,10 +220,12 @@ static void run_case(const ParityCase *pc) {
     cr_assert_eq(tg_st_read_f32(ref, "grad_norms", ref_norms, steps), TG_OK, "%s", tg_error_message());
     /* DPO (make_reference.py --dpo-beta): each micro-batch's pairs against the reference's log-probabilities */
     const char *dpo_beta = tg_st_metadata(ref, "dpo_beta");
-    float *dpo_ref = NULL;
+    float *dpo_ref = NULL, dpo_margins[64];
     if (dpo_beta) {
         dpo_ref = malloc((size_t)(accum * B) * sizeof *dpo_ref);
         cr_assert_eq(tg_st_read_f32(ref, "dpo_ref", dpo_ref, accum * B), TG_OK, "%s", tg_error_message());
+        cr_assert(accum <= 64);
+        cr_assert_eq(tg_st_read_f32(ref, "dpo_margins", dpo_margins, accum), TG_OK, "%s", tg_error_message());
     }
     TgAdamWConfig adamw = {.eps = meta_double("eps"), .weight_decay = meta_double("weight_decay")};
     cr_assert_eq(sscanf(tg_st_metadata(ref, "betas"), "%lf,%lf", &adamw.beta1, &adamw.beta2), 2);
@@ -244,9 +246,15 @@ static void run_case(const ParityCase *pc) {
         for (int64_t micro = 0; micro < accum; micro++) {
             size_t off = (size_t)(micro * B * T);
             TgBatch batch = {.tokens = tokens + off, .targets = targets + off, .batch = B, .seq = T};
-            TgTensor *loss =
-                dpo_ref ? tg_dpo_batch_loss(&m, tape, &batch, dpo_ref + micro * B, strtod(dpo_beta, NULL), NULL)
-                        : tg_model_loss(&m, tape, &batch, NULL);
+            TgDpoStats st;
+            TgTensor *loss = dpo_ref
+                                 ? tg_dpo_batch_loss(&m, tape, &batch, dpo_ref + micro * B, strtod(dpo_beta, NULL), &st)
+                                 : tg_model_loss(&m, tape, &batch, NULL);
+            /* the first step's mean reward margin of each micro-batch, as PyTorch's */
+            if (dpo_ref && s == 0)
+                cr_expect_leq(fabs(st.margin - dpo_margins[micro]), tol->loss * fabs(dpo_margins[micro]),
+                              "[%s] micro-batch %lld: margin %.8f, PyTorch %.8f", pc->name, (long long)micro, st.margin,
+                              (double)dpo_margins[micro]);
             loss_sum += loss->data[0];
             tg_tape_backward(tape, accum > 1 ? tg_scale(tape, loss, 1.0f / (float)accum) : loss);
             tg_tape_reset(tape);

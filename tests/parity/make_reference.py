@@ -186,6 +186,9 @@ def main(argv):
     if cfg.dpo_beta:  # the reference: the initial weights' log-probabilities, shifted
         with torch.no_grad():
             ref = tm.sequence_logprobs(logits, targets) + torch.randn(logits.shape[0])
+            # each micro-batch's mean reward margin under the initial weights (the first step's)
+            rows = [slice(i * cfg.batch, (i + 1) * cfg.batch) for i in range(cfg.accum)]
+            margins = torch.stack([tm.dpo_loss(logits[r], targets[r], ref[r], cfg.dpo_beta)[1].mean() for r in rows])
     optimizer = tm.adamw(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
     step_losses, grad_norms = [], []
     for step in range(cfg.steps):
@@ -219,7 +222,7 @@ def main(argv):
         ("targets", targets.to(torch.int32)),
         ("logits", logits),
         ("loss", torch.tensor(step_losses[0], dtype=torch.float32)),
-    ] + ([("dpo_ref", ref.float())] if cfg.dpo_beta else []) + grads + [
+    ] + ([("dpo_ref", ref.float()), ("dpo_margins", margins.float())] if cfg.dpo_beta else []) + grads + [
         ("adamw_losses", torch.tensor(step_losses, dtype=torch.float32)),
         ("grad_norms", torch.tensor(grad_norms, dtype=torch.float32)),
     ] + final + moments
