@@ -454,6 +454,11 @@ static TgStatus check_vocab(const TgTrainOptions *o) {
     return TG_OK;
 }
 
+/* --lr, or its default: a dpo run's is TG_DPO_DEFAULT_LR. */
+static double peak_lr(const TgTrainOptions *o) {
+    return o->spec.task == TG_TASK_DPO && !given(o, "--lr") ? TG_DPO_DEFAULT_LR : o->schedule.lr;
+}
+
 TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     TG_TRY(tg_opt_check(&table, o, o->given));
     /* the options against each other */
@@ -484,7 +489,7 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
         return tg_fail(conflict(o, "--stop-after", "--steps"), "--stop-after %lld%s is past --steps %lld%s",
                        (long long)o->invocation.stop_after, origin(o, "--stop-after", oa, sizeof oa),
                        (long long)o->schedule.steps, origin(o, "--steps", ob, sizeof ob));
-    double lr = o->spec.task == TG_TASK_DPO && !given(o, "--lr") ? TG_DPO_DEFAULT_LR : o->schedule.lr;
+    double lr = peak_lr(o);
     if (o->schedule.min_lr > lr)
         return tg_fail(conflict(o, "--min-lr", "--lr"), "--min-lr %g%s is above --lr %g%s", o->schedule.min_lr,
                        origin(o, "--min-lr", oa, sizeof oa), lr, origin(o, "--lr", ob, sizeof ob));
@@ -518,7 +523,7 @@ TgStatus tg_run_spec_resolve_lora(TgRunSpec *spec, char *targets, size_t cap) {
 void tg_train_options_derive(TgTrainOptions *o) {
     if (!given(o, "--ffn-hidden-rule")) o->spec.ffn_hidden_rule = tg_model_preset_hidden_rule(o->spec.preset);
     if (o->schedule.warmup < 0) o->schedule.warmup = o->schedule.steps / 20;
-    if (o->spec.task == TG_TASK_DPO && !given(o, "--lr")) o->schedule.lr = TG_DPO_DEFAULT_LR;
+    o->schedule.lr = peak_lr(o);
     if (o->schedule.min_lr < 0) o->schedule.min_lr = o->schedule.lr / 10;
     if (o->spec.task == TG_TASK_DPO && !(o->spec.dpo_beta > 0)) o->spec.dpo_beta = TG_DPO_DEFAULT_BETA;
 }

@@ -16,6 +16,7 @@
 #include "ckptutil.h"
 #include "data/chat_format.h"
 #include "datagen.h"
+#include "facts.h"
 #include "tapegrad/model.h"
 #include "testutil.h"
 #include "model/chat.h"
@@ -244,23 +245,6 @@ Test(chat_session, a_reply_stops_where_its_stream_fails_or_its_logits_are_not_fi
 
 CKPT_SCRATCH_FIXTURE
 
-static const char *python = "/usr/bin/python3";
-
-/* Runs `python3 scripts/sft_facts.py ARGS` and returns its JSON line (parsed). */
-static cJSON *facts_script(const char *fmt, const char *a, const char *b) {
-    cr_assert_eq(access(python, X_OK), 0, "this test runs scripts/sft_facts.py with %s (apt-get install python3)", python);
-    char args[4096], cmd[8192], *out_path = datagen_path(dir, "script.out");
-    snprintf(args, sizeof args, fmt, a, b);
-    snprintf(cmd, sizeof cmd, "%s %s/scripts/sft_facts.py %s >%s 2>&1", python, TAPEGRAD_SOURCE_DIR, args, out_path);
-    int rc = test_run(cmd);
-    char *text = ckpt_read_text(out_path);
-    cr_assert_eq(rc, 0, "%s failed:\n%s", cmd, text);
-    cJSON *json = cJSON_Parse(text);
-    cr_assert_not_null(json, "%s printed no JSON:\n%s", cmd, text);
-    free(text), free(out_path);
-    return json;
-}
-
 /* `tapegrad chat --run RUN --jsonl --temperature 0 < in > out`; returns the exit code. */
 static int chat_jsonl(const char *run, const char *in, const char *out, const char *flags) {
     char cmd[8192];
@@ -279,7 +263,7 @@ typedef struct {
 static Rates score(const char *facts, const char *replies) {
     char test[4200];
     snprintf(test, sizeof test, "%s/test.jsonl", facts);
-    cJSON *json = facts_script("score %s %s", test, replies);
+    cJSON *json = facts_script(dir, "score %s %s", test, replies);
     Rates r = {.all = cJSON_GetObjectItem(json, "rate")->valuedouble, .total = cJSON_GetObjectItem(json, "total")->valueint};
     cJSON *by_turn = cJSON_GetObjectItem(json, "by_turn");
     for (int t = 0; t < 2; t++) {
@@ -300,7 +284,7 @@ static Rates score(const char *facts, const char *replies) {
  * fail it; the figures of a larger run are in docs/sft.md. */
 Test(chat, fine_tuning_teaches_facts_asked_in_a_phrasing_never_trained, .init = setup, .fini = teardown, .timeout = 300) {
     char *facts = datagen_path(dir, "facts"), *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), *out = NULL;
-    cJSON_Delete(facts_script("generate --people 20 --seed 3 --out %s%s", facts, ""));
+    cJSON_Delete(facts_script(dir, "generate --people 20 --seed 3 --out %s", facts));
     char *english = datagen_english(11, 200000);
     datagen_write(dir, "english.txt", english, strlen(english));
     free(english);

@@ -16,6 +16,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
+#include "facts.h"
 #include "testutil.h"
 #include "train/dpo.h"
 
@@ -225,22 +226,6 @@ Test(dpo_cli, what_cannot_be_trained_is_refused_saying_why, .init = setup, .fini
 
 /* ---- what DPO teaches ---- */
 
-/* `python3 scripts/sft_facts.py ARGS`'s JSON line. */
-static cJSON *facts_script(const char *args) {
-    const char *python = "/usr/bin/python3";
-    cr_assert_eq(access(python, X_OK), 0, "this test runs scripts/sft_facts.py with %s (apt-get install python3)",
-                 python);
-    char cmd[8192], *out_path = datagen_path(dir, "script.out");
-    snprintf(cmd, sizeof cmd, "%s %s/scripts/sft_facts.py %s >%s 2>&1", python, TAPEGRAD_SOURCE_DIR, args, out_path);
-    int rc = test_run(cmd);
-    char *text = ckpt_read_text(out_path);
-    cr_assert_eq(rc, 0, "%s failed:\n%s", cmd, text);
-    cJSON *json = cJSON_Parse(text);
-    cr_assert_not_null(json, "%s printed no JSON:\n%s", cmd, text);
-    free(text), free(out_path);
-    return json;
-}
-
 static double number(const cJSON *json, const char *name) {
     const cJSON *item = cJSON_GetObjectItem(json, name);
     cr_assert(cJSON_IsNumber(item), "no number '%s'", name);
@@ -255,8 +240,7 @@ static void held_out_replies(const char *run, const char *facts, double *right, 
              "%s chat --run %s --jsonl --temperature 0 --threads 1 --tokens 40 <%s/test.jsonl >%s 2>&1", TAPEGRAD_BIN,
              run, facts, replies);
     cr_assert_eq(test_run(cmd), 0, "%s failed", cmd);
-    snprintf(cmd, sizeof cmd, "score %s/test.jsonl %s", facts, replies);
-    cJSON *json = facts_script(cmd);
+    cJSON *json = facts_script(dir, "score %s/test.jsonl %s", facts, replies);
     *right = number(json, "rate"), *sourced = number(json, "sourced");
     cJSON_Delete(json);
     free(replies);
@@ -276,9 +260,8 @@ static void held_out_replies(const char *run, const char *facts, double *right, 
 Test(dpo_learning, pairs_preferring_a_style_teach_it_and_keep_the_facts, .init = setup, .fini = teardown,
      .timeout = 400) {
     char *facts = datagen_path(dir, "facts"), *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned");
-    char *dpo = datagen_path(dir, "dpo"), *out = NULL, args[8192];
-    snprintf(args, sizeof args, "generate --people 20 --seed 3 --sourced 0.1 --out %s", facts);
-    cJSON *made = facts_script(args);
+    char *dpo = datagen_path(dir, "dpo"), *out = NULL;
+    cJSON *made = facts_script(dir, "generate --people 20 --seed 3 --sourced 0.1 --out %s", facts);
     double pairs = number(made, "dpo"), held_out = number(made, "dpo_held_out");
     cJSON_Delete(made);
     char *text = datagen_prose(11, 200000);

@@ -78,6 +78,9 @@ static TgBatch batch_rows_at(const BatchRows *r, int64_t b) {
     return (TgBatch){c.in, c.tg, c.ks, r->B, r->T};
 }
 
+/* A DPO batch's figures (train/dpo.h: TgDpoStats), each logged per step and per evaluation. */
+enum { DPO_STATS = 4 };
+
 /* Everything one run holds while it trains. */
 typedef struct Trainer {
     const TgTrainRequest *request;   /* the options (run/train_options.h): to open the run, and its schedule to save */
@@ -140,12 +143,12 @@ typedef struct Trainer {
     uint64_t *eval_which;           /* (eval_batches, P): the val pairs of the fixed batches */
     double *micro_dpo;              /* [DPO_STATS][micro_batches]: margin, accuracy, chosen, rejected of each */
     double *eval_dpo;               /* [DPO_STATS][eval_batches] */
-    double step_dpo[4], val_dpo[4]; /* the step's and the latest evaluation's means (val: NaN before one) */
+    double step_dpo[DPO_STATS];     /* the step's means of those figures */
+    double val_dpo[DPO_STATS];      /* the latest evaluation's (NaN before one) */
     TgRunMetric *extra;             /* a metrics line's figures besides the fixed ones (line_figures) */
 } Trainer;
 
-enum { DPO_STATS = 4 };
-/* The names of the four figures of a DPO step and evaluation in metrics.jsonl. */
+/* Their names in metrics.jsonl, in store_dpo_stats' order. */
 static const char *const DPO_STEP_NAMES[DPO_STATS] = {"margin", "accuracy", "chosen_logp", "rejected_logp"};
 static const char *const DPO_VAL_NAMES[DPO_STATS] = {"val_margin", "val_accuracy", "val_chosen_logp",
                                                      "val_rejected_logp"};
@@ -427,9 +430,13 @@ static TgStatus trainer_start(Trainer *tr, const TgTrainRequest *req, const TgTr
     return agree_on_status(tr->writer ? trainer_open_files(tr) : TG_OK);
 }
 
-/* The mean loss over the fixed val batches, split over the ranks (rank r evaluates its block of
- * them); every rank sums all the losses in batch order, so the mean is bitwise what one process
- * computes. */
+/* A batch's DPO figures into column i of `columns`, DPO_STATS rows of `n` each (the trainer's
+ * micro_dpo and eval_dpo). */
+static void store_dpo_stats(double *columns, int64_t n, int64_t i, const TgDpoStats *st) {
+    const double figures[DPO_STATS] = {st->margin, st->accuracy, st->chosen, st->rejected};
+    for (int j = 0; j < DPO_STATS; j++) columns[j * n + i] = figures[j];
+}
+
 /* DPO: batches [begin, end) of the fixed val ones, their losses and figures, no gradients. */
 static void evaluate_pairs(Trainer *tr, int64_t begin, int64_t end) {
     int64_t n = tr->schedule->eval_batches;
@@ -441,13 +448,15 @@ static void evaluate_pairs(Trainer *tr, int64_t begin, int64_t end) {
         TgTensor *loss =
             tg_dpo_batch_loss(&tr->run.model, tape, &batch, tr->eval_ref + b * tr->batch, tr->run.dpo_beta, &st);
         tr->eval_losses[b] = loss->data[0];
-        double figures[DPO_STATS] = {st.margin, st.accuracy, st.chosen, st.rejected};
-        for (int j = 0; j < DPO_STATS; j++) tr->eval_dpo[j * n + b] = figures[j];
+        store_dpo_stats(tr->eval_dpo, n, b, &st);
         tg_tape_reset(tape);
     }
     tg_tape_set_grad_enabled(tape, old);
 }
 
+/* The mean loss over the fixed val batches, split over the ranks (rank r evaluates its block of
+ * them); every rank sums all the losses in batch order, so the mean is bitwise what one process
+ * computes. */
 static TgStatus evaluate(Trainer *tr, double *val_out) {
     int64_t n = tr->schedule->eval_batches, begin, end;
     tg_dist_block(n, tr->rank, &begin, &end);
@@ -732,8 +741,7 @@ static TgStatus local_gradients(Trainer *tr, bool watched) {
             TgDpoStats st;
             loss = tg_dpo_batch_loss(&tr->run.model, &tr->engine.tape, &b, tr->step_ref + k * tr->batch,
                                      tr->run.dpo_beta, &st);
-            double figures[DPO_STATS] = {st.margin, st.accuracy, st.chosen, st.rejected};
-            for (int j = 0; j < DPO_STATS; j++) tr->micro_dpo[j * tr->micro_batches + first + k] = figures[j];
+            store_dpo_stats(tr->micro_dpo, tr->micro_batches, first + k, &st);
         } else {
             loss = tg_model_loss(&tr->run.model, &tr->engine.tape, &b,
                                  &(TgModelOutputs){.ffn_hidden = watched ? tr->ffn_hidden : NULL});
