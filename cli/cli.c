@@ -18,6 +18,7 @@ const Subcommand *const cli_subcommands[] = {
     &cmd_sft,
     &cmd_dpo,
     &cmd_chat,
+    &cmd_serve,
     &cmd_sample,
     &cmd_eval,
     &cmd_inspect,

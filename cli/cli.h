@@ -22,7 +22,7 @@ typedef struct {
     const TgOptTable *(*table)(int i);
 } Subcommand;
 
-extern const Subcommand cmd_prepare, cmd_train, cmd_sft, cmd_dpo, cmd_chat, cmd_sample, cmd_eval, cmd_graph,
+extern const Subcommand cmd_prepare, cmd_train, cmd_sft, cmd_dpo, cmd_chat, cmd_serve, cmd_sample, cmd_eval, cmd_graph,
     cmd_inspect, cmd_report, cmd_compare_ffn, cmd_ckpt, cmd_bench, cmd_gradcheck, cmd_selftest;
 
 /* Every subcommand, in the order `tapegrad --help` lists them. */

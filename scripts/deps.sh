@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages tapegrad needs that are missing (needs root or sudo).
 # usage: scripts/deps.sh [extra-package ...]
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libopenblas-dev libcriterion-dev zlib1g-dev libcjson-dev libedit-dev "$@")
+pkgs=(build-essential cmake pkg-config libopenblas-dev libcriterion-dev zlib1g-dev libcjson-dev libedit-dev libmicrohttpd-dev "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

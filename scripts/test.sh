@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # Node.js (20 or newer) runs the client checks; Debian's own package is used only where none is installed
 node_pkgs=()
 command -v npm >/dev/null 2>&1 || node_pkgs=(nodejs npm)
-bash scripts/deps.sh fortunes python3-torch chromium openmpi-bin libopenmpi-dev clang "${node_pkgs[@]}"
+bash scripts/deps.sh fortunes python3-torch chromium openmpi-bin libopenmpi-dev clang curl "${node_pkgs[@]}"
 # the client checks' npm packages, exactly as tests/clients/package-lock.json pins them: Hugging
 # Face's JavaScript tokenizers and node-llama-cpp with its prebuilt linux-x64 llama.cpp (no
 # install scripts: nothing is built or downloaded beyond the packages). node-llama-cpp needs

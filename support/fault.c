@@ -19,3 +19,8 @@ bool fault_replica_drifts(int64_t step) {
     const char *at = getenv("TAPEGRAD_FAIL_REPLICA");
     return at && *at && strtoll(at, NULL, 10) == step;
 }
+
+int fault_token_delay_ms(void) {
+    const char *ms = getenv("TAPEGRAD_SLOW_TOKENS_MS");
+    return ms && *ms ? (int)strtol(ms, NULL, 10) : 0;
+}

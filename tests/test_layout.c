@@ -1,8 +1,9 @@
 /* The rooms of the source tree depend on each other one way only:
  *     support <- lib <- ops <- tokenizer <- data <- model <- checkpoint <- run <- train <- export, inspect <- cli
- * (a room includes headers of its own and of the rooms to its left; export and inspect do not
- * need each other). Every project include is written from the top of the tree ("lib/kernels.h"),
- * never with "../". The public headers sit together in include/tapegrad/ ("tapegrad/tape.h"),
+ * and serve (the server, on run) <- cli (a room includes headers of its own and of the rooms to its
+ * left; export, inspect and serve do not need each other). Every project include is written from
+ * the top of the tree ("lib/kernels.h"), never with "../". The public headers sit together in
+ * include/tapegrad/ ("tapegrad/tape.h"),
  * each belonging to the room that implements it (public_rooms below): they follow the same rule,
  * among themselves too. A room's subfolders (lib/isa/, cli/study/) are the room. */
 #include <criterion/criterion.h>
@@ -30,7 +31,8 @@ static const Rule rules[] = {
     {"train", "support lib ops tokenizer data model checkpoint run train"},
     {"export", "support lib ops tokenizer data model checkpoint run export"},
     {"inspect", "support lib ops tokenizer data model checkpoint run train inspect"},
-    {"cli", "support lib ops tokenizer data model checkpoint run train export inspect cli"},
+    {"serve", "support lib ops tokenizer data model checkpoint run serve"},
+    {"cli", "support lib ops tokenizer data model checkpoint run train export inspect serve cli"},
 };
 
 /* The room of each public header; a header of include/tapegrad/ missing here fails the test. */
@@ -605,7 +607,7 @@ Test(layout, the_contributing_layout_lists_every_source_file_and_no_other) {
     if (end) *end = '\0';
     Listing listing = {start, 0, 0};
     static const char *const dirs[] = {"support", "lib", "ops", "tokenizer", "data", "model", "checkpoint", "run",
-                                       "train", "export", "inspect", "cli", "include/tapegrad"};
+                                       "train", "export", "inspect", "serve", "cli", "include/tapegrad"};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) walk_sources(dirs[i], check_listed, &listing);
     cr_expect_gt(listing.files, 100, "only %d source files found", listing.files);
     cr_expect_eq(listing.missing, 0, "%d source files missing from docs/contributing.md's layout (listed above)",

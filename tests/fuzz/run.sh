@@ -16,7 +16,7 @@ seconds=${1:?usage: tests/fuzz/run.sh SECONDS [HARNESS...]}
 shift
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(checkpoint checkpoint_raw safetensors tokenizer tokenizer_json tokfile run_files report corpus jsonl
-  conversation)
+  conversation serve_request)
 build=${FUZZ_BUILD:-build-fuzz}
 results=$build/fuzz-results
 

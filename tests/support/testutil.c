@@ -98,5 +98,6 @@ bool test_clients_available(void) {
     return test_run("node --version >/dev/null 2>&1") == 0 &&
            access(TAPEGRAD_SOURCE_DIR "/tests/clients/node_modules/@huggingface/tokenizers/package.json", R_OK) == 0 &&
            access(TAPEGRAD_SOURCE_DIR "/tests/clients/node_modules/@huggingface/jinja/package.json", R_OK) == 0 &&
-           access(TAPEGRAD_SOURCE_DIR "/tests/clients/node_modules/node-llama-cpp/package.json", R_OK) == 0;
+           access(TAPEGRAD_SOURCE_DIR "/tests/clients/node_modules/node-llama-cpp/package.json", R_OK) == 0 &&
+           access(TAPEGRAD_SOURCE_DIR "/tests/clients/node_modules/openai/package.json", R_OK) == 0;
 }

@@ -65,8 +65,8 @@ bool test_skip_requested(const char *env);
 /* The client programs of tests/clients (Node.js with the npm packages of its package-lock.json,
  * installed by scripts/test.sh) fail their tests when missing, unless this variable is 1. */
 #define TEST_SKIP_CLIENTS_ENV "TAPEGRAD_SKIP_CLIENTS"
-/* node runs and tests/clients/node_modules holds @huggingface/tokenizers, @huggingface/jinja and
- * node-llama-cpp. */
+/* node runs and tests/clients/node_modules holds @huggingface/tokenizers, @huggingface/jinja,
+ * node-llama-cpp and openai. */
 bool test_clients_available(void);
 #define require_clients(what, cleanup)                                                         \
     require_program(test_clients_available(), TEST_SKIP_CLIENTS_ENV, what,                     \
