@@ -21,6 +21,7 @@ void serve_error_set(ServeError *e, int status, const char *type, const char *co
 
 void serve_request_free(ServeRequest *req) {
     tg_chat_conversation_free(&req->conv);
+    free(req->prompt);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     memset(req, 0, sizeof *req);
 }
@@ -160,6 +161,25 @@ static bool read_stop(TgJsonCursor *c, ServeRequest *req, ServeError *err) {
     return true;
 }
 
+/* A completion's prompt: a string, or an array of one string. */
+static bool read_prompt(TgJsonCursor *c, ServeRequest *req, ServeError *err) {
+    TgJsonType t = tg_json_type(c);
+    if (t == TG_JSON_ARRAY) {
+        if (tg_json_count(c) != 1)
+            return BAD("prompt", "'prompt' as an array holds one string here: one completion a request");
+        tg_json_enter(c);
+        tg_json_next_item(c);
+        if (tg_json_type(c) != TG_JSON_STRING)
+            return BAD("prompt", "'prompt' must be a string, or an array of one string");
+        req->prompt = tg_json_decode_alloc(tg_json_read_string(c), &req->prompt_len);
+        tg_json_next_item(c); /* past the closing bracket */
+        return true;
+    }
+    if (t != TG_JSON_STRING) return BAD("prompt", "'prompt' must be a string, or an array of one string");
+    req->prompt = tg_json_decode_alloc(tg_json_read_string(c), &req->prompt_len);
+    return true;
+}
+
 static bool read_bool(TgJsonCursor *c, const char *param, bool *v, ServeError *err) {
     TgJsonType t = tg_json_type(c);
     if (t != TG_JSON_TRUE && t != TG_JSON_FALSE) return BAD(param, "'%s' must be true or false", param);
@@ -181,7 +201,12 @@ static const char *const known[] = {"messages",
                                     "presence_penalty",
                                     "stream",
                                     "stream_options",
-                                    "n"};
+                                    "n",
+                                    "prompt",
+                                    "echo",
+                                    "best_of",
+                                    "suffix",
+                                    "logprobs"};
 enum { N_KNOWN = sizeof known / sizeof known[0] };
 
 /* One known member's value (at c) into req; c moves past it. */
@@ -238,15 +263,29 @@ static bool read_member(int k, TgJsonCursor *c, const ServeLimits *limits, Serve
         return true;
     }
     case 13:
+    case 16:
         if (!read_integer(c, name, 1, 1e9, &i, err)) return false;
-        return i == 1 || BAD(name, "'n' is %lld: this server draws one reply a request", (long long)i);
+        return i == 1 || BAD(name, "'%s' is %lld: this server draws one reply a request", name, (long long)i);
+    case 14:
+        return read_prompt(c, req, err);
+    case 15: {
+        bool echo;
+        if (!read_bool(c, name, &echo, err)) return false;
+        return !echo || BAD(name, "'echo' is not supported by this server (false only)");
+    }
+    case 17:
+    case 18:
+        /* null (the default) was taken above; logprobs false asks for none either */
+        if (k == 18 && tg_json_type(c) == TG_JSON_FALSE) return tg_json_skip(c), true;
+        return BAD(name, "'%s' is not supported by this server (null only)", name);
     }
     return false;
 }
 
-bool serve_chat_request_parse(const char *body, size_t len, const ServeLimits *limits, ServeRequest *req,
-                              ServeError *err) {
+bool serve_request_parse(ServeKind kind, const char *body, size_t len, const ServeLimits *limits, ServeRequest *req,
+                         ServeError *err) {
     memset(req, 0, sizeof *req);
+    req->kind = kind;
     req->temperature = 1, req->top_p = 1, req->repetition_penalty = 1;
     if (tg_json_check(body, len, "the request body") != TG_OK) {
         serve_error_set(err, 400, "invalid_request_error", "invalid_json", NULL, "%s", tg_error_message());
@@ -266,10 +305,18 @@ bool serve_chat_request_parse(const char *body, size_t len, const ServeLimits *l
             continue;
         }
         if (seen[k]) return BAD(known[k], "'%s' is given twice", known[k]);
+        if ((k == 0 && kind != SERVE_CHAT) || (k >= 14 && kind != SERVE_COMPLETION)) {
+            const char *where =
+                kind == SERVE_CHAT ? "a chat completion (/v1/chat/completions)" : "a completion (/v1/completions)";
+            return BAD(known[k], "'%s' is no member of %s", known[k], where);
+        }
         seen[k] = true;
         if (!read_member(k, &c, limits, req, err)) return false;
     }
-    if (!seen[0]) return BAD("messages", "'messages' is missing: a chat completion needs the conversation");
+    if (kind == SERVE_CHAT && !seen[0])
+        return BAD("messages", "'messages' is missing: a chat completion needs the conversation");
+    if (kind == SERVE_COMPLETION && !seen[14])
+        return BAD("prompt", "'prompt' is missing: a completion needs the text to continue");
     if (req->include_usage && !req->stream)
         return BAD("stream_options", "'stream_options' is only allowed when 'stream' is true");
     return true;

@@ -1,10 +1,11 @@
 /* The body of a request to the OpenAI-compatible API (serve/server.h), read and judged before
- * anything is queued: a chat completion's messages and sampling settings, checked against the
- * server's limits. Pure: no HTTP, no model; tests/fuzz/fuzz_serve_request.c drives it with any
- * bytes.
+ * anything is queued: a chat completion's messages or a completion's prompt, and the sampling
+ * settings, checked against the server's limits. Pure: no HTTP, no model; tests/fuzz/fuzz_serve_request.c drives it
+ * with any bytes.
  *
  * The body must be one JSON object (support/json_reader.h: strict UTF-8, so a body that is not
- * UTF-8 is refused here). Of its members:
+ * UTF-8 is refused here). Of its members (a completion has `prompt` in place of `messages`: a
+ * string, or an array of one string; `echo` false, `best_of` 1, `suffix` and `logprobs` null only):
  *   messages            1 to max_messages objects {"role", "content"}: role "system" (or
  *                       "developer", OpenAI's newer name for it) only first, "user", "assistant";
  *                       the last is the user's. content is a string or an array of
@@ -49,8 +50,15 @@ typedef struct ServeError {
 void serve_error_set(ServeError *e, int status, const char *type, const char *code, const char *param, const char *fmt,
                      ...) __attribute__((format(printf, 6, 7)));
 
+/* What a request asks: a reply to messages (POST /v1/chat/completions) or the continuation of a
+ * text (POST /v1/completions). */
+typedef enum { SERVE_CHAT, SERVE_COMPLETION } ServeKind;
+
 typedef struct ServeRequest {
-    TgConversation conv; /* the messages, system first when there is one, the user's last */
+    ServeKind kind;
+    TgConversation conv; /* SERVE_CHAT: the messages, system first when there is one, the user's last */
+    char *prompt;        /* SERVE_COMPLETION: the text to continue (may hold NULs), NUL-terminated */
+    size_t prompt_len;
     double temperature, top_p, repetition_penalty;
     int top_k;
     int64_t max_tokens; /* 0: not given */
@@ -62,11 +70,11 @@ typedef struct ServeRequest {
     bool stream, include_usage;
 } ServeRequest;
 
-/* Reads body[0..len) (body[len] must be '\0') as a chat completion request into *req (freed with
+/* Reads body[0..len) (body[len] must be '\0') as a request of `kind` into *req (freed with
  * serve_request_free whatever the result). false, with the refusal in *err, when it is no valid
  * request within `limits`. */
-bool serve_chat_request_parse(const char *body, size_t len, const ServeLimits *limits, ServeRequest *req,
-                              ServeError *err);
+bool serve_request_parse(ServeKind kind, const char *body, size_t len, const ServeLimits *limits, ServeRequest *req,
+                         ServeError *err);
 void serve_request_free(ServeRequest *req);
 
 #endif

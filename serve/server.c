@@ -41,6 +41,7 @@ typedef struct Job {
     int64_t number; /* the request's, for ids and the log */
     ServeRequest req;
     int64_t prompt_tokens, completion_tokens;
+    int32_t *prompt_ids; /* a completion's: its prompt's ids, then room for its reply's */
     uint64_t seed;
     /* the reply: its text so far (stop strings cut it), how much of it a stream has sent */
     char *text;
@@ -96,7 +97,7 @@ static void say(const Server *s, const char *fmt, ...) {
 static void job_unref_locked(Job *j) {
     if (--j->refs > 0) return;
     serve_request_free(&j->req);
-    free(j->text), free(j->out), free(j);
+    free(j->text), free(j->out), free(j->prompt_ids), free(j);
 }
 
 /* Appends bytes to what goes to the client. */
@@ -185,25 +186,39 @@ static void write_usage(FILE *f, const Job *j) {
             (long long)(j->prompt_tokens + j->completion_tokens));
 }
 
+static bool chat(const Job *j) { return j->req.kind == SERVE_CHAT; }
+
+/* What a reply's objects are: "chat.completion" or "text_completion", and their chunks'. */
+static const char *object_of(const Job *j, bool chunk) {
+    return chat(j) ? chunk ? "chat.completion.chunk" : "chat.completion" : "text_completion";
+}
+
 /* The start of every object of a reply: {"id":...,"object":...,"created":...,"model":..., */
 static void write_head(FILE *f, const Job *j, const char *object) {
     const Server *s = j->server;
-    fprintf(f, "{\"id\":\"chatcmpl-%lld\",\"object\":\"%s\",\"created\":%lld,\"model\":", (long long)j->number, object,
-            (long long)s->created);
+    fprintf(f, "{\"id\":\"%s-%lld\",\"object\":\"%s\",\"created\":%lld,\"model\":", chat(j) ? "chatcmpl" : "cmpl",
+            (long long)j->number, object, (long long)s->created);
     tg_json_write_string(f, s->o.model_id);
     fputc(',', f);
 }
 
-/* One event of a stream: a chunk whose choice has this delta (NULL: {}) and finish_reason. */
+/* One event of a stream: a chunk whose choice has this delta (NULL: {}; a completion's: "text")
+ * and finish_reason. */
 static void stream_chunk(Job *j, const char *role, const char *content, size_t len, const char *finish) {
     Text t;
     text_open(&t);
     fputs("data: ", t.f);
-    write_head(t.f, j, "chat.completion.chunk");
-    fputs("\"choices\":[{\"index\":0,\"delta\":{", t.f);
-    if (role) fprintf(t.f, "\"role\":\"%s\"%s", role, content ? "," : "");
-    if (content) fputs("\"content\":", t.f), tg_json_write_bytes(t.f, content, len);
-    fputs("},\"finish_reason\":", t.f);
+    write_head(t.f, j, object_of(j, true));
+    if (chat(j)) {
+        fputs("\"choices\":[{\"index\":0,\"delta\":{", t.f);
+        if (role) fprintf(t.f, "\"role\":\"%s\"%s", role, content ? "," : "");
+        if (content) fputs("\"content\":", t.f), tg_json_write_bytes(t.f, content, len);
+        fputs("},\"finish_reason\":", t.f);
+    } else {
+        fputs("\"choices\":[{\"index\":0,\"text\":", t.f);
+        tg_json_write_bytes(t.f, content ? content : "", content ? len : 0);
+        fputs(",\"logprobs\":null,\"finish_reason\":", t.f);
+    }
     if (finish)
         fprintf(t.f, "\"%s\"", finish);
     else
@@ -278,17 +293,12 @@ static TgStatus on_bytes(void *ctx, const char *bytes, size_t n) {
     return j->end == END_NONE ? TG_OK : tg_fail(TG_ERR_INTERRUPTED, "stopped");
 }
 
-/* Draws the job's reply over a session of its own, as `tapegrad chat` does over the same turns. */
-static void decode(Server *s, TgEngine *engine, Job *j) {
-    TgSampleOptions sampling = tg_sample_defaults();
-    sampling.temperature = j->req.temperature, sampling.top_k = j->req.top_k, sampling.top_p = j->req.top_p;
-    sampling.repetition_penalty = j->req.repetition_penalty;
-    j->seconds = tg_clock_seconds();
-    if (j->req.stream) stream_chunk(j, "assistant", "", 0, NULL);
+/* A chat job's reply, drawn over a session of its own as `tapegrad chat` draws one over the same
+ * turns. */
+static TgStatus draw_reply(Server *s, TgRun *run, TgEngine *engine, const TgSampleOptions *sampling, Job *j) {
     TgChatSession session;
     const TgConversation *conv = &j->req.conv;
-    TgRun *run = s->active;
-    TgStatus st = tg_chat_session_open(&session, &run->model, &run->tok, &engine->tape, &sampling, j->seed,
+    TgStatus st = tg_chat_session_open(&session, &run->model, &run->tok, &engine->tape, sampling, j->seed,
                                        j->req.max_tokens, run->dir);
     for (size_t i = 0; st == TG_OK && i + 1 < conv->n_turns; i++)
         st = tg_chat_session_add(&session, conv->turns[i].role, chat_turn_text(conv, i), conv->turns[i].len);
@@ -297,45 +307,93 @@ static void decode(Server *s, TgEngine *engine, Job *j) {
     if (st == TG_OK)
         st = tg_chat_session_reply(&session, chat_turn_text(conv, last), conv->turns[last].len, on_bytes, j, &reply);
     j->completion_tokens = reply.n_ids;
+    if (st == TG_OK && reply.finish == TG_CHAT_FINISH_LENGTH) j->finish = "length";
     free(reply.text);
-    if (st == TG_OK || j->end != END_NONE) {
-        tg_error_clear();
-        j->finish = j->end == END_TIME || (st == TG_OK && reply.finish == TG_CHAT_FINISH_LENGTH) ? "length" : "stop";
-    } else {
-        j->failed = true;
-        serve_error_set(&j->error, 500, "server_error", NULL, NULL, "%s: %s", run->last_checkpoint, tg_error_message());
-        tg_error_clear();
-    }
     tg_chat_session_close(&session);
-    j->seconds = tg_clock_seconds() - j->seconds;
+    (void)s;
+    return st;
+}
+
+/* A completion job's continuation of its prompt's ids, drawn as tg_sample_generate draws one
+ * (`tapegrad sample`): the repetition penalty over the ids the cache holds, <eot> ends it. The
+ * request was refused unless prompt and reply fit the context, so the cache never fills. */
+static TgStatus draw_continuation(TgRun *run, TgEngine *engine, const TgSampleOptions *sampling, Job *j) {
+    TgModel *model = &run->model;
+    const TgModelConfig *c = &model->cfg;
+    TgRng rng;
+    tg_rng_seed(&rng, j->seed);
+    bool old = tg_tape_set_grad_enabled(&engine->tape, false);
+    TgKVCache cache;
+    tg_kv_cache_init(&cache, c, c->seq_len);
+    float *probs = tg_malloc((size_t)c->vocab * sizeof *probs);
+    int32_t *scratch = tg_malloc((size_t)c->vocab * sizeof *scratch), *ids = j->prompt_ids;
+    uint8_t *seen = tg_calloc((size_t)c->vocab, 1);
+    int64_t len = j->prompt_tokens;
+    TgTensor *logits =
+        tg_model_forward(model, &engine->tape, &(TgBatch){.tokens = ids, .batch = 1, .seq = len}, &cache);
+    float *last = logits->data + (size_t)(len - 1) * (size_t)c->vocab;
+    TgStatus st = TG_OK;
+    j->finish = "length";
+    for (int64_t i = 0; i < j->req.max_tokens; i++) {
+        if (sampling->repetition_penalty > 0)
+            tg_sample_penalize(last, c->vocab, ids + len - cache.len, cache.len, sampling->repetition_penalty, seen);
+        int32_t next = tg_sample_token(last, c->vocab, sampling, &rng, probs, scratch);
+        tg_tape_reset(&engine->tape);
+        if (next < 0) {
+            st = tg_fail_context(TG_ERR_NUMERIC, "token %lld of the completion", (long long)i + 1);
+            break;
+        }
+        if (next == run->tok.eot_id) {
+            j->finish = "stop";
+            break;
+        }
+        ids[len++] = next;
+        j->completion_tokens++;
+        size_t n;
+        const uint8_t *bytes = tg_tokenizer_token_bytes(&run->tok, next, &n);
+        if (n && (st = on_bytes(j, (const char *)bytes, n)) != TG_OK) break;
+        if (i + 1 == j->req.max_tokens) break;
+        logits =
+            tg_model_forward(model, &engine->tape, &(TgBatch){.tokens = &ids[len - 1], .batch = 1, .seq = 1}, &cache);
+        last = logits->data;
+    }
+    tg_tape_reset(&engine->tape);
+    free(probs), free(scratch), free(seen);
+    tg_kv_cache_free(&cache);
+    tg_tape_set_grad_enabled(&engine->tape, old);
+    return st;
+}
+
+/* What goes to the client once the job is drawn: the stream's last events, or the whole body. */
+static void finish_output(Server *s, Job *j) {
     Text t;
+    if (j->req.stream && !j->failed) {
+        if (j->text_len > j->emitted) stream_chunk(j, NULL, j->text + j->emitted, j->text_len - j->emitted, NULL);
+        j->emitted = j->text_len;
+        stream_chunk(j, NULL, chat(j) ? NULL : "", 0, j->finish);
+    }
     text_open(&t);
     if (j->req.stream) {
         if (j->failed) {
             fputs("data: ", t.f);
             write_error_json(t.f, &j->error);
             fputs("\n\n", t.f);
-        } else {
-            text_close(&t);
-            free(t.buf);
-            if (j->text_len > j->emitted) stream_chunk(j, NULL, j->text + j->emitted, j->text_len - j->emitted, NULL);
-            j->emitted = j->text_len;
-            stream_chunk(j, NULL, NULL, 0, j->finish);
-            text_open(&t);
-            if (j->req.include_usage) {
-                fputs("data: ", t.f);
-                write_head(t.f, j, "chat.completion.chunk");
-                fputs("\"choices\":[],", t.f);
-                write_usage(t.f, j);
-                fputs("}\n\n", t.f);
-            }
+        } else if (j->req.include_usage) {
+            fputs("data: ", t.f);
+            write_head(t.f, j, object_of(j, true));
+            fputs("\"choices\":[],", t.f);
+            write_usage(t.f, j);
+            fputs("}\n\n", t.f);
         }
         fputs("data: [DONE]\n\n", t.f);
     } else if (!j->failed) {
-        write_head(t.f, j, "chat.completion");
-        fputs("\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":", t.f);
+        write_head(t.f, j, object_of(j, false));
+        if (chat(j))
+            fputs("\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":", t.f);
+        else
+            fputs("\"choices\":[{\"index\":0,\"text\":", t.f);
         tg_json_write_bytes(t.f, j->text ? j->text : "", j->text_len);
-        fprintf(t.f, "},\"finish_reason\":\"%s\"}],", j->finish);
+        fprintf(t.f, "%s,\"finish_reason\":\"%s\"}],", chat(j) ? "}" : ",\"logprobs\":null", j->finish);
         write_usage(t.f, j);
         fputs("}", t.f);
     } else {
@@ -346,6 +404,30 @@ static void decode(Server *s, TgEngine *engine, Job *j) {
     job_out(j, t.buf, t.len);
     pthread_mutex_unlock(&s->lock);
     free(t.buf);
+}
+
+/* Draws the job's reply or continuation and puts together what goes to the client. */
+static void decode(Server *s, TgEngine *engine, Job *j) {
+    TgSampleOptions sampling = tg_sample_defaults();
+    sampling.temperature = j->req.temperature, sampling.top_k = j->req.top_k, sampling.top_p = j->req.top_p;
+    sampling.repetition_penalty = j->req.repetition_penalty;
+    j->seconds = tg_clock_seconds();
+    if (j->req.stream && chat(j)) stream_chunk(j, "assistant", "", 0, NULL);
+    TgRun *run = s->active;
+    TgStatus st = chat(j) ? draw_reply(s, run, engine, &sampling, j) : draw_continuation(run, engine, &sampling, j);
+    if (st == TG_OK || j->end != END_NONE) {
+        tg_error_clear();
+        if (j->end != END_NONE)
+            j->finish = j->end == END_TIME ? "length" : "stop";
+        else if (!j->finish)
+            j->finish = "stop";
+    } else {
+        j->failed = true;
+        serve_error_set(&j->error, 500, "server_error", NULL, NULL, "%s: %s", run->last_checkpoint, tg_error_message());
+        tg_error_clear();
+    }
+    j->seconds = tg_clock_seconds() - j->seconds;
+    finish_output(s, j);
 }
 
 /* With reload_from: the run's latest checkpoint, when another than the one decoding (a new name,
@@ -516,6 +598,30 @@ static bool count_prompt(Server *s, const TgConversation *conv, int64_t *n, Serv
     return true;
 }
 
+/* A completion's prompt as `tapegrad sample` encodes it (tg_sample_text): a document's start (after
+ * the BOS of a tokenizer that frames documents with one; an empty prompt is the token a document
+ * starts after), into j->prompt_ids with room for the reply. */
+static bool encode_prompt(Server *s, Job *j, int64_t *n, ServeError *e) {
+    const TgTokenizer *tok = &s->run->tok;
+    int64_t seq = s->run->model.cfg.seq_len;
+    size_t cap = tg_tokenizer_max_ids(tok, j->req.prompt_len), got = 0;
+    int32_t *ids = tg_malloc((cap + 2 + (size_t)seq) * sizeof *ids), *from = ids + 1;
+    if (j->req.prompt_len && tg_tokenizer_encode(tok, j->req.prompt, j->req.prompt_len, from, cap, &got) != TG_OK) {
+        serve_error_set(e, 400, "invalid_request_error", NULL, "prompt", "%s", tg_error_message());
+        tg_error_clear();
+        free(ids);
+        return false;
+    }
+    if (got == 0)
+        from[got++] = tg_tokenizer_doc_start(tok);
+    else if (tok->has_bos && from[0] != tok->bos_id)
+        *--from = tok->bos_id, got++;
+    if (from != ids) memmove(ids, from, got * sizeof *ids);
+    j->prompt_ids = ids;
+    *n = (int64_t)got;
+    return true;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     Job *j = cls;
     Server *s = j->server;
@@ -549,23 +655,25 @@ static void stream_free(void *cls) {
     pthread_mutex_unlock(&s->lock);
 }
 
-static enum MHD_Result chat_completion(Server *s, struct MHD_Connection *c, const char *url, Conn *conn) {
+/* POST /v1/chat/completions and /v1/completions: the request read, judged against the limits and
+ * the context, and queued; then its reply, whole or streamed. */
+static enum MHD_Result completion(Server *s, struct MHD_Connection *c, const char *url, Conn *conn, ServeKind kind) {
     ServeError e;
     Job *j = tg_calloc(1, sizeof *j);
     j->server = s, j->refs = 1, j->fd = -1;
-    int64_t prompt = 0;
-    bool ok = serve_chat_request_parse(conn->body ? conn->body : "", conn->len, &s->o.limits, &j->req, &e) &&
-              count_prompt(s, &j->req.conv, &prompt, &e);
-    int64_t seq = s->run->model.cfg.seq_len;
+    int64_t prompt = 0, seq = s->run->model.cfg.seq_len;
+    bool ok = serve_request_parse(kind, conn->body ? conn->body : "", conn->len, &s->o.limits, &j->req, &e) &&
+              (kind == SERVE_CHAT ? count_prompt(s, &j->req.conv, &prompt, &e) : encode_prompt(s, j, &prompt, &e));
+    const char *what = kind == SERVE_CHAT ? "messages" : "prompt";
     if (ok && prompt >= seq) {
-        serve_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", "messages",
-                        "the messages take %lld tokens; the model's context holds %lld, the reply's included",
-                        (long long)prompt, (long long)seq);
+        serve_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", what,
+                        "the %s take%s %lld tokens; the model's context holds %lld, the reply's included", what,
+                        kind == SERVE_CHAT ? "" : "s", (long long)prompt, (long long)seq);
         ok = false;
     } else if (ok && j->req.max_tokens && prompt + j->req.max_tokens > seq) {
         serve_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
-                        "the messages take %lld tokens and max_tokens asks %lld more; the model's context holds %lld",
-                        (long long)prompt, (long long)j->req.max_tokens, (long long)seq);
+                        "the %s take%s %lld tokens and max_tokens asks %lld more; the model's context holds %lld", what,
+                        kind == SERVE_CHAT ? "" : "s", (long long)prompt, (long long)j->req.max_tokens, (long long)seq);
         ok = false;
     }
     if (!ok) {
@@ -658,6 +766,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (conn->too_large) { /* a body whose length was not said before it came */
+        serve_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                        "the request body is larger than %zu bytes, this server's limit", s->o.max_body);
+        return send_error(s, c, method, url, &e);
+    }
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     const char *allow = NULL;
     if (strcmp(url, "/health") == 0) {
@@ -682,16 +795,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         allow = "GET";
     } else if (strcmp(url, "/v1/chat/completions") == 0) {
-        if (post && conn->too_large) {
-            serve_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                            "the request body is larger than %zu bytes, this server's limit", s->o.max_body);
-            return send_error(s, c, method, url, &e);
-        }
-        if (post) return chat_completion(s, c, url, conn);
+        if (post) return completion(s, c, url, conn, SERVE_CHAT);
+        allow = "POST";
+    } else if (strcmp(url, "/v1/completions") == 0) {
+        if (post) return completion(s, c, url, conn, SERVE_COMPLETION);
         allow = "POST";
     } else {
         serve_error_set(&e, 404, "invalid_request_error", "not_found", NULL,
-                        "no endpoint %s %s: this server has GET /health, GET /v1/models and POST /v1/chat/completions",
+                        "no endpoint %s %s: this server has GET /health, GET /v1/models, POST /v1/chat/completions and "
+                        "POST /v1/completions",
                         method, url);
         return send_error(s, c, method, url, &e);
     }

@@ -5,6 +5,8 @@
  *   POST /v1/chat/completions    a reply to a conversation (serve/request.h reads the body), whole
  *                                or streamed as server-sent events (OpenAI's chunks, then
  *                                "data: [DONE]")
+ *   POST /v1/completions         the continuation of a text ("prompt"), as `tapegrad sample`
+ *                                draws one, whole or streamed
  * Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}} with its HTTP status.
  *
  * Safe by default: it listens on 127.0.0.1 unless told another host; with an API key every

@@ -22,6 +22,8 @@
 
 CKPT_SCRATCH_FIXTURE
 
+static char *sample_cli(const char *run, const char *prompt, int tokens);
+
 /* A chat model as ckpt_chat_runs makes one ("hi" -> "hello"), with a context of 128. */
 static char *chat_run(void) {
     char *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), *data = datagen_path(dir, "c.jsonl"),
@@ -126,9 +128,10 @@ static Reply post(const Served *s, const char *json) {
 
 static void reply_free(Reply *r) { free(r->body), free(r->headers); }
 
-/* A refusal: the status, OpenAI's error object with a message, and its param (NULL: null). */
-static void expect_error(const Served *s, const char *json, size_t len, int status, const char *param) {
-    Reply r = http(s, "POST", "/v1/chat/completions", json, len, NULL);
+/* A refusal at `path`: the status, OpenAI's error object with a message, and its param (NULL: null). */
+static void expect_refusal(const Served *s, const char *path, const char *json, size_t len, int status,
+                           const char *param) {
+    Reply r = http(s, "POST", path, json, len, NULL);
     cr_expect_eq(r.status, status, "%.*s: status %d, not %d: %s", (int)(len < 200 ? len : 200), json, r.status, status,
                  r.body);
     cJSON *j = cJSON_Parse(r.body), *e = cJSON_GetObjectItem(j, "error");
@@ -143,6 +146,14 @@ static void expect_error(const Served *s, const char *json, size_t len, int stat
         cr_expect(cJSON_IsNull(p), "param should be null: %s", r.body);
     cJSON_Delete(j);
     reply_free(&r);
+}
+
+static void expect_error(const Served *s, const char *json, size_t len, int status, const char *param) {
+    expect_refusal(s, "/v1/chat/completions", json, len, status, param);
+}
+
+static void expect_error_at(const Served *s, const char *path, const char *json, const char *param) {
+    expect_refusal(s, path, json, strlen(json), 400, param);
 }
 
 /* A whole reply: its content, finish_reason and usage. */
@@ -642,6 +653,10 @@ Test(serve, the_openai_client_gets_the_reply_of_tapegrad_chat_whole_and_streamed
     cr_expect(cJSON_Compare(usage, stream_usage, true), "usage %s, streamed %s", cJSON_PrintUnformatted(usage),
               cJSON_PrintUnformatted(stream_usage));
     cr_expect_geq(cJSON_GetObjectItem(j, "chunks")->valueint, 3, "%s", text);
+    char *continued = sample_cli(run, "The ", 12);
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "completion")->valuestring, continued,
+                     "the client's completion is not tapegrad sample's");
+    free(continued);
     cJSON *refused = cJSON_GetObjectItem(j, "refused");
     cr_expect(cJSON_GetObjectItem(refused, "status") && cJSON_GetObjectItem(refused, "status")->valueint == 400 &&
                   strcmp(cJSON_GetObjectItem(refused, "param")->valuestring, "messages[0].role") == 0,
@@ -696,4 +711,86 @@ Test(serve, reload_picks_up_the_checkpoint_a_run_writes_and_a_lora_run_serves_ba
     stop(&s);
     free(before), free(chat_before), free(after), free(chat_after), free(adapted), free(chat_adapted);
     free(tuned), free(base), free(data), free(lora);
+}
+
+/* ---- /v1/completions */
+
+/* The continuation `tapegrad sample --temperature 0` draws after `prompt`. */
+static char *sample_cli(const char *run, const char *prompt, int tokens) {
+    char *out = NULL;
+    int rc = ckpt_cli(&out, "sample --run %s --prompt '%s' --tokens %d --temperature 0 --threads 1 2>/dev/null", run,
+                      prompt, tokens);
+    cr_assert_eq(rc, 0, "%s", out);
+    size_t n = strlen(prompt), len = strlen(out);
+    cr_assert(len > n && strncmp(out, prompt, n) == 0 && out[len - 1] == '\n', "%s", out);
+    char *text = strndup(out + n, len - n - 1);
+    free(out);
+    return text;
+}
+
+/* A completion's text and finish_reason, whole or put together from its stream. */
+static char *completion_text(const char *body, bool streamed, char *finish, int *tokens) {
+    char *text = strdup("");
+    const char *p = body;
+    while (*p) {
+        const char *data = streamed ? strstr(p, "data: ") : p;
+        if (!data) break;
+        const char *end = streamed ? strstr(data, "\n\n") : data + strlen(data);
+        char *one = strndup(data + (streamed ? 6 : 0), (size_t)(end - data - (streamed ? 6 : 0)));
+        p = *end ? end + 2 : end;
+        if (strcmp(one, "[DONE]") == 0) {
+            free(one);
+            break;
+        }
+        cJSON *j = cJSON_Parse(one);
+        cr_assert_not_null(j, "%s", one);
+        cr_expect_str_eq(cJSON_GetObjectItem(j, "object")->valuestring, "text_completion");
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+              *t = cJSON_GetObjectItem(choice, "text"), *f = cJSON_GetObjectItem(choice, "finish_reason"),
+              *usage = cJSON_GetObjectItem(j, "usage");
+        if (cJSON_IsString(t)) {
+            char *joined = malloc(strlen(text) + strlen(t->valuestring) + 1);
+            strcat(strcpy(joined, text), t->valuestring);
+            free(text), text = joined;
+        }
+        if (cJSON_IsString(f)) strcpy(finish, f->valuestring);
+        if (cJSON_IsObject(usage)) *tokens = cJSON_GetObjectItem(usage, "completion_tokens")->valueint;
+        cJSON_Delete(j);
+        free(one);
+        if (!streamed) break;
+    }
+    return text;
+}
+
+Test(serve, completions_continue_a_text_as_tapegrad_sample_does, .init = setup, .fini = teardown, .timeout = 180) {
+    char *tuned = chat_run(), *run = datagen_path(dir, "base");
+    Served s = serve(run, NULL);
+    char *expected = sample_cli(run, "The ", 12);
+    const char *ask = "{\"prompt\": %s, \"temperature\": 0, \"max_tokens\": 12%s}";
+    char json[1024];
+    for (int streamed = 0; streamed < 2; streamed++) {
+        snprintf(json, sizeof json, ask, streamed ? "[\"The \"]" : "\"The \"",
+                 streamed ? ", \"stream\": true, \"stream_options\": {\"include_usage\": true}" : "");
+        Reply r = http(&s, "POST", "/v1/completions", json, strlen(json), NULL);
+        cr_assert_eq(r.status, 200, "%s", r.body);
+        char finish[16] = "";
+        int tokens = 0;
+        char *text = completion_text(r.body, streamed, finish, &tokens);
+        cr_expect_str_eq(text, expected, "the server's %s completion differs from tapegrad sample's",
+                         streamed ? "streamed" : "whole");
+        cr_expect(strcmp(finish, "length") == 0 && tokens == 12, "%s after %d tokens: %s", finish, tokens, r.body);
+        free(text), reply_free(&r);
+    }
+    /* a completion's own refusals */
+#define BAD(json, param) expect_error_at(&s, "/v1/completions", json, param)
+    BAD("{\"temperature\": 0}", "prompt");
+    BAD("{\"prompt\": 7}", "prompt");
+    BAD("{\"prompt\": [\"a\", \"b\"]}", "prompt");
+    BAD("{\"prompt\": \"a\", \"messages\": []}", "messages");
+    BAD("{\"prompt\": \"a\", \"echo\": true}", "echo");
+    BAD("{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix");
+    BAD("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"prompt\": \"a\"}", "messages");
+#undef BAD
+    stop(&s);
+    free(expected), free(run), free(tuned);
 }

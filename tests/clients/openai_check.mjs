@@ -1,9 +1,10 @@
 // OpenAI's own Node.js client against `tapegrad serve` (tests/test_serve.c).
 // usage: node openai_check.mjs BASE_URL API_KEY CONVERSATION.json MAX_TOKENS
 // CONVERSATION.json holds the messages. Asks the server for a greedy reply whole, then streamed
-// (with usage), and prints one JSON line: {"model", "whole", "finish", "usage", "streamed",
-// "stream_finish", "stream_usage", "chunks", "refused": {"status", "type", "param", "code"}}; the
-// last is what the client raises for a request the server must refuse (a role it does not know).
+// (with usage), then a greedy completion of 12 tokens after "The ", and prints one JSON line:
+// {"model", "whole", "finish", "usage", "streamed", "stream_finish", "stream_usage", "chunks",
+// "refused": {"status", "type", "param", "code"}, "completion"}; "refused" is what the client raises
+// for a request the server must refuse (a role it does not know).
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 
@@ -27,6 +28,8 @@ for await (const chunk of stream) {
   if (chunk.usage) streamUsage = chunk.usage;
 }
 
+const completion = await client.completions.create({ model, prompt: "The ", temperature: 0, max_tokens: 12 });
+
 let refused = null;
 try {
   await client.chat.completions.create({ ...ask, messages: [{ role: "tool", content: "x", tool_call_id: "1" }] });
@@ -37,4 +40,5 @@ try {
 console.log(JSON.stringify({
   model, whole: whole.choices[0].message.content, finish: whole.choices[0].finish_reason, usage: whole.usage,
   streamed, stream_finish: streamFinish, stream_usage: streamUsage, chunks, refused,
+  completion: completion.choices[0].text,
 }));

@@ -1,7 +1,9 @@
-/* The body of a chat completion request to `tapegrad serve` (serve/request.h): any bytes. A body
+/* The body of a request to `tapegrad serve` (serve/request.h), read as a chat completion's and as a
+ * completion's: any bytes. A body
  * refused gets a status and OpenAI's error fields (a type and a message); a body accepted holds
  * what the request rules promise: 1 to max_messages messages, a system one first at most, the
- * user's last, every setting in its range, stop strings non-empty, usage asked only of a stream.
+ * user's last, every setting in its range, stop strings non-empty, usage asked only of a stream; a
+ * completion holds its prompt.
  * Then every message is encoded as the server encodes it, literally: whatever its text holds,
  * each turn has exactly one <|im_start|> and one <|im_end|>, its own. */
 #include <stdlib.h>
@@ -24,12 +26,8 @@ static const TgTokenizer *tokenizer(void) {
     return &tok;
 }
 
-static void check_accepted(const ServeRequest *req, const ServeLimits *lim) {
-    const TgConversation *conv = &req->conv;
-    if (conv->n_turns < 1 || (int64_t)conv->n_turns > lim->max_messages) abort();
-    if (conv->turns[conv->n_turns - 1].role != TG_CHAT_USER) abort();
-    for (size_t i = 1; i < conv->n_turns; i++)
-        if (conv->turns[i].role == TG_CHAT_SYSTEM) abort();
+/* The settings either kind of request holds, each in its range. */
+static void check_settings(const ServeRequest *req, const ServeLimits *lim) {
     if (!(req->temperature >= 0 && req->temperature <= 2) || !(req->top_p > 0 && req->top_p <= 1) || req->top_k < 0)
         abort();
     if (!(req->repetition_penalty > 0) || req->max_tokens < 0 || req->max_tokens > lim->max_tokens) abort();
@@ -37,6 +35,14 @@ static void check_accepted(const ServeRequest *req, const ServeLimits *lim) {
         abort();
     for (int i = 0; i < req->n_stop; i++)
         if (!req->stop[i] || req->stop_len[i] == 0) abort();
+}
+
+static void check_accepted(const ServeRequest *req, const ServeLimits *lim) {
+    const TgConversation *conv = &req->conv;
+    if (conv->n_turns < 1 || (int64_t)conv->n_turns > lim->max_messages) abort();
+    if (conv->turns[conv->n_turns - 1].role != TG_CHAT_USER) abort();
+    for (size_t i = 1; i < conv->n_turns; i++)
+        if (conv->turns[i].role == TG_CHAT_SYSTEM) abort();
     const TgTokenizer *tok = tokenizer();
     TgChatTokens ct;
     if (tg_chat_tokens_find(tok, "fuzz", &ct) != TG_OK) abort();
@@ -57,15 +63,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(body, data, size);
     body[size] = '\0';
     const ServeLimits lim = {.max_messages = 8, .max_tokens = 64};
-    ServeRequest req;
-    ServeError err;
-    memset(&err, 0, sizeof err);
-    if (serve_chat_request_parse(body, size, &lim, &req, &err)) {
-        check_accepted(&req, &lim);
-    } else if (err.status != 400 || !err.type || !err.message[0]) {
-        abort();
+    for (int kind = SERVE_CHAT; kind <= SERVE_COMPLETION; kind++) {
+        ServeRequest req;
+        ServeError err;
+        memset(&err, 0, sizeof err);
+        if (serve_request_parse((ServeKind)kind, body, size, &lim, &req, &err)) {
+            if (req.kind != (ServeKind)kind) abort();
+            check_settings(&req, &lim);
+            if (kind == SERVE_CHAT)
+                check_accepted(&req, &lim);
+            else if (!req.prompt || req.prompt[req.prompt_len] != '\0' || req.conv.n_turns)
+                abort();
+        } else if (err.status != 400 || !err.type || !err.message[0]) {
+            abort();
+        }
+        serve_request_free(&req);
     }
-    serve_request_free(&req);
     free(body);
     return 0;
 }
