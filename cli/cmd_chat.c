@@ -26,7 +26,7 @@ typedef struct {
     const char *run, *system, *message;
     bool jsonl;
     int64_t tokens, seed;
-    double temperature, top_p, repetition_penalty;
+    double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
     int top_k, threads;
 } ChatFlags;
 
@@ -45,6 +45,8 @@ static const TgOptSpec specs[] = {
     TG_FLAG_TOP_K(C, top_k, 0),
     TG_FLAG_TOP_P(C, top_p, 0),
     TG_FLAG_REPETITION_PENALTY(C, repetition_penalty, 0),
+    TG_FLAG_FREQUENCY_PENALTY(C, frequency_penalty, 0),
+    TG_FLAG_PRESENCE_PENALTY(C, presence_penalty, 0),
     TG_FLAG_SEED(C, seed, "sampling seed", 0, NULL),
     TG_FLAG_THREADS(C, threads, "threads", 0, NULL),
 };
@@ -305,6 +307,7 @@ static int chat_main(int argc, char **argv) {
     c.sampling = sampling;
     c.sampling.temperature = o.temperature, c.sampling.top_k = o.top_k, c.sampling.top_p = o.top_p;
     c.sampling.repetition_penalty = o.repetition_penalty;
+    c.sampling.frequency_penalty = o.frequency_penalty, c.sampling.presence_penalty = o.presence_penalty;
     TgStatus s = tg_run_open_existing(o.run, &c.run);
     if (s == TG_OK) s = tg_sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
     TgChatTokens ct;

@@ -12,7 +12,7 @@
 typedef struct {
     const char *run, *prompt;
     int64_t tokens, seed;
-    double temperature, top_p, repetition_penalty;
+    double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
     int top_k, threads;
 } SampleFlags;
 
@@ -25,6 +25,8 @@ static const TgOptSpec specs[] = {
     TG_FLAG_TOP_K(S, top_k, 0),
     TG_FLAG_TOP_P(S, top_p, 0),
     TG_FLAG_REPETITION_PENALTY(S, repetition_penalty, 0),
+    TG_FLAG_FREQUENCY_PENALTY(S, frequency_penalty, 0),
+    TG_FLAG_PRESENCE_PENALTY(S, presence_penalty, 0),
     TG_FLAG_SEED(S, seed, "sampling seed", 0, NULL),
     TG_FLAG_THREADS(S, threads, "threads", 0, NULL),
 };
@@ -51,6 +53,7 @@ static int sample_main(int argc, char **argv) {
         size_t len = 0;
         TgSampleOptions so = tg_sample_defaults();
         so.temperature = o.temperature, so.top_k = o.top_k, so.top_p = o.top_p, so.repetition_penalty = o.repetition_penalty;
+        so.frequency_penalty = o.frequency_penalty, so.presence_penalty = o.presence_penalty;
         s = tg_run_sample(&run, &engine.tape, o.prompt, o.tokens, &so, (uint64_t)o.seed, &text, &len);
         if (s == TG_OK) {
             /* the prompt as given, then the continuation */

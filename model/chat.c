@@ -17,6 +17,7 @@ TgStatus tg_chat_session_open(TgChatSession *s, TgModel *model, const TgTokenize
     s->probs = tg_malloc((size_t)c->vocab * sizeof *s->probs);
     s->scratch = tg_malloc((size_t)c->vocab * sizeof *s->scratch);
     s->seen = tg_calloc((size_t)c->vocab, 1);
+    s->counts = tg_calloc((size_t)c->vocab, sizeof *s->counts);
     s->cap_turns = 8;
     s->turn_start = tg_malloc(s->cap_turns * sizeof *s->turn_start);
     return TG_OK;
@@ -25,7 +26,7 @@ TgStatus tg_chat_session_open(TgChatSession *s, TgModel *model, const TgTokenize
 void tg_chat_session_close(TgChatSession *s) {
     tg_kv_cache_free(&s->cache);
     tg_chat_ids_free(&s->ids);
-    free(s->turn_start), free(s->context), free(s->probs), free(s->scratch), free(s->seen);
+    free(s->turn_start), free(s->context), free(s->probs), free(s->scratch), free(s->seen), free(s->counts);
     memset(s, 0, sizeof *s);
 }
 
@@ -119,6 +120,7 @@ TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, C
     const int64_t vocab = s->model->cfg.vocab;
     bool old = tg_tape_set_grad_enabled(s->tape, false);
     float *logits = sync(s, reply_room(s, 0));
+    const size_t reply_start = s->ids.n; /* the reply's ids follow: the frequency and presence penalties count them */
     size_t text_len = 0, text_cap = 256;
     char *text = tg_malloc(text_cap);
     int64_t drawn = 0;
@@ -126,6 +128,8 @@ TgStatus tg_chat_session_reply(TgChatSession *s, const char *user, size_t len, C
     for (;;) {
         if (s->sampling.repetition_penalty > 0)
             tg_sample_penalize(logits, vocab, s->context, s->cache.len, s->sampling.repetition_penalty, s->seen);
+        tg_sample_penalize_drawn(logits, vocab, s->ids.ids + reply_start, drawn, s->sampling.frequency_penalty,
+                                 s->sampling.presence_penalty, s->counts);
         int32_t next = tg_sample_token(logits, vocab, &s->sampling, &s->rng, s->probs, s->scratch);
         tg_tape_reset(s->tape);
         if (next < 0) {

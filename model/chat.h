@@ -52,6 +52,7 @@ typedef struct TgChatSession {
     float *probs;
     int32_t *scratch;
     uint8_t *seen;
+    int32_t *counts;        /* tg_sample_penalize_drawn's */
 } TgChatSession;
 
 /* A session over model and tok (which must have the ChatML markers: tg_chat_tokens_find's message

@@ -58,6 +58,19 @@ void tg_sample_penalize(float *logits, int64_t vocab, const int32_t *history, in
         if (history[i] >= 0 && history[i] < vocab) seen[history[i]] = 0;
 }
 
+void tg_sample_penalize_drawn(float *logits, int64_t vocab, const int32_t *drawn, int64_t n, double frequency, double presence,
+                              int32_t *counts) {
+    if (frequency == 0 && presence == 0) return;
+    for (int64_t i = 0; i < n; i++)
+        if (drawn[i] >= 0 && drawn[i] < vocab) counts[drawn[i]]++;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = drawn[i];
+        if (id < 0 || id >= vocab || counts[id] == 0) continue;
+        logits[id] -= (float)(frequency * counts[id] + presence);
+        counts[id] = 0;
+    }
+}
+
 /* NaN and the infinities are the floats whose 8 exponent bits are all ones, and only they: adding
  * 1 to such an exponent field (bits 23-30) carries into bit 31. So one pass of integer ANDs, adds
  * and ORs, 4 lanes at a time (GCC's vector extension, as lib/isa/simd.h uses it: one SSE2
@@ -146,6 +159,7 @@ int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int6
     float *probs = tg_malloc((size_t)c->vocab * sizeof(float));
     int32_t *ids = tg_malloc((size_t)c->vocab * sizeof(int32_t));
     uint8_t *seen = opts->repetition_penalty > 0 ? tg_calloc((size_t)c->vocab, 1) : NULL;
+    int32_t *counts = tg_calloc((size_t)c->vocab, sizeof *counts);
     memcpy(out, prompt, (size_t)prompt_len * sizeof *out);
     int64_t len = prompt_len;
     /* the whole prompt in one pass; afterwards one token per pass, the prefix read from the cache */
@@ -156,6 +170,8 @@ int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int6
         if (opts->observer) opts->observer(opts->observer_ctx, out, len, last, c->vocab);
         /* the text the cache holds: the last cache.len tokens */
         if (seen) tg_sample_penalize(last, c->vocab, out + len - cache.len, cache.len, opts->repetition_penalty, seen);
+        tg_sample_penalize_drawn(last, c->vocab, out + prompt_len, len - prompt_len, opts->frequency_penalty,
+                                 opts->presence_penalty, counts);
         int32_t next = tg_sample_token(last, c->vocab, opts, sampler->rng, probs, ids);
         if (next < 0) {
             tg_fail_context(TG_ERR_NUMERIC, "generated token %lld of %lld", (long long)(i + 1), (long long)n_new);
@@ -182,6 +198,7 @@ int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int6
     free(probs);
     free(ids);
     free(seen);
+    free(counts);
     tg_kv_cache_free(&cache);
     tg_tape_set_grad_enabled(tape, old);
     return len;

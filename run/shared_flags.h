@@ -79,6 +79,13 @@ extern const TgOptCodec tg_tokenizer_choice_codec;
 #define TG_FLAG_TOP_P(S, field, group)                                                                                  \
     TG_OPT(S, field, "--top-p", TG_OPT_DOUBLE, "sample among the fewest most likely tokens holding this probability, 1 = all", \
         ((TgOptRange){0, 1, true, false}), NULL, group, NULL)
+#define TG_FLAG_FREQUENCY_PENALTY(S, field, group)                                                               \
+    TG_OPT(S, field, "--frequency-penalty", TG_OPT_DOUBLE,                                                       \
+        "OpenAI's: lower the logit of each token drawn so far by this times its count in the reply, 0 = none", \
+        TG_OPT_BETWEEN(-2, 2), NULL, group, NULL)
+#define TG_FLAG_PRESENCE_PENALTY(S, field, group)                                                                    \
+    TG_OPT(S, field, "--presence-penalty", TG_OPT_DOUBLE, "OpenAI's: lower the logit of each token drawn so far by this, 0 = none", \
+        TG_OPT_BETWEEN(-2, 2), NULL, group, NULL)
 #define TG_FLAG_REPETITION_PENALTY(S, field, group)                                                          \
     TG_OPT(S, field, "--repetition-penalty", TG_OPT_DOUBLE,                                                  \
         "divide the logits (multiply the negative ones) of tokens already in the context by this, 1 = none", \

@@ -213,7 +213,6 @@ enum { N_KNOWN = sizeof known / sizeof known[0] };
 static bool read_member(int k, TgJsonCursor *c, const ServeLimits *limits, ServeRequest *req, ServeError *err) {
     const char *name = known[k];
     if (tg_json_type(c) == TG_JSON_NULL && k != 0) return tg_json_skip(c), true; /* null: the default */
-    double d;
     int64_t i;
     switch (k) {
     case 0:
@@ -246,9 +245,9 @@ static bool read_member(int k, TgJsonCursor *c, const ServeLimits *limits, Serve
         if (!read_number(c, name, 0, 100, &req->repetition_penalty, err)) return false;
         return req->repetition_penalty > 0 || BAD(name, "'repetition_penalty' must be above 0 (1: none)");
     case 9:
+        return read_number(c, name, -2, 2, &req->frequency_penalty, err);
     case 10:
-        if (!read_number(c, name, -2, 2, &d, err)) return false;
-        return d == 0 || BAD(name, "'%s' is not supported by this server (0 only); 'repetition_penalty' is", name);
+        return read_number(c, name, -2, 2, &req->presence_penalty, err);
     case 11:
         return read_bool(c, name, &req->stream, err);
     case 12: {

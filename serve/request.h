@@ -16,7 +16,7 @@
  *                       default: what the context has room for, at most the cap
  *   stop                a string or up to 4 non-empty strings: the reply ends before the first
  *   seed                an integer >= 0: the same request, the same reply
- *   repetition_penalty  > 0, default 1 (none);  frequency_penalty, presence_penalty: 0 only
+ *   repetition_penalty  > 0, default 1 (none);  frequency_penalty, presence_penalty: [-2, 2], 0
  *   stream              true: server-sent events;  stream_options {"include_usage": bool}
  *   n                   1 only;  model, user and other members are read as given and ignored
  * A member given twice, of the wrong type or out of range is refused naming it (the error's
@@ -59,7 +59,7 @@ typedef struct ServeRequest {
     TgConversation conv; /* SERVE_CHAT: the messages, system first when there is one, the user's last */
     char *prompt;        /* SERVE_COMPLETION: the text to continue (may hold NULs), NUL-terminated */
     size_t prompt_len;
-    double temperature, top_p, repetition_penalty;
+    double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
     int top_k;
     int64_t max_tokens; /* 0: not given */
     bool has_seed;

@@ -328,6 +328,7 @@ static TgStatus draw_continuation(TgRun *run, TgEngine *engine, const TgSampleOp
     float *probs = tg_malloc((size_t)c->vocab * sizeof *probs);
     int32_t *scratch = tg_malloc((size_t)c->vocab * sizeof *scratch), *ids = j->prompt_ids;
     uint8_t *seen = tg_calloc((size_t)c->vocab, 1);
+    int32_t *counts = tg_calloc((size_t)c->vocab, sizeof *counts);
     int64_t len = j->prompt_tokens;
     TgTensor *logits =
         tg_model_forward(model, &engine->tape, &(TgBatch){.tokens = ids, .batch = 1, .seq = len}, &cache);
@@ -337,6 +338,8 @@ static TgStatus draw_continuation(TgRun *run, TgEngine *engine, const TgSampleOp
     for (int64_t i = 0; i < j->req.max_tokens; i++) {
         if (sampling->repetition_penalty > 0)
             tg_sample_penalize(last, c->vocab, ids + len - cache.len, cache.len, sampling->repetition_penalty, seen);
+        tg_sample_penalize_drawn(last, c->vocab, ids + j->prompt_tokens, len - j->prompt_tokens,
+                                 sampling->frequency_penalty, sampling->presence_penalty, counts);
         int32_t next = tg_sample_token(last, c->vocab, sampling, &rng, probs, scratch);
         tg_tape_reset(&engine->tape);
         if (next < 0) {
@@ -358,7 +361,7 @@ static TgStatus draw_continuation(TgRun *run, TgEngine *engine, const TgSampleOp
         last = logits->data;
     }
     tg_tape_reset(&engine->tape);
-    free(probs), free(scratch), free(seen);
+    free(probs), free(scratch), free(seen), free(counts);
     tg_kv_cache_free(&cache);
     tg_tape_set_grad_enabled(&engine->tape, old);
     return st;
@@ -411,6 +414,7 @@ static void decode(Server *s, TgEngine *engine, Job *j) {
     TgSampleOptions sampling = tg_sample_defaults();
     sampling.temperature = j->req.temperature, sampling.top_k = j->req.top_k, sampling.top_p = j->req.top_p;
     sampling.repetition_penalty = j->req.repetition_penalty;
+    sampling.frequency_penalty = j->req.frequency_penalty, sampling.presence_penalty = j->req.presence_penalty;
     j->seconds = tg_clock_seconds();
     if (j->req.stream && chat(j)) stream_chunk(j, "assistant", "", 0, NULL);
     TgRun *run = s->active;

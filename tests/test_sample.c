@@ -598,6 +598,49 @@ Test(sample, the_repetition_penalty_acts_on_the_history_once_per_id) {
     cr_expect(memcmp(logits, before, sizeof logits) == 0, "penalty 1 changed a logit");
 }
 
+/* OpenAI's frequency and presence penalties: each id drawn loses frequency x its count + presence,
+ * once; the others keep their logits bitwise, as do all with 0 and 0. In generation they count the
+ * tokens drawn, not the prompt's (the first draw is greedy's); a presence penalty past every gap
+ * between logits, at temperature 0, draws no id twice where greedy decoding alone repeats one. */
+Test(sample, the_frequency_and_presence_penalties_count_the_tokens_drawn) {
+    float logits[6] = {2.0f, -1.5f, 0.75f, -0.25f, 3.0f, 0.0f}, before[6];
+    memcpy(before, logits, sizeof logits);
+    const int32_t drawn[] = {0, 1, 0, 0, 5, 1};
+    int32_t counts[6] = {0};
+    tg_sample_penalize_drawn(logits, 6, drawn, 6, 0.5, 0.25, counts);
+    cr_expect_eq(logits[0], 2.0f - (float)(0.5 * 3 + 0.25));
+    cr_expect_eq(logits[1], -1.5f - (float)(0.5 * 2 + 0.25));
+    cr_expect_eq(logits[5], 0.0f - (float)(0.5 * 1 + 0.25));
+    cr_expect(logits[2] == before[2] && logits[3] == before[3] && logits[4] == before[4], "ids not drawn change");
+    for (int i = 0; i < 6; i++) cr_expect_eq(counts[i], 0, "counts[%d] left set", i);
+    memcpy(logits, before, sizeof logits);
+    tg_sample_penalize_drawn(logits, 6, drawn, 6, 0, 0, counts);
+    cr_expect(memcmp(logits, before, sizeof logits) == 0, "penalties of 0 changed a logit");
+
+    TgModel m;
+    build_model(&m, 40, 24, 17);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    const int32_t prompt[] = {3, 9, 9, 4};
+    enum { NEW = 30 };
+    int32_t plain[4 + NEW], penalized[4 + NEW];
+    TgRng rng;
+    tg_rng_seed(&rng, 1);
+    TgSampleOptions g = {.temperature = 0};
+    cr_assert_eq(tg_sample_generate(&(TgSampler){&m, &tt.tape, &g, &rng}, prompt, 4, NEW, -1, plain), 4 + NEW);
+    bool repeats = false;
+    for (int i = 4; i < 4 + NEW && !repeats; i++)
+        for (int k = 4; k < i; k++) repeats |= plain[k] == plain[i];
+    cr_assert(repeats, "greedy decoding drew no id twice: the test cannot see the penalty");
+    g.presence_penalty = 1000; /* past any gap between this model's logits */
+    cr_assert_eq(tg_sample_generate(&(TgSampler){&m, &tt.tape, &g, &rng}, prompt, 4, NEW, -1, penalized), 4 + NEW);
+    cr_expect_eq(penalized[4], plain[4], "the first draw has nothing drawn before it: no penalty");
+    for (int i = 4; i < 4 + 20; i++)
+        for (int k = 4; k < i; k++) cr_expect_neq(penalized[k], penalized[i], "id %d drawn at %d and %d", penalized[i], k, i);
+    test_tape_free(&tt);
+    tg_model_free(&m);
+}
+
 /* Generation with penalty 1 draws bitwise what it draws without one (the penalty's arithmetic runs
  * all the same), and a penalty above 1 changes what is drawn; greedy decoding is deterministic:
  * the same tokens from any generator seed, with or without a penalty. */

@@ -23,6 +23,8 @@ typedef struct TgSampleOptions {
     void *observer_ctx;
     double top_p;            /* nucleus: the fewest most likely tokens holding this much probability; 0 or 1: all */
     double repetition_penalty; /* > 0: tg_sample_penalize over the text so far (1 changes nothing); 0: none */
+    double frequency_penalty;  /* OpenAI's, over the tokens drawn so far (tg_sample_penalize_drawn); 0: none */
+    double presence_penalty;   /* likewise; 0: none */
 } TgSampleOptions;
 
 /* What `tapegrad sample` and the sample after training use unless told otherwise: temperature
@@ -46,6 +48,14 @@ int32_t tg_sample_token(const float *logits, int64_t vocab, const TgSampleOption
  * bit. `seen` holds vocab zeros and is left zeroed. */
 void tg_sample_penalize(float *logits, int64_t vocab, const int32_t *history, int64_t n, double penalty, uint8_t *seen);
 
+/* OpenAI's frequency and presence penalties (its API's `frequency_penalty`, `presence_penalty`):
+ * the logit of each id drawn so far, drawn[0..n), loses frequency x (how often it was drawn) +
+ * presence, once per distinct id; 0 and 0 leave every logit as it is, bit for bit. A reply's own
+ * tokens count, not its prompt's. Applied after the repetition penalty, as llama.cpp orders them.
+ * `counts` holds vocab zeros and is left zeroed. */
+void tg_sample_penalize_drawn(float *logits, int64_t vocab, const int32_t *drawn, int64_t n, double frequency, double presence,
+                              int32_t *counts);
+
 /* What draws the tokens: the model, the tape its forwards run on (with gradients off while it
  * samples), the options, and the generator, which every draw advances. */
 typedef struct TgSampler {
@@ -60,7 +70,8 @@ typedef struct TgSampler {
  * or -1 when a step's logits are not finite (tg_sample_token's -1; the message names the step).
  * The prompt must be non-empty and at most the context length; past the context the cache
  * restarts from the last half of the text. A repetition penalty applies to the tokens the cache
- * holds (the prompt's included), after the observer saw the logits. */
+ * holds (the prompt's included), after the observer saw the logits; the frequency and presence
+ * penalties to the tokens it drew (tg_sample_penalize_drawn). */
 int64_t tg_sample_generate(const TgSampler *sampler, const int32_t *prompt, int64_t prompt_len, int64_t n_new,
                            int32_t stop_id, int32_t *out);
 
