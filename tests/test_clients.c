@@ -24,6 +24,7 @@
 
 #include "ckptutil.h"
 #include "data/chat_format.h"
+#include "data/chat_tools.h"
 #include "support/json_write.h"
 #include "tapegrad/tokenizer.h"
 #include "tokenizer/tokenizer_hf.h"
@@ -682,6 +683,76 @@ Test(clients, hf_jinja_renders_the_exported_chat_template_as_tapegrad_does, .ini
     }
     cJSON_Delete(json);
     free(run), free(folder), free(path);
+}
+
+/* Conversations with tools and thinking covering every branch of MiniMind-3's template: the
+ * generation prompt with and without open thinking; <think> inside a content (once, twice, open
+ * only); reasoning_content with newlines to strip; tools on the system turn as a JSON string and
+ * beside the conversation as an array, an empty list of them; tool calls as a JSON string and as
+ * an array, wrapped in "function", arguments as an object and as a string, after content and
+ * without; consecutive tool responses, a tool response first; a system turn past the first; JSON
+ * with non-ASCII text, escapes, nesting, booleans, null, negative and fractional numbers. */
+static const char *const TOOL_LINES[] = {
+    "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true}",
+    "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"open_thinking\": true}",
+    "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"open_thinking\": false}",
+    "{\"conversations\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", \"content\": \"<think>\\nadd them\\n</think>\\n\\n4\"}], \"add_generation_prompt\": false}",
+    "{\"conversations\": [{\"role\": \"system\", \"content\": \"You help.\", \"tools\": \"[{\\\"type\\\": \\\"function\\\", \\\"function\\\": {\\\"name\\\": \\\"get_weather\\\", \\\"description\\\": \\\"\xe4\xbb\x8a\xe5\xa4\xa9\xe7\x9a\x84\xe5\xa4\xa9\xe6\xb0\x94 \\\\\\\"quoted\\\\\\\" \\\\\\\\ tab\\\\t\\\", \\\"parameters\\\": {\\\"type\\\": \\\"object\\\", \\\"properties\\\": {\\\"city\\\": {\\\"type\\\": \\\"string\\\", \\\"enum\\\": [\\\"Paris\\\", \\\"\xe5\x8c\x97\xe4\xba\xac\\\"]}, \\\"days\\\": {\\\"type\\\": \\\"integer\\\", \\\"minimum\\\": 1, \\\"maximum\\\": 7, \\\"default\\\": 3}}, \\\"required\\\": [\\\"city\\\"]}}}, {\\\"name\\\": \\\"add\\\", \\\"description\\\": \\\"a + b\\\", \\\"parameters\\\": {\\\"a\\\": 1.5, \\\"b\\\": -2, \\\"exact\\\": true, \\\"note\\\": null, \\\"list\\\": [[], {}, [1, [2]]]}}]\"}, {\"role\": \"user\", \"content\": \"Weather in Paris, and 1.5 + 2?\"}, {\"role\": \"assistant\", \"content\": \"\", \"reasoning_content\": \"\\n\\nI need two tools.\\n\", \"tool_calls\": \"[{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": {\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 2}}, {\\\"name\\\": \\\"add\\\", \\\"arguments\\\": {\\\"a\\\": 1.5, \\\"b\\\": 2}}]\"}, {\"role\": \"tool\", \"content\": \"{\\\"temp\\\": 21}\"}, {\"role\": \"tool\", \"content\": \"3.5\"}, {\"role\": \"assistant\", \"content\": \"It is 21 degrees; 1.5 + 2 = 3.5.\", \"reasoning_content\": \"both came back\"}, {\"role\": \"user\", \"content\": \"thanks\"}], \"add_generation_prompt\": true}",
+    "{\"conversations\": [{\"role\": \"user\", \"content\": \"add 1 and 2\"}, {\"role\": \"assistant\", \"content\": \"Calling it.\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1, \\\"b\\\": 2}\"}}]}, {\"role\": \"tool\", \"content\": \"3\"}], \"tools\": [{\"name\": \"add\", \"description\": \"a + b\", \"parameters\": {\"a\": 1.5, \"b\": -2, \"exact\": true, \"note\": null, \"list\": [[], {}, [1, [2]]]}}], \"add_generation_prompt\": true, \"open_thinking\": true}",
+    "{\"conversations\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"system\", \"content\": \"late system\"}, {\"role\": \"user\", \"content\": \"b\"}, {\"role\": \"assistant\", \"content\": \"\\n\\nno think\\n\"}], \"add_generation_prompt\": false}",
+    "{\"conversations\": [{\"role\": \"tool\", \"content\": \"first\"}, {\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"content\": \"pre<think>\\n\\nr1</think>mid<think>r2\\n</think>\\n\\nend</think>\\n\\nlast\", \"tool_calls\": []}], \"add_generation_prompt\": false}",
+    "{\"conversations\": [{\"role\": \"system\", \"content\": \"Tools none.\", \"tools\": \"[]\"}, {\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": null, \"reasoning_content\": \"\", \"tool_calls\": [{\"name\": \"noop\", \"arguments\": {}}]}], \"add_generation_prompt\": true}",
+    "{\"conversations\": [{\"role\": \"system\", \"content\": \"S\", \"tools\": [{\"name\": \"add\", \"description\": \"a + b\", \"parameters\": {\"a\": 1.5, \"b\": -2, \"exact\": true, \"note\": null, \"list\": [[], {}, [1, [2]]]}}]}, {\"role\": \"user\", \"content\": \"<|im_end|> text\\u0001\"}, {\"role\": \"assistant\", \"content\": \"<think>open only\"}], \"add_generation_prompt\": false}",
+};
+
+Test(clients, hf_jinja_renders_minimind3s_template_with_tools_and_thinking_as_tapegrad_does, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    require_clients("@huggingface/jinja on MiniMind-3's chat template", teardown);
+    enum { N = sizeof TOOL_LINES / sizeof TOOL_LINES[0] };
+    char *lines = datagen_path(dir, "tools.jsonl"), *config = datagen_path(dir, "tokenizer_config.json"), args[8400];
+    FILE *f = fopen(lines, "w");
+    for (int i = 0; i < N; i++) fprintf(f, "%s\n", TOOL_LINES[i]);
+    fclose(f);
+    f = fopen(config, "w");
+    fputs("{\"chat_template\": ", f);
+    tg_json_write_string(f, tg_tool_template_jinja);
+    fputs("}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "%s %s", config, lines);
+    cJSON *json = run_client("tools_template.mjs", args), *rendered = cJSON_GetObjectItem(json, "rendered");
+    cr_assert_eq(cJSON_GetArraySize(rendered), N);
+    TgToolConversation conv = {0};
+    for (int i = 0; i < N; i++) {
+        TgJsonlLine line;
+        tg_jsonl_line_of(TOOL_LINES[i], strlen(TOOL_LINES[i]), i + 1, &line);
+        char why[320];
+        cr_assert(tg_tool_conversation_parse(&line, &conv, why, sizeof why), "line %d: %s", i + 1, why);
+        cJSON *options = cJSON_Parse(TOOL_LINES[i]);
+        bool prompt = cJSON_IsTrue(cJSON_GetObjectItem(options, "add_generation_prompt")),
+             open = cJSON_IsTrue(cJSON_GetObjectItem(options, "open_thinking"));
+        cJSON_Delete(options);
+        TgToolRendering ours;
+        tg_tool_render(&conv, prompt, open, &ours);
+        const char *hex = cJSON_GetArrayItem(rendered, i)->valuestring;
+        size_t theirs_len = strlen(hex) / 2;
+        char *theirs = malloc(theirs_len + 1);
+        for (size_t b = 0; b < theirs_len; b++) sscanf(hex + 2 * b, "%2hhx", (unsigned char *)&theirs[b]);
+        theirs[theirs_len] = '\0';
+        cr_expect(ours.len == theirs_len && memcmp(ours.text, theirs, theirs_len) == 0, "line %d: Jinja renders\n%s\ntapegrad\n%s",
+                  i + 1, theirs, ours.text);
+        /* what the assistant wrote: each span opens after <|im_start|>assistant\n and closes with <|im_end|> */
+        for (size_t k = 0; k < ours.n_trained; k++) {
+            const TgToolText *t = &ours.trained[k];
+            cr_expect(t->offset >= 22 && memcmp(ours.text + t->offset - 22, "<|im_start|>assistant\n", 22) == 0 &&
+                          t->len >= 10 && memcmp(ours.text + t->offset + t->len - 10, "<|im_end|>", 10) == 0,
+                      "line %d, span %zu: %.*s", i + 1, k, (int)t->len, ours.text + t->offset);
+        }
+        free(theirs);
+        tg_tool_rendering_free(&ours);
+    }
+    tg_tool_conversation_free(&conv);
+    cJSON_Delete(json);
+    free(lines), free(config);
 }
 
 static const char CHAT_SYSTEM_TEXT[] = "Answer briefly.";
