@@ -268,7 +268,7 @@ static TgStatus encode_text(const TgTokenizer *tok, const char *text, size_t len
         TG_TRY(tg_tokenizer_encode_literal(tok, text, len, out->ids + out->n, cap, &n));
     else if (len)
         TG_TRY(tg_tokenizer_encode(tok, text, len, out->ids + out->n, cap, &n));
-    memset(out->trained + out->n, 0, n);
+    if (n) memset(out->trained + out->n, 0, n); /* an empty text on empty ids: no memory to point into */
     out->n += n;
     return TG_OK;
 }

@@ -250,13 +250,14 @@ static bool array_of(TgJsonCursor *c, const char *where, const char *member, TgJ
     if (tg_json_check(*owned, n, member) != TG_OK) {
         fail(why, cap, "%s: %s", where, tg_error_message());
         tg_error_clear();
-        return false;
+    } else {
+        *array = tg_json_cursor(*owned, n, 0);
+        if (tg_json_type(array) == TG_JSON_ARRAY) return true;
+        fail(why, cap, "%s: \"%s\" holds %s, not an array", where, member, tg_json_type_name(tg_json_type(array)));
     }
-    *array = tg_json_cursor(*owned, n, 0);
-    if (tg_json_type(array) != TG_JSON_ARRAY)
-        return fail(why, cap, "%s: \"%s\" holds %s, not an array", where, member,
-                    tg_json_type_name(tg_json_type(array)));
-    return true;
+    free(*owned); /* a refusal holds nothing */
+    *owned = NULL;
+    return false;
 }
 
 /* The tools: each one's JSON after a \n. */
@@ -388,7 +389,7 @@ bool tg_tool_conversation_parse(const TgJsonlLine *line, TgToolConversation *con
     TgJsonCursor top = tg_json_cursor(line->text, line->len, 0), turns, tools;
     const char *member = "conversations";
     size_t found = tg_json_find(&top, member, &turns);
-    if (found == 0) found = tg_json_find(&top, member = "messages", &turns);
+    if (found == 0 && tg_json_find(&top, "messages", &turns) == 1) found = 1, member = "messages";
     if (found != 1 || tg_json_type(&turns) != TG_JSON_ARRAY)
         return fail(why, why_cap, found > 1 ? "line %lld gives \"%s\" twice" : "line %lld has no \"%s\" array", number,
                     member);
@@ -544,4 +545,47 @@ void tg_tool_render(const TgToolConversation *conv, bool add_generation_prompt, 
 void tg_tool_rendering_free(TgToolRendering *r) {
     free(r->text), free(r->trained);
     memset(r, 0, sizeof *r);
+}
+
+/* ---- ids ---- */
+
+TgStatus tg_tool_encode(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolRendering *r, TgChatIds *out) {
+    static const char *const markers[2] = {IM_START, IM_END};
+    const size_t marker_len[2] = {strlen(IM_START), strlen(IM_END)};
+    size_t at = 0, span = 0;
+    TgChatIds piece = {0};
+    for (;;) {
+        /* the next marker at or after `at`, and the piece before it */
+        size_t next = r->len;
+        int which = -1;
+        for (int m = 0; m < 2; m++) {
+            const char *hit = memmem(r->text + at, r->len - at, markers[m], marker_len[m]);
+            if (hit && (size_t)(hit - r->text) < next) next = (size_t)(hit - r->text), which = m;
+        }
+        piece.n = 0;
+        TgStatus s = tg_chat_encode_text(tok, r->text + at, next - at, &piece);
+        if (s != TG_OK) {
+            tg_chat_ids_free(&piece);
+            return s;
+        }
+        /* each id's bytes [from, to), the marker's after the piece's; trained when they meet a span
+         * (the spans come in order, as the ids do) */
+        size_t from = at;
+        for (size_t i = 0; i < piece.n + (which >= 0); i++) {
+            bool marker = i == piece.n;
+            size_t n = marker_len[which < 0 ? 0 : which];
+            if (!marker) tg_tokenizer_token_bytes(tok, piece.ids[i], &n);
+            size_t to = from + n;
+            while (span < r->n_trained && r->trained[span].offset + r->trained[span].len <= from) span++;
+            bool trained = span < r->n_trained && r->trained[span].offset < to;
+            int32_t id = marker ? (which == 0 ? ct->im_start : ct->im_end) : piece.ids[i];
+            uint8_t flag = trained;
+            tg_chat_ids_append(out, &(TgChatIds){.ids = &id, .trained = &flag, .n = 1, .cap = 1});
+            from = to;
+        }
+        if (which < 0) break;
+        at = next + marker_len[which];
+    }
+    tg_chat_ids_free(&piece);
+    return TG_OK;
 }

@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "data/chat_format.h"
 #include "data/jsonl.h"
 
 /* MiniMind-3's chat template as tapegrad writes it in exports: Jinja that renders as
@@ -93,5 +94,12 @@ typedef struct TgToolRendering {
 void tg_tool_render(const TgToolConversation *conv, bool add_generation_prompt, bool open_thinking,
                     TgToolRendering *out);
 void tg_tool_rendering_free(TgToolRendering *r);
+
+/* The ids of a rendering as the tokenizer encodes its whole text (Hugging Face's tokenizer(text)
+ * after apply_chat_template, MiniMind's SFT loader): <|im_start|> and <|im_end|> one id each
+ * wherever the text holds them, the text between two of them one piece. An id is trained when any
+ * of its bytes lies in a span the assistant wrote: its thinking, content, calls and <|im_end|>
+ * (an id holding the header's "\n" and the reply's first bytes counts as the reply's). */
+TgStatus tg_tool_encode(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolRendering *r, TgChatIds *out);
 
 #endif

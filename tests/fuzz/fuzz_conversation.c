@@ -7,12 +7,15 @@
  * of the vocabulary or ignored, and each position sees from the start of its own conversation.
  * Each line is read as a preference pair of DPO too (data/preference.h): a pair accepted encodes
  * each side as its conversation encodes, the two sharing the prompt's ids; and the file is
- * prepared as pairs and read back through the pair loader (data/pair_loader.h). */
+ * prepared as pairs and read back through the pair loader (data/pair_loader.h). Each line is read
+ * as a conversation with tools and thinking too (data/chat_tools.h): rendered in MiniMind-3's
+ * template and encoded, the ids those of the whole text, the mask the assistant's spans. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/chat_format.h"
+#include "data/chat_tools.h"
 #include "data/jsonl.h"
 #include "data/pair_loader.h"
 #include "data/preference.h"
@@ -149,6 +152,46 @@ static void check_prepared(const char *path, const TgTokenizer *tok) {
     for (size_t i = 0; i < 4; i++) fuzz_remove(files[i]);
 }
 
+/* A line as a conversation with tools and thinking (data/chat_tools.h): refused naming its line,
+ * or rendered and encoded to the ids of the whole rendered text, each trained exactly when its
+ * bytes meet a span the assistant wrote, those spans inside the text and in order. */
+static void check_tool_line(const TgJsonlLine *line, const TgTokenizer *tok, const TgChatTokens *ct, TgToolConversation *conv) {
+    char why[320];
+    if (!tg_tool_conversation_parse(line, conv, why, sizeof why)) {
+        if (!why[0] || !strstr(why, "line ")) abort();
+        return;
+    }
+    for (int open = 0; open < 2; open++) {
+        TgToolRendering r;
+        tg_tool_render(conv, open, open, &r);
+        size_t end = 0;
+        for (size_t k = 0; k < r.n_trained; k++) {
+            if (r.trained[k].offset < end || r.trained[k].offset + r.trained[k].len > r.len) abort();
+            end = r.trained[k].offset + r.trained[k].len;
+        }
+        TgChatIds ids = {0};
+        if (tg_tool_encode(tok, ct, &r, &ids) != TG_OK) abort();
+        size_t cap = tg_tokenizer_max_ids(tok, r.len), n;
+        int32_t *whole = malloc((cap + 1) * sizeof *whole);
+        if (tg_tokenizer_encode(tok, r.text, r.len, whole, cap, &n) != TG_OK) abort();
+        if (n != ids.n || memcmp(whole, ids.ids, n * sizeof *whole) != 0) abort();
+        size_t from = 0;
+        for (size_t i = 0; i < ids.n; i++) {
+            size_t len;
+            tg_tokenizer_token_bytes(tok, ids.ids[i], &len);
+            bool meets = false;
+            for (size_t k = 0; k < r.n_trained; k++)
+                meets |= from < r.trained[k].offset + r.trained[k].len && r.trained[k].offset < from + len;
+            if (ids.trained[i] != meets) abort();
+            from += len;
+        }
+        if (from != r.len) abort();
+        free(whole);
+        tg_chat_ids_free(&ids);
+        tg_tool_rendering_free(&r);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const TgTokenizer *tok = tokenizer();
     TgChatTokens ct;
@@ -159,10 +202,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     TgJsonlReader r;
     if (tg_jsonl_open(&r, path) != TG_OK) return 0;
     TgConversation conv = {0}, rejected = {0};
+    TgToolConversation tools = {0};
     TgJsonlLine line;
     while (tg_jsonl_next(&r, &line) == TG_OK && line.kind != TG_JSONL_END) {
         char why[320];
         if (line.kind != TG_JSONL_OBJECT) continue;
+        check_tool_line(&line, tok, &ct, &tools);
         if (tg_pair_parse(&line, &conv, &rejected, why, sizeof why))
             check_pair(&conv, &rejected, tok, &ct);
         else if (!why[0] || !strstr(why, "line "))
@@ -177,6 +222,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tg_jsonl_close(&r);
     tg_chat_conversation_free(&conv);
     tg_chat_conversation_free(&rejected);
+    tg_tool_conversation_free(&tools);
     check_prepared(path, tok);
     check_prepared_pairs(path, tok);
     return 0;

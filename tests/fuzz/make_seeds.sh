@@ -121,6 +121,23 @@ open(d + "minimind-dpo.jsonl", "w").write(
     '"rejected": [{"role": "user", "content": "z"}, {"role": "assistant", "content": "c"}]}\n'
     '{"chosen": [{"role": "user", "content": "a"}]}\n{"chosen": [], "rejected": []}\n')
 PY
+# Conversations with tools and thinking, as MiniMind-3's SFT data writes them (data/chat_tools.h)
+python3 - "$out/conversation" <<'PY'
+import json, sys
+tool = {"name": "get_weather", "description": "\u5929\u6c14", "parameters": {"city": {"type": "string"}, "days": 1.5}}
+lines = [
+    {"conversations": [{"role": "system", "content": "You help.", "tools": json.dumps([tool])},
+                       {"role": "user", "content": "Paris?"},
+                       {"role": "assistant", "content": None, "reasoning_content": "\nlook it up\n",
+                        "tool_calls": json.dumps([{"name": "get_weather", "arguments": {"city": "Paris"}}])},
+                       {"role": "tool", "content": "21"}, {"role": "tool", "content": "sunny"},
+                       {"role": "assistant", "content": "<think>\nboth\n</think>\n\n21, sunny."}]},
+    {"tools": [tool], "conversations": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "ok",
+        "tool_calls": [{"function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]}]},
+    {"conversations": [{"role": "assistant", "content": "", "tool_calls": "[{\"name\": \"f\"}]"}]},
+]
+open(sys.argv[1] + "/minimind-tools.jsonl", "w").write("".join(json.dumps(l, ensure_ascii=False) + "\n" for l in lines))
+PY
 # Request bodies of `tapegrad serve`: OpenAI's chat completions, every member, and refusals
 python3 - "$out/serve_request" <<'PY'
 import json, sys

@@ -1,0 +1,155 @@
+/* Conversations with tools and thinking (data/chat_tools.h): read from MiniMind's SFT format,
+ * their refusals, and their ids and loss mask. Their rendering is held to Jinja's in
+ * tests/test_clients.c. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/chat_format.h"
+#include "data/chat_tools.h"
+#include "tapegrad/tokenizer.h"
+
+/* A small BPE with the ChatML markers, whose text holds the template's words. */
+static TgTokenizer tokenizer(void) {
+    static const char text[] = "user assistant system tool <think> </think> <tool_call> </tool_call> <tool_response> "
+                               "</tool_response> {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}} "
+                               "# Tools You may call one or more functions. The weather in Paris is 21 degrees.\n\n";
+    TgTokenizer tok;
+    cr_assert_eq(tg_tokenizer_bpe_train_specials(text, sizeof text - 1, 320, "chatml", &tok), TG_OK, "%s",
+                 tg_error_message());
+    return tok;
+}
+
+static const char WEATHER[] =
+    "{\"conversations\": [{\"role\": \"system\", \"content\": \"You help.\", \"tools\": \"[{\\\"name\\\": "
+    "\\\"get_weather\\\", "
+    "\\\"parameters\\\": {\\\"city\\\": \\\"string\\\"}}]\"}, {\"role\": \"user\", \"content\": \"Weather in "
+    "Paris?\"}, "
+    "{\"role\": \"assistant\", \"content\": null, \"reasoning_content\": \"I look it up.\", \"tool_calls\": "
+    "\"[{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": {\\\"city\\\": \\\"Paris\\\"}}]\"}, {\"role\": "
+    "\"tool\", "
+    "\"content\": \"21 degrees\"}, {\"role\": \"assistant\", \"content\": \"<think>\\nit came back\\n</think>\\n\\nThe "
+    "weather in "
+    "Paris is 21 degrees.\"}]}";
+
+static bool parse(const char *text, TgToolConversation *conv, char *why, size_t cap) {
+    TgJsonlLine line;
+    tg_jsonl_line_of(text, strlen(text), 7, &line);
+    cr_assert_eq(line.kind, TG_JSONL_OBJECT, "%s", line.why);
+    return tg_tool_conversation_parse(&line, conv, why, cap);
+}
+
+/* The byte offset of the id holding byte `at` of the text the ids spell. */
+static size_t id_at(const TgTokenizer *tok, const TgChatIds *ids, size_t at) {
+    size_t from = 0;
+    for (size_t i = 0; i < ids->n; i++) {
+        size_t n;
+        tg_tokenizer_token_bytes(tok, ids->ids[i], &n);
+        if (at < from + n) return i;
+        from += n;
+    }
+    cr_assert_fail("byte %zu past the ids' text", at);
+    return 0;
+}
+
+Test(chat_tools, ids_spell_the_rendering_as_one_piece_and_train_what_the_assistant_writes) {
+    TgTokenizer tok = tokenizer();
+    TgChatTokens ct;
+    cr_assert_eq(tg_chat_tokens_find(&tok, "test", &ct), TG_OK);
+    TgToolConversation conv = {0};
+    char why[320];
+    cr_assert(parse(WEATHER, &conv, why, sizeof why), "%s", why);
+    cr_expect_eq(conv.n_turns, 5);
+    cr_expect_eq(conv.n_tools, 1);
+    cr_expect_eq(conv.turns[2].n_calls, 1);
+    TgToolRendering r;
+    tg_tool_render(&conv, false, false, &r);
+    cr_expect_eq(r.n_trained, 2, "two assistant turns");
+    TgChatIds ids = {0};
+    cr_assert_eq(tg_tool_encode(&tok, &ct, &r, &ids), TG_OK, "%s", tg_error_message());
+    /* the same ids as the whole text encoded at once, which spell it */
+    size_t cap = tg_tokenizer_max_ids(&tok, r.len), n;
+    int32_t *whole = malloc(cap * sizeof *whole);
+    cr_assert_eq(tg_tokenizer_encode(&tok, r.text, r.len, whole, cap, &n), TG_OK);
+    cr_expect(n == ids.n && memcmp(whole, ids.ids, n * sizeof *whole) == 0, "%zu ids piece by piece, %zu at once",
+              ids.n, n);
+    char *spelt;
+    size_t spelt_len;
+    cr_assert_eq(tg_tokenizer_decode(&tok, ids.ids, ids.n, &spelt, &spelt_len), TG_OK);
+    cr_expect(spelt_len == r.len && memcmp(spelt, r.text, r.len) == 0, "the ids spell\n%s\nnot\n%s", spelt, r.text);
+    /* each id trained exactly when its bytes meet what the assistant wrote */
+    size_t from = 0, trained = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        size_t len;
+        tg_tokenizer_token_bytes(&tok, ids.ids[i], &len);
+        bool meets = false;
+        for (size_t k = 0; k < r.n_trained; k++)
+            meets |= from < r.trained[k].offset + r.trained[k].len && r.trained[k].offset < from + len;
+        cr_expect_eq(ids.trained[i], meets, "id %zu (bytes %zu..%zu): trained %d", i, from, from + len, ids.trained[i]);
+        trained += ids.trained[i];
+        from += len;
+    }
+    cr_expect_gt(trained, 10);
+    /* by name: the think block, the call and the reply's <|im_end|> are trained; the tools, the
+     * tool's response, the user's turn and <|im_start|>assistant are not */
+    struct {
+        const char *text;
+        bool trained;
+    } marks[] = {{"<think>\nI look", true},
+                 {"<tool_call>\n{\"name\": \"get_weather\"", true},
+                 {"The weather in Paris is 21", true},
+                 {"get_weather\", \"param", false},
+                 {"<tool_response>", false},
+                 {"21 degrees\n</tool", false},
+                 {"Weather in Paris?", false}};
+    for (size_t m = 0; m < sizeof marks / sizeof marks[0]; m++) {
+        const char *at = strstr(r.text, marks[m].text);
+        cr_assert_not_null(at, "%s", marks[m].text);
+        size_t i = id_at(&tok, &ids, (size_t)(at - r.text) + 1);
+        cr_expect_eq(ids.trained[i], marks[m].trained, "'%s'", marks[m].text);
+    }
+    for (size_t i = 0; i + 1 < ids.n; i++) {
+        if (ids.ids[i] == ct.im_start) cr_expect(!ids.trained[i], "an <|im_start|> is trained");
+        if (ids.ids[i] == ct.im_end) {
+            /* an assistant turn's <|im_end|> is the reply's end: trained as its reply; the others not */
+            cr_expect_eq(ids.trained[i], ids.trained[i - 1], "<|im_end|> %zu", i);
+        }
+    }
+    free(whole), free(spelt);
+    tg_chat_ids_free(&ids);
+    tg_tool_rendering_free(&r);
+    tg_tool_conversation_free(&conv);
+    tg_tokenizer_free(&tok);
+}
+
+Test(chat_tools, what_is_no_tool_conversation_is_refused_naming_its_line_turn_and_member) {
+    static const struct {
+        const char *line, *says;
+    } bad[] = {
+        {"{\"conversations\": []}", "line 7: \"conversations\" is empty"},
+        {"{\"text\": \"x\"}", "line 7 has no \"conversations\" array"},
+        {"{\"conversations\": [{\"role\": \"robot\", \"content\": \"x\"}]}", "line 7, turn 1: the role is none of"},
+        {"{\"conversations\": [{\"content\": \"x\"}]}", "line 7, turn 1 has no \"role\" string"},
+        {"{\"conversations\": [{\"role\": \"user\", \"content\": 3}]}",
+         "line 7, turn 1: \"content\" is a number, not a string"},
+        {"{\"conversations\": [{\"role\": \"system\", \"content\": \"s\", \"tools\": \"[{\\\"a\\\": \"}]}",
+         "line 7, turn 1: tools is not valid JSON"},
+        {"{\"conversations\": [{\"role\": \"system\", \"content\": \"s\", \"tools\": \"{}\"}]}",
+         "line 7, turn 1: \"tools\" holds an object, not an array"},
+        {"{\"conversations\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"arguments\": {}}]}]}",
+         "line 7, turn 1: tool call 1 has no \"name\" string"},
+        {"{\"conversations\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"name\": \"f\"}]}]}",
+         "line 7, turn 1: tool call 1 has no \"arguments\""},
+        {"{\"conversations\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": 5}]}",
+         "line 7, turn 1: \"tool_calls\" is a number, not an array or a JSON string of one"},
+        {"{\"tools\": [], \"conversations\": [{\"role\": \"system\", \"content\": \"s\", \"tools\": []}]}",
+         "line 7 gives the tools on its system turn and beside it"},
+    };
+    TgToolConversation conv = {0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char why[320] = "";
+        cr_expect(!parse(bad[i].line, &conv, why, sizeof why), "accepted: %s", bad[i].line);
+        cr_expect(strstr(why, bad[i].says), "%s\n  says: %s\n  not: %s", bad[i].line, why, bad[i].says);
+    }
+    tg_tool_conversation_free(&conv);
+}
