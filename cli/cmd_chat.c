@@ -311,6 +311,15 @@ static int chat_main(int argc, char **argv) {
     TgStatus s = tg_run_open_existing(o.run, &c.run);
     if (s == TG_OK) s = tg_sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
     TgChatTokens ct;
+    TgChatTemplate t = TG_CHAT_TEMPLATE_CHATML;
+    if (s == TG_OK) s = tg_run_chat_template(c.run.dir, &t);
+    if (s == TG_OK && t != TG_CHAT_TEMPLATE_CHATML)
+        s = tg_fail(
+            TG_ERR_MISMATCH,
+            "%s renders MiniMind-3's template (tools, thinking), which `tapegrad chat` does not hold yet: "
+            "export it (tapegrad ckpt export %s --gguf FILE, or --hf DIR), whose template the file carries, and "
+            "chat in llama.cpp or transformers",
+            c.run.dir, c.run.dir);
     if (s == TG_OK) s = tg_chat_tokens_find(&c.run.tok, c.run.dir, &ct);
     if (s == TG_OK) {
         tg_engine_open(&c.engine, o.threads, 16u << 20);

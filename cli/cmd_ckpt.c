@@ -220,11 +220,19 @@ static int export_safetensors(const char *source, const char *out, bool force) {
     return cli_exit("ckpt export", s);
 }
 
+/* What the export says of a chat model's template. */
+static const char *template_note(TgChatTemplate t) {
+    return t == TG_CHAT_TEMPLATE_MINIMIND3 ? "; a chat model: MiniMind-3's template (tools, thinking), " TG_CHAT_IM_END
+                                             " ends a reply"
+                                           : "; a chat model: the ChatML template, " TG_CHAT_IM_END " ends a reply";
+}
+
 /* A run fine-tuned on conversations exports as a chat model: the ChatML template, <|im_end|> as
  * eos. *sft says whether it was; *chat then holds its markers. */
-static TgStatus chat_of(const TgRun *run, TgChatTokens *chat, bool *sft) {
+static TgStatus chat_of(const TgRun *run, TgChatTokens *chat, bool *sft, TgChatTemplate *t) {
     TgTrainTask task = TG_TASK_PRETRAIN;
     TG_TRY(tg_run_task(run->dir, &task));
+    TG_TRY(tg_run_chat_template(run->dir, t));
     *sft = tg_train_task_chat(task);
     return *sft ? tg_chat_tokens_find(&run->tok, run->dir, chat) : TG_OK;
 }
@@ -244,13 +252,13 @@ static TgStatus export_adapter(const char *source, TgRun *run, const ExportFlags
     if (o->gguf_base) {
         TgChatTokens chat;
         bool sft = false;
-        TG_TRY(chat_of(run, &chat, &sft));
+        TgChatTemplate t;
+        TG_TRY(chat_of(run, &chat, &sft, &t));
         tg_lora_place_token_rows(&run->model); /* the adapters stay; the model's outputs are the same */
-        TG_TRY(tg_model_export_gguf(&run->model, &run->tok, sft ? &chat : NULL, o->gguf_base, weights));
+        TG_TRY(tg_model_export_gguf(&run->model, &run->tok, sft ? &chat : NULL, t, o->gguf_base, weights));
         printf("wrote %s (the base of the LoRA run, %lld parameters%s%s) for the adapter %s\n", o->gguf_base,
                (long long)tg_model_param_count(&run->model),
-               lora->cfg.n_tokens ? ", with the embedding rows the run trained" : "",
-               sft ? "; a chat model: the ChatML template, " TG_CHAT_IM_END " ends a reply" : "",
+               lora->cfg.n_tokens ? ", with the embedding rows the run trained" : "", !sft ? "" : template_note(t),
                o->gguf_adapter ? o->gguf_adapter : "the run exports with --gguf-adapter");
     }
     if (o->peft || o->gguf_adapter) {
@@ -291,13 +299,14 @@ static int export_with_tokenizer(const char *source, const ExportFlags *o) {
     snprintf(note, sizeof note, "tapegrad checkpoint %s, step %lld", run.last_checkpoint, (long long)run.state.step);
     TgChatTokens chat;
     bool sft = false;
-    if (s == TG_OK) s = chat_of(&run, &chat, &sft);
-    if (s == TG_OK && o->hf) s = tg_model_export_hf(&run.model, &run.tok, sft ? &chat : NULL, o->hf, note);
-    if (s == TG_OK && o->gguf) s = tg_model_export_gguf(&run.model, &run.tok, sft ? &chat : NULL, o->gguf, weights);
+    TgChatTemplate t = TG_CHAT_TEMPLATE_CHATML;
+    if (s == TG_OK) s = chat_of(&run, &chat, &sft, &t);
+    if (s == TG_OK && o->hf) s = tg_model_export_hf(&run.model, &run.tok, sft ? &chat : NULL, t, o->hf, note);
+    if (s == TG_OK && o->gguf) s = tg_model_export_gguf(&run.model, &run.tok, sft ? &chat : NULL, t, o->gguf, weights);
     if (s == TG_OK)
         printf("wrote %s (%lld parameters, step %lld, %s tokenizer of %d ids%s)\n", o->hf ? o->hf : o->gguf,
-               (long long)tg_model_param_count(&run.model), (long long)run.state.step, tg_tokenizer_kind_name(run.tok.kind),
-               (int)run.tok.vocab_size, sft ? "; a chat model: the ChatML template, " TG_CHAT_IM_END " ends a reply" : "");
+               (long long)tg_model_param_count(&run.model), (long long)run.state.step,
+               tg_tokenizer_kind_name(run.tok.kind), (int)run.tok.vocab_size, !sft ? "" : template_note(t));
     tg_run_close(&run);
     return cli_exit("ckpt export", s);
 }

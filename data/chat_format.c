@@ -17,6 +17,12 @@ const char tg_chat_template_jinja[] =
 
 static const char *const role_names[TG_CHAT_ROLE_COUNT] = {"system", "user", "assistant"};
 
+static const char *const template_names[TG_CHAT_TEMPLATE_COUNT] = {"chatml", "minimind-3"};
+
+const char *tg_chat_template_name(TgChatTemplate t) {
+    return t >= 0 && t < TG_CHAT_TEMPLATE_COUNT ? template_names[t] : "?";
+}
+
 const char *tg_chat_role_name(TgChatRole role) { return role >= 0 && role < TG_CHAT_ROLE_COUNT ? role_names[role] : "?"; }
 
 /* ---- the conversation in memory ---- */

@@ -45,6 +45,11 @@
 extern const char tg_chat_template_jinja[];
 
 typedef enum { TG_CHAT_SYSTEM, TG_CHAT_USER, TG_CHAT_ASSISTANT, TG_CHAT_ROLE_COUNT } TgChatRole;
+
+/* How a run renders its conversations: ChatML as above, or MiniMind-3's template with tools and
+ * thinking (data/chat_tools.h). "chatml", "minimind-3". */
+typedef enum { TG_CHAT_TEMPLATE_CHATML, TG_CHAT_TEMPLATE_MINIMIND3, TG_CHAT_TEMPLATE_COUNT } TgChatTemplate;
+const char *tg_chat_template_name(TgChatTemplate t);
 /* "system", "user", "assistant" */
 const char *tg_chat_role_name(TgChatRole role);
 

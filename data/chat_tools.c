@@ -67,6 +67,10 @@ const char tg_tool_template_jinja[] =
     "{%- else -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
     "{%- endif -%}";
 
+const char *tg_chat_template_text(TgChatTemplate t) {
+    return t == TG_CHAT_TEMPLATE_MINIMIND3 ? tg_tool_template_jinja : tg_chat_template_jinja;
+}
+
 static const char *const role_names[TG_TOOL_ROLE_COUNT] = {"system", "user", "assistant", "tool"};
 
 void tg_tool_conversation_free(TgToolConversation *conv) {

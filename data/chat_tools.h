@@ -47,6 +47,9 @@
  * tg_tool_render does (tests/test_clients.c renders both and compares). */
 extern const char tg_tool_template_jinja[];
 
+/* The Jinja an export writes for template t: tg_chat_template_jinja or tg_tool_template_jinja. */
+const char *tg_chat_template_text(TgChatTemplate t);
+
 typedef enum { TG_TOOL_SYSTEM, TG_TOOL_USER, TG_TOOL_ASSISTANT, TG_TOOL_TOOL, TG_TOOL_ROLE_COUNT } TgToolRole;
 
 /* Text in a conversation's buffer: [offset, offset + len). */

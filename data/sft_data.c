@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "data/chat_format.h"
+#include "data/chat_tools.h"
 #include "data/jsonl.h"
 #include "data/preference.h"
 #include "data/sources.h"
@@ -26,6 +27,7 @@ typedef struct {
     TgSftPrepareResult *res;
     TgChatTokens ct;
     TgConversation conv, rejected; /* pairs: conv is the chosen side */
+    TgToolConversation tools;      /* a conversation of MiniMind-3's template */
     TgChatIds ids, rejected_ids;
     int32_t *mask;             /* [ids.cap] */
     size_t mask_cap;
@@ -98,6 +100,29 @@ static TgStatus add_conversation(Prep *p) {
     return append(p, &p->ids, n, trained);
 }
 
+/* One conversation of MiniMind-3's template: rendered, encoded with the assistant's spans
+ * trained, cut to the window, appended. */
+static TgStatus add_tool_conversation(Prep *p) {
+    TgToolRendering r;
+    tg_tool_render(&p->tools, false, false, &r);
+    if (r.n_trained == 0) {
+        tg_tool_rendering_free(&r);
+        p->res->without_reply++;
+        return TG_OK;
+    }
+    p->ids.n = 0;
+    TgStatus s = tg_tool_encode(p->opt->tok, &p->ct, &r, &p->ids);
+    tg_tool_rendering_free(&r);
+    TG_TRY(s);
+    uint64_t trained;
+    size_t n = in_window(p, &p->ids, &trained);
+    if (trained == 0) {
+        p->res->without_reply_in_window++;
+        return TG_OK;
+    }
+    return append(p, &p->ids, n, trained);
+}
+
 /* One preference pair: checked (a pair DPO learns nothing from is counted and named, or stops
  * the preparation with `strict`), encoded, both sides cut to the window and appended, the chosen
  * first. */
@@ -147,8 +172,10 @@ static TgStatus read_file(Prep *p, const char *path) {
         if (s != TG_OK || line.kind == TG_JSONL_END) break;
         p->res->lines++;
         char why[320];
+        bool tools = p->opt->chat_template == TG_CHAT_TEMPLATE_MINIMIND3 && !p->opt->pairs;
         bool ok = line.kind == TG_JSONL_OBJECT &&
                   (p->opt->pairs ? tg_pair_parse(&line, &p->conv, &p->rejected, why, sizeof why)
+                   : tools       ? tg_tool_conversation_parse(&line, &p->tools, why, sizeof why)
                                  : tg_chat_conversation_parse(&line, &p->conv, why, sizeof why));
         if (!ok) {
             const char *reason = line.kind == TG_JSONL_OBJECT ? why : line.why;
@@ -159,7 +186,7 @@ static TgStatus read_file(Prep *p, const char *path) {
             }
             continue;
         }
-        s = p->opt->pairs ? add_pair(p, path, line.number) : add_conversation(p);
+        s = p->opt->pairs ? add_pair(p, path, line.number) : tools ? add_tool_conversation(p) : add_conversation(p);
         if (s != TG_OK && p->opt->pairs && s == TG_ERR_FORMAT) break; /* a refused pair: its message names it */
         if (s != TG_OK) {
             s = tg_fail_context(s, "%s, line %lld", path, (long long)line.number);
@@ -272,6 +299,7 @@ TgStatus tg_sft_prepare(const TgSftPrepareOptions *opt, const char *dir, const T
     if (p.masks_open) tg_tokfile_writer_abandon(&p.masks);
     tg_chat_conversation_free(&p.conv);
     tg_chat_conversation_free(&p.rejected);
+    tg_tool_conversation_free(&p.tools);
     tg_chat_ids_free(&p.ids);
     tg_chat_ids_free(&p.rejected_ids);
     free(p.mask);

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/chat_format.h"
 #include "data/prepare.h"
 #include "data/split.h"
 #include "data/tokfile.h"
@@ -50,6 +51,7 @@ typedef struct TgSftPrepareOptions {
     double val_fraction;       /* of the conversations, in (0, 1) */
     bool strict;               /* a malformed line (or a pair DPO cannot learn from) stops the preparation */
     bool pairs;                /* each line a preference pair (data/preference.h), not a conversation */
+    TgChatTemplate chat_template; /* MINIMIND3: conversations with tools and thinking (data/chat_tools.h) */
 } TgSftPrepareOptions;
 
 typedef struct TgSftPrepareResult {

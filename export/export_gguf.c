@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/chat_tools.h"
 #include "tokenizer/tokenizer_hf.h"
 #include "support/atomic_file.h"
 #include "export/export_hf.h"
@@ -92,7 +93,8 @@ static void put_model_metadata(Buf *b, const TgModelConfig *c, TgGgufWeights wei
 #undef ARCH_KEY
 }
 
-static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const TgChatTokens *chat) {
+static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const TgChatTokens *chat,
+                                   TgChatTemplate chat_template) {
     kv_str(b, "tokenizer.ggml.model", "gpt2");
     kv_str(b, "tokenizer.ggml.pre", "gpt-2");
     array_head(b, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, (uint64_t)tok->vocab_size);
@@ -120,7 +122,7 @@ static void put_tokenizer_metadata(Buf *b, const TgTokenizer *tok, const TgChatT
     kv_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)(chat ? chat->im_end : tok->eot_id));
     kv_bool(b, "tokenizer.ggml.add_bos_token", false);
     kv_bool(b, "tokenizer.ggml.add_eos_token", false);
-    if (chat) kv_str(b, "tokenizer.chat_template", tg_chat_template_jinja);
+    if (chat) kv_str(b, "tokenizer.chat_template", tg_chat_template_text(chat_template));
 }
 
 /* ---- tensors -------------------------------------------------------------------------- */
@@ -258,8 +260,8 @@ static void write_tensor_data(FILE *f, const GgufTensor *ts, int n) {
 
 static TgStatus write_gguf(const char *path, Buf *meta, const GgufTensor *ts, int n_tensors);
 
-TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *path,
-                           TgGgufWeights weights) {
+TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat,
+                              TgChatTemplate chat_template, const char *path, TgGgufWeights weights) {
     const TgModelConfig *c = &model->cfg;
     TG_TRY(tg_export_check_llama(c));
     TG_TRY(tg_tokenizer_hf_check_exportable(tok));
@@ -270,7 +272,7 @@ TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, cons
     TG_CHECK(plan_tensors(model, weights, ts) == n_tensors, "tensor count");
     Buf meta = {0};
     put_model_metadata(&meta, c, weights);
-    put_tokenizer_metadata(&meta, tok, chat);
+    put_tokenizer_metadata(&meta, tok, chat, chat_template);
     TgStatus s = write_gguf(path, &meta, ts, n_tensors);
     free(ts);
     return s;

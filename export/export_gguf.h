@@ -49,8 +49,8 @@ TG_ENUM_DECLARE(TgGgufWeights, tg_gguf_weights);
 
 /* Writes the model and its tokenizer to `path` (atomically). Refuses a model that is not a Llama
  * model and a tokenizer no llama.cpp pre-tokenizer reproduces, before writing anything. */
-TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *path,
-                           TgGgufWeights weights);
+TgStatus tg_model_export_gguf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat,
+                              TgChatTemplate chat_template, const char *path, TgGgufWeights weights);
 
 /* Writes the model's LoRA adapters as a llama.cpp LoRA adapter (atomically): general.type
  * "adapter", adapter.type "lora", adapter.lora.alpha, and per adapted weight W of the base's GGUF

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/chat_tools.h"
 #include "tokenizer/tokenizer_hf.h"
 #include "support/atomic_file.h"
 #include "support/json_write.h"
@@ -121,7 +122,8 @@ static void generation_config(TgJsonWriter *w, int32_t bos, int32_t eot, const T
     tg_json_close(w);
 }
 
-static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgChatTokens *chat, int64_t seq_len) {
+static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgChatTokens *chat,
+                             TgChatTemplate chat_template, int64_t seq_len) {
     char *eot = tg_tokenizer_hf_token_text(tok, tok->eot_id),
          *bos = tg_tokenizer_hf_token_text(tok, tg_tokenizer_doc_start(tok));
     tg_json_open_object(w, NULL);
@@ -150,13 +152,13 @@ static void tokenizer_config(TgJsonWriter *w, const TgTokenizer *tok, const TgCh
         free(text);
     }
     tg_json_close(w);
-    if (chat) tg_json_put_string(w, "chat_template", tg_chat_template_jinja);
+    if (chat) tg_json_put_string(w, "chat_template", tg_chat_template_text(chat_template));
     tg_json_close(w);
     free(eot), free(bos);
 }
 
-TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
-                         const char *source_note) {
+TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat,
+                            TgChatTemplate chat_template, const char *dir, const char *source_note) {
     const TgModelConfig *c = &model->cfg;
     TG_TRY(tg_export_check_llama(c));
     TG_TRY(tg_tokenizer_hf_check_exportable(tok));
@@ -186,7 +188,7 @@ TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const 
     generation_config(&w, tg_tokenizer_doc_start(tok), tok->eot_id, chat);
     TG_TRY(json_file_commit(&af, &w));
     TG_TRY(json_file_open(dir, "tokenizer_config.json", &af, &w));
-    tokenizer_config(&w, tok, chat, c->seq_len);
+    tokenizer_config(&w, tok, chat, chat_template, c->seq_len);
     return json_file_commit(&af, &w);
 }
 

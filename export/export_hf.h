@@ -53,10 +53,10 @@ TgStatus tg_model_export_peft(const TgModel *model, const char *dir);
 TgStatus tg_export_adapter_check(const TgLora *lora, const char *why, const char *merged_flag);
 /* Writes the folder `dir` (created with its parents when missing), checked first
  * (tg_model_export_hf_check); `chat` (NULL for a model not fine-tuned on conversations) its ChatML
- * markers. model.safetensors records the run's tokenizer fingerprint and the one
- * the folder's tokenizer.json has when a run imports it (export/convert.h: TgWeightsTokenizer). The
- * model and the tokenizer are checked before anything is written. */
-TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat, const char *dir,
-                         const char *source_note);
+ * markers, `chat_template` the template tokenizer_config.json gets (data/chat_tools.h). model.safetensors records the
+ * run's tokenizer fingerprint and the one the folder's tokenizer.json has when a run imports it (export/convert.h:
+ * TgWeightsTokenizer). The model and the tokenizer are checked before anything is written. */
+TgStatus tg_model_export_hf(const TgModel *model, const TgTokenizer *tok, const TgChatTokens *chat,
+                            TgChatTemplate chat_template, const char *dir, const char *source_note);
 
 #endif

@@ -41,6 +41,7 @@ typedef struct TgRun {
     char base_train_tokens[TG_PATH_CAP]; /* a new run from a base run: the base's train tokens ("" unknown) */
     TgTrainTask task;       /* what it trains on: text, conversations to fine-tune on, or preference pairs */
     double dpo_beta;        /* a dpo run's beta: from --beta (its default filled in), or from run.txt on a resume */
+    TgChatTemplate chat_template; /* how its conversations render: from --chat-template, or run.txt */
     TgTrainerState state;
     bool resumed;
     TgPrecision precision;  /* its linear layers' products: from --precision, or from run.txt on a resume */
@@ -104,6 +105,9 @@ void tg_run_close(TgRun *run);
 TgStatus tg_run_open_val(TgRun *run);
 /* What the run in DIR trains on (its run.txt's --task; a run folder without run.txt pretrains). */
 TgStatus tg_run_task(const char *dir, TgTrainTask *task);
+/* How the run in DIR renders its conversations (its run.txt's --chat-template; ChatML when it
+ * records none). */
+TgStatus tg_run_chat_template(const char *dir, TgChatTemplate *t);
 
 /* A figure of a metrics line besides the fixed ones: a task's accuracy ("task/NAME/acc"). */
 typedef struct TgRunMetric {

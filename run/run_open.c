@@ -22,6 +22,7 @@ static TgStatus read_run_dataset(TgRun *run) {
     TgStatus s = tg_run_identity_read(run->dir, &id, &strings);
     if (s == TG_OK && id.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", id.dataset);
     if (s == TG_OK) run->task = id.task, run->precision = id.precision, run->dpo_beta = id.dpo_beta;
+    if (s == TG_OK) run->chat_template = id.chat_template;
     tg_opt_strings_free(&strings);
     return s;
 }
@@ -66,6 +67,7 @@ static TgStatus open_resumed(const TgTrainRequest *req, bool writes, TgRun *run)
     if (s == TG_OK) run->precision = stored.precision;
     if (s == TG_OK && stored.dataset) snprintf(run->dataset, sizeof run->dataset, "%s", stored.dataset);
     if (s == TG_OK) run->task = stored.task, run->keep_best = stored.keep_best, run->dpo_beta = stored.dpo_beta;
+    if (s == TG_OK) run->chat_template = stored.chat_template;
     if (s == TG_OK && run->task == TG_TASK_DPO && !(run->dpo_beta > 0))
         s = tg_fail(TG_ERR_FORMAT, "%s/%s records no `beta` for its dpo run: add the `beta` it trained with", run->dir,
                     TG_RUN_IDENTITY_FILE);

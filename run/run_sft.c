@@ -63,6 +63,7 @@ static TgStatus prepare_sft_data(TgRun *run, const TgRunSpec *spec, bool strict,
                                .seq_len = seq_len,
                                .val_fraction = spec->val_fraction,
                                .pairs = spec->task == TG_TASK_DPO,
+                               .chat_template = spec->chat_template,
                                .strict = strict};
     TgPrepareReporter rep = {run->messages.ctx, run->messages.emit, preparing ? preparing->progress : NULL};
     if (preparing) rep.ctx = preparing->ctx, rep.message = preparing->message;
@@ -138,6 +139,7 @@ TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPre
     tg_run_base_free(&base);
     TG_TRY(s);
     run->dpo_beta = id.dpo_beta;
+    run->chat_template = id.chat_template;
     run->state.seed = (uint64_t)id.seed;
     run->state.best_val_loss = INFINITY;
     return TG_OK;
@@ -152,6 +154,19 @@ TgStatus tg_run_task(const char *dir, TgTrainTask *task) {
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(dir, &id, &strings);
     if (s == TG_OK) *task = id.task;
+    tg_opt_strings_free(&strings);
+    return s;
+}
+
+TgStatus tg_run_chat_template(const char *dir, TgChatTemplate *t) {
+    char path[TG_PATH_CAP];
+    *t = TG_CHAT_TEMPLATE_CHATML;
+    TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
+    if (access(path, F_OK) != 0) return TG_OK;
+    TgRunSpec id;
+    TgOptStrings strings = {0};
+    TgStatus s = tg_run_identity_read(dir, &id, &strings);
+    if (s == TG_OK) *t = id.chat_template;
     tg_opt_strings_free(&strings);
     return s;
 }

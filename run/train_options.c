@@ -68,6 +68,28 @@ static bool beta_equal(const void *a, const void *b) { return *(const double *)a
 
 static const TgOptCodec beta_codec = {sizeof(double), beta_parse, beta_format, beta_equal};
 
+/* --chat-template of sft: chatml or minimind-3; written to run.txt only when not ChatML, so that
+ * the run.txt of every other run keeps its bytes */
+static TgStatus template_parse(const TgOptSpec *spec, void *field, const char *text) {
+    for (int t = 0; t < TG_CHAT_TEMPLATE_COUNT; t++)
+        if (strcmp(text, tg_chat_template_name((TgChatTemplate)t)) == 0) {
+            *(TgChatTemplate *)field = (TgChatTemplate)t;
+            return TG_OK;
+        }
+    return tg_fail(TG_ERR_ARG, "%s must be chatml or minimind-3, got '%s'", spec->flag, text);
+}
+
+static void template_format(const void *field, char *buf, size_t cap) {
+    TgChatTemplate t = *(const TgChatTemplate *)field;
+    snprintf(buf, cap, "%s", t == TG_CHAT_TEMPLATE_CHATML ? "" : tg_chat_template_name(t));
+}
+
+static bool template_equal(const void *a, const void *b) {
+    return *(const TgChatTemplate *)a == *(const TgChatTemplate *)b;
+}
+
+static const TgOptCodec template_codec = {sizeof(TgChatTemplate), template_parse, template_format, template_equal};
+
 /* 0, or a k slice the GEMM takes (a multiple of 8 in [TG_GEMM_KC_MIN, TG_GEMM_KC_MAX]) */
 static TgStatus check_gemm_kc(const TgOptSpec *spec, const void *field) {
     int64_t kc = *(const int64_t *)field;
@@ -189,6 +211,10 @@ static const TgOptSpec specs[] = {
                  "dpo: how far the model may move from the one it starts from (the loss is -log sigmoid(beta "
                  "(log-ratio of the chosen reply - that of the rejected one))); run.txt records it",
                  NULL, ID, TG_OPT_STRINGIFY(TG_DPO_DEFAULT_BETA), &beta_codec),
+    TG_OPT_CODEC(T, spec.chat_template, "--chat-template",
+                 "sft: how conversations render: chatml, or minimind-3 (MiniMind-3's template: tools, tool calls and "
+                 "responses, thinking; its SFT files as they are); run.txt records it",
+                 "chatml|minimind-3", ID, "chatml", &template_codec),
     TG_FLAG_STEPS(T, schedule.steps, "optimizer steps; the LR schedule spans them", SAVED | NUM, NULL),
     TG_FLAG_BATCH(T, schedule.batch, "sequences per micro-batch (dpo: pairs, each two sequences)", SAVED | NUM, NULL),
     TG_OPT(T, schedule.accum, "--accum", TG_OPT_INT64, "micro-batches per step: gradient accumulation",
@@ -468,6 +494,11 @@ TgStatus tg_train_options_validate(const TgTrainOptions *o) {
     if (tg_train_task_chat(o->spec.task) && !o->invocation.resume) TG_TRY(check_sft(o));
     if (given(o, "--beta") && o->spec.task != TG_TASK_DPO && !o->invocation.resume)
         return tg_fail(TG_ERR_ARG, "--beta is DPO's (tapegrad dpo, or --task dpo): drop it");
+    if (o->spec.chat_template != TG_CHAT_TEMPLATE_CHATML && o->spec.task != TG_TASK_SFT && !o->invocation.resume)
+        return tg_fail(TG_ERR_ARG, "--chat-template %s renders the conversations of `tapegrad sft`; %s",
+                       tg_chat_template_name(o->spec.chat_template),
+                       o->spec.task == TG_TASK_DPO ? "dpo reads its pairs as ChatML"
+                                                   : "a pretraining run has none: drop it");
     if (o->spec.task == TG_TASK_DPO && o->spec.keep_best.kind == TG_EVAL_METRIC_VAL_BPB)
         return tg_fail(TG_ERR_ARG,
                        "--keep-best val_bpb: a dpo run's val loss is DPO's, a loss over pairs with no bits per "

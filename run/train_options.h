@@ -26,6 +26,7 @@
 #include "tapegrad/model.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/tape.h"
+#include "data/chat_format.h"
 #include "data/task_file.h"
 #include "run/run_folder.h"
 #include "run/shared_flags.h"
@@ -142,6 +143,8 @@ typedef struct TgRunSpec {
                                 * Fixed for the run: its checkpoints' best record is of this figure */
     double dpo_beta;           /* dpo: the loss's beta (train/dpo.h); 0: not dpo, or TG_DPO_DEFAULT_BETA before
                                 * tg_train_options_derive fills it in, which run.txt then records */
+    TgChatTemplate chat_template; /* sft: how its conversations render (data/chat_format.h); run.txt records
+                                   * it when not ChatML */
 } TgRunSpec;
 
 /* How it trains: train_options.txt keeps it, and a resume may change it. Read by train/. */

@@ -841,7 +841,15 @@ TgStatus serve_start(Server **out, TgRun *run, const ServeOptions *o) {
     s->loaded_ino = stat(run->last_checkpoint, &loaded) == 0 ? loaded.st_ino : 0;
     snprintf(s->host, sizeof s->host, "%s", o->host ? o->host : "127.0.0.1");
     s->o.host = s->host;
-    TgStatus st = tg_chat_tokens_find(&run->tok, run->dir, &s->ct);
+    TgChatTemplate t = TG_CHAT_TEMPLATE_CHATML;
+    TgStatus st = tg_run_chat_template(run->dir, &t);
+    if (st == TG_OK && t != TG_CHAT_TEMPLATE_CHATML)
+        st = tg_fail(
+            TG_ERR_MISMATCH,
+            "%s renders MiniMind-3's template (tools, thinking), which this server does not hold yet: export it "
+            "(ckpt export) and serve the file with llama.cpp's server",
+            run->dir);
+    if (st == TG_OK) st = tg_chat_tokens_find(&run->tok, run->dir, &s->ct);
     if (st != TG_OK) {
         free(s);
         return st;

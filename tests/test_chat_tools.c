@@ -1,9 +1,15 @@
 /* Conversations with tools and thinking (data/chat_tools.h): read from MiniMind's SFT format,
- * their refusals, and their ids and loss mask. Their rendering is held to Jinja's in
+ * their refusals, and their ids and loss mask; then `tapegrad sft --chat-template minimind-3` on
+ * such a file, its export and what chat says of it. Their rendering is held to Jinja's in
  * tests/test_clients.c. */
 #include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ckptutil.h"
+#include "datagen.h"
 
 #include "data/chat_format.h"
 #include "data/chat_tools.h"
@@ -152,4 +158,124 @@ Test(chat_tools, what_is_no_tool_conversation_is_refused_naming_its_line_turn_an
         cr_expect(strstr(why, bad[i].says), "%s\n  says: %s\n  not: %s", bad[i].line, why, bad[i].says);
     }
     tg_tool_conversation_free(&conv);
+}
+
+/* ---- `tapegrad sft --chat-template minimind-3` */
+
+CKPT_SCRATCH_FIXTURE
+
+/* Conversations of MiniMind-3's SFT format: a tool called and answered, thinking, plain replies. */
+static char *tool_data(int n) {
+    static const char *const kinds[] = {
+        WEATHER,
+        "{\"conversations\": [{\"role\": \"user\", \"content\": \"Say hello.\"}, {\"role\": \"assistant\", "
+        "\"content\": "
+        "\"Hello.\", \"reasoning_content\": \"A greeting.\"}]}",
+        "{\"conversations\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
+        "\"2+2?\"}, "
+        "{\"role\": \"assistant\", \"content\": \"<think>\\nadd\\n</think>\\n\\n4\"}]}",
+    };
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap);
+    for (int i = 0; i < n; i++) len += (size_t)snprintf(text + len, cap - len, "%s\n", kinds[i % 3]);
+    return text;
+}
+
+/* The trained tokens the conversations of `text` hold in a window of `seq`, rendered and encoded
+ * with the run's tokenizer. */
+static uint64_t expected_trained(const char *run, const char *text, int64_t seq) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.txt", run);
+    TgTokenizer tok;
+    cr_assert_eq(tg_tokenizer_load(path, &tok), TG_OK, "%s", tg_error_message());
+    TgChatTokens ct;
+    cr_assert_eq(tg_chat_tokens_find(&tok, run, &ct), TG_OK);
+    TgToolConversation conv = {0};
+    uint64_t trained = 0;
+    int64_t number = 0;
+    for (const char *line = text; *line; line = strchr(line, '\n') + 1) {
+        size_t len = strcspn(line, "\n");
+        char *copy = strndup(line, len), why[320];
+        TgJsonlLine l;
+        tg_jsonl_line_of(copy, len, ++number, &l);
+        cr_assert(tg_tool_conversation_parse(&l, &conv, why, sizeof why), "%s", why);
+        TgToolRendering r;
+        tg_tool_render(&conv, false, false, &r);
+        TgChatIds ids = {0};
+        cr_assert_eq(tg_tool_encode(&tok, &ct, &r, &ids), TG_OK);
+        cr_assert_leq((int64_t)ids.n, seq, "the check wants whole conversations: %zu ids", ids.n);
+        for (size_t i = 1; i < ids.n; i++) trained += ids.trained[i];
+        tg_chat_ids_free(&ids);
+        tg_tool_rendering_free(&r);
+        free(copy);
+    }
+    tg_tool_conversation_free(&conv);
+    tg_tokenizer_free(&tok);
+    return trained;
+}
+
+Test(chat_tools_cli, sft_trains_on_minimind3s_format_and_exports_its_template, .init = setup, .fini = teardown,
+     .timeout = 180) {
+    char *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"),
+         *data = datagen_path(dir, "tools.jsonl"), *hf = datagen_path(dir, "hf"), *out = NULL;
+    int rc =
+        ckpt_cli(&out,
+                 "train " CKPT_TEST_FLAGS " --seq 1024 --data %s --tokenizer bpe --vocab 320 --special-tokens chatml "
+                 "--steps 2 --eval-every 0 --out %s",
+                 corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *text = tool_data(30);
+    datagen_write(dir, "tools.jsonl", text, strlen(text));
+    rc = ckpt_cli(&out,
+                  "sft " CKPT_TEST_FLAGS " --seq 1024 --chat-template minimind-3 --init-from %s --data %s --steps 2 "
+                  "--eval-every 0 --out %s",
+                  base, data, tuned);
+    cr_assert_eq(rc, 0, "%s", out);
+    /* every conversation kept, its trained tokens those of the template's spans */
+    uint64_t trained = expected_trained(tuned, text, 1024);
+    char want[96];
+    snprintf(want, sizeof want, "%" PRIu64 " of them trained", trained);
+    cr_expect(strstr(out, "conversations: 30 ") && strstr(out, want), "expected 30 conversations, %s:\n%s", want, out);
+    free(out);
+    char run_txt[4200];
+    snprintf(run_txt, sizeof run_txt, "%s/run.txt", tuned);
+    char *identity = ckpt_read_text(run_txt);
+    cr_expect(strstr(identity, "--chat-template minimind-3"), "%s", identity);
+    free(identity);
+    rc = ckpt_cli(&out, "sft --resume %s --steps 3", tuned);
+    cr_expect_eq(rc, 0, "a resume reads the template back: %s", out);
+    free(out);
+    /* the export carries the template; chat says where to take the run */
+    rc = ckpt_cli(&out, "ckpt export %s --hf %s", tuned, hf);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "MiniMind-3's template"), "%s", out);
+    free(out);
+    char config_path[4200];
+    snprintf(config_path, sizeof config_path, "%s/tokenizer_config.json", hf);
+    char *config = ckpt_read_text(config_path);
+    cJSON *json = cJSON_Parse(config);
+    cJSON *tmpl = cJSON_GetObjectItem(json, "chat_template");
+    cr_expect(cJSON_IsString(tmpl) && strcmp(tmpl->valuestring, tg_tool_template_jinja) == 0, "%s", config);
+    cJSON_Delete(json), free(config);
+    rc = ckpt_cli(&out, "chat --run %s --message hi", tuned);
+    cr_expect(rc == 1 && strstr(out, "renders MiniMind-3's template") && strstr(out, "ckpt export"), "%s", out);
+    free(out);
+    /* the template is sft's; a line whose tools are not JSON is named, and stops a strict run */
+    rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --chat-template minimind-3 --data %s --steps 1 --out %s/p", corpus,
+                  dir);
+    cr_expect(rc == 2 && strstr(out, "renders the conversations of `tapegrad sft`"), "%s", out);
+    free(out);
+    const char *bad = "{\"conversations\": [{\"role\": \"system\", \"content\": \"s\", \"tools\": \"[{\\\"a\\\": \"}, "
+                      "{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}\n";
+    char *with_bad = malloc(strlen(text) + strlen(bad) + 1);
+    strcat(strcpy(with_bad, bad), text);
+    datagen_write(dir, "tools.jsonl", with_bad, strlen(with_bad));
+    rc = ckpt_cli(&out,
+                  "sft " CKPT_TEST_FLAGS " --seq 1024 --chat-template minimind-3 --init-from %s --data %s --steps 1 "
+                  "--eval-every 0 --strict --out %s/strict",
+                  base, data, dir);
+    cr_expect(rc != 0 && strstr(out, "tools.jsonl: line 1, turn 1: tools is not valid JSON"), "%s", out);
+    free(out);
+    free(with_bad), free(text), free(base), free(tuned), free(data), free(hf);
 }
