@@ -19,12 +19,15 @@
 #include "support/json_write.h"
 #include "tapegrad/engine.h"
 #include "model/chat.h"
+#include "model/tool_chat.h"
+#include "support/file_read.h"
+#include "support/json_reader.h"
 #include "run/memory_plan.h"
 #include "run/run.h"
 
 typedef struct {
-    const char *run, *system, *message;
-    bool jsonl;
+    const char *run, *system, *message, *tools;
+    bool jsonl, think;
     int64_t tokens, seed;
     double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
     int top_k, threads;
@@ -33,14 +36,26 @@ typedef struct {
 #define C ChatFlags
 static const TgOptSpec specs[] = {
     TG_FLAG_RUN(C, run, "run folder (its latest checkpoint) or a checkpoint file of a fine-tuned run", 0, "required"),
-    TG_OPT(C, system, "--system", TG_OPT_STRING, "the system turn that opens the conversation", TG_OPT_ANY, NULL, 0, "none"),
-    TG_OPT(C, message, "--message", TG_OPT_STRING, "print the reply to this one user turn, then exit", TG_OPT_ANY, NULL, 0, NULL),
-    TG_OPT(C, jsonl, "--jsonl", TG_OPT_BOOL,
+    TG_OPT(C, system, "--system", TG_OPT_STRING, "the system turn that opens the conversation", TG_OPT_ANY, NULL, 0,
+           "none"),
+    TG_OPT(C, message, "--message", TG_OPT_STRING, "print the reply to this one user turn, then exit", TG_OPT_ANY, NULL,
+           0, NULL),
+    TG_OPT(
+        C, jsonl, "--jsonl", TG_OPT_BOOL,
         "read conversations from stdin, one JSON object a line ({\"conversations\": [...]}, the last turn the user's), "
         "and write each reply as a JSON line",
         TG_OPT_ANY, NULL, 0, NULL),
-    TG_OPT(C, tokens, "--tokens", TG_OPT_INT64, "the most tokens of a reply", ((TgOptRange){0, TG_TRAIN_MAX_COUNT, true, false}),
-        NULL, 0, NULL),
+    TG_OPT(C, tokens, "--tokens", TG_OPT_INT64, "the most tokens of a reply",
+           ((TgOptRange){0, TG_TRAIN_MAX_COUNT, true, false}), NULL, 0, NULL),
+    TG_OPT(C, think, "--think", TG_OPT_BOOL,
+           "a run of MiniMind-3's template: open the thinking (the reply thinks first, shown apart); without it the "
+           "template closes it empty",
+           TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(C, tools, "--tools", TG_OPT_STRING,
+           "a run of MiniMind-3's template: the tool definitions, a JSON array in FILE, for --message (a --jsonl line "
+           "brings "
+           "its own)",
+           TG_OPT_ANY, NULL, 0, "none"),
     TG_FLAG_TEMPERATURE(C, temperature, 0),
     TG_FLAG_TOP_K(C, top_k, 0),
     TG_FLAG_TOP_P(C, top_p, 0),
@@ -63,6 +78,8 @@ typedef struct {
     TgChatSession session;
     bool open;
     TgSampleOptions sampling;
+    TgChatTemplate chat_template;
+    TgChatTokens ct;
 } Chat;
 
 static TgStatus chat_begin(Chat *c, const char *system, size_t system_len) {
@@ -101,6 +118,87 @@ static TgStatus reply_to(Chat *c, const TgConversation *conv, TgChatReply *reply
     return tg_chat_session_reply(&c->session, chat_turn_text(conv, n - 1), conv->turns[n - 1].len, NULL, NULL, reply);
 }
 
+/* One --jsonl line of a run of MiniMind-3's template (a TG_JSONL_OBJECT): its reply, as a JSON line
+ * {"reply", "reasoning_content", "tool_calls", "finish", "tokens"}; or TG_ERR_FORMAT with why. */
+static TgStatus answer_tool_line(Chat *c, const TgJsonlLine *line, char *why, size_t cap) {
+    TgToolConversation conv = {0};
+    if (!tg_tool_conversation_parse(line, &conv, why, cap)) {
+        tg_tool_conversation_free(&conv);
+        return TG_ERR_FORMAT;
+    }
+    TgToolRole last = conv.turns[conv.n_turns - 1].role;
+    TgStatus s = TG_OK;
+    TgToolReply reply;
+    if (last != TG_TOOL_USER && last != TG_TOOL_TOOL) {
+        snprintf(why, cap, "line %lld: the last turn is the %s's; a reply answers a user or tool turn",
+                 (long long)line->number, last == TG_TOOL_SYSTEM ? "system" : "assistant");
+        s = TG_ERR_FORMAT;
+    } else {
+        s = tg_tool_chat_reply(&c->run.model, &c->run.tok, &c->ct, &c->engine.tape, &c->sampling, (uint64_t)c->o->seed,
+                               c->o->tokens, &conv, c->o->think, &reply);
+        if (s != TG_OK) snprintf(why, cap, "line %lld: %s", (long long)line->number, tg_error_message());
+    }
+    tg_tool_conversation_free(&conv);
+    if (s != TG_OK) return s;
+    fputs("{\"reply\":", stdout);
+    tg_json_write_bytes(stdout, reply.content, reply.content_len);
+    fputs(",\"reasoning_content\":", stdout);
+    tg_json_write_bytes(stdout, reply.reasoning, reply.reasoning_len);
+    printf(",\"tool_calls\":%s,\"finish\":\"%s\",\"tokens\":%lld}\n", reply.calls,
+           reply.finish == TG_CHAT_FINISH_END ? "end" : "length", (long long)reply.n_ids);
+    tg_tool_reply_free(&reply);
+    return TG_OK;
+}
+
+/* --message on a run of MiniMind-3's template: the conversation [--system] + the message, with
+ * the --tools file's tools; the thinking and the calls shown apart from the reply. */
+static TgStatus tool_message(Chat *c) {
+    char *tools = NULL;
+    size_t tools_len = 0;
+    if (c->o->tools) {
+        TgStatus s = tg_file_read_all(c->o->tools, 16u << 20, &tools, &tools_len);
+        if (s != TG_OK) return tg_fail_context(s, "--tools %s", c->o->tools);
+        if (tg_json_check(tools, tools_len, c->o->tools) != TG_OK) {
+            free(tools);
+            return TG_ERR_FORMAT;
+        }
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fputs("{\"conversations\": [", f);
+    if (c->o->system)
+        fputs("{\"role\": \"system\", \"content\": ", f), tg_json_write_string(f, c->o->system), fputs("}, ", f);
+    fputs("{\"role\": \"user\", \"content\": ", f);
+    tg_json_write_string(f, c->o->message);
+    fputs("}]", f);
+    if (tools) fprintf(f, ", \"tools\": %s", tools);
+    fputs("}", f);
+    fclose(f);
+    free(tools);
+    TgJsonlLine line;
+    tg_jsonl_line_of(text, len, 1, &line);
+    TgToolConversation conv = {0};
+    char why[320];
+    TgStatus s = TG_OK;
+    if (line.kind != TG_JSONL_OBJECT || !tg_tool_conversation_parse(&line, &conv, why, sizeof why))
+        s = tg_fail(TG_ERR_FORMAT, "--tools %s: %s", c->o->tools ? c->o->tools : "",
+                    line.kind != TG_JSONL_OBJECT ? line.why : why);
+    TgToolReply reply;
+    if (s == TG_OK)
+        s = tg_tool_chat_reply(&c->run.model, &c->run.tok, &c->ct, &c->engine.tape, &c->sampling, (uint64_t)c->o->seed,
+                               c->o->tokens, &conv, c->o->think, &reply);
+    tg_tool_conversation_free(&conv);
+    free(text);
+    TG_TRY(s);
+    if (reply.reasoning_len) printf("(thinking) %s\n", reply.reasoning);
+    fwrite(reply.content, 1, reply.content_len, stdout);
+    putchar('\n');
+    if (reply.n_calls) printf("(tool calls) %s\n", reply.calls);
+    tg_tool_reply_free(&reply);
+    return cli_stdout_check();
+}
+
 /* The longest message a line can get: a line number before the longest library message. */
 enum { WHY_CAP = 2304 };
 
@@ -132,6 +230,12 @@ static TgStatus reply_jsonl(Chat *c) {
         TgChatReply reply = {0};
         if (line.kind != TG_JSONL_OBJECT) {
             snprintf(why, WHY_CAP, "%s", line.why);
+        } else if (c->chat_template == TG_CHAT_TEMPLATE_MINIMIND3) {
+            s = answer_tool_line(c, &line, why, WHY_CAP);
+            if (s == TG_OK) {
+                if ((result = cli_stdout_check()) != TG_OK) break;
+                continue;
+            }
         } else if (tg_chat_conversation_parse(&line, &conv, why, WHY_CAP)) {
             s = reply_to(c, &conv, &reply);
             if (s != TG_OK) snprintf(why, WHY_CAP, "line %lld: %s", (long long)number, tg_error_message());
@@ -310,20 +414,24 @@ static int chat_main(int argc, char **argv) {
     c.sampling.frequency_penalty = o.frequency_penalty, c.sampling.presence_penalty = o.presence_penalty;
     TgStatus s = tg_run_open_existing(o.run, &c.run);
     if (s == TG_OK) s = tg_sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
-    TgChatTokens ct;
-    TgChatTemplate t = TG_CHAT_TEMPLATE_CHATML;
-    if (s == TG_OK) s = tg_run_chat_template(c.run.dir, &t);
-    if (s == TG_OK && t != TG_CHAT_TEMPLATE_CHATML)
-        s = tg_fail(
-            TG_ERR_MISMATCH,
-            "%s renders MiniMind-3's template (tools, thinking), which `tapegrad chat` does not hold yet: "
-            "export it (tapegrad ckpt export %s --gguf FILE, or --hf DIR), whose template the file carries, and "
-            "chat in llama.cpp or transformers",
-            c.run.dir, c.run.dir);
-    if (s == TG_OK) s = tg_chat_tokens_find(&c.run.tok, c.run.dir, &ct);
+    if (s == TG_OK) s = tg_run_chat_template(c.run.dir, &c.chat_template);
+    bool tools = c.chat_template == TG_CHAT_TEMPLATE_MINIMIND3;
+    if (s == TG_OK && tools && !o.message && !o.jsonl)
+        s = tg_fail(TG_ERR_ARG,
+                    "%s renders MiniMind-3's template (tools, thinking): give --message or --jsonl (a conversation on "
+                    "the terminal holds ChatML runs only so far)",
+                    c.run.dir);
+    if (s == TG_OK && !tools && (o.think || o.tools))
+        s = tg_fail(TG_ERR_ARG,
+                    "--think and --tools are for a run of MiniMind-3's template (sft --chat-template minimind-3); "
+                    "%s renders ChatML",
+                    c.run.dir);
+    if (s == TG_OK && o.tools && !o.message)
+        s = tg_fail(TG_ERR_ARG, "--tools gives the tools of --message; a --jsonl line brings its own");
+    if (s == TG_OK) s = tg_chat_tokens_find(&c.run.tok, c.run.dir, &c.ct);
     if (s == TG_OK) {
         tg_engine_open(&c.engine, o.threads, 16u << 20);
-        s = o.message ? reply_once(&c) : o.jsonl ? reply_jsonl(&c) : converse(&c);
+        s = o.message ? (tools ? tool_message(&c) : reply_once(&c)) : o.jsonl ? reply_jsonl(&c) : converse(&c);
         /* the model, not the input: the message names the checkpoint */
         if (s == TG_ERR_NUMERIC) tg_fail_context(s, "%s", c.run.last_checkpoint);
         if (c.open) tg_chat_session_close(&c.session);

@@ -283,6 +283,10 @@ TgStatus tg_chat_encode_text(const TgTokenizer *tok, const char *text, size_t le
     return encode_text(tok, text, len, false, out);
 }
 
+TgStatus tg_chat_encode_text_literal(const TgTokenizer *tok, const char *text, size_t len, TgChatIds *out) {
+    return encode_text(tok, text, len, true, out);
+}
+
 static TgStatus encode_turn(const TgTokenizer *tok, const TgChatTokens *ct, TgChatRole role, const char *content,
                             size_t len, bool literal, TgChatIds *out) {
     /* "{role}\n{content}" is one piece between the markers, encoded as the whole text is */

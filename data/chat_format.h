@@ -119,6 +119,8 @@ TgStatus tg_chat_encode_turn_literal(const TgTokenizer *tok, const TgChatTokens 
 TgStatus tg_chat_encode_conversation(const TgTokenizer *tok, const TgChatTokens *ct, const TgConversation *conv, TgChatIds *out);
 /* Appends the ids of text[0..len), none of them trained. */
 TgStatus tg_chat_encode_text(const TgTokenizer *tok, const char *text, size_t len, TgChatIds *out);
+/* The same with special-token text kept text (tg_tokenizer_encode_literal). */
+TgStatus tg_chat_encode_text_literal(const TgTokenizer *tok, const char *text, size_t len, TgChatIds *out);
 /* Appends the generation prompt's ids. */
 TgStatus tg_chat_encode_generation_prompt(const TgTokenizer *tok, const TgChatTokens *ct, TgChatIds *out);
 

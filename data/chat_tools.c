@@ -420,7 +420,7 @@ bool tg_tool_conversation_parse(const TgJsonlLine *line, TgToolConversation *con
 
 typedef struct {
     TgToolRendering *r;
-    size_t cap, cap_spans;
+    size_t cap, cap_spans, cap_markers;
 } Out;
 
 static void emit(Out *o, const char *s, size_t n) {
@@ -435,6 +435,16 @@ static void emit(Out *o, const char *s, size_t n) {
 }
 
 static void emits(Out *o, const char *s) { emit(o, s, strlen(s)); }
+
+/* A marker the template writes (not one a content holds): where it is, then its text. */
+static void mark(Out *o, bool start) {
+    TgToolRendering *r = o->r;
+    if (r->n_markers == o->cap_markers)
+        r->markers =
+            tg_realloc(r->markers, (o->cap_markers = o->cap_markers ? 2 * o->cap_markers : 16) * sizeof *r->markers);
+    r->markers[r->n_markers++] = r->len;
+    emits(o, start ? IM_START : IM_END);
+}
 
 static void trained_from(Out *o, size_t start) {
     TgToolRendering *r = o->r;
@@ -480,7 +490,8 @@ static void render_assistant(Out *o, const TgToolConversation *conv, const TgToo
     bool has_content = content_len > 0; /* the template's `content` (before its own lstrip) */
     strip_newlines(&reasoning, &reasoning_len, true, true);
     strip_newlines(&content, &content_len, true, false);
-    emits(o, IM_START "assistant\n");
+    mark(o, true);
+    emits(o, "assistant\n");
     size_t start = o->r->len;
     emits(o, "<think>\n");
     emit(o, reasoning, reasoning_len);
@@ -490,7 +501,7 @@ static void render_assistant(Out *o, const TgToolConversation *conv, const TgToo
         if (has_content) emits(o, "\n");
         emit(o, tg_tool_text(conv, t->calls), t->calls.len);
     }
-    emits(o, IM_END);
+    mark(o, false);
     trained_from(o, start);
     emits(o, "\n");
 }
@@ -502,18 +513,23 @@ void tg_tool_render(const TgToolConversation *conv, bool add_generation_prompt, 
     emit(&o, "", 0);
     bool first_system = conv->n_turns > 0 && conv->turns[0].role == TG_TOOL_SYSTEM;
     if (conv->n_tools > 0) { /* an empty list is no tools, as the template's `if tools` reads it */
-        emits(&o, IM_START "system\n");
+        mark(&o, true);
+        emits(&o, "system\n");
         if (first_system) {
             emit(&o, tg_tool_text(conv, conv->turns[0].content), conv->turns[0].content.len);
             emits(&o, "\n\n");
         }
         emits(&o, TOOLS_HEAD);
         emit(&o, tg_tool_text(conv, conv->tools), conv->tools.len);
-        emits(&o, TOOLS_TAIL IM_END "\n");
+        emits(&o, TOOLS_TAIL);
+        mark(&o, false);
+        emits(&o, "\n");
     } else if (first_system) {
-        emits(&o, IM_START "system\n");
+        mark(&o, true);
+        emits(&o, "system\n");
         emit(&o, tg_tool_text(conv, conv->turns[0].content), conv->turns[0].content.len);
-        emits(&o, IM_END "\n");
+        mark(&o, false);
+        emits(&o, "\n");
     }
     for (size_t i = 0; i < conv->n_turns; i++) {
         const TgToolTurn *t = &conv->turns[i];
@@ -522,52 +538,63 @@ void tg_tool_render(const TgToolConversation *conv, bool add_generation_prompt, 
         case TG_TOOL_SYSTEM: /* past the first, a system turn renders as a user turn does */
         case TG_TOOL_USER:
             if (t->role == TG_TOOL_SYSTEM && i == 0) break;
-            emits(&o, IM_START);
+            mark(&o, true);
             emits(&o, role_names[t->role]);
             emits(&o, "\n");
             emit(&o, content, t->content.len);
-            emits(&o, IM_END "\n");
+            mark(&o, false);
+            emits(&o, "\n");
             break;
         case TG_TOOL_ASSISTANT:
             render_assistant(&o, conv, t);
             break;
         case TG_TOOL_TOOL:
-            if (i == 0 || conv->turns[i - 1].role != TG_TOOL_TOOL) emits(&o, IM_START "user");
+            if (i == 0 || conv->turns[i - 1].role != TG_TOOL_TOOL) mark(&o, true), emits(&o, "user");
             emits(&o, "\n<tool_response>\n");
             emit(&o, content, t->content.len);
             emits(&o, "\n</tool_response>");
-            if (i + 1 == conv->n_turns || conv->turns[i + 1].role != TG_TOOL_TOOL) emits(&o, IM_END "\n");
+            if (i + 1 == conv->n_turns || conv->turns[i + 1].role != TG_TOOL_TOOL) mark(&o, false), emits(&o, "\n");
             break;
         case TG_TOOL_ROLE_COUNT:
             break;
         }
     }
     if (add_generation_prompt)
-        emits(&o, IM_START "assistant\n<think>\n"), emits(&o, open_thinking ? "" : "\n</think>\n\n");
+        mark(&o, true), emits(&o, "assistant\n<think>\n"), emits(&o, open_thinking ? "" : "\n</think>\n\n");
 }
 
 void tg_tool_rendering_free(TgToolRendering *r) {
-    free(r->text), free(r->trained);
+    free(r->text), free(r->trained), free(r->markers);
     memset(r, 0, sizeof *r);
 }
 
 /* ---- ids ---- */
 
-TgStatus tg_tool_encode(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolRendering *r, TgChatIds *out) {
+TgStatus tg_tool_encode(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolRendering *r, bool literal,
+                        TgChatIds *out) {
     static const char *const markers[2] = {IM_START, IM_END};
     const size_t marker_len[2] = {strlen(IM_START), strlen(IM_END)};
-    size_t at = 0, span = 0;
+    size_t at = 0, span = 0, next_marker = 0;
     TgChatIds piece = {0};
     for (;;) {
-        /* the next marker at or after `at`, and the piece before it */
+        /* the next marker at or after `at` (literal: the next the template wrote), and the piece
+         * before it */
         size_t next = r->len;
         int which = -1;
-        for (int m = 0; m < 2; m++) {
-            const char *hit = memmem(r->text + at, r->len - at, markers[m], marker_len[m]);
-            if (hit && (size_t)(hit - r->text) < next) next = (size_t)(hit - r->text), which = m;
+        if (literal) {
+            if (next_marker < r->n_markers) {
+                next = r->markers[next_marker++];
+                which = memcmp(r->text + next, IM_START, marker_len[0]) == 0 ? 0 : 1;
+            }
+        } else {
+            for (int m = 0; m < 2; m++) {
+                const char *hit = memmem(r->text + at, r->len - at, markers[m], marker_len[m]);
+                if (hit && (size_t)(hit - r->text) < next) next = (size_t)(hit - r->text), which = m;
+            }
         }
         piece.n = 0;
-        TgStatus s = tg_chat_encode_text(tok, r->text + at, next - at, &piece);
+        TgStatus s = literal ? tg_chat_encode_text_literal(tok, r->text + at, next - at, &piece)
+                             : tg_chat_encode_text(tok, r->text + at, next - at, &piece);
         if (s != TG_OK) {
             tg_chat_ids_free(&piece);
             return s;

@@ -92,6 +92,8 @@ typedef struct TgToolRendering {
     size_t len;
     TgToolText *trained;
     size_t n_trained;
+    size_t *markers; /* where the template wrote <|im_start|> or <|im_end|>, in order */
+    size_t n_markers;
 } TgToolRendering;
 
 void tg_tool_render(const TgToolConversation *conv, bool add_generation_prompt, bool open_thinking,
@@ -100,9 +102,13 @@ void tg_tool_rendering_free(TgToolRendering *r);
 
 /* The ids of a rendering as the tokenizer encodes its whole text (Hugging Face's tokenizer(text)
  * after apply_chat_template, MiniMind's SFT loader): <|im_start|> and <|im_end|> one id each
- * wherever the text holds them, the text between two of them one piece. An id is trained when any
- * of its bytes lies in a span the assistant wrote: its thinking, content, calls and <|im_end|>
- * (an id holding the header's "\n" and the reply's first bytes counts as the reply's). */
-TgStatus tg_tool_encode(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolRendering *r, TgChatIds *out);
+ * wherever the text holds them, the text between two of them one piece. With `literal`, what a
+ * chat is given: only the markers the template wrote are markers, and special-token text inside a
+ * content stays text (tg_tokenizer_encode_literal), so it cannot open or close a turn. An id is
+ * trained when any of its bytes lies in a span the assistant wrote: its thinking, content, calls
+ * and <|im_end|> (an id holding the header's "\n" and the reply's first bytes counts as the
+ * reply's). */
+TgStatus tg_tool_encode(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolRendering *r, bool literal,
+                        TgChatIds *out);
 
 #endif

@@ -111,7 +111,7 @@ static TgStatus add_tool_conversation(Prep *p) {
         return TG_OK;
     }
     p->ids.n = 0;
-    TgStatus s = tg_tool_encode(p->opt->tok, &p->ct, &r, &p->ids);
+    TgStatus s = tg_tool_encode(p->opt->tok, &p->ct, &r, false, &p->ids);
     tg_tool_rendering_free(&r);
     TG_TRY(s);
     uint64_t trained;

@@ -10,6 +10,7 @@
 
 #include "ckptutil.h"
 #include "datagen.h"
+#include "testutil.h"
 
 #include "data/chat_format.h"
 #include "data/chat_tools.h"
@@ -72,7 +73,7 @@ Test(chat_tools, ids_spell_the_rendering_as_one_piece_and_train_what_the_assista
     tg_tool_render(&conv, false, false, &r);
     cr_expect_eq(r.n_trained, 2, "two assistant turns");
     TgChatIds ids = {0};
-    cr_assert_eq(tg_tool_encode(&tok, &ct, &r, &ids), TG_OK, "%s", tg_error_message());
+    cr_assert_eq(tg_tool_encode(&tok, &ct, &r, false, &ids), TG_OK, "%s", tg_error_message());
     /* the same ids as the whole text encoded at once, which spell it */
     size_t cap = tg_tokenizer_max_ids(&tok, r.len), n;
     int32_t *whole = malloc(cap * sizeof *whole);
@@ -202,7 +203,7 @@ static uint64_t expected_trained(const char *run, const char *text, int64_t seq)
         TgToolRendering r;
         tg_tool_render(&conv, false, false, &r);
         TgChatIds ids = {0};
-        cr_assert_eq(tg_tool_encode(&tok, &ct, &r, &ids), TG_OK);
+        cr_assert_eq(tg_tool_encode(&tok, &ct, &r, false, &ids), TG_OK);
         cr_assert_leq((int64_t)ids.n, seq, "the check wants whole conversations: %zu ids", ids.n);
         for (size_t i = 1; i < ids.n; i++) trained += ids.trained[i];
         tg_chat_ids_free(&ids);
@@ -258,9 +259,6 @@ Test(chat_tools_cli, sft_trains_on_minimind3s_format_and_exports_its_template, .
     cJSON *tmpl = cJSON_GetObjectItem(json, "chat_template");
     cr_expect(cJSON_IsString(tmpl) && strcmp(tmpl->valuestring, tg_tool_template_jinja) == 0, "%s", config);
     cJSON_Delete(json), free(config);
-    rc = ckpt_cli(&out, "chat --run %s --message hi", tuned);
-    cr_expect(rc == 1 && strstr(out, "renders MiniMind-3's template") && strstr(out, "ckpt export"), "%s", out);
-    free(out);
     /* the template is sft's; a line whose tools are not JSON is named, and stops a strict run */
     rc = ckpt_cli(&out, "train " CKPT_TEST_FLAGS " --chat-template minimind-3 --data %s --steps 1 --out %s/p", corpus,
                   dir);
@@ -278,4 +276,96 @@ Test(chat_tools_cli, sft_trains_on_minimind3s_format_and_exports_its_template, .
     cr_expect(rc != 0 && strstr(out, "tools.jsonl: line 1, turn 1: tools is not valid JSON"), "%s", out);
     free(out);
     free(with_bad), free(text), free(base), free(tuned), free(data), free(hf);
+}
+
+/* ---- `tapegrad chat` on such a run */
+
+/* The JSON lines `tapegrad chat --jsonl --temperature 0 [--think]` writes for `lines`, parsed. */
+static cJSON *chat_lines(const char *run, const char *lines, bool think) {
+    datagen_write(dir, "q.jsonl", lines, strlen(lines));
+    char *in = datagen_path(dir, "q.jsonl"), *out_path = datagen_path(dir, "a.jsonl"), cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s chat --run %s --jsonl --temperature 0 --threads 1 %s <%s >%s", TAPEGRAD_BIN, run,
+             think ? "--think" : "", in, out_path);
+    cr_assert_eq(test_run(cmd), 0, "%s", cmd);
+    char *text = ckpt_read_text(out_path);
+    cJSON *all = cJSON_CreateArray();
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert_not_null(j, "%s", line);
+        cJSON_AddItemToArray(all, j);
+    }
+    free(text), free(in), free(out_path);
+    return all;
+}
+
+static const char *member(const cJSON *array, int i, const char *name) {
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetArrayItem(array, i), name);
+    cr_assert(cJSON_IsString(v), "reply %d has no string \"%s\"", i, name);
+    return v->valuestring;
+}
+
+/* Fine-tuned on greetings answered with thinking (two in three) and without, and on a call of
+ * the second of two tools: --think opens the thinking and the model fills it, the template's
+ * closed block gets the reply alone, and a call comes back as a call, not as text. */
+Test(chat_tools_cli, think_opens_the_thinking_no_think_closes_it_and_calls_come_back_as_calls, .init = setup,
+     .fini = teardown, .timeout = 300) {
+    char *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"), *data = datagen_path(dir, "t.jsonl"),
+         *out = NULL;
+    int rc =
+        ckpt_cli(&out,
+                 "train " CKPT_TEST_FLAGS " --seq 512 --data %s --tokenizer bpe --vocab 320 --special-tokens chatml "
+                 "--steps 5 --eval-every 0 --out %s",
+                 corpus, base);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    static const char
+        greet[] = "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
+                  "\"content\": \"hello\", \"reasoning_content\": \"a greeting\"}]}\n",
+        plain[] = "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
+                  "\"content\": \"hello\"}]}\n",
+        call[] = "{\"conversations\": [{\"role\": \"system\", \"content\": \"s\", \"tools\": \"[{\\\"name\\\": "
+                 "\\\"f\\\", \\\"parameters\\\": {}}, {\\\"name\\\": \\\"g\\\", \\\"parameters\\\": {}}]\"}, "
+                 "{\"role\": \"user\", \"content\": \"call g\"}, {\"role\": \"assistant\", \"content\": null, "
+                 "\"tool_calls\": [{\"name\": \"g\", \"arguments\": {\"x\": 1}}]}]}\n";
+    char *text = malloc(30 * sizeof greet + 15 * sizeof plain + 30 * sizeof call);
+    text[0] = '\0';
+    for (int i = 0; i < 30; i++) {
+        strcat(text, greet);
+        if (i % 2 == 0) strcat(text, plain);
+        strcat(text, call);
+    }
+    datagen_write(dir, "t.jsonl", text, strlen(text));
+    rc = ckpt_cli(&out,
+                  "sft --batch 8 --threads 1 --sample-tokens 0 --seq 512 --chat-template minimind-3 --init-from %s "
+                  "--data %s --steps 150 --lr 3e-3 --eval-every 0 --out %s",
+                  base, data, tuned);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    const char *asks =
+        "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"
+        "{\"conversations\": [{\"role\": \"system\", \"content\": \"s\", \"tools\": \"[{\\\"name\\\": \\\"f\\\", "
+        "\\\"parameters\\\": {}}, {\\\"name\\\": \\\"g\\\", \\\"parameters\\\": {}}]\"}, {\"role\": \"user\", "
+        "\"content\": \"call g\"}]}\n";
+    for (int think = 0; think < 2; think++) {
+        cJSON *replies = chat_lines(tuned, asks, think);
+        cr_assert_eq(cJSON_GetArraySize(replies), 2);
+        cr_expect_str_eq(member(replies, 0, "reply"), "hello", "%s", think ? "--think" : "closed thinking");
+        cr_expect_str_eq(member(replies, 0, "reasoning_content"), think ? "a greeting" : "", "%s",
+                         think ? "--think: the model thinks first" : "the template closes the thinking empty");
+        cJSON *calls = cJSON_GetObjectItem(cJSON_GetArrayItem(replies, 1), "tool_calls");
+        cJSON *first = cJSON_GetArrayItem(calls, 0);
+        cr_expect(cJSON_GetArraySize(calls) == 1 && strcmp(cJSON_GetObjectItem(first, "name")->valuestring, "g") == 0 &&
+                      cJSON_GetObjectItem(cJSON_GetObjectItem(first, "arguments"), "x")->valueint == 1,
+                  "the call: %s", cJSON_PrintUnformatted(calls));
+        cr_expect_str_eq(member(replies, 1, "reply"), "", "a reply of one call has no text");
+        cJSON_Delete(replies);
+    }
+    /* --message shows the thinking apart */
+    rc = ckpt_cli(&out, "chat --run %s --message hi --think --temperature 0 --threads 1", tuned);
+    cr_expect(rc == 0 && strstr(out, "(thinking) a greeting\nhello\n"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "chat --run %s", tuned);
+    cr_expect(rc == 2 && strstr(out, "give --message or --jsonl"), "%s", out);
+    free(out);
+    free(text), free(base), free(tuned), free(data);
 }

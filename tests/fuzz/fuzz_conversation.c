@@ -170,7 +170,7 @@ static void check_tool_line(const TgJsonlLine *line, const TgTokenizer *tok, con
             end = r.trained[k].offset + r.trained[k].len;
         }
         TgChatIds ids = {0};
-        if (tg_tool_encode(tok, ct, &r, &ids) != TG_OK) abort();
+        if (tg_tool_encode(tok, ct, &r, false, &ids) != TG_OK) abort();
         size_t cap = tg_tokenizer_max_ids(tok, r.len), n;
         int32_t *whole = malloc((cap + 1) * sizeof *whole);
         if (tg_tokenizer_encode(tok, r.text, r.len, whole, cap, &n) != TG_OK) abort();
