@@ -186,6 +186,18 @@ static void check_tool_line(const TgJsonlLine *line, const TgTokenizer *tok, con
             from += len;
         }
         if (from != r.len) abort();
+        /* literally: the template's markers alone are markers, and the ids still spell the text */
+        TgChatIds lit = {0};
+        if (tg_tool_encode(tok, ct, &r, true, &lit) != TG_OK) abort();
+        size_t markers = 0, bytes = 0;
+        for (size_t i = 0; i < lit.n; i++) {
+            size_t len;
+            tg_tokenizer_token_bytes(tok, lit.ids[i], &len);
+            markers += lit.ids[i] == ct->im_start || lit.ids[i] == ct->im_end;
+            bytes += len;
+        }
+        if (markers != r.n_markers || bytes != r.len) abort();
+        tg_chat_ids_free(&lit);
         free(whole);
         tg_chat_ids_free(&ids);
         tg_tool_rendering_free(&r);
