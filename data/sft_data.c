@@ -83,6 +83,18 @@ static TgStatus append(Prep *p, const TgChatIds *ids, size_t n, uint64_t trained
     return TG_OK;
 }
 
+/* The conversation encoded in p->ids, cut to the window and appended, unless the window holds
+ * none of its replies. */
+static TgStatus keep_encoded(Prep *p) {
+    uint64_t trained;
+    size_t n = in_window(p, &p->ids, &trained);
+    if (trained == 0) {
+        p->res->without_reply_in_window++;
+        return TG_OK;
+    }
+    return append(p, &p->ids, n, trained);
+}
+
 /* One conversation: encoded, cut to the window, appended to both files. */
 static TgStatus add_conversation(Prep *p) {
     if (!tg_chat_conversation_has_reply(&p->conv)) {
@@ -91,13 +103,7 @@ static TgStatus add_conversation(Prep *p) {
     }
     p->ids.n = 0;
     TG_TRY(tg_chat_encode_conversation(p->opt->tok, &p->ct, &p->conv, &p->ids));
-    uint64_t trained;
-    size_t n = in_window(p, &p->ids, &trained);
-    if (trained == 0) {
-        p->res->without_reply_in_window++;
-        return TG_OK;
-    }
-    return append(p, &p->ids, n, trained);
+    return keep_encoded(p);
 }
 
 /* One conversation of MiniMind-3's template: rendered, encoded with the assistant's spans
@@ -114,13 +120,7 @@ static TgStatus add_tool_conversation(Prep *p) {
     TgStatus s = tg_tool_encode(p->opt->tok, &p->ct, &r, false, &p->ids);
     tg_tool_rendering_free(&r);
     TG_TRY(s);
-    uint64_t trained;
-    size_t n = in_window(p, &p->ids, &trained);
-    if (trained == 0) {
-        p->res->without_reply_in_window++;
-        return TG_OK;
-    }
-    return append(p, &p->ids, n, trained);
+    return keep_encoded(p);
 }
 
 /* One preference pair: checked (a pair DPO learns nothing from is counted and named, or stops

@@ -145,30 +145,28 @@ TgStatus tg_run_open_new_sft(const TgTrainRequest *req, bool writes, const TgPre
     return TG_OK;
 }
 
-TgStatus tg_run_task(const char *dir, TgTrainTask *task) {
+/* What run.txt in dir says of its task and template (a folder without one pretrains, in ChatML). */
+static TgStatus chat_identity(const char *dir, TgTrainTask *task, TgChatTemplate *t) {
     char path[TG_PATH_CAP];
-    *task = TG_TASK_PRETRAIN;
+    *task = TG_TASK_PRETRAIN, *t = TG_CHAT_TEMPLATE_CHATML;
     TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
     if (access(path, F_OK) != 0) return TG_OK;
     TgRunSpec id;
     TgOptStrings strings = {0};
     TgStatus s = tg_run_identity_read(dir, &id, &strings);
-    if (s == TG_OK) *task = id.task;
+    if (s == TG_OK) *task = id.task, *t = id.chat_template;
     tg_opt_strings_free(&strings);
     return s;
 }
 
+TgStatus tg_run_task(const char *dir, TgTrainTask *task) {
+    TgChatTemplate t;
+    return chat_identity(dir, task, &t);
+}
+
 TgStatus tg_run_chat_template(const char *dir, TgChatTemplate *t) {
-    char path[TG_PATH_CAP];
-    *t = TG_CHAT_TEMPLATE_CHATML;
-    TG_TRY(tg_path_join(path, sizeof path, dir, TG_RUN_IDENTITY_FILE));
-    if (access(path, F_OK) != 0) return TG_OK;
-    TgRunSpec id;
-    TgOptStrings strings = {0};
-    TgStatus s = tg_run_identity_read(dir, &id, &strings);
-    if (s == TG_OK) *t = id.chat_template;
-    tg_opt_strings_free(&strings);
-    return s;
+    TgTrainTask task;
+    return chat_identity(dir, &task, t);
 }
 
 /* A fine-tuning run's conversations in `dir` (its folder, or a replica's own), for a window of

@@ -26,19 +26,6 @@
 
 enum { SEQ = 24 };
 
-/* A small BPE with the ChatML markers, trained once. */
-static const TgTokenizer *tokenizer(void) {
-    static TgTokenizer tok;
-    static int ready;
-    if (!ready) {
-        static const char text[] = "user assistant system hello world, the reply. what is two and two? four.\n"
-                                   "<|im_start|>user\nhi<|im_end|>\n caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd {\"a\": 1}\t";
-        if (tg_tokenizer_bpe_train_specials(text, sizeof text - 1, 300, "chatml", &tok) != TG_OK) abort();
-        ready = 1;
-    }
-    return &tok;
-}
-
 static void check_conversation(const TgConversation *conv, const TgTokenizer *tok, const TgChatTokens *ct) {
     TgChatIds ids = {0};
     if (tg_chat_encode_conversation(tok, ct, conv, &ids) != TG_OK) abort();
@@ -205,7 +192,7 @@ static void check_tool_line(const TgJsonlLine *line, const TgTokenizer *tok, con
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const TgTokenizer *tok = tokenizer();
+    const TgTokenizer *tok = fuzz_chat_tokenizer();
     TgChatTokens ct;
     if (tg_chat_tokens_find(tok, "fuzz", &ct) != TG_OK) abort();
     const char *written = fuzz_write("conversations.jsonl", data, size);

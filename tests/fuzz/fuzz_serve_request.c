@@ -13,19 +13,6 @@
 #include "fuzz_support.h"
 #include "serve/request.h"
 
-/* A small BPE with the ChatML markers, trained once. */
-static const TgTokenizer *tokenizer(void) {
-    static TgTokenizer tok;
-    static int ready;
-    if (!ready) {
-        static const char text[] = "user assistant system hello world, the reply. what is two and two? four.\n"
-                                   "<|im_start|>user\nhi<|im_end|>\n caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd {\"a\": 1}\t";
-        if (tg_tokenizer_bpe_train_specials(text, sizeof text - 1, 300, "chatml", &tok) != TG_OK) abort();
-        ready = 1;
-    }
-    return &tok;
-}
-
 /* The settings either kind of request holds, each in its range. */
 static void check_settings(const ServeRequest *req, const ServeLimits *lim) {
     if (!(req->temperature >= 0 && req->temperature <= 2) || !(req->top_p > 0 && req->top_p <= 1) || req->top_k < 0)
@@ -43,7 +30,7 @@ static void check_accepted(const ServeRequest *req, const ServeLimits *lim) {
     if (conv->turns[conv->n_turns - 1].role != TG_CHAT_USER) abort();
     for (size_t i = 1; i < conv->n_turns; i++)
         if (conv->turns[i].role == TG_CHAT_SYSTEM) abort();
-    const TgTokenizer *tok = tokenizer();
+    const TgTokenizer *tok = fuzz_chat_tokenizer();
     TgChatTokens ct;
     if (tg_chat_tokens_find(tok, "fuzz", &ct) != TG_OK) abort();
     for (size_t t = 0; t < conv->n_turns; t++) {

@@ -34,7 +34,8 @@ const char *fuzz_scratch(void) {
     struct rlimit limit = {256u << 20, 256u << 20};
     setrlimit(RLIMIT_FSIZE, &limit);
     const char *base = getenv("TAPEGRAD_FUZZ_TMP");
-    if (!base || !*base) base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if (!base || !*base)
+        base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(scratch, sizeof scratch, "%s/tapegrad-fuzz-XXXXXX", base);
     if (!mkdtemp(scratch)) {
         perror("fuzz_scratch: mkdtemp");
@@ -79,4 +80,16 @@ void fuzz_split(const uint8_t *data, size_t size, int n, const uint8_t **parts, 
         size -= lens[i] + sep;
         data = hit + sep;
     }
+}
+
+const TgTokenizer *fuzz_chat_tokenizer(void) {
+    static TgTokenizer tok;
+    static int ready;
+    if (!ready) {
+        static const char text[] = "user assistant system hello world, the reply. what is two and two? four.\n"
+                                   "<|im_start|>user\nhi<|im_end|>\n caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd {\"a\": 1}\t";
+        if (tg_tokenizer_bpe_train_specials(text, sizeof text - 1, 300, "chatml", &tok) != TG_OK) abort();
+        ready = 1;
+    }
+    return &tok;
 }

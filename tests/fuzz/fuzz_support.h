@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tapegrad/tokenizer.h"
+
 /* The line that separates the files of a multi-file input (run folder text files, metrics and
  * grads): inputs are readable and the seeds are the project's files joined by it. */
 #define FUZZ_SEPARATOR "\n----8<----\n"
@@ -29,6 +31,9 @@ const char *fuzz_write(const char *name, const void *data, size_t size);
 void fuzz_remove(const char *name);
 /* Splits data at FUZZ_SEPARATOR into at most n parts (the last part takes the rest); missing
  * parts are empty. */
+/* A small BPE with the ChatML markers (<|im_start|>, <|im_end|>), trained once: the conversation
+ * harnesses' tokenizer. */
+const TgTokenizer *fuzz_chat_tokenizer(void);
 void fuzz_split(const uint8_t *data, size_t size, int n, const uint8_t **parts, size_t *lens);
 
 #endif
