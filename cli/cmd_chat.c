@@ -150,53 +150,173 @@ static TgStatus answer_tool_line(Chat *c, const TgJsonlLine *line, char *why, si
     return TG_OK;
 }
 
-/* --message on a run of MiniMind-3's template: the conversation [--system] + the message, with
- * the --tools file's tools; the thinking and the calls shown apart from the reply. */
-static TgStatus tool_message(Chat *c) {
-    char *tools = NULL;
-    size_t tools_len = 0;
-    if (c->o->tools) {
-        TgStatus s = tg_file_read_all(c->o->tools, 16u << 20, &tools, &tools_len);
-        if (s != TG_OK) return tg_fail_context(s, "--tools %s", c->o->tools);
-        if (tg_json_check(tools, tools_len, c->o->tools) != TG_OK) {
-            free(tools);
-            return TG_ERR_FORMAT;
-        }
-    }
+/* The conversation so far of a run of MiniMind-3's template, as the JSON members of one line:
+ * its messages, and its tools. */
+typedef struct {
+    char *messages; /* "{...}, {...}" */
+    size_t len;
+    int n;
+    char *tools; /* a JSON array, or NULL */
+} ToolHistory;
+
+static void history_free(ToolHistory *h) {
+    free(h->messages), free(h->tools);
+    memset(h, 0, sizeof *h);
+}
+
+/* Appends a message: role, content (NULL: null), and for a reply its thinking and calls. */
+static void history_add(ToolHistory *h, const char *role, const char *content, size_t len, const char *reasoning,
+                        size_t reasoning_len, const char *calls) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    fprintf(f, "%s{\"role\": \"%s\", \"content\": ", h->n ? ", " : "", role);
+    if (content)
+        tg_json_write_bytes(f, content, len);
+    else
+        fputs("null", f);
+    if (reasoning) fputs(", \"reasoning_content\": ", f), tg_json_write_bytes(f, reasoning, reasoning_len);
+    if (calls) fprintf(f, ", \"tool_calls\": %s", calls);
+    fputc('}', f);
+    fclose(f);
+    h->messages = tg_realloc(h->messages, h->len + n + 1);
+    memcpy(h->messages + h->len, text, n + 1);
+    h->len += n, h->n++;
+    free(text);
+}
+
+/* The reply to the history; with `shown`, printed as a chat shows it (the thinking and the calls
+ * apart), and kept in the history. */
+static TgStatus history_reply(Chat *c, ToolHistory *h, TgToolReply *reply) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    fputs("{\"conversations\": [", f);
-    if (c->o->system)
-        fputs("{\"role\": \"system\", \"content\": ", f), tg_json_write_string(f, c->o->system), fputs("}, ", f);
-    fputs("{\"role\": \"user\", \"content\": ", f);
-    tg_json_write_string(f, c->o->message);
-    fputs("}]", f);
-    if (tools) fprintf(f, ", \"tools\": %s", tools);
-    fputs("}", f);
+    fprintf(f, "{\"conversations\": [%s]", h->messages ? h->messages : "");
+    if (h->tools) fprintf(f, ", \"tools\": %s", h->tools);
+    fputc('}', f);
     fclose(f);
-    free(tools);
     TgJsonlLine line;
     tg_jsonl_line_of(text, len, 1, &line);
     TgToolConversation conv = {0};
     char why[320];
-    TgStatus s = TG_OK;
-    if (line.kind != TG_JSONL_OBJECT || !tg_tool_conversation_parse(&line, &conv, why, sizeof why))
-        s = tg_fail(TG_ERR_FORMAT, "--tools %s: %s", c->o->tools ? c->o->tools : "",
-                    line.kind != TG_JSONL_OBJECT ? line.why : why);
-    TgToolReply reply;
+    TgStatus s = line.kind == TG_JSONL_OBJECT && tg_tool_conversation_parse(&line, &conv, why, sizeof why)
+                     ? TG_OK
+                     : tg_fail(TG_ERR_FORMAT, "%s", line.kind == TG_JSONL_OBJECT ? why : line.why);
     if (s == TG_OK)
         s = tg_tool_chat_reply(&c->run.model, &c->run.tok, &c->ct, &c->engine.tape, &c->sampling, (uint64_t)c->o->seed,
-                               c->o->tokens, &conv, c->o->think, &reply);
+                               c->o->tokens, &conv, c->o->think, reply);
     tg_tool_conversation_free(&conv);
     free(text);
     TG_TRY(s);
-    if (reply.reasoning_len) printf("(thinking) %s\n", reply.reasoning);
-    fwrite(reply.content, 1, reply.content_len, stdout);
-    putchar('\n');
-    if (reply.n_calls) printf("(tool calls) %s\n", reply.calls);
-    tg_tool_reply_free(&reply);
+    if (reply->reasoning_len) printf("(thinking) %s\n", reply->reasoning);
+    if (reply->content_len || !reply->n_calls) { /* a reply of calls alone has no text to show */
+        fwrite(reply->content, 1, reply->content_len, stdout);
+        putchar('\n');
+    }
+    if (reply->n_calls) printf("(tool calls) %s\n", reply->calls);
+    history_add(h, "assistant", reply->content, reply->content_len, reply->reasoning, reply->reasoning_len,
+                reply->n_calls ? reply->calls : NULL);
     return cli_stdout_check();
+}
+
+/* --tools FILE: its JSON array, checked. */
+static TgStatus read_tools(const char *path, char **tools) {
+    size_t len;
+    TgStatus s = tg_file_read_all(path, 16u << 20, tools, &len);
+    if (s != TG_OK) return tg_fail_context(s, "--tools %s", path);
+    if ((s = tg_json_check(*tools, len, path)) == TG_OK) {
+        TgJsonCursor cur = tg_json_cursor(*tools, len, 0);
+        if (tg_json_type(&cur) != TG_JSON_ARRAY)
+            s = tg_fail(TG_ERR_FORMAT, "--tools %s holds no JSON array of tools", path);
+    }
+    if (s != TG_OK) free(*tools), *tools = NULL;
+    return s;
+}
+
+static const char tool_help_text[] =
+    "Each line you type is your turn; the reply comes whole, its thinking and tool calls apart.\n"
+    "  /help            this list\n"
+    "  /tool TEXT       the response of the tool the model called: the model answers from it\n"
+    "  /reset           start a new conversation (the system turn and the tools stay)\n"
+    "  /exit, /quit     leave (so does Ctrl-D on an empty line)\n"
+    "  //TEXT           send a turn that begins with one '/': /TEXT\n";
+
+/* A conversation of MiniMind-3's template, on the terminal or from a pipe (lines written
+ * "> TEXT"): each line a user turn, "/tool TEXT" a tool's response, each reply whole. */
+static TgStatus converse_tools(Chat *c) {
+    bool terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    ToolHistory h = {0};
+    TgStatus s = c->o->tools ? read_tools(c->o->tools, &h.tools) : TG_OK;
+    if (s == TG_OK && c->o->system) history_add(&h, "system", c->o->system, strlen(c->o->system), NULL, 0, NULL);
+    int kept = h.n; /* what /reset keeps */
+    size_t kept_len = h.len;
+    if (s == TG_OK && terminal)
+        printf(
+            "chat with %s in MiniMind-3's template (%s thinking; /help lists the commands, /exit or Ctrl-D leaves)\n",
+            c->run.last_checkpoint, c->o->think ? "open" : "closed");
+    CliLines *in = cli_lines_open(terminal, terminal ? "> " : NULL);
+    while (s == TG_OK && (s = cli_stdout_check()) == TG_OK) {
+        const char *line;
+        size_t len;
+        bool had_text;
+        CliLineKind kind = cli_lines_read(in, &line, &len, &had_text);
+        if (kind == CLI_LINE_END) break;
+        if (kind == CLI_LINE_INTERRUPTED) {
+            printf("^C\n");
+            continue;
+        }
+        if (!terminal) printf("> %s\n", line);
+        const char *role = "user";
+        if (line[0] == '/' && line[1] != '/') {
+            if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+            if (!strcmp(line, "/help")) {
+                fputs(tool_help_text, stdout);
+                continue;
+            }
+            if (!strcmp(line, "/reset")) {
+                h.n = kept, h.len = kept_len;
+                if (h.messages) h.messages[h.len] = '\0';
+                printf("(a new conversation)\n");
+                continue;
+            }
+            if (strncmp(line, "/tool ", 6) != 0) {
+                printf("(unknown command %s: /help lists the commands)\n", line);
+                continue;
+            }
+            role = "tool", line += 6, len -= 6;
+        } else if (line[0] == '/') {
+            line++, len--; /* "//TEXT" is the turn "/TEXT" */
+        }
+        int before = h.n;
+        size_t before_len = h.len;
+        history_add(&h, role, line, len, NULL, 0, NULL);
+        TgToolReply reply;
+        s = history_reply(c, &h, &reply);
+        if (s == TG_ERR_ARG) { /* the conversation outgrew the context: said, and the turn left out */
+            printf("(%s: /reset starts a new conversation)\n", tg_error_message());
+            tg_error_clear();
+            h.n = before, h.len = before_len, h.messages[h.len] = '\0';
+            s = TG_OK;
+            continue;
+        }
+        if (s == TG_OK) tg_tool_reply_free(&reply);
+    }
+    cli_lines_close(in);
+    history_free(&h);
+    return s == TG_OK ? cli_stdout_check() : s;
+}
+
+/* --message on a run of MiniMind-3's template: the conversation [--system] + the message, with
+ * the --tools file's tools; the thinking and the calls shown apart from the reply. */
+static TgStatus tool_message(Chat *c) {
+    ToolHistory h = {0};
+    TgStatus s = c->o->tools ? read_tools(c->o->tools, &h.tools) : TG_OK;
+    if (c->o->system) history_add(&h, "system", c->o->system, strlen(c->o->system), NULL, 0, NULL);
+    history_add(&h, "user", c->o->message, strlen(c->o->message), NULL, 0, NULL);
+    TgToolReply reply;
+    if (s == TG_OK && (s = history_reply(c, &h, &reply)) == TG_OK) tg_tool_reply_free(&reply);
+    history_free(&h);
+    return s;
 }
 
 /* The longest message a line can get: a line number before the longest library message. */
@@ -416,22 +536,20 @@ static int chat_main(int argc, char **argv) {
     if (s == TG_OK) s = tg_sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
     if (s == TG_OK) s = tg_run_chat_template(c.run.dir, &c.chat_template);
     bool tools = c.chat_template == TG_CHAT_TEMPLATE_MINIMIND3;
-    if (s == TG_OK && tools && !o.message && !o.jsonl)
-        s = tg_fail(TG_ERR_ARG,
-                    "%s renders MiniMind-3's template (tools, thinking): give --message or --jsonl (a conversation on "
-                    "the terminal holds ChatML runs only so far)",
-                    c.run.dir);
     if (s == TG_OK && !tools && (o.think || o.tools))
         s = tg_fail(TG_ERR_ARG,
                     "--think and --tools are for a run of MiniMind-3's template (sft --chat-template minimind-3); "
                     "%s renders ChatML",
                     c.run.dir);
-    if (s == TG_OK && o.tools && !o.message)
-        s = tg_fail(TG_ERR_ARG, "--tools gives the tools of --message; a --jsonl line brings its own");
+    if (s == TG_OK && o.tools && o.jsonl)
+        s = tg_fail(TG_ERR_ARG, "--tools gives the tools of a conversation; a --jsonl line brings its own");
     if (s == TG_OK) s = tg_chat_tokens_find(&c.run.tok, c.run.dir, &c.ct);
     if (s == TG_OK) {
         tg_engine_open(&c.engine, o.threads, 16u << 20);
-        s = o.message ? (tools ? tool_message(&c) : reply_once(&c)) : o.jsonl ? reply_jsonl(&c) : converse(&c);
+        s = o.message ? (tools ? tool_message(&c) : reply_once(&c))
+            : o.jsonl ? reply_jsonl(&c)
+            : tools   ? converse_tools(&c)
+                      : converse(&c);
         /* the model, not the input: the message names the checkpoint */
         if (s == TG_ERR_NUMERIC) tg_fail_context(s, "%s", c.run.last_checkpoint);
         if (c.open) tg_chat_session_close(&c.session);

@@ -399,8 +399,20 @@ Test(chat_tools_cli, think_opens_the_thinking_no_think_closes_it_and_calls_come_
     rc = ckpt_cli(&out, "chat --run %s --message hi --think --temperature 0 --threads 1", tuned);
     cr_expect(rc == 0 && strstr(out, "(thinking) a greeting\nhello\n"), "%s", out);
     free(out);
-    rc = ckpt_cli(&out, "chat --run %s", tuned);
-    cr_expect(rc == 2 && strstr(out, "give --message or --jsonl"), "%s", out);
-    free(out);
+    /* the conversation from a pipe: the tools of --tools, the call shown as a call, a tool's response fed back */
+    const char *tools = "[{\"name\": \"f\", \"parameters\": {}}, {\"name\": \"g\", \"parameters\": {}}]\n";
+    datagen_write(dir, "tools.json", tools, strlen(tools));
+    datagen_write(dir, "lines.txt", "call g\n/tool 7\n/bogus\n", 22);
+    char *tools_path = datagen_path(dir, "tools.json"), *lines = datagen_path(dir, "lines.txt"),
+         *transcript = datagen_path(dir, "transcript.txt"), cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s chat --run %s --system s --tools %s --temperature 0 --threads 1 <%s >%s 2>&1",
+             TAPEGRAD_BIN, tuned, tools_path, lines, transcript);
+    rc = test_run(cmd);
+    out = ckpt_read_text(transcript);
+    cr_expect(rc == 0 &&
+                  strstr(out, "> call g\n(tool calls) [{\"name\": \"g\", \"arguments\": {\"x\": 1}}]\n> /tool 7\n") &&
+                  strstr(out, "> /bogus\n(unknown command /bogus"),
+              "%s", out);
+    free(out), free(tools_path), free(lines), free(transcript);
     free(text), free(base), free(tuned), free(data);
 }
