@@ -414,5 +414,8 @@ Test(chat_tools_cli, think_opens_the_thinking_no_think_closes_it_and_calls_come_
                   strstr(out, "> /bogus\n(unknown command /bogus"),
               "%s", out);
     free(out), free(tools_path), free(lines), free(transcript);
+    rc = ckpt_cli(&out, "serve --run %s --port 0 --threads 1", tuned);
+    cr_expect(rc == 1 && strstr(out, "renders MiniMind-3's template"), "the server refuses such a run so far: %s", out);
+    free(out);
     free(text), free(base), free(tuned), free(data);
 }
