@@ -241,6 +241,23 @@ static const char tool_help_text[] =
     "  /exit, /quit     leave (so does Ctrl-D on an empty line)\n"
     "  //TEXT           send a turn that begins with one '/': /TEXT\n";
 
+/* The next line of a conversation, false at its end. On a terminal, Ctrl-C drops the line being
+ * typed (said as ^C, with how to leave when it was empty); from a pipe, each line is written
+ * "> TEXT", so that the output reads as a transcript. */
+static bool next_line(CliLines *in, bool terminal, const char **line, size_t *len) {
+    for (;;) {
+        bool had_text;
+        CliLineKind kind = cli_lines_read(in, line, len, &had_text);
+        if (kind == CLI_LINE_END) return false;
+        if (kind == CLI_LINE_INTERRUPTED) {
+            printf(had_text ? "^C\n" : "^C\n(Ctrl-D or /exit leaves)\n");
+            continue;
+        }
+        if (!terminal) printf("> %s\n", *line);
+        return true;
+    }
+}
+
 /* A conversation of MiniMind-3's template, on the terminal or from a pipe (lines written
  * "> TEXT"): each line a user turn, "/tool TEXT" a tool's response, each reply whole. */
 static TgStatus converse_tools(Chat *c) {
@@ -255,17 +272,9 @@ static TgStatus converse_tools(Chat *c) {
             "chat with %s in MiniMind-3's template (%s thinking; /help lists the commands, /exit or Ctrl-D leaves)\n",
             c->run.last_checkpoint, c->o->think ? "open" : "closed");
     CliLines *in = cli_lines_open(terminal, terminal ? "> " : NULL);
-    while (s == TG_OK && (s = cli_stdout_check()) == TG_OK) {
-        const char *line;
-        size_t len;
-        bool had_text;
-        CliLineKind kind = cli_lines_read(in, &line, &len, &had_text);
-        if (kind == CLI_LINE_END) break;
-        if (kind == CLI_LINE_INTERRUPTED) {
-            printf("^C\n");
-            continue;
-        }
-        if (!terminal) printf("> %s\n", line);
+    const char *line;
+    size_t len;
+    while (s == TG_OK && (s = cli_stdout_check()) == TG_OK && next_line(in, terminal, &line, &len)) {
         const char *role = "user";
         if (line[0] == '/' && line[1] != '/') {
             if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
@@ -494,17 +503,9 @@ static TgStatus converse(Chat *c) {
         sigaction(SIGINT, &sa, NULL);
     }
     CliLines *in = cli_lines_open(v.terminal, v.terminal ? "> " : NULL);
-    while (s == TG_OK && (s = cli_stdout_check()) == TG_OK) {
-        const char *line;
-        size_t len;
-        bool had_text;
-        CliLineKind kind = cli_lines_read(in, &line, &len, &had_text);
-        if (kind == CLI_LINE_END) break;
-        if (kind == CLI_LINE_INTERRUPTED) {
-            printf(had_text ? "^C\n" : "^C\n(Ctrl-D or /exit leaves)\n");
-            continue;
-        }
-        if (!v.terminal) printf("> %s\n", line);
+    const char *line;
+    size_t len;
+    while (s == TG_OK && (s = cli_stdout_check()) == TG_OK && next_line(in, v.terminal, &line, &len)) {
         if (line[0] == '/' && line[1] != '/') {
             if (!run_command(c, &v, line, len, &s)) break;
             continue;
