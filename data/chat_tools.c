@@ -80,12 +80,16 @@ void tg_tool_conversation_free(TgToolConversation *conv) {
 
 /* ---- text the conversation holds ---- */
 
+/* Room for n more bytes and a NUL after what conv holds. */
+static void reserve(TgToolConversation *conv, size_t n) {
+    if (conv->text_len + n + 1 <= conv->text_cap) return;
+    size_t cap = conv->text_cap ? conv->text_cap : 256;
+    while (cap < conv->text_len + n + 1) cap *= 2;
+    conv->text = tg_realloc(conv->text, conv->text_cap = cap);
+}
+
 static void put(TgToolConversation *conv, const char *s, size_t n) {
-    if (conv->text_len + n + 1 > conv->text_cap) {
-        size_t cap = conv->text_cap ? conv->text_cap : 256;
-        while (cap < conv->text_len + n + 1) cap *= 2;
-        conv->text = tg_realloc(conv->text, conv->text_cap = cap);
-    }
+    reserve(conv, n);
     if (n) memcpy(conv->text + conv->text_len, s, n);
     conv->text_len += n;
     conv->text[conv->text_len] = '\0';
@@ -333,16 +337,9 @@ static bool read_calls(TgJsonCursor *c, const char *where, TgToolConversation *c
 /* A string member into the buffer: *t. */
 static void read_text(TgJsonCursor *c, TgToolConversation *conv, TgToolText *t) {
     TgJsonString s = tg_json_read_string(c);
-    char *at;
-    put(conv, "", 0);
-    if (conv->text_len + s.raw_len + 1 > conv->text_cap) {
-        size_t cap = conv->text_cap;
-        while (cap < conv->text_len + s.raw_len + 1) cap *= 2;
-        conv->text = tg_realloc(conv->text, conv->text_cap = cap);
-    }
-    at = conv->text + conv->text_len;
+    reserve(conv, s.raw_len); /* decoding never lengthens a string */
     t->offset = conv->text_len;
-    t->len = tg_json_decode(s, at);
+    t->len = tg_json_decode(s, conv->text + conv->text_len);
     conv->text_len += t->len;
     conv->text[conv->text_len] = '\0';
 }

@@ -279,8 +279,10 @@ static TgStatus on_bytes(void *ctx, const char *bytes, size_t n) {
     }
     if (j->req.stream) {
         size_t end = j->end == END_STOP_TEXT ? j->text_len : safe_end(j);
-        if (end > j->emitted) stream_chunk(j, NULL, j->text + j->emitted, end - j->emitted, NULL);
-        if (end > j->emitted) j->emitted = end;
+        if (end > j->emitted) {
+            stream_chunk(j, NULL, j->text + j->emitted, end - j->emitted, NULL);
+            j->emitted = end;
+        }
     }
     if (j->end == END_STOP_TEXT) return tg_fail(TG_ERR_INTERRUPTED, "a stop string");
     pthread_mutex_lock(&s->lock);
@@ -295,7 +297,7 @@ static TgStatus on_bytes(void *ctx, const char *bytes, size_t n) {
 
 /* A chat job's reply, drawn over a session of its own as `tapegrad chat` draws one over the same
  * turns. */
-static TgStatus draw_reply(Server *s, TgRun *run, TgEngine *engine, const TgSampleOptions *sampling, Job *j) {
+static TgStatus draw_reply(TgRun *run, TgEngine *engine, const TgSampleOptions *sampling, Job *j) {
     TgChatSession session;
     const TgConversation *conv = &j->req.conv;
     TgStatus st = tg_chat_session_open(&session, &run->model, &run->tok, &engine->tape, sampling, j->seed,
@@ -310,7 +312,6 @@ static TgStatus draw_reply(Server *s, TgRun *run, TgEngine *engine, const TgSamp
     if (st == TG_OK && reply.finish == TG_CHAT_FINISH_LENGTH) j->finish = "length";
     free(reply.text);
     tg_chat_session_close(&session);
-    (void)s;
     return st;
 }
 
@@ -418,7 +419,7 @@ static void decode(Server *s, TgEngine *engine, Job *j) {
     j->seconds = tg_clock_seconds();
     if (j->req.stream && chat(j)) stream_chunk(j, "assistant", "", 0, NULL);
     TgRun *run = s->active;
-    TgStatus st = chat(j) ? draw_reply(s, run, engine, &sampling, j) : draw_continuation(run, engine, &sampling, j);
+    TgStatus st = chat(j) ? draw_reply(run, engine, &sampling, j) : draw_continuation(run, engine, &sampling, j);
     if (st == TG_OK || j->end != END_NONE) {
         tg_error_clear();
         if (j->end != END_NONE)
