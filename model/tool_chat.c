@@ -78,15 +78,46 @@ void tg_tool_reply_parse(const char *text, size_t len, bool think, TgToolReply *
     free(rest);
 }
 
+/* The prompt's ids. A pre-split cuts a run of newlines before a non-space otherwise than at the
+ * end of a text (GPT-2's: "\n\n<" is "\n" "\n" "<", a last "\n\n" one chunk), and the closed
+ * thinking's prompt ends in "\n\n", which a model trained on whole conversations never saw as one
+ * id before a reply: the prompt is encoded as if the reply's first byte followed, and that byte's
+ * id dropped (when it is one id of its own). */
+static TgStatus encode_prompt(const TgTokenizer *tok, const TgChatTokens *ct, TgToolRendering *r, TgChatIds *ids) {
+    size_t start = ids->n;
+    if (r->len > 0 && r->text[r->len - 1] == '\n') {
+        r->text = tg_realloc(r->text, r->len + 2);
+        memcpy(r->text + r->len, "<", 2), r->len++;
+        TgStatus s = tg_tool_encode(tok, ct, r, true, ids);
+        r->text[--r->len] = '\0';
+        size_t n = 0;
+        const uint8_t *last =
+            s == TG_OK && ids->n > start ? tg_tokenizer_token_bytes(tok, ids->ids[ids->n - 1], &n) : NULL;
+        if (last && n == 1 && last[0] == '<') {
+            ids->n--;
+            return TG_OK;
+        }
+        tg_error_clear(); /* a tokenizer without that byte alone: the text as it ends */
+        ids->n = start;
+    }
+    return tg_tool_encode(tok, ct, r, true, ids);
+}
+
+TgStatus tg_tool_prompt_ids(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolConversation *conv, bool think,
+                            TgChatIds *out) {
+    TgToolRendering r;
+    tg_tool_render(conv, true, think, &r);
+    TgStatus s = encode_prompt(tok, ct, &r, out);
+    tg_tool_rendering_free(&r);
+    return s;
+}
+
 TgStatus tg_tool_chat_reply(TgModel *model, const TgTokenizer *tok, const TgChatTokens *ct, TgTape *tape,
                             const TgSampleOptions *opts, uint64_t seed, int64_t max_reply,
                             const TgToolConversation *conv, bool think, TgToolReply *out) {
     memset(out, 0, sizeof *out);
-    TgToolRendering r;
-    tg_tool_render(conv, true, think, &r);
     TgChatIds ids = {0};
-    TgStatus s = tg_tool_encode(tok, ct, &r, true, &ids);
-    tg_tool_rendering_free(&r);
+    TgStatus s = tg_tool_prompt_ids(tok, ct, conv, think, &ids);
     int64_t seq = model->cfg.seq_len, n = (int64_t)ids.n;
     if (s == TG_OK && n >= seq)
         s = tg_fail(TG_ERR_ARG,

@@ -27,6 +27,13 @@ typedef struct TgToolReply {
     int64_t n_ids, prompt_ids;
 } TgToolReply;
 
+/* The ids a reply to conv is drawn after: conv rendered with the generation prompt (`think` open
+ * or closed), its messages encoded literally, its end as a trained conversation holds it before
+ * the reply (the prompt's ids are the first ids of the whole conversation with the reply). Appends
+ * to out. */
+TgStatus tg_tool_prompt_ids(const TgTokenizer *tok, const TgChatTokens *ct, const TgToolConversation *conv, bool think,
+                            TgChatIds *out);
+
 /* Draws the reply to conv (which ends with a user or tool turn) with `think` open or closed:
  * at most max_reply tokens, and no further than the context. TG_ERR_ARG when the conversation
  * leaves the context no room for a reply; TG_ERR_NUMERIC as tg_sample_generate. */

@@ -14,6 +14,7 @@
 
 #include "data/chat_format.h"
 #include "data/chat_tools.h"
+#include "model/tool_chat.h"
 #include "tapegrad/tokenizer.h"
 
 /* A small BPE with the ChatML markers, whose text holds the template's words. */
@@ -161,6 +162,56 @@ Test(chat_tools, a_chats_messages_are_text_only_the_templates_markers_are_marker
     cr_expect_eq(markers[0], 5, "as training data, the message's two are markers too");
     tg_tool_rendering_free(&r);
     tg_tool_conversation_free(&conv);
+    tg_tokenizer_free(&tok);
+}
+
+/* A reply is drawn where the trained conversation stands before it: the prompt's ids are the first
+ * ids of the conversation with the reply, thinking closed or open. The closed thinking's prompt ends
+ * in "\n\n", one id at the end of a text but "\n" "\n" before the reply's first byte (GPT-2's
+ * pre-split): encoded as it ends, the prompt is not where the model was trained to reply. */
+Test(chat_tools, a_prompts_ids_are_the_first_of_the_conversation_with_its_reply) {
+    static const char text[] = "<think>\n\n</think>\n\n<tool_call>\n{\"name\": \"f\"}\n</tool_call>\n\nhello\n\nweigh\n\n"
+                               "user assistant system tool <tool_response> </tool_response>\n\n";
+    TgTokenizer tok;
+    cr_assert_eq(tg_tokenizer_bpe_train_specials(text, sizeof text - 1, 300, "chatml", &tok), TG_OK, "%s",
+                 tg_error_message());
+    TgChatTokens ct;
+    cr_assert_eq(tg_chat_tokens_find(&tok, "test", &ct), TG_OK);
+    int32_t two[4];
+    size_t n_two = 0;
+    cr_assert_eq(tg_tokenizer_encode(&tok, "\n\n", 2, two, 4, &n_two), TG_OK);
+    cr_assert_eq(n_two, 1, "the check wants \"\\n\\n\" one id at a text's end");
+    static const char *const replies[] = {
+        "{\"role\": \"assistant\", \"content\": \"hello\"}",
+        "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}",
+        "{\"role\": \"assistant\", \"content\": \"hello\", \"reasoning_content\": \"weigh\"}",
+    };
+    for (int i = 0; i < 3; i++) {
+        bool think = i == 2;
+        char line[512], why[320];
+        snprintf(line, sizeof line, "{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}, %s]}", replies[i]);
+        TgToolConversation whole = {0}, asked = {0};
+        cr_assert(parse(line, &whole, why, sizeof why), "%s", why);
+        cr_assert(parse("{\"conversations\": [{\"role\": \"user\", \"content\": \"hi\"}]}", &asked, why, sizeof why));
+        TgToolRendering r;
+        tg_tool_render(&whole, false, false, &r);
+        TgChatIds trained = {0}, prompt = {0}, as_it_ends = {0};
+        cr_assert_eq(tg_tool_encode(&tok, &ct, &r, false, &trained), TG_OK);
+        tg_tool_rendering_free(&r);
+        cr_assert_eq(tg_tool_prompt_ids(&tok, &ct, &asked, think, &prompt), TG_OK);
+        cr_assert_lt(prompt.n, trained.n);
+        cr_expect_arr_eq(prompt.ids, trained.ids, prompt.n * sizeof *prompt.ids, "reply %d: the prompt's ids", i);
+        for (size_t k = prompt.n; k < trained.n; k++) cr_expect(trained.trained[k] || k + 1 == trained.n);
+        cr_expect(trained.trained[prompt.n], "reply %d: the reply's first id is the first trained", i);
+        tg_tool_render(&asked, true, think, &r);
+        cr_assert_eq(tg_tool_encode(&tok, &ct, &r, true, &as_it_ends), TG_OK);
+        tg_tool_rendering_free(&r);
+        if (!think)
+            cr_expect(as_it_ends.ids[as_it_ends.n - 1] == two[0] && as_it_ends.n == prompt.n - 1,
+                      "encoded as it ends, the prompt ends in the one id of \"\\n\\n\"");
+        tg_chat_ids_free(&trained), tg_chat_ids_free(&prompt), tg_chat_ids_free(&as_it_ends);
+        tg_tool_conversation_free(&whole), tg_tool_conversation_free(&asked);
+    }
     tg_tokenizer_free(&tok);
 }
 
