@@ -131,6 +131,11 @@ def page_rules(runs):
             sub(r"--steps 1500 +--lora-rank 16 --out checkpoints/chat-lora$", "--steps 60 --lora-rank 16 --out checkpoints/chat-lora",
                 STEPS),
             sub(r"(--lora-tokens none --out checkpoints/chat-lora-qkvo)$", r"\1 --steps 30", STEPS),
+            sub(r"generate --out checkpoints/tools$", "generate --out checkpoints/tools --lines 2000 --conversations 100 "
+                "--held-out 6", "a smaller tool-use task: fewer lines to pretrain on, conversations and questions",
+                smaller=True),
+            sub(r"--steps 900 (--batch 16 --lr 5e-3)", r"--steps 20 \1", STEPS),
+            sub(r"--steps 150 (--batch 16 --lr 1e-3)", r"--steps 10 \1", STEPS),
         ],
         "docs/dpo.md": [
             sub(r"--people 200 ", "--people 10 ", "fewer invented people: fewer conversations and pairs to train on",
