@@ -32,6 +32,9 @@
 #include "datagen.h"
 #include "testutil.h"
 #include "model/chat.h"
+#include "model/tool_chat.h"
+#include "tapegrad/rng.h"
+#include "tapegrad/sample.h"
 #include "run/run.h"
 
 #define TEXT(s) {s, sizeof s - 1}
@@ -845,4 +848,121 @@ Test(clients, llama_cpp_chats_with_a_lora_runs_base_and_adapter_as_tapegrad_chat
     free(out);
     expect_chat_as_tapegrad(run, base, adapter);
     free(run), free(base), free(adapter);
+}
+
+/* ---- a chat over a tool call in llama.cpp ------------------------------------------------- */
+
+/* The tool as node-llama-cpp hands it to a template (OpenAI's form), and the conversation around
+ * it: a question, the call, its result. */
+#define TOOL_SYSTEM "You answer with tools."
+#define TOOL_PARAMS "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}"
+#define TOOL_DEFS                                                                                                      \
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"temperature in "           \
+    "degrees\", "                                                                                                      \
+    "\"parameters\": " TOOL_PARAMS "}}]"
+
+/* A tiny model fine-tuned in MiniMind-3's template on calls of that tool and answers from its
+ * results. */
+static char *make_tool_run(void) {
+    char *base = make_run("tool-base", "--tokenizer bpe --vocab 600 --special-tokens chatml --seq 1024", 30);
+    static const char *const cities[] = {"Paris", "Oslo", "Lima", "Rome", "Kyiv", "Bern"};
+    size_t cap = 1 << 17, n = 0;
+    char *text = malloc(cap);
+    for (int i = 0; i < 60; i++) {
+        const char *city = cities[i % 6];
+        int temp = 10 + (i * 7) % 20;
+        n +=
+            (size_t)snprintf(text + n, cap - n,
+                             "{\"conversations\": [{\"role\": \"system\", \"content\": \"" TOOL_SYSTEM
+                             "\", \"tools\": " TOOL_DEFS "}, {\"role\": \"user\", \"content\": \"How warm is it in "
+                             "%s?\"}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"name\": "
+                             "\"get_weather\", \"arguments\": {\"city\": \"%s\"}}]}, {\"role\": \"tool\", \"content\": "
+                             "\"{\\\"temp\\\": %d}\"}, {\"role\": \"assistant\", \"content\": \"It is %d degrees in "
+                             "%s.\"}]}\n",
+                             city, city, temp, temp, city);
+    }
+    datagen_write(dir, "tools.jsonl", text, n);
+    free(text);
+    char *data = datagen_path(dir, "tools.jsonl"), *run = datagen_path(dir, "tool-run"), *out = NULL;
+    int rc = ckpt_cli(&out,
+                      "sft --chat-template minimind-3 --init-from %s --data %s --threads 1 --batch 4 --seq 1024 "
+                      "--steps 160 --eval-every 0 --out %s",
+                      base, data, run);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out), free(data), free(base);
+    return run;
+}
+
+/* node-llama-cpp (LlamaChat, the GGUF's template through JinjaTemplateChatWrapper) continues the
+ * model's turn after a call of the tool and its result: its context holds the ids tapegrad's
+ * chat gives the same conversation with the thinking open (as node-llama-cpp opens it), the
+ * call and the result written alike, and then the very ids tapegrad draws, greedy, with no
+ * penalty. */
+Test(clients, llama_cpp_chats_over_a_tool_call_and_its_result_as_tapegrad_chat, .init = setup, .fini = teardown,
+     .timeout = 300) {
+    require_clients("node-llama-cpp's chat over a tool call on the GGUF export", teardown);
+    enum { MAX_REPLY = 32 };
+    char *run = make_tool_run(), *gguf = datagen_path(dir, "tools.gguf"), *out = NULL, args[8400];
+    int rc = ckpt_cli(&out, "ckpt export %s --gguf %s", run, gguf);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char *request = datagen_path(dir, "tool-request.json");
+    FILE *f = fopen(request, "w");
+    cr_assert_not_null(f);
+    fprintf(
+        f,
+        "{\"system\": \"" TOOL_SYSTEM "\", \"question\": \"How warm is it in Oslo?\", \"max_tokens\": %d, "
+        "\"functions\": {\"get_weather\": {\"description\": \"temperature in degrees\", \"params\": " TOOL_PARAMS
+        "}}, \"call\": {\"name\": \"get_weather\", \"params\": {\"city\": \"Oslo\"}}, \"result\": {\"temp\": 12}}\n",
+        MAX_REPLY);
+    fclose(f);
+    snprintf(args, sizeof args, "%s %s", gguf, request);
+    cJSON *json = run_client("tool_chat_check.mjs", args);
+
+    /* tapegrad: the same conversation, the reply drawn as `tapegrad chat --think --temperature 0
+     * --repetition-penalty 1` draws it */
+    static const char line[] =
+        "{\"conversations\": [{\"role\": \"system\", \"content\": \"" TOOL_SYSTEM "\", \"tools\": " TOOL_DEFS
+        "}, {\"role\": \"user\", \"content\": \"How warm is it in Oslo?\"}, {\"role\": \"assistant\", \"content\": "
+        "null, \"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]}, {\"role\": "
+        "\"tool\", \"content\": \"{\\\"temp\\\": 12}\"}]}";
+    TgJsonlLine l;
+    tg_jsonl_line_of(line, sizeof line - 1, 1, &l);
+    TgToolConversation conv = {0};
+    char why[320];
+    cr_assert(tg_tool_conversation_parse(&l, &conv, why, sizeof why), "%s", why);
+    TgRun r;
+    cr_assert_eq(tg_run_open_existing(run, &r), TG_OK, "%s", tg_error_message());
+    TgChatTokens ct;
+    cr_assert_eq(tg_chat_tokens_find(&r.tok, run, &ct), TG_OK);
+    TgChatIds prompt = {0};
+    cr_assert_eq(tg_tool_prompt_ids(&r.tok, &ct, &conv, true, &prompt), TG_OK);
+    TestTape tt;
+    test_tape_init(&tt, 1);
+    TgSampleOptions greedy = {.temperature = 0, .repetition_penalty = 1.0};
+    TgRng rng;
+    tg_rng_seed(&rng, 1);
+    TgSampler sampler = {&r.model, &tt.tape, &greedy, &rng};
+    int32_t *ids = malloc((prompt.n + MAX_REPLY + 1) * sizeof *ids);
+    int64_t total = tg_sample_generate(&sampler, prompt.ids, (int64_t)prompt.n, MAX_REPLY, ct.im_end, ids);
+    cr_assert(total > (int64_t)prompt.n && ids[total - 1] == ct.im_end, "the reply wants its <|im_end|> within %d ids",
+              MAX_REPLY);
+    total--; /* llama.cpp's context stops before it */
+    size_t drawn = (size_t)total - prompt.n;
+    char *reply;
+    size_t reply_len;
+    cr_assert_eq(tg_tokenizer_decode(&r.tok, ids + prompt.n, drawn, &reply, &reply_len), TG_OK);
+    const char *theirs = cJSON_GetObjectItem(json, "reply")->valuestring;
+    fprintf(stderr, "after the tool's result: tapegrad \"%s\" (%zu ids), llama.cpp \"%s\"\n", reply, drawn, theirs);
+    cr_expect(drawn > 2, "a reply of %zu ids tests little", drawn);
+    cr_expect_str_eq(reply, theirs);
+    expect_ids(cJSON_GetObjectItem(json, "context"), ids, (size_t)total,
+               "the context: the conversation with the call and its result, then the reply");
+    free(reply), free(ids);
+    test_tape_free(&tt);
+    tg_chat_ids_free(&prompt);
+    tg_tool_conversation_free(&conv);
+    tg_run_close(&r);
+    cJSON_Delete(json);
+    free(run), free(gguf), free(request);
 }
