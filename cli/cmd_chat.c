@@ -27,7 +27,7 @@
 
 typedef struct {
     const char *run, *system, *message, *tools;
-    bool jsonl, think;
+    bool jsonl, think, no_think;
     int64_t tokens, seed;
     double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
     int top_k, threads;
@@ -50,6 +50,9 @@ static const TgOptSpec specs[] = {
     TG_OPT(C, think, "--think", TG_OPT_BOOL,
            "a run of MiniMind-3's template: open the thinking (the reply thinks first, shown apart); without it the "
            "template closes it empty",
+           TG_OPT_ANY, NULL, 0, NULL),
+    TG_OPT(C, no_think, "--no-think", TG_OPT_BOOL,
+           "a run of MiniMind-3's template: close the thinking empty, as its template does by default (the default)",
            TG_OPT_ANY, NULL, 0, NULL),
     TG_OPT(C, tools, "--tools", TG_OPT_STRING,
            "a run of MiniMind-3's template: the tool definitions, a JSON array in FILE, for --message (a --jsonl line "
@@ -528,6 +531,7 @@ static int chat_main(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!o.run) return cli_usage_error("chat", "--run DIR is required (a folder written by `tapegrad sft`)");
     if (o.message && o.jsonl) return cli_usage_error("chat", "give --message or --jsonl, not both");
+    if (o.think && o.no_think) return cli_usage_error("chat", "give --think or --no-think, not both");
     Chat c = {.o = &o};
     c.sampling = sampling;
     c.sampling.temperature = o.temperature, c.sampling.top_k = o.top_k, c.sampling.top_p = o.top_p;
@@ -537,9 +541,10 @@ static int chat_main(int argc, char **argv) {
     if (s == TG_OK) s = tg_sampling_memory_check(&c.run.model.cfg, c.run.last_checkpoint, o.tokens, o.threads);
     if (s == TG_OK) s = tg_run_chat_template(c.run.dir, &c.chat_template);
     bool tools = c.chat_template == TG_CHAT_TEMPLATE_MINIMIND3;
-    if (s == TG_OK && !tools && (o.think || o.tools))
+    if (s == TG_OK && !tools && (o.think || o.no_think || o.tools))
         s = tg_fail(TG_ERR_ARG,
-                    "--think and --tools are for a run of MiniMind-3's template (sft --chat-template minimind-3); "
+                    "--think, --no-think and --tools are for a run of MiniMind-3's template (sft --chat-template "
+                    "minimind-3); "
                     "%s renders ChatML",
                     c.run.dir);
     if (s == TG_OK && o.tools && o.jsonl)

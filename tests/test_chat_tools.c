@@ -366,12 +366,12 @@ Test(chat_tools_cli, sft_trains_on_minimind3s_format_and_exports_its_template, .
 
 /* ---- `tapegrad chat` on such a run */
 
-/* The JSON lines `tapegrad chat --jsonl --temperature 0 [--think]` writes for `lines`, parsed. */
-static cJSON *chat_lines(const char *run, const char *lines, bool think) {
+/* The JSON lines `tapegrad chat --jsonl --temperature 0 FLAG` writes for `lines`, parsed. */
+static cJSON *chat_lines(const char *run, const char *lines, const char *flag) {
     datagen_write(dir, "q.jsonl", lines, strlen(lines));
     char *in = datagen_path(dir, "q.jsonl"), *out_path = datagen_path(dir, "a.jsonl"), cmd[8192];
     snprintf(cmd, sizeof cmd, "%s chat --run %s --jsonl --temperature 0 --threads 1 %s <%s >%s", TAPEGRAD_BIN, run,
-             think ? "--think" : "", in, out_path);
+             flag, in, out_path);
     cr_assert_eq(test_run(cmd), 0, "%s", cmd);
     char *text = ckpt_read_text(out_path);
     cJSON *all = cJSON_CreateArray();
@@ -432,12 +432,14 @@ Test(chat_tools_cli, think_opens_the_thinking_no_think_closes_it_and_calls_come_
         "{\"conversations\": [{\"role\": \"system\", \"content\": \"s\", \"tools\": \"[{\\\"name\\\": \\\"f\\\", "
         "\\\"parameters\\\": {}}, {\\\"name\\\": \\\"g\\\", \\\"parameters\\\": {}}]\"}, {\"role\": \"user\", "
         "\"content\": \"call g\"}]}\n";
-    for (int think = 0; think < 2; think++) {
-        cJSON *replies = chat_lines(tuned, asks, think);
+    static const char *const flags[] = {"--no-think", "", "--think"}; /* closed, closed by default, open */
+    for (int mode = 0; mode < 3; mode++) {
+        bool think = mode == 2;
+        cJSON *replies = chat_lines(tuned, asks, flags[mode]);
         cr_assert_eq(cJSON_GetArraySize(replies), 2);
-        cr_expect_str_eq(member(replies, 0, "reply"), "hello", "%s", think ? "--think" : "closed thinking");
-        cr_expect_str_eq(member(replies, 0, "reasoning_content"), think ? "a greeting" : "", "%s",
-                         think ? "--think: the model thinks first" : "the template closes the thinking empty");
+        cr_expect_str_eq(member(replies, 0, "reply"), "hello", "%s", flags[mode]);
+        cr_expect_str_eq(member(replies, 0, "reasoning_content"), think ? "a greeting" : "", "'%s': %s", flags[mode],
+                         think ? "the model thinks first" : "the template closes the thinking empty");
         cJSON *calls = cJSON_GetObjectItem(cJSON_GetArrayItem(replies, 1), "tool_calls");
         cJSON *first = cJSON_GetArrayItem(calls, 0);
         cr_expect(cJSON_GetArraySize(calls) == 1 && strcmp(cJSON_GetObjectItem(first, "name")->valuestring, "g") == 0 &&
@@ -446,6 +448,13 @@ Test(chat_tools_cli, think_opens_the_thinking_no_think_closes_it_and_calls_come_
         cr_expect_str_eq(member(replies, 1, "reply"), "", "a reply of one call has no text");
         cJSON_Delete(replies);
     }
+    rc = ckpt_cli(&out, "chat --run %s --message hi --think --no-think", tuned);
+    cr_expect(rc == 2 && strstr(out, "give --think or --no-think, not both"), "%s", out);
+    free(out);
+    rc = ckpt_cli(&out, "chat --run %s --message hi --no-think", base);
+    cr_expect(rc != 0 && strstr(out, "are for a run of MiniMind-3's template") && strstr(out, "renders ChatML"), "%s",
+              out);
+    free(out);
     /* --message shows the thinking apart */
     rc = ckpt_cli(&out, "chat --run %s --message hi --think --temperature 0 --threads 1", tuned);
     cr_expect(rc == 0 && strstr(out, "(thinking) a greeting\nhello\n"), "%s", out);
