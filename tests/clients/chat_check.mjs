@@ -10,9 +10,8 @@
 // its own ChatML wrapper, which puts the model's BOS token (here <|endoftext|>) before the
 // conversation, where the template, MiniMind's and tapegrad's, puts none.
 import { readFileSync } from "node:fs";
-import {
-  getLlama, LlamaLogLevel, LlamaChatSession, JinjaTemplateChatWrapper, resolveChatWrapper,
-} from "node-llama-cpp";
+import { LlamaChatSession, JinjaTemplateChatWrapper, resolveChatWrapper } from "node-llama-cpp";
+import { openChatModel } from "./chat_model.mjs";
 
 const [modelPath, requestPath, adapterPath] = process.argv.slice(2);
 if (!requestPath) {
@@ -20,18 +19,8 @@ if (!requestPath) {
   process.exit(2);
 }
 const { system, turns, max_tokens } = JSON.parse(readFileSync(requestPath, "utf8"));
-const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
-const model = await llama.loadModel({ modelPath });
-const template = model.fileInfo.metadata.tokenizer.chat_template;
-if (typeof template !== "string") {
-  console.error(`${modelPath} has no tokenizer.chat_template`);
-  process.exit(1);
-}
-const context = await model.createContext({
-  contextSize: model.trainContextSize, threads: 1, flashAttention: false,
-  experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
-  ...(adapterPath ? { lora: { adapters: [{ filePath: adapterPath, scale: 1 }] } } : {}),
-});
+const { model, template, context } = await openChatModel(
+  modelPath, adapterPath ? { lora: { adapters: [{ filePath: adapterPath, scale: 1 }] } } : {});
 const sequence = context.getSequence();
 const session = new LlamaChatSession({
   contextSequence: sequence,

@@ -9,9 +9,8 @@
 // Prints {"reply": the text drawn after the result, "context": [the ids the context holds after it],
 // "context_text": their text, special tokens as text}. Greedy (temperature 0), no repetition penalty.
 import { readFileSync } from "node:fs";
-import {
-  getLlama, LlamaLogLevel, LlamaChat, JinjaTemplateChatWrapper, defineChatSessionFunction,
-} from "node-llama-cpp";
+import { LlamaChat, JinjaTemplateChatWrapper, defineChatSessionFunction } from "node-llama-cpp";
+import { openChatModel } from "./chat_model.mjs";
 
 const [modelPath, requestPath] = process.argv.slice(2);
 if (!requestPath) {
@@ -19,17 +18,7 @@ if (!requestPath) {
   process.exit(2);
 }
 const request = JSON.parse(readFileSync(requestPath, "utf8"));
-const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
-const model = await llama.loadModel({ modelPath });
-const template = model.fileInfo.metadata.tokenizer.chat_template;
-if (typeof template !== "string") {
-  console.error(`${modelPath} has no tokenizer.chat_template`);
-  process.exit(1);
-}
-const context = await model.createContext({
-  contextSize: model.trainContextSize, threads: 1, flashAttention: false,
-  experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
-});
+const { model, template, context } = await openChatModel(modelPath);
 const sequence = context.getSequence();
 const chatWrapper = new JinjaTemplateChatWrapper({ template, tokenizer: model.tokenizer });
 if (chatWrapper.settings.functions?.call?.prefix == null) {

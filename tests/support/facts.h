@@ -5,11 +5,11 @@
 
 #include <cjson/cJSON.h>
 
-/* Runs `/usr/bin/python3 scripts/sft_facts.py ARGS` (ARGS printf-style), its output into
+/* Runs `/usr/bin/python3 scripts/SCRIPT ARGS` (ARGS printf-style), its output into
  * scratch/script.out, and returns the JSON line it printed (the caller deletes it); a failure, or
  * no JSON, fails the test with the output. */
-cJSON *facts_script(const char *scratch, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The same with scripts/sft_tools.py. */
-cJSON *tools_script(const char *scratch, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+cJSON *script_json(const char *scratch, const char *script, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define facts_script(scratch, ...) script_json((scratch), "sft_facts.py", __VA_ARGS__)
+#define tools_script(scratch, ...) script_json((scratch), "sft_tools.py", __VA_ARGS__)
 
 #endif
