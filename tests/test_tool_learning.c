@@ -120,3 +120,86 @@ Test(tool_learning, a_model_learns_to_call_the_right_tool_and_answer_from_its_re
     }
     free(task), free(base), free(tuned);
 }
+
+/* The lines of a JSON Lines file, parsed. */
+static cJSON *json_lines(const char *path) {
+    char *text = ckpt_read_text(path);
+    cJSON *all = cJSON_CreateArray();
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert_not_null(j, "%s: %s", path, line);
+        cJSON_AddItemToArray(all, j);
+    }
+    free(text);
+    return all;
+}
+
+/* The content of the last turn of conversation i of `lines`. */
+static const char *last_content(const cJSON *lines, int i) {
+    const cJSON *turns = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, i), "conversations");
+    const cJSON *content = cJSON_GetObjectItem(cJSON_GetArrayItem(turns, cJSON_GetArraySize(turns) - 1), "content");
+    cr_assert(cJSON_IsString(content), "conversation %d ends with no text", i + 1);
+    return content->valuestring;
+}
+
+/* What `sft_tools.py respond` feeds back for `replies` (JSON lines), parsed. */
+static cJSON *respond(const char *test, const char *replies_text, const char *name) {
+    datagen_write(dir, name, replies_text, strlen(replies_text));
+    char *replies = datagen_path(dir, name), *next = datagen_path(dir, "next.jsonl"), cmd[8192];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/sft_tools.py respond %s %s >%s", TAPEGRAD_SOURCE_DIR, test,
+             replies, next);
+    cr_assert_eq(test_run(cmd), 0, "%s", cmd);
+    cJSON *fed = json_lines(next);
+    cr_assert_eq(cJSON_GetArraySize(fed), 3);
+    free(replies), free(next);
+    return fed;
+}
+
+/* The judge of the task can say no: of three replies (the expected call, the expected tool on
+ * another city, no call), each answered with the value the expected call gets, only the first
+ * counts; respond feeds back what each call gets, and says when none was made. */
+Test(tool_learning, the_score_counts_the_expected_call_answered_with_its_tools_value, .init = setup, .fini = teardown,
+     .timeout = 60) {
+    char *task = datagen_path(dir, "task"), test[4200], lines[4096];
+    cJSON_Delete(tools_script(dir, "generate --out %s --seed 3 --lines 10 --conversations 10 --held-out 3", task));
+    snprintf(test, sizeof test, "%s/test.jsonl", task);
+    cJSON *tests = json_lines(test);
+    cr_assert_eq(cJSON_GetArraySize(tests), 3);
+    char *calls[3];
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        calls[i] = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetArrayItem(tests, i), "expected"));
+        n += snprintf(lines + n, sizeof lines - (size_t)n, "{\"reply\": \"\", \"tool_calls\": [%s]}\n", calls[i]);
+    }
+    cJSON *truth = respond(test, lines, "right.jsonl");
+    const char *name =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(tests, 1), "expected"), "name")->valuestring;
+    n = snprintf(lines, sizeof lines,
+                 "{\"reply\": \"\", \"tool_calls\": [%s]}\n"
+                 "{\"reply\": \"\", \"tool_calls\": [{\"name\": \"%s\", \"arguments\": {\"city\": \"Nowhere\"}}]}\n"
+                 "{\"reply\": \"I do not know.\", \"tool_calls\": []}\n",
+                 calls[0], name);
+    cJSON *fed = respond(test, lines, "replies.jsonl");
+    cr_expect(strstr(last_content(fed, 2), "no tool was called"), "%s", last_content(fed, 2));
+    cr_expect(strstr(last_content(fed, 0), "{\"") && strcmp(last_content(fed, 0), last_content(truth, 0)) == 0);
+    /* every answer quotes the value the expected call gets: {"temp": V}, {"time": "V"} or {"people": V} */
+    n = 0;
+    for (int i = 0; i < 3; i++) {
+        cJSON *response = cJSON_Parse(last_content(truth, i));
+        cr_assert(response && response->child, "%s", last_content(truth, i));
+        const cJSON *value = response->child;
+        if (cJSON_IsNumber(value))
+            n += snprintf(lines + n, sizeof lines - (size_t)n, "{\"reply\": \"It is %d.\"}\n", value->valueint);
+        else
+            n += snprintf(lines + n, sizeof lines - (size_t)n, "{\"reply\": \"It is %s.\"}\n", value->valuestring);
+        cJSON_Delete(response);
+    }
+    datagen_write(dir, "answers.jsonl", lines, (size_t)n);
+    char *replies = datagen_path(dir, "replies.jsonl"), *answers = datagen_path(dir, "answers.jsonl");
+    cJSON *score = tools_script(dir, "score %s %s %s", test, replies, answers);
+    cr_expect_eq(cJSON_GetObjectItem(score, "correct")->valueint, 1, "%s", cJSON_PrintUnformatted(score));
+    cr_expect_float_eq(cJSON_GetObjectItem(score, "calls")->valuedouble, 1.0 / 3, 1e-9);
+    cJSON_Delete(score), cJSON_Delete(fed), cJSON_Delete(truth), cJSON_Delete(tests);
+    for (int i = 0; i < 3; i++) free(calls[i]);
+    free(replies), free(answers), free(task);
+}
