@@ -27,6 +27,7 @@ without a city), one line per question; `tapegrad chat --jsonl < NEXT > ANSWERS`
 value the tool gave."""
 import argparse
 import json
+import os
 import random
 import sys
 
@@ -125,7 +126,6 @@ def conversation(rng, where, name, thinking):
 
 
 def generate(args):
-    import os
     os.makedirs(args.out, exist_ok=True)
     rng = random.Random(args.seed)
     held_out = []
@@ -182,9 +182,8 @@ def respond(args):
         if calls:
             said["tool_calls"] = calls
         turns.append(said)
-        for c in calls or [{"name": "", "arguments": {}}]:
-            response = tool_response(c.get("name"), c.get("arguments")) if calls else {"error": "no tool was called"}
-            turns.append({"role": "tool", "content": dumps(response)})
+        responses = [tool_response(c.get("name"), c.get("arguments")) for c in calls] or [{"error": "no tool was called"}]
+        turns += [{"role": "tool", "content": dumps(response)} for response in responses]
         print(dumps({"conversations": turns}))
 
 

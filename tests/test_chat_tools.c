@@ -373,14 +373,8 @@ static cJSON *chat_lines(const char *run, const char *lines, const char *flag) {
     snprintf(cmd, sizeof cmd, "%s chat --run %s --jsonl --temperature 0 --threads 1 %s <%s >%s", TAPEGRAD_BIN, run,
              flag, in, out_path);
     cr_assert_eq(test_run(cmd), 0, "%s", cmd);
-    char *text = ckpt_read_text(out_path);
-    cJSON *all = cJSON_CreateArray();
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        cr_assert_not_null(j, "%s", line);
-        cJSON_AddItemToArray(all, j);
-    }
-    free(text), free(in), free(out_path);
+    cJSON *all = ckpt_read_json_lines(out_path);
+    free(in), free(out_path);
     return all;
 }
 

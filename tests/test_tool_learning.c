@@ -121,19 +121,6 @@ Test(tool_learning, a_model_learns_to_call_the_right_tool_and_answer_from_its_re
     free(task), free(base), free(tuned);
 }
 
-/* The lines of a JSON Lines file, parsed. */
-static cJSON *json_lines(const char *path) {
-    char *text = ckpt_read_text(path);
-    cJSON *all = cJSON_CreateArray();
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        cr_assert_not_null(j, "%s: %s", path, line);
-        cJSON_AddItemToArray(all, j);
-    }
-    free(text);
-    return all;
-}
-
 /* The content of the last turn of conversation i of `lines`. */
 static const char *last_content(const cJSON *lines, int i) {
     const cJSON *turns = cJSON_GetObjectItem(cJSON_GetArrayItem(lines, i), "conversations");
@@ -149,7 +136,7 @@ static cJSON *respond(const char *test, const char *replies_text, const char *na
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/sft_tools.py respond %s %s >%s", TAPEGRAD_SOURCE_DIR, test,
              replies, next);
     cr_assert_eq(test_run(cmd), 0, "%s", cmd);
-    cJSON *fed = json_lines(next);
+    cJSON *fed = ckpt_read_json_lines(next);
     cr_assert_eq(cJSON_GetArraySize(fed), 3);
     free(replies), free(next);
     return fed;
@@ -163,7 +150,7 @@ Test(tool_learning, the_score_counts_the_expected_call_answered_with_its_tools_v
     char *task = datagen_path(dir, "task"), test[4200], lines[4096];
     cJSON_Delete(tools_script(dir, "generate --out %s --seed 3 --lines 10 --conversations 10 --held-out 3", task));
     snprintf(test, sizeof test, "%s/test.jsonl", task);
-    cJSON *tests = json_lines(test);
+    cJSON *tests = ckpt_read_json_lines(test);
     cr_assert_eq(cJSON_GetArraySize(tests), 3);
     char *calls[3];
     int n = 0;

@@ -132,6 +132,18 @@ char *ckpt_read_text(const char *path) {
     return text;
 }
 
+cJSON *ckpt_read_json_lines(const char *path) {
+    char *text = ckpt_read_text(path);
+    cJSON *all = cJSON_CreateArray();
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert_not_null(j, "%s: %s", path, line);
+        cJSON_AddItemToArray(all, j);
+    }
+    free(text);
+    return all;
+}
+
 void ckpt_write_file(const char *path, const void *data, size_t len) {
     FILE *f = fopen(path, "wb");
     cr_assert_not_null(f, "cannot write %s", path);

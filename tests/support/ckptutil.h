@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <cjson/cJSON.h>
+
 #include "checkpoint/checkpoint.h"
 #include "tapegrad/model.h"
 
@@ -92,6 +94,9 @@ bool ckpt_models_equal(const TgModel *a, const TgModel *b);
 uint8_t *ckpt_read_file(const char *path, size_t *len);
 /* The whole file as a NUL-terminated string (malloc'ed). */
 char *ckpt_read_text(const char *path);
+/* The lines of a JSON Lines file, each parsed (a line that is not JSON fails the test), as one
+ * array; the caller deletes it. */
+cJSON *ckpt_read_json_lines(const char *path);
 void ckpt_write_file(const char *path, const void *data, size_t len);
 uint8_t *ckpt_raw_read(const char *path, size_t *len);
 /* Compresses `len` bytes into a gzip file at path. */
