@@ -93,6 +93,7 @@ static double answered(const char *isa, const char *task, const char *run) {
  * best kernel path; asked on every path the CPU has. */
 Test(tool_learning, a_model_learns_to_call_the_right_tool_and_answer_from_its_response, .init = setup, .fini = teardown,
      .timeout = 900) {
+    if (UNDER_ASAN) cr_skip_test("minutes of training take too long under the sanitizers");
     char *task = datagen_path(dir, "task"), *base = datagen_path(dir, "base"), *tuned = datagen_path(dir, "tuned"),
          *out = NULL;
     cJSON_Delete(tools_script(dir, "generate --out %s --seed 1", task));
