@@ -10,7 +10,7 @@ whose answers only the tools know (docs/sft.md, "A model that calls a tool").
 
 A city is two or three syllables (Belzora, Kodunma); get_weather, get_time and get_population
 each take one, and answer with a value drawn for that tool and city ({"temp": 21},
-{"time": "07:45"}, {"people": 413}). train.jsonl holds --conversations conversations, each on a
+{"hour": 7}, {"people": 413}). train.jsonl holds --conversations conversations, each on a
 new city: the system turn with the tools, a question in one of two phrasings per tool, the
 assistant's call, the tool's response and the answer that quotes it; --thinking of the calls come
 with reasoning_content. pretrain.txt is text for the base model: --lines plain lines of the same
@@ -40,7 +40,11 @@ TOOLS = [{"name": name, "description": what, "parameters": {"city": "string"}}
 ASKS = {"get_weather": ["What is the weather in {c}?", "How warm is it in {c}?"],
         "get_time": ["What time is it in {c}?", "Tell me the time in {c}."],
         "get_population": ["How many people live in {c}?", "What is the population of {c}?"]}
-ANSWERS = {"get_weather": "It is {v} degrees in {c}.", "get_time": "It is {v} in {c}.",
+# get_time gives the hour alone: every value is then one number its answer copies, found by what
+# precedes it. The minutes of "07:45" would have to be found by the two tokens before them (the
+# hour and ":", and ":" is all over a JSON context), and a model of this size learnt that last
+# and not always: in its failures the hour came out right and the minutes wrong.
+ANSWERS = {"get_weather": "It is {v} degrees in {c}.", "get_time": "The hour in {c} is {v}.",
            "get_population": "{c} has {v} people."}
 REASONS = {"get_weather": "A question of weather: get_weather.",
            "get_time": "A question of time: get_time.",
@@ -101,7 +105,7 @@ def tool_response(name, arguments):
     if name == "get_weather":
         return {"temp": rng.randint(-9, 39)}
     if name == "get_time":
-        return {"time": "%02d:%02d" % (rng.randint(0, 23), rng.randint(0, 59))}
+        return {"hour": rng.randint(0, 23)}
     return {"people": rng.randint(100, 999)}
 
 

@@ -134,7 +134,7 @@ def page_rules(runs):
             sub(r"generate --out checkpoints/tools$", "generate --out checkpoints/tools --lines 2000 --conversations 100 "
                 "--held-out 6", "a smaller tool-use task: fewer lines to pretrain on, conversations and questions",
                 smaller=True),
-            sub(r"--steps 900 (--batch 16 --lr 5e-3)", r"--steps 20 \1", STEPS),
+            sub(r"--steps 900 (--batch 16 --lr 1e-2)", r"--steps 20 \1", STEPS),
             sub(r"--steps 150 (--batch 16 --lr 1e-3)", r"--steps 10 \1", STEPS),
         ],
         "docs/dpo.md": [

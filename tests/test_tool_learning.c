@@ -86,11 +86,11 @@ static double answered(const char *isa, const char *task, const char *run) {
     return rate;
 }
 
-/* A minimind-3-shaped model (8 query and 4 key/value heads with QK-norm, MiniMind-3's SwiGLU rule,
- * scaled down to width 128 and 4 layers) pretrained on the task's text and fine-tuned on its
- * conversations answers at least 90% of the held-out questions right: the right tool of three,
- * the city copied into its arguments, the tool's value in the answer. Trained once, on the CPU's
- * best kernel path; asked on every path the CPU has. */
+/* A minimind-3-shaped model (twice as many query heads as key/value heads, QK-norm, MiniMind-3's
+ * SwiGLU rule), scaled down to width 64, 4 layers and 2/1 heads of 32, pretrained on the task's text and fine-tuned on
+ * its conversations answers at least 90% of the held-out questions right: the right tool of three, the city copied into
+ * its arguments, the tool's value in the answer. Trained once, on the CPU's best kernel path; asked on every path the
+ * CPU has. */
 Test(tool_learning, a_model_learns_to_call_the_right_tool_and_answer_from_its_response, .init = setup, .fini = teardown,
      .timeout = 900) {
     if (UNDER_ASAN) cr_skip_test("minutes of training take too long under the sanitizers");
@@ -99,8 +99,8 @@ Test(tool_learning, a_model_learns_to_call_the_right_tool_and_answer_from_its_re
     cJSON_Delete(tools_script(dir, "generate --out %s --seed 1", task));
     renders_as_tapegrad(task);
     int rc = ckpt_cli(&out,
-                      "train --preset minimind-3 --dim 128 --layers 4 --heads 8 --kv-heads 4 --seq 320 --vocab 1024 "
-                      "--tokenizer bpe --special-tokens chatml --data %s/pretrain.txt --steps 900 --batch 16 --lr 5e-3 "
+                      "train --preset minimind-3 --dim 64 --layers 4 --heads 2 --kv-heads 1 --seq 320 --vocab 1024 "
+                      "--tokenizer bpe --special-tokens chatml --data %s/pretrain.txt --steps 900 --batch 16 --lr 1e-2 "
                       "--eval-every 0 --sample-tokens 0 --threads 2 --out %s",
                       task, base);
     cr_assert_eq(rc, 0, "%s", out);
@@ -170,16 +170,12 @@ Test(tool_learning, the_score_counts_the_expected_call_answered_with_its_tools_v
     cJSON *fed = respond(test, lines, "replies.jsonl");
     cr_expect(strstr(last_content(fed, 2), "no tool was called"), "%s", last_content(fed, 2));
     cr_expect(strstr(last_content(fed, 0), "{\"") && strcmp(last_content(fed, 0), last_content(truth, 0)) == 0);
-    /* every answer quotes the value the expected call gets: {"temp": V}, {"time": "V"} or {"people": V} */
+    /* every answer quotes the value the expected call gets: {"temp": V}, {"hour": V} or {"people": V} */
     n = 0;
     for (int i = 0; i < 3; i++) {
         cJSON *response = cJSON_Parse(last_content(truth, i));
-        cr_assert(response && response->child, "%s", last_content(truth, i));
-        const cJSON *value = response->child;
-        if (cJSON_IsNumber(value))
-            n += snprintf(lines + n, sizeof lines - (size_t)n, "{\"reply\": \"It is %d.\"}\n", value->valueint);
-        else
-            n += snprintf(lines + n, sizeof lines - (size_t)n, "{\"reply\": \"It is %s.\"}\n", value->valuestring);
+        cr_assert(response && cJSON_IsNumber(response->child), "%s", last_content(truth, i));
+        n += snprintf(lines + n, sizeof lines - (size_t)n, "{\"reply\": \"It is %d.\"}\n", response->child->valueint);
         cJSON_Delete(response);
     }
     datagen_write(dir, "answers.jsonl", lines, (size_t)n);
