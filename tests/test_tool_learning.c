@@ -87,10 +87,10 @@ static double answered(const char *isa, const char *task, const char *run) {
 }
 
 /* A minimind-3-shaped model (twice as many query heads as key/value heads, QK-norm, MiniMind-3's
- * SwiGLU rule), scaled down to width 64, 4 layers and 2/1 heads of 32, pretrained on the task's text and fine-tuned on
- * its conversations answers at least 90% of the held-out questions right: the right tool of three, the city copied into
- * its arguments, the tool's value in the answer. Trained once, on the CPU's best kernel path; asked on every path the
- * CPU has. */
+ * SwiGLU rule), scaled down to width 64, 4 layers and 2/1 heads of 32, pretrained on the task's
+ * text and fine-tuned on its conversations, answers at least 90% of the held-out questions right:
+ * the right tool of three, the city copied into its arguments, the tool's value in the answer.
+ * Trained once, on the CPU's best kernel path; asked on every path the CPU has. */
 Test(tool_learning, a_model_learns_to_call_the_right_tool_and_answer_from_its_response, .init = setup, .fini = teardown,
      .timeout = 900) {
     if (UNDER_ASAN) cr_skip_test("minutes of training take too long under the sanitizers");
